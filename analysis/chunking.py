@@ -1,0 +1,121 @@
+"""Split a module's text into top-level statements without parsing it.
+
+Each chunk is parsed on its own, so an edit re-parses only the chunks it touched and a
+syntax error stays inside its statement. The scanner tracks brackets, strings and line
+continuations; a line at column 0 can only start a new statement when none of those is
+open. Mid-edit text often has an unclosed bracket, which would otherwise swallow the rest
+of the file: a column-0 line that can only begin a statement (``def``, ``class``, a
+decorator, an import) closes whatever was left open.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+
+_TOKEN = re.compile(r"""\n|#|'''|\"\"\"|'|"|[(\[{]|[)\]}]|\\\r?\n""")
+_TRIPLE_END = {"'''": re.compile(r"\\.|'''", re.S), '"""': re.compile(r'\\.|"""', re.S)}
+_SINGLE_END = {"'": re.compile(r"\\.|'|\n", re.S), '"': re.compile(r'\\.|"|\n', re.S)}
+# Column-0 words that only ever begin a statement: seeing one means an open bracket above is a typo.
+_HARD_START = re.compile(r"(?:async\s+def|def|class|import|from\s+\S+\s+import|@)\b|@")
+# Column-0 words that continue the previous compound statement.
+_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
+
+
+class Chunk(msgspec.Struct, frozen=True):
+    """One top-level statement with the comments and blank lines just above it."""
+
+    start_line: int  # 0-based index of the chunk's first line in the module
+    text: str
+
+    @property
+    def line_count(self) -> int:
+        return self.text.count("\n") + (0 if self.text.endswith("\n") else 1)
+
+
+def _statement_starts(text: str) -> list[int]:
+    """Offsets (into text) of each line that begins at top level, i.e. not inside an open construct."""
+    starts = [0]
+    depth = 0
+    pos = 0
+    length = len(text)
+    while pos < length:
+        match = _TOKEN.search(text, pos)
+        if match is None:
+            break
+        token = match.group()
+        pos = match.end()
+        if token == "\n":
+            if depth == 0:
+                starts.append(pos)
+            elif _HARD_START.match(text, pos):
+                depth = 0
+                starts.append(pos)
+        elif token == "#":
+            newline = text.find("\n", pos)
+            pos = length if newline < 0 else newline
+        elif token in _TRIPLE_END:
+            end = _find_string_end(text, pos, _TRIPLE_END[token], token)
+            pos = length if end < 0 else end
+        elif token in _SINGLE_END:
+            end = _find_string_end(text, pos, _SINGLE_END[token], token)
+            pos = length if end < 0 else end
+        elif token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth = max(0, depth - 1)
+        # a backslash continuation consumes its newline: the next line is not a start
+    return starts
+
+
+def _find_string_end(text: str, pos: int, pattern: re.Pattern[str], quote: str) -> int:
+    while True:
+        match = pattern.search(text, pos)
+        if match is None:
+            return -1
+        if match.group() == quote:
+            return match.end()
+        if match.group() == "\n":  # an unterminated one-line string ends with its line
+            return match.start()
+        pos = match.end()
+
+
+def split_statements(text: str) -> list[Chunk]:
+    """Chunks whose texts concatenate back to exactly ``text``."""
+    if not text:
+        return []
+    line_offsets = [0]
+    for match in re.finditer("\n", text):
+        line_offsets.append(match.end())
+    offset_to_line = {offset: index for index, offset in enumerate(line_offsets)}
+
+    boundaries: list[int] = []
+    pending_comment_start: int | None = None
+    previous_was_decorator = False
+    for offset in _statement_starts(text):
+        if offset >= len(text):
+            continue
+        line_end = text.find("\n", offset)
+        line = text[offset : len(text) if line_end < 0 else line_end]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            if pending_comment_start is None:
+                pending_comment_start = offset
+            continue
+        if line[0] in " \t" or _CONTINUATION.match(line) or previous_was_decorator:
+            # indented leftovers, `else:` and decorated definitions stay with what came before
+            pending_comment_start = None
+            previous_was_decorator = line.startswith("@")
+            continue
+        boundaries.append(pending_comment_start if pending_comment_start is not None else offset)
+        pending_comment_start = None
+        previous_was_decorator = line.startswith("@")
+
+    if not boundaries or boundaries[0] != 0:
+        boundaries.insert(0, 0)
+    chunks = []
+    for index, start in enumerate(boundaries):
+        end = boundaries[index + 1] if index + 1 < len(boundaries) else len(text)
+        chunks.append(Chunk(start_line=offset_to_line[start], text=text[start:end]))
+    return chunks

@@ -1,0 +1,149 @@
+"""What a rule sees while it checks one top-level statement, and how it reports."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import libcst as cst
+
+from .flow import ScopeAnalysis
+from .model import Evidence, Fix, Severity, TextEdit
+from .parsing import ParsedChunk
+from .values import Site
+
+if TYPE_CHECKING:
+    from .module import ModuleAnalysis
+    from .rules.base import Rule
+
+
+class RawFinding:
+    """A finding before suppression, selection and severity overrides are applied."""
+
+    __slots__ = ("rule", "span", "message", "severity", "evidence", "help", "fix")
+
+    def __init__(self, rule, span, message, severity, evidence, help, fix) -> None:
+        self.rule = rule
+        self.span: tuple[int, int, int, int] = span
+        self.message: str = message
+        self.severity: Severity = severity
+        self.evidence: tuple[Evidence, ...] = evidence
+        self.help: str = help
+        self.fix: Fix | None = fix
+
+
+class RuleContext:
+    def __init__(self, module: "ModuleAnalysis", chunk: ParsedChunk, rule: "Rule") -> None:
+        self.module = module
+        self.chunk = chunk
+        self.rule = rule
+        self.summary = module.summary
+        self.findings: list[RawFinding] = []
+
+    @property
+    def scopes(self) -> list[ScopeAnalysis]:
+        return self.module.scopes_of(self.chunk)
+
+    @property
+    def is_first_chunk(self) -> bool:
+        return self.chunk.index == 0
+
+    # ------------------------------------------------------------------ positions
+    @staticmethod
+    def line_of(site: Site) -> int:
+        chunk, node = site
+        return chunk.line_of(node)
+
+    def evidence(self, site: Site | None, note: str) -> Evidence | None:
+        if site is None:
+            return None
+        return Evidence(self.line_of(site), note)
+
+    # ------------------------------------------------------------------ reporting
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: str,
+        *,
+        evidence: Iterable[Evidence | tuple[Site | None, str] | None] = (),
+        severity: Severity | None = None,
+        help: str = "",
+        fix: Fix | None = None,
+        chunk: ParsedChunk | None = None,
+    ) -> None:
+        chunk = chunk or self.chunk
+        items: list[Evidence] = []
+        for item in evidence:
+            if item is None:
+                continue
+            if isinstance(item, tuple):
+                converted = self.evidence(*item)
+                if converted is not None:
+                    items.append(converted)
+            else:
+                items.append(item)
+        unique = tuple(dict.fromkeys(sorted(items, key=lambda e: e.line)))
+        self.findings.append(
+            RawFinding(self.rule, chunk.range_of(node), message, severity or self.rule.severity, unique, help, fix)
+        )
+
+    # ------------------------------------------------------------------ fixes
+    def edit_replace(self, node: cst.CSTNode, new_text: str, chunk: ParsedChunk | None = None) -> TextEdit:
+        line, column, end_line, end_column = (chunk or self.chunk).range_of(node)
+        return TextEdit(line, column, end_line, end_column, new_text)
+
+    def edit_insert_after(self, node: cst.CSTNode, text: str, chunk: ParsedChunk | None = None) -> TextEdit:
+        _, _, end_line, end_column = (chunk or self.chunk).range_of(node)
+        return TextEdit(end_line, end_column, end_line, end_column, text)
+
+    def edit_insert_before(self, node: cst.CSTNode, text: str, chunk: ParsedChunk | None = None) -> TextEdit:
+        line, column, _, _ = (chunk or self.chunk).range_of(node)
+        return TextEdit(line, column, line, column, text)
+
+    def indent_block(self, node: cst.CSTNode, header: str, chunk: ParsedChunk | None = None) -> TextEdit | None:
+        """Wrap a statement (with all its lines) in ``header:``, indenting it one level.
+
+        None when the statement holds a multi-line string, whose text would change if indented.
+        """
+        chunk = chunk or self.chunk
+        line, column, end_line, _ = chunk.range_of(node)
+        lines = self.module.lines[line - 1 : end_line]
+        if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in _walk(node)):
+            return None
+        indent = lines[0][: column - 1]
+        unit = _indent_unit(self.module.lines)
+        body = "\n".join((unit + text) if text.strip() else text for text in lines)
+        new_text = f"{indent}{header}:\n{body}"
+        return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)
+
+    def fix(self, description: str, edits: Sequence[TextEdit | None]) -> Fix | None:
+        if not edits or any(edit is None for edit in edits):
+            return None
+        return Fix(description, tuple(edits))  # type: ignore[arg-type]
+
+    def name_for(self, canonical_target: str) -> str | None:
+        """How this module can spell ``torch.no_grad`` etc. with its current imports, if at all."""
+        imports = self.summary.imports
+        for alias, target in imports.items():
+            if target == canonical_target:
+                return alias
+        for alias, target in imports.items():
+            if canonical_target.startswith(target + "."):
+                return alias + canonical_target[len(target):]
+        return None
+
+
+def _walk(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def _indent_unit(lines: list[str]) -> str:
+    for text in lines:
+        stripped = text.lstrip()
+        if stripped and text != stripped:
+            whitespace = text[: len(text) - len(stripped)]
+            return "\t" if whitespace.startswith("\t") else " " * min(len(whitespace), 4)
+    return "    "

@@ -1,0 +1,179 @@
+"""Run the rules over one module's text and turn what they report into findings."""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import re
+from typing import Iterable, Sequence
+
+from .context import RawFinding, RuleContext
+from .model import Finding, Severity
+from .module import ModuleAnalysis
+from .registry import all_rules
+from .rules.base import Rule
+from .settings import AnalysisSettings
+from .suppressions import SuppressionIndex, find_suppressions
+
+log = logging.getLogger("trainlint")
+
+SYNTAX_ERROR = ("TL000", "syntax-error")
+UNUSED_SUPPRESSION = ("TL001", "unused-suppression")
+NOT_ANALYSED = ("TL002", "not-analysed")
+ENGINE_CODES = {SYNTAX_ERROR[0]: SYNTAX_ERROR[1], UNUSED_SUPPRESSION[0]: UNUSED_SUPPRESSION[1], NOT_ANALYSED[0]: NOT_ANALYSED[1]}
+
+_CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+# Rules raise instead of reporting when this is set, so their tests see their bugs.
+STRICT_ENV = "TRAINLINT_STRICT"
+
+
+class DecodeError(Exception):
+    pass
+
+
+def decode_source(source: str | bytes) -> str:
+    """Text of a Python file as Python itself would read it (BOM, PEP 263 cookie, else UTF-8)."""
+    if isinstance(source, str):
+        return source[1:] if source.startswith("\ufeff") else source
+    if source.startswith(codecs.BOM_UTF8):
+        return source[len(codecs.BOM_UTF8):].decode("utf-8")
+    encoding = "utf-8"
+    for line in source.split(b"\n", 2)[:2]:
+        match = _CODING_COOKIE.match(line)
+        if match:
+            encoding = match.group(1).decode("ascii")
+            break
+    try:
+        return source.decode(encoding)
+    except LookupError:
+        raise DecodeError(f"unknown encoding {encoding!r} in the coding declaration") from None
+    except UnicodeDecodeError as error:
+        line = source.count(b"\n", 0, error.start) + 1
+        raise DecodeError(f"cannot decode line {line} as {encoding}: {error.reason}") from None
+
+
+def select_rules(settings: AnalysisSettings, rules: Sequence[type[Rule]] | None = None) -> list[type[Rule]]:
+    from .selection import resolve_selector
+
+    available = list(rules) if rules is not None else all_rules()
+    selected = {rule.code for rule in available}
+    if settings.select:
+        selected = set()
+        for token in settings.select:
+            selected |= set(resolve_selector(token, available))
+    for token in settings.ignore:
+        selected -= set(resolve_selector(token, available))
+    return [rule for rule in available if rule.code in selected]
+
+
+def analyze_source(
+    source: str | bytes,
+    path: str,
+    settings: AnalysisSettings | None = None,
+    *,
+    rules: Sequence[type[Rule]] | None = None,
+) -> list[Finding]:
+    """All findings for one file, sorted by position. Never raises on bad input."""
+    settings = settings or AnalysisSettings()
+    try:
+        text = decode_source(source)
+    except DecodeError as error:
+        return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
+    module = ModuleAnalysis(text, path)
+    return findings_for(module, settings, select_rules(settings, rules))
+
+
+def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iterable[type[Rule]]) -> list[Finding]:
+    rules = list(rules)
+    raw: list[RawFinding] = []
+    engine_findings: list[Finding] = []
+    strict = bool(os.environ.get(STRICT_ENV))
+    for chunk in module.chunks:
+        if chunk.syntax_error is not None:
+            problem = chunk.syntax_error
+            engine_findings.append(
+                _engine_finding(module.path, SYNTAX_ERROR, problem.line, problem.column, problem.message, Severity.ERROR)
+            )
+            continue
+        try:
+            module.scopes_of(chunk)
+        except RecursionError:
+            engine_findings.append(_engine_finding(
+                module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
+                "statement is nested too deeply to analyse; its checks were skipped", Severity.NOTE,
+            ))
+            continue
+        for rule_class in rules:
+            context = RuleContext(module, chunk, rule_class)
+            try:
+                rule_class().check(context)
+            except RecursionError:
+                continue
+            except Exception as error:  # one rule's bug must not take the others down
+                if strict:
+                    raise
+                log.exception("rule %s failed on %s", rule_class.code, module.path)
+                engine_findings.append(_engine_finding(
+                    module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
+                    f"internal error in {rule_class.code} ({type(error).__name__}); this statement was not fully checked",
+                    Severity.NOTE,
+                ))
+                continue
+            raw.extend(context.findings)
+
+    suppressions = SuppressionIndex(find_suppressions(module.text))
+    overrides = _severity_overrides(settings, rules)
+    findings: list[Finding] = []
+    for item in raw:
+        rule = item.rule
+        line, column, end_line, end_column = item.span
+        if suppressions.suppresses(rule.code, rule.name, line, end_line):
+            continue
+        severity = overrides.get(rule.code, item.severity)
+        findings.append(Finding(
+            path=module.path, line=line, column=column, end_line=end_line, end_column=end_column,
+            code=rule.code, name=rule.name, severity=severity, message=item.message,
+            evidence=item.evidence, help=item.help, fix=item.fix,
+        ))
+    for finding in engine_findings:
+        if finding.code == SYNTAX_ERROR[0] or not suppressions.suppresses(finding.code, finding.name, finding.line, finding.end_line):
+            findings.append(finding)
+    if settings.report_unused_ignores:
+        for suppression in suppressions.unused():
+            what = ", ".join(suppression.tokens) if suppression.tokens else "all rules"
+            findings.append(Finding(
+                path=module.path, line=suppression.line, column=suppression.column, end_line=suppression.line,
+                end_column=suppression.end_column, code=UNUSED_SUPPRESSION[0], name=UNUSED_SUPPRESSION[1],
+                severity=Severity.WARNING, message=f"unused suppression: nothing here is reported for {what}",
+                help="remove the comment, or fix the code it names",
+            ))
+    findings.sort(key=Finding.sort_key)
+    return _deduplicate(findings)
+
+
+def _severity_overrides(settings: AnalysisSettings, rules: list[type[Rule]]) -> dict[str, Severity]:
+    overrides: dict[str, Severity] = {}
+    for key, severity in settings.severity.items():
+        for rule in rules:
+            if key in (rule.code, rule.name):
+                overrides[rule.code] = severity
+    return overrides
+
+
+def _deduplicate(findings: list[Finding]) -> list[Finding]:
+    seen: set[tuple] = set()
+    unique = []
+    for finding in findings:
+        key = (finding.line, finding.column, finding.end_line, finding.end_column, finding.code, finding.message)
+        if key not in seen:
+            seen.add(key)
+            unique.append(finding)
+    return unique
+
+
+def _engine_finding(path: str, code_name: tuple[str, str], line: int, column: int, message: str, severity: Severity) -> Finding:
+    return Finding(
+        path=path, line=line, column=column, end_line=line, end_column=column + 1,
+        code=code_name[0], name=code_name[1], severity=severity, message=message,
+    )

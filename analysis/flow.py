@@ -1,0 +1,979 @@
+"""Statement-ordered dataflow over one scope (a function, or a module-level statement).
+
+The walk visits statements in program order with an environment of abstract values, so the
+answer to "does this value carry a live autograd graph here?" is per program point: the same
+``outputs`` can carry a graph in the training loop and none in the ``no_grad`` loop below it.
+Along the way it records events (calls, stores into containers, assignments, jumps) with their
+context (enclosing loops, conditions, whether grad is disabled), which the rules read instead
+of walking the tree again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from . import torchapi
+from .names import dotted, imports_of, last_part
+from .values import (
+    ACCELERATOR,
+    CONSTANT,
+    CONTAINER,
+    CRITERION,
+    DATASET_ITERABLE,
+    DATASET_MAP,
+    DDP,
+    DEVICE,
+    ENGINE,
+    GRAPH,
+    LOADER,
+    LOG_PROBS,
+    LOGITS,
+    LOSS,
+    MODEL,
+    NUMBER,
+    OPTIMIZER,
+    OUTPUT_KINDS,
+    PROBS,
+    SAMPLER_DISTRIBUTED,
+    SAMPLER_LOCAL,
+    SCALED,
+    SCALER,
+    SHARDED,
+    SIGMOID,
+    TENSOR,
+    UNKNOWN,
+    Value,
+    join,
+)
+
+if TYPE_CHECKING:
+    from .parsing import ParsedChunk
+    from .summary import ClassInfo, FunctionInfo, ModuleSummary
+
+
+class Loop:
+    __slots__ = ("node", "parent", "iterable", "iterable_text", "targets")
+
+    def __init__(self, node, parent: "Loop | None", iterable: Value, iterable_text: str, targets: tuple[str, ...]):
+        self.node = node
+        self.parent = parent
+        self.iterable = iterable
+        self.iterable_text = iterable_text
+        self.targets = targets
+
+    def encloses(self, other: "Loop | None") -> bool:
+        while other is not None:
+            if other is self:
+                return True
+            other = other.parent
+        return False
+
+    @property
+    def is_while(self) -> bool:
+        return isinstance(self.node, cst.While)
+
+
+class Condition:
+    __slots__ = ("node", "test", "branch", "loop")
+
+    def __init__(self, node: cst.CSTNode, test: cst.BaseExpression | None, branch: str, loop: "Loop | None") -> None:
+        self.node = node
+        self.test = test
+        self.branch = branch  # "if", "else", "except", "case"
+        self.loop = loop  # innermost loop around the condition itself
+
+
+class Context:
+    """Where an event happens: enclosing loops and conditions, and whether grad is off."""
+
+    __slots__ = ("loops", "conditions", "grad_off", "accumulating")
+
+    def __init__(self, loops=(), conditions=(), grad_off: cst.CSTNode | None = None, accumulating: bool = False):
+        self.loops: tuple[Loop, ...] = loops
+        self.conditions: tuple[Condition, ...] = conditions
+        self.grad_off = grad_off  # the with/decorator node that disabled grad
+        self.accumulating = accumulating  # inside accelerator.accumulate / no_sync
+
+    @property
+    def loop(self) -> Loop | None:
+        return self.loops[-1] if self.loops else None
+
+    def in_loop(self, loop: Loop) -> bool:
+        return loop in self.loops
+
+    def entering_loop(self, loop: Loop) -> "Context":
+        return Context(self.loops + (loop,), self.conditions, self.grad_off, self.accumulating)
+
+    def under(self, condition: Condition) -> "Context":
+        return Context(self.loops, self.conditions + (condition,), self.grad_off, self.accumulating)
+
+    def without_grad(self, node: cst.CSTNode) -> "Context":
+        return Context(self.loops, self.conditions, self.grad_off or node, self.accumulating)
+
+    def with_accumulation(self) -> "Context":
+        return Context(self.loops, self.conditions, self.grad_off, True)
+
+    def conditions_inside(self, loop: Loop | None) -> tuple[Condition, ...]:
+        """Conditions entered after ``loop`` began (all of them when loop is None)."""
+        if loop is None:
+            return self.conditions
+        return tuple(c for c in self.conditions if loop.encloses(c.loop))
+
+
+class Event:
+    __slots__ = ("node", "context", "scope")
+
+    def __init__(self, node: cst.CSTNode, context: Context, scope: "ScopeAnalysis") -> None:
+        self.node = node
+        self.context = context
+        self.scope = scope
+
+    @property
+    def chunk(self) -> "ParsedChunk":
+        return self.scope.chunk
+
+
+class CallEvent(Event):
+    __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes")
+
+    def __init__(self, node: cst.Call, context, scope, *, callee, method, receiver, receiver_key, args, kwargs, function, arg_nodes):
+        super().__init__(node, context, scope)
+        self.callee: str | None = callee  # canonical dotted name when the callee is not a value
+        self.method: str | None = method  # attribute name for ``x.m(...)``
+        self.receiver: Value | None = receiver
+        self.receiver_key: str | None = receiver_key  # dotted text of the receiver, e.g. "self.model"
+        self.args: list[Value] = args
+        self.kwargs: dict[str, Value] = kwargs
+        self.result: Value = UNKNOWN
+        self.function: FunctionInfo | None = function  # a local function this call runs
+        self.arg_nodes: list[cst.Arg] = arg_nodes
+
+    def keyword(self, name: str) -> cst.Arg | None:
+        for arg in self.arg_nodes:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg
+        return None
+
+    @property
+    def has_star_kwargs(self) -> bool:
+        return any(arg.star == "**" for arg in self.arg_nodes)
+
+    @property
+    def is_backward(self) -> bool:
+        return self.method == "backward"
+
+
+class StoreEvent(Event):
+    """A value put into something that may outlive the current iteration."""
+
+    __slots__ = ("kind", "container", "container_loop", "value", "value_node")
+
+    def __init__(self, node, context, scope, *, kind, container, container_loop, value, value_node):
+        super().__init__(node, context, scope)
+        self.kind: str = kind  # append | extend | insert | augassign | accumulate | subscript
+        self.container: str = container
+        self.container_loop: Loop | None | str = container_loop  # loop where bound; "outer" if unbound here
+        self.value: Value = value
+        self.value_node: cst.BaseExpression = value_node
+
+    def outlives(self, loop: Loop) -> bool:
+        """Does the container survive from one iteration of ``loop`` to the next?"""
+        if self.container_loop == "outer" or self.container_loop is None:
+            return True
+        return not loop.encloses(self.container_loop)
+
+
+class AssignEvent(Event):
+    __slots__ = ("targets", "value", "value_node")
+
+    def __init__(self, node, context, scope, *, targets, value, value_node):
+        super().__init__(node, context, scope)
+        self.targets: tuple[str, ...] = targets  # dotted keys: "x", "self.fc", "p.grad"
+        self.value: Value = value
+        self.value_node: cst.BaseExpression | None = value_node
+
+
+class JumpEvent(Event):
+    __slots__ = ("kind",)
+
+    def __init__(self, node, context, scope, kind: str) -> None:
+        super().__init__(node, context, scope)
+        self.kind = kind  # continue | break | return | raise
+
+
+_BINDING_OUTER = "outer"
+
+
+class ScopeAnalysis:
+    """The events and final environment of one scope."""
+
+    def __init__(self, chunk: "ParsedChunk", summary: "ModuleSummary", *, function: "FunctionInfo | None" = None, chunk_index: int | None = None):
+        self.chunk = chunk
+        self.summary = summary
+        self.function = function
+        self.events: list[Event] = []
+        self.loops: list[Loop] = []
+        self.env: dict[str, Value] = {}
+        self.binding_loop: dict[str, Loop | None] = {}
+        self.local_imports: dict[str, str] = {}
+        self.local_functions: dict[str, "FunctionInfo"] = {}
+        self.return_value: Value = UNKNOWN
+        self.params: dict[str, Value] = {}
+        self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
+        self._returns: list[Value] = []
+        self._memo: dict[cst.CSTNode, Value] = {}  # each expression is evaluated once, in order
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def of_function(cls, info: "FunctionInfo", summary: "ModuleSummary") -> "ScopeAnalysis":
+        scope = cls(info.chunk, summary, function=info)
+        node = info.node
+        context = Context()
+        for decorator in node.decorators:
+            if scope._is_no_grad(decorator.decorator):
+                context = context.without_grad(decorator)
+        scope._bind_parameters(node, info.owner)
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
+        scope._walk_block(body, context)
+        scope.return_value = join(scope._returns) if scope._returns else UNKNOWN
+        return scope
+
+    @classmethod
+    def of_module_statement(cls, chunk: "ParsedChunk", summary: "ModuleSummary") -> "ScopeAnalysis":
+        scope = cls(chunk, summary, chunk_index=chunk.index)
+        scope._walk_block([s for s in chunk.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))], Context())
+        return scope
+
+    @property
+    def final_env(self) -> dict[str, Value]:
+        return self.env
+
+    @property
+    def name(self) -> str:
+        return self.function.qualified_name if self.function else "<module>"
+
+    def calls(self) -> Iterator[CallEvent]:
+        return (event for event in self.events if isinstance(event, CallEvent))
+
+    # ------------------------------------------------------------------ parameters
+    def _bind_parameters(self, node: cst.FunctionDef, owner: "ClassInfo | None") -> None:
+        params = list(node.params.posonly_params) + list(node.params.params) + list(node.params.kwonly_params)
+        text = self.chunk.chunk.text
+        for index, param in enumerate(params):
+            name = param.name.value
+            if index == 0 and owner is not None and name in {"self", "cls"}:
+                continue
+            annotation = dotted(param.annotation.annotation) if param.annotation is not None else None
+            role = torchapi.param_role(name, self.summary.canonical(annotation) if annotation else None)
+            if role is None and f"{name}.zero_grad(" in text and f"{name}.step(" in text:
+                role = "optimizer"
+            if role is None and any(f"{name}.{m}(" in text for m in ("parameters", "named_parameters", "train", "eval")):
+                role = "model"
+            value = _ROLE_VALUES.get(role, UNKNOWN)
+            if value is not UNKNOWN:
+                value = Value(value.tags, site=(self.chunk, param), note=f"parameter `{name}`")
+            self.params[name] = value
+            self.env[name] = value
+            self.binding_loop[name] = None
+
+    # ------------------------------------------------------------------ statements
+    def _walk_block(self, statements, context: Context) -> None:
+        for statement in statements:
+            self._walk_statement(statement, context)
+
+    def _walk_statement(self, statement: cst.CSTNode, context: Context) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self._walk_small(small, context)
+        elif isinstance(statement, cst.For):
+            iterable = self.evaluate(statement.iter, context)
+            loop = Loop(statement, context.loop, iterable, _text(self.chunk, statement.iter), _target_names(statement.target))
+            self.loops.append(loop)
+            inner = context.entering_loop(loop)
+            self._bind_target(statement.target, _element_of(iterable), inner, statement, record=False)
+            self._walk_block(statement.body.body, inner)
+            if statement.orelse is not None:
+                self._walk_block(statement.orelse.body.body, context)
+        elif isinstance(statement, cst.While):
+            self.evaluate(statement.test, context)
+            loop = Loop(statement, context.loop, UNKNOWN, _text(self.chunk, statement.test), ())
+            self.loops.append(loop)
+            self._walk_block(statement.body.body, context.entering_loop(loop))
+            if statement.orelse is not None:
+                self._walk_block(statement.orelse.body.body, context)
+        elif isinstance(statement, cst.If):
+            self._walk_if(statement, context)
+        elif isinstance(statement, cst.With):
+            inner = context
+            for item in statement.items:
+                manager = item.item
+                if self._is_no_grad(manager):
+                    inner = inner.without_grad(statement)
+                elif isinstance(manager, cst.Call) and _method_name(manager) in {"accumulate", "no_sync"}:
+                    inner = inner.with_accumulation()
+                value = self.evaluate(manager, context)
+                if item.asname is not None:
+                    self._bind_target(item.asname.name, value, context, statement, record=False)
+            self._walk_block(statement.body.body, inner)
+        elif isinstance(statement, cst.Try):
+            self._walk_block(statement.body.body, context)
+            for handler in statement.handlers:
+                self._walk_block(handler.body.body, context.under(self._condition(handler, None, "except", context)))
+            if statement.orelse is not None:
+                self._walk_block(statement.orelse.body.body, context)
+            if statement.finalbody is not None:
+                self._walk_block(statement.finalbody.body.body, context)
+        elif isinstance(statement, cst.FunctionDef):
+            from .summary import FunctionInfo
+
+            self.local_functions[statement.name.value] = FunctionInfo(statement.name.value, statement, self.chunk, None)
+        elif isinstance(statement, cst.Match):
+            self.evaluate(statement.subject, context)
+            for case in statement.cases:
+                self._walk_block(case.body.body, context.under(self._condition(case, None, "case", context)))
+
+    @staticmethod
+    def _condition(node, test, branch: str, context: Context) -> Condition:
+        return Condition(node, test, branch, context.loop)
+
+    def _walk_if(self, statement: cst.If, context: Context) -> None:
+        self.evaluate(statement.test, context)
+        before = dict(self.env)
+        before_loops = dict(self.binding_loop)
+        self._walk_block(statement.body.body, context.under(self._condition(statement, statement.test, "if", context)))
+        after_body = self.env
+        body_loops = self.binding_loop
+        self.env = dict(before)
+        self.binding_loop = dict(before_loops)
+        orelse = statement.orelse
+        if isinstance(orelse, cst.If):
+            self._walk_if(orelse, context.under(self._condition(statement, statement.test, "else", context)))
+        elif orelse is not None:
+            self._walk_block(orelse.body.body, context.under(self._condition(statement, statement.test, "else", context)))
+        for key in set(after_body) | set(self.env):
+            values = [v for v in (after_body.get(key), self.env.get(key)) if v is not None]
+            if key not in after_body or key not in self.env:
+                values.append(before.get(key, UNKNOWN))
+            self.env[key] = join(values)
+            self.binding_loop[key] = body_loops.get(key, self.binding_loop.get(key))
+
+    def _walk_small(self, small: cst.BaseSmallStatement, context: Context) -> None:
+        if isinstance(small, cst.Expr):
+            self.evaluate(small.value, context)
+        elif isinstance(small, cst.Assign):
+            value = self.evaluate(small.value, context)
+            for target in small.targets:
+                accumulated = _self_accumulation(target.target, small.value)
+                if accumulated is not None:
+                    self._record_store("accumulate", target.target.value, self.evaluate(accumulated, context), accumulated, small, context)
+                self._bind_target(target.target, value, context, small, value_node=small.value)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                value = self.evaluate(small.value, context)
+                self._bind_target(small.target, value, context, small, value_node=small.value)
+        elif isinstance(small, cst.AugAssign):
+            self._walk_augassign(small, context)
+        elif isinstance(small, cst.Return):
+            if small.value is not None:
+                self._returns.append(self.evaluate(small.value, context))
+            self.events.append(JumpEvent(small, context, self, "return"))
+        elif isinstance(small, cst.Continue):
+            self.events.append(JumpEvent(small, context, self, "continue"))
+        elif isinstance(small, cst.Break):
+            self.events.append(JumpEvent(small, context, self, "break"))
+        elif isinstance(small, cst.Raise):
+            if small.exc is not None:
+                self.evaluate(small.exc, context)
+            self.events.append(JumpEvent(small, context, self, "raise"))
+        elif isinstance(small, (cst.Import, cst.ImportFrom)):
+            self.local_imports.update(imports_of(small))
+        elif isinstance(small, cst.Assert):
+            self.evaluate(small.test, context)
+
+    def _walk_augassign(self, small: cst.AugAssign, context: Context) -> None:
+        value = self.evaluate(small.value, context)
+        key = dotted(small.target)
+        if key is None:
+            if isinstance(small.target, cst.Subscript):
+                container = dotted(small.target.value)
+                if container is not None:
+                    self._record_store("augassign", container, value, small.value, small, context)
+            return
+        current = self._lookup(key, context)
+        if isinstance(small.operator, (cst.DivideAssign, cst.MultiplyAssign)):
+            self._assign_key(key, current.with_tags(add=(SCALED,)) if current.tags else current, context)
+            self.events.append(AssignEvent(small, context, self, targets=(key,), value=current, value_node=small.value))
+            return
+        if isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
+            self._record_store("augassign", key, value, small.value, small, context)
+        self._assign_key(key, join([current, value]), context, keep_loop=True)
+
+    def _record_store(self, kind, container, value, value_node, node, context) -> None:
+        container_loop = self.binding_loop.get(container, _BINDING_OUTER) if container in self.env else _BINDING_OUTER
+        if container.startswith("self."):
+            container_loop = _BINDING_OUTER
+        self.events.append(
+            StoreEvent(node, context, self, kind=kind, container=container, container_loop=container_loop, value=value, value_node=value_node)
+        )
+        existing = self.env.get(container)
+        if existing is not None:
+            self.env[container] = join([existing, value.with_tags(add=(CONTAINER,))])
+
+    # ------------------------------------------------------------------ binding
+    def _bind_target(self, target, value: Value, context: Context, node, *, value_node=None, record=True) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for index, element in enumerate(target.elements):
+                item = value.items[index] if value.items and index < len(value.items) else _element_of_tuple(value)
+                inner_target = element.value
+                if isinstance(element, cst.StarredElement):
+                    inner_target = element.value
+                self._bind_target(inner_target, item, context, node, record=record)
+            return
+        if isinstance(target, cst.Subscript):
+            container = dotted(target.value)
+            if container is not None:
+                self._record_store("subscript", container, value, value_node or target, node, context)
+            return
+        key = dotted(target)
+        if key is None:
+            return
+        if record:
+            self.events.append(AssignEvent(node, context, self, targets=(key,), value=value, value_node=value_node))
+        self._assign_key(key, value, context)
+
+    def _assign_key(self, key: str, value: Value, context: Context, keep_loop: bool = False) -> None:
+        self.env[key] = value
+        if not keep_loop or key not in self.binding_loop:
+            self.binding_loop[key] = context.loop
+        # a new binding of x invalidates what was known of x.attr
+        prefix = key + "."
+        for stale in [k for k in self.env if k.startswith(prefix)]:
+            del self.env[stale]
+
+    def _lookup(self, key: str, context: Context) -> Value:
+        value = self.env.get(key)
+        if value is not None:
+            return value
+        if key.startswith("self.") and self.function is not None and self.function.owner is not None:
+            attributes = self.function.owner.attributes(self.summary)
+            if key in attributes:
+                return attributes[key]
+        if "." not in key:
+            module_value = self.summary.value_of(key, self._module_chunk_index)
+            if module_value is not None:
+                return module_value
+        return UNKNOWN
+
+    def _is_bound(self, name: str) -> bool:
+        return name in self.env or name in self.params or (
+            self.summary.is_variable(name) and name not in self.summary.imports
+        )
+
+    def canonical(self, raw: str) -> str:
+        head, dot, rest = raw.partition(".")
+        if head in self.local_imports:
+            return self.local_imports[head] + dot + rest
+        return self.summary.canonical(raw)
+
+    # ------------------------------------------------------------------ expressions
+    def _is_no_grad(self, expression: cst.BaseExpression) -> bool:
+        target = expression.func if isinstance(expression, cst.Call) else expression
+        name = dotted(target)
+        if name is None:
+            return False
+        resolved = self.canonical(name)
+        head = last_part(resolved)
+        if head in torchapi.NO_GRAD_CONTEXTS and (torchapi.is_torch_name(resolved) or resolved == head):
+            return True
+        if head == "set_grad_enabled" and isinstance(expression, cst.Call) and expression.args:
+            flag = expression.args[0].value
+            return not (isinstance(flag, cst.Name) and flag.value == "True")
+        return False
+
+    def evaluate(self, expression: cst.BaseExpression | None, context: Context) -> Value:
+        if expression is None:
+            return UNKNOWN
+        known = self._memo.get(expression)
+        if known is None:
+            known = self._memo[expression] = self._evaluate(expression, context)
+        return known
+
+    def _evaluate(self, expression: cst.BaseExpression, context: Context) -> Value:
+        if isinstance(expression, cst.Name):
+            if expression.value in ("True", "False", "None"):
+                return Value((CONSTANT,))
+            return self._lookup(expression.value, context)
+        if isinstance(expression, cst.Attribute):
+            key = dotted(expression)
+            if key is not None and (key in self.env or key.startswith("self.")):
+                found = self._lookup(key, context)
+                if found is not UNKNOWN:
+                    return found
+            base = self.evaluate(expression.value, context)
+            return _attribute_of(base, expression.attr.value)
+        if isinstance(expression, cst.Call):
+            return self._evaluate_call(expression, context)
+        if isinstance(expression, (cst.Integer, cst.Float, cst.Imaginary)):
+            return Value((NUMBER, CONSTANT))
+        if isinstance(expression, (cst.SimpleString, cst.ConcatenatedString)):
+            text = expression.evaluated_value if isinstance(expression, cst.SimpleString) else None
+            tags = (CONSTANT, DEVICE) if isinstance(text, str) and text.startswith("cuda") else (CONSTANT,)
+            return Value(tags)
+        if isinstance(expression, cst.FormattedString):
+            for part in expression.parts:
+                if isinstance(part, cst.FormattedStringExpression):
+                    self.evaluate(part.expression, context)
+            return UNKNOWN
+        if isinstance(expression, cst.BinaryOperation):
+            left = self.evaluate(expression.left, context)
+            right = self.evaluate(expression.right, context)
+            combined = join([left, right])
+            if CONSTANT in left.tags and CONSTANT in right.tags:
+                return Value((CONSTANT, NUMBER))
+            kinds = set(combined.tags & OUTPUT_KINDS)
+            result = combined.with_tags(remove=kinds | {CONTAINER})
+            if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
+                result = result.with_tags(add=(SCALED,))
+            if isinstance(expression.operator, cst.Multiply) and (
+                _mentions_division(expression.left) or _mentions_division(expression.right)
+            ):
+                result = result.with_tags(add=(SCALED,))
+            if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS:
+                result = result.with_tags(add=kinds)  # scaling keeps what the tensor holds
+            return result
+        if isinstance(expression, cst.UnaryOperation):
+            value = self.evaluate(expression.expression, context)
+            return Value((NUMBER,)) if isinstance(expression.operator, cst.Not) else value
+        if isinstance(expression, (cst.Comparison, cst.BooleanOperation)):
+            if isinstance(expression, cst.Comparison):
+                self.evaluate(expression.left, context)
+                for comparison in expression.comparisons:
+                    self.evaluate(comparison.comparator, context)
+                return Value((NUMBER,))
+            left = self.evaluate(expression.left, context)
+            right = self.evaluate(expression.right, context)
+            return join([left, right])
+        if isinstance(expression, cst.Subscript):
+            base = self.evaluate(expression.value, context)
+            for element in expression.slice:
+                if isinstance(element.slice, cst.Index):
+                    self.evaluate(element.slice.value, context)
+            if base.items and len(expression.slice) == 1:
+                index = expression.slice[0].slice
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                    position = int(index.value.value)
+                    if position < len(base.items):
+                        return base.items[position]
+            return _element_of(base)
+        if isinstance(expression, (cst.Tuple, cst.List, cst.Set)):
+            items = tuple(self.evaluate(element.value, context) for element in expression.elements)
+            if isinstance(expression, cst.Tuple):
+                result = join(items)
+                return Value(result.tags, site=result.site, note=result.note, roots=result.roots, items=items)
+            return Value(join(items).tags | {CONTAINER}, roots=join(items).roots)
+        if isinstance(expression, cst.Dict):
+            values = []
+            for element in expression.elements:
+                if isinstance(element, cst.DictElement):
+                    self.evaluate(element.key, context)
+                    values.append(self.evaluate(element.value, context))
+            return Value(join(values).tags | {CONTAINER})
+        if isinstance(expression, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            element = expression.value if isinstance(expression, cst.DictComp) else expression.elt
+            self.evaluate(expression.for_in.iter, context)
+            inner = self.evaluate(element, context)
+            return Value(inner.tags | {CONTAINER}, site=inner.site, note=inner.note, roots=inner.roots)
+        if isinstance(expression, cst.IfExp):
+            self.evaluate(expression.test, context)
+            return join([self.evaluate(expression.body, context), self.evaluate(expression.orelse, context)])
+        if isinstance(expression, cst.Lambda):
+            return UNKNOWN
+        if isinstance(expression, cst.Await):
+            return self.evaluate(expression.expression, context)
+        if isinstance(expression, cst.NamedExpr):
+            value = self.evaluate(expression.value, context)
+            self._bind_target(expression.target, value, context, expression, value_node=expression.value)
+            return value
+        if isinstance(expression, cst.StarredElement):
+            return self.evaluate(expression.value, context)
+        return UNKNOWN
+
+    def _evaluate_call(self, call: cst.Call, context: Context) -> Value:
+        func = call.func
+        receiver: Value | None = None
+        receiver_key: str | None = None
+        method: str | None = None
+        callee: str | None = None
+        function: FunctionInfo | None = None
+        raw = dotted(func)
+        head = raw.split(".", 1)[0] if raw else None
+        attribute_value = self._lookup(raw, context) if isinstance(func, cst.Attribute) and raw and (raw in self.env or head == "self") else UNKNOWN
+        if attribute_value.tags & _CALLABLE_VALUES:
+            receiver = attribute_value
+            receiver_key = raw
+        elif isinstance(func, cst.Attribute) and (raw is None or self._is_bound(head) or head == "self"):
+            receiver = self.evaluate(func.value, context)
+            receiver_key = dotted(func.value)
+            method = func.attr.value
+            if head == "self" and self.function is not None and self.function.owner is not None and raw.count(".") == 1:
+                function = self.function.owner.methods.get(method)
+        elif isinstance(func, cst.Attribute) and raw is not None:
+            callee = self.canonical(raw)
+            method = func.attr.value
+        elif isinstance(func, cst.Name):
+            if self._is_bound(func.value):
+                receiver = self.evaluate(func, context)
+                receiver_key = func.value
+            else:
+                callee = self.canonical(func.value)
+                function = self.local_functions.get(func.value) or (
+                    self.summary.functions.get(func.value) if "." not in callee or callee == func.value else None
+                )
+        else:
+            receiver = self.evaluate(func, context)
+        args: list[Value] = []
+        kwargs: dict[str, Value] = {}
+        for arg in call.args:
+            value = self.evaluate(arg.value, context)
+            if arg.keyword is not None:
+                kwargs[arg.keyword.value] = value
+            elif not arg.star:
+                args.append(value)
+        event = CallEvent(
+            call, context, self, callee=callee, method=method, receiver=receiver, receiver_key=receiver_key,
+            args=args, kwargs=kwargs, function=function, arg_nodes=list(call.args),
+        )
+        self.events.append(event)
+        event.result = self._call_result(event, context)
+        if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
+            position = 1 if method == "insert" else 0
+            stored_args = [a for a in call.args if a.keyword is None]
+            if len(stored_args) > position:
+                self._record_store(method, receiver_key, args[position] if position < len(args) else UNKNOWN, stored_args[position].value, call, context)
+        return event.result
+
+    # ------------------------------------------------------------------ transfer functions
+    def _call_result(self, event: CallEvent, context: Context) -> Value:
+        site = (self.chunk, event.node)
+        grad_on = context.grad_off is None
+        callee, method, receiver = event.callee, event.method, event.receiver
+        args = event.args
+        if callee is not None:
+            return self._named_call_result(event, callee, site, grad_on, context)
+        assert receiver is not None
+        tags = receiver.tags
+        if method is None:
+            # calling a value: a model, a criterion, a layer
+            if MODEL in tags:
+                output = _model_output_kind(receiver, self.summary)
+                result_tags = {TENSOR} | ({output} if output else set())
+                if grad_on:
+                    result_tags.add(GRAPH)
+                return Value(result_tags, site=site, note=f"`{_short(self.chunk, event.node)}` (a model call)", roots=frozenset({event.node}) if grad_on else frozenset())
+            if CRITERION in tags:
+                roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
+                return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{_short(self.chunk, event.node)}` (a loss)", roots=roots)
+            return UNKNOWN
+        if method == "backward":
+            return UNKNOWN
+        if MODEL in tags or ENGINE in tags:
+            if method in torchapi.MODULE_SELF_METHODS:
+                return receiver
+            if method in {"forward", "generate"}:
+                if method == "generate":
+                    return Value({TENSOR})
+                return Value({TENSOR, GRAPH} if grad_on else {TENSOR}, site=site, note=f"`{_short(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
+            if method in {"parameters", "named_parameters", "state_dict", "modules", "children"}:
+                return Value({CONTAINER})
+            if method == "module":
+                return receiver
+            return UNKNOWN
+        if SCALER in tags and method == "scale" and args:
+            return args[0]
+        if ACCELERATOR in tags and method == "prepare":
+            prepared = tuple(
+                value.with_tags(add=(SHARDED,)) if LOADER in value.tags else value for value in args
+            )
+            return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
+        if method in {"setup_dataloaders", "prepare_data_loader"}:
+            prepared = tuple(value.with_tags(add=(SHARDED,)) for value in args)
+            return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
+        if method == "setup" and args and MODEL in args[0].tags:  # Fabric
+            return Value(join(args).tags, items=tuple(args)) if len(args) != 1 else args[0]
+        if method in torchapi.GRAPH_FREE_METHODS:
+            if method in {"item", "tolist"}:
+                return Value((NUMBER,))
+            if method == "detach":
+                return receiver.without_graph()
+            return receiver.without_graph().with_tags(remove=OUTPUT_KINDS | {LOSS})
+        if method in {"softmax", "log_softmax", "sigmoid", "log", "exp"}:
+            return _activation(receiver, method, site, self.chunk, event.node)
+        if method in {"div", "div_", "true_divide"} and receiver.tags:
+            return receiver.with_tags(add=(SCALED,))
+        if GRAPH in tags or TENSOR in tags:
+            if method in {"to", "cuda"}:
+                return receiver.with_tags(remove=(CONSTANT,))
+            return receiver.with_tags(remove=(CONTAINER,)) if method not in {"pop", "popleft"} else _element_of(receiver)
+        if CONTAINER in tags and method in {"pop", "popleft", "get", "values", "items"}:
+            return _element_of(receiver)
+        return UNKNOWN
+
+    def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
+        args = event.args
+        head = last_part(callee)
+        short = _short(self.chunk, event.node)
+        local_class = self.summary.local_class(callee)
+        if local_class is not None:
+            if self.summary.is_module_class(local_class):
+                return Value((MODEL,), site=site, note=f"`{short}` (`{local_class.name}` is an nn.Module)", detail=local_class)
+            kind = self.summary.class_kind(local_class)
+            if kind == "iterable-dataset":
+                return Value((DATASET_ITERABLE,), site=site, note=f"`{short}`", detail=local_class)
+            if kind == "map-dataset":
+                return Value((DATASET_MAP,), site=site, note=f"`{short}`", detail=local_class)
+            return UNKNOWN
+        if event.function is not None:
+            analysis = event.function.analysis(self.summary)
+            if analysis is None:
+                return UNKNOWN
+            result = analysis.return_value
+            if not grad_on:
+                result = result.without_graph()
+            return result
+        if torchapi.is_loss_class(callee):
+            return Value((CRITERION,), site=site, note=f"`{short}`", detail=head)
+        if torchapi.is_functional_loss(callee):
+            roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
+            return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{short}` (a loss)", roots=roots, detail=head)
+        if torchapi.is_optimizer_class(callee):
+            return Value((OPTIMIZER,), site=site, note=f"`{short}`")
+        if torchapi.is_scaler(callee):
+            return Value((SCALER,), site=site, note=f"`{short}`")
+        if torchapi.is_dataloader(callee):
+            dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
+            sharded = {SHARDED} if SHARDED in dataset.tags else set()
+            return Value({LOADER} | sharded, site=site, note=f"`{short}`", detail=event)
+        if callee.startswith("torch.utils.data") and head == "DistributedSampler":
+            return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short}`")
+        if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
+            return Value((SAMPLER_LOCAL,), site=site, note=f"`{short}`", detail=head)
+        if callee.startswith("torch.utils.data") and head in {"TensorDataset", "ConcatDataset", "Subset", "StackDataset"}:
+            return Value((DATASET_MAP,), site=site, note=f"`{short}`")
+        if callee.startswith("torchvision.datasets."):
+            return Value((DATASET_MAP,), site=site, note=f"`{short}`")
+        if torchapi.is_ddp_wrapper(callee):
+            wrapped = args[0] if args else UNKNOWN
+            return Value({MODEL, DDP}, site=site, note=f"`{short}`", detail=wrapped.detail)
+        if callee in {"deepspeed.initialize"}:
+            engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{short}`")
+            return Value({MODEL, ENGINE}, items=(engine, Value((OPTIMIZER, ENGINE)), Value((LOADER, SHARDED)), UNKNOWN))
+        if head == "Accelerator" and callee.startswith("accelerate"):
+            return Value((ACCELERATOR,), site=site, note=f"`{short}`")
+        if head == "Fabric" and "fabric" in callee.lower():
+            return Value((ACCELERATOR,), site=site, note=f"`{short}`")
+        if callee == "torch.compile" and args:
+            return args[0]
+        if head == "Sequential" and torchapi.is_torch_layer(callee):
+            last = args[-1] if args else UNKNOWN
+            last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]
+            output = _model_output_kind(last, self.summary) if MODEL in last.tags else None
+            detail = ("sequential", output, last_node[-1] if last_node else None)
+            return Value((MODEL,), site=site, note=f"`{short}`", detail=detail)
+        if torchapi.is_model_factory(callee) or torchapi.is_torch_layer(callee):
+            return Value((MODEL,), site=site, note=f"`{short}`", detail=callee)
+        if torchapi.is_torch_name(callee):
+            if head in torchapi.TENSOR_FACTORIES:
+                constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
+                requires_grad = event.keyword("requires_grad")
+                tags = {TENSOR}
+                if constant and args:
+                    tags.add(CONSTANT)
+                if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
+                    return Value(tags | {GRAPH}, site=site, note=f"`{short}` (requires_grad=True)", roots=frozenset({event.node}))
+                return Value(tags, site=site, note=f"`{short}`")
+            if head in {"softmax", "log_softmax", "sigmoid", "log", "exp"} and args:
+                return _activation(args[0], head, site, self.chunk, event.node)
+            if head == "device":
+                return Value((DEVICE,))
+            if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal"}:
+                return Value((TENSOR,))
+            if head in {"div", "true_divide"} and args:
+                return args[0].with_tags(add=(SCALED,))
+            if head in {"stack", "cat", "sum", "mean", "where", "clamp", "abs", "sqrt", "matmul", "bmm", "einsum", "norm", "max", "min", "square"} and args:
+                joined = join(args)
+                return joined.with_tags(add=(TENSOR,), remove=(CONTAINER, CONSTANT))
+            return UNKNOWN
+        if callee in torchapi.GRAPH_FREE_BUILTINS:
+            return Value((NUMBER,))
+        if callee in {"enumerate"} and args:
+            return Value(args[0].tags, items=None, detail=("enumerate", args[0]))
+        if callee in {"zip"} and args:
+            return Value(join(args).tags, detail=("zip", tuple(args)))
+        if callee in {"list", "tuple", "sorted", "reversed", "iter", "next"} and args:
+            if callee == "next":
+                return _element_of(args[0])
+            return args[0].with_tags(add=(CONTAINER,)) if callee in {"list", "tuple", "sorted"} else args[0]
+        if callee in {"list", "dict", "set", "tuple"} or callee in {"collections.deque", "collections.defaultdict", "collections.OrderedDict"}:
+            return Value((CONTAINER,), detail=event)
+        if callee in {"sum", "max", "min"} and args:
+            return _element_of(args[0])
+        if callee == "range":
+            return Value((NUMBER,))
+        if callee.endswith("Subset") and args:
+            return args[0]
+        return UNKNOWN
+
+
+_CALLABLE_VALUES = frozenset({MODEL, CRITERION})
+
+_ROLE_VALUES = {
+    "model": Value((MODEL,)),
+    "optimizer": Value((OPTIMIZER,)),
+    "criterion": Value((CRITERION,)),
+    "scaler": Value((SCALER,)),
+    "loader": Value((LOADER,)),
+}
+
+
+def _activation(value: Value, kind: str, site, chunk, node) -> Value:
+    kinds = OUTPUT_KINDS
+    base = value.with_tags(add=(TENSOR,), remove=kinds | {CONSTANT, LOSS})
+    note = f"`{_short(chunk, node)}`"
+    if kind == "softmax":
+        add = PROBS
+    elif kind == "log_softmax" or (kind == "log" and PROBS in value.tags):
+        add = LOG_PROBS
+    elif kind == "sigmoid":
+        add = SIGMOID
+    elif kind == "exp" and LOG_PROBS in value.tags:
+        add = PROBS
+    else:
+        return base
+    return Value(base.tags | {add}, site=site, note=note, roots=value.roots, detail=value.detail)
+
+
+def _attribute_of(base: Value, attribute: str) -> Value:
+    if attribute in torchapi.GRAPH_FREE_ATTRIBUTES:
+        return Value((TENSOR,)) if attribute in {"grad", "data"} else UNKNOWN
+    if MODEL in base.tags:
+        return base if attribute == "module" else UNKNOWN
+    if GRAPH in base.tags or TENSOR in base.tags:
+        kept = base.with_tags(remove=(CONTAINER, CONSTANT))
+        if attribute == "logits":
+            return kept.with_tags(add=(LOGITS,), remove=OUTPUT_KINDS - {LOGITS})
+        if attribute == "loss":
+            return kept.with_tags(add=(LOSS,), remove=OUTPUT_KINDS)
+        return kept
+    return UNKNOWN
+
+
+def _element_of(value: Value) -> Value:
+    """One element of an iterable value (a batch of a loader, an item of a list)."""
+    if isinstance(value.detail, tuple) and value.detail and value.detail[0] == "enumerate":
+        inner = _element_of(value.detail[1])
+        return Value(inner.tags, items=(Value((NUMBER,)), inner))
+    if isinstance(value.detail, tuple) and value.detail and value.detail[0] == "zip":
+        items = tuple(_element_of(v) for v in value.detail[1])
+        return Value(join(items).tags, items=items)
+    if LOADER in value.tags:
+        return Value((TENSOR,))
+    if CONTAINER in value.tags:
+        return Value(value.tags - {CONTAINER}, site=value.site, note=value.note, roots=value.roots)
+    if value.items:
+        return join(value.items)
+    if NUMBER in value.tags:
+        return Value((NUMBER,))
+    return value.with_tags(remove=(CONSTANT,)) if GRAPH in value.tags or TENSOR in value.tags else UNKNOWN
+
+
+def _element_of_tuple(value: Value) -> Value:
+    if GRAPH in value.tags or TENSOR in value.tags:
+        return value
+    return _element_of(value) if value.tags else UNKNOWN
+
+
+def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:
+    from .summary import ClassInfo
+
+    detail = model.detail
+    if isinstance(detail, ClassInfo):
+        output = detail.forward_output(summary)
+        kinds = output.tags & OUTPUT_KINDS
+        return next(iter(kinds)) if len(kinds) == 1 else None
+    if isinstance(detail, str):
+        head = last_part(detail)
+        if head == "Linear":
+            return LOGITS
+        if head == "Softmax":
+            return PROBS
+        if head == "LogSoftmax":
+            return LOG_PROBS
+        if head == "Sigmoid":
+            return SIGMOID
+    if isinstance(detail, tuple) and detail and detail[0] == "sequential":
+        return detail[1]
+    return None
+
+
+def _self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """For ``total = total + x`` (either order), the ``x`` being accumulated."""
+    if not isinstance(target, cst.Name) or not isinstance(value, cst.BinaryOperation):
+        return None
+    if not isinstance(value.operator, cst.Add):
+        return None
+    if isinstance(value.left, cst.Name) and value.left.value == target.value:
+        return value.right
+    if isinstance(value.right, cst.Name) and value.right.value == target.value:
+        return value.left
+    return None
+
+
+def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
+    if isinstance(target, cst.Name):
+        return (target.value,)
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: list[str] = []
+        for element in target.elements:
+            names.extend(_target_names(element.value))
+        return tuple(names)
+    return ()
+
+
+def _method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _mentions_division(expression: cst.BaseExpression) -> bool:
+    return isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
+
+
+def _is_literal(expression: cst.BaseExpression) -> bool:
+    if isinstance(expression, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(expression, (cst.List, cst.Tuple)):
+        return all(_is_literal(element.value) for element in expression.elements)
+    if isinstance(expression, cst.UnaryOperation):
+        return _is_literal(expression.expression)
+    return False
+
+
+def _text(chunk: "ParsedChunk", node: cst.CSTNode) -> str:
+    return chunk.code_for(node)
+
+
+def _short(chunk: "ParsedChunk", node: cst.CSTNode, limit: int = 48) -> str:
+    text = " ".join(chunk.code_for(node).split())
+    if len(text) <= limit:
+        return text
+    if isinstance(node, cst.Call):
+        callee = " ".join(chunk.code_for(node.func).split())
+        return f"{callee}(...)" if len(callee) < limit else callee[: limit - 3] + "..."
+    return text[: limit - 3] + "..."
+
+
+def evaluate_module_expression(expression: cst.BaseExpression, chunk: "ParsedChunk", summary: "ModuleSummary") -> Value:
+    """The value of a module-level assignment's right-hand side, for names used in other statements."""
+    scope = ScopeAnalysis(chunk, summary, chunk_index=chunk.index)
+    return scope.evaluate(expression, Context())

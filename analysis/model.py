@@ -1,0 +1,80 @@
+"""The data every part of trainlint exchanges: findings, evidence, fixes.
+
+Positions are 1-based lines and 1-based columns counted in code points, the way
+LibCST and editors' status bars count; the language server converts columns to
+the client's encoding.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import msgspec
+
+
+class Severity(enum.IntEnum):
+    """What happens if the code ships as it is."""
+
+    NOTE = 1  # correct but untuned
+    WARNING = 2  # a real defect with bounded cost
+    ERROR = 3  # a wrong result or a dead run
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (expected error, warning or note)") from None
+
+
+class Span(msgspec.Struct, frozen=True):
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+class TextEdit(msgspec.Struct, frozen=True):
+    """Replace the text between two positions (end exclusive) with new_text."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    new_text: str
+
+
+class Fix(msgspec.Struct, frozen=True):
+    description: str
+    edits: tuple[TextEdit, ...]
+
+
+class Evidence(msgspec.Struct, frozen=True):
+    line: int
+    note: str
+
+
+class Finding(msgspec.Struct, frozen=True):
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    severity: Severity
+    message: str
+    evidence: tuple[Evidence, ...] = ()
+    help: str = ""
+    fix: Fix | None = None
+
+    @property
+    def span(self) -> Span:
+        return Span(self.line, self.column, self.end_line, self.end_column)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code)

@@ -1,0 +1,89 @@
+"""Parse one top-level statement with LibCST and give positions only when asked.
+
+LibCST's position metadata costs as much as parsing, so a chunk computes it the first time a
+rule reports or cites one of its nodes, and keeps it for as long as the chunk lives (the
+language server keeps unchanged chunks between edits).
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from .chunking import Chunk
+
+_LINE_COL = re.compile(r"line (\d+), column (\d+)|@(\d+):(\d+)")
+
+
+class SyntaxProblem:
+    """Where and why a chunk failed to parse, in module coordinates (1-based)."""
+
+    __slots__ = ("line", "column", "message")
+
+    def __init__(self, line: int, column: int, message: str) -> None:
+        self.line = line
+        self.column = column
+        self.message = message
+
+
+class ParsedChunk:
+    __slots__ = ("chunk", "index", "module", "syntax_error", "_positions")
+
+    def __init__(self, chunk: Chunk, index: int) -> None:
+        self.chunk = chunk
+        self.index = index
+        self._positions: dict[cst.CSTNode, CodeRange] | None = None
+        self.module: cst.Module | None = None
+        self.syntax_error: SyntaxProblem | None = None
+        try:
+            self.module = cst.parse_module(chunk.text)
+        except cst.ParserSyntaxError as error:
+            self.syntax_error = SyntaxProblem(
+                chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
+            )
+        except (RecursionError, MemoryError):
+            self.syntax_error = SyntaxProblem(
+                chunk.start_line + 1, 1, "statement is nested too deeply to analyse"
+            )
+        except Exception as error:  # LibCST raises plain exceptions for some invalid input
+            self.syntax_error = SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}")
+
+    @property
+    def start_line(self) -> int:
+        return self.chunk.start_line
+
+    @property
+    def body(self) -> tuple[cst.CSTNode, ...]:
+        return tuple(self.module.body) if self.module is not None else ()
+
+    def positions(self) -> dict[cst.CSTNode, CodeRange]:
+        if self._positions is None:
+            assert self.module is not None
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = dict(wrapper.resolve(PositionProvider))
+        return self._positions
+
+    def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """(line, column, end_line, end_column), 1-based, in module coordinates."""
+        code_range = self.positions()[node]
+        offset = self.chunk.start_line
+        return (
+            code_range.start.line + offset,
+            code_range.start.column + 1,
+            code_range.end.line + offset,
+            code_range.end.column + 1,
+        )
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.positions()[node].start.line + self.chunk.start_line
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        assert self.module is not None
+        return self.module.code_for_node(node)
+
+
+def _describe(error: cst.ParserSyntaxError) -> str:
+    message = error.message.strip().rstrip(".")
+    return f"syntax error: {message}" if message else "syntax error"

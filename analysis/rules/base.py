@@ -1,0 +1,71 @@
+"""What a rule is: metadata, its own documentation, its own examples, and a check.
+
+A rule's docstring is the text `trainlint explain` prints (what it catches, why it costs
+money, how to fix it). ``MUST_FIRE`` and ``MUST_NOT_FIRE`` are run by the test suite for
+every registered rule, so a rule documents and tests itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from typing import TYPE_CHECKING, ClassVar
+
+from ..model import Severity
+
+if TYPE_CHECKING:
+    from ..context import RuleContext
+
+DOCS_URL = "https://trainlint.dev/rules/"
+
+
+class Fires:
+    """Code the rule must flag; ``fixed`` is the whole text after applying every fix."""
+
+    __slots__ = ("code", "fixed", "severity", "count")
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        fixed: str | None = None,
+        severity: Severity | None = None,
+        count: int = 1,
+    ) -> None:
+        self.code = textwrap.dedent(code).lstrip("\n")
+        self.fixed = None if fixed is None else textwrap.dedent(fixed).lstrip("\n")
+        self.severity = severity
+        self.count = count
+
+
+class Quiet:
+    """Code the rule must leave alone."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: str) -> None:
+        self.code = textwrap.dedent(code).lstrip("\n")
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    severity: ClassVar[Severity]
+    fixable: ClassVar[bool] = False
+    MUST_FIRE: ClassVar[tuple[Fires, ...]] = ()
+    MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
+
+    def check(self, ctx: "RuleContext") -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def explain(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.explain().split("\n", 1)[0].strip()
+
+    @classmethod
+    def help_uri(cls) -> str:
+        return f"{DOCS_URL}{cls.code}-{cls.name}"

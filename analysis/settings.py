@@ -1,0 +1,17 @@
+"""What the caller (CLI, server, tests) tells the engine about one analysis."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .model import Severity
+
+
+class AnalysisSettings(msgspec.Struct, frozen=True):
+    """Rule selection is by code, code prefix (``TL2``) or rule name, as users write it."""
+
+    select: tuple[str, ...] = ()  # empty: every rule
+    ignore: tuple[str, ...] = ()
+    severity: dict[str, Severity] = {}  # code or name -> severity override
+    target_gpu: str | None = None
+    report_unused_ignores: bool = False

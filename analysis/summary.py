@@ -1,0 +1,247 @@
+"""Module-level facts: what each top-level statement binds, merged into one cheap summary.
+
+Per statement: imports, function and class definitions, module-level assignments. The summary
+merges them (a dictionary merge, no parsing) and answers the cross-statement questions every
+rule asks: what does ``nn`` stand for, is ``Net`` an ``nn.Module``, what was ``model`` bound to.
+Values of module-level names are computed on demand and memoised for one analysis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from . import torchapi
+from .names import canonical, dotted, imports_of, last_part
+from .parsing import ParsedChunk
+from .values import UNKNOWN, Value
+
+if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
+
+
+class FunctionInfo:
+    __slots__ = ("name", "node", "chunk", "owner", "_analysis", "_analysing")
+
+    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: "ClassInfo | None") -> None:
+        self.name = name
+        self.node = node
+        self.chunk = chunk
+        self.owner = owner
+        self._analysis: ScopeAnalysis | None = None
+        self._analysing = False
+
+    def analysis(self, summary: "ModuleSummary") -> "ScopeAnalysis | None":
+        """The function's own flow; None while it is being analysed (recursion)."""
+        if self._analysis is None:
+            if self._analysing:
+                return None
+            from .flow import ScopeAnalysis
+
+            self._analysing = True
+            try:
+                self._analysis = ScopeAnalysis.of_function(self, summary)
+            finally:
+                self._analysing = False
+        return self._analysis
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.owner.name}.{self.name}" if self.owner else self.name
+
+
+class ClassInfo:
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "_attributes", "_output")
+
+    def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
+        self.name = name
+        self.node = node
+        self.chunk = chunk
+        self.bases = bases  # canonical dotted names as written
+        self.methods: dict[str, FunctionInfo] = {}
+        self._attributes: dict[str, Value] | None = None
+        self._output: Value | None = None
+
+    def attributes(self, summary: "ModuleSummary") -> dict[str, Value]:
+        """Values bound to ``self.<name>`` in ``__init__`` (and ``setup`` for Lightning-style modules)."""
+        if self._attributes is None:
+            self._attributes = {}
+            for method_name in ("__init__", "setup", "build"):
+                method = self.methods.get(method_name)
+                analysis = method.analysis(summary) if method else None
+                if analysis is not None:
+                    for key, value in analysis.final_env.items():
+                        if key.startswith("self."):
+                            self._attributes.setdefault(key, value)
+        return self._attributes
+
+    def forward_output(self, summary: "ModuleSummary") -> Value:
+        """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""
+        if self._output is None:
+            self._output = UNKNOWN
+            forward = self.methods.get("forward")
+            analysis = forward.analysis(summary) if forward else None
+            if analysis is not None:
+                self._output = analysis.return_value
+        return self._output
+
+
+class ChunkFacts:
+    """What one top-level statement contributes to the module summary."""
+
+    __slots__ = ("imports", "functions", "classes", "bindings")
+
+    def __init__(self, chunk: ParsedChunk) -> None:
+        self.imports: dict[str, str] = {}
+        self.functions: dict[str, FunctionInfo] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.bindings: list[tuple[str, cst.BaseExpression, int | None]] = []
+        for statement in chunk.body:
+            self._collect(statement, chunk)
+
+    def _collect(self, statement: cst.CSTNode, chunk: ParsedChunk) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    self.imports.update(imports_of(small))
+                elif isinstance(small, cst.Assign) :
+                    for target in small.targets:
+                        self._bind(target.target, small.value)
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    self._bind(small.target, small.value)
+        elif isinstance(statement, cst.FunctionDef):
+            self.functions[statement.name.value] = FunctionInfo(statement.name.value, statement, chunk, None)
+        elif isinstance(statement, cst.ClassDef):
+            bases = tuple(dotted(arg.value) or "" for arg in statement.bases)
+            info = ClassInfo(statement.name.value, statement, chunk, bases)
+            if isinstance(statement.body, cst.IndentedBlock):
+                for item in statement.body.body:
+                    if isinstance(item, cst.FunctionDef):
+                        info.methods[item.name.value] = FunctionInfo(item.name.value, item, chunk, info)
+            self.classes[statement.name.value] = info
+        elif isinstance(statement, (cst.If, cst.Try, cst.With, cst.For, cst.While)):
+            for block in _blocks_of(statement):
+                for inner in block:
+                    self._collect(inner, chunk)
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            self.bindings.append((target.value, value, None))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for index, element in enumerate(target.elements):
+                if isinstance(element.value, cst.Name):
+                    self.bindings.append((element.value.value, value, index))
+
+
+def _blocks_of(statement: cst.CSTNode) -> list[tuple[cst.CSTNode, ...]]:
+    blocks: list[tuple[cst.CSTNode, ...]] = []
+    body = getattr(statement, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        blocks.append(tuple(body.body))
+    for attribute in ("orelse", "finalbody"):
+        extra = getattr(statement, attribute, None)
+        if isinstance(extra, cst.If):
+            blocks.extend(_blocks_of(extra))
+        elif extra is not None and isinstance(getattr(extra, "body", None), cst.IndentedBlock):
+            blocks.append(tuple(extra.body.body))
+    for handler in getattr(statement, "handlers", ()):
+        if isinstance(handler.body, cst.IndentedBlock):
+            blocks.append(tuple(handler.body.body))
+    return blocks
+
+
+class ModuleSummary:
+    """The merge of every statement's facts, plus memoised values of module-level names."""
+
+    def __init__(self, chunks: list[ParsedChunk], facts: list[ChunkFacts]) -> None:
+        self.chunks = chunks
+        self.imports: dict[str, str] = {}
+        self.functions: dict[str, FunctionInfo] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        # name -> [(chunk index, value expression, tuple index)], in order
+        self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = {}
+        for chunk, chunk_facts in zip(chunks, facts):
+            self.imports.update(chunk_facts.imports)
+            self.functions.update(chunk_facts.functions)
+            self.classes.update(chunk_facts.classes)
+            for name, expression, index in chunk_facts.bindings:
+                self.bindings.setdefault(name, []).append((chunk.index, expression, index))
+        self._values: dict[tuple[str, int], Value] = {}
+        self._evaluating: set[tuple[str, int]] = set()
+        self._module_classes: dict[str, bool] = {}
+
+    def canonical(self, raw: str) -> str:
+        return canonical(raw, self.imports)
+
+    def is_variable(self, name: str) -> bool:
+        return name in self.bindings
+
+    def value_of(self, name: str, before_chunk: int | None = None) -> Value | None:
+        """The value of module-level ``name`` as seen from a statement (or, with None, from a function)."""
+        entries = self.bindings.get(name)
+        if not entries:
+            return None
+        candidates = entries if before_chunk is None else [e for e in entries if e[0] < before_chunk]
+        if not candidates:
+            return None
+        chunk_index, expression, item = candidates[-1]
+        key = (name, chunk_index)
+        cached = self._values.get(key)
+        if cached is not None:
+            return cached
+        if key in self._evaluating:
+            return UNKNOWN
+        self._evaluating.add(key)
+        try:
+            from .flow import evaluate_module_expression
+
+            value = evaluate_module_expression(expression, self.chunks[chunk_index], self)
+            if item is not None:
+                value = value.items[item] if value.items and item < len(value.items) else value
+        finally:
+            self._evaluating.discard(key)
+        self._values[key] = value
+        return value
+
+    def local_class(self, raw: str) -> ClassInfo | None:
+        return self.classes.get(raw) if "." not in raw else None
+
+    def is_module_class(self, info: ClassInfo, depth: int = 0) -> bool:
+        if info.name in self._module_classes:
+            return self._module_classes[info.name]
+        result = False
+        for base in info.bases:
+            resolved = self.canonical(base)
+            if resolved in torchapi.MODULE_BASES or last_part(resolved) in {"Module", "LightningModule", "PreTrainedModel"}:
+                result = True
+            elif depth < 8 and (parent := self.local_class(base)) is not None and parent is not info:
+                result = self.is_module_class(parent, depth + 1)
+            if result:
+                break
+        self._module_classes[info.name] = result
+        return result
+
+    def class_kind(self, info: ClassInfo, depth: int = 0) -> str | None:
+        """'iterable-dataset', 'map-dataset', 'lightning' or None, following local base classes."""
+        for base in info.bases:
+            resolved = self.canonical(base)
+            if resolved in torchapi.ITERABLE_DATASET_BASES or last_part(resolved) == "IterableDataset":
+                return "iterable-dataset"
+            if resolved in torchapi.MAP_DATASET_BASES or last_part(resolved) == "Dataset":
+                return "map-dataset"
+            if resolved in torchapi.LIGHTNING_MODULE_BASES or last_part(resolved) == "LightningModule":
+                return "lightning"
+            parent = self.local_class(base)
+            if depth < 8 and parent is not None and parent is not info:
+                kind = self.class_kind(parent, depth + 1)
+                if kind:
+                    return kind
+        return None
+
+    def uses_module(self, *prefixes: str) -> bool:
+        return any(
+            target == prefix or target.startswith(prefix + ".")
+            for target in self.imports.values()
+            for prefix in prefixes
+        )

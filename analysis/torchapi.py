@@ -1,0 +1,169 @@
+"""What trainlint knows about the PyTorch ecosystem's names, as data the dataflow consults."""
+
+from __future__ import annotations
+
+import re
+
+from .names import last_part
+
+# Tensor methods whose result never carries a graph (host values, integer or boolean results, shapes).
+GRAPH_FREE_METHODS = frozenset(
+    {
+        "detach", "item", "tolist", "numpy", "argmax", "argmin", "argsort", "long", "int", "bool",
+        "short", "byte", "size", "dim", "numel", "eq", "ne", "gt", "lt", "ge", "le", "nonzero",
+        "sign", "isnan", "isinf", "isfinite", "all", "any", "topk_indices", "element_size",
+        "nelement", "stride", "data_ptr", "is_contiguous", "get_device", "count_nonzero", "equal",
+    }
+)
+HOST_SYNC_METHODS = frozenset({"item", "cpu", "numpy", "tolist"})
+GRAPH_FREE_ATTRIBUTES = frozenset(
+    {"shape", "device", "dtype", "grad", "data", "ndim", "is_cuda", "requires_grad", "grad_fn"}
+)
+GRAPH_FREE_BUILTINS = frozenset(
+    {"float", "int", "bool", "len", "str", "repr", "round", "isinstance", "type", "hash", "id", "format"}
+)
+# Module methods that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
+)
+TENSOR_FACTORIES = frozenset(
+    {
+        "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace",
+        "logspace", "eye", "rand", "randn", "randint", "randperm", "normal", "zeros_like", "ones_like",
+        "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "Tensor", "FloatTensor",
+        "LongTensor",
+    }
+)
+FUNCTIONAL_LOSSES = frozenset(
+    {
+        "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+        "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "cosine_embedding_loss",
+        "margin_ranking_loss", "triplet_margin_loss", "ctc_loss", "poisson_nll_loss",
+        "gaussian_nll_loss", "hinge_embedding_loss", "multilabel_margin_loss", "soft_margin_loss",
+        "multilabel_soft_margin_loss", "multi_margin_loss",
+    }
+)
+SAMPLERS_LOCAL = frozenset(
+    {"RandomSampler", "SequentialSampler", "WeightedRandomSampler", "SubsetRandomSampler"}
+)
+NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
+MODEL_FACTORY_MODULES = ("torchvision.models", "timm", "transformers", "peft", "diffusers", "open_clip")
+NOT_MODEL_SUFFIXES = (
+    "Tokenizer", "TokenizerFast", "Processor", "Config", "FeatureExtractor", "ImageProcessor",
+    "GenerationConfig", "Dataset", "Scheduler",
+)
+MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module", "torch.nn.modules.module.Module", "nn.Module", "Module",
+        "lightning.LightningModule", "pytorch_lightning.LightningModule", "lightning.pytorch.LightningModule",
+        "L.LightningModule", "pl.LightningModule", "transformers.PreTrainedModel", "PreTrainedModel",
+        "torch.nn.Sequential", "torch.nn.ModuleList",
+    }
+)
+LIGHTNING_MODULE_BASES = frozenset(
+    {"lightning.LightningModule", "pytorch_lightning.LightningModule", "lightning.pytorch.LightningModule"}
+)
+ITERABLE_DATASET_BASES = frozenset({"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset"})
+MAP_DATASET_BASES = frozenset({"torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset"})
+# Loss classes by what input they expect.
+LOSSES_WANTING_LOGITS = frozenset({"CrossEntropyLoss", "cross_entropy"})
+LOSSES_WANTING_LOG_PROBS = frozenset({"NLLLoss", "nll_loss"})
+LOSSES_WANTING_BINARY_LOGITS = frozenset({"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"})
+LOSSES_WANTING_BINARY_PROBS = frozenset({"BCELoss", "binary_cross_entropy"})
+
+_MODEL_PARAM = re.compile(
+    r"(?:model|net|network|module|generator|discriminator|encoder|decoder|backbone|classifier|"
+    r"netg|netd|net_g|net_d|policy|critic|actor|student|teacher|unet|transformer|vae)$",
+    re.I,
+)
+_OPTIMIZER_PARAM = re.compile(r"(?:optimizer|optim|opt|optimizer_[a-z]+|opt_[a-z]+|optim_[a-z]+)$", re.I)
+_CRITERION_PARAM = re.compile(r"(?:criterion|loss_fn|loss_func|loss_function|lossfn|loss_fct)$", re.I)
+
+
+def is_torch_name(name: str) -> bool:
+    return name == "torch" or name.startswith("torch.")
+
+
+def is_loss_class(name: str) -> bool:
+    return name.startswith("torch.nn.") and name.endswith("Loss")
+
+
+def is_functional_loss(name: str) -> bool:
+    return name.startswith("torch.nn.functional.") and last_part(name) in FUNCTIONAL_LOSSES
+
+
+def is_optimizer_class(name: str) -> bool:
+    if ".lr_scheduler" in name or "swa_utils" in name:
+        return False
+    head = last_part(name)
+    if not head[:1].isupper() or head in {"Optimizer"}:
+        return False
+    return name.startswith(("torch.optim.", "bitsandbytes.optim.", "apex.optimizers.", "timm.optim.")) or (
+        name.startswith("transformers.") and head in {"AdamW", "Adafactor"}
+    )
+
+
+def is_scaler(name: str) -> bool:
+    return is_torch_name(name) and last_part(name) == "GradScaler"
+
+
+def is_dataloader(name: str) -> bool:
+    return name in {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+
+
+def is_ddp_wrapper(name: str) -> bool:
+    return name in {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+    }
+
+
+def is_torch_layer(name: str) -> bool:
+    if not name.startswith("torch.nn.") or name.startswith("torch.nn.functional"):
+        return False
+    head = last_part(name)
+    return head[:1].isupper() and not head.endswith("Loss") and head not in {"Parameter", "Module"}
+
+
+def is_model_factory(name: str) -> bool:
+    head = last_part(name)
+    if any(head.endswith(suffix) for suffix in NOT_MODEL_SUFFIXES):
+        return False
+    if name.startswith("torchvision.models.") and head[:1].islower():
+        return True
+    if name in {"timm.create_model", "peft.get_peft_model", "torch.hub.load"}:
+        return True
+    if head == "from_pretrained":
+        owner = last_part(name[: -len(".from_pretrained")])
+        return not any(owner.endswith(suffix) for suffix in NOT_MODEL_SUFFIXES)
+    return False
+
+
+def param_role(name: str, annotation: str | None) -> str | None:
+    """What a function parameter most likely is, from its annotation or, failing that, its name."""
+    if annotation:
+        head = last_part(annotation)
+        if head in {"Module", "PreTrainedModel", "LightningModule", "DistributedDataParallel"}:
+            return "model"
+        if head in {"Optimizer"} or "optim" in annotation.lower():
+            return "optimizer"
+        if head == "GradScaler":
+            return "scaler"
+        if head.endswith("Loss"):
+            return "criterion"
+        if head == "DataLoader":
+            return "loader"
+    lowered = name.lower()
+    if _CRITERION_PARAM.search(lowered):
+        return "criterion"
+    if _OPTIMIZER_PARAM.fullmatch(lowered):
+        return "optimizer"
+    if lowered == "scaler" or lowered.endswith("_scaler"):
+        return "scaler"
+    if _MODEL_PARAM.search(lowered) and not lowered.endswith(("_name", "_path", "_dir")):
+        return "model"
+    return None

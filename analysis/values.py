@@ -1,0 +1,104 @@
+"""Abstract values: what the analysis knows about what an expression evaluates to.
+
+A value is a set of tags (``graph``: carries a live autograd graph; ``model``; ``probs``; …)
+plus where the most important one was established, so findings can cite their evidence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from .parsing import ParsedChunk
+
+# What a value is.
+GRAPH = "graph"  # carries a live autograd graph
+TENSOR = "tensor"
+NUMBER = "number"  # a Python number (host value)
+MODEL = "model"  # an nn.Module (or a wrapper of one)
+DDP = "ddp"  # a model wrapped for data parallelism (DDP/FSDP)
+ENGINE = "engine"  # a DeepSpeed engine: backward/step/zero_grad handled by it
+CRITERION = "criterion"
+LOSS = "loss"
+OPTIMIZER = "optimizer"
+SCALER = "scaler"
+LOADER = "loader"
+SAMPLER_DISTRIBUTED = "distributed-sampler"
+SAMPLER_LOCAL = "local-sampler"  # a sampler that every rank runs identically
+DATASET_MAP = "map-dataset"
+DATASET_ITERABLE = "iterable-dataset"
+SHARDED = "sharded"  # data split across ranks by something visible (accelerate, fabric, slicing)
+ACCELERATOR = "accelerator"
+CONSTANT = "constant"  # built from literals only
+DEVICE = "device"  # a torch.device / device string
+CONTAINER = "container"  # a list/dict/set literal or constructor
+# What a tensor holds, for loss-input checks.
+PROBS = "probs"  # softmax output
+LOG_PROBS = "log-probs"  # log_softmax output
+SIGMOID = "sigmoid"  # sigmoid output
+LOGITS = "logits"  # raw scores from a layer known to be linear
+SCALED = "scaled"  # divided (or multiplied by a fraction) after it was computed
+
+OUTPUT_KINDS = frozenset({PROBS, LOG_PROBS, SIGMOID, LOGITS})
+
+Site = tuple["ParsedChunk", "cst.CSTNode"]
+
+
+class Value:
+    __slots__ = ("tags", "site", "note", "roots", "items", "detail", "node")
+
+    def __init__(
+        self,
+        tags: Iterable[str] = (),
+        *,
+        site: Site | None = None,
+        note: str = "",
+        roots: frozenset = frozenset(),
+        items: tuple["Value", ...] | None = None,
+        detail: object = None,
+    ) -> None:
+        self.tags = frozenset(tags)
+        self.site = site  # where the defining fact was established (for evidence)
+        self.note = note  # how to describe that fact in a message
+        self.roots = roots  # graph seeds this value depends on (for matching backward calls)
+        self.items = items  # element values when this is a known tuple (unpacking)
+        self.detail = detail  # per-kind extra: criterion class, model class info, loader call
+
+    def has(self, tag: str) -> bool:
+        return tag in self.tags
+
+    def with_tags(self, add: Iterable[str] = (), remove: Iterable[str] = ()) -> "Value":
+        tags = (self.tags | frozenset(add)) - frozenset(remove)
+        return Value(tags, site=self.site, note=self.note, roots=self.roots, detail=self.detail)
+
+    def without_graph(self) -> "Value":
+        if GRAPH not in self.tags:
+            return self
+        return Value(self.tags - {GRAPH}, site=self.site, note=self.note, detail=self.detail)
+
+    def __repr__(self) -> str:  # for test failure messages
+        return f"Value({sorted(self.tags)}, note={self.note!r})"
+
+
+UNKNOWN = Value()
+
+
+def join(values: Iterable[Value]) -> Value:
+    """What is known about a value that may be any of these (branches) or combines them (arithmetic)."""
+    values = [value for value in values if value is not None]
+    if not values:
+        return UNKNOWN
+    if len(values) == 1:
+        return values[0]
+    tags: set[str] = set()
+    roots: frozenset = frozenset()
+    primary = None
+    for value in values:
+        tags |= value.tags
+        roots |= value.roots
+        if primary is None and GRAPH in value.tags:
+            primary = value
+    primary = primary or next((value for value in values if value.tags), values[0])
+    return Value(tags, site=primary.site, note=primary.note, roots=roots, detail=primary.detail)

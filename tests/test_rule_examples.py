@@ -1,0 +1,56 @@
+"""Every registered rule's own examples: each MUST_FIRE fires (and its fix gives the fixed text),
+each MUST_NOT_FIRE stays quiet."""
+
+from __future__ import annotations
+
+import libcst
+import pytest
+
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.registry import all_rules
+from trainlint.fixing import apply_fixes
+
+MIN_EXAMPLES = 6
+
+
+def _cases(kind: str):
+    for rule in all_rules():
+        for index, example in enumerate(getattr(rule, kind)):
+            yield pytest.param(rule, example, id=f"{rule.code}-{rule.name}-{index}")
+
+
+def _own_findings(rule, text: str):
+    return [f for f in analyze_source(text, "example.py", rules=[rule]) if f.code == rule.code]
+
+
+@pytest.fixture(autouse=True)
+def strict_rules(monkeypatch):
+    monkeypatch.setenv("TRAINLINT_STRICT", "1")
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_rule_documents_and_tests_itself(rule):
+    assert rule.explain().count("\n") >= 3, "the docstring is the `explain` text: what, why it costs money, how to fix"
+    assert len(rule.MUST_FIRE) >= MIN_EXAMPLES
+    assert len(rule.MUST_NOT_FIRE) >= MIN_EXAMPLES
+
+
+@pytest.mark.parametrize("rule, example", list(_cases("MUST_FIRE")))
+def test_must_fire(rule, example):
+    findings = _own_findings(rule, example.code)
+    assert len(findings) == example.count, f"expected {example.count} {rule.code} finding(s):\n{example.code}\ngot {findings}"
+    for finding in findings:
+        assert finding.message and finding.evidence, "every finding says what it saw"
+        if example.severity is not None:
+            assert finding.severity == example.severity, finding.message
+    if example.fixed is not None:
+        fixed, applied = apply_fixes(example.code, findings)
+        assert applied >= 1
+        assert fixed == example.fixed
+        libcst.parse_module(fixed)
+        assert not _own_findings(rule, fixed), "the fix must remove the finding"
+
+
+@pytest.mark.parametrize("rule, example", list(_cases("MUST_NOT_FIRE")))
+def test_must_not_fire(rule, example):
+    assert _own_findings(rule, example.code) == []

@@ -1,0 +1,3 @@
+"""trainlint: static checks for PyTorch training code."""
+
+__version__ = "0.1.0"
