@@ -10,6 +10,7 @@ of walking the tree again.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
@@ -33,6 +34,7 @@ from .values import (
     LOSS,
     MODEL,
     NUMBER,
+    ON_DEVICE,
     OPTIMIZER,
     OUTPUT_KINDS,
     PROBS,
@@ -256,6 +258,10 @@ class ScopeAnalysis:
 
     def calls(self) -> Iterator[CallEvent]:
         return (event for event in self.events if isinstance(event, CallEvent))
+
+    def value_at(self, expression: cst.BaseExpression) -> Value | None:
+        """The value the walk computed for ``expression`` where it ran; None if the walk never evaluated it."""
+        return self._memo.get(expression)
 
     # ------------------------------------------------------------------ parameters
     def _bind_parameters(self, node: cst.FunctionDef, owner: "ClassInfo | None") -> None:
@@ -540,8 +546,10 @@ class ScopeAnalysis:
                 _mentions_division(expression.left) or _mentions_division(expression.right)
             ):
                 result = result.with_tags(add=(SCALED,))
-            if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS:
-                result = result.with_tags(add=kinds)  # scaling keeps what the tensor holds
+            if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS and not isinstance(
+                expression.operator, cst.MatrixMultiply
+            ):
+                result = result.with_tags(add=kinds)  # scaling keeps what the tensor holds; a product mixes it
             return result
         if isinstance(expression, cst.UnaryOperation):
             value = self.evaluate(expression.expression, context)
@@ -566,6 +574,11 @@ class ScopeAnalysis:
                     position = int(index.value.value)
                     if position < len(base.items):
                         return base.items[position]
+            if any(
+                isinstance(element.slice, cst.Slice) and torchapi.mentions_rank(_text(self.chunk, element.slice))
+                for element in expression.slice
+            ):
+                return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
             return _element_of(base)
         if isinstance(expression, (cst.Tuple, cst.List, cst.Set)):
             items = tuple(self.evaluate(element.value, context) for element in expression.elements)
@@ -700,6 +713,8 @@ class ScopeAnalysis:
         if method in {"setup_dataloaders", "prepare_data_loader"}:
             prepared = tuple(value.with_tags(add=(SHARDED,)) for value in args)
             return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
+        if method == "shard" and torchapi.mentions_rank(_text(self.chunk, event.node)):
+            return receiver.with_tags(add=(SHARDED,))  # HF datasets: `ds.shard(num_shards=world_size, index=rank)`
         if method == "setup" and args and MODEL in args[0].tags:  # Fabric
             return Value(join(args).tags, items=tuple(args)) if len(args) != 1 else args[0]
         if method in torchapi.GRAPH_FREE_METHODS:
@@ -713,11 +728,19 @@ class ScopeAnalysis:
         if method in {"div", "div_", "true_divide"} and receiver.tags:
             return receiver.with_tags(add=(SCALED,))
         if GRAPH in tags or TENSOR in tags:
-            if method in {"to", "cuda"}:
-                return receiver.with_tags(remove=(CONSTANT,))
+            if method in {"to", "cuda", "cpu"}:
+                return _moved(receiver, method, transfer_destination(event))
+            if method in _MATRIX_PRODUCTS:  # attention weights @ values are no longer probabilities
+                return receiver.with_tags(remove=OUTPUT_KINDS | {CONTAINER})
+            if method in _CLAMPS:  # clamped scores may be meant as probabilities: no longer known raw logits
+                return receiver.with_tags(remove=(LOGITS, CONTAINER))
             return receiver.with_tags(remove=(CONTAINER,)) if method not in {"pop", "popleft"} else _element_of(receiver)
         if CONTAINER in tags and method in {"pop", "popleft", "get", "values", "items"}:
             return _element_of(receiver)
+        if not tags and method in {"to", "cuda"} and transfer_destination(event) == "device":
+            return Value((ON_DEVICE,))  # whatever it is, it now lives on the accelerator
+        if SHARDED in tags and LOADER not in tags:
+            return receiver  # `ds.shard(...).map(...)`: a transformed share is still this process's share
         return UNKNOWN
 
     def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
@@ -730,9 +753,9 @@ class ScopeAnalysis:
                 return Value((MODEL,), site=site, note=f"`{short}` (`{local_class.name}` is an nn.Module)", detail=local_class)
             kind = self.summary.class_kind(local_class)
             if kind == "iterable-dataset":
-                return Value((DATASET_ITERABLE,), site=site, note=f"`{short}`", detail=local_class)
+                return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short}`", detail=local_class)
             if kind == "map-dataset":
-                return Value((DATASET_MAP,), site=site, note=f"`{short}`", detail=local_class)
+                return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{short}`", detail=local_class)
             return UNKNOWN
         if event.function is not None:
             analysis = event.function.analysis(self.summary)
@@ -760,7 +783,8 @@ class ScopeAnalysis:
         if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
             return Value((SAMPLER_LOCAL,), site=site, note=f"`{short}`", detail=head)
         if callee.startswith("torch.utils.data") and head in {"TensorDataset", "ConcatDataset", "Subset", "StackDataset"}:
-            return Value((DATASET_MAP,), site=site, note=f"`{short}`")
+            on_device = {ON_DEVICE} if any(ON_DEVICE in a.tags for a in args) else set()
+            return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{short}`")
         if callee.startswith("torchvision.datasets."):
             return Value((DATASET_MAP,), site=site, note=f"`{short}`")
         if torchapi.is_ddp_wrapper(callee):
@@ -790,6 +814,8 @@ class ScopeAnalysis:
                 tags = {TENSOR}
                 if constant and args:
                     tags.add(CONSTANT)
+                if _created_on_device(event, head):
+                    tags.add(ON_DEVICE)
                 if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
                     return Value(tags | {GRAPH}, site=site, note=f"`{short}` (requires_grad=True)", roots=frozenset({event.node}))
                 return Value(tags, site=site, note=f"`{short}`")
@@ -801,7 +827,11 @@ class ScopeAnalysis:
                 return Value((TENSOR,))
             if head in {"div", "true_divide"} and args:
                 return args[0].with_tags(add=(SCALED,))
-            if head in {"stack", "cat", "sum", "mean", "where", "clamp", "abs", "sqrt", "matmul", "bmm", "einsum", "norm", "max", "min", "square"} and args:
+            if head in _MATRIX_PRODUCTS and args:
+                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT})
+            if head in _CLAMPS and args:
+                return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT))
+            if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
                 joined = join(args)
                 return joined.with_tags(add=(TENSOR,), remove=(CONTAINER, CONSTANT))
             return UNKNOWN
@@ -823,10 +853,14 @@ class ScopeAnalysis:
             return Value((NUMBER,))
         if callee.endswith("Subset") and args:
             return args[0]
+        if head == "split_dataset_by_node" and args:  # HF datasets
+            return args[0].with_tags(add=(SHARDED,))
         return UNKNOWN
 
 
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION})
+_MATRIX_PRODUCTS = frozenset({"matmul", "bmm", "mm", "einsum"})
+_CLAMPS = frozenset({"clamp", "clamp_", "clip"})
 
 _ROLE_VALUES = {
     "model": Value((MODEL,)),
@@ -835,6 +869,62 @@ _ROLE_VALUES = {
     "scaler": Value((SCALER,)),
     "loader": Value((LOADER,)),
 }
+
+
+_DEVICE_WORDS = re.compile(r"device|cuda|gpu|rank", re.I)
+
+
+def transfer_destination(event: CallEvent) -> str | None:
+    """Where ``x.cuda()``, ``x.cpu()`` or ``x.to(...)`` sends its receiver: "device", "host", or None
+    when the call is a dtype cast or the destination cannot be told from the text."""
+    if event.method == "cuda":
+        return "device"
+    if event.method == "cpu":
+        return "host"
+    if event.method != "to":
+        return None
+    keyword = event.keyword("device")
+    if keyword is not None:
+        return _destination_of(event.scope.chunk, keyword.value, event.kwargs.get("device", UNKNOWN))
+    positional = [arg for arg in event.arg_nodes if arg.keyword is None and not arg.star]
+    if not positional or not event.args:
+        return None
+    return _destination_of(event.scope.chunk, positional[0].value, event.args[0])
+
+
+def _destination_of(chunk: "ParsedChunk", node: cst.BaseExpression, value: Value) -> str | None:
+    text = _text(chunk, node)
+    if re.fullmatch(r"""(torch\.device\()?["']cpu["']\)?""", text):
+        return "host"
+    if DEVICE in value.tags or isinstance(node, cst.Integer) or _DEVICE_WORDS.search(text):
+        return "device"
+    return None
+
+
+def _moved(value: Value, method: str, destination: str | None) -> Value:
+    if method == "cpu":
+        return value.with_tags(remove=(CONTAINER, ON_DEVICE))
+    moved = value.with_tags(remove=(CONSTANT,))
+    if destination == "device":
+        return moved.with_tags(add=(ON_DEVICE,))
+    if destination == "host":
+        return moved.with_tags(remove=(ON_DEVICE,))
+    return moved
+
+
+def _created_on_device(event: CallEvent, factory: str) -> bool:
+    """``torch.zeros(n, device="cuda")``, or a ``*_like`` factory of a tensor already on the device."""
+    keyword = event.keyword("device")
+    if keyword is not None:
+        return _destination_of(event.scope.chunk, keyword.value, event.kwargs.get("device", UNKNOWN)) == "device"
+    return factory.endswith("_like") and bool(event.args) and ON_DEVICE in event.args[0].tags
+
+
+def _sharded(event: CallEvent) -> set[str]:
+    """A dataset built from this process's share of the data, or told its rank, is sharded."""
+    if any(SHARDED in value.tags for value in (*event.args, *event.kwargs.values())):
+        return {SHARDED}
+    return {SHARDED} if any(torchapi.mentions_rank(_text(event.scope.chunk, arg.value)) for arg in event.arg_nodes) else set()
 
 
 def _activation(value: Value, kind: str, site, chunk, node) -> Value:

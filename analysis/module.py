@@ -34,6 +34,17 @@ class ModuleAnalysis:
         self.facts = [ChunkFacts(chunk) for chunk in chunks]
         self.summary = ModuleSummary(chunks, self.facts)
 
+    def updated(self, text: str) -> "ModuleAnalysis":
+        """The analysis of an edited text, re-parsing only the statements whose text changed."""
+        previous: dict[str, list[ParsedChunk]] = {}
+        for chunk in self.chunks:
+            previous.setdefault(chunk.chunk.text, []).append(chunk)
+        chunks = []
+        for index, chunk in enumerate(split_statements(text)):
+            reusable = previous.get(chunk.text)
+            chunks.append(reusable.pop(0).moved(chunk, index) if reusable else ParsedChunk(chunk, index))
+        return ModuleAnalysis(text, self.path, chunks)
+
     @cached_property
     def lines(self) -> list[str]:
         return self.text.splitlines()

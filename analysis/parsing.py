@@ -7,14 +7,12 @@ language server keeps unchanged chunks between edits).
 
 from __future__ import annotations
 
-import re
+import ast
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from .chunking import Chunk
-
-_LINE_COL = re.compile(r"line (\d+), column (\d+)|@(\d+):(\d+)")
 
 
 class SyntaxProblem:
@@ -40,7 +38,7 @@ class ParsedChunk:
         try:
             self.module = cst.parse_module(chunk.text)
         except cst.ParserSyntaxError as error:
-            self.syntax_error = SyntaxProblem(
+            self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
                 chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
             )
         except (RecursionError, MemoryError):
@@ -49,6 +47,20 @@ class ParsedChunk:
             )
         except Exception as error:  # LibCST raises plain exceptions for some invalid input
             self.syntax_error = SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}")
+
+    def moved(self, chunk: Chunk, index: int) -> "ParsedChunk":
+        """The same statement at another place in an edited document: no re-parse, positions kept."""
+        assert chunk.text == self.chunk.text
+        moved = ParsedChunk.__new__(ParsedChunk)
+        moved.chunk = chunk
+        moved.index = index
+        moved.module = self.module
+        moved._positions = self._positions
+        problem = self.syntax_error
+        moved.syntax_error = None if problem is None else SyntaxProblem(
+            problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message
+        )
+        return moved
 
     @property
     def start_line(self) -> int:
@@ -82,6 +94,18 @@ class ParsedChunk:
     def code_for(self, node: cst.CSTNode) -> str:
         assert self.module is not None
         return self.module.code_for_node(node)
+
+
+def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
+    """Python's own account of the error: it points at the unclosed bracket, not the end of input."""
+    try:
+        compile(chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as error:
+        line = chunk.start_line + (error.lineno or 1)
+        return SyntaxProblem(line, max(error.offset or 1, 1), f"syntax error: {error.msg}")
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    return None
 
 
 def _describe(error: cst.ParserSyntaxError) -> str:

@@ -1,0 +1,28 @@
+from hypothesis import given, settings, strategies as st
+
+from trainlint.analysis.chunking import split_statements
+
+
+def starts(text):
+    return [chunk.start_line for chunk in split_statements(text)]
+
+
+def test_top_level_statements_with_their_comments():
+    text = "import os\n\n# the model\n@decorator\ndef f():\n    return (1,\n2)\n\nif x:\n    pass\nelse:\n    pass\n"
+    assert starts(text) == [0, 1, 7]  # blank lines and comments go with the statement below them
+
+
+def test_strings_and_brackets_do_not_split():
+    text = 'x = """\ndef not_a_def():\n"""\ny = [\n1,\n]\nz = 1 \\\n+ 2\n'
+    assert starts(text) == [0, 3, 6]
+
+
+def test_unclosed_bracket_is_closed_by_the_next_definition():
+    text = "x = foo(1,\n\ndef g():\n    pass\n"
+    assert starts(text) == [0, 2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=300))
+def test_chunks_always_reassemble_the_text(text):
+    assert "".join(chunk.text for chunk in split_statements(text)) == text

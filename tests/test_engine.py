@@ -1,0 +1,162 @@
+"""The engine's promises: bad input gets an answer, statement order matters, suppressions work,
+and the user's code is never imported."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.model import Severity
+from trainlint.analysis.settings import AnalysisSettings
+
+RETAINED = textwrap.dedent(
+    """
+    import torch.nn as nn
+
+    criterion = nn.CrossEntropyLoss()
+    history = []
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        history.append(loss)
+    """
+).lstrip()
+
+
+def codes(findings):
+    return [(f.code, f.line) for f in findings]
+
+
+def test_syntax_error_is_one_finding_and_the_rest_is_still_checked():
+    text = "def broken(:\n    pass\n\n" + RETAINED
+    findings = analyze_source(text, "train.py")
+    assert codes(findings) == [("TL000", 1), ("TL101", 10)]
+    syntax = findings[0]
+    assert syntax.severity is Severity.ERROR and syntax.message.startswith("syntax error")
+
+
+def test_unclosed_bracket_mid_edit_stays_inside_its_statement():
+    text = "x = foo(1,\n\n" + RETAINED
+    assert codes(analyze_source(text, "train.py")) == [("TL000", 1), ("TL101", 9)]
+
+
+def test_undecodable_bytes_are_reported_not_raised():
+    findings = analyze_source(b"x = '\xff\xfe'\n", "bad.py")
+    assert codes(findings) == [("TL000", 1)]
+    assert "cannot decode line 1 as utf-8" in findings[0].message
+
+
+def test_coding_cookie_and_bom_are_honoured():
+    latin = "# -*- coding: latin-1 -*-\n# caf\xe9\n".encode("latin-1") + RETAINED.encode()
+    assert [c for c, _ in codes(analyze_source(latin, "a.py"))] == ["TL101"]
+    bom = b"\xef\xbb\xbf" + RETAINED.encode()
+    assert codes(analyze_source(bom, "b.py")) == [("TL101", 7)]
+
+
+def test_empty_and_blank_files():
+    assert analyze_source("", "empty.py") == []
+    assert analyze_source("\n\n   \n# just a comment\n", "blank.py") == []
+
+
+def test_fifty_thousand_lines_are_answered():
+    body = "".join(f"value_{i} = {i}\n" for i in range(50_000))
+    assert analyze_source(body + RETAINED, "huge.py")[-1].code == "TL101"
+
+
+def test_deeply_nested_expression_is_answered():
+    text = "x = " + "(" * 500 + "1" + ")" * 500 + "\n" + RETAINED
+    findings = analyze_source(text, "deep.py")
+    assert findings, "a nesting the parser cannot take is reported, not a crash"
+    assert {f.code for f in findings} <= {"TL000", "TL002", "TL101"}
+
+
+def test_statement_order_decides_what_carries_a_graph():
+    text = textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def run(model, train_loader, val_loader, optimizer):
+            kept = []
+            for x, y in val_loader:
+                with torch.no_grad():
+                    outputs = model(x)
+                kept.append(outputs)
+            for x, y in train_loader:
+                outputs = model(x)
+                loss = criterion(outputs, y)
+                loss.backward()
+                optimizer.step()
+                kept.append(outputs)
+        """
+    ).lstrip()
+    assert [(c, line) for c, line in codes(analyze_source(text, "t.py")) if c == "TL101"] == [("TL101", 17)]
+
+
+def test_suppression_comments():
+    base = RETAINED.replace("history.append(loss)", "history.append(loss)  {}")
+    for comment in ("# trainlint: ignore[TL101]", "# trainlint: ignore[retained-graph]", "# trainlint: ignore", "# noqa: TL101"):
+        assert analyze_source(base.format(comment), "s.py") == [], comment
+    assert codes(analyze_source(base.format("# trainlint: ignore[TL201]"), "s.py")) == [("TL101", 7)]
+    assert analyze_source("# trainlint: ignore-file[TL101]\n" + RETAINED, "s.py") == []
+
+
+def test_unused_suppressions_are_reported_on_request():
+    text = "x = 1  # trainlint: ignore[TL101]\n"
+    assert analyze_source(text, "u.py") == []
+    findings = analyze_source(text, "u.py", AnalysisSettings(report_unused_ignores=True))
+    assert codes(findings) == [("TL001", 1)]
+    assert "unused suppression" in findings[0].message
+
+
+def test_severity_override_and_selection():
+    settings = AnalysisSettings(severity={"retained-graph": Severity.WARNING})
+    assert analyze_source(RETAINED, "t.py", settings)[0].severity is Severity.WARNING
+    assert analyze_source(RETAINED, "t.py", AnalysisSettings(ignore=("TL1",))) == []
+    assert codes(analyze_source(RETAINED, "t.py", AnalysisSettings(select=("retained-graph",)))) == [("TL101", 7)]
+
+
+def test_findings_cite_their_evidence():
+    finding = analyze_source(RETAINED, "t.py")[0]
+    lines = [e.line for e in finding.evidence]
+    assert 6 in lines and 7 in lines and 5 in lines
+    assert "criterion(model(x), y)" in finding.message
+
+
+def test_user_code_is_never_imported_or_executed(tmp_path):
+    # A fake `torch` on the path records any import of it; the checked file raises if executed.
+    fake = tmp_path / "fake_site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise SystemExit('torch was imported')\n")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nraise RuntimeError('executed')\n" + RETAINED)
+    program = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(fake.parent)!r})
+        from trainlint.cli import main
+        status = main(["check", {str(script)!r}, "--format", "json"])
+        print("torch" in sys.modules, status)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False 1"
+
+
+def test_an_edit_reparses_only_the_statements_it_touched():
+    from trainlint.analysis.engine import findings_for, select_rules
+    from trainlint.analysis.module import ModuleAnalysis
+
+    settings = AnalysisSettings()
+    before = ModuleAnalysis("def helper():\n    return 1\n\n" + RETAINED, "t.py")
+    edited_text = "def helper():\n    return 2\n\n" + RETAINED
+    after = before.updated(edited_text)
+    reused = [chunk for chunk in after.chunks if any(chunk.module is old.module for old in before.chunks)]
+    assert len(reused) == len(after.chunks) - 1
+    fresh = ModuleAnalysis(edited_text, "t.py")
+    rules = select_rules(settings)
+    assert findings_for(after, settings, rules) == findings_for(fresh, settings, rules)
