@@ -1,0 +1,204 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainlint.analysis.model import Severity
+from trainlint.cli import main
+from trainlint.config import (
+    ConfigError,
+    discover_config,
+    engine_codes_in,
+    find_config_file,
+    load_config,
+    without_engine_codes,
+)
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def test_reads_every_key_from_pyproject(tmp_path):
+    pyproject = write(tmp_path / "pyproject.toml", """
+        [project]
+        name = "demo"
+
+        [tool.trainlint]
+        select = ["TL1", "unseeded-run"]
+        ignore = ["TL101"]
+        exclude = ["generated/", "*_pb2.py"]
+        fail-on = "warning"
+        target-gpu = "A100-80GB"
+
+        [tool.trainlint.severity]
+        retained-graph = "note"
+
+        [tool.trainlint.per-file-ignores]
+        "tests/**" = ["TL101", "unseeded-run"]
+    """)
+    config = load_config(pyproject)
+    assert config.source == pyproject
+    assert config.root == tmp_path
+    assert config.select == ("TL1", "unseeded-run")
+    assert config.ignore == ("TL101",)
+    assert config.exclude == ("generated/", "*_pb2.py")
+    assert config.fail_on is Severity.WARNING
+    assert config.target_gpu == "A100-80GB"
+    assert config.severity == {"TL101": Severity.NOTE}
+    assert config.per_file_ignores.codes_for(tmp_path / "tests" / "unit" / "test_x.py") == {"TL101", "TL401"}
+    assert config.per_file_ignores.codes_for(tmp_path / "src" / "train.py") == frozenset()
+
+
+def test_defaults_when_the_table_is_empty(tmp_path):
+    config = load_config(write(tmp_path / "trainlint.toml", ""))
+    assert (config.select, config.ignore, config.exclude) == ((), (), ())
+    assert config.fail_on is Severity.ERROR
+    assert config.target_gpu is None
+    assert not config.per_file_ignores
+
+
+def test_trainlint_toml_is_a_top_level_table(tmp_path):
+    config = load_config(write(tmp_path / "trainlint.toml", """
+        select = ["TL101"]
+        [severity]
+        TL101 = "warning"
+    """))
+    assert config.select == ("TL101",)
+    assert config.severity == {"TL101": Severity.WARNING}
+
+
+class TestFinding:
+    def test_nearest_config_walking_up(self, tmp_path):
+        outer = write(tmp_path / "pyproject.toml", "[tool.trainlint]\n")
+        inner = write(tmp_path / "pkg" / "pyproject.toml", "[tool.trainlint]\nfail-on = 'note'\n")
+        (tmp_path / "pkg" / "deep" / "er").mkdir(parents=True)
+        assert find_config_file(tmp_path / "pkg" / "deep" / "er") == inner
+        assert find_config_file(tmp_path / "other.py") == outer
+
+    def test_pyproject_without_the_table_is_passed_over(self, tmp_path):
+        outer = write(tmp_path / "pyproject.toml", "[tool.trainlint]\n")
+        write(tmp_path / "sub" / "pyproject.toml", "[project]\nname = 'x'\n")
+        assert find_config_file(tmp_path / "sub") == outer
+
+    def test_trainlint_toml_wins_in_the_same_folder(self, tmp_path):
+        write(tmp_path / "pyproject.toml", "[tool.trainlint]\nfail-on = 'note'\n")
+        own = write(tmp_path / "trainlint.toml", "fail-on = 'warning'\n")
+        assert find_config_file(tmp_path) == own
+        assert discover_config([tmp_path / "a.py"]).fail_on is Severity.WARNING
+
+    def test_no_config_means_defaults_rooted_at_cwd(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "a.py").write_text("")
+        config = discover_config([Path("a.py")])
+        assert config.source is None
+        assert config.root == tmp_path
+
+    def test_common_folder_of_several_paths(self, tmp_path):
+        top = write(tmp_path / "trainlint.toml", "")
+        write(tmp_path / "a" / "trainlint.toml", "")
+        (tmp_path / "b").mkdir()
+        assert discover_config([tmp_path / "a" / "x.py", tmp_path / "b" / "y.py"]).source == top
+
+
+class TestErrors:
+    def error_for(self, tmp_path: Path, body: str, name: str = "pyproject.toml") -> str:
+        path = write(tmp_path / name, body)
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        message = str(caught.value)
+        assert name in message
+        assert "\n" not in message
+        return message
+
+    def test_unknown_key_is_named_with_a_suggestion(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint]\nselekt = ['TL101']\n")
+        assert "unknown key 'selekt'" in message
+        assert "did you mean 'select'?" in message
+        assert "[tool.trainlint]" in message
+
+    def test_snake_case_key_is_unknown(self, tmp_path):
+        assert "unknown key 'fail_on'" in self.error_for(tmp_path, "[tool.trainlint]\nfail_on = 'error'\n")
+
+    def test_wrong_type(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint]\nselect = 'TL101'\n")
+        assert "select: expected a list, got a string" in message
+
+    def test_wrong_item_type(self, tmp_path):
+        assert "exclude[1]: expected a string, got an integer" in self.error_for(
+            tmp_path, "[tool.trainlint]\nexclude = ['a', 3]\n"
+        )
+
+    def test_unknown_rule_code(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint]\nselect = ['TL101', 'TL999']\n")
+        assert "select[1]" in message and "TL999" in message
+
+    def test_unknown_rule_name_gets_a_suggestion(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint]\nignore = ['retained-grph']\n")
+        assert "ignore[0]" in message and "did you mean 'retained-graph'?" in message
+
+    def test_bad_severity_value(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint.severity]\nTL101 = 'fatal'\n")
+        assert "severity.TL101: expected error, warning or note, got 'fatal'" in message
+
+    def test_unknown_rule_in_severity(self, tmp_path):
+        assert "severity.no-such-rule" in self.error_for(tmp_path, "[tool.trainlint.severity]\nno-such-rule = 'note'\n")
+
+    def test_bad_fail_on(self, tmp_path):
+        assert "fail-on: expected error, warning or note, got 'fatal'" in self.error_for(
+            tmp_path, "fail-on = 'fatal'\n", name="trainlint.toml"
+        )
+
+    def test_per_file_ignores_needs_a_list(self, tmp_path):
+        message = self.error_for(tmp_path, "[tool.trainlint.per-file-ignores]\n'tests/*' = 'TL101'\n")
+        assert "per-file-ignores.'tests/*': expected a list of rule codes or names, got a string" in message
+
+    def test_per_file_ignores_unknown_rule(self, tmp_path):
+        assert "TL998" in self.error_for(tmp_path, "[tool.trainlint.per-file-ignores]\n'a.py' = ['TL998']\n")
+
+    def test_invalid_toml(self, tmp_path):
+        assert "invalid TOML" in self.error_for(tmp_path, "[tool.trainlint\n")
+
+    def test_table_of_the_wrong_kind(self, tmp_path):
+        assert "must be a table" in self.error_for(tmp_path, "[tool]\ntrainlint = 3\n")
+
+    def test_missing_explicit_file(self, tmp_path):
+        with pytest.raises(ConfigError, match="config file not found"):
+            load_config(tmp_path / "nope.toml")
+
+
+def test_engine_codes_can_be_ignored_but_not_selected(tmp_path):
+    config = load_config(write(tmp_path / "trainlint.toml", """
+        ignore = ["syntax-error", "TL101"]
+        [per-file-ignores]
+        "templates/*" = ["TL000"]
+    """))
+    assert engine_codes_in(config.ignore) == {"TL000"}
+    assert without_engine_codes(config.ignore) == ("TL101",)
+    assert config.per_file_ignores.codes_for(tmp_path / "templates" / "t.py") == {"TL000"}
+    with pytest.raises(ConfigError, match="TL000"):
+        load_config(write(tmp_path / "other" / "trainlint.toml", "select = ['TL000']\n"))
+
+
+def test_cli_reports_config_errors_in_one_line_and_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "pyproject.toml", "[tool.trainlint]\nfail-on = 'fatal'\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert main(["check", "a.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("trainlint: error: pyproject.toml: [tool.trainlint] fail-on:")
+
+
+def test_cli_explicit_config_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write(tmp_path / "pyproject.toml", "[tool.trainlint]\nfail-on = 'fatal'\n")
+    strict = write(tmp_path / "ci" / "strict.toml", "fail-on = 'note'\n")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    assert main(["check", "--config", str(strict), "a.py"]) == 0
+    assert main(["check", "--config", "missing.toml", "a.py"]) == 2
+    assert "config file not found: missing.toml" in capsys.readouterr().err

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainlint.cli import main
+from trainlint.discovery import Exclusions, MissingPathError, discover_files
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """Make files (and folders) relative to a fresh working directory."""
+    monkeypatch.chdir(tmp_path)
+
+    def make(*paths: str, text: str = "x = 1\n") -> None:
+        for path in paths:
+            target = tmp_path / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+
+    return make
+
+
+def files(*paths: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    return discover_files(list(paths), Exclusions(exclude, Path.cwd()))
+
+
+def test_python_files_only_in_sorted_order(tree):
+    tree("b.py", "a.py", "pkg/z.py", "pkg/sub/y.py", "notes.txt", "script.pyc", "pkg/data.json")
+    assert files(".") == ["a.py", "b.py", "pkg/sub/y.py", "pkg/z.py"]
+
+
+def test_skipped_folders(tree):
+    tree("keep.py", *(f"{name}/x.py" for name in
+                      [".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "lib/site-packages"]))
+    assert files(".") == ["keep.py"]
+
+
+def test_display_paths_follow_what_the_user_typed(tree):
+    tree("src/train.py")
+    assert files("./src") == ["src/train.py"]
+    assert files(str(Path.cwd() / "src")) == [str(Path.cwd() / "src" / "train.py")]
+
+
+def test_duplicates_are_checked_once(tree):
+    tree("src/train.py")
+    assert files("src", "src/train.py", "./src/train.py") == ["src/train.py"]
+
+
+def test_gitignore_is_respected(tree):
+    tree("train.py", "scratch.py", "logs/run.py", "generated/model_pb2.py")
+    Path(".gitignore").write_text("scratch.py\nlogs/\n*_pb2.py\n")
+    assert files(".") == ["train.py"]
+
+
+def test_nested_gitignore_applies_to_its_subtree_only(tree):
+    tree("tmp.py", "pkg/tmp.py", "pkg/inner/tmp.py", "other/tmp.py")
+    Path("pkg/.gitignore").write_text("tmp.py\n")
+    assert files(".") == ["other/tmp.py", "tmp.py"]
+
+
+def test_nested_gitignore_can_reinclude(tree):
+    tree("gen/a.py", "gen/keep.py", "gen/b.py")
+    Path(".gitignore").write_text("gen/*.py\n")
+    Path("gen/.gitignore").write_text("!keep.py\n")
+    assert files(".") == ["gen/keep.py"]
+
+
+def test_gitignore_above_the_named_folder_counts_inside_a_repository(tree):
+    tree("src/train.py", "src/generated/out.py")
+    Path(".git").mkdir()
+    Path(".gitignore").write_text("src/generated/\n")
+    assert files("src") == ["src/train.py"]
+
+
+def test_named_file_is_checked_even_when_gitignored(tree):
+    tree("scratch.py", "tool")
+    Path(".gitignore").write_text("scratch.py\n")
+    assert files("scratch.py", "tool") == ["scratch.py", "tool"]
+
+
+def test_exclude_globs(tree):
+    tree("train.py", "tests/fixtures/bad.py", "tests/test_a.py", "proto/m_pb2.py")
+    assert files(".", exclude=("tests/fixtures/", "*_pb2.py")) == ["tests/test_a.py", "train.py"]
+
+
+def test_exclude_applies_to_named_files_too(tree):
+    tree("m_pb2.py")
+    assert files("m_pb2.py", exclude=("*_pb2.py",)) == []
+
+
+def test_missing_path(tree):
+    with pytest.raises(MissingPathError, match="path not found: nope.py"):
+        files("nope.py")
+
+
+def test_cli_respects_gitignore_and_exclude(tree, capsys):
+    tree("a.py", "ignored.py", "excluded/b.py", "configured/c.py")
+    Path(".gitignore").write_text("ignored.py\n")
+    Path("pyproject.toml").write_text("[tool.trainlint]\nexclude = ['configured/']\n")
+    assert main(["check", "."]) == 0
+    assert "(2 files)" in capsys.readouterr().out  # a.py, excluded/b.py
+    # --exclude replaces the configured list
+    assert main(["check", ".", "--exclude", "excluded/"]) == 0
+    assert "(2 files)" in capsys.readouterr().out  # a.py, configured/c.py
+
+
+def test_cli_missing_path_exits_2(tree, capsys):
+    assert main(["check", "nope.py"]) == 2
+    assert capsys.readouterr().err == "trainlint: error: path not found: nope.py\n"

@@ -1,0 +1,231 @@
+from __future__ import annotations
+
+import codecs
+
+import pytest
+
+from trainlint.analysis.model import Finding, Fix, Severity, TextEdit
+from trainlint.cli import main
+from trainlint.fixing import (
+    SourceFile,
+    apply_edits,
+    apply_fixes,
+    fix_until_stable,
+    parses,
+    unified_diff,
+)
+
+# TL101 (error, fixable): a model's output kept across iterations with its graph.
+RETAINED = """\
+import torch
+from torchvision.models import resnet18
+
+encoder = resnet18()
+features = []
+for images, _ in loader:
+    features.append(encoder(images.cuda()))
+torch.save(features, "feats.pt")
+"""
+
+
+def finding(line: int, column: int, *edits: TextEdit, code: str = "TL101") -> Finding:
+    return Finding(
+        path="x.py", line=line, column=column, end_line=line, end_column=column + 1, code=code,
+        name="retained-graph", severity=Severity.ERROR, message="m",
+        fix=Fix("detach", tuple(edits)) if edits else None,
+    )
+
+
+class TestApplyEdits:
+    def test_insertion_and_replacement(self):
+        text = "a = f(x)\nb = g(y)\n"
+        new, applied = apply_edits(text, [[TextEdit(1, 9, 1, 9, ".detach()")], [TextEdit(2, 5, 2, 6, "h")]])
+        assert new == "a = f(x).detach()\nb = h(y)\n"
+        assert applied == 2
+
+    def test_multiline_replacement(self):
+        text = "x = (1,\n     2)\ny = 3\n"
+        new, applied = apply_edits(text, [[TextEdit(1, 5, 2, 8, "(1, 2)")]])
+        assert new == "x = (1, 2)\ny = 3\n"
+        assert applied == 1
+
+    def test_columns_count_code_points(self):
+        text = "s = '𝔘ñ'; t = s\n"
+        # '𝔘' is one code point (two UTF-16 units): column 11 is the `t`.
+        new, _ = apply_edits(text, [[TextEdit(1, 11, 1, 12, "u")]])
+        assert new == "s = '𝔘ñ'; u = s\n"
+
+    def test_overlapping_edit_is_skipped(self):
+        text = "value = compute(a, b)\n"
+        first = [TextEdit(1, 9, 1, 22, "other()")]
+        overlapping = [TextEdit(1, 17, 1, 18, "z")]
+        new, applied = apply_edits(text, [first, overlapping])
+        assert new == "value = other()\n"
+        assert applied == 1
+
+    def test_two_insertions_at_one_spot_keep_only_the_first(self):
+        new, applied = apply_edits("x\n", [[TextEdit(1, 2, 1, 2, ".a()")], [TextEdit(1, 2, 1, 2, ".b()")]])
+        assert (new, applied) == ("x.a()\n", 1)
+
+    def test_adjacent_edits_both_apply(self):
+        new, applied = apply_edits("ab\n", [[TextEdit(1, 1, 1, 2, "A")], [TextEdit(1, 2, 1, 3, "B")]])
+        assert (new, applied) == ("AB\n", 2)
+
+    def test_a_fix_applies_whole_or_not_at_all(self):
+        text = "a = 1\nb = 2\n"
+        first = [TextEdit(1, 5, 1, 6, "10")]
+        partly_overlapping = [TextEdit(2, 5, 2, 6, "20"), TextEdit(1, 5, 1, 6, "30")]
+        new, applied = apply_edits(text, [first, partly_overlapping])
+        assert (new, applied) == ("a = 10\nb = 2\n", 1)
+
+    def test_edit_outside_the_text_is_skipped(self):
+        text = "a = 1\n"
+        assert apply_edits(text, [[TextEdit(5, 1, 5, 2, "x")]]) == (text, 0)
+        assert apply_edits(text, [[TextEdit(1, 40, 1, 41, "x")]]) == (text, 0)
+
+    def test_crlf_is_preserved_and_new_lines_follow_it(self):
+        text = "if x:\r\n    y = f()\r\nz = 1\r\n"
+        new, _ = apply_edits(text, [[TextEdit(2, 5, 2, 12, "with g():\n        y = f()")]])
+        assert new == "if x:\r\n    with g():\r\n        y = f()\r\nz = 1\r\n"
+        assert "\n" not in new.replace("\r\n", "")
+
+    def test_edit_at_end_of_crlf_line_goes_before_the_line_break(self):
+        new, _ = apply_edits("y = f()\r\nz\r\n", [[TextEdit(1, 8, 1, 8, ".detach()")]])
+        assert new == "y = f().detach()\r\nz\r\n"
+
+
+def test_apply_fixes_uses_findings_in_position_order():
+    text = "a = f(x)\n"
+    later = finding(1, 5, TextEdit(1, 5, 1, 9, "g(x)"))
+    earlier_overlapping = finding(1, 1, TextEdit(1, 1, 1, 9, "b = 0"))
+    without_fix = finding(1, 1)
+    new, applied = apply_fixes(text, [later, without_fix, earlier_overlapping])
+    assert (new, applied) == ("b = 0\n", 1)
+
+
+class TestFixUntilStable:
+    def test_repeats_until_nothing_is_left_to_fix(self):
+        # Each round one fix applies; the other collides and comes back next round.
+        def analyze(text: str) -> list[Finding]:
+            found = []
+            for number, line in enumerate(text.splitlines(), start=1):
+                if line.endswith("(x)"):
+                    end = len(line) + 1
+                    found.append(finding(number, end, TextEdit(number, end, number, end, ".detach()")))
+                    found.append(finding(number, end, TextEdit(number, end, number, end, ".cpu()")))
+            return found
+
+        outcome = fix_until_stable("a = f(x)\nb = g(x)\n", analyze)
+        assert outcome.text == "a = f(x).detach()\nb = g(x).detach()\n"
+        assert outcome.applied == 2
+        assert outcome.findings == []
+        assert not outcome.rejected
+
+    def test_stops_after_max_rounds(self):
+        calls = []
+
+        def analyze(text: str) -> list[Finding]:
+            calls.append(text)
+            return [finding(1, 1, TextEdit(1, 1, 1, 1, "#"))]
+
+        outcome = fix_until_stable("x = 1\n", analyze, max_rounds=3)
+        assert outcome.text == "###x = 1\n"
+        assert outcome.applied == 3
+
+    def test_a_round_that_breaks_the_syntax_is_dropped(self):
+        def analyze(text: str) -> list[Finding]:
+            return [finding(1, 1, TextEdit(1, 1, 1, 1, "def ("))]
+
+        outcome = fix_until_stable("x = 1\n", analyze)
+        assert outcome.text == "x = 1\n"
+        assert outcome.applied == 0
+        assert outcome.rejected
+
+    def test_uses_the_callers_findings_for_the_first_round(self):
+        seen = []
+
+        def analyze(text: str) -> list[Finding]:
+            seen.append(text)
+            return []
+
+        first = [finding(1, 2, TextEdit(1, 2, 1, 2, "y"))]
+        outcome = fix_until_stable("x\n", analyze, findings=first)
+        assert outcome.text == "xy\n"
+        assert seen == ["xy\n"]
+
+
+def test_parses():
+    assert parses("x = 1\n")
+    assert not parses("def (:\n")
+
+
+class TestUnifiedDiff:
+    def test_git_style_headers(self):
+        diff = unified_diff("a\nb\n", "a\nc\n", "src/x.py")
+        assert diff.splitlines()[:3] == ["--- a/src/x.py", "+++ b/src/x.py", "@@ -1,2 +1,2 @@"]
+        assert "-b\n+c\n" in diff
+
+    def test_no_change_no_diff(self):
+        assert unified_diff("a\n", "a\n", "x.py") == ""
+
+    def test_missing_final_newline_is_marked(self):
+        diff = unified_diff("a", "b", "x.py")
+        assert diff.endswith("-a\n\\ No newline at end of file\n+b\n\\ No newline at end of file\n")
+
+
+class TestSourceFile:
+    def test_bom_round_trips(self):
+        data = codecs.BOM_UTF8 + "x = 'é'\n".encode()
+        source = SourceFile.decode(data)
+        assert source.text == "x = 'é'\n"
+        assert source.encode(source.text) == data
+
+    def test_coding_cookie_round_trips(self):
+        data = "# -*- coding: latin-1 -*-\nx = 'é'\n".encode("latin-1")
+        source = SourceFile.decode(data)
+        assert source.text.endswith("x = 'é'\n")
+        assert source.encode(source.text) == data
+
+    def test_undecodable_bytes_raise(self):
+        with pytest.raises((SyntaxError, UnicodeDecodeError)):
+            SourceFile.decode(b"x = '\xff'\n")
+
+
+class TestFixCommand:
+    """--fix and --diff through the CLI, against the real engine."""
+
+    def test_fix_keeps_crlf_and_bom(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        original = codecs.BOM_UTF8 + RETAINED.replace("\n", "\r\n").encode()
+        (tmp_path / "feats.py").write_bytes(original)
+        code = main(["check", "--fix", "--select", "TL101", "feats.py"])
+        fixed = (tmp_path / "feats.py").read_bytes()
+        assert fixed.startswith(codecs.BOM_UTF8)
+        assert fixed.count(b"\r\n") == original.count(b"\r\n")
+        assert b"\n" not in fixed.replace(b"\r\n", b"")
+        assert b".detach()" in fixed
+        assert fixed != original
+        assert code == 0
+        assert "Fixed 1 problem." in capsys.readouterr().out
+
+    def test_diff_writes_nothing_and_exits_1(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "feats.py").write_text(RETAINED)
+        assert main(["check", "--diff", "--select", "TL101", "feats.py"]) == 1
+        assert (tmp_path / "feats.py").read_text() == RETAINED
+        out = capsys.readouterr().out
+        assert out.startswith("--- a/feats.py\n+++ b/feats.py\n")
+        assert "+    features.append(encoder(images.cuda()).detach())" in out
+
+    def test_diff_without_fixes_exits_0(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "clean.py").write_text("x = 1\n")
+        assert main(["check", "--diff", "clean.py"]) == 0
+        assert capsys.readouterr().out == ""
+
+    def test_file_with_syntax_error_is_not_rewritten(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        broken = RETAINED + "def oops(:\n    pass\n"
+        (tmp_path / "feats.py").write_text(broken)
+        assert main(["check", "--fix", "feats.py"]) == 1
+        assert (tmp_path / "feats.py").read_text() == broken

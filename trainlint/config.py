@@ -1,0 +1,285 @@
+"""Project settings from ``[tool.trainlint]`` in pyproject.toml or the top level of trainlint.toml.
+
+Every problem becomes a ConfigError naming the file, the key and the value, because the CLI
+prints it as the one line a user sees before exit code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import msgspec
+import pathspec
+
+from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.model import Severity
+from trainlint.analysis.registry import all_rules
+from trainlint.analysis.selection import resolve_selector
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+PYPROJECT = "pyproject.toml"
+TRAINLINT_TOML = "trainlint.toml"
+
+
+class ConfigError(Exception):
+    """A configuration problem, worded for the user."""
+
+
+class _Table(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
+    select: list[str] = []
+    ignore: list[str] = []
+    exclude: list[str] = []
+    fail_on: str = "error"
+    target_gpu: str | None = None
+    # Checked entry by entry below, so a message can name the entry's key.
+    severity: dict[str, Any] = {}
+    per_file_ignores: dict[str, Any] = {}
+
+
+_KEYS = [field_name.replace("_", "-") for field_name in _Table.__struct_fields__]
+
+
+class PerFileIgnores:
+    """Which codes to drop for a file, from glob -> codes entries (gitignore-style globs)."""
+
+    def __init__(self, entries: Sequence[tuple[str, frozenset[str]]], root: Path) -> None:
+        self.root = root
+        self._entries = [(pathspec.GitIgnoreSpec.from_lines([glob]), codes) for glob, codes in entries]
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def codes_for(self, path: Path) -> frozenset[str]:
+        relative = relative_posix(path, self.root)
+        codes: set[str] = set()
+        for spec, entry_codes in self._entries:
+            if spec.match_file(relative):
+                codes |= entry_codes
+        return frozenset(codes)
+
+
+@dataclass(frozen=True)
+class Config:
+    source: Path | None = None  # the file these settings came from; None means built-in defaults
+    root: Path = field(default_factory=Path.cwd)  # where relative globs start: the config file's folder
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    fail_on: Severity = Severity.ERROR
+    target_gpu: str | None = None
+    severity: dict[str, Severity] = field(default_factory=dict)  # rule code -> severity
+    per_file_ignores: PerFileIgnores = field(default_factory=lambda: PerFileIgnores((), Path.cwd()))
+
+
+def relative_posix(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` in forward slashes; the absolute path when it lies outside."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(os.path.abspath(root)).as_posix()
+    except ValueError:
+        return absolute.as_posix()
+
+
+def display_path(path: Path) -> str:
+    relative = relative_posix(path, Path.cwd())
+    return relative if not os.path.isabs(relative) else str(path)
+
+
+# ---------------------------------------------------------------------------- rule tokens
+
+
+def rule_codes(token: str, *, allow_engine_codes: bool = False) -> list[str]:
+    """Codes a user's token names. Engine codes (TL000 syntax-error…) are no rules, so they can
+    only be ignored, which the CLI does after analysis."""
+    try:
+        return resolve_selector(token, all_rules())
+    except ValueError:
+        if allow_engine_codes:
+            wanted = token.strip()
+            for code, name in ENGINE_CODES.items():
+                if wanted.upper() == code or wanted.lower() == name:
+                    return [code]
+        raise
+
+
+def engine_codes_in(tokens: Iterable[str]) -> frozenset[str]:
+    codes: set[str] = set()
+    for token in tokens:
+        codes.update(code for code in rule_codes(token, allow_engine_codes=True) if code in ENGINE_CODES)
+    return frozenset(codes)
+
+
+def without_engine_codes(tokens: Iterable[str]) -> tuple[str, ...]:
+    """The tokens the engine resolves itself: everything but engine codes."""
+    return tuple(token for token in tokens if not set(rule_codes(token, allow_engine_codes=True)) <= set(ENGINE_CODES))
+
+
+# ---------------------------------------------------------------------------- finding and loading
+
+
+def find_config_file(start: Path) -> Path | None:
+    """Nearest trainlint.toml, or pyproject.toml with a [tool.trainlint] table, from start upward."""
+    directory = Path(os.path.abspath(start))
+    if not directory.is_dir():
+        directory = directory.parent
+    for folder in (directory, *directory.parents):
+        own_file = folder / TRAINLINT_TOML
+        if own_file.is_file():
+            return own_file
+        pyproject = folder / PYPROJECT
+        if pyproject.is_file() and _tool_table(_read_toml(pyproject), pyproject) is not None:
+            return pyproject
+    return None
+
+
+def discover_config(paths: Sequence[Path]) -> Config:
+    """Settings for a run over ``paths``: found from their common folder, else the current one."""
+    if paths:
+        start = Path(os.path.commonpath([os.path.abspath(path) for path in paths]))
+    else:
+        start = Path.cwd()
+    config_file = find_config_file(start)
+    return load_config(config_file) if config_file is not None else Config(root=Path.cwd())
+
+
+def load_config(config_file: Path) -> Config:
+    """Settings from one file: pyproject.toml's [tool.trainlint] table, or any other file's top level."""
+    if not config_file.is_file():
+        raise ConfigError(f"config file not found: {config_file}")
+    document = _read_toml(config_file)
+    if config_file.name == PYPROJECT:
+        table = _tool_table(document, config_file)
+        where = "[tool.trainlint] "
+    else:
+        table = document
+        where = ""
+    root = Path(os.path.abspath(config_file)).parent
+    if table is None:
+        return Config(source=config_file, root=root)
+    return _build(table, config_file, where, root)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as stream:
+            return tomllib.load(stream)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{display_path(path)}: invalid TOML: {error}") from None
+    except OSError as error:
+        raise ConfigError(f"{display_path(path)}: cannot read: {error.strerror or error}") from None
+
+
+def _tool_table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    tool = document.get("tool")
+    if not isinstance(tool, dict) or "trainlint" not in tool:
+        return None
+    table = tool["trainlint"]
+    if not isinstance(table, dict):
+        raise ConfigError(f"{display_path(path)}: [tool.trainlint] must be a table, got {_kind(table)}")
+    return table
+
+
+def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
+    def fail(location: str, problem: str) -> ConfigError:
+        return ConfigError(f"{display_path(path)}: {where}{location}: {problem}")
+
+    try:
+        raw = msgspec.convert(table, _Table)
+    except msgspec.ValidationError as error:
+        raise _readable(error, path, where) from None
+
+    def codes(key: str, tokens: Sequence[str], *, allow_engine_codes: bool = False) -> list[str]:
+        found: list[str] = []
+        for index, token in enumerate(tokens):
+            try:
+                found += rule_codes(token, allow_engine_codes=allow_engine_codes)
+            except ValueError as error:
+                raise fail(f"{key}[{index}]", str(error)) from None
+        return found
+
+    def severity(key: str, value: object) -> Severity:
+        if not isinstance(value, str):
+            raise fail(key, f"expected error, warning or note, got {_kind(value)}")
+        try:
+            return Severity.parse(value)
+        except ValueError:
+            raise fail(key, f"expected error, warning or note, got {value!r}") from None
+
+    codes("select", raw.select)
+    codes("ignore", raw.ignore, allow_engine_codes=True)
+    overrides: dict[str, Severity] = {}
+    for token, value in raw.severity.items():
+        level = severity(f"severity.{token}", value)
+        for code in codes(f"severity.{token}", [token]):
+            overrides[code] = level
+    per_file: list[tuple[str, frozenset[str]]] = []
+    for glob, tokens in raw.per_file_ignores.items():
+        key = f"per-file-ignores.{glob!r}"
+        if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
+            raise fail(key, f"expected a list of rule codes or names, got {_kind(tokens)}")
+        per_file.append((glob, frozenset(codes(key, tokens, allow_engine_codes=True))))
+    for index, pattern in enumerate(raw.exclude):
+        if not pattern.strip():
+            raise fail(f"exclude[{index}]", "empty pattern")
+    return Config(
+        source=path,
+        root=root,
+        select=tuple(raw.select),
+        ignore=tuple(raw.ignore),
+        exclude=tuple(raw.exclude),
+        fail_on=severity("fail-on", raw.fail_on),
+        target_gpu=raw.target_gpu,
+        severity=overrides,
+        per_file_ignores=PerFileIgnores(per_file, root),
+    )
+
+
+_AT = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<key>[^`]*)`")
+_EXPECTED = re.compile(r"Expected `(?P<want>[^`]*)`, got `(?P<got>[^`]*)`")
+_TYPE_WORDS = {
+    "array": "a list",
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "object": "a table",
+    "null": "nothing",
+    "str | null": "a string",
+}
+
+
+def _readable(error: msgspec.ValidationError, path: Path, where: str) -> ConfigError:
+    match = _AT.match(str(error))
+    assert match is not None  # the pattern accepts any text
+    problem, location = match.group("problem"), (match.group("path") or "").lstrip(".")
+    unknown = _UNKNOWN_FIELD.fullmatch(problem)
+    if unknown:
+        key = unknown.group("key")
+        close = difflib.get_close_matches(key, _KEYS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        table = where.strip() or "the config"
+        return ConfigError(
+            f"{display_path(path)}: unknown key {key!r} in {table} ({hint}known keys: {', '.join(_KEYS)})"
+        )
+    expected = _EXPECTED.fullmatch(problem)
+    if expected:
+        want = _TYPE_WORDS.get(expected.group("want"), expected.group("want"))
+        got = _TYPE_WORDS.get(expected.group("got"), expected.group("got"))
+        problem = f"expected {want}, got {got}"
+    return ConfigError(f"{display_path(path)}: {where}{location or 'table'}: {problem}")
+
+
+def _kind(value: object) -> str:
+    names = {str: "a string", bool: "a boolean", int: "an integer", float: "a number", list: "a list", dict: "a table"}
+    return names.get(type(value), type(value).__name__)

@@ -1,0 +1,159 @@
+"""Apply the fixes findings carry, safely: no overlapping edits, and never a file that no longer parses."""
+
+from __future__ import annotations
+
+import difflib
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import libcst
+
+from trainlint.analysis.model import Finding, Fix, TextEdit
+
+MAX_ROUNDS = 10
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer, and so LibCST, counts as a line end
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file's text and how to write it back byte-for-byte alike (encoding, BOM)."""
+
+    text: str
+    encoding: str  # "utf-8-sig" when the file starts with a BOM, so encoding restores it
+
+    @classmethod
+    def decode(cls, data: bytes) -> "SourceFile":
+        """Raises SyntaxError (bad coding cookie) or UnicodeDecodeError, as Python would."""
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return cls(data.decode(encoding), encoding)
+
+    def encode(self, text: str) -> bytes:
+        return text.encode(self.encoding)
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    text: str
+    applied: int  # fixes applied over all rounds
+    findings: list[Finding]  # what the final text still reports
+    rejected: bool  # a round's result did not parse, so it was dropped
+
+
+def _line_starts(text: str) -> list[int]:
+    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
+
+
+def _offset(starts: list[int], text: str, line: int, column: int) -> int | None:
+    """Index into text of a 1-based (line, column), None when it lies outside the text."""
+    if not 1 <= line <= len(starts) or column < 1:
+        return None
+    start = starts[line - 1]
+    line_break = _LINE_BREAK.search(text, start)
+    line_end = line_break.start() if line_break else len(text)
+    offset = start + column - 1
+    return offset if offset <= line_end else None
+
+
+def _newline_of(text: str) -> str:
+    match = _LINE_BREAK.search(text)
+    return match.group() if match else "\n"
+
+
+def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, int]:
+    """Apply each group of edits whole or not at all; a group touching an earlier one is skipped.
+
+    Returns the new text and how many groups were applied. Line breaks in new text follow the
+    file's own (a CRLF file stays CRLF).
+    """
+    starts = _line_starts(text)
+    newline = _newline_of(text)
+    taken: list[tuple[int, int]] = []
+    accepted: list[tuple[int, int, str]] = []
+    applied = 0
+    for edits in fixes:
+        ranges: list[tuple[int, int, str]] = []
+        for edit in edits:
+            start = _offset(starts, text, edit.line, edit.column)
+            end = _offset(starts, text, edit.end_line, edit.end_column)
+            if start is None or end is None or end < start:
+                break
+            ranges.append((start, end, _LINE_BREAK.sub(newline, edit.new_text)))
+        else:
+            spans = [(start, end) for start, end, _ in ranges]
+            if ranges and not any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[:i] + taken):
+                taken += spans
+                accepted += ranges
+                applied += 1
+    pieces: list[str] = []
+    position = 0
+    for start, end, new_text in sorted(accepted, key=lambda item: (item[0], item[1])):
+        pieces += [text[position:start], new_text]
+        position = end
+    pieces.append(text[position:])
+    return "".join(pieces), applied
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    # Two edits at one spot (e.g. two insertions) conflict too: their order would be a guess.
+    return a[0] == b[0] or (a[0] < b[1] and b[0] < a[1])
+
+
+def apply_fixes(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
+    """Apply the fixes of ``findings`` (in position order) that do not collide with each other."""
+    fixes: list[Fix] = [finding.fix for finding in sorted(findings, key=Finding.sort_key) if finding.fix is not None]
+    return apply_edits(text, (fix.edits for fix in fixes))
+
+
+def parses(text: str) -> bool:
+    try:
+        libcst.parse_module(text)
+    except Exception:  # LibCST raises more than ParserSyntaxError for some invalid text
+        return False
+    return True
+
+
+def fix_until_stable(
+    text: str,
+    analyze: Callable[[str], list[Finding]],
+    *,
+    findings: list[Finding] | None = None,
+    max_rounds: int = MAX_ROUNDS,
+) -> FixOutcome:
+    """Fix, re-analyse, repeat: one fix can make room for another that collided with it.
+
+    ``findings`` are those of ``text`` when the caller already has them. A round whose result
+    no longer parses is dropped, leaving the text of the round before.
+    """
+    if findings is None:
+        findings = analyze(text)
+    applied = 0
+    for _ in range(max_rounds):
+        new_text, count = apply_fixes(text, findings)
+        if count == 0 or new_text == text:
+            break
+        if not parses(new_text):
+            return FixOutcome(text, applied, findings, rejected=True)
+        text, applied = new_text, applied + count
+        findings = analyze(text)
+    return FixOutcome(text, applied, findings, rejected=False)
+
+
+def unified_diff(old: str, new: str, path: str) -> str:
+    """A git-style diff of one file, empty when nothing changed."""
+    lines = difflib.unified_diff(_lines(old), _lines(new), fromfile=f"a/{path}", tofile=f"b/{path}")
+    output: list[str] = []
+    for line in lines:
+        if line.endswith(("\n", "\r")):
+            output.append(line)
+        else:
+            output.append(line + "\n\\ No newline at end of file\n")
+    return "".join(output)
+
+
+def _lines(text: str) -> list[str]:
+    """Lines with their own line breaks; unlike str.splitlines, only the breaks Python counts."""
+    starts = _line_starts(text)
+    return [text[start:end] for start, end in zip(starts, starts[1:] + [len(text)]) if start < end]

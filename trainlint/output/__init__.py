@@ -1,0 +1,35 @@
+"""Report formats: what a run found, rendered for people (terminal) or for tools (JSON, GitHub, SARIF)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from trainlint.analysis.model import Finding, Severity
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+@dataclass(frozen=True)
+class Report:
+    findings: list[Finding]  # in output order: by file, then position
+    files: int  # how many files were checked
+    sources: Mapping[str, str] = field(default_factory=dict)  # path -> text, for files with findings
+    fixed: int = 0  # fixes applied by --fix
+    _lines: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for finding in self.findings if finding.severity == severity)
+
+    @property
+    def fixable(self) -> int:
+        return sum(1 for finding in self.findings if finding.fix is not None)
+
+    def source_line(self, path: str, line: int) -> str | None:
+        """One line of a file's text without its line break; None when unknown."""
+        if path not in self._lines:
+            text = self.sources.get(path)
+            self._lines[path] = _LINE_BREAK.split(text) if text is not None else []
+        lines = self._lines[path]
+        return lines[line - 1] if 1 <= line <= len(lines) else None

@@ -1,0 +1,36 @@
+"""Findings as GitHub Actions workflow commands, which become annotations on the pull request."""
+
+from __future__ import annotations
+
+from trainlint.analysis.model import Finding, Severity
+
+from . import Report
+
+_COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
+
+
+def render_github(report: Report) -> str:
+    return "".join(_command(finding) + "\n" for finding in report.findings)
+
+
+def _command(finding: Finding) -> str:
+    properties = {
+        "file": finding.path,
+        "line": finding.line,
+        "col": finding.column,
+        "endLine": finding.end_line,
+        "endColumn": finding.end_column,
+        "title": f"{finding.code} {finding.name}",
+    }
+    rendered = ",".join(f"{key}={escape_property(str(value))}" for key, value in properties.items())
+    return f"::{_COMMANDS[finding.severity]} {rendered}::{escape_data(finding.message)}"
+
+
+def escape_data(text: str) -> str:
+    """As the Actions toolkit escapes a command's message."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """As the Actions toolkit escapes a property value, where ':' and ',' are separators."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")

@@ -1,0 +1,63 @@
+"""Findings as one JSON document (``--format json``); the shape is a public contract, version 1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from trainlint.analysis.model import Finding, Fix, Severity
+
+from . import Report
+
+VERSION = 1
+
+
+def render_json(report: Report) -> str:
+    document = {
+        "version": VERSION,
+        "findings": [_finding(finding) for finding in report.findings],
+        "summary": {
+            "files": report.files,
+            "errors": report.count(Severity.ERROR),
+            "warnings": report.count(Severity.WARNING),
+            "notes": report.count(Severity.NOTE),
+            "fixable": report.fixable,
+        },
+    }
+    return msgspec.json.format(msgspec.json.encode(document), indent=2).decode("utf-8") + "\n"
+
+
+def _finding(finding: Finding) -> dict[str, Any]:
+    return {
+        "path": finding.path,
+        "line": finding.line,
+        "column": finding.column,
+        "end_line": finding.end_line,
+        "end_column": finding.end_column,
+        "code": finding.code,
+        "name": finding.name,
+        "severity": finding.severity.label,
+        "message": finding.message,
+        "evidence": [{"line": item.line, "note": item.note} for item in finding.evidence],
+        "help": finding.help,
+        "fix": _fix(finding.fix),
+    }
+
+
+def _fix(fix: Fix | None) -> dict[str, Any] | None:
+    if fix is None:
+        return None
+    return {
+        "description": fix.description,
+        "edits": [
+            {
+                "line": edit.line,
+                "column": edit.column,
+                "end_line": edit.end_line,
+                "end_column": edit.end_column,
+                "new_text": edit.new_text,
+            }
+            for edit in fix.edits
+        ],
+    }

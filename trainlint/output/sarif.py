@@ -1,0 +1,155 @@
+"""Findings as SARIF 2.1.0, the format code-scanning services (GitHub and others) ingest."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import quote
+
+import msgspec
+
+import trainlint
+from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.model import Finding, Severity, TextEdit
+from trainlint.analysis.rules.base import Rule
+from trainlint.config import relative_posix
+
+from . import Report
+
+SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFORMATION_URI = "https://trainlint.dev"
+SOURCE_ROOT = "%SRCROOT%"
+FINGERPRINT_KEY = "trainlintFingerprint/v1"
+_LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "note"}
+_WHITESPACE = re.compile(r"\s+")
+
+
+def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | None = None) -> str:
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    descriptors = [_rule_descriptor(rule) for rule in rules]
+    descriptors += [_engine_descriptor(code, name) for code, name in sorted(ENGINE_CODES.items())]
+    index = {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
+    for finding in report.findings:
+        if finding.code not in index:
+            index[finding.code] = len(descriptors)
+            descriptors.append(_engine_descriptor(finding.code, finding.name))
+    fingerprints = _Fingerprints(report)
+    log = {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "trainlint",
+                        "version": trainlint.__version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": descriptors,
+                    }
+                },
+                "originalUriBaseIds": {SOURCE_ROOT: {"uri": cwd.as_uri() + "/"}},
+                "columnKind": "unicodeCodePoints",
+                "results": [
+                    _result(finding, index[finding.code], cwd, fingerprints.next(finding))
+                    for finding in report.findings
+                ],
+            }
+        ],
+    }
+    return msgspec.json.format(msgspec.json.encode(log), indent=2).decode("utf-8") + "\n"
+
+
+def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
+    text = rule.explain()
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary()},
+        "fullDescription": {"text": text},
+        "help": {"text": text, "markdown": text},
+        "helpUri": rule.help_uri(),
+        "defaultConfiguration": {"level": _LEVELS[rule.severity]},
+        "properties": {"fixable": rule.fixable},
+    }
+
+
+def _engine_descriptor(code: str, name: str) -> dict[str, Any]:
+    """Codes the engine itself reports (unparsable file, unused suppression…), not a rule's."""
+    return {"id": code, "name": name, "shortDescription": {"text": name.replace("-", " ").capitalize()}}
+
+
+def _artifact(path: str, cwd: Path) -> dict[str, str]:
+    relative = relative_posix(cwd / path, cwd)  # finding paths are relative to cwd, or absolute
+    if os.path.isabs(relative):
+        return {"uri": Path(relative).as_uri()}
+    return {"uri": quote(relative), "uriBaseId": SOURCE_ROOT}
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+
+
+def _result(finding: Finding, rule_index: int, cwd: Path, fingerprint: str) -> dict[str, Any]:
+    artifact = _artifact(finding.path, cwd)
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index,
+        "level": _LEVELS[finding.severity],
+        "message": {"text": finding.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": artifact,
+                    "region": _region(finding.line, finding.column, finding.end_line, finding.end_column),
+                }
+            }
+        ],
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+    }
+    if finding.evidence:
+        result["relatedLocations"] = [
+            {
+                "id": number,
+                "physicalLocation": {"artifactLocation": artifact, "region": {"startLine": item.line}},
+                "message": {"text": item.note},
+            }
+            for number, item in enumerate(finding.evidence, start=1)
+        ]
+    if finding.fix is not None:
+        result["fixes"] = [
+            {
+                "description": {"text": finding.fix.description},
+                "artifactChanges": [
+                    {"artifactLocation": artifact, "replacements": [_replacement(edit) for edit in finding.fix.edits]}
+                ],
+            }
+        ]
+    return result
+
+
+def _replacement(edit: TextEdit) -> dict[str, Any]:
+    return {
+        "deletedRegion": _region(edit.line, edit.column, edit.end_line, edit.end_column),
+        "insertedContent": {"text": edit.new_text},
+    }
+
+
+class _Fingerprints:
+    """Same finding, same fingerprint, across runs: hashed from what survives unrelated edits
+    (path, code, the flagged line's text without spacing), not from line numbers. Repeats of
+    one line text in one file are told apart by their order."""
+
+    def __init__(self, report: Report) -> None:
+        self._report = report
+        self._seen: dict[str, int] = {}
+
+    def next(self, finding: Finding) -> str:
+        line_text = _WHITESPACE.sub(" ", self._report.source_line(finding.path, finding.line) or "").strip()
+        key = "\0".join((Path(finding.path).as_posix(), finding.code, line_text))
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+        occurrence = self._seen.get(digest, 0) + 1
+        self._seen[digest] = occurrence
+        return f"{digest}:{occurrence}"

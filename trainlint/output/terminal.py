@@ -1,0 +1,133 @@
+"""Findings for people: a headline, the code with the span underlined, the evidence, help and fix."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from typing import IO
+
+from trainlint.analysis.model import Finding, Severity
+
+from . import Report
+
+_TAB_WIDTH = 4
+_MAX_FRAME_LINES = 4  # longer spans show their first lines and their last one
+
+_RESET = "\033[0m"
+_BOLD = "\033[1m"
+_DIM = "\033[2m"
+_SEVERITY_COLOURS = {Severity.ERROR: "\033[1;31m", Severity.WARNING: "\033[1;33m", Severity.NOTE: "\033[1;36m"}
+_GUTTER_COLOUR = "\033[1;34m"
+_FIX_COLOUR = "\033[32m"
+
+
+def wants_colour(stream: IO[str]) -> bool:
+    """FORCE_COLOR wins, then NO_COLOR (https://no-color.org), then whether stream is a terminal."""
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+class _Paint:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __call__(self, text: str, style: str) -> str:
+        return f"{style}{text}{_RESET}" if self.enabled and text else text
+
+
+def render_terminal(report: Report, *, colour: bool = False, quiet: bool = False) -> str:
+    paint = _Paint(colour)
+    blocks = [_render_finding(report, finding, paint) for finding in report.findings]
+    if not quiet:
+        blocks.append(summary_line(report))
+    return "\n\n".join(blocks) + "\n" if blocks else ""
+
+
+def summary_line(report: Report) -> str:
+    lines = []
+    if report.fixed:
+        lines.append(f"Fixed {_plural(report.fixed, 'problem')}.")
+    files = _plural(report.files, "file")
+    if not report.findings:
+        lines.append(f"All checks passed ({files}).")
+    else:
+        counts = [
+            _plural(report.count(severity), severity.label)
+            for severity in (Severity.ERROR, Severity.WARNING, Severity.NOTE)
+            if report.count(severity)
+        ]
+        fixable = f" ({report.fixable} fixable with --fix)" if report.fixable else ""
+        lines.append(f"Found {', '.join(counts)}{fixable} in {files}.")
+    return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
+    severity = paint(finding.severity.label, _SEVERITY_COLOURS[finding.severity])
+    rule = paint(f"{finding.code} {finding.name}", _BOLD)
+    location = paint(f"{finding.path}:{finding.line}:{finding.column}:", _BOLD)
+    lines = [f"{location} {severity} {rule}: {finding.message}"]
+    frame = _code_frame(report, finding)
+    width = max((len(str(number)) for number, _, _ in frame), default=1)
+    gutter = " " * (width + 1)
+    if frame:
+        lines.append(paint(f"{gutter}|", _GUTTER_COLOUR))
+        previous = None
+        for number, text, underline in frame:
+            if previous is not None and number != previous + 1:
+                lines.append(paint("...", _GUTTER_COLOUR))
+            lines.append(f"{paint(f'{number:>{width}} |', _GUTTER_COLOUR)} {text}".rstrip())
+            if underline.strip():
+                colour = _SEVERITY_COLOURS[finding.severity]
+                lines.append(f"{paint(f'{gutter}|', _GUTTER_COLOUR)} {paint(underline.rstrip(), colour)}")
+            previous = number
+    for item in finding.evidence:
+        lines.append(f"{gutter}= {paint('note', _BOLD)}: line {item.line}: {item.note}")
+    if finding.help:
+        lines.append(f"{gutter}= {paint('help', _BOLD)}: {finding.help}")
+    if finding.fix is not None:
+        lines.append(f"{gutter}= {paint('fix', _FIX_COLOUR)}: {finding.fix.description} (apply with --fix)")
+    return "\n".join(lines)
+
+
+def _code_frame(report: Report, finding: Finding) -> list[tuple[int, str, str]]:
+    """(line number, displayed text, underline) for the lines of the finding's span."""
+    numbers = list(range(finding.line, max(finding.line, finding.end_line) + 1))
+    if len(numbers) > _MAX_FRAME_LINES:
+        numbers = numbers[: _MAX_FRAME_LINES - 1] + numbers[-1:]
+    frame = []
+    for number in numbers:
+        text = report.source_line(finding.path, number)
+        if text is None:
+            continue
+        start = finding.column if number == finding.line else len(text) - len(text.lstrip()) + 1
+        end = finding.end_column if number == finding.end_line else len(text) + 1
+        start = min(start, len(text) + 1)
+        end = max(min(end, len(text) + 1), start)
+        shown = _expand_tabs(text)
+        if not text.strip():
+            frame.append((number, shown, ""))
+            continue
+        before = _width(_expand_tabs(text[: start - 1]))
+        span = max(_width(_expand_tabs(text[: end - 1])) - before, 1)
+        frame.append((number, shown, " " * before + "^" * span))
+    return frame
+
+
+def _expand_tabs(text: str) -> str:
+    return text.expandtabs(_TAB_WIDTH)
+
+
+def _width(text: str) -> int:
+    """Terminal columns: wide East Asian characters take two, combining marks none."""
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
