@@ -823,7 +823,7 @@ class ScopeAnalysis:
                 return _activation(args[0], head, site, self.chunk, event.node)
             if head == "device":
                 return Value((DEVICE,))
-            if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal"}:
+            if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal", "bincount"}:
                 return Value((TENSOR,))
             if head in {"div", "true_divide"} and args:
                 return args[0].with_tags(add=(SCALED,))

@@ -12,7 +12,8 @@ from .chunking import split_statements
 from .flow import CallEvent, ScopeAnalysis
 from .names import last_part
 from .parsing import ParsedChunk
-from .summary import ChunkFacts, ModuleSummary
+from .summary import ChunkFacts, FunctionInfo, ModuleSummary
+from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)
@@ -93,6 +94,29 @@ class ModuleAnalysis:
     def all_calls(self):
         for scope in self.all_scopes:
             yield from scope.calls()
+
+    def arguments_for(self, function: FunctionInfo, parameter: str) -> list[tuple[CallEvent, Value]] | None:
+        """What each call of a local function in this module passes for one of its parameters.
+
+        None when a call hides it (``*args``, ``**kwargs``) or leaves it at its default.
+        """
+        params = function.node.params
+        positional = [param.name.value for param in (*params.posonly_params, *params.params)]
+        if function.owner is not None and positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]
+        passed: list[tuple[CallEvent, Value]] = []
+        for call in self.all_calls():
+            if call.function is not function:
+                continue
+            if any(arg.star for arg in call.arg_nodes):
+                return None
+            if parameter in call.kwargs:
+                passed.append((call, call.kwargs[parameter]))
+            elif parameter in positional and positional.index(parameter) < len(call.args):
+                passed.append((call, call.args[positional.index(parameter)]))
+            else:
+                return None
+        return passed
 
     # ------------------------------------------------------------------ module-wide facts
     @cached_property

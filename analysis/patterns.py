@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
-from .flow import CallEvent, Event, Loop, ScopeAnalysis
+from . import torchapi
+from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
 from .values import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, UNKNOWN, Value
 
 MAX_CALL_DEPTH = 4
@@ -37,6 +38,16 @@ def is_backward(call: CallEvent) -> bool:
     return call.callee in {"torch.autograd.backward", "torch.autograd.grad"}
 
 
+
+def accumulates_into_grad(event: Event) -> bool:
+    """A backward that adds into ``.grad``: not ``torch.autograd.grad``, which returns the gradients, nor
+    ``torch.distributed.autograd.backward``, which fills a fresh context every iteration."""
+    if not isinstance(event, CallEvent):
+        return False
+    if event.callee is not None and torchapi.is_torch_name(event.callee):
+        return event.callee == "torch.autograd.backward"
+    return event.method == "backward"
+
 def is_optimizer_step(call: CallEvent) -> bool:
     """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones."""
     if call.method != "step":
@@ -46,7 +57,8 @@ def is_optimizer_step(call: CallEvent) -> bool:
         return True
     if SCALER in receiver.tags and call.args:
         return True
-    key = (call.receiver_key or "").lower()
+    # an unbound receiver (a global defined elsewhere) comes as callee "optimizer.step"
+    key = (call.receiver_key or (call.callee or "").rpartition(".")[0]).lower()
     return "optim" in key or key in {"opt", "scaler", "engine", "model_engine"} or key.endswith(("_opt", ".opt"))
 
 
@@ -83,6 +95,65 @@ def ordered_calls(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_C
                 yield from ordered_calls(inner, None, depth=depth - 1, _stack=_stack + (event,))
 
 
+def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) -> dict[Loop, CallEvent]:
+    """Loops of ``scope`` whose own iterations run a call matching ``predicate``, with the first such call.
+
+    The call counts when it sits in the loop's body or in a local function called there without
+    another loop in between: a loop that only holds the training loop (an epoch loop) is not one.
+    """
+    found: dict[Loop, CallEvent] = {}
+    for call, chain in ordered_calls(scope, None):
+        called_from_loop = (*chain[1:], call) if chain else ()
+        if not predicate(call) or any(link.context.loops for link in called_from_loop):
+            continue
+        loops = (chain[0] if chain else call).context.loops
+        if loops:
+            found.setdefault(loops[-1], call)
+    return found
+
+
+
+def ordered_events(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
+    """Like ordered_calls, but every kind of event (``p.grad = None``, ``continue``), in program order."""
+    for event in events_in(scope, loop):
+        yield event, _stack
+        if depth > 0 and isinstance(event, CallEvent) and event.function is not None:
+            inner = event.function.analysis(scope.summary)
+            if inner is not None and all(call.function is not event.function for call in _stack):
+                yield from ordered_events(inner, None, depth=depth - 1, _stack=_stack + (event,))
+
+
+def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | None) -> tuple[Condition, ...]:
+    """What must hold, within one iteration of ``loop``, for ``event`` to run: the conditions around
+    the call site inside the loop and every condition along the chain of local calls."""
+    first, *rest = (*chain, event)
+    conditions = list(first.context.conditions_inside(loop))
+    for link in rest:
+        conditions.extend(link.context.conditions)
+    return tuple(conditions)
+
+
+_CLEARING_NAME = re.compile(r"^_?(?:zero_?grads?|clear_?grads?|reset_?grads?|_foreach_zero_)$")
+_GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
+
+
+def clears_gradients(event: Event) -> bool:
+    """``optimizer.zero_grad()``, ``model.zero_grad()``, ``p.grad = None``, ``p.grad.zero_()``, a
+    ``set_to_none=`` call, or a helper named for it (``zero_grads(model)``)."""
+    if isinstance(event, AssignEvent):
+        # ``p.grad /= n`` and ``p.grad = p.grad / n`` rescale what is there; anything else replaces it
+        if isinstance(event.node, cst.AugAssign):
+            return False
+        replaced = [key for key in event.targets if key.endswith(".grad")]
+        return bool(replaced) and not (event.value_node is not None and ".grad" in event.scope.chunk.code_for(event.value_node))
+    if not isinstance(event, CallEvent):
+        return False
+    name = event.method or (event.callee or "").rpartition(".")[2]
+    if _CLEARING_NAME.match(name) or event.keyword("set_to_none") is not None:
+        return True
+    return event.method in {"zero_", "fill_", "copy_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
+
+
 def is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) -> bool:
     """``if step % log_every == 0``, ``if args.verbose``, ``if i % 100 == 0`` and the like."""
     if test is None:
@@ -94,3 +165,9 @@ def is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) 
 def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:
     text = scope.chunk.code_for(node)
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
+
+
+def first_written(events: list[Event]) -> Event:
+    """The event written first in the file; positions are computed for its statement only."""
+    earliest = min(event.chunk.index for event in events)
+    return min((event for event in events if event.chunk.index == earliest), key=lambda e: e.chunk.line_of(e.node))

@@ -25,7 +25,7 @@ def resolve_selector(token: str, rules: Sequence[type[Rule]]) -> list[str]:
         codes = [rule.code for rule in rules if rule.code.startswith(prefix)]
         if codes:
             return codes
-        if any(len(rule.code) == len(prefix) for rule in rules):
+        if any(len(prefix) >= len(rule.code) for rule in rules):
             raise ValueError(f"unknown rule code {token!r}")
         raise ValueError(f"no rule code starts with {token!r}")
     name = selector.lower()

@@ -71,6 +71,17 @@ LOSSES_WANTING_LOG_PROBS = frozenset({"NLLLoss", "nll_loss"})
 LOSSES_WANTING_BINARY_LOGITS = frozenset({"BCEWithLogitsLoss", "binary_cross_entropy_with_logits"})
 LOSSES_WANTING_BINARY_PROBS = frozenset({"BCELoss", "binary_cross_entropy"})
 
+# Names that say data is split per process: `ds[rank::world_size]`, `shard(index=rank)`, `get_rank()`.
+_RANK_WORDS = re.compile(
+    r"\b(?:rank|local_rank|global_rank|world_size|num_replicas|process_index|num_processes|get_rank|get_world_size)\b",
+    re.I,
+)
+
+
+def mentions_rank(text: str) -> bool:
+    return _RANK_WORDS.search(text) is not None
+
+
 _MODEL_PARAM = re.compile(
     r"(?:model|net|network|module|generator|discriminator|encoder|decoder|backbone|classifier|"
     r"netg|netd|net_g|net_d|policy|critic|actor|student|teacher|unet|transformer|vae)$",

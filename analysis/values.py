@@ -33,6 +33,7 @@ SHARDED = "sharded"  # data split across ranks by something visible (accelerate,
 ACCELERATOR = "accelerator"
 CONSTANT = "constant"  # built from literals only
 DEVICE = "device"  # a torch.device / device string
+ON_DEVICE = "on-device"  # a tensor moved to or created on the accelerator (`.cuda()`, `.to(device)`, `device=`)
 CONTAINER = "container"  # a list/dict/set literal or constructor
 # What a tensor holds, for loss-input checks.
 PROBS = "probs"  # softmax output

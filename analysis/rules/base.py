@@ -8,6 +8,7 @@ every registered rule, so a rule documents and tests itself.
 from __future__ import annotations
 
 import inspect
+import sys
 import textwrap
 from typing import TYPE_CHECKING, ClassVar
 
@@ -60,7 +61,8 @@ class Rule:
 
     @classmethod
     def explain(cls) -> str:
-        return inspect.cleandoc(cls.__doc__ or "")
+        # the rule's module docstring is its documentation; a class docstring may override it
+        return inspect.cleandoc(cls.__doc__ or sys.modules[cls.__module__].__doc__ or "")
 
     @classmethod
     def summary(cls) -> str:

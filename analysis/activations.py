@@ -1,0 +1,470 @@
+"""What reaches a loss's input, where its activation was decided, and how to take it out again.
+
+TL202 and TL203 ask the same questions of a loss call: what kind of tensor its input holds
+(probabilities, log-probabilities, sigmoid output, raw logits) and where that was decided — an
+inline `F.softmax`, a variable assigned from one, the last layer of an `nn.Sequential`, the end
+of a model's `forward`. The answers carry the evidence to cite and, where the activation serves
+only this loss, the text edits that remove or rename it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from . import torchapi
+from .flow import AssignEvent, CallEvent, ScopeAnalysis, _model_output_kind, _short
+from .model import TextEdit
+from .names import last_part
+from .summary import ClassInfo
+from .values import CRITERION, LOG_PROBS, LOGITS, MODEL, OUTPUT_KINDS, PROBS, SIGMOID, Value
+
+if TYPE_CHECKING:
+    from .context import RuleContext
+    from .module import ModuleAnalysis
+    from .parsing import ParsedChunk
+
+# The activation whose output each tag marks, spelled as a function and as a layer.
+ACTIVATION_FUNCTIONS = {PROBS: "softmax", LOG_PROBS: "log_softmax", SIGMOID: "sigmoid"}
+ACTIVATION_LAYERS = {PROBS: "Softmax", LOG_PROBS: "LogSoftmax", SIGMOID: "Sigmoid"}
+KIND_WORDS = {
+    PROBS: "softmax probabilities",
+    LOG_PROBS: "log-probabilities",
+    SIGMOID: "sigmoid outputs",
+    LOGITS: "raw logits",
+}
+# Methods that only reshape or move a tensor: an activation under them still feeds the loss alone.
+_SHAPE_METHODS = frozenset(
+    {"view", "reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "contiguous",
+     "float", "double", "half", "to", "cuda", "view_as", "reshape_as", "t"}
+)
+# Module methods that leave a model's outputs as they are: using them does not block a fix.
+_HARMLESS_MODEL_METHODS = frozenset(
+    {"to", "cuda", "cpu", "train", "eval", "parameters", "named_parameters", "state_dict",
+     "load_state_dict", "zero_grad", "half", "float", "double", "bfloat16", "requires_grad_"}
+)
+_MAX_DEPTH = 3
+
+
+class LossCall:
+    """A call of a loss class or function whose input kind matters."""
+
+    __slots__ = ("event", "loss", "input", "input_node", "criterion", "kind", "model_argument", "passed")
+
+    def __init__(self, event: CallEvent, loss: str, value: Value, input_node: cst.BaseExpression, criterion: Value | None):
+        self.event = event
+        self.loss = loss  # "CrossEntropyLoss", "nll_loss", ...
+        self.input = value
+        self.input_node = input_node
+        self.criterion = criterion  # the criterion object when called through one
+        kinds = value.tags & OUTPUT_KINDS
+        # the one thing the input is known to hold, or None when unknown or ambiguous
+        self.kind: str | None = next(iter(kinds)) if len(kinds) == 1 else None
+        # when the input is the output of a model parameter: the model its callers pass, and that call
+        self.model_argument: tuple[Value, CallEvent, CallEvent] | None = None
+        self.passed: list = []  # evidence: where a parameter's object was handed in
+
+    @property
+    def chunk(self) -> "ParsedChunk":
+        return self.event.chunk
+
+
+def loss_calls(module: "ModuleAnalysis", scope: ScopeAnalysis, losses: frozenset[str]) -> Iterator[LossCall]:
+    """Calls in ``scope`` of the named losses (class names for criteria, function names for `F.*`)."""
+    for event in scope.calls():
+        criterion = None
+        passed = []
+        if event.callee is not None and torchapi.is_functional_loss(event.callee):
+            loss = last_part(event.callee)
+        elif event.method is None and event.receiver is not None:
+            criterion = event.receiver
+            if criterion.detail is None and MODEL not in criterion.tags and event.receiver_key in scope.params:
+                handed = argument_of(module, scope, event.receiver_key)
+                if handed is not None:
+                    criterion, call = handed
+                    passed.append(((call.chunk, call.node), f"{criterion.note} is passed in as `{event.receiver_key}`"))
+            if CRITERION not in criterion.tags or not isinstance(criterion.detail, str):
+                continue
+            loss = criterion.detail
+        else:
+            continue
+        if loss not in losses:
+            continue
+        input_node = _input_argument(event.node)
+        if input_node is None:
+            continue
+        call = LossCall(event, loss, scope.evaluate(input_node, event.context), input_node, criterion)
+        call.passed = passed
+        if call.kind is None and not call.input.tags & OUTPUT_KINDS:
+            _resolve_model_parameter(module, scope, call)
+        yield call
+
+
+def _resolve_model_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, loss: LossCall) -> None:
+    """The input is ``model(x)`` (maybe via one variable) for a parameter ``model``: ask the callers what it is."""
+    producer = spine(loss.input_node)
+    if isinstance(producer, cst.Name):
+        assigned = [
+            event for event in scope.events
+            if isinstance(event, AssignEvent) and event.targets == (producer.value,) and event.value_node is not None
+        ]
+        producer = spine(assigned[0].value_node) if len(assigned) == 1 else None
+    if not isinstance(producer, cst.Call) or not isinstance(producer.func, cst.Name):
+        return
+    model_call = next((event for event in scope.calls() if event.node is producer), None)
+    handed = argument_of(module, scope, producer.func.value)
+    if model_call is None or handed is None or MODEL not in handed[0].tags:
+        return
+    kind = _model_output_kind(handed[0], scope.summary)
+    if kind is not None:
+        loss.kind = kind
+        loss.model_argument = (handed[0], handed[1], model_call)
+
+
+def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
+    """What every caller in this module passes for parameter ``name`` of the function ``scope`` runs.
+
+    None unless the function is called, every call passes the parameter explicitly, all of them
+    pass the same object, and the function never rebinds the name.
+    """
+    function = scope.function
+    if function is None or name not in scope.params or depth > _MAX_DEPTH:
+        return None
+    if any(isinstance(event, AssignEvent) and name in event.targets for event in scope.events):
+        return None
+    parameters = function.node.params
+    positional = [*parameters.posonly_params, *parameters.params]
+    if function.owner is not None and positional and positional[0].name.value in {"self", "cls"}:
+        positional = positional[1:]
+    index = next((i for i, param in enumerate(positional) if param.name.value == name), None)
+    found: list[tuple[Value, CallEvent]] = []
+    for callers in module.all_scopes:
+        for call in callers.calls():
+            if call.function is not function:
+                continue
+            argument = _argument_at(call.node, name, index)
+            if argument is None:
+                return None
+            value = callers.evaluate(argument, call.context)
+            if isinstance(argument, cst.Name) and argument.value in callers.params:
+                handed = argument_of(module, callers, argument.value, depth + 1)
+                value = handed[0] if handed is not None else value
+            found.append((value, call))
+    sites = {value.site[1] if value.site else None for value, _ in found}
+    if not found or len(sites) != 1 or None in sites:
+        return None
+    return found[0]
+
+
+def _argument_at(call: cst.Call, name: str, index: int | None) -> cst.BaseExpression | None:
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+            continue
+        if position == index:
+            return arg.value
+        position += 1
+    return None
+
+
+def _input_argument(call: cst.Call) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is None or arg.keyword.value == "input":
+            return arg.value
+    return None
+
+
+class Origin:
+    """Where a tensor's kind was decided: evidence to cite, and what a fix may edit."""
+
+    __slots__ = ("description", "evidence", "activation", "sequential", "producer")
+
+    def __init__(self, description: str, evidence: list, *, activation=None, sequential=None, producer=None):
+        self.description = description  # for the message: what produced the tensor
+        self.evidence = evidence  # [(site, note)]
+        self.activation: ActivationCall | None = activation  # an inline activation call, removable
+        self.sequential: SequentialHead | None = sequential  # an nn.Sequential whose last layer decided it
+        self.producer: tuple["ParsedChunk", cst.Call] | None = producer  # the model call, for sequential
+
+
+class ActivationCall:
+    """``F.softmax(x, dim=1)``, ``x.softmax(1)``, ``torch.sigmoid(x)`` or a layer call ``nn.Softmax(1)(x)``."""
+
+    __slots__ = ("chunk", "node", "inner", "name_node")
+
+    def __init__(self, chunk: "ParsedChunk", node: cst.Call, inner: cst.BaseExpression, name_node: cst.Name | None):
+        self.chunk = chunk
+        self.node = node
+        self.inner = inner  # what the activation is applied to
+        self.name_node = name_node  # the function or method name (None for a layer object)
+
+
+class SequentialHead:
+    """An ``nn.Sequential(...)`` construction and its last layer."""
+
+    __slots__ = ("chunk", "node", "last", "previous")
+
+    def __init__(self, chunk: "ParsedChunk", node: cst.Call, last: cst.Arg, previous: cst.Arg | None):
+        self.chunk = chunk
+        self.node = node
+        self.last = last
+        self.previous = previous
+
+
+def loss_origin(module: "ModuleAnalysis", loss: LossCall) -> Origin:
+    """Where the kind of this loss's input was decided, with the evidence (and the handing-in of parameters)."""
+    if loss.model_argument is None:
+        origin = origin_of(module, loss.input)
+    else:
+        model, handed_at, model_call = loss.model_argument
+        words = KIND_WORDS[loss.kind]
+        origin = _model_call_origin(module, model_call, model, loss.kind, words, 0) or Origin(
+            f"`{_short(model_call.chunk, model_call.node)}`", [((model_call.chunk, model_call.node), f"{words} come from here")]
+        )
+        # the model arrives as a parameter: an edit to its construction could reach other callers
+        origin.sequential = origin.producer = None
+        name = model_call.node.func.value
+        origin.evidence.append(((handed_at.chunk, handed_at.node), f"{model.note} is passed in as `{name}`"))
+    origin.evidence.extend(loss.passed)
+    return origin
+
+
+def origin_of(module: "ModuleAnalysis", value: Value, depth: int = 0) -> Origin:
+    """What produced ``value``'s kind, with the evidence for it."""
+    kind = next(iter(value.tags & OUTPUT_KINDS), None)
+    words = KIND_WORDS.get(kind, "its output")
+    if value.site is None:
+        return Origin(value.note or "the input", [])
+    chunk, node = value.site
+    event = _call_at(module, chunk, node)
+    plain = Origin(value.note or f"`{_short(chunk, node)}`", [(value.site, f"{words} come from here")])
+    if event is None:
+        return plain
+    receiver = event.receiver
+    if event.method is None and receiver is not None and MODEL in receiver.tags:
+        return _model_call_origin(module, event, receiver, kind, words, depth) or plain
+    activation = _activation_call(event, kind)
+    if activation is not None:
+        return Origin(f"`{_short(chunk, node)}`", [(value.site, f"{words} come from `{_short(chunk, node)}`")], activation=activation)
+    return plain
+
+
+def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: str, depth: int) -> Origin | None:
+    chunk, node = event.chunk, event.node
+    call_text = f"`{_short(chunk, node)}`"
+    detail = receiver.detail
+    site = (chunk, node)
+    if isinstance(detail, str) and last_part(detail) == ACTIVATION_LAYERS.get(kind):
+        inner = _input_argument(node)
+        activation = ActivationCall(chunk, node, inner, None) if inner is not None else None
+        return Origin(call_text, [(site, f"{words} from the `{last_part(detail)}` layer {call_text}")], activation=activation)
+    if isinstance(detail, tuple) and detail and detail[0] == "sequential" and receiver.site is not None:
+        seq_chunk, seq_node = receiver.site
+        last = detail[2]
+        positional = [arg for arg in seq_node.args if arg.keyword is None and not arg.star] if isinstance(seq_node, cst.Call) else []
+        if not positional or positional[-1] is not last:
+            return None  # wrapped (DDP, compile): the construction is not at the model's site
+        previous = positional[-2] if len(positional) >= 2 else None
+        layer = _short(seq_chunk, last.value)
+        evidence = [
+            (site, f"{call_text} returns {words}"),
+            ((seq_chunk, last.value), f"the last layer of {receiver.note} is `{layer}`"),
+        ]
+        return Origin(
+            f"{call_text}, whose last layer is `{layer}`", evidence,
+            sequential=SequentialHead(seq_chunk, seq_node, last, previous), producer=(chunk, node),
+        )
+    if isinstance(detail, ClassInfo):
+        output = detail.forward_output(module.summary)
+        evidence = [(site, f"{call_text} returns {words}")]
+        if output.site is not None and depth < _MAX_DEPTH:
+            inner = origin_of(module, output, depth + 1)
+            evidence.append((output.site, f"`{detail.name}.forward` returns {inner.description}"))
+            evidence.extend(inner.evidence[1:])
+            return Origin(f"{call_text}, whose `{detail.name}.forward` returns {inner.description}", evidence)
+        return Origin(call_text, evidence)
+    if isinstance(detail, str) and kind == LOGITS and torchapi.is_torch_layer(detail):
+        return Origin(f"{call_text} (a `{last_part(detail)}` layer)", [(site, f"{call_text} returns {words}")])
+    return None
+
+
+def _activation_call(event: CallEvent, kind: str | None) -> ActivationCall | None:
+    name = ACTIVATION_FUNCTIONS.get(kind)
+    call = event.node
+    if name is None:
+        return None
+    if event.callee is not None:
+        if not (torchapi.is_torch_name(event.callee) and last_part(event.callee) == name):
+            return None
+        inner = _input_argument(call)
+        name_node = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+        return ActivationCall(event.chunk, call, inner, name_node) if inner is not None else None
+    if event.method == name and isinstance(call.func, cst.Attribute):
+        return ActivationCall(event.chunk, call, call.func.value, call.func.attr)
+    return None
+
+
+def _call_at(module: "ModuleAnalysis", chunk: "ParsedChunk", node: cst.CSTNode) -> CallEvent | None:
+    for scope in module.scopes_of(chunk):
+        for event in scope.calls():
+            if event.node is node:
+                return event
+    return None
+
+
+# ---------------------------------------------------------------------- fixes
+def remove_activation(ctx: "RuleContext", loss: LossCall, origin: Origin) -> list[TextEdit] | None:
+    """Edits that take the activation out of this loss's input, or None when that is not safe.
+
+    An inline activation call is replaced by its input; a last layer of an ``nn.Sequential`` is
+    dropped. Either only when what it produces feeds this loss and nothing else.
+    """
+    module = ctx.module
+    activation = origin.activation
+    if activation is not None:
+        if not _feeds_only(module, loss, activation.chunk, activation.node):
+            return None
+        text = _inner_text(activation)
+        return None if text is None else [ctx.edit_replace(activation.node, text, chunk=activation.chunk)]
+    if origin.sequential is not None and _sequential_serves_only(module, loss, origin):
+        return _drop_last_layer(module, origin.sequential)
+    return None
+
+
+def rename_activation(ctx: "RuleContext", loss: LossCall, origin: Origin, function: str, layer: str) -> list[TextEdit] | None:
+    """Edits that turn the activation into another (``softmax`` -> ``log_softmax``), or None."""
+    module = ctx.module
+    activation = origin.activation
+    if activation is not None:
+        if activation.name_node is None or not _feeds_only(module, loss, activation.chunk, activation.node):
+            return None
+        call = activation.node
+        if isinstance(call.func, cst.Name):
+            spelled = ctx.name_for(f"torch.nn.functional.{function}")
+            if spelled is None:
+                return None
+            return [ctx.edit_replace(call.func, spelled, chunk=activation.chunk)]
+        return [ctx.edit_replace(activation.name_node, function, chunk=activation.chunk)]
+    head = origin.sequential
+    if head is not None and _sequential_serves_only(module, loss, origin):
+        func = head.last.value.func if isinstance(head.last.value, cst.Call) else None
+        if isinstance(func, cst.Attribute):
+            return [ctx.edit_replace(func.attr, layer, chunk=head.chunk)]
+        spelled = ctx.name_for(f"torch.nn.{layer}")
+        if isinstance(func, cst.Name) and spelled is not None:
+            return [ctx.edit_replace(func, spelled, chunk=head.chunk)]
+    return None
+
+
+def _inner_text(activation: ActivationCall) -> str | None:
+    chunk = activation.chunk
+    whole = chunk.code_for(activation.node)
+    text = chunk.code_for(activation.inner).strip()
+    if "#" in whole and "#" not in text:
+        return None  # a comment inside the call would be lost
+    atomic = isinstance(activation.inner, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or activation.inner.lpar
+    return text if atomic and "\n" not in text else f"({text})"
+
+
+def _feeds_only(module: "ModuleAnalysis", loss: LossCall, chunk: "ParsedChunk", produced: cst.CSTNode) -> bool:
+    """``produced`` reaches the loss input directly, or through a variable used nowhere else."""
+    reached = spine(loss.input_node)
+    if reached is produced:
+        return True
+    if not isinstance(reached, cst.Name):
+        return False
+    name = reached.value
+    for scope in module.scopes_of(chunk):
+        for event in scope.events:
+            if isinstance(event, AssignEvent) and event.targets == (name,) and event.value_node is not None and spine(event.value_node) is produced:
+                return len(occurrences(module.text, name)) == 2
+    return False
+
+
+def _sequential_serves_only(module: "ModuleAnalysis", loss: LossCall, origin: Origin) -> bool:
+    """The Sequential is bound to one name whose only call is the one feeding this loss."""
+    head = origin.sequential
+    if head.previous is None or origin.producer is None:
+        return False
+    producer_chunk, producer = origin.producer
+    if not _feeds_only(module, loss, producer_chunk, producer):
+        return False
+    name = bound_name(module, head.chunk, head.node)
+    if name is None or not isinstance(producer.func, cst.Name) or producer.func.value != name:
+        return False
+    bindings = calls = 0
+    text = module.text
+    for match in occurrences(text, name):
+        rest = text[match.end():]
+        rebinding = re.match(rf"\s*=\s*{re.escape(name)}\.(\w+)\s*\(", rest)
+        if rebinding and rebinding.group(1) in _HARMLESS_MODEL_METHODS:
+            continue  # model = model.to(device)
+        if re.match(r"\s*=(?!=)", rest):
+            bindings += 1
+        elif re.match(r"\s*\(", rest):
+            calls += 1
+        elif not ((method := re.match(r"\.(\w+)\s*\(", rest)) and method.group(1) in _HARMLESS_MODEL_METHODS):
+            return False
+    return bindings == 1 and calls == 1
+
+
+def bound_name(module: "ModuleAnalysis", chunk: "ParsedChunk", node: cst.Call) -> str | None:
+    """The one name (``model``, ``self.criterion``) that the object built by ``node`` is bound to."""
+    for scope in module.scopes_of(chunk):
+        for event in scope.events:
+            if isinstance(event, AssignEvent) and event.value_node is not None and _receiver_chain_reaches(event.value_node, node):
+                return event.targets[0] if len(event.targets) == 1 else None
+    return None
+
+
+def _receiver_chain_reaches(expression: cst.BaseExpression, node: cst.CSTNode) -> bool:
+    """``node`` is ``expression`` itself or the receiver of a chain like ``node.to(device).train()``."""
+    while True:
+        if expression is node:
+            return True
+        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+            expression = expression.func.value
+        else:
+            return False
+
+
+def _drop_last_layer(module: "ModuleAnalysis", head: SequentialHead) -> list[TextEdit] | None:
+    chunk = head.chunk
+    _, _, start_line, start_column = chunk.range_of(head.previous.value)
+    _, _, end_line, end_column = chunk.range_of(head.last.value)
+    removed = _text_between(module.lines, start_line, start_column, end_line, end_column)
+    if "#" in removed:
+        return None
+    return [TextEdit(start_line, start_column, end_line, end_column, "")]
+
+
+def _text_between(lines: list[str], line: int, column: int, end_line: int, end_column: int) -> str:
+    if line == end_line:
+        return lines[line - 1][column - 1 : end_column - 1]
+    parts = [lines[line - 1][column - 1 :], *lines[line : end_line - 1], lines[end_line - 1][: end_column - 1]]
+    return "\n".join(parts)
+
+
+def spine(expression: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor under reshapes, moves and indexing: ``probs`` in ``probs.view(-1, C)[mask]``."""
+    while True:
+        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute) and expression.func.attr.value in _SHAPE_METHODS:
+            expression = expression.func.value
+        elif isinstance(expression, cst.Subscript):
+            expression = expression.value
+        else:
+            return expression
+
+
+def occurrences(text: str, name: str) -> list[re.Match]:
+    """Every occurrence of ``name`` (a name or ``self.attr``) as a whole word, comments included."""
+    return list(re.finditer(rf"(?<![\w.]){re.escape(name)}(?!\w)", text))
+

@@ -1,0 +1,475 @@
+"""A binary cross-entropy loss gets its input on the wrong side of the sigmoid.
+
+`nn.BCEWithLogitsLoss`/`F.binary_cross_entropy_with_logits` apply the sigmoid themselves.
+Feeding them `sigmoid` output squashes twice: every input lands in (0.5, 0.73), the loss can
+never reach a confident prediction, gradients vanish and the model plateaus — the run finishes
+and the model is quietly bad. `nn.BCELoss`/`F.binary_cross_entropy` expect probabilities in
+[0, 1]; given raw logits they fail on the first out-of-range value (on a GPU as a device-side
+assert that kills the job) or, where logits happen to fall in range, train on nonsense.
+
+How to fix: keep the model's output as logits and use the with-logits loss (it is also the
+numerically stable one); apply `torch.sigmoid` only for metrics and inference. If the model
+must output probabilities, pair it with `BCELoss`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..activations import KIND_WORDS, LossCall, bound_name, loss_calls, occurrences, loss_origin, remove_activation
+from ..flow import _short
+from ..torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
+from ..model import Severity
+from ..values import LOGITS, SIGMOID
+from .base import Fires, Quiet, Rule
+
+# What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
+_SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
+_SHARED_FUNCTION_KEYWORDS = _SHARED_CLASS_KEYWORDS | {"input", "target"}
+
+
+class BceActivationMismatch(Rule):
+    code = "TL203"
+    name = "bce-activation-mismatch"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            for loss in loss_calls(ctx.module, scope, LOSSES_WANTING_BINARY_LOGITS | LOSSES_WANTING_BINARY_PROBS):
+                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == SIGMOID:
+                    self._report_sigmoid(ctx, loss)
+                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == LOGITS:
+                    self._report_logits(ctx, loss)
+
+    def _report_sigmoid(self, ctx, loss: LossCall) -> None:
+        origin = loss_origin(ctx.module, loss)
+        message = (
+            f"`{_short(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
+            f"{loss.loss} applies the sigmoid itself: every input is squashed twice into (0.5, 0.73), "
+            "so the loss cannot reach confident predictions and the gradients vanish"
+        )
+        fix = ctx.fix("remove the sigmoid so the loss gets logits", remove_activation(ctx, loss, origin) or ())
+        ctx.report(
+            loss.event.node, message, evidence=_evidence(loss, origin),
+            help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
+        )
+
+    def _report_logits(self, ctx, loss: LossCall) -> None:
+        origin = loss_origin(ctx.module, loss)
+        message = (
+            f"`{_short(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
+            f"{loss.loss} expects probabilities in [0, 1]: the first out-of-range value fails the run "
+            "(a device-side assert on GPU), and in-range logits train on a meaningless loss"
+        )
+        ctx.report(
+            loss.event.node, message, evidence=_evidence(loss, origin),
+            help="use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
+            fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or ()),
+        )
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(torch.sigmoid(model(x)), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            def train_step(model, batch):
+                logits = model(batch["x"])
+                return F.binary_cross_entropy_with_logits(logits.sigmoid().squeeze(1), batch["y"].float())
+            """,
+            fixed="""
+            import torch.nn.functional as F
+
+            def train_step(model, batch):
+                logits = model(batch["x"])
+                return F.binary_cross_entropy_with_logits(logits.squeeze(1), batch["y"].float())
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            model = nn.Sequential(
+                nn.Linear(20, 64),
+                nn.ReLU(),
+                nn.Linear(64, 1),
+                nn.Sigmoid(),
+            ).cuda()
+            criterion = nn.BCEWithLogitsLoss()
+            for x, y in loader:
+                loss = criterion(model(x).squeeze(-1), y)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+
+            model = nn.Sequential(
+                nn.Linear(20, 64),
+                nn.ReLU(),
+                nn.Linear(64, 1),
+            ).cuda()
+            criterion = nn.BCEWithLogitsLoss()
+            for x, y in loader:
+                loss = criterion(model(x).squeeze(-1), y)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2))
+                    self.out = nn.Linear(256, 1)
+
+                def forward(self, x):
+                    return torch.sigmoid(self.out(self.net(x)))
+
+            netD = Discriminator()
+            adversarial_loss = nn.BCEWithLogitsLoss()
+            for real, _ in loader:
+                d_loss = adversarial_loss(netD(real), torch.ones(real.size(0), 1))
+                d_loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            class Detector(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.backbone = nn.Linear(512, 128)
+                    self.head = nn.Linear(128, 1)
+
+                def forward(self, x):
+                    return self.head(self.backbone(x).relu())
+
+            model = Detector()
+            criterion = nn.BCELoss(reduction="sum")
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+
+            class Detector(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.backbone = nn.Linear(512, 128)
+                    self.head = nn.Linear(128, 1)
+
+                def forward(self, x):
+                    return self.head(self.backbone(x).relu())
+
+            model = Detector()
+            criterion = nn.BCEWithLogitsLoss(reduction="sum")
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+            for feats, labels in loader:
+                out = head(feats)
+                loss = F.binary_cross_entropy(out.view(-1), labels)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+            for feats, labels in loader:
+                out = head(feats)
+                loss = F.binary_cross_entropy_with_logits(out.view(-1), labels)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # the same criterion also scores sigmoid outputs: switching its class would break that call
+            """
+            import torch
+            import torch.nn as nn
+
+            probe = nn.Linear(128, 1)
+            bce = nn.BCELoss()
+            for x, y in loader:
+                bce(probe(x), y).backward()
+            with torch.no_grad():
+                val = bce(torch.sigmoid(probe(val_x)), val_y)
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            loss_fn = nn.BCEWithLogitsLoss()
+            for x, y in loader:
+                scores = model(x)
+                probs = F.sigmoid(scores)
+                loss_fn(probs, y).backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            loss_fn = nn.BCEWithLogitsLoss()
+            for x, y in loader:
+                scores = model(x)
+                probs = scores
+                loss_fn(probs, y).backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # criterion and model both handed in by the caller
+            """
+            import torch
+            import torch.nn as nn
+
+            def train_one_epoch(model, loader, criterion, optimizer):
+                model.train()
+                for x, y in loader:
+                    logits = model(x)
+                    loss = criterion(torch.sigmoid(logits), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def main():
+                model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
+                criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
+                optimizer = torch.optim.Adam(model.parameters())
+                for epoch in range(40):
+                    train_one_epoch(model, train_loader, criterion, optimizer)
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            def train_one_epoch(model, loader, criterion, optimizer):
+                model.train()
+                for x, y in loader:
+                    logits = model(x)
+                    loss = criterion(logits, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def main():
+                model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
+                criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
+                optimizer = torch.optim.Adam(model.parameters())
+                for epoch in range(40):
+                    train_one_epoch(model, train_loader, criterion, optimizer)
+            """,
+            severity=Severity.ERROR,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(  # the sigmoid is for metrics; the loss gets logits
+            """
+            import torch
+            import torch.nn as nn
+
+            criterion = nn.BCEWithLogitsLoss()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                preds = (torch.sigmoid(logits) > 0.5).float()
+                acc = (preds == y).float().mean()
+                loss.backward()
+            """
+        ),
+        Quiet(  # a model that ends in nn.Sigmoid paired with BCELoss is consistent
+            """
+            import torch.nn as nn
+
+            model = nn.Sequential(nn.Linear(20, 1), nn.Sigmoid())
+            criterion = nn.BCELoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(  # sigmoid outputs as BCELoss input are what it expects
+            """
+            import torch
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 1)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+            model = Net()
+            criterion = nn.BCELoss()
+            for x, y in loader:
+                criterion(torch.sigmoid(model(x)), y).backward()
+            """
+        ),
+        Quiet(  # distillation: the teacher's sigmoid is the target, not the input
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for x, _ in loader:
+                with torch.no_grad():
+                    soft = torch.sigmoid(teacher(x))
+                loss = F.binary_cross_entropy_with_logits(student(x), soft)
+                loss.backward()
+            """
+        ),
+        Quiet(  # unknown model output: nothing to judge
+            """
+            import torch.nn as nn
+
+            model = build_model(cfg)
+            criterion = nn.BCELoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(  # multi-label classification on a Hugging Face model's logits
+            """
+            import torch.nn as nn
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=6)
+            loss_fct = nn.BCEWithLogitsLoss()
+            for batch in loader:
+                outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+                loss = loss_fct(outputs.logits, batch["labels"].float())
+                loss.backward()
+            """
+        ),
+        Quiet(  # a project's own loss of the same name
+            """
+            import torch
+            from losses import BCEWithLogitsLoss
+
+            criterion = BCEWithLogitsLoss(smooth=0.1)
+            for x, y in loader:
+                criterion(torch.sigmoid(model(x)), y).backward()
+            """
+        ),
+    )
+
+
+def _evidence(loss: LossCall, origin) -> list:
+    evidence = list(origin.evidence)
+    criterion = loss.criterion
+    if criterion is not None and criterion.site is not None:
+        evidence.append((criterion.site, f"{criterion.note} is built here"))
+    if not origin.evidence:
+        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS[loss.kind]} here"))
+    return evidence
+
+
+def _switch_to_logits_loss(ctx, loss: LossCall):
+    """Rename BCELoss to BCEWithLogitsLoss where it is built (or the functional call), when every use is on logits."""
+    if loss.criterion is None:
+        call = loss.event.node
+        if not _arguments_carry_over(call, _SHARED_FUNCTION_KEYWORDS, 6):
+            return None
+        return _rename_callee(ctx, call, "binary_cross_entropy_with_logits", "torch.nn.functional", loss.chunk)
+    if loss.criterion.site is None:
+        return None
+    chunk, construction = loss.criterion.site
+    if not isinstance(construction, cst.Call) or not _arguments_carry_over(construction, _SHARED_CLASS_KEYWORDS, 4):
+        return None
+    if not _only_used_on_logits(ctx.module, chunk, construction):
+        return None
+    return _rename_callee(ctx, construction, "BCEWithLogitsLoss", "torch.nn", chunk)
+
+
+def _arguments_carry_over(call: cst.Call, keywords: frozenset[str], positional_limit: int) -> bool:
+    positional = 0
+    for arg in call.args:
+        if arg.star:
+            return False
+        if arg.keyword is None:
+            positional += 1
+        elif arg.keyword.value not in keywords:
+            return False
+    return positional <= positional_limit
+
+
+def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
+    """Every call of the criterion gets logits, and its name appears nowhere else (not passed on, not rebound)."""
+    name = bound_name(module, chunk, construction)
+    if name is None:
+        return False
+    uses = [
+        call
+        for scope in module.all_scopes
+        for call in loss_calls(module, scope, LOSSES_WANTING_BINARY_PROBS)
+        if call.criterion is not None and call.criterion.site is not None and call.criterion.site[1] is construction
+    ]
+    if not uses or any(call.kind != LOGITS for call in uses):
+        return False
+    bindings = calls = 0
+    for match in occurrences(module.text, name):
+        rest = module.text[match.end():]
+        if re.match(r"\s*=(?!=)", rest):
+            bindings += 1
+        elif re.match(r"\s*\(", rest):
+            calls += 1
+        else:
+            return False
+    return bindings == 1 and calls == len(uses)
+
+
+def _rename_callee(ctx, call: cst.Call, new_name: str, namespace: str, chunk):
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return [ctx.edit_replace(func.attr, new_name, chunk=chunk)]
+    spelled = ctx.name_for(f"{namespace}.{new_name}")
+    if isinstance(func, cst.Name) and spelled is not None:
+        return [ctx.edit_replace(func, spelled, chunk=chunk)]
+    return None

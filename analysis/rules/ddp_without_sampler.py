@@ -1,0 +1,558 @@
+"""A model is trained with DistributedDataParallel/FSDP, but its DataLoader gives every rank the whole dataset.
+
+DDP does not split the data: each process builds its own DataLoader, and without a
+`DistributedSampler` (or some other per-rank split) every one of them iterates the full
+dataset. With the same seed they even draw the same batches in the same order, so the
+gradients DDP averages are copies of one another.
+
+Why it costs money: eight GPUs do the work of one. Each epoch takes as long as on a single
+GPU (every rank walks the whole dataset), the effective batch is one batch repeated, and a
+learning rate scaled for the larger batch is simply too high. The run finishes, the loss
+curve looks plausible, and the compute bill is multiplied by the number of GPUs for nothing.
+
+How to fix: pass `sampler=DistributedSampler(dataset)` to the training DataLoader (drop
+`shuffle=True`; the sampler shuffles) and call `sampler.set_epoch(epoch)` each epoch. A
+`RandomSampler` is not distributed: replace it. Splitting the data yourself is fine too —
+`dataset[rank::world_size]`, an `IterableDataset` that strides by rank, HF
+`dataset.shard(num_shards=world_size, index=rank)`/`split_dataset_by_node`, or
+`accelerator.prepare`/`fabric.setup_dataloaders`, which add the sampler for you.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from .. import torchapi
+from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
+from ..model import Severity
+from ..module import ModuleAnalysis
+from ..patterns import calls_in, first_written, is_backward, mentions
+from ..summary import ClassInfo
+from ..values import DATASET_ITERABLE, DATASET_MAP, SAMPLER_DISTRIBUTED, SAMPLER_LOCAL, SHARDED, UNKNOWN, Value
+from .base import Fires, Quiet, Rule
+
+# DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, ...)
+_POSITIONS = {"dataset": 0, "shuffle": 2, "sampler": 3, "batch_sampler": 4}
+# Samplers that are about training order (an evaluation loader has no reason to use them).
+_TRAINING_SAMPLERS = frozenset({"RandomSampler", "WeightedRandomSampler", "SubsetRandomSampler"})
+# Conditions that choose between single-process and distributed set-ups.
+_MODE_WORDS = re.compile(r"distributed|ddp|fsdp|world|rank|is_initialized|gpus\b|parallel", re.I)
+# Methods that hand a loader to something that shards it (accelerate, Fabric).
+_SHARDING_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
+
+
+class DdpWithoutSampler(Rule):
+    code = "TL501"
+    name = "ddp-without-sampler"
+    severity = Severity.ERROR
+
+    def check(self, ctx) -> None:
+        module = ctx.module
+        if module.framework_runs_loop:
+            return  # Lightning and the HF Trainer add the DistributedSampler themselves
+        wraps = [wrap for wrap in module.ddp_wraps if wrap.keyword("training_data") is None]
+        if not wraps:
+            return  # (deepspeed.initialize(training_data=...) builds the sharded loader itself)
+        for scope in ctx.scopes:
+            for call in scope.calls():
+                if call.callee is not None and torchapi.is_dataloader(call.callee):
+                    self._check_loader(ctx, module, call, wraps)
+
+    def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent]) -> None:
+        if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
+            return
+        _, dataset = _argument(loader, "dataset")
+        shuffle_node, _ = _argument(loader, "shuffle")
+        shuffles = isinstance(shuffle_node, cst.Name) and shuffle_node.value == "True"
+        if loader.has_star_kwargs and not shuffles:
+            return  # the sampler may come in through **kwargs (shuffle=True cannot go with one)
+        if dataset.tags & {SHARDED, DATASET_ITERABLE} or _class_mentions_rank(dataset):
+            return
+        local_sampler = None
+        for keyword in ("sampler", "batch_sampler"):
+            node, sampler = _argument(loader, keyword)
+            if node is None or (isinstance(node, cst.Name) and node.value == "None"):
+                continue
+            if SAMPLER_LOCAL not in sampler.tags or SAMPLER_DISTRIBUTED in sampler.tags:
+                return  # distributed, or something this analysis cannot see into
+            local_sampler = sampler
+        names = _names_bound_to(module, loader.node)
+        if _handed_to_sharding(module, loader.node, names):
+            return
+        loops = _training_loops(module, loader.node, names)
+        if any(_strides_by_rank(scope, loop) for scope, loop in loops):
+            return
+        # what shows the loader is a map-style training loader: (evidence site, its note, the message's words)
+        if shuffles:
+            why = ((loader.chunk, shuffle_node), "`shuffle=True`: a map-style dataset", "it shuffles (`shuffle=True`), so its dataset is map-style")
+        elif local_sampler is not None and (local_sampler.detail in _TRAINING_SAMPLERS or loops):
+            note = local_sampler.note
+            why = (local_sampler.site, f"{note} is not a distributed sampler", f"its sampler {note} is the same on every rank")
+        elif DATASET_MAP in dataset.tags and loops:
+            why = (dataset.site, f"{dataset.note}: a map-style dataset", f"its dataset {dataset.note} is map-style")
+        else:
+            return  # maybe an evaluation loader, or a dataset that shards itself
+        wrap = first_written(wraps)
+        wrapped, wrap_note = _describe_wrap(wrap)
+        evidence = [
+            ((wrap.chunk, wrap.node), wrap_note),
+            ((loader.chunk, loader.node), "this DataLoader has no DistributedSampler"),
+            (why[0], why[1]),
+        ]
+        if loops:
+            scope, loop = loops[0]
+            evidence.append(((scope.chunk, loop.node), "the training loop iterates it"))
+        message = (
+            f"every rank trains on the same batches: {wrapped}, but the DataLoader on line "
+            f"{loader.chunk.line_of(loader.node)} has no `DistributedSampler` and nothing else splits the data "
+            f"across ranks — {why[2]}; each process walks the whole dataset, so the GPUs repeat each other's "
+            "work instead of dividing it"
+        )
+        ctx.report(
+            loader.node, message, evidence=evidence, chunk=loader.chunk,
+            help="pass `sampler=DistributedSampler(dataset)` (instead of `shuffle=True`) and call "
+            "`sampler.set_epoch(epoch)` every epoch",
+        )
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader
+            from torchvision import datasets, transforms
+
+            def main():
+                dist.init_process_group("nccl")
+                rank = dist.get_rank()
+                model = DDP(Net().cuda(rank), device_ids=[rank])
+                train_set = datasets.CIFAR10("data", train=True, transform=transforms.ToTensor())
+                loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=4)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(10):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+                        loss.backward()
+                        optimizer.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            # a RandomSampler is not distributed
+            """
+            import torch
+            from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+            model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).cuda())
+            dataset = TensorDataset(features, targets)
+            loader = DataLoader(dataset, batch_size=32, sampler=RandomSampler(dataset))
+            for x, y in loader:
+                torch.nn.functional.mse_loss(model(x), y).backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            # a local map-style Dataset, no shuffle, iterated by the training loop in another function
+            """
+            import torch
+            from torch.utils.data import DataLoader, Dataset
+            from torch.nn.parallel import DistributedDataParallel
+
+            class TokenDataset(Dataset):
+                def __init__(self, path):
+                    self.tokens = torch.load(path)
+
+                def __len__(self):
+                    return len(self.tokens) // 512
+
+                def __getitem__(self, i):
+                    return self.tokens[i * 512:(i + 1) * 512]
+
+            def train_epoch(model, train_loader, optimizer):
+                for batch in tqdm(train_loader):
+                    loss = model(batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+            def main(local_rank):
+                model = DistributedDataParallel(build_model().to(local_rank), device_ids=[local_rank])
+                optimizer = torch.optim.AdamW(model.parameters())
+                train_loader = DataLoader(TokenDataset("train.pt"), batch_size=8)
+                for epoch in range(3):
+                    train_epoch(model, train_loader, optimizer)
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            # FSDP, and a DistributedSampler that was built but never passed
+            """
+            import torch
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+            def train(args, model, train_ds):
+                model = FSDP(model)
+                sampler = DistributedSampler(train_ds)
+                loader = DataLoader(train_ds, batch_size=args.batch_size, shuffle=True)
+                opt = torch.optim.AdamW(model.parameters())
+                for epoch in range(args.epochs):
+                    sampler.set_epoch(epoch)
+                    for batch in loader:
+                        model(**batch).loss.backward()
+                        opt.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            # wrapped only when distributed; the loader is the same either way
+            """
+            import torch
+            import torch.nn as nn
+            from torch.utils.data import DataLoader, TensorDataset
+
+            model = nn.Linear(4, 2).cuda()
+            if args.distributed:
+                model = nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
+            train_loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
+            val_loader = DataLoader(TensorDataset(vx, vy), batch_size=64)
+            for xb, yb in train_loader:
+                nn.functional.cross_entropy(model(xb), yb).backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            # DeepSpeed engine with a hand-built loader
+            """
+            import deepspeed
+            from torch.utils.data import DataLoader
+
+            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+            loader = DataLoader(train_dataset, batch_size=16, shuffle=True)
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                engine.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+            def main(rank, world_size):
+                model = DDP(Net().to(rank), device_ids=[rank])
+                sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, shuffle=True)
+                loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+                for epoch in range(5):
+                    sampler.set_epoch(epoch)
+                    for x, y in loader:
+                        loss_fn(model(x), y).backward()
+            """
+        ),
+        Quiet(
+            # the sampler is chosen by a condition; shuffle only when there is none
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            model = torch.nn.parallel.DistributedDataParallel(model)
+            train_sampler = DistributedSampler(train_dataset) if args.distributed else None
+            train_loader = DataLoader(train_dataset, batch_size=32, shuffle=(train_sampler is None), sampler=train_sampler)
+            for x, y in train_loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(
+            # the classic transformers-examples shape: RandomSampler only when not distributed
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+            def train(args, train_dataset, model):
+                train_sampler = RandomSampler(train_dataset) if args.local_rank == -1 else DistributedSampler(train_dataset)
+                train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
+                if args.local_rank != -1:
+                    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
+                for batch in train_dataloader:
+                    model(**batch)[0].backward()
+            """
+        ),
+        Quiet(
+            # explicit rank/world_size slicing, and HF dataset sharding
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader, Subset, TensorDataset
+
+            model = DDP(model)
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+            shard = Subset(full_dataset, list(range(len(full_dataset)))[rank::world])
+            loader = DataLoader(shard, batch_size=8, shuffle=True)
+            texts = load_dataset("c4", split="train").shard(num_shards=world, index=rank).with_format("torch")
+            text_loader = DataLoader(texts, batch_size=8, shuffle=True)
+            for batch in loader:
+                model(batch).sum().backward()
+            """
+        ),
+        Quiet(
+            # accelerate prepares the loader (adds the sampler)
+            """
+            import torch
+            from accelerate import Accelerator
+            from torch.nn.parallel import DistributedDataParallel
+            from torch.utils.data import DataLoader
+
+            accelerator = Accelerator()
+            model = DistributedDataParallel(model)
+            loader = DataLoader(dataset, batch_size=16, shuffle=True)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                accelerator.backward(model(batch).loss)
+            """
+        ),
+        Quiet(
+            # an evaluation loader: no shuffle, only iterated without backward
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader, DistributedSampler
+            from torchvision import datasets
+
+            model = DDP(model)
+            train_loader = DataLoader(train_set, batch_size=64, sampler=DistributedSampler(train_set))
+            val_loader = DataLoader(datasets.MNIST("data", train=False), batch_size=256)
+            for x, y in train_loader:
+                loss_fn(model(x), y).backward()
+            with torch.no_grad():
+                for x, y in val_loader:
+                    correct += (model(x).argmax(1) == y).sum()
+            """
+        ),
+        Quiet(
+            # a rank-strided IterableDataset shards itself; an unknown sampler may be distributed
+            """
+            import torch
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader, IterableDataset
+
+            class Shards(IterableDataset):
+                def __iter__(self):
+                    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+                    for i, sample in enumerate(read_stream()):
+                        if i % world == rank:
+                            yield sample
+
+            model = DDP(model)
+            loader = DataLoader(Shards(), batch_size=32)
+            other = DataLoader(ds, batch_size=32, sampler=make_sampler(ds))
+            for batch in loader:
+                model(batch).loss.backward()
+            for batch in other:
+                model(batch).loss.backward()
+            """
+        ),
+        Quiet(
+            # Lightning adds the DistributedSampler itself
+            """
+            import lightning as L
+            from torch.nn.parallel import DistributedDataParallel
+            from torch.utils.data import DataLoader
+
+            class Data(L.LightningDataModule):
+                def train_dataloader(self):
+                    return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+            trainer = L.Trainer(strategy="ddp", devices=8)
+            trainer.fit(LitModel(), datamodule=Data())
+            """
+        ),
+        Quiet(
+            # an unknown dataset with no sign of being map-style, iterated by the training loop
+            """
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import DataLoader
+
+            model = DDP(model)
+            loader = DataLoader(build_dataset(cfg), batch_size=4)
+            for batch in loader:
+                model(batch).loss.backward()
+            """
+        ),
+        Quiet(
+            # the shuffled loader is the single-process branch
+            """
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler
+
+            def build(args, model, train_set):
+                if args.distributed:
+                    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
+                    loader = DataLoader(train_set, batch_size=32, sampler=DistributedSampler(train_set))
+                else:
+                    loader = DataLoader(train_set, batch_size=32, shuffle=True)
+                return model, loader
+            """
+        ),
+        Quiet(
+            # no DDP: a single-process script with a shuffled loader
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            model = torch.nn.DataParallel(model)
+            loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            for x, y in loader:
+                loss_fn(model(x), y).backward()
+            """
+        ),
+    )
+
+
+def _argument(call: CallEvent, keyword: str) -> tuple[cst.BaseExpression | None, Value]:
+    """The node and value passed for a DataLoader parameter, by keyword or position."""
+    arg = call.keyword(keyword)
+    if arg is not None:
+        return arg.value, call.kwargs.get(keyword, UNKNOWN)
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    position = _POSITIONS[keyword]
+    if position < len(positional):
+        return positional[position].value, call.args[position] if position < len(call.args) else UNKNOWN
+    return None, UNKNOWN
+
+
+def _describe_wrap(wrap: CallEvent) -> tuple[str, str]:
+    """How the message and the evidence name the data-parallel wrap."""
+    line = wrap.chunk.line_of(wrap.node)
+    if wrap.callee == "deepspeed.initialize":
+        return f"the model is a DeepSpeed engine (`deepspeed.initialize` on line {line})", "the model becomes a data-parallel DeepSpeed engine here"
+    wrapper = wrap.callee.rsplit(".", 1)[-1]
+    return f"the model is wrapped in `{wrapper}` on line {line}", f"the model is wrapped in {wrapper} here"
+
+
+def _built_per_mode(loader: CallEvent) -> bool:
+    """Built under ``if args.distributed:``/``else:`` — likely the single-process branch of a
+    script that builds a sharded loader in the other one."""
+    return any(
+        condition.test is not None and _MODE_WORDS.search(loader.chunk.code_for(condition.test))
+        for condition in loader.context.conditions
+    )
+
+
+def _class_mentions_rank(dataset: Value) -> bool:
+    """A local Dataset class that reads its rank (``dist.get_rank()``) picks its own share."""
+    info = dataset.detail
+    return isinstance(info, ClassInfo) and torchapi.mentions_rank(info.chunk.code_for(info.node))
+
+
+def _is_loader(value: Value, node: cst.Call) -> bool:
+    """Does this value come from the DataLoader call ``node`` (also through enumerate/zip)?"""
+    detail = value.detail
+    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
+        return _is_loader(detail[1], node)
+    if isinstance(detail, tuple) and detail and detail[0] == "zip":
+        return any(_is_loader(item, node) for item in detail[1])
+    return isinstance(detail, CallEvent) and detail.node is node
+
+
+def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str]]:
+    """Per scope (by id), the names that hold the loader: assignments, and parameters of local
+    functions it is passed to. Module-level names are shared by every scope (key 0)."""
+    names: dict[int, set[str]] = {}
+    for scope in module.all_scopes:
+        for event in scope.events:
+            if isinstance(event, AssignEvent) and _is_loader(event.value, node):
+                key = 0 if scope.function is None else id(scope)
+                names.setdefault(key, set()).update(event.targets)
+    for _ in range(3):  # a loader handed down through up to three helper calls
+        changed = False
+        for scope in module.all_scopes:
+            held = names.get(id(scope), set()) | names.get(0, set())
+            for call in scope.calls():
+                if call.function is None:
+                    continue
+                inner = call.function.analysis(module.summary)
+                if inner is None:
+                    continue
+                for parameter in _parameters_receiving(scope, call, node, held):
+                    if parameter not in names.setdefault(id(inner), set()):
+                        names[id(inner)].add(parameter)
+                        changed = True
+        if not changed:
+            break
+    return names
+
+
+def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call, held: set[str]) -> list[str]:
+    function = call.function.node
+    parameters = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if call.function.owner is not None and call.method is not None and parameters[:1] in (["self"], ["cls"]):
+        parameters = parameters[1:]
+    received = []
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    for index, arg in enumerate(call.arg_nodes):
+        if arg.star:
+            continue
+        value = scope.value_at(arg.value) or UNKNOWN
+        if not (_is_loader(value, node) or any(mentions(scope, arg.value, name) for name in held)):
+            continue
+        if arg.keyword is not None:
+            received.append(arg.keyword.value)
+        elif positional.index(arg) < len(parameters):
+            received.append(parameters[positional.index(arg)])
+    return received
+
+
+def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> bool:
+    """``accelerator.prepare(..., loader)`` / ``fabric.setup_dataloaders(loader)``: they add the sampler."""
+    for scope in module.all_scopes:
+        held = names.get(id(scope), set()) | names.get(0, set())
+        for call in scope.calls():
+            if call.method in _SHARDING_METHODS and (
+                any(_is_loader(value, node) for value in call.args)
+                or any(mentions(scope, arg.value, name) for arg in call.arg_nodes for name in held)
+            ):
+                return True
+    return False
+
+
+def _training_loops(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
+    """Loops that iterate the loader and run a backward each time round."""
+    found = []
+    for scope in module.all_scopes:
+        held = names.get(id(scope), set()) | names.get(0, set())
+        for loop in scope.loops:
+            iterates = _is_loader(loop.iterable, node) or (
+                isinstance(loop.node, cst.For) and any(mentions(scope, loop.node.iter, name) for name in held)
+            )
+            if not iterates:
+                continue
+            if any(is_backward(call) for call in calls_in(scope, loop)):
+                found.append((scope, loop))
+    return found
+
+
+def _strides_by_rank(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """``if step % world_size != rank: continue`` or ``batch[rank::world_size]`` inside the loop."""
+    stack = [loop.node.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.If) and "%" in scope.chunk.code_for(current.test) and torchapi.mentions_rank(
+            scope.chunk.code_for(current.test)
+        ):
+            return True
+        if isinstance(current, cst.Slice) and torchapi.mentions_rank(scope.chunk.code_for(current)):
+            return True
+        stack.extend(current.children)
+    return False

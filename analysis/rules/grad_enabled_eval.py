@@ -1,0 +1,691 @@
+"""An evaluation or inference pass runs the model with autograd on.
+
+`model.eval()` switches dropout and batch-norm to inference behaviour; it does not stop autograd.
+Without `torch.no_grad()` (or `inference_mode()`), every validation forward records the graph
+and keeps each layer's activations alive until the output is dropped: the pass needs the memory
+of a training step — evaluation at a larger batch size is where runs die of out-of-memory — and
+runs measurably slower, every epoch, for gradients nobody uses.
+
+How to fix: decorate the evaluation function with `@torch.no_grad()` (or
+`@torch.inference_mode()`), or wrap the validation loop in `with torch.no_grad():`. Leave grad
+on only where the evaluation needs gradients (adversarial attacks, saliency, test-time
+adaptation) — those call `backward`/`autograd.grad`, which keeps this rule quiet.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..context import _walk
+from ..flow import CallEvent, Loop, ScopeAnalysis, _short
+from ..model import Severity, TextEdit
+from ..names import dotted, last_part
+from ..patterns import backward_target, calls_in, is_backward, is_optimizer_step
+from ..values import MODEL
+from .base import Fires, Quiet, Rule
+
+# Words of a function name that mark an evaluation pass.
+_EVAL_NAME_WORDS = frozenset(
+    {"eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating", "val",
+     "valid", "test", "testing", "predict", "prediction", "inference"}
+)
+# Words of a loop's iterable that mark held-out data.
+_EVAL_DATA_WORDS = frozenset(
+    {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
+)
+# Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
+_NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
+
+
+class GradEnabledEval(Rule):
+    code = "TL102"
+    name = "grad-enabled-eval"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        module = ctx.module
+        if _TEST_FILE.search(module.path):
+            return
+        for scope in ctx.scopes:
+            if scope.function is not None and _is_eval_name(scope.function.name):
+                self._check_eval_function(ctx, scope)
+            else:
+                self._check_eval_loops(ctx, scope)
+
+    # ------------------------------------------------------------------ (a) evaluation functions
+    def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> None:
+        info = scope.function
+        node = info.node
+        if _framework_hook(ctx, info) or _pytest_function(node) or any(not _neutral(d, scope) for d in node.decorators):
+            return
+        calls = list(calls_in(scope, None))
+        eval_calls = [call for call in calls if _is_mode_switch(call) and _mode(call) == "eval"]
+        switched = {_switched_model(call) for call in eval_calls}
+        forwards = [call for call in calls if _is_model_forward(call, switched) and call.context.grad_off is None]
+        if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
+            return
+        if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
+            return  # a model's own method: its caller decides the grad mode
+        sites = _call_sites(ctx.module, info)
+        if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
+            return
+        if _output_backwarded(ctx.module, forwards, scope.return_value.roots) or _grad_disabled_globally(ctx.module):
+            return
+        forward = forwards[0]
+        evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
+        if eval_calls:
+            evidence.append(((eval_calls[0].chunk, eval_calls[0].node), f"`{_text(eval_calls[0])}` does not turn autograd off"))
+        evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
+        called = f"; it is called on line {sites[0].chunk.line_of(sites[0].node)} with grad enabled" if sites else ""
+        message = (
+            f"`{info.qualified_name}()` looks like an evaluation pass but runs `{_text(forward)}` with autograd on: "
+            f"no `no_grad()`/`inference_mode()` and no backward or optimizer step{called}. Each forward keeps its "
+            "activations for a graph nobody uses: training-step memory and extra time on every evaluation"
+        )
+        ctx.report(
+            node.name, message, evidence=evidence,
+            help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
+            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)]),
+        )
+
+    # ------------------------------------------------------------------ (b) validation loops
+    def _check_eval_loops(self, ctx, scope: ScopeAnalysis) -> None:
+        candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text)]
+        if not candidates or scope.function is not None and (
+            _framework_hook(ctx, scope.function)
+            or any(site.context.grad_off is not None for site in _call_sites(ctx.module, scope.function))
+        ):
+            return
+        reported: list[Loop] = []
+        for loop in candidates:
+            if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop):
+                reported.append(loop)
+
+    def _check_loop(self, ctx, scope: ScopeAnalysis, loop: Loop) -> bool:
+        inside = [event for event in scope.events if loop in event.context.loops]
+        if not inside or any(event.context.grad_off is not None for event in inside):
+            return False
+        mode = _mode_before(ctx.module, scope, loop, inside[0])
+        if mode is None or _mode(mode) != "eval":
+            return False
+        calls = list(calls_in(scope, loop))
+        forwards = [call for call in calls if _is_model_forward(call, {_switched_model(mode)}) and call.context.grad_off is None]
+        if not forwards or _trains(calls) or _disables_grad(scope, list(scope.calls())):
+            return False
+        if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
+            return False
+        forward = forwards[0]
+        header = _short(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
+        message = (
+            f"the loop over `{header}` runs `{_text(forward)}` after `{_text(mode)}` with autograd on and no "
+            "backward: `eval()` does not turn autograd off, so every batch records a graph and keeps its "
+            "activations — training-step memory and extra time on every validation pass"
+        )
+        evidence = [
+            ((mode.chunk, mode.node), f"`{_text(mode)}` switches layers to inference, not autograd"),
+            ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+        ]
+        no_grad = ctx.name_for("torch.no_grad")
+        edit = ctx.indent_block(loop.node, f"with {no_grad}()") if no_grad else None
+        ctx.report(
+            loop.node.iter if isinstance(loop.node, cst.For) else loop.node.test, message, evidence=evidence,
+            help="wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
+            fix=ctx.fix("wrap the loop in torch.no_grad()", [edit]),
+        )
+        return True
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            def validate(model, loader, criterion):
+                model.eval()
+                total, correct = 0.0, 0
+                for x, y in loader:
+                    out = model(x.cuda())
+                    total += criterion(out, y.cuda()).item()
+                    correct += (out.argmax(1) == y.cuda()).sum().item()
+                return total / len(loader), correct
+
+            def train_one_epoch(model, loader, criterion, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x.cuda()), y.cuda()).backward()
+                    optimizer.step()
+
+            model = nn.Linear(10, 2).cuda()
+            criterion = nn.CrossEntropyLoss()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                train_one_epoch(model, train_loader, criterion, optimizer)
+                val_loss, val_correct = validate(model, val_loader, criterion)
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            @torch.no_grad()
+            def validate(model, loader, criterion):
+                model.eval()
+                total, correct = 0.0, 0
+                for x, y in loader:
+                    out = model(x.cuda())
+                    total += criterion(out, y.cuda()).item()
+                    correct += (out.argmax(1) == y.cuda()).sum().item()
+                return total / len(loader), correct
+
+            def train_one_epoch(model, loader, criterion, optimizer):
+                model.train()
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x.cuda()), y.cuda()).backward()
+                    optimizer.step()
+
+            model = nn.Linear(10, 2).cuda()
+            criterion = nn.CrossEntropyLoss()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                train_one_epoch(model, train_loader, criterion, optimizer)
+                val_loss, val_correct = validate(model, val_loader, criterion)
+            """,
+        ),
+        Fires(
+            """
+            import torch
+
+            class Trainer:
+                def __init__(self, model, val_loader):
+                    self.model = model
+                    self.val_loader = val_loader
+
+                def evaluate(self):
+                    self.model.eval()
+                    preds = []
+                    for batch in self.val_loader:
+                        preds.append(self.model(batch["x"]).argmax(-1).cpu())
+                    return torch.cat(preds)
+            """,
+            fixed="""
+            import torch
+
+            class Trainer:
+                def __init__(self, model, val_loader):
+                    self.model = model
+                    self.val_loader = val_loader
+
+                @torch.no_grad()
+                def evaluate(self):
+                    self.model.eval()
+                    preds = []
+                    for batch in self.val_loader:
+                        preds.append(self.model(batch["x"]).argmax(-1).cpu())
+                    return torch.cat(preds)
+            """,
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def test(model, device, test_loader):
+                model.eval()
+                test_loss = 0
+                for data, target in test_loader:
+                    data, target = data.to(device), target.to(device)
+                    output = model(data)
+                    test_loss += F.nll_loss(output, target, reduction="sum").item()
+                print(test_loss / len(test_loader.dataset))
+            """,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            @torch.no_grad()
+            def test(model, device, test_loader):
+                model.eval()
+                test_loss = 0
+                for data, target in test_loader:
+                    data, target = data.to(device), target.to(device)
+                    output = model(data)
+                    test_loss += F.nll_loss(output, target, reduction="sum").item()
+                print(test_loss / len(test_loader.dataset))
+            """,
+        ),
+        Fires(
+            """
+            import torch
+
+            def train(model, ema, train_loader, val_loader, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        loss = criterion(model(x), y)
+                        loss.backward()
+                        optimizer.step()
+                        with torch.no_grad():
+                            ema.update_parameters(model)
+                    model.eval()
+                    val_loss = 0.0
+                    for x, y in val_loader:
+                        val_loss += criterion(model(x), y).item()
+                    print(epoch, val_loss)
+            """,
+            fixed="""
+            import torch
+
+            def train(model, ema, train_loader, val_loader, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    model.train()
+                    for x, y in train_loader:
+                        optimizer.zero_grad()
+                        loss = criterion(model(x), y)
+                        loss.backward()
+                        optimizer.step()
+                        with torch.no_grad():
+                            ema.update_parameters(model)
+                    model.eval()
+                    val_loss = 0.0
+                    with torch.no_grad():
+                        for x, y in val_loader:
+                            val_loss += criterion(model(x), y).item()
+                    print(epoch, val_loss)
+            """,
+        ),
+        Fires(
+            """
+            import torch
+            from torchvision.models import resnet50
+
+            model = resnet50().cuda()
+            model.eval()
+            correct = 0
+            for images, labels in test_dataloader:
+                logits = model(images.cuda())
+                correct += (logits.argmax(1) == labels.cuda()).sum().item()
+            print(correct)
+            """,
+            fixed="""
+            import torch
+            from torchvision.models import resnet50
+
+            model = resnet50().cuda()
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for images, labels in test_dataloader:
+                    logits = model(images.cuda())
+                    correct += (logits.argmax(1) == labels.cuda()).sum().item()
+            print(correct)
+            """,
+        ),
+        Fires(
+            """
+            from transformers import AutoModelForSequenceClassification
+
+            model = AutoModelForSequenceClassification.from_pretrained("distilbert-base-uncased")
+
+            def run_inference(batches):
+                model.eval()
+                return [model(**batch).logits.argmax(-1).tolist() for batch in batches]
+            """,
+        ),
+        Fires(
+            """
+            from torch import no_grad
+
+            def val_epoch(net, loader, loss_fn):
+                net.eval()
+                losses = []
+                for inputs, targets in loader:
+                    losses.append(loss_fn(net(inputs), targets).item())
+                return sum(losses) / len(losses)
+            """,
+            fixed="""
+            from torch import no_grad
+
+            @no_grad()
+            def val_epoch(net, loader, loss_fn):
+                net.eval()
+                losses = []
+                for inputs, targets in loader:
+                    losses.append(loss_fn(net(inputs), targets).item())
+                return sum(losses) / len(losses)
+            """,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(  # decorated
+            """
+            import torch
+
+            @torch.no_grad()
+            def evaluate(model, loader):
+                model.eval()
+                return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+            """
+        ),
+        Quiet(  # the only call site is already under no_grad
+            """
+            import torch
+
+            def validate(model, loader, criterion):
+                model.eval()
+                return sum(criterion(model(x), y).item() for x, y in loader)
+
+            for epoch in range(10):
+                train(model)
+                with torch.no_grad():
+                    val = validate(model, val_loader, criterion)
+            """
+        ),
+        Quiet(  # adversarial evaluation needs input gradients
+            """
+            import torch.nn.functional as F
+
+            def evaluate_fgsm(model, test_loader, eps):
+                model.eval()
+                correct = 0
+                for data, target in test_loader:
+                    data.requires_grad = True
+                    loss = F.cross_entropy(model(data), target)
+                    model.zero_grad()
+                    loss.backward()
+                    adv = data + eps * data.grad.sign()
+                    correct += (model(adv).argmax(1) == target).sum().item()
+                return correct
+            """
+        ),
+        Quiet(  # Hugging Face generate() turns grad off itself
+            """
+            def predict(model, tokenizer, prompts):
+                model.eval()
+                inputs = tokenizer(prompts, return_tensors="pt", padding=True)
+                out = model.generate(**inputs, max_new_tokens=32)
+                return tokenizer.batch_decode(out, skip_special_tokens=True)
+            """
+        ),
+        Quiet(  # "test" only inside a longer word
+            """
+            import torch
+
+            def warmup_latest(model, path):
+                model.load_state_dict(torch.load(path))
+                model.eval()
+                return model(torch.zeros(1, 3, 224, 224))
+            """
+        ),
+        Quiet(  # set_grad_enabled by phase, as in the transfer-learning tutorial
+            """
+            import torch
+
+            for phase in ["train", "val"]:
+                model.train() if phase == "train" else model.eval()
+                for inputs, labels in dataloaders[phase]:
+                    with torch.set_grad_enabled(phase == "train"):
+                        outputs = model(inputs)
+                        loss = criterion(outputs, labels)
+                        if phase == "train":
+                            loss.backward()
+                            optimizer.step()
+            """
+        ),
+        Quiet(  # test-time adaptation trains on the test stream
+            """
+            import torch
+
+            model.eval()
+            for x, _ in test_loader:
+                loss = entropy(model(x)).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            """
+        ),
+        Quiet(  # an eval-named helper whose output is trained on
+            """
+            import torch.nn as nn
+
+            criterion = nn.CrossEntropyLoss()
+
+            def predict_logits(model, x):
+                return model(x)
+
+            for x, y in train_loader:
+                loss = criterion(predict_logits(model, x), y)
+                loss.backward()
+                optimizer.step()
+            """
+        ),
+        Quiet(  # Lightning runs validation_step under no_grad
+            """
+            import lightning as L
+            import torch.nn.functional as F
+
+            class LitModel(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def validation_step(self, batch, batch_idx):
+                    x, y = batch
+                    self.log("val_loss", F.cross_entropy(self.net(x), y))
+            """
+        ),
+        Quiet(  # a pytest unit test of the model
+            """
+            import torch
+            import torch.nn as nn
+
+            def test_forward_shape():
+                model = nn.Linear(8, 4)
+                model.eval()
+                out = model(torch.zeros(2, 8))
+                assert out.shape == (2, 4)
+            """
+        ),
+    )
+
+
+# ---------------------------------------------------------------------- helpers
+def _words(text: str) -> set[str]:
+    return {word.lower() for word in _WORD.findall(text)}
+
+
+def _is_eval_name(name: str) -> bool:
+    return bool(_words(name) & _EVAL_NAME_WORDS)
+
+
+def _is_eval_data(iterable_text: str) -> bool:
+    return bool(_words(iterable_text) & _EVAL_DATA_WORDS)
+
+
+def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
+    """A forward of a known model, or a call of something that was switched to ``eval()`` (so a module)."""
+    receiver = call.receiver
+    if receiver is not None and MODEL in receiver.tags:
+        return call.method is None or call.method == "forward"
+    return call.method is None and (call.receiver_key or call.callee) in switched - {None}
+
+
+def _trains(calls: list[CallEvent]) -> bool:
+    return any(is_backward(call) or is_optimizer_step(call) for call in calls)
+
+
+def _grad_off_anywhere(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
+    """The function disables grad somewhere (a block, a decorator, a call): its author chose where."""
+    return any(event.context.grad_off is not None for event in scope.events) or _disables_grad(scope, calls)
+
+
+def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
+    """Grad turned off (or frozen) by a call rather than a with-block: ``set_grad_enabled(False)``, ``requires_grad_(False)``."""
+    for call in calls:
+        if call.callee is not None and last_part(call.callee) == "set_grad_enabled" and not _is_with_item(call):
+            return True
+        if call.method == "requires_grad_" and call.arg_nodes and _is_false(call.arg_nodes[0].value):
+            return True
+    return any(
+        target.endswith(".requires_grad") and _is_false(event.value_node)
+        for event in scope.events
+        for target in getattr(event, "targets", ())
+    )
+
+
+def _is_with_item(call: CallEvent) -> bool:
+    """``with torch.set_grad_enabled(...):`` (already seen as the block's context), not a bare call."""
+    scope = call.scope
+    root = scope.function.node if scope.function is not None else scope.chunk.module
+    return any(
+        item.item is call.node for node in _walk(root) if isinstance(node, cst.With) for item in node.items
+    )
+
+
+def _is_false(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def _grad_disabled_globally(module) -> bool:
+    """An inference script that turns grad off for the whole process at module level."""
+    return any(
+        call.callee is not None and last_part(call.callee) == "set_grad_enabled" and call.scope.function is None
+        and call.context.grad_off is None and not call.context.loops
+        for call in module.all_calls()
+    )
+
+
+def _framework_hook(ctx, info) -> bool:
+    """A method the framework calls under no_grad: LightningModule steps, Trainer overrides."""
+    owner = info.owner
+    if owner is None:
+        return False
+    if ctx.summary.class_kind(owner) == "lightning":
+        return True
+    return any(
+        ctx.summary.canonical(base).startswith(("transformers.", "trl.")) and last_part(base).endswith("Trainer")
+        for base in owner.bases
+    )
+
+
+def _pytest_function(node: cst.FunctionDef) -> bool:
+    if not node.name.value.startswith("test_"):
+        return False
+    return any(isinstance(inner, cst.Assert) for inner in _walk(node))
+
+
+def _neutral(decorator: cst.Decorator, scope: ScopeAnalysis) -> bool:
+    expression = decorator.decorator
+    name = dotted(expression.func if isinstance(expression, cst.Call) else expression)
+    return name is not None and scope.canonical(name) in _NEUTRAL_DECORATORS
+
+
+def _call_sites(module, info) -> list[CallEvent]:
+    """Where the function is called in this module (by identity, or by name for methods)."""
+    return [
+        call for call in module.all_calls()
+        if call.function is info
+        or (info.owner is not None and call.method == info.name and call.function is None)
+    ]
+
+
+def _passed_around(module, info) -> bool:
+    """The function is referenced without being called (a callback, a registry): its caller is unknown."""
+    name = info.name
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        excluded: set[int] = set()
+        for node in _walk(chunk.module):
+            if isinstance(node, cst.Call):
+                excluded.add(id(node.func))
+                if isinstance(node.func, cst.Attribute):
+                    excluded.add(id(node.func.attr))
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                excluded.add(id(node.name))
+            elif isinstance(node, cst.Param):
+                excluded.add(id(node.name))
+            elif isinstance(node, cst.Arg) and node.keyword is not None:
+                excluded.add(id(node.keyword))
+            elif isinstance(node, (cst.Import, cst.ImportFrom)):
+                excluded.update(id(inner) for inner in _walk(node))
+            elif isinstance(node, cst.Attribute):
+                self_reference = isinstance(node.value, cst.Name) and node.value.value in {"self", "cls"}
+                if not self_reference:
+                    excluded.add(id(node.attr))
+        for node in _walk(chunk.module):
+            if isinstance(node, cst.Name) and node.value == name and id(node) not in excluded:
+                return True
+    return False
+
+
+def _output_backwarded(module, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
+    """A backward somewhere runs through these forwards (or what the function returns)."""
+    roots = returned_roots | {call.node for call in forwards}
+    return any(backward_target(call).roots & roots for call in module.backward_calls)
+
+
+def _mode_before(module, scope: ScopeAnalysis, loop: Loop, first_inside) -> CallEvent | None:
+    """The last ``x.train()``/``x.eval()`` before the loop's body starts (in earlier top-level
+    statements too, for module-level code), else the first one inside the loop."""
+    earlier = []
+    if scope.function is None:
+        for chunk in module.chunks[: scope.chunk.index]:
+            earlier.extend(event for other in module.scopes_of(chunk) if other.function is None for event in other.events)
+    mode = None
+    for event in [*earlier, *scope.events]:
+        if event is first_inside:
+            break
+        if _is_mode_switch(event):
+            mode = event
+    if mode is None:
+        for event in scope.events:
+            if loop in event.context.loops and _is_mode_switch(event):
+                return event
+    return mode
+
+
+def _is_mode_switch(event) -> bool:
+    """``model.eval()``, ``model.train()``, ``model.train(False)`` (the model may be an unbound global)."""
+    if not isinstance(event, CallEvent) or event.method not in {"train", "eval"} or len(event.arg_nodes) > 1:
+        return False
+    if event.callee is not None:
+        return "." in event.callee and not event.callee.startswith("torch.")
+    return event.receiver is not None
+
+
+def _mode(event: CallEvent) -> str:
+    if event.method == "train" and event.arg_nodes and _is_false(event.arg_nodes[0].value):
+        return "eval"
+    return event.method
+
+
+def _switched_model(event: CallEvent) -> str | None:
+    """The dotted name of what a mode switch was called on."""
+    if event.callee is not None:
+        return event.callee.rpartition(".")[0]
+    return event.receiver_key
+
+
+def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
+    if node.asynchronous is not None:
+        return None  # torch.no_grad() as a decorator does not cover a coroutine's body
+    spelled = ctx.name_for("torch.no_grad")
+    if spelled is None:
+        return None
+    line = ctx.chunk.range_of(node.name)[0]
+    text = ctx.module.lines[line - 1]
+    indent = text[: len(text) - len(text.lstrip())]
+    column = len(indent) + 1
+    return TextEdit(line, column, line, column, f"@{spelled}()\n{indent}")
+
+
+def _text(call: CallEvent) -> str:
+    return _short(call.chunk, call.node)

@@ -1,0 +1,494 @@
+"""The same data is copied to the GPU on every iteration of a hot loop although it never changes.
+
+Why it costs money: `w.to(device)` on a CPU tensor allocates GPU memory and copies the data
+each time it runs, and `torch.tensor([...]).cuda()` also builds the tensor on the host first;
+inside the training or evaluation loop that is one extra host-to-device copy (and a sync
+point for pageable memory) per step, for a result that is the same every time.
+`model.to(device)` inside the loop walks every parameter and buffer each step and moves
+nothing after the first.
+
+How to fix: do the transfer once, above the loop (`class_weights = class_weights.to(device)`),
+or create constants on the device directly (`torch.tensor([...], device=device)`), and use
+the moved tensor inside the loop. Hoisting is a manual change: check the tensor is not
+modified in place inside the loop first.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from ..flow import CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
+from ..model import Severity
+from ..names import dotted, last_part
+from ..patterns import is_backward, loops_running
+from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
+from .base import Fires, Quiet, Rule
+
+# Factories whose result depends only on their arguments (random ones differ every call).
+_DETERMINISTIC_FACTORIES = frozenset(
+    {"tensor", "as_tensor", "zeros", "ones", "full", "arange", "linspace", "logspace", "eye", "Tensor", "FloatTensor", "LongTensor"}
+)
+
+
+class RedundantTransfer(Rule):
+    code = "TL303"
+    name = "redundant-transfer"
+    severity = Severity.WARNING
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            hot = _hot_loops(scope)
+            if not hot:
+                continue
+            changed: dict[Loop, set[str]] = {}
+            for call in scope.calls():
+                if call.method not in {"to", "cuda"} or transfer_destination(call) != "device":
+                    continue
+                loop = next((l for l in reversed(call.context.loops) if l in hot), None)
+                if loop is None:
+                    continue
+                if loop not in changed:
+                    changed[loop] = _changed_in(scope, loop)
+                self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
+
+    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: str, changed: set[str]) -> None:
+        receiver = call.receiver
+        receiver_node = call.node.func.value
+        transfer = _short(scope.chunk.code_for(call.node))
+        loop_evidence = ((scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot}")
+        if receiver is None:
+            return
+        key = call.receiver_key
+        if MODEL in receiver.tags:
+            if key is None or _mentions_changed(key, changed) or call.context.conditions_inside(loop):
+                return
+            if _moved_back(scope, loop, key):
+                return  # swapped between host and device on purpose (offloading)
+            message = (
+                f"`{transfer}` runs on every iteration of the loop{_over(loop)}: `{key}` is moved in place, so after "
+                "the first iteration this only walks all its parameters and buffers again"
+            )
+            evidence = [(receiver.site, f"`{key}` is a model: {receiver.note or 'an nn.Module'}"), loop_evidence]
+            ctx.report(call.node, message, evidence=evidence, help=f"move `{key}` to the device once, before the loop")
+            return
+        passed = _tensor_parameter(ctx, scope, key) if not receiver.tags and key is not None else None
+        if passed is None and (not receiver.tags & {TENSOR, GRAPH} or ON_DEVICE in receiver.tags):
+            return  # of unknown type, or already on the device (then the call copies nothing)
+        if key is not None:
+            if _mentions_changed(key, changed):
+                return
+            if passed is not None:
+                why = f"is a parameter that every call fills with a host tensor (line {passed.chunk.line_of(passed.node)})"
+                evidence = [((passed.chunk, passed.node), f"passes a tensor for `{key}`")]
+            else:
+                origin = f" ({receiver.note})" if receiver.note else ""
+                why = f"{origin} is bound before the loop"
+                evidence = [(receiver.site, f"`{key}` is bound here, outside the loop")]
+            message = (
+                f"`{transfer}` copies `{key}` to the device on every iteration of the loop{_over(loop)}, but `{key}` "
+                f"{why.lstrip()} and never changes in it"
+            )
+            evidence.append(loop_evidence)
+            ctx.report(call.node, message, evidence=evidence, help=f"hoist it: `{key} = {key}{_transfer_suffix(scope, call)}` once above the loop, then use `{key}`")
+            return
+        factory = _constant_factory(scope, receiver_node)
+        if factory is None or CONSTANT not in receiver.tags or _names(receiver_node) & changed:
+            return
+        message = (
+            f"`{transfer}` builds the same constant tensor on the host and copies it to the device on every "
+            f"iteration of the loop{_over(loop)}"
+        )
+        evidence = [((scope.chunk, factory), "built from constants only"), loop_evidence]
+        ctx.report(
+            call.node, message, evidence=evidence,
+            help="create it once above the loop, directly on the device: `torch.tensor([...], device=device)`",
+        )
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            device = torch.device("cuda")
+            class_weights = torch.tensor([0.2, 0.3, 0.5])
+            for x, y in train_loader:
+                x, y = x.to(device), y.to(device)
+                loss = F.cross_entropy(model(x), y, weight=class_weights.to(device))
+                loss.backward()
+                optimizer.step()
+            """
+        ),
+        Fires(
+            """
+            import torch
+
+            for images, labels in loader:
+                images = images.cuda()
+                mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1).cuda()
+                outputs = model(images - mean)
+                loss = criterion(outputs, labels.cuda())
+                loss.backward()
+            """
+        ),
+        Fires(
+            """
+            import torch
+            from torchvision.models import resnet50
+
+            model = resnet50()
+            device = "cuda"
+            for x, y in loader:
+                model.to(device)
+                loss = criterion(model(x.to(device)), y.to(device))
+                loss.backward()
+                optimizer.step()
+            """
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+                    self.pos_weight = torch.full((10,), 3.0)
+                    self.criterion = nn.BCEWithLogitsLoss()
+
+                def run(self, loader, device):
+                    for x, y in loader:
+                        logits = self.model(x.to(device))
+                        weight = self.pos_weight.to(device)
+                        loss = (self.criterion(logits, y.to(device)) * weight).mean()
+                        loss.backward()
+            """
+        ),
+        Fires(
+            """
+            import torch
+
+            std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+            @torch.no_grad()
+            def evaluate(model, val_loader, device):
+                correct = 0
+                for x, y in val_loader:
+                    x = x.to(device) / std.to(device)
+                    correct += (model(x).argmax(1) == y.to(device)).sum().item()
+                return correct
+            """
+        ),
+        Fires(
+            """
+            import numpy as np
+            import torch
+
+            anchors = torch.as_tensor(np.load("anchors.npy"))
+            model = Detector()
+            for step, batch in enumerate(train_loader):
+                images = batch["images"].cuda(non_blocking=True)
+                preds = model(images)
+                loss = detection_loss(preds, batch["boxes"].cuda(), anchors.cuda())
+                loss.backward()
+            """,
+        ),
+        Fires(
+            """
+            import torch
+
+            def train(model, loader, device):
+                scale = torch.full((1,), 0.5)
+                for x, y in loader:
+                    for t in range(4):
+                        out = model(x.to(device), scale.to(device, non_blocking=True))
+                        out.sum().backward()
+            """,
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def class_weights(labels, num_classes):
+                counts = torch.bincount(torch.tensor(labels), minlength=num_classes)
+                return counts.sum() / (num_classes * counts.clamp(min=1).float())
+
+            def train_one_epoch(model, loader, optimizer, weights, device):
+                for tokens, labels in loader:
+                    logits = model(tokens.to(device))
+                    loss = F.cross_entropy(logits, labels.to(device), weight=weights.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+            def main(model, loader, optimizer, labels):
+                device = torch.device("cuda")
+                weights = class_weights(labels, 10)
+                for epoch in range(5):
+                    train_one_epoch(model, loader, optimizer, weights, device)
+            """,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(
+            """
+            import torch
+
+            device = torch.device("cuda")
+            class_weights = torch.tensor([0.2, 0.8])
+            for x, y in train_loader:
+                class_weights = class_weights.to(device)
+                loss = criterion(model(x.to(device)), y.to(device)) * class_weights[y.to(device)]
+                loss.mean().backward()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            device = torch.device("cuda")
+            for batch in loader:
+                batch = {k: v.to(device) for k, v in batch.items()}
+                inputs, labels = batch["input_ids"], batch["labels"]
+                loss = model(inputs.to(device), labels=labels.to(device)).loss
+                loss.backward()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            for epoch in range(10):
+                model.to(device)
+                train_one_epoch(model, loader)
+                model.cpu()
+                torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            def step_all(models, x, device):
+                for model in models:
+                    model.to(device)
+                    model(x).sum().backward()
+                    model.cpu()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            running = torch.zeros(3)
+            for x, y in loader:
+                out = model(x.cuda())
+                running.mul_(0.9).add_(out.detach().cpu().mean(0))
+                target = running.cuda()
+                loss = criterion(out, target)
+                loss.backward()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            device = torch.device("cuda")
+            weights = torch.tensor([1.0, 2.0]).to(device)
+            for x, y in loader:
+                loss = criterion(model(x.to(device)), y.to(device), weights.to(device))
+                noise = torch.randn(4).to(device)
+                half = features.to(torch.float16)
+                loss.backward()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            def train_one_epoch(model, loader, weights, device):
+                for x, y in loader:
+                    loss = criterion(model(x.to(device)), y.to(device)) * weights.to(device)
+                    loss.mean().backward()
+
+            def main(model, loader, device):
+                train_one_epoch(model, loader, torch.ones(4).to(device), device)
+                train_one_epoch(model, loader, weights=load_weights(), device=device)
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            cache = torch.tensor([1.0, 2.0])
+            weights = torch.tensor([0.5, 0.5])
+            for line in open("log.txt"):
+                moved = cache.cuda()
+                print(line, weights.cuda())
+            """
+        ),
+        Quiet(
+            """
+            import torch
+            from torchvision.models import resnet18
+
+            teacher = resnet18(weights="DEFAULT")
+            for x, y in loader:
+                teacher.to("cuda")
+                with torch.no_grad():
+                    soft = teacher(x.cuda())
+                teacher.to("cpu")
+                loss = kd_loss(student(x.cuda()), soft)
+                loss.backward()
+            """
+        ),
+    )
+
+
+def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
+    """For a parameter the function never rebinds: a call site, when every call in the module passes a
+    tensor that is not yet on the device for it."""
+    if scope.function is None or name not in scope.params or name in set(_bound_names(scope.function.node)):
+        return None
+    passed = ctx.module.arguments_for(scope.function, name)
+    if not passed or any(not value.tags & {TENSOR, GRAPH} or value.tags & {MODEL, ON_DEVICE} for _, value in passed):
+        return None
+    return passed[0][0]
+
+
+def _hot_loops(scope: ScopeAnalysis) -> dict[Loop, str]:
+    """Loops that run per batch, with the reason: they iterate a loader, or call the model or backward."""
+    hot: dict[Loop, str] = {}
+    for loop in scope.loops:
+        if _iterates_loader(scope, loop):
+            hot[loop] = "it iterates a DataLoader"
+    for loop, call in loops_running(scope, lambda c: is_backward(c) or _is_model_call(c)).items():
+        what = "backward" if is_backward(call) else "the model"
+        hot.setdefault(loop, f"{what} runs every iteration (line {call.chunk.line_of(call.node)})")
+    return hot
+
+
+def _iterates_loader(scope: ScopeAnalysis, loop: Loop) -> bool:
+    if LOADER in loop.iterable.tags:
+        return True
+    iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
+    if isinstance(iterable, cst.Call):  # tqdm(loader), a wrapper around the loader
+        values = (scope.value_at(arg.value) for arg in iterable.args)
+        return any(value is not None and LOADER in value.tags for value in values)
+    return False
+
+
+def _is_model_call(call: CallEvent) -> bool:
+    receiver = call.receiver
+    if receiver is None or MODEL not in receiver.tags:
+        return False
+    return call.method is None or call.method in {"forward", "generate"}
+
+
+def _changed_in(scope: ScopeAnalysis, loop: Loop) -> set[str]:
+    """Dotted names the loop rebinds, stores into, or modifies in place (`w.mul_(...)`, `w[i] = v`)."""
+    changed = set(_bound_names(loop.node))
+    for event in scope.events:
+        if loop not in event.context.loops:
+            continue
+        if isinstance(event, StoreEvent):
+            changed.add(event.container)
+        elif isinstance(event, CallEvent) and event.receiver_key and event.method and _in_place(event.method):
+            changed.add(event.receiver_key)
+    return changed
+
+
+def _in_place(method: str) -> bool:
+    return method.endswith("_") and not method.startswith("_")
+
+
+def _bound_names(root: cst.CSTNode) -> Iterator[str]:
+    """Every dotted target bound anywhere under ``root`` (not inside nested functions or classes)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root:
+            continue
+        targets: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Assign):
+            targets = [target.target for target in node.targets]
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.CompFor)):
+            targets = [node.target]
+        elif isinstance(node, cst.AsName):
+            targets = [node.name]
+        elif isinstance(node, cst.Del):
+            targets = [node.target]
+        for target in targets:
+            yield from _target_keys(target)
+        stack.extend(node.children)
+
+
+def _target_keys(target: cst.BaseExpression) -> Iterator[str]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _target_keys(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _target_keys(target.value)
+    else:
+        key = dotted(target)
+        if key is not None:
+            yield key
+
+
+def _mentions_changed(key: str, changed: set[str]) -> bool:
+    """``self.w`` changes when ``self.w`` or ``self`` is rebound, or ``self.w.data`` is written."""
+    parts = key.split(".")
+    prefixes = {".".join(parts[: index + 1]) for index in range(len(parts))}
+    return bool(prefixes & changed) or any(name.startswith(key + ".") for name in changed)
+
+
+def _moved_back(scope: ScopeAnalysis, loop: Loop, key: str) -> bool:
+    return any(
+        call.receiver_key == key and loop in call.context.loops and transfer_destination(call) == "host"
+        for call in scope.calls()
+    )
+
+
+def _constant_factory(scope: ScopeAnalysis, expression: cst.BaseExpression) -> cst.Call | None:
+    """The deterministic torch factory call at the root of a method chain (`torch.tensor([...]).view(...)`)."""
+    node = expression
+    while isinstance(node, cst.Call):
+        name = dotted(node.func)
+        if name is not None:
+            canonical = scope.canonical(name)
+            if canonical.startswith("torch.") and last_part(canonical) in _DETERMINISTIC_FACTORIES:
+                return node
+        if not isinstance(node.func, cst.Attribute):
+            return None
+        node = node.func.value
+    return None
+
+
+def _names(expression: cst.BaseExpression) -> set[str]:
+    found: set[str] = set()
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        stack.extend(node.children)
+    return found
+
+
+def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
+    """`.to(device)` of `w.to(device)`, as written."""
+    whole = scope.chunk.code_for(call.node)
+    return " ".join(whole[len(scope.chunk.code_for(call.node.func.value)) :].split())
+
+
+def _over(loop: Loop) -> str:
+    return f" over `{_short(loop.iterable_text)}`" if not loop.is_while else ""
+
+
+def _short(text: str, limit: int = 48) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,459 @@
+"""A classification loss gets the wrong kind of input: probabilities into cross-entropy, logits into NLL.
+
+`nn.CrossEntropyLoss` and `F.cross_entropy` take raw logits and apply log-softmax themselves.
+Feeding them `softmax` output applies softmax twice: the "probabilities" the loss sees are
+squashed into a narrow band, the gradients shrink towards zero, and the model trains far slower
+or plateaus at a worse accuracy — with no error, just a wasted run. `nn.NLLLoss`/`F.nll_loss`
+take log-probabilities: given raw logits it rewards pushing one score to infinity, given
+probabilities it optimises `-p` instead of `-log p`. (`log_softmax` into cross-entropy is
+harmless, since log-softmax of log-probabilities changes nothing, and is reported as a note.)
+
+How to fix: give cross-entropy the logits — drop the `softmax` (or the final `nn.Softmax`
+layer) and apply softmax only where you need probabilities (metrics, inference). For NLL, end
+the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on logits.
+"""
+
+from __future__ import annotations
+
+from ..flow import _short
+from ..activations import KIND_WORDS, LossCall, loss_calls, loss_origin, remove_activation, rename_activation
+from ..model import Severity
+from ..torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
+from ..values import LOG_PROBS, LOGITS, PROBS
+from .base import Fires, Quiet, Rule
+
+_CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
+
+
+class SoftmaxBeforeCrossEntropy(Rule):
+    code = "TL202"
+    name = "softmax-before-cross-entropy"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            for loss in loss_calls(ctx.module, scope, _CLASSIFICATION_LOSSES):
+                kind = loss.kind
+                if loss.loss in LOSSES_WANTING_LOGITS and kind in {PROBS, LOG_PROBS}:
+                    self._report_cross_entropy(ctx, loss, kind)
+                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {PROBS, LOGITS}:
+                    self._report_nll(ctx, loss, kind)
+
+    def _report_cross_entropy(self, ctx, loss: LossCall, kind: str) -> None:
+        origin = loss_origin(ctx.module, loss)
+        edits = remove_activation(ctx, loss, origin)
+        given = _given(loss)
+        if kind == PROBS:
+            message = (
+                f"{given} gets softmax probabilities from {origin.description}, but {loss.loss} applies "
+                "log-softmax itself: softmax runs twice, the gradients shrink and training stalls or "
+                "converges to a worse model"
+            )
+            severity, help = Severity.ERROR, "pass the logits; apply softmax only for metrics or inference"
+            fix = ctx.fix("remove the softmax so the loss gets logits", edits or ())
+        else:
+            message = (
+                f"{given} gets log-probabilities from {origin.description}; {loss.loss} applies "
+                "log-softmax itself, and log-softmax of log-probabilities changes nothing, so computing "
+                "them first is redundant (the result is the same)"
+            )
+            severity, help = Severity.NOTE, "pass the logits and drop the `log_softmax` (harmless, but redundant work)"
+            fix = ctx.fix("remove the redundant log_softmax", edits or ())
+        ctx.report(loss.event.node, message, evidence=_evidence(loss, origin), severity=severity, help=help, fix=fix)
+
+    def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
+        origin = loss_origin(ctx.module, loss)
+        given = _given(loss)
+        if kind == PROBS:
+            consequence = "it minimises `-p` instead of `-log p`, a weak signal that barely penalises confident mistakes"
+            fix = ctx.fix(
+                "compute log-probabilities instead of probabilities",
+                rename_activation(ctx, loss, origin, "log_softmax", "LogSoftmax") or (),
+            )
+        else:
+            consequence = "it only negates the target's score, so the loss is unbounded below and the logits diverge"
+            fix = None
+        message = (
+            f"{given} gets {KIND_WORDS[kind]} from {origin.description}, but {loss.loss} expects "
+            f"log-probabilities: {consequence}"
+        )
+        ctx.report(
+            loss.event.node, message, evidence=_evidence(loss, origin),
+            help="apply `log_softmax` before NLL, or use `CrossEntropyLoss` on the raw logits", fix=fix,
+        )
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(F.softmax(logits, dim=1), y)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            model = nn.Sequential(
+                nn.Linear(784, 256),
+                nn.ReLU(),
+                nn.Linear(256, 10),
+                nn.Softmax(dim=1),
+            )
+            model = model.to("cuda")
+            criterion = nn.CrossEntropyLoss()
+            optimizer = torch.optim.Adam(model.parameters())
+            for images, labels in train_loader:
+                optimizer.zero_grad()
+                loss = criterion(model(images.view(-1, 784)), labels)
+                loss.backward()
+                optimizer.step()
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            model = nn.Sequential(
+                nn.Linear(784, 256),
+                nn.ReLU(),
+                nn.Linear(256, 10),
+            )
+            model = model.to("cuda")
+            criterion = nn.CrossEntropyLoss()
+            optimizer = torch.optim.Adam(model.parameters())
+            for images, labels in train_loader:
+                optimizer.zero_grad()
+                loss = criterion(model(images.view(-1, 784)), labels)
+                loss.backward()
+                optimizer.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Classifier(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Linear(128, 64)
+                    self.head = nn.Linear(64, 5)
+
+                def forward(self, x):
+                    x = F.relu(self.body(x))
+                    return F.softmax(self.head(x), dim=-1)
+
+            class Trainer:
+                def __init__(self, loader):
+                    self.model = Classifier().cuda()
+                    self.loader = loader
+
+                def train_epoch(self, optimizer):
+                    for x, y in self.loader:
+                        optimizer.zero_grad()
+                        loss = F.cross_entropy(self.model(x), y)
+                        loss.backward()
+                        optimizer.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch
+            import torch.nn as nn
+
+            net = build()
+            loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+            for batch in loader:
+                out = net(batch["x"])
+                probs = torch.softmax(out, 1)
+                loss = loss_fn(probs, batch["y"])
+                loss.backward()
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            net = build()
+            loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+            for batch in loader:
+                out = net(batch["x"])
+                probs = out
+                loss = loss_fn(probs, batch["y"])
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            def step(model, x, y):
+                out = model(x)
+                probs = out.softmax(-1)
+                loss = F.cross_entropy(probs, y)
+                acc = (probs.argmax(-1) == y).float().mean()
+                return loss, acc
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(32, 4)
+
+                def forward(self, x):
+                    return self.fc(x)
+
+            model = Net()
+            criterion = nn.NLLLoss()
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            for x, y in loader:
+                logits = model(x)
+                loss = F.nll_loss(F.softmax(logits, dim=1), y)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn.functional as F
+
+            for x, y in loader:
+                logits = model(x)
+                loss = F.nll_loss(F.log_softmax(logits, dim=1), y)
+                loss.backward()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(F.log_softmax(model(x), dim=1), y)
+                loss.backward()
+            """,
+            fixed="""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(  # the model arrives as a parameter: its callers say what it is
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class CNN(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.features = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                    self.fc = nn.Linear(32, 10)
+
+                def forward(self, x):
+                    return self.fc(self.features(x))
+
+            def train_one_epoch(model, loader, optimizer):
+                model.train()
+                for images, labels in loader:
+                    optimizer.zero_grad()
+                    scores = model(images)
+                    loss = F.nll_loss(scores, labels)
+                    loss.backward()
+                    optimizer.step()
+
+            def main():
+                model = CNN().cuda()
+                optimizer = torch.optim.AdamW(model.parameters())
+                for epoch in range(10):
+                    train_one_epoch(model, train_loader, optimizer)
+            """,
+            severity=Severity.ERROR,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(  # probabilities only for metrics; the loss gets logits
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                probs = F.softmax(logits, dim=1)
+                correct = (probs.argmax(1) == y).sum().item()
+                loss.backward()
+            """
+        ),
+        Quiet(  # attention softmax inside the model is not its output
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class AttentionClassifier(nn.Module):
+                def __init__(self, dim, classes):
+                    super().__init__()
+                    self.qkv = nn.Linear(dim, 3 * dim)
+                    self.out = nn.Linear(dim, classes)
+
+                def forward(self, x):
+                    q, k, v = self.qkv(x).chunk(3, dim=-1)
+                    attn = F.softmax(q @ k.transpose(-2, -1), dim=-1)
+                    return self.out((attn @ v).mean(1))
+
+            model = AttentionClassifier(64, 10)
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(  # log_softmax then NLL is the textbook pairing
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(32, 4)
+
+                def forward(self, x):
+                    return F.log_softmax(self.fc(x), dim=1)
+
+            model = Net()
+            for x, y in loader:
+                F.nll_loss(model(x), y).backward()
+            """
+        ),
+        Quiet(  # distillation: softmax teacher probabilities are the *target*, which cross_entropy accepts
+            """
+            import torch
+            import torch.nn.functional as F
+
+            for x, _ in loader:
+                with torch.no_grad():
+                    soft_targets = F.softmax(teacher(x) / T, dim=1)
+                loss = F.cross_entropy(student(x) / T, soft_targets)
+                loss.backward()
+            """
+        ),
+        Quiet(  # unknown model output: nothing to judge
+            """
+            import torch.nn as nn
+
+            model = load_model(cfg)
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(  # a project's own loss class of the same name is not torch's
+            """
+            import torch.nn.functional as F
+            from mylib.losses import CrossEntropyLoss
+
+            criterion = CrossEntropyLoss(from_probs=True)
+            for x, y in loader:
+                criterion(F.softmax(model(x), dim=1), y).backward()
+            """
+        ),
+        Quiet(  # log of probabilities into NLL is log-probabilities
+            """
+            import torch
+            import torch.nn as nn
+
+            model = nn.Sequential(nn.Linear(16, 3), nn.Softmax(dim=1))
+            criterion = nn.NLLLoss()
+            for x, y in loader:
+                probs = model(x)
+                loss = criterion(torch.log(probs + 1e-8), y)
+                loss.backward()
+            """
+        ),
+        Quiet(  # the Sequential ends in a Linear layer: logits, as cross-entropy wants
+            """
+            import torch.nn as nn
+
+            model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+            """
+        ),
+        Quiet(  # callers pass different models: which one reaches the loss is not known
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class LogNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 3)
+
+                def forward(self, x):
+                    return F.log_softmax(self.fc(x), dim=1)
+
+            def fit(model, loader):
+                for x, y in loader:
+                    F.nll_loss(model(x), y).backward()
+
+            fit(LogNet(), loader)
+            fit(nn.Linear(8, 3), loader)
+            """
+        ),
+    )
+
+
+def _given(loss: LossCall) -> str:
+    return f"`{_short(loss.chunk, loss.event.node)}`"
+
+
+def _evidence(loss: LossCall, origin) -> list:
+    evidence = list(origin.evidence)
+    criterion = loss.criterion
+    if criterion is not None and criterion.site is not None:
+        evidence.append((criterion.site, f"{criterion.note} is built here"))
+    if not origin.evidence:
+        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS.get(loss.kind, 'its input')} here"))
+    return evidence

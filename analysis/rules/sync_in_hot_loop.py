@@ -1,0 +1,584 @@
+"""The training step makes the CPU wait for the GPU: a host sync runs every step, or many times per step.
+
+Why it costs money: CUDA work is queued asynchronously, so the CPU normally runs ahead
+preparing the next kernels while the GPU computes. `.item()`, `.cpu()`, `.numpy()`,
+`.tolist()`, `float(t)`, `print(t)` or an f-string of a tensor need the value on the host, so
+the CPU stops until the GPU has finished everything queued, and the GPU then idles while the
+CPU catches up. Once per step (a progress bar showing `loss.item()`) this costs a little; in a
+loop over parameters or metrics it stalls the pipeline dozens of times per step, and
+`torch.cuda.synchronize()` every step removes the overlap entirely.
+
+How to fix: read values only every N steps (`if step % log_every == 0:`), keep running sums on
+the device (`running += loss.detach()`) and call `.item()` once per epoch, and gather many
+values into one tensor (`torch.stack([...]).tolist()`) so they cross in a single sync.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, NamedTuple
+
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
+from ..model import Evidence, Severity
+from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running
+from ..torchapi import HOST_SYNC_METHODS
+from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, TENSOR, UNKNOWN, Value
+from .base import Fires, Quiet, Rule
+
+# Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
+_DEVICE_VALUE = frozenset({TENSOR, GRAPH, LOSS})
+_HOST_VALUE = frozenset({NUMBER, CONSTANT, CONTAINER})
+# Tensor methods that answer from metadata (no sync), though the engine keeps their result a tensor.
+_METADATA_METHODS = frozenset({"size", "dim", "numel", "nelement", "stride", "element_size", "data_ptr", "get_device", "is_contiguous"})
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+# `val_loader`, `self.test_dl`, `eval_dataloader`; not `metrics.values()` or `interval`.
+_EVALUATION_WORDS = re.compile(r"(?<![a-z])(val|valid|validation|test|eval|evaluation)(?![a-z])", re.I)
+
+
+class Sync(NamedTuple):
+    """One host sync reached from a training-step loop, with the local calls that lead to it."""
+
+    node: cst.CSTNode
+    what: str  # how to name it in a message
+    event: Event
+    chain: tuple[CallEvent, ...]  # calls in the step loop's scope (and deeper) that reach the sync
+    is_barrier: bool  # torch.cuda.synchronize()
+
+    @property
+    def chunk(self):
+        return self.event.chunk
+
+    @property
+    def outer(self) -> Event:
+        """The event in the step loop's own scope: the sync itself or the first call leading to it."""
+        return self.chain[0] if self.chain else self.event
+
+    def contexts_inside(self) -> Iterator[tuple[Event, tuple[Loop, ...], tuple[Condition, ...]]]:
+        """For every link after the outer one: its event and all its loops and conditions."""
+        for link in (*self.chain[1:], self.event) if self.chain else ():
+            yield link, link.context.loops, link.context.conditions
+
+
+class SyncInHotLoop(Rule):
+    code = "TL302"
+    name = "sync-in-hot-loop"
+    severity = Severity.WARNING
+
+    def check(self, ctx) -> None:
+        if ctx.module.cuda_line is None:
+            return
+        self._comprehensions: dict[int, dict[int, cst.CSTNode]] = {}  # per chunk, built when first needed
+        for scope in ctx.scopes:
+            steps = loops_running(scope, is_backward)
+            for loop, backward in steps.items():
+                self._check_step_loop(ctx, scope, loop, backward, steps)
+
+    def _check_step_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent]) -> None:
+        every_step: list[Sync] = []
+        per_inner_loop: dict[int, tuple[str, tuple, list[Sync]]] = {}  # id(loop node) -> (label, site, syncs)
+        for sync in _syncs(scope, loop, (), MAX_CALL_DEPTH, {id(scope)}):
+            innermost_step = next((l for l in reversed(sync.outer.context.loops) if l in steps), None)
+            if innermost_step is not loop or self._quietened(sync, loop):
+                continue
+            inner = self._inner_loop(sync, loop)
+            if inner is None:
+                if sync.is_barrier:
+                    conditional = sync.outer.context.conditions_inside(loop) or any(c for _, _, c in sync.contexts_inside())
+                    if not conditional:
+                        self._report_barrier(ctx, sync, loop, backward)
+                    continue
+                every_step.append(sync)
+            elif inner is not False:
+                label, site = inner
+                per_inner_loop.setdefault(id(site[1]), (label, site, []))[2].append(sync)
+        for label, site, syncs in per_inner_loop.values():
+            self._report_inner(ctx, syncs, label, site, loop, backward)
+        if every_step:
+            self._report_every_step(ctx, every_step, loop, backward)
+
+    # ------------------------------------------------------------------ where a sync sits
+    @staticmethod
+    def _quietened(sync: Sync, loop: Loop) -> bool:
+        """In an except handler, or under a logging interval, anywhere between the step loop and the sync."""
+        conditions = [(sync.outer.scope, c) for c in sync.outer.context.conditions_inside(loop)]
+        conditions += [(link.scope, c) for link, _, inner in sync.contexts_inside() for c in inner]
+        for owner, condition in conditions:
+            if condition.branch == "except":
+                return True
+            if condition.branch == "if" and is_logging_condition(condition.test, owner):
+                return True
+        return False
+
+    def _inner_loop(self, sync: Sync, loop: Loop):
+        """The loop nested in the step that repeats the sync, as (label, site); None when the sync runs
+        once per step; False when that loop is an evaluation pass, which this rule leaves alone."""
+        nested = [(l, sync.outer.scope) for l in sync.outer.context.loops if loop.encloses(l) and l is not loop]
+        nested += [(l, link.scope) for link, loops, _ in sync.contexts_inside() for l in loops]
+        if any(LOADER in l.iterable.tags or _EVALUATION_WORDS.search(l.iterable_text) for l, _ in nested):
+            return False
+        if nested:
+            first, owner = nested[0]
+            return f"the loop over `{_short(first.iterable_text)}`", (owner.chunk, first.node)
+        comprehension = self._comprehension_around(sync.chunk, sync.node)
+        if comprehension is not None:
+            return "the comprehension around it", (sync.chunk, comprehension)
+        return None
+
+    def _comprehension_around(self, chunk, node: cst.CSTNode) -> cst.CSTNode | None:
+        if id(chunk) not in self._comprehensions:
+            self._comprehensions[id(chunk)] = _comprehension_members(chunk.module)
+        return self._comprehensions[id(chunk)].get(id(node))
+
+    # ------------------------------------------------------------------ reporting
+    def _report_inner(self, ctx, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
+        first = syncs[0]
+        others = _others(syncs)
+        message = (
+            f"{first.what} makes the CPU wait for the GPU on every iteration of {label} inside the training step "
+            f"(backward on line {backward.chunk.line_of(backward.node)}), so each step stalls the GPU pipeline "
+            f"once per element{others}"
+        )
+        evidence = [
+            (loop_site, f"{label}, run every step"),
+            *[((s.chunk, s.node), f"also syncs: {s.what}") for s in syncs[1:]],
+            *_step_evidence(ctx, first, step, backward),
+        ]
+        ctx.report(
+            first.node, message, evidence=evidence, chunk=first.chunk,
+            help="gather the values on the device (`torch.stack([...])`) and read them with one `.tolist()`, "
+            "or only every N steps (`if step % log_every == 0:`)",
+        )
+
+    def _report_every_step(self, ctx, syncs: list[Sync], step: Loop, backward: CallEvent) -> None:
+        first = syncs[0]
+        others = _others(syncs)
+        message = (
+            f"{first.what} copies a value to the host on every training step (backward on line "
+            f"{backward.chunk.line_of(backward.node)}), so the CPU waits for the GPU each step instead of queueing "
+            f"the next one{others}"
+        )
+        evidence = [
+            *[((s.chunk, s.node), f"also syncs every step: {s.what}") for s in syncs[1:]],
+            *_step_evidence(ctx, first, step, backward),
+        ]
+        ctx.report(
+            first.node, message, evidence=evidence, severity=Severity.NOTE, chunk=first.chunk,
+            help="read values every N steps (`if step % log_every == 0:`), or keep running sums on the device "
+            "(`running += loss.detach()`) and call `.item()` once per epoch",
+        )
+
+    def _report_barrier(self, ctx, sync: Sync, step: Loop, backward: CallEvent) -> None:
+        message = (
+            f"{sync.what} runs on every training step (backward on line {backward.chunk.line_of(backward.node)}): "
+            "the CPU stops queueing work until the GPU is idle, so CPU and GPU never overlap"
+        )
+        ctx.report(
+            sync.node, message, evidence=_step_evidence(ctx, sync, step, backward), chunk=sync.chunk,
+            help="drop it, or run it only when timing a few steps (`if step % profile_every == 0:`); "
+            "use CUDA events or the profiler to time kernels",
+        )
+
+    MUST_FIRE = (
+        Fires(
+            """
+            import torch
+
+            model = Net().cuda()
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                total_norm = 0.0
+                for p in model.parameters():
+                    total_norm += p.grad.norm().item() ** 2
+                optimizer.step()
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(
+            """
+            import torch
+            from tqdm import tqdm
+
+            device = torch.device("cuda")
+            running_loss = 0.0
+            pbar = tqdm(train_loader)
+            for x, y in pbar:
+                x, y = x.to(device), y.to(device)
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                running_loss += loss.item()
+                pbar.set_postfix(loss=loss.item())
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(
+            """
+            import time
+            import torch
+
+            for step, (x, y) in enumerate(loader):
+                start = time.time()
+                loss = model(x.cuda(), labels=y.cuda()).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                torch.cuda.synchronize()
+                step_times.append(time.time() - start)
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            def grad_norms(model):
+                return [p.grad.norm().item() for p in model.parameters() if p.grad is not None]
+
+            def train(model, loader, optimizer):
+                model.cuda()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x.cuda()), y.cuda())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    norms = grad_norms(model)
+                    optimizer.step()
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            criterion = nn.CrossEntropyLoss()
+            model = model.to("cuda")
+            for step, (x, y) in enumerate(loader):
+                out = model(x.to("cuda"))
+                loss = criterion(out, y.to("cuda"))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                print(f"step {step}: loss {loss:.4f}")
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            criterion = nn.MSELoss()
+
+            def train_step(model, optimizer, x, y):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            def fit(model, optimizer, loader, epochs):
+                model.cuda()
+                for epoch in range(epochs):
+                    for x, y in loader:
+                        history.append(train_step(model, optimizer, x.cuda(), y.cuda()))
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(
+            """
+            import torch
+
+            model = model.cuda()
+            for batch in train_loader:
+                out = model(batch["x"].cuda())
+                loss = criterion(out, batch["y"].cuda())
+                acc = (out.argmax(1) == batch["y"].cuda()).float().mean()
+                loss.backward()
+                optimizer.step()
+                metrics = {"loss": loss, "acc": acc}
+                logger.log({name: value.item() for name, value in metrics.items()})
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(
+            """
+            import torch
+
+            model.cuda()
+            for x, y in loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+                for name, p in model.named_parameters():
+                    writer.add_scalar(f"grad/{name}", p.grad.norm().item(), step)
+                writer.add_scalar("loss", loss.item(), step)
+            """,
+            count=2,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x.cuda()), y.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if step % log_every == 0:
+                    print(f"step {step} loss {loss.item():.4f}")
+                    for p in model.parameters():
+                        norms.append(p.grad.norm().item())
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            for epoch in range(epochs):
+                running = torch.zeros((), device="cuda")
+                for x, y in train_loader:
+                    loss = criterion(model(x.cuda()), y.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    running += loss.detach()
+                print(f"epoch {epoch}: {running.item() / len(train_loader):.4f}")
+                with torch.no_grad():
+                    correct = 0
+                    for x, y in val_loader:
+                        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            for x, y in loader:
+                try:
+                    loss = criterion(model(x.cuda()), y.cuda())
+                    loss.backward()
+                except RuntimeError:
+                    print("failed at loss", loss.item())
+                    raise
+                optimizer.step()
+            """
+        ),
+        Quiet(
+            """
+            # CPU-only example: the host already has every value
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                pbar.set_postfix(loss=loss.item())
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            seen = 0
+            all_labels = []
+            for x, y in train_loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+                seen += float(x.size(0))
+                all_labels.extend(y.tolist())
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            for x, y in loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                if args.verbose:
+                    for name, p in model.named_parameters():
+                        print(name, p.grad.norm().item())
+                optimizer.step()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            model.cuda()
+            for step, (x, y) in enumerate(train_loader):
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+                if args.profile:
+                    torch.cuda.synchronize()
+                for vx, vy in val_loader:
+                    val_losses.append(criterion(model(vx.cuda()), vy.cuda()).item())
+            """
+        ),
+    )
+
+
+def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
+    cuda_line = ctx.module.cuda_line
+    evidence = [
+        ((sync.outer.chunk, step.node), "the training-step loop"),
+        ((backward.chunk, backward.node), "backward runs every iteration"),
+        Evidence(cuda_line, f"runs on CUDA: `{_short(ctx.module.lines[cuda_line - 1].strip())}`"),
+    ]
+    if sync.chain:
+        evidence.append(((sync.outer.chunk, sync.outer.node), f"called every step: `{_short(sync.outer.chunk.code_for(sync.outer.node))}`"))
+    return evidence
+
+
+def _others(syncs: list[Sync]) -> str:
+    if len(syncs) == 1:
+        return ""
+    listed = ", ".join(f"{s.what} (line {s.chunk.line_of(s.node)})" for s in syncs[1:4])
+    more = f" and {len(syncs) - 4} more" if len(syncs) > 4 else ""
+    return f"; also {listed}{more}"
+
+
+# ---------------------------------------------------------------------- finding syncs
+def _syncs(scope: ScopeAnalysis, loop: Loop | None, chain: tuple[CallEvent, ...], depth: int, seen: set[int]) -> Iterator[Sync]:
+    """Host syncs that run during ``loop`` (the whole scope when None), following local calls."""
+    for event in events_in(scope, loop):
+        if isinstance(event, CallEvent):
+            yield from _call_syncs(scope, event, chain)
+            if depth > 0 and event.function is not None:
+                inner = event.function.analysis(scope.summary)
+                if inner is not None and id(inner) not in seen:
+                    inner_steps = loops_running(inner, is_backward)
+                    for sync in _syncs(inner, None, chain + (event,), depth - 1, seen | {id(inner)}):
+                        in_inner = sync.chain[len(chain) + 1] if len(sync.chain) > len(chain) + 1 else sync.event
+                        if not any(l in inner_steps for l in in_inner.context.loops):
+                            yield sync  # a training loop of the callee's own is judged in its own scope
+        elif isinstance(event, AssignEvent) and event.value_node is not None:
+            for part in _formatted_parts(event.value_node):
+                if _holds_device_tensor(scope, part.expression, event.context.loops):
+                    yield Sync(part, _describe_fstring(scope, part), event, chain, False)
+
+
+def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, ...]) -> Iterator[Sync]:
+    node = call.node
+    loops = call.context.loops
+    if call.callee == "torch.cuda.synchronize":
+        yield Sync(node, "`torch.cuda.synchronize()`", call, chain, True)
+        return
+    if call.method in HOST_SYNC_METHODS and isinstance(node.func, cst.Attribute):
+        receiver_node = node.func.value
+        receiver = call.receiver if call.receiver is not None else _unbound_receiver(scope, receiver_node)
+        if receiver is not None and not _already_on_host(receiver_node) and not _host_batch(scope, receiver_node, loops):
+            known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {NUMBER}
+            unknown = not receiver.tags
+            if known_tensor or (call.method == "item" and unknown):
+                yield Sync(node, f"`{_short(scope.chunk.code_for(node))}`", call, chain, False)
+    if call.callee in {"print", "float", "int"}:
+        for arg in call.arg_nodes:
+            if arg.keyword is None and not arg.star and _holds_device_tensor(scope, arg.value, loops):
+                what = f"`{_short(scope.chunk.code_for(node))}`"
+                yield Sync(node, what + " (prints a tensor)" if call.callee == "print" else what, call, chain, False)
+                break
+    for arg in call.arg_nodes:
+        for part in _formatted_parts(arg.value):
+            if _holds_device_tensor(scope, part.expression, loops):
+                yield Sync(part, _describe_fstring(scope, part), call, chain, False)
+
+
+def _unbound_receiver(scope: ScopeAnalysis, receiver_node: cst.BaseExpression) -> Value | None:
+    """A receiver the walk did not bind (a comprehension variable, a global set elsewhere) is of unknown
+    type; one rooted in an import is a module, not a value."""
+    root = receiver_node
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name) or root.value in scope.local_imports or root.value in scope.summary.imports:
+        return None
+    return UNKNOWN
+
+
+def _holds_device_tensor(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tuple[Loop, ...]) -> bool:
+    value = scope.value_at(expression)
+    if value is None or not value.tags & _DEVICE_VALUE or value.tags & _HOST_VALUE:
+        return False
+    return not _already_on_host(expression) and not _host_batch(scope, expression, loops)
+
+
+def _already_on_host(expression: cst.BaseExpression) -> bool:
+    """A chain that already went through a sync (`x.cpu().numpy()`) or asks only for metadata (`x.size(0)`)."""
+    node = expression
+    while True:
+        if isinstance(node, cst.Call):
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in HOST_SYNC_METHODS | _METADATA_METHODS:
+                return True
+            node = node.func.value if isinstance(node.func, cst.Attribute) else node.func
+        elif isinstance(node, (cst.Attribute, cst.Subscript)):
+            node = node.value
+        else:
+            return False
+
+
+def _host_batch(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tuple[Loop, ...]) -> bool:
+    """A batch straight from a `DataLoader` loop, not moved to the device: reading it needs no GPU."""
+    root = expression
+    while isinstance(root, (cst.Call, cst.Attribute, cst.Subscript)):
+        root = root.func if isinstance(root, cst.Call) else root.value
+    if not isinstance(root, cst.Name):
+        return False
+    value = scope.value_at(root)
+    if value is not None and value.tags & {GRAPH, ON_DEVICE}:
+        return False
+    return any(root.value in l.targets and (LOADER in l.iterable.tags or "loader" in l.iterable_text.lower()) for l in loops)
+
+
+def _formatted_parts(expression: cst.BaseExpression) -> Iterator[cst.FormattedStringExpression]:
+    """The `{...}` parts of f-strings in an expression, not looking into calls (they are events of their own)."""
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Call, cst.Lambda)):
+            continue
+        if isinstance(node, cst.FormattedStringExpression):
+            yield node
+        stack.extend(node.children)
+
+
+def _describe_fstring(scope: ScopeAnalysis, part: cst.FormattedStringExpression) -> str:
+    return f"the f-string field `{{{_short(scope.chunk.code_for(part.expression))}}}` (formats a tensor)"
+
+
+def _comprehension_members(module: cst.Module) -> dict[int, cst.CSTNode]:
+    """id of every node a comprehension repeats -> that comprehension (the innermost one).
+
+    Its first iterable runs once, so it is not part of the repetition.
+    """
+    members: dict[int, cst.CSTNode] = {}
+    for comprehension in _walk(module):  # outer comprehensions first, so inner ones overwrite them
+        if isinstance(comprehension, _COMPREHENSIONS):
+            once = {id(node) for node in _walk(comprehension.for_in.iter)}
+            for node in _walk(comprehension):
+                if node is not comprehension and id(node) not in once:
+                    members[id(node)] = comprehension
+    return members
+
+
+def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Nodes in pre-order, without recursion."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+def _short(text: str, limit: int = 48) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

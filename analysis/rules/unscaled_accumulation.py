@@ -1,0 +1,656 @@
+"""Gradient accumulation sums N losses' gradients without dividing by N.
+
+With accumulation the optimizer steps once every N backward passes (`if (i + 1) % N == 0`,
+a `continue` that skips the step, or a micro-batch loop before the step). `.backward()` adds
+into `.grad`, so unless each loss is divided by N the step applies N times the gradient of
+one batch: the effective learning rate is N times what was tuned, which destabilises or
+silently degrades training, and changing N changes the results of a run that should be the
+same model with a smaller memory footprint. The GPU hours of every such run are wasted.
+
+How to fix: divide the loss you backward by the number of accumulated batches,
+`(loss / N).backward()` or `scaler.scale(loss / N).backward()`, or rescale the gradients once
+before the step (`p.grad /= N`). `accelerator.accumulate`, the Hugging Face `Trainer`,
+Lightning and DeepSpeed engines do this for you.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis
+from ..model import Severity
+from ..names import dotted, last_part
+from ..patterns import accumulates_into_grad, backward_target, clears_gradients, is_optimizer_step, ordered_events, path_conditions
+from ..values import ACCELERATOR, ENGINE, SCALED
+from .base import Fires, Quiet, Rule
+
+Item = tuple[Event, tuple[CallEvent, ...]]
+
+# ``range(accum_steps)``, ``batch.chunk(4)``, ``torch.split(x, n)``, ``split_batch(...)``; not ``train_split``
+_MICRO_BATCHES = re.compile(r"micro|accum|sub_?batch|chunk|split\(|split_batch", re.I)
+_GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
+_ATOMIC = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)
+
+
+class Accumulation:
+    """One loop that steps once per several backward passes."""
+
+    __slots__ = ("kind", "loop", "step", "guard", "guard_chunk", "divisor", "backwards", "in_loop")
+
+    def __init__(self, kind: str, loop: Loop, step: CallEvent, guard: Event | Condition | Loop, guard_chunk, divisor, backwards, in_loop):
+        self.kind = kind  # modulus | continue | micro-batch
+        self.loop = loop
+        self.step = step
+        self.guard = guard  # the condition, the continue, or the micro-batch loop
+        self.guard_chunk = guard_chunk  # the chunk the guard's node lives in
+        self.divisor: cst.BaseExpression | None = divisor  # N, when the text shows it
+        self.backwards: list[tuple[int, CallEvent, tuple[CallEvent, ...]]] = backwards
+        self.in_loop: list[tuple[int, Event, tuple[CallEvent, ...]]] = in_loop
+
+
+class UnscaledAccumulation(Rule):
+    code = "TL204"
+    name = "unscaled-accumulation"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        if ctx.module.framework_runs_loop is not None:
+            return
+        for scope in ctx.scopes:
+            items = list(ordered_events(scope, None))
+            reported: set[Loop] = set()
+            for index, (event, chain) in enumerate(items):
+                if not (isinstance(event, CallEvent) and is_optimizer_step(event)):
+                    continue
+                accumulation = _accumulation(items, index)
+                if accumulation is None or accumulation.loop in reported or not accumulation.backwards:
+                    continue
+                reported.add(accumulation.loop)
+                self._check(ctx, scope, accumulation)
+
+    def _check(self, ctx, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
+        calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]
+        if any(_scales_for_you(ctx, call) for call in calls):
+            return
+        if any(_rescales_gradients(event) for _, event, _ in accumulation.in_loop):
+            return
+        unscaled = [(call, chain) for _, call, chain in accumulation.backwards if not _scaled(call)]
+        if not unscaled:
+            return
+        backward, chain = unscaled[0]
+        site = chain[0] if chain else backward
+        divisor = accumulation.divisor
+        n = _divisor_text(scope, divisor) if divisor is not None else None
+        loss = backward_target(backward)
+        loss_text = _loss_node(backward)
+        loss_name = f"`{_code(backward.scope, loss_text)}`" if loss_text is not None else "the loss"
+        batches = "micro-batches" if accumulation.kind == "micro-batch" else "accumulated batches"
+        how_many = f"`{n}`" if n else f"the number of {batches}"
+        times = f"`{n}` times" if n else "that many times"
+        message = (
+            f"{_schedule(accumulation, backward, ctx.line_of)}, so their gradients are summed; {loss_name} is not divided by "
+            f"{how_many} and no `p.grad /= ...` rescales the gradients before the step, so each update is "
+            f"{times} too large (as if the learning rate were multiplied by it)"
+        )
+        evidence = [
+            (loss.site, f"the loss comes from {loss.note}" if loss.site and loss.note else ""),
+            ((backward.chunk, backward.node), "backward of the undivided loss, every accumulation step"),
+            (_guard_site(accumulation), _GUARD_NOTES[accumulation.kind]),
+            ((accumulation.step.chunk, accumulation.step.node), "the optimizer applies the summed gradients here"),
+        ]
+        if chain:
+            evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site.scope, site.node)}`"))
+        ctx.report(
+            site.node, message, evidence=[item for item in evidence if item[1]],
+            help=f"divide the loss by {how_many} before the backward: `(loss / N).backward()`",
+            fix=self._fix(ctx, scope, accumulation, unscaled, n),
+        )
+
+    @staticmethod
+    def _fix(ctx, scope: ScopeAnalysis, accumulation: Accumulation, unscaled, n: str | None):
+        if n is None or any(chain for _, chain in unscaled) or not _divisor_stable(scope, accumulation, unscaled):
+            return None
+        edits = []
+        for call, _ in unscaled:
+            target = _loss_node(call)
+            if target is None:
+                return None
+            text = _code_exact(scope, target)
+            if not isinstance(target, _ATOMIC) and not target.lpar:
+                text = f"({text})"
+            scaled = f"{text} / {n}"
+            edits.append(ctx.edit_replace(target, scaled if _inside_scale(call) else f"({scaled})"))
+        return ctx.fix(f"divide the loss by `{n}` before the backward", edits)
+
+    MUST_FIRE = (
+        Fires(
+            """
+            def train(model, loader, optimizer, criterion, accum_steps):
+                model.train()
+                for i, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            fixed="""
+            def train(model, loader, optimizer, criterion, accum_steps):
+                model.train()
+                for i, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y)
+                    (loss / accum_steps).backward()
+                    if (i + 1) % accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(
+            """
+            import torch
+
+            scaler = torch.cuda.amp.GradScaler()
+            for step, batch in enumerate(train_loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(**batch).loss
+                scaler.scale(loss).backward()
+                if (step + 1) % args.gradient_accumulation_steps != 0:
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            fixed="""
+            import torch
+
+            scaler = torch.cuda.amp.GradScaler()
+            for step, batch in enumerate(train_loader):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = model(**batch).loss
+                scaler.scale(loss / args.gradient_accumulation_steps).backward()
+                if (step + 1) % args.gradient_accumulation_steps != 0:
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            def train_epoch(model, loader, optimizer, accum_steps=4):
+                for batch in loader:
+                    for micro in range(accum_steps):
+                        x, y = batch[micro]
+                        F.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+            fixed="""
+            import torch.nn.functional as F
+
+            def train_epoch(model, loader, optimizer, accum_steps=4):
+                for batch in loader:
+                    for micro in range(accum_steps):
+                        x, y = batch[micro]
+                        (F.cross_entropy(model(x), y) / accum_steps).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+        ),
+        Fires(
+            """
+            import torch.nn as nn
+
+            criterion = nn.CrossEntropyLoss()
+
+            def fit(model, optimizer, loader, update_freq):
+                for i, (x, y) in enumerate(loader):
+                    logits = model(x)
+                    loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
+                    loss.backward()
+                    if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+            fixed="""
+            import torch.nn as nn
+
+            criterion = nn.CrossEntropyLoss()
+
+            def fit(model, optimizer, loader, update_freq):
+                for i, (x, y) in enumerate(loader):
+                    logits = model(x)
+                    loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
+                    (loss / update_freq).backward()
+                    if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
+                        optimizer.step()
+                        model.zero_grad()
+            """,
+        ),
+        Fires(
+            """
+            import torch.nn.functional as F
+
+            def compute_loss(model, batch):
+                return F.cross_entropy(model(batch["x"]), batch["y"])
+
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    for chunk in split_batch(batch, 4):
+                        compute_loss(model, chunk).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """,
+        ),
+        Fires(
+            """
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            def train(model, loader, optimizer, criterion, accum):
+                model = DDP(model)
+                for i, (x, y) in enumerate(loader):
+                    if (i + 1) % accum != 0:
+                        with model.no_sync():
+                            criterion(model(x), y).backward()
+                    else:
+                        criterion(model(x), y).backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            fixed="""
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            def train(model, loader, optimizer, criterion, accum):
+                model = DDP(model)
+                for i, (x, y) in enumerate(loader):
+                    if (i + 1) % accum != 0:
+                        with model.no_sync():
+                            (criterion(model(x), y) / accum).backward()
+                    else:
+                        criterion(model(x), y).backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+        ),
+    )
+
+    MUST_NOT_FIRE = (
+        Quiet(
+            """
+            def train(model, loader, optimizer, criterion, args):
+                n = args.accum
+                for i, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y)
+                    loss = loss / n
+                    loss.backward()
+                    if (i + 1) % n == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            def train(model, loader, optimizer, criterion, accum_steps):
+                for i, (x, y) in enumerate(loader):
+                    criterion(model(x), y).backward()
+                    if (i + 1) % accum_steps == 0:
+                        for p in model.parameters():
+                            if p.grad is not None:
+                                p.grad /= accum_steps
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+        Quiet(
+            """
+            import torch.nn.functional as F
+
+            def micro_loss(model, x, y, accum):
+                return F.cross_entropy(model(x), y) / accum
+
+            def train(model, loader, optimizer, accum):
+                for step, (x, y) in enumerate(loader):
+                    loss = micro_loss(model, x, y, accum)
+                    loss.backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+        Quiet(
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=8)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    if (step + 1) % 8 == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+        Quiet(
+            """
+            import deepspeed
+
+            engine, optimizer, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+            for step, batch in enumerate(loader):
+                loss = engine(batch)
+                engine.backward(loss)
+                if (step + 1) % cfg["gradient_accumulation_steps"] == 0:
+                    engine.step()
+            """
+        ),
+        Quiet(
+            """
+            from transformers import Trainer, TrainingArguments
+
+            class WeightedTrainer(Trainer):
+                def training_step(self, model, inputs, num_items_in_batch=None):
+                    for i, chunk in enumerate(self.split(inputs)):
+                        loss = self.compute_loss(model, chunk)
+                        loss.backward()
+                        if (i + 1) % self.args.gradient_accumulation_steps == 0:
+                            self.optimizer.step()
+                    return loss.detach()
+            """
+        ),
+        Quiet(
+            """
+            import lightning as L
+
+            class Model(L.LightningModule):
+                def training_step(self, batch, batch_idx):
+                    opt = self.optimizers()
+                    loss = self.loss(batch)
+                    loss.backward()
+                    if (batch_idx + 1) % 4 == 0:
+                        opt.step()
+                        opt.zero_grad()
+            """
+        ),
+        Quiet(
+            """
+            def train(model, loader, optimizer, criterion, log_every):
+                for i, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    if i % log_every == 0:
+                        print(i, loss.item())
+            """
+        ),
+        Quiet(
+            """
+            def train(model, loaders, optimizer, criterion):
+                for batches in zip(*loaders):
+                    optimizer.zero_grad()
+                    for task, (x, y) in enumerate(batches):
+                        criterion(model(x, task), y).backward()
+                    optimizer.step()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
+            def train(model, loader, optimizer, criterion, accum):
+                for i, (x, y) in enumerate(loader):
+                    criterion(model(x), y).backward()
+                    if (i + 1) % accum == 0:
+                        grads = [p.grad for p in model.parameters() if p.grad is not None]
+                        torch._foreach_div_(grads, accum)
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+    )
+
+
+def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
+    return chain[0] if chain else event
+
+
+def _accumulation(items: list[Item], index: int) -> Accumulation | None:
+    """How the step at ``items[index]`` accumulates, if it does: under an every-N condition, after a
+    ``continue`` that skips it on the other iterations, or after a micro-batch loop."""
+    step, step_chain = items[index]
+    site = _site(step, step_chain)
+    loop = site.context.loop
+    if loop is None:
+        return None
+    in_loop = [(i, event, chain) for i, (event, chain) in enumerate(items) if loop in _site(event, chain).context.loops]
+    backwards = [
+        (i, event, chain) for i, event, chain in in_loop
+        if accumulates_into_grad(event)
+        and not any(link.context.loops for link in (*chain[1:], event) if chain)
+    ]
+    for condition in path_conditions(step, step_chain, loop):
+        test = _modulus_test(condition.test)
+        if test is None or test[0] != (condition.branch == "if"):
+            continue
+        if any(_unconditional_clearing(event, chain, loop) for _, event, chain in in_loop):
+            return None  # gradients are dropped every iteration: nothing accumulates
+        owner = next(link for link in (*step_chain, step) if condition in link.context.conditions)
+        divisor = test[1] if owner is site else None  # N is spelled in the checked scope only then
+        accumulating = [b for b in backwards if not _under(b[1], b[2], loop, condition.node, condition.branch)]
+        return Accumulation("modulus", loop, step, condition, owner.chunk, divisor, accumulating, in_loop)
+    for position, event, chain in in_loop:
+        if position >= index or not isinstance(event, JumpEvent) or event.kind != "continue" or chain:
+            continue
+        if event.context.loop is not loop:
+            continue
+        for condition in event.context.conditions_inside(loop):
+            test = _modulus_test(condition.test)
+            if test is None or test[0] == (condition.branch == "if"):
+                continue
+            if any(p < position and _unconditional_clearing(e, c, loop) for p, e, c in in_loop):
+                return None
+            accumulating = [
+                b for b in backwards
+                if b[0] < position and not _under(b[1], b[2], loop, condition.node, "else" if condition.branch == "if" else "if")
+            ]
+            return Accumulation("continue", loop, step, event, event.chunk, test[1], accumulating, in_loop)
+    return _micro_batches(step, index, loop, backwards, in_loop)
+
+
+def _micro_batches(step: CallEvent, index: int, loop: Loop, backwards, in_loop) -> Accumulation | None:
+    """Backward passes in a micro-batch loop inside ``loop`` that runs before the step and never steps itself."""
+    stepping = {
+        inner for _, event, chain in in_loop
+        if isinstance(event, CallEvent) and is_optimizer_step(event)
+        for inner in _site(event, chain).context.loops
+    }
+    for position, event, chain in backwards:
+        if position > index:
+            continue
+        inner_loops = [inner for inner in _site(event, chain).context.loops if inner is not loop and loop.encloses(inner)]
+        micro = next((inner for inner in inner_loops if inner not in stepping and _MICRO_BATCHES.search(inner.iterable_text)), None)
+        if micro is None:
+            continue
+        if any(clears_gradients(e) and micro in _site(e, c).context.loops for _, e, c in in_loop):
+            return None
+        accumulating = [b for b in backwards if b[0] < index and micro in _site(b[1], b[2]).context.loops]
+        guard_chunk = _site(event, chain).chunk
+        return Accumulation("micro-batch", loop, step, micro, guard_chunk, _range_count(micro), accumulating, in_loop)
+    return None
+
+
+def _modulus_test(test: cst.BaseExpression | None) -> tuple[bool, cst.BaseExpression] | None:
+    """(True, N) for a test that holds once every N iterations (``(i + 1) % N == 0``),
+    (False, N) for one that holds on the others (``i % N != 0``, ``i % N``)."""
+    if test is None:
+        return None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _modulus_test(test.expression)
+        return (not inner[0], inner[1]) if inner else None
+    if isinstance(test, cst.BooleanOperation):
+        sides = [side for side in (_modulus_test(test.left), _modulus_test(test.right)) if side]
+        return sides[0] if len(sides) == 1 else None
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        return False, test.right
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        left, target = test.left, test.comparisons[0]
+        zero = isinstance(target.comparator, cst.Integer) and target.comparator.value == "0"
+        if zero and isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+            if isinstance(target.operator, cst.Equal):
+                return True, left.right
+            if isinstance(target.operator, cst.NotEqual):
+                return False, left.right
+    return None
+
+
+def _under(event: Event, chain, loop: Loop, node: cst.CSTNode, branch: str) -> bool:
+    return any(c.node is node and c.branch == branch for c in path_conditions(event, chain, loop))
+
+
+def _unconditional_clearing(event: Event, chain, loop: Loop) -> bool:
+    return clears_gradients(event) and not path_conditions(event, chain, loop)
+
+
+def _range_count(loop: Loop) -> cst.BaseExpression | None:
+    """``N`` of ``for _ in range(N)``: the number of micro-batches, when the text says it."""
+    iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
+    if isinstance(iterable, cst.Call) and dotted(iterable.func) == "range" and len(iterable.args) == 1:
+        return iterable.args[0].value
+    return None
+
+
+def _scales_for_you(ctx, call: CallEvent) -> bool:
+    """Accelerate (`accumulate`, `accelerator.backward`) and DeepSpeed engines divide by N themselves."""
+    receiver = call.receiver
+    if receiver is not None and ENGINE in receiver.tags:
+        return True
+    if ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower():
+        return True
+    if ctx.module.uses_accelerate:
+        return call.context.accumulating or (receiver is not None and ACCELERATOR in receiver.tags)
+    return False
+
+
+def _rescales_gradients(event: Event) -> bool:
+    """``p.grad /= N``, ``p.grad = p.grad / N``, ``p.grad.div_(N)``, ``torch._foreach_div_(grads, N)``."""
+    if isinstance(event, AssignEvent):
+        return any(_GRADIENT_KEY.search(key) for key in event.targets) and not clears_gradients(event)
+    if not isinstance(event, CallEvent):
+        return False
+    if event.callee is not None and last_part(event.callee) in {"_foreach_div_", "_foreach_mul_"}:
+        return True
+    return event.method in {"div_", "mul_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
+
+
+def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
+    """The loss expression a backward runs on: ``loss`` in ``loss.backward()`` and ``scaler.scale(loss).backward()``."""
+    func = call.node.func
+    if call.method != "backward" or not isinstance(func, cst.Attribute):
+        return None
+    if call.receiver is not None and (ACCELERATOR in call.receiver.tags or ENGINE in call.receiver.tags):
+        return None
+    receiver = func.value
+    if _is_scale_call(receiver):
+        return receiver.args[0].value
+    return receiver
+
+
+def _is_scale_call(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "scale"
+        and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
+    )
+
+
+def _inside_scale(call: CallEvent) -> bool:
+    return _is_scale_call(call.node.func.value)
+
+
+def _scaled(call: CallEvent) -> bool:
+    """The loss was divided (or multiplied by a factor) somewhere before this backward."""
+    if SCALED in backward_target(call).tags:
+        return True
+    node = _loss_node(call)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Divide)):
+        return True
+    key = dotted(node) if node is not None else None
+    if key is None:
+        return False
+    for event in call.scope.events:
+        if event is call:
+            return False
+        if isinstance(event, AssignEvent) and key in event.targets and isinstance(event.value_node, cst.BinaryOperation) \
+                and isinstance(event.value_node.operator, cst.Multiply):
+            return True
+    return False
+
+
+def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
+    text = _code_exact(scope, divisor)
+    return text if isinstance(divisor, _ATOMIC) or divisor.lpar else f"({text})"
+
+
+def _divisor_stable(scope: ScopeAnalysis, accumulation: Accumulation, unscaled) -> bool:
+    """Every name in N is bound before the first backward, so ``loss / N`` there means what the step test means."""
+    divisor = accumulation.divisor
+    names = {node.value for node in _names_in(divisor)}
+    first = min(call_index for call_index, call, _ in accumulation.backwards if any(call is u for u, _ in unscaled))
+    return not any(
+        position > first and isinstance(event, AssignEvent) and names & {key.split(".", 1)[0] for key in event.targets}
+        for position, event, _ in accumulation.in_loop
+    )
+
+
+def _names_in(node: cst.CSTNode):
+    if isinstance(node, cst.Name):
+        yield node
+    for child in node.children:
+        yield from _names_in(child)
+
+
+def _schedule(accumulation: Accumulation, backward: CallEvent, line_of) -> str:
+    step = f"`{_code(accumulation.step.scope, accumulation.step.node)}`"
+    backward_text = f"`{_code(backward.scope, backward.node)}`"
+    guard = accumulation.guard
+    if isinstance(guard, Loop):
+        return (
+            f"{backward_text} runs once per micro-batch of the loop on line {line_of(_guard_site(accumulation))} "
+            f"(`for ... in {guard.iterable_text}`) before the single {step}"
+        )
+    if isinstance(guard, JumpEvent):
+        condition = next(c for c in reversed(guard.context.conditions) if _modulus_test(c.test))
+        when = "whenever" if condition.branch == "if" else "unless"
+        return f"{backward_text} runs every iteration but a `continue` skips {step} {when} `{_code(guard.scope, condition.test)}`"
+    test = " ".join(accumulation.guard_chunk.code_for(guard.test).split())
+    negated = " is false" if guard.branch == "else" else ""
+    return f"{backward_text} runs every iteration but {step} only when `{test}`{negated}"
+
+
+def _guard_site(accumulation: Accumulation):
+    return (accumulation.guard_chunk, accumulation.guard.node)
+
+
+_GUARD_NOTES = {
+    "modulus": "the optimizer steps only once every N iterations",
+    "continue": "`continue` skips the optimizer step on the other iterations",
+    "micro-batch": "the micro-batch loop: one backward per micro-batch, one step after it",
+}
+
+
+def _code(scope: ScopeAnalysis, node: cst.CSTNode, limit: int = 60) -> str:
+    text = " ".join(scope.chunk.code_for(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
+    return scope.chunk.code_for(node)
