@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from trainlint.analysis.model import Severity
+from trainlint.analysis.rules.base import Rule
+from trainlint.analysis.selection import resolve_selector
 from trainlint.cli import main
 from trainlint.config import (
     ConfigError,
@@ -202,3 +205,46 @@ def test_cli_explicit_config_file(tmp_path, monkeypatch, capsys):
     assert main(["check", "--config", str(strict), "a.py"]) == 0
     assert main(["check", "--config", "missing.toml", "a.py"]) == 2
     assert "config file not found: missing.toml" in capsys.readouterr().err
+
+
+class TestResolveSelector:
+    class Retained(Rule):
+        code, name, severity = "TL101", "retained-graph", Severity.ERROR
+
+    class ZeroGrad(Rule):
+        code, name, severity = "TL201", "missing-zero-grad", Severity.ERROR
+
+    class Softmax(Rule):
+        code, name, severity = "TL202", "softmax-before-cross-entropy", Severity.ERROR
+
+    RULES = [Retained, ZeroGrad, Softmax]
+
+    @pytest.mark.parametrize(
+        ("token", "codes"),
+        [
+            ("TL101", ["TL101"]),
+            ("tl101", ["TL101"]),
+            ("TL2", ["TL201", "TL202"]),
+            ("TL20", ["TL201", "TL202"]),
+            ("TL", ["TL101", "TL201", "TL202"]),
+            ("retained-graph", ["TL101"]),
+            (" Missing-Zero-Grad ", ["TL201"]),
+        ],
+    )
+    def test_matches(self, token, codes):
+        assert resolve_selector(token, self.RULES) == codes
+
+    @pytest.mark.parametrize(
+        ("token", "message"),
+        [
+            ("TL102", "unknown rule code 'TL102'"),
+            ("TL1010", "unknown rule code 'TL1010'"),
+            ("TL9", "no rule code starts with 'TL9'"),
+            ("softmax-before-crossentropy", "did you mean 'softmax-before-cross-entropy'?"),
+            ("nothing-like-it", "unknown rule 'nothing-like-it'"),
+            ("  ", "empty rule selector"),
+        ],
+    )
+    def test_unknown(self, token, message):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            resolve_selector(token, self.RULES)

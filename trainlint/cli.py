@@ -12,7 +12,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import NoReturn, Sequence, TextIO
 
 import msgspec
 
@@ -23,6 +23,7 @@ from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.config import (
+    Config,
     ConfigError,
     discover_config,
     engine_codes_in,
@@ -95,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip these codes, prefixes or names (replaces the config's ignore)")
     check.add_argument("--fail-on", choices=SEVERITIES, help="lowest severity that fails the run (default: error)")
     check.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
-                       help="gitignore-style globs to skip (replaces the config's exclude)")
+                       help="gitignore-style globs to skip, relative to the config file's folder "
+                            "(replaces the config's exclude)")
     check.add_argument("--config", metavar="FILE", help="read settings from FILE instead of searching for one")
     check.add_argument("--jobs", type=_positive_int, metavar="N", help="files checked in parallel")
     check.add_argument("--target-gpu", metavar="NAME", help="GPU that memory estimates are checked against")
@@ -212,6 +214,36 @@ def _validated(flag: str, tokens: list[str] | None, *, allow_engine_codes: bool)
     return tokens
 
 
+@dataclass(frozen=True)
+class _Options:
+    """Config and command line merged: a flag replaces the config's value for its key."""
+
+    settings: AnalysisSettings
+    always_ignored: frozenset[str]  # engine codes named in ignore, dropped after analysis
+    exclude: tuple[str, ...]
+    fail_on: Severity
+
+
+def _options(args: argparse.Namespace, config: Config) -> _Options:
+    select = _validated("--select", args.select, allow_engine_codes=False)
+    ignore = _validated("--ignore", args.ignore, allow_engine_codes=True)
+    select = tuple(select if select is not None else config.select)
+    ignore = tuple(ignore if ignore is not None else config.ignore)
+    settings = AnalysisSettings(
+        select=select,
+        ignore=without_engine_codes(ignore),
+        severity=config.severity,
+        target_gpu=args.target_gpu or config.target_gpu,
+        report_unused_ignores=args.report_unused_ignores,
+    )
+    return _Options(
+        settings=settings,
+        always_ignored=engine_codes_in(ignore),
+        exclude=tuple(args.exclude if args.exclude is not None else config.exclude),
+        fail_on=Severity.parse(args.fail_on) if args.fail_on else config.fail_on,
+    )
+
+
 def _check(args: argparse.Namespace) -> int:
     reading_stdin = STDIN in args.paths
     if reading_stdin and len(args.paths) > 1:
@@ -226,52 +258,35 @@ def _check(args: argparse.Namespace) -> int:
                 raise MissingPathError(given)
         anchors = [Path(given) for given in args.paths]
     config = load_config(Path(args.config)) if args.config else discover_config(anchors)
-
-    select = _validated("--select", args.select, allow_engine_codes=False)
-    ignore = _validated("--ignore", args.ignore, allow_engine_codes=True)
-    select = tuple(select if select is not None else config.select)
-    ignore = tuple(ignore if ignore is not None else config.ignore)
-    exclude = args.exclude if args.exclude is not None else config.exclude
-    fail_on = Severity.parse(args.fail_on) if args.fail_on else config.fail_on
-    settings = AnalysisSettings(
-        select=select,
-        ignore=without_engine_codes(ignore),
-        severity=config.severity,
-        target_gpu=args.target_gpu or config.target_gpu,
-        report_unused_ignores=args.report_unused_ignores,
-    )
-    always_ignored = engine_codes_in(ignore)
+    options = _options(args, config)
     fixing = args.fix or args.diff
 
     if reading_stdin:
         name = args.stdin_filename or STDIN
-        ignored = always_ignored | (config.per_file_ignores.codes_for(Path(name)) if args.stdin_filename else frozenset())
-        tasks = [_Task(name, settings, ignored, fixing, data=sys.stdin.buffer.read())]
+        ignored = options.always_ignored
+        if args.stdin_filename:
+            ignored |= config.per_file_ignores.codes_for(Path(name))
+        tasks = [_Task(name, options.settings, ignored, fixing, data=sys.stdin.buffer.read())]
     else:
-        files = discover_files(args.paths, Exclusions(exclude, config.root))
-        tasks = [
-            _Task(path, settings, always_ignored | config.per_file_ignores.codes_for(Path(path)), fixing)
-            for path in files
-        ]
+        files = discover_files(args.paths, Exclusions(options.exclude, config.root))
+        tasks = []
+        for path in files:
+            ignored = options.always_ignored | config.per_file_ignores.codes_for(Path(path))
+            tasks.append(_Task(path, options.settings, ignored, fixing))
     outcomes = _run_all(tasks, args.jobs)
-
-    if args.diff:
-        return _report_diff(args, outcomes)
-    write_failed = False
     for outcome in outcomes:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
                   "the result would not parse", file=sys.stderr)
-        if args.fix and outcome.fixed is not None and not reading_stdin:
-            try:
-                Path(outcome.path).write_bytes(outcome.fixed)
-            except OSError as error:
-                print(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}", file=sys.stderr)
-                write_failed = True
+    if args.diff:
+        return _report_diff(args, outcomes)
+
+    write_failed = False
     if args.fix and reading_stdin:
-        outcome = outcomes[0]
-        sys.stdout.buffer.write(outcome.fixed if outcome.fixed is not None else tasks[0].data or b"")
+        sys.stdout.buffer.write(outcomes[0].fixed if outcomes[0].fixed is not None else tasks[0].data or b"")
         sys.stdout.flush()
+    elif args.fix:
+        write_failed = not _write_fixes(outcomes)
 
     findings = [finding for outcome in outcomes for finding in outcome.findings]
     report = Report(
@@ -285,10 +300,24 @@ def _check(args: argparse.Namespace) -> int:
     _emit(args, _render(args, report, stream), stream)
     if write_failed:
         return 2
-    return 1 if any(finding.severity >= fail_on for finding in findings) else 0
+    return 1 if any(finding.severity >= options.fail_on for finding in findings) else 0
 
 
-def _render(args: argparse.Namespace, report: Report, stream) -> str:
+def _write_fixes(outcomes: list[_Outcome]) -> bool:
+    """Write every fixed file; False when one could not be written (each is told on stderr)."""
+    all_written = True
+    for outcome in outcomes:
+        if outcome.fixed is None:
+            continue
+        try:
+            Path(outcome.path).write_bytes(outcome.fixed)
+        except OSError as error:
+            print(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}", file=sys.stderr)
+            all_written = False
+    return all_written
+
+
+def _render(args: argparse.Namespace, report: Report, stream: TextIO) -> str:
     if args.format == "json":
         return render_json(report)
     if args.format == "github":
@@ -299,7 +328,7 @@ def _render(args: argparse.Namespace, report: Report, stream) -> str:
     return render_terminal(report, colour=colour, quiet=args.quiet)
 
 
-def _emit(args: argparse.Namespace, text: str, stream) -> None:
+def _emit(args: argparse.Namespace, text: str, stream: TextIO) -> None:
     if args.output is None:
         stream.write(text)
         stream.flush()
@@ -307,7 +336,8 @@ def _emit(args: argparse.Namespace, text: str, stream) -> None:
     try:
         Path(args.output).write_text(text, encoding="utf-8")
     except OSError as error:
-        raise UsageError(f"argument --output: cannot write {args.output}: {error.strerror or error}", CHECK_PROG) from None
+        problem = f"argument --output: cannot write {args.output}: {error.strerror or error}"
+        raise UsageError(problem, CHECK_PROG) from None
 
 
 def _report_diff(args: argparse.Namespace, outcomes: list[_Outcome]) -> int:
@@ -344,7 +374,9 @@ def _rules(args: argparse.Namespace) -> int:
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(entries), indent=2).decode("utf-8") + "\n")
         return 0
     header = ("CODE", "NAME", "SEVERITY", "FIXABLE", "SUMMARY")
-    rows = [(rule.code, rule.name, rule.severity.label, "yes" if rule.fixable else "no", rule.summary()) for rule in rules]
+    rows = [
+        (rule.code, rule.name, rule.severity.label, "yes" if rule.fixable else "no", rule.summary()) for rule in rules
+    ]
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header) - 1)]
     for row in [header, *rows]:
         cells = [cell.ljust(width) for cell, width in zip(row, widths)]
@@ -364,4 +396,5 @@ def _explain(args: argparse.Namespace) -> int:
 
 def _explanation(rule: type[Rule]) -> str:
     fixable = ", fixable with --fix" if rule.fixable else ""
-    return f"{rule.code} {rule.name} (default severity: {rule.severity.label}{fixable})\n\n{rule.explain()}\n\nMore: {rule.help_uri()}"
+    heading = f"{rule.code} {rule.name} (default severity: {rule.severity.label}{fixable})"
+    return f"{heading}\n\n{rule.explain()}\n\nMore: {rule.help_uri()}"
