@@ -19,10 +19,10 @@ from typing import Iterator
 
 import libcst as cst
 
-from ..flow import CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
+from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
 from ..model import Severity
 from ..names import dotted, last_part
-from ..patterns import is_backward, loops_running
+from ..patterns import calls_in, events_in, is_backward, loops_running
 from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
 from .base import Fires, Quiet, Rule
 
@@ -324,6 +324,25 @@ class RedundantTransfer(Rule):
             """
             import torch
 
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+                    self.mask = torch.ones(16)
+
+                def refresh_mask(self, step):
+                    self.mask = (torch.rand(16) > 0.1).float()
+
+                def fit(self, loader, device):
+                    for step, (x, y) in enumerate(loader):
+                        self.refresh_mask(step)
+                        out = self.model(x.to(device)) * self.mask.to(device)
+                        out.sum().backward()
+            """
+        ),
+        Quiet(
+            """
+            import torch
+
             cache = torch.tensor([1.0, 2.0])
             weights = torch.tensor([0.5, 0.5])
             for line in open("log.txt"):
@@ -390,20 +409,33 @@ def _is_model_call(call: CallEvent) -> bool:
 
 
 def _changed_in(scope: ScopeAnalysis, loop: Loop) -> set[str]:
-    """Dotted names the loop rebinds, stores into, or modifies in place (`w.mul_(...)`, `w[i] = v`)."""
+    """Dotted names the loop, or a local function it calls, rebinds, stores into, or modifies in place
+    (`w.mul_(...)`, `w[i] = v`, `nn.init.zeros_(w)`, `self.mask = ...` in a helper method)."""
     changed = set(_bound_names(loop.node))
-    for event in scope.events:
-        if loop not in event.context.loops:
-            continue
-        if isinstance(event, StoreEvent):
-            changed.add(event.container)
-        elif isinstance(event, CallEvent) and event.receiver_key and event.method and _in_place(event.method):
-            changed.add(event.receiver_key)
+    reached: dict[int, tuple[ScopeAnalysis, Loop | None]] = {id(scope): (scope, loop)}
+    for call in calls_in(scope, loop):
+        inner = call.function.analysis(scope.summary) if call.function is not None else None
+        if inner is not None:
+            reached.setdefault(id(inner), (inner, None))
+    for owner, within in reached.values():
+        for event in events_in(owner, within):
+            if isinstance(event, AssignEvent):
+                changed.update(event.targets)
+            elif isinstance(event, StoreEvent):
+                changed.add(event.container)
+            elif isinstance(event, CallEvent):
+                changed.update(_modified_in_place(event))
     return changed
 
 
-def _in_place(method: str) -> bool:
-    return method.endswith("_") and not method.startswith("_")
+def _modified_in_place(call: CallEvent) -> Iterator[str]:
+    if call.method and call.method.endswith("_") and not call.method.startswith("_"):
+        if call.receiver_key:
+            yield call.receiver_key  # w.mul_(0.9)
+        elif call.callee and call.arg_nodes:
+            key = dotted(call.arg_nodes[0].value)
+            if key is not None:
+                yield key  # torch.nn.init.zeros_(w)
 
 
 def _bound_names(root: cst.CSTNode) -> Iterator[str]:

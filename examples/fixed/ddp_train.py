@@ -69,7 +69,7 @@ def build_loaders(args, rank, world_size):
         num_workers=args.workers,
         pin_memory=True,
         drop_last=True,
-        persistent_workers=True,
+        persistent_workers=args.workers > 0,
     )
     val_sampler = DistributedSampler(val_set, num_replicas=world_size, rank=rank, shuffle=False)
     val_loader = DataLoader(

@@ -106,7 +106,11 @@ def main():
     )
     train_set = datasets.FashionMNIST(args.data, train=True, download=True, transform=train_tf)
     test_set = datasets.FashionMNIST(args.data, train=False, download=True, transform=test_tf)
-    loader_opts = {"num_workers": args.workers, "pin_memory": True, "persistent_workers": True}
+    loader_opts = {
+        "num_workers": args.workers,
+        "pin_memory": True,
+        "persistent_workers": args.workers > 0,
+    }
     train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True, **loader_opts)
     test_loader = DataLoader(test_set, batch_size=1024, shuffle=False, **loader_opts)
 
