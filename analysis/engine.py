@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
+import gc
 import logging
 import os
 import re
@@ -26,6 +28,24 @@ ENGINE_CODES = {SYNTAX_ERROR[0]: SYNTAX_ERROR[1], UNUSED_SUPPRESSION[0]: UNUSED_
 _CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 # Rules raise instead of reporting when this is set, so their tests see their bugs.
 STRICT_ENV = "TRAINLINT_STRICT"
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Pause Python's cyclic garbage collector while one file is analysed.
+
+    Parsing allocates tens of thousands of small objects that live until the analysis ends;
+    each allocation burst makes the collector re-scan all of them, which measured six times
+    the analysis itself on a 2,000-statement file. Nothing analysed here needs the collector
+    to free it in the meantime (the trees are acyclic and freed by reference counting).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class DecodeError(Exception):
@@ -80,8 +100,9 @@ def analyze_source(
         text = decode_source(source)
     except DecodeError as error:
         return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
-    module = ModuleAnalysis(text, path)
-    return findings_for(module, settings, select_rules(settings, rules))
+    with collector_paused():
+        module = ModuleAnalysis(text, path)
+        return findings_for(module, settings, select_rules(settings, rules))
 
 
 def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iterable[type[Rule]]) -> list[Finding]:

@@ -33,13 +33,17 @@ class DataloaderTuning(Rule):
     fixable = True
 
     def check(self, ctx) -> None:
+        loaders = [
+            call for scope in ctx.scopes for call in scope.calls()
+            if call.callee is not None and is_dataloader(call.callee)
+        ]
+        if not loaders:
+            return  # the evidence below locates a backward call, which costs positions; skip it when idle
         training = self._training_evidence(ctx)
         if training is None:
             return
-        for scope in ctx.scopes:
-            for call in scope.calls():
-                if call.callee is not None and is_dataloader(call.callee):
-                    self._check_loader(ctx, call, training)
+        for call in loaders:
+            self._check_loader(ctx, call, training)
 
     @staticmethod
     def _training_evidence(ctx) -> list[Evidence] | None:

@@ -39,7 +39,12 @@ class RetainedGraph(Rule):
         if GRAPH not in value.tags or store.context.grad_off is not None:
             return
         loop = next((loop for loop in reversed(store.context.loops) if store.outlives(loop)), None)
-        if loop is None or any(_consumed(later, store.container) for later in ctx.module.scopes_from(scope)):
+        if loop is None or _walks_structure(loop):
+            return
+        later_scopes = ctx.module.scopes_from(scope)
+        if any(_consumed(later, store.container) for later in later_scopes):
+            return
+        if value.roots and any(_backward_after_reaches(later, loop, value) for later in later_scopes):
             return
         backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
         backwarded = any(
@@ -334,6 +339,47 @@ class RetainedGraph(Rule):
             accumulated.backward()
             """
         ),
+        Quiet(
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def finish_episode(policy, optimizer, transitions, returns):
+                critic_terms = []
+                for (log_prob, estimate), target in zip(transitions, returns):
+                    critic_terms.append(F.mse_loss(estimate, target))
+                optimizer.zero_grad()
+                total = torch.stack(critic_terms).sum() * 0.5
+                total.backward()
+                optimizer.step()
+            """
+        ),
+        Quiet(
+            """
+            import torch.nn.functional as F
+
+            def train(extractor, decoder, loader, optimizer, targets):
+                for images, _ in loader:
+                    optimizer.zero_grad()
+                    feats = extractor(decoder(images))
+                    layer_loss = 0.0
+                    for feat, target in zip(feats, targets):
+                        layer_loss += F.mse_loss(feat, target)
+                    (layer_loss * 10.0).backward()
+                    optimizer.step()
+            """
+        ),
+        Quiet(
+            """
+            import torch.nn.functional as F
+
+            def test_mean_of_exit_losses(head, hidden_by_layer, labels):
+                summed = 0.0
+                for layer, hidden in hidden_by_layer.items():
+                    summed += F.cross_entropy(head(hidden), labels)
+                assert summed / len(hidden_by_layer) > 0
+            """
+        ),
     )
 
 
@@ -353,6 +399,34 @@ def _consumed(scope: ScopeAnalysis, container: str) -> bool:
             if inner is not None and any(is_backward(call) for call in calls_in(inner, None)):
                 return True
     return False
+
+
+def _backward_after_reaches(scope: ScopeAnalysis, loop: Loop, value) -> bool:
+    """A backward outside the loop runs through what was stored: ``stack(losses).sum()`` folded
+    into a total loss, or a per-layer sum added to the step's loss, before one backward."""
+    return any(
+        is_backward(event) and not event.context.in_loop(loop) and value.roots & backward_target(event).roots
+        for event in scope.calls()
+    )
+
+
+# Iterating a model's structure or a dict's entries is bounded by the model, not by the run:
+# a sum over layers or heads is one step's loss, freed when the step ends.
+_STRUCTURE_METHODS = frozenset({
+    "items", "values", "keys", "children", "named_children", "modules", "named_modules",
+    "parameters", "named_parameters",
+})
+
+
+def _walks_structure(loop: Loop) -> bool:
+    iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in {"enumerate", "zip"}:
+        iterable = iterable.args[0].value if iterable.args else None
+    return (
+        isinstance(iterable, cst.Call)
+        and isinstance(iterable.func, cst.Attribute)
+        and iterable.func.attr.value in _STRUCTURE_METHODS
+    )
 
 
 def _scalar_sink(scope: ScopeAnalysis, store: StoreEvent) -> bool:

@@ -31,6 +31,7 @@ Item = tuple[Event, tuple[CallEvent, ...]]
 # ``range(accum_steps)``, ``batch.chunk(4)``, ``torch.split(x, n)``, ``split_batch(...)``; not ``train_split``
 _MICRO_BATCHES = re.compile(r"micro|accum|sub_?batch|chunk|split\(|split_batch", re.I)
 _GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
+_RESCALING_HELPER = re.compile(r"^_?(?:re)?(?:scale|normali[sz]e|divide)_?(?:grads?|gradients?)_?$")
 _ATOMIC = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)
 
 
@@ -312,6 +313,22 @@ class UnscaledAccumulation(Rule):
         ),
         Quiet(
             """
+            from mylib import utils
+
+            def fit(model, loader, optimizer, loss_fn, accumulate):
+                tokens = 0
+                for i, batch in enumerate(loader):
+                    tokens += batch["mask"].sum()
+                    loss_fn(model(batch["ids"]), batch["labels"]).backward()
+                    if (i + 1) % accumulate == 0:
+                        utils.scale_grads(model, 1 / tokens)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        tokens = 0
+            """
+        ),
+        Quiet(
+            """
             import torch.nn.functional as F
 
             def micro_loss(model, x, y, accum):
@@ -542,12 +559,14 @@ def _scales_for_you(ctx, call: CallEvent) -> bool:
 
 
 def _rescales_gradients(event: Event) -> bool:
-    """``p.grad /= N``, ``p.grad = p.grad / N``, ``p.grad.div_(N)``, ``torch._foreach_div_(grads, N)``."""
+    """``p.grad /= N``, ``p.grad = p.grad / N``, ``p.grad.div_(N)``, ``torch._foreach_div_(grads, N)``,
+    or a helper named for it (``training.scale_grads(model, 1 / num_tokens)``)."""
     if isinstance(event, AssignEvent):
         return any(_GRADIENT_KEY.search(key) for key in event.targets) and not clears_gradients(event)
     if not isinstance(event, CallEvent):
         return False
-    if event.callee is not None and last_part(event.callee) in {"_foreach_div_", "_foreach_mul_"}:
+    name = event.method or (last_part(event.callee) if event.callee else "")
+    if name in {"_foreach_div_", "_foreach_mul_"} or _RESCALING_HELPER.match(name):
         return True
     return event.method in {"div_", "mul_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
 
