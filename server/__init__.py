@@ -1,0 +1,1 @@
+"""The trainlint language server; `trainlint server` starts it."""

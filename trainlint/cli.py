@@ -110,7 +110,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = commands.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", metavar="RULE", help="code (TL101) or name (retained-graph)")
+
+    serve = commands.add_parser("server", help="run the language server (stdio unless --tcp)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on a TCP port (for debugging)")
     return parser
+
+
+def _host_port(value: str) -> str:
+    host, colon, port = value.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "server":
+            from trainlint.server.server import start  # pygls is only imported by the server
+
+            start(args.tcp)
+            return 0
         return _explain(args)
     except SystemExit as exit:  # --help and --version
         return exit.code if isinstance(exit.code, int) else 0

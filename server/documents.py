@@ -1,0 +1,84 @@
+"""Per-document state shared by every feature: text, version, analysis and findings.
+
+An edit re-parses only the top-level statements whose text changed (``ModuleAnalysis.updated``);
+the findings are recomputed from the reused parses. A result is keyed by the text's version and
+the settings it was computed with, so a stale result is recognised and never shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+from trainlint.analysis.model import Finding, Severity
+from trainlint.analysis.module import ModuleAnalysis
+
+from .settings import EffectiveSettings
+
+log = logging.getLogger("trainlint.server")
+
+# Larger documents are not analysed as you type: one diagnostic says so, on save too.
+MAX_DOCUMENT_CHARS = 5_000_000
+
+
+@dataclass(frozen=True)
+class Analysis:
+    version: int | None
+    settings: EffectiveSettings
+    text: str
+    findings: list[Finding]
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+
+@dataclass
+class DocumentState:
+    uri: str
+    path: Path | None
+    module: ModuleAnalysis | None = None
+    latest: Analysis | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def analyse(self, text: str, version: int | None, settings: EffectiveSettings) -> Analysis:
+        """The findings for this text, reusing the parses of unchanged statements."""
+        with self.lock:
+            latest = self.latest
+            if latest is not None and latest.text == text and latest.settings == settings:
+                if latest.version != version:
+                    latest = Analysis(version, settings, text, latest.findings)
+                    self.latest = latest
+                return latest
+            if len(text) > MAX_DOCUMENT_CHARS:
+                findings = [_too_large(self.display_path, len(text))]
+            else:
+                findings = self._findings(text, settings)
+            self.latest = Analysis(version, settings, text, findings)
+            return self.latest
+
+    @property
+    def display_path(self) -> str:
+        return str(self.path) if self.path is not None else self.uri
+
+    def _findings(self, text: str, settings: EffectiveSettings) -> list[Finding]:
+        with collector_paused():
+            try:
+                module = self.module.updated(text) if self.module is not None else ModuleAnalysis(text, self.display_path)
+            except RecursionError:
+                module = ModuleAnalysis(text, self.display_path)
+            self.module = module
+            findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
+        return [finding for finding in findings if finding.code not in settings.dropped]
+
+
+def _too_large(path: str, size: int) -> Finding:
+    return Finding(
+        path=path, line=1, column=1, end_line=1, end_column=2, code="TL002", name="not-analysed",
+        severity=Severity.NOTE,
+        message=f"this document has {size:,} characters; trainlint checks documents up to "
+        f"{MAX_DOCUMENT_CHARS:,} characters as you type. Run `trainlint check` on it instead",
+    )

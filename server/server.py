@@ -1,0 +1,507 @@
+"""The trainlint language server (pygls 2): diagnostics as you type, fixes as code actions.
+
+Diagnostics are offered by pull (``textDocument/diagnostic``) to every client; clients that
+cannot pull (Helix, Neovim before 0.10) get versioned ``publishDiagnostics`` after a per-document
+debounce, and ``[]`` when a document closes. Analysis runs on one worker thread, never on the
+event loop; a result computed for a text that has since changed is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+import trainlint
+from trainlint.analysis.model import Finding
+from trainlint.analysis.registry import all_rules
+from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
+from trainlint.fixing import apply_fixes, parses
+
+from .convert import Positions, to_diagnostic, to_text_edit
+from .documents import Analysis, DocumentState
+from .settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
+
+log = logging.getLogger("trainlint.server")
+
+SOURCE = "trainlint"
+FIX_ALL_KIND = "source.fixAll.trainlint"
+COMMAND_FIX_ALL = "trainlint.fixAll"
+COMMAND_VRAM = "trainlint.showVramBreakdown"
+COMMAND_DEBUG = "trainlint.printDebugInfo"
+_SUPPRESSION = re.compile(r"#\s*(?:trainlint:\s*ignore(?:-file)?\[(?P<codes>[^\]]*)\]|noqa:\s*(?P<noqa>[^#]*))", re.I)
+_CODE = re.compile(r"TL\d{3}|[a-z]+(?:-[a-z]+)+", re.I)
+
+
+class TrainlintServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("trainlint", trainlint.__version__)
+        self.editor_settings = EditorSettings()
+        self.documents: dict[str, DocumentState] = {}
+        self.saved_text: dict[str, str] = {}
+        self.pending: dict[str, asyncio.Task] = {}
+        self.generation = 0  # bumped whenever settings change, so result ids change with them
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis")
+        self._configs: dict[tuple, Config] = {}
+        self._reported_problems: set[str] = set()
+        self.rules = {rule.code: rule for rule in all_rules()}
+
+    # ------------------------------------------------------------------ client facts
+    @property
+    def pulls(self) -> bool:
+        text_document = self.client_capabilities.text_document
+        return text_document is not None and text_document.diagnostic is not None
+
+    @property
+    def encoding(self) -> str:
+        return self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+
+    def _workspace_capability(self, name: str) -> Any:
+        workspace = self.client_capabilities.workspace
+        return getattr(workspace, name, None) if workspace is not None else None
+
+    # ------------------------------------------------------------------ messages
+    def problem(self, message: str) -> None:
+        """Tell the user once about something they can fix (a bad setting, a broken config file)."""
+        log.warning(message)
+        self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=message))
+        if message not in self._reported_problems:
+            self._reported_problems.add(message)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+
+    def apply_settings(self, raw: Any, origin: str) -> None:
+        settings, problems = parse_editor_settings(raw, self.editor_settings)
+        for problem in problems:
+            self.problem(f"trainlint: {origin}: {problem}")
+        if settings != self.editor_settings:
+            self.editor_settings = settings
+            self.generation += 1
+
+    # ------------------------------------------------------------------ configuration
+    def project_config(self, path: Path | None) -> Config:
+        """The nearest [tool.trainlint] / trainlint.toml, re-read when any candidate file changes."""
+        if path is None:
+            return Config()
+        folder = path.parent
+        stamps = []
+        for directory in (folder, *folder.parents):
+            for name in (TRAINLINT_TOML, PYPROJECT):
+                try:
+                    stamps.append((str(directory / name), os.stat(directory / name).st_mtime_ns))
+                except OSError:
+                    continue
+        key = (str(folder), tuple(stamps))
+        config = self._configs.get(key)
+        if config is None:
+            try:
+                found = find_config_file(folder)
+                config = load_config(found) if found is not None else Config(root=folder)
+            except (ConfigError, OSError, ValueError) as error:
+                self.problem(f"trainlint: configuration ignored: {error}")
+                config = Config(root=folder)
+            self._configs = {k: v for k, v in self._configs.items() if k[0] != key[0]}
+            self._configs[key] = config
+        return config
+
+    def settings_for(self, state: DocumentState) -> EffectiveSettings:
+        return effective_settings(self.editor_settings, self.project_config(state.path), state.path)
+
+    # ------------------------------------------------------------------ analysis
+    def state(self, uri: str) -> DocumentState:
+        state = self.documents.get(uri)
+        if state is None:
+            path = Path(to_fs_path(uri)) if uri.startswith("file:") else None
+            state = self.documents[uri] = DocumentState(uri, path)
+        return state
+
+    def current_text(self, uri: str) -> tuple[str, int | None] | None:
+        if uri not in self.documents:
+            return None
+        document = self.workspace.get_text_document(uri)
+        if self.editor_settings.run == RUN_ON_SAVE and uri in self.saved_text:
+            return self.saved_text[uri], None
+        return document.source, document.version
+
+    async def analysis(self, uri: str) -> Analysis | None:
+        current = self.current_text(uri)
+        if current is None:
+            return None
+        text, version = current
+        state = self.documents[uri]
+        settings = self.settings_for(state)
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.executor, state.analyse, text, version, settings)
+        except Exception:  # the engine never raises on bad input; this is our bug, not the user's
+            log.exception("analysis of %s failed", uri)
+            return None
+
+    def result_id(self, analysis: Analysis) -> str:
+        return f"{analysis.version}:{self.generation}:{id(analysis)}"
+
+    def diagnostics(self, uri: str, analysis: Analysis) -> list[types.Diagnostic]:
+        positions = Positions(analysis.lines, self.encoding)
+        return [to_diagnostic(f, positions, uri, self._help_uri(f)) for f in analysis.findings]
+
+    def _help_uri(self, finding: Finding) -> str | None:
+        rule = self.rules.get(finding.code)
+        return rule.help_uri() if rule is not None else None
+
+    async def publish(self, uri: str) -> None:
+        """Push mode: analyse and publish, unless the text moved on while we worked."""
+        analysis = await self.analysis(uri)
+        if analysis is None or uri not in self.documents:
+            return
+        current = self.current_text(uri)
+        if current is None or current[0] != analysis.text:
+            return  # stale: a newer change has its own publish scheduled
+        version = self.workspace.get_text_document(uri).version
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(uri, analysis), version=version)
+        )
+
+    def schedule(self, uri: str, delay_ms: int) -> None:
+        if self.pulls:
+            return
+        previous = self.pending.pop(uri, None)
+        if previous is not None:
+            previous.cancel()
+
+        async def later() -> None:
+            if delay_ms:
+                await asyncio.sleep(delay_ms / 1000)
+            await self.publish(uri)
+
+        self.pending[uri] = asyncio.ensure_future(later())
+
+    def refresh_all(self) -> None:
+        """After settings or config changed: ask pulling clients to re-pull, republish for the rest."""
+        self.generation += 1
+        if self.pulls:
+            refresh = self._workspace_capability("diagnostics")
+            if refresh is not None and refresh.refresh_support:
+                self.workspace_diagnostic_refresh(None)
+        else:
+            for uri in list(self.documents):
+                self.schedule(uri, 0)
+        hints = self._workspace_capability("inlay_hint")
+        if hints is not None and hints.refresh_support:
+            self.workspace_inlay_hint_refresh(None)
+
+    # ------------------------------------------------------------------ code actions
+    def fix_all_edits(self, uri: str, analysis: Analysis) -> list[types.TextEdit] | None:
+        new_text, applied = apply_fixes(analysis.text, analysis.findings)
+        if not applied or new_text == analysis.text or not parses(new_text):
+            return None
+        lines = analysis.text.splitlines(keepends=True)
+        end = Positions(analysis.lines, self.encoding).to_client(len(lines) + 1, 1) if lines else types.Position(0, 0)
+        return [types.TextEdit(range=types.Range(start=types.Position(0, 0), end=end), new_text=new_text)]
+
+
+server = TrainlintServer()
+
+
+# ---------------------------------------------------------------------- lifecycle
+@server.feature(types.INITIALIZE)
+def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
+    ls.apply_settings(params.initialization_options, "initializationOptions")
+
+
+@server.feature(types.INITIALIZED)
+async def initialized(ls: TrainlintServer, params: types.InitializedParams) -> None:
+    watched = ls._workspace_capability("did_change_watched_files")
+    if watched is not None and watched.dynamic_registration:
+        options = types.DidChangeWatchedFilesRegistrationOptions(
+            watchers=[types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in (PYPROJECT, TRAINLINT_TOML)]
+        )
+        registration = types.Registration(
+            id="trainlint-config-watch", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES, register_options=options
+        )
+        try:
+            await ls.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
+        except Exception as error:  # the mtime check before each analysis still notices edits
+            log.info("file watching not registered: %s", error)
+    await _pull_configuration(ls)
+
+
+async def _pull_configuration(ls: TrainlintServer) -> None:
+    if not ls._workspace_capability("configuration"):
+        return
+    try:
+        answer = await ls.workspace_configuration_async(
+            types.ConfigurationParams(items=[types.ConfigurationItem(section="trainlint")])
+        )
+    except Exception as error:
+        log.info("workspace/configuration failed: %s", error)
+        return
+    if answer and answer[0] is not None:
+        before = ls.editor_settings
+        ls.apply_settings(answer[0], "workspace settings")
+        if ls.editor_settings != before:
+            ls.refresh_all()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def did_change_configuration(ls: TrainlintServer, params: types.DidChangeConfigurationParams) -> None:
+    if params.settings and not ls._workspace_capability("configuration"):
+        ls.apply_settings(params.settings, "settings")
+        ls.refresh_all()
+        return
+    await _pull_configuration(ls)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+def did_change_watched_files(ls: TrainlintServer, params: types.DidChangeWatchedFilesParams) -> None:
+    ls._configs.clear()
+    ls.refresh_all()
+
+
+# ---------------------------------------------------------------------- text sync
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.state(uri)
+    ls.saved_text[uri] = params.text_document.text
+    ls.schedule(uri, 0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    if uri in ls.documents and ls.editor_settings.run != RUN_ON_SAVE:
+        ls.schedule(uri, ls.editor_settings.debounce_ms)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
+def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    if uri not in ls.documents:
+        return
+    ls.saved_text[uri] = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
+    if Path(to_fs_path(uri) or "").name in (PYPROJECT, TRAINLINT_TOML):
+        ls._configs.clear()
+        ls.refresh_all()
+    ls.schedule(uri, 0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.documents.pop(uri, None)
+    ls.saved_text.pop(uri, None)
+    task = ls.pending.pop(uri, None)
+    if task is not None:
+        task.cancel()
+    if not ls.pulls:
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+# ---------------------------------------------------------------------- diagnostics (pull)
+@server.feature(
+    types.TEXT_DOCUMENT_DIAGNOSTIC,
+    types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False, workspace_diagnostics=False),
+)
+async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnosticParams):
+    uri = params.text_document.uri
+    analysis = await ls.analysis(uri)
+    if analysis is None:
+        return types.RelatedFullDocumentDiagnosticReport(items=[])
+    result_id = ls.result_id(analysis)
+    if params.previous_result_id == result_id:
+        return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+    return types.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics(uri, analysis), result_id=result_id)
+
+
+# ---------------------------------------------------------------------- code actions
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND],
+        resolve_provider=True,
+    ),
+)
+async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    uri = params.text_document.uri
+    analysis = await ls.analysis(uri)
+    if analysis is None:
+        return None
+    only = params.context.only
+    wanted = (lambda kind: any(kind == k or kind.startswith(f"{k}.") for k in only)) if only else (lambda kind: True)
+    positions = Positions(analysis.lines, ls.encoding)
+    first, _ = positions.from_client(params.range.start)
+    last, _ = positions.from_client(params.range.end)
+    actions: list[types.CodeAction] = []
+    if wanted(types.CodeActionKind.QuickFix):
+        for finding in analysis.findings:
+            if finding.end_line - 1 < first or finding.line - 1 > last:
+                continue
+            diagnostic = to_diagnostic(finding, positions, uri, ls._help_uri(finding))
+            if finding.fix is not None:
+                actions.append(types.CodeAction(
+                    title=f"trainlint ({finding.code}): {finding.fix.description}",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    is_preferred=True,
+                    edit=types.WorkspaceEdit(changes={uri: [to_text_edit(e, positions) for e in finding.fix.edits]}),
+                ))
+            if finding.code in ls.rules:
+                actions.append(types.CodeAction(
+                    title=f"Disable {finding.code} for this line",
+                    kind=types.CodeActionKind.QuickFix,
+                    diagnostics=[diagnostic],
+                    edit=types.WorkspaceEdit(changes={uri: [_suppression_edit(analysis, positions, finding)]}),
+                ))
+    fix_all_kinds = [kind for kind in (FIX_ALL_KIND, types.CodeActionKind.SourceFixAll) if only and wanted(kind)]
+    if (not only or fix_all_kinds) and any(finding.fix is not None for finding in analysis.findings):
+        actions.append(types.CodeAction(
+            title="trainlint: fix all auto-fixable problems",
+            kind=FIX_ALL_KIND,
+            data={"uri": uri, "version": analysis.version},
+        ))
+    return actions
+
+
+@server.feature(types.CODE_ACTION_RESOLVE)
+async def resolve_code_action(ls: TrainlintServer, action: types.CodeAction) -> types.CodeAction:
+    data = action.data if isinstance(action.data, dict) else {}
+    uri = data.get("uri")
+    if action.edit is not None or not isinstance(uri, str):
+        return action
+    analysis = await ls.analysis(uri)
+    if analysis is None:
+        return action
+    edits = ls.fix_all_edits(uri, analysis)
+    if edits:
+        action.edit = types.WorkspaceEdit(changes={uri: edits})
+    return action
+
+
+def _suppression_edit(analysis: Analysis, positions: Positions, finding: Finding) -> types.TextEdit:
+    """Add the code to the line's ``# trainlint: ignore[...]``, or append one."""
+    line_text = analysis.lines[finding.line - 1] if finding.line - 1 < len(analysis.lines) else ""
+    existing = re.search(r"#\s*trainlint:\s*ignore\[(?P<codes>[^\]]*)\]", line_text)
+    if existing:
+        codes = [c.strip() for c in existing.group("codes").split(",") if c.strip()]
+        replacement = f"# trainlint: ignore[{', '.join([*codes, finding.code])}]"
+        start, end = existing.start() + 1, existing.end() + 1
+        return types.TextEdit(range=positions.range_to_client(finding.line, start, finding.line, end), new_text=replacement)
+    end = len(line_text.rstrip()) + 1
+    return types.TextEdit(
+        range=positions.range_to_client(finding.line, end, finding.line, len(line_text) + 1),
+        new_text=f"  # trainlint: ignore[{finding.code}]",
+    )
+
+
+# ---------------------------------------------------------------------- hover
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
+    uri = params.text_document.uri
+    if uri not in ls.documents:
+        return None
+    document = ls.workspace.get_text_document(uri)
+    lines = document.source.splitlines()
+    positions = Positions(lines, ls.encoding)
+    line, column = positions.from_client(params.position)
+    if line >= len(lines):
+        return None
+    text = lines[line]
+    comment = _SUPPRESSION.search(text)
+    if comment is None or not comment.start() <= column < comment.end():
+        return None
+    for match in _CODE.finditer(text, comment.start(), comment.end()):
+        if match.start() <= column < match.end():
+            rule = next((r for r in ls.rules.values() if match.group().upper() == r.code or match.group().lower() == r.name), None)
+            if rule is None:
+                return None
+            markdown = _markdown(ls)
+            body = rule.explain()
+            heading = f"**{rule.code} {rule.name}** ({rule.severity.label})" if markdown else f"{rule.code} {rule.name} ({rule.severity.label})"
+            contents = types.MarkupContent(
+                kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText,
+                value=f"{heading}\n\n{body}\n\n{rule.help_uri()}",
+            )
+            hover_range = types.Range(
+                start=positions.to_client(line + 1, match.start() + 1), end=positions.to_client(line + 1, match.end() + 1)
+            )
+            return types.Hover(contents=contents, range=hover_range)
+    return None
+
+
+def _markdown(ls: TrainlintServer) -> bool:
+    text_document = ls.client_capabilities.text_document
+    hover_capability = text_document.hover if text_document is not None else None
+    formats = hover_capability.content_format if hover_capability is not None else None
+    return not formats or types.MarkupKind.Markdown in formats
+
+
+# ---------------------------------------------------------------------- commands
+@server.command(COMMAND_FIX_ALL)
+async def fix_all_command(ls: TrainlintServer, *args: Any) -> bool:
+    uri = _uri_argument(args)
+    if uri is None:
+        return False
+    analysis = await ls.analysis(uri)
+    edits = ls.fix_all_edits(uri, analysis) if analysis is not None else None
+    if not edits:
+        return False
+    result = await ls.workspace_apply_edit_async(
+        types.ApplyWorkspaceEditParams(edit=types.WorkspaceEdit(changes={uri: edits}), label="trainlint: fix all")
+    )
+    return bool(result and result.applied)
+
+
+@server.command(COMMAND_VRAM)
+def vram_command(ls: TrainlintServer, *args: Any) -> str:
+    message = "trainlint: no VRAM estimate is available in this version; the estimator is not installed yet"
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
+    return message
+
+
+@server.command(COMMAND_DEBUG)
+def debug_command(ls: TrainlintServer, *args: Any) -> str:
+    lines = [
+        f"trainlint {trainlint.__version__} (Python {sys.version.split()[0]})",
+        f"diagnostics: {'pull' if ls.pulls else 'push'}; position encoding: {ls.encoding}",
+        f"editor settings: {ls.editor_settings}",
+        f"open documents: {len(ls.documents)}",
+    ]
+    for uri, state in ls.documents.items():
+        latest = state.latest
+        summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
+        config = ls.project_config(state.path).source
+        lines.append(f"  {uri}: {summary}; config {config or 'defaults'}")
+    info = "\n".join(lines)
+    ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=info))
+    return info
+
+
+def _uri_argument(args: tuple) -> str | None:
+    for arg in args:
+        if isinstance(arg, str):
+            return arg
+        if isinstance(arg, (list, tuple)):
+            found = _uri_argument(tuple(arg))
+            if found:
+                return found
+        if isinstance(arg, dict) and isinstance(arg.get("uri"), str):
+            return arg["uri"]
+    return None
+
+
+def start(tcp: str | None = None) -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="trainlint: %(levelname)s %(message)s")
+    logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    if tcp:
+        host, _, port = tcp.rpartition(":")
+        server.start_tcp(host or "127.0.0.1", int(port))
+    else:
+        server.start_io()
