@@ -1,0 +1,45 @@
+"""Editor settings: every spelling clients use, and bad values reported without losing good ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainlint.analysis.model import Severity
+from trainlint.config import Config
+from trainlint.server.settings import EditorSettings, effective_settings, parse_editor_settings
+
+
+def test_nested_flat_and_sectioned_forms_read_the_same():
+    flat = {"select": ["TL1"], "debounceMs": 20, "run": "onSave"}
+    for payload in (flat, {"settings": flat}, {"trainlint": flat}, {"settings": {"trainlint": flat}}):
+        settings, problems = parse_editor_settings(payload)
+        assert problems == []
+        assert (settings.select, settings.debounce_ms, settings.run) == (("TL1",), 20, "onSave")
+
+
+def test_a_bad_value_is_reported_and_the_rest_still_applies():
+    settings, problems = parse_editor_settings(
+        {"select": ["TL9999"], "debounceMs": "fast", "inlayHints": False, "colour": "red", "severity": {"TL401": "loud"}}
+    )
+    assert settings.inlay_hints is False
+    assert settings.select is None and settings.debounce_ms == 150 and settings.severity == {}
+    assert len(problems) == 4
+    assert any("colour" in problem for problem in problems)
+    assert any("TL9999" in problem for problem in problems)
+
+
+def test_garbage_payloads_give_defaults_and_a_message():
+    for payload in ("nonsense", 42, ["a"]):
+        settings, problems = parse_editor_settings(payload)
+        assert settings == EditorSettings() and problems
+    assert parse_editor_settings(None) == (EditorSettings(), [])
+
+
+def test_editor_settings_override_the_project_file():
+    project = Config(select=("TL2",), ignore=("TL000",), severity={"TL401": Severity.NOTE})
+    editor, _ = parse_editor_settings({"ignore": ["TL101"], "severity": {"TL201": "warning"}})
+    effective = effective_settings(editor, project, Path("train.py"))
+    assert effective.analysis.select == ("TL2",)
+    assert effective.analysis.ignore == ("TL101",)
+    assert effective.analysis.severity == {"TL401": Severity.NOTE, "TL201": Severity.WARNING}
+    assert effective.dropped == frozenset()
