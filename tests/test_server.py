@@ -67,12 +67,11 @@ def pulls(capabilities: types.ClientCapabilities) -> bool:
 class Session:
     """A client with helpers that hide whether diagnostics are pulled or pushed."""
 
-    def __init__(self, client: LanguageClient, capabilities: types.ClientCapabilities, folder: Path,
-                 result: types.InitializeResult) -> None:
+    def __init__(self, client: LanguageClient, capabilities: types.ClientCapabilities, folder: Path) -> None:
         self.client = client
         self.capabilities = capabilities
         self.folder = folder
-        self.encoding = result.capabilities.position_encoding or types.PositionEncodingKind.Utf16
+        self.encoding = types.PositionEncodingKind.Utf16  # until the server's answer says otherwise
         self.opened = 0
         self.versions: dict[str, int] = {}
         self.published: dict[str, tuple[int | None, list[types.Diagnostic]]] = {}
@@ -149,7 +148,7 @@ async def session(lsp_client: LanguageClient, request, tmp_path_factory):
         registrations.extend(params.registrations)
 
     lsp_client.registrations = registrations
-    session = Session(lsp_client, capabilities, folder, types.InitializeResult(capabilities=types.ServerCapabilities()))
+    session = Session(lsp_client, capabilities, folder)
     session.record_published()
     result = await lsp_client.initialize_session(_initialize(capabilities, folder))
     session.encoding = result.capabilities.position_encoding or types.PositionEncodingKind.Utf16
