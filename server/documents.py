@@ -66,10 +66,7 @@ class DocumentState:
 
     def _findings(self, text: str, settings: EffectiveSettings) -> list[Finding]:
         with collector_paused():
-            try:
-                module = self.module.updated(text) if self.module is not None else ModuleAnalysis(text, self.display_path)
-            except RecursionError:
-                module = ModuleAnalysis(text, self.display_path)
+            module = self.module.updated(text) if self.module is not None else ModuleAnalysis(text, self.display_path)
             self.module = module
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
         return [finding for finding in findings if finding.code not in settings.dropped]

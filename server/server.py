@@ -24,6 +24,7 @@ from pygls.uris import to_fs_path
 import trainlint
 from trainlint.analysis.model import Finding
 from trainlint.analysis.registry import all_rules
+from trainlint.analysis.suppressions import find_suppressions
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
 from trainlint.fixing import apply_fixes, parses
 
@@ -38,7 +39,6 @@ FIX_ALL_KIND = "source.fixAll.trainlint"
 COMMAND_FIX_ALL = "trainlint.fixAll"
 COMMAND_VRAM = "trainlint.showVramBreakdown"
 COMMAND_DEBUG = "trainlint.printDebugInfo"
-_SUPPRESSION = re.compile(r"#\s*(?:trainlint:\s*ignore(?:-file)?\[(?P<codes>[^\]]*)\]|noqa:\s*(?P<noqa>[^#]*))", re.I)
 _CODE = re.compile(r"TL\d{3}|[a-z]+(?:-[a-z]+)+", re.I)
 
 
@@ -414,10 +414,10 @@ def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
     if line >= len(lines):
         return None
     text = lines[line]
-    comment = _SUPPRESSION.search(text)
-    if comment is None or not comment.start() <= column < comment.end():
+    comment = next((c for c in find_suppressions(text) if c.column - 1 <= column < c.end_column - 1), None)
+    if comment is None:
         return None
-    for match in _CODE.finditer(text, comment.start(), comment.end()):
+    for match in _CODE.finditer(text, comment.column - 1, comment.end_column - 1):
         if match.start() <= column < match.end():
             rule = next((r for r in ls.rules.values() if match.group().upper() == r.code or match.group().lower() == r.name), None)
             if rule is None:
