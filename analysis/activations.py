@@ -140,18 +140,16 @@ def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth
         positional = positional[1:]
     index = next((i for i, param in enumerate(positional) if param.name.value == name), None)
     found: list[tuple[Value, CallEvent]] = []
-    for callers in module.all_scopes:
-        for call in callers.calls():
-            if call.function is not function:
-                continue
-            argument = _argument_at(call.node, name, index)
-            if argument is None:
-                return None
-            value = callers.evaluate(argument, call.context)
-            if isinstance(argument, cst.Name) and argument.value in callers.params:
-                handed = argument_of(module, callers, argument.value, depth + 1)
-                value = handed[0] if handed is not None else value
-            found.append((value, call))
+    for call in module.calls_of(function):
+        callers = call.scope
+        argument = _argument_at(call.node, name, index)
+        if argument is None:
+            return None
+        value = callers.evaluate(argument, call.context)
+        if isinstance(argument, cst.Name) and argument.value in callers.params:
+            handed = argument_of(module, callers, argument.value, depth + 1)
+            value = handed[0] if handed is not None else value
+        found.append((value, call))
     sites = {value.site[1] if value.site else None for value, _ in found}
     if not found or len(sites) != 1 or None in sites:
         return None

@@ -9,6 +9,7 @@ import libcst as cst
 from .flow import ScopeAnalysis
 from .model import Evidence, Fix, Severity, TextEdit
 from .parsing import ParsedChunk
+from .tree import walk
 from .values import Site
 
 if TYPE_CHECKING:
@@ -106,11 +107,11 @@ class RuleContext:
         """
         chunk = chunk or self.chunk
         line, column, end_line, _ = chunk.range_of(node)
-        lines = self.module.lines[line - 1 : end_line]
-        if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in _walk(node)):
+        lines = [self.module.line(number) for number in range(line, end_line + 1)]
+        if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in walk(node)):
             return None
         indent = lines[0][: column - 1]
-        unit = _indent_unit(self.module.lines)
+        unit = _indent_unit(chunk.chunk.text.splitlines()) or _indent_unit(self.module.lines) or "    "
         body = "\n".join((unit + text) if text.strip() else text for text in lines)
         new_text = f"{indent}{header}:\n{body}"
         return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)
@@ -132,18 +133,11 @@ class RuleContext:
         return None
 
 
-def _walk(node: cst.CSTNode):
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(current.children)
-
-
-def _indent_unit(lines: list[str]) -> str:
+def _indent_unit(lines: list[str]) -> str | None:
+    """The file's indentation step, from the first indented line; None when nothing is indented."""
     for text in lines:
         stripped = text.lstrip()
         if stripped and text != stripped:
             whitespace = text[: len(text) - len(stripped)]
             return "\t" if whitespace.startswith("\t") else " " * min(len(whitespace), 4)
-    return "    "
+    return None

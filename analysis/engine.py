@@ -11,6 +11,7 @@ import re
 from typing import Iterable, Sequence
 
 from .context import RawFinding, RuleContext
+from .dependencies import KeptResult, recording
 from .model import Finding, Severity
 from .module import ModuleAnalysis
 from .registry import all_rules
@@ -106,10 +107,15 @@ def analyze_source(
 
 
 def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iterable[type[Rule]]) -> list[Finding]:
+    """Run the rules over a module; a rule's findings for a statement the edit could not reach are kept."""
     rules = list(rules)
     raw: list[RawFinding] = []
     engine_findings: list[Finding] = []
     strict = bool(os.environ.get(STRICT_ENV))
+    results_key = (settings, tuple(rule.code for rule in rules), strict)
+    inherited = module.rule_results if module.rule_results_key == results_key else {}
+    module.rule_results, module.rule_results_key = {}, results_key
+    module.prepare_scopes()
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
@@ -125,10 +131,18 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 "statement is nested too deeply to analyse; its checks were skipped", Severity.NOTE,
             ))
             continue
+        kept = chunk.index in module.kept
         for rule_class in rules:
+            key = (chunk.index, rule_class.code)
+            kept_result = inherited.get(key) if kept else None
+            if kept_result is not None and module.still_holds(kept_result):
+                module.rule_results[key] = kept_result
+                raw.extend(kept_result.findings)
+                continue
             context = RuleContext(module, chunk, rule_class)
             try:
-                rule_class().check(context)
+                with recording(chunk) as reads:
+                    rule_class().check(context)
             except RecursionError:
                 continue
             except Exception as error:  # one rule's bug must not take the others down
@@ -141,6 +155,8 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                     Severity.NOTE,
                 ))
                 continue
+            if not reads.whole_module:
+                module.rule_results[key] = KeptResult(context.findings, reads)
             raw.extend(context.findings)
 
     suppressions = SuppressionIndex(find_suppressions(module.text))

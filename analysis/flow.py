@@ -216,6 +216,8 @@ class ScopeAnalysis:
         self.summary = summary
         self.function = function
         self.events: list[Event] = []
+        self._calls: list[CallEvent] = []
+        self._calls_counted = 0
         self.loops: list[Loop] = []
         self.env: dict[str, Value] = {}
         self.binding_loop: dict[str, Loop | None] = {}
@@ -257,7 +259,10 @@ class ScopeAnalysis:
         return self.function.qualified_name if self.function else "<module>"
 
     def calls(self) -> Iterator[CallEvent]:
-        return (event for event in self.events if isinstance(event, CallEvent))
+        if self._calls_counted != len(self.events):  # still walking: the list may have grown
+            self._calls = [event for event in self.events if isinstance(event, CallEvent)]
+            self._calls_counted = len(self.events)
+        return iter(self._calls)
 
     def value_at(self, expression: cst.BaseExpression) -> Value | None:
         """The value the walk computed for ``expression`` where it ran; None if the walk never evaluated it."""

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
+from typing import Callable, TypeVar
 
 import libcst as cst
 
-from . import torchapi
+from . import dependencies, torchapi
 from .chunking import split_statements
 from .flow import CallEvent, ScopeAnalysis
 from .names import last_part
 from .parsing import ParsedChunk
 from .summary import ChunkFacts, FunctionInfo, ModuleSummary
+from .dependencies import note_fact, note_whole_module
 from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)
+T = TypeVar("T")
 SEED_ALL_HELPERS = frozenset(
     {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
      "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
@@ -24,76 +27,217 @@ SEED_ALL_HELPERS = frozenset(
 
 
 class ModuleAnalysis:
-    """Everything the rules may ask of one module; built once per text."""
+    """Everything the rules may ask of one module; built once per text.
+
+    Reading anything module-wide (every call, every scope, the whole text) is recorded as such
+    (``dependencies``), so that the findings of a rule that did are never kept across an edit.
+    """
 
     def __init__(self, text: str, path: str, chunks: list[ParsedChunk] | None = None) -> None:
-        self.text = text
+        self._text = text
         self.path = path
         if chunks is None:
             chunks = [ParsedChunk(chunk, index) for index, chunk in enumerate(split_statements(text))]
-        self.chunks = chunks
+        self._chunks = chunks
         self.facts = [ChunkFacts(chunk) for chunk in chunks]
         self.summary = ModuleSummary(chunks, self.facts)
+        self._scopes: dict[int, list[ScopeAnalysis]] = {}
+        self._lines: list[str] | None = None
+        self._all_scopes: list[ScopeAnalysis] | None = None
+        self._backward_calls: list[CallEvent] | None = None
+        self._ddp_wraps: list[CallEvent] | None = None
+        self._module_wide: dict[str, object] = {}
+        self._calls_by_function: dict[int, list[CallEvent]] | None = None
+        # Statements whose analysis and rule results were carried over from the previous text.
+        self.kept: frozenset[int] = frozenset()
+        self.rule_results: dict[tuple[int, str], dependencies.KeptResult] = {}
+        self.rule_results_key: object = None
 
     def updated(self, text: str) -> "ModuleAnalysis":
-        """The analysis of an edited text, re-parsing only the statements whose text changed."""
-        previous: dict[str, list[ParsedChunk]] = {}
-        for chunk in self.chunks:
-            previous.setdefault(chunk.chunk.text, []).append(chunk)
-        chunks = []
-        for index, chunk in enumerate(split_statements(text)):
-            reusable = previous.get(chunk.text)
-            chunks.append(reusable.pop(0).moved(chunk, index) if reusable else ParsedChunk(chunk, index))
-        return ModuleAnalysis(text, self.path, chunks)
+        """The analysis of an edited text.
 
-    @cached_property
+        Statements whose text did not change are not re-parsed. A statement that also kept its
+        index (it may have moved up or down by whole lines) and cannot reach an edited statement
+        by any name keeps its flow analysis, and keeps its rules' findings unless they cite a line
+        of a statement that moved; the rest is recomputed.
+
+        This moves the statements it keeps to their new lines in place: afterwards only the
+        returned analysis may be used, not this one.
+        """
+        previous: dict[str, list[int]] = {}
+        for index, chunk in enumerate(self._chunks):
+            previous.setdefault(chunk.chunk.text, []).append(index)
+        chunks: list[ParsedChunk] = []
+        unchanged: set[int] = set()  # same text, same index
+        for index, piece in enumerate(split_statements(text)):
+            candidates = previous.get(piece.text)
+            if not candidates:
+                chunks.append(ParsedChunk(piece, index))
+                continue
+            if index in candidates:
+                candidates.remove(index)
+                chunk = self._chunks[index]
+                if chunk.start_line != piece.start_line:
+                    chunk.relocate(piece)
+                chunks.append(chunk)
+                unchanged.add(index)
+            else:
+                chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
+        kept = self._reachable_unchanged(chunks, unchanged)
+        result = ModuleAnalysis.__new__(ModuleAnalysis)
+        result._text = text
+        result.path = self.path
+        result._chunks = chunks
+        result.facts = [self.facts[i] if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
+        result.summary = ModuleSummary(chunks, result.facts)
+        result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
+        result._lines = None
+        result._all_scopes = result._backward_calls = result._ddp_wraps = None
+        result._module_wide = {}
+        result._calls_by_function = None
+        result.kept = frozenset(kept)
+        result.rule_results = {key: kept_result for key, kept_result in self.rule_results.items() if key[0] in kept}
+        result.rule_results_key = self.rule_results_key
+        return result
+
+    def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> set[int]:
+        """Unchanged statements that reach no changed statement through any name, directly or not."""
+        changed_old = [i for i in range(len(self._chunks)) if i not in unchanged]
+        changed_new = [i for i in range(len(chunks)) if i not in unchanged]
+        new_facts = {i: ChunkFacts(chunks[i]) for i in changed_new}
+        if any(self.facts[i].imports for i in changed_old) or any(facts.imports for facts in new_facts.values()):
+            return set()
+        tainted_names: set[str] = set()
+        for i in changed_old:
+            tainted_names |= self.facts[i].defined_names
+        for facts in new_facts.values():
+            tainted_names |= facts.defined_names
+        clean = set(unchanged)
+        grew = True
+        while grew:
+            grew = False
+            for index in list(clean):
+                if not chunks[index].words.isdisjoint(tainted_names):
+                    clean.discard(index)
+                    defined = self.facts[index].defined_names
+                    if not defined <= tainted_names:
+                        tainted_names |= defined
+                        grew = True
+        return clean
+
+    @property
+    def chunks(self) -> list[ParsedChunk]:
+        note_whole_module()
+        return self._chunks
+
+    @property
+    def text(self) -> str:
+        note_whole_module()
+        return self._text
+
+    @property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        note_whole_module()
+        return self._all_lines()
+
+    def _all_lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self._text.splitlines()
+        return self._lines
+
+    def line(self, number: int) -> str:
+        """The text of one line (1-based); a read of the whole module unless the line is in the statement being checked."""
+        reads = dependencies.current()
+        if reads is not None:
+            chunk = reads.chunk
+            if not chunk.start_line < number <= chunk.start_line + chunk.chunk.line_count:
+                note_whole_module()
+        return self._all_lines()[number - 1]
 
     def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]:
         """The module-level code of a statement, and every function and method it defines."""
-        return self._scopes[chunk.index]
+        reads = dependencies.current()
+        if reads is not None and reads.chunk is not chunk:
+            note_whole_module()
+        return self._scopes_at(chunk.index)
 
-    @cached_property
-    def _scopes(self) -> list[list[ScopeAnalysis]]:
-        result: list[list[ScopeAnalysis]] = []
-        for chunk, facts in zip(self.chunks, self.facts):
-            scopes: list[ScopeAnalysis] = []
-            if chunk.module is not None:
-                if any(not isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in chunk.body):
-                    scopes.append(ScopeAnalysis.of_module_statement(chunk, self.summary))
-                for info in facts.functions.values():
-                    analysis = info.analysis(self.summary)
+    def _scopes_at(self, index: int) -> list[ScopeAnalysis]:
+        scopes = self._scopes.get(index)
+        if scopes is None:
+            scopes = self._scopes[index] = self._compute_scopes(index)
+        return scopes
+
+    def _compute_scopes(self, index: int) -> list[ScopeAnalysis]:
+        chunk, facts = self._chunks[index], self.facts[index]
+        scopes: list[ScopeAnalysis] = []
+        if chunk.module is not None:
+            if any(not isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in chunk.body):
+                scopes.append(ScopeAnalysis.of_module_statement(chunk, self.summary))
+            for info in facts.functions.values():
+                analysis = info.analysis(self.summary)
+                if analysis is not None:
+                    scopes.append(analysis)
+                    scopes.extend(_nested_scopes(analysis, self.summary))
+            for class_info in facts.classes.values():
+                for method in class_info.methods.values():
+                    analysis = method.analysis(self.summary)
                     if analysis is not None:
                         scopes.append(analysis)
-                        scopes.extend(_nested_scopes(analysis, self.summary))
-                for class_info in facts.classes.values():
-                    for method in class_info.methods.values():
-                        analysis = method.analysis(self.summary)
-                        if analysis is not None:
-                            scopes.append(analysis)
-            result.append(scopes)
-        return result
+        return scopes
+
+    def prepare_scopes(self) -> None:
+        """Analyse every statement's scopes in file order, as a fresh analysis does.
+
+        Flow analysis of mutually recursive functions depends on which is analysed first, so
+        the order is fixed here rather than left to whichever rule asks first.
+        """
+        for index in range(len(self._chunks)):
+            try:
+                self._scopes_at(index)
+            except RecursionError:
+                continue  # reported for that statement when its rules run
 
     def scopes_from(self, scope: ScopeAnalysis) -> list[ScopeAnalysis]:
         """``scope`` and, for module-level code, the module-level code of every later statement."""
         if scope.function is not None:
             return [scope]
+        note_whole_module()
         later = [
             other
-            for scopes in self._scopes[scope.chunk.index + 1 :]
-            for other in scopes
+            for index in range(scope.chunk.index + 1, len(self._chunks))
+            for other in self._scopes_at(index)
             if other.function is None
         ]
         return [scope, *later]
 
-    @cached_property
+    @property
     def all_scopes(self) -> list[ScopeAnalysis]:
-        return [scope for scopes in self._scopes for scope in scopes]
+        note_whole_module()
+        return self._all_scopes_unrecorded()
+
+    def _all_scopes_unrecorded(self) -> list[ScopeAnalysis]:
+        if self._all_scopes is None:
+            self._all_scopes = [scope for index in range(len(self._chunks)) for scope in self._scopes_at(index)]
+        return self._all_scopes
 
     def all_calls(self):
-        for scope in self.all_scopes:
+        note_whole_module()
+        return self._all_calls_unrecorded()
+
+    def _all_calls_unrecorded(self):
+        for scope in self._all_scopes_unrecorded():
             yield from scope.calls()
+
+    def calls_of(self, function: FunctionInfo) -> list[CallEvent]:
+        """Every call the analysis resolved to this local function, in statement order."""
+        note_whole_module()
+        if self._calls_by_function is None:
+            index: dict[int, list[CallEvent]] = {}
+            for call in self._all_calls_unrecorded():
+                if call.function is not None:
+                    index.setdefault(id(call.function), []).append(call)
+            self._calls_by_function = index
+        return self._calls_by_function.get(id(function), [])
 
     def arguments_for(self, function: FunctionInfo, parameter: str) -> list[tuple[CallEvent, Value]] | None:
         """What each call of a local function in this module passes for one of its parameters.
@@ -105,9 +249,7 @@ class ModuleAnalysis:
         if function.owner is not None and positional[:1] in (["self"], ["cls"]):
             positional = positional[1:]
         passed: list[tuple[CallEvent, Value]] = []
-        for call in self.all_calls():
-            if call.function is not function:
-                continue
+        for call in self.calls_of(function):
             if any(arg.star for arg in call.arg_nodes):
                 return None
             if parameter in call.kwargs:
@@ -120,27 +262,84 @@ class ModuleAnalysis:
 
     # ------------------------------------------------------------------ module-wide facts
     @cached_property
+    def _cuda_line(self) -> int | None:
+        match = _CUDA_EVIDENCE.search(self._text)
+        return self._text.count("\n", 0, match.start(1)) + 1 if match else None
+
+    @property
     def cuda_line(self) -> int | None:
         """First line showing the script runs on a GPU."""
-        match = _CUDA_EVIDENCE.search(self.text)
-        return self.text.count("\n", 0, match.start(1)) + 1 if match else None
+        note_fact("cuda_line", self._cuda_line)
+        return self._cuda_line
 
     @cached_property
+    def _cuda_line_text(self) -> str:
+        return self._all_lines()[self._cuda_line - 1] if self._cuda_line is not None else ""
+
+    @property
+    def cuda_line_text(self) -> str:
+        """The text of ``cuda_line`` ("" when there is none)."""
+        note_fact("cuda_line_text", self._cuda_line_text)
+        return self._cuda_line_text
+
+    @cached_property
+    def _first_backward_line(self) -> int | None:
+        calls = self._backward_calls_unrecorded()
+        return calls[0].chunk.line_of(calls[0].node) if calls else None
+
+    @property
+    def first_backward_line(self) -> int | None:
+        """The line of the first backward call the analysis found (in statement order)."""
+        note_fact("first_backward_line", self._first_backward_line)
+        return self._first_backward_line
+
+    @cached_property
+    def _main_guard_line(self) -> int | None:
+        match = _MAIN_GUARD.search(self._text)
+        return self._text.count("\n", 0, match.start()) + 1 if match else None
+
+    @property
     def main_guard_line(self) -> int | None:
-        match = _MAIN_GUARD.search(self.text)
-        return self.text.count("\n", 0, match.start()) + 1 if match else None
+        note_fact("main_guard_line", self._main_guard_line)
+        return self._main_guard_line
 
-    @cached_property
+    def module_wide(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
+        """A value a rule computes once from the whole module and reuses for every statement.
+
+        Every read counts as a module-wide read, even when the value is already computed.
+        """
+        note_whole_module()
+        if key not in self._module_wide:
+            self._module_wide[key] = compute(self)
+        return self._module_wide[key]
+
+    def still_holds(self, kept: dependencies.KeptResult) -> bool:
+        """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
+        for chunk, start_line in kept.placed:
+            if chunk.start_line != start_line or chunk.index >= len(self._chunks) or self._chunks[chunk.index] is not chunk:
+                return False
+        return all(getattr(self, "_" + name) == value for name, value in kept.facts.items())
+
+    @property
     def backward_calls(self) -> list[CallEvent]:
-        return [call for call in self.all_calls() if call.method == "backward" or (
-            call.method is None and call.callee and last_part(call.callee) == "backward" and torchapi.is_torch_name(call.callee)
-        )]
+        note_whole_module()
+        return self._backward_calls_unrecorded()
 
-    @cached_property
+    def _backward_calls_unrecorded(self) -> list[CallEvent]:
+        if self._backward_calls is None:
+            self._backward_calls = [call for call in self._all_calls_unrecorded() if call.method == "backward" or (
+                call.method is None and call.callee and last_part(call.callee) == "backward" and torchapi.is_torch_name(call.callee)
+            )]
+        return self._backward_calls
+
+    @property
     def ddp_wraps(self) -> list[CallEvent]:
-        return [call for call in self.all_calls() if call.callee and torchapi.is_ddp_wrapper(call.callee)] + [
-            call for call in self.all_calls() if call.callee == "deepspeed.initialize"
-        ]
+        note_whole_module()
+        if self._ddp_wraps is None:
+            self._ddp_wraps = [call for call in self.all_calls() if call.callee and torchapi.is_ddp_wrapper(call.callee)] + [
+                call for call in self.all_calls() if call.callee == "deepspeed.initialize"
+            ]
+        return self._ddp_wraps
 
     @cached_property
     def uses_lightning(self) -> bool:

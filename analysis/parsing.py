@@ -8,11 +8,16 @@ language server keeps unchanged chunks between edits).
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from .chunking import Chunk
+from .dependencies import note_position
+
+# Every identifier-like word, strings and comments included: a superset of the names a statement uses.
+_WORD = re.compile(r"[^\W\d]\w*")
 
 
 class SyntaxProblem:
@@ -27,12 +32,15 @@ class SyntaxProblem:
 
 
 class ParsedChunk:
-    __slots__ = ("chunk", "index", "module", "syntax_error", "_positions")
+    __slots__ = ("chunk", "index", "module", "syntax_error", "memo", "_positions", "_words")
 
     def __init__(self, chunk: Chunk, index: int) -> None:
         self.chunk = chunk
         self.index = index
         self._positions: dict[cst.CSTNode, CodeRange] | None = None
+        self._words: frozenset[str] | None = None
+        # Facts derived from this statement's tree alone, kept for as long as the tree is.
+        self.memo: dict = {}
         self.module: cst.Module | None = None
         self.syntax_error: SyntaxProblem | None = None
         try:
@@ -56,11 +64,28 @@ class ParsedChunk:
         moved.index = index
         moved.module = self.module
         moved._positions = self._positions
+        moved._words = self._words
+        moved.memo = self.memo
         problem = self.syntax_error
         moved.syntax_error = None if problem is None else SyntaxProblem(
             problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message
         )
         return moved
+
+    def relocate(self, chunk: Chunk) -> None:
+        """The same statement, same index, moved by whole lines: positions are relative, so only the offset changes."""
+        assert chunk.text == self.chunk.text
+        problem = self.syntax_error
+        if problem is not None:
+            self.syntax_error = SyntaxProblem(problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message)
+        self.chunk = chunk
+
+    @property
+    def words(self) -> frozenset[str]:
+        """Every name this statement could refer to (an over-approximation: words in strings count)."""
+        if self._words is None:
+            self._words = frozenset(_WORD.findall(self.chunk.text))
+        return self._words
 
     @property
     def start_line(self) -> int:
@@ -78,6 +103,7 @@ class ParsedChunk:
 
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, in module coordinates."""
+        note_position(self)
         code_range = self.positions()[node]
         offset = self.chunk.start_line
         return (
@@ -88,6 +114,7 @@ class ParsedChunk:
         )
 
     def line_of(self, node: cst.CSTNode) -> int:
+        note_position(self)
         return self.positions()[node].start.line + self.chunk.start_line
 
     def code_for(self, node: cst.CSTNode) -> str:

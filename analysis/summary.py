@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from . import torchapi
+from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
 from .parsing import ParsedChunk
 from .values import UNKNOWN, Value
@@ -92,6 +93,11 @@ class ChunkFacts:
 
     __slots__ = ("imports", "functions", "classes", "bindings")
 
+    @property
+    def defined_names(self) -> set[str]:
+        """Every module-level name this statement binds."""
+        return {*self.imports, *self.functions, *self.classes, *(name for name, _, _ in self.bindings)}
+
     def __init__(self, chunk: ParsedChunk) -> None:
         self.imports: dict[str, str] = {}
         self.functions: dict[str, FunctionInfo] = {}
@@ -156,11 +162,12 @@ class ModuleSummary:
 
     def __init__(self, chunks: list[ParsedChunk], facts: list[ChunkFacts]) -> None:
         self.chunks = chunks
+        # Imports are not tracked: an edit that changes any import recomputes everything.
         self.imports: dict[str, str] = {}
-        self.functions: dict[str, FunctionInfo] = {}
-        self.classes: dict[str, ClassInfo] = {}
+        self.functions: dict[str, FunctionInfo] = WholeModuleDict()
+        self.classes: dict[str, ClassInfo] = WholeModuleDict()
         # name -> [(chunk index, value expression, tuple index)], in order
-        self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = {}
+        self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = WholeModuleDict()
         for chunk, chunk_facts in zip(chunks, facts):
             self.imports.update(chunk_facts.imports)
             self.functions.update(chunk_facts.functions)

@@ -66,9 +66,11 @@ class DocumentState:
 
     def _findings(self, text: str, settings: EffectiveSettings) -> list[Finding]:
         with collector_paused():
-            module = self.module.updated(text) if self.module is not None else ModuleAnalysis(text, self.display_path)
-            self.module = module
+            # `updated` consumes the previous analysis: if anything below fails, start afresh next time.
+            previous, self.module = self.module, None
+            module = previous.updated(text) if previous is not None else ModuleAnalysis(text, self.display_path)
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
+            self.module = module
         return [finding for finding in findings if finding.code not in settings.dropped]
 
 

@@ -28,6 +28,7 @@ from trainlint.analysis.suppressions import find_suppressions
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
 from trainlint.fixing import apply_fixes, parses
 
+from .collector import IdleCollector
 from .convert import Positions, to_diagnostic, to_text_edit
 from .documents import Analysis, DocumentState
 from .settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
@@ -54,6 +55,7 @@ class TrainlintServer(LanguageServer):
         self._configs: dict[tuple, Config] = {}
         self._reported_problems: set[str] = set()
         self.rules = {rule.code: rule for rule in all_rules()}
+        self.collector = IdleCollector()
 
     # ------------------------------------------------------------------ client facts
     @property
@@ -144,6 +146,8 @@ class TrainlintServer(LanguageServer):
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's
             log.exception("analysis of %s failed", uri)
             return None
+        finally:
+            self.collector.analysed()
 
     def result_id(self, analysis: Analysis) -> str:
         return f"{analysis.version}:{self.generation}:{id(analysis)}"
@@ -472,7 +476,7 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         f"trainlint {trainlint.__version__} (Python {sys.version.split()[0]})",
         f"diagnostics: {'pull' if ls.pulls else 'push'}; position encoding: {ls.encoding}",
         f"editor settings: {ls.editor_settings}",
-        f"open documents: {len(ls.documents)}",
+        f"open documents: {len(ls.documents)}; idle garbage collections so far: {ls.collector.collections}",
     ]
     for uri, state in ls.documents.items():
         latest = state.latest
@@ -500,6 +504,7 @@ def _uri_argument(args: tuple) -> str | None:
 def start(tcp: str | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="trainlint: %(levelname)s %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    server.collector.start()
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))

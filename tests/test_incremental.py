@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
+
+import pytest
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
@@ -63,3 +66,141 @@ def test_random_edits_give_what_a_fresh_analysis_gives():
             incremental = state.analyse(text, batch + 100, SETTINGS).findings
             assert incremental == _fresh(text, str(source)), f"{source.name}, batch {batch}"
     assert edits_done >= BATCHES * 2
+
+
+def _training_project_in_one_file(copies: int) -> str:
+    """The bundled buggy examples, concatenated, with each copy's functions and classes renamed."""
+    sources = [path.read_text(encoding="utf-8") for path in sorted((EXAMPLES / "buggy").glob("*.py"))]
+    parts = []
+    for copy in range(copies):
+        for source in sources:
+            parts.append(re.sub(r"^(\s*(?:def|class) )(\w+)", rf"\g<1>\g<2>_{copy}", source, flags=re.M))
+    return "\n".join(parts)
+
+
+def test_typing_inside_functions_of_a_large_file_gives_what_a_fresh_analysis_gives():
+    """Most statements are kept between these edits: what is kept must still be right."""
+    rng = random.Random(7)
+    text = _training_project_in_one_file(2)
+    state = DocumentState("file:///project.py", None)
+    state.analyse(text, 0, SETTINGS)
+    kept_somewhere = False
+    for step in range(1, 13 * BATCHES):
+        lines = text.split("\n")
+        index = rng.choice([i for i, line in enumerate(lines) if line.startswith("    ")])
+        column = rng.randrange(len(lines[index]) + 1)
+        lines[index] = lines[index][:column] + rng.choice(["x", "(", ")", ":", "\n", "\n    ", "é", "'", " "]) + lines[index][column:]
+        text = "\n".join(lines)
+        findings = state.analyse(text, step, SETTINGS).findings
+        kept_somewhere = kept_somewhere or bool(state.module.kept)
+        if step % 4 == 0:
+            assert findings == analyze_source(text, "file:///project.py", SETTINGS.analysis), f"step {step}"
+    assert kept_somewhere
+
+
+def _without_statement(text: str, chunk) -> str:
+    """The text with one top-level statement blanked out, every other line where it was."""
+    lines = text.split("\n")
+    first = chunk.start_line
+    for number in range(first, min(first + chunk.line_count, len(lines))):
+        lines[number] = ""
+    return "\n".join(lines)
+
+
+def test_removing_any_statement_and_putting_it_back_gives_what_a_fresh_analysis_gives():
+    """Each statement the others depend on (a model class, a DDP wrap, a `.cuda()` line, a helper
+    they call) disappears and comes back; a statement that kept stale findings would show here."""
+    from trainlint.analysis.chunking import split_statements
+
+    changed_findings = 0
+    for source in sorted((EXAMPLES / "buggy").glob("*.py")):
+        original = source.read_text(encoding="utf-8")
+        state = DocumentState(source.as_uri(), source)
+        before = state.analyse(original, 0, SETTINGS).findings
+        for index, chunk in enumerate(split_statements(original)):
+            if not chunk.text.strip():
+                continue
+            edited = _without_statement(original, chunk)
+            if index % 3 == 0:  # and, sometimes, every later line moves down by one
+                lines = edited.split("\n")
+                lines.insert(chunk.start_line, "")
+                edited = "\n".join(lines)
+            after = state.analyse(edited, 2 * index + 1, SETTINGS).findings
+            assert after == _fresh(edited, str(source)), f"{source.name} without statement {index}"
+            changed_findings += after != before
+            assert state.analyse(original, 2 * index + 2, SETTINGS).findings == before, f"{source.name}, statement {index} back"
+    assert changed_findings > 20
+
+
+_HELPER_CLEARS = '''import torch
+
+
+def clear(opt):
+    opt.zero_grad()
+
+
+def train(model, opt, loader):
+    for x, y in loader:
+        clear(opt)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+'''
+_SOFTMAX_MODEL = '''import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(x), dim=-1)
+
+
+def train(loader):
+    model = Net()
+    criterion = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        opt.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        opt.step()
+'''
+_DDP = '''import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+
+dist.init_process_group("nccl")
+model = DDP(torch.nn.Linear(8, 2).cuda())
+
+loader = DataLoader(dataset, batch_size=32, shuffle=True)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for x, y in loader:
+    opt.zero_grad()
+    torch.nn.functional.mse_loss(model(x.cuda()), y.cuda()).backward()
+    opt.step()
+'''
+# (what the edit does, the text before, the text after): findings differ, and only a statement the
+# edit did not touch shows the difference.
+CROSS_STATEMENT_EDITS = [
+    ("a helper the loop calls stops clearing gradients", _HELPER_CLEARS, _HELPER_CLEARS.replace("    opt.zero_grad()", "    print(opt)")),
+    ("the model's forward stops ending in softmax", _SOFTMAX_MODEL, _SOFTMAX_MODEL.replace("torch.softmax(self.fc(x), dim=-1)", "self.fc(x)")),
+    ("the DDP wrap goes", _DDP, _DDP.replace("model = DDP(torch.nn.Linear(8, 2).cuda())", "model = torch.nn.Linear(8, 2).cuda()")),
+    ("lines above move the statements the messages cite", _DDP, _DDP.replace('dist.init_process_group("nccl")', '\n\ndist.init_process_group("nccl")')),
+    ("lines are added inside the model", _SOFTMAX_MODEL, _SOFTMAX_MODEL.replace("super().__init__()", "super().__init__()\n\n")),
+]
+
+
+@pytest.mark.parametrize("before,after", [case[1:] for case in CROSS_STATEMENT_EDITS], ids=[case[0] for case in CROSS_STATEMENT_EDITS])
+def test_an_edit_changes_findings_in_statements_it_did_not_touch(before, after):
+    state = DocumentState("file:///train.py", None)
+    first = state.analyse(before, 1, SETTINGS).findings
+    assert first == analyze_source(before, "file:///train.py", SETTINGS.analysis)
+    second = state.analyse(after, 2, SETTINGS).findings
+    assert second == analyze_source(after, "file:///train.py", SETTINGS.analysis)
+    assert second != first
+    assert state.analyse(before, 3, SETTINGS).findings == first

@@ -51,12 +51,12 @@ class DataloaderTuning(Rule):
         module = ctx.module
         if module.cuda_line is None:
             return None
-        cuda_text = _line_text(module, module.cuda_line)
-        if module.backward_calls:
-            first = module.backward_calls[0]
+        cuda_text = _shortened(module.cuda_line_text)
+        backward_line = module.first_backward_line
+        if backward_line is not None:
             return [
                 Evidence(module.cuda_line, f"runs on CUDA: `{cuda_text}`"),
-                Evidence(first.chunk.line_of(first.node), "it trains: backward runs here"),
+                Evidence(backward_line, "it trains: backward runs here"),
             ]
         if module.framework_runs_loop is not None:
             return [Evidence(module.cuda_line, f"{module.framework_runs_loop} trains on the GPU: `{cuda_text}`")]
@@ -365,8 +365,8 @@ def _dataset_value(call: CallEvent):
     return call.kwargs.get("dataset", UNKNOWN)
 
 
-def _line_text(module, line: int) -> str:
-    text = " ".join(module.lines[line - 1].split())
+def _shortened(line_text: str) -> str:
+    text = " ".join(line_text.split())
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -382,20 +382,20 @@ def _append_keyword(ctx, call: cst.Call, keyword: str) -> list[TextEdit]:
             return [ctx.edit_insert_after(last.comma, f" {keyword},")]
         return [ctx.edit_insert_after(last, f", {keyword}")]
     # One argument per line (or a hanging indent): the new keyword gets its own line, aligned.
-    line_text = ctx.module.lines[start_line - 1]
+    line_text = ctx.module.line(start_line)
     prefix = line_text[: start_column - 1]
     indent = prefix if not prefix.strip() else line_text[: len(line_text) - len(line_text.lstrip())]
     if has_comma:
         comma_line, _, _, comma_end = chunk.range_of(last.comma)
-        rest = ctx.module.lines[comma_line - 1][comma_end - 1 :]
+        rest = ctx.module.line(comma_line)[comma_end - 1 :]
         if not rest.strip() or rest.strip().startswith("#"):
-            line_end = len(ctx.module.lines[comma_line - 1]) + 1
+            line_end = len(ctx.module.line(comma_line)) + 1
             return [_insert_at(comma_line, line_end, f"\n{indent}{keyword},")]
         return [ctx.edit_insert_after(last.comma, f" {keyword},")]
-    rest = ctx.module.lines[end_line - 1][end_column - 1 :]
+    rest = ctx.module.line(end_line)[end_column - 1 :]
     if rest.strip().startswith("#"):
         # keep the comment on the argument it describes: the comma goes before it, the keyword after it
-        line_end = len(ctx.module.lines[end_line - 1]) + 1
+        line_end = len(ctx.module.line(end_line)) + 1
         return [ctx.edit_insert_after(last, ","), _insert_at(end_line, line_end, f"\n{indent}{keyword}")]
     return [ctx.edit_insert_after(last, f",\n{indent}{keyword}")]
 

@@ -30,6 +30,7 @@ from ..model import Severity
 from ..module import ModuleAnalysis
 from ..patterns import calls_in, first_written, is_backward, mentions
 from ..summary import ClassInfo
+from ..tree import children
 from ..values import DATASET_ITERABLE, DATASET_MAP, SAMPLER_DISTRIBUTED, SAMPLER_LOCAL, SHARDED, UNKNOWN, Value
 from .base import Fires, Quiet, Rule
 
@@ -52,13 +53,17 @@ class DdpWithoutSampler(Rule):
         module = ctx.module
         if module.framework_runs_loop:
             return  # Lightning and the HF Trainer add the DistributedSampler themselves
+        loaders = [
+            call for scope in ctx.scopes for call in scope.calls()
+            if call.callee is not None and torchapi.is_dataloader(call.callee)
+        ]
+        if not loaders:
+            return
         wraps = [wrap for wrap in module.ddp_wraps if wrap.keyword("training_data") is None]
         if not wraps:
             return  # (deepspeed.initialize(training_data=...) builds the sharded loader itself)
-        for scope in ctx.scopes:
-            for call in scope.calls():
-                if call.callee is not None and torchapi.is_dataloader(call.callee):
-                    self._check_loader(ctx, module, call, wraps)
+        for loader in loaders:
+            self._check_loader(ctx, module, loader, wraps)
 
     def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent]) -> None:
         if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
@@ -470,28 +475,45 @@ def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str
     """Per scope (by id), the names that hold the loader: assignments, and parameters of local
     functions it is passed to. Module-level names are shared by every scope (key 0)."""
     names: dict[int, set[str]] = {}
-    for scope in module.all_scopes:
-        for event in scope.events:
-            if isinstance(event, AssignEvent) and _is_loader(event.value, node):
-                key = 0 if scope.function is None else id(scope)
-                names.setdefault(key, set()).update(event.targets)
+    for scope, event in module.module_wide("TL501 assignments", _assignments):
+        if _is_loader(event.value, node):
+            key = 0 if scope.function is None else id(scope)
+            names.setdefault(key, set()).update(event.targets)
+    local_calls = module.module_wide("TL501 local calls", _local_function_calls)
     for _ in range(3):  # a loader handed down through up to three helper calls
         changed = False
-        for scope in module.all_scopes:
+        for call in local_calls:
+            scope = call.scope
             held = names.get(id(scope), set()) | names.get(0, set())
-            for call in scope.calls():
-                if call.function is None:
-                    continue
-                inner = call.function.analysis(module.summary)
-                if inner is None:
-                    continue
-                for parameter in _parameters_receiving(scope, call, node, held):
-                    if parameter not in names.setdefault(id(inner), set()):
-                        names[id(inner)].add(parameter)
-                        changed = True
+            inner = call.function.analysis(module.summary)
+            if inner is None:
+                continue
+            for parameter in _parameters_receiving(scope, call, node, held):
+                if parameter not in names.setdefault(id(inner), set()):
+                    names[id(inner)].add(parameter)
+                    changed = True
         if not changed:
             break
     return names
+
+
+def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:
+    return [(scope, event) for scope in module.all_scopes for event in scope.events if isinstance(event, AssignEvent)]
+
+
+def _local_function_calls(module: ModuleAnalysis) -> list[CallEvent]:
+    return [call for call in module.all_calls() if call.function is not None]
+
+
+def _sharding_calls(module: ModuleAnalysis) -> list[CallEvent]:
+    return [call for call in module.all_calls() if call.method in _SHARDING_METHODS]
+
+
+def _loops_with_backward(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, Loop]]:
+    return [
+        (scope, loop) for scope in module.all_scopes for loop in scope.loops
+        if any(is_backward(call) for call in calls_in(scope, loop))
+    ]
 
 
 def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call, held: set[str]) -> list[str]:
@@ -516,30 +538,25 @@ def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call,
 
 def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> bool:
     """``accelerator.prepare(..., loader)`` / ``fabric.setup_dataloaders(loader)``: they add the sampler."""
-    for scope in module.all_scopes:
+    for call in module.module_wide("TL501 sharding calls", _sharding_calls):
+        scope = call.scope
         held = names.get(id(scope), set()) | names.get(0, set())
-        for call in scope.calls():
-            if call.method in _SHARDING_METHODS and (
-                any(_is_loader(value, node) for value in call.args)
-                or any(mentions(scope, arg.value, name) for arg in call.arg_nodes for name in held)
-            ):
-                return True
+        if any(_is_loader(value, node) for value in call.args) or any(
+            mentions(scope, arg.value, name) for arg in call.arg_nodes for name in held
+        ):
+            return True
     return False
 
 
 def _training_loops(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
     """Loops that iterate the loader and run a backward each time round."""
     found = []
-    for scope in module.all_scopes:
+    for scope, loop in module.module_wide("TL501 loops with backward", _loops_with_backward):
         held = names.get(id(scope), set()) | names.get(0, set())
-        for loop in scope.loops:
-            iterates = _is_loader(loop.iterable, node) or (
-                isinstance(loop.node, cst.For) and any(mentions(scope, loop.node.iter, name) for name in held)
-            )
-            if not iterates:
-                continue
-            if any(is_backward(call) for call in calls_in(scope, loop)):
-                found.append((scope, loop))
+        if _is_loader(loop.iterable, node) or (
+            isinstance(loop.node, cst.For) and any(mentions(scope, loop.node.iter, name) for name in held)
+        ):
+            found.append((scope, loop))
     return found
 
 
@@ -554,5 +571,5 @@ def _strides_by_rank(scope: ScopeAnalysis, loop: Loop) -> bool:
             return True
         if isinstance(current, cst.Slice) and torchapi.mentions_rank(scope.chunk.code_for(current)):
             return True
-        stack.extend(current.children)
+        stack.extend(children(current))
     return False

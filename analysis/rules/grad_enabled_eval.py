@@ -18,7 +18,7 @@ import re
 
 import libcst as cst
 
-from ..context import _walk
+from ..tree import walk as _walk
 from ..flow import CallEvent, Loop, ScopeAnalysis, _short
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
@@ -598,12 +598,17 @@ def _call_sites(module, info) -> list[CallEvent]:
 
 def _passed_around(module, info) -> bool:
     """The function is referenced without being called (a callback, a registry): its caller is unknown."""
-    name = info.name
-    for chunk in module.chunks:
-        if chunk.module is None:
-            continue
+    return any(info.name in _names_not_called(chunk) for chunk in module.chunks if chunk.module is not None)
+
+
+def _names_not_called(chunk) -> frozenset[str]:
+    """Names a statement uses as values: not as the function of a call, a definition, a parameter,
+    a keyword, an import or another object's attribute."""
+    cached = chunk.memo.get("names_not_called")
+    if cached is None:
         excluded: set[int] = set()
-        for node in _walk(chunk.module):
+        nodes = list(_walk(chunk.module))
+        for node in nodes:
             if isinstance(node, cst.Call):
                 excluded.add(id(node.func))
                 if isinstance(node.func, cst.Attribute):
@@ -620,10 +625,9 @@ def _passed_around(module, info) -> bool:
                 self_reference = isinstance(node.value, cst.Name) and node.value.value in {"self", "cls"}
                 if not self_reference:
                     excluded.add(id(node.attr))
-        for node in _walk(chunk.module):
-            if isinstance(node, cst.Name) and node.value == name and id(node) not in excluded:
-                return True
-    return False
+        cached = frozenset(node.value for node in nodes if isinstance(node, cst.Name) and id(node) not in excluded)
+        chunk.memo["names_not_called"] = cached
+    return cached
 
 
 def _output_backwarded(module, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
@@ -681,7 +685,7 @@ def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
     if spelled is None:
         return None
     line = ctx.chunk.range_of(node.name)[0]
-    text = ctx.module.lines[line - 1]
+    text = ctx.module.line(line)
     indent = text[: len(text) - len(text.lstrip())]
     column = len(indent) + 1
     return TextEdit(line, column, line, column, f"@{spelled}()\n{indent}")

@@ -23,6 +23,7 @@ from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, tran
 from ..model import Severity
 from ..names import dotted, last_part
 from ..patterns import calls_in, events_in, is_backward, loops_running
+from ..tree import children
 from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
 from .base import Fires, Quiet, Rule
 
@@ -456,7 +457,7 @@ def _bound_names(root: cst.CSTNode) -> Iterator[str]:
             targets = [node.target]
         for target in targets:
             yield from _target_keys(target)
-        stack.extend(node.children)
+        stack.extend(children(node))
 
 
 def _target_keys(target: cst.BaseExpression) -> Iterator[str]:
@@ -507,7 +508,7 @@ def _names(expression: cst.BaseExpression) -> set[str]:
         node = stack.pop()
         if isinstance(node, cst.Name):
             found.add(node.value)
-        stack.extend(node.children)
+        stack.extend(children(node))
     return found
 
 

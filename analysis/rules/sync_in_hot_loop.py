@@ -24,6 +24,7 @@ from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
 from ..model import Evidence, Severity
 from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running
 from ..torchapi import HOST_SYNC_METHODS
+from ..tree import walk
 from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, TENSOR, UNKNOWN, Value
 from .base import Fires, Quiet, Rule
 
@@ -69,7 +70,6 @@ class SyncInHotLoop(Rule):
     def check(self, ctx) -> None:
         if ctx.module.cuda_line is None:
             return
-        self._comprehensions: dict[int, dict[int, cst.CSTNode]] = {}  # per chunk, built when first needed
         for scope in ctx.scopes:
             steps = loops_running(scope, is_backward)
             for loop, backward in steps.items():
@@ -126,10 +126,12 @@ class SyncInHotLoop(Rule):
             return "the comprehension around it", (sync.chunk, comprehension)
         return None
 
-    def _comprehension_around(self, chunk, node: cst.CSTNode) -> cst.CSTNode | None:
-        if id(chunk) not in self._comprehensions:
-            self._comprehensions[id(chunk)] = _comprehension_members(chunk.module)
-        return self._comprehensions[id(chunk)].get(id(node))
+    @staticmethod
+    def _comprehension_around(chunk, node: cst.CSTNode) -> cst.CSTNode | None:
+        members = chunk.memo.get("comprehension_members")
+        if members is None:
+            members = chunk.memo["comprehension_members"] = _comprehension_members(chunk.module)
+        return members.get(id(node))
 
     # ------------------------------------------------------------------ reporting
     def _report_inner(self, ctx, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
@@ -433,7 +435,7 @@ def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
     evidence = [
         ((sync.outer.chunk, step.node), "the training-step loop"),
         ((backward.chunk, backward.node), "backward runs every iteration"),
-        Evidence(cuda_line, f"runs on CUDA: `{_short(ctx.module.lines[cuda_line - 1].strip())}`"),
+        Evidence(cuda_line, f"runs on CUDA: `{_short(ctx.module.cuda_line_text.strip())}`"),
     ]
     if sync.chain:
         evidence.append(((sync.outer.chunk, sync.outer.node), f"called every step: `{_short(sync.outer.chunk.code_for(sync.outer.node))}`"))
@@ -561,10 +563,10 @@ def _comprehension_members(module: cst.Module) -> dict[int, cst.CSTNode]:
     Its first iterable runs once, so it is not part of the repetition.
     """
     members: dict[int, cst.CSTNode] = {}
-    for comprehension in _walk(module):  # outer comprehensions first, so inner ones overwrite them
+    for comprehension in walk(module):  # ancestors come first, so inner comprehensions overwrite outer ones
         if isinstance(comprehension, _COMPREHENSIONS):
-            once = {id(node) for node in _walk(comprehension.for_in.iter)}
-            for node in _walk(comprehension):
+            once = {id(node) for node in walk(comprehension.for_in.iter)}
+            for node in walk(comprehension):
                 if node is not comprehension and id(node) not in once:
                     members[id(node)] = comprehension
     return members

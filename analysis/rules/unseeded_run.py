@@ -22,7 +22,6 @@ alone: it seeds all three from `TrainingArguments.seed`.
 from __future__ import annotations
 
 import re
-import weakref
 from typing import NamedTuple
 
 import libcst as cst
@@ -81,18 +80,13 @@ class _Verdict(NamedTuple):
 
 
 # One verdict per module: the rule runs once per statement but the question is module-wide.
-_VERDICTS: "weakref.WeakKeyDictionary[ModuleAnalysis, _Verdict | None]" = weakref.WeakKeyDictionary()
-
-
 class UnseededRun(Rule):
     code = "TL401"
     name = "unseeded-run"
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
-        if ctx.module not in _VERDICTS:
-            _VERDICTS[ctx.module] = _verdict(ctx.module)
-        verdict = _VERDICTS[ctx.module]
+        verdict = ctx.module.module_wide("TL401 verdict", _verdict)
         if verdict is None or verdict.chunk.index != ctx.chunk.index:
             return
         if verdict.severity is Severity.WARNING:
@@ -542,23 +536,16 @@ def _initialises_weights(call: CallEvent) -> bool:
 def _draws_a_seed_or_port(call: CallEvent) -> bool:
     """``args.seed = random.randint(...)`` (then logged and applied), ``MASTER_PORT = ...randint``:
     picking a seed or a free port is not randomness the run's results depend on."""
+    chunk = call.chunk
+    line, column, end_line, end_column = chunk.range_of(call.node)
     for event in call.scope.events:
         statement = event.node
         if not isinstance(event, (AssignEvent, StoreEvent)) or not isinstance(statement, cst.Assign):
             continue
-        if _contains(statement.value, call.node):
+        start = chunk.range_of(statement.value)
+        if (start[0], start[1]) <= (line, column) and (end_line, end_column) <= (start[2], start[3]):
             targets = " ".join(call.chunk.code_for(target.target) for target in statement.targets)
             return bool(_SEED_OR_PORT.search(targets))
-    return False
-
-
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    stack = [tree]
-    while stack:
-        current = stack.pop()
-        if current is node:
-            return True
-        stack.extend(current.children)
     return False
 
 

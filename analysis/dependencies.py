@@ -1,0 +1,112 @@
+"""What a rule read beyond the statement it was checking, so its findings can be kept after an edit.
+
+The language server keeps each rule's findings for a top-level statement across edits when
+nothing the rule looked at has changed. Most of what a rule reads is reached by name (an
+imported alias, a module-level binding, a local function or class), and the module decides
+from names alone which statements an edit can reach (``ModuleAnalysis.updated``). The rest is
+module-wide (every call in the file, the whole text, all scopes): a rule that reads any of it is
+recorded here as depending on the whole module, and its findings for that statement are
+recomputed after every edit. A few module-wide facts are small values (the first line that shows
+CUDA); those are recorded with the value seen, and a kept finding is valid while the value is.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from .parsing import ParsedChunk
+
+_local = threading.local()
+
+
+class Reads:
+    """What one rule read while checking one statement."""
+
+    __slots__ = ("chunk", "whole_module", "facts", "placed")
+
+    def __init__(self, chunk: "ParsedChunk") -> None:
+        self.chunk = chunk
+        self.whole_module = False
+        self.facts: dict[str, Any] = {}
+        # Statements whose line numbers the rule read, with the first line each had then.
+        self.placed: dict[int, tuple["ParsedChunk", int]] = {}
+
+
+class KeptResult:
+    """One rule's findings for one statement, the module-wide values they were computed with, and
+    the statements whose lines they cite (a message may quote a line number: a statement that
+    moved makes the result stale)."""
+
+    __slots__ = ("findings", "facts", "placed")
+
+    def __init__(self, findings: list, reads: Reads) -> None:
+        self.findings = findings
+        self.facts = reads.facts
+        self.placed = tuple(reads.placed.values())
+
+
+class recording:
+    """Record, for the duration of a ``with`` block, what the running rule reads."""
+
+    __slots__ = ("reads", "_outer")
+
+    def __init__(self, chunk: "ParsedChunk") -> None:
+        self.reads = Reads(chunk)
+
+    def __enter__(self) -> Reads:
+        self._outer = getattr(_local, "reads", None)
+        _local.reads = self.reads
+        return self.reads
+
+    def __exit__(self, *exc_info) -> None:
+        _local.reads = self._outer
+        if self._outer is not None and self.reads.whole_module:
+            self._outer.whole_module = True
+
+
+def current() -> Reads | None:
+    return getattr(_local, "reads", None)
+
+
+def note_whole_module() -> None:
+    reads = getattr(_local, "reads", None)
+    if reads is not None:
+        reads.whole_module = True
+
+
+def note_position(chunk: "ParsedChunk") -> None:
+    reads = getattr(_local, "reads", None)
+    if reads is not None and id(chunk) not in reads.placed:
+        reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line)
+
+
+def note_fact(name: str, value: Any) -> None:
+    reads = getattr(_local, "reads", None)
+    if reads is not None:
+        reads.facts[name] = value
+
+
+class WholeModuleDict(dict):
+    """A name table whose lookups by name are free, while walking all of it is a module-wide read."""
+
+    def __iter__(self) -> Iterator:
+        note_whole_module()
+        return super().__iter__()
+
+    def keys(self):
+        note_whole_module()
+        return super().keys()
+
+    def values(self):
+        note_whole_module()
+        return super().values()
+
+    def items(self):
+        note_whole_module()
+        return super().items()
+
+    def __len__(self) -> int:
+        note_whole_module()
+        return super().__len__()

@@ -1,0 +1,43 @@
+"""Walking LibCST trees quickly.
+
+``CSTNode.children`` rebuilds the node through a visitor to find its children, which made tree
+walks the largest cost of the rules that search subtrees. Reading the dataclass fields directly
+gives the same nodes, but not in source order: use these walks only where order does not matter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+import libcst as cst
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The node's children (whitespace and comments included), in no particular order."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(field.name for field in dataclasses.fields(node))
+    found: list[cst.CSTNode] = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The node and everything under it, in no particular order."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(children(current))
+
+
+def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    return any(current is node for current in walk(tree))
