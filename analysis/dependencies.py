@@ -47,6 +47,23 @@ class KeptResult:
         self.placed = tuple(reads.placed.values())
 
 
+class KeptStatement:
+    """Every selected rule's kept result for one statement."""
+
+    __slots__ = ("results", "facts", "placed")
+
+    def __init__(self, results: dict[str, KeptResult]) -> None:
+        self.results = results
+        # What all of them depend on together: checked once, they can be kept at once.
+        self.facts: dict[str, Any] = {}
+        placed: dict[int, tuple["ParsedChunk", int]] = {}
+        for result in results.values():
+            self.facts.update(result.facts)
+            for chunk, start_line in result.placed:
+                placed[id(chunk)] = (chunk, start_line)
+        self.placed = tuple(placed.values())
+
+
 class recording:
     """Record, for the duration of a ``with`` block, what the running rule reads."""
 

@@ -11,7 +11,7 @@ import re
 from typing import Iterable, Sequence
 
 from .context import RawFinding, RuleContext
-from .dependencies import KeptResult, recording
+from .dependencies import KeptResult, KeptStatement, recording
 from .model import Finding, Severity
 from .module import ModuleAnalysis
 from .registry import all_rules
@@ -123,6 +123,12 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 _engine_finding(module.path, SYNTAX_ERROR, problem.line, problem.column, problem.message, Severity.ERROR)
             )
             continue
+        previous = inherited.get(chunk.index) if chunk.index in module.kept else None
+        if previous is not None and len(previous.results) == len(rules) and module.still_holds(previous):
+            module.rule_results[chunk.index] = previous  # the common case after an edit: nothing to re-check
+            for kept_result in previous.results.values():
+                raw.extend(kept_result.findings)
+            continue
         try:
             module.scopes_of(chunk)
         except RecursionError:
@@ -131,12 +137,11 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 "statement is nested too deeply to analyse; its checks were skipped", Severity.NOTE,
             ))
             continue
-        kept = chunk.index in module.kept
+        results: dict[str, KeptResult] = {}
         for rule_class in rules:
-            key = (chunk.index, rule_class.code)
-            kept_result = inherited.get(key) if kept else None
+            kept_result = previous.results.get(rule_class.code) if previous is not None else None
             if kept_result is not None and module.still_holds(kept_result):
-                module.rule_results[key] = kept_result
+                results[rule_class.code] = kept_result
                 raw.extend(kept_result.findings)
                 continue
             context = RuleContext(module, chunk, rule_class)
@@ -156,8 +161,9 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 ))
                 continue
             if not reads.whole_module:
-                module.rule_results[key] = KeptResult(context.findings, reads)
+                results[rule_class.code] = KeptResult(context.findings, reads)
             raw.extend(context.findings)
+        module.rule_results[chunk.index] = KeptStatement(results)
 
     suppressions = SuppressionIndex(find_suppressions(module.text))
     overrides = _severity_overrides(settings, rules)

@@ -50,7 +50,7 @@ class ModuleAnalysis:
         self._calls_by_function: dict[int, list[CallEvent]] | None = None
         # Statements whose analysis and rule results were carried over from the previous text.
         self.kept: frozenset[int] = frozenset()
-        self.rule_results: dict[tuple[int, str], dependencies.KeptResult] = {}
+        self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
 
     def updated(self, text: str) -> "ModuleAnalysis":
@@ -96,7 +96,7 @@ class ModuleAnalysis:
         result._module_wide = {}
         result._calls_by_function = None
         result.kept = frozenset(kept)
-        result.rule_results = {key: kept_result for key, kept_result in self.rule_results.items() if key[0] in kept}
+        result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
         result.rule_results_key = self.rule_results_key
         return result
 
@@ -269,7 +269,7 @@ class ModuleAnalysis:
     @property
     def cuda_line(self) -> int | None:
         """First line showing the script runs on a GPU."""
-        note_fact("cuda_line", self._cuda_line)
+        note_fact("cuda_line", (_cuda_line, self._cuda_line))
         return self._cuda_line
 
     @cached_property
@@ -279,7 +279,7 @@ class ModuleAnalysis:
     @property
     def cuda_line_text(self) -> str:
         """The text of ``cuda_line`` ("" when there is none)."""
-        note_fact("cuda_line_text", self._cuda_line_text)
+        note_fact("cuda_line_text", (_cuda_line_text, self._cuda_line_text))
         return self._cuda_line_text
 
     @cached_property
@@ -290,7 +290,7 @@ class ModuleAnalysis:
     @property
     def first_backward_line(self) -> int | None:
         """The line of the first backward call the analysis found (in statement order)."""
-        note_fact("first_backward_line", self._first_backward_line)
+        note_fact("first_backward_line", (_first_backward_line, self._first_backward_line))
         return self._first_backward_line
 
     @cached_property
@@ -300,7 +300,7 @@ class ModuleAnalysis:
 
     @property
     def main_guard_line(self) -> int | None:
-        note_fact("main_guard_line", self._main_guard_line)
+        note_fact("main_guard_line", (_main_guard_line, self._main_guard_line))
         return self._main_guard_line
 
     def module_wide(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
@@ -309,16 +309,31 @@ class ModuleAnalysis:
         Every read counts as a module-wide read, even when the value is already computed.
         """
         note_whole_module()
+        return self._module_wide_unrecorded(key, compute)
+
+    def module_fact(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
+        """A small module-wide value (a line, a count, an index) that a rule's findings depend on.
+
+        Recorded with its value rather than as a module-wide read: findings computed with it are
+        kept after an edit that leaves it equal. ``compute`` must be a module-level function.
+        """
+        value = self._module_wide_unrecorded(key, compute)
+        note_fact(key, (compute, value))
+        return value
+
+    def _module_wide_unrecorded(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
         if key not in self._module_wide:
             self._module_wide[key] = compute(self)
-        return self._module_wide[key]
+        return self._module_wide[key]  # type: ignore[return-value]
 
-    def still_holds(self, kept: dependencies.KeptResult) -> bool:
+    def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement) -> bool:
         """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
         for chunk, start_line in kept.placed:
             if chunk.start_line != start_line or chunk.index >= len(self._chunks) or self._chunks[chunk.index] is not chunk:
                 return False
-        return all(getattr(self, "_" + name) == value for name, value in kept.facts.items())
+        return all(
+            self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
+        )
 
     @property
     def backward_calls(self) -> list[CallEvent]:
@@ -369,6 +384,22 @@ class ModuleAnalysis:
         if self.uses_hf_trainer:
             return "the Hugging Face Trainer"
         return None
+
+
+def _cuda_line(module: ModuleAnalysis) -> int | None:
+    return module._cuda_line
+
+
+def _cuda_line_text(module: ModuleAnalysis) -> str:
+    return module._cuda_line_text
+
+
+def _first_backward_line(module: ModuleAnalysis) -> int | None:
+    return module._first_backward_line
+
+
+def _main_guard_line(module: ModuleAnalysis) -> int | None:
+    return module._main_guard_line
 
 
 def _nested_scopes(analysis: ScopeAnalysis, summary: ModuleSummary) -> list[ScopeAnalysis]:

@@ -4,10 +4,11 @@
 
 Starts the real `trainlint server`, opens a file of about ``--lines`` lines built from the
 bundled examples (each copy's names suffixed so the file stays one valid program), then types
-single characters inside one function: each ``didChange`` is followed by a pull of the
-diagnostics, and the time from sending the change to receiving the report is recorded. It
-prints p50/p95/max of those, the time of the first full analysis (open to first report), and
-the server's resident memory after opening ``--documents`` documents of 1,000 lines each.
+single characters inside one function, then presses Enter there (which moves every later
+statement down a line): each ``didChange`` is followed by a pull of the diagnostics, and the
+time from sending the change to receiving the report is recorded. It prints p50/p95/max of
+those, the time of the first full analysis (open to first report), and the server's resident
+memory after opening ``--documents`` documents of 1,000 lines each, while busy and after a pause.
 Needs the dev extra (pytest-lsp provides the client).
 """
 
@@ -72,18 +73,16 @@ async def main(args: argparse.Namespace) -> None:
     lines = text.splitlines()
     target = next(i for i, line in enumerate(lines) if line.startswith("def ")) + 2
     column = len(lines[target])
-    latencies = []
-    for version in range(2, args.edits + 2):
-        position = types.Position(line=target, character=column)
-        client.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=position, end=position), text="x" if version % 2 else " ")],
-        ))
-        sent = time.perf_counter()
-        await pull(client, uri)
-        latencies.append((time.perf_counter() - sent) * 1000)
+    typed, entered = [], []
+    version = 1
+    for edit in range(args.edits):
+        version += 1
+        typed.append(await timed_change(client, uri, version, target, column, "x" if edit % 2 else " "))
         column += 1
+    for edit in range(args.edits // 2):  # Enter, which moves every later statement down a line
+        version += 1
+        entered.append(await timed_change(client, uri, version, target, column, "\n    "))
+        target, column = target + 1, 4
 
     one_thousand = "\n".join(build_file(1000).splitlines()[:1000]) + "\n"
     for index in range(args.documents):
@@ -91,16 +90,35 @@ async def main(args: argparse.Namespace) -> None:
         client.text_document_did_open(types.DidOpenTextDocumentParams(
             text_document=types.TextDocumentItem(uri=other, language_id="python", version=1, text=one_thousand)))
         await pull(client, other)
-    memory = rss_mib(client._server.pid)
+    busy_memory = rss_mib(client._server.pid)
+    await asyncio.sleep(2.0)  # the server collects garbage once the user pauses
+    idle_memory = rss_mib(client._server.pid)
     await client.shutdown_session()
 
-    latencies.sort()
-    p95 = latencies[min(len(latencies) - 1, int(round(0.95 * (len(latencies) - 1))))]
     print(f"file: {len(lines)} lines, {len(first)} findings on open")
     print(f"full analysis (open to first report): {full_analysis * 1000:.0f} ms")
-    print(f"one-character edit to fresh report, {len(latencies)} edits: "
-          f"p50 {statistics.median(latencies):.0f} ms, p95 {p95:.0f} ms, max {latencies[-1]:.0f} ms")
-    print(f"server RSS with {args.documents + 1} open documents: {memory:.0f} MiB")
+    print(f"one-character edit to fresh report, {len(typed)} edits: {percentiles(typed)}")
+    print(f"Enter (later statements move down) to fresh report, {len(entered)} edits: {percentiles(entered)}")
+    print(f"server RSS with {args.documents + 1} open documents: {busy_memory:.0f} MiB while busy, "
+          f"{idle_memory:.0f} MiB after a pause")
+
+
+async def timed_change(client, uri: str, version: int, line: int, column: int, text: str) -> float:
+    """Milliseconds from sending one change to receiving the fresh pull report."""
+    position = types.Position(line=line, character=column)
+    client.text_document_did_change(types.DidChangeTextDocumentParams(
+        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=position, end=position), text=text)],
+    ))
+    sent = time.perf_counter()
+    await pull(client, uri)
+    return (time.perf_counter() - sent) * 1000
+
+
+def percentiles(latencies: list[float]) -> str:
+    ordered = sorted(latencies)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return f"p50 {statistics.median(ordered):.0f} ms, p95 {p95:.0f} ms, max {ordered[-1]:.0f} ms"
 
 
 if __name__ == "__main__":

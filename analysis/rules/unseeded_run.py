@@ -86,6 +86,8 @@ class UnseededRun(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
+        if ctx.module.module_fact("TL401 verdict statement", _verdict_statement) != ctx.chunk.index:
+            return
         verdict = ctx.module.module_wide("TL401 verdict", _verdict)
         if verdict is None or verdict.chunk.index != ctx.chunk.index:
             return
@@ -435,6 +437,11 @@ class UnseededRun(Rule):
             """
         ),
     )
+
+
+def _verdict_statement(module: ModuleAnalysis) -> int | None:
+    verdict = module.module_wide("TL401 verdict", _verdict)
+    return verdict.chunk.index if verdict is not None else None
 
 
 def _verdict(module: ModuleAnalysis) -> _Verdict | None:
