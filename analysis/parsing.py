@@ -113,6 +113,22 @@ class ParsedChunk:
             code_range.end.column + 1,
         )
 
+    def start_lines(self, nodes: list[cst.CSTNode]) -> list[int]:
+        """First lines of some nodes, in module coordinates, without keeping every node's position.
+
+        For callers that need a few lines of many statements (the editor's VRAM anchors): the
+        positions of a whole statement cost more memory than its tree, so unless a rule already
+        needed them they are computed, read and dropped; the lines asked for are remembered.
+        """
+        note_position(self)
+        known: dict[int, int] = self.memo.setdefault("relative_lines", {})
+        missing = [node for node in nodes if id(node) not in known]
+        if missing:
+            positions = self._positions if self._positions is not None else _positions_of(self.module)
+            for node in missing:
+                known[id(node)] = positions[node].start.line
+        return [known[id(node)] + self.chunk.start_line for node in nodes]
+
     def line_of(self, node: cst.CSTNode) -> int:
         note_position(self)
         return self.positions()[node].start.line + self.chunk.start_line

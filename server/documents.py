@@ -15,6 +15,7 @@ from pathlib import Path
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator.anchors import Anchor, find_anchors
 
 from .settings import EffectiveSettings
 
@@ -30,6 +31,7 @@ class Analysis:
     settings: EffectiveSettings
     text: str
     findings: list[Finding]
+    anchors: list[Anchor] = field(default_factory=list)  # lines a VRAM estimate belongs to
 
     @property
     def lines(self) -> list[str]:
@@ -50,28 +52,30 @@ class DocumentState:
             latest = self.latest
             if latest is not None and latest.text == text and latest.settings == settings:
                 if latest.version != version:
-                    latest = Analysis(version, settings, text, latest.findings)
+                    latest = Analysis(version, settings, text, latest.findings, latest.anchors)
                     self.latest = latest
                 return latest
+            anchors: list[Anchor] = []
             if len(text) > MAX_DOCUMENT_CHARS:
                 findings = [_too_large(self.display_path, len(text))]
             else:
-                findings = self._findings(text, settings)
-            self.latest = Analysis(version, settings, text, findings)
+                findings, anchors = self._findings(text, settings)
+            self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
 
     @property
     def display_path(self) -> str:
         return str(self.path) if self.path is not None else self.uri
 
-    def _findings(self, text: str, settings: EffectiveSettings) -> list[Finding]:
+    def _findings(self, text: str, settings: EffectiveSettings) -> tuple[list[Finding], list[Anchor]]:
         with collector_paused():
             # `updated` consumes the previous analysis: if anything below fails, start afresh next time.
             previous, self.module = self.module, None
             module = previous.updated(text) if previous is not None else ModuleAnalysis(text, self.display_path)
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
+            anchors = find_anchors(module)
             self.module = module
-        return [finding for finding in findings if finding.code not in settings.dropped]
+        return [finding for finding in findings if finding.code not in settings.dropped], anchors
 
 
 def _too_large(path: str, size: int) -> Finding:

@@ -26,6 +26,7 @@ from trainlint.analysis.model import Finding
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
+from trainlint.estimator.anchors import BATCH_SIZE, MODEL, MODEL_CLASS, SEQUENCE_LENGTH
 from trainlint.fixing import apply_fixes, parses
 
 from .collector import IdleCollector
@@ -47,6 +48,8 @@ class TrainlintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("trainlint", trainlint.__version__)
         self.editor_settings = EditorSettings()
+        # Multi-root workspaces: a folder's own `trainlint` settings, over the editor-wide ones.
+        self.folder_settings: dict[str, EditorSettings] = {}
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task] = {}
@@ -88,6 +91,27 @@ class TrainlintServer(LanguageServer):
             self.editor_settings = settings
             self.generation += 1
 
+    def apply_folder_settings(self, answers: dict[str, Any]) -> None:
+        """Each workspace folder's answer to workspace/configuration, read over the editor-wide settings."""
+        folder_settings = {}
+        for folder, raw in answers.items():
+            settings, problems = parse_editor_settings(raw, self.editor_settings)
+            for problem in problems:
+                self.problem(f"trainlint: settings of {folder}: {problem}")
+            if settings != self.editor_settings:
+                folder_settings[folder] = settings
+        if folder_settings != self.folder_settings:
+            self.folder_settings = folder_settings
+            self.generation += 1
+
+    def settings_of(self, uri: str) -> EditorSettings:
+        """The editor settings for a document: its workspace folder's (the innermost), else the editor's."""
+        best = None
+        for folder in self.folder_settings:
+            if uri.startswith(folder.rstrip("/") + "/") and (best is None or len(folder) > len(best)):
+                best = folder
+        return self.folder_settings[best] if best is not None else self.editor_settings
+
     # ------------------------------------------------------------------ configuration
     def project_config(self, path: Path | None) -> Config:
         """The nearest [tool.trainlint] / trainlint.toml, re-read when any candidate file changes."""
@@ -115,7 +139,7 @@ class TrainlintServer(LanguageServer):
         return config
 
     def settings_for(self, state: DocumentState) -> EffectiveSettings:
-        return effective_settings(self.editor_settings, self.project_config(state.path), state.path)
+        return effective_settings(self.settings_of(state.uri), self.project_config(state.path), state.path)
 
     # ------------------------------------------------------------------ analysis
     def state(self, uri: str) -> DocumentState:
@@ -129,7 +153,7 @@ class TrainlintServer(LanguageServer):
         if uri not in self.documents:
             return None
         document = self.workspace.get_text_document(uri)
-        if self.editor_settings.run == RUN_ON_SAVE and uri in self.saved_text:
+        if self.settings_of(uri).run == RUN_ON_SAVE and uri in self.saved_text:
             return self.saved_text[uri], None
         return document.source, document.version
 
@@ -240,18 +264,24 @@ async def initialized(ls: TrainlintServer, params: types.InitializedParams) -> N
 async def _pull_configuration(ls: TrainlintServer) -> None:
     if not ls._workspace_capability("configuration"):
         return
+    folders = [folder.uri for folder in ls.workspace.folders.values()]
+    items = [types.ConfigurationItem(section="trainlint")]
+    items += [types.ConfigurationItem(section="trainlint", scope_uri=folder) for folder in folders]
     try:
-        answer = await ls.workspace_configuration_async(
-            types.ConfigurationParams(items=[types.ConfigurationItem(section="trainlint")])
-        )
+        answer = await ls.workspace_configuration_async(types.ConfigurationParams(items=items))
     except Exception as error:
         log.info("workspace/configuration failed: %s", error)
         return
-    if answer and answer[0] is not None:
-        before = ls.editor_settings
+    if not isinstance(answer, (list, tuple)) or not answer:
+        return
+    before = ls.generation
+    if answer[0] is not None:
         ls.apply_settings(answer[0], "workspace settings")
-        if ls.editor_settings != before:
-            ls.refresh_all()
+    ls.apply_folder_settings({
+        folder: raw for folder, raw in zip(folders, answer[1:]) if raw is not None
+    })
+    if ls.generation != before:
+        ls.refresh_all()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -260,6 +290,11 @@ async def did_change_configuration(ls: TrainlintServer, params: types.DidChangeC
         ls.apply_settings(params.settings, "settings")
         ls.refresh_all()
         return
+    await _pull_configuration(ls)
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+async def did_change_workspace_folders(ls: TrainlintServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
     await _pull_configuration(ls)
 
 
@@ -281,8 +316,9 @@ def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> No
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -> None:
     uri = params.text_document.uri
-    if uri in ls.documents and ls.editor_settings.run != RUN_ON_SAVE:
-        ls.schedule(uri, ls.editor_settings.debounce_ms)
+    settings = ls.settings_of(uri)
+    if uri in ls.documents and settings.run != RUN_ON_SAVE:
+        ls.schedule(uri, settings.debounce_ms)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=True))
@@ -407,7 +443,7 @@ def _suppression_edit(analysis: Analysis, positions: Positions, finding: Finding
 
 # ---------------------------------------------------------------------- hover
 @server.feature(types.TEXT_DOCUMENT_HOVER)
-def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
+async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
     if uri not in ls.documents:
         return None
@@ -420,7 +456,7 @@ def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
     text = lines[line]
     comment = next((c for c in find_suppressions(text) if c.column - 1 <= column < c.end_column - 1), None)
     if comment is None:
-        return None
+        return await _vram_hover(ls, uri, line + 1)
     for match in _CODE.finditer(text, comment.column - 1, comment.end_column - 1):
         if match.start() <= column < match.end():
             rule = next((r for r in ls.rules.values() if match.group().upper() == r.code or match.group().lower() == r.name), None)
@@ -438,6 +474,54 @@ def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
             )
             return types.Hover(contents=contents, range=hover_range)
     return None
+
+
+_ANCHOR_WORDS = {
+    MODEL: "the model built here",
+    MODEL_CLASS: "this model class",
+    BATCH_SIZE: "the batch size set here",
+    SEQUENCE_LENGTH: "the sequence length set here",
+}
+NO_ESTIMATE = "no VRAM estimate"
+
+
+async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover | None:
+    """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for it."""
+    analysis = await ls.analysis(uri)
+    if analysis is None:
+        return None
+    anchor = next((a for a in analysis.anchors if a.line == line), None)
+    if anchor is None:
+        return None
+    markdown = _markdown(ls)
+    code = f"`{anchor.code}`" if markdown else anchor.code
+    heading = "**trainlint · VRAM**" if markdown else "trainlint · VRAM"
+    body = (
+        f"No VRAM estimate for {_ANCHOR_WORDS[anchor.kind]} ({code}): this version of trainlint "
+        "does not estimate GPU memory yet, so it shows nothing rather than a guess."
+    )
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText, value=f"{heading}\n\n{body}"),
+        range=Positions(analysis.lines, ls.encoding).line_range(line),
+    )
+
+
+@server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
+    """At the end of each model and batch-size line in the requested range: the estimate, or that there is none."""
+    uri = params.text_document.uri
+    if uri not in ls.documents or not ls.settings_of(uri).inlay_hints:
+        return None
+    analysis = await ls.analysis(uri)
+    if analysis is None:
+        return None
+    positions = Positions(analysis.lines, ls.encoding)
+    first, last = params.range.start.line + 1, params.range.end.line + 1
+    return [
+        types.InlayHint(position=positions.line_range(anchor.line).end, label=f"VRAM: {NO_ESTIMATE}", padding_left=True)
+        for anchor in analysis.anchors
+        if first <= anchor.line <= last
+    ]
 
 
 def _markdown(ls: TrainlintServer) -> bool:
@@ -476,6 +560,7 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         f"trainlint {trainlint.__version__} (Python {sys.version.split()[0]})",
         f"diagnostics: {'pull' if ls.pulls else 'push'}; position encoding: {ls.encoding}",
         f"editor settings: {ls.editor_settings}",
+        *(f"  settings of {folder}: {settings}" for folder, settings in ls.folder_settings.items()),
         f"open documents: {len(ls.documents)}; idle garbage collections so far: {ls.collector.collections}",
     ]
     for uri, state in ls.documents.items():

@@ -240,6 +240,44 @@ async def test_hover_on_a_suppression_code_explains_the_rule(s: Session):
     assert nothing is None
 
 
+MODEL_SCRIPT = textwrap.dedent(
+    """\
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import models
+
+    model = models.resnet18(num_classes=10)
+    loader = DataLoader(train_set, batch_size=64, shuffle=True)
+    """
+)
+
+
+async def test_model_and_batch_size_lines_say_there_is_no_estimate_yet(s: Session):
+    uri = s.open("model.py", MODEL_SCRIPT)
+    hover = await s.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(4, 2),
+    ))
+    assert hover is not None and "no vram estimate" in hover.contents.value.lower()
+    formats = s.capabilities.text_document.hover.content_format if s.capabilities.text_document.hover else None
+    wanted = types.MarkupKind.Markdown if formats and types.MarkupKind.Markdown in formats else types.MarkupKind.PlainText
+    assert hover.contents.kind == wanted
+    hints = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(0, 0), end=types.Position(6, 0)),
+    ))
+    assert {(hint.position.line, hint.label) for hint in hints} == {(4, "VRAM: no VRAM estimate"), (5, "VRAM: no VRAM estimate")}
+    assert hints[0].position.character == len(MODEL_SCRIPT.splitlines()[4])
+    outside = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=types.Range(start=types.Position(0, 0), end=types.Position(3, 0)),
+    ))
+    assert not outside
+    import_line = await s.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 2),
+    ))
+    assert import_line is None
+
+
 async def test_columns_are_in_the_negotiated_encoding(s: Session):
     text = BUGGY.replace("history.append(loss)", "history.append(loss); note = '😋é'; history.append(loss)")
     uri = s.open("train.py", text)

@@ -1,0 +1,108 @@
+"""The lines a VRAM estimate belongs to: where the model is built, where a local ``nn.Module`` class
+is defined, and where the batch size or the sequence length is set.
+
+The editor shows the estimate on these lines (hover, inlay hint). Finding them needs only the
+analysis the rules already ran: model-building calls are the calls whose result the flow
+analysis tags as a model, built right there.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+import msgspec
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.names import dotted
+from trainlint.analysis.parsing import ParsedChunk
+from trainlint.analysis.tree import walk
+from trainlint.analysis.values import DDP, ENGINE
+from trainlint.analysis.values import MODEL as MODEL_TAG
+
+MODEL = "model"
+MODEL_CLASS = "model-class"
+BATCH_SIZE = "batch-size"
+SEQUENCE_LENGTH = "sequence-length"
+
+_SETTING_NAMES = {
+    BATCH_SIZE: re.compile(r"^(?:per_device_)?(?:train_|eval_|micro_|global_)?batch_size$", re.I),
+    SEQUENCE_LENGTH: re.compile(r"^(?:max_)?(?:seq(?:uence)?_?len(?:gth)?|block_size|context_length|seq_length|n_ctx)$", re.I),
+}
+
+
+class Anchor(msgspec.Struct, frozen=True):
+    line: int  # 1-based
+    kind: str  # MODEL | MODEL_CLASS | BATCH_SIZE | SEQUENCE_LENGTH
+    code: str  # the expression or name as written, shortened
+
+
+def find_anchors(module: ModuleAnalysis) -> list[Anchor]:
+    """Every anchor line of the module, in line order (one per line, the most telling kind)."""
+    wanted: dict[int, list[tuple[cst.CSTNode, str, str]]] = {}  # chunk index -> (node, kind, code)
+    summary = module.summary
+    for scope in module.all_scopes:
+        owner = scope.function.owner if scope.function is not None else None
+        if owner is not None and summary.is_module_class(owner):
+            continue  # layers built inside a model are part of it
+        for call in scope.calls():
+            if _builds_a_model(call):
+                wanted.setdefault(call.chunk.index, []).append((call.node, MODEL, _short(call.chunk.code_for(call.node))))
+    for name in sorted(summary.classes):
+        info = summary.classes[name]
+        if summary.is_module_class(info):
+            wanted.setdefault(info.chunk.index, []).append((info.node.name, MODEL_CLASS, name))
+    chunks = module.chunks
+    for chunk in chunks:
+        for kind, node, code in _settings_in(chunk):
+            wanted.setdefault(chunk.index, []).append((node, kind, code))
+    found: dict[int, Anchor] = {}
+    for index in sorted(wanted):
+        items = wanted[index]
+        lines = chunks[index].start_lines([node for node, _, _ in items])
+        for line, (_, kind, code) in zip(lines, items):
+            found.setdefault(line, Anchor(line, kind, code))
+    return sorted(found.values(), key=lambda anchor: anchor.line)
+
+
+def _builds_a_model(call) -> bool:
+    """A whole model built here: not a single `torch.nn` layer or container, not a DDP/FSDP wrapper."""
+    result = call.result
+    if MODEL_TAG not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
+        return False
+    return not (call.callee or "").startswith("torch.nn.")
+
+
+def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
+    """Assignments, keyword arguments and ``--batch-size``-style options that set a batch size or a length."""
+    cached = chunk.memo.get("vram_settings")
+    if cached is None:
+        cached = []
+        if chunk.module is not None:
+            for node in walk(chunk.module):
+                name = None
+                if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                    for target in targets:
+                        text = dotted(target)
+                        if text is not None:
+                            name = text.rsplit(".", 1)[-1]
+                elif isinstance(node, cst.Arg) and node.keyword is not None:
+                    name = node.keyword.value
+                elif isinstance(node, cst.Call) and dotted(node.func) is not None and dotted(node.func).endswith("add_argument"):
+                    option = next((a.value for a in node.args if isinstance(a.value, cst.SimpleString)), None)
+                    if option is not None:
+                        name = option.evaluated_value.lstrip("-").replace("-", "_") if isinstance(option.evaluated_value, str) else None
+                if name is None:
+                    continue
+                for kind, pattern in _SETTING_NAMES.items():
+                    if pattern.match(name):
+                        cached.append((kind, node, _short(chunk.code_for(node))))
+                        break
+        chunk.memo["vram_settings"] = cached
+    return cached
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
