@@ -1,0 +1,371 @@
+"""With a `GradScaler`, gradients are clipped while they are still scaled: the clip does almost nothing.
+
+Under mixed precision, `scaler.scale(loss).backward()` leaves the gradients multiplied by the
+loss scale (65,536 at the start, and it grows). `clip_grad_norm_(params, 1.0)` then measures
+and clips those inflated gradients, so the threshold is off by that factor: the clip either
+never triggers (gradient explosions go through and the run diverges) or, with a value clip,
+cuts every gradient to almost nothing. The training looks like it has clipping and does not.
+
+How to fix: unscale first, in the same iteration: `scaler.unscale_(optimizer)`, then clip, then
+`scaler.step(optimizer)` (which knows the gradients are already unscaled). Not needed with bf16
+autocast and no scaler, nor with `accelerator.clip_grad_norm_`, which unscales for you.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..flow import CallEvent, Event
+from ..model import Severity, TextEdit
+from ..patterns import accumulates_into_grad, ordered_events
+from ..values import SCALER
+from .base import Fires, Quiet, Rule
+
+_CLIPS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"})
+Item = tuple[Event, tuple[CallEvent, ...]]
+
+
+class ClipBeforeUnscale(Rule):
+    code = "TL207"
+    name = "clip-before-unscale"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            items = list(ordered_events(scope, None))
+            scaled = None
+            for event, chain in items:
+                if accumulates_into_grad(event):
+                    scaled = (event, chain) if _scaler_of(event) is not None else None
+                elif _is_scaler_call(event, "unscale_"):
+                    scaled = None
+                elif isinstance(event, CallEvent) and event.callee in _CLIPS and scaled is not None:
+                    # both inside one helper: the helper's own scope reports it
+                    if not (chain and scaled[1] and chain[0] is scaled[1][0]):
+                        self._report(ctx, scaled[0], (event, chain), _later_scaler_step(items, event))
+                    scaled = None
+
+    def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None) -> None:
+        clip_event, chain = clip
+        site = chain[0] if chain else clip_event
+        scaler = _scaler_of(backward)
+        optimizer = step.chunk.code_for(step.arg_nodes[0].value) if step is not None and step.arg_nodes else None
+        unscale = f"{scaler}.unscale_({optimizer or 'optimizer'})"
+        evidence = [
+            ((backward.chunk, backward.node), f"gradients computed from `{scaler}.scale(...)`: multiplied by the loss scale"),
+            ((clip_event.chunk, clip_event.node), f"clipped with no `{scaler}.unscale_(...)` in between"),
+        ]
+        if step is not None:
+            evidence.append(((step.chunk, step.node), f"`{scaler}` steps the optimizer here"))
+        ctx.report(
+            site.node,
+            f"`{_code(clip_event)}` clips the gradients while they are still multiplied by the loss scale of "
+            f"`{scaler}`: the threshold is off by that factor (65,536 at first), so the clip does not do what it says",
+            evidence=evidence,
+            chunk=site.chunk,
+            help=f"call `{unscale}` just before the clip",
+            fix=ctx.fix(f"unscale before clipping: `{unscale}`", [_insert_unscale(ctx, clip, unscale)]) if optimizer else None,
+        )
+
+
+def _scaler_of(backward: CallEvent) -> str | None:
+    """`scaler` for `scaler.scale(loss).backward()`, else None."""
+    func = backward.node.func
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
+        return None
+    inner = func.value.func
+    if not isinstance(inner, cst.Attribute) or inner.attr.value != "scale":
+        return None
+    receiver = backward.chunk.code_for(inner.value)
+    return receiver if "scaler" in receiver.lower() or _scale_call_on_scaler(backward, func.value) else None
+
+
+def _scale_call_on_scaler(backward: CallEvent, node: cst.Call) -> bool:
+    for call in backward.scope.calls():
+        if call.node is node:
+            return call.receiver is not None and SCALER in call.receiver.tags
+    return False
+
+
+def _later_scaler_step(items: list[Item], clip: CallEvent) -> CallEvent | None:
+    seen = False
+    for event, _ in items:
+        if event is clip:
+            seen = True
+        elif seen and _is_scaler_call(event, "step"):
+            return event
+    return None
+
+
+def _receiver(call: CallEvent) -> str:
+    return call.receiver_key or (call.callee or "").rpartition(".")[0] or "scaler"
+
+
+def _is_scaler_call(event: Event, method: str) -> bool:
+    if not isinstance(event, CallEvent) or event.method != method:
+        return False
+    if event.receiver is not None and SCALER in event.receiver.tags:
+        return True
+    return "scaler" in _receiver(event).lower()
+
+
+def _insert_unscale(ctx, clip: Item, unscale: str) -> TextEdit | None:
+    event, chain = clip
+    if chain:
+        return None
+    line, _, _, _ = event.chunk.range_of(event.node)
+    text = ctx.module.line(line)
+    indent = text[: len(text) - len(text.lstrip())]
+    if not text.strip().startswith(event.chunk.code_for(event.node).split("(", 1)[0]):
+        return None
+    return TextEdit(line, 1, line, 1, f"{indent}{unscale}\n")
+
+
+def _code(event: Event) -> str:
+    text = " ".join(event.chunk.code_for(event.node).split())
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
+ClipBeforeUnscale.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            optimizer.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+        fixed="""
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            optimizer.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    ),
+    Fires(
+        """
+        from torch.cuda.amp import GradScaler
+        from torch.nn.utils import clip_grad_value_
+
+        def train(model, loader, opt):
+            scaler = GradScaler()
+            for batch in loader:
+                loss = model(batch)
+                scaler.scale(loss).backward()
+                clip_grad_value_(model.parameters(), 0.5)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+        fixed="""
+        from torch.cuda.amp import GradScaler
+        from torch.nn.utils import clip_grad_value_
+
+        def train(model, loader, opt):
+            scaler = GradScaler()
+            for batch in loader:
+                loss = model(batch)
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                clip_grad_value_(model.parameters(), 0.5)
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        def fit(model, loader, optimizer, scaler, max_norm):
+            for epoch in range(10):
+                for x, y in loader:
+                    loss = model(x, y)
+                    scaler.scale(loss).backward()
+                    if max_norm:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        amp_scaler = torch.amp.GradScaler("cuda")
+        for step, batch in enumerate(loader):
+            loss = model(**batch).loss
+            amp_scaler.scale(loss).backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            amp_scaler.step(optimizer)
+            amp_scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        def clip(model):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            clip(model)
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        class Trainer:
+            def _run_batch(self, source, targets):
+                with torch.autocast("cuda", dtype=torch.float16, enabled=self.use_amp):
+                    _, loss = self.model(source, targets)
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.use_amp:
+                    self.scaler.scale(loss).backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.optimizer.step()
+        """,
+        fixed="""
+        import torch
+
+        class Trainer:
+            def _run_batch(self, source, targets):
+                with torch.autocast("cuda", dtype=torch.float16, enabled=self.use_amp):
+                    _, loss = self.model(source, targets)
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.use_amp:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.optimizer.step()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        while True:
+            loss = model(next(data))
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(params, 5.0)
+            scaler.step(opt)
+            scaler.update()
+        """
+    ),
+)
+
+ClipBeforeUnscale.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        for x, y in loader:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = criterion(model(x), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        for batch in loader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(criterion(model(x), y) / 4).backward()
+            if (i + 1) % 4 == 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def unscale_and_clip(scaler, optimizer, model):
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+        scaler = torch.cuda.amp.GradScaler()
+        for x in loader:
+            scaler.scale(model(x)).backward()
+            unscale_and_clip(scaler, optimizer, model)
+            scaler.step(optimizer)
+            scaler.update()
+        """
+    ),
+)

@@ -1,0 +1,282 @@
+"""A tensor is moved or cast as a bare statement, and the result is thrown away.
+
+`t.to(device)`, `t.cuda()`, `t.cpu()`, `t.half()`, `t.float()` return a new tensor; they do not
+change `t`. Written as a statement of its own, the call copies the tensor, drops the copy, and
+the code goes on with the original: the batch stays on the CPU (the forward then fails, or, on
+a model that is on the CPU too, the run trains at CPU speed while the GPU idles), or the tensor
+keeps the dtype the line was meant to change. Modules are different: `model.to(device)` moves
+the module in place, so it is not reported, nor is any receiver trainlint cannot tell is a
+tensor.
+
+How to fix: assign the result back, `x = x.to(device)`, or use it where it is needed.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..flow import CallEvent, ScopeAnalysis
+from ..model import Severity
+from ..tree import walk
+from ..values import GRAPH, LOADER, MODEL, TENSOR
+from .base import Fires, Quiet, Rule
+
+_TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
+# What shows a name holds a module rather than a tensor (modules move in place).
+_MODULE_USES = frozenset({"parameters", "named_parameters", "train", "eval", "state_dict", "load_state_dict", "modules", "children", "zero_grad", "apply"})
+
+
+class DiscardedTransfer(Rule):
+    code = "TL210"
+    name = "discarded-transfer"
+    severity = Severity.WARNING
+    fixable = True
+
+    def check(self, ctx) -> None:
+        statements = _bare_call_statements(ctx.chunk)
+        if not statements:
+            return
+        for scope in ctx.scopes:
+            for call in scope.calls():
+                if call.method in _TRANSFERS and id(call.node) in statements and isinstance(call.node.func, cst.Attribute):
+                    why = _why_a_tensor(scope, call)
+                    if why is not None:
+                        self._report(ctx, scope, call, why)
+
+    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
+        key = call.receiver_key
+        written = scope.chunk.code_for(call.node)
+        fix = None
+        if key is not None and scope.chunk.code_for(call.node.func.value) == key:
+            fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")])
+        target = key or "the tensor"
+        ctx.report(
+            call.node,
+            f"`{written}` returns a new tensor and this statement throws it away: `{target}` itself is not "
+            f"moved or converted, so the code after this line still uses the original",
+            evidence=[why, ((scope.chunk, call.node), "the result of this call is discarded")],
+            help=f"write `{target} = {written}`" if key else "assign the result to a name and use it",
+            fix=fix,
+        )
+
+
+def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """Evidence that the receiver is a tensor (not a module, not something unknown)."""
+    receiver = call.receiver
+    if receiver is None or MODEL in receiver.tags:
+        return None
+    key = call.receiver_key
+    if key is not None and _used_as_module(scope, key):
+        return None
+    for loop in call.context.loops:
+        if key in loop.targets and key not in _unpacked_batch_names(loop.node):
+            return None  # a whole batch: maybe a dict or a `BatchEncoding`, whose `.to()` works in place
+    if receiver.tags & {TENSOR, GRAPH}:
+        note = receiver.note or f"`{key}`"
+        site = receiver.site or (scope.chunk, call.node)
+        return (site, f"{note} is a tensor")
+    if key is None or "." in key:
+        return None
+    for loop in call.context.loops:
+        iterates_a_loader = LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
+        if iterates_a_loader and key in _unpacked_batch_names(loop.node):
+            return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
+    return None
+
+
+def _unpacked_batch_names(node) -> set[str]:
+    """Names a batch is unpacked into: `for x, y in loader`, `for i, (x, y) in enumerate(loader)`.
+
+    A batch bound whole (`for batch in loader`, `for i, batch in enumerate(loader)`) may be a
+    dict or a `BatchEncoding`, whose `.to()` moves it in place: not a tensor for this rule.
+    """
+    if not isinstance(node, cst.For):
+        return set()
+    target = node.target
+    iterable = node.iter
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value == "enumerate":
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
+            return set()
+        target = target.elements[1].value
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return set()
+    return {element.value.value for element in target.elements if isinstance(element.value, cst.Name)}
+
+
+def _used_as_module(scope: ScopeAnalysis, key: str) -> bool:
+    for call in scope.calls():
+        if call.receiver_key == key and call.method in _MODULE_USES:
+            return True
+        if call.method is None and call.receiver_key == key:  # called: `key(x)`
+            return True
+    return False
+
+
+def _bare_call_statements(chunk) -> frozenset[int]:
+    """ids of calls that are a whole expression statement."""
+    cached = chunk.memo.get("bare_calls")
+    if cached is None:
+        cached = frozenset(
+            id(node.value) for node in walk(chunk.module)
+            if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call)
+        ) if chunk.module is not None else frozenset()
+        chunk.memo["bare_calls"] = cached
+    return cached
+
+
+DiscardedTransfer.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        def train(model, loader, optimizer, device):
+            model.to(device)
+            for x, y in loader:
+                x.to(device)
+                y = y.to(device)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        fixed="""
+        import torch
+
+        def train(model, loader, optimizer, device):
+            model.to(device)
+            for x, y in loader:
+                x = x.to(device)
+                y = y.to(device)
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        weights = torch.ones(10)
+        weights.cuda()
+        criterion = torch.nn.CrossEntropyLoss(weight=weights)
+        """,
+        fixed="""
+        import torch
+
+        weights = torch.ones(10)
+        weights = weights.cuda()
+        criterion = torch.nn.CrossEntropyLoss(weight=weights)
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        mask = torch.zeros(8, 8)
+        mask.half()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(dataset, batch_size=32)
+        for i, (images, labels) in enumerate(loader):
+            images.cuda(non_blocking=True)
+            labels.cuda(non_blocking=True)
+        """,
+        count=2,
+    ),
+    Fires(
+        """
+        import torch
+
+        def evaluate(model, batch):
+            logits = model(batch)
+            logits.cpu()
+            return logits.argmax(-1)
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        def make_inputs(device):
+            noise = torch.randn(16, 100)
+            noise.to(device)
+            return noise
+        """,
+    ),
+)
+
+DiscardedTransfer.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+
+        model = torch.nn.Linear(4, 2)
+        model.to("cuda")
+        model.half()
+        """
+    ),
+    Quiet(
+        """
+        def train(net, loader, device):
+            net.cuda()
+            for x, y in loader:
+                out = net(x.to(device))
+        """
+    ),
+    Quiet(
+        """
+        def setup(model, device):
+            model.to(device)
+            model.train()
+        """
+    ),
+    Quiet(
+        """
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("gpt2")
+        inputs = tokenizer("hello", return_tensors="pt")
+        inputs.to("cuda")
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        x = torch.randn(4, 4)
+        x = x.to("cuda")
+        y = x.cpu().numpy()
+        """
+    ),
+    Quiet(
+        """
+        def move(batch, device):
+            batch.to(device)
+            return batch
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def train(model, loader, device):
+            for batch in loader:
+                batch.to(device)
+                model(**batch)
+        """
+    ),
+    Quiet(
+        """
+        def train(model, train_dataloader, accelerator):
+            for step, batch in enumerate(train_dataloader):
+                batch.to(accelerator.device)
+                outputs = model(**batch)
+        """
+    ),
+)

@@ -1,0 +1,274 @@
+"""Functional dropout inside a module ignores `model.eval()`: it stays on at evaluation and inference.
+
+`F.dropout(x, p)` defaults to `training=True`. Unlike the `nn.Dropout` layer, the function does not
+know whether its module is in training mode, so `model.eval()` does not turn it off: validation
+scores are computed with random units dropped (noisy, pessimistic, and they move run to run),
+checkpoint selection picks on noise, and the deployed model predicts with dropout on. Nothing
+fails; the numbers are just wrong.
+
+How to fix: pass the module's mode, `F.dropout(x, p, training=self.training)`, or use an
+`nn.Dropout(p)` layer built in `__init__`.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..flow import CallEvent, ScopeAnalysis
+from ..model import Severity
+from .base import Fires, Quiet, Rule
+
+_FUNCTIONAL_DROPOUT = frozenset({
+    "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
+    "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout", "torch.nn.functional.feature_alpha_dropout",
+})
+# Position of `training` in those functions: (input, p, training, inplace).
+_TRAINING_POSITION = 2
+
+
+class DropoutAlwaysOn(Rule):
+    code = "TL211"
+    name = "dropout-always-on"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            owner = scope.function.owner if scope.function is not None else None
+            if owner is None or not ctx.summary.is_module_class(owner):
+                continue
+            for call in scope.calls():
+                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call):
+                    self._report(ctx, scope, call, owner.name)
+
+    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
+        written = scope.chunk.code_for(call.node)
+        function = call.callee.rpartition(".")[2]
+        method = scope.function.name
+        ctx.report(
+            call.node,
+            f"`{_short(written)}` in `{owner}.{method}` runs with `training=True` whatever the module's mode: "
+            f"`model.eval()` does not turn it off, so evaluation and inference drop units at random",
+            evidence=[
+                ((scope.chunk, scope.function.owner.node.name), f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
+                ((scope.chunk, call.node), f"`{function}` without `training=`: always on"),
+            ],
+            help=f"pass `training=self.training` (or use an `nn.Dropout` layer)",
+            fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)]) if _has_self(scope) else None,
+        )
+
+
+def _sets_training(call: CallEvent) -> bool:
+    if call.keyword("training") is not None or any(arg.star for arg in call.arg_nodes):
+        return True
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None]
+    return len(positional) > _TRAINING_POSITION
+
+
+def _has_self(scope: ScopeAnalysis) -> bool:
+    params = scope.function.node.params.params
+    return bool(params) and params[0].name.value == "self"
+
+
+def _add_training(ctx, node: cst.Call):
+    if not node.args:
+        return None
+    last = node.args[-1]
+    if isinstance(last.comma, cst.Comma):
+        return ctx.edit_insert_after(last.comma, " training=self.training,")
+    return ctx.edit_insert_after(last, ", training=self.training")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+DropoutAlwaysOn.MUST_FIRE = (
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = nn.Linear(784, 256)
+                self.fc2 = nn.Linear(256, 10)
+
+            def forward(self, x):
+                x = F.relu(self.fc1(x))
+                x = F.dropout(x, 0.5)
+                return self.fc2(x)
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = nn.Linear(784, 256)
+                self.fc2 = nn.Linear(256, 10)
+
+            def forward(self, x):
+                x = F.relu(self.fc1(x))
+                x = F.dropout(x, 0.5, training=self.training)
+                return self.fc2(x)
+        """,
+    ),
+    Fires(
+        """
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return torch.nn.functional.dropout(x, p=0.1)
+        """,
+        fixed="""
+        import torch
+        from torch import nn
+
+        class Block(nn.Module):
+            def forward(self, x):
+                return torch.nn.functional.dropout(x, p=0.1, training=self.training)
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        from torch.nn.functional import dropout2d
+
+        class ConvNet(nn.Module):
+            def forward(self, x):
+                x = dropout2d(x, 0.25)
+                return x
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Encoder(nn.Module):
+            def _embed(self, tokens):
+                return F.dropout(self.embedding(tokens), p=self.p)
+
+            def forward(self, tokens):
+                return self._embed(tokens)
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Base(nn.Module):
+            pass
+
+        class Head(Base):
+            def forward(self, x):
+                return F.alpha_dropout(
+                    x,
+                    0.2,
+                )
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Base(nn.Module):
+            pass
+
+        class Head(Base):
+            def forward(self, x):
+                return F.alpha_dropout(
+                    x,
+                    0.2, training=self.training,
+                )
+        """,
+    ),
+    Fires(
+        """
+        import pytorch_lightning as pl
+        import torch.nn.functional as F
+
+        class LitModel(pl.LightningModule):
+            def forward(self, x):
+                return self.head(F.dropout(self.body(x), 0.3))
+        """,
+    ),
+)
+
+DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return F.dropout(x, 0.5, training=self.training)
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return F.dropout(x, 0.5, self.training)
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.drop = nn.Dropout(0.5)
+
+            def forward(self, x):
+                return self.drop(x)
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class MCDropoutNet(nn.Module):
+            def forward(self, x):
+                return F.dropout(x, 0.5, training=True)  # Monte Carlo dropout: on at inference on purpose
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def augment(x, p=0.1):
+            return F.dropout(x, p)
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def forward(self, x, **kwargs):
+                return F.dropout(x, **kwargs)
+        """
+    ),
+    Quiet(
+        """
+        class Helper:
+            def forward(self, x):
+                import torch.nn.functional as F
+                return F.dropout(x, 0.5)
+        """
+    ),
+)

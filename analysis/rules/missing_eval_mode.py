@@ -1,0 +1,337 @@
+"""An evaluation pass runs a model that has dropout or batch-norm, and nothing puts it in eval mode.
+
+A module starts in training mode and stays there until `.eval()` is called. Evaluated in training
+mode, dropout keeps dropping units (scores are noisy and pessimistic) and batch-norm normalises
+with the statistics of each evaluation batch while also updating its running averages with
+evaluation data: validation numbers are wrong, checkpoint selection picks on noise, and the
+saved model's batch-norm statistics are polluted by the validation set.
+
+How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
+resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
+not reported.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..flow import CallEvent, ScopeAnalysis
+from ..model import Severity
+from ..summary import ClassInfo
+from ..values import MODEL, Value
+from .base import Fires, Quiet, Rule
+
+_EVALUATION_FUNCTION = re.compile(
+    r"^_?(?:evaluate|evaluation|eval|validate|validation|valid|val|test|testing|predict|inference|infer)(?:_|$)"
+    r"|_(?:eval|evaluate|evaluation|validate|validation|val|test)$",
+    re.I,
+)
+_EVALUATION_DATA = re.compile(r"val|valid|test|eval|dev|holdout", re.I)
+_MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
+# torchvision families whose models have batch-norm or dropout layers.
+_FAMILIES = re.compile(
+    r"^(?:resnet|resnext|wide_resnet|efficientnet|mobilenet|densenet|inception|googlenet|regnet|vgg|alexnet|"
+    r"squeezenet|shufflenet|mnasnet)"
+)
+
+
+class MissingEvalMode(Rule):
+    code = "TL208"
+    name = "missing-eval-mode"
+    severity = Severity.WARNING
+
+    def check(self, ctx) -> None:
+        if ctx.module.framework_runs_loop is not None:
+            return
+        for scope in ctx.scopes:
+            for call in scope.calls():
+                if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
+                    continue
+                why = _evaluation_pass(scope, call)
+                if why is None:
+                    continue
+                layers = _mode_layers(ctx, scope, call)
+                if layers is None or _switched_to_eval(ctx.module, call):
+                    continue
+                self._report(ctx, scope, call, why, layers)
+                break  # one finding per evaluation pass
+
+    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
+        key = call.receiver_key or "the model"
+        ctx.report(
+            call.node,
+            f"`{key}` runs an evaluation pass in training mode: nothing in this file calls `{key}.eval()`, and it has "
+            f"dropout or batch-norm layers, so the scores are computed with dropout on and batch-norm updating its "
+            f"statistics on evaluation data",
+            evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass")],
+            help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
+        )
+
+
+def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    function = scope.function
+    if function is not None and function.owner is None and _EVALUATION_FUNCTION.search(function.name):
+        return ((scope.chunk, function.node.name), f"`{function.name}` is an evaluation function")
+    if call.context.grad_off is None:
+        return None
+    for loop in reversed(call.context.loops):
+        if _EVALUATION_DATA.search(loop.iterable_text):
+            return ((scope.chunk, loop.node), f"a no-grad loop over `{loop.iterable_text}`: evaluation data")
+    return None
+
+
+def _mode_layers(ctx, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """Where the model's dropout or batch-norm is visible, or None."""
+    values = [call.receiver]
+    key = call.receiver_key
+    if call.receiver.detail is None and scope.function is not None and key in scope.params:
+        passed = ctx.module.arguments_for(scope.function, key) or []
+        values = [value for _, value in passed]
+    for value in values:
+        found = _layers_of(ctx.summary, value)
+        if found is not None:
+            return found
+    return None
+
+
+def _layers_of(summary, value: Value) -> tuple | None:
+    detail = value.detail
+    if isinstance(detail, ClassInfo):
+        holder = _class_with_layers(summary, detail, depth=0)
+        if holder is not None:
+            return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
+        return None
+    if isinstance(detail, str) and detail.startswith("torchvision.models.") and _FAMILIES.match(detail.rpartition(".")[2]):
+        name = detail.rpartition(".")[2]
+        return (value.site, f"torchvision's `{name}` has batch-norm or dropout layers")
+    if isinstance(detail, tuple) and detail and detail[0] == "sequential" and value.site is not None:
+        chunk, node = value.site
+        if _MODE_LAYERS.search(chunk.code_for(node)):
+            return (value.site, "this `nn.Sequential` has dropout or batch-norm layers")
+    return None
+
+
+def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None:
+    code = info.chunk.code_for(info.node)
+    if _MODE_LAYERS.search(code):
+        return info
+    if depth >= 3:
+        return None
+    for name, other in summary.classes.items():  # local classes it builds or derives from
+        if other is not info and re.search(rf"\b{re.escape(name)}\b", code):
+            found = _class_with_layers(summary, other, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _switched_to_eval(module, forward: CallEvent) -> bool:
+    """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
+    key = (forward.receiver_key or "").rpartition(".")[2]
+    for call in module.all_calls():
+        receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
+        if receiver != key:
+            continue
+        if call.method == "eval" and not call.arg_nodes:
+            return True
+        if call.method == "train" and call.arg_nodes and call.chunk.code_for(call.arg_nodes[0].value) not in {"True", "mode=True"}:
+            return True
+    return False
+
+
+MissingEvalMode.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = nn.Linear(784, 256)
+                self.drop = nn.Dropout(0.5)
+                self.fc2 = nn.Linear(256, 10)
+
+            def forward(self, x):
+                return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+        def evaluate(model, loader):
+            correct = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    correct += (model(x).argmax(1) == y).sum().item()
+            return correct
+
+        model = Net()
+        evaluate(model, val_loader)
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from torchvision import models
+
+        model = models.resnet50(num_classes=10)
+        with torch.no_grad():
+            for images, labels in val_loader:
+                outputs = model(images)
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(20, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Linear(64, 2))
+        with torch.no_grad():
+            for x, y in test_loader:
+                preds = model(x)
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self, c):
+                super().__init__()
+                self.conv = nn.Conv2d(c, c, 3, padding=1)
+                self.bn = nn.BatchNorm2d(c)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.Sequential(Block(16), Block(16))
+
+        def validate(net, loader):
+            for x, y in loader:
+                out = net(x)
+
+        net = Net()
+        for epoch in range(10):
+            validate(net, val_loader)
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from torchvision import models
+
+        def test(model, loader):
+            with torch.no_grad():
+                return [model(x) for x, _ in loader]
+
+        test(models.vgg16(), test_loader)
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return F.dropout(x, 0.2, training=self.training)
+
+        model = Net()
+        model.train()
+        with torch.no_grad():
+            for x, y in eval_loader:
+                model(x)
+        """
+    ),
+)
+
+MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+        from torchvision import models
+
+        model = models.resnet50()
+        model.eval()
+        with torch.no_grad():
+            for images, labels in val_loader:
+                outputs = model(images)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 2))
+        with torch.no_grad():
+            for x, y in val_loader:
+                preds = model(x)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision import models
+
+        def evaluate(model, loader):
+            model.eval()
+            with torch.no_grad():
+                for x, y in loader:
+                    model(x)
+            model.train()
+
+        evaluate(models.resnet18(), val_loader)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision import models
+
+        model = models.resnet18()
+        with torch.no_grad():
+            for x, y in train_loader:
+                features = model(x)
+        """
+    ),
+    Quiet(
+        """
+        import pytorch_lightning as pl
+        import torch.nn as nn
+
+        class Lit(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+
+            def validation_step(self, batch, batch_idx):
+                return self.net(batch[0])
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision import models
+
+        def set_mode(model, training):
+            model.train(training)
+
+        model = models.resnet18()
+        set_mode(model, False)
+        with torch.no_grad():
+            for x, y in val_loader:
+                model(x)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased")
+        with torch.no_grad():
+            for batch in val_loader:
+                model(**batch)
+        """
+    ),
+)

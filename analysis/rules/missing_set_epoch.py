@@ -1,0 +1,327 @@
+"""A shuffling `DistributedSampler` is used for several epochs without `sampler.set_epoch(epoch)`.
+
+`DistributedSampler` shuffles with a seed derived from its epoch counter, and only
+`set_epoch(epoch)` advances that counter. Without it every epoch replays the same permutation:
+each rank sees the same samples in the same order, epoch after epoch, so shuffling is gone,
+the model overfits to the batch order, and the multi-GPU run generalises worse than the
+single-GPU one it replaced. Nothing warns.
+
+How to fix: call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the
+loader (`loader.sampler.set_epoch(epoch)` works too).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
+from ..model import Severity, TextEdit
+from ..torchapi import is_dataloader
+from ..values import SAMPLER_DISTRIBUTED, Value
+from .base import Fires, Quiet, Rule
+
+
+class MissingSetEpoch(Rule):
+    code = "TL502"
+    name = "missing-set-epoch"
+    severity = Severity.WARNING
+    fixable = True
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            for call in scope.calls():
+                if not _builds_shuffling_sampler(call):
+                    continue
+                if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
+                    return
+                for loader in _loaders_using(ctx.module, call):
+                    found = _epoch_loop(ctx.module, loader)
+                    if found is not None:
+                        self._report(ctx, scope, call, loader, *found)
+                        break
+
+    def _report(self, ctx, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
+        epoch_scope, epoch_loop = epoch
+        inner_site, inner_note = inner
+        name = _bound_name(scope, sampler)
+        ctx.report(
+            sampler.node,
+            f"`{_code(sampler)}` shuffles with a seed that only `set_epoch` changes, and nothing calls "
+            f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
+            f"replays the same order on every rank",
+            evidence=[
+                ((sampler.chunk, sampler.node), "a shuffling DistributedSampler"),
+                ((loader.chunk, loader.node), "the DataLoader that draws from it"),
+                (inner_site, inner_note),
+                ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
+            ],
+            help=f"call `{name or 'sampler'}.set_epoch(epoch)` at the top of the epoch loop",
+            fix=ctx.fix(f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, epoch_scope, epoch_loop, name)]) if name else None,
+        )
+
+
+def _builds_shuffling_sampler(call: CallEvent) -> bool:
+    result = call.result
+    if SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
+        return False
+    shuffle = call.keyword("shuffle")
+    return shuffle is None or not (isinstance(shuffle.value, cst.Name) and shuffle.value.value == "False")
+
+
+def _sets_epoch_anywhere(module) -> bool:
+    return any(call.method == "set_epoch" for call in module.all_calls())
+
+
+def _loaders_using(module, sampler: CallEvent) -> list[CallEvent]:
+    loaders = []
+    for call in module.all_calls():
+        if call.callee is not None and is_dataloader(call.callee):
+            value = call.kwargs.get("sampler") or call.kwargs.get("batch_sampler")
+            if value is not None and value.site is not None and value.site[1] is sampler.node:
+                loaders.append(call)
+    return loaders
+
+
+def _iterates(value: Value, loader: CallEvent) -> bool:
+    detail = value.detail
+    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
+        return _iterates(detail[1], loader)
+    if isinstance(detail, tuple) and detail and detail[0] == "zip":
+        return any(_iterates(item, loader) for item in detail[1])
+    return (isinstance(detail, CallEvent) and detail.node is loader.node) or (value.site is not None and value.site[1] is loader.node)
+
+
+def _epoch_loop(module, loader: CallEvent):
+    """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch."""
+    for scope in module.all_scopes:
+        for loop in scope.loops:
+            if _iterates(loop.iterable, loader) and loop.parent is not None:
+                return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
+            if scope.function is None or loop.parent is not None or loop.iterable_text not in scope.params:
+                continue
+            for caller, value in module.arguments_for(scope.function, loop.iterable_text) or ():
+                if _iterates(value, loader) and caller.context.loops:
+                    return (caller.scope, caller.context.loops[-1]), (
+                        (caller.chunk, caller.node), f"`{_code(caller)}` iterates it once per epoch",
+                    )
+    return None
+
+
+def _bound_name(scope: ScopeAnalysis, sampler: CallEvent) -> str | None:
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and event.value_node is sampler.node and len(event.targets) == 1:
+            return event.targets[0]
+    return None
+
+
+def _insert_set_epoch(ctx, scope: ScopeAnalysis, loop: Loop, sampler_name: str) -> TextEdit | None:
+    node = loop.node
+    if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not isinstance(node.body, cst.IndentedBlock):
+        return None
+    first = node.body.body[0]
+    line, column, _, _ = scope.chunk.range_of(first)
+    text = ctx.module.line(line)
+    indent = text[: column - 1]
+    if indent.strip():
+        return None
+    return TextEdit(line, 1, line, 1, f"{indent}{sampler_name}.set_epoch({node.target.value})\n")
+
+
+def _code(event: CallEvent) -> str:
+    text = " ".join(event.chunk.code_for(event.node).split())
+    return text if len(text) <= 50 else text[:47] + "..."
+
+
+MissingSetEpoch.MUST_FIRE = (
+    Fires(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+        for epoch in range(epochs):
+            for x, y in loader:
+                train_step(x, y)
+        """,
+        fixed="""
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                train_step(x, y)
+        """,
+    ),
+    Fires(
+        """
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(dataset, model, epochs):
+            train_sampler = DistributedSampler(dataset, shuffle=True)
+            train_loader = DataLoader(dataset, batch_size=64, sampler=train_sampler, num_workers=4)
+            for epoch in range(epochs):
+                model.train()
+                for step, (x, y) in enumerate(train_loader):
+                    model(x)
+        """,
+        fixed="""
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def main(dataset, model, epochs):
+            train_sampler = DistributedSampler(dataset, shuffle=True)
+            train_loader = DataLoader(dataset, batch_size=64, sampler=train_sampler, num_workers=4)
+            for epoch in range(epochs):
+                train_sampler.set_epoch(epoch)
+                model.train()
+                for step, (x, y) in enumerate(train_loader):
+                    model(x)
+        """,
+    ),
+    Fires(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def train_one_epoch(model, loader):
+            for x, y in loader:
+                model(x)
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(10):
+            train_one_epoch(model, loader)
+        """,
+        fixed="""
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def train_one_epoch(model, loader):
+            for x, y in loader:
+                model(x)
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(10):
+            sampler.set_epoch(epoch)
+            train_one_epoch(model, loader)
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        sampler = torch.utils.data.distributed.DistributedSampler(ds, num_replicas=world, rank=rank)
+        loader = torch.utils.data.DataLoader(ds, batch_size=8, sampler=sampler)
+        epoch = 0
+        while epoch < 5:
+            for batch in loader:
+                step(batch)
+            epoch += 1
+        """
+    ),
+    Fires(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+        for epoch in range(3):
+            for x in loader:
+                step(x)
+        """
+    ),
+    Fires(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset, seed=42)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(start_epoch, total_epochs):
+            for i, batch in enumerate(loader):
+                step(batch)
+        """
+    ),
+)
+
+MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader:
+                step(x, y)
+        """
+    ),
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        loader = DataLoader(dataset, sampler=DistributedSampler(dataset))
+        for epoch in range(epochs):
+            loader.sampler.set_epoch(epoch)
+            for x, y in loader:
+                step(x, y)
+        """
+    ),
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        val_sampler = DistributedSampler(val_set, shuffle=False)
+        val_loader = DataLoader(val_set, sampler=val_sampler)
+        for epoch in range(epochs):
+            for x, y in val_loader:
+                evaluate(x, y)
+        """
+    ),
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for x, y in loader:
+            step(x, y)
+        """
+    ),
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(dataset, batch_size=32, shuffle=True)
+        for epoch in range(epochs):
+            for x, y in loader:
+                step(x, y)
+        """
+    ),
+    Quiet(
+        """
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def set_epochs(loaders, epoch):
+            for loader in loaders:
+                loader.sampler.set_epoch(epoch)
+
+        sampler = DistributedSampler(dataset)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(epochs):
+            set_epochs([loader], epoch)
+            for x, y in loader:
+                step(x, y)
+        """
+    ),
+)
