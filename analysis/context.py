@@ -39,6 +39,7 @@ class RuleContext:
         self.rule = rule
         self.summary = module.summary
         self.findings: list[RawFinding] = []
+        self._foreign_edit = False
 
     @property
     def scopes(self) -> list[ScopeAnalysis]:
@@ -57,7 +58,7 @@ class RuleContext:
     def evidence(self, site: Site | None, note: str) -> Evidence | None:
         if site is None:
             return None
-        return Evidence(self.line_of(site), note)
+        return Evidence(self.line_of(site), note, site[0].origin)
 
     # ------------------------------------------------------------------ reporting
     def report(
@@ -72,6 +73,8 @@ class RuleContext:
         chunk: ParsedChunk | None = None,
     ) -> None:
         chunk = chunk or self.chunk
+        if chunk.origin is not None:
+            return  # a finding is placed in the file being checked; this node is in another one
         items: list[Evidence] = []
         for item in evidence:
             if item is None:
@@ -82,22 +85,28 @@ class RuleContext:
                     items.append(converted)
             else:
                 items.append(item)
-        unique = tuple(dict.fromkeys(sorted(items, key=lambda e: e.line)))
+        unique = tuple(dict.fromkeys(sorted(items, key=lambda e: (e.path or "", e.line))))
         self.findings.append(
             RawFinding(self.rule, chunk.range_of(node), message, severity or self.rule.severity, unique, help, fix)
         )
 
     # ------------------------------------------------------------------ fixes
+    def _place(self, chunk: ParsedChunk | None) -> ParsedChunk:
+        chunk = chunk or self.chunk
+        if chunk.origin is not None:
+            self._foreign_edit = True  # an edit of another file cannot be part of this file's fix
+        return chunk
+
     def edit_replace(self, node: cst.CSTNode, new_text: str, chunk: ParsedChunk | None = None) -> TextEdit:
-        line, column, end_line, end_column = (chunk or self.chunk).range_of(node)
+        line, column, end_line, end_column = self._place(chunk).range_of(node)
         return TextEdit(line, column, end_line, end_column, new_text)
 
     def edit_insert_after(self, node: cst.CSTNode, text: str, chunk: ParsedChunk | None = None) -> TextEdit:
-        _, _, end_line, end_column = (chunk or self.chunk).range_of(node)
+        _, _, end_line, end_column = self._place(chunk).range_of(node)
         return TextEdit(end_line, end_column, end_line, end_column, text)
 
     def edit_insert_before(self, node: cst.CSTNode, text: str, chunk: ParsedChunk | None = None) -> TextEdit:
-        line, column, _, _ = (chunk or self.chunk).range_of(node)
+        line, column, _, _ = self._place(chunk).range_of(node)
         return TextEdit(line, column, line, column, text)
 
     def indent_block(self, node: cst.CSTNode, header: str, chunk: ParsedChunk | None = None) -> TextEdit | None:
@@ -117,7 +126,7 @@ class RuleContext:
         return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)
 
     def fix(self, description: str, edits: Sequence[TextEdit | None]) -> Fix | None:
-        if not edits or any(edit is None for edit in edits):
+        if not edits or any(edit is None for edit in edits) or self._foreign_edit:
             return None
         return Fix(description, tuple(edits))  # type: ignore[arg-type]
 

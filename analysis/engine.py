@@ -8,7 +8,7 @@ import gc
 import logging
 import os
 import re
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .context import RawFinding, RuleContext
 from .dependencies import KeptResult, KeptStatement, recording
@@ -18,6 +18,9 @@ from .registry import all_rules
 from .rules.base import Rule
 from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
+
+if TYPE_CHECKING:
+    from .workspace import Workspace
 
 log = logging.getLogger("trainlint")
 
@@ -94,6 +97,7 @@ def analyze_source(
     settings: AnalysisSettings | None = None,
     *,
     rules: Sequence[type[Rule]] | None = None,
+    workspace: "Workspace | None" = None,
 ) -> list[Finding]:
     """All findings for one file, sorted by position. Never raises on bad input."""
     settings = settings or AnalysisSettings()
@@ -102,7 +106,7 @@ def analyze_source(
     except DecodeError as error:
         return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
     with collector_paused():
-        module = ModuleAnalysis(text, path)
+        module = ModuleAnalysis(text, path, workspace=workspace)
         return findings_for(module, settings, select_rules(settings, rules))
 
 

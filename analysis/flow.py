@@ -640,6 +640,7 @@ class ScopeAnalysis:
         elif isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value
+            function = self.summary.imported_function(raw)
         elif isinstance(func, cst.Name):
             if self._is_bound(func.value):
                 receiver = self.evaluate(func, context)
@@ -647,7 +648,8 @@ class ScopeAnalysis:
             else:
                 callee = self.canonical(func.value)
                 function = self.local_functions.get(func.value) or (
-                    self.summary.functions.get(func.value) if "." not in callee or callee == func.value else None
+                    self.summary.functions.get(func.value) if "." not in callee or callee == func.value
+                    else self.summary.imported_function(func.value)
                 )
         else:
             receiver = self.evaluate(func, context)

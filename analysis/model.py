@@ -56,6 +56,7 @@ class Fix(msgspec.Struct, frozen=True):
 class Evidence(msgspec.Struct, frozen=True):
     line: int
     note: str
+    path: str | None = None  # another file of the workspace; None: the finding's own file
 
 
 class Finding(msgspec.Struct, frozen=True):

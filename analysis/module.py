@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import libcst as cst
 
@@ -19,6 +19,9 @@ from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)
+if TYPE_CHECKING:
+    from .workspace import Workspace
+
 T = TypeVar("T")
 SEED_ALL_HELPERS = frozenset(
     {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
@@ -33,14 +36,28 @@ class ModuleAnalysis:
     (``dependencies``), so that the findings of a rule that did are never kept across an edit.
     """
 
-    def __init__(self, text: str, path: str, chunks: list[ParsedChunk] | None = None) -> None:
+    def __init__(
+        self, text: str, path: str, chunks: list[ParsedChunk] | None = None, *,
+        workspace: "Workspace | None" = None, foreign: bool = False,
+    ) -> None:
+        """``workspace`` resolves imports of the user's other files; ``foreign`` marks such a file's own
+        analysis, whose definitions are then analysed in their module whoever asks."""
         self._text = text
         self.path = path
+        self.workspace = workspace
         if chunks is None:
             chunks = [ParsedChunk(chunk, index) for index, chunk in enumerate(split_statements(text))]
         self._chunks = chunks
         self.facts = [ChunkFacts(chunk) for chunk in chunks]
-        self.summary = ModuleSummary(chunks, self.facts)
+        self.summary = ModuleSummary(chunks, self.facts, path, workspace)
+        if foreign:
+            for chunk, facts in zip(chunks, self.facts):
+                chunk.origin = path
+                for info in (*facts.functions.values(), *facts.classes.values()):
+                    info.home = self.summary
+                for class_info in facts.classes.values():
+                    for method in class_info.methods.values():
+                        method.home = self.summary
         self._scopes: dict[int, list[ScopeAnalysis]] = {}
         self._lines: list[str] | None = None
         self._all_scopes: list[ScopeAnalysis] | None = None
@@ -84,12 +101,16 @@ class ModuleAnalysis:
             else:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
         kept = self._reachable_unchanged(chunks, unchanged)
+        if not self.imports_unchanged():
+            kept = set()  # an imported file changed on disk: what it defines may have changed
         result = ModuleAnalysis.__new__(ModuleAnalysis)
         result._text = text
         result.path = self.path
+        result.workspace = self.workspace
         result._chunks = chunks
         result.facts = [self.facts[i] if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
-        result.summary = ModuleSummary(chunks, result.facts)
+        result.summary = ModuleSummary(chunks, result.facts, self.path, self.workspace)
+        result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
@@ -124,6 +145,10 @@ class ModuleAnalysis:
                         tainted_names |= defined
                         grew = True
         return clean
+
+    def imports_unchanged(self) -> bool:
+        """Whether every workspace file this module's imports resolved to is as it was on disk."""
+        return self.workspace is None or self.workspace.stamps(self.summary.resolved) == self.summary.resolved
 
     @property
     def chunks(self) -> list[ParsedChunk]:

@@ -32,13 +32,14 @@ class SyntaxProblem:
 
 
 class ParsedChunk:
-    __slots__ = ("chunk", "index", "module", "syntax_error", "memo", "_positions", "_words")
+    __slots__ = ("chunk", "index", "module", "syntax_error", "memo", "origin", "_positions", "_words")
 
     def __init__(self, chunk: Chunk, index: int) -> None:
         self.chunk = chunk
         self.index = index
         self._positions: dict[cst.CSTNode, CodeRange] | None = None
         self._words: frozenset[str] | None = None
+        self.origin: str | None = None  # the file, for statements of another workspace file
         # Facts derived from this statement's tree alone, kept for as long as the tree is.
         self.memo: dict = {}
         self.module: cst.Module | None = None
@@ -66,6 +67,7 @@ class ParsedChunk:
         moved._positions = self._positions
         moved._words = self._words
         moved.memo = self.memo
+        moved.origin = self.origin
         problem = self.syntax_error
         moved.syntax_error = None if problem is None else SyntaxProblem(
             problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message

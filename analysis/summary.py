@@ -20,21 +20,31 @@ from .values import UNKNOWN, Value
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
+    from .workspace import Workspace
+
+# Top-level packages that are never a workspace file: not worth a look on disk.
+_NEVER_LOCAL = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "np", "transformers", "accelerate", "datasets",
+    "lightning", "pytorch_lightning", "deepspeed", "timm", "peft", "trl", "os", "sys", "math", "random", "json",
+    "collections", "functools", "itertools", "typing", "dataclasses", "argparse", "logging", "pathlib", "time",
+})
 
 
 class FunctionInfo:
-    __slots__ = ("name", "node", "chunk", "owner", "_analysis", "_analysing")
+    __slots__ = ("name", "node", "chunk", "owner", "home", "_analysis", "_analysing")
 
     def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: "ClassInfo | None") -> None:
         self.name = name
         self.node = node
         self.chunk = chunk
         self.owner = owner
+        self.home: ModuleSummary | None = None  # set for definitions in another workspace file
         self._analysis: ScopeAnalysis | None = None
         self._analysing = False
 
     def analysis(self, summary: "ModuleSummary") -> "ScopeAnalysis | None":
         """The function's own flow; None while it is being analysed (recursion)."""
+        summary = self.home or summary
         if self._analysis is None:
             if self._analysing:
                 return None
@@ -53,7 +63,7 @@ class FunctionInfo:
 
 
 class ClassInfo:
-    __slots__ = ("name", "node", "chunk", "bases", "methods", "_attributes", "_output")
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "_attributes", "_output")
 
     def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
         self.name = name
@@ -61,11 +71,13 @@ class ClassInfo:
         self.chunk = chunk
         self.bases = bases  # canonical dotted names as written
         self.methods: dict[str, FunctionInfo] = {}
+        self.home: ModuleSummary | None = None  # set for definitions in another workspace file
         self._attributes: dict[str, Value] | None = None
         self._output: Value | None = None
 
     def attributes(self, summary: "ModuleSummary") -> dict[str, Value]:
         """Values bound to ``self.<name>`` in ``__init__`` (and ``setup`` for Lightning-style modules)."""
+        summary = self.home or summary
         if self._attributes is None:
             self._attributes = {}
             for method_name in ("__init__", "setup", "build"):
@@ -79,6 +91,7 @@ class ClassInfo:
 
     def forward_output(self, summary: "ModuleSummary") -> Value:
         """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""
+        summary = self.home or summary
         if self._output is None:
             self._output = UNKNOWN
             forward = self.methods.get("forward")
@@ -160,8 +173,14 @@ def _blocks_of(statement: cst.CSTNode) -> list[tuple[cst.CSTNode, ...]]:
 class ModuleSummary:
     """The merge of every statement's facts, plus memoised values of module-level names."""
 
-    def __init__(self, chunks: list[ParsedChunk], facts: list[ChunkFacts]) -> None:
+    def __init__(
+        self, chunks: list[ParsedChunk], facts: list[ChunkFacts], path: str = "", workspace: "Workspace | None" = None,
+    ) -> None:
         self.chunks = chunks
+        self.path = path
+        self.workspace = workspace
+        # Workspace files this module's names were resolved to, with their (mtime, size) then.
+        self.resolved: dict[str, tuple[int, int] | None] = {}
         # Imports are not tracked: an edit that changes any import recomputes everything.
         self.imports: dict[str, str] = {}
         self.functions: dict[str, FunctionInfo] = WholeModuleDict()
@@ -212,9 +231,28 @@ class ModuleSummary:
         return value
 
     def local_class(self, raw: str) -> ClassInfo | None:
-        return self.classes.get(raw) if "." not in raw else None
+        """A class defined in this module, or (``raw`` canonical and dotted) imported from a workspace file."""
+        if "." not in raw:
+            return self.classes.get(raw)
+        if self.workspace is None or raw.split(".", 1)[0] in _NEVER_LOCAL:
+            return None
+        return self._note_resolved(self.workspace.resolve_class(self.path, raw))
+
+    def imported_function(self, raw: str) -> FunctionInfo | None:
+        """A function imported from a workspace file (``from utils import evaluate``; ``utils.evaluate``)."""
+        target = self.canonical(raw)
+        if self.workspace is None or "." not in target or target.split(".", 1)[0] in _NEVER_LOCAL:
+            return None
+        return self._note_resolved(self.workspace.resolve_function(self.path, target))
+
+    def _note_resolved(self, info):
+        if info is not None and info.home is not None:
+            self.resolved.setdefault(info.home.path, self.workspace.stamps([info.home.path])[info.home.path])
+        return info
 
     def is_module_class(self, info: ClassInfo, depth: int = 0) -> bool:
+        if info.home is not None and info.home is not self:
+            return info.home.is_module_class(info, depth)
         if info.name in self._module_classes:
             return self._module_classes[info.name]
         result = False
@@ -231,6 +269,8 @@ class ModuleSummary:
 
     def class_kind(self, info: ClassInfo, depth: int = 0) -> str | None:
         """'iterable-dataset', 'map-dataset', 'lightning' or None, following local base classes."""
+        if info.home is not None and info.home is not self:
+            return info.home.class_kind(info, depth)
         for base in info.bases:
             resolved = self.canonical(base)
             if resolved in torchapi.ITERABLE_DATASET_BASES or last_part(resolved) == "IterableDataset":

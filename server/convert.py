@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from lsprotocol import types
 
 from trainlint.analysis.model import Finding, Severity, TextEdit
@@ -65,7 +67,12 @@ class Positions:
 def to_diagnostic(finding: Finding, positions: Positions, uri: str, help_uri: str | None) -> types.Diagnostic:
     related = [
         types.DiagnosticRelatedInformation(
-            location=types.Location(uri=uri, range=positions.line_range(evidence.line)),
+            location=types.Location(uri=uri, range=positions.line_range(evidence.line))
+            if evidence.path is None
+            else types.Location(
+                uri=Path(evidence.path).as_uri(),
+                range=types.Range(start=types.Position(evidence.line - 1, 0), end=types.Position(evidence.line, 0)),
+            ),
             message=evidence.note,
         )
         for evidence in finding.evidence

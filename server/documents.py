@@ -15,6 +15,7 @@ from pathlib import Path
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors
 
 from .settings import EffectiveSettings
@@ -42,6 +43,7 @@ class Analysis:
 class DocumentState:
     uri: str
     path: Path | None
+    workspace: Workspace | None = None  # resolves imports of the user's other files
     module: ModuleAnalysis | None = None
     latest: Analysis | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -50,7 +52,8 @@ class DocumentState:
         """The findings for this text, reusing the parses of unchanged statements."""
         with self.lock:
             latest = self.latest
-            if latest is not None and latest.text == text and latest.settings == settings:
+            unchanged = self.module is None or self.module.imports_unchanged()
+            if latest is not None and latest.text == text and latest.settings == settings and unchanged:
                 if latest.version != version:
                     latest = Analysis(version, settings, text, latest.findings, latest.anchors)
                     self.latest = latest
@@ -71,7 +74,10 @@ class DocumentState:
         with collector_paused():
             # `updated` consumes the previous analysis: if anything below fails, start afresh next time.
             previous, self.module = self.module, None
-            module = previous.updated(text) if previous is not None else ModuleAnalysis(text, self.display_path)
+            module = (
+                previous.updated(text) if previous is not None
+                else ModuleAnalysis(text, self.display_path, workspace=self.workspace)
+            )
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
             anchors = find_anchors(module)
             self.module = module

@@ -25,6 +25,7 @@ import trainlint
 from trainlint.analysis.model import Finding
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
+from trainlint.analysis.workspace import Workspace
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
 from trainlint.estimator.anchors import BATCH_SIZE, MODEL, MODEL_CLASS, SEQUENCE_LENGTH
 from trainlint.fixing import apply_fixes, parses
@@ -59,6 +60,7 @@ class TrainlintServer(LanguageServer):
         self._reported_problems: set[str] = set()
         self.rules = {rule.code: rule for rule in all_rules()}
         self.collector = IdleCollector()
+        self.workspaces: dict[Path, Workspace] = {}
 
     # ------------------------------------------------------------------ client facts
     @property
@@ -146,8 +148,20 @@ class TrainlintServer(LanguageServer):
         state = self.documents.get(uri)
         if state is None:
             path = Path(to_fs_path(uri)) if uri.startswith("file:") else None
-            state = self.documents[uri] = DocumentState(uri, path)
+            state = self.documents[uri] = DocumentState(uri, path, self.workspace_for(path))
         return state
+
+    def workspace_for(self, path: Path | None) -> Workspace | None:
+        """Imports resolve within the workspace folder holding the file (one shared index per folder)."""
+        if path is None:
+            return None
+        folders = [Path(to_fs_path(folder.uri)) for folder in self.workspace.folders.values() if folder.uri.startswith("file:")]
+        holding = [folder for folder in folders if folder == path.parent or folder in path.parents]
+        root = max(holding, key=lambda folder: len(folder.parts)) if holding else path.parent
+        workspace = self.workspaces.get(root)
+        if workspace is None:
+            workspace = self.workspaces[root] = Workspace([root])
+        return workspace
 
     def current_text(self, uri: str) -> tuple[str, int | None] | None:
         if uri not in self.documents:
@@ -330,6 +344,8 @@ def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> No
     if Path(to_fs_path(uri) or "").name in (PYPROJECT, TRAINLINT_TOML):
         ls._configs.clear()
         ls.refresh_all()
+    elif len(ls.documents) > 1:
+        ls.refresh_all()  # other open files may import what was just saved
     ls.schedule(uri, 0)
 
 

@@ -18,6 +18,7 @@ import msgspec
 
 import trainlint
 from trainlint.analysis.engine import SYNTAX_ERROR, analyze_source
+from trainlint.analysis.workspace import Workspace
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
@@ -155,6 +156,7 @@ class _Task:
     ignored: frozenset[str]  # codes dropped after analysis (per-file-ignores, engine codes)
     fix: bool
     data: bytes | None = None  # stdin's content; None: read the file at path
+    roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
 
 
 @dataclass(frozen=True)
@@ -176,8 +178,10 @@ def _run_task(task: _Task) -> _Outcome:
         except OSError as error:
             return _Outcome(task.path, [_unreadable(task.path, error)], None)
 
+    workspace = _workspace(task.roots)
+
     def analyze(source: str | bytes) -> list[Finding]:
-        return [f for f in analyze_source(source, task.path, task.settings) if f.code not in task.ignored]
+        return [f for f in analyze_source(source, task.path, task.settings, workspace=workspace) if f.code not in task.ignored]
 
     findings = analyze(data)
     try:
@@ -197,6 +201,17 @@ def _run_task(task: _Task) -> _Outcome:
         fix_count=outcome.applied,
         fix_rejected=outcome.rejected,
     )
+
+
+_WORKSPACES: dict[tuple[str, ...], Workspace] = {}
+
+
+def _workspace(roots: tuple[str, ...]) -> Workspace:
+    """One per set of roots in each process, so every file of a run shares the parsed imports."""
+    workspace = _WORKSPACES.get(roots)
+    if workspace is None:
+        workspace = _WORKSPACES[roots] = Workspace([Path(root) for root in roots])
+    return workspace
 
 
 def _unreadable(path: str, error: OSError) -> Finding:
@@ -281,13 +296,15 @@ def _check(args: argparse.Namespace) -> int:
         ignored = options.always_ignored
         if args.stdin_filename:
             ignored |= config.per_file_ignores.codes_for(Path(name))
-        tasks = [_Task(name, options.settings, ignored, fixing, data=sys.stdin.buffer.read())]
+        roots = (str(config.root),)
+        tasks = [_Task(name, options.settings, ignored, fixing, data=sys.stdin.buffer.read(), roots=roots)]
     else:
         files = discover_files(args.paths, Exclusions(options.exclude, config.root))
+        roots = tuple(dict.fromkeys([*(given for given in args.paths if os.path.isdir(given)), str(config.root)]))
         tasks = []
         for path in files:
             ignored = options.always_ignored | config.per_file_ignores.codes_for(Path(path))
-            tasks.append(_Task(path, options.settings, ignored, fixing))
+            tasks.append(_Task(path, options.settings, ignored, fixing, roots=roots))
     outcomes = _run_all(tasks, args.jobs)
     for outcome in outcomes:
         if outcome.fix_rejected:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from trainlint.analysis.model import Finding, Fix, Severity
+from trainlint.config import relative_posix
 
 from . import Report
 
@@ -39,7 +41,7 @@ def _finding(finding: Finding) -> dict[str, Any]:
         "name": finding.name,
         "severity": finding.severity.label,
         "message": finding.message,
-        "evidence": [{"line": item.line, "note": item.note} for item in finding.evidence],
+        "evidence": [_evidence(item) for item in finding.evidence],
         "help": finding.help,
         "fix": _fix(finding.fix),
     }
@@ -61,3 +63,11 @@ def _fix(fix: Fix | None) -> dict[str, Any] | None:
             for edit in fix.edits
         ],
     }
+
+
+def _evidence(item) -> dict[str, Any]:
+    """Evidence in another file of the workspace carries its path (relative to the working directory)."""
+    entry: dict[str, Any] = {"line": item.line, "note": item.note}
+    if item.path is not None:
+        entry["path"] = relative_posix(Path(item.path), Path.cwd())
+    return entry

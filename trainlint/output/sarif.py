@@ -113,7 +113,10 @@ def _result(finding: Finding, rule_index: int, cwd: Path, fingerprint: str) -> d
         result["relatedLocations"] = [
             {
                 "id": number,
-                "physicalLocation": {"artifactLocation": artifact, "region": {"startLine": item.line}},
+                "physicalLocation": {
+                    "artifactLocation": _artifact(item.path, cwd) if item.path else artifact,
+                    "region": {"startLine": item.line},
+                },
                 "message": {"text": item.note},
             }
             for number, item in enumerate(finding.evidence, start=1)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import unicodedata
+from pathlib import Path
 from typing import IO
 
 from trainlint.analysis.model import Finding, Severity
+from trainlint.config import relative_posix
 
 from . import Report
 
@@ -89,7 +91,8 @@ def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
                 lines.append(f"{paint(f'{gutter}|', _GUTTER_COLOUR)} {paint(underline.rstrip(), colour)}")
             previous = number
     for item in finding.evidence:
-        lines.append(f"{gutter}= {paint('note', _BOLD)}: line {item.line}: {item.note}")
+        where = f"{relative_posix(Path(item.path), Path.cwd())}:{item.line}" if item.path else f"line {item.line}"
+        lines.append(f"{gutter}= {paint('note', _BOLD)}: {where}: {item.note}")
     if finding.help:
         lines.append(f"{gutter}= {paint('help', _BOLD)}: {finding.help}")
     if finding.fix is not None:

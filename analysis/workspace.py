@@ -1,0 +1,129 @@
+"""Definitions imported from the user's other files: a model class in `model.py`, a loader factory
+in `data.py`, an evaluation helper in `utils.py`.
+
+An import whose target is a file of the workspace (next to the importing file, under a workspace
+root, or under its `src/`) is resolved to that file's own analysis, so the rules see the class's
+`forward`, its layers, what the function returns and what it calls. Files are parsed on first use
+and kept while their modification time and size stay the same. Nothing is imported or run; an
+import that does not lead to a workspace file stays unknown, which is never a finding on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .module import ModuleAnalysis
+    from .summary import ClassInfo, FunctionInfo
+
+# Files larger than this are not read to resolve an import (generated code, vendored blobs).
+MAX_RESOLVED_BYTES = 2_000_000
+# How many imports deep a chain of resolutions may go (model.py importing layers.py importing ...).
+MAX_DEPTH = 3
+
+Stamp = tuple[int, int]  # (mtime_ns, size)
+
+
+class Workspace:
+    """The files that imports may resolve to, and their analyses."""
+
+    def __init__(self, roots: list[Path] | tuple[Path, ...] = ()) -> None:
+        self.roots = tuple(dict.fromkeys(Path(root).resolve() for root in roots))
+        self._modules: dict[Path, tuple[Stamp, "ModuleAnalysis"]] = {}
+        self._resolving: set[Path] = set()
+        self._lock = threading.RLock()
+
+    # ------------------------------------------------------------------ lookups
+    def resolve_class(self, importer: str, target: str, depth: int = 0) -> "ClassInfo | None":
+        found = self._definition(importer, target, depth)
+        if found is None:
+            return None
+        module, name = found
+        info = module.summary.classes.get(name)
+        if info is None and name in module.summary.imports:  # re-exported: `from .layers import Net`
+            return self.resolve_class(module.path, module.summary.imports[name], depth + 1)
+        return info
+
+    def resolve_function(self, importer: str, target: str, depth: int = 0) -> "FunctionInfo | None":
+        found = self._definition(importer, target, depth)
+        if found is None:
+            return None
+        module, name = found
+        info = module.summary.functions.get(name)
+        if info is None and name in module.summary.imports:
+            return self.resolve_function(module.path, module.summary.imports[name], depth + 1)
+        return info
+
+    def stamps(self, paths) -> dict[str, Stamp | None]:
+        return {path: _stamp(Path(path)) for path in paths}
+
+    # ------------------------------------------------------------------ resolution
+    def _definition(self, importer: str, target: str, depth: int) -> "tuple[ModuleAnalysis, str] | None":
+        """The module that defines ``target`` (``model.Net``, ``.model.Net``, ``pkg.nets.Net``) and the name in it."""
+        if depth > MAX_DEPTH or "." not in target:
+            return None
+        module_name, _, name = target.rpartition(".")
+        path = self._module_file(Path(importer), module_name)
+        if path is None:
+            return None
+        module = self._analysis(path, depth)
+        return (module, name) if module is not None else None
+
+    def _module_file(self, importer: Path, module_name: str) -> Path | None:
+        if not module_name.strip("."):
+            return None
+        if module_name.startswith("."):
+            level = len(module_name) - len(module_name.lstrip("."))
+            base = importer.parent
+            for _ in range(level - 1):
+                base = base.parent
+            return _file_for(base, module_name.lstrip(".").split("."))
+        parts = module_name.split(".")
+        for base in (importer.parent, *self.roots, *(root / "src" for root in self.roots)):
+            found = _file_for(base, parts)
+            if found is not None:
+                return found
+        return None
+
+    def _analysis(self, path: Path, depth: int) -> "ModuleAnalysis | None":
+        from .engine import DecodeError, decode_source
+        from .module import ModuleAnalysis
+
+        stamp = _stamp(path)
+        if stamp is None or stamp[1] > MAX_RESOLVED_BYTES:
+            return None
+        with self._lock:
+            cached = self._modules.get(path)
+            if cached is not None and cached[0] == stamp:
+                return cached[1]
+            if path in self._resolving:
+                return None  # an import cycle
+            self._resolving.add(path)
+            try:
+                text = decode_source(path.read_bytes())
+                module = ModuleAnalysis(text, str(path), workspace=self, foreign=True)
+            except (OSError, DecodeError, ValueError, RecursionError):
+                return None
+            finally:
+                self._resolving.discard(path)
+            self._modules[path] = (stamp, module)
+            return module
+
+
+def _file_for(base: Path, parts: list[str]) -> Path | None:
+    candidate = base.joinpath(*parts)
+    for path in (candidate.with_name(candidate.name + ".py"), candidate / "__init__.py"):
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return (status.st_mtime_ns, status.st_size)

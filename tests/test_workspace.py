@@ -1,0 +1,141 @@
+"""Evidence across files: rules see what a model class, a helper or a loader factory imported from
+the user's other files does, in the CLI and in the language server's document state."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.settings import AnalysisSettings
+from trainlint.analysis.workspace import Workspace
+from trainlint.server.documents import DocumentState
+from trainlint.server.settings import EffectiveSettings
+
+MODEL = textwrap.dedent(
+    """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=1)
+    """
+)
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+
+    from model import Net
+
+    model = Net()
+    criterion = torch.nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+)
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def _codes(path: Path, workspace: Workspace | None) -> list[str]:
+    return [f.code for f in analyze_source(path.read_text(), str(path), workspace=workspace)]
+
+
+def test_a_model_class_in_another_file_is_seen_by_the_loss_check(tmp_path):
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
+    findings = analyze_source(TRAIN, str(root / "train.py"), workspace=Workspace([root]))
+    softmax = [f for f in findings if f.code == "TL202"]
+    assert len(softmax) == 1
+    assert any(item.path == str((root / "model.py").resolve()) and item.line == 11 for item in softmax[0].evidence)
+    assert "TL202" not in _codes(root / "train.py", None), "without the workspace the class is unknown: no finding"
+
+
+def test_an_import_that_leads_nowhere_is_unknown_never_a_finding(tmp_path):
+    root = _project(tmp_path, {"train.py": TRAIN.replace("from model import Net", "from missing_package import Net")})
+    assert "TL202" not in _codes(root / "train.py", Workspace([root]))
+
+
+def test_relative_imports_inside_a_package_resolve(tmp_path):
+    train = TRAIN.replace("from model import Net", "from .nets.model import Net")
+    root = _project(tmp_path, {
+        "project/__init__.py": "", "project/nets/__init__.py": "", "project/nets/model.py": MODEL, "project/train.py": train,
+    })
+    assert "TL202" in _codes(root / "project" / "train.py", Workspace([root]))
+
+
+def test_a_helper_that_clears_gradients_in_another_file_counts(tmp_path):
+    train = textwrap.dedent(
+        """\
+        import torch
+        from helpers import clear
+
+        for x, y in loader:
+            clear(optimizer)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """
+    )
+    helpers = "def clear(optimizer):\n    optimizer.zero_grad(set_to_none=True)\n"
+    root = _project(tmp_path, {"helpers.py": helpers, "train.py": train})
+    assert "TL201" not in _codes(root / "train.py", Workspace([root]))
+    (root / "helpers.py").write_text("def clear(optimizer):\n    pass\n", encoding="utf-8")
+    assert "TL201" in _codes(root / "train.py", Workspace([root]))
+
+
+def test_import_cycles_and_re_exports_do_not_hurt(tmp_path):
+    root = _project(tmp_path, {
+        "a.py": "from b import helper\nfrom model import Net\n",
+        "b.py": "from a import Net\n\ndef helper():\n    return Net()\n",
+        "model.py": MODEL,
+        "train.py": TRAIN.replace("from model import Net", "from a import Net"),
+    })
+    assert "TL202" in _codes(root / "train.py", Workspace([root]))
+
+
+def test_the_server_state_sees_a_change_saved_in_the_imported_file(tmp_path):
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
+    state = DocumentState((root / "train.py").as_uri(), root / "train.py", Workspace([root]))
+    settings = EffectiveSettings(AnalysisSettings(), frozenset())
+    assert "TL202" in [f.code for f in state.analyse(TRAIN, 1, settings).findings]
+    fixed_model = MODEL.replace("F.softmax(self.fc(x), dim=1)", "self.fc(x)")
+    (root / "model.py").write_text(fixed_model, encoding="utf-8")
+    os.utime(root / "model.py", ns=(1, 1))  # a different stamp even on a coarse clock
+    assert "TL202" not in [f.code for f in state.analyse(TRAIN, 1, settings).findings]
+
+
+def test_the_cli_checks_a_directory_as_one_workspace_and_names_the_other_file(tmp_path):
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "check", ".", "--format", "json", "--select", "TL202"],
+        cwd=root, capture_output=True, text=True, check=False,
+    )
+    report = json.loads(result.stdout)
+    [finding] = report["findings"]
+    assert finding["path"] == "train.py"
+    assert {"line": 11, "note": finding["evidence"][-1]["note"], "path": "model.py"} in finding["evidence"]
+    single = subprocess.run(
+        [sys.executable, "-m", "trainlint", "check", "train.py", "--format", "json", "--select", "TL202"],
+        cwd=root, capture_output=True, text=True, check=False,
+    )
+    assert len(json.loads(single.stdout)["findings"]) == 1, "one file still resolves its neighbours"
