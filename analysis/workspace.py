@@ -34,6 +34,7 @@ class Workspace:
         self.roots = tuple(dict.fromkeys(Path(root).resolve() for root in roots))
         self._modules: dict[Path, tuple[Stamp, "ModuleAnalysis"]] = {}
         self._resolving: set[Path] = set()
+        self._files: dict[tuple[Path, str], Path | None] = {}  # (importing folder, module) -> file
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups
@@ -57,6 +58,11 @@ class Workspace:
             return self.resolve_function(module.path, module.summary.imports[name], depth + 1)
         return info
 
+    def forget_lookups(self) -> None:
+        """Look on disk again for modules not found before (a file was created or renamed)."""
+        with self._lock:
+            self._files = {key: path for key, path in self._files.items() if path is not None}
+
     def stamps(self, paths) -> dict[str, Stamp | None]:
         return {path: _stamp(Path(path)) for path in paths}
 
@@ -73,6 +79,13 @@ class Workspace:
         return (module, name) if module is not None else None
 
     def _module_file(self, importer: Path, module_name: str) -> Path | None:
+        key = (importer.parent, module_name)
+        if key not in self._files:
+            self._files[key] = self._find_module_file(importer, module_name)
+        found = self._files[key]
+        return found if found is not None and found.is_file() else None
+
+    def _find_module_file(self, importer: Path, module_name: str) -> Path | None:
         if not module_name.strip("."):
             return None
         if module_name.startswith("."):

@@ -315,6 +315,8 @@ async def did_change_workspace_folders(ls: TrainlintServer, params: types.DidCha
 @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
 def did_change_watched_files(ls: TrainlintServer, params: types.DidChangeWatchedFilesParams) -> None:
     ls._configs.clear()
+    for workspace in ls.workspaces.values():
+        workspace.forget_lookups()
     ls.refresh_all()
 
 
@@ -345,6 +347,8 @@ def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> No
         ls._configs.clear()
         ls.refresh_all()
     elif len(ls.documents) > 1:
+        for workspace in ls.workspaces.values():
+            workspace.forget_lookups()  # the saved file may be one an import could not find before
         ls.refresh_all()  # other open files may import what was just saved
     ls.schedule(uri, 0)
 

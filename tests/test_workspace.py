@@ -139,3 +139,75 @@ def test_the_cli_checks_a_directory_as_one_workspace_and_names_the_other_file(tm
         cwd=root, capture_output=True, text=True, check=False,
     )
     assert len(json.loads(single.stdout)["findings"]) == 1, "one file still resolves its neighbours"
+
+
+def test_an_evaluation_helper_in_another_file_runs_a_model_that_never_enters_eval_mode(tmp_path):
+    utils = textwrap.dedent(
+        """\
+        import torch
+
+
+        def evaluate(model, loader):
+            with torch.no_grad():
+                return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+        """
+    )
+    train = textwrap.dedent(
+        """\
+        from torchvision import models
+
+        from utils import evaluate
+
+        model = models.resnet18(num_classes=10)
+        for epoch in range(10):
+            train_one_epoch(model)
+            print(evaluate(model, val_loader))
+        """
+    )
+    root = _project(tmp_path, {"utils.py": utils, "train.py": train})
+    findings = [f for f in analyze_source(train, str(root / "train.py"), workspace=Workspace([root])) if f.code == "TL208"]
+    assert [f.line for f in findings] == [8]
+    assert any(item.path == str((root / "utils.py").resolve()) for item in findings[0].evidence)
+    with_eval = train.replace("    print(evaluate", "    model.eval()\n    print(evaluate")
+    assert "TL208" not in [f.code for f in analyze_source(with_eval, str(root / "train.py"), workspace=Workspace([root]))]
+
+
+def test_a_loader_factory_in_another_file_is_checked_where_it_is_called(tmp_path):
+    data = textwrap.dedent(
+        """\
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+
+        def plain_loader(dataset):
+            return DataLoader(dataset, batch_size=32, shuffle=True)
+
+
+        def sharded_loader(dataset):
+            return DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+        """
+    )
+    train = textwrap.dedent(
+        """\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from data import plain_loader, sharded_loader
+
+        model = DDP(torch.nn.Linear(8, 2).cuda())
+        train_loader = {factory}(train_set)
+        for epoch in range(10):
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+        """
+    )
+    root = _project(tmp_path, {"data.py": data})
+    workspace = Workspace([root])
+    plain = train.format(factory="plain_loader")
+    assert [f.code for f in analyze_source(plain, str(root / "train.py"), workspace=workspace) if f.code in {"TL501", "TL502"}] == ["TL501"]
+    sharded = train.format(factory="sharded_loader")
+    [finding] = [f for f in analyze_source(sharded, str(root / "train.py"), workspace=workspace) if f.code in {"TL501", "TL502"}]
+    assert finding.code == "TL502" and finding.line == 7
+    assert finding.fix is not None and finding.fix.edits[0].new_text == "    train_loader.sampler.set_epoch(epoch)\n"

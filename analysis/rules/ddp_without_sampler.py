@@ -54,18 +54,18 @@ class DdpWithoutSampler(Rule):
         if module.framework_runs_loop:
             return  # Lightning and the HF Trainer add the DistributedSampler themselves
         loaders = [
-            call for scope in ctx.scopes for call in scope.calls()
+            (call, None) for scope in ctx.scopes for call in scope.calls()
             if call.callee is not None and torchapi.is_dataloader(call.callee)
-        ]
+        ] + [(factory.result.detail, factory) for factory in _loader_factories(ctx)]
         if not loaders:
             return
         wraps = [wrap for wrap in module.ddp_wraps if wrap.keyword("training_data") is None]
         if not wraps:
             return  # (deepspeed.initialize(training_data=...) builds the sharded loader itself)
-        for loader in loaders:
-            self._check_loader(ctx, module, loader, wraps)
+        for loader, factory in loaders:
+            self._check_loader(ctx, module, loader, wraps, factory)
 
-    def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent]) -> None:
+    def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
         if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
             return
         _, dataset = _argument(loader, "dataset")
@@ -109,14 +109,18 @@ class DdpWithoutSampler(Rule):
         if loops:
             scope, loop = loops[0]
             evidence.append(((scope.chunk, loop.node), "the training loop iterates it"))
-        message = (
-            f"every rank trains on the same batches: {wrapped}, but the DataLoader on line "
-            f"{loader.chunk.line_of(loader.node)} has no `DistributedSampler` and nothing else splits the data "
-            f"across ranks — {why[2]}; each process walks the whole dataset, so the GPUs repeat each other's "
-            "work instead of dividing it"
+        where = (
+            f"the DataLoader that `{_short(factory.chunk.code_for(factory.node))}` builds (line {loader.chunk.line_of(loader.node)} "
+            f"of its file)" if factory is not None else f"the DataLoader on line {loader.chunk.line_of(loader.node)}"
         )
+        message = (
+            f"every rank trains on the same batches: {wrapped}, but {where} has no `DistributedSampler` and nothing "
+            f"else splits the data across ranks — {why[2]}; each process walks the whole dataset, so the GPUs repeat "
+            "each other's work instead of dividing it"
+        )
+        anchor = factory or loader
         ctx.report(
-            loader.node, message, evidence=evidence, chunk=loader.chunk,
+            anchor.node, message, evidence=evidence, chunk=anchor.chunk,
             help="pass `sampler=DistributedSampler(dataset)` (instead of `shuffle=True`) and call "
             "`sampler.set_epoch(epoch)` every epoch",
         )
@@ -495,6 +499,21 @@ def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str
         if not changed:
             break
     return names
+
+
+def _loader_factories(ctx) -> list[CallEvent]:
+    """Calls of functions from another workspace file that return a DataLoader they build."""
+    return [
+        call for scope in ctx.scopes for call in scope.calls()
+        if call.function is not None and call.function.home is not None
+        and isinstance(call.result.detail, CallEvent) and call.result.detail.chunk.origin is not None
+        and call.result.detail.callee is not None and torchapi.is_dataloader(call.result.detail.callee)
+    ]
+
+
+def _short(text: str, limit: int = 40) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:

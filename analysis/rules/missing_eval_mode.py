@@ -45,6 +45,8 @@ class MissingEvalMode(Rule):
             return
         for scope in ctx.scopes:
             for call in scope.calls():
+                if call.function is not None and call.function.home is not None:
+                    self._check_imported_evaluation(ctx, scope, call)
                 if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
                     continue
                 why = _evaluation_pass(scope, call)
@@ -56,6 +58,36 @@ class MissingEvalMode(Rule):
                 self._report(ctx, scope, call, why, layers)
                 break  # one finding per evaluation pass
 
+    def _check_imported_evaluation(self, ctx, scope: ScopeAnalysis, call: CallEvent) -> None:
+        """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
+        function = call.function
+        if not _EVALUATION_FUNCTION.search(function.name):
+            return
+        inner = function.analysis(ctx.summary)
+        if inner is None:
+            return
+        for parameter, forward in _forwards_on_parameters(inner).items():
+            passed = _passed_for(call, function, parameter)
+            if passed is None:
+                continue
+            value, text = passed
+            layers = _layers_of(ctx.summary, value)
+            if layers is None or _switched_to_eval_named(ctx.module, text):
+                continue
+            ctx.report(
+                call.node,
+                f"`{_short(scope.chunk.code_for(call.node))}` evaluates `{text}` in training mode: neither this file nor "
+                f"`{function.name}` calls `{text}.eval()`, and it has dropout or batch-norm layers, so the scores are "
+                f"computed with dropout on and batch-norm updating its statistics on evaluation data",
+                evidence=[
+                    layers,
+                    ((forward.chunk, function.node.name), f"`{function.name}` is an evaluation function"),
+                    ((forward.chunk, forward.node), f"it runs `{parameter}` without `.eval()`"),
+                ],
+                help=f"call `{text}.eval()` before `{function.name}(...)` (and `{text}.train()` after it)",
+            )
+            return
+
     def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -66,6 +98,34 @@ class MissingEvalMode(Rule):
             evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass")],
             help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
         )
+
+
+def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
+    """The first forward of each model parameter of an evaluation function, unless it switches that model to eval."""
+    forwards: dict[str, CallEvent] = {}
+    switched: set[str] = set()
+    for call in scope.calls():
+        key = call.receiver_key
+        if key is None or key not in scope.params:
+            continue
+        if call.method == "eval" or (call.method == "train" and call.arg_nodes):
+            switched.add(key)
+        elif call.method is None and call.receiver is not None and MODEL in call.receiver.tags:
+            forwards.setdefault(key, call)
+    return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str | None] | None:
+    """The value (and the text) a call passes for one parameter of the function it runs."""
+    if parameter in call.kwargs:
+        argument = call.keyword(parameter)
+        return call.kwargs[parameter], call.chunk.code_for(argument.value)
+    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    if parameter in params and params.index(parameter) < len(positional) <= len(call.args):
+        index = params.index(parameter)
+        return call.args[index], call.chunk.code_for(positional[index].value)
+    return None
 
 
 def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -126,8 +186,12 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
 
 
 def _switched_to_eval(module, forward: CallEvent) -> bool:
+    return _switched_to_eval_named(module, forward.receiver_key)
+
+
+def _switched_to_eval_named(module, name: str | None) -> bool:
     """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
-    key = (forward.receiver_key or "").rpartition(".")[2]
+    key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
         if receiver != key:
@@ -137,6 +201,11 @@ def _switched_to_eval(module, forward: CallEvent) -> bool:
         if call.method == "train" and call.arg_nodes and call.chunk.code_for(call.arg_nodes[0].value) not in {"True", "mode=True"}:
             return True
     return False
+
+
+def _short(text: str, limit: int = 50) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 MissingEvalMode.MUST_FIRE = (

@@ -30,6 +30,8 @@ class MissingSetEpoch(Rule):
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
             for call in scope.calls():
+                if _imported_loader_factory(call):
+                    self._check_factory(ctx, scope, call)
                 if not _builds_shuffling_sampler(call):
                     continue
                 if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
@@ -39,6 +41,39 @@ class MissingSetEpoch(Rule):
                     if found is not None:
                         self._report(ctx, scope, call, loader, *found)
                         break
+
+    def _check_factory(self, ctx, scope: ScopeAnalysis, factory: CallEvent) -> None:
+        """`loader = make_loader(...)` from another file, which builds a shuffling DistributedSampler."""
+        loader = factory.result.detail
+        sampler = loader.kwargs.get("sampler")
+        if sampler is None or SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
+            return
+        if not isinstance(sampler.site[1], cst.Call) or not _shuffles(sampler.site[1]):
+            return
+        if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
+            return
+        found = _epoch_loop(ctx.module, loader)
+        if found is None:
+            return
+        (epoch_scope, epoch_loop), (inner_site, inner_note) = found
+        name = _bound_name(scope, factory)
+        ctx.report(
+            factory.node,
+            f"`{_code(factory)}` returns a DataLoader with a shuffling `DistributedSampler`, and nothing calls "
+            f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
+            f"replays the same order on every rank",
+            evidence=[
+                (sampler.site, "a shuffling DistributedSampler"),
+                ((loader.chunk, loader.node), "the DataLoader that draws from it"),
+                (inner_site, inner_note),
+                ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
+            ],
+            help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` at the top of the epoch loop",
+            fix=ctx.fix(
+                f"call `{name}.sampler.set_epoch(...)` at the top of the epoch loop",
+                [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")],
+            ) if name else None,
+        )
 
     def _report(self, ctx, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
         epoch_scope, epoch_loop = epoch
@@ -64,8 +99,22 @@ def _builds_shuffling_sampler(call: CallEvent) -> bool:
     result = call.result
     if SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
         return False
-    shuffle = call.keyword("shuffle")
-    return shuffle is None or not (isinstance(shuffle.value, cst.Name) and shuffle.value.value == "False")
+    return _shuffles(call.node)
+
+
+def _imported_loader_factory(call: CallEvent) -> bool:
+    detail = call.result.detail
+    return (
+        call.function is not None and call.function.home is not None and isinstance(detail, CallEvent)
+        and detail.chunk.origin is not None and detail.callee is not None and is_dataloader(detail.callee)
+    )
+
+
+def _shuffles(node: cst.Call) -> bool:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "shuffle":
+            return not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+    return True
 
 
 def _sets_epoch_anywhere(module) -> bool:

@@ -494,8 +494,11 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
     if name in SEED_ALL_HELPERS:
         if call.function is not None:
             inner = call.function.analysis(module.summary)
-            if inner is not None and any(_seeds(c, module) for c in calls_in(inner, None) if c.function is None):
-                return ()  # a helper we can read seeds what its own calls seed, counted where they are
+            seeded = {library for c in calls_in(inner, None) if c.function is None for library in _seeds(c, module)} if inner else set()
+            if seeded and call.function.home is not None:
+                return tuple(library for library in LIBRARIES if library in seeded)  # a helper in another file
+            if seeded:
+                return ()  # a helper of this file seeds what its own calls seed, counted where they are
         return LIBRARIES
     return ()
 
