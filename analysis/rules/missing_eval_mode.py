@@ -194,13 +194,26 @@ def _switched_to_eval_named(module, name: str | None) -> bool:
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
         receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
-        if receiver != key:
-            continue
-        if call.method == "eval" and not call.arg_nodes:
+        if receiver == key and _sets_eval_mode(call):
             return True
-        if call.method == "train" and call.arg_nodes and call.chunk.code_for(call.arg_nodes[0].value) not in {"True", "mode=True"}:
-            return True
+        if call.function is not None and any(
+            call.chunk.code_for(arg.value).rpartition(".")[2] == key for arg in call.arg_nodes
+        ) and _helper_sets_eval_mode(call.function, module.summary):
+            return True  # `set_eval(model)`, `freeze(model)`: a helper that switches what it is given
     return False
+
+
+def _sets_eval_mode(call: CallEvent) -> bool:
+    if call.method == "eval" and not call.arg_nodes:
+        return True
+    return call.method == "train" and bool(call.arg_nodes) and call.chunk.code_for(call.arg_nodes[0].value) not in {"True", "mode=True"}
+
+
+def _helper_sets_eval_mode(function, summary) -> bool:
+    inner = function.analysis(summary)
+    return inner is not None and any(
+        _sets_eval_mode(call) and call.receiver_key in inner.params for call in inner.calls()
+    )
 
 
 def _short(text: str, limit: int = 50) -> str:
@@ -387,6 +400,23 @@ MissingEvalMode.MUST_NOT_FIRE = (
 
         model = models.resnet18()
         set_mode(model, False)
+        with torch.no_grad():
+            for x, y in val_loader:
+                model(x)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision import models
+
+        def freeze(net):
+            net.eval()
+            for p in net.parameters():
+                p.requires_grad_(False)
+
+        model = models.resnet18()
+        freeze(model)
         with torch.no_grad():
             for x, y in val_loader:
                 model(x)
