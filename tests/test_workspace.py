@@ -211,3 +211,46 @@ def test_a_loader_factory_in_another_file_is_checked_where_it_is_called(tmp_path
     [finding] = [f for f in analyze_source(sharded, str(root / "train.py"), workspace=workspace) if f.code in {"TL501", "TL502"}]
     assert finding.code == "TL502" and finding.line == 7
     assert finding.fix is not None and finding.fix.edits[0].new_text == "    train_loader.sampler.set_epoch(epoch)\n"
+
+
+def test_a_helper_in_another_file_that_leaves_the_model_in_eval_mode(tmp_path):
+    utils = textwrap.dedent(
+        """\
+        import torch
+
+
+        def validate(model, loader):
+            model.eval()
+            with torch.no_grad():
+                return [model(x) for x, _ in loader]
+        """
+    )
+    train = textwrap.dedent(
+        """\
+        import torch
+        from torchvision import models
+        from utils import validate
+
+        model = models.resnet18()
+        criterion = torch.nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(10):
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+            validate(model, val_loader)
+        """
+    )
+    root = _project(tmp_path, {"utils.py": utils})
+    findings = [f for f in analyze_source(train, str(root / "train.py"), workspace=Workspace([root])) if f.code == "TL205"]
+    assert [f.line for f in findings] == [14]
+    assert "TL205" not in _codes_of(train, root, None)
+    restored = utils.replace("    with torch.no_grad():\n        return [model(x) for x, _ in loader]", "    with torch.no_grad():\n        outputs = [model(x) for x, _ in loader]\n    model.train()\n    return outputs")
+    (root / "utils.py").write_text(restored, encoding="utf-8")
+    assert "TL205" not in _codes_of(train, root, Workspace([root]))
+
+
+def _codes_of(text: str, root: Path, workspace: Workspace | None) -> list[str]:
+    return [f.code for f in analyze_source(text, str(root / "train.py"), workspace=workspace)]
