@@ -19,6 +19,7 @@ import msgspec
 import trainlint
 from trainlint.analysis.engine import SYNTAX_ERROR, analyze_source
 from trainlint.analysis.workspace import Workspace
+from trainlint import estimate_cli
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
@@ -114,6 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("server", help="run the language server (stdio unless --tcp)")
     serve.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on a TCP port (for debugging)")
+
+    estimate_cli.add_parsers(commands, _positive_int, _comma_list)
     return parser
 
 
@@ -132,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "estimate":
+            return estimate_cli.run_estimate(args)
+        if args.command == "gpus":
+            return estimate_cli.run_gpus(args)
         if args.command == "server":
             from trainlint.server.server import start  # pygls is only imported by the server
 

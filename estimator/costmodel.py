@@ -1,0 +1,365 @@
+"""The memory model: a training (or inference, or generation) configuration in, per-GPU peaks out.
+
+Every term is an interval (low, estimate, high) in bytes, and every assumption the numbers rest
+on is returned with them. The three peaks are what different tools show: *allocated* (the sum of
+live tensors, `torch.cuda.max_memory_allocated`), *reserved* (what the caching allocator holds,
+fragmentation included, `max_memory_reserved`) and *process* (reserved plus the CUDA context,
+roughly what `nvidia-smi` shows). The verdict compares the process peak with what one device
+can allocate.
+
+Where the constants come from is in docs/vram.md; the published figures they rest on are in
+the design notes (Korthikanti et al. 2022 for transformer activations, the ZeRO paper for
+sharded model states, measured CE-loss and CNN activation costs).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from .architectures import Architecture, Shape, parameter_count, shape
+
+GIB = 1024**3
+
+DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
+OPTIMIZERS = (
+    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "adafactor", "lion", "rmsprop", "adagrad",
+)
+QUANTS = ("nf4", "nf4-dq", "int8")
+ATTENTIONS = ("eager", "sdpa", "flash")
+MODES = ("train", "infer", "generate")
+SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+OFFLOADS = ("optimizer", "params")
+
+# bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
+_PRECISION = {
+    "fp32": (4, 4, 4, 0),
+    "amp-fp16": (4, 4, 2, 2),
+    "amp-bf16": (4, 4, 2, 2),
+    "fp16": (2, 2, 2, 0),
+    "bf16": (2, 2, 2, 0),
+}
+# Optimizer state per trainable parameter: (number of states kept in the parameter's dtype, fixed bytes).
+# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each.
+_OPTIMIZER_STATE = {
+    "sgd": (0, 0.0), "sgd-momentum": (1, 0.0), "adam": (2, 0.0), "adamw": (2, 0.0),
+    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
+    "rmsprop": (1, 0.0), "adagrad": (1, 0.0),
+}
+# Quantized base weights: bytes per quantized parameter (4-bit packed + fp32 absmax per 64-block; double
+# quantization stores the absmax in 8 bits with a second-level constant).
+_QUANT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-dq": 0.5 + 0.0159, "int8": 1.0 + 4 / 4096}
+# Retained activation bytes per (token x hidden) per layer, 2-byte activations, excluding the
+# attention-score term; the MLP part is derived from the FFN width (see _layer_coefficient).
+_ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
+_NORMS = 4.0
+# Loss over the vocabulary: bytes per logit (fp32 logits kept for the loss, plus the backward's transients).
+_LOGIT_BYTES = (14.0, 16.0, 20.0)
+# Caching-allocator overhead on top of live tensors: reserved / allocated - 1.
+_FRAGMENTATION = (0.05, 0.105, 0.30)
+# Interval around activation estimates: the coefficients are measured on a few architectures.
+_ACTIVATION_SPREAD = (0.8, 1.0, 1.25)
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    estimate: float
+    high: float
+
+    @staticmethod
+    def exact(value: float) -> "Interval":
+        return Interval(value, value, value)
+
+    @staticmethod
+    def spread(value: float, factors: tuple[float, float, float]) -> "Interval":
+        return Interval(value * factors[0], value * factors[1], value * factors[2])
+
+    def __add__(self, other: "Interval") -> "Interval":
+        return Interval(self.low + other.low, self.estimate + other.estimate, self.high + other.high)
+
+    def scaled(self, factor: float) -> "Interval":
+        return Interval(self.low * factor, self.estimate * factor, self.high * factor)
+
+
+ZERO = Interval.exact(0.0)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A configuration to estimate: what the script says (or the command line overrides), per run."""
+
+    model: Architecture | None
+    mode: str = "train"
+    batch_size: int = 1
+    seq_len: int | None = None  # tokens per sample; None: the model's maximum
+    image_size: int | None = None
+    dtype: str = "fp32"
+    optimizer: str = "adamw"
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    quant: str | None = None
+    gradient_checkpointing: bool = False
+    attention: str = "sdpa"
+    max_context: int | None = None  # generation: prompt + new tokens
+    gpus: int = 1
+    sharding: str = "ddp"
+    offload: tuple[str, ...] = ()
+    dropout: bool | None = None  # None: unknown
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    weights: Interval = ZERO
+    gradients: Interval = ZERO
+    optimizer: Interval = ZERO
+    autocast_cache: Interval = ZERO
+    activations: Interval = ZERO
+    logits: Interval = ZERO
+    kv_cache: Interval = ZERO
+
+    def items(self) -> list[tuple[str, Interval]]:
+        return [(name, getattr(self, name)) for name in
+                ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache")]
+
+    def total(self) -> Interval:
+        total = ZERO
+        for _, value in self.items():
+            total = total + value
+        return total
+
+
+@dataclass(frozen=True)
+class Estimate:
+    plan: Plan
+    params: int
+    trainable_params: int
+    breakdown: Breakdown
+    allocated: Interval
+    reserved: Interval
+    process: Interval
+    assumptions: list[str] = field(default_factory=list)
+
+
+class CannotEstimate(ValueError):
+    """The configuration lacks something the model needs (an unknown model, no sequence length)."""
+
+
+def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
+    """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device."""
+    _validate(plan)
+    arch = plan.model
+    if arch is None:
+        raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
+    notes: list[str] = []
+    geometry = shape(arch)
+    params = parameter_count(arch)
+    trainable = _trainable_params(plan, geometry, params, notes)
+    weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
+    activations, logits, kv = _activations(plan, arch, geometry, notes)
+    breakdown = Breakdown(weights, gradients, optimizer, cache, activations, logits, kv)
+    allocated = breakdown.total()
+    reserved = Interval(
+        allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
+        allocated.high * (1 + _FRAGMENTATION[2]),
+    )
+    notes.append(
+        f"allocator overhead (reserved over allocated) {_FRAGMENTATION[0]:.0%}–{_FRAGMENTATION[2]:.0%}, "
+        f"{_FRAGMENTATION[1]:.1%} expected; variable-length batches fragment more"
+    )
+    process = reserved + Interval.exact(context_bytes)
+    return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
+
+
+def _validate(plan: Plan) -> None:
+    for value, allowed, what in (
+        (plan.mode, MODES, "mode"), (plan.dtype, DTYPES, "dtype"), (plan.optimizer, OPTIMIZERS, "optimizer"),
+        (plan.attention, ATTENTIONS, "attention"), (plan.sharding, SHARDINGS, "sharding"),
+    ):
+        if value not in allowed:
+            raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+    if plan.quant is not None and plan.quant not in QUANTS:
+        raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
+    if plan.batch_size < 1 or plan.gpus < 1:
+        raise CannotEstimate("batch size and GPU count must be at least 1")
+    if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
+        raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
+
+
+# ---------------------------------------------------------------------- parameters and states
+def _lora_params(plan: Plan, geometry: Shape | None) -> int:
+    if plan.lora_rank is None or geometry is None:
+        return 0
+    per_layer = 0
+    for target in plan.lora_targets:
+        dims = geometry.lora_dims.get(target)
+        if dims is None:
+            raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
+        per_layer += plan.lora_rank * (dims[0] + dims[1])
+    return geometry.layers * per_layer
+
+
+def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: list[str]) -> int:
+    if plan.mode != "train":
+        return 0
+    if plan.lora_rank is not None:
+        if geometry is None:
+            raise CannotEstimate("LoRA is modelled for transformer models only")
+        lora = _lora_params(plan, geometry)
+        notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        return lora
+    return params
+
+
+def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: int, notes: list[str]):
+    weight_bytes, grad_bytes, _, cache_bytes = _PRECISION[plan.dtype]
+    shards = plan.gpus if plan.sharding in ("fsdp", "zero3") else 1
+    lora = plan.lora_rank is not None and plan.mode == "train"
+    if plan.quant is not None:
+        if geometry is None:
+            raise CannotEstimate("quantised bases are modelled for transformer models only")
+        kept = geometry.embedding_params + geometry.lm_head_params  # stay in 16-bit
+        quantised = params - kept
+        base = quantised * _QUANT_BYTES[plan.quant] + kept * 2
+        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in 16-bit")
+    else:
+        base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
+        base = params * base_bytes
+        if lora and plan.dtype.startswith("amp"):
+            notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
+    if plan.mode != "train":
+        return Interval.exact(base / shards), ZERO, ZERO, ZERO
+    trainable_bytes = 4 if lora else grad_bytes
+    state_dtype = 4 if lora else weight_bytes
+    states, fixed = _OPTIMIZER_STATE[plan.optimizer]
+    optimizer = trainable * (states * state_dtype + fixed)
+    weights = base + (trainable * 4 if lora else 0)
+    gradients = trainable * trainable_bytes
+    cache = params * cache_bytes if not lora and plan.quant is None else 0
+    if cache:
+        notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
+    if plan.optimizer == "paged-adamw-8bit":
+        notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
+    if plan.optimizer == "adafactor":
+        notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
+    # sharding of model states across data-parallel ranks (ZeRO paper's stages)
+    if plan.sharding in ("zero1", "zero2", "zero3", "fsdp"):
+        optimizer /= plan.gpus
+    if plan.sharding in ("zero2", "zero3", "fsdp"):
+        gradients /= plan.gpus
+    if plan.sharding in ("zero3", "fsdp"):
+        largest_layer = _largest_layer_bytes(geometry, weight_bytes)
+        weights = weights / plan.gpus + largest_layer
+        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; one layer gathered at a time")
+    elif plan.sharding in ("zero1", "zero2"):
+        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: optimizer state{' and gradients' if plan.sharding == 'zero2' else ''} sharded")
+    if "optimizer" in plan.offload:
+        optimizer = 0.0
+        notes.append("optimizer state offloaded to the CPU")
+    if "params" in plan.offload:
+        if plan.sharding not in ("zero3", "fsdp"):
+            raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
+        weights = _largest_layer_bytes(geometry, weight_bytes)
+        notes.append("parameters offloaded to the CPU: one layer resident at a time")
+    return Interval.exact(weights), Interval.exact(gradients), Interval.exact(optimizer), Interval.exact(cache)
+
+
+def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
+    if geometry is None:
+        return 0.0
+    per_layer = (geometry.total_params - geometry.embedding_params - geometry.lm_head_params) / geometry.layers
+    return max(per_layer, geometry.embedding_params, geometry.lm_head_params) * weight_bytes
+
+
+# ---------------------------------------------------------------------- activations
+def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
+    act_bytes = _PRECISION[plan.dtype][2]
+    if geometry is None:
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO
+    seq = plan.seq_len or geometry_default_length(arch)
+    if seq is None:
+        raise CannotEstimate("the sequence length is unknown: give --seq-len")
+    if plan.seq_len is None:
+        notes.append(f"sequence length assumed {seq} (the model's maximum)")
+    batch = plan.batch_size
+    tokens = batch * seq
+    per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes)
+    if plan.mode == "train":
+        if plan.gradient_checkpointing:
+            kept = 2.0 * tokens * geometry.hidden * geometry.layers * (act_bytes / 2)
+            activations = kept + per_layer
+            notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
+        else:
+            activations = per_layer * geometry.layers
+        logits = Interval(*(tokens * geometry.vocab * value for value in _LOGIT_BYTES)) if geometry.vocab else ZERO
+        return Interval.spread(activations, _ACTIVATION_SPREAD), logits, ZERO
+    # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
+    prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
+    live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, []) * 2
+    logits_bytes = batch * (prompt if plan.mode == "infer" else 1) * geometry.vocab * 4
+    kv = ZERO
+    if plan.mode == "generate":
+        context = plan.max_context or seq
+        cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
+        dtype = 2 if plan.dtype != "fp32" else 4
+        kv = Interval.exact(geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch)
+        notes.append(f"KV cache for {context} tokens of context per sequence")
+    return Interval(live * 0.5, live, live * 1.25), Interval.exact(logits_bytes), kv
+
+
+def geometry_default_length(arch: Architecture) -> int | None:
+    return arch.max_positions
+
+
+def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str]) -> float:
+    """Retained activations of one transformer layer (Korthikanti et al.'s accounting, FFN width from the config)."""
+    hidden = geometry.hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1)
+    # A gated (SwiGLU) MLP keeps the gate and up outputs, the activation and their product: 4 tensors of the
+    # FFN width; a plain one keeps the first projection's output and the activation: 2.
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    mlp = 2.0 + (8.0 if gated else 4.0) * ffn / hidden
+    # Dropout adds a 1-byte mask after attention and after the MLP, and keeps the scores' mask and output.
+    # Unknown dropout: halfway.
+    masks, score_bytes = {True: (2.0, 5.0), False: (0.0, 2.0), None: (1.0, 3.5)}[plan.dropout]
+    scores = 0.0
+    if plan.attention == "eager":
+        scores = score_bytes * geometry.heads * seq / hidden
+        notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
+    coefficient = _ATTENTION_LINEAR + _NORMS + mlp + masks + scores
+    return seq * batch * hidden * coefficient * (act_bytes / 2)
+
+
+def _image_activations(plan: Plan, arch: Architecture, act_bytes: int, notes: list[str]) -> Interval:
+    per_sample = arch.activation_bytes_per_sample
+    if per_sample is None:
+        notes.append(f"no activation measurement for {arch.id}: activations not counted (the interval is open-ended)")
+        return Interval(0.0, 0.0, math.inf)
+    reference = arch.image_size or 224
+    size = plan.image_size or reference
+    scale = (size / reference) ** 2 * (act_bytes / 2) * plan.batch_size
+    if plan.mode != "train":
+        return Interval.spread(per_sample * scale * 0.2, _ACTIVATION_SPREAD)
+    factor = 0.3 if plan.gradient_checkpointing else 1.0
+    if plan.image_size is None:
+        notes.append(f"image size assumed {reference}x{reference}")
+    return Interval.spread(per_sample * scale * factor, _ACTIVATION_SPREAD)
+
+
+# ---------------------------------------------------------------------- verdicts
+FITS, TIGHT, OOM, UNKNOWN = "fits", "tight", "oom", "unknown"
+
+
+def verdict(result: Estimate, usable_bytes: float) -> str:
+    """`fits` when even the high end fits, `oom` when even the low end does not, else `tight`."""
+    if math.isinf(result.process.high) and result.process.low <= usable_bytes:
+        return UNKNOWN
+    if result.process.high <= usable_bytes:
+        return FITS
+    if result.process.low > usable_bytes:
+        return OOM
+    return TIGHT
+
+
+def with_changes(plan: Plan, **changes) -> Plan:
+    return replace(plan, **changes)

@@ -1,0 +1,112 @@
+"""What would make a configuration fit: single changes and combinations, cheapest first.
+
+Each candidate is re-estimated with the same model, so a remedy's saving is what the memory model
+says, not a rule of thumb. "Cheap" is the order a practitioner would try them in: changes that
+keep the training the same (checkpointing, a fused attention kernel, micro-batches with
+accumulation) before changes that alter it (8-bit optimizer state, pure bf16, adapters).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from .costmodel import FITS, CannotEstimate, Estimate, Plan, estimate, verdict
+from .hardware import Gpu, Target, smallest_fitting
+
+MAX_COMBINED = 3
+MAX_BATCH = 1 << 16
+
+
+@dataclass(frozen=True)
+class Remedy:
+    change: str
+    plan: Plan
+    result: Estimate
+    saving_bytes: float  # process peak, point estimate: base minus remedy
+    fits: bool  # even the high end of the interval fits
+
+
+def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
+    """(description, Plan changes) for every change that applies to this plan, in the order to try them."""
+    found: list[tuple[str, dict]] = []
+    training = plan.mode == "train"
+    transformer = plan.model is not None and plan.model.kind != "cnn" and plan.model.kind != "diffusion"
+    if training and not plan.gradient_checkpointing:
+        found.append(("gradient checkpointing", {"gradient_checkpointing": True}))
+    if training and plan.batch_size > 1:
+        found.append((
+            f"micro-batch 1 with gradient accumulation x{plan.batch_size} (same effective batch)", {"batch_size": 1},
+        ))
+    if plan.attention == "eager" and transformer:
+        found.append(("SDPA / flash attention", {"attention": "sdpa"}))
+    if training and plan.optimizer in ("adam", "adamw") and plan.lora_rank is None:
+        found.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}))
+    if training and plan.dtype in ("fp32", "amp-fp16", "amp-bf16") and target.gpu.bf16 and plan.lora_rank is None:
+        found.append(("pure bf16 weights and optimizer state", {"dtype": "bf16"}))
+    if training and transformer and plan.lora_rank is None:
+        found.append(("LoRA (rank 16 on q_proj, v_proj)", {"lora_rank": 16, "lora_targets": ("q_proj", "v_proj")}))
+        found.append(("QLoRA (4-bit NF4 base, rank 16)", {"lora_rank": 16, "lora_targets": ("q_proj", "v_proj"), "quant": "nf4"}))
+    if training and target.count > 1 and plan.sharding in ("ddp", "zero1", "zero2"):
+        found.append((f"ZeRO-3 / FSDP across the {target.count} GPUs", {"sharding": "zero3", "gpus": target.count}))
+    if training and plan.sharding in ("zero3", "fsdp") and "optimizer" not in plan.offload:
+        found.append(("offload the optimizer state to the CPU", {"offload": (*plan.offload, "optimizer")}))
+    return found
+
+
+def remedies(plan: Plan, base: Estimate, target: Target, context_bytes: float) -> list[Remedy]:
+    """Single changes, then combinations of up to three, that fit; each fitting set only once (its smallest form)."""
+    usable = target.usable_bytes_per_device
+    options = candidates(plan, target)
+    found: list[Remedy] = []
+    fitting_sets: list[frozenset[int]] = []
+    for size in range(1, MAX_COMBINED + 1):
+        for combination in itertools.combinations(range(len(options)), size):
+            chosen = frozenset(combination)
+            if any(earlier <= chosen for earlier in fitting_sets):
+                continue  # a subset already fits: the extra changes cost without need
+            changes: dict = {}
+            for index in combination:
+                changes.update(options[index][1])
+            try:
+                result = estimate(replace(plan, **changes), context_bytes)
+            except CannotEstimate:
+                continue
+            fits = verdict(result, usable) == FITS
+            if size == 1 or fits:
+                description = " + ".join(options[index][0] for index in combination)
+                found.append(Remedy(description, result.plan, result, base.process.estimate - result.process.estimate, fits))
+            if fits:
+                fitting_sets.append(chosen)
+    singles = [remedy for remedy in found if " + " not in remedy.change]
+    combined = [remedy for remedy in found if " + " in remedy.change]
+    return singles + combined
+
+
+def max_batch_size(plan: Plan, target: Target, context_bytes: float) -> int | None:
+    """The largest batch size whose whole interval fits on one device; None when not even 1 does."""
+    usable = target.usable_bytes_per_device
+
+    def fits(batch: int) -> bool:
+        return verdict(estimate(replace(plan, batch_size=batch), context_bytes), usable) == FITS
+
+    if not fits(1):
+        return None
+    low, high = 1, 2
+    while high <= MAX_BATCH and fits(high):
+        low, high = high, high * 2
+    if high > MAX_BATCH:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def smallest_gpu(base: Estimate, target: Target) -> Gpu | None:
+    """The smallest catalog GPU of the target's vendor whose usable memory holds the high end of the process peak."""
+    fitting = smallest_fitting(base.process.high, vendor=target.gpu.vendor)
+    return fitting[0] if fitting else None

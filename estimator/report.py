@@ -1,0 +1,111 @@
+"""An estimate for people (a breakdown with bars, the interval, the verdict, the remedies) and for
+programs (JSON), from a plan, a target and where each input came from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .costmodel import GIB, Estimate, Plan, estimate, verdict
+from .hardware import Target
+from .remedies import Remedy, max_batch_size, remedies, smallest_gpu
+
+BAR_WIDTH = 30
+
+
+@dataclass
+class Report:
+    plan: Plan
+    target: Target
+    result: Estimate
+    verdict: str
+    inputs: dict[str, tuple[object, str]]  # name -> (value, where it came from)
+    remedies: list[Remedy] = field(default_factory=list)
+    max_batch_size: int | None = None
+    smallest_gpu: str | None = None
+
+
+def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]]) -> Report:
+    context = target.gpu.context_bytes
+    result = estimate(plan, context)
+    usable = target.usable_bytes_per_device
+    outcome = verdict(result, usable)
+    report = Report(plan, target, result, outcome, inputs)
+    if outcome != "fits":
+        report.remedies = remedies(plan, result, target, context)
+        gpu = smallest_gpu(result, report.target)
+        report.smallest_gpu = gpu.id if gpu is not None else None
+    if plan.mode in ("train", "infer", "generate") and not math.isinf(result.process.high):
+        report.max_batch_size = max_batch_size(plan, target, context)
+    return report
+
+
+def to_json(report: Report) -> dict:
+    result = report.result
+    model = report.plan.model
+    return {
+        "model": {"id": model.id if model else None, "params": result.params, "source": model.source if model else None},
+        "inputs": {name: {"value": value, "source": source} for name, (value, source) in report.inputs.items()},
+        "breakdown": {name: round(value.estimate) for name, value in result.breakdown.items()},
+        "peak": {
+            name: {"estimate": _bytes(peak.estimate), "low": _bytes(peak.low), "high": _bytes(peak.high)}
+            for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process))
+        },
+        "gpu": {"name": report.target.gpu.name, "count": report.target.count, "usable_bytes": report.target.usable_bytes_per_device},
+        "verdict": report.verdict,
+        "remedies": [
+            {"change": remedy.change, "saving_bytes": round(remedy.saving_bytes), "peak_bytes": round(remedy.result.process.estimate), "fits": remedy.fits}
+            for remedy in report.remedies
+        ],
+        "max_batch_size": report.max_batch_size,
+        "smallest_gpu": report.smallest_gpu,
+        "notes": result.assumptions,
+    }
+
+
+def to_text(report: Report) -> str:
+    result = report.result
+    model = report.plan.model
+    usable = report.target.usable_bytes_per_device
+    lines = [
+        f"{model.id if model else 'unknown model'}: {result.params / 1e9:.2f}B parameters"
+        + (f", {result.trainable_params / 1e6:.1f}M trainable" if result.trainable_params and result.trainable_params != result.params else ""),
+        "inputs: " + ", ".join(f"{name} {value} ({source})" for name, (value, source) in report.inputs.items()),
+        "",
+    ]
+    largest = max((value.estimate for _, value in result.breakdown.items()), default=0.0) or 1.0
+    for name, value in result.breakdown.items():
+        if value.high == 0:
+            continue
+        bar = "#" * max(1, round(BAR_WIDTH * value.estimate / largest)) if value.estimate else ""
+        spread = "" if value.low == value.high else f"  ({_gib(value.low)}–{_gib(value.high)})"
+        lines.append(f"  {name.replace('_', ' '):<15} {_gib(value.estimate):>9} GiB  {bar:<{BAR_WIDTH}}{spread}")
+    lines.append("")
+    for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process)):
+        lines.append(f"  peak {name:<10} {_gib(peak.estimate):>9} GiB  ({_gib(peak.low)}–{_gib(peak.high)})")
+    share = result.process.estimate / usable if usable else math.inf
+    gpus = f"{report.target.count}x " if report.target.count > 1 else ""
+    lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
+    if report.remedies:
+        lines.append("what would make it fit (each re-estimated):")
+        for remedy in report.remedies[:12]:
+            mark = "fits" if remedy.fits else "still too big"
+            lines.append(f"  - {remedy.change}: {_gib(remedy.result.process.estimate)} GiB, saves {_gib(remedy.saving_bytes)} GiB — {mark}")
+    if report.max_batch_size is not None:
+        lines.append(f"largest batch size that fits with margin: {report.max_batch_size}")
+    elif report.verdict != "fits":
+        lines.append("not even batch size 1 fits with margin")
+    if report.smallest_gpu:
+        lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}")
+    if result.assumptions:
+        lines.append("assumptions:")
+        lines += [f"  - {note}" for note in result.assumptions]
+    return "\n".join(lines)
+
+
+def _bytes(value: float) -> float | None:
+    return None if math.isinf(value) else round(value)
+
+
+def _gib(value: float) -> str:
+    return "∞" if math.isinf(value) else f"{value / GIB:.1f}"

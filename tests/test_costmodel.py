@@ -1,0 +1,150 @@
+"""The memory model: model states follow the published per-parameter accounting, activations and
+intervals behave as a user expects, verdicts and remedies are consistent, and the CLI reports it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from trainlint.estimator.architectures import find_architecture, parameter_count, shape
+from trainlint.estimator.costmodel import GIB, CannotEstimate, Plan, estimate, verdict
+from trainlint.estimator.hardware import resolve_target
+
+LLAMA = find_architecture("llama-3-8b")
+
+
+def _plan(**changes) -> Plan:
+    settings = {"model": LLAMA, "batch_size": 1, "seq_len": 2048, "dtype": "bf16", "optimizer": "adamw"}
+    settings.update(changes)
+    return Plan(**settings)
+
+
+def test_full_fine_tuning_states_follow_the_per_parameter_accounting():
+    params = parameter_count(LLAMA)
+    fp32 = estimate(_plan(dtype="fp32")).breakdown
+    assert fp32.weights.estimate == 4 * params and fp32.gradients.estimate == 4 * params
+    assert fp32.optimizer.estimate == 8 * params  # AdamW: two fp32 states
+    bf16 = estimate(_plan(dtype="bf16")).breakdown
+    assert bf16.weights.estimate == 2 * params and bf16.optimizer.estimate == 4 * params  # states in the param dtype
+    amp = estimate(_plan(dtype="amp-bf16")).breakdown
+    assert amp.weights.estimate == 4 * params and amp.autocast_cache.estimate == 2 * params
+    eight_bit = estimate(_plan(optimizer="adamw-8bit")).breakdown
+    assert eight_bit.optimizer.estimate == 2 * params
+    sgd = estimate(_plan(optimizer="sgd")).breakdown
+    assert sgd.optimizer.estimate == 0
+
+
+def test_zero_and_fsdp_divide_model_states_across_gpus():
+    ddp = estimate(_plan(gpus=8)).breakdown
+    zero1 = estimate(_plan(gpus=8, sharding="zero1")).breakdown
+    zero2 = estimate(_plan(gpus=8, sharding="zero2")).breakdown
+    zero3 = estimate(_plan(gpus=8, sharding="zero3")).breakdown
+    assert zero1.optimizer.estimate == pytest.approx(ddp.optimizer.estimate / 8)
+    assert zero1.gradients.estimate == ddp.gradients.estimate
+    assert zero2.gradients.estimate == pytest.approx(ddp.gradients.estimate / 8)
+    assert ddp.weights.estimate / 8 < zero3.weights.estimate < ddp.weights.estimate / 4  # plus one gathered layer
+    offloaded = estimate(_plan(gpus=8, sharding="zero3", offload=("optimizer",))).breakdown
+    assert offloaded.optimizer.estimate == 0
+
+
+def test_lora_and_qlora_train_a_few_million_parameters_on_a_smaller_base():
+    full = estimate(_plan())
+    lora = estimate(_plan(lora_rank=16, lora_targets=("q_proj", "v_proj")))
+    geometry = shape(LLAMA)
+    q, v = geometry.lora_dims["q_proj"], geometry.lora_dims["v_proj"]
+    assert lora.trainable_params == geometry.layers * 16 * (sum(q) + sum(v))
+    assert lora.breakdown.gradients.estimate == lora.trainable_params * 4
+    qlora = estimate(_plan(lora_rank=16, quant="nf4"))
+    # 4-bit body, 16-bit embeddings and LM head (a quarter of the bytes for Llama 3's 128k vocabulary)
+    assert qlora.breakdown.weights.estimate < lora.breakdown.weights.estimate / 2.5
+    assert qlora.process.estimate < lora.process.estimate < full.process.estimate
+    with pytest.raises(CannotEstimate):
+        estimate(_plan(quant="nf4"))  # a quantised base does not train without adapters
+
+
+def test_activations_grow_with_batch_and_sequence_and_checkpointing_cuts_them():
+    base = estimate(_plan(batch_size=4)).breakdown.activations.estimate
+    assert estimate(_plan(batch_size=8)).breakdown.activations.estimate == pytest.approx(2 * base)
+    longer = estimate(_plan(batch_size=4, seq_len=4096)).breakdown.activations.estimate
+    assert longer == pytest.approx(2 * base)  # linear with flash/SDPA attention
+    eager = estimate(_plan(batch_size=4, seq_len=4096, attention="eager")).breakdown.activations.estimate
+    assert eager > longer * 1.5  # the score matrices grow with the square of the length
+    checkpointed = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
+    assert checkpointed < base / 5
+
+
+def test_every_peak_is_an_interval_and_the_three_peaks_are_ordered():
+    result = estimate(_plan(batch_size=4), context_bytes=0.5 * GIB)
+    for peak in (result.allocated, result.reserved, result.process):
+        assert peak.low <= peak.estimate <= peak.high
+    assert result.allocated.estimate < result.reserved.estimate < result.process.estimate
+    assert result.process.estimate - result.reserved.estimate == pytest.approx(0.5 * GIB)
+    assert result.assumptions, "the numbers come with what they assume"
+
+
+def test_generation_counts_the_kv_cache_for_the_whole_context():
+    short = estimate(_plan(mode="generate", batch_size=8, seq_len=512, max_context=1024)).breakdown
+    long = estimate(_plan(mode="generate", batch_size=8, seq_len=512, max_context=8192)).breakdown
+    assert long.kv_cache.estimate == pytest.approx(8 * short.kv_cache.estimate)
+    per_token = 2 * 32 * 8 * 128 * 2  # layers x kv heads x head dim, K and V, bf16
+    assert short.kv_cache.estimate == per_token * 1024 * 8
+    assert short.gradients.estimate == 0 and short.optimizer.estimate == 0
+
+
+def test_verdicts_and_remedies_for_a_full_fine_tune_that_does_not_fit_a_24_gb_card():
+    from trainlint.estimator.report import build
+
+    target = resolve_target("rtx-4090")
+    report = build(_plan(batch_size=4), target, {})
+    assert report.verdict == "oom"
+    assert any(remedy.fits for remedy in report.remedies), "some change makes it fit"
+    qlora = next(remedy for remedy in report.remedies if remedy.change.startswith("QLoRA"))
+    assert qlora.saving_bytes > 0
+    big = build(_plan(batch_size=1, lora_rank=16, quant="nf4", seq_len=512), resolve_target("h100-sxm"), {})
+    assert big.verdict == "fits" and big.max_batch_size is not None and big.max_batch_size >= 1
+    assert verdict(big.result, 1.0) == "oom"
+
+
+def test_unknown_models_give_no_number():
+    with pytest.raises(CannotEstimate):
+        estimate(Plan(model=None))
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "no-such-model-7b", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["verdict"] == "unknown"
+
+
+def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "meta-llama/Meta-Llama-3-8B", "--batch-size", "4",
+         "--seq-len", "2048", "--dtype", "bf16", "--gpu", "rtx-4090", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report) >= {"model", "inputs", "breakdown", "peak", "gpu", "verdict", "remedies", "max_batch_size", "smallest_gpu", "notes"}
+    assert report["model"]["id"] == "llama-3-8b"
+    assert report["inputs"]["batch_size"] == {"value": 4, "source": "command line"}
+    assert report["inputs"]["optimizer"]["source"] == "assumed"
+    assert report["verdict"] == "oom" and report["remedies"]
+    peak = report["peak"]["process"]
+    assert peak["low"] <= peak["estimate"] <= peak["high"]
+    text = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4",
+         "--seq-len", "512", "--gpu", "rtx-4090"],
+        capture_output=True, text=True, check=False,
+    )
+    assert text.returncode == 0, text.stderr
+    assert "verdict" in text.stdout and "weights" in text.stdout
+
+
+def test_the_gpu_listing():
+    result = subprocess.run([sys.executable, "-m", "trainlint", "gpus"], capture_output=True, text=True, check=True)
+    assert "h100" in result.stdout.lower()
+    instances = subprocess.run([sys.executable, "-m", "trainlint", "gpus", "--instances"], capture_output=True, text=True, check=True)
+    assert "p4d.24xlarge" in instances.stdout
