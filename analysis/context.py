@@ -14,6 +14,7 @@ from .values import Site
 
 if TYPE_CHECKING:
     from .module import ModuleAnalysis
+    from .settings import AnalysisSettings
     from .rules.base import Rule
 
 
@@ -33,8 +34,11 @@ class RawFinding:
 
 
 class RuleContext:
-    def __init__(self, module: "ModuleAnalysis", chunk: ParsedChunk, rule: "Rule") -> None:
+    def __init__(
+        self, module: "ModuleAnalysis", chunk: ParsedChunk, rule: "Rule", settings: "AnalysisSettings | None" = None,
+    ) -> None:
         self.module = module
+        self.settings = settings
         self.chunk = chunk
         self.rule = rule
         self.summary = module.summary

@@ -148,7 +148,7 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 results[rule_class.code] = kept_result
                 raw.extend(kept_result.findings)
                 continue
-            context = RuleContext(module, chunk, rule_class)
+            context = RuleContext(module, chunk, rule_class, settings)
             try:
                 with recording(chunk) as reads:
                     rule_class().check(context)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 from .rules.base import Rule
 from .rules.missing_eval_mode import MissingEvalMode
 from .rules.missing_set_epoch import MissingSetEpoch
@@ -56,5 +58,11 @@ def register(rule: type[Rule]) -> None:
         _extra_rules.append(rule)
 
 
+# Rules that live outside `analysis` and register themselves when imported.
+_PLUGINS = ("trainlint.estimator.projected_oom",)
+
+
 def all_rules() -> list[type[Rule]]:
+    for plugin in _PLUGINS:
+        importlib.import_module(plugin)
     return sorted((*BUILTIN_RULES, *_extra_rules), key=lambda rule: rule.code)

@@ -59,6 +59,9 @@ _LOGIT_BYTES = (14.0, 16.0, 20.0)
 _FRAGMENTATION = (0.05, 0.105, 0.30)
 # Interval around activation estimates: the coefficients are measured on a few architectures.
 _ACTIVATION_SPREAD = (0.8, 1.0, 1.25)
+# Sequence lengths used when the script does not say: low end, estimate (the high end is the model's maximum).
+_SHORT_SEQUENCE = 256
+_TYPICAL_SEQUENCE = 2048
 
 
 @dataclass(frozen=True)
@@ -276,11 +279,35 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
     act_bytes = _PRECISION[plan.dtype][2]
     if geometry is None:
         return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO
-    seq = plan.seq_len or geometry_default_length(arch)
-    if seq is None:
-        raise CannotEstimate("the sequence length is unknown: give --seq-len")
-    if plan.seq_len is None:
-        notes.append(f"sequence length assumed {seq} (the model's maximum)")
+    if plan.seq_len is not None:
+        lengths = (plan.seq_len,) * 3
+    else:
+        longest = arch.max_positions
+        if longest is None:
+            raise CannotEstimate("the sequence length is unknown: give --seq-len")
+        # Unknown length: the interval spans short sequences to the model's maximum.
+        lengths = (min(_SHORT_SEQUENCE, longest), min(_TYPICAL_SEQUENCE, longest), longest)
+        notes.append(
+            f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
+            f"the model's maximum {lengths[2]} at the high end"
+        )
+    activations, logits, kv = [], [], []
+    for seq in lengths:
+        value = _activations_at(plan, arch, geometry, seq, act_bytes, notes)
+        activations.append(value[0])
+        logits.append(value[1])
+        kv.append(value[2])
+    low, high = (_ACTIVATION_SPREAD[0], _ACTIVATION_SPREAD[2]) if plan.mode == "train" else (0.5, 1.25)
+    logit_low, logit_high = (_LOGIT_BYTES[0] / _LOGIT_BYTES[1], _LOGIT_BYTES[2] / _LOGIT_BYTES[1]) if plan.mode == "train" else (1.0, 1.0)
+    return (
+        Interval(activations[0] * low, activations[1], activations[2] * high),
+        Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
+        Interval(kv[0], kv[1], kv[2]),
+    )
+
+
+def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str]):
+    """(activations, logits, KV cache) point estimates for one sequence length."""
     batch = plan.batch_size
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes)
@@ -291,24 +318,20 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
             notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
-        logits = Interval(*(tokens * geometry.vocab * value for value in _LOGIT_BYTES)) if geometry.vocab else ZERO
-        return Interval.spread(activations, _ACTIVATION_SPREAD), logits, ZERO
+        logits = tokens * geometry.vocab * _LOGIT_BYTES[1] if geometry.vocab else 0.0
+        return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, []) * 2
     logits_bytes = batch * (prompt if plan.mode == "infer" else 1) * geometry.vocab * 4
-    kv = ZERO
+    kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
         cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
-        kv = Interval.exact(geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch)
+        kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return Interval(live * 0.5, live, live * 1.25), Interval.exact(logits_bytes), kv
-
-
-def geometry_default_length(arch: Architecture) -> int | None:
-    return arch.max_positions
+    return live, logits_bytes, kv
 
 
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str]) -> float:

@@ -70,7 +70,8 @@ def to_text(report: Report) -> str:
     lines = [
         f"{model.id if model else 'unknown model'}: {result.params / 1e9:.2f}B parameters"
         + (f", {result.trainable_params / 1e6:.1f}M trainable" if result.trainable_params and result.trainable_params != result.params else ""),
-        "inputs: " + ", ".join(f"{name} {value} ({source})" for name, (value, source) in report.inputs.items()),
+        "inputs:",
+        *(f"  {name.replace('_', ' ')}: {_shown(value)} — {source}" for name, (value, source) in report.inputs.items()),
         "",
     ]
     largest = max((value.estimate for _, value in result.breakdown.items()), default=0.0) or 1.0
@@ -101,6 +102,10 @@ def to_text(report: Report) -> str:
         lines.append("assumptions:")
         lines += [f"  - {note}" for note in result.assumptions]
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
 
 def _bytes(value: float) -> float | None:

@@ -17,6 +17,7 @@ from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors
+from trainlint.estimator.editor import EditorEstimate, estimate_module
 
 from .settings import EffectiveSettings
 
@@ -33,6 +34,8 @@ class Analysis:
     text: str
     findings: list[Finding]
     anchors: list[Anchor] = field(default_factory=list)  # lines a VRAM estimate belongs to
+    # VRAM estimates of this text, per target GPU, computed when a hover or inlay hint first asks.
+    vram: dict = field(default_factory=dict, compare=False)
 
     @property
     def lines(self) -> list[str]:
@@ -65,6 +68,18 @@ class DocumentState:
                 findings, anchors = self._findings(text, settings)
             self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
+
+    def vram(self, analysis: Analysis, target_gpu: str | None) -> "EditorEstimate | None":
+        """The estimate for the analysed text; None when a newer text has been analysed since."""
+        with self.lock:
+            if target_gpu in analysis.vram:
+                return analysis.vram[target_gpu]
+            if self.latest is not analysis or self.module is None:
+                return None
+            with collector_paused():
+                estimate = estimate_module(self.module, target_gpu)
+            analysis.vram[target_gpu] = estimate
+            return estimate
 
     @property
     def display_path(self) -> str:

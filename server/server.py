@@ -27,7 +27,8 @@ from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
 from trainlint.analysis.workspace import Workspace
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
-from trainlint.estimator.anchors import BATCH_SIZE, MODEL, MODEL_CLASS, SEQUENCE_LENGTH
+from trainlint.estimator.anchors import BATCH_SIZE, MODEL
+from trainlint.estimator.editor import EditorEstimate, hover_text, inlay_label
 from trainlint.fixing import apply_fixes, parses
 
 from .collector import IdleCollector
@@ -186,6 +187,19 @@ class TrainlintServer(LanguageServer):
             return None
         finally:
             self.collector.analysed()
+
+    async def vram(self, uri: str, analysis: Analysis) -> EditorEstimate | None:
+        """The VRAM estimate for an analysed text, against the target GPU of the document's settings."""
+        state = self.documents.get(uri)
+        if state is None:
+            return None
+        target = analysis.settings.analysis.target_gpu
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self.executor, state.vram, analysis, target)
+        except Exception:  # a bug of ours: no hover rather than a broken server
+            log.exception("VRAM estimate of %s failed", uri)
+            return None
 
     def result_id(self, analysis: Analysis) -> str:
         return f"{analysis.version}:{self.generation}:{id(analysis)}"
@@ -496,32 +510,19 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
     return None
 
 
-_ANCHOR_WORDS = {
-    MODEL: "the model built here",
-    MODEL_CLASS: "this model class",
-    BATCH_SIZE: "the batch size set here",
-    SEQUENCE_LENGTH: "the sequence length set here",
-}
-NO_ESTIMATE = "no VRAM estimate"
-
-
 async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover | None:
-    """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for it."""
+    """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for the script."""
     analysis = await ls.analysis(uri)
-    if analysis is None:
+    if analysis is None or not any(anchor.line == line for anchor in analysis.anchors):
         return None
-    anchor = next((a for a in analysis.anchors if a.line == line), None)
-    if anchor is None:
+    estimate = await ls.vram(uri, analysis)
+    if estimate is None:
         return None
     markdown = _markdown(ls)
-    code = f"`{anchor.code}`" if markdown else anchor.code
-    heading = "**trainlint · VRAM**" if markdown else "trainlint · VRAM"
-    body = (
-        f"No VRAM estimate for {_ANCHOR_WORDS[anchor.kind]} ({code}): this version of trainlint "
-        "does not estimate GPU memory yet, so it shows nothing rather than a guess."
-    )
     return types.Hover(
-        contents=types.MarkupContent(kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText, value=f"{heading}\n\n{body}"),
+        contents=types.MarkupContent(
+            kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText, value=hover_text(estimate, markdown),
+        ),
         range=Positions(analysis.lines, ls.encoding).line_range(line),
     )
 
@@ -535,13 +536,16 @@ async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> lis
     analysis = await ls.analysis(uri)
     if analysis is None:
         return None
-    positions = Positions(analysis.lines, ls.encoding)
     first, last = params.range.start.line + 1, params.range.end.line + 1
-    return [
-        types.InlayHint(position=positions.line_range(anchor.line).end, label=f"VRAM: {NO_ESTIMATE}", padding_left=True)
-        for anchor in analysis.anchors
-        if first <= anchor.line <= last
-    ]
+    anchors = [anchor for anchor in analysis.anchors if first <= anchor.line <= last and anchor.kind in (MODEL, BATCH_SIZE)]
+    if not anchors:
+        return []
+    estimate = await ls.vram(uri, analysis)
+    if estimate is None:
+        return None
+    positions = Positions(analysis.lines, ls.encoding)
+    label = inlay_label(estimate)
+    return [types.InlayHint(position=positions.line_range(anchor.line).end, label=label, padding_left=True) for anchor in anchors]
 
 
 def _markdown(ls: TrainlintServer) -> bool:
@@ -568,10 +572,18 @@ async def fix_all_command(ls: TrainlintServer, *args: Any) -> bool:
 
 
 @server.command(COMMAND_VRAM)
-def vram_command(ls: TrainlintServer, *args: Any) -> str:
-    message = "trainlint: no VRAM estimate is available in this version; the estimator is not installed yet"
-    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=message))
-    return message
+async def vram_command(ls: TrainlintServer, *args: Any) -> str:
+    """The whole VRAM breakdown of a document (argument: its URI), shown and returned as text."""
+    uri = _uri_argument(args)
+    analysis = await ls.analysis(uri) if uri is not None else None
+    estimate = await ls.vram(uri, analysis) if analysis is not None else None
+    if estimate is None:
+        text = "trainlint: give the URI of an open document to show its VRAM breakdown"
+    else:
+        text = hover_text(estimate, markdown=False)
+    ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=text))
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=text))
+    return text
 
 
 @server.command(COMMAND_DEBUG)

@@ -8,6 +8,7 @@ import pytest
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.registry import all_rules
+from trainlint.analysis.settings import AnalysisSettings
 from trainlint.fixing import apply_fixes
 
 MIN_EXAMPLES = 6
@@ -19,8 +20,9 @@ def _cases(kind: str):
             yield pytest.param(rule, example, id=f"{rule.code}-{rule.name}-{index}")
 
 
-def _own_findings(rule, text: str):
-    return [f for f in analyze_source(text, "example.py", rules=[rule]) if f.code == rule.code]
+def _own_findings(rule, text: str, settings: dict | None = None):
+    analysis_settings = AnalysisSettings(**(settings or {}))
+    return [f for f in analyze_source(text, "example.py", analysis_settings, rules=[rule]) if f.code == rule.code]
 
 
 @pytest.fixture(autouse=True)
@@ -37,7 +39,7 @@ def test_rule_documents_and_tests_itself(rule):
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_FIRE")))
 def test_must_fire(rule, example):
-    findings = _own_findings(rule, example.code)
+    findings = _own_findings(rule, example.code, example.settings)
     assert len(findings) == example.count, f"expected {example.count} {rule.code} finding(s):\n{example.code}\ngot {findings}"
     for finding in findings:
         assert finding.message and finding.evidence, "every finding says what it saw"
@@ -48,9 +50,9 @@ def test_must_fire(rule, example):
         assert applied >= 1
         assert fixed == example.fixed
         libcst.parse_module(fixed)
-        assert not _own_findings(rule, fixed), "the fix must remove the finding"
+        assert not _own_findings(rule, fixed, example.settings), "the fix must remove the finding"
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_NOT_FIRE")))
 def test_must_not_fire(rule, example):
-    assert _own_findings(rule, example.code) == []
+    assert _own_findings(rule, example.code, example.settings) == []

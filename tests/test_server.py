@@ -252,12 +252,13 @@ MODEL_SCRIPT = textwrap.dedent(
 )
 
 
-async def test_model_and_batch_size_lines_say_there_is_no_estimate_yet(s: Session):
+async def test_model_and_batch_size_lines_show_the_vram_estimate(s: Session):
     uri = s.open("model.py", MODEL_SCRIPT)
     hover = await s.client.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(4, 2),
     ))
-    assert hover is not None and "no vram estimate" in hover.contents.value.lower()
+    assert hover is not None and "resnet18" in hover.contents.value and "GiB" in hover.contents.value
+    assert "batch size" in hover.contents.value and "line 6" in hover.contents.value, "inputs name their lines"
     formats = s.capabilities.text_document.hover.content_format if s.capabilities.text_document.hover else None
     wanted = types.MarkupKind.Markdown if formats and types.MarkupKind.Markdown in formats else types.MarkupKind.PlainText
     assert hover.contents.kind == wanted
@@ -265,7 +266,8 @@ async def test_model_and_batch_size_lines_say_there_is_no_estimate_yet(s: Sessio
         text_document=types.TextDocumentIdentifier(uri=uri),
         range=types.Range(start=types.Position(0, 0), end=types.Position(6, 0)),
     ))
-    assert {(hint.position.line, hint.label) for hint in hints} == {(4, "VRAM: no VRAM estimate"), (5, "VRAM: no VRAM estimate")}
+    assert [hint.position.line for hint in hints] == [4, 5]
+    assert all(hint.label.startswith("≈ ") and "GiB" in hint.label for hint in hints)
     assert hints[0].position.character == len(MODEL_SCRIPT.splitlines()[4])
     outside = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
@@ -276,6 +278,14 @@ async def test_model_and_batch_size_lines_say_there_is_no_estimate_yet(s: Sessio
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 2),
     ))
     assert import_line is None
+
+
+async def test_a_model_outside_the_catalog_says_there_is_no_estimate(s: Session):
+    uri = s.open("unknown.py", MODEL_SCRIPT.replace("models.resnet18(num_classes=10)", "models.no_such_net()"))
+    hover = await s.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(4, 2),
+    ))
+    assert hover is not None and "No estimate" in hover.contents.value and "no_such_net" in hover.contents.value
 
 
 async def test_columns_are_in_the_negotiated_encoding(s: Session):

@@ -14,7 +14,8 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     from trainlint.estimator.costmodel import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
-    estimate.add_argument("--model", required=True, help="catalog id or Hugging Face id (see the estimator docs)")
+    estimate.add_argument("script", nargs="?", metavar="SCRIPT", help="training script to read the configuration from")
+    estimate.add_argument("--model", help="catalog id or Hugging Face id (overrides the script's)")
     estimate.add_argument("--batch-size", type=positive_int, help="per-device micro-batch (default 1)")
     estimate.add_argument("--seq-len", type=positive_int, help="tokens per sample (default: the model's maximum)")
     estimate.add_argument("--image-size", type=positive_int, help="image side in pixels (vision models)")
@@ -25,7 +26,7 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
-    estimate.add_argument("--mode", choices=MODES, default="train")
+    estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
     estimate.add_argument("--gpu", default="h100-sxm", help="GPU, count x GPU (8xa100-80gb) or cloud instance name")
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
@@ -41,47 +42,68 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.architectures import find_architecture
     from trainlint.estimator.costmodel import CannotEstimate, Plan
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
+    from trainlint.estimator.reading import plan_settings, read_inputs
     from trainlint.estimator.report import build, to_json, to_text
 
     try:
         target = resolve_target(args.gpu, args.gpus)
     except UnknownTarget as error:
-        print(f"trainlint estimate: {error}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    architecture = find_architecture(args.model)
+        return _unknown(args, str(error))
+    read = None
+    if args.script is not None:
+        read = _read_script(args.script)
+        if isinstance(read, str):
+            return _unknown(args, read)
+    overrides = {
+        "model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
+        "dtype": args.dtype, "optimizer": args.optimizer, "lora_rank": args.lora_rank,
+        "lora_targets": tuple(args.lora_targets) if args.lora_targets else None, "quant": args.quant,
+        "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
+        "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
+    }
+    planned = plan_settings(read, overrides)
+    if planned.model_name is None:
+        return _unknown(args, planned.unknown_reason or "no model")
+    architecture = find_architecture(str(planned.model_name))
     if architecture is None:
-        message = f"unknown model {args.model!r}: not in the catalog, so there is no honest number to give (`trainlint gpus` lists hardware; the estimator docs list models)"
-        if args.format == "json":
-            print(json.dumps({"verdict": "unknown", "reason": message}))
-        else:
-            print(f"trainlint estimate: {message}", file=sys.stderr)
-        return EXIT_UNKNOWN
-    inputs: dict[str, tuple[object, str]] = {}
-    settings: dict[str, object] = {}
-    for name, attribute, default in (
-        ("batch_size", "batch_size", 1), ("seq_len", "seq_len", None), ("image_size", "image_size", None),
-        ("dtype", "dtype", "fp32"), ("optimizer", "optimizer", "adamw"), ("lora_rank", "lora_rank", None),
-        ("lora_targets", "lora_targets", None), ("quant", "quant", None), ("attention", "attention", "sdpa"),
-        ("max_context", "max_context", None), ("sharding", "sharding", "ddp"),
-    ):
-        given = getattr(args, attribute)
-        if given is not None:
-            settings[name] = tuple(given) if isinstance(given, list) else given
-            inputs[name] = (given, "command line")
-        elif default is not None:
-            inputs[name] = (default, "assumed")
-    settings["gradient_checkpointing"] = args.gradient_checkpointing
+        where = f" ({planned.model_source})" if planned.model_source != "command line" else ""
+        return _unknown(args, f"unknown model {planned.model_name!r}{where}: not in the catalog, so there is no honest number to give")
+    settings = dict(planned.settings)
     settings["offload"] = tuple(args.offload or ())
-    settings["mode"] = args.mode
     settings["gpus"] = target.count
-    inputs["mode"] = (args.mode, "command line")
     try:
-        report = build(Plan(model=architecture, **settings), target, inputs)
+        report = build(Plan(model=architecture, **settings), target, planned.inputs)
     except CannotEstimate as error:
-        print(f"trainlint estimate: {error}", file=sys.stderr)
-        return EXIT_UNKNOWN
+        return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _read_script(path: str):
+    """The script's inputs, or a message saying why it cannot be read."""
+    from pathlib import Path
+
+    from trainlint.analysis.engine import DecodeError, decode_source
+    from trainlint.analysis.module import ModuleAnalysis
+    from trainlint.analysis.workspace import Workspace
+    from trainlint.estimator.reading import read_inputs
+
+    try:
+        text = decode_source(Path(path).read_bytes())
+    except OSError as error:
+        return f"cannot read {path}: {error.strerror or error}"
+    except DecodeError as error:
+        return f"cannot read {path}: {error}"
+    module = ModuleAnalysis(text, path, workspace=Workspace([Path(path).resolve().parent]))
+    return read_inputs(module)
+
+
+def _unknown(args: argparse.Namespace, reason: str) -> int:
+    if args.format == "json":
+        print(json.dumps({"verdict": "unknown", "reason": reason}))
+    else:
+        print(f"trainlint estimate: {reason}", file=sys.stderr)
+    return EXIT_UNKNOWN
 
 
 def run_gpus(args: argparse.Namespace) -> int:

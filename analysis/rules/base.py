@@ -23,7 +23,7 @@ DOCS_URL = "https://trainlint.dev/rules/"
 class Fires:
     """Code the rule must flag; ``fixed`` is the whole text after applying every fix."""
 
-    __slots__ = ("code", "fixed", "severity", "count")
+    __slots__ = ("code", "fixed", "severity", "count", "settings")
 
     def __init__(
         self,
@@ -32,20 +32,23 @@ class Fires:
         fixed: str | None = None,
         severity: Severity | None = None,
         count: int = 1,
+        settings: dict | None = None,
     ) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
         self.fixed = None if fixed is None else textwrap.dedent(fixed).lstrip("\n")
         self.severity = severity
         self.count = count
+        self.settings = settings or {}  # AnalysisSettings fields the example runs with (target_gpu)
 
 
 class Quiet:
     """Code the rule must leave alone."""
 
-    __slots__ = ("code",)
+    __slots__ = ("code", "settings")
 
-    def __init__(self, code: str) -> None:
+    def __init__(self, code: str, *, settings: dict | None = None) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
+        self.settings = settings or {}
 
 
 class Rule:

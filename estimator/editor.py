@@ -1,0 +1,89 @@
+"""The estimate as the editor shows it: a hover with the breakdown, an inlay hint with the total.
+
+Without a target GPU the breakdown and interval are shown without a verdict (the reference
+device only sets the CUDA context size); with one (`targetGpu`, or `target-gpu` in the project's
+config), the verdict and the cheapest changes that make the run fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainlint.analysis.module import ModuleAnalysis
+
+from .architectures import find_architecture
+from .costmodel import GIB, CannotEstimate, Plan
+from .hardware import UnknownTarget, resolve_target
+from .reading import plan_settings, read_inputs
+from .report import Report, build
+
+REFERENCE_GPU = "h100-sxm"
+
+
+@dataclass(frozen=True)
+class EditorEstimate:
+    report: Report | None
+    reason: str | None  # why there is no estimate
+    target_given: bool
+
+
+def estimate_module(module: ModuleAnalysis, target_gpu: str | None) -> EditorEstimate:
+    try:
+        target = resolve_target(target_gpu or REFERENCE_GPU)
+    except UnknownTarget as error:
+        return EditorEstimate(None, f"the target GPU is not known: {error}", bool(target_gpu))
+    planned = plan_settings(read_inputs(module), {})
+    if planned.model_name is None:
+        return EditorEstimate(None, planned.unknown_reason, bool(target_gpu))
+    architecture = find_architecture(str(planned.model_name))
+    if architecture is None:
+        return EditorEstimate(None, f"`{planned.model_name}` is not in the model catalog", bool(target_gpu))
+    try:
+        report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs)
+    except CannotEstimate as error:
+        return EditorEstimate(None, str(error), bool(target_gpu))
+    return EditorEstimate(report, None, bool(target_gpu))
+
+
+def inlay_label(estimate: EditorEstimate) -> str:
+    """`≈ 31.2 GiB (24–38) · A100-80GB 39%`, or why there is no number."""
+    if estimate.report is None:
+        return "VRAM: no estimate"
+    peak = estimate.report.result.process
+    label = f"≈ {_gib(peak.estimate)} GiB ({_gib(peak.low, 0)}–{_gib(peak.high, 0)})"
+    if estimate.target_given:
+        target = estimate.report.target
+        share = peak.estimate / target.usable_bytes_per_device
+        label += f" · {target.gpu.id.upper()} {share:.0%}"
+    return label
+
+
+def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
+    bold = (lambda text: f"**{text}**") if markdown else (lambda text: text)
+    code = (lambda text: f"`{text}`") if markdown else (lambda text: text)
+    if estimate.report is None:
+        return f"{bold('trainlint · VRAM')}\n\nNo estimate: {estimate.reason}."
+    report = estimate.report
+    result = report.result
+    lines = [bold("trainlint · VRAM") + f" — {report.plan.model.id}, {result.params / 1e9:.2f}B parameters", ""]
+    for name, value in result.breakdown.items():
+        if value.high:
+            spread = "" if value.low == value.high else f" ({_gib(value.low)}–{_gib(value.high)})"
+            lines.append(f"- {name.replace('_', ' ')}: {_gib(value.estimate)} GiB{spread}")
+    peak = result.process
+    lines += ["", f"Peak per GPU {bold(f'{_gib(peak.estimate)} GiB')} ({_gib(peak.low)}–{_gib(peak.high)}), allocator and CUDA context included."]
+    if estimate.target_given:
+        usable = report.target.usable_bytes_per_device
+        lines.append(f"{report.target.gpu.name}: {_gib(usable)} GiB usable — {bold(report.verdict.upper())}.")
+        fitting = [remedy for remedy in report.remedies if remedy.fits][:3]
+        if fitting:
+            lines += ["", "Would fit:"] + [f"- {remedy.change}: {_gib(remedy.result.process.estimate)} GiB" for remedy in fitting]
+    else:
+        lines.append("Set `targetGpu` for a verdict.")
+    lines += ["", "Read from the script:"]
+    lines += [f"- {name.replace('_', ' ')}: {code(str(value))} — {source}" for name, (value, source) in report.inputs.items()]
+    return "\n".join(lines)
+
+
+def _gib(value: float, digits: int = 1) -> str:
+    return f"{value / GIB:.{digits}f}"

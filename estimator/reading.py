@@ -1,0 +1,411 @@
+"""What a training script says about its memory: the model, batch size, sequence length, precision,
+optimizer, adapters, quantisation, checkpointing, attention kernel, sharding and generation length.
+
+Values are followed through literals, module-level constants, argparse defaults, dataclass field
+defaults and simple arithmetic, never by running anything. Every value found names the line it
+came from; what is not found is left to the caller's defaults, which the report marks "assumed".
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.names import dotted, last_part
+from trainlint.analysis.parsing import ParsedChunk
+from trainlint.analysis.tree import walk
+
+UNKNOWN = object()
+_MAX_DEPTH = 8
+
+_BATCH_KEYWORDS = ("per_device_train_batch_size", "micro_batch_size", "batch_size", "train_batch_size")
+_LENGTH_KEYWORDS = ("max_seq_length", "max_seq_len", "max_length", "block_size", "seq_len", "seq_length", "context_length", "cutoff_len")
+_LENGTH_OPTIONS = re.compile(r"^(?:max_seq_len(?:gth)?|max_len(?:gth)?|block_size|seq_len(?:gth)?|context_length|cutoff_len|sequence_length)$")
+_BATCH_OPTIONS = re.compile(r"^(?:(?:per_device_)?(?:train_)?batch_size|micro_batch_size|bs|batch)$")
+_OPTIMIZERS = {
+    "AdamW": "adamw", "Adam": "adam", "SGD": "sgd", "RMSprop": "rmsprop", "Adagrad": "adagrad", "Adafactor": "adafactor",
+    "AdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "PagedAdamW8bit": "paged-adamw-8bit", "PagedAdamW": "adamw",
+    "Lion": "lion", "Lion8bit": "lion",
+}
+_TRAINER_OPTIM = {
+    "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adamw_bnb_8bit": "adamw-8bit",
+    "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "adamw", "adafactor": "adafactor",
+    "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
+}
+_DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
+
+
+@dataclass(frozen=True)
+class Found:
+    value: Any
+    line: int
+    code: str
+    node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+    chunk: ParsedChunk | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def source(self) -> str:
+        return f"line {self.line}: `{self.code}`"
+
+
+@dataclass
+class ScriptInputs:
+    model: Found | None = None  # value: a model id (Hugging Face id, torchvision/timm name)
+    local_model_class: Found | None = None  # value: the name of an nn.Module class of the script
+    mode: Found | None = None
+    batch_size: Found | None = None
+    seq_len: Found | None = None
+    image_size: Found | None = None
+    dtype: Found | None = None
+    optimizer: Found | None = None
+    lora_rank: Found | None = None
+    lora_targets: Found | None = None
+    quant: Found | None = None
+    gradient_checkpointing: Found | None = None
+    attention: Found | None = None
+    sharding: Found | None = None
+    max_new_tokens: Found | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def found(self) -> dict[str, Found]:
+        return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
+
+
+def read_inputs(module: ModuleAnalysis) -> ScriptInputs:
+    reader = _Reader(module)
+    return reader.read()
+
+
+class _Reader:
+    def __init__(self, module: ModuleAnalysis) -> None:
+        self.module = module
+        self.summary = module.summary
+        self.options = _argparse_defaults(module)
+        self.fields = _dataclass_defaults(module)
+        self.inputs = ScriptInputs()
+        self.scaler: tuple[cst.CSTNode, ParsedChunk] | None = None
+
+    # ------------------------------------------------------------------ values
+    def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
+        """The constant an expression evaluates to, or UNKNOWN."""
+        if node is None or depth > _MAX_DEPTH:
+            return UNKNOWN
+        if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+            try:
+                return ast.literal_eval(chunk.code_for(node))
+            except (ValueError, SyntaxError):
+                return UNKNOWN
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[node.value]
+            return self._module_constant(node.value, depth)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            inner = self.value(node.expression, chunk, depth + 1)
+            return -inner if isinstance(inner, (int, float)) else UNKNOWN
+        if isinstance(node, cst.BinaryOperation):
+            left, right = self.value(node.left, chunk, depth + 1), self.value(node.right, chunk, depth + 1)
+            if not isinstance(left, (int, float)) or not isinstance(right, (int, float)) or isinstance(left, bool):
+                return UNKNOWN
+            operator = type(node.operator).__name__
+            try:
+                return {
+                    "Add": lambda: left + right, "Subtract": lambda: left - right, "Multiply": lambda: left * right,
+                    "FloorDivide": lambda: left // right, "Divide": lambda: left / right, "Power": lambda: left**right,
+                }[operator]()
+            except (KeyError, ZeroDivisionError, OverflowError):
+                return UNKNOWN
+        if isinstance(node, cst.Attribute):
+            attribute = node.attr.value
+            for table in (self.options, self.fields):
+                if attribute in table:
+                    expression, _, home = table[attribute]
+                    return self.value(expression, home, depth + 1)
+            text = dotted(node)
+            if text is not None:
+                canonical = self.summary.canonical(text)
+                if canonical.startswith("torch."):
+                    return canonical  # torch.bfloat16 and friends, as names
+            return UNKNOWN
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float") and node.args:
+            return self.value(node.args[0].value, chunk, depth + 1)
+        if isinstance(node, (cst.List, cst.Tuple)):
+            items = [self.value(element.value, chunk, depth + 1) for element in node.elements]
+            return UNKNOWN if any(item is UNKNOWN for item in items) else tuple(items)
+        return UNKNOWN
+
+    def _module_constant(self, name: str, depth: int) -> Any:
+        entries = self.summary.bindings.get(name)
+        if not entries or len(entries) != 1:
+            return UNKNOWN  # rebound: which value applies depends on the path
+        index, expression, item = entries[0]
+        if item is not None:
+            return UNKNOWN
+        return self.value(expression, self.module.chunks[index], depth + 1)
+
+    def keyword(self, call: cst.Call, names: tuple[str, ...] | str, position: int | None = None):
+        names = (names,) if isinstance(names, str) else names
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in names:
+                return arg.value
+        if position is not None:
+            positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+            if position < len(positional):
+                return positional[position].value
+        return None
+
+    # ------------------------------------------------------------------ reading
+    def read(self) -> ScriptInputs:
+        inputs = self.inputs
+        training = bool(self.module.backward_calls)
+        generating = False
+        for scope in self.module.all_scopes:
+            for call in scope.calls():
+                if not isinstance(call.node, cst.Call):
+                    continue
+                name = call.callee or ""
+                head = last_part(name) if name else (call.method or "")
+                self._read_call(call, call.node, call.chunk, name, head)
+                if head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments":
+                    training = True
+                if call.method == "generate" or head == "generate":
+                    generating = True
+        self._read_settings()
+        line = 1
+        if training:
+            inputs.mode = inputs.mode or Found("train", line, "a backward pass or a Trainer")
+        elif generating:
+            inputs.mode = Found("generate", line, "`.generate(...)`")
+        return inputs
+
+    def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
+        if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
+            return
+        code = " ".join(chunk.code_for(node).split())
+        setattr(self.inputs, name, Found(value, chunk.line_of(node), code if len(code) <= 70 else code[:67] + "...", node, chunk))
+
+    def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
+        if head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
+            self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
+            self._read_precision_keywords(node, chunk)
+        elif name.startswith("timm.") and head == "create_model":
+            self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
+        elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
+            self._set("model", head, node, chunk)
+        elif call.function is None and name and self.summary.local_class(name) is not None:
+            info = self.summary.local_class(name)
+            if self.summary.is_module_class(info):
+                self._set("local_model_class", info.name, node, chunk)
+        if head in ("DataLoader", "TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
+            self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1 if head == "DataLoader" else None), chunk), node, chunk)
+        if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
+            self._read_trainer_arguments(node, chunk)
+        if self.keyword(node, _LENGTH_KEYWORDS) is not None:
+            self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
+        if head == "autocast":
+            dtype = self.value(self.keyword(node, "dtype"), chunk)
+            kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
+            self._set("dtype", "amp-bf16" if kind == "bf16" else "amp-fp16", node, chunk)
+        elif head == "GradScaler" and self.scaler is None:
+            self.scaler = (node, chunk)  # fp16 autocast, unless an autocast call names another dtype
+        if head in _OPTIMIZERS and (name.startswith(("torch.optim", "bitsandbytes", "transformers", "lion_pytorch")) or "optim" in name):
+            optimizer = _OPTIMIZERS[head]
+            if optimizer == "sgd" and isinstance(self.value(self.keyword(node, "momentum", 2), chunk), (int, float)):
+                momentum = self.value(self.keyword(node, "momentum", 2), chunk)
+                optimizer = "sgd-momentum" if momentum else "sgd"
+            self._set("optimizer", optimizer, node, chunk)
+        if head == "LoraConfig":
+            self._set("lora_rank", self.value(self.keyword(node, "r"), chunk) if self.keyword(node, "r") is not None else 8, node, chunk)
+            targets = self.value(self.keyword(node, "target_modules"), chunk)
+            if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
+                self._set("lora_targets", tuple(targets), node, chunk)
+        if head == "BitsAndBytesConfig":
+            self._read_quantisation(node, chunk)
+        if head == "gradient_checkpointing_enable" or name.startswith("torch.utils.checkpoint."):
+            self._set("gradient_checkpointing", True, node, chunk)
+        if self.keyword(node, "attn_implementation") is not None:
+            attention = self.value(self.keyword(node, "attn_implementation"), chunk)
+            if isinstance(attention, str):
+                self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
+        if head in ("DistributedDataParallel", "DDP"):
+            self._set("sharding", "ddp", node, chunk)
+        elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard"):
+            self._set("sharding", "fsdp", node, chunk)
+        if (call.method == "generate" or head == "generate") and self.keyword(node, "max_new_tokens") is not None:
+            self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
+        if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
+            self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    def _read_precision_keywords(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        dtype = self.value(self.keyword(node, ("torch_dtype", "dtype")), chunk)
+        if isinstance(dtype, str) and _DTYPE_NAMES.get(last_part(dtype)) in ("bf16", "fp16"):
+            self._set("dtype", _DTYPE_NAMES[last_part(dtype)], node, chunk)
+        if self.value(self.keyword(node, "load_in_4bit"), chunk) is True:
+            self._set("quant", "nf4", node, chunk)
+        elif self.value(self.keyword(node, "load_in_8bit"), chunk) is True:
+            self._set("quant", "int8", node, chunk)
+        attention = self.value(self.keyword(node, "attn_implementation"), chunk)
+        if isinstance(attention, str):
+            self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
+
+    def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        if self.value(self.keyword(node, "bf16"), chunk) is True:
+            self._set("dtype", "amp-bf16", node, chunk)
+        elif self.value(self.keyword(node, "fp16"), chunk) is True:
+            self._set("dtype", "amp-fp16", node, chunk)
+        if self.value(self.keyword(node, "gradient_checkpointing"), chunk) is True:
+            self._set("gradient_checkpointing", True, node, chunk)
+        optim = self.value(self.keyword(node, "optim"), chunk)
+        if isinstance(optim, str) and optim in _TRAINER_OPTIM:
+            self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
+        self._set("mode", "train", node, chunk)
+
+    def _read_quantisation(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        if self.value(self.keyword(node, "load_in_4bit"), chunk) is True:
+            double = self.value(self.keyword(node, "bnb_4bit_use_double_quant"), chunk) is True
+            self._set("quant", "nf4-dq" if double else "nf4", node, chunk)
+        elif self.value(self.keyword(node, "load_in_8bit"), chunk) is True:
+            self._set("quant", "int8", node, chunk)
+
+    def _read_settings(self) -> None:
+        """Options and module-level constants, where no call set the value directly."""
+        if self.scaler is not None:
+            self._set("dtype", "amp-fp16", *self.scaler)
+        for option, (expression, node, chunk) in self.options.items():
+            value = self.value(expression, chunk)
+            if _BATCH_OPTIONS.match(option):
+                self._set("batch_size", value, node, chunk)
+            elif _LENGTH_OPTIONS.match(option):
+                self._set("seq_len", value, node, chunk)
+            elif option in ("model_name", "model_name_or_path", "model", "base_model", "model_id"):
+                if isinstance(value, str):
+                    self._set("model", value, node, chunk)
+            elif option in ("image_size", "img_size", "resolution"):
+                self._set("image_size", value, node, chunk)
+        for name, entries in self.summary.bindings.items():
+            if len(entries) != 1:
+                continue
+            index, expression, _ = entries[0]
+            chunk = self.module.chunks[index]
+            if _BATCH_OPTIONS.match(name):
+                self._set("batch_size", self.value(expression, chunk), expression, chunk)
+            elif _LENGTH_OPTIONS.match(name):
+                self._set("seq_len", self.value(expression, chunk), expression, chunk)
+            elif name in ("model_name", "model_id", "base_model", "model_name_or_path", "MODEL_NAME", "MODEL_ID"):
+                value = self.value(expression, chunk)
+                if isinstance(value, str):
+                    self._set("model", value, expression, chunk)
+        for name, (expression, node, chunk) in self.fields.items():
+            value = self.value(expression, chunk)
+            if _BATCH_OPTIONS.match(name):
+                self._set("batch_size", value, node, chunk)
+            elif _LENGTH_OPTIONS.match(name):
+                self._set("seq_len", value, node, chunk)
+
+
+def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:
+    """dest -> (default expression, the add_argument call, chunk) for every `add_argument("--x", default=...)`."""
+    found: dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]] = {}
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        for node in walk(chunk.module):
+            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
+                continue
+            flags = [arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
+            default = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "default"), None)
+            dest = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dest"), None)
+            names = [flag.evaluated_value for flag in flags if isinstance(flag.evaluated_value, str)]
+            long = next((name for name in names if name.startswith("--")), names[0] if names else None)
+            if isinstance(dest, cst.SimpleString) and isinstance(dest.evaluated_value, str):
+                key = dest.evaluated_value
+            elif long is not None:
+                key = long.lstrip("-").replace("-", "_")
+            else:
+                continue
+            if default is not None:
+                found.setdefault(key, (default, node, chunk))
+    return found
+
+
+def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:
+    """field -> (default expression, node, chunk) for annotated class attributes with defaults (config dataclasses);
+    a field name that several classes define is left out."""
+    found: dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]] = {}
+    duplicated: set[str] = set()
+    for info in module.summary.classes.values():
+        if not isinstance(info.node.body, cst.IndentedBlock):
+            continue
+        for statement in info.node.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                    name = small.target.value
+                    if name in found:
+                        duplicated.add(name)
+                    found.setdefault(name, (small.value, small, info.chunk))
+    return {name: entry for name, entry in found.items() if name not in duplicated}
+
+
+# ---------------------------------------------------------------------- to a plan
+_PLAN_FIELDS = (
+    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "quant",
+    "gradient_checkpointing", "attention", "sharding",
+)
+DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
+
+
+@dataclass
+class ScriptPlan:
+    settings: dict[str, Any]  # Plan keyword arguments, model excluded
+    inputs: dict[str, tuple[Any, str]]  # what the report lists: value and where it came from
+    model_name: str | None
+    model_source: str | None
+    unknown_reason: str | None = None
+
+
+def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> ScriptPlan:
+    """Merge what the script says with the command line's overrides and the defaults, naming each source."""
+    settings: dict[str, Any] = {}
+    inputs: dict[str, tuple[Any, str]] = {}
+    found = read.found() if read is not None else {}
+    for name in _PLAN_FIELDS:
+        if overrides.get(name) is not None:
+            settings[name] = overrides[name]
+            inputs[name] = (overrides[name], "command line")
+        elif name in found:
+            settings[name] = found[name].value
+            inputs[name] = (found[name].value, found[name].source)
+        elif name in DEFAULTS:
+            settings[name] = DEFAULTS[name]
+            inputs[name] = (DEFAULTS[name], "assumed")
+    if "lora_targets" in settings:
+        settings["lora_targets"] = tuple(settings["lora_targets"])
+    new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
+    if overrides.get("max_context") is not None:
+        settings["max_context"] = overrides["max_context"]
+        inputs["max_context"] = (overrides["max_context"], "command line")
+    elif new_tokens is not None and settings.get("seq_len"):
+        settings["max_context"] = settings["seq_len"] + new_tokens
+        inputs["max_context"] = (settings["max_context"], f"sequence length plus {new_tokens} new tokens ({found['max_new_tokens'].source})")
+    model_name, model_source, reason = None, None, None
+    if overrides.get("model"):
+        model_name, model_source = overrides["model"], "command line"
+    elif "model" in found:
+        model_name, model_source = found["model"].value, found["model"].source
+    elif "local_model_class" in found:
+        local = found["local_model_class"]
+        reason = (
+            f"the model is a class defined in the script (`{local.value}`, {local.source}); counting the parameters "
+            "of local model classes is not supported yet: give --model"
+        )
+    else:
+        reason = "no model found in the script: give --model"
+    if model_name is not None:
+        inputs = {"model": (model_name, model_source), **inputs}
+    return ScriptPlan(settings, inputs, model_name, model_source, reason)

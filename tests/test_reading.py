@@ -1,0 +1,130 @@
+"""Reading a training script's memory-relevant configuration, each value with the line it came from."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator.reading import plan_settings, read_inputs
+
+QLORA = textwrap.dedent(
+    """\
+    import argparse
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig, TrainingArguments
+    from peft import LoraConfig
+
+    MODEL_ID = "meta-llama/Meta-Llama-3-8B"
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batch-size", type=int, default=4)
+    parser.add_argument("--max-seq-length", type=int, default=1024)
+    args = parser.parse_args()
+
+    bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_use_double_quant=True)
+    model = AutoModelForCausalLM.from_pretrained(MODEL_ID, quantization_config=bnb, attn_implementation="flash_attention_2")
+    model.gradient_checkpointing_enable()
+    lora = LoraConfig(r=32, target_modules=["q_proj", "v_proj"])
+    training_args = TrainingArguments(output_dir="out", per_device_train_batch_size=args.batch_size, bf16=True, optim="adamw_bnb_8bit")
+    """
+)
+PLAIN = textwrap.dedent(
+    """\
+    from dataclasses import dataclass
+
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import models
+
+    @dataclass
+    class Config:
+        batch_size: int = 2 * 64
+        image_size: int = 224
+
+    cfg = Config()
+    model = models.resnet50(num_classes=10).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    scaler = torch.cuda.amp.GradScaler()
+    loader = DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True)
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    """
+)
+
+
+def _read(text: str):
+    return read_inputs(ModuleAnalysis(text, "train.py"))
+
+
+def test_a_hugging_face_qlora_script():
+    found = _read(QLORA).found()
+    assert found["model"].value == "meta-llama/Meta-Llama-3-8B" and found["model"].line == 13
+    assert found["batch_size"].value == 4 and found["batch_size"].line == 16
+    assert found["seq_len"].value == 1024 and found["seq_len"].line == 9
+    assert found["quant"].value == "nf4-dq"
+    assert found["lora_rank"].value == 32 and found["lora_targets"].value == ("q_proj", "v_proj")
+    assert found["gradient_checkpointing"].value is True
+    assert found["attention"].value == "flash"
+    assert found["dtype"].value == "amp-bf16"
+    assert found["optimizer"].value == "adamw-8bit"
+    assert found["mode"].value == "train"
+
+
+def test_a_plain_pytorch_script_with_a_config_dataclass():
+    found = _read(PLAIN).found()
+    assert found["model"].value == "resnet50"
+    assert found["batch_size"].value == 128  # 2 * 64, through the dataclass default
+    assert found["optimizer"].value == "sgd-momentum"
+    assert found["dtype"].value == "amp-bf16", "the autocast dtype, not the GradScaler's default guess"
+    assert found["mode"].value == "train"
+
+
+def test_what_is_not_in_the_script_is_assumed_and_the_command_line_wins():
+    planned = plan_settings(_read(PLAIN), {"batch_size": 16})
+    assert planned.inputs["batch_size"] == (16, "command line")
+    assert planned.inputs["attention"] == ("sdpa", "assumed")
+    assert planned.inputs["optimizer"][1].startswith("line 14:")
+
+
+def test_a_local_model_class_is_not_guessed():
+    script = textwrap.dedent(
+        """\
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(10, 2)
+
+        model = Net()
+        """
+    )
+    planned = plan_settings(_read(script), {})
+    assert planned.model_name is None and "Net" in planned.unknown_reason
+
+
+def test_the_cli_estimates_a_script(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(QLORA, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "rtx-4090", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert report["model"]["id"] == "llama-3-8b"
+    assert report["inputs"]["quant"]["value"] == "nf4-dq"
+    assert report["inputs"]["quant"]["source"].startswith("line 12:")
+    unknown = tmp_path / "custom.py"
+    unknown.write_text("import torch.nn as nn\n\nclass Net(nn.Module):\n    pass\n\nmodel = Net()\n", encoding="utf-8")
+    refused = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", str(unknown), "--format", "json"], capture_output=True, text=True, check=False,
+    )
+    assert refused.returncode == 2 and json.loads(refused.stdout)["verdict"] == "unknown"
