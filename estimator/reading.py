@@ -311,8 +311,18 @@ def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpres
     """dest -> (default expression, the add_argument call, chunk) for every `add_argument("--x", default=...)`."""
     found: dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]] = {}
     for chunk in module.chunks:
-        if chunk.module is None:
-            continue
+        for key, default, node in _options_in(chunk):
+            found.setdefault(key, (default, node, chunk))
+    return found
+
+
+def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
+    """One statement's `add_argument` calls with a default, kept with its tree (the editor asks on every edit)."""
+    cached = chunk.memo.get("argparse_options")
+    if cached is not None:
+        return cached
+    options: list[tuple[str, cst.BaseExpression, cst.Call]] = []
+    if chunk.module is not None and "add_argument" in chunk.chunk.text:
         for node in walk(chunk.module):
             if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
                 continue
@@ -328,8 +338,9 @@ def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpres
             else:
                 continue
             if default is not None:
-                found.setdefault(key, (default, node, chunk))
-    return found
+                options.append((key, default, node))
+    chunk.memo["argparse_options"] = options
+    return options
 
 
 def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:

@@ -57,8 +57,13 @@ from param_counts import DEFAULT_CATALOG, _decoder_config  # noqa: E402
 LAYERS = 3
 FIT_LAYER = 1
 # (batch, seq) pairs; ViTs take their sequence from the image size instead.
-SHAPES = ((1, 128), (2, 128), (1, 256), (2, 512), (1, 1024))
-VIT_IMAGES = ((1, 224), (2, 224), (1, 320), (2, 448))
+SHAPES = ((1, 128), (1, 1024), (2, 128), (2, 256), (2, 512), (4, 256))
+VIT_IMAGES = ((1, 224), (2, 224), (2, 320), (2, 448), (4, 224))
+# Eager attention is fitted on batch >= 2 only: at batch 1, matmul's reshape of a (1, heads, s, d) view
+# stays a view, so a fused-QKV value (Pythia, Phi-3) or an MQA key/value expanded by repeat_kv (Gemma)
+# is saved as a view of a differently sized storage; from batch 2 on it is a copy. The batch-1
+# offset is reported as eager_batch1_offset.
+EAGER_MIN_BATCH = 2
 
 ARCHITECTURES = (
     "gpt2", "gpt2-medium", "pythia-410m", "llama-3.2-1b", "llama-3-8b", "tinyllama-1.1b", "smollm2-135m",
@@ -230,9 +235,13 @@ def _sweep(a: dict, attention: str, dropout: float, use_cache: bool = False) -> 
     return [measure(a, attention, batch, seq, dropout, use_cache=use_cache) for batch, seq in SHAPES]
 
 
+def _per_token(row: dict, hidden: int) -> float:
+    return row["regions"][f"layer{FIT_LAYER}"] / (row["seq"] * row["batch"] * hidden)
+
+
 def _fit(rows: list[dict], hidden: int, heads: int, with_scores: bool) -> dict:
     xs = [heads * r["seq"] / hidden for r in rows]
-    ys = [r["regions"][f"layer{FIT_LAYER}"] / (r["seq"] * r["batch"] * hidden) for r in rows]
+    ys = [_per_token(r, hidden) for r in rows]
     if not with_scores:
         c = sum(ys) / len(ys)
         return {"linear": round(c, 4), "max_residual": round(max(abs(y - c) for y in ys), 4)}
@@ -292,13 +301,17 @@ def main() -> None:
             sdpa = _fit(pick("sdpa", 0.0), hidden, heads, with_scores=False)
             entry["attention"]["sdpa"] = {"linear": sdpa["linear"]}
             entry["fit_max_residual"]["sdpa"] = sdpa["max_residual"]
-        eager = _fit(pick("eager", 0.0), hidden, heads, with_scores=True)
+        eager_rows = pick("eager", 0.0)
+        eager = _fit([r for r in eager_rows if r["batch"] >= EAGER_MIN_BATCH], hidden, heads, with_scores=True)
+        entry["eager_batch1_offset"] = round(max(
+            (_per_token(r, hidden) - eager["linear"] - eager["scores"] * heads * r["seq"] / hidden for r in eager_rows
+             if r["batch"] == 1), key=abs), 4)
         entry["attention"]["eager"] = {"linear": eager["linear"], "scores": eager["scores"]}
         entry["fit_max_residual"]["eager"] = eager["max_residual"]
         if pick("sdpa", 0.0, use_cache=True):
             entry["sdpa_use_cache_linear"] = _fit(pick("sdpa", 0.0, use_cache=True), hidden, heads, with_scores=False)["linear"]
         if pick("eager", DROPOUT_P):
-            dropped = _fit(pick("eager", DROPOUT_P), hidden, heads, with_scores=True)
+            dropped = _fit([r for r in pick("eager", DROPOUT_P) if r["batch"] >= EAGER_MIN_BATCH], hidden, heads, True)
             entry["dropout_linear"] = dropped["linear"]
             entry["dropout_scores"] = dropped["scores"]
             entry["dropout_p"] = DROPOUT_P
