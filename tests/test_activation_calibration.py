@@ -1,0 +1,114 @@
+"""The cost model's per-layer activation formula against the measured coefficients.
+
+`estimator/data/activation_coefficients.json` comes from `estimator/calibration/activations.py`
+(saved-tensor hooks under FakeTensorMode, transformers' own modules; see ACTIVATIONS.md). For every
+measured architecture the SDPA prediction of `costmodel._layer_bytes` (no dropout, 2-byte
+activations) must be within TOLERANCE of the measurement. The test ids carry each architecture's
+error; `pytest -s` prints the table, eager included (eager is reported, not asserted).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainlint.estimator import costmodel
+from trainlint.estimator.activation_data import load_activation_measurements, measured_layer_coefficients
+from trainlint.estimator.architectures import find_architecture, shape
+
+DATA = Path(__file__).resolve().parent.parent / "estimator" / "data" / "activation_coefficients.json"
+MEASURED = load_activation_measurements()
+SEQ = 1024  # the eager comparison depends on it (the s^2 term); SDPA does not
+# Llama-shaped decoders come out 7-13 % above the formula (HF's RMSNorm keeps an fp32 copy of its
+# input: 6 bytes per norm, not 2; GQA keeps smaller k and v: fewer bytes). Encoders agree to 0.3 %.
+TOLERANCE = 0.15
+
+# Known divergences, measured (per token and hidden unit, 2-byte activations, SDPA). strict: when the
+# formula is fixed for one of these the XPASS fails, so the entry is removed here.
+KNOWN_OFF = {
+    "gpt2": "HF's gelu_new is Python (pow, tanh, muls): the MLP keeps 5 tensors of FFN width, 42 not 18",
+    "gpt2-medium": "as gpt2: gelu_new keeps 5 FFN-width tensors",
+    "phi-2": "gelu_new MLP keeps 5 FFN-width tensors (42 not 18); its one shared LayerNorm saves 2 fewer",
+    "phi-3-mini-4k": "fused qkv_proj: v is a view of the whole q|k|v output (6 bytes kept); fp32 RMSNorm copies",
+    "qwen3-0.6b": "heads*head_dim = 2*hidden (attention tensors twice the width) plus fp32 q/k RMSNorm copies",
+    "qwen3-30b-a3b": "attention 2*hidden wide, q/k norms, and MoE dispatch keeps top_k copies of the hidden state",
+    "mixtral-8x7b": "MoE dispatch (grouped_mm) keeps top_k copies of the token's hidden state and FFN tensors",
+    "gemma-3-1b": "four fp32 sandwich RMSNorms (8 bytes each) plus q/k norms; head_dim 256 with 4 heads",
+}
+
+
+def _formula(arch_id: str, attention: str) -> float:
+    arch = find_architecture(arch_id)
+    geometry = shape(arch)
+    plan = costmodel.Plan(model=arch, dtype="bf16", attention=attention, dropout=False, seq_len=SEQ)
+    return costmodel._layer_bytes(plan, geometry, SEQ, 1, 2, []) / (SEQ * geometry.hidden)
+
+
+def _measured(arch_id: str, attention: str) -> float | None:
+    coefficients = measured_layer_coefficients(arch_id, attention)
+    if coefficients is None:
+        return None
+    geometry = shape(find_architecture(arch_id))
+    linear, scores = coefficients
+    return linear + scores * geometry.heads * SEQ / geometry.hidden
+
+
+def _rows():
+    for arch_id in sorted(MEASURED):
+        measured = _measured(arch_id, "sdpa")
+        if measured is None:
+            continue
+        predicted = _formula(arch_id, "sdpa")
+        error = (predicted - measured) / measured
+        marks = [pytest.mark.xfail(reason=KNOWN_OFF[arch_id], strict=True)] if arch_id in KNOWN_OFF else []
+        yield pytest.param(arch_id, measured, predicted, id=f"{arch_id}:measured={measured:.2f},formula={predicted:.2f},err={error:+.1%}",
+                           marks=marks)
+
+
+def test_json_loads_with_enough_architectures_and_both_implementations():
+    raw = json.loads(DATA.read_text())
+    assert len(MEASURED) == len(raw) >= 10
+    for arch_id, entry in MEASURED.items():
+        assert find_architecture(arch_id) is not None, arch_id
+        assert entry.attention.eager is not None, arch_id
+        assert entry.torch and entry.transformers and entry.measured_with
+    assert sum(entry.attention.sdpa is not None for entry in MEASURED.values()) >= 10
+
+
+def test_lookup():
+    linear, scores = measured_layer_coefficients("llama-3.2-1b", "sdpa")
+    assert scores == 0.0 and 40 < linear < 70
+    assert measured_layer_coefficients("llama-3.2-1b", "flash") == (linear, 0.0)
+    assert measured_layer_coefficients("llama-3.2-1b", "eager")[1] > 0
+    assert measured_layer_coefficients("no-such-model", "sdpa") is None
+    assert measured_layer_coefficients("gemma-2-2b", "sdpa") is None  # transformers has no SDPA path for Gemma 2
+
+
+def test_measurements_are_physically_plausible():
+    for arch_id, entry in MEASURED.items():
+        if entry.attention.sdpa is not None:
+            # at least the layer input, the attention linears' inputs and the MLP input, 2 bytes each
+            assert 14 < entry.attention.sdpa.linear < 200, arch_id
+        assert 1.5 < entry.attention.eager.scores < 10, arch_id
+        if entry.dropout_linear is not None:
+            assert entry.dropout_linear > entry.attention.eager.linear, arch_id
+
+
+@pytest.mark.parametrize(("arch_id", "measured", "predicted"), list(_rows()))
+def test_sdpa_formula_matches_measurement(arch_id, measured, predicted):
+    assert abs(predicted - measured) <= TOLERANCE * measured, (
+        f"{arch_id}: formula {predicted:.2f} vs measured {measured:.2f} bytes per token per hidden unit"
+    )
+
+
+def test_print_table(capsys):
+    lines = [f"{'architecture':26} {'attn':5} {'measured':>9} {'formula':>9} {'error':>8}"]
+    for arch_id in sorted(MEASURED):
+        for attention in ("sdpa", "eager"):
+            measured = _measured(arch_id, attention)
+            if measured is not None:
+                predicted = _formula(arch_id, attention)
+                lines.append(f"{arch_id:26} {attention:5} {measured:9.2f} {predicted:9.2f} {(predicted - measured) / measured:+8.1%}")
+    with capsys.disabled():
+        print(f"\nper-layer activation coefficient at seq {SEQ} (bytes / (seq*batch*hidden), 2-byte activations)")
+        print("\n".join(lines))
