@@ -44,8 +44,35 @@ def parameter_table() -> str:
     return header + "\n".join(rows)
 
 
+def activation_table() -> str:
+    """The per-layer activation formula against the measurements, per architecture and attention kernel."""
+    from .activation_data import load_activation_measurements, measured_layer_coefficients
+    from .architectures import shape
+    from .costmodel import Plan, formula_layer_coefficient
+
+    sequence = 1024
+    rows = [
+        f"Bytes kept per token and hidden unit by one layer (2-byte activations, no dropout, sequence {sequence}).",
+        "",
+        "| model | kernel | measured | formula | error |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for arch_id in sorted(load_activation_measurements()):
+        arch = find_architecture(arch_id)
+        geometry = shape(arch)
+        for attention in ("sdpa", "eager"):
+            coefficients = measured_layer_coefficients(arch_id, attention)
+            if coefficients is None:
+                continue
+            measured = coefficients[0] + coefficients[1] * geometry.heads * sequence / geometry.hidden
+            plan = Plan(model=arch, dtype="bf16", attention=attention, dropout=False, seq_len=sequence)
+            formula = formula_layer_coefficient(plan, geometry, sequence)
+            rows.append(f"| {arch_id} | {attention} | {measured:.2f} | {formula:.2f} | {(formula - measured) / measured:+.1%} |")
+    return "\n".join(rows)
+
+
 def tables() -> dict[str, str]:
-    return {"parameter-counts": parameter_table()}
+    return {"parameter-counts": parameter_table(), "activations": activation_table()}
 
 
 def rewrite(text: str) -> str:

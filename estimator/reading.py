@@ -196,7 +196,7 @@ class _Reader:
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
         elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
             self._set("model", head, node, chunk)
-        elif call.function is None and name and self.summary.local_class(name) is not None:
+        elif call.function is None and name and self.summary.local_class(name) is not None and not self._inside_a_model(call):
             info = self.summary.local_class(name)
             if self.summary.is_module_class(info):
                 self._set("local_model_class", info.name, node, chunk)
@@ -239,6 +239,11 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    def _inside_a_model(self, call) -> bool:
+        """Built inside a model class's method: a part of that model, not the model."""
+        function = call.scope.function
+        return function is not None and function.owner is not None and self.summary.is_module_class(function.owner)
 
     def _read_precision_keywords(self, node: cst.Call, chunk: ParsedChunk) -> None:
         dtype = self.value(self.keyword(node, ("torch_dtype", "dtype")), chunk)

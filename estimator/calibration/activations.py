@@ -168,7 +168,8 @@ def _gpu_like_dropout():
 
 
 def measure(
-    a: dict, attention: str, batch: int, seq: int, dropout: float, image_size: int | None = None, use_cache: bool = False
+    a: dict, attention: str, batch: int, seq: int, dropout: float,
+    image_size: int | None = None, use_cache: bool = False,
 ) -> dict:
     """Bytes of unique saved storages, by region, for one forward + loss."""
     with FakeTensorMode(allow_non_fake_inputs=False), _gpu_like_dropout(), _not_tracing():
@@ -287,7 +288,8 @@ def main() -> None:
         hidden, heads = a["hidden"], a["heads"]
 
         def pick(attention: str, p: float, use_cache: bool = False, rows=rows) -> list[dict]:
-            return [r for r in rows if r["attention"] == attention and r["dropout"] == p and r["use_cache"] == use_cache]
+            return [r for r in rows
+                    if r["attention"] == attention and r["dropout"] == p and r["use_cache"] == use_cache]
 
         entry: dict = {
             "family": a["family"],
@@ -309,7 +311,8 @@ def main() -> None:
         entry["attention"]["eager"] = {"linear": eager["linear"], "scores": eager["scores"]}
         entry["fit_max_residual"]["eager"] = eager["max_residual"]
         if pick("sdpa", 0.0, use_cache=True):
-            entry["sdpa_use_cache_linear"] = _fit(pick("sdpa", 0.0, use_cache=True), hidden, heads, with_scores=False)["linear"]
+            cached = _fit(pick("sdpa", 0.0, use_cache=True), hidden, heads, with_scores=False)
+            entry["sdpa_use_cache_linear"] = cached["linear"]
         if pick("eager", DROPOUT_P):
             dropped = _fit([r for r in pick("eager", DROPOUT_P) if r["batch"] >= EAGER_MIN_BATCH], hidden, heads, True)
             entry["dropout_linear"] = dropped["linear"]
@@ -337,9 +340,11 @@ def main() -> None:
         raw[arch_id] = {"hidden": hidden, "heads": heads, "intermediate": a["intermediate"], "rows": rows}
         sdpa_text = f"{entry['attention']['sdpa']['linear']:8.3f}" if "sdpa" in entry["attention"] else "       -"
         print(f"{arch_id:28} sdpa {sdpa_text}  eager {eager['linear']:8.3f} + {eager['scores']:6.3f}*a*s/h"
-              + (f"  dropout {entry['dropout_linear']:8.3f} + {entry['dropout_scores']:6.3f}" if "dropout_linear" in entry else ""),
+              + (f"  dropout {entry['dropout_linear']:8.3f} + {entry['dropout_scores']:6.3f}"
+                 if "dropout_linear" in entry else ""),
               flush=True)
-    meta = {"torch": torch.__version__, "transformers": transformers.__version__, "layers": LAYERS, "fit_layer": FIT_LAYER}
+    meta = {"torch": torch.__version__, "transformers": transformers.__version__,
+            "layers": LAYERS, "fit_layer": FIT_LAYER}
     args.raw_out.write_text(json.dumps({**meta, "failures": failures, "measurements": raw}, indent=1) + "\n")
     args.coefficients_out.write_text(json.dumps(coefficients, indent=1, sort_keys=True) + "\n")
 
