@@ -53,6 +53,22 @@ def count_parameters(module: ModuleAnalysis, info: ClassInfo, call: cst.Call | N
     return counter.instance(info, call if call_chunk is not None else None, {}, depth=0, chunk=call_chunk)
 
 
+def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Architecture | None, str | None]:
+    """The architecture a plan is for: a catalog model by name, or the script's own model class
+    counted from its ``__init__``; else why there is none."""
+    from .architectures import find_architecture
+
+    if planned.model_name is not None:
+        architecture = find_architecture(str(planned.model_name))
+        if architecture is None:
+            where = f" ({planned.model_source})" if planned.model_source != "command line" else ""
+            return None, f"`{planned.model_name}`{where} is not in the model catalog"
+        return architecture, None
+    if module is not None and read is not None and read.local_model_class is not None:
+        return custom_architecture(module, read.local_model_class)
+    return None, planned.unknown_reason or "no model found in the script: give --model"
+
+
 def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | None, str | None]:
     """A catalog-like entry for the script's own model class (``found``: the reading of its construction),
     or why its parameters cannot be counted."""
@@ -64,6 +80,8 @@ def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | N
     if not count.known:
         listed = "; ".join(dict.fromkeys(count.unresolved[:3]))
         return None, f"the parameters of `{info.name}` ({found.source}) cannot all be counted: {listed}"
+    if count.params == 0:
+        return None, f"no layer with parameters found in `{info.name}.__init__` ({found.source})"
     return Architecture(
         id=info.name, family="custom", kind="custom", published_params=count.params,
         source=f"counted from `{info.name}.__init__` ({found.source})",

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from trainlint.analysis.module import ModuleAnalysis
 
-from .architectures import find_architecture
 from .costmodel import GIB, CannotEstimate, Plan
+from .custom_models import resolve_model
 from .hardware import UnknownTarget, resolve_target
 from .reading import plan_settings, read_inputs
 from .report import Report, build
@@ -32,12 +32,11 @@ def estimate_module(module: ModuleAnalysis, target_gpu: str | None) -> EditorEst
         target = resolve_target(target_gpu or REFERENCE_GPU)
     except UnknownTarget as error:
         return EditorEstimate(None, f"the target GPU is not known: {error}", bool(target_gpu))
-    planned = plan_settings(read_inputs(module), {})
-    if planned.model_name is None:
-        return EditorEstimate(None, planned.unknown_reason, bool(target_gpu))
-    architecture = find_architecture(str(planned.model_name))
+    read = read_inputs(module)
+    planned = plan_settings(read, {})
+    architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
-        return EditorEstimate(None, f"`{planned.model_name}` is not in the model catalog", bool(target_gpu))
+        return EditorEstimate(None, reason, bool(target_gpu))
     try:
         report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs)
     except CannotEstimate as error:

@@ -34,9 +34,10 @@ class ProjectedOom(Rule):
         from .reading import read_inputs
 
         read = ctx.module.module_wide("TL601 inputs", read_inputs)
-        if read.model is None or read.model.chunk is not ctx.chunk:
+        model = read.model or read.local_model_class
+        if model is None or model.chunk is not ctx.chunk:
             return
-        report = ctx.module.module_wide(f"TL601 report {gpu}", lambda module: _report(read, gpu))
+        report = ctx.module.module_wide(f"TL601 report {gpu}", lambda module: _report(module, read, gpu))
         if report is None or report.verdict != "oom":
             return
         result = report.result
@@ -45,8 +46,8 @@ class ProjectedOom(Rule):
         best = next((remedy for remedy in report.remedies if remedy.fits), None)
         advice = f"; the cheapest change that fits: {best.change} ({_gib(best.result.process.estimate)} GiB)" if best else ""
         ctx.report(
-            read.model.node,
-            f"`{read.model.value}` needs {_gib(result.process.low)}–{_gib(result.process.high)} GiB per GPU as configured "
+            model.node,
+            f"`{model.value}` needs {_gib(result.process.low)}–{_gib(result.process.high)} GiB per GPU as configured "
             f"(estimate {_gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
             f"{_gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {_gib(usable)} GiB: it does not fit "
             f"even at the low end{advice}",
@@ -54,14 +55,14 @@ class ProjectedOom(Rule):
                 ((found.chunk, found.node), f"{name.replace('_', ' ')}: {found.value}")
                 for name, found in read.found().items() if found.node is not None
             ],
-            chunk=read.model.chunk,
+            chunk=model.chunk,
             help=f"run `trainlint estimate {ctx.module.path} --gpu {gpu}` for the breakdown and every remedy",
         )
 
 
-def _report(read, gpu: str):
-    from .architectures import find_architecture
+def _report(module, read, gpu: str):
     from .costmodel import CannotEstimate, Plan
+    from .custom_models import resolve_model
     from .hardware import UnknownTarget, resolve_target
     from .reading import plan_settings
     from .report import build
@@ -71,7 +72,7 @@ def _report(read, gpu: str):
     except UnknownTarget:
         return None
     planned = plan_settings(read, {})
-    architecture = find_architecture(str(planned.model_name)) if planned.model_name is not None else None
+    architecture, _ = resolve_model(module, read, planned)
     if architecture is None:
         return None
     try:
@@ -136,6 +137,28 @@ ProjectedOom.MUST_FIRE = (
     ),
 )
 
+ProjectedOom.MUST_FIRE += (
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, width=50_000):
+                super().__init__()
+                self.fc1 = nn.Linear(width, width)
+                self.fc2 = nn.Linear(width, 10)
+
+        model = Net()
+        optimizer = torch.optim.Adam(model.parameters())
+        for x, y in loader:
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        """,
+        settings={"target_gpu": "t4"},
+    ),
+)
+
 ProjectedOom.MUST_NOT_FIRE = (
     Quiet(_FULL_FINE_TUNE.format(model="meta-llama/Meta-Llama-3-8B")),  # no target GPU configured
     Quiet(_FULL_FINE_TUNE.format(model="gpt2"), settings={"target_gpu": "h100-sxm"}),
@@ -145,11 +168,11 @@ ProjectedOom.MUST_NOT_FIRE = (
         import torch.nn as nn
 
         class Net(nn.Module):
-            def __init__(self):
+            def __init__(self, features):
                 super().__init__()
-                self.fc = nn.Linear(10 ** 6, 10 ** 4)
+                self.fc = nn.Linear(features, 10 ** 4)
 
-        model = Net()
+        model = Net(dataset.feature_count())
         """,
         settings={"target_gpu": "t4"},
     ),

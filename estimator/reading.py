@@ -416,12 +416,9 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> Scrip
         model_name, model_source = found["model"].value, found["model"].source
     elif "local_model_class" in found:
         local = found["local_model_class"]
-        reason = (
-            f"the model is a class defined in the script (`{local.value}`, {local.source}); counting the parameters "
-            "of local model classes is not supported yet: give --model"
-        )
+        inputs = {"model": (f"{local.value} (a class of the script)", local.source), **inputs}
     else:
         reason = "no model found in the script: give --model"
     if model_name is not None:
-        inputs = {"model": (model_name, model_source), **inputs}
+        inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     return ScriptPlan(settings, inputs, model_name, model_source, reason)

@@ -93,21 +93,47 @@ def test_what_is_not_in_the_script_is_assumed_and_the_command_line_wins():
     assert planned.inputs["optimizer"][1].startswith("line 14:")
 
 
-def test_a_local_model_class_is_not_guessed():
+def test_a_model_class_of_the_script_is_counted_from_its_init_or_not_at_all():
+    from trainlint.estimator.custom_models import resolve_model
+
     script = textwrap.dedent(
         """\
         import torch.nn as nn
 
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = nn.Linear(10, 2)
+        WIDTH = 512
 
-        model = Net()
+        class Block(nn.Module):
+            def __init__(self, dim, expansion=4):
+                super().__init__()
+                self.norm = nn.LayerNorm(dim)
+                self.up = nn.Linear(dim, dim * expansion)
+                self.down = nn.Linear(dim * expansion, dim, bias=False)
+
+        class Net(nn.Module):
+            def __init__(self, depth=6, classes=10):
+                super().__init__()
+                self.embed = nn.Embedding(1000, WIDTH)
+                self.blocks = nn.ModuleList([Block(WIDTH) for _ in range(depth)])
+                self.conv = nn.Conv2d(3, 16, kernel_size=(3, 3), padding=1)
+                self.lstm = nn.LSTM(WIDTH, 128, num_layers=2, bidirectional=True)
+                self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(WIDTH, classes))
+
+        model = Net(depth=4)
         """
     )
-    planned = plan_settings(_read(script), {})
-    assert planned.model_name is None and "Net" in planned.unknown_reason
+    module = ModuleAnalysis(script, "train.py")
+    read = read_inputs(module)
+    assert read.local_model_class.value == "Net" and read.local_model_class.line == 21
+    architecture, reason = resolve_model(module, read, plan_settings(read, {}))
+    block = 2 * 512 + (512 * 2048 + 2048) + 2048 * 512
+    lstm = 2 * (4 * 128 * (512 + 128) + 8 * 128) + 2 * (4 * 128 * (256 + 128) + 8 * 128)
+    assert reason is None
+    assert architecture.published_params == 1000 * 512 + 4 * block + (3 * 16 * 9 + 16) + lstm + (512 * 10 + 10)
+    unresolved = script.replace("nn.Linear(WIDTH, classes)", "nn.Linear(feature_count(), classes)")
+    module = ModuleAnalysis(unresolved, "train.py")
+    read = read_inputs(module)
+    architecture, reason = resolve_model(module, read, plan_settings(read, {}))
+    assert architecture is None and "feature_count()" in reason
 
 
 def test_the_cli_estimates_a_script(tmp_path):

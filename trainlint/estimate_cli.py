@@ -39,8 +39,8 @@ def add_parsers(commands, positive_int, comma_list) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    from trainlint.estimator.architectures import find_architecture
     from trainlint.estimator.costmodel import CannotEstimate, Plan
+    from trainlint.estimator.custom_models import resolve_model
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
     from trainlint.estimator.reading import plan_settings, read_inputs
     from trainlint.estimator.report import build, to_json, to_text
@@ -49,11 +49,12 @@ def run_estimate(args: argparse.Namespace) -> int:
         target = resolve_target(args.gpu, args.gpus)
     except UnknownTarget as error:
         return _unknown(args, str(error))
-    read = None
+    module = read = None
     if args.script is not None:
-        read = _read_script(args.script)
-        if isinstance(read, str):
-            return _unknown(args, read)
+        loaded = _read_script(args.script)
+        if isinstance(loaded, str):
+            return _unknown(args, loaded)
+        module, read = loaded
     overrides = {
         "model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
         "dtype": args.dtype, "optimizer": args.optimizer, "lora_rank": args.lora_rank,
@@ -62,12 +63,9 @@ def run_estimate(args: argparse.Namespace) -> int:
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
     }
     planned = plan_settings(read, overrides)
-    if planned.model_name is None:
-        return _unknown(args, planned.unknown_reason or "no model")
-    architecture = find_architecture(str(planned.model_name))
+    architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
-        where = f" ({planned.model_source})" if planned.model_source != "command line" else ""
-        return _unknown(args, f"unknown model {planned.model_name!r}{where}: not in the catalog, so there is no honest number to give")
+        return _unknown(args, f"{reason}: there is no honest number to give")
     settings = dict(planned.settings)
     settings["offload"] = tuple(args.offload or ())
     settings["gpus"] = target.count
@@ -95,7 +93,7 @@ def _read_script(path: str):
     except DecodeError as error:
         return f"cannot read {path}: {error}"
     module = ModuleAnalysis(text, path, workspace=Workspace([Path(path).resolve().parent]))
-    return read_inputs(module)
+    return module, read_inputs(module)
 
 
 def _unknown(args: argparse.Namespace, reason: str) -> int:
