@@ -69,6 +69,7 @@ class ScriptInputs:
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
     sharding: Found | None = None
+    offload: Found | None = None
     max_new_tokens: Found | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -136,6 +137,16 @@ class _Reader:
         if isinstance(node, (cst.List, cst.Tuple)):
             items = [self.value(element.value, chunk, depth + 1) for element in node.elements]
             return UNKNOWN if any(item is UNKNOWN for item in items) else tuple(items)
+        if isinstance(node, cst.Dict):
+            entries = {}
+            for element in node.elements:
+                if not isinstance(element, cst.DictElement):
+                    return UNKNOWN  # `**other`
+                key = self.value(element.key, chunk, depth + 1)
+                if not isinstance(key, str):
+                    return UNKNOWN
+                entries[key] = self.value(element.value, chunk, depth + 1)
+            return entries
         return UNKNOWN
 
     def _module_constant(self, name: str, depth: int) -> Any:
@@ -231,6 +242,20 @@ class _Reader:
             attention = self.value(self.keyword(node, "attn_implementation"), chunk)
             if isinstance(attention, str):
                 self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
+        if name == "deepspeed.initialize" or head in ("TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"):
+            config = self.keyword(node, ("config", "config_params", "deepspeed"))
+            if config is not None:
+                self._read_deepspeed(self.value(config, chunk), node, chunk)
+        if head == "DeepSpeedPlugin":
+            stage = self.value(self.keyword(node, "zero_stage"), chunk)
+            if stage in (1, 2, 3):
+                self._set("sharding", f"zero{stage}", node, chunk)
+            offloaded = tuple(
+                part for part, keyword in (("optimizer", "offload_optimizer_device"), ("params", "offload_param_device"))
+                if self.value(self.keyword(node, keyword), chunk) in ("cpu", "nvme")
+            )
+            if offloaded:
+                self._set("offload", offloaded, node, chunk)
         if head in ("DistributedDataParallel", "DDP"):
             self._set("sharding", "ddp", node, chunk)
         elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard"):
@@ -268,6 +293,24 @@ class _Reader:
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
         self._set("mode", "train", node, chunk)
+
+    def _read_deepspeed(self, config: Any, node: cst.Call, chunk: ParsedChunk) -> None:
+        """A DeepSpeed config given as a dict, or as the path of a JSON file next to the script."""
+        if isinstance(config, str) and config.endswith(".json"):
+            config = _workspace_json(self.module.path, config)
+        if not isinstance(config, dict):
+            return
+        zero = config.get("zero_optimization")
+        if not isinstance(zero, dict):
+            return
+        if zero.get("stage") in (1, 2, 3):
+            self._set("sharding", f"zero{zero['stage']}", node, chunk)
+        offloaded = tuple(
+            part for part, key in (("optimizer", "offload_optimizer"), ("params", "offload_param"))
+            if isinstance(zero.get(key), dict) and zero[key].get("device") in ("cpu", "nvme")
+        )
+        if offloaded:
+            self._set("offload", offloaded, node, chunk)
 
     def _read_quantisation(self, node: cst.Call, chunk: ParsedChunk) -> None:
         if self.value(self.keyword(node, "load_in_4bit"), chunk) is True:
@@ -310,6 +353,23 @@ class _Reader:
                 self._set("batch_size", value, node, chunk)
             elif _LENGTH_OPTIONS.match(name):
                 self._set("seq_len", value, node, chunk)
+
+
+def _workspace_json(script: str, relative: str) -> Any:
+    """A JSON file the script names, looked up next to the script (and its parents up to three levels):
+    workspace files only, never fetched."""
+    import json
+    from pathlib import Path
+
+    base = Path(script).resolve().parent
+    for folder in (base, *list(base.parents)[:3]):
+        candidate = folder / relative
+        if candidate.is_file() and candidate.stat().st_size < 1_000_000:
+            try:
+                return json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+    return None
 
 
 def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:
@@ -371,7 +431,7 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 # ---------------------------------------------------------------------- to a plan
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "quant",
-    "gradient_checkpointing", "attention", "sharding",
+    "gradient_checkpointing", "attention", "sharding", "offload",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -400,8 +460,9 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> Scrip
         elif name in DEFAULTS:
             settings[name] = DEFAULTS[name]
             inputs[name] = (DEFAULTS[name], "assumed")
-    if "lora_targets" in settings:
-        settings["lora_targets"] = tuple(settings["lora_targets"])
+    for name in ("lora_targets", "offload"):
+        if name in settings:
+            settings[name] = tuple(settings[name])
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
     if overrides.get("max_context") is not None:
         settings["max_context"] = overrides["max_context"]

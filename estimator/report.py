@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from .costmodel import GIB, Estimate, Plan, estimate, verdict
-from .hardware import Target
+from .hardware import Target, load_instances
 from .remedies import Remedy, max_batch_size, remedies, smallest_gpu
 
 BAR_WIDTH = 30
@@ -23,6 +23,7 @@ class Report:
     remedies: list[Remedy] = field(default_factory=list)
     max_batch_size: int | None = None
     smallest_gpu: str | None = None
+    smallest_instances: list[str] = field(default_factory=list)  # cloud instances with one such GPU
 
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]]) -> Report:
@@ -35,6 +36,10 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]]) -> 
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)
         report.smallest_gpu = gpu.id if gpu is not None else None
+        if gpu is not None:
+            report.smallest_instances = [
+                instance.name for instance in load_instances() if instance.gpu == gpu.id and instance.count == 1 and instance.slice_bytes is None
+            ][:3]
     if plan.mode in ("train", "infer", "generate") and not math.isinf(result.process.high):
         report.max_batch_size = max_batch_size(plan, target, context)
     return report
@@ -59,6 +64,7 @@ def to_json(report: Report) -> dict:
         ],
         "max_batch_size": report.max_batch_size,
         "smallest_gpu": report.smallest_gpu,
+        "smallest_gpu_instances": report.smallest_instances,
         "notes": result.assumptions,
     }
 
@@ -97,7 +103,8 @@ def to_text(report: Report) -> str:
     elif report.verdict != "fits":
         lines.append("not even batch size 1 fits with margin")
     if report.smallest_gpu:
-        lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}")
+        instances = f" (e.g. {', '.join(report.smallest_instances)})" if report.smallest_instances else ""
+        lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}{instances}")
     if result.assumptions:
         lines.append("assumptions:")
         lines += [f"  - {note}" for note in result.assumptions]

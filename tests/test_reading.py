@@ -154,3 +154,14 @@ def test_the_cli_estimates_a_script(tmp_path):
         [sys.executable, "-m", "trainlint", "estimate", str(unknown), "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert refused.returncode == 2 and json.loads(refused.stdout)["verdict"] == "unknown"
+
+
+def test_a_deepspeed_config_file_next_to_the_script(tmp_path):
+    (tmp_path / "ds_config.json").write_text(json.dumps({
+        "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}, "bf16": {"enabled": True},
+    }), encoding="utf-8")
+    script = QLORA.replace('bf16=True, optim="adamw_bnb_8bit")', 'bf16=True, deepspeed="ds_config.json")')
+    found = read_inputs(ModuleAnalysis(script, str(tmp_path / "train.py"))).found()
+    assert found["sharding"].value == "zero3" and found["offload"].value == ("optimizer",)
+    inline = PLAIN + '\nengine, *_ = deepspeed.initialize(model=model, config={"zero_optimization": {"stage": 2}})\n'
+    assert read_inputs(ModuleAnalysis("import deepspeed\n" + inline, "train.py")).found()["sharding"].value == "zero2"

@@ -61,13 +61,13 @@ def run_estimate(args: argparse.Namespace) -> int:
         "lora_targets": tuple(args.lora_targets) if args.lora_targets else None, "quant": args.quant,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
+        "offload": tuple(args.offload) if args.offload else None,
     }
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
         return _unknown(args, f"{reason}: there is no honest number to give")
     settings = dict(planned.settings)
-    settings["offload"] = tuple(args.offload or ())
     settings["gpus"] = target.count
     try:
         report = build(Plan(model=architecture, **settings), target, planned.inputs)
