@@ -12,7 +12,9 @@ from .rules.stuck_eval_mode import StuckEvalMode
 from .rules.unscaled_accumulation import UnscaledAccumulation
 from .rules.bce_activation_mismatch import BceActivationMismatch
 from .rules.clip_before_unscale import ClipBeforeUnscale
+from .rules.contradictory_determinism import ContradictoryDeterminism
 from .rules.dataloader_tuning import DataloaderTuning
+from .rules.device_accumulation import DeviceAccumulation
 from .rules.discarded_transfer import DiscardedTransfer
 from .rules.dropout_always_on import DropoutAlwaysOn
 from .rules.grad_enabled_eval import GradEnabledEval
@@ -20,6 +22,7 @@ from .rules.layer_in_forward import LayerInForward
 from .rules.ddp_without_sampler import DdpWithoutSampler
 from .rules.redundant_transfer import RedundantTransfer
 from .rules.retain_graph_in_loop import RetainGraphInLoop
+from .rules.seed_zero_ignored import SeedZeroIgnored
 from .rules.retained_graph import RetainedGraph
 from .rules.softmax_before_cross_entropy import SoftmaxBeforeCrossEntropy
 from .rules.sync_in_hot_loop import SyncInHotLoop
@@ -34,7 +37,9 @@ BUILTIN_RULES: tuple[type[Rule], ...] = (
     UnscaledAccumulation,
     BceActivationMismatch,
     ClipBeforeUnscale,
+    ContradictoryDeterminism,
     DataloaderTuning,
+    DeviceAccumulation,
     DiscardedTransfer,
     DropoutAlwaysOn,
     GradEnabledEval,
@@ -42,6 +47,7 @@ BUILTIN_RULES: tuple[type[Rule], ...] = (
     DdpWithoutSampler,
     RedundantTransfer,
     RetainGraphInLoop,
+    SeedZeroIgnored,
     RetainedGraph,
     SoftmaxBeforeCrossEntropy,
     SyncInHotLoop,

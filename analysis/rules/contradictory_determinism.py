@@ -1,0 +1,220 @@
+"""The script asks for deterministic results and also turns on `cudnn.benchmark`, which undoes it.
+
+`torch.backends.cudnn.deterministic = True` and `torch.use_deterministic_algorithms(True)` ask
+for reproducible kernels. `torch.backends.cudnn.benchmark = True` asks cuDNN to time the
+candidate convolution algorithms on the first batches and keep the fastest, and which one wins
+varies from run to run: results change between runs that were meant to be identical, and the
+debugging of "non-reproducible" experiments starts. When both are set on the same path, the
+reproducibility request is not met.
+
+How to fix: set `cudnn.benchmark = True` only when determinism is not asked for (in the `else`
+branch of the seeding code), or set it to `False` when seeding.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Condition, Event
+from ..model import Severity
+from .base import Fires, Quiet, Rule
+
+_BENCHMARK = "torch.backends.cudnn.benchmark"
+_DETERMINISTIC = "torch.backends.cudnn.deterministic"
+
+
+class ContradictoryDeterminism(Rule):
+    code = "TL402"
+    name = "contradictory-determinism"
+    severity = Severity.WARNING
+
+    def check(self, ctx) -> None:
+        benchmarks = [event for scope in ctx.scopes for event in scope.events if _sets(event, _BENCHMARK)]
+        if not benchmarks:
+            return
+        requests = ctx.module.module_wide("TL402 determinism requests", _determinism_requests)
+        for benchmark in benchmarks:
+            request = next((r for r in requests if _same_path(benchmark, r)), None)
+            if request is not None:
+                self._report(ctx, benchmark, request)
+
+    def _report(self, ctx, benchmark: AssignEvent, request: Event) -> None:
+        asked = " ".join(request.chunk.code_for(request.node).split())
+        ctx.report(
+            benchmark.node,
+            f"`{_code(benchmark)}` lets cuDNN pick convolution algorithms by timing them, which differs from run to "
+            f"run, while `{asked}` (line {request.chunk.line_of(request.node)}) asks for deterministic results on the "
+            f"same path: the runs meant to be reproducible are not",
+            evidence=[
+                ((request.chunk, request.node), "determinism requested here"),
+                ((benchmark.chunk, benchmark.node), "and benchmark mode turned on on the same path"),
+            ],
+            chunk=benchmark.chunk,
+            help="turn benchmark mode on only when determinism is not requested (or set it to False when seeding)",
+        )
+
+
+def _sets(event: Event, target: str) -> bool:
+    """`<target> = True` (the target spelled through any import alias)."""
+    if not isinstance(event, AssignEvent) or not isinstance(event.node, cst.Assign):
+        return False
+    if not (isinstance(event.node.value, cst.Name) and event.node.value.value == "True"):
+        return False
+    return any(event.scope.summary.canonical(key) == target for key in event.targets)
+
+
+def _determinism_requests(module) -> list[Event]:
+    found: list[Event] = []
+    for scope in module.all_scopes:
+        for event in scope.events:
+            if _sets(event, _DETERMINISTIC):
+                found.append(event)
+            elif isinstance(event, CallEvent) and event.callee == "torch.use_deterministic_algorithms" and event.arg_nodes:
+                first = event.arg_nodes[0].value
+                if isinstance(first, cst.Name) and first.value == "True":
+                    found.append(event)
+    return found
+
+
+def _same_path(benchmark: Event, request: Event) -> bool:
+    """Both run on one path: the benchmark is unconditional in its scope, or both sit in the same branch."""
+    conditions = benchmark.context.conditions
+    if not conditions:
+        return True
+    if request.scope is not benchmark.scope:
+        return False
+    return _branch(conditions) <= _branch(request.context.conditions)
+
+
+def _branch(conditions: tuple[Condition, ...]) -> set[tuple[int, str]]:
+    return {(id(condition.node), condition.branch) for condition in conditions}
+
+
+def _code(event: Event) -> str:
+    return " ".join(event.chunk.code_for(event.node).split())
+
+
+ContradictoryDeterminism.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        torch.manual_seed(0)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Fires(
+        """
+        import random
+        import torch
+        import torch.backends.cudnn as cudnn
+
+        def main(args):
+            if args.seed is not None:
+                random.seed(args.seed)
+                torch.manual_seed(args.seed)
+                cudnn.deterministic = True
+            cudnn.benchmark = True
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from torch.backends import cudnn
+
+        def seed_all(seed):
+            torch.manual_seed(seed)
+            cudnn.deterministic = True
+
+        seed_all(1)
+        cudnn.benchmark = True
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        if args.reproducible:
+            torch.backends.cudnn.deterministic = True
+            torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        class Trainer:
+            def setup(self):
+                torch.backends.cudnn.benchmark = True
+
+            def seed(self):
+                torch.use_deterministic_algorithms(True)
+        """
+    ),
+)
+
+ContradictoryDeterminism.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+
+        torch.manual_seed(0)
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark = False
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import torch.backends.cudnn as cudnn
+
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+            cudnn.deterministic = True
+        else:
+            cudnn.benchmark = True
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        if args.deterministic:
+            torch.use_deterministic_algorithms(True)
+        if not args.deterministic:
+            torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        torch.backends.cudnn.deterministic = False
+        torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark = True
+        """
+    ),
+)

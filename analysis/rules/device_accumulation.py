@@ -1,0 +1,262 @@
+"""GPU tensors kept every iteration in a container that outlives the loop: VRAM grows until the run dies.
+
+Outputs, generated token ids, rewards or logits appended to a list for later metrics stay on the
+GPU as long as the list holds them. Without a graph each is small, but the list grows every step:
+memory climbs for hours and the run dies with CUDA out-of-memory near the end of an epoch (or of
+the first evaluation), after the GPU time is spent. It is the device cousin of the retained-graph
+leak and just as silent.
+
+How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
+scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
+every N steps.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent
+from ..model import Severity
+from ..values import GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
+from .base import Fires, Quiet, Rule
+
+_ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
+_CLEARING = frozenset({"clear", "pop", "popleft"})
+_DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
+_STEP_WORDS = re.compile(r"step|iter|True", re.I)
+
+
+class DeviceAccumulation(Rule):
+    code = "TL104"
+    name = "device-accumulation"
+    severity = Severity.WARNING
+
+    def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            for event in scope.events:
+                if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
+                    continue
+                loop = next((l for l in event.context.loops if _steps_through_data(l)), None)
+                if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
+                    continue  # graph-carrying values are TL101's
+                why = _on_the_gpu(ctx, scope, event)
+                if why is None or _bounded_or_emptied(scope, event, loop):
+                    continue
+                self._report(ctx, scope, event, loop, why)
+
+    def _report(self, ctx, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
+        stored = " ".join(scope.chunk.code_for(event.value_node).split())
+        ctx.report(
+            event.node,
+            f"`{stored}` stays on the GPU in `{event.container}`, which grows every iteration of the loop on line "
+            f"{ctx.line_of((scope.chunk, loop.node))} and outlives it: VRAM use climbs until the run runs out of memory",
+            evidence=[why, ((scope.chunk, loop.node), "the loop"), ((scope.chunk, event.node), f"kept in `{event.container}`")],
+            help=f"store a host copy (`{stored}.detach().cpu()`, or `.item()` / `.tolist()`), or clear `{event.container}` periodically",
+        )
+
+
+def _steps_through_data(loop: Loop) -> bool:
+    """A loop over batches or steps, whose length grows with the data: a loop over a dict's items or over
+    a fixed number of generated tokens builds a bounded result."""
+    if LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
+        return True
+    node = loop.node
+    return isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None
+
+
+def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
+    """Evidence that the stored tensor lives on the GPU, or None."""
+    text = scope.chunk.code_for(event.value_node).strip()
+    if _ON_HOST.search(text):
+        return None
+    value = event.value
+    if ON_DEVICE in value.tags and MODEL not in value.tags:
+        return ((scope.chunk, event.value_node), f"`{text}` is on the accelerator")
+    if ctx.module.cuda_line is None:
+        return None
+    producer = None
+    if TENSOR in value.tags and value.site is not None:
+        producer = next((call for call in scope.calls() if call.node is value.site[1]), None)
+    elif isinstance(event.value_node, cst.Name):  # `ids = model.generate(...)` on a receiver the analysis does not know
+        producer = _last_assigned_call(scope, event, event.value_node.value)
+    if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
+        what = "generated ids" if producer.method == "generate" else "the model's output"
+        return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
+    return None
+
+
+def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:
+    assigned = None
+    for other in scope.events:
+        if other is before:
+            break
+        if isinstance(other, AssignEvent) and other.targets == (name,) and isinstance(other.value_node, cst.Call):
+            assigned = other.value_node
+    return next((call for call in scope.calls() if call.node is assigned), None) if assigned is not None else None
+
+
+def _bounded_or_emptied(scope: ScopeAnalysis, event: StoreEvent, loop: Loop) -> bool:
+    """A `deque(maxlen=...)`, or a container cleared, rebound or drained inside the loop."""
+    container = event.container
+    for index, expression, _ in scope.summary.bindings.get(container, ()):
+        if "maxlen" in scope.summary.chunks[index].code_for(expression):
+            return True
+    for other in scope.events:
+        if isinstance(other, AssignEvent) and container in other.targets:
+            if other.value_node is not None and "maxlen" in scope.chunk.code_for(other.value_node):
+                return True
+            if loop in other.context.loops:
+                return True  # rebound each iteration (or every N): it does not grow without bound
+        if isinstance(other, CallEvent) and loop in other.context.loops and other.receiver_key == container and other.method in _CLEARING:
+            return True
+        if isinstance(other.node, cst.Del) and loop in other.context.loops and container in scope.chunk.code_for(other.node):
+            return True
+    return False
+
+
+DeviceAccumulation.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        model = torch.nn.Linear(16, 4).cuda()
+        predictions = []
+        with torch.no_grad():
+            for x, y in loader:
+                predictions.append(model(x.cuda()))
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        def collect_rewards(policy, env_batches):
+            rewards = []
+            for batch in env_batches:
+                scores = torch.zeros(len(batch), device="cuda")
+                rewards.append(scores)
+            return rewards
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        responses = []
+        for step, prompts in enumerate(loader):
+            with torch.no_grad():
+                ids = model.generate(prompts.to(device), max_new_tokens=64)
+            responses.append(ids)
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        model = torch.nn.Linear(32, 8).cuda()
+        all_logits = {}
+        with torch.no_grad():
+            for name, x in eval_sets:
+                all_logits[name] = model(x.to("cuda")).detach()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        model = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.ReLU()).cuda()
+        outputs = []
+        for epoch in range(10):
+            for x in loader:
+                out = model(x.cuda())
+                loss = out.mean()
+                loss.backward()
+                outputs.append(out.detach())
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        buffer = []
+        for x in loader:
+            embedding = encoder(x).detach().to("cuda")
+            buffer.extend(embedding)
+        """
+    ),
+)
+
+DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+
+        model = torch.nn.Linear(16, 4).cuda()
+        predictions = []
+        with torch.no_grad():
+            for x, y in loader:
+                predictions.append(model(x.cuda()).cpu())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        losses = []
+        for x, y in loader:
+            loss = criterion(model(x.cuda()), y.cuda())
+            losses.append(loss.item())
+        """
+    ),
+    Quiet(
+        """
+        from collections import deque
+        import torch
+
+        recent = deque(maxlen=100)
+        for x in loader:
+            recent.append(torch.zeros(4, device="cuda"))
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        window = []
+        for step, x in enumerate(loader):
+            window.append(torch.ones(8, device="cuda"))
+            if step % 100 == 0:
+                log(torch.stack(window).mean())
+                window.clear()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        for x in loader:
+            batch_outputs = []
+            batch_outputs.append(torch.ones(8, device="cuda"))
+        """
+    ),
+    Quiet(
+        """
+        predictions = []
+        for x in loader:
+            predictions.append(model(x))
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        ids = []
+        for prompts in loader:
+            generated = model.generate(prompts.cuda())
+            ids.extend(generated.tolist())
+        """
+    ),
+)

@@ -1,0 +1,219 @@
+"""A seed is applied only when it is truthy, so `--seed 0` silently means "not seeded".
+
+`if args.seed: torch.manual_seed(args.seed)`, `Generator().manual_seed(s) if s else None` and
+`seed = args.seed or 42` all treat 0 as "no seed given". Zero is a common, valid seed (it is the
+default of many sweeps), so the run that was meant to be reproducible is not — or quietly uses
+another seed — and two "identical" runs disagree. Nothing warns; the difference shows up weeks
+later as an irreproducible result.
+
+How to fix: test for absence explicitly, `if args.seed is not None:` (and
+`args.seed if args.seed is not None else 42` for a default).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..model import Severity
+from ..names import dotted
+from ..tree import walk
+from .base import Fires, Quiet, Rule
+
+
+class SeedZeroIgnored(Rule):
+    code = "TL403"
+    name = "seed-zero-ignored"
+    severity = Severity.ERROR
+    fixable = True
+
+    def check(self, ctx) -> None:
+        if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
+            return
+        for node in walk(ctx.chunk.module):
+            if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(node.body):
+                self._report(ctx, node.test, "applies the seed only when it is truthy")
+            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(node.body):
+                self._report(ctx, node.test, "builds a seeded generator only when the seed is truthy")
+            elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or) and _seed_name(node.left):
+                self._report_default(ctx, node)
+
+    def _report(self, ctx, test: cst.BaseExpression, what: str) -> None:
+        name = ctx.chunk.code_for(test)
+        ctx.report(
+            test,
+            f"`{name}` is false for seed 0, so this code {what}: `--seed 0` runs unseeded and two runs with the same "
+            f"seed differ",
+            evidence=[((ctx.chunk, test), f"`{name}` tests truthiness, not presence")],
+            help=f"test `{name} is not None`",
+            fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(test, f"{name} is not None")]),
+        )
+
+    def _report_default(self, ctx, node: cst.BooleanOperation) -> None:
+        name = ctx.chunk.code_for(node.left)
+        default = ctx.chunk.code_for(node.right)
+        ctx.report(
+            node,
+            f"`{ctx.chunk.code_for(node)}` replaces seed 0 with {default}: `--seed 0` silently runs with another seed",
+            evidence=[((ctx.chunk, node), f"`or` treats 0 like a missing `{name}`")],
+            help=f"write `{name} if {name} is not None else {default}`",
+            fix=ctx.fix(
+                f"keep seed 0: `{name} if {name} is not None else {default}`",
+                [ctx.edit_replace(node, f"{name} if {name} is not None else {default}")],
+            ),
+        )
+
+
+def _seed_name(test: cst.BaseExpression) -> bool:
+    """A bare name or attribute that holds a seed: `seed`, `args.seed`, `cfg.random_seed`."""
+    name = dotted(test)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1].lower()
+    return last == "seed" or last.endswith("_seed") or last.startswith("seed_")
+
+
+def _seeds_inside(node: cst.CSTNode) -> bool:
+    for inner in walk(node):
+        if isinstance(inner, cst.Call):
+            func = inner.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if "seed" in name.lower():
+                return True
+    return False
+
+
+SeedZeroIgnored.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        if args.seed:
+            torch.manual_seed(args.seed)
+        """,
+        fixed="""
+        import torch
+
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        generator = torch.Generator(device="cuda").manual_seed(seed) if seed else None
+        """,
+        fixed="""
+        import torch
+
+        generator = torch.Generator(device="cuda").manual_seed(seed) if seed is not None else None
+        """,
+    ),
+    Fires(
+        """
+        from transformers import set_seed
+
+        set_seed(args.seed or 42)
+        """,
+        fixed="""
+        from transformers import set_seed
+
+        set_seed(args.seed if args.seed is not None else 42)
+        """,
+    ),
+    Fires(
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def setup(cfg):
+            if cfg.random_seed:
+                random.seed(cfg.random_seed)
+                np.random.seed(cfg.random_seed)
+                torch.manual_seed(cfg.random_seed)
+        """
+    ),
+    Fires(
+        """
+        import lightning as L
+
+        def main(seed=0):
+            seed = seed or 1234
+            L.seed_everything(seed)
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, seed):
+                if seed:
+                    self.generator = torch.Generator().manual_seed(seed)
+                elif self.deterministic:
+                    torch.manual_seed(0)
+        """
+    ),
+)
+
+SeedZeroIgnored.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch
+
+        if args.seed is not None:
+            torch.manual_seed(args.seed)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        if args.seed >= 0:
+            torch.manual_seed(args.seed)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        if args.deterministic:
+            torch.use_deterministic_algorithms(True)
+        """
+    ),
+    Quiet(
+        """
+        seed = args.seed if args.seed is not None else 42
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        if args.seed:
+            print("seeding with", args.seed)
+        torch.manual_seed(args.seed)
+        """
+    ),
+    Quiet(
+        """
+        workers = args.workers or 4
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        if use_seedable_sampler:
+            sampler.set_seed(42)
+        """
+    ),
+)
