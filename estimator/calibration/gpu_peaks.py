@@ -122,8 +122,8 @@ def _tiny(a: dict) -> dict:
     heads, kv = a.get("heads") or 4, a.get("kv_heads") or a.get("heads") or 4
     a.update(layers=2, hidden=64, heads=4, head_dim=16, intermediate=128)
     a["kv_heads"] = 4 if kv == heads else (1 if kv == 1 else 2)
-    if a.get("vocab"):
-        a["vocab"] = 1000
+    if a.get("vocab"):  # kept up to 32,768: configs' default pad_token_id must stay inside it (Phi-3's is 32,000)
+        a["vocab"] = min(a["vocab"], 32768)
     if a.get("max_positions"):
         a["max_positions"] = 512
     if a.get("learned_positions"):
@@ -220,8 +220,11 @@ def _quantise_nf4(model, torch, device) -> int:
             new = bnb.nn.Linear4bit(child.in_features, child.out_features, bias=child.bias is not None,
                                     compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4",
                                     device="meta")
-            weight = bnb.nn.Params4bit(child.weight.data, requires_grad=False, compress_statistics=True,
-                                       quant_type="nf4")
+            options = dict(requires_grad=False, compress_statistics=True, quant_type="nf4")
+            try:
+                weight = bnb.nn.Params4bit(child.weight.data, module=new, **options)
+            except TypeError:  # bitsandbytes before 0.43 has no module argument
+                weight = bnb.nn.Params4bit(child.weight.data, **options)
             new.weight = weight.to(device)  # quantises
             if child.bias is not None:
                 new.bias = torch.nn.Parameter(child.bias.data, requires_grad=False)
@@ -471,6 +474,20 @@ def _worker_main(spec_json: str, result_path: str, dry_run: bool) -> None:
 
 
 # ====================================================================== parent (the run)
+_CURRENT: list[subprocess.Popen] = []
+
+
+def _on_term(signum, frame) -> None:
+    """Killed from outside (a timeout around the whole run): take the running worker down too. OUT.json
+    already holds every configuration finished so far."""
+    for proc in _CURRENT:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    raise SystemExit(128 + signum)
+
+
 def _run_subprocess(what: str, timeout: float, dry_run: bool) -> tuple[dict, float]:
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
@@ -482,6 +499,7 @@ def _run_subprocess(what: str, timeout: float, dry_run: bool) -> tuple[dict, flo
         start = time.monotonic()
         proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, text=True, errors="replace")
+        _CURRENT[:] = [proc]
         try:
             output, _ = proc.communicate(timeout=max(timeout, 1.0))
             timed_out = False
@@ -489,6 +507,8 @@ def _run_subprocess(what: str, timeout: float, dry_run: bool) -> tuple[dict, flo
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
             timed_out = True
+        finally:
+            _CURRENT.clear()
         seconds = round(time.monotonic() - start, 2)
         if result_path.exists():
             try:
@@ -576,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("OUT.json is required")
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
     run(args.out, specs, args.budget, args.dry_run)
     return 0
 
