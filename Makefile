@@ -14,8 +14,11 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) install --quiet -e .
 	touch $@
 
+# VRAMGuard's tests need torch: the CPU build pinned here is a local file on the project's machines
+# (an unpinned `torch` would download a multi-gigabyte CUDA build).
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(PIP) install --quiet -e '.[dev]'
+	$(PIP) install --quiet torch==2.13.0
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
