@@ -72,6 +72,11 @@ class Finding(msgspec.Struct, frozen=True):
     evidence: tuple[Evidence, ...] = ()
     help: str = ""
     fix: Fix | None = None
+    # In a notebook: the cell (1-based, as editors number them) and the line and column inside it;
+    # line and column above are then positions in the .ipynb file.
+    cell: int | None = None
+    cell_line: int | None = None
+    cell_column: int | None = None
 
     @property
     def span(self) -> Span:

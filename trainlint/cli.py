@@ -20,6 +20,7 @@ import trainlint
 from trainlint.analysis.engine import SYNTAX_ERROR, analyze_source
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
+from trainlint.notebooks import Notebook, NotebookError
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
@@ -190,6 +191,9 @@ def _run_task(task: _Task) -> _Outcome:
     def analyze(source: str | bytes) -> list[Finding]:
         return [f for f in analyze_source(source, task.path, task.settings, workspace=workspace) if f.code not in task.ignored]
 
+    if task.path.endswith(".ipynb"):
+        return _run_notebook(task, data, analyze)
+
     findings = analyze(data)
     try:
         source = SourceFile.decode(data)
@@ -219,6 +223,54 @@ def _workspace(roots: tuple[str, ...]) -> Workspace:
     if workspace is None:
         workspace = _WORKSPACES[roots] = Workspace([Path(root) for root in roots])
     return workspace
+
+
+def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
+    """A notebook's code cells as one program; findings placed in cells and in the file; fixes written into the cells."""
+    try:
+        raw = data.decode("utf-8")
+        notebook = Notebook(raw)
+    except (UnicodeDecodeError, NotebookError) as error:
+        code, name = SYNTAX_ERROR
+        return _Outcome(task.path, [Finding(
+            path=task.path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
+            severity=Severity.ERROR, message=f"cannot read the notebook: {error}",
+        )], None)
+    if not notebook.is_python or not notebook.cells:
+        return _Outcome(task.path, [], None)
+    findings = analyze(notebook.text)
+    if not task.fix or not any(finding.fix is not None for finding in findings):
+        return _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None)
+    outcome = fix_until_stable(notebook.text, analyze, findings=findings)
+    fixed_raw = notebook.with_program(outcome.text)
+    changed = fixed_raw != raw
+    remaining = _in_notebook(Notebook(fixed_raw), analyze(Notebook(fixed_raw).text)) if changed else _in_notebook(notebook, findings)
+    return _Outcome(
+        task.path, remaining, fixed_raw if remaining else None,
+        fixed=fixed_raw.encode("utf-8") if changed else None,
+        diff=unified_diff(raw, fixed_raw, task.path) if changed else "",
+        fix_count=outcome.applied, fix_rejected=outcome.rejected,
+    )
+
+
+def _in_notebook(notebook: Notebook, findings: list[Finding]) -> list[Finding]:
+    """Program positions to file positions (line, column) and cell positions; the markers' lines never hold findings."""
+    placed = []
+    for finding in findings:
+        cell = notebook.cell_position(finding.line, finding.column)
+        line, column = notebook.file_position(finding.line, finding.column)
+        end_line, end_column = notebook.file_position(finding.end_line, finding.end_column)
+        evidence = tuple(
+            msgspec.structs.replace(item, line=notebook.file_position(item.line, 1)[0]) if item.path is None else item
+            for item in finding.evidence
+        )
+        placed.append(msgspec.structs.replace(
+            finding, line=line, column=column, end_line=end_line, end_column=end_column, evidence=evidence,
+            cell=cell.cell if cell else None, cell_line=cell.line if cell else None, cell_column=cell.column if cell else None,
+            # a fix's edits are positions in the joined program: `--fix` applies them; they are not file edits
+            fix=msgspec.structs.replace(finding.fix, edits=()) if finding.fix is not None else None,
+        ))
+    return placed
 
 
 def _unreadable(path: str, error: OSError) -> Finding:

@@ -95,7 +95,7 @@ def discover_files(paths: Sequence[str], exclusions: Exclusions) -> list[str]:
             for name in sorted(files):
                 candidate = here / name
                 if (
-                    name.endswith(".py")
+                    name.endswith((".py", ".ipynb"))
                     and not exclusions.excludes(candidate, is_dir=False)
                     and not gitignores.ignores(candidate, is_dir=False, boundary=boundary)
                 ):

@@ -31,6 +31,13 @@ def render_json(report: Report) -> str:
 
 
 def _finding(finding: Finding) -> dict[str, Any]:
+    entry = _fields(finding)
+    if finding.cell is not None:  # a notebook: positions are in the .ipynb file; these say where in the cell
+        entry["cell"] = {"number": finding.cell, "line": finding.cell_line, "column": finding.cell_column}
+    return entry
+
+
+def _fields(finding: Finding) -> dict[str, Any]:
     return {
         "path": finding.path,
         "line": finding.line,

@@ -74,7 +74,8 @@ def _plural(count: int, noun: str) -> str:
 def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
     severity = paint(finding.severity.label, _SEVERITY_COLOURS[finding.severity])
     rule = paint(f"{finding.code} {finding.name}", _BOLD)
-    location = paint(f"{finding.path}:{finding.line}:{finding.column}:", _BOLD)
+    where = f"cell {finding.cell}:{finding.cell_line}:{finding.cell_column}" if finding.cell is not None else f"{finding.line}:{finding.column}"
+    location = paint(f"{finding.path}:{where}:", _BOLD)
     lines = [f"{location} {severity} {rule}: {finding.message}"]
     frame = _code_frame(report, finding)
     width = max((len(str(number)) for number, _, _ in frame), default=1)
