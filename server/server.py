@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
@@ -30,6 +31,8 @@ from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, fin
 from trainlint.estimator.anchors import BATCH_SIZE, MODEL
 from trainlint.estimator.editor import EditorEstimate, hover_text, inlay_label
 from trainlint.fixing import apply_fixes, parses
+
+from trainlint.notebooks import CellProgram
 
 from .collector import IdleCollector
 from .convert import Positions, to_diagnostic, to_text_edit
@@ -48,7 +51,12 @@ _CODE = re.compile(r"TL\d{3}|[a-z]+(?:-[a-z]+)+", re.I)
 
 class TrainlintServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("trainlint", trainlint.__version__)
+        super().__init__(
+            "trainlint", trainlint.__version__,
+            notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[
+                types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage(language="python")], notebook="*"),
+            ]),
+        )
         self.editor_settings = EditorSettings()
         # Multi-root workspaces: a folder's own `trainlint` settings, over the editor-wide ones.
         self.folder_settings: dict[str, EditorSettings] = {}
@@ -62,6 +70,9 @@ class TrainlintServer(LanguageServer):
         self.rules = {rule.code: rule for rule in all_rules()}
         self.collector = IdleCollector()
         self.workspaces: dict[Path, Workspace] = {}
+        # Notebooks: one analysis of all code cells as one program, per notebook; the cells last published to.
+        self.notebooks: dict[str, DocumentState] = {}
+        self.notebook_cells: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------ client facts
     @property
@@ -145,6 +156,10 @@ class TrainlintServer(LanguageServer):
         return effective_settings(self.settings_of(state.uri), self.project_config(state.path), state.path)
 
     # ------------------------------------------------------------------ analysis
+    def knows(self, uri: str) -> bool:
+        """An open document, or a cell of an open notebook."""
+        return uri in self.documents or self.workspace.get_notebook_document(cell_uri=uri) is not None
+
     def state(self, uri: str) -> DocumentState:
         state = self.documents.get(uri)
         if state is None:
@@ -173,6 +188,8 @@ class TrainlintServer(LanguageServer):
         return document.source, document.version
 
     async def analysis(self, uri: str) -> Analysis | None:
+        if uri not in self.documents and self.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return await self.cell_analysis(uri)
         current = self.current_text(uri)
         if current is None:
             return None
@@ -200,6 +217,60 @@ class TrainlintServer(LanguageServer):
         except Exception:  # a bug of ours: no hover rather than a broken server
             log.exception("VRAM estimate of %s failed", uri)
             return None
+
+    async def cell_analysis(self, cell_uri: str) -> Analysis | None:
+        """The findings of one notebook cell: the notebook's Python cells analysed as one program, then
+        the findings inside this cell, in its own coordinates."""
+        notebook = self.workspace.get_notebook_document(cell_uri=cell_uri)
+        if notebook is None:
+            return None
+        cells = self.python_cells(notebook)
+        uris = [uri for uri, _ in cells]
+        if cell_uri not in uris:
+            return None
+        program = CellProgram([text for _, text in cells])
+        state = self.notebooks.get(notebook.uri)
+        if state is None:
+            path = Path(to_fs_path(notebook.uri)) if notebook.uri.startswith("file:") else None
+            state = self.notebooks[notebook.uri] = DocumentState(notebook.uri, path, self.workspace_for(path))
+        settings = self.settings_for(state)
+        loop = asyncio.get_running_loop()
+        try:
+            whole = await loop.run_in_executor(self.executor, state.analyse, program.text, notebook.version, settings)
+        except Exception:
+            log.exception("analysis of %s failed", notebook.uri)
+            return None
+        finally:
+            self.collector.analysed()
+        index = uris.index(cell_uri)
+        findings = [placed for finding in whole.findings if (placed := _in_cell(finding, program, index)) is not None]
+        return Analysis(notebook.version, settings, cells[index][1], findings)
+
+    def python_cells(self, notebook: types.NotebookDocument) -> list[tuple[str, str]]:
+        """(uri, text) of the notebook's code cells in Python, in order."""
+        cells = []
+        for cell in notebook.cells:
+            if cell.kind != types.NotebookCellKind.Code:
+                continue
+            document = self.workspace.get_text_document(cell.document)
+            if document.language_id in (None, "python"):
+                cells.append((cell.document, document.source))
+        return cells
+
+    async def publish_notebook(self, notebook_uri: str) -> None:
+        """Push mode: every Python cell's findings, and [] for cells that left (deleted, or no longer Python)."""
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        previous = self.notebook_cells.get(notebook_uri, set())
+        current = {uri for uri, _ in self.python_cells(notebook)} if notebook is not None else set()
+        for uri in sorted(previous - current):
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        self.notebook_cells[notebook_uri] = current
+        for uri in sorted(current):
+            analysis = await self.cell_analysis(uri)
+            if analysis is not None:
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=self.diagnostics(uri, analysis))
+                )
 
     def result_id(self, analysis: Analysis) -> str:
         return f"{analysis.version}:{self.generation}:{id(analysis)}"
@@ -379,6 +450,35 @@ def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> 
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
 
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+async def notebook_did_open(ls: TrainlintServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    await _notebook_changed(ls, params.notebook_document.uri)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+async def notebook_did_change(ls: TrainlintServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    await _notebook_changed(ls, params.notebook_document.uri)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+def notebook_did_close(ls: TrainlintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+    uri = params.notebook_document.uri
+    ls.notebooks.pop(uri, None)
+    cells = ls.notebook_cells.pop(uri, set()) | {cell.uri for cell in params.cell_text_documents}
+    if not ls.pulls:
+        for cell in sorted(cells):
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell, diagnostics=[]))
+
+
+async def _notebook_changed(ls: TrainlintServer, notebook_uri: str) -> None:
+    if ls.pulls:
+        refresh = ls._workspace_capability("diagnostics")
+        if refresh is not None and refresh.refresh_support:
+            ls.workspace_diagnostic_refresh(None)  # cells the edit did not touch may change too
+        return
+    await ls.publish_notebook(notebook_uri)
+
+
 # ---------------------------------------------------------------------- diagnostics (pull)
 @server.feature(
     types.TEXT_DOCUMENT_DIAGNOSTIC,
@@ -459,6 +559,33 @@ async def resolve_code_action(ls: TrainlintServer, action: types.CodeAction) -> 
     return action
 
 
+def _in_cell(finding: Finding, program: CellProgram, index: int) -> Finding | None:
+    """A finding of the joined program in one cell's coordinates; None when it is elsewhere. Evidence in
+    other cells is left out (its position would be another document's); a fix that edits another cell too
+    is dropped."""
+    start, end = program.locate(finding.line), program.locate(finding.end_line)
+    if start is None or start[0] != index:
+        return None
+    end_line = end[1] if end is not None and end[0] == index else start[1]
+
+    def moved(line: int) -> int | None:
+        located = program.locate(line)
+        return located[1] if located is not None and located[0] == index else None
+
+    evidence = tuple(
+        msgspec.structs.replace(item, line=moved(item.line)) for item in finding.evidence
+        if item.path is None and moved(item.line) is not None
+    )
+    fix = finding.fix
+    if fix is not None:
+        edits = [
+            msgspec.structs.replace(edit, line=moved(edit.line), end_line=moved(edit.end_line))
+            for edit in fix.edits
+        ]
+        fix = msgspec.structs.replace(fix, edits=tuple(edits)) if all(e.line and e.end_line for e in edits) else None
+    return msgspec.structs.replace(finding, line=start[1], end_line=end_line, evidence=evidence, fix=fix)
+
+
 def _suppression_edit(analysis: Analysis, positions: Positions, finding: Finding) -> types.TextEdit:
     """Add the code to the line's ``# trainlint: ignore[...]``, or append one."""
     line_text = analysis.lines[finding.line - 1] if finding.line - 1 < len(analysis.lines) else ""
@@ -479,7 +606,7 @@ def _suppression_edit(analysis: Analysis, positions: Positions, finding: Finding
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
     uri = params.text_document.uri
-    if uri not in ls.documents:
+    if not ls.knows(uri):
         return None
     document = ls.workspace.get_text_document(uri)
     lines = document.source.splitlines()

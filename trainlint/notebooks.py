@@ -204,3 +204,32 @@ def _skip(text: str, position: int, separators: str) -> int:
     while position < len(text) and (text[position].isspace() or text[position] in separators):
         position += 1
     return position
+
+
+class CellProgram:
+    """Code cells given as texts (the editor's cell documents) joined the way `Notebook` joins a file's."""
+
+    def __init__(self, sources: list[str]) -> None:
+        self.first_lines: list[int] = []
+        self.line_counts: list[int] = []
+        replaced: dict[int, str] = {}
+        program: list[str] = []
+        for number, source in enumerate(sources, start=1):
+            lines = source.split("\n")
+            if source.endswith("\n"):
+                lines.pop()
+            program.append(_MARKER.format(number))
+            self.first_lines.append(len(program))
+            self.line_counts.append(len(lines))
+            holder = Notebook.__new__(Notebook)
+            holder._replaced = replaced
+            program.extend(holder._python_lines(lines))
+        self.text = "\n".join(program) + "\n"
+
+    def locate(self, line: int) -> tuple[int, int] | None:
+        """A 1-based program line to (cell index, 1-based line in that cell); None on a marker line."""
+        for index in range(len(self.first_lines) - 1, -1, -1):
+            offset = line - 1 - self.first_lines[index]
+            if offset >= 0:
+                return (index, offset + 1) if offset < max(self.line_counts[index], 1) else None
+        return None
