@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 
-.PHONY: run test install install-dev lint clean
+.PHONY: run test install install-dev lint clean vsix
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,15 @@ install-dev: $(VENV)/.installed-dev
 run: install
 	@$(BIN)/trainlint check examples/buggy examples/fixed; status=$$?; test $$status -le 1
 
+# The VS Code extension's checks drive the real server through the client library's transport;
+# TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/).
 test: install-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	cd vscode-extension && npm ci --no-audit --no-fund && npm run typecheck && npm run lint && TRAINLINT_PYTHON=$(CURDIR)/$(BIN)/python npm test
+
+# The VS Code extension package (vscode-extension/trainlint-<version>.vsix).
+vsix:
+	cd vscode-extension && npm ci --no-audit --no-fund && npm run package
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
