@@ -91,10 +91,12 @@ describe("applyEdits", () => {
   });
 });
 
-// Skipped only when nobody asked for a Python and the default is not there; a wrong TRAINLINT_PYTHON fails.
-const SKIP = !process.env.TRAINLINT_PYTHON && !existsSync(PYTHON) ? `no Python at ${PYTHON} (set TRAINLINT_PYTHON)` : false;
+// The server tests need a Python with trainlint: a missing one is a failure, not a skip.
+describe("trainlint server over stdio", () => {
+  before(() => {
+    assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set TRAINLINT_PYTHON to one with trainlint installed`);
+  });
 
-describe("trainlint server over stdio", { skip: SKIP }, () => {
   let server: ChildProcessWithoutNullStreams;
   let connection: MessageConnection;
   let folder: string;
