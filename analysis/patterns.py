@@ -167,6 +167,17 @@ def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
 
 
+def shortened(text: str, limit: int = 50) -> str:
+    """Code as a message quotes it: whitespace collapsed, cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def written(event: Event, limit: int = 50) -> str:
+    """An event's code as a message quotes it."""
+    return shortened(event.chunk.code_for(event.node), limit)
+
+
 def first_written(events: list[Event]) -> Event:
     """The event written first in the file; positions are computed for its statement only."""
     earliest = min(event.chunk.index for event in events)

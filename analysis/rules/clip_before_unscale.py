@@ -17,7 +17,7 @@ import libcst as cst
 
 from ..flow import CallEvent, Event
 from ..model import Severity, TextEdit
-from ..patterns import accumulates_into_grad, ordered_events
+from ..patterns import accumulates_into_grad, ordered_events, written
 from ..values import SCALER
 from .base import Fires, Quiet, Rule
 
@@ -60,7 +60,7 @@ class ClipBeforeUnscale(Rule):
             evidence.append(((step.chunk, step.node), f"`{scaler}` steps the optimizer here"))
         ctx.report(
             site.node,
-            f"`{_code(clip_event)}` clips the gradients while they are still multiplied by the loss scale of "
+            f"`{written(clip_event)}` clips the gradients while they are still multiplied by the loss scale of "
             f"`{scaler}`: the threshold is off by that factor (65,536 at first), so the clip does not do what it says",
             evidence=evidence,
             chunk=site.chunk,
@@ -120,11 +120,6 @@ def _insert_unscale(ctx, clip: Item, unscale: str) -> TextEdit | None:
     if not text.strip().startswith(event.chunk.code_for(event.node).split("(", 1)[0]):
         return None
     return TextEdit(line, 1, line, 1, f"{indent}{unscale}\n")
-
-
-def _code(event: Event) -> str:
-    text = " ".join(event.chunk.code_for(event.node).split())
-    return text if len(text) <= 50 else text[:47] + "..."
 
 
 ClipBeforeUnscale.MUST_FIRE = (

@@ -28,7 +28,7 @@ from .. import torchapi
 from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity
 from ..module import ModuleAnalysis
-from ..patterns import calls_in, first_written, is_backward, mentions
+from ..patterns import calls_in, first_written, is_backward, mentions, shortened
 from ..summary import ClassInfo
 from ..tree import children
 from ..values import DATASET_ITERABLE, DATASET_MAP, SAMPLER_DISTRIBUTED, SAMPLER_LOCAL, SHARDED, UNKNOWN, Value
@@ -512,8 +512,7 @@ def _loader_factories(ctx) -> list[CallEvent]:
 
 
 def _short(text: str, limit: int = 40) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)
 
 
 def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:

@@ -16,6 +16,7 @@ import libcst as cst
 
 from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
+from ..patterns import shortened
 from .base import Fires, Quiet, Rule
 
 _FUNCTIONAL_DROPOUT = frozenset({
@@ -80,8 +81,7 @@ def _add_training(ctx, node: cst.Call):
 
 
 def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)
 
 
 DropoutAlwaysOn.MUST_FIRE = (

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
+from ..patterns import shortened
 from .base import Fires, Quiet, Rule
 
 _PARAMETERISED = frozenset({
@@ -76,8 +77,7 @@ def _built_once(scope: ScopeAnalysis, call: CallEvent) -> bool:
 
 
 def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)
 
 
 LayerInForward.MUST_FIRE = (

@@ -19,6 +19,7 @@ from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
 from ..summary import ClassInfo
 from ..values import MODEL, Value
+from ..patterns import shortened
 from .base import Fires, Quiet, Rule
 
 _EVALUATION_FUNCTION = re.compile(
@@ -217,8 +218,7 @@ def _helper_sets_eval_mode(function, summary) -> bool:
 
 
 def _short(text: str, limit: int = 50) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)
 
 
 MissingEvalMode.MUST_FIRE = (

@@ -18,6 +18,7 @@ from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
 from ..torchapi import is_dataloader
 from ..values import SAMPLER_DISTRIBUTED, Value
+from ..patterns import written
 from .base import Fires, Quiet, Rule
 
 
@@ -59,7 +60,7 @@ class MissingSetEpoch(Rule):
         name = _bound_name(scope, factory)
         ctx.report(
             factory.node,
-            f"`{_code(factory)}` returns a DataLoader with a shuffling `DistributedSampler`, and nothing calls "
+            f"`{written(factory)}` returns a DataLoader with a shuffling `DistributedSampler`, and nothing calls "
             f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
             f"replays the same order on every rank",
             evidence=[
@@ -81,7 +82,7 @@ class MissingSetEpoch(Rule):
         name = _bound_name(scope, sampler)
         ctx.report(
             sampler.node,
-            f"`{_code(sampler)}` shuffles with a seed that only `set_epoch` changes, and nothing calls "
+            f"`{written(sampler)}` shuffles with a seed that only `set_epoch` changes, and nothing calls "
             f"`set_epoch`: every epoch of the loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} "
             f"replays the same order on every rank",
             evidence=[
@@ -151,7 +152,7 @@ def _epoch_loop(module, loader: CallEvent):
             for caller, value in module.arguments_for(scope.function, loop.iterable_text) or ():
                 if _iterates(value, loader) and caller.context.loops:
                     return (caller.scope, caller.context.loops[-1]), (
-                        (caller.chunk, caller.node), f"`{_code(caller)}` iterates it once per epoch",
+                        (caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch",
                     )
     return None
 
@@ -174,11 +175,6 @@ def _insert_set_epoch(ctx, scope: ScopeAnalysis, loop: Loop, sampler_name: str) 
     if indent.strip():
         return None
     return TextEdit(line, 1, line, 1, f"{indent}{sampler_name}.set_epoch({node.target.value})\n")
-
-
-def _code(event: CallEvent) -> str:
-    text = " ".join(event.chunk.code_for(event.node).split())
-    return text if len(text) <= 50 else text[:47] + "..."
 
 
 MissingSetEpoch.MUST_FIRE = (

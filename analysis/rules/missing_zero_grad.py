@@ -17,7 +17,7 @@ import builtins
 
 from ..flow import CallEvent, Event, Loop
 from ..model import Severity
-from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions
+from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
 from ..torchapi import is_torch_name
 from ..values import ACCELERATOR, CRITERION, ENGINE, MODEL, OPTIMIZER, SCALER
 from .base import Fires, Quiet, Rule
@@ -404,5 +404,4 @@ def _may_clear(event: Event) -> bool:
 
 
 def _code(event: Event, limit: int = 60) -> str:
-    text = " ".join(event.chunk.code_for(event.node).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return written(event, limit)

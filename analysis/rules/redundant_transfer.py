@@ -22,7 +22,7 @@ import libcst as cst
 from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
 from ..model import Severity
 from ..names import dotted, last_part
-from ..patterns import calls_in, events_in, is_backward, loops_running
+from ..patterns import calls_in, events_in, is_backward, loops_running, shortened
 from ..tree import children
 from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
 from .base import Fires, Quiet, Rule
@@ -523,5 +523,4 @@ def _over(loop: Loop) -> str:
 
 
 def _short(text: str, limit: int = 48) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)

@@ -20,7 +20,7 @@ import libcst as cst
 from ..flow import CallEvent, Event, JumpEvent, Loop
 from ..model import Severity
 from ..names import dotted, last_part
-from ..patterns import is_backward, is_optimizer_step, ordered_events
+from ..patterns import is_backward, is_optimizer_step, ordered_events, written
 from ..values import CRITERION, MODEL
 from .base import Fires, Quiet, Rule
 
@@ -534,5 +534,4 @@ def _leaves_loop(event: Event, loop: Loop, site_conditions) -> bool:
 
 
 def _code(event: Event, limit: int = 60) -> str:
-    text = " ".join(event.chunk.code_for(event.node).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return written(event, limit)

@@ -22,7 +22,7 @@ import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
 from ..model import Evidence, Severity
-from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running
+from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running, shortened
 from ..torchapi import HOST_SYNC_METHODS
 from ..tree import walk
 from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, TENSOR, UNKNOWN, Value
@@ -582,5 +582,4 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 
 def _short(text: str, limit: int = 48) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)

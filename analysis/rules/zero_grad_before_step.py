@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..flow import AssignEvent, CallEvent, Event, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
-from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions
+from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
 from ..values import MODEL, SCALER
 from .base import Fires, Quiet, Rule
 
@@ -38,12 +38,12 @@ class ZeroGradBeforeStep(Rule):
         step_event, _ = step
         backward_event, _ = backward
         site = clear_chain[0] if clear_chain else clear_event
-        written = _code(clear_event)
-        through = f" (through `{_code(clear_chain[0])}`)" if clear_chain else ""
+        clearing = written(clear_event)
+        through = f" (through `{written(clear_chain[0])}`)" if clear_chain else ""
         ctx.report(
             site.node,
-            f"`{written}`{through} clears the gradients after `{_code(backward_event)}` computed them and before "
-            f"`{_code(step_event)}` uses them: every step applies zero gradients, so the model does not learn",
+            f"`{clearing}`{through} clears the gradients after `{written(backward_event)}` computed them and before "
+            f"`{written(step_event)}` uses them: every step applies zero gradients, so the model does not learn",
             evidence=[
                 ((backward_event.chunk, backward_event.node), "gradients computed here"),
                 ((clear_event.chunk, clear_event.node), "and cleared here"),
@@ -51,8 +51,8 @@ class ZeroGradBeforeStep(Rule):
                 ((scope.chunk, loop.node), "in each iteration of this loop"),
             ],
             chunk=site.chunk,
-            help=f"move `{written}` after `{_code(step_event)}` (or before the backward)",
-            fix=ctx.fix(f"move `{written}` after the step", _move_after(ctx, clear, step)),
+            help=f"move `{clearing}` after `{written(step_event)}` (or before the backward)",
+            fix=ctx.fix(f"move `{clearing}` after the step", _move_after(ctx, clear, step)),
         )
 
 
@@ -132,21 +132,16 @@ def _move_after(ctx, clear: Item, step: Item) -> list[TextEdit | None]:
     line, _, end_line, _ = clear_event.chunk.range_of(clear_event.node)
     step_line, _, step_end_line, _ = step_event.chunk.range_of(step_event.node)
     clear_text, step_text = ctx.module.line(line), ctx.module.line(step_end_line)
-    written = clear_event.chunk.code_for(clear_event.node)
-    if line != end_line or step_line != step_end_line or clear_text.strip() != written:
+    clearing = clear_event.chunk.code_for(clear_event.node)
+    if line != end_line or step_line != step_end_line or clear_text.strip() != clearing:
         return [None]
     indent = clear_text[: len(clear_text) - len(clear_text.lstrip())]
     if not step_text.startswith(indent) or step_text[len(indent):len(indent) + 1].isspace():
         return [None]
     return [
         TextEdit(line, 1, line + 1, 1, ""),
-        TextEdit(step_line, len(step_text) + 1, step_line, len(step_text) + 1, f"\n{indent}{written}"),
+        TextEdit(step_line, len(step_text) + 1, step_line, len(step_text) + 1, f"\n{indent}{clearing}"),
     ]
-
-
-def _code(event: Event) -> str:
-    text = " ".join(event.chunk.code_for(event.node).split())
-    return text if len(text) <= 50 else text[:47] + "..."
 
 
 ZeroGradBeforeStep.MUST_FIRE = (
