@@ -47,6 +47,16 @@ class KeptResult:
         self.placed = tuple(reads.placed.values())
 
 
+def _nothing_found() -> KeptResult:
+    result = KeptResult.__new__(KeptResult)
+    result.findings, result.facts, result.placed = (), {}, ()
+    return result
+
+
+# Most rules find nothing in most statements and read nothing beyond them: one shared result for all of those.
+NOTHING_FOUND = _nothing_found()
+
+
 class KeptStatement:
     """Every selected rule's kept result for one statement."""
 

@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .context import RawFinding, RuleContext
-from .dependencies import KeptResult, KeptStatement, recording
+from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
 from .model import Finding, Severity
 from .module import ModuleAnalysis
 from .registry import all_rules
@@ -165,7 +165,8 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 ))
                 continue
             if not reads.whole_module:
-                results[rule_class.code] = KeptResult(context.findings, reads)
+                nothing = not context.findings and not reads.facts and not reads.placed
+                results[rule_class.code] = NOTHING_FOUND if nothing else KeptResult(context.findings, reads)
             raw.extend(context.findings)
         module.rule_results[chunk.index] = KeptStatement(results)
 
