@@ -700,16 +700,22 @@ async def fix_all_command(ls: TrainlintServer, *args: Any) -> bool:
 
 @server.command(COMMAND_VRAM)
 async def vram_command(ls: TrainlintServer, *args: Any) -> str:
-    """The whole VRAM breakdown of a document (argument: its URI), shown and returned as text."""
+    """The whole VRAM breakdown of a document, returned as text and shown to the user.
+
+    Arguments: the document's URI, or `{"uri": ..., "show": false}` for a client that displays the
+    text itself (a status bar) and wants no message window.
+    """
     uri = _uri_argument(args)
+    show = not any(isinstance(arg, dict) and arg.get("show") is False for arg in args)
     analysis = await ls.analysis(uri) if uri is not None else None
     estimate = await ls.vram(uri, analysis) if analysis is not None else None
     if estimate is None:
         text = "trainlint: give the URI of an open document to show its VRAM breakdown"
     else:
         text = hover_text(estimate, markdown=False)
-    ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=text))
-    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=text))
+    if show:
+        ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=text))
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Info, message=text))
     return text
 
 

@@ -33,7 +33,6 @@ interface PythonApi {
 let output: vscode.OutputChannel;
 let client: LanguageClient | undefined;
 let statusBar: vscode.StatusBarItem;
-let quietVramRequests = 0; // status-bar requests in flight: the server's pop-up for them is not shown
 let restarting: Promise<void> = Promise.resolve();
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
@@ -244,7 +243,7 @@ function activeDocumentUri(): string | undefined {
 function showServerMessage(type: MessageType, message: string): void {
   if (type === MessageType.Error) void vscode.window.showErrorMessage(message);
   else if (type === MessageType.Warning) void vscode.window.showWarningMessage(message);
-  else if (quietVramRequests === 0) void vscode.window.showInformationMessage(message);
+  else void vscode.window.showInformationMessage(message);
 }
 
 /** The VRAM estimate of the active file in the status bar (the server's breakdown, first line; all of it as tooltip). */
@@ -255,9 +254,12 @@ async function updateStatusBar(): Promise<void> {
     statusBar.hide();
     return;
   }
-  quietVramRequests++;
   try {
-    const breakdown: unknown = await running.sendRequest(ExecuteCommandRequest.type, { command: VRAM_COMMAND, arguments: [uri] });
+    // `show: false`: the status bar displays the text; no message window for it
+    const breakdown: unknown = await running.sendRequest(ExecuteCommandRequest.type, {
+      command: VRAM_COMMAND,
+      arguments: [{ uri, show: false }],
+    });
     if (uri !== activeDocumentUri()) return; // the user moved on; that editor's own update wins
     const summary = summarizeVram(breakdown);
     if (summary.text === undefined) {
@@ -270,7 +272,5 @@ async function updateStatusBar(): Promise<void> {
   } catch (error) {
     output.appendLine(`trainlint: VRAM estimate failed: ${error}`);
     statusBar.hide();
-  } finally {
-    quietVramRequests--;
   }
 }

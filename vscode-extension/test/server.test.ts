@@ -228,13 +228,16 @@ describe("trainlint server over stdio", () => {
     writeFileSync(path, text);
     const uri = pathToFileURL(path).href;
     await connection.sendNotification("textDocument/didOpen", { textDocument: { uri, languageId: "python", version: 1, text } });
+    const messagesBefore = shown.length;
+    // as the extension asks for it: the status bar shows the text, so no message window
     const breakdown = await withTimeout(
-      connection.sendRequest<unknown>("workspace/executeCommand", { command: "trainlint.showVramBreakdown", arguments: [uri] }),
+      connection.sendRequest<unknown>("workspace/executeCommand", { command: "trainlint.showVramBreakdown", arguments: [{ uri, show: false }] }),
       "workspace/executeCommand",
     );
     const summary = summarizeVram(breakdown);
     assert.match(summary.text ?? "", /^VRAM: gpt2 · [\d.]+ GiB$/, `status text from ${JSON.stringify(breakdown)}`);
     assert.equal(summary.tooltip, (breakdown as string).trim());
+    assert.equal(shown.length, messagesBefore, "no message window for a status-bar request");
   });
 
   test("a changed targetGpu is pulled through workspace/configuration and gives a verdict", async () => {
