@@ -33,6 +33,17 @@ _FREE_LAYERS = frozenset({
 })
 
 
+_FUNCTIONS = "<helper functions>"  # key in the value environment: helpers defined in __init__
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where code being counted lives: its statement and a name for messages."""
+
+    chunk: Any
+    name: str
+
+
 @dataclass
 class Count:
     params: int = 0
@@ -141,6 +152,8 @@ class _Counter:
         bound = self.arguments(call, names, defaults, chunk, env) if call is not None else defaults
         local: dict[str, Any] = dict(bound)
         body = init.node.body.body if isinstance(init.node.body, cst.IndentedBlock) else ()
+        # helpers defined inside __init__ (`def block(c_in, c_out): return nn.Sequential(...)`)
+        local[_FUNCTIONS] = {statement.name.value: statement for statement in body if isinstance(statement, cst.FunctionDef)}
         for statement in body:
             self.statement(statement, info, local, total, depth)
         return total
@@ -160,15 +173,23 @@ class _Counter:
             if "self." in info.chunk.code_for(statement) and "nn." in info.chunk.code_for(statement):
                 total.unresolved.append(f"layers built under `{info.chunk.code_for(statement).splitlines()[0].strip()}` in `{info.name}`")
 
-    def expression(self, node: cst.BaseExpression, info: ClassInfo, env: dict[str, Any], depth: int) -> Count:
-        """The parameters of a module expression (a layer, a container, a local module)."""
+    def expression(self, node: cst.BaseExpression, info, env: dict[str, Any], depth: int) -> Count:
+        """The parameters of a module expression (a layer, a container, a local module, a list of them,
+        or what a helper function returns); ``info`` gives the code's statement (``chunk``) and a name."""
         count = Count()
+        if isinstance(node, (cst.List, cst.Tuple)):
+            for element in node.elements:
+                count.add(self.expression(element.value, info, env, depth))
+            return count
         if not isinstance(node, cst.Call):
             return count  # a tensor, a number, an alias of another attribute
         raw = dotted(node.func)
         if raw is None:
             count.unresolved.append(f"`{_short(info.chunk.code_for(node))}`")
             return count
+        helper = self._helper(raw, info, env)
+        if helper is not None and depth < _MAX_DEPTH:
+            return self.helper_result(helper, node, info, env, depth + 1)
         canonical = self.summary.canonical(raw)
         head = last_part(canonical)
         if canonical.startswith("torch.nn.") and canonical.count(".") == 2:
@@ -188,6 +209,42 @@ class _Counter:
         count.unresolved.append(f"`{_short(info.chunk.code_for(node))}` (not a layer trainlint can count)")
         return count
 
+    def _helper(self, raw: str, info, env: dict[str, Any]):
+        """(function definition, its statement) for a call of a helper defined in __init__ or in the module."""
+        nested = env.get(_FUNCTIONS, {})
+        if raw in nested:
+            return nested[raw], info.chunk
+        function = self.summary.functions.get(raw) if "." not in raw else None
+        return (function.node, function.chunk) if function is not None else None
+
+    def helper_result(self, helper, call: cst.Call, info, env: dict[str, Any], depth: int) -> Count:
+        """What a helper returns, counted with the arguments this call passes."""
+        definition, chunk = helper
+        params = definition.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params)]
+        defaults = {
+            param.name.value: self.value(param.default, chunk, {})
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.default is not None
+        }
+        local = self.arguments(call, names, defaults, info.chunk, env)
+        local[_FUNCTIONS] = env.get(_FUNCTIONS, {})
+        body = definition.body.body if isinstance(definition.body, cst.IndentedBlock) else ()
+        returned = next((
+            small.value for statement in reversed(body) if isinstance(statement, cst.SimpleStatementLine)
+            for small in statement.body if isinstance(small, cst.Return)
+        ), None)
+        where = _Where(chunk, definition.name.value)
+        if returned is None or len(body) > 8:
+            count = Count()
+            count.unresolved.append(f"what `{definition.name.value}(...)` returns")
+            return count
+        for statement in body:  # simple assignments before the return: sizes computed from the arguments
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                        local[small.targets[0].target.value] = self.value(small.value, chunk, local)
+        return self.expression(returned, where, local, depth)
+
     def layer(self, head: str, node: cst.Call, info: ClassInfo, env: dict[str, Any], depth: int) -> Count:
         count = Count()
         chunk = info.chunk
@@ -195,7 +252,9 @@ class _Counter:
             return count
         if head == "Sequential":
             for arg in node.args:
-                if arg.star:
+                if arg.star == "*" and isinstance(arg.value, (cst.Call, cst.List, cst.Tuple)):
+                    count.add(self.expression(arg.value, info, env, depth))  # `*block(...)`: the layers it returns
+                elif arg.star:
                     count.unresolved.append(f"`nn.Sequential(*{_short(chunk.code_for(arg.value))})`")
                 else:
                     count.add(self.expression(arg.value, info, env, depth))

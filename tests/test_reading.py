@@ -165,3 +165,34 @@ def test_a_deepspeed_config_file_next_to_the_script(tmp_path):
     assert found["sharding"].value == "zero3" and found["offload"].value == ("optimizer",)
     inline = PLAIN + '\nengine, *_ = deepspeed.initialize(model=model, config={"zero_optimization": {"stage": 2}})\n'
     assert read_inputs(ModuleAnalysis("import deepspeed\n" + inline, "train.py")).found()["sharding"].value == "zero2"
+
+
+def test_layers_built_by_helper_functions_are_counted():
+    from trainlint.estimator.custom_models import resolve_model
+
+    script = textwrap.dedent(
+        """\
+        import torch.nn as nn
+
+        def conv_block(c_in, c_out):
+            return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.GELU())
+
+        class Generator(nn.Module):
+            def __init__(self, nz=100, width=64):
+                super().__init__()
+
+                def up(c_in, c_out, stride=2):
+                    return [nn.ConvTranspose2d(c_in, c_out, 4, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
+
+                self.stem = conv_block(3, width)
+                self.net = nn.Sequential(*up(nz, width * 2, stride=1), *up(width * 2, width), nn.Tanh())
+
+        model = Generator(nz=16)
+        """
+    )
+    module = ModuleAnalysis(script, "gan.py")
+    read = read_inputs(module)
+    architecture, reason = resolve_model(module, read, plan_settings(read, {}))
+    stem = 3 * 64 * 9 + 2 * 64
+    net = (16 * 128 * 16 + 2 * 128) + (128 * 64 * 16 + 2 * 64)
+    assert reason is None and architecture.published_params == stem + net
