@@ -167,6 +167,19 @@ def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text) is not None
 
 
+def comes_from_call(value: Value, node: cst.Call, *, by_site: bool = False) -> bool:
+    """Does ``value`` come from the call ``node`` (also through `enumerate`/`zip`)? ``by_site``: a value
+    established at that call counts too, not only one whose detail is the call's event."""
+    detail = value.detail
+    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
+        return comes_from_call(detail[1], node, by_site=by_site)
+    if isinstance(detail, tuple) and detail and detail[0] == "zip":
+        return any(comes_from_call(item, node, by_site=by_site) for item in detail[1])
+    if isinstance(detail, CallEvent) and detail.node is node:
+        return True
+    return by_site and value.site is not None and value.site[1] is node
+
+
 def shortened(text: str, limit: int = 50) -> str:
     """Code as a message quotes it: whitespace collapsed, cut to ``limit`` characters."""
     text = " ".join(text.split())

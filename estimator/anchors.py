@@ -16,6 +16,7 @@ import msgspec
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.names import dotted
 from trainlint.analysis.parsing import ParsedChunk
+from trainlint.analysis.patterns import shortened
 from trainlint.analysis.tree import walk
 from trainlint.analysis.values import DDP, ENGINE
 from trainlint.analysis.values import MODEL as MODEL_TAG
@@ -104,5 +105,4 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
 
 
 def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)

@@ -15,7 +15,7 @@ sharded model states, measured CE-loss and CNN activation costs).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
@@ -419,7 +419,3 @@ def verdict(result: Estimate, usable_bytes: float) -> str:
     if result.process.low > usable_bytes:
         return OOM
     return TIGHT
-
-
-def with_changes(plan: Plan, **changes) -> Plan:
-    return replace(plan, **changes)

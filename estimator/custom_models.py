@@ -19,6 +19,7 @@ import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.names import dotted, last_part
+from trainlint.analysis.patterns import shortened
 from trainlint.analysis.summary import ClassInfo
 
 from .architectures import Architecture
@@ -386,5 +387,4 @@ _LAYERS = {
 
 
 def _short(text: str, limit: int = 50) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shortened(text, limit)

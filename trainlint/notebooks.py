@@ -73,24 +73,11 @@ class Notebook:
                 lines.pop()
             program.append(_MARKER.format(number))
             first_line = len(program)
-            program.extend(self._python_lines(lines))
+            program.extend(_python_lines(lines, self._replaced))
             self.cells.append(_Cell(
                 number, lines, ends_with_newline, isinstance(source, list), span[:2], span[2], first_line,
             ))
         self.text = "\n".join(program) + "\n"
-
-    def _python_lines(self, lines: list[str]) -> list[str]:
-        skip_cell = bool(lines) and lines[0].startswith("%%") and lines[0].split()[0] not in _PYTHON_CELL_MAGICS
-        result = []
-        for index, line in enumerate(lines):
-            if skip_cell or (index == 0 and line.startswith("%%")) or _NOT_PYTHON.match(line):
-                key = len(self._replaced)
-                self._replaced[key] = line
-                indent = "" if skip_cell else line[: len(line) - len(line.lstrip())]
-                result.append(indent + _PLACEHOLDER.format(key))
-            else:
-                result.append(line)
-        return result
 
     # ------------------------------------------------------------------ positions
     def cell_position(self, line: int, column: int) -> CellPosition | None:
@@ -144,6 +131,22 @@ class Notebook:
             start, end = cell.span
             result = result[:start] + _render(result[start:end], lines, cell) + result[end:]
         return result
+
+
+def _python_lines(lines: list[str], replaced: dict[int, str]) -> list[str]:
+    """A cell's lines with every non-Python line (magic, shell, help, a foreign cell magic's body) turned
+    into a `pass` at the same indentation; ``replaced`` keeps the originals to write back."""
+    skip_cell = bool(lines) and lines[0].startswith("%%") and lines[0].split()[0] not in _PYTHON_CELL_MAGICS
+    result = []
+    for index, line in enumerate(lines):
+        if skip_cell or (index == 0 and line.startswith("%%")) or _NOT_PYTHON.match(line):
+            key = len(replaced)
+            replaced[key] = line
+            indent = "" if skip_cell else line[: len(line) - len(line.lstrip())]
+            result.append(indent + _PLACEHOLDER.format(key))
+        else:
+            result.append(line)
+    return result
 
 
 def _escaped(text: str) -> str:
@@ -221,9 +224,7 @@ class CellProgram:
             program.append(_MARKER.format(number))
             self.first_lines.append(len(program))
             self.line_counts.append(len(lines))
-            holder = Notebook.__new__(Notebook)
-            holder._replaced = replaced
-            program.extend(holder._python_lines(lines))
+            program.extend(_python_lines(lines, replaced))
         self.text = "\n".join(program) + "\n"
 
     def locate(self, line: int) -> tuple[int, int] | None:

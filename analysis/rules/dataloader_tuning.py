@@ -18,6 +18,7 @@ import libcst as cst
 
 from ..flow import CallEvent
 from ..model import Evidence, Severity, TextEdit
+from ..patterns import shortened
 from ..torchapi import is_dataloader
 from ..values import ON_DEVICE, UNKNOWN
 from .base import Fires, Quiet, Rule
@@ -51,7 +52,7 @@ class DataloaderTuning(Rule):
         module = ctx.module
         if module.cuda_line is None:
             return None
-        cuda_text = _shortened(module.cuda_line_text)
+        cuda_text = shortened(module.cuda_line_text, 60)
         backward_line = module.first_backward_line
         if backward_line is not None:
             return [
@@ -363,11 +364,6 @@ def _dataset_value(call: CallEvent):
     if call.args and call.arg_nodes and call.arg_nodes[0].keyword is None:
         return call.args[0]
     return call.kwargs.get("dataset", UNKNOWN)
-
-
-def _shortened(line_text: str) -> str:
-    text = " ".join(line_text.split())
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _append_keyword(ctx, call: cst.Call, keyword: str) -> list[TextEdit]:

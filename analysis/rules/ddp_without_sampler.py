@@ -28,7 +28,7 @@ from .. import torchapi
 from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity
 from ..module import ModuleAnalysis
-from ..patterns import calls_in, first_written, is_backward, mentions, shortened
+from ..patterns import calls_in, comes_from_call, first_written, is_backward, mentions, shortened
 from ..summary import ClassInfo
 from ..tree import children
 from ..values import DATASET_ITERABLE, DATASET_MAP, SAMPLER_DISTRIBUTED, SAMPLER_LOCAL, SHARDED, UNKNOWN, Value
@@ -467,12 +467,7 @@ def _class_mentions_rank(dataset: Value) -> bool:
 
 def _is_loader(value: Value, node: cst.Call) -> bool:
     """Does this value come from the DataLoader call ``node`` (also through enumerate/zip)?"""
-    detail = value.detail
-    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
-        return _is_loader(detail[1], node)
-    if isinstance(detail, tuple) and detail and detail[0] == "zip":
-        return any(_is_loader(item, node) for item in detail[1])
-    return isinstance(detail, CallEvent) and detail.node is node
+    return comes_from_call(value, node)
 
 
 def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str]]:

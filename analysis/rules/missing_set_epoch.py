@@ -18,7 +18,7 @@ from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
 from ..torchapi import is_dataloader
 from ..values import SAMPLER_DISTRIBUTED, Value
-from ..patterns import written
+from ..patterns import comes_from_call, written
 from .base import Fires, Quiet, Rule
 
 
@@ -133,12 +133,7 @@ def _loaders_using(module, sampler: CallEvent) -> list[CallEvent]:
 
 
 def _iterates(value: Value, loader: CallEvent) -> bool:
-    detail = value.detail
-    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
-        return _iterates(detail[1], loader)
-    if isinstance(detail, tuple) and detail and detail[0] == "zip":
-        return any(_iterates(item, loader) for item in detail[1])
-    return (isinstance(detail, CallEvent) and detail.node is loader.node) or (value.site is not None and value.site[1] is loader.node)
+    return comes_from_call(value, loader.node, by_site=True)
 
 
 def _epoch_loop(module, loader: CallEvent):
