@@ -129,10 +129,11 @@ class RuleContext:
         new_text = f"{indent}{header}:\n{body}"
         return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)
 
-    def fix(self, description: str, edits: Sequence[TextEdit | None]) -> Fix | None:
+    def fix(self, description: str, edits: Sequence[TextEdit | None], *, safe: bool) -> Fix | None:
+        """A fix of the finding being reported; every rule says whether it is safe (see ``Fix``)."""
         if not edits or any(edit is None for edit in edits) or self._foreign_edit:
             return None
-        return Fix(description, tuple(edits))  # type: ignore[arg-type]
+        return Fix(description, tuple(edits), safe)  # type: ignore[arg-type]
 
     def name_for(self, canonical_target: str) -> str | None:
         """How this module can spell ``torch.no_grad`` etc. with its current imports, if at all."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from . import torchapi
+from . import libraries, torchapi
 from .names import dotted, imports_of, last_part
 from .values import (
     ACCELERATOR,
@@ -37,6 +37,7 @@ from .values import (
     ON_DEVICE,
     OPTIMIZER,
     OUTPUT_KINDS,
+    PIPELINE,
     PROBS,
     SAMPLER_DISTRIBUTED,
     SAMPLER_LOCAL,
@@ -44,6 +45,7 @@ from .values import (
     SCALER,
     SHARDED,
     SIGMOID,
+    STRUCTURED,
     TENSOR,
     UNKNOWN,
     Value,
@@ -56,7 +58,7 @@ if TYPE_CHECKING:
 
 
 class Loop:
-    __slots__ = ("node", "parent", "iterable", "iterable_text", "targets")
+    __slots__ = ("node", "parent", "iterable", "iterable_text", "targets", "_per_step")
 
     def __init__(self, node, parent: "Loop | None", iterable: Value, iterable_text: str, targets: tuple[str, ...]):
         self.node = node
@@ -64,6 +66,7 @@ class Loop:
         self.iterable = iterable
         self.iterable_text = iterable_text
         self.targets = targets
+        self._per_step: str | None | bool = False  # patterns.repeats_per_step's answer, once asked
 
     def encloses(self, other: "Loop | None") -> bool:
         while other is not None:
@@ -544,7 +547,7 @@ class ScopeAnalysis:
             if CONSTANT in left.tags and CONSTANT in right.tags:
                 return Value((CONSTANT, NUMBER))
             kinds = set(combined.tags & OUTPUT_KINDS)
-            result = combined.with_tags(remove=kinds | {CONTAINER})
+            result = combined.with_tags(remove=kinds | {CONTAINER, STRUCTURED})
             if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
                 result = result.with_tags(add=(SCALED,))
             if isinstance(expression.operator, cst.Multiply) and (
@@ -584,7 +587,12 @@ class ScopeAnalysis:
                 for element in expression.slice
             ):
                 return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
-            return _element_of(base)
+            element = _element_of(base)
+            if STRUCTURED in element.tags and len(expression.slice) == 1 and isinstance(expression.slice[0].slice, cst.Index) and isinstance(
+                expression.slice[0].slice.value, cst.SimpleString
+            ):
+                return element.with_tags(remove=(STRUCTURED,))  # `outputs["logits"]`: one field of a ModelOutput
+            return element
         if isinstance(expression, (cst.Tuple, cst.List, cst.Set)):
             items = tuple(self.evaluate(element.value, context) for element in expression.elements)
             if isinstance(expression, cst.Tuple):
@@ -600,8 +608,7 @@ class ScopeAnalysis:
             return Value(join(values).tags | {CONTAINER})
         if isinstance(expression, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             element = expression.value if isinstance(expression, cst.DictComp) else expression.elt
-            self.evaluate(expression.for_in.iter, context)
-            inner = self.evaluate(element, context)
+            inner = self._comprehension_element(expression.for_in, element, context)
             return Value(inner.tags | {CONTAINER}, site=inner.site, note=inner.note, roots=inner.roots)
         if isinstance(expression, cst.IfExp):
             self.evaluate(expression.test, context)
@@ -617,6 +624,25 @@ class ScopeAnalysis:
         if isinstance(expression, cst.StarredElement):
             return self.evaluate(expression.value, context)
         return UNKNOWN
+
+    def _comprehension_element(self, for_in: cst.CompFor, element: cst.BaseExpression, context: Context) -> Value:
+        """The value of a comprehension's element, its targets bound to the iterables' elements in
+        the comprehension's own scope (the enclosing names are as they were afterwards)."""
+        saved = dict(self.env)
+        saved_loops = dict(self.binding_loop)
+        try:
+            clause: cst.CompFor | None = for_in
+            while clause is not None:
+                iterable = self.evaluate(clause.iter, context)
+                for name in _target_names(clause.target):
+                    self.env[name] = UNKNOWN
+                self._bind_target(clause.target, _element_of(iterable), context, clause, record=False)
+                for condition in clause.ifs:
+                    self.evaluate(condition.test, context)
+                clause = clause.inner_for_in
+            return self.evaluate(element, context)
+        finally:
+            self.env, self.binding_loop = saved, saved_loops
 
     def _evaluate_call(self, call: cst.Call, context: Context) -> Value:
         func = call.func
@@ -689,13 +715,20 @@ class ScopeAnalysis:
             if MODEL in tags:
                 output = _model_output_kind(receiver, self.summary)
                 result_tags = {TENSOR} | ({output} if output else set())
+                if not _returns_one_tensor(receiver, self.summary):
+                    result_tags.add(STRUCTURED)
                 if grad_on:
                     result_tags.add(GRAPH)
                 return Value(result_tags, site=site, note=f"`{_short(self.chunk, event.node)}` (a model call)", roots=frozenset({event.node}) if grad_on else frozenset())
             if CRITERION in tags:
                 roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-                return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{_short(self.chunk, event.node)}` (a loss)", roots=roots)
-            return UNKNOWN
+                return Value(
+                    {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{_short(self.chunk, event.node)}` (a loss)",
+                    roots=roots, detail=receiver,
+                )
+            return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
+        if PIPELINE in tags:
+            return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
         if method == "backward":
             return UNKNOWN
         if MODEL in tags or ENGINE in tags:
@@ -704,7 +737,8 @@ class ScopeAnalysis:
             if method in {"forward", "generate"}:
                 if method == "generate":
                     return Value({TENSOR})
-                return Value({TENSOR, GRAPH} if grad_on else {TENSOR}, site=site, note=f"`{_short(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
+                shape = set() if _returns_one_tensor(receiver, self.summary) else {STRUCTURED}
+                return Value(({TENSOR, GRAPH} if grad_on else {TENSOR}) | shape, site=site, note=f"`{_short(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
             if method in {"parameters", "named_parameters", "state_dict", "modules", "children"}:
                 return Value({CONTAINER})
             if method == "module":
@@ -741,7 +775,10 @@ class ScopeAnalysis:
                 return receiver.with_tags(remove=OUTPUT_KINDS | {CONTAINER})
             if method in _CLAMPS:  # clamped scores may be meant as probabilities: no longer known raw logits
                 return receiver.with_tags(remove=(LOGITS, CONTAINER))
-            return receiver.with_tags(remove=(CONTAINER,)) if method not in {"pop", "popleft"} else _element_of(receiver)
+            if method in {"pop", "popleft"}:
+                return _element_of(receiver)
+            # any other tensor method proves it is one tensor, unless the method returns several
+            return receiver.with_tags(remove=(CONTAINER,) if method in _STRUCTURED_RESULTS else (CONTAINER, STRUCTURED))
         if CONTAINER in tags and method in {"pop", "popleft", "get", "values", "items"}:
             return _element_of(receiver)
         if not tags and method in {"to", "cuda"} and transfer_destination(event) == "device":
@@ -749,6 +786,20 @@ class ScopeAnalysis:
         if SHARDED in tags and LOADER not in tags:
             return receiver  # `ds.shard(...).map(...)`: a transformed share is still this process's share
         return UNKNOWN
+
+    def _built_by(self, callee: str, head: str) -> "tuple[libraries.ClassKind, str] | None":
+        """For ``X.from_pretrained(...)`` (and the other factories) or ``X(...)`` of a library class:
+        what X's instances are (from the library's source or the table), and X; None when unknown."""
+        if callee in libraries.PIPELINE_FACTORIES:
+            return libraries.ClassKind(libraries.PIPELINE, f"`{callee}` builds a pipeline"), callee
+        if head in _FACTORY_METHODS:
+            owner = callee[: -len(head) - 1]
+            kind = self.summary.kind_of(owner) if owner else None
+            return (kind, owner) if kind is not None else None
+        if torchapi.is_torch_name(callee) or not head[:1].isupper():
+            return None
+        kind = self.summary.library_class_kind(callee)
+        return (kind, callee) if kind is not None and kind.kind != libraries.OTHER else None
 
     def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
         args = event.args
@@ -758,6 +809,8 @@ class ScopeAnalysis:
         if local_class is not None:
             if self.summary.is_module_class(local_class):
                 return Value((MODEL,), site=site, note=f"`{short}` (`{local_class.name}` is an nn.Module)", detail=local_class)
+            if self.summary.local_class_kind(local_class).kind == libraries.PIPELINE:
+                return Value((PIPELINE,), site=site, note=f"`{short}`")
             kind = self.summary.class_kind(local_class)
             if kind == "iterable-dataset":
                 return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short}`", detail=local_class)
@@ -772,6 +825,14 @@ class ScopeAnalysis:
             if not grad_on:
                 result = result.without_graph()
             return result
+        built = self._built_by(callee, head)
+        if built is not None:
+            kind, owner = built
+            if kind.kind == libraries.MODULE:
+                return Value((MODEL,), site=site, note=f"`{short}` ({kind.evidence})", detail=owner)
+            if kind.kind == libraries.PIPELINE:
+                return Value((PIPELINE,), site=site, note=f"`{short}` ({kind.evidence})")
+            return UNKNOWN
         if torchapi.is_loss_class(callee):
             return Value((CRITERION,), site=site, note=f"`{short}`", detail=head)
         if torchapi.is_functional_loss(callee):
@@ -830,17 +891,26 @@ class ScopeAnalysis:
                 return _activation(args[0], head, site, self.chunk, event.node)
             if head == "device":
                 return Value((DEVICE,))
+            if head in {"split", "chunk", "unbind", "tensor_split"}:
+                joined = join(args) if args else UNKNOWN
+                return Value(joined.tags - {CONTAINER, CONSTANT} | {TENSOR, STRUCTURED}, site=joined.site, note=joined.note, roots=joined.roots)
             if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal", "bincount"}:
                 return Value((TENSOR,))
             if head in {"div", "true_divide"} and args:
                 return args[0].with_tags(add=(SCALED,))
             if head in _MATRIX_PRODUCTS and args:
-                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT})
+                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED})
             if head in _CLAMPS and args:
-                return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT))
+                return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT, STRUCTURED))
             if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
                 joined = join(args)
-                return joined.with_tags(add=(TENSOR,), remove=(CONTAINER, CONSTANT))
+                removed = (CONTAINER, CONSTANT) if head in _STRUCTURED_RESULTS else (CONTAINER, CONSTANT, STRUCTURED)
+                return joined.with_tags(add=(TENSOR,), remove=removed)
+            if callee.startswith("torch.nn.functional.") and args and head not in _STRUCTURED_RESULTS and any(
+                GRAPH in a.tags for a in args
+            ):
+                # an activation, a pooling, a normalisation: one tensor that carries its inputs' graph
+                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED, LOSS})
             return UNKNOWN
         if callee in torchapi.GRAPH_FREE_BUILTINS:
             return Value((NUMBER,))
@@ -865,7 +935,27 @@ class ScopeAnalysis:
         return UNKNOWN
 
 
-_CALLABLE_VALUES = frozenset({MODEL, CRITERION})
+_CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
+# Tensor methods and torch functions that return several tensors (a tuple or a named tuple).
+_STRUCTURED_RESULTS = frozenset({
+    "split", "chunk", "unbind", "sort", "topk", "max", "min", "median", "mode", "kthvalue", "unique",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "svd", "qr", "eig", "eigh", "lstsq", "aminmax", "histogram",
+    "keys", "values", "items", "get", "to_tuple", "broadcast_tensors", "meshgrid",
+})
+# Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).
+_TENSOR_FIELDS = frozenset({
+    "loss", "logits", "last_hidden_state", "pooler_output", "sample", "prev_sample", "pred_original_sample",
+    "image_embeds", "text_embeds", "T", "mT", "H", "real", "imag",
+})
+# torch.nn layers whose forward returns a tuple.
+_TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention"})
+# Class methods that build an instance: `UNet2DConditionModel.from_pretrained(...)`.
+_FACTORY_METHODS = frozenset({"from_pretrained", "from_single_file", "from_config", "from_pipe"})
+# A pipeline's components that are nn.Modules: `pipeline.unet(...)` runs a forward.
+_PIPELINE_MODULES = frozenset({
+    "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
+    "image_encoder", "decoder", "model", "adapter",
+})
 _MATRIX_PRODUCTS = frozenset({"matmul", "bmm", "mm", "einsum"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip"})
 
@@ -909,9 +999,10 @@ def _destination_of(chunk: "ParsedChunk", node: cst.BaseExpression, value: Value
 
 
 def _moved(value: Value, method: str, destination: str | None) -> Value:
+    # only tensors (and modules) have .cpu() and .cuda(): a tuple or a ModelOutput would raise
     if method == "cpu":
-        return value.with_tags(remove=(CONTAINER, ON_DEVICE))
-    moved = value.with_tags(remove=(CONSTANT,))
+        return value.with_tags(remove=(CONTAINER, ON_DEVICE, STRUCTURED))
+    moved = value.with_tags(remove=(CONSTANT, STRUCTURED) if method == "cuda" else (CONSTANT,))
     if destination == "device":
         return moved.with_tags(add=(ON_DEVICE,))
     if destination == "host":
@@ -952,12 +1043,16 @@ def _activation(value: Value, kind: str, site, chunk, node) -> Value:
 
 
 def _attribute_of(base: Value, attribute: str) -> Value:
+    if PIPELINE in base.tags:
+        return Value((MODEL,), site=base.site, note=f"the pipeline's `{attribute}`") if attribute in _PIPELINE_MODULES else UNKNOWN
     if attribute in torchapi.GRAPH_FREE_ATTRIBUTES:
         return Value((TENSOR,)) if attribute in {"grad", "data"} else UNKNOWN
     if MODEL in base.tags:
         return base if attribute == "module" else UNKNOWN
     if GRAPH in base.tags or TENSOR in base.tags:
         kept = base.with_tags(remove=(CONTAINER, CONSTANT))
+        if attribute in _TENSOR_FIELDS:
+            kept = kept.with_tags(remove=(STRUCTURED,))
         if attribute == "logits":
             return kept.with_tags(add=(LOGITS,), remove=OUTPUT_KINDS - {LOGITS})
         if attribute == "loss":
@@ -989,6 +1084,28 @@ def _element_of_tuple(value: Value) -> Value:
     if GRAPH in value.tags or TENSOR in value.tags:
         return value
     return _element_of(value) if value.tags else UNKNOWN
+
+
+def _returns_one_tensor(model: Value, summary: "ModuleSummary") -> bool:
+    """Positive evidence that calling the model returns one tensor (not a tuple, dict or ModelOutput)."""
+    from .summary import ClassInfo
+
+    detail = model.detail
+    if isinstance(detail, ClassInfo):
+        from .values import is_known_tensor
+
+        return is_known_tensor(detail.forward_output(summary))
+    if isinstance(detail, tuple) and detail and detail[0] == "sequential":
+        return True
+    if isinstance(detail, str):
+        head = last_part(detail)
+        if torchapi.is_torch_layer(detail):
+            return head not in _TUPLE_LAYERS
+        if detail == "timm.create_model":
+            return True
+        # torchvision's classification models return logits; detection and segmentation ones return dicts
+        return detail.startswith("torchvision.models.") and detail.count(".") == 2
+    return False
 
 
 def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:

@@ -49,8 +49,18 @@ class TextEdit(msgspec.Struct, frozen=True):
 
 
 class Fix(msgspec.Struct, frozen=True):
+    """Edits that resolve one finding.
+
+    A safe fix (``--fix``, the editor's preferred quick fix, fix-all) is certain to leave code that
+    runs and changes only what the finding is about: ``.detach()`` on a value known to be one
+    tensor. An unsafe fix may break the code or change more than that (``.detach()`` on a model
+    output that may be a tuple, `.item()` on a loss whose reduction is unknown); it is applied only
+    on request (``--unsafe-fixes``, a quick fix that is not preferred).
+    """
+
     description: str
     edits: tuple[TextEdit, ...]
+    safe: bool = True
 
 
 class Evidence(msgspec.Struct, frozen=True):

@@ -7,9 +7,10 @@ from typing import Callable, Iterator
 
 import libcst as cst
 
-from . import torchapi
+from . import libraries, torchapi
 from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
-from .values import ACCELERATOR, ENGINE, OPTIMIZER, SCALER, UNKNOWN, Value
+from .names import dotted, last_part
+from .values import ACCELERATOR, CONTAINER, DATASET_ITERABLE, DATASET_MAP, ENGINE, LOADER, OPTIMIZER, SCALER, TENSOR, UNKNOWN, Value
 
 MAX_CALL_DEPTH = 4
 _LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
@@ -195,3 +196,90 @@ def first_written(events: list[Event]) -> Event:
     """The event written first in the file; positions are computed for its statement only."""
     earliest = min(event.chunk.index for event in events)
     return min((event for event in events if event.chunk.index == earliest), key=lambda e: e.chunk.line_of(e.node))
+
+
+# ---------------------------------------------------------------------------------------------- loops
+# What a loop iterates, read from the names of its iterable once wrappers are peeled off.
+_PEELED_WRAPPERS = frozenset({
+    "enumerate", "zip", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "itertools.islice", "islice",
+    "itertools.cycle", "cycle", "rich.progress.track", "track", "progress_bar", "itertools.chain", "chain",
+})
+_DATA_WORDS = re.compile(
+    r"(?:^|_)(?:loader|dataloader|dl|batches|dataset|ds|data|iterator|stream|episodes|rollouts|epochs)(?:$|_)|(?:loader|batches)$",
+    re.I,
+)
+_COUNT_WORDS = re.compile(
+    r"epoch|(?:^|[^a-z])(?:num_|max_|total_|train_|n_)?(?:steps|iters|iterations|updates|episodes|batches)(?:$|[^a-z])"
+    r"|len\([^)]*(?:loader|dataset|batches|data)\b",
+    re.I,
+)
+# Loops that count something per step rather than steps: a sampler's denoising steps, a warm-up.
+_NOT_STEP_WORDS = re.compile(r"inference|denois|timestep|sampling|warmup|warm_up|generation", re.I)
+
+
+def repeats_per_step(scope: ScopeAnalysis, loop: Loop) -> str | None:
+    """Positive evidence that ``loop`` runs once per training or evaluation step (or epoch), so
+    what it keeps grows with the run; a description of that evidence, or None.
+
+    Strong evidence: a backward or optimizer step in its body (also through local functions), or
+    an iterable that is a DataLoader or dataset (also inside ``enumerate``/``zip``/``tqdm``).
+    Names count too, except in a method of an nn.Module or a pipeline (a model's forward loops
+    over its own chunks, tiles and frames; what it keeps is its output): an iterable named like
+    data (``train_loader``, ``batches``), a ``range`` over a number of steps or epochs, ``while
+    True`` or a ``while`` over steps. A loop over two text encoders, over a tensor's chunks, or
+    ``range(args.num_validation_images)`` is no such loop.
+    """
+    if loop._per_step is False:
+        loop._per_step = _per_step_evidence(scope, loop)
+    return loop._per_step  # type: ignore[return-value]
+
+
+def _inside_model_method(scope: ScopeAnalysis) -> bool:
+    owner = scope.function.owner if scope.function is not None else None
+    return owner is not None and scope.summary.local_class_kind(owner).kind in {libraries.MODULE, libraries.PIPELINE}
+
+
+def _per_step_evidence(scope: ScopeAnalysis, loop: Loop) -> str | None:
+    for call in calls_in(scope, loop):
+        if accumulates_into_grad(call) or call.method == "backward":
+            return "a backward runs every iteration"
+        if is_optimizer_step(call):
+            return "an optimizer steps every iteration"
+    node = loop.node
+    if isinstance(node, cst.For):
+        for part in _peeled(node.iter):
+            value = scope.value_at(part)
+            if value is not None and value.tags & {LOADER, DATASET_MAP, DATASET_ITERABLE}:
+                return f"it iterates `{shortened(scope.chunk.code_for(part), 40)}`, a data loader"
+    if _inside_model_method(scope):
+        return None
+    if isinstance(node, cst.While):
+        test = node.test
+        if isinstance(test, (cst.Name, cst.Integer)) and (getattr(test, "value", "") in {"True", "1"}):
+            return "`while True` runs until the run stops"
+        text = scope.chunk.code_for(test)
+        return f"`while {shortened(text, 40)}` counts steps" if _COUNT_WORDS.search(text) and not _NOT_STEP_WORDS.search(text) else None
+    for part in _peeled(node.iter):
+        value = scope.value_at(part)
+        if value is not None and TENSOR in value.tags and CONTAINER not in value.tags:
+            continue  # the rows or chunks of one tensor (`torch.split(x, n)`), whatever its name
+        if isinstance(part, cst.Call) and dotted(part.func) in {"range", "trange"}:
+            text = scope.chunk.code_for(part)
+            if _COUNT_WORDS.search(text) and not _NOT_STEP_WORDS.search(text):
+                return f"`{shortened(text, 40)}` counts steps or epochs"
+            continue
+        name = dotted(part.func if isinstance(part, cst.Call) else part)
+        if name is not None and _DATA_WORDS.search(last_part(name)) and not _NOT_STEP_WORDS.search(name):
+            return f"it iterates `{shortened(scope.chunk.code_for(part), 40)}`, batches of data"
+    return None
+
+
+def _peeled(expression: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The iterables under ``enumerate(tqdm(zip(a, b)))``: [a, b]."""
+    if isinstance(expression, cst.Call) and dotted(expression.func) in _PEELED_WRAPPERS:
+        parts: list[cst.BaseExpression] = []
+        for arg in expression.args:
+            if arg.keyword is None and not arg.star:
+                parts.extend(_peeled(arg.value))
+        return parts
+    return [expression]

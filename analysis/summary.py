@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from . import torchapi
+from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
 from .parsing import ParsedChunk
@@ -153,6 +153,14 @@ class ChunkFacts:
                     self.bindings.append((element.value.value, value, index))
 
 
+def _is_no_grad_decorator(summary: "ModuleSummary", expression: cst.BaseExpression) -> bool:
+    name = dotted(expression.func if isinstance(expression, cst.Call) else expression)
+    if name is None:
+        return False
+    resolved = summary.canonical(name)
+    return last_part(resolved) in torchapi.NO_GRAD_CONTEXTS and (torchapi.is_torch_name(resolved) or resolved == last_part(resolved))
+
+
 def _blocks_of(statement: cst.CSTNode) -> list[tuple[cst.CSTNode, ...]]:
     blocks: list[tuple[cst.CSTNode, ...]] = []
     body = getattr(statement, "body", None)
@@ -255,6 +263,7 @@ class ModuleSummary:
             return info.home.is_module_class(info, depth)
         if info.name in self._module_classes:
             return self._module_classes[info.name]
+        self._module_classes[info.name] = False  # a cycle of local bases is not a module
         result = False
         for base in info.bases:
             resolved = self.canonical(base)
@@ -262,10 +271,42 @@ class ModuleSummary:
                 result = True
             elif depth < 8 and (parent := self.local_class(base)) is not None and parent is not info:
                 result = self.is_module_class(parent, depth + 1)
+            elif (kind := self.library_class_kind(resolved)) is not None:
+                result = kind.kind == libraries.MODULE  # `class Net(ModelMixin)`: diffusers' base is an nn.Module
             if result:
                 break
         self._module_classes[info.name] = result
         return result
+
+    def library_class_kind(self, canonical: str) -> "libraries.ClassKind | None":
+        """What a class of an installed (or tabled) library is; None for torch's own and unknown names."""
+        if "." not in canonical or torchapi.is_torch_name(canonical) or canonical.startswith("."):
+            return None
+        return libraries.library_index().class_kind(canonical)
+
+    def kind_of(self, raw: str, depth: int = 0) -> "libraries.ClassKind | None":
+        """What instances of the class ``raw`` (as written here) are: an nn.Module, a pipeline, other."""
+        local = self.local_class(self.canonical(raw)) if "." in self.canonical(raw) else self.classes.get(raw)
+        if local is not None:
+            return self.local_class_kind(local, depth)
+        return self.library_class_kind(self.canonical(raw))
+
+    def local_class_kind(self, info: ClassInfo, depth: int = 0) -> "libraries.ClassKind":
+        """A class of the workspace: an nn.Module, a pipeline (its ``__call__`` runs without grad, or it
+        subclasses a library pipeline), or other."""
+        summary = info.home or self
+        where = f"`{info.name}`"
+        if summary.is_module_class(info):
+            return libraries.ClassKind(libraries.MODULE, f"{where} is an nn.Module")
+        call = info.methods.get("__call__")
+        if call is not None and any(_is_no_grad_decorator(summary, d.decorator) for d in call.node.decorators):
+            return libraries.ClassKind(libraries.PIPELINE, f"`{info.name}.__call__` runs under `no_grad`")
+        if depth < 8:
+            for base in info.bases:
+                parent = summary.kind_of(base, depth + 1) if base != info.name else None
+                if parent is not None and parent.kind == libraries.PIPELINE:
+                    return libraries.ClassKind(libraries.PIPELINE, f"{where} subclasses {parent.evidence}")
+        return libraries.ClassKind(libraries.OTHER, f"{where} is neither an nn.Module nor a pipeline")
 
     def class_kind(self, info: ClassInfo, depth: int = 0) -> str | None:
         """'iterable-dataset', 'map-dataset', 'lightning' or None, following local base classes."""

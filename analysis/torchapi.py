@@ -50,7 +50,7 @@ NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
 MODEL_FACTORY_MODULES = ("torchvision.models", "timm", "transformers", "peft", "diffusers", "open_clip")
 NOT_MODEL_SUFFIXES = (
     "Tokenizer", "TokenizerFast", "Processor", "Config", "FeatureExtractor", "ImageProcessor",
-    "GenerationConfig", "Dataset", "Scheduler",
+    "GenerationConfig", "Dataset", "Scheduler", "Pipeline",
 )
 MODULE_BASES = frozenset(
     {

@@ -20,6 +20,7 @@ NUMBER = "number"  # a Python number (host value)
 MODEL = "model"  # an nn.Module (or a wrapper of one)
 DDP = "ddp"  # a model wrapped for data parallelism (DDP/FSDP)
 ENGINE = "engine"  # a DeepSpeed engine: backward/step/zero_grad handled by it
+PIPELINE = "pipeline"  # a diffusers/transformers pipeline: not an nn.Module; calling it runs without grad
 CRITERION = "criterion"
 LOSS = "loss"
 OPTIMIZER = "optimizer"
@@ -35,6 +36,9 @@ CONSTANT = "constant"  # built from literals only
 DEVICE = "device"  # a torch.device / device string
 ON_DEVICE = "on-device"  # a tensor moved to or created on the accelerator (`.cuda()`, `.to(device)`, `device=`)
 CONTAINER = "container"  # a list/dict/set literal or constructor
+# A model's output whose structure is not known: a tensor, or a tuple, dict or ModelOutput of them
+# (Hugging Face models return ModelOutput objects; LSTMs return tuples). `.detach()` is not for it.
+STRUCTURED = "maybe-structured"
 # What a tensor holds, for loss-input checks.
 PROBS = "probs"  # softmax output
 LOG_PROBS = "log-probs"  # log_softmax output
@@ -84,6 +88,11 @@ class Value:
 
 
 UNKNOWN = Value()
+
+
+def is_known_tensor(value: Value) -> bool:
+    """Positive evidence that the value is one tensor: not a list, a tuple, a dict or a ModelOutput."""
+    return TENSOR in value.tags and not value.tags & {CONTAINER, STRUCTURED} and value.items is None
 
 
 def join(values: Iterable[Value]) -> Value:

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import codecs
 
+import msgspec
+
 import pytest
 
 from trainlint.analysis.model import Finding, Fix, Severity, TextEdit
@@ -118,6 +120,7 @@ class TestFixUntilStable:
         outcome = fix_until_stable("a = f(x)\nb = g(x)\n", analyze)
         assert outcome.text == "a = f(x).detach()\nb = g(x).detach()\n"
         assert outcome.applied == 2
+        assert outcome.resolved == 4, "both findings of each line went away"
         assert outcome.findings == []
         assert not outcome.rejected
 
@@ -131,6 +134,7 @@ class TestFixUntilStable:
         outcome = fix_until_stable("x = 1\n", analyze, max_rounds=3)
         assert outcome.text == "###x = 1\n"
         assert outcome.applied == 3
+        assert outcome.resolved == 0, "a fix whose finding stays has fixed nothing"
 
     def test_a_round_that_breaks_the_syntax_is_dropped(self):
         def analyze(text: str) -> list[Finding]:
@@ -152,6 +156,14 @@ class TestFixUntilStable:
         outcome = fix_until_stable("x\n", analyze, findings=first)
         assert outcome.text == "xy\n"
         assert seen == ["xy\n"]
+
+
+def test_unsafe_fixes_are_applied_only_on_request():
+    safe = finding(1, 8, TextEdit(1, 8, 1, 8, ".detach()"))
+    unsafe = msgspec.structs.replace(finding(2, 8, TextEdit(2, 8, 2, 8, ".detach()")), fix=Fix("detach", (TextEdit(2, 8, 2, 8, ".detach()"),), safe=False))
+    text = "a = f()\nb = g()\n"
+    assert apply_fixes(text, [safe, unsafe]) == ("a = f().detach()\nb = g()\n", 1)
+    assert apply_fixes(text, [safe, unsafe], unsafe=True) == ("a = f().detach()\nb = g().detach()\n", 2)
 
 
 def test_parses():

@@ -45,8 +45,17 @@ def test_must_fire(rule, example):
         assert finding.message and finding.evidence, "every finding says what it saw"
         if example.severity is not None:
             assert finding.severity == example.severity, finding.message
+    if example.no_fix:
+        assert all(finding.fix is None for finding in findings), "this finding must offer no fix"
     if example.fixed is not None:
-        fixed, applied = apply_fixes(example.code, findings)
+        assert all(finding.fix is not None and finding.fix.safe is not example.unsafe for finding in findings), (
+            f"every fix must be {'unsafe' if example.unsafe else 'safe'}: {[f.fix for f in findings]}"
+        )
+        if not example.unsafe:
+            assert apply_fixes(example.code, findings, unsafe=False)[0] == example.fixed
+        else:
+            assert apply_fixes(example.code, findings, unsafe=False) == (example.code, 0), "an unsafe fix is applied only on request"
+        fixed, applied = apply_fixes(example.code, findings, unsafe=True)
         assert applied >= 1
         assert fixed == example.fixed
         libcst.parse_module(fixed)

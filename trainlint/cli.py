@@ -209,7 +209,7 @@ def _run_task(task: _Task) -> _Outcome:
         outcome.text if outcome.findings else None,
         fixed=source.encode(outcome.text) if changed else None,
         diff=unified_diff(source.text, outcome.text, task.path) if changed else "",
-        fix_count=outcome.applied,
+        fix_count=outcome.resolved,
         fix_rejected=outcome.rejected,
     )
 
@@ -249,7 +249,7 @@ def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
         task.path, remaining, fixed_raw if remaining else None,
         fixed=fixed_raw.encode("utf-8") if changed else None,
         diff=unified_diff(raw, fixed_raw, task.path) if changed else "",
-        fix_count=outcome.applied, fix_rejected=outcome.rejected,
+        fix_count=outcome.resolved, fix_rejected=outcome.rejected,
     )
 
 

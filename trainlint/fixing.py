@@ -6,6 +6,7 @@ import difflib
 import io
 import re
 import tokenize
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
@@ -37,9 +38,10 @@ class SourceFile:
 @dataclass(frozen=True)
 class FixOutcome:
     text: str
-    applied: int  # fixes applied over all rounds
+    applied: int  # groups of edits applied over all rounds
     findings: list[Finding]  # what the final text still reports
     rejected: bool  # a round's result did not parse, so it was dropped
+    resolved: int = 0  # problems the fixes made go away: a fix whose finding stays is not counted
 
 
 def _line_starts(text: str) -> list[int]:
@@ -101,9 +103,15 @@ def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] == b[0] or (a[0] < b[1] and b[0] < a[1])
 
 
-def apply_fixes(text: str, findings: Iterable[Finding]) -> tuple[str, int]:
-    """Apply the fixes of ``findings`` (in position order) that do not collide with each other."""
-    fixes: list[Fix] = [finding.fix for finding in sorted(findings, key=Finding.sort_key) if finding.fix is not None]
+def applicable(finding: Finding, unsafe: bool = False) -> bool:
+    """The finding has a fix that may be applied: a safe one, or any with ``unsafe``."""
+    return finding.fix is not None and (finding.fix.safe or unsafe)
+
+
+def apply_fixes(text: str, findings: Iterable[Finding], *, unsafe: bool = False) -> tuple[str, int]:
+    """Apply the safe fixes of ``findings`` (every fix with ``unsafe``), in position order, that do not
+    collide with each other."""
+    fixes: list[Fix] = [finding.fix for finding in sorted(findings, key=Finding.sort_key) if applicable(finding, unsafe)]  # type: ignore[misc]
     return apply_edits(text, (fix.edits for fix in fixes))
 
 
@@ -120,25 +128,35 @@ def fix_until_stable(
     analyze: Callable[[str], list[Finding]],
     *,
     findings: list[Finding] | None = None,
+    unsafe: bool = False,
     max_rounds: int = MAX_ROUNDS,
 ) -> FixOutcome:
     """Fix, re-analyse, repeat: one fix can make room for another that collided with it.
 
-    ``findings`` are those of ``text`` when the caller already has them. A round whose result
-    no longer parses is dropped, leaving the text of the round before.
+    ``findings`` are those of ``text`` when the caller already has them; only safe fixes are
+    applied unless ``unsafe``. A round whose result no longer parses is dropped, leaving the text
+    of the round before. ``resolved`` counts, per rule whose fixes were applied, how many fewer
+    findings the final text has.
     """
     if findings is None:
         findings = analyze(text)
+    before = Counter(finding.code for finding in findings)
+    fixed_codes: set[str] = set()
     applied = 0
+    rejected = False
     for _ in range(max_rounds):
-        new_text, count = apply_fixes(text, findings)
+        new_text, count = apply_fixes(text, findings, unsafe=unsafe)
         if count == 0 or new_text == text:
             break
         if not parses(new_text):
-            return FixOutcome(text, applied, findings, rejected=True)
+            rejected = True
+            break
+        fixed_codes.update(finding.code for finding in findings if applicable(finding, unsafe))
         text, applied = new_text, applied + count
         findings = analyze(text)
-    return FixOutcome(text, applied, findings, rejected=False)
+    after = Counter(finding.code for finding in findings)
+    resolved = sum(max(0, before[code] - after[code]) for code in fixed_codes)
+    return FixOutcome(text, applied, findings, rejected=rejected, resolved=resolved)
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

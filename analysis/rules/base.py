@@ -21,21 +21,30 @@ DOCS_URL = "https://trainlint.dev/rules/"
 
 
 class Fires:
-    """Code the rule must flag; ``fixed`` is the whole text after applying every fix."""
+    """Code the rule must flag.
 
-    __slots__ = ("code", "fixed", "severity", "count", "settings")
+    ``fixed`` is the whole text after applying every fix; those fixes must be safe, or all unsafe
+    with ``unsafe=True`` (the text ``--unsafe-fixes`` gives). ``no_fix=True``: the finding must
+    offer no fix at all (a list is not a tensor to detach).
+    """
+
+    __slots__ = ("code", "fixed", "unsafe", "no_fix", "severity", "count", "settings")
 
     def __init__(
         self,
         code: str,
         *,
         fixed: str | None = None,
+        unsafe: bool = False,
+        no_fix: bool = False,
         severity: Severity | None = None,
         count: int = 1,
         settings: dict | None = None,
     ) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
         self.fixed = None if fixed is None else textwrap.dedent(fixed).lstrip("\n")
+        self.unsafe = unsafe
+        self.no_fix = no_fix
         self.severity = severity
         self.count = count
         self.settings = settings or {}  # AnalysisSettings fields the example runs with (target_gpu)

@@ -51,7 +51,8 @@ class BceActivationMismatch(Rule):
             f"{loss.loss} applies the sigmoid itself: every input is squashed twice into (0.5, 0.73), "
             "so the loss cannot reach confident predictions and the gradients vanish"
         )
-        fix = ctx.fix("remove the sigmoid so the loss gets logits", remove_activation(ctx, loss, origin) or ())
+        # only offered when the sigmoid feeds this loss and nothing else
+        fix = ctx.fix("remove the sigmoid so the loss gets logits", remove_activation(ctx, loss, origin) or (), safe=True)
         ctx.report(
             loss.event.node, message, evidence=_evidence(loss, origin),
             help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
@@ -67,7 +68,7 @@ class BceActivationMismatch(Rule):
         ctx.report(
             loss.event.node, message, evidence=_evidence(loss, origin),
             help="use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
-            fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or ()),
+            fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or (), safe=True),
         )
 
     MUST_FIRE = (

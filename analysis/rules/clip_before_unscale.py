@@ -43,10 +43,11 @@ class ClipBeforeUnscale(Rule):
                 elif isinstance(event, CallEvent) and event.callee in _CLIPS and scaled is not None:
                     # both inside one helper: the helper's own scope reports it
                     if not (chain and scaled[1] and chain[0] is scaled[1][0]):
-                        self._report(ctx, scaled[0], (event, chain), _later_scaler_step(items, event))
+                        step = _later_scaler_step(items, event)
+                        self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
                     scaled = None
 
-    def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None) -> None:
+    def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
         site = chain[0] if chain else clip_event
         scaler = _scaler_of(backward)
@@ -65,7 +66,10 @@ class ClipBeforeUnscale(Rule):
             evidence=evidence,
             chunk=site.chunk,
             help=f"call `{unscale}` just before the clip",
-            fix=ctx.fix(f"unscale before clipping: `{unscale}`", [_insert_unscale(ctx, clip, unscale)]) if optimizer else None,
+            # a second unscale_ before the step raises, so the fix is safe only when none follows the clip
+            fix=ctx.fix(
+                f"unscale before clipping: `{unscale}`", [_insert_unscale(ctx, clip, unscale)], safe=not unscaled_later,
+            ) if optimizer else None,
         )
 
 
@@ -96,6 +100,19 @@ def _later_scaler_step(items: list[Item], clip: CallEvent) -> CallEvent | None:
         elif seen and _is_scaler_call(event, "step"):
             return event
     return None
+
+
+def _unscaled_between(items: list[Item], clip: CallEvent, step: CallEvent | None) -> bool:
+    """An ``unscale_`` after the clip and before the step (or anywhere after it, with no step)."""
+    seen = False
+    for event, _ in items:
+        if event is clip:
+            seen = True
+        elif event is step:
+            return False
+        elif seen and _is_scaler_call(event, "unscale_"):
+            return True
+    return False
 
 
 def _receiver(call: CallEvent) -> str:

@@ -84,7 +84,10 @@ class DataloaderTuning(Rule):
             missing.append("`pin_memory`")
             problems.append("has no `pin_memory=True`, so host-to-device copies are staged and cannot overlap compute")
             wanted.append("`pin_memory=True` (then `.to(device, non_blocking=True)`)")
-            fix = ctx.fix("add `pin_memory=True`", _append_keyword(ctx, call.node, "pin_memory=True"))
+            if not no_workers:
+                # how many workers a machine wants is the user's call: with that missing too, the fix
+                # would leave the finding in place, so there is none
+                fix = ctx.fix("add `pin_memory=True`", _append_keyword(ctx, call.node, "pin_memory=True"), safe=True)
         loader = " ".join(ctx.chunk.code_for(call.node.func).split())
         message = f"`{loader}(...)` feeds a CUDA training run but " + "; it also ".join(problems)
         evidence = [*training, ((call.chunk, call.node), "the loader, missing " + " and ".join(missing))]
@@ -182,6 +185,23 @@ class DataloaderTuning(Rule):
             for batch in train_loader:
                 model(batch).mean().backward()
             """,
+        ),
+        Fires(  # both missing: how many workers is the user's call, so no fix that would leave the finding
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+            def make_loader(dataset, batch_size):
+                return DataLoader(dataset, batch_size=batch_size, shuffle=True)
+
+            def train(model, dataset, criterion, optimizer):
+                model.cuda()
+                for x, y in make_loader(dataset, 32):
+                    optimizer.zero_grad()
+                    criterion(model(x.cuda()), y.cuda()).backward()
+                    optimizer.step()
+            """,
+            no_fix=True,
         ),
         Fires(
             """

@@ -25,7 +25,9 @@ from .base import Fires, Quiet, Rule
 _ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
 _CLEARING = frozenset({"clear", "pop", "popleft"})
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
-_STEP_WORDS = re.compile(r"step|iter|True", re.I)
+_STEP_WORDS = re.compile(r"step|epoch|True", re.I)
+# A container named as a cache holds one entry per sample on purpose (precomputed embeddings).
+_CACHE_NAME = re.compile(r"cache", re.I)
 
 
 class DeviceAccumulation(Rule):
@@ -42,7 +44,7 @@ class DeviceAccumulation(Rule):
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
                 why = _on_the_gpu(ctx, scope, event)
-                if why is None or _bounded_or_emptied(scope, event, loop):
+                if why is None or _bounded_or_emptied(scope, event, loop) or _CACHE_NAME.search(event.container):
                     continue
                 self._report(ctx, scope, event, loop, why)
 
@@ -190,6 +192,21 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # a cache of per-sample text embeddings, filled once before training on purpose
+        """
+        import torch
+        from tqdm import tqdm
+
+        def cache_prompt_embeddings(train_dataloader, text_encoder, tokenizer, device):
+            cached_text_embeddings = []
+            for batch in tqdm(train_dataloader, desc="Embedding prompts"):
+                ids = tokenizer(batch["prompts"], return_tensors="pt").input_ids.to(device)
+                with torch.no_grad():
+                    embeds = text_encoder(ids)[0]
+                cached_text_embeddings.append(embeds.to(device))
+            return cached_text_embeddings
+        """
+    ),
     Quiet(
         """
         import torch

@@ -48,7 +48,7 @@ class DiscardedTransfer(Rule):
         written = scope.chunk.code_for(call.node)
         fix = None
         if key is not None and scope.chunk.code_for(call.node.func.value) == key:
-            fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")])
+            fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")], safe=True)
         target = key or "the tensor"
         ctx.report(
             call.node,

@@ -55,7 +55,7 @@ class DropoutAlwaysOn(Rule):
                 ((scope.chunk, call.node), f"`{function}` without `training=`: always on"),
             ],
             help=f"pass `training=self.training` (or use an `nn.Dropout` layer)",
-            fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)]) if _has_self(scope) else None,
+            fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)], safe=True) if _has_self(scope) else None,
         )
 
 

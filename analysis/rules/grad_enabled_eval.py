@@ -23,7 +23,7 @@ from ..flow import CallEvent, Loop, ScopeAnalysis, _short
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
 from ..patterns import backward_target, calls_in, is_backward, is_optimizer_step
-from ..values import MODEL
+from ..values import GRAPH, MODEL
 from .base import Fires, Quiet, Rule
 
 # Words of a function name that mark an evaluation pass.
@@ -90,7 +90,9 @@ class GradEnabledEval(Rule):
         ctx.report(
             node.name, message, evidence=evidence,
             help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
-            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)]),
+            # safe when what it returns carries no graph, or its callers (all in this file) backward
+            # through none of it; a caller in another file might need the graph it returns
+            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=GRAPH not in scope.return_value.tags or bool(sites)),
         )
 
     # ------------------------------------------------------------------ (b) validation loops
@@ -135,7 +137,7 @@ class GradEnabledEval(Rule):
         ctx.report(
             loop.node.iter if isinstance(loop.node, cst.For) else loop.node.test, message, evidence=evidence,
             help="wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
-            fix=ctx.fix("wrap the loop in torch.no_grad()", [edit]),
+            fix=ctx.fix("wrap the loop in torch.no_grad()", [edit], safe=True),
         )
         return True
 

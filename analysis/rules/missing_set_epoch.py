@@ -72,7 +72,7 @@ class MissingSetEpoch(Rule):
             help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` at the top of the epoch loop",
             fix=ctx.fix(
                 f"call `{name}.sampler.set_epoch(...)` at the top of the epoch loop",
-                [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")],
+                [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")], safe=True,
             ) if name else None,
         )
 
@@ -92,7 +92,9 @@ class MissingSetEpoch(Rule):
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
             help=f"call `{name or 'sampler'}.set_epoch(epoch)` at the top of the epoch loop",
-            fix=ctx.fix(f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, epoch_scope, epoch_loop, name)]) if name else None,
+            fix=ctx.fix(
+                f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, epoch_scope, epoch_loop, name)], safe=True,
+            ) if name else None,
         )
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import builtins
 
-from ..flow import CallEvent, Event, Loop
+import libcst as cst
+
+from ..flow import AssignEvent, CallEvent, Event, Loop
 from ..model import Severity
 from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
 from ..torchapi import is_torch_name
@@ -64,6 +66,8 @@ class MissingZeroGrad(Rule):
         if any(_is_engine(ctx, call) for call in (backward, *steps)):
             return True  # a DeepSpeed engine's step() zeroes the gradients itself
         if any(_clears(event, chain) for event, chain in in_loop):
+            return True
+        if any(_fresh_leaves(step, in_loop) for step in steps):
             return True
         return any(_may_clear(event) for event, _ in in_loop)
 
@@ -340,6 +344,23 @@ class MissingZeroGrad(Rule):
         ),
         Quiet(
             """
+            import torch
+
+            class GuidedSampler:
+                def refine(self, unet, latents, timesteps, guidance_loss, lr):
+                    for t in timesteps:
+                        x = latents.detach().clone()
+                        x.requires_grad = True
+                        opt = torch.optim.SGD([x], lr=lr)
+                        with torch.enable_grad():
+                            guidance_loss(unet(x, t)).backward()
+                            opt.step()
+                        latents = x.detach()
+                    return latents
+            """
+        ),
+        Quiet(
+            """
             def saliency(model, images):
                 maps = []
                 for x in images:
@@ -373,6 +394,24 @@ def _step_loop(items: list[Item], site: Event) -> tuple[Loop, list[Item], CallEv
         if steps:
             return loop, in_loop, steps[0]
     return None
+
+
+def _fresh_leaves(step: CallEvent, in_loop: list[Item]) -> bool:
+    """The stepped optimizer is built in the loop over tensors also created in the loop
+    (``x = z.detach().clone(); opt = SGD([x])``): each iteration's gradients land on new leaves."""
+    built_here = {key for event, _ in in_loop if isinstance(event, AssignEvent) for key in event.targets}
+    for event, _ in in_loop:
+        if not isinstance(event, AssignEvent) or step.receiver_key not in event.targets:
+            continue
+        call = event.value_node
+        if not isinstance(call, cst.Call) or not call.args or OPTIMIZER not in event.value.tags:
+            continue
+        leaves = call.args[0].value
+        if isinstance(leaves, (cst.List, cst.Tuple)) and leaves.elements and all(
+            isinstance(element.value, cst.Name) and element.value.value in built_here for element in leaves.elements
+        ):
+            return True
+    return False
 
 
 def _clears(event: Event, chain: tuple[CallEvent, ...]) -> bool:

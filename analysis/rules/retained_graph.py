@@ -16,9 +16,10 @@ from __future__ import annotations
 import libcst as cst
 
 from ..flow import CallEvent, JumpEvent, Loop, ScopeAnalysis, StoreEvent
+from ..values import Value
 from ..model import Severity
-from ..patterns import backward_target, calls_in, is_backward, mentions
-from ..values import CONSTANT, GRAPH, NUMBER
+from ..patterns import backward_target, calls_in, is_backward, mentions, repeats_per_step
+from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, is_known_tensor
 from .base import Fires, Quiet, Rule
 
 
@@ -38,8 +39,13 @@ class RetainedGraph(Rule):
         value = store.value
         if GRAPH not in value.tags or store.context.grad_off is not None:
             return
-        loop = next((loop for loop in reversed(store.context.loops) if store.outlives(loop)), None)
-        if loop is None or _walks_structure(loop):
+        # The container must outlive a loop that repeats per training or evaluation step: a list of
+        # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
+        outlived = [loop for loop in reversed(store.context.loops) if store.outlives(loop)]
+        if not outlived or _walks_structure(outlived[0]):
+            return
+        loop, per_step = next(((loop, why) for loop in outlived if (why := repeats_per_step(scope, loop))), (None, None))
+        if loop is None:
             return
         later_scopes = ctx.module.scopes_from(scope)
         if any(_consumed(later, store.container) for later in later_scopes):
@@ -69,7 +75,7 @@ class RetainedGraph(Rule):
         evidence = [
             (value.site, f"{origin} carries the autograd graph"),
             (( scope.chunk, store.node), f"{verb} `{container}`, which outlives the loop"),
-            (( scope.chunk, loop.node), "the loop it accumulates across"),
+            ((scope.chunk, loop.node), f"the loop it accumulates across, once per step: {per_step}"),
         ]
         if backwarded:
             evidence.append(((backward_in_loop[0].chunk, backward_in_loop[0].node), "backward runs here"))
@@ -84,12 +90,18 @@ class RetainedGraph(Rule):
         )
 
     def _fix(self, ctx, scope: ScopeAnalysis, store: StoreEvent):
-        node = store.value_node
+        """`.detach()` is safe on a value known to be one tensor, `.item()` on a loss known to be a
+        scalar whose running total is only read as a number; a model's output of unknown structure
+        gets an unsafe `.detach()`, and a list or tuple of tensors no fix."""
+        node, value = store.value_node, store.value
+        if CONTAINER in value.tags or value.items is not None:
+            return None
+        tensor = is_known_tensor(value)
         if _scalar_sink(scope, store):
-            return ctx.fix("use `.item()` for the running total", [_append_method(ctx, node, "item")])
+            return ctx.fix("use `.item()` for the running total", [_append_method(ctx, node, "item")], safe=tensor and _scalar_loss(value))
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"cpu", "to", "numpy"}:
-            return ctx.fix("detach before moving to the host", [ctx.edit_insert_after(node.func.value, ".detach()")])
-        return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")])
+            return ctx.fix("detach before moving to the host", [ctx.edit_insert_after(node.func.value, ".detach()")], safe=tensor)
+        return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
 
     MUST_FIRE = (
         Fires(
@@ -237,9 +249,134 @@ class RetainedGraph(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(
+            """
+            import torch
+
+            def train(model, train_loader, optimizer, criterion):
+                logged = []
+                for step, batch in enumerate(train_loader):
+                    outputs = [model(x) for x in batch["views"]]
+                    loss = sum(criterion(o, batch["y"]) for o in outputs)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    logged.append(outputs)
+                print(f"kept {len(logged)} steps of outputs")
+            """,
+            severity=Severity.WARNING,
+            no_fix=True,  # a list of tensors has no `.detach()`
+        ),
+        Fires(
+            """
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            kept = []
+            for batch in eval_dataloader:
+                outputs = model(**batch)
+                kept.append(outputs)
+            """,
+            fixed="""
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            kept = []
+            for batch in eval_dataloader:
+                outputs = model(**batch)
+                kept.append(outputs.detach())
+            """,
+            unsafe=True,  # a Hugging Face model returns a ModelOutput, which has no `.detach()`
+            severity=Severity.ERROR,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a diffusers pipeline is not an nn.Module and its __call__ runs under no_grad: PIL images
+            """
+            import torch
+            from diffusers import StableDiffusionPipeline
+
+            def log_validation(vae, unet, args, accelerator, weight_dtype, epoch):
+                pipeline = StableDiffusionPipeline.from_pretrained(
+                    args.pretrained_model_name_or_path, vae=accelerator.unwrap_model(vae),
+                    unet=accelerator.unwrap_model(unet), torch_dtype=weight_dtype,
+                )
+                pipeline = pipeline.to(accelerator.device)
+                images = []
+                for i in range(len(args.validation_prompts)):
+                    with torch.autocast("cuda"):
+                        image = pipeline(args.validation_prompts[i], num_inference_steps=20).images[0]
+                    images.append(image)
+                return images
+
+            def train(unet, vae, train_dataloader, optimizer, args, accelerator, weight_dtype):
+                for epoch in range(args.num_train_epochs):
+                    for batch in train_dataloader:
+                        loss = unet(batch["pixel_values"]).sample.mean()
+                        accelerator.backward(loss)
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    log_validation(vae, unet, args, accelerator, weight_dtype, epoch)
+            """
+        ),
+        Quiet(  # two text encoders, each once: the list is concatenated at once and not kept across steps
+            """
+            import torch
+
+            def encode_prompt(text_encoders, tokenizers, prompt):
+                prompt_embeds_list = []
+                for tokenizer, text_encoder in zip(tokenizers, text_encoders):
+                    ids = tokenizer(prompt, padding="max_length", return_tensors="pt").input_ids
+                    prompt_embeds = text_encoder(ids.to(text_encoder.device), output_hidden_states=True)
+                    prompt_embeds_list.append(prompt_embeds.hidden_states[-2])
+                return torch.concat(prompt_embeds_list, dim=-1)
+
+            def training_step(batch, unet, text_encoders, tokenizers, optimizer):
+                embeds = encode_prompt(text_encoders, tokenizers, batch["prompts"])
+                unet(batch["latents"], embeds).sample.mean().backward()
+                optimizer.step()
+            """
+        ),
+        Quiet(  # a model's tiled decode: the tiles make up this forward's output
+            """
+            import torch
+            import torch.nn as nn
+
+            class TiledDecoder(nn.Module):
+                def __init__(self, tile=64):
+                    super().__init__()
+                    self.tile = tile
+                    self.decoder = nn.Conv2d(4, 3, 3, padding=1)
+
+                def forward(self, z):
+                    rows = []
+                    for i in range(0, z.shape[2], self.tile):
+                        row = []
+                        for j in range(0, z.shape[3], self.tile):
+                            row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+                        rows.append(torch.cat(row, dim=3))
+                    return torch.cat(rows, dim=2)
+            """
+        ),
+        Quiet(  # chunks of one tensor, whatever they are called
+            """
+            import torch
+
+            def encode_in_chunks(motion_encoder, frames, chunk_size):
+                face_batches = torch.split(frames, chunk_size)
+                encoded = []
+                for face_batch in face_batches:
+                    encoded.append(motion_encoder(face_batch))
+                return torch.cat(encoded)
+
+            def train(motion_encoder, loader, optimizer):
+                for frames in loader:
+                    encode_in_chunks(motion_encoder, frames, 8).pow(2).mean().backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """
+        ),
         Quiet(
             """
             import torch.nn as nn
@@ -436,9 +573,40 @@ def _scalar_sink(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     initial = [e for e in scope.events if getattr(e, "targets", None) == (store.container,)]
     if not initial or not (initial[0].value.tags & {NUMBER, CONSTANT}):
         return False
-    return not any(
-        isinstance(event, CallEvent) and event.receiver_key == store.container for event in scope.events
-    )
+    for event in scope.events:
+        if not isinstance(event, CallEvent):
+            continue
+        if event.receiver_key == store.container:
+            return False  # `total.item()`, `total.backward()`: used as a tensor
+        called = event.method or (event.callee or "").rpartition(".")[2]
+        if called not in _NUMBER_SINKS and any(mentions(scope, arg.value, store.container) for arg in event.arg_nodes):
+            return False  # `dist.all_reduce(total)`, `torch.tensor(total)`: a float would not do
+    return True
+
+
+# Calls that read a running total as a number: a float works as well as a tensor there.
+_NUMBER_SINKS = frozenset({
+    "float", "int", "round", "print", "str", "format", "abs", "max", "min", "append",
+    "info", "debug", "warning", "log", "add_scalar", "set_postfix", "set_description", "write",
+})
+
+
+def _scalar_loss(value) -> bool:
+    """A loss computed with the default (or a summing) reduction: `.item()` works on it."""
+    if LOSS not in value.tags or value.site is None:
+        return False
+    _, call = value.site
+    calls = [call]
+    if isinstance(value.detail, Value) and value.detail.site is not None:
+        calls.append(value.detail.site[1])  # the criterion's construction: `nn.CrossEntropyLoss(reduction=...)`
+    for node in calls:
+        if not isinstance(node, cst.Call):
+            return False
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "reduction":
+                if not (isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in {"mean", "sum"}):
+                    return False
+    return True
 
 
 def _append_method(ctx, node: cst.BaseExpression, method: str):

@@ -45,7 +45,7 @@ class SeedZeroIgnored(Rule):
             f"seed differ",
             evidence=[((ctx.chunk, test), f"`{name}` tests truthiness, not presence")],
             help=f"test `{name} is not None`",
-            fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(test, f"{name} is not None")]),
+            fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(test, f"{name} is not None")], safe=True),
         )
 
     def _report_default(self, ctx, node: cst.BooleanOperation) -> None:
@@ -58,7 +58,7 @@ class SeedZeroIgnored(Rule):
             help=f"write `{name} if {name} is not None else {default}`",
             fix=ctx.fix(
                 f"keep seed 0: `{name} if {name} is not None else {default}`",
-                [ctx.edit_replace(node, f"{name} if {name} is not None else {default}")],
+                [ctx.edit_replace(node, f"{name} if {name} is not None else {default}")], safe=True,
             ),
         )
 

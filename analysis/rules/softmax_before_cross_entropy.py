@@ -51,7 +51,8 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 "converges to a worse model"
             )
             severity, help = Severity.ERROR, "pass the logits; apply softmax only for metrics or inference"
-            fix = ctx.fix("remove the softmax so the loss gets logits", edits or ())
+            # remove_activation gives edits only when the softmax feeds this loss and nothing else
+            fix = ctx.fix("remove the softmax so the loss gets logits", edits or (), safe=True)
         else:
             message = (
                 f"{given} gets log-probabilities from {origin.description}; {loss.loss} applies "
@@ -59,7 +60,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 "them first is redundant (the result is the same)"
             )
             severity, help = Severity.NOTE, "pass the logits and drop the `log_softmax` (harmless, but redundant work)"
-            fix = ctx.fix("remove the redundant log_softmax", edits or ())
+            fix = ctx.fix("remove the redundant log_softmax", edits or (), safe=True)
         ctx.report(loss.event.node, message, evidence=_evidence(loss, origin), severity=severity, help=help, fix=fix)
 
     def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
@@ -69,7 +70,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             consequence = "it minimises `-p` instead of `-log p`, a weak signal that barely penalises confident mistakes"
             fix = ctx.fix(
                 "compute log-probabilities instead of probabilities",
-                rename_activation(ctx, loss, origin, "log_softmax", "LogSoftmax") or (),
+                rename_activation(ctx, loss, origin, "log_softmax", "LogSoftmax") or (), safe=True,
             )
         else:
             consequence = "it only negates the target's score, so the loss is unbounded below and the logits diverge"

@@ -124,7 +124,8 @@ class UnscaledAccumulation(Rule):
                 text = f"({text})"
             scaled = f"{text} / {n}"
             edits.append(ctx.edit_replace(target, scaled if _inside_scale(call) else f"({scaled})"))
-        return ctx.fix(f"divide the loss by `{n}` before the backward", edits)
+        # the backward proves the loss is a tensor, and the divisor is the one the step condition uses
+        return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
 
     MUST_FIRE = (
         Fires(

@@ -52,7 +52,7 @@ class ZeroGradBeforeStep(Rule):
             ],
             chunk=site.chunk,
             help=f"move `{clearing}` after `{written(step_event)}` (or before the backward)",
-            fix=ctx.fix(f"move `{clearing}` after the step", _move_after(ctx, clear, step)),
+            fix=ctx.fix(f"move `{clearing}` after the step", _move_after(ctx, clear, step), safe=True),
         )
 
 
