@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import hostile
 import trainlint
 from trainlint.analysis.registry import all_rules
 from trainlint.cli import main
@@ -84,6 +85,44 @@ def test_check_as_a_process(project):
     assert out.startswith("feats.py:7:21: error TL101 retained-graph: ")
     assert out.rstrip().endswith("Found 1 error (1 fixable with --fix) in 2 files.")
     assert "\033[" not in out
+
+
+# Started from inside a project, with the project as the working directory (as an editor or a
+# CI job does): no module of the project may be imported in place of trainlint's own.
+_SAFE_STARTS = {
+    "console script": [str(Path(sys.executable).parent / "trainlint")],
+    "python -I -m": [sys.executable, "-I", "-m", "trainlint"],
+    **({"python -P -m": [sys.executable, "-P", "-m", "trainlint"]} if sys.version_info >= (3, 11) else {}),
+}
+
+
+@pytest.mark.parametrize("start", list(_SAFE_STARTS))
+def test_start_up_imports_nothing_from_the_working_directory(tmp_path, start):
+    workspace, markers = tmp_path / "workspace", tmp_path / "markers"
+    workspace.mkdir()
+    hostile.plant(workspace, markers)
+    (workspace / "feats.py").write_text(RETAINED, encoding="utf-8")
+    result = subprocess.run([*_SAFE_STARTS[start], "check", "--select", "TL101", "."], cwd=workspace,
+                            capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert "feats.py:7:21: error TL101" in result.stdout
+    assert hostile.ran(markers) == []
+
+
+def test_plain_python_m_drops_the_working_directory_before_importing(tmp_path):
+    """Without -P, `python -m` puts the working directory first on sys.path; trainlint's
+    __main__ removes it before its first import. (A `trainlint/` folder there is imported by
+    Python itself before any of trainlint's code runs: only -P, -I or the script avoid that.)"""
+    workspace, markers = tmp_path / "workspace", tmp_path / "markers"
+    workspace.mkdir()
+    hostile.plant(workspace, markers)
+    for path in sorted((workspace / "trainlint").iterdir()):
+        path.unlink()
+    (workspace / "trainlint").rmdir()
+    (workspace / "feats.py").write_text(RETAINED, encoding="utf-8")
+    result = run_module("check", "--select", "TL101", ".", cwd=workspace)
+    assert result.returncode == 1, result.stderr.decode()
+    assert hostile.ran(markers) == []
 
 
 def test_usage_error_as_a_process(tmp_path):

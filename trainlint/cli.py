@@ -36,7 +36,7 @@ from trainlint.config import (
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
 from trainlint.fixing import SourceFile, fix_until_stable, unified_diff
-from trainlint.output import Report
+from trainlint.output import Report, repository_root
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
 from trainlint.output.sarif import render_sarif
@@ -412,9 +412,9 @@ def _render(args: argparse.Namespace, report: Report, stream: TextIO) -> str:
     if args.format == "json":
         return render_json(report)
     if args.format == "github":
-        return render_github(report)
+        return render_github(report, root=repository_root(Path.cwd()))
     if args.format == "sarif":
-        return render_sarif(report, all_rules())
+        return render_sarif(report, all_rules(), root=repository_root(Path.cwd()))
     colour = args.output is None and wants_colour(stream)
     return render_terminal(report, colour=colour, quiet=args.quiet)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 from trainlint.analysis.model import Finding, Severity
@@ -33,3 +35,16 @@ class Report:
             self._lines[path] = _LINE_BREAK.split(text) if text is not None else []
         lines = self._lines[path]
         return lines[line - 1] if 1 <= line <= len(lines) else None
+
+
+def repository_root(cwd: Path) -> Path:
+    """Where the paths of GitHub annotations and SARIF start, as GitHub resolves them: the git
+    repository holding ``cwd``, else ``$GITHUB_WORKSPACE`` when it holds ``cwd``, else ``cwd``."""
+    cwd = Path(os.path.abspath(cwd))
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and (Path(os.path.abspath(workspace)) == cwd or Path(os.path.abspath(workspace)) in cwd.parents):
+        return Path(os.path.abspath(workspace))
+    return cwd
