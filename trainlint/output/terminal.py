@@ -23,11 +23,18 @@ _GUTTER_COLOUR = "\033[1;34m"
 _FIX_COLOUR = "\033[32m"
 
 
-def wants_colour(stream: IO[str]) -> bool:
-    """FORCE_COLOR wins, then NO_COLOR (https://no-color.org), then whether stream is a terminal."""
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def wants_colour(stream: IO[str], choice: str = "auto") -> bool:
+    """``--color always`` or ``never`` decide; with ``auto``, FORCE_COLOR wins, then NO_COLOR
+    (https://no-color.org), then TERM=dumb (a terminal that shows escape codes as text), then
+    whether the stream is a terminal."""
+    if choice != "auto":
+        return choice == "always"
     if os.environ.get("FORCE_COLOR"):
         return True
-    if os.environ.get("NO_COLOR"):
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
