@@ -28,8 +28,8 @@ from trainlint.analysis.engine import (
 )
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
-from trainlint.notebooks import Notebook, NotebookError
-from trainlint.analysis.model import Finding, Severity
+from trainlint.notebooks import CellPosition, Notebook, NotebookError
+from trainlint.analysis.model import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings
@@ -222,6 +222,7 @@ class _Outcome:
     diff: str = ""  # the same change as a unified diff
     fix_count: int = 0
     fix_rejected: bool = False
+    cells: dict[int, str] | None = None  # a notebook's code cells, to show findings in their own lines
 
 
 def _run_task(task: _Task) -> _Outcome:
@@ -285,38 +286,58 @@ def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
     if not notebook.is_python or not notebook.cells:
         return _Outcome(task.path, [], None)
     findings = analyze(notebook.text)
+    unfixed = _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None, cells=notebook.cell_sources())
     if not task.fix or not any(finding.fix is not None for finding in findings):
-        return _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None)
+        return unfixed
     outcome = fix_until_stable(notebook.text, analyze, findings=findings)
-    fixed_raw = notebook.with_program(outcome.text)
-    changed = fixed_raw != raw
-    remaining = _in_notebook(Notebook(fixed_raw), analyze(Notebook(fixed_raw).text)) if changed else _in_notebook(notebook, findings)
+    try:
+        fixed_raw = notebook.with_program(outcome.text)
+    except NotebookError as error:
+        print(f"trainlint: warning: the fixes for {task.path} were not applied: {error}", file=sys.stderr)
+        return unfixed
+    if fixed_raw == raw:
+        return unfixed
+    fixed = Notebook(fixed_raw)
+    remaining = _in_notebook(fixed, analyze(fixed.text))
     return _Outcome(
         task.path, remaining, fixed_raw if remaining else None,
-        fixed=fixed_raw.encode("utf-8") if changed else None,
-        diff=unified_diff(raw, fixed_raw, task.path) if changed else "",
-        fix_count=outcome.applied, fix_rejected=outcome.rejected,
+        fixed=fixed_raw.encode("utf-8"),
+        diff=unified_diff(raw, fixed_raw, task.path),
+        fix_count=outcome.applied, fix_rejected=outcome.rejected, cells=fixed.cell_sources(),
     )
 
 
 def _in_notebook(notebook: Notebook, findings: list[Finding]) -> list[Finding]:
-    """Program positions to file positions (line, column) and cell positions; the markers' lines never hold findings."""
+    """Program positions to file positions (line, column) and cell positions, and the program's
+    line numbers in messages to cells' ones; the markers' lines never hold findings."""
     placed = []
     for finding in findings:
         cell = notebook.cell_position(finding.line, finding.column)
+        end = notebook.cell_position(finding.end_line, finding.end_column)
         line, column = notebook.file_position(finding.line, finding.column)
         end_line, end_column = notebook.file_position(finding.end_line, finding.end_column)
-        evidence = tuple(
-            msgspec.structs.replace(item, line=notebook.file_position(item.line, 1)[0]) if item.path is None else item
-            for item in finding.evidence
-        )
+        if cell is not None and (end is None or end.cell != cell.cell):
+            end = CellPosition(cell.cell, cell.line, cell.column + 1)  # a span never leaves its cell
+        evidence = tuple(_evidence_in_notebook(notebook, item) for item in finding.evidence)
         placed.append(msgspec.structs.replace(
             finding, line=line, column=column, end_line=end_line, end_column=end_column, evidence=evidence,
+            message=notebook.in_cells(finding.message), help=notebook.in_cells(finding.help),
             cell=cell.cell if cell else None, cell_line=cell.line if cell else None, cell_column=cell.column if cell else None,
+            cell_end_line=end.line if cell and end else None, cell_end_column=end.column if cell and end else None,
             # a fix's edits are positions in the joined program: `--fix` applies them; they are not file edits
             fix=msgspec.structs.replace(finding.fix, edits=()) if finding.fix is not None else None,
         ))
     return placed
+
+
+def _evidence_in_notebook(notebook: Notebook, item: Evidence) -> Evidence:
+    if item.path is not None:  # another file of the workspace: its own numbering
+        return item
+    cell = notebook.cell_position(item.line, 1)
+    return msgspec.structs.replace(
+        item, line=notebook.file_position(item.line, 1)[0], note=notebook.in_cells(item.note),
+        cell=cell.cell if cell else None, cell_line=cell.line if cell else None,
+    )
 
 
 def _unreadable(path: str, reason: str) -> Finding:
@@ -456,7 +477,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
-            _emit(args, "".join(f"{path}\n" for path in files), sys.stdout)
+            _emit(args, "".join(f"{printable(path)}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
         tasks = []
@@ -486,11 +507,11 @@ def _check(args: argparse.Namespace) -> int:
     elif args.fix:
         write_failed = not _write_fixes(outcomes)
 
-    findings = [finding for outcome in outcomes for finding in outcome.findings]
     report = Report(
-        findings=findings,
+        findings=[_printable_finding(finding) for outcome in outcomes for finding in outcome.findings],
         files=len(outcomes),
-        sources={outcome.path: outcome.text for outcome in outcomes if outcome.text is not None},
+        sources={printable(outcome.path): outcome.text for outcome in outcomes if outcome.text is not None},
+        cells={printable(outcome.path): outcome.cells for outcome in outcomes if outcome.cells and outcome.findings},
         fixed=sum(outcome.fix_count for outcome in outcomes if outcome.fixed is not None),
     )
     # With --fix on stdin, stdout carries the fixed source, so the report goes to stderr.
@@ -502,6 +523,19 @@ def _check(args: argparse.Namespace) -> int:
         finding.severity >= task.fail_on for task, outcome in zip(tasks, outcomes) for finding in outcome.findings
     )
     return 1 if failing and not args.exit_zero else 0
+
+
+def printable(path: str) -> str:
+    """A path as text every output can carry: bytes of a file name that are not UTF-8 (which the
+    OS hands over as surrogate escapes, and no UTF-8 encoder accepts) are shown as U+FFFD."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _printable_finding(finding: Finding) -> Finding:
+    if printable(finding.path) == finding.path and all(item.path is None or printable(item.path) == item.path for item in finding.evidence):
+        return finding
+    evidence = tuple(msgspec.structs.replace(item, path=printable(item.path)) if item.path else item for item in finding.evidence)
+    return msgspec.structs.replace(finding, path=printable(finding.path), evidence=evidence)
 
 
 def check_path(given: str) -> None:

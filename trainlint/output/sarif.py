@@ -124,7 +124,7 @@ def _result(finding: Finding, rule_index: int, cwd: Path, root: Path, fingerprin
             }
             for number, item in enumerate(finding.evidence, start=1)
         ]
-    if finding.fix is not None:
+    if finding.fix is not None and finding.fix.edits:  # a notebook's fixes are program edits: --fix applies them
         result["fixes"] = [
             {
                 "description": {"text": finding.fix.description},
@@ -153,7 +153,8 @@ class _Fingerprints:
         self._seen: dict[str, int] = {}
 
     def next(self, finding: Finding, uri: str) -> str:
-        line_text = _WHITESPACE.sub(" ", self._report.source_line(finding.path, finding.line) or "").strip()
+        line = finding.cell_line if finding.cell is not None else finding.line
+        line_text = _WHITESPACE.sub(" ", self._report.code_line(finding, line or 1) or "").strip()
         key = "\0".join((uri, finding.code, line_text))
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         occurrence = self._seen.get(digest, 0) + 1
