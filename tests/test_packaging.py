@@ -102,8 +102,3 @@ def test_an_artifact_installs_into_a_fresh_venv_and_runs(artifacts, tmp_path, ki
     assert estimated.returncode == 0, estimated.stdout + estimated.stderr
     assert '"verdict"' in estimated.stdout
 
-
-def test_the_version_is_set_in_one_place():
-    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    assert 'dynamic = ["version"]' in pyproject
-    assert 'version = { attr = "trainlint.__version__" }' in pyproject
