@@ -461,7 +461,7 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError("argument --statistics: works with --format terminal or json", CHECK_PROG)
     if not reading_stdin:
         for given in args.paths:
-            check_path(given)
+            _check_path(given)
     settings = _Settings(args)
     fixing = args.fix or args.diff
 
@@ -477,7 +477,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
-            _emit(args, "".join(f"{printable(path)}\n" for path in files), sys.stdout)
+            _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
         tasks = []
@@ -510,8 +510,8 @@ def _check(args: argparse.Namespace) -> int:
     report = Report(
         findings=[_printable_finding(finding) for outcome in outcomes for finding in outcome.findings],
         files=len(outcomes),
-        sources={printable(outcome.path): outcome.text for outcome in outcomes if outcome.text is not None},
-        cells={printable(outcome.path): outcome.cells for outcome in outcomes if outcome.cells and outcome.findings},
+        sources={_printable(outcome.path): outcome.text for outcome in outcomes if outcome.text is not None},
+        cells={_printable(outcome.path): outcome.cells for outcome in outcomes if outcome.cells and outcome.findings},
         fixed=sum(outcome.fix_count for outcome in outcomes if outcome.fixed is not None),
     )
     # With --fix on stdin, stdout carries the fixed source, so the report goes to stderr.
@@ -525,20 +525,20 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failing and not args.exit_zero else 0
 
 
-def printable(path: str) -> str:
+def _printable(path: str) -> str:
     """A path as text every output can carry: bytes of a file name that are not UTF-8 (which the
     OS hands over as surrogate escapes, and no UTF-8 encoder accepts) are shown as U+FFFD."""
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _printable_finding(finding: Finding) -> Finding:
-    if printable(finding.path) == finding.path and all(item.path is None or printable(item.path) == item.path for item in finding.evidence):
+    if _printable(finding.path) == finding.path and all(item.path is None or _printable(item.path) == item.path for item in finding.evidence):
         return finding
-    evidence = tuple(msgspec.structs.replace(item, path=printable(item.path)) if item.path else item for item in finding.evidence)
-    return msgspec.structs.replace(finding, path=printable(finding.path), evidence=evidence)
+    evidence = tuple(msgspec.structs.replace(item, path=_printable(item.path)) if item.path else item for item in finding.evidence)
+    return msgspec.structs.replace(finding, path=_printable(finding.path), evidence=evidence)
 
 
-def check_path(given: str) -> None:
+def _check_path(given: str) -> None:
     """A path named on the command line must exist; a link loop or a dangling link is told as such."""
     if os.path.exists(given):
         return
@@ -554,13 +554,13 @@ def _warn_about_idle_tl601(options: list[_Options]) -> None:
     """TL601 is silent without a target GPU: say so when someone asks for it by name."""
     for option in options:
         settings = option.settings
-        if settings.select and not settings.target_gpu and PROJECTED_OOM in select_codes(settings.select):
+        if settings.select and not settings.target_gpu and PROJECTED_OOM in _selected_codes(settings.select):
             print(f"trainlint: warning: {PROJECTED_OOM} projected-oom is selected but checks nothing without a "
                   "target GPU (--target-gpu, or target-gpu in the configuration)", file=sys.stderr)
             return
 
 
-def select_codes(tokens: Sequence[str]) -> set[str]:
+def _selected_codes(tokens: Sequence[str]) -> set[str]:
     return {code for token in tokens for code in rule_codes(token)}
 
 

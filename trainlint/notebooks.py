@@ -11,6 +11,7 @@ file — outputs, metadata, other cells — left byte for byte as it was.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class Notebook:
         self.is_python = _language(document).lower() == "python"
         self.cells: list[_Cell] = []
         self._replaced: dict[int, str] = {}
+        self._line_starts: list[int] | None = None
         source_spans = _source_spans(raw)
         sources: dict[int, tuple[str | list[str], tuple[int, int, list[int]]]] = {}
         for number, (cell, span) in enumerate(zip(cells, source_spans), start=1):
@@ -106,8 +108,10 @@ class Notebook:
             before = "\n".join(cell.lines[: position.line - 1]) + ("\n" if position.line > 1 else "")
             prefix = before + cell.lines[position.line - 1][: position.column - 1] if cell.lines else ""
         offset = start + 1 + len(_escaped(prefix))
-        file_line = self.raw.count("\n", 0, offset) + 1
-        return file_line, offset - (self.raw.rfind("\n", 0, offset) + 1) + 1
+        if self._line_starts is None:  # once per notebook, not once per finding: notebooks can be large
+            self._line_starts = [0] + [match.end() for match in re.finditer("\n", self.raw)]
+        file_line = bisect.bisect_right(self._line_starts, offset)
+        return file_line, offset - self._line_starts[file_line - 1] + 1
 
     def cell_sources(self) -> dict[int, str]:
         """Each code cell's source text, by cell number (for showing findings in the cell's own lines)."""
@@ -204,17 +208,15 @@ def _json_kind(value: object) -> str:
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
+_MARKER_LIKE = re.compile(r"^(?:# %% trainlint cell|\s*pass  # trainlint: not python) \d+(?P<tag>.*)$")
+
+
 def _unused_tag(lines: list[str]) -> str:
     """A suffix for the marker and placeholder lines that no line of the notebook already has
     (empty unless some cell holds a line that reads like one), so writing back never takes a
     line of the user's for a marker."""
-    for attempt in range(len(lines) + 1):
-        tag = f" ~{attempt}" if attempt else ""
-        marker = re.compile(r"^# %% trainlint cell \d+" + re.escape(tag) + "$")
-        placeholder = re.compile(r"^\s*pass  # trainlint: not python \d+" + re.escape(tag) + "$")
-        if not any(marker.match(line) or placeholder.match(line) for line in lines):
-            return tag
-    raise AssertionError("unreachable: each line rules out at most one tag")
+    taken = {match.group("tag") for match in map(_MARKER_LIKE.match, lines) if match}
+    return next(tag for tag in ("", *(f" ~{attempt}" for attempt in range(1, len(taken) + 2))) if tag not in taken)
 
 
 def _python_lines(lines: list[str], replaced: dict[int, str], tag: str = "") -> list[str]:
