@@ -17,7 +17,7 @@ from .module import ModuleAnalysis
 from .registry import all_rules
 from .rules.base import Rule
 from .settings import AnalysisSettings
-from .suppressions import SuppressionIndex, suppressions_in_statements
+from .suppressions import SuppressionIndex, find_suppressions
 
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -170,7 +170,7 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
             raw.extend(context.findings)
         module.rule_results[chunk.index] = KeptStatement(results)
 
-    suppressions = SuppressionIndex(suppressions_in_statements((c.chunk.start_line, c.chunk.text) for c in module.chunks))
+    suppressions = SuppressionIndex(find_suppressions(module.text, ((c.chunk.start_line, c.chunk.text) for c in module.chunks)))
     overrides = _severity_overrides(settings, rules)
     findings: list[Finding] = []
     for item in raw:

@@ -9,6 +9,7 @@ holds a candidate, and remembered by its text: an edit costs only the statements
 
 from __future__ import annotations
 
+import bisect
 import functools
 import io
 import re
@@ -23,7 +24,7 @@ _INLINE = re.compile(r"#\s*trainlint:\s*ignore(?!-)(?:\[(?P<codes>[^\]]*)\])?", 
 _FILE = re.compile(r"#\s*trainlint:\s*ignore-file(?:\[(?P<codes>[^\]]*)\])?", re.I)
 # flake8's and ruff's form: codes after a colon, separated by commas or spaces; without them, every rule
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?(?![\w-])", re.I)
-_CANDIDATE = re.compile(r"trainlint:|noqa", re.I)
+_CANDIDATE = re.compile(r"trainlint:|noqa")  # in lower-cased text
 _OUR_CODE = re.compile(r"TL\d+", re.I)
 
 
@@ -48,21 +49,38 @@ def _tokens(raw: str | None) -> tuple[str, ...]:
                  for token in re.split(r"[,\s]+", raw) if token.strip())
 
 
-def find_suppressions(text: str) -> list[Suppression]:
-    """Every suppression comment of a module's text."""
-    if not _CANDIDATE.search(text):
+def find_suppressions(text: str, statements: Iterable[tuple[int, str]] | None = None) -> list[Suppression]:
+    """Every suppression comment of a module's text. ``statements`` are its top-level statements,
+    (0-based first line, text) each, when the caller has them already."""
+    lines = _candidate_lines(text)
+    if not lines:
         return []
-    return suppressions_in_statements((chunk.start_line, chunk.text) for chunk in split_statements(text))
-
-
-def suppressions_in_statements(statements: Iterable[tuple[int, str]]) -> list[Suppression]:
-    """The same from a module's top-level statements: (0-based first line, text) each."""
+    if statements is None:
+        statements = ((chunk.start_line, chunk.text) for chunk in split_statements(text))
     found: list[Suppression] = []
-    for first_line, text in statements:
-        if _CANDIDATE.search(text):
-            for line, column, comment in _statement_comments(text):
+    for first_line, statement in statements:
+        index = bisect.bisect_left(lines, first_line)
+        if index < len(lines) and lines[index] <= first_line + statement.count("\n"):
+            for line, column, comment in _statement_comments(statement):
                 found.extend(_in_comment(first_line + line, column, comment))
     return found
+
+
+def _candidate_lines(text: str) -> list[int]:
+    """0-based lines (counting "\n", as statements' first lines do) where a suppression may be.
+    Searched in a lower-cased copy (a case-blind regular expression costs ten times as much on
+    every keystroke); lower-casing may change a line's length but never the line breaks."""
+    lowered = text.lower()
+    if "noqa" not in lowered and "trainlint:" not in lowered:
+        return []
+    lines: list[int] = []
+    line = position = 0
+    for match in _CANDIDATE.finditer(lowered):
+        line += lowered.count("\n", position, match.start())
+        position = match.start()
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
 
 
 @functools.lru_cache(maxsize=4096)

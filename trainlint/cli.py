@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="lowest severity that fails the run (default: the config's fail-on, else error)")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings (or fixes, with --diff) fail the run")
     check.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
-                       help="gitignore-style globs to skip, relative to the config file's folder "
+                       help="gitignore-style globs to skip, relative to each configuration's folder "
                             "(replaces the config's exclude)")
     check.add_argument("--config", metavar="FILE",
                        help="settings for every file from FILE (default: each file's nearest pyproject.toml or trainlint.toml)")
