@@ -170,7 +170,7 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
             raw.extend(context.findings)
         module.rule_results[chunk.index] = KeptStatement(results)
 
-    suppressions = SuppressionIndex(find_suppressions(module.text))
+    suppressions = SuppressionIndex(find_suppressions(module.text, ((c.chunk.start_line, c.chunk.text) for c in module.chunks)))
     overrides = _severity_overrides(settings, rules)
     findings: list[Finding] = []
     for item in raw:

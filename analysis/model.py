@@ -67,6 +67,9 @@ class Evidence(msgspec.Struct, frozen=True):
     line: int
     note: str
     path: str | None = None  # another file of the workspace; None: the finding's own file
+    # In a notebook: the cell and the line inside it (``line`` is then a line of the .ipynb file).
+    cell: int | None = None
+    cell_line: int | None = None
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -87,6 +90,8 @@ class Finding(msgspec.Struct, frozen=True):
     cell: int | None = None
     cell_line: int | None = None
     cell_column: int | None = None
+    cell_end_line: int | None = None  # where the span ends, in the same cell
+    cell_end_column: int | None = None
 
     @property
     def span(self) -> Span:

@@ -1,14 +1,31 @@
-"""Suppression comments: ``# trainlint: ignore[TL101]``, ``# trainlint: ignore-file[TL401]``, ``# noqa: TL101``."""
+"""Suppression comments: ``# trainlint: ignore[TL101]``, ``# trainlint: ignore-file[TL401]``,
+``# noqa: TL101`` (alone or among other tools' codes, ``# noqa: E501, TL101``) and a bare ``# noqa``.
+
+Comments are found with ``tokenize``, so text that only looks like one (inside a string) is not
+taken for a suppression, and lines are counted as Python counts them (``\n``, ``\r\n``, ``\r``).
+Each top-level statement is tokenized on its own (none starts inside a string), only when it
+holds a candidate, and remembered by its text: an edit costs only the statements it touched.
+"""
 
 from __future__ import annotations
 
+import bisect
+import functools
+import io
 import re
+import tokenize
+from typing import Iterable
 
 import msgspec
 
+from .chunking import split_statements
+
 _INLINE = re.compile(r"#\s*trainlint:\s*ignore(?!-)(?:\[(?P<codes>[^\]]*)\])?", re.I)
 _FILE = re.compile(r"#\s*trainlint:\s*ignore-file(?:\[(?P<codes>[^\]]*)\])?", re.I)
-_NOQA = re.compile(r"#\s*noqa:\s*(?P<codes>TL\d+(?:[\s,]+TL\d+)*)", re.I)
+# flake8's and ruff's form: codes after a colon, separated by commas or spaces; without them, every rule
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?(?![\w-])", re.I)
+_CANDIDATE = re.compile(r"trainlint:|noqa")  # in lower-cased text
+_OUR_CODE = re.compile(r"TL\d+", re.I)
 
 
 class Suppression(msgspec.Struct):
@@ -18,6 +35,8 @@ class Suppression(msgspec.Struct):
     tokens: tuple[str, ...]  # empty: every rule
     file_wide: bool = False
     used: bool = False
+    # A bare `# noqa` is as much other tools' as ours: it suppresses, but is never reported unused.
+    reportable: bool = True
 
     def covers(self, code: str, name: str) -> bool:
         return not self.tokens or code in self.tokens or name in self.tokens
@@ -30,19 +49,86 @@ def _tokens(raw: str | None) -> tuple[str, ...]:
                  for token in re.split(r"[,\s]+", raw) if token.strip())
 
 
-def find_suppressions(text: str) -> list[Suppression]:
-    if "trainlint:" not in text and "noqa" not in text:
+def find_suppressions(text: str, statements: Iterable[tuple[int, str]] | None = None) -> list[Suppression]:
+    """Every suppression comment of a module's text. ``statements`` are its top-level statements,
+    (0-based first line, text) each, when the caller has them already."""
+    lines = _candidate_lines(text)
+    if not lines:
         return []
+    if statements is None:
+        statements = ((chunk.start_line, chunk.text) for chunk in split_statements(text))
     found: list[Suppression] = []
-    for index, line in enumerate(text.splitlines(), start=1):
-        if "#" not in line:
-            continue
-        for pattern, file_wide in ((_FILE, True), (_INLINE, False), (_NOQA, False)):
-            for match in pattern.finditer(line):
-                found.append(
-                    Suppression(index, match.start() + 1, match.end() + 1, _tokens(match.group("codes")), file_wide)
-                )
+    for first_line, statement in statements:
+        index = bisect.bisect_left(lines, first_line)
+        if index < len(lines) and lines[index] <= first_line + statement.count("\n"):
+            for line, column, comment in _statement_comments(statement):
+                found.extend(_in_comment(first_line + line, column, comment))
     return found
+
+
+def _candidate_lines(text: str) -> list[int]:
+    """0-based lines (counting "\n", as statements' first lines do) where a suppression may be.
+    Searched in a lower-cased copy (a case-blind regular expression costs ten times as much on
+    every keystroke); lower-casing may change a line's length but never the line breaks."""
+    lowered = text.lower()
+    if "noqa" not in lowered and "trainlint:" not in lowered:
+        return []
+    lines: list[int] = []
+    line = position = 0
+    for match in _CANDIDATE.finditer(lowered):
+        line += lowered.count("\n", position, match.start())
+        position = match.start()
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
+@functools.lru_cache(maxsize=4096)
+def _statement_comments(text: str) -> tuple[tuple[int, int, str], ...]:
+    return tuple(_comments(text))
+
+
+def _in_comment(line: int, column: int, comment: str) -> list[Suppression]:
+    """The suppressions one comment holds (a comment may hold several: `# type: ignore  # noqa: TL101`)."""
+    found: list[Suppression] = []
+    for pattern, file_wide in ((_FILE, True), (_INLINE, False)):
+        for match in pattern.finditer(comment):
+            found.append(Suppression(
+                line, column + match.start() + 1, column + match.end() + 1, _tokens(match.group("codes")), file_wide,
+            ))
+    for match in _NOQA.finditer(comment):
+        start, end = column + match.start() + 1, column + match.end() + 1
+        if match.group("codes") is None:
+            found.append(Suppression(line, start, end, (), reportable=False))
+            continue
+        ours = tuple(code.upper() for code in re.split(r"[\s,]+", match.group("codes")) if _OUR_CODE.fullmatch(code))
+        if ours:  # `# noqa: E501` alone is another tool's business
+            found.append(Suppression(line, start, end, ours))
+    return found
+
+
+def _comments(text: str):
+    """(1-based line, 0-based column, text) of every comment. Code that does not tokenize (being
+    typed, or broken) costs only the rest of its line: reading starts again on the next one."""
+    lines = io.StringIO(text, newline=None).readlines()
+    start = 0  # index of the first line the current tokenizer reads
+    while start < len(lines):
+        try:
+            for token in tokenize.generate_tokens(_reader(lines[start:])):
+                if token.type == tokenize.COMMENT:
+                    yield token.start[0] + start, token.start[1], token.string
+            return
+        except tokenize.TokenError:
+            return  # an unfinished string or bracket runs to the end of the text
+        except SyntaxError as error:  # IndentationError among them
+            failed = start + (error.lineno or 1)
+            # a bad dedent is fine as the first line of a fresh start; anything else is skipped
+            start = max(failed - 1 if isinstance(error, IndentationError) else failed, start + 1)
+
+
+def _reader(lines: list[str]):
+    remaining = iter(lines)
+    return lambda: next(remaining, "")
 
 
 class SuppressionIndex:
@@ -64,4 +150,4 @@ class SuppressionIndex:
         return hit
 
     def unused(self) -> list[Suppression]:
-        return [s for s in self.all if not s.used]
+        return [s for s in self.all if not s.used and s.reportable]

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import hostile
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 
@@ -226,7 +228,9 @@ def _action() -> dict:
         return yaml.safe_load(file)
 
 
-def _run_action(workspace: Path, runner_temp: Path, search_path: str | None = None, **given: str) -> tuple[int, str, dict[str, str]]:
+def _run_action(
+    workspace: Path, runner_temp: Path, search_path: str | None = None, extra_env: dict[str, str] | None = None, **given: str
+) -> tuple[int, str, dict[str, str]]:
     """Every step of the composite action in order, as the runner runs it; stops at a failing step.
 
     Returns the last step's exit status, everything printed, and the outputs the steps set.
@@ -266,6 +270,7 @@ def _run_action(workspace: Path, runner_temp: Path, search_path: str | None = No
             GITHUB_WORKSPACE=str(workspace),
         )
         env.update({key: _EXPRESSION.sub(lambda m: evaluate(m.group(1)), str(value)) for key, value in step.get("env", {}).items()})
+        env.update(extra_env or {})
         if search_path is not None:
             env["PATH"] = search_path
         done = subprocess.run(
@@ -302,9 +307,12 @@ def test_action_declares_the_documented_inputs() -> None:
     assert action["runs"]["using"] == "composite"
     defaults = {name: spec.get("default") for name, spec in action["inputs"].items()}
     assert defaults == {
-        "paths": ".", "format": "github", "fail-on": "error", "target-gpu": "",
-        "version": "", "sarif-file": "trainlint.sarif",
+        "paths": ".", "format": "github", "fail-on": "", "target-gpu": "", "config": "", "args": "",
+        "working-directory": ".", "version": "", "sarif-file": "trainlint.sarif",
     }
+    documented = (ROOT / "docs" / "ci.md").read_text(encoding="utf-8")
+    for name in defaults:
+        assert f"| `{name}` |" in documented, f"docs/ci.md does not describe the input {name!r}"
 
 
 def test_action_github_format_annotates_and_fails_on_errors(workspace: Path, runner_temp: Path) -> None:
@@ -329,6 +337,71 @@ def test_action_exit_status_follows_fail_on(workspace: Path, runner_temp: Path) 
     status, printed, _ = _run_action(workspace, runner_temp, version="installed", **{"fail-on": "warning"})
     assert status == 1, printed
     assert "::warning file=train.py" in printed
+
+
+def test_action_fail_on_comes_from_the_configuration_unless_set(workspace: Path, runner_temp: Path) -> None:
+    (workspace / "train.py").write_text(WARNING_ONLY, encoding="utf-8")
+    (workspace / "pyproject.toml").write_text('[tool.trainlint]\nfail-on = "warning"\n', encoding="utf-8")
+    status, printed, _ = _run_action(workspace, runner_temp, version="installed")
+    assert status == 1, printed  # as `trainlint check` fails locally
+    assert "findings at or above 'the configured fail-on'" in printed
+
+    status, printed, _ = _run_action(workspace, runner_temp, version="installed", **{"fail-on": "error"})
+    assert status == 0, printed  # the input, when set, wins
+
+
+def test_action_working_directory_config_and_args(workspace: Path, runner_temp: Path) -> None:
+    project = workspace / "project"
+    project.mkdir()
+    (project / "train.py").write_text(WARNING_ONLY, encoding="utf-8")
+    (project / "strict.toml").write_text('fail-on = "warning"\n', encoding="utf-8")
+
+    status, printed, _ = _run_action(workspace, runner_temp, version="installed", **{"working-directory": "project"})
+    assert status == 0, printed
+    # annotations name the file from the top of the repository, where GitHub looks for it
+    assert "::warning file=project/train.py," in printed, printed
+
+    status, printed, _ = _run_action(
+        workspace, runner_temp, version="installed", **{"working-directory": "project", "config": "strict.toml"}
+    )
+    assert status == 1, printed
+
+    status, printed, _ = _run_action(
+        workspace, runner_temp, version="installed",
+        **{"working-directory": "project", "config": "strict.toml", "args": "--ignore\nTL101  --quiet"},
+    )
+    assert status == 0, printed
+    assert "::warning" not in printed
+
+    status, printed, outputs = _run_action(
+        workspace, runner_temp, version="installed", format="sarif", **{"working-directory": "project"}
+    )
+    assert status == 0, printed
+    assert outputs["check.sarif-file"] == "trainlint.sarif"
+    log = json.loads((workspace / "trainlint.sarif").read_text(encoding="utf-8"))  # relative to the workspace
+    [result] = log["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "project/train.py"
+
+    status, printed, _ = _run_action(workspace, runner_temp, version="installed", **{"working-directory": "missing"})
+    assert status == 2, printed
+    assert "working-directory 'missing' is not a folder of the workspace" in printed
+
+
+def test_action_helper_pythons_never_import_from_the_workspace(workspace: Path, runner_temp: Path, tmp_path: Path) -> None:
+    markers = tmp_path / "markers"
+    hostile.plant(workspace, markers)
+    (workspace / "score.py").write_text(BUGGY, encoding="utf-8")
+    # The install step, as a pull request's CI runs it: a venv is created and pip starts in the
+    # checkout. No index is reachable here, so pip stops once it has started (and imported json).
+    status, printed, _ = _run_action(workspace, runner_temp, version="0.0.0", extra_env={"PIP_NO_INDEX": "1"})
+    assert status == 1, printed
+    assert "No matching distribution found for trainlint==0.0.0" in printed, printed
+    assert (runner_temp / "trainlint-venv").is_dir()
+    # The check step's own helper Python, which counts the SARIF results.
+    status, printed, _ = _run_action(workspace, runner_temp, version="installed", format="sarif")
+    assert status == 1, printed
+    assert "wrote 1 result(s) to trainlint.sarif" in printed, printed
+    assert hostile.ran(markers) == []
 
 
 def test_action_paths_and_target_gpu_gate_on_projected_oom(workspace: Path, runner_temp: Path) -> None:

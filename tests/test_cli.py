@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import hostile
 import trainlint
 from trainlint.analysis.registry import all_rules
 from trainlint.cli import main
@@ -86,6 +87,44 @@ def test_check_as_a_process(project):
     assert "\033[" not in out
 
 
+# Started from inside a project, with the project as the working directory (as an editor or a
+# CI job does): no module of the project may be imported in place of trainlint's own.
+_SAFE_STARTS = {
+    "console script": [str(Path(sys.executable).parent / "trainlint")],
+    "python -I -m": [sys.executable, "-I", "-m", "trainlint"],
+    **({"python -P -m": [sys.executable, "-P", "-m", "trainlint"]} if sys.version_info >= (3, 11) else {}),
+}
+
+
+@pytest.mark.parametrize("start", list(_SAFE_STARTS))
+def test_start_up_imports_nothing_from_the_working_directory(tmp_path, start):
+    workspace, markers = tmp_path / "workspace", tmp_path / "markers"
+    workspace.mkdir()
+    hostile.plant(workspace, markers)
+    (workspace / "feats.py").write_text(RETAINED, encoding="utf-8")
+    result = subprocess.run([*_SAFE_STARTS[start], "check", "--select", "TL101", "."], cwd=workspace,
+                            capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, timeout=300)
+    assert result.returncode == 1, result.stderr
+    assert "feats.py:7:21: error TL101" in result.stdout
+    assert hostile.ran(markers) == []
+
+
+def test_plain_python_m_drops_the_working_directory_before_importing(tmp_path):
+    """Without -P, `python -m` puts the working directory first on sys.path; trainlint's
+    __main__ removes it before its first import. (A `trainlint/` folder there is imported by
+    Python itself before any of trainlint's code runs: only -P, -I or the script avoid that.)"""
+    workspace, markers = tmp_path / "workspace", tmp_path / "markers"
+    workspace.mkdir()
+    hostile.plant(workspace, markers)
+    for path in sorted((workspace / "trainlint").iterdir()):
+        path.unlink()
+    (workspace / "trainlint").rmdir()
+    (workspace / "feats.py").write_text(RETAINED, encoding="utf-8")
+    result = run_module("check", "--select", "TL101", ".", cwd=workspace)
+    assert result.returncode == 1, result.stderr.decode()
+    assert hostile.ran(markers) == []
+
+
 def test_usage_error_as_a_process(tmp_path):
     result = run_module("check", "--format", "xml", ".", cwd=tmp_path)
     assert result.returncode == 2
@@ -158,14 +197,14 @@ def test_undecodable_file_is_a_finding(project, capsys):
 
 def test_unreadable_file_is_a_finding(project, capsys, monkeypatch):
     project(**{"secret.py": CLEAN, "open.py": CLEAN})
-    read_bytes = Path.read_bytes
+    os_open = os.open
 
-    def refuse_secret(path: Path) -> bytes:
-        if path.name == "secret.py":  # chmod cannot stop root, who runs CI
+    def refuse_secret(path, *args, **kwargs):
+        if os.path.basename(path) == "secret.py":  # chmod cannot stop root, who runs CI
             raise PermissionError(13, "Permission denied")
-        return read_bytes(path)
+        return os_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", refuse_secret)
+    monkeypatch.setattr(os, "open", refuse_secret)
     assert main(["check", "--jobs", "1", "."]) == 1
     out = capsys.readouterr().out
     assert "secret.py:1:1: error TL000 syntax-error: cannot read the file: Permission denied" in out
@@ -366,3 +405,167 @@ def test_stdin_in_process(project, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(RETAINED.encode())))
     assert main(["check", "--select", "TL101", "-"]) == 1
     assert capsys.readouterr().out.startswith("-:7:21: error TL101")
+
+
+# ---------------------------------------------------------------------------- the conventions ruff users expect
+
+
+def test_a_mistyped_target_gpu_is_an_error_not_silence(project, capsys):
+    project(**{"feats.py": RETAINED})
+    assert main(["check", "--target-gpu", "a10-24gb", "feats.py"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("trainlint check: error: argument --target-gpu: unknown GPU or instance 'a10-24gb'; "
+                   "did you mean a100-40gb, a10g, v100-32gb?\n")
+    project(**{"pyproject.toml": "[tool.trainlint]\ntarget-gpu = 'nosuchgpu'\n"})
+    assert main(["check", "feats.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainlint: error: pyproject.toml: [tool.trainlint] target-gpu: unknown GPU or instance 'nosuchgpu'")
+    assert err.count("\n") == 1
+
+
+def test_selecting_tl601_without_a_gpu_says_it_checks_nothing(project, capsys):
+    project(**{"feats.py": RETAINED})
+    assert main(["check", "--select", "TL601", "feats.py"]) == 0
+    assert "TL601 projected-oom is selected but checks nothing without a target GPU" in capsys.readouterr().err
+    assert main(["check", "--select", "TL601", "--target-gpu", "a100-80gb", "feats.py"]) == 0
+    assert main(["check", "feats.py"]) == 1  # every rule, TL601 among them: nothing to warn about
+    assert "TL601" not in capsys.readouterr().err
+
+
+def test_each_file_is_checked_with_its_nearest_configuration(project, capsys):
+    project(**{
+        "a__pyproject.toml": "[tool.trainlint]\nignore = ['TL101']\n",
+        "a__feats.py": RETAINED,
+        "b__feats.py": RETAINED,
+        "b__train.py": RETAINED_AFTER_BACKWARD,
+        "b__trainlint.toml": "fail-on = 'warning'\nper-file-ignores = {'feats.py' = ['TL101']}\n",
+        "c__train.py": RETAINED_AFTER_BACKWARD,
+    })
+    assert main(["check", "--select", "TL101", "--format", "json", "a", "b", "c"]) == 1
+    paths = [finding["path"] for finding in json.loads(capsys.readouterr().out)["findings"]]
+    assert paths == ["b/train.py", "c/train.py"]  # a/ ignores TL101; b/'s per-file-ignores (relative to b/) drop feats.py
+    # fail-on follows each file's configuration: b/ fails on warnings, c/ (no configuration) only on errors
+    assert main(["check", "--select", "TL101", "c"]) == 0
+    assert main(["check", "--select", "TL101", "b/train.py"]) == 1
+    # --config names one configuration for every file
+    assert main(["check", "--select", "TL101", "--config", "a/pyproject.toml", "--format", "json", "a", "b", "c"]) == 0
+
+
+def test_exclude_is_relative_to_each_configuration(project, capsys):
+    project(**{
+        "pkg__trainlint.toml": "exclude = ['generated/']\n",
+        "pkg__generated__feats.py": RETAINED,
+        "generated__feats.py": RETAINED,
+    })
+    assert main(["check", "--show-files", "."]) == 0
+    assert capsys.readouterr().out == "generated/feats.py\n"  # pkg/'s exclude is relative to pkg/
+    assert main(["check", "--show-files", "--exclude", "feats.py", "."]) == 0  # the flag replaces each one's
+    assert capsys.readouterr().out == ""
+
+
+def test_show_files_lists_what_would_be_checked(project, capsys):
+    project(**{"a.py": CLEAN, "pkg__b.py": CLEAN, "notes.txt": "", "nb.ipynb": "{}", "pyproject.toml": "[tool.trainlint]\nexclude = ['pkg']\n"})
+    assert main(["check", "--show-files", "."]) == 0
+    assert capsys.readouterr().out == "a.py\nnb.ipynb\n"
+
+
+def test_show_settings_tells_the_settings_and_where_they_come_from(project, capsys):
+    project(**{
+        "pkg__pyproject.toml": "[tool.trainlint]\nselect = ['TL1']\nextend-select = ['TL201']\nfail-on = 'warning'\n"
+                               "target-gpu = 'a100-80gb'\nper-file-ignores = {'tests/*' = ['TL101']}\n",
+        "pkg__tests__test_a.py": CLEAN,
+        "other.py": CLEAN,
+    })
+    assert main(["check", "--show-settings", "pkg/tests/test_a.py"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# settings for pkg/tests/test_a.py\nconfiguration = \"pkg/pyproject.toml\"\n")
+    assert 'select = ["TL1","TL201"]' in out
+    assert 'fail-on = "warning"' in out and 'target-gpu = "a100-80gb"' in out
+    assert 'per-file-ignores = ["TL101"]' in out
+    rules = json.loads(out.split("rules = ")[1].split("  #")[0])
+    assert rules == sorted(code for code in (rule.code for rule in all_rules()) if code.startswith("TL1") or code == "TL201")
+    assert main(["check", "--show-settings", "--fail-on", "note", "other.py"]) == 0
+    out = capsys.readouterr().out
+    assert 'configuration = "none found: built-in defaults"' in out and 'fail-on = "note"' in out
+
+
+def test_statistics_count_findings_per_rule(project, capsys):
+    project(**{"feats.py": RETAINED, "train.py": RETAINED_AFTER_BACKWARD, "broken.py": "def f(:\n"})
+    assert main(["check", "--select", "TL101", "--statistics", "."]) == 1
+    assert capsys.readouterr().out == (
+        "2  TL101  [*] retained-graph\n"
+        "1  TL000  [ ] syntax-error\n"
+        "[*] fixable with --fix\n"
+        "Found 2 errors, 1 warning (2 fixable with --fix) in 3 files.\n"
+    )
+    assert main(["check", "--select", "TL101", "--statistics", "--format", "json", "."]) == 1
+    assert json.loads(capsys.readouterr().out) == [
+        {"code": "TL101", "name": "retained-graph", "count": 2, "fixable": 2},
+        {"code": "TL000", "name": "syntax-error", "count": 1, "fixable": 0},
+    ]
+    assert main(["check", "--statistics", "--format", "sarif", "."]) == 2
+    assert "--statistics: works with --format terminal or json" in capsys.readouterr().err
+
+
+def test_exit_zero_reports_but_does_not_fail(project, capsys):
+    project(**{"feats.py": RETAINED})
+    assert main(["check", "--select", "TL101", "--exit-zero", "feats.py"]) == 0
+    assert "error TL101" in capsys.readouterr().out
+    assert main(["check", "--select", "TL101", "--exit-zero", "--diff", "feats.py"]) == 0
+    assert main(["check", "--select", "TL101", "--exit-zero", "missing.py"]) == 2  # misuse still fails
+
+
+def test_extend_select_adds_to_the_selection(project, capsys):
+    project(**{"feats.py": RETAINED, "train.py": RETAINED_AFTER_BACKWARD, "trainlint.toml": "select = ['TL2']\n"})
+    assert main(["check", "--format", "json", "."]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+    assert main(["check", "--extend-select", "retained-graph", "--format", "json", "."]) == 1
+    assert {f["code"] for f in json.loads(capsys.readouterr().out)["findings"]} == {"TL101"}
+    assert main(["check", "--extend-select", "TL999", "."]) == 2
+    assert "argument --extend-select: unknown rule code 'TL999'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("environment", "flag", "coloured"),
+    [
+        ({"TERM": "dumb", "FORCE_COLOR": None}, None, False),
+        ({"TERM": "dumb", "FORCE_COLOR": None}, "always", True),
+        ({"FORCE_COLOR": "1"}, None, True),
+        ({"FORCE_COLOR": "1"}, "never", False),
+        ({"NO_COLOR": "1", "FORCE_COLOR": None}, "always", True),
+    ],
+)
+def test_color_flag_and_environment(project, capsys, monkeypatch, environment, flag, coloured):
+    project(**{"feats.py": RETAINED})
+    for name, value in environment.items():
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    main(["check", "--select", "TL101", *(["--color", flag] if flag else []), "feats.py"])
+    assert ("\033[" in capsys.readouterr().out) is coloured
+
+
+@pytest.mark.parametrize("command", [["rules"], ["gpus"], ["gpus", "--instances"], ["explain", "TL1"],
+                                     ["estimate", "--model", "gpt2"], ["check", "--select", "TL101", "."]])
+def test_a_closed_pipe_ends_quietly(project, command):
+    """`trainlint rules | head -1`: once the reader is gone, trainlint stops without a traceback."""
+    root = project(**{"feats.py": RETAINED})
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader left before the first write: every write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "trainlint", *command], cwd=root, stdout=writer,
+                              stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(writer)
+    assert done.stderr.decode() == ""
+    assert done.returncode == 141
+
+
+def test_explain_engine_codes(capsys):
+    assert main(["explain", "TL000"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("TL000 syntax-error (reported by trainlint itself, severity: error)\n\nA statement that does not parse")
+    assert main(["explain", "not-analysed"]) == 0
+    assert capsys.readouterr().out.startswith("TL002 not-analysed")

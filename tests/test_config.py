@@ -12,7 +12,7 @@ from trainlint.analysis.selection import resolve_selector
 from trainlint.cli import main
 from trainlint.config import (
     ConfigError,
-    discover_config,
+    ConfigFinder,
     engine_codes_in,
     find_config_file,
     load_config,
@@ -92,20 +92,23 @@ class TestFinding:
         write(tmp_path / "pyproject.toml", "[tool.trainlint]\nfail-on = 'note'\n")
         own = write(tmp_path / "trainlint.toml", "fail-on = 'warning'\n")
         assert find_config_file(tmp_path) == own
-        assert discover_config([tmp_path / "a.py"]).fail_on is Severity.WARNING
+        assert ConfigFinder().for_path(tmp_path / "a.py").fail_on is Severity.WARNING
 
     def test_no_config_means_defaults_rooted_at_cwd(self, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         (tmp_path / "a.py").write_text("")
-        config = discover_config([Path("a.py")])
+        config = ConfigFinder().for_path(Path("a.py"))
         assert config.source is None
         assert config.root == tmp_path
 
-    def test_common_folder_of_several_paths(self, tmp_path):
+    def test_each_file_gets_its_nearest_configuration(self, tmp_path):
         top = write(tmp_path / "trainlint.toml", "")
-        write(tmp_path / "a" / "trainlint.toml", "")
+        inner = write(tmp_path / "a" / "trainlint.toml", "")
         (tmp_path / "b").mkdir()
-        assert discover_config([tmp_path / "a" / "x.py", tmp_path / "b" / "y.py"]).source == top
+        finder = ConfigFinder()
+        assert finder.for_path(tmp_path / "a" / "x.py").source == inner
+        assert finder.for_path(tmp_path / "b" / "y.py").source == top
+        assert finder.for_path(tmp_path / "a").source == inner  # a folder: its own configuration
 
 
 class TestErrors:

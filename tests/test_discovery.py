@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,74 @@ def test_cli_respects_gitignore_and_exclude(tree, capsys):
 def test_cli_missing_path_exits_2(tree, capsys):
     assert main(["check", "nope.py"]) == 2
     assert capsys.readouterr().err == "trainlint: error: path not found: nope.py\n"
+
+
+# ---------------------------------------------------------------------------- git's own ignore rules
+
+
+@pytest.fixture
+def repository(tree, tmp_path, monkeypatch):
+    """A real git repository as the working directory, with its own global git configuration."""
+    home = tmp_path / ".home"
+    home.mkdir()
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / "gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    (home / "gitconfig").write_text("")
+    for variable in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(variable, raising=False)
+    subprocess.run(["git", "init", "-q"], check=True)
+    return home
+
+
+def test_git_info_exclude_is_honoured(repository, tree):
+    tree("train.py", "local_only.py", "mine/notes.py")
+    Path(".git/info").mkdir(exist_ok=True)
+    Path(".git/info/exclude").write_text("local_only.py\nmine/\n")
+    assert files(".") == ["train.py"]
+
+
+def test_global_excludes_file_is_honoured(repository, tree):
+    tree("train.py", "train.scratch.py")
+    (repository / "ignore").write_text("*.scratch.py\n")
+    (repository / "gitconfig").write_text(f"[core]\n\texcludesFile = {repository / 'ignore'}\n")
+    assert files(".") == ["train.py"]
+
+
+def test_default_global_excludes_file_is_honoured(repository, tree):
+    tree("train.py", "train.scratch.py")
+    (repository / "xdg" / "git").mkdir(parents=True)
+    (repository / "xdg" / "git" / "ignore").write_text("*.scratch.py\n")
+    assert files(".") == ["train.py"]
+
+
+def test_a_gitignore_pattern_beats_info_exclude(repository, tree):
+    tree("gen/keep.py", "gen/drop.py")
+    Path(".git/info").mkdir(exist_ok=True)
+    Path(".git/info/exclude").write_text("gen/*.py\n")
+    Path(".gitignore").write_text("!gen/keep.py\n")
+    assert files(".") == ["gen/keep.py"]
+
+
+def test_tracked_files_are_checked_though_a_pattern_matches_them(repository, tree):
+    tree("vendor/patched.py", "vendor/other.py", "train.py")
+    Path(".gitignore").write_text("vendor/\n")
+    subprocess.run(["git", "add", "--force", "vendor/patched.py"], check=True)
+    assert files(".") == ["train.py", "vendor/patched.py"]  # as git sees it: tracked files are never ignored
+
+
+def test_without_git_the_repository_exclude_file_still_counts(repository, tree, monkeypatch):
+    tree("train.py", "local_only.py")
+    Path(".git/info").mkdir(exist_ok=True)
+    Path(".git/info/exclude").write_text("local_only.py\n")
+    monkeypatch.setenv("PATH", str(repository))  # no git to ask
+    assert files(".") == ["train.py"]
+
+
+def test_bad_patterns_are_told_and_skipped(tree, capsys):
+    tree("train.py", "scratch.py", "odd.py")
+    Path(".gitignore").write_text("\\\nscratch.py\n**/[z-a]\n")
+    assert files(".") == ["odd.py", "train.py"]
+    err = capsys.readouterr().err
+    assert "trainlint: warning: .gitignore:1: invalid pattern '\\\\': not a gitignore pattern; the line is not applied" in err
+    assert ".gitignore:3: invalid pattern '**/[z-a]': bad character range z-a" in err

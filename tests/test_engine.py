@@ -104,12 +104,36 @@ def test_suppression_comments():
     assert analyze_source("# trainlint: ignore-file[TL101]\n" + RETAINED, "s.py") == []
 
 
+def test_noqa_as_flake8_and_ruff_users_write_it():
+    base = RETAINED.replace("history.append(loss)", "history.append(loss)  {}")
+    for comment in ("# noqa: E501, TL101", "# noqa:E501,TL101", "# NOQA: TL101", "# noqa", "# noqa  (loss kept on purpose)",
+                    "# type: ignore  # noqa: TL101", "# noqa: E501 TL101"):
+        assert analyze_source(base.format(comment), "s.py") == [], comment
+    for comment in ("# noqa: E501", "# noqa: TL201", "# noqae", "# no qa"):
+        assert codes(analyze_source(base.format(comment), "s.py")) == [("TL101", 7)], comment
+
+
+def test_only_real_comments_suppress():
+    text = RETAINED.replace("history.append(loss)", "history.append(loss); note = '# noqa: TL101'")
+    assert codes(analyze_source(text, "s.py")) == [("TL101", 7)]
+    docstring = '"""\n# trainlint: ignore-file[TL101]\n"""\n' + RETAINED
+    assert codes(analyze_source(docstring, "s.py")) == [("TL101", 10)]
+    # lines as Python counts them: a form feed is no line break, a lone CR is one
+    feed = "\f" + RETAINED.replace("history.append(loss)", "history.append(loss)  # noqa: TL101")
+    assert analyze_source(feed, "s.py") == []
+
+
 def test_unused_suppressions_are_reported_on_request():
     text = "x = 1  # trainlint: ignore[TL101]\n"
     assert analyze_source(text, "u.py") == []
     findings = analyze_source(text, "u.py", AnalysisSettings(report_unused_ignores=True))
     assert codes(findings) == [("TL001", 1)]
     assert "unused suppression" in findings[0].message
+    # a bare noqa, or one naming other tools' codes only, is theirs: never reported by trainlint
+    other = "x = 1  # noqa\ny = 2  # noqa: E501\nz = 3  # noqa: E501, TL101\n"
+    findings = analyze_source(other, "u.py", AnalysisSettings(report_unused_ignores=True))
+    assert codes(findings) == [("TL001", 3)]
+    assert findings[0].message == "unused suppression: nothing here is reported for TL101"
 
 
 def test_severity_override_and_selection():

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
 import codecs
+import resource
+import signal
+import stat
+import subprocess
+import sys
 
 import msgspec
 
@@ -241,3 +246,46 @@ class TestFixCommand:
         (tmp_path / "feats.py").write_text(broken)
         assert main(["check", "--fix", "feats.py"]) == 1
         assert (tmp_path / "feats.py").read_text() == broken
+
+
+class TestAtomicWrites:
+    """--fix replaces a file whole or not at all, keeping what the file was (mode, link)."""
+
+    def test_a_failed_write_leaves_the_file_as_it_was(self, tmp_path):
+        # A disk quota reached halfway through the write (RLIMIT_FSIZE: larger writes fail with
+        # EFBIG): the fixed text is longer than the limit allows, the original fits.
+        path = tmp_path / "feats.py"
+        path.write_text(RETAINED)
+        limit = len(RETAINED.encode()) + 4
+
+        def quota() -> None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+        done = subprocess.run(
+            [sys.executable, "-m", "trainlint", "check", "--fix", "--select", "TL101", "feats.py"],
+            cwd=tmp_path, capture_output=True, text=True, preexec_fn=quota, timeout=120, check=False,
+        )
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert "trainlint: error: cannot write feats.py: File too large; the file is unchanged" in done.stderr
+        assert path.read_text() == RETAINED
+        assert sorted(item.name for item in tmp_path.iterdir()) == ["feats.py"]  # no temporary file left
+
+    def test_mode_bits_are_kept(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        path = tmp_path / "feats.py"
+        path.write_text(RETAINED)
+        path.chmod(0o751)
+        assert main(["check", "--fix", "--select", "TL101", "feats.py"]) == 0
+        assert ".detach()" in path.read_text()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o751
+
+    def test_a_link_stays_a_link(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "real").mkdir()
+        (tmp_path / "real" / "feats.py").write_text(RETAINED)
+        (tmp_path / "feats.py").symlink_to("real/feats.py")
+        assert main(["check", "--fix", "--select", "TL101", "feats.py"]) == 0
+        assert (tmp_path / "feats.py").is_symlink()
+        assert ".detach()" in (tmp_path / "real" / "feats.py").read_text()
+        assert sorted(item.name for item in (tmp_path / "real").iterdir()) == ["feats.py"]

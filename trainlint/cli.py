@@ -7,6 +7,7 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -17,30 +18,43 @@ from typing import NoReturn, Sequence, TextIO
 import msgspec
 
 import trainlint
-from trainlint.analysis.engine import SYNTAX_ERROR, analyze_source
+from trainlint.analysis.engine import (
+    ENGINE_CODES,
+    NOT_ANALYSED,
+    SYNTAX_ERROR,
+    UNUSED_SUPPRESSION,
+    analyze_source,
+    select_rules,
+)
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
-from trainlint.notebooks import Notebook, NotebookError
-from trainlint.analysis.model import Finding, Severity
+from trainlint.notebooks import CellPosition, Notebook, NotebookError
+from trainlint.analysis.model import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.config import (
+    BadGlob,
     Config,
     ConfigError,
-    discover_config,
+    ConfigFinder,
+    display_path,
     engine_codes_in,
+    glob_spec,
     load_config,
     rule_codes,
+    target_gpu_problem,
     without_engine_codes,
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
+from trainlint.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.fixing import SourceFile, fix_until_stable, unified_diff
-from trainlint.output import Report
+from trainlint.output import Report, repository_root
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
 from trainlint.output.sarif import render_sarif
-from trainlint.output.terminal import render_terminal, wants_colour
+from trainlint.output.statistics import render_statistics, render_statistics_json
+from trainlint.output.terminal import COLOR_CHOICES, render_terminal, wants_colour
 
 FORMATS = ("terminal", "json", "github", "sarif")
 SEVERITIES = ("error", "warning", "note")
@@ -49,6 +63,8 @@ CHECK_PROG = "trainlint check"
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 8
 MAX_DEFAULT_JOBS = 8
+EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
+PROJECTED_OOM = "TL601"
 
 
 class UsageError(Exception):
@@ -95,17 +111,28 @@ def build_parser() -> argparse.ArgumentParser:
     fixing.add_argument("--diff", action="store_true", help="print the fixes as a diff without writing them")
     check.add_argument("--select", type=_comma_list, action="extend", metavar="RULES",
                        help="only these codes, prefixes or names (replaces the config's select)")
+    check.add_argument("--extend-select", type=_comma_list, action="extend", metavar="RULES",
+                       help="these as well as the selected ones")
     check.add_argument("--ignore", type=_comma_list, action="extend", metavar="RULES",
                        help="skip these codes, prefixes or names (replaces the config's ignore)")
-    check.add_argument("--fail-on", choices=SEVERITIES, help="lowest severity that fails the run (default: error)")
+    check.add_argument("--fail-on", choices=SEVERITIES,
+                       help="lowest severity that fails the run (default: the config's fail-on, else error)")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings (or fixes, with --diff) fail the run")
     check.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
-                       help="gitignore-style globs to skip, relative to the config file's folder "
+                       help="gitignore-style globs to skip, relative to each configuration's folder "
                             "(replaces the config's exclude)")
-    check.add_argument("--config", metavar="FILE", help="read settings from FILE instead of searching for one")
+    check.add_argument("--config", metavar="FILE",
+                       help="settings for every file from FILE (default: each file's nearest pyproject.toml or trainlint.toml)")
     check.add_argument("--jobs", type=_positive_int, metavar="N", help="files checked in parallel")
     check.add_argument("--target-gpu", metavar="NAME", help="GPU that memory estimates are checked against")
     check.add_argument("--report-unused-ignores", action="store_true", help="report suppressions that hide nothing")
     check.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary")
+    check.add_argument("--statistics", action="store_true", help="count the findings of each rule instead of listing them")
+    check.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                       help="colour the terminal output: auto (a terminal, unless NO_COLOR or TERM=dumb), always, never")
+    check.add_argument("--show-settings", action="store_true",
+                       help="print the settings the first file is checked with, and the file they come from")
+    check.add_argument("--show-files", action="store_true", help="print the files that would be checked")
     check.add_argument("--stdin-filename", metavar="NAME", help="name to report for code read from stdin ('-')")
 
     rules = commands.add_parser("rules", help="list every rule")
@@ -130,6 +157,24 @@ def _host_port(value: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    try:
+        return _dispatch(parser, argv)
+    except BrokenPipeError:
+        # The reader left (`trainlint rules | head`): stop quietly, as a tool killed by SIGPIPE does.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush has nowhere to fail."""
+    try:
+        descriptor = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(descriptor, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # a test's captured stdout has no descriptor
+        pass
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command == "check":
@@ -163,6 +208,7 @@ class _Task:
     settings: AnalysisSettings
     ignored: frozenset[str]  # codes dropped after analysis (per-file-ignores, engine codes)
     fix: bool
+    fail_on: Severity  # from the file's own configuration (or --fail-on)
     data: bytes | None = None  # stdin's content; None: read the file at path
     roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
 
@@ -176,15 +222,16 @@ class _Outcome:
     diff: str = ""  # the same change as a unified diff
     fix_count: int = 0
     fix_rejected: bool = False
+    cells: dict[int, str] | None = None  # a notebook's code cells, to show findings in their own lines
 
 
 def _run_task(task: _Task) -> _Outcome:
     data = task.data
     if data is None:
         try:
-            data = Path(task.path).read_bytes()
-        except OSError as error:
-            return _Outcome(task.path, [_unreadable(task.path, error)], None)
+            data = read_bounded(task.path, limit_for(task.path))
+        except UnreadableFile as error:
+            return _Outcome(task.path, [_unreadable(task.path, str(error))], None)
 
     workspace = _workspace(task.roots)
 
@@ -239,45 +286,65 @@ def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
     if not notebook.is_python or not notebook.cells:
         return _Outcome(task.path, [], None)
     findings = analyze(notebook.text)
+    unfixed = _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None, cells=notebook.cell_sources())
     if not task.fix or not any(finding.fix is not None for finding in findings):
-        return _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None)
+        return unfixed
     outcome = fix_until_stable(notebook.text, analyze, findings=findings)
-    fixed_raw = notebook.with_program(outcome.text)
-    changed = fixed_raw != raw
-    remaining = _in_notebook(Notebook(fixed_raw), analyze(Notebook(fixed_raw).text)) if changed else _in_notebook(notebook, findings)
+    try:
+        fixed_raw = notebook.with_program(outcome.text)
+    except NotebookError as error:
+        print(f"trainlint: warning: the fixes for {task.path} were not applied: {error}", file=sys.stderr)
+        return unfixed
+    if fixed_raw == raw:
+        return unfixed
+    fixed = Notebook(fixed_raw)
+    remaining = _in_notebook(fixed, analyze(fixed.text))
     return _Outcome(
         task.path, remaining, fixed_raw if remaining else None,
-        fixed=fixed_raw.encode("utf-8") if changed else None,
-        diff=unified_diff(raw, fixed_raw, task.path) if changed else "",
-        fix_count=outcome.resolved, fix_rejected=outcome.rejected,
+        fixed=fixed_raw.encode("utf-8"),
+        diff=unified_diff(raw, fixed_raw, task.path),
+        fix_count=outcome.resolved, fix_rejected=outcome.rejected, cells=fixed.cell_sources(),
     )
 
 
 def _in_notebook(notebook: Notebook, findings: list[Finding]) -> list[Finding]:
-    """Program positions to file positions (line, column) and cell positions; the markers' lines never hold findings."""
+    """Program positions to file positions (line, column) and cell positions, and the program's
+    line numbers in messages to cells' ones; the markers' lines never hold findings."""
     placed = []
     for finding in findings:
         cell = notebook.cell_position(finding.line, finding.column)
+        end = notebook.cell_position(finding.end_line, finding.end_column)
         line, column = notebook.file_position(finding.line, finding.column)
         end_line, end_column = notebook.file_position(finding.end_line, finding.end_column)
-        evidence = tuple(
-            msgspec.structs.replace(item, line=notebook.file_position(item.line, 1)[0]) if item.path is None else item
-            for item in finding.evidence
-        )
+        if cell is not None and (end is None or end.cell != cell.cell):
+            end = CellPosition(cell.cell, cell.line, cell.column + 1)  # a span never leaves its cell
+        evidence = tuple(_evidence_in_notebook(notebook, item) for item in finding.evidence)
         placed.append(msgspec.structs.replace(
             finding, line=line, column=column, end_line=end_line, end_column=end_column, evidence=evidence,
+            message=notebook.in_cells(finding.message), help=notebook.in_cells(finding.help),
             cell=cell.cell if cell else None, cell_line=cell.line if cell else None, cell_column=cell.column if cell else None,
+            cell_end_line=end.line if cell and end else None, cell_end_column=end.column if cell and end else None,
             # a fix's edits are positions in the joined program: `--fix` applies them; they are not file edits
             fix=msgspec.structs.replace(finding.fix, edits=()) if finding.fix is not None else None,
         ))
     return placed
 
 
-def _unreadable(path: str, error: OSError) -> Finding:
+def _evidence_in_notebook(notebook: Notebook, item: Evidence) -> Evidence:
+    if item.path is not None:  # another file of the workspace: its own numbering
+        return item
+    cell = notebook.cell_position(item.line, 1)
+    return msgspec.structs.replace(
+        item, line=notebook.file_position(item.line, 1)[0], note=notebook.in_cells(item.note),
+        cell=cell.cell if cell else None, cell_line=cell.line if cell else None,
+    )
+
+
+def _unreadable(path: str, reason: str) -> Finding:
     code, name = SYNTAX_ERROR
     return Finding(
         path=path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
-        severity=Severity.ERROR, message=f"cannot read the file: {error.strerror or error}",
+        severity=Severity.ERROR, message=f"cannot read the file: {reason}",
     )
 
 
@@ -305,32 +372,83 @@ def _validated(flag: str, tokens: list[str] | None, *, allow_engine_codes: bool)
 
 @dataclass(frozen=True)
 class _Options:
-    """Config and command line merged: a flag replaces the config's value for its key."""
+    """One configuration and the command line merged: a flag replaces the config's value for its key."""
 
+    config: Config
     settings: AnalysisSettings
     always_ignored: frozenset[str]  # engine codes named in ignore, dropped after analysis
-    exclude: tuple[str, ...]
+    exclusions: Exclusions
     fail_on: Severity
 
 
-def _options(args: argparse.Namespace, config: Config) -> _Options:
-    select = _validated("--select", args.select, allow_engine_codes=False)
-    ignore = _validated("--ignore", args.ignore, allow_engine_codes=True)
-    select = tuple(select if select is not None else config.select)
-    ignore = tuple(ignore if ignore is not None else config.ignore)
-    settings = AnalysisSettings(
-        select=select,
-        ignore=without_engine_codes(ignore),
-        severity=config.severity,
-        target_gpu=args.target_gpu or config.target_gpu,
-        report_unused_ignores=args.report_unused_ignores,
-    )
-    return _Options(
-        settings=settings,
-        always_ignored=engine_codes_in(ignore),
-        exclude=tuple(args.exclude if args.exclude is not None else config.exclude),
-        fail_on=Severity.parse(args.fail_on) if args.fail_on else config.fail_on,
-    )
+class _Settings:
+    """The options for each file: its nearest configuration (or --config's, for every file)
+    under the command line's flags."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._select = _validated("--select", args.select, allow_engine_codes=False)
+        self._extend_select = _validated("--extend-select", args.extend_select, allow_engine_codes=False) or []
+        self._ignore = _validated("--ignore", args.ignore, allow_engine_codes=True)
+        if args.exclude is not None:
+            try:
+                glob_spec(args.exclude)
+            except BadGlob as error:
+                raise UsageError(f"argument --exclude: {error}", CHECK_PROG) from None
+        if args.target_gpu is not None:
+            problem = target_gpu_problem(args.target_gpu)
+            if problem:
+                raise UsageError(f"argument --target-gpu: {problem}", CHECK_PROG)
+        self._explicit = load_config(Path(args.config)) if args.config else None
+        self._finder = ConfigFinder()
+        self._options: dict[int, _Options] = {}
+
+    def for_path(self, path: Path) -> _Options:
+        return self._merged(self._explicit or self._finder.for_path(path))
+
+    def for_folder(self, folder: Path) -> _Options:
+        return self._merged(self._explicit or self._finder.for_folder(folder))
+
+    def all(self) -> list[_Options]:
+        """Every set of options handed out so far."""
+        return list(self._options.values())
+
+    def _merged(self, config: Config) -> _Options:
+        options = self._options.get(id(config))
+        if options is None:
+            options = self._options[id(config)] = self._merge(config)
+        return options
+
+    def _merge(self, config: Config) -> _Options:
+        args = self._args
+        select = list(self._select if self._select is not None else config.select)
+        if select:  # an empty select is every rule already
+            select += self._extend_select
+        ignore = tuple(self._ignore if self._ignore is not None else config.ignore)
+        settings = AnalysisSettings(
+            select=tuple(select),
+            ignore=without_engine_codes(ignore),
+            severity=config.severity,
+            target_gpu=args.target_gpu or config.target_gpu,
+            report_unused_ignores=args.report_unused_ignores,
+        )
+        return _Options(
+            config=config,
+            settings=settings,
+            always_ignored=engine_codes_in(ignore),
+            exclusions=Exclusions(tuple(args.exclude if args.exclude is not None else config.exclude), config.root),
+            fail_on=Severity.parse(args.fail_on) if args.fail_on else config.fail_on,
+        )
+
+
+class _NearestExclusions:
+    """Each path excluded by the configuration of the folder that holds it."""
+
+    def __init__(self, settings: _Settings) -> None:
+        self._settings = settings
+
+    def excludes(self, path: Path, *, is_dir: bool) -> bool:
+        return self._settings.for_folder(path.parent).exclusions.excludes(path, is_dir=is_dir)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -339,38 +457,48 @@ def _check(args: argparse.Namespace) -> int:
         raise UsageError(f"'{STDIN}' (read standard input) cannot be combined with other paths", CHECK_PROG)
     if args.stdin_filename and not reading_stdin:
         raise UsageError(f"argument --stdin-filename: needs '{STDIN}' as the path", CHECK_PROG)
-    if reading_stdin:
-        anchors = [Path(args.stdin_filename)] if args.stdin_filename else []
-    else:
+    if args.statistics and args.format not in ("terminal", "json"):
+        raise UsageError("argument --statistics: works with --format terminal or json", CHECK_PROG)
+    if not reading_stdin:
         for given in args.paths:
-            if not os.path.exists(given):
-                raise MissingPathError(given)
-        anchors = [Path(given) for given in args.paths]
-    config = load_config(Path(args.config)) if args.config else discover_config(anchors)
-    options = _options(args, config)
+            _check_path(given)
+    settings = _Settings(args)
     fixing = args.fix or args.diff
 
     if reading_stdin:
         name = args.stdin_filename or STDIN
+        options = settings.for_path(Path(name)) if args.stdin_filename else settings.for_folder(Path.cwd())
         ignored = options.always_ignored
         if args.stdin_filename:
-            ignored |= config.per_file_ignores.codes_for(Path(name))
-        roots = (str(config.root),)
-        tasks = [_Task(name, options.settings, ignored, fixing, data=sys.stdin.buffer.read(), roots=roots)]
+            ignored |= options.config.per_file_ignores.codes_for(Path(name))
+        roots = (str(options.config.root),)
+        data = sys.stdin.buffer.read()
+        tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, data=data, roots=roots)]
     else:
-        files = discover_files(args.paths, Exclusions(options.exclude, config.root))
-        roots = tuple(dict.fromkeys([*(given for given in args.paths if os.path.isdir(given)), str(config.root)]))
+        files = discover_files(args.paths, _NearestExclusions(settings))
+        if args.show_files:
+            _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
+            return 0
+        folders = [given for given in args.paths if os.path.isdir(given)]
         tasks = []
         for path in files:
-            ignored = options.always_ignored | config.per_file_ignores.codes_for(Path(path))
-            tasks.append(_Task(path, options.settings, ignored, fixing, roots=roots))
+            options = settings.for_path(Path(path))
+            ignored = options.always_ignored | options.config.per_file_ignores.codes_for(Path(path))
+            roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
+            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, roots=roots))
+    if args.show_settings:
+        shown = tasks[0].path if tasks else args.paths[0]
+        _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
+        return 0
+    _warn_about_idle_tl601(settings.all())
     outcomes = _run_all(tasks, args.jobs)
     for outcome in outcomes:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
                   "the result would not parse", file=sys.stderr)
     if args.diff:
-        return _report_diff(args, outcomes)
+        status = _report_diff(args, outcomes)
+        return 0 if args.exit_zero else status
 
     write_failed = False
     if args.fix and reading_stdin:
@@ -379,11 +507,11 @@ def _check(args: argparse.Namespace) -> int:
     elif args.fix:
         write_failed = not _write_fixes(outcomes)
 
-    findings = [finding for outcome in outcomes for finding in outcome.findings]
     report = Report(
-        findings=findings,
+        findings=[_printable_finding(finding) for outcome in outcomes for finding in outcome.findings],
         files=len(outcomes),
-        sources={outcome.path: outcome.text for outcome in outcomes if outcome.text is not None},
+        sources={_printable(outcome.path): outcome.text for outcome in outcomes if outcome.text is not None},
+        cells={_printable(outcome.path): outcome.cells for outcome in outcomes if outcome.cells and outcome.findings},
         fixed=sum(outcome.fix_count for outcome in outcomes if outcome.fixed is not None),
     )
     # With --fix on stdin, stdout carries the fixed source, so the report goes to stderr.
@@ -391,7 +519,75 @@ def _check(args: argparse.Namespace) -> int:
     _emit(args, _render(args, report, stream), stream)
     if write_failed:
         return 2
-    return 1 if any(finding.severity >= options.fail_on for finding in findings) else 0
+    failing = any(
+        finding.severity >= task.fail_on for task, outcome in zip(tasks, outcomes) for finding in outcome.findings
+    )
+    return 1 if failing and not args.exit_zero else 0
+
+
+def _printable(path: str) -> str:
+    """A path as text every output can carry: bytes of a file name that are not UTF-8 (which the
+    OS hands over as surrogate escapes, and no UTF-8 encoder accepts) are shown as U+FFFD."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _printable_finding(finding: Finding) -> Finding:
+    if _printable(finding.path) == finding.path and all(item.path is None or _printable(item.path) == item.path for item in finding.evidence):
+        return finding
+    evidence = tuple(msgspec.structs.replace(item, path=_printable(item.path)) if item.path else item for item in finding.evidence)
+    return msgspec.structs.replace(finding, path=_printable(finding.path), evidence=evidence)
+
+
+def _check_path(given: str) -> None:
+    """A path named on the command line must exist; a link loop or a dangling link is told as such."""
+    if os.path.exists(given):
+        return
+    if os.path.lexists(given):
+        try:
+            os.stat(given)
+        except OSError as error:
+            raise MissingPathError(given, error.strerror or str(error)) from None
+    raise MissingPathError(given)
+
+
+def _warn_about_idle_tl601(options: list[_Options]) -> None:
+    """TL601 is silent without a target GPU: say so when someone asks for it by name."""
+    for option in options:
+        settings = option.settings
+        if settings.select and not settings.target_gpu and PROJECTED_OOM in _selected_codes(settings.select):
+            print(f"trainlint: warning: {PROJECTED_OOM} projected-oom is selected but checks nothing without a "
+                  "target GPU (--target-gpu, or target-gpu in the configuration)", file=sys.stderr)
+            return
+
+
+def _selected_codes(tokens: Sequence[str]) -> set[str]:
+    return {code for token in tokens for code in rule_codes(token)}
+
+
+def _settings_text(path: str, options: _Options) -> str:
+    """What --show-settings prints: where the settings for ``path`` come from and what they are."""
+    config, settings = options.config, options.settings
+    source = display_path(config.source) if config.source else "none found: built-in defaults"
+    rules = [rule.code for rule in select_rules(settings)]
+    dropped = sorted(options.always_ignored | config.per_file_ignores.codes_for(Path(path)))
+
+    def toml(value: object) -> str:
+        return msgspec.json.encode(value).decode("utf-8")
+
+    lines = [
+        f"# settings for {path}",
+        f"configuration = {toml(source)}",
+        f"root = {toml(str(config.root))}",
+        f"select = {toml(list(settings.select))}",
+        f"ignore = {toml(list(settings.ignore) + sorted(options.always_ignored))}",
+        f"exclude = {toml(list(options.exclusions.patterns))}",
+        f"fail-on = {toml(options.fail_on.label)}",
+        f"target-gpu = {toml(settings.target_gpu or '')}",
+        f"severity = {{{', '.join(f'{code} = {toml(level.label)}' for code, level in sorted(settings.severity.items()))}}}",
+        f"per-file-ignores = {toml(dropped)}  # dropped for this file",
+        f"rules = {toml(rules)}  # what runs on this file",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _write_fixes(outcomes: list[_Outcome]) -> bool:
@@ -401,21 +597,24 @@ def _write_fixes(outcomes: list[_Outcome]) -> bool:
         if outcome.fixed is None:
             continue
         try:
-            Path(outcome.path).write_bytes(outcome.fixed)
+            replace_file(outcome.path, outcome.fixed)
         except OSError as error:
-            print(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}", file=sys.stderr)
+            print(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}; the file is unchanged",
+                  file=sys.stderr)
             all_written = False
     return all_written
 
 
 def _render(args: argparse.Namespace, report: Report, stream: TextIO) -> str:
+    if args.statistics:
+        return render_statistics_json(report) if args.format == "json" else render_statistics(report, quiet=args.quiet)
     if args.format == "json":
         return render_json(report)
     if args.format == "github":
-        return render_github(report)
+        return render_github(report, root=repository_root(Path.cwd()))
     if args.format == "sarif":
-        return render_sarif(report, all_rules())
-    colour = args.output is None and wants_colour(stream)
+        return render_sarif(report, all_rules(), root=repository_root(Path.cwd()))
+    colour = wants_colour(stream, args.color) if args.output is None or args.color == "always" else False
     return render_terminal(report, colour=colour, quiet=args.quiet)
 
 
@@ -475,14 +674,42 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+# What the engine itself reports: no rule class documents these.
+_ENGINE_EXPLANATIONS = {
+    SYNTAX_ERROR[0]: (Severity.ERROR, (
+        "A statement that does not parse, or a file that cannot be checked at all: one that cannot be\n"
+        "decoded (a bad coding cookie, bytes that are not in the file's encoding), one that cannot be\n"
+        "read (no permission, a FIFO or device instead of a regular file, over the size limit) or a\n"
+        "notebook that is not valid notebook JSON. Only the broken statement is skipped: the rest of\n"
+        "the file is still checked. It is not a rule, so it cannot be selected; `ignore` drops it."
+    )),
+    UNUSED_SUPPRESSION[0]: (Severity.WARNING, (
+        "A suppression comment (`# trainlint: ignore[...]`, `# trainlint: ignore-file[...]`,\n"
+        "`# noqa: TL...`) that hides nothing: the code it names is not reported on its line (or in\n"
+        "its file). Reported only with --report-unused-ignores. A bare `# noqa`, or one that names only\n"
+        "other tools' codes, belongs to those tools and is never reported."
+    )),
+    NOT_ANALYSED[0]: (Severity.NOTE, (
+        "A statement trainlint could not fully check: it is nested too deeply to analyse, or a rule\n"
+        "failed on it (an internal error, worth a bug report). The other statements are checked."
+    )),
+}
+
+
 def _explain(args: argparse.Namespace) -> int:
     try:
-        codes = rule_codes(args.rule)
+        codes = rule_codes(args.rule, allow_engine_codes=True)
     except ValueError as error:
         raise UsageError(str(error), "trainlint explain") from None
     by_code: dict[str, type[Rule]] = {rule.code: rule for rule in all_rules()}
-    sys.stdout.write("\n\n".join(_explanation(by_code[code]) for code in codes) + "\n")
+    texts = [_explanation(by_code[code]) if code in by_code else _engine_explanation(code) for code in codes]
+    sys.stdout.write("\n\n".join(texts) + "\n")
     return 0
+
+
+def _engine_explanation(code: str) -> str:
+    severity, text = _ENGINE_EXPLANATIONS[code]
+    return f"{code} {ENGINE_CODES[code]} (reported by trainlint itself, severity: {severity.label})\n\n{text}"
 
 
 def _explanation(rule: type[Rule]) -> str:

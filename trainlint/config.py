@@ -7,9 +7,12 @@ prints it as the one line a user sees before exit code 2.
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import re
+import stat
 import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -21,6 +24,7 @@ from trainlint.analysis.engine import ENGINE_CODES
 from trainlint.analysis.model import Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.selection import resolve_selector
+from trainlint.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,6 +41,7 @@ class ConfigError(Exception):
 
 class _Table(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
     select: list[str] = []
+    extend_select: list[str] = []
     ignore: list[str] = []
     exclude: list[str] = []
     fail_on: str = "error"
@@ -49,12 +54,35 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
 _KEYS = [field_name.replace("_", "-") for field_name in _Table.__struct_fields__]
 
 
+class BadGlob(ValueError):
+    """A gitignore-style pattern that cannot be compiled; ``index`` is its place in the list."""
+
+    def __init__(self, index: int, pattern: str, reason: str) -> None:
+        super().__init__(f"invalid pattern {pattern!r}: {reason}")
+        self.index = index
+
+
+def glob_spec(patterns: Sequence[str]) -> pathspec.GitIgnoreSpec:
+    """Gitignore-style patterns compiled into one matcher; BadGlob names the first bad one."""
+    for index, pattern in enumerate(patterns):
+        try:
+            with warnings.catch_warnings():  # re's FutureWarnings about odd sets are no business of the user's
+                warnings.simplefilter("ignore")
+                pathspec.GitIgnoreSpec.from_lines([pattern])
+        except (ValueError, re.error) as error:  # GitIgnorePatternError is a ValueError
+            reason = str(error).replace(f"Invalid git pattern: {pattern!r}", "not a gitignore pattern")
+            raise BadGlob(index, pattern, reason) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
 class PerFileIgnores:
     """Which codes to drop for a file, from glob -> codes entries (gitignore-style globs)."""
 
     def __init__(self, entries: Sequence[tuple[str, frozenset[str]]], root: Path) -> None:
         self.root = root
-        self._entries = [(pathspec.GitIgnoreSpec.from_lines([glob]), codes) for glob, codes in entries]
+        self._entries = [(glob_spec([glob]), codes) for glob, codes in entries]
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -72,7 +100,7 @@ class PerFileIgnores:
 class Config:
     source: Path | None = None  # the file these settings came from; None means built-in defaults
     root: Path = field(default_factory=Path.cwd)  # where relative globs start: the config file's folder
-    select: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()  # empty: every rule; extend-select is already added to it
     ignore: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     fail_on: Severity = Severity.ERROR
@@ -133,28 +161,72 @@ def find_config_file(start: Path) -> Path | None:
     if not directory.is_dir():
         directory = directory.parent
     for folder in (directory, *directory.parents):
-        own_file = folder / TRAINLINT_TOML
-        if own_file.is_file():
-            return own_file
-        pyproject = folder / PYPROJECT
-        if pyproject.is_file() and _tool_table(_read_toml(pyproject), pyproject) is not None:
-            return pyproject
+        found = find_config_file_in(folder)
+        if found is not None:
+            return found
     return None
 
 
-def discover_config(paths: Sequence[Path]) -> Config:
-    """Settings for a run over ``paths``: found from their common folder, else the current one."""
-    if paths:
-        start = Path(os.path.commonpath([os.path.abspath(path) for path in paths]))
-    else:
-        start = Path.cwd()
-    config_file = find_config_file(start)
-    return load_config(config_file) if config_file is not None else Config(root=Path.cwd())
+def find_config_file_in(folder: Path) -> Path | None:
+    """The folder's own trainlint.toml, else its pyproject.toml when that has a [tool.trainlint] table."""
+    own_file = folder / TRAINLINT_TOML
+    if _present(own_file):
+        return own_file
+    pyproject = folder / PYPROJECT
+    if _present(pyproject) and _tool_table(_read_toml(pyproject), pyproject) is not None:
+        return pyproject
+    return None
+
+
+def _present(path: Path) -> bool:
+    """Whether a config file is there to be read: a FIFO or a link loop of that name is, and
+    reading it says what is wrong; a folder or a dangling link is not."""
+    try:
+        return not stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+
+
+class ConfigFinder:
+    """The settings for each file: those of the nearest configuration above it, as ruff does, so
+    ``trainlint check a b`` checks ``a/`` with ``a/pyproject.toml``. Each folder is looked at
+    and each configuration read once per run; with no configuration, the built-in defaults
+    rooted at the working directory."""
+
+    def __init__(self) -> None:
+        self._nearest: dict[Path, Path | None] = {}
+        self._loaded: dict[Path | None, Config] = {}
+
+    def for_folder(self, folder: Path) -> Config:
+        config_file = self._nearest_file(Path(os.path.abspath(folder)))
+        if config_file not in self._loaded:
+            self._loaded[config_file] = load_config(config_file) if config_file else Config(root=Path.cwd())
+        return self._loaded[config_file]
+
+    def for_path(self, path: Path) -> Config:
+        """A file's settings (those of its folder); for a folder, those of the folder itself."""
+        absolute = Path(os.path.abspath(path))
+        return self.for_folder(absolute if absolute.is_dir() else absolute.parent)
+
+    def _nearest_file(self, folder: Path) -> Path | None:
+        passed: list[Path] = []
+        found: Path | None = None
+        for candidate in (folder, *folder.parents):
+            if candidate in self._nearest:
+                found = self._nearest[candidate]
+                break
+            passed.append(candidate)
+            found = find_config_file_in(candidate)
+            if found is not None:
+                break
+        for candidate in passed:
+            self._nearest[candidate] = found
+        return found
 
 
 def load_config(config_file: Path) -> Config:
     """Settings from one file: pyproject.toml's [tool.trainlint] table, or any other file's top level."""
-    if not config_file.is_file():
+    if not _present(config_file):
         raise ConfigError(f"config file not found: {config_file}")
     document = _read_toml(config_file)
     if config_file.name == PYPROJECT:
@@ -171,12 +243,23 @@ def load_config(config_file: Path) -> Config:
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
+        data = read_bounded(path, MAX_SETTINGS_BYTES)
+    except UnreadableFile as error:
+        raise ConfigError(f"{display_path(path)}: cannot read: {error}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{display_path(path)}: invalid TOML: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); "
+            "TOML files are UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{display_path(path)}: invalid TOML: {error}") from None
-    except OSError as error:
-        raise ConfigError(f"{display_path(path)}: cannot read: {error.strerror or error}") from None
+    except RecursionError:
+        raise ConfigError(f"{display_path(path)}: invalid TOML: arrays or tables nested too deeply to read") from None
 
 
 def _tool_table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
@@ -216,6 +299,7 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
             raise fail(key, f"expected error, warning or note, got {value!r}") from None
 
     codes("select", raw.select)
+    codes("extend-select", raw.extend_select)
     codes("ignore", raw.ignore, allow_engine_codes=True)
     overrides: dict[str, Severity] = {}
     for token, value in raw.severity.items():
@@ -227,14 +311,27 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
         key = f"per-file-ignores.{glob!r}"
         if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
             raise fail(key, f"expected a list of rule codes or names, got {_kind(tokens)}")
+        try:
+            glob_spec([glob])
+        except BadGlob as error:
+            raise fail(key, str(error)) from None
         per_file.append((glob, frozenset(codes(key, tokens, allow_engine_codes=True))))
     for index, pattern in enumerate(raw.exclude):
         if not pattern.strip():
             raise fail(f"exclude[{index}]", "empty pattern")
+    try:
+        glob_spec(raw.exclude)
+    except BadGlob as error:
+        raise fail(f"exclude[{error.index}]", str(error)) from None
+    if raw.target_gpu is not None:
+        problem = target_gpu_problem(raw.target_gpu)
+        if problem:
+            raise fail("target-gpu", problem)
     return Config(
         source=path,
         root=root,
-        select=tuple(raw.select),
+        # extend-select adds to a select that names some rules; with no select every rule runs anyway
+        select=tuple(raw.select + raw.extend_select) if raw.select else (),
         ignore=tuple(raw.ignore),
         exclude=tuple(raw.exclude),
         fail_on=severity("fail-on", raw.fail_on),
@@ -278,6 +375,18 @@ def _readable(error: msgspec.ValidationError, path: Path, where: str) -> ConfigE
         got = _TYPE_WORDS.get(expected.group("got"), expected.group("got"))
         problem = f"expected {want}, got {got}"
     return ConfigError(f"{display_path(path)}: {where}{location or 'table'}: {problem}")
+
+
+def target_gpu_problem(name: str) -> str | None:
+    """Why a target GPU name is no use (with the nearest known names), None when it is known.
+    Checked up front because TL601 can only stay silent about a GPU it does not know."""
+    from trainlint.estimator.hardware import UnknownTarget, resolve_target
+
+    try:
+        resolve_target(name)
+    except UnknownTarget as error:
+        return str(error)
+    return None
 
 
 def _kind(value: object) -> str:

@@ -1,111 +1,229 @@
-"""Turn the paths on the command line into the Python files to check."""
+"""Turn the paths on the command line into the Python files to check.
+
+Inside a folder, files are skipped the way git skips them: by the .gitignore files, the
+repository's .git/info/exclude and the user's global excludes file (core.excludesFile), and
+never when git tracks the file. What git tracks comes from ``git ls-files``, which reads only
+the index; the ignore files are read here, with the same bounded reads as every other input
+(git itself would wait forever on a .gitignore that is a FIFO). Without git, or outside a
+repository, the .gitignore files alone decide.
+"""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import warnings
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Protocol, Sequence
 
 import pathspec
 
-from trainlint.config import relative_posix
+from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
+from trainlint.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
 )
 GITIGNORE = ".gitignore"
+GIT_TIMEOUT_S = 30
+# Variables a git hook may set that would point `git -C folder` at another repository or index.
+_GIT_LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
 
 
 class MissingPathError(Exception):
-    def __init__(self, path: str) -> None:
-        super().__init__(f"path not found: {path}")
+    def __init__(self, path: str, reason: str | None = None) -> None:
+        super().__init__(f"cannot read {path}: {reason}" if reason else f"path not found: {path}")
         self.path = path
+
+
+class Excluder(Protocol):
+    def excludes(self, path: Path, *, is_dir: bool) -> bool: ...
 
 
 class Exclusions:
     """The user's exclude globs (config and --exclude), gitignore-style, relative to ``root``."""
 
     def __init__(self, patterns: Sequence[str], root: Path) -> None:
+        self.patterns = tuple(patterns)
         self.root = root
-        self._spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self._spec = glob_spec(self.patterns)
 
     def excludes(self, path: Path, *, is_dir: bool) -> bool:
         relative = relative_posix(path, self.root)
         return self._spec.match_file(relative + "/" if is_dir else relative)
 
 
-class _GitIgnores:
-    """.gitignore files met while walking; each decides for the paths below its own folder."""
+def warn(message: str) -> None:
+    print(f"trainlint: warning: {message}", file=sys.stderr)
 
-    def __init__(self) -> None:
+
+def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> pathspec.GitIgnoreSpec | None:
+    """The patterns of one ignore file; None when there is none. A file that cannot be read, or
+    a pattern that is not one, is told and left out, as git leaves out what it cannot use."""
+    try:
+        data = read_bounded(path, MAX_SETTINGS_BYTES)
+    except UnreadableFile as error:
+        if not error.missing:
+            report(f"{display_path(path)}: cannot read: {error}; its patterns are not applied")
+        return None
+    patterns = []
+    for number, line in enumerate(data.decode("utf-8", "surrogateescape").splitlines(), start=1):
+        try:
+            glob_spec([line])
+        except BadGlob as error:
+            report(f"{display_path(path)}:{number}: {error}; the line is not applied")
+        else:
+            patterns.append(line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+class _Repository:
+    """What git says about one repository: the files it tracks, and where its other ignore files are."""
+
+    def __init__(self, top: Path, report: Callable[[str], None]) -> None:
+        self.top = top
+        listed = _git(top, "ls-files", "-z", "--cached")
+        self.tracked: frozenset[str] | None = None
+        self.tracked_folders: frozenset[str] = frozenset()
+        if listed is not None:
+            names = [os.fsdecode(name) for name in listed.split(b"\0") if name]
+            self.tracked = frozenset(names)
+            self.tracked_folders = frozenset(
+                folder for name in names for folder in _parents(name)
+            )
+        exclude = _git(top, "rev-parse", "--git-path", "info/exclude")
+        exclude_path = top / os.fsdecode(exclude.strip()) if exclude else top / ".git" / "info" / "exclude"
+        self.specs = [spec for spec in (_ignore_file_spec(exclude_path, report), _global_spec(top, report)) if spec]
+
+    def tracks(self, relative: str, *, is_dir: bool) -> bool:
+        if self.tracked is None:
+            return False
+        return relative in (self.tracked_folders if is_dir else self.tracked)
+
+
+def _parents(name: str) -> list[str]:
+    parts = name.split("/")[:-1]
+    return ["/".join(parts[: index + 1]) for index in range(len(parts))]
+
+
+def _git(folder: Path, *args: str) -> bytes | None:
+    """git's output for a command run in ``folder``; None when git is missing or refuses."""
+    environment = {key: value for key, value in os.environ.items() if key not in _GIT_LOCATION_VARIABLES}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), *args], stdin=subprocess.DEVNULL, capture_output=True,
+            env=environment, timeout=GIT_TIMEOUT_S, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _global_spec(top: Path, report: Callable[[str], None]) -> pathspec.GitIgnoreSpec | None:
+    configured = _git(top, "config", "--path", "--get", "core.excludesFile")
+    if configured and configured.strip():
+        path = Path(os.fsdecode(configured.strip()))
+    else:
+        config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        path = Path(config_home) / "git" / "ignore"
+    return _ignore_file_spec(path, report)
+
+
+class _GitIgnores:
+    """The ignore rules met while walking: .gitignore files (each decides for the paths below
+    its own folder; the nearest with a matching pattern wins), then the repository's own."""
+
+    def __init__(self, report: Callable[[str], None]) -> None:
+        self._report = report
         self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._repositories: dict[Path, _Repository] = {}
+
+    def repository(self, top: Path) -> _Repository:
+        if top not in self._repositories:
+            self._repositories[top] = _Repository(top, self._report)
+        return self._repositories[top]
 
     def _spec(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._specs:
-            try:
-                lines = (folder / GITIGNORE).read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                self._specs[folder] = None
-            else:
-                self._specs[folder] = pathspec.GitIgnoreSpec.from_lines(lines)
+            self._specs[folder] = _ignore_file_spec(folder / GITIGNORE, self._report)
         return self._specs[folder]
 
-    def ignores(self, path: Path, *, is_dir: bool, boundary: Path) -> bool:
-        """As git decides: the .gitignore nearest the path with a matching pattern wins."""
+    def ignores(self, path: Path, *, is_dir: bool, boundary: Path, repository: _Repository | None) -> bool:
+        suffix = "/" if is_dir else ""
+        if repository is not None and repository.tracks(path.relative_to(repository.top).as_posix(), is_dir=is_dir):
+            return False
         for folder in path.parents:
             spec = self._spec(folder)
             if spec is not None:
-                relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                verdict = spec.check_file(relative).include
+                verdict = spec.check_file(path.relative_to(folder).as_posix() + suffix).include
                 if verdict is not None:
                     return verdict
             if folder == boundary:
                 break
+        if repository is not None:
+            relative = path.relative_to(repository.top).as_posix() + suffix
+            for spec in repository.specs:
+                verdict = spec.check_file(relative).include
+                if verdict is not None:
+                    return verdict
         return False
 
 
-def discover_files(paths: Sequence[str], exclusions: Exclusions) -> list[str]:
+def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[[str], None] = warn) -> list[str]:
     """Python files under ``paths``, as display paths, sorted and without duplicates.
 
-    A named file is checked whatever its name or .gitignore say; only exclusions drop it.
-    Inside a named folder, skipped folders, exclusions and .gitignore files all apply.
+    A named file is checked whatever its name or the ignore files say; only exclusions drop it.
+    Inside a named folder, skipped folders, exclusions and git's ignore rules all apply.
     """
-    gitignores = _GitIgnores()
-    found: dict[Path, str] = {}
+    ignores = _GitIgnores(report)
+    found: dict[str, str] = {}
     for given in paths:
-        if not os.path.exists(given):
+        if not os.path.lexists(given):
             raise MissingPathError(given)
         absolute = Path(os.path.abspath(given))
         if not absolute.is_dir():
             if not exclusions.excludes(absolute, is_dir=False):
-                found.setdefault(absolute.resolve(), os.path.normpath(given))
+                found.setdefault(os.path.realpath(absolute), os.path.normpath(given))
             continue
         if exclusions.excludes(absolute, is_dir=True):
             continue
-        boundary = _git_root(absolute) or absolute
+        top = _git_root(absolute)
+        tops: dict[Path, Path | None] = {absolute: top}  # each folder's repository, nested ones included
         for folder, subfolders, files in os.walk(absolute):
             here = Path(folder)
-            subfolders[:] = sorted(
-                name
-                for name in subfolders
-                if name not in SKIPPED_DIRECTORIES
-                and not exclusions.excludes(here / name, is_dir=True)
-                and not gitignores.ignores(here / name, is_dir=True, boundary=boundary)
-            )
+            if here != absolute and (here / ".git").exists():
+                tops[here] = here  # a nested repository (a submodule) has its own rules
+            here_top = tops[here]
+            repository = ignores.repository(here_top) if here_top is not None else None
+            boundary = here_top or absolute
+            kept = []
+            for name in sorted(subfolders):
+                candidate = here / name
+                if (
+                    name not in SKIPPED_DIRECTORIES
+                    and not exclusions.excludes(candidate, is_dir=True)
+                    and not ignores.ignores(candidate, is_dir=True, boundary=boundary, repository=repository)
+                ):
+                    kept.append(name)
+                    tops[candidate] = here_top
+            subfolders[:] = kept
             for name in sorted(files):
                 candidate = here / name
                 if (
                     name.endswith((".py", ".ipynb"))
                     and not exclusions.excludes(candidate, is_dir=False)
-                    and not gitignores.ignores(candidate, is_dir=False, boundary=boundary)
+                    and not ignores.ignores(candidate, is_dir=False, boundary=boundary, repository=repository)
                 ):
                     display = os.path.normpath(os.path.join(given, candidate.relative_to(absolute)))
-                    found.setdefault(candidate.resolve(), display)
+                    found.setdefault(os.path.realpath(candidate), display)
     return sorted(found.values(), key=_sort_key)
 
 
 def _git_root(folder: Path) -> Path | None:
-    """The enclosing repository's top folder, so .gitignore files above a named folder count too."""
+    """The enclosing repository's top folder, so ignore files above a named folder count too."""
     for candidate in (folder, *folder.parents):
         if (candidate / ".git").exists():
             return candidate

@@ -85,11 +85,12 @@ def _read_script(path: str):
     from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.workspace import Workspace
     from trainlint.estimator.reading import read_inputs
+    from trainlint.files import MAX_SOURCE_BYTES, UnreadableFile, read_bounded
 
     try:
-        text = decode_source(Path(path).read_bytes())
-    except OSError as error:
-        return f"cannot read {path}: {error.strerror or error}"
+        text = decode_source(read_bounded(path, MAX_SOURCE_BYTES))
+    except UnreadableFile as error:
+        return f"cannot read {path}: {error}"
     except DecodeError as error:
         return f"cannot read {path}: {error}"
     module = ModuleAnalysis(text, path, workspace=Workspace([Path(path).resolve().parent]))

@@ -11,17 +11,18 @@ file — outputs, metadata, other cells — left byte for byte as it was.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import dataclass
 
 _MARKER = "# %% trainlint cell {}"
-_MARKER_LINE = re.compile(r"^# %% trainlint cell (\d+)$")
 _PLACEHOLDER = "pass  # trainlint: not python {}"
-_PLACEHOLDER_LINE = re.compile(r"^(\s*)pass  # trainlint: not python (\d+)$")
 _NOT_PYTHON = re.compile(r"^\s*(?:[!%]|\?|\w[\w.]*\?$)")
 # Cell magics whose body is still Python.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_LINE_REFERENCE = re.compile(r"\bline (\d+)\b(?! of )")  # "line 5 of its file" is another file's
 
 
 class NotebookError(ValueError):
@@ -53,27 +54,30 @@ class Notebook:
             document = json.loads(raw)
         except ValueError as error:
             raise NotebookError(f"not a notebook: {error}") from None
-        if not isinstance(document, dict) or not isinstance(document.get("cells"), list):
-            raise NotebookError("not a notebook: no list of cells")
-        language = (document.get("metadata", {}).get("language_info", {}) or {}).get("name") or \
-            (document.get("metadata", {}).get("kernelspec", {}) or {}).get("language") or "python"
-        self.is_python = str(language).lower() == "python"
+        except RecursionError:
+            raise NotebookError("not a notebook: its JSON is nested too deeply to read") from None
+        cells = _checked_cells(document)
+        self.is_python = _language(document).lower() == "python"
         self.cells: list[_Cell] = []
         self._replaced: dict[int, str] = {}
+        self._line_starts: list[int] | None = None
+        source_spans = _source_spans(raw)
+        sources: dict[int, tuple[str | list[str], tuple[int, int, list[int]]]] = {}
+        for number, (cell, span) in enumerate(zip(cells, source_spans), start=1):
+            if cell.get("cell_type") == "code" and span is not None:
+                sources[number] = (cell["source"], span)
+        texts = {number: "".join(source) if isinstance(source, list) else source for number, (source, _) in sources.items()}
+        self._tag = _unused_tag([line for text in texts.values() for line in text.split("\n")])
         program: list[str] = []
-        source_spans = _source_spans(raw, len(document["cells"]))
-        for number, (cell, span) in enumerate(zip(document["cells"], source_spans), start=1):
-            if cell.get("cell_type") != "code" or span is None:
-                continue
-            source = cell.get("source", "")
-            text = "".join(source) if isinstance(source, list) else str(source)
+        for number, (source, span) in sources.items():
+            text = texts[number]
             lines = text.split("\n")
             ends_with_newline = text.endswith("\n")
             if ends_with_newline:
                 lines.pop()
-            program.append(_MARKER.format(number))
+            program.append(_MARKER.format(number) + self._tag)
             first_line = len(program)
-            program.extend(_python_lines(lines, self._replaced))
+            program.extend(_python_lines(lines, self._replaced, self._tag))
             self.cells.append(_Cell(
                 number, lines, ends_with_newline, isinstance(source, list), span[:2], span[2], first_line,
             ))
@@ -104,36 +108,118 @@ class Notebook:
             before = "\n".join(cell.lines[: position.line - 1]) + ("\n" if position.line > 1 else "")
             prefix = before + cell.lines[position.line - 1][: position.column - 1] if cell.lines else ""
         offset = start + 1 + len(_escaped(prefix))
-        file_line = self.raw.count("\n", 0, offset) + 1
-        return file_line, offset - (self.raw.rfind("\n", 0, offset) + 1) + 1
+        if self._line_starts is None:  # once per notebook, not once per finding: notebooks can be large
+            self._line_starts = [0] + [match.end() for match in re.finditer("\n", self.raw)]
+        file_line = bisect.bisect_right(self._line_starts, offset)
+        return file_line, offset - self._line_starts[file_line - 1] + 1
+
+    def cell_sources(self) -> dict[int, str]:
+        """Each code cell's source text, by cell number (for showing findings in the cell's own lines)."""
+        return {cell.number: "\n".join(cell.lines) for cell in self.cells}
+
+    def in_cells(self, text: str) -> str:
+        """A message's references to lines of the joined program ("line 27") as lines of cells
+        ("line 3 of cell 2"), so people see one numbering; quoted code (`...`) is left alone."""
+        def renumber(match: re.Match[str]) -> str:
+            position = self.cell_position(int(match.group(1)), 1)
+            if position is None or int(match.group(1)) > self.text.count("\n"):
+                return match.group()
+            return f"line {position.line} of cell {position.cell}"
+
+        pieces = text.split("`")
+        return "`".join(_LINE_REFERENCE.sub(renumber, piece) if index % 2 == 0 else piece for index, piece in enumerate(pieces))
 
     # ------------------------------------------------------------------ writing fixes back
     def with_program(self, program: str) -> str:
-        """The .ipynb text with the cells of ``program`` (this notebook's joined text, edited) written back."""
-        new_cells: dict[int, list[str]] = {}
-        current: list[str] | None = None
-        for line in program.split("\n"):
-            marker = _MARKER_LINE.match(line)
-            if marker:
-                current = new_cells.setdefault(int(marker.group(1)), [])
-            elif current is not None:
-                placeholder = _PLACEHOLDER_LINE.match(line)
-                current.append(self._replaced[int(placeholder.group(2))] if placeholder else line)
+        """The .ipynb text with the cells of ``program`` (this notebook's joined text, edited)
+        written back. NotebookError when the result would not hold exactly those cells."""
+        new_cells = self._cells_of(program)
         result = self.raw
         for cell in sorted(self.cells, key=lambda c: c.span[0], reverse=True):
             lines = new_cells.get(cell.number)
             if lines is None:
                 raise NotebookError(f"cell {cell.number} lost its marker while fixing")
-            while lines and lines[-1] == "" and len(lines) > len(cell.lines):
-                lines.pop()  # the joined text's line break after each cell
             if lines == cell.lines:
                 continue
             start, end = cell.span
-            result = result[:start] + _render(result[start:end], lines, cell) + result[end:]
+            result = result[:start] + _render(result[start:end], lines, cell, _newline_of(self.raw)) + result[end:]
+        written = Notebook(result)
+        if {cell.number: cell.lines for cell in written.cells} != {n: new_cells[n] for n in (c.number for c in self.cells)}:
+            raise NotebookError("the fixed cells could not be written back exactly")
         return result
 
+    def _cells_of(self, program: str) -> dict[int, list[str]]:
+        """The lines of each cell in an edited joined program, magics and shell lines restored."""
+        marker = re.compile(r"^# %% trainlint cell (\d+)" + re.escape(self._tag) + "$")
+        placeholder = re.compile(r"^(\s*)pass  # trainlint: not python (\d+)" + re.escape(self._tag) + "$")
+        new_cells: dict[int, list[str]] = {}
+        current: list[str] | None = None
+        for line in program.split("\n"):
+            found = marker.match(line)
+            if found:
+                current = new_cells.setdefault(int(found.group(1)), [])
+            elif current is not None:
+                replaced = placeholder.match(line)
+                current.append(self._replaced[int(replaced.group(2))] if replaced and int(replaced.group(2)) in self._replaced else line)
+        for cell in self.cells:
+            lines = new_cells.get(cell.number)
+            while lines and lines[-1] == "" and len(lines) > len(cell.lines):
+                lines.pop()  # the joined text's line break after each cell
+        return new_cells
 
-def _python_lines(lines: list[str], replaced: dict[int, str]) -> list[str]:
+
+def _checked_cells(document: object) -> list[dict]:
+    """The cells, after checking the types the reading below relies on; NotebookError names the key."""
+    if not isinstance(document, dict) or not isinstance(document.get("cells"), list):
+        raise NotebookError("not a notebook: no list of cells")
+    metadata = document.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise NotebookError(f"metadata: expected an object, got {_json_kind(metadata)}")
+    for key, field_name in (("language_info", "name"), ("kernelspec", "language")):
+        table = metadata.get(key)
+        if table is not None and not isinstance(table, dict):
+            raise NotebookError(f"metadata.{key}: expected an object, got {_json_kind(table)}")
+        value = (table or {}).get(field_name)
+        if value is not None and not isinstance(value, str):
+            raise NotebookError(f"metadata.{key}.{field_name}: expected a string, got {_json_kind(value)}")
+    for index, cell in enumerate(document["cells"]):
+        where = f"cells[{index}]"
+        if not isinstance(cell, dict):
+            raise NotebookError(f"{where}: expected an object, got {_json_kind(cell)}")
+        if not isinstance(cell.get("cell_type"), str):
+            raise NotebookError(f"{where}.cell_type: expected a string, got {_json_kind(cell.get('cell_type'))}")
+        if "metadata" in cell and not isinstance(cell["metadata"], dict):
+            raise NotebookError(f"{where}.metadata: expected an object, got {_json_kind(cell['metadata'])}")
+        source = cell.get("source", "")
+        if not isinstance(source, str) and not (isinstance(source, list) and all(isinstance(item, str) for item in source)):
+            raise NotebookError(f"{where}.source: expected a string or a list of strings, got {_json_kind(source)}")
+    return document["cells"]
+
+
+def _language(document: dict) -> str:
+    metadata = document.get("metadata", {})
+    return (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language") or "python"
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list) and value and not all(isinstance(item, str) for item in value):
+        return "a list holding " + _json_kind(next(item for item in value if not isinstance(item, str)))
+    kinds = {str: "a string", bool: "true or false", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+_MARKER_LIKE = re.compile(r"^(?:# %% trainlint cell|\s*pass  # trainlint: not python) \d+(?P<tag>.*)$")
+
+
+def _unused_tag(lines: list[str]) -> str:
+    """A suffix for the marker and placeholder lines that no line of the notebook already has
+    (empty unless some cell holds a line that reads like one), so writing back never takes a
+    line of the user's for a marker."""
+    taken = {match.group("tag") for match in map(_MARKER_LIKE.match, lines) if match}
+    return next(tag for tag in ("", *(f" ~{attempt}" for attempt in range(1, len(taken) + 2))) if tag not in taken)
+
+
+def _python_lines(lines: list[str], replaced: dict[int, str], tag: str = "") -> list[str]:
     """A cell's lines with every non-Python line (magic, shell, help, a foreign cell magic's body) turned
     into a `pass` at the same indentation; ``replaced`` keeps the originals to write back."""
     skip_cell = bool(lines) and lines[0].startswith("%%") and lines[0].split()[0] not in _PYTHON_CELL_MAGICS
@@ -143,7 +229,7 @@ def _python_lines(lines: list[str], replaced: dict[int, str]) -> list[str]:
             key = len(replaced)
             replaced[key] = line
             indent = "" if skip_cell else line[: len(line) - len(line.lstrip())]
-            result.append(indent + _PLACEHOLDER.format(key))
+            result.append(indent + _PLACEHOLDER.format(key) + tag)
         else:
             result.append(line)
     return result
@@ -153,7 +239,12 @@ def _escaped(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
-def _render(original: str, lines: list[str], cell: _Cell) -> str:
+def _newline_of(raw: str) -> str:
+    """The line break the file's JSON is laid out with (a notebook saved on Windows uses CRLF)."""
+    return "\r\n" if "\r\n" in raw else "\n"
+
+
+def _render(original: str, lines: list[str], cell: _Cell, newline: str) -> str:
     """The new source value in the layout of the original one (a list of lines, or one string)."""
     texts = [line + "\n" for line in lines[:-1]] + ([lines[-1] + ("\n" if cell.ends_with_newline else "")] if lines else [])
     if not cell.as_list:
@@ -164,49 +255,64 @@ def _render(original: str, lines: list[str], cell: _Cell) -> str:
     closing_indent = re.search(r"\n([ \t]*)\]$", original)
     indent = element_indent.group(1) if element_indent else " "
     closing = closing_indent.group(1) if closing_indent else ""
-    body = ",\n".join(indent + json.dumps(text, ensure_ascii=False) for text in texts)
-    return f"[\n{body}\n{closing}]"
+    body = f",{newline}".join(indent + json.dumps(text, ensure_ascii=False) for text in texts)
+    return f"[{newline}{body}{newline}{closing}]"
 
 
-def _source_spans(raw: str, count: int) -> list[tuple[int, int, list[int]] | None]:
-    """For each cell, in order: the [start, end) of its "source" value and where each line's string starts."""
-    decoder = json.JSONDecoder()
+def _source_spans(raw: str) -> list[tuple[int, int, list[int]] | None]:
+    """For each cell, in order: the [start, end) of its own "source" value and where each line's
+    string starts. Only the document's own "cells" and each cell's own "source" count, not keys of
+    those names inside metadata or outputs (the text was checked by json.loads before)."""
+    document = _members(raw, _skip_space(raw, 0))
+    cells = document.get("cells")
+    if cells is None:
+        return []
     spans: list[tuple[int, int, list[int]] | None] = []
-    cells_key = re.search(r'"cells"\s*:\s*\[', raw)
-    position = cells_key.end() if cells_key else 0
-    for _ in range(count):
-        cell_start = _skip(raw, position, ",")
-        try:
-            _, cell_end = decoder.raw_decode(raw, cell_start)
-        except ValueError:
+    for cell_start, _ in _elements(raw, cells[0]):
+        source = _members(raw, cell_start).get("source")
+        if source is None:
             spans.append(None)
             continue
-        key = re.compile(r'"source"\s*:\s*').search(raw, cell_start, cell_end)
-        if key is None:
-            spans.append(None)
-        else:
-            value_start = key.end()
-            _, value_end = decoder.raw_decode(raw, value_start)
-            starts = []
-            if raw[value_start] == "[":
-                cursor = value_start + 1
-                while True:
-                    cursor = _skip(raw, cursor, ",")
-                    if raw[cursor] == "]":
-                        break
-                    starts.append(cursor)
-                    _, cursor = decoder.raw_decode(raw, cursor)
-            else:
-                starts.append(value_start)
-            spans.append((value_start, value_end, starts))
-        position = cell_end
+        value_start, value_end = source
+        starts = [start for start, _ in _elements(raw, value_start)] if raw[value_start] == "[" else [value_start]
+        spans.append((value_start, value_end, starts))
     return spans
 
 
-def _skip(text: str, position: int, separators: str) -> int:
-    while position < len(text) and (text[position].isspace() or text[position] in separators):
-        position += 1
-    return position
+_DECODER = json.JSONDecoder()
+
+
+def _members(raw: str, start: int) -> dict[str, tuple[int, int]]:
+    """Each key of the JSON object at ``start`` with its value's [start, end); the last one of a
+    repeated key, as json.loads keeps."""
+    members: dict[str, tuple[int, int]] = {}
+    position = _skip_space(raw, start + 1)
+    while raw[position] != "}":
+        key, position = _DECODER.raw_decode(raw, position)
+        value_start = _skip_space(raw, _skip_space(raw, position) + 1)  # past the colon
+        _, value_end = _DECODER.raw_decode(raw, value_start)
+        members[key] = (value_start, value_end)
+        position = _skip_space(raw, value_end)
+        if raw[position] == ",":
+            position = _skip_space(raw, position + 1)
+    return members
+
+
+def _elements(raw: str, start: int) -> list[tuple[int, int]]:
+    """The [start, end) of each element of the JSON array at ``start``."""
+    elements: list[tuple[int, int]] = []
+    position = _skip_space(raw, start + 1)
+    while raw[position] != "]":
+        _, end = _DECODER.raw_decode(raw, position)
+        elements.append((position, end))
+        position = _skip_space(raw, end)
+        if raw[position] == ",":
+            position = _skip_space(raw, position + 1)
+    return elements
+
+
+def _skip_space(text: str, position: int) -> int:
+    return _JSON_SPACE.match(text, position).end()
 
 
 class CellProgram:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Mapping
 
 from trainlint.analysis.model import Finding, Severity
@@ -17,6 +19,7 @@ class Report:
     files: int  # how many files were checked
     sources: Mapping[str, str] = field(default_factory=dict)  # path -> text, for files with findings
     fixed: int = 0  # fixes applied by --fix
+    cells: Mapping[str, Mapping[int, str]] = field(default_factory=dict)  # a notebook's path -> cell -> code
     _lines: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def count(self, severity: Severity) -> int:
@@ -33,3 +36,25 @@ class Report:
             self._lines[path] = _LINE_BREAK.split(text) if text is not None else []
         lines = self._lines[path]
         return lines[line - 1] if 1 <= line <= len(lines) else None
+
+    def code_line(self, finding: Finding, line: int) -> str | None:
+        """Line ``line`` of the code a finding is in: its notebook cell's (``line`` counted in
+        the cell), else its file's."""
+        if finding.cell is None:
+            return self.source_line(finding.path, line)
+        code = self.cells.get(finding.path, {}).get(finding.cell)
+        lines = _LINE_BREAK.split(code) if code is not None else []
+        return lines[line - 1] if 1 <= line <= len(lines) else None
+
+
+def repository_root(cwd: Path) -> Path:
+    """Where the paths of GitHub annotations and SARIF start, as GitHub resolves them: the git
+    repository holding ``cwd``, else ``$GITHUB_WORKSPACE`` when it holds ``cwd``, else ``cwd``."""
+    cwd = Path(os.path.abspath(cwd))
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    workspace = os.environ.get("GITHUB_WORKSPACE")
+    if workspace and (Path(os.path.abspath(workspace)) == cwd or Path(os.path.abspath(workspace)) in cwd.parents):
+        return Path(os.path.abspath(workspace))
+    return cwd

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from trainlint.analysis.model import Finding, Severity
+from trainlint.config import relative_posix
 
 from . import Report
 
 _COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 
 
-def render_github(report: Report) -> str:
-    return "".join(_command(finding) + "\n" for finding in report.findings)
+def render_github(report: Report, *, cwd: Path | None = None, root: Path | None = None) -> str:
+    """``file=`` is relative to ``root`` (the repository's top folder, where GitHub looks for it),
+    the findings' paths to ``cwd``; both default to the working directory."""
+    cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    root = Path(os.path.abspath(root or cwd))
+    return "".join(_command(finding, relative_posix(cwd / finding.path, root)) + "\n" for finding in report.findings)
 
 
-def _command(finding: Finding) -> str:
+def _command(finding: Finding, file: str) -> str:
     properties = {
-        "file": finding.path,
+        "file": file,
         "line": finding.line,
         "col": finding.column,
         "endLine": finding.end_line,

@@ -33,7 +33,10 @@ def render_json(report: Report) -> str:
 def _finding(finding: Finding) -> dict[str, Any]:
     entry = _fields(finding)
     if finding.cell is not None:  # a notebook: positions are in the .ipynb file; these say where in the cell
-        entry["cell"] = {"number": finding.cell, "line": finding.cell_line, "column": finding.cell_column}
+        entry["cell"] = {
+            "number": finding.cell, "line": finding.cell_line, "column": finding.cell_column,
+            "end_line": finding.cell_end_line, "end_column": finding.cell_end_column,
+        }
     return entry
 
 
@@ -77,4 +80,6 @@ def _evidence(item) -> dict[str, Any]:
     entry: dict[str, Any] = {"line": item.line, "note": item.note}
     if item.path is not None:
         entry["path"] = relative_posix(Path(item.path), Path.cwd())
+    if item.cell is not None:  # in a notebook: line is the .ipynb file's, these the cell's
+        entry["cell"] = {"number": item.cell, "line": item.cell_line}
     return entry

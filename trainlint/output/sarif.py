@@ -27,8 +27,11 @@ _LEVELS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: 
 _WHITESPACE = re.compile(r"\s+")
 
 
-def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | None = None) -> str:
+def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | None = None, root: Path | None = None) -> str:
+    """``cwd``: what the findings' relative paths are relative to; ``root``: what the URIs are
+    relative to (%SRCROOT%), the repository's top folder, as code scanning expects (default cwd)."""
     cwd = Path(os.path.abspath(cwd or Path.cwd()))
+    root = Path(os.path.abspath(root or cwd))
     descriptors = [_rule_descriptor(rule) for rule in rules]
     descriptors += [_engine_descriptor(code, name) for code, name in sorted(ENGINE_CODES.items())]
     index = {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
@@ -50,10 +53,10 @@ def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | Non
                         "rules": descriptors,
                     }
                 },
-                "originalUriBaseIds": {SOURCE_ROOT: {"uri": cwd.as_uri() + "/"}},
+                "originalUriBaseIds": {SOURCE_ROOT: {"uri": root.as_uri() + "/"}},
                 "columnKind": "unicodeCodePoints",
                 "results": [
-                    _result(finding, index[finding.code], cwd, fingerprints.next(finding))
+                    _result(finding, index[finding.code], cwd, root, fingerprints)
                     for finding in report.findings
                 ],
             }
@@ -81,8 +84,8 @@ def _engine_descriptor(code: str, name: str) -> dict[str, Any]:
     return {"id": code, "name": name, "shortDescription": {"text": name.replace("-", " ").capitalize()}}
 
 
-def _artifact(path: str, cwd: Path) -> dict[str, str]:
-    relative = relative_posix(cwd / path, cwd)  # finding paths are relative to cwd, or absolute
+def _artifact(path: str, cwd: Path, root: Path) -> dict[str, str]:
+    relative = relative_posix(cwd / path, root)  # finding paths are relative to cwd, or absolute
     if os.path.isabs(relative):
         return {"uri": Path(relative).as_uri()}
     return {"uri": quote(relative), "uriBaseId": SOURCE_ROOT}
@@ -92,8 +95,8 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str,
     return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
 
 
-def _result(finding: Finding, rule_index: int, cwd: Path, fingerprint: str) -> dict[str, Any]:
-    artifact = _artifact(finding.path, cwd)
+def _result(finding: Finding, rule_index: int, cwd: Path, root: Path, fingerprints: "_Fingerprints") -> dict[str, Any]:
+    artifact = _artifact(finding.path, cwd, root)
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
@@ -107,21 +110,21 @@ def _result(finding: Finding, rule_index: int, cwd: Path, fingerprint: str) -> d
                 }
             }
         ],
-        "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+        "partialFingerprints": {FINGERPRINT_KEY: fingerprints.next(finding, artifact["uri"])},
     }
     if finding.evidence:
         result["relatedLocations"] = [
             {
                 "id": number,
                 "physicalLocation": {
-                    "artifactLocation": _artifact(item.path, cwd) if item.path else artifact,
+                    "artifactLocation": _artifact(item.path, cwd, root) if item.path else artifact,
                     "region": {"startLine": item.line},
                 },
                 "message": {"text": item.note},
             }
             for number, item in enumerate(finding.evidence, start=1)
         ]
-    if finding.fix is not None:
+    if finding.fix is not None and finding.fix.edits:  # a notebook's fixes are program edits: --fix applies them
         result["fixes"] = [
             {
                 "description": {"text": finding.fix.description},
@@ -142,16 +145,17 @@ def _replacement(edit: TextEdit) -> dict[str, Any]:
 
 class _Fingerprints:
     """Same finding, same fingerprint, across runs: hashed from what survives unrelated edits
-    (path, code, the flagged line's text without spacing), not from line numbers. Repeats of
+    (the file's URI, code, the flagged line's text without spacing), not from line numbers. Repeats of
     one line text in one file are told apart by their order."""
 
     def __init__(self, report: Report) -> None:
         self._report = report
         self._seen: dict[str, int] = {}
 
-    def next(self, finding: Finding) -> str:
-        line_text = _WHITESPACE.sub(" ", self._report.source_line(finding.path, finding.line) or "").strip()
-        key = "\0".join((Path(finding.path).as_posix(), finding.code, line_text))
+    def next(self, finding: Finding, uri: str) -> str:
+        line = finding.cell_line if finding.cell is not None else finding.line
+        line_text = _WHITESPACE.sub(" ", self._report.code_line(finding, line or 1) or "").strip()
+        key = "\0".join((uri, finding.code, line_text))
         digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
         occurrence = self._seen.get(digest, 0) + 1
         self._seen[digest] = occurrence

@@ -23,11 +23,18 @@ _GUTTER_COLOUR = "\033[1;34m"
 _FIX_COLOUR = "\033[32m"
 
 
-def wants_colour(stream: IO[str]) -> bool:
-    """FORCE_COLOR wins, then NO_COLOR (https://no-color.org), then whether stream is a terminal."""
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def wants_colour(stream: IO[str], choice: str = "auto") -> bool:
+    """``--color always`` or ``never`` decide; with ``auto``, FORCE_COLOR wins, then NO_COLOR
+    (https://no-color.org), then TERM=dumb (a terminal that shows escape codes as text), then
+    whether the stream is a terminal."""
+    if choice != "auto":
+        return choice == "always"
     if os.environ.get("FORCE_COLOR"):
         return True
-    if os.environ.get("NO_COLOR"):
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
@@ -92,7 +99,12 @@ def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
                 lines.append(f"{paint(f'{gutter}|', _GUTTER_COLOUR)} {paint(underline.rstrip(), colour)}")
             previous = number
     for item in finding.evidence:
-        where = f"{relative_posix(Path(item.path), Path.cwd())}:{item.line}" if item.path else f"line {item.line}"
+        if item.path:
+            where = f"{relative_posix(Path(item.path), Path.cwd())}:{item.line}"
+        elif item.cell is not None:
+            where = f"line {item.cell_line} of cell {item.cell}"
+        else:
+            where = f"line {item.line}"
         lines.append(f"{gutter}= {paint('note', _BOLD)}: {where}: {item.note}")
     if finding.help:
         lines.append(f"{gutter}= {paint('help', _BOLD)}: {finding.help}")
@@ -102,17 +114,23 @@ def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
 
 
 def _code_frame(report: Report, finding: Finding) -> list[tuple[int, str, str]]:
-    """(line number, displayed text, underline) for the lines of the finding's span."""
-    numbers = list(range(finding.line, max(finding.line, finding.end_line) + 1))
+    """(line number, displayed text, underline) for the lines of the finding's span: in a
+    notebook, the cell's own lines, numbered as in the cell."""
+    if finding.cell is not None and finding.cell_line is not None:
+        line, column = finding.cell_line, finding.cell_column or 1
+        end_line, end_column = finding.cell_end_line or line, finding.cell_end_column or column + 1
+    else:
+        line, column, end_line, end_column = finding.line, finding.column, finding.end_line, finding.end_column
+    numbers = list(range(line, max(line, end_line) + 1))
     if len(numbers) > _MAX_FRAME_LINES:
         numbers = numbers[: _MAX_FRAME_LINES - 1] + numbers[-1:]
     frame = []
     for number in numbers:
-        text = report.source_line(finding.path, number)
+        text = report.code_line(finding, number)
         if text is None:
             continue
-        start = finding.column if number == finding.line else len(text) - len(text.lstrip()) + 1
-        end = finding.end_column if number == finding.end_line else len(text) + 1
+        start = column if number == line else len(text) - len(text.lstrip()) + 1
+        end = end_column if number == end_line else len(text) + 1
         start = min(start, len(text) + 1)
         end = max(min(end, len(text) + 1), start)
         shown = _expand_tabs(text)

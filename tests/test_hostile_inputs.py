@@ -1,0 +1,186 @@
+"""Inputs built to break a linter: FIFOs and devices where files should be, link loops, file names
+and configurations that are not text, patterns that are not patterns, notebooks of the wrong
+shape. Each must end in one clear line naming the file (and key), the documented exit status,
+no traceback, and in bounded time."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainlint.files import MAX_SOURCE_BYTES
+
+LIMIT_S = 60  # far above what any case needs (about a second): only a hang reaches it
+# TL101: the stored outputs keep their graphs (nothing backwards them)
+RETAINED = (
+    "import torch\nfrom torchvision.models import resnet18\n\nencoder = resnet18()\nfeatures = []\n"
+    "for images, _ in loader:\n    features.append(encoder(images.cuda()))\ntorch.save(features, 'feats.pt')\n"
+)
+
+def trainlint(*args: str, cwd: Path) -> tuple[int, str, str]:
+    environment = {**os.environ, "NO_COLOR": "1"}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True,
+                          env=environment, timeout=LIMIT_S, stdin=subprocess.DEVNULL)
+    assert time.monotonic() - started < LIMIT_S
+    out, err = done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in out + err, out + err
+    return done.returncode, out, err
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "clean.py").write_text("x = 1\n")
+    return tmp_path
+
+
+# ---------------------------------------------------------------------------- what is not a regular file
+
+
+@pytest.mark.parametrize("name", ["train.py", "train.ipynb"])
+def test_a_fifo_named_like_a_source_is_reported_not_waited_on(folder, name):
+    os.mkfifo(folder / name)
+    message = f"{name}:1:1: error TL000 syntax-error: cannot read the file: a named pipe (FIFO), not a regular file"
+    status, out, _ = trainlint("check", name, cwd=folder)
+    assert status == 1 and message in out
+    status, out, _ = trainlint("check", ".", cwd=folder)  # met while walking the folder
+    assert status == 1 and message in out and "in 2 files" in out
+
+
+def test_a_fifo_gitignore_is_told_and_left_out(folder):
+    os.mkfifo(folder / ".gitignore")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert status == 0 and "All checks passed (1 file)." in out
+    assert err == "trainlint: warning: .gitignore: cannot read: a named pipe (FIFO), not a regular file; its patterns are not applied\n"
+
+
+def test_a_fifo_configuration_is_a_configuration_error(folder):
+    os.mkfifo(folder / "pyproject.toml")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert status == 2 and out == ""
+    assert err == "trainlint: error: pyproject.toml: cannot read: a named pipe (FIFO), not a regular file\n"
+
+
+def test_a_source_linked_to_a_device(folder):
+    (folder / "train.py").symlink_to("/dev/zero")
+    status, out, _ = trainlint("check", "train.py", cwd=folder)
+    assert status == 1
+    assert "train.py:1:1: error TL000 syntax-error: cannot read the file: a character device, not a regular file" in out
+    status, out, err = trainlint("estimate", "train.py", cwd=folder)
+    assert status == 2 and out == ""
+    assert err == "trainlint estimate: cannot read train.py: a character device, not a regular file\n"
+
+
+def test_a_socket_named_like_a_source(folder):
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(folder / "s.py"))
+        status, out, _ = trainlint("check", ".", cwd=folder)
+    finally:
+        server.close()
+    assert status == 1 and "s.py:1:1: error TL000 syntax-error: cannot read the file: a socket, not a regular file" in out
+
+
+def test_a_source_over_the_size_limit(folder):
+    with (folder / "huge.py").open("wb") as stream:
+        stream.truncate(MAX_SOURCE_BYTES + 2**20)  # sparse: no disk, no time
+    status, out, _ = trainlint("check", "huge.py", cwd=folder)
+    assert status == 1 and "huge.py:1:1: error TL000 syntax-error: cannot read the file: 11.0 MiB, over the 10 MiB limit" in out
+
+
+def test_symbolic_link_loops(folder):
+    (folder / "loop.py").symlink_to("loop.py")
+    (folder / "a.py").symlink_to("b.py")
+    (folder / "b.py").symlink_to("a.py")
+    (folder / "cycle").symlink_to(".", target_is_directory=True)  # a folder loop: links are not walked into
+    status, out, err = trainlint("check", "loop.py", cwd=folder)
+    assert status == 2 and err == "trainlint: error: cannot read loop.py: Too many levels of symbolic links\n"
+    status, out, _ = trainlint("check", ".", cwd=folder)
+    assert status == 1
+    for name in ("a.py", "b.py", "loop.py"):
+        assert f"{name}:1:1: error TL000 syntax-error: cannot read the file: Too many levels of symbolic links" in out
+    assert "in 4 files" in out
+
+
+def test_a_file_name_that_is_not_utf8(folder):
+    (folder / os.fsdecode(b"caf\xe9.py")).write_text(RETAINED)
+    for output in ("json", "sarif", "github", "terminal"):
+        status, out, _ = trainlint("check", "--select", "TL101", "--format", output, ".", cwd=folder)
+        assert status == 1, output
+        assert "caf\ufffd.py" in out or "caf%EF%BF%BD.py" in out, output
+        if output in ("json", "sarif"):
+            json.loads(out)
+    status, out, _ = trainlint("check", "--show-files", ".", cwd=folder)
+    assert status == 0 and out == "caf\ufffd.py\nclean.py\n"
+
+
+# ---------------------------------------------------------------------------- configurations
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\x00\x01\x02\xff\xfe binary", "pyproject.toml: invalid TOML: not UTF-8 text (byte 0xff on line 1); TOML files are UTF-8"),
+        ("[tool.trainlint]\n# auteur: Jos\xe9\nfail-on = 'note'\n".encode("latin-1"),
+         "pyproject.toml: invalid TOML: not UTF-8 text (byte 0xe9 on line 2); TOML files are UTF-8"),
+        (("a = " + "[" * 50_000 + "]" * 50_000 + "\n").encode(),
+         "pyproject.toml: invalid TOML: arrays or tables nested too deeply to read"),
+        (b"[tool.trainlint]\nexclude = ['\\']\n",
+         "pyproject.toml: [tool.trainlint] exclude[0]: invalid pattern '\\\\': not a gitignore pattern"),
+        (b"[tool.trainlint]\nexclude = ['ok/', '**/[z-a]']\n",
+         "pyproject.toml: [tool.trainlint] exclude[1]: invalid pattern '**/[z-a]': bad character range z-a at position 10"),
+        (b"[tool.trainlint.per-file-ignores]\n'!' = ['TL101']\n",
+         "pyproject.toml: [tool.trainlint] per-file-ignores.'!': invalid pattern '!': not a gitignore pattern"),
+    ],
+)
+def test_a_broken_configuration_is_one_line_naming_file_and_key(folder, content, message):
+    (folder / "pyproject.toml").write_bytes(content)
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert (status, out) == (2, "")
+    assert err == f"trainlint: error: {message}\n"
+
+
+def test_a_bad_exclude_flag(folder):
+    status, out, err = trainlint("check", "--exclude", "ok,\\", ".", cwd=folder)
+    assert (status, out) == (2, "")
+    assert err == "trainlint check: error: argument --exclude: invalid pattern '\\\\': not a gitignore pattern\n"
+
+
+def test_a_bad_gitignore_pattern_is_told_and_skipped(folder):
+    (folder / ".gitignore").write_text("\\\nclean.py\n")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert status == 0 and "All checks passed (0 files)." in out  # the good line still applies
+    assert err == "trainlint: warning: .gitignore:1: invalid pattern '\\\\': not a gitignore pattern; the line is not applied\n"
+
+
+# ---------------------------------------------------------------------------- notebooks
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"cells": [{"cell_type": "code", "source": 7}]}',
+         "cells[0].source: expected a string or a list of strings, got a number"),
+        ('{"cells": [], "metadata": {"kernelspec": []}}', "metadata.kernelspec: expected an object, got a list"),
+        ('{"cells": [], "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}", "not a notebook: its JSON is nested too deeply to read"),
+        ('{"cells": [', "not a notebook: Expecting value: line 1 column 12 (char 11)"),
+        ("\udcff", None),  # not UTF-8 at all: written as raw bytes below
+    ],
+)
+def test_a_notebook_of_the_wrong_shape(folder, text, message):
+    path = folder / "odd.ipynb"
+    if message is None:
+        path.write_bytes(b"\xff\xfe{}")
+        message = "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"
+    else:
+        path.write_text(text)
+    status, out, _ = trainlint("check", "odd.ipynb", cwd=folder)
+    assert status == 1
+    assert f"odd.ipynb:1:1: error TL000 syntax-error: cannot read the notebook: {message}\n" in out
