@@ -296,6 +296,20 @@ class ScopeAnalysis:
     def _walk_block(self, statements, context: Context) -> None:
         for statement in statements:
             self._walk_statement(statement, context)
+            if context.grad_off is None and self._enters_no_grad(statement):
+                context = context.without_grad(statement)  # the rest of the block runs without grad
+
+    def _enters_no_grad(self, statement: cst.CSTNode) -> bool:
+        """``stack.enter_context(torch.no_grad())`` on an ExitStack: grad is off until the stack closes,
+        which is the end of the ``with ExitStack() as stack:`` block this statement sits in."""
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        call = small.value if isinstance(small, cst.Expr) else None
+        return (
+            isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "enter_context"
+            and len(call.args) == 1 and self._is_no_grad(call.args[0].value)
+        )
 
     def _walk_statement(self, statement: cst.CSTNode, context: Context) -> None:
         if isinstance(statement, cst.SimpleStatementLine):

@@ -269,7 +269,7 @@ class ModuleSummary:
             resolved = self.canonical(base)
             if resolved in torchapi.MODULE_BASES or last_part(resolved) in {"Module", "LightningModule", "PreTrainedModel"}:
                 result = True
-            elif depth < 8 and (parent := self.local_class(base)) is not None and parent is not info:
+            elif depth < 8 and (parent := self.local_class(resolved)) is not None and parent is not info:
                 result = self.is_module_class(parent, depth + 1)
             elif (kind := self.library_class_kind(resolved)) is not None:
                 result = kind.kind == libraries.MODULE  # `class Net(ModelMixin)`: diffusers' base is an nn.Module
@@ -320,7 +320,7 @@ class ModuleSummary:
                 return "map-dataset"
             if resolved in torchapi.LIGHTNING_MODULE_BASES or last_part(resolved) == "LightningModule":
                 return "lightning"
-            parent = self.local_class(base)
+            parent = self.local_class(resolved)
             if depth < 8 and parent is not None and parent is not info:
                 kind = self.class_kind(parent, depth + 1)
                 if kind:

@@ -254,3 +254,44 @@ def test_a_helper_in_another_file_that_leaves_the_model_in_eval_mode(tmp_path):
 
 def _codes_of(text: str, root: Path, workspace: Workspace | None) -> list[str]:
     return [f.code for f in analyze_source(text, str(root / "train.py"), workspace=workspace)]
+
+
+def test_a_model_whose_nn_module_base_is_in_another_file_keeps_its_inference_branch_quiet(tmp_path):
+    # detectron2's shape: `class PanopticFPN(GeneralizedRCNN)` with `from .rcnn import GeneralizedRCNN`;
+    # the model's own inference method runs with whatever grad mode its caller chose.
+    rcnn = textwrap.dedent(
+        """\
+        from torch import nn
+
+        class GeneralizedRCNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Conv2d(3, 8, 3, padding=1)
+                self.head = nn.Conv2d(8, 4, 1)
+        """
+    )
+    panoptic = textwrap.dedent(
+        """\
+        from torch import nn
+
+        from .rcnn import GeneralizedRCNN
+
+        class PanopticFPN(GeneralizedRCNN):
+            def __init__(self, sem_seg_head: nn.Module):
+                super().__init__()
+                self.sem_seg_head = sem_seg_head
+
+            def forward(self, images):
+                if not self.training:
+                    return self.inference(images)
+                return self.sem_seg_head(self.backbone(images)).mean()
+
+            def inference(self, images):
+                return self.sem_seg_head(self.backbone(images))
+        """
+    )
+    root = _project(tmp_path, {"meta_arch/__init__.py": "", "meta_arch/rcnn.py": rcnn, "meta_arch/panoptic_fpn.py": panoptic})
+    path = root / "meta_arch" / "panoptic_fpn.py"
+    assert "TL102" not in _codes(path, Workspace([root]))
+    standalone = panoptic.replace("from .rcnn import GeneralizedRCNN", "class GeneralizedRCNN:\n    pass")
+    assert "TL102" in [f.code for f in analyze_source(standalone, str(path))], "a class that is no module: its inference method is an evaluation"

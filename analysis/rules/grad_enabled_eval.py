@@ -468,6 +468,49 @@ class GradEnabledEval(Rule):
                 optimizer.step()
             """
         ),
+        Quiet(  # grad turned off through an ExitStack, as detectron2's inference_on_dataset does
+            """
+            from contextlib import ExitStack
+
+            import torch
+            from torch import nn
+
+            def inference_on_dataset(model, data_loader, evaluator):
+                evaluator.reset()
+                with ExitStack() as stack:
+                    if isinstance(model, nn.Module):
+                        model.eval()
+                    stack.enter_context(torch.no_grad())
+                    for idx, inputs in enumerate(data_loader):
+                        outputs = model(inputs)
+                        evaluator.process(inputs, outputs)
+                return evaluator.evaluate()
+
+            def do_test(cfg, model, build_test_loader, evaluator):
+                return inference_on_dataset(model, build_test_loader(cfg), evaluator)
+            """
+        ),
+        Quiet(  # a model's inference branch (the model subclasses an nn.Module): its caller decides
+            """
+            from torch import nn
+
+            class GeneralizedRCNN(nn.Module):
+                def __init__(self, channels=256, classes=54):
+                    super().__init__()
+                    self.backbone = nn.Conv2d(3, channels, 3, padding=1)
+                    self.sem_seg_head = nn.Conv2d(channels, classes, 1)
+
+            class PanopticFPN(GeneralizedRCNN):
+                def forward(self, images):
+                    if not self.training:
+                        return self.inference(images)
+                    return self.sem_seg_head(self.backbone(images)).mean()
+
+                def inference(self, images):
+                    features = self.backbone(images)
+                    return self.sem_seg_head(features)
+            """
+        ),
         Quiet(  # Lightning runs validation_step under no_grad
             """
             import lightning as L
