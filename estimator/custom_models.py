@@ -23,7 +23,7 @@ from trainlint.analysis.patterns import shortened
 from trainlint.analysis.summary import ClassInfo
 
 from .architectures import Architecture
-from .reading import UNKNOWN, _Reader
+from .reading import MAX_MAGNITUDE, UNKNOWN, _Reader, bounded
 
 _MAX_DEPTH = 12
 _FREE_LAYERS = frozenset({
@@ -94,6 +94,8 @@ def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | N
         return None, f"the parameters of `{info.name}` ({found.source}) cannot all be counted: {listed}"
     if count.params == 0:
         return None, f"no layer with parameters found in `{info.name}.__init__` ({found.source})"
+    if count.params > MAX_MAGNITUDE:
+        return None, f"`{info.name}` ({found.source}) would have {count.params:.3g} parameters: not a model that runs"
     return Architecture(
         id=info.name, family="custom", kind="custom", published_params=count.params,
         source=f"counted from `{info.name}.__init__` ({found.source})",
@@ -116,7 +118,7 @@ class _Counter:
                 operator = type(node.operator).__name__
                 operations = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}
                 if operator in operations:
-                    return operations[operator]
+                    return bounded(operations[operator])
                 if operator == "FloorDivide" and right:
                     return left // right
             return UNKNOWN

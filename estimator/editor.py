@@ -38,7 +38,7 @@ def estimate_module(module: ModuleAnalysis, target_gpu: str | None) -> EditorEst
     if architecture is None:
         return EditorEstimate(None, reason, bool(target_gpu))
     try:
-        report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs)
+        report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs, planned.notes)
     except CannotEstimate as error:
         return EditorEstimate(None, str(error), bool(target_gpu))
     return EditorEstimate(report, None, bool(target_gpu))

@@ -9,8 +9,10 @@ came from; what is not found is left to the caller's defaults, which the report 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import libcst as cst
@@ -20,8 +22,17 @@ from trainlint.analysis.names import dotted, last_part
 from trainlint.analysis.parsing import ParsedChunk
 from trainlint.analysis.tree import walk
 
+from .local_files import Unreadable, read_json
+
 UNKNOWN = object()
+ABSURD = object()  # unknown too: a number no configuration holds (the report says which line)
 _MAX_DEPTH = 8
+# Numbers beyond this are no configuration anyone runs (a typo, a sentinel, a hostile file): unknown.
+MAX_MAGNITUDE = 2**53
+# Sizes a run can have; a value outside is not used (it stays unknown, and the report says so).
+_SIZE_LIMITS = {
+    "batch_size": 1 << 20, "seq_len": 1 << 24, "image_size": 1 << 16, "lora_rank": 1 << 16, "max_new_tokens": 1 << 24,
+}
 
 _BATCH_KEYWORDS = ("per_device_train_batch_size", "micro_batch_size", "batch_size", "train_batch_size")
 _LENGTH_KEYWORDS = ("max_seq_length", "max_seq_len", "max_length", "block_size", "seq_len", "seq_length", "context_length", "cutoff_len")
@@ -77,6 +88,15 @@ class ScriptInputs:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
 
 
+def bounded(value: Any) -> Any:
+    """A number as it is when a configuration could hold it, else ABSURD (infinite, NaN, astronomically large)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return ABSURD
+    return value if abs(value) <= MAX_MAGNITUDE else ABSURD
+
+
 def read_inputs(module: ModuleAnalysis) -> ScriptInputs:
     reader = _Reader(module)
     return reader.read()
@@ -98,27 +118,31 @@ class _Reader:
             return UNKNOWN
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             try:
-                return ast.literal_eval(chunk.code_for(node))
-            except (ValueError, SyntaxError):
-                return UNKNOWN
+                return bounded(ast.literal_eval(chunk.code_for(node)))
+            except (ValueError, SyntaxError, MemoryError):  # digits beyond int's string limit, or worse
+                return ABSURD if isinstance(node, cst.Integer) else UNKNOWN
         if isinstance(node, cst.Name):
             if node.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[node.value]
             return self._module_constant(node.value, depth)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             inner = self.value(node.expression, chunk, depth + 1)
-            return -inner if isinstance(inner, (int, float)) else UNKNOWN
+            return inner if inner is ABSURD else -inner if isinstance(inner, (int, float)) else UNKNOWN
         if isinstance(node, cst.BinaryOperation):
             left, right = self.value(node.left, chunk, depth + 1), self.value(node.right, chunk, depth + 1)
+            if left is ABSURD or right is ABSURD:
+                return ABSURD
             if not isinstance(left, (int, float)) or not isinstance(right, (int, float)) or isinstance(left, bool):
                 return UNKNOWN
             operator = type(node.operator).__name__
+            if operator == "Power" and abs(left) > 1 and abs(right) > 64:
+                return ABSURD  # far beyond MAX_MAGNITUDE, and costly to compute
             try:
-                return {
+                return bounded({
                     "Add": lambda: left + right, "Subtract": lambda: left - right, "Multiply": lambda: left * right,
                     "FloorDivide": lambda: left // right, "Divide": lambda: left / right, "Power": lambda: left**right,
-                }[operator]()
-            except (KeyError, ZeroDivisionError, OverflowError):
+                }[operator]())
+            except (KeyError, ZeroDivisionError, OverflowError, TypeError):  # TypeError: a complex power
                 return UNKNOWN
         if isinstance(node, cst.Attribute):
             attribute = node.attr.value
@@ -133,7 +157,15 @@ class _Reader:
                     return canonical  # torch.bfloat16 and friends, as names
             return UNKNOWN
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float") and node.args:
-            return self.value(node.args[0].value, chunk, depth + 1)
+            inner = self.value(node.args[0].value, chunk, depth + 1)
+            if inner is ABSURD or isinstance(inner, bool) or not isinstance(inner, (int, float, str)):
+                return inner if inner is ABSURD else UNKNOWN
+            try:
+                return bounded(int(inner) if node.func.value == "int" else float(inner))
+            except ValueError:
+                return UNKNOWN
+            except OverflowError:  # int(float("inf"))
+                return ABSURD
         if isinstance(node, (cst.List, cst.Tuple)):
             items = [self.value(element.value, chunk, depth + 1) for element in node.elements]
             return UNKNOWN if any(item is UNKNOWN for item in items) else tuple(items)
@@ -196,7 +228,16 @@ class _Reader:
     def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
         if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
             return
+        if value is ABSURD and name not in _SIZE_LIMITS:
+            return
         code = " ".join(chunk.code_for(node).split())
+        if name in _SIZE_LIMITS:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _SIZE_LIMITS[name]:
+                shown = code if len(code) <= 50 else code[:47] + "..."
+                self.inputs.notes.append(f"{name.replace('_', ' ')} at line {chunk.line_of(node)} (`{shown}`) is not a usable size: ignored")
+                return
         setattr(self.inputs, name, Found(value, chunk.line_of(node), code if len(code) <= 70 else code[:67] + "...", node, chunk))
 
     def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
@@ -297,7 +338,7 @@ class _Reader:
     def _read_deepspeed(self, config: Any, node: cst.Call, chunk: ParsedChunk) -> None:
         """A DeepSpeed config given as a dict, or as the path of a JSON file next to the script."""
         if isinstance(config, str) and config.endswith(".json"):
-            config = _workspace_json(self.module.path, config)
+            config = _workspace_json(self.module, config)
         if not isinstance(config, dict):
             return
         zero = config.get("zero_optimization")
@@ -355,20 +396,24 @@ class _Reader:
                 self._set("seq_len", value, node, chunk)
 
 
-def _workspace_json(script: str, relative: str) -> Any:
-    """A JSON file the script names, looked up next to the script (and its parents up to three levels):
-    workspace files only, never fetched."""
-    import json
-    from pathlib import Path
+def workspace_roots(module: ModuleAnalysis) -> list[Path]:
+    """The folders files named by the script may be read from: its workspace roots and its own folder."""
+    roots = list(module.workspace.roots) if module.workspace is not None else []
+    folder = Path(module.path).parent
+    if folder.is_dir():  # the script may not be saved yet
+        roots.append(folder.resolve())
+    return list(dict.fromkeys(roots))
 
-    base = Path(script).resolve().parent
-    for folder in (base, *list(base.parents)[:3]):
-        candidate = folder / relative
-        if candidate.is_file() and candidate.stat().st_size < 1_000_000:
-            try:
-                return json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
+
+def _workspace_json(module: ModuleAnalysis, name: str) -> Any:
+    """A JSON file the script names, relative to its folder or a workspace root (or absolute, inside
+    one): workspace files only, regular, bounded in size and depth, never fetched. None otherwise."""
+    roots = workspace_roots(module)
+    for base in (roots[-1:] + roots[:-1]):  # the script's folder first
+        try:
+            return read_json(base / name, roots)
+        except Unreadable:
+            continue
     return None
 
 
@@ -443,6 +488,7 @@ class ScriptPlan:
     model_name: str | None
     model_source: str | None
     unknown_reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # values of the script that were not usable
 
 
 def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> ScriptPlan:
@@ -482,4 +528,4 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> Scrip
         reason = "no model found in the script: give --model"
     if model_name is not None:
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
-    return ScriptPlan(settings, inputs, model_name, model_source, reason)
+    return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])

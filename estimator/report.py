@@ -24,14 +24,19 @@ class Report:
     max_batch_size: int | None = None
     smallest_gpu: str | None = None
     smallest_instances: list[str] = field(default_factory=list)  # cloud instances with one such GPU
+    script_notes: list[str] = field(default_factory=list)  # what the script said that could not be used
+
+    @property
+    def notes(self) -> list[str]:
+        return [*self.script_notes, *self.result.assumptions]
 
 
-def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]]) -> Report:
+def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> Report:
     context = target.gpu.context_bytes
     result = estimate(plan, context)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
-    report = Report(plan, target, result, outcome, inputs)
+    report = Report(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
     if outcome != "fits":
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)
@@ -65,7 +70,7 @@ def to_json(report: Report) -> dict:
         "max_batch_size": report.max_batch_size,
         "smallest_gpu": report.smallest_gpu,
         "smallest_gpu_instances": report.smallest_instances,
-        "notes": result.assumptions,
+        "notes": report.notes,
     }
 
 
@@ -105,9 +110,9 @@ def to_text(report: Report) -> str:
     if report.smallest_gpu:
         instances = f" (e.g. {', '.join(report.smallest_instances)})" if report.smallest_instances else ""
         lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}{instances}")
-    if result.assumptions:
+    if report.notes:
         lines.append("assumptions:")
-        lines += [f"  - {note}" for note in result.assumptions]
+        lines += [f"  - {note}" for note in report.notes]
     return "\n".join(lines)
 
 

@@ -70,7 +70,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     settings = dict(planned.settings)
     settings["gpus"] = target.count
     try:
-        report = build(Plan(model=architecture, **settings), target, planned.inputs)
+        report = build(Plan(model=architecture, **settings), target, planned.inputs, planned.notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
@@ -92,7 +92,11 @@ def _read_script(path: str):
         return f"cannot read {path}: {error.strerror or error}"
     except DecodeError as error:
         return f"cannot read {path}: {error}"
-    module = ModuleAnalysis(text, path, workspace=Workspace([Path(path).resolve().parent]))
+    # The workspace: the script's folder, and the current folder when the script lies under it (a config
+    # named relative to the project root, as the script is run from there).
+    folder, here = Path(path).resolve().parent, Path.cwd().resolve()
+    roots = [folder, here] if folder == here or here in folder.parents else [folder]
+    module = ModuleAnalysis(text, path, workspace=Workspace(roots))
     return module, read_inputs(module)
 
 
