@@ -50,6 +50,8 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
     # A rounded figure as published (model card, paper, or the Hub's parameter display: "8.03B",
     # "124M"); the exact count must round to it, which catches a wrong config field.
     stated_params: str | None = None
+    # Read from a config.json: the catalog entry with the same structure (its measured coefficients apply).
+    base: str | None = None
 
     # -- structure the exact count needs --
     norm: str = "rms"  # "rms" (weight only) | "layernorm" (weight and bias)

@@ -307,7 +307,7 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
-    measured = plan.dropout is not True and measured_layer_coefficients(arch.id, plan.attention) is not None
+    measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
     logit_low, logit_high = (_LOGIT_BYTES[0] / _LOGIT_BYTES[1], _LOGIT_BYTES[2] / _LOGIT_BYTES[1]) if plan.mode == "train" else (1.0, 1.0)
@@ -349,13 +349,13 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str]) -> float:
     """Retained activations of one transformer layer: measured for the architecture when the
     calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths."""
-    measured = measured_layer_coefficients(plan.model.id, plan.attention) if plan.model is not None else None
+    measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
     if measured is not None and plan.dropout is not True:
         linear, scores = measured
         coefficient = linear + scores * geometry.heads * seq / geometry.hidden
-        notes.append(f"activations per layer measured for {plan.model.id} (transformers' modules, saved-tensor hooks)")
+        notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
     else:
         coefficient = formula_layer_coefficient(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")

@@ -68,14 +68,16 @@ def count_parameters(module: ModuleAnalysis, info: ClassInfo, call: cst.Call | N
 def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Architecture | None, str | None]:
     """The architecture a plan is for: a catalog model by name, or the script's own model class
     counted from its ``__init__``; else why there is none."""
-    from .architectures import find_architecture
+    from .model_configs import resolve_model_name
+    from .reading import workspace_roots
 
     if planned.model_name is not None:
-        architecture = find_architecture(str(planned.model_name))
-        if architecture is None:
-            where = f" ({planned.model_source})" if planned.model_source != "command line" else ""
-            return None, f"`{planned.model_name}`{where} is not in the model catalog"
-        return architecture, None
+        # A name the user typed may point anywhere; one written in the script, only into its workspace.
+        from_script = planned.model_source != "command line" and module is not None
+        architecture, reason = resolve_model_name(str(planned.model_name), workspace_roots(module) if from_script else None)
+        if architecture is None and from_script:
+            reason = f"{reason} ({planned.model_source})"
+        return architecture, reason
     if module is not None and read is not None and read.local_model_class is not None:
         return custom_architecture(module, read.local_model_class)
     return None, planned.unknown_reason or "no model found in the script: give --model"

@@ -15,7 +15,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
     estimate.add_argument("script", nargs="?", metavar="SCRIPT", help="training script to read the configuration from")
-    estimate.add_argument("--model", help="catalog id or Hugging Face id (overrides the script's)")
+    estimate.add_argument(
+        "--model", metavar="NAME_OR_PATH",
+        help="a config.json or model folder, a Hugging Face id (read from the local cache, else the catalog), "
+        "or a catalog id; overrides the script's",
+    )
     estimate.add_argument("--batch-size", type=positive_int, help="per-device micro-batch (default 1)")
     estimate.add_argument("--seq-len", type=positive_int, help="tokens per sample (default: the model's maximum)")
     estimate.add_argument("--image-size", type=positive_int, help="image side in pixels (vision models)")
