@@ -23,7 +23,7 @@ from trainlint.analysis.patterns import shortened
 from trainlint.analysis.summary import ClassInfo
 
 from .architectures import Architecture
-from .reading import MAX_MAGNITUDE, UNKNOWN, _Reader, bounded
+from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded
 
 _MAX_DEPTH = 12
 _FREE_LAYERS = frozenset({
@@ -73,14 +73,14 @@ def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Archite
 
     if planned.model_name is not None:
         # A name the user typed may point anywhere; one written in the script, only into its workspace.
-        from_script = planned.model_source != "command line" and module is not None
+        from_script = planned.model_source not in ("command line", "the targetModel setting") and module is not None
         architecture, reason = resolve_model_name(str(planned.model_name), workspace_roots(module) if from_script else None)
         if architecture is None and from_script:
             reason = f"{reason} ({planned.model_source})"
         return architecture, reason
     if module is not None and read is not None and read.local_model_class is not None:
         return custom_architecture(module, read.local_model_class)
-    return None, planned.unknown_reason or "no model found in the script: give --model"
+    return None, planned.unknown_reason or NO_MODEL
 
 
 def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | None, str | None]:

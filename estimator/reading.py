@@ -48,6 +48,9 @@ _TRAINER_OPTIM = {
     "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "adamw", "adafactor": "adafactor",
     "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
 }
+# `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
+# estimate this file for, when the script does not name it in a form that can be read.
+MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
 
 
@@ -66,6 +69,7 @@ class Found:
 
 @dataclass
 class ScriptInputs:
+    model_comment: Found | None = None  # value: what a `# trainlint: model=...` comment names
     model: Found | None = None  # value: a model id (Hugging Face id, torchvision/timm name)
     local_model_class: Found | None = None  # value: the name of an nn.Module class of the script
     mode: Found | None = None
@@ -204,8 +208,9 @@ class _Reader:
     # ------------------------------------------------------------------ reading
     def read(self) -> ScriptInputs:
         inputs = self.inputs
-        training = bool(self.module.backward_calls)
-        generating = False
+        backward = self.module.backward_calls
+        training = (backward[0].node, backward[0].chunk) if backward else None  # the evidence: a real line
+        generating = None
         for scope in self.module.all_scopes:
             for call in scope.calls():
                 if not isinstance(call.node, cst.Call):
@@ -213,17 +218,27 @@ class _Reader:
                 name = call.callee or ""
                 head = last_part(name) if name else (call.method or "")
                 self._read_call(call, call.node, call.chunk, name, head)
-                if head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments":
-                    training = True
-                if call.method == "generate" or head == "generate":
-                    generating = True
+                if training is None and (head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments"):
+                    training = (call.node, call.chunk)
+                if generating is None and (call.method == "generate" or head == "generate"):
+                    generating = (call.node, call.chunk)
         self._read_settings()
-        line = 1
-        if training:
-            inputs.mode = inputs.mode or Found("train", line, "a backward pass or a Trainer")
-        elif generating:
-            inputs.mode = Found("generate", line, "`.generate(...)`")
+        self._read_model_comment()
+        if training is not None:
+            self._set("mode", "train", *training)
+        elif generating is not None:
+            self._set("mode", "generate", *generating)
         return inputs
+
+    def _read_model_comment(self) -> None:
+        text = self.module.text
+        if "trainlint:" not in text:
+            return
+        for number, line in enumerate(text.splitlines(), start=1):
+            match = MODEL_COMMENT.search(line) if "#" in line else None
+            if match is not None:
+                self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
+                return
 
     def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
         if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
@@ -491,8 +506,13 @@ class ScriptPlan:
     notes: list[str] = field(default_factory=list)  # values of the script that were not usable
 
 
-def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> ScriptPlan:
-    """Merge what the script says with the command line's overrides and the defaults, naming each source."""
+NO_MODEL = "no model found in the script"
+
+
+def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback_model: str | None = None) -> ScriptPlan:
+    """Merge what the script says with the command line's overrides and the defaults, naming each source.
+    The model: the command line's, a `# trainlint: model=` comment's, the script's, else ``fallback_model``
+    (the editor's `targetModel` setting)."""
     settings: dict[str, Any] = {}
     inputs: dict[str, tuple[Any, str]] = {}
     found = read.found() if read is not None else {}
@@ -519,13 +539,17 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> Scrip
     model_name, model_source, reason = None, None, None
     if overrides.get("model"):
         model_name, model_source = overrides["model"], "command line"
+    elif "model_comment" in found:
+        model_name, model_source = found["model_comment"].value, found["model_comment"].source
     elif "model" in found:
         model_name, model_source = found["model"].value, found["model"].source
     elif "local_model_class" in found:
         local = found["local_model_class"]
         inputs = {"model": (f"{local.value} (a class of the script)", local.source), **inputs}
+    elif fallback_model:
+        model_name, model_source = fallback_model, "the targetModel setting"
     else:
-        reason = "no model found in the script: give --model"
+        reason = NO_MODEL
     if model_name is not None:
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])

@@ -70,7 +70,8 @@ def run_estimate(args: argparse.Namespace) -> int:
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
-        return _unknown(args, f"{reason}: there is no honest number to give")
+        hint = " (name it with --model, or a `# trainlint: model=...` comment in the script)" if planned.model_name is None else ""
+        return _unknown(args, f"{reason}{hint}: there is no honest number to give")
     settings = dict(planned.settings)
     settings["gpus"] = target.count
     try:
@@ -78,6 +79,8 @@ def run_estimate(args: argparse.Namespace) -> int:
     except CannotEstimate as error:
         return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
+    if report.verdict == "unknown":
+        return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
 
 
