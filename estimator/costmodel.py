@@ -119,6 +119,9 @@ class Plan:
     sharding: str = "ddp"
     offload: tuple[str, ...] = ()
     dropout: bool | None = None  # None: unknown
+    lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
+    grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
+    foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
 
 
 @dataclass(frozen=True)
@@ -130,16 +133,35 @@ class Breakdown:
     activations: Interval = ZERO
     logits: Interval = ZERO
     kv_cache: Interval = ZERO
+    optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
+    gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
+    # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
+    # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
+    gradients_in_backward: bool = False
+
+    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
+             "optimizer_step", "gradient_buckets")
 
     def items(self) -> list[tuple[str, Interval]]:
-        return [(name, getattr(self, name)) for name in
-                ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache")]
+        return [(name, getattr(self, name)) for name in self.NAMES]
 
-    def total(self) -> Interval:
-        total = ZERO
-        for _, value in self.items():
-            total = total + value
-        return total
+    def forward_backward(self) -> Interval:
+        """Alive while the forward and backward run: the model states without the step's temporaries,
+        the autocast cache, activations, logits and KV cache; gradients only when they accumulate
+        (otherwise they appear as the activations they replace are freed, and are released by
+        zero_grad(set_to_none=True) before the next forward)."""
+        total = self.weights + self.optimizer + self.autocast_cache + self.activations + self.logits
+        total = total + self.kv_cache + self.gradient_buckets
+        return total + self.gradients if self.gradients_in_backward else total
+
+    def step(self) -> Interval:
+        """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
+        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets
+
+    def peak(self) -> Interval:
+        """The larger phase, end by end."""
+        first, second = self.forward_backward(), self.step()
+        return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
 
 
 @dataclass(frozen=True)
@@ -170,8 +192,16 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
     trainable = _trainable_params(plan, geometry, params, notes)
     weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
     activations, logits, kv = _activations(plan, arch, geometry, notes)
-    breakdown = Breakdown(weights, gradients, optimizer, cache, activations, logits, kv)
-    allocated = breakdown.total()
+    step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
+    breakdown = Breakdown(
+        weights, gradients, optimizer, cache, activations, logits, kv, step, buckets,
+        gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+    )
+    allocated = breakdown.peak()
+    if plan.mode == "train":
+        phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
+        notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
+                     + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
     reserved = Interval(
         allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
         allocated.high * (1 + _FRAGMENTATION[2]),
@@ -193,8 +223,8 @@ def _validate(plan: Plan) -> None:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
     if plan.quant is not None and plan.quant not in QUANTS:
         raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
-    if plan.batch_size < 1 or plan.gpus < 1:
-        raise CannotEstimate("batch size and GPU count must be at least 1")
+    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1:
+        raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
 
@@ -275,6 +305,46 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return Interval.exact(weights), Interval.exact(gradients), Interval.exact(optimizer), Interval.exact(cache)
+
+
+# torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
+# all parameters in a group (Adam's sqrt of the second moment; RMSprop's and Adagrad's alike); SGD with
+# momentum updates its buffers in place. Measured under FakeTensorMode with torch's MemTracker
+# (calibration/step_peaks.py): AdamW foreach step peak = params + grads + 2 states + 1 parameter copy.
+_FOREACH_TEMPORARY = {"adam": 1.0, "adamw": 1.0, "rmsprop": 1.0, "adagrad": 1.0}
+
+
+def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: Interval, notes: list[str]):
+    """(the optimizer step's temporaries, DDP's gradient buckets) per GPU."""
+    if plan.mode != "train":
+        return ZERO, ZERO
+    lora = plan.lora_rank is not None
+    state_bytes = 4 if lora else _PRECISION[plan.dtype][0]
+    shards = plan.gpus if plan.sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
+    temporary = ZERO
+    share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
+    if share and "optimizer" not in plan.offload:
+        whole = trainable * state_bytes * share / shards
+        if plan.foreach is False:  # the per-tensor loop: temporaries of one tensor at a time
+            largest = _largest_tensor(geometry, trainable)
+            temporary = Interval.exact(2 * largest * state_bytes)
+        elif plan.foreach is True:
+            temporary = Interval.exact(whole)
+            notes.append("foreach optimizer step: one temporary the size of the parameters")
+        else:  # torch's default: foreach on CUDA, fused where the script asks for it
+            temporary = Interval(0.0, whole, whole)
+            notes.append("optimizer step: torch's default (foreach) keeps one parameter-sized temporary; fused=True would not")
+    buckets = ZERO
+    if plan.sharding == "ddp" and plan.gpus > 1:
+        buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy
+        notes.append("DDP keeps its gradient buckets, a second copy of the gradients")
+    return temporary, buckets
+
+
+def _largest_tensor(geometry: Shape | None, trainable: int) -> float:
+    if geometry is None:
+        return float(trainable)
+    return float(min(trainable, max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)))
 
 
 def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
@@ -359,7 +429,44 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     else:
         coefficient = formula_layer_coefficient(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
+    if plan.lora_rank is not None and plan.mode == "train":
+        coefficient += adapter_layer_adjustment(plan, geometry)
+        notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
     return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
+
+
+# Norm families that multiply by their weight in fp32 (Gemma's `x * (1 + w.float())`): a frozen weight
+# spares 4 bytes; the others 2 (the normalised tensor in the activation dtype). LayerNorm's backward
+# recomputes from its input and keeps the same tensors either way.
+_FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
+
+
+def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:
+    """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
+    in one layer, minus what the same layer keeps when trained in full.
+
+    A frozen linear keeps no input (only its weight's gradient needs it): the attention input, the MLP
+    input and the down projection's input go; a frozen RMSNorm weight (the query/key norms too) spares
+    the normalised tensor. Each
+    adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
+    with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
+    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
+    arch = plan.model
+    hidden = geometry.hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1)
+    norm_saving = 0.0
+    if arch is not None and arch.norm == "rms":
+        per_element = 4.0 if arch.family in _FP32_NORM_FAMILIES else 2.0
+        norm_saving = per_element * arch.norms_per_layer
+        if arch.qk_norm:  # the query and key norms, heads x head_dim wide
+            norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
+    saving = norm_saving + 2.0 + 2.0 + 2.0 * ffn / hidden
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    kept = 0.0
+    for target in plan.lora_targets:
+        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
+        kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
+    return kept - saving
 
 
 def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

@@ -32,7 +32,9 @@ MAX_MAGNITUDE = 2**53
 # Sizes a run can have; a value outside is not used (it stays unknown, and the report says so).
 _SIZE_LIMITS = {
     "batch_size": 1 << 20, "seq_len": 1 << 24, "image_size": 1 << 16, "lora_rank": 1 << 16, "max_new_tokens": 1 << 24,
+    "grad_accum": 1 << 16,
 }
+_ACCUMULATION_NAMES = re.compile(r"^(?:gradient_accumulation_steps|grad_accum(?:ulation)?(?:_steps)?|accumulation_steps|accum_steps)$", re.I)
 
 _BATCH_KEYWORDS = ("per_device_train_batch_size", "micro_batch_size", "batch_size", "train_batch_size")
 _LENGTH_KEYWORDS = ("max_seq_length", "max_seq_len", "max_length", "block_size", "seq_len", "seq_length", "context_length", "cutoff_len")
@@ -80,6 +82,9 @@ class ScriptInputs:
     optimizer: Found | None = None
     lora_rank: Found | None = None
     lora_targets: Found | None = None
+    lora_dropout: Found | None = None
+    grad_accum: Found | None = None
+    foreach: Found | None = None  # False for fused=True or foreach=False optimizers
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -285,11 +290,19 @@ class _Reader:
                 momentum = self.value(self.keyword(node, "momentum", 2), chunk)
                 optimizer = "sgd-momentum" if momentum else "sgd"
             self._set("optimizer", optimizer, node, chunk)
+            if name.startswith("torch.optim"):
+                if self.value(self.keyword(node, "fused"), chunk) is True:
+                    self._set("foreach", False, node, chunk)
+                elif isinstance(self.value(self.keyword(node, "foreach"), chunk), bool):
+                    self._set("foreach", self.value(self.keyword(node, "foreach"), chunk), node, chunk)
         if head == "LoraConfig":
             self._set("lora_rank", self.value(self.keyword(node, "r"), chunk) if self.keyword(node, "r") is not None else 8, node, chunk)
             targets = self.value(self.keyword(node, "target_modules"), chunk)
             if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
                 self._set("lora_targets", tuple(targets), node, chunk)
+            dropout = self.value(self.keyword(node, "lora_dropout"), chunk) if self.keyword(node, "lora_dropout") is not None else 0.0
+            if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1:
+                self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
         if head == "BitsAndBytesConfig":
             self._read_quantisation(node, chunk)
         if head == "gradient_checkpointing_enable" or name.startswith("torch.utils.checkpoint."):
@@ -348,6 +361,9 @@ class _Reader:
         optim = self.value(self.keyword(node, "optim"), chunk)
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
+            if optim == "adamw_torch_fused":
+                self._set("foreach", False, node, chunk)
+        self._set("grad_accum", self.value(self.keyword(node, "gradient_accumulation_steps"), chunk), node, chunk)
         self._set("mode", "train", node, chunk)
 
     def _read_deepspeed(self, config: Any, node: cst.Call, chunk: ParsedChunk) -> None:
@@ -385,6 +401,8 @@ class _Reader:
                 self._set("batch_size", value, node, chunk)
             elif _LENGTH_OPTIONS.match(option):
                 self._set("seq_len", value, node, chunk)
+            elif _ACCUMULATION_NAMES.match(option):
+                self._set("grad_accum", value, node, chunk)
             elif option in ("model_name", "model_name_or_path", "model", "base_model", "model_id"):
                 if isinstance(value, str):
                     self._set("model", value, node, chunk)
@@ -399,6 +417,8 @@ class _Reader:
                 self._set("batch_size", self.value(expression, chunk), expression, chunk)
             elif _LENGTH_OPTIONS.match(name):
                 self._set("seq_len", self.value(expression, chunk), expression, chunk)
+            elif _ACCUMULATION_NAMES.match(name):
+                self._set("grad_accum", self.value(expression, chunk), expression, chunk)
             elif name in ("model_name", "model_id", "base_model", "model_name_or_path", "MODEL_NAME", "MODEL_ID"):
                 value = self.value(expression, chunk)
                 if isinstance(value, str):
@@ -409,6 +429,8 @@ class _Reader:
                 self._set("batch_size", value, node, chunk)
             elif _LENGTH_OPTIONS.match(name):
                 self._set("seq_len", value, node, chunk)
+            elif _ACCUMULATION_NAMES.match(name):
+                self._set("grad_accum", value, node, chunk)
 
 
 def workspace_roots(module: ModuleAnalysis) -> list[Path]:
@@ -490,8 +512,8 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 
 # ---------------------------------------------------------------------- to a plan
 _PLAN_FIELDS = (
-    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "quant",
-    "gradient_checkpointing", "attention", "sharding", "offload",
+    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
+    "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

@@ -36,8 +36,11 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
         found.append(("gradient checkpointing", {"gradient_checkpointing": True}))
     if training and plan.batch_size > 1:
         found.append((
-            f"micro-batch 1 with gradient accumulation x{plan.batch_size} (same effective batch)", {"batch_size": 1},
+            f"micro-batch 1 with gradient accumulation x{plan.batch_size} (same effective batch)",
+            {"batch_size": 1, "grad_accum": plan.grad_accum * plan.batch_size},
         ))
+    if training and plan.optimizer in ("adam", "adamw") and plan.foreach is not False and plan.lora_rank is None:
+        found.append(("fused AdamW (fused=True: no parameter-sized temporary in the step)", {"foreach": False}))
     if plan.attention == "eager" and transformer:
         found.append(("SDPA / flash attention", {"attention": "sdpa"}))
     if training and plan.optimizer in ("adam", "adamw") and plan.lora_rank is None:

@@ -148,3 +148,52 @@ def test_the_gpu_listing():
     assert "h100" in result.stdout.lower()
     instances = subprocess.run([sys.executable, "-m", "trainlint", "gpus", "--instances"], capture_output=True, text=True, check=True)
     assert "p4d.24xlarge" in instances.stdout
+
+
+def _calibration(name: str) -> dict:
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / name).read_text())
+
+
+def test_the_peak_phases_follow_what_memtracker_measured():
+    rows = {(row["seq"], row["foreach"], row["accumulate"]): row for row in _calibration("step_peaks.json")["rows"]}
+    foreach, single = rows[(16, True, 1)], rows[(16, False, 1)]
+    params = foreach["param_bytes"]
+    # the step: weights, gradients, two AdamW states, and the foreach temporary of one parameter copy
+    assert foreach["peak"]["OPT"] == pytest.approx(3 * params, rel=1e-3)
+    assert single["peak"]["OPT"] - 2 * params == pytest.approx(2 * single["largest_param_bytes"], rel=1e-3)
+    # the forward/backward peak holds no gradients unless they accumulate
+    assert rows[(512, True, 1)]["peak"]["GRAD"] == 0 and rows[(512, True, 2)]["peak"]["GRAD"] == params
+    # and the cost model's phases say the same
+    short = _plan(dtype="bf16", seq_len=16)
+    result = estimate(short).breakdown
+    assert result.step().estimate > result.forward_backward().estimate
+    assert result.optimizer_step.estimate == pytest.approx(result.weights.estimate)  # bf16: states and temporary in bf16
+    per_tensor = estimate(_plan(dtype="bf16", seq_len=16, foreach=False)).breakdown
+    assert per_tensor.optimizer_step.estimate < result.optimizer_step.estimate / 5  # two embedding-sized buffers
+    long = _plan(dtype="bf16", seq_len=4096, batch_size=4)
+    alone, accumulating = estimate(long), estimate(_plan(dtype="bf16", seq_len=4096, batch_size=4, grad_accum=4))
+    assert accumulating.allocated.estimate - alone.allocated.estimate == pytest.approx(alone.breakdown.gradients.estimate)
+
+
+def test_ddp_keeps_gradient_buckets_on_each_gpu():
+    single, ddp = estimate(_plan(gpus=1)).breakdown, estimate(_plan(gpus=4)).breakdown
+    assert single.gradient_buckets.estimate == 0 and ddp.gradient_buckets.estimate == ddp.gradients.estimate
+    assert estimate(_plan(gpus=4, sharding="zero2")).breakdown.gradient_buckets.estimate == 0
+
+
+def test_a_frozen_base_with_adapters_keeps_what_peft_measured():
+    from trainlint.estimator.activation_data import measured_layer_coefficients
+    from trainlint.estimator.costmodel import adapter_layer_adjustment
+
+    measured = _calibration("adapter_activations.json")
+    everything = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    for arch_id, cases in measured["layers"].items():
+        arch = find_architecture(arch_id)
+        full = measured_layer_coefficients(arch_id, "sdpa")[0]
+        assert full == pytest.approx(cases["full"], abs=0.01)
+        for case, targets in (("lora q,v", ("q_proj", "v_proj")), ("lora all-linear", everything)):
+            for suffix, dropout in (("", 0.0), (" dropout", 0.05)):
+                plan = Plan(model=arch, lora_rank=measured["rank"], lora_targets=targets, lora_dropout=dropout, dtype="bf16")
+                assert full + adapter_layer_adjustment(plan, shape(arch)) == pytest.approx(cases[case + suffix], rel=0.005), (arch_id, case)

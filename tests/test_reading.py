@@ -298,3 +298,13 @@ def test_a_model_class_with_an_astronomical_size_is_unknown():
     read = read_inputs(module)
     architecture, reason = resolve_model(module, read, plan_settings(read, {}))
     assert architecture is None and "parameters" in reason
+
+
+def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read():
+    script = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_torch_fused", gradient_accumulation_steps=8)')
+    script = script.replace("LoraConfig(r=32,", "LoraConfig(r=32, lora_dropout=0.05,")
+    found = _read(script).found()
+    assert found["grad_accum"].value == 8 and found["lora_dropout"].value == 0.05 and found["foreach"].value is False
+    plain = _read(PLAIN.replace("momentum=0.9)", "momentum=0.9, foreach=True)") + "\nACCUMULATION_STEPS = 4\n").found()
+    assert plain["foreach"].value is True and plain["grad_accum"].value == 4
+    assert _read(QLORA).found()["lora_dropout"].value == 0.0, "peft's default"
