@@ -344,10 +344,9 @@ def _lora_dims(arch: Architecture) -> dict[str, tuple[int, int]]:
     else:
         q_out = arch.heads * arch.head_dim
         kv_out = (arch.kv_heads or arch.heads) * arch.head_dim
-        if arch.fused_qkv:
+        if arch.fused_qkv:  # an adapter may also cover one part of the fused projection (litgpt's query/value)
             dims["qkv_proj"] = (h, q_out + 2 * kv_out)
-        else:
-            dims |= {"q_proj": (h, q_out), "k_proj": (h, kv_out), "v_proj": (h, kv_out)}
+        dims |= {"q_proj": (h, q_out), "k_proj": (h, kv_out), "v_proj": (h, kv_out)}
         dims["o_proj"] = (q_out, h)
     if arch.gated_mlp and arch.fused_gate_up:
         dims["gate_up_proj"] = (h, 2 * inner)

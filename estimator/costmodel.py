@@ -31,6 +31,8 @@ ATTENTIONS = ("eager", "sdpa", "flash")
 MODES = ("train", "infer", "generate")
 SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
+HEADS = ("lm", "classifier")
+LOSSES = ("standard", "chunked")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 _PRECISION = {
@@ -56,6 +58,12 @@ _ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
 _NORMS = 4.0
 # Loss over the vocabulary: bytes per logit (fp32 logits kept for the loss, plus the backward's transients).
 _LOGIT_BYTES = (14.0, 16.0, 20.0)
+# A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
+# one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
+_CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
+# cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG's default ":4096:8" is 8 chunks of 4 MiB per handle and stream,
+# allocated through torch's caching allocator since torch 2.3 (0 before: outside the allocator's count).
+_RUNTIME_BYTES = 32 * 2**20
 # Caching-allocator overhead on top of live tensors: reserved / allocated - 1.
 _FRAGMENTATION = (0.05, 0.105, 0.30)
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
@@ -96,6 +104,7 @@ class Interval:
 
 
 ZERO = Interval.exact(0.0)
+_RUNTIME = Interval(0.0, _RUNTIME_BYTES, 2.0 * _RUNTIME_BYTES)
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,8 @@ class Plan:
     lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
     grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
+    head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
+    loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
 
 
 @dataclass(frozen=True)
@@ -134,13 +145,14 @@ class Breakdown:
     logits: Interval = ZERO
     kv_cache: Interval = ZERO
     optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
+    runtime: Interval = ZERO  # cuBLAS workspaces, which torch >= 2.3 takes from its caching allocator
     gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
-             "optimizer_step", "gradient_buckets")
+             "optimizer_step", "gradient_buckets", "runtime")
 
     def items(self) -> list[tuple[str, Interval]]:
         return [(name, getattr(self, name)) for name in self.NAMES]
@@ -151,12 +163,12 @@ class Breakdown:
         (otherwise they appear as the activations they replace are freed, and are released by
         zero_grad(set_to_none=True) before the next forward)."""
         total = self.weights + self.optimizer + self.autocast_cache + self.activations + self.logits
-        total = total + self.kv_cache + self.gradient_buckets
+        total = total + self.kv_cache + self.gradient_buckets + self.runtime
         return total + self.gradients if self.gradients_in_backward else total
 
     def step(self) -> Interval:
         """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
-        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets
+        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets + self.runtime
 
     def peak(self) -> Interval:
         """The larger phase, end by end."""
@@ -194,10 +206,18 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
     activations, logits, kv = _activations(plan, arch, geometry, notes)
     step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
     breakdown = Breakdown(
-        weights, gradients, optimizer, cache, activations, logits, kv, step, buckets,
-        gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+        weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
+        runtime=_RUNTIME, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
     )
     allocated = breakdown.peak()
+    if plan.quant is not None and geometry is not None:
+        # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
+        # beside the quantised rest (up to twice, while it is converted).
+        largest = 2.0 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+        loading = breakdown.weights + Interval(largest, largest, 2 * largest)
+        allocated = Interval(max(allocated.low, loading.low), max(allocated.estimate, loading.estimate), max(allocated.high, loading.high))
+        if loading.estimate >= allocated.estimate:
+            notes.append("the peak is reached while the 16-bit checkpoint is quantised on loading")
     if plan.mode == "train":
         phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
         notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
@@ -221,6 +241,10 @@ def _validate(plan: Plan) -> None:
     ):
         if value not in allowed:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+    if plan.loss not in LOSSES:
+        raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
+    if plan.head not in HEADS:
+        raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
     if plan.quant is not None and plan.quant not in QUANTS:
         raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
     if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1:
@@ -380,7 +404,8 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
     measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
-    logit_low, logit_high = (_LOGIT_BYTES[0] / _LOGIT_BYTES[1], _LOGIT_BYTES[2] / _LOGIT_BYTES[1]) if plan.mode == "train" else (1.0, 1.0)
+    per_logit = _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+    logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
         Interval(activations[0] * low, activations[1], activations[2] * high),
         Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
@@ -400,7 +425,8 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
-        logits = tokens * geometry.vocab * _LOGIT_BYTES[1] if geometry.vocab else 0.0
+        per_logit = (_CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES)[1]
+        logits = tokens * geometry.vocab * per_logit if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
@@ -460,7 +486,9 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:
         norm_saving = per_element * arch.norms_per_layer
         if arch.qk_norm:  # the query and key norms, heads x head_dim wide
             norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
-    saving = norm_saving + 2.0 + 2.0 + 2.0 * ffn / hidden
+    # bitsandbytes' 4-/8-bit matmul keeps its input for the backward whether or not the weight needs a
+    # gradient (MatMul4Bit stores (A, B) in ctx.tensors when any input needs one): no linear input is spared.
+    saving = norm_saving + (0.0 if plan.quant is not None else 2.0 + 2.0 + 2.0 * ffn / hidden)
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:

@@ -85,6 +85,7 @@ class ScriptInputs:
     lora_dropout: Found | None = None
     grad_accum: Found | None = None
     foreach: Found | None = None  # False for fused=True or foreach=False optimizers
+    head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -263,6 +264,8 @@ class _Reader:
     def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
         if head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
+            if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
+                self._set("head", "classifier", node, chunk)
             self._read_precision_keywords(node, chunk)
         elif name.startswith("timm.") and head == "create_model":
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
@@ -513,7 +516,7 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 # ---------------------------------------------------------------------- to a plan
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
-    "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach",
+    "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
