@@ -52,6 +52,7 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
     stated_params: str | None = None
     # Read from a config.json: the catalog entry with the same structure (its measured coefficients apply).
     base: str | None = None
+    pipeline: str | None = None  # diffusion: the entry of data/diffusion_pipelines.json (every component)
 
     # -- structure the exact count needs --
     norm: str = "rms"  # "rms" (weight only) | "layernorm" (weight and bias)

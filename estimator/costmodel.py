@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
+from .diffusion import diffusion_terms, pipeline_of
 
 GIB = 1024**3
 
@@ -131,6 +132,8 @@ class Plan:
     lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
     grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
+    cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
+    vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
 
@@ -200,15 +203,23 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     notes: list[str] = []
     geometry = shape(arch)
-    params = parameter_count(arch)
-    trainable = _trainable_params(plan, geometry, params, notes)
-    weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
-    activations, logits, kv = _activations(plan, arch, geometry, notes)
-    step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
-    breakdown = Breakdown(
-        weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
-        runtime=_RUNTIME, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
-    )
+    pipeline = pipeline_of(arch) if arch.kind == "diffusion" else None
+    if pipeline is not None:
+        params, trainable, terms = diffusion_terms(plan, arch, pipeline, notes)
+        terms.setdefault("gradients", ZERO)
+        step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
+        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, runtime=_RUNTIME,
+                              gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1)
+    else:
+        params = parameter_count(arch)
+        trainable = _trainable_params(plan, geometry, params, notes)
+        weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
+        activations, logits, kv = _activations(plan, arch, geometry, notes)
+        step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
+        breakdown = Breakdown(
+            weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
+            runtime=_RUNTIME, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+        )
     allocated = breakdown.peak()
     if plan.quant is not None and geometry is not None:
         # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits

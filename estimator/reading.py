@@ -86,6 +86,8 @@ class ScriptInputs:
     grad_accum: Found | None = None
     foreach: Found | None = None  # False for fused=True or foreach=False optimizers
     head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends
+    cpu_offload: Found | None = None  # diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload
+    vae_tiling: Found | None = None
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -120,6 +122,7 @@ class _Reader:
         self.fields = _dataclass_defaults(module)
         self.inputs = ScriptInputs()
         self.scaler: tuple[cst.CSTNode, ParsedChunk] | None = None
+        self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -234,6 +237,8 @@ class _Reader:
             self._set("mode", "train", *training)
         elif generating is not None:
             self._set("mode", "generate", *generating)
+        elif self.pipeline is not None:  # a pipeline that nothing trains: it generates images
+            self._set("mode", "infer", *self.pipeline)
         return inputs
 
     def _read_model_comment(self) -> None:
@@ -262,7 +267,11 @@ class _Reader:
         setattr(self.inputs, name, Found(value, chunk.line_of(node), code if len(code) <= 70 else code[:67] + "...", node, chunk))
 
     def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
-        if head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
+        if head == "from_pretrained" and "Pipeline" in name.rsplit(".", 1)[0]:  # diffusers: the whole pipeline
+            self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
+            self._read_precision_keywords(node, chunk)
+            self.pipeline = (node, chunk)
+        elif head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
             if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
                 self._set("head", "classifier", node, chunk)
@@ -308,7 +317,15 @@ class _Reader:
                 self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
         if head == "BitsAndBytesConfig":
             self._read_quantisation(node, chunk)
-        if head == "gradient_checkpointing_enable" or name.startswith("torch.utils.checkpoint."):
+        if call.method in ("enable_model_cpu_offload", "enable_sequential_cpu_offload"):
+            self._set("cpu_offload", True, node, chunk)
+        if call.method == "enable_vae_tiling":
+            self._set("vae_tiling", True, node, chunk)
+        if self.pipeline is not None and call.method is None and call.callee is None:
+            for keyword in ("height", "width"):
+                self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
+            self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
+        if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing") or name.startswith("torch.utils.checkpoint."):
             self._set("gradient_checkpointing", True, node, chunk)
         if self.keyword(node, "attn_implementation") is not None:
             attention = self.value(self.keyword(node, "attn_implementation"), chunk)
@@ -517,6 +534,7 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
+    "cpu_offload", "vae_tiling",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
