@@ -123,8 +123,10 @@ class Plan:
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     quant: str | None = None
     gradient_checkpointing: bool = False
+    checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
     attention: str = "sdpa"
     max_context: int | None = None  # generation: prompt + new tokens
+    kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
     gpus: int = 1
     sharding: str = "ddp"
     offload: tuple[str, ...] = ()
@@ -258,7 +260,7 @@ def _validate(plan: Plan) -> None:
         raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
     if plan.quant is not None and plan.quant not in QUANTS:
         raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
-    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1:
+    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1 or plan.checkpoint_every < 1:
         raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
@@ -314,7 +316,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     weights = base + (trainable * 4 if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
-    if cache:
+    if cache and plan.sharding not in ("zero3", "fsdp"):
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
@@ -326,9 +328,20 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     if plan.sharding in ("zero2", "zero3", "fsdp"):
         gradients /= plan.gpus
     if plan.sharding in ("zero3", "fsdp"):
-        largest_layer = _largest_layer_bytes(geometry, weight_bytes)
-        weights = weights / plan.gpus + largest_layer
-        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; one layer gathered at a time")
+        # All-gathered: the unit being computed and the next, prefetched (FSDP's default backward prefetch);
+        # reduce-scattered: one unit's unsharded gradient.
+        in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
+        unsharded_gradients = gradients * plan.gpus
+        weights = weights / plan.gpus + in_flight
+        gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
+        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; "
+                     "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
+        if plan.sharding == "fsdp" and plan.grad_accum > 1:
+            gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
+            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
+        if cache:
+            cache = 0.0
+            notes.append(f"{plan.sharding}: autocast keeps no cast copies of gathered parameters (they are not leaves); casts are per layer")
     elif plan.sharding in ("zero1", "zero2"):
         notes.append(f"{plan.sharding} over {plan.gpus} GPUs: optimizer state{' and gradients' if plan.sharding == 'zero2' else ''} sharded")
     if "optimizer" in plan.offload:
@@ -382,6 +395,13 @@ def _largest_tensor(geometry: Shape | None, trainable: int) -> float:
     return float(min(trainable, max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)))
 
 
+def _layer_bytes_of(geometry: Shape | None, weight_bytes: int) -> float:
+    """One transformer layer's parameters, in bytes."""
+    if geometry is None:
+        return 0.0
+    return (geometry.total_params - geometry.embedding_params - geometry.lm_head_params) / geometry.layers * weight_bytes
+
+
 def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
     if geometry is None:
         return 0.0
@@ -431,9 +451,14 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes)
     if plan.mode == "train":
         if plan.gradient_checkpointing:
-            kept = 2.0 * tokens * geometry.hidden * geometry.layers * (act_bytes / 2)
-            activations = kept + per_layer
-            notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
+            checkpointed = geometry.layers // max(1, plan.checkpoint_every)
+            kept = 2.0 * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
+            activations = kept + per_layer * (geometry.layers - checkpointed) + per_layer
+            if plan.checkpoint_every > 1:
+                notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
+                             f"{geometry.layers}); the others keep all their activations")
+            else:
+                notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
         per_logit = (_CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES)[1]
@@ -446,6 +471,9 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
+        if plan.kv_cache_len is not None:  # a static cache is allocated whole, whatever is generated
+            context = max(context, plan.kv_cache_len)
+            notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
         cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
         kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch

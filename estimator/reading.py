@@ -32,7 +32,7 @@ MAX_MAGNITUDE = 2**53
 # Sizes a run can have; a value outside is not used (it stays unknown, and the report says so).
 _SIZE_LIMITS = {
     "batch_size": 1 << 20, "seq_len": 1 << 24, "image_size": 1 << 16, "lora_rank": 1 << 16, "max_new_tokens": 1 << 24,
-    "grad_accum": 1 << 16,
+    "grad_accum": 1 << 16, "kv_cache_len": 1 << 24,
 }
 _ACCUMULATION_NAMES = re.compile(r"^(?:gradient_accumulation_steps|grad_accum(?:ulation)?(?:_steps)?|accumulation_steps|accum_steps)$", re.I)
 
@@ -88,6 +88,7 @@ class ScriptInputs:
     head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends
     cpu_offload: Found | None = None  # diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload
     vae_tiling: Found | None = None
+    kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -325,8 +326,12 @@ class _Reader:
             for keyword in ("height", "width"):
                 self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
             self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
-        if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing") or name.startswith("torch.utils.checkpoint."):
+        if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
             self._set("gradient_checkpointing", True, node, chunk)
+        if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
+            self._set("gradient_checkpointing", True, node, chunk)
+        if head == "StaticCache":
+            self._set("kv_cache_len", self.value(self.keyword(node, "max_cache_len"), chunk), node, chunk)
         if self.keyword(node, "attn_implementation") is not None:
             attention = self.value(self.keyword(node, "attn_implementation"), chunk)
             if isinstance(attention, str):
@@ -534,7 +539,7 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
-    "cpu_offload", "vae_tiling",
+    "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

@@ -197,3 +197,26 @@ def test_a_frozen_base_with_adapters_keeps_what_peft_measured():
             for suffix, dropout in (("", 0.0), (" dropout", 0.05)):
                 plan = Plan(model=arch, lora_rank=measured["rank"], lora_targets=targets, lora_dropout=dropout, dtype="bf16")
                 assert full + adapter_layer_adjustment(plan, shape(arch)) == pytest.approx(cases[case + suffix], rel=0.005), (arch_id, case)
+
+
+def test_fsdp_gathers_two_units_and_accumulates_unsharded_gradients():
+    sharded = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16")).breakdown
+    assert sharded.autocast_cache.estimate == 0, "gathered parameters are not leaves: no cast cache"
+    accumulating = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", grad_accum=4)).breakdown
+    assert accumulating.gradients.estimate == pytest.approx(4 * parameter_count(LLAMA))  # fp32, unsharded under no_sync
+    assert accumulating.gradients_in_backward
+
+
+def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
+    full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
+    half = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_every=2)).breakdown.activations.estimate
+    none = estimate(_plan(batch_size=4)).breakdown.activations.estimate
+    assert full < half < none
+    dynamic = estimate(_plan(mode="generate", seq_len=128, max_context=256)).breakdown.kv_cache.estimate
+    static = estimate(_plan(mode="generate", seq_len=128, max_context=256, kv_cache_len=8192)).breakdown.kv_cache.estimate
+    assert static == pytest.approx(32 * dynamic)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+         "--activation-checkpointing", "every-4", "--format", "json"], capture_output=True, text=True, check=False,
+    )
+    assert result.returncode in (0, 1) and any("every 4th layer" in note for note in json.loads(result.stdout)["notes"])

@@ -31,6 +31,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--grad-accum", type=positive_int, metavar="N", help="gradient accumulation steps (default 1)")
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
+    estimate.add_argument(
+        "--activation-checkpointing", metavar="full|every-N",
+        help="checkpoint every layer (full, the same as --gradient-checkpointing) or every N-th layer (every-2, ...)",
+    )
+    estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
@@ -65,11 +70,16 @@ def run_estimate(args: argparse.Namespace) -> int:
         "model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
         "dtype": args.dtype, "optimizer": args.optimizer, "lora_rank": args.lora_rank,
         "lora_targets": tuple(args.lora_targets) if args.lora_targets else None, "quant": args.quant,
-        "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum,
+        "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None,
     }
+    if args.activation_checkpointing is not None:
+        every = _checkpoint_every(args.activation_checkpointing)
+        if every is None:
+            return _unknown(args, f"--activation-checkpointing takes full or every-N, not {args.activation_checkpointing!r}")
+        overrides["gradient_checkpointing"], overrides["checkpoint_every"] = True, every
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
@@ -85,6 +95,13 @@ def run_estimate(args: argparse.Namespace) -> int:
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _checkpoint_every(text: str) -> int | None:
+    if text == "full":
+        return 1
+    head, _, count = text.partition("-")
+    return int(count) if head == "every" and count.isdigit() and int(count) >= 1 else None
 
 
 def _read_script(path: str):
