@@ -209,30 +209,29 @@ def _falcon(config: dict) -> dict[str, Any]:
     )
 
 
-def _bert_like(config: dict, positions: int, token_types: int) -> dict[str, Any]:
-    hidden = _positive(config, "hidden_size", 768)
-    heads = _positive(config, "num_attention_heads", 12)
+def _encoder(layers: int, hidden: int, heads: int, intermediate: int, vocab: int, positions: int, **extra: Any) -> dict[str, Any]:
+    """A BERT-like encoder: learned positions, biases everywhere, LayerNorm, tied embeddings."""
     return dict(
-        kind="encoder", layers=_positive(config, "num_hidden_layers", 12), hidden=hidden, heads=heads, kv_heads=heads,
-        head_dim=hidden // heads,
-        intermediate=_positive(config, "intermediate_size", 3072), vocab=_positive(config, "vocab_size", 30522),
-        max_positions=_positive(config, "max_position_embeddings", positions),
-        learned_positions=_positive(config, "max_position_embeddings", positions),
-        token_types=_positive(config, "type_vocab_size", token_types), tied_embeddings=True, norm="layernorm",
-        qkv_bias=True, o_bias=True, mlp_bias=True, gated_mlp=False, embedding_norm=True, pooler=True,
+        kind="encoder", layers=layers, hidden=hidden, heads=heads, kv_heads=heads, head_dim=hidden // heads,
+        intermediate=intermediate, vocab=vocab, max_positions=positions, learned_positions=positions, tied_embeddings=True,
+        norm="layernorm", qkv_bias=True, o_bias=True, mlp_bias=True, gated_mlp=False, embedding_norm=True, **extra,
+    )
+
+
+def _bert_like(config: dict, positions: int, token_types: int) -> dict[str, Any]:
+    return _encoder(
+        _positive(config, "num_hidden_layers", 12), _positive(config, "hidden_size", 768),
+        _positive(config, "num_attention_heads", 12), _positive(config, "intermediate_size", 3072),
+        _positive(config, "vocab_size", 30522), _positive(config, "max_position_embeddings", positions),
+        token_types=_positive(config, "type_vocab_size", token_types), pooler=True,
     )
 
 
 def _distilbert(config: dict) -> dict[str, Any]:
-    hidden = _positive(config, "dim", 768)
-    heads = _positive(config, "n_heads", 12)
-    positions = _positive(config, "max_position_embeddings", 512)
-    return dict(
-        kind="encoder", layers=_positive(config, "n_layers", 6), hidden=hidden, heads=heads, kv_heads=heads,
-        head_dim=hidden // heads,
-        intermediate=_positive(config, "hidden_dim", 3072), vocab=_positive(config, "vocab_size", 30522),
-        max_positions=positions, learned_positions=positions, tied_embeddings=True, norm="layernorm", qkv_bias=True,
-        o_bias=True, mlp_bias=True, gated_mlp=False, embedding_norm=True,
+    return _encoder(
+        _positive(config, "n_layers", 6), _positive(config, "dim", 768), _positive(config, "n_heads", 12),
+        _positive(config, "hidden_dim", 3072), _positive(config, "vocab_size", 30522),
+        _positive(config, "max_position_embeddings", 512),
     )
 
 

@@ -23,7 +23,7 @@ import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from param_counts import DEFAULT_CATALOG, _decoder_config, encoder_config, model_for  # noqa: E402
+from param_counts import DEFAULT_CATALOG, _decoder_config, encoder_config, meta_count, model_for  # noqa: E402
 
 FAMILIES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3",
@@ -46,12 +46,6 @@ def saved(config: transformers.PretrainedConfig) -> dict:
     return data
 
 
-def count(config: transformers.PretrainedConfig) -> int:
-    with torch.device("meta"):
-        model = model_for(config)
-    return sum(p.numel() for p in model.parameters())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -68,7 +62,7 @@ def main() -> None:
         configs[name] = transformers.CONFIG_MAPPING[family](**changes)
     rows = {}
     for name, config in configs.items():
-        rows[name] = {"config": saved(config), "transformers": count(config)}
+        rows[name] = {"config": saved(config), "transformers": meta_count(lambda config=config: model_for(config))}
         print(f"{name:32} {rows[name]['transformers']:>18,}", flush=True)
     result = {"transformers": transformers.__version__, "torch": torch.__version__, "configs": rows}
     args.out.write_text(json.dumps(result, indent=1) + "\n")

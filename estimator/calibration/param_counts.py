@@ -164,11 +164,16 @@ def _build(a: dict) -> torch.nn.Module:
     raise KeyError(family)
 
 
-def count(a: dict) -> int:
+def meta_count(build) -> int:
+    """Parameters of the module ``build()`` makes on the meta device (a tied weight counted once, as
+    num_parameters() does)."""
     with torch.device("meta"):
-        model = _build(a)
-    # parameters() yields a tied weight once, as num_parameters() does
+        model = build()
     return sum(p.numel() for p in model.parameters())
+
+
+def count(a: dict) -> int:
+    return meta_count(lambda: _build(a))
 
 
 def main() -> None:
