@@ -220,3 +220,22 @@ def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
          "--activation-checkpointing", "every-4", "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert result.returncode in (0, 1) and any("every 4th layer" in note for note in json.loads(result.stdout)["notes"])
+
+
+def test_selective_checkpointing_keeps_what_torch_keeps():
+    from trainlint.estimator.architectures import Architecture
+    from trainlint.estimator.costmodel import selective_coefficient
+
+    measured = _calibration("step_peaks.json")
+    config = measured["config"]
+    layer = Architecture(
+        id="step-peaks-llama", family="llama", kind="decoder", layers=config["num_hidden_layers"], hidden=config["hidden_size"],
+        heads=config["num_attention_heads"], kv_heads=config["num_key_value_heads"], head_dim=config["hidden_size"] // config["num_attention_heads"],
+        intermediate=config["intermediate_size"], vocab=1024, max_positions=2048, published_params=0, source="test",
+    )
+    plan = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="selective", dtype="bf16")
+    assert selective_coefficient(plan, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["selective"], rel=0.01)
+    assert measured["kept_per_layer_after_forward"]["full"] == pytest.approx(2.0, rel=0.01)  # the layer's input
+    full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
+    selective = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_policy="selective")).breakdown.activations.estimate
+    assert full < selective < estimate(_plan(batch_size=4)).breakdown.activations.estimate

@@ -6,7 +6,10 @@ created at the first step), then one tracked iteration of forward, backward, ``A
 GRAD, ACT, TEMP, OPT). Cases: a step-dominated shape (a few tokens) and an activation-dominated one,
 foreach and per-tensor AdamW, with and without gradient accumulation. ``tests/test_costmodel.py``
 checks the cost model's phases against it: gradients are absent at the forward/backward peak unless
-they accumulate, and the foreach step adds one parameter-sized temporary.
+they accumulate, and the foreach step adds one parameter-sized temporary. Last, the bytes per layer
+(per token and hidden unit) alive after the forward without checkpointing, with full checkpointing and
+with selective checkpointing that saves the matmul and attention outputs (torch's
+``create_selective_checkpoint_contexts``) and recomputes the rest.
 
 Runs in the calibration venv (torch, transformers):
 
@@ -68,6 +71,41 @@ def run(batch: int, seq: int, foreach: bool, accumulate: int) -> dict:
     }
 
 
+def _selective_policy(ctx, op, *args, **kwargs):
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    saved = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default,
+             torch.ops.aten._scaled_dot_product_flash_attention.default,
+             torch.ops.aten._scaled_dot_product_efficient_attention.default,
+             torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+    return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def kept_after_forward(checkpointing: str, layers: int, batch: int = 2, seq: int = 1024) -> int:
+    """Activation and temporary bytes alive when the forward (with the loss) has returned."""
+    import functools
+
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    config = transformers.LlamaConfig(**{**CONFIG, "num_hidden_layers": layers, "vocab_size": 1024})
+    with FakeTensorMode():
+        with no_init_weights():
+            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
+        model.train()
+        if checkpointing != "none":
+            kwargs = {"use_reentrant": False}
+            if checkpointing == "selective":
+                kwargs["context_fn"] = functools.partial(create_selective_checkpoint_contexts, _selective_policy)
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        tracker = MemTracker()
+        tracker.track_external(model)
+        with tracker:
+            ids = torch.randint(0, config.vocab_size, (batch, seq))
+            model(input_ids=ids, labels=ids, use_cache=False)
+            current = next(iter(tracker.get_tracker_snapshot().values()))
+    return int(sum(value for name, value in current.items() if str(name).rsplit(".", 1)[-1] in ("ACT", "TEMP")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
@@ -76,8 +114,14 @@ def main() -> None:
     for case in CASES:
         rows.append(run(**case))
         print(rows[-1], flush=True)
+    # Per layer, per token and hidden unit: the difference between 4 and 2 layers, batch 2, 1024 tokens.
+    checkpointing = {}
+    for mode in ("none", "full", "selective"):
+        per_layer = (kept_after_forward(mode, 4) - kept_after_forward(mode, 2)) / 2
+        checkpointing[mode] = round(per_layer / (2 * 1024 * CONFIG["hidden_size"]), 3)
+        print(mode, checkpointing[mode], flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "config": CONFIG, "dtype": "bf16"}
-    args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
+    args.out.write_text(json.dumps({**meta, "rows": rows, "kept_per_layer_after_forward": checkpointing}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
