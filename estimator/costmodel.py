@@ -503,6 +503,9 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     if plan.lora_rank is not None and plan.mode == "train":
         coefficient += adapter_layer_adjustment(plan, geometry)
         notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+    elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
+        coefficient += autocast_layer_adjustment(plan, geometry, seq)
+        notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
     return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
 
 
@@ -510,6 +513,34 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
 # spares 4 bytes; the others 2 (the normalised tensor in the activation dtype). LayerNorm's backward
 # recomputes from its input and keeps the same tensors either way.
 _FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
+
+
+def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
+    beyond what it keeps in pure 16 bits.
+
+    The residual stream stays fp32 (the embeddings are fp32), so each norm keeps a 4-byte tensor where
+    pure 16 bits keeps 2 (Gemma's norms compute in fp32 either way); every linear casts its fp32 input
+    anew (autocast caches only parameter casts), so q, k and v, and gate and up, each keep their own
+    16-bit copy; `pow` is on autocast's fp32 list, so a Python tanh-GELU runs in fp32 (6 more bytes per
+    FFN element); softmax is too, so eager attention in the families that take it in 16 bits keeps the
+    fp32 probabilities and their 16-bit cast (4 more bytes per score). Checked against an emulation of
+    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py)."""
+    arch = plan.model
+    hidden = geometry.hidden
+    extra = 0.0
+    if arch is not None and arch.family not in _FP32_NORM_FAMILIES:
+        extra += 2.0 * arch.norms_per_layer
+    dims = geometry.lora_dims
+    if "qkv_proj" not in dims:  # three projections of one fp32 input
+        extra += 4.0
+    if "gate_proj" in dims:
+        extra += 2.0
+    if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
+        extra += 6.0 * geometry.intermediate / hidden
+    if plan.attention == "eager" and arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES:
+        extra += 4.0 * geometry.heads * seq / hidden
+    return extra
 
 
 def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:

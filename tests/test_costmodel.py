@@ -239,3 +239,22 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
     full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
     selective = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_policy="selective")).breakdown.activations.estimate
     assert full < selective < estimate(_plan(batch_size=4)).breakdown.activations.estimate
+
+
+def test_autocast_keeps_what_cuda_autocast_keeps():
+    """The emulated CUDA autocast counts also hold the cached 16-bit weight casts, a per-layer constant:
+    the SDPA rows (whose per-token part does not depend on the length) give it, over two token counts."""
+    from trainlint.estimator.costmodel import autocast_layer_adjustment
+
+    measured = _calibration("amp_activations.json")
+    (b1, s1), (b2, s2) = measured["shapes"]
+    t1, t2 = b1 * s1, b2 * s2
+    for arch_id, kernels in measured["layers"].items():
+        arch = find_architecture(arch_id)
+        sdpa = [amp - pure for amp, pure in zip(kernels["sdpa"]["amp"], kernels["sdpa"]["bf16"])]
+        casts = (sdpa[0] - sdpa[1]) / (1 / t1 - 1 / t2)  # the weight casts, bytes per layer and hidden unit
+        for attention, rows in kernels.items():
+            amp, pure = rows["amp"], rows["bf16"]
+            for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
+                plan = Plan(model=arch, dtype="amp-bf16", attention=attention)
+                assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)
