@@ -125,6 +125,7 @@ class Plan:
     gradient_checkpointing: bool = False
     checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
     checkpoint_policy: str = "full"  # "selective": matmul and attention outputs kept, the rest recomputed
+    kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
     attention: str = "sdpa"
     max_context: int | None = None  # generation: prompt + new tokens
     kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
@@ -303,8 +304,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             raise CannotEstimate("quantised bases are modelled for transformer models only")
         kept = geometry.embedding_params + geometry.lm_head_params  # stay in 16-bit
         quantised = params - kept
-        base = quantised * _QUANT_BYTES[plan.quant] + kept * 2
-        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in 16-bit")
+        kept_bytes = 4 if plan.kbit_prepared else 2
+        base = quantised * _QUANT_BYTES[plan.quant] + kept * kept_bytes
+        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in "
+                     + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
         base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
         base = params * base_bytes

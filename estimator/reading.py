@@ -89,6 +89,7 @@ class ScriptInputs:
     cpu_offload: Found | None = None  # diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload
     vae_tiling: Found | None = None
     kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
+    kbit_prepared: Found | None = None  # peft's prepare_model_for_kbit_training(model)
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -318,6 +319,10 @@ class _Reader:
                 self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
         if head == "BitsAndBytesConfig":
             self._read_quantisation(node, chunk)
+        if head == "prepare_model_for_kbit_training":
+            self._set("kbit_prepared", True, node, chunk)
+            if self.value(self.keyword(node, "use_gradient_checkpointing"), chunk) is not False:
+                self._set("gradient_checkpointing", True, node, chunk)  # its default
         if call.method in ("enable_model_cpu_offload", "enable_sequential_cpu_offload"):
             self._set("cpu_offload", True, node, chunk)
         if call.method == "enable_vae_tiling":
@@ -539,7 +544,7 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
-    "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy",
+    "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

@@ -308,3 +308,16 @@ def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read(
     plain = _read(PLAIN.replace("momentum=0.9)", "momentum=0.9, foreach=True)") + "\nACCUMULATION_STEPS = 4\n").found()
     assert plain["foreach"].value is True and plain["grad_accum"].value == 4
     assert _read(QLORA).found()["lora_dropout"].value == 0.0, "peft's default"
+
+
+def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
+    from trainlint.estimator.architectures import find_architecture
+    from trainlint.estimator.costmodel import Plan, estimate
+
+    script = QLORA.replace("model.gradient_checkpointing_enable()", "model = prepare_model_for_kbit_training(model)")
+    found = _read(script).found()
+    assert found["kbit_prepared"].value is True and found["gradient_checkpointing"].value is True
+    arch = find_architecture("llama-3-8b")
+    plain = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16")).breakdown.weights.estimate
+    prepared = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16", kbit_prepared=True)).breakdown.weights.estimate
+    assert prepared - plain == 2 * (128_256 * 4096 * 2)  # embeddings and LM head: 2 more bytes each
