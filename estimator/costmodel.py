@@ -64,7 +64,7 @@ _LOGIT_BYTES = (14.0, 16.0, 20.0)
 _CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
 # cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG's default ":4096:8" is 8 chunks of 4 MiB per handle and stream,
 # allocated through torch's caching allocator since torch 2.3 (0 before: outside the allocator's count).
-_RUNTIME_BYTES = 32 * 2**20
+_CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 # Caching-allocator overhead on top of live tensors: reserved / allocated - 1.
 _FRAGMENTATION = (0.05, 0.105, 0.30)
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
@@ -105,7 +105,7 @@ class Interval:
 
 
 ZERO = Interval.exact(0.0)
-_RUNTIME = Interval(0.0, _RUNTIME_BYTES, 2.0 * _RUNTIME_BYTES)
+_CUBLAS_WORKSPACE = Interval(0.0, _CUBLAS_WORKSPACE_BYTES, 2.0 * _CUBLAS_WORKSPACE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -152,14 +152,14 @@ class Breakdown:
     logits: Interval = ZERO
     kv_cache: Interval = ZERO
     optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
-    runtime: Interval = ZERO  # cuBLAS workspaces, which torch >= 2.3 takes from its caching allocator
+    cublas_workspace: Interval = ZERO  # which torch >= 2.3 takes from its caching allocator
     gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
-             "optimizer_step", "gradient_buckets", "runtime")
+             "optimizer_step", "gradient_buckets", "cublas_workspace")
 
     def items(self) -> list[tuple[str, Interval]]:
         return [(name, getattr(self, name)) for name in self.NAMES]
@@ -170,12 +170,12 @@ class Breakdown:
         (otherwise they appear as the activations they replace are freed, and are released by
         zero_grad(set_to_none=True) before the next forward)."""
         total = self.weights + self.optimizer + self.autocast_cache + self.activations + self.logits
-        total = total + self.kv_cache + self.gradient_buckets + self.runtime
+        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace
         return total + self.gradients if self.gradients_in_backward else total
 
     def step(self) -> Interval:
         """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
-        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets + self.runtime
+        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets + self.cublas_workspace
 
     def peak(self) -> Interval:
         """The larger phase, end by end."""
@@ -212,7 +212,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         params, trainable, terms = diffusion_terms(plan, arch, pipeline, notes)
         terms.setdefault("gradients", ZERO)
         step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
-        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, runtime=_RUNTIME,
+        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=_CUBLAS_WORKSPACE,
                               gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1)
     else:
         params = parameter_count(arch)
@@ -222,7 +222,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         breakdown = Breakdown(
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
-            runtime=_RUNTIME, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+            cublas_workspace=_CUBLAS_WORKSPACE, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
         )
     allocated = breakdown.peak()
     if plan.quant is not None and geometry is not None:
