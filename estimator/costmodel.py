@@ -505,7 +505,9 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
     if plan.lora_rank is not None and plan.mode == "train":
         coefficient += adapter_layer_adjustment(plan, geometry)
-        notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+        notes.append("quantised base: bitsandbytes keeps each linear's input, each adapter an fp32 copy of its own"
+                     if plan.quant is not None else
+                     "frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")

@@ -91,7 +91,7 @@ def to_text(report: Report) -> str:
             continue
         bar = "#" * max(1, round(BAR_WIDTH * value.estimate / largest)) if value.estimate else ""
         spread = "" if value.low == value.high else f"  ({_gib(value.low)}–{_gib(value.high)})"
-        lines.append(f"  {name.replace('_', ' '):<15} {_gib(value.estimate):>9} GiB  {bar:<{BAR_WIDTH}}{spread}")
+        lines.append(f"  {name.replace('_', ' '):<17} {_gib(value.estimate):>7} GiB  {bar:<{BAR_WIDTH}}{spread}")
     lines.append("")
     for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process)):
         lines.append(f"  peak {name:<10} {_gib(peak.estimate):>9} GiB  ({_gib(peak.low)}–{_gib(peak.high)})")
