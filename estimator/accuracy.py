@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from .architectures import find_architecture, is_derivable, load_architectures, parameter_count
+from .costmodel import GIB
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "vram.md"
 _CALIBRATION = Path(__file__).resolve().parent / "calibration"
@@ -71,8 +72,83 @@ def activation_table() -> str:
     return "\n".join(rows)
 
 
+_UNITS = {"GB": 1e9, "GiB": 2**30, "MiB": 2**20}
+
+
+def published_results() -> list[dict]:
+    """Each published measurement beside the estimate for its configuration (the test set)."""
+    from .costmodel import Plan, estimate, verdict
+    from .hardware import resolve_target
+    from .model_configs import architecture_from_config
+
+    data = json.loads((_CALIBRATION / "published_peaks.json").read_text(encoding="utf-8"))
+    results = []
+    for row in data["rows"]:
+        settings = dict(row["plan"])
+        config = settings.pop("config", None)
+        name = settings.pop("model", None)
+        arch = architecture_from_config(config, row["id"], "the row's config") if config else find_architecture(name)
+        for key in ("lora_targets", "offload"):
+            if key in settings:
+                settings[key] = tuple(settings[key])
+        target = resolve_target(row["gpu"], row["gpus"])
+        context = row.get("context_bytes", target.gpu.context_bytes)
+        result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context)
+        peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[row["measured"]]
+        measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
+        results.append({
+            "row": row, "estimate": peak, "measured": measured, "verdict": verdict(result, target.usable_bytes_per_device),
+        })
+    return results
+
+
+def published_table() -> str:
+    """MAPE, interval coverage, and false fits / false OOMs per verdict band, then every row."""
+    results = published_results()
+    measured = [r for r in results if r["measured"] is not None]
+    errors = [abs(r["estimate"].estimate - r["measured"]) / r["measured"] for r in measured]
+    inside = [r["estimate"].low <= r["measured"] <= r["estimate"].high for r in measured]
+    gpus = sorted({r["row"]["gpu"] for r in results})
+    sources = sorted({r["row"]["source"]["url"] for r in results})
+    lines = [
+        f"{len(results)} published measurements ({len(measured)} peaks, {len(results) - len(measured)} out-of-memory runs) "
+        f"on {len(gpus)} GPU types ({', '.join(gpus)}) from {len(sources)} sources; the data, with each row's source, is "
+        "`estimator/calibration/published_peaks.json`.",
+        "",
+        f"- mean absolute percentage error of the point estimate: **{100 * sum(errors) / len(errors):.1f} %** "
+        f"(median {100 * sorted(errors)[len(errors) // 2]:.1f} %, worst {100 * max(errors):.1f} %)",
+        f"- measurements inside the interval: **{sum(inside)} of {len(inside)} ({100 * sum(inside) / len(inside):.0f} %)**",
+        "",
+        "| verdict band | rows | ran | out of memory | false fits | false OOMs |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for band in ("fits", "tight", "oom", "unknown"):
+        members = [r for r in results if r["verdict"] == band]
+        if not members:
+            continue
+        ran = sum(r["row"]["outcome"] == "ran" for r in members)
+        oom = len(members) - ran
+        false_fits = oom if band == "fits" else 0
+        false_ooms = ran if band == "oom" else 0
+        lines.append(f"| {band} | {len(members)} | {ran} | {oom} | {false_fits} | {false_ooms} |")
+    lines += ["", "| row | GPU | measured | estimate (interval) | error | verdict |", "|---|---|---:|---:|---:|---|"]
+    for r in results:
+        peak = r["estimate"]
+        shown = f"{peak.estimate / GIB:.2f} ({peak.low / GIB:.2f}–{peak.high / GIB:.2f})"
+        if r["measured"] is None:
+            lines.append(f"| {r['row']['id']} | {r['row']['gpus']}x {r['row']['gpu']} | OOM | {shown} | | {r['verdict']} |")
+            continue
+        error = (peak.estimate - r["measured"]) / r["measured"]
+        mark = "" if peak.low <= r["measured"] <= peak.high else " (outside)"
+        lines.append(
+            f"| {r['row']['id']} | {r['row']['gpus']}x {r['row']['gpu']} | {r['measured'] / GIB:.2f} {r['row']['measured']} | "
+            f"{shown} | {error:+.1%}{mark} | {r['verdict']} |"
+        )
+    return "\n".join(lines)
+
+
 def tables() -> dict[str, str]:
-    return {"parameter-counts": parameter_table(), "activations": activation_table()}
+    return {"parameter-counts": parameter_table(), "activations": activation_table(), "published": published_table()}
 
 
 def rewrite(text: str) -> str:

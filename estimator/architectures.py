@@ -50,6 +50,9 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
     # A rounded figure as published (model card, paper, or the Hub's parameter display: "8.03B",
     # "124M"); the exact count must round to it, which catches a wrong config field.
     stated_params: str | None = None
+    # Read from a config.json: the catalog entry with the same structure (its measured coefficients apply).
+    base: str | None = None
+    pipeline: str | None = None  # diffusion: the entry of data/diffusion_pipelines.json (every component)
 
     # -- structure the exact count needs --
     norm: str = "rms"  # "rms" (weight only) | "layernorm" (weight and bias)
@@ -342,10 +345,9 @@ def _lora_dims(arch: Architecture) -> dict[str, tuple[int, int]]:
     else:
         q_out = arch.heads * arch.head_dim
         kv_out = (arch.kv_heads or arch.heads) * arch.head_dim
-        if arch.fused_qkv:
+        if arch.fused_qkv:  # an adapter may also cover one part of the fused projection (litgpt's query/value)
             dims["qkv_proj"] = (h, q_out + 2 * kv_out)
-        else:
-            dims |= {"q_proj": (h, q_out), "k_proj": (h, kv_out), "v_proj": (h, kv_out)}
+        dims |= {"q_proj": (h, q_out), "k_proj": (h, kv_out), "v_proj": (h, kv_out)}
         dims["o_proj"] = (q_out, h)
     if arch.gated_mlp and arch.fused_gate_up:
         dims["gate_up_proj"] = (h, 2 * inner)

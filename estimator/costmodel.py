@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
+from .diffusion import diffusion_terms, pipeline_of
 
 GIB = 1024**3
 
@@ -31,6 +32,8 @@ ATTENTIONS = ("eager", "sdpa", "flash")
 MODES = ("train", "infer", "generate")
 SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
+HEADS = ("lm", "classifier")
+LOSSES = ("standard", "chunked")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 _PRECISION = {
@@ -56,6 +59,12 @@ _ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
 _NORMS = 4.0
 # Loss over the vocabulary: bytes per logit (fp32 logits kept for the loss, plus the backward's transients).
 _LOGIT_BYTES = (14.0, 16.0, 20.0)
+# A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
+# one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
+_CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
+# cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG's default ":4096:8" is 8 chunks of 4 MiB per handle and stream,
+# allocated through torch's caching allocator since torch 2.3 (0 before: outside the allocator's count).
+_CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 # Caching-allocator overhead on top of live tensors: reserved / allocated - 1.
 _FRAGMENTATION = (0.05, 0.105, 0.30)
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
@@ -96,6 +105,7 @@ class Interval:
 
 
 ZERO = Interval.exact(0.0)
+_CUBLAS_WORKSPACE = Interval(0.0, _CUBLAS_WORKSPACE_BYTES, 2.0 * _CUBLAS_WORKSPACE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,23 @@ class Plan:
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     quant: str | None = None
     gradient_checkpointing: bool = False
+    checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
+    checkpoint_policy: str = "full"  # "selective": matmul and attention outputs kept, the rest recomputed
+    kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
     attention: str = "sdpa"
     max_context: int | None = None  # generation: prompt + new tokens
+    kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
     gpus: int = 1
     sharding: str = "ddp"
     offload: tuple[str, ...] = ()
     dropout: bool | None = None  # None: unknown
+    lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
+    grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
+    foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
+    cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
+    vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
+    head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
+    loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
 
 
 @dataclass(frozen=True)
@@ -130,16 +151,36 @@ class Breakdown:
     activations: Interval = ZERO
     logits: Interval = ZERO
     kv_cache: Interval = ZERO
+    optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
+    cublas_workspace: Interval = ZERO  # which torch >= 2.3 takes from its caching allocator
+    gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
+    # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
+    # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
+    gradients_in_backward: bool = False
+
+    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
+             "optimizer_step", "gradient_buckets", "cublas_workspace")
 
     def items(self) -> list[tuple[str, Interval]]:
-        return [(name, getattr(self, name)) for name in
-                ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache")]
+        return [(name, getattr(self, name)) for name in self.NAMES]
 
-    def total(self) -> Interval:
-        total = ZERO
-        for _, value in self.items():
-            total = total + value
-        return total
+    def forward_backward(self) -> Interval:
+        """Alive while the forward and backward run: the model states without the step's temporaries,
+        the autocast cache, activations, logits and KV cache; gradients only when they accumulate
+        (otherwise they appear as the activations they replace are freed, and are released by
+        zero_grad(set_to_none=True) before the next forward)."""
+        total = self.weights + self.optimizer + self.autocast_cache + self.activations + self.logits
+        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace
+        return total + self.gradients if self.gradients_in_backward else total
+
+    def step(self) -> Interval:
+        """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
+        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets + self.cublas_workspace
+
+    def peak(self) -> Interval:
+        """The larger phase, end by end."""
+        first, second = self.forward_backward(), self.step()
+        return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
 
 
 @dataclass(frozen=True)
@@ -166,12 +207,36 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     notes: list[str] = []
     geometry = shape(arch)
-    params = parameter_count(arch)
-    trainable = _trainable_params(plan, geometry, params, notes)
-    weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
-    activations, logits, kv = _activations(plan, arch, geometry, notes)
-    breakdown = Breakdown(weights, gradients, optimizer, cache, activations, logits, kv)
-    allocated = breakdown.total()
+    pipeline = pipeline_of(arch) if arch.kind == "diffusion" else None
+    if pipeline is not None:
+        params, trainable, terms = diffusion_terms(plan, arch, pipeline, notes)
+        terms.setdefault("gradients", ZERO)
+        step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
+        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=_CUBLAS_WORKSPACE,
+                              gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1)
+    else:
+        params = parameter_count(arch)
+        trainable = _trainable_params(plan, geometry, params, notes)
+        weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
+        activations, logits, kv = _activations(plan, arch, geometry, notes)
+        step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
+        breakdown = Breakdown(
+            weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
+            cublas_workspace=_CUBLAS_WORKSPACE, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+        )
+    allocated = breakdown.peak()
+    if plan.quant is not None and geometry is not None:
+        # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
+        # beside the quantised rest (up to twice, while it is converted).
+        largest = 2.0 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+        loading = breakdown.weights + Interval(largest, largest, 2 * largest)
+        allocated = Interval(max(allocated.low, loading.low), max(allocated.estimate, loading.estimate), max(allocated.high, loading.high))
+        if loading.estimate >= allocated.estimate:
+            notes.append("the peak is reached while the 16-bit checkpoint is quantised on loading")
+    if plan.mode == "train":
+        phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
+        notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
+                     + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
     reserved = Interval(
         allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
         allocated.high * (1 + _FRAGMENTATION[2]),
@@ -191,10 +256,16 @@ def _validate(plan: Plan) -> None:
     ):
         if value not in allowed:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+    if plan.checkpoint_policy not in ("full", "selective"):
+        raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: full or selective")
+    if plan.loss not in LOSSES:
+        raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
+    if plan.head not in HEADS:
+        raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
     if plan.quant is not None and plan.quant not in QUANTS:
         raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
-    if plan.batch_size < 1 or plan.gpus < 1:
-        raise CannotEstimate("batch size and GPU count must be at least 1")
+    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1 or plan.checkpoint_every < 1:
+        raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
 
@@ -233,8 +304,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             raise CannotEstimate("quantised bases are modelled for transformer models only")
         kept = geometry.embedding_params + geometry.lm_head_params  # stay in 16-bit
         quantised = params - kept
-        base = quantised * _QUANT_BYTES[plan.quant] + kept * 2
-        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in 16-bit")
+        kept_bytes = 4 if plan.kbit_prepared else 2
+        base = quantised * _QUANT_BYTES[plan.quant] + kept * kept_bytes
+        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in "
+                     + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
         base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
         base = params * base_bytes
@@ -249,7 +322,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     weights = base + (trainable * 4 if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
-    if cache:
+    if cache and plan.sharding not in ("zero3", "fsdp"):
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
@@ -261,9 +334,20 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     if plan.sharding in ("zero2", "zero3", "fsdp"):
         gradients /= plan.gpus
     if plan.sharding in ("zero3", "fsdp"):
-        largest_layer = _largest_layer_bytes(geometry, weight_bytes)
-        weights = weights / plan.gpus + largest_layer
-        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; one layer gathered at a time")
+        # All-gathered: the unit being computed and the next, prefetched (FSDP's default backward prefetch);
+        # reduce-scattered: one unit's unsharded gradient.
+        in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
+        unsharded_gradients = gradients * plan.gpus
+        weights = weights / plan.gpus + in_flight
+        gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
+        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; "
+                     "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
+        if plan.sharding == "fsdp" and plan.grad_accum > 1:
+            gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
+            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
+        if cache:
+            cache = 0.0
+            notes.append(f"{plan.sharding}: autocast keeps no cast copies of gathered parameters (they are not leaves); casts are per layer")
     elif plan.sharding in ("zero1", "zero2"):
         notes.append(f"{plan.sharding} over {plan.gpus} GPUs: optimizer state{' and gradients' if plan.sharding == 'zero2' else ''} sharded")
     if "optimizer" in plan.offload:
@@ -275,6 +359,53 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return Interval.exact(weights), Interval.exact(gradients), Interval.exact(optimizer), Interval.exact(cache)
+
+
+# torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
+# all parameters in a group (Adam's sqrt of the second moment; RMSprop's and Adagrad's alike); SGD with
+# momentum updates its buffers in place. Measured under FakeTensorMode with torch's MemTracker
+# (calibration/step_peaks.py): AdamW foreach step peak = params + grads + 2 states + 1 parameter copy.
+_FOREACH_TEMPORARY = {"adam": 1.0, "adamw": 1.0, "rmsprop": 1.0, "adagrad": 1.0}
+
+
+def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: Interval, notes: list[str]):
+    """(the optimizer step's temporaries, DDP's gradient buckets) per GPU."""
+    if plan.mode != "train":
+        return ZERO, ZERO
+    lora = plan.lora_rank is not None
+    state_bytes = 4 if lora else _PRECISION[plan.dtype][0]
+    shards = plan.gpus if plan.sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
+    temporary = ZERO
+    share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
+    if share and "optimizer" not in plan.offload:
+        whole = trainable * state_bytes * share / shards
+        if plan.foreach is False:  # the per-tensor loop: temporaries of one tensor at a time
+            largest = _largest_tensor(geometry, trainable)
+            temporary = Interval.exact(2 * largest * state_bytes)
+        elif plan.foreach is True:
+            temporary = Interval.exact(whole)
+            notes.append("foreach optimizer step: one temporary the size of the parameters")
+        else:  # torch's default: foreach on CUDA, fused where the script asks for it
+            temporary = Interval(0.0, whole, whole)
+            notes.append("optimizer step: torch's default (foreach) keeps one parameter-sized temporary; fused=True would not")
+    buckets = ZERO
+    if plan.sharding == "ddp" and plan.gpus > 1:
+        buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy
+        notes.append("DDP keeps its gradient buckets, a second copy of the gradients")
+    return temporary, buckets
+
+
+def _largest_tensor(geometry: Shape | None, trainable: int) -> float:
+    if geometry is None:
+        return float(trainable)
+    return float(min(trainable, max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)))
+
+
+def _layer_bytes_of(geometry: Shape | None, weight_bytes: int) -> float:
+    """One transformer layer's parameters, in bytes."""
+    if geometry is None:
+        return 0.0
+    return (geometry.total_params - geometry.embedding_params - geometry.lm_head_params) / geometry.layers * weight_bytes
 
 
 def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
@@ -307,10 +438,11 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
-    measured = plan.dropout is not True and measured_layer_coefficients(arch.id, plan.attention) is not None
+    measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
-    logit_low, logit_high = (_LOGIT_BYTES[0] / _LOGIT_BYTES[1], _LOGIT_BYTES[2] / _LOGIT_BYTES[1]) if plan.mode == "train" else (1.0, 1.0)
+    per_logit = _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+    logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
         Interval(activations[0] * low, activations[1], activations[2] * high),
         Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
@@ -325,12 +457,21 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes)
     if plan.mode == "train":
         if plan.gradient_checkpointing:
-            kept = 2.0 * tokens * geometry.hidden * geometry.layers * (act_bytes / 2)
-            activations = kept + per_layer
-            notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
+            checkpointed = geometry.layers // max(1, plan.checkpoint_every)
+            per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy == "selective" else 2.0
+            kept = per_token * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
+            if plan.checkpoint_policy == "selective":
+                notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
+            activations = kept + per_layer * (geometry.layers - checkpointed) + per_layer
+            if plan.checkpoint_every > 1:
+                notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
+                             f"{geometry.layers}); the others keep all their activations")
+            else:
+                notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
-        logits = tokens * geometry.vocab * _LOGIT_BYTES[1] if geometry.vocab else 0.0
+        per_logit = (_CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES)[1]
+        logits = tokens * geometry.vocab * per_logit if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
@@ -339,6 +480,9 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
+        if plan.kv_cache_len is not None:  # a static cache is allocated whole, whatever is generated
+            context = max(context, plan.kv_cache_len)
+            notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
         cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
         kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch
@@ -349,17 +493,106 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str]) -> float:
     """Retained activations of one transformer layer: measured for the architecture when the
     calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths."""
-    measured = measured_layer_coefficients(plan.model.id, plan.attention) if plan.model is not None else None
+    measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
     if measured is not None and plan.dropout is not True:
         linear, scores = measured
         coefficient = linear + scores * geometry.heads * seq / geometry.hidden
-        notes.append(f"activations per layer measured for {plan.model.id} (transformers' modules, saved-tensor hooks)")
+        notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
     else:
         coefficient = formula_layer_coefficient(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
+    if plan.lora_rank is not None and plan.mode == "train":
+        coefficient += adapter_layer_adjustment(plan, geometry)
+        notes.append("quantised base: bitsandbytes keeps each linear's input, each adapter an fp32 copy of its own"
+                     if plan.quant is not None else
+                     "frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+    elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
+        coefficient += autocast_layer_adjustment(plan, geometry, seq)
+        notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
     return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
+
+
+# Norm families that multiply by their weight in fp32 (Gemma's `x * (1 + w.float())`): a frozen weight
+# spares 4 bytes; the others 2 (the normalised tensor in the activation dtype). LayerNorm's backward
+# recomputes from its input and keeps the same tensors either way.
+_FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
+
+
+def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
+    beyond what it keeps in pure 16 bits.
+
+    The residual stream stays fp32 (the embeddings are fp32), so each norm keeps a 4-byte tensor where
+    pure 16 bits keeps 2 (Gemma's norms compute in fp32 either way); every linear casts its fp32 input
+    anew (autocast caches only parameter casts), so q, k and v, and gate and up, each keep their own
+    16-bit copy; `pow` is on autocast's fp32 list, so a Python tanh-GELU runs in fp32 (6 more bytes per
+    FFN element); softmax is too, so eager attention in the families that take it in 16 bits keeps the
+    fp32 probabilities and their 16-bit cast (4 more bytes per score). Checked against an emulation of
+    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py)."""
+    arch = plan.model
+    hidden = geometry.hidden
+    extra = 0.0
+    if arch is not None and arch.family not in _FP32_NORM_FAMILIES:
+        extra += 2.0 * arch.norms_per_layer
+    dims = geometry.lora_dims
+    if "qkv_proj" not in dims:  # three projections of one fp32 input
+        extra += 4.0
+    if "gate_proj" in dims:
+        extra += 2.0
+    if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
+        extra += 6.0 * geometry.intermediate / hidden
+    if plan.attention == "eager" and arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES:
+        extra += 4.0 * geometry.heads * seq / hidden
+    return extra
+
+
+def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:
+    """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
+    in one layer, minus what the same layer keeps when trained in full.
+
+    A frozen linear keeps no input (only its weight's gradient needs it): the attention input, the MLP
+    input and the down projection's input go; a frozen RMSNorm weight (the query/key norms too) spares
+    the normalised tensor. Each
+    adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
+    with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
+    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
+    arch = plan.model
+    hidden = geometry.hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1)
+    norm_saving = 0.0
+    if arch is not None and arch.norm == "rms":
+        per_element = 4.0 if arch.family in _FP32_NORM_FAMILIES else 2.0
+        norm_saving = per_element * arch.norms_per_layer
+        if arch.qk_norm:  # the query and key norms, heads x head_dim wide
+            norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
+    # bitsandbytes' 4-/8-bit matmul keeps its input for the backward whether or not the weight needs a
+    # gradient (MatMul4Bit stores (A, B) in ctx.tensors when any input needs one): no linear input is spared.
+    saving = norm_saving + (0.0 if plan.quant is not None else 2.0 + 2.0 + 2.0 * ffn / hidden)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    kept = 0.0
+    for target in plan.lora_targets:
+        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
+        kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
+    return kept - saving
+
+
+def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a checkpointed layer keeps when the policy
+    saves every matmul and attention output (torch's selective checkpointing) and recomputes the rest:
+    the layer input, q, k, v, the attention output, the output projection, the MLP's matmul outputs.
+    Measured under FakeTensorMode for a Llama layer: 25.03 against 25 (calibration/step_peaks.py)."""
+    hidden = geometry.hidden
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    attention = 2.0 * width + 4.0 * kv_width + 2.0 * width + 2.0  # q, k and v, attention output, o_proj output
+    if plan.attention == "eager":
+        attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
+    mlp = (4.0 if gated else 2.0) * ffn + 2.0
+    return 2.0 + attention + mlp
 
 
 def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

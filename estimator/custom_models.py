@@ -23,7 +23,7 @@ from trainlint.analysis.patterns import shortened
 from trainlint.analysis.summary import ClassInfo
 
 from .architectures import Architecture
-from .reading import UNKNOWN, _Reader
+from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded
 
 _MAX_DEPTH = 12
 _FREE_LAYERS = frozenset({
@@ -68,17 +68,19 @@ def count_parameters(module: ModuleAnalysis, info: ClassInfo, call: cst.Call | N
 def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Architecture | None, str | None]:
     """The architecture a plan is for: a catalog model by name, or the script's own model class
     counted from its ``__init__``; else why there is none."""
-    from .architectures import find_architecture
+    from .model_configs import resolve_model_name
+    from .reading import workspace_roots
 
     if planned.model_name is not None:
-        architecture = find_architecture(str(planned.model_name))
-        if architecture is None:
-            where = f" ({planned.model_source})" if planned.model_source != "command line" else ""
-            return None, f"`{planned.model_name}`{where} is not in the model catalog"
-        return architecture, None
+        # A name the user typed may point anywhere; one written in the script, only into its workspace.
+        from_script = planned.model_source not in ("command line", "the targetModel setting") and module is not None
+        architecture, reason = resolve_model_name(str(planned.model_name), workspace_roots(module) if from_script else None)
+        if architecture is None and from_script:
+            reason = f"{reason} ({planned.model_source})"
+        return architecture, reason
     if module is not None and read is not None and read.local_model_class is not None:
         return custom_architecture(module, read.local_model_class)
-    return None, planned.unknown_reason or "no model found in the script: give --model"
+    return None, planned.unknown_reason or NO_MODEL
 
 
 def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | None, str | None]:
@@ -94,6 +96,8 @@ def custom_architecture(module: ModuleAnalysis, found) -> tuple[Architecture | N
         return None, f"the parameters of `{info.name}` ({found.source}) cannot all be counted: {listed}"
     if count.params == 0:
         return None, f"no layer with parameters found in `{info.name}.__init__` ({found.source})"
+    if count.params > MAX_MAGNITUDE:
+        return None, f"`{info.name}` ({found.source}) would have {count.params:.3g} parameters: not a model that runs"
     return Architecture(
         id=info.name, family="custom", kind="custom", published_params=count.params,
         source=f"counted from `{info.name}.__init__` ({found.source})",
@@ -116,7 +120,7 @@ class _Counter:
                 operator = type(node.operator).__name__
                 operations = {"Add": left + right, "Subtract": left - right, "Multiply": left * right}
                 if operator in operations:
-                    return operations[operator]
+                    return bounded(operations[operator])
                 if operator == "FloorDivide" and right:
                     return left // right
             return UNKNOWN

@@ -15,9 +15,17 @@ from .costmodel import GIB, CannotEstimate, Plan
 from .custom_models import resolve_model
 from .hardware import UnknownTarget, resolve_target
 from .reading import plan_settings, read_inputs
-from .report import Report, build
+from .report import Report, build, params_text
 
 REFERENCE_GPU = "h100-sxm"
+
+
+# What the user can do, in the editor, when the model cannot be read from the script.
+MODEL_HINT = (
+    "Name the model in the editor: a `# trainlint: model=NAME` comment in this file, or the `targetModel` "
+    "setting; NAME is a Hugging Face id (read from the local cache), a catalog id, or the path of a model "
+    "folder or its config.json"
+)
 
 
 @dataclass(frozen=True)
@@ -25,20 +33,21 @@ class EditorEstimate:
     report: Report | None
     reason: str | None  # why there is no estimate
     target_given: bool
+    model_unknown: bool = False  # the reason is the model: the hover says how to name it
 
 
-def estimate_module(module: ModuleAnalysis, target_gpu: str | None) -> EditorEstimate:
+def estimate_module(module: ModuleAnalysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate:
     try:
         target = resolve_target(target_gpu or REFERENCE_GPU)
     except UnknownTarget as error:
         return EditorEstimate(None, f"the target GPU is not known: {error}", bool(target_gpu))
     read = read_inputs(module)
-    planned = plan_settings(read, {})
+    planned = plan_settings(read, {}, fallback_model=target_model)
     architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
-        return EditorEstimate(None, reason, bool(target_gpu))
+        return EditorEstimate(None, reason, bool(target_gpu), model_unknown=True)
     try:
-        report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs)
+        report = build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs, planned.notes)
     except CannotEstimate as error:
         return EditorEstimate(None, str(error), bool(target_gpu))
     return EditorEstimate(report, None, bool(target_gpu))
@@ -47,7 +56,7 @@ def estimate_module(module: ModuleAnalysis, target_gpu: str | None) -> EditorEst
 def inlay_label(estimate: EditorEstimate) -> str:
     """`≈ 31.2 GiB (24–38) · A100-80GB 39%`, or why there is no number."""
     if estimate.report is None:
-        return "VRAM: no estimate"
+        return "VRAM: unknown model (hover for how to name it)" if estimate.model_unknown else "VRAM: no estimate"
     peak = estimate.report.result.process
     label = f"≈ {_gib(peak.estimate)} GiB ({_gib(peak.low, 0)}–{_gib(peak.high, 0)})"
     if estimate.target_given:
@@ -61,10 +70,14 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
     bold = (lambda text: f"**{text}**") if markdown else (lambda text: text)
     code = (lambda text: f"`{text}`") if markdown else (lambda text: text)
     if estimate.report is None:
-        return f"{bold('trainlint · VRAM')}\n\nNo estimate: {estimate.reason}."
+        text = f"{bold('trainlint · VRAM')}\n\nNo estimate: {estimate.reason}."
+        if estimate.model_unknown:
+            hint = MODEL_HINT if markdown else MODEL_HINT.replace("`", "")
+            text += f"\n\n{hint}."
+        return text
     report = estimate.report
     result = report.result
-    lines = [bold("trainlint · VRAM") + f" — {report.plan.model.id}, {result.params / 1e9:.2f}B parameters", ""]
+    lines = [bold("trainlint · VRAM") + f" — {report.plan.model.id}, {params_text(result.params)} parameters", ""]
     for name, value in result.breakdown.items():
         if value.high:
             spread = "" if value.low == value.high else f" ({_gib(value.low)}–{_gib(value.high)})"
@@ -74,6 +87,8 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
     if estimate.target_given:
         usable = report.target.usable_bytes_per_device
         lines.append(f"{report.target.gpu.name}: {_gib(usable)} GiB usable — {bold(report.verdict.upper())}.")
+        if report.verdict == "unknown":
+            lines.append("The interval has no upper end (a term is not modelled), so it can say neither fits nor oom.")
         fitting = [remedy for remedy in report.remedies if remedy.fits][:3]
         if fitting:
             lines += ["", "Would fit:"] + [f"- {remedy.change}: {_gib(remedy.result.process.estimate)} GiB" for remedy in fitting]
@@ -81,6 +96,8 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
         lines.append("Set `targetGpu` for a verdict.")
     lines += ["", "Read from the script:"]
     lines += [f"- {name.replace('_', ' ')}: {code(str(value))} — {source}" for name, (value, source) in report.inputs.items()]
+    if report.script_notes:
+        lines += ["", "Not used:"] + [f"- {note}" for note in report.script_notes]
     return "\n".join(lines)
 
 

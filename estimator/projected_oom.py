@@ -76,7 +76,7 @@ def _report(module, read, gpu: str):
     if architecture is None:
         return None
     try:
-        return build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs)
+        return build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs, planned.notes)
     except CannotEstimate:
         return None
 

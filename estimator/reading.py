@@ -9,8 +9,10 @@ came from; what is not found is left to the caller's defaults, which the report 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import libcst as cst
@@ -20,8 +22,19 @@ from trainlint.analysis.names import dotted, last_part
 from trainlint.analysis.parsing import ParsedChunk
 from trainlint.analysis.tree import walk
 
+from .local_files import Unreadable, read_json
+
 UNKNOWN = object()
+ABSURD = object()  # unknown too: a number no configuration holds (the report says which line)
 _MAX_DEPTH = 8
+# Numbers beyond this are no configuration anyone runs (a typo, a sentinel, a hostile file): unknown.
+MAX_MAGNITUDE = 2**53
+# Sizes a run can have; a value outside is not used (it stays unknown, and the report says so).
+_SIZE_LIMITS = {
+    "batch_size": 1 << 20, "seq_len": 1 << 24, "image_size": 1 << 16, "lora_rank": 1 << 16, "max_new_tokens": 1 << 24,
+    "grad_accum": 1 << 16, "kv_cache_len": 1 << 24,
+}
+_ACCUMULATION_NAMES = re.compile(r"^(?:gradient_accumulation_steps|grad_accum(?:ulation)?(?:_steps)?|accumulation_steps|accum_steps)$", re.I)
 
 _BATCH_KEYWORDS = ("per_device_train_batch_size", "micro_batch_size", "batch_size", "train_batch_size")
 _LENGTH_KEYWORDS = ("max_seq_length", "max_seq_len", "max_length", "block_size", "seq_len", "seq_length", "context_length", "cutoff_len")
@@ -37,6 +50,9 @@ _TRAINER_OPTIM = {
     "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "adamw", "adafactor": "adafactor",
     "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
 }
+# `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
+# estimate this file for, when the script does not name it in a form that can be read.
+MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
 
 
@@ -55,6 +71,7 @@ class Found:
 
 @dataclass
 class ScriptInputs:
+    model_comment: Found | None = None  # value: what a `# trainlint: model=...` comment names
     model: Found | None = None  # value: a model id (Hugging Face id, torchvision/timm name)
     local_model_class: Found | None = None  # value: the name of an nn.Module class of the script
     mode: Found | None = None
@@ -65,6 +82,14 @@ class ScriptInputs:
     optimizer: Found | None = None
     lora_rank: Found | None = None
     lora_targets: Found | None = None
+    lora_dropout: Found | None = None
+    grad_accum: Found | None = None
+    foreach: Found | None = None  # False for fused=True or foreach=False optimizers
+    head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends
+    cpu_offload: Found | None = None  # diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload
+    vae_tiling: Found | None = None
+    kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
+    kbit_prepared: Found | None = None  # peft's prepare_model_for_kbit_training(model)
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -75,6 +100,15 @@ class ScriptInputs:
 
     def found(self) -> dict[str, Found]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
+
+
+def bounded(value: Any) -> Any:
+    """A number as it is when a configuration could hold it, else ABSURD (infinite, NaN, astronomically large)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        return ABSURD
+    return value if abs(value) <= MAX_MAGNITUDE else ABSURD
 
 
 def read_inputs(module: ModuleAnalysis) -> ScriptInputs:
@@ -90,6 +124,7 @@ class _Reader:
         self.fields = _dataclass_defaults(module)
         self.inputs = ScriptInputs()
         self.scaler: tuple[cst.CSTNode, ParsedChunk] | None = None
+        self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -98,27 +133,31 @@ class _Reader:
             return UNKNOWN
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             try:
-                return ast.literal_eval(chunk.code_for(node))
-            except (ValueError, SyntaxError):
-                return UNKNOWN
+                return bounded(ast.literal_eval(chunk.code_for(node)))
+            except (ValueError, SyntaxError, MemoryError):  # digits beyond int's string limit, or worse
+                return ABSURD if isinstance(node, cst.Integer) else UNKNOWN
         if isinstance(node, cst.Name):
             if node.value in ("True", "False", "None"):
                 return {"True": True, "False": False, "None": None}[node.value]
             return self._module_constant(node.value, depth)
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             inner = self.value(node.expression, chunk, depth + 1)
-            return -inner if isinstance(inner, (int, float)) else UNKNOWN
+            return inner if inner is ABSURD else -inner if isinstance(inner, (int, float)) else UNKNOWN
         if isinstance(node, cst.BinaryOperation):
             left, right = self.value(node.left, chunk, depth + 1), self.value(node.right, chunk, depth + 1)
+            if left is ABSURD or right is ABSURD:
+                return ABSURD
             if not isinstance(left, (int, float)) or not isinstance(right, (int, float)) or isinstance(left, bool):
                 return UNKNOWN
             operator = type(node.operator).__name__
+            if operator == "Power" and abs(left) > 1 and abs(right) > 64:
+                return ABSURD  # far beyond MAX_MAGNITUDE, and costly to compute
             try:
-                return {
+                return bounded({
                     "Add": lambda: left + right, "Subtract": lambda: left - right, "Multiply": lambda: left * right,
                     "FloorDivide": lambda: left // right, "Divide": lambda: left / right, "Power": lambda: left**right,
-                }[operator]()
-            except (KeyError, ZeroDivisionError, OverflowError):
+                }[operator]())
+            except (KeyError, ZeroDivisionError, OverflowError, TypeError):  # TypeError: a complex power
                 return UNKNOWN
         if isinstance(node, cst.Attribute):
             attribute = node.attr.value
@@ -133,7 +172,15 @@ class _Reader:
                     return canonical  # torch.bfloat16 and friends, as names
             return UNKNOWN
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in ("int", "float") and node.args:
-            return self.value(node.args[0].value, chunk, depth + 1)
+            inner = self.value(node.args[0].value, chunk, depth + 1)
+            if inner is ABSURD or isinstance(inner, bool) or not isinstance(inner, (int, float, str)):
+                return inner if inner is ABSURD else UNKNOWN
+            try:
+                return bounded(int(inner) if node.func.value == "int" else float(inner))
+            except ValueError:
+                return UNKNOWN
+            except OverflowError:  # int(float("inf"))
+                return ABSURD
         if isinstance(node, (cst.List, cst.Tuple)):
             items = [self.value(element.value, chunk, depth + 1) for element in node.elements]
             return UNKNOWN if any(item is UNKNOWN for item in items) else tuple(items)
@@ -172,8 +219,9 @@ class _Reader:
     # ------------------------------------------------------------------ reading
     def read(self) -> ScriptInputs:
         inputs = self.inputs
-        training = bool(self.module.backward_calls)
-        generating = False
+        backward = self.module.backward_calls
+        training = (backward[0].node, backward[0].chunk) if backward else None  # the evidence: a real line
+        generating = None
         for scope in self.module.all_scopes:
             for call in scope.calls():
                 if not isinstance(call.node, cst.Call):
@@ -181,27 +229,54 @@ class _Reader:
                 name = call.callee or ""
                 head = last_part(name) if name else (call.method or "")
                 self._read_call(call, call.node, call.chunk, name, head)
-                if head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments":
-                    training = True
-                if call.method == "generate" or head == "generate":
-                    generating = True
+                if training is None and (head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments"):
+                    training = (call.node, call.chunk)
+                if generating is None and (call.method == "generate" or head == "generate"):
+                    generating = (call.node, call.chunk)
         self._read_settings()
-        line = 1
-        if training:
-            inputs.mode = inputs.mode or Found("train", line, "a backward pass or a Trainer")
-        elif generating:
-            inputs.mode = Found("generate", line, "`.generate(...)`")
+        self._read_model_comment()
+        if training is not None:
+            self._set("mode", "train", *training)
+        elif generating is not None:
+            self._set("mode", "generate", *generating)
+        elif self.pipeline is not None:  # a pipeline that nothing trains: it generates images
+            self._set("mode", "infer", *self.pipeline)
         return inputs
+
+    def _read_model_comment(self) -> None:
+        text = self.module.text
+        if "trainlint:" not in text:
+            return
+        for number, line in enumerate(text.splitlines(), start=1):
+            match = MODEL_COMMENT.search(line) if "#" in line else None
+            if match is not None:
+                self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
+                return
 
     def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
         if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
             return
+        if value is ABSURD and name not in _SIZE_LIMITS:
+            return
         code = " ".join(chunk.code_for(node).split())
+        if name in _SIZE_LIMITS:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _SIZE_LIMITS[name]:
+                shown = code if len(code) <= 50 else code[:47] + "..."
+                self.inputs.notes.append(f"{name.replace('_', ' ')} at line {chunk.line_of(node)} (`{shown}`) is not a usable size: ignored")
+                return
         setattr(self.inputs, name, Found(value, chunk.line_of(node), code if len(code) <= 70 else code[:67] + "...", node, chunk))
 
     def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
-        if head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
+        if head == "from_pretrained" and "Pipeline" in name.rsplit(".", 1)[0]:  # diffusers: the whole pipeline
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
+            self._read_precision_keywords(node, chunk)
+            self.pipeline = (node, chunk)
+        elif head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
+            self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
+            if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
+                self._set("head", "classifier", node, chunk)
             self._read_precision_keywords(node, chunk)
         elif name.startswith("timm.") and head == "create_model":
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
@@ -229,15 +304,39 @@ class _Reader:
                 momentum = self.value(self.keyword(node, "momentum", 2), chunk)
                 optimizer = "sgd-momentum" if momentum else "sgd"
             self._set("optimizer", optimizer, node, chunk)
+            if name.startswith("torch.optim"):
+                if self.value(self.keyword(node, "fused"), chunk) is True:
+                    self._set("foreach", False, node, chunk)
+                elif isinstance(self.value(self.keyword(node, "foreach"), chunk), bool):
+                    self._set("foreach", self.value(self.keyword(node, "foreach"), chunk), node, chunk)
         if head == "LoraConfig":
             self._set("lora_rank", self.value(self.keyword(node, "r"), chunk) if self.keyword(node, "r") is not None else 8, node, chunk)
             targets = self.value(self.keyword(node, "target_modules"), chunk)
             if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
                 self._set("lora_targets", tuple(targets), node, chunk)
+            dropout = self.value(self.keyword(node, "lora_dropout"), chunk) if self.keyword(node, "lora_dropout") is not None else 0.0
+            if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1:
+                self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
         if head == "BitsAndBytesConfig":
             self._read_quantisation(node, chunk)
-        if head == "gradient_checkpointing_enable" or name.startswith("torch.utils.checkpoint."):
+        if head == "prepare_model_for_kbit_training":
+            self._set("kbit_prepared", True, node, chunk)
+            if self.value(self.keyword(node, "use_gradient_checkpointing"), chunk) is not False:
+                self._set("gradient_checkpointing", True, node, chunk)  # its default
+        if call.method in ("enable_model_cpu_offload", "enable_sequential_cpu_offload"):
+            self._set("cpu_offload", True, node, chunk)
+        if call.method == "enable_vae_tiling":
+            self._set("vae_tiling", True, node, chunk)
+        if self.pipeline is not None and call.method is None and call.callee is None:
+            for keyword in ("height", "width"):
+                self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
+            self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
+        if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
             self._set("gradient_checkpointing", True, node, chunk)
+        if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
+            self._set("gradient_checkpointing", True, node, chunk)
+        if head == "StaticCache":
+            self._set("kv_cache_len", self.value(self.keyword(node, "max_cache_len"), chunk), node, chunk)
         if self.keyword(node, "attn_implementation") is not None:
             attention = self.value(self.keyword(node, "attn_implementation"), chunk)
             if isinstance(attention, str):
@@ -292,12 +391,15 @@ class _Reader:
         optim = self.value(self.keyword(node, "optim"), chunk)
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
+            if optim == "adamw_torch_fused":
+                self._set("foreach", False, node, chunk)
+        self._set("grad_accum", self.value(self.keyword(node, "gradient_accumulation_steps"), chunk), node, chunk)
         self._set("mode", "train", node, chunk)
 
     def _read_deepspeed(self, config: Any, node: cst.Call, chunk: ParsedChunk) -> None:
         """A DeepSpeed config given as a dict, or as the path of a JSON file next to the script."""
         if isinstance(config, str) and config.endswith(".json"):
-            config = _workspace_json(self.module.path, config)
+            config = _workspace_json(self.module, config)
         if not isinstance(config, dict):
             return
         zero = config.get("zero_optimization")
@@ -329,6 +431,8 @@ class _Reader:
                 self._set("batch_size", value, node, chunk)
             elif _LENGTH_OPTIONS.match(option):
                 self._set("seq_len", value, node, chunk)
+            elif _ACCUMULATION_NAMES.match(option):
+                self._set("grad_accum", value, node, chunk)
             elif option in ("model_name", "model_name_or_path", "model", "base_model", "model_id"):
                 if isinstance(value, str):
                     self._set("model", value, node, chunk)
@@ -343,6 +447,8 @@ class _Reader:
                 self._set("batch_size", self.value(expression, chunk), expression, chunk)
             elif _LENGTH_OPTIONS.match(name):
                 self._set("seq_len", self.value(expression, chunk), expression, chunk)
+            elif _ACCUMULATION_NAMES.match(name):
+                self._set("grad_accum", self.value(expression, chunk), expression, chunk)
             elif name in ("model_name", "model_id", "base_model", "model_name_or_path", "MODEL_NAME", "MODEL_ID"):
                 value = self.value(expression, chunk)
                 if isinstance(value, str):
@@ -353,22 +459,28 @@ class _Reader:
                 self._set("batch_size", value, node, chunk)
             elif _LENGTH_OPTIONS.match(name):
                 self._set("seq_len", value, node, chunk)
+            elif _ACCUMULATION_NAMES.match(name):
+                self._set("grad_accum", value, node, chunk)
 
 
-def _workspace_json(script: str, relative: str) -> Any:
-    """A JSON file the script names, looked up next to the script (and its parents up to three levels):
-    workspace files only, never fetched."""
-    import json
-    from pathlib import Path
+def workspace_roots(module: ModuleAnalysis) -> list[Path]:
+    """The folders files named by the script may be read from: its workspace roots and its own folder."""
+    roots = list(module.workspace.roots) if module.workspace is not None else []
+    folder = Path(module.path).parent
+    if folder.is_dir():  # the script may not be saved yet
+        roots.append(folder.resolve())
+    return list(dict.fromkeys(roots))
 
-    base = Path(script).resolve().parent
-    for folder in (base, *list(base.parents)[:3]):
-        candidate = folder / relative
-        if candidate.is_file() and candidate.stat().st_size < 1_000_000:
-            try:
-                return json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
+
+def _workspace_json(module: ModuleAnalysis, name: str) -> Any:
+    """A JSON file the script names, relative to its folder or a workspace root (or absolute, inside
+    one): workspace files only, regular, bounded in size and depth, never fetched. None otherwise."""
+    roots = workspace_roots(module)
+    for base in (roots[-1:] + roots[:-1]):  # the script's folder first
+        try:
+            return read_json(base / name, roots)
+        except Unreadable:
+            continue
     return None
 
 
@@ -430,8 +542,9 @@ def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpre
 
 # ---------------------------------------------------------------------- to a plan
 _PLAN_FIELDS = (
-    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "quant",
-    "gradient_checkpointing", "attention", "sharding", "offload",
+    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
+    "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
+    "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -443,10 +556,16 @@ class ScriptPlan:
     model_name: str | None
     model_source: str | None
     unknown_reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # values of the script that were not usable
 
 
-def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> ScriptPlan:
-    """Merge what the script says with the command line's overrides and the defaults, naming each source."""
+NO_MODEL = "no model found in the script"
+
+
+def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback_model: str | None = None) -> ScriptPlan:
+    """Merge what the script says with the command line's overrides and the defaults, naming each source.
+    The model: the command line's, a `# trainlint: model=` comment's, the script's, else ``fallback_model``
+    (the editor's `targetModel` setting)."""
     settings: dict[str, Any] = {}
     inputs: dict[str, tuple[Any, str]] = {}
     found = read.found() if read is not None else {}
@@ -473,13 +592,17 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any]) -> Scrip
     model_name, model_source, reason = None, None, None
     if overrides.get("model"):
         model_name, model_source = overrides["model"], "command line"
+    elif "model_comment" in found:
+        model_name, model_source = found["model_comment"].value, found["model_comment"].source
     elif "model" in found:
         model_name, model_source = found["model"].value, found["model"].source
     elif "local_model_class" in found:
         local = found["local_model_class"]
         inputs = {"model": (f"{local.value} (a class of the script)", local.source), **inputs}
+    elif fallback_model:
+        model_name, model_source = fallback_model, "the targetModel setting"
     else:
-        reason = "no model found in the script: give --model"
+        reason = NO_MODEL
     if model_name is not None:
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
-    return ScriptPlan(settings, inputs, model_name, model_source, reason)
+    return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])

@@ -36,8 +36,11 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
         found.append(("gradient checkpointing", {"gradient_checkpointing": True}))
     if training and plan.batch_size > 1:
         found.append((
-            f"micro-batch 1 with gradient accumulation x{plan.batch_size} (same effective batch)", {"batch_size": 1},
+            f"micro-batch 1 with gradient accumulation x{plan.batch_size} (same effective batch)",
+            {"batch_size": 1, "grad_accum": plan.grad_accum * plan.batch_size},
         ))
+    if training and plan.optimizer in ("adam", "adamw") and plan.foreach is not False and plan.lora_rank is None:
+        found.append(("fused AdamW (fused=True: no parameter-sized temporary in the step)", {"foreach": False}))
     if plan.attention == "eager" and transformer:
         found.append(("SDPA / flash attention", {"attention": "sdpa"}))
     if training and plan.optimizer in ("adam", "adamw") and plan.lora_rank is None:
@@ -47,6 +50,15 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
     if training and transformer and plan.lora_rank is None:
         found.append(("LoRA (rank 16 on q_proj, v_proj)", {"lora_rank": 16, "lora_targets": ("q_proj", "v_proj")}))
         found.append(("QLoRA (4-bit NF4 base, rank 16)", {"lora_rank": 16, "lora_targets": ("q_proj", "v_proj"), "quant": "nf4"}))
+    diffusion = plan.model is not None and plan.model.pipeline is not None
+    if diffusion and not training and not plan.vae_tiling:
+        found.append(("VAE tiling (pipe.enable_vae_tiling())", {"vae_tiling": True}))
+    if diffusion and not training and not plan.cpu_offload:
+        found.append(("model CPU offload (pipe.enable_model_cpu_offload())", {"cpu_offload": True}))
+    if diffusion and plan.dtype == "fp32":
+        found.append(("16-bit weights (torch_dtype=torch.float16 or bfloat16)", {"dtype": "bf16" if target.gpu.bf16 else "fp16"}))
+    if diffusion and training and plan.lora_rank is None:
+        found.append(("LoRA on the denoiser (rank 16)", {"lora_rank": 16}))
     if training and target.count > 1 and plan.sharding in ("ddp", "zero1", "zero2"):
         found.append((f"ZeRO-3 / FSDP across the {target.count} GPUs", {"sharding": "zero3", "gpus": target.count}))
     if training and plan.sharding in ("zero3", "fsdp") and "optimizer" not in plan.offload:

@@ -24,15 +24,20 @@ class Report:
     max_batch_size: int | None = None
     smallest_gpu: str | None = None
     smallest_instances: list[str] = field(default_factory=list)  # cloud instances with one such GPU
+    script_notes: list[str] = field(default_factory=list)  # what the script said that could not be used
+
+    @property
+    def notes(self) -> list[str]:
+        return [*self.script_notes, *self.result.assumptions]
 
 
-def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]]) -> Report:
+def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> Report:
     context = target.gpu.context_bytes
     result = estimate(plan, context)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
-    report = Report(plan, target, result, outcome, inputs)
-    if outcome != "fits":
+    report = Report(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
+    if outcome in ("tight", "oom"):
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)
         report.smallest_gpu = gpu.id if gpu is not None else None
@@ -65,7 +70,7 @@ def to_json(report: Report) -> dict:
         "max_batch_size": report.max_batch_size,
         "smallest_gpu": report.smallest_gpu,
         "smallest_gpu_instances": report.smallest_instances,
-        "notes": result.assumptions,
+        "notes": report.notes,
     }
 
 
@@ -74,8 +79,8 @@ def to_text(report: Report) -> str:
     model = report.plan.model
     usable = report.target.usable_bytes_per_device
     lines = [
-        f"{model.id if model else 'unknown model'}: {result.params / 1e9:.2f}B parameters"
-        + (f", {result.trainable_params / 1e6:.1f}M trainable" if result.trainable_params and result.trainable_params != result.params else ""),
+        f"{model.id if model else 'unknown model'}: {params_text(result.params)} parameters"
+        + (f", {params_text(result.trainable_params)} trainable" if result.trainable_params and result.trainable_params != result.params else ""),
         "inputs:",
         *(f"  {name.replace('_', ' ')}: {_shown(value)} — {source}" for name, (value, source) in report.inputs.items()),
         "",
@@ -86,13 +91,17 @@ def to_text(report: Report) -> str:
             continue
         bar = "#" * max(1, round(BAR_WIDTH * value.estimate / largest)) if value.estimate else ""
         spread = "" if value.low == value.high else f"  ({_gib(value.low)}–{_gib(value.high)})"
-        lines.append(f"  {name.replace('_', ' '):<15} {_gib(value.estimate):>9} GiB  {bar:<{BAR_WIDTH}}{spread}")
+        lines.append(f"  {name.replace('_', ' '):<17} {_gib(value.estimate):>7} GiB  {bar:<{BAR_WIDTH}}{spread}")
     lines.append("")
     for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process)):
         lines.append(f"  peak {name:<10} {_gib(peak.estimate):>9} GiB  ({_gib(peak.low)}–{_gib(peak.high)})")
     share = result.process.estimate / usable if usable else math.inf
     gpus = f"{report.target.count}x " if report.target.count > 1 else ""
-    lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
+    if report.verdict == "unknown":
+        lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict UNKNOWN: "
+                  f"the interval has no upper end (see the assumptions), so neither fits nor oom can be said"]
+    else:
+        lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
     if report.remedies:
         lines.append("what would make it fit (each re-estimated):")
         for remedy in report.remedies[:12]:
@@ -100,15 +109,24 @@ def to_text(report: Report) -> str:
             lines.append(f"  - {remedy.change}: {_gib(remedy.result.process.estimate)} GiB, saves {_gib(remedy.saving_bytes)} GiB — {mark}")
     if report.max_batch_size is not None:
         lines.append(f"largest batch size that fits with margin: {report.max_batch_size}")
-    elif report.verdict != "fits":
+    elif report.verdict in ("tight", "oom"):
         lines.append("not even batch size 1 fits with margin")
     if report.smallest_gpu:
         instances = f" (e.g. {', '.join(report.smallest_instances)})" if report.smallest_instances else ""
         lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}{instances}")
-    if result.assumptions:
+    if report.notes:
         lines.append("assumptions:")
-        lines += [f"  - {note}" for note in result.assumptions]
+        lines += [f"  - {note}" for note in report.notes]
     return "\n".join(lines)
+
+
+def params_text(count: int) -> str:
+    """124.4M, 8.03B, 101,770: a count people read at a glance, never "0.00B"."""
+    if count >= 1e9:
+        return f"{count / 1e9:.2f}B"
+    if count >= 1e6:
+        return f"{count / 1e6:.1f}M"
+    return f"{count:,}"
 
 
 def _shown(value: object) -> str:

@@ -34,7 +34,7 @@ class Analysis:
     text: str
     findings: list[Finding]
     anchors: list[Anchor] = field(default_factory=list)  # lines a VRAM estimate belongs to
-    # VRAM estimates of this text, per target GPU, computed when a hover or inlay hint first asks.
+    # VRAM estimates of this text, per target GPU and model, computed when a hover or inlay hint first asks.
     vram: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -69,16 +69,17 @@ class DocumentState:
             self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
 
-    def vram(self, analysis: Analysis, target_gpu: str | None) -> "EditorEstimate | None":
+    def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> "EditorEstimate | None":
         """The estimate for the analysed text; None when a newer text has been analysed since."""
+        key = (target_gpu, target_model)
         with self.lock:
-            if target_gpu in analysis.vram:
-                return analysis.vram[target_gpu]
+            if key in analysis.vram:
+                return analysis.vram[key]
             if self.latest is not analysis or self.module is None:
                 return None
             with collector_paused():
-                estimate = estimate_module(self.module, target_gpu)
-            analysis.vram[target_gpu] = estimate
+                estimate = estimate_module(self.module, target_gpu, target_model)
+            analysis.vram[key] = estimate
             return estimate
 
     @property

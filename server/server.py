@@ -213,7 +213,7 @@ class TrainlintServer(LanguageServer):
         target = analysis.settings.analysis.target_gpu
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self.executor, state.vram, analysis, target)
+            return await loop.run_in_executor(self.executor, state.vram, analysis, target, analysis.settings.target_model)
         except Exception:  # a bug of ours: no hover rather than a broken server
             log.exception("VRAM estimate of %s failed", uri)
             return None
@@ -656,7 +656,8 @@ async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover |
 
 @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
 async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
-    """At the end of each model and batch-size line in the requested range: the estimate, or that there is none."""
+    """At the end of each model and batch-size line in the requested range: the estimate; without one, a
+    single hint on the model line (or none)."""
     uri = params.text_document.uri
     if uri not in ls.documents or not ls.settings_of(uri).inlay_hints:
         return None
@@ -670,6 +671,8 @@ async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> lis
     estimate = await ls.vram(uri, analysis)
     if estimate is None:
         return None
+    if estimate.report is None:  # one hint, where the model is built (the hover says how to name it), or none
+        anchors = [anchor for anchor in anchors if anchor.kind == MODEL][:1]
     positions = Positions(analysis.lines, ls.encoding)
     label = inlay_label(estimate)
     return [types.InlayHint(position=positions.line_range(anchor.line).end, label=label, padding_left=True) for anchor in anchors]

@@ -24,6 +24,7 @@ class EditorSettings(msgspec.Struct, frozen=True):
     """What the user set in the editor; None means "not set here, use the project's value"."""
 
     target_gpu: str | None = None
+    target_model: str | None = None  # the model to estimate when a script names none the estimator can read
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     severity: dict[str, Severity] = {}
@@ -34,6 +35,7 @@ class EditorSettings(msgspec.Struct, frozen=True):
 
 _KEYS = {
     "targetGpu": "target_gpu",
+    "targetModel": "target_model",
     "select": "select",
     "ignore": "ignore",
     "severity": "severity",
@@ -90,6 +92,10 @@ def _converted(key: str, value: Any) -> Any:
         if not isinstance(value, str):
             raise ValueError("`targetGpu` must be a GPU name such as \"A100-80GB\"")
         return value.strip() or None
+    if key == "targetModel":
+        if not isinstance(value, str):
+            raise ValueError("`targetModel` must be a model name such as \"meta-llama/Meta-Llama-3-8B\" or a config.json path")
+        return value.strip() or None
     if key in ("select", "ignore"):
         return _codes(key, value)
     if key == "severity":
@@ -118,6 +124,7 @@ class EffectiveSettings(msgspec.Struct, frozen=True):
 
     analysis: AnalysisSettings
     dropped: frozenset[str]
+    target_model: str | None = None  # for the VRAM hover and inlay hints
 
 
 def effective_settings(editor: EditorSettings, project: Config, path: Path | None) -> EffectiveSettings:
@@ -133,5 +140,5 @@ def effective_settings(editor: EditorSettings, project: Config, path: Path | Non
         severity=severity,
         target_gpu=editor.target_gpu or project.target_gpu,
     )
-    return EffectiveSettings(analysis, frozenset(dropped))
+    return EffectiveSettings(analysis, frozenset(dropped), editor.target_model)
 

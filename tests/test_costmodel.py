@@ -148,3 +148,113 @@ def test_the_gpu_listing():
     assert "h100" in result.stdout.lower()
     instances = subprocess.run([sys.executable, "-m", "trainlint", "gpus", "--instances"], capture_output=True, text=True, check=True)
     assert "p4d.24xlarge" in instances.stdout
+
+
+def _calibration(name: str) -> dict:
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / name).read_text())
+
+
+def test_the_peak_phases_follow_what_memtracker_measured():
+    rows = {(row["seq"], row["foreach"], row["accumulate"]): row for row in _calibration("step_peaks.json")["rows"]}
+    foreach, single = rows[(16, True, 1)], rows[(16, False, 1)]
+    params = foreach["param_bytes"]
+    # the step: weights, gradients, two AdamW states, and the foreach temporary of one parameter copy
+    assert foreach["peak"]["OPT"] == pytest.approx(3 * params, rel=1e-3)
+    assert single["peak"]["OPT"] - 2 * params == pytest.approx(2 * single["largest_param_bytes"], rel=1e-3)
+    # the forward/backward peak holds no gradients unless they accumulate
+    assert rows[(512, True, 1)]["peak"]["GRAD"] == 0 and rows[(512, True, 2)]["peak"]["GRAD"] == params
+    # and the cost model's phases say the same
+    short = _plan(dtype="bf16", seq_len=16)
+    result = estimate(short).breakdown
+    assert result.step().estimate > result.forward_backward().estimate
+    assert result.optimizer_step.estimate == pytest.approx(result.weights.estimate)  # bf16: states and temporary in bf16
+    per_tensor = estimate(_plan(dtype="bf16", seq_len=16, foreach=False)).breakdown
+    assert per_tensor.optimizer_step.estimate < result.optimizer_step.estimate / 5  # two embedding-sized buffers
+    long = _plan(dtype="bf16", seq_len=4096, batch_size=4)
+    alone, accumulating = estimate(long), estimate(_plan(dtype="bf16", seq_len=4096, batch_size=4, grad_accum=4))
+    assert accumulating.allocated.estimate - alone.allocated.estimate == pytest.approx(alone.breakdown.gradients.estimate)
+
+
+def test_ddp_keeps_gradient_buckets_on_each_gpu():
+    single, ddp = estimate(_plan(gpus=1)).breakdown, estimate(_plan(gpus=4)).breakdown
+    assert single.gradient_buckets.estimate == 0 and ddp.gradient_buckets.estimate == ddp.gradients.estimate
+    assert estimate(_plan(gpus=4, sharding="zero2")).breakdown.gradient_buckets.estimate == 0
+
+
+def test_a_frozen_base_with_adapters_keeps_what_peft_measured():
+    from trainlint.estimator.activation_data import measured_layer_coefficients
+    from trainlint.estimator.costmodel import adapter_layer_adjustment
+
+    measured = _calibration("adapter_activations.json")
+    everything = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    for arch_id, cases in measured["layers"].items():
+        arch = find_architecture(arch_id)
+        full = measured_layer_coefficients(arch_id, "sdpa")[0]
+        assert full == pytest.approx(cases["full"], abs=0.01)
+        for case, targets in (("lora q,v", ("q_proj", "v_proj")), ("lora all-linear", everything)):
+            for suffix, dropout in (("", 0.0), (" dropout", 0.05)):
+                plan = Plan(model=arch, lora_rank=measured["rank"], lora_targets=targets, lora_dropout=dropout, dtype="bf16")
+                assert full + adapter_layer_adjustment(plan, shape(arch)) == pytest.approx(cases[case + suffix], rel=0.005), (arch_id, case)
+
+
+def test_fsdp_gathers_two_units_and_accumulates_unsharded_gradients():
+    sharded = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16")).breakdown
+    assert sharded.autocast_cache.estimate == 0, "gathered parameters are not leaves: no cast cache"
+    accumulating = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", grad_accum=4)).breakdown
+    assert accumulating.gradients.estimate == pytest.approx(4 * parameter_count(LLAMA))  # fp32, unsharded under no_sync
+    assert accumulating.gradients_in_backward
+
+
+def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
+    full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
+    half = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_every=2)).breakdown.activations.estimate
+    none = estimate(_plan(batch_size=4)).breakdown.activations.estimate
+    assert full < half < none
+    dynamic = estimate(_plan(mode="generate", seq_len=128, max_context=256)).breakdown.kv_cache.estimate
+    static = estimate(_plan(mode="generate", seq_len=128, max_context=256, kv_cache_len=8192)).breakdown.kv_cache.estimate
+    assert static == pytest.approx(32 * dynamic)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+         "--activation-checkpointing", "every-4", "--format", "json"], capture_output=True, text=True, check=False,
+    )
+    assert result.returncode in (0, 1) and any("every 4th layer" in note for note in json.loads(result.stdout)["notes"])
+
+
+def test_selective_checkpointing_keeps_what_torch_keeps():
+    from trainlint.estimator.architectures import Architecture
+    from trainlint.estimator.costmodel import selective_coefficient
+
+    measured = _calibration("step_peaks.json")
+    config = measured["config"]
+    layer = Architecture(
+        id="step-peaks-llama", family="llama", kind="decoder", layers=config["num_hidden_layers"], hidden=config["hidden_size"],
+        heads=config["num_attention_heads"], kv_heads=config["num_key_value_heads"], head_dim=config["hidden_size"] // config["num_attention_heads"],
+        intermediate=config["intermediate_size"], vocab=1024, max_positions=2048, published_params=0, source="test",
+    )
+    plan = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="selective", dtype="bf16")
+    assert selective_coefficient(plan, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["selective"], rel=0.01)
+    assert measured["kept_per_layer_after_forward"]["full"] == pytest.approx(2.0, rel=0.01)  # the layer's input
+    full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
+    selective = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_policy="selective")).breakdown.activations.estimate
+    assert full < selective < estimate(_plan(batch_size=4)).breakdown.activations.estimate
+
+
+def test_autocast_keeps_what_cuda_autocast_keeps():
+    """The emulated CUDA autocast counts also hold the cached 16-bit weight casts, a per-layer constant:
+    the SDPA rows (whose per-token part does not depend on the length) give it, over two token counts."""
+    from trainlint.estimator.costmodel import autocast_layer_adjustment
+
+    measured = _calibration("amp_activations.json")
+    (b1, s1), (b2, s2) = measured["shapes"]
+    t1, t2 = b1 * s1, b2 * s2
+    for arch_id, kernels in measured["layers"].items():
+        arch = find_architecture(arch_id)
+        sdpa = [amp - pure for amp, pure in zip(kernels["sdpa"]["amp"], kernels["sdpa"]["bf16"])]
+        casts = (sdpa[0] - sdpa[1]) / (1 / t1 - 1 / t2)  # the weight casts, bytes per layer and hidden unit
+        for attention, rows in kernels.items():
+            amp, pure = rows["amp"], rows["bf16"]
+            for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
+                plan = Plan(model=arch, dtype="amp-bf16", attention=attention)
+                assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)

@@ -196,3 +196,128 @@ def test_layers_built_by_helper_functions_are_counted():
     stem = 3 * 64 * 9 + 2 * 64
     net = (16 * 128 * 16 + 2 * 128) + (128 * 64 * 16 + 2 * 64)
     assert reason is None and architecture.published_params == stem + net
+
+
+def _deepspeed_script(config: str) -> str:
+    return PLAIN + f'\nimport deepspeed\nengine, *_ = deepspeed.initialize(model=model, config="{config}")\n'
+
+
+def test_deepspeed_configs_are_read_only_inside_the_workspace(tmp_path):
+    import os
+
+    from trainlint.analysis.workspace import Workspace
+
+    stage3 = json.dumps({"zero_optimization": {"stage": 3}})
+    workspace, outside = tmp_path / "project", tmp_path / "elsewhere"
+    (workspace / "scripts").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "ds.json").write_text(stage3, encoding="utf-8")
+    (workspace / "ds.json").write_text(stage3, encoding="utf-8")
+    os.symlink(outside / "ds.json", workspace / "link.json")
+    script = workspace / "scripts" / "train.py"
+    script.write_text("", encoding="utf-8")
+
+    def sharding(config: str):
+        module = ModuleAnalysis(_deepspeed_script(config), str(script), workspace=Workspace([workspace]))
+        found = read_inputs(module).found()
+        return found["sharding"].value if "sharding" in found else None
+
+    assert sharding("ds.json") == "zero3"  # relative to the workspace root
+    assert sharding("../ds.json") == "zero3"  # relative to the script, still inside
+    assert sharding(str(workspace / "ds.json")) == "zero3"  # absolute, inside
+    assert sharding(str(outside / "ds.json")) is None  # absolute, outside
+    assert sharding("../../elsewhere/ds.json") is None  # a `..` chain out of the workspace
+    assert sharding("link.json") is None  # a symlink out
+    os.mkfifo(workspace / "fifo.json")
+    assert sharding("fifo.json") is None  # never blocks on a FIFO
+
+
+def test_a_huge_or_deeply_nested_deepspeed_config_is_unknown_and_tl601_still_runs(tmp_path):
+    (tmp_path / "deep.json").write_text('{"zero_optimization": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    (tmp_path / "huge.json").write_text('{"zero_optimization": {"stage": 3}, "pad": "' + "x" * 2_000_000 + '"}', encoding="utf-8")
+    script = _FULL_FT.replace("MODEL", "meta-llama/Meta-Llama-3-8B")
+    for config in ("deep.json", "huge.json"):
+        path = tmp_path / f"train_{config[:4]}.py"
+        path.write_text(script + f'engine, *_ = deepspeed.initialize(model=model, config="{config}")\n', encoding="utf-8")
+        found = read_inputs(ModuleAnalysis(path.read_text(), str(path))).found()
+        assert "sharding" not in found
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "check", "--target-gpu", "t4", "--format", "json", str(path)],
+            capture_output=True, text=True, check=False,
+        )
+        assert "Traceback" not in result.stderr
+        findings = json.loads(result.stdout)["findings"]
+        assert "TL601" in [finding["code"] for finding in findings], findings
+        assert not any("internal error" in finding["message"] for finding in findings), findings
+
+
+_FULL_FT = textwrap.dedent(
+    """\
+    import deepspeed
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("MODEL", torch_dtype=torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for batch in loader:
+        model(**batch).loss.backward()
+    """
+)
+
+
+def test_absurd_numbers_in_a_script_are_unknown(tmp_path):
+    for literal in ("10**100000", "1e999", "float('inf')", "float('nan')", "2**64", "10**30", "-4", "0.5", "9" * 5000, "int(1e400)"):
+        script = tmp_path / "train.py"
+        script.write_text(
+            _FULL_FT.replace("MODEL", "gpt2") + f"batch_size = {literal}\nloader = DataLoader(ds, batch_size=batch_size)\n",
+            encoding="utf-8",
+        )
+        found = read_inputs(ModuleAnalysis(script.read_text(), str(script))).found()
+        assert "batch_size" not in found, literal[:20]
+        estimate = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--format", "json"],
+            capture_output=True, text=True, check=False, timeout=60,
+        )
+        assert estimate.returncode in (0, 1) and "Traceback" not in estimate.stderr, (literal, estimate.stderr)
+        report = json.loads(estimate.stdout)
+        assert report["inputs"]["batch_size"]["source"] == "assumed"
+        assert any("not a usable size" in note for note in report["notes"]), (literal, report["notes"])
+        check = subprocess.run(
+            [sys.executable, "-m", "trainlint", "check", "--target-gpu", "t4", "--format", "json", str(script)],
+            capture_output=True, text=True, check=False, timeout=60,
+        )
+        assert "Traceback" not in check.stderr and "internal error" not in check.stdout, (literal, check.stdout, check.stderr)
+
+
+def test_a_model_class_with_an_astronomical_size_is_unknown():
+    from trainlint.estimator.custom_models import resolve_model
+
+    script = "import torch.nn as nn\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    script += "        self.fc = nn.Linear(1125899906842624, 1125899906842624)\n\nmodel = Net()\n"
+    module = ModuleAnalysis(script, "train.py")
+    read = read_inputs(module)
+    architecture, reason = resolve_model(module, read, plan_settings(read, {}))
+    assert architecture is None and "parameters" in reason
+
+
+def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read():
+    script = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_torch_fused", gradient_accumulation_steps=8)')
+    script = script.replace("LoraConfig(r=32,", "LoraConfig(r=32, lora_dropout=0.05,")
+    found = _read(script).found()
+    assert found["grad_accum"].value == 8 and found["lora_dropout"].value == 0.05 and found["foreach"].value is False
+    plain = _read(PLAIN.replace("momentum=0.9)", "momentum=0.9, foreach=True)") + "\nACCUMULATION_STEPS = 4\n").found()
+    assert plain["foreach"].value is True and plain["grad_accum"].value == 4
+    assert _read(QLORA).found()["lora_dropout"].value == 0.0, "peft's default"
+
+
+def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
+    from trainlint.estimator.architectures import find_architecture
+    from trainlint.estimator.costmodel import Plan, estimate
+
+    script = QLORA.replace("model.gradient_checkpointing_enable()", "model = prepare_model_for_kbit_training(model)")
+    found = _read(script).found()
+    assert found["kbit_prepared"].value is True and found["gradient_checkpointing"].value is True
+    arch = find_architecture("llama-3-8b")
+    plain = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16")).breakdown.weights.estimate
+    prepared = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16", kbit_prepared=True)).breakdown.weights.estimate
+    assert prepared - plain == 2 * (128_256 * 4096 * 2)  # embeddings and LM head: 2 more bytes each

@@ -288,6 +288,33 @@ async def test_a_model_outside_the_catalog_says_there_is_no_estimate(s: Session)
     assert hover is not None and "No estimate" in hover.contents.value and "no_such_net" in hover.contents.value
 
 
+async def test_without_a_model_the_hover_says_how_to_name_it_in_the_editor_and_one_hint_at_most(s: Session):
+    script = MODEL_SCRIPT.replace("models.resnet18(num_classes=10)", "AutoModelForCausalLM.from_pretrained(args.model)")
+    script = "from transformers import AutoModelForCausalLM\n" + script + "eval_loader = DataLoader(val_set, batch_size=64)\n"
+    uri = s.open("unnamed.py", script)
+    hover = await s.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(6, 2),
+    ))
+    assert hover is not None and "No estimate" in hover.contents.value
+    assert "# trainlint: model=" in hover.contents.value and "targetModel" in hover.contents.value
+    assert "--model" not in hover.contents.value, "a CLI flag is no advice in the editor"
+    everything = types.Range(start=types.Position(0, 0), end=types.Position(len(script.splitlines()), 0))
+    hints = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=everything,
+    ))
+    assert [hint.position.line for hint in hints] == [5], "one hint, on the line that builds the model"
+    no_model_line = s.open("loaders.py", "from torch.utils.data import DataLoader\nloader = DataLoader(train_set, batch_size=64)\n")
+    hints = await s.client.text_document_inlay_hint_async(types.InlayHintParams(
+        text_document=types.TextDocumentIdentifier(uri=no_model_line), range=everything,
+    ))
+    assert not hints
+    named = s.open("named.py", "# trainlint: model=gpt2\n" + script)
+    hover = await s.client.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=named), position=types.Position(7, 2),
+    ))
+    assert hover is not None and "gpt2" in hover.contents.value and "line 1: `# trainlint: model=gpt2`" in hover.contents.value
+
+
 async def test_columns_are_in_the_negotiated_encoding(s: Session):
     text = BUGGY.replace("history.append(loss)", "history.append(loss); note = '😋é'; history.append(loss)")
     uri = s.open("train.py", text)

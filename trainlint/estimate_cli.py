@@ -15,7 +15,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
     estimate.add_argument("script", nargs="?", metavar="SCRIPT", help="training script to read the configuration from")
-    estimate.add_argument("--model", help="catalog id or Hugging Face id (overrides the script's)")
+    estimate.add_argument(
+        "--model", metavar="NAME_OR_PATH",
+        help="a config.json or model folder, a Hugging Face id (read from the local cache, else the catalog), "
+        "or a catalog id; overrides the script's",
+    )
     estimate.add_argument("--batch-size", type=positive_int, help="per-device micro-batch (default 1)")
     estimate.add_argument("--seq-len", type=positive_int, help="tokens per sample (default: the model's maximum)")
     estimate.add_argument("--image-size", type=positive_int, help="image side in pixels (vision models)")
@@ -23,8 +27,16 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--optimizer", choices=OPTIMIZERS, help="default adamw")
     estimate.add_argument("--lora-rank", type=positive_int)
     estimate.add_argument("--lora-targets", type=comma_list, metavar="NAMES", help="e.g. q_proj,v_proj")
+    estimate.add_argument("--lora-dropout", type=float, metavar="P", help="LoraConfig's lora_dropout (default: unknown)")
+    estimate.add_argument("--grad-accum", type=positive_int, metavar="N", help="gradient accumulation steps (default 1)")
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
+    estimate.add_argument(
+        "--activation-checkpointing", metavar="full|selective|every-N",
+        help="checkpoint every layer (full, the same as --gradient-checkpointing), every layer keeping its matmul "
+        "and attention outputs (selective), or every N-th layer (every-2, ...)",
+    )
+    estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
@@ -59,22 +71,40 @@ def run_estimate(args: argparse.Namespace) -> int:
         "model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
         "dtype": args.dtype, "optimizer": args.optimizer, "lora_rank": args.lora_rank,
         "lora_targets": tuple(args.lora_targets) if args.lora_targets else None, "quant": args.quant,
+        "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None,
     }
+    if args.activation_checkpointing == "selective":
+        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, "selective"
+    elif args.activation_checkpointing is not None:
+        every = _checkpoint_every(args.activation_checkpointing)
+        if every is None:
+            return _unknown(args, f"--activation-checkpointing takes full, selective or every-N, not {args.activation_checkpointing!r}")
+        overrides["gradient_checkpointing"], overrides["checkpoint_every"] = True, every
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
     if architecture is None:
-        return _unknown(args, f"{reason}: there is no honest number to give")
+        hint = " (name it with --model, or a `# trainlint: model=...` comment in the script)" if planned.model_name is None else ""
+        return _unknown(args, f"{reason}{hint}: there is no honest number to give")
     settings = dict(planned.settings)
     settings["gpus"] = target.count
     try:
-        report = build(Plan(model=architecture, **settings), target, planned.inputs)
+        report = build(Plan(model=architecture, **settings), target, planned.inputs, planned.notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
+    if report.verdict == "unknown":
+        return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _checkpoint_every(text: str) -> int | None:
+    if text == "full":
+        return 1
+    head, _, count = text.partition("-")
+    return int(count) if head == "every" and count.isdigit() and int(count) >= 1 else None
 
 
 def _read_script(path: str):
@@ -93,7 +123,11 @@ def _read_script(path: str):
         return f"cannot read {path}: {error}"
     except DecodeError as error:
         return f"cannot read {path}: {error}"
-    module = ModuleAnalysis(text, path, workspace=Workspace([Path(path).resolve().parent]))
+    # The workspace: the script's folder, and the current folder when the script lies under it (a config
+    # named relative to the project root, as the script is run from there).
+    folder, here = Path(path).resolve().parent, Path.cwd().resolve()
+    roots = [folder, here] if folder == here or here in folder.parents else [folder]
+    module = ModuleAnalysis(text, path, workspace=Workspace(roots))
     return module, read_inputs(module)
 
 

@@ -169,13 +169,16 @@ def _gpu_like_dropout():
 
 def measure(
     a: dict, attention: str, batch: int, seq: int, dropout: float,
-    image_size: int | None = None, use_cache: bool = False,
+    image_size: int | None = None, use_cache: bool = False, transform=None,
 ) -> dict:
-    """Bytes of unique saved storages, by region, for one forward + loss."""
+    """Bytes of unique saved storages, by region, for one forward + loss. ``transform``: applied to the
+    built model (freezing it, adding adapters) before the forward."""
     with FakeTensorMode(allow_non_fake_inputs=False), _gpu_like_dropout(), _not_tracing():
         config = _config(a, LAYERS, dropout, image_size)
         with no_init_weights():  # initial values do not matter, and ViT's trunc_normal_ reads data
             model = _model(a, config, attention)
+            if transform is not None:
+                model = transform(model)
         model.train()
         params = {p.untyped_storage()._cdata for p in model.parameters()}
         params |= {b.untyped_storage()._cdata for b in model.buffers()}

@@ -39,11 +39,19 @@ def plan_for(run: dict) -> Plan:
         seq = (size // arch.patch_size) ** 2 + 1
     lora = run.get("lora")
     extra = {"lora_rank": lora["rank"], "lora_targets": tuple(lora["targets"])} if lora else {}
+    if lora:
+        extra["lora_dropout"] = lora.get("dropout", 0.0)
+    if run.get("mode") == "generate":
+        new_tokens = run.get("new_tokens") or 0
+        extra.update(max_context=seq + new_tokens)
+    if run.get("fsdp"):
+        extra.update(sharding="fsdp", gpus=1)
     return Plan(
-        model=arch, mode="train", batch_size=run["batch_size"], seq_len=seq, image_size=run.get("image_size"),
+        model=arch, mode=run.get("mode", "train"), batch_size=run["batch_size"], seq_len=seq, image_size=run.get("image_size"),
         dtype=run["dtype"], optimizer=run["optimizer"], quant=run.get("quant"),
         gradient_checkpointing=bool(run.get("gradient_checkpointing")), attention=run.get("attention") or "sdpa",
-        dropout=run.get("dropout"), **extra,
+        dropout=run.get("dropout"), grad_accum=run.get("accumulate", 1), foreach=False if run.get("fused") else None,
+        **extra,
     )
 
 

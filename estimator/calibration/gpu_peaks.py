@@ -42,10 +42,22 @@ LLAMA_ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pro
 
 
 def _spec(model, batch, seq, dtype, optimizer="adamw", *, gc=False, attention="sdpa", lora=None, quant=None,
-          image_size=None, expect=15, timeout=90):
+          image_size=None, expect=15, timeout=90, mode="train", new_tokens=None, cache=None, fsdp=False,
+          accumulate=1, fused=False):
     """One configuration. ``expect``: seconds it is expected to take (start it only if that much budget is
-    left); ``timeout``: seconds after which its subprocess is killed."""
-    parts = [model, f"b{batch}-" + (f"img{image_size}" if image_size else f"s{seq}"), dtype, optimizer]
+    left); ``timeout``: seconds after which its subprocess is killed. ``mode`` "generate": ``new_tokens``
+    greedy tokens after a ``seq``-token prompt (``cache`` "static": transformers' StaticCache); ``fsdp``:
+    FSDP2 ``fully_shard`` on one rank (each layer, then the root); ``accumulate``: micro-batches per
+    optimizer step; ``fused``: the fused optimizer."""
+    parts = [model, f"b{batch}-" + (f"img{image_size}" if image_size else f"s{seq}"), dtype, optimizer if mode == "train" else mode]
+    if new_tokens:
+        parts.append(f"new{new_tokens}" + (f"-{cache}" if cache else ""))
+    if fsdp:
+        parts.append("fsdp1rank")
+    if accumulate > 1:
+        parts.append(f"accum{accumulate}")
+    if fused:
+        parts.append("fused")
     if attention:
         parts.append(attention)
     if gc:
@@ -58,7 +70,8 @@ def _spec(model, batch, seq, dtype, optimizer="adamw", *, gc=False, attention="s
     return {
         "id": "/".join(parts), "model": model, "batch_size": batch, "seq_len": seq, "image_size": image_size,
         "dtype": dtype, "optimizer": optimizer, "gradient_checkpointing": gc, "attention": attention,
-        "lora": lora, "quant": quant, "expect": expect, "timeout": timeout,
+        "lora": lora, "quant": quant, "expect": expect, "timeout": timeout, "mode": mode, "new_tokens": new_tokens,
+        "cache": cache, "fsdp": fsdp, "accumulate": accumulate, "fused": fused,
     }
 
 
@@ -89,6 +102,18 @@ MATRIX = [
     _spec("gpt2-medium", 8, 1024, "amp-bf16"),
     _spec("phi-2", 4, 2048, "bf16", expect=30),
     _spec("phi-3-mini-4k", 4, 2048, "bf16", gc=True, expect=35),
+    # QLoRA without checkpointing (bitsandbytes keeps each quantised linear's input), the peak phases
+    # (accumulated gradients, the fused step without its parameter-sized temporary), FSDP on one rank,
+    # and generation with a dynamic and a static KV cache
+    _spec("llama-3.2-1b", 2, 1024, "bf16", lora=_lora(), quant="nf4-dq", expect=30, timeout=120),
+    _spec("llama-3.2-1b", 4, 1024, "bf16", accumulate=2),
+    _spec("llama-3.2-1b", 1, 128, "bf16", fused=True),
+    _spec("llama-3.2-1b", 1, 128, "bf16"),
+    _spec("llama-3.2-1b", 4, 1024, "bf16", fsdp=True, expect=30, timeout=120),
+    _spec("llama-3.2-1b", 4, 1024, "amp-bf16", fsdp=True, expect=30, timeout=120),
+    _spec("llama-3.2-1b", 4, 512, "bf16", mode="generate", new_tokens=256, expect=30, timeout=120),
+    _spec("llama-3.2-1b", 4, 512, "bf16", mode="generate", new_tokens=256, cache="static", expect=45, timeout=150),
+    _spec("llama-3-8b", 1, 1024, "bf16", mode="generate", new_tokens=128, quant="nf4-dq", expect=60, timeout=180),
     # one setting at a time
     _spec("llama-3.2-1b", 2, 1024, "amp-bf16", attention="eager"),
     _spec("llama-3.2-1b", 4, 2048, "bf16", "sgd"),
@@ -341,6 +366,7 @@ def worker(spec: dict, dry_run: bool) -> dict:
         a = _tiny(a)
         spec = {**spec, "batch_size": min(spec["batch_size"], 2),
                 "seq_len": min(spec["seq_len"], 64) if spec["seq_len"] else None,
+                "new_tokens": min(spec["new_tokens"], 16) if spec.get("new_tokens") else None,
                 "image_size": a.get("image_size", 32) if spec["image_size"] else None}
     cuda = not dry_run
     if cuda and not torch.cuda.is_available():
@@ -382,14 +408,20 @@ def worker(spec: dict, dry_run: bool) -> dict:
                                  target_modules=list(lora["targets"]), bias="none")
         model = peft.get_peft_model(model, config)  # peft >= 0.12 keeps adapters in fp32 (autocast_adapter_dtype)
         out["peft"] = peft.__version__
+    if spec.get("mode") == "generate":
+        return _generate(model, spec, out, torch, device, baseline)
+    if spec.get("fsdp"):
+        _fully_shard_one_rank(model, torch, device)
+        out["fsdp"] = "fully_shard on one rank"
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     out["params"] = sum(p.numel() for p in model.parameters())
     out["trainable_params"] = sum(p.numel() for p in trainable)
     out["trainable_dtype"] = str(trainable[0].dtype).replace("torch.", "") if trainable else None
     out["weight_dtype"] = str(weight_dtype).replace("torch.", "")
+    fused = {"fused": True} if spec.get("fused") else {}
     optimizer = {
-        "adamw": lambda: torch.optim.AdamW(trainable, lr=1e-5),
+        "adamw": lambda: torch.optim.AdamW(trainable, lr=1e-5, **fused),
         "adam": lambda: torch.optim.Adam(trainable, lr=1e-5),
         "sgd": lambda: torch.optim.SGD(trainable, lr=1e-4),
         "sgd-momentum": lambda: torch.optim.SGD(trainable, lr=1e-4, momentum=0.9),
@@ -419,9 +451,10 @@ def worker(spec: dict, dry_run: bool) -> dict:
             start = time.perf_counter()
             if cuda:
                 torch.cuda.reset_peak_memory_stats()  # max over the steps = the peak since the first reset
-            with autocast():
-                loss = loss_of()
-            loss.backward()
+            for _micro in range(spec.get("accumulate", 1)):
+                with autocast():
+                    loss = loss_of()
+                loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(float(loss.detach().float().item()))
@@ -451,6 +484,64 @@ def worker(spec: dict, dry_run: bool) -> dict:
         if out["process"] is not None:
             out["process_overhead"] = out["process"] - out["reserved_end"]  # context, cuBLAS/cuDNN workspaces
     else:
+        out["cpu_max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return out
+
+
+def _fully_shard_one_rank(model, torch, device) -> None:
+    """FSDP2 on a one-process group: the gathers, reduce-scatters and their buffers, without sharding."""
+    import torch.distributed as dist
+
+    try:
+        from torch.distributed.fsdp import fully_shard
+    except ImportError:
+        raise Skip("this torch has no torch.distributed.fsdp.fully_shard") from None
+    if not dist.is_initialized():
+        store = tempfile.NamedTemporaryFile(prefix="gpu_peaks_store_", delete=False)
+        store.close()
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, init_method=f"file://{store.name}", rank=0, world_size=1)
+    layers = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    for layer in (layers[0] if layers else []):
+        fully_shard(layer)
+    fully_shard(model)
+
+
+def _generate(model, spec: dict, out: dict, torch, device, baseline) -> dict:
+    """Greedy generation after a prompt of ``seq_len`` tokens; the peak over the whole call."""
+    model.eval()
+    vocab = model.config.vocab_size
+    prompt = torch.randint(0, vocab, (spec["batch_size"], spec["seq_len"]), device=device)
+    kwargs = {"max_new_tokens": spec["new_tokens"], "do_sample": False, "min_new_tokens": spec["new_tokens"]}
+    if spec.get("cache") == "static":
+        kwargs["cache_implementation"] = "static"
+    out["params"] = sum(p.numel() for p in model.parameters())
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        out["allocated_before"] = torch.cuda.memory_allocated()
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            generated = model.generate(prompt, attention_mask=torch.ones_like(prompt), **kwargs)
+    except torch.cuda.OutOfMemoryError as error:
+        out["error"] = f"OutOfMemoryError: {str(error)[:400]}"
+        out["allocated_at_oom"] = torch.cuda.max_memory_allocated()
+        return out
+    out["generated_tokens"] = int(generated.shape[1] - prompt.shape[1])
+    out["step_seconds"] = [round(time.perf_counter() - start, 3)]
+    if cuda:
+        torch.cuda.synchronize()
+        out["allocated"] = torch.cuda.max_memory_allocated()
+        out["reserved"] = torch.cuda.max_memory_reserved()
+        out["process"], out["process_source"] = _process_memory(torch, os.getpid())
+        if out["process"] is not None:
+            out["process_overhead"] = out["process"] - torch.cuda.memory_reserved()
+    else:
+        import resource
+
         out["cpu_max_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return out
 
@@ -527,7 +618,7 @@ def _write(path: Path, result: dict) -> None:
 
 
 RUN_KEYS = ("id", "model", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "gradient_checkpointing",
-            "attention", "lora", "quant")
+            "attention", "lora", "quant", "mode", "new_tokens", "cache", "fsdp", "accumulate", "fused")
 
 
 def _gib(value) -> str:

@@ -86,33 +86,47 @@ def _decoder_config(a: dict) -> transformers.PretrainedConfig:
     raise KeyError(family)
 
 
-def _build(a: dict) -> torch.nn.Module:
-    family, kind = a["family"], a["kind"]
-    if kind == "decoder":
-        return transformers.AutoModelForCausalLM.from_config(_decoder_config(a))
+def encoder_config(a: dict) -> transformers.PretrainedConfig:
+    """The config of a BERT-like encoder or a T5 model from the catalog's fields."""
+    family = a["family"]
     if family in ("bert", "roberta", "xlm-roberta"):
         config_class = transformers.CONFIG_MAPPING[family]
-        config = config_class(
+        return config_class(
             vocab_size=a["vocab"], hidden_size=a["hidden"], num_hidden_layers=a["layers"],
             num_attention_heads=a["heads"], intermediate_size=a["intermediate"],
             max_position_embeddings=a["learned_positions"], type_vocab_size=a["token_types"],
         )
-        return transformers.AutoModel.from_config(config)
     if family == "distilbert":
-        config = transformers.DistilBertConfig(
+        return transformers.DistilBertConfig(
             vocab_size=a["vocab"], dim=a["hidden"], n_layers=a["layers"], n_heads=a["heads"],
             hidden_dim=a["intermediate"], max_position_embeddings=a["learned_positions"],
         )
-        return transformers.AutoModel.from_config(config)
     if family == "t5":
-        config = transformers.T5Config(
+        return transformers.T5Config(
             vocab_size=a["vocab"], d_model=a["hidden"], d_kv=a["head_dim"], d_ff=a["intermediate"],
             num_layers=a["encoder_layers"], num_decoder_layers=a["decoder_layers"], num_heads=a["heads"],
             relative_attention_num_buckets=a["relative_attention_buckets"],
             feed_forward_proj="gated-gelu" if a.get("gated_mlp", True) else "relu",
             tie_word_embeddings=a.get("tied_embeddings", False),
         )
+    raise KeyError(family)
+
+
+def model_for(config: transformers.PretrainedConfig) -> torch.nn.Module:
+    """The model class the catalog counts for a config: a causal LM, T5 with its head, an encoder without."""
+    if config.model_type == "t5":
         return transformers.T5ForConditionalGeneration(config)
+    if config.model_type in ("bert", "roberta", "xlm-roberta", "distilbert"):
+        return transformers.AutoModel.from_config(config)
+    return transformers.AutoModelForCausalLM.from_config(config)
+
+
+def _build(a: dict) -> torch.nn.Module:
+    family, kind = a["family"], a["kind"]
+    if kind == "decoder":
+        return transformers.AutoModelForCausalLM.from_config(_decoder_config(a))
+    if family in ("bert", "roberta", "xlm-roberta", "distilbert", "t5"):
+        return model_for(encoder_config(a))
     if family == "bart":
         config = transformers.BartConfig(
             vocab_size=a["vocab"], d_model=a["hidden"], encoder_layers=a["encoder_layers"],
@@ -150,11 +164,16 @@ def _build(a: dict) -> torch.nn.Module:
     raise KeyError(family)
 
 
-def count(a: dict) -> int:
+def meta_count(build) -> int:
+    """Parameters of the module ``build()`` makes on the meta device (a tied weight counted once, as
+    num_parameters() does)."""
     with torch.device("meta"):
-        model = _build(a)
-    # parameters() yields a tied weight once, as num_parameters() does
+        model = build()
     return sum(p.numel() for p in model.parameters())
+
+
+def count(a: dict) -> int:
+    return meta_count(lambda: _build(a))
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
  */
 
 /** Settings the server understands (server/settings.py); `path` and `interpreter` are the extension's own. */
-export const SERVER_SETTING_KEYS = ["targetGpu", "select", "ignore", "severity", "run", "debounceMs", "inlayHints"] as const;
+export const SERVER_SETTING_KEYS = ["targetGpu", "targetModel", "select", "ignore", "severity", "run", "debounceMs", "inlayHints"] as const;
 
 export type ServerSettings = Partial<Record<(typeof SERVER_SETTING_KEYS)[number], unknown>>;
 

@@ -1,0 +1,79 @@
+"""Diffusion pipelines: every component counted, inference at a resolution peaks in a denoising step or
+the VAE decode, offload and tiling change what is resident, the denoiser trains in full or with LoRA."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator.architectures import find_architecture
+from trainlint.estimator.costmodel import GIB, Plan, estimate
+from trainlint.estimator.diffusion import pipeline_of, pipeline_params
+from trainlint.estimator.hardware import resolve_target
+from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.report import build
+
+DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "data" / "diffusion_pipelines.json").read_text())
+PUBLISHED_DENOISERS = {"sd-1.5": 859_520_964, "sd-2.1": 865_910_724, "sdxl": 2_567_463_684, "sd-3-medium": 2_028_328_000}
+
+
+@pytest.mark.parametrize("name", ["sd-1.5", "sd-2.1", "sdxl", "sd-3-medium", "flux.1-dev"])
+def test_each_pipeline_answers_with_all_its_components(name):
+    arch = next(a for a in (find_architecture(alias) for alias in (name, f"{name}-unet")) if a is not None)
+    pipeline = pipeline_of(arch)
+    assert pipeline is not None and pipeline.components["denoiser"] == arch.published_params
+    if name in PUBLISHED_DENOISERS:
+        assert arch.published_params == PUBLISHED_DENOISERS[name]
+    result = estimate(Plan(model=arch, mode="infer", dtype="fp16"))
+    assert result.params == pipeline_params(arch) > arch.published_params  # text encoders and the VAE too
+    assert result.breakdown.weights.estimate == 2 * result.params
+
+
+def test_resolution_guidance_offload_and_tiling():
+    sdxl = find_architecture("stabilityai/stable-diffusion-xl-base-1.0")
+    base = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", image_size=1024))
+    large = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", image_size=2048))
+    assert large.breakdown.activations.estimate == pytest.approx(4 * base.breakdown.activations.estimate)
+    tiled = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", image_size=2048, vae_tiling=True))
+    assert tiled.breakdown.activations.estimate < large.breakdown.activations.estimate / 2
+    offloaded = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", cpu_offload=True)).breakdown.weights.estimate
+    assert offloaded == 2 * pipeline_of(sdxl).components["denoiser"]  # one component at a time: the UNet is the largest
+    report = build(Plan(model=sdxl, mode="infer", dtype="fp32", image_size=2048, batch_size=4), resolve_target("t4"), {})
+    changes = [remedy.change for remedy in report.remedies]
+    assert any("VAE tiling" in change for change in changes) and any("CPU offload" in change for change in changes)
+
+
+def test_the_denoiser_trains_in_full_or_with_lora():
+    sd = find_architecture("sd-1.5")
+    full = estimate(Plan(model=sd, mode="train", dtype="amp-fp16", image_size=512, batch_size=4))
+    lora = estimate(Plan(model=sd, mode="train", dtype="fp16", image_size=512, batch_size=4, lora_rank=8))
+    assert lora.trainable_params == 8 * DATA["pipelines"]["sd-1.5"]["lora_params_per_rank"]
+    assert full.trainable_params == DATA["pipelines"]["sd-1.5"]["components"]["denoiser"]
+    assert lora.allocated.estimate < full.allocated.estimate
+    checkpointed = estimate(Plan(model=sd, mode="train", dtype="amp-fp16", image_size=512, batch_size=4, gradient_checkpointing=True))
+    assert checkpointed.breakdown.activations.estimate < full.breakdown.activations.estimate / 3
+
+
+def test_a_diffusers_script_is_read():
+    script = textwrap.dedent(
+        """\
+        import torch
+        from diffusers import DiffusionPipeline
+
+        pipe = DiffusionPipeline.from_pretrained("stabilityai/stable-diffusion-xl-base-1.0", torch_dtype=torch.float16)
+        pipe.enable_model_cpu_offload()
+        pipe.enable_vae_tiling()
+        images = pipe("a lighthouse at dusk", height=1536, width=1536, num_images_per_prompt=2).images
+        """
+    )
+    found = read_inputs(ModuleAnalysis(script, "generate.py")).found()
+    assert found["model"].value == "stabilityai/stable-diffusion-xl-base-1.0" and found["dtype"].value == "fp16"
+    assert found["mode"].value == "infer" and found["image_size"].value == 1536 and found["batch_size"].value == 2
+    assert found["cpu_offload"].value is True and found["vae_tiling"].value is True
+    planned = plan_settings(read_inputs(ModuleAnalysis(script, "generate.py")), {})
+    result = estimate(Plan(model=find_architecture(planned.model_name), **planned.settings))
+    assert result.process.high < 16 * GIB
