@@ -103,6 +103,7 @@ class Workspace:
 
     def _analysis(self, path: Path, depth: int) -> "ModuleAnalysis | None":
         from .engine import DecodeError, decode_source
+        from .files import UnreadableFile, read_bounded
         from .module import ModuleAnalysis
 
         stamp = _stamp(path)
@@ -116,9 +117,9 @@ class Workspace:
                 return None  # an import cycle
             self._resolving.add(path)
             try:
-                text = decode_source(path.read_bytes())
+                text = decode_source(read_bounded(path, MAX_RESOLVED_BYTES))  # a FIFO or a device never blocks
                 module = ModuleAnalysis(text, str(path), workspace=self, foreign=True)
-            except (OSError, DecodeError, ValueError, RecursionError):
+            except (OSError, UnreadableFile, DecodeError, ValueError, RecursionError):
                 return None
             finally:
                 self._resolving.discard(path)

@@ -9,11 +9,11 @@ than a config ever is. Anything else is unknown, with the reason; nothing is fet
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any, Iterable
+
+from trainlint.analysis.files import UnreadableFile, read_bounded
 
 MAX_JSON_BYTES = 1_000_000
 MAX_JSON_DEPTH = 32
@@ -41,19 +41,9 @@ def read_json(path: Path, roots: Iterable[Path] | None = None) -> Any:
     """The JSON document in ``path``; ``roots``: the folders it must resolve into (None: anywhere)."""
     resolved = inside(Path(path), [Path(root).resolve() for root in roots]) if roots is not None else Path(path)
     try:
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # a FIFO must not block the open
-        descriptor = os.open(resolved, flags)
-    except OSError as error:
-        raise Unreadable(f"cannot read {path}: {error.strerror or error}") from error
-    with os.fdopen(descriptor, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable(f"{path} is not a regular file")
-        if info.st_size > MAX_JSON_BYTES:
-            raise Unreadable(f"{path} is larger than {MAX_JSON_BYTES:,} bytes")
-        data = handle.read(MAX_JSON_BYTES + 1)
-    if len(data) > MAX_JSON_BYTES:
-        raise Unreadable(f"{path} is larger than {MAX_JSON_BYTES:,} bytes")
+        data = read_bounded(resolved, MAX_JSON_BYTES)
+    except UnreadableFile as error:
+        raise Unreadable(f"cannot read {path}: {error}") from error
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

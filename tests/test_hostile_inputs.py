@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.files import MAX_SOURCE_BYTES
+from trainlint.analysis.files import MAX_SOURCE_BYTES
 
 LIMIT_S = 60  # far above what any case needs (about a second): only a hang reaches it
 # TL101: the stored outputs keep their graphs (nothing backwards them)

@@ -47,7 +47,7 @@ from trainlint.config import (
     without_engine_codes,
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
-from trainlint.files import UnreadableFile, limit_for, read_bounded, replace_file
+from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.fixing import SourceFile, fix_until_stable, unified_diff
 from trainlint.output import Report, repository_root
 from trainlint.output.github import render_github

@@ -24,7 +24,7 @@ from trainlint.analysis.engine import ENGINE_CODES
 from trainlint.analysis.model import Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.selection import resolve_selector
-from trainlint.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
+from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -20,7 +20,7 @@ from typing import Callable, Protocol, Sequence
 import pathspec
 
 from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
-from trainlint.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
+from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
