@@ -9,7 +9,7 @@ import {
   type ServerOptions,
   ShowMessageNotification,
 } from "vscode-languageclient/node";
-import { describe, resolveServerCommand, type ServerCommand } from "./serverCommand";
+import { describe, IMPORT_CHECK_ARGS, moduleArgs, resolveServerCommand, type ServerCommand } from "./serverCommand";
 import { initializationOptions, SERVER_SETTING_KEYS, serverSettings, summarizeVram } from "./settings";
 
 const SECTION = "trainlint";
@@ -186,10 +186,10 @@ async function pythonFromExtension(): Promise<string[] | undefined> {
   }
 }
 
-/** Whether `<python> -m trainlint` works; if the module is missing, offers to install it (then restarts). */
+/** Whether `<python>` can import trainlint; if the module is missing, offers to install it (then restarts). */
 async function hasTrainlint(resolved: ServerCommand): Promise<boolean> {
   const python = resolved.python ?? [resolved.command];
-  const check = await run(python, ["-c", "import trainlint.server.server"]);
+  const check = await run(python, IMPORT_CHECK_ARGS);
   if (check.ok) return true;
   output.appendLine(`trainlint: ${describe({ command: python[0], args: python.slice(1) })} cannot import trainlint: ${check.output.trim()}`);
   if (check.notFound) {
@@ -207,7 +207,7 @@ async function hasTrainlint(resolved: ServerCommand): Promise<boolean> {
   if (choice !== "Install") return false;
   const installed = await vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: "Installing trainlint (pip install trainlint)..." },
-    () => run(python, ["-m", "pip", "install", "trainlint"], true),
+    () => run(python, moduleArgs("pip", ["install", "trainlint"]), true),
   );
   if (!installed.ok) {
     output.show();
