@@ -36,6 +36,17 @@ from typing import TypeVar
 
 import pytest
 
+try:
+    import selenium
+    from selenium import webdriver
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+except ImportError:  # the fixture fails and says how to install it
+    selenium = None
+
 ROOT = Path(__file__).resolve().parents[1]
 E2E = ROOT / "tests" / "vscode"
 NODE = E2E / "node_modules" / ".bin" / "node"
@@ -124,7 +135,8 @@ def _servers(workspace: Path) -> list[list[str]]:
 
 
 class Session:
-    """A code-server and a Chromium on it; every wait shares one deadline, and a failed wait says what it saw."""
+    """A code-server and a Chromium on it. Every wait shares one deadline; a failed one says what it waited for,
+    with a screenshot and the ends of code-server's log and of the trainlint output channel."""
 
     def __init__(self, base: Path, output: Path) -> None:
         self.base = base
@@ -191,8 +203,6 @@ class Session:
             start_new_session=True,  # its process group: the extension host and the trainlint server end with it
         )
         address = self.until("code-server to listen", lambda: self._listening(), timeout=30)
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
 
         options = webdriver.ChromeOptions()
         options.binary_location = str(CHROMIUM)
@@ -235,8 +245,6 @@ class Session:
     # -- waiting, failing, recording ----------------------------------------------------------------
 
     def until(self, what: str, probe: Callable[[], T | None], timeout: float = STEP_TIMEOUT_S) -> T:
-        from selenium.common.exceptions import StaleElementReferenceException
-
         deadline = min(time.monotonic() + timeout, self.deadline)
         while True:
             try:
@@ -246,7 +254,8 @@ class Session:
             if value:
                 return value
             if time.monotonic() > deadline:
-                self.fail(f"timed out after {timeout if deadline < self.deadline else SESSION_BUDGET_S} s waiting for {what}")
+                budget = f"the session's {SESSION_BUDGET_S} s ran out" if deadline == self.deadline else f"timed out after {timeout} s"
+                self.fail(f"{budget} waiting for {what}")
             time.sleep(0.2)
 
     def fail(self, message: str) -> None:
@@ -280,8 +289,6 @@ class Session:
     # -- what a user does -------------------------------------------------------------------------
 
     def keys(self, *keys: str, modifiers: tuple[str, ...] = ()) -> None:
-        from selenium.webdriver.common.action_chains import ActionChains
-
         chain = ActionChains(self.driver)
         for modifier in modifiers:
             chain.key_down(modifier)
@@ -292,16 +299,12 @@ class Session:
 
     def go_to(self, line: int, column: int) -> None:
         """Ctrl+G, `line:column`, Enter."""
-        from selenium.webdriver.common.keys import Keys
-
         self.keys("g", modifiers=(Keys.CONTROL,))
         self.until("the Go to Line box", lambda: self.visible(".quick-input-widget input"))
         self.keys(f"{line}:{column}", Keys.ENTER)
         self.until(f"the cursor at line {line}", lambda: f"Ln {line}, Col {column}" in self.status_text())
 
     def visible(self, selector: str, within=None) -> list:
-        from selenium.webdriver.common.by import By
-
         return [element for element in (within or self.driver).find_elements(By.CSS_SELECTOR, selector) if element.is_displayed()]
 
     def editor_line(self, text: str, *, then_hints: bool = False):
@@ -315,23 +318,21 @@ class Session:
                 return line
         return None
 
-    def squiggles_on(self, line, kind: str) -> list:
-        """The `kind` squiggles (`warning`, `error`, `info`) drawn on the rendered line."""
+    def squiggles_at(self, text: str, kind: str) -> list | None:
+        """The `kind` squiggles (`warning`, `error`, `info`) drawn on the line with this text; None: no such line shown."""
+        line = self.editor_line(text)
+        if line is None:
+            return None
         top, height = line.rect["y"], line.rect["height"]
         return [s for s in self.visible(f".monaco-editor .squiggly-{kind}") if top - 1 <= s.rect["y"] + s.rect["height"] / 2 <= top + height + 1]
 
     def hover(self, element, contains: str) -> str:
-        from selenium.webdriver.common.action_chains import ActionChains
-
         ActionChains(self.driver).move_to_element(element).perform()
         hovers = self.until(f"a hover containing {contains!r}", lambda: [h for h in self.visible(".monaco-hover") if contains in h.text])
         return hovers[0].text
 
     def move_away(self) -> None:
         """The mouse onto the title bar and Escape: no hover stays open."""
-        from selenium.webdriver.common.action_chains import ActionChains
-        from selenium.webdriver.common.keys import Keys
-
         ActionChains(self.driver).move_to_element(self.visible(".part.titlebar")[0]).perform()
         self.keys(Keys.ESCAPE)
         self.until("the hover to close", lambda: not self.visible(".monaco-hover") or None)
@@ -348,8 +349,6 @@ class Session:
 
 def _run(session: Session) -> dict:
     """The user's walk through VS Code; returns what it showed."""
-    from selenium.webdriver.common.keys import Keys
-
     record: dict = {}
     workspace = session.workspace
     original = (workspace / "train.py").read_text(encoding="utf-8")
@@ -365,8 +364,7 @@ def _run(session: Session) -> dict:
     session.mark("open the workbench and the file")
 
     session.go_to(76, 23)
-    line = session.until("line 76 in the editor", lambda: session.editor_line(TL101_LINE))
-    squiggle = session.until("the TL101 squiggle on line 76", lambda: session.squiggles_on(session.editor_line(TL101_LINE), "warning"))
+    squiggle = session.until("the TL101 squiggle on line 76", lambda: session.squiggles_at(TL101_LINE, "warning"))
     session.mark("squiggles")
     session.shot("squiggles")
     record["squiggle_hover"] = session.hover(squiggle[0], "TL101")
@@ -376,7 +374,6 @@ def _run(session: Session) -> dict:
     session.keys("m", modifiers=(Keys.CONTROL, Keys.SHIFT))
     session.until("TL101 at line 76 in the Problems panel", lambda: any("TL101" in row and "[Ln 76, Col 23]" in row for row in session.problem_rows()))
     record["problems"] = session.problem_rows()
-    record["problem_count"] = session.status_items().get("status.problems", "")
     session.shot("problems")
 
     # back to the editor, where the cursor still is on `loss`; a move makes VS Code ask for code actions there
@@ -392,7 +389,7 @@ def _run(session: Session) -> dict:
         session.fail(f"no TL101 quick fix in the menu: {record['code_actions']}")
     fix.click()
     session.until("line 76 to read `total_loss += loss.detach()`", lambda: session.editor_line(FIXED_LINE))
-    session.until("the TL101 squiggle on line 76 to go", lambda: not session.squiggles_on(session.editor_line(FIXED_LINE), "warning") or None)
+    session.until("the TL101 squiggle on line 76 to go", lambda: session.squiggles_at(FIXED_LINE, "warning") == [])
     session.until("TL101 at line 76 to leave the Problems panel", lambda: not any("[Ln 76, Col 23]" in row for row in session.problem_rows()) or None)
     record["problems_after_fix"] = session.problem_rows()
     session.shot("fixed")
@@ -406,8 +403,6 @@ def _run(session: Session) -> dict:
     session.until("the panel to close", lambda: not session.visible(".markers-panel") or None)
     session.go_to(101, 5)
     model_line = session.until("line 101 in the editor", lambda: session.editor_line(MODEL_LINE, then_hints=True))
-    from selenium.webdriver.common.by import By
-
     token = next(span for span in model_line.find_elements(By.CSS_SELECTOR, "span > span") if "from_pretrained" in span.text)
     record["vram_hover"] = session.hover(token, "VRAM")
     record["inlay_hint"] = model_line.text.replace("\xa0", " ")[len(MODEL_LINE):].strip()
@@ -436,17 +431,16 @@ def _run(session: Session) -> dict:
         lambda: (servers := _servers(workspace)) and all(argv[1] == "-c" for argv in servers) and servers,
     )
     session.shot("settings")
-    record["notifications"] = [toast.text for toast in session.visible(".notifications-toasts .notification-toast")]
+    notifications = [toast.text for toast in session.visible(".notifications-toasts .notification-toast")]
     session.keys(Keys.ESCAPE)
     session.until("the Settings editor to close", lambda: not session.visible(".settings-editor") or None)
     session.keys("1", modifiers=(Keys.CONTROL,))
     session.keys("z", modifiers=(Keys.CONTROL,))  # undo the fix: only the new server can report TL101 again
     session.go_to(76, 23)
-    session.until(
-        "the restarted server's TL101 squiggle on line 76",
-        lambda: (line := session.editor_line(TL101_LINE)) and session.squiggles_on(line, "warning"),
-    )
+    session.until("the restarted server's TL101 squiggle on line 76", lambda: session.squiggles_at(TL101_LINE, "warning"))
     session.shot("restarted")
+    notifications += [toast.text for toast in session.visible(".notifications-toasts .notification-toast")]
+    record["notifications"] = notifications
     record["output_channel"] = session.trainlint_output()
     session.mark("restart with trainlint.interpreter")
     record["imported"] = _imported_modules(workspace)
@@ -457,9 +451,7 @@ def _run(session: Session) -> dict:
 def session(tmp_path_factory) -> dict:
     for path, what in ((NODE, "code-server's Node.js"), (CODE_SERVER, "code-server"), (CHROMIUM, "Chromium"), (CHROMEDRIVER, "chromedriver")):
         _require(path, what)
-    try:
-        import selenium
-    except ImportError:
+    if selenium is None:
         pytest.fail(f"selenium is not installed for {sys.executable}: install the dev extra (`make install-dev`)")
     vsix = _vsix()
     if OUTPUT.exists():
