@@ -103,8 +103,9 @@ def _vsix() -> Path:
     return vsix
 
 
-def _version(command: list[str]) -> str:
-    return subprocess.run(command, capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[0]
+def _version(command: list[str], environment: dict[str, str] | None = None) -> str:
+    run = subprocess.run(command, capture_output=True, text=True, timeout=30, env=environment, stdin=subprocess.DEVNULL)
+    return run.stdout.strip().splitlines()[-1]  # code-server may first log that it wrote its config
 
 
 def _plant_hostile_modules(workspace: Path) -> None:
@@ -178,7 +179,7 @@ class Session:
         for scope, settings in (("User", USER_SETTINGS), ("Machine", MACHINE_SETTINGS)):
             (self.user_data / scope).mkdir(parents=True)
             (self.user_data / scope / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-        self.home.mkdir()
+        self.home.mkdir(exist_ok=True)  # `code-server --version` may have written its config there
         install = subprocess.run(
             self.code_server("--install-extension", str(vsix)),
             capture_output=True, text=True, timeout=60, env=self.environment(), cwd=self.base, stdin=subprocess.DEVNULL,
@@ -457,15 +458,15 @@ def session(tmp_path_factory) -> dict:
     if OUTPUT.exists():
         shutil.rmtree(OUTPUT)
     OUTPUT.mkdir(parents=True)
+    started = time.monotonic()
+    run = Session(tmp_path_factory.mktemp("vscode-e2e"), OUTPUT)
     versions = {
-        "code-server": _version([str(NODE), str(CODE_SERVER), "--version"]),
+        "code-server": _version([str(NODE), str(CODE_SERVER), "--version"], run.environment()),
         "node": _version([str(NODE), "--version"]),
         "chromium": _version([str(CHROMIUM), "--version"]),
         "chromedriver": _version([str(CHROMEDRIVER), "--version"]),
         "selenium": selenium.__version__,
     }
-    started = time.monotonic()
-    run = Session(tmp_path_factory.mktemp("vscode-e2e"), OUTPUT)
     try:
         run.prepare(vsix)
         run.start()
@@ -477,7 +478,6 @@ def session(tmp_path_factory) -> dict:
             encoding="utf-8",
         )
     record["versions"] = versions
-    record["workspace"] = run.workspace
     if os.environ.get("TRAINLINT_README_IMAGES") == "1":
         images = ROOT / "docs" / "images"
         images.mkdir(exist_ok=True)
