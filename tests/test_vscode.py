@@ -215,7 +215,8 @@ class Session:
             "--no-first-run", "--no-default-browser-check", f"--user-data-dir={self.base / 'chromium'}",
         ):
             options.add_argument(argument)
-        self.driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER), log_output=str(self.output / "chromedriver.log")), options=options)
+        service = Service(str(CHROMEDRIVER), log_output=str(self.output / "chromedriver.log"), env=self.environment())
+        self.driver = webdriver.Chrome(service=service, options=options)
         self.driver.set_page_load_timeout(STEP_TIMEOUT_S)
         # --window-size is the outer size, even headless: make the page itself WINDOW big
         chrome = self.driver.execute_script("return [window.outerWidth - window.innerWidth, window.outerHeight - window.innerHeight]")
