@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
+VSIX := vscode-extension/trainlint-$(shell sed -n 's/^  "version": "\(.*\)",$$/\1/p' vscode-extension/package.json).vsix
 
-.PHONY: run test install install-dev lint clean vsix
+.PHONY: run test install install-dev lint clean vsix vscode-e2e-deps debian-packages readme-images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,14 +31,47 @@ run: install
 	@$(BIN)/trainlint check examples/buggy examples/fixed; status=$$?; test $$status -le 1
 
 # The VS Code extension's checks drive the real server through the client library's transport;
-# TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/).
-test: install-dev
+# TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/). tests/test_vscode.py runs the
+# .vsix in a real VS Code (code-server) driven by a headless Chromium: vscode-e2e-deps installs those.
+test: install-dev vscode-e2e-deps $(VSIX)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run typecheck && npm run lint && TRAINLINT_PYTHON=$(CURDIR)/$(BIN)/python npm test
 
-# The VS Code extension package (vscode-extension/trainlint-<version>.vsix).
-vsix:
+# The VS Code extension package (vscode-extension/trainlint-<version>.vsix), rebuilt when its sources change.
+$(VSIX): vscode-extension/package.json vscode-extension/package-lock.json vscode-extension/README.md $(wildcard vscode-extension/src/*.ts)
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run package
+vsix: $(VSIX)
+
+# What tests/test_vscode.py needs besides the dev extra (selenium): Debian's Chromium and its driver,
+# and code-server with the Node.js major version it requires, from npm (tests/vscode/package.json).
+# code-server's postinstall builds VS Code's native modules (libkrb5-dev for kerberos) against that
+# Node.js's own headers (npm_config_nodedir: the machine's npm config may name another Node.js's).
+E2E := tests/vscode
+E2E_DEBIAN_PACKAGES := chromium chromium-driver build-essential pkg-config libkrb5-dev
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+vscode-e2e-deps: debian-packages $(E2E)/node_modules/.installed
+
+# Installs only the packages that are missing, so a second run does nothing.
+debian-packages:
+	@missing="$$(for package in $(E2E_DEBIAN_PACKAGES); do \
+		dpkg-query -W -f='$${db:Status-Status}' $$package 2>/dev/null | grep -qx installed || echo $$package; done)"; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing Debian packages:" $$missing; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json | debian-packages
+	cd $(E2E) && npm ci --ignore-scripts --no-audit --no-fund
+	cd $(E2E) && node_dir="$$(dirname "$$(dirname "$$(readlink -f node_modules/.bin/node)")")" && \
+		PATH="$$node_dir/bin:$$PATH" npm_config_nodedir="$$node_dir" npm rebuild --foreground-scripts > node_modules/.build.log 2>&1 || \
+		{ tail -40 node_modules/.build.log; echo "code-server's install failed: $(E2E)/node_modules/.build.log"; exit 1; }
+	touch $@
+
+# Refreshes the README's VS Code screenshots (docs/images/) from a run of the end-to-end test.
+readme-images: install-dev vscode-e2e-deps $(VSIX)
+	TRAINLINT_README_IMAGES=1 $(BIN)/python -m pytest -q tests/test_vscode.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache $(E2E)/node_modules

@@ -9,7 +9,7 @@ import {
   type ServerOptions,
   ShowMessageNotification,
 } from "vscode-languageclient/node";
-import { describe, resolveServerCommand, type ServerCommand } from "./serverCommand";
+import { describe, IMPORT_CHECK_ARGS, moduleArgs, resolveServerCommand, type ServerCommand } from "./serverCommand";
 import { initializationOptions, SERVER_SETTING_KEYS, serverSettings, summarizeVram } from "./settings";
 
 const SECTION = "trainlint";
@@ -34,6 +34,8 @@ let output: vscode.OutputChannel;
 let client: LanguageClient | undefined;
 let statusBar: vscode.StatusBarItem;
 let restarting: Promise<void> = Promise.resolve();
+/** `trainlint.path` and `trainlint.interpreter` as they were when the running server was started. */
+let startedWith = "";
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("trainlint");
@@ -85,6 +87,7 @@ async function startServer(): Promise<void> {
     await old.stop().catch((error) => output.appendLine(`trainlint: stopping the server failed: ${error}`));
   }
   statusBar.hide();
+  startedWith = commandSettings();
   const resolved = await serverCommand();
   output.appendLine(`trainlint: starting ${describe(resolved)} (from ${resolved.source})`);
   if (resolved.python !== undefined && !(await hasTrainlint(resolved))) {
@@ -101,13 +104,16 @@ async function startServer(): Promise<void> {
     synchronize: { configurationSection: SECTION },
     outputChannel: output,
     middleware: {
-      // The server pulls the `trainlint` section; it knows nothing of `path` / `interpreter` and would warn.
       workspace: {
+        // The server pulls the `trainlint` section; it knows nothing of `path` / `interpreter` and would warn.
         configuration: async (params, token, next) => {
           const answers = await next(params, token);
           if (!Array.isArray(answers)) return answers;
           return answers.map((answer, index) => (params.items[index]?.section === SECTION ? serverSettings(answer) : answer));
         },
+        // A changed path or interpreter replaces this server (see activate): telling it about the change would
+        // race its shutdown and pop up "Sending notification workspace/didChangeConfiguration failed".
+        didChangeConfiguration: (sections, next) => (commandSettings() === startedWith ? next(sections) : Promise.resolve()),
       },
       // Bare calls (command palette, status bar) get the active document's URI.
       executeCommand: (command, args, next) => {
@@ -138,6 +144,11 @@ async function startServer(): Promise<void> {
     return;
   }
   void updateStatusBar();
+}
+
+function commandSettings(): string {
+  const config = vscode.workspace.getConfiguration(SECTION);
+  return JSON.stringify([config.get("path"), config.get("interpreter")]);
 }
 
 function settingsSection(): Record<string, unknown> {
@@ -186,10 +197,10 @@ async function pythonFromExtension(): Promise<string[] | undefined> {
   }
 }
 
-/** Whether `<python> -m trainlint` works; if the module is missing, offers to install it (then restarts). */
+/** Whether `<python>` can import trainlint; if the module is missing, offers to install it (then restarts). */
 async function hasTrainlint(resolved: ServerCommand): Promise<boolean> {
   const python = resolved.python ?? [resolved.command];
-  const check = await run(python, ["-c", "import trainlint.server.server"]);
+  const check = await run(python, IMPORT_CHECK_ARGS);
   if (check.ok) return true;
   output.appendLine(`trainlint: ${describe({ command: python[0], args: python.slice(1) })} cannot import trainlint: ${check.output.trim()}`);
   if (check.notFound) {
@@ -207,7 +218,7 @@ async function hasTrainlint(resolved: ServerCommand): Promise<boolean> {
   if (choice !== "Install") return false;
   const installed = await vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: "Installing trainlint (pip install trainlint)..." },
-    () => run(python, ["-m", "pip", "install", "trainlint"], true),
+    () => run(python, moduleArgs("pip", ["install", "trainlint"]), true),
   );
   if (!installed.ok) {
     output.show();

@@ -4,8 +4,8 @@
  *
  * The Python that runs the server: $TRAINLINT_PYTHON, else ../.venv/bin/python next to this folder.
  */
-import { type ChildProcessWithoutNullStreams, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { createMessageConnection, type MessageConnection, StreamMessageReader, StreamMessageWriter } from "vscode-jsonrpc/node";
 import { initializationOptions, serverSettings, summarizeVram } from "../src/settings";
-import { resolveServerCommand } from "../src/serverCommand";
+import { IMPORT_CHECK_ARGS, moduleArgs, resolveServerCommand } from "../src/serverCommand";
 
 const EXTENSION_ROOT = resolve(__dirname, "..", "..");
 const PYTHON = process.env.TRAINLINT_PYTHON || resolve(EXTENSION_ROOT, "..", ".venv", "bin", "python");
@@ -33,6 +33,28 @@ for step in range(100):
     optimizer.step()
     history.append(loss)
 `;
+
+/**
+ * What a hostile workspace plants to shadow the modules the server (and the extension's checks) import: the
+ * standard library's `json` and `venv`, `libcst`, `runpy` and `pip`, and trainlint itself. Each, if imported,
+ * leaves a marker file next to itself.
+ */
+const HOSTILE_MODULES = ["json.py", "venv.py", "libcst.py", "runpy.py", "pip.py", join("trainlint", "__init__.py")];
+
+function plantHostileModules(folder: string): void {
+  for (const module of HOSTILE_MODULES) {
+    mkdirSync(join(folder, module, ".."), { recursive: true });
+    writeFileSync(join(folder, module), "open(__file__ + '.imported', 'w').close()\n");
+  }
+}
+
+/** The hostile modules that were imported (their markers), relative to the folder. */
+function importedModules(folder: string): string[] {
+  return readdirSync(folder, { recursive: true, encoding: "utf8" })
+    .filter((name) => name.endsWith(".imported"))
+    .map((name) => name.slice(0, -".imported".length))
+    .sort();
+}
 
 interface Position { line: number; character: number }
 interface Range { start: Position; end: Position }
@@ -80,6 +102,35 @@ function withTimeout<T>(promise: PromiseLike<T>, what: string): Promise<T> {
   return Promise.race([Promise.resolve(promise), timeout]).finally(() => clearTimeout(timer));
 }
 
+describe("a hostile workspace", () => {
+  let folder: string;
+  before(() => {
+    assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set TRAINLINT_PYTHON to one with trainlint installed`);
+    folder = mkdtempSync(join(tmpdir(), "trainlint-hostile-"));
+  });
+  after(() => rmSync(folder, { recursive: true, force: true }));
+
+  const runIn = (args: string[]) => spawnSync(PYTHON, args, { cwd: folder, encoding: "utf8", timeout: TIMEOUT_MS });
+
+  test("its modules are imported by a plain `python -m` there (what the guard prevents)", () => {
+    plantHostileModules(folder);
+    runIn(["-m", "trainlint", "--version"]);
+    assert.ok(importedModules(folder).includes(join("trainlint", "__init__.py")), `the workspace's trainlint/ was not imported: ${importedModules(folder)}`);
+    rmSync(folder, { recursive: true, force: true });
+    mkdirSync(folder);
+  });
+
+  test("the extension's import check and its pip command import nothing from it", () => {
+    plantHostileModules(folder);
+    const check = runIn(IMPORT_CHECK_ARGS);
+    assert.equal(check.status, 0, check.stderr);
+    const pip = runIn(moduleArgs("pip", ["--version"]));
+    assert.equal(pip.status, 0, pip.stderr);
+    assert.match(pip.stdout, /^pip /);
+    assert.deepEqual(importedModules(folder), []);
+  });
+});
+
 describe("applyEdits", () => {
   test("applies edits against the original text, last first", () => {
     const text = "ab\ncd\n";
@@ -106,6 +157,7 @@ describe("trainlint server over stdio", () => {
 
   before(async () => {
     folder = mkdtempSync(join(tmpdir(), "trainlint-vscode-"));
+    plantHostileModules(folder); // the server runs in the workspace folder, as the language client starts it
     const command = resolveServerCommand({ interpreter: PYTHON });
     server = spawn(command.command, command.args, { cwd: folder });
     server.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
@@ -256,6 +308,10 @@ describe("trainlint server over stdio", () => {
     }
     assert.match(summary.text ?? "", /^VRAM: gpt2 · [\d.]+ GiB · (FITS|TIGHT|OOM|UNKNOWN)$/, summary.tooltip);
     assert.match(summary.tooltip, /T4/);
+  });
+
+  test("nothing in the workspace was imported by the server", () => {
+    assert.deepEqual(importedModules(folder), [], `server stderr:\n${stderr}`);
   });
 
   test("the default settings raised no warnings", () => {

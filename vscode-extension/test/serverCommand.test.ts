@@ -1,7 +1,7 @@
 /** Unit tests of the pure modules: which server command runs, and what the server is sent. */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { describe as describeCommand, expandPath, resolveServerCommand } from "../src/serverCommand";
+import { describe as describeCommand, expandPath, IMPORT_CHECK_ARGS, moduleArgs, resolveServerCommand, SERVER_ARGS } from "../src/serverCommand";
 import { initializationOptions, serverSettings, summarizeVram } from "../src/settings";
 
 describe("resolveServerCommand", () => {
@@ -13,7 +13,7 @@ describe("resolveServerCommand", () => {
   test("trainlint.interpreter comes before the Python extension", () => {
     const command = resolveServerCommand({ path: "", interpreter: "/usr/bin/python3" }, { pythonExtension: ["/env/bin/python"] });
     assert.equal(command.command, "/usr/bin/python3");
-    assert.deepEqual(command.args, ["-m", "trainlint", "server"]);
+    assert.deepEqual(command.args, SERVER_ARGS);
     assert.deepEqual(command.python, ["/usr/bin/python3"]);
     assert.equal(command.source, "trainlint.interpreter");
   });
@@ -21,7 +21,7 @@ describe("resolveServerCommand", () => {
   test("the Python extension's command may have several words", () => {
     const command = resolveServerCommand({}, { pythonExtension: ["conda", "run", "-n", "ml", "python"] });
     assert.equal(command.command, "conda");
-    assert.deepEqual(command.args, ["run", "-n", "ml", "python", "-m", "trainlint", "server"]);
+    assert.deepEqual(command.args, ["run", "-n", "ml", "python", ...SERVER_ARGS]);
     assert.equal(command.source, "python extension");
   });
 
@@ -38,6 +38,24 @@ describe("resolveServerCommand", () => {
     assert.equal(expandPath("${userHome}/x", env), "/home/me/x");
     assert.equal(expandPath("/a~b", env), "/a~b");
     assert.equal(resolveServerCommand({ interpreter: "${workspaceFolder}/.venv/bin/python" }, env).command, "/work/project/.venv/bin/python");
+  });
+
+  test("a Python runs trainlint without -m: a guard takes the working directory off sys.path first", () => {
+    const guard = /^import sys; sys\.path\[:\] = \[entry for entry in sys\.path if entry != ''\]; /;
+    for (const settings of [{ interpreter: "/usr/bin/python3" }, {}]) {
+      const { args } = resolveServerCommand(settings, { pythonExtension: [] });
+      assert.ok(!args.includes("-m"), `-m imports from the working directory: ${args}`);
+      assert.equal(args[0], "-c");
+      assert.match(args[1], guard);
+      assert.match(args[1], /; import runpy; runpy\.run_module\('trainlint', run_name='__main__', alter_sys=True\)$/);
+      assert.deepEqual(args.slice(2), ["server"]);
+    }
+    // the same guard in front of the import check and of `pip install`
+    assert.match(IMPORT_CHECK_ARGS[1], guard);
+    const pip = moduleArgs("pip", ["install", "trainlint"]);
+    assert.match(pip[1], guard);
+    assert.deepEqual(pip.slice(2), ["install", "trainlint"]);
+    assert.ok(!SERVER_ARGS[1].includes('"'), "no double quotes: Windows command lines quote with them");
   });
 
   test("describe quotes words with spaces", () => {
