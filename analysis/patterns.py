@@ -134,6 +134,15 @@ def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | Non
     return tuple(conditions)
 
 
+_TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
+
+
+def is_test_file(path: str) -> bool:
+    """A test suite's file (``tests/``, ``test_*.py``, ``*_test.py``, ``conftest.py``): it exercises
+    models with tiny inputs on purpose, it is not a training or evaluation run."""
+    return _TEST_FILE.search(path) is not None
+
+
 _CLEARING_NAME = re.compile(r"^_?(?:zero_?grads?|clear_?grads?|reset_?grads?|_foreach_zero_)$")
 _GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
 

@@ -184,3 +184,41 @@ def test_an_edit_reparses_only_the_statements_it_touched():
     fresh = ModuleAnalysis(edited_text, "t.py")
     rules = select_rules(settings)
     assert findings_for(after, settings, rules) == findings_for(fresh, settings, rules)
+
+
+def test_a_test_suite_is_not_a_training_run():
+    # diffusers' tests call an attention block without eval() and draw dummy images from numpy:
+    # unit tests exercise modules on purpose; evaluation-mode, grad and seeding rules leave them alone.
+    test_module = textwrap.dedent(
+        """\
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+                self.drop = nn.Dropout(0.1)
+
+            def forward(self, x):
+                return self.drop(self.proj(x))
+
+        def test_block_output_shape():
+            block = Block()
+            with torch.no_grad():
+                out = block(torch.from_numpy(np.random.rand(2, 4).astype("float32")))
+            assert out.shape == (2, 4)
+
+        def test_block_trains():
+            block = Block()
+            torch.manual_seed(0)
+            block(torch.randn(2, 4)).sum().backward()
+            assert block.proj.weight.grad is not None
+        """
+    )
+    rules = {"TL102", "TL208", "TL401"}
+    as_test = {f.code for f in analyze_source(test_module, "tests/models/test_block.py")} & rules
+    as_script = {f.code for f in analyze_source(test_module, "train_block.py")} & rules
+    assert as_test == set()
+    assert as_script, "outside a test suite the same code is reported"

@@ -22,7 +22,7 @@ from ..tree import walk as _walk
 from ..flow import CallEvent, Loop, ScopeAnalysis, _short
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
-from ..patterns import backward_target, calls_in, is_backward, is_optimizer_step
+from ..patterns import backward_target, calls_in, is_backward, is_optimizer_step, is_test_file
 from ..values import GRAPH, MODEL
 from .base import Fires, Quiet, Rule
 
@@ -38,7 +38,6 @@ _EVAL_DATA_WORDS = frozenset(
 # Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
 _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
 _WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
 
 
 class GradEnabledEval(Rule):
@@ -49,7 +48,7 @@ class GradEnabledEval(Rule):
 
     def check(self, ctx) -> None:
         module = ctx.module
-        if _TEST_FILE.search(module.path):
+        if is_test_file(module.path):
             return
         for scope in ctx.scopes:
             if scope.function is not None and _is_eval_name(scope.function.name):

@@ -19,7 +19,7 @@ from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
 from ..summary import ClassInfo
 from ..values import MODEL, Value
-from ..patterns import shortened
+from ..patterns import is_test_file, shortened
 from .base import Fires, Quiet, Rule
 
 _EVALUATION_FUNCTION = re.compile(
@@ -42,7 +42,7 @@ class MissingEvalMode(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
-        if ctx.module.framework_runs_loop is not None:
+        if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
         for scope in ctx.scopes:
             for call in scope.calls():

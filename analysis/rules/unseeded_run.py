@@ -32,7 +32,8 @@ from ..model import Severity
 from ..module import SEED_ALL_HELPERS, ModuleAnalysis
 from ..names import last_part
 from ..parsing import ParsedChunk
-from ..patterns import calls_in, first_written
+from ..patterns import calls_in, first_written, is_test_file
+from ..tree import walk as _walk
 from ..values import DDP, ENGINE, MODEL
 from .base import Fires, Quiet, Rule
 
@@ -289,9 +290,48 @@ class UnseededRun(Rule):
             """,
             severity=Severity.NOTE,
         ),
+        Fires(  # a sampler's generator seeded by host shards differently per host; it seeds no run: a note, not a partial seeding
+            """
+            import random
+
+            import torch
+
+            def collate(examples, is_train):
+                return [random.choice(e["captions"]) if is_train else e["captions"][0] for e in examples]
+
+            def main(model, dataset, optimizer, host_index):
+                g = torch.Generator()
+                g.manual_seed(host_index)
+                sampler = torch.utils.data.RandomSampler(dataset, generator=g)
+                for batch in torch.utils.data.DataLoader(dataset, sampler=sampler, collate_fn=lambda b: collate(b, True)):
+                    model(batch).mean().backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+            if __name__ == "__main__":
+                main(*setup())
+            """,
+            severity=Severity.NOTE,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # an image server draws a fresh seed per request on purpose
+            """
+            import random
+
+            import torch
+            from diffusers import StableDiffusion3Pipeline
+
+            def generate(shared, prompt):
+                generator = torch.Generator(device=shared.device)
+                generator.manual_seed(random.randint(0, 10_000_000))
+                return shared.pipeline(prompt, generator=generator).images[0]
+
+            if __name__ == "__main__":
+                generate(load_shared(), "a photo of a cat")
+            """
+        ),
         Quiet(
             """
             import random
@@ -445,8 +485,8 @@ def _verdict_statement(module: ModuleAnalysis) -> int | None:
 
 
 def _verdict(module: ModuleAnalysis) -> _Verdict | None:
-    if module.uses_hf_trainer:
-        return None
+    if module.uses_hf_trainer or is_test_file(module.path):
+        return None  # the Trainer seeds all three; a test suite is not a training run
     trains = bool(module.backward_calls)
     guard = _main_guard(module)
     module_level_backward = [call for call in module.backward_calls if call.scope.function is None]
@@ -454,11 +494,15 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
         return None  # a library: its callers own the seeding
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
-    for call in module.all_calls():
-        for library in _seeds(call, module):
-            seeded[library].append(call)
+    calls = list(module.all_calls())
+    seed_arguments = {id(node) for call in calls if call.method == "manual_seed" for arg in call.arg_nodes for node in _walk(arg.value)}
+    for call in calls:
+        if not _seeds_per_process(call):
+            for library in _seeds(call, module):
+                seeded[library].append(call)
         drawn = _draw(call)
-        if drawn is not None and not _draws_a_seed_or_port(call):
+        if drawn is not None and not _draws_a_seed_or_port(call) and id(call.node) not in seed_arguments:
+            # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
             used[drawn[0]].append((call, drawn[1]))
     if trains and not used[TORCH]:
         # training draws from torch anyway: weight initialisation, dropout
@@ -557,6 +601,15 @@ def _draws_a_seed_or_port(call: CallEvent) -> bool:
             targets = " ".join(call.chunk.code_for(target.target) for target in statement.targets)
             return bool(_SEED_OR_PORT.search(targets))
     return False
+
+
+def _seeds_per_process(call: CallEvent) -> bool:
+    """``g.manual_seed(xr.host_index())``: a generator seeded by the process's rank or host so that
+    each shards differently, not for reproducibility (a seed plus the rank names the seed)."""
+    if call.method != "manual_seed" or not call.arg_nodes:
+        return False
+    text = call.chunk.code_for(call.arg_nodes[0].value)
+    return "seed" not in text.lower() and (torchapi.mentions_rank(text) or "host_index" in text)
 
 
 def _has_seed_argument(call: CallEvent) -> bool:
