@@ -134,11 +134,11 @@ def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | Non
     return tuple(conditions)
 
 
-_TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
+_TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|testing[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
 
 
 def is_test_file(path: str) -> bool:
-    """A test suite's file (``tests/``, ``test_*.py``, ``*_test.py``, ``conftest.py``): it exercises
+    """A test suite's file (``tests/``, ``testing/``, ``test_*.py``, ``*_test.py``, ``conftest.py``): it exercises
     models with tiny inputs on purpose, it is not a training or evaluation run."""
     return _TEST_FILE.search(path) is not None
 

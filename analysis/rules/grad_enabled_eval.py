@@ -365,6 +365,22 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # "metadata inference" works out output shapes, it is no evaluation pass
+            """
+            import torch
+
+            class PipelineStage:
+                def __init__(self, submod: torch.nn.Module):
+                    self.submod = submod
+
+                def _forward_metadata_inference(self, args):
+                    outputs = self.submod(*args)
+                    return [(o.shape, o.dtype) for o in outputs]
+
+                def step(self, args):
+                    return self._forward_metadata_inference(args)
+            """
+        ),
         Quiet(  # decorated
             """
             import torch
@@ -545,8 +561,13 @@ def _words(text: str) -> set[str]:
     return {word.lower() for word in _WORD.findall(text)}
 
 
+# "shape inference", "metadata inference", "type inference" work out shapes and types, not predictions
+_NOT_EVAL_QUALIFIERS = frozenset({"shape", "shapes", "metadata", "meta", "type", "types", "dtype", "schema", "signature"})
+
+
 def _is_eval_name(name: str) -> bool:
-    return bool(_words(name) & _EVAL_NAME_WORDS)
+    words = _words(name)
+    return bool(words & _EVAL_NAME_WORDS) and not (words & _NOT_EVAL_QUALIFIERS and "inference" in words)
 
 
 def _is_eval_data(iterable_text: str) -> bool:

@@ -19,7 +19,7 @@ import libcst as cst
 
 from ..flow import CallEvent, Loop, ScopeAnalysis
 from ..model import Severity
-from ..patterns import calls_in, is_backward
+from ..patterns import calls_in, is_backward, is_test_file
 from .base import Fires, Quiet, Rule
 
 
@@ -29,6 +29,8 @@ class RetainGraphInLoop(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
+        if is_test_file(ctx.module.path):
+            return  # tests run backward repeatedly on one graph to check gradients and accumulation
         for scope in ctx.scopes:
             for call in scope.calls():
                 if not _retains(call) or not call.context.loops:

@@ -12,6 +12,8 @@ How to fix: test for absence explicitly, `if args.seed is not None:` (and
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from ..model import Severity
@@ -30,9 +32,9 @@ class SeedZeroIgnored(Rule):
         if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
             return
         for node in walk(ctx.chunk.module):
-            if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(node.body):
+            if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
                 self._report(ctx, node.test, "applies the seed only when it is truthy")
-            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(node.body):
+            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
                 self._report(ctx, node.test, "builds a seeded generator only when the seed is truthy")
             elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or) and _seed_name(node.left):
                 self._report_default(ctx, node)
@@ -72,12 +74,15 @@ def _seed_name(test: cst.BaseExpression) -> bool:
     return last == "seed" or last.endswith("_seed") or last.startswith("seed_")
 
 
-def _seeds_inside(node: cst.CSTNode) -> bool:
+def _seeds_inside(ctx, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
+    """A seeding call in ``node`` is given the tested value (`if args.seed: manual_seed(args.seed)`);
+    `if self.set_seed: set_rng_seed(hash(name))` tests a flag, and seed 0 is not at stake."""
+    name = re.compile(rf"(?<![\w.]){re.escape(ctx.chunk.code_for(tested))}(?!\w)")
     for inner in walk(node):
         if isinstance(inner, cst.Call):
             func = inner.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if "seed" in name.lower():
+            called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+            if "seed" in called.lower() and any(name.search(ctx.chunk.code_for(arg.value)) for arg in inner.args):
                 return True
     return False
 
@@ -158,6 +163,22 @@ SeedZeroIgnored.MUST_FIRE = (
 )
 
 SeedZeroIgnored.MUST_NOT_FIRE = (
+    Quiet(  # `set_seed` is a flag; the seed itself is computed, and 0 is never in question
+        """
+        import hashlib
+
+        class RepeatedSampler:
+            def __init__(self, test_fn, set_seed=True):
+                self.test_fn = test_fn
+                self.set_seed = set_seed
+
+            def __next__(self):
+                if self.set_seed:
+                    seed = int.from_bytes(hashlib.sha256(self.test_fn.__qualname__.encode()).digest()[:4], "little")
+                    set_rng_seed(seed)
+                return self.test_fn()
+        """
+    ),
     Quiet(
         """
         import torch
