@@ -520,11 +520,13 @@ async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> l
                 continue
             diagnostic = to_diagnostic(finding, positions, uri, ls._help_uri(finding))
             if finding.fix is not None:
+                # an unsafe fix is offered, never preferred: an editor applies preferred fixes unasked
+                unsafe = "" if finding.fix.safe else " (unsafe: check the result)"
                 actions.append(types.CodeAction(
-                    title=f"trainlint ({finding.code}): {finding.fix.description}",
+                    title=f"trainlint ({finding.code}): {finding.fix.description}{unsafe}",
                     kind=types.CodeActionKind.QuickFix,
                     diagnostics=[diagnostic],
-                    is_preferred=True,
+                    is_preferred=finding.fix.safe,
                     edit=types.WorkspaceEdit(changes={uri: [to_text_edit(e, positions) for e in finding.fix.edits]}),
                 ))
             if finding.code in ls.rules:
@@ -535,7 +537,7 @@ async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> l
                     edit=types.WorkspaceEdit(changes={uri: [_suppression_edit(analysis, positions, finding)]}),
                 ))
     fix_all_kinds = [kind for kind in (FIX_ALL_KIND, types.CodeActionKind.SourceFixAll) if only and wanted(kind)]
-    if (not only or fix_all_kinds) and any(finding.fix is not None for finding in analysis.findings):
+    if (not only or fix_all_kinds) and any(finding.fix is not None and finding.fix.safe for finding in analysis.findings):
         actions.append(types.CodeAction(
             title="trainlint: fix all auto-fixable problems",
             kind=FIX_ALL_KIND,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import codecs
+import json
 import resource
 import signal
 import stat
@@ -246,6 +247,68 @@ class TestFixCommand:
         (tmp_path / "feats.py").write_text(broken)
         assert main(["check", "--fix", "feats.py"]) == 1
         assert (tmp_path / "feats.py").read_text() == broken
+
+
+# TL101 twice: a tensor (a safe .detach()) and a Hugging Face output of unknown structure (unsafe).
+MIXED = """\
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("gpt2")
+losses, outputs_kept = [], []
+for batch in eval_dataloader:
+    outputs = model(**batch)
+    losses.append(outputs.loss)
+    outputs_kept.append(outputs)
+"""
+
+
+class TestSafeAndUnsafeFixes:
+    """ruff's model: --fix and --diff apply safe fixes; --unsafe-fixes opts in; --show-fixes says which is which."""
+
+    def test_fix_applies_only_the_safe_one_and_says_the_other_needs_opting_in(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(MIXED)
+        assert main(["check", "--fix", "--select", "TL101", "train.py"]) == 1
+        text = (tmp_path / "train.py").read_text()
+        assert "losses.append(outputs.loss.detach())" in text
+        assert "outputs_kept.append(outputs)\n" in text
+        out = capsys.readouterr().out
+        assert "Fixed 1 problem." in out
+        assert "unsafe: apply with --fix --unsafe-fixes" in out
+        assert "(1 more with --unsafe-fixes)" in out
+
+    def test_unsafe_fixes_opt_in(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(MIXED)
+        assert main(["check", "--fix", "--unsafe-fixes", "--select", "TL101", "train.py"]) == 0
+        assert "outputs_kept.append(outputs.detach())" in (tmp_path / "train.py").read_text()
+        assert "Fixed 2 problems." in capsys.readouterr().out
+
+    def test_show_fixes_lists_each_with_its_safety(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(MIXED)
+        assert main(["check", "--diff", "--show-fixes", "--unsafe-fixes", "--select", "TL101", "train.py"]) == 1
+        captured = capsys.readouterr()
+        assert "Would apply 2 fixes:" in captured.err
+        assert "train.py:8 TL101 (safe): detach before storing" in captured.err
+        assert "train.py:9 TL101 (unsafe): detach before storing" in captured.err
+        assert "+    outputs_kept.append(outputs.detach())" in captured.out
+        assert (tmp_path / "train.py").read_text() == MIXED
+
+    def test_json_says_which_fix_is_safe(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(MIXED)
+        main(["check", "--format", "json", "--select", "TL101", "train.py"])
+        document = json.loads(capsys.readouterr().out)
+        assert [f["fix"]["applicability"] for f in document["findings"]] == ["safe", "unsafe"]
+        assert document["summary"]["fixable"] == 1
+
+    def test_the_flags_need_fix_or_diff(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(MIXED)
+        assert main(["check", "--unsafe-fixes", "train.py"]) == 2
+        assert "--unsafe-fixes: needs --fix or --diff" in capsys.readouterr().err
 
 
 class TestAtomicWrites:

@@ -64,6 +64,7 @@ class TestJson:
                     "help": "store `.item()` for logging",
                     "fix": {
                         "description": "detach before storing",
+                        "applicability": "safe",
                         "edits": [{"line": 6, "column": 23, "end_line": 6, "end_column": 23, "new_text": ".detach()"}],
                     },
                 },
@@ -166,6 +167,7 @@ class TestSarif:
         assert related == [(5, "`loss` comes from `criterion(...)`"), (4, "the loop")]
         assert result["fixes"] == [{
             "description": {"text": "detach before storing"},
+            "properties": {"applicability": "safe"},
             "artifactChanges": [{
                 "artifactLocation": {"uri": "src/train.py", "uriBaseId": "%SRCROOT%"},
                 "replacements": [{

@@ -206,6 +206,29 @@ async def test_quick_fix_and_disable_actions(s: Session):
     assert "trainlint: fix all auto-fixable problems" in titles
 
 
+async def test_an_unsafe_fix_is_offered_but_never_preferred_nor_in_fix_all(s: Session):
+    text = (
+        "from transformers import AutoModelForCausalLM\n\n"
+        "model = AutoModelForCausalLM.from_pretrained(\"gpt2\")\n"
+        "kept = []\n"
+        "for batch in eval_dataloader:\n"
+        "    outputs = model(**batch)\n"
+        "    kept.append(outputs)\n"
+    )
+    uri = s.open("train.py", text)
+    diagnostics = await s.diagnostics(uri)
+    where = next(d for d in diagnostics if d.code == "TL101").range
+    actions = await s.client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=where,
+        context=types.CodeActionContext(diagnostics=diagnostics),
+    ))
+    quick = next(a for a in actions if a.title.startswith("trainlint (TL101)"))
+    assert not quick.is_preferred, "a ModelOutput has no .detach(): the editor must not apply this unasked"
+    assert "(unsafe" in quick.title
+    assert apply(text, quick.edit.changes[uri]).count("kept.append(outputs.detach())") == 1
+    assert not [a for a in actions if a.title == "trainlint: fix all auto-fixable problems"]
+
+
 async def test_fix_all_is_resolved_lazily_and_only_when_asked(s: Session):
     uri = s.open("train.py", BUGGY)
     await s.diagnostics(uri)

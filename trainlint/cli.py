@@ -48,7 +48,7 @@ from trainlint.config import (
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
 from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
-from trainlint.fixing import SourceFile, fix_until_stable, unified_diff
+from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
 from trainlint.output import Report, repository_root
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
@@ -109,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true", help="apply fixes to the files, then report what remains")
     fixing.add_argument("--diff", action="store_true", help="print the fixes as a diff without writing them")
+    check.add_argument("--unsafe-fixes", action="store_true",
+                       help="with --fix or --diff, apply unsafe fixes too (they may change behaviour or break the code)")
+    check.add_argument("--show-fixes", action="store_true",
+                       help="with --fix or --diff, list each fix and whether it is safe or unsafe")
     check.add_argument("--select", type=_comma_list, action="extend", metavar="RULES",
                        help="only these codes, prefixes or names (replaces the config's select)")
     check.add_argument("--extend-select", type=_comma_list, action="extend", metavar="RULES",
@@ -209,6 +213,7 @@ class _Task:
     ignored: frozenset[str]  # codes dropped after analysis (per-file-ignores, engine codes)
     fix: bool
     fail_on: Severity  # from the file's own configuration (or --fail-on)
+    unsafe: bool = False  # unsafe fixes are applied too (--unsafe-fixes)
     data: bytes | None = None  # stdin's content; None: read the file at path
     roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
 
@@ -223,6 +228,7 @@ class _Outcome:
     fix_count: int = 0
     fix_rejected: bool = False
     cells: dict[int, str] | None = None  # a notebook's code cells, to show findings in their own lines
+    applied: tuple[Finding, ...] = ()  # the findings whose fixes were applied, for --show-fixes
 
 
 def _run_task(task: _Task) -> _Outcome:
@@ -246,9 +252,9 @@ def _run_task(task: _Task) -> _Outcome:
         source = SourceFile.decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return _Outcome(task.path, findings, None)
-    if not task.fix or not any(finding.fix is not None for finding in findings):
+    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
         return _Outcome(task.path, findings, source.text if findings else None)
-    outcome = fix_until_stable(source.text, analyze, findings=findings)
+    outcome = fix_until_stable(source.text, analyze, findings=findings, unsafe=task.unsafe)
     changed = outcome.text != source.text
     return _Outcome(
         task.path,
@@ -258,6 +264,7 @@ def _run_task(task: _Task) -> _Outcome:
         diff=unified_diff(source.text, outcome.text, task.path) if changed else "",
         fix_count=outcome.resolved,
         fix_rejected=outcome.rejected,
+        applied=tuple(outcome.applied_findings),
     )
 
 
@@ -287,9 +294,9 @@ def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
         return _Outcome(task.path, [], None)
     findings = analyze(notebook.text)
     unfixed = _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None, cells=notebook.cell_sources())
-    if not task.fix or not any(finding.fix is not None for finding in findings):
+    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
         return unfixed
-    outcome = fix_until_stable(notebook.text, analyze, findings=findings)
+    outcome = fix_until_stable(notebook.text, analyze, findings=findings, unsafe=task.unsafe)
     try:
         fixed_raw = notebook.with_program(outcome.text)
     except NotebookError as error:
@@ -304,6 +311,7 @@ def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
         fixed=fixed_raw.encode("utf-8"),
         diff=unified_diff(raw, fixed_raw, task.path),
         fix_count=outcome.resolved, fix_rejected=outcome.rejected, cells=fixed.cell_sources(),
+        applied=tuple(_in_notebook(notebook, outcome.applied_findings)),
     )
 
 
@@ -464,6 +472,9 @@ def _check(args: argparse.Namespace) -> int:
             _check_path(given)
     settings = _Settings(args)
     fixing = args.fix or args.diff
+    if (args.unsafe_fixes or args.show_fixes) and not fixing:
+        raise UsageError(f"argument {'--unsafe-fixes' if args.unsafe_fixes else '--show-fixes'}: needs --fix or --diff", CHECK_PROG)
+    unsafe = args.unsafe_fixes
 
     if reading_stdin:
         name = args.stdin_filename or STDIN
@@ -473,7 +484,7 @@ def _check(args: argparse.Namespace) -> int:
             ignored |= options.config.per_file_ignores.codes_for(Path(name))
         roots = (str(options.config.root),)
         data = sys.stdin.buffer.read()
-        tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, data=data, roots=roots)]
+        tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, unsafe, data=data, roots=roots)]
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
@@ -485,7 +496,7 @@ def _check(args: argparse.Namespace) -> int:
             options = settings.for_path(Path(path))
             ignored = options.always_ignored | options.config.per_file_ignores.codes_for(Path(path))
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
-            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, roots=roots))
+            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
         _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
@@ -496,6 +507,8 @@ def _check(args: argparse.Namespace) -> int:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
                   "the result would not parse", file=sys.stderr)
+    if args.show_fixes:
+        _print_applied_fixes(outcomes, "Would apply" if args.diff else "Applied")
     if args.diff:
         status = _report_diff(args, outcomes)
         return 0 if args.exit_zero else status
@@ -513,6 +526,7 @@ def _check(args: argparse.Namespace) -> int:
         sources={_printable(outcome.path): outcome.text for outcome in outcomes if outcome.text is not None},
         cells={_printable(outcome.path): outcome.cells for outcome in outcomes if outcome.cells and outcome.findings},
         fixed=sum(outcome.fix_count for outcome in outcomes if outcome.fixed is not None),
+        unsafe_fixes=unsafe,
     )
     # With --fix on stdin, stdout carries the fixed source, so the report goes to stderr.
     stream = sys.stderr if args.fix and reading_stdin else sys.stdout
@@ -628,6 +642,20 @@ def _emit(args: argparse.Namespace, text: str, stream: TextIO) -> None:
     except OSError as error:
         problem = f"argument --output: cannot write {args.output}: {error.strerror or error}"
         raise UsageError(problem, CHECK_PROG) from None
+
+
+def _print_applied_fixes(outcomes: list[_Outcome], verb: str) -> None:
+    """--show-fixes: one line per fix, safe or unsafe, on stderr (stdout carries the diff or the report)."""
+    applied = [finding for outcome in outcomes for finding in outcome.applied]
+    if not applied:
+        print("No fixes applied." if verb == "Applied" else "No fixes to apply.", file=sys.stderr)
+        return
+    print(f"{verb} {len(applied)} fix{'es' * (len(applied) != 1)}:", file=sys.stderr)
+    for finding in applied:
+        assert finding.fix is not None
+        where = f"cell {finding.cell}:{finding.cell_line}" if finding.cell is not None else f"{finding.line}"
+        safety = "safe" if finding.fix.safe else "unsafe"
+        print(f"  {_printable(finding.path)}:{where} {finding.code} ({safety}): {finding.fix.description}", file=sys.stderr)
 
 
 def _report_diff(args: argparse.Namespace, outcomes: list[_Outcome]) -> int:

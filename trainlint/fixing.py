@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 
 import libcst
 
-from trainlint.analysis.model import Finding, Fix, TextEdit
+from trainlint.analysis.model import Finding, TextEdit
 
 MAX_ROUNDS = 10
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer, and so LibCST, counts as a line end
@@ -42,6 +42,7 @@ class FixOutcome:
     findings: list[Finding]  # what the final text still reports
     rejected: bool  # a round's result did not parse, so it was dropped
     resolved: int = 0  # problems the fixes made go away: a fix whose finding stays is not counted
+    applied_findings: tuple[Finding, ...] = ()  # the findings whose fixes were applied, in each round's positions
 
 
 def _line_starts(text: str) -> list[int]:
@@ -70,12 +71,18 @@ def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, in
     Returns the new text and how many groups were applied. Line breaks in new text follow the
     file's own (a CRLF file stays CRLF).
     """
+    new_text, taken = _apply_groups(text, fixes)
+    return new_text, len(taken)
+
+
+def _apply_groups(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, list[int]]:
+    """apply_edits, telling which groups (by position in ``fixes``) were applied."""
     starts = _line_starts(text)
     newline = _newline_of(text)
     taken: list[tuple[int, int]] = []
     accepted: list[tuple[int, int, str]] = []
-    applied = 0
-    for edits in fixes:
+    applied: list[int] = []
+    for index, edits in enumerate(fixes):
         ranges: list[tuple[int, int, str]] = []
         for edit in edits:
             start = _offset(starts, text, edit.line, edit.column)
@@ -88,7 +95,7 @@ def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, in
             if ranges and not any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[:i] + taken):
                 taken += spans
                 accepted += ranges
-                applied += 1
+                applied.append(index)
     pieces: list[str] = []
     position = 0
     for start, end, new_text in sorted(accepted, key=lambda item: (item[0], item[1])):
@@ -111,8 +118,14 @@ def applicable(finding: Finding, unsafe: bool = False) -> bool:
 def apply_fixes(text: str, findings: Iterable[Finding], *, unsafe: bool = False) -> tuple[str, int]:
     """Apply the safe fixes of ``findings`` (every fix with ``unsafe``), in position order, that do not
     collide with each other."""
-    fixes: list[Fix] = [finding.fix for finding in sorted(findings, key=Finding.sort_key) if applicable(finding, unsafe)]  # type: ignore[misc]
-    return apply_edits(text, (fix.edits for fix in fixes))
+    new_text, applied = _apply_findings(text, findings, unsafe)
+    return new_text, len(applied)
+
+
+def _apply_findings(text: str, findings: Iterable[Finding], unsafe: bool) -> tuple[str, list[Finding]]:
+    chosen = [finding for finding in sorted(findings, key=Finding.sort_key) if applicable(finding, unsafe)]
+    new_text, applied = _apply_groups(text, [finding.fix.edits for finding in chosen])  # type: ignore[union-attr]
+    return new_text, [chosen[index] for index in applied]
 
 
 def parses(text: str) -> bool:
@@ -142,21 +155,23 @@ def fix_until_stable(
         findings = analyze(text)
     before = Counter(finding.code for finding in findings)
     fixed_codes: set[str] = set()
+    applied_findings: list[Finding] = []
     applied = 0
     rejected = False
     for _ in range(max_rounds):
-        new_text, count = apply_fixes(text, findings, unsafe=unsafe)
-        if count == 0 or new_text == text:
+        new_text, taken = _apply_findings(text, findings, unsafe)
+        if not taken or new_text == text:
             break
         if not parses(new_text):
             rejected = True
             break
-        fixed_codes.update(finding.code for finding in findings if applicable(finding, unsafe))
-        text, applied = new_text, applied + count
+        fixed_codes.update(finding.code for finding in taken)
+        applied_findings.extend(taken)
+        text, applied = new_text, applied + len(taken)
         findings = analyze(text)
     after = Counter(finding.code for finding in findings)
     resolved = sum(max(0, before[code] - after[code]) for code in fixed_codes)
-    return FixOutcome(text, applied, findings, rejected=rejected, resolved=resolved)
+    return FixOutcome(text, applied, findings, rejected=rejected, resolved=resolved, applied_findings=tuple(applied_findings))
 
 
 def unified_diff(old: str, new: str, path: str) -> str:

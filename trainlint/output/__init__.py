@@ -18,7 +18,8 @@ class Report:
     findings: list[Finding]  # in output order: by file, then position
     files: int  # how many files were checked
     sources: Mapping[str, str] = field(default_factory=dict)  # path -> text, for files with findings
-    fixed: int = 0  # fixes applied by --fix
+    fixed: int = 0  # problems --fix resolved
+    unsafe_fixes: bool = False  # --unsafe-fixes: unsafe fixes count as fixable too
     cells: Mapping[str, Mapping[int, str]] = field(default_factory=dict)  # a notebook's path -> cell -> code
     _lines: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -27,7 +28,13 @@ class Report:
 
     @property
     def fixable(self) -> int:
-        return sum(1 for finding in self.findings if finding.fix is not None)
+        """Findings --fix would fix (with --unsafe-fixes, the unsafe ones too)."""
+        return sum(1 for finding in self.findings if finding.fix is not None and (finding.fix.safe or self.unsafe_fixes))
+
+    @property
+    def unsafe_fixable(self) -> int:
+        """Findings only --unsafe-fixes would fix."""
+        return 0 if self.unsafe_fixes else sum(1 for finding in self.findings if finding.fix is not None and not finding.fix.safe)
 
     def source_line(self, path: str, line: int) -> str | None:
         """One line of a file's text without its line break; None when unknown."""

@@ -62,6 +62,7 @@ def _fix(fix: Fix | None) -> dict[str, Any] | None:
         return None
     return {
         "description": fix.description,
+        "applicability": "safe" if fix.safe else "unsafe",
         "edits": [
             {
                 "line": edit.line,

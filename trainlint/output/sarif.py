@@ -128,6 +128,7 @@ def _result(finding: Finding, rule_index: int, cwd: Path, root: Path, fingerprin
         result["fixes"] = [
             {
                 "description": {"text": finding.fix.description},
+                "properties": {"applicability": "safe" if finding.fix.safe else "unsafe"},
                 "artifactChanges": [
                     {"artifactLocation": artifact, "replacements": [_replacement(edit) for edit in finding.fix.edits]}
                 ],

@@ -13,7 +13,7 @@ from .terminal import summary_line
 def _rows(report: Report) -> list[tuple[str, str, int, int]]:
     """(code, name, findings, fixable findings), most findings first, then by code."""
     counts = Counter((finding.code, finding.name) for finding in report.findings)
-    fixable = Counter((finding.code, finding.name) for finding in report.findings if finding.fix is not None)
+    fixable = Counter((finding.code, finding.name) for finding in report.findings if finding.fix is not None and (finding.fix.safe or report.unsafe_fixes))
     rows = [(code, name, count, fixable[code, name]) for (code, name), count in counts.items()]
     return sorted(rows, key=lambda row: (-row[2], row[0]))
 

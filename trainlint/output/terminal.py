@@ -69,7 +69,10 @@ def summary_line(report: Report) -> str:
             for severity in (Severity.ERROR, Severity.WARNING, Severity.NOTE)
             if report.count(severity)
         ]
-        fixable = f" ({report.fixable} fixable with --fix)" if report.fixable else ""
+        offered = [f"{report.fixable} fixable with --fix"] if report.fixable else []
+        if report.unsafe_fixable:
+            offered.append(f"{report.unsafe_fixable} more with --unsafe-fixes")
+        fixable = f" ({', '.join(offered)})" if offered else ""
         lines.append(f"Found {', '.join(counts)}{fixable} in {files}.")
     return "\n".join(lines)
 
@@ -109,7 +112,8 @@ def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
     if finding.help:
         lines.append(f"{gutter}= {paint('help', _BOLD)}: {finding.help}")
     if finding.fix is not None:
-        lines.append(f"{gutter}= {paint('fix', _FIX_COLOUR)}: {finding.fix.description} (apply with --fix)")
+        how = "apply with --fix" if finding.fix.safe else "unsafe: apply with --fix --unsafe-fixes"
+        lines.append(f"{gutter}= {paint('fix', _FIX_COLOUR)}: {finding.fix.description} ({how})")
     return "\n".join(lines)
 
 
