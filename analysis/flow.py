@@ -35,6 +35,7 @@ from .values import (
     MODEL,
     NUMBER,
     ON_DEVICE,
+    ON_HOST,
     OPTIMIZER,
     OUTPUT_KINDS,
     PIPELINE,
@@ -898,6 +899,8 @@ class ScopeAnalysis:
                     tags.add(CONSTANT)
                 if _created_on_device(event, head):
                     tags.add(ON_DEVICE)
+                elif _created_on_host(event, head):
+                    tags.add(ON_HOST)
                 if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
                     return Value(tags | {GRAPH}, site=site, note=f"`{short}` (requires_grad=True)", roots=frozenset({event.node}))
                 return Value(tags, site=site, note=f"`{short}`")
@@ -1015,13 +1018,22 @@ def _destination_of(chunk: "ParsedChunk", node: cst.BaseExpression, value: Value
 def _moved(value: Value, method: str, destination: str | None) -> Value:
     # only tensors (and modules) have .cpu() and .cuda(): a tuple or a ModelOutput would raise
     if method == "cpu":
-        return value.with_tags(remove=(CONTAINER, ON_DEVICE, STRUCTURED))
+        return value.with_tags(add=(ON_HOST,), remove=(CONTAINER, ON_DEVICE, STRUCTURED))
     moved = value.with_tags(remove=(CONSTANT, STRUCTURED) if method == "cuda" else (CONSTANT,))
     if destination == "device":
-        return moved.with_tags(add=(ON_DEVICE,))
+        return moved.with_tags(add=(ON_DEVICE,), remove=(ON_HOST,))
     if destination == "host":
-        return moved.with_tags(remove=(ON_DEVICE,))
+        return moved.with_tags(add=(ON_HOST,), remove=(ON_DEVICE,))
     return moved
+
+
+def _created_on_host(event: CallEvent, factory: str) -> bool:
+    """``torch.randint(10, (1,))``: no ``device=``, not shaped after another tensor, and this statement
+    neither sets a default device nor opens a ``with torch.device(...)`` block."""
+    if event.keyword("device") is not None or factory.endswith("_like") or factory in {"tensor", "as_tensor", "from_numpy"}:
+        return False
+    text = event.scope.chunk.chunk.text
+    return "set_default_device" not in text and "with torch.device" not in text
 
 
 def _created_on_device(event: CallEvent, factory: str) -> bool:

@@ -35,6 +35,7 @@ ACCELERATOR = "accelerator"
 CONSTANT = "constant"  # built from literals only
 DEVICE = "device"  # a torch.device / device string
 ON_DEVICE = "on-device"  # a tensor moved to or created on the accelerator (`.cuda()`, `.to(device)`, `device=`)
+ON_HOST = "on-host"  # a tensor created on the CPU (a factory without `device=`, no default device set)
 CONTAINER = "container"  # a list/dict/set literal or constructor
 # A model's output whose structure is not known: a tensor, or a tuple, dict or ModelOutput of them
 # (Hugging Face models return ModelOutput objects; LSTMs return tuples). `.detach()` is not for it.

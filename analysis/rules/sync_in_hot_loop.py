@@ -25,7 +25,7 @@ from ..model import Evidence, Severity
 from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running, shortened
 from ..torchapi import HOST_SYNC_METHODS
 from ..tree import walk
-from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, TENSOR, UNKNOWN, Value
+from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, ON_HOST, TENSOR, UNKNOWN, Value
 from .base import Fires, Quiet, Rule
 
 # Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
@@ -323,6 +323,25 @@ class SyncInHotLoop(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a random shift drawn on the CPU: `.item()` of a host tensor waits for no GPU
+            """
+            import torch
+
+            def roll_noise(noise, generator=None):
+                for _ in range(noise.shape[0]):
+                    shift = torch.randint(noise.shape[2] // 2, (1,), generator=generator).item()
+                    noise = torch.roll(noise, shifts=shift, dims=2)
+                return noise
+
+            def invert(unet, latents, timesteps, optimizer):
+                latents = latents.to("cuda")
+                for t in timesteps:
+                    loss = roll_noise(unet(latents, t)).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """
+        ),
         Quiet(
             """
             import torch
@@ -479,7 +498,8 @@ def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, .
     if call.method in HOST_SYNC_METHODS and isinstance(node.func, cst.Attribute):
         receiver_node = node.func.value
         receiver = call.receiver if call.receiver is not None else _unbound_receiver(scope, receiver_node)
-        if receiver is not None and not _already_on_host(receiver_node) and not _host_batch(scope, receiver_node, loops):
+        on_host = ON_HOST in receiver.tags and ON_DEVICE not in receiver.tags if receiver is not None else False
+        if receiver is not None and not on_host and not _already_on_host(receiver_node) and not _host_batch(scope, receiver_node, loops):
             known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {NUMBER}
             unknown = not receiver.tags
             if known_tensor or (call.method == "item" and unknown):
