@@ -23,7 +23,7 @@ from ..flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, Sc
 from ..model import Severity
 from ..names import dotted, last_part
 from ..patterns import accumulates_into_grad, backward_target, clears_gradients, is_optimizer_step, ordered_events, path_conditions
-from ..values import ACCELERATOR, ENGINE, SCALED
+from ..values import ACCELERATOR, ENGINE, GRAPH, OPTIMIZER, SCALED, Value
 from .base import Fires, Quiet, Rule
 
 Item = tuple[Event, tuple[CallEvent, ...]]
@@ -81,6 +81,9 @@ class UnscaledAccumulation(Rule):
         unscaled = [(call, chain) for _, call, chain in accumulation.backwards if not _scaled(call)]
         if not unscaled:
             return
+        optimizer = _stepped_optimizer(accumulation.step)
+        if optimizer is not None and _learning_rate_divided(optimizer, accumulation):
+            return  # `SGD(params, lr=lr / accum_steps)`: the step is scaled instead of the loss
         backward, chain = unscaled[0]
         site = chain[0] if chain else backward
         divisor = accumulation.divisor
@@ -96,6 +99,21 @@ class UnscaledAccumulation(Rule):
             f"{how_many} and no `p.grad /= ...` rescales the gradients before the step, so each update is "
             f"{times} too large (as if the learning rate were multiplied by it)"
         )
+        severity = Severity.ERROR
+        adaptive = _adaptive_name(optimizer)
+        if adaptive is not None:
+            # Adam-like optimizers divide the update by the gradient's running scale: the sum mostly cancels
+            severity = Severity.NOTE
+            message = (
+                f"{_schedule(accumulation, backward, ctx.line_of)}, so their gradients are summed and {loss_name} is not "
+                f"divided by {how_many}; `{adaptive}` normalises each update by the gradients' running scale, so "
+                f"the step is barely changed, but gradient clipping and `eps` see a gradient {times} as large as one "
+                "batch's, and the result depends on the accumulation count"
+            )
+        elif GRAPH not in loss.tags:
+            # the loss comes from something the analysis cannot see into: it may be divided there
+            severity = Severity.NOTE
+            message += f"; trainlint cannot see how {loss_name} is computed, so check that it is not already divided"
         evidence = [
             (loss.site, f"the loss comes from {loss.note}" if loss.site and loss.note else ""),
             ((backward.chunk, backward.node), "backward of the undivided loss, every accumulation step"),
@@ -105,7 +123,7 @@ class UnscaledAccumulation(Rule):
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site.scope, site.node)}`"))
         ctx.report(
-            site.node, message, evidence=[item for item in evidence if item[1]],
+            site.node, message, evidence=[item for item in evidence if item[1]], severity=severity,
             help=f"divide the loss by {how_many} before the backward: `(loss / N).backward()`",
             fix=self._fix(ctx, scope, accumulation, unscaled, n),
         )
@@ -128,6 +146,36 @@ class UnscaledAccumulation(Rule):
         return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
 
     MUST_FIRE = (
+        Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def train(model, loader, accumulation_steps):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for i, (x, y) in enumerate(loader):
+                    F.cross_entropy(model(x), y).backward()
+                    if (i + 1) % accumulation_steps == 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(  # the loss comes from a helper in a package trainlint cannot read: it may divide, so a note
+            """
+            from my_lib.losses import compute_loss
+
+            def train(model, loader, optimizer, accumulation_steps):
+                for i, batch in enumerate(loader):
+                    loss = compute_loss(model, batch)
+                    loss.backward()
+                    if (i + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            severity=Severity.NOTE,
+        ),
         Fires(
             """
             def train(model, loader, optimizer, criterion, accum_steps):
@@ -283,6 +331,37 @@ class UnscaledAccumulation(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def train(model, loader, args):
+                optimizer = torch.optim.SGD(model.parameters(), lr=args.lr / args.accum_steps, momentum=0.9)
+                for i, (x, y) in enumerate(loader):
+                    F.cross_entropy(model(x), y).backward()
+                    if (i + 1) % args.accum_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
+        Quiet(  # a summed loss divided by the tokens of the whole accumulation window, in a helper
+            """
+            import torch.nn.functional as F
+
+            def token_mean(logits, labels, tokens_in_window):
+                return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum") / tokens_in_window
+
+            def train(model, loader, optimizer, accum):
+                for step, batch in enumerate(loader):
+                    window_tokens = batch["window_tokens"]
+                    loss = token_mean(model(batch["input_ids"]), batch["labels"], window_tokens)
+                    loss.backward()
+                    if (step + 1) % accum == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """
+        ),
         Quiet(
             """
             def train(model, loader, optimizer, criterion, args):
@@ -612,6 +691,41 @@ def _scaled(call: CallEvent) -> bool:
         if isinstance(event, AssignEvent) and key in event.targets and isinstance(event.value_node, cst.BinaryOperation) \
                 and isinstance(event.value_node.operator, cst.Multiply):
             return True
+    return False
+
+
+# Optimizers that divide each update by a running estimate of the gradient's scale.
+_ADAPTIVE = re.compile(r"Adam|Adagrad|Adadelta|RMSprop|Adafactor|Lamb|LAMB|Lion|Sophia|AdEMAMix", re.I)
+
+
+def _stepped_optimizer(step: CallEvent) -> Value | None:
+    """The optimizer a step applies: the receiver of ``optimizer.step()``, the argument of ``scaler.step(optimizer)``."""
+    receiver = step.receiver
+    if receiver is not None and OPTIMIZER in receiver.tags:
+        return receiver
+    return next((arg for arg in step.args if OPTIMIZER in arg.tags), None)
+
+
+def _adaptive_name(optimizer: Value | None) -> str | None:
+    """``AdamW`` when the optimizer was built here from an Adam-like class."""
+    if optimizer is None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
+        return None
+    name = dotted(optimizer.site[1].func)
+    return last_part(name) if name is not None and _ADAPTIVE.search(last_part(name)) else None
+
+
+def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool:
+    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it."""
+    if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
+        return False
+    chunk, call = optimizer.site
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "lr" and isinstance(arg.value, cst.BinaryOperation) \
+                and isinstance(arg.value.operator, cst.Divide):
+            by = " ".join(chunk.code_for(arg.value.right).split())
+            divisor = accumulation.divisor
+            wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
+            return by == wanted or _MICRO_BATCHES.search(by) is not None
     return False
 
 
