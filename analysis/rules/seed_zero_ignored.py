@@ -75,19 +75,42 @@ def _seed_name(test: cst.BaseExpression) -> bool:
 
 
 def _seeds_inside(ctx, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
-    """A seeding call in ``node`` is given the tested value (`if args.seed: manual_seed(args.seed)`);
-    `if self.set_seed: set_rng_seed(hash(name))` tests a flag, and seed 0 is not at stake."""
+    """``node`` seeds something and uses the tested value (`if args.seed: manual_seed(args.seed)`, or
+    `tile_seed = seed + offset; manual_seed(tile_seed)`); `if self.set_seed: set_rng_seed(hash(name))`
+    tests a flag it never uses, and seed 0 is not at stake."""
     name = re.compile(rf"(?<![\w.]){re.escape(ctx.chunk.code_for(tested))}(?!\w)")
+    if not name.search(ctx.chunk.code_for(node)):
+        return False
     for inner in walk(node):
         if isinstance(inner, cst.Call):
             func = inner.func
             called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-            if "seed" in called.lower() and any(name.search(ctx.chunk.code_for(arg.value)) for arg in inner.args):
+            if "seed" in called.lower():
                 return True
     return False
 
 
 SeedZeroIgnored.MUST_FIRE = (
+    Fires(  # the seed is applied through a value derived from it
+        """
+        import torch
+
+        def window_generator(seed, window_start, device, generator=None):
+            if seed:
+                window_seed = int(seed) + int(window_start)
+                return torch.Generator(device=device).manual_seed(window_seed)
+            return generator
+        """,
+        fixed="""
+        import torch
+
+        def window_generator(seed, window_start, device, generator=None):
+            if seed is not None:
+                window_seed = int(seed) + int(window_start)
+                return torch.Generator(device=device).manual_seed(window_seed)
+            return generator
+        """,
+    ),
     Fires(
         """
         import torch
