@@ -173,7 +173,7 @@ def tables(rows: list[Row]) -> str:
             groups[key(row)].append(row)
         lines.append(f"| {title} | errors | confirmed | warnings | confirmed or intentional | not confirmed |")
         lines.append("|---|---|---|---|---|---|")
-        order = [name for name in corpus_names() if name in groups] if title == "repository" else sorted(groups)
+        order = corpus_names() if title == "repository" else sorted(groups)
         for name in order:
             lines.append(_table_row(name, groups[name]))
         lines.append(_table_row("**all**", rows))
@@ -222,8 +222,10 @@ def command_fixes(args) -> int:
             shutil.copytree(source, copy, symlinks=True)
             before = {path: path.read_bytes() for path in copy.rglob("*.py")}
             fixed_report = Path(scratch) / "before.json"
-            subprocess.run([*trainlint_command(), "check", str(copy), "--format", "json", "--output", str(fixed_report), "--exit-zero"], check=True, capture_output=True)
-            fixable = [f for f in json.loads(fixed_report.read_text())["findings"] if f.get("fix") and f["fix"].get("applicability", "safe") == "safe"]
+            subprocess.run([*trainlint_command(), "check", str(copy), "--format", "json", "--output", str(fixed_report), "--exit-zero"],
+                           check=True, capture_output=True)
+            found_before = json.loads(fixed_report.read_text())["findings"]
+            fixable = [f for f in found_before if f.get("fix") and f["fix"].get("applicability", "safe") == "safe"]
             subprocess.run([*trainlint_command(), "check", str(copy), "--fix", "--exit-zero", "--quiet"], capture_output=True)
             changed = [path for path, data in before.items() if path.read_bytes() != data]
             broken = []
@@ -235,9 +237,11 @@ def command_fixes(args) -> int:
             after_report = Path(scratch) / "after.json"
             subprocess.run([*trainlint_command(), "check", str(copy), "--format", "json", "--output", str(after_report), "--exit-zero"], check=True, capture_output=True)
             after = json.loads(after_report.read_text())["findings"]
+            # per file and rule: what is left after the fixes beyond the findings that had none
             still = collections.Counter((f["path"], f["code"]) for f in after)
+            had = collections.Counter((f["path"], f["code"]) for f in found_before)
             wanted = collections.Counter((f["path"], f["code"]) for f in fixable)
-            kept = sum(min(count, still[key]) for key, count in wanted.items())
+            kept = sum(max(0, still[key] - (had[key] - count)) for key, count in wanted.items())
         print(f"{name}: {len(fixable)} safe fixes offered, {len(changed)} files changed, {len(broken)} no longer compile, "
               f"{kept} fixed findings still reported")
         for line in broken:
