@@ -1,0 +1,125 @@
+"""Library classes read from installed source, never imported: a fake site-packages with the shapes
+diffusers and transformers use (lazy __init__ files, dummy placeholders, bases in another package)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainlint.analysis import libraries
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.libraries import MODULE, OTHER, PIPELINE, LibraryIndex
+
+MARKER = "IMPORTED-{name}"
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch) -> Path:
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "site-packages"
+    marker = tmp_path / "imported"
+    # every __init__ writes a marker if it is ever executed
+    trap = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    _write(root, {
+        "torch/__init__.py": trap,
+        "torch/nn/__init__.py": trap + "from .modules.module import Module\n",
+        "torch/nn/modules/module.py": "class Module:\n    pass\n",
+        "fakediff/__init__.py": trap + """
+            from typing import TYPE_CHECKING
+            _import_structure = {"pipelines": ["FakeDiffusionPipeline"], "models": ["FakeUNet"]}
+            if TYPE_CHECKING:
+                from .pipelines import FakeDiffusionPipeline
+            """,
+        "fakediff/pipelines/__init__.py": "from .pipeline_fake import FakeDiffusionPipeline\n",
+        "fakediff/pipelines/pipeline_utils.py": "class DiffusionPipelineBase:\n    pass\n",
+        "fakediff/pipelines/pipeline_fake.py": """
+            import torch
+            from .pipeline_utils import DiffusionPipelineBase
+
+            class FakeDiffusionPipeline(DiffusionPipelineBase):
+                @torch.no_grad()
+                def __call__(self, prompt):
+                    return prompt
+            """,
+        # a lazy package: the name is found through the index of class statements, not the imports
+        "fakediff/models/unet_fake.py": """
+            import torch.nn as nn
+            from ..mixins import FakeModelMixin
+
+            class FakeUNet(FakeModelMixin):
+                pass
+            """,
+        "fakediff/mixins.py": "import torch\n\nclass FakeModelMixin(torch.nn.Module):\n    pass\n",
+        "fakediff/utils/dummy_objects.py": "class FakeUNet:\n    pass\n",  # placeholders must not win
+        "fakediff/schedulers.py": "class FakeScheduler:\n    pass\n",
+    })
+    return root
+
+
+def test_kinds_come_from_the_source_without_importing_it(site: Path):
+    index = LibraryIndex((site,))
+    pipeline = index.class_kind("fakediff.FakeDiffusionPipeline")
+    assert pipeline is not None and pipeline.kind == PIPELINE
+    assert "pipeline_fake.py" in pipeline.evidence and "no_grad" in pipeline.evidence
+    unet = index.class_kind("fakediff.FakeUNet")
+    assert unet is not None and unet.kind == MODULE, "found through the index, bases followed to torch.nn.Module"
+    assert "dummy" not in unet.evidence
+    assert index.class_kind("fakediff.schedulers.FakeScheduler").kind == OTHER
+    assert index.class_kind("fakediff.NoSuchThing") is None
+    assert not (site.parent / "imported").exists(), "nothing of the library may run"
+
+
+def test_the_package_index_is_kept_on_disk_and_reused(site: Path, tmp_path: Path, monkeypatch):
+    LibraryIndex((site,)).class_kind("fakediff.FakeUNet")
+    assert len(list((tmp_path / "cache" / "libraries").glob("*.json"))) == 1
+
+    def no_walk(*args, **kwargs):
+        raise AssertionError("the package was scanned again")
+
+    monkeypatch.setattr(libraries.os, "walk", no_walk)
+    again = LibraryIndex((site,)).class_kind("fakediff.FakeUNet")
+    assert again is not None and again.kind == MODULE, "a second process reads the index from disk"
+    monkeypatch.undo()
+    # an upgrade changes the package folder: its index is built again (`Later` is only found through it)
+    (site / "fakediff" / "later.py").write_text("class Later:\n    pass\n")
+    later = LibraryIndex((site,)).class_kind("fakediff.Later")
+    assert later is not None and later.kind == OTHER
+
+
+def test_without_the_package_the_table_answers():
+    index = LibraryIndex(())
+    assert index.class_kind("diffusers.StableDiffusionXLPipeline").kind == PIPELINE
+    assert index.class_kind("diffusers.AutoencoderKL").kind == MODULE
+    assert index.class_kind("transformers.AutoTokenizer").kind == OTHER
+    assert index.class_kind("somewhere.Unknown") is None
+
+
+def test_a_pipeline_call_gives_no_graph_and_a_model_does(site: Path):
+    script = textwrap.dedent(
+        """\
+        import torch
+        from fakediff import FakeDiffusionPipeline, FakeUNet
+
+        pipe = FakeDiffusionPipeline.from_pretrained("x")
+        unet = FakeUNet.from_pretrained("x")
+        images, outputs = [], []
+        for batch in train_loader:
+            images.append(pipe(batch["prompt"]))
+            outputs.append(unet(batch["latents"]))
+        """
+    )
+    libraries.use_library_index(LibraryIndex((site,)))
+    try:
+        findings = [f for f in analyze_source(script, "train.py") if f.code == "TL101"]
+    finally:
+        libraries.use_library_index(None)
+    assert [f.line for f in findings] == [9], "the unet's outputs keep their graph; the pipeline's images carry none"
