@@ -225,6 +225,9 @@ class ScopeAnalysis:
         self.loops: list[Loop] = []
         self.env: dict[str, Value] = {}
         self.binding_loop: dict[str, Loop | None] = {}
+        self._dotted_heads: set[str] = set()  # every proper prefix of a dotted key ever bound ("self" for "self.fc")
+        # `if` statements, conditional expressions and and/or operations, in the order walked
+        self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
         self.local_functions: dict[str, "FunctionInfo"] = {}
         self.return_value: Value = UNKNOWN
@@ -368,6 +371,7 @@ class ScopeAnalysis:
         return Condition(node, test, branch, context.loop)
 
     def _walk_if(self, statement: cst.If, context: Context) -> None:
+        self.branch_tests.append(statement)
         self.evaluate(statement.test, context)
         before = dict(self.env)
         before_loops = dict(self.binding_loop)
@@ -381,8 +385,11 @@ class ScopeAnalysis:
             self._walk_if(orelse, context.under(self._condition(statement, statement.test, "else", context)))
         elif orelse is not None:
             self._walk_block(orelse.body.body, context.under(self._condition(statement, statement.test, "else", context)))
-        for key in set(after_body) | set(self.env):
-            values = [v for v in (after_body.get(key), self.env.get(key)) if v is not None]
+        for key in after_body.keys() | self.env.keys():
+            body_value, else_value = after_body.get(key), self.env.get(key)
+            if body_value is else_value and body_loops.get(key) is self.binding_loop.get(key):
+                continue  # neither branch touched it
+            values = [v for v in (body_value, else_value) if v is not None]
             if key not in after_body or key not in self.env:
                 values.append(before.get(key, UNKNOWN))
             self.env[key] = join(values)
@@ -476,10 +483,14 @@ class ScopeAnalysis:
         self.env[key] = value
         if not keep_loop or key not in self.binding_loop:
             self.binding_loop[key] = context.loop
-        # a new binding of x invalidates what was known of x.attr
-        prefix = key + "."
-        for stale in [k for k in self.env if k.startswith(prefix)]:
-            del self.env[stale]
+        if "." in key:
+            parts = key.split(".")
+            self._dotted_heads.update(".".join(parts[:end]) for end in range(1, len(parts)))
+        if key in self._dotted_heads:
+            # a new binding of x invalidates what was known of x.attr
+            prefix = key + "."
+            for stale in [k for k in self.env if k.startswith(prefix)]:
+                del self.env[stale]
 
     def _lookup(self, key: str, context: Context) -> Value:
         value = self.env.get(key)
@@ -583,6 +594,7 @@ class ScopeAnalysis:
                 for comparison in expression.comparisons:
                     self.evaluate(comparison.comparator, context)
                 return Value((NUMBER,))
+            self.branch_tests.append(expression)
             left = self.evaluate(expression.left, context)
             right = self.evaluate(expression.right, context)
             return join([left, right])
@@ -626,6 +638,7 @@ class ScopeAnalysis:
             inner = self._comprehension_element(expression.for_in, element, context)
             return Value(inner.tags | {CONTAINER}, site=inner.site, note=inner.note, roots=inner.roots)
         if isinstance(expression, cst.IfExp):
+            self.branch_tests.append(expression)
             self.evaluate(expression.test, context)
             return join([self.evaluate(expression.body, context), self.evaluate(expression.orelse, context)])
         if isinstance(expression, cst.Lambda):

@@ -136,8 +136,14 @@ class ParsedChunk:
         return self.positions()[node].start.line + self.chunk.start_line
 
     def code_for(self, node: cst.CSTNode) -> str:
+        """The node's source text; each node's is generated once for as long as the tree lives (the
+        flow walk and the rules ask for the same call's text again and again)."""
         assert self.module is not None
-        return self.module.code_for_node(node)
+        texts: dict = self.memo.setdefault("texts", {})
+        text = texts.get(node)
+        if text is None:
+            text = texts[node] = self.module.code_for_node(node)
+        return text
 
 
 def _positions_of(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:

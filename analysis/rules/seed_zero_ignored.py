@@ -31,7 +31,7 @@ class SeedZeroIgnored(Rule):
     def check(self, ctx) -> None:
         if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
             return
-        for node in walk(ctx.chunk.module):
+        for node in (node for scope in ctx.scopes for node in scope.branch_tests):
             if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
                 self._report(ctx, node.test, "applies the seed only when it is truthy")
             elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):

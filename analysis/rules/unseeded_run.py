@@ -590,14 +590,11 @@ def _initialises_weights(call: CallEvent) -> bool:
 def _draws_a_seed_or_port(call: CallEvent) -> bool:
     """``args.seed = random.randint(...)`` (then logged and applied), ``MASTER_PORT = ...randint``:
     picking a seed or a free port is not randomness the run's results depend on."""
-    chunk = call.chunk
-    line, column, end_line, end_column = chunk.range_of(call.node)
     for event in call.scope.events:
         statement = event.node
         if not isinstance(event, (AssignEvent, StoreEvent)) or not isinstance(statement, cst.Assign):
             continue
-        start = chunk.range_of(statement.value)
-        if (start[0], start[1]) <= (line, column) and (end_line, end_column) <= (start[2], start[3]):
+        if any(node is call.node for node in _walk(statement.value)):
             targets = " ".join(call.chunk.code_for(target.target) for target in statement.targets)
             return bool(_SEED_OR_PORT.search(targets))
     return False
