@@ -18,10 +18,10 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from . import litgpt
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
-from . import litgpt
 
 GIB = 1024**3
 
@@ -262,7 +262,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
             cublas_workspace=workspace, dequantised=_dequantised(plan, geometry, notes),
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
-            block_rounding=_block_rounding(plan, arch, geometry, trainable == params),
+            block_rounding=_block_rounding(plan, geometry, trainable == params),
             gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
         )
     allocated = breakdown.peak()
@@ -464,7 +464,7 @@ def block_overhead(size: float) -> float:
     return rounded - size
 
 
-def _block_rounding(plan: Plan, arch: Architecture, geometry: Shape | None, trains_all: bool) -> Interval:
+def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Interval:
     """The blocks' rounding over the model's weight matrices (and, in full training, their gradients and
     optimizer states: tensors of the same shapes), each in a fresh segment as when they are created.
     Low end 0: expandable segments (PYTORCH_CUDA_ALLOC_CONF) map memory without these segments."""
