@@ -156,21 +156,22 @@ class CachingAllocator:
         self.live -= self._requested.pop(handle)
         self.allocated -= block.size
         block.free = True
-        previous, following = block.prev, block.next
-        if following is not None and following.free:
-            self._remove(following)
-            block.size += following.size
-            block.next = following.next
-            if following.next is not None:
-                following.next.prev = block
-        if previous is not None and previous.free:
-            self._remove(previous)
-            previous.size += block.size
-            previous.next = block.next
-            if block.next is not None:
-                block.next.prev = previous
-            block = previous
+        if block.next is not None and block.next.free:
+            self._remove(block.next)
+            self._absorb(block, block.next)
+        if block.prev is not None and block.prev.free:
+            self._remove(block.prev)
+            block = self._absorb(block.prev, block)
         self._insert(block)
+
+    @staticmethod
+    def _absorb(left: _Block, right: _Block) -> _Block:
+        """Merge ``right``, the block that follows ``left`` in its segment, into ``left``."""
+        left.size += right.size
+        left.next = right.next
+        if right.next is not None:
+            right.next.prev = left
+        return left
 
     def _note(self) -> None:
         peaks = self.peaks

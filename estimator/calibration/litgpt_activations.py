@@ -35,7 +35,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from activations import _gpu_like_dropout  # noqa: E402
+from activations import SavedByRegion, _gpu_like_dropout  # noqa: E402
 
 LAYERS = 3
 FIT_LAYER = 1
@@ -98,44 +98,13 @@ def measure(modules, model_name: str, batch: int, seq: int, adapters: bool, quan
 
             _quantise(model)
         model.train()
-        params = {p.untyped_storage()._cdata for p in model.parameters()}
-        params |= {b.untyped_storage()._cdata for b in model.buffers()}
-        state = {"region": "embed"}
-        seen: dict[int, str] = {}
-        sizes: dict[int, int] = {}
-        keep: list[torch.Tensor] = []
-        blocks = model.transformer.h
-
-        def enter(index):
-            def hook(module, args):
-                state["region"] = f"layer{index}"
-            return hook
-
-        def leave(index):
-            def hook(module, args, output):
-                state["region"] = "head" if index == LAYERS - 1 else "between"
-            return hook
-
-        for index, block in enumerate(blocks):
-            block.register_forward_pre_hook(enter(index))
-            block.register_forward_hook(leave(index))
-
-        def pack(tensor):
-            keep.append(tensor)
-            key = tensor.untyped_storage()._cdata
-            if key not in params and key not in seen:
-                seen[key] = state["region"]
-                sizes[key] = tensor.untyped_storage().nbytes()
-            return tensor
-
+        saved = SavedByRegion(model, model.transformer.h)
         ids = torch.randint(0, config.padded_vocab_size, (batch, seq))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved:
             logits = model(ids, lm_head_chunk_size=128)  # what the fine-tuning scripts call
             loss = utils.chunked_cross_entropy(logits, ids)
         assert loss.requires_grad
-    regions: dict[str, int] = {}
-    for key, region in seen.items():
-        regions[region] = regions.get(region, 0) + sizes[key]
+    regions = saved.regions()
     tokens = batch * seq
     return {
         "batch": batch, "seq": seq, "adapters": adapters,
@@ -144,12 +113,17 @@ def measure(modules, model_name: str, batch: int, seq: int, adapters: bool, quan
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str):
+    """(output path, LitGPT modules) from the command line of a script that measures LitGPT's code."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     parser.add_argument("--source", type=Path, required=True, help="a directory holding lit_gpt/ or litgpt/")
     args = parser.parse_args()
-    modules = _import_litgpt(args.source.resolve())
+    return args.out, _import_litgpt(args.source.resolve())
+
+
+def main() -> None:
+    out, modules = arguments(__doc__)
     results: dict[str, dict] = {}
     for litgpt_name, arch_id in MODELS.items():
         try:
@@ -168,7 +142,7 @@ def main() -> None:
             }
         results[arch_id] = entry
         print(arch_id, entry, flush=True)
-    args.out.write_text(json.dumps({
+    out.write_text(json.dumps({
         "about": "bytes per token and hidden unit one LitGPT layer keeps (bf16, SDPA), base frozen with LoRA "
                  "on query and value (r 8, dropout 0.05), trained in full, and LoRA over a 4-bit base keeping "
                  "its linears' inputs; the loss region per logit",

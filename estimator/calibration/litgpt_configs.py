@@ -13,21 +13,16 @@ catalog architecture. Runs in the calibration venv with a LitGPT source tree (se
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from litgpt_activations import _import_litgpt  # noqa: E402
+from litgpt_activations import arguments  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--source", type=Path, required=True, help="a directory holding litgpt/")
-    args = parser.parse_args()
-    _, config_module, _, _ = _import_litgpt(args.source.resolve())
+    out, (_, config_module, _, _) = arguments(__doc__)
     models = {}
     for entry in config_module.configs:
         hf = entry.get("hf_config") or {}
@@ -36,7 +31,7 @@ def main() -> None:
             "hf_id": f"{hf['org']}/{hf['name']}" if hf.get("org") and hf.get("name") else None,
             "padded_vocab_size": config.padded_vocab_size,
         }
-    args.out.write_text(json.dumps({
+    out.write_text(json.dumps({
         "about": "LitGPT model names, the Hugging Face id each converts, and LitGPT's padded vocabulary; "
                  "LitGPT keeps the LM head apart from the embedding for every model (calibration/litgpt_configs.py)",
         "models": dict(sorted(models.items())),

@@ -22,7 +22,6 @@ Runs in the calibration venv (torch, lightning), with a LitGPT source tree (see 
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import sys
@@ -35,7 +34,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from activations import _gpu_like_dropout  # noqa: E402
 from allocator_replay import Recorder, replay  # noqa: E402
-from litgpt_activations import _import_litgpt, _lora_fields  # noqa: E402
+from litgpt_activations import _lora_fields, arguments  # noqa: E402
 
 # (LitGPT config name, micro-batch, sequence length, LoRA rank or None for finetune_full, quantisation):
 # the shapes of LitGPT's published tables (resource tables, configuration hub).
@@ -165,11 +164,7 @@ def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--source", type=Path, required=True, help="a directory holding lit_gpt/ or litgpt/")
-    args = parser.parse_args()
-    modules = _import_litgpt(args.source.resolve())
+    out, modules = arguments(__doc__)
     rows = []
     for case in CASES:
         try:
@@ -179,7 +174,7 @@ def main() -> None:
         row = run(modules, *case)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    args.out.write_text(json.dumps({
+    out.write_text(json.dumps({
         "about": "MemTracker's peak of one LitGPT LoRA fine-tuning iteration under FakeTensorMode (bytes by category)",
         "litgpt_package": modules[0], "torch": torch.__version__, "rows": rows,
     }, indent=1) + "\n")
