@@ -93,7 +93,7 @@ def published_results() -> list[dict]:
                 settings[key] = tuple(settings[key])
         target = resolve_target(row["gpu"], row["gpus"])
         context = row.get("context_bytes", target.gpu.context_bytes)
-        result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context)
+        result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes)
         peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[row["measured"]]
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
         results.append({

@@ -14,9 +14,11 @@ sharded model states, measured CE-loss and CNN activation costs).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from . import litgpt
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
@@ -34,6 +36,7 @@ SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
+MODEL_CODES = ("transformers", "litgpt")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 _PRECISION = {
@@ -62,17 +65,33 @@ _LOGIT_BYTES = (14.0, 16.0, 20.0)
 # A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
 # one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
 _CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
-# cuBLAS workspaces: CUBLAS_WORKSPACE_CONFIG's default ":4096:8" is 8 chunks of 4 MiB per handle and stream,
-# allocated through torch's caching allocator since torch 2.3 (0 before: outside the allocator's count).
-_CUBLAS_WORKSPACE_BYTES = 32 * 2**20
-# Caching-allocator overhead on top of live tensors: reserved / allocated - 1.
-_FRAGMENTATION = (0.05, 0.105, 0.30)
+# Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
+# sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
+# top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks
+# and the probabilities (38). The prompt's own logits: since transformers 4.42 only the last position's.
+_SAMPLING_BYTES = (8.0, 38.0, 38.0)
+# torch's default cuBLAS workspace of one handle and stream on an A100 (hardware.Gpu.blas_workspace_bytes
+# gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".
+DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
+# Caching-allocator overhead, reserved / allocated - 1, from whole runs replayed through the allocator's rules
+# (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 1.7-16.5 % with fixed shapes
+# (22 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference), 5.5-30.5 % with batches of
+# varying length; the estimate is the median of all, 5.2 %.
+_FRAGMENTATION = (0.017, 0.052, 0.305)
+# Allocated blocks over live tensors in the same replays: at most +0.54 % (the high end; the estimate
+# counts the weights' rounding, _block_rounding).
+_BLOCKS_OVER_LIVE = 0.0054
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
 # leave the GPU kernels' choices open; the formula is within 15 % of 21 of 22 measured architectures
 # and 28 % off the worst (an MoE). CNN figures are per-sample measurements at one resolution.
 _IMAGE_SPREAD = (0.8, 1.0, 1.25)
 _MEASURED_SPREAD = (0.9, 1.0, 1.15)
 _FORMULA_SPREAD = (0.8, 1.0, 1.4)
+# LitGPT's layers: the formula equals what its modules keep under FakeTensorMode to within 0.2 % for six
+# models (calibration/litgpt_activations.py); the caching allocator's block rounding adds up to 0.5 %
+# (calibration/allocator_replay.py over whole LitGPT runs). Its versions' differences are the interval's
+# ends instead (see litgpt.layer_coefficient's fp32_norm, the cached heads, bitsandbytes' kept inputs).
+_LITGPT_SPREAD = (0.99, 1.0, 1.02)
 # Model types whose MLP activation is transformers' `gelu_new` (measured for gpt2 and phi).
 _PYTHON_GELU_FAMILIES = frozenset({"gpt2", "phi", "gptj"})
 # Model types whose eager attention takes the softmax in the activation dtype (measured: gpt2, BERT-likes);
@@ -105,7 +124,6 @@ class Interval:
 
 
 ZERO = Interval.exact(0.0)
-_CUBLAS_WORKSPACE = Interval(0.0, _CUBLAS_WORKSPACE_BYTES, 2.0 * _CUBLAS_WORKSPACE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,10 @@ class Plan:
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
+    model_code: str = "transformers"  # whose modules run the model: "transformers" or "litgpt" (see litgpt.py)
+    # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
+    # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
+    quant_keeps_inputs: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -152,14 +174,19 @@ class Breakdown:
     logits: Interval = ZERO
     kv_cache: Interval = ZERO
     optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
-    cublas_workspace: Interval = ZERO  # which torch >= 2.3 takes from its caching allocator
+    cublas_workspace: Interval = ZERO  # torch's cuBLAS workspaces, from its caching allocator (see _blas_workspace)
     gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
+    dequantised: Interval = ZERO  # a 4-bit matmul's weight, dequantised while it runs (forward and backward)
+    block_rounding: Interval = ZERO  # what the caching allocator's blocks add to the model states' tensors
+    # What of the loss is still alive while the largest weight is dequantised (LitGPT: its fp32 logits, which
+    # the training loop holds through the backward, and a chunk's gradients); the rest is gone by then.
+    loss_beside_dequantised: Interval = ZERO
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
-             "optimizer_step", "gradient_buckets", "cublas_workspace")
+             "dequantised", "optimizer_step", "gradient_buckets", "cublas_workspace", "block_rounding")
 
     def items(self) -> list[tuple[str, Interval]]:
         return [(name, getattr(self, name)) for name in self.NAMES]
@@ -169,18 +196,23 @@ class Breakdown:
         the autocast cache, activations, logits and KV cache; gradients only when they accumulate
         (otherwise they appear as the activations they replace are freed, and are released by
         zero_grad(set_to_none=True) before the next forward)."""
-        total = self.weights + self.optimizer + self.autocast_cache + self.activations + self.logits
-        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace
+        loss = _larger(self.logits, self.dequantised + self.loss_beside_dequantised)
+        total = self.weights + self.optimizer + self.autocast_cache + self.activations + loss
+        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         return total + self.gradients if self.gradients_in_backward else total
 
     def step(self) -> Interval:
         """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
-        return self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets + self.cublas_workspace
+        total = self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets
+        return total + self.cublas_workspace + self.block_rounding
 
     def peak(self) -> Interval:
         """The larger phase, end by end."""
-        first, second = self.forward_backward(), self.step()
-        return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
+        return _larger(self.forward_backward(), self.step())
+
+
+def _larger(first: Interval, second: Interval) -> Interval:
+    return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
 
 
 @dataclass(frozen=True)
@@ -199,20 +231,26 @@ class CannotEstimate(ValueError):
     """The configuration lacks something the model needs (an unknown model, no sequence length)."""
 
 
-def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
-    """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device."""
+def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES) -> Estimate:
+    """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
+    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there."""
     _validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     notes: list[str] = []
+    if plan.model_code == "litgpt" and arch.kind == "decoder":
+        arch, changes = litgpt.litgpt_architecture(arch)
+        plan = dataclasses.replace(plan, model=arch)
+        notes += changes
     geometry = shape(arch)
+    workspace = _blas_workspace(plan, workspace_bytes)
     pipeline = pipeline_of(arch) if arch.kind == "diffusion" else None
     if pipeline is not None:
         params, trainable, terms = diffusion_terms(plan, arch, pipeline, notes)
         terms.setdefault("gradients", ZERO)
         step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
-        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=_CUBLAS_WORKSPACE,
+        breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=workspace,
                               gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1)
     else:
         params = parameter_count(arch)
@@ -222,7 +260,10 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         breakdown = Breakdown(
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
-            cublas_workspace=_CUBLAS_WORKSPACE, gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+            cublas_workspace=workspace, dequantised=_dequantised(plan, geometry, notes),
+            loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
+            block_rounding=_block_rounding(plan, geometry, trainable == params),
+            gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
         )
     allocated = breakdown.peak()
     if plan.quant is not None and geometry is not None:
@@ -230,22 +271,25 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB) -> Estimate:
         # beside the quantised rest (up to twice, while it is converted).
         largest = 2.0 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
         loading = breakdown.weights + Interval(largest, largest, 2 * largest)
-        allocated = Interval(max(allocated.low, loading.low), max(allocated.estimate, loading.estimate), max(allocated.high, loading.high))
+        allocated = _larger(allocated, loading)
         if loading.estimate >= allocated.estimate:
             notes.append("the peak is reached while the 16-bit checkpoint is quantised on loading")
     if plan.mode == "train":
         phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
         notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
                      + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
+    allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + _BLOCKS_OVER_LIVE))
     reserved = Interval(
         allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
         allocated.high * (1 + _FRAGMENTATION[2]),
     )
     notes.append(
         f"allocator overhead (reserved over allocated) {_FRAGMENTATION[0]:.0%}–{_FRAGMENTATION[2]:.0%}, "
-        f"{_FRAGMENTATION[1]:.1%} expected; variable-length batches fragment more"
+        f"{_FRAGMENTATION[1]:.1%} expected (replayed runs); batches of varying length fragment most"
     )
-    process = reserved + Interval.exact(context_bytes)
+    # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
+    outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
+    process = reserved + Interval.exact(context_bytes) + outside_allocator
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
 
 
@@ -262,6 +306,8 @@ def _validate(plan: Plan) -> None:
         raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
     if plan.head not in HEADS:
         raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
+    if plan.model_code not in MODEL_CODES:
+        raise CannotEstimate(f"unknown model code {plan.model_code!r}: one of {', '.join(MODEL_CODES)}")
     if plan.quant is not None and plan.quant not in QUANTS:
         raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
     if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1 or plan.checkpoint_every < 1:
@@ -302,11 +348,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     if plan.quant is not None:
         if geometry is None:
             raise CannotEstimate("quantised bases are modelled for transformer models only")
-        kept = geometry.embedding_params + geometry.lm_head_params  # stay in 16-bit
+        # transformers keeps the LM head in 16 bits; Fabric's bitsandbytes plugin quantises every linear
+        quantised_head = plan.model_code == "litgpt"
+        kept = geometry.embedding_params + (0 if quantised_head else geometry.lm_head_params)  # stay in 16-bit
         quantised = params - kept
         kept_bytes = 4 if plan.kbit_prepared else 2
         base = quantised * _QUANT_BYTES[plan.quant] + kept * kept_bytes
-        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, embeddings and LM head kept in "
+        notes.append(f"{plan.quant}: {quantised:,} parameters quantised, " + ("the LM head too, " if quantised_head else "")
+                     + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
         base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
@@ -315,11 +364,12 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
     if plan.mode != "train":
         return Interval.exact(base / shards), ZERO, ZERO, ZERO
-    trainable_bytes = 4 if lora else grad_bytes
-    state_dtype = 4 if lora else weight_bytes
+    adapter_bytes = _adapter_bytes(plan)
+    trainable_bytes = adapter_bytes if lora else grad_bytes
+    state_dtype = adapter_bytes if lora else weight_bytes
     states, fixed = _OPTIMIZER_STATE[plan.optimizer]
     optimizer = trainable * (states * state_dtype + fixed)
-    weights = base + (trainable * 4 if lora else 0)
+    weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
     if cache and plan.sharding not in ("zero3", "fsdp"):
@@ -373,7 +423,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
     if plan.mode != "train":
         return ZERO, ZERO
     lora = plan.lora_rank is not None
-    state_bytes = 4 if lora else _PRECISION[plan.dtype][0]
+    state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
     shards = plan.gpus if plan.sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
@@ -393,6 +443,99 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy
         notes.append("DDP keeps its gradient buckets, a second copy of the gradients")
     return temporary, buckets
+
+
+# torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are multiples of 512 bytes;
+# a request of 10 MiB or more gets a segment of its size rounded up to 2 MiB, and a block is not split
+# when 1 MiB or less would be left over: the block, counted in max_memory_allocated, is the whole segment.
+_MIN_BLOCK = 512
+_SMALL_REQUEST = 1 << 20
+_LARGE_SEGMENT_FROM = 10 << 20
+_LARGE_ROUNDING = 2 << 20
+
+
+def block_overhead(size: float) -> float:
+    """Bytes the caching allocator's block adds to one tensor of ``size`` bytes in a fresh segment."""
+    rounded = _MIN_BLOCK * math.ceil(size / _MIN_BLOCK)
+    if rounded >= _LARGE_SEGMENT_FROM:
+        segment = _LARGE_ROUNDING * math.ceil(rounded / _LARGE_ROUNDING)
+        if segment - rounded <= _SMALL_REQUEST:
+            return segment - size
+    return rounded - size
+
+
+def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Interval:
+    """The blocks' rounding over the model's weight matrices (and, in full training, their gradients and
+    optimizer states: tensors of the same shapes), each in a fresh segment as when they are created.
+    Low end 0: expandable segments (PYTORCH_CUDA_ALLOC_CONF) map memory without these segments."""
+    if geometry is None or plan.sharding in ("fsdp", "zero3"):
+        return ZERO
+    dims = geometry.lora_dims
+    fused = "qkv_proj" in dims  # one matrix where the model fuses them (LitGPT, GPT-NeoX)
+    mlp = ("gate_proj", "up_proj", "gate_up_proj", "down_proj")
+    per_layer = [(d_in * d_out, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
+                 for name, (d_in, d_out) in dims.items() if not (fused and name in ("q_proj", "k_proj", "v_proj"))]
+    weight_bytes = _PRECISION[plan.dtype][0] if plan.quant is None else 2
+    quantised_head = plan.model_code == "litgpt"
+    total = 0.0
+    for elements, count in per_layer:
+        if plan.quant in ("nf4", "nf4-dq"):
+            scales = elements / 64 * (4 if plan.quant == "nf4" else 1)
+            total += count * (block_overhead(elements / 2) + block_overhead(scales))
+        elif plan.quant == "int8":
+            total += count * block_overhead(elements)
+        else:
+            total += count * block_overhead(elements * weight_bytes)
+    embedding = geometry.vocab * geometry.hidden
+    total += block_overhead(embedding * weight_bytes)
+    if geometry.lm_head_params:
+        head = block_overhead(embedding / 2) if plan.quant and quantised_head else block_overhead(embedding * weight_bytes)
+        total += head
+    if plan.mode == "train" and trains_all and plan.quant is None:
+        states, _ = _OPTIMIZER_STATE[plan.optimizer]
+        total *= 2 + states  # gradients and each state: the same shapes, in the parameters' dtype
+    return Interval(0.0, total, total)
+
+
+def _blas_workspace(plan: Plan, per_handle: float) -> Interval:
+    """torch's cuBLAS workspaces: one per handle and stream, and handles are per thread; a training step
+    runs the forward on the script's thread and the backward on autograd's device thread (two). torch
+    takes them from its caching allocator (counted in max_memory_allocated) except in the builds that
+    leave them to cuBLAS itself (CUDA 12.2 and later before torch set them again: the low end)."""
+    count = 2 if plan.mode == "train" else 1
+    return Interval(0.0, count * per_handle, count * per_handle)
+
+
+def _adapter_bytes(plan: Plan) -> int:
+    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype."""
+    return _PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
+
+
+def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interval:
+    """A 4-bit matmul dequantises its weight for each call (bitsandbytes' MatMul4Bit; one token at a time
+    takes the gemv kernel instead, so a generation's prompt does and its new tokens do not): the largest
+    quantised weight, dequantised to the dtype it was quantised from and cast to the input's dtype.
+    LitGPT: every linear, the LM head too, quantised from fp16 and cast to bf16 (4 bytes per weight);
+    transformers: the LM head stays 16-bit, the weight is stored in the loading dtype (2 bytes, 6 when
+    bnb_4bit_compute_dtype, fp32 by default, differs)."""
+    if plan.quant not in ("nf4", "nf4-dq") or geometry is None:
+        return ZERO
+    hidden = geometry.hidden
+    layer_linear = max(hidden * geometry.intermediate, hidden * geometry.heads * geometry.head_dim)
+    if plan.model_code == "litgpt":
+        largest = max(layer_linear, geometry.vocab * hidden)
+        value = Interval.exact(largest * litgpt.DEQUANTISED_BYTES)
+    else:
+        value = Interval(2.0 * layer_linear, 2.0 * layer_linear, 6.0 * layer_linear)
+    notes.append("each 4-bit matmul dequantises its weight while it runs: the largest one is counted")
+    return value
+
+
+def _loss_beside_dequantised(plan: Plan, geometry: Shape | None) -> Interval:
+    if plan.quant is None or geometry is None or plan.model_code != "litgpt" or plan.mode != "train":
+        return ZERO
+    logits = plan.batch_size * (plan.seq_len or _TYPICAL_SEQUENCE) * geometry.vocab
+    return Interval(*(logits * per_logit for per_logit in litgpt.LOSS_BESIDE_DEQUANTISED_BYTES))
 
 
 def _largest_tensor(geometry: Shape | None, trainable: int) -> float:
@@ -433,15 +576,15 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
             f"the model's maximum {lengths[2]} at the high end"
         )
     activations, logits, kv = [], [], []
-    for seq in lengths:
-        value = _activations_at(plan, arch, geometry, seq, act_bytes, notes)
+    for end, seq in enumerate(lengths):
+        value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
     measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
-    spread = _MEASURED_SPREAD if measured else _FORMULA_SPREAD
+    spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
-    per_logit = _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+    per_logit = _logit_bytes(plan)
     logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
         Interval(activations[0] * low, activations[1], activations[2] * high),
@@ -450,11 +593,19 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
     )
 
 
-def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str]):
-    """(activations, logits, KV cache) point estimates for one sequence length."""
+def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
+    """Bytes per logit a training step's loss keeps (low, estimate, high)."""
+    if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
+        return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
+    return _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+
+
+def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
+    """(activations, logits, KV cache) point estimates for one sequence length, at one end of the
+    interval (0 low, 1 estimate, 2 high: where versions of the code differ, the end picks the variant)."""
     batch = plan.batch_size
     tokens = batch * seq
-    per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes)
+    per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
@@ -470,13 +621,19 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
-        per_logit = (_CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES)[1]
-        logits = tokens * geometry.vocab * per_logit if geometry.vocab and plan.head == "lm" else 0.0
+        logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
-    live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, []) * 2
-    logits_bytes = batch * (prompt if plan.mode == "infer" else 1) * geometry.vocab * 4
+    live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
+    if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
+        logits_bytes = batch * prompt * geometry.vocab * 6
+    elif plan.mode == "generate":
+        logits_bytes = batch * geometry.vocab * _SAMPLING_BYTES[end]
+        if end == 2:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
+            logits_bytes += batch * prompt * geometry.vocab * 6
+    else:
+        logits_bytes = batch * prompt * geometry.vocab * 4
     kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
@@ -486,13 +643,35 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
         kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch
+        if plan.model_code == "litgpt" and end == 2 and arch.kv_lora_rank is None:
+            kv *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
         notes.append(f"KV cache for {context} tokens of context per sequence")
     return live, logits_bytes, kv
 
 
-def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str]) -> float:
+def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
+    """Whether the 4-bit linears keep their inputs at this end of the interval (bitsandbytes < 0.43.2 did)."""
+    if plan.quant is None:
+        return False
+    return plan.quant_keeps_inputs if plan.quant_keeps_inputs is not None else end == 2
+
+
+def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:
     """Retained activations of one transformer layer: measured for the architecture when the
-    calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths."""
+    calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths;
+    LitGPT's modules by their own accounting (litgpt.layer_coefficient)."""
+    if plan.model_code == "litgpt" and plan.model is not None:
+        lora = plan.lora_rank is not None and plan.mode == "train"
+        coefficient = litgpt.layer_coefficient(
+            plan.model, geometry, trains_base=plan.mode == "train" and not lora,
+            keeps_linear_inputs=plan.mode == "train" and _keeps_quantised_inputs(plan, end),
+            lora_targets=plan.lora_targets if lora else None, lora_dropout=plan.lora_dropout,
+            lora_rank=plan.lora_rank or 0, fp32_norm=end != 0,
+        )
+        notes.append("activations per layer from LitGPT's modules (fused qkv, its RMSNorm and GELU, adapters in the model's dtype)")
+        if plan.quant is not None and plan.mode == "train":
+            notes.append(_QUANT_INPUTS_NOTE)
+        return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
     measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
@@ -504,10 +683,10 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         coefficient = formula_layer_coefficient(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
     if plan.lora_rank is not None and plan.mode == "train":
-        coefficient += adapter_layer_adjustment(plan, geometry)
-        notes.append("quantised base: bitsandbytes keeps each linear's input, each adapter an fp32 copy of its own"
-                     if plan.quant is not None else
-                     "frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+        coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
+        notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+        if plan.quant is not None:
+            notes.append(_QUANT_INPUTS_NOTE)
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
@@ -548,7 +727,11 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     return extra
 
 
-def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:
+_QUANT_INPUTS_NOTE = ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), "
+                      "earlier versions kept each one (the high end)")
+
+
+def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
     in one layer, minus what the same layer keeps when trained in full.
 
@@ -567,9 +750,9 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape) -> float:
         norm_saving = per_element * arch.norms_per_layer
         if arch.qk_norm:  # the query and key norms, heads x head_dim wide
             norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
-    # bitsandbytes' 4-/8-bit matmul keeps its input for the backward whether or not the weight needs a
-    # gradient (MatMul4Bit stores (A, B) in ctx.tensors when any input needs one): no linear input is spared.
-    saving = norm_saving + (0.0 if plan.quant is not None else 2.0 + 2.0 + 2.0 * ffn / hidden)
+    # bitsandbytes' 4-bit matmul kept its input for the backward whether or not the weight needs a gradient
+    # (MatMul4Bit stored (A, B) in ctx.tensors) until 0.43.2, which keeps only B: then no linear input is spared.
+    saving = norm_saving + (0.0 if keeps_quantised_inputs else 2.0 + 2.0 + 2.0 * ffn / hidden)
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:

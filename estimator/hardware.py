@@ -45,6 +45,20 @@ class Gpu(msgspec.Struct, frozen=True, kw_only=True):
     context_bytes: int  # per-process runtime memory that memory_allocated does not show
     source: str
     notes: str = ""
+    compute_capability: str | None = None  # NVIDIA: "9.0"
+    gfx_target: str | None = None  # AMD: "gfx942"
+
+    @property
+    def blas_workspace_bytes(self) -> int:
+        """torch's default cuBLAS/hipBLAS workspace for one handle and stream (CUBLAS_WORKSPACE_CONFIG
+        unset; aten/src/ATen/cuda/CublasHandlePool.cpp): ":4096:2:16:8" before Hopper, 32 MiB on compute
+        capability 9.x, 10.x and 12.x; hipBLAS 32 MiB, 128 MiB on gfx94x/gfx95x. Other stacks: none."""
+        if self.compute_capability is not None:
+            major = int(self.compute_capability.split(".")[0])
+            return 32 * 2**20 if major in (9, 10, 12) else 4096 * 1024 * 2 + 16 * 1024 * 8
+        if self.gfx_target is not None:
+            return 128 * 2**20 if self.gfx_target.startswith(("gfx94", "gfx95")) else 32 * 2**20
+        return 0
 
 
 class Instance(msgspec.Struct, frozen=True, kw_only=True):

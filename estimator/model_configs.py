@@ -368,6 +368,10 @@ def resolve_model_name(name: str, roots: list[Path] | None) -> tuple[Architectur
         except (Unreadable, UnsupportedConfig) as error:
             return None, str(error)
     architecture = find_architecture(name) if name else None
+    if architecture is None and name:
+        from .litgpt import architecture_for_litgpt_name
+
+        architecture = architecture_for_litgpt_name(name)  # a LitGPT model name: the checkpoint it converts
     if architecture is not None:
         return architecture, None
     return None, (

@@ -54,6 +54,12 @@ _TRAINER_OPTIM = {
 # estimate this file for, when the script does not name it in a form that can be read.
 MODEL_COMMENT = re.compile(r"#\s*trainlint:\s*model\s*=\s*(?P<model>[^\s#]+)", re.I)
 _DTYPE_NAMES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "half": "fp16", "fp16": "fp16", "float32": "fp32", "float": "fp32"}
+# Lightning's precision strings (Fabric, Trainer, LitGPT): "-true" casts the model, "-mixed" runs autocast.
+_LIGHTNING_PRECISION = {
+    "bf16-true": "bf16", "16-true": "fp16", "32-true": "fp32", "32": "fp32", "bf16-mixed": "amp-bf16", "16-mixed": "amp-fp16",
+}
+# LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
+_LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,7 @@ class ScriptInputs:
     vae_tiling: Found | None = None
     kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
     kbit_prepared: Found | None = None  # peft's prepare_model_for_kbit_training(model)
+    model_code: Found | None = None  # "litgpt": the script runs LitGPT's own model classes
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -286,6 +293,13 @@ class _Reader:
             info = self.summary.local_class(name)
             if self.summary.is_module_class(info):
                 self._set("local_model_class", info.name, node, chunk)
+        if name.startswith(("litgpt.", "lit_gpt.")):
+            self._set("model_code", "litgpt", node, chunk)
+            if head in _LITGPT_MODEL_CALLS:
+                self._set("model", self.value(self.keyword(node, _LITGPT_MODEL_CALLS[head], 0), chunk), node, chunk)
+        precision = self.value(self.keyword(node, "precision"), chunk)
+        if isinstance(precision, str) and precision in _LIGHTNING_PRECISION:
+            self._set("dtype", _LIGHTNING_PRECISION[precision], node, chunk)
         if head in ("DataLoader", "TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1 if head == "DataLoader" else None), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
@@ -545,6 +559,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
+    "model_code",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

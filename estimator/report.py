@@ -33,7 +33,7 @@ class Report:
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> Report:
     context = target.gpu.context_bytes
-    result = estimate(plan, context)
+    result = estimate(plan, context, target.gpu.blas_workspace_bytes)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
     report = Report(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))

@@ -258,3 +258,22 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
             for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
                 plan = Plan(model=arch, dtype="amp-bf16", attention=attention)
                 assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)
+
+
+def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_fp32_logits():
+    llama = find_architecture("llama-3-8b")
+    logits = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160)).breakdown.logits
+    assert logits.low == 8 * llama.vocab * 8  # greedy: the fp32 next-token logits and their scores
+    assert logits.estimate == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
+    assert logits.high == 8 * llama.vocab * 38 + 8 * 4096 * llama.vocab * 6  # transformers before 4.42
+
+
+def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
+    llama = find_architecture("llama-3-8b")
+    plan = dict(model=llama, dtype="bf16", seq_len=512, lora_rank=16, quant="nf4")
+    layer_linear = llama.hidden * llama.intermediate
+    hf = estimate(Plan(**plan)).breakdown.dequantised
+    assert (hf.low, hf.estimate, hf.high) == (2 * layer_linear, 2 * layer_linear, 6 * layer_linear)
+    litgpt = estimate(Plan(**plan, model_code="litgpt")).breakdown.dequantised
+    assert litgpt.estimate == 4 * llama.vocab * llama.hidden  # every linear quantised, the LM head the largest
+    assert estimate(Plan(**{**plan, "quant": None})).breakdown.dequantised.high == 0

@@ -167,6 +167,52 @@ def _gpu_like_dropout():
         F.dropout = original
 
 
+class SavedByRegion:
+    """Saved-tensor hooks over one forward: each saved storage counted once (its full ``nbytes()``), by the
+    part of the model that saved it first: "embed" before the first layer, "layerN" inside layer N,
+    "between" after a layer, "head" after the last. Parameters' and buffers' storages are not counted;
+    the saved tensors are kept alive, so an address is not reused within the run."""
+
+    def __init__(self, model: torch.nn.Module, layers) -> None:
+        self._excluded = {p.untyped_storage()._cdata for p in model.parameters()}
+        self._excluded |= {b.untyped_storage()._cdata for b in model.buffers()}
+        self._region = "embed"
+        self._first: dict[int, str] = {}
+        self._sizes: dict[int, int] = {}
+        self._keep: list[torch.Tensor] = []
+        last = len(layers) - 1
+        for index, layer in enumerate(layers):
+            layer.register_forward_pre_hook(lambda module, args, index=index: self._enter(f"layer{index}"))
+            layer.register_forward_hook(
+                lambda module, args, output, index=index: self._enter("head" if index == last else "between"))
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda tensor: tensor)
+
+    def _enter(self, region: str) -> None:
+        self._region = region
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        self._keep.append(tensor)
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in self._excluded and key not in self._first:
+            self._first[key] = self._region
+            self._sizes[key] = storage.nbytes()
+        return tensor
+
+    def __enter__(self) -> "SavedByRegion":
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+    def regions(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for key, region in self._first.items():
+            totals[region] = totals.get(region, 0) + self._sizes[key]
+        return totals
+
+
 def measure(
     a: dict, attention: str, batch: int, seq: int, dropout: float,
     image_size: int | None = None, use_cache: bool = False, transform=None,
@@ -180,37 +226,7 @@ def measure(
             if transform is not None:
                 model = transform(model)
         model.train()
-        params = {p.untyped_storage()._cdata for p in model.parameters()}
-        params |= {b.untyped_storage()._cdata for b in model.buffers()}
-        layer_list = _layer_list(model, LAYERS)
-        state = {"region": "embed"}
-        seen: dict[int, str] = {}
-        sizes: dict[int, int] = {}
-        keep: list[torch.Tensor] = []
-
-        def enter(index):
-            def hook(module, args, kwargs=None):
-                state["region"] = f"layer{index}"
-            return hook
-
-        def leave(index):
-            def hook(module, args, output):
-                state["region"] = "head" if index == LAYERS - 1 else "between"
-            return hook
-
-        for index, layer in enumerate(layer_list):
-            layer.register_forward_pre_hook(enter(index))
-            layer.register_forward_hook(leave(index))
-
-        def pack(tensor):
-            keep.append(tensor)
-            storage = tensor.untyped_storage()
-            key = storage._cdata
-            if key not in params and key not in seen:
-                seen[key] = state["region"]
-                sizes[key] = storage.nbytes()
-            return tensor
-
+        saved = SavedByRegion(model, _layer_list(model, LAYERS))
         if a["family"] == "vit":
             pixels = torch.randn(batch, 3, image_size, image_size, dtype=torch.bfloat16)
             labels = torch.randint(0, a["num_labels"], (batch,))
@@ -221,15 +237,12 @@ def measure(
             inputs = {"input_ids": ids, "labels": ids}
             if a["kind"] == "decoder":
                 inputs["use_cache"] = use_cache
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved:
             output = model(**inputs)
         assert output.loss.requires_grad
-    regions: dict[str, int] = {}
-    for key, region in seen.items():
-        regions[region] = regions.get(region, 0) + sizes[key]
     return {
         "attention": attention, "batch": batch, "seq": seq, "dropout": dropout, "image_size": image_size,
-        "use_cache": use_cache, "regions": regions,
+        "use_cache": use_cache, "regions": saved.regions(),
     }
 
 

@@ -1,0 +1,184 @@
+"""The peak of one LitGPT fine-tuning iteration, by category, with torch's MemTracker under FakeTensorMode.
+
+``litgpt_activations.py`` measures what one layer keeps; this runs a whole model (every layer, its
+real widths, fake tensors: no storage, no arithmetic) through what ``finetune_lora`` does per
+micro-batch (``model(ids, lm_head_chunk_size=128)``, whose output Fabric casts to fp32, the chunked cross-entropy, the backward, the
+optimizer step and ``zero_grad``) and records MemTracker's snapshot at the peak (PARAM, BUFFER,
+GRAD, ACT, TEMP, OPT). One warm-up iteration first: the optimizer's state is created at the first step.
+
+With ``--quantize nf4`` every linear is replaced by an emulation of bitsandbytes' ``Linear4bit`` as
+far as memory goes, read from bitsandbytes' source (``MatMul4Bit``, 0.41-0.45): a packed 4-bit weight
+(half a byte per element) with an fp32 absmax per block of 64; the forward dequantises the weight to
+the dtype it was quantised from (fp16: Lightning's plugin quantises ``weight.to(torch.half)``), casts
+it to the input's dtype, multiplies, and keeps the input for the backward (``ctx.tensors = (A, B)``),
+and the backward dequantises and casts again. The optimizer of a quantised run is bitsandbytes'
+PagedAdamW, whose state lives in CUDA managed memory, outside torch's allocator: its OPT category is
+reported, and left out of ``peak_in_torch_allocator``.
+
+Runs in the calibration venv (torch, lightning), with a LitGPT source tree (see litgpt_activations.py):
+
+    python litgpt_peaks.py --source DIR OUT.json
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from activations import _gpu_like_dropout  # noqa: E402
+from allocator_replay import Recorder, replay  # noqa: E402
+from litgpt_activations import _lora_fields, arguments  # noqa: E402
+
+# (LitGPT config name, micro-batch, sequence length, LoRA rank or None for finetune_full, quantisation):
+# the shapes of LitGPT's published tables (resource tables, configuration hub).
+CASES = [
+    ("phi-1_5", 1, 1044, 8, None), ("phi-1_5", 4, 1044, 8, None), ("phi-1_5", 1, 1044, 8, "nf4"),
+    ("stablelm-base-alpha-3b", 1, 1034, 8, None), ("stablelm-base-alpha-3b", 1, 1034, 8, "nf4"),
+    ("Llama-2-7b-hf", 1, 1304, 8, None), ("Llama-2-7b-hf", 1, 1304, 8, "nf4"),
+    ("Llama-3-8B", 1, 512, 32, None), ("Llama-3-8B", 2, 512, 32, "nf4"), ("tiny-llama-1.1b", 4, 512, None, None),
+]
+
+
+class _MatMul4Bit(torch.autograd.Function):
+    """bitsandbytes' MatMul4Bit, memory-wise: dequantise (a new tensor of the stored dtype), cast to the
+    input's dtype, multiply; the input is kept for the backward, which dequantises and casts again."""
+
+    @staticmethod
+    def forward(ctx, A, packed, shape, stored_dtype, bias):
+        weight = torch.empty(shape, dtype=stored_dtype, device=A.device).to(A.dtype)
+        output = torch.nn.functional.linear(A, weight, bias)
+        ctx.shape, ctx.stored_dtype = shape, stored_dtype
+        # bitsandbytes keeps (A, B) as ctx.tensors; saved this way, saved-tensor hooks see A too
+        ctx.save_for_backward(A)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        weight = torch.empty(ctx.shape, dtype=ctx.stored_dtype, device=grad_output.device).to(grad_output.dtype)
+        return grad_output @ weight, None, None, None, None
+
+
+class _Linear4bit(torch.nn.Module):
+    def __init__(self, linear: torch.nn.Linear, stored_dtype: torch.dtype = torch.float16) -> None:
+        super().__init__()
+        out_features, in_features = linear.weight.shape
+        elements = out_features * in_features
+        self.weight = torch.nn.Parameter(torch.empty(elements // 2, 1, dtype=torch.uint8), requires_grad=False)
+        self.register_buffer("absmax", torch.empty(elements // 64, dtype=torch.float32))
+        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach(), requires_grad=False)
+        self.shape = (out_features, in_features)
+        self.in_features, self.out_features = in_features, out_features
+        self.stored_dtype = stored_dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _MatMul4Bit.apply(x, self.weight, self.shape, self.stored_dtype, self.bias)
+
+
+class _NoHook:
+    def remove(self) -> None:
+        pass
+
+
+def _quantise(module: torch.nn.Module) -> None:
+    for name, child in module.named_children():
+        if isinstance(child, torch.nn.Linear) and not child.weight.requires_grad:
+            setattr(module, name, _Linear4bit(child))
+        else:
+            _quantise(child)
+
+
+def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: str | None) -> dict:
+    """One case; ``rank`` None: ``finetune_full`` (every parameter trained, gradients accumulated over two
+    micro-batches, the loss on the whole fp32 logits), else ``finetune_lora``."""
+    package, _, lora, utils = modules
+    full = rank is None
+    module = importlib.import_module(f"{package}.model") if full else lora
+    config = module.Config.from_name(name, **({} if full else _lora_fields(lora, rank)))
+    default_dtype = torch.get_default_dtype()
+    recorder = Recorder()
+    with FakeTensorMode(allow_non_fake_inputs=False), _gpu_like_dropout():
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            model = module.GPT(config)
+            model.max_seq_length = seq
+        finally:
+            torch.set_default_dtype(default_dtype)
+        if not full:
+            lora.mark_only_lora_as_trainable(model)
+        if quantize:  # Lightning's plugin quantises each linear as it is built: the 16-bit model never exists
+            _quantise(model)
+        # the trace starts with the model's parameters and buffers, in the order they were created
+        recorder.track([*model.parameters(), *model.buffers()])
+        recorder.__enter__()
+        model.train()
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=1e-4)
+        micro_batches = 2 if full else 1
+
+        def iteration(tracker=None):
+            for _ in range(micro_batches):
+                if tracker is not None:
+                    tracker.reset_mod_stats()  # MemTracker keeps per-module stats of one forward only
+                ids = torch.randint(0, config.padded_vocab_size, (batch, seq))
+                # Fabric's precision plugins (bf16-true, bitsandbytes) cast a module's floating outputs to
+                # the default dtype, fp32 (``convert_output``): the logits the loss sees are fp32 copies
+                if full:
+                    logits = model(ids).float()
+                    loss = utils.chunked_cross_entropy(logits[..., :-1, :], ids[..., 1:])
+                else:
+                    logits = [chunk.float() for chunk in model(ids, lm_head_chunk_size=128)]
+                    logits[-1] = logits[-1][..., :-1, :]
+                    loss = utils.chunked_cross_entropy(logits, ids[..., 1:])
+                (loss / micro_batches).backward()
+                del logits, loss
+            optimizer.step()
+            optimizer.zero_grad()
+
+        iteration()
+        tracker = MemTracker()
+        tracker.track_external(model, optimizer)
+        # MemTracker hooks every parameter's gradient; a frozen one takes no hook (torch refuses it)
+        for parameter in model.parameters():
+            if not parameter.requires_grad:
+                tracker._param_to_grad_hook_handles[parameter] = (_NoHook(), _NoHook())
+        with tracker:
+            iteration(tracker)
+        peak = tracker.get_tracker_snapshot("peak")
+        recorder.__exit__(None, None, None)
+    categories = {str(key).rsplit(".", 1)[-1]: value for key, value in next(iter(peak.values())).items()}
+    total = categories.pop("Total", None) or sum(categories.values())
+    in_allocator = total - (categories.get("OPT", 0) if quantize else 0)
+    replayed = replay(recorder.events)
+    return {
+        "model": name, "batch": batch, "seq": seq, "lora_rank": rank, "quantize": quantize,
+        "peak": categories, "peak_in_torch_allocator": in_allocator,
+        "replayed": {"live": replayed.live, "allocated": replayed.allocated, "reserved": replayed.reserved},
+    }
+
+
+def main() -> None:
+    out, modules = arguments(__doc__)
+    rows = []
+    for case in CASES:
+        try:
+            modules[2].Config.from_name(case[0])
+        except (KeyError, ValueError):  # not in this version's catalog
+            continue
+        row = run(modules, *case)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out.write_text(json.dumps({
+        "about": "MemTracker's peak of one LitGPT LoRA fine-tuning iteration under FakeTensorMode (bytes by category)",
+        "litgpt_package": modules[0], "torch": torch.__version__, "rows": rows,
+    }, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""LitGPT's own model code, and the allocator terms read from replayed runs: the estimate against the CPU
+measurements in estimator/calibration (never against the published rows, which are only a test set)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator import costmodel
+from trainlint.estimator.architectures import find_architecture, parameter_count, shape
+from trainlint.estimator.costmodel import GIB, Plan, block_overhead, estimate
+from trainlint.estimator.hardware import resolve_target
+from trainlint.estimator.litgpt import architecture_for_litgpt_name, layer_coefficient, litgpt_architecture
+from trainlint.estimator.model_configs import architecture_from_config
+from trainlint.estimator.reading import plan_settings, read_inputs
+
+CALIBRATION = Path(__file__).resolve().parent.parent / "estimator" / "calibration"
+ACTIVATIONS = json.loads((CALIBRATION / "litgpt_activations.json").read_text())
+PEAKS = json.loads((CALIBRATION / "litgpt_peaks.json").read_text())
+REPLAYS = json.loads((CALIBRATION / "allocator_peaks.json").read_text())
+
+
+def _stablelm_alpha():
+    """Not in the catalog: its config as the published rows give it."""
+    rows = json.loads((CALIBRATION / "published_peaks.json").read_text())["rows"]
+    config = next(row["plan"]["config"] for row in rows if "stablelm-base-alpha-3b" in row["id"])
+    return architecture_from_config(config, "stablelm-base-alpha-3b", "the published row")
+
+
+def _architecture(name: str):
+    return _stablelm_alpha() if name == "stablelm-base-alpha-3b" else find_architecture(name)
+
+
+@pytest.mark.parametrize("arch_id", sorted(ACTIVATIONS["models"]))
+def test_the_layer_accounting_equals_what_litgpts_modules_keep(arch_id):
+    measured = ACTIVATIONS["models"][arch_id]
+    arch, _ = litgpt_architecture(_architecture(arch_id))
+    geometry = shape(arch)
+    cases = {
+        "lora": dict(trains_base=False, keeps_linear_inputs=False, lora_targets=("q_proj", "v_proj")),
+        "full": dict(trains_base=True, keeps_linear_inputs=False, lora_targets=None),
+        "qlora-keeping-inputs": dict(trains_base=False, keeps_linear_inputs=True, lora_targets=("q_proj", "v_proj")),
+    }
+    for case, arguments in cases.items():
+        derived = layer_coefficient(arch, geometry, lora_dropout=0.05, lora_rank=8, **arguments)
+        assert derived == pytest.approx(measured[case]["layer"], rel=0.005), case
+
+
+def test_the_estimate_of_a_litgpt_fine_tuning_step_is_within_three_percent_of_its_replayed_peak():
+    compared = 0
+    for row in PEAKS["rows"]:
+        arch = architecture_for_litgpt_name(row["model"]) or (_stablelm_alpha() if row["model"].startswith("stablelm") else None)
+        assert arch is not None, row["model"]
+        lora = row["lora_rank"] is not None
+        plan = Plan(
+            model=arch, model_code="litgpt", dtype="bf16", batch_size=row["batch"], seq_len=row["seq"],
+            lora_rank=row["lora_rank"], lora_targets=("q_proj", "v_proj"), lora_dropout=0.05 if lora else None,
+            quant=row["quantize"], quant_keeps_inputs=True if row["quantize"] else None, grad_accum=1 if lora else 2,
+        )
+        replayed = row["replayed"]["allocated"]
+        assert estimate(plan).allocated.estimate == pytest.approx(replayed, rel=0.03), row
+        compared += 1
+    assert compared >= 10
+
+
+def test_litgpt_keeps_its_own_lm_head_and_pads_the_vocabulary():
+    falcon = find_architecture("falcon-40b")
+    assert falcon.tied_embeddings
+    built, notes = litgpt_architecture(falcon)
+    assert parameter_count(built) == parameter_count(falcon) + falcon.vocab * falcon.hidden
+    assert any("LM head" in note for note in notes)
+    hf = estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60))
+    lit = estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60, model_code="litgpt"))
+    assert lit.params - hf.params == falcon.vocab * falcon.hidden
+
+
+def test_a_script_that_loads_a_litgpt_model_is_estimated_as_litgpt_code():
+    source = textwrap.dedent(
+        """\
+        import lightning as L
+        from litgpt import LLM
+
+        fabric = L.Fabric(precision="bf16-true")
+        llm = LLM.load("tiny-llama-1.1b")
+        print(llm.generate("Hello", max_new_tokens=50))
+        """
+    )
+    planned = plan_settings(read_inputs(ModuleAnalysis(source, "generate.py")), {})
+    assert planned.settings["model_code"] == "litgpt"
+    assert planned.settings["dtype"] == "bf16"
+    assert planned.inputs["model_code"][1].startswith("line 5")
+    assert architecture_for_litgpt_name(planned.model_name).id == "tinyllama-1.1b"
+
+
+def test_bitsandbytes_versions_that_kept_the_inputs_are_the_high_end():
+    llama = find_architecture("llama-2-7b")
+    common = dict(model=llama, dtype="bf16", batch_size=2, seq_len=1024, lora_rank=16, quant="nf4")
+    unknown = estimate(Plan(**common)).allocated
+    today = estimate(Plan(**common, quant_keeps_inputs=False)).allocated
+    old = estimate(Plan(**common, quant_keeps_inputs=True)).allocated
+    assert unknown.estimate == pytest.approx(today.estimate)
+    assert old.estimate > today.estimate + 1 * GIB  # four linear inputs per layer, 32 layers, 2k tokens
+    assert unknown.high >= old.estimate
+
+
+def test_the_blas_workspace_follows_the_gpu_and_the_threads_that_run_matmuls():
+    h100, a100 = resolve_target("h100-sxm", 1).gpu, resolve_target("a100-80gb", 1).gpu
+    assert h100.blas_workspace_bytes == 32 * 2**20
+    assert a100.blas_workspace_bytes == 4096 * 1024 * 2 + 16 * 1024 * 8
+    plan = Plan(model=find_architecture("gpt2"), seq_len=512)
+    training = estimate(plan, workspace_bytes=h100.blas_workspace_bytes).breakdown.cublas_workspace
+    inference = estimate(Plan(model=plan.model, seq_len=512, mode="infer"), workspace_bytes=h100.blas_workspace_bytes)
+    assert training.estimate == 2 * h100.blas_workspace_bytes  # the forward's thread and autograd's
+    assert inference.breakdown.cublas_workspace.estimate == h100.blas_workspace_bytes
+    assert training.low == 0.0  # cuBLAS's own allocation, outside max_memory_allocated: on the device all the same
+    result = estimate(plan, workspace_bytes=h100.blas_workspace_bytes)
+    assert result.process.low - result.reserved.low == pytest.approx(0.14 * GIB + training.high)
+
+
+def test_blocks_of_ten_mebibytes_and_more_take_their_whole_segment_when_less_than_one_is_left():
+    mib = 2**20
+    assert block_overhead(21.5 * mib) == pytest.approx(0.5 * mib)  # a 22 MiB segment, not split
+    assert block_overhead(16.31 * mib) < 512  # 18 MiB segment, 1.69 MiB left: split
+    assert block_overhead(100) == 412  # blocks are multiples of 512 bytes
+    assert block_overhead(8 * mib) == 0
+
+
+def test_the_fragmentation_interval_is_read_from_the_replayed_runs():
+    ratios = [row["reserved"] / row["allocated"] - 1 for row in REPLAYS["rows"]]
+    ratios += [row["replayed"]["reserved"] / row["replayed"]["allocated"] - 1 for row in PEAKS["rows"]]
+    fixed = [row["reserved"] / row["allocated"] - 1 for row in REPLAYS["rows"] if isinstance(row["seq"], int)]
+    fixed += [row["replayed"]["reserved"] / row["replayed"]["allocated"] - 1 for row in PEAKS["rows"]]
+    low, expected, high = costmodel._FRAGMENTATION
+    assert low == pytest.approx(min(fixed), abs=0.001)
+    assert expected == pytest.approx(statistics.median(ratios), abs=0.001)
+    assert high == pytest.approx(max(ratios), abs=0.001)
+    over_live = [row["allocated"] / row["live"] - 1 for row in REPLAYS["rows"]]
+    over_live += [row["replayed"]["allocated"] / row["replayed"]["live"] - 1 for row in PEAKS["rows"]]
+    assert costmodel._BLOCKS_OVER_LIVE == pytest.approx(max(over_live), abs=0.0001)
