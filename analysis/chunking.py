@@ -5,7 +5,8 @@ syntax error stays inside its statement. The scanner tracks brackets, strings an
 continuations; a line at column 0 can only start a new statement when none of those is
 open. Mid-edit text often has an unclosed bracket, which would otherwise swallow the rest
 of the file: a column-0 line that can only begin a statement (``def``, ``class``, a
-decorator, an import) closes whatever was left open.
+decorator, an import), or any code at column 0 after a bracket opened on an indented line
+(``running.append(`` half-typed inside a function), closes whatever was left open.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ _TRIPLE_END = {"'''": re.compile(r"\\.|'''", re.S), '"""': re.compile(r'\\.|"""'
 _SINGLE_END = {"'": re.compile(r"\\.|'|\n", re.S), '"': re.compile(r'\\.|"|\n', re.S)}
 # Column-0 words that only ever begin a statement: seeing one means an open bracket above is a typo.
 _HARD_START = re.compile(r"(?:async\s+def|def|class|import|from\s+\S+\s+import|@)\b|@")
+# Code at column 0 (a name, a keyword, a decorator): inside a bracket opened on an indented line, a
+# line like this is the next top-level statement, not a continuation (no formatter writes one).
+_CODE_AT_COLUMN_0 = re.compile(r"(?!(?:else|elif|except|finally|and|or|not|in|is)\b)[A-Za-z_@]")
 # Column-0 words that continue the previous compound statement.
 _CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
 
@@ -34,11 +38,13 @@ class Chunk(msgspec.Struct, frozen=True):
         return self.text.count("\n") + (0 if self.text.endswith("\n") else 1)
 
 
-def _statement_starts(text: str) -> list[int]:
+def statement_starts(text: str) -> list[int]:
     """Offsets (into text) of each line that begins at top level, i.e. not inside an open construct."""
     starts = [0]
     depth = 0
     pos = 0
+    line_start = 0
+    opened_indented = False  # the outermost open bracket was opened on an indented line
     length = len(text)
     while pos < length:
         match = _TOKEN.search(text, pos)
@@ -47,10 +53,14 @@ def _statement_starts(text: str) -> list[int]:
         token = match.group()
         pos = match.end()
         if token == "\n":
+            line_start = pos
             if depth == 0:
                 starts.append(pos)
-            elif _HARD_START.match(text, pos):
+            elif _HARD_START.match(text, pos) or (opened_indented and _CODE_AT_COLUMN_0.match(text, pos)):
+                # a bracket left open inside a function does not run on into the code after it; the
+                # blank and comment lines just above belong to what follows, as they would at top level
                 depth = 0
+                starts.extend(_blank_lines_before(text, pos, starts[-1]))
                 starts.append(pos)
         elif token == "#":
             newline = text.find("\n", pos)
@@ -62,11 +72,29 @@ def _statement_starts(text: str) -> list[int]:
             end = _find_string_end(text, pos, _SINGLE_END[token], token)
             pos = length if end < 0 else end
         elif token in "([{":
+            if depth == 0:
+                opened_indented = text[line_start : line_start + 1] in (" ", "\t")
             depth += 1
         elif token in ")]}":
             depth = max(0, depth - 1)
         # a backslash continuation consumes its newline: the next line is not a start
     return starts
+
+
+def _blank_lines_before(text: str, pos: int, floor: int) -> list[int]:
+    """Starts of the blank or comment-only lines right above the line at ``pos`` (not before ``floor``)."""
+    found: list[int] = []
+    end = pos - 1  # the newline ending the line above
+    while end > floor:
+        start = text.rfind("\n", 0, end) + 1
+        if start <= floor:
+            break
+        stripped = text[start:end].strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        found.append(start)
+        end = start - 1
+    return found[::-1]
 
 
 def _find_string_end(text: str, pos: int, pattern: re.Pattern[str], quote: str) -> int:
@@ -93,7 +121,7 @@ def split_statements(text: str) -> list[Chunk]:
     boundaries: list[int] = []
     pending_comment_start: int | None = None
     previous_was_decorator = False
-    for offset in _statement_starts(text):
+    for offset in statement_starts(text):
         if offset >= len(text):
             continue
         line_end = text.find("\n", offset)

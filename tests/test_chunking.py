@@ -18,8 +18,15 @@ def test_strings_and_brackets_do_not_split():
 
 
 def test_unclosed_bracket_is_closed_by_the_next_definition():
+    # the blank line above goes with the definition, as blank lines do between whole statements
     text = "x = foo(1,\n\ndef g():\n    pass\n"
-    assert starts(text) == [0, 2]
+    assert starts(text) == [0, 1]
+
+
+def test_a_bracket_left_open_inside_a_function_stops_at_the_next_top_level_code():
+    text = "def f():\n    running.append(\n    x = 1\n\n\nif __name__ == '__main__':\n    f()\n"
+    assert starts(text) == [0, 3]
+    assert starts("x = (1,\n2)\ny = 3\n") == [0, 2], "at top level a continuation at column 0 stays one statement"
 
 
 @settings(max_examples=200, deadline=None)
