@@ -142,10 +142,12 @@ class Event:
 
 
 class CallEvent(Event):
-    __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes")
+    __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes", "statement")
 
     def __init__(self, node: cst.Call, context, scope, *, callee, method, receiver, receiver_key, args, kwargs, function, arg_nodes):
         super().__init__(node, context, scope)
+        # the small statement (or compound statement's header) whose evaluation ran this call
+        self.statement: cst.CSTNode | None = scope._statement
         self.callee: str | None = callee  # canonical dotted name when the callee is not a value
         self.method: str | None = method  # attribute name for ``x.m(...)``
         self.receiver: Value | None = receiver
@@ -226,6 +228,7 @@ class ScopeAnalysis:
         self.env: dict[str, Value] = {}
         self.binding_loop: dict[str, Loop | None] = {}
         self._dotted_heads: set[str] = set()  # every proper prefix of a dotted key ever bound ("self" for "self.fc")
+        self._statement: cst.CSTNode | None = None  # the statement being walked, for CallEvent.statement
         # `if` statements, conditional expressions and and/or operations, in the order walked
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
@@ -316,6 +319,7 @@ class ScopeAnalysis:
         )
 
     def _walk_statement(self, statement: cst.CSTNode, context: Context) -> None:
+        self._statement = statement
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 self._walk_small(small, context)
@@ -396,6 +400,7 @@ class ScopeAnalysis:
             self.binding_loop[key] = body_loops.get(key, self.binding_loop.get(key))
 
     def _walk_small(self, small: cst.BaseSmallStatement, context: Context) -> None:
+        self._statement = small
         if isinstance(small, cst.Expr):
             self.evaluate(small.value, context)
         elif isinstance(small, cst.Assign):

@@ -54,7 +54,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.costmodel import CannotEstimate, Plan
     from trainlint.estimator.custom_models import resolve_model
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
-    from trainlint.estimator.reading import plan_settings, read_inputs
+    from trainlint.estimator.reading import plan_settings
     from trainlint.estimator.report import build, to_json, to_text
 
     try:

@@ -17,7 +17,6 @@ import libcst as cst
 
 from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
-from ..tree import walk
 from ..values import GRAPH, LOADER, MODEL, TENSOR
 from .base import Fires, Quiet, Rule
 
@@ -33,12 +32,11 @@ class DiscardedTransfer(Rule):
     fixable = True
 
     def check(self, ctx) -> None:
-        statements = _bare_call_statements(ctx.chunk)
-        if not statements:
-            return
         for scope in ctx.scopes:
             for call in scope.calls():
-                if call.method in _TRANSFERS and id(call.node) in statements and isinstance(call.node.func, cst.Attribute):
+                statement = call.statement
+                bare = isinstance(statement, cst.Expr) and statement.value is call.node
+                if call.method in _TRANSFERS and bare and isinstance(call.node.func, cst.Attribute):
                     why = _why_a_tensor(scope, call)
                     if why is not None:
                         self._report(ctx, scope, call, why)
@@ -110,18 +108,6 @@ def _used_as_module(scope: ScopeAnalysis, key: str) -> bool:
         if call.method is None and call.receiver_key == key:  # called: `key(x)`
             return True
     return False
-
-
-def _bare_call_statements(chunk) -> frozenset[int]:
-    """ids of calls that are a whole expression statement."""
-    cached = chunk.memo.get("bare_calls")
-    if cached is None:
-        cached = frozenset(
-            id(node.value) for node in walk(chunk.module)
-            if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call)
-        ) if chunk.module is not None else frozenset()
-        chunk.memo["bare_calls"] = cached
-    return cached
 
 
 DiscardedTransfer.MUST_FIRE = (

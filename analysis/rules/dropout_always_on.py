@@ -54,7 +54,7 @@ class DropoutAlwaysOn(Rule):
                 ((scope.chunk, scope.function.owner.node.name), f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
                 ((scope.chunk, call.node), f"`{function}` without `training=`: always on"),
             ],
-            help=f"pass `training=self.training` (or use an `nn.Dropout` layer)",
+            help="pass `training=self.training` (or use an `nn.Dropout` layer)",
             fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)], safe=True) if _has_self(scope) else None,
         )
 

@@ -23,7 +23,7 @@ from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, tran
 from ..model import Severity
 from ..names import dotted, last_part
 from ..patterns import calls_in, events_in, is_backward, loops_running, shortened
-from ..tree import children
+from ..tree import blocks_of, children
 from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
 from .base import Fires, Quiet, Rule
 
@@ -412,11 +412,7 @@ def _is_model_call(call: CallEvent) -> bool:
 def _changed_in(scope: ScopeAnalysis, loop: Loop) -> set[str]:
     """Dotted names the loop, or a local function it calls, rebinds, stores into, or modifies in place
     (`w.mul_(...)`, `w[i] = v`, `nn.init.zeros_(w)`, `self.mask = ...` in a helper method)."""
-    memo: dict = scope.chunk.memo.setdefault("bound_names", {})
-    bound = memo.get(loop.node)
-    if bound is None:
-        bound = memo[loop.node] = frozenset(_bound_names(loop.node))  # a loop's own, kept as long as its tree
-    changed = set(bound)
+    changed = set(_statement_bound_names(scope.chunk.memo.setdefault("bound_names", {}), loop.node))
     reached: dict[int, tuple[ScopeAnalysis, Loop | None]] = {id(scope): (scope, loop)}
     for call in calls_in(scope, loop):
         inner = call.function.analysis(scope.summary) if call.function is not None else None
@@ -443,12 +439,30 @@ def _modified_in_place(call: CallEvent) -> Iterator[str]:
                 yield key  # torch.nn.init.zeros_(w)
 
 
-def _bound_names(root: cst.CSTNode) -> Iterator[str]:
+def _statement_bound_names(memo: dict, statement: cst.CSTNode) -> frozenset[str]:
+    """``_bound_names`` of a statement, from its own header and its blocks' statements, each kept per
+    node: after an edit re-parses one statement, only it and the blocks around it are walked again."""
+    known = memo.get(statement)
+    if known is None:
+        if isinstance(statement, cst.BaseCompoundStatement) and not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            blocks = [block for _, block in blocks_of(statement)]
+            names = set(_bound_names(statement, skip=frozenset(blocks)))
+            for block in blocks:
+                for inner in block.body:
+                    names |= _statement_bound_names(memo, inner)
+            known = frozenset(names)
+        else:
+            known = frozenset(_bound_names(statement))
+        memo[statement] = known
+    return known
+
+
+def _bound_names(root: cst.CSTNode, skip: frozenset = frozenset()) -> Iterator[str]:
     """Every dotted target bound anywhere under ``root`` (not inside nested functions or classes)."""
     stack = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not root or node in skip:
             continue
         targets: list[cst.BaseExpression] = []
         if isinstance(node, cst.Assign):

@@ -24,7 +24,7 @@ from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
 from ..model import Evidence, Severity
 from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running, shortened
 from ..torchapi import HOST_SYNC_METHODS
-from ..tree import walk
+from ..tree import children, walk
 from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, ON_HOST, TENSOR, UNKNOWN, Value
 from .base import Fires, Quiet, Rule
 
@@ -570,7 +570,7 @@ def _formatted_parts(expression: cst.BaseExpression) -> Iterator[cst.FormattedSt
             continue
         if isinstance(node, cst.FormattedStringExpression):
             yield node
-        stack.extend(node.children)
+        stack.extend(children(node))
 
 
 def _describe_fstring(scope: ScopeAnalysis, part: cst.FormattedStringExpression) -> str:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from .. import torchapi
-from ..flow import AssignEvent, CallEvent, StoreEvent
+from ..flow import CallEvent
 from ..model import Severity
 from ..module import SEED_ALL_HELPERS, ModuleAnalysis
 from ..names import last_part
@@ -590,14 +590,11 @@ def _initialises_weights(call: CallEvent) -> bool:
 def _draws_a_seed_or_port(call: CallEvent) -> bool:
     """``args.seed = random.randint(...)`` (then logged and applied), ``MASTER_PORT = ...randint``:
     picking a seed or a free port is not randomness the run's results depend on."""
-    for event in call.scope.events:
-        statement = event.node
-        if not isinstance(event, (AssignEvent, StoreEvent)) or not isinstance(statement, cst.Assign):
-            continue
-        if any(node is call.node for node in _walk(statement.value)):
-            targets = " ".join(call.chunk.code_for(target.target) for target in statement.targets)
-            return bool(_SEED_OR_PORT.search(targets))
-    return False
+    statement = call.statement
+    if not isinstance(statement, cst.Assign):
+        return False
+    targets = " ".join(call.chunk.code_for(target.target) for target in statement.targets)
+    return bool(_SEED_OR_PORT.search(targets))
 
 
 def _seeds_per_process(call: CallEvent) -> bool:
