@@ -126,7 +126,9 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
             engine_findings.append(
                 _engine_finding(module.path, SYNTAX_ERROR, problem.line, problem.column, problem.message, Severity.ERROR)
             )
-            continue
+            if chunk.broken is None:
+                continue  # a top-level statement that does not parse: nothing of it to check
+            # else only a statement inside it is broken, blanked in its tree: the rest is checked
         previous = inherited.get(chunk.index) if chunk.index in module.kept else None
         if previous is not None and len(previous.results) == len(rules) and module.still_holds(previous):
             module.rule_results[chunk.index] = previous  # the common case after an edit: nothing to re-check

@@ -9,15 +9,16 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 import libcst as cst
 
 from . import dependencies, torchapi
-from .chunking import split_statements
+from .chunking import Chunk, split_statements
 from .flow import CallEvent, ScopeAnalysis
 from .names import last_part
-from .parsing import ParsedChunk
+from .parsing import ParsedChunk, common_prefix, common_suffix
 from .summary import ChunkFacts, FunctionInfo, ModuleSummary
 from .dependencies import note_fact, note_whole_module
 from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
+_WORDS = re.compile(r"[^\W\d]\w*")
 _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)
 if TYPE_CHECKING:
     from .workspace import Workspace
@@ -81,6 +82,44 @@ class ModuleAnalysis:
         This moves the statements it keeps to their new lines in place: afterwards only the
         returned analysis may be used, not this one.
         """
+        spliced = self._spliced(text)
+        if spliced is not None:
+            chunks, unchanged = spliced
+        else:
+            chunks, unchanged = self._rechunked(text)
+        return self._with_chunks(text, chunks, unchanged)
+
+    def _spliced(self, text: str) -> "tuple[list[ParsedChunk], set[int]] | None":
+        """An edit inside one statement's lines: that statement alone changes, re-parsing only the
+        innermost statement it touched (ParsedChunk.spliced); the others keep their chunks and move
+        by the lines the edit added or removed. None for any other edit."""
+        old = self._text
+        prefix = common_prefix(old, text)
+        suffix = common_suffix(old, text, limit=min(len(old), len(text)) - prefix)
+        old_end, new_end = len(old) - suffix, len(text) - suffix
+        offset = 0
+        for index, chunk in enumerate(self._chunks):
+            length = len(chunk.chunk.text)
+            if offset <= prefix and old_end <= offset + length and prefix < offset + length:
+                piece_text = chunk.chunk.text[: prefix - offset] + text[prefix:new_end] + chunk.chunk.text[old_end - offset:]
+                piece = Chunk(start_line=chunk.start_line, text=piece_text)
+                replacement = chunk.spliced(piece)
+                if replacement is None:
+                    return None
+                if replacement.broken is not None and split_statements(text[offset:])[0].text != piece_text:
+                    return None  # the broken lines change where statements begin: split as a fresh analysis does
+                shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
+                chunks = list(self._chunks)
+                chunks[index] = replacement
+                for later in range(index + 1, len(chunks)):
+                    moved = chunks[later]
+                    moved.relocate(Chunk(start_line=moved.start_line + shift, text=moved.chunk.text))
+                return chunks, set(range(len(chunks))) - {index}
+            offset += length
+        return None
+
+    def _rechunked(self, text: str) -> tuple[list[ParsedChunk], set[int]]:
+        """The text split into top-level statements again; those whose text is unchanged are kept."""
         previous: dict[str, list[int]] = {}
         for index, chunk in enumerate(self._chunks):
             previous.setdefault(chunk.chunk.text, []).append(index)
@@ -100,6 +139,9 @@ class ModuleAnalysis:
                 unchanged.add(index)
             else:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
+        return chunks, unchanged
+
+    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int]) -> "ModuleAnalysis":
         kept = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
@@ -138,9 +180,9 @@ class ModuleAnalysis:
         while grew:
             grew = False
             for index in list(clean):
-                if not chunks[index].words.isdisjoint(tainted_names):
+                if chunks[index].refers_to_any(tainted_names):
                     clean.discard(index)
-                    defined = self.facts[index].defined_names
+                    defined = _definitions_reaching(self.facts[index], chunks[index], tainted_names)
                     if not defined <= tainted_names:
                         tainted_names |= defined
                         grew = True
@@ -409,6 +451,17 @@ class ModuleAnalysis:
         if self.uses_hf_trainer:
             return "the Hugging Face Trainer"
         return None
+
+
+def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[str]) -> set[str]:
+    """The names a statement that reaches ``tainted`` defines whose meaning may change with them: its
+    functions and classes (their bodies use them), and the bindings whose value expressions do
+    (``args = parse_args()`` beside a call of an edited ``main`` keeps its value)."""
+    names = set(facts.functions) | set(facts.classes)
+    for name, expression, _ in facts.bindings:
+        if name not in names and not tainted.isdisjoint(_WORDS.findall(chunk.code_for(expression))):
+            names.add(name)
+    return names
 
 
 def _cuda_line(module: ModuleAnalysis) -> int | None:

@@ -8,16 +8,26 @@ language server keeps unchanged chunks between edits).
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from .chunking import Chunk
 from .dependencies import note_position
+from .chunking import statement_starts
+from .splicing import all_positions, splice
+from .tree import walk
 
-# Every identifier-like word, strings and comments included: a superset of the names a statement uses.
-_WORD = re.compile(r"[^\W\d]\w*")
+# Every identifier-like word outside comments and plain strings (f-strings hold code, so their words
+# count): a superset of the names a statement uses, without "main" from "the main process".
+_WORD = re.compile(
+    r"#[^\n]*"
+    r"|(?<!\w)[rRbBuU]{0,2}(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^\\'\n])*'|\"(?:\\.|[^\\\"\n])*\")"
+    r"|([^\W\d]\w*)",
+    re.S,
+)
 
 
 class SyntaxProblem:
@@ -32,24 +42,39 @@ class SyntaxProblem:
 
 
 class ParsedChunk:
-    __slots__ = ("chunk", "index", "module", "syntax_error", "memo", "origin", "_positions", "_words")
+    __slots__ = ("chunk", "index", "module", "syntax_error", "broken", "memo", "origin", "_positions", "_starts", "_words", "_tree_text")
 
     def __init__(self, chunk: Chunk, index: int) -> None:
         self.chunk = chunk
         self.index = index
         self._positions: dict[cst.CSTNode, CodeRange] | None = None
+        self._starts: dict[cst.CSTNode, int] | None = None  # each statement's first line, leading lines included
         self._words: frozenset[str] | None = None
         self.origin: str | None = None  # the file, for statements of another workspace file
         # Facts derived from this statement's tree alone, kept for as long as the tree is.
         self.memo: dict = {}
         self.module: cst.Module | None = None
         self.syntax_error: SyntaxProblem | None = None
+        # Lines of a function's statement that do not parse (chunk-relative, first and last): the tree
+        # is of the text with them blanked (see ``localised``), and the rest of the function is analysed.
+        self.broken: tuple[int, int] | None = None
+        self._tree_text: str | None = None  # the text with those lines blanked, when there are some
         try:
             self.module = cst.parse_module(chunk.text)
         except cst.ParserSyntaxError as error:
-            self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
-                chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
-            )
+            recovered = localised(chunk.text)
+            if recovered is not None:
+                blanked, first, last, problem = recovered
+                self.syntax_error = _problem(chunk, problem)
+                try:
+                    self.module = cst.parse_module(blanked)
+                    self.broken, self._tree_text = (first, last), blanked
+                except (cst.ParserSyntaxError, RecursionError, MemoryError):
+                    pass
+            else:
+                self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
+                    chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
+                )
         except (RecursionError, MemoryError):
             self.syntax_error = SyntaxProblem(
                 chunk.start_line + 1, 1, "statement is nested too deeply to analyse"
@@ -65,14 +90,20 @@ class ParsedChunk:
         moved.index = index
         moved.module = self.module
         moved._positions = self._positions
+        moved._starts = self._starts
         moved._words = self._words
         moved.memo = self.memo
         moved.origin = self.origin
         problem = self.syntax_error
+        moved.broken, moved._tree_text = self.broken, self._tree_text
         moved.syntax_error = None if problem is None else SyntaxProblem(
             problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message
         )
         return moved
+
+    def tree_text(self) -> str:
+        """The text the tree was parsed from: the chunk's, its broken lines blanked if it has some."""
+        return self._tree_text if self._tree_text is not None else self.chunk.text
 
     def relocate(self, chunk: Chunk) -> None:
         """The same statement, same index, moved by whole lines: positions are relative, so only the offset changes."""
@@ -84,10 +115,22 @@ class ParsedChunk:
 
     @property
     def words(self) -> frozenset[str]:
-        """Every name this statement could refer to (an over-approximation: words in strings count)."""
+        """Every name this statement could refer to (an over-approximation: words in f-strings count)."""
         if self._words is None:
-            self._words = frozenset(_WORD.findall(self.chunk.text))
+            self._words = frozenset(word for word in _WORD.findall(self.chunk.text) if word)
         return self._words
+
+    def refers_to_any(self, names: set[str]) -> bool:
+        """Whether the statement's code uses one of ``names``: the words first (cheap), then, when
+        one of those matches, the names of its tree (once per tree: an f-string's text does not count)."""
+        if self.words.isdisjoint(names):
+            return False
+        if self.module is None:
+            return True
+        used = self.memo.get("names")
+        if used is None:
+            used = self.memo["names"] = frozenset(node.value for node in walk(self.module) if isinstance(node, cst.Name))
+        return not used.isdisjoint(names)
 
     @property
     def start_line(self) -> int:
@@ -100,8 +143,60 @@ class ParsedChunk:
     def positions(self) -> dict[cst.CSTNode, CodeRange]:
         if self._positions is None:
             assert self.module is not None
-            self._positions = _positions_of(self.module)
+            self._positions, self._starts = all_positions(self.module)
         return self._positions
+
+    def statement_starts(self) -> dict[cst.CSTNode, int]:
+        """Each statement's first line (chunk-relative, 1-based), its leading comments and blank lines included."""
+        if self._starts is None:
+            self.positions()
+        return self._starts  # type: ignore[return-value]
+
+    def spliced(self, piece: Chunk) -> "ParsedChunk | None":
+        """This statement after an edit of its text (``piece``), re-parsing only the innermost
+        statement that holds the edit (see splicing.py); None when that cannot be done exactly,
+        and the caller parses ``piece`` whole.
+
+        The positions of this chunk are handed over to the new one: this one may not be used after.
+        """
+        if self.module is None or (self.syntax_error is not None and self.broken is None):
+            return None
+        tree_text = self.tree_text()
+        broken = blanked = None
+        try:
+            tree = _splice_text(self, tree_text, piece.text)
+        except cst.ParserSyntaxError:
+            # the edit broke a statement: splice the text with its broken lines blanked, as a fresh parse would
+            recovered = localised(piece.text)
+            if recovered is None:
+                return None
+            blanked, first, last, problem = recovered
+            broken = (first, last)
+            try:
+                tree = _splice_text(self, tree_text, blanked)
+            except cst.ParserSyntaxError:
+                return None
+        except (RecursionError, MemoryError, ValueError):
+            return None
+        if tree is None:
+            return None
+        result = ParsedChunk.__new__(ParsedChunk)
+        result.chunk = piece
+        result.index = self.index
+        result.module = tree.module
+        result.broken, result._tree_text = broken, blanked
+        result.syntax_error = _problem(piece, problem) if broken is not None else None
+        result.origin = self.origin
+        result._positions, result._starts = tree.positions, tree.starts
+        result._words = None
+        # facts memoised per node stay valid for the nodes both trees share; per-tree facts do not
+        result.memo = {}
+        for key in ("texts", "bound_names"):
+            kept = self.memo.get(key)
+            if kept:
+                result.memo[key] = {node: value for node, value in kept.items() if node not in tree.removed}
+        self._positions = self._starts = None
+        return result
 
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, in module coordinates."""
@@ -126,7 +221,7 @@ class ParsedChunk:
         known: dict[int, int] = self.memo.setdefault("relative_lines", {})
         missing = [node for node in nodes if id(node) not in known]
         if missing:
-            positions = self._positions if self._positions is not None else _positions_of(self.module)
+            positions = self._positions if self._positions is not None else all_positions(self.module)[0]
             for node in missing:
                 known[id(node)] = positions[node].start.line
         return [known[id(node)] + self.chunk.start_line for node in nodes]
@@ -146,18 +241,110 @@ class ParsedChunk:
         return text
 
 
-def _positions_of(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:
-    """Positions of every node, from one code-generation pass.
+def common_prefix(one: str, other: str) -> int:
+    """Length of the longest common prefix, compared in halving slices (C speed, no per-character loop)."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[low:middle] == other[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
-    ``MetadataWrapper.resolve`` also runs a batched visit that rebuilds every node of the tree,
-    even when no provider needs it; for PositionProvider that visit cost about 90% of the time
-    (bench.py of nanoGPT: 3.1 of 3.2 profiled seconds). The provider's own pass is all we need.
+
+def common_suffix(one: str, other: str, limit: int) -> int:
+    """Length of the longest common suffix, at most ``limit`` characters (so it never overlaps the prefix)."""
+    low, high = 0, max(0, limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[len(one) - middle : len(one) - low] == other[len(other) - middle : len(other) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _splice_text(chunk: ParsedChunk, old_text: str, new_text: str):
+    """splice() for the difference between the tree's text and a new text of the chunk."""
+    start = common_prefix(old_text, new_text)
+    suffix = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - start)
+    return splice(chunk, old_text, new_text, start, len(old_text) - suffix, len(new_text) - suffix, cst.parse_module)
+
+
+def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
+    """The text of a statement (a top-level chunk) with the lines of one broken statement inside it
+    replaced, when that makes it compile: (text, first line, last line, Python's error), lines 1-based.
+
+    The broken lines are where Python reports the error: that line alone, else the logical line
+    holding it (brackets and strings followed across lines). The first of them becomes ``pass`` (or
+    ``if 1:`` when the lines after are indented deeper: the header of a block being typed), the
+    others empty lines, so every other line keeps its number and text. A function of the text
+    alone, so a fresh analysis and an edit-by-edit one blank the same lines.
     """
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     try:
-        return dict(PositionProvider()._gen(wrapper))
-    except AttributeError:  # a LibCST without the private entry point: take the slow, public road
-        return dict(wrapper.resolve(PositionProvider))
+        compile(text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+        return None  # Python accepts it: LibCST refused something else, nothing to localise
+    except SyntaxError as error:
+        problem = error
+        line = error.lineno
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    lines = text.split("\n")
+    if line is None or not 1 < line <= len(lines):
+        return None  # the top-level statement's own first line: nothing of it to keep
+    for first, last in ((line, line), _logical_line(text, line)):
+        if first <= 1:
+            continue
+        # the placeholder is indented like the broken line, else like the lines around it (a line
+        # whose indentation was being edited)
+        for indent in dict.fromkeys((_indent(lines[first - 1]), *(_indent(near) for near in _neighbours(lines, first, last)))):
+            blanked = _blank(lines, first, last, indent)
+            try:
+                compile(blanked, "<statement>", "exec", ast.PyCF_ONLY_AST)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            return blanked, first, last, problem
+    return None
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _neighbours(lines: list[str], first: int, last: int) -> list[str]:
+    """The nearest non-blank lines before and after lines first..last (1-based)."""
+    before = next((text for text in reversed(lines[: first - 1]) if text.strip()), None)
+    after = next((text for text in lines[last:] if text.strip()), None)
+    return [text for text in (before, after) if text is not None]
+
+
+def _blank(lines: list[str], first: int, last: int, indent: str) -> str:
+    """``lines`` with lines first..last (1-based) replaced by one placeholder statement, indented by
+    ``indent``, and empty lines."""
+    following = next((text for text in lines[last:] if text.strip()), "")
+    deeper = len(following) - len(following.lstrip(" \t")) > len(indent)
+    replaced = [indent + ("if 1:" if deeper else "pass"), *([""] * (last - first))]
+    return "\n".join([*lines[: first - 1], *replaced, *lines[last:]])
+
+
+def _logical_line(text: str, line: int) -> tuple[int, int]:
+    """The first and last line of the logical line holding ``line`` (brackets and strings followed)."""
+    starts = statement_starts(text)
+    line_starts = [0]
+    position = text.find("\n")
+    while position >= 0:
+        line_starts.append(position + 1)
+        position = text.find("\n", position + 1)
+    logical = sorted({bisect.bisect_right(line_starts, offset) for offset in starts})
+    index = bisect.bisect_right(logical, line) - 1
+    first = logical[index] if index >= 0 else 1
+    last = (logical[index + 1] - 1) if index + 1 < len(logical) else len(line_starts)
+    return first, max(first, last)
+
+
+def _problem(chunk: Chunk, error: SyntaxError) -> SyntaxProblem:
+    return SyntaxProblem(chunk.start_line + (error.lineno or 1), max(error.offset or 1, 1), f"syntax error: {error.msg}")
 
 
 def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:

@@ -41,3 +41,17 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     return any(current is node for current in walk(tree))
+
+
+def blocks_of(statement: cst.CSTNode) -> list[tuple[list[cst.CSTNode], cst.IndentedBlock]]:
+    """The indented blocks a statement owns directly (its body, ``else``, ``except``, ``finally``,
+    ``elif`` chains, ``case``s), each with the nodes between the statement and the block."""
+    found: list[tuple[list[cst.CSTNode], cst.IndentedBlock]] = []
+    stack: list[tuple[list[cst.CSTNode], cst.CSTNode]] = [([], child) for child in children(statement)]
+    while stack:
+        between, child = stack.pop()
+        if isinstance(child, cst.IndentedBlock):
+            found.append((between, child))
+        elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase, cst.If)):
+            stack.extend(([*between, child], inner) for inner in children(child))
+    return found

@@ -1,0 +1,271 @@
+"""Re-parse only the innermost statement an edit touched, and splice it into the kept tree.
+
+Real training scripts put the whole run in one 1,000–2,000-line ``main()``: re-parsing that
+top-level statement on every keystroke costs 50 ms of parsing and as much again for positions.
+Here, an edit inside a function re-parses the innermost statement whose lines hold it (a line of
+the training loop, or the ``if`` around it when the edit touches its header), in the same
+indentation context as in the file: the statement's lines are parsed under a few ``if 1:``
+lines indented like its enclosing blocks, so LibCST sees exactly the whitespace it would see in
+the whole file. The new statements replace the old one in its block and the blocks and
+statements around it are rebuilt (``with_changes``), sharing every other node with the old tree.
+
+Positions are kept rather than recomputed: the new statements' positions come from generating
+their code with the enclosing blocks' indentation (which is checked to reproduce the edited text
+exactly, else nothing is spliced), statements after them move by the lines the edit added or
+removed, and the blocks around them end where their new last statement ends.
+
+A statement that no longer parses raises LibCST's error: the caller then blanks the broken lines
+(parsing.localised, the same whatever the edit history) and splices that text instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+from typing import TYPE_CHECKING
+
+import libcst as cst
+from libcst._position import CodePosition, CodeRange
+
+from .tree import blocks_of, walk
+
+if TYPE_CHECKING:
+    from .parsing import ParsedChunk
+
+# A statement this many lines long is re-parsed whole rather than searched for a smaller part.
+_COMPOUND_STATEMENTS = (cst.BaseCompoundStatement,)
+
+
+@dataclasses.dataclass
+class Located:
+    """The innermost statement holding an edit, and the path of nodes from the chunk's module to it."""
+
+    statement: cst.BaseStatement
+    path: list[cst.CSTNode]  # module ... parent block, not including the statement
+    block: cst.IndentedBlock  # the block whose body holds the statement
+    indents: list[str]  # each enclosing block's own indentation, outermost first
+    first_line: int  # the statement's first line, its leading comments and blank lines included
+    last_line: int
+
+
+def locate(chunk: "ParsedChunk", first: int, last: int) -> Located | None:
+    """The innermost statement inside a function or class body whose lines hold lines first..last
+    (1-based, chunk-relative); None when the edit touches a top-level statement's own lines."""
+    module = chunk.module
+    positions, starts = chunk.positions(), chunk.statement_starts()
+    found: Located | None = None
+    node: cst.CSTNode = module.body[0] if module is not None and len(module.body) == 1 else None  # type: ignore[assignment]
+    if node is None or not isinstance(node, _COMPOUND_STATEMENTS):
+        return None
+    path: list[cst.CSTNode] = [module, node]
+    indents: list[str] = []
+    while True:
+        inner = None
+        for between, block in blocks_of(node):
+            for statement in block.body:
+                start, end = starts.get(statement), positions.get(statement)
+                if start is None or end is None:
+                    return None
+                if start <= first and last <= end.end.line:
+                    inner = (between, block, statement, start, end.end.line)
+                    break
+            if inner is not None:
+                break
+        if inner is None:
+            return found
+        between, block, statement, start, end = inner
+        block_path = [*path, *between, block]
+        block_indents = [*indents, block.indent if block.indent is not None else module.default_indent]
+        found = Located(statement, block_path, block, block_indents, start, end)
+        if not isinstance(statement, _COMPOUND_STATEMENTS):
+            return found
+        node, path, indents = statement, [*block_path, statement], block_indents
+
+
+def _replace_child(parent: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode | list[cst.CSTNode]) -> cst.CSTNode:
+    """``parent`` with one child replaced (a statement by several, inside a block's body)."""
+    for field in dataclasses.fields(parent):
+        value = getattr(parent, field.name)
+        if value is old and not isinstance(new, list):
+            return parent.with_changes(**{field.name: new})
+        if isinstance(value, (list, tuple)) and any(item is old for item in value):
+            replaced: list = []
+            for item in value:
+                if item is old:
+                    replaced.extend(new if isinstance(new, list) else [new])
+                else:
+                    replaced.append(item)
+            return parent.with_changes(**{field.name: tuple(replaced)})
+    raise ValueError("not a child")  # the path was built from this tree: cannot happen
+
+
+class _RecordingState(cst.metadata.position_provider.PositionProvidingCodegenState):
+    """Code generation that records positions, and where each statement starts with its leading lines."""
+
+    __slots__ = ("statement_starts",)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        super().before_codegen(node)
+        if isinstance(node, cst.BaseStatement):
+            self.statement_starts[node] = self.line
+
+
+class _Recorder:
+    """Stands in for the position provider during code generation (LibCST writes ``_computed``)."""
+
+    def __init__(self) -> None:
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+
+
+def generate_positions(
+    nodes: list[cst.CSTNode], default_indent: str, default_newline: str, indents: list[str], first_line: int,
+) -> tuple[str, dict[cst.CSTNode, CodeRange], dict[cst.CSTNode, int]]:
+    """The code of ``nodes`` generated under blocks indented by ``indents``, starting at line
+    ``first_line``, with every node's position and every statement's first line."""
+    recorder = _Recorder()
+    state = _RecordingState(
+        default_indent=default_indent, default_newline=default_newline, provider=recorder,  # type: ignore[arg-type]
+        indent_tokens=list(indents), line=first_line,
+    )
+    state.statement_starts = {}
+    for node in nodes:
+        node._codegen(state)
+    return "".join(state.tokens), recorder._computed, state.statement_starts
+
+
+def all_positions(module: cst.Module) -> tuple[dict[cst.CSTNode, CodeRange], dict[cst.CSTNode, int]]:
+    """Positions of every node of a module and first lines of its statements, from one code generation."""
+    _, positions, starts = generate_positions([module], module.default_indent, module.default_newline, [], 1)
+    return positions, starts
+
+
+class SplicedTree:
+    """A chunk's tree after an edit: the new module and its maintained positions."""
+
+    __slots__ = ("module", "positions", "starts", "removed", "first_line", "last_line")
+
+    def __init__(self, module, positions, starts, removed, first_line, last_line) -> None:
+        self.module = module
+        self.positions = positions
+        self.starts = starts
+        self.removed = removed  # nodes no longer in the tree (their memoised facts must go)
+        self.first_line = first_line  # the re-parsed lines, chunk-relative, in the new text
+        self.last_line = last_line
+
+
+def splice(chunk: "ParsedChunk", old_text: str, new_text: str, start: int, old_end: int, new_end: int, parse) -> SplicedTree | None:
+    """The tree of ``new_text``, which is the text of the chunk's tree ``old_text`` with
+    ``[start, old_end)`` replaced by ``new_text[start:new_end]``, re-parsing one statement; None
+    when that cannot be done exactly. ``parse`` is the guarded ``parse_module``; a statement that
+    does not parse raises LibCST's error.
+    """
+    old_lines = _line_starts(old_text)
+    first = bisect.bisect_right(old_lines, start)
+    last = bisect.bisect_right(old_lines, max(start, old_end - 1)) if old_end > start else first
+    located = locate(chunk, first, last)
+    if located is None:
+        return None
+    delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
+    new_lines = _line_starts(new_text)
+    region_start = new_lines[located.first_line - 1]
+    end_line = located.last_line + delta
+    region_end = new_lines[end_line] if end_line < len(new_lines) else len(new_text)
+    region = new_text[region_start:region_end]
+    if region_end < len(new_text) and not region.endswith("\n"):
+        return None
+    statements = _parse_in_context(region, located.indents, parse)
+    if statements is None:
+        return None
+    module = chunk.module
+    generated, positions, starts = generate_positions(
+        statements, module.default_indent, module.default_newline, located.indents, located.first_line,
+    )
+    if generated != region:
+        return None  # LibCST would not give this tree for the whole text: parse the chunk instead
+    return _spliced_tree(chunk, located, statements, positions, starts, delta)
+
+
+def _wrapper(indents: list[str]) -> str:
+    """``if 1:`` lines that open blocks indented like ``indents``."""
+    return "".join(f"{''.join(indents[:depth])}if 1:\n" for depth in range(len(indents)))
+
+
+def _parse_in_context(region: str, indents: list[str], parse) -> list[cst.BaseStatement] | None:
+    """The statements of ``region`` parsed under ``if 1:`` lines indented like their blocks."""
+    tree = parse(_wrapper(indents) + region)
+    node: cst.CSTNode = tree
+    if tree.header or tree.footer:
+        return None
+    for depth in range(len(indents)):
+        body = node.body if isinstance(node, cst.Module) else node.body.body
+        if len(body) != 1 or not isinstance(body[0], cst.If) or body[0].orelse is not None:
+            return None
+        node = body[0]
+        block = node.body
+        if not isinstance(block, cst.IndentedBlock) or (block.indent if block.indent is not None else tree.default_indent) != indents[depth]:
+            return None
+        if depth < len(indents) - 1 and block.footer:
+            return None
+    block = node.body
+    if block.footer or not block.body:
+        return None  # trailing lines belong to what follows: a bigger statement re-parses them right
+    return list(block.body)
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    position = text.find("\n")
+    while position >= 0:
+        starts.append(position + 1)
+        position = text.find("\n", position + 1)
+    return starts
+
+
+def _spliced_tree(chunk: "ParsedChunk", located: Located, statements, new_positions, new_starts, delta: int) -> SplicedTree:
+    old = located.statement
+    positions, starts = chunk.positions(), chunk.statement_starts()
+    old_range = positions[old]
+    removed = set(walk(old))
+    for node in removed:
+        positions.pop(node, None)
+        starts.pop(node, None)
+    # rebuild the path from the statement's block up to the module, child by child
+    new_first, new_last = new_positions[statements[0]], new_positions[statements[-1]]
+    replacement: cst.CSTNode | list[cst.CSTNode] = list(statements)
+    child: cst.CSTNode = old
+    rebuilt: dict[cst.CSTNode, cst.CSTNode] = {}
+    for parent in reversed(located.path):
+        new_parent = _replace_child(parent, child, replacement)
+        rebuilt[parent] = new_parent
+        child, replacement = parent, new_parent
+    old_end = old_range.end
+    for old_node, new_node in rebuilt.items():
+        removed.add(old_node)
+        span = positions.pop(old_node, None)
+        if span is not None:
+            start = new_first.start if span.start == old_range.start else span.start
+            if span.end == old_end:
+                end = new_last.end
+            elif (span.end.line, span.end.column) > (old_end.line, old_end.column):
+                end = CodePosition(span.end.line + delta, span.end.column)
+            else:
+                end = span.end
+            positions[new_node] = CodeRange(start, end)
+        line = starts.pop(old_node, None)
+        if line is not None:
+            starts[new_node] = line
+    if delta:
+        after = old_end.line
+        for node, span in positions.items():
+            if span.start.line > after:
+                positions[node] = CodeRange(
+                    CodePosition(span.start.line + delta, span.start.column), CodePosition(span.end.line + delta, span.end.column),
+                )
+        for node, line in starts.items():
+            if line > after:
+                starts[node] = line + delta
+    positions.update(new_positions)
+    starts.update(new_starts)
+    new_module = rebuilt[located.path[0]]
+    return SplicedTree(new_module, positions, starts, removed, located.first_line, located.last_line + delta)
+
