@@ -6,6 +6,8 @@ import re
 
 import msgspec
 
+from .lines import split_lines
+
 _INLINE = re.compile(r"#\s*trainlint:\s*ignore(?!-)(?:\[(?P<codes>[^\]]*)\])?", re.I)
 _FILE = re.compile(r"#\s*trainlint:\s*ignore-file(?:\[(?P<codes>[^\]]*)\])?", re.I)
 _NOQA = re.compile(r"#\s*noqa:\s*(?P<codes>TL\d+(?:[\s,]+TL\d+)*)", re.I)
@@ -34,7 +36,7 @@ def find_suppressions(text: str) -> list[Suppression]:
     if "trainlint:" not in text and "noqa" not in text:
         return []
     found: list[Suppression] = []
-    for index, line in enumerate(text.splitlines(), start=1):
+    for index, line in enumerate(split_lines(text), start=1):
         if "#" not in line:
             continue
         for pattern, file_wide in ((_FILE, True), (_INLINE, False), (_NOQA, False)):

@@ -7,7 +7,9 @@ import subprocess
 import sys
 import textwrap
 
-from trainlint.analysis.engine import analyze_source
+import pytest
+
+from trainlint.analysis.engine import DecodeError, analyze_source, read_source
 from trainlint.analysis.model import Severity
 from trainlint.analysis.settings import AnalysisSettings
 
@@ -52,6 +54,21 @@ def test_coding_cookie_and_bom_are_honoured():
     assert [c for c, _ in codes(analyze_source(latin, "a.py"))] == ["TL101"]
     bom = b"\xef\xbb\xbf" + RETAINED.encode()
     assert codes(analyze_source(bom, "b.py")) == [("TL101", 7)]
+
+
+def test_decoding_follows_pythons_cookie_rules():
+    text = "é = 1\n"
+    # line 2 counts only below a blank or comment line; a BOM wins, and may not contradict a cookie
+    assert read_source(b"x = 1\n# coding: latin-1\n" + text.encode()) == ("x = 1\n# coding: latin-1\n" + text, "utf-8")
+    assert read_source(b"#!/usr/bin/env python\n# coding: latin-1\n\xe9 = 1\n")[1] == "iso-8859-1"
+    assert read_source(b"\n# coding: latin-1\n\xe9 = 1\n")[1] == "iso-8859-1"
+    assert read_source(b"\xef\xbb\xbf" + text.encode()) == (text, "utf-8-sig")
+    with pytest.raises(DecodeError, match="byte-order mark but its coding declaration names another"):
+        read_source(b"\xef\xbb\xbf# coding: latin-1\n")
+    with pytest.raises(DecodeError, match="unknown encoding 'klingon' in the coding declaration"):
+        read_source(b"# coding: klingon\n")
+    with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
+        read_source(b"x = 1\ny = 2\nz = '\xff'\n")
 
 
 def test_empty_and_blank_files():

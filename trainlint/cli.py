@@ -17,7 +17,7 @@ from typing import NoReturn, Sequence, TextIO
 import msgspec
 
 import trainlint
-from trainlint.analysis.engine import SYNTAX_ERROR, analyze_source
+from trainlint.analysis.engine import SYNTAX_ERROR, DecodeError, analyze_source
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
 from trainlint.notebooks import Notebook, NotebookError
@@ -197,7 +197,7 @@ def _run_task(task: _Task) -> _Outcome:
     findings = analyze(data)
     try:
         source = SourceFile.decode(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    except DecodeError:  # reported by the analysis as TL000
         return _Outcome(task.path, findings, None)
     if not task.fix or not any(finding.fix is not None for finding in findings):
         return _Outcome(task.path, findings, source.text if findings else None)

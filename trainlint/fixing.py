@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import difflib
-import io
 import re
-import tokenize
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import libcst
 
+from trainlint.analysis.engine import read_source
 from trainlint.analysis.model import Finding, Fix, TextEdit
 
 MAX_ROUNDS = 10
@@ -26,9 +25,8 @@ class SourceFile:
 
     @classmethod
     def decode(cls, data: bytes) -> "SourceFile":
-        """Raises SyntaxError (bad coding cookie) or UnicodeDecodeError, as Python would."""
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return cls(data.decode(encoding), encoding)
+        """Decoded as the analysis decodes it (``read_source``); raises DecodeError where Python could not read it."""
+        return cls(*read_source(data))
 
     def encode(self, text: str) -> bytes:
         return text.encode(self.encoding)
