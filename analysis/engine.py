@@ -139,9 +139,8 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
-            engine_findings.append(
-                _engine_finding(module.path, SYNTAX_ERROR, problem.line, problem.column, problem.message, Severity.ERROR)
-            )
+            code, severity = (SYNTAX_ERROR, Severity.ERROR) if problem.analysed else (NOT_ANALYSED, Severity.NOTE)
+            engine_findings.append(_engine_finding(module.path, code, problem.line, problem.column, problem.message, severity))
             continue
         previous = inherited.get(chunk.index) if chunk.index in module.kept else None
         if previous is not None and len(previous.results) == len(rules) and module.still_holds(previous):

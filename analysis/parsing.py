@@ -3,12 +3,23 @@
 LibCST's position metadata costs as much as parsing, so a chunk computes it the first time a
 rule reports or cites one of its nodes, and keeps it for as long as the chunk lives (the
 language server keeps unchanged chunks between edits).
+
+LibCST's native parser recurses once per level of nesting and nothing stops it: on an 8 MB
+stack, 3,000 nested brackets, a 10,000-term sum or 10,000 ``elif`` branches overflow it and the
+process dies (SIGSEGV), and its time grows with the square of the depth (a 1,000-term sum takes
+0.15 s, 3,000 terms 1.9 s). ``parse_module`` guards it: a cheap scan estimates how deep a text
+nests; past ``MAX_NESTING`` it is not parsed at all, and past ``INLINE_NESTING`` it is parsed on
+a thread with a large stack, so that an underestimate cannot crash either. Real code nests
+about a dozen levels (60 top-level statements of diffusers' training scripts: 12 at most), and
+Python itself refuses most of what the guard stops ("too many nested parentheses" past 200
+brackets, a recursion limit near 3,000 terms).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import threading
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -19,16 +30,137 @@ from .dependencies import note_position
 # Every identifier-like word, strings and comments included: a superset of the names a statement uses.
 _WORD = re.compile(r"[^\W\d]\w*")
 
+MAX_NESTING = 500  # deeper statements are not parsed; the analysis' own visitors stop near here anyway
+INLINE_NESTING = 100  # up to here LibCST runs on the caller's thread, whatever its stack
+_DEEP_STACK_BYTES = 512 << 20  # virtual: only the pages a parse touches are used
+_deep_stack_lock = threading.Lock()
+
+# The tokens that make a tree deeper: brackets, operators, strings (adjacent ones nest) and the
+# keywords of nested expressions; commas and logical line ends close a run of operators; an
+# `elif` at the start of a line nests its branch inside the one above. Comments and words are
+# matched only to be skipped whole.
+_NESTING_TOKEN = re.compile(
+    r"""(?P<comment>\#[^\r\n]*|\\\r?\n)
+    |(?P<string>'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^\\'\r\n])*'|"(?:\\.|[^\\"\r\n])*")
+    |(?P<open>[(\[{])|(?P<close>[)\]}])|(?P<comma>[,;])
+    |(?P<newline>(?:\r\n?|\n)(?P<indent>[ \t\f]*)(?:(?P<elif>elif\b)|(?P<quiet>else\b|(?=[#\r\n])|$))?)
+    |(?P<operator>[-+*/%@&|^~<>.=!:]+|(?:and|or|not|if|else|lambda|await|yield)\b)
+    |[^\W\d]\w*""",
+    re.X | re.S,
+)
+
+
+class TooDeeplyNested(Exception):
+    def __init__(self, depth: int) -> None:
+        super().__init__(f"nests about {depth:,} levels deep")
+        self.depth = depth
+
+
+def nesting_estimate(text: str) -> int:
+    """How deep LibCST's tree of ``text`` nests, estimated from its tokens (an overestimate, mostly)."""
+    deepest = 0
+    total = 0  # open brackets, plus the operators of each open run, plus the elif branches open
+    runs = [0]  # operators since the last comma, per open bracket
+    elifs: dict[int, int] = {}  # indentation -> branches of the if-chain open at that indentation
+    for match in _NESTING_TOKEN.finditer(text):
+        kind = match.lastgroup
+        if kind is None or kind == "comment":  # a word, a comment or a line continuation
+            continue
+        if kind == "operator":
+            token = match.group()
+            weight = 1 if token[0].isalpha() else len(token)  # `- - -x` and `---x` nest alike
+            runs[-1] += weight
+            total += weight
+        elif kind == "string":
+            runs[-1] += 1
+            total += 1
+        elif kind == "open":
+            runs[-1] += 1
+            runs.append(0)
+            total += 2
+        elif kind == "close":
+            if len(runs) > 1:
+                total -= runs.pop() + 1
+            continue
+        elif kind == "comma" or len(runs) == 1:  # a comma, or the end of a logical line
+            total -= runs[-1]
+            runs[-1] = 0
+            if kind == "newline" and match.group("quiet") is None:
+                width = len(match.group("indent"))
+                branch = match.group("elif") is not None
+                if elifs:  # a line ends the if-chains indented deeper (an elif) or as deep (anything else)
+                    for indent in [indent for indent in elifs if indent > width or (indent == width and not branch)]:
+                        total -= elifs.pop(indent)
+                if branch:
+                    elifs[width] = elifs.get(width, 0) + 1
+                    total += 1
+                    deepest = max(deepest, total)
+            continue
+        else:
+            continue
+        if total > deepest:
+            deepest = total
+    return deepest
+
+
+def parse_module(text: str) -> cst.Module:
+    """``libcst.parse_module``, guarded so that no text can take the process down (see the module's
+    docstring). Raises TooDeeplyNested instead of parsing a text nesting deeper than ``MAX_NESTING``."""
+    depth = nesting_estimate(text)
+    if depth <= INLINE_NESTING:
+        return cst.parse_module(text)
+    if depth > MAX_NESTING:
+        raise TooDeeplyNested(depth)
+    return _on_deep_stack(text)
+
+
+def _on_deep_stack(text: str) -> cst.Module:
+    outcome: list = []
+
+    def parse() -> None:
+        try:
+            outcome.append(cst.parse_module(text))
+        except BaseException as error:  # handed to the caller's thread, re-raised there
+            outcome.append(error)
+
+    with _deep_stack_lock:  # the stack size is process-wide: set it only for this thread's start
+        previous = threading.stack_size(_DEEP_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=parse, name="trainlint-deep-parse", daemon=True)
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    thread.join()
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
 
 class SyntaxProblem:
-    """Where and why a chunk failed to parse, in module coordinates (1-based)."""
+    """Where and why a chunk failed to parse, in module coordinates (1-based).
 
-    __slots__ = ("line", "column", "message")
+    ``analysed`` is False for a statement that was not parsed (too deep for LibCST) although Python
+    may accept it: reported as "not analysed" (TL002), not as a syntax error."""
 
-    def __init__(self, line: int, column: int, message: str) -> None:
+    __slots__ = ("line", "column", "message", "analysed", "from_python")
+
+    def __init__(self, line: int, column: int, message: str, *, analysed: bool = True, from_python: bool = False) -> None:
         self.line = line
         self.column = column
         self.message = message
+        self.analysed = analysed
+        self.from_python = from_python  # Python's message: its line numbers are the file's
+
+    def moved_to(self, old: Chunk, new: Chunk) -> "SyntaxProblem":
+        """The same problem for the same statement text at another line."""
+        if self.from_python:
+            again = _python_syntax_error(new)
+            if again is not None:
+                return again
+        return SyntaxProblem(
+            self.line - old.start_line + new.start_line, self.column, self.message,
+            analysed=self.analysed, from_python=self.from_python,
+        )
 
 
 class ParsedChunk:
@@ -45,14 +177,20 @@ class ParsedChunk:
         self.module: cst.Module | None = None
         self.syntax_error: SyntaxProblem | None = None
         try:
-            self.module = cst.parse_module(chunk.text)
+            self.module = parse_module(chunk.text)
         except cst.ParserSyntaxError as error:
             self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
                 chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
             )
+        except TooDeeplyNested as error:
+            self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
+                _first_code_line(chunk), 1,
+                f"this statement {error} (trainlint parses statements up to {MAX_NESTING} levels); it was not checked",
+                analysed=False,
+            )
         except (RecursionError, MemoryError):
             self.syntax_error = SyntaxProblem(
-                chunk.start_line + 1, 1, "statement is nested too deeply to analyse"
+                _first_code_line(chunk), 1, "statement is nested too deeply to analyse; it was not checked", analysed=False
             )
         except Exception as error:  # LibCST raises plain exceptions for some invalid input
             self.syntax_error = SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}")
@@ -69,17 +207,14 @@ class ParsedChunk:
         moved.memo = self.memo
         moved.origin = self.origin
         problem = self.syntax_error
-        moved.syntax_error = None if problem is None else SyntaxProblem(
-            problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message
-        )
+        moved.syntax_error = None if problem is None else problem.moved_to(self.chunk, chunk)
         return moved
 
     def relocate(self, chunk: Chunk) -> None:
         """The same statement, same index, moved by whole lines: positions are relative, so only the offset changes."""
         assert chunk.text == self.chunk.text
-        problem = self.syntax_error
-        if problem is not None:
-            self.syntax_error = SyntaxProblem(problem.line - self.chunk.start_line + chunk.start_line, problem.column, problem.message)
+        if self.syntax_error is not None:
+            self.syntax_error = self.syntax_error.moved_to(self.chunk, chunk)
         self.chunk = chunk
 
     @property
@@ -155,15 +290,32 @@ def _positions_of(module: cst.Module) -> dict[cst.CSTNode, CodeRange]:
 
 
 def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
-    """Python's own account of the error: it points at the unclosed bracket, not the end of input."""
+    """Python's own account of the error: it points at the unclosed bracket, not the end of input.
+
+    The statement is compiled at its place in the file (below as many empty lines as precede it),
+    so that the lines Python names in its message ("detected at line 12") are the file's."""
     try:
-        compile(chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+        compile("\n" * chunk.start_line + chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as error:
-        line = chunk.start_line + (error.lineno or 1)
-        return SyntaxProblem(line, max(error.offset or 1, 1), f"syntax error: {error.msg}")
-    except (ValueError, RecursionError, MemoryError):
+        line = error.lineno or chunk.start_line + 1
+        return SyntaxProblem(line, max(error.offset or 1, 1), f"syntax error: {error.msg}", from_python=True)
+    except (RecursionError, MemoryError):  # Python's parser gives up too: the file cannot run
+        return SyntaxProblem(
+            _first_code_line(chunk), 1, "syntax error: this statement nests too deeply for Python's parser",
+            from_python=True,
+        )
+    except ValueError:
         return None
     return None
+
+
+def _first_code_line(chunk: Chunk) -> int:
+    """The 1-based file line where the statement begins, below the comments and blank lines it carries."""
+    for index, line in enumerate(chunk.text.split("\n")):
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return chunk.start_line + index + 1
+    return chunk.start_line + 1
 
 
 def _describe(error: cst.ParserSyntaxError) -> str:
