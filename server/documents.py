@@ -10,9 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
+import msgspec
+
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+from trainlint.analysis.lines import split_lines
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.workspace import Workspace
@@ -22,6 +26,8 @@ from trainlint.estimator.editor import EditorEstimate, estimate_module
 from .settings import EffectiveSettings
 
 log = logging.getLogger("trainlint.server")
+
+BOM = "\ufeff"
 
 # Larger documents are not analysed as you type: one diagnostic says so, on save too.
 MAX_DOCUMENT_CHARS = 5_000_000
@@ -37,9 +43,9 @@ class Analysis:
     # VRAM estimates of this text, per target GPU, computed when a hover or inlay hint first asks.
     vram: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return split_lines(self.text)
 
 
 @dataclass
@@ -86,6 +92,11 @@ class DocumentState:
         return str(self.path) if self.path is not None else self.uri
 
     def _findings(self, text: str, settings: EffectiveSettings) -> tuple[list[Finding], list[Anchor]]:
+        # A leading byte-order mark is no character to Python, nor to LibCST (which drops it): the
+        # analysis reads the text after it, and the columns of its first line move one to the right.
+        bom = text.startswith(BOM)
+        if bom:
+            text = text[1:]
         with collector_paused():
             # `updated` consumes the previous analysis: if anything below fails, start afresh next time.
             previous, self.module = self.module, None
@@ -96,7 +107,25 @@ class DocumentState:
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
             anchors = find_anchors(module)
             self.module = module
-        return [finding for finding in findings if finding.code not in settings.dropped], anchors
+        kept = [finding for finding in findings if finding.code not in settings.dropped]
+        return ([_after_bom(finding) for finding in kept] if bom else kept), anchors
+
+
+def _after_bom(finding: Finding) -> Finding:
+    """A finding of the text after a byte-order mark, in the coordinates of the text with it."""
+
+    def column(line: int, value: int) -> int:
+        return value + 1 if line == 1 else value
+
+    fix = finding.fix
+    if fix is not None:
+        fix = msgspec.structs.replace(fix, edits=tuple(
+            msgspec.structs.replace(edit, column=column(edit.line, edit.column), end_column=column(edit.end_line, edit.end_column))
+            for edit in fix.edits
+        ))
+    return msgspec.structs.replace(
+        finding, column=column(finding.line, finding.column), end_column=column(finding.end_line, finding.end_column), fix=fix,
+    )
 
 
 def _too_large(path: str, size: int) -> Finding:

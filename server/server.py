@@ -9,6 +9,7 @@ event loop; a result computed for a text that has since changed is dropped.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import re
@@ -23,6 +24,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 import trainlint
+from trainlint.analysis.lines import split_lines
 from trainlint.analysis.model import Finding
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
@@ -38,6 +40,7 @@ from .collector import IdleCollector
 from .convert import Positions, to_diagnostic, to_text_edit
 from .documents import Analysis, DocumentState
 from .settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
+from .text import LspWorkspace
 
 log = logging.getLogger("trainlint.server")
 
@@ -325,12 +328,18 @@ class TrainlintServer(LanguageServer):
             self.workspace_inlay_hint_refresh(None)
 
     # ------------------------------------------------------------------ code actions
+    def is_live(self, uri: str, analysis: Analysis) -> bool:
+        """Whether an analysis is of the text the editor holds now (with run-on-save it may be of the
+        saved text): edits are only ever built from that text, or applying them would corrupt it."""
+        return analysis.text == self.workspace.get_text_document(uri).source
+
     def fix_all_edits(self, uri: str, analysis: Analysis) -> list[types.TextEdit] | None:
+        if not self.is_live(uri, analysis):
+            return None
         new_text, applied = apply_fixes(analysis.text, analysis.findings)
         if not applied or new_text == analysis.text or not parses(new_text):
             return None
-        lines = analysis.text.splitlines(keepends=True)
-        end = Positions(analysis.lines, self.encoding).to_client(len(lines) + 1, 1) if lines else types.Position(0, 0)
+        end = Positions(analysis.lines, self.encoding).end()
         return [types.TextEdit(range=types.Range(start=types.Position(0, 0), end=end), new_text=new_text)]
 
 
@@ -340,6 +349,7 @@ server = TrainlintServer()
 # ---------------------------------------------------------------------- lifecycle
 @server.feature(types.INITIALIZE)
 def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
+    ls.protocol._workspace = LspWorkspace.replacing(ls.workspace)  # before any document arrives
     ls.apply_settings(params.initialization_options, "initializationOptions")
 
 
@@ -506,7 +516,7 @@ async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnostic
 async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
     uri = params.text_document.uri
     analysis = await ls.analysis(uri)
-    if analysis is None:
+    if analysis is None or not ls.is_live(uri, analysis):
         return None
     only = params.context.only
     wanted = (lambda kind: any(kind == k or kind.startswith(f"{k}.") for k in only)) if only else (lambda kind: True)
@@ -609,7 +619,7 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
     if not ls.knows(uri):
         return None
     document = ls.workspace.get_text_document(uri)
-    lines = document.source.splitlines()
+    lines = split_lines(document.source)
     positions = Positions(lines, ls.encoding)
     line, column = positions.from_client(params.position)
     if line >= len(lines):
@@ -732,10 +742,16 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         latest = state.latest
         summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
         config = ls.project_config(state.path).source
-        lines.append(f"  {uri}: {summary}; config {config or 'defaults'}")
+        lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)
     ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=info))
     return info
+
+
+def _text_digest(text: str) -> str:
+    """What the server holds of a document, short enough to compare with the editor's copy by eye."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"text {len(text):,} characters, sha256 {digest}"
 
 
 def _uri_argument(args: tuple) -> str | None:

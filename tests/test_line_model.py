@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from lsp_pipe import (
+    ENCODINGS, RawServer, apply_edits, capabilities_for, client_lines, code_units, diagnostics_of, position_at, shown,
+    text_digest,
+)
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.lines import line_starts, normalize_line_breaks, split_lines
 from trainlint.fixing import apply_fixes, fix_until_stable
@@ -103,3 +107,102 @@ def test_fixes_that_read_lines_and_suppressions_below_the_character(character):
     fixed, applied = apply_fixes(text, [f for f in findings if f.code == "TL301"])
     assert applied == 1
     assert "    batch_size=32,\n    pin_memory=True,\n)\n" in fixed
+
+
+# ---------------------------------------------------------------------- the server's copy
+@pytest.fixture(scope="module", params=ENCODINGS)
+def server(request):
+    server = RawServer()
+    capabilities = server.initialize(capabilities_for(request.param))
+    assert capabilities["positionEncoding"] == request.param
+    server.encoding = request.param
+    yield server
+    server.close()
+
+
+def _fix_all(server: RawServer, uri: str) -> list[dict] | None:
+    everything = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+    actions = server.result("textDocument/codeAction", {
+        "textDocument": {"uri": uri}, "range": everything, "context": {"diagnostics": [], "only": ["source.fixAll.trainlint"]},
+    })
+    if not actions:
+        return None
+    resolved = server.result("codeAction/resolve", actions[0])
+    return resolved["edit"]["changes"][uri]
+
+
+@pytest.mark.parametrize("character", NOT_LINE_BREAKS, ids=[f"U+{ord(c):04X}" for c in NOT_LINE_BREAKS])
+def test_the_servers_copy_follows_edits_below_the_character(server, character, tmp_path):
+    example = EXAMPLES[0].parent / "image_classifier.py"
+    uri = (tmp_path / f"{ord(character):x}.py").as_uri()
+    text = with_character(example.read_text(encoding="utf-8"), character)
+    server.open(uri, text)
+    for version in range(1, 4):
+        # below the character: replace a line near the end and insert a retained loss further up
+        lines = client_lines(text)
+        target = len(lines) - 3 - version
+        start = sum(len(line) + 1 for line in lines[:target])
+        edits = [(start, start + len(lines[target]), lines[target] + "  # edited " + character)]
+        edits.append((start, start, "    history.append(loss)\n" if version == 2 else ""))
+        changes = []
+        for begin, end, new in edits:
+            changes.append({"range": {"start": position_at(text, begin, server.encoding), "end": position_at(text, end, server.encoding)}, "text": new})
+            text = text[:begin] + new + text[end:]
+        server.change(uri, version, changes)
+        assert shown(server.diagnostics(uri)) == diagnostics_of(analyze_source(text, "x.py"), text, server.encoding)
+        assert text_digest(text) in server.debug_info()
+    edits = _fix_all(server, uri)
+    assert edits is not None
+    fixed = apply_edits(text, edits, server.encoding)
+    assert fixed == apply_fixes(text, analyze_source(text, "x.py"))[0]
+    assert fixed.count(character) == text.count(character)
+    server.close_document(uri)
+
+
+@pytest.mark.parametrize("newline", ["\r\n", "\r"], ids=["CRLF", "CR"])
+def test_the_servers_copy_of_crlf_and_cr_documents(server, newline, tmp_path):
+    uri = (tmp_path / "crlf.py").as_uri()
+    text = (EXAMPLES[0].parent / "image_classifier.py").read_text(encoding="utf-8").replace("\n", newline)
+    server.open(uri, text)
+    lines = client_lines(text)
+    start = sum(len(line) + len(newline) for line in lines[:15])  # above `CIFAR_MEAN = ...`
+    assert lines[15].startswith("CIFAR_MEAN")
+    new = f"# inserted{newline}x = 1{newline}"
+    server.change(uri, 1, [{"range": {"start": position_at(text, start, server.encoding), "end": position_at(text, start, server.encoding)}, "text": new}])
+    text = text[:start] + new + text[start:]
+    assert text_digest(text) in server.debug_info()
+    expected = diagnostics_of(analyze_source(text, "x.py"), text, server.encoding)
+    assert "TL301" in {code for _, code, _ in expected}
+    assert shown(server.diagnostics(uri)) == expected
+    fixed = apply_edits(text, _fix_all(server, uri), server.encoding)
+    assert fixed == apply_fixes(text, analyze_source(text, "x.py"))[0]
+    server.close_document(uri)
+
+
+def test_no_edit_is_built_from_a_copy_the_editor_no_longer_holds(tmp_path):
+    # With run-on-save the findings are those of the saved text; the buffer has moved on since.
+    server = RawServer()
+    try:
+        server.initialize(capabilities_for("utf-16"), options={"settings": {"run": "onSave"}})
+        uri = (tmp_path / "train.py").as_uri()
+        text = (EXAMPLES[0].parent / "image_classifier.py").read_text(encoding="utf-8")
+        server.open(uri, text)
+        assert {d["code"] for d in server.diagnostics(uri)} >= {"TL301"}
+        assert _fix_all(server, uri) is not None
+        server.change(uri, 1, [{"text": "# unsaved work\n" + text}])
+        assert {d["code"] for d in server.diagnostics(uri)} >= {"TL301"}  # still the saved text's findings
+        assert _fix_all(server, uri) is None
+        everything = {"start": {"line": 0, "character": 0}, "end": {"line": 200, "character": 0}}
+        assert not server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": everything, "context": {"diagnostics": []}})
+    finally:
+        server.close()
+
+
+def test_a_leading_byte_order_mark_is_a_character_to_the_client(server, tmp_path):
+    # Python and LibCST drop it; the editor's document (a client that keeps it) counts it.
+    uri = (tmp_path / "bom.py").as_uri()
+    server.open(uri, "\ufeffx = (1,\n")
+    [diagnostic] = server.diagnostics(uri)
+    expected = {"line": 0, "character": code_units("\ufeffx = ", server.encoding)}  # at the bracket never closed
+    assert (diagnostic["code"], diagnostic["range"]["start"]) == ("TL000", expected)
+    server.close_document(uri)
