@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -31,6 +32,10 @@ BOM = "\ufeff"
 
 # Larger documents are not analysed as you type: one diagnostic says so, on save too.
 MAX_DOCUMENT_CHARS = 5_000_000
+# The analysis budget of a document: one larger than this, or whose analysis once took longer, is
+# analysed in its own lane (``TrainlintServer.lane``), so that it never holds up the others.
+LARGE_DOCUMENT_CHARS = 300_000
+ANALYSIS_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,11 @@ class DocumentState:
     module: ModuleAnalysis | None = None
     latest: Analysis | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
+
+    def expensive(self, text: str) -> bool:
+        """Whether analysing this text may hold up other documents' analyses."""
+        return self.over_budget or len(text) > LARGE_DOCUMENT_CHARS
 
     def analyse(self, text: str, version: int | None, settings: EffectiveSettings) -> Analysis:
         """The findings for this text, reusing the parses of unchanged statements."""
@@ -68,10 +78,13 @@ class DocumentState:
                     self.latest = latest
                 return latest
             anchors: list[Anchor] = []
+            started = time.perf_counter()
             if len(text) > MAX_DOCUMENT_CHARS:
                 findings = [_too_large(self.display_path, len(text))]
             else:
                 findings, anchors = self._findings(text, settings)
+            if time.perf_counter() - started > ANALYSIS_BUDGET_S:
+                self.over_budget = True
             self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
 
