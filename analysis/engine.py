@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 import logging
 import os
+import re
 import tokenize
 from typing import TYPE_CHECKING, Iterable, Sequence
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 log = logging.getLogger("trainlint")
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 SYNTAX_ERROR = ("TL000", "syntax-error")
 UNUSED_SUPPRESSION = ("TL001", "unused-suppression")
@@ -56,19 +58,35 @@ class DecodeError(Exception):
 
 
 def read_source(data: bytes) -> tuple[str, str]:
-    """A Python file's text and the encoding Python itself reads it with (``tokenize.detect_encoding``:
-    a UTF-8 byte-order mark, else a PEP 263 cookie on line 1, or on line 2 when line 1 holds only a
-    comment or nothing, else UTF-8). The encoding is ``utf-8-sig`` for a file with a BOM, so that
+    """A Python file's text and the encoding Python itself reads it with (``tokenize.detect_encoding``'s
+    rules, on lines ended as the interpreter ends them: a UTF-8 byte-order mark, else a PEP 263
+    cookie on line 1, or on line 2 when line 1 holds only a comment or nothing, else UTF-8). The encoding is ``utf-8-sig`` for a file with a BOM, so that
     encoding the text with it writes the BOM back. The one decoder of check, fix and the server."""
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, _ = tokenize.detect_encoding(_first_lines(data).__next__)
     except SyntaxError as error:
         raise DecodeError(_encoding_problem(data, str(error))) from None
     try:
         return data.decode(encoding), encoding
     except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
+        line = _line_of(data, error.start)
         raise DecodeError(f"cannot decode line {line} as {encoding}: {error.reason}") from None
+
+
+def _first_lines(data: bytes):
+    """The first two lines, ended as the interpreter ends them (``\\r`` too: tokenize's own reader splits
+    at ``\\n`` only, and so misses the cookie of a CR-only file that Python honours), then b""."""
+    position = 0
+    for _ in range(2):
+        line = _LINE.match(data, position).group()
+        position += len(line)
+        yield line
+    while True:
+        yield b""
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return len(_LINE_BREAK.findall(data, 0, offset)) + 1
 
 
 def _encoding_problem(data: bytes, message: str) -> str:
@@ -81,7 +99,7 @@ def _encoding_problem(data: bytes, message: str) -> str:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as error:  # "invalid or missing encoding declaration": not UTF-8, no cookie
-        line = data.count(b"\n", 0, error.start) + 1
+        line = _line_of(data, error.start)
         return f"cannot decode line {line} as utf-8: {error.reason}"
     return message
 

@@ -69,6 +69,10 @@ def test_decoding_follows_pythons_cookie_rules():
         read_source(b"# coding: klingon\n")
     with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
         read_source(b"x = 1\ny = 2\nz = '\xff'\n")
+    # lines end at \r too, as the interpreter reads them (tokenize's own reader splits at \n only)
+    assert read_source(b"# coding: latin-1\rx = '\xe9'\r") == ("# coding: latin-1\rx = '\xe9'\r", "iso-8859-1")
+    with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
+        read_source(b"x = 1\r# coding: latin-1\ry = '\xe9'\r")
 
 
 def test_empty_and_blank_files():
