@@ -126,3 +126,24 @@ def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
     monkeypatch.setattr(documents, "ANALYSIS_BUDGET_S", 0.0)
     state.analyse(text, 1, settings)
     assert state.expensive(text)
+
+
+def test_every_request_gets_an_answer_whatever_its_params(raw):
+    position = {"line": 0, "character": 0}
+    span = {"start": position, "end": position}
+    methods = [
+        "textDocument/hover", "textDocument/diagnostic", "textDocument/codeAction", "textDocument/inlayHint",
+        "codeAction/resolve", "workspace/executeCommand", "textDocument/definition", "trainlint/unknown",
+    ]
+    garbage = [
+        None, 1, "x", [], {}, {"textDocument": None}, {"textDocument": {"uri": 5}, "position": position},
+        {"textDocument": {"uri": "file:///nul\x00.py"}, "position": position, "range": span, "context": {"diagnostics": []}},
+        {"textDocument": {"uri": "untitled:Untitled-1"}, "position": position, "range": span, "context": {"diagnostics": []}},
+        {"command": "trainlint.fixAll", "arguments": [{"uri": 7}, None, ["x"]]},
+        {"title": "t", "data": {"uri": "file:///never.py", "version": "x"}},
+    ]
+    for method in methods:
+        for params in garbage:
+            reply = raw.reply(raw.request(method, params))
+            assert "result" in reply or reply["error"]["code"] < 0, (method, params)
+    assert raw.alive()
