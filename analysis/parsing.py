@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import re
 import threading
+import warnings
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -295,7 +296,9 @@ def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
     The statement is compiled at its place in the file (below as many empty lines as precede it),
     so that the lines Python names in its message ("detected at line 12") are the file's."""
     try:
-        compile("\n" * chunk.start_line + chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+        with warnings.catch_warnings():  # the user's invalid escapes are not our output
+            warnings.simplefilter("ignore")
+            compile("\n" * chunk.start_line + chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as error:
         line = error.lineno or chunk.start_line + 1
         return SyntaxProblem(line, max(error.offset or 1, 1), f"syntax error: {error.msg}", from_python=True)

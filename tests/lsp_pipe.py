@@ -108,6 +108,16 @@ class RawServer:
     def diagnostics(self, uri: str) -> list[dict]:
         return self.result("textDocument/diagnostic", {"textDocument": {"uri": uri}})["items"]
 
+    def fix_all(self, uri: str) -> list[dict] | None:
+        """The edits of the resolved `source.fixAll.trainlint` action; None when none is offered."""
+        nowhere = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
+        actions = self.result("textDocument/codeAction", {
+            "textDocument": {"uri": uri}, "range": nowhere, "context": {"diagnostics": [], "only": ["source.fixAll.trainlint"]},
+        })
+        if not actions:
+            return None
+        return self.result("codeAction/resolve", actions[0]).get("edit", {}).get("changes", {}).get(uri)
+
     def debug_info(self) -> str:
         return self.result("workspace/executeCommand", {"command": "trainlint.printDebugInfo", "arguments": []})
 

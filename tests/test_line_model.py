@@ -120,17 +120,6 @@ def server(request):
     server.close()
 
 
-def _fix_all(server: RawServer, uri: str) -> list[dict] | None:
-    everything = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-    actions = server.result("textDocument/codeAction", {
-        "textDocument": {"uri": uri}, "range": everything, "context": {"diagnostics": [], "only": ["source.fixAll.trainlint"]},
-    })
-    if not actions:
-        return None
-    resolved = server.result("codeAction/resolve", actions[0])
-    return resolved["edit"]["changes"][uri]
-
-
 @pytest.mark.parametrize("character", NOT_LINE_BREAKS, ids=[f"U+{ord(c):04X}" for c in NOT_LINE_BREAKS])
 def test_the_servers_copy_follows_edits_below_the_character(server, character, tmp_path):
     example = EXAMPLES[0].parent / "image_classifier.py"
@@ -151,7 +140,7 @@ def test_the_servers_copy_follows_edits_below_the_character(server, character, t
         server.change(uri, version, changes)
         assert shown(server.diagnostics(uri)) == diagnostics_of(analyze_source(text, "x.py"), text, server.encoding)
         assert text_digest(text) in server.debug_info()
-    edits = _fix_all(server, uri)
+    edits = server.fix_all(uri)
     assert edits is not None
     fixed = apply_edits(text, edits, server.encoding)
     assert fixed == apply_fixes(text, analyze_source(text, "x.py"))[0]
@@ -174,7 +163,7 @@ def test_the_servers_copy_of_crlf_and_cr_documents(server, newline, tmp_path):
     expected = diagnostics_of(analyze_source(text, "x.py"), text, server.encoding)
     assert "TL301" in {code for _, code, _ in expected}
     assert shown(server.diagnostics(uri)) == expected
-    fixed = apply_edits(text, _fix_all(server, uri), server.encoding)
+    fixed = apply_edits(text, server.fix_all(uri), server.encoding)
     assert fixed == apply_fixes(text, analyze_source(text, "x.py"))[0]
     server.close_document(uri)
 
@@ -188,10 +177,10 @@ def test_no_edit_is_built_from_a_copy_the_editor_no_longer_holds(tmp_path):
         text = (EXAMPLES[0].parent / "image_classifier.py").read_text(encoding="utf-8")
         server.open(uri, text)
         assert {d["code"] for d in server.diagnostics(uri)} >= {"TL301"}
-        assert _fix_all(server, uri) is not None
+        assert server.fix_all(uri) is not None
         server.change(uri, 1, [{"text": "# unsaved work\n" + text}])
         assert {d["code"] for d in server.diagnostics(uri)} >= {"TL301"}  # still the saved text's findings
-        assert _fix_all(server, uri) is None
+        assert server.fix_all(uri) is None
         everything = {"start": {"line": 0, "character": 0}, "end": {"line": 200, "character": 0}}
         assert not server.result("textDocument/codeAction", {"textDocument": {"uri": uri}, "range": everything, "context": {"diagnostics": []}})
     finally:

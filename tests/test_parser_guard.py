@@ -6,26 +6,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from test_engine import RETAINED
 from trainlint.analysis.chunking import split_statements
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.parsing import INLINE_NESTING, MAX_NESTING, nesting_estimate
-
-RETAINED = textwrap.dedent(
-    """
-    import torch.nn as nn
-
-    criterion = nn.CrossEntropyLoss()
-    history = []
-    for x, y in loader:
-        loss = criterion(model(x), y)
-        history.append(loss)
-    """
-)
 
 # Each crashed LibCST (exit 139) or took minutes before the guard, at these sizes (20-120 KB).
 HOSTILE = {

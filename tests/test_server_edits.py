@@ -55,19 +55,8 @@ def _expected_fix_all(text: str) -> str | None:
     return bom + fixed
 
 
-def _fix_all(server: RawServer, uri: str) -> str | None:
-    nowhere = {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
-    actions = server.result("textDocument/codeAction", {
-        "textDocument": {"uri": uri}, "range": nowhere, "context": {"diagnostics": [], "only": ["source.fixAll.trainlint"]},
-    })
-    if not actions:
-        return None
-    resolved = server.result("codeAction/resolve", actions[0])
-    return resolved.get("edit", {}).get("changes", {}).get(uri)
-
-
 def _check_fix_all(server: RawServer, uri: str, text: str, encoding: str) -> None:
-    fix = _fix_all(server, uri)
+    fix = server.fix_all(uri)
     expected = _expected_fix_all(text)
     assert (fix is None) == (expected is None), "fix-all offered where the engine has nothing to fix, or not offered"
     if fix is not None:
