@@ -6,6 +6,8 @@ continuations; a line at column 0 can only start a new statement when none of th
 open. Mid-edit text often has an unclosed bracket, which would otherwise swallow the rest
 of the file: a column-0 line that can only begin a statement (``def``, ``class``, a
 decorator, an import) closes whatever was left open.
+
+Line breaks are ``\n`` only: ``ModuleAnalysis`` reads ``\r\n`` and ``\r`` as ``\n`` before splitting.
 """
 
 from __future__ import annotations
