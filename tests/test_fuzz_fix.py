@@ -119,6 +119,7 @@ def test_fix_changes_only_what_its_edits_name_and_keeps_the_file_as_it_was(tmp_p
         COUNTS["rounds"] += 1
         current, findings = fixed, analyze(fixed)
     expected = fix_until_stable(original, analyze).text
+    assert current == expected  # the rounds checked above are those --fix runs
 
     path = tmp_path_factory.mktemp("fix") / "train.py"
     path.write_bytes(data)
