@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lsp_pipe import TIMEOUT, RawServer, frame
 
@@ -146,4 +148,23 @@ def test_every_request_gets_an_answer_whatever_its_params(raw):
         for params in garbage:
             reply = raw.reply(raw.request(method, params))
             assert "result" in reply or reply["error"]["code"] < 0, (method, params)
+    assert raw.alive()
+
+
+_HEADERISH = st.one_of(
+    st.sampled_from([
+        b"Content-Length: -1", b"Content-Length: 1e3", b"Content-Length: 99999999999999", b"Content-Length:",
+        b"content-length: twelve", b"Content-Type: application/vscode-jsonrpc; charset=utf-8", b"X-Other: 1",
+        b"no colon here", b"", b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"shutdown\"}", b"\xff\xfe\x00",
+    ]),
+    st.binary(max_size=40).filter(lambda data: b"ength" not in data.lower()),
+)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(st.tuples(_HEADERISH, st.sampled_from([b"\r\n", b"\n", b""])), max_size=8))
+def test_garbage_between_messages_is_survived(raw, lines):
+    # Each line of junk ends, and a blank line ends the junk, so the next frame starts on a line of its own.
+    raw.send(b"".join(line + (end or b"\n") for line, end in lines) + b"\r\n\r\n")
     assert raw.alive()
