@@ -3,7 +3,8 @@ a user's files are: UTF-8, UTF-8 with a byte-order mark, latin-1 with a coding c
 Python ignores (below a code line), with LF, CRLF or CR line ends. For each file:
 
 - every round of fixes changes the text only inside the spans its edits name (placed by this
-  test's own reckoning of lines and columns), and each round's result parses;
+  test's own reckoning of lines and columns), and its result parses unless the text before it
+  did not (then --fix keeps the text before);
 - the file `--fix` writes is that text, in the file's own encoding, byte-order mark and line ends;
 - a second `--fix` changes nothing (the fixes are idempotent).
 
@@ -114,7 +115,8 @@ def test_fix_changes_only_what_its_edits_name_and_keeps_the_file_as_it_was(tmp_p
             break
         assert _changed_only_inside(current, fixed, _spans(current, findings)), "a fix changed text outside its edits"
         if not parses(fixed):
-            COUNTS["rounds rejected (no parse)"] += 1
+            assert not parses(current), "fixes broke a file that parsed"
+            COUNTS["rounds rejected (the file did not parse before either)"] += 1
             break
         COUNTS["rounds"] += 1
         current, findings = fixed, analyze(fixed)
