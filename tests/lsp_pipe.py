@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import queue
 import re
 import subprocess
@@ -13,7 +14,8 @@ import threading
 import time
 
 SERVER = [sys.executable, "-m", "trainlint", "server"]
-TIMEOUT = 20
+# How long a reply may take. A long fuzz run at `nice -n 19` on a busy machine needs more.
+TIMEOUT = float(os.environ.get("TRAINLINT_LSP_TIMEOUT", "20"))
 
 
 def frame(message: dict | bytes, *, header: bytes | None = None) -> bytes:
@@ -32,6 +34,8 @@ class RawServer:
         threading.Thread(target=lambda: self.stderr.extend(self.process.stderr), daemon=True).start()
         self.next_id = 0
         self.notifications: list[dict] = []
+        self.slowest = (0.0, "")  # the longest wait for a reply so far, and its request
+        self._sent: dict = {}
 
     def _read(self) -> None:
         stream = self.process.stdout
@@ -54,6 +58,7 @@ class RawServer:
 
     def request(self, method: str, params, *, raw_header: bytes | None = None) -> int:
         self.next_id += 1
+        self._sent = {"id": self.next_id, "method": method, "at": time.monotonic()}
         self.send(frame({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}, header=raw_header))
         return self.next_id
 
@@ -75,6 +80,9 @@ class RawServer:
             elif "method" in message:
                 self.notifications.append(message)
             elif message.get("id") == msg_id:
+                if self._sent.get("id") == msg_id:
+                    waited = time.monotonic() - self._sent["at"]
+                    self.slowest = max(self.slowest, (waited, self._sent["method"]))
                 return message
 
     def log_messages(self) -> list[str]:

@@ -42,7 +42,8 @@ def servers(tmp_path_factory):
     finally:
         for server in started.values():
             server.close()
-        print(f"\nserver fuzz: {dict(COUNTS)}")
+        slowest = max(server.slowest for server in started.values())
+        print(f"\nserver fuzz: {dict(COUNTS)}; slowest reply {slowest[0]:.2f} s ({slowest[1]})")
 
 
 def _expected_fix_all(text: str) -> str | None:
