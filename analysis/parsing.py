@@ -51,6 +51,12 @@ _NESTING_TOKEN = re.compile(
 )
 
 
+# String literals LibCST accepts and Python rejects; see _rejected_literal.
+_RISKY_ESCAPE = re.compile(r"\\[NuUx]")
+_BYTES_PREFIX = re.compile(r"(?<!\w)(?:[bB][rR]?|[rR][bB])['\"]")
+_LITERAL_ERRORS = ("(unicode error)", "(value error)", "bytes can only contain ASCII")
+
+
 class TooDeeplyNested(Exception):
     """A text ``parse_module`` does not hand to LibCST; the message says why, after "this statement"."""
 
@@ -183,6 +189,9 @@ class ParsedChunk:
         self.syntax_error: SyntaxProblem | None = None
         try:
             self.module = parse_module(chunk.text)
+            rejected = _rejected_literal(chunk)
+            if rejected is not None:
+                self.module, self.syntax_error = None, rejected
         except cst.ParserSyntaxError as error:
             self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
                 chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
@@ -311,6 +320,20 @@ def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
         )
     except ValueError:
         return None
+    return None
+
+
+def _rejected_literal(chunk: Chunk) -> SyntaxProblem | None:
+    """Python's error for a string literal it cannot evaluate and LibCST parsed anyway (a ``\\N{...}``
+    name it does not know, a short ``\\u``, ``\\U`` or ``\\x`` escape, a bytes literal with non-ASCII
+    text); the analysis evaluates literals, which would raise. Only a statement that may hold one
+    is compiled."""
+    text = chunk.text
+    if not _RISKY_ESCAPE.search(text) and (text.isascii() or not _BYTES_PREFIX.search(text)):
+        return None
+    problem = _python_syntax_error(chunk)
+    if problem is not None and problem.message.removeprefix("syntax error: ").startswith(_LITERAL_ERRORS):
+        return problem
     return None
 
 

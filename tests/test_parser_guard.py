@@ -116,3 +116,21 @@ def test_fix_never_hands_the_parser_a_hostile_file(tmp_path):
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert path.read_text() == text  # the fixed text could not be checked to parse, so nothing is written
+
+
+@pytest.mark.parametrize("literal, message", [
+    ('"a\\utocast"', "(unicode error) 'unicodeescape' codec can't decode bytes in position 1-2: truncated \\uXXXX escape"),
+    ('"\\N{no such name}"', "(unicode error) 'unicodeescape' codec can't decode bytes in position 0-15: unknown Unicode character name"),
+    ('b"\\xz"', "(value error) invalid \\x escape at position 0"),
+    ('b"café"', "bytes can only contain ASCII literal characters"),
+])
+def test_literals_python_rejects_are_syntax_errors_not_crashes(literal, message):
+    # LibCST parses them; evaluating them (as the analysis does) raised out of `trainlint check`.
+    findings = analyze_source(f"import torch\n\nbanner = {literal}\n" + RETAINED, "t.py")
+    assert [(f.code, f.line, f.message) for f in findings if f.code == "TL000"] == [("TL000", 3, f"syntax error: {message}")]
+    assert "TL101" in {f.code for f in findings}
+
+
+def test_literals_python_accepts_are_analysed():
+    text = 'banner = "\\x1b[1m\\u2588\\N{BULLET}\\U0001F600"\nraw = rb"\\xz"\n' + RETAINED
+    assert [f.code for f in analyze_source(text, "t.py")] == ["TL101"]
