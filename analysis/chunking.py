@@ -7,6 +7,8 @@ open. Mid-edit text often has an unclosed bracket, which would otherwise swallow
 of the file: a column-0 line that can only begin a statement (``def``, ``class``, a
 decorator, an import), or any code at column 0 after a bracket opened on an indented line
 (``running.append(`` half-typed inside a function), closes whatever was left open.
+
+Line breaks are ``\n`` only: ``ModuleAnalysis`` reads ``\r\n`` and ``\r`` as ``\n`` before splitting.
 """
 
 from __future__ import annotations

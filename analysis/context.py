@@ -124,7 +124,7 @@ class RuleContext:
         if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in walk(node)):
             return None
         indent = lines[0][: column - 1]
-        unit = _indent_unit(chunk.chunk.text.splitlines()) or _indent_unit(self.module.lines) or "    "
+        unit = _indent_unit(chunk.chunk.text.split("\n")) or _indent_unit(self.module.lines) or "    "
         body = "\n".join((unit + text) if text.strip() else text for text in lines)
         new_text = f"{indent}{header}:\n{body}"
         return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import gc
 import logging
 import os
 import re
+import tokenize
 from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .context import RawFinding, RuleContext
@@ -23,13 +23,14 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 log = logging.getLogger("trainlint")
+_LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 SYNTAX_ERROR = ("TL000", "syntax-error")
 UNUSED_SUPPRESSION = ("TL001", "unused-suppression")
 NOT_ANALYSED = ("TL002", "not-analysed")
 ENGINE_CODES = {SYNTAX_ERROR[0]: SYNTAX_ERROR[1], UNUSED_SUPPRESSION[0]: UNUSED_SUPPRESSION[1], NOT_ANALYSED[0]: NOT_ANALYSED[1]}
 
-_CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 # Rules raise instead of reporting when this is set, so their tests see their bugs.
 STRICT_ENV = "TRAINLINT_STRICT"
 
@@ -56,25 +57,58 @@ class DecodeError(Exception):
     pass
 
 
+def read_source(data: bytes) -> tuple[str, str]:
+    """A Python file's text and the encoding Python itself reads it with (``tokenize.detect_encoding``'s
+    rules, on lines ended as the interpreter ends them: a UTF-8 byte-order mark, else a PEP 263
+    cookie on line 1, or on line 2 when line 1 holds only a comment or nothing, else UTF-8). The encoding is ``utf-8-sig`` for a file with a BOM, so that
+    encoding the text with it writes the BOM back. The one decoder of check, fix and the server."""
+    try:
+        encoding, _ = tokenize.detect_encoding(_first_lines(data).__next__)
+    except SyntaxError as error:
+        raise DecodeError(_encoding_problem(data, str(error))) from None
+    try:
+        return data.decode(encoding), encoding
+    except UnicodeDecodeError as error:
+        line = _line_of(data, error.start)
+        raise DecodeError(f"cannot decode line {line} as {encoding}: {error.reason}") from None
+
+
+def _first_lines(data: bytes):
+    """The first two lines, ended as the interpreter ends them (``\\r`` too: tokenize's own reader splits
+    at ``\\n`` only, and so misses the cookie of a CR-only file that Python honours), then b""."""
+    position = 0
+    for _ in range(2):
+        line = _LINE.match(data, position).group()
+        position += len(line)
+        yield line
+    while True:
+        yield b""
+
+
+def _line_of(data: bytes, offset: int) -> int:
+    return len(_LINE_BREAK.findall(data, 0, offset)) + 1
+
+
+def _encoding_problem(data: bytes, message: str) -> str:
+    """tokenize's complaint about the first two lines, in the words the rest of trainlint uses."""
+    if message.startswith("unknown encoding"):
+        declared = message.rpartition(": ")[2]
+        return f"unknown encoding {declared!r} in the coding declaration"
+    if message.startswith("encoding problem"):
+        return "the file starts with a UTF-8 byte-order mark but its coding declaration names another encoding"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as error:  # "invalid or missing encoding declaration": not UTF-8, no cookie
+        line = _line_of(data, error.start)
+        return f"cannot decode line {line} as utf-8: {error.reason}"
+    return message
+
+
 def decode_source(source: str | bytes) -> str:
-    """Text of a Python file as Python itself would read it (BOM, PEP 263 cookie, else UTF-8)."""
+    """Text of a Python file as Python itself would read it (see ``read_source``); a str loses its BOM."""
     if isinstance(source, str):
         return source[1:] if source.startswith("\ufeff") else source
-    if source.startswith(codecs.BOM_UTF8):
-        return source[len(codecs.BOM_UTF8):].decode("utf-8")
-    encoding = "utf-8"
-    for line in source.split(b"\n", 2)[:2]:
-        match = _CODING_COOKIE.match(line)
-        if match:
-            encoding = match.group(1).decode("ascii")
-            break
-    try:
-        return source.decode(encoding)
-    except LookupError:
-        raise DecodeError(f"unknown encoding {encoding!r} in the coding declaration") from None
-    except UnicodeDecodeError as error:
-        line = source.count(b"\n", 0, error.start) + 1
-        raise DecodeError(f"cannot decode line {line} as {encoding}: {error.reason}") from None
+    return read_source(source)[0]
 
 
 def select_rules(settings: AnalysisSettings, rules: Sequence[type[Rule]] | None = None) -> list[type[Rule]]:
@@ -123,9 +157,8 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
-            engine_findings.append(
-                _engine_finding(module.path, SYNTAX_ERROR, problem.line, problem.column, problem.message, Severity.ERROR)
-            )
+            code, severity = (SYNTAX_ERROR, Severity.ERROR) if problem.analysed else (NOT_ANALYSED, Severity.NOTE)
+            engine_findings.append(_engine_finding(module.path, code, problem.line, problem.column, problem.message, severity))
             if chunk.broken is None:
                 continue  # a top-level statement that does not parse: nothing of it to check
             # else only a statement inside it is broken, blanked in its tree: the rest is checked

@@ -17,6 +17,7 @@ import libcst as cst
 
 from . import libraries, torchapi
 from .names import dotted, imports_of, last_part
+from .tree import literal_value
 from .values import (
     ACCELERATOR,
     CONSTANT,
@@ -563,7 +564,7 @@ class ScopeAnalysis:
         if isinstance(expression, (cst.Integer, cst.Float, cst.Imaginary)):
             return Value((NUMBER, CONSTANT))
         if isinstance(expression, (cst.SimpleString, cst.ConcatenatedString)):
-            text = expression.evaluated_value if isinstance(expression, cst.SimpleString) else None
+            text = literal_value(expression) if isinstance(expression, cst.SimpleString) else None
             tags = (CONSTANT, DEVICE) if isinstance(text, str) and text.startswith("cuda") else (CONSTANT,)
             return Value(tags)
         if isinstance(expression, cst.FormattedString):

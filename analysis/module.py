@@ -10,6 +10,7 @@ import libcst as cst
 
 from . import dependencies, torchapi
 from .chunking import Chunk, split_statements
+from .lines import normalize_line_breaks
 from .flow import CallEvent, ScopeAnalysis
 from .names import last_part
 from .parsing import ParsedChunk, common_prefix, common_suffix
@@ -42,7 +43,11 @@ class ModuleAnalysis:
         workspace: "Workspace | None" = None, foreign: bool = False,
     ) -> None:
         """``workspace`` resolves imports of the user's other files; ``foreign`` marks such a file's own
-        analysis, whose definitions are then analysed in their module whoever asks."""
+        analysis, whose definitions are then analysed in their module whoever asks.
+
+        Line breaks are read as ``\n`` (``\r\n`` and ``\r`` count as one each, as in Python and LSP):
+        lines and columns are the text's own, and no rule has to know the file's line endings."""
+        text = normalize_line_breaks(text)
         self._text = text
         self.path = path
         self.workspace = workspace
@@ -82,6 +87,7 @@ class ModuleAnalysis:
         This moves the statements it keeps to their new lines in place: afterwards only the
         returned analysis may be used, not this one.
         """
+        text = normalize_line_breaks(text)
         spliced = self._spliced(text)
         if spliced is not None:
             chunks, unchanged = spliced
@@ -209,7 +215,7 @@ class ModuleAnalysis:
 
     def _all_lines(self) -> list[str]:
         if self._lines is None:
-            self._lines = self._text.splitlines()
+            self._lines = self._text.split("\n")  # never str.splitlines: see lines.py
         return self._lines
 
     def line(self, number: int) -> str:

@@ -8,11 +8,21 @@ gives the same nodes, but not in source order: use these walks only where order 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Iterator
 
 import libcst as cst
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def literal_value(node: cst.BaseNumber | cst.SimpleString):
+    """The value of a literal (LibCST's ``evaluated_value``), without Python's warnings about the
+    user's code: an invalid escape such as ``"\\s"`` warns while it is evaluated, and that is theirs
+    to hear from their own linter, not ours to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return node.evaluated_value
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -9,6 +9,8 @@ from lsprotocol import types
 
 from trainlint.analysis.model import Finding, Severity, TextEdit
 
+from .text import column_at, units
+
 _SEVERITY = {
     Severity.ERROR: types.DiagnosticSeverity.Error,
     Severity.WARNING: types.DiagnosticSeverity.Warning,
@@ -17,18 +19,14 @@ _SEVERITY = {
 
 
 class Positions:
-    """Column conversion for one text in one encoding."""
+    """Column conversion for one text (its LSP lines, without breaks: ``split_lines``) in one encoding."""
 
     def __init__(self, lines: list[str], encoding: str) -> None:
         self.lines = lines
         self.encoding = encoding
 
     def _units(self, text: str) -> int:
-        if self.encoding == types.PositionEncodingKind.Utf8:
-            return len(text.encode("utf-8", "surrogatepass"))
-        if self.encoding == types.PositionEncodingKind.Utf32:
-            return len(text)
-        return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+        return units(text, self.encoding)
 
     def _line(self, index: int) -> str:
         return self.lines[index] if 0 <= index < len(self.lines) else ""
@@ -50,18 +48,17 @@ class Positions:
             end=types.Position(line=max(line - 1, 0), character=self._units(text)),
         )
 
+    def end(self) -> types.Position:
+        """The end of the text."""
+        last = max(len(self.lines) - 1, 0)
+        return types.Position(line=last, character=self._units(self._line(last)))
+
     def from_client(self, position: types.Position) -> tuple[int, int]:
         """An LSP position to (0-based line, 0-based code-point column), clamped into the text."""
         if not self.lines:
             return 0, 0
         line = min(max(position.line, 0), len(self.lines) - 1)
-        text = self.lines[line]
-        units = 0
-        for index, char in enumerate(text):
-            if units >= position.character:
-                return line, index
-            units += self._units(char)
-        return line, len(text)
+        return line, column_at(self.lines[line], position.character, self.encoding)
 
 
 def to_diagnostic(finding: Finding, positions: Positions, uri: str, help_uri: str | None) -> types.Diagnostic:

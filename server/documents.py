@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
+import msgspec
+
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+from trainlint.analysis.lines import split_lines
 from trainlint.analysis.model import Finding, Severity
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.workspace import Workspace
@@ -23,8 +28,14 @@ from .settings import EffectiveSettings
 
 log = logging.getLogger("trainlint.server")
 
+BOM = "\ufeff"
+
 # Larger documents are not analysed as you type: one diagnostic says so, on save too.
 MAX_DOCUMENT_CHARS = 5_000_000
+# The analysis budget of a document: one larger than this, or whose analysis once took longer, is
+# analysed in its own lane (``TrainlintServer.lane``), so that it never holds up the others.
+LARGE_DOCUMENT_CHARS = 300_000
+ANALYSIS_BUDGET_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -37,9 +48,9 @@ class Analysis:
     # VRAM estimates of this text, per target GPU and model, computed when a hover or inlay hint first asks.
     vram: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        return split_lines(self.text)
 
 
 @dataclass
@@ -50,6 +61,11 @@ class DocumentState:
     module: ModuleAnalysis | None = None
     latest: Analysis | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
+
+    def expensive(self, text: str) -> bool:
+        """Whether analysing this text may hold up other documents' analyses."""
+        return self.over_budget or len(text) > LARGE_DOCUMENT_CHARS
 
     def analyse(self, text: str, version: int | None, settings: EffectiveSettings) -> Analysis:
         """The findings for this text, reusing the parses of unchanged statements."""
@@ -62,10 +78,13 @@ class DocumentState:
                     self.latest = latest
                 return latest
             anchors: list[Anchor] = []
+            started = time.perf_counter()
             if len(text) > MAX_DOCUMENT_CHARS:
                 findings = [_too_large(self.display_path, len(text))]
             else:
                 findings, anchors = self._findings(text, settings)
+            if time.perf_counter() - started > ANALYSIS_BUDGET_S:
+                self.over_budget = True
             self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
 
@@ -87,6 +106,11 @@ class DocumentState:
         return str(self.path) if self.path is not None else self.uri
 
     def _findings(self, text: str, settings: EffectiveSettings) -> tuple[list[Finding], list[Anchor]]:
+        # A leading byte-order mark is no character to Python, nor to LibCST (which drops it): the
+        # analysis reads the text after it, and the columns of its first line move one to the right.
+        bom = text.startswith(BOM)
+        if bom:
+            text = text[1:]
         with collector_paused():
             # `updated` consumes the previous analysis: if anything below fails, start afresh next time.
             previous, self.module = self.module, None
@@ -97,7 +121,25 @@ class DocumentState:
             findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
             anchors = find_anchors(module)
             self.module = module
-        return [finding for finding in findings if finding.code not in settings.dropped], anchors
+        kept = [finding for finding in findings if finding.code not in settings.dropped]
+        return ([_after_bom(finding) for finding in kept] if bom else kept), anchors
+
+
+def _after_bom(finding: Finding) -> Finding:
+    """A finding of the text after a byte-order mark, in the coordinates of the text with it."""
+
+    def column(line: int, value: int) -> int:
+        return value + 1 if line == 1 else value
+
+    fix = finding.fix
+    if fix is not None:
+        fix = msgspec.structs.replace(fix, edits=tuple(
+            msgspec.structs.replace(edit, column=column(edit.line, edit.column), end_column=column(edit.end_line, edit.end_column))
+            for edit in fix.edits
+        ))
+    return msgspec.structs.replace(
+        finding, column=column(finding.line, finding.column), end_column=column(finding.end_line, finding.end_column), fix=fix,
+    )
 
 
 def _too_large(path: str, size: int) -> Finding:

@@ -9,20 +9,25 @@ event loop; a result computed for a text that has since changed is dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import logging
 import os
 import re
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
 from lsprotocol import types
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 import trainlint
+from trainlint.analysis.lines import split_lines
 from trainlint.analysis.model import Finding
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
@@ -37,7 +42,9 @@ from trainlint.notebooks import CellProgram
 from .collector import IdleCollector
 from .convert import Positions, to_diagnostic, to_text_edit
 from .documents import Analysis, DocumentState
+from .framing import BinaryReader, StreamReader, log_message, serve
 from .settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
+from .text import LspWorkspace
 
 log = logging.getLogger("trainlint.server")
 
@@ -64,7 +71,10 @@ class TrainlintServer(LanguageServer):
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task] = {}
         self.generation = 0  # bumped whenever settings change, so result ids change with them
+        # Two analysis lanes, one thread each: documents within their budget, and the others
+        # (``DocumentState.expensive``), which then cannot hold up the first lane's documents.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis")
+        self.expensive_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis-expensive")
         self._configs: dict[tuple, Config] = {}
         self._reported_problems: set[str] = set()
         self.rules = {rule.code: rule for rule in all_rules()}
@@ -73,6 +83,51 @@ class TrainlintServer(LanguageServer):
         # Notebooks: one analysis of all code cells as one program, per notebook; the cells last published to.
         self.notebooks: dict[str, DocumentState] = {}
         self.notebook_cells: dict[str, set[str]] = {}
+
+    # ------------------------------------------------------------------ transport
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> int:
+        """pygls' stdio server, reading through the framing guard (``framing.serve``).
+
+        Returns the exit status: pygls' for ``exit`` (0 after ``shutdown``, else 1), 0 at the end of input."""
+        self._stop_event = threading.Event()
+        reader = BinaryReader(stdin or sys.stdin.buffer, self.thread_pool)
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        status = 0
+        try:
+            asyncio.run(serve(self._stop_event, reader, self.protocol, self.frame_problem))
+        except BrokenPipeError:
+            log.error("the connection to the client is lost; shutting down")
+            status = 1
+        except SystemExit as exit:  # the client's `exit`
+            status = exit.code if isinstance(exit.code, int) else 0
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.shutdown()
+        return status
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """pygls' TCP server (one client), reading through the framing guard."""
+        self._stop_event = stop = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            await serve(stop, StreamReader(reader), self.protocol, self.frame_problem)
+            self.shutdown()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            log.info("listening on %s:%s", host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(listen())
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+            pass
+
+    def frame_problem(self, message: str) -> None:
+        log_message(self.protocol, message)
 
     # ------------------------------------------------------------------ client facts
     @property
@@ -198,12 +253,16 @@ class TrainlintServer(LanguageServer):
         settings = self.settings_for(state)
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self.executor, state.analyse, text, version, settings)
+            return await loop.run_in_executor(self.lane(state, text), state.analyse, text, version, settings)
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's
             log.exception("analysis of %s failed", uri)
             return None
         finally:
             self.collector.analysed()
+
+    def lane(self, state: DocumentState, text: str) -> ThreadPoolExecutor:
+        """Where a document's analysis runs: the expensive lane once it is large or went over budget."""
+        return self.expensive_executor if state.expensive(text) else self.executor
 
     async def vram(self, uri: str, analysis: Analysis) -> EditorEstimate | None:
         """The VRAM estimate for an analysed text, against the target GPU of the document's settings."""
@@ -213,7 +272,9 @@ class TrainlintServer(LanguageServer):
         target = analysis.settings.analysis.target_gpu
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self.executor, state.vram, analysis, target, analysis.settings.target_model)
+            return await loop.run_in_executor(
+                self.lane(state, analysis.text), state.vram, analysis, target, analysis.settings.target_model
+            )
         except Exception:  # a bug of ours: no hover rather than a broken server
             log.exception("VRAM estimate of %s failed", uri)
             return None
@@ -236,7 +297,9 @@ class TrainlintServer(LanguageServer):
         settings = self.settings_for(state)
         loop = asyncio.get_running_loop()
         try:
-            whole = await loop.run_in_executor(self.executor, state.analyse, program.text, notebook.version, settings)
+            whole = await loop.run_in_executor(
+                self.lane(state, program.text), state.analyse, program.text, notebook.version, settings
+            )
         except Exception:
             log.exception("analysis of %s failed", notebook.uri)
             return None
@@ -325,12 +388,18 @@ class TrainlintServer(LanguageServer):
             self.workspace_inlay_hint_refresh(None)
 
     # ------------------------------------------------------------------ code actions
+    def is_live(self, uri: str, analysis: Analysis) -> bool:
+        """Whether an analysis is of the text the editor holds now (with run-on-save it may be of the
+        saved text): edits are only ever built from that text, or applying them would corrupt it."""
+        return analysis.text == self.workspace.get_text_document(uri).source
+
     def fix_all_edits(self, uri: str, analysis: Analysis) -> list[types.TextEdit] | None:
+        if not self.is_live(uri, analysis):
+            return None
         new_text, applied = apply_fixes(analysis.text, analysis.findings)
         if not applied or new_text == analysis.text or not parses(new_text):
             return None
-        lines = analysis.text.splitlines(keepends=True)
-        end = Positions(analysis.lines, self.encoding).to_client(len(lines) + 1, 1) if lines else types.Position(0, 0)
+        end = Positions(analysis.lines, self.encoding).end()
         return [types.TextEdit(range=types.Range(start=types.Position(0, 0), end=end), new_text=new_text)]
 
 
@@ -340,6 +409,7 @@ server = TrainlintServer()
 # ---------------------------------------------------------------------- lifecycle
 @server.feature(types.INITIALIZE)
 def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
+    ls.protocol._workspace = LspWorkspace.replacing(ls.workspace)  # before any document arrives
     ls.apply_settings(params.initialization_options, "initializationOptions")
 
 
@@ -506,7 +576,7 @@ async def pull_diagnostics(ls: TrainlintServer, params: types.DocumentDiagnostic
 async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
     uri = params.text_document.uri
     analysis = await ls.analysis(uri)
-    if analysis is None:
+    if analysis is None or not ls.is_live(uri, analysis):
         return None
     only = params.context.only
     wanted = (lambda kind: any(kind == k or kind.startswith(f"{k}.") for k in only)) if only else (lambda kind: True)
@@ -611,7 +681,7 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
     if not ls.knows(uri):
         return None
     document = ls.workspace.get_text_document(uri)
-    lines = document.source.splitlines()
+    lines = split_lines(document.source)
     positions = Positions(lines, ls.encoding)
     line, column = positions.from_client(params.position)
     if line >= len(lines):
@@ -737,10 +807,16 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         latest = state.latest
         summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
         config = ls.project_config(state.path).source
-        lines.append(f"  {uri}: {summary}; config {config or 'defaults'}")
+        lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)
     ls.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message=info))
     return info
+
+
+def _text_digest(text: str) -> str:
+    """What the server holds of a document, short enough to compare with the editor's copy by eye."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"text {len(text):,} characters, sha256 {digest}"
 
 
 def _uri_argument(args: tuple) -> str | None:
@@ -763,5 +839,11 @@ def start(tcp: str | None = None) -> None:
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))
-    else:
-        server.start_io()
+        return
+    status = server.start_io()
+    # An analysis still running (a huge document) must not keep the process alive after `exit`:
+    # the worker threads would be joined at interpreter exit. Nothing is left to save.
+    logging.shutdown()
+    with contextlib.suppress(OSError, ValueError):  # pygls closes stdout on `exit`
+        sys.stdout.flush()
+    os._exit(status)

@@ -3,11 +3,14 @@ and the user's code is never imported."""
 
 from __future__ import annotations
 
+import warnings
 import subprocess
 import sys
 import textwrap
 
-from trainlint.analysis.engine import analyze_source
+import pytest
+
+from trainlint.analysis.engine import DecodeError, analyze_source, read_source
 from trainlint.analysis.model import Severity
 from trainlint.analysis.settings import AnalysisSettings
 
@@ -52,6 +55,25 @@ def test_coding_cookie_and_bom_are_honoured():
     assert [c for c, _ in codes(analyze_source(latin, "a.py"))] == ["TL101"]
     bom = b"\xef\xbb\xbf" + RETAINED.encode()
     assert codes(analyze_source(bom, "b.py")) == [("TL101", 7)]
+
+
+def test_decoding_follows_pythons_cookie_rules():
+    text = "é = 1\n"
+    # line 2 counts only below a blank or comment line; a BOM wins, and may not contradict a cookie
+    assert read_source(b"x = 1\n# coding: latin-1\n" + text.encode()) == ("x = 1\n# coding: latin-1\n" + text, "utf-8")
+    assert read_source(b"#!/usr/bin/env python\n# coding: latin-1\n\xe9 = 1\n")[1] == "iso-8859-1"
+    assert read_source(b"\n# coding: latin-1\n\xe9 = 1\n")[1] == "iso-8859-1"
+    assert read_source(b"\xef\xbb\xbf" + text.encode()) == (text, "utf-8-sig")
+    with pytest.raises(DecodeError, match="byte-order mark but its coding declaration names another"):
+        read_source(b"\xef\xbb\xbf# coding: latin-1\n")
+    with pytest.raises(DecodeError, match="unknown encoding 'klingon' in the coding declaration"):
+        read_source(b"# coding: klingon\n")
+    with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
+        read_source(b"x = 1\ny = 2\nz = '\xff'\n")
+    # lines end at \r too, as the interpreter reads them (tokenize's own reader splits at \n only)
+    assert read_source(b"# coding: latin-1\rx = '\xe9'\r") == ("# coding: latin-1\rx = '\xe9'\r", "iso-8859-1")
+    with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
+        read_source(b"x = 1\r# coding: latin-1\ry = '\xe9'\r")
 
 
 def test_empty_and_blank_files():
@@ -222,3 +244,22 @@ def test_a_test_suite_is_not_a_training_run():
     as_script = {f.code for f in analyze_source(test_module, "train_block.py")} & rules
     assert as_test == set()
     assert as_script, "outside a test suite the same code is reported"
+
+
+def test_the_users_invalid_escapes_are_not_warned_about_by_the_analysis():
+    # Python warns about "\s" while evaluating it (a SyntaxWarning printed by default from 3.12);
+    # that is the user's linter's business, not trainlint's output
+    source = (
+        "import torch\n"
+        "pattern = '\\s+'\n"
+        "device = torch.device('cuda\\s')\n"
+        "if __name__ == '__ma\\in__':\n"
+        "    loader = torch.utils.data.DataLoader(data, num_workers=0)\n"
+        "def broken(:\n"
+        "    '\\d'\n"
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        findings = analyze_source(source, "train.py")
+    assert [str(warning.message) for warning in caught] == []
+    assert "TL000" in {finding.code for finding in findings}

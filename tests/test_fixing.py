@@ -12,6 +12,7 @@ import msgspec
 
 import pytest
 
+from trainlint.analysis.engine import DecodeError
 from trainlint.analysis.model import Finding, Fix, Severity, TextEdit
 from trainlint.cli import main
 from trainlint.fixing import (
@@ -205,7 +206,7 @@ class TestSourceFile:
         assert source.encode(source.text) == data
 
     def test_undecodable_bytes_raise(self):
-        with pytest.raises((SyntaxError, UnicodeDecodeError)):
+        with pytest.raises(DecodeError, match="cannot decode line 1 as utf-8"):
             SourceFile.decode(b"x = '\xff'\n")
 
 
@@ -225,6 +226,18 @@ class TestFixCommand:
         assert fixed != original
         assert code == 0
         assert "Fixed 1 problem." in capsys.readouterr().out
+
+    def test_a_cookie_python_ignores_is_ignored_by_the_fix_too(self, tmp_path, monkeypatch):
+        # Python honours a coding cookie on line 2 only below a blank or comment line 1: this file is
+        # UTF-8. Read as latin-1, each "é" became two characters and the fix landed in the comment.
+        monkeypatch.chdir(tmp_path)
+        text = RETAINED.replace("import torch\n", "import torch\n# -*- coding: latin-1 -*-\n", 1).replace(
+            "    features.append(encoder(images.cuda()))", '    features.append(encoder(images.cuda(), tag="éééé"))  # café'
+        )
+        (tmp_path / "feats.py").write_bytes(text.encode("utf-8"))
+        assert main(["check", "--fix", "--select", "TL101", "feats.py"]) == 0
+        fixed = (tmp_path / "feats.py").read_bytes().decode("utf-8")
+        assert fixed == text.replace('tag="éééé")', 'tag="éééé").detach()')
 
     def test_diff_writes_nothing_and_exits_1(self, tmp_path, monkeypatch, capsys):
         monkeypatch.chdir(tmp_path)

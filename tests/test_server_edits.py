@@ -1,122 +1,103 @@
-"""Random edits sent to the real server as incremental changes, in the position encoding it
-negotiated: after each batch, the diagnostics it reports equal those of a fresh analysis.
+"""Fuzzing the real server with random documents and random incremental edits, in each position
+encoding (UTF-16 as VS Code, UTF-8 as Neovim 0.11 and Helix, UTF-32): after each batch of edits
+the server's copy of the text equals the client's (its SHA-256, from trainlint.printDebugInfo),
+its diagnostics equal `trainlint check` of the same text (the engine's findings, placed by the
+client's own reckoning of LSP positions), and a hover anywhere is answered; at the end the
+resolved `source.fixAll.trainlint` edit, applied by the client, gives what the engine's fixes give.
 
-The suite sends a few dozen edits; TRAINLINT_SERVER_EDITS=2000 runs the long version.
+The documents and edits (tests/fuzz_documents.py) hold the characters str.splitlines() breaks at,
+CRLF and CR line ends, byte-order marks, tabs, non-BMP text and half-typed code. The short run is
+part of `make test`; `TRAINLINT_FUZZ_EXAMPLES=20000` runs 20,000 edit sequences.
 """
 
 from __future__ import annotations
 
-import os
-import random
-import sys
-from pathlib import Path
+import collections
 
 import pytest
-import pytest_lsp
-from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from hypothesis import given
+from hypothesis import strategies as st
 
-from test_incremental import SNIPPETS
-from trainlint.analysis.engine import analyze_source
-from trainlint.server.convert import Positions
-
-SERVER = [sys.executable, "-m", "trainlint", "server"]
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "buggy"
-EDITS = int(os.environ.get("TRAINLINT_SERVER_EDITS", "60"))
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_lsp.fixture(
-    config=ClientServerConfig(server_command=SERVER), scope="module",
-    params=["visual-studio-code@v1.65.2", "neovim@v0.11.0"],  # UTF-16 and UTF-8 positions
+from fuzz_documents import FUZZ_SETTINGS, documents, edits, rarely
+from lsp_pipe import (
+    ENCODINGS, RawServer, apply_edits, capabilities_for, diagnostics_of, position_at, shown, text_digest,
 )
-async def client(lsp_client: LanguageClient, request, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("edits")
+from trainlint.analysis.engine import analyze_source
+from trainlint.fixing import apply_fixes, parses
 
-    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
-    def register(params: types.RegistrationParams) -> None:
-        pass
-
-    lsp_client.set_configuration({"debounceMs": 0}, section="trainlint")
-    result = await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities(request.param),
-        root_uri=folder.as_uri(),
-        initialization_options={"settings": {"debounceMs": 0}},
-        workspace_folders=[types.WorkspaceFolder(uri=folder.as_uri(), name="edits")],
-    ))
-    lsp_client.folder = folder
-    lsp_client.encoding = result.capabilities.position_encoding or types.PositionEncodingKind.Utf16
-    yield
-    await lsp_client.shutdown_session()
+COUNTS: collections.Counter = collections.Counter()
 
 
-def _position(text: str, offset: int, encoding: str) -> types.Position:
-    line = text.count("\n", 0, offset)
-    before = text[text.rfind("\n", 0, offset) + 1:offset]
-    if encoding == types.PositionEncodingKind.Utf8:
-        units = len(before.encode("utf-8"))
-    elif encoding == types.PositionEncodingKind.Utf32:
-        units = len(before)
-    else:
-        units = len(before.encode("utf-16-le")) // 2
-    return types.Position(line=line, character=units)
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("fuzz")
+    started = {}
+    try:
+        for encoding in ENCODINGS:
+            server = started[encoding] = RawServer()
+            capabilities = server.initialize(capabilities_for(encoding), options={"settings": {"debounceMs": 0}})
+            assert capabilities["positionEncoding"] == encoding
+            server.encoding = encoding
+        yield folder, started
+    finally:
+        for server in started.values():
+            server.close()
+        slowest = max(server.slowest for server in started.values())
+        print(f"\nserver fuzz: {dict(COUNTS)}; slowest reply {slowest[0]:.2f} s ({slowest[1]})")
 
 
-def _random_edit(text: str, rng: random.Random) -> tuple[int, int, str]:
-    start = rng.randrange(len(text) + 1)
-    kind = rng.random()
-    if kind < 0.45:
-        return start, start, rng.choice(SNIPPETS)
-    if kind < 0.8:
-        return start, min(len(text), start + rng.randint(1, 40)), ""
-    source = rng.randrange(len(text) + 1)
-    return start, start, text[source:source + rng.randint(1, 200)]
+def _expected_fix_all(text: str) -> str | None:
+    """The engine's one round of fixes, as fix-all offers them (the analysis reads past a BOM)."""
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    body = text[len(bom):]
+    fixed, applied = apply_fixes(body, analyze_source(body, "fuzz.py"))
+    if not applied or fixed == body or not parses(fixed):
+        return None
+    return bom + fixed
 
 
-def _expected(text: str, path: Path, encoding: str) -> list[tuple]:
-    findings = analyze_source(text, str(path))
-    positions = Positions(text.splitlines(), encoding)
-    return [
-        (positions.range_to_client(f.line, f.column, f.end_line, f.end_column), f.code, f.message.split("\n\n")[0])
-        for f in findings
-    ]
+def _check_fix_all(server: RawServer, uri: str, text: str, encoding: str) -> None:
+    fix = server.fix_all(uri)
+    expected = _expected_fix_all(text)
+    assert (fix is None) == (expected is None), "fix-all offered where the engine has nothing to fix, or not offered"
+    if fix is not None:
+        assert apply_edits(text, fix, encoding) == expected, "fix-all, applied by the client, corrupts the text"
+        assert fix[0]["range"]["end"] == position_at(text, len(text), encoding)
+        COUNTS["fix-alls"] += 1
 
 
-async def test_random_incremental_edits_give_what_a_fresh_analysis_gives(client):
-    lsp_client = client
-    encoding = lsp_client.encoding
-    rng = random.Random(2026)
-    sources = sorted(EXAMPLES.glob("*.py"))
-    edits_sent = 0
-    document = 0
-    while edits_sent < EDITS:
-        source = sources[document % len(sources)]
-        document += 1
-        path = lsp_client.folder / f"{document}_{source.name}"
-        text = source.read_text(encoding="utf-8")
-        uri = path.as_uri()
-        lsp_client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=0, text=text)
-        ))
-        for version in range(1, 21):
+@FUZZ_SETTINGS
+@given(data=st.data(), encoding=st.sampled_from(ENCODINGS), text=documents())
+def test_random_edits_keep_the_server_in_step(servers, data, encoding, text):
+    folder, started = servers
+    server = started[encoding]
+    COUNTS["sequences"] += 1
+    uri = (folder / f"doc{COUNTS['sequences']}.py").as_uri()
+    server.open(uri, text)
+    try:
+        _check_fix_all(server, uri, text, encoding)
+        for version in range(1, data.draw(st.integers(1, 4)) + 1):
             changes = []
-            for _ in range(rng.randint(1, 8)):
-                start, end, new = _random_edit(text, rng)
-                changes.append(types.TextDocumentContentChangePartial(
-                    range=types.Range(start=_position(text, start, encoding), end=_position(text, end, encoding)), text=new
-                ))
+            if data.draw(rarely(20)):  # now and then the whole text, as some clients send it
+                text = data.draw(documents())
+                changes.append({"text": text})
+            for _ in range(data.draw(st.integers(1, 5))):
+                start, end, new = data.draw(edits(text))
+                changes.append({
+                    "range": {"start": position_at(text, start, encoding), "end": position_at(text, end, encoding)}, "text": new,
+                })
                 text = text[:start] + new + text[end:]
-                edits_sent += 1
-            lsp_client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version), content_changes=changes
-            ))
-            report = await lsp_client.text_document_diagnostic_async(
-                types.DocumentDiagnosticParams(text_document=types.TextDocumentIdentifier(uri=uri))
-            )
-            got = [(d.range, d.code, d.message.split("\n\n")[0]) for d in report.items]
-            assert got == _expected(text, path, encoding), f"{source.name} after {edits_sent} edits"
-            if edits_sent >= EDITS:
-                break
-        lsp_client.text_document_did_close(types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri)))
-    assert lsp_client.error is None
-    assert encoding in (types.PositionEncodingKind.Utf16, types.PositionEncodingKind.Utf8)
+                COUNTS["edits"] += 1
+            server.change(uri, version, changes)
+            assert text_digest(text) in server.debug_info(), "the server's copy of the text differs from the client's"
+            expected = diagnostics_of(analyze_source(text, "fuzz.py"), text, encoding)
+            assert shown(server.diagnostics(uri)) == expected, "diagnostics differ from `trainlint check` of the text"
+            line = data.draw(st.integers(0, text.count("\n") + text.count("\r") + 1))
+            server.result("textDocument/hover", {
+                "textDocument": {"uri": uri}, "position": {"line": line, "character": data.draw(st.integers(0, 120))},
+            })
+            COUNTS["batches"] += 1
+        _check_fix_all(server, uri, text, encoding)
+    finally:
+        server.close_document(uri)
+        assert server.process.poll() is None, "the server died"

@@ -20,6 +20,7 @@ import msgspec
 import trainlint
 from trainlint.analysis.engine import (
     ENGINE_CODES,
+    DecodeError,
     NOT_ANALYSED,
     SYNTAX_ERROR,
     UNUSED_SUPPRESSION,
@@ -250,7 +251,7 @@ def _run_task(task: _Task) -> _Outcome:
     findings = analyze(data)
     try:
         source = SourceFile.decode(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    except DecodeError:  # reported by the analysis as TL000
         return _Outcome(task.path, findings, None)
     if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
         return _Outcome(task.path, findings, source.text if findings else None)

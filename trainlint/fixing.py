@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import difflib
-import io
-import re
-import tokenize
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-import libcst
-
+from trainlint.analysis.engine import read_source
+from trainlint.analysis.lines import LINE_BREAK, line_starts
 from trainlint.analysis.model import Finding, TextEdit
+from trainlint.analysis.parsing import parse_module
 
 MAX_ROUNDS = 10
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # what Python's tokenizer, and so LibCST, counts as a line end
 
 
 @dataclass(frozen=True)
@@ -27,9 +24,8 @@ class SourceFile:
 
     @classmethod
     def decode(cls, data: bytes) -> "SourceFile":
-        """Raises SyntaxError (bad coding cookie) or UnicodeDecodeError, as Python would."""
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return cls(data.decode(encoding), encoding)
+        """Decoded as the analysis decodes it (``read_source``); raises DecodeError where Python could not read it."""
+        return cls(*read_source(data))
 
     def encode(self, text: str) -> bytes:
         return text.encode(self.encoding)
@@ -45,23 +41,19 @@ class FixOutcome:
     applied_findings: tuple[Finding, ...] = ()  # the findings whose fixes were applied, in each round's positions
 
 
-def _line_starts(text: str) -> list[int]:
-    return [0] + [match.end() for match in _LINE_BREAK.finditer(text)]
-
-
 def _offset(starts: list[int], text: str, line: int, column: int) -> int | None:
     """Index into text of a 1-based (line, column), None when it lies outside the text."""
     if not 1 <= line <= len(starts) or column < 1:
         return None
     start = starts[line - 1]
-    line_break = _LINE_BREAK.search(text, start)
+    line_break = LINE_BREAK.search(text, start)
     line_end = line_break.start() if line_break else len(text)
     offset = start + column - 1
     return offset if offset <= line_end else None
 
 
 def _newline_of(text: str) -> str:
-    match = _LINE_BREAK.search(text)
+    match = LINE_BREAK.search(text)
     return match.group() if match else "\n"
 
 
@@ -77,7 +69,7 @@ def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, in
 
 def _apply_groups(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, list[int]]:
     """apply_edits, telling which groups (by position in ``fixes``) were applied."""
-    starts = _line_starts(text)
+    starts = line_starts(text)
     newline = _newline_of(text)
     taken: list[tuple[int, int]] = []
     accepted: list[tuple[int, int, str]] = []
@@ -89,7 +81,7 @@ def _apply_groups(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, 
             end = _offset(starts, text, edit.end_line, edit.end_column)
             if start is None or end is None or end < start:
                 break
-            ranges.append((start, end, _LINE_BREAK.sub(newline, edit.new_text)))
+            ranges.append((start, end, LINE_BREAK.sub(newline, edit.new_text)))
         else:
             spans = [(start, end) for start, end, _ in ranges]
             if ranges and not any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[:i] + taken):
@@ -129,8 +121,9 @@ def _apply_findings(text: str, findings: Iterable[Finding], unsafe: bool) -> tup
 
 
 def parses(text: str) -> bool:
+    """Whether LibCST parses the text; False too for a text nesting too deeply to try (its guard)."""
     try:
-        libcst.parse_module(text)
+        parse_module(text)
     except Exception:  # LibCST raises more than ParserSyntaxError for some invalid text
         return False
     return True
@@ -188,5 +181,5 @@ def unified_diff(old: str, new: str, path: str) -> str:
 
 def _lines(text: str) -> list[str]:
     """Lines with their own line breaks; unlike str.splitlines, only the breaks Python counts."""
-    starts = _line_starts(text)
+    starts = line_starts(text)
     return [text[start:end] for start, end in zip(starts, starts[1:] + [len(text)]) if start < end]

@@ -21,6 +21,7 @@ from ..model import Evidence, Severity, TextEdit
 from ..patterns import shortened
 from ..torchapi import is_dataloader
 from ..values import ON_DEVICE, UNKNOWN
+from ..tree import literal_value
 from .base import Fires, Quiet, Rule
 
 # Positions in `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)`.
@@ -69,7 +70,7 @@ class DataloaderTuning(Rule):
         if ON_DEVICE in _dataset_value(call).tags:
             return  # batches are sliced from GPU tensors: no host work for workers or pinning to speed up
         workers = _argument(call, "num_workers")
-        no_workers = workers is None or (isinstance(workers.value, cst.Integer) and workers.value.evaluated_value == 0)
+        no_workers = workers is None or (isinstance(workers.value, cst.Integer) and literal_value(workers.value) == 0)
         pin = _argument(call, "pin_memory")
         if not no_workers and pin is not None:
             return

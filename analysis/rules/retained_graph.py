@@ -20,6 +20,7 @@ from ..values import Value
 from ..model import Severity
 from ..patterns import backward_target, calls_in, is_backward, mentions, repeats_per_step
 from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, is_known_tensor
+from ..tree import literal_value
 from .base import Fires, Quiet, Rule
 
 
@@ -604,7 +605,7 @@ def _scalar_loss(value) -> bool:
             return False
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "reduction":
-                if not (isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in {"mean", "sum"}):
+                if not (isinstance(arg.value, cst.SimpleString) and literal_value(arg.value) in {"mean", "sum"}):
                     return False
     return True
 

@@ -33,7 +33,7 @@ from ..module import SEED_ALL_HELPERS, ModuleAnalysis
 from ..names import last_part
 from ..parsing import ParsedChunk
 from ..patterns import calls_in, first_written, is_test_file
-from ..tree import walk as _walk
+from ..tree import literal_value, walk as _walk
 from ..values import DDP, ENGINE, MODEL
 from .base import Fires, Quiet, Rule
 
@@ -627,7 +627,7 @@ def _is_main_test(test: cst.BaseExpression) -> bool:
         return False
     sides = (test.left, test.comparisons[0].comparator)
     names = [side.value for side in sides if isinstance(side, cst.Name)]
-    strings = [side.evaluated_value for side in sides if isinstance(side, cst.SimpleString)]
+    strings = [literal_value(side) for side in sides if isinstance(side, cst.SimpleString)]
     return names == ["__name__"] and strings == ["__main__"]
 
 

@@ -1,0 +1,92 @@
+"""The server's copy of each document, kept equal to the editor's.
+
+pygls' ``TextDocument`` splits its text with ``str.splitlines()``, which breaks at form feed,
+``\\x0b``, ``\\x1c``-``\\x1e``, ``\\x85``, U+2028 and U+2029 as well as at LSP's line breaks; once a
+document holds one of them, every incremental edit below it lands a line early and the copy
+drifts from the editor's for good. ``LspTextDocument`` keeps LSP's line model (``\\n``, ``\\r\\n``,
+``\\r``; ``trainlint.analysis.lines``) and applies an edit as one splice of the text at the two
+offsets its range names, clamped as LSP says: a character past the end of its line means the
+end of the line, a line past the last means the end of the document.
+
+``LspWorkspace`` is pygls' workspace making these documents; the server installs it while it
+handles ``initialize``, before any document arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from lsprotocol import types
+from pygls.workspace import TextDocument, Workspace
+
+from trainlint.analysis.lines import LINE_BREAK, line_starts
+
+
+def units(text: str, encoding: str) -> int:
+    """Length of ``text`` in the code units of a negotiated position encoding."""
+    if encoding == types.PositionEncodingKind.Utf8:
+        return len(text.encode("utf-8", "surrogatepass"))
+    if encoding == types.PositionEncodingKind.Utf32:
+        return len(text)
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
+
+
+def column_at(line: str, character: int, encoding: str) -> int:
+    """The code-point index in ``line`` (without its break) of an LSP character offset, clamped to the
+    line's end; an offset inside a character's code units (half a surrogate pair) counts as after it."""
+    if encoding == types.PositionEncodingKind.Utf32 or line.isascii():
+        return min(character, len(line))
+    count = 0
+    for index, char in enumerate(line):
+        if count >= character:
+            return index
+        count += units(char, encoding)
+    return len(line)
+
+
+def offset_at(text: str, starts: list[int], position: types.Position, encoding: str) -> int:
+    """Index into ``text`` (whose ``line_starts`` are ``starts``) of an LSP position, clamped into the text."""
+    if position.line >= len(starts):
+        return len(text)
+    start = starts[position.line]
+    end = starts[position.line + 1] if position.line + 1 < len(starts) else len(text)
+    line = LINE_BREAK.sub("", text[start:end], count=1) if end > start else ""
+    return start + column_at(line, position.character, encoding)
+
+
+class LspTextDocument(TextDocument):
+    """A pygls document with LSP's line model; see the module's docstring."""
+
+    @property
+    def lines(self) -> Sequence[str]:
+        """The lines with their own line breaks, as pygls' API expects."""
+        text = self.source
+        starts = line_starts(text)
+        return tuple(text[start:end] for start, end in zip(starts, [*starts[1:], len(text)]) if end > start)
+
+    def _apply_incremental_change(self, change: types.TextDocumentContentChangePartial) -> None:
+        text = self.source
+        starts = line_starts(text)
+        encoding = self.position_codec.encoding or types.PositionEncodingKind.Utf16
+        start = offset_at(text, starts, change.range.start, encoding)
+        end = offset_at(text, starts, change.range.end, encoding)
+        if end < start:  # a reversed range: the span between the two positions
+            start, end = end, start
+        self._source = text[:start] + change.text + text[end:]
+
+
+class LspWorkspace(Workspace):
+    """pygls' workspace, holding ``LspTextDocument`` documents."""
+
+    def _create_text_document(
+        self, doc_uri: str, source: str | None = None, version: int | None = None, language_id: str | None = None,
+    ) -> TextDocument:
+        return LspTextDocument(
+            doc_uri, source=source, version=version, language_id=language_id,
+            sync_kind=self._sync_kind, position_codec=self.position_codec,
+        )
+
+    @classmethod
+    def replacing(cls, workspace: Workspace) -> "LspWorkspace":
+        """A new, empty workspace with the root, sync kind, folders and position encoding of pygls' own."""
+        return cls(workspace.root_uri, workspace._sync_kind, list(workspace.folders.values()), workspace.position_encoding)

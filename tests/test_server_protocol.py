@@ -1,0 +1,170 @@
+"""The server's protocol layer against a hostile or broken client: raw bytes on the real server
+process's stdin, replies read from its stdout, every wait bounded.
+
+Before the framing guard (server/framing.py), `Content-Length: 99999999999` killed the server
+(MemoryError), a header section without a usable Content-Length or with LF-only line ends made it
+stop answering for good, and a request with invalid params never got a reply."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lsp_pipe import TIMEOUT, RawServer, frame
+
+
+@pytest.fixture(scope="module")
+def raw():
+    server = RawServer()
+    server.initialize()
+    yield server
+    server.close()
+
+
+def test_a_huge_content_length_is_skipped_not_allocated(raw):
+    raw.send(b"Content-Length: 99999999999\r\n\r\n{}")
+    assert raw.alive()
+    assert raw.process.poll() is None
+    assert any("99,999,999,999 bytes" in message for message in raw.log_messages())
+
+
+@pytest.mark.parametrize("header", [
+    b"Content-Type: application/vscode-jsonrpc\r\n\r\n",  # no Content-Length
+    b"Content-Length: twelve\r\n\r\n",
+    b"Content-Length: -12\r\n\r\n",
+    b"Content-Length 12\r\n\r\n",  # not a header at all
+    b"X" * 20_000 + b"\r\n\r\n",  # a header line past the limit
+])
+def test_a_broken_frame_is_skipped_and_the_next_one_is_answered(raw, header):
+    raw.request("textDocument/hover", {"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": 0}}, raw_header=header)
+    assert raw.alive()
+    assert raw.log_messages(), "the skipped frame is reported"
+
+
+def test_lf_only_headers_are_read(raw):
+    body = json.dumps({"jsonrpc": "2.0", "id": 99, "method": "textDocument/hover", "params": {
+        "textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": 0}}}).encode()
+    raw.send(b"content-length: %d\n\n" % len(body) + body)
+    assert raw.reply(99)["result"] is None
+
+
+@pytest.mark.parametrize("params, code", [
+    ("a string", -32602),
+    ({"textDocument": {"uri": "file:///a.py"}, "position": {"line": -1, "character": 0}}, -32602),
+    ({"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": -5}}, -32602),
+    ({"textDocument": {"uri": "file:///a.py"}}, -32602),
+    ({"textDocument": {"uri": "file:///a.py"}, "position": {"line": 2**40, "character": 0}}, -32602),
+])
+def test_requests_with_invalid_params_get_an_error(raw, params, code):
+    reply = raw.reply(raw.request("textDocument/hover", params))
+    assert reply["error"]["code"] == code
+    assert "textDocument/hover" in reply["error"]["message"]
+    assert raw.alive()
+
+
+def test_bodies_that_are_not_requests_get_errors_or_are_ignored(raw):
+    raw.send(frame(b"{not json"))
+    assert raw.reply(None)["error"]["code"] == -32700
+    raw.send(frame(b"[1, 2, 3]"))
+    assert raw.reply(None)["error"]["code"] == -32600
+    raw.send(frame({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": "nonsense"}))  # a notification: no reply
+    raw.send(frame({"jsonrpc": "2.0", "id": 5, "method": "textDocument/codeAction", "params": {"textDocument": 1}}))
+    assert raw.reply(5)["error"]["code"] == -32602
+    assert raw.alive()
+
+
+def test_the_end_of_input_inside_a_message_ends_the_server_cleanly():
+    server = RawServer()
+    server.initialize()
+    server.send(b"Content-Length: 500\r\n\r\n{\"jsonrpc\"")
+    server.process.stdin.close()
+    assert server.process.wait(timeout=TIMEOUT) is not None
+    assert b"Traceback" not in b"".join(server.stderr)
+
+
+def _did_open(server: RawServer, uri: str, text: str) -> None:
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
+
+
+def test_a_huge_document_does_not_hold_up_the_others(tmp_path):
+    examples = sorted((Path(__file__).resolve().parent.parent / "examples" / "buggy").glob("*.py"))
+    huge = ""
+    while len(huge) < 600_000:
+        huge += "".join(path.read_text(encoding="utf-8") for path in examples)
+    server = RawServer()
+    try:
+        server.initialize()
+        _did_open(server, (tmp_path / "huge.py").as_uri(), huge)
+        huge_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": (tmp_path / "huge.py").as_uri()}})
+        _did_open(server, (tmp_path / "small.py").as_uri(), examples[0].read_text(encoding="utf-8"))
+        small_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": (tmp_path / "small.py").as_uri()}})
+        replies = []
+        while small_pull not in replies:  # the huge one's analysis is still running; `exit` ends it
+            message = server.messages.get(timeout=120)
+            if message.get("id") in (huge_pull, small_pull) and "method" not in message:
+                replies.append(message["id"])
+        assert replies == [small_pull]
+    finally:
+        started = time.monotonic()
+        server.close()
+        assert time.monotonic() - started < 10, "`exit` does not wait for a running analysis"
+
+
+def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
+    from trainlint.server import documents
+    from trainlint.server.settings import EditorSettings, effective_settings
+    from trainlint.config import Config
+
+    settings = effective_settings(EditorSettings(), Config(), None)
+    state = documents.DocumentState("file:///t.py", None)
+    text = "x = 1\n"
+    assert not state.expensive(text)
+    assert state.expensive("#" * (documents.LARGE_DOCUMENT_CHARS + 1))
+    monkeypatch.setattr(documents, "ANALYSIS_BUDGET_S", 0.0)
+    state.analyse(text, 1, settings)
+    assert state.expensive(text)
+
+
+def test_every_request_gets_an_answer_whatever_its_params(raw):
+    position = {"line": 0, "character": 0}
+    span = {"start": position, "end": position}
+    methods = [
+        "textDocument/hover", "textDocument/diagnostic", "textDocument/codeAction", "textDocument/inlayHint",
+        "codeAction/resolve", "workspace/executeCommand", "textDocument/definition", "trainlint/unknown",
+    ]
+    garbage = [
+        None, 1, "x", [], {}, {"textDocument": None}, {"textDocument": {"uri": 5}, "position": position},
+        {"textDocument": {"uri": "file:///nul\x00.py"}, "position": position, "range": span, "context": {"diagnostics": []}},
+        {"textDocument": {"uri": "untitled:Untitled-1"}, "position": position, "range": span, "context": {"diagnostics": []}},
+        {"command": "trainlint.fixAll", "arguments": [{"uri": 7}, None, ["x"]]},
+        {"title": "t", "data": {"uri": "file:///never.py", "version": "x"}},
+    ]
+    for method in methods:
+        for params in garbage:
+            reply = raw.reply(raw.request(method, params))
+            assert "result" in reply or reply["error"]["code"] < 0, (method, params)
+    assert raw.alive()
+
+
+_HEADERISH = st.one_of(
+    st.sampled_from([
+        b"Content-Length: -1", b"Content-Length: 1e3", b"Content-Length: 99999999999999", b"Content-Length:",
+        b"content-length: twelve", b"Content-Type: application/vscode-jsonrpc; charset=utf-8", b"X-Other: 1",
+        b"no colon here", b"", b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"shutdown\"}", b"\xff\xfe\x00",
+    ]),
+    st.binary(max_size=40).filter(lambda data: b"ength" not in data.lower()),
+)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(lines=st.lists(st.tuples(_HEADERISH, st.sampled_from([b"\r\n", b"\n", b""])), max_size=8))
+def test_garbage_between_messages_is_survived(raw, lines):
+    # Each line of junk ends, and a blank line ends the junk, so the next frame starts on a line of its own.
+    raw.send(b"".join(line + (end or b"\n") for line, end in lines) + b"\r\n\r\n")
+    assert raw.alive()
