@@ -318,6 +318,8 @@ class ParsedChunk:
                 return None
             blanked, first, last, problem = recovered
             broken = (first, last)
+            if blanked == tree_text:  # typing on a line that stays broken: the tree is the same
+                return self._same_tree(piece, broken, blanked, problem)
             try:
                 tree = _splice_text(self, tree_text, blanked)
             except cst.ParserSyntaxError:
@@ -342,6 +344,16 @@ class ParsedChunk:
             if kept:
                 result.memo[key] = {node: value for node, value in kept.items() if node not in tree.removed}
         self._positions = self._starts = None
+        return result
+
+    def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> "ParsedChunk":
+        """This statement's tree, for a new text whose broken lines blank to the same text."""
+        result = ParsedChunk.__new__(ParsedChunk)
+        result.chunk, result.index, result.module, result.origin = piece, self.index, self.module, self.origin
+        result.broken, result._tree_text = broken, blanked
+        result.syntax_error = _problem(piece, problem)
+        result._positions, result._starts, result._words = self._positions, self._starts, None
+        result.memo = self.memo  # facts of the tree, which has not changed
         return result
 
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
@@ -434,7 +446,11 @@ def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
             compile(text, "<statement>", "exec", ast.PyCF_ONLY_AST)
         return None  # Python accepts it: LibCST refused something else, nothing to localise
     except SyntaxError as error:
-        problem = error
+        # kept past this frame: without its traceback and the LibCST error it was raised while
+        # handling, which would make a reference cycle through the frames (garbage only the
+        # cyclic collector frees, and the server runs it only when the user pauses)
+        problem = error.with_traceback(None)
+        problem.__context__ = None
         line = error.lineno
     except (ValueError, RecursionError, MemoryError):
         return None
