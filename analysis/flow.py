@@ -240,6 +240,34 @@ class ScopeAnalysis:
         self._returns: list[Value] = []
         self._memo: dict[cst.CSTNode, Value] = {}  # each expression is evaluated once, in order
 
+    def release(self, *, whole: bool = True) -> None:
+        """Drop what this scope refers to, once no analysis uses it any more: its events refer back
+        to it, a reference cycle that only the cyclic collector frees, and the server runs that only
+        when the user pauses (an edit in a long function left its old tree and texts behind, about
+        half a megabyte a keystroke). ``whole`` also lets go of its statement, summary and function,
+        for a scope of a replaced analysis; without it, events and values taken from the scope keep
+        working (a module-level expression's)."""
+        if whole:
+            for event in self.events:
+                if isinstance(event, CallEvent):
+                    event.result = UNKNOWN  # a loader's or container's value names its call: a cycle
+        self.events = []
+        self._calls = []
+        self.loops = []
+        self.env = {}
+        self.binding_loop = {}
+        self.branch_tests = []
+        self.local_functions = {}
+        self.params = {}
+        self._returns = []
+        self._memo = {}
+        if whole:
+            if self.function is not None and self.function._analysis is self:
+                self.function._analysis = None  # the function's info and its flow refer to each other
+            self.function = None
+            self.summary = None  # type: ignore[assignment]
+            self.chunk = None  # type: ignore[assignment]
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def of_function(cls, info: "FunctionInfo", summary: "ModuleSummary") -> "ScopeAnalysis":
@@ -1235,4 +1263,7 @@ def _short(chunk: "ParsedChunk", node: cst.CSTNode, limit: int = 48) -> str:
 def evaluate_module_expression(expression: cst.BaseExpression, chunk: "ParsedChunk", summary: "ModuleSummary") -> Value:
     """The value of a module-level assignment's right-hand side, for names used in other statements."""
     scope = ScopeAnalysis(chunk, summary, chunk_index=chunk.index)
-    return scope.evaluate(expression, Context())
+    try:
+        return scope.evaluate(expression, Context())
+    finally:
+        scope.release(whole=False)  # a scope of one expression: its events refer back to it

@@ -167,6 +167,10 @@ class ModuleAnalysis:
         result.kept = frozenset(kept)
         result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
         result.rule_results_key = self.rule_results_key
+        for index, scopes in self._scopes.items():
+            if index not in kept:
+                for scope in scopes:
+                    scope.release()
         return result
 
     def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> set[int]:

@@ -19,7 +19,15 @@ _FIELDS: dict[type, tuple[str, ...]] = {}
 def literal_value(node: cst.BaseNumber | cst.SimpleString):
     """The value of a literal (LibCST's ``evaluated_value``), without Python's warnings about the
     user's code: an invalid escape such as ``"\\s"`` warns while it is evaluated, and that is theirs
-    to hear from their own linter, not ours to print."""
+    to hear from their own linter, not ours to print.
+
+    A plain string without escapes and a decimal integer are read directly: ``ast.literal_eval``,
+    which LibCST uses, leaves reference cycles (its nested functions) for the cyclic collector."""
+    if isinstance(node, cst.SimpleString) and node.prefix == "" and "\\" not in node.value:
+        quote = node.quote
+        return node.value[len(quote) : -len(quote)]
+    if isinstance(node, cst.Integer) and node.value.isdigit() and (node.value == "0" or node.value[0] != "0"):
+        return int(node.value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return node.evaluated_value
