@@ -62,10 +62,21 @@ class DocumentState:
     latest: Analysis | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
+    analyses: int = 0  # texts analysed (printDebugInfo shows it: requests share analyses)
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses."""
         return self.over_budget or len(text) > LARGE_DOCUMENT_CHARS
+
+    def with_version(self, analysis: Analysis, version: int | None) -> Analysis:
+        """The analysis of an unchanged text, under the version the editor gives it now."""
+        if analysis.version == version:
+            return analysis
+        with self.lock:
+            if self.latest is analysis:
+                self.latest = Analysis(version, analysis.settings, analysis.text, analysis.findings, analysis.anchors, analysis.vram)
+                return self.latest
+        return Analysis(version, analysis.settings, analysis.text, analysis.findings, analysis.anchors, analysis.vram)
 
     def analyse(self, text: str, version: int | None, settings: EffectiveSettings) -> Analysis:
         """The findings for this text, reusing the parses of unchanged statements."""
@@ -78,6 +89,7 @@ class DocumentState:
                     self.latest = latest
                 return latest
             anchors: list[Anchor] = []
+            self.analyses += 1
             started = time.perf_counter()
             if len(text) > MAX_DOCUMENT_CHARS:
                 findings = [_too_large(self.display_path, len(text))]

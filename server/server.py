@@ -2,8 +2,9 @@
 
 Diagnostics are offered by pull (``textDocument/diagnostic``) to every client; clients that
 cannot pull (Helix, Neovim before 0.10) get versioned ``publishDiagnostics`` after a per-document
-debounce, and ``[]`` when a document closes. Analysis runs on one worker thread, never on the
-event loop; a result computed for a text that has since changed is dropped.
+debounce, and ``[]`` when a document closes. Analysis runs on a worker thread, never on the
+event loop, one analysis per document at a time, shared by every request (``analysis``); a
+result computed for a text that has since changed is never shown as the text's own.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task] = {}
+        self.jobs: dict[str, asyncio.Future] = {}  # each document's running analysis (``analysis``)
+        self.stale_hints: set[str] = set()  # documents whose inlay hints came from an older analysis
         self.generation = 0  # bumped whenever settings change, so result ids change with them
         # Two analysis lanes, one thread each: documents within their budget, and the others
         # (``DocumentState.expensive``), which then cannot hold up the first lane's documents.
@@ -242,23 +245,73 @@ class TrainlintServer(LanguageServer):
             return self.saved_text[uri], None
         return document.source, document.version
 
-    async def analysis(self, uri: str) -> Analysis | None:
+    async def analysis(self, uri: str, *, recent: bool = False) -> Analysis | None:
+        """The analysis of the document's text as it is now.
+
+        One analysis runs per document at a time, and every request shares it: a request that
+        arrives while one runs waits for it, then, if the text has changed meanwhile, for one
+        analysis of the text as it is then; the keystrokes in between get none of their own. A
+        cancelled request stops waiting; the analysis it waited for goes on for the next one.
+        With ``recent`` (hover, inlay hints), the last finished analysis answers at once while a
+        newer one runs, and the client is asked to refresh its inlay hints once that is done.
+        """
         if uri not in self.documents and self.workspace.get_notebook_document(cell_uri=uri) is not None:
             return await self.cell_analysis(uri)
-        current = self.current_text(uri)
-        if current is None:
-            return None
-        text, version = current
-        state = self.documents[uri]
-        settings = self.settings_for(state)
+        state = self.documents.get(uri)
+        waited = False
+        while True:
+            current = self.current_text(uri)
+            if current is None or state is not self.documents.get(uri):
+                return None
+            text, version = current
+            settings = self.settings_for(state)
+            job = self.jobs.get(uri)
+            latest = state.latest
+            if job is None and latest is not None and latest.text == text and latest.settings == settings:
+                if state.module is None or state.module.imports_unchanged():
+                    return state.with_version(latest, version)
+            if recent and latest is not None:
+                if job is None:
+                    job = self._start_analysis(uri, state, text, version, settings)
+                self.stale_hints.add(uri)
+                return latest
+            if job is None or waited:
+                if job is None:
+                    job = self._start_analysis(uri, state, text, version, settings)
+                return await asyncio.shield(job)
+            await asyncio.shield(job)  # an analysis of an older text: then one of the text as it is then
+            waited = True
+
+    def _start_analysis(
+        self, uri: str, state: DocumentState, text: str, version: int | None, settings: EffectiveSettings,
+    ) -> "asyncio.Future[Analysis | None]":
+        """The document's one running analysis, of ``text``; shared by whoever waits for it."""
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self.lane(state, text), state.analyse, text, version, settings)
-        except Exception:  # the engine never raises on bad input; this is our bug, not the user's
-            log.exception("analysis of %s failed", uri)
-            return None
-        finally:
-            self.collector.analysed()
+
+        async def run() -> Analysis | None:
+            try:
+                return await loop.run_in_executor(self.lane(state, text), state.analyse, text, version, settings)
+            except Exception:  # the engine never raises on bad input; this is our bug, not the user's
+                log.exception("analysis of %s failed", uri)
+                return None
+            finally:
+                self.collector.analysed()
+                if self.jobs.get(uri) is job:
+                    del self.jobs[uri]
+                self._refresh_stale_hints(uri, text)
+
+        job = self.jobs[uri] = asyncio.ensure_future(run())
+        return job
+
+    def _refresh_stale_hints(self, uri: str, analysed: str) -> None:
+        """Inlay hints answered from an older analysis are asked for again once the text's own is done."""
+        current = self.current_text(uri)
+        if uri not in self.stale_hints or current is None or current[0] != analysed:
+            return
+        self.stale_hints.discard(uri)
+        hints = self._workspace_capability("inlay_hint")
+        if hints is not None and hints.refresh_support:
+            self.workspace_inlay_hint_refresh(None)
 
     def lane(self, state: DocumentState, text: str) -> ThreadPoolExecutor:
         """Where a document's analysis runs: the expensive lane once it is large or went over budget."""
@@ -513,6 +566,8 @@ def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> 
     uri = params.text_document.uri
     ls.documents.pop(uri, None)
     ls.saved_text.pop(uri, None)
+    ls.jobs.pop(uri, None)  # a running analysis finishes for nobody
+    ls.stale_hints.discard(uri)
     task = ls.pending.pop(uri, None)
     if task is not None:
         task.cancel()
@@ -711,7 +766,7 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
 
 async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover | None:
     """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for the script."""
-    analysis = await ls.analysis(uri)
+    analysis = await ls.analysis(uri, recent=True)
     if analysis is None or not any(anchor.line == line for anchor in analysis.anchors):
         return None
     estimate = await ls.vram(uri, analysis)
@@ -733,7 +788,7 @@ async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> lis
     uri = params.text_document.uri
     if uri not in ls.documents or not ls.settings_of(uri).inlay_hints:
         return None
-    analysis = await ls.analysis(uri)
+    analysis = await ls.analysis(uri, recent=True)
     if analysis is None:
         return None
     first, last = params.range.start.line + 1, params.range.end.line + 1
@@ -806,6 +861,7 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
     for uri, state in ls.documents.items():
         latest = state.latest
         summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
+        summary += f", {state.analyses} analyses"
         config = ls.project_config(state.path).source
         lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)

@@ -34,6 +34,7 @@ class RawServer:
         threading.Thread(target=lambda: self.stderr.extend(self.process.stderr), daemon=True).start()
         self.next_id = 0
         self.notifications: list[dict] = []
+        self.server_requests: list[str] = []  # methods of the requests the server sent us
         self.slowest = (0.0, "")  # the longest wait for a reply so far, and its request
         self._sent: dict = {}
 
@@ -67,23 +68,30 @@ class RawServer:
 
     def reply(self, msg_id, timeout: float = TIMEOUT) -> dict:
         """The response to one request; server-to-client requests are answered with null on the way."""
+        return self.replies([msg_id], timeout)[msg_id]
+
+    def replies(self, msg_ids, timeout: float = TIMEOUT) -> dict:
+        """The responses to several requests, in whatever order they come, by id."""
         deadline = time.monotonic() + timeout
-        while True:
+        wanted, found = set(msg_ids), {}
+        while wanted - found.keys():
             remaining = deadline - time.monotonic()
-            assert remaining > 0, f"no reply to request {msg_id} within {timeout} s"
+            assert remaining > 0, f"no reply to requests {sorted(wanted - found.keys())} within {timeout} s"
             try:
                 message = self.messages.get(timeout=remaining)
             except queue.Empty:
                 continue
             if "method" in message and "id" in message:  # the server asks something (registration, configuration)
+                self.server_requests.append(message["method"])
                 self.send(frame({"jsonrpc": "2.0", "id": message["id"], "result": None}))
             elif "method" in message:
                 self.notifications.append(message)
-            elif message.get("id") == msg_id:
-                if self._sent.get("id") == msg_id:
+            elif message.get("id") in wanted:
+                if self._sent.get("id") == message["id"]:
                     waited = time.monotonic() - self._sent["at"]
                     self.slowest = max(self.slowest, (waited, self._sent["method"]))
-                return message
+                found[message["id"]] = message
+        return found
 
     def log_messages(self) -> list[str]:
         return [m["params"]["message"] for m in self.notifications if m["method"] == "window/logMessage"]

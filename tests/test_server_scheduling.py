@@ -1,0 +1,96 @@
+"""Scheduling as an editor types: keystrokes faster than an analysis, pulls cancelled by the next
+key (as VS Code and Neovim do), an inlay-hint request with every change (Neovim never cancels
+those). Each document has one analysis at a time, shared by every request: before, every pull
+and every inlay-hint request queued an analysis of its own text, so diagnostics trailed the
+typing by seconds and a client that did not cancel built an unbounded queue."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lsp_pipe import RawServer, diagnostics_of, shown
+from trainlint.analysis.engine import analyze_source
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "buggy").glob("*.py"))
+REQUEST_CANCELLED = -32800
+URI = "file:///project/train.py"
+
+
+def long_training_file(lines: int) -> str:
+    """The bundled examples one after another, their functions and classes renamed per copy."""
+    parts: list[str] = []
+    copy = 0
+    while sum(part.count("\n") for part in parts) < lines:
+        source = EXAMPLES[copy % len(EXAMPLES)].read_text(encoding="utf-8")
+        parts.append(re.sub(r"^(\s*(?:def|class) )(\w+)", rf"\g<1>\g<2>_{copy}", source, flags=re.M))
+        copy += 1
+    return "\n".join(parts)
+
+
+def analyses_run(server: RawServer) -> int:
+    [count] = re.findall(r"(\d+) analyses", server.debug_info())
+    return int(count)
+
+
+@pytest.fixture
+def server():
+    raw = RawServer()
+    raw.initialize({
+        "textDocument": {"diagnostic": {}, "inlayHint": {}, "hover": {"contentFormat": ["markdown"]}},
+        "workspace": {"inlayHint": {"refreshSupport": True}},
+    })
+    yield raw
+    raw.close()
+
+
+def type_keys(server: RawServer, text: str, keys: int, *, cancel: bool) -> tuple[str, list[int]]:
+    """Types ``keys`` characters at the end of a line inside a function, without waiting for any
+    reply: each key is a change, a pull (cancelling the previous one when ``cancel``) and an
+    inlay-hint request. Returns the final text and the ids of the requests sent."""
+    lines = text.split("\n")
+    line = next(index for index, content in enumerate(lines) if content.startswith("def ")) + 2
+    column = len(lines[line])
+    sent: list[int] = []
+    pull = None
+    for key in range(keys):
+        position = {"line": line, "character": column + key}
+        server.change(URI, key + 2, [{"range": {"start": position, "end": position}, "text": "x"}])
+        if cancel and pull is not None:
+            server.notify("$/cancelRequest", {"id": pull})
+        pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": URI}})
+        everything = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
+        sent += [pull, server.request("textDocument/inlayHint", {"textDocument": {"uri": URI}, "range": everything})]
+    lines[line] += "x" * keys
+    return "\n".join(lines), sent
+
+
+@pytest.mark.parametrize("cancel", [True, False], ids=["pulls-cancelled", "pulls-kept"])
+def test_a_burst_of_keys_is_analysed_a_few_times_and_ends_fresh(server, cancel):
+    text = long_training_file(1500)
+    server.open(URI, text, version=1)
+    final, sent = type_keys(server, text, 40, cancel=cancel)
+    replies = server.replies(sent)
+    for reply in replies.values():  # every request is answered: with a result, or as cancelled
+        assert "result" in reply or reply["error"]["code"] == REQUEST_CANCELLED, reply
+    last_pull = replies[sent[-2]]
+    assert "result" in last_pull
+    expected = diagnostics_of(analyze_source(final, "/project/train.py"), final, "utf-16")
+    assert shown(last_pull["result"]["items"]) == expected
+    # 41 texts, one analysis at a time: the first text's, then one of the text as it was when that
+    # finished, and so on; never one per key (the burst takes far less than an analysis to send)
+    assert analyses_run(server) <= 6
+
+
+def test_inlay_hints_answer_from_the_last_analysis_and_are_refreshed_when_the_new_one_is_done(server):
+    text = long_training_file(600)
+    server.open(URI, text, version=1)
+    assert server.diagnostics(URI) is not None  # the first analysis
+    before = analyses_run(server)
+    final, sent = type_keys(server, text, 5, cancel=True)
+    server.replies(sent)
+    assert server.diagnostics(URI) is not None  # the analysis of the final text
+    assert analyses_run(server) - before <= 3
+    assert "workspace/inlayHint/refresh" in server.server_requests
