@@ -1,14 +1,25 @@
-"""Language-server latency: one-character edits in a large training file, timed end to end.
+"""Language-server latency: typing in a large training file, timed end to end.
 
     .venv/bin/python benchmarks/lsp_latency.py [--lines 3000] [--edits 60] [--documents 20]
+    .venv/bin/python benchmarks/lsp_latency.py --script A.py --script B.py ...
 
-Starts the real `trainlint server`, opens a file of about ``--lines`` lines built from the
-bundled examples (each copy's names suffixed so the file stays one valid program), then types
-single characters inside one function, then presses Enter there (which moves every later
-statement down a line): each ``didChange`` is followed by a pull of the diagnostics, and the
-time from sending the change to receiving the report is recorded. It prints p50/p95/max of
-those, the time of the first full analysis (open to first report), and the server's resident
-memory after opening ``--documents`` documents of 1,000 lines each, while busy and after a pause.
+Starts the real `trainlint server` and opens one document: the ``--script`` files one after
+another (real training scripts: see benchmarks/README.md for the diffusers ones), or else about
+``--lines`` lines built from the bundled examples. Where the document has a training loop
+(``for step, batch in enumerate(...)``), edits go into its body, otherwise into the first
+function. Then, each followed by a pull of the diagnostics, timed from sending the change to
+receiving the report:
+
+- one character at a time, a new statement typed on a new line of the loop (every half-typed
+  state between, syntax errors included), then more characters at the end of that line;
+- Enter, which moves every later line down;
+- a burst: ``--burst`` keys sent without waiting, each with a pull that cancels the one before
+  (as VS Code and Neovim do); timed from the last key to the last pull's report;
+
+and a no-op request (a hover on a document that is not open) every 10 ms during the first
+analysis and the burst: how long the event loop keeps a request waiting while an analysis runs.
+Last, the server's resident memory after opening ``--documents`` documents of 1,000 lines each
+(the document's first 1,000 lines), while busy and after a pause.
 Needs the dev extra (pytest-lsp provides the client).
 """
 
@@ -55,6 +66,10 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+TRAINING_LOOP = re.compile(r"^\s+for step, batch in enumerate\(")
+TYPED_STATEMENT = "seen_images = seen_images + len(batch)  # images so far"
+
+
 async def main(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="trainlint-latency-"))
     client = await ClientServerConfig(server_command=[sys.executable, "-m", "trainlint", "server"]).start()
@@ -62,33 +77,76 @@ async def main(args: argparse.Namespace) -> None:
         capabilities=client_capabilities("neovim@v0.11.0"), root_uri=folder.as_uri(),
         initialization_options={"settings": {"debounceMs": 0}},
     ))
-    text = build_file(args.lines)
+    if args.script:
+        text = "\n".join(Path(script).read_text(encoding="utf-8") for script in args.script)
+    else:
+        text = build_file(args.lines)
     uri = (folder / "big_train.py").as_uri()
+    waits: list[float] = []
+    stop = asyncio.Event()
+    probing = asyncio.ensure_future(probe(client, waits, stop))
     started = time.perf_counter()
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     first = await pull(client, uri)
     full_analysis = time.perf_counter() - started
+    stop.set()
+    await probing
+    waits_open, waits[:] = list(waits), []
 
-    lines = text.splitlines()
-    target = next(i for i, line in enumerate(lines) if line.startswith("def ")) + 2
+    lines = text.split("\n")
+    loop_line = next((i for i, line in enumerate(lines) if TRAINING_LOOP.match(line)), None)
+    if loop_line is not None:
+        target = loop_line + 2  # a statement inside the loop's body
+    else:
+        target = next(i for i, line in enumerate(lines) if line.startswith("def ")) + 2
+    indent = lines[target][: len(lines[target]) - len(lines[target].lstrip())]
     column = len(lines[target])
-    typed, entered = [], []
     version = 1
-    for edit in range(args.edits):
+    entered = []
+    for _ in range(args.edits // 2):  # Enter, which moves every later statement down a line
         version += 1
-        typed.append(await timed_change(client, uri, version, target, column, "x" if edit % 2 else " "))
+        entered.append(await timed_change(client, uri, version, target, column, "\n" + indent))
+        target, column = target + 1, len(indent)
+    typed = []
+    statement = (TYPED_STATEMENT * (1 + args.edits // len(TYPED_STATEMENT)))[: args.edits]
+    for character in statement:
+        version += 1
+        typed.append(await timed_change(client, uri, version, target, column, character))
         column += 1
-    for edit in range(args.edits // 2):  # Enter, which moves every later statement down a line
-        version += 1
-        entered.append(await timed_change(client, uri, version, target, column, "\n    "))
-        target, column = target + 1, 4
 
-    one_thousand = "\n".join(build_file(1000).splitlines()[:1000]) + "\n"
+    stop = asyncio.Event()
+    probing = asyncio.ensure_future(probe(client, waits, stop))
+    burst_started = time.perf_counter()
+    pending, pending_id = None, None
+    for key in range(args.burst):
+        version += 1
+        position = types.Position(line=target, character=column)
+        column += 1
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=position, end=position), text="x" if key % 2 else " ")],
+        ))
+        if pending is not None:  # the next key cancels the last pull, as an editor does
+            client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=pending_id))
+            pending.add_done_callback(lambda future: future.exception())  # answered "cancelled", or at once
+        pending_id = f"burst-{key}"
+        pending = asyncio.ensure_future(client.protocol.send_request_async(types.TEXT_DOCUMENT_DIAGNOSTIC, types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)), msg_id=pending_id))
+        await asyncio.sleep(args.key_interval_ms / 1000)
+    last_key = time.perf_counter()
+    await pending
+    burst_fresh = (time.perf_counter() - last_key) * 1000
+    burst_total = last_key - burst_started
+    stop.set()
+    await probing
+    waits_burst = list(waits)
+
+    first_lines = "\n".join(text.split("\n")[:1000]) + "\n"
     for index in range(args.documents):
         other = (folder / f"doc_{index}.py").as_uri()
         client.text_document_did_open(types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=other, language_id="python", version=1, text=one_thousand)))
+            text_document=types.TextDocumentItem(uri=other, language_id="python", version=1, text=first_lines)))
         await pull(client, other)
     busy_memory = rss_mib(client._server.pid)
     await asyncio.sleep(2.0)  # the server collects garbage once the user pauses
@@ -99,8 +157,24 @@ async def main(args: argparse.Namespace) -> None:
     print(f"full analysis (open to first report): {full_analysis * 1000:.0f} ms")
     print(f"one-character edit to fresh report, {len(typed)} edits: {percentiles(typed)}")
     print(f"Enter (later statements move down) to fresh report, {len(entered)} edits: {percentiles(entered)}")
+    print(f"burst of {args.burst} keys every {args.key_interval_ms} ms ({burst_total:.1f} s), pulls cancelled: "
+          f"last key to fresh report {burst_fresh:.0f} ms")
+    print(f"a no-op request's wait while the first analysis runs: {percentiles(waits_open)}; during the burst: {percentiles(waits_burst)}")
     print(f"server RSS with {args.documents + 1} open documents: {busy_memory:.0f} MiB while busy, "
           f"{idle_memory:.0f} MiB after a pause")
+
+
+async def probe(client, waits: list[float], stop: asyncio.Event) -> None:
+    """A request that needs no analysis, every 10 ms: the time it waits is the event loop's delay.
+    (Stopped by ``stop``, not cancelled: pygls' client fails on a reply to a cancelled request.)"""
+    nowhere = types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri="file:///not-open.py"), position=types.Position(line=0, character=0)
+    )
+    while not stop.is_set():
+        sent = time.perf_counter()
+        await client.text_document_hover_async(nowhere)
+        waits.append((time.perf_counter() - sent) * 1000)
+        await asyncio.sleep(0.01)
 
 
 async def timed_change(client, uri: str, version: int, line: int, column: int, text: str) -> float:
@@ -116,6 +190,8 @@ async def timed_change(client, uri: str, version: int, line: int, column: int, t
 
 
 def percentiles(latencies: list[float]) -> str:
+    if not latencies:
+        return "none"
     ordered = sorted(latencies)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
     return f"p50 {statistics.median(ordered):.0f} ms, p95 {p95:.0f} ms, max {ordered[-1]:.0f} ms"
@@ -126,4 +202,7 @@ if __name__ == "__main__":
     parser.add_argument("--lines", type=int, default=3000)
     parser.add_argument("--edits", type=int, default=60)
     parser.add_argument("--documents", type=int, default=20)
+    parser.add_argument("--script", action="append", help="a training script to open (repeat to concatenate)")
+    parser.add_argument("--burst", type=int, default=300)
+    parser.add_argument("--key-interval-ms", type=float, default=30, help="time between the burst's keys")
     asyncio.run(main(parser.parse_args()))
