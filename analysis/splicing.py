@@ -162,19 +162,27 @@ def splice(chunk: "ParsedChunk", old_text: str, new_text: str, start: int, old_e
     old_lines = _line_starts(old_text)
     first = bisect.bisect_right(old_lines, start)
     last = bisect.bisect_right(old_lines, max(start, old_end - 1)) if old_end > start else first
-    located = locate(chunk, first, last)
-    if located is None:
-        return None
     delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
     new_lines = _line_starts(new_text)
-    region_start = new_lines[located.first_line - 1]
-    end_line = located.last_line + delta
-    region_end = new_lines[end_line] if end_line < len(new_lines) else len(new_text)
-    region = new_text[region_start:region_end]
-    if region_end < len(new_text) and not region.endswith("\n"):
-        return None
-    statements = _parse_in_context(region, located.indents, parse)
-    if statements is None:
+    for _ in range(2):
+        located = locate(chunk, first, last)
+        if located is None:
+            return None
+        region_start = new_lines[located.first_line - 1]
+        end_line = located.last_line + delta
+        region_end = new_lines[end_line] if end_line < len(new_lines) else len(new_text)
+        region = new_text[region_start:region_end]
+        if region_end < len(new_text) and not region.endswith("\n"):
+            return None
+        statements = _parse_in_context(region, located.indents, parse)
+        if statements is not None:
+            break
+        if located.last_line >= len(old_lines):
+            return None
+        # blank lines at the end of the region (Enter, then nothing typed yet) are the next
+        # statement's leading lines: re-parse the statement that holds both
+        last = located.last_line + 1
+    else:
         return None
     module = chunk.module
     generated, positions, starts = generate_positions(
