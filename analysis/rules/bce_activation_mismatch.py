@@ -308,6 +308,39 @@ class BceActivationMismatch(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(  # a discriminator whose last layer is a convolution outputs raw scores, not probabilities
+            """
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                        nn.BatchNorm2d(ndf * 2),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCELoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(25):
+                for real, _ in dataloader:
+                    netD.zero_grad()
+                    output = netD(real.cuda())
+                    errD_real = criterion(output, torch.ones_like(output))
+                    errD_real.backward()
+                    optimizerD.step()
+            """,
+            severity=Severity.ERROR,
+        ),
     )
 
     MUST_NOT_FIRE = (
@@ -397,6 +430,31 @@ class BceActivationMismatch(Rule):
             criterion = BCEWithLogitsLoss(smooth=0.1)
             for x, y in loader:
                 criterion(torch.sigmoid(model(x)), y).backward()
+            """
+        ),
+        Quiet(  # the same discriminator ends in nn.Sigmoid, as BCELoss expects
+            """
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+                        nn.Sigmoid(),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCELoss()
+            for real, _ in dataloader:
+                output = netD(real.cuda())
+                criterion(output, torch.ones_like(output)).backward()
             """
         ),
     )
