@@ -928,7 +928,7 @@ class ScopeAnalysis:
             dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
             sharded = {SHARDED} if SHARDED in dataset.tags else set()
             return Value({LOADER} | sharded, site=site, note=f"`{short}`", detail=event)
-        if callee.startswith("torch.utils.data") and head == "DistributedSampler":
+        if (callee.startswith("torch.utils.data") and head == "DistributedSampler") or callee in torchapi.DISTRIBUTED_SAMPLERS:
             return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short}`")
         if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
             return Value((SAMPLER_LOCAL,), site=site, note=f"`{short}`", detail=head)

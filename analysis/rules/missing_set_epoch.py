@@ -143,6 +143,16 @@ def _epoch_loop(module, loader: CallEvent):
     """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch: by a
     loop inside another loop, or by a loop in a function (or method) that a loop calls."""
     for scope in module.all_scopes:
+        for call in scope.calls():
+            # `batches = iter(loader)` at the top of each epoch, drained by `next(batches)` in an inner loop.
+            # A refill under a condition (`except StopIteration: batches = iter(loader)`) sits in a step
+            # loop, where a `set_epoch(step)` at the top would be no fix to offer: left alone.
+            loop = call.context.loop
+            if (
+                call.callee == "iter" and call.args and loop is not None and not call.context.conditions_inside(loop)
+                and _iterates(call.args[0], loader)
+            ):
+                return (scope, loop), ((call.chunk, call.node), "a new iterator over it every epoch")
         for loop in scope.loops:
             handed = _iteration_of(module, scope, loop, loader)
             if handed is None:
@@ -358,6 +368,26 @@ MissingSetEpoch.MUST_FIRE = (
         def main(rank, dataset, model, optimizer, epochs):
             trainer = Trainer(model, prepare_dataloader(dataset, 32), optimizer, rank)
             trainer.train(epochs)
+        """
+    ),
+    Fires(  # objects: a recipe class builds its loader in setup() and drains a fresh iterator every epoch
+        """
+        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+        class FinetuneRecipe:
+            def setup(self, dataset, world_size, rank):
+                self._dataloader = self._setup_data(dataset, world_size, rank)
+
+            def _setup_data(self, dataset, world_size, rank):
+                sampler = StatefulDistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+                return StatefulDataLoader(dataset, batch_size=8, sampler=sampler, drop_last=True)
+
+            def train(self, epochs, steps_per_epoch):
+                for curr_epoch in range(epochs):
+                    batches = iter(self._dataloader)
+                    for _ in range(steps_per_epoch):
+                        self._step(next(batches))
         """
     ),
 )
