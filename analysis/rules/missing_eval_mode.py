@@ -408,6 +408,42 @@ MissingEvalMode.MUST_FIRE = (
             run_epoch(model, val_loader, criterion)
         """
     ),
+    Fires(  # objects: the dropout sits in an nn.ModuleDict attribute; evaluation is a helper the epoch loop calls
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, tags):
+                super().__init__()
+                self.parts = nn.ModuleDict({
+                    "embed": nn.Embedding(vocab, 64),
+                    "drop": nn.Dropout(0.3),
+                    "out": nn.Linear(64, tags),
+                })
+
+            def forward(self, tokens):
+                return self.parts["out"](self.parts["drop"](self.parts["embed"](tokens)))
+
+        def evaluate(model, loader):
+            correct = 0
+            with torch.no_grad():
+                for tokens, tags in loader:
+                    correct += (model(tokens).argmax(-1) == tags).sum().item()
+            return correct
+
+        def main(train_loader, val_loader):
+            model = Tagger(1000, 12)
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(5):
+                model.train()
+                for tokens, tags in train_loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
+                    optimizer.step()
+                print(evaluate(model, val_loader))
+        """
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (

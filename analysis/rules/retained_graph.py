@@ -581,6 +581,46 @@ class RetainedGraph(Rule):
             """,
             severity=Severity.WARNING,
         ),
+        Fires(  # frameworks: a DeepSpeed engine's forward carries a graph; its backward and step run through the engine
+            """
+            import deepspeed
+
+
+            class Trainer:
+                def __init__(self, args, model, train_loader):
+                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                    self.train_loader = train_loader
+
+                def train_epoch(self):
+                    epoch_loss = 0.0
+                    for batch in self.train_loader:
+                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                        self.engine.backward(loss)
+                        self.engine.step()
+                        epoch_loss += loss
+                    return epoch_loss / len(self.train_loader)
+            """,
+            fixed="""
+            import deepspeed
+
+
+            class Trainer:
+                def __init__(self, args, model, train_loader):
+                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                    self.train_loader = train_loader
+
+                def train_epoch(self):
+                    epoch_loss = 0.0
+                    for batch in self.train_loader:
+                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                        self.engine.backward(loss)
+                        self.engine.step()
+                        epoch_loss += loss.item()
+                    return epoch_loss / len(self.train_loader)
+            """,
+            unsafe=True,
+            severity=Severity.WARNING,
+        ),
     )
 
     MUST_NOT_FIRE = (
