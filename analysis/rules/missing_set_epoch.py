@@ -6,6 +6,11 @@ each rank sees the same samples in the same order, epoch after epoch, so shuffli
 the model overfits to the batch order, and the multi-GPU run generalises worse than the
 single-GPU one it replaced. Nothing warns.
 
+The loader is followed where trainer classes put it: into a constructor and out of
+`self.<attribute>`, into a method an epoch loop calls, into a fresh `iter(loader)` at the top of
+each epoch. torchdata's `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's
+recipes) count as the loader and the sampler they replace.
+
 How to fix: call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the
 loader (`loader.sampler.set_epoch(epoch)` works too).
 """
