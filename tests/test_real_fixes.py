@@ -7,8 +7,8 @@ and a few lines around the change for each file it touched, written as a diff wi
 excerpts keep what the analysis needs to see (imports, the class, the loop) and drop the rest.
 
 A pair the analysis cannot see yet says so (``missed = "why"``): the test then checks that it is
-still missed, so a change that starts catching it has to update the file and the count in
-docs/real-code.md. Run this file as a script for the table per rule:
+still missed, so a change that starts catching it has to update the file and the table in
+docs/real-code.md (a test compares them). Run this file as a script for the table per rule:
 
     .venv/bin/python tests/test_real_fixes.py
 """
@@ -126,26 +126,43 @@ def test_parent_flagged_fix_quiet(pair: Pair, tmp_path: Path):
     assert fixed - parent <= set(pair.also_in_fix), f"the fix reports what its parent did not: {sorted(fixed - parent)}"
 
 
-def main() -> None:
-    """Print, per rule, how many parents are flagged by it and how many fixes stay quiet."""
-    import tempfile
+DOC = HERE.parent / "docs" / "real-code.md"
+BEGIN, END = "<!-- real-fixes:begin -->", "<!-- real-fixes:end -->"
 
+
+def table(scratch: Path, log=None) -> str:
+    """Per rule: how many pairs, how many parents it flags, how many fixes stay quiet for it."""
     per_rule: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
-    with tempfile.TemporaryDirectory() as scratch:
-        for index, pair in enumerate(ALL):
-            root = Path(scratch) / str(index)
-            counts = per_rule[pair.rule]
-            counts[0] += 1
-            flagged = pair.rule in _rules_flagged(pair, 0, root / "parent")
-            counts[1] += flagged
-            counts[2] += pair.rule not in _rules_flagged(pair, 1, root / "fixed")
-            print(f"{pair.name:48} {pair.rule}  parent {'flagged' if flagged else 'missed '}")
-    print("\n| rule | pairs | parents flagged | fixes quiet |\n|---|---|---|---|")
+    for index, pair in enumerate(ALL):
+        root = scratch / str(index)
+        counts = per_rule[pair.rule]
+        counts[0] += 1
+        flagged = pair.rule in _rules_flagged(pair, 0, root / "parent")
+        counts[1] += flagged
+        counts[2] += pair.rule not in _rules_flagged(pair, 1, root / "fixed")
+        if log is not None:
+            log(f"{pair.name:48} {pair.rule}  parent {'flagged' if flagged else 'missed '}")
+    lines = ["| rule | pairs | parents flagged | fixes quiet |", "|---|---|---|---|"]
     for rule in sorted(per_rule):
         pairs, flagged, quiet = per_rule[rule]
-        print(f"| {rule} | {pairs} | {flagged} | {quiet} |")
+        lines.append(f"| {rule} | {pairs} | {flagged} | {quiet} |")
     total = [sum(column) for column in zip(*per_rule.values())]
-    print(f"| **all** | {total[0]} | {total[1]} ({100 * total[1] // max(total[0], 1)} %) | {total[2]} |")
+    lines.append(f"| **all** | {total[0]} | {total[1]} ({100 * total[1] // max(total[0], 1)} %) | {total[2]} |")
+    return "\n".join(lines)
+
+
+def test_the_doc_shows_the_table(tmp_path: Path):
+    doc = DOC.read_text(encoding="utf-8")
+    shown = doc[doc.index(BEGIN) + len(BEGIN):doc.index(END)].strip()
+    assert shown == table(tmp_path), "paste the table printed by: .venv/bin/python tests/test_real_fixes.py"
+
+
+def main() -> None:
+    """Print each pair's result and the table per rule that docs/real-code.md shows."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        print("\n" + table(Path(scratch), log=print))
 
 
 if __name__ == "__main__":
