@@ -57,6 +57,9 @@ def test_must_fire(rule, example, tmp_path):
         assert finding.message and finding.evidence, "every finding says what it saw"
         if example.severity is not None:
             assert finding.severity == example.severity, finding.message
+        if example.at is not None:
+            reported = example.code.splitlines()[finding.line - 1]
+            assert example.at in reported, f"reported on line {finding.line} ({reported.strip()!r}), not at {example.at!r}"
     if example.no_fix:
         assert all(finding.fix is None for finding in findings), "this finding must offer no fix"
     if example.fixed is not None:

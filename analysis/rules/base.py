@@ -26,10 +26,11 @@ class Fires:
     ``fixed`` is the whole text after applying every fix; those fixes must be safe, or all unsafe
     with ``unsafe=True`` (the text ``--unsafe-fixes`` gives). ``no_fix=True``: the finding must
     offer no fix at all (a list is not a tensor to detach). ``files``: other files of the same
-    project (path -> text), which the example (``train.py``) imports from.
+    project (path -> text), which the example (``train.py``) imports from. ``at``: text of the line
+    every finding must be reported on (the statement that is wrong, not a call that leads to it).
     """
 
-    __slots__ = ("code", "fixed", "unsafe", "no_fix", "severity", "count", "settings", "files")
+    __slots__ = ("code", "fixed", "unsafe", "no_fix", "severity", "count", "settings", "files", "at")
 
     def __init__(
         self,
@@ -42,6 +43,7 @@ class Fires:
         count: int = 1,
         settings: dict | None = None,
         files: dict[str, str] | None = None,
+        at: str | None = None,
     ) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
         self.fixed = None if fixed is None else textwrap.dedent(fixed).lstrip("\n")
@@ -51,6 +53,7 @@ class Fires:
         self.count = count
         self.settings = settings or {}  # AnalysisSettings fields the example runs with (target_gpu)
         self.files = _project(files)
+        self.at = at
 
 
 class Quiet:

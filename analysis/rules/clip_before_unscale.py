@@ -232,7 +232,7 @@ ClipBeforeUnscale.MUST_FIRE = (
             optimizer.zero_grad(set_to_none=True)
         """
     ),
-    Fires(
+    Fires(  # where it is reported: at the clip inside the helper, with the helper's call as evidence
         """
         import torch
 
@@ -245,7 +245,8 @@ ClipBeforeUnscale.MUST_FIRE = (
             clip(model)
             scaler.step(optimizer)
             scaler.update()
-        """
+        """,
+        at="torch.nn.utils.clip_grad_norm_",
     ),
     Fires(
         """

@@ -259,7 +259,8 @@ ZeroGradBeforeStep.MUST_FIRE = (
                     self.criterion(self.model(x), y).backward()
                     self.reset_gradients()
                     self.optimizer.step()
-        """
+        """,
+        at="self.optimizer.zero_grad(set_to_none=True)",
     ),
 )
 
