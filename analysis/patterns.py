@@ -310,35 +310,6 @@ def peeled(expression: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [expression]
 
 
-def constructor_arguments(module, owner, attribute: str) -> list[tuple[CallEvent, Value]] | None:
-    """For ``self.<attribute>`` that ``__init__`` binds straight from one of its parameters, what each
-    construction of the class in this module passes for that parameter (``Trainer(model, loader)``);
-    None when ``__init__`` binds it otherwise or a construction hides the argument."""
-    init = owner.methods.get("__init__")
-    analysis = init.analysis(module.summary) if init is not None else None
-    if analysis is None:
-        return None
-    bound = [event for event in analysis.events if isinstance(event, AssignEvent) and event.targets == (attribute,)]
-    if len(bound) != 1 or not isinstance(bound[0].value_node, cst.Name) or bound[0].value_node.value not in analysis.params:
-        return None
-    parameter = bound[0].value_node.value
-    params = init.node.params
-    positional = [param.name.value for param in (*params.posonly_params, *params.params)][1:]
-    passed: list[tuple[CallEvent, Value]] = []
-    for call in module.all_calls():
-        if call.callee is None or module.summary.local_class(call.callee) is not owner:
-            continue
-        if any(arg.star for arg in call.arg_nodes):
-            return None
-        if parameter in call.kwargs:
-            passed.append((call, call.kwargs[parameter]))
-        elif parameter in positional and positional.index(parameter) < len(call.args):
-            passed.append((call, call.args[positional.index(parameter)]))
-        else:
-            return None
-    return passed or None
-
-
 _CLEARING = frozenset({"clear", "pop", "popleft"})
 
 

@@ -24,7 +24,7 @@ from ..model import Severity, TextEdit
 from ..torchapi import is_dataloader
 from ..values import SAMPLER_DISTRIBUTED, Value
 from ..names import dotted
-from ..patterns import comes_from_call, constructor_arguments, peeled, written
+from ..patterns import comes_from_call, peeled, written
 from .base import Fires, Quiet, Rule
 
 
@@ -184,7 +184,7 @@ def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -
         if name in scope.params:
             passed = module.arguments_for(scope.function, name) or ()
         elif name is not None and name.startswith("self.") and scope.function.owner is not None:
-            passed = constructor_arguments(module, scope.function.owner, name) or ()
+            passed = module.constructor_arguments(scope.function.owner, name) or ()
         else:
             continue
         if any(_iterates(value, loader) for _, value in passed):
