@@ -51,7 +51,7 @@ _MAX_DEPTH = 3
 class LossCall:
     """A call of a loss class or function whose input kind matters."""
 
-    __slots__ = ("event", "loss", "input", "input_node", "criterion", "kind", "model_argument", "passed")
+    __slots__ = ("event", "loss", "input", "input_node", "criterion", "kind", "model_argument", "passed", "by_parameter")
 
     def __init__(self, event: CallEvent, loss: str, value: Value, input_node: cst.BaseExpression, criterion: Value | None):
         self.event = event
@@ -65,6 +65,7 @@ class LossCall:
         # when the input is the output of a model parameter: the model its callers pass, and that call
         self.model_argument: tuple[Value, CallEvent, CallEvent] | None = None
         self.passed: list = []  # evidence: where a parameter's object was handed in
+        self.by_parameter = False  # the input's kind comes from what the callers pass (a fix there could reach other uses)
 
     @property
     def chunk(self) -> "ParsedChunk":
@@ -99,6 +100,8 @@ def loss_calls(module: "ModuleAnalysis", scope: ScopeAnalysis, losses: frozenset
         call.passed = passed
         if call.kind is None and not call.input.tags & OUTPUT_KINDS:
             _resolve_model_parameter(module, scope, call)
+        if call.kind is None and not call.input.tags & OUTPUT_KINDS:
+            _resolve_value_parameter(module, scope, call)
         yield call
 
 
@@ -123,12 +126,28 @@ def _resolve_model_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, los
         loss.model_argument = (handed[0], handed[1], model_call)
 
 
-def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
-    """What every caller in this module passes for parameter ``name`` of the function ``scope`` runs.
+def _resolve_value_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, loss: LossCall) -> None:
+    """The input is a parameter of a helper (``def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)``):
+    when every call in this module passes something of the same kind, that is the input's kind."""
+    name = spine(loss.input_node)
+    if not isinstance(name, cst.Name) or scope.function is None or name.value not in scope.params:
+        return
+    passed = arguments_passed(module, scope, name.value)
+    if not passed:
+        return
+    kinds = {frozenset(value.tags & OUTPUT_KINDS) for value, _ in passed}
+    if len(kinds) != 1 or len(next(iter(kinds))) != 1:
+        return
+    loss.kind = next(iter(next(iter(kinds))))
+    loss.input = passed[0][0]
+    loss.by_parameter = True
+    loss.passed.extend(((call.chunk, call.node), f"passed in as `{name.value}` here") for _, call in passed[:3])
 
-    None unless the function is called, every call passes the parameter explicitly, all of them
-    pass the same object, and the function never rebinds the name.
-    """
+
+def arguments_passed(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
+    """What each call in this module passes for parameter ``name`` of the function ``scope`` runs (a
+    caller's own parameter is followed to what its callers pass); None when a call hides it
+    (``*args``), leaves it at its default, or the function rebinds the name."""
     function = scope.function
     if function is None or name not in scope.params or depth > _MAX_DEPTH:
         return None
@@ -150,8 +169,20 @@ def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth
             handed = argument_of(module, callers, argument.value, depth + 1)
             value = handed[0] if handed is not None else value
         found.append((value, call))
+    return found
+
+
+def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
+    """What every caller in this module passes for parameter ``name`` of the function ``scope`` runs.
+
+    None unless the function is called, every call passes the parameter explicitly, all of them
+    pass the same object, and the function never rebinds the name.
+    """
+    found = arguments_passed(module, scope, name, depth)
+    if not found:
+        return None
     sites = {value.site[1] if value.site else None for value, _ in found}
-    if not found or len(sites) != 1 or None in sites:
+    if len(sites) != 1 or None in sites:
         return None
     return found[0]
 
@@ -231,6 +262,8 @@ def loss_origin(module: "ModuleAnalysis", loss: LossCall) -> Origin:
         origin.sequential = origin.producer = None
         name = model_call.node.func.value
         origin.evidence.append(((handed_at.chunk, handed_at.node), f"{model.note} is passed in as `{name}`"))
+    if loss.by_parameter:
+        origin.activation = origin.sequential = origin.producer = None
     origin.evidence.extend(loss.passed)
     return origin
 

@@ -51,6 +51,7 @@ from .values import (
     TENSOR,
     UNKNOWN,
     Value,
+    is_known_tensor,
     join,
 )
 
@@ -505,6 +506,10 @@ class ScopeAnalysis:
             container = dotted(target.value)
             if container is not None:
                 self._record_store("subscript", container, value, value_node or target, node, context)
+                held = self.env.get(container)
+                if held is not None and GRAPH in held.tags and GRAPH not in value.tags and not is_known_tensor(held):
+                    # `output["loss"] = output["loss"].detach()`: the part that carried a graph was replaced
+                    self.env[container] = held.without_graph()
             return
         key = dotted(target)
         if key is None:
@@ -530,10 +535,14 @@ class ScopeAnalysis:
         value = self.env.get(key)
         if value is not None:
             return value
-        if key.startswith("self.") and self.function is not None and self.function.owner is not None:
-            attributes = self.function.owner.attributes(self.summary)
-            if key in attributes:
-                return attributes[key]
+        owner = self.function.owner if self.function is not None else None
+        if owner is not None and key == "self" and self.summary.is_module_class(owner):
+            # `self(x)` in a method of an nn.Module runs its forward
+            return Value((MODEL,), note=f"`self` (`{owner.name}` is an nn.Module)", detail=owner)
+        if key.startswith("self.") and owner is not None:
+            found = owner.attribute(key, self.summary)
+            if found is not None:
+                return found
         if "." not in key:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
@@ -716,21 +725,28 @@ class ScopeAnalysis:
         raw = dotted(func)
         head = raw.split(".", 1)[0] if raw else None
         attribute_value = self._lookup(raw, context) if isinstance(func, cst.Attribute) and raw and (raw in self.env or head == "self") else UNKNOWN
-        if attribute_value.tags & _CALLABLE_VALUES:
+        owner = self.function.owner if self.function is not None else None
+        own_method = (
+            owner.find_method(func.attr.value, self.summary)
+            if owner is not None and head == "self" and raw is not None and raw.count(".") == 1 else None
+        )
+        if attribute_value.tags & _CALLABLE_VALUES or (
+            own_method is None and owner is not None and head == "self" and raw in owner.assigned_attributes()
+        ):
+            # `self.criterion(...)`, `self.module_(x)`: calling what an attribute holds, not a method
             receiver = attribute_value
             receiver_key = raw
         elif isinstance(func, cst.Attribute) and (raw is None or self._is_bound(head) or head == "self"):
             receiver = self.evaluate(func.value, context)
             receiver_key = dotted(func.value)
             method = func.attr.value
-            if head == "self" and self.function is not None and self.function.owner is not None and raw.count(".") == 1:
-                function = self.function.owner.methods.get(method)
+            function = own_method
         elif isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value
             function = self.summary.imported_function(raw)
         elif isinstance(func, cst.Name):
-            if self._is_bound(func.value):
+            if self._is_bound(func.value) or (func.value == "self" and owner is not None):
                 receiver = self.evaluate(func, context)
                 receiver_key = func.value
             else:
@@ -755,12 +771,48 @@ class ScopeAnalysis:
         )
         self.events.append(event)
         event.result = self._call_result(event, context)
+        if method in {"backward", "manual_backward"}:
+            self._note_backwarded(event)
         if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
             position = 1 if method == "insert" else 0
             stored_args = [a for a in call.args if a.keyword is None]
             if len(stored_args) > position:
                 self._record_store(method, receiver_key, args[position] if position < len(args) else UNKNOWN, stored_args[position].value, call, context)
         return event.result
+
+    def _note_backwarded(self, event: CallEvent) -> None:
+        """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
+        ``output["loss"].backward()`` proves ``output`` holds one, ``accelerator.backward(loss)`` that ``loss`` is one."""
+        receiver = event.receiver or UNKNOWN
+        positional = [arg.value for arg in event.arg_nodes if arg.keyword is None and not arg.star]
+        if event.method == "manual_backward" or receiver.tags & {ACCELERATOR, ENGINE} or (
+            positional and receiver is UNKNOWN and event.receiver_key and names_owner(event.receiver_key)
+        ):
+            target = positional[0] if positional else None
+        elif isinstance(event.node.func, cst.Attribute):
+            target = event.node.func.value
+        else:
+            return
+        while isinstance(target, cst.Call) and _method_name(target) == "scale" and target.args:
+            target = target.args[0].value  # `scaler.scale(loss).backward()`
+        part_of = isinstance(target, (cst.Subscript, cst.Attribute)) and not (
+            isinstance(target, cst.Attribute) and dotted(target) in self.env
+        )
+        base = target.value if part_of else target
+        key = dotted(base) if isinstance(base, (cst.Name, cst.Attribute)) else None
+        if key is None or key not in self.env or GRAPH in self.env[key].tags:
+            return
+        known = self.env[key]
+        keyed = isinstance(target, cst.Subscript) and any(
+            isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.SimpleString) for element in target.slice
+        )
+        # `output["loss"]`: a dict of results; `outputs.loss`: a model output object; `loss`: a tensor
+        shape = {CONTAINER} if keyed else {STRUCTURED} if part_of else {TENSOR}
+        self.env[key] = Value(
+            known.tags | {GRAPH} | shape, site=known.site or (self.chunk, event.node),
+            note=known.note or f"`{_short(self.chunk, target)}` (something calls `backward` on it)",
+            roots=known.roots, detail=known.detail,
+        )
 
     # ------------------------------------------------------------------ transfer functions
     def _call_result(self, event: CallEvent, context: Context) -> Value:
@@ -781,7 +833,10 @@ class ScopeAnalysis:
                     result_tags.add(STRUCTURED)
                 if grad_on:
                     result_tags.add(GRAPH)
-                return Value(result_tags, site=site, note=f"`{_short(self.chunk, event.node)}` (a model call)", roots=frozenset({event.node}) if grad_on else frozenset())
+                roots = frozenset({event.node}) if grad_on else frozenset()
+                note = f"`{_short(self.chunk, event.node)}` (a model call)"
+                items = _output_items(receiver, self.summary, grad_on, site, note, roots)
+                return Value(result_tags, site=site, note=note, roots=roots, items=items)
             if CRITERION in tags:
                 roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
                 return Value(
@@ -789,6 +844,10 @@ class ScopeAnalysis:
                     roots=roots, detail=receiver,
                 )
             return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
+        if event.function is not None:  # `self.helper(...)`: what the method returns
+            analysis = event.function.analysis(self.summary)
+            result = analysis.return_value if analysis is not None else UNKNOWN
+            return result if grad_on else result.without_graph()
         if PIPELINE in tags:
             return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
         if method == "backward":
@@ -803,6 +862,8 @@ class ScopeAnalysis:
                 return Value(({TENSOR, GRAPH} if grad_on else {TENSOR}) | shape, site=site, note=f"`{_short(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
             if method in {"parameters", "named_parameters", "state_dict", "modules", "children"}:
                 return Value({CONTAINER})
+            if method == "optimizers":  # Lightning: the optimizers `configure_optimizers` returned
+                return Value({OPTIMIZER}, site=site, note=f"`{_short(self.chunk, event.node)}`")
             if method == "module":
                 return receiver
             return UNKNOWN
@@ -813,6 +874,12 @@ class ScopeAnalysis:
                 value.with_tags(add=(SHARDED,)) if LOADER in value.tags else value for value in args
             )
             return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
+        if ACCELERATOR in tags and method in {"gather", "gather_for_metrics", "reduce", "pad_across_processes"} and args:
+            # the gathered tensors live on this process's device; gathering does not keep the graph
+            gathered = args[0]
+            items = tuple(item.without_graph().with_tags(add=(ON_DEVICE,)) for item in gathered.items) if gathered.items else None
+            result = gathered.without_graph().with_tags(add=(ON_DEVICE,), remove=(ON_HOST,))
+            return Value(result.tags, site=site, note=f"`{_short(self.chunk, event.node)}`", items=items)
         if method in {"setup_dataloaders", "prepare_data_loader"}:
             prepared = tuple(value.with_tags(add=(SHARDED,)) for value in args)
             return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
@@ -908,7 +975,7 @@ class ScopeAnalysis:
             dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
             sharded = {SHARDED} if SHARDED in dataset.tags else set()
             return Value({LOADER} | sharded, site=site, note=f"`{short}`", detail=event)
-        if callee.startswith("torch.utils.data") and head == "DistributedSampler":
+        if (callee.startswith("torch.utils.data") and head == "DistributedSampler") or callee in torchapi.DISTRIBUTED_SAMPLERS:
             return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short}`")
         if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
             return Value((SAMPLER_LOCAL,), site=site, note=f"`{short}`", detail=head)
@@ -1021,6 +1088,11 @@ _PIPELINE_MODULES = frozenset({
     "image_encoder", "decoder", "model", "adapter",
 })
 _MATRIX_PRODUCTS = frozenset({"matmul", "bmm", "mm", "einsum"})
+# torch.nn layers whose output is an unbounded linear map of their input: raw scores, not probabilities.
+_SCORING_LAYERS = frozenset({
+    "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip"})
 
 _ROLE_VALUES = {
@@ -1144,6 +1216,8 @@ def _element_of(value: Value) -> Value:
         return Value(join(items).tags, items=items)
     if LOADER in value.tags:
         return Value((TENSOR,))
+    if OPTIMIZER in value.tags:  # `opt_g, opt_d = self.optimizers()`
+        return Value((OPTIMIZER,), site=value.site, note=value.note)
     if CONTAINER in value.tags:
         return Value(value.tags - {CONTAINER}, site=value.site, note=value.note, roots=value.roots)
     if value.items:
@@ -1181,6 +1255,25 @@ def _returns_one_tensor(model: Value, summary: "ModuleSummary") -> bool:
     return False
 
 
+def _output_items(model: Value, summary: "ModuleSummary", grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:
+    """The elements of what a workspace model's ``forward`` returns when it is a tuple (``return
+    validity, labels``): each keeps what it holds (probabilities, logits), and a graph when grad is on."""
+    from .summary import ClassInfo
+
+    if not isinstance(model.detail, ClassInfo):
+        return None
+    items = model.detail.forward_output(summary).items
+    if not items:
+        return None
+    elements = []
+    for item in items:
+        tags = set(item.tags - {CONSTANT})
+        if not grad_on:
+            tags.discard(GRAPH)
+        elements.append(Value(tags, site=site, note=note, roots=roots if GRAPH in tags else frozenset()))
+    return tuple(elements)
+
+
 def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:
     from .summary import ClassInfo
 
@@ -1191,8 +1284,8 @@ def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:
         return next(iter(kinds)) if len(kinds) == 1 else None
     if isinstance(detail, str):
         head = last_part(detail)
-        if head == "Linear":
-            return LOGITS
+        if head in _SCORING_LAYERS:
+            return LOGITS  # a linear map or convolution outputs raw scores (a DCGAN discriminator's last Conv2d)
         if head == "Softmax":
             return PROBS
         if head == "LogSoftmax":
@@ -1205,16 +1298,28 @@ def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:
 
 
 def _self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """For ``total = total + x`` (either order), the ``x`` being accumulated."""
+    """For ``total = total + x`` (either order) and running averages such as ``avg = 0.98 * avg + 0.02 * x``,
+    the ``x`` being accumulated."""
     if not isinstance(target, cst.Name) or not isinstance(value, cst.BinaryOperation):
         return None
     if not isinstance(value.operator, cst.Add):
         return None
-    if isinstance(value.left, cst.Name) and value.left.value == target.value:
+    if _scaled_name(value.left, target.value):
         return value.right
-    if isinstance(value.right, cst.Name) and value.right.value == target.value:
+    if _scaled_name(value.right, target.value):
         return value.left
     return None
+
+
+def _scaled_name(expression: cst.BaseExpression, name: str) -> bool:
+    """``name``, or ``name`` times (or divided by) something: ``avg``, ``0.98 * avg``, ``avg * decay``."""
+    if isinstance(expression, cst.Name):
+        return expression.value == name
+    if isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, (cst.Multiply, cst.Divide)):
+        return _scaled_name(expression.left, name) or (
+            isinstance(expression.operator, cst.Multiply) and _scaled_name(expression.right, name)
+        )
+    return False
 
 
 def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
@@ -1226,6 +1331,12 @@ def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
             names.extend(_target_names(element.value))
         return tuple(names)
     return ()
+
+
+def names_owner(name: str) -> bool:
+    """An unknown receiver whose ``backward(loss)`` takes the loss: an accelerator, engine, fabric or trainer."""
+    lowered = name.lower()
+    return any(word in lowered for word in ("accelerator", "engine", "fabric", "trainer", "deepspeed"))
 
 
 def _method_name(call: cst.Call) -> str | None:

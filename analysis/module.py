@@ -11,7 +11,7 @@ import libcst as cst
 from . import dependencies, torchapi
 from .chunking import Chunk, split_statements
 from .lines import normalize_line_breaks
-from .flow import CallEvent, ScopeAnalysis
+from .flow import AssignEvent, CallEvent, ScopeAnalysis
 from .names import last_part
 from .parsing import ParsedChunk, common_prefix, common_suffix
 from .summary import ChunkFacts, FunctionInfo, ModuleSummary
@@ -325,17 +325,25 @@ class ModuleAnalysis:
         positional = [param.name.value for param in (*params.posonly_params, *params.params)]
         if function.owner is not None and positional[:1] in (["self"], ["cls"]):
             positional = positional[1:]
-        passed: list[tuple[CallEvent, Value]] = []
-        for call in self.calls_of(function):
-            if any(arg.star for arg in call.arg_nodes):
-                return None
-            if parameter in call.kwargs:
-                passed.append((call, call.kwargs[parameter]))
-            elif parameter in positional and positional.index(parameter) < len(call.args):
-                passed.append((call, call.args[positional.index(parameter)]))
-            else:
-                return None
-        return passed
+        return _passed_for(self.calls_of(function), positional, parameter)
+
+    def constructor_arguments(self, owner, attribute: str) -> list[tuple[CallEvent, Value]] | None:
+        """For ``self.<attribute>`` that ``__init__`` binds straight from one of its parameters, what each
+        construction of the class in this module passes for that parameter (``Trainer(model, loader)``);
+        None when ``__init__`` binds it otherwise or a construction hides the argument."""
+        init = owner.methods.get("__init__")
+        analysis = init.analysis(self.summary) if init is not None else None
+        if analysis is None:
+            return None
+        bound = [event for event in analysis.events if isinstance(event, AssignEvent) and event.targets == (attribute,)]
+        if len(bound) != 1 or not isinstance(bound[0].value_node, cst.Name) or bound[0].value_node.value not in analysis.params:
+            return None
+        params = init.node.params
+        positional = [param.name.value for param in (*params.posonly_params, *params.params)][1:]
+        constructions = [
+            call for call in self.all_calls() if call.callee is not None and self.summary.local_class(call.callee) is owner
+        ]
+        return _passed_for(constructions, positional, bound[0].value_node.value) or None
 
     # ------------------------------------------------------------------ module-wide facts
     @cached_property
@@ -498,3 +506,19 @@ def _nested_scopes(analysis: ScopeAnalysis, summary: ModuleSummary) -> list[Scop
             nested.append(inner)
             nested.extend(_nested_scopes(inner, summary))
     return nested
+
+
+def _passed_for(calls: list[CallEvent], positional: list[str], parameter: str) -> list[tuple[CallEvent, Value]] | None:
+    """What each call passes for ``parameter`` (by keyword or by position in ``positional``); None
+    when a call hides it (``*args``, ``**kwargs``) or leaves it at its default."""
+    passed: list[tuple[CallEvent, Value]] = []
+    for call in calls:
+        if any(arg.star for arg in call.arg_nodes):
+            return None
+        if parameter in call.kwargs:
+            passed.append((call, call.kwargs[parameter]))
+        elif parameter in positional and positional.index(parameter) < len(call.args):
+            passed.append((call, call.args[positional.index(parameter)]))
+        else:
+            return None
+    return passed

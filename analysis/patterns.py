@@ -8,7 +8,7 @@ from typing import Callable, Iterator
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
+from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, names_owner
 from .names import dotted, last_part
 from .values import ACCELERATOR, CONTAINER, DATASET_ITERABLE, DATASET_MAP, ENGINE, LOADER, OPTIMIZER, SCALER, TENSOR, UNKNOWN, Value
 
@@ -23,14 +23,9 @@ def backward_target(call: CallEvent) -> Value:
     receiver = call.receiver or UNKNOWN
     if (ACCELERATOR in receiver.tags or ENGINE in receiver.tags) and call.args:
         return call.args[0]
-    if call.args and not receiver.tags and call.receiver_key and "." not in call.receiver_key and receiver is UNKNOWN and _looks_like_owner(call.receiver_key):
+    if call.args and not receiver.tags and call.receiver_key and "." not in call.receiver_key and receiver is UNKNOWN and names_owner(call.receiver_key):
         return call.args[0]
     return receiver
-
-
-def _looks_like_owner(name: str) -> bool:
-    lowered = name.lower()
-    return any(word in lowered for word in ("accelerator", "engine", "fabric", "trainer", "deepspeed"))
 
 
 def is_backward(call: CallEvent) -> bool:
@@ -135,6 +130,27 @@ def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | Non
 
 
 _TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|testing[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
+
+
+_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+# Words of a function name that mark an evaluation pass.
+_EVAL_NAME_WORDS = frozenset(
+    {"eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating", "val",
+     "valid", "test", "testing", "predict", "prediction", "inference"}
+)
+# "shape inference", "metadata inference", "type inference" work out shapes and types, not predictions
+_NOT_EVAL_QUALIFIERS = frozenset({"shape", "shapes", "metadata", "meta", "type", "types", "dtype", "schema", "signature"})
+
+
+def name_words(text: str) -> set[str]:
+    """The lower-cased words of an identifier or expression: ``valLoader`` -> {"val", "loader"}."""
+    return {word.lower() for word in _WORD.findall(text)}
+
+
+def is_eval_name(name: str) -> bool:
+    """A function named for an evaluation pass: ``validate``, ``eval_epoch``, ``predict_step``."""
+    words = name_words(name)
+    return bool(words & _EVAL_NAME_WORDS) and not (words & _NOT_EVAL_QUALIFIERS and "inference" in words)
 
 
 def is_test_file(path: str) -> bool:
@@ -256,7 +272,7 @@ def _per_step_evidence(scope: ScopeAnalysis, loop: Loop) -> str | None:
             return "an optimizer steps every iteration"
     node = loop.node
     if isinstance(node, cst.For):
-        for part in _peeled(node.iter):
+        for part in peeled(node.iter):
             value = scope.value_at(part)
             if value is not None and value.tags & {LOADER, DATASET_MAP, DATASET_ITERABLE}:
                 return f"it iterates `{shortened(scope.chunk.code_for(part), 40)}`, a data loader"
@@ -268,7 +284,7 @@ def _per_step_evidence(scope: ScopeAnalysis, loop: Loop) -> str | None:
             return "`while True` runs until the run stops"
         text = scope.chunk.code_for(test)
         return f"`while {shortened(text, 40)}` counts steps" if _COUNT_WORDS.search(text) and not _NOT_STEP_WORDS.search(text) else None
-    for part in _peeled(node.iter):
+    for part in peeled(node.iter):
         value = scope.value_at(part)
         if value is not None and TENSOR in value.tags and CONTAINER not in value.tags:
             continue  # the rows or chunks of one tensor (`torch.split(x, n)`), whatever its name
@@ -283,12 +299,99 @@ def _per_step_evidence(scope: ScopeAnalysis, loop: Loop) -> str | None:
     return None
 
 
-def _peeled(expression: cst.BaseExpression) -> list[cst.BaseExpression]:
+def peeled(expression: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The iterables under ``enumerate(tqdm(zip(a, b)))``: [a, b]."""
     if isinstance(expression, cst.Call) and dotted(expression.func) in _PEELED_WRAPPERS:
         parts: list[cst.BaseExpression] = []
         for arg in expression.args:
             if arg.keyword is None and not arg.star:
-                parts.extend(_peeled(arg.value))
+                parts.extend(peeled(arg.value))
         return parts
     return [expression]
+
+
+_CLEARING = frozenset({"clear", "pop", "popleft"})
+
+
+def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool:
+    """A `deque(maxlen=...)`, or a container cleared, rebound or drained inside the loop (every N
+    steps, say): what it holds does not grow with the run."""
+    for index, expression, _ in scope.summary.bindings.get(container, ()):
+        if "maxlen" in scope.summary.chunks[index].code_for(expression):
+            return True
+    for other in scope.events:
+        if isinstance(other, AssignEvent) and container in other.targets:
+            if other.value_node is not None and "maxlen" in scope.chunk.code_for(other.value_node):
+                return True
+            if loop in other.context.loops and not (other.value_node is not None and mentions(scope, other.value_node, container)):
+                return True  # rebound each iteration (or every N), not `total = total + x`: it does not grow without bound
+        if isinstance(other, CallEvent) and loop in other.context.loops and other.receiver_key == container and other.method in _CLEARING:
+            return True
+        if isinstance(other.node, cst.Del) and loop in other.context.loops and container in scope.chunk.code_for(other.node):
+            return True
+    return False
+
+
+
+# ------------------------------------------------------------------------------- mode by argument
+_MODE_FLAGS = re.compile(r"^(?:is_)?(?:train|training|do_train|train_mode|is_train(?:ing)?|update|backprop|optimi[sz]e)$", re.I)
+
+
+def mode_parameter(scope: ScopeAnalysis) -> str | None:
+    """The parameter that decides whether a shared function trains or evaluates: every backward and
+    optimizer step in ``run_epoch(model, loader, optimizer=None)`` or ``run(..., train=True)`` sits
+    under a test of it (``if optimizer is not None:``, ``if train:``). None when some backward runs
+    unconditionally or no parameter decides."""
+    function = scope.function
+    if function is None:
+        return None
+    params = [param for param in (*function.node.params.params, *function.node.params.kwonly_params)]
+    candidates = {
+        param.name.value for param in params
+        if _MODE_FLAGS.match(param.name.value) or (param.default is not None and _is_none(param.default) and "optim" in param.name.value.lower())
+    }
+    if not candidates:
+        return None
+    decided: set[str] | None = None
+    for call, chain in ordered_calls(scope, None):
+        if not (is_backward(call) or is_optimizer_step(call)):
+            continue
+        tested = {name for condition in path_conditions(call, chain, None) if condition.test is not None
+                  for name in candidates if mentions(scope, condition.test, name)}
+        decided = tested if decided is None else decided & tested
+        if not decided:
+            return None
+    return next(iter(sorted(decided))) if decided else None
+
+
+def evaluation_calls(module, scope: ScopeAnalysis, parameter: str) -> list[CallEvent]:
+    """Calls of the shared function that leave ``parameter`` off (``None``, ``False``, or its default
+    when that is ``None``/``False``): the calls that only evaluate."""
+    function = scope.function
+    params = function.node.params
+    positional = [param.name.value for param in (*params.posonly_params, *params.params)]
+    if function.owner is not None and positional[:1] in (["self"], ["cls"]):
+        positional = positional[1:]
+    declared = next(param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == parameter)
+    default_off = declared.default is not None and (_is_none(declared.default) or _is_false(declared.default))
+    found = []
+    for call in module.calls_of(function):
+        if any(arg.star for arg in call.arg_nodes):
+            continue
+        passed = call.keyword(parameter)
+        node = passed.value if passed is not None else None
+        if node is None and parameter in positional:
+            index = positional.index(parameter)
+            plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+            node = plain[index].value if index < len(plain) else None
+        if (node is None and default_off) or (node is not None and (_is_none(node) or _is_false(node))):
+            found.append(call)
+    return found
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"

@@ -16,6 +16,7 @@ from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
 from .parsing import ParsedChunk
+from .tree import walk as _walk
 from .values import UNKNOWN, Value
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class FunctionInfo:
 
 
 class ClassInfo:
-    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "_attributes", "_output")
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "_attributes", "_output", "_assigned")
 
     def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
         self.name = name
@@ -74,6 +75,7 @@ class ClassInfo:
         self.home: ModuleSummary | None = None  # set for definitions in another workspace file
         self._attributes: dict[str, Value] | None = None
         self._output: Value | None = None
+        self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
 
     def attributes(self, summary: "ModuleSummary") -> dict[str, Value]:
         """Values bound to ``self.<name>`` in ``__init__`` (and ``setup`` for Lightning-style modules)."""
@@ -88,6 +90,45 @@ class ClassInfo:
                         if key.startswith("self."):
                             self._attributes.setdefault(key, value)
         return self._attributes
+
+    def attribute(self, key: str, summary: "ModuleSummary") -> Value | None:
+        """What ``self.<name>`` holds in any method: bound in ``__init__`` (or ``setup``/``build``), or
+        else in the one method that binds it (``initialize_module``); None when no method binds it."""
+        known = self.attributes(summary).get(key)
+        if known is not None:
+            return known
+        binder = self.assigned_attributes().get(key)
+        method = self.methods.get(binder) if binder else None
+        analysis = method.analysis(self.home or summary) if method is not None else None
+        if analysis is None:  # being analysed: what it binds is not known yet
+            return UNKNOWN if binder else None
+        return analysis.final_env.get(key, UNKNOWN)
+
+    def assigned_attributes(self) -> dict[str, str]:
+        """Every ``self.<name>`` some method of the class assigns (read from the text, no flow), with the
+        method that assigns it first in the class body (``__init__`` and ``setup`` first)."""
+        if self._assigned is None:
+            assigned: dict[str, str] = {}
+            order = sorted(self.methods.values(), key=lambda m: m.name not in ("__init__", "setup", "build"))
+            for method in order:
+                for target in _self_targets(method.node):
+                    assigned.setdefault(target, method.name)
+            self._assigned = assigned
+        return self._assigned
+
+    def find_method(self, name: str, summary: "ModuleSummary", depth: int = 0) -> "FunctionInfo | None":
+        """The method ``name`` of this class or of a base class defined in the workspace."""
+        found = self.methods.get(name)
+        if found is not None or depth >= 8:
+            return found
+        summary = self.home or summary
+        for base in self.bases:
+            parent = summary.local_class(summary.canonical(base)) if base else None
+            if parent is not None and parent is not self:
+                found = parent.find_method(name, summary, depth + 1)
+                if found is not None:
+                    return found
+        return None
 
     def forward_output(self, summary: "ModuleSummary") -> Value:
         """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""
@@ -151,6 +192,23 @@ class ChunkFacts:
             for index, element in enumerate(target.elements):
                 if isinstance(element.value, cst.Name):
                     self.bindings.append((element.value.value, value, index))
+
+
+def _self_targets(node: cst.FunctionDef):
+    """``self.x`` keys a method binds: ``self.x = ...``, ``self.x: T = ...``, ``self.x, self.y = ...``."""
+    for inner in _walk(node):
+        if isinstance(inner, cst.Assign):
+            targets = [target.target for target in inner.targets]
+        elif isinstance(inner, (cst.AnnAssign, cst.AugAssign)):
+            targets = [inner.target]
+        else:
+            continue
+        for target in targets:
+            elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+            for element in elements:
+                key = dotted(element) if isinstance(element, cst.Attribute) else None
+                if key is not None and key.startswith("self.") and key.count(".") == 1:
+                    yield key
 
 
 def _is_no_grad_decorator(summary: "ModuleSummary", expression: cst.BaseExpression) -> bool:

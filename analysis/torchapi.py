@@ -119,7 +119,17 @@ def is_scaler(name: str) -> bool:
 
 
 def is_dataloader(name: str) -> bool:
-    return name in {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+    """torch's DataLoader, or torchdata's drop-in ``StatefulDataLoader`` (torchtune's recipes use it)."""
+    return name in {
+        "torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader",
+        "torchdata.stateful_dataloader.StatefulDataLoader", "torchdata.stateful_dataloader.stateful_dataloader.StatefulDataLoader",
+    }
+
+
+# A DistributedSampler by another name: torchdata's resumable one shuffles by epoch the same way.
+DISTRIBUTED_SAMPLERS = frozenset({
+    "torchdata.stateful_dataloader.sampler.StatefulDistributedSampler",
+})
 
 
 def is_ddp_wrapper(name: str) -> bool:

@@ -86,11 +86,11 @@ class RawServer:
                 self.send(frame({"jsonrpc": "2.0", "id": message["id"], "result": None}))
             elif "method" in message:
                 self.notifications.append(message)
-            elif message.get("id") in wanted:
-                if self._sent.get("id") == message["id"]:
+            elif message.get("id") in wanted:  # a reply to an unreadable request has the id null
+                if self._sent.get("id") == message.get("id"):
                     waited = time.monotonic() - self._sent["at"]
                     self.slowest = max(self.slowest, (waited, self._sent["method"]))
-                found[message["id"]] = message
+                found[message.get("id")] = message
         return found
 
     def log_messages(self) -> list[str]:

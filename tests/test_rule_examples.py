@@ -3,12 +3,15 @@ each MUST_NOT_FIRE stays quiet."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import libcst
 import pytest
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.settings import AnalysisSettings
+from trainlint.analysis.workspace import Workspace
 from trainlint.fixing import apply_fixes
 
 MIN_EXAMPLES = 6
@@ -20,9 +23,18 @@ def _cases(kind: str):
             yield pytest.param(rule, example, id=f"{rule.code}-{rule.name}-{index}")
 
 
-def _own_findings(rule, text: str, settings: dict | None = None):
+def _own_findings(rule, text: str, settings: dict | None = None, files: dict[str, str] | None = None, root: Path | None = None):
+    """The rule's findings on the example; with ``files``, the example is ``train.py`` of a project
+    holding them (in ``root``), so its imports resolve to them."""
     analysis_settings = AnalysisSettings(**(settings or {}))
-    return [f for f in analyze_source(text, "example.py", analysis_settings, rules=[rule]) if f.code == rule.code]
+    if not files:
+        return [f for f in analyze_source(text, "example.py", analysis_settings, rules=[rule]) if f.code == rule.code]
+    for relative, content in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(content, encoding="utf-8")
+    (root / "train.py").write_text(text, encoding="utf-8")
+    found = analyze_source(text, str(root / "train.py"), analysis_settings, rules=[rule], workspace=Workspace([root]))
+    return [f for f in found if f.code == rule.code]
 
 
 @pytest.fixture(autouse=True)
@@ -38,13 +50,16 @@ def test_rule_documents_and_tests_itself(rule):
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_FIRE")))
-def test_must_fire(rule, example):
-    findings = _own_findings(rule, example.code, example.settings)
+def test_must_fire(rule, example, tmp_path):
+    findings = _own_findings(rule, example.code, example.settings, example.files, tmp_path)
     assert len(findings) == example.count, f"expected {example.count} {rule.code} finding(s):\n{example.code}\ngot {findings}"
     for finding in findings:
         assert finding.message and finding.evidence, "every finding says what it saw"
         if example.severity is not None:
             assert finding.severity == example.severity, finding.message
+        if example.at is not None:
+            reported = example.code.splitlines()[finding.line - 1]
+            assert example.at in reported, f"reported on line {finding.line} ({reported.strip()!r}), not at {example.at!r}"
     if example.no_fix:
         assert all(finding.fix is None for finding in findings), "this finding must offer no fix"
     if example.fixed is not None:
@@ -59,9 +74,9 @@ def test_must_fire(rule, example):
         assert applied >= 1
         assert fixed == example.fixed
         libcst.parse_module(fixed)
-        assert not _own_findings(rule, fixed, example.settings), "the fix must remove the finding"
+        assert not _own_findings(rule, fixed, example.settings, example.files, tmp_path), "the fix must remove the finding"
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_NOT_FIRE")))
-def test_must_not_fire(rule, example):
-    assert _own_findings(rule, example.code, example.settings) == []
+def test_must_not_fire(rule, example, tmp_path):
+    assert _own_findings(rule, example.code, example.settings, example.files, tmp_path) == []

@@ -25,10 +25,12 @@ class Fires:
 
     ``fixed`` is the whole text after applying every fix; those fixes must be safe, or all unsafe
     with ``unsafe=True`` (the text ``--unsafe-fixes`` gives). ``no_fix=True``: the finding must
-    offer no fix at all (a list is not a tensor to detach).
+    offer no fix at all (a list is not a tensor to detach). ``files``: other files of the same
+    project (path -> text), which the example (``train.py``) imports from. ``at``: text of the line
+    every finding must be reported on (the statement that is wrong, not a call that leads to it).
     """
 
-    __slots__ = ("code", "fixed", "unsafe", "no_fix", "severity", "count", "settings")
+    __slots__ = ("code", "fixed", "unsafe", "no_fix", "severity", "count", "settings", "files", "at")
 
     def __init__(
         self,
@@ -40,6 +42,8 @@ class Fires:
         severity: Severity | None = None,
         count: int = 1,
         settings: dict | None = None,
+        files: dict[str, str] | None = None,
+        at: str | None = None,
     ) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
         self.fixed = None if fixed is None else textwrap.dedent(fixed).lstrip("\n")
@@ -48,16 +52,23 @@ class Fires:
         self.severity = severity
         self.count = count
         self.settings = settings or {}  # AnalysisSettings fields the example runs with (target_gpu)
+        self.files = _project(files)
+        self.at = at
 
 
 class Quiet:
-    """Code the rule must leave alone."""
+    """Code the rule must leave alone (``files``: other files of the project, as for ``Fires``)."""
 
-    __slots__ = ("code", "settings")
+    __slots__ = ("code", "settings", "files")
 
-    def __init__(self, code: str, *, settings: dict | None = None) -> None:
+    def __init__(self, code: str, *, settings: dict | None = None, files: dict[str, str] | None = None) -> None:
         self.code = textwrap.dedent(code).lstrip("\n")
         self.settings = settings or {}
+        self.files = _project(files)
+
+
+def _project(files: dict[str, str] | None) -> dict[str, str]:
+    return {path: textwrap.dedent(text).lstrip("\n") for path, text in (files or {}).items()}
 
 
 class Rule:

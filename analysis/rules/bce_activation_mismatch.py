@@ -6,6 +6,8 @@ never reach a confident prediction, gradients vanish and the model plateaus — 
 and the model is quietly bad. `nn.BCELoss`/`F.binary_cross_entropy` expect probabilities in
 [0, 1]; given raw logits they fail on the first out-of-range value (on a GPU as a device-side
 assert that kills the job) or, where logits happen to fall in range, train on nonsense.
+A model whose last layer is a convolution or a linear layer (a DCGAN discriminator) outputs
+logits too: what the loss gets is read from the model's own layers, also in another file.
 
 How to fix: keep the model's output as logits and use the with-logits loss (it is also the
 numerically stable one); apply `torch.sigmoid` only for metrics and inference. If the model
@@ -308,6 +310,87 @@ class BceActivationMismatch(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(  # a discriminator whose last layer is a convolution outputs raw scores, not probabilities
+            """
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                        nn.BatchNorm2d(ndf * 2),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCELoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(25):
+                for real, _ in dataloader:
+                    netD.zero_grad()
+                    output = netD(real.cuda())
+                    errD_real = criterion(output, torch.ones_like(output))
+                    errD_real.backward()
+                    optimizerD.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # two files: the discriminator in models.py ends in a convolution
+            """
+            import torch
+            import torch.nn as nn
+            from models import Discriminator
+
+            netD = Discriminator()
+            criterion = nn.BCELoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for real, _ in dataloader:
+                optimizerD.zero_grad()
+                output = netD(real)
+                loss = criterion(output, torch.ones_like(output))
+                loss.backward()
+                optimizerD.step()
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+            from models import Discriminator
+
+            netD = Discriminator()
+            criterion = nn.BCEWithLogitsLoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for real, _ in dataloader:
+                optimizerD.zero_grad()
+                output = netD(real)
+                loss = criterion(output, torch.ones_like(output))
+                loss.backward()
+                optimizerD.step()
+            """,
+            files={"models.py": """
+                import torch.nn as nn
+
+                class Discriminator(nn.Module):
+                    def __init__(self, ndf=64):
+                        super().__init__()
+                        self.main = nn.Sequential(
+                            nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                            nn.LeakyReLU(0.2, inplace=True),
+                            nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+                        )
+
+                    def forward(self, x):
+                        return self.main(x).view(-1, 1).squeeze(1)
+            """},
+            severity=Severity.ERROR,
+        ),
     )
 
     MUST_NOT_FIRE = (
@@ -397,6 +480,31 @@ class BceActivationMismatch(Rule):
             criterion = BCEWithLogitsLoss(smooth=0.1)
             for x, y in loader:
                 criterion(torch.sigmoid(model(x)), y).backward()
+            """
+        ),
+        Quiet(  # the same discriminator ends in nn.Sigmoid, as BCELoss expects
+            """
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+                        nn.Sigmoid(),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCELoss()
+            for real, _ in dataloader:
+                output = netD(real.cuda())
+                criterion(output, torch.ones_like(output)).backward()
             """
         ),
     )

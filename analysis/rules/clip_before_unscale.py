@@ -49,7 +49,8 @@ class ClipBeforeUnscale(Rule):
 
     def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
-        site = chain[0] if chain else clip_event
+        # the clip itself is what is wrong, also inside a helper of this file; its call is evidence
+        site = chain[0] if chain and clip_event.chunk.origin is not None else clip_event
         scaler = _scaler_of(backward)
         optimizer = step.chunk.code_for(step.arg_nodes[0].value) if step is not None and step.arg_nodes else None
         unscale = f"{scaler}.unscale_({optimizer or 'optimizer'})"
@@ -57,6 +58,7 @@ class ClipBeforeUnscale(Rule):
             ((backward.chunk, backward.node), f"gradients computed from `{scaler}.scale(...)`: multiplied by the loss scale"),
             ((clip_event.chunk, clip_event.node), f"clipped with no `{scaler}.unscale_(...)` in between"),
         ]
+        evidence.extend(((link.chunk, link.node), f"`{written(link)}` runs the clip here") for link in chain)
         if step is not None:
             evidence.append(((step.chunk, step.node), f"`{scaler}` steps the optimizer here"))
         ctx.report(
@@ -230,7 +232,7 @@ ClipBeforeUnscale.MUST_FIRE = (
             optimizer.zero_grad(set_to_none=True)
         """
     ),
-    Fires(
+    Fires(  # where it is reported: at the clip inside the helper, with the helper's call as evidence
         """
         import torch
 
@@ -243,7 +245,8 @@ ClipBeforeUnscale.MUST_FIRE = (
             clip(model)
             scaler.step(optimizer)
             scaler.update()
-        """
+        """,
+        at="torch.nn.utils.clip_grad_norm_",
     ),
     Fires(
         """

@@ -4,7 +4,8 @@ Outputs, generated token ids, rewards or logits appended to a list for later met
 GPU as long as the list holds them. Without a graph each is small, but the list grows every step:
 memory climbs for hours and the run dies with CUDA out-of-memory near the end of an epoch (or of
 the first evaluation), after the GPU time is spent. It is the device cousin of the retained-graph
-leak and just as silent.
+leak and just as silent: probabilities kept for a whole validation set, Accelerate's
+`gather_for_metrics` results (they live on the device), rewards of an RL rollout.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -19,11 +20,11 @@ import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent
 from ..model import Severity
-from ..values import GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
+from ..patterns import bounded_or_emptied, is_test_file, repeats_per_step
+from ..values import GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR, is_known_tensor
 from .base import Fires, Quiet, Rule
 
 _ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
-_CLEARING = frozenset({"clear", "pop", "popleft"})
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
 _STEP_WORDS = re.compile(r"step|epoch|True", re.I)
 # A container named as a cache holds one entry per sample on purpose (precomputed embeddings).
@@ -36,15 +37,19 @@ class DeviceAccumulation(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
+        if is_test_file(ctx.module.path):
+            return  # a test collects a few tiny batches on purpose
         for scope in ctx.scopes:
             for event in scope.events:
                 if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
                     continue
-                loop = next((l for l in event.context.loops if _steps_through_data(l)), None)
+                loop = next((l for l in event.context.loops if _steps_through_data(scope, l)), None)
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
+                if event.kind == "subscript" and _writes_into_tensor(scope, event):
+                    continue  # `buffer[i:j] = x` fills a preallocated tensor: it does not grow
                 why = _on_the_gpu(ctx, scope, event)
-                if why is None or _bounded_or_emptied(scope, event, loop) or _CACHE_NAME.search(event.container):
+                if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
                     continue
                 self._report(ctx, scope, event, loop, why)
 
@@ -59,13 +64,15 @@ class DeviceAccumulation(Rule):
         )
 
 
-def _steps_through_data(loop: Loop) -> bool:
-    """A loop over batches or steps, whose length grows with the data: a loop over a dict's items or over
-    a fixed number of generated tokens builds a bounded result."""
+def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """A loop over batches or steps, whose length grows with the data or the run (``range(n_steps)`` of
+    a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
     if LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
     node = loop.node
-    return isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None
+    if isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None:
+        return True
+    return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None
 
 
 def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
@@ -78,15 +85,41 @@ def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
         return ((scope.chunk, event.value_node), f"`{text}` is on the accelerator")
     if ctx.module.cuda_line is None:
         return None
-    producer = None
+    producers = []
     if TENSOR in value.tags and value.site is not None:
-        producer = next((call for call in scope.calls() if call.node is value.site[1]), None)
-    elif isinstance(event.value_node, cst.Name):  # `ids = model.generate(...)` on a receiver the analysis does not know
-        producer = _last_assigned_call(scope, event, event.value_node.value)
-    if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
-        what = "generated ids" if producer.method == "generate" else "the model's output"
-        return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
+        producers.append(next((call for call in scope.calls() if call.node is value.site[1]), None))
+    base = _derived_from(event.value_node)
+    if base is not None:
+        # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
+        producers.append(_last_assigned_call(scope, event, base))
+    for producer in producers:
+        if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
+            what = "generated ids" if producer.method == "generate" else "the model's output"
+            return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
     return None
+
+
+def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
+    """The container was last bound, before this store, to one tensor (``torch.stack(...)``, ``torch.zeros(...)``)."""
+    bound = None
+    for other in scope.events:
+        if other is store:
+            break
+        if isinstance(other, AssignEvent) and other.targets == (store.container,):
+            bound = other.value
+    return bound is not None and is_known_tensor(bound)
+
+
+def _derived_from(expression: cst.BaseExpression) -> str | None:
+    """The name a tensor expression is computed from by methods and indexing: ``logits`` in
+    ``logits.softmax(-1)[:, 1]``; a host copy (``.cpu()``, ``.item()``) is caught before this."""
+    while True:
+        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+            expression = expression.func.value
+        elif isinstance(expression, (cst.Subscript, cst.Attribute)) and not isinstance(expression, cst.Name):
+            expression = expression.value
+        else:
+            return expression.value if isinstance(expression, cst.Name) else None
 
 
 def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:
@@ -97,25 +130,6 @@ def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> 
         if isinstance(other, AssignEvent) and other.targets == (name,) and isinstance(other.value_node, cst.Call):
             assigned = other.value_node
     return next((call for call in scope.calls() if call.node is assigned), None) if assigned is not None else None
-
-
-def _bounded_or_emptied(scope: ScopeAnalysis, event: StoreEvent, loop: Loop) -> bool:
-    """A `deque(maxlen=...)`, or a container cleared, rebound or drained inside the loop."""
-    container = event.container
-    for index, expression, _ in scope.summary.bindings.get(container, ()):
-        if "maxlen" in scope.summary.chunks[index].code_for(expression):
-            return True
-    for other in scope.events:
-        if isinstance(other, AssignEvent) and container in other.targets:
-            if other.value_node is not None and "maxlen" in scope.chunk.code_for(other.value_node):
-                return True
-            if loop in other.context.loops:
-                return True  # rebound each iteration (or every N): it does not grow without bound
-        if isinstance(other, CallEvent) and loop in other.context.loops and other.receiver_key == container and other.method in _CLEARING:
-            return True
-        if isinstance(other.node, cst.Del) and loop in other.context.loops and container in scope.chunk.code_for(other.node):
-            return True
-    return False
 
 
 DeviceAccumulation.MUST_FIRE = (
@@ -187,6 +201,52 @@ DeviceAccumulation.MUST_FIRE = (
         for x in loader:
             embedding = encoder(x).detach().to("cuda")
             buffer.extend(embedding)
+        """
+    ),
+    Fires(  # state across steps: probabilities kept on the GPU for the whole validation set
+        """
+        import torch
+
+        @torch.no_grad()
+        def predict(model, val_loader):
+            model.eval()
+            probabilities = []
+            for images, _ in val_loader:
+                logits = model(images.cuda(non_blocking=True))
+                probabilities.append(logits.softmax(dim=-1))
+            return torch.cat(probabilities).cpu().numpy()
+        """
+    ),
+    Fires(  # frameworks: Accelerate's gather_for_metrics returns tensors on this process's device
+        """
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model, eval_dataloader = accelerator.prepare(model, eval_dataloader)
+        model.eval()
+        all_predictions = []
+        for batch in eval_dataloader:
+            with torch.no_grad():
+                outputs = model(**batch)
+            all_predictions.append(accelerator.gather_for_metrics(outputs.logits.argmax(dim=-1)))
+        """
+    ),
+    Fires(  # state across steps: an RL rollout keeps one device tensor per environment step
+        """
+        import torch
+
+        def collect_rollout(policy, env, num_steps):
+            rewards = []
+            obs = env.reset()
+            for step in range(num_steps):
+                with torch.no_grad():
+                    action = policy(torch.as_tensor(obs, device="cuda")).sample()
+                obs, reward, done, _ = env.step(action.item())
+                rewards.append(torch.tensor(reward, device="cuda"))
+                if done:
+                    obs = env.reset()
+            return rewards
         """
     ),
 )
@@ -274,6 +334,20 @@ DeviceAccumulation.MUST_NOT_FIRE = (
         for prompts in loader:
             generated = model.generate(prompts.cuda())
             ids.extend(generated.tolist())
+        """
+    ),
+    Quiet(  # host copies of what was gathered
+        """
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model, eval_dataloader = accelerator.prepare(model, eval_dataloader)
+        all_predictions = []
+        for batch in eval_dataloader:
+            with torch.no_grad():
+                outputs = model(**batch)
+            all_predictions.append(accelerator.gather_for_metrics(outputs.logits.argmax(dim=-1)).cpu())
         """
     ),
 )

@@ -4,7 +4,10 @@
 Without `torch.no_grad()` (or `inference_mode()`), every validation forward records the graph
 and keeps each layer's activations alive until the output is dropped: the pass needs the memory
 of a training step — evaluation at a larger batch size is where runs die of out-of-memory — and
-runs measurably slower, every epoch, for gradients nobody uses.
+runs measurably slower, every epoch, for gradients nobody uses. It also applies to one function
+used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when the evaluation
+call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
+`evaluation_loop` calls with grad enabled (the base method disables it itself).
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop in `with torch.no_grad():`. Leave grad
@@ -14,30 +17,27 @@ adaptation) — those call `backward`/`autograd.grad`, which keeps this rule qui
 
 from __future__ import annotations
 
-import re
 
 import libcst as cst
 
 from ..tree import walk as _walk
 from ..flow import CallEvent, Loop, ScopeAnalysis, _short
+from ..frameworks import grad_handled_by_framework
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
-from ..patterns import backward_target, calls_in, is_backward, is_optimizer_step, is_test_file
+from ..patterns import (
+    backward_target, calls_in, evaluation_calls, is_backward, is_eval_name, is_optimizer_step, is_test_file, mode_parameter,
+    name_words,
+)
 from ..values import GRAPH, MODEL
 from .base import Fires, Quiet, Rule
 
-# Words of a function name that mark an evaluation pass.
-_EVAL_NAME_WORDS = frozenset(
-    {"eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating", "val",
-     "valid", "test", "testing", "predict", "prediction", "inference"}
-)
 # Words of a loop's iterable that mark held-out data.
 _EVAL_DATA_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
 )
 # Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
 _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
-_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 class GradEnabledEval(Rule):
@@ -51,10 +51,41 @@ class GradEnabledEval(Rule):
         if is_test_file(module.path):
             return
         for scope in ctx.scopes:
-            if scope.function is not None and _is_eval_name(scope.function.name):
+            if scope.function is not None and is_eval_name(scope.function.name):
                 self._check_eval_function(ctx, scope)
             else:
                 self._check_eval_loops(ctx, scope)
+                self._check_shared_function(ctx, scope)
+
+    # ------------------------------------------------------------------ (c) one function for both
+    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+        """``run_epoch(model, loader, optimizer=None)`` used for training and, without an optimizer, for
+        evaluation: the evaluation call runs every forward with autograd on."""
+        parameter = mode_parameter(scope)
+        if parameter is None or _framework_hook(ctx, scope.function):
+            return
+        evaluations = [call for call in evaluation_calls(ctx.module, scope, parameter) if call.context.grad_off is None]
+        if not evaluations:
+            return
+        calls = list(calls_in(scope, None))
+        forwards = [call for call in calls if _is_model_forward(call, set()) and call.context.grad_off is None]
+        if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(ctx.module):
+            return
+        forward, call = forwards[0], evaluations[0]
+        guarded = next(c for c in calls if is_backward(c) or is_optimizer_step(c))
+        ctx.report(
+            forward.node,
+            f"`{_text(forward)}` records the autograd graph even when `{scope.function.qualified_name}()` only evaluates: "
+            f"`{_text(call)}` on line {call.chunk.line_of(call.node)} leaves `{parameter}` off, so nothing backwards, "
+            "yet every batch keeps its activations for a graph nobody uses",
+            evidence=[
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+                ((guarded.chunk, guarded.node), f"training happens only when `{parameter}` is given"),
+                ((call.chunk, call.node), "called here to evaluate, with grad enabled"),
+            ],
+            help=f"run the forward under `torch.set_grad_enabled(...)` on `{parameter}` (or `torch.no_grad()` "
+            "at the evaluation call)",
+        )
 
     # ------------------------------------------------------------------ (a) evaluation functions
     def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> None:
@@ -362,6 +393,76 @@ class GradEnabledEval(Rule):
                 return sum(losses) / len(losses)
             """,
         ),
+        Fires(  # objects: the module lives in an attribute bound outside __init__, called through a helper method
+            """
+            import torch
+
+            class NeuralNet:
+                def __init__(self, module, criterion):
+                    self.module = module
+                    self.criterion = criterion
+
+                def initialize_module(self):
+                    self.module_ = self.module().to("cuda")
+
+                def infer(self, x):
+                    return self.module_(x.to("cuda"))
+
+                def validation_step(self, Xi, yi):
+                    self.module_.eval()
+                    y_pred = self.infer(Xi)
+                    return {"loss": self.criterion(y_pred, yi.to("cuda")), "y_pred": y_pred}
+
+                def fit_loop(self, train_batches, valid_batches, optimizer, epochs):
+                    for _ in range(epochs):
+                        for Xi, yi in train_batches:
+                            self.module_.train()
+                            optimizer.zero_grad()
+                            self.criterion(self.infer(Xi), yi.to("cuda")).backward()
+                            optimizer.step()
+                        for Xi, yi in valid_batches:
+                            step = self.validation_step(Xi, yi)
+                            print(step["loss"].item())
+            """
+        ),
+        Fires(  # mode by argument: one function trains with an optimizer and evaluates without one
+            """
+            import torch
+            import torch.nn as nn
+
+            def run_epoch(model, loader, criterion, optimizer=None):
+                total = 0.0
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.item()
+                return total / len(loader)
+
+            def main(model, train_loader, val_loader, epochs):
+                criterion = nn.CrossEntropyLoss()
+                optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+                for epoch in range(epochs):
+                    train_loss = run_epoch(model, train_loader, criterion, optimizer)
+                    val_loss = run_epoch(model, val_loader, criterion)
+                    print(epoch, train_loss, val_loss)
+            """
+        ),
+        Fires(  # framework hooks: the Trainer's evaluation_loop calls an overridden prediction_step with grad on
+            """
+            import torch
+            from transformers import Trainer
+
+            class RankingTrainer(Trainer):
+                def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                    inputs = self._prepare_inputs(inputs)
+                    outputs = model(**inputs)
+                    loss = outputs.loss.mean().detach()
+                    return (loss, outputs.logits, inputs["labels"])
+            """
+        ),
     )
 
     MUST_NOT_FIRE = (
@@ -553,25 +654,61 @@ class GradEnabledEval(Rule):
                 assert out.shape == (2, 4)
             """
         ),
+        Quiet(  # mode by argument done right: grad follows the argument
+            """
+            import torch
+
+            def run_epoch(model, loader, criterion, optimizer=None):
+                training = optimizer is not None
+                model.train(training)
+                total = 0.0
+                with torch.set_grad_enabled(training):
+                    for x, y in loader:
+                        loss = criterion(model(x), y)
+                        if optimizer is not None:
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                        total += loss.item()
+                return total / len(loader)
+
+            def main(model, train_loader, val_loader, criterion, optimizer, epochs):
+                for epoch in range(epochs):
+                    run_epoch(model, train_loader, criterion, optimizer)
+                    run_epoch(model, val_loader, criterion)
+            """
+        ),
+        Quiet(  # the Trainer calls compute_loss with grad on to train and under no_grad from its own prediction_step
+            """
+            from transformers import Trainer
+
+            class WeightedLossTrainer(Trainer):
+                def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                    labels = inputs.pop("labels")
+                    outputs = model(**inputs)
+                    loss = self.loss_fct(outputs.logits.view(-1, self.model.config.num_labels), labels.view(-1))
+                    return (loss, outputs) if return_outputs else loss
+            """
+        ),
+        Quiet(  # an overridden prediction_step that disables grad itself, as the base class does
+            """
+            import torch
+            from transformers import Trainer
+
+            class RankingTrainer(Trainer):
+                def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                    inputs = self._prepare_inputs(inputs)
+                    with torch.no_grad():
+                        outputs = model(**inputs)
+                    return (outputs.loss.detach(), outputs.logits, inputs["labels"])
+            """
+        ),
     )
 
 
 # ---------------------------------------------------------------------- helpers
-def _words(text: str) -> set[str]:
-    return {word.lower() for word in _WORD.findall(text)}
-
-
-# "shape inference", "metadata inference", "type inference" work out shapes and types, not predictions
-_NOT_EVAL_QUALIFIERS = frozenset({"shape", "shapes", "metadata", "meta", "type", "types", "dtype", "schema", "signature"})
-
-
-def _is_eval_name(name: str) -> bool:
-    words = _words(name)
-    return bool(words & _EVAL_NAME_WORDS) and not (words & _NOT_EVAL_QUALIFIERS and "inference" in words)
-
-
 def _is_eval_data(iterable_text: str) -> bool:
-    return bool(_words(iterable_text) & _EVAL_DATA_WORDS)
+    return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
 
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
@@ -628,16 +765,9 @@ def _grad_disabled_globally(module) -> bool:
 
 
 def _framework_hook(ctx, info) -> bool:
-    """A method the framework calls under no_grad: LightningModule steps, Trainer overrides."""
-    owner = info.owner
-    if owner is None:
-        return False
-    if ctx.summary.class_kind(owner) == "lightning":
-        return True
-    return any(
-        ctx.summary.canonical(base).startswith(("transformers.", "trl.")) and last_part(base).endswith("Trainer")
-        for base in owner.bases
-    )
+    """A method whose grad mode the framework decides: LightningModule methods, Trainer overrides
+    other than the evaluation ones (`prediction_step` runs with grad on when overridden)."""
+    return info.owner is not None and grad_handled_by_framework(ctx.summary, info)
 
 
 def _pytest_function(node: cst.FunctionDef) -> bool:

@@ -4,7 +4,9 @@ A module starts in training mode and stays there until `.eval()` is called. Eval
 mode, dropout keeps dropping units (scores are noisy and pessimistic) and batch-norm normalises
 with the statistics of each evaluation batch while also updating its running averages with
 evaluation data: validation numbers are wrong, checkpoint selection picks on noise, and the
-saved model's batch-norm statistics are polluted by the validation set.
+saved model's batch-norm statistics are polluted by the validation set. A function used for both
+(`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
+evaluation call.
 
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
@@ -15,11 +17,13 @@ from __future__ import annotations
 
 import re
 
+import libcst as cst
+
 from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
 from ..summary import ClassInfo
 from ..values import MODEL, Value
-from ..patterns import is_test_file, shortened
+from ..patterns import evaluation_calls, is_test_file, mentions, mode_parameter, shortened
 from .base import Fires, Quiet, Rule
 
 _EVALUATION_FUNCTION = re.compile(
@@ -45,6 +49,7 @@ class MissingEvalMode(Rule):
         if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
         for scope in ctx.scopes:
+            self._check_shared_function(ctx, scope)
             for call in scope.calls():
                 if call.function is not None and call.function.home is not None:
                     self._check_imported_evaluation(ctx, scope, call)
@@ -58,6 +63,44 @@ class MissingEvalMode(Rule):
                     continue
                 self._report(ctx, scope, call, why, layers)
                 break  # one finding per evaluation pass
+
+    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+        """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
+        optimizer to evaluate: the evaluation runs in training mode."""
+        parameter = mode_parameter(scope)
+        if parameter is None:
+            return
+        evaluations = evaluation_calls(ctx.module, scope, parameter)
+        if not evaluations:
+            return
+        calls = list(scope.calls())
+        if any(call.method == "eval" for call in calls):
+            return
+        for switch in calls:
+            key = switch.receiver_key
+            if switch.method != "train" or key not in scope.params or not _sets_train_mode(switch):
+                continue
+            if any(condition.test is not None and mentions(scope, condition.test, parameter) for condition in switch.context.conditions):
+                continue
+            evaluation = evaluations[0]
+            passed = _passed_for(evaluation, scope.function, key)
+            layers = _layers_of(ctx.summary, passed[0]) if passed is not None else None
+            if layers is None:
+                return
+            ctx.report(
+                switch.node,
+                f"`{_short(scope.chunk.code_for(switch.node))}` also runs when `{scope.function.name}()` only evaluates: "
+                f"`{_short(evaluation.chunk.code_for(evaluation.node))}` on line {evaluation.chunk.line_of(evaluation.node)} "
+                f"leaves `{parameter}` off, so the evaluation runs with dropout on and batch-norm updating its statistics "
+                "on evaluation data",
+                evidence=[
+                    layers,
+                    ((switch.chunk, switch.node), "switches to training mode on every call"),
+                    ((evaluation.chunk, evaluation.node), "called here to evaluate"),
+                ],
+                help=f"switch the mode on `{parameter}`: `{key}.train({parameter} is not None)` (or `{key}.train(train)`)",
+            )
+            return
 
     def _check_imported_evaluation(self, ctx, scope: ScopeAnalysis, call: CallEvent) -> None:
         """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
@@ -99,6 +142,12 @@ class MissingEvalMode(Rule):
             evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass")],
             help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
         )
+
+
+def _sets_train_mode(call: CallEvent) -> bool:
+    """``model.train()`` or ``model.train(True)``."""
+    args = [arg for arg in call.arg_nodes if arg.keyword is None or arg.keyword.value == "mode"]
+    return not args or (isinstance(args[0].value, cst.Name) and args[0].value.value == "True")
 
 
 def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
@@ -324,6 +373,77 @@ MissingEvalMode.MUST_FIRE = (
                 model(x)
         """
     ),
+    Fires(  # mode by argument: the shared function switches to training mode for the evaluation call too
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.3))
+                self.head = nn.Linear(128, 10)
+
+            def forward(self, x):
+                return self.head(self.features(x))
+
+        def run_epoch(model, loader, criterion, optimizer=None):
+            model.train()
+            total = 0.0
+            with torch.set_grad_enabled(optimizer is not None):
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    total += loss.item()
+            return total / len(loader)
+
+        model = Net()
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(10):
+            run_epoch(model, train_loader, criterion, optimizer)
+            run_epoch(model, val_loader, criterion)
+        """
+    ),
+    Fires(  # objects: the dropout sits in an nn.ModuleDict attribute; evaluation is a helper the epoch loop calls
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, tags):
+                super().__init__()
+                self.parts = nn.ModuleDict({
+                    "embed": nn.Embedding(vocab, 64),
+                    "drop": nn.Dropout(0.3),
+                    "out": nn.Linear(64, tags),
+                })
+
+            def forward(self, tokens):
+                return self.parts["out"](self.parts["drop"](self.parts["embed"](tokens)))
+
+        def evaluate(model, loader):
+            correct = 0
+            with torch.no_grad():
+                for tokens, tags in loader:
+                    correct += (model(tokens).argmax(-1) == tags).sum().item()
+            return correct
+
+        def main(train_loader, val_loader):
+            model = Tagger(1000, 12)
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(5):
+                model.train()
+                for tokens, tags in train_loader:
+                    optimizer.zero_grad()
+                    nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten()).backward()
+                    optimizer.step()
+                print(evaluate(model, val_loader))
+        """
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -431,6 +551,37 @@ MissingEvalMode.MUST_NOT_FIRE = (
         with torch.no_grad():
             for batch in val_loader:
                 model(**batch)
+        """
+    ),
+    Quiet(  # the mode follows the argument
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.3), nn.Linear(128, 10))
+
+            def forward(self, x):
+                return self.body(x)
+
+        def run_epoch(model, loader, criterion, optimizer=None):
+            model.train(optimizer is not None)
+            with torch.set_grad_enabled(optimizer is not None):
+                for x, y in loader:
+                    loss = criterion(model(x), y)
+                    if optimizer is not None:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+
+        model = Net()
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(10):
+            run_epoch(model, train_loader, criterion, optimizer)
+            run_epoch(model, val_loader, criterion)
         """
     ),
 )

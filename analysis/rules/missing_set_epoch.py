@@ -6,6 +6,11 @@ each rank sees the same samples in the same order, epoch after epoch, so shuffli
 the model overfits to the batch order, and the multi-GPU run generalises worse than the
 single-GPU one it replaced. Nothing warns.
 
+The loader is followed where trainer classes put it: into a constructor and out of
+`self.<attribute>`, into a method an epoch loop calls, into a fresh `iter(loader)` at the top of
+each epoch. torchdata's `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's
+recipes) count as the loader and the sampler they replace.
+
 How to fix: call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the
 loader (`loader.sampler.set_epoch(epoch)` works too).
 """
@@ -18,7 +23,8 @@ from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
 from ..torchapi import is_dataloader
 from ..values import SAMPLER_DISTRIBUTED, Value
-from ..patterns import comes_from_call, written
+from ..names import dotted
+from ..patterns import comes_from_call, peeled, written
 from .base import Fires, Quiet, Rule
 
 
@@ -139,18 +145,63 @@ def _iterates(value: Value, loader: CallEvent) -> bool:
 
 
 def _epoch_loop(module, loader: CallEvent):
-    """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch."""
+    """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch: by a
+    loop inside another loop, or by a loop in a function (or method) that a loop calls."""
     for scope in module.all_scopes:
+        for call in scope.calls():
+            # `batches = iter(loader)` at the top of each epoch, drained by `next(batches)` in an inner loop.
+            # A refill under a condition (`except StopIteration: batches = iter(loader)`) sits in a step
+            # loop, where a `set_epoch(step)` at the top would be no fix to offer: left alone.
+            loop = call.context.loop
+            if (
+                call.callee == "iter" and call.args and loop is not None and not call.context.conditions_inside(loop)
+                and _iterates(call.args[0], loader)
+            ):
+                return (scope, loop), ((call.chunk, call.node), "a new iterator over it every epoch")
         for loop in scope.loops:
-            if _iterates(loop.iterable, loader) and loop.parent is not None:
-                return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
-            if scope.function is None or loop.parent is not None or loop.iterable_text not in scope.params:
+            handed = _iteration_of(module, scope, loop, loader)
+            if handed is None:
                 continue
-            for caller, value in module.arguments_for(scope.function, loop.iterable_text) or ():
-                if _iterates(value, loader) and caller.context.loops:
-                    return (caller.scope, caller.context.loops[-1]), (
-                        (caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch",
-                    )
+            if loop.parent is not None:
+                return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
+            caller = _called_in_loop(module, scope)
+            if caller is not None:
+                return (caller.scope, caller.context.loops[-1]), (
+                    (caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch",
+                )
+    return None
+
+
+def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool | None:
+    """Does ``loop`` iterate ``loader``: directly, through a parameter every caller fills with it, or
+    through ``self.<attribute>`` that ``__init__`` takes from the constructor's argument."""
+    if _iterates(loop.iterable, loader):
+        return True
+    if scope.function is None or not isinstance(loop.node, cst.For):
+        return None
+    for part in peeled(loop.node.iter):
+        name = dotted(part)
+        if name in scope.params:
+            passed = module.arguments_for(scope.function, name) or ()
+        elif name is not None and name.startswith("self.") and scope.function.owner is not None:
+            passed = module.constructor_arguments(scope.function.owner, name) or ()
+        else:
+            continue
+        if any(_iterates(value, loader) for _, value in passed):
+            return True
+    return None
+
+
+def _called_in_loop(module, scope: ScopeAnalysis, depth: int = 0) -> CallEvent | None:
+    """A call of ``scope``'s function from inside a loop (through at most two plain calls)."""
+    if scope.function is None or depth > 2:
+        return None
+    for caller in module.calls_of(scope.function):
+        if caller.context.loops:
+            return caller
+        outer = _called_in_loop(module, caller.scope, depth + 1)
+        if outer is not None:
+            return outer
     return None
 
 
@@ -288,6 +339,62 @@ MissingSetEpoch.MUST_FIRE = (
                 step(batch)
         """
     ),
+    Fires(  # objects: the loader reaches the epoch loop through a Trainer's constructor and attribute
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        class Trainer:
+            def __init__(self, model, train_data: DataLoader, optimizer, gpu_id: int):
+                self.gpu_id = gpu_id
+                self.model = DDP(model.to(gpu_id), device_ids=[gpu_id])
+                self.train_data = train_data
+                self.optimizer = optimizer
+
+            def _run_batch(self, source, targets):
+                self.optimizer.zero_grad()
+                F.cross_entropy(self.model(source), targets).backward()
+                self.optimizer.step()
+
+            def _run_epoch(self, epoch):
+                for source, targets in self.train_data:
+                    self._run_batch(source.to(self.gpu_id), targets.to(self.gpu_id))
+
+            def train(self, max_epochs):
+                for epoch in range(max_epochs):
+                    self._run_epoch(epoch)
+
+        def prepare_dataloader(dataset, batch_size):
+            return DataLoader(dataset, batch_size=batch_size, shuffle=False, sampler=DistributedSampler(dataset))
+
+        def main(rank, dataset, model, optimizer, epochs):
+            trainer = Trainer(model, prepare_dataloader(dataset, 32), optimizer, rank)
+            trainer.train(epochs)
+        """
+    ),
+    Fires(  # objects: a recipe class builds its loader in setup() and drains a fresh iterator every epoch
+        """
+        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+        class FinetuneRecipe:
+            def setup(self, dataset, world_size, rank):
+                self._dataloader = self._setup_data(dataset, world_size, rank)
+
+            def _setup_data(self, dataset, world_size, rank):
+                sampler = StatefulDistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+                return StatefulDataLoader(dataset, batch_size=8, sampler=sampler, drop_last=True)
+
+            def train(self, epochs, steps_per_epoch):
+                for curr_epoch in range(epochs):
+                    batches = iter(self._dataloader)
+                    for _ in range(steps_per_epoch):
+                        self._step(next(batches))
+        """
+    ),
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
@@ -364,6 +471,34 @@ MissingSetEpoch.MUST_NOT_FIRE = (
             set_epochs([loader], epoch)
             for x, y in loader:
                 step(x, y)
+        """
+    ),
+    Quiet(  # the same Trainer, advancing the sampler's epoch through the loader it holds
+        """
+        import torch.nn.functional as F
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        class Trainer:
+            def __init__(self, model, train_data, optimizer):
+                self.model = model
+                self.train_data = train_data
+                self.optimizer = optimizer
+
+            def _run_epoch(self, epoch):
+                self.train_data.sampler.set_epoch(epoch)
+                for source, targets in self.train_data:
+                    self.optimizer.zero_grad()
+                    F.cross_entropy(self.model(source), targets).backward()
+                    self.optimizer.step()
+
+            def train(self, max_epochs):
+                for epoch in range(max_epochs):
+                    self._run_epoch(epoch)
+
+        def main(dataset, model, optimizer, epochs):
+            loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
+            Trainer(model, loader, optimizer).train(epochs)
         """
     ),
 )

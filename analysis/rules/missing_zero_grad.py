@@ -4,7 +4,9 @@
 each step (`optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None`), the update at step
 k is the sum of the gradients of steps 1..k: the effective learning rate grows every step, the
 loss diverges or plateaus, and the run produces a useless checkpoint after the GPU hours are
-spent. Nothing crashes, so the bug usually surfaces as "the model does not learn".
+spent. Nothing crashes, so the bug usually surfaces as "the model does not learn". Lightning
+clears gradients for you, except under manual optimisation (`self.automatic_optimization =
+False`), where `training_step` must call `opt.zero_grad()` itself.
 
 How to fix: call `optimizer.zero_grad()` (set_to_none is the default) once per optimizer step,
 either right before the backward or right after `optimizer.step()`. For gradient accumulation,
@@ -18,6 +20,7 @@ import builtins
 import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, Event, Loop
+from ..frameworks import manual_optimization
 from ..model import Severity
 from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
 from ..torchapi import is_torch_name
@@ -35,10 +38,37 @@ class MissingZeroGrad(Rule):
     severity = Severity.ERROR
 
     def check(self, ctx) -> None:
+        for scope in ctx.scopes:
+            if scope.function is not None and manual_optimization(ctx.summary, scope.function.owner):
+                self._check_manual_step(ctx, scope)
         if ctx.module.framework_runs_loop is not None:
             return
         for scope in ctx.scopes:
             self._check_scope(ctx, list(ordered_events(scope, None)))
+
+    def _check_manual_step(self, ctx, scope) -> None:
+        """Lightning with ``automatic_optimization = False``: ``training_step`` runs once per batch and
+        nothing clears the gradients for it; ``manual_backward`` adds to them and ``opt.step()`` applies them."""
+        if scope.function.name != "training_step":
+            return
+        items = list(ordered_events(scope, None))
+        backwards = [event for event, _ in items if isinstance(event, CallEvent) and event.method == "manual_backward"]
+        steps = [event for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)]
+        if not backwards or not steps or any(clears_gradients(event) or _may_clear(event) for event, _ in items):
+            return
+        backward, step = backwards[0], steps[0]
+        ctx.report(
+            backward.node,
+            f"`{_code(backward)}` adds to `.grad` on every batch and `{_code(step)}` applies it, but with "
+            "`automatic_optimization = False` Lightning does not clear gradients and nothing in `training_step` "
+            "calls `zero_grad()`: each step applies the sum of every gradient since the start",
+            evidence=[
+                ((backward.chunk, backward.node), "backward accumulates into `.grad`"),
+                ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
+                ((scope.chunk, scope.function.node.name), "Lightning calls `training_step` once per batch"),
+            ],
+            help=f"call `{step.receiver_key or 'opt'}.zero_grad()` after `{_code(step)}` (or before `self.manual_backward(...)`)",
+        )
 
     def _check_scope(self, ctx, items: list[Item]) -> None:
         clearing = [(event, chain) for event, chain in items if clears_gradients(event)]
@@ -212,6 +242,64 @@ class MissingZeroGrad(Rule):
                         self.optimizer.step()
             """
         ),
+        Fires(  # framework hooks: Lightning manual optimisation clears nothing for you
+            """
+            import torch
+            import lightning as L
+
+            class WGAN(L.LightningModule):
+                def __init__(self, generator, critic):
+                    super().__init__()
+                    self.automatic_optimization = False
+                    self.generator = generator
+                    self.critic = critic
+
+                def training_step(self, batch, batch_idx):
+                    opt_g, opt_d = self.optimizers()
+                    fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
+                    d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
+                    self.manual_backward(d_loss)
+                    opt_d.step()
+                    g_loss = -self.critic(fake).mean()
+                    self.manual_backward(g_loss)
+                    opt_g.step()
+
+                def configure_optimizers(self):
+                    return (
+                        torch.optim.Adam(self.generator.parameters(), lr=1e-4),
+                        torch.optim.Adam(self.critic.parameters(), lr=1e-4),
+                    )
+            """
+        ),
+        Fires(  # objects: the loop is in one method, the backward and the step in the ones it calls
+            """
+            import torch
+
+            class SFTRecipe:
+                def __init__(self, model, optimizer, loss_fn, steps):
+                    self.model = model
+                    self.optimizer = optimizer
+                    self.loss_fn = loss_fn
+                    self.steps = steps
+
+                def forward_backward(self, batch):
+                    loss = self.loss_fn(self.model(batch["tokens"]), batch["labels"])
+                    loss.backward()
+                    return loss
+
+                def train_step(self, batch):
+                    loss = self.forward_backward(batch)
+                    self.optimizer.step()
+                    return loss
+
+                def train(self, dataloader):
+                    self.optimizer.zero_grad()
+                    for step, batch in enumerate(dataloader):
+                        if step >= self.steps:
+                            break
+                        self.train_step(batch)
+            """
+        ),
     )
 
     MUST_NOT_FIRE = (
@@ -368,6 +456,64 @@ class MissingZeroGrad(Rule):
                     model(x).max().backward()
                     maps.append(x.grad.abs())
                 return maps
+            """
+        ),
+        Quiet(  # manual optimisation that clears what it steps
+            """
+            import torch
+            import lightning as L
+
+            class WGAN(L.LightningModule):
+                def __init__(self, generator, critic):
+                    super().__init__()
+                    self.automatic_optimization = False
+                    self.generator = generator
+                    self.critic = critic
+
+                def training_step(self, batch, batch_idx):
+                    opt_g, opt_d = self.optimizers()
+                    fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
+                    d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
+                    opt_d.zero_grad()
+                    self.manual_backward(d_loss)
+                    opt_d.step()
+                    g_loss = -self.critic(fake).mean()
+                    opt_g.zero_grad()
+                    self.manual_backward(g_loss)
+                    opt_g.step()
+            """
+        ),
+        Quiet(  # automatic optimisation: Lightning backwards, steps and clears
+            """
+            import torch
+            import torch.nn.functional as F
+            import lightning as L
+
+            class Classifier(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    return F.cross_entropy(self.net(x), y)
+
+                def configure_optimizers(self):
+                    return torch.optim.AdamW(self.parameters(), lr=1e-3)
+            """
+        ),
+        Quiet(  # Accelerate: the backward goes through the accelerator, the clearing is explicit
+            """
+            from accelerate import Accelerator
+
+            accelerator = Accelerator(gradient_accumulation_steps=4)
+            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+            for batch in train_dataloader:
+                with accelerator.accumulate(model):
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
             """
         ),
     )

@@ -4,7 +4,11 @@ Why it costs money: every stored graph pins the activations it was built from. A
 fed `loss` instead of `loss.item()` grows by one forward pass of activations per step, and the
 run dies with CUDA out-of-memory hundreds of steps in — after the GPU hours are spent. When a
 backward already ran on the stored value its activations are freed, but the graph's nodes
-still pile up in host memory for the whole run.
+still pile up in host memory for the whole run. The same holds for a running total returned to
+the caller (`return total / n`), a running average (`avg = 0.98 * avg + 0.02 * loss`), a list
+kept in an attribute by a Lightning `training_step`, and a recurrent state carried from one batch
+to the next (`out, hidden = model(x, hidden)` without `hidden.detach()`): each new value is
+built on the previous one, so it holds the graph of every step since the loop began.
 
 How to fix: store `loss.item()` (a Python float) for logging, or `tensor.detach()` when you
 need the tensor; `.cpu()` alone keeps the graph. It is fine to keep graph-carrying values on
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import CallEvent, JumpEvent, Loop, ScopeAnalysis, StoreEvent
+from ..flow import AssignEvent, CallEvent, JumpEvent, Loop, ScopeAnalysis, StoreEvent
 from ..values import Value
+from ..frameworks import training_step_hook
 from ..model import Severity
-from ..patterns import backward_target, calls_in, is_backward, mentions, repeats_per_step
+from ..patterns import backward_target, bounded_or_emptied, calls_in, is_backward, is_eval_name, mentions, repeats_per_step
 from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, is_known_tensor
 from ..tree import literal_value
 from .base import Fires, Quiet, Rule
@@ -35,6 +40,51 @@ class RetainedGraph(Rule):
             for event in scope.events:
                 if isinstance(event, StoreEvent):
                     self._check_store(ctx, scope, event)
+                elif isinstance(event, AssignEvent):
+                    self._check_carried_state(ctx, scope, event)
+
+    def _check_carried_state(self, ctx, scope: ScopeAnalysis, assign: AssignEvent) -> None:
+        """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built
+        on the old one, so it holds the graph of every step since the loop began (truncated BPTT
+        without the truncation). With a plain backward each step the second one fails loudly; with
+        ``retain_graph=True``, or no backward at all, the graph silently grows with the run."""
+        if len(assign.targets) != 1 or GRAPH not in assign.value.tags or assign.context.grad_off is not None:
+            return
+        if not isinstance(assign.node, cst.Assign):
+            return
+        name = assign.targets[0]  # one element of `out, hidden = model(x, hidden)` is one event
+        if "." in name or not mentions(scope, assign.node.value, name):
+            return
+        if any(isinstance(event, StoreEvent) and event.node is assign.node for event in scope.events):
+            return  # `total = total + loss`: a running sum, reported as a store
+        loop = assign.context.loop
+        if loop is None or name not in _bound_before(scope, loop) or repeats_per_step(scope, loop) is None:
+            return
+        if any(_rebinds_before(scope, loop, name, assign)):
+            return  # `hidden = repackage_hidden(hidden)` / `hidden = hidden.detach()` first
+        backwards = [call for call in calls_in(scope, loop) if is_backward(call)]
+        if backwards and not any(_retains_graph(call) for call in backwards):
+            return
+        consequence = (
+            "`retain_graph=True` keeps every step's graph, so each backward runs through all previous steps: "
+            "time and memory grow with every batch" if backwards else
+            "nothing runs backward through it, so the activations of every step stay in GPU memory until the run "
+            "runs out of it"
+        )
+        ctx.report(
+            assign.node,
+            f"`{name}` is computed from its own previous value every iteration and never detached: it carries the "
+            f"autograd graph of every step since the loop began; {consequence}",
+            evidence=[
+                (assign.value.site, f"{assign.value.note or 'the new value'} carries the autograd graph"),
+                ((scope.chunk, assign.node), f"and is fed back as `{name}` in the next iteration"),
+                ((scope.chunk, loop.node), "the loop it is carried across"),
+                *(((call.chunk, call.node), "backward keeps the graph") for call in backwards[:1]),
+            ],
+            severity=Severity.ERROR,
+            help=f"detach the carried state at the start of each step (`{name} = {name}.detach()`, or a "
+            "`repackage_hidden` helper for tuples of tensors)",
+        )
 
     def _check_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
@@ -43,17 +93,20 @@ class RetainedGraph(Rule):
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
         outlived = [loop for loop in reversed(store.context.loops) if store.outlives(loop)]
+        if not store.context.loops:
+            self._check_hook_store(ctx, scope, store)
+            return
         if not outlived or _walks_structure(outlived[0]):
             return
         loop, per_step = next(((loop, why) for loop in outlived if (why := repeats_per_step(scope, loop))), (None, None))
-        if loop is None:
+        if loop is None or bounded_or_emptied(scope, store.container, loop):
             return
+        backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
         later_scopes = ctx.module.scopes_from(scope)
-        if any(_consumed(later, store.container) for later in later_scopes):
+        if any(_consumed(ctx.module, later, store.container, backward_in_loop) for later in later_scopes):
             return
         if value.roots and any(_backward_after_reaches(later, loop, value) for later in later_scopes):
             return
-        backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
         backwarded = any(
             not value.roots or value.roots & backward_target(call).roots or not backward_target(call).roots
             for call in backward_in_loop
@@ -88,6 +141,31 @@ class RetainedGraph(Rule):
         ctx.report(
             store.value_node, message, evidence=evidence, severity=severity,
             help="store `.item()` for logging or `.detach()` the tensor before keeping it", fix=fix,
+        )
+
+    def _check_hook_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
+        """``self.train_losses.append(loss)`` in a Lightning ``training_step`` (or a Trainer's
+        ``compute_loss``): the framework's loop calls the method once per step, and the attribute keeps
+        every step's graph after the framework has run backward on it."""
+        hook = training_step_hook(ctx.summary, scope.function)
+        if hook is None or not store.container.startswith("self.") or not is_known_tensor(store.value):
+            return
+        container = store.container
+        origin = store.value.note or "a graph-carrying value"
+        verb = {"augassign": "accumulated into", "accumulate": "accumulated into", "subscript": "stored in"}.get(store.kind, "appended to")
+        ctx.report(
+            store.value_node,
+            f"`{container}` keeps the autograd graph of every training step alive: {origin} carries a graph and is "
+            f"{verb} `{container}` each step; the framework runs backward on the step's loss, so the activations "
+            "are freed, but every step's graph nodes stay referenced in host memory until the attribute is emptied",
+            evidence=[
+                (store.value.site, f"{origin} carries the autograd graph"),
+                ((scope.chunk, store.node), f"{verb} `{container}`, which outlives the step"),
+                ((scope.chunk, scope.function.node.name), hook),
+            ],
+            severity=Severity.WARNING,
+            help="store `.detach()` (or `.item()` for logging) in the attribute",
+            fix=ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True),
         )
 
     def _fix(self, ctx, scope: ScopeAnalysis, store: StoreEvent):
@@ -289,6 +367,260 @@ class RetainedGraph(Rule):
             """,
             unsafe=True,  # a Hugging Face model returns a ModelOutput, which has no `.detach()`
             severity=Severity.ERROR,
+        ),
+        Fires(  # objects: `self(votes)` in a method of an nn.Module is its forward
+            """
+            import torch
+            import torch.nn as nn
+
+            class LabelModel(nn.Module):
+                def __init__(self, num_sources):
+                    super().__init__()
+                    self.accuracy = nn.Parameter(torch.zeros(num_sources))
+
+                def forward(self, votes):
+                    return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
+
+                def estimate(self, batches, epochs=5, lr=0.1):
+                    optimizer = torch.optim.SGD(self.parameters(), lr=lr)
+                    for epoch in range(epochs):
+                        running_loss = 0.0
+                        for votes in batches:
+                            optimizer.zero_grad()
+                            loss = -torch.mean(self(votes))
+                            loss.backward()
+                            optimizer.step()
+                            running_loss += loss
+                        print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(  # objects: a value something calls `backward` on carries a graph, whatever produced it
+            """
+            class Trainer:
+                def __init__(self, max_epochs):
+                    self.max_epochs = max_epochs
+
+                def train_epoch(self, module, dataloader, optimizer):
+                    outputs = []
+                    for i, batch in enumerate(dataloader):
+                        optimizer.zero_grad()
+                        output = module.training_step(batch, i)
+                        output["loss"].backward()
+                        optimizer.step()
+                        outputs.append(output)
+                    return module.training_epoch_end(outputs)
+            """,
+            severity=Severity.WARNING,
+            no_fix=True,  # a dict of results has no `.detach()`
+        ),
+        Fires(  # returns: an accumulator handed back to the caller outlives the loop just the same
+            """
+            import torch
+
+            def train_epoch(model, loader, optimizer, criterion):
+                model.train()
+                epoch_loss = 0.0
+                for inputs, targets in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(inputs), targets)
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss += loss
+                return epoch_loss / len(loader)
+
+            def fit(model, loader, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
+            """,
+            fixed="""
+            import torch
+
+            def train_epoch(model, loader, optimizer, criterion):
+                model.train()
+                epoch_loss = 0.0
+                for inputs, targets in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(inputs), targets)
+                    loss.backward()
+                    optimizer.step()
+                    epoch_loss += loss.item()
+                return epoch_loss / len(loader)
+
+            def fit(model, loader, optimizer, criterion, epochs):
+                for epoch in range(epochs):
+                    print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
+            """,
+            unsafe=True,  # a criterion passed in may not reduce to a scalar: `.item()` could raise
+            severity=Severity.WARNING,
+        ),
+        Fires(  # returns: inside a tuple, from an evaluation that never backwards
+            """
+            import torch.nn.functional as F
+
+            def evaluate(model, loader):
+                model.eval()
+                total_loss, correct = 0.0, 0
+                for images, labels in loader:
+                    logits = model(images)
+                    total_loss += F.cross_entropy(logits, labels)
+                    correct += (logits.argmax(dim=1) == labels).sum().item()
+                return total_loss / len(loader), correct / len(loader.dataset)
+            """,
+            fixed="""
+            import torch.nn.functional as F
+
+            def evaluate(model, loader):
+                model.eval()
+                total_loss, correct = 0.0, 0
+                for images, labels in loader:
+                    logits = model(images)
+                    total_loss += F.cross_entropy(logits, labels).item()
+                    correct += (logits.argmax(dim=1) == labels).sum().item()
+                return total_loss / len(loader), correct / len(loader.dataset)
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # state across steps: a running average of the loss tensor is a running sum of graphs
+            """
+            def train(model, loader, optimizer, criterion, log_every=100):
+                smoothed = 0.0
+                for step, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    smoothed = 0.98 * smoothed + 0.02 * loss
+                    if step % log_every == 0:
+                        print(f"step {step}: smoothed loss {float(smoothed):.4f}")
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(  # state across steps: truncated BPTT without the truncation, kept alive by retain_graph
+            """
+            import torch.nn as nn
+
+            class CharRNN(nn.Module):
+                def __init__(self, vocab, hidden=256):
+                    super().__init__()
+                    self.embed = nn.Embedding(vocab, hidden)
+                    self.rnn = nn.LSTM(hidden, hidden, batch_first=True)
+                    self.head = nn.Linear(hidden, vocab)
+
+                def forward(self, tokens, state):
+                    out, state = self.rnn(self.embed(tokens), state)
+                    return self.head(out), state
+
+            def train(model, batches, optimizer, criterion):
+                state = None
+                for inputs, targets in batches:
+                    optimizer.zero_grad()
+                    logits, state = model(inputs, state)
+                    loss = criterion(logits.flatten(0, 1), targets.flatten())
+                    loss.backward(retain_graph=True)
+                    optimizer.step()
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # state across steps: the hidden state of an evaluation with grad on grows every batch
+            """
+            def evaluate(model, batches, criterion, batch_size):
+                model.eval()
+                hidden = model.init_hidden(batch_size)
+                total = 0.0
+                for inputs, targets in batches:
+                    output, hidden = model(inputs, hidden)
+                    total += criterion(output.view(-1, output.size(-1)), targets.view(-1)).item()
+                return total / len(batches)
+            """,
+            severity=Severity.ERROR,
+        ),
+        Fires(  # framework hooks: Lightning calls training_step once per batch; the attribute keeps every graph
+            """
+            import torch
+            import torch.nn.functional as F
+            import lightning as L
+
+            class Classifier(L.LightningModule):
+                def __init__(self):
+                    super().__init__()
+                    self.net = torch.nn.Linear(128, 10)
+                    self.train_losses = []
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self.net(x), y)
+                    self.train_losses.append(loss)
+                    self.log("train_loss", loss)
+                    return loss
+
+                def on_train_epoch_end(self):
+                    self.log("epoch_loss", torch.stack(self.train_losses).mean())
+                    self.train_losses.clear()
+            """,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+            import lightning as L
+
+            class Classifier(L.LightningModule):
+                def __init__(self):
+                    super().__init__()
+                    self.net = torch.nn.Linear(128, 10)
+                    self.train_losses = []
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = F.cross_entropy(self.net(x), y)
+                    self.train_losses.append(loss.detach())
+                    self.log("train_loss", loss)
+                    return loss
+
+                def on_train_epoch_end(self):
+                    self.log("epoch_loss", torch.stack(self.train_losses).mean())
+                    self.train_losses.clear()
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(  # frameworks: a DeepSpeed engine's forward carries a graph; its backward and step run through the engine
+            """
+            import deepspeed
+
+
+            class Trainer:
+                def __init__(self, args, model, train_loader):
+                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                    self.train_loader = train_loader
+
+                def train_epoch(self):
+                    epoch_loss = 0.0
+                    for batch in self.train_loader:
+                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                        self.engine.backward(loss)
+                        self.engine.step()
+                        epoch_loss += loss
+                    return epoch_loss / len(self.train_loader)
+            """,
+            fixed="""
+            import deepspeed
+
+
+            class Trainer:
+                def __init__(self, args, model, train_loader):
+                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                    self.train_loader = train_loader
+
+                def train_epoch(self):
+                    epoch_loss = 0.0
+                    for batch in self.train_loader:
+                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                        self.engine.backward(loss)
+                        self.engine.step()
+                        epoch_loss += loss.item()
+                    return epoch_loss / len(self.train_loader)
+            """,
+            unsafe=True,
+            severity=Severity.WARNING,
         ),
     )
 
@@ -518,17 +850,117 @@ class RetainedGraph(Rule):
                 assert summed / len(hidden_by_layer) > 0
             """
         ),
+        Quiet(  # the part that carried the graph is detached before the results are kept
+            """
+            class Trainer:
+                def train_epoch(self, module, dataloader, optimizer):
+                    outputs = []
+                    for i, batch in enumerate(dataloader):
+                        optimizer.zero_grad()
+                        output = module.training_step(batch, i)
+                        output["loss"].backward()
+                        optimizer.step()
+                        output["loss"] = output["loss"].detach()
+                        outputs.append(output)
+                    return module.training_epoch_end(outputs)
+            """
+        ),
+        Quiet(  # the running loss is logged and reset at every optimizer step: it never grows with the run
+            """
+            def train(model, loader, optimizer, criterion, accumulation_steps, log):
+                running_loss = 0
+                for idx, (x, y) in enumerate(loader):
+                    loss = criterion(model(x), y) / accumulation_steps
+                    running_loss += loss
+                    loss.backward()
+                    if (idx + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        log(running_loss.item())
+                        running_loss = 0
+            """
+        ),
+        Quiet(  # truncated BPTT done right: the carried state is detached before each step
+            """
+            import torch
+
+            def repackage_hidden(h):
+                if isinstance(h, torch.Tensor):
+                    return h.detach()
+                return tuple(repackage_hidden(v) for v in h)
+
+            def train(model, batches, optimizer, criterion, batch_size):
+                hidden = model.init_hidden(batch_size)
+                for data, targets in batches:
+                    hidden = repackage_hidden(hidden)
+                    model.zero_grad()
+                    output, hidden = model(data, hidden)
+                    loss = criterion(output, targets)
+                    loss.backward()
+                    optimizer.step()
+            """
+        ),
+        Quiet(  # a carried state with a plain backward every step fails at once ("backward through the graph a second time"): loud, not silent
+            """
+            def train(model, batches, optimizer, criterion):
+                hidden = None
+                for inputs, targets in batches:
+                    optimizer.zero_grad()
+                    output, hidden = model(inputs, hidden)
+                    criterion(output, targets).backward()
+                    optimizer.step()
+            """
+        ),
+        Quiet(  # Lightning runs validation_step under no_grad: the predictions kept carry no graph
+            """
+            import torch
+            import lightning as L
+
+            class Classifier(L.LightningModule):
+                def __init__(self, net):
+                    super().__init__()
+                    self.net = net
+                    self.val_preds = []
+
+                def validation_step(self, batch, batch_idx):
+                    x, y = batch
+                    self.val_preds.append(self.net(x).argmax(dim=1))
+
+                def training_step(self, batch, batch_idx):
+                    x, y = batch
+                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                    self.log("train_loss", loss.detach())
+                    return loss
+            """
+        ),
+        Quiet(  # the losses are handed back to a caller that backwards through them
+            """
+            import torch
+            import torch.nn.functional as F
+
+            def micro_batch_losses(model, micro_batches):
+                losses = []
+                for x, y in micro_batches:
+                    losses.append(F.cross_entropy(model(x), y))
+                return losses
+
+            def train_step(model, optimizer, micro_batches):
+                optimizer.zero_grad()
+                torch.stack(micro_batch_losses(model, micro_batches)).mean().backward()
+                optimizer.step()
+            """
+        ),
     )
 
 
-def _consumed(scope: ScopeAnalysis, container: str) -> bool:
-    """A backward runs through the container later, or it is handed back to the caller."""
+def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
+    """A backward runs through the container later, or it is handed back to a caller that runs one."""
     for event in scope.events:
         if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container):
             return True
         if isinstance(event, JumpEvent) and event.kind == "return" and event.node.value is not None:
             returned = scope.evaluate(event.node.value, event.context)
-            if GRAPH in returned.tags and mentions(scope, event.node, container):
+            if GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
                 return True
         if isinstance(event, CallEvent) and event.function is not None and any(
             mentions(scope, arg.value, container) for arg in event.arg_nodes
@@ -537,6 +969,41 @@ def _consumed(scope: ScopeAnalysis, container: str) -> bool:
             if inner is not None and any(is_backward(call) for call in calls_in(inner, None)):
                 return True
     return False
+
+
+def _returned_for_backward(module, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
+    """Returning the graph-carrying container is handing it on for a backward (``return losses`` to a
+    caller that stacks and backwards them) unless the loop already backwarded what it kept (the
+    graphs are spent; only the leak is returned), the function is an evaluation pass, or no caller
+    in this module runs a backward."""
+    if backward_in_loop or scope.function is None or is_eval_name(scope.function.name):
+        return False
+    callers = module.calls_of(scope.function)
+    return not callers or any(is_backward(call) for caller in callers for call in calls_in(caller.scope, None))
+
+
+def _bound_before(scope: ScopeAnalysis, loop: Loop) -> set[str]:
+    """Names with a value when the loop starts: parameters and names assigned before it."""
+    names = set(scope.params)
+    start = scope.chunk.line_of(loop.node)
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and not event.context.in_loop(loop) and scope.chunk.line_of(event.node) < start:
+            names.update(event.targets)
+    return names
+
+
+def _rebinds_before(scope: ScopeAnalysis, loop: Loop, name: str, assign: AssignEvent):
+    """Assignments of ``name`` inside the loop that run before ``assign``."""
+    for event in scope.events:
+        if event is assign:
+            return
+        if isinstance(event, AssignEvent) and event.context.in_loop(loop) and name in event.targets:
+            yield event
+
+
+def _retains_graph(call: CallEvent) -> bool:
+    keyword = call.keyword("retain_graph")
+    return keyword is not None and isinstance(keyword.value, cst.Name) and keyword.value.value == "True"
 
 
 def _backward_after_reaches(scope: ScopeAnalysis, loop: Loop, value) -> bool:

@@ -309,6 +309,77 @@ class SoftmaxBeforeCrossEntropy(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(  # objects and frameworks: a Lightning GAN whose discriminator head ends in nn.Softmax, reached through a helper
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+            from pytorch_lightning import LightningModule
+
+            class Discriminator(nn.Module):
+                def __init__(self, features, n_classes):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
+                    self.adv_layer = nn.Sequential(nn.Linear(features, 1), nn.Sigmoid())
+                    self.aux_layer = nn.Sequential(nn.Linear(features, n_classes), nn.Softmax(dim=1))
+
+                def forward(self, img):
+                    out = self.body(img.flatten(1))
+                    return self.adv_layer(out), self.aux_layer(out)
+
+            class ACGAN(LightningModule):
+                def __init__(self, n_classes=10):
+                    super().__init__()
+                    self.save_hyperparameters()
+                    self.discriminator = Discriminator(128, n_classes)
+
+                def auxiliary_loss(self, y_hat, y):
+                    return F.cross_entropy(y_hat, y)
+
+                def training_step(self, batch, batch_idx):
+                    imgs, labels = batch
+                    validity, pred_label = self.discriminator(imgs)
+                    real = F.binary_cross_entropy(validity, torch.ones_like(validity))
+                    return real + self.auxiliary_loss(pred_label, labels)
+            """,
+            severity=Severity.ERROR,
+            no_fix=True,  # the probabilities arrive as a parameter: the softmax may serve other callers
+        ),
+        Fires(  # two files: the model in model.py ends its forward in a softmax
+            """
+            import torch
+            import torch.nn as nn
+            from model import Network
+
+            def train(model, optimizer, loader, epochs):
+                criterion = nn.CrossEntropyLoss()
+                for epoch in range(epochs):
+                    model.train()
+                    for sample, target in loader:
+                        optimizer.zero_grad()
+                        loss = criterion(model(sample), target)
+                        loss.backward()
+                        optimizer.step()
+
+            model = Network()
+            train(model, torch.optim.SGD(model.parameters(), lr=0.01), train_loader, 10)
+            """,
+            files={"model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+                class Network(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.fc1 = nn.Sequential(nn.Linear(1152, 500), nn.ReLU())
+                        self.fc2 = nn.Linear(500, 6)
+
+                    def forward(self, x):
+                        out = self.fc2(self.fc1(x.flatten(1)))
+                        return F.softmax(out, dim=1)
+                """},
+            severity=Severity.ERROR,
+        ),
     )
 
     MUST_NOT_FIRE = (
@@ -441,6 +512,49 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
             fit(LogNet(), loader)
             fit(nn.Linear(8, 3), loader)
+            """
+        ),
+        Quiet(  # the fixed GAN: the auxiliary head gives logits
+            """
+            import torch.nn as nn
+            import torch.nn.functional as F
+            from pytorch_lightning import LightningModule
+
+            class Discriminator(nn.Module):
+                def __init__(self, features, n_classes):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
+                    self.aux_layer = nn.Sequential(nn.Linear(features, n_classes))
+
+                def forward(self, img):
+                    out = self.body(img.flatten(1))
+                    return out.mean(dim=1), self.aux_layer(out)
+
+            class ACGAN(LightningModule):
+                def __init__(self, n_classes=10):
+                    super().__init__()
+                    self.discriminator = Discriminator(128, n_classes)
+
+                def auxiliary_loss(self, y_hat, y):
+                    return F.cross_entropy(y_hat, y)
+
+                def training_step(self, batch, batch_idx):
+                    imgs, labels = batch
+                    _, pred_label = self.discriminator(imgs)
+                    return self.auxiliary_loss(pred_label, labels)
+            """
+        ),
+        Quiet(  # a helper called with logits in one place and probabilities in another: which one is meant is unknown
+            """
+            import torch.nn.functional as F
+
+            def classification_loss(scores, labels):
+                return F.cross_entropy(scores, labels)
+
+            def train_step(model, teacher, batch, labels):
+                student = classification_loss(model(batch), labels)
+                distilled = classification_loss(teacher(batch).softmax(dim=-1), labels)
+                return student + distilled
             """
         ),
     )

@@ -5,7 +5,9 @@ a `continue` that skips the step, or a micro-batch loop before the step). `.back
 into `.grad`, so unless each loss is divided by N the step applies N times the gradient of
 one batch: the effective learning rate is N times what was tuned, which destabilises or
 silently degrades training, and changing N changes the results of a run that should be the
-same model with a smaller memory footprint. The GPU hours of every such run are wasted.
+same model with a smaller memory footprint. The GPU hours of every such run are wasted. Adam-like
+optimizers normalise the step, so the sum mostly cancels (a note), unless the summed gradient is
+clipped with a threshold meant for one batch's (a warning: the clip cuts N times harder).
 
 How to fix: divide the loss you backward by the number of accumulated batches,
 `(loss / N).backward()` or `scaler.scale(loss / N).backward()`, or rescale the gradients once
@@ -101,7 +103,17 @@ class UnscaledAccumulation(Rule):
         )
         severity = Severity.ERROR
         adaptive = _adaptive_name(optimizer)
-        if adaptive is not None:
+        clip = next((event for _, event, _ in accumulation.in_loop if _clips_gradients(event)), None)
+        if adaptive is not None and clip is not None:
+            # the normalised step barely changes, but a fixed clipping threshold now cuts a gradient N times too large
+            severity = Severity.WARNING
+            message = (
+                f"{_schedule(accumulation, backward, ctx.line_of)}, so their gradients are summed and {loss_name} is not "
+                f"divided by {how_many}; `{adaptive}` normalises the step, but `{_code(clip.scope, clip.node)}` clips "
+                f"a gradient {times} as large as one batch's, so the threshold cuts every update {times} harder than "
+                "configured, and changing the accumulation count changes the training"
+            )
+        elif adaptive is not None:
             # Adam-like optimizers divide the update by the gradient's running scale: the sum mostly cancels
             severity = Severity.NOTE
             message = (
@@ -122,6 +134,8 @@ class UnscaledAccumulation(Rule):
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site.scope, site.node)}`"))
+        if severity == Severity.WARNING:
+            evidence.append(((clip.chunk, clip.node), "clips the summed gradients with a threshold meant for one batch's"))
         ctx.report(
             site.node, message, evidence=[item for item in evidence if item[1]], severity=severity,
             help=f"divide the loss by {how_many} before the backward: `(loss / N).backward()`",
@@ -146,7 +160,7 @@ class UnscaledAccumulation(Rule):
         return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
 
     MUST_FIRE = (
-        Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error
+        Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error (a clip makes it a warning, below)
             """
             import torch
             import torch.nn.functional as F
@@ -156,7 +170,6 @@ class UnscaledAccumulation(Rule):
                 for i, (x, y) in enumerate(loader):
                     F.cross_entropy(model(x), y).backward()
                     if (i + 1) % accumulation_steps == 0:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
                         optimizer.zero_grad()
             """,
@@ -327,6 +340,29 @@ class UnscaledAccumulation(Rule):
                         optimizer.step()
                         optimizer.zero_grad()
             """,
+        ),
+        Fires(  # AdamW normalises the step, but a fixed clipping threshold now cuts a gradient N times too large
+            """
+            import torch
+            from torch.cuda.amp import GradScaler
+
+            def finetune(model, loss_fn, loader, args):
+                params = [p for p in model.parameters() if p.requires_grad]
+                optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
+                scaler = GradScaler()
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        with torch.autocast(device_type="cuda", dtype=torch.float16):
+                            loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
+                        scaler.scale(loss).backward()
+                        if (i + 1) % args.num_grad_accumulation == 0:
+                            scaler.unscale_(optimizer)
+                            torch.nn.utils.clip_grad_norm_(params, 1.0)
+                            scaler.step(optimizer)
+                            scaler.update()
+                            optimizer.zero_grad()
+            """,
+            severity=Severity.WARNING,
         ),
     )
 
@@ -696,6 +732,11 @@ def _scaled(call: CallEvent) -> bool:
 
 # Optimizers that divide each update by a running estimate of the gradient's scale.
 _ADAPTIVE = re.compile(r"Adam|Adagrad|Adadelta|RMSprop|Adafactor|Lamb|LAMB|Lion|Sophia|AdEMAMix", re.I)
+
+
+def _clips_gradients(event) -> bool:
+    """``torch.nn.utils.clip_grad_norm_(...)`` / ``clip_grad_value_``: a fixed threshold on the gradients."""
+    return isinstance(event, CallEvent) and event.callee is not None and last_part(event.callee) in {"clip_grad_norm_", "clip_grad_value_"}
 
 
 def _stepped_optimizer(step: CallEvent) -> Value | None:

@@ -37,9 +37,12 @@ class ZeroGradBeforeStep(Rule):
         clear_event, clear_chain = clear
         step_event, _ = step
         backward_event, _ = backward
-        site = clear_chain[0] if clear_chain else clear_event
+        # the statement that is wrong is the clearing itself, also inside a helper of this file; the
+        # call that runs the helper there is evidence (a helper in another file: the call is reported)
+        site = clear_chain[0] if clear_chain and clear_event.chunk.origin is not None else clear_event
         clearing = written(clear_event)
-        through = f" (through `{written(clear_chain[0])}`)" if clear_chain else ""
+        through = f" (through `{written(clear_chain[0])}`)" if clear_chain and site is not clear_event else ""
+        called = [((link.chunk, link.node), f"`{written(link)}` runs it here") for link in clear_chain]
         ctx.report(
             site.node,
             f"`{clearing}`{through} clears the gradients after `{written(backward_event)}` computed them and before "
@@ -47,6 +50,7 @@ class ZeroGradBeforeStep(Rule):
             evidence=[
                 ((backward_event.chunk, backward_event.node), "gradients computed here"),
                 ((clear_event.chunk, clear_event.node), "and cleared here"),
+                *called,
                 ((step_event.chunk, step_event.node), "before the step reads them"),
                 ((scope.chunk, loop.node), "in each iteration of this loop"),
             ],
@@ -238,6 +242,25 @@ ZeroGradBeforeStep.MUST_FIRE = (
             optimizer.zero_grad()
             optimizer.step()
         """
+    ),
+    Fires(  # where it is reported: at the `zero_grad` inside the helper, with the helper's call as evidence
+        """
+        class Trainer:
+            def __init__(self, model, optimizer, criterion):
+                self.model = model
+                self.optimizer = optimizer
+                self.criterion = criterion
+
+            def reset_gradients(self):
+                self.optimizer.zero_grad(set_to_none=True)
+
+            def fit(self, loader):
+                for x, y in loader:
+                    self.criterion(self.model(x), y).backward()
+                    self.reset_gradients()
+                    self.optimizer.step()
+        """,
+        at="self.optimizer.zero_grad(set_to_none=True)",
     ),
 )
 

@@ -1,0 +1,80 @@
+"""What a training framework does around the methods a user overrides: which run once per training
+step, which run without grad. The loop that calls them is in the framework, out of sight.
+
+PyTorch Lightning (``LightningModule``): the trainer calls ``training_step`` once per batch with
+grad enabled and, under automatic optimisation, runs ``backward`` on the loss it returns and
+clears the gradients itself; with ``self.automatic_optimization = False`` the method has to call
+``self.manual_backward(loss)``, ``opt.step()`` and ``opt.zero_grad()`` itself. The evaluation
+loops (``validation_step``, ``test_step``, ``predict_step`` and their epoch hooks) run under
+``torch.no_grad()``/``inference_mode()``.
+
+Hugging Face ``Trainer``: ``training_step`` (and the ``compute_loss`` it calls) runs once per
+optimisation micro-step with grad enabled. ``evaluation_loop`` calls ``prediction_step`` once per
+batch without disabling grad: the base ``prediction_step`` wraps its forward in
+``torch.no_grad()`` itself, so an override must do the same. ``compute_loss`` is also called from
+the base ``prediction_step``, under that ``no_grad``: whoever calls it decides.
+
+Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``)
+and Lightning's loops; kept as a table so that no framework needs to be installed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .names import last_part
+
+if TYPE_CHECKING:
+    from .summary import ClassInfo, FunctionInfo, ModuleSummary
+
+LIGHTNING = "lightning"
+HF_TRAINER = "hf-trainer"
+
+# Methods the framework calls once per training step, with grad enabled.
+_TRAINING_STEPS = {
+    LIGHTNING: frozenset({"training_step"}),
+    HF_TRAINER: frozenset({"training_step", "compute_loss"}),
+}
+# Hugging Face Trainer methods that run with grad enabled when overridden (the base versions
+# disable it inside themselves, or leave it to prediction_step).
+_HF_GRAD_ON_EVALUATION = frozenset({"prediction_step", "evaluation_loop", "prediction_loop", "evaluate", "predict"})
+
+
+def framework_of(summary: "ModuleSummary", owner: "ClassInfo | None") -> str | None:
+    """LIGHTNING for a LightningModule, HF_TRAINER for a transformers (or trl) Trainer subclass."""
+    if owner is None:
+        return None
+    if summary.class_kind(owner) == "lightning":
+        return LIGHTNING
+    if any(summary.canonical(base).startswith(("transformers.", "trl.")) and last_part(base).endswith("Trainer") for base in owner.bases):
+        return HF_TRAINER
+    return None
+
+
+def grad_handled_by_framework(summary: "ModuleSummary", function: "FunctionInfo") -> bool:
+    """The framework decides the grad mode this method runs in: every LightningModule method (its
+    evaluation loops run under no_grad), and every Trainer method except the evaluation overrides
+    that ``evaluation_loop`` calls with grad enabled."""
+    framework = framework_of(summary, function.owner)
+    if framework == LIGHTNING:
+        return True
+    return framework == HF_TRAINER and function.name not in _HF_GRAD_ON_EVALUATION
+
+
+def training_step_hook(summary: "ModuleSummary", function: "FunctionInfo | None") -> str | None:
+    """Evidence that the framework calls this method once per training step with grad on, or None."""
+    if function is None:
+        return None
+    framework = framework_of(summary, function.owner)
+    if framework is None or function.name not in _TRAINING_STEPS[framework]:
+        return None
+    who = "Lightning" if framework == LIGHTNING else "the Hugging Face Trainer"
+    return f"{who} calls `{function.name}` once per training step"
+
+
+def manual_optimization(summary: "ModuleSummary", owner: "ClassInfo | None") -> bool:
+    """A LightningModule that sets ``self.automatic_optimization = False``: it steps and zeroes itself."""
+    if owner is None or framework_of(summary, owner) != LIGHTNING:
+        return False
+    text = owner.chunk.code_for(owner.node)
+    return "automatic_optimization = False" in text or "automatic_optimization=False" in text
