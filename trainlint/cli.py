@@ -7,6 +7,7 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import os
 import sys
@@ -19,6 +20,7 @@ import msgspec
 
 import trainlint
 from trainlint.analysis.engine import (
+    STRICT_ENV,
     ENGINE_CODES,
     NOT_ANALYSED,
     SYNTAX_ERROR,
@@ -28,6 +30,8 @@ from trainlint.analysis.engine import (
 )
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
+from trainlint.cache import ENVIRONMENT_VARIABLE as CACHE_ENVIRONMENT_VARIABLE, FOLDER_NAME as CACHE_FOLDER_NAME
+from trainlint.cache import CacheUnavailable, ResultCache
 from trainlint.notebooks import CellPosition, Notebook, NotebookError
 from trainlint.analysis.model import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
@@ -138,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the settings the first file is checked with, and the file they come from")
     check.add_argument("--show-files", action="store_true", help="print the files that would be checked")
     check.add_argument("--stdin-filename", metavar="NAME", help="name to report for code read from stdin ('-')")
+    check.add_argument("--no-cache", action="store_true", help="analyse every file afresh, and keep no results")
+    check.add_argument("--cache-dir", metavar="DIR",
+                       help=f"where results are kept between runs (default: ${CACHE_ENVIRONMENT_VARIABLE}, else the "
+                            f"configuration's cache-dir, else {CACHE_FOLDER_NAME} in the project's folder)")
 
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
@@ -216,6 +224,7 @@ class _Task:
     unsafe: bool = False  # unsafe fixes are applied too (--unsafe-fixes)
     data: bytes | None = None  # stdin's content; None: read the file at path
     roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
+    fingerprint: bytes | None = None  # what besides its bytes the file's findings depend on; None: not cached
 
 
 @dataclass(frozen=True)
@@ -231,7 +240,8 @@ class _Outcome:
     applied: tuple[Finding, ...] = ()  # the findings whose fixes were applied, for --show-fixes
 
 
-def _run_task(task: _Task) -> _Outcome:
+def _run_task(task: _Task, cache: ResultCache | None = None) -> _Outcome:
+    """Check one file (and fix it, when asked); with a cache, keep what the check found."""
     data = task.data
     if data is None:
         try:
@@ -244,16 +254,21 @@ def _run_task(task: _Task) -> _Outcome:
     def analyze(source: str | bytes) -> list[Finding]:
         return [f for f in analyze_source(source, task.path, task.settings, workspace=workspace) if f.code not in task.ignored]
 
+    def keep(findings: list[Finding]) -> None:
+        if cache is not None and task.fingerprint is not None:
+            cache.store(ResultCache.key(task.fingerprint, data), findings, workspace, task.path)
+
     if task.path.endswith(".ipynb"):
-        return _run_notebook(task, data, analyze)
+        return _run_notebook(task, data, analyze, keep)
 
     findings = analyze(data)
+    keep(findings)
+    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
+        return _unfixed_outcome(task, data, findings)
     try:
         source = SourceFile.decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return _Outcome(task.path, findings, None)
-    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
-        return _Outcome(task.path, findings, source.text if findings else None)
     outcome = fix_until_stable(source.text, analyze, findings=findings, unsafe=task.unsafe)
     changed = outcome.text != source.text
     return _Outcome(
@@ -279,21 +294,40 @@ def _workspace(roots: tuple[str, ...]) -> Workspace:
     return workspace
 
 
-def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
+def _unfixed_outcome(task: _Task, data: bytes, findings: list[Finding]) -> _Outcome:
+    """What checking ``data`` without fixing shows: the findings, and the text they are shown in."""
+    if task.path.endswith(".ipynb"):
+        try:
+            notebook = Notebook(data.decode("utf-8"))
+        except (UnicodeDecodeError, NotebookError):
+            return _Outcome(task.path, findings, None)
+        return _Outcome(task.path, findings, notebook.raw if findings else None, cells=notebook.cell_sources())
+    try:
+        text = SourceFile.decode(data).text if findings else None
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        text = None
+    return _Outcome(task.path, findings, text)
+
+
+def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     """A notebook's code cells as one program; findings placed in cells and in the file; fixes written into the cells."""
     try:
         raw = data.decode("utf-8")
         notebook = Notebook(raw)
     except (UnicodeDecodeError, NotebookError) as error:
         code, name = SYNTAX_ERROR
-        return _Outcome(task.path, [Finding(
+        unreadable = [Finding(
             path=task.path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
             severity=Severity.ERROR, message=f"cannot read the notebook: {error}",
-        )], None)
+        )]
+        keep(unreadable)
+        return _Outcome(task.path, unreadable, None)
     if not notebook.is_python or not notebook.cells:
+        keep([])
         return _Outcome(task.path, [], None)
     findings = analyze(notebook.text)
     unfixed = _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None, cells=notebook.cell_sources())
+    keep(unfixed.findings)
     if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
         return unfixed
     outcome = fix_until_stable(notebook.text, analyze, findings=findings, unsafe=task.unsafe)
@@ -360,13 +394,38 @@ def _default_jobs(file_count: int) -> int:
     return 1 if file_count < PARALLEL_THRESHOLD else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
 
 
-def _run_all(tasks: list[_Task], jobs: int | None) -> list[_Outcome]:
-    jobs = min(jobs or _default_jobs(len(tasks)), len(tasks))
+def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None) -> list[_Outcome]:
+    """Every task's outcome, in the order of the tasks: kept results from the cache, the rest
+    checked in this process or a pool of workers."""
+    _WORKSPACES.clear()  # a run reads the workspace as it is now (main() may run more than once in a process)
+    outcomes: list[_Outcome | None] = [_cached_outcome(task, cache) if cache is not None else None for task in tasks]
+    remaining = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
-        return [_run_task(task) for task in tasks]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        # map keeps the order of tasks, so output does not depend on which worker finished first
-        return list(pool.map(_run_task, tasks, chunksize=max(1, len(tasks) // (jobs * 4))))
+        for index in remaining:
+            outcomes[index] = _run_task(tasks[index], cache)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            # map keeps the order of tasks, so output does not depend on which worker finished first
+            checked = pool.map(_run_task, [tasks[index] for index in remaining], [cache] * len(remaining),
+                               chunksize=max(1, len(remaining) // (jobs * 4)))
+            for index, outcome in zip(remaining, checked):
+                outcomes[index] = outcome
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
+    """The outcome kept for the file as it is now, None when it must be checked."""
+    if task.fingerprint is None:
+        return None
+    try:
+        data = read_bounded(task.path, limit_for(task.path))
+    except UnreadableFile:
+        return None
+    findings = cache.load(ResultCache.key(task.fingerprint, data), _workspace(task.roots), task.path)
+    if findings is None or (task.fix and any(applicable(finding, task.unsafe) for finding in findings)):
+        return None
+    return _unfixed_outcome(task, data, findings)
 
 
 def _validated(flag: str, tokens: list[str] | None, *, allow_engine_codes: bool) -> list[str] | None:
@@ -485,24 +544,30 @@ def _check(args: argparse.Namespace) -> int:
         roots = (str(options.config.root),)
         data = sys.stdin.buffer.read()
         tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, unsafe, data=data, roots=roots)]
+        cache = None
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
             _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
+        cache = None if args.show_settings else _open_cache(args, settings)
         tasks = []
         for path in files:
             options = settings.for_path(Path(path))
             ignored = options.always_ignored | options.config.per_file_ignores.codes_for(Path(path))
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
-            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots))
+            fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
+            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots,
+                               fingerprint=fingerprint))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
         _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
         return 0
     _warn_about_idle_tl601(settings.all())
-    outcomes = _run_all(tasks, args.jobs)
+    outcomes = _run_all(tasks, args.jobs, cache)
+    if cache is not None:
+        cache.prune()
     for outcome in outcomes:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
@@ -537,6 +602,39 @@ def _check(args: argparse.Namespace) -> int:
         finding.severity >= task.fail_on for task, outcome in zip(tasks, outcomes) for finding in outcome.findings
     )
     return 1 if failing and not args.exit_zero else 0
+
+
+def _open_cache(args: argparse.Namespace, settings: _Settings) -> ResultCache | None:
+    """The results cache this run uses: --cache-dir, $TRAINLINT_CACHE_DIR, the working folder's
+    configuration's cache-dir, else .trainlint_cache in that configuration's folder (the project's
+    root). None with --no-cache, or (after one warning) when the folder cannot be written."""
+    if args.no_cache:
+        return None
+    config = settings.for_folder(Path.cwd()).config
+    chosen = args.cache_dir or os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
+    folder = Path(chosen) if chosen else config.cache_dir or config.root / CACHE_FOLDER_NAME
+    try:
+        return ResultCache.open(folder)
+    except CacheUnavailable as error:
+        print(f"trainlint: warning: {error}; checking without a cache", file=sys.stderr)
+        return None
+
+
+def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str], roots: tuple[str, ...]) -> bytes | None:
+    """Everything but its bytes that a file's findings depend on, for its cache key; None when
+    they depend on more than the cache can tell: TL601 with a target GPU reads model configs
+    (a model folder's config.json, the Hugging Face cache) that no entry records."""
+    if settings.target_gpu and _selects_projected_oom(settings.select, settings.ignore):
+        return None
+    strict = bool(os.environ.get(STRICT_ENV))  # rules raise instead of reporting
+    return msgspec.msgpack.encode([path, os.path.abspath(path), settings, sorted(ignored), roots, strict])
+
+
+@functools.lru_cache(maxsize=64)
+def _selects_projected_oom(select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    """Whether TL601 is among the rules chosen (a file's settings are few, its files many)."""
+    chosen = select_rules(AnalysisSettings(select=select, ignore=ignore))
+    return any(rule.code == PROJECTED_OOM for rule in chosen)
 
 
 def _printable(path: str) -> str:
