@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -240,3 +242,65 @@ def test_pruning_drops_unused_entries_and_old_installations(tmp_path):
     used.unlink()
     cache.prune()  # pruned within the day already: nothing is looked at
     assert old_generations[2].exists()
+
+
+# ---------------------------------------------------------------------------- progress
+
+
+def _files(count: int) -> dict[str, str]:
+    return {f"train_{index:02}.py": TRAIN for index in range(count)}
+
+
+def _stderr_of_run(argv: list[str], stream_pair, monkeypatch) -> str:
+    """Run the CLI in this process with stderr on one end of a terminal or a pipe; what came out the other."""
+    reader, writer = stream_pair
+    monkeypatch.setattr(cli._Progress, "delay_s", 0.0)  # every run counts as long
+    monkeypatch.setattr(cli._Progress, "interval_s", 0.01)
+    chunks: list[bytes] = []
+
+    def drain() -> None:  # a terminal's buffer is small: read while the run writes
+        while True:
+            try:
+                chunk = os.read(reader, 65536)
+            except OSError:  # a terminal whose other end closed
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    draining = threading.Thread(target=drain)
+    draining.start()
+    try:
+        with open(writer, "w", encoding="utf-8") as stream:
+            monkeypatch.setattr(sys, "stderr", stream)
+            main(argv)
+    finally:
+        monkeypatch.undo()
+        draining.join(timeout=60)
+        os.close(reader)
+    return b"".join(chunks).decode("utf-8")
+
+
+def test_a_terminal_sees_a_progress_line_that_moves_and_is_wiped(project, monkeypatch, capsys):
+    project(**_files(10))
+    shown = _stderr_of_run(["check", "--no-cache", "--jobs", "2", "."], os.openpty(), monkeypatch)
+    updates = [part.strip() for part in shown.split("\r") if part.strip()]
+    assert all(re.fullmatch(r"Checked \d+/10 files, 0 findings so far \(\d+ s\)", update) for update in updates), updates
+    done = [int(update.split()[1].split("/")[0]) for update in updates]
+    assert done == sorted(done) and len(set(done)) > 2, "results arrive from the workers as they finish"
+    assert shown.endswith("\r" + " " * max(len(update) for update in updates) + "\r"), "the line is wiped"
+    assert capsys.readouterr().out == "All checks passed (10 files).\n", "the report itself goes to stdout as ever"
+
+
+@pytest.mark.parametrize("setting", ["pipe", "json", "ci", "quiet"])
+def test_no_progress_line_on_a_pipe_in_ci_or_for_machine_formats(project, monkeypatch, capsys, setting):
+    project(**_files(10))
+    argv = ["check", "--no-cache", "--jobs", "2", "."]
+    pair = os.pipe() if setting == "pipe" else os.openpty()
+    if setting == "json":
+        argv.insert(1, "--format=json")
+    if setting == "quiet":
+        argv.insert(1, "--quiet")
+    if setting == "ci":
+        monkeypatch.setenv("CI", "true")
+    assert _stderr_of_run(argv, pair, monkeypatch) == ""

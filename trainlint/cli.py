@@ -11,7 +11,8 @@ import functools
 import io
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Sequence, TextIO
@@ -67,6 +68,9 @@ CHECK_PROG = "trainlint check"
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 8
 MAX_DEFAULT_JOBS = 8
+# Files handed to a worker at a time: enough that the files of one folder (which import the same
+# workspace files, parsed once per worker) go together, few enough that results arrive steadily.
+MAX_BATCH = 16
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 PROJECTED_OOM = "TL601"
 
@@ -394,24 +398,48 @@ def _default_jobs(file_count: int) -> int:
     return 1 if file_count < PARALLEL_THRESHOLD else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
 
 
-def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None) -> list[_Outcome]:
-    """Every task's outcome, in the order of the tasks: kept results from the cache, the rest
-    checked in this process or a pool of workers."""
+def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, progress: "_Progress") -> list[_Outcome]:
+    """Every task's outcome, in the order of the tasks whichever worker finished first: kept
+    results from the cache, the rest checked in this process or a pool of workers."""
     _WORKSPACES.clear()  # a run reads the workspace as it is now (main() may run more than once in a process)
-    outcomes: list[_Outcome | None] = [_cached_outcome(task, cache) if cache is not None else None for task in tasks]
-    remaining = [index for index, outcome in enumerate(outcomes) if outcome is None]
+    outcomes: list[_Outcome | None] = [None] * len(tasks)
+    remaining = []
+    for index, task in enumerate(tasks):
+        outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
+        if outcomes[index] is None:
+            remaining.append(index)
+        else:
+            progress.advance(outcomes[index])
     jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
         for index in remaining:
             outcomes[index] = _run_task(tasks[index], cache)
+            progress.advance(outcomes[index])
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            # map keeps the order of tasks, so output does not depend on which worker finished first
-            checked = pool.map(_run_task, [tasks[index] for index in remaining], [cache] * len(remaining),
-                               chunksize=max(1, len(remaining) // (jobs * 4)))
-            for index, outcome in zip(remaining, checked):
-                outcomes[index] = outcome
+            batches = {pool.submit(_run_batch, [tasks[index] for index in batch], cache): batch
+                       for batch in _batches(remaining, jobs)}
+            waiting = set(batches)
+            while waiting:
+                done, waiting = wait(waiting, timeout=progress.interval_s, return_when=FIRST_COMPLETED)
+                for future in done:
+                    for index, outcome in zip(batches[future], future.result()):
+                        outcomes[index] = outcome
+                        progress.advance(outcome)
+                progress.refresh()
+    progress.finish()
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _batches(indexes: list[int], jobs: int) -> list[list[int]]:
+    """Consecutive runs of files (sorted paths: a folder's files together), at least four per worker."""
+    size = max(1, min(MAX_BATCH, len(indexes) // (jobs * 4)))
+    return [indexes[start:start + size] for start in range(0, len(indexes), size)]
+
+
+def _run_batch(tasks: list[_Task], cache: ResultCache | None) -> list[_Outcome]:
+    """A worker's share: files checked one after another in this process."""
+    return [_run_task(task, cache) for task in tasks]
 
 
 def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
@@ -565,7 +593,7 @@ def _check(args: argparse.Namespace) -> int:
         _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
         return 0
     _warn_about_idle_tl601(settings.all())
-    outcomes = _run_all(tasks, args.jobs, cache)
+    outcomes = _run_all(tasks, args.jobs, cache, _Progress(sys.stderr if _shows_progress(args) else None, len(tasks)))
     if cache is not None:
         cache.prune()
     for outcome in outcomes:
@@ -635,6 +663,61 @@ def _selects_projected_oom(select: tuple[str, ...], ignore: tuple[str, ...]) -> 
     """Whether TL601 is among the rules chosen (a file's settings are few, its files many)."""
     chosen = select_rules(AnalysisSettings(select=select, ignore=ignore))
     return any(rule.code == PROJECTED_OOM for rule in chosen)
+
+
+def _shows_progress(args: argparse.Namespace) -> bool:
+    """A progress line only for a person watching a terminal: not on a pipe or in a file, not in CI,
+    not for the machine formats, not with --quiet."""
+    if args.format != "terminal" or args.quiet or os.environ.get("CI"):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
+
+
+class _Progress:
+    """One line on stderr while a long run goes: files done of all, findings so far, time taken.
+    Rewritten in place (a carriage return, no escape sequences) and wiped at the end."""
+
+    delay_s = 2.0  # a run that ends sooner shows nothing
+    interval_s = 0.25  # at most this often
+
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self._stream = stream
+        self._total = total
+        self._done = 0
+        self._findings = 0
+        self._start = time.monotonic()
+        self._drawn_at = float("-inf")
+        self._width = 0  # of the line on screen
+
+    def advance(self, outcome: _Outcome) -> None:
+        self._done += 1
+        self._findings += len(outcome.findings)
+        self.refresh()
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if self._stream is None or now - self._start < self.delay_s or now - self._drawn_at < self.interval_s:
+            return
+        self._drawn_at = now
+        findings = f"{self._findings:,} finding{'s' * (self._findings != 1)}"
+        line = f"Checked {self._done:,}/{self._total:,} files, {findings} so far ({now - self._start:.0f} s)"
+        self._write("\r" + line.ljust(self._width))
+        self._width = max(self._width, len(line))
+
+    def finish(self) -> None:
+        if self._width:
+            self._write("\r" + " " * self._width + "\r")
+            self._width = 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the report still goes to stdout
+            self._stream = None
 
 
 def _printable(path: str) -> str:
