@@ -7,8 +7,11 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import gc
 import io
+import multiprocessing
 import os
 import sys
 import time
@@ -412,11 +415,13 @@ def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, pr
             progress.advance(outcomes[index])
     jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
-        for index in remaining:
-            outcomes[index] = _run_task(tasks[index], cache)
-            progress.advance(outcomes[index])
+        with _collector_per_file():
+            for index in remaining:
+                outcomes[index] = _run_task(tasks[index], cache)
+                gc.collect(1)
+                progress.advance(outcomes[index])
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
             batches = {pool.submit(_run_batch, [tasks[index] for index in batch], cache): batch
                        for batch in _batches(remaining, jobs)}
             waiting = set(batches)
@@ -439,7 +444,41 @@ def _batches(indexes: list[int], jobs: int) -> list[list[int]]:
 
 def _run_batch(tasks: list[_Task], cache: ResultCache | None) -> list[_Outcome]:
     """A worker's share: files checked one after another in this process."""
-    return [_run_task(task, cache) for task in tasks]
+    outcomes = []
+    with _collector_per_file():
+        for task in tasks:
+            outcomes.append(_run_task(task, cache))
+            gc.collect(1)
+    return outcomes
+
+
+@contextlib.contextmanager
+def _collector_per_file():
+    """Python's cyclic garbage collector runs once after each file instead of during it.
+
+    An analysis allocates its trees with the collector paused (engine.collector_paused); when the
+    collector comes back while they are still alive, its first pass walks all of them, which
+    measured a quarter of the CPU time of a batch run. After a file its trees are freed already
+    (by reference counting), and a young-generation pass costs only what survived: the outcome and
+    the workspace's parsed imports. Long-lived survivors are never walked again (no full pass),
+    which is what a batch run of separate files can afford; the collector is restored at the end.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _worker_context() -> multiprocessing.context.BaseContext | None:
+    """Workers forked from this process start with trainlint imported and cost milliseconds to
+    start; spawned ones import it again (about 0.3 s of CPU each). Python 3.14 no longer forks by
+    default on Linux, so ask for it where it is safe (Linux; macOS frameworks break after fork)."""
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return None
 
 
 def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
