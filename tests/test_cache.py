@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -19,44 +18,14 @@ import trainlint
 import trainlint.cli as cli
 from trainlint.cache import ResultCache, installation_fingerprint
 from trainlint.cli import main
+from two_file_project import MODEL, TRAIN as UNSEEDED_TRAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 
-MODEL = textwrap.dedent(
-    """\
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(784, 10)
-
-        def forward(self, x):
-            return F.softmax(self.fc(x), dim=1)
-    """
-)
 # The same model returning logits: nothing for TL202 (softmax before cross-entropy) to report.
 MODEL_WITH_LOGITS = MODEL.replace("F.softmax(self.fc(x), dim=1)", "self.fc(x)")
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-    from model import Net
-
-    torch.manual_seed(0)
-
-    model = Net()
-    criterion = torch.nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-    """
-)
+# Seeded, so that TL202 is train.py's one finding.
+TRAIN = UNSEEDED_TRAIN.replace("model = Net()\n", "torch.manual_seed(0)\nmodel = Net()\n")
 
 
 @pytest.fixture
