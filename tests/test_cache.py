@@ -257,6 +257,7 @@ def test_a_terminal_sees_a_progress_line_that_moves_and_is_wiped(project, monkey
     assert all(re.fullmatch(r"Checked \d+/10 files, 0 findings so far \(\d+ s\)", update) for update in updates), updates
     done = [int(update.split()[1].split("/")[0]) for update in updates]
     assert done == sorted(done) and len(set(done)) > 2, "results arrive from the workers as they finish"
+    assert all(before != after for before, after in zip(updates, updates[1:])), "a line is drawn only when it changes"
     assert shown.endswith("\r" + " " * max(len(update) for update in updates) + "\r"), "the line is wiped"
     assert capsys.readouterr().out == "All checks passed (10 files).\n", "the report itself goes to stdout as ever"
 

@@ -716,7 +716,8 @@ class _Progress:
         self._findings = 0
         self._start = time.monotonic()
         self._drawn_at = float("-inf")
-        self._width = 0  # of the line on screen
+        self._line = ""  # on screen
+        self._width = 0  # of the longest line drawn since the last wipe
 
     def advance(self, outcome: _Outcome) -> None:
         self._done += 1
@@ -730,13 +731,15 @@ class _Progress:
         self._drawn_at = now
         findings = f"{self._findings:,} finding{'s' * (self._findings != 1)}"
         line = f"Checked {self._done:,}/{self._total:,} files, {findings} so far ({now - self._start:.0f} s)"
-        self._write("\r" + line.ljust(self._width))
-        self._width = max(self._width, len(line))
+        if line != self._line:  # a slow terminal or a log of the session gets only what changed
+            self._write("\r" + line.ljust(self._width))
+            self._line = line
+            self._width = max(self._width, len(line))
 
     def finish(self) -> None:
         if self._width:
             self._write("\r" + " " * self._width + "\r")
-            self._width = 0
+            self._line, self._width = "", 0
 
     def _write(self, text: str) -> None:
         try:
