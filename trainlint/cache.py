@@ -33,7 +33,7 @@ import msgspec
 import trainlint
 from trainlint.analysis.libraries import library_paths
 from trainlint.analysis.model import Finding
-from trainlint.analysis.workspace import Workspace
+from trainlint.analysis.workspace import Stamp, Workspace
 
 FOLDER_NAME = ".trainlint_cache"
 ENVIRONMENT_VARIABLE = "TRAINLINT_CACHE_DIR"  # also the parent of the library indexes (trainlint.analysis.libraries)
@@ -45,9 +45,6 @@ _DAY_S = 24 * 3600
 _STALE_TEMPORARY_S = 3600
 _PRUNED_MARKER = ".last-pruned"
 _CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is trainlint's cache (https://bford.info/cachedir/).\n"
-
-Stamp = tuple[int, int]  # (mtime_ns, size), as the workspace records a file
-
 
 Lookups = list[tuple[str, str | None]]  # modules looked for from one file: (module name, workspace file found or None)
 
