@@ -133,6 +133,8 @@ class ResultCache:
             path = self._path(key)
             path.parent.mkdir(exist_ok=True)
             _write_atomically(path, _ENCODER.encode(_Entry(findings, tables[importer], files)))
+        except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate escapes): checked again each run
+            return False
         except OSError:
             return False
         return True

@@ -681,7 +681,8 @@ def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str],
     if settings.target_gpu and _selects_projected_oom(settings.select, settings.ignore):
         return None
     strict = bool(os.environ.get(STRICT_ENV))  # rules raise instead of reporting
-    return msgspec.msgpack.encode([path, os.path.abspath(path), settings, sorted(ignored), roots, strict])
+    paths = [os.fsencode(name) for name in (path, os.path.abspath(path), *roots)]  # bytes: any file name
+    return msgspec.msgpack.encode([paths, settings, sorted(ignored), strict])
 
 
 @functools.lru_cache(maxsize=64)
