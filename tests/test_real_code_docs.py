@@ -4,11 +4,13 @@ the triage file, and every row of that file is a judged finding of a corpus in r
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("triage", ROOT / "benchmarks" / "corpus" / "triage.py")
 triage = importlib.util.module_from_spec(_spec)
+sys.modules["triage"] = triage  # its dataclasses look their module up while the class is built
 _spec.loader.exec_module(triage)
 
 
