@@ -35,6 +35,9 @@ class Workspace:
         self._modules: dict[Path, tuple[Stamp, "ModuleAnalysis"]] = {}
         self._resolving: set[Path] = set()
         self._files: dict[tuple[Path, str], Path | None] = {}  # (importing folder, module) -> file
+        # Every module each importing file looked for, and the file it got (None: not a workspace file),
+        # so a result kept across runs can name everything it read (see dependencies()).
+        self._lookups: dict[Path, dict[str, Path | None]] = {}
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups
@@ -66,6 +69,33 @@ class Workspace:
     def stamps(self, paths) -> dict[str, Stamp | None]:
         return {path: _stamp(Path(path)) for path in paths}
 
+    def dependencies(self, importer: str) -> dict[str, tuple[Stamp | None, list[tuple[str, str | None]]]]:
+        """What an analysis of ``importer`` read of the workspace, directly or through the files its
+        imports led to: for ``importer`` and each file reached, its (mtime, size) when it was
+        analysed and every module looked for from it with the file found (None: no workspace file).
+        While each lookup finds the same file again (:meth:`find_module`) and each stamp is the
+        same, so is what the imports mean. A file's lookups include what other importers in this
+        process asked of it: more than needed, never less."""
+        found_files: dict[str, tuple[Stamp | None, list[tuple[str, str | None]]]] = {}
+        pending = [Path(importer)]
+        with self._lock:
+            while pending:
+                current = pending.pop()
+                lookups = sorted((name, str(path) if path is not None else None)
+                                 for name, path in self._lookups.get(current, {}).items())
+                cached = self._modules.get(current)
+                found_files[str(current)] = (cached[0] if cached is not None else _stamp(current), lookups)
+                for _, path in lookups:
+                    if path is not None and path not in found_files:
+                        found_files[path] = (None, [])  # a placeholder until it is visited
+                        pending.append(Path(path))
+        return found_files
+
+    def find_module(self, importer: str, module_name: str) -> str | None:
+        """The workspace file an import of ``module_name`` in ``importer`` leads to now, as the analysis looks for it."""
+        found = self._module_file(Path(importer), module_name)
+        return str(found) if found is not None else None
+
     # ------------------------------------------------------------------ resolution
     def _definition(self, importer: str, target: str, depth: int) -> "tuple[ModuleAnalysis, str] | None":
         """The module that defines ``target`` (``model.Net``, ``.model.Net``, ``pkg.nets.Net``) and the name in it."""
@@ -83,7 +113,10 @@ class Workspace:
         if key not in self._files:
             self._files[key] = self._find_module_file(importer, module_name)
         found = self._files[key]
-        return found if found is not None and found.is_file() else None
+        if found is not None and not found.is_file():
+            found = None
+        self._lookups.setdefault(importer, {})[module_name] = found
+        return found
 
     def _find_module_file(self, importer: Path, module_name: str) -> Path | None:
         if not module_name.strip("."):

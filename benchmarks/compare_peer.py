@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -340,18 +341,22 @@ def read_report(run: ToolRun, stdout: str, cwd: Path, root: Path) -> None:
 
 
 def run_tool(tool: str, base_cmd: list[str], directory: Path, *, repeat: int, env: dict[str, str],
-             timeout: float, extra: list[str]) -> ToolRun:
+             timeout: float, extra: list[str], untimed_first: bool = False) -> ToolRun:
+    """``repeat`` timed runs of ``check DIR``; with ``untimed_first``, one more before them that
+    is not timed (it fills trainlint's cache)."""
     cmd = [*base_cmd, "check", str(directory), *extra]
     run = ToolRun(tool=tool, directory=str(directory), command=cmd)
     cwd = directory
     last_stdout = ""
-    for i in range(repeat):
+    for i in range(-1 if untimed_first else 0, repeat):
         code, stdout, stderr, timing = run_timed(cmd, cwd, env, timeout)
         run.exit_codes.append(code)
         if code not in (0, 1):
             tail = (stderr.strip() or stdout.strip())[-2000:]
             run.error = f"exit {code}: {tail}"
             return run
+        if i < 0:
+            continue
         run.timings.append(timing)
         if i == 0:
             last_stdout = stdout
@@ -461,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
                              f"'{sys.executable} -m trainlint'); the script appends 'check DIR --format json'")
     parser.add_argument("--no-trainlint", action="store_true", help="run the peer alone")
     parser.add_argument("--no-peer", action="store_true", help="run trainlint alone")
+    parser.add_argument("--no-cached", action="store_true",
+                        help="skip trainlint's cached runs (by default it also runs with a fresh cache: once to fill it, "
+                             "then --repeat times)")
     parser.add_argument("--peer-venv", type=Path, default=DEFAULT_PEER_VENV,
                         help=f"virtual environment for the peer (default: {DEFAULT_PEER_VENV.relative_to(REPO_ROOT)})")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool and directory (default 3)")
@@ -483,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     env = child_env(args.keep_env)
 
     trainlint_cmd: list[str] | None = None
+    caches = False
     if not args.no_trainlint:
         trainlint_cmd = shlex.split(args.trainlint) if args.trainlint else [sys.executable, "-m", "trainlint"]
         probe = subprocess.run([*trainlint_cmd, "check", "--help"], capture_output=True, text=True, env=env)
@@ -491,6 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(exit {probe.returncode}); pass --trainlint CMD, or --no-trainlint to run the peer alone.\n"
                   f"{(probe.stderr or probe.stdout).strip()[-1000:]}", file=sys.stderr)
             return 2
+        caches = "--no-cache" in probe.stdout  # an older trainlint has no cache: every run is cold anyway
     peer_cmd: list[str] | None = None
     if not args.no_peer:
         peer_cmd = [str(ensure_peer(args.peer_venv.resolve())), "-m", PEER_MODULE]
@@ -501,7 +511,8 @@ def main(argv: list[str] | None = None) -> int:
     all_peer: list[Finding] = []
     all_ours: list[Finding] = []
     file_rows, time_rows, problems, notes = [], [], [], []
-    grand = {"files": 0, "peer": 0.0, "trainlint": 0.0, "peer_cpu": 0.0, "trainlint_cpu": 0.0}
+    grand = {"files": 0, "peer": 0.0, "trainlint": 0.0, "peer_cpu": 0.0, "trainlint_cpu": 0.0, "cached": 0.0, "cached_cpu": 0.0}
+    cache_root = Path(tempfile.mkdtemp(prefix="compare_peer-cache-"))
 
     def write_json(final: bool = False) -> None:
         """Written after every directory, so a long run that is stopped keeps what it had."""
@@ -532,12 +543,22 @@ def main(argv: list[str] | None = None) -> int:
         if peer_cmd:
             peer = run_tool("peer", peer_cmd, directory, repeat=args.repeat, env=env, timeout=args.timeout,
                             extra=["--format", "json", *shlex.split(args.peer_args)])
+        cached = None
         if trainlint_cmd:
+            cold_flags = ["--no-cache"] if caches else []  # cold: every file analysed, as on a first run or in CI
             ours = run_tool("trainlint", trainlint_cmd, directory, repeat=args.repeat, env=env, timeout=args.timeout,
-                            extra=["--format", "json", *shlex.split(args.trainlint_args)])
-        for run in (peer, ours):
+                            extra=["--format", "json", *cold_flags, *shlex.split(args.trainlint_args)])
+            if caches and not args.no_cached and not ours.error:
+                cache_dir = cache_root / directory.name
+                cached = run_tool("trainlint cached", trainlint_cmd, directory, repeat=args.repeat, env=env,
+                                  timeout=args.timeout, untimed_first=True,
+                                  extra=["--format", "json", "--cache-dir", str(cache_dir), *shlex.split(args.trainlint_args)])
+                shutil.rmtree(cache_dir, ignore_errors=True)
+        for run in (peer, ours, cached):
             if run and run.error:
                 problems.append(f"{run.tool} on {directory}: {run.error}")
+        if cached and ours and not cached.error and not ours.error and cached.findings != ours.findings:
+            problems.append(f"trainlint on {directory}: the cached run's findings differ from the cold run's")
 
         common = set(on_disk)
         if peer and not peer.error:
@@ -578,11 +599,18 @@ def main(argv: list[str] | None = None) -> int:
                 grand[run.tool + "_cpu"] += run.best.cpu
         both = peer and ours and not peer.error and not ours.error and peer.timings and ours.timings
         row.append(f"{peer.best.wall / ours.best.wall:.2f}x" if both and ours.best.wall > 0 else "-")
+        row.append(f"{peer.best.cpu / ours.best.cpu:.2f}x" if both and ours.best.cpu > 0 else "-")
+        has_cached = cached is not None and not cached.error and cached.timings
+        row += [fmt_s(cached.best.wall) if has_cached else "-", fmt_s(cached.best.cpu) if has_cached else "-"]
+        row.append(f"{peer.best.cpu / cached.best.cpu:.1f}x" if both and has_cached and cached.best.cpu > 0 else "-")
+        if has_cached:
+            grand["cached"] += cached.best.wall
+            grand["cached_cpu"] += cached.best.cpu
         time_rows.append(row)
 
         entry: dict[str, Any] = {"directory": str(directory), "py_files_on_disk": len(on_disk),
                                  "common_files": len(common)}
-        for run in (peer, ours):
+        for run in (peer, ours, cached):
             if run is None:
                 continue
             entry[run.tool] = {
@@ -618,13 +646,19 @@ def main(argv: list[str] | None = None) -> int:
     print("\nFiles (.py)")
     print(table(file_rows, ["directory", "on disk", "peer saw", "trainlint saw", "counted (both)"]))
     print("\nTime in seconds (cold = first run, best = fastest of "
-          f"{args.repeat}; cpu = user+sys of the best run)")
+          f"{args.repeat}; cpu = user+sys of the best run; trainlint without its cache (tl) and with a cache "
+          "filled by one run before (cached); the ratios are the peer's time over trainlint's)")
     print(table(time_rows, ["directory", "peer cold", "peer best", "peer cpu",
-                            "tl cold", "tl best", "tl cpu", "peer/tl"]))
+                            "tl cold", "tl best", "tl cpu", "peer/tl", "cpu ratio",
+                            "cached", "cached cpu", "cpu ratio"]))
     if peer_cmd and trainlint_cmd and grand["trainlint"] > 0:
         print(f"\nOverall (best runs): peer {grand['peer']:.2f}s, trainlint {grand['trainlint']:.2f}s "
               f"-> trainlint is {grand['peer'] / grand['trainlint']:.2f}x the peer's speed "
-              f"(cpu: {grand['peer_cpu']:.2f}s vs {grand['trainlint_cpu']:.2f}s) over {grand['files']} files")
+              f"(cpu: {grand['peer_cpu']:.2f}s vs {grand['trainlint_cpu']:.2f}s, "
+              f"{grand['peer_cpu'] / max(grand['trainlint_cpu'], 1e-9):.2f}x) over {grand['files']} files")
+        if grand["cached_cpu"] > 0:
+            print(f"cached: trainlint {grand['cached']:.2f}s, cpu {grand['cached_cpu']:.2f}s "
+                  f"-> {grand['peer_cpu'] / grand['cached_cpu']:.1f}x the peer's cpu")
 
     print("\nFindings per rule and directory (counted files only)")
     codes = sorted(set(totals["peer"]) | set(totals["trainlint"]))
@@ -676,6 +710,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {problem}")
 
     write_json(final=True)
+    shutil.rmtree(cache_root, ignore_errors=True)
     return 1 if problems else 0
 
 

@@ -339,7 +339,7 @@ class TestAtomicWrites:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
         done = subprocess.run(
-            [sys.executable, "-m", "trainlint", "check", "--fix", "--select", "TL101", "feats.py"],
+            [sys.executable, "-m", "trainlint", "check", "--fix", "--no-cache", "--select", "TL101", "feats.py"],
             cwd=tmp_path, capture_output=True, text=True, preexec_fn=quota, timeout=120, check=False,
         )
         assert done.returncode == 2, done.stdout + done.stderr

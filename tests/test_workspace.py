@@ -15,39 +15,7 @@ from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.workspace import Workspace
 from trainlint.server.documents import DocumentState
 from trainlint.server.settings import EffectiveSettings
-
-MODEL = textwrap.dedent(
-    """\
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = nn.Linear(784, 10)
-
-        def forward(self, x):
-            return F.softmax(self.fc(x), dim=1)
-    """
-)
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-    from model import Net
-
-    model = Net()
-    criterion = torch.nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-    """
-)
-
+from two_file_project import MODEL, TRAIN
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():

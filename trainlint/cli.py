@@ -7,10 +7,14 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import io
+import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Sequence, TextIO
@@ -22,13 +26,17 @@ from trainlint.analysis.engine import (
     ENGINE_CODES,
     DecodeError,
     NOT_ANALYSED,
+    STRICT_ENV,
     SYNTAX_ERROR,
     UNUSED_SUPPRESSION,
     analyze_source,
+    collector_paused,
     select_rules,
 )
 from trainlint.analysis.workspace import Workspace
 from trainlint import estimate_cli
+from trainlint.cache import ENVIRONMENT_VARIABLE as CACHE_ENVIRONMENT_VARIABLE, FOLDER_NAME as CACHE_FOLDER_NAME
+from trainlint.cache import CacheUnavailable, ResultCache
 from trainlint.notebooks import CellPosition, Notebook, NotebookError
 from trainlint.analysis.model import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
@@ -64,6 +72,9 @@ CHECK_PROG = "trainlint check"
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 8
 MAX_DEFAULT_JOBS = 8
+# Files handed to a worker at a time: enough that the files of one folder (which import the same
+# workspace files, parsed once per worker) go together, few enough that results arrive steadily.
+MAX_BATCH = 16
 EXIT_BROKEN_PIPE = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 PROJECTED_OOM = "TL601"
 
@@ -139,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="print the settings the first file is checked with, and the file they come from")
     check.add_argument("--show-files", action="store_true", help="print the files that would be checked")
     check.add_argument("--stdin-filename", metavar="NAME", help="name to report for code read from stdin ('-')")
+    check.add_argument("--no-cache", action="store_true", help="analyse every file afresh, and keep no results")
+    check.add_argument("--cache-dir", metavar="DIR",
+                       help=f"where results are kept between runs (default: ${CACHE_ENVIRONMENT_VARIABLE}, else the "
+                            f"configuration's cache-dir, else {CACHE_FOLDER_NAME} in the project's folder)")
 
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
@@ -217,6 +232,7 @@ class _Task:
     unsafe: bool = False  # unsafe fixes are applied too (--unsafe-fixes)
     data: bytes | None = None  # stdin's content; None: read the file at path
     roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
+    fingerprint: bytes | None = None  # what besides its bytes the file's findings depend on; None: not cached
 
 
 @dataclass(frozen=True)
@@ -232,7 +248,8 @@ class _Outcome:
     applied: tuple[Finding, ...] = ()  # the findings whose fixes were applied, for --show-fixes
 
 
-def _run_task(task: _Task) -> _Outcome:
+def _run_task(task: _Task, cache: ResultCache | None = None) -> _Outcome:
+    """Check one file (and fix it, when asked); with a cache, keep what the check found."""
     data = task.data
     if data is None:
         try:
@@ -245,16 +262,21 @@ def _run_task(task: _Task) -> _Outcome:
     def analyze(source: str | bytes) -> list[Finding]:
         return [f for f in analyze_source(source, task.path, task.settings, workspace=workspace) if f.code not in task.ignored]
 
+    def keep(findings: list[Finding]) -> None:
+        if cache is not None and task.fingerprint is not None:
+            cache.store(ResultCache.key(task.fingerprint, data), findings, workspace, task.path)
+
     if task.path.endswith(".ipynb"):
-        return _run_notebook(task, data, analyze)
+        return _run_notebook(task, data, analyze, keep)
 
     findings = analyze(data)
+    keep(findings)
+    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
+        return _unfixed_outcome(task, data, findings)
     try:
         source = SourceFile.decode(data)
     except DecodeError:  # reported by the analysis as TL000
         return _Outcome(task.path, findings, None)
-    if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
-        return _Outcome(task.path, findings, source.text if findings else None)
     outcome = fix_until_stable(source.text, analyze, findings=findings, unsafe=task.unsafe)
     changed = outcome.text != source.text
     return _Outcome(
@@ -280,21 +302,40 @@ def _workspace(roots: tuple[str, ...]) -> Workspace:
     return workspace
 
 
-def _run_notebook(task: _Task, data: bytes, analyze) -> _Outcome:
+def _unfixed_outcome(task: _Task, data: bytes, findings: list[Finding]) -> _Outcome:
+    """What checking ``data`` without fixing shows: the findings, and the text they are shown in."""
+    if task.path.endswith(".ipynb"):
+        try:
+            notebook = Notebook(data.decode("utf-8"))
+        except (UnicodeDecodeError, NotebookError):
+            return _Outcome(task.path, findings, None)
+        return _Outcome(task.path, findings, notebook.raw if findings else None, cells=notebook.cell_sources())
+    try:
+        text = SourceFile.decode(data).text if findings else None
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        text = None
+    return _Outcome(task.path, findings, text)
+
+
+def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     """A notebook's code cells as one program; findings placed in cells and in the file; fixes written into the cells."""
     try:
         raw = data.decode("utf-8")
         notebook = Notebook(raw)
     except (UnicodeDecodeError, NotebookError) as error:
         code, name = SYNTAX_ERROR
-        return _Outcome(task.path, [Finding(
+        unreadable = [Finding(
             path=task.path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
             severity=Severity.ERROR, message=f"cannot read the notebook: {error}",
-        )], None)
+        )]
+        keep(unreadable)
+        return _Outcome(task.path, unreadable, None)
     if not notebook.is_python or not notebook.cells:
+        keep([])
         return _Outcome(task.path, [], None)
     findings = analyze(notebook.text)
     unfixed = _Outcome(task.path, _in_notebook(notebook, findings), raw if findings else None, cells=notebook.cell_sources())
+    keep(unfixed.findings)
     if not task.fix or not any(applicable(finding, task.unsafe) for finding in findings):
         return unfixed
     outcome = fix_until_stable(notebook.text, analyze, findings=findings, unsafe=task.unsafe)
@@ -361,13 +402,85 @@ def _default_jobs(file_count: int) -> int:
     return 1 if file_count < PARALLEL_THRESHOLD else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
 
 
-def _run_all(tasks: list[_Task], jobs: int | None) -> list[_Outcome]:
-    jobs = min(jobs or _default_jobs(len(tasks)), len(tasks))
+def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, progress: "_Progress") -> list[_Outcome]:
+    """Every task's outcome, in the order of the tasks whichever worker finished first: kept
+    results from the cache, the rest checked in this process or a pool of workers."""
+    _WORKSPACES.clear()  # a run reads the workspace as it is now (main() may run more than once in a process)
+    outcomes: list[_Outcome | None] = [None] * len(tasks)
+    remaining = []
+    for index, task in enumerate(tasks):
+        outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
+        if outcomes[index] is None:
+            remaining.append(index)
+        else:
+            progress.advance(outcomes[index])
+    jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
-        return [_run_task(task) for task in tasks]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        # map keeps the order of tasks, so output does not depend on which worker finished first
-        return list(pool.map(_run_task, tasks, chunksize=max(1, len(tasks) // (jobs * 4))))
+        with collector_paused():
+            for index in remaining:
+                outcomes[index] = _run_task(tasks[index], cache)
+                gc.collect(1)  # once per file (see _run_batch)
+                progress.advance(outcomes[index])
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_worker_context()) as pool:
+            batches = {pool.submit(_run_batch, [tasks[index] for index in batch], cache): batch
+                       for batch in _batches(remaining, jobs)}
+            waiting = set(batches)
+            while waiting:
+                done, waiting = wait(waiting, timeout=progress.interval_s, return_when=FIRST_COMPLETED)
+                for future in done:
+                    for index, outcome in zip(batches[future], future.result()):
+                        outcomes[index] = outcome
+                        progress.advance(outcome)
+                progress.refresh()
+    progress.finish()
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _batches(indexes: list[int], jobs: int) -> list[list[int]]:
+    """Consecutive runs of files (sorted paths: a folder's files together), at least four per worker."""
+    size = max(1, min(MAX_BATCH, len(indexes) // (jobs * 4)))
+    return [indexes[start:start + size] for start in range(0, len(indexes), size)]
+
+
+def _run_batch(tasks: list[_Task], cache: ResultCache | None) -> list[_Outcome]:
+    """A worker's share: files checked one after another in this process.
+
+    Python's cyclic garbage collector runs once after each file instead of during it: when it
+    came back after a file's analysis (engine.collector_paused) while the trees were still alive,
+    its passes walked all of them (13% of the CPU time of a run over litgpt). After a file, a
+    young-generation pass costs only what survived it (the outcome, the workspace's parsed
+    imports) and frees the file's cyclic garbage; long-lived survivors are never walked again (no
+    full pass), which a run of separate files can afford."""
+    outcomes = []
+    with collector_paused():
+        for task in tasks:
+            outcomes.append(_run_task(task, cache))
+            gc.collect(1)
+    return outcomes
+
+
+def _worker_context() -> multiprocessing.context.BaseContext | None:
+    """Workers forked from this process start with trainlint imported and cost milliseconds to
+    start; spawned ones import it again (about 0.3 s of CPU each). Python 3.14 no longer forks by
+    default on Linux, so ask for it where it is safe (Linux; macOS frameworks break after fork)."""
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return None
+
+
+def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
+    """The outcome kept for the file as it is now, None when it must be checked."""
+    if task.fingerprint is None:
+        return None
+    try:
+        data = read_bounded(task.path, limit_for(task.path))
+    except UnreadableFile:
+        return None
+    findings = cache.load(ResultCache.key(task.fingerprint, data), _workspace(task.roots), task.path)
+    if findings is None or (task.fix and any(applicable(finding, task.unsafe) for finding in findings)):
+        return None
+    return _unfixed_outcome(task, data, findings)
 
 
 def _validated(flag: str, tokens: list[str] | None, *, allow_engine_codes: bool) -> list[str] | None:
@@ -486,24 +599,30 @@ def _check(args: argparse.Namespace) -> int:
         roots = (str(options.config.root),)
         data = sys.stdin.buffer.read()
         tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, unsafe, data=data, roots=roots)]
+        cache = None
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
             _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
+        cache = None if args.show_settings else _open_cache(args, settings)
         tasks = []
         for path in files:
             options = settings.for_path(Path(path))
             ignored = options.always_ignored | options.config.per_file_ignores.codes_for(Path(path))
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
-            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots))
+            fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
+            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots,
+                               fingerprint=fingerprint))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
         _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
         return 0
     _warn_about_idle_tl601(settings.all())
-    outcomes = _run_all(tasks, args.jobs)
+    outcomes = _run_all(tasks, args.jobs, cache, _Progress(sys.stderr if _shows_progress(args) else None, len(tasks)))
+    if cache is not None:
+        cache.prune()
     for outcome in outcomes:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
@@ -538,6 +657,98 @@ def _check(args: argparse.Namespace) -> int:
         finding.severity >= task.fail_on for task, outcome in zip(tasks, outcomes) for finding in outcome.findings
     )
     return 1 if failing and not args.exit_zero else 0
+
+
+def _open_cache(args: argparse.Namespace, settings: _Settings) -> ResultCache | None:
+    """The results cache this run uses: --cache-dir, $TRAINLINT_CACHE_DIR, the working folder's
+    configuration's cache-dir, else .trainlint_cache in that configuration's folder (the project's
+    root). None with --no-cache, or (after one warning) when the folder cannot be written."""
+    if args.no_cache:
+        return None
+    config = settings.for_folder(Path.cwd()).config
+    chosen = args.cache_dir or os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
+    folder = Path(chosen) if chosen else config.cache_dir or config.root / CACHE_FOLDER_NAME
+    try:
+        return ResultCache.open(folder)
+    except CacheUnavailable as error:
+        print(f"trainlint: warning: {error}; checking without a cache", file=sys.stderr)
+        return None
+
+
+def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str], roots: tuple[str, ...]) -> bytes | None:
+    """Everything but its bytes that a file's findings depend on, for its cache key; None when
+    they depend on more than the cache can tell: TL601 with a target GPU reads model configs
+    (a model folder's config.json, the Hugging Face cache) that no entry records."""
+    if settings.target_gpu and _selects_projected_oom(settings.select, settings.ignore):
+        return None
+    strict = bool(os.environ.get(STRICT_ENV))  # rules raise instead of reporting
+    paths = [os.fsencode(name) for name in (path, os.path.abspath(path), *roots)]  # bytes: any file name
+    return msgspec.msgpack.encode([paths, settings, sorted(ignored), strict])
+
+
+@functools.lru_cache(maxsize=64)
+def _selects_projected_oom(select: tuple[str, ...], ignore: tuple[str, ...]) -> bool:
+    """Whether TL601 is among the rules chosen (a file's settings are few, its files many)."""
+    chosen = select_rules(AnalysisSettings(select=select, ignore=ignore))
+    return any(rule.code == PROJECTED_OOM for rule in chosen)
+
+
+def _shows_progress(args: argparse.Namespace) -> bool:
+    """A progress line only for a person watching a terminal: not on a pipe or in a file, not in CI,
+    not for the machine formats, not with --quiet."""
+    if args.format != "terminal" or args.quiet or os.environ.get("CI"):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
+
+
+class _Progress:
+    """One line on stderr while a long run goes: files done of all, findings so far, time taken.
+    Rewritten in place (a carriage return, no escape sequences) and wiped at the end."""
+
+    delay_s = 2.0  # a run that ends sooner shows nothing
+    interval_s = 0.25  # at most this often
+
+    def __init__(self, stream: TextIO | None, total: int) -> None:
+        self._stream = stream
+        self._total = total
+        self._done = 0
+        self._findings = 0
+        self._start = time.monotonic()
+        self._drawn_at = float("-inf")
+        self._line = ""  # on screen
+        self._width = 0  # of the longest line drawn since the last wipe
+
+    def advance(self, outcome: _Outcome) -> None:
+        self._done += 1
+        self._findings += len(outcome.findings)
+        self.refresh()
+
+    def refresh(self) -> None:
+        now = time.monotonic()
+        if self._stream is None or now - self._start < self.delay_s or now - self._drawn_at < self.interval_s:
+            return
+        self._drawn_at = now
+        findings = f"{self._findings:,} finding{'s' * (self._findings != 1)}"
+        line = f"Checked {self._done:,}/{self._total:,} files, {findings} so far ({now - self._start:.0f} s)"
+        if line != self._line:  # a slow terminal or a log of the session gets only what changed
+            self._write("\r" + line.ljust(self._width))
+            self._line = line
+            self._width = max(self._width, len(line))
+
+    def finish(self) -> None:
+        if self._width:
+            self._write("\r" + " " * self._width + "\r")
+            self._line, self._width = "", 0
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the report still goes to stdout
+            self._stream = None
 
 
 def _printable(path: str) -> str:

@@ -46,6 +46,7 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
     exclude: list[str] = []
     fail_on: str = "error"
     target_gpu: str | None = None
+    cache_dir: str | None = None
     # Checked entry by entry below, so a message can name the entry's key.
     severity: dict[str, Any] = {}
     per_file_ignores: dict[str, Any] = {}
@@ -107,6 +108,7 @@ class Config:
     target_gpu: str | None = None
     severity: dict[str, Severity] = field(default_factory=dict)  # rule code -> severity
     per_file_ignores: PerFileIgnores = field(default_factory=lambda: PerFileIgnores((), Path.cwd()))
+    cache_dir: Path | None = None  # where `check` keeps results (absolute); None: the CLI's default
 
 
 def relative_posix(path: Path, root: Path) -> str:
@@ -327,6 +329,8 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
         problem = target_gpu_problem(raw.target_gpu)
         if problem:
             raise fail("target-gpu", problem)
+    if raw.cache_dir is not None and not raw.cache_dir.strip():
+        raise fail("cache-dir", "empty path")
     return Config(
         source=path,
         root=root,
@@ -338,6 +342,7 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
         target_gpu=raw.target_gpu,
         severity=overrides,
         per_file_ignores=PerFileIgnores(per_file, root),
+        cache_dir=root / Path(raw.cache_dir).expanduser() if raw.cache_dir is not None else None,
     )
 
 

@@ -1,0 +1,36 @@
+"""A two-file project for tests of evidence across files: a model class ending in softmax in
+model.py, and train.py, which imports it and feeds its output to a cross-entropy loss (TL202)."""
+
+import textwrap
+
+MODEL = textwrap.dedent(
+    """\
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=1)
+    """
+)
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+
+    from model import Net
+
+    model = Net()
+    criterion = torch.nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    """
+)
