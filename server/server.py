@@ -892,6 +892,10 @@ def start(tcp: str | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="trainlint: %(levelname)s %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     server.collector.start()
+    # The analysis runs on a worker thread and holds the GIL in long stretches; at Python's default
+    # 5 ms switch interval each message the event loop reads (a change, a pull, a cancel) waited
+    # for it several times, so a fast typist's messages queued up behind the analyses.
+    sys.setswitchinterval(0.0005)
     if tcp:
         host, _, port = tcp.rpartition(":")
         server.start_tcp(host or "127.0.0.1", int(port))
