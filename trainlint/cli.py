@@ -312,7 +312,7 @@ def _unfixed_outcome(task: _Task, data: bytes, findings: list[Finding]) -> _Outc
         return _Outcome(task.path, findings, notebook.raw if findings else None, cells=notebook.cell_sources())
     try:
         text = SourceFile.decode(data).text if findings else None
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    except DecodeError:  # reported by the analysis as TL000
         text = None
     return _Outcome(task.path, findings, text)
 
