@@ -13,7 +13,9 @@ Line breaks are ``\n`` only: ``ModuleAnalysis`` reads ``\r\n`` and ``\r`` as ``\
 
 from __future__ import annotations
 
+import ast
 import re
+import warnings
 
 import msgspec
 
@@ -47,6 +49,7 @@ def statement_starts(text: str) -> list[int]:
     pos = 0
     line_start = 0
     opened_indented = False  # the outermost open bracket was opened on an indented line
+    top_level = 0  # where the top-level statement being read began
     length = len(text)
     while pos < length:
         match = _TOKEN.search(text, pos)
@@ -58,29 +61,74 @@ def statement_starts(text: str) -> list[int]:
             line_start = pos
             if depth == 0:
                 starts.append(pos)
-            elif _HARD_START.match(text, pos) or (opened_indented and _CODE_AT_COLUMN_0.match(text, pos)):
+                if _CODE_AT_COLUMN_0.match(text, pos):
+                    top_level = pos
+            elif _HARD_START.match(text, pos) or (
+                opened_indented and _CODE_AT_COLUMN_0.match(text, pos) and not _continues_validly(text, top_level, pos, depth)
+            ):
                 # a bracket left open inside a function does not run on into the code after it; the
                 # blank and comment lines just above belong to what follows, as they would at top level
                 depth = 0
                 starts.extend(_blank_lines_before(text, pos, starts[-1]))
                 starts.append(pos)
-        elif token == "#":
-            newline = text.find("\n", pos)
-            pos = length if newline < 0 else newline
-        elif token in _TRIPLE_END:
-            end = _find_string_end(text, pos, _TRIPLE_END[token], token)
-            pos = length if end < 0 else end
-        elif token in _SINGLE_END:
-            end = _find_string_end(text, pos, _SINGLE_END[token], token)
-            pos = length if end < 0 else end
+                top_level = pos
         elif token in "([{":
             if depth == 0:
                 opened_indented = text[line_start : line_start + 1] in (" ", "\t")
             depth += 1
         elif token in ")]}":
             depth = max(0, depth - 1)
+        else:
+            pos = _past_comment_or_string(text, token, pos)
         # a backslash continuation consumes its newline: the next line is not a start
     return starts
+
+
+def _past_comment_or_string(text: str, token: str, pos: int) -> int:
+    """Where a comment or string whose opening ``token`` ends at ``pos`` is over (a backslash
+    continuation: ``pos`` itself)."""
+    if token == "#":
+        newline = text.find("\n", pos)
+        return len(text) if newline < 0 else newline
+    if token in _TRIPLE_END:
+        end = _find_string_end(text, pos, _TRIPLE_END[token], token)
+        return len(text) if end < 0 else end
+    if token in _SINGLE_END:
+        end = _find_string_end(text, pos, _SINGLE_END[token], token)
+        return len(text) if end < 0 else end
+    return pos
+
+
+def _continues_validly(text: str, start: int, pos: int, depth: int) -> bool:
+    """Whether the statement beginning at ``start``, with ``depth`` brackets open at the column-0 line
+    ``pos``, is valid Python if that line continues it (a continuation line written at column 0 is
+    legal inside brackets). Asked only then, so that valid code is never split; half-typed code,
+    where this is false, is (Python compiles the statement to tell)."""
+    end = len(text)
+    scan = pos
+    while scan < len(text):
+        match = _TOKEN.search(text, scan)
+        if match is None:
+            break
+        token = match.group()
+        scan = match.end()
+        if token == "\n":
+            if depth == 0 and text[scan : scan + 1] not in (" ", "\t", "\n", "#", "") and not _CONTINUATION.match(text, scan):
+                end = scan
+                break
+        elif token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth = max(0, depth - 1)
+        else:
+            scan = _past_comment_or_string(text, token, scan)
+    try:
+        with warnings.catch_warnings():  # the user's invalid escapes are not our output
+            warnings.simplefilter("ignore")
+            compile(text[start:end], "<statement>", "exec", ast.PyCF_ONLY_AST)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _blank_lines_before(text: str, pos: int, floor: int) -> list[int]:

@@ -1,6 +1,7 @@
 from hypothesis import given, settings, strategies as st
 
 from trainlint.analysis.chunking import split_statements
+from trainlint.analysis.engine import analyze_source
 
 
 def starts(text):
@@ -27,6 +28,15 @@ def test_a_bracket_left_open_inside_a_function_stops_at_the_next_top_level_code(
     text = "def f():\n    running.append(\n    x = 1\n\n\nif __name__ == '__main__':\n    f()\n"
     assert starts(text) == [0, 3]
     assert starts("x = (1,\n2)\ny = 3\n") == [0, 2], "at top level a continuation at column 0 stays one statement"
+
+
+def test_a_continuation_line_at_column_0_inside_brackets_is_not_split_when_the_code_is_valid():
+    # legal Python, found by the server fuzzer: splitting it reported two false syntax errors
+    text = "class MLP:\n    def forward(self, x):\n        return self.net(\nx).squeeze(-1)\n\n\nloss = 1\n"
+    assert [chunk.text for chunk in split_statements(text)] == [
+        "class MLP:\n    def forward(self, x):\n        return self.net(\nx).squeeze(-1)\n", "\n\nloss = 1\n",
+    ]
+    assert "TL000" not in {finding.code for finding in analyze_source(text, "train.py")}
 
 
 @settings(max_examples=200, deadline=None)
