@@ -846,7 +846,7 @@ class ScopeAnalysis:
             return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
         if event.function is not None:  # `self.helper(...)`: what the method returns
             analysis = event.function.analysis(self.summary)
-            result = analysis.return_value if analysis is not None else UNKNOWN
+            result = _returned_by_call(analysis, event) if analysis is not None else UNKNOWN
             return result if grad_on else result.without_graph()
         if PIPELINE in tags:
             return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
@@ -950,7 +950,7 @@ class ScopeAnalysis:
             analysis = event.function.analysis(self.summary)
             if analysis is None:
                 return UNKNOWN
-            result = analysis.return_value
+            result = _returned_by_call(analysis, event)
             if not grad_on:
                 result = result.without_graph()
             return result
@@ -1253,6 +1253,32 @@ def _returns_one_tensor(model: Value, summary: "ModuleSummary") -> bool:
         # torchvision's classification models return logits; detection and segmentation ones return dicts
         return detail.startswith("torchvision.models.") and detail.count(".") == 2
     return False
+
+
+def _returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
+    """What one call of a local function returns. The graph seeds the function creates (its
+    forwards, its losses) are new on every call, so this call stands for them: seen as the
+    function's own nodes they would be shared by every call, and a validation call of the loss
+    helper would look backwarded by the training call's backward. Seeds the function runs a
+    backward through itself stay: that backward runs in the same call."""
+    from .patterns import backward_target, is_backward
+
+    value = callee.return_value
+    if not value.roots and value.items is None:
+        return value
+    backwarded = frozenset().union(*(backward_target(event).roots for event in callee.calls() if is_backward(event)))
+    created = {event.node for event in callee.calls()} - backwarded
+    return _with_roots_at(value, created, call.node)
+
+
+def _with_roots_at(value: Value, created: set, call_node: cst.Call) -> Value:
+    roots = value.roots - created
+    items = None if value.items is None else tuple(_with_roots_at(item, created, call_node) for item in value.items)
+    if roots == value.roots and items == value.items:
+        return value
+    if roots != value.roots:
+        roots = roots | {call_node}
+    return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
 
 
 def _output_items(model: Value, summary: "ModuleSummary", grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:

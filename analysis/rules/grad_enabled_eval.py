@@ -104,7 +104,8 @@ class GradEnabledEval(Rule):
         sites = _call_sites(ctx.module, info)
         if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
             return
-        if _output_backwarded(ctx.module, forwards, scope.return_value.roots) or _grad_disabled_globally(ctx.module):
+        returned = scope.return_value.roots | {site.node for site in sites}
+        if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
             return
         forward = forwards[0]
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
@@ -462,6 +463,87 @@ class GradEnabledEval(Rule):
                     loss = outputs.loss.mean().detach()
                     return (loss, outputs.logits, inputs["labels"])
             """
+        ),
+        Fires(  # the loss helper the training step backwards through, called again to validate (litgpt)
+            """
+            import torch
+            from models import GPT
+            from losses import chunked_cross_entropy
+
+            def fit(model, optimizer, train_loader, val_loader, max_iters):
+                for step, (input_ids, targets) in enumerate(train_loader):
+                    logits = model(input_ids)
+                    loss = chunked_cross_entropy(logits, targets)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    if step % 100 == 0:
+                        print(validate(model, val_loader, max_iters).item())
+
+            def validate(model: GPT, val_loader, max_iters: int) -> torch.Tensor:
+                model.eval()
+                losses = torch.zeros(max_iters)
+                for k, (input_ids, targets) in enumerate(val_loader):
+                    if k >= max_iters:
+                        break
+                    logits = model(input_ids)
+                    losses[k] = chunked_cross_entropy(logits, targets)
+                model.train()
+                return losses.mean()
+            """,
+            fixed="""
+            import torch
+            from models import GPT
+            from losses import chunked_cross_entropy
+
+            def fit(model, optimizer, train_loader, val_loader, max_iters):
+                for step, (input_ids, targets) in enumerate(train_loader):
+                    logits = model(input_ids)
+                    loss = chunked_cross_entropy(logits, targets)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    if step % 100 == 0:
+                        print(validate(model, val_loader, max_iters).item())
+
+            @torch.no_grad()
+            def validate(model: GPT, val_loader, max_iters: int) -> torch.Tensor:
+                model.eval()
+                losses = torch.zeros(max_iters)
+                for k, (input_ids, targets) in enumerate(val_loader):
+                    if k >= max_iters:
+                        break
+                    logits = model(input_ids)
+                    losses[k] = chunked_cross_entropy(logits, targets)
+                model.train()
+                return losses.mean()
+            """,
+            files={
+                "models.py": """
+                    import torch.nn as nn
+
+                    class GPT(nn.Module):
+                        def __init__(self, vocab_size=256, n_embd=64):
+                            super().__init__()
+                            self.wte = nn.Embedding(vocab_size, n_embd)
+                            self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+
+                        def forward(self, idx):
+                            return self.lm_head(self.wte(idx))
+                """,
+                "losses.py": """
+                    import torch
+
+                    def chunked_cross_entropy(logits, targets, chunk_size=128):
+                        logit_chunks = logits.reshape(-1, logits.size(-1)).split(chunk_size)
+                        target_chunks = targets.reshape(-1).split(chunk_size)
+                        loss_chunks = [
+                            torch.nn.functional.cross_entropy(logit_chunk, target_chunk, reduction="none")
+                            for logit_chunk, target_chunk in zip(logit_chunks, target_chunks)
+                        ]
+                        return torch.cat(loss_chunks).mean()
+                """,
+            },
         ),
     )
 
@@ -826,7 +908,8 @@ def _names_not_called(chunk) -> frozenset[str]:
 
 
 def _output_backwarded(module, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
-    """A backward somewhere runs through these forwards (or what the function returns)."""
+    """A backward somewhere runs through these forwards (or what the function returns, or one of
+    its calls: a call's result stands for the graph the function builds)."""
     roots = returned_roots | {call.node for call in forwards}
     return any(backward_target(call).roots & roots for call in module.backward_calls)
 
