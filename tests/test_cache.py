@@ -251,7 +251,8 @@ def _stderr_of_run(argv: list[str], stream_pair, monkeypatch) -> str:
 
 
 def test_a_terminal_sees_a_progress_line_that_moves_and_is_wiped(project, monkeypatch, capsys):
-    project(**_files(10))
+    # files that take tens of milliseconds each, so that results arrive over several redraws
+    project(**{name: text * 25 for name, text in _files(10).items()})
     shown = _stderr_of_run(["check", "--no-cache", "--jobs", "2", "."], os.openpty(), monkeypatch)
     updates = [part.strip() for part in shown.split("\r") if part.strip()]
     assert all(re.fullmatch(r"Checked \d+/10 files, 0 findings so far \(\d+ s\)", update) for update in updates), updates
