@@ -112,8 +112,11 @@ class ModuleAnalysis:
                 replacement = chunk.spliced(piece)
                 if replacement is None:
                     return None
-                if replacement.broken is not None and split_statements(text[offset:])[0].text != piece_text:
-                    return None  # the broken lines change where statements begin: split as a fresh analysis does
+                if replacement.broken is not None:
+                    if split_statements(text[offset:])[0].text != piece_text:
+                        return None  # the broken lines change where statements begin: split as a fresh analysis does
+                elif len(split_statements(piece_text)) != 1:
+                    return None  # the edit made a new top-level statement start inside this one
                 shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
                 chunks = list(self._chunks)
                 chunks[index] = replacement

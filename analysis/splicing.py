@@ -161,7 +161,9 @@ def splice(chunk: "ParsedChunk", old_text: str, new_text: str, start: int, old_e
     """
     old_lines = _line_starts(old_text)
     first = bisect.bisect_right(old_lines, start)
-    last = bisect.bisect_right(old_lines, max(start, old_end - 1)) if old_end > start else first
+    # the line holding the first character after the replaced text too: text inserted at the start
+    # of a line is not part of the line before it
+    last = bisect.bisect_right(old_lines, min(max(start, old_end), len(old_text) - 1)) if old_text else first
     delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
     new_lines = _line_starts(new_text)
     for _ in range(2):
@@ -174,6 +176,8 @@ def splice(chunk: "ParsedChunk", old_text: str, new_text: str, start: int, old_e
         region = new_text[region_start:region_end]
         if region_end < len(new_text) and not region.endswith("\n"):
             return None
+        if not region_start <= start or new_end > region_end:
+            return None  # the region must hold all the new text, or the tree would not be the text's
         statements = _parse_in_context(region, located.indents, parse)
         if statements is not None:
             break

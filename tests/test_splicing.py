@@ -165,3 +165,39 @@ def test_an_edit_that_dedents_to_the_top_level_is_not_spliced():
     edited = re.sub(r"\n                history_1\.append\(loss\)", "\nhistory_1.append(loss)", text, count=1)
     module = module.updated(edited)
     assert _key(findings_for(module, SETTINGS, RULES)) == _key(findings_for(ModuleAnalysis(edited, "train.py"), SETTINGS, RULES))
+
+
+
+def test_text_inserted_at_the_start_of_a_line_is_re_parsed_with_the_line_above():
+    # found by the server fuzzer: one change edits a line and inserts "(" at the start of the next;
+    # the re-parsed region ended at the edited line, so the tree kept the old next line
+    text = (
+        "def parse_args():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        '    parser.add_argument("--out", default="model.pt")\n'
+        "    return parser.parse_args()\n"
+        "\n"
+        "import argparse\n"
+    )
+    module = ModuleAnalysis(text, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    edited = text.replace('default="model.pt")\n    return', 'default\f="model.pt")\n(    return')
+    incremental = findings_for(module.updated(edited), SETTINGS, RULES)
+    fresh = findings_for(ModuleAnalysis(edited, "train.py"), SETTINGS, RULES)
+    assert _key(incremental) == _key(fresh)
+    assert [(finding.code, finding.line) for finding in fresh] == [("TL000", 4)]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda text: text.replace("    return unet\n", "(    return unet\n", 1),
+    lambda text: text.replace("    return unet\n", "x = 1\n    return unet\n", 1),  # a new top-level statement
+])
+def test_edits_that_start_a_statement_at_column_0_inside_main_match_a_fresh_analysis(edit):
+    text = _script(3)
+    module = ModuleAnalysis(text, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    edited = edit(text)
+    assert edited != text
+    incremental = findings_for(module.updated(edited), SETTINGS, RULES)
+    fresh = findings_for(ModuleAnalysis(edited, "train.py"), SETTINGS, RULES)
+    assert _key(incremental) == _key(fresh)
