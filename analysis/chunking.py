@@ -84,6 +84,14 @@ def statement_starts(text: str) -> list[int]:
     return starts
 
 
+def check_syntax(text: str) -> None:
+    """Compile ``text`` to an AST, raising Python's SyntaxError; its warnings about the user's code
+    (invalid escapes) are not printed: they are not our output."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compile(text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+
+
 def _past_comment_or_string(text: str, token: str, pos: int) -> int:
     """Where a comment or string whose opening ``token`` ends at ``pos`` is over (a backslash
     continuation: ``pos`` itself)."""
@@ -123,9 +131,7 @@ def _continues_validly(text: str, start: int, pos: int, depth: int) -> bool:
         else:
             scan = _past_comment_or_string(text, token, scan)
     try:
-        with warnings.catch_warnings():  # the user's invalid escapes are not our output
-            warnings.simplefilter("ignore")
-            compile(text[start:end], "<statement>", "exec", ast.PyCF_ONLY_AST)
+        check_syntax(text[start:end])
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True

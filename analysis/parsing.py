@@ -17,16 +17,14 @@ brackets, a recursion limit near 3,000 terms).
 
 from __future__ import annotations
 
-import ast
 import bisect
 import re
 import threading
-import warnings
 
 import libcst as cst
 from libcst.metadata import CodeRange
 
-from .chunking import Chunk, statement_starts
+from .chunking import Chunk, check_syntax, statement_starts
 from .dependencies import note_position
 from .splicing import all_positions, splice
 from .tree import walk
@@ -441,9 +439,7 @@ def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
     alone, so a fresh analysis and an edit-by-edit one blank the same lines.
     """
     try:
-        with warnings.catch_warnings():  # the user's invalid escapes are not our output
-            warnings.simplefilter("ignore")
-            compile(text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+        check_syntax(text)
         return None  # Python accepts it: LibCST refused something else, nothing to localise
     except SyntaxError as error:
         # kept past this frame: without its traceback and the LibCST error it was raised while
@@ -465,9 +461,7 @@ def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
         for indent in dict.fromkeys((_indent(lines[first - 1]), *(_indent(near) for near in _neighbours(lines, first, last)))):
             blanked = _blank(lines, first, last, indent)
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    compile(blanked, "<statement>", "exec", ast.PyCF_ONLY_AST)
+                check_syntax(blanked)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             return blanked, first, last, problem
@@ -526,9 +520,7 @@ def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
     The statement is compiled at its place in the file (below as many empty lines as precede it),
     so that the lines Python names in its message ("detected at line 12") are the file's."""
     try:
-        with warnings.catch_warnings():  # the user's invalid escapes are not our output
-            warnings.simplefilter("ignore")
-            compile("\n" * chunk.start_line + chunk.text, "<statement>", "exec", ast.PyCF_ONLY_AST)
+        check_syntax("\n" * chunk.start_line + chunk.text)
     except SyntaxError as error:
         line = error.lineno or chunk.start_line + 1
         return SyntaxProblem(line, max(error.offset or 1, 1), f"syntax error: {error.msg}", from_python=True)
