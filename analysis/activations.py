@@ -10,7 +10,8 @@ only this loss, the text edits that remove or rename it.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -68,11 +69,11 @@ class LossCall:
         self.by_parameter = False  # the input's kind comes from what the callers pass (a fix there could reach other uses)
 
     @property
-    def chunk(self) -> "ParsedChunk":
+    def chunk(self) -> ParsedChunk:
         return self.event.chunk
 
 
-def loss_calls(module: "ModuleAnalysis", scope: ScopeAnalysis, losses: frozenset[str]) -> Iterator[LossCall]:
+def loss_calls(module: ModuleAnalysis, scope: ScopeAnalysis, losses: frozenset[str]) -> Iterator[LossCall]:
     """Calls in ``scope`` of the named losses (class names for criteria, function names for `F.*`)."""
     for event in scope.calls():
         criterion = None
@@ -105,7 +106,7 @@ def loss_calls(module: "ModuleAnalysis", scope: ScopeAnalysis, losses: frozenset
         yield call
 
 
-def _resolve_model_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, loss: LossCall) -> None:
+def _resolve_model_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss: LossCall) -> None:
     """The input is ``model(x)`` (maybe via one variable) for a parameter ``model``: ask the callers what it is."""
     producer = spine(loss.input_node)
     if isinstance(producer, cst.Name):
@@ -126,7 +127,7 @@ def _resolve_model_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, los
         loss.model_argument = (handed[0], handed[1], model_call)
 
 
-def _resolve_value_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, loss: LossCall) -> None:
+def _resolve_value_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss: LossCall) -> None:
     """The input is a parameter of a helper (``def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)``):
     when every call in this module passes something of the same kind, that is the input's kind."""
     name = spine(loss.input_node)
@@ -144,7 +145,7 @@ def _resolve_value_parameter(module: "ModuleAnalysis", scope: ScopeAnalysis, los
     loss.passed.extend(((call.chunk, call.node), f"passed in as `{name.value}` here") for _, call in passed[:3])
 
 
-def arguments_passed(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
+def arguments_passed(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
     """What each call in this module passes for parameter ``name`` of the function ``scope`` runs (a
     caller's own parameter is followed to what its callers pass); None when a call hides it
     (``*args``), leaves it at its default, or the function rebinds the name."""
@@ -172,7 +173,7 @@ def arguments_passed(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, 
     return found
 
 
-def argument_of(module: "ModuleAnalysis", scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
+def argument_of(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
     """What every caller in this module passes for parameter ``name`` of the function ``scope`` runs.
 
     None unless the function is called, every call passes the parameter explicitly, all of them
@@ -221,7 +222,7 @@ class Origin:
         self.evidence = evidence  # [(site, note)]
         self.activation: ActivationCall | None = activation  # an inline activation call, removable
         self.sequential: SequentialHead | None = sequential  # an nn.Sequential whose last layer decided it
-        self.producer: tuple["ParsedChunk", cst.Call] | None = producer  # the model call, for sequential
+        self.producer: tuple[ParsedChunk, cst.Call] | None = producer  # the model call, for sequential
 
 
 class ActivationCall:
@@ -229,7 +230,7 @@ class ActivationCall:
 
     __slots__ = ("chunk", "node", "inner", "name_node")
 
-    def __init__(self, chunk: "ParsedChunk", node: cst.Call, inner: cst.BaseExpression, name_node: cst.Name | None):
+    def __init__(self, chunk: ParsedChunk, node: cst.Call, inner: cst.BaseExpression, name_node: cst.Name | None):
         self.chunk = chunk
         self.node = node
         self.inner = inner  # what the activation is applied to
@@ -241,14 +242,14 @@ class SequentialHead:
 
     __slots__ = ("chunk", "node", "last", "previous")
 
-    def __init__(self, chunk: "ParsedChunk", node: cst.Call, last: cst.Arg, previous: cst.Arg | None):
+    def __init__(self, chunk: ParsedChunk, node: cst.Call, last: cst.Arg, previous: cst.Arg | None):
         self.chunk = chunk
         self.node = node
         self.last = last
         self.previous = previous
 
 
-def loss_origin(module: "ModuleAnalysis", loss: LossCall) -> Origin:
+def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
     """Where the kind of this loss's input was decided, with the evidence (and the handing-in of parameters)."""
     if loss.model_argument is None:
         origin = origin_of(module, loss.input)
@@ -268,7 +269,7 @@ def loss_origin(module: "ModuleAnalysis", loss: LossCall) -> Origin:
     return origin
 
 
-def origin_of(module: "ModuleAnalysis", value: Value, depth: int = 0) -> Origin:
+def origin_of(module: ModuleAnalysis, value: Value, depth: int = 0) -> Origin:
     """What produced ``value``'s kind, with the evidence for it."""
     kind = next(iter(value.tags & OUTPUT_KINDS), None)
     words = KIND_WORDS.get(kind, "its output")
@@ -343,7 +344,7 @@ def _activation_call(event: CallEvent, kind: str | None) -> ActivationCall | Non
     return None
 
 
-def _call_at(module: "ModuleAnalysis", chunk: "ParsedChunk", node: cst.CSTNode) -> CallEvent | None:
+def _call_at(module: ModuleAnalysis, chunk: ParsedChunk, node: cst.CSTNode) -> CallEvent | None:
     for scope in module.scopes_of(chunk):
         for event in scope.calls():
             if event.node is node:
@@ -352,7 +353,7 @@ def _call_at(module: "ModuleAnalysis", chunk: "ParsedChunk", node: cst.CSTNode) 
 
 
 # ---------------------------------------------------------------------- fixes
-def remove_activation(ctx: "RuleContext", loss: LossCall, origin: Origin) -> list[TextEdit] | None:
+def remove_activation(ctx: RuleContext, loss: LossCall, origin: Origin) -> list[TextEdit] | None:
     """Edits that take the activation out of this loss's input, or None when that is not safe.
 
     An inline activation call is replaced by its input; a last layer of an ``nn.Sequential`` is
@@ -370,7 +371,7 @@ def remove_activation(ctx: "RuleContext", loss: LossCall, origin: Origin) -> lis
     return None
 
 
-def rename_activation(ctx: "RuleContext", loss: LossCall, origin: Origin, function: str, layer: str) -> list[TextEdit] | None:
+def rename_activation(ctx: RuleContext, loss: LossCall, origin: Origin, function: str, layer: str) -> list[TextEdit] | None:
     """Edits that turn the activation into another (``softmax`` -> ``log_softmax``), or None."""
     module = ctx.module
     activation = origin.activation
@@ -405,7 +406,7 @@ def _inner_text(activation: ActivationCall) -> str | None:
     return text if atomic and "\n" not in text else f"({text})"
 
 
-def _feeds_only(module: "ModuleAnalysis", loss: LossCall, chunk: "ParsedChunk", produced: cst.CSTNode) -> bool:
+def _feeds_only(module: ModuleAnalysis, loss: LossCall, chunk: ParsedChunk, produced: cst.CSTNode) -> bool:
     """``produced`` reaches the loss input directly, or through a variable used nowhere else."""
     reached = spine(loss.input_node)
     if reached is produced:
@@ -420,7 +421,7 @@ def _feeds_only(module: "ModuleAnalysis", loss: LossCall, chunk: "ParsedChunk", 
     return False
 
 
-def _sequential_serves_only(module: "ModuleAnalysis", loss: LossCall, origin: Origin) -> bool:
+def _sequential_serves_only(module: ModuleAnalysis, loss: LossCall, origin: Origin) -> bool:
     """The Sequential is bound to one name whose only call is the one feeding this loss."""
     head = origin.sequential
     if head.previous is None or origin.producer is None:
@@ -447,7 +448,7 @@ def _sequential_serves_only(module: "ModuleAnalysis", loss: LossCall, origin: Or
     return bindings == 1 and calls == 1
 
 
-def bound_name(module: "ModuleAnalysis", chunk: "ParsedChunk", node: cst.Call) -> str | None:
+def bound_name(module: ModuleAnalysis, chunk: ParsedChunk, node: cst.Call) -> str | None:
     """The one name (``model``, ``self.criterion``) that the object built by ``node`` is bound to."""
     for scope in module.scopes_of(chunk):
         for event in scope.events:
@@ -467,7 +468,7 @@ def _receiver_chain_reaches(expression: cst.BaseExpression, node: cst.CSTNode) -
             return False
 
 
-def _drop_last_layer(module: "ModuleAnalysis", head: SequentialHead) -> list[TextEdit] | None:
+def _drop_last_layer(module: ModuleAnalysis, head: SequentialHead) -> list[TextEdit] | None:
     chunk = head.chunk
     _, _, start_line, start_column = chunk.range_of(head.previous.value)
     _, _, end_line, end_column = chunk.range_of(head.last.value)

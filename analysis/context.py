@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -14,8 +15,8 @@ from .values import Site
 
 if TYPE_CHECKING:
     from .module import ModuleAnalysis
-    from .settings import AnalysisSettings
     from .rules.base import Rule
+    from .settings import AnalysisSettings
 
 
 class RawFinding:
@@ -35,7 +36,7 @@ class RawFinding:
 
 class RuleContext:
     def __init__(
-        self, module: "ModuleAnalysis", chunk: ParsedChunk, rule: "Rule", settings: "AnalysisSettings | None" = None,
+        self, module: ModuleAnalysis, chunk: ParsedChunk, rule: Rule, settings: AnalysisSettings | None = None,
     ) -> None:
         self.module = module
         self.settings = settings

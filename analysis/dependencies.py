@@ -13,7 +13,8 @@ CUDA); those are recorded with the value seen, and a kept finding is valid while
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .parsing import ParsedChunk
@@ -26,12 +27,12 @@ class Reads:
 
     __slots__ = ("chunk", "whole_module", "facts", "placed")
 
-    def __init__(self, chunk: "ParsedChunk") -> None:
+    def __init__(self, chunk: ParsedChunk) -> None:
         self.chunk = chunk
         self.whole_module = False
         self.facts: dict[str, Any] = {}
         # Statements whose line numbers the rule read, with the first line each had then.
-        self.placed: dict[int, tuple["ParsedChunk", int]] = {}
+        self.placed: dict[int, tuple[ParsedChunk, int]] = {}
 
 
 class KeptResult:
@@ -66,7 +67,7 @@ class KeptStatement:
         self.results = results
         # What all of them depend on together: checked once, they can be kept at once.
         self.facts: dict[str, Any] = {}
-        placed: dict[int, tuple["ParsedChunk", int]] = {}
+        placed: dict[int, tuple[ParsedChunk, int]] = {}
         for result in results.values():
             self.facts.update(result.facts)
             for chunk, start_line in result.placed:
@@ -79,7 +80,7 @@ class recording:
 
     __slots__ = ("reads", "_outer")
 
-    def __init__(self, chunk: "ParsedChunk") -> None:
+    def __init__(self, chunk: ParsedChunk) -> None:
         self.reads = Reads(chunk)
 
     def __enter__(self) -> Reads:
@@ -103,7 +104,7 @@ def note_whole_module() -> None:
         reads.whole_module = True
 
 
-def note_position(chunk: "ParsedChunk") -> None:
+def note_position(chunk: ParsedChunk) -> None:
     reads = getattr(_local, "reads", None)
     if reads is not None and id(chunk) not in reads.placed:
         reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line)

@@ -8,7 +8,8 @@ import logging
 import os
 import re
 import tokenize
-from typing import TYPE_CHECKING, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .context import RawFinding, RuleContext
 from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
@@ -131,7 +132,7 @@ def analyze_source(
     settings: AnalysisSettings | None = None,
     *,
     rules: Sequence[type[Rule]] | None = None,
-    workspace: "Workspace | None" = None,
+    workspace: Workspace | None = None,
 ) -> list[Finding]:
     """All findings for one file, sorted by position. Never raises on bad input."""
     settings = settings or AnalysisSettings()

@@ -11,7 +11,8 @@ of walking the tree again.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 class Loop:
     __slots__ = ("node", "parent", "iterable", "iterable_text", "targets", "_per_step")
 
-    def __init__(self, node, parent: "Loop | None", iterable: Value, iterable_text: str, targets: tuple[str, ...]):
+    def __init__(self, node, parent: Loop | None, iterable: Value, iterable_text: str, targets: tuple[str, ...]):
         self.node = node
         self.parent = parent
         self.iterable = iterable
@@ -71,7 +72,7 @@ class Loop:
         self.targets = targets
         self._per_step: str | None | bool = False  # patterns.repeats_per_step's answer, once asked
 
-    def encloses(self, other: "Loop | None") -> bool:
+    def encloses(self, other: Loop | None) -> bool:
         while other is not None:
             if other is self:
                 return True
@@ -86,7 +87,7 @@ class Loop:
 class Condition:
     __slots__ = ("node", "test", "branch", "loop")
 
-    def __init__(self, node: cst.CSTNode, test: cst.BaseExpression | None, branch: str, loop: "Loop | None") -> None:
+    def __init__(self, node: cst.CSTNode, test: cst.BaseExpression | None, branch: str, loop: Loop | None) -> None:
         self.node = node
         self.test = test
         self.branch = branch  # "if", "else", "except", "case"
@@ -111,16 +112,16 @@ class Context:
     def in_loop(self, loop: Loop) -> bool:
         return loop in self.loops
 
-    def entering_loop(self, loop: Loop) -> "Context":
+    def entering_loop(self, loop: Loop) -> Context:
         return Context(self.loops + (loop,), self.conditions, self.grad_off, self.accumulating)
 
-    def under(self, condition: Condition) -> "Context":
+    def under(self, condition: Condition) -> Context:
         return Context(self.loops, self.conditions + (condition,), self.grad_off, self.accumulating)
 
-    def without_grad(self, node: cst.CSTNode) -> "Context":
+    def without_grad(self, node: cst.CSTNode) -> Context:
         return Context(self.loops, self.conditions, self.grad_off or node, self.accumulating)
 
-    def with_accumulation(self) -> "Context":
+    def with_accumulation(self) -> Context:
         return Context(self.loops, self.conditions, self.grad_off, True)
 
     def conditions_inside(self, loop: Loop | None) -> tuple[Condition, ...]:
@@ -133,13 +134,13 @@ class Context:
 class Event:
     __slots__ = ("node", "context", "scope")
 
-    def __init__(self, node: cst.CSTNode, context: Context, scope: "ScopeAnalysis") -> None:
+    def __init__(self, node: cst.CSTNode, context: Context, scope: ScopeAnalysis) -> None:
         self.node = node
         self.context = context
         self.scope = scope
 
     @property
-    def chunk(self) -> "ParsedChunk":
+    def chunk(self) -> ParsedChunk:
         return self.scope.chunk
 
 
@@ -219,7 +220,7 @@ _BINDING_OUTER = "outer"
 class ScopeAnalysis:
     """The events and final environment of one scope."""
 
-    def __init__(self, chunk: "ParsedChunk", summary: "ModuleSummary", *, function: "FunctionInfo | None" = None, chunk_index: int | None = None):
+    def __init__(self, chunk: ParsedChunk, summary: ModuleSummary, *, function: FunctionInfo | None = None, chunk_index: int | None = None):
         self.chunk = chunk
         self.summary = summary
         self.function = function
@@ -234,7 +235,7 @@ class ScopeAnalysis:
         # `if` statements, conditional expressions and and/or operations, in the order walked
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
-        self.local_functions: dict[str, "FunctionInfo"] = {}
+        self.local_functions: dict[str, FunctionInfo] = {}
         self.return_value: Value = UNKNOWN
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
@@ -271,7 +272,7 @@ class ScopeAnalysis:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def of_function(cls, info: "FunctionInfo", summary: "ModuleSummary") -> "ScopeAnalysis":
+    def of_function(cls, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis:
         scope = cls(info.chunk, summary, function=info)
         node = info.node
         context = Context()
@@ -285,7 +286,7 @@ class ScopeAnalysis:
         return scope
 
     @classmethod
-    def of_module_statement(cls, chunk: "ParsedChunk", summary: "ModuleSummary") -> "ScopeAnalysis":
+    def of_module_statement(cls, chunk: ParsedChunk, summary: ModuleSummary) -> ScopeAnalysis:
         scope = cls(chunk, summary, chunk_index=chunk.index)
         scope._walk_block([s for s in chunk.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))], Context())
         return scope
@@ -309,7 +310,7 @@ class ScopeAnalysis:
         return self._memo.get(expression)
 
     # ------------------------------------------------------------------ parameters
-    def _bind_parameters(self, node: cst.FunctionDef, owner: "ClassInfo | None") -> None:
+    def _bind_parameters(self, node: cst.FunctionDef, owner: ClassInfo | None) -> None:
         params = list(node.params.posonly_params) + list(node.params.params) + list(node.params.kwonly_params)
         text = self.chunk.chunk.text
         for index, param in enumerate(params):
@@ -916,7 +917,7 @@ class ScopeAnalysis:
             return receiver  # `ds.shard(...).map(...)`: a transformed share is still this process's share
         return UNKNOWN
 
-    def _built_by(self, callee: str, head: str) -> "tuple[libraries.ClassKind, str] | None":
+    def _built_by(self, callee: str, head: str) -> tuple[libraries.ClassKind, str] | None:
         """For ``X.from_pretrained(...)`` (and the other factories) or ``X(...)`` of a library class:
         what X's instances are (from the library's source or the table), and X; None when unknown."""
         if callee in libraries.PIPELINE_FACTORIES:
@@ -1125,7 +1126,7 @@ def transfer_destination(event: CallEvent) -> str | None:
     return _destination_of(event.scope.chunk, positional[0].value, event.args[0])
 
 
-def _destination_of(chunk: "ParsedChunk", node: cst.BaseExpression, value: Value) -> str | None:
+def _destination_of(chunk: ParsedChunk, node: cst.BaseExpression, value: Value) -> str | None:
     text = _text(chunk, node)
     if re.fullmatch(r"""(torch\.device\()?["']cpu["']\)?""", text):
         return "host"
@@ -1233,7 +1234,7 @@ def _element_of_tuple(value: Value) -> Value:
     return _element_of(value) if value.tags else UNKNOWN
 
 
-def _returns_one_tensor(model: Value, summary: "ModuleSummary") -> bool:
+def _returns_one_tensor(model: Value, summary: ModuleSummary) -> bool:
     """Positive evidence that calling the model returns one tensor (not a tuple, dict or ModelOutput)."""
     from .summary import ClassInfo
 
@@ -1281,7 +1282,7 @@ def _with_roots_at(value: Value, created: set, call_node: cst.Call) -> Value:
     return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
 
 
-def _output_items(model: Value, summary: "ModuleSummary", grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:
+def _output_items(model: Value, summary: ModuleSummary, grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:
     """The elements of what a workspace model's ``forward`` returns when it is a tuple (``return
     validity, labels``): each keeps what it holds (probabilities, logits), and a graph when grad is on."""
     from .summary import ClassInfo
@@ -1300,7 +1301,7 @@ def _output_items(model: Value, summary: "ModuleSummary", grad_on: bool, site, n
     return tuple(elements)
 
 
-def _model_output_kind(model: Value, summary: "ModuleSummary") -> str | None:
+def _model_output_kind(model: Value, summary: ModuleSummary) -> str | None:
     from .summary import ClassInfo
 
     detail = model.detail
@@ -1383,11 +1384,11 @@ def _is_literal(expression: cst.BaseExpression) -> bool:
     return False
 
 
-def _text(chunk: "ParsedChunk", node: cst.CSTNode) -> str:
+def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
 
 
-def _short(chunk: "ParsedChunk", node: cst.CSTNode, limit: int = 48) -> str:
+def _short(chunk: ParsedChunk, node: cst.CSTNode, limit: int = 48) -> str:
     text = " ".join(chunk.code_for(node).split())
     if len(text) <= limit:
         return text
@@ -1397,7 +1398,7 @@ def _short(chunk: "ParsedChunk", node: cst.CSTNode, limit: int = 48) -> str:
     return text[: limit - 3] + "..."
 
 
-def evaluate_module_expression(expression: cst.BaseExpression, chunk: "ParsedChunk", summary: "ModuleSummary") -> Value:
+def evaluate_module_expression(expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value:
     """The value of a module-level assignment's right-hand side, for names used in other statements."""
     scope = ScopeAnalysis(chunk, summary, chunk_index=chunk.index)
     try:

@@ -40,7 +40,7 @@ _TRAINING_STEPS = {
 _HF_GRAD_ON_EVALUATION = frozenset({"prediction_step", "evaluation_loop", "prediction_loop", "evaluate", "predict"})
 
 
-def framework_of(summary: "ModuleSummary", owner: "ClassInfo | None") -> str | None:
+def framework_of(summary: ModuleSummary, owner: ClassInfo | None) -> str | None:
     """LIGHTNING for a LightningModule, HF_TRAINER for a transformers (or trl) Trainer subclass."""
     if owner is None:
         return None
@@ -51,7 +51,7 @@ def framework_of(summary: "ModuleSummary", owner: "ClassInfo | None") -> str | N
     return None
 
 
-def grad_handled_by_framework(summary: "ModuleSummary", function: "FunctionInfo") -> bool:
+def grad_handled_by_framework(summary: ModuleSummary, function: FunctionInfo) -> bool:
     """The framework decides the grad mode this method runs in: every LightningModule method (its
     evaluation loops run under no_grad), and every Trainer method except the evaluation overrides
     that ``evaluation_loop`` calls with grad enabled."""
@@ -61,7 +61,7 @@ def grad_handled_by_framework(summary: "ModuleSummary", function: "FunctionInfo"
     return framework == HF_TRAINER and function.name not in _HF_GRAD_ON_EVALUATION
 
 
-def training_step_hook(summary: "ModuleSummary", function: "FunctionInfo | None") -> str | None:
+def training_step_hook(summary: ModuleSummary, function: FunctionInfo | None) -> str | None:
     """Evidence that the framework calls this method once per training step with grad on, or None."""
     if function is None:
         return None
@@ -72,7 +72,7 @@ def training_step_hook(summary: "ModuleSummary", function: "FunctionInfo | None"
     return f"{who} calls `{function.name}` once per training step"
 
 
-def manual_optimization(summary: "ModuleSummary", owner: "ClassInfo | None") -> bool:
+def manual_optimization(summary: ModuleSummary, owner: ClassInfo | None) -> bool:
     """A LightningModule that sets ``self.automatic_optimization = False``: it steps and zeroes itself."""
     if owner is None or framework_of(summary, owner) != LIGHTNING:
         return False

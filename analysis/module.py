@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import libcst as cst
 
 from . import dependencies, torchapi
 from .chunking import Chunk, split_statements
-from .lines import normalize_line_breaks
+from .dependencies import note_fact, note_whole_module
 from .flow import AssignEvent, CallEvent, ScopeAnalysis
+from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, common_prefix, common_suffix
 from .summary import ChunkFacts, FunctionInfo, ModuleSummary
-from .dependencies import note_fact, note_whole_module
 from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
@@ -40,7 +41,7 @@ class ModuleAnalysis:
 
     def __init__(
         self, text: str, path: str, chunks: list[ParsedChunk] | None = None, *,
-        workspace: "Workspace | None" = None, foreign: bool = False,
+        workspace: Workspace | None = None, foreign: bool = False,
     ) -> None:
         """``workspace`` resolves imports of the user's other files; ``foreign`` marks such a file's own
         analysis, whose definitions are then analysed in their module whoever asks.
@@ -76,7 +77,7 @@ class ModuleAnalysis:
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
 
-    def updated(self, text: str) -> "ModuleAnalysis":
+    def updated(self, text: str) -> ModuleAnalysis:
         """The analysis of an edited text.
 
         Statements whose text did not change are not re-parsed. A statement that also kept its
@@ -95,7 +96,7 @@ class ModuleAnalysis:
             chunks, unchanged = self._rechunked(text)
         return self._with_chunks(text, chunks, unchanged)
 
-    def _spliced(self, text: str) -> "tuple[list[ParsedChunk], set[int]] | None":
+    def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
         innermost statement it touched (ParsedChunk.spliced); the others keep their chunks and move
         by the lines the edit added or removed. None for any other edit."""
@@ -150,7 +151,7 @@ class ModuleAnalysis:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
         return chunks, unchanged
 
-    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int]) -> "ModuleAnalysis":
+    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int]) -> ModuleAnalysis:
         kept = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
@@ -391,7 +392,7 @@ class ModuleAnalysis:
         note_fact("main_guard_line", (_main_guard_line, self._main_guard_line))
         return self._main_guard_line
 
-    def module_wide(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
+    def module_wide(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A value a rule computes once from the whole module and reuses for every statement.
 
         Every read counts as a module-wide read, even when the value is already computed.
@@ -399,7 +400,7 @@ class ModuleAnalysis:
         note_whole_module()
         return self._module_wide_unrecorded(key, compute)
 
-    def module_fact(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
+    def module_fact(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A small module-wide value (a line, a count, an index) that a rule's findings depend on.
 
         Recorded with its value rather than as a module-wide read: findings computed with it are
@@ -409,7 +410,7 @@ class ModuleAnalysis:
         note_fact(key, (compute, value))
         return value
 
-    def _module_wide_unrecorded(self, key: str, compute: Callable[["ModuleAnalysis"], T]) -> T:
+    def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
             self._module_wide[key] = compute(self)
         return self._module_wide[key]  # type: ignore[return-value]

@@ -169,7 +169,7 @@ class SyntaxProblem:
         self.analysed = analysed
         self.from_python = from_python  # Python's message: its line numbers are the file's
 
-    def moved_to(self, old: Chunk, new: Chunk) -> "SyntaxProblem":
+    def moved_to(self, old: Chunk, new: Chunk) -> SyntaxProblem:
         """The same problem for the same statement text at another line."""
         if self.from_python:
             again = _python_syntax_error(new)
@@ -229,7 +229,7 @@ class ParsedChunk:
         except Exception as error:  # LibCST raises plain exceptions for some invalid input
             self.syntax_error = SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}")
 
-    def moved(self, chunk: Chunk, index: int) -> "ParsedChunk":
+    def moved(self, chunk: Chunk, index: int) -> ParsedChunk:
         """The same statement at another place in an edited document: no re-parse, positions kept."""
         assert chunk.text == self.chunk.text
         moved = ParsedChunk.__new__(ParsedChunk)
@@ -296,7 +296,7 @@ class ParsedChunk:
             self.positions()
         return self._starts  # type: ignore[return-value]
 
-    def spliced(self, piece: Chunk) -> "ParsedChunk | None":
+    def spliced(self, piece: Chunk) -> ParsedChunk | None:
         """This statement after an edit of its text (``piece``), re-parsing only the innermost
         statement that holds the edit (see splicing.py); None when that cannot be done exactly,
         and the caller parses ``piece`` whole.
@@ -344,7 +344,7 @@ class ParsedChunk:
         self._positions = self._starts = None
         return result
 
-    def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> "ParsedChunk":
+    def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> ParsedChunk:
         """This statement's tree, for a new text whose broken lines blank to the same text."""
         result = ParsedChunk.__new__(ParsedChunk)
         result.chunk, result.index, result.module, result.origin = piece, self.index, self.module, self.origin

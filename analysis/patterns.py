@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
 from . import libraries, torchapi
 from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, names_owner
 from .names import dotted, last_part
-from .values import ACCELERATOR, CONTAINER, DATASET_ITERABLE, DATASET_MAP, ENGINE, LOADER, OPTIMIZER, SCALER, TENSOR, UNKNOWN, Value
+from .values import (
+    ACCELERATOR,
+    CONTAINER,
+    DATASET_ITERABLE,
+    DATASET_MAP,
+    ENGINE,
+    LOADER,
+    OPTIMIZER,
+    SCALER,
+    TENSOR,
+    UNKNOWN,
+    Value,
+)
 
 MAX_CALL_DEPTH = 4
 _LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)

@@ -5,27 +5,27 @@ from __future__ import annotations
 import importlib
 
 from .rules.base import Rule
-from .rules.missing_eval_mode import MissingEvalMode
-from .rules.missing_set_epoch import MissingSetEpoch
-from .rules.missing_zero_grad import MissingZeroGrad
-from .rules.stuck_eval_mode import StuckEvalMode
-from .rules.unscaled_accumulation import UnscaledAccumulation
 from .rules.bce_activation_mismatch import BceActivationMismatch
 from .rules.clip_before_unscale import ClipBeforeUnscale
 from .rules.contradictory_determinism import ContradictoryDeterminism
 from .rules.dataloader_tuning import DataloaderTuning
+from .rules.ddp_without_sampler import DdpWithoutSampler
 from .rules.device_accumulation import DeviceAccumulation
 from .rules.discarded_transfer import DiscardedTransfer
 from .rules.dropout_always_on import DropoutAlwaysOn
 from .rules.grad_enabled_eval import GradEnabledEval
 from .rules.layer_in_forward import LayerInForward
-from .rules.ddp_without_sampler import DdpWithoutSampler
+from .rules.missing_eval_mode import MissingEvalMode
+from .rules.missing_set_epoch import MissingSetEpoch
+from .rules.missing_zero_grad import MissingZeroGrad
 from .rules.redundant_transfer import RedundantTransfer
 from .rules.retain_graph_in_loop import RetainGraphInLoop
-from .rules.seed_zero_ignored import SeedZeroIgnored
 from .rules.retained_graph import RetainedGraph
+from .rules.seed_zero_ignored import SeedZeroIgnored
 from .rules.softmax_before_cross_entropy import SoftmaxBeforeCrossEntropy
+from .rules.stuck_eval_mode import StuckEvalMode
 from .rules.sync_in_hot_loop import SyncInHotLoop
+from .rules.unscaled_accumulation import UnscaledAccumulation
 from .rules.unseeded_run import UnseededRun
 from .rules.zero_grad_before_step import ZeroGradBeforeStep
 

@@ -48,7 +48,7 @@ class Located:
     last_line: int
 
 
-def locate(chunk: "ParsedChunk", first: int, last: int) -> Located | None:
+def locate(chunk: ParsedChunk, first: int, last: int) -> Located | None:
     """The innermost statement inside a function or class body whose lines hold lines first..last
     (1-based, chunk-relative); None when the edit touches a top-level statement's own lines."""
     module = chunk.module
@@ -153,7 +153,7 @@ class SplicedTree:
         self.last_line = last_line
 
 
-def splice(chunk: "ParsedChunk", old_text: str, new_text: str, start: int, old_end: int, new_end: int, parse) -> SplicedTree | None:
+def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end: int, new_end: int, parse) -> SplicedTree | None:
     """The tree of ``new_text``, which is the text of the chunk's tree ``old_text`` with
     ``[start, old_end)`` replaced by ``new_text[start:new_end]``, re-parsing one statement; None
     when that cannot be done exactly. ``parse`` is the guarded ``parse_module``; a statement that
@@ -233,7 +233,7 @@ def _line_starts(text: str) -> list[int]:
     return starts
 
 
-def _spliced_tree(chunk: "ParsedChunk", located: Located, statements, new_positions, new_starts, delta: int) -> SplicedTree:
+def _spliced_tree(chunk: ParsedChunk, located: Located, statements, new_positions, new_starts, delta: int) -> SplicedTree:
     old = located.statement
     positions, starts = chunk.positions(), chunk.statement_starts()
     old_range = positions[old]

@@ -34,7 +34,7 @@ _NEVER_LOCAL = frozenset({
 class FunctionInfo:
     __slots__ = ("name", "node", "chunk", "owner", "home", "_analysis", "_analysing")
 
-    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: "ClassInfo | None") -> None:
+    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: ClassInfo | None) -> None:
         self.name = name
         self.node = node
         self.chunk = chunk
@@ -43,7 +43,7 @@ class FunctionInfo:
         self._analysis: ScopeAnalysis | None = None
         self._analysing = False
 
-    def analysis(self, summary: "ModuleSummary") -> "ScopeAnalysis | None":
+    def analysis(self, summary: ModuleSummary) -> ScopeAnalysis | None:
         """The function's own flow; None while it is being analysed (recursion)."""
         summary = self.home or summary
         if self._analysis is None:
@@ -77,7 +77,7 @@ class ClassInfo:
         self._output: Value | None = None
         self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
 
-    def attributes(self, summary: "ModuleSummary") -> dict[str, Value]:
+    def attributes(self, summary: ModuleSummary) -> dict[str, Value]:
         """Values bound to ``self.<name>`` in ``__init__`` (and ``setup`` for Lightning-style modules)."""
         summary = self.home or summary
         if self._attributes is None:
@@ -91,7 +91,7 @@ class ClassInfo:
                             self._attributes.setdefault(key, value)
         return self._attributes
 
-    def attribute(self, key: str, summary: "ModuleSummary") -> Value | None:
+    def attribute(self, key: str, summary: ModuleSummary) -> Value | None:
         """What ``self.<name>`` holds in any method: bound in ``__init__`` (or ``setup``/``build``), or
         else in the one method that binds it (``initialize_module``); None when no method binds it."""
         known = self.attributes(summary).get(key)
@@ -116,7 +116,7 @@ class ClassInfo:
             self._assigned = assigned
         return self._assigned
 
-    def find_method(self, name: str, summary: "ModuleSummary", depth: int = 0) -> "FunctionInfo | None":
+    def find_method(self, name: str, summary: ModuleSummary, depth: int = 0) -> FunctionInfo | None:
         """The method ``name`` of this class or of a base class defined in the workspace."""
         found = self.methods.get(name)
         if found is not None or depth >= 8:
@@ -130,7 +130,7 @@ class ClassInfo:
                     return found
         return None
 
-    def forward_output(self, summary: "ModuleSummary") -> Value:
+    def forward_output(self, summary: ModuleSummary) -> Value:
         """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""
         summary = self.home or summary
         if self._output is None:
@@ -211,7 +211,7 @@ def _self_targets(node: cst.FunctionDef):
                     yield key
 
 
-def _is_no_grad_decorator(summary: "ModuleSummary", expression: cst.BaseExpression) -> bool:
+def _is_no_grad_decorator(summary: ModuleSummary, expression: cst.BaseExpression) -> bool:
     name = dotted(expression.func if isinstance(expression, cst.Call) else expression)
     if name is None:
         return False
@@ -240,7 +240,7 @@ class ModuleSummary:
     """The merge of every statement's facts, plus memoised values of module-level names."""
 
     def __init__(
-        self, chunks: list[ParsedChunk], facts: list[ChunkFacts], path: str = "", workspace: "Workspace | None" = None,
+        self, chunks: list[ParsedChunk], facts: list[ChunkFacts], path: str = "", workspace: Workspace | None = None,
     ) -> None:
         self.chunks = chunks
         self.path = path
@@ -336,20 +336,20 @@ class ModuleSummary:
         self._module_classes[info.name] = result
         return result
 
-    def library_class_kind(self, canonical: str) -> "libraries.ClassKind | None":
+    def library_class_kind(self, canonical: str) -> libraries.ClassKind | None:
         """What a class of an installed (or tabled) library is; None for torch's own and unknown names."""
         if "." not in canonical or torchapi.is_torch_name(canonical) or canonical.startswith("."):
             return None
         return libraries.library_index().class_kind(canonical)
 
-    def kind_of(self, raw: str, depth: int = 0) -> "libraries.ClassKind | None":
+    def kind_of(self, raw: str, depth: int = 0) -> libraries.ClassKind | None:
         """What instances of the class ``raw`` (as written here) are: an nn.Module, a pipeline, other."""
         local = self.local_class(self.canonical(raw)) if "." in self.canonical(raw) else self.classes.get(raw)
         if local is not None:
             return self.local_class_kind(local, depth)
         return self.library_class_kind(self.canonical(raw))
 
-    def local_class_kind(self, info: ClassInfo, depth: int = 0) -> "libraries.ClassKind":
+    def local_class_kind(self, info: ClassInfo, depth: int = 0) -> libraries.ClassKind:
         """A class of the workspace: an nn.Module, a pipeline (its ``__call__`` runs without grad, or it
         subclasses a library pipeline), or other."""
         summary = info.home or self

@@ -14,7 +14,7 @@ import functools
 import io
 import re
 import tokenize
-from typing import Iterable
+from collections.abc import Iterable
 
 import msgspec
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 

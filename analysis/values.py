@@ -6,7 +6,8 @@ plus where the most important one was established, so findings can cite their ev
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -62,7 +63,7 @@ class Value:
         site: Site | None = None,
         note: str = "",
         roots: frozenset = frozenset(),
-        items: tuple["Value", ...] | None = None,
+        items: tuple[Value, ...] | None = None,
         detail: object = None,
     ) -> None:
         self.tags = frozenset(tags)
@@ -75,11 +76,11 @@ class Value:
     def has(self, tag: str) -> bool:
         return tag in self.tags
 
-    def with_tags(self, add: Iterable[str] = (), remove: Iterable[str] = ()) -> "Value":
+    def with_tags(self, add: Iterable[str] = (), remove: Iterable[str] = ()) -> Value:
         tags = (self.tags | frozenset(add)) - frozenset(remove)
         return Value(tags, site=self.site, note=self.note, roots=self.roots, detail=self.detail)
 
-    def without_graph(self) -> "Value":
+    def without_graph(self) -> Value:
         if GRAPH not in self.tags:
             return self
         return Value(self.tags - {GRAPH}, site=self.site, note=self.note, detail=self.detail)

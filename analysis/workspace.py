@@ -32,7 +32,7 @@ class Workspace:
 
     def __init__(self, roots: list[Path] | tuple[Path, ...] = ()) -> None:
         self.roots = tuple(dict.fromkeys(Path(root).resolve() for root in roots))
-        self._modules: dict[Path, tuple[Stamp, "ModuleAnalysis"]] = {}
+        self._modules: dict[Path, tuple[Stamp, ModuleAnalysis]] = {}
         self._resolving: set[Path] = set()
         self._files: dict[tuple[Path, str], Path | None] = {}  # (importing folder, module) -> file
         # Every module each importing file looked for, and the file it got (None: not a workspace file),
@@ -41,7 +41,7 @@ class Workspace:
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups
-    def resolve_class(self, importer: str, target: str, depth: int = 0) -> "ClassInfo | None":
+    def resolve_class(self, importer: str, target: str, depth: int = 0) -> ClassInfo | None:
         found = self._definition(importer, target, depth)
         if found is None:
             return None
@@ -51,7 +51,7 @@ class Workspace:
             return self.resolve_class(module.path, module.summary.imports[name], depth + 1)
         return info
 
-    def resolve_function(self, importer: str, target: str, depth: int = 0) -> "FunctionInfo | None":
+    def resolve_function(self, importer: str, target: str, depth: int = 0) -> FunctionInfo | None:
         found = self._definition(importer, target, depth)
         if found is None:
             return None
@@ -97,7 +97,7 @@ class Workspace:
         return str(found) if found is not None else None
 
     # ------------------------------------------------------------------ resolution
-    def _definition(self, importer: str, target: str, depth: int) -> "tuple[ModuleAnalysis, str] | None":
+    def _definition(self, importer: str, target: str, depth: int) -> tuple[ModuleAnalysis, str] | None:
         """The module that defines ``target`` (``model.Net``, ``.model.Net``, ``pkg.nets.Net``) and the name in it."""
         if depth > MAX_DEPTH or "." not in target:
             return None
@@ -134,7 +134,7 @@ class Workspace:
                 return found
         return None
 
-    def _analysis(self, path: Path, depth: int) -> "ModuleAnalysis | None":
+    def _analysis(self, path: Path, depth: int) -> ModuleAnalysis | None:
         from .engine import DecodeError, decode_source
         from .files import UnreadableFile, read_bounded
         from .module import ModuleAnalysis

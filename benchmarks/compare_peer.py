@@ -32,9 +32,10 @@ import threading
 import time
 import venv
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PEER_VENV = REPO_ROOT / "benchmarks" / ".work" / "peer-venv"

@@ -28,7 +28,6 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

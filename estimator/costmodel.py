@@ -109,17 +109,17 @@ class Interval:
     high: float
 
     @staticmethod
-    def exact(value: float) -> "Interval":
+    def exact(value: float) -> Interval:
         return Interval(value, value, value)
 
     @staticmethod
-    def spread(value: float, factors: tuple[float, float, float]) -> "Interval":
+    def spread(value: float, factors: tuple[float, float, float]) -> Interval:
         return Interval(value * factors[0], value * factors[1], value * factors[2])
 
-    def __add__(self, other: "Interval") -> "Interval":
+    def __add__(self, other: Interval) -> Interval:
         return Interval(self.low + other.low, self.estimate + other.estimate, self.high + other.high)
 
-    def scaled(self, factor: float) -> "Interval":
+    def scaled(self, factor: float) -> Interval:
         return Interval(self.low * factor, self.estimate * factor, self.high * factor)
 
 

@@ -54,7 +54,7 @@ class Count:
     def known(self) -> bool:
         return not self.unresolved
 
-    def add(self, other: "Count", times: int = 1) -> None:
+    def add(self, other: Count, times: int = 1) -> None:
         self.params += other.params * times
         self.unresolved.extend(other.unresolved)
 

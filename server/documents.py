@@ -100,7 +100,7 @@ class DocumentState:
             self.latest = Analysis(version, settings, text, findings, anchors)
             return self.latest
 
-    def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> "EditorEstimate | None":
+    def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
         """The estimate for the analysed text; None when a newer text has been analysed since."""
         key = (target_gpu, target_model)
         with self.lock:

@@ -37,7 +37,6 @@ from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, fin
 from trainlint.estimator.anchors import BATCH_SIZE, MODEL
 from trainlint.estimator.editor import EditorEstimate, hover_text, inlay_label
 from trainlint.fixing import apply_fixes, parses
-
 from trainlint.notebooks import CellProgram
 
 from .collector import IdleCollector
@@ -284,7 +283,7 @@ class TrainlintServer(LanguageServer):
 
     def _start_analysis(
         self, uri: str, state: DocumentState, text: str, version: int | None, settings: EffectiveSettings,
-    ) -> "asyncio.Future[Analysis | None]":
+    ) -> asyncio.Future[Analysis | None]:
         """The document's one running analysis, of ``text``; shared by whoever waits for it."""
         loop = asyncio.get_running_loop()
 

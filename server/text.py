@@ -14,7 +14,7 @@ handles ``initialize``, before any document arrives.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
@@ -87,6 +87,6 @@ class LspWorkspace(Workspace):
         )
 
     @classmethod
-    def replacing(cls, workspace: Workspace) -> "LspWorkspace":
+    def replacing(cls, workspace: Workspace) -> LspWorkspace:
         """A new, empty workspace with the root, sync kind, folders and position encoding of pygls' own."""
         return cls(workspace.root_uri, workspace._sync_kind, list(workspace.folders.values()), workspace.position_encoding)

@@ -13,12 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from two_file_project import MODEL
+from two_file_project import TRAIN as UNSEEDED_TRAIN
 
 import trainlint
 import trainlint.cli as cli
 from trainlint.cache import ResultCache, installation_fingerprint
 from trainlint.cli import main
-from two_file_project import MODEL, TRAIN as UNSEEDED_TRAIN
 
 ROOT = Path(__file__).resolve().parent.parent
 

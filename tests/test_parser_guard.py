@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_engine import RETAINED
+
 from trainlint.analysis.chunking import split_statements
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.parsing import INLINE_NESTING, MAX_NESTING, nesting_estimate
@@ -92,8 +92,8 @@ def test_syntax_errors_name_file_lines(source, message):
 
 
 def test_a_syntax_error_that_moves_keeps_file_lines(tmp_path):
-    from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.engine import findings_for, select_rules
+    from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.settings import AnalysisSettings
 
     broken = 'x = 1\n\ns = """never closed\n'

@@ -18,11 +18,11 @@ from __future__ import annotations
 import ast
 import collections
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from trainlint.analysis.model import Severity
 

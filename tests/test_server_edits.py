@@ -15,13 +15,20 @@ from __future__ import annotations
 import collections
 
 import pytest
+from fuzz_documents import FUZZ_SETTINGS, documents, edits, rarely
 from hypothesis import given
 from hypothesis import strategies as st
-
-from fuzz_documents import FUZZ_SETTINGS, documents, edits, rarely
 from lsp_pipe import (
-    ENCODINGS, RawServer, apply_edits, capabilities_for, diagnostics_of, position_at, shown, text_digest,
+    ENCODINGS,
+    RawServer,
+    apply_edits,
+    capabilities_for,
+    diagnostics_of,
+    position_at,
+    shown,
+    text_digest,
 )
+
 from trainlint.analysis.engine import analyze_source
 from trainlint.fixing import apply_fixes, parses
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from lsp_pipe import TIMEOUT, RawServer, frame
 
 
@@ -116,9 +115,9 @@ def test_a_huge_document_does_not_hold_up_the_others(tmp_path):
 
 
 def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
+    from trainlint.config import Config
     from trainlint.server import documents
     from trainlint.server.settings import EditorSettings, effective_settings
-    from trainlint.config import Config
 
     settings = effective_settings(EditorSettings(), Config(), None)
     state = documents.DocumentState("file:///t.py", None)

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-
 from lsp_pipe import RawServer, diagnostics_of, shown
+
 from trainlint.analysis.engine import analyze_source
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "buggy").glob("*.py"))

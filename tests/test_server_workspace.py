@@ -11,7 +11,6 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-
 from test_server import BUGGY, FINDING_LINE
 
 SERVER = [sys.executable, "-m", "trainlint", "server"]

@@ -10,12 +10,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+from two_file_project import MODEL, TRAIN
+
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.workspace import Workspace
 from trainlint.server.documents import DocumentState
 from trainlint.server.settings import EffectiveSettings
-from two_file_project import MODEL, TRAIN
+
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():

@@ -88,7 +88,7 @@ class ResultCache:
         self._forget()
 
     @classmethod
-    def open(cls, folder: Path) -> "ResultCache":
+    def open(cls, folder: Path) -> ResultCache:
         """The cache in ``folder``, created (with its .gitignore) when missing; CacheUnavailable when it cannot be."""
         cache = cls(folder, _GENERATION_PREFIX + installation_fingerprint())
         try:

@@ -14,34 +14,36 @@ import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn, Sequence, TextIO
+from typing import NoReturn, TextIO
 
 import msgspec
 
 import trainlint
+from trainlint import estimate_cli
 from trainlint.analysis.engine import (
     ENGINE_CODES,
-    DecodeError,
     NOT_ANALYSED,
     STRICT_ENV,
     SYNTAX_ERROR,
     UNUSED_SUPPRESSION,
+    DecodeError,
     analyze_source,
     collector_paused,
     select_rules,
 )
-from trainlint.analysis.workspace import Workspace
-from trainlint import estimate_cli
-from trainlint.cache import ENVIRONMENT_VARIABLE as CACHE_ENVIRONMENT_VARIABLE, FOLDER_NAME as CACHE_FOLDER_NAME
-from trainlint.cache import CacheUnavailable, ResultCache
-from trainlint.notebooks import CellPosition, Notebook, NotebookError
+from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.analysis.model import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings
+from trainlint.analysis.workspace import Workspace
+from trainlint.cache import ENVIRONMENT_VARIABLE as CACHE_ENVIRONMENT_VARIABLE
+from trainlint.cache import FOLDER_NAME as CACHE_FOLDER_NAME
+from trainlint.cache import CacheUnavailable, ResultCache
 from trainlint.config import (
     BadGlob,
     Config,
@@ -56,8 +58,8 @@ from trainlint.config import (
     without_engine_codes,
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
-from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
+from trainlint.notebooks import CellPosition, Notebook, NotebookError
 from trainlint.output import Report, repository_root
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
@@ -402,7 +404,7 @@ def _default_jobs(file_count: int) -> int:
     return 1 if file_count < PARALLEL_THRESHOLD else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
 
 
-def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, progress: "_Progress") -> list[_Outcome]:
+def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, progress: _Progress) -> list[_Outcome]:
     """Every task's outcome, in the order of the tasks whichever worker finished first: kept
     results from the cache, the rest checked in this process or a pool of workers."""
     _WORKSPACES.clear()  # a run reads the workspace as it is now (main() may run more than once in a process)

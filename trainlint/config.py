@@ -13,18 +13,19 @@ import re
 import stat
 import sys
 import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import msgspec
 import pathspec
 
 from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.analysis.model import Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.selection import resolve_selector
-from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -14,13 +14,14 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import pathspec
 
-from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
+from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}

@@ -112,10 +112,10 @@ def _read_script(path: str):
     from pathlib import Path
 
     from trainlint.analysis.engine import DecodeError, decode_source
+    from trainlint.analysis.files import MAX_SOURCE_BYTES, UnreadableFile, read_bounded
     from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.workspace import Workspace
     from trainlint.estimator.reading import read_inputs
-    from trainlint.analysis.files import MAX_SOURCE_BYTES, UnreadableFile, read_bounded
 
     try:
         text = decode_source(read_bounded(path, MAX_SOURCE_BYTES))

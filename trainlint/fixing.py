@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 from trainlint.analysis.engine import read_source
 from trainlint.analysis.lines import LINE_BREAK, line_starts
@@ -23,7 +23,7 @@ class SourceFile:
     encoding: str  # "utf-8-sig" when the file starts with a BOM, so encoding restores it
 
     @classmethod
-    def decode(cls, data: bytes) -> "SourceFile":
+    def decode(cls, data: bytes) -> SourceFile:
         """Decoded as the analysis decodes it (``read_source``); raises DecodeError where Python could not read it."""
         return cls(*read_source(data))
 

@@ -108,7 +108,7 @@ class VRAMGuard:
         self.accuracy: float | None = None  # measured peak / projected estimate (allocated-level comparison)
 
     # ------------------------------------------------------------------ the check
-    def __enter__(self) -> "VRAMGuard":
+    def __enter__(self) -> VRAMGuard:
         started = time.perf_counter()
         self.projection = self.project()
         self.limit = self._limit()

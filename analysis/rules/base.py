@@ -79,7 +79,7 @@ class Rule:
     MUST_FIRE: ClassVar[tuple[Fires, ...]] = ()
     MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
 
-    def check(self, ctx: "RuleContext") -> None:
+    def check(self, ctx: RuleContext) -> None:
         raise NotImplementedError
 
     @classmethod

@@ -20,10 +20,10 @@ import re
 
 import libcst as cst
 
-from ..activations import KIND_WORDS, LossCall, bound_name, loss_calls, occurrences, loss_origin, remove_activation
+from ..activations import KIND_WORDS, LossCall, bound_name, loss_calls, loss_origin, occurrences, remove_activation
 from ..flow import _short
-from ..torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
 from ..model import Severity
+from ..torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
 from ..values import LOGITS, SIGMOID
 from .base import Fires, Quiet, Rule
 

@@ -20,8 +20,8 @@ from ..flow import CallEvent
 from ..model import Evidence, Severity, TextEdit
 from ..patterns import shortened
 from ..torchapi import is_dataloader
-from ..values import ON_DEVICE, UNKNOWN
 from ..tree import literal_value
+from ..values import ON_DEVICE, UNKNOWN
 from .base import Fires, Quiet, Rule
 
 # Positions in `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)`.

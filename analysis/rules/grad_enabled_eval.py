@@ -17,18 +17,24 @@ adaptation) — those call `backward`/`autograd.grad`, which keeps this rule qui
 
 from __future__ import annotations
 
-
 import libcst as cst
 
-from ..tree import walk as _walk
 from ..flow import CallEvent, Loop, ScopeAnalysis, _short
 from ..frameworks import grad_handled_by_framework
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
 from ..patterns import (
-    backward_target, calls_in, evaluation_calls, is_backward, is_eval_name, is_optimizer_step, is_test_file, mode_parameter,
+    backward_target,
+    calls_in,
+    evaluation_calls,
+    is_backward,
+    is_eval_name,
+    is_optimizer_step,
+    is_test_file,
+    mode_parameter,
     name_words,
 )
+from ..tree import walk as _walk
 from ..values import GRAPH, MODEL
 from .base import Fires, Quiet, Rule
 

@@ -21,9 +21,9 @@ import libcst as cst
 
 from ..flow import CallEvent, ScopeAnalysis
 from ..model import Severity
+from ..patterns import evaluation_calls, is_test_file, mentions, mode_parameter, shortened
 from ..summary import ClassInfo
 from ..values import MODEL, Value
-from ..patterns import evaluation_calls, is_test_file, mentions, mode_parameter, shortened
 from .base import Fires, Quiet, Rule
 
 _EVALUATION_FUNCTION = re.compile(

@@ -21,10 +21,10 @@ import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
-from ..torchapi import is_dataloader
-from ..values import SAMPLER_DISTRIBUTED, Value
 from ..names import dotted
 from ..patterns import comes_from_call, peeled, written
+from ..torchapi import is_dataloader
+from ..values import SAMPLER_DISTRIBUTED, Value
 from .base import Fires, Quiet, Rule
 
 

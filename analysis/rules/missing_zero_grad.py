@@ -22,7 +22,14 @@ import libcst as cst
 from ..flow import AssignEvent, CallEvent, Event, Loop
 from ..frameworks import manual_optimization
 from ..model import Severity
-from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
+from ..patterns import (
+    accumulates_into_grad,
+    clears_gradients,
+    is_optimizer_step,
+    ordered_events,
+    path_conditions,
+    written,
+)
 from ..torchapi import is_torch_name
 from ..values import ACCELERATOR, CRITERION, ENGINE, MODEL, OPTIMIZER, SCALER
 from .base import Fires, Quiet, Rule

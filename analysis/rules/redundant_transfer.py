@@ -15,7 +15,7 @@ modified in place inside the loop first.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import libcst as cst
 

@@ -20,12 +20,19 @@ from __future__ import annotations
 import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, JumpEvent, Loop, ScopeAnalysis, StoreEvent
-from ..values import Value
 from ..frameworks import training_step_hook
 from ..model import Severity
-from ..patterns import backward_target, bounded_or_emptied, calls_in, is_backward, is_eval_name, mentions, repeats_per_step
-from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, is_known_tensor
+from ..patterns import (
+    backward_target,
+    bounded_or_emptied,
+    calls_in,
+    is_backward,
+    is_eval_name,
+    mentions,
+    repeats_per_step,
+)
 from ..tree import literal_value
+from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, Value, is_known_tensor
 from .base import Fires, Quiet, Rule
 
 

@@ -15,8 +15,8 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
-from ..flow import _short
 from ..activations import KIND_WORDS, LossCall, loss_calls, loss_origin, remove_activation, rename_activation
+from ..flow import _short
 from ..model import Severity
 from ..torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
 from ..values import LOG_PROBS, LOGITS, PROBS

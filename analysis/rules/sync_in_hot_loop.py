@@ -16,7 +16,8 @@ values into one tensor (`torch.stack([...]).tolist()`) so they cross in a single
 from __future__ import annotations
 
 import re
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import libcst as cst
 

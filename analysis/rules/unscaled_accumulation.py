@@ -24,7 +24,14 @@ import libcst as cst
 from ..flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis
 from ..model import Severity
 from ..names import dotted, last_part
-from ..patterns import accumulates_into_grad, backward_target, clears_gradients, is_optimizer_step, ordered_events, path_conditions
+from ..patterns import (
+    accumulates_into_grad,
+    backward_target,
+    clears_gradients,
+    is_optimizer_step,
+    ordered_events,
+    path_conditions,
+)
 from ..values import ACCELERATOR, ENGINE, GRAPH, OPTIMIZER, SCALED, Value
 from .base import Fires, Quiet, Rule
 

@@ -33,7 +33,8 @@ from ..module import SEED_ALL_HELPERS, ModuleAnalysis
 from ..names import last_part
 from ..parsing import ParsedChunk
 from ..patterns import calls_in, first_written, is_test_file
-from ..tree import literal_value, walk as _walk
+from ..tree import literal_value
+from ..tree import walk as _walk
 from ..values import DDP, ENGINE, MODEL
 from .base import Fires, Quiet, Rule
 

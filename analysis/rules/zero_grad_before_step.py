@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from ..flow import AssignEvent, CallEvent, Event, Loop, ScopeAnalysis
 from ..model import Severity, TextEdit
-from ..patterns import accumulates_into_grad, clears_gradients, is_optimizer_step, ordered_events, path_conditions, written
+from ..patterns import (
+    accumulates_into_grad,
+    clears_gradients,
+    is_optimizer_step,
+    ordered_events,
+    path_conditions,
+    written,
+)
 from ..values import MODEL, SCALER
 from .base import Fires, Quiet, Rule
 

@@ -47,8 +47,8 @@ import torch
 import torch.nn.functional as F
 import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
-from transformers.initialization import no_init_weights
 from transformers import masking_utils
+from transformers.initialization import no_init_weights
 from transformers.utils import import_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -199,7 +199,7 @@ class SavedByRegion:
             self._sizes[key] = storage.nbytes()
         return tensor
 
-    def __enter__(self) -> "SavedByRegion":
+    def __enter__(self) -> SavedByRegion:
         self._hooks.__enter__()
         return self
 

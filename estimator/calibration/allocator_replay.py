@@ -72,8 +72,8 @@ class _Block:
     address: int
     size: int
     free: bool = True
-    prev: "_Block | None" = None
-    next: "_Block | None" = None
+    prev: _Block | None = None
+    next: _Block | None = None
 
 
 @dataclass

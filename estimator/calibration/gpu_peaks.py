@@ -429,7 +429,7 @@ def worker(spec: dict, dry_run: bool) -> dict:
     input_dtype = weight_dtype if not quant else torch.bfloat16
     inputs = make_inputs(input_dtype if a["kind"] in ("cnn", "vision-transformer") else None)
 
-    def loss_of() -> "torch.Tensor":
+    def loss_of() -> torch.Tensor:
         if a["kind"] == "cnn":
             logits = model(inputs["x"])
             return torch.nn.functional.cross_entropy(logits.float(), inputs["labels"])

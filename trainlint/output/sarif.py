@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import msgspec
@@ -95,7 +96,7 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict[str,
     return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
 
 
-def _result(finding: Finding, rule_index: int, cwd: Path, root: Path, fingerprints: "_Fingerprints") -> dict[str, Any]:
+def _result(finding: Finding, rule_index: int, cwd: Path, root: Path, fingerprints: _Fingerprints) -> dict[str, Any]:
     artifact = _artifact(finding.path, cwd, root)
     result: dict[str, Any] = {
         "ruleId": finding.code,
