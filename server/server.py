@@ -38,12 +38,12 @@ from trainlint.estimator.anchors import BATCH_SIZE, MODEL
 from trainlint.estimator.editor import EditorEstimate, hover_text, inlay_label
 from trainlint.fixing import apply_fixes, parses
 from trainlint.notebooks import CellProgram
+from trainlint.settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
 
 from .collector import IdleCollector
 from .convert import Positions, to_diagnostic, to_text_edit
 from .documents import Analysis, DocumentState
 from .framing import BinaryReader, StreamReader, log_message, serve
-from .settings import RUN_ON_SAVE, EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
 from .text import LspWorkspace
 
 log = logging.getLogger("trainlint.server")

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pathspec
 
-from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.analysis.model import Severity
 from trainlint.analysis.registry import all_rules
@@ -135,12 +135,10 @@ def rule_codes(token: str, *, allow_engine_codes: bool = False) -> list[str]:
     try:
         return resolve_selector(token, all_rules())
     except ValueError:
-        if allow_engine_codes:
-            wanted = token.strip()
-            for code, name in ENGINE_CODES.items():
-                if wanted.upper() == code or wanted.lower() == name:
-                    return [code]
-        raise
+        engine = engine_code_named(token) if allow_engine_codes else None
+        if engine is None:
+            raise
+        return [engine.code]
 
 
 def engine_codes_in(tokens: Iterable[str]) -> frozenset[str]:
