@@ -89,7 +89,7 @@ class TrainlintServer(LanguageServer):
         self._stop_event = stop = threading.Event()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            self.protocol.set_writer(writer)  # type: ignore[arg-type]
+            self.protocol.set_writer(writer)
             await serve(stop, StreamReader(reader), self.protocol, self.frame_problem)
             self.shutdown()
 

@@ -30,7 +30,8 @@ from trainlint.analysis.selection import resolve_selector
 if sys.version_info >= (3, 11):
     import tomllib
 else:
-    import tomli as tomllib
+    # The dependency only Python 3.10 installs (pyproject.toml); a checker running on 3.11+ has no copy to read.
+    import tomli as tomllib  # pyright: ignore[reportMissingImports]
 
 PYPROJECT = "pyproject.toml"
 TRAINLINT_TOML = "trainlint.toml"
