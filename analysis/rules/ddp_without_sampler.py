@@ -536,7 +536,7 @@ def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call,
         parameters = parameters[1:]
     received = []
     positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
-    for index, arg in enumerate(call.arg_nodes):
+    for arg in call.arg_nodes:
         if arg.star:
             continue
         value = scope.value_at(arg.value) or UNKNOWN

@@ -43,7 +43,7 @@ class DeviceAccumulation(Rule):
             for event in scope.events:
                 if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
                     continue
-                loop = next((l for l in event.context.loops if _steps_through_data(scope, l)), None)
+                loop = next((enclosing for enclosing in event.context.loops if _steps_through_data(scope, enclosing)), None)
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
                 if event.kind == "subscript" and _writes_into_tensor(scope, event):

@@ -47,7 +47,7 @@ class RedundantTransfer(Rule):
             for call in scope.calls():
                 if call.method not in {"to", "cuda"} or transfer_destination(call) != "device":
                     continue
-                loop = next((l for l in reversed(call.context.loops) if l in hot), None)
+                loop = next((enclosing for enclosing in reversed(call.context.loops) if enclosing in hot), None)
                 if loop is None:
                     continue
                 if loop not in changed:

@@ -72,7 +72,7 @@ class UnscaledAccumulation(Rule):
         for scope in ctx.scopes:
             items = list(ordered_events(scope, None))
             reported: set[Loop] = set()
-            for index, (event, chain) in enumerate(items):
+            for index, (event, _chain) in enumerate(items):
                 if not (isinstance(event, CallEvent) and is_optimizer_step(event)):
                     continue
                 accumulation = _accumulation(items, index)
