@@ -221,8 +221,8 @@ class ScopeAnalysis:
     """The events and final environment of one scope."""
 
     def __init__(self, chunk: ParsedChunk, summary: ModuleSummary, *, function: FunctionInfo | None = None, chunk_index: int | None = None):
-        self.chunk = chunk
-        self.summary = summary
+        self.chunk: ParsedChunk = chunk
+        self.summary: ModuleSummary = summary
         self.function = function
         self.events: list[Event] = []
         self._calls: list[CallEvent] = []
