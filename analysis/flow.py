@@ -146,6 +146,7 @@ class Event:
 
 class CallEvent(Event):
     __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes", "statement")
+    node: cst.Call  # Event's slot, narrowed: the call
 
     def __init__(self, node: cst.Call, context, scope, *, callee, method, receiver, receiver_key, args, kwargs, function, arg_nodes):
         super().__init__(node, context, scope)

@@ -116,7 +116,7 @@ def _derived_from(expression: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
             expression = expression.func.value
-        elif isinstance(expression, (cst.Subscript, cst.Attribute)) and not isinstance(expression, cst.Name):
+        elif isinstance(expression, (cst.Subscript, cst.Attribute)):
             expression = expression.value
         else:
             return expression.value if isinstance(expression, cst.Name) else None

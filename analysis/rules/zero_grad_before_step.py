@@ -92,7 +92,7 @@ def _cleared_before_step(items: list[Item], loop: Loop):
             break
 
 
-def _next_step(items: list[Item], start: int) -> Item | None:
+def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
     for event, chain in items[start + 1:]:
         if accumulates_into_grad(event):
             return None
