@@ -746,6 +746,8 @@ class _Progress:
             self._line, self._width = "", 0
 
     def _write(self, text: str) -> None:
+        if self._stream is None:  # gone since an earlier write failed: finish() has nothing to wipe
+            return
         try:
             self._stream.write(text)
             self._stream.flush()
