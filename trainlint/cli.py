@@ -11,6 +11,7 @@ import functools
 import gc
 import io
 import multiprocessing
+import multiprocessing.context
 import os
 import sys
 import time
@@ -359,7 +360,7 @@ def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     )
 
 
-def _in_notebook(notebook: Notebook, findings: list[Finding]) -> list[Finding]:
+def _in_notebook(notebook: Notebook, findings: Sequence[Finding]) -> list[Finding]:
     """Program positions to file positions (line, column) and cell positions, and the program's
     line numbers in messages to cells' ones; the markers' lines never hold findings."""
     placed = []
@@ -411,11 +412,11 @@ def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, pr
     outcomes: list[_Outcome | None] = [None] * len(tasks)
     remaining = []
     for index, task in enumerate(tasks):
-        outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
-        if outcomes[index] is None:
+        outcome = outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
+        if outcome is None:
             remaining.append(index)
         else:
-            progress.advance(outcomes[index])
+            progress.advance(outcome)
     jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
         with collector_paused():
