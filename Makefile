@@ -20,7 +20,9 @@ $(BIN)/python:
 EDITABLE := --config-settings editable_mode=strict -e
 QUIET_BUILD := > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
 RELINK := $(PIP) install --quiet --no-deps $(EDITABLE) . $(QUIET_BUILD)
-PACKAGE_FILES = $(sort $(shell find trainlint analysis estimator server -name '*.py' -o -name '*.json' -o -name py.typed))
+# (the calibration scripts and their measurements are not part of the package)
+PACKAGE_FILES = $(sort $(shell find trainlint analysis estimator server -path estimator/calibration -prune -o \
+	\( -name '*.py' -o -name '*.json' -o -name py.typed \) -print))
 
 # Rewritten only when the list changes, so that its date says when a file was last added or removed.
 $(VENV)/.package-files: FORCE | $(BIN)/python
@@ -52,7 +54,7 @@ run: install
 # ones issue 17's other work rewrites: the server, whichever modules it is split into, the config
 # and the estimator's script reader). Empty it once they are clean; never add to it.
 TYPECHECK_PENDING := $(wildcard server/*.py) trainlint/config.py estimator/reading.py
-TYPECHECKED = $(filter-out estimator/calibration/% $(TYPECHECK_PENDING),$(filter %.py,$(PACKAGE_FILES)))
+TYPECHECKED = $(filter-out $(TYPECHECK_PENDING),$(filter %.py,$(PACKAGE_FILES)))
 
 lint: install-dev
 	$(BIN)/ruff check --quiet .
