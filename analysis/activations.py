@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -20,17 +20,18 @@ from .flow import AssignEvent, CallEvent, ScopeAnalysis, _model_output_kind, _sh
 from .model import TextEdit
 from .names import last_part
 from .summary import ClassInfo
-from .values import CRITERION, LOG_PROBS, LOGITS, MODEL, OUTPUT_KINDS, PROBS, SIGMOID, Value
+from .values import CRITERION, LOG_PROBS, LOGITS, MODEL, OUTPUT_KINDS, PROBS, SIGMOID, Site, Value
 
 if TYPE_CHECKING:
     from .context import RuleContext
     from .module import ModuleAnalysis
     from .parsing import ParsedChunk
 
-# The activation whose output each tag marks, spelled as a function and as a layer.
-ACTIVATION_FUNCTIONS = {PROBS: "softmax", LOG_PROBS: "log_softmax", SIGMOID: "sigmoid"}
-ACTIVATION_LAYERS = {PROBS: "Softmax", LOG_PROBS: "LogSoftmax", SIGMOID: "Sigmoid"}
-KIND_WORDS = {
+# The activation whose output each tag marks, spelled as a function and as a layer. The keys
+# include None for the lookups of a kind not known (LossCall.kind), which none of them names.
+ACTIVATION_FUNCTIONS: dict[str | None, str] = {PROBS: "softmax", LOG_PROBS: "log_softmax", SIGMOID: "sigmoid"}
+ACTIVATION_LAYERS: dict[str | None, str] = {PROBS: "Softmax", LOG_PROBS: "LogSoftmax", SIGMOID: "Sigmoid"}
+KIND_WORDS: dict[str | None, str] = {
     PROBS: "softmax probabilities",
     LOG_PROBS: "log-probabilities",
     SIGMOID: "sigmoid outputs",
@@ -111,10 +112,10 @@ def _resolve_model_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss:
     producer = spine(loss.input_node)
     if isinstance(producer, cst.Name):
         assigned = [
-            event for event in scope.events
+            event.value_node for event in scope.events
             if isinstance(event, AssignEvent) and event.targets == (producer.value,) and event.value_node is not None
         ]
-        producer = spine(assigned[0].value_node) if len(assigned) == 1 else None
+        producer = spine(assigned[0]) if len(assigned) == 1 else None
     if not isinstance(producer, cst.Call) or not isinstance(producer.func, cst.Name):
         return
     model_call = next((event for event in scope.calls() if event.node is producer), None)
@@ -261,7 +262,7 @@ def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
         )
         # the model arrives as a parameter: an edit to its construction could reach other callers
         origin.sequential = origin.producer = None
-        name = model_call.node.func.value
+        name = cast(cst.Name, model_call.node.func).value  # _resolve_model_parameter: a call of a parameter's name
         origin.evidence.append(((handed_at.chunk, handed_at.node), f"{model.note} is passed in as `{name}`"))
     if loss.by_parameter:
         origin.activation = origin.sequential = origin.producer = None
@@ -304,6 +305,7 @@ def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: s
         positional = [arg for arg in seq_node.args if arg.keyword is None and not arg.star] if isinstance(seq_node, cst.Call) else []
         if not positional or positional[-1] is not last:
             return None  # wrapped (DDP, compile): the construction is not at the model's site
+        assert isinstance(seq_node, cst.Call), "positional arguments are a call's"
         previous = positional[-2] if len(positional) >= 2 else None
         layer = _short(seq_chunk, last.value)
         evidence = [
@@ -316,7 +318,7 @@ def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: s
         )
     if isinstance(detail, ClassInfo):
         output = detail.forward_output(module.summary)
-        evidence = [(site, f"{call_text} returns {words}")]
+        evidence: list[tuple[Site, str]] = [(site, f"{call_text} returns {words}")]
         if output.site is not None and depth < _MAX_DEPTH:
             inner = origin_of(module, output, depth + 1)
             evidence.append((output.site, f"`{detail.name}.forward` returns {inner.description}"))
@@ -337,7 +339,8 @@ def _activation_call(event: CallEvent, kind: str | None) -> ActivationCall | Non
         if not (torchapi.is_torch_name(event.callee) and last_part(event.callee) == name):
             return None
         inner = _input_argument(call)
-        name_node = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+        # a torch function's name resolves through a Name or an Attribute only
+        name_node = call.func.attr if isinstance(call.func, cst.Attribute) else cast(cst.Name, call.func)
         return ActivationCall(event.chunk, call, inner, name_node) if inner is not None else None
     if event.method == name and isinstance(call.func, cst.Attribute):
         return ActivationCall(event.chunk, call, call.func.value, call.func.attr)
@@ -424,6 +427,7 @@ def _feeds_only(module: ModuleAnalysis, loss: LossCall, chunk: ParsedChunk, prod
 def _sequential_serves_only(module: ModuleAnalysis, loss: LossCall, origin: Origin) -> bool:
     """The Sequential is bound to one name whose only call is the one feeding this loss."""
     head = origin.sequential
+    assert head is not None, "remove_activation asks only of a Sequential's last layer"
     if head.previous is None or origin.producer is None:
         return False
     producer_chunk, producer = origin.producer
@@ -470,6 +474,7 @@ def _receiver_chain_reaches(expression: cst.BaseExpression, node: cst.CSTNode) -
 
 def _drop_last_layer(module: ModuleAnalysis, head: SequentialHead) -> list[TextEdit] | None:
     chunk = head.chunk
+    assert head.previous is not None, "_sequential_serves_only: a layer comes before the last"
     _, _, start_line, start_column = chunk.range_of(head.previous.value)
     _, _, end_line, end_column = chunk.range_of(head.last.value)
     removed = _text_between(module.lines, start_line, start_column, end_line, end_column)

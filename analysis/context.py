@@ -36,7 +36,7 @@ class RawFinding:
 
 class RuleContext:
     def __init__(
-        self, module: ModuleAnalysis, chunk: ParsedChunk, rule: Rule, settings: AnalysisSettings | None = None,
+        self, module: ModuleAnalysis, chunk: ParsedChunk, rule: type[Rule], settings: AnalysisSettings | None = None,
     ) -> None:
         self.module = module
         self.settings = settings

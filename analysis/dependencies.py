@@ -13,7 +13,7 @@ CUDA); those are recorded with the value seen, and a kept finding is valid while
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class KeptResult:
 
     __slots__ = ("findings", "facts", "placed")
 
-    def __init__(self, findings: list, reads: Reads) -> None:
+    def __init__(self, findings: Sequence, reads: Reads) -> None:
         self.findings = findings
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())

@@ -76,7 +76,9 @@ def _first_lines(data: bytes):
     at ``\\n`` only, and so misses the cookie of a CR-only file that Python honours), then b""."""
     position = 0
     for _ in range(2):
-        line = _LINE.match(data, position).group()
+        match = _LINE.match(data, position)
+        assert match is not None, "the pattern matches an empty line too"
+        line = match.group()
         position += len(line)
         yield line
     while True:

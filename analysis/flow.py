@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -146,6 +146,7 @@ class Event:
 
 class CallEvent(Event):
     __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes", "statement")
+    node: cst.Call  # Event's slot, narrowed: the call
 
     def __init__(self, node: cst.Call, context, scope, *, callee, method, receiver, receiver_key, args, kwargs, function, arg_nodes):
         super().__init__(node, context, scope)
@@ -193,7 +194,7 @@ class StoreEvent(Event):
         """Does the container survive from one iteration of ``loop`` to the next?"""
         if self.container_loop == "outer" or self.container_loop is None:
             return True
-        return not loop.encloses(self.container_loop)
+        return not loop.encloses(cast(Loop, self.container_loop))  # "outer" is its only string
 
 
 class AssignEvent(Event):
@@ -221,8 +222,8 @@ class ScopeAnalysis:
     """The events and final environment of one scope."""
 
     def __init__(self, chunk: ParsedChunk, summary: ModuleSummary, *, function: FunctionInfo | None = None, chunk_index: int | None = None):
-        self.chunk = chunk
-        self.summary = summary
+        self.chunk: ParsedChunk = chunk
+        self.summary: ModuleSummary = summary
         self.function = function
         self.events: list[Event] = []
         self._calls: list[CallEvent] = []
@@ -439,7 +440,9 @@ class ScopeAnalysis:
             for target in small.targets:
                 accumulated = _self_accumulation(target.target, small.value)
                 if accumulated is not None:
-                    self._record_store("accumulate", target.target.value, self.evaluate(accumulated, context), accumulated, small, context)
+                    # _self_accumulation finds one for a Name target only
+                    container = cast(cst.Name, target.target).value
+                    self._record_store("accumulate", container, self.evaluate(accumulated, context), accumulated, small, context)
                 self._bind_target(target.target, value, context, small, value_node=small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -728,7 +731,7 @@ class ScopeAnalysis:
         attribute_value = self._lookup(raw, context) if isinstance(func, cst.Attribute) and raw and (raw in self.env or head == "self") else UNKNOWN
         owner = self.function.owner if self.function is not None else None
         own_method = (
-            owner.find_method(func.attr.value, self.summary)
+            owner.find_method(cast(cst.Attribute, func).attr.value, self.summary)  # `self.name`: an Attribute
             if owner is not None and head == "self" and raw is not None and raw.count(".") == 1 else None
         )
         if attribute_value.tags & _CALLABLE_VALUES or (
@@ -737,7 +740,7 @@ class ScopeAnalysis:
             # `self.criterion(...)`, `self.module_(x)`: calling what an attribute holds, not a method
             receiver = attribute_value
             receiver_key = raw
-        elif isinstance(func, cst.Attribute) and (raw is None or self._is_bound(head) or head == "self"):
+        elif isinstance(func, cst.Attribute) and (raw is None or (head is not None and self._is_bound(head)) or head == "self"):
             receiver = self.evaluate(func.value, context)
             receiver_key = dotted(func.value)
             method = func.attr.value
@@ -799,10 +802,11 @@ class ScopeAnalysis:
         part_of = isinstance(target, (cst.Subscript, cst.Attribute)) and not (
             isinstance(target, cst.Attribute) and dotted(target) in self.env
         )
-        base = target.value if part_of else target
+        base = cast("cst.Subscript | cst.Attribute", target).value if part_of else target
         key = dotted(base) if isinstance(base, (cst.Name, cst.Attribute)) else None
         if key is None or key not in self.env or GRAPH in self.env[key].tags:
             return
+        assert target is not None, "the key is the target's (or the name it is part of)"
         known = self.env[key]
         keyed = isinstance(target, cst.Subscript) and any(
             isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.SimpleString) for element in target.slice
@@ -1096,7 +1100,7 @@ _SCORING_LAYERS = frozenset({
 })
 _CLAMPS = frozenset({"clamp", "clamp_", "clip"})
 
-_ROLE_VALUES = {
+_ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
     "model": Value((MODEL,)),
     "optimizer": Value((OPTIMIZER,)),
     "criterion": Value((CRITERION,)),

@@ -337,7 +337,7 @@ class ModuleAnalysis:
         None when ``__init__`` binds it otherwise or a construction hides the argument."""
         init = owner.methods.get("__init__")
         analysis = init.analysis(self.summary) if init is not None else None
-        if analysis is None:
+        if init is None or analysis is None:
             return None
         bound = [event for event in analysis.events if isinstance(event, AssignEvent) and event.targets == (attribute,)]
         if len(bound) != 1 or not isinstance(bound[0].value_node, cst.Name) or bound[0].value_node.value not in analysis.params:

@@ -306,7 +306,7 @@ class ParsedChunk:
         if self.module is None or (self.syntax_error is not None and self.broken is None):
             return None
         tree_text = self.tree_text()
-        broken = blanked = None
+        broken = blanked = problem = None
         try:
             tree = _splice_text(self, tree_text, piece.text)
         except cst.ParserSyntaxError:
@@ -331,7 +331,7 @@ class ParsedChunk:
         result.index = self.index
         result.module = tree.module
         result.broken, result._tree_text = broken, blanked
-        result.syntax_error = _problem(piece, problem) if broken is not None else None
+        result.syntax_error = _problem(piece, problem) if problem is not None else None  # set with broken
         result.origin = self.origin
         result._positions, result._starts = tree.positions, tree.starts
         result._words = None
@@ -377,7 +377,11 @@ class ParsedChunk:
         known: dict[int, int] = self.memo.setdefault("relative_lines", {})
         missing = [node for node in nodes if id(node) not in known]
         if missing:
-            positions = self._positions if self._positions is not None else all_positions(self.module)[0]
+            if self._positions is not None:
+                positions = self._positions
+            else:
+                assert self.module is not None, "lines are asked of a statement that parsed"
+                positions = all_positions(self.module)[0]
             for node in missing:
                 known[id(node)] = positions[node].start.line
         return [known[id(node)] + self.chunk.start_line for node in nodes]

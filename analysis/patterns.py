@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeGuard, TypeVar
 
 import libcst as cst
 
@@ -25,6 +26,7 @@ from .values import (
 )
 
 MAX_CALL_DEPTH = 4
+EventT = TypeVar("EventT", bound=Event)
 _LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
 
 
@@ -47,7 +49,7 @@ def is_backward(call: CallEvent) -> bool:
 
 
 
-def accumulates_into_grad(event: Event) -> bool:
+def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     """A backward that adds into ``.grad``: not ``torch.autograd.grad``, which returns the gradients, nor
     ``torch.distributed.autograd.backward``, which fills a fresh context every iteration."""
     if not isinstance(event, CallEvent):
@@ -229,7 +231,7 @@ def written(event: Event, limit: int = 50) -> str:
     return shortened(event.chunk.code_for(event.node), limit)
 
 
-def first_written(events: list[Event]) -> Event:
+def first_written(events: Sequence[EventT]) -> EventT:
     """The event written first in the file; positions are computed for its statement only."""
     earliest = min(event.chunk.index for event in events)
     return min((event for event in events if event.chunk.index == earliest), key=lambda e: e.chunk.line_of(e.node))
@@ -380,6 +382,7 @@ def evaluation_calls(module, scope: ScopeAnalysis, parameter: str) -> list[CallE
     """Calls of the shared function that leave ``parameter`` off (``None``, ``False``, or its default
     when that is ``None``/``False``): the calls that only evaluate."""
     function = scope.function
+    assert function is not None, "mode_parameter names a parameter of a function"
     params = function.node.params
     positional = [param.name.value for param in (*params.posonly_params, *params.params)]
     if function.owner is not None and positional[:1] in (["self"], ["cls"]):

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from .tree import blocks_of, walk
 
@@ -54,9 +56,9 @@ def locate(chunk: ParsedChunk, first: int, last: int) -> Located | None:
     module = chunk.module
     positions, starts = chunk.positions(), chunk.statement_starts()
     found: Located | None = None
-    node: cst.CSTNode = module.body[0] if module is not None and len(module.body) == 1 else None  # type: ignore[assignment]
-    if node is None or not isinstance(node, _COMPOUND_STATEMENTS):
+    if module is None or len(module.body) != 1 or not isinstance(module.body[0], _COMPOUND_STATEMENTS):
         return None
+    node: cst.CSTNode = module.body[0]
     path: list[cst.CSTNode] = [module, node]
     indents: list[str] = []
     while True:
@@ -99,7 +101,7 @@ def _replace_child(parent: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode | lis
     raise ValueError("not a child")  # the path was built from this tree: cannot happen
 
 
-class _RecordingState(cst.metadata.position_provider.PositionProvidingCodegenState):
+class _RecordingState(PositionProvidingCodegenState):
     """Code generation that records positions, and where each statement starts with its leading lines."""
 
     __slots__ = ("statement_starts",)
@@ -118,7 +120,7 @@ class _Recorder:
 
 
 def generate_positions(
-    nodes: list[cst.CSTNode], default_indent: str, default_newline: str, indents: list[str], first_line: int,
+    nodes: Sequence[cst.CSTNode], default_indent: str, default_newline: str, indents: list[str], first_line: int,
 ) -> tuple[str, dict[cst.CSTNode, CodeRange], dict[cst.CSTNode, int]]:
     """The code of ``nodes`` generated under blocks indented by ``indents``, starting at line
     ``first_line``, with every node's position and every statement's first line."""
@@ -189,6 +191,7 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     else:
         return None
     module = chunk.module
+    assert module is not None, "locate found the statement in this tree"
     generated, positions, starts = generate_positions(
         statements, module.default_indent, module.default_newline, located.indents, located.first_line,
     )
@@ -205,20 +208,23 @@ def _wrapper(indents: list[str]) -> str:
 def _parse_in_context(region: str, indents: list[str], parse) -> list[cst.BaseStatement] | None:
     """The statements of ``region`` parsed under ``if 1:`` lines indented like their blocks."""
     tree = parse(_wrapper(indents) + region)
-    node: cst.CSTNode = tree
+    node: cst.Module | cst.If = tree
     if tree.header or tree.footer:
         return None
     for depth in range(len(indents)):
         body = node.body if isinstance(node, cst.Module) else node.body.body
-        if len(body) != 1 or not isinstance(body[0], cst.If) or body[0].orelse is not None:
+        only = body[0] if len(body) == 1 else None
+        if not isinstance(only, cst.If) or only.orelse is not None:
             return None
-        node = body[0]
+        node = only
         block = node.body
         if not isinstance(block, cst.IndentedBlock) or (block.indent if block.indent is not None else tree.default_indent) != indents[depth]:
             return None
         if depth < len(indents) - 1 and block.footer:
             return None
+    assert isinstance(node, cst.If), "a statement in a block has at least one indent"
     block = node.body
+    assert isinstance(block, cst.IndentedBlock), "the loop checked each block"
     if block.footer or not block.body:
         return None  # trailing lines belong to what follows: a bigger statement re-parses them right
     return list(block.body)

@@ -313,6 +313,7 @@ class ModuleSummary:
 
     def _note_resolved(self, info):
         if info is not None and info.home is not None:
+            assert self.workspace is not None, "a function from another file was resolved in the workspace"
             self.resolved.setdefault(info.home.path, self.workspace.stamps([info.home.path])[info.home.path])
         return info
 

@@ -35,7 +35,7 @@ class Suppression(msgspec.Struct):
     tokens: tuple[str, ...]  # empty: every rule
     file_wide: bool = False
     used: bool = False
-    # A bare `# noqa` is as much other tools' as ours: it suppresses, but is never reported unused.
+    # A bare noqa comment (no codes) is as much other tools' as ours: it suppresses, but is never reported unused.
     reportable: bool = True
 
     def covers(self, code: str, name: str) -> bool:
@@ -102,7 +102,7 @@ def _in_comment(line: int, column: int, comment: str) -> list[Suppression]:
             found.append(Suppression(line, start, end, (), reportable=False))
             continue
         ours = tuple(code.upper() for code in re.split(r"[\s,]+", match.group("codes")) if _OUR_CODE.fullmatch(code))
-        if ours:  # `# noqa: E501` alone is another tool's business
+        if ours:  # a noqa naming only other tools' codes (E501) is their business
             found.append(Suppression(line, start, end, ours))
     return found
 

@@ -16,7 +16,7 @@ import libcst as cst
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def literal_value(node: cst.BaseNumber | cst.SimpleString):
+def literal_value(node: cst.Integer | cst.Float | cst.Imaginary | cst.SimpleString):
     """The value of a literal (LibCST's ``evaluated_value``), without Python's warnings about the
     user's code: an invalid escape such as ``"\\s"`` warns while it is evaluated, and that is theirs
     to hear from their own linter, not ours to print.

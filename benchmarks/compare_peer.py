@@ -449,7 +449,7 @@ def severity_counts(findings: Iterable[Finding]) -> Counter[str]:
 def agreement(peer: list[Finding], ours: list[Finding]) -> dict[str, dict[str, int]]:
     """Per topic: findings both tools put on the same file and line, and the rest."""
     out: dict[str, dict[str, int]] = {}
-    for topic, peer_code, our_code in TOPICS:
+    for _topic, peer_code, our_code in TOPICS:
         if not peer_code or not our_code:
             continue
         a = {(f.path, f.line) for f in peer if f.code == peer_code}

@@ -60,7 +60,8 @@ def activation_table() -> str:
     ]
     for arch_id in sorted(load_activation_measurements()):
         arch = find_architecture(arch_id)
-        geometry = shape(arch)
+        geometry = shape(arch) if arch is not None else None
+        assert arch is not None and geometry is not None, f"{arch_id}: measured, so in the catalog, and a transformer"
         for attention in ("sdpa", "eager"):
             coefficients = measured_layer_coefficients(arch_id, attention)
             if coefficients is None:
@@ -162,6 +163,7 @@ def rewrite(text: str) -> str:
 
 
 def main() -> None:
+    assert __doc__ is not None, "the module's docstring describes the command"
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite the tables in {DOCS}")
     if parser.parse_args().write:

@@ -90,7 +90,7 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
                             name = text.rsplit(".", 1)[-1]
                 elif isinstance(node, cst.Arg) and node.keyword is not None:
                     name = node.keyword.value
-                elif isinstance(node, cst.Call) and dotted(node.func) is not None and dotted(node.func).endswith("add_argument"):
+                elif isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("add_argument"):
                     option = next((a.value for a in node.args if isinstance(a.value, cst.SimpleString)), None)
                     if option is not None:
                         name = option.evaluated_value.lstrip("-").replace("-", "_") if isinstance(option.evaluated_value, str) else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
+from typing import Protocol, cast
 
 import msgspec
 
@@ -157,23 +158,88 @@ def find_architecture(name: str) -> Architecture | None:
 # --- parameter counts -------------------------------------------------------------------------
 
 
-def _norm(arch: Architecture, width: int) -> int:
+class _Derivable(Protocol):
+    """An Architecture as the derivations below read it: the catalog gives an entry of a derivable
+    kind every field its kind's count multiplies by (tests/test_architectures.py derives every
+    entry, and calibration/param_counts.py checks each against transformers), so those fields are
+    ints here; the fields the code tests for None, or falls back from with ``or``, stay optional."""
+
+    kind: str
+    layers: int
+    encoder_layers: int
+    decoder_layers: int
+    hidden: int
+    heads: int
+    kv_heads: int | None
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool
+    experts: int | None
+    experts_active: int
+    kv_lora_rank: int | None
+    rope_head_dim: int
+    image_size: int
+    published_params: int
+    norm: str
+    norms_per_layer: int
+    final_norm: bool
+    qkv_bias: bool
+    key_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    gated_mlp: bool
+    qk_norm: bool
+    attention_sinks: bool
+    learned_positions: int | None
+    encoder_positions: int | None
+    token_types: int | None
+    embedding_norm: bool
+    pooler: bool
+    lm_head_bias: bool
+    relative_attention_buckets: int | None
+    mel_bins: int | None
+    router_bias: bool
+    shared_experts: int | None
+    dense_layers: int
+    dense_intermediate: int | None
+    q_lora_rank: int | None
+    nope_head_dim: int
+    v_head_dim: int
+    patch_size: int
+    channels: int
+    num_labels: int
+    text_layers: int
+    text_hidden: int
+    text_intermediate: int
+    text_positions: int
+    projection_dim: int
+    fused_qkv: bool
+    fused_gate_up: bool
+
+
+def _derivable(arch: Architecture) -> _Derivable:
+    """The entry as its derivation reads it (see _Derivable): a type, no check."""
+    return cast(_Derivable, arch)
+
+
+def _norm(arch: _Derivable, width: int) -> int:
     return 2 * width if arch.norm == "layernorm" else width
 
 
-def _mlp(arch: Architecture, width: int, inner: int) -> int:
+def _mlp(arch: _Derivable, width: int, inner: int) -> int:
     if arch.gated_mlp:
         return 3 * width * inner + ((2 * inner + width) if arch.mlp_bias else 0)
     return 2 * width * inner + ((inner + width) if arch.mlp_bias else 0)
 
 
-def _q_width(arch: Architecture) -> int:
+def _q_width(arch: _Derivable) -> int:
     if arch.kv_lora_rank is not None:
         return arch.heads * (arch.nope_head_dim + arch.rope_head_dim)
     return arch.heads * arch.head_dim
 
 
-def _attention(arch: Architecture) -> int:
+def _attention(arch: _Derivable) -> int:
     h = arch.hidden
     if arch.kv_lora_rank is not None:
         return _mla_attention(arch)
@@ -191,7 +257,8 @@ def _attention(arch: Architecture) -> int:
     return params
 
 
-def _mla_attention(arch: Architecture) -> int:
+def _mla_attention(arch: _Derivable) -> int:
+    assert arch.kv_lora_rank is not None, "_attention calls this for multi-head latent attention only"
     h, heads = arch.hidden, arch.heads
     if arch.q_lora_rank is None:
         query = h * _q_width(arch)
@@ -205,18 +272,19 @@ def _mla_attention(arch: Architecture) -> int:
     return query + key_value + heads * arch.v_head_dim * h
 
 
-def _expert(arch: Architecture) -> int:
+def _expert(arch: _Derivable) -> int:
     return _mlp(arch, arch.hidden, arch.intermediate)
 
 
-def _moe_layer_mlp(arch: Architecture, routed: int) -> int:
+def _moe_layer_mlp(arch: _Derivable, routed: int) -> int:
     """Router, `routed` experts, and the shared expert, of one MoE layer."""
+    assert arch.experts, "_decoder_counts calls this for a mixture of experts only"
     router = arch.hidden * arch.experts + (arch.experts if arch.router_bias else 0)
     shared = _mlp(arch, arch.hidden, arch.intermediate * arch.shared_experts) if arch.shared_experts else 0
     return router + routed * _expert(arch) + shared
 
 
-def _embeddings(arch: Architecture) -> int:
+def _embeddings(arch: _Derivable) -> int:
     h = arch.hidden
     params = arch.vocab * h
     params += (arch.learned_positions or 0) * h + (arch.encoder_positions or 0) * h
@@ -224,13 +292,13 @@ def _embeddings(arch: Architecture) -> int:
     return params
 
 
-def _lm_head(arch: Architecture) -> int:
+def _lm_head(arch: _Derivable) -> int:
     if arch.tied_embeddings or arch.kind in ("encoder", "vision-transformer", "clip"):
         return 0
     return arch.vocab * arch.hidden + (arch.vocab if arch.lm_head_bias else 0)
 
 
-def _decoder_counts(arch: Architecture) -> tuple[int, int]:
+def _decoder_counts(arch: _Derivable) -> tuple[int, int]:
     """(total, active per token) of a decoder-only model."""
     h, layers = arch.hidden, arch.layers
     per_layer = _attention(arch) + arch.norms_per_layer * _norm(arch, h)
@@ -246,7 +314,7 @@ def _decoder_counts(arch: Architecture) -> tuple[int, int]:
     return total, active
 
 
-def _encoder_count(arch: Architecture) -> int:
+def _encoder_count(arch: _Derivable) -> int:
     """BERT-style encoder (AutoModel: with the pooler where the model has one)."""
     h = arch.hidden
     per_layer = _attention(arch) + _mlp(arch, h, arch.intermediate) + arch.norms_per_layer * _norm(arch, h)
@@ -256,7 +324,7 @@ def _encoder_count(arch: Architecture) -> int:
     return params
 
 
-def _encoder_decoder_count(arch: Architecture) -> int:
+def _encoder_decoder_count(arch: _Derivable) -> int:
     """T5, BART, Whisper (the ...ForConditionalGeneration model)."""
     h = arch.hidden
     norm = _norm(arch, h)
@@ -282,11 +350,11 @@ def _vit_layer(width: int, inner: int) -> int:
     return 4 * (width * width + width) + 2 * width * inner + inner + width + 2 * 2 * width
 
 
-def _patches(arch: Architecture) -> int:
+def _patches(arch: _Derivable) -> int:
     return (arch.image_size // arch.patch_size) ** 2
 
 
-def _vision_transformer_count(arch: Architecture) -> int:
+def _vision_transformer_count(arch: _Derivable) -> int:
     """ViTForImageClassification: patch conv, class token, positions, layers, norm, classifier."""
     h = arch.hidden
     params = arch.channels * arch.patch_size**2 * h + h  # patch conv with bias
@@ -296,7 +364,7 @@ def _vision_transformer_count(arch: Architecture) -> int:
     return params
 
 
-def _clip_count(arch: Architecture) -> int:
+def _clip_count(arch: _Derivable) -> int:
     """CLIPModel: text tower, vision tower, both projections and the logit scale."""
     text_h, vision_h = arch.text_hidden, arch.hidden
     text = arch.vocab * text_h + arch.text_positions * text_h
@@ -314,22 +382,22 @@ def is_derivable(arch: Architecture) -> bool:
 
 def parameter_count(arch: Architecture) -> int:
     if arch.kind == "decoder":
-        return _decoder_counts(arch)[0]
+        return _decoder_counts(_derivable(arch))[0]
     if arch.kind == "encoder":
-        return _encoder_count(arch)
+        return _encoder_count(_derivable(arch))
     if arch.kind == "encoder-decoder":
-        return _encoder_decoder_count(arch)
+        return _encoder_decoder_count(_derivable(arch))
     if arch.kind == "vision-transformer":
-        return _vision_transformer_count(arch)
+        return _vision_transformer_count(_derivable(arch))
     if arch.kind == "clip":
-        return _clip_count(arch)
+        return _clip_count(_derivable(arch))
     return arch.published_params
 
 
 # --- shape ------------------------------------------------------------------------------------
 
 
-def _lora_dims(arch: Architecture) -> dict[str, tuple[int, int]]:
+def _lora_dims(arch: _Derivable) -> dict[str, tuple[int, int]]:
     h, inner = arch.hidden, arch.intermediate
     dims: dict[str, tuple[int, int]] = {}
     if arch.kv_lora_rank is not None:
@@ -360,7 +428,7 @@ def _lora_dims(arch: Architecture) -> dict[str, tuple[int, int]]:
     return dims
 
 
-def _kv_cache_elements_per_token(arch: Architecture) -> int:
+def _kv_cache_elements_per_token(arch: _Derivable) -> int:
     if arch.kind == "decoder" and arch.kv_lora_rank is not None:
         return arch.layers * (arch.kv_lora_rank + arch.rope_head_dim)
     if arch.kind == "decoder":
@@ -373,28 +441,29 @@ def _kv_cache_elements_per_token(arch: Architecture) -> int:
 def shape(arch: Architecture) -> Shape | None:
     if arch.kind not in _SHAPED_KINDS:
         return None
+    fields = _derivable(arch)
     total = parameter_count(arch)
-    active = _decoder_counts(arch)[1] if arch.kind == "decoder" else total
-    if arch.kind == "vision-transformer":
-        embedding = arch.channels * arch.patch_size**2 * arch.hidden + arch.hidden + (_patches(arch) + 2) * arch.hidden
+    active = _decoder_counts(fields)[1] if fields.kind == "decoder" else total
+    if fields.kind == "vision-transformer":
+        embedding = fields.channels * fields.patch_size**2 * fields.hidden + fields.hidden + (_patches(fields) + 2) * fields.hidden
     else:
-        embedding = _embeddings(arch)
-    layers = arch.layers if arch.kind != "encoder-decoder" else arch.encoder_layers + arch.decoder_layers
-    head_dim = arch.head_dim if arch.kv_lora_rank is None else arch.nope_head_dim + arch.rope_head_dim
+        embedding = _embeddings(fields)
+    layers = fields.layers if fields.kind != "encoder-decoder" else fields.encoder_layers + fields.decoder_layers
+    head_dim = fields.head_dim if fields.kv_lora_rank is None else fields.nope_head_dim + fields.rope_head_dim
     return Shape(
         layers=layers,
-        hidden=arch.hidden,
-        heads=arch.heads,
-        kv_heads=arch.kv_heads or arch.heads,
+        hidden=fields.hidden,
+        heads=fields.heads,
+        kv_heads=fields.kv_heads or fields.heads,
         head_dim=head_dim,
-        intermediate=arch.intermediate,
-        vocab=arch.vocab or 0,
-        experts=arch.experts,
-        experts_active=arch.experts_active,
+        intermediate=fields.intermediate,
+        vocab=fields.vocab or 0,
+        experts=fields.experts,
+        experts_active=fields.experts_active,
         total_params=total,
         active_params=active,
         embedding_params=embedding,
-        lm_head_params=_lm_head(arch),
-        kv_cache_bytes_per_token_per_byte=_kv_cache_elements_per_token(arch),
-        lora_dims=_lora_dims(arch),
+        lm_head_params=_lm_head(fields),
+        kv_cache_bytes_per_token_per_byte=_kv_cache_elements_per_token(fields),
+        lora_dims=_lora_dims(fields),
     )

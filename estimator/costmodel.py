@@ -676,6 +676,7 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
     if measured is not None and plan.dropout is not True:
+        assert plan.model is not None, "measured for a model of the catalog"
         linear, scores = measured
         coefficient = linear + scores * geometry.heads * seq / geometry.hidden
         notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
@@ -741,6 +742,7 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
     with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
     FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
+    assert plan.lora_rank is not None, "a plan with LoRA adapters"
     arch = plan.model
     hidden = geometry.hidden
     ffn = geometry.intermediate * (geometry.experts_active or 1)

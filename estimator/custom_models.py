@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
 
@@ -74,7 +74,7 @@ def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Archite
     if planned.model_name is not None:
         # A name the user typed may point anywhere; one written in the script, only into its workspace.
         from_script = planned.model_source not in ("command line", "the targetModel setting") and module is not None
-        architecture, reason = resolve_model_name(str(planned.model_name), workspace_roots(module) if from_script else None)
+        architecture, reason = resolve_model_name(str(planned.model_name), workspace_roots(module) if from_script and module is not None else None)
         if architecture is None and from_script:
             reason = f"{reason} ({planned.model_source})"
         return architecture, reason
@@ -203,7 +203,8 @@ class _Counter:
         if local is not None and self.summary.is_module_class(local):
             return self.instance(local, node, env, depth + 1, info.chunk)
         if canonical.startswith("torch.nn.Parameter") or head == "Parameter":
-            shape = self.value(node.args[0].value.args[0].value, info.chunk, env) if _is_shaped_tensor(node) else UNKNOWN
+            # _is_shaped_tensor: `Parameter(torch.zeros(n, ...))`, the shape the first argument of a call
+            shape = self.value(cast(cst.Call, node.args[0].value).args[0].value, info.chunk, env) if _is_shaped_tensor(node) else UNKNOWN
             if isinstance(shape, int):
                 count.params += shape
             elif isinstance(shape, tuple) and all(isinstance(item, int) for item in shape):

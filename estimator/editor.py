@@ -76,6 +76,7 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
             text += f"\n\n{hint}."
         return text
     report = estimate.report
+    assert report is not None and report.plan.model is not None, "no report returned above; a report is of a model"
     result = report.result
     lines = [bold("trainlint · VRAM") + f" — {report.plan.model.id}, {params_text(result.params)} parameters", ""]
     for name, value in result.breakdown.items():

@@ -276,6 +276,7 @@ def architecture_from_config(config: Any, name: str, where: str) -> Architecture
     if build is None:
         supported = ", ".join(SUPPORTED_TYPES)
         raise UnsupportedConfig(f"{where} has model_type {model_type!r}; the estimator reads configs of {supported}")
+    assert isinstance(model_type, str), "a family is found for a string model_type only"
     fields = build(config)
     try:
         architecture = Architecture(id=name, family=model_type, published_params=0, source=f"read from {where}", **fields)

@@ -3,6 +3,7 @@ and an edit to a file an import resolved to (a model class in model.py) reaches 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -276,3 +277,35 @@ def test_no_progress_line_on_a_pipe_in_ci_or_for_machine_formats(project, monkey
     if setting == "ci":
         monkeypatch.setenv("CI", "true")
     assert _stderr_of_run(argv, pair, monkeypatch) == ""
+
+
+class _TerminalThatGoesAway:
+    """stderr on a terminal that is closed once the first progress line is drawn: each later write
+    fails as writing to a hung-up terminal does."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.written:
+            raise OSError(errno.EIO, "Input/output error")
+        self.written.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_a_terminal_that_goes_away_during_a_run_stops_the_progress_line_not_the_run(project, monkeypatch, capsys):
+    project(**_files(3))
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(cli._Progress, "delay_s", 0.0)
+    monkeypatch.setattr(cli._Progress, "interval_s", 0.0)  # a line for every file, so the second write fails
+    terminal = _TerminalThatGoesAway()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["check", "--no-cache", "--jobs", "1", "."]) == 0  # the wipe at the end finds the terminal gone
+    assert len(terminal.written) == 1 and re.fullmatch(r"\rChecked 1/3 files, 0 findings so far \(\d+ s\)", terminal.written[0])
+    assert capsys.readouterr().out == "All checks passed (3 files).\n"

@@ -32,7 +32,7 @@ def test_every_input_cites_a_real_line_of_the_file():
     estimate = estimate_module(module, "a10g")
     lines = module.text.splitlines()
     assert estimate.report is not None
-    for name, (value, source) in estimate.report.inputs.items():
+    for name, (_value, source) in estimate.report.inputs.items():
         match = re.fullmatch(r"line (\d+): `(.*)`", source)
         if source in ("assumed", "command line"):
             continue

@@ -64,8 +64,8 @@ def test_fixes_land_where_they_would_without_the_character(character):
     for example in EXAMPLES:
         text = with_character(example.read_text(encoding="utf-8"), character)
 
-        def analyze(source: str):
-            return analyze_source(source, example.name)
+        def analyze(source: str, name: str = example.name):
+            return analyze_source(source, name)
 
         fixed = fix_until_stable(text, analyze).text
         plain = fix_until_stable(text.replace(character, " "), analyze).text

@@ -56,6 +56,18 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"sdist": dist / f"trainlint-{version}.tar.gz", "wheel": dist / f"trainlint-{version}-py3-none-any.whl"}
 
 
+def test_python_run_in_the_checkout_imports_the_checkouts_subpackages():
+    """From the repository root, `trainlint` is the local folder (the working directory comes first
+    on sys.path), which holds neither analysis/ nor estimator/: the package searches the root too."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    imported = _run(sys.executable, "-c", "import trainlint.guard, trainlint.analysis.engine, trainlint.estimator.hardware as h; "
+                    "print(trainlint.__file__); print(h.__file__)", cwd=ROOT, env=env)
+    assert imported.returncode == 0, imported.stderr
+    package, estimator = imported.stdout.split()
+    assert Path(package) == ROOT / "trainlint" / "__init__.py"
+    assert Path(estimator) == ROOT / "estimator" / "hardware.py"
+
+
 def _fresh_venv(folder: Path) -> Path:
     """A venv without pip whose only extra path is this environment's site-packages (for the dependencies)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
@@ -87,11 +99,12 @@ def test_an_artifact_installs_into_a_fresh_venv_and_runs(artifacts, tmp_path, ki
     env = {**os.environ, "NO_COLOR": "1"}
     env.pop("PYTHONPATH", None)
 
-    where = _run(python, "-c", "import trainlint, importlib.metadata as m; print(trainlint.__file__); print(m.version('trainlint'))",
-                 cwd=tmp_path, env=env)
-    location, version = where.stdout.split()
+    where = _run(python, "-c", "import trainlint, importlib.metadata as m; print(trainlint.__file__); "
+                 "print(m.version('trainlint')); print(*trainlint.__path__, sep='\\n')", cwd=tmp_path, env=env)
+    location, version, *searched = where.stdout.split("\n")[:-1]
     assert Path(location).is_relative_to(tmp_path / "venv"), location  # not this checkout's trainlint
     assert version == trainlint.__version__
+    assert searched == [str(Path(location).parent)]  # only a source checkout searches its root too
     assert _run(script, "--version", cwd=tmp_path, env=env).stdout == f"trainlint {trainlint.__version__}\n"
 
     (tmp_path / "feats.py").write_text(RETAINED)

@@ -35,7 +35,7 @@ HOSTILE = {
 
 
 def test_hostile_nesting_gets_a_finding_and_the_rest_is_checked(tmp_path):
-    for index, (name, statement) in enumerate(HOSTILE.items()):
+    for index, statement in enumerate(HOSTILE.values()):
         (tmp_path / f"case_{index}.py").write_text(statement + RETAINED)
     result = subprocess.run(
         [sys.executable, "-m", "trainlint", "check", "--jobs", "1", "--format", "json", str(tmp_path)],

@@ -11,6 +11,7 @@ import functools
 import gc
 import io
 import multiprocessing
+import multiprocessing.context
 import os
 import sys
 import time
@@ -355,7 +356,7 @@ def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     )
 
 
-def _in_notebook(notebook: Notebook, findings: list[Finding]) -> list[Finding]:
+def _in_notebook(notebook: Notebook, findings: Sequence[Finding]) -> list[Finding]:
     """Program positions to file positions (line, column) and cell positions, and the program's
     line numbers in messages to cells' ones; the markers' lines never hold findings."""
     placed = []
@@ -407,11 +408,11 @@ def _run_all(tasks: list[_Task], jobs: int | None, cache: ResultCache | None, pr
     outcomes: list[_Outcome | None] = [None] * len(tasks)
     remaining = []
     for index, task in enumerate(tasks):
-        outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
-        if outcomes[index] is None:
+        outcome = outcomes[index] = _cached_outcome(task, cache) if cache is not None else None
+        if outcome is None:
             remaining.append(index)
         else:
-            progress.advance(outcomes[index])
+            progress.advance(outcome)
     jobs = min(jobs or _default_jobs(len(remaining)), len(remaining))
     if jobs <= 1:
         with collector_paused():
@@ -743,6 +744,8 @@ class _Progress:
             self._line, self._width = "", 0
 
     def _write(self, text: str) -> None:
+        if self._stream is None:  # gone since an earlier write failed: finish() has nothing to wipe
+            return
         try:
             self._stream.write(text)
             self._stream.flush()

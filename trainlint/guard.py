@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -129,6 +130,7 @@ class VRAMGuard:
 
     def _message(self) -> str:
         projection = self.projection
+        assert projection is not None and self.limit is not None, "__enter__ projects and finds the limit first"
         verdict = "cannot fit even at the low end" if projection.low > self.limit else "may not fit (strict)"
         return (
             f"projected peak {_size(projection.estimate)} (interval {_size(projection.low)} to {_size(projection.high)}) "
@@ -138,6 +140,7 @@ class VRAMGuard:
 
     def _remedy(self) -> str:
         projection = self.projection
+        assert projection is not None and self.limit is not None, "__enter__ projects and finds the limit first"
         candidates = []
         if projection.activations:
             candidates.append((projection.activations / 2, "halve the micro-batch and accumulate gradients twice"))
@@ -278,7 +281,7 @@ def _tensors(value: Any):
         for item in value:
             yield from _tensors(item)
     elif hasattr(value, "values") and callable(value.values):  # ModelOutput and similar mappings
-        for item in value.values():
+        for item in cast(Iterable[Any], value.values()):
             yield from _tensors(item)
 
 

@@ -100,6 +100,7 @@ class Notebook:
         cell = next((c for c in self.cells if position is not None and c.number == position.cell), None)
         if cell is None or not cell.element_starts:
             return 1, 1
+        assert position is not None, "a cell is found for a position only"
         if cell.as_list and position.line - 1 < len(cell.element_starts):
             start = cell.element_starts[position.line - 1]
             prefix = cell.lines[position.line - 1][: position.column - 1]
@@ -312,7 +313,9 @@ def _elements(raw: str, start: int) -> list[tuple[int, int]]:
 
 
 def _skip_space(text: str, position: int) -> int:
-    return _JSON_SPACE.match(text, position).end()
+    match = _JSON_SPACE.match(text, position)
+    assert match is not None, "the pattern matches no space too"
+    return match.end()
 
 
 class CellProgram:

@@ -13,6 +13,8 @@ autocast and no scaler, nor with `accelerator.clip_grad_norm_`, which unscales f
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
 from ..flow import CallEvent, Event
@@ -121,7 +123,7 @@ def _receiver(call: CallEvent) -> str:
     return call.receiver_key or (call.callee or "").rpartition(".")[0] or "scaler"
 
 
-def _is_scaler_call(event: Event, method: str) -> bool:
+def _is_scaler_call(event: Event, method: str) -> TypeGuard[CallEvent]:
     if not isinstance(event, CallEvent) or event.method != method:
         return False
     if event.receiver is not None and SCALER in event.receiver.tags:

@@ -13,6 +13,8 @@ branch of the seeding code), or set it to `False` when seeding.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
 from ..flow import AssignEvent, CallEvent, Condition, Event
@@ -54,7 +56,7 @@ class ContradictoryDeterminism(Rule):
         )
 
 
-def _sets(event: Event, target: str) -> bool:
+def _sets(event: Event, target: str) -> TypeGuard[AssignEvent]:
     """`<target> = True` (the target spelled through any import alias)."""
     if not isinstance(event, AssignEvent) or not isinstance(event.node, cst.Assign):
         return False

@@ -21,6 +21,7 @@ How to fix: pass `sampler=DistributedSampler(dataset)` to the training DataLoade
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import libcst as cst
 
@@ -56,7 +57,7 @@ class DdpWithoutSampler(Rule):
         loaders = [
             (call, None) for scope in ctx.scopes for call in scope.calls()
             if call.callee is not None and torchapi.is_dataloader(call.callee)
-        ] + [(factory.result.detail, factory) for factory in _loader_factories(ctx)]
+        ] + [(cast(CallEvent, factory.result.detail), factory) for factory in _loader_factories(ctx)]  # the DataLoader call
         if not loaders:
             return
         wraps = [wrap for wrap in module.ddp_wraps if wrap.keyword("training_data") is None]
@@ -446,6 +447,7 @@ def _describe_wrap(wrap: CallEvent) -> tuple[str, str]:
     line = wrap.chunk.line_of(wrap.node)
     if wrap.callee == "deepspeed.initialize":
         return f"the model is a DeepSpeed engine (`deepspeed.initialize` on line {line})", "the model becomes a data-parallel DeepSpeed engine here"
+    assert wrap.callee is not None, "ModuleAnalysis.ddp_wraps are calls of named wrappers"
     wrapper = wrap.callee.rsplit(".", 1)[-1]
     return f"the model is wrapped in `{wrapper}` on line {line}", f"the model is wrapped in {wrapper} here"
 
@@ -484,6 +486,7 @@ def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str
         for call in local_calls:
             scope = call.scope
             held = names.get(id(scope), set()) | names.get(0, set())
+            assert call.function is not None, "_local_function_calls are calls of local functions"
             inner = call.function.analysis(module.summary)
             if inner is None:
                 continue
@@ -530,13 +533,14 @@ def _loops_with_backward(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, Lo
 
 
 def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call, held: set[str]) -> list[str]:
+    assert call.function is not None, "_local_function_calls are calls of local functions"
     function = call.function.node
     parameters = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
     if call.function.owner is not None and call.method is not None and parameters[:1] in (["self"], ["cls"]):
         parameters = parameters[1:]
     received = []
     positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
-    for index, arg in enumerate(call.arg_nodes):
+    for arg in call.arg_nodes:
         if arg.star:
             continue
         value = scope.value_at(arg.value) or UNKNOWN

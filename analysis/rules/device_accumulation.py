@@ -43,7 +43,7 @@ class DeviceAccumulation(Rule):
             for event in scope.events:
                 if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
                     continue
-                loop = next((l for l in event.context.loops if _steps_through_data(scope, l)), None)
+                loop = next((enclosing for enclosing in event.context.loops if _steps_through_data(scope, enclosing)), None)
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
                 if event.kind == "subscript" and _writes_into_tensor(scope, event):
@@ -116,7 +116,7 @@ def _derived_from(expression: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
             expression = expression.func.value
-        elif isinstance(expression, (cst.Subscript, cst.Attribute)) and not isinstance(expression, cst.Name):
+        elif isinstance(expression, (cst.Subscript, cst.Attribute)):
             expression = expression.value
         else:
             return expression.value if isinstance(expression, cst.Name) else None

@@ -13,6 +13,8 @@ How to fix: assign the result back, `x = x.to(device)`, or use it where it is ne
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from ..flow import CallEvent, ScopeAnalysis
@@ -45,7 +47,8 @@ class DiscardedTransfer(Rule):
         key = call.receiver_key
         written = scope.chunk.code_for(call.node)
         fix = None
-        if key is not None and scope.chunk.code_for(call.node.func.value) == key:
+        method = cast(cst.Attribute, call.node.func)  # check() reports `x.to(...)`-style method calls
+        if key is not None and scope.chunk.code_for(method.value) == key:
             fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")], safe=True)
         target = key or "the tensor"
         ctx.report(

@@ -43,6 +43,9 @@ class DropoutAlwaysOn(Rule):
                     self._report(ctx, scope, call, owner.name)
 
     def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
+        assert call.callee is not None and scope.function is not None and scope.function.owner is not None, (
+            "check() reports a call to a dropout function in a method of a module class"
+        )
         written = scope.chunk.code_for(call.node)
         function = call.callee.rpartition(".")[2]
         method = scope.function.name
@@ -67,6 +70,7 @@ def _sets_training(call: CallEvent) -> bool:
 
 
 def _has_self(scope: ScopeAnalysis) -> bool:
+    assert scope.function is not None, "a method's scope"
     params = scope.function.node.params.params
     return bool(params) and params[0].name.value == "self"
 

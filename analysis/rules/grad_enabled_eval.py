@@ -17,9 +17,11 @@ adaptation) — those call `backward`/`autograd.grad`, which keeps this rule qui
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 
-from ..flow import CallEvent, Loop, ScopeAnalysis, _short
+from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, _short
 from ..frameworks import grad_handled_by_framework
 from ..model import Severity, TextEdit
 from ..names import dotted, last_part
@@ -70,6 +72,7 @@ class GradEnabledEval(Rule):
         parameter = mode_parameter(scope)
         if parameter is None or _framework_hook(ctx, scope.function):
             return
+        assert scope.function is not None, "mode_parameter names a parameter of a function"
         evaluations = [call for call in evaluation_calls(ctx.module, scope, parameter) if call.context.grad_off is None]
         if not evaluations:
             return
@@ -96,6 +99,7 @@ class GradEnabledEval(Rule):
     # ------------------------------------------------------------------ (a) evaluation functions
     def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> None:
         info = scope.function
+        assert info is not None, "check() looks at a function's scope here"
         node = info.node
         if _framework_hook(ctx, info) or _pytest_function(node) or any(not _neutral(d, scope) for d in node.decorators):
             return
@@ -826,7 +830,8 @@ def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
     return any(
         target.endswith(".requires_grad") and _is_false(event.value_node)
         for event in scope.events
-        for target in getattr(event, "targets", ())
+        if isinstance(event, AssignEvent)  # the events with targets
+        for target in event.targets
     )
 
 
@@ -834,6 +839,7 @@ def _is_with_item(call: CallEvent) -> bool:
     """``with torch.set_grad_enabled(...):`` (already seen as the block's context), not a bare call."""
     scope = call.scope
     root = scope.function.node if scope.function is not None else scope.chunk.module
+    assert root is not None, "a scope is of a statement that parsed"
     return any(
         item.item is call.node for node in _walk(root) if isinstance(node, cst.With) for item in node.items
     )
@@ -940,7 +946,7 @@ def _mode_before(module, scope: ScopeAnalysis, loop: Loop, first_inside) -> Call
     return mode
 
 
-def _is_mode_switch(event) -> bool:
+def _is_mode_switch(event) -> TypeGuard[CallEvent]:
     """``model.eval()``, ``model.train()``, ``model.train(False)`` (the model may be an unbound global)."""
     if not isinstance(event, CallEvent) or event.method not in {"train", "eval"} or len(event.arg_nodes) > 1:
         return False
@@ -950,6 +956,7 @@ def _is_mode_switch(event) -> bool:
 
 
 def _mode(event: CallEvent) -> str:
+    assert event.method is not None, "a mode switch (_is_mode_switch) is a method call"
     if event.method == "train" and event.arg_nodes and _is_false(event.arg_nodes[0].value):
         return "eval"
     return event.method

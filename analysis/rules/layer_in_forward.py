@@ -46,6 +46,7 @@ class LayerInForward(Rule):
                     self._report(ctx, scope, call, layer)
 
     def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
+        assert scope.function is not None and scope.function.owner is not None, "check() looks into module classes' forward"
         owner = scope.function.owner
         ctx.report(
             call.node,

@@ -70,6 +70,7 @@ class MissingEvalMode(Rule):
         parameter = mode_parameter(scope)
         if parameter is None:
             return
+        assert scope.function is not None, "mode_parameter names a parameter of a function"
         evaluations = evaluation_calls(ctx.module, scope, parameter)
         if not evaluations:
             return
@@ -105,6 +106,7 @@ class MissingEvalMode(Rule):
     def _check_imported_evaluation(self, ctx, scope: ScopeAnalysis, call: CallEvent) -> None:
         """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
         function = call.function
+        assert function is not None, "check() passes a call of a function from another file"
         if not _EVALUATION_FUNCTION.search(function.name):
             return
         inner = function.analysis(ctx.summary)
@@ -169,6 +171,7 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
     """The value (and the text) a call passes for one parameter of the function it runs."""
     if parameter in call.kwargs:
         argument = call.keyword(parameter)
+        assert argument is not None, "call.kwargs holds the keyword arguments"
         return call.kwargs[parameter], call.chunk.code_for(argument.value)
     params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
     positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
@@ -192,6 +195,7 @@ def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
 
 def _mode_layers(ctx, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     """Where the model's dropout or batch-norm is visible, or None."""
+    assert call.receiver is not None, "check() passes a call on a model"
     values = [call.receiver]
     key = call.receiver_key
     if call.receiver.detail is None and scope.function is not None and key in scope.params:

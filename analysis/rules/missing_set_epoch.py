@@ -52,6 +52,7 @@ class MissingSetEpoch(Rule):
     def _check_factory(self, ctx, scope: ScopeAnalysis, factory: CallEvent) -> None:
         """`loader = make_loader(...)` from another file, which builds a shuffling DistributedSampler."""
         loader = factory.result.detail
+        assert isinstance(loader, CallEvent), "_imported_loader_factory: the factory returns the DataLoader call"
         sampler = loader.kwargs.get("sampler")
         if sampler is None or SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
             return

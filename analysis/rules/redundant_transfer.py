@@ -16,6 +16,7 @@ modified in place inside the loop first.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import libcst as cst
 
@@ -47,7 +48,7 @@ class RedundantTransfer(Rule):
             for call in scope.calls():
                 if call.method not in {"to", "cuda"} or transfer_destination(call) != "device":
                     continue
-                loop = next((l for l in reversed(call.context.loops) if l in hot), None)
+                loop = next((enclosing for enclosing in reversed(call.context.loops) if enclosing in hot), None)
                 if loop is None:
                     continue
                 if loop not in changed:
@@ -56,7 +57,7 @@ class RedundantTransfer(Rule):
 
     def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: str, changed: set[str]) -> None:
         receiver = call.receiver
-        receiver_node = call.node.func.value
+        receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
         transfer = _short(scope.chunk.code_for(call.node))
         loop_evidence = ((scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot}")
         if receiver is None:
@@ -533,7 +534,8 @@ def _names(expression: cst.BaseExpression) -> set[str]:
 def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
     """`.to(device)` of `w.to(device)`, as written."""
     whole = scope.chunk.code_for(call.node)
-    return " ".join(whole[len(scope.chunk.code_for(call.node.func.value)) :].split())
+    receiver = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
+    return " ".join(whole[len(scope.chunk.code_for(receiver)) :].split())
 
 
 def _over(loop: Loop) -> str:

@@ -157,6 +157,7 @@ class RetainedGraph(Rule):
         hook = training_step_hook(ctx.summary, scope.function)
         if hook is None or not store.container.startswith("self.") or not is_known_tensor(store.value):
             return
+        assert scope.function is not None, "training_step_hook names a method"
         container = store.container
         origin = store.value.note or "a graph-carrying value"
         verb = {"augassign": "accumulated into", "accumulate": "accumulated into", "subscript": "stored in"}.get(store.kind, "appended to")
@@ -965,7 +966,7 @@ def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: li
     for event in scope.events:
         if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container):
             return True
-        if isinstance(event, JumpEvent) and event.kind == "return" and event.node.value is not None:
+        if isinstance(event, JumpEvent) and isinstance(event.node, cst.Return) and event.node.value is not None:
             returned = scope.evaluate(event.node.value, event.context)
             if GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
                 return True
@@ -1045,7 +1046,7 @@ def _scalar_sink(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """A running total started as a Python number and never used as a tensor: `.item()` keeps it one."""
     if store.kind not in {"augassign", "accumulate"}:
         return False
-    initial = [e for e in scope.events if getattr(e, "targets", None) == (store.container,)]
+    initial = [e for e in scope.events if isinstance(e, AssignEvent) and e.targets == (store.container,)]
     if not initial or not (initial[0].value.tags & {NUMBER, CONSTANT}):
         return False
     for event in scope.events:

@@ -14,6 +14,7 @@ the end of the validation helper, so the next training step always runs in train
 from __future__ import annotations
 
 import re
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -49,6 +50,7 @@ class StuckEvalMode(Rule):
                 if found is None or found[0] in reported or _runs_on_last_iteration(event, chain, found[0]):
                     continue
                 loop, in_loop, forward = found
+                assert key is not None, "a training loop is looked for with a key only"
                 step = _next_training_step(in_loop, index, event, chain, loop)
                 if step is not None:
                     reported.add(loop)
@@ -397,7 +399,7 @@ class StuckEvalMode(Rule):
     )
 
 
-def _sets_eval(event: Event) -> bool:
+def _sets_eval(event: Event) -> TypeGuard[CallEvent]:
     """``m.eval()`` or ``m.train(False)``."""
     if not isinstance(event, CallEvent) or _receiver_key(event) is None:
         return False
@@ -406,7 +408,7 @@ def _sets_eval(event: Event) -> bool:
     return event.method == "train" and _false_mode(event)
 
 
-def _sets_train(event: Event) -> bool:
+def _sets_train(event: Event) -> TypeGuard[CallEvent]:
     """Any ``.train()`` (conditional or not, whatever its receiver), or a helper we cannot see that may call it."""
     if not isinstance(event, CallEvent):
         return False
@@ -445,6 +447,7 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
 
 def _argument_for(call: CallEvent, parameter: str) -> cst.BaseExpression | None:
     """The expression the call passes for ``parameter`` of the local function it runs."""
+    assert call.function is not None, "a call of the chain that ordered_events followed into a local function"
     node = call.function.node
     params = [*node.params.posonly_params, *node.params.params]
     if call.function.owner is not None and params and params[0].name.value in {"self", "cls"}:
@@ -480,7 +483,7 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
     return None
 
 
-def _is_forward(event: Event) -> bool:
+def _is_forward(event: Event) -> TypeGuard[CallEvent]:
     if not isinstance(event, CallEvent) or event.receiver_key is None or event.function is not None:
         return False
     if event.receiver is not None and CRITERION in event.receiver.tags:
@@ -488,7 +491,7 @@ def _is_forward(event: Event) -> bool:
     return event.method is None or (event.method == "forward" and event.receiver is not None and MODEL in event.receiver.tags)
 
 
-def _is_training_step(event: Event) -> bool:
+def _is_training_step(event: Event) -> TypeGuard[CallEvent]:
     return isinstance(event, CallEvent) and (
         (is_backward(event) and event.callee != "torch.autograd.grad") or is_optimizer_step(event)
     )

@@ -80,7 +80,7 @@ class SyncInHotLoop(Rule):
         every_step: list[Sync] = []
         per_inner_loop: dict[int, tuple[str, tuple, list[Sync]]] = {}  # id(loop node) -> (label, site, syncs)
         for sync in _syncs(scope, loop, (), MAX_CALL_DEPTH, {id(scope)}):
-            innermost_step = next((l for l in reversed(sync.outer.context.loops) if l in steps), None)
+            innermost_step = next((enclosing for enclosing in reversed(sync.outer.context.loops) if enclosing in steps), None)
             if innermost_step is not loop or self._quietened(sync, loop):
                 continue
             inner = self._inner_loop(sync, loop)
@@ -115,9 +115,9 @@ class SyncInHotLoop(Rule):
     def _inner_loop(self, sync: Sync, loop: Loop):
         """The loop nested in the step that repeats the sync, as (label, site); None when the sync runs
         once per step; False when that loop is an evaluation pass, which this rule leaves alone."""
-        nested = [(l, sync.outer.scope) for l in sync.outer.context.loops if loop.encloses(l) and l is not loop]
-        nested += [(l, link.scope) for link, loops, _ in sync.contexts_inside() for l in loops]
-        if any(LOADER in l.iterable.tags or _EVALUATION_WORDS.search(l.iterable_text) for l, _ in nested):
+        nested = [(inner, sync.outer.scope) for inner in sync.outer.context.loops if loop.encloses(inner) and inner is not loop]
+        nested += [(inner, link.scope) for link, loops, _ in sync.contexts_inside() for inner in loops]
+        if any(LOADER in inner.iterable.tags or _EVALUATION_WORDS.search(inner.iterable_text) for inner, _ in nested):
             return False
         if nested:
             first, owner = nested[0]
@@ -482,7 +482,7 @@ def _syncs(scope: ScopeAnalysis, loop: Loop | None, chain: tuple[CallEvent, ...]
                     inner_steps = loops_running(inner, is_backward)
                     for sync in _syncs(inner, None, chain + (event,), depth - 1, seen | {id(inner)}):
                         in_inner = sync.chain[len(chain) + 1] if len(sync.chain) > len(chain) + 1 else sync.event
-                        if not any(l in inner_steps for l in in_inner.context.loops):
+                        if not any(enclosing in inner_steps for enclosing in in_inner.context.loops):
                             yield sync  # a training loop of the callee's own is judged in its own scope
         elif isinstance(event, AssignEvent) and event.value_node is not None:
             for part in _formatted_parts(event.value_node):
@@ -559,7 +559,7 @@ def _host_batch(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tup
     value = scope.value_at(root)
     if value is not None and value.tags & {GRAPH, ON_DEVICE}:
         return False
-    return any(root.value in l.targets and (LOADER in l.iterable.tags or "loader" in l.iterable_text.lower()) for l in loops)
+    return any(root.value in candidate.targets and (LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
 
 
 def _formatted_parts(expression: cst.BaseExpression) -> Iterator[cst.FormattedStringExpression]:

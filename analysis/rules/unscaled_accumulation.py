@@ -18,6 +18,7 @@ Lightning and DeepSpeed engines do this for you.
 from __future__ import annotations
 
 import re
+from typing import TypeGuard, cast
 
 import libcst as cst
 
@@ -49,7 +50,7 @@ class Accumulation:
 
     __slots__ = ("kind", "loop", "step", "guard", "guard_chunk", "divisor", "backwards", "in_loop")
 
-    def __init__(self, kind: str, loop: Loop, step: CallEvent, guard: Event | Condition | Loop, guard_chunk, divisor, backwards, in_loop):
+    def __init__(self, kind: str, loop: Loop, step: CallEvent, guard: JumpEvent | Condition | Loop, guard_chunk, divisor, backwards, in_loop):
         self.kind = kind  # modulus | continue | micro-batch
         self.loop = loop
         self.step = step
@@ -72,7 +73,7 @@ class UnscaledAccumulation(Rule):
         for scope in ctx.scopes:
             items = list(ordered_events(scope, None))
             reported: set[Loop] = set()
-            for index, (event, chain) in enumerate(items):
+            for index, (event, _chain) in enumerate(items):
                 if not (isinstance(event, CallEvent) and is_optimizer_step(event)):
                     continue
                 accumulation = _accumulation(items, index)
@@ -142,6 +143,7 @@ class UnscaledAccumulation(Rule):
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site.scope, site.node)}`"))
         if severity == Severity.WARNING:
+            assert clip is not None, "the warning is for a clipped adaptive step"
             evidence.append(((clip.chunk, clip.node), "clips the summed gradients with a threshold meant for one batch's"))
         ctx.report(
             site.node, message, evidence=[item for item in evidence if item[1]], severity=severity,
@@ -568,6 +570,7 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
     """How the step at ``items[index]`` accumulates, if it does: under an every-N condition, after a
     ``continue`` that skips it on the other iterations, or after a micro-batch loop."""
     step, step_chain = items[index]
+    assert isinstance(step, CallEvent), "check() passes the index of an optimizer step"
     site = _site(step, step_chain)
     loop = site.context.loop
     if loop is None:
@@ -707,7 +710,7 @@ def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
     return receiver
 
 
-def _is_scale_call(node: cst.BaseExpression) -> bool:
+def _is_scale_call(node: cst.BaseExpression) -> TypeGuard[cst.Call]:
     return (
         isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "scale"
         and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
@@ -715,7 +718,7 @@ def _is_scale_call(node: cst.BaseExpression) -> bool:
 
 
 def _inside_scale(call: CallEvent) -> bool:
-    return _is_scale_call(call.node.func.value)
+    return _is_scale_call(cast(cst.Attribute, call.node.func).value)  # a backward _loss_node found: `x.backward()`
 
 
 def _scaled(call: CallEvent) -> bool:
@@ -766,7 +769,7 @@ def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool
     """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it."""
     if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
         return False
-    chunk, call = optimizer.site
+    chunk, call = optimizer.site[0], cast(cst.Call, optimizer.site[1])  # tested above
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value == "lr" and isinstance(arg.value, cst.BinaryOperation) \
                 and isinstance(arg.value.operator, cst.Divide):
@@ -785,6 +788,7 @@ def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
 def _divisor_stable(scope: ScopeAnalysis, accumulation: Accumulation, unscaled) -> bool:
     """Every name in N is bound before the first backward, so ``loss / N`` there means what the step test means."""
     divisor = accumulation.divisor
+    assert divisor is not None, "_fix runs when the divisor is written out"
     names = {node.value for node in _names_in(divisor)}
     first = min(call_index for call_index, call, _ in accumulation.backwards if any(call is u for u, _ in unscaled))
     return not any(
@@ -811,6 +815,7 @@ def _schedule(accumulation: Accumulation, backward: CallEvent, line_of) -> str:
         )
     if isinstance(guard, JumpEvent):
         condition = next(c for c in reversed(guard.context.conditions) if _modulus_test(c.test))
+        assert condition.test is not None, "a modulus test was found in it"
         when = "whenever" if condition.branch == "if" else "unless"
         return f"{backward_text} runs every iteration but a `continue` skips {step} {when} `{_code(guard.scope, condition.test)}`"
     test = " ".join(accumulation.guard_chunk.code_for(guard.test).split())

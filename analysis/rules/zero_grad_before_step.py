@@ -77,7 +77,7 @@ def _runs_in_iteration(item: Item, loop: Loop) -> bool:
 
 
 def _cleared_before_step(items: list[Item], loop: Loop):
-    for index, (event, chain) in enumerate(items):
+    for index, (event, _chain) in enumerate(items):
         if not accumulates_into_grad(event):
             continue
         for later in range(index + 1, len(items)):
@@ -92,7 +92,7 @@ def _cleared_before_step(items: list[Item], loop: Loop):
             break
 
 
-def _next_step(items: list[Item], start: int) -> Item | None:
+def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
     for event, chain in items[start + 1:]:
         if accumulates_into_grad(event):
             return None

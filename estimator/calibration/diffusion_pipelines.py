@@ -190,8 +190,6 @@ def measure(name: str, pipeline: dict) -> dict:
         result["train_saved_bytes"]["checkpointing"] = _saved_bytes(denoiser, call)
         denoiser.disable_gradient_checkpointing()
         adapted = _with_lora(denoiser)
-        for parameter in adapted.parameters():
-            pass
         result["lora_params_per_rank"] = sum(p.numel() for p in adapted.parameters() if p.requires_grad) // LORA_RANK
         inputs = _denoiser_inputs(pipeline, 1)
         first = next(iter(inputs))
