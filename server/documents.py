@@ -7,6 +7,7 @@ the settings it was computed with, so a stale result is recognised and never sho
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -39,6 +40,15 @@ LARGE_DOCUMENT_CHARS = 300_000
 ANALYSIS_BUDGET_S = 2.0
 
 
+class Stopped(enum.Enum):
+    """What a document's analysis job gives when it stopped because the text changed (``scheduling``)."""
+
+    STOPPED = "stopped"
+
+
+STOPPED = Stopped.STOPPED
+
+
 @dataclass(frozen=True)
 class Analysis:
     version: int | None
@@ -64,6 +74,12 @@ class DocumentState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
     analyses: int = 0  # texts analysed (printDebugInfo shows it: requests share analyses)
+    # Bumped (on the event loop) whenever the text to analyse changes: a running analysis of an
+    # older text then stops at its next statement (``scheduling``). ``stopped`` counts analyses
+    # stopped so (printDebugInfo), ``stopped_in_a_row`` those since one last finished.
+    edits: int = 0
+    stopped: int = 0
+    stopped_in_a_row: int = 0
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses."""
@@ -105,6 +121,7 @@ class DocumentState:
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
             self.latest = Analysis(version, settings, text, findings, anchors)
+            self.stopped_in_a_row = 0
             return self.latest
 
     def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
