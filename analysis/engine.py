@@ -8,14 +8,14 @@ import logging
 import os
 import re
 import tokenize
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .context import RawFinding, RuleContext
 from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
 from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .model import Finding, Severity
-from .module import ModuleAnalysis
+from .module import ModuleAnalysis, Superseded
 from .registry import all_rules
 from .rules.base import Rule
 from .settings import AnalysisSettings
@@ -144,8 +144,18 @@ def analyze_source(
         return findings_for(module, settings, select_rules(settings, rules))
 
 
-def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iterable[type[Rule]]) -> list[Finding]:
-    """Run the rules over a module; a rule's findings for a statement the edit could not reach are kept."""
+def findings_for(
+    module: ModuleAnalysis, settings: AnalysisSettings, rules: Iterable[type[Rule]],
+    superseded: Callable[[], bool] | None = None,
+) -> list[Finding]:
+    """Run the rules over a module; a rule's findings for a statement the edit could not reach are kept.
+
+    ``superseded`` is asked before each statement's flow analysis and before each rule's check of
+    a statement; when it says yes, :class:`Superseded` is raised. What was done until then stays
+    with the module (flow analyses, and every statement's results whether new or inherited), so
+    the next analysis of this module, or of its update to the newer text, continues from there and
+    gives what a fresh analysis gives.
+    """
     rules = list(rules)
     raw: list[RawFinding] = []
     engine_findings: list[Finding] = []
@@ -153,7 +163,20 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
     results_key = (settings, tuple(rule.code for rule in rules), strict)
     inherited = module.rule_results if module.rule_results_key == results_key else {}
     module.rule_results, module.rule_results_key = {}, results_key
-    module.prepare_scopes()
+    try:
+        _check_statements(module, settings, rules, inherited, raw, engine_findings, strict, superseded)
+    except Superseded:
+        module.rule_results = {**inherited, **module.rule_results}
+        raise
+    return _reported(module, settings, rules, raw, engine_findings)
+
+
+def _check_statements(
+    module: ModuleAnalysis, settings: AnalysisSettings, rules: list[type[Rule]],
+    inherited: dict[int, KeptStatement], raw: list[RawFinding], engine_findings: list[Finding], strict: bool,
+    superseded: Callable[[], bool] | None,
+) -> None:
+    module.prepare_scopes(superseded)
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
@@ -183,6 +206,8 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
                 results[rule_class.code] = kept_result
                 raw.extend(kept_result.findings)
                 continue
+            if superseded is not None and superseded():
+                raise Superseded
             context = RuleContext(module, chunk, rule_class, settings)
             try:
                 with recording(chunk) as reads:
@@ -205,6 +230,12 @@ def findings_for(module: ModuleAnalysis, settings: AnalysisSettings, rules: Iter
             raw.extend(context.findings)
         module.rule_results[chunk.index] = KeptStatement(results)
 
+
+def _reported(
+    module: ModuleAnalysis, settings: AnalysisSettings, rules: list[type[Rule]],
+    raw: list[RawFinding], engine_findings: list[Finding],
+) -> list[Finding]:
+    """The findings as reported: suppressions applied, severities overridden, sorted, deduplicated."""
     suppressions = SuppressionIndex(find_suppressions(module.text, ((c.chunk.start_line, c.chunk.text) for c in module.chunks)))
     overrides = _severity_overrides(settings, rules)
     findings: list[Finding] = []

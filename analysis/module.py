@@ -32,6 +32,10 @@ SEED_ALL_HELPERS = frozenset(
 )
 
 
+class Superseded(Exception):
+    """The text being analysed changed: the analysis stopped between two statements' checks."""
+
+
 class ModuleAnalysis:
     """Everything the rules may ask of one module; built once per text.
 
@@ -266,13 +270,17 @@ class ModuleAnalysis:
                         scopes.append(analysis)
         return scopes
 
-    def prepare_scopes(self) -> None:
+    def prepare_scopes(self, superseded: Callable[[], bool] | None = None) -> None:
         """Analyse every statement's scopes in file order, as a fresh analysis does.
 
         Flow analysis of mutually recursive functions depends on which is analysed first, so
-        the order is fixed here rather than left to whichever rule asks first.
+        the order is fixed here rather than left to whichever rule asks first. ``superseded`` is
+        asked before each statement not yet analysed; a yes raises :class:`Superseded`, and the
+        next call goes on from that statement, in the same order.
         """
         for index in range(len(self._chunks)):
+            if superseded is not None and index not in self._scopes and superseded():
+                raise Superseded
             try:
                 self._scopes_at(index)
             except RecursionError:

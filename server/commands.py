@@ -68,7 +68,7 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
     for uri, state in ls.documents.items():
         latest = state.latest
         summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
-        summary += f", {state.analyses} analyses"
+        summary += f", {state.analyses} analyses ({state.stopped} stopped for a newer text)"
         config = ls.settings.project_config(state.path).source
         lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)

@@ -7,9 +7,11 @@ the settings it was computed with, so a stale result is recognised and never sho
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -20,7 +22,7 @@ from trainlint.analysis.engine import collector_paused, findings_for, select_rul
 from trainlint.analysis.engine_codes import NOT_ANALYSED
 from trainlint.analysis.lines import split_lines
 from trainlint.analysis.model import Finding
-from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.module import ModuleAnalysis, Superseded
 from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors
 from trainlint.estimator.editor import EditorEstimate, estimate_module
@@ -36,6 +38,15 @@ MAX_DOCUMENT_CHARS = 5_000_000
 # analysed in its own lane (``TrainlintServer.lane``), so that it never holds up the others.
 LARGE_DOCUMENT_CHARS = 300_000
 ANALYSIS_BUDGET_S = 2.0
+
+
+class Stopped(enum.Enum):
+    """What a document's analysis job gives when it stopped because the text changed (``scheduling``)."""
+
+    STOPPED = "stopped"
+
+
+STOPPED = Stopped.STOPPED
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,12 @@ class DocumentState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
     analyses: int = 0  # texts analysed (printDebugInfo shows it: requests share analyses)
+    # Bumped (on the event loop) whenever the text to analyse changes: a running analysis of an
+    # older text then stops at its next statement (``scheduling``). ``stopped`` counts analyses
+    # stopped so (printDebugInfo), ``stopped_in_a_row`` those since one last finished.
+    edits: int = 0
+    stopped: int = 0
+    stopped_in_a_row: int = 0
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses."""
@@ -78,8 +95,14 @@ class DocumentState:
                 return self.latest
         return Analysis(version, analysis.settings, analysis.text, analysis.findings, analysis.anchors, analysis.vram)
 
-    def analyse(self, text: str, version: int | None, settings: EffectiveSettings) -> Analysis:
-        """The findings for this text, reusing the parses of unchanged statements."""
+    def analyse(
+        self, text: str, version: int | None, settings: EffectiveSettings, superseded: Callable[[], bool] | None = None,
+    ) -> Analysis:
+        """The findings for this text, reusing the parses of unchanged statements.
+
+        Raises ``Superseded`` when ``superseded`` says the text changed before the rules were
+        done; the parse of ``text`` and what the rules did stay for the next analysis.
+        """
         with self.lock:
             latest = self.latest
             unchanged = self.module is None or self.module.imports_unchanged()
@@ -94,10 +117,11 @@ class DocumentState:
             if len(text) > MAX_DOCUMENT_CHARS:
                 findings = [_too_large(self.display_path, len(text))]
             else:
-                findings, anchors = self._findings(text, settings)
+                findings, anchors = self._findings(text, settings, superseded)
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
             self.latest = Analysis(version, settings, text, findings, anchors)
+            self.stopped_in_a_row = 0
             return self.latest
 
     def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
@@ -108,6 +132,8 @@ class DocumentState:
                 return analysis.vram[key]
             if self.latest is not analysis or self.module is None:
                 return None
+            if self.module.text != analysis.text.removeprefix(BOM):
+                return None  # a newer text's analysis stopped half-way: the module is of that text
             with collector_paused():
                 estimate = estimate_module(self.module, target_gpu, target_model)
             analysis.vram[key] = estimate
@@ -117,7 +143,9 @@ class DocumentState:
     def display_path(self) -> str:
         return str(self.path) if self.path is not None else self.uri
 
-    def _findings(self, text: str, settings: EffectiveSettings) -> tuple[list[Finding], list[Anchor]]:
+    def _findings(
+        self, text: str, settings: EffectiveSettings, superseded: Callable[[], bool] | None,
+    ) -> tuple[list[Finding], list[Anchor]]:
         # A leading byte-order mark is no character to Python, nor to LibCST (which drops it): the
         # analysis reads the text after it, and the columns of its first line move one to the right.
         bom = text.startswith(BOM)
@@ -130,7 +158,11 @@ class DocumentState:
                 previous.updated(text) if previous is not None
                 else ModuleAnalysis(text, self.display_path, workspace=self.workspace)
             )
-            findings = findings_for(module, settings.analysis, select_rules(settings.analysis))
+            try:
+                findings = findings_for(module, settings.analysis, select_rules(settings.analysis), superseded)
+            except Superseded:
+                self.module = module  # what it parsed and checked is right for `text`: the next one goes on
+                raise
             anchors = find_anchors(module)
             self.module = module
         kept = [finding for finding in findings if finding.code not in settings.dropped]

@@ -27,7 +27,7 @@ from trainlint.settings import RUN_ON_SAVE, EffectiveSettings
 
 from .capabilities import ClientSupport
 from .configuration import SettingsStore
-from .documents import Analysis, DocumentState
+from .documents import Analysis, DocumentState, Stopped
 from .framing import BinaryReader, StreamReader, log_message, serve
 from .idle_gc import IdleGarbageCollector
 
@@ -47,7 +47,7 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task[None]] = {}  # each document's debounced publish (push mode)
-        self.jobs: dict[str, asyncio.Future[Analysis | None]] = {}  # each document's running analysis (``scheduling``)
+        self.jobs: dict[str, asyncio.Future[Analysis | Stopped | None]] = {}  # each document's running analysis (``scheduling``)
         self.stale_hints: set[str] = set()  # documents whose inlay hints came from an older analysis
         self.generation = 0  # bumped whenever settings or files change, so result ids change with them
         # Two analysis lanes, one thread each: documents within their budget, and the others

@@ -11,10 +11,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from trainlint.analysis.module import Superseded
 from trainlint.estimator.editor import EditorEstimate
 from trainlint.settings import EffectiveSettings
 
-from .documents import Analysis, DocumentState
+from .documents import STOPPED, Analysis, DocumentState, Stopped
 from .notebooks import cell_analysis
 
 if TYPE_CHECKING:
@@ -22,15 +23,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trainlint.server")
 
+# An analysis is stopped for a newer text at most this many times in a row; the next one finishes,
+# so that someone typing without a pause still sees diagnostics of a text a few keys old.
+MAX_STOPS_IN_A_ROW = 3
+
 
 async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> Analysis | None:
     """The analysis of the document's text as it is now.
 
     One analysis runs per document at a time, and every request shares it: a request that
     arrives while one runs waits for it, then, if the text has changed meanwhile, for one
-    analysis of the text as it is then; the keystrokes in between get none of their own. A
-    cancelled request stops waiting; the analysis it waited for goes on for the next one.
-    With ``recent`` (hover, inlay hints), the last finished analysis answers at once while a
+    analysis of the text as it is then; the keystrokes in between get none of their own. An
+    analysis whose text changes while it runs stops at its next statement (what it did is kept
+    for the next one), unless the ones before it stopped too (``MAX_STOPS_IN_A_ROW``: typing
+    without a pause still sees diagnostics). A cancelled request stops waiting; the analysis it
+    waited for goes on for the next one. With ``recent`` (hover, inlay hints), the last finished analysis answers at once while a
     newer one runs, and the client is asked to refresh its inlay hints once that is done.
     """
     if uri not in ls.documents and ls.workspace.get_notebook_document(cell_uri=uri) is not None:
@@ -56,20 +63,33 @@ async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> An
         if job is None or waited:
             if job is None:
                 job = _start_analysis(ls, uri, state, text, version, settings)
-            return await asyncio.shield(job)
+            result = await asyncio.shield(job)
+            if result is STOPPED:
+                continue  # the text changed while it ran: analyse it as it is now
+            return result
         await asyncio.shield(job)  # an analysis of an older text: then one of the text as it is then
         waited = True
 
 
 def _start_analysis(
     ls: TrainlintServer, uri: str, state: DocumentState, text: str, version: int | None, settings: EffectiveSettings,
-) -> asyncio.Future[Analysis | None]:
+) -> asyncio.Future[Analysis | Stopped | None]:
     """The document's one running analysis, of ``text``; shared by whoever waits for it."""
     loop = asyncio.get_running_loop()
+    edits = state.edits
 
-    async def run() -> Analysis | None:
+    def superseded() -> bool:  # asked on the worker thread, between statements
+        if state.stopped_in_a_row >= MAX_STOPS_IN_A_ROW:
+            return False
+        return state.edits != edits or ls.documents.get(uri) is not state
+
+    async def run() -> Analysis | Stopped | None:
         try:
-            return await loop.run_in_executor(ls.lane(state, text), state.analyse, text, version, settings)
+            return await loop.run_in_executor(ls.lane(state, text), state.analyse, text, version, settings, superseded)
+        except Superseded:
+            state.stopped += 1
+            state.stopped_in_a_row += 1
+            return STOPPED
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's
             log.exception("analysis of %s failed", uri)
             return None

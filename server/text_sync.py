@@ -34,6 +34,7 @@ def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -
     uri = params.text_document.uri
     settings = ls.settings.of(uri)
     if uri in ls.documents and settings.run != RUN_ON_SAVE:
+        ls.documents[uri].edits += 1
         diagnostics.schedule(ls, uri, settings.debounce_ms)
 
 
@@ -41,7 +42,10 @@ def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> No
     uri = params.text_document.uri
     if uri not in ls.documents:
         return
-    ls.saved_text[uri] = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
+    saved = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
+    if ls.settings.of(uri).run == RUN_ON_SAVE and saved != ls.saved_text.get(uri):
+        ls.documents[uri].edits += 1
+    ls.saved_text[uri] = saved
     if Path(to_fs_path(uri) or "").name in CONFIG_FILES:
         ls.settings.forget_project_configs()
         diagnostics.refresh_all(ls)

@@ -95,3 +95,35 @@ def test_inlay_hints_answer_from_the_last_analysis_and_are_refreshed_when_the_ne
     expected = diagnostics_of(analyze_source(final, "/project/train.py"), final, "utf-16")
     assert shown(server.diagnostics(URI)) == expected
     assert "workspace/inlayHint/refresh" in server.server_requests
+
+
+def analyses_stopped(server: RawServer) -> int:
+    [count] = re.findall(r"(\d+) stopped for a newer text", server.debug_info())
+    return int(count)
+
+
+def test_an_analysis_stops_when_the_text_changes_and_the_pull_gets_the_new_texts_diagnostics(server):
+    text = long_training_file(3000)
+    server.open(URI, text, version=1)
+    pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": URI}})  # a fresh analysis starts
+    lines = text.split("\n")
+    line = next(index for index, content in enumerate(lines) if content.startswith("def ")) + 2
+    end = {"line": line, "character": len(lines[line])}
+    server.change(URI, 2, [{"range": {"start": end, "end": end}, "text": "  # edited"}])  # while it parses
+    lines[line] += "  # edited"
+    final = "\n".join(lines)
+    reply = server.replies([pull])[pull]
+    expected = diagnostics_of(analyze_source(final, "/project/train.py"), final, "utf-16")
+    assert shown(reply["result"]["items"]) == expected  # the pull waited for the text as it is now
+    assert analyses_stopped(server) == 1  # the first text's rules never ran to the end
+    assert analyses_run(server) == 2
+
+
+def test_typing_without_a_pause_still_finishes_an_analysis_every_few_keys(server):
+    text = long_training_file(1500)
+    server.open(URI, text, version=1)
+    assert server.diagnostics(URI) is not None
+    final, sent = type_keys(server, text, 40, cancel=False)
+    replies = server.replies(sent)
+    assert all("result" in reply for reply in replies.values())
+    assert analyses_stopped(server) <= 3 * (analyses_run(server) - analyses_stopped(server))
