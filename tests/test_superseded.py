@@ -6,11 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
+from test_splicing import RULES, SETTINGS, _key, _script
 
 from trainlint.analysis.engine import findings_for
 from trainlint.analysis.module import ModuleAnalysis, Superseded
-
-from test_splicing import RULES, SETTINGS, _key, _script
 
 HELPERS = '''
 
