@@ -15,9 +15,7 @@ sharding, or a bigger GPU); `trainlint estimate SCRIPT --gpu NAME` shows the who
 
 from __future__ import annotations
 
-from trainlint.analysis.model import Severity
-from trainlint.analysis.registry import register
-from trainlint.analysis.rules.base import Fires, Quiet, Rule
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity
 
 from .costmodel import GIB
 
@@ -27,7 +25,7 @@ class ProjectedOom(Rule):
     name = "projected-oom"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         gpu = ctx.settings.target_gpu if ctx.settings is not None else None
         if not gpu:
             return
@@ -195,5 +193,3 @@ ProjectedOom.MUST_NOT_FIRE = (
     ),
     Quiet(_FULL_FINE_TUNE.format(model="meta-llama/Meta-Llama-3-8B"), settings={"target_gpu": "no-such-gpu"}),
 )
-
-register(ProjectedOom)

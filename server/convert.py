@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lsprotocol import types
 
-from trainlint.analysis.model import Finding, Severity, TextEdit
+from trainlint.analysis.findings import Finding, Severity, TextEdit
 
 from .text import column_at, units
 

@@ -29,7 +29,7 @@ from pygls.uris import to_fs_path
 
 import trainlint
 from trainlint.analysis.lines import split_lines
-from trainlint.analysis.model import Finding
+from trainlint.analysis.findings import Finding
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.suppressions import find_suppressions
 from trainlint.analysis.workspace import Workspace

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.config import Config, engine_codes_in, rule_codes, without_engine_codes
 

@@ -36,7 +36,7 @@ from trainlint.analysis.engine import (
     select_rules,
 )
 from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
-from trainlint.analysis.model import Evidence, Finding, Severity
+from trainlint.analysis.findings import Evidence, Finding, Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings

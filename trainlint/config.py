@@ -23,7 +23,7 @@ import pathspec
 
 from trainlint.analysis.engine import ENGINE_CODES
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.analysis.registry import all_rules
 from trainlint.analysis.selection import resolve_selector
 

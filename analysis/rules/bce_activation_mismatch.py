@@ -20,12 +20,24 @@ import re
 
 import libcst as cst
 
-from ..activations import KIND_WORDS, LossCall, bound_name, loss_calls, loss_origin, occurrences, remove_activation
-from ..flow import _short
-from ..model import Severity
-from ..torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
-from ..values import LOGITS, SIGMOID
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    KIND_WORDS,
+    LOGITS,
+    LOSSES_WANTING_BINARY_LOGITS,
+    LOSSES_WANTING_BINARY_PROBS,
+    SIGMOID,
+    Fires,
+    LossCall,
+    Quiet,
+    Rule,
+    Severity,
+    bound_name,
+    loss_calls,
+    loss_origin,
+    occurrences,
+    quoted,
+    remove_activation,
+)
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -36,7 +48,6 @@ class BceActivationMismatch(Rule):
     code = "TL203"
     name = "bce-activation-mismatch"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -49,7 +60,7 @@ class BceActivationMismatch(Rule):
     def _report_sigmoid(self, ctx, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
-            f"`{_short(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
+            f"`{quoted(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
             f"{loss.loss} applies the sigmoid itself: every input is squashed twice into (0.5, 0.73), "
             "so the loss cannot reach confident predictions and the gradients vanish"
         )
@@ -63,7 +74,7 @@ class BceActivationMismatch(Rule):
     def _report_logits(self, ctx, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
-            f"`{_short(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
+            f"`{quoted(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
             f"{loss.loss} expects probabilities in [0, 1]: the first out-of-range value fails the run "
             "(a device-side assert on GPU), and in-range logits train on a meaningless loss"
         )
@@ -332,6 +343,36 @@ class BceActivationMismatch(Rule):
 
             netD = Discriminator().cuda()
             criterion = nn.BCELoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(25):
+                for real, _ in dataloader:
+                    netD.zero_grad()
+                    output = netD(real.cuda())
+                    errD_real = criterion(output, torch.ones_like(output))
+                    errD_real.backward()
+                    optimizerD.step()
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                        nn.BatchNorm2d(ndf * 2),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCEWithLogitsLoss()
             optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
             for epoch in range(25):
                 for real, _ in dataloader:

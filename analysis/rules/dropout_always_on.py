@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import shortened
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    shortened,
+)
 
 _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -31,7 +36,6 @@ class DropoutAlwaysOn(Rule):
     code = "TL211"
     name = "dropout-always-on"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -145,6 +149,15 @@ DropoutAlwaysOn.MUST_FIRE = (
                 x = dropout2d(x, 0.25)
                 return x
         """,
+        fixed="""
+        import torch.nn as nn
+        from torch.nn.functional import dropout2d
+
+        class ConvNet(nn.Module):
+            def forward(self, x):
+                x = dropout2d(x, 0.25, training=self.training)
+                return x
+        """,
     ),
     Fires(
         """
@@ -154,6 +167,17 @@ DropoutAlwaysOn.MUST_FIRE = (
         class Encoder(nn.Module):
             def _embed(self, tokens):
                 return F.dropout(self.embedding(tokens), p=self.p)
+
+            def forward(self, tokens):
+                return self._embed(tokens)
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Encoder(nn.Module):
+            def _embed(self, tokens):
+                return F.dropout(self.embedding(tokens), p=self.p, training=self.training)
 
             def forward(self, tokens):
                 return self._embed(tokens)
@@ -197,6 +221,14 @@ DropoutAlwaysOn.MUST_FIRE = (
         class LitModel(pl.LightningModule):
             def forward(self, x):
                 return self.head(F.dropout(self.body(x), 0.3))
+        """,
+        fixed="""
+        import pytorch_lightning as pl
+        import torch.nn.functional as F
+
+        class LitModel(pl.LightningModule):
+            def forward(self, x):
+                return self.head(F.dropout(self.body(x), 0.3, training=self.training))
         """,
     ),
 )

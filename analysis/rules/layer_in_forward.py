@@ -14,10 +14,15 @@ or build it once behind `if self.proj is None:`.
 
 from __future__ import annotations
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import shortened
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    shortened,
+)
 
 _PARAMETERISED = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",

@@ -19,12 +19,22 @@ import re
 
 import libcst as cst
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import evaluation_calls, is_test_file, mentions, mode_parameter, shortened
-from ..summary import ClassInfo
-from ..values import MODEL, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    MODEL,
+    CallEvent,
+    ClassInfo,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
+    evaluation_calls,
+    is_test_file,
+    mentions,
+    mode_parameter,
+    shortened,
+)
 
 _EVALUATION_FUNCTION = re.compile(
     r"^_?(?:evaluate|evaluation|eval|validate|validation|valid|val|test|testing|predict|inference|infer)(?:_|$)"

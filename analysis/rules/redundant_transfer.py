@@ -19,13 +19,33 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
-from ..model import Severity
-from ..names import dotted, last_part
-from ..patterns import calls_in, events_in, is_backward, loops_running, shortened
-from ..tree import blocks_of, children
-from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CONSTANT,
+    GRAPH,
+    LOADER,
+    MODEL,
+    ON_DEVICE,
+    TENSOR,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    StoreEvent,
+    blocks_of,
+    calls_in,
+    children,
+    dotted,
+    events_in,
+    is_backward,
+    last_part,
+    loops_running,
+    shortened,
+    transfer_destination,
+)
 
 # Factories whose result depends only on their arguments (random ones differ every call).
 _DETERMINISTIC_FACTORIES = frozenset(

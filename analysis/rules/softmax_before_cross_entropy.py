@@ -15,12 +15,24 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
-from ..activations import KIND_WORDS, LossCall, loss_calls, loss_origin, remove_activation, rename_activation
-from ..flow import _short
-from ..model import Severity
-from ..torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
-from ..values import LOG_PROBS, LOGITS, PROBS
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    KIND_WORDS,
+    LOG_PROBS,
+    LOGITS,
+    LOSSES_WANTING_LOG_PROBS,
+    LOSSES_WANTING_LOGITS,
+    PROBS,
+    Fires,
+    LossCall,
+    Quiet,
+    Rule,
+    Severity,
+    loss_calls,
+    loss_origin,
+    quoted,
+    remove_activation,
+    rename_activation,
+)
 
 _CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
 
@@ -29,7 +41,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
     code = "TL202"
     name = "softmax-before-cross-entropy"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -561,7 +572,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
 
 def _given(loss: LossCall) -> str:
-    return f"`{_short(loss.chunk, loss.event.node)}`"
+    return f"`{quoted(loss.chunk, loss.event.node)}`"
 
 
 def _evidence(loss: LossCall, origin) -> list:

@@ -21,13 +21,39 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
-from ..model import Evidence, Severity
-from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running, shortened
-from ..torchapi import HOST_SYNC_METHODS
-from ..tree import children, walk
-from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, ON_HOST, TENSOR, UNKNOWN, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CONSTANT,
+    CONTAINER,
+    GRAPH,
+    HOST_SYNC_METHODS,
+    LOADER,
+    LOSS,
+    MAX_CALL_DEPTH,
+    NUMBER,
+    ON_DEVICE,
+    ON_HOST,
+    TENSOR,
+    UNKNOWN,
+    AssignEvent,
+    CallEvent,
+    Condition,
+    Event,
+    Evidence,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
+    children,
+    events_in,
+    is_backward,
+    is_logging_condition,
+    loops_running,
+    shortened,
+    walk,
+)
 
 # Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
 _DEVICE_VALUE = frozenset({TENSOR, GRAPH, LOSS})

@@ -14,7 +14,7 @@ import msgspec
 
 import trainlint
 from trainlint.analysis.engine import ENGINE_CODES
-from trainlint.analysis.model import Finding, Severity, TextEdit
+from trainlint.analysis.findings import Finding, Severity, TextEdit
 from trainlint.analysis.rules.base import Rule
 from trainlint.config import relative_posix
 
