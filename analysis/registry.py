@@ -125,6 +125,7 @@ class _Loaded:
         self.failed: set[type[Rule]] = set()  # plugin rules that raised while checking: off from then on
         self.problems: list[PluginProblem] = []
         self.reported: set[PluginProblem] = set()
+        self.forbidden: str | None = None  # why local plugins are not loaded in this process
 
     def problem(self, plugin: str, message: str) -> None:
         problem = PluginProblem(plugin, message)
@@ -167,6 +168,9 @@ def load_plugin(spec: str) -> tuple[type[Rule], ...]:
     if spec in _loaded.plugins:
         return _loaded.plugins[spec]
     _loaded.plugins[spec] = ()
+    if _loaded.forbidden is not None:
+        _loaded.problem(spec, f"not loaded: {_loaded.forbidden}")
+        return ()
     try:
         module = _import_plugin(spec)
     except BaseException as error:  # noqa: B036 - a plugin calling exit() must not end the run
@@ -181,6 +185,12 @@ def load_plugin(spec: str) -> tuple[type[Rule], ...]:
     accepted = _accepted(spec, rules, own=False, known=known)
     _loaded.plugins[spec] = accepted
     return accepted
+
+
+def forbid_local_plugins(reason: str) -> None:
+    """From now on no local plugin is loaded in this process (the server in an untrusted workspace);
+    each one a configuration names is reported once, with ``reason``. Installed packages' rules still run."""
+    _loaded.forbidden = reason
 
 
 def is_plugin_path(spec: str) -> bool:

@@ -17,8 +17,8 @@ from pathlib import Path
 import msgspec
 
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
-from trainlint.analysis.lines import split_lines
 from trainlint.analysis.findings import Finding, Severity
+from trainlint.analysis.lines import split_lines
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors

@@ -28,9 +28,9 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 import trainlint
-from trainlint.analysis.lines import split_lines
 from trainlint.analysis.findings import Finding
-from trainlint.analysis.registry import all_rules
+from trainlint.analysis.lines import split_lines
+from trainlint.analysis.registry import all_rules, forbid_local_plugins, take_problems
 from trainlint.analysis.suppressions import find_suppressions
 from trainlint.analysis.workspace import Workspace
 from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
@@ -153,6 +153,11 @@ class TrainlintServer(LanguageServer):
         if message not in self._reported_problems:
             self._reported_problems.add(message)
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+
+    def report_plugin_problems(self) -> None:
+        """A plugin that failed to load or raised while checking: told once, the other rules go on."""
+        for problem in take_problems():
+            self.problem(f"trainlint: {problem}")
 
     def apply_settings(self, raw: Any, origin: str) -> None:
         settings, problems = parse_editor_settings(raw, self.editor_settings)
@@ -295,6 +300,7 @@ class TrainlintServer(LanguageServer):
                 return None
             finally:
                 self.collector.analysed()
+                self.report_plugin_problems()
                 if self.jobs.get(uri) is job:
                     del self.jobs[uri]
                 self._refresh_stale_hints(uri, text)
@@ -357,6 +363,7 @@ class TrainlintServer(LanguageServer):
             return None
         finally:
             self.collector.analysed()
+            self.report_plugin_problems()
         index = uris.index(cell_uri)
         findings = [placed for finding in whole.findings if (placed := _in_cell(finding, program, index)) is not None]
         return Analysis(notebook.version, settings, cells[index][1], findings)
@@ -462,7 +469,10 @@ server = TrainlintServer()
 @server.feature(types.INITIALIZE)
 def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
     ls.protocol._workspace = LspWorkspace.replacing(ls.workspace)  # before any document arrives
-    ls.apply_settings(params.initialization_options, "initializationOptions")
+    options = params.initialization_options
+    if isinstance(options, dict) and options.get("workspaceTrusted") is False:  # VS Code's restricted mode
+        forbid_local_plugins("the workspace is not trusted (VS Code's restricted mode)")
+    ls.apply_settings(options, "initializationOptions")
 
 
 @server.feature(types.INITIALIZED)
@@ -754,7 +764,7 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
             heading = f"**{rule.code} {rule.name}** ({rule.severity.label})" if markdown else f"{rule.code} {rule.name} ({rule.severity.label})"
             contents = types.MarkupContent(
                 kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText,
-                value=f"{heading}\n\n{body}\n\n{rule.help_uri()}",
+                value=f"{heading}\n\n{body}" + (f"\n\n{rule.help_uri()}" if rule.help_uri() else ""),
             )
             hover_range = types.Range(
                 start=positions.to_client(line + 1, match.start() + 1), end=positions.to_client(line + 1, match.end() + 1)

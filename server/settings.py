@@ -139,6 +139,7 @@ def effective_settings(editor: EditorSettings, project: Config, path: Path | Non
         ignore=without_engine_codes(ignore),
         severity=severity,
         target_gpu=editor.target_gpu or project.target_gpu,
+        plugins=project.plugins,
     )
     return EffectiveSettings(analysis, frozenset(dropped), editor.target_model)
 

@@ -87,6 +87,7 @@ class Rule(metaclass=_RuleType):
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity]
+    help_url: ClassVar[str | None] = None  # a plugin's documentation page; trainlint's rules have theirs
     MUST_FIRE: ClassVar[tuple[Fires, ...]] = ()
     MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
 
@@ -103,5 +104,9 @@ class Rule(metaclass=_RuleType):
         return cls.explain().split("\n", 1)[0].strip()
 
     @classmethod
-    def help_uri(cls) -> str:
-        return f"{DOCS_URL}{cls.code}-{cls.name}"
+    def help_uri(cls) -> str | None:
+        """Where the rule is documented: ``help_url``, else trainlint's page for its own rules,
+        else None (a plugin rule that names no page)."""
+        if cls.help_url is not None:
+            return cls.help_url
+        return f"{DOCS_URL}{cls.code}-{cls.name}" if cls.code.startswith("TL") else None
