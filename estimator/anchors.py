@@ -13,13 +13,16 @@ import re
 import libcst as cst
 import msgspec
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted
-from trainlint.analysis.parsing import ParsedChunk
-from trainlint.analysis.patterns import shortened
-from trainlint.analysis.tree import walk
-from trainlint.analysis.values import DDP, ENGINE
-from trainlint.analysis.values import MODEL as MODEL_TAG
+from trainlint.rules import (
+    DDP,
+    ENGINE,
+    ModuleAnalysis,
+    ParsedChunk,
+    dotted,
+    shortened,
+    walk,
+)
+from trainlint.rules import MODEL as MODEL_TAG
 
 MODEL = "model"
 MODEL_CLASS = "model-class"

@@ -17,10 +17,13 @@ from typing import Any
 
 import libcst as cst
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted, last_part
-from trainlint.analysis.patterns import shortened
-from trainlint.analysis.summary import ClassInfo
+from trainlint.rules import (
+    ClassInfo,
+    ModuleAnalysis,
+    dotted,
+    last_part,
+    shortened,
+)
 
 from .architectures import Architecture
 from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded

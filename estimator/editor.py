@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import (
+    ModuleAnalysis,
+)
 
 from .costmodel import GIB, CannotEstimate, Plan
 from .custom_models import resolve_model

@@ -17,10 +17,13 @@ from typing import Any
 
 import libcst as cst
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted, last_part
-from trainlint.analysis.parsing import ParsedChunk
-from trainlint.analysis.tree import walk
+from trainlint.rules import (
+    ModuleAnalysis,
+    ParsedChunk,
+    dotted,
+    last_part,
+    walk,
+)
 
 from .local_files import Unreadable, read_json
 
