@@ -250,6 +250,18 @@ class SequentialHead:
         self.previous = previous
 
 
+def loss_evidence(loss: LossCall, origin: Origin) -> list:
+    """Evidence for a finding about what a loss gets: where its input comes from, where the
+    criterion is built, and, when the origin shows nothing, the loss call itself."""
+    evidence: list = list(origin.evidence)
+    criterion = loss.criterion
+    if criterion is not None and criterion.site is not None:
+        evidence.append((criterion.site, f"{criterion.note} is built here"))
+    if not origin.evidence:
+        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS.get(loss.kind, 'its input')} here"))
+    return evidence
+
+
 def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
     """Where the kind of this loss's input was decided, with the evidence (and the handing-in of parameters)."""
     if loss.model_argument is None:

@@ -51,7 +51,7 @@ def find_anchors(module: ModuleAnalysis) -> list[Anchor]:
             continue  # layers built inside a model are part of it
         for call in scope.calls():
             if _builds_a_model(call):
-                wanted.setdefault(call.chunk.index, []).append((call.node, MODEL, _short(call.chunk.code_for(call.node))))
+                wanted.setdefault(call.chunk.index, []).append((call.node, MODEL, shortened(call.chunk.code_for(call.node), 60)))
     for name in sorted(summary.classes):
         info = summary.classes[name]
         if summary.is_module_class(info):
@@ -101,11 +101,7 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
                     continue
                 for kind, pattern in _SETTING_NAMES.items():
                     if pattern.match(name):
-                        cached.append((kind, node, _short(chunk.code_for(node))))
+                        cached.append((kind, node, shortened(chunk.code_for(node), 60)))
                         break
         chunk.memo["vram_settings"] = cached
     return cached
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity
 
-from .costmodel import GIB
+from .units import gib
 
 
 class ProjectedOom(Rule):
@@ -42,12 +42,12 @@ class ProjectedOom(Rule):
         largest, value = max(result.breakdown.items(), key=lambda item: item[1].estimate)
         usable = report.target.usable_bytes_per_device
         best = next((remedy for remedy in report.remedies if remedy.fits), None)
-        advice = f"; the cheapest change that fits: {best.change} ({_gib(best.result.process.estimate)} GiB)" if best else ""
+        advice = f"; the cheapest change that fits: {best.change} ({gib(best.result.process.estimate)} GiB)" if best else ""
         ctx.report(
             model.node,
-            f"`{model.value}` needs {_gib(result.process.low)}–{_gib(result.process.high)} GiB per GPU as configured "
-            f"(estimate {_gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
-            f"{_gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {_gib(usable)} GiB: it does not fit "
+            f"`{model.value}` needs {gib(result.process.low)}–{gib(result.process.high)} GiB per GPU as configured "
+            f"(estimate {gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
+            f"{gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {gib(usable)} GiB: it does not fit "
             f"even at the low end{advice}",
             evidence=[
                 ((found.chunk, found.node), f"{name.replace('_', ' ')}: {found.value}")
@@ -77,10 +77,6 @@ def _report(module, read, gpu: str):
         return build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs, planned.notes)
     except CannotEstimate:
         return None
-
-
-def _gib(value: float) -> str:
-    return f"{value / GIB:.1f}"
 
 
 _FULL_FINE_TUNE = """

@@ -21,7 +21,6 @@ import re
 import libcst as cst
 
 from trainlint.rules import (
-    KIND_WORDS,
     LOGITS,
     LOSSES_WANTING_BINARY_LOGITS,
     LOSSES_WANTING_BINARY_PROBS,
@@ -33,6 +32,7 @@ from trainlint.rules import (
     Severity,
     bound_name,
     loss_calls,
+    loss_evidence,
     loss_origin,
     occurrences,
     quoted,
@@ -67,7 +67,7 @@ class BceActivationMismatch(Rule):
         # only offered when the sigmoid feeds this loss and nothing else
         fix = ctx.fix("remove the sigmoid so the loss gets logits", remove_activation(ctx, loss, origin) or (), safe=True)
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
         )
 
@@ -79,7 +79,7 @@ class BceActivationMismatch(Rule):
             "(a device-side assert on GPU), and in-range logits train on a meaningless loss"
         )
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
             fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or (), safe=True),
         )
@@ -549,16 +549,6 @@ class BceActivationMismatch(Rule):
             """
         ),
     )
-
-
-def _evidence(loss: LossCall, origin) -> list:
-    evidence = list(origin.evidence)
-    criterion = loss.criterion
-    if criterion is not None and criterion.site is not None:
-        evidence.append((criterion.site, f"{criterion.note} is built here"))
-    if not origin.evidence:
-        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS[loss.kind]} here"))
-    return evidence
 
 
 def _switch_to_logits_loss(ctx, loss: LossCall):

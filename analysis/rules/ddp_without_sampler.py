@@ -129,7 +129,7 @@ class DdpWithoutSampler(Rule):
             scope, loop = loops[0]
             evidence.append(((scope.chunk, loop.node), "the training loop iterates it"))
         where = (
-            f"the DataLoader that `{_short(factory.chunk.code_for(factory.node))}` builds (line {loader.chunk.line_of(loader.node)} "
+            f"the DataLoader that `{shortened(factory.chunk.code_for(factory.node), 40)}` builds (line {loader.chunk.line_of(loader.node)} "
             f"of its file)" if factory is not None else f"the DataLoader on line {loader.chunk.line_of(loader.node)}"
         )
         message = (
@@ -523,10 +523,6 @@ def _loader_factories(ctx) -> list[CallEvent]:
         and isinstance(call.result.detail, CallEvent) and call.result.detail.chunk.origin is not None
         and call.result.detail.callee is not None and is_dataloader(call.result.detail.callee)
     ]
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return shortened(text, limit)
 
 
 def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:

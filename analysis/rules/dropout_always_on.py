@@ -52,7 +52,7 @@ class DropoutAlwaysOn(Rule):
         method = scope.function.name
         ctx.report(
             call.node,
-            f"`{_short(written)}` in `{owner}.{method}` runs with `training=True` whatever the module's mode: "
+            f"`{shortened(written, 60)}` in `{owner}.{method}` runs with `training=True` whatever the module's mode: "
             f"`model.eval()` does not turn it off, so evaluation and inference drop units at random",
             evidence=[
                 ((scope.chunk, scope.function.owner.node.name), f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
@@ -82,10 +82,6 @@ def _add_training(ctx, node: cst.Call):
     if isinstance(last.comma, cst.Comma):
         return ctx.edit_insert_after(last.comma, " training=self.training,")
     return ctx.edit_insert_after(last, ", training=self.training")
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)
 
 
 DropoutAlwaysOn.MUST_FIRE = (

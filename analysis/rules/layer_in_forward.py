@@ -54,7 +54,7 @@ class LayerInForward(Rule):
         owner = scope.function.owner
         ctx.report(
             call.node,
-            f"`{_short(scope.chunk.code_for(call.node))}` builds a new `{layer}` with fresh random weights every time "
+            f"`{shortened(scope.chunk.code_for(call.node), 60)}` builds a new `{layer}` with fresh random weights every time "
             f"`{owner.name}.forward` runs: they are not among the parameters the optimizer updates, so this layer "
             f"never trains and every step uses different weights",
             evidence=[
@@ -79,10 +79,6 @@ def _built_once(scope: ScopeAnalysis, call: CallEvent) -> bool:
         if condition.test is not None and any(word in scope.chunk.code_for(condition.test) for word in _LAZY_GUARD_WORDS):
             return True
     return False
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)
 
 
 LayerInForward.MUST_FIRE = (

@@ -77,7 +77,7 @@ class RedundantTransfer(Rule):
     def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: str, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = call.node.func.value
-        transfer = _short(scope.chunk.code_for(call.node))
+        transfer = shortened(scope.chunk.code_for(call.node), 48)
         loop_evidence = ((scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot}")
         if receiver is None:
             return
@@ -557,8 +557,4 @@ def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
 
 
 def _over(loop: Loop) -> str:
-    return f" over `{_short(loop.iterable_text)}`" if not loop.is_while else ""
-
-
-def _short(text: str, limit: int = 48) -> str:
-    return shortened(text, limit)
+    return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""

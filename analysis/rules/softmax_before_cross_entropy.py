@@ -28,6 +28,7 @@ from trainlint.rules import (
     Rule,
     Severity,
     loss_calls,
+    loss_evidence,
     loss_origin,
     quoted,
     remove_activation,
@@ -72,7 +73,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             )
             severity, help = Severity.NOTE, "pass the logits and drop the `log_softmax` (harmless, but redundant work)"
             fix = ctx.fix("remove the redundant log_softmax", edits or (), safe=True)
-        ctx.report(loss.event.node, message, evidence=_evidence(loss, origin), severity=severity, help=help, fix=fix)
+        ctx.report(loss.event.node, message, evidence=loss_evidence(loss, origin), severity=severity, help=help, fix=fix)
 
     def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
@@ -91,7 +92,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             f"log-probabilities: {consequence}"
         )
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="apply `log_softmax` before NLL, or use `CrossEntropyLoss` on the raw logits", fix=fix,
         )
 
@@ -575,11 +576,3 @@ def _given(loss: LossCall) -> str:
     return f"`{quoted(loss.chunk, loss.event.node)}`"
 
 
-def _evidence(loss: LossCall, origin) -> list:
-    evidence = list(origin.evidence)
-    criterion = loss.criterion
-    if criterion is not None and criterion.site is not None:
-        evidence.append((criterion.site, f"{criterion.note} is built here"))
-    if not origin.evidence:
-        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS.get(loss.kind, 'its input')} here"))
-    return evidence

@@ -46,6 +46,7 @@ from trainlint.rules import (
     last_part,
     literal_value,
     mentions_rank,
+    quoted,
 )
 from trainlint.rules import walk as _walk
 
@@ -115,12 +116,12 @@ class UnseededRun(Rule):
         for library in LIBRARIES:
             if verdict.seeded[library]:
                 first = first_written(verdict.seeded[library])
-                seeded_parts.append(f"{_DISPLAY[library]} (`{_short(first)}`, line {_line(first)})")
+                seeded_parts.append(f"{_DISPLAY[library]} (`{quoted(first.chunk, first.node)}`, line {_line(first)})")
                 evidence.append(((first.chunk, first.node), f"seeds {_DISPLAY[library]}"))
         draws = []
         for library in verdict.unseeded:
             call, purpose = _first_use(verdict.used[library])
-            draws.append(f"`{_short(call)}` draws from {_DISPLAY[library]} on line {_line(call)} ({purpose})")
+            draws.append(f"`{quoted(call.chunk, call.node)}` draws from {_DISPLAY[library]} on line {_line(call)} ({purpose})")
             evidence.append(((call.chunk, call.node), f"draws from {_DISPLAY[library]}, which nothing seeds"))
         unseeded = _join([_DISPLAY[library] for library in verdict.unseeded], "or")
         message = (
@@ -142,7 +143,7 @@ class UnseededRun(Rule):
         for library in LIBRARIES:
             if verdict.used[library]:
                 call, purpose = _first_use(verdict.used[library])
-                draws.append(f"{purpose} (`{_short(call)}`, line {_line(call)}, from {_DISPLAY[library]})")
+                draws.append(f"{purpose} (`{quoted(call.chunk, call.node)}`, line {_line(call)}, from {_DISPLAY[library]})")
                 evidence.append(((call.chunk, call.node), f"draws from {_DISPLAY[library]}"))
         message = (
             "this training script never seeds torch, numpy or `random`, so nothing fixes "
@@ -650,13 +651,6 @@ def _first_use(uses: list[tuple[CallEvent, str]]) -> tuple[CallEvent, str]:
 
 def _line(call: CallEvent) -> int:
     return call.chunk.line_of(call.node)
-
-
-def _short(call: CallEvent, limit: int = 48) -> str:
-    text = " ".join(call.chunk.code_for(call.node).split())
-    if len(text) <= limit:
-        return text
-    return " ".join(call.chunk.code_for(call.node.func).split()) + "(...)"
 
 
 def _join(parts: list[str], conjunction: str = "and") -> str:
