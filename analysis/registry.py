@@ -95,7 +95,8 @@ def invariant_problems(rules: Sequence[type[Rule]], *, own: bool, known: Iterabl
         if name in names and names[name] is not rule:
             problems.append(f"{where}: name {name} is already {names[name].code}'s")
         codes.setdefault(code, rule)
-        names.setdefault(name, rule)
+        if isinstance(name, str):
+            names.setdefault(name, rule)
         if not isinstance(getattr(rule, "severity", None), int):
             problems.append(f"{where}: no severity")
     return problems

@@ -33,7 +33,7 @@ class ProjectedOom(Rule):
 
         read = ctx.module.module_wide("TL601 inputs", read_inputs)
         model = read.model or read.local_model_class
-        if model is None or model.chunk is not ctx.chunk:
+        if model is None or model.node is None or model.chunk is not ctx.chunk:
             return
         report = ctx.module.module_wide(f"TL601 report {gpu}", lambda module: _report(module, read, gpu))
         if report is None or report.verdict != "oom":
@@ -51,7 +51,7 @@ class ProjectedOom(Rule):
             f"even at the low end{advice}",
             evidence=[
                 ((found.chunk, found.node), f"{name.replace('_', ' ')}: {found.value}")
-                for name, found in read.found().items() if found.node is not None
+                for name, found in read.found().items() if found.node is not None and found.chunk is not None
             ],
             chunk=model.chunk,
             help=f"run `trainlint estimate {ctx.module.path} --gpu {gpu}` for the breakdown and every remedy",
