@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from .context import RawFinding, RuleContext
 from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
+from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .findings import Finding, Severity
 from .module import ModuleAnalysis
 from .registry import RESERVED_PREFIX, has_failed, rule_failed, rules_for
@@ -27,10 +28,6 @@ log = logging.getLogger("trainlint")
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
-SYNTAX_ERROR = ("TL000", "syntax-error")
-UNUSED_SUPPRESSION = ("TL001", "unused-suppression")
-NOT_ANALYSED = ("TL002", "not-analysed")
-ENGINE_CODES = {SYNTAX_ERROR[0]: SYNTAX_ERROR[1], UNUSED_SUPPRESSION[0]: UNUSED_SUPPRESSION[1], NOT_ANALYSED[0]: NOT_ANALYSED[1]}
 
 # Rules raise instead of reporting when this is set, so their tests see their bugs.
 STRICT_ENV = "TRAINLINT_STRICT"
@@ -261,8 +258,8 @@ def _deduplicate(findings: list[Finding]) -> list[Finding]:
     return unique
 
 
-def _engine_finding(path: str, code_name: tuple[str, str], line: int, column: int, message: str, severity: Severity) -> Finding:
+def _engine_finding(path: str, engine: EngineCode, line: int, column: int, message: str, severity: Severity) -> Finding:
     return Finding(
         path=path, line=line, column=column, end_line=line, end_column=column + 1,
-        code=code_name[0], name=code_name[1], severity=severity, message=message,
+        code=engine.code, name=engine.name, severity=severity, message=message,
     )

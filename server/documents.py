@@ -17,14 +17,14 @@ from pathlib import Path
 import msgspec
 
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
-from trainlint.analysis.findings import Finding, Severity
+from trainlint.analysis.engine_codes import NOT_ANALYSED
+from trainlint.analysis.findings import Finding
 from trainlint.analysis.lines import split_lines
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors
 from trainlint.estimator.editor import EditorEstimate, estimate_module
-
-from .settings import EffectiveSettings
+from trainlint.settings import EffectiveSettings
 
 log = logging.getLogger("trainlint.server")
 
@@ -156,8 +156,8 @@ def _after_bom(finding: Finding) -> Finding:
 
 def _too_large(path: str, size: int) -> Finding:
     return Finding(
-        path=path, line=1, column=1, end_line=1, end_column=2, code="TL002", name="not-analysed",
-        severity=Severity.NOTE,
+        path=path, line=1, column=1, end_line=1, end_column=2, code=NOT_ANALYSED.code, name=NOT_ANALYSED.name,
+        severity=NOT_ANALYSED.severity,
         message=f"this document has {size:,} characters; trainlint checks documents up to "
         f"{MAX_DOCUMENT_CHARS:,} characters as you type. Run `trainlint check` on it instead",
     )

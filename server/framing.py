@@ -40,9 +40,11 @@ _CONTENT_LENGTH = re.compile(rb"content-length\s*:", re.I)
 class Reader(Protocol):
     async def readline(self, limit: int) -> bytes:
         """One line with its line break; ``limit`` bytes without one if it is longer; b"" at the end."""
+        ...
 
     async def read(self, size: int) -> bytes:
         """``size`` bytes, fewer only at the end of the input."""
+        ...
 
 
 class BinaryReader:

@@ -157,7 +157,7 @@ class RawServer:
 
 
 # ---------------------------------------------------------------------- the client's side of positions
-# Written apart from the server's code (server/text.py, server/convert.py), as an editor would: a
+# Written apart from the server's code (server/text.py, server/positions.py), as an editor would: a
 # line ends at \n, \r\n or \r; a character offset counts code units of the negotiated encoding.
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 ENCODINGS = ("utf-16", "utf-8", "utf-32")

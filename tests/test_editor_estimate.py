@@ -11,7 +11,7 @@ import textwrap
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.config import Config
 from trainlint.estimator.editor import estimate_module, hover_text, inlay_label
-from trainlint.server.settings import EditorSettings, effective_settings, parse_editor_settings
+from trainlint.settings import EditorSettings, effective_settings, parse_editor_settings
 
 SCRIPT = textwrap.dedent(
     """\

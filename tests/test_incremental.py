@@ -17,7 +17,7 @@ import pytest
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.server.documents import DocumentState
-from trainlint.server.settings import EffectiveSettings
+from trainlint.settings import EffectiveSettings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SNIPPETS = [

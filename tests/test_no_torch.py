@@ -36,7 +36,7 @@ def test_server_estimator_and_notebooks_run_without_importing_torch(tmp_path):
         from trainlint.estimator.editor import estimate_module
         from trainlint.notebooks import CellProgram
         from trainlint.server.documents import DocumentState
-        from trainlint.server.settings import EffectiveSettings
+        from trainlint.settings import EffectiveSettings
         from trainlint.cli import main
 
         text = Path({str(script)!r}).read_text()

@@ -117,7 +117,7 @@ def test_a_huge_document_does_not_hold_up_the_others(tmp_path):
 def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
     from trainlint.config import Config
     from trainlint.server import documents
-    from trainlint.server.settings import EditorSettings, effective_settings
+    from trainlint.settings import EditorSettings, effective_settings
 
     settings = effective_settings(EditorSettings(), Config(), None)
     state = documents.DocumentState("file:///t.py", None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from trainlint.analysis.findings import Severity
 from trainlint.config import Config
-from trainlint.server.settings import EditorSettings, effective_settings, parse_editor_settings
+from trainlint.settings import EditorSettings, effective_settings, parse_editor_settings
 
 
 def test_nested_flat_and_sectioned_forms_read_the_same():

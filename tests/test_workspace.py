@@ -16,7 +16,7 @@ from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.workspace import Workspace
 from trainlint.server.documents import DocumentState
-from trainlint.server.settings import EffectiveSettings
+from trainlint.settings import EffectiveSettings
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -27,16 +27,13 @@ import msgspec
 import trainlint
 from trainlint import estimate_cli
 from trainlint.analysis.engine import (
-    ENGINE_CODES,
-    NOT_ANALYSED,
     STRICT_ENV,
-    SYNTAX_ERROR,
-    UNUSED_SUPPRESSION,
     DecodeError,
     analyze_source,
     collector_paused,
     select_rules,
 )
+from trainlint.analysis.engine_codes import ENGINE_CODES, SYNTAX_ERROR
 from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.analysis.findings import Evidence, Finding, Severity
 from trainlint.analysis.registry import (
@@ -62,12 +59,10 @@ from trainlint.config import (
     ConfigError,
     ConfigFinder,
     display_path,
-    engine_codes_in,
     glob_spec,
     load_config,
     rule_codes,
     target_gpu_problem,
-    without_engine_codes,
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
 from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
@@ -78,6 +73,7 @@ from trainlint.output.json_format import render_json
 from trainlint.output.sarif import render_sarif
 from trainlint.output.statistics import render_statistics, render_statistics_json
 from trainlint.output.terminal import COLOR_CHOICES, render_terminal, wants_colour
+from trainlint.settings import Overrides, resolve_settings
 
 FORMATS = ("terminal", "json", "github", "sarif")
 SEVERITIES = ("error", "warning", "note")
@@ -353,7 +349,7 @@ def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
         raw = data.decode("utf-8")
         notebook = Notebook(raw)
     except (UnicodeDecodeError, NotebookError) as error:
-        code, name = SYNTAX_ERROR
+        code, name = SYNTAX_ERROR.code, SYNTAX_ERROR.name
         unreadable = [Finding(
             path=task.path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
             severity=Severity.ERROR, message=f"cannot read the notebook: {error}",
@@ -421,7 +417,7 @@ def _evidence_in_notebook(notebook: Notebook, item: Evidence) -> Evidence:
 
 
 def _unreadable(path: str, reason: str) -> Finding:
-    code, name = SYNTAX_ERROR
+    code, name = SYNTAX_ERROR.code, SYNTAX_ERROR.name
     return Finding(
         path=path, line=1, column=1, end_line=1, end_column=2, code=code, name=name,
         severity=Severity.ERROR, message=f"cannot read the file: {reason}",
@@ -538,10 +534,15 @@ class _Options:
     """One configuration and the command line merged: a flag replaces the config's value for its key."""
 
     config: Config
-    settings: AnalysisSettings
+    overrides: Overrides  # the command line's flags
+    settings: AnalysisSettings  # any file's (``resolve_settings`` without a path)
     always_ignored: frozenset[str]  # engine codes named in ignore, dropped after analysis
     exclusions: Exclusions
     fail_on: Severity
+
+    def ignored_for(self, path: str) -> frozenset[str]:
+        """The codes dropped after analysis for one file: ``always_ignored`` and its per-file-ignores."""
+        return resolve_settings(self.config, self.overrides, Path(path)).dropped
 
 
 class _Settings:
@@ -587,22 +588,19 @@ class _Settings:
         rules = rules_for(config.plugins)  # the command line's selectors may name the plugins' codes
         for flag, tokens in (("--select", self._select), ("--extend-select", self._extend_select), ("--ignore", self._ignore)):
             _validated(flag, tokens, allow_engine_codes=flag == "--ignore", rules=rules)
-        select = list(self._select if self._select is not None else config.select)
-        if select:  # an empty select is every rule already
-            select += self._extend_select
-        ignore = tuple(self._ignore if self._ignore is not None else config.ignore)
-        settings = AnalysisSettings(
-            select=tuple(select),
-            ignore=without_engine_codes(ignore),
-            severity=config.severity,
-            target_gpu=args.target_gpu or config.target_gpu,
+        overrides = Overrides(
+            select=tuple(self._select) if self._select is not None else None,
+            extend_select=tuple(self._extend_select),
+            ignore=tuple(self._ignore) if self._ignore is not None else None,
+            target_gpu=args.target_gpu,
             report_unused_ignores=args.report_unused_ignores,
-            plugins=config.plugins,
         )
+        resolved = resolve_settings(config, overrides, None)
         return _Options(
             config=config,
-            settings=settings,
-            always_ignored=engine_codes_in(ignore),
+            overrides=overrides,
+            settings=resolved.analysis,
+            always_ignored=resolved.dropped,
             exclusions=Exclusions(tuple(args.exclude if args.exclude is not None else config.exclude), config.root),
             fail_on=Severity.parse(args.fail_on) if args.fail_on else config.fail_on,
         )
@@ -638,9 +636,7 @@ def _check(args: argparse.Namespace) -> int:
     if reading_stdin:
         name = args.stdin_filename or STDIN
         options = settings.for_path(Path(name)) if args.stdin_filename else settings.for_folder(Path.cwd())
-        ignored = options.always_ignored
-        if args.stdin_filename:
-            ignored |= options.config.per_file_ignores.codes_for(Path(name))
+        ignored = options.ignored_for(name) if args.stdin_filename else options.always_ignored
         roots = (str(options.config.root),)
         data = sys.stdin.buffer.read()
         tasks = [_Task(name, options.settings, ignored, fixing, options.fail_on, unsafe, data=data, roots=roots)]
@@ -655,7 +651,7 @@ def _check(args: argparse.Namespace) -> int:
         tasks = []
         for path in files:
             options = settings.for_path(Path(path))
-            ignored = options.always_ignored | options.config.per_file_ignores.codes_for(Path(path))
+            ignored = options.ignored_for(path)
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
             fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
             tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots,
@@ -848,7 +844,7 @@ def _settings_text(path: str, options: _Options) -> str:
     config, settings = options.config, options.settings
     source = display_path(config.source) if config.source else "none found: built-in defaults"
     rules = [rule.code for rule in select_rules(settings)]
-    dropped = sorted(options.always_ignored | config.per_file_ignores.codes_for(Path(path)))
+    dropped = sorted(options.ignored_for(path))
 
     def toml(value: object) -> str:
         return msgspec.json.encode(value).decode("utf-8")
@@ -1007,28 +1003,6 @@ def _test_rule(args: argparse.Namespace) -> int:
     return status
 
 
-# What the engine itself reports: no rule class documents these.
-_ENGINE_EXPLANATIONS = {
-    SYNTAX_ERROR[0]: (Severity.ERROR, (
-        "A statement that does not parse, or a file that cannot be checked at all: one that cannot be\n"
-        "decoded (a bad coding cookie, bytes that are not in the file's encoding), one that cannot be\n"
-        "read (no permission, a FIFO or device instead of a regular file, over the size limit) or a\n"
-        "notebook that is not valid notebook JSON. Only the broken statement is skipped: the rest of\n"
-        "the file is still checked. It is not a rule, so it cannot be selected; `ignore` drops it."
-    )),
-    UNUSED_SUPPRESSION[0]: (Severity.WARNING, (
-        "A suppression comment (`# trainlint: ignore[...]`, `# trainlint: ignore-file[...]`,\n"
-        "`# noqa: TL...`) that hides nothing: the code it names is not reported on its line (or in\n"
-        "its file). Reported only with --report-unused-ignores. A bare `# noqa`, or one that names only\n"
-        "other tools' codes, belongs to those tools and is never reported."
-    )),
-    NOT_ANALYSED[0]: (Severity.NOTE, (
-        "A statement trainlint could not fully check: it is nested too deeply to analyse, or a rule\n"
-        "failed on it (an internal error, worth a bug report). The other statements are checked."
-    )),
-}
-
-
 def _explain(args: argparse.Namespace) -> int:
     _load_local_plugins()
     try:
@@ -1042,8 +1016,8 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _engine_explanation(code: str) -> str:
-    severity, text = _ENGINE_EXPLANATIONS[code]
-    return f"{code} {ENGINE_CODES[code]} (reported by trainlint itself, severity: {severity.label})\n\n{text}"
+    engine = ENGINE_CODES[code]
+    return f"{code} {engine.name} (reported by trainlint itself, severity: {engine.severity.label})\n\n{engine.explanation}"
 
 
 def _explanation(rule: type[Rule]) -> str:

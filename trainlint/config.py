@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import pathspec
 
-from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.analysis.findings import Severity
 from trainlint.analysis.registry import all_rules, is_plugin_path, rules_for
@@ -31,7 +31,8 @@ from trainlint.analysis.selection import resolve_selector
 if sys.version_info >= (3, 11):
     import tomllib
 else:
-    import tomli as tomllib
+    # The dependency only Python 3.10 installs (pyproject.toml); a checker running on 3.11+ has no copy to read.
+    import tomli as tomllib  # pyright: ignore[reportMissingImports]
 
 PYPROJECT = "pyproject.toml"
 TRAINLINT_TOML = "trainlint.toml"
@@ -139,12 +140,10 @@ def rule_codes(token: str, *, allow_engine_codes: bool = False, rules: Sequence[
     try:
         return resolve_selector(token, all_rules() if rules is None else rules)
     except ValueError:
-        if allow_engine_codes:
-            wanted = token.strip()
-            for code, name in ENGINE_CODES.items():
-                if wanted.upper() == code or wanted.lower() == name:
-                    return [code]
-        raise
+        engine = engine_code_named(token) if allow_engine_codes else None
+        if engine is None:
+            raise
+        return [engine.code]
 
 
 def engine_codes_in(tokens: Iterable[str]) -> frozenset[str]:

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import msgspec
 
 import trainlint
-from trainlint.analysis.engine import ENGINE_CODES
+from trainlint.analysis.engine_codes import ENGINE_CODES
 from trainlint.analysis.findings import Finding, Severity, TextEdit
 from trainlint.analysis.rules.base import Rule
 from trainlint.config import relative_posix
@@ -34,7 +34,7 @@ def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | Non
     cwd = Path(os.path.abspath(cwd or Path.cwd()))
     root = Path(os.path.abspath(root or cwd))
     descriptors = [_rule_descriptor(rule) for rule in rules]
-    descriptors += [_engine_descriptor(code, name) for code, name in sorted(ENGINE_CODES.items())]
+    descriptors += [_engine_descriptor(engine.code, engine.name) for _, engine in sorted(ENGINE_CODES.items())]
     index = {descriptor["id"]: position for position, descriptor in enumerate(descriptors)}
     for finding in report.findings:
         if finding.code not in index:

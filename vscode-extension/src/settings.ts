@@ -3,7 +3,7 @@
  * server's VRAM breakdown. Pure: no VS Code API, so it is unit-tested.
  */
 
-/** Settings the server understands (server/settings.py); `path` and `interpreter` are the extension's own. */
+/** Settings the server understands (declared in trainlint/settings.py, EDITOR_SETTINGS; a test checks this list against it); `path` and `interpreter` are the extension's own. */
 export const SERVER_SETTING_KEYS = ["targetGpu", "targetModel", "select", "ignore", "severity", "run", "debounceMs", "inlayHints"] as const;
 
 export type ServerSettings = Partial<Record<(typeof SERVER_SETTING_KEYS)[number], unknown>>;

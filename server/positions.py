@@ -3,19 +3,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from lsprotocol import types
 
-from trainlint.analysis.findings import Finding, Severity, TextEdit
+from trainlint.analysis.findings import TextEdit
 
 from .text import column_at, units
-
-_SEVERITY = {
-    Severity.ERROR: types.DiagnosticSeverity.Error,
-    Severity.WARNING: types.DiagnosticSeverity.Warning,
-    Severity.NOTE: types.DiagnosticSeverity.Information,
-}
 
 
 class Positions:
@@ -61,33 +53,8 @@ class Positions:
         return line, column_at(self.lines[line], position.character, self.encoding)
 
 
-def to_diagnostic(finding: Finding, positions: Positions, uri: str, help_uri: str | None) -> types.Diagnostic:
-    related = [
-        types.DiagnosticRelatedInformation(
-            location=types.Location(uri=uri, range=positions.line_range(evidence.line))
-            if evidence.path is None
-            else types.Location(
-                uri=Path(evidence.path).as_uri(),
-                range=types.Range(start=types.Position(evidence.line - 1, 0), end=types.Position(evidence.line, 0)),
-            ),
-            message=evidence.note,
-        )
-        for evidence in finding.evidence
-    ]
-    message = finding.message + (f"\n\nFix: {finding.help}" if finding.help else "")
-    return types.Diagnostic(
-        range=positions.range_to_client(finding.line, finding.column, finding.end_line, finding.end_column),
-        severity=_SEVERITY[finding.severity],
-        code=finding.code,
-        code_description=types.CodeDescription(href=help_uri) if help_uri else None,
-        source="trainlint",
-        message=message,
-        related_information=related or None,
-        data={"code": finding.code, "line": finding.line, "fixable": finding.fix is not None},
-    )
-
-
 def to_text_edit(edit: TextEdit, positions: Positions) -> types.TextEdit:
+    """An engine edit (a fix's) as an LSP edit."""
     return types.TextEdit(
         range=positions.range_to_client(edit.line, edit.column, edit.end_line, edit.end_column),
         new_text=edit.new_text,

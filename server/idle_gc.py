@@ -20,7 +20,7 @@ import asyncio
 import gc
 
 
-class IdleCollector:
+class IdleGarbageCollector:
     def __init__(self, idle_s: float = 1.0, max_deferred: int = 200) -> None:
         self.idle_s = idle_s
         self.max_deferred = max_deferred

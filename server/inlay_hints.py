@@ -1,0 +1,41 @@
+"""Inlay hints: the VRAM estimate at the end of each model and batch-size line
+(``≈ 31.2 GiB (24–38) · A100-80GB 39%``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from trainlint.estimator.anchors import BATCH_SIZE, MODEL
+from trainlint.estimator.editor import inlay_label
+
+from .positions import Positions
+from .scheduling import analysis as analysis_of
+from .scheduling import vram
+
+if TYPE_CHECKING:
+    from .language_server import TrainlintServer
+
+
+async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
+    """At the end of each model and batch-size line in the requested range: the estimate; without one, a
+    single hint on the model line (or none)."""
+    uri = params.text_document.uri
+    if uri not in ls.documents or not ls.settings.of(uri).inlay_hints:
+        return None
+    analysis = await analysis_of(ls, uri, recent=True)
+    if analysis is None:
+        return None
+    first, last = params.range.start.line + 1, params.range.end.line + 1
+    anchors = [anchor for anchor in analysis.anchors if first <= anchor.line <= last and anchor.kind in (MODEL, BATCH_SIZE)]
+    if not anchors:
+        return []
+    estimate = await vram(ls, uri, analysis)
+    if estimate is None:
+        return None
+    if estimate.report is None:  # one hint, where the model is built (the hover says how to name it), or none
+        anchors = [anchor for anchor in anchors if anchor.kind == MODEL][:1]
+    positions = Positions(analysis.lines, ls.client.position_encoding)
+    label = inlay_label(estimate)
+    return [types.InlayHint(position=positions.line_range(anchor.line).end, label=label, padding_left=True) for anchor in anchors]
