@@ -50,16 +50,9 @@ run: install
 # The lint and type gate, run by `make test` before the tests: ruff on the repository and pyright on
 # the package (both as pyproject.toml configures them; pyright resolves trainlint.* through the
 # strict editable install, so it runs with the venv's interpreter).
-# TYPECHECK_PENDING: files not yet clean of type errors, left out of pyright's run for now (the
-# ones issue 17's other work rewrites: the server, whichever modules it is split into, the config
-# and the estimator's script reader). Empty it once they are clean; never add to it.
-TYPECHECK_PENDING := estimator/reading.py
-TYPECHECKED = $(filter-out $(TYPECHECK_PENDING),$(filter %.py,$(PACKAGE_FILES)))
-
 lint: install-dev
 	$(BIN)/ruff check --quiet .
-	@echo "pyright on the package$(if $(TYPECHECK_PENDING), less TYPECHECK_PENDING ($(TYPECHECK_PENDING)))"
-	@$(BIN)/pyright --pythonpath $(BIN)/python $(if $(TYPECHECK_PENDING),$(TYPECHECKED))
+	$(BIN)/pyright --pythonpath $(BIN)/python
 
 # The VS Code extension's checks drive the real server through the client library's transport;
 # TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/). tests/test_vscode.py runs the

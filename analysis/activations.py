@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from . import torchapi
-from .flow import AssignEvent, CallEvent, ScopeAnalysis, _model_output_kind, _short
-from .model import TextEdit
+from .findings import TextEdit
+from .flow import AssignEvent, CallEvent, ScopeAnalysis, _model_output_kind
 from .names import last_part
+from .quoting import quoted
 from .summary import ClassInfo
 from .values import CRITERION, LOG_PROBS, LOGITS, MODEL, OUTPUT_KINDS, PROBS, SIGMOID, Site, Value
 
@@ -250,6 +251,18 @@ class SequentialHead:
         self.previous = previous
 
 
+def loss_evidence(loss: LossCall, origin: Origin) -> list:
+    """Evidence for a finding about what a loss gets: where its input comes from, where the
+    criterion is built, and, when the origin shows nothing, the loss call itself."""
+    evidence: list = list(origin.evidence)
+    criterion = loss.criterion
+    if criterion is not None and criterion.site is not None:
+        evidence.append((criterion.site, f"{criterion.note} is built here"))
+    if not origin.evidence:
+        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS.get(loss.kind, 'its input')} here"))
+    return evidence
+
+
 def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
     """Where the kind of this loss's input was decided, with the evidence (and the handing-in of parameters)."""
     if loss.model_argument is None:
@@ -258,7 +271,7 @@ def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
         model, handed_at, model_call = loss.model_argument
         words = KIND_WORDS[loss.kind]
         origin = _model_call_origin(module, model_call, model, loss.kind, words, 0) or Origin(
-            f"`{_short(model_call.chunk, model_call.node)}`", [((model_call.chunk, model_call.node), f"{words} come from here")]
+            f"`{quoted(model_call.chunk, model_call.node)}`", [((model_call.chunk, model_call.node), f"{words} come from here")]
         )
         # the model arrives as a parameter: an edit to its construction could reach other callers
         origin.sequential = origin.producer = None
@@ -278,7 +291,7 @@ def origin_of(module: ModuleAnalysis, value: Value, depth: int = 0) -> Origin:
         return Origin(value.note or "the input", [])
     chunk, node = value.site
     event = _call_at(module, chunk, node)
-    plain = Origin(value.note or f"`{_short(chunk, node)}`", [(value.site, f"{words} come from here")])
+    plain = Origin(value.note or f"`{quoted(chunk, node)}`", [(value.site, f"{words} come from here")])
     if event is None:
         return plain
     receiver = event.receiver
@@ -286,13 +299,13 @@ def origin_of(module: ModuleAnalysis, value: Value, depth: int = 0) -> Origin:
         return _model_call_origin(module, event, receiver, kind, words, depth) or plain
     activation = _activation_call(event, kind)
     if activation is not None:
-        return Origin(f"`{_short(chunk, node)}`", [(value.site, f"{words} come from `{_short(chunk, node)}`")], activation=activation)
+        return Origin(f"`{quoted(chunk, node)}`", [(value.site, f"{words} come from `{quoted(chunk, node)}`")], activation=activation)
     return plain
 
 
 def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: str, depth: int) -> Origin | None:
     chunk, node = event.chunk, event.node
-    call_text = f"`{_short(chunk, node)}`"
+    call_text = f"`{quoted(chunk, node)}`"
     detail = receiver.detail
     site = (chunk, node)
     if isinstance(detail, str) and last_part(detail) == ACTIVATION_LAYERS.get(kind):
@@ -307,7 +320,7 @@ def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: s
             return None  # wrapped (DDP, compile): the construction is not at the model's site
         assert isinstance(seq_node, cst.Call), "positional arguments are a call's"
         previous = positional[-2] if len(positional) >= 2 else None
-        layer = _short(seq_chunk, last.value)
+        layer = quoted(seq_chunk, last.value)
         evidence = [
             (site, f"{call_text} returns {words}"),
             ((seq_chunk, last.value), f"the last layer of {receiver.note} is `{layer}`"),

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .findings import Evidence, Fix, Severity, TextEdit
 from .flow import ScopeAnalysis
-from .model import Evidence, Fix, Severity, TextEdit
 from .parsing import ParsedChunk
 from .tree import walk
 from .values import Site
@@ -49,10 +49,6 @@ class RuleContext:
     @property
     def scopes(self) -> list[ScopeAnalysis]:
         return self.module.scopes_of(self.chunk)
-
-    @property
-    def is_first_chunk(self) -> bool:
-        return self.chunk.index == 0
 
     # ------------------------------------------------------------------ positions
     @staticmethod

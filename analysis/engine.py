@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from .context import RawFinding, RuleContext
 from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
 from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
-from .model import Finding, Severity
+from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
-from .registry import all_rules
+from .registry import RESERVED_PREFIX, has_failed, rule_failed, rules_for
 from .rules.base import Rule
 from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
@@ -114,7 +114,7 @@ def decode_source(source: str | bytes) -> str:
 def select_rules(settings: AnalysisSettings, rules: Sequence[type[Rule]] | None = None) -> list[type[Rule]]:
     from .selection import resolve_selector
 
-    available = list(rules) if rules is not None else all_rules()
+    available = list(rules) if rules is not None else rules_for(settings.plugins)
     selected = {rule.code for rule in available}
     if settings.select:
         selected = set()
@@ -201,6 +201,8 @@ def _check_statements(
             continue
         results: dict[str, KeptResult] = {}
         for rule_class in rules:
+            if has_failed(rule_class):
+                continue
             kept_result = previous.results.get(rule_class.code) if previous is not None else None
             if kept_result is not None and module.still_holds(kept_result):
                 results[rule_class.code] = kept_result
@@ -217,6 +219,9 @@ def _check_statements(
             except Exception as error:  # one rule's bug must not take the others down
                 if strict:
                     raise
+                if not rule_class.code.startswith(RESERVED_PREFIX):  # a plugin's: reported once, then off
+                    rule_failed(rule_class, error, module.path)
+                    continue
                 log.exception("rule %s failed on %s", rule_class.code, module.path)
                 engine_findings.append(_engine_finding(
                     module.path, NOT_ANALYSED, chunk.start_line + 1, 1,

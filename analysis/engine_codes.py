@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .model import Severity
+from .findings import Severity
 
 
 class EngineCode(NamedTuple):

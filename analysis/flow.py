@@ -18,6 +18,7 @@ import libcst as cst
 
 from . import libraries, torchapi
 from .names import dotted, imports_of, last_part
+from .quoting import quoted
 from .tree import literal_value
 from .values import (
     ACCELERATOR,
@@ -815,7 +816,7 @@ class ScopeAnalysis:
         shape = {CONTAINER} if keyed else {STRUCTURED} if part_of else {TENSOR}
         self.env[key] = Value(
             known.tags | {GRAPH} | shape, site=known.site or (self.chunk, event.node),
-            note=known.note or f"`{_short(self.chunk, target)}` (something calls `backward` on it)",
+            note=known.note or f"`{quoted(self.chunk, target)}` (something calls `backward` on it)",
             roots=known.roots, detail=known.detail,
         )
 
@@ -839,13 +840,13 @@ class ScopeAnalysis:
                 if grad_on:
                     result_tags.add(GRAPH)
                 roots = frozenset({event.node}) if grad_on else frozenset()
-                note = f"`{_short(self.chunk, event.node)}` (a model call)"
+                note = f"`{quoted(self.chunk, event.node)}` (a model call)"
                 items = _output_items(receiver, self.summary, grad_on, site, note, roots)
                 return Value(result_tags, site=site, note=note, roots=roots, items=items)
             if CRITERION in tags:
                 roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
                 return Value(
-                    {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{_short(self.chunk, event.node)}` (a loss)",
+                    {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(self.chunk, event.node)}` (a loss)",
                     roots=roots, detail=receiver,
                 )
             return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
@@ -864,11 +865,11 @@ class ScopeAnalysis:
                 if method == "generate":
                     return Value({TENSOR})
                 shape = set() if _returns_one_tensor(receiver, self.summary) else {STRUCTURED}
-                return Value(({TENSOR, GRAPH} if grad_on else {TENSOR}) | shape, site=site, note=f"`{_short(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
+                return Value(({TENSOR, GRAPH} if grad_on else {TENSOR}) | shape, site=site, note=f"`{quoted(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
             if method in {"parameters", "named_parameters", "state_dict", "modules", "children"}:
                 return Value({CONTAINER})
             if method == "optimizers":  # Lightning: the optimizers `configure_optimizers` returned
-                return Value({OPTIMIZER}, site=site, note=f"`{_short(self.chunk, event.node)}`")
+                return Value({OPTIMIZER}, site=site, note=f"`{quoted(self.chunk, event.node)}`")
             if method == "module":
                 return receiver
             return UNKNOWN
@@ -884,7 +885,7 @@ class ScopeAnalysis:
             gathered = args[0]
             items = tuple(item.without_graph().with_tags(add=(ON_DEVICE,)) for item in gathered.items) if gathered.items else None
             result = gathered.without_graph().with_tags(add=(ON_DEVICE,), remove=(ON_HOST,))
-            return Value(result.tags, site=site, note=f"`{_short(self.chunk, event.node)}`", items=items)
+            return Value(result.tags, site=site, note=f"`{quoted(self.chunk, event.node)}`", items=items)
         if method in {"setup_dataloaders", "prepare_data_loader"}:
             prepared = tuple(value.with_tags(add=(SHARDED,)) for value in args)
             return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
@@ -938,7 +939,7 @@ class ScopeAnalysis:
     def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
         args = event.args
         head = last_part(callee)
-        short = _short(self.chunk, event.node)
+        short = quoted(self.chunk, event.node)
         local_class = self.summary.local_class(callee)
         if local_class is not None:
             if self.summary.is_module_class(local_class):
@@ -1178,7 +1179,7 @@ def _sharded(event: CallEvent) -> set[str]:
 def _activation(value: Value, kind: str, site, chunk, node) -> Value:
     kinds = OUTPUT_KINDS
     base = value.with_tags(add=(TENSOR,), remove=kinds | {CONSTANT, LOSS})
-    note = f"`{_short(chunk, node)}`"
+    note = f"`{quoted(chunk, node)}`"
     if kind == "softmax":
         add = PROBS
     elif kind == "log_softmax" or (kind == "log" and PROBS in value.tags):
@@ -1390,16 +1391,6 @@ def _is_literal(expression: cst.BaseExpression) -> bool:
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
-
-
-def _short(chunk: ParsedChunk, node: cst.CSTNode, limit: int = 48) -> str:
-    text = " ".join(chunk.code_for(node).split())
-    if len(text) <= limit:
-        return text
-    if isinstance(node, cst.Call):
-        callee = " ".join(chunk.code_for(node.func).split())
-        return f"{callee}(...)" if len(callee) < limit else callee[: limit - 3] + "..."
-    return text[: limit - 3] + "..."
 
 
 def evaluate_module_expression(expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value:

@@ -21,7 +21,6 @@ from .values import Value
 
 _CUDA_EVIDENCE = re.compile(r"""^[^#\n]*?(\.cuda\(|["']cuda|torch\.cuda\.|device_map|["']gpu["'])""", re.M)
 _WORDS = re.compile(r"[^\W\d]\w*")
-_MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*["']__main__["']""", re.M)
 if TYPE_CHECKING:
     from .workspace import Workspace
 
@@ -390,16 +389,6 @@ class ModuleAnalysis:
         note_fact("first_backward_line", (_first_backward_line, self._first_backward_line))
         return self._first_backward_line
 
-    @cached_property
-    def _main_guard_line(self) -> int | None:
-        match = _MAIN_GUARD.search(self._text)
-        return self._text.count("\n", 0, match.start()) + 1 if match else None
-
-    @property
-    def main_guard_line(self) -> int | None:
-        note_fact("main_guard_line", (_main_guard_line, self._main_guard_line))
-        return self._main_guard_line
-
     def module_wide(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A value a rule computes once from the whole module and reuses for every statement.
 
@@ -504,10 +493,6 @@ def _cuda_line_text(module: ModuleAnalysis) -> str:
 
 def _first_backward_line(module: ModuleAnalysis) -> int | None:
     return module._first_backward_line
-
-
-def _main_guard_line(module: ModuleAnalysis) -> int | None:
-    return module._main_guard_line
 
 
 def _nested_scopes(analysis: ScopeAnalysis, summary: ModuleSummary) -> list[ScopeAnalysis]:

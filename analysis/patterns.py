@@ -11,6 +11,7 @@ import libcst as cst
 from . import libraries, torchapi
 from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, names_owner
 from .names import dotted, last_part
+from .quoting import shortened
 from .values import (
     ACCELERATOR,
     CONTAINER,
@@ -218,12 +219,6 @@ def comes_from_call(value: Value, node: cst.Call, *, by_site: bool = False) -> b
     if isinstance(detail, CallEvent) and detail.node is node:
         return True
     return by_site and value.site is not None and value.site[1] is node
-
-
-def shortened(text: str, limit: int = 50) -> str:
-    """Code as a message quotes it: whitespace collapsed, cut to ``limit`` characters."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def written(event: Event, limit: int = 50) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from .model import Severity
+from .findings import Severity
 
 
 class AnalysisSettings(msgspec.Struct, frozen=True):
@@ -15,3 +15,5 @@ class AnalysisSettings(msgspec.Struct, frozen=True):
     severity: dict[str, Severity] = {}  # code or name -> severity override
     target_gpu: str | None = None
     report_unused_ignores: bool = False
+    # Local plugins the project's configuration names: absolute paths of .py files or module names.
+    plugins: tuple[str, ...] = ()

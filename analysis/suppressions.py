@@ -26,6 +26,7 @@ _FILE = re.compile(r"#\s*trainlint:\s*ignore-file(?:\[(?P<codes>[^\]]*)\])?", re
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?(?![\w-])", re.I)
 _CANDIDATE = re.compile(r"trainlint:|noqa")  # in lower-cased text
 _OUR_CODE = re.compile(r"TL\d+", re.I)
+_ANY_CODE = re.compile(r"[A-Z]+\d+", re.I)  # a plugin's too (ACME101): codes are upper case, names lower
 
 
 class Suppression(msgspec.Struct):
@@ -45,7 +46,7 @@ class Suppression(msgspec.Struct):
 def _tokens(raw: str | None) -> tuple[str, ...]:
     if raw is None:
         return ()
-    return tuple(token.strip().upper() if token.strip().upper().startswith("TL") else token.strip().lower()
+    return tuple(token.strip().upper() if _ANY_CODE.fullmatch(token.strip()) else token.strip().lower()
                  for token in re.split(r"[,\s]+", raw) if token.strip())
 
 
@@ -101,9 +102,13 @@ def _in_comment(line: int, column: int, comment: str) -> list[Suppression]:
         if match.group("codes") is None:
             found.append(Suppression(line, start, end, (), reportable=False))
             continue
-        ours = tuple(code.upper() for code in re.split(r"[\s,]+", match.group("codes")) if _OUR_CODE.fullmatch(code))
-        if ours:  # a noqa naming only other tools' codes (E501) is their business
+        codes = [code.upper() for code in re.split(r"[\s,]+", match.group("codes"))]
+        ours = tuple(code for code in codes if _OUR_CODE.fullmatch(code))
+        if ours:
             found.append(Suppression(line, start, end, ours))
+        others = tuple(code for code in codes if not _OUR_CODE.fullmatch(code))
+        if others:  # another tool's (E501) or a trainlint plugin's (ACME101): it suppresses, never reported unused
+            found.append(Suppression(line, start, end, others, reportable=False))
     return found
 
 

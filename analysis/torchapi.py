@@ -47,7 +47,6 @@ SAMPLERS_LOCAL = frozenset(
     {"RandomSampler", "SequentialSampler", "WeightedRandomSampler", "SubsetRandomSampler"}
 )
 NO_GRAD_CONTEXTS = frozenset({"no_grad", "inference_mode"})
-MODEL_FACTORY_MODULES = ("torchvision.models", "timm", "transformers", "peft", "diffusers", "open_clip")
 NOT_MODEL_SUFFIXES = (
     "Tokenizer", "TokenizerFast", "Processor", "Config", "FeatureExtractor", "ImageProcessor",
     "GenerationConfig", "Dataset", "Scheduler", "Pipeline",

@@ -57,10 +57,6 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(children(current))
 
 
-def contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    return any(current is node for current in walk(tree))
-
-
 def blocks_of(statement: cst.CSTNode) -> list[tuple[list[cst.CSTNode], cst.IndentedBlock]]:
     """The indented blocks a statement owns directly (its body, ``else``, ``except``, ``finally``,
     ``elif`` chains, ``case``s), each with the nodes between the statement and the block."""

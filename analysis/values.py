@@ -73,9 +73,6 @@ class Value:
         self.items = items  # element values when this is a known tuple (unpacking)
         self.detail = detail  # per-kind extra: criterion class, model class info, loader call
 
-    def has(self, tag: str) -> bool:
-        return tag in self.tags
-
     def with_tags(self, add: Iterable[str] = (), remove: Iterable[str] = ()) -> Value:
         tags = (self.tags | frozenset(add)) - frozenset(remove)
         return Value(tags, site=self.site, note=self.note, roots=self.roots, detail=self.detail)

@@ -13,13 +13,16 @@ import re
 import libcst as cst
 import msgspec
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted
-from trainlint.analysis.parsing import ParsedChunk
-from trainlint.analysis.patterns import shortened
-from trainlint.analysis.tree import walk
-from trainlint.analysis.values import DDP, ENGINE
-from trainlint.analysis.values import MODEL as MODEL_TAG
+from trainlint.rules import (
+    DDP,
+    ENGINE,
+    ModuleAnalysis,
+    ParsedChunk,
+    dotted,
+    shortened,
+    walk,
+)
+from trainlint.rules import MODEL as MODEL_TAG
 
 MODEL = "model"
 MODEL_CLASS = "model-class"
@@ -48,7 +51,7 @@ def find_anchors(module: ModuleAnalysis) -> list[Anchor]:
             continue  # layers built inside a model are part of it
         for call in scope.calls():
             if _builds_a_model(call):
-                wanted.setdefault(call.chunk.index, []).append((call.node, MODEL, _short(call.chunk.code_for(call.node))))
+                wanted.setdefault(call.chunk.index, []).append((call.node, MODEL, shortened(call.chunk.code_for(call.node), 60)))
     for name in sorted(summary.classes):
         info = summary.classes[name]
         if summary.is_module_class(info):
@@ -98,11 +101,7 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
                     continue
                 for kind, pattern in _SETTING_NAMES.items():
                     if pattern.match(name):
-                        cached.append((kind, node, _short(chunk.code_for(node))))
+                        cached.append((kind, node, shortened(chunk.code_for(node), 60)))
                         break
         chunk.memo["vram_settings"] = cached
     return cached
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)

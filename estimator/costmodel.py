@@ -22,8 +22,7 @@ from . import litgpt
 from .activation_data import measured_layer_coefficients
 from .architectures import Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
-
-GIB = 1024**3
+from .units import GIB
 
 DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
 OPTIMIZERS = (

@@ -17,10 +17,13 @@ from typing import Any, cast
 
 import libcst as cst
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted, last_part
-from trainlint.analysis.patterns import shortened
-from trainlint.analysis.summary import ClassInfo
+from trainlint.rules import (
+    ClassInfo,
+    ModuleAnalysis,
+    dotted,
+    last_part,
+    shortened,
+)
 
 from .architectures import Architecture
 from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded
@@ -190,7 +193,7 @@ class _Counter:
             return count  # a tensor, a number, an alias of another attribute
         raw = dotted(node.func)
         if raw is None:
-            count.unresolved.append(f"`{_short(info.chunk.code_for(node))}`")
+            count.unresolved.append(f"`{shortened(info.chunk.code_for(node), 50)}`")
             return count
         helper = self._helper(raw, info, env)
         if helper is not None and depth < _MAX_DEPTH:
@@ -210,9 +213,9 @@ class _Counter:
             elif isinstance(shape, tuple) and all(isinstance(item, int) for item in shape):
                 count.params += math.prod(shape)
             else:
-                count.unresolved.append(f"`{_short(info.chunk.code_for(node))}`")
+                count.unresolved.append(f"`{shortened(info.chunk.code_for(node), 50)}`")
             return count
-        count.unresolved.append(f"`{_short(info.chunk.code_for(node))}` (not a layer trainlint can count)")
+        count.unresolved.append(f"`{shortened(info.chunk.code_for(node), 50)}` (not a layer trainlint can count)")
         return count
 
     def _helper(self, raw: str, info, env: dict[str, Any]):
@@ -261,7 +264,7 @@ class _Counter:
                 if arg.star == "*" and isinstance(arg.value, (cst.Call, cst.List, cst.Tuple)):
                     count.add(self.expression(arg.value, info, env, depth))  # `*block(...)`: the layers it returns
                 elif arg.star:
-                    count.unresolved.append(f"`nn.Sequential(*{_short(chunk.code_for(arg.value))})`")
+                    count.unresolved.append(f"`nn.Sequential(*{shortened(chunk.code_for(arg.value), 50)})`")
                 else:
                     count.add(self.expression(arg.value, info, env, depth))
             return count
@@ -278,7 +281,7 @@ class _Counter:
         except (TypeError, ValueError, ZeroDivisionError):
             value = None
         if value is None:
-            count.unresolved.append(f"`{_short(chunk.code_for(node))}`")
+            count.unresolved.append(f"`{shortened(chunk.code_for(node), 50)}`")
         else:
             count.params += value
         return count
@@ -298,7 +301,7 @@ class _Counter:
                 repeats = len(range(*bounds))
                 count.add(self.expression(items.elt, info, env, depth), repeats)
                 return count
-        count.unresolved.append(f"`{_short(info.chunk.code_for(node))}`")
+        count.unresolved.append(f"`{shortened(info.chunk.code_for(node), 50)}`")
         return count
 
 
@@ -389,7 +392,3 @@ _LAYERS = {
                            lambda embed_dim, num_heads, dropout, bias: 4 * _int(embed_dim) ** 2 + (4 * _int(embed_dim) if _flag(bias) else 0)),
     "PReLU": (["num_parameters"], {"num_parameters": 1}, lambda num_parameters: _int(num_parameters)),
 }
-
-
-def _short(text: str, limit: int = 50) -> str:
-    return shortened(text, limit)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import (
+    ModuleAnalysis,
+)
 
-from .costmodel import GIB, CannotEstimate, Plan
+from .costmodel import CannotEstimate, Plan
 from .custom_models import resolve_model
 from .hardware import UnknownTarget, resolve_target
 from .reading import plan_settings, read_inputs
-from .report import Report, build, params_text
+from .report import MemoryReport, build, params_text
+from .units import gib
 
 REFERENCE_GPU = "h100-sxm"
 
@@ -30,7 +33,7 @@ MODEL_HINT = (
 
 @dataclass(frozen=True)
 class EditorEstimate:
-    report: Report | None
+    report: MemoryReport | None
     reason: str | None  # why there is no estimate
     target_given: bool
     model_unknown: bool = False  # the reason is the model: the hover says how to name it
@@ -58,7 +61,7 @@ def inlay_label(estimate: EditorEstimate) -> str:
     if estimate.report is None:
         return "VRAM: unknown model (hover for how to name it)" if estimate.model_unknown else "VRAM: no estimate"
     peak = estimate.report.result.process
-    label = f"≈ {_gib(peak.estimate)} GiB ({_gib(peak.low, 0)}–{_gib(peak.high, 0)})"
+    label = f"≈ {gib(peak.estimate)} GiB ({gib(peak.low, 0)}–{gib(peak.high, 0)})"
     if estimate.target_given:
         target = estimate.report.target
         share = peak.estimate / target.usable_bytes_per_device
@@ -81,18 +84,18 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
     lines = [bold("trainlint · VRAM") + f" — {report.plan.model.id}, {params_text(result.params)} parameters", ""]
     for name, value in result.breakdown.items():
         if value.high:
-            spread = "" if value.low == value.high else f" ({_gib(value.low)}–{_gib(value.high)})"
-            lines.append(f"- {name.replace('_', ' ')}: {_gib(value.estimate)} GiB{spread}")
+            spread = "" if value.low == value.high else f" ({gib(value.low)}–{gib(value.high)})"
+            lines.append(f"- {name.replace('_', ' ')}: {gib(value.estimate)} GiB{spread}")
     peak = result.process
-    lines += ["", f"Peak per GPU {bold(f'{_gib(peak.estimate)} GiB')} ({_gib(peak.low)}–{_gib(peak.high)}), allocator and CUDA context included."]
+    lines += ["", f"Peak per GPU {bold(f'{gib(peak.estimate)} GiB')} ({gib(peak.low)}–{gib(peak.high)}), allocator and CUDA context included."]
     if estimate.target_given:
         usable = report.target.usable_bytes_per_device
-        lines.append(f"{report.target.gpu.name}: {_gib(usable)} GiB usable — {bold(report.verdict.upper())}.")
+        lines.append(f"{report.target.gpu.name}: {gib(usable)} GiB usable — {bold(report.verdict.upper())}.")
         if report.verdict == "unknown":
             lines.append("The interval has no upper end (a term is not modelled), so it can say neither fits nor oom.")
         fitting = [remedy for remedy in report.remedies if remedy.fits][:3]
         if fitting:
-            lines += ["", "Would fit:"] + [f"- {remedy.change}: {_gib(remedy.result.process.estimate)} GiB" for remedy in fitting]
+            lines += ["", "Would fit:"] + [f"- {remedy.change}: {gib(remedy.result.process.estimate)} GiB" for remedy in fitting]
     else:
         lines.append("Set `targetGpu` for a verdict.")
     lines += ["", "Read from the script:"]
@@ -100,7 +103,3 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
     if report.script_notes:
         lines += ["", "Not used:"] + [f"- {note}" for note in report.script_notes]
     return "\n".join(lines)
-
-
-def _gib(value: float, digits: int = 1) -> str:
-    return f"{value / GIB:.{digits}f}"

@@ -20,8 +20,9 @@ from pathlib import Path
 
 import msgspec
 
+from .units import gib
+
 _DATA = Path(__file__).parent / "data"
-_GIB = 2**30
 
 # Leading words that name the maker, not the part: "NVIDIA A100-SXM4-80GB", "Tesla T4",
 # "AMD Instinct MI300X", GCP's "nvidia-tesla-t4".
@@ -190,7 +191,7 @@ def _resolve_one(name: str, spec: str) -> Target | None:
         return Target(index.by_id[instance.gpu], instance.count, instance)
     found = _lookup_gpu(name)
     if isinstance(found, tuple):
-        choices = ", ".join(f"{gpu_id} ({_gib(index.by_id[gpu_id].memory_bytes)} GiB)" for gpu_id in found)
+        choices = ", ".join(f"{gpu_id} ({gib(index.by_id[gpu_id].memory_bytes)} GiB)" for gpu_id in found)
         if len(found) == 1:  # other memory sizes exist but are not catalogued
             hint = f"the catalog has only {choices}: name it if that is the part"
         else:
@@ -251,10 +252,6 @@ def smallest_fitting(required_bytes_per_device: float, *, vendor: str | None = N
     return sorted(fitting, key=lambda gpu: (gpu.usable_bytes, gpu.id))
 
 
-def _gib(size: int) -> str:
-    return f"{size / _GIB:.1f}"
-
-
 def _columns(header: tuple[str, ...], rows: list[tuple[str, ...]], right_aligned: set[int]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
@@ -272,15 +269,15 @@ def gpu_table(instances: bool = False) -> str:
         rows = []
         for instance in load_instances():
             if instance.slice_bytes is not None:
-                devices = f"{_gib(instance.slice_bytes)} GiB slice of {instance.gpu}"
+                devices = f"{gib(instance.slice_bytes)} GiB slice of {instance.gpu}"
                 total = instance.slice_bytes
             else:
                 devices = f"{instance.count} x {instance.gpu}"
                 total = instance.count * gpus[instance.gpu].memory_bytes
-            rows.append((instance.name, instance.provider, devices, _gib(total)))
+            rows.append((instance.name, instance.provider, devices, gib(total)))
         return _columns(("instance", "provider", "GPUs", "total GiB"), rows, right_aligned={3})
     rows = [
-        (gpu.id, gpu.name, _gib(gpu.memory_bytes), _gib(gpu.usable_bytes), f"{gpu.vendor}/{gpu.stack}")
+        (gpu.id, gpu.name, gib(gpu.memory_bytes), gib(gpu.usable_bytes), f"{gpu.vendor}/{gpu.stack}")
         for gpu in load_gpus()
     ]
     return _columns(("id", "name", "memory GiB", "usable GiB", "vendor/stack"), rows, right_aligned={2, 3})

@@ -15,11 +15,9 @@ sharding, or a bigger GPU); `trainlint estimate SCRIPT --gpu NAME` shows the who
 
 from __future__ import annotations
 
-from trainlint.analysis.model import Severity
-from trainlint.analysis.registry import register
-from trainlint.analysis.rules.base import Fires, Quiet, Rule
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity
 
-from .costmodel import GIB
+from .units import gib
 
 
 class ProjectedOom(Rule):
@@ -27,7 +25,7 @@ class ProjectedOom(Rule):
     name = "projected-oom"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         gpu = ctx.settings.target_gpu if ctx.settings is not None else None
         if not gpu:
             return
@@ -35,7 +33,7 @@ class ProjectedOom(Rule):
 
         read = ctx.module.module_wide("TL601 inputs", read_inputs)
         model = read.model or read.local_model_class
-        if model is None or model.chunk is not ctx.chunk:
+        if model is None or model.node is None or model.chunk is not ctx.chunk:
             return
         assert model.node is not None, "a value found in this statement's code has its node"
         report = ctx.module.module_wide(f"TL601 report {gpu}", lambda module: _report(module, read, gpu))
@@ -45,12 +43,12 @@ class ProjectedOom(Rule):
         largest, value = max(result.breakdown.items(), key=lambda item: item[1].estimate)
         usable = report.target.usable_bytes_per_device
         best = next((remedy for remedy in report.remedies if remedy.fits), None)
-        advice = f"; the cheapest change that fits: {best.change} ({_gib(best.result.process.estimate)} GiB)" if best else ""
+        advice = f"; the cheapest change that fits: {best.change} ({gib(best.result.process.estimate)} GiB)" if best else ""
         ctx.report(
             model.node,
-            f"`{model.value}` needs {_gib(result.process.low)}–{_gib(result.process.high)} GiB per GPU as configured "
-            f"(estimate {_gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
-            f"{_gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {_gib(usable)} GiB: it does not fit "
+            f"`{model.value}` needs {gib(result.process.low)}–{gib(result.process.high)} GiB per GPU as configured "
+            f"(estimate {gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
+            f"{gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {gib(usable)} GiB: it does not fit "
             f"even at the low end{advice}",
             evidence=[
                 ((found.chunk, found.node), f"{name.replace('_', ' ')}: {found.value}")
@@ -80,10 +78,6 @@ def _report(module, read, gpu: str):
         return build(Plan(model=architecture, gpus=target.count, **planned.settings), target, planned.inputs, planned.notes)
     except CannotEstimate:
         return None
-
-
-def _gib(value: float) -> str:
-    return f"{value / GIB:.1f}"
 
 
 _FULL_FINE_TUNE = """
@@ -196,5 +190,3 @@ ProjectedOom.MUST_NOT_FIRE = (
     ),
     Quiet(_FULL_FINE_TUNE.format(model="meta-llama/Meta-Llama-3-8B"), settings={"target_gpu": "no-such-gpu"}),
 )
-
-register(ProjectedOom)

@@ -17,10 +17,13 @@ from typing import Any
 
 import libcst as cst
 
-from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.names import dotted, last_part
-from trainlint.analysis.parsing import ParsedChunk
-from trainlint.analysis.tree import walk
+from trainlint.rules import (
+    ModuleAnalysis,
+    ParsedChunk,
+    dotted,
+    last_part,
+    walk,
+)
 
 from .local_files import Unreadable, read_json
 
@@ -289,9 +292,9 @@ class _Reader:
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
         elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
             self._set("model", head, node, chunk)
-        elif call.function is None and name and self.summary.local_class(name) is not None and not self._inside_a_model(call):
+        elif call.function is None and name and not self._inside_a_model(call):
             info = self.summary.local_class(name)
-            if self.summary.is_module_class(info):
+            if info is not None and self.summary.is_module_class(info):
                 self._set("local_model_class", info.name, node, chunk)
         if name.startswith(("litgpt.", "lit_gpt.")):
             self._set("model_code", "litgpt", node, chunk)
@@ -618,6 +621,6 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         model_name, model_source = fallback_model, "the targetModel setting"
     else:
         reason = NO_MODEL
-    if model_name is not None:
+    if model_name is not None and model_source is not None:  # every branch that names a model names its source
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])

@@ -6,15 +6,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .costmodel import GIB, Estimate, Plan, estimate, verdict
+from .costmodel import Estimate, Plan, estimate, verdict
 from .hardware import Target, load_instances
 from .remedies import Remedy, max_batch_size, remedies, smallest_gpu
+from .units import gib
 
 BAR_WIDTH = 30
 
 
 @dataclass
-class Report:
+class MemoryReport:
     plan: Plan
     target: Target
     result: Estimate
@@ -31,12 +32,12 @@ class Report:
         return [*self.script_notes, *self.result.assumptions]
 
 
-def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> Report:
+def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> MemoryReport:
     context = target.gpu.context_bytes
     result = estimate(plan, context, target.gpu.blas_workspace_bytes)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
-    report = Report(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
+    report = MemoryReport(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
     if outcome in ("tight", "oom"):
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)
@@ -50,7 +51,7 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], scr
     return report
 
 
-def to_json(report: Report) -> dict:
+def to_json(report: MemoryReport) -> dict:
     result = report.result
     model = report.plan.model
     return {
@@ -74,7 +75,7 @@ def to_json(report: Report) -> dict:
     }
 
 
-def to_text(report: Report) -> str:
+def to_text(report: MemoryReport) -> str:
     result = report.result
     model = report.plan.model
     usable = report.target.usable_bytes_per_device
@@ -90,23 +91,23 @@ def to_text(report: Report) -> str:
         if value.high == 0:
             continue
         bar = "#" * max(1, round(BAR_WIDTH * value.estimate / largest)) if value.estimate else ""
-        spread = "" if value.low == value.high else f"  ({_gib(value.low)}–{_gib(value.high)})"
-        lines.append(f"  {name.replace('_', ' '):<17} {_gib(value.estimate):>7} GiB  {bar:<{BAR_WIDTH}}{spread}")
+        spread = "" if value.low == value.high else f"  ({gib(value.low)}–{gib(value.high)})"
+        lines.append(f"  {name.replace('_', ' '):<17} {gib(value.estimate):>7} GiB  {bar:<{BAR_WIDTH}}{spread}")
     lines.append("")
     for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process)):
-        lines.append(f"  peak {name:<10} {_gib(peak.estimate):>9} GiB  ({_gib(peak.low)}–{_gib(peak.high)})")
+        lines.append(f"  peak {name:<10} {gib(peak.estimate):>9} GiB  ({gib(peak.low)}–{gib(peak.high)})")
     share = result.process.estimate / usable if usable else math.inf
     gpus = f"{report.target.count}x " if report.target.count > 1 else ""
     if report.verdict == "unknown":
-        lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict UNKNOWN: "
+        lines += ["", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device; verdict UNKNOWN: "
                   f"the interval has no upper end (see the assumptions), so neither fits nor oom can be said"]
     else:
-        lines += ["", f"{gpus}{report.target.gpu.name}: {_gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
+        lines += ["", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
     if report.remedies:
         lines.append("what would make it fit (each re-estimated):")
         for remedy in report.remedies[:12]:
             mark = "fits" if remedy.fits else "still too big"
-            lines.append(f"  - {remedy.change}: {_gib(remedy.result.process.estimate)} GiB, saves {_gib(remedy.saving_bytes)} GiB — {mark}")
+            lines.append(f"  - {remedy.change}: {gib(remedy.result.process.estimate)} GiB, saves {gib(remedy.saving_bytes)} GiB — {mark}")
     if report.max_batch_size is not None:
         lines.append(f"largest batch size that fits with margin: {report.max_batch_size}")
     elif report.verdict in ("tight", "oom"):
@@ -135,7 +136,3 @@ def _shown(value: object) -> str:
 
 def _bytes(value: float) -> float | None:
     return None if math.isinf(value) else round(value)
-
-
-def _gib(value: float) -> str:
-    return "∞" if math.isinf(value) else f"{value / GIB:.1f}"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from trainlint.analysis.model import Finding
+from trainlint.analysis.findings import Finding
 from trainlint.fixing import apply_fixes, parses
 
 from .diagnostics import help_uri, to_diagnostic

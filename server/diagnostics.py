@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from trainlint.analysis.model import Finding, Severity
+from trainlint.analysis.findings import Finding, Severity
 
 from .documents import Analysis
 from .notebooks import cell_analysis, python_cells

@@ -20,8 +20,8 @@ import msgspec
 
 from trainlint.analysis.engine import collector_paused, findings_for, select_rules
 from trainlint.analysis.engine_codes import NOT_ANALYSED
+from trainlint.analysis.findings import Finding
 from trainlint.analysis.lines import split_lines
-from trainlint.analysis.model import Finding
 from trainlint.analysis.module import ModuleAnalysis, Superseded
 from trainlint.analysis.workspace import Workspace
 from trainlint.estimator.anchors import Anchor, find_anchors

@@ -19,7 +19,7 @@ from .scheduling import vram
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
 
-_CODE = re.compile(r"TL\d{3}|[a-z]+(?:-[a-z]+)+", re.I)
+_CODE = re.compile(r"[A-Z]+\d+|[a-z]+(?:-[a-z]+)+", re.I)  # TL101, a plugin's ACME101, or a rule name
 
 
 async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover | None:
@@ -46,7 +46,7 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
             heading = f"**{rule.code} {rule.name}** ({rule.severity.label})" if markdown else f"{rule.code} {rule.name} ({rule.severity.label})"
             contents = types.MarkupContent(
                 kind=types.MarkupKind.Markdown if markdown else types.MarkupKind.PlainText,
-                value=f"{heading}\n\n{body}\n\n{rule.help_uri()}",
+                value=f"{heading}\n\n{body}" + (f"\n\n{rule.help_uri()}" if rule.help_uri() else ""),
             )
             hover_range = types.Range(
                 start=positions.to_client(line + 1, match.start() + 1), end=positions.to_client(line + 1, match.end() + 1)

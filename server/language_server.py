@@ -21,7 +21,8 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 import trainlint
-from trainlint.analysis.registry import all_rules
+from trainlint.analysis.registry import all_rules, take_problems
+from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.workspace import Workspace
 from trainlint.settings import RUN_ON_SAVE, EffectiveSettings
 
@@ -55,7 +56,6 @@ class TrainlintServer(LanguageServer):
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis")
         self.expensive_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis-expensive")
         self._reported_problems: set[str] = set()
-        self.rules = {rule.code: rule for rule in all_rules()}
         self.idle_gc = IdleGarbageCollector()
         self.workspaces: dict[Path, Workspace] = {}
         # Notebooks: one analysis of all code cells as one program, per notebook; the cells last published to.
@@ -108,6 +108,16 @@ class TrainlintServer(LanguageServer):
         log_message(self.protocol, message)
 
     # ------------------------------------------------------------------ messages
+    @property
+    def rules(self) -> dict[str, type[Rule]]:
+        """Every rule by code: the built-in and installed ones, and the plugins loaded so far."""
+        return {rule.code: rule for rule in all_rules()}
+
+    def report_plugin_problems(self) -> None:
+        """A plugin that failed to load or raised while checking: told once, the other rules go on."""
+        for problem in take_problems():
+            self.problem(f"trainlint: {problem}")
+
     def problem(self, message: str) -> None:
         """Tell the user once about something they can fix (a bad setting, a broken config file)."""
         log.warning(message)

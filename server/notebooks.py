@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from lsprotocol import types
 
-from trainlint.analysis.model import Finding
+from trainlint.analysis.findings import Finding
 from trainlint.notebooks import CellProgram
 
 from .documents import Analysis
@@ -58,6 +58,7 @@ async def cell_analysis(ls: TrainlintServer, cell_uri: str) -> Analysis | None:
         return None
     finally:
         ls.idle_gc.analysed()
+        ls.report_plugin_problems()
     index = uris.index(cell_uri)
     findings = [placed for finding in whole.findings if (placed := in_cell(finding, program, index)) is not None]
     return Analysis(notebook.version, settings, cells[index][1], findings)

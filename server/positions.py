@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from trainlint.analysis.model import TextEdit
+from trainlint.analysis.findings import TextEdit
 
 from .text import column_at, units
 

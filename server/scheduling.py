@@ -95,6 +95,7 @@ def _start_analysis(
             return None
         finally:
             ls.idle_gc.analysed()
+            ls.report_plugin_problems()
             if ls.jobs.get(uri) is job:
                 del ls.jobs[uri]
             _refresh_stale_hints(ls, uri, text)

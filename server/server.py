@@ -14,6 +14,8 @@ import sys
 
 from lsprotocol import types
 
+from trainlint.analysis.registry import forbid_local_plugins
+
 from . import code_actions, commands, configuration, diagnostics, hover, inlay_hints, text_sync
 from .capabilities import ClientSupport
 from .language_server import TrainlintServer
@@ -27,6 +29,9 @@ server = TrainlintServer()
 def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
     ls.protocol._workspace = LspWorkspace.replacing(ls.workspace)  # before any document arrives
     ls.client = ClientSupport.of(params.capabilities, ls.workspace.position_encoding)
+    options = params.initialization_options
+    if isinstance(options, dict) and options.get("workspaceTrusted") is False:  # VS Code's restricted mode
+        forbid_local_plugins("the workspace is not trusted (VS Code's restricted mode)")
     if ls.settings.apply(params.initialization_options, "initializationOptions"):
         ls.generation += 1
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
 from trainlint.cli import main

@@ -11,7 +11,7 @@ import warnings
 import pytest
 
 from trainlint.analysis.engine import DecodeError, analyze_source, read_source
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.analysis.settings import AnalysisSettings
 
 RETAINED = textwrap.dedent(

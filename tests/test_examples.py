@@ -146,7 +146,7 @@ def test_buggy_example_findings(rel):
 
 @pytest.mark.parametrize("rel", FIXED_FILES)
 def test_fixed_example_is_clean(rel):
-    from trainlint.analysis.model import Severity
+    from trainlint.analysis.findings import Severity
 
     path = FIXED / rel
     findings = analyze(path)

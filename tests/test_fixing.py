@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from trainlint.analysis.engine import DecodeError
-from trainlint.analysis.model import Finding, Fix, Severity, TextEdit
+from trainlint.analysis.findings import Finding, Fix, Severity, TextEdit
 from trainlint.cli import main
 from trainlint.fixing import (
     SourceFile,

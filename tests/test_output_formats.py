@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import trainlint
-from trainlint.analysis.model import Evidence, Finding, Fix, Severity, TextEdit
+from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
 from trainlint.analysis.registry import all_rules
 from trainlint.output import Report
 from trainlint.output.github import render_github

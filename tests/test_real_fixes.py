@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import tomllib
 
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 
 HERE = Path(__file__).resolve().parent
 PAIRS = HERE / "real_fixes"

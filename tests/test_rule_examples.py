@@ -1,18 +1,16 @@
 """Every registered rule's own examples: each MUST_FIRE fires (and its fix gives the fixed text),
-each MUST_NOT_FIRE stays quiet."""
+each MUST_NOT_FIRE stays quiet; and the invariants the registry keeps for every rule."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import types
 
-import libcst
 import pytest
 
-from trainlint.analysis.engine import analyze_source
-from trainlint.analysis.registry import all_rules
-from trainlint.analysis.settings import AnalysisSettings
-from trainlint.analysis.workspace import Workspace
-from trainlint.fixing import apply_fixes
+from trainlint.analysis import registry
+from trainlint.analysis.registry import BUILTIN_RULES, RuleProblem, all_rules, invariant_problems, rules_in
+from trainlint.rule_examples import fires_problem, quiet_problem
+from trainlint.rules import Fires, Quiet, Rule, Severity
 
 MIN_EXAMPLES = 6
 
@@ -21,20 +19,6 @@ def _cases(kind: str):
     for rule in all_rules():
         for index, example in enumerate(getattr(rule, kind)):
             yield pytest.param(rule, example, id=f"{rule.code}-{rule.name}-{index}")
-
-
-def _own_findings(rule, text: str, settings: dict | None = None, files: dict[str, str] | None = None, root: Path | None = None):
-    """The rule's findings on the example; with ``files``, the example is ``train.py`` of a project
-    holding them (in ``root``), so its imports resolve to them."""
-    analysis_settings = AnalysisSettings(**(settings or {}))
-    if not files:
-        return [f for f in analyze_source(text, "example.py", analysis_settings, rules=[rule]) if f.code == rule.code]
-    for relative, content in files.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(content, encoding="utf-8")
-    (root / "train.py").write_text(text, encoding="utf-8")
-    found = analyze_source(text, str(root / "train.py"), analysis_settings, rules=[rule], workspace=Workspace([root]))
-    return [f for f in found if f.code == rule.code]
 
 
 @pytest.fixture(autouse=True)
@@ -51,32 +35,95 @@ def test_rule_documents_and_tests_itself(rule):
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_FIRE")))
 def test_must_fire(rule, example, tmp_path):
-    findings = _own_findings(rule, example.code, example.settings, example.files, tmp_path)
-    assert len(findings) == example.count, f"expected {example.count} {rule.code} finding(s):\n{example.code}\ngot {findings}"
-    for finding in findings:
-        assert finding.message and finding.evidence, "every finding says what it saw"
-        if example.severity is not None:
-            assert finding.severity == example.severity, finding.message
-        if example.at is not None:
-            reported = example.code.splitlines()[finding.line - 1]
-            assert example.at in reported, f"reported on line {finding.line} ({reported.strip()!r}), not at {example.at!r}"
-    if example.no_fix:
-        assert all(finding.fix is None for finding in findings), "this finding must offer no fix"
-    if example.fixed is not None:
-        assert all(finding.fix is not None and finding.fix.safe is not example.unsafe for finding in findings), (
-            f"every fix must be {'unsafe' if example.unsafe else 'safe'}: {[f.fix for f in findings]}"
-        )
-        if not example.unsafe:
-            assert apply_fixes(example.code, findings, unsafe=False)[0] == example.fixed
-        else:
-            assert apply_fixes(example.code, findings, unsafe=False) == (example.code, 0), "an unsafe fix is applied only on request"
-        fixed, applied = apply_fixes(example.code, findings, unsafe=True)
-        assert applied >= 1
-        assert fixed == example.fixed
-        libcst.parse_module(fixed)
-        assert not _own_findings(rule, fixed, example.settings, example.files, tmp_path), "the fix must remove the finding"
+    problem = fires_problem(rule, example, tmp_path)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("rule, example", list(_cases("MUST_NOT_FIRE")))
 def test_must_not_fire(rule, example, tmp_path):
-    assert _own_findings(rule, example.code, example.settings, example.files, tmp_path) == []
+    problem = quiet_problem(rule, example, tmp_path)
+    assert problem is None, problem
+
+
+def test_discovery_finds_every_rule_module_and_tl601():
+    codes = [rule.code for rule in all_rules()]
+    assert len(codes) == len(set(codes)) == 24
+    assert "TL601" in codes and "TL601" not in [rule.code for rule in BUILTIN_RULES]  # the estimator's, by entry point
+    assert [rule.code for rule in BUILTIN_RULES] == sorted(rule.code for rule in BUILTIN_RULES)
+
+
+def test_registered_rules_keep_the_invariants():
+    assert invariant_problems(all_rules(), own=True) == []
+
+
+def test_fixable_is_derived_from_the_examples():
+    for rule in all_rules():
+        assert rule.fixable == any(example.fixed is not None and not example.unsafe for example in rule.MUST_FIRE), rule.code
+    assert "fixable" not in {name for rule in all_rules() for name in vars(rule)}, "fixable is never set by hand"
+
+
+def _module_with(*rules: type[Rule], name: str = "fake_rules") -> types.ModuleType:
+    module = types.ModuleType(name)
+    for rule in rules:
+        rule.__module__ = name
+        setattr(module, rule.__name__, rule)
+    return module
+
+
+def test_a_duplicate_code_fails_discovery(monkeypatch):
+    class First(Rule):
+        code, name, severity = "TL901", "first-rule", Severity.NOTE
+
+    class Second(Rule):
+        code, name, severity = "TL901", "second-rule", Severity.NOTE
+
+    module = _module_with(First, Second)
+    monkeypatch.setattr(registry.pkgutil, "iter_modules", lambda path: [types.SimpleNamespace(name="fake")])
+    monkeypatch.setattr(registry.importlib, "import_module", lambda name: module)
+    with pytest.raises(RuleProblem, match="code TL901 is already"):
+        registry._discover_builtin()
+
+
+def test_a_duplicate_name_and_a_malformed_code_are_named():
+    class Named(Rule):
+        code, name, severity = "TL902", "retained-graph", Severity.NOTE
+
+    class Malformed(Rule):
+        code, name, severity = "tl-1", "malformed", Severity.NOTE
+
+    problems = invariant_problems([Named, Malformed], own=True, known=BUILTIN_RULES)
+    assert any("name retained-graph is already TL101's" in problem for problem in problems), problems
+    assert any("code 'tl-1' is not letters then digits" in problem for problem in problems), problems
+
+
+def test_a_plugin_code_must_stay_out_of_the_tl_namespace():
+    class Squatter(Rule):
+        code, name, severity = "TL999", "squatter", Severity.NOTE
+
+    class Own(Rule):
+        code, name, severity = "ACME1", "own-code", Severity.NOTE
+
+    assert invariant_problems([Own], own=False) == []
+    assert invariant_problems([Squatter], own=False) == [
+        f"{__name__}.test_a_plugin_code_must_stay_out_of_the_tl_namespace.<locals>.Squatter: code TL999 must "
+        "not start with TL (trainlint's own codes)"
+    ]
+
+
+def test_rules_in_takes_only_the_rules_a_module_defines():
+    class Defined(Rule):
+        code, name, severity = "ACME2", "defined-here", Severity.NOTE
+
+    module = _module_with(Defined)
+    module.Imported = next(iter(BUILTIN_RULES))  # imported from elsewhere: not this module's rule
+    module.Rule = Rule
+    assert rules_in(module) == [Defined]
+
+
+def test_a_fix_without_an_expected_result_fails_its_example(tmp_path):
+    from trainlint.analysis.rules.discarded_transfer import DiscardedTransfer
+
+    example = DiscardedTransfer.MUST_FIRE[0]
+    bare = Fires(example.code)  # the same code, no `fixed=`
+    assert "offers a fix here but the example has no expected result" in (fires_problem(DiscardedTransfer, bare, tmp_path) or "")
+    assert quiet_problem(DiscardedTransfer, Quiet(example.code), tmp_path) is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.config import Config
 from trainlint.settings import EditorSettings, effective_settings, parse_editor_settings
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import msgspec
 
 import trainlint
+from trainlint.analysis.findings import Finding
 from trainlint.analysis.libraries import library_paths
-from trainlint.analysis.model import Finding
 from trainlint.analysis.workspace import Stamp, Workspace
 
 FOLDER_NAME = ".trainlint_cache"

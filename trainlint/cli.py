@@ -7,6 +7,7 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import io
@@ -14,6 +15,7 @@ import multiprocessing
 import multiprocessing.context
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -34,8 +36,18 @@ from trainlint.analysis.engine import (
 )
 from trainlint.analysis.engine_codes import ENGINE_CODES, SYNTAX_ERROR
 from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
-from trainlint.analysis.model import Evidence, Finding, Severity
-from trainlint.analysis.registry import all_rules
+from trainlint.analysis.findings import Evidence, Finding, Severity
+from trainlint.analysis.registry import (
+    CODE_PATTERN,
+    RESERVED_PREFIX,
+    PluginProblem,
+    all_rules,
+    is_plugin_path,
+    load_plugin,
+    plugin_fingerprint,
+    rules_for,
+    take_problems,
+)
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.workspace import Workspace
@@ -157,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--format", choices=("text", "json"), default="text")
 
+    test_rule = commands.add_parser(
+        "test-rule", help="run a plugin's own examples (MUST_FIRE, MUST_NOT_FIRE) and report each rule's result",
+    )
+    test_rule.add_argument("plugins", nargs="+", metavar="FILE_OR_MODULE",
+                           help="a plugin file (tools/lint_rules.py) or an importable module name")
+
     explain = commands.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", metavar="RULE", help="code (TL101) or name (retained-graph)")
 
@@ -200,6 +218,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
             return _check(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "test-rule":
+            return _test_rule(args)
         if args.command == "estimate":
             return estimate_cli.run_estimate(args)
         if args.command == "gpus":
@@ -245,10 +265,18 @@ class _Outcome:
     fix_rejected: bool = False
     cells: dict[int, str] | None = None  # a notebook's code cells, to show findings in their own lines
     applied: tuple[Finding, ...] = ()  # the findings whose fixes were applied, for --show-fixes
+    plugin_problems: tuple[PluginProblem, ...] = ()  # reported once by the main process, workers' too
 
 
 def _run_task(task: _Task, cache: ResultCache | None = None) -> _Outcome:
-    """Check one file (and fix it, when asked); with a cache, keep what the check found."""
+    """Check one file (and fix it, when asked); with a cache, keep what the check found; with
+    the plugin problems this process met doing it."""
+    outcome = _checked(task, cache)
+    problems = take_problems()
+    return dataclasses.replace(outcome, plugin_problems=tuple(problems)) if problems else outcome
+
+
+def _checked(task: _Task, cache: ResultCache | None) -> _Outcome:
     data = task.data
     if data is None:
         try:
@@ -482,13 +510,24 @@ def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
     return _unfixed_outcome(task, data, findings)
 
 
-def _validated(flag: str, tokens: list[str] | None, *, allow_engine_codes: bool) -> list[str] | None:
+def _validated(
+    flag: str, tokens: list[str] | None, *, allow_engine_codes: bool, rules: Sequence[type[Rule]] | None = None,
+) -> list[str] | None:
+    """The tokens, checked against ``rules`` (None: the built-in ones, and a token shaped like a
+    plugin's code, ACME101, is left for the configuration that loads the plugin)."""
     for token in tokens or ():
         try:
-            rule_codes(token, allow_engine_codes=allow_engine_codes)
+            rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
         except ValueError as error:
+            if rules is None and _may_be_a_plugin_code(token):
+                continue
             raise UsageError(f"argument {flag}: {error}", CHECK_PROG) from None
     return tokens
+
+
+def _may_be_a_plugin_code(token: str) -> bool:
+    code = token.strip().upper()
+    return bool(CODE_PATTERN.fullmatch(code) or code.isalpha()) and not code.startswith(RESERVED_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -547,6 +586,9 @@ class _Settings:
 
     def _merge(self, config: Config) -> _Options:
         args = self._args
+        rules = rules_for(config.plugins)  # the command line's selectors may name the plugins' codes
+        for flag, tokens in (("--select", self._select), ("--extend-select", self._extend_select), ("--ignore", self._ignore)):
+            _validated(flag, tokens, allow_engine_codes=flag == "--ignore", rules=rules)
         overrides = Overrides(
             select=tuple(self._select) if self._select is not None else None,
             extend_select=tuple(self._extend_select),
@@ -623,6 +665,7 @@ def _check(args: argparse.Namespace) -> int:
     outcomes = _run_all(tasks, args.jobs, cache, _Progress(sys.stderr if _shows_progress(args) else None, len(tasks)))
     if cache is not None:
         cache.prune()
+    _warn_about_plugins([*take_problems(), *(problem for outcome in outcomes for problem in outcome.plugin_problems)])
     for outcome in outcomes:
         if outcome.fix_rejected:
             print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
@@ -683,7 +726,8 @@ def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str],
         return None
     strict = bool(os.environ.get(STRICT_ENV))  # rules raise instead of reporting
     paths = [os.fsencode(name) for name in (path, os.path.abspath(path), *roots)]  # bytes: any file name
-    return msgspec.msgpack.encode([paths, settings, sorted(ignored), strict])
+    plugins = plugin_fingerprint(settings.plugins) if settings.plugins else b""  # a plugin edited: checked again
+    return msgspec.msgpack.encode([paths, settings, sorted(ignored), strict, plugins])
 
 
 @functools.lru_cache(maxsize=64)
@@ -776,6 +820,12 @@ def _check_path(given: str) -> None:
         except OSError as error:
             raise MissingPathError(given, error.strerror or str(error)) from None
     raise MissingPathError(given)
+
+
+def _warn_about_plugins(problems: Sequence[PluginProblem]) -> None:
+    """Each plugin problem once (every worker may have met it): the other rules' findings stand."""
+    for problem in dict.fromkeys(problems):
+        print(f"trainlint: warning: {problem}", file=sys.stderr)
 
 
 def _warn_about_idle_tl601(options: list[_Options]) -> None:
@@ -889,7 +939,19 @@ def _report_diff(args: argparse.Namespace, outcomes: list[_Outcome]) -> int:
 # ---------------------------------------------------------------------------- rules, explain
 
 
+def _load_local_plugins() -> None:
+    """`rules` and `explain` show the plugins the configuration of the current folder names."""
+    try:
+        config = ConfigFinder().for_folder(Path.cwd())
+    except ConfigError as error:
+        print(f"trainlint: warning: configuration ignored: {error}", file=sys.stderr)
+        return
+    rules_for(config.plugins)
+    _warn_about_plugins(take_problems())
+
+
 def _rules(args: argparse.Namespace) -> int:
+    _load_local_plugins()
     rules = all_rules()
     if args.format == "json":
         entries = [
@@ -899,7 +961,7 @@ def _rules(args: argparse.Namespace) -> int:
                 "severity": rule.severity.label,
                 "fixable": rule.fixable,
                 "summary": rule.summary(),
-                "help_uri": rule.help_uri(),
+                "help_uri": rule.help_uri(),  # None: a plugin rule without a `help_url`
             }
             for rule in rules
         ]
@@ -916,7 +978,36 @@ def _rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _test_rule(args: argparse.Namespace) -> int:
+    """Exit 0 when every example of every rule holds, 1 when one fails, 2 when a plugin cannot be loaded."""
+    from trainlint.rule_examples import example_failures
+
+    status = 0
+    for given in args.plugins:
+        spec = os.path.abspath(given) if is_plugin_path(given) else given
+        rules = load_plugin(spec)
+        problems = take_problems()
+        for problem in problems:
+            print(f"trainlint: error: {problem}", file=sys.stderr)
+        if problems or not rules:
+            status = 2
+            continue
+        for rule in rules:
+            failures = example_failures(rule)
+            examples = len(rule.MUST_FIRE) + len(rule.MUST_NOT_FIRE)
+            verdict = "FAIL" if failures else "PASS"
+            print(f"{verdict} {rule.code} {rule.name}: {examples - len(failures)} of {examples} examples hold")
+            for failure in failures:
+                print(textwrap.indent(f"{failure.kind}[{failure.index}]: {failure.message}", "    "))
+            if failures:
+                status = max(status, 1)
+            if not rule.MUST_FIRE or not rule.MUST_NOT_FIRE:
+                print(f"    warning: {rule.code} has no {'MUST_FIRE' if not rule.MUST_FIRE else 'MUST_NOT_FIRE'} examples")
+    return status
+
+
 def _explain(args: argparse.Namespace) -> int:
+    _load_local_plugins()
     try:
         codes = rule_codes(args.rule, allow_engine_codes=True)
     except ValueError as error:
@@ -935,4 +1026,5 @@ def _engine_explanation(code: str) -> str:
 def _explanation(rule: type[Rule]) -> str:
     fixable = ", fixable with --fix" if rule.fixable else ""
     heading = f"{rule.code} {rule.name} (default severity: {rule.severity.label}{fixable})"
-    return f"{heading}\n\n{rule.explain()}\n\nMore: {rule.help_uri()}"
+    more = rule.help_uri()
+    return f"{heading}\n\n{rule.explain()}" + (f"\n\nMore: {more}" if more else "")

@@ -23,8 +23,9 @@ import pathspec
 
 from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
-from trainlint.analysis.model import Severity
-from trainlint.analysis.registry import all_rules
+from trainlint.analysis.findings import Severity
+from trainlint.analysis.registry import all_rules, is_plugin_path, rules_for
+from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
 
 if sys.version_info >= (3, 11):
@@ -49,6 +50,7 @@ class _Table(msgspec.Struct, forbid_unknown_fields=True, rename="kebab"):
     fail_on: str = "error"
     target_gpu: str | None = None
     cache_dir: str | None = None
+    plugins: list[str] = []  # local rule plugins: .py files (relative to this file) or module names
     # Checked entry by entry below, so a message can name the entry's key.
     severity: dict[str, Any] = {}
     per_file_ignores: dict[str, Any] = {}
@@ -111,6 +113,7 @@ class Config:
     severity: dict[str, Severity] = field(default_factory=dict)  # rule code -> severity
     per_file_ignores: PerFileIgnores = field(default_factory=lambda: PerFileIgnores((), Path.cwd()))
     cache_dir: Path | None = None  # where `check` keeps results (absolute); None: the CLI's default
+    plugins: tuple[str, ...] = ()  # local rule plugins: absolute paths of .py files, or module names
 
 
 def relative_posix(path: Path, root: Path) -> str:
@@ -130,11 +133,12 @@ def display_path(path: Path) -> str:
 # ---------------------------------------------------------------------------- rule tokens
 
 
-def rule_codes(token: str, *, allow_engine_codes: bool = False) -> list[str]:
-    """Codes a user's token names. Engine codes (TL000 syntax-error…) are no rules, so they can
-    only be ignored, which the CLI does after analysis."""
+def rule_codes(token: str, *, allow_engine_codes: bool = False, rules: Sequence[type[Rule]] | None = None) -> list[str]:
+    """Codes a user's token names among ``rules`` (every rule loaded so far when None). Engine
+    codes (TL000 syntax-error…) are no rules, so they can only be ignored, which the CLI does
+    after analysis."""
     try:
-        return resolve_selector(token, all_rules())
+        return resolve_selector(token, all_rules() if rules is None else rules)
     except ValueError:
         engine = engine_code_named(token) if allow_engine_codes else None
         if engine is None:
@@ -283,11 +287,18 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
     except msgspec.ValidationError as error:
         raise _readable(error, path, where) from None
 
+    plugins: list[str] = []
+    for index, spec in enumerate(raw.plugins):
+        if not spec.strip():
+            raise fail(f"plugins[{index}]", "empty entry")
+        plugins.append(os.path.abspath(root / Path(spec).expanduser()) if is_plugin_path(spec) else spec.strip())
+    rules = rules_for(plugins)  # loads them: a plugin's codes are selectable below
+
     def codes(key: str, tokens: Sequence[str], *, allow_engine_codes: bool = False) -> list[str]:
         found: list[str] = []
         for index, token in enumerate(tokens):
             try:
-                found += rule_codes(token, allow_engine_codes=allow_engine_codes)
+                found += rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
             except ValueError as error:
                 raise fail(f"{key}[{index}]", str(error)) from None
         return found
@@ -343,6 +354,7 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
         severity=overrides,
         per_file_ignores=PerFileIgnores(per_file, root),
         cache_dir=root / Path(raw.cache_dir).expanduser() if raw.cache_dir is not None else None,
+        plugins=tuple(plugins),
     )
 
 

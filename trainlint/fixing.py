@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from trainlint.analysis.engine import read_source
+from trainlint.analysis.findings import Finding, TextEdit
 from trainlint.analysis.lines import LINE_BREAK, line_starts
-from trainlint.analysis.model import Finding, TextEdit
 from trainlint.analysis.parsing import parse_module
 
 MAX_ROUNDS = 10

@@ -28,7 +28,7 @@ from typing import Any, cast
 
 import torch
 
-from trainlint.estimator.costmodel import GIB
+from trainlint.estimator.units import GIB
 
 # The allocator's overhead over live tensors (reserved / allocated - 1): low, expected, high.
 _FRAGMENTATION = (0.05, 0.105, 0.30)

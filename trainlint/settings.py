@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from trainlint.analysis.model import Severity
+from trainlint.analysis.findings import Severity
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.config import Config, engine_codes_in, rule_codes, without_engine_codes
 
@@ -61,6 +61,7 @@ def resolve_settings(config: Config, overrides: Overrides, path: Path | None) ->
         severity={**config.severity, **overrides.severity},
         target_gpu=overrides.target_gpu or config.target_gpu,
         report_unused_ignores=overrides.report_unused_ignores,
+        plugins=config.plugins,  # only the project's configuration names plugins (docs/writing-rules.md)
     )
     return EffectiveSettings(analysis, frozenset(dropped), overrides.target_model)
 

@@ -12,7 +12,7 @@ import sys
 import textwrap
 from typing import TYPE_CHECKING, ClassVar
 
-from ..model import Severity
+from ..findings import Severity
 
 if TYPE_CHECKING:
     from ..context import RuleContext
@@ -71,11 +71,23 @@ def _project(files: dict[str, str] | None) -> dict[str, str]:
     return {path: textwrap.dedent(text).lstrip("\n") for path, text in (files or {}).items()}
 
 
-class Rule:
+class _RuleType(type):
+    @property
+    def fixable(cls) -> bool:
+        """Whether ``--fix`` can fix it: derived from the examples (one shows a safe fix's result)."""
+        examples: tuple[Fires, ...] = getattr(cls, "MUST_FIRE", ())
+        return any(example.fixed is not None and not example.unsafe for example in examples)
+
+
+class Rule(metaclass=_RuleType):
+    """A check: ``code`` (``TL101``; a plugin's own prefix, never ``TL``), kebab-case ``name``,
+    default ``severity``, a docstring (the rule's or its module's) that ``trainlint explain``
+    prints, and examples that are its tests. ``check`` reports through the context it is given."""
+
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity]
-    fixable: ClassVar[bool] = False
+    help_url: ClassVar[str | None] = None  # a plugin's documentation page; trainlint's rules have theirs
     MUST_FIRE: ClassVar[tuple[Fires, ...]] = ()
     MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
 
@@ -92,5 +104,9 @@ class Rule:
         return cls.explain().split("\n", 1)[0].strip()
 
     @classmethod
-    def help_uri(cls) -> str:
-        return f"{DOCS_URL}{cls.code}-{cls.name}"
+    def help_uri(cls) -> str | None:
+        """Where the rule is documented: ``help_url``, else trainlint's page for its own rules,
+        else None (a plugin rule that names no page)."""
+        if cls.help_url is not None:
+            return cls.help_url
+        return f"{DOCS_URL}{cls.code}-{cls.name}" if cls.code.startswith("TL") else None

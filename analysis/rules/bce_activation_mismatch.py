@@ -20,12 +20,24 @@ import re
 
 import libcst as cst
 
-from ..activations import KIND_WORDS, LossCall, bound_name, loss_calls, loss_origin, occurrences, remove_activation
-from ..flow import _short
-from ..model import Severity
-from ..torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
-from ..values import LOGITS, SIGMOID
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    LOGITS,
+    LOSSES_WANTING_BINARY_LOGITS,
+    LOSSES_WANTING_BINARY_PROBS,
+    SIGMOID,
+    Fires,
+    LossCall,
+    Quiet,
+    Rule,
+    Severity,
+    bound_name,
+    loss_calls,
+    loss_evidence,
+    loss_origin,
+    occurrences,
+    quoted,
+    remove_activation,
+)
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -36,7 +48,6 @@ class BceActivationMismatch(Rule):
     code = "TL203"
     name = "bce-activation-mismatch"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -49,26 +60,26 @@ class BceActivationMismatch(Rule):
     def _report_sigmoid(self, ctx, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
-            f"`{_short(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
+            f"`{quoted(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
             f"{loss.loss} applies the sigmoid itself: every input is squashed twice into (0.5, 0.73), "
             "so the loss cannot reach confident predictions and the gradients vanish"
         )
         # only offered when the sigmoid feeds this loss and nothing else
         fix = ctx.fix("remove the sigmoid so the loss gets logits", remove_activation(ctx, loss, origin) or (), safe=True)
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
         )
 
     def _report_logits(self, ctx, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
-            f"`{_short(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
+            f"`{quoted(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
             f"{loss.loss} expects probabilities in [0, 1]: the first out-of-range value fails the run "
             "(a device-side assert on GPU), and in-range logits train on a meaningless loss"
         )
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
             fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or (), safe=True),
         )
@@ -341,6 +352,36 @@ class BceActivationMismatch(Rule):
                     errD_real.backward()
                     optimizerD.step()
             """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                        nn.BatchNorm2d(ndf * 2),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+
+            netD = Discriminator().cuda()
+            criterion = nn.BCEWithLogitsLoss()
+            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(25):
+                for real, _ in dataloader:
+                    netD.zero_grad()
+                    output = netD(real.cuda())
+                    errD_real = criterion(output, torch.ones_like(output))
+                    errD_real.backward()
+                    optimizerD.step()
+            """,
             severity=Severity.ERROR,
         ),
         Fires(  # two files: the discriminator in models.py ends in a convolution
@@ -508,16 +549,6 @@ class BceActivationMismatch(Rule):
             """
         ),
     )
-
-
-def _evidence(loss: LossCall, origin) -> list:
-    evidence = list(origin.evidence)
-    criterion = loss.criterion
-    if criterion is not None and criterion.site is not None:
-        evidence.append((criterion.site, f"{criterion.note} is built here"))
-    if not origin.evidence:
-        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS[loss.kind]} here"))
-    return evidence
 
 
 def _switch_to_logits_loss(ctx, loss: LossCall):

@@ -17,11 +17,19 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from ..flow import CallEvent, Event
-from ..model import Severity, TextEdit
-from ..patterns import accumulates_into_grad, ordered_events, written
-from ..values import SCALER
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    SCALER,
+    CallEvent,
+    Event,
+    Fires,
+    Quiet,
+    Rule,
+    Severity,
+    TextEdit,
+    accumulates_into_grad,
+    ordered_events,
+    written,
+)
 
 _CLIPS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"})
 Item = tuple[Event, tuple[CallEvent, ...]]
@@ -31,7 +39,6 @@ class ClipBeforeUnscale(Rule):
     code = "TL207"
     name = "clip-before-unscale"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -218,6 +225,21 @@ ClipBeforeUnscale.MUST_FIRE = (
                     scaler.step(optimizer)
                     scaler.update()
                     optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+        def fit(model, loader, optimizer, scaler, max_norm):
+            for epoch in range(10):
+                for x, y in loader:
+                    loss = model(x, y)
+                    scaler.scale(loss).backward()
+                    if max_norm:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
         """
     ),
     Fires(
@@ -297,6 +319,18 @@ ClipBeforeUnscale.MUST_FIRE = (
         while True:
             loss = model(next(data))
             scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(params, 5.0)
+            scaler.step(opt)
+            scaler.update()
+        """,
+        fixed="""
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        while True:
+            loss = model(next(data))
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
             torch.nn.utils.clip_grad_norm_(params, 5.0)
             scaler.step(opt)
             scaler.update()

@@ -17,9 +17,16 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Condition, Event
-from ..model import Severity
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    AssignEvent,
+    CallEvent,
+    Condition,
+    Event,
+    Fires,
+    Quiet,
+    Rule,
+    Severity,
+)
 
 _BENCHMARK = "torch.backends.cudnn.benchmark"
 _DETERMINISTIC = "torch.backends.cudnn.deterministic"

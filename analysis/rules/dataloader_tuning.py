@@ -16,13 +16,20 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import CallEvent
-from ..model import Evidence, Severity, TextEdit
-from ..patterns import shortened
-from ..torchapi import is_dataloader
-from ..tree import literal_value
-from ..values import ON_DEVICE, UNKNOWN
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    ON_DEVICE,
+    UNKNOWN,
+    CallEvent,
+    Evidence,
+    Fires,
+    Quiet,
+    Rule,
+    Severity,
+    TextEdit,
+    is_dataloader,
+    literal_value,
+    shortened,
+)
 
 # Positions in `DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, ...)`.
 _POSITIONS = {"num_workers": 5, "pin_memory": 7}
@@ -32,7 +39,6 @@ class DataloaderTuning(Rule):
     code = "TL301"
     name = "dataloader-tuning"
     severity = Severity.NOTE
-    fixable = True
 
     def check(self, ctx) -> None:
         loaders = [
@@ -274,6 +280,17 @@ class DataloaderTuning(Rule):
             device = "cuda"
             train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4)
             test_loader = DataLoader(test_set, batch_size=64, num_workers=4)
+            for x, y in train_loader:
+                loss = criterion(model(x.to(device)), y.to(device))
+                loss.backward()
+            """,
+            fixed="""
+            import torch
+            from torch.utils.data import DataLoader
+
+            device = "cuda"
+            train_loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=4, pin_memory=True)
+            test_loader = DataLoader(test_set, batch_size=64, num_workers=4, pin_memory=True)
             for x, y in train_loader:
                 loss = criterion(model(x.to(device)), y.to(device))
                 loss.backward()

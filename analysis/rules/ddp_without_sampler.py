@@ -25,15 +25,34 @@ from typing import cast
 
 import libcst as cst
 
-from .. import torchapi
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
-from ..model import Severity
-from ..module import ModuleAnalysis
-from ..patterns import calls_in, comes_from_call, first_written, is_backward, mentions, shortened
-from ..summary import ClassInfo
-from ..tree import children
-from ..values import DATASET_ITERABLE, DATASET_MAP, SAMPLER_DISTRIBUTED, SAMPLER_LOCAL, SHARDED, UNKNOWN, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    DATASET_ITERABLE,
+    DATASET_MAP,
+    SAMPLER_DISTRIBUTED,
+    SAMPLER_LOCAL,
+    SHARDED,
+    UNKNOWN,
+    AssignEvent,
+    CallEvent,
+    ClassInfo,
+    Fires,
+    Loop,
+    ModuleAnalysis,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
+    calls_in,
+    children,
+    comes_from_call,
+    first_written,
+    is_backward,
+    is_dataloader,
+    mentions,
+    mentions_rank,
+    shortened,
+)
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, ...)
 _POSITIONS = {"dataset": 0, "shuffle": 2, "sampler": 3, "batch_sampler": 4}
@@ -56,7 +75,7 @@ class DdpWithoutSampler(Rule):
             return  # Lightning and the HF Trainer add the DistributedSampler themselves
         loaders = [
             (call, None) for scope in ctx.scopes for call in scope.calls()
-            if call.callee is not None and torchapi.is_dataloader(call.callee)
+            if call.callee is not None and is_dataloader(call.callee)
         ] + [(cast(CallEvent, factory.result.detail), factory) for factory in _loader_factories(ctx)]  # the DataLoader call
         if not loaders:
             return
@@ -111,7 +130,7 @@ class DdpWithoutSampler(Rule):
             scope, loop = loops[0]
             evidence.append(((scope.chunk, loop.node), "the training loop iterates it"))
         where = (
-            f"the DataLoader that `{_short(factory.chunk.code_for(factory.node))}` builds (line {loader.chunk.line_of(loader.node)} "
+            f"the DataLoader that `{shortened(factory.chunk.code_for(factory.node), 40)}` builds (line {loader.chunk.line_of(loader.node)} "
             f"of its file)" if factory is not None else f"the DataLoader on line {loader.chunk.line_of(loader.node)}"
         )
         message = (
@@ -464,7 +483,7 @@ def _built_per_mode(loader: CallEvent) -> bool:
 def _class_mentions_rank(dataset: Value) -> bool:
     """A local Dataset class that reads its rank (``dist.get_rank()``) picks its own share."""
     info = dataset.detail
-    return isinstance(info, ClassInfo) and torchapi.mentions_rank(info.chunk.code_for(info.node))
+    return isinstance(info, ClassInfo) and mentions_rank(info.chunk.code_for(info.node))
 
 
 def _is_loader(value: Value, node: cst.Call) -> bool:
@@ -505,12 +524,8 @@ def _loader_factories(ctx) -> list[CallEvent]:
         call for scope in ctx.scopes for call in scope.calls()
         if call.function is not None and call.function.home is not None
         and isinstance(call.result.detail, CallEvent) and call.result.detail.chunk.origin is not None
-        and call.result.detail.callee is not None and torchapi.is_dataloader(call.result.detail.callee)
+        and call.result.detail.callee is not None and is_dataloader(call.result.detail.callee)
     ]
-
-
-def _short(text: str, limit: int = 40) -> str:
-    return shortened(text, limit)
 
 
 def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:
@@ -582,11 +597,11 @@ def _strides_by_rank(scope: ScopeAnalysis, loop: Loop) -> bool:
     stack = [loop.node.body]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.If) and "%" in scope.chunk.code_for(current.test) and torchapi.mentions_rank(
+        if isinstance(current, cst.If) and "%" in scope.chunk.code_for(current.test) and mentions_rank(
             scope.chunk.code_for(current.test)
         ):
             return True
-        if isinstance(current, cst.Slice) and torchapi.mentions_rank(scope.chunk.code_for(current)):
+        if isinstance(current, cst.Slice) and mentions_rank(scope.chunk.code_for(current)):
             return True
         stack.extend(children(current))
     return False

@@ -18,11 +18,26 @@ import re
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent
-from ..model import Severity
-from ..patterns import bounded_or_emptied, is_test_file, repeats_per_step
-from ..values import GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR, is_known_tensor
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    GRAPH,
+    LOADER,
+    MODEL,
+    ON_DEVICE,
+    TENSOR,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    StoreEvent,
+    bounded_or_emptied,
+    is_known_tensor,
+    is_test_file,
+    repeats_per_step,
+)
 
 _ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)

@@ -17,10 +17,18 @@ from typing import cast
 
 import libcst as cst
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..values import GRAPH, LOADER, MODEL, TENSOR
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    GRAPH,
+    LOADER,
+    MODEL,
+    TENSOR,
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+)
 
 _TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
 # What shows a name holds a module rather than a tensor (modules move in place).
@@ -31,7 +39,6 @@ class DiscardedTransfer(Rule):
     code = "TL210"
     name = "discarded-transfer"
     severity = Severity.WARNING
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -165,6 +172,12 @@ DiscardedTransfer.MUST_FIRE = (
         mask = torch.zeros(8, 8)
         mask.half()
         """,
+        fixed="""
+        import torch
+
+        mask = torch.zeros(8, 8)
+        mask = mask.half()
+        """,
     ),
     Fires(
         """
@@ -175,6 +188,15 @@ DiscardedTransfer.MUST_FIRE = (
         for i, (images, labels) in enumerate(loader):
             images.cuda(non_blocking=True)
             labels.cuda(non_blocking=True)
+        """,
+        fixed="""
+        import torch
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(dataset, batch_size=32)
+        for i, (images, labels) in enumerate(loader):
+            images = images.cuda(non_blocking=True)
+            labels = labels.cuda(non_blocking=True)
         """,
         count=2,
     ),
@@ -187,6 +209,14 @@ DiscardedTransfer.MUST_FIRE = (
             logits.cpu()
             return logits.argmax(-1)
         """,
+        fixed="""
+        import torch
+
+        def evaluate(model, batch):
+            logits = model(batch)
+            logits = logits.cpu()
+            return logits.argmax(-1)
+        """,
     ),
     Fires(
         """
@@ -195,6 +225,14 @@ DiscardedTransfer.MUST_FIRE = (
         def make_inputs(device):
             noise = torch.randn(16, 100)
             noise.to(device)
+            return noise
+        """,
+        fixed="""
+        import torch
+
+        def make_inputs(device):
+            noise = torch.randn(16, 100)
+            noise = noise.to(device)
             return noise
         """,
     ),

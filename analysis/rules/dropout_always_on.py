@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import shortened
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    shortened,
+)
 
 _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -31,7 +36,6 @@ class DropoutAlwaysOn(Rule):
     code = "TL211"
     name = "dropout-always-on"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -51,7 +55,7 @@ class DropoutAlwaysOn(Rule):
         method = scope.function.name
         ctx.report(
             call.node,
-            f"`{_short(written)}` in `{owner}.{method}` runs with `training=True` whatever the module's mode: "
+            f"`{shortened(written, 60)}` in `{owner}.{method}` runs with `training=True` whatever the module's mode: "
             f"`model.eval()` does not turn it off, so evaluation and inference drop units at random",
             evidence=[
                 ((scope.chunk, scope.function.owner.node.name), f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
@@ -82,10 +86,6 @@ def _add_training(ctx, node: cst.Call):
     if isinstance(last.comma, cst.Comma):
         return ctx.edit_insert_after(last.comma, " training=self.training,")
     return ctx.edit_insert_after(last, ", training=self.training")
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)
 
 
 DropoutAlwaysOn.MUST_FIRE = (
@@ -149,6 +149,15 @@ DropoutAlwaysOn.MUST_FIRE = (
                 x = dropout2d(x, 0.25)
                 return x
         """,
+        fixed="""
+        import torch.nn as nn
+        from torch.nn.functional import dropout2d
+
+        class ConvNet(nn.Module):
+            def forward(self, x):
+                x = dropout2d(x, 0.25, training=self.training)
+                return x
+        """,
     ),
     Fires(
         """
@@ -158,6 +167,17 @@ DropoutAlwaysOn.MUST_FIRE = (
         class Encoder(nn.Module):
             def _embed(self, tokens):
                 return F.dropout(self.embedding(tokens), p=self.p)
+
+            def forward(self, tokens):
+                return self._embed(tokens)
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Encoder(nn.Module):
+            def _embed(self, tokens):
+                return F.dropout(self.embedding(tokens), p=self.p, training=self.training)
 
             def forward(self, tokens):
                 return self._embed(tokens)
@@ -201,6 +221,14 @@ DropoutAlwaysOn.MUST_FIRE = (
         class LitModel(pl.LightningModule):
             def forward(self, x):
                 return self.head(F.dropout(self.body(x), 0.3))
+        """,
+        fixed="""
+        import pytorch_lightning as pl
+        import torch.nn.functional as F
+
+        class LitModel(pl.LightningModule):
+            def forward(self, x):
+                return self.head(F.dropout(self.body(x), 0.3, training=self.training))
         """,
     ),
 )

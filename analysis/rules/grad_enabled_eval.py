@@ -21,24 +21,33 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, _short
-from ..frameworks import grad_handled_by_framework
-from ..model import Severity, TextEdit
-from ..names import dotted, last_part
-from ..patterns import (
+from trainlint.rules import (
+    GRAPH,
+    MODEL,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    TextEdit,
     backward_target,
     calls_in,
+    dotted,
     evaluation_calls,
+    grad_handled_by_framework,
     is_backward,
     is_eval_name,
     is_optimizer_step,
     is_test_file,
+    last_part,
     mode_parameter,
     name_words,
+    quoted,
 )
-from ..tree import walk as _walk
-from ..values import GRAPH, MODEL
-from .base import Fires, Quiet, Rule
+from trainlint.rules import walk as _walk
 
 # Words of a loop's iterable that mark held-out data.
 _EVAL_DATA_WORDS = frozenset(
@@ -52,7 +61,6 @@ class GradEnabledEval(Rule):
     code = "TL102"
     name = "grad-enabled-eval"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         module = ctx.module
@@ -163,7 +171,7 @@ class GradEnabledEval(Rule):
         if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
             return False
         forward = forwards[0]
-        header = _short(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
+        header = quoted(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
         message = (
             f"the loop over `{header}` runs `{_text(forward)}` after `{_text(mode)}` with autograd on and no "
             "backward: `eval()` does not turn autograd off, so every batch records a graph and keeps its "
@@ -434,6 +442,37 @@ class GradEnabledEval(Rule):
                         for Xi, yi in valid_batches:
                             step = self.validation_step(Xi, yi)
                             print(step["loss"].item())
+            """,
+            fixed="""
+            import torch
+
+            class NeuralNet:
+                def __init__(self, module, criterion):
+                    self.module = module
+                    self.criterion = criterion
+
+                def initialize_module(self):
+                    self.module_ = self.module().to("cuda")
+
+                def infer(self, x):
+                    return self.module_(x.to("cuda"))
+
+                @torch.no_grad()
+                def validation_step(self, Xi, yi):
+                    self.module_.eval()
+                    y_pred = self.infer(Xi)
+                    return {"loss": self.criterion(y_pred, yi.to("cuda")), "y_pred": y_pred}
+
+                def fit_loop(self, train_batches, valid_batches, optimizer, epochs):
+                    for _ in range(epochs):
+                        for Xi, yi in train_batches:
+                            self.module_.train()
+                            optimizer.zero_grad()
+                            self.criterion(self.infer(Xi), yi.to("cuda")).backward()
+                            optimizer.step()
+                        for Xi, yi in valid_batches:
+                            step = self.validation_step(Xi, yi)
+                            print(step["loss"].item())
             """
         ),
         Fires(  # mode by argument: one function trains with an optimizer and evaluates without one
@@ -472,7 +511,20 @@ class GradEnabledEval(Rule):
                     outputs = model(**inputs)
                     loss = outputs.loss.mean().detach()
                     return (loss, outputs.logits, inputs["labels"])
-            """
+            """,
+            fixed="""
+            import torch
+            from transformers import Trainer
+
+            class RankingTrainer(Trainer):
+                @torch.no_grad()
+                def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                    inputs = self._prepare_inputs(inputs)
+                    outputs = model(**inputs)
+                    loss = outputs.loss.mean().detach()
+                    return (loss, outputs.logits, inputs["labels"])
+            """,
+            unsafe=True
         ),
         Fires(  # the loss helper the training step backwards through, called again to validate (litgpt)
             """
@@ -983,4 +1035,4 @@ def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
 
 
 def _text(call: CallEvent) -> str:
-    return _short(call.chunk, call.node)
+    return quoted(call.chunk, call.node)

@@ -14,10 +14,15 @@ or build it once behind `if self.proj is None:`.
 
 from __future__ import annotations
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import shortened
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    shortened,
+)
 
 _PARAMETERISED = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -50,7 +55,7 @@ class LayerInForward(Rule):
         owner = scope.function.owner
         ctx.report(
             call.node,
-            f"`{_short(scope.chunk.code_for(call.node))}` builds a new `{layer}` with fresh random weights every time "
+            f"`{shortened(scope.chunk.code_for(call.node), 60)}` builds a new `{layer}` with fresh random weights every time "
             f"`{owner.name}.forward` runs: they are not among the parameters the optimizer updates, so this layer "
             f"never trains and every step uses different weights",
             evidence=[
@@ -75,10 +80,6 @@ def _built_once(scope: ScopeAnalysis, call: CallEvent) -> bool:
         if condition.test is not None and any(word in scope.chunk.code_for(condition.test) for word in _LAZY_GUARD_WORDS):
             return True
     return False
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return shortened(text, limit)
 
 
 LayerInForward.MUST_FIRE = (

@@ -19,12 +19,22 @@ import re
 
 import libcst as cst
 
-from ..flow import CallEvent, ScopeAnalysis
-from ..model import Severity
-from ..patterns import evaluation_calls, is_test_file, mentions, mode_parameter, shortened
-from ..summary import ClassInfo
-from ..values import MODEL, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    MODEL,
+    CallEvent,
+    ClassInfo,
+    Fires,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
+    evaluation_calls,
+    is_test_file,
+    mentions,
+    mode_parameter,
+    shortened,
+)
 
 _EVALUATION_FUNCTION = re.compile(
     r"^_?(?:evaluate|evaluation|eval|validate|validation|valid|val|test|testing|predict|inference|infer)(?:_|$)"
@@ -90,8 +100,8 @@ class MissingEvalMode(Rule):
                 return
             ctx.report(
                 switch.node,
-                f"`{_short(scope.chunk.code_for(switch.node))}` also runs when `{scope.function.name}()` only evaluates: "
-                f"`{_short(evaluation.chunk.code_for(evaluation.node))}` on line {evaluation.chunk.line_of(evaluation.node)} "
+                f"`{shortened(scope.chunk.code_for(switch.node), 50)}` also runs when `{scope.function.name}()` only evaluates: "
+                f"`{shortened(evaluation.chunk.code_for(evaluation.node), 50)}` on line {evaluation.chunk.line_of(evaluation.node)} "
                 f"leaves `{parameter}` off, so the evaluation runs with dropout on and batch-norm updating its statistics "
                 "on evaluation data",
                 evidence=[
@@ -122,7 +132,7 @@ class MissingEvalMode(Rule):
                 continue
             ctx.report(
                 call.node,
-                f"`{_short(scope.chunk.code_for(call.node))}` evaluates `{text}` in training mode: neither this file nor "
+                f"`{shortened(scope.chunk.code_for(call.node), 50)}` evaluates `{text}` in training mode: neither this file nor "
                 f"`{function.name}` calls `{text}.eval()`, and it has dropout or batch-norm layers, so the scores are "
                 f"computed with dropout on and batch-norm updating its statistics on evaluation data",
                 evidence=[
@@ -268,10 +278,6 @@ def _helper_sets_eval_mode(function, summary) -> bool:
     return inner is not None and any(
         _sets_eval_mode(call) and call.receiver_key in inner.params for call in inner.calls()
     )
-
-
-def _short(text: str, limit: int = 50) -> str:
-    return shortened(text, limit)
 
 
 MissingEvalMode.MUST_FIRE = (

@@ -19,20 +19,30 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis
-from ..model import Severity, TextEdit
-from ..names import dotted
-from ..patterns import comes_from_call, peeled, written
-from ..torchapi import is_dataloader
-from ..values import SAMPLER_DISTRIBUTED, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    SAMPLER_DISTRIBUTED,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    TextEdit,
+    Value,
+    comes_from_call,
+    dotted,
+    is_dataloader,
+    peeled,
+    written,
+)
 
 
 class MissingSetEpoch(Rule):
     code = "TL502"
     name = "missing-set-epoch"
     severity = Severity.WARNING
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -338,6 +348,17 @@ MissingSetEpoch.MUST_FIRE = (
         for epoch in range(start_epoch, total_epochs):
             for i, batch in enumerate(loader):
                 step(batch)
+        """,
+        fixed="""
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset, seed=42)
+        loader = DataLoader(dataset, sampler=sampler)
+        for epoch in range(start_epoch, total_epochs):
+            sampler.set_epoch(epoch)
+            for i, batch in enumerate(loader):
+                step(batch)
         """
     ),
     Fires(  # objects: the loader reaches the epoch loop through a Trainer's constructor and attribute
@@ -391,6 +412,25 @@ MissingSetEpoch.MUST_FIRE = (
 
             def train(self, epochs, steps_per_epoch):
                 for curr_epoch in range(epochs):
+                    batches = iter(self._dataloader)
+                    for _ in range(steps_per_epoch):
+                        self._step(next(batches))
+        """,
+        fixed="""
+        from torchdata.stateful_dataloader import StatefulDataLoader
+        from torchdata.stateful_dataloader.sampler import StatefulDistributedSampler
+
+        class FinetuneRecipe:
+            def setup(self, dataset, world_size, rank):
+                self._dataloader = self._setup_data(dataset, world_size, rank)
+
+            def _setup_data(self, dataset, world_size, rank):
+                sampler = StatefulDistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+                return StatefulDataLoader(dataset, batch_size=8, sampler=sampler, drop_last=True)
+
+            def train(self, epochs, steps_per_epoch):
+                for curr_epoch in range(epochs):
+                    sampler.set_epoch(curr_epoch)
                     batches = iter(self._dataloader)
                     for _ in range(steps_per_epoch):
                         self._step(next(batches))

@@ -19,20 +19,30 @@ import builtins
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Event, Loop
-from ..frameworks import manual_optimization
-from ..model import Severity
-from ..patterns import (
+from trainlint.rules import (
+    ACCELERATOR,
+    CRITERION,
+    ENGINE,
+    MODEL,
+    OPTIMIZER,
+    SCALER,
+    AssignEvent,
+    CallEvent,
+    Event,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    Severity,
     accumulates_into_grad,
     clears_gradients,
     is_optimizer_step,
+    is_torch_name,
+    manual_optimization,
     ordered_events,
     path_conditions,
     written,
 )
-from ..torchapi import is_torch_name
-from ..values import ACCELERATOR, CRITERION, ENGINE, MODEL, OPTIMIZER, SCALER
-from .base import Fires, Quiet, Rule
 
 _KNOWN_RECEIVERS = frozenset({SCALER, ACCELERATOR, OPTIMIZER, MODEL, ENGINE, CRITERION})
 

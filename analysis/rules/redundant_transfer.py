@@ -20,13 +20,33 @@ from typing import cast
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Loop, ScopeAnalysis, StoreEvent, transfer_destination
-from ..model import Severity
-from ..names import dotted, last_part
-from ..patterns import calls_in, events_in, is_backward, loops_running, shortened
-from ..tree import blocks_of, children
-from ..values import CONSTANT, GRAPH, LOADER, MODEL, ON_DEVICE, TENSOR
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CONSTANT,
+    GRAPH,
+    LOADER,
+    MODEL,
+    ON_DEVICE,
+    TENSOR,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    StoreEvent,
+    blocks_of,
+    calls_in,
+    children,
+    dotted,
+    events_in,
+    is_backward,
+    last_part,
+    loops_running,
+    shortened,
+    transfer_destination,
+)
 
 # Factories whose result depends only on their arguments (random ones differ every call).
 _DETERMINISTIC_FACTORIES = frozenset(
@@ -58,7 +78,7 @@ class RedundantTransfer(Rule):
     def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: str, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
-        transfer = _short(scope.chunk.code_for(call.node))
+        transfer = shortened(scope.chunk.code_for(call.node), 48)
         loop_evidence = ((scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot}")
         if receiver is None:
             return
@@ -539,8 +559,4 @@ def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
 
 
 def _over(loop: Loop) -> str:
-    return f" over `{_short(loop.iterable_text)}`" if not loop.is_while else ""
-
-
-def _short(text: str, limit: int = 48) -> str:
-    return shortened(text, limit)
+    return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""

@@ -17,10 +17,18 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import CallEvent, Loop, ScopeAnalysis
-from ..model import Severity
-from ..patterns import calls_in, is_backward, is_test_file
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    calls_in,
+    is_backward,
+    is_test_file,
+)
 
 
 class RetainGraphInLoop(Rule):

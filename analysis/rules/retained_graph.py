@@ -19,28 +19,40 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, JumpEvent, Loop, ScopeAnalysis, StoreEvent
-from ..frameworks import training_step_hook
-from ..model import Severity
-from ..patterns import (
+from trainlint.rules import (
+    CONSTANT,
+    CONTAINER,
+    GRAPH,
+    LOSS,
+    NUMBER,
+    AssignEvent,
+    CallEvent,
+    Fires,
+    JumpEvent,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    StoreEvent,
+    Value,
     backward_target,
     bounded_or_emptied,
     calls_in,
     is_backward,
     is_eval_name,
+    is_known_tensor,
+    literal_value,
     mentions,
     repeats_per_step,
+    training_step_hook,
 )
-from ..tree import literal_value
-from ..values import CONSTANT, CONTAINER, GRAPH, LOSS, NUMBER, Value, is_known_tensor
-from .base import Fires, Quiet, Rule
 
 
 class RetainedGraph(Rule):
     code = "TL101"
     name = "retained-graph"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -279,6 +291,16 @@ class RetainedGraph(Rule):
                 features.append(encoder(images.cuda()))
             torch.save(features, "feats.pt")
             """,
+            fixed="""
+            import torch
+            from torchvision.models import resnet18
+
+            encoder = resnet18()
+            features = []
+            for images, _ in loader:
+                features.append(encoder(images.cuda()).detach())
+            torch.save(features, "feats.pt")
+            """,
             severity=Severity.ERROR,
         ),
         Fires(
@@ -298,6 +320,23 @@ class RetainedGraph(Rule):
                         loss.backward()
                         optimizer.step()
                         self.history.append(loss)
+            """,
+            fixed="""
+            import torch.nn as nn
+
+            class Trainer:
+                def __init__(self, model):
+                    self.model = model
+                    self.criterion = nn.MSELoss()
+                    self.history = []
+
+                def fit(self, loader, optimizer):
+                    for x, y in loader:
+                        optimizer.zero_grad()
+                        loss = self.criterion(self.model(x), y)
+                        loss.backward()
+                        optimizer.step()
+                        self.history.append(loss.detach())
             """,
             severity=Severity.WARNING,
         ),
@@ -321,6 +360,25 @@ class RetainedGraph(Rule):
                     epoch_loss = epoch_loss + step_loss
                 print(epoch_loss)
             """,
+            fixed="""
+            import torch.nn as nn
+
+            criterion = nn.CrossEntropyLoss()
+
+            def train_step(model, optimizer, x, y):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss
+
+            def train(model, optimizer, loader):
+                epoch_loss = 0
+                for x, y in loader:
+                    step_loss = train_step(model, optimizer, x, y)
+                    epoch_loss = epoch_loss + step_loss.item()
+                print(epoch_loss)
+            """,
             severity=Severity.WARNING,
         ),
         Fires(
@@ -332,6 +390,16 @@ class RetainedGraph(Rule):
             for x in data:
                 y = (w * x).sum()
                 trace.append(y)
+            print(len(trace))
+            """,
+            fixed="""
+            import torch
+
+            w = torch.randn(3, requires_grad=True)
+            trace = []
+            for x in data:
+                y = (w * x).sum()
+                trace.append(y.detach())
             print(len(trace))
             """,
             severity=Severity.ERROR,
@@ -401,6 +469,31 @@ class RetainedGraph(Rule):
                             running_loss += loss
                         print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
             """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+            class LabelModel(nn.Module):
+                def __init__(self, num_sources):
+                    super().__init__()
+                    self.accuracy = nn.Parameter(torch.zeros(num_sources))
+
+                def forward(self, votes):
+                    return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
+
+                def estimate(self, batches, epochs=5, lr=0.1):
+                    optimizer = torch.optim.SGD(self.parameters(), lr=lr)
+                    for epoch in range(epochs):
+                        running_loss = 0.0
+                        for votes in batches:
+                            optimizer.zero_grad()
+                            loss = -torch.mean(self(votes))
+                            loss.backward()
+                            optimizer.step()
+                            running_loss += loss.item()
+                        print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
+            """,
+            unsafe=True,
             severity=Severity.WARNING,
         ),
         Fires(  # objects: a value something calls `backward` on carries a graph, whatever produced it
@@ -502,6 +595,19 @@ class RetainedGraph(Rule):
                     if step % log_every == 0:
                         print(f"step {step}: smoothed loss {float(smoothed):.4f}")
             """,
+            fixed="""
+            def train(model, loader, optimizer, criterion, log_every=100):
+                smoothed = 0.0
+                for step, (x, y) in enumerate(loader):
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    smoothed = 0.98 * smoothed + (0.02 * loss).item()
+                    if step % log_every == 0:
+                        print(f"step {step}: smoothed loss {float(smoothed):.4f}")
+            """,
+            unsafe=True,
             severity=Severity.WARNING,
         ),
         Fires(  # state across steps: truncated BPTT without the truncation, kept alive by retain_graph

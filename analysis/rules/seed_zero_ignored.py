@@ -16,17 +16,20 @@ import re
 
 import libcst as cst
 
-from ..model import Severity
-from ..names import dotted
-from ..tree import walk
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    Fires,
+    Quiet,
+    Rule,
+    Severity,
+    dotted,
+    walk,
+)
 
 
 class SeedZeroIgnored(Rule):
     code = "TL403"
     name = "seed-zero-ignored"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
@@ -160,6 +163,17 @@ SeedZeroIgnored.MUST_FIRE = (
                 random.seed(cfg.random_seed)
                 np.random.seed(cfg.random_seed)
                 torch.manual_seed(cfg.random_seed)
+        """,
+        fixed="""
+        import random
+        import numpy as np
+        import torch
+
+        def setup(cfg):
+            if cfg.random_seed is not None:
+                random.seed(cfg.random_seed)
+                np.random.seed(cfg.random_seed)
+                torch.manual_seed(cfg.random_seed)
         """
     ),
     Fires(
@@ -168,6 +182,13 @@ SeedZeroIgnored.MUST_FIRE = (
 
         def main(seed=0):
             seed = seed or 1234
+            L.seed_everything(seed)
+        """,
+        fixed="""
+        import lightning as L
+
+        def main(seed=0):
+            seed = seed if seed is not None else 1234
             L.seed_everything(seed)
         """
     ),
@@ -178,6 +199,16 @@ SeedZeroIgnored.MUST_FIRE = (
         class Trainer:
             def __init__(self, seed):
                 if seed:
+                    self.generator = torch.Generator().manual_seed(seed)
+                elif self.deterministic:
+                    torch.manual_seed(0)
+        """,
+        fixed="""
+        import torch
+
+        class Trainer:
+            def __init__(self, seed):
+                if seed is not None:
                     self.generator = torch.Generator().manual_seed(seed)
                 elif self.deterministic:
                     torch.manual_seed(0)

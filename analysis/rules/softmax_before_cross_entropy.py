@@ -15,12 +15,25 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
-from ..activations import KIND_WORDS, LossCall, loss_calls, loss_origin, remove_activation, rename_activation
-from ..flow import _short
-from ..model import Severity
-from ..torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
-from ..values import LOG_PROBS, LOGITS, PROBS
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    KIND_WORDS,
+    LOG_PROBS,
+    LOGITS,
+    LOSSES_WANTING_LOG_PROBS,
+    LOSSES_WANTING_LOGITS,
+    PROBS,
+    Fires,
+    LossCall,
+    Quiet,
+    Rule,
+    Severity,
+    loss_calls,
+    loss_evidence,
+    loss_origin,
+    quoted,
+    remove_activation,
+    rename_activation,
+)
 
 _CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
 
@@ -29,7 +42,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
     code = "TL202"
     name = "softmax-before-cross-entropy"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -61,7 +73,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             )
             severity, help = Severity.NOTE, "pass the logits and drop the `log_softmax` (harmless, but redundant work)"
             fix = ctx.fix("remove the redundant log_softmax", edits or (), safe=True)
-        ctx.report(loss.event.node, message, evidence=_evidence(loss, origin), severity=severity, help=help, fix=fix)
+        ctx.report(loss.event.node, message, evidence=loss_evidence(loss, origin), severity=severity, help=help, fix=fix)
 
     def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
@@ -80,7 +92,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             f"log-probabilities: {consequence}"
         )
         ctx.report(
-            loss.event.node, message, evidence=_evidence(loss, origin),
+            loss.event.node, message, evidence=loss_evidence(loss, origin),
             help="apply `log_softmax` before NLL, or use `CrossEntropyLoss` on the raw logits", fix=fix,
         )
 
@@ -561,14 +573,6 @@ class SoftmaxBeforeCrossEntropy(Rule):
 
 
 def _given(loss: LossCall) -> str:
-    return f"`{_short(loss.chunk, loss.event.node)}`"
+    return f"`{quoted(loss.chunk, loss.event.node)}`"
 
 
-def _evidence(loss: LossCall, origin) -> list:
-    evidence = list(origin.evidence)
-    criterion = loss.criterion
-    if criterion is not None and criterion.site is not None:
-        evidence.append((criterion.site, f"{criterion.note} is built here"))
-    if not origin.evidence:
-        evidence.append(((loss.chunk, loss.event.node), f"{loss.loss} gets {KIND_WORDS.get(loss.kind, 'its input')} here"))
-    return evidence

@@ -18,12 +18,24 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from ..flow import CallEvent, Event, JumpEvent, Loop
-from ..model import Severity
-from ..names import dotted, last_part
-from ..patterns import is_backward, is_optimizer_step, ordered_events, written
-from ..values import CRITERION, MODEL
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CRITERION,
+    MODEL,
+    CallEvent,
+    Event,
+    Fires,
+    JumpEvent,
+    Loop,
+    Quiet,
+    Rule,
+    Severity,
+    dotted,
+    is_backward,
+    is_optimizer_step,
+    last_part,
+    ordered_events,
+    written,
+)
 
 Item = tuple[int, Event, tuple[CallEvent, ...]]
 

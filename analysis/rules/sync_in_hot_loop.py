@@ -21,13 +21,39 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis
-from ..model import Evidence, Severity
-from ..patterns import MAX_CALL_DEPTH, events_in, is_backward, is_logging_condition, loops_running, shortened
-from ..torchapi import HOST_SYNC_METHODS
-from ..tree import children, walk
-from ..values import CONSTANT, CONTAINER, GRAPH, LOADER, LOSS, NUMBER, ON_DEVICE, ON_HOST, TENSOR, UNKNOWN, Value
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    CONSTANT,
+    CONTAINER,
+    GRAPH,
+    HOST_SYNC_METHODS,
+    LOADER,
+    LOSS,
+    MAX_CALL_DEPTH,
+    NUMBER,
+    ON_DEVICE,
+    ON_HOST,
+    TENSOR,
+    UNKNOWN,
+    AssignEvent,
+    CallEvent,
+    Condition,
+    Event,
+    Evidence,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
+    children,
+    events_in,
+    is_backward,
+    is_logging_condition,
+    loops_running,
+    shortened,
+    walk,
+)
 
 # Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
 _DEVICE_VALUE = frozenset({TENSOR, GRAPH, LOSS})
@@ -121,7 +147,7 @@ class SyncInHotLoop(Rule):
             return False
         if nested:
             first, owner = nested[0]
-            return f"the loop over `{_short(first.iterable_text)}`", (owner.chunk, first.node)
+            return f"the loop over `{shortened(first.iterable_text, 48)}`", (owner.chunk, first.node)
         comprehension = self._comprehension_around(sync.chunk, sync.node)
         if comprehension is not None:
             return "the comprehension around it", (sync.chunk, comprehension)
@@ -455,10 +481,10 @@ def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
     evidence = [
         ((sync.outer.chunk, step.node), "the training-step loop"),
         ((backward.chunk, backward.node), "backward runs every iteration"),
-        Evidence(cuda_line, f"runs on CUDA: `{_short(ctx.module.cuda_line_text.strip())}`"),
+        Evidence(cuda_line, f"runs on CUDA: `{shortened(ctx.module.cuda_line_text.strip(), 48)}`"),
     ]
     if sync.chain:
-        evidence.append(((sync.outer.chunk, sync.outer.node), f"called every step: `{_short(sync.outer.chunk.code_for(sync.outer.node))}`"))
+        evidence.append(((sync.outer.chunk, sync.outer.node), f"called every step: `{shortened(sync.outer.chunk.code_for(sync.outer.node), 48)}`"))
     return evidence
 
 
@@ -504,11 +530,11 @@ def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, .
             known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {NUMBER}
             unknown = not receiver.tags
             if known_tensor or (call.method == "item" and unknown):
-                yield Sync(node, f"`{_short(scope.chunk.code_for(node))}`", call, chain, False)
+                yield Sync(node, f"`{shortened(scope.chunk.code_for(node), 48)}`", call, chain, False)
     if call.callee in {"print", "float", "int"}:
         for arg in call.arg_nodes:
             if arg.keyword is None and not arg.star and _holds_device_tensor(scope, arg.value, loops):
-                what = f"`{_short(scope.chunk.code_for(node))}`"
+                what = f"`{shortened(scope.chunk.code_for(node), 48)}`"
                 yield Sync(node, what + " (prints a tensor)" if call.callee == "print" else what, call, chain, False)
                 break
     for arg in call.arg_nodes:
@@ -575,7 +601,7 @@ def _formatted_parts(expression: cst.BaseExpression) -> Iterator[cst.FormattedSt
 
 
 def _describe_fstring(scope: ScopeAnalysis, part: cst.FormattedStringExpression) -> str:
-    return f"the f-string field `{{{_short(scope.chunk.code_for(part.expression))}}}` (formats a tensor)"
+    return f"the f-string field `{{{shortened(scope.chunk.code_for(part.expression), 48)}}}` (formats a tensor)"
 
 
 def _comprehension_members(module: cst.Module) -> dict[int, cst.CSTNode]:
@@ -600,7 +626,3 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
-
-
-def _short(text: str, limit: int = 48) -> str:
-    return shortened(text, limit)

@@ -22,19 +22,33 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
-from ..flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis
-from ..model import Severity
-from ..names import dotted, last_part
-from ..patterns import (
+from trainlint.rules import (
+    ACCELERATOR,
+    ENGINE,
+    GRAPH,
+    OPTIMIZER,
+    SCALED,
+    AssignEvent,
+    CallEvent,
+    Condition,
+    Event,
+    Fires,
+    JumpEvent,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    Value,
     accumulates_into_grad,
     backward_target,
     clears_gradients,
+    dotted,
     is_optimizer_step,
+    last_part,
     ordered_events,
     path_conditions,
 )
-from ..values import ACCELERATOR, ENGINE, GRAPH, OPTIMIZER, SCALED, Value
-from .base import Fires, Quiet, Rule
 
 Item = tuple[Event, tuple[CallEvent, ...]]
 
@@ -65,7 +79,6 @@ class UnscaledAccumulation(Rule):
     code = "TL204"
     name = "unscaled-accumulation"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         if ctx.module.framework_runs_loop is not None:
@@ -182,6 +195,18 @@ class UnscaledAccumulation(Rule):
                         optimizer.step()
                         optimizer.zero_grad()
             """,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+            def train(model, loader, accumulation_steps):
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for i, (x, y) in enumerate(loader):
+                    (F.cross_entropy(model(x), y) / accumulation_steps).backward()
+                    if (i + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
             severity=Severity.NOTE,
         ),
         Fires(  # the loss comes from a helper in a package trainlint cannot read: it may divide, so a note
@@ -192,6 +217,17 @@ class UnscaledAccumulation(Rule):
                 for i, batch in enumerate(loader):
                     loss = compute_loss(model, batch)
                     loss.backward()
+                    if (i + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            fixed="""
+            from my_lib.losses import compute_loss
+
+            def train(model, loader, optimizer, accumulation_steps):
+                for i, batch in enumerate(loader):
+                    loss = compute_loss(model, batch)
+                    (loss / accumulation_steps).backward()
                     if (i + 1) % accumulation_steps == 0:
                         optimizer.step()
                         optimizer.zero_grad()
@@ -364,6 +400,26 @@ class UnscaledAccumulation(Rule):
                         with torch.autocast(device_type="cuda", dtype=torch.float16):
                             loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
                         scaler.scale(loss).backward()
+                        if (i + 1) % args.num_grad_accumulation == 0:
+                            scaler.unscale_(optimizer)
+                            torch.nn.utils.clip_grad_norm_(params, 1.0)
+                            scaler.step(optimizer)
+                            scaler.update()
+                            optimizer.zero_grad()
+            """,
+            fixed="""
+            import torch
+            from torch.cuda.amp import GradScaler
+
+            def finetune(model, loss_fn, loader, args):
+                params = [p for p in model.parameters() if p.requires_grad]
+                optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
+                scaler = GradScaler()
+                for epoch in range(args.epochs):
+                    for i, batch in enumerate(loader):
+                        with torch.autocast(device_type="cuda", dtype=torch.float16):
+                            loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
+                        scaler.scale(loss / args.num_grad_accumulation).backward()
                         if (i + 1) % args.num_grad_accumulation == 0:
                             scaler.unscale_(optimizer)
                             torch.nn.utils.clip_grad_norm_(params, 1.0)

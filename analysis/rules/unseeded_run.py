@@ -26,17 +26,29 @@ from typing import NamedTuple
 
 import libcst as cst
 
-from .. import torchapi
-from ..flow import CallEvent
-from ..model import Severity
-from ..module import SEED_ALL_HELPERS, ModuleAnalysis
-from ..names import last_part
-from ..parsing import ParsedChunk
-from ..patterns import calls_in, first_written, is_test_file
-from ..tree import literal_value
-from ..tree import walk as _walk
-from ..values import DDP, ENGINE, MODEL
-from .base import Fires, Quiet, Rule
+from trainlint.rules import (
+    DDP,
+    ENGINE,
+    MODEL,
+    SEED_ALL_HELPERS,
+    CallEvent,
+    Fires,
+    ModuleAnalysis,
+    ParsedChunk,
+    Quiet,
+    Rule,
+    Severity,
+    calls_in,
+    first_written,
+    is_dataloader,
+    is_test_file,
+    is_torch_name,
+    last_part,
+    literal_value,
+    mentions_rank,
+    quoted,
+)
+from trainlint.rules import walk as _walk
 
 TORCH, NUMPY, RANDOM = "torch", "numpy", "random"
 LIBRARIES = (TORCH, NUMPY, RANDOM)
@@ -104,12 +116,12 @@ class UnseededRun(Rule):
         for library in LIBRARIES:
             if verdict.seeded[library]:
                 first = first_written(verdict.seeded[library])
-                seeded_parts.append(f"{_DISPLAY[library]} (`{_short(first)}`, line {_line(first)})")
+                seeded_parts.append(f"{_DISPLAY[library]} (`{quoted(first.chunk, first.node)}`, line {_line(first)})")
                 evidence.append(((first.chunk, first.node), f"seeds {_DISPLAY[library]}"))
         draws = []
         for library in verdict.unseeded:
             call, purpose = _first_use(verdict.used[library])
-            draws.append(f"`{_short(call)}` draws from {_DISPLAY[library]} on line {_line(call)} ({purpose})")
+            draws.append(f"`{quoted(call.chunk, call.node)}` draws from {_DISPLAY[library]} on line {_line(call)} ({purpose})")
             evidence.append(((call.chunk, call.node), f"draws from {_DISPLAY[library]}, which nothing seeds"))
         unseeded = _join([_DISPLAY[library] for library in verdict.unseeded], "or")
         message = (
@@ -131,7 +143,7 @@ class UnseededRun(Rule):
         for library in LIBRARIES:
             if verdict.used[library]:
                 call, purpose = _first_use(verdict.used[library])
-                draws.append(f"{purpose} (`{_short(call)}`, line {_line(call)}, from {_DISPLAY[library]})")
+                draws.append(f"{purpose} (`{quoted(call.chunk, call.node)}`, line {_line(call)}, from {_DISPLAY[library]})")
                 evidence.append(((call.chunk, call.node), f"draws from {_DISPLAY[library]}"))
         message = (
             "this training script never seeds torch, numpy or `random`, so nothing fixes "
@@ -528,9 +540,9 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
     """The libraries whose global generator (or a private one) this call seeds."""
     callee = call.callee or ""
     name = call.method or last_part(callee)
-    if name == "manual_seed" and (call.callee is None or torchapi.is_torch_name(callee)):  # also a torch.Generator
+    if name == "manual_seed" and (call.callee is None or is_torch_name(callee)):  # also a torch.Generator
         return (TORCH,)
-    if torchapi.is_torch_name(callee) and name == "manual_seed_all":
+    if is_torch_name(callee) and name == "manual_seed_all":
         return (TORCH,)
     if callee in _GLOBAL_SEEDERS and _has_seed_argument(call):  # without one they reseed from the OS
         return (_GLOBAL_SEEDERS[callee],)
@@ -562,14 +574,14 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
         return None if head in _NUMPY_NOT_DRAWS else (NUMPY, "sampling")
     if callee.startswith("random.") and head in _RANDOM_DRAWS:
         return RANDOM, "sampling"
-    if torchapi.is_dataloader(callee):
+    if is_dataloader(callee):
         shuffle = call.keyword("shuffle")
         if shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True":
             return TORCH, "batch order"
         return None
     if callee.startswith("torchvision.transforms") and head.startswith("Random"):
         return TORCH, "augmentation"
-    if not torchapi.is_torch_name(callee):
+    if not is_torch_name(callee):
         return None
     if callee.startswith("torch.nn.init.") and head not in _NON_RANDOM_INIT:
         return TORCH, "weight initialisation"
@@ -604,7 +616,7 @@ def _seeds_per_process(call: CallEvent) -> bool:
     if call.method != "manual_seed" or not call.arg_nodes:
         return False
     text = call.chunk.code_for(call.arg_nodes[0].value)
-    return "seed" not in text.lower() and (torchapi.mentions_rank(text) or "host_index" in text)
+    return "seed" not in text.lower() and (mentions_rank(text) or "host_index" in text)
 
 
 def _has_seed_argument(call: CallEvent) -> bool:
@@ -639,13 +651,6 @@ def _first_use(uses: list[tuple[CallEvent, str]]) -> tuple[CallEvent, str]:
 
 def _line(call: CallEvent) -> int:
     return call.chunk.line_of(call.node)
-
-
-def _short(call: CallEvent, limit: int = 48) -> str:
-    text = " ".join(call.chunk.code_for(call.node).split())
-    if len(text) <= limit:
-        return text
-    return " ".join(call.chunk.code_for(call.node.func).split()) + "(...)"
 
 
 def _join(parts: list[str], conjunction: str = "and") -> str:

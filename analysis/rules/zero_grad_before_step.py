@@ -11,9 +11,19 @@ How to fix: clear before the backward or after the step, e.g. `optimizer.zero_gr
 
 from __future__ import annotations
 
-from ..flow import AssignEvent, CallEvent, Event, Loop, ScopeAnalysis
-from ..model import Severity, TextEdit
-from ..patterns import (
+from trainlint.rules import (
+    MODEL,
+    SCALER,
+    AssignEvent,
+    CallEvent,
+    Event,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    ScopeAnalysis,
+    Severity,
+    TextEdit,
     accumulates_into_grad,
     clears_gradients,
     is_optimizer_step,
@@ -21,8 +31,6 @@ from ..patterns import (
     path_conditions,
     written,
 )
-from ..values import MODEL, SCALER
-from .base import Fires, Quiet, Rule
 
 Item = tuple[Event, tuple[CallEvent, ...]]
 
@@ -31,7 +39,6 @@ class ZeroGradBeforeStep(Rule):
     code = "TL206"
     name = "zero-grad-before-step"
     severity = Severity.ERROR
-    fixable = True
 
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
@@ -202,6 +209,14 @@ ZeroGradBeforeStep.MUST_FIRE = (
             optimizer.zero_grad(set_to_none=True)
             scaler.step(optimizer)
             scaler.update()
+        """,
+        fixed="""
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.update()
         """
     ),
     Fires(
@@ -226,6 +241,15 @@ ZeroGradBeforeStep.MUST_FIRE = (
                     loss.backward()
                     model.zero_grad(set_to_none=True)
                     optimizer.step()
+        """,
+        fixed="""
+        def fit(model, loader, optimizer, epochs):
+            for epoch in range(epochs):
+                for step, batch in enumerate(loader):
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    model.zero_grad(set_to_none=True)
         """
     ),
     Fires(
@@ -236,6 +260,15 @@ ZeroGradBeforeStep.MUST_FIRE = (
             loss.backward()
             opt.zero_grad()
             opt.step()
+            step += 1
+        """,
+        fixed="""
+        step = 0
+        while step < 1000:
+            loss = model(next(batches)).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
             step += 1
         """
     ),
@@ -248,6 +281,15 @@ ZeroGradBeforeStep.MUST_FIRE = (
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.zero_grad()
             optimizer.step()
+        """,
+        fixed="""
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
         """
     ),
     Fires(  # where it is reported: at the `zero_grad` inside the helper, with the helper's call as evidence

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainlint.analysis.model import Finding, Severity
+from trainlint.analysis.findings import Finding, Severity
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 

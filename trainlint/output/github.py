@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainlint.analysis.model import Finding, Severity
+from trainlint.analysis.findings import Finding, Severity
 from trainlint.config import relative_posix
 
 from . import Report

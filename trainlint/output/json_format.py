@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from trainlint.analysis.model import Finding, Fix, Severity
+from trainlint.analysis.findings import Finding, Fix, Severity
 from trainlint.config import relative_posix
 
 from . import Report

@@ -14,7 +14,7 @@ import msgspec
 
 import trainlint
 from trainlint.analysis.engine_codes import ENGINE_CODES
-from trainlint.analysis.model import Finding, Severity, TextEdit
+from trainlint.analysis.findings import Finding, Severity, TextEdit
 from trainlint.analysis.rules.base import Rule
 from trainlint.config import relative_posix
 
@@ -68,7 +68,7 @@ def render_sarif(report: Report, rules: Sequence[type[Rule]], *, cwd: Path | Non
 
 def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
     text = rule.explain()
-    return {
+    descriptor: dict[str, Any] = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
@@ -78,6 +78,9 @@ def _rule_descriptor(rule: type[Rule]) -> dict[str, Any]:
         "defaultConfiguration": {"level": _LEVELS[rule.severity]},
         "properties": {"fixable": rule.fixable},
     }
+    if descriptor["helpUri"] is None:  # a plugin rule that names no documentation page
+        del descriptor["helpUri"]
+    return descriptor
 
 
 def _engine_descriptor(code: str, name: str) -> dict[str, Any]:

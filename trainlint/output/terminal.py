@@ -7,7 +7,7 @@ import unicodedata
 from pathlib import Path
 from typing import IO
 
-from trainlint.analysis.model import Finding, Severity
+from trainlint.analysis.findings import Finding, Severity
 from trainlint.config import relative_posix
 
 from . import Report

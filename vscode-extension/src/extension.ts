@@ -51,6 +51,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.workspace.onDidSaveTextDocument((document) => {
       if (document === vscode.window.activeTextEditor?.document) void updateStatusBar();
     }),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void restart()), // now it may load the project's plugins
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration("trainlint.path") || event.affectsConfiguration("trainlint.interpreter")) {
         void restart();
@@ -100,7 +101,8 @@ async function startServer(): Promise<void> {
       { scheme: "untitled", language: "python" },
       { notebook: "jupyter-notebook", language: "python" },
     ],
-    initializationOptions: initializationOptions(settingsSection()),
+    // The server loads the project's own rule plugins only in a trusted workspace (docs/writing-rules.md).
+    initializationOptions: { ...initializationOptions(settingsSection()), workspaceTrusted: vscode.workspace.isTrusted },
     synchronize: { configurationSection: SECTION },
     outputChannel: output,
     middleware: {

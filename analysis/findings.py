@@ -31,13 +31,6 @@ class Severity(enum.IntEnum):
             raise ValueError(f"unknown severity {text!r} (expected error, warning or note)") from None
 
 
-class Span(msgspec.Struct, frozen=True):
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-
 class TextEdit(msgspec.Struct, frozen=True):
     """Replace the text between two positions (end exclusive) with new_text."""
 
@@ -92,10 +85,6 @@ class Finding(msgspec.Struct, frozen=True):
     cell_column: int | None = None
     cell_end_line: int | None = None  # where the span ends, in the same cell
     cell_end_column: int | None = None
-
-    @property
-    def span(self) -> Span:
-        return Span(self.line, self.column, self.end_line, self.end_column)
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.code)

