@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import re
 import threading
+from typing import NamedTuple
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -181,6 +182,12 @@ class SyntaxProblem:
         )
 
 
+class NodeMemo(NamedTuple):
+    """A key of ``ParsedChunk.memo`` whose value maps nodes to facts of their own subtree."""
+
+    name: str
+
+
 class ParsedChunk:
     __slots__ = ("chunk", "index", "module", "syntax_error", "broken", "memo", "origin", "_positions", "_starts", "_words", "_tree_text")
 
@@ -336,11 +343,10 @@ class ParsedChunk:
         result._positions, result._starts = tree.positions, tree.starts
         result._words = None
         # facts memoised per node stay valid for the nodes both trees share; per-tree facts do not
-        result.memo = {}
-        for key in ("texts", "bound_names"):
-            kept = self.memo.get(key)
-            if kept:
-                result.memo[key] = {node: value for node, value in kept.items() if node not in tree.removed}
+        result.memo = {
+            key: {node: value for node, value in kept.items() if node not in tree.removed}
+            for key, kept in self.memo.items() if isinstance(key, NodeMemo) and kept
+        }
         self._positions = self._starts = None
         return result
 
@@ -390,11 +396,16 @@ class ParsedChunk:
         note_position(self)
         return self.positions()[node].start.line + self.chunk.start_line
 
+    def node_memo(self, name: str) -> dict:
+        """Facts memoised per node of this tree under ``name``; an edit's splice hands them on to
+        the new tree for every node both trees share (``memo`` holds facts of the whole tree)."""
+        return self.memo.setdefault(NodeMemo(name), {})
+
     def code_for(self, node: cst.CSTNode) -> str:
         """The node's source text; each node's is generated once for as long as the tree lives (the
         flow walk and the rules ask for the same call's text again and again)."""
         assert self.module is not None
-        texts: dict = self.memo.setdefault("texts", {})
+        texts = self.node_memo("texts")
         text = texts.get(node)
         if text is None:
             text = texts[node] = self.module.code_for_node(node)

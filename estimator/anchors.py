@@ -18,9 +18,9 @@ from trainlint.rules import (
     ENGINE,
     ModuleAnalysis,
     ParsedChunk,
+    children,
     dotted,
     shortened,
-    walk,
 )
 from trainlint.rules import MODEL as MODEL_TAG
 
@@ -33,6 +33,12 @@ _SETTING_NAMES = {
     BATCH_SIZE: re.compile(r"^(?:per_device_)?(?:train_|eval_|micro_|global_)?batch_size$", re.I),
     SEQUENCE_LENGTH: re.compile(r"^(?:max_)?(?:seq(?:uence)?_?len(?:gth)?|block_size|context_length|seq_length|n_ctx)$", re.I),
 }
+
+
+# The nodes whose settings are memoised: every statement (an edit re-builds only those on its path).
+_STATEMENTS = frozenset({
+    cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Match,
+})
 
 
 class Anchor(msgspec.Struct, frozen=True):
@@ -83,25 +89,48 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
     if cached is None:
         cached = []
         if chunk.module is not None:
-            for node in walk(chunk.module):
-                name = None
-                if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                    targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                    for target in targets:
-                        text = dotted(target)
-                        if text is not None:
-                            name = text.rsplit(".", 1)[-1]
-                elif isinstance(node, cst.Arg) and node.keyword is not None:
-                    name = node.keyword.value
-                elif isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("add_argument"):
-                    option = next((a.value for a in node.args if isinstance(a.value, cst.SimpleString)), None)
-                    if option is not None:
-                        name = option.evaluated_value.lstrip("-").replace("-", "_") if isinstance(option.evaluated_value, str) else None
-                if name is None:
-                    continue
-                for kind, pattern in _SETTING_NAMES.items():
-                    if pattern.match(name):
-                        cached.append((kind, node, shortened(chunk.code_for(node), 60)))
-                        break
+            # per statement, so that after an edit only the statements on the edit's path are read again
+            cached = _settings_under(chunk, chunk.module, chunk.node_memo("vram_settings"))
         chunk.memo["vram_settings"] = cached
     return cached
+
+
+def _settings_under(
+    chunk: ParsedChunk, root: cst.CSTNode, by_statement: dict[cst.CSTNode, list[tuple[str, cst.CSTNode, str]]],
+) -> list[tuple[str, cst.CSTNode, str]]:
+    """The settings in ``root``'s subtree, in ``walk``'s order; a nested statement's from the memo."""
+    found: list[tuple[str, cst.CSTNode, str]] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node is not root and type(node) in _STATEMENTS:
+            kept = by_statement.get(node)
+            if kept is None:
+                kept = by_statement[node] = _settings_under(chunk, node, by_statement)
+            found.extend(kept)
+            continue
+        setting = _setting(node)
+        if setting is not None:
+            found.append((setting, node, shortened(chunk.code_for(node), 60)))
+        stack.extend(children(node))
+    return found
+
+
+def _setting(node: cst.CSTNode) -> str | None:
+    """The kind of setting the node sets (an assignment's target, a keyword, an option's name), if any."""
+    name = None
+    if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            text = dotted(target)
+            if text is not None:
+                name = text.rsplit(".", 1)[-1]
+    elif isinstance(node, cst.Arg) and node.keyword is not None:
+        name = node.keyword.value
+    elif isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("add_argument"):
+        option = next((a.value for a in node.args if isinstance(a.value, cst.SimpleString)), None)
+        if option is not None:
+            name = option.evaluated_value.lstrip("-").replace("-", "_") if isinstance(option.evaluated_value, str) else None
+    if name is None:
+        return None
+    return next((kind for kind, pattern in _SETTING_NAMES.items() if pattern.match(name)), None)
