@@ -201,3 +201,20 @@ def test_edits_that_start_a_statement_at_column_0_inside_main_match_a_fresh_anal
     incremental = findings_for(module.updated(edited), SETTINGS, RULES)
     fresh = findings_for(ModuleAnalysis(edited, "train.py"), SETTINGS, RULES)
     assert _key(incremental) == _key(fresh)
+
+
+def test_facts_memoised_per_node_are_handed_on_for_the_statements_an_edit_did_not_touch():
+    text = _script(4)
+    module = ModuleAnalysis(text, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    main = next(chunk for chunk in module.chunks if chunk.chunk.text.lstrip().startswith("def main"))
+    statements = [node for node in walk(main.module) if isinstance(node, cst.SimpleStatementLine)]
+    memo = main.node_memo("facts of a statement")
+    for node in statements:
+        memo[node] = main.code_for(node)
+    copies = [node for node in statements if "latents * vae.config.scaling_factor" in memo[node]]
+    edited = min(copies, key=lambda node: main.range_of(node)[0])  # the first copy: the one edited below
+    module = module.updated(text.replace("latents * vae.config.scaling_factor", "latents * vae.config.scaling_factors", 1))
+    kept = module.chunks[main.index].node_memo("facts of a statement")
+    assert edited not in kept
+    assert [node for node in statements if node is not edited] == list(kept)  # the others, still in the tree
