@@ -102,7 +102,7 @@ class SettingsStore:
         self._configs.clear()
 
     def for_document(self, uri: str, path: Path | None) -> EffectiveSettings:
-        return effective_settings(self.of(uri), self.project_config(path), path)
+        return effective_settings(self.of(uri), self.project_config(path), path, self.problem)
 
 
 # ---------------------------------------------------------------------- handlers

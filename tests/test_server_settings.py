@@ -43,3 +43,25 @@ def test_editor_settings_override_the_project_file():
     assert effective.analysis.ignore == ("TL101",)
     assert effective.analysis.severity == {"TL401": Severity.NOTE, "TL201": Severity.WARNING}
     assert effective.dropped == frozenset()
+
+
+def test_a_plugin_code_in_the_editors_settings_is_checked_against_the_files_own_rules(tmp_path, monkeypatch):
+    from test_plugins import project
+
+    from trainlint.analysis import registry
+    from trainlint.config import load_config
+
+    monkeypatch.setattr(registry, "_loaded", registry._Loaded())
+    root = project(tmp_path)
+    editor, problems = parse_editor_settings({"select": ["ACME101", "TL101"], "severity": {"save-whole-model": "error"}})
+    assert problems == []  # not a trainlint code: which rule it names depends on the file
+    told: list[str] = []
+    with_plugin = effective_settings(editor, load_config(root / "pyproject.toml"), root / "train.py", told.append)
+    assert with_plugin.analysis.select == ("ACME101", "TL101") and with_plugin.analysis.severity == {"save-whole-model": Severity.ERROR}
+    assert told == []
+    without = effective_settings(editor, Config(root=tmp_path / "elsewhere"), tmp_path / "elsewhere" / "train.py", told.append)
+    assert without.analysis.select == ("TL101",) and without.analysis.severity == {}
+    assert len(told) == 2 and all("left out" in message for message in told)
+    assert any("ACME101" in message for message in told) and any("save-whole-model" in message for message in told)
+    effective_settings(editor, Config(root=tmp_path / "elsewhere"), tmp_path / "elsewhere" / "other.py", told.append)
+    assert len(told) == 2  # told once

@@ -11,6 +11,8 @@ its own, and every problem becomes one line the server logs and shows once.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import Any
 import msgspec
 
 from trainlint.analysis.findings import Severity
+from trainlint.analysis.registry import RESERVED_PREFIX, rules_for
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.config import Config, engine_codes_in, rule_codes, without_engine_codes
 
@@ -84,13 +87,23 @@ def _model(value: Any) -> str | None:
     return value.strip() or None
 
 
+# Which rule a code or name in the editor's settings means depends on the file: its project's
+# configuration may load plugins. So only trainlint's own codes (TL..., which no plugin may use) are
+# checked here; the other tokens are checked per file (``effective_settings``).
+_OWN_CODE = re.compile(rf"{RESERVED_PREFIX}\d*", re.IGNORECASE)
+
+
+def _checked_if_own(token: str, *, engine: bool = True) -> str:
+    if _OWN_CODE.fullmatch(token.strip()):
+        rule_codes(token, allow_engine_codes=engine)  # raises with a readable message
+    return token
+
+
 def _codes(key: str) -> Callable[[Any], tuple[str, ...]]:
     def convert(value: Any) -> tuple[str, ...]:
-        if not isinstance(value, list) or not all(isinstance(token, str) for token in value):
+        if not isinstance(value, list) or not all(isinstance(token, str) and token.strip() for token in value):
             raise ValueError(f"`{key}` must be a list of rule codes or names")
-        for token in value:
-            rule_codes(token, allow_engine_codes=True)  # raises with a readable message
-        return tuple(value)
+        return tuple(_checked_if_own(token) for token in value)
 
     return convert
 
@@ -98,11 +111,7 @@ def _codes(key: str) -> Callable[[Any], tuple[str, ...]]:
 def _severities(value: Any) -> dict[str, Severity]:
     if not isinstance(value, dict):
         raise ValueError("`severity` must map rule codes to error, warning or note")
-    severities: dict[str, Severity] = {}
-    for rule, level in value.items():
-        rule_codes(str(rule))
-        severities[str(rule)] = Severity.parse(str(level))
-    return severities
+    return {_checked_if_own(str(rule), engine=False): Severity.parse(str(level)) for rule, level in value.items()}
 
 
 def _run(value: Any) -> str:
@@ -234,6 +243,44 @@ def parse_editor_settings(raw: Any, base: EditorSettings | None = None) -> tuple
     return settings, problems
 
 
-def effective_settings(editor: EditorSettings, project: Config, path: Path | None) -> EffectiveSettings:
-    """The settings for a file open in the editor."""
-    return resolve_settings(project, editor.overrides(), path)
+def effective_settings(
+    editor: EditorSettings, project: Config, path: Path | None, problem: Callable[[str], None] | None = None,
+) -> EffectiveSettings:
+    """The settings for a file open in the editor. The rule codes and names of the editor's
+    settings are checked against the rules that file runs (its project's plugins included): one
+    that names none is left out and told to ``problem``, once per set of settings and plugins."""
+    select, ignore, severity, problems = _known_rule_tokens(
+        editor.select, editor.ignore, tuple(editor.severity.items()), project.plugins,
+    )
+    if problem is not None and problems:
+        for message in problems:
+            problem(message)
+        problems.clear()  # told once: the next file with these settings and plugins stays quiet
+    overrides = msgspec.structs.replace(editor.overrides(), select=select, ignore=ignore, severity=severity)
+    return resolve_settings(project, overrides, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _known_rule_tokens(
+    select: tuple[str, ...] | None, ignore: tuple[str, ...] | None, severity: tuple[tuple[str, Severity], ...],
+    plugins: tuple[str, ...],
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None, dict[str, Severity], list[str]]:
+    rules = rules_for(plugins)
+    problems: list[str] = []
+
+    def known(key: str, token: str, *, engine: bool = True) -> bool:
+        try:
+            rule_codes(token, allow_engine_codes=engine, rules=rules)
+        except ValueError as error:
+            problems.append(f"trainlint: setting `{key}`: {error}; left out")
+            return False
+        return True
+
+    def kept(key: str, tokens: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if tokens is None:
+            return None
+        known_tokens = tuple(token for token in tokens if known(key, token))
+        return known_tokens if known_tokens or not tokens else None  # none known: the project's value
+
+    levels = {rule: level for rule, level in severity if known("severity", rule, engine=False)}
+    return kept("select", select), kept("ignore", ignore), levels, problems
