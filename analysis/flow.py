@@ -351,12 +351,12 @@ class ScopeAnalysis:
     def _enters_no_grad(self, statement: cst.CSTNode) -> bool:
         """``stack.enter_context(torch.no_grad())`` on an ExitStack: grad is off until the stack closes,
         which is the end of the ``with ExitStack() as stack:`` block this statement sits in."""
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return False
         small = statement.body[0]
-        call = small.value if isinstance(small, cst.Expr) else None
+        call = small.value if type(small) is cst.Expr else None
         return (
-            isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "enter_context"
+            type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "enter_context"
             and len(call.args) == 1 and self._is_no_grad(call.args[0].value)
         )
 
@@ -446,9 +446,9 @@ class ScopeAnalysis:
 
     def _walk_small(self, small: cst.BaseSmallStatement, context: Context) -> None:
         self._statement = small
-        if isinstance(small, cst.Expr):
+        if type(small) is cst.Expr:
             self.evaluate(small.value, context)
-        elif isinstance(small, cst.Assign):
+        elif type(small) is cst.Assign:
             value = self.evaluate(small.value, context)
             for target in small.targets:
                 accumulated = _self_accumulation(target.target, small.value)
@@ -512,7 +512,8 @@ class ScopeAnalysis:
 
     # ------------------------------------------------------------------ binding
     def _bind_target(self, target, value: Value, context: Context, node, *, value_node=None, record=True) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        kind = type(target)
+        if kind is cst.Tuple or kind is cst.List:
             for index, element in enumerate(target.elements):
                 item = value.items[index] if value.items and index < len(value.items) else _element_of_tuple(value)
                 inner_target = element.value
@@ -520,7 +521,7 @@ class ScopeAnalysis:
                     inner_target = element.value
                 self._bind_target(inner_target, item, context, node, record=record)
             return
-        if isinstance(target, cst.Subscript):
+        if kind is cst.Subscript:
             container = dotted(target.value)
             if container is not None:
                 self._record_store("subscript", container, value, value_node or target, node, context)
@@ -765,7 +766,8 @@ class ScopeAnalysis:
         function: FunctionInfo | None = None
         raw = dotted(func)
         head = raw.split(".", 1)[0] if raw else None
-        attribute_value = self._lookup(raw, context) if isinstance(func, cst.Attribute) and raw and (raw in self.env or head == "self") else UNKNOWN
+        is_attribute = type(func) is cst.Attribute
+        attribute_value = self._lookup(raw, context) if is_attribute and raw and (raw in self.env or head == "self") else UNKNOWN
         owner = self.function.owner if self.function is not None else None
         own_method = (
             owner.find_method(cast(cst.Attribute, func).attr.value, self.summary)  # `self.name`: an Attribute
@@ -777,12 +779,12 @@ class ScopeAnalysis:
             # `self.criterion(...)`, `self.module_(x)`: calling what an attribute holds, not a method
             receiver = attribute_value
             receiver_key = raw
-        elif isinstance(func, cst.Attribute) and (raw is None or (head is not None and self._is_bound(head)) or head == "self"):
+        elif is_attribute and isinstance(func, cst.Attribute) and (raw is None or (head is not None and self._is_bound(head)) or head == "self"):
             receiver = self.evaluate(func.value, context)
             receiver_key = dotted(func.value)
             method = func.attr.value
             function = own_method
-        elif isinstance(func, cst.Attribute) and raw is not None:
+        elif is_attribute and isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value
             function = self.summary.imported_function(raw)
