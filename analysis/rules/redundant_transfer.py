@@ -433,7 +433,7 @@ def _is_model_call(call: CallEvent) -> bool:
 def _changed_in(scope: ScopeAnalysis, loop: Loop) -> set[str]:
     """Dotted names the loop, or a local function it calls, rebinds, stores into, or modifies in place
     (`w.mul_(...)`, `w[i] = v`, `nn.init.zeros_(w)`, `self.mask = ...` in a helper method)."""
-    changed = set(_statement_bound_names(scope.chunk.memo.setdefault("bound_names", {}), loop.node))
+    changed = set(_statement_bound_names(scope.chunk.node_memo("bound_names"), loop.node))
     reached: dict[int, tuple[ScopeAnalysis, Loop | None]] = {id(scope): (scope, loop)}
     for call in calls_in(scope, loop):
         inner = call.function.analysis(scope.summary) if call.function is not None else None
