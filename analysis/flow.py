@@ -11,8 +11,8 @@ of walking the tree again.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 
@@ -233,6 +233,9 @@ class ScopeAnalysis:
         self.env: dict[str, Value] = {}
         self.binding_loop: dict[str, Loop | None] = {}
         self._dotted_heads: set[str] = set()  # every proper prefix of a dotted key ever bound ("self" for "self.fc")
+        # every key of env or binding_loop written or deleted, in order (repeats kept): an `if`
+        # merges its branches' environments over the keys written since it began, not all of them
+        self._written: list[str] = []
         self._statement: cst.CSTNode | None = None  # the statement being walked, for CallEvent.statement
         # `if` statements, conditional expressions and and/or operations, in the order walked
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
@@ -242,7 +245,10 @@ class ScopeAnalysis:
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
         self._returns: list[Value] = []
-        self._memo: dict[cst.CSTNode, Value] = {}  # each expression is evaluated once, in order
+        # Each expression is evaluated once, in order. Keyed by the node's id, which costs less than
+        # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
+        # scope's tree, which outlives the scope's use.
+        self._memo: dict[int, Value] = {}
 
     def release(self, *, whole: bool = True) -> None:
         """Drop what this scope refers to, once no analysis uses it any more: its events refer back
@@ -260,6 +266,7 @@ class ScopeAnalysis:
         self.loops = []
         self.env = {}
         self.binding_loop = {}
+        self._written = []
         self.branch_tests = []
         self.local_functions = {}
         self.params = {}
@@ -284,6 +291,7 @@ class ScopeAnalysis:
         scope._bind_parameters(node, info.owner)
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
         scope._walk_block(body, context)
+        scope._written.clear()  # no `if` is being walked
         scope.return_value = join(scope._returns) if scope._returns else UNKNOWN
         return scope
 
@@ -291,6 +299,7 @@ class ScopeAnalysis:
     def of_module_statement(cls, chunk: ParsedChunk, summary: ModuleSummary) -> ScopeAnalysis:
         scope = cls(chunk, summary, chunk_index=chunk.index)
         scope._walk_block([s for s in chunk.body if not isinstance(s, (cst.FunctionDef, cst.ClassDef))], Context())
+        scope._written.clear()  # no `if` is being walked
         return scope
 
     @property
@@ -309,7 +318,7 @@ class ScopeAnalysis:
 
     def value_at(self, expression: cst.BaseExpression) -> Value | None:
         """The value the walk computed for ``expression`` where it ran; None if the walk never evaluated it."""
-        return self._memo.get(expression)
+        return self._memo.get(id(expression))
 
     # ------------------------------------------------------------------ parameters
     def _bind_parameters(self, node: cst.FunctionDef, owner: ClassInfo | None) -> None:
@@ -342,12 +351,12 @@ class ScopeAnalysis:
     def _enters_no_grad(self, statement: cst.CSTNode) -> bool:
         """``stack.enter_context(torch.no_grad())`` on an ExitStack: grad is off until the stack closes,
         which is the end of the ``with ExitStack() as stack:`` block this statement sits in."""
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return False
         small = statement.body[0]
-        call = small.value if isinstance(small, cst.Expr) else None
+        call = small.value if type(small) is cst.Expr else None
         return (
-            isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "enter_context"
+            type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "enter_context"
             and len(call.args) == 1 and self._is_no_grad(call.args[0].value)
         )
 
@@ -412,6 +421,7 @@ class ScopeAnalysis:
         self.evaluate(statement.test, context)
         before = dict(self.env)
         before_loops = dict(self.binding_loop)
+        first_write = len(self._written)
         self._walk_block(statement.body.body, context.under(self._condition(statement, statement.test, "if", context)))
         after_body = self.env
         body_loops = self.binding_loop
@@ -422,21 +432,23 @@ class ScopeAnalysis:
             self._walk_if(orelse, context.under(self._condition(statement, statement.test, "else", context)))
         elif orelse is not None:
             self._walk_block(orelse.body.body, context.under(self._condition(statement, statement.test, "else", context)))
-        for key in after_body.keys() | self.env.keys():
+        # a key neither branch wrote holds the same value and loop in both
+        for key in dict.fromkeys(self._written[first_write:]):
             body_value, else_value = after_body.get(key), self.env.get(key)
             if body_value is else_value and body_loops.get(key) is self.binding_loop.get(key):
-                continue  # neither branch touched it
+                continue  # written, but to what it was
             values = [v for v in (body_value, else_value) if v is not None]
             if key not in after_body or key not in self.env:
                 values.append(before.get(key, UNKNOWN))
             self.env[key] = join(values)
             self.binding_loop[key] = body_loops.get(key, self.binding_loop.get(key))
+            self._written.append(key)
 
     def _walk_small(self, small: cst.BaseSmallStatement, context: Context) -> None:
         self._statement = small
-        if isinstance(small, cst.Expr):
+        if type(small) is cst.Expr:
             self.evaluate(small.value, context)
-        elif isinstance(small, cst.Assign):
+        elif type(small) is cst.Assign:
             value = self.evaluate(small.value, context)
             for target in small.targets:
                 accumulated = _self_accumulation(target.target, small.value)
@@ -496,10 +508,12 @@ class ScopeAnalysis:
         existing = self.env.get(container)
         if existing is not None:
             self.env[container] = join([existing, value.with_tags(add=(CONTAINER,))])
+            self._written.append(container)
 
     # ------------------------------------------------------------------ binding
     def _bind_target(self, target, value: Value, context: Context, node, *, value_node=None, record=True) -> None:
-        if isinstance(target, (cst.Tuple, cst.List)):
+        kind = type(target)
+        if kind is cst.Tuple or kind is cst.List:
             for index, element in enumerate(target.elements):
                 item = value.items[index] if value.items and index < len(value.items) else _element_of_tuple(value)
                 inner_target = element.value
@@ -507,7 +521,7 @@ class ScopeAnalysis:
                     inner_target = element.value
                 self._bind_target(inner_target, item, context, node, record=record)
             return
-        if isinstance(target, cst.Subscript):
+        if kind is cst.Subscript:
             container = dotted(target.value)
             if container is not None:
                 self._record_store("subscript", container, value, value_node or target, node, context)
@@ -515,6 +529,7 @@ class ScopeAnalysis:
                 if held is not None and GRAPH in held.tags and GRAPH not in value.tags and not is_known_tensor(held):
                     # `output["loss"] = output["loss"].detach()`: the part that carried a graph was replaced
                     self.env[container] = held.without_graph()
+                    self._written.append(container)
             return
         key = dotted(target)
         if key is None:
@@ -525,6 +540,7 @@ class ScopeAnalysis:
 
     def _assign_key(self, key: str, value: Value, context: Context, keep_loop: bool = False) -> None:
         self.env[key] = value
+        self._written.append(key)
         if not keep_loop or key not in self.binding_loop:
             self.binding_loop[key] = context.loop
         if "." in key:
@@ -535,6 +551,7 @@ class ScopeAnalysis:
             prefix = key + "."
             for stale in [k for k in self.env if k.startswith(prefix)]:
                 del self.env[stale]
+                self._written.append(stale)
 
     def _lookup(self, key: str, context: Context) -> Value:
         value = self.env.get(key)
@@ -583,123 +600,142 @@ class ScopeAnalysis:
     def evaluate(self, expression: cst.BaseExpression | None, context: Context) -> Value:
         if expression is None:
             return UNKNOWN
-        known = self._memo.get(expression)
+        key = id(expression)
+        known = self._memo.get(key)
         if known is None:
-            known = self._memo[expression] = self._evaluate(expression, context)
+            known = self._memo[key] = self._evaluate(expression, context)
         return known
 
     def _evaluate(self, expression: cst.BaseExpression, context: Context) -> Value:
-        if isinstance(expression, cst.Name):
-            if expression.value in ("True", "False", "None"):
-                return Value((CONSTANT,))
-            return self._lookup(expression.value, context)
-        if isinstance(expression, cst.Attribute):
-            key = dotted(expression)
-            if key is not None and (key in self.env or key.startswith("self.")):
-                found = self._lookup(key, context)
-                if found is not UNKNOWN:
-                    return found
-            base = self.evaluate(expression.value, context)
-            return _attribute_of(base, expression.attr.value)
-        if isinstance(expression, cst.Call):
-            return self._evaluate_call(expression, context)
-        if isinstance(expression, (cst.Integer, cst.Float, cst.Imaginary)):
-            return Value((NUMBER, CONSTANT))
-        if isinstance(expression, (cst.SimpleString, cst.ConcatenatedString)):
-            text = literal_value(expression) if isinstance(expression, cst.SimpleString) else None
-            tags = (CONSTANT, DEVICE) if isinstance(text, str) and text.startswith("cuda") else (CONSTANT,)
-            return Value(tags)
-        if isinstance(expression, cst.FormattedString):
-            for part in expression.parts:
-                if isinstance(part, cst.FormattedStringExpression):
-                    self.evaluate(part.expression, context)
-            return UNKNOWN
-        if isinstance(expression, cst.BinaryOperation):
-            left = self.evaluate(expression.left, context)
-            right = self.evaluate(expression.right, context)
-            combined = join([left, right])
-            if CONSTANT in left.tags and CONSTANT in right.tags:
-                return Value((CONSTANT, NUMBER))
-            kinds = set(combined.tags & OUTPUT_KINDS)
-            result = combined.with_tags(remove=kinds | {CONTAINER, STRUCTURED})
-            if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
-                result = result.with_tags(add=(SCALED,))
-            if isinstance(expression.operator, cst.Multiply) and (
-                _mentions_division(expression.left) or _mentions_division(expression.right)
-            ):
-                result = result.with_tags(add=(SCALED,))
-            if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS and not isinstance(
-                expression.operator, cst.MatrixMultiply
-            ):
-                result = result.with_tags(add=kinds)  # scaling keeps what the tensor holds; a product mixes it
-            return result
-        if isinstance(expression, cst.UnaryOperation):
-            value = self.evaluate(expression.expression, context)
-            return Value((NUMBER,)) if isinstance(expression.operator, cst.Not) else value
-        if isinstance(expression, (cst.Comparison, cst.BooleanOperation)):
-            if isinstance(expression, cst.Comparison):
-                self.evaluate(expression.left, context)
-                for comparison in expression.comparisons:
-                    self.evaluate(comparison.comparator, context)
-                return Value((NUMBER,))
-            self.branch_tests.append(expression)
-            left = self.evaluate(expression.left, context)
-            right = self.evaluate(expression.right, context)
-            return join([left, right])
-        if isinstance(expression, cst.Subscript):
-            base = self.evaluate(expression.value, context)
-            for element in expression.slice:
-                if isinstance(element.slice, cst.Index):
-                    self.evaluate(element.slice.value, context)
-            if base.items and len(expression.slice) == 1:
-                index = expression.slice[0].slice
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                    position = int(index.value.value)
-                    if position < len(base.items):
-                        return base.items[position]
-            if any(
-                isinstance(element.slice, cst.Slice) and torchapi.mentions_rank(_text(self.chunk, element.slice))
-                for element in expression.slice
-            ):
-                return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
-            element = _element_of(base)
-            if STRUCTURED in element.tags and len(expression.slice) == 1 and isinstance(expression.slice[0].slice, cst.Index) and isinstance(
-                expression.slice[0].slice.value, cst.SimpleString
-            ):
-                return element.with_tags(remove=(STRUCTURED,))  # `outputs["logits"]`: one field of a ModelOutput
-            return element
-        if isinstance(expression, (cst.Tuple, cst.List, cst.Set)):
-            items = tuple(self.evaluate(element.value, context) for element in expression.elements)
-            if isinstance(expression, cst.Tuple):
-                result = join(items)
-                return Value(result.tags, site=result.site, note=result.note, roots=result.roots, items=items)
-            return Value(join(items).tags | {CONTAINER}, roots=join(items).roots)
-        if isinstance(expression, cst.Dict):
-            values = []
-            for element in expression.elements:
-                if isinstance(element, cst.DictElement):
-                    self.evaluate(element.key, context)
-                    values.append(self.evaluate(element.value, context))
-            return Value(join(values).tags | {CONTAINER})
-        if isinstance(expression, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
-            element = expression.value if isinstance(expression, cst.DictComp) else expression.elt
-            inner = self._comprehension_element(expression.for_in, element, context)
-            return Value(inner.tags | {CONTAINER}, site=inner.site, note=inner.note, roots=inner.roots)
-        if isinstance(expression, cst.IfExp):
-            self.branch_tests.append(expression)
-            self.evaluate(expression.test, context)
-            return join([self.evaluate(expression.body, context), self.evaluate(expression.orelse, context)])
-        if isinstance(expression, cst.Lambda):
-            return UNKNOWN
-        if isinstance(expression, cst.Await):
-            return self.evaluate(expression.expression, context)
-        if isinstance(expression, cst.NamedExpr):
-            value = self.evaluate(expression.value, context)
-            self._bind_target(expression.target, value, context, expression, value_node=expression.value)
-            return value
-        if isinstance(expression, cst.StarredElement):
-            return self.evaluate(expression.value, context)
+        # one dictionary look-up by the node's exact class (LibCST's node classes have no
+        # subclasses): a chain of isinstance tests costs an ABCMeta check per class that fails
+        evaluator = _EVALUATORS.get(type(expression))
+        return UNKNOWN if evaluator is None else evaluator(self, expression, context)
+
+    def _evaluate_name(self, expression: cst.Name, context: Context) -> Value:
+        if expression.value in ("True", "False", "None"):
+            return Value((CONSTANT,))
+        return self._lookup(expression.value, context)
+
+    def _evaluate_attribute(self, expression: cst.Attribute, context: Context) -> Value:
+        key = dotted(expression)
+        if key is not None and (key in self.env or key.startswith("self.")):
+            found = self._lookup(key, context)
+            if found is not UNKNOWN:
+                return found
+        base = self.evaluate(expression.value, context)
+        return _attribute_of(base, expression.attr.value)
+
+    def _evaluate_number(self, expression: cst.Integer | cst.Float | cst.Imaginary, context: Context) -> Value:
+        return Value((NUMBER, CONSTANT))
+
+    def _evaluate_string(self, expression: cst.SimpleString | cst.ConcatenatedString, context: Context) -> Value:
+        text = literal_value(expression) if isinstance(expression, cst.SimpleString) else None
+        tags = (CONSTANT, DEVICE) if isinstance(text, str) and text.startswith("cuda") else (CONSTANT,)
+        return Value(tags)
+
+    def _evaluate_formatted_string(self, expression: cst.FormattedString, context: Context) -> Value:
+        for part in expression.parts:
+            if isinstance(part, cst.FormattedStringExpression):
+                self.evaluate(part.expression, context)
         return UNKNOWN
+
+    def _evaluate_binary_operation(self, expression: cst.BinaryOperation, context: Context) -> Value:
+        left = self.evaluate(expression.left, context)
+        right = self.evaluate(expression.right, context)
+        combined = join([left, right])
+        if CONSTANT in left.tags and CONSTANT in right.tags:
+            return Value((CONSTANT, NUMBER))
+        kinds = set(combined.tags & OUTPUT_KINDS)
+        result = combined.with_tags(remove=kinds | {CONTAINER, STRUCTURED})
+        if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
+            result = result.with_tags(add=(SCALED,))
+        if isinstance(expression.operator, cst.Multiply) and (
+            _mentions_division(expression.left) or _mentions_division(expression.right)
+        ):
+            result = result.with_tags(add=(SCALED,))
+        if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS and not isinstance(
+            expression.operator, cst.MatrixMultiply
+        ):
+            result = result.with_tags(add=kinds)  # scaling keeps what the tensor holds; a product mixes it
+        return result
+
+    def _evaluate_unary_operation(self, expression: cst.UnaryOperation, context: Context) -> Value:
+        value = self.evaluate(expression.expression, context)
+        return Value((NUMBER,)) if isinstance(expression.operator, cst.Not) else value
+
+    def _evaluate_comparison(self, expression: cst.Comparison, context: Context) -> Value:
+        self.evaluate(expression.left, context)
+        for comparison in expression.comparisons:
+            self.evaluate(comparison.comparator, context)
+        return Value((NUMBER,))
+
+    def _evaluate_boolean_operation(self, expression: cst.BooleanOperation, context: Context) -> Value:
+        self.branch_tests.append(expression)
+        left = self.evaluate(expression.left, context)
+        right = self.evaluate(expression.right, context)
+        return join([left, right])
+
+    def _evaluate_subscript(self, expression: cst.Subscript, context: Context) -> Value:
+        base = self.evaluate(expression.value, context)
+        for element in expression.slice:
+            if isinstance(element.slice, cst.Index):
+                self.evaluate(element.slice.value, context)
+        if base.items and len(expression.slice) == 1:
+            index = expression.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                position = int(index.value.value)
+                if position < len(base.items):
+                    return base.items[position]
+        if any(
+            isinstance(element.slice, cst.Slice) and torchapi.mentions_rank(_text(self.chunk, element.slice))
+            for element in expression.slice
+        ):
+            return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
+        element = _element_of(base)
+        if STRUCTURED in element.tags and len(expression.slice) == 1 and isinstance(expression.slice[0].slice, cst.Index) and isinstance(
+            expression.slice[0].slice.value, cst.SimpleString
+        ):
+            return element.with_tags(remove=(STRUCTURED,))  # `outputs["logits"]`: one field of a ModelOutput
+        return element
+
+    def _evaluate_sequence(self, expression: cst.Tuple | cst.List | cst.Set, context: Context) -> Value:
+        items = tuple(self.evaluate(element.value, context) for element in expression.elements)
+        if isinstance(expression, cst.Tuple):
+            result = join(items)
+            return Value(result.tags, site=result.site, note=result.note, roots=result.roots, items=items)
+        return Value(join(items).tags | {CONTAINER}, roots=join(items).roots)
+
+    def _evaluate_dict(self, expression: cst.Dict, context: Context) -> Value:
+        values = []
+        for element in expression.elements:
+            if isinstance(element, cst.DictElement):
+                self.evaluate(element.key, context)
+                values.append(self.evaluate(element.value, context))
+        return Value(join(values).tags | {CONTAINER})
+
+    def _evaluate_comprehension(
+        self, expression: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp, context: Context,
+    ) -> Value:
+        element = expression.value if isinstance(expression, cst.DictComp) else expression.elt
+        inner = self._comprehension_element(expression.for_in, element, context)
+        return Value(inner.tags | {CONTAINER}, site=inner.site, note=inner.note, roots=inner.roots)
+
+    def _evaluate_if_expression(self, expression: cst.IfExp, context: Context) -> Value:
+        self.branch_tests.append(expression)
+        self.evaluate(expression.test, context)
+        return join([self.evaluate(expression.body, context), self.evaluate(expression.orelse, context)])
+
+    def _evaluate_await(self, expression: cst.Await, context: Context) -> Value:
+        return self.evaluate(expression.expression, context)
+
+    def _evaluate_named_expression(self, expression: cst.NamedExpr, context: Context) -> Value:
+        value = self.evaluate(expression.value, context)
+        self._bind_target(expression.target, value, context, expression, value_node=expression.value)
+        return value
+
+    def _evaluate_starred(self, expression: cst.StarredElement, context: Context) -> Value:
+        return self.evaluate(expression.value, context)
 
     def _comprehension_element(self, for_in: cst.CompFor, element: cst.BaseExpression, context: Context) -> Value:
         """The value of a comprehension's element, its targets bound to the iterables' elements in
@@ -712,6 +748,7 @@ class ScopeAnalysis:
                 iterable = self.evaluate(clause.iter, context)
                 for name in _target_names(clause.target):
                     self.env[name] = UNKNOWN
+                    self._written.append(name)
                 self._bind_target(clause.target, _element_of(iterable), context, clause, record=False)
                 for condition in clause.ifs:
                     self.evaluate(condition.test, context)
@@ -729,7 +766,8 @@ class ScopeAnalysis:
         function: FunctionInfo | None = None
         raw = dotted(func)
         head = raw.split(".", 1)[0] if raw else None
-        attribute_value = self._lookup(raw, context) if isinstance(func, cst.Attribute) and raw and (raw in self.env or head == "self") else UNKNOWN
+        is_attribute = type(func) is cst.Attribute
+        attribute_value = self._lookup(raw, context) if is_attribute and raw and (raw in self.env or head == "self") else UNKNOWN
         owner = self.function.owner if self.function is not None else None
         own_method = (
             owner.find_method(cast(cst.Attribute, func).attr.value, self.summary)  # `self.name`: an Attribute
@@ -741,12 +779,12 @@ class ScopeAnalysis:
             # `self.criterion(...)`, `self.module_(x)`: calling what an attribute holds, not a method
             receiver = attribute_value
             receiver_key = raw
-        elif isinstance(func, cst.Attribute) and (raw is None or (head is not None and self._is_bound(head)) or head == "self"):
+        elif is_attribute and isinstance(func, cst.Attribute) and (raw is None or (head is not None and self._is_bound(head)) or head == "self"):
             receiver = self.evaluate(func.value, context)
             receiver_key = dotted(func.value)
             method = func.attr.value
             function = own_method
-        elif isinstance(func, cst.Attribute) and raw is not None:
+        elif is_attribute and isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value
             function = self.summary.imported_function(raw)
@@ -814,6 +852,7 @@ class ScopeAnalysis:
         )
         # `output["loss"]`: a dict of results; `outputs.loss`: a model output object; `loss`: a tensor
         shape = {CONTAINER} if keyed else {STRUCTURED} if part_of else {TENSOR}
+        self._written.append(key)
         self.env[key] = Value(
             known.tags | {GRAPH} | shape, site=known.site or (self.chunk, event.node),
             note=known.note or f"`{quoted(self.chunk, target)}` (something calls `backward` on it)",
@@ -939,18 +978,21 @@ class ScopeAnalysis:
     def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
         args = event.args
         head = last_part(callee)
-        short = quoted(self.chunk, event.node)
+
+        def short() -> str:  # the call as a message quotes it, for the few results that describe it
+            return quoted(self.chunk, event.node)
+
         local_class = self.summary.local_class(callee)
         if local_class is not None:
             if self.summary.is_module_class(local_class):
-                return Value((MODEL,), site=site, note=f"`{short}` (`{local_class.name}` is an nn.Module)", detail=local_class)
+                return Value((MODEL,), site=site, note=f"`{short()}` (`{local_class.name}` is an nn.Module)", detail=local_class)
             if self.summary.local_class_kind(local_class).kind == libraries.PIPELINE:
-                return Value((PIPELINE,), site=site, note=f"`{short}`")
+                return Value((PIPELINE,), site=site, note=f"`{short()}`")
             kind = self.summary.class_kind(local_class)
             if kind == "iterable-dataset":
-                return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short}`", detail=local_class)
+                return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
             if kind == "map-dataset":
-                return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{short}`", detail=local_class)
+                return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
             return UNKNOWN
         if event.function is not None:
             analysis = event.function.analysis(self.summary)
@@ -964,42 +1006,42 @@ class ScopeAnalysis:
         if built is not None:
             kind, owner = built
             if kind.kind == libraries.MODULE:
-                return Value((MODEL,), site=site, note=f"`{short}` ({kind.evidence})", detail=owner)
+                return Value((MODEL,), site=site, note=f"`{short()}` ({kind.evidence})", detail=owner)
             if kind.kind == libraries.PIPELINE:
-                return Value((PIPELINE,), site=site, note=f"`{short}` ({kind.evidence})")
+                return Value((PIPELINE,), site=site, note=f"`{short()}` ({kind.evidence})")
             return UNKNOWN
         if torchapi.is_loss_class(callee):
-            return Value((CRITERION,), site=site, note=f"`{short}`", detail=head)
+            return Value((CRITERION,), site=site, note=f"`{short()}`", detail=head)
         if torchapi.is_functional_loss(callee):
             roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-            return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{short}` (a loss)", roots=roots, detail=head)
+            return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{short()}` (a loss)", roots=roots, detail=head)
         if torchapi.is_optimizer_class(callee):
-            return Value((OPTIMIZER,), site=site, note=f"`{short}`")
+            return Value((OPTIMIZER,), site=site, note=f"`{short()}`")
         if torchapi.is_scaler(callee):
-            return Value((SCALER,), site=site, note=f"`{short}`")
+            return Value((SCALER,), site=site, note=f"`{short()}`")
         if torchapi.is_dataloader(callee):
             dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
             sharded = {SHARDED} if SHARDED in dataset.tags else set()
-            return Value({LOADER} | sharded, site=site, note=f"`{short}`", detail=event)
+            return Value({LOADER} | sharded, site=site, note=f"`{short()}`", detail=event)
         if (callee.startswith("torch.utils.data") and head == "DistributedSampler") or callee in torchapi.DISTRIBUTED_SAMPLERS:
-            return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short}`")
+            return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short()}`")
         if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
-            return Value((SAMPLER_LOCAL,), site=site, note=f"`{short}`", detail=head)
+            return Value((SAMPLER_LOCAL,), site=site, note=f"`{short()}`", detail=head)
         if callee.startswith("torch.utils.data") and head in {"TensorDataset", "ConcatDataset", "Subset", "StackDataset"}:
             on_device = {ON_DEVICE} if any(ON_DEVICE in a.tags for a in args) else set()
-            return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{short}`")
+            return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{short()}`")
         if callee.startswith("torchvision.datasets."):
-            return Value((DATASET_MAP,), site=site, note=f"`{short}`")
+            return Value((DATASET_MAP,), site=site, note=f"`{short()}`")
         if torchapi.is_ddp_wrapper(callee):
             wrapped = args[0] if args else UNKNOWN
-            return Value({MODEL, DDP}, site=site, note=f"`{short}`", detail=wrapped.detail)
+            return Value({MODEL, DDP}, site=site, note=f"`{short()}`", detail=wrapped.detail)
         if callee in {"deepspeed.initialize"}:
-            engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{short}`")
+            engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{short()}`")
             return Value({MODEL, ENGINE}, items=(engine, Value((OPTIMIZER, ENGINE)), Value((LOADER, SHARDED)), UNKNOWN))
         if head == "Accelerator" and callee.startswith("accelerate"):
-            return Value((ACCELERATOR,), site=site, note=f"`{short}`")
+            return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
         if head == "Fabric" and "fabric" in callee.lower():
-            return Value((ACCELERATOR,), site=site, note=f"`{short}`")
+            return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
         if callee == "torch.compile" and args:
             return args[0]
         if head == "Sequential" and torchapi.is_torch_layer(callee):
@@ -1007,9 +1049,9 @@ class ScopeAnalysis:
             last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]
             output = _model_output_kind(last, self.summary) if MODEL in last.tags else None
             detail = ("sequential", output, last_node[-1] if last_node else None)
-            return Value((MODEL,), site=site, note=f"`{short}`", detail=detail)
+            return Value((MODEL,), site=site, note=f"`{short()}`", detail=detail)
         if torchapi.is_model_factory(callee) or torchapi.is_torch_layer(callee):
-            return Value((MODEL,), site=site, note=f"`{short}`", detail=callee)
+            return Value((MODEL,), site=site, note=f"`{short()}`", detail=callee)
         if torchapi.is_torch_name(callee):
             if head in torchapi.TENSOR_FACTORIES:
                 constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
@@ -1022,8 +1064,8 @@ class ScopeAnalysis:
                 elif _created_on_host(event, head):
                     tags.add(ON_HOST)
                 if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
-                    return Value(tags | {GRAPH}, site=site, note=f"`{short}` (requires_grad=True)", roots=frozenset({event.node}))
-                return Value(tags, site=site, note=f"`{short}`")
+                    return Value(tags | {GRAPH}, site=site, note=f"`{short()}` (requires_grad=True)", roots=frozenset({event.node}))
+                return Value(tags, site=site, note=f"`{short()}`")
             if head in {"softmax", "log_softmax", "sigmoid", "log", "exp"} and args:
                 return _activation(args[0], head, site, self.chunk, event.node)
             if head == "device":
@@ -1071,6 +1113,36 @@ class ScopeAnalysis:
             return args[0].with_tags(add=(SHARDED,))
         return UNKNOWN
 
+
+# What each kind of expression evaluates to (a node of any other class: unknown, a lambda too).
+_EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
+    cst.Name: ScopeAnalysis._evaluate_name,
+    cst.Attribute: ScopeAnalysis._evaluate_attribute,
+    cst.Call: ScopeAnalysis._evaluate_call,
+    cst.Integer: ScopeAnalysis._evaluate_number,
+    cst.Float: ScopeAnalysis._evaluate_number,
+    cst.Imaginary: ScopeAnalysis._evaluate_number,
+    cst.SimpleString: ScopeAnalysis._evaluate_string,
+    cst.ConcatenatedString: ScopeAnalysis._evaluate_string,
+    cst.FormattedString: ScopeAnalysis._evaluate_formatted_string,
+    cst.BinaryOperation: ScopeAnalysis._evaluate_binary_operation,
+    cst.UnaryOperation: ScopeAnalysis._evaluate_unary_operation,
+    cst.Comparison: ScopeAnalysis._evaluate_comparison,
+    cst.BooleanOperation: ScopeAnalysis._evaluate_boolean_operation,
+    cst.Subscript: ScopeAnalysis._evaluate_subscript,
+    cst.Tuple: ScopeAnalysis._evaluate_sequence,
+    cst.List: ScopeAnalysis._evaluate_sequence,
+    cst.Set: ScopeAnalysis._evaluate_sequence,
+    cst.Dict: ScopeAnalysis._evaluate_dict,
+    cst.ListComp: ScopeAnalysis._evaluate_comprehension,
+    cst.SetComp: ScopeAnalysis._evaluate_comprehension,
+    cst.GeneratorExp: ScopeAnalysis._evaluate_comprehension,
+    cst.DictComp: ScopeAnalysis._evaluate_comprehension,
+    cst.IfExp: ScopeAnalysis._evaluate_if_expression,
+    cst.Await: ScopeAnalysis._evaluate_await,
+    cst.NamedExpr: ScopeAnalysis._evaluate_named_expression,
+    cst.StarredElement: ScopeAnalysis._evaluate_starred,
+}
 
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
 # Tensor methods and torch functions that return several tensors (a tuple or a named tuple).

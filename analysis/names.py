@@ -7,12 +7,16 @@ import libcst as cst
 
 def dotted(expr: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a chain of names and attributes, else None."""
+    # exact class tests: LibCST's node classes have no subclasses, and an isinstance test that
+    # fails costs an ABCMeta check (this runs for every call and attribute the analysis meets)
     parts: list[str] = []
-    while isinstance(expr, cst.Attribute):
+    while type(expr) is cst.Attribute:
         parts.append(expr.attr.value)
         expr = expr.value
-    if not isinstance(expr, cst.Name):
+    if type(expr) is not cst.Name:
         return None
+    if not parts:
+        return expr.value
     parts.append(expr.value)
     return ".".join(reversed(parts))
 

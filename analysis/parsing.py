@@ -273,14 +273,20 @@ class ParsedChunk:
 
     def refers_to_any(self, names: set[str]) -> bool:
         """Whether the statement's code uses one of ``names``: the words first (cheap), then, when
-        one of those matches, the names of its tree (once per tree: an f-string's text does not count)."""
+        one of those matches, the names of its tree (once per tree: an f-string's text does not count).
+
+        The name a top-level ``def`` or ``class`` binds is not a use: a second ``def main()`` (two
+        scripts in one file) does not read the first one."""
         if self.words.isdisjoint(names):
             return False
         if self.module is None:
             return True
         used = self.memo.get("names")
         if used is None:
-            used = self.memo["names"] = frozenset(node.value for node in walk(self.module) if isinstance(node, cst.Name))
+            bound = {id(statement.name) for statement in self.module.body if isinstance(statement, (cst.FunctionDef, cst.ClassDef))}
+            used = self.memo["names"] = frozenset(
+                node.value for node in walk(self.module) if isinstance(node, cst.Name) and id(node) not in bound
+            )
         return not used.isdisjoint(names)
 
     @property

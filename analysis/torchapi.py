@@ -151,7 +151,7 @@ def is_torch_layer(name: str) -> bool:
 
 def is_model_factory(name: str) -> bool:
     head = last_part(name)
-    if any(head.endswith(suffix) for suffix in NOT_MODEL_SUFFIXES):
+    if head.endswith(NOT_MODEL_SUFFIXES):
         return False
     if name.startswith("torchvision.models.") and head[:1].islower():
         return True
@@ -159,7 +159,7 @@ def is_model_factory(name: str) -> bool:
         return True
     if head == "from_pretrained":
         owner = last_part(name[: -len(".from_pretrained")])
-        return not any(owner.endswith(suffix) for suffix in NOT_MODEL_SUFFIXES)
+        return not owner.endswith(NOT_MODEL_SUFFIXES)
     return False
 
 

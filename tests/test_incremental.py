@@ -98,6 +98,34 @@ def test_typing_inside_functions_of_a_large_file_gives_what_a_fresh_analysis_giv
     assert kept_somewhere
 
 
+def test_typing_in_a_file_that_defines_its_functions_twice_gives_what_a_fresh_analysis_gives():
+    """Two scripts in one file (each with its own ``main``): typing in one copy keeps the other
+    copy's statements, which only bind the same names, and what they keep must still be right."""
+    rng = random.Random(11)
+    sources = [path.read_text(encoding="utf-8") for path in sorted((EXAMPLES / "buggy").glob("*.py"))]
+    text = "\n".join(sources * 2)
+    state = DocumentState("file:///two_scripts.py", None)
+    state.analyse(text, 0, SETTINGS)
+    first_copy_lines = text.count("\n", 0, len("\n".join(sources)))
+    kept_a_namesake = False
+    for step in range(1, 13 * BATCHES):
+        lines = text.split("\n")
+        index = rng.choice([i for i, line in enumerate(lines[:first_copy_lines]) if line.startswith("    ")])
+        column = rng.randrange(len(lines[index]) + 1)
+        lines[index] = lines[index][:column] + rng.choice(["x", "(", ")", ":", "\n", "\n    ", "é", "'", " "]) + lines[index][column:]
+        text = "\n".join(lines)
+        findings = state.analyse(text, step, SETTINGS).findings
+        module = state.module
+        defined = [set(facts.functions) | set(facts.classes) for facts in module.facts]
+        edited = [i for i in range(len(defined)) if i not in module.kept]
+        kept_a_namesake = kept_a_namesake or any(
+            i in module.kept and defined[i] & defined[j] for j in edited for i in range(len(defined)) if i != j
+        )
+        if step % 4 == 0:
+            assert findings == analyze_source(text, "file:///two_scripts.py", SETTINGS.analysis), f"step {step}"
+    assert kept_a_namesake
+
+
 def _without_statement(text: str, chunk) -> str:
     """The text with one top-level statement blanked out, every other line where it was."""
     lines = text.split("\n")
