@@ -191,14 +191,17 @@ def _first_line(error: BaseException) -> str:
     return text.split("\n")[0][:200]
 
 
-class _QuietDeserializing(logging.Filter):
-    """pygls logs each message it cannot read with a traceback at ERROR; ``dispatch`` reports it in one line."""
+class _QuietProtocolNoise(logging.Filter):
+    """What pygls logs that is no news to the user: each message it cannot read, with a traceback at
+    ERROR (``dispatch`` reports it in one line), and each cancel of a request already answered (a
+    client's cancel crosses the answer on the way: with fast analyses, once per keystroke)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Unable to deserialize message")
+        message = str(record.msg)
+        return not (message.startswith("Unable to deserialize message") or message.startswith("Cancel notification for unknown message id"))
 
 
-logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietDeserializing())
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_QuietProtocolNoise())
 
 
 def log_message(protocol: JsonRPCProtocol, message: str) -> None:

@@ -130,3 +130,13 @@ def test_typing_without_a_pause_still_finishes_an_analysis_every_few_keys(server
     replies = server.replies(sent)
     assert all("result" in reply for reply in replies.values())
     assert analyses_stopped(server) <= 3 * (analyses_run(server) - analyses_stopped(server))
+
+
+def test_cancelling_a_pull_that_was_already_answered_logs_nothing(server):
+    text = long_training_file(100)
+    server.open(URI, text, version=1)
+    pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": URI}})
+    assert "result" in server.replies([pull])[pull]
+    server.notify("$/cancelRequest", {"id": pull})  # crossed the answer on the way: normal, every key
+    assert server.diagnostics(URI) is not None  # the server has read the cancel by now
+    assert not any(b"Cancel notification" in line for line in server.stderr), b"".join(server.stderr)
