@@ -87,10 +87,9 @@ def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
     """Assignments, keyword arguments and ``--batch-size``-style options that set a batch size or a length."""
     cached = chunk.memo.get("vram_settings")
     if cached is None:
-        cached = []
-        if chunk.module is not None:
-            # per statement, so that after an edit only the statements on the edit's path are read again
-            cached = _settings_under(chunk, chunk.module, chunk.node_memo("vram_settings"))
+        # per statement, so that after an edit only the statements on the edit's path are read again
+        by_statement = chunk.node_memo("vram_settings")
+        cached = _settings_under(chunk, chunk.module, by_statement) if chunk.module is not None else []
         chunk.memo["vram_settings"] = cached
     return cached
 

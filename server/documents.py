@@ -162,6 +162,8 @@ class DocumentState:
                 findings = findings_for(module, settings.analysis, select_rules(settings.analysis), superseded)
             except Superseded:
                 self.module = module  # what it parsed and checked is right for `text`: the next one goes on
+                self.stopped += 1
+                self.stopped_in_a_row += 1
                 raise
             anchors = find_anchors(module)
             self.module = module

@@ -37,8 +37,9 @@ async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> An
     analysis whose text changes while it runs stops at its next statement (what it did is kept
     for the next one), unless the ones before it stopped too (``MAX_STOPS_IN_A_ROW``: typing
     without a pause still sees diagnostics). A cancelled request stops waiting; the analysis it
-    waited for goes on for the next one. With ``recent`` (hover, inlay hints), the last finished analysis answers at once while a
-    newer one runs, and the client is asked to refresh its inlay hints once that is done.
+    waited for goes on for the next one. With ``recent`` (hover, inlay hints), the last finished
+    analysis answers at once while a newer one runs, and the client is asked to refresh its inlay
+    hints once that is done.
     """
     if uri not in ls.documents and ls.workspace.get_notebook_document(cell_uri=uri) is not None:
         return await cell_analysis(ls, uri)
@@ -86,9 +87,7 @@ def _start_analysis(
     async def run() -> Analysis | Stopped | None:
         try:
             return await loop.run_in_executor(ls.lane(state, text), state.analyse, text, version, settings, superseded)
-        except Superseded:
-            state.stopped += 1
-            state.stopped_in_a_row += 1
+        except Superseded:  # counted by the document, whose stops ``superseded`` reads
             return STOPPED
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's
             log.exception("analysis of %s failed", uri)
