@@ -112,6 +112,17 @@ def test_select_ignore_and_suppressions_treat_plugin_codes_as_any_code(tmp_path,
     assert check_json("--report-unused-ignores", "noisy.py")["findings"] == []  # each suppression was used
 
 
+def test_a_fresh_command_line_selects_a_plugin_rule_by_its_name(tmp_path):
+    # in a new process no plugin is loaded yet when the flags are read: the name is settled once
+    # the configuration has loaded the plugin, and a name no rule has is still refused
+    root = project(tmp_path)
+    command = [sys.executable, "-P", "-m", "trainlint", "check", "--no-cache", "--format", "json", "train.py"]
+    named = subprocess.run([*command, "--select", "save-whole-model"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert [f["code"] for f in json.loads(named.stdout)["findings"]] == ["ACME101"], named.stderr
+    typo = subprocess.run([*command, "--select", "save-whole-modle"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert typo.returncode == 2 and "unknown rule 'save-whole-modle'" in typo.stderr, typo.stderr
+
+
 def test_config_select_and_severity_name_plugin_codes(tmp_path, monkeypatch):
     root = project(tmp_path)
     (root / "pyproject.toml").write_text(

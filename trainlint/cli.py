@@ -38,8 +38,6 @@ from trainlint.analysis.engine_codes import ENGINE_CODES, SYNTAX_ERROR
 from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
 from trainlint.analysis.findings import Evidence, Finding, Severity
 from trainlint.analysis.registry import (
-    CODE_PATTERN,
-    RESERVED_PREFIX,
     PluginProblem,
     all_rules,
     is_plugin_path,
@@ -59,6 +57,7 @@ from trainlint.config import (
     Config,
     ConfigError,
     ConfigFinder,
+    check_before_plugins,
     display_path,
     glob_spec,
     load_config,
@@ -513,21 +512,17 @@ def _cached_outcome(task: _Task, cache: ResultCache) -> _Outcome | None:
 def _validated(
     flag: str, tokens: list[str] | None, *, allow_engine_codes: bool, rules: Sequence[type[Rule]] | None = None,
 ) -> list[str] | None:
-    """The tokens, checked against ``rules`` (None: the built-in ones, and a token shaped like a
-    plugin's code, ACME101, is left for the configuration that loads the plugin)."""
+    """The tokens, checked against ``rules``; without them (before any configuration has loaded its
+    plugins), only what no plugin can change (``check_before_plugins``)."""
     for token in tokens or ():
         try:
-            rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
+            if rules is None:
+                check_before_plugins(token, allow_engine_codes=allow_engine_codes)
+            else:
+                rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
         except ValueError as error:
-            if rules is None and _may_be_a_plugin_code(token):
-                continue
             raise UsageError(f"argument {flag}: {error}", CHECK_PROG) from None
     return tokens
-
-
-def _may_be_a_plugin_code(token: str) -> bool:
-    code = token.strip().upper()
-    return bool(CODE_PATTERN.fullmatch(code) or code.isalpha()) and not code.startswith(RESERVED_PREFIX)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import pathspec
 from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.analysis.findings import Severity
-from trainlint.analysis.registry import all_rules, is_plugin_path, rules_for
+from trainlint.analysis.registry import RESERVED_PREFIX, all_rules, is_plugin_path, rules_for
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
 
@@ -144,6 +144,18 @@ def rule_codes(token: str, *, allow_engine_codes: bool = False, rules: Sequence[
         if engine is None:
             raise
         return [engine.code]
+
+
+_OWN_CODE = re.compile(rf"{RESERVED_PREFIX}\d*", re.IGNORECASE)
+
+
+def check_before_plugins(token: str, *, allow_engine_codes: bool = False) -> None:
+    """Raises ValueError when ``token`` names no rule whichever plugins a file's configuration
+    loads: a trainlint code or prefix (TL..., which no plugin may use) that is none of ours. Any
+    other token may name a plugin's rule (its code, prefix or name): that is settled per file,
+    against the rules its configuration loads (``rule_codes(..., rules=rules_for(plugins))``)."""
+    if _OWN_CODE.fullmatch(token.strip()):
+        rule_codes(token, allow_engine_codes=allow_engine_codes)
 
 
 def engine_codes_in(tokens: Iterable[str]) -> frozenset[str]:

@@ -12,7 +12,6 @@ its own, and every problem becomes one line the server logs and shows once.
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +20,9 @@ from typing import Any
 import msgspec
 
 from trainlint.analysis.findings import Severity
-from trainlint.analysis.registry import RESERVED_PREFIX, rules_for
+from trainlint.analysis.registry import rules_for
 from trainlint.analysis.settings import AnalysisSettings
-from trainlint.config import Config, engine_codes_in, rule_codes, without_engine_codes
+from trainlint.config import Config, check_before_plugins, engine_codes_in, rule_codes, without_engine_codes
 
 
 class Overrides(msgspec.Struct, frozen=True):
@@ -88,22 +87,15 @@ def _model(value: Any) -> str | None:
 
 
 # Which rule a code or name in the editor's settings means depends on the file: its project's
-# configuration may load plugins. So only trainlint's own codes (TL..., which no plugin may use) are
-# checked here; the other tokens are checked per file (``effective_settings``).
-_OWN_CODE = re.compile(rf"{RESERVED_PREFIX}\d*", re.IGNORECASE)
-
-
-def _checked_if_own(token: str, *, engine: bool = True) -> str:
-    if _OWN_CODE.fullmatch(token.strip()):
-        rule_codes(token, allow_engine_codes=engine)  # raises with a readable message
-    return token
-
-
+# configuration may load plugins. So only what no plugin can change is checked here
+# (``check_before_plugins``); the rest is checked per file (``effective_settings``).
 def _codes(key: str) -> Callable[[Any], tuple[str, ...]]:
     def convert(value: Any) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(token, str) and token.strip() for token in value):
             raise ValueError(f"`{key}` must be a list of rule codes or names")
-        return tuple(_checked_if_own(token) for token in value)
+        for token in value:
+            check_before_plugins(token, allow_engine_codes=True)  # raises with a readable message
+        return tuple(value)
 
     return convert
 
@@ -111,7 +103,9 @@ def _codes(key: str) -> Callable[[Any], tuple[str, ...]]:
 def _severities(value: Any) -> dict[str, Severity]:
     if not isinstance(value, dict):
         raise ValueError("`severity` must map rule codes to error, warning or note")
-    return {_checked_if_own(str(rule), engine=False): Severity.parse(str(level)) for rule, level in value.items()}
+    for rule in value:
+        check_before_plugins(str(rule))
+    return {str(rule): Severity.parse(str(level)) for rule, level in value.items()}
 
 
 def _run(value: Any) -> str:
