@@ -18,11 +18,13 @@ brackets, a recursion limit near 3,000 terms).
 from __future__ import annotations
 
 import bisect
+import contextlib
 import re
 import threading
 from typing import NamedTuple
 
 import libcst as cst
+from libcst._nodes.base import CSTNode
 from libcst.metadata import CodeRange
 
 from .chunking import Chunk, check_syntax, statement_starts
@@ -116,12 +118,43 @@ def nesting_estimate(text: str) -> int:
     return deepest
 
 
+# LibCST validates every node as it is built (``CSTNode.__post_init__`` calls ``_validate``): it
+# catches a hand-built node that could not be printed back, and it is 12-15 % of a parse, spent on
+# nodes the parser built from text it accepted (LibCST's own comment there says as much). Nodes are
+# built unvalidated only on a thread inside ``_parser_output``; everywhere else, including the fixes
+# built on another thread at the same time, validation runs as LibCST wrote it.
+_parsing = threading.local()
+_validate_node = CSTNode.__post_init__
+
+
+def _validate_unless_parsing(node: CSTNode) -> None:
+    if not getattr(_parsing, "active", False):
+        _validate_node(node)
+
+
+CSTNode.__post_init__ = _validate_unless_parsing  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _parser_output():
+    _parsing.active = True
+    try:
+        yield
+    finally:
+        _parsing.active = False
+
+
+def _parse(text: str) -> cst.Module:
+    with _parser_output():
+        return cst.parse_module(text)
+
+
 def parse_module(text: str) -> cst.Module:
     """``libcst.parse_module``, guarded so that no text can take the process down (see the module's
     docstring). Raises TooDeeplyNested instead of parsing a text nesting deeper than ``MAX_NESTING``."""
     depth = nesting_estimate(text)
     if depth <= INLINE_NESTING:
-        return cst.parse_module(text)
+        return _parse(text)
     if depth > MAX_NESTING:
         raise TooDeeplyNested(f"nests about {depth:,} levels deep (trainlint parses statements up to {MAX_NESTING} levels)")
     return _on_deep_stack(text, depth)
@@ -132,7 +165,7 @@ def _on_deep_stack(text: str, depth: int) -> cst.Module:
 
     def parse() -> None:
         try:
-            outcome.append(cst.parse_module(text))
+            outcome.append(_parse(text))
         except BaseException as error:  # handed to the caller's thread, re-raised there
             outcome.append(error)
 
