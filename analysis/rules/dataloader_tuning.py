@@ -45,6 +45,7 @@ class DataloaderTuning(Rule):
             call for scope in ctx.scopes for call in scope.calls()
             if call.callee is not None and is_dataloader(call.callee)
         ]
+        loaders = [call for call in loaders if _may_want_tuning(call)]
         if not loaders:
             return  # the evidence below locates a backward call, which costs positions; skip it when idle
         training = self._training_evidence(ctx)
@@ -71,15 +72,9 @@ class DataloaderTuning(Rule):
         return None
 
     def _check_loader(self, ctx, call: CallEvent, training: list[Evidence]) -> None:
-        if any(arg.star for arg in call.arg_nodes):
-            return  # `*args` / `**kwargs` may set either option
-        if ON_DEVICE in _dataset_value(call).tags:
-            return  # batches are sliced from GPU tensors: no host work for workers or pinning to speed up
         workers = _argument(call, "num_workers")
-        no_workers = workers is None or (isinstance(workers.value, cst.Integer) and literal_value(workers.value) == 0)
+        no_workers = _without_workers(workers)
         pin = _argument(call, "pin_memory")
-        if not no_workers and pin is not None:
-            return
         missing, problems, wanted = [], [], []
         if no_workers:
             missing.append("`num_workers`" if workers is None else "`num_workers=0`")
@@ -387,6 +382,20 @@ class DataloaderTuning(Rule):
             """
         ),
     )
+
+
+def _may_want_tuning(call: CallEvent) -> bool:
+    """A loader that leaves a worker count or pinning unset, passes no ``*args``/``**kwargs`` (which may
+    set either) and does not slice its batches from GPU tensors (no host work to speed up)."""
+    if any(arg.star for arg in call.arg_nodes):
+        return False
+    if _argument(call, "pin_memory") is not None and not _without_workers(_argument(call, "num_workers")):
+        return False
+    return ON_DEVICE not in _dataset_value(call).tags
+
+
+def _without_workers(workers: cst.Arg | None) -> bool:
+    return workers is None or (isinstance(workers.value, cst.Integer) and literal_value(workers.value) == 0)
 
 
 def _argument(call: CallEvent, name: str) -> cst.Arg | None:

@@ -75,11 +75,14 @@ class RedundantTransfer(Rule):
                     changed[loop] = _changed_in(scope, loop)
                 self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
 
-    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: str, changed: set[str]) -> None:
+    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: _WhyHot, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
         transfer = shortened(scope.chunk.code_for(call.node), 48)
-        loop_evidence = ((scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot}")
+
+        def loop_evidence():  # only for a finding: the reason may name a line (positions)
+            return (scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot.said()}"
+
         if receiver is None:
             return
         key = call.receiver_key
@@ -92,7 +95,7 @@ class RedundantTransfer(Rule):
                 f"`{transfer}` runs on every iteration of the loop{_over(loop)}: `{key}` is moved in place, so after "
                 "the first iteration this only walks all its parameters and buffers again"
             )
-            evidence = [(receiver.site, f"`{key}` is a model: {receiver.note or 'an nn.Module'}"), loop_evidence]
+            evidence = [(receiver.site, f"`{key}` is a model: {receiver.note or 'an nn.Module'}"), loop_evidence()]
             ctx.report(call.node, message, evidence=evidence, help=f"move `{key}` to the device once, before the loop")
             return
         passed = _tensor_parameter(ctx, scope, key) if not receiver.tags and key is not None else None
@@ -112,7 +115,7 @@ class RedundantTransfer(Rule):
                 f"`{transfer}` copies `{key}` to the device on every iteration of the loop{_over(loop)}, but `{key}` "
                 f"{why.lstrip()} and never changes in it"
             )
-            evidence.append(loop_evidence)
+            evidence.append(loop_evidence())
             ctx.report(call.node, message, evidence=evidence, help=f"hoist it: `{key} = {key}{_transfer_suffix(scope, call)}` once above the loop, then use `{key}`")
             return
         factory = _constant_factory(scope, receiver_node)
@@ -122,7 +125,7 @@ class RedundantTransfer(Rule):
             f"`{transfer}` builds the same constant tensor on the host and copies it to the device on every "
             f"iteration of the loop{_over(loop)}"
         )
-        evidence = [((scope.chunk, factory), "built from constants only"), loop_evidence]
+        evidence = [((scope.chunk, factory), "built from constants only"), loop_evidence()]
         ctx.report(
             call.node, message, evidence=evidence,
             help="create it once above the loop, directly on the device: `torch.tensor([...], device=device)`",
@@ -401,15 +404,30 @@ def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     return passed[0][0]
 
 
-def _hot_loops(scope: ScopeAnalysis) -> dict[Loop, str]:
-    """Loops that run per batch, with the reason: they iterate a loader, or call the model or backward."""
-    hot: dict[Loop, str] = {}
+class _WhyHot:
+    """Why a loop runs per batch: it iterates a loader, or calls the model or backward (``call``,
+    whose line the evidence names; positions are computed only for a finding that says it)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: CallEvent | None) -> None:
+        self.call = call
+
+    def said(self) -> str:
+        if self.call is None:
+            return "it iterates a DataLoader"
+        what = "backward" if is_backward(self.call) else "the model"
+        return f"{what} runs every iteration (line {self.call.chunk.line_of(self.call.node)})"
+
+
+def _hot_loops(scope: ScopeAnalysis) -> dict[Loop, _WhyHot]:
+    """Loops that run per batch, with the reason."""
+    hot: dict[Loop, _WhyHot] = {}
     for loop in scope.loops:
         if _iterates_loader(scope, loop):
-            hot[loop] = "it iterates a DataLoader"
+            hot[loop] = _WhyHot(None)
     for loop, call in loops_running(scope, lambda c: is_backward(c) or _is_model_call(c)).items():
-        what = "backward" if is_backward(call) else "the model"
-        hot.setdefault(loop, f"{what} runs every iteration (line {call.chunk.line_of(call.node)})")
+        hot.setdefault(loop, _WhyHot(call))
     return hot
 
 

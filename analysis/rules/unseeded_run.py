@@ -518,8 +518,9 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
             # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
             used[drawn[0]].append((call, drawn[1]))
     if trains and not used[TORCH]:
-        # training draws from torch anyway: weight initialisation, dropout
-        used[TORCH].append((first_written(module.backward_calls), "weight initialisation and dropout in training"))
+        # training draws from torch anyway: weight initialisation, dropout. Every backward call is a
+        # use; the one written first is picked only if a finding quotes it (positions cost).
+        used[TORCH].extend((call, "weight initialisation and dropout in training") for call in module.backward_calls)
     if any(seeded.values()):
         unseeded = tuple(library for library in LIBRARIES if used[library] and not seeded[library])
         if not unseeded:
@@ -552,7 +553,7 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
         if call.function is not None:
             inner = call.function.analysis(module.summary)
             seeded = {library for c in calls_in(inner, None) if c.function is None for library in _seeds(c, module)} if inner else set()
-            if seeded and call.function.home is not None:
+            if seeded and module.summary.defined_elsewhere(call.function):
                 return tuple(library for library in LIBRARIES if library in seeded)  # a helper in another file
             if seeded:
                 return ()  # a helper of this file seeds what its own calls seed, counted where they are
