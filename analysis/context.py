@@ -59,7 +59,12 @@ class RuleContext:
     def evidence(self, site: Site | None, note: str) -> Evidence | None:
         if site is None:
             return None
-        return Evidence(self.line_of(site), note, site[0].origin)
+        return Evidence(self.line_of(site), note, site[0].origin if self.in_another_file(site[0]) else None)
+
+    def in_another_file(self, chunk: ParsedChunk) -> bool:
+        """Whether a statement is another workspace file's than the one being checked (a helper the
+        flow followed into ``utils.py``): a finding cannot be placed there, nor a fix edit it."""
+        return chunk.origin is not None and chunk.origin != self.module.origin
 
     # ------------------------------------------------------------------ reporting
     def report(
@@ -74,7 +79,7 @@ class RuleContext:
         chunk: ParsedChunk | None = None,
     ) -> None:
         chunk = chunk or self.chunk
-        if chunk.origin is not None:
+        if self.in_another_file(chunk):
             return  # a finding is placed in the file being checked; this node is in another one
         items: list[Evidence] = []
         for item in evidence:
@@ -94,7 +99,7 @@ class RuleContext:
     # ------------------------------------------------------------------ fixes
     def _place(self, chunk: ParsedChunk | None) -> ParsedChunk:
         chunk = chunk or self.chunk
-        if chunk.origin is not None:
+        if self.in_another_file(chunk):
             self._foreign_edit = True  # an edit of another file cannot be part of this file's fix
         return chunk
 

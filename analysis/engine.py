@@ -140,7 +140,9 @@ def analyze_source(
     except DecodeError as error:
         return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
     with collector_paused():
-        module = ModuleAnalysis(text, path, workspace=workspace)
+        module = workspace.checked_analysis(path, text) if workspace is not None else None
+        if module is None:
+            module = ModuleAnalysis(text, path, workspace=workspace)
         return findings_for(module, settings, select_rules(settings, rules))
 
 

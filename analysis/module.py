@@ -60,6 +60,9 @@ class ModuleAnalysis:
         self._chunks = chunks
         self.facts = [ChunkFacts(chunk) for chunk in chunks]
         self.summary = ModuleSummary(chunks, self.facts, path, workspace)
+        # The file its statements name as theirs (``ParsedChunk.origin``): set for a workspace file's
+        # analysis, which may also be the one its own check uses (Workspace.checked_analysis).
+        self.origin: str | None = path if foreign else None
         if foreign:
             for chunk, facts in zip(chunks, self.facts):
                 chunk.origin = path
@@ -161,6 +164,7 @@ class ModuleAnalysis:
         result = ModuleAnalysis.__new__(ModuleAnalysis)
         result._text = text
         result.path = self.path
+        result.origin = self.origin
         result.workspace = self.workspace
         result._chunks = chunks
         result.facts = [self.facts[i] if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]

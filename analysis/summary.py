@@ -16,7 +16,7 @@ from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
 from .parsing import ParsedChunk
-from .tree import walk as _walk
+from .tree import small_statements
 from .values import UNKNOWN, Value
 
 if TYPE_CHECKING:
@@ -196,7 +196,7 @@ class ChunkFacts:
 
 def _self_targets(node: cst.FunctionDef):
     """``self.x`` keys a method binds: ``self.x = ...``, ``self.x: T = ...``, ``self.x, self.y = ...``."""
-    for inner in _walk(node):
+    for inner in small_statements(node):
         if isinstance(inner, cst.Assign):
             targets = [target.target for target in inner.targets]
         elif isinstance(inner, (cst.AnnAssign, cst.AugAssign)):
@@ -311,8 +311,12 @@ class ModuleSummary:
             return None
         return self._note_resolved(self.workspace.resolve_function(self.path, target))
 
+    def defined_elsewhere(self, info: FunctionInfo | ClassInfo) -> bool:
+        """Whether a definition this module reaches is another workspace file's."""
+        return info.home is not None and info.home is not self
+
     def _note_resolved(self, info):
-        if info is not None and info.home is not None:
+        if info is not None and self.defined_elsewhere(info):
             assert self.workspace is not None, "a function from another file was resolved in the workspace"
             self.resolved.setdefault(info.home.path, self.workspace.stamps([info.home.path])[info.home.path])
         return info

@@ -57,6 +57,25 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(children(current))
 
 
+# What holds statements: blocks, statements (a compound one holds blocks) and the clauses of compound ones.
+_HOLDS_STATEMENTS = (
+    cst.BaseSuite, cst.BaseStatement, cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase,
+)
+
+
+def small_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
+    """Every simple statement (an assignment, a call, a ``return``...) in the blocks under ``node``,
+    nested blocks and definitions included, in no particular order. Expressions are not entered:
+    no statement can be inside one, and they hold most of a tree's nodes."""
+    stack = [node]
+    while stack:
+        for child in children(stack.pop()):
+            if isinstance(child, cst.BaseSmallStatement):
+                yield child
+            elif isinstance(child, _HOLDS_STATEMENTS):
+                stack.append(child)
+
+
 def blocks_of(statement: cst.CSTNode) -> list[tuple[list[cst.CSTNode], cst.IndentedBlock]]:
     """The indented blocks a statement owns directly (its body, ``else``, ``except``, ``finally``,
     ``elif`` chains, ``case``s), each with the nodes between the statement and the block."""

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .lines import normalize_line_breaks
+
 if TYPE_CHECKING:
     from .module import ModuleAnalysis
     from .summary import ClassInfo, FunctionInfo
@@ -38,6 +40,9 @@ class Workspace:
         # Every module each importing file looked for, and the file it got (None: not a workspace file),
         # so a result kept across runs can name everything it read (see dependencies()).
         self._lookups: dict[Path, dict[str, Path | None]] = {}
+        # A checked file whose check used its analysis as an import target (checked_analysis): the
+        # path it was checked under -> the resolved path that analysis looked up imports from.
+        self._checked_as: dict[Path, Path] = {}
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups
@@ -48,7 +53,7 @@ class Workspace:
         module, name = found
         info = module.summary.classes.get(name)
         if info is None and name in module.summary.imports:  # re-exported: `from .layers import Net`
-            return self.resolve_class(module.path, module.summary.imports[name], depth + 1)
+            return self.resolve_class(module.summary.path, module.summary.imports[name], depth + 1)
         return info
 
     def resolve_function(self, importer: str, target: str, depth: int = 0) -> FunctionInfo | None:
@@ -58,8 +63,29 @@ class Workspace:
         module, name = found
         info = module.summary.functions.get(name)
         if info is None and name in module.summary.imports:
-            return self.resolve_function(module.path, module.summary.imports[name], depth + 1)
+            return self.resolve_function(module.summary.path, module.summary.imports[name], depth + 1)
         return info
+
+    def checked_analysis(self, path: str, text: str) -> ModuleAnalysis | None:
+        """The analysis of a file to be checked, when an import elsewhere already led to that file in
+        this process and it still holds ``text``: a batch run then parses and analyses each file once,
+        not once per role. Its findings are reported under ``path``. None otherwise (then the caller
+        analyses ``text`` itself), and for a path that reaches its file through a symbolic link,
+        whose imports would be looked up from another folder."""
+        if not self._modules:
+            return None
+        given = Path(path).absolute()
+        resolved = given.resolve()
+        if resolved != given:
+            return None
+        with self._lock:
+            cached = self._modules.get(resolved)
+            if cached is None or cached[0] != _stamp(resolved) or cached[1].text != normalize_line_breaks(text):
+                return None
+            module = cached[1]
+            module.path = path
+            self._checked_as[Path(path)] = resolved
+            return module
 
     def forget_lookups(self) -> None:
         """Look on disk again for modules not found before (a file was created or renamed)."""
@@ -81,8 +107,9 @@ class Workspace:
         with self._lock:
             while pending:
                 current = pending.pop()
+                looked_up_from = self._checked_as.get(current, current)
                 lookups = sorted((name, str(path) if path is not None else None)
-                                 for name, path in self._lookups.get(current, {}).items())
+                                 for name, path in self._lookups.get(looked_up_from, {}).items())
                 cached = self._modules.get(current)
                 found_files[str(current)] = (cached[0] if cached is not None else _stamp(current), lookups)
                 for _, path in lookups:

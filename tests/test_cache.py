@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from two_file_project import MODEL
+from two_file_project import HELPERS_TRAINING_A_MODEL, IMPORTING_THE_HELPER, MODEL
 from two_file_project import TRAIN as UNSEEDED_TRAIN
 
 import trainlint
@@ -95,6 +95,19 @@ def test_an_edit_to_an_imported_model_reaches_the_importer(project, monkeypatch,
     findings = _json(capsys, "--jobs", "1", ".")
     assert _codes_in(findings, "train.py") == [], "the model returns logits now"
     assert sorted(analysed.paths) == ["model.py", "train.py"], "utils.py imports nothing that changed"
+    assert findings == _json(capsys, "--no-cache", ".")
+
+
+def test_a_file_checked_after_an_import_led_to_it_keeps_its_own_imports_in_its_entry(project, monkeypatch, capsys):
+    """b_helpers.py is imported by a_train.py, which is checked first: b_helpers.py's check uses the
+    analysis that import made, and its entry must still name c_model.py, which b_helpers.py imports."""
+    project(**{"a_train.py": IMPORTING_THE_HELPER, "b_helpers.py": HELPERS_TRAINING_A_MODEL, "c_model.py": MODEL})
+    assert _codes_in(_json(capsys, "--jobs", "1", "."), "b_helpers.py") == ["TL202"]
+    Path("c_model.py").write_text(MODEL_WITH_LOGITS, encoding="utf-8")
+    analysed = _AnalysisCounter(monkeypatch)
+    findings = _json(capsys, "--jobs", "1", ".")
+    assert _codes_in(findings, "b_helpers.py") == [], "the model returns logits now"
+    assert "b_helpers.py" in analysed.paths
     assert findings == _json(capsys, "--no-cache", ".")
 
 

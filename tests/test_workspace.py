@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from two_file_project import MODEL, TRAIN
+from two_file_project import HELPERS_TRAINING_A_MODEL, IMPORTING_THE_HELPER, MODEL, TRAIN
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
@@ -265,3 +265,27 @@ def test_a_model_whose_nn_module_base_is_in_another_file_keeps_its_inference_bra
     assert "TL102" not in _codes(path, Workspace([root]))
     standalone = panoptic.replace("from .rcnn import GeneralizedRCNN", "class GeneralizedRCNN:\n    pass")
     assert "TL102" in [f.code for f in analyze_source(standalone, str(path))], "a class that is no module: its inference method is an evaluation"
+
+
+def test_a_file_checked_after_an_import_led_to_it_reports_what_it_reports_alone(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"a_train.py": IMPORTING_THE_HELPER, "b_helpers.py": HELPERS_TRAINING_A_MODEL, "c_model.py": MODEL})
+    monkeypatch.chdir(root)
+    for shown_as in ("b_helpers.py", str(root / "b_helpers.py")):  # as `check .` and `check /abs/dir` name it
+        shared = Workspace([root])
+        analyze_source(IMPORTING_THE_HELPER, "a_train.py", workspace=shared)
+        assert shared.checked_analysis(shown_as, HELPERS_TRAINING_A_MODEL) is not None, "the import analysed b_helpers.py"
+        after_the_import = analyze_source(HELPERS_TRAINING_A_MODEL, shown_as, workspace=shared)
+        alone = analyze_source(HELPERS_TRAINING_A_MODEL, shown_as, workspace=Workspace([root]))
+        assert after_the_import == alone
+        (softmax,) = [f for f in after_the_import if f.code == "TL202"]
+        assert softmax.path == shown_as
+        assert {item.path for item in softmax.evidence} == {None, str((root / "c_model.py").resolve())}
+
+
+def test_an_import_target_whose_text_differs_from_the_checked_text_is_analysed_anew(tmp_path):
+    root = _project(tmp_path, {"a_train.py": IMPORTING_THE_HELPER, "b_helpers.py": HELPERS_TRAINING_A_MODEL, "c_model.py": MODEL})
+    shared = Workspace([root])
+    analyze_source(IMPORTING_THE_HELPER, str(root / "a_train.py"), workspace=shared)
+    unsaved = HELPERS_TRAINING_A_MODEL.replace("criterion(model(x), y)", "torch.nn.functional.mse_loss(model(x), y)")
+    assert shared.checked_analysis(str(root / "b_helpers.py"), unsaved) is None
+    assert "TL202" not in [f.code for f in analyze_source(unsaved, str(root / "b_helpers.py"), workspace=shared)]

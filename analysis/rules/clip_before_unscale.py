@@ -59,7 +59,7 @@ class ClipBeforeUnscale(Rule):
     def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
         # the clip itself is what is wrong, also inside a helper of this file; its call is evidence
-        site = chain[0] if chain and clip_event.chunk.origin is not None else clip_event
+        site = chain[0] if chain and ctx.in_another_file(clip_event.chunk) else clip_event
         scaler = _scaler_of(backward)
         optimizer = step.chunk.code_for(step.arg_nodes[0].value) if step is not None and step.arg_nodes else None
         unscale = f"{scaler}.unscale_({optimizer or 'optimizer'})"

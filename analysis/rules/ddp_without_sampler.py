@@ -522,8 +522,8 @@ def _loader_factories(ctx) -> list[CallEvent]:
     """Calls of functions from another workspace file that return a DataLoader they build."""
     return [
         call for scope in ctx.scopes for call in scope.calls()
-        if call.function is not None and call.function.home is not None
-        and isinstance(call.result.detail, CallEvent) and call.result.detail.chunk.origin is not None
+        if call.function is not None and ctx.summary.defined_elsewhere(call.function)
+        and isinstance(call.result.detail, CallEvent) and ctx.in_another_file(call.result.detail.chunk)
         and call.result.detail.callee is not None and is_dataloader(call.result.detail.callee)
     ]
 

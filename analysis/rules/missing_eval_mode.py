@@ -61,7 +61,7 @@ class MissingEvalMode(Rule):
         for scope in ctx.scopes:
             self._check_shared_function(ctx, scope)
             for call in scope.calls():
-                if call.function is not None and call.function.home is not None:
+                if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
                 if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
                     continue

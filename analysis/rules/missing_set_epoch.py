@@ -47,7 +47,7 @@ class MissingSetEpoch(Rule):
     def check(self, ctx) -> None:
         for scope in ctx.scopes:
             for call in scope.calls():
-                if _imported_loader_factory(call):
+                if _imported_loader_factory(ctx, call):
                     self._check_factory(ctx, scope, call)
                 if not _builds_shuffling_sampler(call):
                     continue
@@ -122,11 +122,11 @@ def _builds_shuffling_sampler(call: CallEvent) -> bool:
     return _shuffles(call.node)
 
 
-def _imported_loader_factory(call: CallEvent) -> bool:
+def _imported_loader_factory(ctx, call: CallEvent) -> bool:
     detail = call.result.detail
     return (
-        call.function is not None and call.function.home is not None and isinstance(detail, CallEvent)
-        and detail.chunk.origin is not None and detail.callee is not None and is_dataloader(detail.callee)
+        call.function is not None and ctx.summary.defined_elsewhere(call.function) and isinstance(detail, CallEvent)
+        and ctx.in_another_file(detail.chunk) and detail.callee is not None and is_dataloader(detail.callee)
     )
 
 

@@ -88,7 +88,7 @@ class StuckEvalMode(Rule):
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop calls `{_code(site)}`, which switches to eval mode"))
-        placed = event if event.chunk.origin is None else site  # the helper is in another file: its call site
+        placed = site if ctx.in_another_file(event.chunk) else event  # the helper is in another file: its call site
         ctx.report(
             placed.node, message, evidence=evidence, chunk=placed.chunk,
             help=f"call `{key}.train()` at the start of each epoch or training step (or at the end of the evaluation helper)",

@@ -53,7 +53,7 @@ class ZeroGradBeforeStep(Rule):
         backward_event, _ = backward
         # the statement that is wrong is the clearing itself, also inside a helper of this file; the
         # call that runs the helper there is evidence (a helper in another file: the call is reported)
-        site = clear_chain[0] if clear_chain and clear_event.chunk.origin is not None else clear_event
+        site = clear_chain[0] if clear_chain and ctx.in_another_file(clear_event.chunk) else clear_event
         clearing = written(clear_event)
         through = f" (through `{written(clear_chain[0])}`)" if clear_chain and site is not clear_event else ""
         called = [((link.chunk, link.node), f"`{written(link)}` runs it here") for link in clear_chain]
