@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import libcst as cst
 import pytest
 from test_engine import RETAINED
 
 from trainlint.analysis.chunking import split_statements
 from trainlint.analysis.engine import analyze_source
-from trainlint.analysis.parsing import INLINE_NESTING, MAX_NESTING, nesting_estimate
+from trainlint.analysis.parsing import INLINE_NESTING, MAX_NESTING, nesting_estimate, parse_module
 
 # Each crashed LibCST (exit 139) or took minutes before the guard, at these sizes (20-120 KB).
 HOSTILE = {
@@ -134,3 +135,12 @@ def test_literals_python_rejects_are_syntax_errors_not_crashes(literal, message)
 def test_literals_python_accepts_are_analysed():
     text = 'banner = "\\x1b[1m\\u2588\\N{BULLET}\\U0001F600"\nraw = rb"\\xz"\n' + RETAINED
     assert [f.code for f in analyze_source(text, "t.py")] == ["TL101"]
+
+
+def test_nodes_built_outside_a_parse_are_still_validated():
+    """The parser's own nodes skip LibCST's validation; a node a fix builds by hand does not."""
+    parse_module("x = compute(1)\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Attribute(value=cst.Name("x"), attr=cst.Name(""))
