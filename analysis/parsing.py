@@ -29,7 +29,7 @@ from libcst.metadata import CodeRange
 
 from .chunking import Chunk, check_syntax, statement_starts
 from .dependencies import note_position
-from .splicing import all_positions, splice
+from .splicing import all_positions, parse_in_context, splice
 from .tree import walk
 
 # Every identifier-like word outside comments and plain strings (f-strings hold code, so their words
@@ -154,10 +154,109 @@ def parse_module(text: str) -> cst.Module:
     docstring). Raises TooDeeplyNested instead of parsing a text nesting deeper than ``MAX_NESTING``."""
     depth = nesting_estimate(text)
     if depth <= INLINE_NESTING:
+        if text.count("\n") >= PIECES_FROM_LINES:
+            in_pieces = _parse_in_pieces(text)
+            if in_pieces is not None:
+                return in_pieces
         return _parse(text)
     if depth > MAX_NESTING:
         raise TooDeeplyNested(f"nests about {depth:,} levels deep (trainlint parses statements up to {MAX_NESTING} levels)")
     return _on_deep_stack(text, depth)
+
+
+# A function or class of this many lines is parsed in pieces of about PIECE_LINES lines each.
+# LibCST's native parser holds the GIL while it reads a text, for about 30 µs a line: the first
+# parse of a 1,000-line main() kept the language server's event loop waiting 32 ms. In pieces, a
+# wait is as long as one piece's parse.
+PIECES_FROM_LINES = 300
+PIECE_LINES = 100
+_BLOCK_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
+
+
+def _parse_in_pieces(text: str) -> cst.Module | None:
+    """The tree LibCST gives for ``text``, a top-level ``def`` or ``class`` with a long body, parsed
+    piece by piece; None when the text is not that, or has no place to cut.
+
+    The body is cut only before one of its statements whose line follows a line of code: no blank
+    or comment line lies at the cut, so no node could own a line across it (LibCST gives such lines
+    to the next statement or to a block's footer). The header with the body's first and last
+    pieces (and what follows the body) is parsed as one text, the pieces between in the body's
+    indentation (``parse_in_context``), and their statements are put in their place. Where the
+    statements are is read from the text with the chunker's scanner, which skips strings, brackets
+    and continuation lines; the tree is used only if it holds as many statements as the scanner saw.
+    """
+    lines = _body_statement_lines(text)
+    if lines is None:
+        return None
+    statement_offsets, cut_offsets = lines
+    if len(cut_offsets) < 2:
+        return None
+    statements_before = sum(1 for offset in statement_offsets if offset < cut_offsets[0])
+    try:
+        outer = _parse(text[: cut_offsets[0]] + text[cut_offsets[-1]:])
+        definition = outer.body[0] if len(outer.body) == 1 else None
+        if not isinstance(definition, (cst.FunctionDef, cst.ClassDef)) or not isinstance(definition.body, cst.IndentedBlock):
+            return None
+        block = definition.body
+        indent = block.indent if block.indent is not None else outer.default_indent
+        middle: list[cst.BaseStatement] = []
+        for begin, end in zip(cut_offsets, cut_offsets[1:]):
+            piece = parse_in_context(text[begin:end], [indent], _parse)
+            if piece is None:
+                return None
+            middle.extend(piece)
+    except cst.ParserSyntaxError:
+        return None  # the whole text is parsed next, to raise LibCST's own error
+    statements = [*block.body[:statements_before], *middle, *block.body[statements_before:]]
+    if len(statements) != len(statement_offsets):
+        return None
+    return outer.with_changes(body=[definition.with_changes(body=block.with_changes(body=statements))])
+
+
+def _body_statement_lines(text: str) -> tuple[list[int], list[int]] | None:
+    """Offsets of the lines that begin a statement of the body of the one ``def`` or ``class`` in
+    ``text`` (decorators begin theirs), and of those where the body may be cut (see above), about
+    PIECE_LINES lines apart; None when the text does not look like one definition with a block."""
+    starts = statement_starts(text)
+    header: int | None = None
+    indent: str | None = None
+    statements: list[int] = []
+    cuts: list[int] = []
+    after_decorator = False
+    last_cut_line = line_number = counted_to = 0
+    for offset in starts:
+        end = text.find("\n", offset)
+        line = text[offset : len(text) if end < 0 else end]
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        own_indent = line[: len(line) - len(stripped)]
+        if header is None:
+            if own_indent:
+                return None
+            if stripped.startswith("@"):
+                continue
+            header = offset
+            continue
+        if not own_indent:
+            return None  # a second top-level statement, or a one-line definition's next statement
+        if indent is None:
+            indent = own_indent
+        if own_indent != indent or _BLOCK_CONTINUATION.match(stripped):
+            continue
+        if not after_decorator:
+            statements.append(offset)
+            previous_line_end = offset - 1
+            previous = text[text.rfind("\n", 0, previous_line_end) + 1 : previous_line_end].strip()
+            line_number += text.count("\n", counted_to, offset)
+            counted_to = offset
+            if statements[0] != offset and previous and not previous.startswith("#") and line_number - last_cut_line >= PIECE_LINES:
+                cuts.append(offset)
+                last_cut_line = line_number
+        after_decorator = stripped.startswith("@")
+    if header is None or indent is None:
+        return None
+    return statements, cuts
 
 
 def _on_deep_stack(text: str, depth: int) -> cst.Module:

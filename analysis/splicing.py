@@ -161,13 +161,13 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     when that cannot be done exactly. ``parse`` is the guarded ``parse_module``; a statement that
     does not parse raises LibCST's error.
     """
-    old_lines = _line_starts(old_text)
+    old_lines = line_starts(old_text)
     first = bisect.bisect_right(old_lines, start)
     # the line holding the first character after the replaced text too: text inserted at the start
     # of a line is not part of the line before it
     last = bisect.bisect_right(old_lines, min(max(start, old_end), len(old_text) - 1)) if old_text else first
     delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
-    new_lines = _line_starts(new_text)
+    new_lines = line_starts(new_text)
     for _ in range(2):
         located = locate(chunk, first, last)
         if located is None:
@@ -180,7 +180,7 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
             return None
         if not region_start <= start or new_end > region_end:
             return None  # the region must hold all the new text, or the tree would not be the text's
-        statements = _parse_in_context(region, located.indents, parse)
+        statements = parse_in_context(region, located.indents, parse)
         if statements is not None:
             break
         if located.last_line >= len(old_lines):
@@ -205,7 +205,7 @@ def _wrapper(indents: list[str]) -> str:
     return "".join(f"{''.join(indents[:depth])}if 1:\n" for depth in range(len(indents)))
 
 
-def _parse_in_context(region: str, indents: list[str], parse) -> list[cst.BaseStatement] | None:
+def parse_in_context(region: str, indents: list[str], parse) -> list[cst.BaseStatement] | None:
     """The statements of ``region`` parsed under ``if 1:`` lines indented like their blocks."""
     tree = parse(_wrapper(indents) + region)
     node: cst.Module | cst.If = tree
@@ -230,7 +230,7 @@ def _parse_in_context(region: str, indents: list[str], parse) -> list[cst.BaseSt
     return list(block.body)
 
 
-def _line_starts(text: str) -> list[int]:
+def line_starts(text: str) -> list[int]:
     starts = [0]
     position = text.find("\n")
     while position >= 0:
