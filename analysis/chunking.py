@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from collections.abc import Iterator
 
 import msgspec
 
@@ -44,7 +45,12 @@ class Chunk(msgspec.Struct, frozen=True):
 
 def statement_starts(text: str) -> list[int]:
     """Offsets (into text) of each line that begins at top level, i.e. not inside an open construct."""
-    starts = [0]
+    return list(_statement_starts(text))
+
+
+def _statement_starts(text: str) -> Iterator[int]:
+    yield 0
+    last = 0  # the last offset given
     depth = 0
     pos = 0
     line_start = 0
@@ -60,7 +66,8 @@ def statement_starts(text: str) -> list[int]:
         if token == "\n":
             line_start = pos
             if depth == 0:
-                starts.append(pos)
+                yield pos
+                last = pos
                 if _CODE_AT_COLUMN_0.match(text, pos):
                     top_level = pos
             elif _HARD_START.match(text, pos) or (
@@ -69,8 +76,9 @@ def statement_starts(text: str) -> list[int]:
                 # a bracket left open inside a function does not run on into the code after it; the
                 # blank and comment lines just above belong to what follows, as they would at top level
                 depth = 0
-                starts.extend(_blank_lines_before(text, pos, starts[-1]))
-                starts.append(pos)
+                yield from _blank_lines_before(text, pos, last)
+                yield pos
+                last = pos
                 top_level = pos
         elif token in "([{":
             if depth == 0:
@@ -81,7 +89,6 @@ def statement_starts(text: str) -> list[int]:
         else:
             pos = _past_comment_or_string(text, token, pos)
         # a backslash continuation consumes its newline: the next line is not a start
-    return starts
 
 
 def check_syntax(text: str) -> None:
@@ -174,10 +181,31 @@ def split_statements(text: str) -> list[Chunk]:
         line_offsets.append(match.end())
     offset_to_line = {offset: index for index, offset in enumerate(line_offsets)}
 
-    boundaries: list[int] = []
+    boundaries = list(_boundaries(text))
+    if not boundaries or boundaries[0] != 0:
+        boundaries.insert(0, 0)
+    chunks = []
+    for index, start in enumerate(boundaries):
+        end = boundaries[index + 1] if index + 1 < len(boundaries) else len(text)
+        chunks.append(Chunk(start_line=offset_to_line[start], text=text[start:end]))
+    return chunks
+
+
+def first_statement(text: str, start: int = 0) -> str:
+    """The text of the first chunk ``split_statements(text[start:])`` gives, read only as far as the
+    next top-level statement (an edit checks the statement it touched without splitting the rest
+    of the file)."""
+    rest = text[start:]
+    end = next((boundary for boundary in _boundaries(rest) if boundary > 0), len(rest))
+    return rest[:end]
+
+
+def _boundaries(text: str) -> Iterator[int]:
+    """Where each chunk after the first begins (and 0 when the first begins with a statement): a
+    top-level statement, with the comment and blank lines just above it."""
     pending_comment_start: int | None = None
     previous_was_decorator = False
-    for offset in statement_starts(text):
+    for offset in _statement_starts(text):
         if offset >= len(text):
             continue
         line_end = text.find("\n", offset)
@@ -192,14 +220,6 @@ def split_statements(text: str) -> list[Chunk]:
             pending_comment_start = None
             previous_was_decorator = line.startswith("@")
             continue
-        boundaries.append(pending_comment_start if pending_comment_start is not None else offset)
+        yield pending_comment_start if pending_comment_start is not None else offset
         pending_comment_start = None
         previous_was_decorator = line.startswith("@")
-
-    if not boundaries or boundaries[0] != 0:
-        boundaries.insert(0, 0)
-    chunks = []
-    for index, start in enumerate(boundaries):
-        end = boundaries[index + 1] if index + 1 < len(boundaries) else len(text)
-        chunks.append(Chunk(start_line=offset_to_line[start], text=text[start:end]))
-    return chunks

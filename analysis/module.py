@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 import libcst as cst
 
 from . import dependencies, torchapi
-from .chunking import Chunk, split_statements
+from .chunking import Chunk, first_statement, split_statements
 from .dependencies import note_fact, note_whole_module
 from .flow import AssignEvent, CallEvent, ScopeAnalysis
 from .lines import normalize_line_breaks
@@ -120,7 +120,7 @@ class ModuleAnalysis:
                 if replacement is None:
                     return None
                 if replacement.broken is not None:
-                    if split_statements(text[offset:])[0].text != piece_text:
+                    if first_statement(text, offset) != piece_text:
                         return None  # the broken lines change where statements begin: split as a fresh analysis does
                 elif len(split_statements(piece_text)) != 1:
                     return None  # the edit made a new top-level statement start inside this one

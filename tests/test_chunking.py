@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlint.analysis.chunking import split_statements
+from trainlint.analysis.chunking import first_statement, split_statements
 from trainlint.analysis.engine import analyze_source
 
 
@@ -44,3 +44,13 @@ def test_a_continuation_line_at_column_0_inside_brackets_is_not_split_when_the_c
 @given(st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=300))
 def test_chunks_always_reassemble_the_text(text):
     assert "".join(chunk.text for chunk in split_statements(text)) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=300), st.integers(min_value=0, max_value=300))
+def test_the_first_statement_alone_is_the_first_chunk_of_the_whole_split(text, start):
+    """An edit reads only the statement it touched; that must be where a split of the text from
+    there would end it (half-typed brackets and strings included)."""
+    start = min(start, len(text))
+    rest = split_statements(text[start:])
+    assert first_statement(text, start) == (rest[0].text if rest else "")
