@@ -35,6 +35,12 @@ SNIPPETS = [
     "    class Batch:\n        size: int = 4\n",
     "    weights = {\n        \"a\": 1,\n    \"b\": 2,\n    }\n",
     "    global_step += 1\n",
+    "\t# a comment indented with a tab\n",
+    "    w = [\n        1,\n# a column-0 comment inside brackets\n    ]\n",
+    "    match command:\n        case \"train\":\n            run()\n",
+    "    if resume: load()\n",
+    "    z = 1  # a trailing comment\n",
+    "    async def fetch():\n        await source()\n",
 ]
 
 
