@@ -41,6 +41,7 @@ from trainlint.rules import (
     Evidence,
     Fires,
     Loop,
+    ParsedChunk,
     Quiet,
     Rule,
     ScopeAnalysis,
@@ -511,7 +512,7 @@ def _syncs(scope: ScopeAnalysis, loop: Loop | None, chain: tuple[CallEvent, ...]
                         if not any(enclosing in inner_steps for enclosing in in_inner.context.loops):
                             yield sync  # a training loop of the callee's own is judged in its own scope
         elif isinstance(event, AssignEvent) and event.value_node is not None:
-            for part in _formatted_parts(event.value_node):
+            for part in _formatted_parts(scope.chunk, event.value_node):
                 if _holds_device_tensor(scope, part.expression, event.context.loops):
                     yield Sync(part, _describe_fstring(scope, part), event, chain, False)
 
@@ -538,7 +539,7 @@ def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, .
                 yield Sync(node, what + " (prints a tensor)" if call.callee == "print" else what, call, chain, False)
                 break
     for arg in call.arg_nodes:
-        for part in _formatted_parts(arg.value):
+        for part in _formatted_parts(scope.chunk, arg.value):
             if _holds_device_tensor(scope, part.expression, loops):
                 yield Sync(part, _describe_fstring(scope, part), call, chain, False)
 
@@ -588,16 +589,24 @@ def _host_batch(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tup
     return any(root.value in candidate.targets and (LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
 
 
-def _formatted_parts(expression: cst.BaseExpression) -> Iterator[cst.FormattedStringExpression]:
-    """The `{...}` parts of f-strings in an expression, not looking into calls (they are events of their own)."""
-    stack: list[cst.CSTNode] = [expression]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.Call, cst.Lambda)):
-            continue
-        if isinstance(node, cst.FormattedStringExpression):
-            yield node
-        stack.extend(children(node))
+def _formatted_parts(chunk: ParsedChunk, expression: cst.BaseExpression) -> tuple[cst.FormattedStringExpression, ...]:
+    """The `{...}` parts of f-strings in an expression, not looking into calls (they are events of their
+    own); kept per node, so a key typed elsewhere in the training loop does not walk every call's
+    arguments again."""
+    memo = chunk.node_memo("TL302 f-string fields")
+    known = memo.get(expression)
+    if known is None:
+        found = []
+        stack: list[cst.CSTNode] = [expression]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Call, cst.Lambda)):
+                continue
+            if isinstance(node, cst.FormattedStringExpression):
+                found.append(node)
+            stack.extend(children(node))
+        known = memo[expression] = tuple(found)
+    return known
 
 
 def _describe_fstring(scope: ScopeAnalysis, part: cst.FormattedStringExpression) -> str:
