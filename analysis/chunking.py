@@ -28,8 +28,8 @@ _HARD_START = re.compile(r"(?:async\s+def|def|class|import|from\s+\S+\s+import|@
 # Code at column 0 (a name, a keyword, a decorator): inside a bracket opened on an indented line, a
 # line like this is the next top-level statement, not a continuation (no formatter writes one).
 _CODE_AT_COLUMN_0 = re.compile(r"(?!(?:else|elif|except|finally|and|or|not|in|is)\b)[A-Za-z_@]")
-# Column-0 words that continue the previous compound statement.
-_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
+# Words that begin a clause continuing the compound statement above (`else:`), not a new statement.
+BLOCK_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
 
 
 class Chunk(msgspec.Struct, frozen=True):
@@ -128,7 +128,7 @@ def _continues_validly(text: str, start: int, pos: int, depth: int) -> bool:
         token = match.group()
         scan = match.end()
         if token == "\n":
-            if depth == 0 and text[scan : scan + 1] not in (" ", "\t", "\n", "#", "") and not _CONTINUATION.match(text, scan):
+            if depth == 0 and text[scan : scan + 1] not in (" ", "\t", "\n", "#", "") and not BLOCK_CONTINUATION.match(text, scan):
                 end = scan
                 break
         elif token in "([{":
@@ -215,7 +215,7 @@ def _boundaries(text: str) -> Iterator[int]:
             if pending_comment_start is None:
                 pending_comment_start = offset
             continue
-        if line[0] in " \t" or _CONTINUATION.match(line) or previous_was_decorator:
+        if line[0] in " \t" or BLOCK_CONTINUATION.match(line) or previous_was_decorator:
             # indented leftovers, `else:` and decorated definitions stay with what came before
             pending_comment_start = None
             previous_was_decorator = line.startswith("@")

@@ -18,7 +18,6 @@ brackets, a recursion limit near 3,000 terms).
 from __future__ import annotations
 
 import bisect
-import contextlib
 import re
 import threading
 from typing import NamedTuple
@@ -27,7 +26,7 @@ import libcst as cst
 from libcst._nodes.base import CSTNode
 from libcst.metadata import CodeRange
 
-from .chunking import Chunk, check_syntax, statement_starts
+from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, statement_starts
 from .dependencies import note_position
 from .splicing import all_positions, parse_in_context, splice
 from .tree import walk
@@ -121,8 +120,8 @@ def nesting_estimate(text: str) -> int:
 # LibCST validates every node as it is built (``CSTNode.__post_init__`` calls ``_validate``): it
 # catches a hand-built node that could not be printed back, and it is 12-15 % of a parse, spent on
 # nodes the parser built from text it accepted (LibCST's own comment there says as much). Nodes are
-# built unvalidated only on a thread inside ``_parser_output``; everywhere else, including the fixes
-# built on another thread at the same time, validation runs as LibCST wrote it.
+# built unvalidated only on a thread inside ``_parse``; everywhere else, including the fixes built
+# on another thread at the same time, validation runs as LibCST wrote it.
 _parsing = threading.local()
 _validate_node = CSTNode.__post_init__
 
@@ -135,18 +134,12 @@ def _validate_unless_parsing(node: CSTNode) -> None:
 CSTNode.__post_init__ = _validate_unless_parsing  # type: ignore[method-assign]
 
 
-@contextlib.contextmanager
-def _parser_output():
+def _parse(text: str) -> cst.Module:
     _parsing.active = True
     try:
-        yield
+        return cst.parse_module(text)
     finally:
         _parsing.active = False
-
-
-def _parse(text: str) -> cst.Module:
-    with _parser_output():
-        return cst.parse_module(text)
 
 
 def parse_module(text: str) -> cst.Module:
@@ -170,7 +163,6 @@ def parse_module(text: str) -> cst.Module:
 # wait is as long as one piece's parse.
 PIECES_FROM_LINES = 300
 PIECE_LINES = 100
-_BLOCK_CONTINUATION = re.compile(r"(?:else|elif|except|finally)\b")
 
 
 def _parse_in_pieces(text: str) -> cst.Module | None:
@@ -242,7 +234,7 @@ def _body_statement_lines(text: str) -> tuple[list[int], list[int]] | None:
             return None  # a second top-level statement, or a one-line definition's next statement
         if indent is None:
             indent = own_indent
-        if own_indent != indent or _BLOCK_CONTINUATION.match(stripped):
+        if own_indent != indent or BLOCK_CONTINUATION.match(stripped):
             continue
         if not after_decorator:
             statements.append(offset)

@@ -75,13 +75,13 @@ class RedundantTransfer(Rule):
                     changed[loop] = _changed_in(scope, loop)
                 self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
 
-    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, why_hot: _WhyHot, changed: set[str]) -> None:
+    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
         transfer = shortened(scope.chunk.code_for(call.node), 48)
 
         def loop_evidence():  # only for a finding: the reason may name a line (positions)
-            return (scope.chunk, loop.node), f"the loop{_over(loop)}: {why_hot.said()}"
+            return (scope.chunk, loop.node), f"the loop{_over(loop)}: {_why_hot(hot_call)}"
 
         if receiver is None:
             return
@@ -404,31 +404,24 @@ def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     return passed[0][0]
 
 
-class _WhyHot:
-    """Why a loop runs per batch: it iterates a loader, or calls the model or backward (``call``,
-    whose line the evidence names; positions are computed only for a finding that says it)."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: CallEvent | None) -> None:
-        self.call = call
-
-    def said(self) -> str:
-        if self.call is None:
-            return "it iterates a DataLoader"
-        what = "backward" if is_backward(self.call) else "the model"
-        return f"{what} runs every iteration (line {self.call.chunk.line_of(self.call.node)})"
-
-
-def _hot_loops(scope: ScopeAnalysis) -> dict[Loop, _WhyHot]:
-    """Loops that run per batch, with the reason."""
-    hot: dict[Loop, _WhyHot] = {}
+def _hot_loops(scope: ScopeAnalysis) -> dict[Loop, CallEvent | None]:
+    """Loops that run per batch: None for one that iterates a loader, else the model or backward call
+    it runs (see ``_why_hot``)."""
+    hot: dict[Loop, CallEvent | None] = {}
     for loop in scope.loops:
         if _iterates_loader(scope, loop):
-            hot[loop] = _WhyHot(None)
+            hot[loop] = None
     for loop, call in loops_running(scope, lambda c: is_backward(c) or _is_model_call(c)).items():
-        hot.setdefault(loop, _WhyHot(call))
+        hot.setdefault(loop, call)
     return hot
+
+
+def _why_hot(call: CallEvent | None) -> str:
+    """Why a loop runs per batch, as a finding says it (only then are the call's positions computed)."""
+    if call is None:
+        return "it iterates a DataLoader"
+    what = "backward" if is_backward(call) else "the model"
+    return f"{what} runs every iteration (line {call.chunk.line_of(call.node)})"
 
 
 def _iterates_loader(scope: ScopeAnalysis, loop: Loop) -> bool:
