@@ -19,7 +19,9 @@ receiving the report:
 and a no-op request (a hover on a document that is not open) every 10 ms during the first
 analysis and the burst: how long the event loop keeps a request waiting while an analysis runs.
 Last, the server's resident memory after opening ``--documents`` documents of 1,000 lines each
-(the document's first 1,000 lines), while busy and after a pause.
+(the document's first 1,000 lines), while busy and after a pause. With ``--pin`` the client runs on one CPU and
+the server on the others, so that on a machine of few cores the waits are the server's own, not
+the client's work (it builds and reads every message) taking the server's core.
 Needs the dev extra (pytest-lsp provides the client).
 """
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import statistics
 import sys
@@ -59,6 +62,17 @@ async def pull(client, uri: str) -> list[types.Diagnostic]:
     return list(getattr(report, "items", []) or [])
 
 
+def pin(server_pid: int) -> None:
+    """This client on the first CPU, every thread of the server on the others: a request's wait
+    is then the server's, not the time the client's own work kept the server off a core."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs at least 2 CPUs")
+    os.sched_setaffinity(0, {cpus[0]})
+    for thread in os.listdir(f"/proc/{server_pid}/task"):  # threads started later inherit it
+        os.sched_setaffinity(int(thread), set(cpus[1:]))
+
+
 def rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -73,6 +87,8 @@ TYPED_STATEMENT = "seen_images = seen_images + len(batch)  # images so far"
 async def main(args: argparse.Namespace) -> None:
     folder = Path(tempfile.mkdtemp(prefix="trainlint-latency-"))
     client = await ClientServerConfig(server_command=[sys.executable, "-m", "trainlint", "server"]).start()
+    if args.pin:
+        pin(client._server.pid)
     await client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("neovim@v0.11.0"), root_uri=folder.as_uri(),
         initialization_options={"settings": {"debounceMs": 0}},
@@ -205,4 +221,5 @@ if __name__ == "__main__":
     parser.add_argument("--script", action="append", help="a training script to open (repeat to concatenate)")
     parser.add_argument("--burst", type=int, default=300)
     parser.add_argument("--key-interval-ms", type=float, default=30, help="time between the burst's keys")
+    parser.add_argument("--pin", action="store_true", help="the client on one CPU, the server on the others (Linux)")
     asyncio.run(main(parser.parse_args()))
