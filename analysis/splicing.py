@@ -3,10 +3,11 @@
 Real training scripts put the whole run in one 1,000–2,000-line ``main()``: re-parsing that
 top-level statement on every keystroke costs 50 ms of parsing and as much again for positions.
 Here, an edit inside a function re-parses the innermost statement whose lines hold it (a line of
-the training loop, or the ``if`` around it when the edit touches its header), in the same
+the training loop, or the ``if`` around it when the edit touches its header; a line and the
+next one after Enter), in the same
 indentation context as in the file: the statement's lines are parsed under a few ``if 1:``
 lines indented like its enclosing blocks, so LibCST sees exactly the whitespace it would see in
-the whole file. The new statements replace the old one in its block and the blocks and
+the whole file. The new statements replace the old ones in their block and the blocks and
 statements around it are rebuilt (``with_changes``), sharing every other node with the old tree.
 
 Positions are kept rather than recomputed: the new statements' positions come from generating
@@ -40,19 +41,23 @@ _COMPOUND_STATEMENTS = (cst.BaseCompoundStatement,)
 
 @dataclasses.dataclass
 class Located:
-    """The innermost statement holding an edit, and the path of nodes from the chunk's module to it."""
+    """The innermost statements holding an edit (one, or a run of one block's statements), and
+    the path of nodes from the chunk's module to their block."""
 
-    statement: cst.BaseStatement
-    path: list[cst.CSTNode]  # module ... parent block, not including the statement
-    block: cst.IndentedBlock  # the block whose body holds the statement
+    statements: tuple[cst.BaseStatement, ...]
+    path: list[cst.CSTNode]  # module ... parent block, not including the statements
+    block: cst.IndentedBlock  # the block whose body holds the statements
     indents: list[str]  # each enclosing block's own indentation, outermost first
-    first_line: int  # the statement's first line, its leading comments and blank lines included
-    last_line: int
+    first_line: int  # the first statement's first line, its leading comments and blank lines included
+    last_line: int  # the last statement's last line
 
 
 def locate(chunk: ParsedChunk, first: int, last: int) -> Located | None:
     """The innermost statement inside a function or class body whose lines hold lines first..last
-    (1-based, chunk-relative); None when the edit touches a top-level statement's own lines."""
+    (1-based, chunk-relative), or the run of one block's statements from the one holding ``first``
+    to the one holding ``last`` (Enter leaves a blank line that belongs to the next statement: the
+    two are re-parsed, not the block around them); None when the edit touches a top-level
+    statement's own lines."""
     module = chunk.module
     positions, starts = chunk.positions(), chunk.statement_starts()
     found: Located | None = None
@@ -64,39 +69,60 @@ def locate(chunk: ParsedChunk, first: int, last: int) -> Located | None:
     while True:
         inner = None
         for between, block in blocks_of(node):
-            for statement in block.body:
-                start, end = starts.get(statement), positions.get(statement)
-                if start is None or end is None:
-                    return None
-                if start <= first and last <= end.end.line:
-                    inner = (between, block, statement, start, end.end.line)
-                    break
+            inner = _run_holding(block, first, last, positions, starts)
             if inner is not None:
                 break
         if inner is None:
             return found
-        between, block, statement, start, end = inner
+        run, start, end = inner
+        if not run:
+            return None
         block_path = [*path, *between, block]
         block_indents = [*indents, block.indent if block.indent is not None else module.default_indent]
-        found = Located(statement, block_path, block, block_indents, start, end)
-        if not isinstance(statement, _COMPOUND_STATEMENTS):
+        found = Located(run, block_path, block, block_indents, start, end)
+        if len(run) > 1 or not isinstance(run[0], _COMPOUND_STATEMENTS):
             return found
-        node, path, indents = statement, [*block_path, statement], block_indents
+        node, path, indents = run[0], [*block_path, run[0]], block_indents
 
 
-def _replace_child(parent: cst.CSTNode, old: cst.CSTNode, new: cst.CSTNode | list[cst.CSTNode]) -> cst.CSTNode:
-    """``parent`` with one child replaced (a statement by several, inside a block's body)."""
+def _run_holding(
+    block: cst.IndentedBlock, first: int, last: int, positions: dict[cst.CSTNode, CodeRange], starts: dict[cst.CSTNode, int],
+) -> tuple[tuple[cst.BaseStatement, ...], int, int] | None:
+    """The statements of ``block`` from the one whose lines hold ``first`` to the one holding
+    ``last``, with the first one's first line and the last one's last line; None when no statement
+    holds both ends; an empty run when a position is missing (nothing can be spliced)."""
+    body = block.body
+    for index, statement in enumerate(body):
+        start, span = starts.get(statement), positions.get(statement)
+        if start is None or span is None:
+            return (), 0, 0
+        if first < start:
+            return None
+        if first > span.end.line:
+            continue
+        for stop in range(index, len(body)):
+            stop_span = positions.get(body[stop])
+            if stop_span is None or starts.get(body[stop]) is None:
+                return (), 0, 0
+            if last <= stop_span.end.line:
+                return tuple(body[index:stop + 1]), start, stop_span.end.line
+        return None
+    return None
+
+
+def _replace_children(parent: cst.CSTNode, old: tuple[cst.CSTNode, ...], new: cst.CSTNode | list[cst.CSTNode]) -> cst.CSTNode:
+    """``parent`` with one child, or a run of a block's statements, replaced (by several statements,
+    inside a block's body)."""
     for field in dataclasses.fields(parent):
         value = getattr(parent, field.name)
-        if value is old and not isinstance(new, list):
+        if len(old) == 1 and value is old[0] and not isinstance(new, list):
             return parent.with_changes(**{field.name: new})
-        if isinstance(value, (list, tuple)) and any(item is old for item in value):
-            replaced: list = []
-            for item in value:
-                if item is old:
-                    replaced.extend(new if isinstance(new, list) else [new])
-                else:
-                    replaced.append(item)
+        if isinstance(value, (list, tuple)):
+            index = next((index for index, item in enumerate(value) if item is old[0]), None)
+            if index is None:
+                continue
+            assert all(item is kept for item, kept in zip(value[index:index + len(old)], old, strict=True)), "a run of siblings"
+            replaced = [*value[:index], *(new if isinstance(new, list) else [new]), *value[index + len(old):]]
             return parent.with_changes(**{field.name: tuple(replaced)})
     raise ValueError("not a child")  # the path was built from this tree: cannot happen
 
@@ -180,13 +206,14 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
             return None
         if not region_start <= start or new_end > region_end:
             return None  # the region must hold all the new text, or the tree would not be the text's
-        statements = parse_in_context(region, located.indents, parse)
+        statements = parse_in_context(region, located.indents, parse) if _holds_code(region) else None
         if statements is not None:
             break
         if located.last_line >= len(old_lines):
             return None
-        # blank lines at the end of the region (Enter, then nothing typed yet) are the next
-        # statement's leading lines: re-parse the statement that holds both
+        # blank lines at the end of the region (Enter, then nothing typed yet; a line whose text
+        # was deleted) are the next statement's leading lines: re-parse the two (the statement
+        # holding both, when the next one is not in the same block)
         last = located.last_line + 1
     else:
         return None
@@ -198,6 +225,12 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     if generated != region:
         return None  # LibCST would not give this tree for the whole text: parse the chunk instead
     return _spliced_tree(chunk, located, statements, positions, starts, delta)
+
+
+def _holds_code(region: str) -> bool:
+    """Whether some line of ``region`` is neither blank nor a comment: lines of only those belong
+    to the statement after them and do not parse alone."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in region.split("\n"))
 
 
 def _wrapper(indents: list[str]) -> str:
@@ -240,22 +273,22 @@ def line_starts(text: str) -> list[int]:
 
 
 def _spliced_tree(chunk: ParsedChunk, located: Located, statements, new_positions, new_starts, delta: int) -> SplicedTree:
-    old = located.statement
+    olds = located.statements
     positions, starts = chunk.positions(), chunk.statement_starts()
-    old_range = positions[old]
-    removed = set(walk(old))
+    old_range = CodeRange(positions[olds[0]].start, positions[olds[-1]].end)
+    removed = {node for old in olds for node in walk(old)}
     for node in removed:
         positions.pop(node, None)
         starts.pop(node, None)
     # rebuild the path from the statement's block up to the module, child by child
     new_first, new_last = new_positions[statements[0]], new_positions[statements[-1]]
     replacement: cst.CSTNode | list[cst.CSTNode] = list(statements)
-    child: cst.CSTNode = old
+    children: tuple[cst.CSTNode, ...] = olds
     rebuilt: dict[cst.CSTNode, cst.CSTNode] = {}
     for parent in reversed(located.path):
-        new_parent = _replace_child(parent, child, replacement)
+        new_parent = _replace_children(parent, children, replacement)
         rebuilt[parent] = new_parent
-        child, replacement = parent, new_parent
+        children, replacement = (parent,), new_parent
     old_end = old_range.end
     for old_node, new_node in rebuilt.items():
         removed.add(old_node)

@@ -96,6 +96,24 @@ def test_a_keystroke_in_a_long_main_parses_a_few_lines_and_matches_a_fresh_analy
     assert [f.code for f in findings].count("TL101") == 40
 
 
+def test_a_line_cleared_in_a_block_is_re_parsed_with_the_next_statement_not_the_block(parsed_texts):
+    """The emptied line is the next statement's leading line: the two are parsed again, not the
+    ``with`` block around them (nor main())."""
+    text = _script()
+    module = ModuleAnalysis(text, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    parsed_texts.clear()
+    # the statement's text selected and deleted, its indentation left
+    edited = text.replace("                noise = torch.randn_like(latents)\n", " " * 16 + "\n", 1)
+    module = module.updated(edited)
+    findings = findings_for(module, SETTINGS, RULES)
+    assert parsed_texts and max(parsed_texts) < 10, f"parsed {parsed_texts} lines: the block around the line"
+    fresh = ModuleAnalysis(edited, "train.py")
+    assert _key(findings) == _key(findings_for(fresh, SETTINGS, RULES))
+    main, fresh_main = (next(c for c in m.chunks if c.chunk.text.lstrip().startswith("def main")) for m in (module, fresh))
+    assert _shape(main) == _shape(fresh_main)
+
+
 def test_random_edits_deep_inside_main_match_a_fresh_analysis_and_its_positions():
     rng = random.Random(1201)
     text = _script(12)
