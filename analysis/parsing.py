@@ -448,7 +448,8 @@ class ParsedChunk:
             tree = _splice_text(self, tree_text, piece.text)
         except cst.ParserSyntaxError:
             # the edit broke a statement: splice the text with its broken lines blanked, as a fresh parse would
-            recovered = localised(piece.text)
+            # a tree of blanked lines was checked to compile when it was made
+            recovered = localised(piece.text, compiles=tree_text if self.broken is not None else None)
             if recovered is None:
                 return None
             blanked, first, last, problem = recovered
@@ -573,7 +574,7 @@ def _splice_text(chunk: ParsedChunk, old_text: str, new_text: str):
     return splice(chunk, old_text, new_text, start, len(old_text) - suffix, len(new_text) - suffix, parse_module)
 
 
-def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
+def localised(text: str, compiles: str | None = None) -> tuple[str, int, int, SyntaxError] | None:
     """The text of a statement (a top-level chunk) with the lines of one broken statement inside it
     replaced, when that makes it compile: (text, first line, last line, Python's error), lines 1-based.
 
@@ -581,7 +582,9 @@ def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
     holding it (brackets and strings followed across lines). The first of them becomes ``pass`` (or
     ``if 1:`` when the lines after are indented deeper: the header of a block being typed), the
     others empty lines, so every other line keeps its number and text. A function of the text
-    alone, so a fresh analysis and an edit-by-edit one blank the same lines.
+    alone, so a fresh analysis and an edit-by-edit one blank the same lines. ``compiles`` is a text
+    known to compile (the blanked text of the statement before a key typed on its broken line): a
+    candidate equal to it is not compiled again.
     """
     try:
         check_syntax(text)
@@ -605,6 +608,8 @@ def localised(text: str) -> tuple[str, int, int, SyntaxError] | None:
         # whose indentation was being edited)
         for indent in dict.fromkeys((_indent(lines[first - 1]), *(_indent(near) for near in _neighbours(lines, first, last)))):
             blanked = _blank(lines, first, last, indent)
+            if blanked == compiles:
+                return blanked, first, last, problem
             try:
                 check_syntax(blanked)
             except (SyntaxError, ValueError, RecursionError, MemoryError):

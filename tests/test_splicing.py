@@ -176,6 +176,27 @@ def test_a_half_typed_line_is_a_local_syntax_error_and_the_rest_of_main_keeps_it
     assert not [f for f in findings_for(module, SETTINGS, RULES) if f.code == "TL000"]
 
 
+def test_a_key_typed_on_a_line_that_stays_broken_compiles_main_once(monkeypatch):
+    """Python compiles the function to say where it is broken; the blanked text it then checks is
+    the one the previous key's analysis already compiled."""
+    text = _script(6)
+    lines = text.split("\n")
+    row = next(i for i, line in enumerate(lines) if "history_3.append(loss)" in line)
+    lines.insert(row + 1, "                running.append(loss")
+    module = ModuleAnalysis("\n".join(lines), "train.py")
+    findings_for(module, SETTINGS, RULES)
+    compiled: list[str] = []
+    real = parsing.check_syntax
+    monkeypatch.setattr(parsing, "check_syntax", lambda source: (compiled.append(source), real(source))[1])
+    lines[row + 1] += ".item("
+    typed = "\n".join(lines)
+    module = module.updated(typed)
+    findings = findings_for(module, SETTINGS, RULES)
+    assert len(compiled) == 1, f"{len(compiled)} compilations of main()"
+    assert [f.line for f in findings if f.code == "TL000"] == [row + 2]
+    assert _key(findings) == _key(findings_for(ModuleAnalysis(typed, "train.py"), SETTINGS, RULES))
+
+
 def test_an_edit_that_dedents_to_the_top_level_is_not_spliced():
     text = _script(3)
     module = ModuleAnalysis(text, "train.py")
