@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import libcst as cst
 from libcst._position import CodePosition, CodeRange
@@ -69,33 +69,45 @@ def locate(chunk: ParsedChunk, first: int, last: int) -> Located | None:
     while True:
         inner = None
         for between, block in blocks_of(node):
-            inner = _run_holding(block, first, last, positions, starts)
-            if inner is not None:
+            held = _run_holding(block, first, last, positions, starts)
+            if held is not None:
+                inner = (between, block, held)
                 break
         if inner is None:
             return found
-        run, start, end = inner
-        if not run:
+        between, block, held = inner
+        if held is _POSITION_MISSING:
             return None
         block_path = [*path, *between, block]
         block_indents = [*indents, block.indent if block.indent is not None else module.default_indent]
-        found = Located(run, block_path, block, block_indents, start, end)
-        if len(run) > 1 or not isinstance(run[0], _COMPOUND_STATEMENTS):
+        found = Located(held.statements, block_path, block, block_indents, held.first_line, held.last_line)
+        if len(held.statements) != 1 or not isinstance(held.statements[0], _COMPOUND_STATEMENTS):
             return found
-        node, path, indents = run[0], [*block_path, run[0]], block_indents
+        statement = held.statements[0]
+        node, path, indents = statement, [*block_path, statement], block_indents
+
+
+class _Run(NamedTuple):
+    """Consecutive statements of one block, from the first one's first line to the last one's last."""
+
+    statements: tuple[cst.BaseStatement, ...]
+    first_line: int
+    last_line: int
+
+
+_POSITION_MISSING = _Run((), 0, 0)  # a statement without a position: nothing can be spliced
 
 
 def _run_holding(
     block: cst.IndentedBlock, first: int, last: int, positions: dict[cst.CSTNode, CodeRange], starts: dict[cst.CSTNode, int],
-) -> tuple[tuple[cst.BaseStatement, ...], int, int] | None:
+) -> _Run | None:
     """The statements of ``block`` from the one whose lines hold ``first`` to the one holding
-    ``last``, with the first one's first line and the last one's last line; None when no statement
-    holds both ends; an empty run when a position is missing (nothing can be spliced)."""
+    ``last``; None when no statement of it holds both ends."""
     body = block.body
     for index, statement in enumerate(body):
         start, span = starts.get(statement), positions.get(statement)
         if start is None or span is None:
-            return (), 0, 0
+            return _POSITION_MISSING
         if first < start:
             return None
         if first > span.end.line:
@@ -103,9 +115,9 @@ def _run_holding(
         for stop in range(index, len(body)):
             stop_span = positions.get(body[stop])
             if stop_span is None or starts.get(body[stop]) is None:
-                return (), 0, 0
+                return _POSITION_MISSING
             if last <= stop_span.end.line:
-                return tuple(body[index:stop + 1]), start, stop_span.end.line
+                return _Run(tuple(body[index:stop + 1]), start, stop_span.end.line)
         return None
     return None
 
