@@ -21,6 +21,7 @@ from trainlint.rules import (
     children,
     dotted,
     shortened,
+    string_value,
 )
 from trainlint.rules import MODEL as MODEL_TAG
 
@@ -129,7 +130,8 @@ def _setting(node: cst.CSTNode) -> str | None:
     elif isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("add_argument"):
         option = next((a.value for a in node.args if isinstance(a.value, cst.SimpleString)), None)
         if option is not None:
-            name = option.evaluated_value.lstrip("-").replace("-", "_") if isinstance(option.evaluated_value, str) else None
+            value = string_value(option)
+            name = value.lstrip("-").replace("-", "_") if value is not None else None
     if name is None:
         return None
     return next((kind for kind, pattern in _SETTING_NAMES.items() if pattern.match(name)), None)

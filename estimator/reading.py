@@ -8,7 +8,6 @@ came from; what is not found is left to the caller's defaults, which the report 
 
 from __future__ import annotations
 
-import ast
 import math
 import re
 from dataclasses import dataclass, field
@@ -21,7 +20,9 @@ from trainlint.rules import (
     ModuleAnalysis,
     ParsedChunk,
     dotted,
+    evaluate_literal,
     last_part,
+    string_value,
     walk,
 )
 
@@ -143,7 +144,7 @@ class _Reader:
             return UNKNOWN
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             try:
-                return bounded(ast.literal_eval(chunk.code_for(node)))
+                return bounded(evaluate_literal(chunk.code_for(node)))
             except (ValueError, SyntaxError, MemoryError):  # digits beyond int's string limit, or worse
                 return ABSURD if isinstance(node, cst.Integer) else UNKNOWN
         if isinstance(node, cst.Name):
@@ -523,10 +524,11 @@ def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.C
             flags = [arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
             default = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "default"), None)
             dest = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dest"), None)
-            names = [flag.evaluated_value for flag in flags if isinstance(flag.evaluated_value, str)]
+            names = [name for name in map(string_value, flags) if name is not None]
             long = next((name for name in names if name.startswith("--")), names[0] if names else None)
-            if isinstance(dest, cst.SimpleString) and isinstance(dest.evaluated_value, str):
-                key = dest.evaluated_value
+            dest_name = string_value(dest)
+            if dest_name is not None:
+                key = dest_name
             elif long is not None:
                 key = long.lstrip("-").replace("-", "_")
             else:

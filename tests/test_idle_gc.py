@@ -3,13 +3,23 @@ reference cycle held is still returned, at a pause or after the backstop's numbe
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import gc
 import weakref
+from pathlib import Path
 
 import pytest
 
+from trainlint.analysis.engine import findings_for, select_rules
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.settings import AnalysisSettings
+from trainlint.analysis.tree import evaluate_literal
+from trainlint.estimator.anchors import find_anchors
+from trainlint.estimator.editor import estimate_module
 from trainlint.server.idle_gc import IdleGarbageCollector
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "buggy"
 
 
 class _Node:
@@ -45,29 +55,84 @@ def test_what_is_alive_when_an_analysis_ends_is_not_walked_while_typing(collecto
     asyncio.run(typing())
 
 
-def test_a_cycle_dropped_while_typing_is_freed_at_the_pause(collector_state) -> None:
-    async def typing_then_pause() -> None:
-        collector = IdleGarbageCollector(idle_s=0.01)
+def test_a_short_pause_frees_only_what_came_after_the_last_analysis(collector_state) -> None:
+    async def typing_then_a_moment() -> None:
+        collector = IdleGarbageCollector(idle_s=0.01, long_idle_s=60)
+        collector.start()
+        with_the_analysis = _cycle()
+        collector.analysed()  # frozen with everything else alive now
+        after_it = _cycle()
+        await asyncio.sleep(0.1)
+        assert after_it() is None
+        assert with_the_analysis() is not None, "a short pause walked the frozen objects"
+        assert collector.collections == 0
+
+    asyncio.run(typing_then_a_moment())
+
+
+def test_a_cycle_frozen_with_an_analysis_is_freed_at_a_long_pause(collector_state) -> None:
+    async def typing_then_a_long_pause() -> None:
+        collector = IdleGarbageCollector(idle_s=0.01, long_idle_s=0.05)
+        collector.start()
+        freed = _cycle()  # a closed document's analysis, say
+        collector.analysed()
+        await asyncio.sleep(0.3)
+        assert freed() is None
+        assert collector.collections == 1
+
+    asyncio.run(typing_then_a_long_pause())
+
+
+def test_after_full_every_analyses_the_next_short_pause_collects_everything(collector_state) -> None:
+    async def much_typing_then_a_moment() -> None:
+        collector = IdleGarbageCollector(idle_s=0.01, long_idle_s=60, full_every=3)
         collector.start()
         freed = _cycle()
-        collector.analysed()  # the cycle is frozen with everything else alive now
+        for _ in range(3):
+            collector.analysed()
+        assert freed() is not None, "nothing is collected while someone types"
         await asyncio.sleep(0.1)
         assert freed() is None
         assert collector.collections == 1
 
-    asyncio.run(typing_then_pause())
+    asyncio.run(much_typing_then_a_moment())
 
 
-def test_without_a_pause_the_backstop_frees_cycles_after_max_deferred_analyses(collector_state) -> None:
-    async def typing_without_pause() -> None:
-        collector = IdleGarbageCollector(idle_s=60, max_deferred=3)
-        collector.start()
-        freed = _cycle()
-        collector.analysed()
-        collector.analysed()
-        assert collector.collections == 0
-        collector.analysed()
-        assert freed() is None
-        assert collector.collections == 1
+@pytest.mark.parametrize("script", sorted(EXAMPLES.glob("*.py")), ids=lambda path: path.name)
+def test_analysing_a_script_and_its_vram_estimate_leaves_no_reference_cycles(script, collector_state) -> None:
+    """What the server does for an open document (findings, the lines a VRAM estimate belongs to,
+    the estimate) frees what it drops by reference counting: nothing waits for a collection. (A
+    document's whole analysis, once dropped, does: its statements' memos hold events that point
+    back at them; the collection at a pause frees it after the document is closed.)"""
+    settings = AnalysisSettings()
+    rules = select_rules(settings)
 
-    asyncio.run(typing_without_pause())
+    def as_the_server_does() -> ModuleAnalysis:
+        module = ModuleAnalysis(script.read_text(encoding="utf-8"), script.name)
+        findings_for(module, settings, rules)
+        find_anchors(module)
+        estimate_module(module, "a100-80gb")
+        return module
+
+    as_the_server_does()  # once first: msgspec builds what it knows of a type (cycles, kept) on first use
+    gc.disable()
+    gc.collect()
+    gc.freeze()
+    open_document = as_the_server_does()
+    assert gc.collect() == 0
+    assert open_document.chunks
+
+
+@pytest.mark.parametrize("code", [
+    "0", "42", "1_000", "0x1F", "0o17", "0b101", "1e-4", "3.", ".5", "2.5e+3_0", "3j", "1.5J",
+    "'plain'", '"--batch-size"', r"r'\d+'", "b'bytes'", r"'tab\there'", r"'\N{BULLET}'", "u'x'",
+    "'a' 'b'", "('a'\n    'b')", "'''three\nlines'''",
+])
+def test_evaluate_literal_gives_what_literal_eval_gives(code: str) -> None:
+    assert evaluate_literal(code) == ast.literal_eval(code)
+
+
+@pytest.mark.parametrize("code", ["f'{x}'", "name", "-1", "[1]"])
+def test_evaluate_literal_refuses_what_is_not_one_literal(code: str) -> None:
+    with pytest.raises(ValueError):
+        evaluate_literal(code)

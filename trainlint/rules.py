@@ -88,7 +88,7 @@ from trainlint.analysis.torchapi import (
     is_torch_name,
     mentions_rank,
 )
-from trainlint.analysis.tree import blocks_of, children, literal_value, walk
+from trainlint.analysis.tree import blocks_of, children, evaluate_literal, literal_value, string_value, walk
 from trainlint.analysis.values import (
     ACCELERATOR,
     CONSTANT,
@@ -152,7 +152,8 @@ __all__ = [
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "loops_running", "mentions",
     "mode_parameter", "name_words", "ordered_events", "path_conditions", "peeled", "repeats_per_step", "written",
     # syntax helpers and quoting code in messages
-    "walk", "children", "blocks_of", "literal_value", "dotted", "last_part", "shortened", "quoted",
+    "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
+    "quoted",
     # domain knowledge: PyTorch, losses and their activations, frameworks
     "HOST_SYNC_METHODS", "LOSSES_WANTING_BINARY_LOGITS", "LOSSES_WANTING_BINARY_PROBS", "LOSSES_WANTING_LOG_PROBS",
     "LOSSES_WANTING_LOGITS", "is_dataloader", "is_torch_name", "mentions_rank",
