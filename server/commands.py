@@ -63,7 +63,7 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         f"diagnostics: {'pull' if client.pulls_diagnostics else 'push'}; position encoding: {client.position_encoding}",
         f"editor settings: {ls.settings.editor}",
         *(f"  settings of {folder}: {settings}" for folder, settings in ls.settings.folders.items()),
-        f"open documents: {len(ls.documents)}; idle garbage collections so far: {ls.idle_gc.collections}",
+        f"open documents: {len(ls.documents)}; full garbage collections at pauses so far: {ls.idle_gc.collections}",
     ]
     for uri, state in ls.documents.items():
         latest = state.latest
