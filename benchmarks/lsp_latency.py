@@ -13,6 +13,8 @@ receiving the report:
 - one character at a time, a new statement typed on a new line of the loop (every half-typed
   state between, syntax errors included), then more characters at the end of that line;
 - Enter, which moves every later line down;
+- keys typed each after a pause of a little over a second (``--pauses``), when the server
+  collects its garbage;
 - a burst: ``--burst`` keys sent without waiting, each with a pull that cancels the one before
   (as VS Code and Neovim do); timed from the last key to the last pull's report;
 
@@ -131,6 +133,13 @@ async def main(args: argparse.Namespace) -> None:
         typed.append(await timed_change(client, uri, version, target, column, character))
         column += 1
 
+    after_pause = []
+    for pause in range(args.pauses):  # someone who stops for a second, then types on
+        await asyncio.sleep(1.0 + 0.02 * (pause % 6))
+        version += 1
+        after_pause.append(await timed_change(client, uri, version, target, column, " " if pause % 2 else "x"))
+        column += 1
+
     stop = asyncio.Event()
     probing = asyncio.ensure_future(probe(client, waits, stop))
     burst_started = time.perf_counter()
@@ -173,6 +182,7 @@ async def main(args: argparse.Namespace) -> None:
     print(f"full analysis (open to first report): {full_analysis * 1000:.0f} ms")
     print(f"one-character edit to fresh report, {len(typed)} edits: {percentiles(typed)}")
     print(f"Enter (later statements move down) to fresh report, {len(entered)} edits: {percentiles(entered)}")
+    print(f"a key after a pause of 1.0-1.1 s to fresh report, {len(after_pause)} keys: {percentiles(after_pause)}")
     print(f"burst of {args.burst} keys every {args.key_interval_ms} ms ({burst_total:.1f} s), pulls cancelled: "
           f"last key to fresh report {burst_fresh:.0f} ms")
     print(f"a no-op request's wait while the first analysis runs: {percentiles(waits_open)}; during the burst: {percentiles(waits_burst)}")
@@ -219,6 +229,7 @@ if __name__ == "__main__":
     parser.add_argument("--edits", type=int, default=60)
     parser.add_argument("--documents", type=int, default=20)
     parser.add_argument("--script", action="append", help="a training script to open (repeat to concatenate)")
+    parser.add_argument("--pauses", type=int, default=12, help="keys typed each after a pause of a second")
     parser.add_argument("--burst", type=int, default=300)
     parser.add_argument("--key-interval-ms", type=float, default=30, help="time between the burst's keys")
     parser.add_argument("--pin", action="store_true", help="the client on one CPU, the server on the others (Linux)")
