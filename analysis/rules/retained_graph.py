@@ -77,12 +77,15 @@ class RetainedGraph(Rule):
         if any(isinstance(event, StoreEvent) and event.node is assign.node for event in scope.events):
             return  # `total = total + loss`: a running sum, reported as a store
         loop = assign.context.loop
-        if loop is None or name not in _bound_before(scope, loop) or repeats_per_step(scope, loop) is None:
+        if loop is None or repeats_per_step(scope, loop) is None:
+            return
+        backwards = [call for call in calls_in(scope, loop) if is_backward(call)]
+        if backwards and not any(_retains_graph(call) for call in backwards):
             return
         if any(_rebinds_before(scope, loop, name, assign)):
             return  # `hidden = repackage_hidden(hidden)` / `hidden = hidden.detach()` first
-        backwards = [call for call in calls_in(scope, loop) if is_backward(call)]
-        if backwards and not any(_retains_graph(call) for call in backwards):
+        # last: it compares lines, and the positions of a whole function cost more than the rest
+        if name not in _bound_before(scope, loop):
             return
         consequence = (
             "`retain_graph=True` keeps every step's graph, so each backward runs through all previous steps: "
