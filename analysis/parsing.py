@@ -494,14 +494,31 @@ class ParsedChunk:
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, in module coordinates."""
         note_position(self)
-        code_range = self.positions()[node]
         offset = self.chunk.start_line
+        span = self._text_span(node) if self._positions is None else None
+        if span is not None:
+            line, column, end_line, end_column = span
+            return line + offset, column + 1, end_line + offset, end_column + 1
+        code_range = self.positions()[node]
         return (
             code_range.start.line + offset,
             code_range.start.column + 1,
             code_range.end.line + offset,
             code_range.end.column + 1,
         )
+
+    def _text_span(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
+        """The node's (line, column, end_line, end_column), chunk-relative as LibCST's positions are
+        (lines from 1, columns from 0), read off the statement's text without generating the
+        positions of all of it (a rule that quotes one call of a 1,000-line ``main()``): an
+        expression not in parentheses, or a small statement without a semicolon, whose code occurs
+        once in the text is at that occurrence, since LibCST's code of such a node is exactly its
+        text and its position that text's span. None for any other node."""
+        spans: dict[int, tuple[int, int, int, int] | None] = self.memo.setdefault("text spans", {})
+        key = id(node)
+        if key not in spans:
+            spans[key] = _unique_span(self.tree_text(), self.code_for(node)) if _spelled_as_its_text(node) else None
+        return spans[key]
 
     def start_lines(self, nodes: list[cst.CSTNode]) -> list[int]:
         """First lines of some nodes, in module coordinates, without keeping every node's position.
@@ -514,17 +531,26 @@ class ParsedChunk:
         known: dict[int, int] = self.memo.setdefault("relative_lines", {})
         missing = [node for node in nodes if id(node) not in known]
         if missing:
-            if self._positions is not None:
-                positions = self._positions
+            spans = [self._text_span(node) for node in missing] if self._positions is None else []
+            if spans and None not in spans:
+                for node, span in zip(missing, spans):
+                    assert span is not None, "checked above"
+                    known[id(node)] = span[0]
             else:
-                assert self.module is not None, "lines are asked of a statement that parsed"
-                positions = all_positions(self.module)[0]
-            for node in missing:
-                known[id(node)] = positions[node].start.line
+                if self._positions is not None:
+                    positions = self._positions
+                else:
+                    assert self.module is not None, "lines are asked of a statement that parsed"
+                    positions = all_positions(self.module)[0]
+                for node in missing:
+                    known[id(node)] = positions[node].start.line
         return [known[id(node)] + self.chunk.start_line for node in nodes]
 
     def line_of(self, node: cst.CSTNode) -> int:
         note_position(self)
+        span = self._text_span(node) if self._positions is None else None
+        if span is not None:
+            return span[0] + self.chunk.start_line
         return self.positions()[node].start.line + self.chunk.start_line
 
     def node_memo(self, name: str) -> dict:
@@ -541,6 +567,28 @@ class ParsedChunk:
         if text is None:
             text = texts[node] = self.module.code_for_node(node)
         return text
+
+
+def _spelled_as_its_text(node: cst.CSTNode) -> bool:
+    """Whether LibCST's position of ``node`` is the span of its code: not so for a node in
+    parentheses (its position leaves them out), one with a trailing comma or semicolon (its code
+    has it), or a compound statement (its code is generated unindented)."""
+    if isinstance(node, cst.BaseExpression):
+        return not getattr(node, "lpar", ()) and getattr(node, "comma", cst.MaybeSentinel.DEFAULT) is cst.MaybeSentinel.DEFAULT
+    if isinstance(node, cst.BaseSmallStatement):
+        return node.semicolon is cst.MaybeSentinel.DEFAULT
+    return False
+
+
+def _unique_span(text: str, code: str) -> tuple[int, int, int, int] | None:
+    """Where ``code`` occurs in ``text`` if it occurs exactly once: (line, column, end_line,
+    end_column), lines from 1, columns from 0."""
+    at = text.find(code)
+    if not code or at < 0 or text.find(code, at + 1) >= 0:
+        return None
+    end = at + len(code)
+    line = text.count("\n", 0, at) + 1
+    return line, at - (text.rfind("\n", 0, at) + 1), line + code.count("\n"), end - (text.rfind("\n", 0, end) + 1)
 
 
 def common_prefix(one: str, other: str) -> int:

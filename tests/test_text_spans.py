@@ -1,0 +1,52 @@
+"""A node's position read off its statement's text (when its code occurs there once) is the position
+LibCST gives it: findings, their evidence and their fixes are where the positions of the whole
+statement put them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from trainlint.analysis import parsing
+from trainlint.analysis.engine import findings_for, select_rules
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.settings import AnalysisSettings
+from trainlint.analysis.tree import walk
+
+EXAMPLES_ROOT = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = sorted(EXAMPLES_ROOT.rglob("*.py"))
+SETTINGS = AnalysisSettings()
+RULES = select_rules(SETTINGS)
+
+
+def _findings(path: Path) -> list:
+    module = ModuleAnalysis(path.read_text(encoding="utf-8"), path.name)
+    return [
+        (f.code, f.line, f.column, f.end_line, f.end_column, f.message, f.evidence, f.fix)
+        for f in findings_for(module, SETTINGS, RULES)
+    ]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(EXAMPLES_ROOT)))
+def test_findings_are_placed_as_with_every_position_generated(path: Path, monkeypatch) -> None:
+    read_off_the_text = _findings(path)
+    monkeypatch.setattr(parsing, "_spelled_as_its_text", lambda node: False)
+    assert read_off_the_text == _findings(path)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(EXAMPLES_ROOT)))
+def test_every_span_read_off_the_text_is_the_generated_position(path: Path) -> None:
+    module = ModuleAnalysis(path.read_text(encoding="utf-8"), path.name)
+    read = 0
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        spans = {node: chunk._text_span(node) for node in walk(chunk.module)}
+        positions = chunk.positions()
+        for node, span in spans.items():
+            if span is not None:
+                position = positions[node]
+                assert span == (position.start.line, position.start.column, position.end.line, position.end.column), chunk.code_for(node)
+                read += 1
+    assert read > 50
