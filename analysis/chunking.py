@@ -191,6 +191,12 @@ def split_statements(text: str) -> list[Chunk]:
     return chunks
 
 
+def blank_or_comment(line: str) -> bool:
+    """A line with no code on it: such lines go with the statement after them."""
+    stripped = line.strip()
+    return not stripped or stripped.startswith("#")
+
+
 def first_statement(text: str, start: int = 0) -> str:
     """The text of the first chunk ``split_statements(text[start:])`` gives, read only as far as the
     next top-level statement (an edit checks the statement it touched without splitting the rest
@@ -210,8 +216,7 @@ def _boundaries(text: str) -> Iterator[int]:
             continue
         line_end = text.find("\n", offset)
         line = text[offset : len(text) if line_end < 0 else line_end]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if blank_or_comment(line):
             if pending_comment_start is None:
                 pending_comment_start = offset
             continue

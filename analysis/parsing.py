@@ -495,17 +495,18 @@ class ParsedChunk:
         """(line, column, end_line, end_column), 1-based, in module coordinates."""
         note_position(self)
         offset = self.chunk.start_line
+        line, column, end_line, end_column = self._span(node)
+        return line + offset, column + 1, end_line + offset, end_column + 1
+
+    def _span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
+        """The node's chunk-relative (line, column, end_line, end_column) as LibCST's positions
+        give it: read off the text where it can be (``_text_span``), else from the positions of the
+        whole statement, which are then kept."""
         span = self._text_span(node) if self._positions is None else None
-        if span is not None:
-            line, column, end_line, end_column = span
-            return line + offset, column + 1, end_line + offset, end_column + 1
-        code_range = self.positions()[node]
-        return (
-            code_range.start.line + offset,
-            code_range.start.column + 1,
-            code_range.end.line + offset,
-            code_range.end.column + 1,
-        )
+        if span is None:
+            code_range = self.positions()[node]
+            span = (code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
+        return span
 
     def _text_span(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
         """The node's (line, column, end_line, end_column), chunk-relative as LibCST's positions are
@@ -530,28 +531,21 @@ class ParsedChunk:
         note_position(self)
         known: dict[int, int] = self.memo.setdefault("relative_lines", {})
         missing = [node for node in nodes if id(node) not in known]
-        if missing:
-            spans = [self._text_span(node) for node in missing] if self._positions is None else []
-            if spans and None not in spans:
-                for node, span in zip(missing, spans):
-                    assert span is not None, "checked above"
-                    known[id(node)] = span[0]
-            else:
-                if self._positions is not None:
-                    positions = self._positions
-                else:
+        positions = self._positions
+        for node in missing:
+            span = self._text_span(node) if positions is None else None
+            if span is None:
+                if positions is None:
                     assert self.module is not None, "lines are asked of a statement that parsed"
                     positions = all_positions(self.module)[0]
-                for node in missing:
-                    known[id(node)] = positions[node].start.line
+                known[id(node)] = positions[node].start.line
+            else:
+                known[id(node)] = span[0]
         return [known[id(node)] + self.chunk.start_line for node in nodes]
 
     def line_of(self, node: cst.CSTNode) -> int:
         note_position(self)
-        span = self._text_span(node) if self._positions is None else None
-        if span is not None:
-            return span[0] + self.chunk.start_line
-        return self.positions()[node].start.line + self.chunk.start_line
+        return self._span(node)[0] + self.chunk.start_line
 
     def node_memo(self, name: str) -> dict:
         """Facts memoised per node of this tree under ``name``; an edit's splice hands them on to

@@ -30,6 +30,7 @@ import libcst as cst
 from libcst._position import CodePosition, CodeRange
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
+from .chunking import blank_or_comment
 from .tree import blocks_of, walk
 
 if TYPE_CHECKING:
@@ -242,7 +243,7 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
 def _holds_code(region: str) -> bool:
     """Whether some line of ``region`` is neither blank nor a comment: lines of only those belong
     to the statement after them and do not parse alone."""
-    return any(line.strip() and not line.lstrip().startswith("#") for line in region.split("\n"))
+    return not all(blank_or_comment(line) for line in region.split("\n"))
 
 
 def _wrapper(indents: list[str]) -> str:

@@ -18,12 +18,9 @@ MODEL = textwrap.dedent(
             return F.softmax(self.fc(x), dim=1)
     """
 )
-TRAIN = textwrap.dedent(
+# The training loop of train.py, and of b_helpers.py below inside a function.
+TRAINING = textwrap.dedent(
     """\
-    import torch
-
-    from model import Net
-
     model = Net()
     criterion = torch.nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -34,25 +31,12 @@ TRAIN = textwrap.dedent(
         optimizer.step()
     """
 )
+TRAIN = "import torch\n\nfrom model import Net\n\n" + TRAINING
 
 # A third file between the two: b_helpers.py trains c_model.py's Net (TL202 in b_helpers.py, citing
 # c_model.py's forward), and a_train.py only calls it, so a check of the folder meets b_helpers.py
 # first as an import target, then as a file to check.
-HELPERS_TRAINING_A_MODEL = textwrap.dedent(
-    """\
-    import torch
-    from c_model import Net
-
-
-    def train(loader):
-        model = Net()
-        criterion = torch.nn.CrossEntropyLoss()
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-    """
+HELPERS_TRAINING_A_MODEL = (
+    "import torch\nfrom c_model import Net\n\n\ndef train(loader):\n" + textwrap.indent(TRAINING, "    ")
 )
 IMPORTING_THE_HELPER = "from b_helpers import train\n\ntrain(loader)\n"
