@@ -74,12 +74,12 @@ _SAMPLING_BYTES = (8.0, 38.0, 38.0)
 DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
 # Caching-allocator overhead, reserved / allocated - 1, from whole runs replayed through the allocator's rules
 # (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 1.7-16.5 % with fixed shapes
-# (22 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference), 5.5-30.5 % with batches of
-# varying length; the estimate is the median of all, 5.2 %.
-_FRAGMENTATION = (0.017, 0.052, 0.305)
-# Allocated blocks over live tensors in the same replays: at most +0.54 % (the high end; the estimate
+# (20 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference), 5.5-30.5 % with batches of
+# varying length; the estimate is the median of all 23, 5.5 %.
+_FRAGMENTATION = (0.017, 0.055, 0.305)
+# Allocated blocks over live tensors in the same replays: at most +0.63 % (the high end; the estimate
 # counts the weights' rounding, _block_rounding).
-_BLOCKS_OVER_LIVE = 0.0054
+_BLOCKS_OVER_LIVE = 0.0063
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
 # leave the GPU kernels' choices open; the formula is within 15 % of 21 of 22 measured architectures
 # and 28 % off the worst (an MoE). CNN figures are per-sample measurements at one resolution.
@@ -161,6 +161,12 @@ class Plan:
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
+    # Whether the previous micro-batch's graph is still alive while the next one runs: a loop whose output
+    # or loss stays bound to a name until the next forward returns (LitGPT's fit, most hand-written loops)
+    # keeps it; a step inside a function (transformers' Trainer) or `del loss` frees it. It holds memory only
+    # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
+    # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
+    previous_graph_alive: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -620,6 +626,10 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
         else:
             activations = per_layer * geometry.layers
+            if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
+                activations += _previous_kept_inputs(plan, geometry, seq, batch, act_bytes, end)
+                notes.append("the previous micro-batch's graph is alive until the next forward returns: "
+                             "its 4-bit linears' kept inputs too (bitsandbytes before 0.43.2)")
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
@@ -653,6 +663,23 @@ def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
     if plan.quant is None:
         return False
     return plan.quant_keeps_inputs if plan.quant_keeps_inputs is not None else end == 2
+
+
+def _previous_graph_alive(plan: Plan, end: int) -> bool:
+    """Whether the previous micro-batch's graph lives into this one's forward at this end of the interval."""
+    if plan.previous_graph_alive is not None:
+        return plan.previous_graph_alive
+    # LitGPT's fit() binds `logits` until the next `model(...)` returns (calibration/litgpt_peaks.py)
+    return plan.model_code == "litgpt" or end == 2
+
+
+def _previous_kept_inputs(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, end: int) -> float:
+    """What the previous micro-batch's graph holds after its backward: bitsandbytes before 0.43.2 keeps each
+    4-bit linear's input as an attribute of the autograd context, which the backward does not free (saved
+    tensors it does), so one more copy of every layer's kept inputs lives until that graph goes."""
+    keeping = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=True), geometry, seq, batch, act_bytes, [], end)
+    without = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=False), geometry, seq, batch, act_bytes, [], end)
+    return (keeping - without) * geometry.layers
 
 
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:

@@ -6,12 +6,21 @@ micro-batch (``model(ids, lm_head_chunk_size=128)``, whose output Fabric casts t
 optimizer step and ``zero_grad``) and records MemTracker's snapshot at the peak (PARAM, BUFFER,
 GRAD, ACT, TEMP, OPT). One warm-up iteration first: the optimizer's state is created at the first step.
 
+Each case names the iteration its peak belongs to. ``fit``: a later iteration of LitGPT's ``fit`` loop,
+which keeps the previous micro-batch's ``logits`` bound (and with them its graph) until the next
+``model(...)`` returns, and rebinds ``loss`` to a float at each log interval (1 in the configuration
+hub). ``first``: the first iteration, with no earlier graph alive; it holds the run's peak where the
+first batch is the longest (lit-gpt's October 2023 ``finetune/lora.py`` fed the longest sample first,
+the resource tables' setting). MemTracker's categories count only what is created while it tracks; the
+previous micro-batch's tensors are in the allocator replay, which records from the model's creation on.
+
 With ``--quantize nf4`` every linear is replaced by an emulation of bitsandbytes' ``Linear4bit`` as
 far as memory goes, read from bitsandbytes' source (``MatMul4Bit``, 0.41-0.45): a packed 4-bit weight
 (half a byte per element) with an fp32 absmax per block of 64; the forward dequantises the weight to
 the dtype it was quantised from (fp16: Lightning's plugin quantises ``weight.to(torch.half)``), casts
-it to the input's dtype, multiplies, and keeps the input for the backward (``ctx.tensors = (A, B)``),
-and the backward dequantises and casts again. The optimizer of a quantised run is bitsandbytes'
+it to the input's dtype, multiplies, and, before 0.43.2, keeps the input as an attribute of the
+autograd context (``ctx.tensors = (A, B)``), not with ``save_for_backward``: the backward does not free
+it; it lives as long as the graph does. The backward dequantises and casts again. The optimizer of a quantised run is bitsandbytes'
 PagedAdamW, whose state lives in CUDA managed memory, outside torch's allocator: its OPT category is
 reported, and left out of ``peak_in_torch_allocator``.
 
@@ -36,13 +45,15 @@ from activations import _gpu_like_dropout  # noqa: E402
 from allocator_replay import Recorder, replay  # noqa: E402
 from litgpt_activations import _lora_fields, arguments  # noqa: E402
 
-# (LitGPT config name, micro-batch, sequence length, LoRA rank or None for finetune_full, quantisation):
-# the shapes of LitGPT's published tables (resource tables, configuration hub).
+# (LitGPT config name, micro-batch, sequence length, LoRA rank or None for finetune_full, quantisation,
+# the iteration of the peak): the shapes of LitGPT's published tables (resource tables: the first
+# iteration; configuration hub: a later one of ``fit``).
 CASES = [
-    ("phi-1_5", 1, 1044, 8, None), ("phi-1_5", 4, 1044, 8, None), ("phi-1_5", 1, 1044, 8, "nf4"),
-    ("stablelm-base-alpha-3b", 1, 1034, 8, None), ("stablelm-base-alpha-3b", 1, 1034, 8, "nf4"),
-    ("Llama-2-7b-hf", 1, 1304, 8, None), ("Llama-2-7b-hf", 1, 1304, 8, "nf4"),
-    ("Llama-3-8B", 1, 512, 32, None), ("Llama-3-8B", 2, 512, 32, "nf4"), ("tiny-llama-1.1b", 4, 512, None, None),
+    ("phi-1_5", 1, 1044, 8, None, "first"), ("phi-1_5", 4, 1044, 8, None, "first"), ("phi-1_5", 1, 1044, 8, "nf4", "first"),
+    ("stablelm-base-alpha-3b", 1, 1034, 8, None, "first"), ("stablelm-base-alpha-3b", 1, 1034, 8, "nf4", "first"),
+    ("Llama-2-7b-hf", 1, 1304, 8, None, "first"), ("Llama-2-7b-hf", 1, 1304, 8, "nf4", "first"),
+    ("Llama-3-8B", 1, 512, 32, None, "fit"), ("Llama-3-8B", 2, 512, 32, "nf4", "fit"),
+    ("Llama-2-7b-hf", 2, 512, 32, "nf4", "fit"), ("tiny-llama-1.1b", 4, 512, None, None, "fit"),
 ]
 
 
@@ -55,7 +66,9 @@ class _MatMul4Bit(torch.autograd.Function):
         weight = torch.empty(shape, dtype=stored_dtype, device=A.device).to(A.dtype)
         output = torch.nn.functional.linear(A, weight, bias)
         ctx.shape, ctx.stored_dtype = shape, stored_dtype
-        # bitsandbytes keeps (A, B) as ctx.tensors; saved this way, saved-tensor hooks see A too
+        # bitsandbytes keeps (A, B) as ctx.tensors: alive until the graph is freed, whatever the backward
+        # does. Saved as well (the same storage, no more memory) so that saved-tensor hooks see it.
+        ctx.kept_input = A
         ctx.save_for_backward(A)
         return output
 
@@ -94,9 +107,10 @@ def _quantise(module: torch.nn.Module) -> None:
             _quantise(child)
 
 
-def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: str | None) -> dict:
+def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: str | None, peak_in: str) -> dict:
     """One case; ``rank`` None: ``finetune_full`` (every parameter trained, gradients accumulated over two
-    micro-batches, the loss on the whole fp32 logits), else ``finetune_lora``."""
+    micro-batches, the loss on the whole fp32 logits), else ``finetune_lora``; ``peak_in``: ``fit`` or
+    ``first`` (the module's docstring)."""
     package, _, lora, utils = modules
     full = rank is None
     module = importlib.import_module(f"{package}.model") if full else lora
@@ -121,6 +135,7 @@ def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: st
         trainable = [p for p in model.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(trainable, lr=1e-4)
         micro_batches = 2 if full else 1
+        bound = {}  # fit()'s local names, alive from one micro-batch into the next
 
         def iteration(tracker=None):
             for _ in range(micro_batches):
@@ -130,14 +145,16 @@ def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: st
                 # Fabric's precision plugins (bf16-true, bitsandbytes) cast a module's floating outputs to
                 # the default dtype, fp32 (``convert_output``): the logits the loss sees are fp32 copies
                 if full:
-                    logits = model(ids).float()
-                    loss = utils.chunked_cross_entropy(logits[..., :-1, :], ids[..., 1:])
+                    bound["logits"] = model(ids).float()
+                    loss = utils.chunked_cross_entropy(bound["logits"][..., :-1, :], ids[..., 1:])
                 else:
-                    logits = [chunk.float() for chunk in model(ids, lm_head_chunk_size=128)]
-                    logits[-1] = logits[-1][..., :-1, :]
-                    loss = utils.chunked_cross_entropy(logits, ids[..., 1:])
+                    bound["logits"] = [chunk.float() for chunk in model(ids, lm_head_chunk_size=128)]
+                    bound["logits"][-1] = bound["logits"][-1][..., :-1, :]
+                    loss = utils.chunked_cross_entropy(bound["logits"], ids[..., 1:])
                 (loss / micro_batches).backward()
-                del logits, loss
+                del loss  # fit() rebinds it to a float at every log interval
+                if peak_in == "first":
+                    bound.clear()
             optimizer.step()
             optimizer.zero_grad()
 
@@ -157,7 +174,7 @@ def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: st
     in_allocator = total - (categories.get("OPT", 0) if quantize else 0)
     replayed = replay(recorder.events)
     return {
-        "model": name, "batch": batch, "seq": seq, "lora_rank": rank, "quantize": quantize,
+        "model": name, "batch": batch, "seq": seq, "lora_rank": rank, "quantize": quantize, "peak_in": peak_in,
         "peak": categories, "peak_in_torch_allocator": in_allocator,
         "replayed": {"live": replayed.live, "allocated": replayed.allocated, "reserved": replayed.reserved},
     }
