@@ -101,6 +101,9 @@ class ScriptInputs:
     kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
     kbit_prepared: Found | None = None  # peft's prepare_model_for_kbit_training(model)
     model_code: Found | None = None  # "litgpt": the script runs LitGPT's own model classes
+    # False where a Trainer runs each step inside a method (transformers', TRL's, Lightning's): the
+    # step's graph is gone when it returns, so the next step never holds the previous one's
+    previous_graph_alive: Found | None = None
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     attention: Found | None = None
@@ -233,6 +236,7 @@ class _Reader:
         backward = self.module.backward_calls
         training = (backward[0].node, backward[0].chunk) if backward else None  # the evidence: a real line
         generating = None
+        trainer = None  # a Trainer's construction: it runs the training steps itself
         for scope in self.module.all_scopes:
             for call in scope.calls():
                 if not isinstance(call.node, cst.Call):
@@ -242,10 +246,14 @@ class _Reader:
                 self._read_call(call, call.node, call.chunk, name, head)
                 if training is None and (head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments"):
                     training = (call.node, call.chunk)
+                if trainer is None and (head.endswith("Trainer") or name.endswith("Trainer")):
+                    trainer = (call.node, call.chunk)
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
         self._read_settings()
         self._read_model_comment()
+        if trainer is not None and not backward:
+            self._set("previous_graph_alive", False, *trainer)
         if training is not None:
             self._set("mode", "train", *training)
         elif generating is not None:
@@ -564,7 +572,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code",
+    "model_code", "previous_graph_alive",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
