@@ -628,8 +628,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             activations = per_layer * geometry.layers
             if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
                 activations += _previous_kept_inputs(plan, geometry, seq, batch, act_bytes, end)
-                notes.append("the previous micro-batch's graph is alive until the next forward returns: "
-                             "its 4-bit linears' kept inputs too (bitsandbytes before 0.43.2)")
+                notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
     # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
@@ -671,6 +670,15 @@ def _previous_graph_alive(plan: Plan, end: int) -> bool:
         return plan.previous_graph_alive
     # LitGPT's fit() binds `logits` until the next `model(...)` returns (calibration/litgpt_peaks.py)
     return plan.model_code == "litgpt" or end == 2
+
+
+def _previous_graph_note(plan: Plan) -> str:
+    note = "the previous micro-batch's graph lives until the next forward returns, with a second copy of the 4-bit linears' kept inputs"
+    unknown = [what for what, known in (
+        ("bitsandbytes before 0.43.2", plan.quant_keeps_inputs is not None),
+        ("a loop that keeps the previous step's output or loss bound", plan.previous_graph_alive is not None or plan.model_code == "litgpt"),
+    ) if not known]
+    return note + (f" (the high end: {' and '.join(unknown)})" if unknown else "")
 
 
 def _previous_kept_inputs(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, end: int) -> float:
