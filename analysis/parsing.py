@@ -24,11 +24,10 @@ from typing import NamedTuple
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
-from libcst.metadata import CodeRange
 
 from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, statement_starts
 from .dependencies import note_position
-from .splicing import all_positions, parse_in_context, splice
+from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, splice
 from .tree import walk
 
 # Every identifier-like word outside comments and plain strings (f-strings hold code, so their words
@@ -318,8 +317,8 @@ class ParsedChunk:
     def __init__(self, chunk: Chunk, index: int) -> None:
         self.chunk = chunk
         self.index = index
-        self._positions: dict[cst.CSTNode, CodeRange] | None = None
-        self._starts: dict[cst.CSTNode, int] | None = None  # each statement's first line, leading lines included
+        self._positions: NodeRanges | None = None
+        self._starts: NodeLines | None = None  # each statement's first line, leading lines included
         self._words: frozenset[str] | None = None
         self.origin: str | None = None  # the file, for statements of another workspace file
         # Facts derived from this statement's tree alone, kept for as long as the tree is.
@@ -421,13 +420,13 @@ class ParsedChunk:
     def body(self) -> tuple[cst.CSTNode, ...]:
         return tuple(self.module.body) if self.module is not None else ()
 
-    def positions(self) -> dict[cst.CSTNode, CodeRange]:
+    def positions(self) -> NodeRanges:
         if self._positions is None:
             assert self.module is not None
             self._positions, self._starts = all_positions(self.module)
         return self._positions
 
-    def statement_starts(self) -> dict[cst.CSTNode, int]:
+    def statement_starts(self) -> NodeLines:
         """Each statement's first line (chunk-relative, 1-based), its leading comments and blank lines included."""
         if self._starts is None:
             self.positions()

@@ -13,7 +13,8 @@ statements around it are rebuilt (``with_changes``), sharing every other node wi
 Positions are kept rather than recomputed: the new statements' positions come from generating
 their code with the enclosing blocks' indentation (which is checked to reproduce the edited text
 exactly, else nothing is spliced), statements after them move by the lines the edit added or
-removed, and the blocks around them end where their new last statement ends.
+removed (a move recorded once and applied to a position when it is read, ``NodeRanges``), and the
+blocks around them end where their new last statement ends.
 
 A statement that no longer parses raises LibCST's error: the caller then blanks the broken lines
 (parsing.localised, the same whatever the edit history) and splices that text instead.
@@ -38,6 +39,102 @@ if TYPE_CHECKING:
 
 # A statement this many lines long is re-parsed whole rather than searched for a smaller part.
 _COMPOUND_STATEMENTS = (cst.BaseCompoundStatement,)
+# Moves kept pending before they are applied to every position at once: reading a position applies
+# the moves recorded since it was last read, so a long run of Enters costs each read this many steps at most.
+_PENDING_MOVES = 32
+_ABSENT = object()
+
+
+class _MovedByLines:
+    """Per node, a value that an edit moves by whole lines when it starts after the edit's last line.
+
+    Enter in a 1,000-line ``main()`` moves every later node: rewriting each position was 15 ms of a
+    58 ms key. A move is recorded instead (``move``) and applied to a value when it is read, which
+    is then stored moved; every ``_PENDING_MOVES`` moves all values are brought up to date at once.
+    """
+
+    __slots__ = ("_values", "_applied", "_moves")
+
+    def __init__(self, values: dict) -> None:
+        self._values = values
+        self._applied: dict[cst.CSTNode, int] = {}  # moves already in the stored value (absent: none)
+        self._moves: list[tuple[int, int]] = []  # (line, delta): values starting after line moved by delta
+
+    def _line(self, value) -> int:
+        raise NotImplementedError
+
+    def _shifted(self, value, delta: int):
+        raise NotImplementedError
+
+    def _caught_up(self, value, applied: int):
+        for after, delta in self._moves[applied:]:
+            if self._line(value) > after:
+                value = self._shifted(value, delta)
+        return value
+
+    def __getitem__(self, node: cst.CSTNode):
+        value = self._values[node]
+        if not self._moves:
+            return value
+        applied = self._applied.get(node, 0)
+        if applied == len(self._moves):
+            return value
+        value = self._values[node] = self._caught_up(value, applied)
+        self._applied[node] = len(self._moves)
+        return value
+
+    def get(self, node: cst.CSTNode):
+        return self[node] if node in self._values else None
+
+    def pop(self, node: cst.CSTNode):
+        value = self._values.pop(node, _ABSENT)
+        applied = self._applied.pop(node, 0)
+        return None if value is _ABSENT else self._caught_up(value, applied)
+
+    def __setitem__(self, node: cst.CSTNode, value) -> None:
+        self._values[node] = value
+        if self._moves:
+            self._applied[node] = len(self._moves)
+
+    def update(self, values: dict) -> None:
+        self._values.update(values)
+        if self._moves:
+            self._applied.update(dict.fromkeys(values, len(self._moves)))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def move(self, after: int, delta: int) -> None:
+        """Values starting after line ``after`` (in the coordinates of now) move by ``delta`` lines."""
+        self._moves.append((after, delta))
+        if len(self._moves) >= _PENDING_MOVES:
+            applied = self._applied
+            self._values = {node: self._caught_up(value, applied.get(node, 0)) for node, value in self._values.items()}
+            self._applied, self._moves = {}, []
+
+
+class NodeRanges(_MovedByLines):
+    """Each node's range in its statement (LibCST's positions)."""
+
+    __slots__ = ()
+
+    def _line(self, value: CodeRange) -> int:
+        return value.start.line
+
+    def _shifted(self, value: CodeRange, delta: int) -> CodeRange:
+        return CodeRange(CodePosition(value.start.line + delta, value.start.column), CodePosition(value.end.line + delta, value.end.column))
+
+
+class NodeLines(_MovedByLines):
+    """Each statement's first line, its leading comments and blank lines included."""
+
+    __slots__ = ()
+
+    def _line(self, value: int) -> int:
+        return value
+
+    def _shifted(self, value: int, delta: int) -> int:
+        return value + delta
 
 
 @dataclasses.dataclass
@@ -100,7 +197,7 @@ _POSITION_MISSING = _Run((), 0, 0)  # a statement without a position: nothing ca
 
 
 def _run_holding(
-    block: cst.IndentedBlock, first: int, last: int, positions: dict[cst.CSTNode, CodeRange], starts: dict[cst.CSTNode, int],
+    block: cst.IndentedBlock, first: int, last: int, positions: NodeRanges, starts: NodeLines,
 ) -> _Run | None:
     """The statements of ``block`` from the one whose lines hold ``first`` to the one holding
     ``last``; None when no statement of it holds both ends."""
@@ -174,24 +271,22 @@ def generate_positions(
     return "".join(state.tokens), recorder._computed, state.statement_starts
 
 
-def all_positions(module: cst.Module) -> tuple[dict[cst.CSTNode, CodeRange], dict[cst.CSTNode, int]]:
+def all_positions(module: cst.Module) -> tuple[NodeRanges, NodeLines]:
     """Positions of every node of a module and first lines of its statements, from one code generation."""
     _, positions, starts = generate_positions([module], module.default_indent, module.default_newline, [], 1)
-    return positions, starts
+    return NodeRanges(positions), NodeLines(starts)
 
 
 class SplicedTree:
     """A chunk's tree after an edit: the new module and its maintained positions."""
 
-    __slots__ = ("module", "positions", "starts", "removed", "first_line", "last_line")
+    __slots__ = ("module", "positions", "starts", "removed")
 
-    def __init__(self, module, positions, starts, removed, first_line, last_line) -> None:
+    def __init__(self, module, positions, starts, removed) -> None:
         self.module = module
         self.positions = positions
         self.starts = starts
         self.removed = removed  # nodes no longer in the tree (their memoised facts must go)
-        self.first_line = first_line  # the re-parsed lines, chunk-relative, in the new text
-        self.last_line = last_line
 
 
 def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end: int, new_end: int, parse) -> SplicedTree | None:
@@ -207,18 +302,24 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     last = bisect.bisect_right(old_lines, min(max(start, old_end), len(old_text) - 1)) if old_text else first
     delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
     new_lines = line_starts(new_text)
-    for _ in range(2):
+    for _ in range(3):
         located = locate(chunk, first, last)
         if located is None:
             return None
         region_start = new_lines[located.first_line - 1]
-        end_line = located.last_line + delta
+        end_line = located.last_line + _footer_lines_after(located.statements[-1], chunk.positions()) + delta
         region_end = new_lines[end_line] if end_line < len(new_lines) else len(new_text)
         region = new_text[region_start:region_end]
         if region_end < len(new_text) and not region.endswith("\n"):
             return None
         if not region_start <= start or new_end > region_end:
             return None  # the region must hold all the new text, or the tree would not be the text's
+        previous = _compound_before(located)
+        if previous is not None and _footer_lines_at_start(region, located, previous, chunk.module):
+            # LibCST gives those lines to the block of the statement above, not to the statement
+            # after them: re-parse that statement too (Enter at the end of a block's last line)
+            first = chunk.statement_starts()[previous]
+            continue
         statements = parse_in_context(region, located.indents, parse) if _holds_code(region) else None
         if statements is not None:
             break
@@ -238,6 +339,49 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     if generated != region:
         return None  # LibCST would not give this tree for the whole text: parse the chunk instead
     return _spliced_tree(chunk, located, statements, positions, starts, delta)
+
+
+def _footer_lines_after(statement: cst.BaseStatement, positions: NodeRanges) -> int:
+    """The blank and comment lines after ``statement``'s last line that it owns: the footers of its
+    last block, of that block's last statement's last block, and so on (LibCST gives a block the
+    lines after its last statement that are indented as deep as it). Re-parsed without them, the
+    statement would lose them from the tree."""
+    lines = 0
+    while isinstance(statement, cst.BaseCompoundStatement):
+        blocks = [block for _, block in blocks_of(statement)]
+        if not blocks:
+            break
+        last = max(blocks, key=lambda block: (positions[block].start.line, positions[block].start.column))
+        lines += len(last.footer)
+        if not last.body:
+            break
+        statement = last.body[-1]
+    return lines
+
+
+def _compound_before(located: Located) -> cst.BaseCompoundStatement | None:
+    """The statement just before the located ones in their block, when it has indented blocks."""
+    body = located.block.body
+    index = next(index for index, statement in enumerate(body) if statement is located.statements[0])
+    previous = body[index - 1] if index else None
+    return previous if isinstance(previous, cst.BaseCompoundStatement) and blocks_of(previous) else None
+
+
+def _footer_lines_at_start(region: str, located: Located, previous: cst.BaseCompoundStatement, module: cst.Module | None) -> bool:
+    """Whether ``region`` begins with blank or comment lines indented at least as deep as a block of
+    ``previous``: LibCST puts the lines after a block's last statement that are indented that deep
+    in the block's footer, so parsed alone they would be the wrong statement's leading lines. A tab
+    in such a line's indentation counts as deep (its width is the tokenizer's business)."""
+    default = module.default_indent if module is not None else "    "
+    outer = sum(len(indent) for indent in located.indents)
+    depth = min(outer + len(block.indent if block.indent is not None else default) for _, block in blocks_of(previous))
+    for line in region.split("\n"):
+        if not blank_or_comment(line):
+            return False
+        indentation = line if not line.strip() else line[: len(line) - len(line.lstrip())]
+        if "\t" in indentation or len(indentation) >= depth:
+            return True
+    return False
 
 
 def _holds_code(region: str) -> bool:
@@ -291,8 +435,8 @@ def _spliced_tree(chunk: ParsedChunk, located: Located, statements, new_position
     old_range = CodeRange(positions[olds[0]].start, positions[olds[-1]].end)
     removed = {node for old in olds for node in walk(old)}
     for node in removed:
-        positions.pop(node, None)
-        starts.pop(node, None)
+        positions.pop(node)
+        starts.pop(node)
     # rebuild the path from the statement's block up to the module, child by child
     new_first, new_last = new_positions[statements[0]], new_positions[statements[-1]]
     replacement: cst.CSTNode | list[cst.CSTNode] = list(statements)
@@ -303,9 +447,13 @@ def _spliced_tree(chunk: ParsedChunk, located: Located, statements, new_position
         rebuilt[parent] = new_parent
         children, replacement = (parent,), new_parent
     old_end = old_range.end
+    # the rebuilt blocks' positions, in the new text's coordinates: the later lines' move is not theirs
+    # (a block whose first statement now starts after the old last line, Enter after its header, moved twice)
+    rebuilt_positions: dict[cst.CSTNode, CodeRange] = {}
+    rebuilt_starts: dict[cst.CSTNode, int] = {}
     for old_node, new_node in rebuilt.items():
         removed.add(old_node)
-        span = positions.pop(old_node, None)
+        span = positions.pop(old_node)
         if span is not None:
             start = new_first.start if span.start == old_range.start else span.start
             if span.end == old_end:
@@ -314,22 +462,17 @@ def _spliced_tree(chunk: ParsedChunk, located: Located, statements, new_position
                 end = CodePosition(span.end.line + delta, span.end.column)
             else:
                 end = span.end
-            positions[new_node] = CodeRange(start, end)
-        line = starts.pop(old_node, None)
+            rebuilt_positions[new_node] = CodeRange(start, end)
+        line = starts.pop(old_node)
         if line is not None:
-            starts[new_node] = line
+            rebuilt_starts[new_node] = line  # an enclosing statement starts before the edit: not moved
     if delta:
-        after = old_end.line
-        for node, span in positions.items():
-            if span.start.line > after:
-                positions[node] = CodeRange(
-                    CodePosition(span.start.line + delta, span.start.column), CodePosition(span.end.line + delta, span.end.column),
-                )
-        for node, line in starts.items():
-            if line > after:
-                starts[node] = line + delta
+        positions.move(old_end.line, delta)
+        starts.move(old_end.line, delta)
+    positions.update(rebuilt_positions)
+    starts.update(rebuilt_starts)
     positions.update(new_positions)
     starts.update(new_starts)
     new_module = rebuilt[located.path[0]]
-    return SplicedTree(new_module, positions, starts, removed, located.first_line, located.last_line + delta)
+    return SplicedTree(new_module, positions, starts, removed)
 

@@ -155,6 +155,60 @@ def test_random_edits_deep_inside_main_match_a_fresh_analysis_and_its_positions(
     assert parsed > 75, "most edits left main() parsed, whole or with a blanked line"
 
 
+def test_a_long_run_of_enters_and_deleted_lines_keeps_every_later_position_as_a_fresh_parse_gives_it():
+    """Enter moves every later line of main(): the move is applied to a position when it is read, and
+    all of them at once every few dozen moves. Positions read between moves (the findings' and the
+    next splice's) and never read must both come out as a fresh parse puts them."""
+    rng = random.Random(1202)
+    text = _script(8)
+    module = ModuleAnalysis(text, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    for step in range(80):
+        lines = text.split("\n")
+        candidates = [i for i, line in enumerate(lines) if line.startswith("                ")]
+        index = rng.choice(candidates)
+        if step % 4 == 3 and not lines[index].strip():
+            del lines[index]  # an empty line removed: later lines move up
+        else:
+            indent = lines[index][: len(lines[index]) - len(lines[index].lstrip())]
+            lines.insert(index + 1, indent)  # Enter at the end of a line, the new line indented
+        text = "\n".join(lines)
+        module = module.updated(text)
+        findings = findings_for(module, SETTINGS, RULES)
+        fresh = ModuleAnalysis(text, "train.py")
+        assert _key(findings) == _key(findings_for(fresh, SETTINGS, RULES)), step
+        main, fresh_main = (next(c for c in m.chunks if c.chunk.text.lstrip().startswith("def main")) for m in (module, fresh))
+        assert main.module.code == main.tree_text(), step
+        if step % 10 == 9 or step > 60:
+            assert _shape(main) == _shape(fresh_main), step
+
+
+_BLOCK_THEN_STATEMENTS = (
+    "def main(args):\n    x = 1\n    if args.debug:\n        y = 2\n        # the block's last line: a comment\n    z = 3\n"
+    + "".join(f"    w{i} = {i}\n" for i in range(5))
+)
+
+
+@pytest.mark.parametrize("edit", [
+    pytest.param(lambda text: text.replace("    if args.debug:", "    if args.debugs:"), id="the header of a block that ends in a comment"),
+    pytest.param(lambda text: text.replace("    if args.debug:\n", "    if args.debug:\n        \n"), id="Enter after the header"),
+    pytest.param(lambda text: text.replace("        y = 2\n", "        y = 2\n        \n"), id="Enter after the block's last statement"),
+    pytest.param(lambda text: text.replace("    z = 3\n", "        # a comment typed below the block\n    z = 3\n"), id="a comment as deep as the block after it"),
+])
+def test_lines_a_block_owns_after_its_last_statement_stay_in_the_tree_where_a_fresh_parse_puts_them(edit):
+    """LibCST gives the blank and comment lines after a block's last statement, indented as deep as
+    the block, to that block: an edit next to them re-parses them with it, so the tree keeps every
+    line of the text and each node's position is a fresh parse's."""
+    module = ModuleAnalysis(_BLOCK_THEN_STATEMENTS, "train.py")
+    findings_for(module, SETTINGS, RULES)
+    module.chunks[0].positions()
+    edited = edit(_BLOCK_THEN_STATEMENTS)
+    assert edited != _BLOCK_THEN_STATEMENTS
+    chunk = module.updated(edited).chunks[0]
+    assert chunk.module.code == edited
+    assert _shape(chunk) == _shape(ModuleAnalysis(edited, "train.py").chunks[0])
+
+
 def test_a_half_typed_line_is_a_local_syntax_error_and_the_rest_of_main_keeps_its_findings():
     text = _script(6)
     module = ModuleAnalysis(text, "train.py")
