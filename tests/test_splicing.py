@@ -209,6 +209,16 @@ def test_lines_a_block_owns_after_its_last_statement_stay_in_the_tree_where_a_fr
     assert _shape(chunk) == _shape(ModuleAnalysis(edited, "train.py").chunks[0])
 
 
+def test_a_broken_line_is_blanked_alone_and_a_broken_call_over_two_lines_as_a_whole():
+    """Python names the line; blanked alone when that compiles, else the logical line holding it."""
+    one_line = "def main():\n    x = 1\n    loss = model(x\n    y = 2\n"
+    blanked, first, last, _ = parsing.localised(one_line)
+    assert (first, last) == (3, 3) and blanked == "def main():\n    x = 1\n    pass\n    y = 2\n"
+    two_lines = "def main():\n    x = foo(a,\n            b c)\n    y = 1\n"
+    blanked, first, last, _ = parsing.localised(two_lines)
+    assert (first, last) == (2, 3) and blanked == "def main():\n    pass\n\n    y = 1\n"
+
+
 def test_a_half_typed_line_is_a_local_syntax_error_and_the_rest_of_main_keeps_its_findings():
     text = _script(6)
     module = ModuleAnalysis(text, "train.py")
