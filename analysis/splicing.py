@@ -302,6 +302,9 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
     last = bisect.bisect_right(old_lines, min(max(start, old_end), len(old_text) - 1)) if old_text else first
     delta = new_text.count("\n", start, new_end) - old_text.count("\n", start, old_end)
     new_lines = line_starts(new_text)
+    module = chunk.module
+    if module is None:
+        return None  # nothing was parsed: nothing to splice into
     for _ in range(3):
         located = locate(chunk, first, last)
         if located is None:
@@ -314,11 +317,9 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
             return None
         if not region_start <= start or new_end > region_end:
             return None  # the region must hold all the new text, or the tree would not be the text's
-        previous = _compound_before(located)
-        if previous is not None and _footer_lines_at_start(region, located, previous, chunk.module):
-            # LibCST gives those lines to the block of the statement above, not to the statement
-            # after them: re-parse that statement too (Enter at the end of a block's last line)
-            first = chunk.statement_starts()[previous]
+        owner = _owner_of_leading_lines(region, located, module.default_indent)
+        if owner is not None:  # re-parse that statement too (Enter at the end of a block's last line)
+            first = chunk.statement_starts()[owner]
             continue
         statements = parse_in_context(region, located.indents, parse) if _holds_code(region) else None
         if statements is not None:
@@ -331,8 +332,6 @@ def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end
         last = located.last_line + 1
     else:
         return None
-    module = chunk.module
-    assert module is not None, "locate found the statement in this tree"
     generated, positions, starts = generate_positions(
         statements, module.default_indent, module.default_newline, located.indents, located.first_line,
     )
@@ -359,29 +358,26 @@ def _footer_lines_after(statement: cst.BaseStatement, positions: NodeRanges) -> 
     return lines
 
 
-def _compound_before(located: Located) -> cst.BaseCompoundStatement | None:
-    """The statement just before the located ones in their block, when it has indented blocks."""
+def _owner_of_leading_lines(region: str, located: Located, default_indent: str) -> cst.BaseStatement | None:
+    """The statement just before the located ones when ``region`` begins with blank or comment lines
+    indented at least as deep as one of its blocks: LibCST puts the lines after a block's last
+    statement that are indented that deep in the block's footer, so parsed alone they would be the
+    wrong statement's leading lines. A tab in such a line's indentation counts as deep (its width is
+    the tokenizer's business). None when nothing above owns them."""
     body = located.block.body
     index = next(index for index, statement in enumerate(body) if statement is located.statements[0])
-    previous = body[index - 1] if index else None
-    return previous if isinstance(previous, cst.BaseCompoundStatement) and blocks_of(previous) else None
-
-
-def _footer_lines_at_start(region: str, located: Located, previous: cst.BaseCompoundStatement, module: cst.Module | None) -> bool:
-    """Whether ``region`` begins with blank or comment lines indented at least as deep as a block of
-    ``previous``: LibCST puts the lines after a block's last statement that are indented that deep
-    in the block's footer, so parsed alone they would be the wrong statement's leading lines. A tab
-    in such a line's indentation counts as deep (its width is the tokenizer's business)."""
-    default = module.default_indent if module is not None else "    "
+    blocks = [block for _, block in blocks_of(body[index - 1])] if index else []
+    if not blocks:
+        return None
     outer = sum(len(indent) for indent in located.indents)
-    depth = min(outer + len(block.indent if block.indent is not None else default) for _, block in blocks_of(previous))
+    depth = min(outer + len(block.indent if block.indent is not None else default_indent) for block in blocks)
     for line in region.split("\n"):
         if not blank_or_comment(line):
-            return False
+            return None
         indentation = line if not line.strip() else line[: len(line) - len(line.lstrip())]
         if "\t" in indentation or len(indentation) >= depth:
-            return True
-    return False
+            return body[index - 1]
+    return None
 
 
 def _holds_code(region: str) -> bool:

@@ -627,7 +627,11 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         else:
             activations = per_layer * geometry.layers
             if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
-                activations += _previous_kept_inputs(plan, geometry, seq, batch, act_bytes, end)
+                # what the previous graph holds after its backward: bitsandbytes before 0.43.2 keeps each
+                # 4-bit linear's input as an attribute of the autograd context, which the backward does
+                # not free (saved tensors it does), so one more copy of every layer's kept inputs
+                without = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=False), geometry, seq, batch, act_bytes, [], end)
+                activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         return activations, logits, 0.0
@@ -664,30 +668,27 @@ def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
     return plan.quant_keeps_inputs if plan.quant_keeps_inputs is not None else end == 2
 
 
-def _previous_graph_alive(plan: Plan, end: int) -> bool:
-    """Whether the previous micro-batch's graph lives into this one's forward at this end of the interval."""
+def _stated_previous_graph(plan: Plan) -> bool | None:
+    """Whether the previous micro-batch's graph lives into the next one's forward, where it is known."""
     if plan.previous_graph_alive is not None:
         return plan.previous_graph_alive
     # LitGPT's fit() binds `logits` until the next `model(...)` returns (calibration/litgpt_peaks.py)
-    return plan.model_code == "litgpt" or end == 2
+    return True if plan.model_code == "litgpt" else None
+
+
+def _previous_graph_alive(plan: Plan, end: int) -> bool:
+    """The same at this end of the interval: where it is unknown, the high end assumes it."""
+    stated = _stated_previous_graph(plan)
+    return stated if stated is not None else end == 2
 
 
 def _previous_graph_note(plan: Plan) -> str:
     note = "the previous micro-batch's graph lives until the next forward returns, with a second copy of the 4-bit linears' kept inputs"
     unknown = [what for what, known in (
         ("bitsandbytes before 0.43.2", plan.quant_keeps_inputs is not None),
-        ("a loop that keeps the previous step's output or loss bound", plan.previous_graph_alive is not None or plan.model_code == "litgpt"),
+        ("a loop that keeps the previous step's output or loss bound", _stated_previous_graph(plan) is not None),
     ) if not known]
     return note + (f" (the high end: {' and '.join(unknown)})" if unknown else "")
-
-
-def _previous_kept_inputs(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, end: int) -> float:
-    """What the previous micro-batch's graph holds after its backward: bitsandbytes before 0.43.2 keeps each
-    4-bit linear's input as an attribute of the autograd context, which the backward does not free (saved
-    tensors it does), so one more copy of every layer's kept inputs lives until that graph goes."""
-    keeping = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=True), geometry, seq, batch, act_bytes, [], end)
-    without = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=False), geometry, seq, batch, act_bytes, [], end)
-    return (keeping - without) * geometry.layers
 
 
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:

@@ -244,9 +244,10 @@ class _Reader:
                 name = call.callee or ""
                 head = last_part(name) if name else (call.method or "")
                 self._read_call(call, call.node, call.chunk, name, head)
-                if training is None and (head.endswith("Trainer") or name.endswith("Trainer") or head == "TrainingArguments"):
+                builds_trainer = head.endswith("Trainer") or name.endswith("Trainer")
+                if training is None and (builds_trainer or head == "TrainingArguments"):
                     training = (call.node, call.chunk)
-                if trainer is None and (head.endswith("Trainer") or name.endswith("Trainer")):
+                if trainer is None and builds_trainer:
                     trainer = (call.node, call.chunk)
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
