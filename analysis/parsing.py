@@ -576,11 +576,26 @@ def _spelled_as_its_text(node: cst.CSTNode) -> bool:
 
 def _unique_span(text: str, code: str) -> tuple[int, int, int, int] | None:
     """Where ``code`` occurs in ``text`` if it occurs exactly once: (line, column, end_line,
-    end_column), lines from 1, columns from 0."""
-    at = text.find(code)
-    if not code or at < 0 or text.find(code, at + 1) >= 0:
+    end_column), lines from 1, columns from 0.
+
+    A node's code spanning lines is generated without the indentation of the blocks around it (a
+    call inside a method, one argument a line: LibCST adds the block's indentation to such lines
+    only when it prints the whole statement), so its later lines are looked for with any run of
+    spaces and tabs before them. The node's own text always matches; a single match is the node."""
+    if not code:
         return None
-    end = at + len(code)
+    if "\n" in code:
+        lines = code.split("\n")
+        pattern = re.compile(re.escape(lines[0]) + "".join("\n[ \t]*" + re.escape(line) for line in lines[1:]))
+        found = pattern.search(text)
+        if found is None or pattern.search(text, found.start() + 1) is not None:
+            return None
+        at, end = found.span()
+    else:
+        at = text.find(code)
+        if at < 0 or text.find(code, at + 1) >= 0:
+            return None
+        end = at + len(code)
     line = text.count("\n", 0, at) + 1
     return line, at - (text.rfind("\n", 0, at) + 1), line + code.count("\n"), end - (text.rfind("\n", 0, end) + 1)
 

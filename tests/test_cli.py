@@ -71,6 +71,18 @@ def run_module(*args: str, cwd: Path, stdin: bytes | None = None) -> subprocess.
 # ---------------------------------------------------------------------------- end to end, as a process
 
 
+def test_a_process_writes_its_whole_report_before_it_ends(project, capsys):
+    """The command ends without the interpreter's teardown (``console_main``): what it printed
+    reaches the reader whole, through a pipe and in a pool of workers, with the exit status."""
+    root = project(**{f"feats_{index:02}.py": RETAINED for index in range(40)})
+    assert main(["check", "--no-cache", "--format", "json", "."]) == 1
+    in_process = json.loads(capsys.readouterr().out)
+    result = run_module("check", "--no-cache", "--format", "json", "--jobs", "2", ".", cwd=root)
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == in_process
+    assert len(in_process["findings"]) >= 40
+
+
 def test_version_as_a_process(tmp_path):
     result = run_module("--version", cwd=tmp_path)
     assert result.returncode == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from trainlint.analysis import parsing
@@ -50,3 +51,53 @@ def test_every_span_read_off_the_text_is_the_generated_position(path: Path) -> N
                 assert span == (position.start.line, position.start.column, position.end.line, position.end.column), chunk.code_for(node)
                 read += 1
     assert read > 50
+
+
+RECIPE_WITH_A_LOADER = '''\
+class Recipe:
+    def setup_data(self, ds, sampler, batch_size):
+        loader = StatefulDataLoader(
+            dataset=ds,
+            batch_size=batch_size,
+            sampler=sampler,
+            # dropping last avoids shape issues with compile
+            drop_last=True,
+            collate_fn=partial(
+                collate_fn,
+                padding_idx=self._tokenizer.pad_id,
+            ),
+        )
+        return loader
+
+    def setup_eval_data(self, ds, sampler, batch_size):
+        first = DataLoader(
+            ds,
+            batch_size=batch_size,
+        )
+        second = DataLoader(
+            ds,
+            batch_size=batch_size,
+        )
+        return first, second
+'''
+
+
+def _calls_named(chunk, name: str) -> list:
+    return [node for node in walk(chunk.module) if isinstance(node, cst.Call) and chunk.code_for(node.func) == name]
+
+
+def test_a_call_over_several_lines_inside_a_method_is_read_off_the_text() -> None:
+    """Its code is generated without the method's indentation, yet it is found where it is."""
+    chunk = ModuleAnalysis(RECIPE_WITH_A_LOADER, "recipe.py").chunks[0]
+    (loader,) = _calls_named(chunk, "StatefulDataLoader")
+    span = chunk._text_span(loader)
+    assert chunk._positions is None  # found without generating the positions of the class
+    position = chunk.positions()[loader]
+    assert span == (position.start.line, position.start.column, position.end.line, position.end.column) == (3, 17, 13, 9)
+
+
+def test_a_call_over_several_lines_written_twice_is_not_read_off_the_text() -> None:
+    chunk = ModuleAnalysis(RECIPE_WITH_A_LOADER, "recipe.py").chunks[0]
+    loaders = _calls_named(chunk, "DataLoader")
+    assert [chunk._text_span(loader) for loader in loaders] == [None, None]
+    assert sorted(chunk.line_of(loader) for loader in loaders) == [17, 21]  # from the generated positions

@@ -14,6 +14,6 @@ import sys
 if not getattr(sys.flags, "safe_path", False) and sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from trainlint.cli import main  # noqa: E402 (after the guard above, on purpose)
+from trainlint.cli import console_main  # noqa: E402 (after the guard above, on purpose)
 
-sys.exit(main())
+console_main()

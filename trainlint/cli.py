@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import gc
 import io
+import logging
 import multiprocessing
 import multiprocessing.context
 import os
@@ -199,6 +200,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader left (`trainlint rules | head`): stop quietly, as a tool killed by SIGPIPE does.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+
+
+def console_main() -> NoReturn:
+    """The ``trainlint`` command (and ``python -m trainlint``): ``main()``, then the process ends
+    without the interpreter's teardown.
+
+    A check of a repository in one process holds every tree it parsed (the workspace keeps the
+    analyses of the files that imports led to) until it ends, and the teardown frees them one
+    object at a time: 0.7 of 7 seconds of CPU over torchtune's 498 files. What is left to do at
+    the end is done here: the standard streams flushed (a reader gone counts as SIGPIPE, as in
+    ``main``) and logging's handlers closed. Worker processes end so already (multiprocessing
+    leaves a forked worker with ``os._exit``); ``main()`` called as a function returns as before.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            code = EXIT_BROKEN_PIPE
+        except (OSError, ValueError):  # closed, or no descriptor: nothing more can be written to it
+            pass
+    logging.shutdown()
+    os._exit(code)
 
 
 def _silence_stdout() -> None:
