@@ -361,6 +361,11 @@ def _activation_call(event: CallEvent, kind: str | None) -> ActivationCall | Non
 
 
 def _call_at(module: ModuleAnalysis, chunk: ParsedChunk, node: cst.CSTNode) -> CallEvent | None:
+    """The call event of ``node`` in one of the module's own statements; None for a statement of
+    another workspace file (a model class imported from ``model.py``), whose events this module's
+    scopes do not hold: looking there by its index read another statement of this file, or none."""
+    if chunk.origin != module.origin:
+        return None
     for scope in module.scopes_of(chunk):
         for event in scope.calls():
             if event.node is node:

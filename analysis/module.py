@@ -15,7 +15,7 @@ from .dependencies import note_fact, note_whole_module
 from .flow import AssignEvent, CallEvent, ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
-from .parsing import ParsedChunk, common_prefix, common_suffix
+from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
 from .summary import ChunkFacts, FunctionInfo, ModuleSummary
 from .values import Value
 
@@ -56,21 +56,23 @@ class ModuleAnalysis:
         self.path = path
         self.workspace = workspace
         if chunks is None:
-            chunks = [ParsedChunk(chunk, index) for index, chunk in enumerate(split_statements(text))]
+            # An imported file's top-level definitions are parsed when something asks for them
+            # (UnparsedChunk); the rest, and every statement of a file to check, at once.
+            chunks = [
+                UnparsedChunk(chunk, index) if foreign and definition_name(chunk.text) else ParsedChunk(chunk, index)
+                for index, chunk in enumerate(split_statements(text))
+            ]
         self._chunks = chunks
-        self.facts = [ChunkFacts(chunk) for chunk in chunks]
-        self.summary = ModuleSummary(chunks, self.facts, path, workspace)
+        self.facts: list[ChunkFacts | None] = [None if isinstance(chunk, UnparsedChunk) else ChunkFacts(chunk) for chunk in chunks]
         # The file its statements name as theirs (``ParsedChunk.origin``): set for a workspace file's
         # analysis, which may also be the one its own check uses (Workspace.checked_analysis).
         self.origin: str | None = path if foreign else None
+        self.summary = ModuleSummary(chunks, self.facts, path, workspace, on_parsed=self._make_home if foreign else None)
         if foreign:
             for chunk, facts in zip(chunks, self.facts):
                 chunk.origin = path
-                for info in (*facts.functions.values(), *facts.classes.values()):
-                    info.home = self.summary
-                for class_info in facts.classes.values():
-                    for method in class_info.methods.values():
-                        method.home = self.summary
+                if facts is not None:
+                    self._make_home(facts)
         self._scopes: dict[int, list[ScopeAnalysis]] = {}
         self._lines: list[str] | None = None
         self._all_scopes: list[ScopeAnalysis] | None = None
@@ -82,6 +84,14 @@ class ModuleAnalysis:
         self.kept: frozenset[int] = frozenset()
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
+
+    def _make_home(self, facts: ChunkFacts) -> None:
+        """An imported file's definitions are analysed in their own module, whoever asks."""
+        for info in (*facts.functions.values(), *facts.classes.values()):
+            info.home = self.summary
+        for class_info in facts.classes.values():
+            for method in class_info.methods.values():
+                method.home = self.summary
 
     def updated(self, text: str) -> ModuleAnalysis:
         """The analysis of an edited text.
@@ -167,7 +177,7 @@ class ModuleAnalysis:
         result.origin = self.origin
         result.workspace = self.workspace
         result._chunks = chunks
-        result.facts = [self.facts[i] if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
+        result.facts = [self.summary.facts_at(i) if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
         result.summary = ModuleSummary(chunks, result.facts, self.path, self.workspace)
         result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
@@ -189,11 +199,11 @@ class ModuleAnalysis:
         changed_old = [i for i in range(len(self._chunks)) if i not in unchanged]
         changed_new = [i for i in range(len(chunks)) if i not in unchanged]
         new_facts = {i: ChunkFacts(chunks[i]) for i in changed_new}
-        if any(self.facts[i].imports for i in changed_old) or any(facts.imports for facts in new_facts.values()):
+        if any(self.summary.facts_at(i).imports for i in changed_old) or any(facts.imports for facts in new_facts.values()):
             return set()
         tainted_names: set[str] = set()
         for i in changed_old:
-            tainted_names |= self.facts[i].defined_names
+            tainted_names |= self.summary.facts_at(i).defined_names
         for facts in new_facts.values():
             tainted_names |= facts.defined_names
         clean = set(unchanged)
@@ -203,7 +213,7 @@ class ModuleAnalysis:
             for index in list(clean):
                 if chunks[index].refers_to_any(tainted_names):
                     clean.discard(index)
-                    defined = _definitions_reaching(self.facts[index], chunks[index], tainted_names)
+                    defined = _definitions_reaching(self.summary.facts_at(index), chunks[index], tainted_names)
                     if not defined <= tainted_names:
                         tainted_names |= defined
                         grew = True
@@ -256,7 +266,7 @@ class ModuleAnalysis:
         return scopes
 
     def _compute_scopes(self, index: int) -> list[ScopeAnalysis]:
-        chunk, facts = self._chunks[index], self.facts[index]
+        chunk, facts = self._chunks[index], self.summary.facts_at(index)
         scopes: list[ScopeAnalysis] = []
         if chunk.module is not None:
             if any(not isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in chunk.body):

@@ -306,6 +306,40 @@ class SyntaxProblem:
         )
 
 
+def _parsed(chunk: Chunk) -> tuple[cst.Module | None, SyntaxProblem | None, tuple[int, int] | None, str | None]:
+    """A statement's tree and syntax error; with a broken line inside a function, the lines that
+    do not parse (chunk-relative, first and last) and the text with them blanked, which the tree is
+    of (see ``localised``: the rest of the function is analysed)."""
+    try:
+        module = parse_module(chunk.text)
+        rejected = _rejected_literal(chunk)
+        return (None, rejected, None, None) if rejected is not None else (module, None, None, None)
+    except cst.ParserSyntaxError as error:
+        recovered = localised(chunk.text)
+        if recovered is None:
+            problem = _python_syntax_error(chunk) or SyntaxProblem(
+                chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
+            )
+            return None, problem, None, None
+        blanked, first, last, python_problem = recovered
+        try:
+            return parse_module(blanked), _problem(chunk, python_problem), (first, last), blanked
+        except (cst.ParserSyntaxError, TooDeeplyNested, RecursionError, MemoryError):
+            return None, _problem(chunk, python_problem), None, None
+    except TooDeeplyNested as error:
+        problem = _python_syntax_error(chunk) or SyntaxProblem(
+            _first_code_line(chunk), 1, f"this statement {error}; it was not checked", analysed=False,
+        )
+        return None, problem, None, None
+    except (RecursionError, MemoryError):
+        problem = SyntaxProblem(
+            _first_code_line(chunk), 1, "statement is nested too deeply to analyse; it was not checked", analysed=False
+        )
+        return None, problem, None, None
+    except Exception as error:  # LibCST raises plain exceptions for some invalid input
+        return None, SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}"), None, None
+
+
 class NodeMemo(NamedTuple):
     """A key of ``ParsedChunk.memo`` whose value maps nodes to facts of their own subtree."""
 
@@ -316,6 +350,11 @@ class ParsedChunk:
     __slots__ = ("chunk", "index", "module", "syntax_error", "broken", "memo", "origin", "_positions", "_starts", "_words", "_tree_text")
 
     def __init__(self, chunk: Chunk, index: int) -> None:
+        self._unparsed(chunk, index)
+        self._parse()
+
+    def _unparsed(self, chunk: Chunk, index: int) -> None:
+        """Every field but those the parse sets."""
         self.chunk = chunk
         self.index = index
         self._positions: NodeRanges | None = None
@@ -324,41 +363,11 @@ class ParsedChunk:
         self.origin: str | None = None  # the file, for statements of another workspace file
         # Facts derived from this statement's tree alone, kept for as long as the tree is.
         self.memo: dict = {}
-        self.module: cst.Module | None = None
-        self.syntax_error: SyntaxProblem | None = None
-        # Lines of a function's statement that do not parse (chunk-relative, first and last): the tree
-        # is of the text with them blanked (see ``localised``), and the rest of the function is analysed.
-        self.broken: tuple[int, int] | None = None
-        self._tree_text: str | None = None  # the text with those lines blanked, when there are some
-        try:
-            self.module = parse_module(chunk.text)
-            rejected = _rejected_literal(chunk)
-            if rejected is not None:
-                self.module, self.syntax_error = None, rejected
-        except cst.ParserSyntaxError as error:
-            recovered = localised(chunk.text)
-            if recovered is not None:
-                blanked, first, last, problem = recovered
-                self.syntax_error = _problem(chunk, problem)
-                try:
-                    self.module = parse_module(blanked)
-                    self.broken, self._tree_text = (first, last), blanked
-                except (cst.ParserSyntaxError, TooDeeplyNested, RecursionError, MemoryError):
-                    pass
-            else:
-                self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
-                    chunk.start_line + error.raw_line, error.raw_column + 1, _describe(error)
-                )
-        except TooDeeplyNested as error:
-            self.syntax_error = _python_syntax_error(chunk) or SyntaxProblem(
-                _first_code_line(chunk), 1, f"this statement {error}; it was not checked", analysed=False,
-            )
-        except (RecursionError, MemoryError):
-            self.syntax_error = SyntaxProblem(
-                _first_code_line(chunk), 1, "statement is nested too deeply to analyse; it was not checked", analysed=False
-            )
-        except Exception as error:  # LibCST raises plain exceptions for some invalid input
-            self.syntax_error = SyntaxProblem(chunk.start_line + 1, 1, f"cannot parse: {error}")
+
+    def _parse(self) -> None:
+        """The tree of the statement's text, or what keeps it from having one (``syntax_error``).
+        Each field is set once, to its final value (another thread may read an unparsed chunk's)."""
+        self.module, self.syntax_error, self.broken, self._tree_text = _parsed(self.chunk)
 
     def moved(self, chunk: Chunk, index: int) -> ParsedChunk:
         """The same statement at another place in an edited document: no re-parse, positions kept."""
@@ -561,6 +570,65 @@ class ParsedChunk:
         if text is None:
             text = texts[node] = self.module.code_for_node(node)
         return text
+
+
+# The fields ``ParsedChunk._parse`` sets: an UnparsedChunk has none of them until one is read.
+_PARSED_FIELDS = frozenset({"module", "syntax_error", "broken", "_tree_text"})
+# Held while an UnparsedChunk is parsed, and while a module summary parses the definitions a lookup
+# needs (summary.py): two threads reading the same imported file parse each statement once.
+DEFERRED_PARSE_LOCK = threading.RLock()
+
+
+class UnparsedChunk(ParsedChunk):
+    """A top-level ``def`` or ``class`` of an imported file, parsed when its tree is first asked for.
+
+    A check of a recipe that imports ``from pkg.modules import Decoder`` needs ``Decoder`` and what
+    it reaches, not the other forty definitions of ``pkg/modules.py``: in a pool of workers, each
+    parsed every module its files imported whole (torchtune: 76,000 lines a run besides the
+    103,000 checked). The parse's fields are missing until then; reading one (``__getattr__`` is
+    asked only for a field that is not set) parses the statement and sets them all, so afterwards
+    the chunk is read as any other.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, chunk: Chunk, index: int) -> None:
+        self._unparsed(chunk, index)
+
+    def __getattr__(self, name: str):
+        if name not in _PARSED_FIELDS:
+            raise AttributeError(name)
+        with DEFERRED_PARSE_LOCK:
+            if not self.parsed:  # else another thread parsed it while this one waited
+                self._parse()
+        return object.__getattribute__(self, name)
+
+    @property
+    def parsed(self) -> bool:
+        try:
+            object.__getattribute__(self, "_tree_text")  # the last field _parse sets
+        except AttributeError:
+            return False
+        return True
+
+
+# A top-level definition whose name its text shows: after leading blank and comment lines, and
+# decorators of one line each without brackets inside their call, ``def NAME``, ``async def NAME``
+# or ``class NAME`` at column 0. A decorator with brackets or strings in its arguments could hide
+# such a line inside them, so its statement is not read this way.
+_DEFINITION = re.compile(
+    r"""(?:[ \t\f]*(?:\#[^\n]*)?\n)*
+    (?:@[\w.]+(?:\([\w., =]*\))?[ \t]*(?:\#[^\n]*)?\n(?:[ \t\f]*(?:\#[^\n]*)?\n)*)*
+    (?:(?:async[ \t]+)?def|class)[ \t]+([^\W\d]\w*)[ \t]*[(:]""",
+    re.X,
+)
+
+
+def definition_name(text: str) -> str | None:
+    """The name a top-level statement's text defines when it is a ``def`` or ``class`` (see
+    ``_DEFINITION``); None for any other statement, and for one this cannot tell."""
+    found = _DEFINITION.match(text)
+    return found.group(1) if found is not None else None
 
 
 def _spelled_as_its_text(node: cst.CSTNode) -> bool:

@@ -8,6 +8,7 @@ Values of module-level names are computed on demand and memoised for one analysi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -15,7 +16,7 @@ import libcst as cst
 from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
-from .parsing import ParsedChunk
+from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, definition_name
 from .tree import small_statements
 from .values import UNKNOWN, Value
 
@@ -236,12 +237,64 @@ def _blocks_of(statement: cst.CSTNode) -> list[tuple[cst.CSTNode, ...]]:
     return blocks
 
 
+class _Definitions(WholeModuleDict):
+    """A summary's ``functions`` or ``classes`` while some of its file's top-level definitions are
+    not parsed yet (an imported file's: ``UnparsedChunk``). A lookup by name parses the
+    definitions of that name first; a walk of the whole table parses all of them and orders it as
+    the whole file parsed at once would. Reads and parses hold ``DEFERRED_PARSE_LOCK``: two
+    analysis threads of the server may read one imported file."""
+
+    __slots__ = ("_summary",)
+
+    def __init__(self, summary: ModuleSummary) -> None:
+        super().__init__()
+        self._summary = summary
+
+    def get(self, name, default=None):
+        with DEFERRED_PARSE_LOCK:
+            self._summary.parse_definitions(name)
+            return dict.get(self, name, default)
+
+    def __getitem__(self, name):
+        with DEFERRED_PARSE_LOCK:
+            self._summary.parse_definitions(name)
+            return dict.__getitem__(self, name)
+
+    def __contains__(self, name) -> bool:
+        with DEFERRED_PARSE_LOCK:
+            self._summary.parse_definitions(name)
+            return dict.__contains__(self, name)
+
+    def __iter__(self):
+        self._summary.parse_definitions()
+        return super().__iter__()
+
+    def keys(self):
+        self._summary.parse_definitions()
+        return super().keys()
+
+    def values(self):
+        self._summary.parse_definitions()
+        return super().values()
+
+    def items(self):
+        self._summary.parse_definitions()
+        return super().items()
+
+    def __len__(self) -> int:
+        self._summary.parse_definitions()
+        return super().__len__()
+
+
 class ModuleSummary:
     """The merge of every statement's facts, plus memoised values of module-level names."""
 
     def __init__(
-        self, chunks: list[ParsedChunk], facts: list[ChunkFacts], path: str = "", workspace: Workspace | None = None,
+        self, chunks: list[ParsedChunk], facts: list[ChunkFacts | None], path: str = "", workspace: Workspace | None = None,
+        on_parsed: Callable[[ChunkFacts], None] | None = None,
     ) -> None:
+        """``facts`` is None for a top-level definition not parsed yet (``UnparsedChunk``), whose
+        facts are made when its name is looked up; ``on_parsed`` is told of them then."""
         self.chunks = chunks
         self.path = path
         self.workspace = workspace
@@ -249,19 +302,68 @@ class ModuleSummary:
         self.resolved: dict[str, tuple[int, int] | None] = {}
         # Imports are not tracked: an edit that changes any import recomputes everything.
         self.imports: dict[str, str] = {}
-        self.functions: dict[str, FunctionInfo] = WholeModuleDict()
-        self.classes: dict[str, ClassInfo] = WholeModuleDict()
         # name -> [(chunk index, value expression, tuple index)], in order
         self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = WholeModuleDict()
+        self._facts = facts
+        self._on_parsed = on_parsed
+        # name -> indexes of the unparsed definitions of that name (a def or class binds nothing else)
+        self._unparsed: dict[str, list[int]] = {}
         for chunk, chunk_facts in zip(chunks, facts):
+            if chunk_facts is None:
+                name = definition_name(chunk.chunk.text)
+                assert name is not None, "only a definition whose name its text shows is left unparsed"
+                self._unparsed.setdefault(name, []).append(chunk.index)
+                continue
             self.imports.update(chunk_facts.imports)
-            self.functions.update(chunk_facts.functions)
-            self.classes.update(chunk_facts.classes)
             for name, expression, index in chunk_facts.bindings:
                 self.bindings.setdefault(name, []).append((chunk.index, expression, index))
+        self.functions: dict[str, FunctionInfo] = _Definitions(self) if self._unparsed else WholeModuleDict()
+        self.classes: dict[str, ClassInfo] = _Definitions(self) if self._unparsed else WholeModuleDict()
+        self._merge_definitions()
         self._values: dict[tuple[str, int], Value] = {}
         self._evaluating: set[tuple[str, int]] = set()
         self._module_classes: dict[str, bool] = {}
+
+    def _merge_definitions(self) -> None:
+        """``functions`` and ``classes`` from the facts made so far, in statement order (a later
+        definition of a name replaces an earlier one, as at run time)."""
+        functions: dict[str, FunctionInfo] = {}
+        classes: dict[str, ClassInfo] = {}
+        for chunk_facts in self._facts:
+            if chunk_facts is not None:
+                functions.update(chunk_facts.functions)
+                classes.update(chunk_facts.classes)
+        for table, merged in ((self.functions, functions), (self.classes, classes)):
+            dict.clear(table)
+            dict.update(table, merged)
+
+    def parse_definitions(self, name: str | None = None) -> None:
+        """Parse the unparsed top-level definitions of ``name`` (None: all of them), so that the
+        tables answer as if the whole file had been parsed."""
+        if not self._unparsed or (name is not None and name not in self._unparsed):
+            return
+        with DEFERRED_PARSE_LOCK:
+            if name is None:
+                indexes = sorted(index for indexes in self._unparsed.values() for index in indexes)
+                self._unparsed.clear()
+            else:
+                indexes = self._unparsed.pop(name, [])
+            for index in indexes:
+                chunk_facts = self._facts[index] = ChunkFacts(self.chunks[index])
+                if self._on_parsed is not None:
+                    self._on_parsed(chunk_facts)
+            if indexes:
+                self._merge_definitions()
+
+    def facts_at(self, index: int) -> ChunkFacts:
+        """One statement's facts, parsing it if it is an unparsed definition."""
+        chunk_facts = self._facts[index]
+        if chunk_facts is None:
+            name = definition_name(self.chunks[index].chunk.text)
+            self.parse_definitions(name)
+            chunk_facts = self._facts[index]
+            assert chunk_facts is not None, "every unparsed statement is listed under the name it defines"
+        return chunk_facts
 
     def canonical(self, raw: str) -> str:
         return canonical(raw, self.imports)

@@ -289,3 +289,124 @@ def test_an_import_target_whose_text_differs_from_the_checked_text_is_analysed_a
     unsaved = HELPERS_TRAINING_A_MODEL.replace("criterion(model(x), y)", "torch.nn.functional.mse_loss(model(x), y)")
     assert shared.checked_analysis(str(root / "b_helpers.py"), unsaved) is None
     assert "TL202" not in [f.code for f in analyze_source(unsaved, str(root / "b_helpers.py"), workspace=shared)]
+
+
+# A model file as real projects write one: many definitions, of which a training script imports one.
+# `Net` is defined twice (the later definition is the one Python binds), behind a decorator once.
+MODELS = MODEL + textwrap.dedent(
+    """\
+
+
+    # Layers the scripts of this folder do not use.
+    @torch.no_grad()
+    def init_weights(module):
+        nn.init.zeros_(module.weight)
+
+
+    class Encoder(nn.Module):
+        def forward(self, x):
+            return x
+
+
+    def build_encoder(depth: int = 4):
+        return nn.Sequential(*[Encoder() for _ in range(depth)])
+
+
+    @register_model(name="net", default=True)
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return F.log_softmax(self.fc(x), dim=1)
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=-1)
+    """
+)
+
+
+def _imported_chunks(workspace: Workspace, path: Path) -> dict[str, bool]:
+    """Each top-level statement of an imported file (its first code line) -> whether it was parsed."""
+    from trainlint.analysis.parsing import UnparsedChunk
+
+    module = workspace._analysis(path.resolve(), 0)
+    assert module is not None
+    return {
+        next(line for line in chunk.chunk.text.splitlines() if line and not line.startswith("#")):
+            not isinstance(chunk, UnparsedChunk) or chunk.parsed
+        for chunk in module._chunks
+    }
+
+
+def test_an_imported_file_is_parsed_only_as_far_as_the_check_needs(tmp_path):
+    root = _project(tmp_path, {"model.py": MODELS, "train.py": TRAIN})
+    workspace = Workspace([root])
+    findings = analyze_source(TRAIN, str(root / "train.py"), workspace=workspace)
+    [softmax] = [f for f in findings if f.code == "TL202"]
+    # the last `class Net` is the one imported: its softmax over dim=-1, on the file's last line
+    assert [item.line for item in softmax.evidence if item.path] == [MODELS.count("\n")]
+    parsed = _imported_chunks(workspace, root / "model.py")
+    assert parsed == {
+        "import torch.nn as nn": True, "import torch.nn.functional as F": True,
+        "class Net(nn.Module):": True, "@torch.no_grad()": False, "class Encoder(nn.Module):": False,
+        "def build_encoder(depth: int = 4):": False,
+        # not read off its text (brackets in the decorator's call): parsed as any statement
+        '@register_model(name="net", default=True)': True,
+    }
+
+
+def test_an_imported_file_parsed_as_needed_gives_what_parsing_it_whole_gives(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"model.py": MODELS, "train.py": TRAIN, "helpers.py": HELPERS_TRAINING_A_MODEL})
+    (root / "helpers.py").write_text(HELPERS_TRAINING_A_MODEL.replace("c_model", "model"), encoding="utf-8")
+
+    def check_all() -> list:
+        workspace = Workspace([root])
+        return [(f.path, f.line, f.code, f.message, f.evidence) for name in ("helpers.py", "model.py", "train.py")
+                for f in analyze_source((root / name).read_text(), str(root / name), workspace=workspace)]
+
+    as_needed = check_all()
+    monkeypatch.setattr("trainlint.analysis.module.definition_name", lambda text: None)
+    assert as_needed == check_all()
+    assert [code for _, _, code, _, _ in as_needed].count("TL202") == 2
+
+
+def test_walking_an_imported_files_definitions_parses_them_all_in_file_order(tmp_path):
+    root = _project(tmp_path, {"model.py": MODELS})
+    module = Workspace([root])._analysis((root / "model.py").resolve(), 0)
+    assert module is not None
+    assert "Net" in module.summary.classes and "init_weights" not in dict(module.summary.classes.items())
+    assert list(module.summary.functions) == ["init_weights", "build_encoder"]
+    assert list(module.summary.classes) == ["Net", "Encoder"]
+    assert module.summary.classes["Net"].chunk.index == len(module.chunks) - 1
+    assert all(chunk.module is not None for chunk in module.chunks)
+
+
+def test_two_threads_asking_for_one_imported_definition_get_the_same_one(tmp_path):
+    import threading
+
+    root = _project(tmp_path, {"model.py": MODELS * 20})
+    module = Workspace([root])._analysis((root / "model.py").resolve(), 0)
+    assert module is not None
+    found: list = []
+    threads = [threading.Thread(target=lambda: found.append(module.summary.classes.get("Encoder"))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 4 and found[0] is not None and all(info is found[0] for info in found)
+
+
+def test_a_model_class_further_down_its_file_than_the_script_is_long_is_still_followed(tmp_path):
+    """The loss check looked for the softmax call among the checked file's statements, by the index
+    of the model file's statement: past the script's last statement, the rule failed (TL002)."""
+    root = _project(tmp_path, {"model.py": MODELS, "train.py": TRAIN})
+    codes = _codes(root / "train.py", Workspace([root]))
+    assert "TL202" in codes and "TL002" not in codes
