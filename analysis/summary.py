@@ -241,8 +241,8 @@ class _Definitions(WholeModuleDict):
     """A summary's ``functions`` or ``classes`` while some of its file's top-level definitions are
     not parsed yet (an imported file's: ``UnparsedChunk``). A lookup by name parses the
     definitions of that name first; a walk of the whole table parses all of them and orders it as
-    the whole file parsed at once would. Reads and parses hold ``DEFERRED_PARSE_LOCK``: two
-    analysis threads of the server may read one imported file."""
+    the whole file parsed at once would. Until every definition is parsed, reads and parses hold
+    ``DEFERRED_PARSE_LOCK``: two analysis threads of the server may read one imported file."""
 
     __slots__ = ("_summary",)
 
@@ -251,17 +251,23 @@ class _Definitions(WholeModuleDict):
         self._summary = summary
 
     def get(self, name, default=None):
-        with DEFERRED_PARSE_LOCK:
+        if self._summary.complete:
+            return dict.get(self, name, default)
+        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
             self._summary.parse_definitions(name)
             return dict.get(self, name, default)
 
     def __getitem__(self, name):
-        with DEFERRED_PARSE_LOCK:
+        if self._summary.complete:
+            return dict.__getitem__(self, name)
+        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
             self._summary.parse_definitions(name)
             return dict.__getitem__(self, name)
 
     def __contains__(self, name) -> bool:
-        with DEFERRED_PARSE_LOCK:
+        if self._summary.complete:
+            return dict.__contains__(self, name)
+        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
             self._summary.parse_definitions(name)
             return dict.__contains__(self, name)
 
@@ -317,6 +323,8 @@ class ModuleSummary:
             self.imports.update(chunk_facts.imports)
             for name, expression, index in chunk_facts.bindings:
                 self.bindings.setdefault(name, []).append((chunk.index, expression, index))
+        # set once every definition is parsed and in the tables (another thread may be parsing them)
+        self.complete = not self._unparsed
         self.functions: dict[str, FunctionInfo] = _Definitions(self) if self._unparsed else WholeModuleDict()
         self.classes: dict[str, ClassInfo] = _Definitions(self) if self._unparsed else WholeModuleDict()
         self._merge_definitions()
@@ -340,9 +348,11 @@ class ModuleSummary:
     def parse_definitions(self, name: str | None = None) -> None:
         """Parse the unparsed top-level definitions of ``name`` (None: all of them), so that the
         tables answer as if the whole file had been parsed."""
-        if not self._unparsed or (name is not None and name not in self._unparsed):
+        if self.complete:
             return
         with DEFERRED_PARSE_LOCK:
+            if name is not None and name not in self._unparsed:
+                return  # none of that name, or another thread parsed them while this one waited
             if name is None:
                 indexes = sorted(index for indexes in self._unparsed.values() for index in indexes)
                 self._unparsed.clear()
@@ -354,14 +364,15 @@ class ModuleSummary:
                     self._on_parsed(chunk_facts)
             if indexes:
                 self._merge_definitions()
+            self.complete = not self._unparsed
 
     def facts_at(self, index: int) -> ChunkFacts:
         """One statement's facts, parsing it if it is an unparsed definition."""
         chunk_facts = self._facts[index]
         if chunk_facts is None:
-            name = definition_name(self.chunks[index].chunk.text)
-            self.parse_definitions(name)
-            chunk_facts = self._facts[index]
+            with DEFERRED_PARSE_LOCK:  # another thread may be parsing it: wait for its facts
+                self.parse_definitions(definition_name(self.chunks[index].chunk.text))
+                chunk_facts = self._facts[index]
             assert chunk_facts is not None, "every unparsed statement is listed under the name it defines"
         return chunk_facts
 
