@@ -613,9 +613,9 @@ class UnparsedChunk(ParsedChunk):
 
 
 # A top-level definition whose name its text shows: after leading blank and comment lines, and
-# decorators of one line each without brackets inside their call, ``def NAME``, ``async def NAME``
-# or ``class NAME`` at column 0. A decorator with brackets or strings in its arguments could hide
-# such a line inside them, so its statement is not read this way.
+# decorators of one line each whose call (if any) holds only names, numbers, dots, commas and `=`,
+# ``def NAME``, ``async def NAME`` or ``class NAME`` at column 0. A decorator with brackets or
+# strings in its arguments could hide such a line inside them, so its statement is not read this way.
 _DEFINITION = re.compile(
     r"""(?:[ \t\f]*(?:\#[^\n]*)?\n)*
     (?:@[\w.]+(?:\([\w., =]*\))?[ \t]*(?:\#[^\n]*)?\n(?:[ \t\f]*(?:\#[^\n]*)?\n)*)*
