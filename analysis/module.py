@@ -58,10 +58,10 @@ class ModuleAnalysis:
         if chunks is None:
             # An imported file's top-level definitions are parsed when something asks for them
             # (UnparsedChunk); the rest, and every statement of a file to check, at once.
-            chunks = [
-                UnparsedChunk(chunk, index) if foreign and definition_name(chunk.text) else ParsedChunk(chunk, index)
-                for index, chunk in enumerate(split_statements(text))
-            ]
+            chunks = []
+            for index, piece in enumerate(split_statements(text)):
+                name = definition_name(piece.text) if foreign else None
+                chunks.append(UnparsedChunk(piece, index, name) if name else ParsedChunk(piece, index))
         self._chunks = chunks
         self.facts: list[ChunkFacts | None] = [None if isinstance(chunk, UnparsedChunk) else ChunkFacts(chunk) for chunk in chunks]
         # The file its statements name as theirs (``ParsedChunk.origin``): set for a workspace file's

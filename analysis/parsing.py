@@ -590,10 +590,11 @@ class UnparsedChunk(ParsedChunk):
     the chunk is read as any other.
     """
 
-    __slots__ = ()
+    __slots__ = ("defined_name",)
 
-    def __init__(self, chunk: Chunk, index: int) -> None:
+    def __init__(self, chunk: Chunk, index: int, defined_name: str) -> None:
         self._unparsed(chunk, index)
+        self.defined_name = defined_name  # what ``definition_name`` read off its text
 
     def __getattr__(self, name: str):
         if name not in _PARSED_FIELDS:

@@ -16,7 +16,7 @@ import libcst as cst
 from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .names import canonical, dotted, imports_of, last_part
-from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, definition_name
+from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
 from .tree import small_statements
 from .values import UNKNOWN, Value
 
@@ -250,26 +250,22 @@ class _Definitions(WholeModuleDict):
         super().__init__()
         self._summary = summary
 
-    def get(self, name, default=None):
+    def _read(self, read, name, *default):
+        """``read`` (a dict method) of ``name``, once the definitions of that name are parsed."""
         if self._summary.complete:
-            return dict.get(self, name, default)
+            return read(self, name, *default)
         with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
             self._summary.parse_definitions(name)
-            return dict.get(self, name, default)
+            return read(self, name, *default)
+
+    def get(self, name, default=None):
+        return self._read(dict.get, name, default)
 
     def __getitem__(self, name):
-        if self._summary.complete:
-            return dict.__getitem__(self, name)
-        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
-            self._summary.parse_definitions(name)
-            return dict.__getitem__(self, name)
+        return self._read(dict.__getitem__, name)
 
     def __contains__(self, name) -> bool:
-        if self._summary.complete:
-            return dict.__contains__(self, name)
-        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
-            self._summary.parse_definitions(name)
-            return dict.__contains__(self, name)
+        return self._read(dict.__contains__, name)
 
     def __iter__(self):
         self._summary.parse_definitions()
@@ -316,9 +312,8 @@ class ModuleSummary:
         self._unparsed: dict[str, list[int]] = {}
         for chunk, chunk_facts in zip(chunks, facts):
             if chunk_facts is None:
-                name = definition_name(chunk.chunk.text)
-                assert name is not None, "only a definition whose name its text shows is left unparsed"
-                self._unparsed.setdefault(name, []).append(chunk.index)
+                assert isinstance(chunk, UnparsedChunk), "only an unparsed definition has no facts yet"
+                self._unparsed.setdefault(chunk.defined_name, []).append(chunk.index)
                 continue
             self.imports.update(chunk_facts.imports)
             for name, expression, index in chunk_facts.bindings:
@@ -370,8 +365,10 @@ class ModuleSummary:
         """One statement's facts, parsing it if it is an unparsed definition."""
         chunk_facts = self._facts[index]
         if chunk_facts is None:
+            chunk = self.chunks[index]
+            assert isinstance(chunk, UnparsedChunk), "only an unparsed definition has no facts yet"
             with DEFERRED_PARSE_LOCK:  # another thread may be parsing it: wait for its facts
-                self.parse_definitions(definition_name(self.chunks[index].chunk.text))
+                self.parse_definitions(chunk.defined_name)
                 chunk_facts = self._facts[index]
             assert chunk_facts is not None, "every unparsed statement is listed under the name it defines"
         return chunk_facts
