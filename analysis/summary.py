@@ -250,22 +250,28 @@ class _Definitions(WholeModuleDict):
         super().__init__()
         self._summary = summary
 
-    def _read(self, read, name, *default):
-        """``read`` (a dict method) of ``name``, once the definitions of that name are parsed."""
+    # Each lookup is written out, not routed through one helper: the flow's name lookups in an
+    # imported file come here, and a shared helper measured 1.5 % of a cold run over torchtune.
+    def get(self, name, default=None):
         if self._summary.complete:
-            return read(self, name, *default)
+            return dict.get(self, name, default)
         with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
             self._summary.parse_definitions(name)
-            return read(self, name, *default)
-
-    def get(self, name, default=None):
-        return self._read(dict.get, name, default)
+            return dict.get(self, name, default)
 
     def __getitem__(self, name):
-        return self._read(dict.__getitem__, name)
+        if self._summary.complete:
+            return dict.__getitem__(self, name)
+        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
+            self._summary.parse_definitions(name)
+            return dict.__getitem__(self, name)
 
     def __contains__(self, name) -> bool:
-        return self._read(dict.__contains__, name)
+        if self._summary.complete:
+            return dict.__contains__(self, name)
+        with DEFERRED_PARSE_LOCK:  # another thread's parse may be rebuilding the table
+            self._summary.parse_definitions(name)
+            return dict.__contains__(self, name)
 
     def __iter__(self):
         self._summary.parse_definitions()
