@@ -434,7 +434,9 @@ class ModuleSummary:
     def _note_resolved(self, info):
         if info is not None and self.defined_elsewhere(info):
             assert self.workspace is not None, "a function from another file was resolved in the workspace"
-            self.resolved.setdefault(info.home.path, self.workspace.stamps([info.home.path])[info.home.path])
+            path = info.home.path
+            if path not in self.resolved:
+                self.resolved[path] = self.workspace.stamps([path])[path]
         return info
 
     def is_module_class(self, info: ClassInfo, depth: int = 0) -> bool:

@@ -32,8 +32,16 @@ Stamp = tuple[int, int]  # (mtime_ns, size)
 class Workspace:
     """The files that imports may resolve to, and their analyses."""
 
-    def __init__(self, roots: list[Path] | tuple[Path, ...] = ()) -> None:
+    def __init__(self, roots: list[Path] | tuple[Path, ...] = (), *, files_fixed: bool = False) -> None:
+        """``files_fixed``: the files stay as they are while this workspace is used (one batch run,
+        which reads the workspace as it is when it starts), so each file's (mtime, size) is read
+        once and a module found once is not looked for on disk again; a file that changes during
+        the run is then seen as it was first stat-ed, and the results cache records that, so the
+        next run checks it again. The server's workspace (files change while it runs) reads them
+        every time: an analysis then sees what is on disk."""
         self.roots = tuple(dict.fromkeys(Path(root).resolve() for root in roots))
+        # Every stamp read, by path, when the files are fixed; None: read them each time.
+        self._stamps: dict[str, Stamp | None] | None = {} if files_fixed else None
         self._modules: dict[Path, tuple[Stamp, ModuleAnalysis]] = {}
         self._resolving: set[Path] = set()
         self._files: dict[tuple[Path, str], Path | None] = {}  # (importing folder, module) -> file
@@ -80,7 +88,7 @@ class Workspace:
             return None
         with self._lock:
             cached = self._modules.get(resolved)
-            if cached is None or cached[0] != _stamp(resolved) or cached[1].text != normalize_line_breaks(text):
+            if cached is None or cached[0] != self._stamp(resolved) or cached[1].text != normalize_line_breaks(text):
                 return None
             module = cached[1]
             module.path = path
@@ -93,7 +101,7 @@ class Workspace:
             self._files = {key: path for key, path in self._files.items() if path is not None}
 
     def stamps(self, paths) -> dict[str, Stamp | None]:
-        return {path: _stamp(Path(path)) for path in paths}
+        return {path: self._stamp(path) for path in paths}
 
     def dependencies(self, importer: str) -> dict[str, tuple[Stamp | None, list[tuple[str, str | None]]]]:
         """What an analysis of ``importer`` read of the workspace, directly or through the files its
@@ -111,7 +119,7 @@ class Workspace:
                 lookups = sorted((name, str(path) if path is not None else None)
                                  for name, path in self._lookups.get(looked_up_from, {}).items())
                 cached = self._modules.get(current)
-                found_files[str(current)] = (cached[0] if cached is not None else _stamp(current), lookups)
+                found_files[str(current)] = (cached[0] if cached is not None else self._stamp(current), lookups)
                 for _, path in lookups:
                     if path is not None and path not in found_files:
                         found_files[path] = (None, [])  # a placeholder until it is visited
@@ -140,7 +148,7 @@ class Workspace:
         if key not in self._files:
             self._files[key] = self._find_module_file(importer, module_name)
         found = self._files[key]
-        if found is not None and not found.is_file():
+        if found is not None and self._stamps is None and not found.is_file():  # deleted since it was found
             found = None
         self._lookups.setdefault(importer, {})[module_name] = found
         return found
@@ -166,7 +174,7 @@ class Workspace:
         from .files import UnreadableFile, read_bounded
         from .module import ModuleAnalysis
 
-        stamp = _stamp(path)
+        stamp = self._stamp(path)
         if stamp is None or stamp[1] > MAX_RESOLVED_BYTES:
             return None
         with self._lock:
@@ -187,6 +195,19 @@ class Workspace:
             return module
 
 
+    def _stamp(self, path: Path | str) -> Stamp | None:
+        if self._stamps is None:
+            return _stamp(path)
+        key = str(path)
+        stamp = self._stamps.get(key, _UNREAD)
+        if stamp is _UNREAD:
+            stamp = self._stamps[key] = _stamp(path)
+        return stamp  # type: ignore[return-value]
+
+
+_UNREAD = object()  # a path whose stamp a fixed-files workspace has not read yet
+
+
 def _file_for(base: Path, parts: list[str]) -> Path | None:
     candidate = base.joinpath(*parts)
     for path in (candidate.with_name(candidate.name + ".py"), candidate / "__init__.py"):
@@ -195,7 +216,7 @@ def _file_for(base: Path, parts: list[str]) -> Path | None:
     return None
 
 
-def _stamp(path: Path) -> Stamp | None:
+def _stamp(path: Path | str) -> Stamp | None:
     try:
         status = os.stat(path)
     except OSError:

@@ -410,3 +410,22 @@ def test_a_model_class_further_down_its_file_than_the_script_is_long_is_still_fo
     root = _project(tmp_path, {"model.py": MODELS, "train.py": TRAIN})
     codes = _codes(root / "train.py", Workspace([root]))
     assert "TL202" in codes and "TL002" not in codes
+
+
+def test_a_batch_runs_workspace_reads_each_files_stamp_once_and_the_servers_every_time(tmp_path):
+    """A batch run reads the workspace as it was when it started (one stat per file, not one per
+    lookup); the server's workspace sees a file change or vanish between two analyses."""
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
+    model = root / "model.py"
+    batch, server = Workspace([root], files_fixed=True), Workspace([root])
+    for workspace in (batch, server):
+        assert "TL202" in _codes(root / "train.py", workspace)
+    first = batch.stamps([str(model)])
+    model.write_text(MODEL.replace("softmax", "relu"), encoding="utf-8")
+    os.utime(model, ns=(1, 1))  # a different stamp however fast the file system's clock ticks
+    assert batch.stamps([str(model)]) == first
+    assert server.stamps([str(model)]) != first
+    assert "TL202" not in _codes(root / "train.py", server), "the server analyses the file as it is now"
+    model.unlink()
+    assert "TL202" not in _codes(root / "train.py", Workspace([root])), "the class is unknown without its file"
+    assert server.find_module(str(root / "train.py"), "model") is None

@@ -348,7 +348,7 @@ def _workspace(roots: tuple[str, ...]) -> Workspace:
     """One per set of roots in each process, so every file of a run shares the parsed imports."""
     workspace = _WORKSPACES.get(roots)
     if workspace is None:
-        workspace = _WORKSPACES[roots] = Workspace([Path(root) for root in roots])
+        workspace = _WORKSPACES[roots] = Workspace([Path(root) for root in roots], files_fixed=True)
     return workspace
 
 
