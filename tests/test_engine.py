@@ -263,3 +263,21 @@ def test_the_users_invalid_escapes_are_not_warned_about_by_the_analysis():
         findings = analyze_source(source, "train.py")
     assert [str(warning.message) for warning in caught] == []
     assert "TL000" in {finding.code for finding in findings}
+
+
+def test_a_gpu_mentioned_only_after_a_hash_is_not_evidence_the_script_runs_on_one():
+    """What shows a script runs on CUDA (for the accumulation and synchronisation rules) is the first
+    mention outside a comment: a commented-out line, or the comment after code, is not one."""
+    commented = (
+        "import torch\n"
+        "# model = model.cuda()\n"
+        "model = torch.nn.Linear(16, 4)  # or .cuda() on a GPU box\n"
+        "predictions = []\n"
+        "with torch.no_grad():\n"
+        "    for x in loader:\n"
+        "        predictions.append(model(x))\n"
+    )
+    assert "TL104" not in [f.code for f in analyze_source(commented, "evaluate.py")]
+    on_gpu = commented.replace("predictions = []\n", "torch.cuda.set_device(0)  # one GPU\npredictions = []\n")
+    (finding,) = [f for f in analyze_source(on_gpu, "evaluate.py") if f.code == "TL104"]
+    assert any("the script runs on CUDA, line 4" in item.note for item in finding.evidence)
