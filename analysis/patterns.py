@@ -80,6 +80,33 @@ def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:
             yield event
 
 
+def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression ``call`` passes for ``parameter`` of ``function`` (a ``FunctionInfo``), by keyword
+    or by position; None when it passes none there or hides it (``*args``, ``**kwargs``). A name
+    passed stands for what the calling function gave it before the call, when it gave it exactly
+    once and outside any loop (``module=partial_module``)."""
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    if passed is None:
+        params = function.node.params
+        positional = [param.name.value for param in (*params.posonly_params, *params.params)]
+        if function.owner is not None and positional[:1] in (["self"], ["cls"]):
+            positional = positional[1:]
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+        if parameter not in positional or positional.index(parameter) >= len(plain):
+            return None
+        passed = plain[positional.index(parameter)]
+    expression = passed.value
+    if isinstance(expression, cst.Name):
+        events = call.scope.events
+        before = events[: events.index(call)] if call in events else []
+        given = [event for event in before if isinstance(event, AssignEvent) and expression.value in event.targets]
+        if len(given) == 1 and given[0].targets == (expression.value,) and not given[0].context.loops and given[0].value_node is not None:
+            return given[0].value_node
+    return expression
+
+
 def calls_in(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _seen=None) -> Iterator[CallEvent]:
     """Calls that run during ``loop``, following calls into local functions (their events come inline)."""
     seen = _seen if _seen is not None else {id(scope)}

@@ -70,6 +70,7 @@ from trainlint.analysis.patterns import (
     mode_parameter,
     name_words,
     ordered_events,
+    passed_expression,
     path_conditions,
     peeled,
     repeats_per_step,
@@ -84,6 +85,7 @@ from trainlint.analysis.torchapi import (
     LOSSES_WANTING_BINARY_PROBS,
     LOSSES_WANTING_LOG_PROBS,
     LOSSES_WANTING_LOGITS,
+    NO_GRAD_CONTEXTS,
     is_dataloader,
     is_torch_name,
     mentions_rank,
@@ -150,13 +152,13 @@ __all__ = [
     "MAX_CALL_DEPTH", "accumulates_into_grad", "backward_target", "bounded_or_emptied", "calls_in",
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "loops_running", "mentions",
-    "mode_parameter", "name_words", "ordered_events", "path_conditions", "peeled", "repeats_per_step", "written",
+    "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled", "repeats_per_step", "written",
     # syntax helpers and quoting code in messages
     "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
     "quoted",
     # domain knowledge: PyTorch, losses and their activations, frameworks
     "HOST_SYNC_METHODS", "LOSSES_WANTING_BINARY_LOGITS", "LOSSES_WANTING_BINARY_PROBS", "LOSSES_WANTING_LOG_PROBS",
-    "LOSSES_WANTING_LOGITS", "is_dataloader", "is_torch_name", "mentions_rank",
+    "LOSSES_WANTING_LOGITS", "NO_GRAD_CONTEXTS", "is_dataloader", "is_torch_name", "mentions_rank",
     "KIND_WORDS", "LossCall", "bound_name", "loss_calls", "loss_evidence", "loss_origin", "occurrences", "remove_activation",
     "rename_activation", "grad_handled_by_framework", "manual_optimization", "training_step_hook",
     # reading the project's other files (bounded, regular files only)

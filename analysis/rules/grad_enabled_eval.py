@@ -45,6 +45,7 @@ from trainlint.rules import (
     last_part,
     mode_parameter,
     name_words,
+    passed_expression,
     quoted,
 )
 from trainlint.rules import walk as _walk
@@ -114,7 +115,10 @@ class GradEnabledEval(Rule):
         calls = list(calls_in(scope, None))
         eval_calls = [call for call in calls if _is_mode_switch(call) and _mode(call) == "eval"]
         switched = {_switched_model(call) for call in eval_calls}
-        forwards = [call for call in calls if _is_model_forward(call, switched) and call.context.grad_off is None]
+        forwards = [
+            call for call in calls
+            if _is_model_forward(call, switched) and call.context.grad_off is None and not _builds_a_module(ctx, call, calls)
+        ]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
             return
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
@@ -191,6 +195,32 @@ class GradEnabledEval(Rule):
         return True
 
     MUST_FIRE = (
+        Fires(  # the helper's `module` is handed the model itself: its call is a forward
+            """
+            import torch
+
+            def collect_outputs(*, module, loader):
+                return [module(x).argmax(1) for x, _ in loader]
+
+            def eval_classifier(model, val_loader):
+                model.eval()
+                predictions = collect_outputs(module=model, loader=val_loader)
+                return sum((p == y).sum().item() for p, (_, y) in zip(predictions, val_loader))
+            """,
+            fixed="""
+            import torch
+
+            def collect_outputs(*, module, loader):
+                return [module(x).argmax(1) for x, _ in loader]
+
+            @torch.no_grad()
+            def eval_classifier(model, val_loader):
+                model.eval()
+                predictions = collect_outputs(module=model, loader=val_loader)
+                return sum((p == y).sum().item() for p, (_, y) in zip(predictions, val_loader))
+            """,
+            at="def eval_classifier(model, val_loader):",
+        ),
         Fires(
             """
             import torch
@@ -610,6 +640,51 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # `module` is handed a factory (a partial of a module class): calling it builds, no forward
+            """
+            from functools import partial
+
+            import torch
+
+            from .utils import evaluate
+
+
+            class KnnModule(torch.nn.Module):
+                def __init__(self, train_features, train_labels, k, temperature):
+                    super().__init__()
+                    self.register_buffer("train_features", train_features)
+                    self.train_labels = train_labels
+                    self.k = k
+                    self.temperature = temperature
+
+                def forward(self, features):
+                    similarity = (features @ self.train_features.T) / self.temperature
+                    return self.train_labels[similarity.topk(self.k).indices]
+
+
+            def create_module_dict(*, module, k_values, train_features, train_labels):
+                modules = {str(k): module(train_features=train_features, train_labels=train_labels, k=k) for k in k_values}
+                return torch.nn.ModuleDict(modules)
+
+
+            def eval_knn(model, train_features, train_labels, val_loader, k_values):
+                partial_module = partial(KnnModule, temperature=0.07)
+                knn_modules = create_module_dict(
+                    module=partial_module, k_values=k_values, train_features=train_features, train_labels=train_labels
+                )
+                return evaluate(torch.nn.Sequential(model, knn_modules), val_loader)
+            """,
+            files={
+                "utils.py": """
+                    import torch
+
+                    @torch.inference_mode()
+                    def evaluate(model, loader):
+                        model.eval()
+                        return [model(x) for x, _ in loader]
+                """,
+            },
+        ),
         Quiet(  # "metadata inference" works out output shapes, it is no evaluation pass
             """
             import torch
@@ -861,6 +936,35 @@ def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
     if receiver is not None and MODEL in receiver.tags:
         return call.method is None or call.method == "forward"
     return call.method is None and (call.receiver_key or call.callee) in switched - {None}
+
+
+def _builds_a_module(ctx, forward: CallEvent, calls: list[CallEvent]) -> bool:
+    """The "model" a helper calls is its parameter (a model by its name only: ``module``, ``net``)
+    and every call into the helper passes a class there, or a ``functools.partial`` of one: calling
+    it builds a module and runs no forward (dinov2's k-NN evaluation hands
+    ``partial(KnnModule, ...)`` to the helper that builds one per try)."""
+    receiver, helper = forward.receiver, forward.scope.function
+    if receiver is None or receiver.site is None or not isinstance(receiver.site[1], cst.Param) or helper is None:
+        return False
+    links = [call for call in calls if call.function is helper]
+    return bool(links) and all(_passes_a_class(ctx, link, helper, receiver.site[1]) for link in links)
+
+
+def _passes_a_class(ctx, link: CallEvent, helper, param: cst.Param) -> bool:
+    expression = passed_expression(link, helper, param.name.value)
+    if isinstance(expression, cst.Call) and ctx.summary.canonical(dotted(expression.func) or "") == "functools.partial":
+        expression = expression.args[0].value if expression.args and expression.args[0].keyword is None else None
+    return expression is not None and _names_a_class(ctx, expression)
+
+
+def _names_a_class(ctx, expression: cst.BaseExpression) -> bool:
+    raw = dotted(expression)
+    if raw is None:
+        return False
+    target = ctx.summary.canonical(raw)
+    if target.startswith("torch.nn.") and last_part(target)[:1].isupper():
+        return True
+    return ctx.summary.local_class(target) is not None
 
 
 def _trains(calls: list[CallEvent]) -> bool:
