@@ -21,6 +21,7 @@ import libcst as cst
 from trainlint.rules import (
     CRITERION,
     MODEL,
+    NO_GRAD_CONTEXTS,
     CallEvent,
     Event,
     Fires,
@@ -64,7 +65,7 @@ class StuckEvalMode(Rule):
                 loop, in_loop, forward = found
                 assert key is not None, "a training loop is looked for with a key only"
                 step = _next_training_step(in_loop, index, event, chain, loop)
-                if step is not None:
+                if step is not None and not _frozen_by_its_class(ctx, forward):
                     reported.add(loop)
                     self._report(ctx, event, chain, key, loop, step, forward)
 
@@ -95,6 +96,58 @@ class StuckEvalMode(Rule):
         )
 
     MUST_FIRE = (
+        Fires(  # the wrapper's forward runs with grad: the backbone is fine-tuned, and stays in eval mode
+            """
+            import torch
+            import torch.nn.functional as F
+
+            from features import Features, evaluate
+
+
+            def fine_tune(*, feature_model, classifier, train_loader, val_loader, optimizer, eval_every):
+                for step, (images, labels) in enumerate(train_loader):
+                    features = feature_model(images.cuda(non_blocking=True))
+                    loss = F.cross_entropy(classifier(features), labels.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    if (step + 1) % eval_every == 0:
+                        evaluate(feature_model, classifier, val_loader)
+                return classifier
+
+
+            def run_fine_tuning(backbone, train_loader, val_loader, num_classes, eval_every=1250):
+                feature_model = Features(backbone)
+                classifier = torch.nn.Linear(backbone.embed_dim, num_classes).cuda()
+                params = [*feature_model.parameters(), *classifier.parameters()]
+                optimizer = torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+                return fine_tune(
+                    feature_model=feature_model, classifier=classifier, train_loader=train_loader,
+                    val_loader=val_loader, optimizer=optimizer, eval_every=eval_every,
+                )
+            """,
+            files={
+                "features.py": """
+                    import torch
+
+
+                    class Features(torch.nn.Module):
+                        def __init__(self, backbone):
+                            super().__init__()
+                            self.backbone = backbone
+
+                        def forward(self, images):
+                            return self.backbone(images)
+
+
+                    @torch.inference_mode()
+                    def evaluate(feature_model, classifier, loader):
+                        feature_model.eval()
+                        return [classifier(feature_model(images.cuda())).argmax(1) for images, _ in loader]
+                """,
+            },
+            at="evaluate(feature_model, classifier, val_loader)",
+        ),
         Fires(
             """
             import torch
@@ -247,6 +300,59 @@ class StuckEvalMode(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the model put in eval mode is a frozen feature extractor: its forward runs without grad
+            """
+            import torch
+            import torch.nn.functional as F
+
+            from features import FrozenFeatures, evaluate
+
+
+            def train_linear_probe(*, feature_model, classifier, train_loader, val_loader, optimizer, eval_every):
+                for step, (images, labels) in enumerate(train_loader):
+                    features = feature_model(images.cuda(non_blocking=True))
+                    loss = F.cross_entropy(classifier(features), labels.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    if (step + 1) % eval_every == 0:
+                        evaluate(feature_model, classifier, val_loader)
+                return classifier
+
+
+            def run_linear_probe(backbone, train_loader, val_loader, num_classes, eval_every=1250):
+                feature_model = FrozenFeatures(backbone)
+                classifier = torch.nn.Linear(backbone.embed_dim, num_classes).cuda()
+                optimizer = torch.optim.SGD(classifier.parameters(), lr=1e-3, momentum=0.9)
+                return train_linear_probe(
+                    feature_model=feature_model, classifier=classifier, train_loader=train_loader,
+                    val_loader=val_loader, optimizer=optimizer, eval_every=eval_every,
+                )
+            """,
+            files={
+                "features.py": """
+                    import torch
+
+
+                    class FrozenFeatures(torch.nn.Module):
+                        def __init__(self, backbone):
+                            super().__init__()
+                            self.backbone = backbone
+                            self.backbone.eval()
+
+                        def forward(self, images):
+                            with torch.inference_mode():
+                                features = self.backbone(images)
+                            return features
+
+
+                    @torch.inference_mode()
+                    def evaluate(feature_model, classifier, loader):
+                        feature_model.eval()
+                        return [classifier(feature_model(images.cuda())).argmax(1) for images, _ in loader]
+                """,
+            },
+        ),
         Quiet(
             """
             import torch
@@ -493,6 +599,42 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
         )
         return (loop, in_loop, forward) if forward is not None else None
     return None
+
+
+def _frozen_by_its_class(ctx, forward: CallEvent) -> bool:
+    """The model is built from a class whose ``forward`` runs entirely without grad (a frozen feature
+    extractor: ``with torch.inference_mode(): return self.backbone(x)``): no gradient reaches it, so
+    eval mode is where it belongs, and the model being trained is another one (dinov2's linear
+    evaluation trains classifiers on such a wrapper's features). Built in the loop's function, or
+    passed to it by every call of that function in this file."""
+    receiver, function = forward.receiver, forward.scope.function
+    if receiver is None or receiver.site is None:
+        return False
+    if isinstance(receiver.site[1], cst.Call):
+        return _constructs_a_frozen_model(ctx, receiver.site[1])
+    if not isinstance(receiver.site[1], cst.Param) or function is None:
+        return False
+    passed = ctx.module.arguments_for(function, receiver.site[1].name.value)
+    return bool(passed) and all(value.site is not None and _constructs_a_frozen_model(ctx, value.site[1]) for _, value in passed)
+
+
+def _constructs_a_frozen_model(ctx, expression: cst.BaseExpression | None) -> bool:
+    if not isinstance(expression, cst.Call):
+        return False
+    name = dotted(expression.func)
+    info = ctx.summary.local_class(ctx.summary.canonical(name)) if name else None
+    forward = info.methods.get("forward") if info is not None else None
+    scope = forward.analysis(ctx.summary) if forward is not None else None
+    if scope is None:
+        return False
+    calls = list(scope.calls())
+    under_no_grad = [call for call in calls if call.context.grad_off is not None]
+    # the with-statement's own `torch.inference_mode()` is called before grad is off
+    return bool(under_no_grad) and all(call.context.grad_off is not None or _is_no_grad_context(ctx, call) for call in calls)
+
+
+def _is_no_grad_context(ctx, call: CallEvent) -> bool:
+    return call.callee is not None and last_part(call.callee) in NO_GRAD_CONTEXTS and call.callee.startswith("torch.")
 
 
 def _is_forward(event: Event) -> TypeGuard[CallEvent]:
