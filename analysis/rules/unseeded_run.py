@@ -156,6 +156,57 @@ class UnseededRun(Rule):
         )
 
     MUST_FIRE = (
+        Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
+            """
+            import argparse
+            import random
+
+            import torch
+            import torch.nn.functional as F
+
+            from config import setup
+
+
+            def main(args):
+                cfg = setup(args)
+                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+                batches = torch.load(args.data)
+                random.shuffle(batches)
+                for x, y in batches:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                    optimizer.step()
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--config")
+                parser.add_argument("--data")
+                main(parser.parse_args())
+            """,
+            files={"config.py": """
+                    import json
+
+                    from seeding import fix_random_seeds
+
+
+                    def setup(args):
+                        with open(args.config) as f:
+                            cfg = json.load(f)
+                        fix_random_seeds(cfg.get("seed", 0))
+                        return cfg
+                """, "seeding.py": """
+                    import torch
+
+
+                    def fix_random_seeds(seed=31):
+                        torch.manual_seed(seed)
+                        torch.cuda.manual_seed_all(seed)
+                """},
+            severity=Severity.WARNING,
+            at="random.shuffle(batches)",
+        ),
         Fires(
             """
             import random
@@ -329,6 +380,58 @@ class UnseededRun(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # seeded by a setup helper of another file, through a helper of a third
+            """
+            import argparse
+
+            import torch
+            import torch.nn.functional as F
+
+            from config import setup
+
+
+            def main(args):
+                cfg = setup(args)
+                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+                batches = torch.load(args.data)
+                for x, y in batches:
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                    optimizer.step()
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--config")
+                parser.add_argument("--data")
+                main(parser.parse_args())
+            """,
+            files={"config.py": """
+                    import json
+
+                    from seeding import fix_random_seeds
+
+
+                    def setup(args):
+                        with open(args.config) as f:
+                            cfg = json.load(f)
+                        fix_random_seeds(cfg.get("seed", 0))
+                        return cfg
+                """, "seeding.py": """
+                    import random
+
+                    import numpy as np
+                    import torch
+
+
+                    def fix_random_seeds(seed=31):
+                        torch.manual_seed(seed)
+                        torch.cuda.manual_seed_all(seed)
+                        np.random.seed(seed)
+                        random.seed(seed)
+                """},
+        ),
         Quiet(  # an image server draws a fresh seed per request on purpose
             """
             import random
@@ -521,6 +624,9 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
         # training draws from torch anyway: weight initialisation, dropout. Every backward call is a
         # use; the one written first is picked only if a finding quotes it (positions cost).
         used[TORCH].extend((call, "weight initialisation and dropout in training") for call in module.backward_calls)
+    if any(used[library] and not seeded[library] for library in LIBRARIES):
+        for library, call in _seeded_through_other_files(module, calls).items():
+            seeded[library].append(call)
     if any(seeded.values()):
         unseeded = tuple(library for library in LIBRARIES if used[library] and not seeded[library])
         if not unseeded:
@@ -535,6 +641,22 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
         first = first_written(module_level_backward)
         chunk, node = first.chunk, first.node
     return _Verdict(Severity.NOTE, chunk, node, seeded, used, ())
+
+
+def _seeded_through_other_files(module: ModuleAnalysis, calls: list[CallEvent]) -> dict[str, CallEvent]:
+    """The libraries seeded by what the script's calls of functions from its other files run, each
+    with the first such call: dinov2's `linear.py` calls `setup_and_build_model(args)`, which reaches
+    `fix_random_seeds` three files away. Without this, "never seeds" was said of a seeded run."""
+    found: dict[str, CallEvent] = {}
+    for call in calls:
+        if call.function is None or not module.summary.defined_elsewhere(call.function):
+            continue
+        inner = call.function.analysis(module.summary)
+        for reached in calls_in(inner, None) if inner is not None else ():
+            if reached.function is None and not _seeds_per_process(reached):
+                for library in _seeds(reached, module):
+                    found.setdefault(library, call)
+    return found
 
 
 def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
