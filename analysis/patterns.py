@@ -19,6 +19,7 @@ from .values import (
     DATASET_MAP,
     ENGINE,
     LOADER,
+    MODEL,
     OPTIMIZER,
     SCALER,
     TENSOR,
@@ -78,6 +79,36 @@ def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:
     for event in scope.events:
         if loop is None or loop in event.context.loops:
             yield event
+
+
+# torch factories that make a tensor up (random or constant): no data goes in.
+_MADE_UP_TENSORS = frozenset({"randn", "rand", "randint", "zeros", "ones", "empty", "full", "arange"})
+# What a method or function that puts trained weights into a model is called.
+_LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
+
+
+def smoke_test_forward(summary, call: CallEvent) -> bool:
+    """A model built in the function and run on tensors made up there, nothing loading weights into it
+    (``net = ResNet18(); y = net(torch.randn(1, 3, 32, 32)); print(y.size())``): a check of the
+    architecture's shapes, not an evaluation pass over data, whatever the function is called."""
+    scope, key = call.scope, call.receiver_key
+    if key is None or call.receiver is None or MODEL not in call.receiver.tags:
+        return False
+    built = [event for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
+    if len(built) != 1 or built[0].targets != (key,) or not isinstance(built[0].value_node, cst.Call):
+        return False  # a parameter, or built elsewhere or more than once
+    for other in scope.calls():
+        name = other.method or last_part(other.callee or "")
+        if _LOADS_WEIGHTS.search(name) and (other.receiver_key == key or any(
+            isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes
+        )):
+            return False
+    inputs = [value.site[1] if value.site is not None else None for value in call.args]
+    return bool(inputs) and all(
+        isinstance(node, cst.Call) and (name := dotted(node.func)) is not None
+        and torchapi.is_torch_name(summary.canonical(name)) and last_part(name) in _MADE_UP_TENSORS
+        for node in inputs
+    )
 
 
 def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:

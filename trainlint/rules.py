@@ -74,6 +74,7 @@ from trainlint.analysis.patterns import (
     path_conditions,
     peeled,
     repeats_per_step,
+    smoke_test_forward,
     written,
 )
 from trainlint.analysis.quoting import quoted, shortened
@@ -152,7 +153,7 @@ __all__ = [
     "MAX_CALL_DEPTH", "accumulates_into_grad", "backward_target", "bounded_or_emptied", "calls_in",
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "loops_running", "mentions",
-    "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled", "repeats_per_step", "written",
+    "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled", "repeats_per_step", "smoke_test_forward", "written",
     # syntax helpers and quoting code in messages
     "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
     "quoted",

@@ -47,6 +47,7 @@ from trainlint.rules import (
     name_words,
     passed_expression,
     quoted,
+    smoke_test_forward,
 )
 from trainlint.rules import walk as _walk
 
@@ -118,7 +119,10 @@ class GradEnabledEval(Rule):
         forwards = [
             call for call in calls
             if _is_model_forward(call, switched) and call.context.grad_off is None and not _builds_a_module(ctx, call, calls)
+            and not smoke_test_forward(ctx.summary, call)
         ]
+        if forwards and not _grad_off_anywhere(scope, calls) and not _trains(calls):
+            forwards = [call for call in forwards if call.scope not in _decorated_reach(ctx, calls)]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
             return
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
@@ -195,6 +199,43 @@ class GradEnabledEval(Rule):
         return True
 
     MUST_FIRE = (
+        Fires(  # trained weights go into the freshly built model: running it is inference
+            """
+            import torch
+
+            from model import ResNet18
+
+
+            def test(checkpoint):
+                net = ResNet18()
+                net.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                net.eval()
+                return net(torch.randn(1, 3, 32, 32)).softmax(-1)
+            """,
+            files={
+                "model.py": """
+                    import torch.nn as nn
+
+
+                    def ResNet18():
+                        return nn.Sequential(nn.Conv2d(3, 64, 3), nn.BatchNorm2d(64), nn.Flatten(), nn.LazyLinear(10))
+                """,
+            },
+            fixed="""
+            import torch
+
+            from model import ResNet18
+
+
+            @torch.no_grad()
+            def test(checkpoint):
+                net = ResNet18()
+                net.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                net.eval()
+                return net(torch.randn(1, 3, 32, 32)).softmax(-1)
+            """,
+            unsafe=True,
+        ),
         Fires(  # the helper's `module` is handed the model itself: its call is a forward
             """
             import torch
@@ -640,6 +681,68 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a model file's shape check: a freshly built model on a made-up batch is no evaluation
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class ResNet(nn.Module):
+                def __init__(self, widths, num_classes=10):
+                    super().__init__()
+                    self.stem = nn.Conv2d(3, widths[0], 3, padding=1, bias=False)
+                    self.bn = nn.BatchNorm2d(widths[0])
+                    self.fc = nn.Linear(widths[0], num_classes)
+
+                def forward(self, x):
+                    out = F.relu(self.bn(self.stem(x)))
+                    return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+            def ResNet18():
+                return ResNet([64, 128, 256, 512])
+
+
+            def test():
+                net = ResNet18()
+                y = net(torch.randn(1, 3, 32, 32))
+                print(y.size())
+
+            # test()
+            """
+        ),
+        Quiet(  # the forward runs in a helper under the project's own grad-off decorator
+            """
+            import torch
+
+            from utils import smart_inference_mode
+
+
+            @smart_inference_mode()
+            def export_and_check(model, im, path):
+                for _ in range(2):
+                    y = model(im)  # dry runs
+                torch.jit.trace(model, im).save(path)
+                return y
+
+
+            def test(model, im, formats):
+                return {f: export_and_check(model, im, f"model.{f}") for f in formats}
+            """,
+            files={
+                "utils.py": """
+                    import torch
+
+
+                    def smart_inference_mode(torch_1_9=True):
+                        def decorate(fn):
+                            return (torch.inference_mode if torch_1_9 else torch.no_grad)()(fn)
+
+                        return decorate
+                """,
+            },
+        ),
         Quiet(  # `module` is handed a factory (a partial of a module class): calling it builds, no forward
             """
             from functools import partial
@@ -965,6 +1068,21 @@ def _names_a_class(ctx, expression: cst.BaseExpression) -> bool:
     if target.startswith("torch.nn.") and last_part(target)[:1].isupper():
         return True
     return ctx.summary.local_class(target) is not None
+
+
+def _decorated_reach(ctx, calls: list[CallEvent]) -> set[ScopeAnalysis]:
+    """The helpers the evaluation reaches through one with a decorator that may change the grad mode
+    (yolov5's `export.run` under its own `@smart_inference_mode()`), and what they call: how grad
+    stands in them is not known."""
+    reach: set[ScopeAnalysis] = set()
+    for call in calls:
+        helper = call.function
+        inner = helper.analysis(ctx.summary) if helper is not None else None
+        if inner is None or inner in reach or all(_neutral(decorator, inner) for decorator in helper.node.decorators):
+            continue
+        reach.add(inner)
+        reach.update(reached.scope for reached in calls_in(inner, None))
+    return reach
 
 
 def _trains(calls: list[CallEvent]) -> bool:

@@ -34,6 +34,7 @@ from trainlint.rules import (
     mentions,
     mode_parameter,
     shortened,
+    smoke_test_forward,
 )
 
 _EVALUATION_FUNCTION = re.compile(
@@ -66,7 +67,7 @@ class MissingEvalMode(Rule):
                 if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
                     continue
                 why = _evaluation_pass(scope, call)
-                if why is None:
+                if why is None or smoke_test_forward(ctx.summary, call):
                     continue
                 layers = _mode_layers(ctx, scope, call)
                 if layers is None or _switched_to_eval(ctx.module, call):
@@ -457,6 +458,29 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a shape check at the end of a model file: a fresh model on a made-up batch evaluates nothing
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class VGG(nn.Module):
+            def __init__(self, num_classes=10):
+                super().__init__()
+                self.features = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU())
+                self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(64 * 32 * 32, num_classes))
+
+            def forward(self, x):
+                return self.classifier(self.features(x).flatten(1))
+
+
+        def test():
+            net = VGG()
+            x = torch.randn(2, 3, 32, 32)
+            y = net(x)
+            print(y.size())
+        """
+    ),
     Quiet(
         """
         import torch
