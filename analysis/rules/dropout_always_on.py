@@ -21,6 +21,7 @@ from trainlint.rules import (
     Rule,
     ScopeAnalysis,
     Severity,
+    dotted,
     shortened,
 )
 
@@ -43,7 +44,7 @@ class DropoutAlwaysOn(Rule):
             if owner is None or not ctx.summary.is_module_class(owner):
                 continue
             for call in scope.calls():
-                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call):
+                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call):
                     self._report(ctx, scope, call, owner.name)
 
     def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
@@ -71,6 +72,18 @@ def _sets_training(call: CallEvent) -> bool:
         return True
     positional = [arg for arg in call.arg_nodes if arg.keyword is None]
     return len(positional) > _TRAINING_POSITION
+
+
+def _only_while_training(call: CallEvent) -> bool:
+    """The call sits under ``if self.training:`` (``if self.training and p > 0:``): in eval mode it
+    does not run, which is what ``training=self.training`` would give."""
+    return any(condition.branch == "if" and _requires_training(condition.test) for condition in call.context.conditions)
+
+
+def _requires_training(test: cst.BaseExpression | None) -> bool:
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _requires_training(test.left) or _requires_training(test.right)
+    return dotted(test) == "self.training" if test is not None else False
 
 
 def _has_self(scope: ScopeAnalysis) -> bool:
@@ -234,6 +247,29 @@ DropoutAlwaysOn.MUST_FIRE = (
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(  # dropout applied only while training, EfficientNet's head as pytorch-cifar writes it
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class EfficientNet(nn.Module):
+            def __init__(self, cfg, num_classes=10):
+                super().__init__()
+                self.cfg = cfg
+                self.conv1 = nn.Conv2d(3, 32, kernel_size=3, stride=1, padding=1, bias=False)
+                self.bn1 = nn.BatchNorm2d(32)
+                self.linear = nn.Linear(32, num_classes)
+
+            def forward(self, x):
+                out = F.relu(self.bn1(self.conv1(x)))
+                out = F.adaptive_avg_pool2d(out, 1).flatten(1)
+                dropout_rate = self.cfg["dropout_rate"]
+                if self.training and dropout_rate > 0:
+                    out = F.dropout(out, p=dropout_rate)
+                return self.linear(out)
+        """
+    ),
     Quiet(
         """
         import torch.nn as nn
