@@ -1078,7 +1078,9 @@ def _decorated_reach(ctx, calls: list[CallEvent]) -> set[ScopeAnalysis]:
     for call in calls:
         helper = call.function
         inner = helper.analysis(ctx.summary) if helper is not None else None
-        if inner is None or inner in reach or all(_neutral(decorator, inner) for decorator in helper.node.decorators):
+        if helper is None or inner is None or inner in reach:
+            continue
+        if all(_neutral(decorator, inner) for decorator in helper.node.decorators):  # read in the helper's own file
             continue
         reach.add(inner)
         reach.update(reached.scope for reached in calls_in(inner, None))
