@@ -154,13 +154,19 @@ def is_model_factory(name: str) -> bool:
     if head.endswith(NOT_MODEL_SUFFIXES):
         return False
     if name.startswith("torchvision.models.") and head[:1].islower():
-        return True
+        # `models.resnet50`, `models.detection.fasterrcnn_resnet50_fpn`, `models.get_model`; not the
+        # module's own attributes (`models.__dict__.keys()`) nor the registry's other functions
+        return not any(part.startswith("_") for part in name.split(".")) and head not in _TORCHVISION_NOT_MODELS
     if name in {"timm.create_model", "peft.get_peft_model", "torch.hub.load"}:
         return True
     if head == "from_pretrained":
         owner = last_part(name[: -len(".from_pretrained")])
         return not owner.endswith(NOT_MODEL_SUFFIXES)
     return False
+
+
+# torchvision.models functions that return no model: names, a weights enum, a builder function.
+_TORCHVISION_NOT_MODELS = frozenset({"list_models", "get_model_weights", "get_weight", "get_model_builder"})
 
 
 def param_role(name: str, annotation: str | None) -> str | None:

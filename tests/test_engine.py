@@ -281,3 +281,30 @@ def test_a_gpu_mentioned_only_after_a_hash_is_not_evidence_the_script_runs_on_on
     on_gpu = commented.replace("predictions = []\n", "torch.cuda.set_device(0)  # one GPU\npredictions = []\n")
     (finding,) = [f for f in analyze_source(on_gpu, "evaluate.py") if f.code == "TL104"]
     assert any("the script runs on CUDA, line 4" in item.note for item in finding.evidence)
+
+
+def test_an_unseeded_script_is_shown_a_layer_that_draws_weights_not_a_lookup_or_a_parameterless_layer():
+    """dinov2's linear evaluation picks its backbone with `arch in torchvision_models.__dict__.keys()`
+    and replaces its head with `nn.Identity()`; neither draws random numbers, so neither is the
+    evidence that the run needs a seed: the classifier's `nn.Linear` is."""
+    script = (
+        "import torch\n"
+        "from torch import nn\n"
+        "from torchvision import models as torchvision_models\n"
+        "\n"
+        "def main(arch, loader):\n"
+        "    if arch in torchvision_models.__dict__.keys():\n"
+        "        backbone = torchvision_models.__dict__[arch]()\n"
+        "        backbone.fc = nn.Identity()\n"
+        "    classifier = nn.Linear(2048, 1000)\n"
+        "    optimizer = torch.optim.SGD(classifier.parameters(), lr=0.1)\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        nn.functional.cross_entropy(classifier(backbone(x)), y).backward()\n"
+        "        optimizer.step()\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    main('resnet50', [])\n"
+    )
+    (finding,) = [f for f in analyze_source(script, "eval_linear.py") if f.code == "TL401"]
+    assert "`nn.Linear(2048, 1000)`, line 9" in finding.message

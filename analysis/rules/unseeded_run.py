@@ -82,6 +82,11 @@ _TORCH_DRAW_METHODS = frozenset(
 )
 _SEED_OR_PORT = re.compile(r"seed|port", re.I)
 _NON_RANDOM_INIT = frozenset({"calculate_gain", "zeros_", "ones_", "constant_", "eye_", "dirac_"})
+# torch.nn layers built without random weights (no parameters, or none drawn): building one draws nothing.
+_LAYERS_DRAWING_NOTHING = re.compile(
+    r"Identity|Flatten|Unflatten|ReLU6?|LeakyReLU|GELU|SiLU|Mish|ELU|SELU|CELU|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus"
+    r"|Hardswish|Hardsigmoid|Hardtanh|(?:Adaptive)?(?:Max|Avg)Pool[123]d|Upsample|PixelShuffle|ZeroPad[123]d|Sequential"
+)
 
 
 class _Verdict(NamedTuple):
@@ -719,6 +724,8 @@ def _initialises_weights(call: CallEvent) -> bool:
     """A model built here (not wrapped, not loaded from a checkpoint) draws its initial weights."""
     result = call.result
     if MODEL not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
+        return False
+    if (call.callee or "").startswith("torch.nn.") and _LAYERS_DRAWING_NOTHING.fullmatch(last_part(call.callee or "")):
         return False
     return last_part(call.callee or "") != "from_pretrained" and call.callee != "torch.hub.load"
 
