@@ -724,7 +724,10 @@ class ScopeAnalysis:
     def _evaluate_if_expression(self, expression: cst.IfExp, context: Context) -> Value:
         self.branch_tests.append(expression)
         self.evaluate(expression.test, context)
-        return join([self.evaluate(expression.body, context), self.evaluate(expression.orelse, context)])
+        body = self.evaluate(expression.body, context)
+        if _checked_to_be_a_number(expression.test, expression.body):
+            body = Value((NUMBER,))  # `l_aux if isinstance(l_aux, float) else l_aux.item()`: a Python number there
+        return join([body, self.evaluate(expression.orelse, context)])
 
     def _evaluate_await(self, expression: cst.Await, context: Context) -> Value:
         return self.evaluate(expression.expression, context)
@@ -1459,6 +1462,22 @@ def _is_literal(expression: cst.BaseExpression) -> bool:
     if isinstance(expression, cst.UnaryOperation):
         return _is_literal(expression.expression)
     return False
+
+
+
+_PYTHON_NUMBERS = frozenset({"float", "int", "bool", "numbers.Number", "numbers.Real"})
+
+
+def _checked_to_be_a_number(test: cst.BaseExpression, body: cst.BaseExpression) -> bool:
+    """``isinstance(x, float)`` (or a tuple of Python number types) as the test and ``x`` as the value."""
+    if not (isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2):
+        return False
+    subject, kinds = test.args[0].value, test.args[1].value
+    names = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return (
+        dotted(subject) is not None and dotted(subject) == dotted(body)
+        and all(dotted(name) in _PYTHON_NUMBERS for name in names)
+    )
 
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:

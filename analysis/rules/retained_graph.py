@@ -742,6 +742,29 @@ class RetainedGraph(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the auxiliary loss is logged as a number: `.item()` unless it already is a float
+            """
+            import torch
+
+            class AverageMeter:
+                def __init__(self):
+                    self.total, self.count = 0.0, 0
+
+                def update(self, value, n=1):
+                    self.total += value * n
+                    self.count += n
+
+            def train_one_epoch(model, criterion, data_loader, optimizer):
+                loss_aux_meter = AverageMeter()
+                for samples, targets in data_loader:
+                    outputs, l_aux = model(samples.cuda(non_blocking=True))
+                    loss = criterion(outputs, targets.cuda()) + l_aux
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    loss_aux_meter.update(l_aux if isinstance(l_aux, float) else l_aux.item(), targets.size(0))
+            """
+        ),
         Quiet(  # a diffusers pipeline is not an nn.Module and its __call__ runs under no_grad: PIL images
             """
             import torch
