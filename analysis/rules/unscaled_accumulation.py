@@ -49,6 +49,7 @@ from trainlint.rules import (
     ordered_events,
     path_conditions,
 )
+from trainlint.rules import walk as _walk
 
 Item = tuple[Event, tuple[CallEvent, ...]]
 
@@ -432,6 +433,30 @@ class UnscaledAccumulation(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # accumulation in one branch, a step after every backward in the other (Swin's SimMIM)
+            """
+            import torch
+
+            def train_one_epoch(config, model, criterion, data_loader, optimizer, scaler):
+                model.train()
+                optimizer.zero_grad()
+                for idx, (samples, targets) in enumerate(data_loader):
+                    outputs = model(samples.cuda(non_blocking=True))
+                    if config.ACCUMULATION_STEPS > 1:
+                        loss = criterion(outputs, targets.cuda()) / config.ACCUMULATION_STEPS
+                        scaler.scale(loss).backward()
+                        if (idx + 1) % config.ACCUMULATION_STEPS == 0:
+                            scaler.step(optimizer)
+                            optimizer.zero_grad()
+                            scaler.update()
+                    else:
+                        loss = criterion(outputs, targets.cuda())
+                        optimizer.zero_grad()
+                        scaler.scale(loss).backward()
+                        scaler.step(optimizer)
+                        scaler.update()
+            """
+        ),
         Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead
             """
             import torch
@@ -645,7 +670,10 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
             return None  # gradients are dropped every iteration: nothing accumulates
         owner = next(link for link in (*step_chain, step) if condition in link.context.conditions)
         divisor = test[1] if owner is site else None  # N is spelled in the checked scope only then
-        accumulating = [b for b in backwards if not _under(b[1], b[2], loop, condition.node, condition.branch)]
+        accumulating = [
+            b for b in backwards
+            if not _under(b[1], b[2], loop, condition.node, condition.branch) and not _apart(b[1], b[2], step, step_chain, loop)
+        ]
         return Accumulation("modulus", loop, step, condition, owner.chunk, divisor, accumulating, in_loop)
     for position, event, chain in in_loop:
         if position >= index or not isinstance(event, JumpEvent) or event.kind != "continue" or chain:
@@ -710,6 +738,29 @@ def _modulus_test(test: cst.BaseExpression | None) -> tuple[bool, cst.BaseExpres
             if isinstance(target.operator, cst.NotEqual):
                 return False, left.right
     return None
+
+
+def _apart(event: Event, chain, other: Event, other_chain, loop: Loop) -> bool:
+    """The two never run in the same loop: they sit in different branches of an `if` whose test no
+    iteration changes (Swin's `if config.ACCUMULATION_STEPS > 1:` accumulates, its `else:` steps
+    after every backward). A test that changes between iterations (`if (i + 1) % n:` around a
+    `no_sync()` backward, its `else:` stepping) takes both branches in one loop, and accumulates."""
+    branches = {id(c.node): c.branch for c in path_conditions(other, other_chain, loop)}
+    return any(
+        branches.get(id(c.node), c.branch) != c.branch and _same_every_iteration(c.test, _site(event, chain).scope, loop)
+        for c in path_conditions(event, chain, loop)
+    )
+
+
+def _same_every_iteration(test: cst.BaseExpression | None, scope: ScopeAnalysis, loop: Loop) -> bool:
+    """No call in the test, and none of its names is bound inside the loop."""
+    if test is None or any(isinstance(node, cst.Call) for node in _walk(test)):
+        return False
+    bound = set(loop.targets)
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and loop in event.context.loops:
+            bound.update(target.split(".", 1)[0] for target in event.targets)
+    return not any(isinstance(node, cst.Name) and node.value in bound for node in _walk(test))
 
 
 def _under(event: Event, chain, loop: Loop, node: cst.CSTNode, branch: str) -> bool:
