@@ -308,3 +308,19 @@ def test_an_unseeded_script_is_shown_a_layer_that_draws_weights_not_a_lookup_or_
     )
     (finding,) = [f for f in analyze_source(script, "eval_linear.py") if f.code == "TL401"]
     assert "`nn.Linear(2048, 1000)`, line 9" in finding.message
+
+
+def test_a_discarded_conversion_of_an_unnamed_tensor_is_described_in_words():
+    """peft's BEFT layer: `bias.data.add_(delta).to(dtype)` as a statement. The conversion's receiver
+    has no name to quote, and the message says so in words rather than quoting a placeholder."""
+    code = (
+        "import torch\n"
+        "\n"
+        "def merge(base_layer, delta, orig_dtype):\n"
+        "    bias = torch.zeros(4)\n"
+        "    bias.add_(delta).to(orig_dtype)\n"
+        "    return bias\n"
+    )
+    (finding,) = [f for f in analyze_source(code, "layer.py") if f.code == "TL210"]
+    assert "the tensor it is called on is not moved or converted" in finding.message
+    assert "`the tensor`" not in finding.message

@@ -57,13 +57,13 @@ class DiscardedTransfer(Rule):
         method = cast(cst.Attribute, call.node.func)  # check() reports `x.to(...)`-style method calls
         if key is not None and scope.chunk.code_for(method.value) == key:
             fix = ctx.fix(f"assign the result back to `{key}`", [ctx.edit_insert_before(call.node, f"{key} = ")], safe=True)
-        target = key or "the tensor"
+        target = f"`{key}` itself" if key else "the tensor it is called on"
         ctx.report(
             call.node,
-            f"`{written}` returns a new tensor and this statement throws it away: `{target}` itself is not "
+            f"`{written}` returns a new tensor and this statement throws it away: {target} is not "
             f"moved or converted, so the code after this line still uses the original",
             evidence=[why, ((scope.chunk, call.node), "the result of this call is discarded")],
-            help=f"write `{target} = {written}`" if key else "assign the result to a name and use it",
+            help=f"write `{key} = {written}`" if key else "assign the result to a name and use it",
             fix=fix,
         )
 
