@@ -22,6 +22,7 @@ from trainlint.rules import (
     CRITERION,
     MODEL,
     NO_GRAD_CONTEXTS,
+    AssignEvent,
     CallEvent,
     Event,
     Fires,
@@ -65,7 +66,7 @@ class StuckEvalMode(Rule):
                 loop, in_loop, forward = found
                 assert key is not None, "a training loop is looked for with a key only"
                 step = _next_training_step(in_loop, index, event, chain, loop)
-                if step is not None and not _frozen_by_its_class(ctx, forward):
+                if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
                     reported.add(loop)
                     self._report(ctx, event, chain, key, loop, step, forward)
 
@@ -300,6 +301,35 @@ class StuckEvalMode(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # linear evaluation of frozen features: eval mode on purpose, all but the classifier frozen
+            """
+            import torch
+            import torchvision.models as models
+
+
+            def train(train_loader, model, criterion, optimizer):
+                # the frozen backbone's batch-norm statistics must not move: eval mode, on purpose
+                model.eval()
+                for images, target in train_loader:
+                    loss = criterion(model(images.cuda(non_blocking=True)), target.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            def main_worker(args, train_loader):
+                model = models.resnet50(num_classes=1000)
+                for name, param in model.named_parameters():
+                    if name not in ["fc.weight", "fc.bias"]:
+                        param.requires_grad = False
+                model = model.cuda()
+                parameters = [p for p in model.parameters() if p.requires_grad]
+                optimizer = torch.optim.SGD(parameters, lr=args.lr, momentum=0.9)
+                criterion = torch.nn.CrossEntropyLoss().cuda()
+                for epoch in range(args.epochs):
+                    train(train_loader, model, criterion, optimizer)
+            """
+        ),
         Quiet(  # the model put in eval mode is a frozen feature extractor: its forward runs without grad
             """
             import torch
@@ -616,6 +646,29 @@ def _frozen_by_its_class(ctx, forward: CallEvent) -> bool:
         return False
     passed = ctx.module.arguments_for(function, receiver.site[1].name.value)
     return bool(passed) and all(value.site is not None and _constructs_a_frozen_model(ctx, value.site[1]) for _, value in passed)
+
+
+def _parameters_frozen(scope, key: str) -> bool:
+    """The function froze the model's parameters before training (``for name, param in
+    model.named_parameters(): ... param.requires_grad = False``, or ``model.requires_grad_(False)``):
+    the linear-evaluation protocol of MoCo and SimSiam, which keeps the model in eval mode on
+    purpose so that batch-norm's statistics of the frozen layers do not move."""
+    wanted = _normalised(key)
+    for event in scope.events:
+        if isinstance(event, CallEvent) and event.method == "requires_grad_" and _normalised(event.receiver_key or "") == wanted:
+            if event.arg_nodes and isinstance(event.arg_nodes[0].value, cst.Name) and event.arg_nodes[0].value.value == "False":
+                return True
+        if not isinstance(event, AssignEvent) or len(event.targets) != 1 or not event.targets[0].endswith(".requires_grad"):
+            continue
+        if not (isinstance(event.value_node, cst.Name) and event.value_node.value == "False"):
+            continue
+        parameter = event.targets[0][: -len(".requires_grad")]
+        if any(
+            parameter in loop.targets and re.match(rf"{re.escape(key)}\.(?:named_)?parameters\(", loop.iterable_text)
+            for loop in event.context.loops
+        ):
+            return True
+    return False
 
 
 def _constructs_a_frozen_model(ctx, expression: cst.BaseExpression | None) -> bool:
