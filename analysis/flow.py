@@ -392,6 +392,10 @@ class ScopeAnalysis:
                 elif isinstance(manager, cst.Call) and _method_name(manager) in {"accumulate", "no_sync"}:
                     inner = inner.with_accumulation()
                 value = self.evaluate(manager, context)
+                if isinstance(manager, cst.Call) and _method_name(manager) == "scale_loss" and manager.args and manager.args[0].keyword is None:
+                    # apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:` yields the loss times the
+                    # loss scale: what the loss was (its graph, its division by N) the scaled one is too
+                    value = self.value_at(manager.args[0].value) or value
                 if item.asname is not None:
                     self._bind_target(item.asname.name, value, context, statement, record=False)
             self._walk_block(statement.body.body, inner)

@@ -183,6 +183,37 @@ class UnscaledAccumulation(Rule):
         return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
 
     MUST_FIRE = (
+        Fires(  # apex without the division: the scaled loss is the undivided one, times the loss scale
+            """
+            import torch
+            from apex import amp
+
+            def train(model, train_dataloader, optimizer, accumulation_steps):
+                model.train()
+                for step, (x, y) in enumerate(train_dataloader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    with amp.scale_loss(loss, optimizer) as scaled_loss:
+                        scaled_loss.backward()
+                    if (step + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            fixed="""
+            import torch
+            from apex import amp
+
+            def train(model, train_dataloader, optimizer, accumulation_steps):
+                model.train()
+                for step, (x, y) in enumerate(train_dataloader):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    with amp.scale_loss(loss, optimizer) as scaled_loss:
+                        (scaled_loss / accumulation_steps).backward()
+                    if (step + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad()
+            """,
+            at="scaled_loss.backward()",
+        ),
         Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error (a clip makes it a warning, below)
             """
             import torch
@@ -433,6 +464,24 @@ class UnscaledAccumulation(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # apex: the loss is divided, and `amp.scale_loss` hands back that loss times the loss scale
+            """
+            from apex import amp
+
+            def train(args, model, train_dataloader, optimizer, scheduler):
+                model.train()
+                for step, batch in enumerate(train_dataloader):
+                    loss = model(**batch)[0]
+                    if args.gradient_accumulation_steps > 1:
+                        loss = loss / args.gradient_accumulation_steps
+                    with amp.scale_loss(loss, optimizer) as scaled_loss:
+                        scaled_loss.backward()
+                    if (step + 1) % args.gradient_accumulation_steps == 0:
+                        optimizer.step()
+                        scheduler.step()
+                        model.zero_grad()
+            """
+        ),
         Quiet(  # accumulation in one branch, a step after every backward in the other (Swin's SimMIM)
             """
             import torch
