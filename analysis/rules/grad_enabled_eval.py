@@ -45,6 +45,7 @@ from trainlint.rules import (
     last_part,
     mode_parameter,
     name_words,
+    ordered_events,
     passed_expression,
     quoted,
     smoke_test_forward,
@@ -121,6 +122,9 @@ class GradEnabledEval(Rule):
             if _is_model_forward(call, switched) and call.context.grad_off is None and not _builds_a_module(ctx, call, calls)
             and not smoke_test_forward(ctx.summary, call)
         ]
+        if any(call.scope is not scope for call in forwards):
+            with_grad = _reached_with_grad(scope)
+            forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad]
         if forwards and not _grad_off_anywhere(scope, calls) and not _trains(calls):
             forwards = [call for call in forwards if call.scope not in _decorated_reach(ctx, calls)]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
@@ -681,6 +685,32 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the forward runs in a helper that the evaluation calls under `no_grad()`
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, eval_dataloader):
+                    self.model = model
+                    self.eval_dataloader = eval_dataloader
+
+                def compute_loss(self, model, inputs):
+                    outputs = model(**inputs)
+                    return outputs["loss"]
+
+                def prediction_step(self, model, inputs):
+                    with torch.no_grad():
+                        loss = self.compute_loss(model, inputs)
+                    return loss.detach()
+
+                def evaluate(self):
+                    model = self.model
+                    model.eval()
+                    losses = [self.prediction_step(model, inputs) for inputs in self.eval_dataloader]
+                    return torch.stack(losses).mean().item()
+            """
+        ),
         Quiet(  # a model file's shape check: a freshly built model on a made-up batch is no evaluation
             """
             import torch
@@ -1068,6 +1098,16 @@ def _names_a_class(ctx, expression: cst.BaseExpression) -> bool:
     if target.startswith("torch.nn.") and last_part(target)[:1].isupper():
         return True
     return ctx.summary.local_class(target) is not None
+
+
+def _reached_with_grad(scope: ScopeAnalysis) -> set[int]:
+    """The calls of helpers the function reaches through a chain of calls with grad on at every
+    link: a helper called under `torch.no_grad()` runs its forward without grad, however the helper
+    reads alone (an old `Trainer.prediction_step` calls `compute_loss` inside `no_grad()`)."""
+    return {
+        id(event) for event, chain in ordered_events(scope, None)
+        if isinstance(event, CallEvent) and all(link.context.grad_off is None for link in chain)
+    }
 
 
 def _decorated_reach(ctx, calls: list[CallEvent]) -> set[ScopeAnalysis]:
