@@ -112,7 +112,7 @@ class GradEnabledEval(Rule):
         info = scope.function
         assert info is not None, "check() looks at a function's scope here"
         node = info.node
-        if _framework_hook(ctx, info) or _pytest_function(node) or any(not _neutral(d, scope) for d in node.decorators):
+        if _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in node.decorators):
             return
         calls = list(calls_in(scope, None))
         eval_calls = [call for call in calls if _is_mode_switch(call) and _mode(call) == "eval"]
@@ -685,6 +685,22 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a unittest case, in a file whose name does not say so
+            """
+            import unittest
+
+            import torch
+            from transformers import AutoModelForSeq2SeqLM
+
+
+            class TestSummarizationDistiller(unittest.TestCase):
+                def test_loss_fn(self):
+                    model = AutoModelForSeq2SeqLM.from_pretrained("sshleifer/bart-tiny-random")
+                    target_ids = torch.tensor([[0, 4, 8, 2], [0, 8, 2, 1]], dtype=torch.long)
+                    outputs = model(target_ids, labels=target_ids)
+                    self.assertGreater(outputs.loss.item(), 0)
+            """
+        ),
         Quiet(  # the forward runs in a helper that the evaluation calls under `no_grad()`
             """
             import torch
@@ -1180,9 +1196,14 @@ def _framework_hook(ctx, info) -> bool:
     return info.owner is not None and grad_handled_by_framework(ctx.summary, info)
 
 
-def _pytest_function(node: cst.FunctionDef) -> bool:
+def _test_function(info) -> bool:
+    """A test: `test_*` with an `assert` (pytest), or a `test_*` method of a `Test*` class (unittest's
+    `self.assertEqual`), wherever its file is (`_test_seq2seq_examples.py`)."""
+    node = info.node
     if not node.name.value.startswith("test_"):
         return False
+    if info.owner is not None and info.owner.name.startswith("Test"):
+        return True
     return any(isinstance(inner, cst.Assert) for inner in _walk(node))
 
 
