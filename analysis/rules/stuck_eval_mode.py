@@ -301,6 +301,47 @@ class StuckEvalMode(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the model's own method switches its trainable head back (PPLM's discriminator)
+            """
+            import torch
+
+
+            class Discriminator(torch.nn.Module):
+                def __init__(self, encoder, class_size):
+                    super().__init__()
+                    self.encoder = encoder
+                    self.classifier_head = torch.nn.Linear(encoder.config.hidden_size, class_size)
+
+                def train_custom(self):
+                    for param in self.encoder.parameters():
+                        param.requires_grad = False
+                    self.classifier_head.train()
+
+                def forward(self, x):
+                    hidden = self.encoder(x).last_hidden_state.mean(dim=1)
+                    return torch.nn.functional.log_softmax(self.classifier_head(hidden), dim=-1)
+
+
+            def train_epoch(data_loader, discriminator, optimizer):
+                discriminator.train_custom()
+                for input_t, target_t in data_loader:
+                    optimizer.zero_grad()
+                    torch.nn.functional.nll_loss(discriminator(input_t), target_t).backward()
+                    optimizer.step()
+
+
+            def evaluate_performance(data_loader, discriminator):
+                discriminator.eval()
+                with torch.no_grad():
+                    return sum((discriminator(x).argmax(1) == y).sum().item() for x, y in data_loader)
+
+
+            def train_discriminator(discriminator, train_loader, test_loader, optimizer, epochs):
+                for epoch in range(epochs):
+                    train_epoch(train_loader, discriminator, optimizer)
+                    evaluate_performance(test_loader, discriminator)
+            """
+        ),
         Quiet(  # linear evaluation of frozen features: eval mode on purpose, all but the classifier frozen
             """
             import torch
@@ -557,11 +598,14 @@ def _sets_eval(event: Event) -> TypeGuard[CallEvent]:
 
 
 def _sets_train(event: Event) -> TypeGuard[CallEvent]:
-    """Any ``.train()`` (conditional or not, whatever its receiver), or a helper we cannot see that may call it."""
+    """Any ``.train()`` (conditional or not, whatever its receiver), or a helper or method named ``train...`` we
+    cannot see, which may call it."""
     if not isinstance(event, CallEvent):
         return False
     if event.method == "train":
         return not _false_mode(event)
+    if event.function is None and event.method is not None and event.method.startswith("train"):
+        return True  # `discriminator.train_custom()`, a method we cannot see that may switch its layers back
     return event.function is None and event.callee is not None and last_part(event.callee).startswith("train")
 
 
