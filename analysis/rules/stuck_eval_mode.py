@@ -301,6 +301,23 @@ class StuckEvalMode(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # gradients without a step: head importance scores, computed in eval mode on purpose
+            """
+            import torch
+
+
+            def compute_heads_importance(model, eval_dataloader, num_layers, num_heads, device):
+                head_importance = torch.zeros(num_layers, num_heads, device=device)
+                head_mask = torch.ones(num_layers, num_heads, device=device, requires_grad=True)
+                for batch in eval_dataloader:
+                    model.eval()
+                    outputs = model(**{k: v.to(device) for k, v in batch.items()}, head_mask=head_mask)
+                    outputs.loss.backward()
+                    head_importance += head_mask.grad.abs().detach()
+                    head_mask.grad = None
+                return head_importance
+            """
+        ),
         Quiet(  # the model's own method switches its trainable head back (PPLM's discriminator)
             """
             import torch
@@ -666,6 +683,8 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
         in_loop = [(i, event, chain) for i, event, chain in items if loop in (chain[0] if chain else event).context.loops]
         if not any(_is_training_step(event) for _, event, _ in in_loop):
             continue
+        if not any(isinstance(event, CallEvent) and is_optimizer_step(event) for _, event, _ in in_loop):
+            return None  # backward without a step: gradients for importance scores or saliency, nothing trains
         forward = next(
             (event for _, event, chain in in_loop if _is_forward(event) and all(link.context.grad_off is None for link in (*chain, event))
              and _normalised(_outer_key(event.receiver_key, chain) or "") == wanted),
