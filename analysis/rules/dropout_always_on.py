@@ -44,7 +44,8 @@ class DropoutAlwaysOn(Rule):
             if owner is None or not ctx.summary.is_module_class(owner):
                 continue
             for call in scope.calls():
-                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call):
+                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
+                        and not _asked_for_by_the_caller(scope, call):
                     self._report(ctx, scope, call, owner.name)
 
     def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
@@ -72,6 +73,17 @@ def _sets_training(call: CallEvent) -> bool:
         return True
     positional = [arg for arg in call.arg_nodes if arg.keyword is None]
     return len(positional) > _TRAINING_POSITION
+
+
+def _asked_for_by_the_caller(scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """Outside ``forward``, a rate that is the method's own parameter (latent diffusion's
+    ``p_sample(..., noise_dropout=0.)`` drops sampling noise when its caller asks): each call says
+    whether to drop, which is the point, not the module's mode."""
+    assert scope.function is not None, "check() passes a method's scope"
+    if scope.function.name in {"forward", "__call__"}:
+        return False
+    rate = call.keyword("p") or next((arg for index, arg in enumerate(call.arg_nodes) if index == 1 and arg.keyword is None), None)
+    return rate is not None and isinstance(rate.value, cst.Name) and rate.value.value in scope.params
 
 
 def _only_while_training(call: CallEvent) -> bool:
@@ -102,6 +114,34 @@ def _add_training(ctx, node: cst.Call):
 
 
 DropoutAlwaysOn.MUST_FIRE = (
+    Fires(  # the rate is forward's own parameter: every call drops, in eval mode too
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Head(nn.Module):
+            def __init__(self, dim, classes):
+                super().__init__()
+                self.fc = nn.Linear(dim, classes)
+
+            def forward(self, x, drop_rate=0.1):
+                return self.fc(F.dropout(x, p=drop_rate))
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Head(nn.Module):
+            def __init__(self, dim, classes):
+                super().__init__()
+                self.fc = nn.Linear(dim, classes)
+
+            def forward(self, x, drop_rate=0.1):
+                return self.fc(F.dropout(x, p=drop_rate, training=self.training))
+        """,
+    ),
     Fires(
         """
         import torch.nn as nn
@@ -247,6 +287,27 @@ DropoutAlwaysOn.MUST_FIRE = (
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(  # a sampling method drops its noise when the caller asks for it: latent diffusion's p_sample
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class LatentDiffusion(nn.Module):
+            def __init__(self, unet):
+                super().__init__()
+                self.unet = unet
+
+            @torch.no_grad()
+            def p_sample(self, x, t, temperature=1.0, noise_dropout=0.0):
+                model_mean, model_log_variance = self.unet(x, t).chunk(2, dim=1)
+                noise = torch.randn_like(x) * temperature
+                if noise_dropout > 0.0:
+                    noise = torch.nn.functional.dropout(noise, p=noise_dropout)
+                nonzero_mask = (t != 0).float().reshape(-1, *((1,) * (x.dim() - 1)))
+                return model_mean + nonzero_mask * (0.5 * model_log_variance).exp() * noise
+        """
+    ),
     Quiet(  # dropout applied only while training, EfficientNet's head as pytorch-cifar writes it
         """
         import torch.nn as nn
