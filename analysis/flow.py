@@ -519,7 +519,14 @@ class ScopeAnalysis:
         kind = type(target)
         if kind is cst.Tuple or kind is cst.List:
             for index, element in enumerate(target.elements):
-                item = value.items[index] if value.items and index < len(value.items) else _element_of_tuple(value)
+                if value.items and index < len(value.items):
+                    item = value.items[index]
+                elif LOSS in value.tags and index > 0 and len(target.elements) > 1:
+                    # `loss, sample_size, logging_output = criterion(model, sample)` (fairseq): the loss
+                    # comes first; what follows it is not known to be a tensor, let alone carry the graph
+                    item = UNKNOWN
+                else:
+                    item = _element_of_tuple(value)
                 inner_target = element.value
                 if isinstance(element, cst.StarredElement):
                     inner_target = element.value

@@ -742,6 +742,25 @@ class RetainedGraph(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # fairseq's criterion returns (loss, sample_size, logging_output): only the loss has a graph
+            """
+            from collections import defaultdict
+
+
+            class MultilingualTranslationTask:
+                def train_step(self, samples, model, criterion, optimizer):
+                    model.train()
+                    agg_loss, agg_sample_size, agg_logging_output = 0.0, 0.0, defaultdict(float)
+                    for lang_pair, sample in samples.items():
+                        loss, sample_size, logging_output = criterion(model.models[lang_pair], sample)
+                        optimizer.backward(loss)
+                        agg_loss += loss.detach().item()
+                        agg_sample_size += sample_size
+                        for k in logging_output:
+                            agg_logging_output[k] += logging_output[k]
+                    return agg_loss, agg_sample_size, agg_logging_output
+            """
+        ),
         Quiet(  # the auxiliary loss is logged as a number: `.item()` unless it already is a float
             """
             import torch
