@@ -72,6 +72,22 @@ def test_magics_shell_lines_and_foreign_cells_do_not_break_the_program():
     assert notebook.with_program(notebook.text) == raw
 
 
+def test_a_shell_line_continued_with_a_backslash_is_one_shell_command():
+    """fairseq's MMS tutorials run `!python3 infer.py ... \\` with the arguments on the next line,
+    indented: IPython joins the two, and the second line is shell too, not an indented statement."""
+    shell = (
+        'import os\n\nos.environ["PREFIX"] = "INFER"\n\n'
+        "!python3 examples/mms/lid/infer.py /content/models_lid --path /content/model.pt \\\n"
+        "  --task audio_classification \\\n"
+        "  --output-path /content/manifest/\n"
+        'print("done")'
+    )
+    raw = _notebook(_cell(shell), _cell("for i in range(2):\n    !echo $i \\\n        --verbose\n    print(i)"))
+    notebook = Notebook(raw)
+    compile(notebook.text, "notebook", "exec")
+    assert notebook.with_program(notebook.text) == raw
+
+
 def test_notebooks_in_other_languages_and_broken_files(tmp_path):
     julia = tmp_path / "julia.ipynb"
     julia.write_text(_notebook(_cell("history = [loss for loss in losses]"), language="julia"), encoding="utf-8")

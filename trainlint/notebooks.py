@@ -225,11 +225,15 @@ def _python_lines(lines: list[str], replaced: dict[int, str], tag: str = "") -> 
     into a `pass` at the same indentation; ``replaced`` keeps the originals to write back."""
     skip_cell = bool(lines) and lines[0].startswith("%%") and lines[0].split()[0] not in _PYTHON_CELL_MAGICS
     result = []
+    continued = False  # the line before was a shell or magic line ending in `\`: IPython joins this one to it
+    indent = ""
     for index, line in enumerate(lines):
-        if skip_cell or (index == 0 and line.startswith("%%")) or _NOT_PYTHON.match(line):
+        if skip_cell or continued or (index == 0 and line.startswith("%%")) or _NOT_PYTHON.match(line):
+            if not continued:  # a continuation line stands in at the indentation of the line it continues
+                indent = "" if skip_cell else line[: len(line) - len(line.lstrip())]
+            continued = line.rstrip("\r\n").endswith("\\")
             key = len(replaced)
             replaced[key] = line
-            indent = "" if skip_cell else line[: len(line) - len(line.lstrip())]
             result.append(indent + _PLACEHOLDER.format(key) + tag)
         else:
             result.append(line)
