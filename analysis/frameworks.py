@@ -14,8 +14,11 @@ batch without disabling grad: the base ``prediction_step`` wraps its forward in
 ``torch.no_grad()`` itself, so an override must do the same. ``compute_loss`` is also called from
 the base ``prediction_step``, under that ``no_grad``: whoever calls it decides.
 
-Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``)
-and Lightning's loops; kept as a table so that no framework needs to be installed.
+fairseq: its ``Trainer.valid_step`` calls the task's ``valid_step`` inside ``torch.no_grad()``.
+
+Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``),
+Lightning's loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
+installed.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ if TYPE_CHECKING:
 
 LIGHTNING = "lightning"
 HF_TRAINER = "hf-trainer"
+FAIRSEQ_TASK = "fairseq-task"
 
 # Methods the framework calls once per training step, with grad enabled.
 _TRAINING_STEPS = {
@@ -41,13 +45,16 @@ _HF_GRAD_ON_EVALUATION = frozenset({"prediction_step", "evaluation_loop", "predi
 
 
 def framework_of(summary: ModuleSummary, owner: ClassInfo | None) -> str | None:
-    """LIGHTNING for a LightningModule, HF_TRAINER for a transformers (or trl) Trainer subclass."""
+    """LIGHTNING for a LightningModule, HF_TRAINER for a transformers (or trl) Trainer subclass,
+    FAIRSEQ_TASK for a subclass of fairseq's (Legacy)FairseqTask."""
     if owner is None:
         return None
     if summary.class_kind(owner) == "lightning":
         return LIGHTNING
     if any(summary.canonical(base).startswith(("transformers.", "trl.")) and last_part(base).endswith("Trainer") for base in owner.bases):
         return HF_TRAINER
+    if any(summary.canonical(base).startswith("fairseq.") and last_part(base).endswith("FairseqTask") for base in owner.bases):
+        return FAIRSEQ_TASK
     return None
 
 
@@ -58,6 +65,8 @@ def grad_handled_by_framework(summary: ModuleSummary, function: FunctionInfo) ->
     framework = framework_of(summary, function.owner)
     if framework == LIGHTNING:
         return True
+    if framework == FAIRSEQ_TASK:
+        return function.name == "valid_step"
     return framework == HF_TRAINER and function.name not in _HF_GRAD_ON_EVALUATION
 
 
@@ -66,7 +75,7 @@ def training_step_hook(summary: ModuleSummary, function: FunctionInfo | None) ->
     if function is None:
         return None
     framework = framework_of(summary, function.owner)
-    if framework is None or function.name not in _TRAINING_STEPS[framework]:
+    if framework is None or function.name not in _TRAINING_STEPS.get(framework, frozenset()):
         return None
     who = "Lightning" if framework == LIGHTNING else "the Hugging Face Trainer"
     return f"{who} calls `{function.name}` once per training step"

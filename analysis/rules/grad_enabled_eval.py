@@ -685,6 +685,19 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # fairseq's trainer calls a task's valid_step inside torch.no_grad()
+            """
+            from fairseq.tasks import FairseqTask
+
+
+            class UnpairedAudioText(FairseqTask):
+                def valid_step(self, sample, model, criterion):
+                    res = model(**sample["net_input"], dense_x_only=True)
+                    predictions = res["logits"].argmax(-1)
+                    correct = (predictions == sample["target"]).sum().item()
+                    return correct, sample["target"].numel(), {"correct": correct}
+            """
+        ),
         Quiet(  # a unittest case, in a file whose name does not say so
             """
             import unittest
