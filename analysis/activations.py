@@ -331,6 +331,10 @@ def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: s
         )
     if isinstance(detail, ClassInfo):
         output = detail.forward_output(module.summary)
+        if output.items and kind is not None:
+            # `return validity, label`: the element of that kind, not the tuple's first (ACGAN's
+            # discriminator returns a sigmoid score and softmax class probabilities)
+            output = next((item for item in output.items if kind in item.tags), output)
         evidence: list[tuple[Site, str]] = [(site, f"{call_text} returns {words}")]
         if output.site is not None and depth < _MAX_DEPTH:
             inner = origin_of(module, output, depth + 1)

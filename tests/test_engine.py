@@ -324,3 +324,38 @@ def test_a_discarded_conversion_of_an_unnamed_tensor_is_described_in_words():
     (finding,) = [f for f in analyze_source(code, "layer.py") if f.code == "TL210"]
     assert "the tensor it is called on is not moved or converted" in finding.message
     assert "`the tensor`" not in finding.message
+
+
+def test_a_loss_on_one_element_of_a_models_output_tuple_quotes_that_elements_layer():
+    """PyTorch-GAN's ACGAN: the discriminator returns a sigmoid score and softmax class
+    probabilities, and the class probabilities go to CrossEntropyLoss. The evidence names the
+    softmax head, not the tuple's first element."""
+    code = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "\n"
+        "class Discriminator(nn.Module):\n"
+        "    def __init__(self, features, n_classes):\n"
+        "        super().__init__()\n"
+        "        self.adv_layer = nn.Sequential(nn.Linear(features, 1), nn.Sigmoid())\n"
+        "        self.aux_layer = nn.Sequential(nn.Linear(features, n_classes), nn.Softmax())\n"
+        "\n"
+        "    def forward(self, out):\n"
+        "        validity = self.adv_layer(out)\n"
+        "        label = self.aux_layer(out)\n"
+        "        return validity, label\n"
+        "\n"
+        "discriminator = Discriminator(128, 10)\n"
+        "adversarial_loss = torch.nn.BCELoss()\n"
+        "auxiliary_loss = torch.nn.CrossEntropyLoss()\n"
+        "optimizer = torch.optim.Adam(discriminator.parameters())\n"
+        "for features, labels in loader:\n"
+        "    optimizer.zero_grad()\n"
+        "    validity, pred_label = discriminator(features)\n"
+        "    loss = adversarial_loss(validity, torch.ones_like(validity)) + auxiliary_loss(pred_label, labels)\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+    (finding,) = [f for f in analyze_source(code, "acgan.py") if f.code == "TL202"]
+    assert "returns `self.aux_layer(out)`, whose last layer is `nn.Softmax()`" in finding.message
+    assert "Sigmoid" not in finding.message
