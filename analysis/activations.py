@@ -156,11 +156,8 @@ def arguments_passed(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, de
         return None
     if any(isinstance(event, AssignEvent) and name in event.targets for event in scope.events):
         return None
-    parameters = function.node.params
-    positional = [*parameters.posonly_params, *parameters.params]
-    if function.owner is not None and positional and positional[0].name.value in {"self", "cls"}:
-        positional = positional[1:]
-    index = next((i for i, param in enumerate(positional) if param.name.value == name), None)
+    positional = function.positional_parameters
+    index = positional.index(name) if name in positional else None
     found: list[tuple[Value, CallEvent]] = []
     for call in module.calls_of(function):
         callers = call.scope

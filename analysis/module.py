@@ -347,11 +347,7 @@ class ModuleAnalysis:
 
         None when a call hides it (``*args``, ``**kwargs``) or leaves it at its default.
         """
-        params = function.node.params
-        positional = [param.name.value for param in (*params.posonly_params, *params.params)]
-        if function.owner is not None and positional[:1] in (["self"], ["cls"]):
-            positional = positional[1:]
-        return _passed_for(self.calls_of(function), positional, parameter)
+        return _passed_for(self.calls_of(function), function.positional_parameters, parameter)
 
     def constructor_arguments(self, owner, attribute: str) -> list[tuple[CallEvent, Value]] | None:
         """For ``self.<attribute>`` that ``__init__`` binds straight from one of its parameters, what each

@@ -120,10 +120,7 @@ def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpr
         return None
     passed = call.keyword(parameter)
     if passed is None:
-        params = function.node.params
-        positional = [param.name.value for param in (*params.posonly_params, *params.params)]
-        if function.owner is not None and positional[:1] in (["self"], ["cls"]):
-            positional = positional[1:]
+        positional = function.positional_parameters
         plain = [arg for arg in call.arg_nodes if arg.keyword is None]
         if parameter not in positional or positional.index(parameter) >= len(plain):
             return None
@@ -437,9 +434,7 @@ def evaluation_calls(module, scope: ScopeAnalysis, parameter: str) -> list[CallE
     function = scope.function
     assert function is not None, "mode_parameter names a parameter of a function"
     params = function.node.params
-    positional = [param.name.value for param in (*params.posonly_params, *params.params)]
-    if function.owner is not None and positional[:1] in (["self"], ["cls"]):
-        positional = positional[1:]
+    positional = function.positional_parameters
     declared = next(param for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.name.value == parameter)
     default_off = declared.default is not None and (_is_none(declared.default) or _is_false(declared.default))
     found = []

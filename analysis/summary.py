@@ -60,6 +60,14 @@ class FunctionInfo:
         return self._analysis
 
     @property
+    def positional_parameters(self) -> list[str]:
+        """The parameters a call's positional arguments fill, in order (a method's ``self`` or ``cls``
+        left out)."""
+        params = self.node.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params)]
+        return names[1:] if self.owner is not None and names[:1] in (["self"], ["cls"]) else names
+
+    @property
     def qualified_name(self) -> str:
         return f"{self.owner.name}.{self.name}" if self.owner else self.name
 

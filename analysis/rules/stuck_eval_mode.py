@@ -657,11 +657,7 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
 def _argument_for(call: CallEvent, parameter: str) -> cst.BaseExpression | None:
     """The expression the call passes for ``parameter`` of the local function it runs."""
     assert call.function is not None, "a call of the chain that ordered_events followed into a local function"
-    node = call.function.node
-    params = [*node.params.posonly_params, *node.params.params]
-    if call.function.owner is not None and params and params[0].name.value in {"self", "cls"}:
-        params = params[1:]
-    names = [param.name.value for param in params]
+    names = call.function.positional_parameters
     for arg in call.arg_nodes:
         if arg.keyword is not None and arg.keyword.value == parameter:
             return arg.value
