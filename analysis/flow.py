@@ -1475,7 +1475,6 @@ def _is_literal(expression: cst.BaseExpression) -> bool:
     return False
 
 
-
 _PYTHON_NUMBERS = frozenset({"float", "int", "bool", "numbers.Number", "numbers.Real"})
 
 

@@ -194,7 +194,6 @@ class Workspace:
             self._modules[path] = (stamp, module)
             return module
 
-
     def _stamp(self, path: Path | str) -> Stamp | None:
         if self._stamps is None:
             return _stamp(path)

@@ -29,7 +29,8 @@ _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
     "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout", "torch.nn.functional.feature_alpha_dropout",
 })
-# Position of `training` in those functions: (input, p, training, inplace).
+# Positions of `p` and `training` in those functions: (input, p, training, inplace).
+_RATE_POSITION = 1
 _TRAINING_POSITION = 2
 
 
@@ -82,7 +83,8 @@ def _asked_for_by_the_caller(scope: ScopeAnalysis, call: CallEvent) -> bool:
     assert scope.function is not None, "check() passes a method's scope"
     if scope.function.name in {"forward", "__call__"}:
         return False
-    rate = call.keyword("p") or next((arg for index, arg in enumerate(call.arg_nodes) if index == 1 and arg.keyword is None), None)
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None]
+    rate = call.keyword("p") or (positional[_RATE_POSITION] if len(positional) > _RATE_POSITION else None)
     return rate is not None and isinstance(rate.value, cst.Name) and rate.value.value in scope.params
 
 

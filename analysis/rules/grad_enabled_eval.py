@@ -122,12 +122,15 @@ class GradEnabledEval(Rule):
             if _is_model_forward(call, switched) and call.context.grad_off is None and not _builds_a_module(ctx, call, calls)
             and not smoke_test_forward(ctx.summary, call)
         ]
+        if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
+            return
         if any(call.scope is not scope for call in forwards):
             with_grad = _reached_with_grad(scope)
             forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad]
-        if forwards and not _grad_off_anywhere(scope, calls) and not _trains(calls):
-            forwards = [call for call in forwards if call.scope not in _decorated_reach(ctx, calls)]
-        if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
+        if forwards:
+            decorated = _decorated_reach(ctx, calls)
+            forwards = [call for call in forwards if call.scope not in decorated]
+        if not forwards:
             return
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
             return  # a model's own method: its caller decides the grad mode
