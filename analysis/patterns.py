@@ -9,7 +9,7 @@ from typing import TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, names_owner
+from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, StoreEvent, names_owner
 from .names import dotted, last_part
 from .quoting import shortened
 from .values import (
@@ -321,6 +321,19 @@ def repeats_per_step(scope: ScopeAnalysis, loop: Loop) -> str | None:
     if loop._per_step is False:
         loop._per_step = _per_step_evidence(scope, loop)
     return loop._per_step  # type: ignore[return-value]
+
+
+# A loop over the micro-batches of one optimizer step: `for microbatches in microbatch_groups`,
+# `for micro_batch in micro_batches`, `for _ in range(grad_accum_steps)`.
+_ONE_STEP_WORDS = re.compile(r"micro_?batch|accum", re.I)
+
+
+def kept_for_one_step(store: StoreEvent, loop: Loop) -> bool:
+    """``loop`` walks the micro-batches of one optimizer step (gradient accumulation) and the container
+    ``store`` fills is bound in this function: each call of the step starts a new one, which grows by
+    the number of micro-batches, not with the run. A container that lives on (``self.losses``, a
+    parameter, a global) is not: it keeps every step's entries."""
+    return store.container_loop != "outer" and _ONE_STEP_WORDS.search(loop.iterable_text or "") is not None
 
 
 def _inside_model_method(scope: ScopeAnalysis) -> bool:

@@ -36,6 +36,7 @@ from trainlint.rules import (
     bounded_or_emptied,
     is_known_tensor,
     is_test_file,
+    kept_for_one_step,
     repeats_per_step,
 )
 
@@ -58,7 +59,11 @@ class DeviceAccumulation(Rule):
             for event in scope.events:
                 if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
                     continue
-                loop = next((enclosing for enclosing in event.context.loops if _steps_through_data(scope, enclosing)), None)
+                loop = next(
+                    (enclosing for enclosing in event.context.loops
+                     if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
+                    None,
+                )
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
                 if event.kind == "subscript" and _writes_into_tensor(scope, event):
@@ -264,9 +269,51 @@ DeviceAccumulation.MUST_FIRE = (
             return rewards
         """
     ),
+    Fires(  # micro-batch inputs kept in a list that lives on the trainer: it grows every step
+        """
+        import torch
+
+
+        class PipelineTrainer:
+            def __init__(self, schedule, optimizer):
+                self.schedule, self.optimizer = schedule, optimizer
+                self.device = torch.device("cuda")
+                self.seen_inputs = []
+
+            def train_step(self, microbatches):
+                self.optimizer.zero_grad()
+                for input_ids, labels in microbatches:
+                    self.seen_inputs.append(input_ids.to(self.device))
+                    self.schedule.step(input_ids.to(self.device), target=labels.to(self.device))
+                self.optimizer.step()
+        """
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # a pipeline step's micro-batches, gathered on the GPU to hand to the schedule: a new list every step (torchtitan)
+        """
+        import torch
+
+
+        class PipelineTrainer:
+            def __init__(self, schedule, optimizer):
+                self.schedule, self.optimizer = schedule, optimizer
+                self.device = torch.device("cuda")
+
+            def train_step(self, microbatches):
+                self.optimizer.zero_grad()
+                input_mbs = []
+                label_mbs = []
+                for input_ids, labels in microbatches:
+                    input_mbs.append(input_ids.to(self.device))
+                    label_mbs.append(labels.to(self.device))
+                losses = []
+                self.schedule.step(input_mbs, target=label_mbs, losses=losses)
+                self.optimizer.step()
+                return torch.stack(losses).sum().item()
+        """
+    ),
     Quiet(  # a cache of per-sample text embeddings, filled once before training on purpose
         """
         import torch

@@ -42,6 +42,7 @@ from trainlint.rules import (
     is_backward,
     is_eval_name,
     is_known_tensor,
+    kept_for_one_step,
     literal_value,
     mentions,
     repeats_per_step,
@@ -120,7 +121,10 @@ class RetainedGraph(Rule):
             return
         if not outlived or _walks_structure(outlived[0]):
             return
-        loop, per_step = next(((loop, why) for loop in outlived if (why := repeats_per_step(scope, loop))), (None, None))
+        loop, per_step = next(
+            ((loop, why) for loop in outlived if not kept_for_one_step(store, loop) and (why := repeats_per_step(scope, loop))),
+            (None, None),
+        )
         if loop is None or bounded_or_emptied(scope, store.container, loop):
             return
         backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
@@ -739,9 +743,66 @@ class RetainedGraph(Rule):
             unsafe=True,
             severity=Severity.WARNING,
         ),
+        Fires(  # a list that lives on the trainer keeps every step's micro-batch losses
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model.cuda(), optimizer
+                    self.losses = []
+
+                def train_step(self, micro_batches):
+                    for micro_batch in micro_batches:
+                        loss = self.model(**micro_batch).loss / len(micro_batches)
+                        loss.backward()
+                        self.losses.append(loss)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+            """,
+            fixed="""
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model.cuda(), optimizer
+                    self.losses = []
+
+                def train_step(self, micro_batches):
+                    for micro_batch in micro_batches:
+                        loss = self.model(**micro_batch).loss / len(micro_batches)
+                        loss.backward()
+                        self.losses.append(loss.detach())
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+            """,
+            severity=Severity.WARNING,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # one optimizer step's micro-batch losses, in a list the step starts afresh: it never outgrows the accumulation count
+            """
+            import torch
+
+
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model, self.optimizer = model.cuda(), optimizer
+
+                def train_step(self, micro_batches):
+                    losses = []
+                    for micro_batch in micro_batches:
+                        loss = self.model(**micro_batch).loss / len(micro_batches)
+                        loss.backward()
+                        losses.append(loss)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                    return sum(loss.item() for loss in losses)
+            """
+        ),
         Quiet(  # fairseq's criterion returns (loss, sample_size, logging_output): only the loss has a graph
             """
             from collections import defaultdict
