@@ -11,7 +11,7 @@ of walking the tree again.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
@@ -834,8 +834,30 @@ class ScopeAnalysis:
             position = 1 if method == "insert" else 0
             stored_args = [a for a in call.args if a.keyword is None]
             if len(stored_args) > position:
-                self._record_store(method, receiver_key, args[position] if position < len(args) else UNKNOWN, stored_args[position].value, call, context)
+                stored = args[position] if position < len(args) else UNKNOWN
+                kept = self._kept_by_method(receiver_key, method, position)
+                if kept != _KEEPS_NOTHING:
+                    self._record_store(
+                        method, receiver_key, stored.without_graph() if kept == _KEEPS_DETACHED else stored,
+                        stored_args[position].value, call, context,
+                    )
         return event.result
+
+    def _kept_by_method(self, receiver_key: str, method: str, position: int) -> int:
+        """How much of what ``receiver.method(...)`` is passed at ``position`` the receiver can keep. All
+        of it, unless the receiver was built in this scope from a workspace class whose ``method`` (read
+        in its file) uses that parameter only through host copies or detached ones: a metrics tracker
+        whose ``update(loss, n)`` keeps ``loss.item()``, an averager that sums ``v.data.sum()``."""
+        built = next(
+            (event.value_node for event in reversed(self.events) if type(event) is AssignEvent and event.targets == (receiver_key,)),
+            None,
+        )
+        raw = dotted(built.func) if isinstance(built, cst.Call) else None
+        owner = self.summary.local_class(self.canonical(raw)) if raw else None
+        found = owner.find_method(method, self.summary) if owner is not None else None
+        if found is None or position >= len(found.positional_parameters):
+            return _KEEPS_ITSELF
+        return _kept_form(found.positional_parameters[position], found.node.body)
 
     def _note_backwarded(self, event: CallEvent) -> None:
         """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
@@ -1455,6 +1477,104 @@ def names_owner(name: str) -> bool:
     """An unknown receiver whose ``backward(loss)`` takes the loss: an accelerator, engine, fabric or trainer."""
     lowered = name.lower()
     return any(word in lowered for word in ("accelerator", "engine", "fabric", "trainer", "deepspeed"))
+
+
+# How much of a tensor a method's parameter can leave behind in the object: nothing (only host
+# values derived from it: `loss.item()`, `v.numel()`), a detached copy (`v.data`, `v.detach()`: no
+# graph, still on its device), or the tensor itself.
+_KEEPS_NOTHING, _KEEPS_DETACHED, _KEEPS_ITSELF = 0, 1, 2
+_HOST_VALUE_METHODS = frozenset({"item", "tolist", "numpy", "numel", "size", "dim"})
+_HOST_VALUE_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
+_HOST_VALUE_BUILTINS = frozenset({"float", "int", "bool", "str", "len", "isinstance", "hasattr", "callable"})
+
+
+def _kept_form(parameter: str, body: cst.BaseSuite) -> int:
+    """The most of ``parameter`` that running ``body`` (a method's body) can leave anywhere but in
+    a local name: stored in an attribute, appended, returned, handed to a call. Local names are followed
+    through their assignments (``v = v.data.sum()``; ``self.sum += v`` then keeps a detached copy); an
+    assignment inside a branch or loop joins with what the name held before."""
+    forms = {parameter: _KEEPS_ITSELF}
+    kept = _KEEPS_NOTHING
+
+    def bind(target: cst.BaseExpression, form: int, joined: bool) -> None:
+        nonlocal kept
+        if isinstance(target, cst.Name):
+            forms[target.value] = max(forms.get(target.value, _KEEPS_NOTHING), form) if joined else form
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                bind(element.value, form, joined)
+        else:
+            kept = max(kept, form)  # `self.total = v`, `history[i] = v`
+
+    def block(suite: cst.CSTNode | None, repeated: bool = False) -> None:
+        if isinstance(suite, (cst.Else, cst.Finally)):
+            suite = suite.body
+        if suite is None:
+            return
+        # an `elif` is an If; `if x: y = v` on one line is a suite of small statements, walked as a line
+        statements = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
+        for _ in range(2 if repeated else 1):  # a loop's body runs again after its own later assignments
+            walk(statements, True)
+
+    def walk(statements: Sequence[cst.CSTNode], joined: bool) -> None:
+        nonlocal kept
+        for statement in statements:
+            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign):
+                        form = _form_of(small.value, forms)
+                        for target in small.targets:
+                            bind(target.target, form, joined)
+                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                        bind(small.target, _form_of(small.value, forms), joined)
+                    elif isinstance(small, cst.AugAssign):
+                        bind(small.target, _form_of(small.value, forms), True)
+                    else:
+                        kept = max(kept, _form_of(small, forms))
+            elif isinstance(statement, (cst.If, cst.While)):  # a condition is tested, not kept
+                block(statement.body, repeated=isinstance(statement, cst.While))
+                block(statement.orelse)
+            elif isinstance(statement, cst.For):
+                bind(statement.target, _form_of(statement.iter, forms), True)
+                block(statement.body, repeated=True)
+                block(statement.orelse)
+            elif isinstance(statement, cst.With):
+                for item in statement.items:
+                    if item.asname is not None:
+                        bind(item.asname.name, _form_of(item.item, forms), True)
+                block(statement.body)
+            elif isinstance(statement, cst.Try):
+                for suite in (statement.body, *(handler.body for handler in statement.handlers), statement.orelse, statement.finalbody):
+                    block(suite)
+            else:
+                kept = max(kept, _form_of(statement, forms))  # a nested def or class may capture it
+
+    walk(body.body if isinstance(body, cst.IndentedBlock) else [body], False)
+    return kept
+
+
+def _form_of(node: cst.CSTNode, forms: dict[str, int]) -> int:
+    """How much of the tracked tensors (``forms``: name -> how much of the parameter it holds) the value
+    of ``node`` can hold."""
+    if isinstance(node, cst.Name):
+        return forms.get(node.value, _KEEPS_NOTHING)
+    if isinstance(node, cst.Attribute):
+        attribute = node.attr.value
+        if attribute in _HOST_VALUE_ATTRIBUTES:
+            return _KEEPS_NOTHING
+        held = _form_of(node.value, forms)
+        return min(held, _KEEPS_DETACHED) if attribute == "data" else held
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in _HOST_VALUE_BUILTINS:
+            return _KEEPS_NOTHING
+        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_VALUE_METHODS:
+            return _KEEPS_NOTHING
+        if isinstance(func, cst.Attribute) and func.attr.value == "detach" and not node.args:
+            return min(_form_of(func.value, forms), _KEEPS_DETACHED)
+    if isinstance(node, cst.Arg):
+        return _form_of(node.value, forms)  # a keyword's name is not a use
+    return max((_form_of(child, forms) for child in node.children), default=_KEEPS_NOTHING)
 
 
 def _method_name(call: cst.Call) -> str | None:

@@ -743,6 +743,119 @@ class RetainedGraph(Rule):
             unsafe=True,
             severity=Severity.WARNING,
         ),
+        Fires(  # the project's tracker keeps the tensor it is handed: every step's graph stays referenced
+            """
+            import torch
+
+            from utils import LossTracker
+
+
+            def train(train_loader, model, criterion, optimizer, epoch):
+                model.train()
+                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+                for images, target in train_loader:
+                    output = model(images.cuda(non_blocking=True))
+                    loss = criterion(output, target.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    tracker.update(loss, output.size(0))
+                return tracker.history
+            """,
+            files={
+                "utils.py": """
+                    class LossTracker:
+                        def __init__(self, num_batches, prefix=""):
+                            self.num_batches, self.prefix = num_batches, prefix
+                            self.history = []
+
+                        def update(self, loss, n):
+                            self.history.append(loss)
+                """,
+            },
+            fixed="""
+            import torch
+
+            from utils import LossTracker
+
+
+            def train(train_loader, model, criterion, optimizer, epoch):
+                model.train()
+                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+                for images, target in train_loader:
+                    output = model(images.cuda(non_blocking=True))
+                    loss = criterion(output, target.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    tracker.update(loss.detach(), output.size(0))
+                return tracker.history
+            """,
+            severity=Severity.WARNING,
+        ),
+        Fires(  # the project's averager sums the loss itself: `self.sum` carries every step's graph until reset
+            """
+            import torch
+
+            from utils import Averager
+
+
+            def train(model, criterion, optimizer, train_dataset, device, num_iter):
+                loss_avg = Averager()
+                for iteration in range(num_iter):
+                    image_tensors, labels = train_dataset.get_batch()
+                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                    cost = criterion(preds, labels.to(device))
+                    model.zero_grad()
+                    cost.backward()
+                    optimizer.step()
+                    loss_avg.add(cost)
+                    if (iteration + 1) % 500 == 0:
+                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                        loss_avg.reset()
+            """,
+            files={
+                "utils.py": """
+                    class Averager:
+                        def __init__(self):
+                            self.reset()
+
+                        def add(self, v):
+                            count = v.data.numel()
+                            v = v.sum()
+                            self.n_count += count
+                            self.sum += v
+
+                        def reset(self):
+                            self.n_count = 0
+                            self.sum = 0
+
+                        def val(self):
+                            return self.sum / float(self.n_count) if self.n_count else 0
+                """,
+            },
+            fixed="""
+            import torch
+
+            from utils import Averager
+
+
+            def train(model, criterion, optimizer, train_dataset, device, num_iter):
+                loss_avg = Averager()
+                for iteration in range(num_iter):
+                    image_tensors, labels = train_dataset.get_batch()
+                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                    cost = criterion(preds, labels.to(device))
+                    model.zero_grad()
+                    cost.backward()
+                    optimizer.step()
+                    loss_avg.add(cost.detach())
+                    if (iteration + 1) % 500 == 0:
+                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                        loss_avg.reset()
+            """,
+            severity=Severity.WARNING,
+        ),
         Fires(  # a list that lives on the trainer keeps every step's micro-batch losses
             """
             import torch
@@ -802,6 +915,84 @@ class RetainedGraph(Rule):
                     self.optimizer.zero_grad()
                     return sum(loss.item() for loss in losses)
             """
+        ),
+        Quiet(  # the project's averager sums `v.data.sum()`: a detached copy (deep-text-recognition-benchmark)
+            """
+            import torch
+
+            from utils import Averager
+
+
+            def train(model, criterion, optimizer, train_dataset, device, num_iter):
+                loss_avg = Averager()
+                for iteration in range(num_iter):
+                    image_tensors, labels = train_dataset.get_batch()
+                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                    cost = criterion(preds, labels.to(device))
+                    model.zero_grad()
+                    cost.backward()
+                    optimizer.step()
+                    loss_avg.add(cost)
+                    if (iteration + 1) % 500 == 0:
+                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                        loss_avg.reset()
+            """,
+            files={
+                "utils.py": """
+                    class Averager:
+                        def __init__(self):
+                            self.reset()
+
+                        def add(self, v):
+                            count = v.data.numel()
+                            v = v.data.sum()
+                            self.n_count += count
+                            self.sum += v
+
+                        def reset(self):
+                            self.n_count = 0
+                            self.sum = 0
+
+                        def val(self):
+                            return self.sum / float(self.n_count) if self.n_count else 0
+                """,
+            },
+        ),
+        Quiet(  # the project's tracker keeps only `loss.item()` of the loss it is handed (DeepSpeed's ViT example)
+            """
+            import torch
+
+            from utils import LossTracker
+
+
+            def train(train_loader, model, criterion, optimizer, epoch):
+                model.train()
+                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+                for images, target in train_loader:
+                    output = model(images.cuda(non_blocking=True))
+                    loss = criterion(output, target.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    tracker.update(loss, output.size(0))
+                return tracker.average
+            """,
+            files={
+                "utils.py": """
+                    class LossTracker:
+                        def __init__(self, num_batches, prefix=""):
+                            self.num_batches, self.prefix = num_batches, prefix
+                            self.total, self.count = 0.0, 0
+
+                        def update(self, loss, n):
+                            self.total += loss.detach().item() * n
+                            self.count += n
+
+                        @property
+                        def average(self):
+                            return self.total / max(self.count, 1)
+                """,
+            },
         ),
         Quiet(  # fairseq's criterion returns (loss, sample_size, logging_output): only the loss has a graph
             """
