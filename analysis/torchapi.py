@@ -169,6 +169,12 @@ def is_model_factory(name: str) -> bool:
 _TORCHVISION_NOT_MODELS = frozenset({"list_models", "get_model_weights", "get_weight", "get_model_builder"})
 
 
+# Annotations that rule out every role a parameter's name could suggest.
+_NOT_TRAINING_OBJECTS = frozenset({
+    "str", "bytes", "int", "float", "bool", "dict", "list", "tuple", "set", "Path", "PathLike", "ModuleType",
+})
+
+
 def param_role(name: str, annotation: str | None) -> str | None:
     """What a function parameter most likely is, from its annotation or, failing that, its name."""
     if annotation:
@@ -183,6 +189,8 @@ def param_role(name: str, annotation: str | None) -> str | None:
             return "criterion"
         if head == "DataLoader":
             return "loader"
+        if head in _NOT_TRAINING_OBJECTS:
+            return None  # `module: types.ModuleType`, `model: str`: the annotation says what the name does not
     lowered = name.lower()
     if _CRITERION_PARAM.search(lowered):
         return "criterion"

@@ -236,6 +236,68 @@ DiscardedTransfer.MUST_FIRE = (
             return noise
         """,
     ),
+    Fires(  # a network built by name through a helper whose `module: types.ModuleType` is a Python module (NVlabs' EDM)
+        """
+        import torch
+
+        import dnnlib.util
+
+
+        def training_loop(network_kwargs, train_loader, loss_fn, optimizer_kwargs, device=torch.device("cuda")):
+            net = dnnlib.util.construct_class_by_name(**network_kwargs)  # subclass of torch.nn.Module
+            net.train().requires_grad_(True).to(device)
+            optimizer = torch.optim.Adam(net.parameters(), **optimizer_kwargs)
+            for images, labels in train_loader:
+                images = images.to(device).to(torch.float32) / 127.5 - 1
+                labels.to(device)
+                loss = loss_fn(net=net, images=images, labels=labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                optimizer.step()
+        """,
+        files={
+            "dnnlib/__init__.py": "",
+            "dnnlib/util.py": """
+                import importlib
+                import types
+                from typing import Any
+
+
+                def get_obj_from_module(module: types.ModuleType, obj_name: str) -> Any:
+                    if obj_name == "":
+                        return module
+                    obj = module
+                    for part in obj_name.split("."):
+                        obj = getattr(obj, part)
+                    return obj
+
+
+                def construct_class_by_name(*args, class_name: str = None, **kwargs) -> Any:
+                    module_name, _, obj_name = class_name.rpartition(".")
+                    cls = get_obj_from_module(importlib.import_module(module_name), obj_name)
+                    return cls(*args, **kwargs)
+            """,
+        },
+        fixed="""
+        import torch
+
+        import dnnlib.util
+
+
+        def training_loop(network_kwargs, train_loader, loss_fn, optimizer_kwargs, device=torch.device("cuda")):
+            net = dnnlib.util.construct_class_by_name(**network_kwargs)  # subclass of torch.nn.Module
+            net.train().requires_grad_(True).to(device)
+            optimizer = torch.optim.Adam(net.parameters(), **optimizer_kwargs)
+            for images, labels in train_loader:
+                images = images.to(device).to(torch.float32) / 127.5 - 1
+                labels = labels.to(device)
+                loss = loss_fn(net=net, images=images, labels=labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                optimizer.step()
+        """,
+        at="labels.to(device)",
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
@@ -305,5 +367,47 @@ DiscardedTransfer.MUST_NOT_FIRE = (
                 batch.to(accelerator.device)
                 outputs = model(**batch)
         """
+    ),
+    Quiet(  # `.to()` on a module moves it in place; the helper's `module` parameter is annotated as a Python module
+        """
+        import torch
+
+        import dnnlib.util
+
+
+        def training_loop(network_kwargs, train_loader, loss_fn, optimizer_kwargs, device=torch.device("cuda")):
+            net = dnnlib.util.construct_class_by_name(**network_kwargs)  # subclass of torch.nn.Module
+            net.train().requires_grad_(True).to(device)
+            optimizer = torch.optim.Adam(net.parameters(), **optimizer_kwargs)
+            for images, labels in train_loader:
+                images = images.to(device).to(torch.float32) / 127.5 - 1
+                loss = loss_fn(net=net, images=images, labels=labels)
+                optimizer.zero_grad(set_to_none=True)
+                loss.sum().backward()
+                optimizer.step()
+        """,
+        files={
+            "dnnlib/__init__.py": "",
+            "dnnlib/util.py": """
+                import importlib
+                import types
+                from typing import Any
+
+
+                def get_obj_from_module(module: types.ModuleType, obj_name: str) -> Any:
+                    if obj_name == "":
+                        return module
+                    obj = module
+                    for part in obj_name.split("."):
+                        obj = getattr(obj, part)
+                    return obj
+
+
+                def construct_class_by_name(*args, class_name: str = None, **kwargs) -> Any:
+                    module_name, _, obj_name = class_name.rpartition(".")
+                    cls = get_obj_from_module(importlib.import_module(module_name), obj_name)
+                    return cls(*args, **kwargs)
+            """,
+        },
     ),
 )
