@@ -382,9 +382,83 @@ class UnseededRun(Rule):
             """,
             severity=Severity.NOTE,
         ),
+        Fires(  # a sampling script seeds its numpy generator from --seed, and nothing seeds torch's noise or weights
+            """
+            import argparse
+
+            import numpy as np
+            import torch
+            import torch.nn as nn
+
+
+            class Denoiser(nn.Module):
+                def __init__(self, channels):
+                    super().__init__()
+                    self.net = nn.Conv2d(channels, channels, 3, padding=1)
+
+                def forward(self, x):
+                    return self.net(x)
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--seed", type=int, default=0)
+                args = parser.parse_args()
+                order = np.random.RandomState(args.seed).permutation(8)
+                model = Denoiser(3)
+                with torch.no_grad():
+                    for index in order:
+                        print(index, model(torch.randn(1, 3, 32, 32)).mean().item())
+            """,
+            severity=Severity.WARNING,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
+            """
+            import numpy as np
+            import torch
+            import torch.nn as nn
+
+
+            class AbstractPermuter(nn.Module):
+                def forward(self, x, reverse=False):
+                    raise NotImplementedError
+
+
+            class Random(AbstractPermuter):
+                def __init__(self, H, W):
+                    super().__init__()
+                    indices = np.random.RandomState(1).permutation(H * W)
+                    idx = torch.tensor(indices.ravel())
+                    self.register_buffer("forward_shuffle_idx", idx)
+                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+                def forward(self, x, reverse=False):
+                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+            class AlternateParsing(AbstractPermuter):
+                def __init__(self, H, W):
+                    super().__init__()
+                    indices = np.arange(W * H).reshape(H, W)
+                    for i in range(1, H, 2):
+                        indices[i, :] = indices[i, ::-1]
+                    idx = torch.tensor(indices.flatten())
+                    self.register_buffer("forward_shuffle_idx", idx)
+                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+                def forward(self, x, reverse=False):
+                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+            if __name__ == "__main__":
+                p0 = AlternateParsing(16, 16)
+                print(p0.forward_shuffle_idx)
+                print(p0.backward_shuffle_idx)
+            """
+        ),
         Quiet(  # seeded by a setup helper of another file, through a helper of a third
             """
             import argparse
@@ -674,7 +748,7 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
         return (TORCH,)
     if callee in _GLOBAL_SEEDERS and _has_seed_argument(call):  # without one they reseed from the OS
         return (_GLOBAL_SEEDERS[callee],)
-    if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call):
+    if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call) and not _fixed_draw(call):
         return (_GENERATOR_CONSTRUCTORS[callee],)
     if name in SEED_ALL_HELPERS:
         if call.function is not None:
@@ -747,6 +821,16 @@ def _seeds_per_process(call: CallEvent) -> bool:
         return False
     text = call.chunk.code_for(call.arg_nodes[0].value)
     return "seed" not in text.lower() and (mentions_rank(text) or "host_index" in text)
+
+
+def _fixed_draw(call: CallEvent) -> bool:
+    """``np.random.RandomState(1).permutation(n)``: a generator with a literal seed, used once on the spot,
+    makes one fixed value (a permutation a model registers as a buffer); it seeds nothing else the run draws."""
+    seed = next((arg.value for arg in call.arg_nodes if arg.keyword is None or arg.keyword.value == "seed"), None)
+    statement = call.statement
+    if not isinstance(seed, cst.Integer) or statement is None:
+        return False
+    return any(isinstance(node, cst.Attribute) and node.value is call.node for node in _walk(statement))
 
 
 def _has_seed_argument(call: CallEvent) -> bool:
