@@ -35,6 +35,7 @@ from trainlint.rules import (
     dotted,
     is_dataloader,
     peeled,
+    repeats_per_step,
     written,
 )
 
@@ -70,7 +71,7 @@ class MissingSetEpoch(Rule):
             return
         if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
             return
-        found = _epoch_loop(ctx.module, loader)
+        found = _epoch_loop(ctx.module, loader, built_by=factory)
         if found is None:
             return
         (epoch_scope, epoch_loop), (inner_site, inner_note) = found
@@ -86,7 +87,7 @@ class MissingSetEpoch(Rule):
                 (inner_site, inner_note),
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
-            help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` at the top of the epoch loop",
+            help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
             fix=ctx.fix(
                 f"call `{name}.sampler.set_epoch(...)` at the top of the epoch loop",
                 [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")], safe=True,
@@ -108,7 +109,7 @@ class MissingSetEpoch(Rule):
                 (inner_site, inner_note),
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
-            help=f"call `{name or 'sampler'}.set_epoch(epoch)` at the top of the epoch loop",
+            help=f"call `{name or 'sampler'}.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
             fix=ctx.fix(
                 f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, epoch_scope, epoch_loop, name)], safe=True,
             ) if name else None,
@@ -155,10 +156,14 @@ def _iterates(value: Value, loader: CallEvent) -> bool:
     return comes_from_call(value, loader.node, by_site=True)
 
 
-def _epoch_loop(module, loader: CallEvent):
+def _epoch_loop(module, loader: CallEvent, built_by: CallEvent | None = None):
     """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch: by a
-    loop inside another loop, or by a loop in a function (or method) that a loop calls."""
+    loop inside another loop, or by a loop in a function (or method) that a loop calls. ``built_by``:
+    the call of another file's factory that builds ``loader``."""
+    built = built_by or loader
     for scope in module.all_scopes:
+        if built_by is not None and scope is not built_by.scope and any(call.function is built_by.function for call in scope.calls()):
+            continue  # a function with its own call of the factory iterates its own loader
         for call in scope.calls():
             # `batches = iter(loader)` at the top of each epoch, drained by `next(batches)` in an inner loop.
             # A refill under a condition (`except StopIteration: batches = iter(loader)`) sits in a step
@@ -166,21 +171,40 @@ def _epoch_loop(module, loader: CallEvent):
             loop = call.context.loop
             if (
                 call.callee == "iter" and call.args and loop is not None and not call.context.conditions_inside(loop)
-                and _iterates(call.args[0], loader)
+                and _iterates(call.args[0], loader) and not _builds_one_loader_per_iteration(scope, loop, built)
             ):
                 return (scope, loop), ((call.chunk, call.node), "a new iterator over it every epoch")
         for loop in scope.loops:
             handed = _iteration_of(module, scope, loop, loader)
             if handed is None:
                 continue
-            if loop.parent is not None:
+            if loop.parent is not None and not _builds_one_loader_per_iteration(scope, loop.parent, built):
                 return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
+            if loop.parent is not None:
+                continue
             caller = _called_in_loop(module, scope)
             if caller is not None:
                 return (caller.scope, caller.context.loops[-1]), (
                     (caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch",
                 )
     return None
+
+
+def _builds_one_loader_per_iteration(scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool:
+    """The loader (or the factory call that builds it) is built inside ``loop`` and the loop does not train: a loop over configurations or
+    datasets that takes a batch from each new loader (nanotron's dataloader tests), not epochs of one.
+    A loader rebuilt every epoch of a training loop still replays one order, and still counts."""
+    return loader.scope is scope and loop in loader.context.loops and repeats_per_step(scope, loop) is None
+
+
+def _where_to_set(scope: ScopeAnalysis, loop: Loop, name: str | None) -> str:
+    if name is not None and _bound_inside(scope, loop, name):
+        return "every epoch, right after it is built"
+    return "at the top of the epoch loop"
+
+
+def _bound_inside(scope: ScopeAnalysis, loop: Loop, name: str) -> bool:
+    return any(isinstance(event, AssignEvent) and name in event.targets and loop in event.context.loops for event in scope.events)
 
 
 def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool | None:
@@ -227,6 +251,8 @@ def _insert_set_epoch(ctx, scope: ScopeAnalysis, loop: Loop, sampler_name: str) 
     node = loop.node
     if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not isinstance(node.body, cst.IndentedBlock):
         return None
+    if _bound_inside(scope, loop, sampler_name.split(".", 1)[0]):
+        return None  # built anew each epoch: a line at the top of the loop would name it before it exists
     first = node.body.body[0]
     line, column, _, _ = scope.chunk.range_of(first)
     text = ctx.module.line(line)
@@ -436,6 +462,50 @@ MissingSetEpoch.MUST_FIRE = (
                         self._step(next(batches))
         """
     ),
+    Fires(  # a sampler built anew every epoch starts at epoch 0 each time; no fix: the top of the loop comes before it exists
+        """
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+
+        def train(model, optimizer, dataset, epochs):
+            for epoch in range(epochs):
+                sampler = DistributedSampler(dataset, num_replicas=dist.get_world_size(), rank=dist.get_rank(), shuffle=True)
+                loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+                for inputs, targets in loader:
+                    loss = model(inputs, targets)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        no_fix=True,
+    ),
+    Fires(  # the same through a loader factory of another file
+        """
+        import torch.distributed as dist
+
+        from data import build_dataloader
+
+
+        def train(model, optimizer, dataset, epochs):
+            for epoch in range(epochs):
+                dataloader = build_dataloader(dataset, micro_batch_size=4, rank=dist.get_rank(), world_size=dist.get_world_size())
+                for batch in dataloader:
+                    loss = model(**batch).loss
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={"data.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def build_dataloader(dataset, micro_batch_size, rank, world_size, num_workers=0):
+                sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=1234)
+                return DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, num_workers=num_workers, drop_last=True)
+        """},
+        no_fix=True,
+    ),
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
@@ -541,5 +611,30 @@ MissingSetEpoch.MUST_NOT_FIRE = (
             loader = DataLoader(dataset, batch_size=32, sampler=DistributedSampler(dataset))
             Trainer(model, loader, optimizer).train(epochs)
         """
+    ),
+    Quiet(  # a loop over configurations takes one batch from each new loader: no epochs (nanotron's dataloader tests)
+        """
+        import torch.distributed as dist
+
+        from data import build_dataloader
+        from datasets_lib import TokenDataset
+
+
+        def test_build_dataloader(dataset_folders, sequence_length):
+            configs = [{"folders": dataset_folders[:1]}, {"folders": dataset_folders, "weights": [8, 2]}]
+            for config in configs:
+                dataset = TokenDataset(sequence_length=sequence_length, **config)
+                dataloader = build_dataloader(dataset, micro_batch_size=4, rank=dist.get_rank(), world_size=dist.get_world_size())
+                batch = next(iter(dataloader))
+                assert batch["input_ids"].shape == (4, sequence_length)
+        """,
+        files={"data.py": """
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def build_dataloader(dataset, micro_batch_size, rank, world_size, num_workers=0):
+                sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=1234)
+                return DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, num_workers=num_workers, drop_last=True)
+        """},
     ),
 )
