@@ -46,6 +46,7 @@ from trainlint.rules import (
     calls_in,
     children,
     comes_from_call,
+    dotted,
     first_written,
     is_backward,
     is_dataloader,
@@ -93,7 +94,7 @@ class DdpWithoutSampler(Rule):
         shuffles = isinstance(shuffle_node, cst.Name) and shuffle_node.value == "True"
         if loader.has_star_kwargs and not shuffles:
             return  # the sampler may come in through **kwargs (shuffle=True cannot go with one)
-        if dataset.tags & {SHARDED, DATASET_ITERABLE} or _class_mentions_rank(dataset):
+        if dataset.tags & {SHARDED, DATASET_ITERABLE} or _class_mentions_rank(dataset) or _random_tensors(module, dataset):
             return
         local_sampler = None
         for keyword in ("sampler", "batch_sampler"):
@@ -270,9 +271,57 @@ class DdpWithoutSampler(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(  # a DeepSpeed run on features loaded from disk: every rank walks all of them
+            """
+            import deepspeed
+            import torch
+            import torch.distributed as dist
+
+
+            def cached_dataset(path, device, dtype):
+                train_data = torch.load(f"{path}/features.pt").to(device, dtype)
+                train_label = torch.load(f"{path}/labels.pt").to(device)
+                return torch.utils.data.TensorDataset(train_data, train_label)
+
+
+            def run_model(model, config_dict, path, dtype):
+                model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
+                dataset = cached_dataset(path, model.device, dtype)
+                data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
+                dist.barrier()
+                for batch in data_loader:
+                    loss = model(batch[0], batch[1])
+                    model.backward(loss)
+                    model.step()
+            """
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a benchmark's synthetic data, drawn at random by every rank for itself (DeepSpeed's offload example)
+            """
+            import deepspeed
+            import torch
+            import torch.distributed as dist
+
+
+            def random_dataset(total_samples, hidden_dim, device, dtype):
+                train_data = torch.randn(total_samples, hidden_dim, device=device, dtype=dtype)
+                train_label = torch.empty(total_samples, dtype=torch.long, device=device).random_(hidden_dim)
+                return torch.utils.data.TensorDataset(train_data, train_label)
+
+
+            def run_model(model, config_dict, hidden_dim, dtype, iterations):
+                model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
+                dataset = random_dataset(iterations, hidden_dim, model.device, dtype)
+                data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
+                dist.barrier()
+                for batch in data_loader:
+                    loss = model(batch[0], batch[1])
+                    model.backward(loss)
+                    model.step()
+            """
+        ),
         Quiet(
             """
             import torch
@@ -478,6 +527,32 @@ def _built_per_mode(loader: CallEvent) -> bool:
         condition.test is not None and _MODE_WORDS.search(loader.chunk.code_for(condition.test))
         for condition in loader.context.conditions
     )
+
+
+_RANDOM_FILL = re.compile(r"\btorch\.(?:rand|randn|randint|rand_like|randn_like|randint_like|normal)\(|\.(?:random_|normal_|uniform_)\(")
+
+
+def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
+    """A ``TensorDataset`` of tensors drawn at random where it is built: a benchmark's synthetic data
+    (DeepSpeed's offload example), which every rank draws for itself; there is no dataset to divide."""
+    site = dataset.site
+    if site is None or not isinstance(site[1], cst.Call) or not (dotted(site[1].func) or "").endswith("TensorDataset"):
+        return False
+    built = site[1]
+    scope = next((scope for scope in module.all_scopes if any(call.node is built for call in scope.calls())), None)
+    if scope is None or not built.args:
+        return False
+    for arg in built.args:
+        expression: cst.BaseExpression | None = arg.value
+        if isinstance(expression, cst.Name):
+            name = expression.value
+            expression = next(
+                (event.value_node for event in reversed(scope.events) if isinstance(event, AssignEvent) and event.targets == (name,)),
+                None,
+            )
+        if expression is None or not _RANDOM_FILL.search(scope.chunk.code_for(expression)):
+            return False
+    return True
 
 
 def _class_mentions_rank(dataset: Value) -> bool:
