@@ -246,6 +246,29 @@ def test_a_test_suite_is_not_a_training_run():
     assert as_script, "outside a test suite the same code is reported"
 
 
+def test_a_numerics_test_keeps_its_few_losses_on_purpose():
+    # torchtitan's numerics tests run 20 steps and return the loss tensors to compare two set-ups:
+    # what a test keeps is bounded and read once; a training script doing the same is reported.
+    numerics = textwrap.dedent(
+        """\
+        import torch
+
+        def run_steps(model, optimizer, loss_fn, inputs, labels, epoch=20):
+            losses = []
+            for _ in range(epoch):
+                optimizer.zero_grad()
+                loss = loss_fn(model(inputs), labels)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss)
+            return losses
+        """
+    )
+    assert [finding.code for finding in analyze_source(numerics, "tests/unit/test_numerics.py")] == []
+    as_script = [finding.code for finding in analyze_source(numerics, "train_steps.py")]
+    assert as_script == ["TL101"], "outside a test suite the same code is reported"
+
+
 def test_the_users_invalid_escapes_are_not_warned_about_by_the_analysis():
     # Python warns about "\s" while evaluating it (a SyntaxWarning printed by default from 3.12);
     # that is the user's linter's business, not trainlint's output
