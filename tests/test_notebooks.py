@@ -88,6 +88,19 @@ def test_a_shell_line_continued_with_a_backslash_is_one_shell_command():
     assert notebook.with_program(notebook.text) == raw
 
 
+def test_a_shell_or_magic_lines_output_assigned_to_a_name_is_not_python():
+    """ignite's TPU notebooks write `VERSION = !curl ...`, IPython's way to keep a shell command's
+    output; `t = %timeit -o f()` keeps a magic's. Neither is Python, so neither is a syntax error."""
+    raw = _notebook(
+        _cell('import os\n\nif "COLAB_TPU_ADDR" in os.environ:\n    VERSION = !curl -s https://api.github.com/repos/pytorch/xla/releases/latest\n    !pip install torch=={VERSION[0]}'),
+        _cell("timing = %timeit -o sum(range(10))\nfirst, second = !ls model.pt config.json\nratio = 3 % 2\nsame = ratio != 1"),
+    )
+    notebook = Notebook(raw)
+    compile(notebook.text, "notebook", "exec")
+    assert "ratio = 3 % 2" in notebook.text and "same = ratio != 1" in notebook.text, "Python lines stay Python"
+    assert notebook.with_program(notebook.text) == raw
+
+
 def test_notebooks_in_other_languages_and_broken_files(tmp_path):
     julia = tmp_path / "julia.ipynb"
     julia.write_text(_notebook(_cell("history = [loss for loss in losses]"), language="julia"), encoding="utf-8")

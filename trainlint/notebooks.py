@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 _MARKER = "# %% trainlint cell {}"
 _PLACEHOLDER = "pass  # trainlint: not python {}"
-_NOT_PYTHON = re.compile(r"^\s*(?:[!%]|\?|\w[\w.]*\?$)")
+# A magic (`%time`), a shell line (`!pip ...`), help (`df?`), or IPython's assignment of a shell or magic
+# line's output (`VERSION = !curl ...`, `t = %timeit -o f()`): no Python text starts `NAME = !` or `NAME = %`.
+_NOT_PYTHON = re.compile(r"^\s*(?:[!%]|\?|\w[\w.]*\?$|[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[!%])")
 # Cell magics whose body is still Python.
 _PYTHON_CELL_MAGICS = {"%%time", "%%timeit", "%%capture", "%%prun"}
 _JSON_SPACE = re.compile(r"[ \t\n\r]*")
