@@ -269,6 +269,28 @@ def test_a_numerics_test_keeps_its_few_losses_on_purpose():
     assert as_script == ["TL101"], "outside a test suite the same code is reported"
 
 
+def test_a_tests_mock_training_is_not_a_training_run():
+    # peft's tests run five optimizer steps to have trained weights to save: no zero_grad, a
+    # constant copied to the device each step. In a training script both cost the run.
+    mock_training = textwrap.dedent(
+        """\
+        import torch
+
+        def mock_training(model, steps=5):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(steps):
+                scale = torch.tensor([0.5, 2.0]).to("cuda")
+                loss = (model(torch.randn(10, 5, device="cuda")) * scale).sum()
+                loss.backward()
+                optimizer.step()
+        """
+    )
+    rules = {"TL201", "TL303"}
+    assert {finding.code for finding in analyze_source(mock_training, "tests/test_other.py")} & rules == set()
+    as_script = {finding.code for finding in analyze_source(mock_training, "finetune.py")} & rules
+    assert as_script == rules, "outside a test suite the same code is reported"
+
+
 def test_the_users_invalid_escapes_are_not_warned_about_by_the_analysis():
     # Python warns about "\s" while evaluating it (a SyntaxWarning printed by default from 3.12);
     # that is the user's linter's business, not trainlint's output
