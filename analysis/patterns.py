@@ -9,9 +9,10 @@ from typing import TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, Loop, ScopeAnalysis, StoreEvent, names_owner
+from .flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis, StoreEvent, names_owner
 from .names import dotted, last_part
 from .quoting import shortened
+from .tree import walk
 from .values import (
     ACCELERATOR,
     CONTAINER,
@@ -391,8 +392,8 @@ _CLEARING = frozenset({"clear", "pop", "popleft"})
 
 
 def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool:
-    """A `deque(maxlen=...)`, or a container cleared, rebound or drained inside the loop (every N
-    steps, say): what it holds does not grow with the run."""
+    """A `deque(maxlen=...)`, a container cleared, rebound or drained inside the loop (every N steps,
+    say), or a loop that stops when what it fills reaches a size: what it holds does not grow with the run."""
     for index, expression, _ in scope.summary.bindings.get(container, ()):
         if "maxlen" in scope.summary.chunks[index].code_for(expression):
             return True
@@ -406,6 +407,23 @@ def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool
             return True
         if isinstance(other.node, cst.Del) and loop in other.context.loops and container in scope.chunk.code_for(other.node):
             return True
+    return _stops_at_a_length(scope, loop)
+
+
+def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """The loop breaks once a container it fills reaches a size (``if len(images) >= n: break``): it
+    collects a few examples, and everything it fills grows in step with that one."""
+    filled = {event.container for event in scope.events if isinstance(event, StoreEvent) and loop in event.context.loops}
+    for event in scope.events:
+        if not (isinstance(event, JumpEvent) and event.kind == "break" and event.context.loop is loop):
+            continue
+        for condition in event.context.conditions_inside(loop):
+            for node in walk(condition.test) if condition.test is not None else ():
+                if (
+                    isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1
+                    and dotted(node.args[0].value) in filled
+                ):
+                    return True
     return False
 
 

@@ -269,6 +269,23 @@ DeviceAccumulation.MUST_FIRE = (
             return rewards
         """
     ),
+    Fires(  # a cap on the steps is no cap on the list: it holds every step's embeddings up to it
+        """
+        import torch
+
+
+        def collect_embeddings(dataloader, device, max_steps):
+            images = []
+            embeddings = []
+            for step, (img, emb) in enumerate(dataloader):
+                embeddings.extend(list(emb.to(device=device, dtype=torch.float)))
+                images.extend(list(img.to(device=device, dtype=torch.float)))
+                if step >= max_steps:
+                    break
+            return images, embeddings
+        """,
+        count=2,
+    ),
     Fires(  # micro-batch inputs kept in a list that lives on the trainer: it grows every step
         """
         import torch
@@ -291,6 +308,22 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # a few examples for sampling: the loop stops once it holds n of them (DALLE2-pytorch)
+        """
+        import torch
+
+
+        def get_example_data(dataloader, device, n=5):
+            images = []
+            embeddings = []
+            for img, emb in dataloader:
+                embeddings.extend(list(emb.to(device=device, dtype=torch.float)))
+                images.extend(list(img.to(device=device, dtype=torch.float)))
+                if len(images) >= n:
+                    break
+            return list(zip(images[:n], embeddings[:n]))
+        """
+    ),
     Quiet(  # a pipeline step's micro-batches, gathered on the GPU to hand to the schedule: a new list every step (torchtitan)
         """
         import torch
