@@ -142,6 +142,19 @@ def is_ddp_wrapper(name: str) -> bool:
     }
 
 
+# torch.nn layers that hold no parameters: calling one records a graph only when its input carries
+# one, and building one draws nothing (dropout draws when it is called, not when it is built).
+_PARAMETERLESS_LAYER = re.compile(
+    r"Identity|Flatten|Unflatten|ReLU6?|LeakyReLU|GELU|SiLU|Mish|ELU|SELU|CELU|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus"
+    r"|Hardswish|Hardsigmoid|Hardtanh|(?:Adaptive)?(?:Max|Avg)Pool[123]d|Upsample|PixelShuffle|ZeroPad[123]d"
+    r"|CosineSimilarity|PairwiseDistance|(?:Alpha|FeatureAlpha)?Dropout[123]?d?"
+)
+
+
+def is_parameterless_layer(name: str) -> bool:
+    return name.startswith("torch.nn.") and _PARAMETERLESS_LAYER.fullmatch(last_part(name)) is not None
+
+
 def is_torch_layer(name: str) -> bool:
     if not name.startswith("torch.nn.") or name.startswith("torch.nn.functional"):
         return False

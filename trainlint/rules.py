@@ -89,6 +89,7 @@ from trainlint.analysis.torchapi import (
     LOSSES_WANTING_LOGITS,
     NO_GRAD_CONTEXTS,
     is_dataloader,
+    is_parameterless_layer,
     is_torch_name,
     mentions_rank,
 )
@@ -161,7 +162,7 @@ __all__ = [
     "quoted",
     # domain knowledge: PyTorch, losses and their activations, frameworks
     "HOST_SYNC_METHODS", "LOSSES_WANTING_BINARY_LOGITS", "LOSSES_WANTING_BINARY_PROBS", "LOSSES_WANTING_LOG_PROBS",
-    "LOSSES_WANTING_LOGITS", "NO_GRAD_CONTEXTS", "is_dataloader", "is_torch_name", "mentions_rank",
+    "LOSSES_WANTING_LOGITS", "NO_GRAD_CONTEXTS", "is_dataloader", "is_parameterless_layer", "is_torch_name", "mentions_rank",
     "KIND_WORDS", "LossCall", "bound_name", "loss_calls", "loss_evidence", "loss_origin", "occurrences", "remove_activation",
     "rename_activation", "grad_handled_by_framework", "manual_optimization", "training_step_hook",
     # reading the project's other files (bounded, regular files only)

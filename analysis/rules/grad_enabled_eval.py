@@ -41,6 +41,7 @@ from trainlint.rules import (
     is_backward,
     is_eval_name,
     is_optimizer_step,
+    is_parameterless_layer,
     is_test_file,
     last_part,
     mode_parameter,
@@ -685,9 +686,78 @@ class GradEnabledEval(Rule):
                 """,
             },
         ),
+        Fires(  # the same evaluation with embeddings made with autograd on: the encoder's forward is the one quoted
+            """
+            import torch
+            import torch.nn as nn
+
+
+            def embed(encoder, batch):
+                return encoder(batch)
+
+
+            def report_cosine_sims(encoder, loader):
+                cos = nn.CosineSimilarity(dim=1)
+                sims = []
+                for images, texts in loader:
+                    sims.append(cos(embed(encoder, images), embed(encoder, texts)).mean().item())
+                return sum(sims) / len(sims)
+
+
+            def eval_model(encoder, loader):
+                encoder.eval()
+                return report_cosine_sims(encoder, loader)
+            """,
+            fixed="""
+            import torch
+            import torch.nn as nn
+
+
+            def embed(encoder, batch):
+                return encoder(batch)
+
+
+            def report_cosine_sims(encoder, loader):
+                cos = nn.CosineSimilarity(dim=1)
+                sims = []
+                for images, texts in loader:
+                    sims.append(cos(embed(encoder, images), embed(encoder, texts)).mean().item())
+                return sum(sims) / len(sims)
+
+
+            @torch.no_grad()
+            def eval_model(encoder, loader):
+                encoder.eval()
+                return report_cosine_sims(encoder, loader)
+            """,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a cosine similarity of embeddings made under no_grad: a layer without parameters records nothing (DALLE2-pytorch)
+            """
+            import torch
+            import torch.nn as nn
+
+
+            @torch.no_grad()
+            def embed(encoder, batch):
+                return encoder(batch)
+
+
+            def report_cosine_sims(encoder, loader):
+                cos = nn.CosineSimilarity(dim=1)
+                sims = []
+                for images, texts in loader:
+                    sims.append(cos(embed(encoder, images), embed(encoder, texts)).mean().item())
+                return sum(sims) / len(sims)
+
+
+            def eval_model(encoder, loader):
+                encoder.eval()
+                return report_cosine_sims(encoder, loader)
+            """
+        ),
         Quiet(  # fairseq's trainer calls a task's valid_step inside torch.no_grad()
             """
             from fairseq.tasks import FairseqTask
@@ -1099,6 +1169,8 @@ def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
     """A forward of a known model, or a call of something that was switched to ``eval()`` (so a module)."""
     receiver = call.receiver
     if receiver is not None and MODEL in receiver.tags:
+        if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
+            return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
         return call.method is None or call.method == "forward"
     return call.method is None and (call.receiver_key or call.callee) in switched - {None}
 

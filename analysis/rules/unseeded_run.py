@@ -41,6 +41,7 @@ from trainlint.rules import (
     calls_in,
     first_written,
     is_dataloader,
+    is_parameterless_layer,
     is_test_file,
     is_torch_name,
     last_part,
@@ -83,10 +84,6 @@ _TORCH_DRAW_METHODS = frozenset(
 _SEED_OR_PORT = re.compile(r"seed|port", re.I)
 _NON_RANDOM_INIT = frozenset({"calculate_gain", "zeros_", "ones_", "constant_", "eye_", "dirac_"})
 # torch.nn layers built without random weights (no parameters, or none drawn): building one draws nothing.
-_LAYERS_DRAWING_NOTHING = re.compile(
-    r"Identity|Flatten|Unflatten|ReLU6?|LeakyReLU|GELU|SiLU|Mish|ELU|SELU|CELU|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus"
-    r"|Hardswish|Hardsigmoid|Hardtanh|(?:Adaptive)?(?:Max|Avg)Pool[123]d|Upsample|PixelShuffle|ZeroPad[123]d|Sequential"
-)
 
 
 class _Verdict(NamedTuple):
@@ -799,8 +796,9 @@ def _initialises_weights(call: CallEvent) -> bool:
     result = call.result
     if MODEL not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
         return False
-    if (call.callee or "").startswith("torch.nn.") and _LAYERS_DRAWING_NOTHING.fullmatch(last_part(call.callee or "")):
-        return False
+    callee = call.callee or ""
+    if (is_parameterless_layer(callee) and "Dropout" not in callee) or callee == "torch.nn.Sequential":
+        return False  # its layers are built by calls of their own
     return last_part(call.callee or "") != "from_pretrained" and call.callee != "torch.hub.load"
 
 
