@@ -47,10 +47,12 @@ from trainlint.rules import (
     ScopeAnalysis,
     Severity,
     Value,
+    calls_in,
     children,
     events_in,
     is_backward,
     is_logging_condition,
+    is_optimizer_step,
     loops_running,
     shortened,
     walk,
@@ -101,7 +103,8 @@ class SyncInHotLoop(Rule):
         for scope in ctx.scopes:
             steps = loops_running(scope, is_backward)
             for loop, backward in steps.items():
-                self._check_step_loop(ctx, scope, loop, backward, steps)
+                if _trains(ctx.module, scope, loop):
+                    self._check_step_loop(ctx, scope, loop, backward, steps)
 
     def _check_step_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent]) -> None:
         every_step: list[Sync] = []
@@ -348,9 +351,54 @@ class SyncInHotLoop(Rule):
             """,
             count=2,
         ),
+        Fires(  # gradient accumulation: the optimizer steps in the loop around the micro-batches
+            """
+            import torch
+
+            model = torch.nn.Linear(64, 1).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for step, batch in enumerate(loader):
+                for micro_batch in batch.split(4):
+                    loss = model(micro_batch.cuda()).mean() / 4
+                    loss.backward()
+                    torch.cuda.synchronize()
+                optimizer.step()
+                optimizer.zero_grad()
+            """,
+            severity=Severity.WARNING,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a benchmark of attention kernels: backward with no optimizer step, synchronized to read CUDA events (LLMs-from-scratch)
+            """
+            import numpy as np
+            import torch
+
+            device = torch.device("cuda")
+
+
+            def forward_backward(func, embeddings):
+                if embeddings.grad is not None:
+                    embeddings.grad.zero_()
+                output = func(embeddings)
+                loss = output.sum()
+                loss.backward()
+
+
+            def time_forward_backward(func, *inputs, num_repeats=1_000):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                times = []
+                for _ in range(num_repeats):
+                    start.record()
+                    forward_backward(func, *inputs)
+                    end.record()
+                    torch.cuda.synchronize()
+                    times.append(start.elapsed_time(end))
+                return np.mean(times), np.std(times)
+            """
+        ),
         Quiet(  # a random shift drawn on the CPU: `.item()` of a host tensor waits for no GPU
             """
             import torch
@@ -474,6 +522,21 @@ class SyncInHotLoop(Rule):
                     val_losses.append(criterion(model(vx.cuda()), vy.cuda()).item())
             """
         ),
+    )
+
+
+def _trains(module, scope: ScopeAnalysis, loop: Loop) -> bool:
+    """An optimizer steps in the loop, in a loop around it (gradient accumulation), or in the functions
+    that call this one. A backward with no step anywhere times kernels or probes gradients: a benchmark
+    that synchronizes to read its clock, not a training run losing its overlap."""
+    around: Loop | None = loop
+    while around is not None:
+        if any(is_optimizer_step(call) for call in calls_in(scope, around)):
+            return True
+        around = around.parent
+    function = scope.function
+    return function is not None and any(
+        is_optimizer_step(call) for caller in module.calls_of(function) for call in calls_in(caller.scope, None)
     )
 
 
