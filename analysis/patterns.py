@@ -410,6 +410,22 @@ def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool
     return _stops_at_a_length(scope, loop)
 
 
+def replaces_a_list_item(scope: ScopeAnalysis, store: StoreEvent) -> bool:
+    """``items[i] = x`` into a container last bound to a list (``[v]``, ``[None] * n``, ``list(...)``): the
+    item at that place is replaced; the list does not grow (a solver's window of previous steps)."""
+    if store.kind != "subscript":
+        return False
+    bound = None
+    for event in scope.events:
+        if event is store:
+            break
+        if isinstance(event, AssignEvent) and event.targets == (store.container,):
+            bound = event.value_node
+    if isinstance(bound, cst.BinaryOperation) and isinstance(bound.operator, cst.Multiply):
+        bound = bound.left  # `[None] * n`
+    return isinstance(bound, (cst.List, cst.ListComp)) or (isinstance(bound, cst.Call) and dotted(bound.func) == "list")
+
+
 def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
     """The loop breaks once a container it fills reaches a size (``if len(images) >= n: break``): it
     collects a few examples, and everything it fills grows in step with that one."""

@@ -75,6 +75,7 @@ from trainlint.analysis.patterns import (
     path_conditions,
     peeled,
     repeats_per_step,
+    replaces_a_list_item,
     smoke_test_forward,
     written,
 )
@@ -156,7 +157,7 @@ __all__ = [
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "loops_running",
     "mentions", "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled",
-    "repeats_per_step", "smoke_test_forward", "written",
+    "repeats_per_step", "replaces_a_list_item", "smoke_test_forward", "written",
     # syntax helpers and quoting code in messages
     "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
     "quoted",

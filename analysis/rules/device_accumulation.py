@@ -38,6 +38,7 @@ from trainlint.rules import (
     is_test_file,
     kept_for_one_step,
     repeats_per_step,
+    replaces_a_list_item,
 )
 
 _ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
@@ -66,8 +67,8 @@ class DeviceAccumulation(Rule):
                 )
                 if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
-                if event.kind == "subscript" and _writes_into_tensor(scope, event):
-                    continue  # `buffer[i:j] = x` fills a preallocated tensor: it does not grow
+                if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
+                    continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
                 why = _on_the_gpu(ctx, scope, event)
                 if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
                     continue
@@ -308,6 +309,28 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # a multistep solver's window of previous steps: items replaced in place, the list never grows (stable-diffusion's DPM-Solver)
+        """
+        import torch
+
+
+        def multistep_sample(model_fn, update, x, steps, order=2):
+            timesteps = torch.linspace(1.0, 1e-3, steps + 1, device="cuda")
+            with torch.no_grad():
+                vec_t = timesteps[0].expand(x.shape[0])
+                model_prev_list = [model_fn(x, vec_t)]
+                t_prev_list = [vec_t]
+                for step in range(order, steps + 1):
+                    vec_t = timesteps[step].expand(x.shape[0])
+                    x = update(x, model_prev_list, t_prev_list, vec_t)
+                    for i in range(order - 1):
+                        t_prev_list[i] = t_prev_list[i + 1]
+                        model_prev_list[i] = model_prev_list[i + 1]
+                    t_prev_list[-1] = vec_t
+                    model_prev_list[-1] = model_fn(x, vec_t)
+            return x
+        """
+    ),
     Quiet(  # a few examples for sampling: the loop stops once it holds n of them (DALLE2-pytorch)
         """
         import torch

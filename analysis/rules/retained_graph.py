@@ -47,6 +47,7 @@ from trainlint.rules import (
     literal_value,
     mentions,
     repeats_per_step,
+    replaces_a_list_item,
     training_step_hook,
 )
 
@@ -114,7 +115,7 @@ class RetainedGraph(Rule):
 
     def _check_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
-        if GRAPH not in value.tags or store.context.grad_off is not None:
+        if GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
             return
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
