@@ -178,7 +178,10 @@ def _check_statements(
     inherited: dict[int, KeptStatement], raw: list[RawFinding], engine_findings: list[Finding], strict: bool,
     superseded: Callable[[], bool] | None,
 ) -> None:
-    module.prepare_scopes(superseded)
+    # another framework's code (MegEngine, TensorFlow, JAX, ...): the rules' PyTorch semantics do not apply
+    checked = module.another_framework is None
+    if checked:
+        module.prepare_scopes(superseded)
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
@@ -187,6 +190,8 @@ def _check_statements(
             if chunk.broken is None:
                 continue  # a top-level statement that does not parse: nothing of it to check
             # else only a statement inside it is broken, blanked in its tree: the rest is checked
+        if not checked:
+            continue
         previous = inherited.get(chunk.index) if chunk.index in module.kept else None
         if previous is not None and len(previous.results) == len(rules) and module.still_holds(previous):
             module.rule_results[chunk.index] = previous  # the common case after an edit: nothing to re-check

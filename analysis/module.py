@@ -481,6 +481,15 @@ class ModuleAnalysis:
         return self.summary.uses_module("deepspeed")
 
     @cached_property
+    def another_framework(self) -> str | None:
+        """The other deep-learning framework this file is written for: it imports one and nothing of
+        torch's (YOLOX's MegEngine demo), so its `model(x)` records no torch graph. None for PyTorch code."""
+        imported = {target.split(".", 1)[0] for target in self.summary.imports.values()}
+        if any(name.startswith("torch") for name in imported) or imported & {"lightning", "pytorch_lightning"}:
+            return None
+        return next((framework for framework in _OTHER_FRAMEWORKS if framework in imported), None)
+
+    @cached_property
     def framework_runs_loop(self) -> str | None:
         """A framework that owns the training loop (and zeroing, scaling, sampling), if any."""
         if self.uses_lightning:
@@ -488,6 +497,10 @@ class ModuleAnalysis:
         if self.uses_hf_trainer:
             return "the Hugging Face Trainer"
         return None
+
+
+# Deep-learning frameworks other than PyTorch, as their top-level modules are named.
+_OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras")
 
 
 def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[str]) -> set[str]:

@@ -291,6 +291,36 @@ def test_a_tests_mock_training_is_not_a_training_run():
     assert as_script == rules, "outside a test suite the same code is reported"
 
 
+def test_another_frameworks_code_is_not_read_as_pytorch():
+    # YOLOX ships a MegEngine demo beside its PyTorch code: `self.model(img)` there records no torch
+    # graph, whatever the names say. The same predictor written against torch is reported.
+    predictor = textwrap.dedent(
+        """\
+        import megengine as mge
+        import megengine.functional as F
+
+
+        class Predictor:
+            def __init__(self, model):
+                self.model = model
+
+            def inference(self, img):
+                self.model.eval()
+                return self.model(F.expand_dims(mge.tensor(img), 0))
+
+
+        def image_demo(predictor, images):
+            return [predictor.inference(image) for image in images]
+        """
+    )
+    assert analyze_source(predictor, "demo/MegEngine/python/demo.py") == []
+    in_torch = predictor.replace("import megengine as mge\nimport megengine.functional as F\n", "import torch\n")
+    in_torch = in_torch.replace("F.expand_dims(mge.tensor(img), 0)", "torch.as_tensor(img).unsqueeze(0)")
+    assert [finding.code for finding in analyze_source(in_torch, "demo/python/demo.py")] == ["TL102"]
+    broken = predictor + "\ndef unfinished(:\n"
+    assert [finding.code for finding in analyze_source(broken, "demo.py")] == ["TL000"], "syntax errors are still reported"
+
+
 def test_the_users_invalid_escapes_are_not_warned_about_by_the_analysis():
     # Python warns about "\s" while evaluating it (a SyntaxWarning printed by default from 3.12);
     # that is the user's linter's business, not trainlint's output
