@@ -86,6 +86,8 @@ _MODEL_PARAM = re.compile(
     r"netg|netd|net_g|net_d|policy|critic|actor|student|teacher|unet|transformer|vae)$",
     re.I,
 )
+# `make_net`, `build_model`, `create_encoder`: a function that builds one; calling it runs no forward.
+_FACTORY_PARAM = re.compile(r"(?:make|build|create|get|new|init|construct|load)_")
 _OPTIMIZER_PARAM = re.compile(r"(?:optimizer|optim|opt|optimizer_[a-z]+|opt_[a-z]+|optim_[a-z]+)$", re.I)
 _CRITERION_PARAM = re.compile(r"(?:criterion|loss_fn|loss_func|loss_function|lossfn|loss_fct)$", re.I)
 
@@ -211,6 +213,6 @@ def param_role(name: str, annotation: str | None) -> str | None:
         return "optimizer"
     if lowered == "scaler" or lowered.endswith("_scaler"):
         return "scaler"
-    if _MODEL_PARAM.search(lowered) and not lowered.endswith(("_name", "_path", "_dir")):
+    if _MODEL_PARAM.search(lowered) and not lowered.endswith(("_name", "_path", "_dir")) and not _FACTORY_PARAM.match(lowered):
         return "model"
     return None

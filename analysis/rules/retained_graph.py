@@ -900,6 +900,39 @@ class RetainedGraph(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a parameter named `make_net` builds the model: calling it runs no forward (cifar10-airbench)
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            class LookaheadState:
+                def __init__(self, net):
+                    self.net_ema = {k: v.clone() for k, v in net.state_dict().items()}
+
+                def update(self, net, decay):
+                    for ema_param, net_param in zip(self.net_ema.values(), net.state_dict().values()):
+                        ema_param.lerp_(net_param, 1 - decay)
+                        net_param.copy_(ema_param)
+
+
+            def train(train_loader, make_net, epochs):
+                model = make_net()
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.85, nesterov=True)
+                lookahead_state = LookaheadState(model)
+                step = 0
+                for epoch in range(epochs):
+                    for inputs, labels in train_loader:
+                        loss = F.cross_entropy(model(inputs), labels)
+                        optimizer.zero_grad(set_to_none=True)
+                        loss.backward()
+                        optimizer.step()
+                        step += 1
+                        if step % 5 == 0:
+                            lookahead_state.update(model, decay=0.95)
+                return model
+            """
+        ),
         Quiet(  # one optimizer step's micro-batch losses, in a list the step starts afresh: it never outgrows the accumulation count
             """
             import torch
