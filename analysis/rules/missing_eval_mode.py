@@ -42,7 +42,8 @@ _EVALUATION_FUNCTION = re.compile(
     r"|_(?:eval|evaluate|evaluation|validate|validation|val|test)$",
     re.I,
 )
-_EVALUATION_DATA = re.compile(r"val|valid|test|eval|dev|holdout", re.I)
+# At the start of a word (`val_loader`, `testloader`, `dataloaders['val']`): not `interval`, `latest`, `device`.
+_EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
 # torchvision families whose models have batch-norm or dropout layers.
 _FAMILIES = re.compile(
@@ -455,9 +456,63 @@ MissingEvalMode.MUST_FIRE = (
                 print(evaluate(model, val_loader))
         """
     ),
+    Fires(  # a no-grad loop over a dev set, with dropout left on
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, dim, classes):
+                super().__init__()
+                self.drop = nn.Dropout(0.3)
+                self.head = nn.Linear(dim, classes)
+
+            def forward(self, features):
+                return self.head(self.drop(features))
+
+
+        model = Classifier(64, 10).cuda()
+        model.load_state_dict(torch.load("classifier.pt"))
+        correct = 0
+        with torch.no_grad():
+            for features, labels in dev_loader:
+                logits = model(features.cuda())
+                correct += (logits.argmax(-1) == labels.cuda()).sum().item()
+        print(correct)
+        """,
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a model's own decoding method under no_grad: `device=` in its loop is not a dev set, and the caller sets the mode (audiocraft's MAGNeT)
+        """
+        import math
+
+        import torch
+        import torch.nn as nn
+
+
+        class MaskedLM(nn.Module):
+            def __init__(self, dim, vocab):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.drop = nn.Dropout(0.1)
+                self.head = nn.Linear(dim, vocab)
+
+            def forward(self, tokens):
+                return self.head(self.drop(self.embed(tokens)))
+
+            @torch.no_grad()
+            def decode(self, tokens, timesteps, mask_id, device):
+                model = self
+                for timestep in torch.linspace(0, 1, timesteps, device=device):
+                    num_masked = max(int(math.cos(timestep.item() * math.pi / 2) * tokens.shape[-1]), 1)
+                    scores = model(tokens).max(-1).values
+                    tokens = tokens.scatter(1, scores.topk(num_masked, dim=-1).indices, mask_id)
+                return tokens
+        """
+    ),
     Quiet(  # a shape check at the end of a model file: a fresh model on a made-up batch evaluates nothing
         """
         import torch
