@@ -34,6 +34,8 @@ from trainlint.rules import (
     Severity,
     StoreEvent,
     bounded_or_emptied,
+    calls_in,
+    is_backward,
     is_known_tensor,
     is_test_file,
     kept_for_one_step,
@@ -92,8 +94,20 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
         return True
     node = loop.node
     if isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None:
-        return True
-    return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None
+        return _runs_a_step(scope, loop)
+    return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None and _runs_a_step(scope, loop)
+
+
+def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """The loop does the work of a step: a forward, a backward, an optimizer or environment step, a
+    batch drawn with ``next``. A loop over ``range(total_steps)`` that precomputes a schedule's
+    tensors (modded-nanogpt's weights for every step) keeps a fixed table, not the run's outputs."""
+    for call in calls_in(scope, loop):
+        if is_backward(call) or call.method in {"step", "generate"} or call.callee == "next":
+            return True
+        if call.receiver is not None and MODEL in call.receiver.tags and call.method in {None, "forward"}:
+            return True
+    return False
 
 
 def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
@@ -309,6 +323,28 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # a schedule's tensors precomputed for every step: the loop runs no step, it fills a table (modded-nanogpt)
+        """
+        import torch
+
+
+        class TrainingSchedule:
+            def __init__(self, stages, total_steps, device):
+                self.stages, self.total_steps = stages, total_steps
+                # precomputed once, so that no tensor is allocated during training
+                self.mtp_weights = []
+                for step in range(self.total_steps + 1):
+                    stage, t = self.lookup(step)
+                    weights = [a + (b - a) * t for a, b in zip(stage.weights_start, stage.weights_end)]
+                    self.mtp_weights.append(torch.tensor(weights, device=device))
+
+            def lookup(self, step):
+                for stage in self.stages:
+                    if step < stage.end:
+                        return stage, (step - stage.start) / (stage.end - stage.start)
+                return self.stages[-1], 1.0
+        """
+    ),
     Quiet(  # a multistep solver's window of previous steps: items replaced in place, the list never grows (stable-diffusion's DPM-Solver)
         """
         import torch
