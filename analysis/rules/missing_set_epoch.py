@@ -31,6 +31,7 @@ from trainlint.rules import (
     Severity,
     TextEdit,
     Value,
+    calls_in,
     comes_from_call,
     dotted,
     is_dataloader,
@@ -139,7 +140,16 @@ def _shuffles(node: cst.Call) -> bool:
 
 
 def _sets_epoch_anywhere(module) -> bool:
-    return any(call.method == "set_epoch" for call in module.all_calls())
+    """A `set_epoch` call in this file, or in a helper of the project's other files that it calls
+    (pycls' `data_loader.shuffle(loader, cur_epoch)` sets the sampler's epoch in `loader.py`)."""
+    for call in module.all_calls():
+        if call.method == "set_epoch":
+            return True
+        if call.function is not None and module.summary.defined_elsewhere(call.function):
+            helper = call.function.analysis(module.summary)
+            if helper is not None and any(inner.method == "set_epoch" for inner in calls_in(helper, None)):
+                return True
+    return False
 
 
 def _loaders_using(module, sampler: CallEvent) -> list[CallEvent]:
@@ -509,6 +519,49 @@ MissingSetEpoch.MUST_FIRE = (
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(  # the epoch is set by a helper of another file, which the epoch's function calls first (pycls)
+        """
+        import vision.datasets.loader as data_loader
+
+
+        def train_epoch(loader, model, loss_fun, optimizer, cur_epoch):
+            data_loader.shuffle(loader, cur_epoch)
+            model.train()
+            for inputs, labels in loader:
+                loss = loss_fun(model(inputs.cuda()), labels.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def train_model(dataset, model, loss_fun, optimizer, max_epoch, num_gpus):
+            train_loader = data_loader.construct_train_loader(dataset, batch_size=128, num_gpus=num_gpus)
+            for cur_epoch in range(max_epoch):
+                train_epoch(train_loader, model, loss_fun, optimizer, cur_epoch)
+        """,
+        files={
+            "vision/__init__.py": "",
+            "vision/datasets/__init__.py": "",
+            "vision/datasets/loader.py": """
+                import torch
+                from torch.utils.data import DistributedSampler, RandomSampler
+
+
+                def construct_train_loader(dataset, batch_size, num_gpus):
+                    sampler = DistributedSampler(dataset) if num_gpus > 1 else None
+                    loader = torch.utils.data.DataLoader(
+                        dataset, batch_size=batch_size, shuffle=(False if sampler else True), sampler=sampler, drop_last=True,
+                    )
+                    return loader
+
+
+                def shuffle(loader, cur_epoch):
+                    assert isinstance(loader.sampler, (RandomSampler, DistributedSampler))
+                    if isinstance(loader.sampler, DistributedSampler):
+                        loader.sampler.set_epoch(cur_epoch)
+            """,
+        },
+    ),
     Quiet(
         """
         from torch.utils.data import DataLoader
