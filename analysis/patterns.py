@@ -410,17 +410,25 @@ def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool
     return _stops_at_a_length(scope, loop)
 
 
+def last_binding(scope: ScopeAnalysis, name: str, before: Event | None = None) -> AssignEvent | None:
+    """The last assignment of ``name`` as a whole target in the scope, before the event ``before``
+    (anywhere in the scope when None)."""
+    found = None
+    for event in scope.events:
+        if event is before:
+            break
+        if isinstance(event, AssignEvent) and event.targets == (name,):
+            found = event
+    return found
+
+
 def replaces_a_list_item(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """``items[i] = x`` into a container last bound to a list (``[v]``, ``[None] * n``, ``list(...)``): the
     item at that place is replaced; the list does not grow (a solver's window of previous steps)."""
     if store.kind != "subscript":
         return False
-    bound = None
-    for event in scope.events:
-        if event is store:
-            break
-        if isinstance(event, AssignEvent) and event.targets == (store.container,):
-            bound = event.value_node
+    binding = last_binding(scope, store.container, before=store)
+    bound = binding.value_node if binding is not None else None
     if isinstance(bound, cst.BinaryOperation) and isinstance(bound.operator, cst.Multiply):
         bound = bound.left  # `[None] * n`
     return isinstance(bound, (cst.List, cst.ListComp)) or (isinstance(bound, cst.Call) and dotted(bound.func) == "list")

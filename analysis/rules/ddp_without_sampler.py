@@ -50,6 +50,7 @@ from trainlint.rules import (
     first_written,
     is_backward,
     is_dataloader,
+    last_binding,
     mentions,
     mentions_rank,
     shortened,
@@ -545,11 +546,8 @@ def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
     for arg in built.args:
         expression: cst.BaseExpression | None = arg.value
         if isinstance(expression, cst.Name):
-            name = expression.value
-            expression = next(
-                (event.value_node for event in reversed(scope.events) if isinstance(event, AssignEvent) and event.targets == (name,)),
-                None,
-            )
+            binding = last_binding(scope, expression.value)
+            expression = binding.value_node if binding is not None else None
         if expression is None or not _RANDOM_FILL.search(scope.chunk.code_for(expression)):
             return False
     return True

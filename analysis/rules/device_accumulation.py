@@ -39,6 +39,7 @@ from trainlint.rules import (
     is_known_tensor,
     is_test_file,
     kept_for_one_step,
+    last_binding,
     repeats_per_step,
     replaces_a_list_item,
 )
@@ -136,13 +137,8 @@ def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
 
 def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """The container was last bound, before this store, to one tensor (``torch.stack(...)``, ``torch.zeros(...)``)."""
-    bound = None
-    for other in scope.events:
-        if other is store:
-            break
-        if isinstance(other, AssignEvent) and other.targets == (store.container,):
-            bound = other.value
-    return bound is not None and is_known_tensor(bound)
+    binding = last_binding(scope, store.container, before=store)
+    return binding is not None and is_known_tensor(binding.value)
 
 
 def _derived_from(expression: cst.BaseExpression) -> str | None:
