@@ -188,9 +188,9 @@ def _epoch_loop(module, loader: CallEvent, built_by: CallEvent | None = None):
             handed = _iteration_of(module, scope, loop, loader)
             if handed is None:
                 continue
-            if loop.parent is not None and not _builds_one_loader_per_iteration(scope, loop.parent, built):
-                return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
             if loop.parent is not None:
+                if not _builds_one_loader_per_iteration(scope, loop.parent, built):
+                    return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
                 continue
             caller = _called_in_loop(module, scope)
             if caller is not None:
@@ -201,9 +201,10 @@ def _epoch_loop(module, loader: CallEvent, built_by: CallEvent | None = None):
 
 
 def _builds_one_loader_per_iteration(scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool:
-    """The loader (or the factory call that builds it) is built inside ``loop`` and the loop does not train: a loop over configurations or
-    datasets that takes a batch from each new loader (nanotron's dataloader tests), not epochs of one.
-    A loader rebuilt every epoch of a training loop still replays one order, and still counts."""
+    """The loader (or the factory call that builds it) is built inside ``loop`` and the loop does not
+    train: a loop over configurations or datasets that takes a batch from each new loader (nanotron's
+    dataloader tests), not epochs of one. A loader rebuilt every epoch of a training loop still
+    replays one order, and still counts."""
     return loader.scope is scope and loop in loader.context.loops and repeats_per_step(scope, loop) is None
 
 
