@@ -102,8 +102,11 @@ class SyncInHotLoop(Rule):
             return
         for scope in ctx.scopes:
             steps = loops_running(scope, is_backward)
+            trains: bool | None = None  # asked once per function, when it has a loop that runs backward
             for loop, backward in steps.items():
-                if _trains(ctx.module, scope, loop):
+                if trains is None:
+                    trains = _trains(ctx.module, scope)
+                if trains:
                     self._check_step_loop(ctx, scope, loop, backward, steps)
 
     def _check_step_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent]) -> None:
@@ -525,19 +528,30 @@ class SyncInHotLoop(Rule):
     )
 
 
-def _trains(module, scope: ScopeAnalysis, loop: Loop) -> bool:
-    """An optimizer steps in the loop, in a loop around it (gradient accumulation), or in the functions
-    that call this one. A backward with no step anywhere times kernels or probes gradients: a benchmark
-    that synchronizes to read its clock, not a training run losing its overlap."""
-    around: Loop | None = loop
-    while around is not None:
-        if any(is_optimizer_step(call) for call in calls_in(scope, around)):
-            return True
-        around = around.parent
+def _trains(module, scope: ScopeAnalysis) -> bool:
+    """An optimizer steps somewhere in the function of the loop (gradient accumulation steps after its
+    micro-batch loop), in what it calls, or in a function that calls it. A backward with no step
+    anywhere times kernels or probes gradients: a benchmark that synchronizes to read its clock, not
+    a training run losing its overlap."""
+    if _steps_an_optimizer(calls_in(scope, None)):
+        return True
     function = scope.function
-    return function is not None and any(
-        is_optimizer_step(call) for caller in module.calls_of(function) for call in calls_in(caller.scope, None)
-    )
+    return function is not None and any(_steps_an_optimizer(calls_in(caller.scope, None)) for caller in module.calls_of(function))
+
+
+def _steps_an_optimizer(calls: Iterator[CallEvent]) -> bool:
+    """``optimizer.step()``, or ``model.step()`` on what a backward is called on (a DeepSpeed engine
+    handed in as ``model``: ``model.backward(loss)``, then ``model.step()``)."""
+    engines: set[str | None] = set()
+    steps: list[CallEvent] = []
+    for call in calls:
+        if is_optimizer_step(call):
+            return True
+        if call.method == "backward" and call.args:
+            engines.add(call.receiver_key)
+        elif call.method == "step":
+            steps.append(call)
+    return any(call.receiver_key in engines - {None} for call in steps)
 
 
 def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
