@@ -370,6 +370,43 @@ class SyncInHotLoop(Rule):
             """,
             severity=Severity.WARNING,
         ),
+        Fires(  # gradient accumulation: the optimizer steps after the micro-batch loop, in the same function
+            """
+            import torch
+
+            device = torch.device("cuda")
+
+
+            def train_step(model, optimizer, micro_batches, accumulate_every):
+                optimizer.zero_grad()
+                total = 0.0
+                for batch in micro_batches:
+                    loss = model(batch.to(device)).mean() / accumulate_every
+                    loss.backward()
+                    total += loss.item()
+                optimizer.step()
+                return total
+            """,
+            severity=Severity.NOTE,
+        ),
+        Fires(  # a DeepSpeed engine handed in as `model`: `model.backward(loss)` then `model.step()`
+            """
+            import torch
+
+            device = torch.device("cuda")
+
+
+            def train(train_loader, model, criterion, losses):
+                model.train()
+                for images, target in train_loader:
+                    output = model(images.to(device, non_blocking=True))
+                    loss = criterion(output, target.to(device, non_blocking=True))
+                    losses.update(loss.item(), images.size(0))
+                    model.backward(loss)
+                    model.step()
+            """,
+            severity=Severity.NOTE,
+        ),
     )
 
     MUST_NOT_FIRE = (
