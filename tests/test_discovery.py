@@ -38,6 +38,16 @@ def test_skipped_folders(tree):
     assert files(".") == ["keep.py"]
 
 
+def test_cookiecutter_templates_are_not_python_yet(tree):
+    """microsoft/LoRA ships transformers' cookiecutter templates: 240 statements of them are not
+    Python until rendered. Named on the command line, a template is still checked."""
+    template = "templates/cookiecutter-template-{{cookiecutter.modelname}}"
+    tree("train.py", f"{template}/modeling_{{{{cookiecutter.lowercase_modelname}}}}.py", "templates/run_{{cookiecutter.task}}.py",
+         "templates/helpers.py")
+    assert files(".") == ["templates/helpers.py", "train.py"]
+    assert files("templates/run_{{cookiecutter.task}}.py") == ["templates/run_{{cookiecutter.task}}.py"]
+
+
 def test_display_paths_follow_what_the_user_typed(tree):
     tree("src/train.py")
     assert files("./src") == ["src/train.py"]

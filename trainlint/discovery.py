@@ -27,6 +27,13 @@ SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
 )
 GITIGNORE = ".gitignore"
+
+
+def is_template_name(name: str) -> bool:
+    """A cookiecutter or Jinja placeholder in a file or folder name (`{{cookiecutter.modelname}}`): what
+    lies there is a template, Python only once rendered, and each of its statements would be a TL000."""
+    return "{{" in name and "}}" in name
+
 GIT_TIMEOUT_S = 30
 # Variables a git hook may set that would point `git -C folder` at another repository or index.
 _GIT_LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
@@ -177,7 +184,8 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
     """Python files under ``paths``, as display paths, sorted and without duplicates.
 
     A named file is checked whatever its name or the ignore files say; only exclusions drop it.
-    Inside a named folder, skipped folders, exclusions and git's ignore rules all apply.
+    Inside a named folder, skipped folders, templates (a `{{...}}` placeholder in the name),
+    exclusions and git's ignore rules all apply.
     """
     ignores = _GitIgnores(report)
     found: dict[str, str] = {}
@@ -205,6 +213,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
                 candidate = here / name
                 if (
                     name not in SKIPPED_DIRECTORIES
+                    and not is_template_name(name)
                     and not exclusions.excludes(candidate, is_dir=True)
                     and not ignores.ignores(candidate, is_dir=True, boundary=boundary, repository=repository)
                 ):
@@ -215,6 +224,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
                 candidate = here / name
                 if (
                     name.endswith((".py", ".ipynb"))
+                    and not is_template_name(name)
                     and not exclusions.excludes(candidate, is_dir=False)
                     and not ignores.ignores(candidate, is_dir=False, boundary=boundary, repository=repository)
                 ):
