@@ -483,11 +483,13 @@ class ModuleAnalysis:
     @cached_property
     def another_framework(self) -> str | None:
         """The other deep-learning framework this file is written for: it imports one and nothing of
-        torch's (YOLOX's MegEngine demo), so its `model(x)` records no torch graph. None for PyTorch code."""
-        imported = {target.split(".", 1)[0] for target in self.summary.imports.values()}
+        torch's (YOLOX's MegEngine demo; cleanrl's JAX scripts, which import torch only for TensorBoard), so
+        its `model(x)` records no torch graph. None for PyTorch code."""
+        targets = [target for target in self.summary.imports.values() if not target.startswith(_LOGGING_ONLY)]
+        imported = {target.split(".", 1)[0] for target in targets}
         if any(name.startswith("torch") for name in imported) or imported & {"lightning", "pytorch_lightning"}:
             return None
-        return next((framework for framework in _OTHER_FRAMEWORKS if framework in imported), None)
+        return next((framework for framework in OTHER_FRAMEWORKS if framework in imported), None)
 
     @cached_property
     def framework_runs_loop(self) -> str | None:
@@ -500,7 +502,9 @@ class ModuleAnalysis:
 
 
 # Deep-learning frameworks other than PyTorch, as their top-level modules are named.
-_OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras")
+OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras", "haiku")
+# torch imported only to log (cleanrl's JAX scripts write TensorBoard through torch's SummaryWriter).
+_LOGGING_ONLY = "torch.utils.tensorboard"
 
 
 def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[str]) -> set[str]:

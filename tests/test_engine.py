@@ -317,6 +317,11 @@ def test_another_frameworks_code_is_not_read_as_pytorch():
     in_torch = predictor.replace("import megengine as mge\nimport megengine.functional as F\n", "import torch\n")
     in_torch = in_torch.replace("F.expand_dims(mge.tensor(img), 0)", "torch.as_tensor(img).unsqueeze(0)")
     assert [finding.code for finding in analyze_source(in_torch, "demo/python/demo.py")] == ["TL102"]
+    # cleanrl's JAX scripts import torch only to write TensorBoard logs
+    in_jax = predictor.replace("import megengine as mge\nimport megengine.functional as F\n",
+                               "import jax.numpy as jnp\nfrom torch.utils.tensorboard import SummaryWriter\n")
+    in_jax = in_jax.replace("F.expand_dims(mge.tensor(img), 0)", "jnp.expand_dims(jnp.asarray(img), 0)")
+    assert analyze_source(in_jax, "dqn_jax.py") == []
     broken = predictor + "\ndef unfinished(:\n"
     assert [finding.code for finding in analyze_source(broken, "demo.py")] == ["TL000"], "syntax errors are still reported"
 
