@@ -192,6 +192,8 @@ _NOT_TRAINING_OBJECTS = frozenset({
 
 def param_role(name: str, annotation: str | None) -> str | None:
     """What a function parameter most likely is, from its annotation or, failing that, its name."""
+    if name[:1].isupper() and not name.isupper():
+        return None  # `Model`, `QNetwork`: a class handed in, which the function calls to build one (cleanrl)
     if annotation:
         head = last_part(annotation)
         if head in {"Module", "PreTrainedModel", "LightningModule", "DistributedDataParallel"}:

@@ -734,6 +734,28 @@ class GradEnabledEval(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # `Model` is a class handed in (annotated as a module): calling it builds the agent, it runs no forward (cleanrl)
+            """
+            from typing import Callable
+
+            import torch
+
+
+            def evaluate(model_path: str, make_env: Callable, eval_episodes: int, Model: torch.nn.Module, device=torch.device("cpu")):
+                envs = make_env()
+                agent = Model(envs).to(device)
+                agent.load_state_dict(torch.load(model_path, map_location=device))
+                agent.eval()
+                obs = envs.reset()
+                episodic_returns = []
+                while len(episodic_returns) < eval_episodes:
+                    actions, _, _, _ = agent.get_action_and_value(torch.Tensor(obs).to(device))
+                    obs, reward, done = envs.step(actions.cpu().numpy())
+                    if done:
+                        episodic_returns.append(reward)
+                return episodic_returns
+            """
+        ),
         Quiet(  # a cosine similarity of embeddings made under no_grad: a layer without parameters records nothing (DALLE2-pytorch)
             """
             import torch
