@@ -301,6 +301,60 @@ class StuckEvalMode(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the evaluation helper builds its own model from the checkpoint and puts that one in eval mode (cleanrl)
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            from utils.evals import evaluate
+
+
+            class QNetwork(nn.Module):
+                def __init__(self, envs):
+                    super().__init__()
+                    self.network = nn.Sequential(nn.Linear(4, 120), nn.ReLU(), nn.Dropout(0.1), nn.Linear(120, 2))
+
+                def forward(self, x):
+                    return self.network(x)
+
+
+            def train(envs, make_env, replay_buffer, total_steps, device):
+                model = QNetwork(envs).to(device)
+                optimizer = torch.optim.Adam(model.parameters(), lr=2.5e-4)
+                for global_step in range(total_steps):
+                    data = replay_buffer.sample(32)
+                    loss = F.mse_loss(model(data.observations).gather(1, data.actions).squeeze(), data.returns)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    if global_step % 100_000 == 0:
+                        torch.save(model.state_dict(), "model.pt")
+                        evaluate("model.pt", make_env, eval_episodes=10, Model=QNetwork, device=device)
+            """,
+            files={
+                "utils/__init__.py": "",
+                "utils/evals.py": """
+                    import torch
+
+
+                    def evaluate(model_path, make_env, eval_episodes, Model: torch.nn.Module, device=torch.device("cpu")):
+                        envs = make_env()
+                        model = Model(envs).to(device)
+                        model.load_state_dict(torch.load(model_path, map_location=device))
+                        model.eval()
+                        returns = []
+                        obs = envs.reset()
+                        while len(returns) < eval_episodes:
+                            with torch.no_grad():
+                                actions = model(torch.as_tensor(obs, device=device)).argmax(dim=1)
+                            obs, reward, done = envs.step(actions.cpu().numpy())
+                            if done:
+                                returns.append(reward)
+                        return returns
+                """,
+            },
+        ),
         Quiet(  # gradients without a step: head importance scores, computed in eval mode on purpose
             """
             import torch
@@ -651,7 +705,16 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         if argument is not None:
             outer = dotted(argument)
             key = None if outer is None else outer + dot + rest
+        elif _binds_locally(call, root):
+            return None  # the helper's own model (cleanrl's `evaluate` builds one from a checkpoint), not ours
     return key
+
+
+def _binds_locally(call: CallEvent, name: str) -> bool:
+    """The function ``call`` runs assigns ``name`` itself: a local of its own, not the caller's object."""
+    assert call.function is not None, "a call of the chain that ordered_events followed into a local function"
+    callee = call.function.analysis(call.scope.summary)
+    return callee is not None and any(isinstance(event, AssignEvent) and name in event.targets for event in callee.events)
 
 
 def _argument_for(call: CallEvent, parameter: str) -> cst.BaseExpression | None:
