@@ -299,6 +299,30 @@ class DdpWithoutSampler(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # random images with made-up labels: the benchmark's inputs are drawn on each rank (opacus' vision benchmark)
+            """
+            import torch
+            import torch.distributed as dist
+            import torchvision.models as models
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            from torch.utils.data import TensorDataset
+
+
+            def main(args):
+                dist.init_process_group("nccl")
+                B, H, W = args.batch_size, args.height, args.width
+                images = torch.randn(args.steps * B, 3, H, W)
+                labels = torch.arange(B).repeat(args.steps)
+                train_loader = torch.utils.data.DataLoader(TensorDataset(images, labels), batch_size=B, pin_memory=True)
+                model = DDP(models.resnet18().to(args.device), device_ids=[args.device])
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in train_loader:
+                    loss = torch.nn.functional.cross_entropy(model(x.to(args.device)), y.to(args.device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            """
+        ),
         Quiet(  # a benchmark's synthetic data, drawn at random by every rank for itself (DeepSpeed's offload example)
             """
             import deepspeed
@@ -534,8 +558,9 @@ _RANDOM_FILL = re.compile(r"\btorch\.(?:rand|randn|randint|rand_like|randn_like|
 
 
 def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
-    """A ``TensorDataset`` of tensors drawn at random where it is built: a benchmark's synthetic data
-    (DeepSpeed's offload example), which every rank draws for itself; there is no dataset to divide."""
+    """A ``TensorDataset`` whose inputs (its first tensor) are drawn at random where it is built: a
+    benchmark's synthetic data (DeepSpeed's offload example, opacus' vision benchmark), which every
+    rank draws for itself; there is no dataset to divide."""
     site = dataset.site
     if site is None or not isinstance(site[1], cst.Call) or not (dotted(site[1].func) or "").endswith("TensorDataset"):
         return False
@@ -543,14 +568,11 @@ def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
     scope = next((scope for scope in module.all_scopes if any(call.node is built for call in scope.calls())), None)
     if scope is None or not built.args:
         return False
-    for arg in built.args:
-        expression: cst.BaseExpression | None = arg.value
-        if isinstance(expression, cst.Name):
-            binding = last_binding(scope, expression.value)
-            expression = binding.value_node if binding is not None else None
-        if expression is None or not _RANDOM_FILL.search(scope.chunk.code_for(expression)):
-            return False
-    return True
+    inputs: cst.BaseExpression | None = built.args[0].value
+    if isinstance(inputs, cst.Name):
+        binding = last_binding(scope, inputs.value)
+        inputs = binding.value_node if binding is not None else None
+    return inputs is not None and _RANDOM_FILL.search(scope.chunk.code_for(inputs)) is not None
 
 
 def _class_mentions_rank(dataset: Value) -> bool:
