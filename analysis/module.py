@@ -483,8 +483,8 @@ class ModuleAnalysis:
     @cached_property
     def another_framework(self) -> str | None:
         """The other deep-learning framework this file is written for: it imports one and nothing of
-        torch's (YOLOX's MegEngine demo; cleanrl's JAX scripts, which import torch only for TensorBoard), so
-        its `model(x)` records no torch graph. None for PyTorch code."""
+        torch's but TensorBoard's writer (YOLOX's MegEngine demo, cleanrl's JAX scripts), so its
+        `model(x)` records no torch graph. None for PyTorch code."""
         targets = [target for target in self.summary.imports.values() if not target.startswith(_LOGGING_ONLY)]
         imported = {target.split(".", 1)[0] for target in targets}
         if any(name.startswith("torch") for name in imported) or imported & {"lightning", "pytorch_lightning"}:
