@@ -316,6 +316,17 @@ class ScopeAnalysis:
             self._calls_counted = len(self.events)
         return iter(self._calls)
 
+    def last_binding(self, name: str, before: Event | None = None) -> AssignEvent | None:
+        """The last assignment of ``name`` as a whole target in the scope, before the event ``before``
+        (anywhere in the scope, or so far while it is being walked, when None)."""
+        found = None
+        for event in self.events:
+            if event is before:
+                break
+            if type(event) is AssignEvent and event.targets == (name,):
+                found = event
+        return found
+
     def value_at(self, expression: cst.BaseExpression) -> Value | None:
         """The value the walk computed for ``expression`` where it ran; None if the walk never evaluated it."""
         return self._memo.get(id(expression))
@@ -848,10 +859,8 @@ class ScopeAnalysis:
         of it, unless the receiver was built in this scope from a workspace class whose ``method`` (read
         in its file) uses that parameter only through host copies or detached ones: a metrics tracker
         whose ``update(loss, n)`` keeps ``loss.item()``, an averager that sums ``v.data.sum()``."""
-        built = next(
-            (event.value_node for event in reversed(self.events) if type(event) is AssignEvent and event.targets == (receiver_key,)),
-            None,
-        )
+        binding = self.last_binding(receiver_key)
+        built = binding.value_node if binding is not None else None
         raw = dotted(built.func) if isinstance(built, cst.Call) else None
         owner = self.summary.local_class(self.canonical(raw)) if raw else None
         found = owner.find_method(method, self.summary) if owner is not None else None

@@ -489,7 +489,7 @@ class ModuleAnalysis:
         imported = {target.split(".", 1)[0] for target in targets}
         if any(name.startswith("torch") for name in imported) or imported & {"lightning", "pytorch_lightning"}:
             return None
-        return next((framework for framework in OTHER_FRAMEWORKS if framework in imported), None)
+        return next((framework for framework in _OTHER_FRAMEWORKS if framework in imported), None)
 
     @cached_property
     def framework_runs_loop(self) -> str | None:
@@ -502,7 +502,7 @@ class ModuleAnalysis:
 
 
 # Deep-learning frameworks other than PyTorch, as their top-level modules are named.
-OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras", "haiku")
+_OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras", "haiku")
 # torch imported only to log (cleanrl's JAX scripts write TensorBoard through torch's SummaryWriter).
 _LOGGING_ONLY = "torch.utils.tensorboard"
 

@@ -410,24 +410,12 @@ def bounded_or_emptied(scope: ScopeAnalysis, container: str, loop: Loop) -> bool
     return _stops_at_a_length(scope, loop)
 
 
-def last_binding(scope: ScopeAnalysis, name: str, before: Event | None = None) -> AssignEvent | None:
-    """The last assignment of ``name`` as a whole target in the scope, before the event ``before``
-    (anywhere in the scope when None)."""
-    found = None
-    for event in scope.events:
-        if event is before:
-            break
-        if isinstance(event, AssignEvent) and event.targets == (name,):
-            found = event
-    return found
-
-
 def replaces_a_list_item(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """``items[i] = x`` into a container last bound to a list (``[v]``, ``[None] * n``, ``list(...)``): the
     item at that place is replaced; the list does not grow (a solver's window of previous steps)."""
     if store.kind != "subscript":
         return False
-    binding = last_binding(scope, store.container, before=store)
+    binding = scope.last_binding(store.container, before=store)
     bound = binding.value_node if binding is not None else None
     if isinstance(bound, cst.BinaryOperation) and isinstance(bound.operator, cst.Multiply):
         bound = bound.left  # `[None] * n`

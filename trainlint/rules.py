@@ -66,7 +66,6 @@ from trainlint.analysis.patterns import (
     is_optimizer_step,
     is_test_file,
     kept_for_one_step,
-    last_binding,
     loops_running,
     mentions,
     mode_parameter,
@@ -156,7 +155,7 @@ __all__ = [
     # queries over the events
     "MAX_CALL_DEPTH", "accumulates_into_grad", "backward_target", "bounded_or_emptied", "calls_in",
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
-    "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "last_binding", "loops_running",
+    "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "loops_running",
     "mentions", "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled",
     "repeats_per_step", "replaces_a_list_item", "smoke_test_forward", "written",
     # syntax helpers and quoting code in messages

@@ -50,7 +50,6 @@ from trainlint.rules import (
     first_written,
     is_backward,
     is_dataloader,
-    last_binding,
     mentions,
     mentions_rank,
     shortened,
@@ -570,7 +569,7 @@ def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
         return False
     inputs: cst.BaseExpression | None = built.args[0].value
     if isinstance(inputs, cst.Name):
-        binding = last_binding(scope, inputs.value)
+        binding = scope.last_binding(inputs.value)
         inputs = binding.value_node if binding is not None else None
     return inputs is not None and _RANDOM_FILL.search(scope.chunk.code_for(inputs)) is not None
 

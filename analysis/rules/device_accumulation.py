@@ -39,7 +39,6 @@ from trainlint.rules import (
     is_known_tensor,
     is_test_file,
     kept_for_one_step,
-    last_binding,
     repeats_per_step,
     replaces_a_list_item,
 )
@@ -137,7 +136,7 @@ def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
 
 def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """The container was last bound, before this store, to one tensor (``torch.stack(...)``, ``torch.zeros(...)``)."""
-    binding = last_binding(scope, store.container, before=store)
+    binding = scope.last_binding(store.container, before=store)
     return binding is not None and is_known_tensor(binding.value)
 
 
