@@ -177,6 +177,96 @@ def test_an_unwritable_cache_folder_costs_one_warning_and_nothing_else(project, 
     assert len(warnings) == 1 and warnings[0].startswith("trainlint: warning: cannot write the cache folder blocker/cache")
 
 
+def _aged_results_folders(parent: Path, count: int) -> list[Path]:
+    """Folders named like the cache's own results, each older than the next, with a file the user keeps."""
+    month_ago = time.time() - 31 * 24 * 3600
+    folders = []
+    for index in range(count):
+        folder = parent / f"results-run{index + 1}"
+        folder.mkdir(parents=True)
+        (folder / "metrics.csv").write_text("step,loss\n1,0.5\n")
+        os.utime(folder, (month_ago + index, month_ago + index))
+        folders.append(folder)
+    return folders
+
+
+def test_a_committed_cache_link_out_of_the_project_is_not_used(tmp_path, monkeypatch, capsys):
+    # A repository commits `.trainlint_cache -> ../experiments`: a plain check used to prune every
+    # results-* folder there but the two newest, and write a .gitignore of `*` into it.
+    experiments = _aged_results_folders(tmp_path / "experiments", 4)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "train.py").write_text(TRAIN)
+    (workspace / "model.py").write_text(MODEL)
+    (workspace / ".trainlint_cache").symlink_to("../experiments")
+    monkeypatch.chdir(workspace)
+    monkeypatch.delenv("TRAINLINT_CACHE_DIR", raising=False)
+    status = main(["check", "--format", "json", "."])
+    captured = capsys.readouterr()
+    assert status == 1 and _codes_in(json.loads(captured.out)["findings"], "train.py") == ["TL202"]
+    assert all((folder / "metrics.csv").exists() for folder in experiments)
+    assert sorted(path.name for path in (tmp_path / "experiments").iterdir()) == [folder.name for folder in experiments]
+    assert captured.err == (
+        f"trainlint: warning: the cache folder {workspace}/.trainlint_cache is a link out of the project "
+        f"{workspace}; only --cache-dir or $TRAINLINT_CACHE_DIR can put it elsewhere; checking without a cache\n"
+    )
+
+
+def test_a_configured_cache_folder_outside_the_project_is_not_used(project, tmp_path, capsys):
+    project(**{"ws__train.py": TRAIN, "ws__model.py": MODEL, "ws__pyproject.toml": "[tool.trainlint]\ncache-dir = '../experiments'\n"})
+    experiments = _aged_results_folders(tmp_path / "experiments", 3)
+    os.chdir(tmp_path / "ws")
+    assert main(["check", "--quiet", "."]) == 1
+    assert "lies outside the project" in capsys.readouterr().err
+    assert sorted(path.name for path in (tmp_path / "experiments").iterdir()) == [folder.name for folder in experiments]
+
+
+@pytest.mark.parametrize("how", ["--cache-dir", "TRAINLINT_CACHE_DIR", "cache-dir"])
+def test_a_folder_of_someone_elses_files_is_never_written_or_pruned(project, tmp_path, monkeypatch, capsys, how):
+    project(**{"train.py": TRAIN})
+    experiments = _aged_results_folders(tmp_path / "experiments", 4)
+    before = sorted(str(path) for path in (tmp_path / "experiments").rglob("*"))
+    if how == "--cache-dir":
+        main(["check", "--quiet", "--cache-dir", "experiments", "."])
+    elif how == "TRAINLINT_CACHE_DIR":
+        monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(tmp_path / "experiments"))
+        main(["check", "--quiet", "."])
+    else:
+        Path("pyproject.toml").write_text("[tool.trainlint]\ncache-dir = 'experiments'\n")
+        main(["check", "--quiet", "."])
+    assert "is not trainlint's cache" in capsys.readouterr().err
+    assert sorted(str(path) for path in (tmp_path / "experiments").rglob("*")) == before
+    assert all((folder / "metrics.csv").exists() for folder in experiments)
+
+
+def test_pruning_removes_only_results_folders_the_cache_made(tmp_path):
+    cache = ResultCache.open(tmp_path / "cache")
+    user_results = _aged_results_folders(tmp_path / "cache", 3)  # named like the cache's, made by someone else
+    outside = _aged_results_folders(tmp_path / "elsewhere", 1)[0]
+    (outside / ".trainlint-results").write_bytes(b"")
+    (tmp_path / "cache" / "results-linked").symlink_to(outside)
+    (tmp_path / "cache" / ".last-pruned").symlink_to(tmp_path / "created-through-a-link")
+    cache.prune()
+    assert all((folder / "metrics.csv").exists() for folder in user_results)
+    assert (outside / "metrics.csv").exists()
+    assert not (tmp_path / "created-through-a-link").exists()
+    assert cache.entries.exists()
+
+
+def test_a_cache_of_an_earlier_trainlint_is_still_used(project, capsys):
+    # Same tag, results folders without the marker: the folder is trainlint's; its old results stay.
+    project(**{"train.py": TRAIN})
+    old = Path(".trainlint_cache/results-0.0.1-0")
+    old.mkdir(parents=True)
+    Path(".trainlint_cache/CACHEDIR.TAG").write_text(
+        "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is trainlint's cache (https://bford.info/cachedir/).\n"
+    )
+    main(["check", "--quiet", "."])
+    assert capsys.readouterr().err == ""
+    assert len(list(Path(".trainlint_cache").glob("results-*/.trainlint-results"))) == 1
+    assert old.exists()
+
+
 def test_a_damaged_entry_is_analysed_again(project, capsys):
     project(**{"model.py": MODEL, "train.py": TRAIN})
     fresh = _json(capsys, ".")
@@ -210,6 +300,7 @@ def test_pruning_drops_unused_entries_and_old_installations(tmp_path):
     for index in range(4):
         folder = tmp_path / "cache" / f"results-0.0.{index}-0"
         folder.mkdir()
+        (folder / ".trainlint-results").write_bytes(b"")  # what each installation's results folder holds
         os.utime(folder, (month_ago + index, month_ago + index))
         old_generations.append(folder)
     (tmp_path / "cache" / "libraries").mkdir()  # the library indexes share $TRAINLINT_CACHE_DIR

@@ -15,6 +15,12 @@ The folder is safe to delete, ignores itself in git (a ``.gitignore`` of ``*`` i
 tolerates concurrent runs (entries are written to a temporary file and renamed into place), and
 is pruned: entries unused for ``KEEP_UNUSED_DAYS`` and the results of all but the last few
 installations go. A folder that cannot be written only costs speed: the run goes on without it.
+
+A checked repository decides where the default folder is (its configuration's ``cache-dir``, or a
+``.trainlint_cache`` it commits, possibly a link), so the cache writes and deletes only what it can
+tell is its own: a folder it opens must be new, empty, or carry the ``CACHEDIR.TAG`` it writes; a
+folder the project chose must lie inside the project (no link out of it); and pruning removes only
+results folders holding the marker the cache put there when it made them.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ KEEP_OTHER_GENERATIONS = 2  # results of other installations kept besides the cu
 _DAY_S = 24 * 3600
 _STALE_TEMPORARY_S = 3600
 _PRUNED_MARKER = ".last-pruned"
+_GENERATION_MARKER = ".trainlint-results"  # written into each results folder the cache makes: only those are pruned
 _CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is trainlint's cache (https://bford.info/cachedir/).\n"
 
 Lookups = list[tuple[str, str | None]]  # modules looked for from one file: (module name, workspace file found or None)
@@ -88,14 +95,17 @@ class ResultCache:
         self._forget()
 
     @classmethod
-    def open(cls, folder: Path) -> ResultCache:
-        """The cache in ``folder``, created (with its .gitignore) when missing; CacheUnavailable when it cannot be."""
+    def open(cls, folder: Path, *, project: Path | None = None) -> ResultCache:
+        """The cache in ``folder``, created (with its .gitignore and CACHEDIR.TAG) when missing;
+        CacheUnavailable when it cannot be written or is not the cache's to use. ``project``: the
+        project folder that chose ``folder`` (its configuration or the default), which the cache
+        must not leave; None for a folder the user named (--cache-dir, the environment)."""
         cache = cls(folder, _GENERATION_PREFIX + installation_fingerprint())
         try:
-            cache.entries.mkdir(parents=True, exist_ok=True)
-            for name, text in ((".gitignore", "# Created by trainlint.\n*\n"), ("CACHEDIR.TAG", _CACHEDIR_TAG)):
-                if not (folder / name).exists():
-                    _write_atomically(folder / name, text.encode("utf-8"))
+            _claim(folder, project)
+            if not (cache.entries / _GENERATION_MARKER).is_file():
+                cache.entries.mkdir(exist_ok=True)
+                _write_atomically(cache.entries / _GENERATION_MARKER, b"results of one trainlint installation\n")
             os.utime(cache.entries)  # the installations used last are the ones pruning keeps
         except OSError as error:
             raise CacheUnavailable(f"cannot write the cache folder {folder}: {error.strerror or error}") from None
@@ -194,16 +204,55 @@ class ResultCache:
         except OSError:
             pass
         try:
-            marker.touch()
+            _write_atomically(marker, b"")  # replaces whatever stood there (a link is not followed)
             _prune_generations(self.folder, self.entries)
             _prune_entries(self.entries, now)
         except OSError:
             pass  # another run is pruning too, or the folder went away: nothing is lost
 
 
+def _claim(folder: Path, project: Path | None) -> None:
+    """Make ``folder`` the cache's, or say why it cannot be: outside the project that chose it, or
+    a folder with content of its own (a link to a results folder, a project's ``experiments``)."""
+    if project is not None and not _is_inside(os.path.realpath(folder), os.path.realpath(project)):
+        how = "is a link out of" if os.path.realpath(folder) != os.path.abspath(folder) else "lies outside"
+        raise CacheUnavailable(
+            f"the cache folder {os.path.normpath(folder)} {how} the project {project}; only --cache-dir or "
+            f"${ENVIRONMENT_VARIABLE} can put it elsewhere"
+        )
+    tag = folder / "CACHEDIR.TAG"
+    if os.path.lexists(folder) and not _holds_our_tag(tag):
+        if not folder.is_dir():
+            raise CacheUnavailable(f"the cache folder {folder} is not a folder")
+        if any(folder.iterdir()):
+            raise CacheUnavailable(
+                f"{folder} is not trainlint's cache (it holds files and no CACHEDIR.TAG of trainlint's), "
+                "and trainlint writes and prunes only a folder of its own; choose another cache folder"
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", "# Created by trainlint.\n*\n")):
+        if not (folder / name).is_file():
+            _write_atomically(folder / name, text.encode("utf-8"))
+
+
+def _holds_our_tag(tag: Path) -> bool:
+    if tag.is_symlink() or not tag.is_file():
+        return False
+    try:
+        with open(tag, "rb") as stream:
+            return stream.read(len(_CACHEDIR_TAG) + 1) == _CACHEDIR_TAG.encode("utf-8")
+    except OSError:
+        return False
+
+
+def _is_inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _prune_generations(folder: Path, current: Path) -> None:
     others = [path for path in folder.iterdir()
-              if path.name.startswith(_GENERATION_PREFIX) and path != current and path.is_dir()]
+              if path.name.startswith(_GENERATION_PREFIX) and path != current
+              and not path.is_symlink() and path.is_dir() and (path / _GENERATION_MARKER).is_file()]
     others.sort(key=lambda path: path.stat().st_mtime, reverse=True)
     for path in others[KEEP_OTHER_GENERATIONS:]:
         shutil.rmtree(path, ignore_errors=True)

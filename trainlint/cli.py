@@ -724,14 +724,17 @@ def _check(args: argparse.Namespace) -> int:
 def _open_cache(args: argparse.Namespace, settings: _Settings) -> ResultCache | None:
     """The results cache this run uses: --cache-dir, $TRAINLINT_CACHE_DIR, the working folder's
     configuration's cache-dir, else .trainlint_cache in that configuration's folder (the project's
-    root). None with --no-cache, or (after one warning) when the folder cannot be written."""
+    root), which must stay inside that folder. None with --no-cache, or (after one warning) when the
+    folder cannot be written or is not the cache's to use."""
     if args.no_cache:
         return None
     config = settings.for_folder(Path.cwd()).config
     chosen = args.cache_dir or os.environ.get(CACHE_ENVIRONMENT_VARIABLE)
-    folder = Path(chosen) if chosen else config.cache_dir or config.root / CACHE_FOLDER_NAME
     try:
-        return ResultCache.open(folder)
+        if chosen:
+            return ResultCache.open(Path(chosen))
+        # The project chose this folder (its configuration, or a .trainlint_cache it may commit as a link).
+        return ResultCache.open(config.cache_dir or config.root / CACHE_FOLDER_NAME, project=config.root)
     except CacheUnavailable as error:
         print(f"trainlint: warning: {error}; checking without a cache", file=sys.stderr)
         return None
