@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -7,6 +9,7 @@ import pytest
 
 from trainlint.cli import main
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
+from trainlint.git_files import tracked_paths
 
 
 @pytest.fixture
@@ -191,3 +194,105 @@ def test_bad_patterns_are_told_and_skipped(tree, capsys):
     err = capsys.readouterr().err
     assert "trainlint: warning: .gitignore:1: invalid pattern '\\\\': not a gitignore pattern; the line is not applied" in err
     assert ".gitignore:3: invalid pattern '**/[z-a]': bad character range z-a" in err
+
+
+# ---------------------------------------------------------------------------- nothing of a repository runs
+
+
+def _git(*args: str, cwd: str | Path = ".") -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def test_checking_a_repository_runs_none_of_its_configured_commands(repository, tree, capsys):
+    # git starts core.fsmonitor's command for `git ls-files`: a downloaded project (or a nested one
+    # inside it) could run anything the moment it is checked.
+    tree("train.py", "vendor/nested/model.py")
+    _git("add", "train.py")
+    _git("init", "-q", cwd="vendor/nested")
+    _git("add", "model.py", cwd="vendor/nested")
+    _git("config", "core.fsmonitor", "touch PWNED_TOP; false")
+    _git("config", "core.fsmonitor", "touch ../../PWNED_NESTED; false", cwd="vendor/nested")
+    main(["check", "--quiet", "--no-cache", "."])
+    main(["check", "--show-files", "."])
+    assert capsys.readouterr().out.split() == ["train.py", "vendor/nested/model.py"]
+    assert not Path("PWNED_TOP").exists() and not Path("PWNED_NESTED").exists()
+
+
+def test_discovery_runs_no_git_at_all(repository, tree, tmp_path, monkeypatch):
+    # Whatever a repository configures (fsmonitor, hooks, filters, an alias of tomorrow's git), no
+    # git process means none of it runs: a `git` that records being started is never started.
+    tree("train.py", "vendor/patched.py")
+    Path(".gitignore").write_text("vendor/\n")
+    _git("add", "--force", "vendor/patched.py")
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    (spy / "git").write_text(f"#!/bin/sh\ntouch {tmp_path}/git-was-run\nexit 1\n")
+    (spy / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{spy}:{os.environ['PATH']}")
+    assert files(".") == ["train.py", "vendor/patched.py"]
+    assert not (tmp_path / "git-was-run").exists()
+
+
+_INDEX_SHAPES = {
+    "version 2": [],
+    "version 3 (intent-to-add)": [["add", "-N", "deep/er/intent_to_add.py"]],
+    "version 4 (prefix-compressed)": [["update-index", "--index-version", "4"]],
+    "split index": [["update-index", "--split-index"], ["add", "--force", "ignored/late_addition.py"]],
+    "no checksum (index.skipHash)": [["config", "index.skipHash", "true"], ["add", "--force", "ignored/late_addition.py"]],
+}
+
+
+@pytest.mark.parametrize("shape", list(_INDEX_SHAPES))
+def test_the_index_is_read_as_git_lists_it(repository, tree, shape):
+    names = [f"pkg/module_{index:03}.py" for index in range(40)] + ["pkg/module_0001_longer_name.py", "a.py",
+             "deep/er/" + "/".join(["long" * 50] * 5) + ".py", "ignored/tracked.py", "ignored/late_addition.py", "ünïcode/naïve.py",
+             "deep/er/intent_to_add.py"]
+    tree(*names)
+    Path(".gitignore").write_text("ignored/\n")
+    _git("add", "--force", *[name for name in names if name not in ("ignored/late_addition.py", "deep/er/intent_to_add.py")])
+    for command in _INDEX_SHAPES[shape]:
+        _git(*command)
+    listed = _git("-c", "core.quotePath=false", "ls-files", "-z", "--cached").split("\0")
+    assert tracked_paths(Path(".git/index")) == frozenset(name for name in listed if name)
+
+
+def test_a_sha256_repository_and_a_linked_worktree(repository, tree, tmp_path):
+    tree("ignored/tracked.py", "train.py")
+    shutil.rmtree(".git")
+    _git("init", "-q", "--object-format=sha256", "-b", "main")
+    Path(".gitignore").write_text("ignored/\n")
+    _git("add", "--force", ".gitignore", "ignored/tracked.py", "train.py")
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    assert tracked_paths(Path(".git/index")) == {".gitignore", "ignored/tracked.py", "train.py"}
+    _git("worktree", "add", "-q", str(tmp_path / "linked"))
+    Path(".git/info").mkdir(exist_ok=True)
+    Path(".git/info/exclude").write_text("local_only.py\n")
+    (tmp_path / "linked" / "local_only.py").write_text("x = 1\n")
+    assert discover_files([str(tmp_path / "linked")], Exclusions((), tmp_path / "linked")) == sorted(
+        str(tmp_path / "linked" / name) for name in ("ignored/tracked.py", "train.py")
+    )
+
+
+def test_a_damaged_index_leaves_the_ignore_files_to_decide(repository, tree):
+    tree("train.py", "ignored/tracked.py")
+    Path(".gitignore").write_text("ignored/\n")
+    _git("add", "--force", "ignored/tracked.py")
+    assert files(".") == ["ignored/tracked.py", "train.py"]
+    Path(".git/index").write_bytes(Path(".git/index").read_bytes()[:-30])
+    assert files(".") == ["train.py"]
+    Path(".git/index").unlink()
+    os.mkfifo(".git/index")  # never read: a FIFO would block
+    assert files(".") == ["train.py"]
+
+
+def test_a_sparse_index_tracks_whole_folders(repository, tree):
+    tree("pkg/train.py", "ignored/tracked.py", "ignored/deeper/also.py")
+    Path(".gitignore").write_text("ignored/\n")
+    _git("add", "--force", ".gitignore", "pkg/train.py", "ignored/tracked.py", "ignored/deeper/also.py")
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    _git("sparse-checkout", "set", "--cone", "--sparse-index", "pkg")
+    listed = _git("ls-files", "-z", "--sparse").split("\0")
+    assert "ignored/" in listed, "git keeps the folder out of the cone as one entry"
+    assert tracked_paths(Path(".git/index")) == frozenset(name for name in listed if name)
+    tree("ignored/tracked.py", "ignored/deeper/also.py")  # put back by hand outside the cone: still tracked
+    assert files(".") == ["ignored/deeper/also.py", "ignored/tracked.py", "pkg/train.py"]

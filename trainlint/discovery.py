@@ -2,16 +2,14 @@
 
 Inside a folder, files are skipped the way git skips them: by the .gitignore files, the
 repository's .git/info/exclude and the user's global excludes file (core.excludesFile), and
-never when git tracks the file. What git tracks comes from ``git ls-files``, which reads only
-the index; the ignore files are read here, with the same bounded reads as every other input
-(git itself would wait forever on a .gitignore that is a FIFO). Without git, or outside a
-repository, the .gitignore files alone decide.
+never when git tracks the file. All of it is read from git's files (:mod:`trainlint.git_files`),
+never by running git, which would run what the checked repository configures (its
+``core.fsmonitor`` command), and with the same bounded reads as every other input. Without a
+readable index, or outside a repository, the ignore files alone decide.
 """
-
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,6 +20,7 @@ import pathspec
 
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
+from trainlint.git_files import global_excludes_file, locate, tracked_paths
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
@@ -33,11 +32,6 @@ def is_template_name(name: str) -> bool:
     """A cookiecutter or Jinja placeholder in a file or folder name (`{{cookiecutter.modelname}}`): what
     lies there is a template, Python only once rendered, and each of its statements would be a TL000."""
     return "{{" in name and "}}" in name
-
-GIT_TIMEOUT_S = 30
-# Variables a git hook may set that would point `git -C folder` at another repository or index.
-_GIT_LOCATION_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_PREFIX")
-
 
 class MissingPathError(Exception):
     def __init__(self, path: str, reason: str | None = None) -> None:
@@ -89,55 +83,37 @@ def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> pathspec.Git
 
 
 class _Repository:
-    """What git says about one repository: the files it tracks, and where its other ignore files are."""
+    """What git knows about one repository: the files it tracks, and its other ignore files."""
 
     def __init__(self, top: Path, report: Callable[[str], None]) -> None:
         self.top = top
-        listed = _git(top, "ls-files", "-z", "--cached")
+        locations = locate(top)
+        names = tracked_paths(locations.index) if locations is not None else None
         self.tracked: frozenset[str] | None = None
         self.tracked_folders: frozenset[str] = frozenset()
-        if listed is not None:
-            names = [os.fsdecode(name) for name in listed.split(b"\0") if name]
-            self.tracked = frozenset(names)
+        self.sparse_folders: frozenset[str] = frozenset()  # a sparse index tracks these whole, as one entry
+        if names is not None:
+            self.tracked = frozenset(name for name in names if not name.endswith("/"))
+            self.sparse_folders = frozenset(name[:-1] for name in names if name.endswith("/"))
             self.tracked_folders = frozenset(
-                folder for name in names for folder in _parents(name)
-            )
-        exclude = _git(top, "rev-parse", "--git-path", "info/exclude")
-        exclude_path = top / os.fsdecode(exclude.strip()) if exclude else top / ".git" / "info" / "exclude"
-        self.specs = [spec for spec in (_ignore_file_spec(exclude_path, report), _global_spec(top, report)) if spec]
+                folder for name in self.tracked | self.sparse_folders for folder in _parents(name)
+            ) | self.sparse_folders
+        exclude = locations.exclude if locations is not None else top / ".git" / "info" / "exclude"
+        self.specs = [
+            spec for spec in (_ignore_file_spec(exclude, report), _ignore_file_spec(global_excludes_file(), report)) if spec
+        ]
 
     def tracks(self, relative: str, *, is_dir: bool) -> bool:
         if self.tracked is None:
             return False
-        return relative in (self.tracked_folders if is_dir else self.tracked)
+        if relative in (self.tracked_folders if is_dir else self.tracked):
+            return True
+        return bool(self.sparse_folders) and any(folder in self.sparse_folders for folder in _parents(relative))
 
 
 def _parents(name: str) -> list[str]:
     parts = name.split("/")[:-1]
     return ["/".join(parts[: index + 1]) for index in range(len(parts))]
-
-
-def _git(folder: Path, *args: str) -> bytes | None:
-    """git's output for a command run in ``folder``; None when git is missing or refuses."""
-    environment = {key: value for key, value in os.environ.items() if key not in _GIT_LOCATION_VARIABLES}
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(folder), *args], stdin=subprocess.DEVNULL, capture_output=True,
-            env=environment, timeout=GIT_TIMEOUT_S, check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
-def _global_spec(top: Path, report: Callable[[str], None]) -> pathspec.GitIgnoreSpec | None:
-    configured = _git(top, "config", "--path", "--get", "core.excludesFile")
-    if configured and configured.strip():
-        path = Path(os.fsdecode(configured.strip()))
-    else:
-        config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-        path = Path(config_home) / "git" / "ignore"
-    return _ignore_file_spec(path, report)
 
 
 class _GitIgnores:
