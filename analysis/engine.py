@@ -16,7 +16,7 @@ from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
 from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
-from .registry import RESERVED_PREFIX, has_failed, rule_failed, rules_for
+from .registry import RESERVED_PREFIX, has_failed, local_plugins_allowed, rule_failed, rules_for
 from .rules.base import Rule
 from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
@@ -115,13 +115,23 @@ def select_rules(settings: AnalysisSettings, rules: Sequence[type[Rule]] | None 
     from .selection import resolve_selector
 
     available = list(rules) if rules is not None else rules_for(settings.plugins)
+    plugins_held_back = bool(settings.plugins) and not local_plugins_allowed()
+
+    def codes(token: str) -> set[str]:
+        try:
+            return set(resolve_selector(token, available))
+        except ValueError:
+            if plugins_held_back:  # a code of a plugin the user did not allow (checked where settings are read)
+                return set()
+            raise
+
     selected = {rule.code for rule in available}
     if settings.select:
         selected = set()
         for token in settings.select:
-            selected |= set(resolve_selector(token, available))
+            selected |= codes(token)
     for token in settings.ignore:
-        selected -= set(resolve_selector(token, available))
+        selected -= codes(token)
     return [rule for rule in available if rule.code in selected]
 
 

@@ -126,7 +126,9 @@ class _Loaded:
         self.failed: set[type[Rule]] = set()  # plugin rules that raised while checking: off from then on
         self.problems: list[PluginProblem] = []
         self.reported: set[PluginProblem] = set()
-        self.forbidden: str | None = None  # why local plugins are not loaded in this process
+        # Why local plugins are not loaded in this process: they run the project's code, so each
+        # front end loads them only when the user allowed it outside the project (allow_local_plugins).
+        self.forbidden: str | None = "local plugins run the project's code, and loading them was not allowed"
 
     def problem(self, plugin: str, message: str) -> None:
         problem = PluginProblem(plugin, message)
@@ -166,12 +168,12 @@ def load_plugin(spec: str) -> tuple[type[Rule], ...]:
     """The rules of one local plugin: an absolute path of a ``.py`` file, or a module name
     (``Config`` resolves paths relative to the configuration file). Loaded once per process;
     on failure, a problem is recorded and there are no rules."""
-    if spec in _loaded.plugins:
-        return _loaded.plugins[spec]
-    _loaded.plugins[spec] = ()
     if _loaded.forbidden is not None:
         _loaded.problem(spec, f"not loaded: {_loaded.forbidden}")
         return ()
+    if spec in _loaded.plugins:
+        return _loaded.plugins[spec]
+    _loaded.plugins[spec] = ()
     try:
         module = _import_plugin(spec)
     except BaseException as error:  # noqa: B036 - a plugin calling exit() must not end the run
@@ -189,9 +191,20 @@ def load_plugin(spec: str) -> tuple[type[Rule], ...]:
 
 
 def forbid_local_plugins(reason: str) -> None:
-    """From now on no local plugin is loaded in this process (the server in an untrusted workspace);
-    each one a configuration names is reported once, with ``reason``. Installed packages' rules still run."""
+    """From now on no local plugin is loaded in this process (the default, until a front end allows
+    them); each one a configuration names is reported once, with ``reason``. Installed packages'
+    rules still run: installing a package is the user's consent, given outside the project."""
     _loaded.forbidden = reason
+
+
+def local_plugins_allowed() -> bool:
+    return _loaded.forbidden is None
+
+
+def allow_local_plugins() -> None:
+    """Load the local plugins configurations name: the user allowed it outside the project (a
+    command-line flag, their own editor settings, a trusted VS Code workspace)."""
+    _loaded.forbidden = None
 
 
 def is_plugin_path(spec: str) -> bool:

@@ -14,7 +14,8 @@ import sys
 
 from lsprotocol import types
 
-from trainlint.analysis.registry import forbid_local_plugins
+from trainlint.analysis.registry import allow_local_plugins, forbid_local_plugins
+from trainlint.settings import ALLOW_LOCAL_PLUGINS
 
 from . import code_actions, commands, configuration, diagnostics, hover, inlay_hints, text_sync
 from .capabilities import ClientSupport
@@ -29,9 +30,16 @@ server = TrainlintServer()
 def initialize(ls: TrainlintServer, params: types.InitializeParams) -> None:
     ls.protocol._workspace = LspWorkspace.replacing(ls.workspace)  # before any document arrives
     ls.client = ClientSupport.of(params.capabilities, ls.workspace.position_encoding)
-    options = params.initialization_options
-    if isinstance(options, dict) and options.get("workspaceTrusted") is False:  # VS Code's restricted mode
+    options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+    # A project's local plugins run its code: loaded only when the user said so outside the project,
+    # in the settings their editor sends at start (not later, and not from the workspace's files).
+    if options.get("workspaceTrusted") is False:  # VS Code's restricted mode
         forbid_local_plugins("the workspace is not trusted (VS Code's restricted mode)")
+    elif options.get("workspaceTrusted") is True or options.get(ALLOW_LOCAL_PLUGINS) is True:
+        allow_local_plugins()
+    else:
+        forbid_local_plugins(f"local plugins run the project's code; allow them with `{ALLOW_LOCAL_PLUGINS}: true` "
+                             "in the initializationOptions your editor sends")
     if ls.settings.apply(params.initialization_options, "initializationOptions"):
         ls.generation += 1
 

@@ -42,8 +42,10 @@ def worked_example() -> tuple[str, str]:
 
 @pytest.fixture(autouse=True)
 def fresh_registry(monkeypatch):
-    """Each test loads its plugins afresh; none is left for the other tests of this process."""
+    """Each test loads its plugins afresh; none is left for the other tests of this process. The user
+    allowed local plugins (the tests of consent below take that back)."""
     monkeypatch.setattr(registry, "_loaded", registry._Loaded())
+    monkeypatch.setenv("TRAINLINT_ALLOW_PLUGINS", "1")
 
 
 def project(root: Path, *, plugins: list[str] | None = None, extra: dict[str, str] | None = None) -> Path:
@@ -85,7 +87,7 @@ def test_the_worked_example_reports_with_evidence_in_check(tmp_path, monkeypatch
 
 def test_the_page_shows_the_output_check_gives(tmp_path, monkeypatch, capsys):
     page = DOC.read_text(encoding="utf-8")
-    shown = page.split("$ trainlint check train.py\n", 1)[1].split("```", 1)[0]
+    shown = page.split("$ trainlint check --allow-plugins train.py\n", 1)[1].split("```", 1)[0]
     root = project(tmp_path)
     (root / "train.py").write_text('import torch\n\nmodel = torch.nn.Linear(4, 2)\ntorch.save(model, "m.pt")\n', encoding="utf-8")
     monkeypatch.chdir(root)
@@ -249,6 +251,7 @@ def test_test_rule_passes_fails_and_refuses_with_its_exit_status(tmp_path, monke
 def test_example_failures_is_the_pytest_helper(tmp_path):
     _, code = worked_example()
     (tmp_path / "rules.py").write_text(code, encoding="utf-8")
+    registry.allow_local_plugins()  # a test suite of the plugin: it loads its own file
     (rule,) = registry.load_plugin(str(tmp_path / "rules.py"))
     assert trainlint.rules.example_failures(rule) == []
 
@@ -270,19 +273,93 @@ def test_an_installed_package_registers_rules_by_entry_point(tmp_path):
     assert [f["code"] for f in json.loads(done.stdout)["findings"]] == ["ACME101"], done.stderr
 
 
-def test_the_server_shows_plugin_diagnostics_and_skips_plugins_when_untrusted(tmp_path):
+_SPY = """\
+from pathlib import Path
+
+Path(__file__).with_name("PLUGIN_WAS_RUN").write_text("imported")
+"""
+
+
+def _spied_project(root: Path) -> Path:
+    """The worked example's project, with a second plugin that leaves a file behind when imported."""
+    project(root, plugins=["tools/lint_rules.py", "tools/spy.py"], extra={"tools/spy.py": _SPY})
+    return root / "tools" / "PLUGIN_WAS_RUN"
+
+
+@pytest.mark.parametrize("command", [
+    ["check", "--no-cache", "."], ["check", "--show-files", "--allow-plugins", "."], ["check", "--show-settings", "."],
+    ["rules"], ["explain", "TL101"], ["estimate", "train.py", "--gpu", "a100-80gb"],
+])
+def test_no_command_runs_a_local_plugin_unless_the_user_allows_it(tmp_path, monkeypatch, capsys, command):
+    # The configuration is the project's: naming a plugin there is no consent of the user's.
+    monkeypatch.delenv("TRAINLINT_ALLOW_PLUGINS")
+    spied = _spied_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    main(command)
+    assert not spied.exists()
+    if command[0] in ("check", "rules") and "--show-files" not in command and "--show-settings" not in command:
+        assert (f"trainlint: warning: plugin {tmp_path / 'tools' / 'spy.py'}: not loaded: local plugins run the "
+                "project's code; pass --allow-plugins (or set TRAINLINT_ALLOW_PLUGINS=1) to load them") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("consent", ["flag", "environment"])
+def test_the_user_allows_local_plugins_on_the_command_line_or_in_the_environment(tmp_path, monkeypatch, consent):
+    monkeypatch.delenv("TRAINLINT_ALLOW_PLUGINS")
+    spied = _spied_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    if consent == "environment":
+        monkeypatch.setenv("TRAINLINT_ALLOW_PLUGINS", "1")
+    status, out = _output(["check", "--no-cache", "--format", "json", *(["--allow-plugins"] if consent == "flag" else []), "."])
+    assert [f["code"] for f in json.loads(out)["findings"]] == ["ACME101"] and spied.exists()
+
+
+def test_a_configuration_that_selects_plugin_codes_still_works_without_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TRAINLINT_ALLOW_PLUGINS")
     root = project(tmp_path)
-    uri = (root / "train.py").as_uri()
-    for trusted, expected in ((True, ["ACME101"]), (False, [])):
-        server = RawServer()
-        try:
-            server.initialize(options={"workspaceTrusted": trusted})
-            server.open(uri, TRAIN)
-            assert [d["code"] for d in server.diagnostics(uri)] == expected
-            skipped = [m for m in server.log_messages() if "not loaded: the workspace is not trusted" in m]
-            assert bool(skipped) is not trusted
-        finally:
-            server.close()
+    (root / "pyproject.toml").write_text(
+        '[tool.trainlint]\nplugins = ["tools/lint_rules.py"]\nextend-select = ["ACME101"]\nseverity = { ACME101 = "error" }\n',
+        encoding="utf-8",
+    )
+    monkeypatch.chdir(root)
+    assert main(["check", "--no-cache", "--select", "ACME", "train.py"]) == 0
+    captured = capsys.readouterr()
+    assert "All checks passed" in captured.out and "not loaded: local plugins run the project's code" in captured.err
+
+
+@pytest.mark.parametrize("entry", ["../outside.py", "tools/linked.py"])
+def test_a_plugin_file_must_be_the_projects_own(tmp_path, monkeypatch, capsys, entry):
+    root = tmp_path / "project"
+    root.mkdir()
+    project(root, plugins=[entry])
+    (tmp_path / "outside.py").write_text(_SPY, encoding="utf-8")
+    (root / "tools" / "linked.py").symlink_to(tmp_path / "outside.py")
+    monkeypatch.chdir(root)
+    assert main(["check", "--no-cache", "--allow-plugins", "train.py"]) == 2
+    assert f"plugins[0]: {entry} lies outside the project (.); a plugin file must be one of the project's own" in capsys.readouterr().err
+    assert not (tmp_path / "PLUGIN_WAS_RUN").exists()
+
+
+@pytest.mark.parametrize("options, loaded", [
+    ({"workspaceTrusted": True}, True),  # VS Code, trusted workspace
+    ({"workspaceTrusted": False}, False),  # VS Code's restricted mode
+    (None, False),  # Neovim, Helix, any client that says nothing
+    ({"settings": {"targetGpu": "a100-80gb"}}, False),
+    ({"allowLocalPlugins": True, "settings": {}}, True),  # the user's own editor configuration
+    ({"settings": {"allowLocalPlugins": True}}, False),  # a setting, which workspace files may supply: not consent
+])
+def test_the_server_loads_local_plugins_only_with_the_users_consent(tmp_path, options, loaded):
+    spied = _spied_project(tmp_path)
+    uri = (tmp_path / "train.py").as_uri()
+    server = RawServer()
+    try:
+        server.initialize(options=options)
+        server.open(uri, TRAIN)
+        assert [d["code"] for d in server.diagnostics(uri)] == (["ACME101"] if loaded else [])
+        assert spied.exists() is loaded
+        skipped = [m for m in server.log_messages() if "tools/spy.py: not loaded" in m]
+        assert bool(skipped) is not loaded
+    finally:
+        server.close()
 
 
 def test_the_page_names_every_part_of_the_public_api():

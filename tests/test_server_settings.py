@@ -52,6 +52,7 @@ def test_a_plugin_code_in_the_editors_settings_is_checked_against_the_files_own_
     from trainlint.config import load_config
 
     monkeypatch.setattr(registry, "_loaded", registry._Loaded())
+    registry.allow_local_plugins()  # as the server does when the user allowed them
     root = project(tmp_path)
     editor, problems = parse_editor_settings({"select": ["ACME101", "TL101"], "severity": {"save-whole-model": "error"}})
     assert problems == []  # not a trainlint code: which rule it names depends on the file

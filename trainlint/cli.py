@@ -7,6 +7,7 @@ diff); 2 a usage or configuration problem, told in one line on stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -41,8 +42,11 @@ from trainlint.analysis.findings import Evidence, Finding, Severity
 from trainlint.analysis.registry import (
     PluginProblem,
     all_rules,
+    allow_local_plugins,
+    forbid_local_plugins,
     is_plugin_path,
     load_plugin,
+    local_plugins_allowed,
     plugin_fingerprint,
     rules_for,
     take_problems,
@@ -79,6 +83,7 @@ from trainlint.settings import Overrides, resolve_settings
 FORMATS = ("terminal", "json", "github", "sarif")
 SEVERITIES = ("error", "warning", "note")
 STDIN = "-"
+ALLOW_PLUGINS_VARIABLE = "TRAINLINT_ALLOW_PLUGINS"
 CHECK_PROG = "trainlint check"
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 8
@@ -178,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="show a rule's documentation")
     explain.add_argument("rule", metavar="RULE", help="code (TL101) or name (retained-graph)")
 
+    for command in (check, rules, explain):
+        command.add_argument("--allow-plugins", action="store_true",
+                             help=f"load the local plugins the configuration names: they run the project's code "
+                                  f"(also ${ALLOW_PLUGINS_VARIABLE}=1)")
+
     serve = commands.add_parser("server", help="run the language server (stdio unless --tcp)")
     serve.add_argument("--tcp", metavar="HOST:PORT", type=_host_port, help="listen on a TCP port (for debugging)")
 
@@ -237,6 +247,7 @@ def _silence_stdout() -> None:
 def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     try:
         args = parser.parse_args(argv)
+        _decide_on_local_plugins(args)
         if args.command == "check":
             return _check(args)
         if args.command == "rules":
@@ -259,6 +270,20 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
         prog = error.prog if isinstance(error, UsageError) else "trainlint"
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _decide_on_local_plugins(args: argparse.Namespace) -> None:
+    """A configuration's local plugins run the project's code: they are loaded only when the user
+    allowed it outside the project (--allow-plugins, the environment) and the command needs rules
+    (listing files does not). `test-rule` loads the plugins its command line names, and those only."""
+    if args.command == "test-rule" or (
+        (getattr(args, "allow_plugins", False) or os.environ.get(ALLOW_PLUGINS_VARIABLE) == "1")
+        and not getattr(args, "show_files", False)
+    ):
+        allow_local_plugins()
+    elif args.command != "server":  # the server decides at `initialize`, from its client
+        forbid_local_plugins(f"local plugins run the project's code; pass --allow-plugins (or set "
+                             f"{ALLOW_PLUGINS_VARIABLE}=1) to load them")
 
 
 # ---------------------------------------------------------------------------- check
@@ -605,7 +630,9 @@ class _Settings:
 
     def _merge(self, config: Config) -> _Options:
         args = self._args
-        rules = rules_for(config.plugins)  # the command line's selectors may name the plugins' codes
+        rules: list[type[Rule]] | None = rules_for(config.plugins)  # the command line's selectors may name the plugins' codes
+        if config.plugins and not local_plugins_allowed():
+            rules = None  # the plugins' codes are unknown, not wrong: check only what no plugin can change
         for flag, tokens in (("--select", self._select), ("--extend-select", self._extend_select), ("--ignore", self._ignore)):
             _validated(flag, tokens, allow_engine_codes=flag == "--ignore", rules=rules)
         overrides = Overrides(
@@ -861,7 +888,11 @@ def _warn_about_idle_tl601(options: list[_Options]) -> None:
 
 
 def _selected_codes(tokens: Sequence[str]) -> set[str]:
-    return {code for token in tokens for code in rule_codes(token)}
+    codes: set[str] = set()
+    for token in tokens:
+        with contextlib.suppress(ValueError):  # a code of a plugin that was not loaded
+            codes.update(rule_codes(token))
+    return codes
 
 
 def _settings_text(path: str, options: _Options) -> str:

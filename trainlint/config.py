@@ -24,7 +24,7 @@ import pathspec
 from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.analysis.findings import Severity
-from trainlint.analysis.registry import RESERVED_PREFIX, all_rules, is_plugin_path, rules_for
+from trainlint.analysis.registry import RESERVED_PREFIX, all_rules, is_plugin_path, local_plugins_allowed, rules_for
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
 
@@ -303,14 +303,28 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
     for index, spec in enumerate(raw.plugins):
         if not spec.strip():
             raise fail(f"plugins[{index}]", "empty entry")
-        plugins.append(os.path.abspath(root / Path(spec).expanduser()) if is_plugin_path(spec) else spec.strip())
+        if not is_plugin_path(spec):
+            plugins.append(spec.strip())
+            continue
+        plugin = os.path.abspath(root / spec)
+        real, project = os.path.realpath(plugin), os.path.realpath(root)
+        if real != project and not real.startswith(project.rstrip(os.sep) + os.sep):
+            raise fail(f"plugins[{index}]", f"{spec} lies outside the project ({display_path(root)}); "
+                       "a plugin file must be one of the project's own")
+        plugins.append(plugin)
     rules = rules_for(plugins)  # loads them: a plugin's codes are selectable below
+    plugins_held_back = bool(plugins) and not local_plugins_allowed()  # their codes are unknown, not wrong
 
     def codes(key: str, tokens: Sequence[str], *, allow_engine_codes: bool = False) -> list[str]:
         found: list[str] = []
         for index, token in enumerate(tokens):
             try:
-                found += rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
+                try:
+                    found += rule_codes(token, allow_engine_codes=allow_engine_codes, rules=rules)
+                except ValueError:
+                    if not plugins_held_back:
+                        raise
+                    check_before_plugins(token, allow_engine_codes=allow_engine_codes)  # maybe a plugin's code
             except ValueError as error:
                 raise fail(f"{key}[{index}]", str(error)) from None
         return found

@@ -182,6 +182,12 @@ EDITOR_SETTINGS: tuple[EditorSetting, ...] = (
 )
 _BY_KEY = {setting.key: setting for setting in EDITOR_SETTINGS}
 
+# initializationOptions read once, at `initialize`, beside the settings: whether the project's
+# local plugins may load (the user's consent, which a later settings change cannot give), and VS
+# Code's workspace trust, which means the same.
+ALLOW_LOCAL_PLUGINS = "allowLocalPlugins"
+START_ONLY_OPTIONS = (ALLOW_LOCAL_PLUGINS, "workspaceTrusted")
+
 
 class EditorSettings(msgspec.Struct, frozen=True):
     """What the user set in the editor (``EDITOR_SETTINGS``); None means "not set here, use the
@@ -224,7 +230,7 @@ def parse_editor_settings(raw: Any, base: EditorSettings | None = None) -> tuple
     for key, value in section.items():
         setting = _BY_KEY.get(key)
         if setting is None:
-            if key not in ("settings", "trainlint"):
+            if key not in ("settings", "trainlint", *START_ONLY_OPTIONS):
                 problems.append(f"unknown setting `{key}`")
             continue
         if value is None:
