@@ -143,7 +143,7 @@ def test_usage_error_as_a_process(tmp_path):
     assert result.stdout == b""
     err = result.stderr.decode()
     assert err.count("\n") == 1
-    assert err.startswith("trainlint check: error: argument --format: invalid choice: 'xml'")
+    assert err.startswith("trainlint check: error: argument --output-format/--format: invalid choice: 'xml'")
 
 
 def test_stdin_as_a_process(project):
@@ -238,7 +238,11 @@ def test_unreadable_file_is_a_finding(project, capsys, monkeypatch):
         (["check", "-", "a.py"], "'-' (read standard input) cannot be combined with other paths"),
         (["check", "--stdin-filename", "x.py", "a.py"], "argument --stdin-filename: needs '-' as the path"),
         (["explain", "TL999"], "trainlint explain: error: unknown rule code 'TL999'"),
-        ([], "the following arguments are required: COMMAND"),
+        (["check", "--selct", "TL1", "a.py"], "unrecognized arguments: --selct (did you mean '--select'?)"),
+        (["check", "--exlcude=x", "a.py"], "unrecognized arguments: --exlcude=x (did you mean '--exclude'?)"),
+        (["chek", "a.py"], "invalid choice: 'chek' (choose from 'check', 'rules', 'test-rule', 'explain', 'server', "
+                           "'estimate', 'gpus') (did you mean 'check'?)"),
+        (["check", "--isolated", "--config", "pyproject.toml", "a.py"], "argument --config: not allowed with argument --isolated"),
     ],
 )
 def test_usage_errors_exit_2_with_one_line(project, capsys, argv, message):
@@ -251,6 +255,33 @@ def test_usage_errors_exit_2_with_one_line(project, capsys, argv, message):
 
 
 # ---------------------------------------------------------------------------- selection and config
+
+
+def test_trainlint_alone_prints_its_usage(capsys):
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("usage: trainlint [-h] [-V] COMMAND ...")
+    assert "check" in captured.err and "estimate" in captured.err
+
+
+def test_ruffs_names_for_the_common_flags(project, capsys):
+    project(**{"feats.py": RETAINED, "gen__feats.py": RETAINED, "pyproject.toml": "[tool.trainlint]\nexclude = ['gen/']\nselect = ['TL2']\n"})
+    assert main(["-V"]) == 0 and capsys.readouterr().out == main.__globals__["trainlint"].__version__.join(["trainlint ", "\n"])
+    assert main(["check", "--output-format", "json", "feats.py"]) == 0  # the configuration selects TL2 only
+    assert json.loads(capsys.readouterr().out)["summary"]["files"] == 1
+    assert main(["check", "--isolated", "--output-format", "json", "."]) == 1  # no configuration: TL101 and gen/
+    assert sorted(f["path"] for f in json.loads(capsys.readouterr().out)["findings"]) == ["feats.py", "gen/feats.py"]
+    assert main(["check", "--show-files", "--extend-exclude", "feats.py", "."]) == 0
+    assert capsys.readouterr().out == ""  # gen/ from the configuration, feats.py from the flag
+    assert main(["check", "--show-files", "--isolated", "--extend-exclude", "gen", "."]) == 0
+    assert capsys.readouterr().out == "feats.py\n"
+
+
+def test_a_folder_without_python_files_is_told(project, capsys):
+    project(**{"docs__index.md": "# docs\n"})
+    assert main(["check", "docs"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "trainlint: warning: no Python files found under docs\n"
 
 
 def test_select_and_ignore_flags_override_config(project, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import difflib
 import functools
 import gc
 import io
@@ -127,12 +128,13 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="trainlint", description=trainlint.__doc__)
-    parser.add_argument("--version", action="version", version=f"trainlint {trainlint.__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"trainlint {trainlint.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     check = commands.add_parser("check", help="check Python files for training bugs")
     check.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders ('-' reads stdin)")
-    check.add_argument("--format", choices=FORMATS, default="terminal")
+    check.add_argument("--output-format", "--format", dest="format", choices=FORMATS, default="terminal",
+                       help="how findings are reported (--format is the older name)")
     check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true", help="apply fixes to the files, then report what remains")
@@ -153,8 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exclude", type=_comma_list, action="extend", metavar="GLOBS",
                        help="gitignore-style globs to skip, relative to each configuration's folder "
                             "(replaces the config's exclude)")
-    check.add_argument("--config", metavar="FILE",
-                       help="settings for every file from FILE (default: each file's nearest pyproject.toml or trainlint.toml)")
+    check.add_argument("--extend-exclude", type=_comma_list, action="extend", metavar="GLOBS",
+                       help="globs to skip as well as the excluded ones")
+    configuration = check.add_mutually_exclusive_group()
+    configuration.add_argument("--config", metavar="FILE",
+                               help="settings for every file from FILE (default: each file's nearest pyproject.toml or trainlint.toml)")
+    configuration.add_argument("--isolated", action="store_true",
+                               help="read no configuration file: the built-in defaults and the command line only")
     check.add_argument("--jobs", type=_positive_int, metavar="N", help="files checked in parallel")
     check.add_argument("--target-gpu", metavar="NAME", help="GPU that memory estimates are checked against")
     check.add_argument("--report-unused-ignores", action="store_true", help="report suppressions that hide nothing")
@@ -245,8 +252,12 @@ def _silence_stdout() -> None:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words:  # `trainlint` alone: what it can do, as ruff and git answer
+        sys.stderr.write(parser.format_help())
+        return 2
     try:
-        args = parser.parse_args(argv)
+        args = _parsed(parser, words)
         _decide_on_local_plugins(args)
         if args.command == "check":
             return _check(args)
@@ -270,6 +281,35 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
         prog = error.prog if isinstance(error, UsageError) else "trainlint"
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
+
+
+def _parsed(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """The command line, or a UsageError that suggests the nearest flag or command to a mistyped one."""
+    try:
+        return parser.parse_args(words)
+    except UsageError as error:
+        hint = _nearest(parser, words, str(error))
+        if hint is None:
+            raise
+        raise UsageError(f"{error} (did you mean {hint!r}?)", error.prog) from None
+
+
+def _nearest(parser: argparse.ArgumentParser, words: list[str], message: str) -> str | None:
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    if message.startswith("argument COMMAND: invalid choice:"):
+        typed = next((word for word in words if not word.startswith("-")), "")
+        close = difflib.get_close_matches(typed, list(commands.choices), n=1)
+        return close[0] if close else None
+    if not message.startswith("unrecognized arguments:"):
+        return None
+    command = next((commands.choices[word] for word in words if word in commands.choices), None)
+    known = [flag for action in (command or parser)._actions for flag in action.option_strings]
+    for word in message.removeprefix("unrecognized arguments:").split():
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1)
+            if close:
+                return close[0]
+    return None
 
 
 def _decide_on_local_plugins(args: argparse.Namespace) -> None:
@@ -599,16 +639,16 @@ class _Settings:
         self._select = _validated("--select", args.select, allow_engine_codes=False)
         self._extend_select = _validated("--extend-select", args.extend_select, allow_engine_codes=False) or []
         self._ignore = _validated("--ignore", args.ignore, allow_engine_codes=True)
-        if args.exclude is not None:
+        for flag, globs in (("--exclude", args.exclude), ("--extend-exclude", args.extend_exclude)):
             try:
-                glob_spec(args.exclude)
+                glob_spec(globs or ())
             except BadGlob as error:
-                raise UsageError(f"argument --exclude: {error}", CHECK_PROG) from None
+                raise UsageError(f"argument {flag}: {error}", CHECK_PROG) from None
         if args.target_gpu is not None:
             problem = target_gpu_problem(args.target_gpu)
             if problem:
                 raise UsageError(f"argument --target-gpu: {problem}", CHECK_PROG)
-        self._explicit = load_config(Path(args.config)) if args.config else None
+        self._explicit = load_config(Path(args.config)) if args.config else Config(root=Path.cwd()) if args.isolated else None
         self._finder = ConfigFinder()
         self._options: dict[int, _Options] = {}
 
@@ -648,7 +688,9 @@ class _Settings:
             overrides=overrides,
             settings=resolved.analysis,
             always_ignored=resolved.dropped,
-            exclusions=Exclusions(tuple(args.exclude if args.exclude is not None else config.exclude), config.root),
+            exclusions=Exclusions(
+                (*(args.exclude if args.exclude is not None else config.exclude), *(args.extend_exclude or ())), config.root,
+            ),
             fail_on=Severity.parse(args.fail_on) if args.fail_on else config.fail_on,
         )
 
@@ -690,6 +732,8 @@ def _check(args: argparse.Namespace) -> int:
         cache = None
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
+        if not files:  # a mistyped folder, or everything excluded: "All checks passed" alone would mislead
+            print(f"trainlint: warning: no Python files found under {', '.join(args.paths)}", file=sys.stderr)
         if args.show_files:
             _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
             return 0
