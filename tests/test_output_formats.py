@@ -7,6 +7,7 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
+from two_file_project import MODEL, TRAIN
 
 import trainlint
 from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
@@ -16,6 +17,8 @@ from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
 from trainlint.output.sarif import FINGERPRINT_KEY, render_sarif
 from trainlint.output.terminal import render_terminal, summary_line, wants_colour
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 SOURCE = """\
 import torch
@@ -87,6 +90,46 @@ class TestJson:
         assert json.loads(render_json(report(files=0))) == {
             "version": 1, "findings": [], "summary": {"files": 0, "errors": 0, "warnings": 0, "notes": 0, "fixable": 0},
         }
+
+
+class TestJsonSchema:
+    """The report's JSON Schema is published (docs/schema/) and is the one the writing code implies."""
+
+    SCHEMA = Path(__file__).resolve().parent.parent / "docs" / "schema" / "check-output-v1.json"
+
+    @pytest.fixture(scope="class")
+    def validator(self):
+        import jsonschema
+
+        published = json.loads(self.SCHEMA.read_text(encoding="utf-8"))
+        jsonschema.validators.Draft202012Validator.check_schema(published)
+        return jsonschema.validators.Draft202012Validator(published)
+
+    def test_the_published_schema_is_the_codes(self):
+        from trainlint.output.json_format import schema
+
+        assert json.loads(self.SCHEMA.read_text(encoding="utf-8")) == schema(), (
+            "regenerate it: .venv/bin/python -m trainlint.output.json_format > docs/schema/check-output-v1.json"
+        )
+
+    def test_real_reports_are_valid(self, validator, tmp_path, monkeypatch, capsys):
+        from trainlint.cli import main
+
+        notebook = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": [
+            "import torch\n", "model = torch.nn.Linear(2, 2)\n", "losses = []\n", "for x, y in loader:\n",
+            "    losses.append(model(x).sum())\n"]}],
+            "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+        (tmp_path / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+        (tmp_path / "model.py").write_text(MODEL, encoding="utf-8")  # the softmax head train.py's loss is fed from
+        (tmp_path / "train.py").write_text(TRAIN, encoding="utf-8")
+        monkeypatch.chdir(tmp_path)
+        main(["check", "--no-cache", "--output-format", "json", ".", str(EXAMPLES / "buggy"), str(EXAMPLES / "fixed")])
+        document = json.loads(capsys.readouterr().out)
+        assert any("cell" in finding for finding in document["findings"]), "a notebook finding"
+        assert any("path" in item for finding in document["findings"] for item in finding["evidence"]), "cross-file evidence"
+        assert any(finding["fix"] for finding in document["findings"])
+        validator.validate(document)
+        assert list(validator.iter_errors({**document, "version": 2})), "another version is another schema"
 
 
 class TestGithub:
