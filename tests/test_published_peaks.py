@@ -17,6 +17,15 @@ DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calib
 ROWS = DATA["rows"]
 
 
+def test_the_set_covers_enough_rows_sources_gpus_and_methods():
+    assert len(ROWS) >= 150
+    assert len({row["source"]["url"] for row in ROWS}) >= 15
+    assert len({row["gpu"] for row in ROWS}) >= 8
+    assert sum(row["outcome"] == "oom" for row in ROWS) >= 10
+    methods = {result["method"] for result in published_results()}
+    assert methods >= {"full", "lora", "qlora", "sharded", "generation", "diffusion"}
+
+
 def test_every_row_names_its_source_what_it_measured_and_its_half():
     for row in ROWS:
         assert row["source"]["url"].startswith("https://") and row["source"]["title"] and row["source"]["measured"]
@@ -31,6 +40,14 @@ def test_every_row_names_its_source_what_it_measured_and_its_half():
 
 def test_the_split_rule_reproduces_every_rows_half():
     assert all(row["split"] == split_of(row["source"]["url"]) for row in ROWS)
+
+
+def test_each_half_holds_several_sources_and_out_of_memory_runs():
+    for split in SPLITS:
+        half = [row for row in ROWS if row["split"] == split]
+        assert len({row["source"]["url"] for row in half}) >= 3
+        assert len({source_group(row["source"]["url"]) for row in half}) >= 3
+        assert any(row["outcome"] == "oom" for row in half)
 
 
 def test_a_group_is_never_on_both_sides():
@@ -74,6 +91,7 @@ def test_every_row_is_estimated_or_reported_unanswered():
             continue
         assert result["estimate"].low <= result["estimate"].estimate <= result["estimate"].high
         assert result["verdict"] in ("fits", "tight", "oom")
+    assert any(result["verdict"] == "unanswered" for result in results)
 
 
 def _result(outcome, verdict, measured=None, estimate=None, unmodelled=()):
