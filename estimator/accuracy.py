@@ -1,4 +1,6 @@
-"""The accuracy tables of docs/vram.md, generated from the calibration data (never typed).
+"""The accuracy tables of docs/vram.md, generated from the calibration data (never typed): parameter counts,
+activations, and the published measurements in two halves split by source (`split_of`), the calibration half
+row by row and the test half in aggregate only.
 
     python -m trainlint.estimator.accuracy --write    # rewrite the tables in docs/vram.md
     python -m trainlint.estimator.accuracy            # print them
@@ -9,9 +11,12 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
+import statistics
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .architectures import find_architecture, is_derivable, load_architectures, parameter_count
 from .costmodel import GIB
@@ -74,15 +79,60 @@ def activation_table() -> str:
 
 
 _UNITS = {"GB": 1e9, "GiB": 2**30, "MiB": 2**20}
+PUBLISHED = _CALIBRATION / "published_peaks.json"
+SPLITS = ("calibration", "test")
+METHODS = ("full", "lora", "qlora", "sharded", "generation", "inference", "diffusion")
+UNANSWERED = "unanswered"
+
+
+def source_group(url: str) -> str:
+    """The unit the published set is split on, read from a source's address: a GitHub repository
+    (``github.com/owner/name``) for everything in it (files at any commit, issues, pull requests), a
+    Hugging Face Hub repository (``huggingface.co/[datasets/|spaces/]owner/name``) or the first two parts of
+    any other huggingface.co path (``huggingface.co/blog/slug``), and any other page by its host and path.
+    Rows of one group are all on one side, so that a project's code or a page's setup is never both
+    calibrated on and tested."""
+    parts = urlsplit(url.strip().lower())
+    host = parts.netloc.removeprefix("www.")
+    path = [segment for segment in parts.path.split("/") if segment]
+    if host in ("github.com", "raw.githubusercontent.com") and len(path) >= 2:
+        return f"github.com/{path[0]}/{path[1]}"
+    if host == "huggingface.co" and path:
+        kept = 3 if path[0] in ("datasets", "spaces") else 2
+        return "/".join([host, *path[:kept]])
+    return "/".join([host, *path])
+
+
+def split_of(url: str) -> str:
+    """`test` when the first byte of the SHA-256 of the source's group is odd, else `calibration`: fixed
+    before any estimate was compared with a row, and the same for every row of a group."""
+    return "test" if hashlib.sha256(source_group(url).encode()).digest()[0] & 1 else "calibration"
+
+
+def method_of(plan: dict, arch) -> str:
+    """The row's kind of run, as the accuracy tables group them: a diffusion pipeline's run whatever its mode,
+    then generation and inference, then sharding before quantisation before adapters."""
+    if arch is not None and arch.kind == "diffusion":
+        return "diffusion"
+    if plan.get("mode") == "generate":
+        return "generation"
+    if plan.get("mode") == "infer":
+        return "inference"
+    if plan.get("sharding", "ddp") != "ddp":
+        return "sharded"
+    if plan.get("quant"):
+        return "qlora"
+    return "lora" if plan.get("lora_rank") else "full"
 
 
 def published_results() -> list[dict]:
-    """Each published measurement beside the estimate for its configuration (the test set)."""
-    from .costmodel import Plan, estimate, verdict
+    """Each published measurement beside the estimate for its configuration, with its split and method.
+    A configuration the estimator cannot answer (a model outside the catalog) is kept, as `unanswered`."""
+    from .costmodel import CannotEstimate, Plan, estimate, verdict
     from .hardware import resolve_target
     from .model_configs import architecture_from_config
 
-    data = json.loads((_CALIBRATION / "published_peaks.json").read_text(encoding="utf-8"))
+    data = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     results = []
     for row in data["rows"]:
         settings = dict(row["plan"])
@@ -93,63 +143,143 @@ def published_results() -> list[dict]:
             if key in settings:
                 settings[key] = tuple(settings[key])
         target = resolve_target(row["gpu"], row["gpus"])
+        usable = target.usable_bytes_per_device
         context = row.get("context_bytes", target.gpu.context_bytes)
-        result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes)
-        peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[row["measured"]]
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
+        try:
+            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes)
+        except CannotEstimate as reason:
+            peak, band, why = None, UNANSWERED, str(reason)
+        else:
+            peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[row["measured"]]
+            band, why = verdict(result, usable), None
         results.append({
-            "row": row, "estimate": peak, "measured": measured, "verdict": verdict(result, target.usable_bytes_per_device),
+            "row": row, "split": row["split"], "group": source_group(row["source"]["url"]),
+            "method": method_of(row["plan"], arch), "estimate": peak, "measured": measured, "verdict": band,
+            "unanswered": why, "did_not_fit": row["outcome"] == "oom" or (measured is not None and measured > usable),
         })
     return results
 
 
-def published_table() -> str:
-    """MAPE, interval coverage, and false fits / false OOMs per verdict band, then every row."""
-    results = published_results()
-    measured = [r for r in results if r["measured"] is not None]
-    errors = [abs(r["estimate"].estimate - r["measured"]) / r["measured"] for r in measured]
-    inside = [r["estimate"].low <= r["measured"] <= r["estimate"].high for r in measured]
+def summarise(results: list[dict]) -> dict:
+    """Counts and error measures of some of `published_results()`: peaks are answered rows that ran; a row
+    did not fit when it ran out of memory or measured above the GPU's usable memory; `expressed_mape` is the
+    mean error over the peaks whose source states nothing the plan cannot express (no `unmodelled`)."""
+    answered = [r for r in results if r["estimate"] is not None]
+    peaks = [r for r in answered if r["measured"] is not None]
+    errors = sorted(abs(r["estimate"].estimate - r["measured"]) / r["measured"] for r in peaks)
+    expressed = [abs(r["estimate"].estimate - r["measured"]) / r["measured"] for r in peaks if not r["row"].get("unmodelled")]
+    inside = sum(r["estimate"].low <= r["measured"] <= r["estimate"].high for r in peaks)
+    did_not_fit = [r for r in answered if r["did_not_fit"]]
+    completed = [r for r in answered if r["row"]["outcome"] == "ran"]
+    return {
+        "rows": len(results), "answered": len(answered), "unanswered": len(results) - len(answered),
+        "peaks": len(peaks), "oom": sum(r["row"]["outcome"] == "oom" for r in results), "errors": errors,
+        "mape": sum(errors) / len(errors) if errors else None, "median": statistics.median(errors) if errors else None,
+        "expressed": len(expressed), "expressed_mape": sum(expressed) / len(expressed) if expressed else None,
+        "inside": inside, "did_not_fit": len(did_not_fit), "completed": len(completed),
+        "false_fits": sum(r["verdict"] == "fits" for r in did_not_fit),
+        "false_ooms": sum(r["verdict"] == "oom" for r in completed),
+    }
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part} of {whole} ({100 * part / whole:.0f} %)" if whole else "none"
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f} %"
+
+
+def _cells(summary: dict) -> str:
+    return (
+        f"{summary['rows']} | {summary['peaks']} | {_percent(summary['mape'])} | {_percent(summary['median'])} | "
+        f"{_percent(summary['expressed_mape'])} ({summary['expressed']}) | "
+        f"{_share(summary['inside'], summary['peaks'])} | {_share(summary['false_fits'], summary['did_not_fit'])} | "
+        f"{_share(summary['false_ooms'], summary['completed'])} | {summary['unanswered']}"
+    )
+
+
+_HEADER = (
+    "| rows | peaks | mean abs. error | median | mean abs. error, nothing unmodelled (peaks) | inside the interval | false fits (of runs that did not fit) "
+    "| false OOMs (of runs that completed) | unanswered |"
+)
+
+
+def published_table(split: str, every_row: bool) -> str:
+    """One half of the published set: its totals, then the same figures per verdict band, per method and per
+    source, and (``every_row``) each row beside its estimate."""
+    data = json.loads(PUBLISHED.read_text(encoding="utf-8"))
+    seen = set(data["seen_before_split"])
+    results = [r for r in published_results() if r["split"] == split]
+    total = summarise(results)
     gpus = sorted({r["row"]["gpu"] for r in results})
     sources = sorted({r["row"]["source"]["url"] for r in results})
+    groups = sorted({r["group"] for r in results})
     lines = [
-        f"{len(results)} published measurements ({len(measured)} peaks, {len(results) - len(measured)} out-of-memory runs) "
-        f"on {len(gpus)} GPU types ({', '.join(gpus)}) from {len(sources)} sources; the data, with each row's source, is "
-        "`estimator/calibration/published_peaks.json`.",
+        f"{total['rows']} measurements ({total['peaks']} answered peaks, {total['oom']} out-of-memory runs, "
+        f"{total['unanswered']} unanswered) from {_count(len(sources), 'source')} in {_count(len(groups), 'group')}, on "
+        f"{_count(len(gpus), 'GPU type')} "
+        f"({', '.join(gpus)}).",
         "",
-        f"- mean absolute percentage error of the point estimate: **{100 * sum(errors) / len(errors):.1f} %** "
-        f"(median {100 * sorted(errors)[len(errors) // 2]:.1f} %, worst {100 * max(errors):.1f} %)",
-        f"- measurements inside the interval: **{sum(inside)} of {len(inside)} ({100 * sum(inside) / len(inside):.0f} %)**",
+        f"- mean absolute error of the point estimate: **{_percent(total['mape'])}** (median {_percent(total['median'])}, "
+        f"worst {_percent(total['errors'][-1] if total['errors'] else None)}); over the {total['expressed']} peaks whose "
+        f"source states nothing the plan cannot express: **{_percent(total['expressed_mape'])}**",
+        f"- measurements inside the interval: **{_share(total['inside'], total['peaks'])}**",
+        f"- false fits (the estimate says `fits`, the run did not fit): **{_share(total['false_fits'], total['did_not_fit'])}** "
+        "of the runs that did not fit",
+        f"- false OOMs (the estimate says `oom`, the run completed): **{_share(total['false_ooms'], total['completed'])}** "
+        "of the runs that completed",
+        f"- unanswered (the estimator cannot resolve the model): **{total['unanswered']}**",
         "",
-        "| verdict band | rows | ran | out of memory | false fits | false OOMs |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| verdict band " + _HEADER,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for band in ("fits", "tight", "oom", "unknown"):
+    for band in ("fits", "tight", "oom", "unknown", UNANSWERED):
         members = [r for r in results if r["verdict"] == band]
-        if not members:
-            continue
-        ran = sum(r["row"]["outcome"] == "ran" for r in members)
-        oom = len(members) - ran
-        false_fits = oom if band == "fits" else 0
-        false_ooms = ran if band == "oom" else 0
-        lines.append(f"| {band} | {len(members)} | {ran} | {oom} | {false_fits} | {false_ooms} |")
-    lines += ["", "| row | GPU | measured | estimate (interval) | error | verdict |", "|---|---|---:|---:|---:|---|"]
-    for r in results:
-        peak = r["estimate"]
-        shown = f"{peak.estimate / GIB:.2f} ({peak.low / GIB:.2f}–{peak.high / GIB:.2f})"
-        if r["measured"] is None:
-            lines.append(f"| {r['row']['id']} | {r['row']['gpus']}x {r['row']['gpu']} | OOM | {shown} | | {r['verdict']} |")
-            continue
-        error = (peak.estimate - r["measured"]) / r["measured"]
-        mark = "" if peak.low <= r["measured"] <= peak.high else " (outside)"
-        lines.append(
-            f"| {r['row']['id']} | {r['row']['gpus']}x {r['row']['gpu']} | {r['measured'] / GIB:.2f} {r['row']['measured']} | "
-            f"{shown} | {error:+.1%}{mark} | {r['verdict']} |"
-        )
+        if members:
+            lines.append(f"| {band} | {_cells(summarise(members))} |")
+    lines += ["", "| method " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for method in METHODS:
+        members = [r for r in results if r["method"] == method]
+        if members:
+            lines.append(f"| {method} | {_cells(summarise(members))} |")
+    lines += ["", "| source " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for url in sources:
+        members = [r for r in results if r["row"]["source"]["url"] == url]
+        mark = " (seen before the split)" if url in seen else ""
+        lines.append(f"| {url}{mark} | {_cells(summarise(members))} |")
+    if every_row:
+        lines += ["", "| row | method | GPU | measured | estimate (interval) | error | verdict |", "|---|---|---|---:|---:|---:|---|"]
+        for r in results:
+            lines.append(_row_line(r))
     return "\n".join(lines)
 
 
+def _row_line(r: dict) -> str:
+    row, peak = r["row"], r["estimate"]
+    where = f"{row['gpus']}x {row['gpu']}"
+    measured = "OOM" if r["measured"] is None else f"{r['measured'] / GIB:.2f} {row['measured']}"
+    if peak is None:
+        return f"| {row['id']} | {r['method']} | {where} | {measured} | | | unanswered |"
+    shown = f"{peak.estimate / GIB:.2f} ({peak.low / GIB:.2f}–{peak.high / GIB:.2f})"
+    if r["measured"] is None:
+        return f"| {row['id']} | {r['method']} | {where} | {measured} | {shown} | | {r['verdict']} |"
+    error = (peak.estimate - r["measured"]) / r["measured"]
+    mark = "" if peak.low <= r["measured"] <= peak.high else " (outside)"
+    return f"| {row['id']} | {r['method']} | {where} | {measured} | {shown} | {error:+.1%}{mark} | {r['verdict']} |"
+
+
 def tables() -> dict[str, str]:
-    return {"parameter-counts": parameter_table(), "activations": activation_table(), "published": published_table()}
+    return {
+        "parameter-counts": parameter_table(), "activations": activation_table(),
+        "published-calibration": published_table("calibration", every_row=True),
+        "published-test": published_table("test", every_row=False),
+    }
 
 
 def rewrite(text: str) -> str:

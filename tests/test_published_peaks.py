@@ -1,43 +1,118 @@
-"""The published measurements are a test set: enough rows, GPUs and methods, each with its source,
-and every one of them gets an estimate (the numbers themselves are reported in docs/vram.md)."""
+"""The published measurements: enough rows, sources and GPUs, each row with its source and its half, the halves
+fixed by the split rule (by source, never by row), and every row estimated or counted as unanswered (the numbers
+themselves are reported in docs/vram.md)."""
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 
-from trainlint.estimator.accuracy import published_results
+import pytest
+
+from trainlint.estimator.accuracy import SPLITS, published_results, source_group, split_of, summarise
+from trainlint.estimator.costmodel import Interval
 
 DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "published_peaks.json").read_text())
+ROWS = DATA["rows"]
 
 
-def _method(plan: dict) -> str:
-    if plan.get("mode") == "generate":
-        return "generation"
-    if plan.get("mode") == "infer":
-        return "inference"
-    if plan.get("sharding") in ("fsdp", "zero3"):
-        return "sharded"
-    if plan.get("quant"):
-        return "qlora"
-    return "lora" if plan.get("lora_rank") else "full"
+def test_the_set_covers_enough_rows_sources_gpus_and_methods():
+    assert len(ROWS) >= 150
+    assert len({row["source"]["url"] for row in ROWS}) >= 15
+    assert len({row["gpu"] for row in ROWS}) >= 8
+    assert sum(row["outcome"] == "oom" for row in ROWS) >= 10
+    methods = {result["method"] for result in published_results()}
+    assert methods >= {"full", "lora", "qlora", "sharded", "generation", "diffusion"}
 
 
-def test_the_test_set_covers_gpus_methods_and_names_its_sources():
-    rows = DATA["rows"]
-    assert len(rows) >= 40 and len({row["gpu"] for row in rows}) >= 4
-    assert {_method(row["plan"]) for row in rows} >= {"full", "lora", "qlora", "sharded", "generation", "inference"}
-    assert any(row["plan"].get("model", "").startswith("sd") for row in rows), "diffusion"
-    for row in rows:
+def test_every_row_names_its_source_what_it_measured_and_its_half():
+    for row in ROWS:
         assert row["source"]["url"].startswith("https://") and row["source"]["title"] and row["source"]["measured"]
         assert row["outcome"] in ("ran", "oom") and (row["value"] is None) == (row["outcome"] == "oom")
         assert row["measured"] in ("allocated", "reserved", "process") and row["unit"] in ("GB", "GiB", "MiB")
-    assert len({row["id"] for row in rows}) == len(rows)
+        assert row["split"] in SPLITS
+        assert row["notes"]
+        unmodelled = row.get("unmodelled", [])
+        assert isinstance(unmodelled, list) and all(isinstance(item, str) and item for item in unmodelled)
+    assert len({row["id"] for row in ROWS}) == len(ROWS)
 
 
-def test_every_row_is_estimated():
+def test_the_split_rule_reproduces_every_rows_half():
+    assert all(row["split"] == split_of(row["source"]["url"]) for row in ROWS)
+
+
+def test_each_half_holds_several_sources_and_out_of_memory_runs():
+    for split in SPLITS:
+        half = [row for row in ROWS if row["split"] == split]
+        assert len({row["source"]["url"] for row in half}) >= 3
+        assert len({source_group(row["source"]["url"]) for row in half}) >= 3
+        assert any(row["outcome"] == "oom" for row in half)
+
+
+def test_a_group_is_never_on_both_sides():
+    halves = defaultdict(set)
+    for row in ROWS:
+        halves[source_group(row["source"]["url"])].add(row["split"])
+    assert all(len(sides) == 1 for sides in halves.values())
+
+
+def test_the_sources_seen_before_the_split_are_sources_of_the_set():
+    assert set(DATA["seen_before_split"]) <= {row["source"]["url"] for row in ROWS}
+    assert "split" in DATA["about"] and "SHA-256" in DATA["about"]
+
+
+@pytest.mark.parametrize(("url", "group"), [
+    ("https://github.com/Lightning-AI/litgpt/blob/main/tutorials/resource-tables.md", "github.com/lightning-ai/litgpt"),
+    ("https://github.com/Lightning-AI/litgpt/issues/553", "github.com/lightning-ai/litgpt"),
+    ("https://raw.githubusercontent.com/pytorch/ao/abc/README.md", "github.com/pytorch/ao"),
+    ("https://huggingface.co/blog/sd3", "huggingface.co/blog/sd3"),
+    ("https://huggingface.co/datasets/sayakpaul/sample-datasets/blob/8285f76/x.csv", "huggingface.co/datasets/sayakpaul/sample-datasets"),
+    ("https://huggingface.co/Qwen/Qwen3-8B/blob/main/README.md", "huggingface.co/qwen/qwen3-8b"),
+    ("https://www.example.org/posts/memory/?utm=1#table", "example.org/posts/memory"),
+])
+def test_a_sources_group_is_its_repository_or_its_page(url, group):
+    assert source_group(url) == group
+
+
+def test_the_half_is_the_parity_of_the_groups_hash():
+    # sha256("github.com/lightning-ai/litgpt") starts with an even byte, sha256("github.com/pytorch/torchtune") with an odd one
+    assert split_of("https://github.com/Lightning-AI/litgpt/blob/main/README.md") == "calibration"
+    assert split_of("https://github.com/pytorch/torchtune/blob/main/README.md") == "test"
+    assert split_of("https://github.com/pytorch/torchtune/issues/961") == "test"
+
+
+def test_every_row_is_estimated_or_reported_unanswered():
     results = published_results()
-    assert len(results) == len(DATA["rows"])
+    assert len(results) == len(ROWS)
     for result in results:
+        if result["estimate"] is None:
+            assert result["verdict"] == "unanswered" and "model is unknown" in result["unanswered"]
+            continue
         assert result["estimate"].low <= result["estimate"].estimate <= result["estimate"].high
         assert result["verdict"] in ("fits", "tight", "oom")
+    assert any(result["verdict"] == "unanswered" for result in results)
+
+
+def _result(outcome, verdict, measured=None, estimate=None, unmodelled=()):
+    peak = None if estimate is None else Interval(estimate * 0.9, estimate, estimate * 1.1)
+    row = {"outcome": outcome, "unmodelled": list(unmodelled)}
+    did_not_fit = outcome == "oom"
+    return {"row": row, "estimate": peak, "measured": measured, "verdict": verdict, "did_not_fit": did_not_fit}
+
+
+def test_the_summary_counts_false_fits_false_ooms_and_unanswered_rows():
+    results = [
+        _result("oom", "fits", estimate=10.0),                       # a false fit
+        _result("oom", "oom", estimate=90.0),
+        _result("ran", "oom", measured=50.0, estimate=100.0),        # a false OOM, 100 % over
+        _result("ran", "fits", measured=10.0, estimate=10.5, unmodelled=["compile"]),
+        _result("ran", "unanswered", measured=10.0),
+    ]
+    summary = summarise(results)
+    assert (summary["rows"], summary["answered"], summary["unanswered"], summary["peaks"]) == (5, 4, 1, 2)
+    assert (summary["false_fits"], summary["did_not_fit"]) == (1, 2)
+    assert (summary["false_ooms"], summary["completed"]) == (1, 2)
+    assert summary["mape"] == pytest.approx((1.0 + 0.05) / 2)
+    assert summary["inside"] == 1
+    assert (summary["expressed"], summary["expressed_mape"]) == (1, pytest.approx(1.0))
