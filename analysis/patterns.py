@@ -12,7 +12,7 @@ from . import libraries, torchapi
 from .flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis, StoreEvent, names_owner
 from .names import dotted, last_part
 from .quoting import shortened
-from .tree import walk
+from .tree import literal_value, walk
 from .values import (
     ACCELERATOR,
     CONTAINER,
@@ -20,7 +20,9 @@ from .values import (
     DATASET_MAP,
     ENGINE,
     LOADER,
+    LOSS,
     MODEL,
+    ON_DEVICE,
     OPTIMIZER,
     SCALER,
     TENSOR,
@@ -501,3 +503,119 @@ def _is_none(node: cst.BaseExpression) -> bool:
 
 def _is_false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
+
+
+# ---------------------------------------------------------------------------- what a container keeps
+
+_ON_HOST_TEXT = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
+# Reductions of a whole tensor to one number when called without a dimension.
+_FULL_REDUCTIONS = frozenset({"sum", "mean", "max", "min", "norm", "prod", "std", "var", "amax", "amin", "logsumexp"})
+# Methods that keep a tensor's shape: `loss.detach()` is as scalar as `loss`.
+_SHAPE_KEEPING = frozenset({"detach", "clone", "float", "double", "half", "bfloat16", "contiguous", "requires_grad_"})
+
+
+def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | None:
+    """Evidence that the tensor ``store`` keeps lives on the GPU (its site and a note), or None: on the
+    accelerator by the dataflow, or the model's output or generated ids in a script that runs on CUDA."""
+    text = scope.chunk.code_for(store.value_node).strip()
+    if _ON_HOST_TEXT.search(text):
+        return None
+    value = store.value
+    if ON_DEVICE in value.tags and MODEL not in value.tags:
+        return ((scope.chunk, store.value_node), f"`{text}` is on the accelerator")
+    if module.cuda_line is None:
+        return None
+    producers = []
+    if TENSOR in value.tags and value.site is not None:
+        producers.append(next((call for call in scope.calls() if call.node is value.site[1]), None))
+    base = _derived_from(store.value_node)
+    if base is not None:
+        # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
+        producers.append(_last_assigned_call(scope, store, base))
+    for producer in producers:
+        if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
+            what = "generated ids" if producer.method == "generate" else "the model's output"
+            return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
+    return None
+
+
+def keeps_one_number(scope: ScopeAnalysis, store: StoreEvent) -> bool:
+    """The kept tensor holds one number: a loss with a reducing criterion, or a whole-tensor reduction
+    (``out.sum()``, ``torch.mean(x)``), directly or through the name it was bound to. Kept every step it
+    costs one allocator block (512 bytes), not a batch's worth of activations or outputs."""
+    if is_scalar_loss(store.value):
+        return True
+    expression = _without_shape_keeping(store.value_node)
+    if isinstance(expression, cst.Name):
+        binding = scope.last_binding(expression.value, before=store)
+        if binding is None or binding.value_node is None:
+            return False
+        if is_scalar_loss(binding.value):
+            return True
+        expression = _without_shape_keeping(binding.value_node)
+    return _is_full_reduction(expression)
+
+
+def is_scalar_loss(value: Value) -> bool:
+    """A loss computed with the default (or a summing) reduction: `.item()` works on it."""
+    if LOSS not in value.tags or value.site is None:
+        return False
+    _, call = value.site
+    calls = [call]
+    if isinstance(value.detail, Value) and value.detail.site is not None:
+        calls.append(value.detail.site[1])  # the criterion's construction: `nn.CrossEntropyLoss(reduction=...)`
+    for node in calls:
+        if not isinstance(node, cst.Call):
+            return False
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "reduction":
+                if not (isinstance(arg.value, cst.SimpleString) and literal_value(arg.value) in {"mean", "sum"}):
+                    return False
+    return True
+
+
+def without_host_copy_suffix(text: str) -> str:
+    """``loss.detach()`` less its trailing ``.detach()``: what to write ``.detach().cpu()`` after."""
+    return text[: -len(".detach()")] if text.endswith(".detach()") else text
+
+
+def _without_shape_keeping(expression: cst.BaseExpression) -> cst.BaseExpression:
+    while (
+        isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute)
+        and expression.func.attr.value in _SHAPE_KEEPING
+    ):
+        expression = expression.func.value
+    return expression
+
+
+def _is_full_reduction(expression: cst.BaseExpression) -> bool:
+    if not isinstance(expression, cst.Call):
+        return False
+    name = dotted(expression.func)
+    if isinstance(expression.func, cst.Attribute) and expression.func.attr.value in _FULL_REDUCTIONS:
+        method_of_torch = name is not None and name.startswith(("torch.", "th."))
+        arguments = expression.args[1:] if method_of_torch else expression.args
+        return len(expression.args) >= (1 if method_of_torch else 0) and not arguments
+    return False
+
+
+def _derived_from(expression: cst.BaseExpression) -> str | None:
+    """The name a tensor expression is computed from by methods and indexing: ``logits`` in
+    ``logits.softmax(-1)[:, 1]``; a host copy (``.cpu()``, ``.item()``) is caught before this."""
+    while True:
+        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+            expression = expression.func.value
+        elif isinstance(expression, (cst.Subscript, cst.Attribute)):
+            expression = expression.value
+        else:
+            return expression.value if isinstance(expression, cst.Name) else None
+
+
+def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:
+    assigned = None
+    for other in scope.events:
+        if other is before:
+            break
+        if isinstance(other, AssignEvent) and other.targets == (name,) and isinstance(other.value_node, cst.Call):
+            assigned = other.value_node
+    return next((call for call in scope.calls() if call.node is assigned), None) if assigned is not None else None

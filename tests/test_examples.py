@@ -153,3 +153,42 @@ def test_fixed_example_is_clean(rel):
     serious = [f for f in findings if f.severity >= Severity.WARNING]
     assert not serious, f"{rel} is the mended twin, yet:\n{describe(serious)}"
     assert not findings, f"{rel} expects no notes either, yet:\n{describe(findings)}"
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe fixes", "unsafe fixes too"])
+def test_no_rule_reports_a_line_a_fix_wrote(tmp_path, monkeypatch, capsys, unsafe):
+    """Where rules meet on one line their fixes agree: after `--fix`, nothing is reported on a line a
+    fix wrote that was not reported there before (TL101's `.detach()` used to leave TL104 to report)."""
+    import difflib
+    import json
+    import shutil
+
+    from trainlint.cli import main
+
+    shutil.copytree(BUGGY, tmp_path / "buggy")
+    monkeypatch.chdir(tmp_path)
+
+    def findings() -> dict[str, list[dict]]:
+        main(["check", "--no-cache", "--output-format", "json", "buggy"])
+        by_file: dict[str, list[dict]] = {}
+        for finding in json.loads(capsys.readouterr().out)["findings"]:
+            by_file.setdefault(finding["path"], []).append(finding)
+        return by_file
+
+    before_text = {path: path.read_text() for path in (tmp_path / "buggy").rglob("*.py")}
+    before = findings()
+    main(["check", "--no-cache", "--fix", *(["--unsafe-fixes"] if unsafe else []), "buggy"])
+    capsys.readouterr()
+    after = findings()
+    written_any, bred = False, []
+    for path, old_text in before_text.items():
+        shown = path.relative_to(tmp_path).as_posix()
+        matcher = difflib.SequenceMatcher(a=old_text.splitlines(), b=path.read_text().splitlines(), autojunk=False)
+        for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            written_any = True
+            there = {f["code"] for f in before.get(shown, []) if old_start < f["line"] <= max(old_end, old_start + 1)}
+            bred += [(shown, f["line"], f["code"]) for f in after.get(shown, [])
+                     if new_start < f["line"] <= new_end and f["code"] not in there]
+    assert written_any and bred == []

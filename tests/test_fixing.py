@@ -31,7 +31,7 @@ from torchvision.models import resnet18
 encoder = resnet18()
 features = []
 for images, _ in loader:
-    features.append(encoder(images.cuda()))
+    features.append(encoder(images))
 torch.save(features, "feats.pt")
 """
 
@@ -231,7 +231,7 @@ class TestFixCommand:
         # UTF-8. Read as latin-1, each "é" became two characters and the fix landed in the comment.
         monkeypatch.chdir(tmp_path)
         text = RETAINED.replace("import torch\n", "import torch\n# -*- coding: latin-1 -*-\n", 1).replace(
-            "    features.append(encoder(images.cuda()))", '    features.append(encoder(images.cuda(), tag="éééé"))  # café'
+            "    features.append(encoder(images))", '    features.append(encoder(images.cuda(), tag="éééé"))  # café'
         )
         (tmp_path / "feats.py").write_bytes(text.encode("utf-8"))
         assert main(["check", "--fix", "--select", "TL101", "feats.py"]) == 0
@@ -245,7 +245,7 @@ class TestFixCommand:
         assert (tmp_path / "feats.py").read_text() == RETAINED
         out = capsys.readouterr().out
         assert out.startswith("--- a/feats.py\n+++ b/feats.py\n")
-        assert "+    features.append(encoder(images.cuda()).detach())" in out
+        assert "+    features.append(encoder(images).detach())" in out
 
     def test_diff_without_fixes_exits_0(self, tmp_path, monkeypatch, capsys):
         monkeypatch.chdir(tmp_path)

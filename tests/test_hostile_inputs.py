@@ -21,7 +21,7 @@ LIMIT_S = 60  # far above what any case needs (about a second): only a hang reac
 # TL101: the stored outputs keep their graphs (nothing backwards them)
 RETAINED = (
     "import torch\nfrom torchvision.models import resnet18\n\nencoder = resnet18()\nfeatures = []\n"
-    "for images, _ in loader:\n    features.append(encoder(images.cuda()))\ntorch.save(features, 'feats.pt')\n"
+    "for images, _ in loader:\n    features.append(encoder(images))\ntorch.save(features, 'feats.pt')\n"
 )
 
 def trainlint(*args: str, cwd: Path) -> tuple[int, str, str]:
@@ -157,7 +157,10 @@ def test_a_bad_gitignore_pattern_is_told_and_skipped(folder):
     (folder / ".gitignore").write_text("\\\nclean.py\n")
     status, out, err = trainlint("check", ".", cwd=folder)
     assert status == 0 and "All checks passed (0 files)." in out  # the good line still applies
-    assert err == "trainlint: warning: .gitignore:1: invalid pattern '\\\\': not a gitignore pattern; the line is not applied\n"
+    assert err == (
+        "trainlint: warning: .gitignore:1: invalid pattern '\\\\': not a gitignore pattern; the line is not applied\n"
+        "trainlint: warning: no Python files found under .\n"
+    )
 
 
 # ---------------------------------------------------------------------------- notebooks

@@ -24,7 +24,7 @@ import trainlint
 ROOT = Path(__file__).resolve().parents[1]
 RETAINED = (
     "import torch\nfrom torchvision.models import resnet18\n\nencoder = resnet18()\nfeatures = []\n"
-    "for images, _ in loader:\n    features.append(encoder(images.cuda()))\ntorch.save(features, 'feats.pt')\n"
+    "for images, _ in loader:\n    features.append(encoder(images))\ntorch.save(features, 'feats.pt')\n"
 )
 
 

@@ -6,6 +6,7 @@ test-rule`` for a plugin's, so a rule documents and tests itself.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -106,7 +107,34 @@ def fires_problem(rule: type[Rule], example: Fires, root: Path) -> str | None:
         return f"the fixed text does not parse: {error}"
     if own_findings(rule, fixed, example.settings, example.files, root):
         return "the fix must remove the finding: the fixed text still has it"
+    bred = bred_findings(example.code, fixed, example.settings, example.files, root)
+    if bred:
+        return ("a fix must not breed another finding: on the lines it wrote, "
+                + "; ".join(f"{finding.code} on line {finding.line}: {finding.message}" for finding in bred))
     return None
+
+
+def bred_findings(before: str, after: str, settings: dict | None, files: dict[str, str], root: Path) -> list[Finding]:
+    """Findings of any rule on the lines a fix wrote that were not reported on the lines it replaced:
+    where rules meet on a line, their fixes must agree (`.detach()` must not leave TL104 to report)."""
+    old, new = _all_findings(before, settings, files, root), _all_findings(after, settings, files, root)
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    bred = []
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        there_before = {finding.code for finding in old if old_start < finding.line <= max(old_end, old_start + 1)}
+        bred += [finding for finding in new if new_start < finding.line <= new_end and finding.code not in there_before]
+    return bred
+
+
+def _all_findings(code: str, settings: dict | None, files: dict[str, str], root: Path) -> list[Finding]:
+    """What every rule (trainlint's and the installed ones) reports on an example."""
+    analysis_settings = AnalysisSettings(**{**(settings or {}), "select": ()})
+    if files:
+        (root / "train.py").write_text(code, encoding="utf-8")
+        return analyze_source(code, str(root / "train.py"), analysis_settings, workspace=Workspace([root]))
+    return analyze_source(code, "example.py", analysis_settings)
 
 
 def quiet_problem(rule: type[Rule], example: Quiet, root: Path) -> str | None:

@@ -64,8 +64,11 @@ from trainlint.analysis.patterns import (
     is_eval_name,
     is_logging_condition,
     is_optimizer_step,
+    is_scalar_loss,
     is_test_file,
+    keeps_one_number,
     kept_for_one_step,
+    kept_on_the_gpu,
     loops_running,
     mentions,
     mode_parameter,
@@ -77,6 +80,7 @@ from trainlint.analysis.patterns import (
     repeats_per_step,
     replaces_a_list_item,
     smoke_test_forward,
+    without_host_copy_suffix,
     written,
 )
 from trainlint.analysis.quoting import quoted, shortened
@@ -158,6 +162,8 @@ __all__ = [
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "loops_running",
     "mentions", "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled",
     "repeats_per_step", "replaces_a_list_item", "smoke_test_forward", "written",
+    # what a container keeps across a loop
+    "kept_on_the_gpu", "keeps_one_number", "is_scalar_loss", "without_host_copy_suffix",
     # syntax helpers and quoting code in messages
     "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
     "quoted",

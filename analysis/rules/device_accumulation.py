@@ -22,10 +22,6 @@ from trainlint.rules import (
     GRAPH,
     LOADER,
     MODEL,
-    ON_DEVICE,
-    TENSOR,
-    AssignEvent,
-    CallEvent,
     Fires,
     Loop,
     Quiet,
@@ -38,12 +34,14 @@ from trainlint.rules import (
     is_backward,
     is_known_tensor,
     is_test_file,
+    keeps_one_number,
     kept_for_one_step,
+    kept_on_the_gpu,
     repeats_per_step,
     replaces_a_list_item,
+    without_host_copy_suffix,
 )
 
-_ON_HOST = re.compile(r"\.(?:cpu|item|tolist|numpy)\(\)\s*$|^(?:float|int|bool|str)\(")
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
 _STEP_WORDS = re.compile(r"step|epoch|True", re.I)
 # A container named as a cache holds one entry per sample on purpose (precomputed embeddings).
@@ -71,9 +69,11 @@ class DeviceAccumulation(Rule):
                     continue  # graph-carrying values are TL101's
                 if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
                     continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
-                why = _on_the_gpu(ctx, scope, event)
+                why = kept_on_the_gpu(ctx.module, scope, event)
                 if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
                     continue
+                if keeps_one_number(scope, event):
+                    continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
                 self._report(ctx, scope, event, loop, why)
 
     def _report(self, ctx, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
@@ -83,7 +83,8 @@ class DeviceAccumulation(Rule):
             f"`{stored}` stays on the GPU in `{event.container}`, which grows every iteration of the loop on line "
             f"{ctx.line_of((scope.chunk, loop.node))} and outlives it: VRAM use climbs until the run runs out of memory",
             evidence=[why, ((scope.chunk, loop.node), "the loop"), ((scope.chunk, event.node), f"kept in `{event.container}`")],
-            help=f"store a host copy (`{stored}.detach().cpu()`, or `.item()` / `.tolist()`), or clear `{event.container}` periodically",
+            help=f"store a host copy (`{without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
+                 f"or clear `{event.container}` periodically",
         )
 
 
@@ -110,56 +111,10 @@ def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
     return False
 
 
-def _on_the_gpu(ctx, scope: ScopeAnalysis, event: StoreEvent) -> tuple | None:
-    """Evidence that the stored tensor lives on the GPU, or None."""
-    text = scope.chunk.code_for(event.value_node).strip()
-    if _ON_HOST.search(text):
-        return None
-    value = event.value
-    if ON_DEVICE in value.tags and MODEL not in value.tags:
-        return ((scope.chunk, event.value_node), f"`{text}` is on the accelerator")
-    if ctx.module.cuda_line is None:
-        return None
-    producers = []
-    if TENSOR in value.tags and value.site is not None:
-        producers.append(next((call for call in scope.calls() if call.node is value.site[1]), None))
-    base = _derived_from(event.value_node)
-    if base is not None:
-        # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
-        producers.append(_last_assigned_call(scope, event, base))
-    for producer in producers:
-        if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
-            what = "generated ids" if producer.method == "generate" else "the model's output"
-            return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
-    return None
-
-
 def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """The container was last bound, before this store, to one tensor (``torch.stack(...)``, ``torch.zeros(...)``)."""
     binding = scope.last_binding(store.container, before=store)
     return binding is not None and is_known_tensor(binding.value)
-
-
-def _derived_from(expression: cst.BaseExpression) -> str | None:
-    """The name a tensor expression is computed from by methods and indexing: ``logits`` in
-    ``logits.softmax(-1)[:, 1]``; a host copy (``.cpu()``, ``.item()``) is caught before this."""
-    while True:
-        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
-            expression = expression.func.value
-        elif isinstance(expression, (cst.Subscript, cst.Attribute)):
-            expression = expression.value
-        else:
-            return expression.value if isinstance(expression, cst.Name) else None
-
-
-def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:
-    assigned = None
-    for other in scope.events:
-        if other is before:
-            break
-        if isinstance(other, AssignEvent) and other.targets == (name,) and isinstance(other.value_node, cst.Call):
-            assigned = other.value_node
-    return next((call for call in scope.calls() if call.node is assigned), None) if assigned is not None else None
 
 
 DeviceAccumulation.MUST_FIRE = (
@@ -318,6 +273,41 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # one detached loss a step: a 512-byte block each, what TL101's fix writes; TL104 must not report it
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, device="cuda"):
+                self.model, self.optimizer, self.device = model.to(device), optimizer, device
+                self.step_losses = []
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for batch in loader:
+                    inputs, targets = (t.to(self.device) for t in batch)
+                    self.optimizer.zero_grad(set_to_none=True)
+                    loss = self.model(inputs, targets=targets).mean()  # the model returns each sample's loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.step_losses.append(loss.detach())
+                return torch.stack(self.step_losses).mean().item()
+        """
+    ),
+    Quiet(  # a whole-batch reduction kept per step: one number, on the device until the epoch's end
+        """
+        import torch
+
+        model = torch.nn.Linear(32, 8).cuda()
+        norms = []
+        with torch.no_grad():
+            for x, _ in loader:
+                out = model(x.cuda())
+                norms.append(out.norm())
+        print(torch.stack(norms).mean().item())
+        """
+    ),
     Quiet(  # a schedule's tensors precomputed for every step: the loop runs no step, it fills a table (modded-nanogpt)
         """
         import torch

@@ -23,7 +23,6 @@ from trainlint.rules import (
     CONSTANT,
     CONTAINER,
     GRAPH,
-    LOSS,
     NUMBER,
     AssignEvent,
     CallEvent,
@@ -35,16 +34,17 @@ from trainlint.rules import (
     ScopeAnalysis,
     Severity,
     StoreEvent,
-    Value,
     backward_target,
     bounded_or_emptied,
     calls_in,
     is_backward,
     is_eval_name,
     is_known_tensor,
+    is_scalar_loss,
     is_test_file,
+    keeps_one_number,
     kept_for_one_step,
-    literal_value,
+    kept_on_the_gpu,
     mentions,
     repeats_per_step,
     replaces_a_list_item,
@@ -208,9 +208,18 @@ class RetainedGraph(Rule):
             return None
         tensor = is_known_tensor(value)
         if _scalar_sink(scope, store):
-            return ctx.fix("use `.item()` for the running total", [_append_method(ctx, node, "item")], safe=tensor and _scalar_loss(value))
+            if ctx.module.cuda_line is not None:
+                # On the GPU `.item()` is a host sync every step (TL302): the rules agree on summing on the
+                # device, unsafe because the total is then a tensor (printing or saving it changes).
+                return ctx.fix("keep the running total on the device (`.item()` it where it is read)",
+                               [_append_method(ctx, node, "detach")], safe=False)
+            return ctx.fix("use `.item()` for the running total", [_append_method(ctx, node, "item")], safe=tensor and is_scalar_loss(value))
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"cpu", "to", "numpy"}:
             return ctx.fix("detach before moving to the host", [ctx.edit_insert_after(node.func.value, ".detach()")], safe=tensor)
+        if not keeps_one_number(scope, store) and kept_on_the_gpu(ctx.module, scope, store) is not None:
+            # Detached but left on the GPU, a batch-sized tensor kept every step is TL104's leak: the rules
+            # agree on a host copy, unsafe because later code may expect the tensors on the device.
+            return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
 
     MUST_FIRE = (
@@ -291,6 +300,77 @@ class RetainedGraph(Rule):
             """,
             severity=Severity.ERROR,
         ),
+        Fires(  # a running total on the GPU: `.item()` would sync every step (TL302), so the fix sums on the device
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, epochs, device="cuda"):
+                model.to(device)
+                for epoch in range(epochs):
+                    running = 0.0
+                    for images, labels in loader:
+                        optimizer.zero_grad()
+                        loss = F.cross_entropy(model(images.to(device)), labels.to(device))
+                        loss.backward()
+                        optimizer.step()
+                        running += loss
+                    print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
+            """,
+            fixed="""
+            import torch
+            import torch.nn.functional as F
+
+
+            def train(model, loader, optimizer, epochs, device="cuda"):
+                model.to(device)
+                for epoch in range(epochs):
+                    running = 0.0
+                    for images, labels in loader:
+                        optimizer.zero_grad()
+                        loss = F.cross_entropy(model(images.to(device)), labels.to(device))
+                        loss.backward()
+                        optimizer.step()
+                        running += loss.detach()
+                    print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
+            """,
+            severity=Severity.WARNING,
+            unsafe=True,  # `running` becomes a tensor: code that prints or saves it as a float sees the change
+        ),
+        Fires(  # on the GPU: a detached loss is one number a step, so `.detach()` ends the leak and TL104 agrees
+            """
+            import torch
+
+            torch.manual_seed(0)
+            device = torch.device("cuda")
+            model = torch.nn.Linear(10, 2).to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            losses = []
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = model(x.to(device)).sum()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss)
+            """,
+            fixed="""
+            import torch
+
+            torch.manual_seed(0)
+            device = torch.device("cuda")
+            model = torch.nn.Linear(10, 2).to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            losses = []
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = model(x.to(device)).sum()
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.detach())
+            """,
+            severity=Severity.WARNING,
+        ),
         Fires(
             """
             import torch
@@ -309,10 +389,11 @@ class RetainedGraph(Rule):
             encoder = resnet18()
             features = []
             for images, _ in loader:
-                features.append(encoder(images.cuda()).detach())
+                features.append(encoder(images.cuda()).detach().cpu())
             torch.save(features, "feats.pt")
             """,
             severity=Severity.ERROR,
+            unsafe=True,  # on the GPU a detached batch of features would still grow (TL104): a host copy, which later code may not expect
         ),
         Fires(
             """
@@ -1505,24 +1586,6 @@ _NUMBER_SINKS = frozenset({
     "float", "int", "round", "print", "str", "format", "abs", "max", "min", "append",
     "info", "debug", "warning", "log", "add_scalar", "set_postfix", "set_description", "write",
 })
-
-
-def _scalar_loss(value) -> bool:
-    """A loss computed with the default (or a summing) reduction: `.item()` works on it."""
-    if LOSS not in value.tags or value.site is None:
-        return False
-    _, call = value.site
-    calls = [call]
-    if isinstance(value.detail, Value) and value.detail.site is not None:
-        calls.append(value.detail.site[1])  # the criterion's construction: `nn.CrossEntropyLoss(reduction=...)`
-    for node in calls:
-        if not isinstance(node, cst.Call):
-            return False
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "reduction":
-                if not (isinstance(arg.value, cst.SimpleString) and literal_value(arg.value) in {"mean", "sum"}):
-                    return False
-    return True
 
 
 def _append_method(ctx, node: cst.BaseExpression, method: str):
