@@ -216,7 +216,8 @@ class RetainedGraph(Rule):
             return ctx.fix("use `.item()` for the running total", [_append_method(ctx, node, "item")], safe=tensor and is_scalar_loss(value))
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"cpu", "to", "numpy"}:
             return ctx.fix("detach before moving to the host", [ctx.edit_insert_after(node.func.value, ".detach()")], safe=tensor)
-        if not keeps_one_number(scope, store) and kept_on_the_gpu(ctx.module, scope, store) is not None:
+        grows = store.kind in ("append", "extend", "insert", "subscript")  # a container, not a running sum
+        if grows and not keeps_one_number(scope, store) and kept_on_the_gpu(ctx.module, scope, store) is not None:
             # Detached but left on the GPU, a batch-sized tensor kept every step is TL104's leak: the rules
             # agree on a host copy, unsafe because later code may expect the tensors on the device.
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
