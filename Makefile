@@ -33,10 +33,15 @@ $(VENV)/.installed: pyproject.toml $(VENV)/.package-files | $(BIN)/python
 	$(if $(filter pyproject.toml,$?),$(PIP) install --quiet $(EDITABLE) . $(QUIET_BUILD),$(RELINK))
 	touch $@
 
-# VRAMGuard's tests need torch: the CPU build pinned here is a local file on the project's machines
-# (an unpinned `torch` would download a multi-gigabyte CUDA build).
+# VRAMGuard's tests need torch, and only its CPU build: PyPI's Linux wheel is the multi-gigabyte CUDA
+# build. A wheel pip finds without an index (the project's machines keep one) is taken first, else
+# PyTorch's CPU wheel index (TORCH_INDEX_URL).
+TORCH_VERSION := 2.13.0
+TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
+INSTALL_TORCH := { { $(PIP) install --quiet --no-deps --no-index torch==$(TORCH_VERSION) 2>/dev/null && \
+	$(PIP) install --quiet torch==$(TORCH_VERSION); } || $(PIP) install --quiet --index-url $(TORCH_INDEX_URL) torch==$(TORCH_VERSION); }
 $(VENV)/.installed-dev: pyproject.toml $(VENV)/.package-files | $(BIN)/python
-	$(if $(filter pyproject.toml,$?),$(PIP) install --quiet $(EDITABLE) '.[dev]' $(QUIET_BUILD) && $(PIP) install --quiet torch==2.13.0,$(RELINK))
+	$(if $(filter pyproject.toml,$?),$(PIP) install --quiet $(EDITABLE) '.[dev]' $(QUIET_BUILD) && $(INSTALL_TORCH),$(RELINK))
 	touch $(VENV)/.installed $@
 
 install: $(VENV)/.installed
@@ -58,7 +63,7 @@ lint: install-dev
 # TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/). tests/test_vscode.py runs the
 # .vsix in a real VS Code (code-server) driven by a headless Chromium: vscode-e2e-deps installs those.
 test: install-dev lint vscode-e2e-deps $(VSIX)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run typecheck && npm run lint && TRAINLINT_PYTHON=$(CURDIR)/$(BIN)/python npm test
 
 # The VS Code extension package (vscode-extension/trainlint-<version>.vsix), rebuilt when its sources change.
