@@ -18,8 +18,10 @@ cannot read gets ``InvalidParams`` (or ``InvalidRequest``) with its own id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -48,11 +50,18 @@ class Reader(Protocol):
 
 
 class BinaryReader:
-    """A blocking binary stream (stdin), read on a worker thread."""
+    """A blocking binary stream (stdin), read on a worker thread.
+
+    The descriptor is put in blocking mode first: a client may hand on a pipe whose read side it
+    set non-blocking (the mode belongs to the open file description, which both processes share).
+    There a read returns whatever has arrived: half a header line (a header written in two
+    pieces), or nothing at all, which would read as the end of the input."""
 
     def __init__(self, stream: BinaryIO, executor: ThreadPoolExecutor) -> None:
         self.stream = stream
         self.executor = executor
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # a stream without a descriptor is read as it is
+            os.set_blocking(stream.fileno(), True)
 
     async def readline(self, limit: int) -> bytes:
         return await asyncio.get_running_loop().run_in_executor(self.executor, self.stream.readline, limit)

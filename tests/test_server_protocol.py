@@ -167,3 +167,24 @@ def test_garbage_between_messages_is_survived(raw, lines):
     # Each line of junk ends, and a blank line ends the junk, so the next frame starts on a line of its own.
     raw.send(b"".join(line + (end or b"\n") for line, end in lines) + b"\r\n\r\n")
     assert raw.alive()
+
+
+@pytest.mark.parametrize("cut", [8, 16, 21])  # inside the name, after the colon, between the line breaks
+def test_a_header_split_across_writes_is_read_whole_on_a_non_blocking_stdin(cut):
+    # A client may hand the server a pipe whose read side it set non-blocking (the descriptor's mode
+    # is shared). Reads there return whatever has arrived: the server took "Content-" for a whole
+    # header line, skipped it, and dropped the frame; at start-up, with nothing yet to read, it
+    # took the empty read for the end of its input and exited.
+    server = RawServer(stdin_blocking=False)
+    try:
+        server.initialize()
+        body = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "textDocument/hover", "params": {
+            "textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": 0}}}).encode()
+        data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+        server.send(data[:cut])
+        time.sleep(0.2)
+        server.send(data[cut:])
+        assert server.reply(77)["result"] is None
+        assert not server.log_messages(), "nothing was skipped"
+    finally:
+        server.close()
