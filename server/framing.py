@@ -11,8 +11,9 @@ waits for ever.
 of at most ``MAX_MESSAGE_BYTES``. Header names are case-insensitive and lines may end in LF
 alone. A frame it cannot trust is reported (stderr, which editors show in the server's log,
 and ``window/logMessage``) and skipped: the reader resynchronises at the next line holding a
-``Content-Length`` header. A body that is not JSON gets a parse error (id null); a request pygls
-cannot read gets ``InvalidParams`` (or ``InvalidRequest``) with its own id.
+``Content-Length`` header. A body that is not JSON gets a parse error (id null); a request that
+is not JSON-RPC 2.0 gets ``InvalidRequest`` (``_well_formed``); a request pygls cannot read gets
+``InvalidParams`` (or ``InvalidRequest``) with its own id.
 """
 
 from __future__ import annotations
@@ -154,12 +155,19 @@ async def serve(
 def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
     """Hand one message to pygls; answer a request pygls cannot read with an error of its own."""
     try:
-        message = json.loads(body, object_hook=protocol.structure_message)
-    except Exception as error:
-        _answer_unreadable(protocol, body, error)
+        raw: Any = json.loads(body)
+    except (ValueError, RecursionError):
+        _reply(protocol, None, JsonRpcParseError("the message is not JSON"))
+        log.warning("a message that is not JSON was answered with a parse error")
         return
-    if not hasattr(message, "jsonrpc"):  # JSON, but no JSON-RPC message: pygls would fail on it
-        _answer_unreadable(protocol, body, JsonRpcInvalidRequest("not a JSON-RPC 2.0 message"))
+    if not _well_formed(protocol, raw):
+        return
+    if "method" in raw:
+        raw.setdefault("params", None)  # optional in JSON-RPC; pygls' fallback for unknown methods requires it
+    try:
+        message: Any = protocol.structure_message(raw)  # pygls types it wider than handle_message takes
+    except Exception as error:
+        _answer_unreadable(protocol, raw, error)
         return
     try:
         protocol.handle_message(message)
@@ -167,32 +175,84 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
         log.exception("could not handle a message")
 
 
-def _answer_unreadable(protocol: JsonRPCProtocol, body: bytes, error: Exception) -> None:
-    try:
-        raw: Any = json.loads(body)
-    except (ValueError, RecursionError):
-        _reply(protocol, None, JsonRpcParseError("the message is not JSON"))
-        log.warning("a message that is not JSON was answered with a parse error")
-        return
+def _well_formed(protocol: JsonRPCProtocol, raw: Any) -> bool:
+    """Whether a message is a JSON-RPC 2.0 request, notification or response pygls can be handed.
+
+    pygls drops a message whose ``jsonrpc`` is not "2.0" without a word, answers a request whose
+    ``method`` is not a string, or whose id is a list or an object, with an internal error (its
+    traceback included), and runs a request whose id is ``true``. Each such request gets Invalid
+    Request instead, with its id where the id is one (an integer or a string, as LSP has it), else
+    null as JSON-RPC 2.0 says. A broken notification or response is only logged: nobody waits
+    for an answer to it, and an error with a response's id would settle a request of the client's."""
     if not isinstance(raw, dict):
         _reply(protocol, None, JsonRpcInvalidRequest("a message must be a JSON object"))
-        return
-    method = raw.get("method")
-    msg_id = raw.get("id")
-    valid_id = isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool)
-    if "id" in raw and isinstance(method, str):  # a request
-        if isinstance(error, JsonRpcInvalidParams) and valid_id:
+        return False
+    msg_id, method = raw.get("id"), raw.get("method")
+    usable_id = _usable_id(msg_id)
+    if "method" in raw and "id" in raw:  # a request
+        problem = (
+            _version_problem(raw) or (None if usable_id else f"its id is {_json_kind(msg_id)}; an id is an integer or a string")
+            or (None if isinstance(method, str) else f"its method is {_json_kind(method)}, not a string")
+        )
+        if problem is not None:
+            _reply(protocol, msg_id if usable_id else None, JsonRpcInvalidRequest(f"invalid request: {problem}"))
+            log.warning("answered an invalid request with an error: %s", problem)
+        return problem is None
+    if "method" in raw:  # a notification
+        problem = _version_problem(raw) or (None if isinstance(method, str) else f"its method is {_json_kind(method)}, not a string")
+        if problem is not None:
+            log.warning("ignored an invalid notification: %s", problem)
+        return problem is None
+    if "id" in raw and ("result" in raw or "error" in raw):  # a response to one of the server's requests
+        problem = _version_problem(raw) or (None if usable_id else f"its id is {_json_kind(msg_id)}")
+        if problem is not None:
+            log.warning("ignored an invalid response: %s", problem)
+        return problem is None
+    if "id" in raw:  # a response without a result: answering with its id would settle a request of the client's
+        log.warning("ignored a response without a result or an error")
+        return False
+    _reply(protocol, None, JsonRpcInvalidRequest("invalid request: neither a request, a notification nor a response"))
+    log.warning("answered a message without a method or an id with an error")
+    return False
+
+
+def _usable_id(msg_id: Any) -> bool:
+    return isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool)
+
+
+def _version_problem(raw: dict[str, Any]) -> str | None:
+    version = raw.get("jsonrpc")
+    if version == "2.0":
+        return None
+    return "it has no \"jsonrpc\" member" if "jsonrpc" not in raw else f"its jsonrpc is {_json_kind(version)}, not \"2.0\""
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value as a message names it: a short one quoted, else its type."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and len(json.dumps(value)) <= 20:
+        return json.dumps(value)
+    kinds = {bool: "a boolean", type(None): "null", str: "a long string", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return kinds.get(type(value), "not JSON")
+
+
+def _answer_unreadable(protocol: JsonRPCProtocol, raw: dict[str, Any], error: Exception) -> None:
+    """A well-formed message whose params (or result) pygls cannot read into its method's types."""
+    method, msg_id = raw.get("method"), raw.get("id")
+    if method is not None and msg_id is not None:  # a request (``_well_formed`` checked both)
+        if isinstance(error, JsonRpcInvalidParams):
             cause = error.__cause__ or error
             _reply(protocol, msg_id, JsonRpcInvalidParams(f"invalid params for {method}: {_first_line(cause)}"))
         else:
-            _reply(protocol, msg_id if valid_id else None, JsonRpcInvalidRequest(f"unreadable {method} request: {_first_line(error)}"))
+            _reply(protocol, msg_id, JsonRpcInvalidRequest(f"unreadable {method} request: {_first_line(error)}"))
         log.warning("answered an unreadable %s request with an error", method)
     else:  # a notification or a response: nobody waits for an answer
         log.warning("ignored an unreadable %s: %s", f"{method} notification" if method else "message", _first_line(error))
 
 
 def _reply(protocol: JsonRPCProtocol, msg_id: Any, error: JsonRpcException) -> None:
-    protocol._send_response(msg_id, error=error.to_response_error())
+    """An error response; with ``"id": null`` where the id is unknown (pygls' own message types
+    leave a null id out, and a response without an id is no response to JSON-RPC 2.0 or its clients)."""
+    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "error": protocol._converter.unstructure(error.to_response_error())})
 
 
 def _first_line(error: BaseException) -> str:

@@ -77,6 +77,57 @@ def test_bodies_that_are_not_requests_get_errors_or_are_ignored(raw):
     assert raw.alive()
 
 
+HOVER = {"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "character": 0}}
+
+
+@pytest.mark.parametrize("message, answered_id", [
+    ({"jsonrpc": "1.0", "id": 60, "method": "textDocument/hover", "params": HOVER}, 60),
+    ({"jsonrpc": 2, "id": 61, "method": "textDocument/hover", "params": HOVER}, 61),
+    ({"id": 62, "method": "textDocument/hover", "params": HOVER}, 62),
+    ({"jsonrpc": "2.0", "id": 63, "method": 5, "params": HOVER}, 63),
+    ({"jsonrpc": "2.0", "id": 64, "method": None}, 64),
+    # an id LSP does not allow: answered with id null, and the request is not run (no shutdown here)
+    ({"jsonrpc": "2.0", "id": [1], "method": "textDocument/hover", "params": HOVER}, None),
+    ({"jsonrpc": "2.0", "id": {"n": 1}, "method": "shutdown"}, None),
+    ({"jsonrpc": "2.0", "id": True, "method": "shutdown"}, None),
+    ({"jsonrpc": "2.0", "id": None, "method": "shutdown"}, None),
+    ({"jsonrpc": "2.0", "id": 1.5, "method": "shutdown"}, None),
+    ({"jsonrpc": "2.0", "params": {}}, None),  # neither a request, a notification nor a response
+], ids=["jsonrpc-1.0", "jsonrpc-number", "no-jsonrpc", "method-number", "method-null",
+        "id-list", "id-object", "id-true", "id-null", "id-fraction", "no-method-no-id"])
+def test_a_malformed_request_gets_invalid_request(raw, message, answered_id):
+    # Before: no reply at all (jsonrpc "1.0", id true, a method of null), an internal error with
+    # pygls' traceback (a method of 5, an id that is a list or an object), or the request ran
+    # (id true, null or 1.5: a shutdown, after which the server answered nothing).
+    raw.send(frame(message))
+    reply = raw.reply(answered_id)
+    assert reply["error"]["code"] == -32600, reply
+    assert "id" in reply and reply["id"] == answered_id  # JSON-RPC 2.0: null where the id is unusable
+    assert "traceback" not in json.dumps(reply)
+    assert raw.alive()
+
+
+def test_an_unknown_request_without_params_is_method_not_found(raw):
+    # params may be left out (JSON-RPC 2.0); pygls' fallback type needed them: "Internal Error"
+    raw.send(frame({"jsonrpc": "2.0", "id": 65, "method": "$/unknown"}))
+    assert raw.reply(65)["error"]["code"] == -32601
+
+
+def test_broken_notifications_and_responses_are_not_answered(raw):
+    for message in (
+        {"jsonrpc": "1.0", "method": "textDocument/didOpen", "params": {}},
+        {"jsonrpc": "2.0", "method": 7},
+        {"jsonrpc": "2.0", "id": [3], "result": None},
+        {"jsonrpc": "2.0", "id": 66},  # a response without a result: an error with its id would settle the client's request 66
+    ):
+        raw.send(frame(message))
+    raw.send(frame({"jsonrpc": "2.0", "id": 67, "method": "textDocument/hover", "params": HOVER}))
+    before = []
+    while (message := raw.messages.get(timeout=TIMEOUT)).get("id") != 67 or "method" in message:
+        before.append(message)
+    assert all("method" in message for message in before), before  # log messages at most, no response
+
+
 def test_the_end_of_input_inside_a_message_ends_the_server_cleanly():
     server = RawServer()
     server.initialize()
