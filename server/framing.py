@@ -12,8 +12,9 @@ of at most ``MAX_MESSAGE_BYTES``. Header names are case-insensitive and lines ma
 alone. A frame it cannot trust is reported (stderr, which editors show in the server's log,
 and ``window/logMessage``) and skipped: the reader resynchronises at the next line holding a
 ``Content-Length`` header. A body that is not JSON gets a parse error (id null); a request that
-is not JSON-RPC 2.0 gets ``InvalidRequest`` (``_well_formed``); a request pygls cannot read gets
-``InvalidParams`` (or ``InvalidRequest``) with its own id.
+is not JSON-RPC 2.0 gets ``InvalidRequest`` (``_well_formed``), as does one that may not come at
+this point of LSP's lifecycle (``Lifecycle``); a request pygls cannot read gets ``InvalidParams``
+(or ``InvalidRequest``) with its own id.
 """
 
 from __future__ import annotations
@@ -27,10 +28,16 @@ import re
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol, get_args
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcParseError
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcParseError,
+    JsonRpcServerNotInitialized,
+)
 from pygls.protocol import JsonRPCProtocol
 
 log = logging.getLogger("trainlint.server")
@@ -115,6 +122,7 @@ async def serve(
     """Read and dispatch messages until the input ends or ``stop`` is set."""
     headers: dict[bytes, bytes] = {}
     resynchronising = False
+    lifecycle = Lifecycle()
     while not stop.is_set():
         line = await reader.readline(MAX_HEADER_LINE)
         if not line:
@@ -149,11 +157,41 @@ async def serve(
         body = await reader.read(length)
         if len(body) < length:
             return  # the input ended inside a message
-        dispatch(protocol, body)
+        dispatch(protocol, body, lifecycle)
 
 
-def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
-    """Hand one message to pygls; answer a request pygls cannot read with an error of its own."""
+class Lifecycle:
+    """Where the connection is in LSP's lifecycle, which decides what a message may do there.
+
+    pygls answered a request before ``initialize`` with an internal error (its workspace did not
+    exist yet), ran a second ``initialize`` (a new, empty workspace: every open document was
+    forgotten, and a pull of one then failed looking for its text on disk), and after ``shutdown`` dropped
+    every request without a reply. LSP: before ``initialize`` a request gets ServerNotInitialized
+    and a notification is dropped; ``initialize`` comes once; after ``shutdown`` a request gets
+    InvalidRequest; ``exit`` is obeyed whenever it comes."""
+
+    def __init__(self) -> None:
+        self.initialized = False  # an ``initialize`` request was read and handed to pygls
+
+    def request_refusal(self, method: str, shut_down: bool) -> JsonRpcException | None:
+        """The error for a request that may not come now; None when it may be handled."""
+        if method == types.EXIT:
+            return None
+        if shut_down:
+            return JsonRpcInvalidRequest(f"the server is shut down: {method} after shutdown (only exit is expected)")
+        if method == types.INITIALIZE:
+            return JsonRpcInvalidRequest("initialize was already received: it may be sent only once") if self.initialized else None
+        if not self.initialized:
+            return JsonRpcServerNotInitialized(f"the server is not initialized: {method} before initialize")
+        return None
+
+    def drops_notification(self, method: str, shut_down: bool) -> bool:
+        return method != types.EXIT and (shut_down or not self.initialized)
+
+
+def dispatch(protocol: JsonRPCProtocol, body: bytes, lifecycle: Lifecycle) -> None:
+    """Hand one message to pygls; answer a request pygls cannot read, or that may not come now,
+    with an error of its own."""
     try:
         raw: Any = json.loads(body)
     except (ValueError, RecursionError):
@@ -162,13 +200,25 @@ def dispatch(protocol: JsonRPCProtocol, body: bytes) -> None:
         return
     if not _well_formed(protocol, raw):
         return
-    if "method" in raw:
+    method = raw.get("method")
+    if method is not None and "id" in raw:
+        refusal = lifecycle.request_refusal(method, protocol._shutdown)
+        if refusal is not None:
+            _reply(protocol, raw["id"], refusal)
+            log.warning("answered %s with an error: %s", method, refusal.message)
+            return
+    elif method is not None and lifecycle.drops_notification(method, protocol._shutdown):
+        log.warning("ignored a %s notification out of order (before initialize or after shutdown)", method)
+        return
+    if method is not None:
         raw.setdefault("params", None)  # optional in JSON-RPC; pygls' fallback for unknown methods requires it
     try:
         message: Any = protocol.structure_message(raw)  # pygls types it wider than handle_message takes
     except Exception as error:
         _answer_unreadable(protocol, raw, error)
         return
+    if method == types.INITIALIZE:
+        lifecycle.initialized = True
     try:
         protocol.handle_message(message)
     except Exception:  # pygls answers a request whose handler fails; this is pygls failing around it
@@ -180,20 +230,19 @@ def _well_formed(protocol: JsonRPCProtocol, raw: Any) -> bool:
 
     pygls drops a message whose ``jsonrpc`` is not "2.0" without a word, answers a request whose
     ``method`` is not a string, or whose id is a list or an object, with an internal error (its
-    traceback included), and runs a request whose id is ``true``. Each such request gets Invalid
-    Request instead, with its id where the id is one (an integer or a string, as LSP has it), else
-    null as JSON-RPC 2.0 says. A broken notification or response is only logged: nobody waits
-    for an answer to it, and an error with a response's id would settle a request of the client's."""
+    traceback included), runs a request whose id is ``true``, and runs a request for a
+    notification's method (``textDocument/didOpen`` with an id) as that notification, unanswered.
+    Each such request gets Invalid Request instead, with its id where the id is one (an integer or
+    a string, as LSP has it), else null as JSON-RPC 2.0 says. A broken notification or response
+    is only logged: nobody waits for an answer to it, and an error with a response's id would
+    settle a request of the client's."""
     if not isinstance(raw, dict):
         _reply(protocol, None, JsonRpcInvalidRequest("a message must be a JSON object"))
         return False
     msg_id, method = raw.get("id"), raw.get("method")
     usable_id = _usable_id(msg_id)
     if "method" in raw and "id" in raw:  # a request
-        problem = (
-            _version_problem(raw) or (None if usable_id else f"its id is {_json_kind(msg_id)}; an id is an integer or a string")
-            or (None if isinstance(method, str) else f"its method is {_json_kind(method)}, not a string")
-        )
+        problem = _version_problem(raw) or _request_problem(msg_id, method)
         if problem is not None:
             _reply(protocol, msg_id if usable_id else None, JsonRpcInvalidRequest(f"invalid request: {problem}"))
             log.warning("answered an invalid request with an error: %s", problem)
@@ -214,6 +263,22 @@ def _well_formed(protocol: JsonRPCProtocol, raw: Any) -> bool:
     _reply(protocol, None, JsonRpcInvalidRequest("invalid request: neither a request, a notification nor a response"))
     log.warning("answered a message without a method or an id with an error")
     return False
+
+
+# LSP's notifications: pygls runs a request for one of these (``textDocument/didOpen`` with an id)
+# as the notification, and never answers it (the notification's type has no id).
+_NOTIFICATIONS = frozenset(method for method, kinds in types.METHOD_TO_TYPES.items() if kinds[0] in get_args(types.NOTIFICATIONS))
+
+
+def _request_problem(msg_id: Any, method: Any) -> str | None:
+    """What makes a JSON-RPC 2.0 request no LSP request, if anything."""
+    if not _usable_id(msg_id):
+        return f"its id is {_json_kind(msg_id)}; an id is an integer or a string"
+    if not isinstance(method, str):
+        return f"its method is {_json_kind(method)}, not a string"
+    if method in _NOTIFICATIONS:
+        return f"{method} is a notification, sent without an id"
+    return None
 
 
 def _usable_id(msg_id: Any) -> bool:

@@ -16,6 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lsp_pipe import TIMEOUT, RawServer, frame
 
+# TL101: the stored outputs keep their graphs (nothing backwards them)
+RETAINED = (
+    "import torch\nfrom torchvision.models import resnet18\n\nencoder = resnet18()\nfeatures = []\n"
+    "for images, _ in loader:\n    features.append(encoder(images.cuda()))\ntorch.save(features, 'feats.pt')\n"
+)
+
 
 @pytest.fixture(scope="module")
 def raw():
@@ -86,6 +92,8 @@ HOVER = {"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "chara
     ({"id": 62, "method": "textDocument/hover", "params": HOVER}, 62),
     ({"jsonrpc": "2.0", "id": 63, "method": 5, "params": HOVER}, 63),
     ({"jsonrpc": "2.0", "id": 64, "method": None}, 64),
+    ({"jsonrpc": "2.0", "id": 68, "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///opened.py", "languageId": "python", "version": 1, "text": "x = 1\n"}}}, 68),
     # an id LSP does not allow: answered with id null, and the request is not run (no shutdown here)
     ({"jsonrpc": "2.0", "id": [1], "method": "textDocument/hover", "params": HOVER}, None),
     ({"jsonrpc": "2.0", "id": {"n": 1}, "method": "shutdown"}, None),
@@ -93,12 +101,13 @@ HOVER = {"textDocument": {"uri": "file:///a.py"}, "position": {"line": 0, "chara
     ({"jsonrpc": "2.0", "id": None, "method": "shutdown"}, None),
     ({"jsonrpc": "2.0", "id": 1.5, "method": "shutdown"}, None),
     ({"jsonrpc": "2.0", "params": {}}, None),  # neither a request, a notification nor a response
-], ids=["jsonrpc-1.0", "jsonrpc-number", "no-jsonrpc", "method-number", "method-null",
+], ids=["jsonrpc-1.0", "jsonrpc-number", "no-jsonrpc", "method-number", "method-null", "notification-method",
         "id-list", "id-object", "id-true", "id-null", "id-fraction", "no-method-no-id"])
 def test_a_malformed_request_gets_invalid_request(raw, message, answered_id):
     # Before: no reply at all (jsonrpc "1.0", id true, a method of null), an internal error with
     # pygls' traceback (a method of 5, an id that is a list or an object), or the request ran
-    # (id true, null or 1.5: a shutdown, after which the server answered nothing).
+    # (id true, null or 1.5: a shutdown, after which the server answered nothing; a didOpen with
+    # an id: the document opened, and the request was never answered).
     raw.send(frame(message))
     reply = raw.reply(answered_id)
     assert reply["error"]["code"] == -32600, reply
@@ -126,6 +135,51 @@ def test_broken_notifications_and_responses_are_not_answered(raw):
     while (message := raw.messages.get(timeout=TIMEOUT)).get("id") != 67 or "method" in message:
         before.append(message)
     assert all("method" in message for message in before), before  # log messages at most, no response
+
+
+def test_before_initialize_a_request_gets_server_not_initialized_and_a_notification_is_dropped(tmp_path):
+    # Before: -32603 with pygls' traceback ("The workspace is not available"), and a
+    # window/showMessage error for the notification.
+    server = RawServer()
+    try:
+        uri = (tmp_path / "early.py").as_uri()
+        server.open(uri, "import torch\n")
+        reply = server.reply(server.request("textDocument/hover", HOVER))
+        assert reply["error"]["code"] == -32002, reply
+        assert server.reply(server.request("shutdown", None))["error"]["code"] == -32002
+        server.initialize()
+        assert uri not in server.debug_info()  # the didOpen before initialize was dropped
+        assert not [m for m in server.notifications if m["method"] == "window/showMessage"]
+    finally:
+        server.close()
+
+
+def test_a_second_initialize_is_refused_and_the_open_documents_stay(tmp_path):
+    # Before: pygls made a new, empty workspace for it, so every open document was forgotten.
+    server = RawServer()
+    try:
+        server.initialize()
+        uri = (tmp_path / "train.py").as_uri()
+        server.open(uri, RETAINED)
+        first = server.diagnostics(uri)
+        assert [d["code"] for d in first] == ["TL101"]
+        again = server.reply(server.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}}))
+        assert again["error"]["code"] == -32600, again
+        assert server.diagnostics(uri) == first
+        assert "text 191 characters" in server.debug_info()
+    finally:
+        server.close()
+
+
+def test_after_shutdown_a_request_gets_invalid_request_and_exit_ends_the_server():
+    # Before: no reply at all to any request after shutdown; the client waited for ever.
+    server = RawServer()
+    server.initialize()
+    assert server.result("shutdown", None) is None
+    assert server.reply(server.request("textDocument/hover", HOVER))["error"]["code"] == -32600
+    assert server.reply(server.request("shutdown", None))["error"]["code"] == -32600
+    server.notify("exit", None)
+    assert server.process.wait(timeout=TIMEOUT) == 0
 
 
 def test_the_end_of_input_inside_a_message_ends_the_server_cleanly():
