@@ -58,6 +58,14 @@ class LspTextDocument(TextDocument):
     """A pygls document with LSP's line model; see the module's docstring."""
 
     @property
+    def source(self) -> str:
+        """The text the client sent; empty for a document it never sent. pygls reads such a
+        document's text from disk, at the path in its URI: a notebook cell listed without its text
+        (``vscode-notebook-cell:/x/train.ipynb#c3``) read the notebook's own file, or failed with
+        FileNotFoundError and took the pull of every other cell with it."""
+        return self._source or ""
+
+    @property
     def lines(self) -> Sequence[str]:
         """The lines with their own line breaks, as pygls' API expects."""
         text = self.source

@@ -182,6 +182,17 @@ def test_after_shutdown_a_request_gets_invalid_request_and_exit_ends_the_server(
     assert server.process.wait(timeout=TIMEOUT) == 0
 
 
+def test_a_document_open_under_two_spellings_of_its_uri_survives_closing_one(raw, tmp_path):
+    # pygls keeps one text per unquoted URI: closing "a%20b.py" dropped the text of "a b.py" too,
+    # and a pull of that one then read the file from disk (here: -32603 FileNotFoundError).
+    quoted, plain = (tmp_path / "a b.py").as_uri(), (tmp_path / "a b.py").as_uri().replace("%20", " ")
+    raw.open(quoted, RETAINED)
+    raw.open(plain, RETAINED)
+    raw.close_document(quoted)
+    reply = raw.reply(raw.request("textDocument/diagnostic", {"textDocument": {"uri": plain}}))
+    assert "result" in reply, reply
+
+
 def test_the_end_of_input_inside_a_message_ends_the_server_cleanly():
     server = RawServer()
     server.initialize()
