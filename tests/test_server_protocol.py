@@ -206,28 +206,70 @@ def _did_open(server: RawServer, uri: str, text: str) -> None:
     server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}})
 
 
-def test_a_huge_document_does_not_hold_up_the_others(tmp_path):
-    examples = sorted((Path(__file__).resolve().parent.parent / "examples" / "buggy").glob("*.py"))
-    huge = ""
-    while len(huge) < 600_000:
-        huge += "".join(path.read_text(encoding="utf-8") for path in examples)
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "buggy").glob("*.py"))
+
+
+def _examples_until(done) -> str:
+    """The bundled examples one after another, until ``done(text)``."""
+    text = ""
+    while not done(text):
+        text += "".join(path.read_text(encoding="utf-8") for path in EXAMPLES)
+    return text
+
+
+def test_a_large_document_does_not_hold_up_the_others(tmp_path):
+    from trainlint.server.documents import MAX_DOCUMENT_TOKENS, token_estimate
+
+    large = _examples_until(lambda text: token_estimate(text) > MAX_DOCUMENT_TOKENS * 0.8)  # still analysed
     server = RawServer()
     try:
         server.initialize()
-        _did_open(server, (tmp_path / "huge.py").as_uri(), huge)
-        huge_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": (tmp_path / "huge.py").as_uri()}})
-        _did_open(server, (tmp_path / "small.py").as_uri(), examples[0].read_text(encoding="utf-8"))
+        _did_open(server, (tmp_path / "large.py").as_uri(), large)
+        large_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": (tmp_path / "large.py").as_uri()}})
+        _did_open(server, (tmp_path / "small.py").as_uri(), EXAMPLES[0].read_text(encoding="utf-8"))
         small_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": (tmp_path / "small.py").as_uri()}})
         replies = []
-        while small_pull not in replies:  # the huge one's analysis is still running; `exit` ends it
+        while small_pull not in replies:  # the large one's analysis is still running; `exit` ends it
             message = server.messages.get(timeout=120)
-            if message.get("id") in (huge_pull, small_pull) and "method" not in message:
+            if message.get("id") in (large_pull, small_pull) and "method" not in message:
                 replies.append(message["id"])
         assert replies == [small_pull]
     finally:
         started = time.monotonic()
         server.close()
         assert time.monotonic() - started < 10, "`exit` does not wait for a running analysis"
+
+
+@pytest.mark.parametrize("shape", ["list-of-1.6-million-items", "100000-lines"])
+def test_a_huge_document_is_answered_at_once_and_holds_up_nothing(tmp_path, shape):
+    # Before: a 4.8 MB document holding one list of 1.6 million items had no diagnostics after 150 s,
+    # and kept the other documents' pulls unanswered for 35 s more (LibCST holds the interpreter
+    # while it reads a statement); a file of 100,000 lines got no reply in 150 s.
+    if shape == "100000-lines":
+        huge = _examples_until(lambda text: text.count("\n") >= 100_000)
+    else:
+        huge = "data = [" + "1, " * 1_600_000 + "]\n"
+    small_uri, huge_uri = (tmp_path / "small.py").as_uri(), (tmp_path / "huge.py").as_uri()
+    server = RawServer()
+    try:
+        server.initialize()
+        _did_open(server, small_uri, RETAINED)
+        small_items = server.diagnostics(small_uri)
+        started = time.monotonic()
+        _did_open(server, huge_uri, huge)
+        huge_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": huge_uri}})
+        small_pull = server.request("textDocument/diagnostic", {"textDocument": {"uri": small_uri}})
+        replies = server.replies([huge_pull, small_pull], timeout=5)
+        [note] = replies[huge_pull]["result"]["items"]
+        assert note["code"] == "TL002" and "too large to check as you type" in note["message"], note
+        assert replies[small_pull]["result"]["items"] == small_items
+        end = {"line": huge.count("\n"), "character": 0}
+        server.change(huge_uri, 2, [{"range": {"start": end, "end": end}, "text": "x = 1\n"}])  # typing in it
+        [again] = server.reply(server.request("textDocument/diagnostic", {"textDocument": {"uri": huge_uri}}), timeout=5)["result"]["items"]
+        assert again["code"] == "TL002"
+        assert time.monotonic() - started < 5
+    finally:
+        server.close()
 
 
 def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
@@ -239,7 +281,7 @@ def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
     state = documents.DocumentState("file:///t.py", None)
     text = "x = 1\n"
     assert not state.expensive(text)
-    assert state.expensive("#" * (documents.LARGE_DOCUMENT_CHARS + 1))
+    assert state.expensive("x = 1\n" * (documents.LARGE_DOCUMENT_TOKENS // 2 + 1))
     monkeypatch.setattr(documents, "ANALYSIS_BUDGET_S", 0.0)
     state.analyse(text, 1, settings)
     assert state.expensive(text)
