@@ -193,6 +193,21 @@ def test_a_document_open_under_two_spellings_of_its_uri_survives_closing_one(raw
     assert "result" in reply, reply
 
 
+def test_a_change_to_a_document_that_is_not_open_is_ignored_without_an_error_message(raw, tmp_path):
+    # Before: pygls failed on it (KeyError) and the editor showed "Error in server: KeyError:
+    # 'file:///...'" as an error message, for the client's mistake.
+    raw.notifications.clear()
+    raw.change((tmp_path / "never.py").as_uri(), 2, [{"text": "x = 1\n"}])
+    raw.notify("notebookDocument/didChange", {
+        "notebookDocument": {"uri": (tmp_path / "never.ipynb").as_uri(), "version": 2}, "change": {}})
+    uri = (tmp_path / "open.ipynb").as_uri()
+    raw.notify("notebookDocument/didOpen", {"notebookDocument": {"uri": uri, "notebookType": "jupyter-notebook", "version": 1, "cells": []}, "cellTextDocuments": []})
+    raw.notify("notebookDocument/didChange", {"notebookDocument": {"uri": uri, "version": 2}, "change": {"cells": {"textContent": [
+        {"document": {"uri": f"{uri}#never", "version": 2}, "changes": [{"text": "x = 1\n"}]}]}}})
+    assert raw.alive()
+    assert not [m for m in raw.notifications if m["method"] == "window/showMessage"], raw.notifications
+
+
 def test_the_end_of_input_inside_a_message_ends_the_server_cleanly():
     server = RawServer()
     server.initialize()
