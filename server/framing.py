@@ -165,18 +165,17 @@ class Lifecycle:
 
     pygls answered a request before ``initialize`` with an internal error (its workspace did not
     exist yet), ran a second ``initialize`` (a new, empty workspace: every open document was
-    forgotten, and a pull of one then failed looking for its text on disk), and after ``shutdown`` dropped
-    every request without a reply. LSP: before ``initialize`` a request gets ServerNotInitialized
-    and a notification is dropped; ``initialize`` comes once; after ``shutdown`` a request gets
-    InvalidRequest; ``exit`` is obeyed whenever it comes."""
+    forgotten, and a pull of one then failed looking for its text on disk), and after ``shutdown``
+    dropped every request without a reply. LSP: before ``initialize`` a request gets
+    ServerNotInitialized and a notification is dropped; ``initialize`` comes once; after
+    ``shutdown`` a request gets InvalidRequest; ``exit`` (a notification) is obeyed whenever it
+    comes."""
 
     def __init__(self) -> None:
         self.initialized = False  # an ``initialize`` request was read and handed to pygls
 
     def request_refusal(self, method: str, shut_down: bool) -> JsonRpcException | None:
         """The error for a request that may not come now; None when it may be handled."""
-        if method == types.EXIT:
-            return None
         if shut_down:
             return JsonRpcInvalidRequest(f"the server is shut down: {method} after shutdown (only exit is expected)")
         if method == types.INITIALIZE:
