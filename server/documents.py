@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import string
 import threading
 import time
 from collections.abc import Callable
@@ -32,12 +33,29 @@ log = logging.getLogger("trainlint.server")
 
 BOM = "\ufeff"
 
-# Larger documents are not analysed as you type: one diagnostic says so, on save too.
+# Larger documents are not analysed as you type: one diagnostic says so, on save too. An analysis
+# costs about 20-150 µs a token on the 2-core development machine (20-70 in real code, about 60 an
+# item of a literal list, 150 in a file of one-line statements), and LibCST holds the interpreter,
+# event loop included, while it reads a statement (about 30 ms per 1,000 items of a literal). A
+# 1.6-million-item list (4.8 MB) took minutes and held the event loop for half a minute; the largest
+# file of 40 repositories of training code (peft's tests/test_custom_models.py, 7,866 lines) has
+# about 45,000 tokens and takes 1.5 s.
 MAX_DOCUMENT_CHARS = 5_000_000
-# The analysis budget of a document: one larger than this, or whose analysis once took longer, is
-# analysed in its own lane (``TrainlintServer.lane``), so that it never holds up the others.
-LARGE_DOCUMENT_CHARS = 300_000
+MAX_DOCUMENT_TOKENS = 60_000
+# The analysis budget of a document: one of more tokens than this (about 3,000 lines of code), or
+# whose analysis once took longer, is analysed in its own lane (``TrainlintServer.lane``), so that
+# it never holds up the others.
+LARGE_DOCUMENT_TOKENS = 15_000
 ANALYSIS_BUDGET_S = 2.0
+# What a token is counted by: every bracket, comma, operator, colon and statement has one of these.
+_TOKEN_MARKS = (string.punctuation.replace("_", "") + "\n").encode()
+
+
+def token_estimate(text: str) -> int:
+    """About how many tokens ``text`` has, counted in C: its punctuation marks and line breaks (a
+    name or number between two is not counted, a mark inside a string or comment is)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _TOKEN_MARKS))
 
 
 class Stopped(enum.Enum):
@@ -73,6 +91,7 @@ class DocumentState:
     latest: Analysis | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     over_budget: bool = False  # an analysis of this document took longer than ANALYSIS_BUDGET_S
+    tokens: int | None = None  # ``token_estimate`` of the text last analysed
     analyses: int = 0  # texts analysed (printDebugInfo shows it: requests share analyses)
     # Bumped (on the event loop) whenever the text to analyse changes: a running analysis of an
     # older text then stops at its next statement (``scheduling``). ``stopped`` counts analyses
@@ -82,8 +101,12 @@ class DocumentState:
     stopped_in_a_row: int = 0
 
     def expensive(self, text: str) -> bool:
-        """Whether analysing this text may hold up other documents' analyses."""
-        return self.over_budget or len(text) > LARGE_DOCUMENT_CHARS
+        """Whether analysing this text may hold up other documents' analyses. Asked on the event
+        loop: the text is counted for a document's first analysis only, later ones go by the size
+        of the text last analysed (a paste that makes it much larger costs one analysis over the
+        budget, and the next ones go to the other lane)."""
+        tokens = self.tokens if self.tokens is not None else token_estimate(text)
+        return self.over_budget or tokens > LARGE_DOCUMENT_TOKENS
 
     def with_version(self, analysis: Analysis, version: int | None) -> Analysis:
         """The analysis of an unchanged text, under the version the editor gives it now."""
@@ -114,8 +137,9 @@ class DocumentState:
             anchors: list[Anchor] = []
             self.analyses += 1
             started = time.perf_counter()
-            if len(text) > MAX_DOCUMENT_CHARS:
-                findings = [_too_large(self.display_path, len(text))]
+            self.tokens = token_estimate(text)
+            if len(text) > MAX_DOCUMENT_CHARS or self.tokens > MAX_DOCUMENT_TOKENS:
+                findings = [_too_large(self.display_path, len(text), self.tokens)]
             else:
                 findings, anchors = self._findings(text, settings, superseded)
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
@@ -188,10 +212,11 @@ def _after_bom(finding: Finding) -> Finding:
     )
 
 
-def _too_large(path: str, size: int) -> Finding:
+def _too_large(path: str, size: int, tokens: int) -> Finding:
     return Finding(
         path=path, line=1, column=1, end_line=1, end_column=2, code=NOT_ANALYSED.code, name=NOT_ANALYSED.name,
         severity=NOT_ANALYSED.severity,
-        message=f"this document has {size:,} characters; trainlint checks documents up to "
-        f"{MAX_DOCUMENT_CHARS:,} characters as you type. Run `trainlint check` on it instead",
+        message=f"this document is too large to check as you type: {size:,} characters, about {tokens:,} tokens; "
+        f"trainlint checks documents of up to {MAX_DOCUMENT_CHARS:,} characters and about {MAX_DOCUMENT_TOKENS:,} tokens "
+        "(some 10,000 lines of code) as you type. Run `trainlint check` on it instead",
     )

@@ -9,17 +9,22 @@ offsets its range names, clamped as LSP says: a character past the end of its li
 end of the line, a line past the last means the end of the document.
 
 ``LspWorkspace`` is pygls' workspace making these documents; the server installs it while it
-handles ``initialize``, before any document arrives.
+handles ``initialize``, before any document arrives. A document's text is only what the client
+sent, and a change to a document or notebook that is not open is logged and ignored.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
 
 from trainlint.analysis.lines import LINE_BREAK, line_starts
+
+log = logging.getLogger("trainlint.server")
 
 
 def units(text: str, encoding: str) -> int:
@@ -58,6 +63,14 @@ class LspTextDocument(TextDocument):
     """A pygls document with LSP's line model; see the module's docstring."""
 
     @property
+    def source(self) -> str:
+        """The text the client sent; empty for a document it never sent. pygls reads such a
+        document's text from disk, at the path in its URI: a notebook cell listed without its text
+        (``vscode-notebook-cell:/x/train.ipynb#c3``) read the notebook's own file, or failed with
+        FileNotFoundError and took the pull of every other cell with it."""
+        return self._source or ""
+
+    @property
     def lines(self) -> Sequence[str]:
         """The lines with their own line breaks, as pygls' API expects."""
         text = self.source
@@ -85,6 +98,21 @@ class LspWorkspace(Workspace):
             doc_uri, source=source, version=version, language_id=language_id,
             sync_kind=self._sync_kind, position_codec=self.position_codec,
         )
+
+    def update_text_document(self, text_doc: types.VersionedTextDocumentIdentifier, change: types.TextDocumentContentChangeEvent) -> None:
+        """pygls' edit of a document; a change to a document that is not open (the client's mistake)
+        is logged and ignored: pygls failed on it, and the editor showed "Error in server: KeyError"."""
+        if unquote(text_doc.uri) not in self.text_documents:
+            log.warning("ignored a change to %s, which is not open", text_doc.uri)
+            return
+        super().update_text_document(text_doc, change)
+
+    def update_notebook_document(self, params: types.DidChangeNotebookDocumentParams) -> None:
+        """pygls' edit of a notebook; as ``update_text_document`` for a notebook that is not open."""
+        if self.get_notebook_document(notebook_uri=params.notebook_document.uri) is None:
+            log.warning("ignored a change to %s, which is not open", params.notebook_document.uri)
+            return
+        super().update_notebook_document(params)
 
     @classmethod
     def replacing(cls, workspace: Workspace) -> LspWorkspace:

@@ -3,6 +3,7 @@ under Hypothesis (which cannot drive pytest-lsp's asynchronous client). Every wa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,8 +27,18 @@ def frame(message: dict | bytes, *, header: bytes | None = None) -> bytes:
 class RawServer:
     """The real server on pipes; a thread parses what it writes into messages."""
 
-    def __init__(self) -> None:
-        self.process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, *, stdin_blocking: bool = True) -> None:
+        """``stdin_blocking=False``: the server's stdin is a pipe whose read side is non-blocking, as
+        when a client hands on a descriptor it set so (the open file description is shared)."""
+        if stdin_blocking:
+            self.process = subprocess.Popen(SERVER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.stdin = self.process.stdin
+        else:
+            read_side, write_side = os.pipe()
+            os.set_blocking(read_side, False)
+            self.process = subprocess.Popen(SERVER, stdin=read_side, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            os.close(read_side)
+            self.stdin = open(write_side, "wb")  # closed in `close`
         self.messages: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.stderr: list[bytes] = []
@@ -54,8 +65,8 @@ class RawServer:
             self.messages.put(json.loads(stream.read(length)))
 
     def send(self, data: bytes) -> None:
-        self.process.stdin.write(data)
-        self.process.stdin.flush()
+        self.stdin.write(data)
+        self.stdin.flush()
 
     def request(self, method: str, params, *, raw_header: bytes | None = None) -> int:
         self.next_id += 1
@@ -152,6 +163,8 @@ class RawServer:
             if self.process.poll() is None:
                 self.process.kill()
             self.process.wait(timeout=TIMEOUT)
+            with contextlib.suppress(OSError):
+                self.stdin.close()
 
 
 

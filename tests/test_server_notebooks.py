@@ -108,3 +108,36 @@ async def test_a_cell_that_stops_being_python_loses_its_findings(client):
             break
         await asyncio.sleep(0.05)
     assert not client.diagnostics.get(loop), "the deleted cell's pushed diagnostics are cleared"
+
+
+async def test_cells_whose_text_never_came_are_empty_not_read_from_disk(client):
+    # A notebook that lists cells the client sent no text for (at open, and in a structure change
+    # without `didOpen`): pygls looked for their text on disk, at the path in the cell's URI (the
+    # notebook's own file), and a pull of an untouched cell answered -32603 FileNotFoundError.
+    # Where the file existed, its text would have been analysed as the cell's code.
+    code = types.NotebookCellKind.Code
+    setup, loop = _open(client, "odd.ipynb", [(SETUP, "python", code), (LOOP, "python", code)])
+    notebook = (client.folder / "odd.ipynb").as_uri()
+    ghost = f"vscode-notebook-cell:{client.folder / 'odd.ipynb'}#ghost"
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=2),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+            structure=types.NotebookDocumentCellChangeStructure(
+                array=types.NotebookCellArrayChange(start=1, delete_count=0, cells=[types.NotebookCell(kind=code, document=ghost)]),
+            ),
+        )),
+    ))
+    found = await _codes(client, loop)
+    assert ("TL101", 3) in found
+    # were the file read as the ghost cell, the loop would put a softmax before CrossEntropyLoss: TL202
+    (client.folder / "odd.ipynb").write_text("model = nn.Sequential(nn.Linear(10, 2), nn.Softmax(dim=1))\n")
+    client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+        notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=3),
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(
+            text_content=[types.NotebookDocumentCellContentChanges(
+                document=types.VersionedTextDocumentIdentifier(uri=setup, version=2),
+                changes=[types.TextDocumentContentChangeWholeDocument(text=SETUP + "\n")],
+            )],
+        )),
+    ))
+    assert await _codes(client, loop) == found, "the file on disk is not read as a cell"
