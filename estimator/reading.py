@@ -87,7 +87,9 @@ class Found:
 class ScriptInputs:
     model_comment: Found | None = None  # value: what a `# trainlint: model=...` comment names
     model: Found | None = None  # value: a model id (Hugging Face id, torchvision/timm name)
-    local_model_class: Found | None = None  # value: the name of an nn.Module class of the script
+    # value: the name of an nn.Module class of the script, or the dotted name of one imported from a workspace file
+    local_model_class: Found | None = None
+    local_class_home: str | None = None  # the file that defines local_model_class, when not the script
     mode: Found | None = None
     batch_size: Found | None = None
     seq_len: Found | None = None
@@ -321,8 +323,12 @@ class _Reader:
             self._set("model", head, node, chunk)
         elif call.function is None and name and not self._inside_a_model(call):
             info = self.summary.local_class(name)
-            if info is not None and self.summary.is_module_class(info):
-                self._set("local_model_class", info.name, node, chunk)
+            if info is not None and self.summary.is_module_class(info) and self.inputs.local_model_class is None:
+                elsewhere = self.summary.defined_elsewhere(info) and info.home is not None
+                # a class of another workspace file keeps the dotted name it is reached by (`model.GPT`)
+                self._set("local_model_class", name if elsewhere else info.name, node, chunk)
+                if elsewhere and info.home is not None:
+                    self.inputs.local_class_home = Path(info.home.path).name
         if name.startswith(("litgpt.", "lit_gpt.")):
             self._set("model_code", "litgpt", node, chunk)
             if head in _LITGPT_MODEL_CALLS:
@@ -659,7 +665,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         model_name, model_source = found["model"].value, found["model"].source
     elif "local_model_class" in found:
         local = found["local_model_class"]
-        inputs = {"model": (f"{local.value} (a class of the script)", local.source), **inputs}
+        inputs = {"model": (_local_class_shown(read, local), local.source), **inputs}
     elif fallback_model:
         model_name, model_source = fallback_model, "the targetModel setting"
     else:
@@ -667,3 +673,11 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     if model_name is not None and model_source is not None:  # every branch that names a model names its source
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])
+
+
+def _local_class_shown(read: ScriptInputs | None, local: Found) -> str:
+    """`Net (a class of the script)`, or `GPT (a class of model.py)` for one imported from a workspace file."""
+    name, home = str(local.value), read.local_class_home if read is not None else None
+    if home is None:
+        return f"{name} (a class of the script)"
+    return f"{name.rsplit('.', 1)[-1]} (a class of {home})"
