@@ -48,3 +48,53 @@ def test_a_model_class_imported_from_the_next_file_is_counted(tmp_path, capsys):
     assert report["model"]["params"] == 2 * 50304 * 512 + 12 * (512 * 512 + 512), err
     assert report["inputs"]["model"]["value"] == "GPT (a class of model.py)"
     assert code == 2  # its activations are not modelled: the count, and no verdict
+
+
+TOO_BIG = ("--model", "meta-llama/Llama-3.2-1B", "--gpu", "a10g", "--batch-size", "4", "--seq-len", "1024", "--dtype", "amp-bf16")
+
+
+def test_the_report_says_what_fits_means(capsys):
+    code, out, _ = _estimate(capsys, *TOO_BIG)
+    assert code == 1
+    rule = next(line for line in out.splitlines() if line.strip().startswith("fits ="))
+    assert "high end of the process peak" in rule and "22.3 GiB usable" in rule
+    remedies = [line for line in out.splitlines() if line.startswith("  - ")]
+    assert remedies and not any("still too big" in line for line in remedies)
+    # a remedy whose estimate fits and whose high end does not is called tight, with the high end shown
+    lora = next(line for line in remedies if line.startswith("  - LoRA (rank 16"))
+    assert "tight: the estimate fits, the high end" in lora and "(up to " in lora
+
+
+def test_no_remedy_that_saves_nothing_is_listed(capsys):
+    _, out, _ = _estimate(capsys, *TOO_BIG, "--format", "json")
+    report = json.loads(out)
+    assert report["remedies"]
+    assert all(remedy["saving_bytes"] >= 0.05 * 2**30 or remedy["high_saving_bytes"] >= 0.05 * 2**30 for remedy in report["remedies"])
+    assert not any(remedy["change"].startswith("fused AdamW") for remedy in report["remedies"])  # the step is not the peak
+    assert {remedy["verdict"] for remedy in report["remedies"]} <= {"fits", "tight", "oom"}
+
+
+def test_every_assumed_gpu_count_and_sharding_is_said(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(
+        """\
+        import torch
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from transformers import AutoModelForCausalLM
+
+        model = FSDP(AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B"))
+        optimizer = torch.optim.AdamW(model.parameters())
+        for batch in loader:
+            model(**batch).loss.backward()
+            optimizer.step()
+        """
+    ), encoding="utf-8")
+    _, out, _ = _estimate(capsys, str(script), "--seq-len", "512", "--format", "json")
+    report = json.loads(out)
+    assert report["inputs"]["gpu"] == {"value": "h100-sxm", "source": "assumed (give --gpu)"}
+    assert report["inputs"]["gpus"]["value"] == 1 and report["inputs"]["gpus"]["source"].startswith("assumed")
+    assert any(note.startswith("fsdp (line 5") and "1 GPU" in note and "--gpus" in note for note in report["notes"])
+    _, out, _ = _estimate(capsys, str(script), "--seq-len", "512", "--gpu", "8xa100-80gb", "--format", "json")
+    report = json.loads(out)
+    assert report["inputs"]["gpus"] == {"value": 8, "source": "command line (--gpu 8xa100-80gb)"}
+    assert not any(note.startswith("fsdp (line 5") for note in report["notes"])
