@@ -3,9 +3,11 @@ programs (JSON), from a plan, a target and where each input came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from .architectures import lora_target_linears
 from .costmodel import Estimate, Plan, estimate, verdict
 from .hardware import Target, load_instances
 from .remedies import MIN_SAVING_BYTES, Remedy, max_batch_size, remedies, smallest_gpu
@@ -39,11 +41,16 @@ class MemoryReport:
 
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> MemoryReport:
+    script_notes = list(script_notes or [])
+    if plan.lora_rank is not None and plan.model is not None:
+        linears, renamed = lora_target_linears(plan.model, plan.lora_targets)
+        plan = dataclasses.replace(plan, lora_targets=linears)
+        script_notes += renamed
     context = target.gpu.context_bytes
     result = estimate(plan, context, target.gpu.blas_workspace_bytes)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
-    report = MemoryReport(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
+    report = MemoryReport(plan, target, result, outcome, inputs, script_notes=script_notes)
     if outcome in ("tight", "oom"):
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)

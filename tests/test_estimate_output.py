@@ -98,3 +98,46 @@ def test_every_assumed_gpu_count_and_sharding_is_said(tmp_path, capsys):
     report = json.loads(out)
     assert report["inputs"]["gpus"] == {"value": 8, "source": "command line (--gpu 8xa100-80gb)"}
     assert not any(note.startswith("fsdp (line 5") for note in report["notes"])
+
+
+def test_an_unknown_model_gets_the_nearest_names(capsys):
+    code, out, err = _estimate(capsys, "--model", "mistral-7b")
+    assert code == 2 and out == ""
+    assert "did you mean mistral-7b-v0.1, mistral-7b-v0.2, mistral-7b-v0.3?" in err
+    assert "--list-models" in err
+    _, _, err = _estimate(capsys, "--model", "openai-community/gpt2-xxl")
+    assert "did you mean gpt2-xl" in err
+
+
+def test_list_models_lists_the_catalog_filtered_by_a_query(capsys):
+    code, out, _ = _estimate(capsys, "--list-models")
+    assert code == 0
+    rows = out.splitlines()
+    assert rows[0].split()[:3] == ["model", "parameters", "family"]
+    assert any(row.startswith("gpt2 ") for row in rows) and len(rows) > 100
+    code, out, _ = _estimate(capsys, "--list-models", "mistral 7b")
+    rows = out.splitlines()[1:]
+    assert code == 0 and all("mistral" in row.lower() and "7b" in row.lower() for row in rows)  # in a name or an alias
+    assert {"mistral-7b-v0.1", "mistral-7b-v0.3", "mixtral-8x7b"} <= {row.split()[0] for row in rows}
+    code, out, err = _estimate(capsys, "--list-models", "no-such-model-anywhere")
+    assert code == 1 and out == "" and "no model in the catalog matches" in err
+
+
+def test_falcon_fused_qkv_targets_given_as_query_and_value(capsys):
+    code, out, err = _estimate(capsys, "--model", "tiiuae/falcon-7b", "--lora-rank", "8", "--lora-targets", "query,value",
+                               "--seq-len", "512", "--format", "json")
+    assert code in (0, 1), err
+    split = json.loads(out)
+    _, out, _ = _estimate(capsys, "--model", "tiiuae/falcon-7b", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj",
+                          "--seq-len", "512", "--format", "json")
+    named = json.loads(out)
+    assert split["breakdown"] == named["breakdown"]
+    assert split["inputs"]["lora_targets"]["value"] == ["query", "value"]
+    assert any("query -> q_proj" in note and "value -> v_proj" in note for note in split["notes"])
+    # 71 heads of 64 and one key/value head: rank 8 on the query part (4544 -> 4544) and on the value
+    # part (4544 -> 64) of the fused projection, in each of the 32 layers
+    assert any(f"{32 * 8 * (4544 + 4544 + 4544 + 64):,} trainable parameters" in note for note in split["notes"])
+    _, out, _ = _estimate(capsys, "--model", "tiiuae/falcon-7b", "--lora-rank", "8", "--lora-targets", "query_key_value",
+                          "--seq-len", "512", "--format", "json")
+    fused = json.loads(out)  # one adapter over the whole fused projection: 4544 -> 4544 + 2 * 64
+    assert any(f"{32 * 8 * (4544 + 4544 + 2 * 64):,} trainable parameters" in note for note in fused["notes"])

@@ -46,6 +46,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
     estimate.add_argument("--format", choices=("text", "json"), default="text")
+    estimate.add_argument(
+        "--list-models", nargs="?", const="", metavar="QUERY",
+        help="list the models a name resolves to without a config file (those whose names hold each word of QUERY)",
+    )
 
     gpus = commands.add_parser("gpus", help="list the GPUs (or cloud instances) the estimator knows")
     gpus.add_argument("--instances", action="store_true", help="list cloud instance types instead")
@@ -58,6 +62,8 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.reading import plan_settings
     from trainlint.estimator.report import build, to_json, to_text
 
+    if args.list_models is not None:
+        return _list_models(args.list_models)
     try:
         target = resolve_target(args.gpu or DEFAULT_GPU, args.gpus)
     except UnknownTarget as error:
@@ -100,6 +106,17 @@ def run_estimate(args: argparse.Namespace) -> int:
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _list_models(query: str) -> int:
+    from trainlint.estimator.model_configs import model_table
+
+    table = model_table(query)
+    if table is None:
+        print(f"trainlint estimate: no model in the catalog matches {query!r}", file=sys.stderr)
+        return 1
+    print(table)
+    return 0
 
 
 def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[str]) -> tuple[dict, list[str]]:
