@@ -377,6 +377,9 @@ def resolve_model_name(name: str, roots: list[Path] | None) -> tuple[Architectur
         architecture = architecture_for_litgpt_name(name)  # a LitGPT model name: the checkpoint it converts
     if architecture is not None:
         return architecture, None
+    architecture = _from_hub_table(name) if name else None
+    if architecture is not None:
+        return architecture, None
     similar = similar_model_names(name)
     hint = f"did you mean {', '.join(similar)}? " if similar else ""
     return None, (
@@ -385,10 +388,37 @@ def resolve_model_name(name: str, roots: list[Path] | None) -> tuple[Architectur
     )
 
 
+def _from_hub_table(name: str) -> Architecture | None:
+    """A hub id of the vendored table, or a fine-tune named after a model the table or the catalog knows
+    (its architecture assumed to be its base's, and the report says so)."""
+    from .hub_models import HubModel, base_of, find_hub_model, hub_architecture
+
+    row = find_hub_model(name)
+    if row is not None:
+        return hub_architecture(row, name)
+    found = base_of(name)
+    if found is None:
+        return None
+    spelled, base = found
+    architecture = hub_architecture(base) if isinstance(base, HubModel) else base
+    assumption = (
+        f"assumed: `{name}` has the architecture of {spelled}, the model its name begins with (a fine-tune keeps "
+        f"its base's config); point at its config.json if it does not"
+    )
+    return msgspec.structs.replace(architecture, id=name, source=assumption, base=architecture.base or architecture.id)
+
+
 # ---------------------------------------------------------------------- the catalog, for people
 def catalog_entries() -> list[tuple[str, tuple[str, ...], str, int]]:
-    """(name, other names, family, parameters) of every model a name resolves to without a config file."""
-    return [(arch.id, arch.aliases, arch.family, parameter_count(arch)) for arch in load_architectures()]
+    """(name, other names, family, parameters) of every model a name resolves to without a config file:
+    the catalog's, then the vendored hub table's."""
+    from .hub_models import hub_architecture, load_hub_models
+
+    entries = [(arch.id, arch.aliases, arch.family, parameter_count(arch)) for arch in load_architectures()]
+    for row in load_hub_models():
+        architecture = hub_architecture(row)
+        entries.append((row.id, (), architecture.family, parameter_count(architecture)))
+    return entries
 
 
 def similar_model_names(name: str, limit: int = 3) -> list[str]:

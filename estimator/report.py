@@ -42,6 +42,8 @@ class MemoryReport:
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> MemoryReport:
     script_notes = list(script_notes or [])
+    if plan.model is not None and plan.model.source.startswith("assumed:"):
+        script_notes.append(plan.model.source.removeprefix("assumed: "))
     if plan.lora_rank is not None and plan.model is not None:
         linears, renamed = lora_target_linears(plan.model, plan.lora_targets)
         plan = dataclasses.replace(plan, lora_targets=linears)
