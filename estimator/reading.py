@@ -27,6 +27,7 @@ from trainlint.rules import (
     walk,
 )
 
+from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
 from .training_loop import training_loop
 
@@ -371,6 +372,8 @@ class _Reader:
             targets = self.value(self.keyword(node, "target_modules"), chunk)
             if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
                 self._set("lora_targets", tuple(targets), node, chunk)
+            elif targets in ALL_LINEAR:  # peft's shorthand; any other string is a regular expression over names
+                self._set("lora_targets", (targets,), node, chunk)
             dropout = self.value(self.keyword(node, "lora_dropout"), chunk) if self.keyword(node, "lora_dropout") is not None else 0.0
             if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1:
                 self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0

@@ -141,3 +141,23 @@ def test_falcon_fused_qkv_targets_given_as_query_and_value(capsys):
                           "--seq-len", "512", "--format", "json")
     fused = json.loads(out)  # one adapter over the whole fused projection: 4544 -> 4544 + 2 * 64
     assert any(f"{32 * 8 * (4544 + 4544 + 2 * 64):,} trainable parameters" in note for note in fused["notes"])
+
+
+def test_a_scripts_all_linear_targets_are_read(tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(
+        """\
+        from peft import LoraConfig
+        from transformers import AutoModelForCausalLM, TrainingArguments
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+        config = LoraConfig(r=16, target_modules="all-linear")
+        args = TrainingArguments(output_dir="out", per_device_train_batch_size=2)
+        """
+    ), encoding="utf-8")
+    _, out, err = _estimate(capsys, str(script), "--seq-len", "512", "--format", "json")
+    report = json.loads(out)
+    assert report["inputs"]["lora_targets"]["value"] == ["all-linear"], err
+    # every linear of the 16 layers: q, k, v, o, gate, up, down
+    per_layer = 16 * ((2048 + 2048) + 2 * (2048 + 512) + (2048 + 2048) + 3 * (2048 + 8192))
+    assert any(f"{16 * per_layer:,} trainable parameters" in note for note in report["notes"])
