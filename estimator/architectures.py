@@ -446,6 +446,8 @@ _FAMILY_TARGET_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
     family: {"dense": ("o_proj", "up_proj", "down_proj")} for family in ("bert", "roberta", "xlm-roberta")
 }
 ALL_LINEAR = ("all-linear", "all_linear")
+# The output projection to the vocabulary, as the families' code names it.
+LM_HEAD_NAMES = ("lm_head", "embed_out")
 
 
 def lora_target_linears(arch: Architecture, targets: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:

@@ -161,3 +161,9 @@ def test_a_scripts_all_linear_targets_are_read(tmp_path, capsys):
     # every linear of the 16 layers: q, k, v, o, gate, up, down
     per_layer = 16 * ((2048 + 2048) + 2 * (2048 + 512) + (2048 + 2048) + 3 * (2048 + 8192))
     assert any(f"{16 * per_layer:,} trainable parameters" in note for note in report["notes"])
+
+
+def test_lora_on_the_lm_head_is_said_to_be_unmodelled_not_to_be_no_linear(capsys):
+    code, _, err = _estimate(capsys, "--model", "meta-llama/Llama-3.2-1B", "--lora-rank", "8", "--lora-targets", "q_proj,lm_head")
+    assert code == 2
+    assert "LoRA on the LM head (lm_head) is not modelled yet" in err and "not a linear of this model" not in err
