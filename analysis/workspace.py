@@ -95,6 +95,11 @@ class Workspace:
             self._checked_as[Path(path)] = resolved
             return module
 
+    def analysis_of(self, path: str) -> ModuleAnalysis | None:
+        """The analysis of a workspace file a definition was resolved in (``ClassInfo.home.path``), read
+        as any resolved file is: bounded, cached by its stamp; None when it cannot be read."""
+        return self._analysis(Path(path), 0)
+
     def forget_lookups(self) -> None:
         """Look on disk again for modules not found before (a file was created or renamed)."""
         with self._lock:

@@ -428,6 +428,57 @@ def _lora_dims(arch: _Derivable) -> dict[str, tuple[int, int]]:
     return dims
 
 
+# LoRA target names as the models' own code calls its linears (peft matches a module by its name's last
+# part), and the linears they are here (Llama's names; a fused projection's parts name its slices, as
+# LitGPT's lora_query / lora_key / lora_value do).
+_TARGET_NAMES: dict[str, tuple[str, ...]] = {
+    "query": ("q_proj",), "key": ("k_proj",), "value": ("v_proj",), "q": ("q_proj",), "k": ("k_proj",), "v": ("v_proj",),
+    "q_lin": ("q_proj",), "k_lin": ("k_proj",), "v_lin": ("v_proj",), "wq": ("q_proj",), "wk": ("k_proj",), "wv": ("v_proj",),
+    "query_key_value": ("qkv_proj",), "c_attn": ("qkv_proj",), "Wqkv": ("qkv_proj",), "qkv": ("qkv_proj",), "W_pack": ("qkv_proj",),
+    "dense": ("o_proj",), "out_proj": ("o_proj",), "o": ("o_proj",), "out_lin": ("o_proj",), "proj": ("o_proj",),
+    "dense_h_to_4h": ("up_proj",), "fc1": ("up_proj",), "c_fc": ("up_proj",), "fc_in": ("up_proj",), "lin1": ("up_proj",),
+    "wi": ("up_proj",), "dense_4h_to_h": ("down_proj",), "fc2": ("down_proj",), "fc_out": ("down_proj",),
+    "lin2": ("down_proj",), "wo": ("down_proj",), "c_proj": ("o_proj", "down_proj"),
+}
+# Where a family's code gives a name to more than one linear: BERT's attention output, intermediate and
+# output are each a `dense`.
+_FAMILY_TARGET_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    family: {"dense": ("o_proj", "up_proj", "down_proj")} for family in ("bert", "roberta", "xlm-roberta")
+}
+ALL_LINEAR = ("all-linear", "all_linear")
+# The output projection to the vocabulary, as the families' code names it.
+LM_HEAD_NAMES = ("lm_head", "embed_out")
+
+
+def lora_target_linears(arch: Architecture, targets: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """The linears of ``arch`` that LoRA targets named as its code names them cover (``query,value`` on
+    Falcon's fused ``query_key_value``: its query and value slices; ``all-linear``: every linear of a
+    layer), with a note of each renaming. A name that names no linear is kept: the estimate says so."""
+    geometry = shape(arch)
+    if geometry is None:
+        return targets, []
+    dims = geometry.lora_dims
+    fused = "qkv_proj" in dims
+    linears: list[str] = []
+    renamed: list[str] = []
+    for target in targets:
+        if target in ALL_LINEAR:
+            every = [name for name in dims if not (fused and name in ("q_proj", "k_proj", "v_proj"))]
+            linears += every
+            renamed.append(f"{target} -> {', '.join(every)}")
+            continue
+        names = _FAMILY_TARGET_NAMES.get(arch.family, {}).get(target) or _TARGET_NAMES.get(target)
+        known = tuple(name for name in names or () if name in dims)
+        if target in dims or not known:
+            linears.append(target)
+            continue
+        linears += known
+        renamed.append(f"{target} -> {', '.join(known)}")
+    return tuple(dict.fromkeys(linears)), (
+        [f"LoRA targets as {arch.id}'s code names its linears: {'; '.join(renamed)}"] if renamed else []
+    )
+
+
 def _kv_cache_elements_per_token(arch: _Derivable) -> int:
     if arch.kind == "decoder" and arch.kv_lora_rank is not None:
         return arch.layers * (arch.kv_lora_rank + arch.rope_head_dim)

@@ -151,10 +151,11 @@ class _Counter:
         init = info.methods.get("__init__")
         if init is None:
             return total
+        home = self._home(info)  # the class's own file reads its body: its imports, constants, classes
         params = init.node.params
         names = [param.name.value for param in (*params.posonly_params, *params.params)][1:]
         defaults = {
-            param.name.value: self.value(param.default, info.chunk, {})
+            param.name.value: home.value(param.default, info.chunk, {})
             for param in (*params.posonly_params, *params.params, *params.kwonly_params) if param.default is not None
         }
         bound = self.arguments(call, names, defaults, chunk, env) if call is not None else defaults
@@ -163,8 +164,16 @@ class _Counter:
         # helpers defined inside __init__ (`def block(c_in, c_out): return nn.Sequential(...)`)
         local[_FUNCTIONS] = {statement.name.value: statement for statement in body if isinstance(statement, cst.FunctionDef)}
         for statement in body:
-            self.statement(statement, info, local, total, depth)
+            home.statement(statement, info, local, total, depth)
         return total
+
+    def _home(self, info: ClassInfo) -> _Counter:
+        """The counter of the file that defines ``info``: this one, or another workspace file's."""
+        workspace = self.module.workspace
+        if info.home is None or not self.summary.defined_elsewhere(info) or workspace is None:
+            return self
+        home = workspace.analysis_of(info.home.path)
+        return _Counter(home) if home is not None else self
 
     def statement(self, statement: cst.CSTNode, info: ClassInfo, env: dict[str, Any], total: Count, depth: int) -> None:
         if isinstance(statement, cst.SimpleStatementLine):

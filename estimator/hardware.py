@@ -214,6 +214,12 @@ def resolve_target(spec: str, gpus: int | None = None) -> Target:
     return Target(target.gpu, gpus, target.instance) if gpus is not None else target
 
 
+def states_count(spec: str) -> bool:
+    """Whether a target spec says how many devices: "8xa100-80gb", "a100-80gb x8" (an instance's own
+    count is the instance's, see :func:`resolve_target`)."""
+    return any(pattern.match(spec) for pattern in (_COUNT_FIRST, _COUNT_LAST))
+
+
 def _resolve_counted(spec: str) -> Target | None:
     for pattern, count_group, name_group in ((_COUNT_FIRST, 1, 2), (_COUNT_LAST, 2, 1)):
         match = pattern.match(spec)

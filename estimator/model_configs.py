@@ -15,6 +15,7 @@ measured activation coefficients.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -376,7 +377,80 @@ def resolve_model_name(name: str, roots: list[Path] | None) -> tuple[Architectur
         architecture = architecture_for_litgpt_name(name)  # a LitGPT model name: the checkpoint it converts
     if architecture is not None:
         return architecture, None
+    architecture = _from_hub_table(name) if name else None
+    if architecture is not None:
+        return architecture, None
+    similar = similar_model_names(name)
+    hint = f"did you mean {', '.join(similar)}? " if similar else ""
     return None, (
-        f"`{name}` is neither in the model catalog nor in the local Hugging Face cache; point at its "
-        f"config.json (a model folder or the file) to estimate it"
+        f"`{name}` is neither in the model catalog nor in the local Hugging Face cache; {hint}(`trainlint estimate "
+        f"--list-models QUERY` lists the catalog), or point at its config.json (a model folder or the file) to estimate it"
+    )
+
+
+def _from_hub_table(name: str) -> Architecture | None:
+    """A hub id of the vendored table, or a fine-tune named after a model the table or the catalog knows
+    (its architecture assumed to be its base's, and the report says so)."""
+    from .hub_models import HubModel, base_of, find_hub_model, hub_architecture
+
+    row = find_hub_model(name)
+    if row is not None:
+        return hub_architecture(row, name)
+    found = base_of(name)
+    if found is None:
+        return None
+    spelled, base = found
+    architecture = hub_architecture(base) if isinstance(base, HubModel) else base
+    assumption = (
+        f"assumed: `{name}` has the architecture of {spelled}, the model its name begins with (a fine-tune keeps "
+        f"its base's config); point at its config.json if it does not"
+    )
+    return msgspec.structs.replace(architecture, id=name, source=assumption, base=architecture.base or architecture.id)
+
+
+# ---------------------------------------------------------------------- the catalog, for people
+def catalog_entries() -> list[tuple[str, tuple[str, ...], str, int]]:
+    """(name, other names, family, parameters) of every model a name resolves to without a config file:
+    the catalog's, then the vendored hub table's."""
+    from .hub_models import hub_architecture, load_hub_models
+
+    entries = [(arch.id, arch.aliases, arch.family, parameter_count(arch)) for arch in load_architectures()]
+    for row in load_hub_models():
+        architecture = hub_architecture(row)
+        entries.append((row.id, (), architecture.family, parameter_count(architecture)))
+    return entries
+
+
+def similar_model_names(name: str, limit: int = 3) -> list[str]:
+    """Catalog names close to ``name``: those its last part begins, then the closest by spelling."""
+    key = name.strip().lower().rsplit("/", 1)[-1]
+    if not key:
+        return []
+    shown: dict[str, str] = {}  # a name's last part, lowercased -> the name to suggest
+    for entry, aliases, _, _ in catalog_entries():
+        for candidate in (entry, *aliases):
+            shown.setdefault(candidate.lower().rsplit("/", 1)[-1], entry)
+    found = [shown[part] for part in sorted(shown) if part.startswith(key) and part != key]
+    found += [shown[part] for part in difflib.get_close_matches(key, list(shown), n=10, cutoff=0.75)]
+    return list(dict.fromkeys(found))[:limit]
+
+
+def model_table(query: str = "") -> str | None:
+    """What ``trainlint estimate --list-models [QUERY]`` prints: every catalog model whose names or family
+    hold each word of ``query`` (case does not matter); None when none does."""
+    from .report import params_text
+
+    words = query.lower().split()
+    rows = []
+    for entry, aliases, family, params in catalog_entries():
+        text = " ".join((entry, *aliases, family)).lower()
+        if all(word in text for word in words):
+            rows.append((entry, params_text(params) if params else "?", family, ", ".join(aliases)))
+    if not rows:
+        return None
+    header = ("model", "parameters", "family", "also known as")
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(3)]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[column]) if column < 3 else cell for column, cell in enumerate(row)).rstrip()
+        for row in [header, *rows]
     )

@@ -17,6 +17,7 @@ from typing import Any
 import libcst as cst
 
 from trainlint.rules import (
+    ACCELERATOR,
     ModuleAnalysis,
     ParsedChunk,
     dotted,
@@ -26,7 +27,9 @@ from trainlint.rules import (
     walk,
 )
 
+from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
+from .training_loop import training_loop
 
 UNKNOWN = object()
 ABSURD = object()  # unknown too: a number no configuration holds (the report says which line)
@@ -64,6 +67,8 @@ _LIGHTNING_PRECISION = {
 }
 # LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
+# accelerate's Accelerator(mixed_precision=...): the forward of a model it prepares runs under autocast.
+_ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,9 @@ class Found:
 class ScriptInputs:
     model_comment: Found | None = None  # value: what a `# trainlint: model=...` comment names
     model: Found | None = None  # value: a model id (Hugging Face id, torchvision/timm name)
-    local_model_class: Found | None = None  # value: the name of an nn.Module class of the script
+    # value: the name of an nn.Module class of the script, or the dotted name of one imported from a workspace file
+    local_model_class: Found | None = None
+    local_class_home: str | None = None  # the file that defines local_model_class, when not the script
     mode: Found | None = None
     batch_size: Found | None = None
     seq_len: Found | None = None
@@ -139,6 +146,8 @@ class _Reader:
         self.inputs = ScriptInputs()
         self.scaler: tuple[cst.CSTNode, ParsedChunk] | None = None
         self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
+        self.training = training_loop(module)
+        self.accelerator: tuple[cst.CSTNode, ParsedChunk] | None = None  # an Accelerator whose precision is not in the script
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -237,6 +246,11 @@ class _Reader:
         training = (backward[0].node, backward[0].chunk) if backward else None  # the evidence: a real line
         generating = None
         trainer = None  # a Trainer's construction: it runs the training steps itself
+        # The training loop's own loader and autocast first: they decide, whatever else the script builds.
+        for loader in self.training.loaders[:1]:
+            self._read_loader_batch(loader.node, loader.chunk)
+        for autocast in self.training.autocasts[:1]:
+            self._read_autocast(autocast.node, autocast.chunk)
         for scope in self.module.all_scopes:
             for call in scope.calls():
                 if not isinstance(call.node, cst.Call):
@@ -253,6 +267,12 @@ class _Reader:
                     generating = (call.node, call.chunk)
         self._read_settings()
         self._read_model_comment()
+        if inputs.dtype is None and self.accelerator is not None:
+            node, chunk = self.accelerator
+            inputs.notes.append(
+                f"the Accelerator at line {chunk.line_of(node)} takes its mixed precision from accelerate's own configuration "
+                "(`accelerate config` or `accelerate launch --mixed_precision`), not from the script: give --dtype"
+            )
         if trainer is not None and not backward:
             self._set("previous_graph_alive", False, *trainer)
         if training is not None:
@@ -304,8 +324,12 @@ class _Reader:
             self._set("model", head, node, chunk)
         elif call.function is None and name and not self._inside_a_model(call):
             info = self.summary.local_class(name)
-            if info is not None and self.summary.is_module_class(info):
-                self._set("local_model_class", info.name, node, chunk)
+            if info is not None and self.summary.is_module_class(info) and self.inputs.local_model_class is None:
+                elsewhere = self.summary.defined_elsewhere(info) and info.home is not None
+                # a class of another workspace file keeps the dotted name it is reached by (`model.GPT`)
+                self._set("local_model_class", name if elsewhere else info.name, node, chunk)
+                if elsewhere and info.home is not None:
+                    self.inputs.local_class_home = Path(info.home.path).name
         if name.startswith(("litgpt.", "lit_gpt.")):
             self._set("model_code", "litgpt", node, chunk)
             if head in _LITGPT_MODEL_CALLS:
@@ -313,16 +337,23 @@ class _Reader:
         precision = self.value(self.keyword(node, "precision"), chunk)
         if isinstance(precision, str) and precision in _LIGHTNING_PRECISION:
             self._set("dtype", _LIGHTNING_PRECISION[precision], node, chunk)
-        if head in ("DataLoader", "TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
-            self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1 if head == "DataLoader" else None), chunk), node, chunk)
+        if head == "DataLoader" and not self.training.loaders and id(node) not in self.training.other_loaders:
+            self._read_loader_batch(node, chunk)  # no training loop names its loader: any loader not known to be another's
+        elif head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
+            self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._read_trainer_arguments(node, chunk)
         if self.keyword(node, _LENGTH_KEYWORDS) is not None:
             self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
-        if head == "autocast":
-            dtype = self.value(self.keyword(node, "dtype"), chunk)
-            kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
-            self._set("dtype", "amp-bf16" if kind == "bf16" else "amp-fp16", node, chunk)
+        if head == "autocast" and not (call.receiver is not None and ACCELERATOR in call.receiver.tags):
+            if not self.training.autocasts and id(node) not in self.training.other_autocasts:
+                self._read_autocast(node, chunk)  # no training loop found: any autocast not known to be elsewhere
+        elif head == "Accelerator":
+            precision = self.value(self.keyword(node, "mixed_precision"), chunk)
+            if isinstance(precision, str) and precision in _ACCELERATE_PRECISION:
+                self._set("dtype", _ACCELERATE_PRECISION[precision], node, chunk)
+            elif self.accelerator is None:
+                self.accelerator = (node, chunk)
         elif head == "GradScaler" and self.scaler is None:
             self.scaler = (node, chunk)  # fp16 autocast, unless an autocast call names another dtype
         if head in _OPTIMIZERS and (name.startswith(("torch.optim", "bitsandbytes", "transformers", "lion_pytorch")) or "optim" in name):
@@ -341,6 +372,8 @@ class _Reader:
             targets = self.value(self.keyword(node, "target_modules"), chunk)
             if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
                 self._set("lora_targets", tuple(targets), node, chunk)
+            elif targets in ALL_LINEAR:  # peft's shorthand; any other string is a regular expression over names
+                self._set("lora_targets", (targets,), node, chunk)
             dropout = self.value(self.keyword(node, "lora_dropout"), chunk) if self.keyword(node, "lora_dropout") is not None else 0.0
             if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1:
                 self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
@@ -390,6 +423,14 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    def _read_loader_batch(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1), chunk), node, chunk)
+
+    def _read_autocast(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        dtype = self.value(self.keyword(node, "dtype"), chunk)
+        kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
+        self._set("dtype", "amp-bf16" if kind == "bf16" else "amp-fp16", node, chunk)
 
     def _inside_a_model(self, call) -> bool:
         """Built inside a model class's method: a part of that model, not the model."""
@@ -627,7 +668,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         model_name, model_source = found["model"].value, found["model"].source
     elif "local_model_class" in found:
         local = found["local_model_class"]
-        inputs = {"model": (f"{local.value} (a class of the script)", local.source), **inputs}
+        inputs = {"model": (_local_class_shown(read, local), local.source), **inputs}
     elif fallback_model:
         model_name, model_source = fallback_model, "the targetModel setting"
     else:
@@ -635,3 +676,11 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     if model_name is not None and model_source is not None:  # every branch that names a model names its source
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])
+
+
+def _local_class_shown(read: ScriptInputs | None, local: Found) -> str:
+    """`Net (a class of the script)`, or `GPT (a class of model.py)` for one imported from a workspace file."""
+    name, home = str(local.value), read.local_class_home if read is not None else None
+    if home is None:
+        return f"{name} (a class of the script)"
+    return f"{name.rsplit('.', 1)[-1]} (a class of {home})"

@@ -13,9 +13,12 @@ from dataclasses import dataclass, replace
 
 from .costmodel import FITS, CannotEstimate, Estimate, Plan, estimate, verdict
 from .hardware import Gpu, Target, smallest_fitting
+from .units import GIB
 
 MAX_COMBINED = 3
 MAX_BATCH = 1 << 16
+# A saving the report would print as 0.0 GiB, at the estimate and at the high end alike, is no remedy.
+MIN_SAVING_BYTES = 0.05 * GIB
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,12 @@ class Remedy:
     plan: Plan
     result: Estimate
     saving_bytes: float  # process peak, point estimate: base minus remedy
-    fits: bool  # even the high end of the interval fits
+    high_saving_bytes: float  # the same at the interval's high end
+    verdict: str  # fits (even the high end fits), tight or oom, as for the configuration itself
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == FITS
 
 
 def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
@@ -84,10 +92,13 @@ def remedies(plan: Plan, base: Estimate, target: Target, context_bytes: float) -
                 result = estimate(replace(plan, **changes), context_bytes, target.gpu.blas_workspace_bytes)
             except CannotEstimate:
                 continue
-            fits = verdict(result, usable) == FITS
-            if size == 1 or fits:
+            outcome = verdict(result, usable)
+            fits = outcome == FITS
+            saving = base.process.estimate - result.process.estimate
+            high_saving = base.process.high - result.process.high
+            if (size == 1 or fits) and max(saving, high_saving) >= MIN_SAVING_BYTES:
                 description = " + ".join(options[index][0] for index in combination)
-                found.append(Remedy(description, result.plan, result, base.process.estimate - result.process.estimate, fits))
+                found.append(Remedy(description, result.plan, result, saving, high_saving, outcome))
             if fits:
                 fitting_sets.append(chosen)
     singles = [remedy for remedy in found if " + " not in remedy.change]

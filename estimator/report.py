@@ -3,15 +3,23 @@ programs (JSON), from a plan, a target and where each input came from."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from .costmodel import Estimate, Plan, estimate, verdict
+from .architectures import LM_HEAD_NAMES, lora_target_linears
+from .costmodel import CannotEstimate, Estimate, Plan, estimate, verdict
 from .hardware import Target, load_instances
-from .remedies import Remedy, max_batch_size, remedies, smallest_gpu
+from .remedies import MIN_SAVING_BYTES, Remedy, max_batch_size, remedies, smallest_gpu
 from .units import gib
 
 BAR_WIDTH = 30
+# What the verdicts mean, for people and programs: the process peak (what nvidia-smi shows) against what
+# one process can allocate on the device (the vendor's memory less what the driver and ECC keep).
+VERDICT_RULE = (
+    "fits: the high end of the process peak is within the usable memory of one device; "
+    "oom: even its low end is not; tight: in between"
+)
 
 
 @dataclass
@@ -33,11 +41,21 @@ class MemoryReport:
 
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> MemoryReport:
+    script_notes = list(script_notes or [])
+    if plan.model is not None and plan.model.source.startswith("assumed:"):
+        script_notes.append(plan.model.source.removeprefix("assumed: "))
+    if plan.lora_rank is not None and plan.model is not None:
+        head = next((target for target in plan.lora_targets if target in LM_HEAD_NAMES), None)
+        if head is not None:
+            raise CannotEstimate(f"LoRA on the LM head ({head}) is not modelled yet: its adapter would be left out of the estimate")
+        linears, renamed = lora_target_linears(plan.model, plan.lora_targets)
+        plan = dataclasses.replace(plan, lora_targets=linears)
+        script_notes += renamed
     context = target.gpu.context_bytes
     result = estimate(plan, context, target.gpu.blas_workspace_bytes)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
-    report = MemoryReport(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))
+    report = MemoryReport(plan, target, result, outcome, inputs, script_notes=script_notes)
     if outcome in ("tight", "oom"):
         report.remedies = remedies(plan, result, target, context)
         gpu = smallest_gpu(result, report.target)
@@ -65,9 +83,14 @@ def to_json(report: MemoryReport) -> dict:
         "gpu": {"name": report.target.gpu.name, "count": report.target.count, "usable_bytes": report.target.usable_bytes_per_device},
         "verdict": report.verdict,
         "remedies": [
-            {"change": remedy.change, "saving_bytes": round(remedy.saving_bytes), "peak_bytes": round(remedy.result.process.estimate), "fits": remedy.fits}
+            {
+                "change": remedy.change, "saving_bytes": round(remedy.saving_bytes), "high_saving_bytes": _bytes(remedy.high_saving_bytes),
+                "peak_bytes": round(remedy.result.process.estimate), "peak_high_bytes": _bytes(remedy.result.process.high),
+                "verdict": remedy.verdict, "fits": remedy.fits,
+            }
             for remedy in report.remedies
         ],
+        "verdict_rule": VERDICT_RULE,
         "max_batch_size": report.max_batch_size,
         "smallest_gpu": report.smallest_gpu,
         "smallest_gpu_instances": report.smallest_instances,
@@ -102,16 +125,25 @@ def to_text(report: MemoryReport) -> str:
         lines += ["", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device; verdict UNKNOWN: "
                   f"the interval has no upper end (see the assumptions), so neither fits nor oom can be said"]
     else:
-        lines += ["", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device; verdict {report.verdict.upper()} ({share:.0%} at the estimate)"]
+        nominal = gib(report.target.gpu.memory_bytes)
+        lines += [
+            "", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device (of {nominal} GiB); "
+            f"verdict {report.verdict.upper()} ({share:.0%} at the estimate)",
+            f"  fits = the high end of the process peak within the {gib(usable)} GiB usable; oom = not even its low end; "
+            f"tight = in between (here {gib(result.process.low)}–{gib(result.process.high)} GiB)",
+        ]
     if report.remedies:
-        lines.append("what would make it fit (each re-estimated):")
+        lines.append("what would make it fit (each re-estimated, the same rule):")
         for remedy in report.remedies[:12]:
-            mark = "fits" if remedy.fits else "still too big"
-            lines.append(f"  - {remedy.change}: {gib(remedy.result.process.estimate)} GiB, saves {gib(remedy.saving_bytes)} GiB — {mark}")
+            peak = remedy.result.process
+            saving = f"saves {gib(remedy.saving_bytes)} GiB" if remedy.saving_bytes >= MIN_SAVING_BYTES else (
+                f"saves {gib(remedy.high_saving_bytes)} GiB at the high end, nothing at the estimate"
+            )
+            lines.append(f"  - {remedy.change}: {gib(peak.estimate)} GiB (up to {gib(peak.high)}), {saving} — {_remedy_verdict(remedy, usable)}")
     if report.max_batch_size is not None:
-        lines.append(f"largest batch size that fits with margin: {report.max_batch_size}")
+        lines.append(f"largest batch size that fits: {report.max_batch_size}")
     elif report.verdict in ("tight", "oom"):
-        lines.append("not even batch size 1 fits with margin")
+        lines.append("not even batch size 1 fits")
     if report.smallest_gpu:
         instances = f" (e.g. {', '.join(report.smallest_instances)})" if report.smallest_instances else ""
         lines.append(f"smallest catalog GPU that fits: {report.smallest_gpu}{instances}")
@@ -119,6 +151,16 @@ def to_text(report: MemoryReport) -> str:
         lines.append("assumptions:")
         lines += [f"  - {note}" for note in report.notes]
     return "\n".join(lines)
+
+
+def _remedy_verdict(remedy: Remedy, usable: float) -> str:
+    if remedy.verdict == "fits":
+        return "fits"
+    if remedy.verdict == "oom":
+        return "does not fit"
+    if remedy.result.process.estimate <= usable:
+        return "tight: the estimate fits, the high end does not"
+    return "tight: only the low end fits"
 
 
 def params_text(count: int) -> str:

@@ -8,6 +8,7 @@ import sys
 
 # Exit statuses: the configuration fits (or might: `tight`), it does not, the estimate is impossible.
 EXIT_FITS, EXIT_OOM, EXIT_UNKNOWN = 0, 1, 2
+DEFAULT_GPU = "h100-sxm"
 
 
 def add_parsers(commands, positive_int, comma_list) -> None:
@@ -40,11 +41,15 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
-    estimate.add_argument("--gpu", default="h100-sxm", help="GPU, count x GPU (8xa100-80gb) or cloud instance name")
+    estimate.add_argument("--gpu", help=f"GPU, count x GPU (8xa100-80gb) or cloud instance name (default {DEFAULT_GPU})")
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
     estimate.add_argument("--format", choices=("text", "json"), default="text")
+    estimate.add_argument(
+        "--list-models", nargs="?", const="", metavar="QUERY",
+        help="list the models a name resolves to without a config file (those whose names hold each word of QUERY)",
+    )
 
     gpus = commands.add_parser("gpus", help="list the GPUs (or cloud instances) the estimator knows")
     gpus.add_argument("--instances", action="store_true", help="list cloud instance types instead")
@@ -57,8 +62,10 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.reading import plan_settings
     from trainlint.estimator.report import build, to_json, to_text
 
+    if args.list_models is not None:
+        return _list_models(args.list_models)
     try:
-        target = resolve_target(args.gpu, args.gpus)
+        target = resolve_target(args.gpu or DEFAULT_GPU, args.gpus)
     except UnknownTarget as error:
         return _unknown(args, str(error))
     module = read = None
@@ -90,14 +97,49 @@ def run_estimate(args: argparse.Namespace) -> int:
         return _unknown(args, f"{reason}{hint}: there is no honest number to give")
     settings = dict(planned.settings)
     settings["gpus"] = target.count
+    inputs, notes = _with_devices(args, target, planned.inputs, planned.notes)
     try:
-        report = build(Plan(model=architecture, **settings), target, planned.inputs, planned.notes)
+        report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _list_models(query: str) -> int:
+    from trainlint.estimator.model_configs import model_table
+
+    table = model_table(query)
+    if table is None:
+        print(f"trainlint estimate: no model in the catalog matches {query!r}", file=sys.stderr)
+        return 1
+    print(table)
+    return 0
+
+
+def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[str]) -> tuple[dict, list[str]]:
+    """The report's inputs with the devices added, each with where it came from, and a note when the
+    script shards or replicates the model over a GPU count that nobody stated."""
+    from trainlint.estimator.hardware import states_count
+
+    inputs, notes = dict(inputs), list(notes)
+    name = target.instance.name if target.instance is not None else target.gpu.id
+    inputs["gpu"] = (name, "command line" if args.gpu else "assumed (give --gpu)")
+    if args.gpus is not None:
+        inputs["gpus"] = (target.count, "command line (--gpus)")
+    elif args.gpu and (target.instance is not None or states_count(args.gpu)):
+        inputs["gpus"] = (target.count, f"command line (--gpu {args.gpu})")
+    else:
+        inputs["gpus"] = (target.count, "assumed: one device (give --gpus N, or --gpu Nx<gpu>)")
+        sharding, source = inputs.get("sharding", (None, "assumed"))
+        if sharding is not None and source not in ("assumed", "command line"):
+            notes.append(
+                f"{sharding} ({source.split(':', 1)[0]}) over 1 GPU: the script does not say how many GPUs run it, so one is "
+                f"assumed, which {'shards' if sharding != 'ddp' else 'replicates'} nothing; give --gpus N"
+            )
+    return inputs, notes
 
 
 def _checkpoint_every(text: str) -> int | None:

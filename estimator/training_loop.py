@@ -1,0 +1,163 @@
+"""The training loop of a script: the loader it iterates and the autocast its forward runs under.
+
+A script builds more than one loader and may enter more than one autocast: diffusers' DreamBooth
+scripts sample class images through a loader of ``--sample_batch_size`` and generate validation
+images under an autocast, before and between training steps. What the training step holds in
+memory is set by the loader the loop with the backward iterates and by the autocast around that
+loop's forward, whatever either is called. A loop trains when its own iterations run a backward
+(in its body or in a local function called there); a loader or an autocast is the training one by
+what the dataflow says it does, never by its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from trainlint.rules import (
+    ACCELERATOR,
+    LOADER,
+    MODEL,
+    CallEvent,
+    Loop,
+    ModuleAnalysis,
+    ScopeAnalysis,
+    Value,
+    is_backward,
+    loops_running,
+    ordered_events,
+    walk,
+)
+
+# Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
+_PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
+
+
+@dataclass
+class TrainingLoop:
+    """What the script's training loops say: empty lists when it has none that can be read."""
+
+    loaders: list[CallEvent] = field(default_factory=list)  # DataLoader constructions a training loop iterates
+    other_loaders: set[int] = field(default_factory=set)  # id() of constructions only other loops iterate
+    autocasts: list[CallEvent] = field(default_factory=list)  # autocast calls around a training forward
+    other_autocasts: set[int] = field(default_factory=set)  # id() of autocast calls around no training forward
+
+    @property
+    def found(self) -> bool:
+        return bool(self.loaders or self.autocasts or self.other_loaders or self.other_autocasts)
+
+
+def training_loop(module: ModuleAnalysis) -> TrainingLoop:
+    """The loaders and autocasts of the script's training loops, and those that belong to other loops."""
+    found = TrainingLoop()
+    training: list[tuple[ScopeAnalysis, Loop]] = []
+    for scope in module.all_scopes:
+        training += [(scope, loop) for loop in loops_running(scope, is_backward)]
+    if not training:
+        return found
+    trained_loops = {id(loop) for _, loop in training}
+    for scope, loop in training:
+        for loader in _loaders_iterated(module, scope, loop):
+            if all(loader is not known for known in found.loaders):
+                found.loaders.append(loader)
+    trained = {id(loader.node) for loader in found.loaders}
+    for scope in module.all_scopes:
+        for loop in scope.loops:
+            if id(loop) not in trained_loops:
+                found.other_loaders |= {id(loader.node) for loader in _loaders_iterated(module, scope, loop)} - trained
+    steps = _training_nodes(training)
+    for scope in module.all_scopes:
+        for call in scope.calls():
+            if _is_autocast(call):
+                if _wraps_any(scope, call, steps):
+                    found.autocasts.append(call)
+                else:
+                    found.other_autocasts.add(id(call.node))
+    return found
+
+
+def _is_autocast(call: CallEvent) -> bool:
+    """torch's autocast context (``torch.autocast``, ``torch.cuda.amp.autocast``); an Accelerator's
+    ``accelerator.autocast()`` takes the Accelerator's own mixed precision instead."""
+    if call.receiver is not None and ACCELERATOR in call.receiver.tags:
+        return False
+    name = call.callee or ""
+    return (call.method or name.rsplit(".", 1)[-1]) == "autocast" and (name.startswith("torch") or name == "autocast")
+
+
+def _training_nodes(training: list[tuple[ScopeAnalysis, Loop]]) -> set[int]:
+    """id() of the syntax that makes up a training step: each training loop, and the backward and
+    model forwards with gradients on that its iterations run (in helpers they call too)."""
+    nodes: set[int] = set()
+    for scope, loop in training:
+        nodes.add(id(loop.node))
+        for call, _ in ordered_events(scope, loop):
+            if not isinstance(call, CallEvent):
+                continue
+            forward = call.receiver is not None and MODEL in call.receiver.tags and call.method in (None, "forward")
+            if is_backward(call) or (forward and call.context.grad_off is None):
+                nodes.add(id(call.node))
+    return nodes
+
+
+def _wraps_any(scope: ScopeAnalysis, call: CallEvent, nodes: set[int]) -> bool:
+    """Whether the ``with`` statement that enters this autocast call (directly, or through the name it
+    is bound to first: ``ctx = torch.autocast(...)``, ``with ctx:``) holds any of ``nodes``."""
+    statement = call.statement
+    if isinstance(statement, cst.With):
+        blocks = [statement.body]
+    elif isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name):
+        name = statement.targets[0].target.value
+        home = scope.function.node if scope.function is not None else scope.chunk.module
+        blocks = [
+            node.body for node in walk(home) if isinstance(node, cst.With)
+            and any(isinstance(item.item, cst.Name) and item.item.value == name for item in node.items)
+        ] if home is not None else []
+    else:
+        return False
+    return any(id(node) in nodes for block in blocks for node in walk(block))
+
+
+def _loaders_iterated(module: ModuleAnalysis, scope: ScopeAnalysis, loop: Loop) -> list[CallEvent]:
+    """The DataLoader constructions a ``for`` loop iterates (through enumerate, tqdm, zip, an
+    Accelerator's prepare, or a parameter every caller passes a loader for)."""
+    if not isinstance(loop.node, cst.For):
+        return []
+    found = _loaders_of(loop.iterable)
+    if found:
+        return found
+    return _loaders_in_expression(module, scope, loop.node.iter, depth=0)
+
+
+def _loaders_of(value: Value | None) -> list[CallEvent]:
+    if value is None:
+        return []
+    detail = value.detail
+    if isinstance(detail, tuple) and detail and detail[0] == "enumerate":
+        return _loaders_of(detail[1])
+    if isinstance(detail, tuple) and detail and detail[0] == "zip":
+        return [loader for inner in detail[1] for loader in _loaders_of(inner)]
+    if LOADER in value.tags and isinstance(detail, CallEvent):
+        return [detail]
+    return []
+
+
+def _loaders_in_expression(module: ModuleAnalysis, scope: ScopeAnalysis, expression: cst.BaseExpression, depth: int) -> list[CallEvent]:
+    if depth > 4:
+        return []
+    found = _loaders_of(scope.value_at(expression))
+    if found:
+        return found
+    if isinstance(expression, cst.Call):
+        name = expression.func.attr.value if isinstance(expression.func, cst.Attribute) else (
+            expression.func.value if isinstance(expression.func, cst.Name) else ""
+        )
+        if name in _PASSES_ITEMS_THROUGH:
+            positional = [arg.value for arg in expression.args if arg.keyword is None and not arg.star]
+            return [loader for arg in (positional if name == "zip" else positional[:1])
+                    for loader in _loaders_in_expression(module, scope, arg, depth + 1)]
+    if isinstance(expression, cst.Name) and scope.function is not None and expression.value in scope.function.positional_parameters:
+        passed = module.arguments_for(scope.function, expression.value) or []
+        return [loader for _, value in passed for loader in _loaders_of(value)]
+    return []

@@ -1,0 +1,223 @@
+"""The batch size and the precision of a script are those of its training loop: the loader the loop
+with the backward iterates, and the autocast around the training forward, not a sampling or
+validation loader or a validation function's autocast."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator.reading import read_inputs
+
+# The shape of diffusers' DreamBooth LoRA SDXL script: class images sampled in batches of
+# --sample_batch_size before training, validation images generated under an autocast, and the
+# training loop over the loader of --train_batch_size, under the Accelerator's mixed precision.
+DREAMBOOTH = textwrap.dedent(
+    """\
+    import argparse
+    from contextlib import nullcontext
+
+    import torch
+    from accelerate import Accelerator
+    from diffusers import StableDiffusionXLPipeline, UNet2DConditionModel
+    from torch.utils.data import DataLoader, Dataset
+
+
+    def log_validation(pipeline, args, accelerator, pipeline_args):
+        pipeline = pipeline.to(accelerator.device)
+        autocast_ctx = torch.autocast(accelerator.device.type) if args.validation_prompt else nullcontext()
+        with autocast_ctx:
+            images = [pipeline(**pipeline_args).images[0] for _ in range(args.num_validation_images)]
+        return images
+
+
+    class PromptDataset(Dataset):
+        def __init__(self, prompt, num_samples):
+            self.prompt = prompt
+            self.num_samples = num_samples
+
+        def __len__(self):
+            return self.num_samples
+
+        def __getitem__(self, index):
+            return {"prompt": self.prompt, "index": index}
+
+
+    def parse_args():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--pretrained_model_name_or_path", type=str, default=None, required=True)
+        parser.add_argument("--resolution", type=int, default=1024)
+        parser.add_argument("--train_batch_size", type=int, default=4)
+        parser.add_argument("--sample_batch_size", type=int, default=4)
+        parser.add_argument("--num_class_images", type=int, default=100)
+        parser.add_argument("--mixed_precision", type=str, default=None, choices=["no", "fp16", "bf16"])
+        parser.add_argument("--validation_prompt", type=str, default=None)
+        parser.add_argument("--num_validation_images", type=int, default=4)
+        return parser.parse_args()
+
+
+    def main(args):
+        accelerator = Accelerator(mixed_precision=args.mixed_precision)
+        pipeline = StableDiffusionXLPipeline.from_pretrained(args.pretrained_model_name_or_path)
+        sample_dataset = PromptDataset("a photo of a dog", args.num_class_images)
+        sample_dataloader = torch.utils.data.DataLoader(sample_dataset, batch_size=args.sample_batch_size)
+        sample_dataloader = accelerator.prepare(sample_dataloader)
+        for example in sample_dataloader:
+            images = pipeline(example["prompt"]).images
+            for image in images:
+                image.save(f"{example['index']}.jpg")
+        del pipeline
+
+        unet = UNet2DConditionModel.from_pretrained(args.pretrained_model_name_or_path, subfolder="unet")
+        optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-4)
+        train_dataset = PromptDataset("a photo of sks dog", 5)
+        train_dataloader = torch.utils.data.DataLoader(train_dataset, batch_size=args.train_batch_size, shuffle=True)
+        unet, optimizer, train_dataloader = accelerator.prepare(unet, optimizer, train_dataloader)
+        for epoch in range(10):
+            unet.train()
+            for step, batch in enumerate(train_dataloader):
+                with accelerator.accumulate(unet):
+                    model_pred = unet(batch["pixel_values"], step, batch["prompt"]).sample
+                    loss = torch.nn.functional.mse_loss(model_pred.float(), batch["pixel_values"].float())
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            if args.validation_prompt is not None:
+                log_validation(pipeline, args, accelerator, {"prompt": args.validation_prompt})
+
+
+    if __name__ == "__main__":
+        main(parse_args())
+    """
+)
+
+
+def _found(text: str):
+    return read_inputs(ModuleAnalysis(text, "train.py")).found()
+
+
+def _line_of(text: str, fragment: str) -> int:
+    return next(number for number, line in enumerate(text.splitlines(), start=1) if fragment in line)
+
+
+def test_the_batch_size_is_the_training_loaders_whatever_the_sampling_loader_takes():
+    for sample in (4, 1):
+        script = DREAMBOOTH.replace('"--sample_batch_size", type=int, default=4', f'"--sample_batch_size", type=int, default={sample}')
+        found = _found(script)
+        assert found["batch_size"].value == 4, sample
+        assert found["batch_size"].line == _line_of(script, "train_dataloader = torch.utils.data.DataLoader(")
+    smaller = _found(DREAMBOOTH.replace('"--train_batch_size", type=int, default=4', '"--train_batch_size", type=int, default=2'))
+    assert smaller["batch_size"].value == 2
+
+
+def test_a_validation_functions_autocast_is_not_the_training_precision():
+    read = read_inputs(ModuleAnalysis(DREAMBOOTH, "train.py"))
+    assert read.dtype is None  # mixed precision comes from accelerate's own configuration: unknown here
+    line = _line_of(DREAMBOOTH, "accelerator = Accelerator(")
+    assert any(note.startswith(f"the Accelerator at line {line} takes its mixed precision from accelerate's") for note in read.notes)
+    stated = DREAMBOOTH.replace('"--mixed_precision", type=str, default=None', '"--mixed_precision", type=str, default="bf16"')
+    found = _found(stated)
+    assert found["dtype"].value == "amp-bf16"
+    assert found["dtype"].line == _line_of(stated, "accelerator = Accelerator(")
+    assert _found(stated.replace('default="bf16"', 'default="no"'))["dtype"].value == "fp32"
+
+
+def test_an_autocast_around_the_training_forward_is_read():
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def evaluate(model, loader):
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+                return sum(model(x).sum() for x, _ in loader)
+
+        def train(model, optimizer, loader):
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.AdamW(model.parameters())
+        eval_loader = DataLoader(eval_set, batch_size=256)
+        train_loader = DataLoader(train_set, batch_size=16, shuffle=True)
+        evaluate(model, eval_loader)
+        train(model, optimizer, train_loader)
+        """
+    )
+    found = _found(script)
+    assert found["dtype"].value == "amp-bf16" and found["dtype"].line == 10
+    assert found["batch_size"].value == 16 and found["batch_size"].line == 19
+
+
+def test_a_training_loop_wrapped_in_autocast_and_a_step_in_a_helper():
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        def step(model, optimizer, batch):
+            loss = model(batch).mean()
+            loss.backward()
+            optimizer.step()
+
+        def validate(model):
+            with torch.autocast("cuda", dtype=torch.float16):
+                return model(torch.ones(1, 4))
+
+        model = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        probe_loader = DataLoader(probe_set, batch_size=512)
+        loader = DataLoader(train_set, batch_size=8)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            for batch in loader:
+                step(model, optimizer, batch)
+        for batch in probe_loader:
+            print(model(batch).shape)
+        validate(model)
+        """
+    )
+    found = _found(script)
+    assert found["dtype"].value == "amp-bf16" and found["dtype"].line == 17
+    assert found["batch_size"].value == 8 and found["batch_size"].line == 16
+
+
+def test_without_a_training_loop_the_first_loader_and_autocast_still_count():
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(data, batch_size=32)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            outputs = [model(x) for x in loader]
+        """
+    )
+    found = _found(script)
+    assert found["batch_size"].value == 32 and found["dtype"].value == "amp-bf16"
+
+
+def test_the_dreambooth_estimate_does_not_move_with_the_sampling_batch(tmp_path):
+    peaks = []
+    for sample in (4, 1):
+        script = tmp_path / f"train_{sample}.py"
+        script.write_text(
+            DREAMBOOTH.replace('"--sample_batch_size", type=int, default=4', f'"--sample_batch_size", type=int, default={sample}'),
+            encoding="utf-8",
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--model", "stabilityai/stable-diffusion-xl-base-1.0",
+             "--gpu", "a100-80gb", "--format", "json"],
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode in (0, 1), result.stderr
+        report = json.loads(result.stdout)
+        assert report["inputs"]["batch_size"]["source"].startswith(f"line {_line_of(DREAMBOOTH, 'train_dataloader = torch')}:")
+        peaks.append(report["peak"]["process"]["estimate"])
+    assert peaks[0] == peaks[1]
