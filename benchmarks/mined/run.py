@@ -14,9 +14,11 @@ pair's files there as ``trainlint check TREE`` would: the workspace is the tree,
 are those of the file's nearest trainlint.toml or pyproject.toml [tool.trainlint] inside the tree
 (local plugins are never loaded: the trees are other people's code).
 
-A pair's parent is **flagged** when a finding of the pair's rule lies within 3 lines of one of its
-``parent_lines`` (counted at warning or error, and separately with notes too); its fix is **quiet**
-when no warning or error of that rule lies within 3 lines of one of its ``fix_lines``.
+A pair's parent is **flagged** when a finding of the pair's rule is about one of its ``parent_lines``:
+reported within 3 lines of one, or naming one (within 3 lines) in its evidence, as a rule that reports
+a function on its ``def`` names the statement at fault (counted at warning or error, and separately
+with notes too; the count by the reported line alone is printed under each table). Its fix is
+**quiet** when no warning or error of that rule is about one of its ``fix_lines`` in the same sense.
 
 The split into halves is by repository (split.py). Per-pair lines are printed for the dev half only:
 the test half is reported as totals unless ``--show-test-pairs`` is given, which whoever develops the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import re
 import shutil
@@ -219,8 +222,17 @@ def extract(repository: Path, commit: str, destination: Path) -> Path:
 
 @dataclass(frozen=True)
 class Hit:
-    line: int
+    line: int  # where the finding is reported
     severity: str
+    evidence: tuple[int, ...] = ()  # the lines of this file its evidence points at (the statement at fault)
+    by_evidence_only: bool = False  # matched the pair's lines through its evidence, not where it is reported
+
+    def at(self, lines: tuple[int, ...], *, own_line_only: bool = False) -> bool:
+        """Whether the finding is about one of ``lines``: its own line, or (unless ``own_line_only``) one
+        of its evidence lines, within NEAR lines. A rule that reports a function (TL102 on the ``def``)
+        names the offending statement in its evidence."""
+        candidates = (self.line,) if own_line_only else (self.line, *self.evidence)
+        return any(abs(candidate - n) <= NEAR for candidate in candidates for n in lines)
 
 
 class Tree:
@@ -276,18 +288,22 @@ class Tree:
             if finding.code != rule:
                 continue
             line = notebook.file_position(finding.line, finding.column)[0] if notebook is not None else finding.line
-            hits.append(Hit(line, finding.severity.label))
+            evidence = tuple(item.line if notebook is None else notebook.file_position(item.line, 1)[0]
+                             for item in finding.evidence if item.path is None)
+            hits.append(Hit(line, finding.severity.label, evidence))
         return hits
 
 
 def near(hits: list[Hit], lines: tuple[int, ...], lowest: Severity) -> list[Hit]:
-    return [hit for hit in hits if Severity.parse(hit.severity) >= lowest and any(abs(hit.line - n) <= NEAR for n in lines)]
+    return [dataclasses.replace(hit, by_evidence_only=not hit.at(lines, own_line_only=True))
+            for hit in hits if Severity.parse(hit.severity) >= lowest and hit.at(lines)]
 
 
 @dataclass
 class Result:
     pair: Pair
     flagged: bool = False  # a warning or error of the rule near the bug
+    flagged_on_own_line: bool = False  # the same, counting only where findings are reported (not their evidence)
     flagged_with_notes: bool = False  # a finding of any severity, notes too
     fix_quiet: bool = True  # no warning or error of the rule near the fix's lines
     parent_hits: list[Hit] = field(default_factory=list)  # the rule's findings near the bug
@@ -297,7 +313,8 @@ class Result:
     def as_json(self) -> dict:
         return {
             "id": self.pair.id, "repository": self.pair.repository, "commit": self.pair.commit, "rule": self.pair.rule,
-            "half": self.pair.half, "flagged": self.flagged, "flagged_with_notes": self.flagged_with_notes,
+            "half": self.pair.half, "flagged": self.flagged, "flagged_on_own_line": self.flagged_on_own_line,
+            "flagged_with_notes": self.flagged_with_notes,
             "fix_quiet": self.fix_quiet, "parent_hits": [hit.__dict__ for hit in self.parent_hits],
             "fix_hits": [hit.__dict__ for hit in self.fix_hits], "problems": self.problems,
         }
@@ -321,7 +338,11 @@ def score(pair: Pair, mirrors: Path, work: Path) -> Result:
         if parent_hits is None:
             result.problems.append(f"{file.path} is not in the parent's tree")
         else:
-            result.parent_hits += near(parent_hits, file.parent_lines, Severity.NOTE)
+            found = near(parent_hits, file.parent_lines, Severity.NOTE)
+            result.parent_hits += found
+            result.flagged_on_own_line |= any(
+                Severity.parse(hit.severity) >= Severity.WARNING and not hit.by_evidence_only for hit in found
+            )
         if fix_hits is not None:  # a fix may delete the file
             result.fix_hits += near(fix_hits, file.fix_lines, Severity.WARNING)
     result.problems += parent.problems + fix.problems
@@ -338,16 +359,15 @@ def check(pairs: list[Pair], mirrors: Path) -> list[str]:
     """Problems with the pairs that need the mirrors: the parent, the files and their lines."""
     problems = []
     known_rules = {rule.code for rule in all_rules()}
-    seen: dict[tuple[str, str], str] = {}
+    seen: dict[str, str] = {}
     hand_written = _hand_written_commits()
     for pair in pairs:
         where = f"{pair.id}.toml"
         if pair.rule not in known_rules:
             problems.append(f"{where}: unknown rule {pair.rule}")
-        key = (pair.repository.lower(), pair.commit)
-        if key in seen:
-            problems.append(f"{where}: the same commit as {seen[key]}")
-        seen[key] = where
+        if pair.commit in seen:  # also across repositories: a fork or a merged history carries the same commit
+            problems.append(f"{where}: the same commit as {seen[pair.commit]}")
+        seen[pair.commit] = where
         if pair.commit in hand_written:  # a fork's history holds the same commit (OpenNMT-py has pytorch/examples')
             problems.append(f"{where}: already a hand-written case in tests/real_fixes")
         repository = git_dir(mirrors, pair.repository)
@@ -390,6 +410,8 @@ def table(results: list[Result]) -> list[str]:
     for rule in sorted(by_rule):
         rows.append(_row(rule, by_rule[rule]))
     rows.append(_row("**all**", results))
+    own_line = sum(result.flagged_on_own_line for result in results)
+    rows.append(f"\n(flagged at warning/error by the finding's own line alone, evidence lines not counted: {own_line})")
     return rows
 
 
@@ -413,6 +435,7 @@ def summary(results: list[Result]) -> dict:
     def counts(group: list[Result]) -> dict:
         return {
             "pairs": len(group), "flagged": sum(r.flagged for r in group),
+            "flagged_on_own_line": sum(r.flagged_on_own_line for r in group),
             "flagged_with_notes": sum(r.flagged_with_notes for r in group), "fixes_quiet": sum(r.fix_quiet for r in group),
             "repositories": len({r.pair.repository.lower() for r in group}),
         }
@@ -423,7 +446,8 @@ def summary(results: list[Result]) -> dict:
 def pair_line(result: Result) -> str:
     mark = "flagged" if result.flagged else "note only" if result.flagged_with_notes else "missed"
     quiet = "fix quiet" if result.fix_quiet else "fix still reported"
-    hits = ", ".join(f"{hit.line}:{hit.severity}" for hit in result.parent_hits)
+    hits = ", ".join(f"{hit.line}:{hit.severity}" + (" via evidence" if hit.by_evidence_only else "")
+                     for hit in result.parent_hits)
     line = f"  {result.pair.rule} {mark:9} {quiet:18} {result.pair.id}  {result.pair.subject[:70]}"
     if hits:
         line += f"  [{hits}]"
