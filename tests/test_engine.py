@@ -439,3 +439,30 @@ def test_a_loss_on_one_element_of_a_models_output_tuple_quotes_that_elements_lay
     (finding,) = [f for f in analyze_source(code, "acgan.py") if f.code == "TL202"]
     assert "returns `self.aux_layer(out)`, whose last layer is `nn.Softmax()`" in finding.message
     assert "Sigmoid" not in finding.message
+
+
+def test_a_tests_loader_is_not_a_training_runs_input_pipeline():
+    # a framework's test suite builds small DataLoaders by the hundred, with CUDA named in another
+    # test: loader tuning and per-step syncs cost a test nothing. A training script doing the same
+    # is reported.
+    tiny_training = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def test_trains_on_cuda():
+            model = torch.nn.Linear(4, 1).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=2)
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x.cuda()), y.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+        """
+    )
+    rules = {"TL301", "TL302"}
+    assert {finding.code for finding in analyze_source(tiny_training, "tests/test_loop.py")} & rules == set()
+    as_script = {finding.code for finding in analyze_source(tiny_training, "train_tiny.py")} & rules
+    assert as_script == rules, "outside a test suite the same code is reported"

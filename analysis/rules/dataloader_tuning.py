@@ -27,6 +27,7 @@ from trainlint.rules import (
     Severity,
     TextEdit,
     is_dataloader,
+    is_test_file,
     literal_value,
     shortened,
 )
@@ -41,6 +42,8 @@ class DataloaderTuning(Rule):
     severity = Severity.NOTE
 
     def check(self, ctx) -> None:
+        if is_test_file(ctx.module.path):
+            return  # a test's loader feeds a few tiny batches: its tuning costs nothing
         loaders = [
             call for scope in ctx.scopes for call in scope.calls()
             if call.callee is not None and is_dataloader(call.callee)
