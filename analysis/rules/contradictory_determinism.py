@@ -5,7 +5,8 @@ for reproducible kernels. `torch.backends.cudnn.benchmark = True` asks cuDNN to 
 candidate convolution algorithms on the first batches and keep the fastest, and which one wins
 varies from run to run: results change between runs that were meant to be identical, and the
 debugging of "non-reproducible" experiments starts. When both are set on the same path, the
-reproducibility request is not met.
+reproducibility request is not met. A request switched off again before benchmark mode is turned
+on (`use_deterministic_algorithms(False)` after a reproducibility check) is no longer in force.
 
 How to fix: set `cudnn.benchmark = True` only when determinism is not asked for (in the `else`
 branch of the seeding code), or set it to `False` when seeding.
@@ -30,6 +31,7 @@ from trainlint.rules import (
 
 _BENCHMARK = "torch.backends.cudnn.benchmark"
 _DETERMINISTIC = "torch.backends.cudnn.deterministic"
+_ALGORITHMS = "torch.use_deterministic_algorithms"
 
 
 class ContradictoryDeterminism(Rule):
@@ -42,8 +44,11 @@ class ContradictoryDeterminism(Rule):
         if not benchmarks:
             return
         requests = ctx.module.module_wide("TL402 determinism requests", _determinism_requests)
+        withdrawals = ctx.module.module_wide("TL402 determinism withdrawals", _determinism_withdrawals)
         for benchmark in benchmarks:
-            request = next((r for r in requests if _same_path(benchmark, r)), None)
+            request = next(
+                (r for r in requests if _same_path(benchmark, r) and not _withdrawn(r, benchmark, withdrawals)), None
+            )
             if request is not None:
                 self._report(ctx, benchmark, request)
 
@@ -73,16 +78,46 @@ def _sets(event: Event, target: str) -> TypeGuard[AssignEvent]:
 
 
 def _determinism_requests(module) -> list[Event]:
-    found: list[Event] = []
-    for scope in module.all_scopes:
-        for event in scope.events:
-            if _sets(event, _DETERMINISTIC):
-                found.append(event)
-            elif isinstance(event, CallEvent) and event.callee == "torch.use_deterministic_algorithms" and event.arg_nodes:
-                first = event.arg_nodes[0].value
-                if isinstance(first, cst.Name) and first.value == "True":
-                    found.append(event)
-    return found
+    return [event for scope in module.all_scopes for event in scope.events if _switch(event, "True") is not None]
+
+
+def _determinism_withdrawals(module) -> list[Event]:
+    return [event for scope in module.all_scopes for event in scope.events if _switch(event, "False") is not None]
+
+
+def _switch(event: Event, value: str) -> str | None:
+    """Which determinism switch this event sets to ``value`` (`True`/`False`): `cudnn.deterministic = ...`
+    or `torch.use_deterministic_algorithms(...)`; None for any other event."""
+    if isinstance(event, AssignEvent) and isinstance(event.node, cst.Assign):
+        assigned = event.node.value
+        if isinstance(assigned, cst.Name) and assigned.value == value and any(
+            event.scope.summary.canonical(key) == _DETERMINISTIC for key in event.targets
+        ):
+            return _DETERMINISTIC
+    elif isinstance(event, CallEvent) and event.callee == _ALGORITHMS and event.arg_nodes:
+        first = event.arg_nodes[0].value
+        if isinstance(first, cst.Name) and first.value == value:
+            return _ALGORITHMS
+    return None
+
+
+def _withdrawn(request: Event, benchmark: Event, withdrawals: list[Event]) -> bool:
+    """The same switch is turned off again after the request and before the benchmark, in the same
+    function (or both at module level) and on the benchmark's path: determinism was asked for a
+    check that ran in between (`use_deterministic_algorithms(True)`, a reproducibility test, then
+    `(False)`), not for the run that benchmark mode tunes."""
+    switch = _switch(request, "True")
+    return any(
+        _switch(withdrawal, "False") == switch
+        and withdrawal.scope.function is benchmark.scope.function is request.scope.function
+        and _line(request) < _line(withdrawal) < _line(benchmark)
+        and _branch(withdrawal.context.conditions) <= _branch(benchmark.context.conditions)
+        for withdrawal in withdrawals
+    )
+
+
+def _line(event: Event) -> int:
+    return event.chunk.line_of(event.node)
 
 
 def _same_path(benchmark: Event, request: Event) -> bool:
@@ -157,6 +192,34 @@ ContradictoryDeterminism.MUST_FIRE = (
             torch.backends.cudnn.benchmark = True
         """
     ),
+    Fires(  # a withdrawal of one request leaves the other standing
+        """
+        import torch
+
+
+        def main(args):
+            torch.backends.cudnn.deterministic = True
+            torch.use_deterministic_algorithms(True)
+            run_checks()
+            torch.use_deterministic_algorithms(False)
+            torch.backends.cudnn.benchmark = True
+            train(args)
+        """,
+        at="torch.backends.cudnn.benchmark = True",
+    ),
+    Fires(  # withdrawn only on one branch: the other path still asks for determinism
+        """
+        import torch
+
+
+        def main(args):
+            torch.use_deterministic_algorithms(True)
+            if args.fast:
+                torch.use_deterministic_algorithms(False)
+            torch.backends.cudnn.benchmark = True
+            train(args)
+        """
+    ),
     Fires(
         """
         import torch
@@ -224,6 +287,27 @@ ContradictoryDeterminism.MUST_NOT_FIRE = (
 
         torch.use_deterministic_algorithms(False)
         torch.backends.cudnn.benchmark = True
+        """
+    ),
+    Quiet(  # determinism asked for a reproducibility check only, and withdrawn before the run tunes its kernels
+        """
+        import torch
+        from torch.backends import cudnn
+
+
+        def check_reproducible(model, batch):
+            return torch.equal(model(batch), model(batch))
+
+
+        def main(args, model, batch):
+            torch.use_deterministic_algorithms(True)
+            cudnn.deterministic = True
+            if not check_reproducible(model, batch):
+                raise RuntimeError("the model is not deterministic")
+            torch.use_deterministic_algorithms(False)
+            cudnn.deterministic = False
+            cudnn.benchmark = True
+            train(args, model)
         """
     ),
 )
