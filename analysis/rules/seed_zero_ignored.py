@@ -1,13 +1,14 @@
 """A seed is applied only when it is truthy, so `--seed 0` silently means "not seeded".
 
 `if args.seed: torch.manual_seed(args.seed)`, `Generator().manual_seed(s) if s else None` and
-`seed = args.seed or 42` all treat 0 as "no seed given". Zero is a common, valid seed (it is the
+`seed = args.seed or 42` all treat 0 as "no seed given", and so do `if not seed: seed = random_seed()`
+and `seed if seed else self.new_seed()` in a helper whose missing seed is None. Zero is a common, valid seed (it is the
 default of many sweeps), so the run that was meant to be reproducible is not — or quietly uses
 another seed — and two "identical" runs disagree. Nothing warns; the difference shows up weeks
 later as an irreproducible result.
 
 How to fix: test for absence explicitly, `if args.seed is not None:` (and
-`args.seed if args.seed is not None else 42` for a default).
+`args.seed if args.seed is not None else 42` for a default). `args.seed or 0` is fine: it keeps 0.
 """
 
 from __future__ import annotations
@@ -37,10 +38,18 @@ class SeedZeroIgnored(Rule):
         for node in (node for scope in ctx.scopes for node in scope.branch_tests):
             if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
                 self._report(ctx, node.test, "applies the seed only when it is truthy")
+            elif isinstance(node, cst.If) and isinstance(node.test, cst.UnaryOperation) and _negated_seed(node.test):
+                replacement = _replacement(node, node.test.expression)
+                if replacement is not None:
+                    self._report_replaced(ctx, node.test, replacement)
             elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
                 self._report(ctx, node.test, "builds a seeded generator only when the seed is truthy")
+            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _same(node.body, node.test):
+                if not _is_zero(node.orelse):
+                    self._report_kept_if_truthy(ctx, node)
             elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or) and _seed_name(node.left):
-                self._report_default(ctx, node)
+                if not _is_zero(node.right):
+                    self._report_default(ctx, node)
 
     def _report(self, ctx, test: cst.BaseExpression, what: str) -> None:
         name = ctx.chunk.code_for(test)
@@ -51,6 +60,34 @@ class SeedZeroIgnored(Rule):
             evidence=[((ctx.chunk, test), f"`{name}` tests truthiness, not presence")],
             help=f"test `{name} is not None`",
             fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(test, f"{name} is not None")], safe=True),
+        )
+
+    def _report_replaced(self, ctx, test: cst.UnaryOperation, replacement: cst.BaseExpression) -> None:
+        """`if not seed: seed = random_seed()`."""
+        name = ctx.chunk.code_for(test.expression)
+        ctx.report(
+            test,
+            f"`{ctx.chunk.code_for(test)}` is true for seed 0 too, so a requested seed 0 is replaced by "
+            f"`{ctx.chunk.code_for(replacement)}`: `--seed 0` silently runs with another seed",
+            evidence=[
+                ((ctx.chunk, test), f"`not {name}` tests truthiness, not presence"),
+                ((ctx.chunk, replacement), f"the seed that replaces `{name}`"),
+            ],
+            help=f"test `{name} is None`",
+            fix=ctx.fix(f"test `{name} is None`", [ctx.edit_replace(test, f"{name} is None")], safe=True),
+        )
+
+    def _report_kept_if_truthy(self, ctx, node: cst.IfExp) -> None:
+        """`seed if seed else self.new_seed()`: the conditional-expression spelling of `seed or ...`."""
+        name = ctx.chunk.code_for(node.test)
+        default = ctx.chunk.code_for(node.orelse)
+        ctx.report(
+            node,
+            f"`{' '.join(ctx.chunk.code_for(node).split())}` replaces seed 0 with `{default}`: `--seed 0` silently "
+            "runs with another seed",
+            evidence=[((ctx.chunk, node.test), f"`{name}` tests truthiness, not presence")],
+            help=f"test `{name} is not None`",
+            fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(node.test, f"{name} is not None")], safe=True),
         )
 
     def _report_default(self, ctx, node: cst.BooleanOperation) -> None:
@@ -77,6 +114,35 @@ def _seed_name(test: cst.BaseExpression) -> bool:
     return last == "seed" or last.endswith("_seed") or last.startswith("seed_")
 
 
+def _negated_seed(test: cst.UnaryOperation) -> bool:
+    """`not seed` / `not args.seed`."""
+    return isinstance(test.operator, cst.Not) and _seed_name(test.expression)
+
+
+def _replacement(statement: cst.If, seed: cst.BaseExpression) -> cst.BaseExpression | None:
+    """What the body of `if not seed:` assigns to the seed itself (`seed = random_seed()`), unless it
+    is 0, which keeps seed 0 as it was."""
+    if not isinstance(statement.body, cst.IndentedBlock):
+        return None
+    for line in statement.body.body:
+        if not isinstance(line, cst.SimpleStatementLine):
+            continue
+        for small in line.body:
+            if isinstance(small, cst.Assign) and any(_same(target.target, seed) for target in small.targets):
+                return None if _is_zero(small.value) else small.value
+    return None
+
+
+def _same(one: cst.BaseExpression, other: cst.BaseExpression) -> bool:
+    name = dotted(one)
+    return name is not None and name == dotted(other)
+
+
+def _is_zero(node: cst.BaseExpression) -> bool:
+    """The literal 0: what it puts in for a falsy seed is seed 0 itself (or 0 for a missing one)."""
+    return isinstance(node, cst.Integer) and int(node.value, 0) == 0
+
+
 def _seeds_inside(ctx, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
     """``node`` seeds something and uses the tested value (`if args.seed: manual_seed(args.seed)`, or
     `tile_seed = seed + offset; manual_seed(tile_seed)`); `if self.set_seed: set_rng_seed(hash(name))`
@@ -94,6 +160,79 @@ def _seeds_inside(ctx, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
 
 
 SeedZeroIgnored.MUST_FIRE = (
+    Fires(  # a helper taking `seed: Optional[int]` draws a new seed when given 0
+        """
+        import random
+        from typing import Optional
+
+        import torch
+
+
+        def random_seed() -> int:
+            return random.randint(0, 2**32 - 1)
+
+
+        class Sampler:
+            def __init__(self, pipe):
+                self.pipe = pipe
+
+            def sample(self, prompt, seed: Optional[int] = None):
+                if not seed:
+                    seed = random_seed()
+                generator = torch.Generator("cuda").manual_seed(seed)
+                return self.pipe(prompt, generator=generator), seed
+        """,
+        fixed="""
+        import random
+        from typing import Optional
+
+        import torch
+
+
+        def random_seed() -> int:
+            return random.randint(0, 2**32 - 1)
+
+
+        class Sampler:
+            def __init__(self, pipe):
+                self.pipe = pipe
+
+            def sample(self, prompt, seed: Optional[int] = None):
+                if seed is None:
+                    seed = random_seed()
+                generator = torch.Generator("cuda").manual_seed(seed)
+                return self.pipe(prompt, generator=generator), seed
+        """,
+        at="if not seed:",
+    ),
+    Fires(  # the conditional-expression spelling of `seed or self.new_seed()`
+        """
+        import random
+
+        class Generator:
+            def new_seed(self):
+                return random.randrange(0, 4294967295)
+
+            def generate(self, prompt, seed=None, iterations=1):
+                seed = seed if seed else self.new_seed()
+                for _ in range(iterations):
+                    yield self.make_image(prompt, seed)
+                    seed = self.new_seed()
+        """,
+        fixed="""
+        import random
+
+        class Generator:
+            def new_seed(self):
+                return random.randrange(0, 4294967295)
+
+            def generate(self, prompt, seed=None, iterations=1):
+                seed = seed if seed is not None else self.new_seed()
+                for _ in range(iterations):
+                    yield self.make_image(prompt, seed)
+                    seed = self.new_seed()
+        """,
+    ),
     Fires(  # the seed is applied through a value derived from it
         """
         import torch
@@ -217,6 +356,36 @@ SeedZeroIgnored.MUST_FIRE = (
 )
 
 SeedZeroIgnored.MUST_NOT_FIRE = (
+    Quiet(  # 0 for a missing seed: seed 0 stays 0
+        """
+        import torch
+
+        def make_generator(device, seed=None):
+            seed = seed or 0
+            return torch.Generator(device=device).manual_seed(seed)
+
+
+        def main(args):
+            if not args.seed:
+                args.seed = 0
+            torch.manual_seed(args.seed)
+        """
+    ),
+    Quiet(  # a missing seed is drawn at random, tested with `is None`
+        """
+        import random
+        from typing import Optional
+
+        import torch
+
+
+        def generate(pipe, prompt, seed: Optional[int] = None):
+            if seed is None:
+                seed = random.randint(0, 2**32 - 1)
+            seed = seed if seed is not None else random.randint(0, 2**32 - 1)
+            return pipe(prompt, generator=torch.Generator("cuda").manual_seed(seed)), seed
+        """
+    ),
     Quiet(  # `set_seed` is a flag; the seed itself is computed, and 0 is never in question
         """
         import hashlib
