@@ -17,6 +17,10 @@ Two sources, in this order:
 2. **The table below** when the package is not installed where trainlint runs: a few documented
    naming facts of diffusers, transformers and peft.
 
+Below them, ``CALL_FACTS``: what some library calls do that their names do not say (which ones draw
+from numpy's global generator, start fresh processes, or shard the data with a DistributedSampler),
+one documented fact a row, for the rules that depend on them (``call_fact``).
+
 jedi was the first candidate for (1); on this project's machines it took 10 s to infer one
 diffusers name and 95 s for one transformers name (it follows every star import of their lazy
 ``__init__`` files), far from the milliseconds an editor keystroke allows.
@@ -82,6 +86,50 @@ PIPELINE_BASES = {
 }
 # Functions that build a pipeline: `transformers.pipeline("text-generation", ...)`.
 PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines.pipeline"})
+
+
+# ---------------------------------------------------------------------------------------------- calls
+# What some library calls do that their names do not say, which rules depend on. One fact a row: the
+# call's canonical name, the fact, the argument that changes it (None: nothing does), and its source.
+DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
+STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
+DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
+
+
+@dataclass(frozen=True)
+class CallFact:
+    callee: str  # canonical dotted name of the library call
+    fact: str  # one of the kinds above
+    argument: str | None  # the keyword that changes it
+    source: str  # where the library documents it
+
+
+CALL_FACTS: tuple[CallFact, ...] = (
+    CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, "random_state",
+             "scikit-learn glossary, random_state: None uses the global RandomState instance of numpy.random"),
+    CallFact("sklearn.utils.shuffle", DRAWS_GLOBAL_NUMPY, "random_state",
+             "scikit-learn, sklearn.utils.shuffle: random_state=None uses numpy.random's global state"),
+    CallFact("sklearn.utils.resample", DRAWS_GLOBAL_NUMPY, "random_state",
+             "scikit-learn, sklearn.utils.resample: random_state=None uses numpy.random's global state"),
+    CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, None,
+             "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "
+             "imports the main module as __mp_main__ (its `if __name__ == '__main__':` block does not run)"),
+    CallFact("torch.multiprocessing.start_processes", STARTS_FRESH_PROCESSES, None,
+             "torch.multiprocessing.start_processes with its default start_method='spawn': as spawn"),
+    *(
+        CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, "use_ddp",
+                 "DGL, dgl.dataloading.DataLoader: use_ddp=True splits the indices with "
+                 "torch.utils.data.distributed.DistributedSampler; set_epoch(epoch) sets its epoch (use_ddp only)")
+        for loader in ("DataLoader", "NodeDataLoader", "EdgeDataLoader", "GraphDataLoader")
+    ),
+)
+_CALL_FACTS = {(row.callee, row.fact): row for row in CALL_FACTS}
+
+
+def call_fact(callee: str | None, fact: str) -> CallFact | None:
+    """The row saying that the library call ``callee`` (canonical: ``dgl.dataloading.NodeDataLoader``)
+    has ``fact``, or None."""
+    return _CALL_FACTS.get((callee, fact)) if callee else None
 
 
 def table_kind(canonical: str) -> ClassKind | None:

@@ -123,3 +123,14 @@ def test_a_pipeline_call_gives_no_graph_and_a_model_does(site: Path):
     finally:
         libraries.use_library_index(None)
     assert [f.line for f in findings] == [9], "the unet's outputs keep their graph; the pipeline's images carry none"
+
+
+def test_each_call_fact_is_one_documented_fact_a_row():
+    kinds = {libraries.DRAWS_GLOBAL_NUMPY, libraries.STARTS_FRESH_PROCESSES, libraries.DDP_SAMPLER_WHEN}
+    keys = [(row.callee, row.fact) for row in libraries.CALL_FACTS]
+    assert len(keys) == len(set(keys))
+    for row in libraries.CALL_FACTS:
+        assert row.fact in kinds and row.callee.count(".") >= 1 and len(row.source) > 30, row
+        assert libraries.call_fact(row.callee, row.fact) is row
+    assert libraries.call_fact("sklearn.model_selection.train_test_split", libraries.STARTS_FRESH_PROCESSES) is None
+    assert libraries.call_fact(None, libraries.DRAWS_GLOBAL_NUMPY) is None

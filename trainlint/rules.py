@@ -46,6 +46,7 @@ from trainlint.analysis.flow import (
     transfer_destination,
 )
 from trainlint.analysis.frameworks import grad_handled_by_framework, manual_optimization, training_step_hook
+from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
 from trainlint.analysis.module import SEED_ALL_HELPERS, ModuleAnalysis
 from trainlint.analysis.names import dotted, last_part
 from trainlint.analysis.parsing import ParsedChunk
@@ -172,6 +173,8 @@ __all__ = [
     "LOSSES_WANTING_LOGITS", "NO_GRAD_CONTEXTS", "is_dataloader", "is_parameterless_layer", "is_torch_name", "mentions_rank",
     "KIND_WORDS", "LossCall", "bound_name", "loss_calls", "loss_evidence", "loss_origin", "occurrences", "remove_activation",
     "rename_activation", "grad_handled_by_framework", "manual_optimization", "training_step_hook",
+    # what library calls do that their names do not say (analysis/libraries.py's CALL_FACTS)
+    "call_fact", "DRAWS_GLOBAL_NUMPY", "STARTS_FRESH_PROCESSES", "DDP_SAMPLER_WHEN",
     # reading the project's other files (bounded, regular files only)
     "read_bounded", "UnreadableFile",
 ]
