@@ -3,8 +3,15 @@
 torch, numpy and Python's `random` each keep their own generator. Seeding one does nothing for
 the others: a script that calls `torch.manual_seed(0)` but shuffles its file list with
 `random.shuffle` (or augments with `np.random`) still trains on a different order and different
-augmentations on every launch. A training entry point that seeds nothing at all starts every run
-from different initial weights, dropout masks and batch orders.
+augmentations on every launch. The draws count wherever the run makes them: in a replay buffer or
+a dataset class of another file of the project, in a library that uses numpy's global generator
+(`train_test_split` without `random_state`). Two more ways to look seeded and not be: a seed drawn
+at random on every launch (`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`)
+with no way to pass one, and seeding in a parent process whose `mp.spawn` workers start with fresh
+generators (they inherit none). A private generator seeded with a literal
+(`random.Random(12345)` for a fixed split) seeds nothing else. A training entry point that seeds
+nothing at all starts every run from different initial weights, dropout masks and batch orders
+(a note, on its `__main__` block or, without one, on the script's first statement).
 
 Why it costs money: an unreproducible run cannot be compared with the next one. A 0.3-point
 change after a code edit might be the edit or might be the seed, so every comparison needs
@@ -22,23 +29,29 @@ alone: it seeds all three from `TrainingArguments.seed`.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple, cast
 
 import libcst as cst
 
 from trainlint.rules import (
     DDP,
+    DRAWS_GLOBAL_NUMPY,
     ENGINE,
     MODEL,
     SEED_ALL_HELPERS,
+    STARTS_FRESH_PROCESSES,
     CallEvent,
     Fires,
+    FunctionInfo,
     ModuleAnalysis,
     ParsedChunk,
     Quiet,
     Rule,
     Severity,
+    call_fact,
     calls_in,
+    dotted,
     first_written,
     is_dataloader,
     is_parameterless_layer,
@@ -86,13 +99,20 @@ _NON_RANDOM_INIT = frozenset({"calculate_gain", "zeros_", "ones_", "constant_", 
 # torch.nn layers built without random weights (no parameters, or none drawn): building one draws nothing.
 
 
+# What a verdict says: some libraries seeded and others drawn from; nothing seeded at all; the seed
+# itself drawn at random on every launch; seeded in a parent whose workers start with fresh generators.
+PARTIAL, UNSEEDED, DRAWN_SEED, SPAWNED = "partial", "unseeded", "drawn seed", "spawned"
+
+
 class _Verdict(NamedTuple):
+    kind: str
     severity: Severity
     chunk: ParsedChunk
     node: cst.CSTNode
     seeded: dict[str, list[CallEvent]]
     used: dict[str, list[tuple[CallEvent, str]]]  # library -> (call, what it draws for)
     unseeded: tuple[str, ...]
+    cause: CallEvent | None = None  # DRAWN_SEED: the seeding call that applies it; SPAWNED: the spawn call
 
 
 # One verdict per module: the rule runs once per statement but the question is module-wide.
@@ -107,8 +127,12 @@ class UnseededRun(Rule):
         verdict = ctx.module.module_wide("TL401 verdict", _verdict)
         if verdict is None or verdict.chunk.index != ctx.chunk.index:
             return
-        if verdict.severity is Severity.WARNING:
+        if verdict.kind == PARTIAL:
             self._report_partial(ctx, verdict)
+        elif verdict.kind == DRAWN_SEED:
+            self._report_drawn_seed(ctx, verdict)
+        elif verdict.kind == SPAWNED:
+            self._report_spawned(ctx, verdict)
         else:
             self._report_unseeded(ctx, verdict)
 
@@ -138,9 +162,46 @@ class UnseededRun(Rule):
             "(`transformers.set_seed`, `lightning.seed_everything`)",
         )
 
+    def _report_drawn_seed(self, ctx, verdict: _Verdict) -> None:
+        assert verdict.cause is not None, "a DRAWN_SEED verdict names the seeding call"
+        draw, seeding = verdict.node, verdict.cause
+        statement = " ".join(verdict.chunk.code_for(draw).split())
+        message = (
+            f"`{statement}` draws a new seed on every launch, and `{quoted(seeding.chunk, seeding.node)}` (line "
+            f"{_line(seeding)}) seeds the run with it: nothing lets a run choose its seed, so every launch differs "
+            "and none can be repeated without editing the code"
+        )
+        ctx.report(
+            draw, message, severity=Severity.WARNING,
+            evidence=[((verdict.chunk, draw), "a random seed, drawn unconditionally"), ((seeding.chunk, seeding.node), "the run is seeded with it")],
+            help="take the seed from the command line or the configuration, and draw one only when none is given "
+            "(`if args.seed is None:`), logging it",
+        )
+
+    def _report_spawned(self, ctx, verdict: _Verdict) -> None:
+        assert verdict.cause is not None, "a SPAWNED verdict names the spawn call"
+        spawn = verdict.cause
+        seeding = first_written([call for calls in verdict.seeded.values() for call in calls])
+        draws, evidence = [], [((spawn.chunk, spawn.node), "starts fresh worker processes")]
+        for library in verdict.unseeded:
+            call, purpose = _first_use(verdict.used[library])
+            draws.append(f"{purpose} (`{quoted(call.chunk, call.node)}`, line {_line(call)}, from {_DISPLAY[library]})")
+            evidence.append(((call.chunk, call.node), f"a worker draws from {_DISPLAY[library]}"))
+        evidence.append(((seeding.chunk, seeding.node), "seeds the parent process only"))
+        message = (
+            f"`{quoted(spawn.chunk, spawn.node)}` starts fresh processes, which do not inherit the parent's generators: "
+            f"the seeding on line {_line(seeding)} runs in the parent only, so nothing seeds {_join(draws)} in the "
+            "workers, and runs with the same seed differ"
+        )
+        ctx.report(
+            spawn.node, message, evidence=evidence, severity=Severity.WARNING,
+            help="seed at the start of the function every worker runs (torch, numpy and `random`, from the seed "
+            "passed in its arguments)",
+        )
+
     def _report_unseeded(self, ctx, verdict: _Verdict) -> None:
         draws = []
-        entry = "backward runs at module level" if isinstance(verdict.node, cst.Call) else "the script's entry point"
+        entry = "the script's entry point" if isinstance(verdict.node, cst.Comparison) else "the script's run starts here"
         evidence = [((verdict.chunk, verdict.node), entry)]
         for library in LIBRARIES:
             if verdict.used[library]:
@@ -409,9 +470,308 @@ class UnseededRun(Rule):
             """,
             severity=Severity.WARNING,
         ),
+        Fires(  # the replay buffer of another file samples with `random`, which nothing seeds; the agent trains there too
+            """
+            import argparse
+
+            import numpy as np
+            import torch
+
+            from agent import Agent
+            from replay_memory import ReplayMemory
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=123)
+            parser.add_argument("--capacity", type=int, default=100000)
+            args = parser.parse_args()
+
+            env = make_env(args)
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+
+            agent = Agent(env.observation_size, env.action_size)
+            memory = ReplayMemory(args.capacity)
+            for step in range(1_000_000):
+                memory.push(*env.step(agent.act(env.state)))
+                if len(memory) > 256:
+                    agent.update(memory, 256)
+            """,
+            files={"replay_memory.py": """
+                import random
+
+                import numpy as np
+
+
+                class ReplayMemory:
+                    def __init__(self, capacity):
+                        self.capacity = capacity
+                        self.buffer = []
+
+                    def push(self, *transition):
+                        self.buffer = (self.buffer + [transition])[-self.capacity:]
+
+                    def sample(self, batch_size):
+                        batch = random.sample(self.buffer, batch_size)
+                        return map(np.stack, zip(*batch))
+
+                    def __len__(self):
+                        return len(self.buffer)
+            """, "agent.py": """
+                import torch
+                import torch.nn.functional as F
+
+
+                class Agent:
+                    def __init__(self, observations, actions):
+                        self.policy = torch.nn.Linear(observations, actions)
+                        self.optimizer = torch.optim.Adam(self.policy.parameters())
+
+                    def act(self, state):
+                        return self.policy(torch.as_tensor(state)).argmax().item()
+
+                    def update(self, memory, batch_size):
+                        states, actions, rewards = memory.sample(batch_size)
+                        loss = F.mse_loss(self.policy(torch.as_tensor(states)).max(1).values, torch.as_tensor(rewards))
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+            """},
+            severity=Severity.WARNING,
+            at="memory = ReplayMemory(args.capacity)",
+        ),
+        Fires(  # a seed drawn at random on every launch, with no way to pass one: every run differs
+            """
+            import argparse
+            import random
+
+            import torch
+            import torch.nn as nn
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--epochs", type=int, default=25)
+            opt = parser.parse_args()
+
+            opt.manualSeed = random.randint(1, 10000)
+            print("Random Seed: ", opt.manualSeed)
+            random.seed(opt.manualSeed)
+            torch.manual_seed(opt.manualSeed)
+
+            net = nn.Sequential(nn.Linear(100, 64), nn.ReLU(), nn.Linear(64, 1))
+            optimizer = torch.optim.Adam(net.parameters())
+            for epoch in range(opt.epochs):
+                for batch in loader:
+                    optimizer.zero_grad()
+                    net(batch).mean().backward()
+                    optimizer.step()
+            """,
+            severity=Severity.WARNING,
+            at="opt.manualSeed = random.randint(1, 10000)",
+        ),
+        Fires(  # a script with no main guard trains through a framework object of its own package: the note sits where it starts
+            """
+            import argparse
+            import json
+
+            import torch
+
+            from relext import framework, model
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--train_file")
+            parser.add_argument("--max_epoch", type=int, default=100)
+            args = parser.parse_args()
+
+            rel2id = json.load(open("rel2id.json"))
+            net = model.BagAttention(len(rel2id))
+            trainer = framework.BagRE(net, args.train_file, max_epoch=args.max_epoch)
+            trainer.train_model()
+            """,
+            files={"relext/__init__.py": "", "relext/model.py": """
+                import torch.nn as nn
+
+
+                class BagAttention(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.fc = nn.Linear(230, classes)
+                        self.drop = nn.Dropout(0.5)
+
+                    def forward(self, x):
+                        return self.fc(self.drop(x))
+            """, "relext/framework.py": """
+                import torch
+                import torch.nn.functional as F
+                from torch.utils.data import DataLoader
+
+
+                class BagRE:
+                    def __init__(self, model, train_path, max_epoch):
+                        self.model = model
+                        self.loader = DataLoader(torch.load(train_path), batch_size=160, shuffle=True)
+                        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                        self.max_epoch = max_epoch
+
+                    def train_model(self):
+                        for epoch in range(self.max_epoch):
+                            for x, y in self.loader:
+                                loss = F.cross_entropy(self.model(x), y)
+                                self.optimizer.zero_grad()
+                                loss.backward()
+                                self.optimizer.step()
+            """},
+            severity=Severity.NOTE,
+            at="parser = argparse.ArgumentParser()",
+        ),
+        Fires(  # seeded in the parent only: the workers mp.spawn starts begin with fresh generators
+            """
+            import argparse
+            import random
+
+            import numpy as np
+            import torch
+            import torch.distributed as dist
+            import torch.multiprocessing as mp
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+            def train(rank, world_size, args):
+                dist.init_process_group("nccl", rank=rank, world_size=world_size)
+                model = DDP(torch.nn.Linear(32, 2).to(rank), device_ids=[rank])
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in make_loader(args, rank):
+                    loss = torch.nn.functional.cross_entropy(model(x.to(rank)), y.to(rank))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            def main():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--seed", type=int, default=0)
+                args = parser.parse_args()
+                random.seed(args.seed)
+                np.random.seed(args.seed)
+                torch.manual_seed(args.seed)
+                world_size = torch.cuda.device_count()
+                mp.spawn(train, args=(world_size, args), nprocs=world_size)
+
+
+            if __name__ == "__main__":
+                main()
+            """,
+            severity=Severity.WARNING,
+            at="mp.spawn(train, args=(world_size, args), nprocs=world_size)",
+        ),
+        Fires(  # scikit-learn's split draws from numpy's global generator when given no random_state
+            """
+            import argparse
+
+            import torch
+            from sklearn.model_selection import train_test_split
+
+
+            def main(args):
+                torch.manual_seed(args.seed)
+                features, labels = load_table(args.data)
+                x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)
+                model = torch.nn.Linear(x_train.shape[1], 1)
+                optimizer = torch.optim.Adam(model.parameters())
+                for epoch in range(args.epochs):
+                    loss = torch.nn.functional.mse_loss(model(x_train), y_train)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+            if __name__ == "__main__":
+                main(argparse.ArgumentParser().parse_args())
+            """,
+            severity=Severity.WARNING,
+            at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
+        ),
+        Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
+            """
+            import random
+
+            import torch
+
+
+            def main(paths):
+                split_rng = random.Random(12345)
+                paths = sorted(paths)
+                split_rng.shuffle(paths)
+                train_paths = paths[: int(0.9 * len(paths))]
+                model = torch.nn.Linear(16, 4)
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in load(train_paths):
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(x), y).backward()
+                    optimizer.step()
+
+
+            if __name__ == "__main__":
+                main(list_files())
+            """,
+            severity=Severity.NOTE,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the replay buffer of another file seeds `random` itself when it is built
+            """
+            import numpy as np
+            import torch
+
+            from replay_memory import ReplayMemory
+
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            memory = ReplayMemory(args.capacity, args.seed)
+            model = torch.nn.Linear(4, 2)
+            for step in range(1000):
+                states = memory.sample(32)
+                model(torch.as_tensor(states)).sum().backward()
+            """,
+            files={"replay_memory.py": """
+                import random
+
+
+                class ReplayMemory:
+                    def __init__(self, capacity, seed):
+                        random.seed(seed)
+                        self.capacity = capacity
+                        self.buffer = []
+
+                    def sample(self, batch_size):
+                        return random.sample(self.buffer, batch_size)
+            """},
+        ),
+        Quiet(  # every worker seeds itself first thing; the split is given a random_state
+            """
+            import random
+
+            import numpy as np
+            import torch
+            import torch.multiprocessing as mp
+            from sklearn.model_selection import train_test_split
+
+
+            def train(rank, args):
+                random.seed(args.seed)
+                np.random.seed(args.seed)
+                torch.manual_seed(args.seed)
+                x_train, _, y_train, _ = train_test_split(*load(args), test_size=0.1, random_state=args.seed)
+                model = torch.nn.Linear(8, 1).to(rank)
+                for x, y in zip(x_train, y_train):
+                    torch.nn.functional.mse_loss(model(x.to(rank)), y.to(rank)).backward()
+
+
+            if __name__ == "__main__":
+                args = parse_args()
+                torch.manual_seed(args.seed)
+                mp.spawn(train, args=(args,), nprocs=2)
+            """
+        ),
         Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
             """
             import numpy as np
@@ -679,14 +1039,14 @@ def _verdict_statement(module: ModuleAnalysis) -> int | None:
 def _verdict(module: ModuleAnalysis) -> _Verdict | None:
     if module.uses_hf_trainer or is_test_file(module.path):
         return None  # the Trainer seeds all three; a test suite is not a training run
-    trains = bool(module.backward_calls)
     guard = _main_guard(module)
-    module_level_backward = [call for call in module.backward_calls if call.scope.function is None]
-    if guard is None and not trains:
+    calls = list(module.all_calls())
+    local_training = list(module.backward_calls)
+    training = local_training or _training_elsewhere(module, calls)
+    if guard is None and not training:
         return None  # a library: its callers own the seeding
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
-    calls = list(module.all_calls())
     seed_arguments = {id(node) for call in calls if call.method == "manual_seed" for arg in call.arg_nodes for node in _walk(arg.value)}
     for call in calls:
         if not _seeds_per_process(call):
@@ -696,56 +1056,202 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
         if drawn is not None and not _draws_a_seed_or_port(call) and id(call.node) not in seed_arguments:
             # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
             used[drawn[0]].append((call, drawn[1]))
-    if trains and not used[TORCH]:
-        # training draws from torch anyway: weight initialisation, dropout. Every backward call is a
-        # use; the one written first is picked only if a finding quotes it (positions cost).
-        used[TORCH].extend((call, "weight initialisation and dropout in training") for call in module.backward_calls)
-    if any(used[library] and not seeded[library] for library in LIBRARIES):
-        for library, call in _seeded_through_other_files(module, calls).items():
+    if training and not used[TORCH]:
+        # training draws from torch anyway: weight initialisation, dropout. Every backward call (or call of
+        # another file's training) is a use; the one written first is picked only if a finding quotes it.
+        used[TORCH].extend((call, "weight initialisation and dropout in training") for call in training)
+    if not all(seeded.values()):
+        reached_seeds, reached_draws = _reached_in_other_files(module, calls)
+        for library, call in reached_seeds.items():
             seeded[library].append(call)
+        for library, uses in reached_draws.items():
+            used[library].extend(uses)
+    spawned = _spawned_unseeded(module, calls, guard, seeded) if any(seeded.values()) else None
+    if spawned is not None:
+        spawn, worker_used, unseeded = spawned
+        return _Verdict(SPAWNED, Severity.WARNING, spawn.chunk, spawn.node, seeded, worker_used, unseeded, cause=spawn)
+    drawn_seed = _drawn_seed(calls, seeded)
+    if drawn_seed is not None:
+        draw, seeding = drawn_seed
+        return _Verdict(DRAWN_SEED, Severity.WARNING, draw.chunk, cast(cst.CSTNode, draw.statement), seeded, used, (), cause=seeding)
     if any(seeded.values()):
         unseeded = tuple(library for library in LIBRARIES if used[library] and not seeded[library])
         if not unseeded:
             return None
         first, _ = _first_use([use for library in unseeded for use in used[library]])
-        return _Verdict(Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
-    if not trains or (guard is None and not module_level_backward):
+        return _Verdict(PARTIAL, Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
+    module_level_training = [call for call in training if call.scope.function is None]
+    if not training or (guard is None and not module_level_training):
         return None
     if guard is not None:
         chunk, node = guard
     else:
-        first = first_written(module_level_backward)
-        chunk, node = first.chunk, first.node
-    return _Verdict(Severity.NOTE, chunk, node, seeded, used, ())
+        chunk, node = _run_start(module, module_level_training)
+    return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
 
 
-def _seeded_through_other_files(module: ModuleAnalysis, calls: list[CallEvent]) -> dict[str, CallEvent]:
-    """The libraries seeded by what the script's calls of functions from its other files run, each
-    with the first such call: dinov2's `linear.py` calls `setup_and_build_model(args)`, which reaches
-    `fix_random_seeds` three files away. Without this, "never seeds" was said of a seeded run."""
-    found: dict[str, CallEvent] = {}
-    for call in calls:
-        if call.function is None or not module.summary.defined_elsewhere(call.function):
-            continue
-        inner = call.function.analysis(module.summary)
+def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[CallEvent]:
+    """Calls of this file that train through another workspace file: a function of it that runs a
+    backward, or a class of it built here whose methods do (a `framework.BagRE(...)` whose
+    `train_model` holds the loop). The script's own `backward` is none of them."""
+    return [call for call in calls if any(_is_backward_call(reached) for _, reached in _runs_elsewhere(module, call))]
+
+
+def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
+    """What ``call`` runs in another workspace file, each call with the function it is in: the calls of
+    a function of that file, or of every method of a class of that file that ``call`` builds."""
+    for function in _workspace_functions(module, call):
+        inner = function.analysis(module.summary)
         for reached in calls_in(inner, None) if inner is not None else ():
+            yield function, reached
+
+
+def _workspace_functions(module: ModuleAnalysis, call: CallEvent) -> list[FunctionInfo]:
+    summary = module.summary
+    if call.function is not None:
+        return [call.function] if summary.defined_elsewhere(call.function) else []
+    if call.callee is None or "." not in call.callee:
+        return []  # a class of this file: its draws and seeds are this file's own calls
+    built = summary.local_class(call.callee)
+    return list(built.methods.values()) if built is not None and summary.defined_elsewhere(built) else []
+
+
+def _is_backward_call(call: CallEvent) -> bool:
+    return call.method == "backward" or (
+        call.method is None and call.callee is not None and last_part(call.callee) == "backward" and is_torch_name(call.callee)
+    )
+
+
+def _reached_in_other_files(
+    module: ModuleAnalysis, calls: list[CallEvent],
+) -> tuple[dict[str, CallEvent], dict[str, list[tuple[CallEvent, str]]]]:
+    """The libraries seeded, and those drawn from, by what the script's calls run in its other files,
+    each with the call of this file that leads there. dinov2's `linear.py` calls `setup_and_build_model(args)`,
+    which reaches `fix_random_seeds` three files away; a replay buffer built from `replay_memory.py`
+    samples its batches with `random.sample` there."""
+    seeds: dict[str, CallEvent] = {}
+    draws: dict[str, list[tuple[CallEvent, str]]] = {}
+    for call in calls:
+        for function, reached in _runs_elsewhere(module, call):
             if reached.function is None and not _seeds_per_process(reached):
                 for library in _seeds(reached, module):
-                    found.setdefault(library, call)
-    return found
+                    seeds.setdefault(library, call)
+            drawn = _draw(reached)
+            if drawn is not None and not _draws_a_seed_or_port(reached):
+                where = f"`{function.qualified_name}`, {_file_name(reached)} line {_line(reached)}"
+                draws.setdefault(drawn[0], []).append((call, f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}"))
+    return seeds, draws
+
+
+def _spawned_unseeded(
+    module: ModuleAnalysis, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
+) -> tuple[CallEvent, dict[str, list[tuple[CallEvent, str]]], tuple[str, ...]] | None:
+    """``mp.spawn(train, ...)`` where ``train`` trains and draws, nothing it runs seeds, and the only seeding
+    runs in the parent (inside a function or the `__main__` block; a module-level seeding statement
+    outside it runs again in every spawned worker, which imports the module)."""
+    guard_test = guard[1] if guard is not None else None
+    for spawn in calls:
+        fact = call_fact(spawn.callee, STARTS_FRESH_PROCESSES)
+        worker = _spawned_function(module, spawn) if fact is not None else None
+        inner = worker.analysis(module.summary) if worker is not None else None
+        if inner is None:
+            continue
+        worker_calls = list(calls_in(inner, None))
+        if any(_seeds(call, module) for call in worker_calls) or any(
+            call.scope.function is None and not _under(call, guard_test) for calls_ in seeded.values() for call in calls_
+        ):
+            continue
+        backward = next((call for call in worker_calls if _is_backward_call(call)), None)
+        if backward is None:
+            continue
+        worker_used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
+        for call in worker_calls:
+            drawn = _draw(call)
+            if drawn is not None and not _draws_a_seed_or_port(call):
+                worker_used[drawn[0]].append((call, drawn[1]))
+        if not worker_used[TORCH]:
+            worker_used[TORCH].append((backward, "weight initialisation and dropout in training"))
+        unseeded = tuple(library for library in LIBRARIES if worker_used[library])
+        return spawn, worker_used, unseeded
+    return None
+
+
+def _spawned_function(module: ModuleAnalysis, spawn: CallEvent) -> FunctionInfo | None:
+    """The function of this file that ``mp.spawn(fn, ...)`` runs in its workers."""
+    target = next((arg.value for arg in spawn.arg_nodes if arg.keyword is None or arg.keyword.value == "fn"), None)
+    return module.summary.functions.get(target.value) if isinstance(target, cst.Name) else None
+
+
+def _under(call: CallEvent, test: cst.CSTNode | None) -> bool:
+    return test is not None and any(condition.test is test for condition in call.context.conditions)
+
+
+def _drawn_seed(calls: list[CallEvent], seeded: dict[str, list[CallEvent]]) -> tuple[CallEvent, CallEvent] | None:
+    """``opt.manualSeed = random.randint(1, 10000)`` on every launch (not only when no seed is given), and a
+    seeding call in the same function applies it: the run is seeded with a number nobody chose."""
+    seedings = [call for library_calls in seeded.values() for call in library_calls]
+    for call in calls:
+        statement = call.statement
+        if (
+            _draw(call) is None or call.context.conditions or not isinstance(statement, cst.Assign)
+            or statement.value is not call.node or len(statement.targets) != 1
+        ):
+            continue
+        target = dotted(statement.targets[0].target)
+        if target is None or "seed" not in last_part(target).lower():
+            continue
+        for seeding in seedings:
+            if seeding.scope.function is call.scope.function and _line(seeding) > _line(call) and any(
+                dotted(arg.value) == target for arg in seeding.arg_nodes
+            ):
+                return call, seeding
+    return None
+
+
+def _run_start(module: ModuleAnalysis, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
+    """Where a script without a `__main__` block starts doing its work: its first module-level statement
+    that is not an import, a definition or a docstring. Seeding belongs there, so a note about a run
+    that seeds nothing is reported there (the training itself may sit in another file)."""
+    for chunk in module.chunks:
+        for statement in chunk.body:
+            if not _declares_only(statement):
+                return chunk, statement
+    first = first_written(training)
+    return first.chunk, first.node
+
+
+def _declares_only(statement: cst.CSTNode) -> bool:
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        return True
+    if isinstance(statement, cst.SimpleStatementLine):
+        return all(
+            isinstance(small, (cst.Import, cst.ImportFrom))
+            or (isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)))
+            for small in statement.body
+        )
+    if isinstance(statement, cst.Try):  # try: import x / except ImportError: ...
+        return all(_declares_only(line) for line in statement.body.body)
+    return False
+
+
+def _file_name(call: CallEvent) -> str:
+    path = call.scope.summary.path
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
     """The libraries whose global generator (or a private one) this call seeds."""
     callee = call.callee or ""
     name = call.method or last_part(callee)
+    if name == "manual_seed" and call.callee is None and _literal_seed(call):
+        return ()  # `torch.Generator().manual_seed(42)`: a private generator for one fixed split, not the run's seed
     if name == "manual_seed" and (call.callee is None or is_torch_name(callee)):  # also a torch.Generator
         return (TORCH,)
     if is_torch_name(callee) and name == "manual_seed_all":
         return (TORCH,)
     if callee in _GLOBAL_SEEDERS and _has_seed_argument(call):  # without one they reseed from the OS
         return (_GLOBAL_SEEDERS[callee],)
-    if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call) and not _fixed_draw(call):
+    if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call) and not _literal_seed(call):
         return (_GENERATOR_CONSTRUCTORS[callee],)
     if name in SEED_ALL_HELPERS:
         if call.function is not None:
@@ -773,6 +1279,12 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
         return None if head in _NUMPY_NOT_DRAWS else (NUMPY, "sampling")
     if callee.startswith("random.") and head in _RANDOM_DRAWS:
         return RANDOM, "sampling"
+    numpy_draw = call_fact(callee, DRAWS_GLOBAL_NUMPY)
+    if numpy_draw is not None:
+        given = call.keyword(numpy_draw.argument) if numpy_draw.argument else None
+        if given is None or (isinstance(given.value, cst.Name) and given.value.value == "None"):
+            return NUMPY, f"`{head}` without `{numpy_draw.argument}`"
+        return None
     if is_dataloader(callee):
         shuffle = call.keyword("shuffle")
         if shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True":
@@ -821,14 +1333,13 @@ def _seeds_per_process(call: CallEvent) -> bool:
     return "seed" not in text.lower() and (mentions_rank(text) or "host_index" in text)
 
 
-def _fixed_draw(call: CallEvent) -> bool:
-    """``np.random.RandomState(1).permutation(n)``: a generator with a literal seed, used once on the spot,
-    makes one fixed value (a permutation a model registers as a buffer); it seeds nothing else the run draws."""
+def _literal_seed(call: CallEvent) -> bool:
+    """A private generator seeded with a literal (``np.random.RandomState(1).permutation(n)``,
+    ``split_rng = random.Random(12345)``, ``torch.Generator().manual_seed(42)``): it makes one fixed
+    stream (a permutation a model registers as a buffer, a data split that must not change) and seeds
+    nothing else the run draws. Neither a seeding of the run nor a draw from an unseeded generator."""
     seed = next((arg.value for arg in call.arg_nodes if arg.keyword is None or arg.keyword.value == "seed"), None)
-    statement = call.statement
-    if not isinstance(seed, cst.Integer) or statement is None:
-        return False
-    return any(isinstance(node, cst.Attribute) and node.value is call.node for node in _walk(statement))
+    return isinstance(seed, cst.Integer)
 
 
 def _has_seed_argument(call: CallEvent) -> bool:
