@@ -10,6 +10,9 @@ GPU (every rank walks the whole dataset), the effective batch is one batch repea
 learning rate scaled for the larger batch is simply too high. The run finishes, the loss
 curve looks plausible, and the compute bill is multiplied by the number of GPUs for nothing.
 
+Data parallelism written by hand (each rank backwards its own batches and `dist.all_reduce(p.grad)`
+sums the gradients) needs the same split as DDP.
+
 How to fix: pass `sampler=DistributedSampler(dataset)` to the training DataLoader (drop
 `shuffle=True`; the sampler shuffles) and call `sampler.set_epoch(epoch)` each epoch. A
 `RandomSampler` is not distributed: replace it. Splitting the data yourself is fine too —
@@ -52,6 +55,7 @@ from trainlint.rules import (
     is_dataloader,
     mentions,
     mentions_rank,
+    quoted,
     shortened,
 )
 
@@ -61,6 +65,9 @@ _POSITIONS = {"dataset": 0, "shuffle": 2, "sampler": 3, "batch_sampler": 4}
 _TRAINING_SAMPLERS = frozenset({"RandomSampler", "WeightedRandomSampler", "SubsetRandomSampler"})
 # Conditions that choose between single-process and distributed set-ups.
 _MODE_WORDS = re.compile(r"distributed|ddp|fsdp|world|rank|is_initialized|gpus\b|parallel", re.I)
+# Collectives that sum a tensor across ranks; on gradients, they make the training data-parallel.
+_ALL_REDUCES = frozenset({"torch.distributed.all_reduce", "torch.distributed.all_reduce_coalesced"})
+_GRADIENT = re.compile(r"\.grad\b(?!_)")
 # Methods that hand a loader to something that shards it (accelerate, Fabric).
 _SHARDING_METHODS = frozenset({"prepare", "prepare_data_loader", "setup_dataloaders"})
 
@@ -81,6 +88,7 @@ class DdpWithoutSampler(Rule):
         if not loaders:
             return
         wraps = [wrap for wrap in module.ddp_wraps if wrap.keyword("training_data") is None]
+        wraps += module.module_wide("TL501 gradient all-reduces", _gradient_all_reduces)
         if not wraps:
             return  # (deepspeed.initialize(training_data=...) builds the sharded loader itself)
         for loader, factory in loaders:
@@ -295,9 +303,98 @@ class DdpWithoutSampler(Rule):
                     model.step()
             """
         ),
+        Fires(  # hand-written data parallelism: gradients all-reduced across ranks, every rank reading the whole set
+            """
+            import torch
+            import torch.nn.functional as F
+            from torch import distributed
+            from torch.utils import data
+            from torchvision import datasets, transforms
+
+
+            class Trainer:
+                def __init__(self, net, optimizer, train_loader, device):
+                    self.net = net
+                    self.optimizer = optimizer
+                    self.train_loader = train_loader
+                    self.device = device
+
+                def train(self):
+                    for images, labels in self.train_loader:
+                        loss = F.cross_entropy(self.net(images.to(self.device)), labels.to(self.device))
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.average_gradients()
+                        self.optimizer.step()
+
+                def average_gradients(self):
+                    world_size = distributed.get_world_size()
+                    for p in self.net.parameters():
+                        grad = p.grad.data
+                        distributed.all_reduce(grad, op=distributed.ReduceOp.SUM)
+                        grad /= world_size
+
+
+            def get_dataloader(root, batch_size):
+                train_set = datasets.MNIST(root, train=True, transform=transforms.ToTensor(), download=True)
+                return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)
+
+
+            def solve(args, net, optimizer):
+                trainer = Trainer(net, optimizer, get_dataloader(args.root, args.batch_size), args.device)
+                for epoch in range(args.epochs):
+                    trainer.train()
+            """,
+            severity=Severity.ERROR,
+            at="return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)",
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # gradients all-reduced by hand, and each rank reads its own share through a DistributedSampler
+            """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader, DistributedSampler
+
+
+            def average_gradients(model):
+                for p in model.parameters():
+                    dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                    p.grad /= dist.get_world_size()
+
+
+            def train(model, optimizer, train_set, epochs):
+                sampler = DistributedSampler(train_set)
+                loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+                for epoch in range(epochs):
+                    sampler.set_epoch(epoch)
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        average_gradients(model)
+                        optimizer.step()
+            """
+        ),
+        Quiet(  # an all-reduce of metrics, not of gradients: no data parallelism to see here
+            """
+            import torch
+            import torch.distributed as dist
+            from torch.utils.data import DataLoader
+
+
+            def train(model, optimizer, train_set):
+                loader = DataLoader(train_set, batch_size=64, shuffle=True)
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    reported = loss.detach().clone()
+                    dist.all_reduce(reported)
+            """
+        ),
         Quiet(  # random images with made-up labels: the benchmark's inputs are drawn on each rank (opacus' vision benchmark)
             """
             import torch
@@ -534,9 +631,31 @@ def _argument(call: CallEvent, keyword: str) -> tuple[cst.BaseExpression | None,
     return None, UNKNOWN
 
 
+def _gradient_all_reduces(module: ModuleAnalysis) -> list[CallEvent]:
+    """``dist.all_reduce(p.grad)``: data parallelism written by hand (each rank computes gradients on
+    its own batches and they are summed across ranks), which needs each rank to read other batches
+    just as DDP does. An all-reduce of a metric or a loss for logging is not one."""
+    return [call for call in module.all_calls() if call.callee in _ALL_REDUCES and _reduces_gradients(call)]
+
+
+def _reduces_gradients(call: CallEvent) -> bool:
+    tensor = next((arg.value for arg in call.arg_nodes if arg.keyword is None or arg.keyword.value == "tensor"), None)
+    if tensor is None:
+        return False
+    if isinstance(tensor, cst.Name):
+        binding = call.scope.last_binding(tensor.value, before=call)
+        tensor = binding.value_node if binding is not None and binding.value_node is not None else tensor
+    return _GRADIENT.search(call.chunk.code_for(tensor)) is not None
+
+
 def _describe_wrap(wrap: CallEvent) -> tuple[str, str]:
     """How the message and the evidence name the data-parallel wrap."""
     line = wrap.chunk.line_of(wrap.node)
+    if wrap.callee in _ALL_REDUCES:
+        return (
+            f"the gradients are summed across ranks by hand (`{quoted(wrap.chunk, wrap.node, 40)}` on line {line})",
+            "gradients all-reduced across ranks: data parallelism",
+        )
     if wrap.callee == "deepspeed.initialize":
         return f"the model is a DeepSpeed engine (`deepspeed.initialize` on line {line})", "the model becomes a data-parallel DeepSpeed engine here"
     assert wrap.callee is not None, "ModuleAnalysis.ddp_wraps are calls of named wrappers"
