@@ -8,8 +8,12 @@ single-GPU one it replaced. Nothing warns.
 
 The loader is followed where trainer classes put it: into a constructor and out of
 `self.<attribute>`, into a method an epoch loop calls, into a fresh `iter(loader)` at the top of
-each epoch. torchdata's `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's
-recipes) count as the loader and the sampler they replace.
+each epoch, and into a dict of loaders a trainer takes (`self.data_loader["train"]`). torchdata's
+`StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's recipes) count as the loader and
+the sampler they replace. DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
+and want `loader.set_epoch(epoch)`. A data-parallel trainer (it wraps or unwraps DDP, or averages
+with Horovod's optimizer) that is handed its loaders and never sets an epoch gets a note: their
+sampler is decided in another file.
 
 How to fix: call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the
 loader (`loader.sampler.set_epoch(epoch)` works too).
@@ -20,6 +24,7 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.rules import (
+    DDP_SAMPLER_WHEN,
     SAMPLER_DISTRIBUTED,
     AssignEvent,
     CallEvent,
@@ -31,12 +36,17 @@ from trainlint.rules import (
     Severity,
     TextEdit,
     Value,
+    call_fact,
     calls_in,
     comes_from_call,
     dotted,
+    is_backward,
     is_dataloader,
+    passed_expression,
     peeled,
     repeats_per_step,
+    shortened,
+    string_value,
     written,
 )
 
@@ -47,10 +57,16 @@ class MissingSetEpoch(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
+        parallel = ctx.module.module_wide("TL502 data-parallel evidence", _data_parallel_evidence)
+        if parallel is not None:
+            self._check_unseen_loaders(ctx, parallel)
         for scope in ctx.scopes:
             for call in scope.calls():
                 if _imported_loader_factory(ctx, call):
                     self._check_factory(ctx, scope, call)
+                use_ddp = _shards_with_its_own_sampler(call)
+                if use_ddp is not None:
+                    self._check_sharding_loader(ctx, scope, call, use_ddp)
                 if not _builds_shuffling_sampler(call):
                     continue
                 if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
@@ -95,6 +111,67 @@ class MissingSetEpoch(Rule):
             ) if name else None,
         )
 
+    def _check_unseen_loaders(self, ctx, parallel: CallEvent) -> None:
+        """The uncertain tier: a data-parallel training file that builds no loader and no sampler of its
+        own iterates one handed to it (`data.train_loader`) once per epoch, and nothing calls `set_epoch`.
+        Whether its sampler is a shuffling DistributedSampler is decided elsewhere: a note that says so."""
+        module = ctx.module
+        if module.module_fact("TL502 builds loaders or samplers", _builds_loaders_or_samplers) or module.module_fact(
+            "TL502 set_epoch anywhere", _sets_epoch_anywhere
+        ):
+            return
+        for scope in ctx.scopes:
+            for loop in scope.loops:
+                part = _unseen_loader(scope, loop)
+                if part is None or loop.parent is None:
+                    continue
+                text = shortened(scope.chunk.code_for(part), 48)
+                ctx.report(
+                    part,
+                    f"each epoch of the loop on line {ctx.line_of((scope.chunk, loop.parent.node))} trains on `{text}`, whose "
+                    f"sampler this file cannot see, and {_describe_parallel(parallel)}: if it is a shuffling "
+                    "`DistributedSampler`, nothing calls `set_epoch` and every epoch replays the same order on every rank",
+                    evidence=[
+                        ((parallel.chunk, parallel.node), "data-parallel training"),
+                        ((scope.chunk, loop.parent.node), "the epoch loop, with no `set_epoch`"),
+                        ((scope.chunk, loop.node), "iterated once per epoch, with a backward in each step"),
+                    ],
+                    severity=Severity.NOTE,
+                    help=f"if `{text}` has a DistributedSampler, call `{text}.sampler.set_epoch(epoch)` at the top of the epoch loop",
+                )
+
+    def _check_sharding_loader(self, ctx, scope: ScopeAnalysis, loader: CallEvent, use_ddp: cst.Arg) -> None:
+        """A loader that builds its own shuffling DistributedSampler (DGL's with `use_ddp=True`), iterated
+        by an inner loop of the function that builds it: its epoch is the loader's to set."""
+        if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
+            return
+        name = _bound_name(scope, loader)
+        inner = next((loop for loop in scope.loops if loop.parent is not None and name is not None and isinstance(loop.node, cst.For)
+                      and any(isinstance(part, cst.Name) and part.value == name for part in peeled(loop.node.iter))), None)
+        if inner is None or inner.parent is None:
+            return
+        epoch = inner.parent
+        fact = call_fact(loader.callee, DDP_SAMPLER_WHEN)
+        assert fact is not None, "_shards_with_its_own_sampler: a loader of the table"
+        always = isinstance(use_ddp.value, cst.Name) and use_ddp.value.value == "True"
+        flag = f"{fact.argument}={' '.join(ctx.chunk.code_for(use_ddp.value).split())}"
+        condition = "" if always else f" (under the condition of `{flag}`: the loader allows it only then)"
+        ctx.report(
+            loader.node,
+            f"`{written(loader)}` splits the data across ranks with a shuffling `DistributedSampler` of its own "
+            f"(`{flag}`), whose order only `{name}.set_epoch` changes, and nothing calls it: "
+            f"every epoch of the loop on line {ctx.line_of((scope.chunk, epoch.node))} replays the same order on every rank",
+            evidence=[
+                ((loader.chunk, use_ddp), f"when true, a DistributedSampler inside the loader ({fact.source.split(':', 1)[0]})"),
+                ((scope.chunk, inner.node), "iterated once per epoch"),
+                ((scope.chunk, epoch.node), "the epoch loop, with no `set_epoch`"),
+            ],
+            help=f"call `{name}.set_epoch(epoch)` at the top of the epoch loop{condition}",
+            fix=ctx.fix(
+                f"call `{name}.set_epoch(...)` at the top of the epoch loop", [_insert_set_epoch(ctx, scope, epoch, str(name))], safe=True,
+            ) if always else None,
+        )
+
     def _report(self, ctx, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
         epoch_scope, epoch_loop = epoch
         inner_site, inner_note = inner
@@ -124,11 +201,79 @@ def _builds_shuffling_sampler(call: CallEvent) -> bool:
     return _shuffles(call.node)
 
 
+# Classes whose instances train data-parallel: an `isinstance` check against one says the file's model may be one.
+_DATA_PARALLEL_CLASSES = frozenset({"DistributedDataParallel", "FullyShardedDataParallel"})
+_DATA_PARALLEL_OPTIMIZERS = frozenset({"horovod.torch.DistributedOptimizer"})
+
+
+def _data_parallel_evidence(module) -> CallEvent | None:
+    """What shows this file trains data-parallel: a DDP/FSDP wrap, an `isinstance(model, DistributedDataParallel)`
+    that unwraps one made elsewhere, or Horovod's averaging optimizer."""
+    if module.ddp_wraps:
+        return module.ddp_wraps[0]
+    for call in module.all_calls():
+        if call.callee in _DATA_PARALLEL_OPTIMIZERS:
+            return call
+        if call.callee == "isinstance" and len(call.arg_nodes) == 2:
+            checked = dotted(call.arg_nodes[1].value)
+            canonical = module.summary.canonical(checked) if checked else ""
+            if canonical.startswith(("torch.", "apex.")) and canonical.rsplit(".", 1)[-1] in _DATA_PARALLEL_CLASSES:
+                return call
+    return None
+
+
+def _describe_parallel(call: CallEvent) -> str:
+    line = call.chunk.line_of(call.node)
+    if call.callee == "isinstance":
+        return f"the model may be a DistributedDataParallel (line {line})"
+    return f"the training is data-parallel (`{shortened(call.chunk.code_for(call.node), 40)}`, line {line})"
+
+
+def _builds_loaders_or_samplers(module) -> bool:
+    return any(
+        (call.callee is not None and is_dataloader(call.callee)) or SAMPLER_DISTRIBUTED in call.result.tags
+        or _imported_loader_factory_of(module, call) or call_fact(call.callee, DDP_SAMPLER_WHEN) is not None
+        for call in module.all_calls()
+    )
+
+
+def _unseen_loader(scope: ScopeAnalysis, loop: Loop) -> cst.BaseExpression | None:
+    """What a training loop nested in another iterates, when nothing is known of it (a loader handed in
+    through an object: `data.train_loader`, `self.loaders["train"]`)."""
+    if not isinstance(loop.node, cst.For) or not any(is_backward(call) for call in calls_in(scope, loop)):
+        return None
+    parts = [part for part in peeled(loop.node.iter) if not isinstance(part, (cst.Integer, cst.SimpleString))]
+    if len(parts) != 1 or not isinstance(parts[0], (cst.Name, cst.Attribute, cst.Subscript)):
+        return None
+    value = scope.value_at(parts[0])
+    return parts[0] if value is None or not value.tags else None
+
+
+def _shards_with_its_own_sampler(call: CallEvent) -> cst.Arg | None:
+    """The `use_ddp=...` argument of a library loader that then shards through a DistributedSampler it
+    builds (analysis/libraries.py's CALL_FACTS), when it may be true and the loader shuffles."""
+    fact = call_fact(call.callee, DDP_SAMPLER_WHEN)
+    flag = call.keyword(fact.argument) if fact is not None and fact.argument else None
+    shuffle = call.keyword("shuffle")
+    if flag is None or shuffle is None or _false(flag.value) or _false(shuffle.value):
+        return None
+    return flag
+
+
+def _false(node: cst.BaseExpression) -> bool:
+    return (isinstance(node, cst.Name) and node.value in {"False", "None"}) or (isinstance(node, cst.Integer) and node.value == "0")
+
+
 def _imported_loader_factory(ctx, call: CallEvent) -> bool:
+    return _imported_loader_factory_of(ctx.module, call)
+
+
+def _imported_loader_factory_of(module, call: CallEvent) -> bool:
     detail = call.result.detail
     return (
-        call.function is not None and ctx.summary.defined_elsewhere(call.function) and isinstance(detail, CallEvent)
-        and ctx.in_another_file(detail.chunk) and detail.callee is not None and is_dataloader(detail.callee)
+        call.function is not None and module.summary.defined_elsewhere(call.function) and isinstance(detail, CallEvent)
+        and detail.chunk.origin is not None and detail.chunk.origin != module.origin
+        and detail.callee is not None and is_dataloader(detail.callee)
     )
 
 
@@ -226,6 +371,10 @@ def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -
     if scope.function is None or not isinstance(loop.node, cst.For):
         return None
     for part in peeled(loop.node.iter):
+        if isinstance(part, cst.Subscript):
+            if _entry_of_passed_dict(module, scope, part, loader):
+                return True
+            continue
         name = dotted(part)
         if name in scope.params:
             passed = module.arguments_for(scope.function, name) or ()
@@ -236,6 +385,53 @@ def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -
         if any(_iterates(value, loader) for _, value in passed):
             return True
     return None
+
+
+def _entry_of_passed_dict(module, scope: ScopeAnalysis, part: cst.Subscript, loader: CallEvent) -> bool:
+    """``self.data_loader["train"]`` (or ``loaders["train"]`` of a parameter) where what fills the attribute
+    or the parameter is a dict literal whose ``"train"`` entry is the loader: ParallelWaveGAN's trainer
+    takes ``data_loader={"train": DataLoader(...), "dev": DataLoader(...)}``."""
+    key = _literal_key(part)
+    holder = dotted(part.value)
+    function = scope.function
+    if key is None or holder is None or function is None:
+        return False
+    if holder in scope.params:
+        target, passes = function, [(call, holder) for call in module.calls_of(function)]
+    elif holder.startswith("self.") and function.owner is not None:
+        init = function.owner.methods.get("__init__")
+        parameter = _parameter_bound_to(module, init, holder) if init is not None else None
+        if init is None or parameter is None:
+            return False
+        constructions = [call for call in module.all_calls() if call.callee and module.summary.local_class(call.callee) is function.owner]
+        target, passes = init, [(call, parameter) for call in constructions]
+    else:
+        return False
+    for call, parameter in passes:
+        given = passed_expression(call, target, parameter)
+        if isinstance(given, cst.Dict) and any(
+            isinstance(element, cst.DictElement) and string_value(element.key) == key and element.value is loader.node
+            for element in given.elements
+        ):
+            return True
+    return False
+
+
+def _parameter_bound_to(module, init, attribute: str) -> str | None:
+    """The parameter of ``__init__`` that ``self.<attribute> = <parameter>`` binds, if one does."""
+    analysis = init.analysis(module.summary)
+    if analysis is None:
+        return None
+    for event in analysis.events:
+        if isinstance(event, AssignEvent) and event.targets == (attribute,) and isinstance(event.value_node, cst.Name):
+            return event.value_node.value if event.value_node.value in analysis.params else None
+    return None
+
+
+def _literal_key(part: cst.Subscript) -> str | None:
+    if len(part.slice) != 1 or not isinstance(part.slice[0].slice, cst.Index):
+        return None
+    return string_value(part.slice[0].slice.value)
 
 
 def _called_in_loop(module, scope: ScopeAnalysis, depth: int = 0) -> CallEvent | None:
@@ -519,7 +715,208 @@ MissingSetEpoch.MUST_FIRE = (
     ),
 )
 
+MissingSetEpoch.MUST_FIRE += (
+    Fires(  # a trainer takes a dict of loaders and walks `self.data_loader["train"]` until it has run enough steps
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+
+        class Trainer:
+            def __init__(self, steps, data_loader, model, optimizer, config):
+                self.steps = steps
+                self.data_loader = data_loader
+                self.model = model
+                self.optimizer = optimizer
+                self.config = config
+                self.finish_train = False
+
+            def run(self):
+                while True:
+                    self._train_epoch()
+                    if self.finish_train:
+                        break
+
+            def _train_epoch(self):
+                for batch in self.data_loader["train"]:
+                    loss = self.model(*batch).mean()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    self.steps += 1
+                    self.finish_train = self.steps >= self.config["train_max_steps"]
+
+
+        def main(args, config, datasets, model, optimizer):
+            train_sampler, dev_sampler = None, None
+            if args.distributed:
+                train_sampler = DistributedSampler(dataset=datasets["train"], num_replicas=args.world_size, rank=args.rank, shuffle=True)
+                dev_sampler = DistributedSampler(dataset=datasets["dev"], num_replicas=args.world_size, rank=args.rank, shuffle=False)
+            data_loader = {
+                "train": DataLoader(datasets["train"], shuffle=not args.distributed, sampler=train_sampler, batch_size=8),
+                "dev": DataLoader(datasets["dev"], shuffle=False, sampler=dev_sampler, batch_size=8),
+            }
+            trainer = Trainer(steps=0, data_loader=data_loader, model=model, optimizer=optimizer, config=config)
+            trainer.run()
+        """,
+        at="train_sampler = DistributedSampler(dataset=datasets[\"train\"], num_replicas=args.world_size, rank=args.rank, shuffle=True)",
+    ),
+)
+
+MissingSetEpoch.MUST_FIRE += (
+    Fires(  # DGL's loader with use_ddp=True shards through a DistributedSampler of its own; only loader.set_epoch advances it
+        """
+        import dgl
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.parallel import DistributedDataParallel
+
+
+        def run(proc_id, n_gpus, args, graph, train_idx, labels, model):
+            sampler = dgl.dataloading.MultiLayerNeighborSampler([10, 25])
+            loader = dgl.dataloading.NodeDataLoader(
+                graph, train_idx, sampler, use_ddp=n_gpus > 1, batch_size=1024, shuffle=True, drop_last=False,
+            )
+            model = DistributedDataParallel(model, device_ids=[proc_id])
+            optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+            for epoch in range(args.n_epochs):
+                model.train()
+                for input_nodes, seeds, blocks in loader:
+                    loss = F.cross_entropy(model(blocks), labels[seeds])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        no_fix=True,  # set_epoch raises unless use_ddp is true: guarding it like use_ddp is the user's call
+    ),
+    Fires(
+        """
+        import dgl
+
+
+        def train(graph, train_idx, sampler, model, optimizer, epochs):
+            loader = dgl.dataloading.DataLoader(graph, train_idx, sampler, use_ddp=True, batch_size=512, shuffle=True)
+            for epoch in range(epochs):
+                for input_nodes, output_nodes, blocks in loader:
+                    model(blocks).sum().backward()
+                    optimizer.step()
+        """,
+        fixed="""
+        import dgl
+
+
+        def train(graph, train_idx, sampler, model, optimizer, epochs):
+            loader = dgl.dataloading.DataLoader(graph, train_idx, sampler, use_ddp=True, batch_size=512, shuffle=True)
+            for epoch in range(epochs):
+                loader.set_epoch(epoch)
+                for input_nodes, output_nodes, blocks in loader:
+                    model(blocks).sum().backward()
+                    optimizer.step()
+        """,
+    ),
+)
+
+MissingSetEpoch.MUST_FIRE += (
+    Fires(  # the uncertain tier: a trainer that unwraps a DDP model is handed its loaders; their sampler is unseen here
+        """
+        import torch
+
+
+        class SimpleTrainer:
+            def __init__(self, package):
+                self.elements, self.params = package
+
+            def init_training(self):
+                model = self.elements["model"]
+                if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+                    self.elements["model"] = model.module
+                    self.elements["model_forward"] = model
+
+            def train_one_batch(self, batch):
+                inputs, targets = batch
+                optimizer = self.elements["optimizer"]
+                optimizer.zero_grad()
+                loss = self.elements["model"].get_loss(self.elements["model_forward"](inputs), targets)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            def run(self):
+                self.init_training()
+                data = self.elements["data"]
+                for this_epoch in range(self.params["start_epoch"], self.params["epochs"]):
+                    for this_iter, batch in enumerate(data.train_loader, 0):
+                        self.train_one_batch(batch)
+        """,
+        severity=Severity.NOTE,
+        at="for this_iter, batch in enumerate(data.train_loader, 0):",
+    ),
+)
+
 MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(  # the same trainer setting the epoch of the sampler it is handed; and one with no data parallelism in sight
+        """
+        import torch
+
+
+        class SimpleTrainer:
+            def __init__(self, package):
+                self.elements, self.params = package
+
+            def run(self, model, optimizer):
+                if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+                    model = model.module
+                data = self.elements["data"]
+                for this_epoch in range(self.params["epochs"]):
+                    if isinstance(data.train_loader.sampler, torch.utils.data.distributed.DistributedSampler):
+                        data.train_loader.sampler.set_epoch(this_epoch)
+                    for batch in data.train_loader:
+                        model(batch).mean().backward()
+                        optimizer.step()
+        """
+    ),
+    Quiet(  # no data parallelism in sight: a loader handed in needs no set_epoch
+        """
+        class Trainer:
+            def run(self, model, optimizer, data, epochs):
+                for epoch in range(epochs):
+                    for batch in data.train_loader:
+                        model(batch).mean().backward()
+                        optimizer.step()
+        """
+    ),
+    Quiet(  # the epoch set on the loader, as DGL wants it, under the condition use_ddp has
+        """
+        import dgl
+
+
+        def train(graph, train_idx, sampler, model, optimizer, epochs, n_gpus):
+            loader = dgl.dataloading.NodeDataLoader(graph, train_idx, sampler, use_ddp=n_gpus > 1, batch_size=512, shuffle=True)
+            for epoch in range(epochs):
+                if n_gpus > 1:
+                    loader.set_epoch(epoch)
+                for input_nodes, seeds, blocks in loader:
+                    model(blocks).sum().backward()
+                    optimizer.step()
+        """
+    ),
+    Quiet(  # no use_ddp: DGL shuffles like a plain DataLoader; use_ddp without shuffle: one fixed order is wanted
+        """
+        import dgl
+
+
+        def train(graph, train_idx, val_idx, sampler, model, optimizer, epochs):
+            loader = dgl.dataloading.NodeDataLoader(graph, train_idx, sampler, use_ddp=False, batch_size=512, shuffle=True)
+            val_loader = dgl.dataloading.NodeDataLoader(graph, val_idx, sampler, use_ddp=True, batch_size=512, shuffle=False)
+            for epoch in range(epochs):
+                for input_nodes, seeds, blocks in loader:
+                    model(blocks).sum().backward()
+                    optimizer.step()
+                for input_nodes, seeds, blocks in val_loader:
+                    model(blocks)
+        """
+    ),
     Quiet(  # the epoch is set by a helper of another file, which the epoch's function calls first (pycls)
         """
         import vision.datasets.loader as data_loader
