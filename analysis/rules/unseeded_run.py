@@ -746,6 +746,33 @@ class UnseededRun(Rule):
                         return random.sample(self.buffer, batch_size)
             """},
         ),
+        Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
+            """
+            import numpy as np
+
+            from data.build import build_train_loader
+
+
+            def main(cfg):
+                for batch in build_train_loader(cfg):
+                    colors = np.random.rand(len(batch), 3)
+                    save_overlay(batch, colors)
+
+
+            if __name__ == "__main__":
+                main(load_config())
+            """,
+            files={"data/__init__.py": "", "data/build.py": """
+                import torch
+
+
+                def build_train_loader(cfg, seed=None):
+                    generator = torch.Generator()
+                    if seed is not None:
+                        generator.manual_seed(seed)
+                    return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
+            """},
+        ),
         Quiet(  # every worker seeds itself first thing; the split is given a random_state
             """
             import random
@@ -1133,7 +1160,8 @@ def _reached_in_other_files(
     draws: dict[str, list[tuple[CallEvent, str]]] = {}
     for call in calls:
         for function, reached in _runs_elsewhere(module, call):
-            if reached.function is None and not _seeds_per_process(reached):
+            if reached.function is None and not _seeds_per_process(reached) and not _private_generator(reached):
+                # a library's own generator (a sampler's `generator.manual_seed(seed)`) is not the run's seeding
                 for library in _seeds(reached, module):
                     seeds.setdefault(library, call)
             drawn = _draw(reached)
@@ -1331,6 +1359,11 @@ def _seeds_per_process(call: CallEvent) -> bool:
         return False
     text = call.chunk.code_for(call.arg_nodes[0].value)
     return "seed" not in text.lower() and (mentions_rank(text) or "host_index" in text)
+
+
+def _private_generator(call: CallEvent) -> bool:
+    """`generator.manual_seed(...)` or `np.random.default_rng(...)`: a generator object of its own."""
+    return (call.method == "manual_seed" and call.callee is None) or call.callee in _GENERATOR_CONSTRUCTORS
 
 
 def _literal_seed(call: CallEvent) -> bool:
