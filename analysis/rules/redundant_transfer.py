@@ -5,16 +5,20 @@ each time it runs, and `torch.tensor([...]).cuda()` also builds the tensor on th
 inside the training or evaluation loop that is one extra host-to-device copy (and a sync
 point for pageable memory) per step, for a result that is the same every time.
 `model.to(device)` inside the loop walks every parameter and buffer each step and moves
-nothing after the first.
+nothing after the first. A constant counts when it is built from literals or from values the
+loop never changes (`torch.tensor([10**i for i in range(n)])`). A module's `forward` runs every
+step too: `torch.tensor([0.485, 0.456, 0.406], device=x.device)` there is one copy per step.
 
 How to fix: do the transfer once, above the loop (`class_weights = class_weights.to(device)`),
 or create constants on the device directly (`torch.tensor([...], device=device)`), and use
-the moved tensor inside the loop. Hoisting is a manual change: check the tensor is not
+the moved tensor inside the loop; in a module, `self.register_buffer(name, tensor,
+persistent=False)` in `__init__` copies it once and moves it with the model. Hoisting is a manual change: check the tensor is not
 modified in place inside the loop first.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import cast
 
@@ -64,6 +68,8 @@ class RedundantTransfer(Rule):
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a copy per step costs nothing
         for scope in ctx.scopes:
+            if _is_module_forward(ctx, scope):
+                self._check_forward(ctx, scope)
             hot = _hot_loops(scope)
             if not hot:
                 continue
@@ -122,17 +128,59 @@ class RedundantTransfer(Rule):
             ctx.report(call.node, message, evidence=evidence, help=f"hoist it: `{key} = {key}{_transfer_suffix(scope, call)}` once above the loop, then use `{key}`")
             return
         factory = _constant_factory(scope, receiver_node)
-        if factory is None or CONSTANT not in receiver.tags or _names(receiver_node) & changed:
+        if factory is None:
             return
+        if CONSTANT in receiver.tags and not _names(receiver_node) & changed:
+            built = "built from constants only"
+        else:
+            reads = _invariant_reads(scope, receiver_node, changed)
+            if reads is None:
+                return
+            built = f"built from {_listed(reads)}, which the loop does not change"
         message = (
             f"`{transfer}` builds the same constant tensor on the host and copies it to the device on every "
             f"iteration of the loop{_over(loop)}"
         )
-        evidence = [((scope.chunk, factory), "built from constants only"), loop_evidence()]
+        evidence = [((scope.chunk, factory), built), loop_evidence()]
         ctx.report(
             call.node, message, evidence=evidence,
             help="create it once above the loop, directly on the device: `torch.tensor([...], device=device)`",
         )
+
+    def _check_forward(self, ctx, scope: ScopeAnalysis) -> None:
+        """A module's `forward` runs once per step (twice with a backward through it): a constant tensor built
+        on the host there is copied to the device every step, where `register_buffer` in `__init__` would
+        copy it once and move it with the model."""
+        function = scope.function
+        assert function is not None and function.owner is not None, "_is_module_forward: a method"
+        per_call = set(scope.params) | set(_bound_names(function.node))
+        owner = function.owner.name
+        for call in scope.calls():
+            if call.context.conditions or _caches_on_self(call):
+                continue  # built under a condition (once, into a cache), or kept on the module
+            factory = _built_on_device(scope, call)
+            if factory is not None:  # torch.tensor([...], device=x.device): its data, not the device, must be fixed
+                reads = _invariant_reads(scope, factory, per_call, data_only=True)
+            elif call.method in {"to", "cuda"} and transfer_destination(call) == "device" and isinstance(call.node.func, cst.Attribute):
+                moved = call.node.func.value  # torch.tensor([...]).view(...).to(x.device)
+                factory = _constant_factory(scope, moved)
+                if factory is None or _device_keyword(factory) is not None:
+                    continue
+                reads = _invariant_reads(scope, moved, per_call)
+            else:
+                continue
+            if reads is None:
+                continue
+            what = f"built from {_listed(reads)}" if reads else "built from constants only"
+            written_call = shortened(scope.chunk.code_for(call.node), 60)
+            ctx.report(
+                call.node,
+                f"`{written_call}` builds the same tensor on the host and copies it to the device on every call of "
+                f"`{owner}.forward`, which runs every training step",
+                evidence=[((scope.chunk, factory), what), ((function.chunk, function.node.name), "the forward pass: it runs every step")],
+                help="build it once in `__init__` with `self.register_buffer(name, tensor, persistent=False)`, which moves "
+                "with the model, and use the buffer in `forward`",
+            )
 
     MUST_FIRE = (
         Fires(
@@ -259,9 +307,93 @@ class RedundantTransfer(Rule):
                     train_one_epoch(model, loader, optimizer, weights, device)
             """,
         ),
+        Fires(  # an evaluation helper nested in main: the digit-place tensor depends only on values fixed outside its loop
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def main(config, model, trainer, datasets):
+                def eval_split(split, max_batches=-1):
+                    ndigit = config.data.ndigit
+                    results = []
+                    loader = DataLoader(datasets[split], batch_size=50, num_workers=0, drop_last=False)
+                    for b, (x, y) in enumerate(loader):
+                        x = x.to(trainer.device)
+                        d1d2 = x[:, : ndigit * 2]
+                        d3 = model.generate(d1d2, ndigit + 1)[:, -(ndigit + 1):].flip(1)
+                        factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)
+                        d1i = (d1d2[:, :ndigit] * factors[:, 1:]).sum(1)
+                        d2i = (d1d2[:, ndigit : ndigit * 2] * factors[:, 1:]).sum(1)
+                        results.append(((d3 * factors).sum(1) == d1i + d2i).cpu())
+                        if 0 <= max_batches <= b + 1:
+                            break
+                    return torch.cat(results).float().mean()
+
+                trainer.add_callback("on_batch_end", lambda t: eval_split("test") if t.iter_num % 500 == 0 else None)
+                trainer.run()
+            """,
+            at="factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)",
+        ),
+        Fires(  # a module's forward runs every step: a constant built on the host there is copied every step
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Normalize(nn.Module):
+                def __init__(self, backbone):
+                    super().__init__()
+                    self.backbone = backbone
+
+                def forward(self, images):
+                    mean = torch.tensor([0.485, 0.456, 0.406], device=images.device).view(1, 3, 1, 1)
+                    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1).to(images.device)
+                    return self.backbone((images - mean) / std)
+            """,
+            count=2,
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # forward: data that depends on the input, a device-side fill, a cached buffer, and no module at all
+            """
+            import torch
+            import torch.nn as nn
+
+
+            class Head(nn.Module):
+                def __init__(self, dim):
+                    super().__init__()
+                    self.proj = nn.Linear(dim, dim)
+                    self.register_buffer("scale", torch.tensor([dim ** -0.5]), persistent=False)
+                    self.positions = None
+
+                def forward(self, x):
+                    lengths = torch.tensor([len(row) for row in x], device=x.device)
+                    mask = torch.zeros(x.shape[0], x.shape[1], device=x.device)
+                    if self.positions is None:
+                        self.positions = torch.tensor([0.0, 1.0], device=x.device)
+                    return self.proj(x) * self.scale + mask.sum() + lengths.sum() + self.positions.sum()
+
+
+            def forward(images):
+                return images - torch.tensor([0.5], device=images.device)
+            """
+        ),
+        Quiet(  # a loop-invariant-looking tensor built from what the loop changes
+            """
+            import torch
+
+
+            def evaluate(model, loader, device):
+                scale = 1
+                for x, y in loader:
+                    weights = torch.tensor([scale, scale * 2]).to(device)
+                    model(x.to(device)).mul(weights).sum()
+                    scale += 1
+            """
+        ),
         Quiet(
             """
             import torch
@@ -552,6 +684,83 @@ def _constant_factory(scope: ScopeAnalysis, expression: cst.BaseExpression) -> c
             return None
         node = node.func.value
     return None
+
+
+# torch factories that copy Python data from the host: with `device=` they copy it to the device
+_HOST_DATA_FACTORIES = frozenset({"tensor", "as_tensor", "Tensor", "FloatTensor", "LongTensor", "IntTensor", "BoolTensor", "DoubleTensor"})
+_DEVICE_TEXT = re.compile(r"device|cuda|gpu|rank", re.I)
+_HOST_TEXT = re.compile(r"""(torch\.device\()?["']cpu["']\)?""")
+# Calls whose result depends only on their arguments: what a loop-invariant constant may be built with.
+_PURE_BUILTINS = frozenset({"range", "len", "list", "tuple", "reversed", "sorted", "int", "float", "abs", "min", "max", "sum", "round"})
+
+
+def _is_module_forward(ctx, scope: ScopeAnalysis) -> bool:
+    function = scope.function
+    return (
+        function is not None and function.name == "forward" and function.owner is not None
+        and ctx.summary.is_module_class(function.owner)
+    )
+
+
+def _caches_on_self(call: CallEvent) -> bool:
+    statement = call.statement
+    return isinstance(statement, cst.Assign) and any((dotted(t.target) or "").startswith("self.") for t in statement.targets)
+
+
+def _device_keyword(call: cst.Call) -> cst.BaseExpression | None:
+    return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "device"), None)
+
+
+def _built_on_device(scope: ScopeAnalysis, call: CallEvent) -> cst.Call | None:
+    """``torch.tensor([...], device=x.device)``: Python data copied to the device as it is built."""
+    name = call.callee or ""
+    if not name.startswith("torch.") or last_part(name) not in _HOST_DATA_FACTORIES or not call.arg_nodes:
+        return None
+    device = _device_keyword(call.node)
+    if device is None:
+        return None
+    text = scope.chunk.code_for(device)
+    return call.node if _DEVICE_TEXT.search(text) and not _HOST_TEXT.fullmatch(text) else None
+
+
+def _invariant_reads(
+    scope: ScopeAnalysis, expression: cst.BaseExpression, changed: set[str], *, data_only: bool = False,
+) -> list[str] | None:
+    """The names a tensor expression reads, when none of them is in ``changed`` and it calls nothing but
+    torch, numpy and math functions, methods chained on its own result and pure builtins (`range`,
+    `len`); None otherwise. Names its comprehensions bind (`10**i for i in range(n)`) are its own.
+    ``data_only``: read only the factory's data and dtype, not its `device=` (a per-call input's device
+    is the same every step)."""
+    reads: list[str] = []
+    bound: set[str] = set()
+    stack: list[cst.CSTNode] = [expression]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.CompFor):
+            bound.update(_target_keys(node.target))
+        if isinstance(node, cst.Call):
+            callee = dotted(node.func)
+            canonical = scope.canonical(callee) if callee is not None else ""
+            chained = isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Call)
+            if not (chained or canonical.split(".", 1)[0] in {"torch", "numpy", "math"} or canonical in _PURE_BUILTINS):
+                return None
+            stack.extend(arg.value for arg in node.args if not (data_only and arg.keyword is not None and arg.keyword.value == "device"))
+            stack.append(node.func.value if isinstance(node.func, cst.Attribute) else node.func)
+            continue
+        if isinstance(node, (cst.Attribute, cst.Name)):
+            key = dotted(node)
+            if key is not None:
+                root = key.split(".", 1)[0]
+                if root not in bound and root not in scope.local_imports and root not in scope.summary.imports:
+                    reads.append(key)
+                continue
+        stack.extend(children(node))
+    reads = [key for key in dict.fromkeys(reads) if key.split(".", 1)[0] not in bound]
+    return None if any(_mentions_changed(key, changed) for key in reads) else reads
+
+
+def _listed(reads: list[str]) -> str:
+    return ", ".join(f"`{key}`" for key in reads[:3]) + (" and more" if len(reads) > 3 else "")
 
 
 def _names(expression: cst.BaseExpression) -> set[str]:
