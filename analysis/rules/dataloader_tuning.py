@@ -9,7 +9,9 @@ helps from pinned memory). Either way you pay for GPU hours the GPU spends waiti
 How to fix: give the loader worker processes (`num_workers=4`, or about the number of CPU
 cores per GPU) and `pin_memory=True`; pair the latter with `.to(device, non_blocking=True)`.
 This is a note, not a defect: stay at `num_workers=0` on purpose when the dataset already
-lives on the GPU, or say `pin_memory=False` to record that you chose it.
+lives on the GPU, or say `pin_memory=False` to record that you chose it. A loader that only an
+evaluation or generation pass walks (no backward in the loops over it) and test suites are left
+alone.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import libcst as cst
 from trainlint.rules import (
     ON_DEVICE,
     UNKNOWN,
+    AssignEvent,
     CallEvent,
     Evidence,
     Fires,
@@ -26,9 +29,13 @@ from trainlint.rules import (
     Rule,
     Severity,
     TextEdit,
+    calls_in,
+    comes_from_call,
+    is_backward,
     is_dataloader,
     is_test_file,
     literal_value,
+    peeled,
     shortened,
 )
 
@@ -55,7 +62,8 @@ class DataloaderTuning(Rule):
         if training is None:
             return
         for call in loaders:
-            self._check_loader(ctx, call, training)
+            if not _only_inference_iterates(ctx, call):
+                self._check_loader(ctx, call, training)
 
     @staticmethod
     def _training_evidence(ctx) -> list[Evidence] | None:
@@ -298,6 +306,26 @@ class DataloaderTuning(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a loader of prompts that only an inference pass walks: it does not feed the training
+            """
+            import torch
+            from torch.utils.data import DataLoader
+
+
+            def main(args, accelerator, pipeline, model, train_loader, optimizer):
+                sample_dataloader = DataLoader(PromptDataset(args.class_prompt, args.num_class_images), batch_size=4)
+                sample_dataloader = accelerator.prepare(sample_dataloader)
+                pipeline.to("cuda")
+                for example in sample_dataloader:
+                    for i, image in enumerate(pipeline(example["prompt"]).images):
+                        image.save(f"{args.class_dir}/{example['index'][i]}.jpg")
+                for batch in train_loader:
+                    loss = model(**batch).loss
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+            """
+        ),
         Quiet(
             """
             import torch
@@ -399,6 +427,21 @@ def _may_want_tuning(call: CallEvent) -> bool:
 
 def _without_workers(workers: cst.Arg | None) -> bool:
     return workers is None or (isinstance(workers.value, cst.Integer) and literal_value(workers.value) == 0)
+
+
+def _only_inference_iterates(ctx, loader: CallEvent) -> bool:
+    """Loops of the function that builds the loader iterate it (under the name it is bound to, through
+    `accelerator.prepare` too), and none of them runs a backward: an evaluation or generation pass, whose
+    loader does not hold the training back. A loader iterated nowhere in sight stays reported."""
+    scope = loader.scope
+    names = {target for event in scope.events if isinstance(event, AssignEvent) and event.value_node is loader.node for target in event.targets}
+    loops = [
+        loop for loop in scope.loops
+        if comes_from_call(loop.iterable, loader.node) or (
+            isinstance(loop.node, cst.For) and any(isinstance(part, cst.Name) and part.value in names for part in peeled(loop.node.iter))
+        )
+    ]
+    return bool(loops) and not any(is_backward(call) for loop in loops for call in calls_in(scope, loop))
 
 
 def _argument(call: CallEvent, name: str) -> cst.Arg | None:
