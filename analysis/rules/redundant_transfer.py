@@ -51,6 +51,7 @@ from trainlint.rules import (
     loops_running,
     shortened,
     transfer_destination,
+    walk,
 )
 
 # Factories whose result depends only on their arguments (random ones differ every call).
@@ -155,9 +156,10 @@ class RedundantTransfer(Rule):
         assert function is not None and function.owner is not None, "_is_module_forward: a method"
         per_call = set(scope.params) | set(_bound_names(function.node))
         owner = function.owner.name
+        modified = {key for call in scope.calls() for key in _modified_in_place(call)} | _augmented(function.node)
         for call in scope.calls():
-            if call.context.conditions or _caches_on_self(call):
-                continue  # built under a condition (once, into a cache), or kept on the module
+            if call.context.conditions or _caches_on_self(call) or _bound_to(call) & modified:
+                continue  # built under a condition (once, into a cache), kept on the module, or an accumulator
             factory = _built_on_device(scope, call)
             if factory is not None:  # torch.tensor([...], device=x.device): its data, not the device, must be fixed
                 reads = _invariant_reads(scope, factory, per_call, data_only=True)
@@ -379,6 +381,24 @@ class RedundantTransfer(Rule):
 
             def forward(images):
                 return images - torch.tensor([0.5], device=images.device)
+            """
+        ),
+        Quiet(  # forward: a scalar accumulator, a dummy scalar metric, a counter updated in place: not constants
+            """
+            import torch
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+
+            class ChunkedCrossEntropy(nn.Module):
+                def forward(self, logits, targets):
+                    total = torch.tensor(0.0, device=targets.device)
+                    counts = torch.tensor([0, 0], device=targets.device)
+                    for chunk, target in zip(logits.chunk(4), targets.chunk(4)):
+                        total += F.cross_entropy(chunk, target, reduction="sum")
+                        counts.add_(torch.stack([target.numel(), (target >= 0).sum()]))
+                    ratios = torch.tensor(1.0, device=targets.device)
+                    return total / counts[1], ratios
             """
         ),
         Quiet(  # a loop-invariant-looking tensor built from what the loop changes
@@ -711,10 +731,26 @@ def _device_keyword(call: cst.Call) -> cst.BaseExpression | None:
     return next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "device"), None)
 
 
+def _bound_to(call: CallEvent) -> set[str]:
+    statement = call.statement
+    if not isinstance(statement, cst.Assign):
+        return set()
+    return {key for target in statement.targets for key in _target_keys(target.target)}
+
+
+def _augmented(function: cst.FunctionDef) -> set[str]:
+    """Names a function updates with `+=` and the like: accumulators, not constants."""
+    return {key for node in walk(function) if isinstance(node, cst.AugAssign) for key in _target_keys(node.target)}
+
+
 def _built_on_device(scope: ScopeAnalysis, call: CallEvent) -> cst.Call | None:
-    """``torch.tensor([...], device=x.device)``: Python data copied to the device as it is built."""
+    """``torch.tensor([...], device=x.device)``: a sequence of Python values copied to the device as it is
+    built. A single number (`torch.tensor(0.0, device=...)`, a dummy metric) is left alone: one scalar."""
     name = call.callee or ""
     if not name.startswith("torch.") or last_part(name) not in _HOST_DATA_FACTORIES or not call.arg_nodes:
+        return None
+    data = call.arg_nodes[0].value
+    if call.arg_nodes[0].keyword is not None or not isinstance(data, (cst.List, cst.Tuple, cst.ListComp)):
         return None
     device = _device_keyword(call.node)
     if device is None:
