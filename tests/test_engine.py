@@ -466,3 +466,29 @@ def test_a_tests_loader_is_not_a_training_runs_input_pipeline():
     assert {finding.code for finding in analyze_source(tiny_training, "tests/test_loop.py")} & rules == set()
     as_script = {finding.code for finding in analyze_source(tiny_training, "train_tiny.py")} & rules
     assert as_script == rules, "outside a test suite the same code is reported"
+
+
+def test_a_per_step_sync_note_says_it_undoes_non_blocking_copies():
+    # LANfactory's trainer copied pinned batches with non_blocking=True and read float(loss) every step:
+    # the note says the sync takes away the overlap the copy asks for; without such a copy it does not.
+    step = textwrap.dedent(
+        """\
+        import torch
+
+        def train(model, loader, optimizer, loss_fun):
+            total = 0.0
+            for xb, yb in loader:
+                xb, yb = xb.cuda(non_blocking=True), yb.cuda(non_blocking=True)
+                loss = loss_fun(model(xb), yb)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                total += float(loss)
+            return total
+        """
+    )
+    (finding,) = [f for f in analyze_source(step, "train_mlp.py") if f.code == "TL302"]
+    assert finding.severity is Severity.NOTE and "`non_blocking` (line 6)" in finding.message
+    plain = step.replace("non_blocking=True", "")
+    (finding,) = [f for f in analyze_source(plain, "train_mlp.py") if f.code == "TL302"]
+    assert "non_blocking" not in finding.message

@@ -8,6 +8,11 @@ CPU catches up. Once per step (a progress bar showing `loss.item()`) this costs 
 loop over parameters or metrics it stalls the pipeline dozens of times per step, and
 `torch.cuda.synchronize()` every step removes the overlap entirely.
 
+A loop that copies its batches with `non_blocking=True` asks the CPU to run ahead of the GPU; a sync
+every iteration takes that away, in a training step or in an evaluation pass (both notes: the cost
+depends on how long each step keeps the GPU busy, which the code does not say; small models can lose
+most of their GPU time).
+
 How to fix: read values only every N steps (`if step % log_every == 0:`), keep running sums on
 the device (`running += loss.detach()`) and call `.item()` once per epoch, and gather many
 values into one tensor (`torch.stack([...]).tolist()`) so they cross in a single sync.
@@ -99,18 +104,52 @@ class SyncInHotLoop(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx) -> None:
-        if ctx.module.cuda_line is None or is_test_file(ctx.module.path):
+        if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a sync per step costs it nothing
         for scope in ctx.scopes:
-            steps = loops_running(scope, is_backward)
+            copies = [call for call in scope.calls() if _asks_for_overlap(call)]
+            steps = loops_running(scope, is_backward) if ctx.module.cuda_line is not None else {}
             trains: bool | None = None  # asked once per function, when it has a loop that runs backward
             for loop, backward in steps.items():
                 if trains is None:
                     trains = _trains(ctx.module, scope)
                 if trains:
-                    self._check_step_loop(ctx, scope, loop, backward, steps)
+                    self._check_step_loop(ctx, scope, loop, backward, steps, _copy_in(copies, loop))
+            for loop in scope.loops if copies else ():
+                copy = _copy_in(copies, loop)
+                if copy is not None and copy.context.loop is loop and not _inside_any(loop, steps):
+                    self._check_copy_loop(ctx, scope, loop, copy)
 
-    def _check_step_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent]) -> None:
+    def _check_copy_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
+        """A loop that is no training step (an evaluation or inference pass) but copies each batch with
+        `non_blocking`: it asks the CPU to run ahead of the GPU, and a sync every iteration stops it. A
+        note, as for a training step: the cost depends on how long each batch keeps the GPU busy."""
+        syncs = [
+            sync for sync in _syncs(scope, loop, (), MAX_CALL_DEPTH, {id(scope)})
+            if sync.outer.context.loop is loop and not self._quietened(sync, loop) and self._inner_loop(sync, loop) is None
+        ]
+        if not syncs:
+            return
+        first = syncs[0]
+        message = (
+            f"{first.what} makes the CPU wait for the GPU on every iteration of the loop{_over(loop)}, which copies its "
+            f"batches with `non_blocking` (line {copy.chunk.line_of(copy.node)}): such a copy only pays while the CPU "
+            f"queues the next batch ahead of the GPU, and this sync stops it every iteration{_others(syncs)}; how much "
+            "that costs depends on how long a batch keeps the GPU busy"
+        )
+        evidence = [
+            ((copy.chunk, copy.node), "a non-blocking copy to the device: asks for overlap"),
+            ((scope.chunk, loop.node), "the loop"),
+            *[((s.chunk, s.node), f"also syncs every iteration: {s.what}") for s in syncs[1:]],
+        ]
+        ctx.report(
+            first.node, message, evidence=evidence, chunk=first.chunk, severity=Severity.NOTE,
+            help="keep running sums on the device (`total += loss.detach()`) and read them once after the loop",
+        )
+
+    def _check_step_loop(
+        self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent], copy: CallEvent | None,
+    ) -> None:
         every_step: list[Sync] = []
         per_inner_loop: dict[int, tuple[str, tuple, list[Sync]]] = {}  # id(loop node) -> (label, site, syncs)
         for sync in _syncs(scope, loop, (), MAX_CALL_DEPTH, {id(scope)}):
@@ -131,7 +170,7 @@ class SyncInHotLoop(Rule):
         for label, site, syncs in per_inner_loop.values():
             self._report_inner(ctx, syncs, label, site, loop, backward)
         if every_step:
-            self._report_every_step(ctx, every_step, loop, backward)
+            self._report_every_step(ctx, every_step, loop, backward, copy)
 
     # ------------------------------------------------------------------ where a sync sits
     @staticmethod
@@ -188,17 +227,25 @@ class SyncInHotLoop(Rule):
             "or only every N steps (`if step % log_every == 0:`)",
         )
 
-    def _report_every_step(self, ctx, syncs: list[Sync], step: Loop, backward: CallEvent) -> None:
+    def _report_every_step(self, ctx, syncs: list[Sync], step: Loop, backward: CallEvent, copy: CallEvent | None) -> None:
+        """A note: what one sync a step costs depends on how long the step keeps the GPU busy, which the
+        code does not say (a small model can lose most of its GPU time to it). When the loop copies its
+        batches with `non_blocking`, the note says that the sync takes that overlap away."""
         first = syncs[0]
         others = _others(syncs)
+        overlap = (
+            f"; the loop copies its batches with `non_blocking` (line {copy.chunk.line_of(copy.node)}), which only pays "
+            "while the CPU runs ahead, and this sync stops it every step" if copy is not None else ""
+        )
         message = (
             f"{first.what} copies a value to the host on every training step (backward on line "
             f"{backward.chunk.line_of(backward.node)}), so the CPU waits for the GPU each step instead of queueing "
-            f"the next one{others}"
+            f"the next one{overlap}{others}"
         )
         evidence = [
             *[((s.chunk, s.node), f"also syncs every step: {s.what}") for s in syncs[1:]],
             *_step_evidence(ctx, first, step, backward),
+            *([((copy.chunk, copy.node), "a non-blocking copy to the device: asks for overlap")] if copy is not None else []),
         ]
         ctx.report(
             first.node, message, evidence=evidence, severity=Severity.NOTE, chunk=first.chunk,
@@ -408,9 +455,84 @@ class SyncInHotLoop(Rule):
             """,
             severity=Severity.NOTE,
         ),
+        Fires(  # the loop asks for overlap (pinned batches copied with non_blocking) and a sync every step undoes it: the note says so
+            """
+            import torch
+
+
+            class MLPTrainer:
+                def __init__(self, model, train_dl, loss_fun, optimizer, dev, pin_memory=True):
+                    self.model, self.train_dl, self.loss_fun = model, train_dl, loss_fun
+                    self.optimizer, self.dev, self.pin_memory = optimizer, dev, pin_memory
+
+                def train(self, n_epochs):
+                    for epoch in range(n_epochs):
+                        epoch_loss_sum = 0.0
+                        for xb, yb in self.train_dl:
+                            if self.pin_memory and str(self.dev) == "cuda":
+                                xb, yb = xb.cuda(non_blocking=True), yb.cuda(non_blocking=True)
+                            else:
+                                xb, yb = xb.to(self.dev), yb.to(self.dev)
+                            loss = self.loss_fun(self.model(xb), yb)
+                            loss.backward()
+                            self.optimizer.step()
+                            self.optimizer.zero_grad()
+                            epoch_loss_sum += float(loss)
+                        print(epoch, epoch_loss_sum)
+            """,
+            severity=Severity.NOTE,
+            at="epoch_loss_sum += float(loss)",
+        ),
+        Fires(  # an evaluation loop that copies with non_blocking and reads two numbers back every batch
+            """
+            import torch
+            import torch.nn.functional as F
+
+
+            def evaluate_model(model, loader, device, criterion=F.nll_loss):
+                model.eval()
+                loss, correct, total = 0, 0, 0
+                async_gpu = loader.pin_memory
+                with torch.no_grad():
+                    for batch_idx, (data, target) in enumerate(loader):
+                        data = data.to(device, non_blocking=async_gpu)
+                        target = target.to(device, non_blocking=async_gpu)
+                        output = model(data)
+                        loss += criterion(output, target, reduction="sum").item()
+                        pred = output.max(1, keepdim=True)[1]
+                        correct += pred.eq(target.view_as(pred)).sum().item()
+                        total += len(data)
+                return {"mean_loss": loss / total, "mean_accuracy": correct / total}
+            """,
+            severity=Severity.NOTE,
+            at='loss += criterion(output, target, reduction="sum").item()',
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # evaluation: a sync per batch with plain copies is left alone; with non_blocking, sums kept on the device
+            """
+            import torch
+
+
+            @torch.no_grad()
+            def evaluate(model, loader, device):
+                correct = 0
+                for images, labels in loader:
+                    images, labels = images.to(device), labels.to(device)
+                    correct += (model(images).argmax(1) == labels).sum().item()
+                return correct
+
+
+            @torch.no_grad()
+            def evaluate_async(model, loader, device):
+                correct = torch.zeros((), device=device)
+                for images, labels in loader:
+                    images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+                    correct += (model(images).argmax(1) == labels).sum()
+                return correct.item()
+            """
+        ),
         Quiet(  # a benchmark of attention kernels: backward with no optimizer step, synchronized to read CUDA events (LLMs-from-scratch)
             """
             import numpy as np
@@ -564,6 +686,33 @@ class SyncInHotLoop(Rule):
             """
         ),
     )
+
+
+def _asks_for_overlap(call: CallEvent) -> bool:
+    """``x.to(device, non_blocking=True)`` / ``x.cuda(non_blocking=...)``: a copy that lets the CPU go on
+    (from pinned memory), unless it says ``non_blocking=False``."""
+    if call.method not in {"to", "cuda"}:
+        return False
+    flag = call.keyword("non_blocking")
+    return flag is not None and not (isinstance(flag.value, cst.Name) and flag.value.value in {"False", "None"})
+
+
+def _copy_in(copies: list[CallEvent], loop: Loop) -> CallEvent | None:
+    return next((copy for copy in copies if loop in copy.context.loops), None)
+
+
+def _inside_any(loop: Loop, steps: dict[Loop, CallEvent]) -> bool:
+    """The loop is a training-step loop or runs inside one (its syncs are the step loop's to report)."""
+    current: Loop | None = loop
+    while current is not None:
+        if current in steps:
+            return True
+        current = current.parent
+    return False
+
+
+def _over(loop: Loop) -> str:
+    return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""
 
 
 def _trains(module, scope: ScopeAnalysis) -> bool:
