@@ -90,7 +90,7 @@ PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines
 
 # ---------------------------------------------------------------------------------------------- calls
 # What some library calls do that their names do not say, which rules depend on. One fact a row: the
-# call's canonical name, the fact, the argument that changes it (None: nothing does), and its source.
+# call's canonical name, the fact, the keyword arguments that change it (any one of them), and its source.
 DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
@@ -100,24 +100,32 @@ DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `load
 class CallFact:
     callee: str  # canonical dotted name of the library call
     fact: str  # one of the kinds above
-    argument: str | None  # the keyword that changes it
+    arguments: tuple[str, ...]  # keywords any one of which changes it (none: nothing does)
     source: str  # where the library documents it
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
-    CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, "random_state",
+    CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn glossary, random_state: None uses the global RandomState instance of numpy.random"),
-    CallFact("sklearn.utils.shuffle", DRAWS_GLOBAL_NUMPY, "random_state",
+    CallFact("sklearn.utils.shuffle", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn, sklearn.utils.shuffle: random_state=None uses numpy.random's global state"),
-    CallFact("sklearn.utils.resample", DRAWS_GLOBAL_NUMPY, "random_state",
+    CallFact("sklearn.utils.resample", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn, sklearn.utils.resample: random_state=None uses numpy.random's global state"),
-    CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, None,
+    CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "
              "imports the main module as __mp_main__ (its `if __name__ == '__main__':` block does not run)"),
-    CallFact("torch.multiprocessing.start_processes", STARTS_FRESH_PROCESSES, None,
+    CallFact("torch.multiprocessing.start_processes", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.start_processes with its default start_method='spawn': as spawn"),
     *(
-        CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, "use_ddp",
+        CallFact(f"datasets.Dataset.{method}", DRAWS_GLOBAL_NUMPY, ("seed", "generator"),
+                 "Hugging Face datasets: a randomized method given neither seed nor generator takes its seed from "
+                 "np.random.get_state() (datasets/fingerprint.py, arrow_dataset.py)")
+        for method in ("shuffle", "train_test_split")
+    ),
+    CallFact("datasets.DatasetDict.shuffle", DRAWS_GLOBAL_NUMPY, ("seed", "seeds", "generators"),
+             "Hugging Face datasets: DatasetDict.shuffle shuffles each split as Dataset.shuffle does"),
+    *(
+        CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, ("use_ddp",),
                  "DGL, dgl.dataloading.DataLoader: use_ddp=True splits the indices with "
                  "torch.utils.data.distributed.DistributedSampler; set_epoch(epoch) sets its epoch (use_ddp only)")
         for loader in ("DataLoader", "NodeDataLoader", "EdgeDataLoader", "GraphDataLoader")

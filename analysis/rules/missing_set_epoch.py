@@ -154,7 +154,7 @@ class MissingSetEpoch(Rule):
         fact = call_fact(loader.callee, DDP_SAMPLER_WHEN)
         assert fact is not None, "_shards_with_its_own_sampler: a loader of the table"
         always = isinstance(use_ddp.value, cst.Name) and use_ddp.value.value == "True"
-        flag = f"{fact.argument}={' '.join(ctx.chunk.code_for(use_ddp.value).split())}"
+        flag = f"{fact.arguments[0]}={' '.join(ctx.chunk.code_for(use_ddp.value).split())}"
         condition = "" if always else f" (under the condition of `{flag}`: the loader allows it only then)"
         ctx.report(
             loader.node,
@@ -253,7 +253,7 @@ def _shards_with_its_own_sampler(call: CallEvent) -> cst.Arg | None:
     """The `use_ddp=...` argument of a library loader that then shards through a DistributedSampler it
     builds (analysis/libraries.py's CALL_FACTS), when it may be true and the loader shuffles."""
     fact = call_fact(call.callee, DDP_SAMPLER_WHEN)
-    flag = call.keyword(fact.argument) if fact is not None and fact.argument else None
+    flag = call.keyword(fact.arguments[0]) if fact is not None and fact.arguments else None
     shuffle = call.keyword("shuffle")
     if flag is None or shuffle is None or _false(flag.value) or _false(shuffle.value):
         return None

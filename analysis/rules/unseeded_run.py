@@ -5,11 +5,12 @@ the others: a script that calls `torch.manual_seed(0)` but shuffles its file lis
 `random.shuffle` (or augments with `np.random`) still trains on a different order and different
 augmentations on every launch. The draws count wherever the run makes them: in a replay buffer or
 a dataset class of another file of the project, in a library that uses numpy's global generator
-(`train_test_split` without `random_state`). Two more ways to look seeded and not be: a seed drawn
-at random on every launch (`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`)
-with no way to pass one, and seeding in a parent process whose `mp.spawn` workers start with fresh
-generators (they inherit none). A private generator seeded with a literal
-(`random.Random(12345)` for a fixed split) seeds nothing else. A training entry point that seeds
+(`train_test_split` without `random_state`, a Hugging Face dataset's `shuffle()` without `seed`).
+Two more ways to look seeded and not be: a seed drawn at random on every launch
+(`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, and
+seeding in a parent process whose `mp.spawn` workers start with fresh generators (they inherit
+none). A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
+nothing else. A training entry point that seeds
 nothing at all starts every run from different initial weights, dropout masks and batch orders
 (a note, on its `__main__` block or, without one, on the script's first statement).
 
@@ -89,6 +90,8 @@ _TORCH_DRAWS = frozenset(
      "multinomial", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
      "feature_alpha_dropout"}
 )
+# Methods of a Hugging Face dataset that shuffle (analysis/libraries.py's CALL_FACTS).
+_DATASET_DRAWS = frozenset({"shuffle", "train_test_split"})
 _TORCH_SAMPLING = frozenset({"RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "random_split"})
 # In-place tensor methods that fill from torch's generator.
 _TORCH_DRAW_METHODS = frozenset(
@@ -689,6 +692,29 @@ class UnseededRun(Rule):
             severity=Severity.WARNING,
             at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
         ),
+        Fires(  # a Hugging Face dataset shuffled with no seed takes one from numpy's global generator, which nothing seeds
+            """
+            import torch
+            from datasets import load_dataset
+
+
+            def main(args, model, tokenizer, optimizer):
+                torch.manual_seed(args.seed)
+                dataset = load_dataset("imdb")["train"].map(lambda row: tokenizer(row["text"]), batched=True)
+                dataset = dataset.shuffle()
+                for batch in dataset.iter(batch_size=8):
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+            if __name__ == "__main__":
+                main(*setup())
+            """,
+            severity=Severity.WARNING,
+            at="dataset = dataset.shuffle()",
+        ),
         Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
             """
             import random
@@ -772,6 +798,25 @@ class UnseededRun(Rule):
                         generator.manual_seed(seed)
                     return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
             """},
+        ),
+        Quiet(  # the dataset's shuffle is given the run's seed
+            """
+            import torch
+            from datasets import load_dataset
+
+
+            def main(args, model, optimizer):
+                torch.manual_seed(args.seed)
+                dataset = load_dataset("imdb")["train"].shuffle(seed=args.seed)
+                splits = dataset.train_test_split(test_size=0.1, seed=args.seed)
+                for batch in splits["train"].iter(batch_size=8):
+                    model(**batch).loss.backward()
+                    optimizer.step()
+
+
+            if __name__ == "__main__":
+                main(*setup())
+            """
         ),
         Quiet(  # every worker seeds itself first thing; the split is given a random_state
             """
@@ -1298,6 +1343,10 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
     callee, method = call.callee, call.method
     if _initialises_weights(call):
         return TORCH, "dropout" if "Dropout" in last_part(call.callee or "") else "weight initialisation"
+    if callee is None and method in _DATASET_DRAWS and _from_hf_datasets(call):
+        facts = [call_fact(f"datasets.{kind}.{method}", DRAWS_GLOBAL_NUMPY) for kind in ("Dataset", "DatasetDict")]
+        keywords = tuple(keyword for fact in facts if fact is not None for keyword in fact.arguments)
+        return None if _given_any(call, keywords) else (NUMPY, f"a Hugging Face dataset's `{method}()` without `seed`")
     if callee is None:
         return (TORCH, "random tensor fill") if method in _TORCH_DRAW_METHODS else None
     head = last_part(callee)
@@ -1309,10 +1358,7 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
         return RANDOM, "sampling"
     numpy_draw = call_fact(callee, DRAWS_GLOBAL_NUMPY)
     if numpy_draw is not None:
-        given = call.keyword(numpy_draw.argument) if numpy_draw.argument else None
-        if given is None or (isinstance(given.value, cst.Name) and given.value.value == "None"):
-            return NUMPY, f"`{head}` without `{numpy_draw.argument}`"
-        return None
+        return None if _given_any(call, numpy_draw.arguments) else (NUMPY, f"`{head}` without `{numpy_draw.arguments[0]}`")
     if is_dataloader(callee):
         shuffle = call.keyword("shuffle")
         if shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True":
@@ -1329,6 +1375,36 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
     if head in _TORCH_DRAWS:
         return TORCH, "dropout" if "dropout" in head else "sampling"
     return None
+
+
+def _given_any(call: CallEvent, keywords: tuple[str, ...]) -> bool:
+    return any(
+        (given := call.keyword(keyword)) is not None and not (isinstance(given.value, cst.Name) and given.value.value == "None")
+        for keyword in keywords
+    )
+
+
+def _from_hf_datasets(call: CallEvent) -> bool:
+    """The receiver of ``ds.shuffle()`` comes from Hugging Face `datasets` (`load_dataset(...)["train"].map(f)`),
+    followed back through the function's own bindings, subscripts and chained methods."""
+    node: cst.BaseExpression | None = call.node.func.value if isinstance(call.node.func, cst.Attribute) else None
+    anchor = call
+    for _ in range(8):
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif isinstance(node, cst.Call):
+            name = dotted(node.func)
+            if name is not None and call.scope.canonical(name).startswith("datasets."):
+                return True
+            node = node.func.value if isinstance(node.func, cst.Attribute) else None
+        elif isinstance(node, cst.Name):
+            binding = call.scope.last_binding(node.value, before=anchor)
+            if binding is None:
+                return False
+            node, anchor = binding.value_node, binding
+        else:
+            return False
+    return False
 
 
 def _initialises_weights(call: CallEvent) -> bool:
