@@ -11,7 +11,10 @@ learning rate scaled for the larger batch is simply too high. The run finishes, 
 curve looks plausible, and the compute bill is multiplied by the number of GPUs for nothing.
 
 Data parallelism written by hand (each rank backwards its own batches and `dist.all_reduce(p.grad)`
-sums the gradients) needs the same split as DDP.
+sums the gradients) needs the same split as DDP. A DistributedSampler replaced by a local one on
+the data-parallel path (`if args.deepspeed: eval_sampler = SequentialSampler(...)`) is reported
+too: a warning for an evaluation loader (every rank evaluates every example), an error for a
+training one.
 
 How to fix: pass `sampler=DistributedSampler(dataset)` to the training DataLoader (drop
 `shuffle=True`; the sampler shuffles) and call `sampler.set_epoch(epoch)` each epoch. A
@@ -109,6 +112,10 @@ class DdpWithoutSampler(Rule):
             node, sampler = _argument(loader, keyword)
             if node is None or (isinstance(node, cst.Name) and node.value == "None"):
                 continue
+            replaced = _distributed_sampler_replaced(loader, node) if SAMPLER_DISTRIBUTED in sampler.tags else None
+            if replaced is not None:
+                self._report_replaced(ctx, module, loader, wraps, factory, *replaced)
+                return
             if SAMPLER_LOCAL not in sampler.tags or SAMPLER_DISTRIBUTED in sampler.tags:
                 return  # distributed, or something this analysis cannot see into
             local_sampler = sampler
@@ -152,6 +159,36 @@ class DdpWithoutSampler(Rule):
             anchor.node, message, evidence=evidence, chunk=anchor.chunk,
             help="pass `sampler=DistributedSampler(dataset)` (instead of `shuffle=True`) and call "
             "`sampler.set_epoch(epoch)` every epoch",
+        )
+
+    def _report_replaced(
+        self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
+        distributed: AssignEvent, local: AssignEvent,
+    ) -> None:
+        """The DistributedSampler built for the loader is replaced by a local sampler on a path the
+        data-parallel run takes (`if args.deepspeed: eval_sampler = SequentialSampler(...)`)."""
+        names = _names_bound_to(module, loader.node)
+        training = bool(_training_loops(module, loader.node, names))
+        wrap = first_written(wraps)
+        wrapped, wrap_note = _describe_wrap(wrap)
+        test = next((c.test for c in local.context.conditions if c.test is not None), None)
+        when = f" under `if {shortened(local.chunk.code_for(test), 40)}:`" if test is not None else ""
+        anchor = factory or loader
+        ctx.report(
+            anchor.node,
+            f"every rank walks the whole dataset: {wrapped}, and the `DistributedSampler` built on line "
+            f"{distributed.chunk.line_of(distributed.node)} for the DataLoader on line {loader.chunk.line_of(loader.node)} is replaced by "
+            f"`{quoted(local.chunk, cast(cst.CSTNode, local.value_node), 40)}` on line {local.chunk.line_of(local.node)}{when} "
+            f"before it is used; each process {'trains on' if training else 'evaluates'} every example, repeating the others' work",
+            evidence=[
+                ((wrap.chunk, wrap.node), wrap_note),
+                ((distributed.chunk, distributed.node), "a DistributedSampler for this loader"),
+                ((local.chunk, local.node), "replaced by a sampler that is the same on every rank"),
+                ((loader.chunk, loader.node), "the DataLoader that uses it"),
+            ],
+            chunk=anchor.chunk, severity=Severity.ERROR if training else Severity.WARNING,
+            help="keep the DistributedSampler on the data-parallel path (drop the replacement, or make it the "
+            "single-process branch)",
         )
 
     MUST_FIRE = (
@@ -348,9 +385,55 @@ class DdpWithoutSampler(Rule):
             severity=Severity.ERROR,
             at="return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)",
         ),
+        Fires(  # the evaluation set's DistributedSampler is replaced on the DeepSpeed path: every rank evaluates all of it
+            """
+            import deepspeed
+            import torch
+            from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+
+            def evaluate(args, engine, eval_dataset):
+                eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
+                if args.deepspeed:
+                    eval_sampler = SequentialSampler(eval_dataset)
+                eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
+                losses = []
+                with torch.no_grad():
+                    for batch in eval_loader:
+                        losses.append(engine(batch).loss.item())
+                return sum(losses) / len(losses)
+
+
+            def main(args, model, eval_dataset):
+                engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                return evaluate(args, engine, eval_dataset)
+            """,
+            severity=Severity.WARNING,
+            at="eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)",
+        ),
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # the local sampler is the single-process branch of the same `if`
+            """
+            import deepspeed
+            from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+
+            def evaluate(args, engine, eval_dataset):
+                if args.local_rank != -1:
+                    eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
+                else:
+                    eval_sampler = SequentialSampler(eval_dataset)
+                eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
+                return [engine(batch) for batch in eval_loader]
+
+
+            def main(args, model, eval_dataset):
+                engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                return evaluate(args, engine, eval_dataset)
+            """
+        ),
         Quiet(  # gradients all-reduced by hand, and each rank reads its own share through a DistributedSampler
             """
             import torch
@@ -646,6 +729,32 @@ def _reduces_gradients(call: CallEvent) -> bool:
         binding = call.scope.last_binding(tensor.value, before=call)
         tensor = binding.value_node if binding is not None and binding.value_node is not None else tensor
     return _GRADIENT.search(call.chunk.code_for(tensor)) is not None
+
+
+def _distributed_sampler_replaced(loader: CallEvent, node: cst.BaseExpression) -> tuple[AssignEvent, AssignEvent] | None:
+    """The name passed as the sampler was bound to a DistributedSampler and later rebound to a local one,
+    not in the other branch of the same `if` (that would be the single-process branch)."""
+    if not isinstance(node, cst.Name):
+        return None
+    line = loader.chunk.line_of(loader.node)
+    bindings = [
+        event for event in loader.scope.events
+        if isinstance(event, AssignEvent) and event.targets == (node.value,) and event.chunk.line_of(event.node) < line
+    ]
+    distributed = [event for event in bindings if SAMPLER_DISTRIBUTED in event.value.tags]
+    local = [event for event in bindings if SAMPLER_LOCAL in event.value.tags and SAMPLER_DISTRIBUTED not in event.value.tags]
+    for first in distributed:
+        for later in local:
+            if later.chunk.line_of(later.node) > first.chunk.line_of(first.node) and not _exclusive(first, later):
+                return first, later
+    return None
+
+
+def _exclusive(one: AssignEvent, other: AssignEvent) -> bool:
+    return any(
+        mine.node is theirs.node and mine.branch != theirs.branch
+        for mine in one.context.conditions for theirs in other.context.conditions
+    )
 
 
 def _describe_wrap(wrap: CallEvent) -> tuple[str, str]:
