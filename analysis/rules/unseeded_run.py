@@ -55,6 +55,7 @@ from trainlint.rules import (
     dotted,
     first_written,
     is_dataloader,
+    is_optimizer_step,
     is_parameterless_layer,
     is_test_file,
     is_torch_name,
@@ -772,6 +773,42 @@ class UnseededRun(Rule):
                         return random.sample(self.buffer, batch_size)
             """},
         ),
+        Quiet(  # a model file's demo profiles the model with a helper that backwards once: no training run
+            """
+            import argparse
+
+            import torch
+
+            from utils.torch_utils import profile
+
+
+            class Model(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.conv = torch.nn.Conv2d(3, 16, 3)
+
+                def forward(self, x):
+                    return self.conv(x)
+
+
+            if __name__ == "__main__":
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--batch-size", type=int, default=1)
+                opt = parser.parse_args()
+                profile(torch.rand(opt.batch_size, 3, 640, 640), [Model()], n=3)
+            """,
+            files={"utils/__init__.py": "", "utils/torch_utils.py": """
+                import time
+
+
+                def profile(inputs, models, n=10):
+                    for model in models:
+                        start = time.time()
+                        for _ in range(n):
+                            model(inputs).sum().backward()
+                        print(model.__class__.__name__, (time.time() - start) / n)
+            """},
+        ),
         Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
             """
             import numpy as np
@@ -1164,9 +1201,15 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
 
 def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[CallEvent]:
     """Calls of this file that train through another workspace file: a function of it that runs a
-    backward, or a class of it built here whose methods do (a `framework.BagRE(...)` whose
-    `train_model` holds the loop). The script's own `backward` is none of them."""
-    return [call for call in calls if any(_is_backward_call(reached) for _, reached in _runs_elsewhere(module, call))]
+    backward and steps an optimizer, or a class of it built here whose methods do (a
+    `framework.BagRE(...)` whose `train_model` holds the loop). A backward alone times kernels or
+    probes gradients (yolov5's `profile`); the script's own `backward` is none of them."""
+    found = []
+    for call in calls:
+        reached = [inner for _, inner in _runs_elsewhere(module, call)]
+        if any(_is_backward_call(inner) for inner in reached) and any(is_optimizer_step(inner) for inner in reached):
+            found.append(call)
+    return found
 
 
 def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
