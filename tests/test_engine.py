@@ -492,3 +492,24 @@ def test_a_per_step_sync_note_says_it_undoes_non_blocking_copies():
     plain = step.replace("non_blocking=True", "")
     (finding,) = [f for f in analyze_source(plain, "train_mlp.py") if f.code == "TL302"]
     assert "non_blocking" not in finding.message
+
+
+def test_a_test_helpers_epochs_over_a_loader_handed_in_are_not_a_run():
+    # torch's testing helpers train a DDP model for a few epochs on data handed in: TL502's note on an
+    # unseen sampler is for training code, not for a test suite's helpers.
+    helper = textwrap.dedent(
+        """\
+        import torch
+
+        def train(model, train_data, optimizer, epochs):
+            if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+                model = model.module
+            for epoch in range(epochs):
+                for data, target in train_data:
+                    optimizer.zero_grad()
+                    torch.nn.functional.cross_entropy(model(data), target).backward()
+                    optimizer.step()
+        """
+    )
+    assert [f.code for f in analyze_source(helper, "torch/testing/_internal/common_training.py") if f.code == "TL502"] == []
+    assert [f.severity for f in analyze_source(helper, "trainer.py") if f.code == "TL502"] == [Severity.NOTE]

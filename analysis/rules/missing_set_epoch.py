@@ -42,6 +42,7 @@ from trainlint.rules import (
     dotted,
     is_backward,
     is_dataloader,
+    is_test_file,
     passed_expression,
     peeled,
     repeats_per_step,
@@ -116,10 +117,10 @@ class MissingSetEpoch(Rule):
         own iterates one handed to it (`data.train_loader`) once per epoch, and nothing calls `set_epoch`.
         Whether its sampler is a shuffling DistributedSampler is decided elsewhere: a note that says so."""
         module = ctx.module
-        if module.module_fact("TL502 builds loaders or samplers", _builds_loaders_or_samplers) or module.module_fact(
+        if is_test_file(module.path) or module.module_fact("TL502 builds loaders or samplers", _builds_loaders_or_samplers) or module.module_fact(
             "TL502 set_epoch anywhere", _sets_epoch_anywhere
         ):
-            return
+            return  # (a test suite's helpers run a few tiny epochs: not a run that an unseen sampler would cost)
         for scope in ctx.scopes:
             for loop in scope.loops:
                 part = _unseen_loader(scope, loop)
