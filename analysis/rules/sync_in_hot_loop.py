@@ -126,7 +126,8 @@ class SyncInHotLoop(Rule):
         note, as for a training step: the cost depends on how long each batch keeps the GPU busy."""
         syncs = [
             sync for sync in _syncs(scope, loop, (), MAX_CALL_DEPTH, {id(scope)})
-            if sync.outer.context.loop is loop and not self._quietened(sync, loop) and self._inner_loop(sync, loop) is None
+            if sync.outer.context.loop is loop and not sync.is_barrier  # outside training, a barrier times a benchmark
+            and not self._quietened(sync, loop) and self._inner_loop(sync, loop) is None
         ]
         if not syncs:
             return
@@ -510,6 +511,28 @@ class SyncInHotLoop(Rule):
     )
 
     MUST_NOT_FIRE = (
+        Quiet(  # a throughput benchmark synchronizes to read its clock; no value crosses to the host
+            """
+            import time
+
+            import torch
+
+
+            @torch.no_grad()
+            def throughput(data_loader, model):
+                model.eval()
+                for images, _ in data_loader:
+                    images = images.cuda(non_blocking=True)
+                    for _ in range(50):
+                        model(images)
+                    torch.cuda.synchronize()
+                    start = time.time()
+                    for _ in range(30):
+                        model(images)
+                    torch.cuda.synchronize()
+                    print(30 * images.shape[0] / (time.time() - start))
+            """
+        ),
         Quiet(  # evaluation: a sync per batch with plain copies is left alone; with non_blocking, sums kept on the device
             """
             import torch
