@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -121,6 +122,19 @@ def test_a_file_name_that_is_not_utf8(folder):
     assert status == 0 and out == "caf\ufffd.py\nclean.py\n"
 
 
+def test_show_settings_in_a_folder_whose_name_is_not_utf8(folder):
+    """The root's name went into a UTF-8 encoder as the OS handed it over: a traceback."""
+    odd = folder / os.fsdecode(b"caf\xe9")
+    odd.mkdir()
+    (odd / "pyproject.toml").write_text("[tool.trainlint]\nfail-on = 'warning'\n")
+    (odd / "train.py").write_text("x = 1\n")
+    status, out, _ = trainlint("check", "--show-settings", ".", cwd=odd)
+    assert status == 0
+    assert out.splitlines()[:4] == [
+        "# settings for train.py", 'configuration = "pyproject.toml"', f'root = "{folder}/caf\ufffd"', "select = []",
+    ]
+
+
 # ---------------------------------------------------------------------------- configurations
 
 
@@ -184,3 +198,48 @@ def test_a_notebook_of_the_wrong_shape(folder, text, message):
     status, out, _ = trainlint("check", "odd.ipynb", cwd=folder)
     assert status == 1
     assert f"odd.ipynb:1:1: error TL000 syntax-error: cannot read the notebook: {message}\n" in out
+
+
+# ---------------------------------------------------------------------------- what reaches the terminal
+
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the line break
+
+
+def test_control_characters_from_the_checked_folder_never_reach_the_terminal(folder):
+    """A comment on a reported line that sets the clipboard (OSC 52) and clears the screen, file
+    and folder names that hold escape sequences: every output a person's terminal (or GitHub's
+    log) shows them in has them escaped."""
+    (folder / "\x1b[2Jtrain.py").write_text(RETAINED.replace(
+        "features.append(encoder(images.cuda()))",
+        "features.append(encoder(images.cuda()))  # \x1b]52;c;cHduZWQ=\x07\x1b[2J",
+    ))
+    odd = folder / "\x1b]0;owned\x07"
+    odd.mkdir()
+    (odd / "ok.py").write_text("x = 1\n")
+    os.mkfifo(odd / ".gitignore")  # a warning names it
+    outputs = []
+    for output in ("terminal", "github"):
+        status, out, err = trainlint("check", "--select", "TL101", "--format", output, ".", cwd=folder)
+        assert status == 1, output
+        outputs.append(out + err)
+    terminal, github = outputs
+    assert "\\x1b[2Jtrain.py:7:21: error TL101 retained-graph" in terminal
+    assert "# \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in terminal
+    assert "trainlint: warning: \\x1b]0;owned\\x07/.gitignore: cannot read" in terminal
+    assert "::error file=\\x1b[2Jtrain.py,line=7" in github
+    (odd / "pyproject.toml").write_text("[tool.trainlint]\nfail-on = 'never'\n")
+    status, out, err = trainlint("check", "--show-settings", odd.name, cwd=folder)
+    outputs.append(out + err)
+    assert status == 2 and "\\x1b]0;owned\\x07/pyproject.toml: [tool.trainlint] fail-on" in err
+    for text in outputs:
+        assert not _TERMINAL_CONTROLS.search(text), text
+
+
+def test_estimate_shows_a_model_name_with_escapes(folder):
+    (folder / "train.py").write_text(
+        'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("\x1b[2Jgpt\\x1b]0;x\\x07")\n'
+    )
+    status, out, err = trainlint("estimate", "train.py", cwd=folder)
+    assert status == 2 and out == ""
+    assert err.startswith("trainlint estimate: `\\x1b[2Jgpt\\x1b]0;x\\x07` is neither in the model catalog")
+    assert not _TERMINAL_CONTROLS.search(err)

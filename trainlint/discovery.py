@@ -22,6 +22,7 @@ import pathspec
 
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
+from trainlint.output import visible
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
@@ -63,7 +64,7 @@ class Exclusions:
 
 
 def warn(message: str) -> None:
-    print(f"trainlint: warning: {message}", file=sys.stderr)
+    print(f"trainlint: warning: {visible(message)}", file=sys.stderr)  # it quotes file names and patterns
 
 
 def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> pathspec.GitIgnoreSpec | None:
