@@ -200,6 +200,23 @@ def test_a_notebook_of_the_wrong_shape(folder, text, message):
     assert f"odd.ipynb:1:1: error TL000 syntax-error: cannot read the notebook: {message}\n" in out
 
 
+# ---------------------------------------------------------------------------- plugins
+
+
+@pytest.mark.parametrize(("make", "reason"), [
+    (os.mkfifo, "a named pipe (FIFO), not a regular file"),
+    (lambda path: path.symlink_to("/dev/zero"), "a character device, not a regular file"),
+])
+def test_a_plugin_that_is_no_regular_file_is_reported_not_read(folder, make, reason):
+    """Its fingerprint for the cache was read with a plain read: a FIFO blocked it for ever,
+    /dev/zero filled the memory."""
+    make(folder / "rules.py")
+    (folder / "pyproject.toml").write_text("[tool.trainlint]\nplugins = ['rules.py']\nexclude = ['rules.py']\n")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert status == 0 and "All checks passed (1 file)." in out
+    assert err == f"trainlint: warning: plugin {folder / 'rules.py'}: failed to import: cannot read it: {reason}\n"
+
+
 # ---------------------------------------------------------------------------- what reaches the terminal
 
 _TERMINAL_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the line break
@@ -233,6 +250,18 @@ def test_control_characters_from_the_checked_folder_never_reach_the_terminal(fol
     assert status == 2 and "\\x1b]0;owned\\x07/pyproject.toml: [tool.trainlint] fail-on" in err
     for text in outputs:
         assert not _TERMINAL_CONTROLS.search(text), text
+
+
+@pytest.mark.parametrize("config", ['"ds\\x00config.json"', '"ds\x00config.json"'])
+def test_estimate_reads_past_a_nul_in_a_deepspeed_config_name(folder, config):
+    """The name went to the file system as it was, which raised ValueError: a traceback."""
+    (folder / "train.py").write_text(
+        "import deepspeed\nfrom transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
+        f"engine, *_ = deepspeed.initialize(model=model, config={config})\n"
+    )
+    status, out, _ = trainlint("estimate", "train.py", "--gpu", "h100-sxm", cwd=folder)
+    assert status == 0 and "gpt2" in out
 
 
 def test_estimate_shows_a_model_name_with_escapes(folder):
