@@ -146,6 +146,9 @@ def test_show_settings_in_a_folder_whose_name_is_not_utf8(folder):
          "pyproject.toml: invalid TOML: not UTF-8 text (byte 0xe9 on line 2); TOML files are UTF-8"),
         (("a = " + "[" * 50_000 + "]" * 50_000 + "\n").encode(),
          "pyproject.toml: invalid TOML: arrays or tables nested too deeply to read"),
+        # 200 KB of one dotted key: the TOML reader's time grows with the square of its parts
+        (("[tool.trainlint]\nx" + ".x" * 100_000 + " = 1\n").encode(),
+         "pyproject.toml: invalid TOML: a dotted key of more than 16 parts on line 2"),
         (b"[tool.trainlint]\nexclude = ['\\']\n",
          "pyproject.toml: [tool.trainlint] exclude[0]: invalid pattern '\\\\': not a gitignore pattern"),
         (b"[tool.trainlint]\nexclude = ['ok/', '**/[z-a]']\n",

@@ -38,6 +38,22 @@ PYPROJECT = "pyproject.toml"
 TRAINLINT_TOML = "trainlint.toml"
 
 
+# The most parts a dotted key or table name may have (`a.b.c` has three; real ones have up to 7,
+# `[tool.pixi.feature.cuda.target.linux-64.dependencies]`). Python's TOML reader builds a key one
+# part at a time and looks up every prefix of it under the table's name, in time that grows with
+# the square of the parts: one key of 50,000 parts took 16 s, a table name of 20,000 parts above
+# 20,000 short keys 200 s. With at most 16, the largest file read (1 MiB) of the worst keys takes
+# about as long as one of plain keys takes, a few seconds.
+MAX_KEY_PARTS = 16
+# What may hold dots that are not a key's: strings (multi-line first) and comments.
+_TOML_STRING_OR_COMMENT = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*', re.S
+)
+# With those replaced by `"`, a dotted key is a run of bare key characters, quotes, dots and
+# blanks; floats and dates, the other places a dot stands, have one each.
+_DOTTED_RUN = re.compile(r"[A-Za-z0-9_\-\"][A-Za-z0-9_\-\". \t]*")
+
+
 class ConfigError(Exception):
     """A configuration problem, worded for the user."""
 
@@ -272,12 +288,29 @@ def _read_toml(path: Path) -> dict[str, Any]:
             f"{display_path(path)}: invalid TOML: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); "
             "TOML files are UTF-8"
         ) from None
+    long_key = _overlong_key_line(text)
+    if long_key is not None:
+        raise ConfigError(
+            f"{display_path(path)}: invalid TOML: a dotted key of more than {MAX_KEY_PARTS} parts on line {long_key}"
+        )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{display_path(path)}: invalid TOML: {error}") from None
     except RecursionError:
         raise ConfigError(f"{display_path(path)}: invalid TOML: arrays or tables nested too deeply to read") from None
+
+
+def _overlong_key_line(text: str) -> int | None:
+    """The line of the first key or table name of more than MAX_KEY_PARTS parts; None when there
+    is none. A scan in linear time, so the reader never meets one."""
+    if text.count(".") < MAX_KEY_PARTS:
+        return None
+    masked = _TOML_STRING_OR_COMMENT.sub(lambda match: '"' + "\n" * match.group().count("\n"), text)
+    for run in _DOTTED_RUN.finditer(masked):
+        if run.group().count(".") >= MAX_KEY_PARTS:
+            return masked.count("\n", 0, run.start()) + 1
+    return None
 
 
 def _tool_table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
