@@ -12,14 +12,12 @@ import os
 import re
 import stat
 import sys
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pathspec
 
 from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
@@ -27,6 +25,7 @@ from trainlint.analysis.findings import Severity
 from trainlint.analysis.registry import RESERVED_PREFIX, all_rules, is_plugin_path, rules_for
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
+from trainlint.globs import GlobError, GlobSpec, compile_pattern
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -79,23 +78,28 @@ class BadGlob(ValueError):
     """A gitignore-style pattern that cannot be compiled; ``index`` is its place in the list."""
 
     def __init__(self, index: int, pattern: str, reason: str) -> None:
-        super().__init__(f"invalid pattern {pattern!r}: {reason}")
+        super().__init__(f"invalid pattern {shown_pattern(pattern)}: {reason}")
         self.index = index
 
 
-def glob_spec(patterns: Sequence[str]) -> pathspec.GitIgnoreSpec:
-    """Gitignore-style patterns compiled into one matcher; BadGlob names the first bad one."""
+def shown_pattern(pattern: str) -> str:
+    """A pattern quoted in a message: its start, when it is too long to read on one line."""
+    return repr(pattern) if len(pattern) <= _SHOWN_CHARS else f"{pattern[:_SHOWN_CHARS]!r}... ({len(pattern):,} characters)"
+
+
+_SHOWN_CHARS = 60
+
+
+def glob_spec(patterns: Sequence[str]) -> GlobSpec:
+    """Gitignore-style patterns compiled into one matcher (trainlint.globs: linear time, never
+    backtracking); BadGlob names the first bad one."""
+    compiled = []
     for index, pattern in enumerate(patterns):
         try:
-            with warnings.catch_warnings():  # re's FutureWarnings about odd sets are no business of the user's
-                warnings.simplefilter("ignore")
-                pathspec.GitIgnoreSpec.from_lines([pattern])
-        except (ValueError, re.error) as error:  # GitIgnorePatternError is a ValueError
-            reason = str(error).replace(f"Invalid git pattern: {pattern!r}", "not a gitignore pattern")
-            raise BadGlob(index, pattern, reason) from None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+            compiled.append(compile_pattern(pattern))
+        except GlobError as error:
+            raise BadGlob(index, pattern, str(error)) from None
+    return GlobSpec([pattern for pattern in compiled if pattern is not None])
 
 
 class PerFileIgnores:
@@ -366,7 +370,7 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
             overrides[code] = level
     per_file: list[tuple[str, frozenset[str]]] = []
     for glob, tokens in raw.per_file_ignores.items():
-        key = f"per-file-ignores.{glob!r}"
+        key = f"per-file-ignores.{shown_pattern(glob)}"
         if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
             raise fail(key, f"expected a list of rule codes or names, got {_kind(tokens)}")
         try:
