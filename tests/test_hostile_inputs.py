@@ -96,6 +96,16 @@ def test_a_source_over_the_size_limit(folder):
     assert status == 1 and "huge.py:1:1: error TL000 syntax-error: cannot read the file: 11.0 MiB, over the 10 MiB limit" in out
 
 
+def test_a_coding_declaration_of_no_text_encoding(folder):
+    """`# coding: rot13` made the decoder raise LookupError: the run ended in a traceback."""
+    (folder / "odd.py").write_text("# coding: rot13\nx = 1\n")
+    status, out, _ = trainlint("check", ".", cwd=folder)
+    assert status == 1
+    assert "odd.py:1:1: error TL000 syntax-error: 'rot13', which the coding declaration names, is not a text encoding" in out
+    status, out, err = trainlint("estimate", "odd.py", cwd=folder)
+    assert status == 2 and err.startswith("trainlint estimate: cannot read odd.py: 'rot13'")
+
+
 def test_symbolic_link_loops(folder):
     (folder / "loop.py").symlink_to("loop.py")
     (folder / "a.py").symlink_to("b.py")
