@@ -163,6 +163,8 @@ def test_show_settings_in_a_folder_whose_name_is_not_utf8(folder):
          "pyproject.toml: [tool.trainlint] exclude[0]: invalid pattern '\\\\': not a gitignore pattern"),
         (b"[tool.trainlint]\nexclude = ['ok/', '**/[z-a]']\n",
          "pyproject.toml: [tool.trainlint] exclude[1]: invalid pattern '**/[z-a]': bad character range z-a"),
+        (b'[tool.trainlint]\ncache-dir = "a\\u0000b"\n',  # the cache's folder raised ValueError: a traceback
+         "pyproject.toml: [tool.trainlint] cache-dir: a path cannot hold a NUL character"),
         (b"[tool.trainlint.per-file-ignores]\n'!' = ['TL101']\n",
          "pyproject.toml: [tool.trainlint] per-file-ignores.'!': invalid pattern '!': not a gitignore pattern"),
     ],
@@ -291,6 +293,9 @@ def test_control_characters_from_the_checked_folder_never_reach_the_terminal(fol
     assert "# \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in terminal
     assert "trainlint: warning: \\x1b]0;owned\\x07/.gitignore: cannot read" in terminal
     assert "::error file=\\x1b[2Jtrain.py,line=7" in github
+    status, out, err = trainlint("check", "--show-files", ".", cwd=folder)
+    outputs.append(out + err)
+    assert status == 0 and "\\x1b[2Jtrain.py\n" in out
     (odd / "pyproject.toml").write_text("[tool.trainlint]\nfail-on = 'never'\n")
     status, out, err = trainlint("check", "--show-settings", odd.name, cwd=folder)
     outputs.append(out + err)

@@ -664,7 +664,7 @@ def _check(args: argparse.Namespace) -> int:
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
         if args.show_files:
-            _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
+            _emit(args, "".join(f"{visible(_printable(path))}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
         cache = None if args.show_settings else _open_cache(args, settings)

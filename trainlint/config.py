@@ -391,6 +391,8 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
             raise fail("target-gpu", problem)
     if raw.cache_dir is not None and not raw.cache_dir.strip():
         raise fail("cache-dir", "empty path")
+    if raw.cache_dir is not None and "\0" in raw.cache_dir:
+        raise fail("cache-dir", "a path cannot hold a NUL character")
     return Config(
         source=path,
         root=root,
