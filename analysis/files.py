@@ -47,6 +47,8 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as error:
         raise UnreadableFile(_reason(path, error), missing=error.errno in (errno.ENOENT, errno.ENOTDIR)) from None
+    except ValueError:  # a NUL in the name (from a string in the code or a setting): no file has one
+        raise UnreadableFile("a file name cannot hold a NUL character", missing=True) from None
     try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):

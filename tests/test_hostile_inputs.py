@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -95,6 +96,16 @@ def test_a_source_over_the_size_limit(folder):
     assert status == 1 and "huge.py:1:1: error TL000 syntax-error: cannot read the file: 11.0 MiB, over the 10 MiB limit" in out
 
 
+def test_a_coding_declaration_of_no_text_encoding(folder):
+    """`# coding: rot13` made the decoder raise LookupError: the run ended in a traceback."""
+    (folder / "odd.py").write_text("# coding: rot13\nx = 1\n")
+    status, out, _ = trainlint("check", ".", cwd=folder)
+    assert status == 1
+    assert "odd.py:1:1: error TL000 syntax-error: 'rot13', which the coding declaration names, is not a text encoding" in out
+    status, out, err = trainlint("estimate", "odd.py", cwd=folder)
+    assert status == 2 and err.startswith("trainlint estimate: cannot read odd.py: 'rot13'")
+
+
 def test_symbolic_link_loops(folder):
     (folder / "loop.py").symlink_to("loop.py")
     (folder / "a.py").symlink_to("b.py")
@@ -121,6 +132,19 @@ def test_a_file_name_that_is_not_utf8(folder):
     assert status == 0 and out == "caf\ufffd.py\nclean.py\n"
 
 
+def test_show_settings_in_a_folder_whose_name_is_not_utf8(folder):
+    """The root's name went into a UTF-8 encoder as the OS handed it over: a traceback."""
+    odd = folder / os.fsdecode(b"caf\xe9")
+    odd.mkdir()
+    (odd / "pyproject.toml").write_text("[tool.trainlint]\nfail-on = 'warning'\n")
+    (odd / "train.py").write_text("x = 1\n")
+    status, out, _ = trainlint("check", "--show-settings", ".", cwd=odd)
+    assert status == 0
+    assert out.splitlines()[:4] == [
+        "# settings for train.py", 'configuration = "pyproject.toml"', f'root = "{folder}/caf\ufffd"', "select = []",
+    ]
+
+
 # ---------------------------------------------------------------------------- configurations
 
 
@@ -132,10 +156,15 @@ def test_a_file_name_that_is_not_utf8(folder):
          "pyproject.toml: invalid TOML: not UTF-8 text (byte 0xe9 on line 2); TOML files are UTF-8"),
         (("a = " + "[" * 50_000 + "]" * 50_000 + "\n").encode(),
          "pyproject.toml: invalid TOML: arrays or tables nested too deeply to read"),
+        # 200 KB of one dotted key: the TOML reader's time grows with the square of its parts
+        (("[tool.trainlint]\nx" + ".x" * 100_000 + " = 1\n").encode(),
+         "pyproject.toml: invalid TOML: a dotted key of more than 16 parts on line 2"),
         (b"[tool.trainlint]\nexclude = ['\\']\n",
          "pyproject.toml: [tool.trainlint] exclude[0]: invalid pattern '\\\\': not a gitignore pattern"),
         (b"[tool.trainlint]\nexclude = ['ok/', '**/[z-a]']\n",
-         "pyproject.toml: [tool.trainlint] exclude[1]: invalid pattern '**/[z-a]': bad character range z-a at position 10"),
+         "pyproject.toml: [tool.trainlint] exclude[1]: invalid pattern '**/[z-a]': bad character range z-a"),
+        (b'[tool.trainlint]\ncache-dir = "a\\u0000b"\n',  # the cache's folder raised ValueError: a traceback
+         "pyproject.toml: [tool.trainlint] cache-dir: a path cannot hold a NUL character"),
         (b"[tool.trainlint.per-file-ignores]\n'!' = ['TL101']\n",
          "pyproject.toml: [tool.trainlint] per-file-ignores.'!': invalid pattern '!': not a gitignore pattern"),
     ],
@@ -163,6 +192,41 @@ def test_a_bad_gitignore_pattern_is_told_and_skipped(folder):
     )
 
 
+BACKTRACKING = "*a" * 20 + "b"  # a regular expression of it tries every split of a long name among its stars
+
+
+@pytest.mark.parametrize("where", [".gitignore", "exclude", "per-file-ignores", "--exclude"])
+def test_a_pattern_that_backtracks_is_matched_in_linear_time(folder, where):
+    (folder / ("a" * 200 + ".py")).write_text(RETAINED)
+    args = ["check", "--select", "TL101", "."]
+    if where == ".gitignore":
+        (folder / ".gitignore").write_text(BACKTRACKING + "\n")
+    elif where == "--exclude":
+        args[1:1] = ["--exclude", BACKTRACKING]
+    else:
+        table = f"exclude = ['{BACKTRACKING}']" if where == "exclude" else f"per-file-ignores = {{ '{BACKTRACKING}' = ['TL101'] }}"
+        (folder / "pyproject.toml").write_text(f"[tool.trainlint]\n{table}\n")
+    started = time.monotonic()
+    status, out, _ = trainlint(*args, cwd=folder)
+    assert time.monotonic() - started < 5
+    assert status == 1 and "Found 1 error (1 fixable with --fix) in 2 files." in out
+
+
+def test_a_pattern_longer_than_any_path_is_refused_in_a_line(folder):
+    long = "x" * 200_000
+    (folder / "pyproject.toml").write_text(f"[tool.trainlint]\nexclude = ['{long}']\n")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert (status, out) == (2, "")
+    assert err == (f"trainlint: error: pyproject.toml: [tool.trainlint] exclude[0]: invalid pattern '{'x' * 60}'... "
+                   "(200,000 characters): longer than 4096 characters\n")
+    (folder / "pyproject.toml").unlink()
+    (folder / ".gitignore").write_text(f"{long}\nclean.py\n")
+    status, out, err = trainlint("check", ".", cwd=folder)
+    assert status == 0 and "All checks passed (0 files)." in out
+    assert err.startswith("trainlint: warning: .gitignore:1: invalid pattern 'xxx") and err.count("\n") == 2
+    assert err.endswith("trainlint: warning: no Python files found under .\n")  # clean.py: the good line applies
+
+
 # ---------------------------------------------------------------------------- notebooks
 
 
@@ -187,3 +251,84 @@ def test_a_notebook_of_the_wrong_shape(folder, text, message):
     status, out, _ = trainlint("check", "odd.ipynb", cwd=folder)
     assert status == 1
     assert f"odd.ipynb:1:1: error TL000 syntax-error: cannot read the notebook: {message}\n" in out
+
+
+# ---------------------------------------------------------------------------- plugins
+
+
+def test_a_plugin_that_is_no_regular_file_is_reported_not_read(folder):
+    """Its fingerprint for the cache was read with a plain read: a FIFO blocked it for ever."""
+    os.mkfifo(folder / "rules.py")
+    (folder / "pyproject.toml").write_text("[tool.trainlint]\nplugins = ['rules.py']\nexclude = ['rules.py']\n")
+    status, out, err = trainlint("check", "--allow-plugins", ".", cwd=folder)
+    assert status == 0 and "All checks passed (1 file)." in out
+    assert err == f"trainlint: warning: plugin {folder / 'rules.py'}: failed to import: cannot read it: a named pipe (FIFO), not a regular file\n"
+
+
+def test_a_plugin_linked_to_a_device_is_refused_before_it_is_read(folder):
+    """/dev/zero filled the memory; a plugin path that leads out of the project is now refused outright."""
+    (folder / "rules.py").symlink_to("/dev/zero")
+    (folder / "pyproject.toml").write_text("[tool.trainlint]\nplugins = ['rules.py']\nexclude = ['rules.py']\n")
+    status, out, err = trainlint("check", "--allow-plugins", ".", cwd=folder)
+    assert (status, out) == (2, "")
+    assert "plugins[0]: rules.py lies outside the project" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------- what reaches the terminal
+
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the line break
+
+
+def test_control_characters_from_the_checked_folder_never_reach_the_terminal(folder):
+    """A comment on a reported line that sets the clipboard (OSC 52) and clears the screen, file
+    and folder names that hold escape sequences: every output a person's terminal (or GitHub's
+    log) shows them in has them escaped."""
+    (folder / "\x1b[2Jtrain.py").write_text(RETAINED.replace(
+        "features.append(encoder(images))",
+        "features.append(encoder(images))  # \x1b]52;c;cHduZWQ=\x07\x1b[2J",
+    ))
+    odd = folder / "\x1b]0;owned\x07"
+    odd.mkdir()
+    (odd / "ok.py").write_text("x = 1\n")
+    os.mkfifo(odd / ".gitignore")  # a warning names it
+    outputs = []
+    for output in ("terminal", "github"):
+        status, out, err = trainlint("check", "--select", "TL101", "--format", output, ".", cwd=folder)
+        assert status == 1, output
+        outputs.append(out + err)
+    terminal, github = outputs
+    assert "\\x1b[2Jtrain.py:7:21: error TL101 retained-graph" in terminal
+    assert "# \\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in terminal
+    assert "trainlint: warning: \\x1b]0;owned\\x07/.gitignore: cannot read" in terminal
+    assert "::error file=\\x1b[2Jtrain.py,line=7" in github
+    status, out, err = trainlint("check", "--show-files", ".", cwd=folder)
+    outputs.append(out + err)
+    assert status == 0 and "\\x1b[2Jtrain.py\n" in out
+    (odd / "pyproject.toml").write_text("[tool.trainlint]\nfail-on = 'never'\n")
+    status, out, err = trainlint("check", "--show-settings", odd.name, cwd=folder)
+    outputs.append(out + err)
+    assert status == 2 and "\\x1b]0;owned\\x07/pyproject.toml: [tool.trainlint] fail-on" in err
+    for text in outputs:
+        assert not _TERMINAL_CONTROLS.search(text), text
+
+
+@pytest.mark.parametrize("config", ['"ds\\x00config.json"', '"ds\x00config.json"'])
+def test_estimate_reads_past_a_nul_in_a_deepspeed_config_name(folder, config):
+    """The name went to the file system as it was, which raised ValueError: a traceback."""
+    (folder / "train.py").write_text(
+        "import deepspeed\nfrom transformers import AutoModelForCausalLM\n"
+        'model = AutoModelForCausalLM.from_pretrained("gpt2")\n'
+        f"engine, *_ = deepspeed.initialize(model=model, config={config})\n"
+    )
+    status, out, _ = trainlint("estimate", "train.py", "--gpu", "h100-sxm", cwd=folder)
+    assert status == 0 and "gpt2" in out
+
+
+def test_estimate_shows_a_model_name_with_escapes(folder):
+    (folder / "train.py").write_text(
+        'from transformers import AutoModel\nmodel = AutoModel.from_pretrained("\x1b[2Jgpt\\x1b]0;x\\x07")\n'
+    )
+    status, out, err = trainlint("estimate", "train.py", cwd=folder)
+    assert status == 2 and out == ""
+    assert err.startswith("trainlint estimate: `\\x1b[2Jgpt\\x1b]0;x\\x07` is neither in the model catalog")
+    assert not _TERMINAL_CONTROLS.search(err)

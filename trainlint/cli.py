@@ -73,7 +73,7 @@ from trainlint.config import (
 from trainlint.discovery import Exclusions, MissingPathError, discover_files
 from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
 from trainlint.notebooks import CellPosition, Notebook, NotebookError
-from trainlint.output import Report, repository_root
+from trainlint.output import Report, repository_root, visible, visible_lines
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
 from trainlint.output.sarif import render_sarif
@@ -279,7 +279,7 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
         return exit.code if isinstance(exit.code, int) else 0
     except (UsageError, ConfigError, MissingPathError) as error:
         prog = error.prog if isinstance(error, UsageError) else "trainlint"
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        _tell(f"{prog}: error: {error}")
         return 2
 
 
@@ -457,7 +457,7 @@ def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     try:
         fixed_raw = notebook.with_program(outcome.text)
     except NotebookError as error:
-        print(f"trainlint: warning: the fixes for {task.path} were not applied: {error}", file=sys.stderr)
+        _tell(f"trainlint: warning: the fixes for {task.path} were not applied: {error}")
         return unfixed
     if fixed_raw == raw:
         return unfixed
@@ -735,7 +735,7 @@ def _check(args: argparse.Namespace) -> int:
         if not files:  # a mistyped folder, or everything excluded: "All checks passed" alone would mislead
             print(f"trainlint: warning: no Python files found under {', '.join(args.paths)}", file=sys.stderr)
         if args.show_files:
-            _emit(args, "".join(f"{_printable(path)}\n" for path in files), sys.stdout)
+            _emit(args, "".join(f"{visible(_printable(path))}\n" for path in files), sys.stdout)
             return 0
         folders = [given for given in args.paths if os.path.isdir(given)]
         cache = None if args.show_settings else _open_cache(args, settings)
@@ -758,8 +758,7 @@ def _check(args: argparse.Namespace) -> int:
     _warn_about_plugins([*take_problems(), *(problem for outcome in outcomes for problem in outcome.plugin_problems)])
     for outcome in outcomes:
         if outcome.fix_rejected:
-            print(f"trainlint: warning: some fixes for {outcome.path} were not applied: "
-                  "the result would not parse", file=sys.stderr)
+            _tell(f"trainlint: warning: some fixes for {outcome.path} were not applied: the result would not parse")
     if args.show_fixes:
         _print_applied_fixes(outcomes, "Would apply" if args.diff else "Applied")
     if args.diff:
@@ -807,7 +806,7 @@ def _open_cache(args: argparse.Namespace, settings: _Settings) -> ResultCache | 
         # The project chose this folder (its configuration, or a .trainlint_cache it may commit as a link).
         return ResultCache.open(config.cache_dir or config.root / CACHE_FOLDER_NAME, project=config.root)
     except CacheUnavailable as error:
-        print(f"trainlint: warning: {error}; checking without a cache", file=sys.stderr)
+        _tell(f"trainlint: warning: {error}; checking without a cache")
         return None
 
 
@@ -890,6 +889,12 @@ class _Progress:
             self._stream = None
 
 
+def _tell(message: str) -> None:
+    """A line for the person at the terminal, on stderr: what it quotes of file names, the
+    configuration or the code never reaches the terminal as a control character."""
+    print(visible(message), file=sys.stderr)
+
+
 def _printable(path: str) -> str:
     """A path as text every output can carry: bytes of a file name that are not UTF-8 (which the
     OS hands over as surrogate escapes, and no UTF-8 encoder accepts) are shown as U+FFFD."""
@@ -918,7 +923,7 @@ def _check_path(given: str) -> None:
 def _warn_about_plugins(problems: Sequence[PluginProblem]) -> None:
     """Each plugin problem once (every worker may have met it): the other rules' findings stand."""
     for problem in dict.fromkeys(problems):
-        print(f"trainlint: warning: {problem}", file=sys.stderr)
+        _tell(f"trainlint: warning: {problem}")
 
 
 def _warn_about_idle_tl601(options: list[_Options]) -> None:
@@ -947,10 +952,16 @@ def _settings_text(path: str, options: _Options) -> str:
     dropped = sorted(options.ignored_for(path))
 
     def toml(value: object) -> str:
+        """As a TOML value; a string's control characters escaped and a file name's bytes that
+        are not UTF-8 shown as U+FFFD (TOML is UTF-8)."""
+        if isinstance(value, str):
+            value = _printable(value)
+        elif isinstance(value, list):
+            value = [_printable(item) if isinstance(item, str) else item for item in value]
         return msgspec.json.encode(value).decode("utf-8")
 
     lines = [
-        f"# settings for {path}",
+        f"# settings for {visible(_printable(path))}",
         f"configuration = {toml(source)}",
         f"root = {toml(str(config.root))}",
         f"select = {toml(list(settings.select))}",
@@ -974,8 +985,7 @@ def _write_fixes(outcomes: list[_Outcome]) -> bool:
         try:
             replace_file(outcome.path, outcome.fixed)
         except OSError as error:
-            print(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}; the file is unchanged",
-                  file=sys.stderr)
+            _tell(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}; the file is unchanged")
             all_written = False
     return all_written
 
@@ -1016,7 +1026,7 @@ def _print_applied_fixes(outcomes: list[_Outcome], verb: str) -> None:
         assert finding.fix is not None
         where = f"cell {finding.cell}:{finding.cell_line}" if finding.cell is not None else f"{finding.line}"
         safety = "safe" if finding.fix.safe else "unsafe"
-        print(f"  {_printable(finding.path)}:{where} {finding.code} ({safety}): {finding.fix.description}", file=sys.stderr)
+        _tell(f"  {_printable(finding.path)}:{where} {finding.code} ({safety}): {finding.fix.description}")
 
 
 def _report_diff(args: argparse.Namespace, outcomes: list[_Outcome]) -> int:
@@ -1041,7 +1051,7 @@ def _load_local_plugins() -> None:
     try:
         config = ConfigFinder().for_folder(Path.cwd())
     except ConfigError as error:
-        print(f"trainlint: warning: configuration ignored: {error}", file=sys.stderr)
+        _tell(f"trainlint: warning: configuration ignored: {error}")
         return
     rules_for(config.plugins)
     _warn_about_plugins(take_problems())
@@ -1066,7 +1076,8 @@ def _rules(args: argparse.Namespace) -> int:
         return 0
     header = ("CODE", "NAME", "SEVERITY", "FIXABLE", "SUMMARY")
     rows = [
-        (rule.code, rule.name, rule.severity.label, "yes" if rule.fixable else "no", rule.summary()) for rule in rules
+        (rule.code, rule.name, rule.severity.label, "yes" if rule.fixable else "no", visible(rule.summary()))
+        for rule in rules
     ]
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header) - 1)]
     for row in [header, *rows]:
@@ -1085,7 +1096,7 @@ def _test_rule(args: argparse.Namespace) -> int:
         rules = load_plugin(spec)
         problems = take_problems()
         for problem in problems:
-            print(f"trainlint: error: {problem}", file=sys.stderr)
+            _tell(f"trainlint: error: {problem}")
         if problems or not rules:
             status = 2
             continue
@@ -1093,9 +1104,9 @@ def _test_rule(args: argparse.Namespace) -> int:
             failures = example_failures(rule)
             examples = len(rule.MUST_FIRE) + len(rule.MUST_NOT_FIRE)
             verdict = "FAIL" if failures else "PASS"
-            print(f"{verdict} {rule.code} {rule.name}: {examples - len(failures)} of {examples} examples hold")
+            print(visible(f"{verdict} {rule.code} {rule.name}: {examples - len(failures)} of {examples} examples hold"))
             for failure in failures:
-                print(textwrap.indent(f"{failure.kind}[{failure.index}]: {failure.message}", "    "))
+                print(textwrap.indent(visible_lines(f"{failure.kind}[{failure.index}]: {failure.message}"), "    "))
             if failures:
                 status = max(status, 1)
             if not rule.MUST_FIRE or not rule.MUST_NOT_FIRE:
@@ -1111,7 +1122,7 @@ def _explain(args: argparse.Namespace) -> int:
         raise UsageError(str(error), "trainlint explain") from None
     by_code: dict[str, type[Rule]] = {rule.code: rule for rule in all_rules()}
     texts = [_explanation(by_code[code]) if code in by_code else _engine_explanation(code) for code in codes]
-    sys.stdout.write("\n\n".join(texts) + "\n")
+    sys.stdout.write(visible_lines("\n\n".join(texts)) + "\n")
     return 0
 
 

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from trainlint.output import visible, visible_lines
+
 # Exit statuses: the configuration fits (or might: `tight`), it does not, the estimate is impossible.
 EXIT_FITS, EXIT_OOM, EXIT_UNKNOWN = 0, 1, 2
 DEFAULT_GPU = "h100-sxm"
@@ -102,7 +104,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
-    print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
+    print(json.dumps(to_json(report), indent=2) if args.format == "json" else visible_lines(to_text(report)))
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
@@ -177,7 +179,7 @@ def _unknown(args: argparse.Namespace, reason: str) -> int:
     if args.format == "json":
         print(json.dumps({"verdict": "unknown", "reason": reason}))
     else:
-        print(f"trainlint estimate: {reason}", file=sys.stderr)
+        print(f"trainlint estimate: {visible(reason)}", file=sys.stderr)  # it may quote the script's strings
     return EXIT_UNKNOWN
 
 
