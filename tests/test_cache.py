@@ -413,3 +413,15 @@ def test_a_terminal_that_goes_away_during_a_run_stops_the_progress_line_not_the_
     assert main(["check", "--no-cache", "--jobs", "1", "."]) == 0  # the wipe at the end finds the terminal gone
     assert len(terminal.written) == 1 and re.fullmatch(r"\rChecked 1/3 files, 0 findings so far \(\d+ s\)", terminal.written[0])
     assert capsys.readouterr().out == "All checks passed (3 files).\n"
+
+
+def test_a_fifo_where_an_entry_would_be_is_not_waited_on(project, capsys):
+    # A repository can commit a cache folder with a FIFO at an entry's path: reading it must not block.
+    project(**{"model.py": MODEL, "train.py": TRAIN})
+    fresh = _json(capsys, ".")
+    for entry in Path(".trainlint_cache").glob("results-*/??/*"):
+        entry.unlink()
+        os.mkfifo(entry)
+    done = subprocess.run([sys.executable, "-m", "trainlint", "check", "--format", "json", "."],
+                          capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout)["findings"] == fresh
