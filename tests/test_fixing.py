@@ -101,6 +101,34 @@ class TestApplyEdits:
         new, _ = apply_edits("y = f()\r\nz\r\n", [[TextEdit(1, 8, 1, 8, ".detach()")]])
         assert new == "y = f().detach()\r\nz\r\n"
 
+    def test_a_line_added_after_a_line_ends_as_that_line_did_in_a_file_of_mixed_line_ends(self):
+        # The line break a fix adds at the end of `step()` used to be the file's first (LF), so
+        # `step()` lost its CRLF and the moved line took it.
+        text = "a = 1\nstep()\r\nb = 2\n"
+        new, _ = apply_edits(text, [[TextEdit(2, 7, 2, 7, "\n    clear()")]])
+        assert new == "a = 1\nstep()\r\n    clear()\r\nb = 2\n"
+
+    def test_a_line_added_before_a_line_ends_as_that_line_does(self):
+        text = "a = 1\n    def f():\r\n        pass\n"
+        new, _ = apply_edits(text, [[TextEdit(2, 5, 2, 5, "@deco\n    ")]])
+        assert new == "a = 1\n    @deco\r\n    def f():\r\n        pass\n"
+
+    def test_lines_indented_under_a_new_header_keep_their_own_line_ends(self):
+        text = "x\nfor a in b:\r\n    f(a)\n    g(a)\r\ny\n"
+        block = "with h():\n    for a in b:\n        f(a)\n        g(a)"
+        new, _ = apply_edits(text, [[TextEdit(2, 1, 4, 9, block)]])
+        assert new == "x\nwith h():\r\n    for a in b:\r\n        f(a)\n        g(a)\r\ny\n"
+
+    def test_a_line_added_on_the_last_line_ends_as_the_line_above(self):
+        new, _ = apply_edits("a\nb\r\nc = f()", [[TextEdit(3, 8, 3, 8, "\nd = 1")]])
+        assert new == "a\nb\r\nc = f()\r\nd = 1"
+
+    def test_an_edit_that_would_join_a_cr_and_an_lf_into_one_line_break_is_skipped(self):
+        # Deleting `gone` (a line of its own) would put the CR that ends `a` before the LF of the
+        # empty line under it: "a\r\n" reads as one line, not two.
+        text = "a\rgone\n\nb\n"
+        assert apply_edits(text, [[TextEdit(2, 1, 3, 1, "")]]) == (text, 0)
+
 
 def test_apply_fixes_uses_findings_in_position_order():
     text = "a = f(x)\n"
@@ -225,6 +253,24 @@ class TestFixCommand:
         assert fixed != original
         assert code == 0
         assert "Fixed 1 problem." in capsys.readouterr().out
+
+    def test_fix_keeps_each_line_end_of_a_file_that_mixes_them(self, tmp_path, monkeypatch):
+        # TL206 moves `optimizer.zero_grad()` below the step: the step line keeps its CRLF, the moved
+        # line ends as the line it joins, every other line keeps its own; a second run changes nothing.
+        monkeypatch.chdir(tmp_path)
+        original = (
+            b"for x, y in loader:\n    loss = criterion(model(x), y)\r\n    loss.backward()\n"
+            b"    optimizer.zero_grad()\r\n    optimizer.step()\r\nprint(loss)\n"
+        )
+        (tmp_path / "train.py").write_bytes(original)
+        assert main(["check", "--fix", "--select", "TL206", "train.py"]) == 0
+        fixed = (tmp_path / "train.py").read_bytes()
+        assert fixed == (
+            b"for x, y in loader:\n    loss = criterion(model(x), y)\r\n    loss.backward()\n"
+            b"    optimizer.step()\r\n    optimizer.zero_grad()\r\nprint(loss)\n"
+        )
+        assert main(["check", "--fix", "--select", "TL206", "train.py"]) == 0
+        assert (tmp_path / "train.py").read_bytes() == fixed
 
     def test_a_cookie_python_ignores_is_ignored_by_the_fix_too(self, tmp_path, monkeypatch):
         # Python honours a coding cookie on line 2 only below a blank or comment line 1: this file is
