@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import codecs
 import json
 import resource
@@ -410,3 +411,100 @@ class TestAtomicWrites:
         assert (tmp_path / "feats.py").is_symlink()
         assert ".detach()" in (tmp_path / "real" / "feats.py").read_text()
         assert sorted(item.name for item in (tmp_path / "real").iterdir()) == ["feats.py"]
+
+
+EVALUATE = """\
+import torch
+
+{before}def {name_line}evaluate(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += (model(x).argmax(1) == y).sum().item()
+    return total
+"""
+# TL102's loop form: an evaluation loop at top level, wrapped in `with torch.no_grad():` by its fix.
+EVALUATION_LOOP = """\
+import torch
+from torchvision.models import resnet50
+
+model = resnet50().cuda()
+model.eval()
+correct = 0
+{before}for images, labels in test_dataloader:
+    logits = model(images.cuda())
+{inside}    correct += (logits.argmax(1) == labels.cuda()).sum().item()
+print(correct)
+"""
+
+
+def _analyze(text: str) -> list[Finding]:
+    from trainlint.analysis.engine import analyze_source
+
+    return analyze_source(text, "train.py")
+
+
+class TestOddWhitespace:
+    """Form feeds, lines holding only a backslash and decorators already there: a fix lands where
+    its finding is, once, and a second --fix changes nothing (issue 33)."""
+
+    def test_a_form_feed_before_a_def_gets_one_decorator(self, tmp_path, monkeypatch, capsys):
+        # Each --fix added another `\f@torch.no_grad()`, each then a syntax error (ten after ten runs).
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(EVALUATE.format(before="\f", name_line=""))
+        for _ in range(3):
+            main(["check", "--fix", "--no-cache", "train.py"])
+        assert (tmp_path / "train.py").read_text() == EVALUATE.format(before="\f@torch.no_grad()\n", name_line="")
+        assert "TL000" not in capsys.readouterr().out
+
+    def test_a_def_whose_name_is_on_a_continuation_line_is_decorated_above_the_def(self):
+        text = EVALUATE.format(before="", name_line="\\\n        ")
+        outcome = fix_until_stable(text, _analyze)
+        assert outcome.text == EVALUATE.format(before="@torch.no_grad()\n", name_line="\\\n        ")
+        assert not outcome.rejected
+
+    def test_the_decorator_goes_below_those_already_there(self):
+        # Above `@staticmethod` it would wrap the staticmethod object, and the method would take `self`.
+        text = (
+            "import torch\n\n\nclass Runner:\n    @staticmethod\n    def evaluate(model, loader):\n        model.eval()\n"
+            "        total = 0\n        for x, y in loader:\n            total += (model(x).argmax(1) == y).sum().item()\n"
+            "        return total\n"
+        )
+        fixed = fix_until_stable(text, _analyze).text
+        assert fixed == text.replace("    @staticmethod\n", "    @staticmethod\n    @torch.no_grad()\n")
+
+    def test_a_form_feed_at_the_start_of_a_top_level_line_moves_no_column(self):
+        # LibCST leaves the form feed out of the code it prints, so its columns on that line were one
+        # short: the finding pointed at `f` of `if` and the fix replaced `f args.se`.
+        text = "import torch\n\n\fif args.seed:\n    torch.manual_seed(args.seed)\n"
+        [found] = _analyze(text)
+        assert (found.code, found.line, found.column, found.end_column) == ("TL403", 3, 5, 14)
+        assert fix_until_stable(text, _analyze).text == text.replace("if args.seed:", "if args.seed is not None:")
+
+    def test_a_line_holding_only_a_backslash_moves_no_line(self):
+        # LibCST leaves such a line out too, so every line after it was counted one short: the
+        # finding was on `optimizer.step()` and the fix inserted `.detach()` into that line.
+        text = RETAINED.replace("for images", "\\\nfor images")
+        [found] = [finding for finding in _analyze(text) if finding.code == "TL101"]
+        assert found.line == text.split("\n").index("    features.append(encoder(images.cuda()))") + 1
+        fixed = fix_until_stable(text, _analyze).text
+        assert fixed == text.replace("encoder(images.cuda()))", "encoder(images.cuda()).detach())")
+
+    def test_a_loop_after_a_form_feed_is_wrapped_with_the_form_feed_before_the_header(self):
+        text = EVALUATION_LOOP.format(before="\f", inside="")
+        outcome = fix_until_stable(text, _analyze)
+        assert not outcome.rejected
+        assert "\fwith torch.no_grad():\n    for images, labels in test_dataloader:\n        logits = model(" in outcome.text
+        assert fix_until_stable(outcome.text, _analyze).text == outcome.text
+
+    def test_a_loop_with_a_form_feed_inside_is_not_wrapped(self, tmp_path, monkeypatch, capsys):
+        # The wrap indented `\f    correct += ...` before its form feed, where Python does not count
+        # it: the line left the loop, and the "safe" fix summed once instead of per batch.
+        monkeypatch.chdir(tmp_path)
+        text = EVALUATION_LOOP.format(before="", inside="\f")
+        (tmp_path / "train.py").write_text(text)
+        main(["check", "--fix", "--no-cache", "train.py"])
+        fixed = (tmp_path / "train.py").read_text()
+        loops = [node for node in ast.walk(ast.parse(fixed)) if isinstance(node, ast.For)]
+        assert [len(loop.body) for loop in loops] == [2], "both statements stay in the loop"
+        assert "were not applied" not in capsys.readouterr().err
