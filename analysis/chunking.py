@@ -226,11 +226,22 @@ def _boundaries(text: str) -> Iterator[int]:
                 pending_comment_start = offset
             continue
         code = line[indentation_start(line, 0) :]
-        if code[0] in " \t" or BLOCK_CONTINUATION.match(code) or previous_was_decorator:
+        first_word = _first_word(text, code, line_end)
+        if code[0] in " \t" or BLOCK_CONTINUATION.match(first_word) or previous_was_decorator:
             # indented leftovers, `else:` and decorated definitions stay with what came before
             pending_comment_start = None
-            previous_was_decorator = code.startswith("@")
+            previous_was_decorator = first_word.startswith("@")
             continue
         yield pending_comment_start if pending_comment_start is not None else offset
         pending_comment_start = None
-        previous_was_decorator = code.startswith("@")
+        previous_was_decorator = first_word.startswith("@")
+
+
+def _first_word(text: str, code: str, line_end: int) -> str:
+    """The statement's text from its first word: ``code`` (a line's, after its indentation), or, when
+    that is only a backslash, the line it continues on (``\\`` then ``@deco`` is a decorator)."""
+    while code.strip(" \t\f") == "\\" and line_end >= 0:
+        next_end = text.find("\n", line_end + 1)
+        code = text[line_end + 1 : len(text) if next_end < 0 else next_end].lstrip(" \t\f")
+        line_end = next_end
+    return code

@@ -457,6 +457,14 @@ class TestOddWhitespace:
         assert (tmp_path / "train.py").read_text() == EVALUATE.format(before="\f@torch.no_grad()\n", name_line="")
         assert "TL000" not in capsys.readouterr().out
 
+    def test_a_line_holding_only_a_backslash_before_a_def_gets_one_decorator(self):
+        # The statement splitter read `\\` alone as the statement's first word, so the decorator under
+        # it was cut from its `def`, and every round added another (found by tests/test_fuzz_fix.py).
+        text = EVALUATE.format(before="\\\n", name_line="")
+        outcome = fix_until_stable(text, _analyze)
+        assert outcome.text == EVALUATE.format(before="\\\n@torch.no_grad()\n", name_line="")
+        assert outcome.applied == 1
+
     def test_a_def_whose_name_is_on_a_continuation_line_is_decorated_above_the_def(self):
         text = EVALUATE.format(before="", name_line="\\\n        ")
         outcome = fix_until_stable(text, _analyze)
