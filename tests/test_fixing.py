@@ -413,6 +413,29 @@ class TestAtomicWrites:
         assert sorted(item.name for item in (tmp_path / "real").iterdir()) == ["feats.py"]
 
 
+    def test_without_descriptors_or_locks_writes_stay_inside_and_stale_temporaries_go(self, tmp_path, monkeypatch):
+        # Windows walks folders by path and has no flock (an open file cannot be removed there):
+        # the same code, made to take those branches.
+        from trainlint.analysis import files
+
+        monkeypatch.setattr(files, "_BY_DESCRIPTOR", False)
+        monkeypatch.setattr(files, "fcntl", None)
+        project, other = tmp_path / "project", tmp_path / "other"
+        (project / "lib").mkdir(parents=True)
+        other.mkdir()
+        (project / "lib" / "train.py").write_text("x = 1\n")
+        (project / "lib" / ".train.py.abcdefgh.trainlint").write_text("left by a kill")
+        (other / "victim.py").write_text("y = 1\n")
+        (project / "away.py").symlink_to(other / "victim.py")
+        roots = files.WriteRoots.given([str(project)])
+        files.remove_stale_temporaries([str(project / "lib" / "train.py")], roots)
+        files.replace_file(str(project / "lib" / "train.py"), b"x = 2\n", roots)
+        assert sorted(path.name for path in (project / "lib").iterdir()) == ["train.py"]
+        assert (project / "lib" / "train.py").read_text() == "x = 2\n"
+        with pytest.raises(files.OutsideWriteRoots):
+            files.replace_file(str(project / "away.py"), b"y = 2\n", roots)
+        assert (other / "victim.py").read_text() == "y = 1\n"
+
 EVALUATE = """\
 import torch
 
