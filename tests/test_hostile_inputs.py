@@ -332,3 +332,164 @@ def test_estimate_shows_a_model_name_with_escapes(folder):
     assert status == 2 and out == ""
     assert err.startswith("trainlint estimate: `\\x1b[2Jgpt\\x1b]0;x\\x07` is neither in the model catalog")
     assert not _TERMINAL_CONTROLS.search(err)
+# ---------------------------------------------------------------------------- --fix writes only inside the paths given
+
+NOTEBOOK = json.dumps({
+    "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": RETAINED}],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+})
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A project folder next to the one checked, whose files a link in the checked one leads to."""
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "victim.py").write_text(RETAINED)
+    (other / "victim.ipynb").write_text(NOTEBOOK)
+    return other
+
+
+@pytest.mark.parametrize("flags", [["--fix"], ["--fix", "--unsafe-fixes"]])
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_a_link_in_a_checked_folder_to_a_file_outside_it_is_checked_not_written(tmp_path, outside, suffix, flags):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / f"train{suffix}").symlink_to(outside / f"victim{suffix}")
+    before = (outside / f"victim{suffix}").read_bytes()
+    status, out, err = trainlint("check", *flags, "project", cwd=tmp_path)
+    assert (outside / f"victim{suffix}").read_bytes() == before
+    assert status == 1 and "TL101" in out, "the file is still checked and its findings reported"
+    assert err == (
+        f"trainlint: warning: not fixing project/train{suffix}: it resolves to {outside / f'victim{suffix}'}, "
+        "outside the paths given on the command line\n"
+    )
+
+
+def test_a_link_to_a_file_inside_the_checked_folder_is_fixed_once_at_its_target(tmp_path):
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    (project / "lib" / "real.py").write_text(RETAINED)
+    (project / "train.py").symlink_to("lib/real.py")
+    status, _, err = trainlint("check", "--fix", "project", cwd=tmp_path)
+    assert (status, err) == (0, "")
+    assert (project / "train.py").is_symlink()
+    assert (project / "lib" / "real.py").read_text().count(".detach()") == 1
+    assert sorted(path.name for path in (project / "lib").iterdir()) == ["real.py"]
+
+
+def test_a_named_link_is_fixed_only_inside_the_folders_the_command_line_gives(tmp_path, outside):
+    # A file named on the command line gives the folder that holds it; its own link is followed only
+    # into that folder, or into a folder named too. A link to anywhere else is named by the user in
+    # full to be fixed there.
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    (project / "lib" / "real.py").write_text(RETAINED)
+    (project / "inside.py").symlink_to("lib/real.py")
+    (project / "away.py").symlink_to(outside / "victim.py")
+    status, _, err = trainlint("check", "--fix", "project/away.py", cwd=tmp_path)
+    assert status == 1 and (outside / "victim.py").read_text() == RETAINED
+    assert "not fixing project/away.py: it resolves to" in err
+    assert trainlint("check", "--fix", "project/inside.py", cwd=tmp_path)[0] == 0
+    assert ".detach()" in (project / "lib" / "real.py").read_text()
+    assert trainlint("check", "--fix", "project/away.py", "other", cwd=tmp_path)[0] == 0
+    assert ".detach()" in (outside / "victim.py").read_text()
+
+
+def test_a_linked_folder_inside_a_checked_folder_is_not_written_through(tmp_path, outside):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "vendored").symlink_to(outside, target_is_directory=True)
+    status, out, _ = trainlint("check", "--fix", "project", cwd=tmp_path)
+    assert status == 0 and "(0 files)" in out, "links to folders are not walked into"
+    assert (outside / "victim.py").read_text() == RETAINED
+
+
+def test_a_folder_that_turns_into_a_link_after_the_check_is_not_written_through(tmp_path, outside, monkeypatch):
+    from trainlint.analysis import files
+
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    (project / "lib" / "victim.py").write_text(RETAINED)
+    roots = files.WriteRoots.given([str(project)])
+    (project / "lib").rename(tmp_path / "moved")
+    (project / "lib").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(files.OutsideWriteRoots):
+        files.replace_file(str(project / "lib" / "victim.py"), b"written", roots)
+    # Turned into a link between the check of the real path and the write: the folders are opened
+    # one by one without following links.
+    monkeypatch.setattr(os.path, "realpath", lambda path: os.path.normpath(os.path.abspath(path)))
+    with pytest.raises(NotADirectoryError):
+        files.replace_file(str(project / "lib" / "victim.py"), b"written", roots)
+    assert (outside / "victim.py").read_text() == RETAINED
+    assert sorted(path.name for path in outside.iterdir()) == ["victim.ipynb", "victim.py"]
+
+
+# ---------------------------------------------------------------------------- what a killed --fix leaves
+
+
+def _fix_stopped_before_its_rename(folder: Path, how: str) -> subprocess.Popen:
+    """A --fix of train.py whose rename never comes: it kills itself there (a kill during --fix), or
+    waits there (a fix still running)."""
+    stop = "os.kill(os.getpid(), signal.SIGKILL)" if how == "killed" else "time.sleep(60)"
+    code = (
+        "import os, signal, sys, time\nfrom trainlint.analysis import files\n"
+        f"files.os.replace = lambda *args, **kwargs: {stop}\n"
+        "sys.stdout.write('writing\\n'); sys.stdout.flush()\n"
+        "from trainlint.cli import main\nmain(['check', '--fix', '--no-cache', 'train.py'])\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def _temporaries(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir() if path.name.endswith(".trainlint"))
+
+
+def test_a_temporary_a_killed_fix_left_is_removed_by_the_next_fix(folder):
+    (folder / "train.py").write_text(RETAINED)
+    killed = _fix_stopped_before_its_rename(folder, "killed")
+    assert killed.wait(timeout=LIMIT_S) == -9
+    [left] = _temporaries(folder)
+    assert left.startswith(".train.py.")
+    assert (folder / "train.py").read_text() == RETAINED
+    status, _, err = trainlint("check", "--fix", "train.py", cwd=folder)
+    assert (status, err) == (0, "")
+    assert _temporaries(folder) == []
+    assert ".detach()" in (folder / "train.py").read_text()
+
+
+def test_a_running_fixs_temporary_is_left_to_it(folder):
+    (folder / "train.py").write_text(RETAINED)
+    running = _fix_stopped_before_its_rename(folder, "running")
+    try:
+        assert running.stdout is not None and running.stdout.readline() == b"writing\n"
+        deadline = time.monotonic() + LIMIT_S
+        while not _temporaries(folder) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [held] = _temporaries(folder)
+        trainlint("check", "--fix", "clean.py", "train.py", cwd=folder)
+        assert _temporaries(folder) == [held]
+    finally:
+        running.kill()
+        running.wait(timeout=LIMIT_S)
+    trainlint("check", "--fix", "clean.py", cwd=folder)  # checking the file is enough: nothing to write
+    assert _temporaries(folder) == [held], "only the temporaries of the files checked are looked at"
+    trainlint("check", "--fix", "train.py", cwd=folder)
+    assert _temporaries(folder) == []
+
+
+def test_only_what_trainlint_names_as_its_temporaries_is_removed(folder, outside):
+    (folder / "train.py").write_text("x = 1\n")
+    kept = [".train.py.short.trainlint", ".train.py.abcdefgh.trainlint.bak", "train.py.abcdefgh.trainlint",
+            ".notes.txt.abcdefgh.trainlint"]
+    for name in [*kept, ".train.py.abcdefgh.trainlint", ".train.py.ab_de9gh.trainlint"]:
+        (folder / name).write_text("left")
+    (folder / ".train.py.linkedxx.trainlint").symlink_to(outside / "victim.py")  # a link, not a file we wrote
+    before = sorted(path.name for path in folder.iterdir())
+    trainlint("check", "--diff", "--no-cache", "train.py", cwd=folder)
+    assert sorted(path.name for path in folder.iterdir()) == before, "--diff writes nothing, and removes nothing"
+    trainlint("check", "--fix", "--no-cache", "train.py", cwd=folder)
+    assert sorted(path.name for path in folder.iterdir()) == sorted(
+        ["clean.py", "train.py", "other", *kept, ".train.py.linkedxx.trainlint"]
+    )
+    assert (outside / "victim.py").read_text() == RETAINED

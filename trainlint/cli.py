@@ -38,7 +38,15 @@ from trainlint.analysis.engine import (
     select_rules,
 )
 from trainlint.analysis.engine_codes import ENGINE_CODES, SYNTAX_ERROR
-from trainlint.analysis.files import UnreadableFile, limit_for, read_bounded, replace_file
+from trainlint.analysis.files import (
+    OutsideWriteRoots,
+    UnreadableFile,
+    WriteRoots,
+    limit_for,
+    read_bounded,
+    remove_stale_temporaries,
+    replace_file,
+)
 from trainlint.analysis.findings import Evidence, Finding, Severity
 from trainlint.analysis.registry import (
     PluginProblem,
@@ -721,6 +729,7 @@ def _check(args: argparse.Namespace) -> int:
     if (args.unsafe_fixes or args.show_fixes) and not fixing:
         raise UsageError(f"argument {'--unsafe-fixes' if args.unsafe_fixes else '--show-fixes'}: needs --fix or --diff", CHECK_PROG)
     unsafe = args.unsafe_fixes
+    writable = WriteRoots.given(() if reading_stdin else args.paths)  # where --fix may write
 
     if reading_stdin:
         name = args.stdin_filename or STDIN
@@ -745,7 +754,8 @@ def _check(args: argparse.Namespace) -> int:
             ignored = options.ignored_for(path)
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
             fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
-            tasks.append(_Task(path, options.settings, ignored, fixing, options.fail_on, unsafe, roots=roots,
+            fixes = fixing and _may_write(path, writable)
+            tasks.append(_Task(path, options.settings, ignored, fixes, options.fail_on, unsafe, roots=roots,
                                fingerprint=fingerprint))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
@@ -770,7 +780,8 @@ def _check(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(outcomes[0].fixed if outcomes[0].fixed is not None else tasks[0].data or b"")
         sys.stdout.flush()
     elif args.fix:
-        write_failed = not _write_fixes(outcomes)
+        remove_stale_temporaries([task.path for task in tasks], writable)
+        write_failed = not _write_fixes(outcomes, writable)
 
     report = Report(
         findings=[_printable_finding(finding) for outcome in outcomes for finding in outcome.findings],
@@ -976,14 +987,29 @@ def _settings_text(path: str, options: _Options) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _write_fixes(outcomes: list[_Outcome]) -> bool:
+def _may_write(path: str, writable: WriteRoots) -> bool:
+    """Whether --fix may write the file at ``path``: where it really is lies inside the paths given on
+    the command line. A link to a file outside them is checked, not fixed, and told on stderr."""
+    real = os.path.realpath(path)
+    if writable.start(real) is not None:
+        return True
+    print(f"trainlint: warning: not fixing {_printable(path)}: it resolves to {_printable(real)}, outside the paths "
+          "given on the command line", file=sys.stderr)
+    return False
+
+
+def _write_fixes(outcomes: list[_Outcome], writable: WriteRoots) -> bool:
     """Write every fixed file; False when one could not be written (each is told on stderr)."""
     all_written = True
     for outcome in outcomes:
         if outcome.fixed is None:
             continue
         try:
-            replace_file(outcome.path, outcome.fixed)
+            replace_file(outcome.path, outcome.fixed, writable)
+        except OutsideWriteRoots as error:  # it, or a folder on its way, became a link after it was read
+            print(f"trainlint: error: cannot write {_printable(outcome.path)}: it now resolves to {_printable(error.real)}, "
+                  "outside the paths given on the command line; the file is unchanged", file=sys.stderr)
+            all_written = False
         except OSError as error:
             _tell(f"trainlint: error: cannot write {outcome.path}: {error.strerror or error}; the file is unchanged")
             all_written = False
