@@ -86,6 +86,10 @@ _BLOCKS_OVER_LIVE = 0.0063
 _IMAGE_SPREAD = (0.8, 1.0, 1.25)
 _MEASURED_SPREAD = (0.9, 1.0, 1.15)
 _FORMULA_SPREAD = (0.8, 1.0, 1.4)
+# The working memory of a forward without a backward (inference, a generation's prompt): the accounting of
+# inference_layer_coefficient equals a fake-tensor replay of transformers' generate path within 5 % for 13
+# models (calibration/inference_peaks.py); GPU kernels' workspaces (flash attention's) are left to the high end.
+_INFERENCE_SPREAD = (0.9, 1.0, 1.15)
 # LitGPT's layers: the formula equals what its modules keep under FakeTensorMode to within 0.2 % for six
 # models (calibration/litgpt_activations.py); the caching allocator's block rounding adds up to 0.5 %
 # (calibration/allocator_replay.py over whole LitGPT runs). Its versions' differences are the interval's
@@ -189,6 +193,9 @@ class Breakdown:
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
+    # Generation: the KV cache while the prompt is read (its own tokens only). The prompt's working memory
+    # (`activations`) is alive then, not while the new tokens are generated with the whole cache.
+    prompt_kv_cache: Interval | None = None
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
              "dequantised", "optimizer_step", "gradient_buckets", "cublas_workspace", "block_rounding")
@@ -202,8 +209,12 @@ class Breakdown:
         (otherwise they appear as the activations they replace are freed, and are released by
         zero_grad(set_to_none=True) before the next forward)."""
         loss = _larger(self.logits, self.dequantised + self.loss_beside_dequantised)
-        total = self.weights + self.optimizer + self.autocast_cache + self.activations + loss
-        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace + self.block_rounding
+        if self.prompt_kv_cache is None:
+            working = self.activations + self.kv_cache
+        else:  # generation: reading the prompt, or generating with the whole cache, whichever holds more
+            working = _larger(self.activations + self.prompt_kv_cache, self.kv_cache)
+        total = self.weights + self.optimizer + self.autocast_cache + working + loss
+        total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         return total + self.gradients if self.gradients_in_backward else total
 
     def step(self) -> Interval:
@@ -261,7 +272,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
         weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
-        activations, logits, kv = _activations(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv = _activations(plan, arch, geometry, notes)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         breakdown = Breakdown(
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
@@ -269,6 +280,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
             gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+            prompt_kv_cache=prompt_kv if plan.mode == "generate" and plan.model_code != "litgpt" else None,
         )
     allocated = breakdown.peak()
     if plan.quant is not None and geometry is not None:
@@ -567,7 +579,7 @@ def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
 def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
     act_bytes = _PRECISION[plan.dtype][2]
     if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO
     if plan.seq_len is not None:
         lengths = (plan.seq_len,) * 3
     else:
@@ -580,21 +592,24 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
         )
-    activations, logits, kv = [], [], []
+    activations, logits, kv, prompt_kv = [], [], [], []
     for end, seq in enumerate(lengths):
         value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
+        prompt_kv.append(value[3])
     measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
-    low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
+    if plan.mode != "train":
+        spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else _INFERENCE_SPREAD
     per_logit = _logit_bytes(plan)
     logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
-        Interval(activations[0] * low, activations[1], activations[2] * high),
+        Interval(activations[0] * spread[0], activations[1], activations[2] * spread[2]),
         Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
         Interval(kv[0], kv[1], kv[2]),
+        Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
     )
 
 
@@ -606,8 +621,9 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
-    """(activations, logits, KV cache) point estimates for one sequence length, at one end of the
-    interval (0 low, 1 estimate, 2 high: where versions of the code differ, the end picks the variant)."""
+    """(activations, logits, KV cache, the KV cache while a generation's prompt is read) point estimates for
+    one sequence length, at one end of the interval (0 low, 1 estimate, 2 high: where versions of the code
+    differ, the end picks the variant)."""
     batch = plan.batch_size
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
@@ -634,10 +650,15 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations, logits, 0.0
-    # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
+        return activations, logits, 0.0, 0.0
+    # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
-    live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
+    if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
+        live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
+    else:
+        live = prompt * batch * geometry.hidden * inference_layer_coefficient(plan, geometry, prompt) * (act_bytes / 2)
+        notes.append("working memory of the forward: the peak of one layer (the MLP's intermediate tensors, or the "
+                     "attention scores with eager attention), beside the embeddings and the residual stream")
     if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
         logits_bytes = batch * prompt * geometry.vocab * 6
     elif plan.mode == "generate":
@@ -646,19 +667,25 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             logits_bytes += batch * prompt * geometry.vocab * 6
     else:
         logits_bytes = batch * prompt * geometry.vocab * 4
-    kv = 0.0
+    kv = prompt_kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
-        if plan.kv_cache_len is not None:  # a static cache is allocated whole, whatever is generated
-            context = max(context, plan.kv_cache_len)
+        static = plan.kv_cache_len is not None
+        if static:  # a static cache is allocated whole, whatever is generated
+            context = max(context, plan.kv_cache_len or 0)
             notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
-        cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
-        kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch
+        per_token = geometry.kv_cache_bytes_per_token_per_byte * dtype * batch
         if plan.model_code == "litgpt" and end == 2 and arch.kv_lora_rank is None:
-            kv *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
+            per_token *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
+
+        def cached(tokens: int) -> float:
+            return per_token * (min(tokens, arch.sliding_window) if arch.sliding_window else tokens)
+
+        kv = cached(context)
+        prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv
+    return live, logits_bytes, kv, prompt_kv
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
@@ -813,6 +840,42 @@ def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
         attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
     mlp = (4.0 if gated else 2.0) * ffn + 2.0
     return 2.0 + attention + mlp
+
+
+def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) alive at the peak of one layer's forward when
+    nothing is kept for a backward (inference, a generation's prompt), beyond the weights and the KV cache.
+
+    Alive through the layer: the embeddings' output (the model's forward keeps its name), the layer's input
+    (the caller's loop variable) and, in a sequential block, the residual after attention; RoPE's cos and sin
+    for the whole forward. The layer's peak is the larger of its two halves. The MLP: its normed input and,
+    gated, act(gate), up and their product (three FFN-wide tensors; the gate's own output is freed once the
+    activation returns), plain, the first projection's output and its activation, a GELU written out in
+    Python four FFN-wide temporaries; a parallel block (one shared norm) keeps the attention's output beside
+    it. Attention: its normed input, q, k and v, and RoPE's temporaries on q; eager attention adds the scores,
+    8 bytes per head and pair of positions (16-bit scores, fp32 softmax and its 16-bit cast) or 4 in the
+    families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
+    forward (calibration/inference_peaks.py)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    ffn = geometry.intermediate / hidden  # an MoE layer runs one expert at a time
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
+    parallel = arch is not None and arch.norms_per_layer == 1
+    held = 4.0 if parallel else 6.0  # a parallel block's residual is its input
+    if arch is not None and arch.learned_positions:
+        held += 2.0  # the position embeddings' output, kept by name beside the token embeddings'
+    rope = 4.0 * geometry.head_dim / hidden if arch is not None and not arch.learned_positions else 0.0
+    mlp = 2.0 + (6.0 if gated else 8.0 if python_gelu else 4.0) * ffn + (2.0 * width if parallel else 0.0)
+    if geometry.experts:
+        mlp += 2.0  # the routed tokens' output, accumulated expert by expert
+    attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
+    if plan.attention == "eager":
+        half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
+        attention += (4.0 if half_softmax else 8.0) * geometry.heads * seq / hidden
+    return held + rope + max(mlp, attention)
 
 
 def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

@@ -277,3 +277,41 @@ def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
     litgpt = estimate(Plan(**plan, model_code="litgpt")).breakdown.dequantised
     assert litgpt.estimate == 4 * llama.vocab * llama.hidden  # every linear quantised, the LM head the largest
     assert estimate(Plan(**{**plan, "quant": None})).breakdown.dequantised.high == 0
+
+
+def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds():
+    """The working memory of a prompt's forward under no_grad equals fake-tensor replays of transformers'
+    generate path (DynamicCache, last position's logits only) for every replayed model. Eager attention on
+    the CPU peaks inside the softmax (16-bit scores, an fp32 copy of them, the fp32 output: 10 bytes per head
+    and pair of positions); CUDA's half-to-float softmax makes no copy and peaks at the cast back (8)."""
+    from trainlint.estimator.costmodel import inference_layer_coefficient
+
+    measured = _calibration("inference_peaks.json")
+    assert len(measured["rows"]) >= 12
+    for row in measured["rows"]:
+        arch = find_architecture(row["model"])
+        geometry = shape(arch)
+        replayed = row["prefill_working"] - row["last_logits"]
+        replayed /= row["prompt"] * row["hidden"]
+        if row["attention"] == "eager":
+            replayed -= 2.0 * geometry.heads * row["prompt"] / geometry.hidden
+        plan = Plan(model=arch, mode="generate", dtype="bf16", attention=row["attention"])
+        assert inference_layer_coefficient(plan, geometry, row["prompt"]) == pytest.approx(replayed, rel=0.05), row["model"]
+
+
+def test_a_long_prompt_holds_one_layers_working_memory_and_only_its_own_kv_cache():
+    qwen = find_architecture("qwen2.5-7b")
+    geometry = shape(qwen)
+    long_prompt = estimate(Plan(model=qwen, mode="generate", dtype="bf16", seq_len=30720, max_context=32768, attention="flash"))
+    working = long_prompt.breakdown.activations.estimate
+    assert 3.5 * GIB < working < 4.5 * GIB  # the MLP's three FFN-wide tensors beside the residual stream: 4.1 GiB
+    weights = long_prompt.breakdown.weights.estimate
+    prompt_kv = geometry.kv_cache_bytes_per_token_per_byte * 2 * 30720
+    forward = long_prompt.breakdown.forward_backward().estimate
+    assert forward == pytest.approx(weights + prompt_kv + working + long_prompt.breakdown.logits.estimate
+                                    + long_prompt.breakdown.cublas_workspace.estimate + long_prompt.breakdown.block_rounding.estimate)
+    # a one-token prompt generating 32k tokens peaks with the whole cache and no prompt working memory
+    short_prompt = estimate(Plan(model=qwen, mode="generate", dtype="bf16", seq_len=1, max_context=32768, attention="flash"))
+    whole_cache = short_prompt.breakdown.kv_cache.estimate
+    assert whole_cache >= geometry.kv_cache_bytes_per_token_per_byte * 2 * 32768
+    assert short_prompt.breakdown.forward_backward().estimate < weights + whole_cache + 0.1 * GIB
