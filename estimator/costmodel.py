@@ -35,7 +35,7 @@ SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
-MODEL_CODES = ("transformers", "litgpt")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 _PRECISION = {
@@ -161,7 +161,9 @@ class Plan:
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
-    model_code: str = "transformers"  # whose modules run the model: "transformers" or "litgpt" (see litgpt.py)
+    # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
+    model_code: str = "transformers"
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
@@ -196,9 +198,14 @@ class Breakdown:
     # Generation: the KV cache while the prompt is read (its own tokens only). The prompt's working memory
     # (`activations`) is alive then, not while the new tokens are generated with the whole cache.
     prompt_kv_cache: Interval | None = None
+    # gpt-fast: its causal-mask buffer (cache length squared, one byte each) and what a decoding step's attention
+    # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
+    causal_mask: Interval = ZERO
+    decode_attention: Interval = ZERO
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
-             "dequantised", "optimizer_step", "gradient_buckets", "cublas_workspace", "block_rounding")
+             "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
+             "cublas_workspace", "block_rounding")
 
     def items(self) -> list[tuple[str, Interval]]:
         return [(name, getattr(self, name)) for name in self.NAMES]
@@ -212,8 +219,8 @@ class Breakdown:
         if self.prompt_kv_cache is None:
             working = self.activations + self.kv_cache
         else:  # generation: reading the prompt, or generating with the whole cache, whichever holds more
-            working = _larger(self.activations + self.prompt_kv_cache, self.kv_cache)
-        total = self.weights + self.optimizer + self.autocast_cache + working + loss
+            working = _larger(self.activations + self.prompt_kv_cache, self.kv_cache + self.decode_attention)
+        total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
         total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         return total + self.gradients if self.gradients_in_backward else total
 
@@ -281,8 +288,12 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             block_rounding=_block_rounding(plan, geometry, trainable == params),
             gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
             prompt_kv_cache=prompt_kv if plan.mode == "generate" and plan.model_code != "litgpt" else None,
+            **_gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
+    if breakdown.causal_mask.estimate:
+        # gpt-fast builds its mask as torch.tril(torch.ones(n, n)): both are alive before the KV cache exists
+        allocated = _larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
     if plan.quant is not None and geometry is not None:
         # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
         # beside the quantised rest (up to twice, while it is converted).
@@ -686,6 +697,28 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
     return live, logits_bytes, kv, prompt_kv
+
+
+def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dict[str, Interval]:
+    """gpt-fast's generation (model.py and generate.py, as torchao's `_models/llama` copies them): `setup_caches`
+    registers a causal mask of the cache's length squared in bools (`torch.tril(torch.ones(n, n))`, n rounded up
+    to a multiple of 8), and every decoding step runs under `sdp_kernel(enable_math=True)` only: each layer
+    expands the whole static cache to every query head (`repeat_interleave`) and the math kernel copies keys and
+    values to fp32 (torch 2.5 and later, unless `allow_fp16_bf16_reduction_math_sdp`; before, no copy: the low
+    end)."""
+    if plan.model_code != "gpt-fast" or plan.mode != "generate" or geometry is None:
+        return {}
+    length = plan.kv_cache_len or plan.max_context or plan.seq_len or 0
+    length = 8 * math.ceil(length / 8)
+    expanded = 2.0 * plan.batch_size * geometry.heads * length * geometry.head_dim  # keys and values, every head
+    act_bytes = 2 if plan.dtype != "fp32" else 4
+    upcast = 4.0 if act_bytes == 2 else 0.0
+    notes.append(f"gpt-fast: a causal mask of {length}x{length} bools; each decoding step expands the cache to every "
+                 "query head and the math attention kernel copies it to fp32 (torch 2.5 and later)")
+    return {
+        "causal_mask": Interval.exact(float(length * length)),
+        "decode_attention": Interval(expanded * act_bytes, expanded * (act_bytes + upcast), expanded * (act_bytes + upcast)),
+    }
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:

@@ -315,3 +315,18 @@ def test_a_long_prompt_holds_one_layers_working_memory_and_only_its_own_kv_cache
     whole_cache = short_prompt.breakdown.kv_cache.estimate
     assert whole_cache >= geometry.kv_cache_bytes_per_token_per_byte * 2 * 32768
     assert short_prompt.breakdown.forward_backward().estimate < weights + whole_cache + 0.1 * GIB
+
+
+def test_gpt_fast_generation_keeps_its_causal_mask_and_decodes_on_the_math_kernel():
+    """gpt-fast's setup_caches registers a cache-length-squared bool mask; its decoding steps run attention on
+    the math kernel over the whole static cache, expanded to every query head and copied to fp32."""
+    llama = find_architecture("llama-3.1-8b")
+    plan = Plan(model=llama, mode="generate", dtype="bf16", seq_len=6, max_context=206, kv_cache_len=131072, model_code="gpt-fast")
+    result = estimate(plan)
+    assert result.breakdown.causal_mask.estimate == 131072**2
+    expanded = 2 * llama.heads * 131072 * 128  # keys and values of every query head
+    attention = result.breakdown.decode_attention
+    assert (attention.low, attention.estimate) == (2 * expanded, 6 * expanded)  # 16-bit copies; and fp32 since torch 2.5
+    plain = estimate(Plan(**{**plan.__dict__, "model_code": "transformers"})).allocated.estimate
+    assert result.allocated.estimate == pytest.approx(plain + 131072**2 + 6 * expanded, rel=0.001)
+    assert any("causal mask of 131072x131072" in note for note in result.assumptions)
