@@ -139,7 +139,7 @@ def published_results() -> list[dict]:
         config = settings.pop("config", None)
         name = settings.pop("model", None)
         arch = architecture_from_config(config, row["id"], "the row's config") if config else find_architecture(name)
-        for key in ("lora_targets", "offload"):
+        for key in ("lora_targets", "offload", "omitted_components"):
             if key in settings:
                 settings[key] = tuple(settings[key])
         target = resolve_target(row["gpu"], row["gpus"])

@@ -159,6 +159,7 @@ class Plan:
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
+    omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
