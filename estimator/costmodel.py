@@ -160,6 +160,8 @@ class Plan:
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
+    # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
+    compiled: bool = False
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
@@ -755,7 +757,15 @@ def _previous_graph_note(plan: Plan) -> str:
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:
     """Retained activations of one transformer layer: measured for the architecture when the
     calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths;
-    LitGPT's modules by their own accounting (litgpt.layer_coefficient)."""
+    LitGPT's modules by their own accounting (litgpt.layer_coefficient). A compiled full training step keeps
+    what AOTAutograd's partitioner keeps (compiled_layer_coefficient), eager's accounting at the high end."""
+    if plan.compiled and plan.mode == "train":
+        if plan.lora_rank is None and end != 2:
+            notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
+                         "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
+            return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
+        if plan.lora_rank is not None:
+            notes.append("compiled with adapters: not modelled, eager's accounting (an upper bound)")
     if plan.model_code == "litgpt" and plan.model is not None:
         lora = plan.lora_rank is not None and plan.mode == "train"
         coefficient = litgpt.layer_coefficient(
@@ -874,6 +884,43 @@ def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
         attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
     mlp = (4.0 if gated else 2.0) * ffn + 2.0
     return 2.0 + attention + mlp
+
+
+def compiled_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a layer keeps for its backward under torch.compile:
+    AOTAutograd's default partitioner (min_cut_rematerialization_partition, Inductor's) keeps what the matmuls
+    and the attention kernel need and recomputes the pointwise work between them (the norms' fp32 copies,
+    activation functions, casts) from it.
+
+    Kept: the layer's input, each norm's output and its fp32 statistics; q and k after RoPE, v,
+    the attention output and the kernel's fp32 log-sum-exp; in a sequential block the attention's output
+    projection (the residual the second norm reads); with query/key norms the projections' outputs they read;
+    with a fused qkv projection and RoPE the projection's whole output (v is a view of it); the MLP's matmul
+    outputs and, gated, their product (the down projection's input). Eager attention keeps its probabilities.
+    For six gated decoders this equals the replay to 0.01 bytes; GPT-2 and Phi-2 keep 7-11 % more there
+    (transposed copies of Conv1D inputs, partial RoPE's concatenation), still far below eager
+    (calibration/compiled_activations.py). Thunder's rematerialisation is taken alike (not replayed)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    norms = arch.norms_per_layer if arch is not None else 2
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    rope = arch is None or not arch.learned_positions
+    statistics = 8.0 if arch is not None and arch.norm == "layernorm" else 4.0  # fp32 per token: rstd (and mean)
+    kept = 2.0 + (2.0 + statistics / hidden) * norms
+    kept += 2.0 * width + 4.0 * kv_width + 2.0 * width + 4.0 * geometry.heads / hidden
+    if norms != 1:
+        kept += 2.0
+    if arch is not None and arch.qk_norm:
+        kept += 2.0 * width + 2.0 * kv_width + statistics * (geometry.heads + geometry.kv_heads) / hidden
+    if "qkv_proj" in geometry.lora_dims and rope:
+        kept += 2.0 * width + 2.0 * kv_width
+    kept += (6.0 if gated else 4.0) * ffn
+    if plan.attention == "eager":
+        kept += 2.0 * geometry.heads * seq / hidden
+    return kept
 
 
 def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

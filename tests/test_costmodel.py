@@ -330,3 +330,36 @@ def test_gpt_fast_generation_keeps_its_causal_mask_and_decodes_on_the_math_kerne
     plain = estimate(Plan(**{**plan.__dict__, "model_code": "transformers"})).allocated.estimate
     assert result.allocated.estimate == pytest.approx(plain + 131072**2 + 6 * expanded, rel=0.001)
     assert any("causal mask of 131072x131072" in note for note in result.assumptions)
+
+
+def test_a_compiled_layer_keeps_what_aotautograds_partitioner_keeps():
+    """torch.compile's partitioner (replayed with aot_eager_decomp_partition on the CPU) keeps the matmuls' and
+    attention's inputs and outputs and recomputes the rest: the accounting equals the replay for gated decoders;
+    GPT-2 and Phi-2 keep a little more there, never more than eager."""
+    import msgspec
+
+    from trainlint.estimator.costmodel import compiled_layer_coefficient
+
+    measured = _calibration("compiled_activations.json")
+    assert len(measured["rows"]) >= 8
+    for row in measured["rows"]:
+        arch = find_architecture(row["model"])
+        factor = arch.hidden // row["scaled_hidden"]  # replayed at the same proportions, a smaller scale
+        scaled = msgspec.structs.replace(arch, hidden=row["scaled_hidden"], intermediate=arch.intermediate // factor,
+                                         head_dim=shape(arch).head_dim // factor if arch.head_dim else None)
+        plan = Plan(model=scaled, dtype="bf16", compiled=True)
+        coefficient = compiled_layer_coefficient(plan, shape(scaled), measured["seq"])
+        if "gate_proj" in shape(arch).lora_dims:
+            assert coefficient == pytest.approx(row["compiled"], rel=0.02), row["model"]
+        else:
+            assert 0.85 * row["compiled"] < coefficient <= row["compiled"] < row["eager"], row["model"]
+
+
+def test_a_compiled_training_step_keeps_fewer_activations_with_eager_at_the_high_end():
+    eager = estimate(_plan(batch_size=4)).breakdown.activations
+    compiled = estimate(_plan(batch_size=4, compiled=True))
+    assert compiled.breakdown.activations.estimate < 0.75 * eager.estimate
+    assert compiled.breakdown.activations.high == eager.high
+    assert any("compiled" in note for note in compiled.assumptions)
+    with_adapters = estimate(_plan(batch_size=4, compiled=True, lora_rank=16)).breakdown.activations
+    assert with_adapters.estimate == estimate(_plan(batch_size=4, lora_rank=16)).breakdown.activations.estimate
