@@ -162,6 +162,10 @@ class Plan:
     omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
     # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
     compiled: bool = False
+    # torchtune's recipe features: each parameter's optimizer step runs in a hook as soon as its gradient is ready
+    # (optimizer_in_bwd), and saved activations go to pinned CPU memory (enable_activation_offloading)
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
@@ -284,12 +288,14 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
         activations, logits, kv, prompt_kv = _activations(plan, arch, geometry, notes)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
+        if plan.optimizer_in_backward and plan.mode == "train":
+            gradients, step = _optimizer_in_backward(plan, geometry, trainable, notes), ZERO
         breakdown = Breakdown(
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
             cublas_workspace=workspace, dequantised=_dequantised(plan, geometry, notes),
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
-            gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+            gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
             prompt_kv_cache=prompt_kv if plan.mode == "generate" and plan.model_code != "litgpt" else None,
             **_gpt_fast_terms(plan, geometry, notes),
         )
@@ -345,6 +351,8 @@ def _validate(plan: Plan) -> None:
         raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
+    if plan.optimizer_in_backward and plan.grad_accum > 1:
+        raise CannotEstimate("an optimizer step in the backward frees each gradient at once: it cannot accumulate micro-batches")
 
 
 # ---------------------------------------------------------------------- parameters and states
@@ -474,6 +482,20 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy
         notes.append("DDP keeps its gradient buckets, a second copy of the gradients")
     return temporary, buckets
+
+
+def _optimizer_in_backward(plan: Plan, geometry: Shape | None, trainable: int, notes: list[str]) -> Interval:
+    """torchtune's optimizer_in_bwd (training.register_optim_in_bwd_hooks): one optimizer per parameter, stepped
+    and zeroed (set to None) in the parameter's post-accumulate-grad hook. Gradients never coexist: the largest
+    parameter's gradient and its step's temporary are alive during the backward, and there is no step phase."""
+    lora = plan.lora_rank is not None
+    state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
+    grad_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][1]
+    largest = _largest_tensor(geometry, trainable) if not lora else trainable / max(1, geometry.layers if geometry else 1)
+    temporary = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0) * state_bytes
+    notes.append("optimizer step in the backward (one optimizer per parameter, stepped as its gradient is ready): "
+                 "one parameter's gradient at a time, no step phase")
+    return Interval.exact(largest * (grad_bytes + temporary))
 
 
 # torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are multiples of 512 bytes;
@@ -649,11 +671,16 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             if plan.checkpoint_policy == "selective":
                 notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
             activations = kept + per_layer * (geometry.layers - checkpointed) + per_layer
+            if plan.activation_offloading:
+                layer_input = 2.0 * tokens * geometry.hidden * (act_bytes / 2)
+                activations = _offloaded(per_layer, min(_OFFLOAD_STASH, geometry.layers) * layer_input, notes)
             if plan.checkpoint_every > 1:
                 notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
                              f"{geometry.layers}); the others keep all their activations")
             else:
                 notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
+        elif plan.activation_offloading:
+            activations = _offloaded(per_layer, per_layer, notes)
         else:
             activations = per_layer * geometry.layers
             if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
@@ -700,6 +727,22 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
     return live, logits_bytes, kv, prompt_kv
+
+
+# torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded
+# (max_fwd_stash_size, its default), so that the copy on the side stream can finish.
+_OFFLOAD_STASH = 5
+
+
+def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
+    """Activations on the device with torchtune's activation offloading (training.OffloadActivations, a
+    saved-tensors hook): every saved tensor of 1 KiB or more is copied to pinned CPU memory in the forward and
+    brought back when the backward needs it. The device holds one layer's saved tensors (recomputed, or
+    brought back) and the forward stash, the last five offloaded tensors kept until their copies finish: with
+    checkpointing five layer inputs, without at most a layer's worth (counted whole, an upper bound)."""
+    notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
+                 f"{_OFFLOAD_STASH} being copied and one layer's worth")
+    return per_layer + stash
 
 
 def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dict[str, Interval]:

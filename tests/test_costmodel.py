@@ -363,3 +363,28 @@ def test_a_compiled_training_step_keeps_fewer_activations_with_eager_at_the_high
     assert any("compiled" in note for note in compiled.assumptions)
     with_adapters = estimate(_plan(batch_size=4, compiled=True, lora_rank=16)).breakdown.activations
     assert with_adapters.estimate == estimate(_plan(batch_size=4, lora_rank=16)).breakdown.activations.estimate
+
+
+def test_torchtunes_optimizer_in_backward_and_activation_offloading():
+    """optimizer_in_bwd steps each parameter in its post-accumulate-grad hook and frees its gradient: one
+    gradient at a time, no step phase; activation offloading moves saved tensors to pinned CPU memory,
+    keeping one layer and the last five offloaded tensors (layer inputs under checkpointing) on the device."""
+    llama = find_architecture("llama-3.2-1b")
+    geometry = shape(llama)
+    common = dict(model=llama, dtype="bf16", batch_size=4, seq_len=2048)
+    plain = estimate(Plan(**common))
+    in_backward = estimate(Plan(**common, optimizer_in_backward=True))
+    largest = max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+    assert in_backward.breakdown.gradients.estimate == largest * (2 + 2)  # its gradient and its foreach temporary
+    assert in_backward.breakdown.optimizer_step.estimate == 0
+    short = dict(common, batch_size=1, seq_len=256)  # the optimizer step's phase holds the peak: it is gone
+    assert estimate(Plan(**short, optimizer_in_backward=True)).allocated.estimate < 0.8 * estimate(Plan(**short)).allocated.estimate
+    assert in_backward.allocated.estimate >= plain.allocated.estimate  # the activations' phase is unchanged
+    with pytest.raises(CannotEstimate):
+        estimate(Plan(**common, optimizer_in_backward=True, grad_accum=4))
+    checkpointed = estimate(Plan(**common, gradient_checkpointing=True)).breakdown.activations.estimate
+    offloaded = estimate(Plan(**common, gradient_checkpointing=True, activation_offloading=True)).breakdown.activations.estimate
+    layer_input = 2 * 4 * 2048 * llama.hidden
+    one_layer = checkpointed - llama.layers * layer_input  # what a checkpointed run keeps beyond the layers' inputs
+    assert offloaded == pytest.approx(one_layer + 5 * layer_input)
+    assert offloaded < checkpointed
