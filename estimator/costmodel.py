@@ -180,6 +180,9 @@ class Plan:
     # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
     # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
     previous_graph_alive: bool | None = None
+    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
+    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
+    prompt_logits_whole: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -704,8 +707,12 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         logits_bytes = batch * prompt * geometry.vocab * 6
     elif plan.mode == "generate":
         logits_bytes = batch * geometry.vocab * _SAMPLING_BYTES[end]
-        if end == 2:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
+        whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
+        if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
             logits_bytes += batch * prompt * geometry.vocab * 6
+        if plan.prompt_logits_whole is None and prompt > 1:
+            notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
+                         f"earlier versions every position's (the high end); {_settled_by('transformers')}")
     else:
         logits_bytes = batch * prompt * geometry.vocab * 4
     kv = prompt_kv = 0.0
@@ -819,7 +826,7 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         )
         notes.append("activations per layer from LitGPT's modules (fused qkv, its RMSNorm and GELU, adapters in the model's dtype)")
         if plan.quant is not None and plan.mode == "train":
-            notes.append(_QUANT_INPUTS_NOTE)
+            notes.append(_quant_inputs_note(plan))
         return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
     measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
     if plan.attention == "eager":
@@ -836,7 +843,7 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
         notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
         if plan.quant is not None:
-            notes.append(_QUANT_INPUTS_NOTE)
+            notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
@@ -877,8 +884,56 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     return extra
 
 
-_QUANT_INPUTS_NOTE = ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), "
-                      "earlier versions kept each one (the high end)")
+def _quant_inputs_note(plan: Plan) -> str:
+    if plan.quant_keeps_inputs is not None:
+        kept = "keeps each linear's input (before 0.43.2)" if plan.quant_keeps_inputs else "keeps no linear inputs (0.43.2 and later)"
+        return f"4-bit base: bitsandbytes {kept}"
+    return ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), earlier versions kept "
+            f"each one (the high end); {_settled_by('bitsandbytes')}")
+
+
+# Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
+# behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
+# the command line says, the estimate takes today's behaviour and the interval's other end the older one.
+VERSIONED_BEHAVIOURS = (
+    ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
+    ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+)
+LIBRARY_VERSION_FLAG = "--library-version"
+
+
+def _settled_by(library: str) -> str:
+    return f"{LIBRARY_VERSION_FLAG} {library}=VERSION settles it"
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The numeric release of a version string: "0.41.1" -> (0, 41, 1); "2.5.0+cu121", "4.46.0.dev0" alike."""
+    parts = []
+    for part in text.strip().split("+")[0].split("."):
+        digits = "".join(char for char in part if char.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+        if not part.isdigit():
+            break
+    if not parts:
+        raise CannotEstimate(f"not a version number: {text!r} (e.g. 0.43.2)")
+    return tuple(parts)
+
+
+def settings_for_versions(versions: dict[str, str]) -> dict[str, bool]:
+    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS); a library the
+    estimator does not follow is refused, so that a misspelt name is not silently ignored."""
+    known = {library for library, *_ in VERSIONED_BEHAVIOURS}
+    unknown = sorted(set(versions) - known)
+    if unknown:
+        raise CannotEstimate(f"no memory behaviour of {', '.join(unknown)} depends on its version here: "
+                             f"one of {', '.join(sorted(known))}")
+    settings = {}
+    for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
+        if library in versions:
+            settings[name] = before if _release(versions[library]) < _release(changed_in) else after
+    return settings
 
 
 def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:

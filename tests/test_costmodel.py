@@ -388,3 +388,30 @@ def test_torchtunes_optimizer_in_backward_and_activation_offloading():
     one_layer = checkpointed - llama.layers * layer_input  # what a checkpointed run keeps beyond the layers' inputs
     assert offloaded == pytest.approx(one_layer + 5 * layer_input)
     assert offloaded < checkpointed
+
+
+def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_and_names_the_flag():
+    """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.42 computed every prompt
+    position's logits. Unstated, the estimate takes today's behaviour, the high end the old one, and the note
+    names --library-version; stated, the version decides both ends."""
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
+    assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
+        "quant_keeps_inputs": False, "prompt_logits_whole": False}
+    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
+    with pytest.raises(CannotEstimate):
+        settings_for_versions({"torch": "2.1"})
+    qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
+
+    def run(*extra):
+        done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
+        return json.loads(done.stdout)
+
+    unstated, old, new = run(), run("--library-version", "bitsandbytes=0.41.1"), run("--library-version", "bitsandbytes=0.45.0")
+    assert any("--library-version bitsandbytes=VERSION settles it" in note for note in unstated["notes"])
+    assert not any("settles it" in note and "bitsandbytes" in note for note in old["notes"] + new["notes"])
+    peak = lambda report: report["peak"]["allocated"]  # noqa: E731
+    assert peak(new)["estimate"] == pytest.approx(peak(unstated)["estimate"])
+    assert peak(unstated)["estimate"] < peak(old)["estimate"]
+    assert peak(old)["high"] <= peak(unstated)["high"]

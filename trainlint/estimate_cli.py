@@ -44,6 +44,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
+    estimate.add_argument(
+        "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
+        help="an installed library whose memory use changed between releases (bitsandbytes, transformers), "
+        "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
+    )
     estimate.add_argument("--format", choices=("text", "json"), default="text")
 
     gpus = commands.add_parser("gpus", help="list the GPUs (or cloud instances) the estimator knows")
@@ -90,14 +95,31 @@ def run_estimate(args: argparse.Namespace) -> int:
         return _unknown(args, f"{reason}{hint}: there is no honest number to give")
     settings = dict(planned.settings)
     settings["gpus"] = target.count
+    inputs = dict(planned.inputs)
+    if args.library_version:
+        from trainlint.estimator.costmodel import settings_for_versions
+
+        versions = dict(args.library_version)
+        try:
+            settings.update(settings_for_versions(versions))
+        except CannotEstimate as error:
+            return _unknown(args, str(error))
+        inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
     try:
-        report = build(Plan(model=architecture, **settings), target, planned.inputs, planned.notes)
+        report = build(Plan(model=architecture, **settings), target, inputs, planned.notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
     print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
+
+
+def _library_version(text: str) -> tuple[str, str]:
+    name, _, version = text.partition("=")
+    if not name.strip() or not version.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VERSION (e.g. bitsandbytes=0.41.1), not {text!r}")
+    return name.strip().lower(), version.strip()
 
 
 def _checkpoint_every(text: str) -> int | None:
