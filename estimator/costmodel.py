@@ -31,7 +31,12 @@ OPTIMIZERS = (
 QUANTS = ("nf4", "nf4-dq", "int8")
 ATTENTIONS = ("eager", "sdpa", "flash")
 MODES = ("train", "infer", "generate")
-SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
+# Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
+# FULL_SHARD; FSDP's SHARD_GRAD_OP keeps a unit gathered from its forward to its backward)
+_SHARDED_PARAMETERS = ("fsdp", "fsdp-grad-op", "zero3")
+_SHARDED_GRADIENTS = ("zero2", *_SHARDED_PARAMETERS)
+_SHARDED_OPTIMIZER = ("zero1", *_SHARDED_GRADIENTS)
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
@@ -171,6 +176,10 @@ class Plan:
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
     # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
     model_code: str = "transformers"
+    # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
+    # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
+    # (Lightning's mixed precision keeps fp32 parameters and lets autocast cast).
+    fsdp_param_dtype: str | None = None
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
@@ -340,6 +349,8 @@ def _validate(plan: Plan) -> None:
     ):
         if value not in allowed:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+    if plan.fsdp_param_dtype is not None and plan.fsdp_param_dtype not in ("fp32", "bf16", "fp16"):
+        raise CannotEstimate(f"unknown FSDP param_dtype {plan.fsdp_param_dtype!r}: fp32, bf16 or fp16")
     if plan.checkpoint_policy not in ("full", "selective"):
         raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: full or selective")
     if plan.loss not in LOSSES:
@@ -385,7 +396,7 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
 
 def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: int, notes: list[str]):
     weight_bytes, grad_bytes, _, cache_bytes = _PRECISION[plan.dtype]
-    shards = plan.gpus if plan.sharding in ("fsdp", "zero3") else 1
+    shards = plan.gpus if plan.sharding in _SHARDED_PARAMETERS else 1
     lora = plan.lora_rank is not None and plan.mode == "train"
     if plan.quant is not None:
         if geometry is None:
@@ -414,27 +425,33 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
-    if cache and plan.sharding not in ("zero3", "fsdp"):
+    if cache and plan.sharding not in _SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
-    if plan.sharding in ("zero1", "zero2", "zero3", "fsdp"):
+    weights_high = weights
+    unsharded_gradients = gradients
+    if plan.sharding in _SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
-    if plan.sharding in ("zero2", "zero3", "fsdp"):
+    if plan.sharding in _SHARDED_GRADIENTS:
         gradients /= plan.gpus
-    if plan.sharding in ("zero3", "fsdp"):
-        # All-gathered: the unit being computed and the next, prefetched (FSDP's default backward prefetch);
-        # reduce-scattered: one unit's unsharded gradient.
+    if plan.sharding == "zero3":
+        # All-gathered: the unit being computed and the next, prefetched; reduce-scattered: one unit's gradient.
         in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
-        unsharded_gradients = gradients * plan.gpus
-        weights = weights / plan.gpus + in_flight
+        weights = weights_high = weights / plan.gpus + in_flight
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
         notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; "
                      "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
-        if plan.sharding == "fsdp" and plan.grad_accum > 1:
+    if plan.sharding in ("fsdp", "fsdp-grad-op"):
+        low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
+        weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
+        # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
+        gradients += _layer_bytes_of(geometry, _fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
+    if plan.sharding in _SHARDED_PARAMETERS:
+        if plan.sharding != "zero3" and plan.grad_accum > 1:
             gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
             notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
         if cache:
@@ -446,11 +463,59 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         optimizer = 0.0
         notes.append("optimizer state offloaded to the CPU")
     if "params" in plan.offload:
-        if plan.sharding not in ("zero3", "fsdp"):
+        if plan.sharding not in _SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
-        weights = _largest_layer_bytes(geometry, weight_bytes)
+        weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
-    return Interval.exact(weights), Interval.exact(gradients), Interval.exact(optimizer), Interval.exact(cache)
+    return (Interval(weights, weights, weights_high), Interval.exact(gradients), Interval.exact(optimizer),
+            Interval.exact(cache))
+
+
+def _fsdp_param_bytes(plan: Plan, weight_bytes: int, end: int) -> int:
+    """Bytes per gathered parameter under FSDP: the weights' own dtype, or under autocast the MixedPrecision
+    policy's param_dtype (16 bits at the estimate, fp32 at the high end where the plan does not say)."""
+    if not plan.dtype.startswith("amp"):
+        return weight_bytes
+    if plan.fsdp_param_dtype is not None:
+        return 4 if plan.fsdp_param_dtype == "fp32" else 2
+    return 4 if end == 2 else 2
+
+
+def _fsdp_root_params(geometry: Shape | None) -> float:
+    """The root unit's parameters under the usual wrapping (one unit per transformer layer): the embeddings
+    and an untied LM head."""
+    return 0.0 if geometry is None else float(geometry.embedding_params + geometry.lm_head_params)
+
+
+def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[float, float]:
+    """Gathered (unsharded) parameters alive at the peak under FSDP, at the estimate and the high end.
+
+    FULL_SHARD: FSDP (1 and 2) does not reshard the root unit after its forward (`_post_forward_reshard`: not
+    `state._is_root`; fully_shard's root: "the parameters would be freed and all-gathered immediately"), so
+    the embeddings and LM head stay gathered through the forward and backward; beside them the unit being
+    computed and the next one, prefetched (backward_prefetch=BACKWARD_PRE, the default; limit_all_gathers
+    allows two in flight). SHARD_GRAD_OP does not reshard any unit after its forward: at the turn from the
+    forward to the backward every unit is gathered."""
+    per_layer = _layer_bytes_of(geometry, 1)
+    root = _fsdp_root_params(geometry)
+    layers = (geometry.layers if geometry is not None else 0) if plan.sharding == "fsdp-grad-op" else 2
+    if plan.quant is not None:  # the units gather the packed 4-bit (or 8-bit) storage; embeddings and head in 16 bits
+        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * _QUANT_BYTES[plan.quant]
+        return gathered, gathered
+    if plan.sharding == "fsdp-grad-op" and geometry is None:
+        layers, per_layer = 1, float(params)
+    gathered = root + layers * per_layer
+    if plan.sharding == "fsdp-grad-op":
+        notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {plan.gpus} GPUs: gradients and optimizer state sharded; "
+                     "every unit stays gathered from its forward to its backward")
+    else:
+        notes.append(f"fsdp over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; the root unit "
+                     "(embeddings, LM head) stays gathered through the step, beside the unit being computed and the "
+                     "next one (prefetched); one unit's gradient being reduce-scattered")
+    if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
+        notes.append("FSDP mixed precision: gathered parameters in 16 bits (param_dtype=bf16, accelerate's and "
+                     "torchtitan's policy) at the estimate, fp32 (Lightning's, autocast casting) at the high end")
+    return (gathered * _fsdp_param_bytes(plan, weight_bytes, 1), gathered * _fsdp_param_bytes(plan, weight_bytes, 2))
 
 
 # torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
@@ -466,7 +531,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         return ZERO, ZERO
     lora = plan.lora_rank is not None
     state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
-    shards = plan.gpus if plan.sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
+    shards = plan.gpus if plan.sharding in _SHARDED_OPTIMIZER else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
     if share and "optimizer" not in plan.offload:
@@ -524,7 +589,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
     """The blocks' rounding over the model's weight matrices (and, in full training, their gradients and
     optimizer states: tensors of the same shapes), each in a fresh segment as when they are created.
     Low end 0: expandable segments (PYTORCH_CUDA_ALLOC_CONF) map memory without these segments."""
-    if geometry is None or plan.sharding in ("fsdp", "zero3"):
+    if geometry is None or plan.sharding in _SHARDED_PARAMETERS:
         return ZERO
     dims = geometry.lora_dims
     fused = "qkv_proj" in dims  # one matrix where the model fuses them (LitGPT, GPT-NeoX)

@@ -415,3 +415,26 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     assert peak(new)["estimate"] == pytest.approx(peak(unstated)["estimate"])
     assert peak(unstated)["estimate"] < peak(old)["estimate"]
     assert peak(old)["high"] <= peak(unstated)["high"]
+
+
+def test_fsdp_keeps_the_root_unit_gathered_and_gathers_units_in_the_mixed_precision_dtype():
+    """FSDP does not reshard the root unit after its forward (the embeddings and LM head under the usual
+    one-unit-per-layer wrapping) and keeps the unit being computed and the prefetched next one gathered;
+    under autocast the gathered units are in MixedPrecision's param_dtype (16 bits at the estimate, as
+    accelerate sets it; fp32 at the high end); SHARD_GRAD_OP keeps every unit gathered into the backward."""
+    geometry = shape(LLAMA)
+    params = parameter_count(LLAMA)
+    root = geometry.embedding_params + geometry.lm_head_params
+    layer = (params - root) / geometry.layers
+    bf16 = estimate(_plan(gpus=8, sharding="fsdp")).breakdown.weights
+    assert bf16.estimate == pytest.approx(params * 2 / 8 + (root + 2 * layer) * 2)
+    amp = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16"))
+    weights = amp.breakdown.weights
+    assert (weights.estimate, weights.high) == pytest.approx((params * 4 / 8 + (root + 2 * layer) * 2, params * 4 / 8 + (root + 2 * layer) * 4))
+    assert any("param_dtype=bf16" in note for note in amp.assumptions)
+    stated = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", fsdp_param_dtype="fp32")).breakdown.weights
+    assert stated.estimate == stated.high == pytest.approx(weights.high)
+    grad_op = estimate(_plan(gpus=8, sharding="fsdp-grad-op")).breakdown.weights
+    assert grad_op.estimate == pytest.approx(params * 2 / 8 + params * 2)
+    qlora = estimate(_plan(gpus=8, sharding="fsdp", lora_rank=16, quant="nf4")).breakdown.weights
+    assert qlora.estimate - 2 * root < (bf16.estimate - 2 * root) / 2  # the layers' units gather the packed 4-bit storage
