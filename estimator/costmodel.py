@@ -273,14 +273,20 @@ class CannotEstimate(ValueError):
     """The configuration lacks something the model needs (an unknown model, no sequence length)."""
 
 
-def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES) -> Estimate:
+def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
+             compute_capability: str | None = None) -> Estimate:
     """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
-    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there."""
+    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
+    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA)."""
     _validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     notes: list[str] = []
+    asked = plan
+    kernel = attention_kernel(plan, compute_capability, notes)
+    if kernel != plan.attention:
+        plan = dataclasses.replace(plan, attention=kernel)
     if plan.model_code == "litgpt" and arch.kind == "decoder":
         arch, changes = litgpt.litgpt_architecture(arch)
         plan = dataclasses.replace(plan, model=arch)
@@ -339,7 +345,34 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
     process = reserved + Interval.exact(context_bytes) + outside_allocator
+    plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
+
+
+def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
+    """The attention a device runs for what was asked, as far as memory goes (torch's sdp_utils: the flash
+    kernel needs compute capability 8.0 or newer and 16-bit inputs, the memory-efficient kernel runs from 5.0
+    on fp16 and fp32, bf16 from 8.0; otherwise SDPA falls back to the math kernel, which materialises the
+    probabilities as eager attention does). FlashAttention-2 (transformers' flash_attention_2) runs from 8.0."""
+    if compute_capability is None or plan.attention == "eager" or plan.model is None or plan.model.kind == "diffusion":
+        return plan.attention
+    try:
+        capability = tuple(int(part) for part in compute_capability.split("."))
+    except ValueError:
+        return plan.attention
+    if capability >= (8, 0):
+        return plan.attention
+    if plan.attention == "flash":
+        raise CannotEstimate(f"FlashAttention-2 needs compute capability 8.0 or newer; this GPU has {compute_capability}: "
+                             "use --attention sdpa (or eager)")
+    if plan.dtype in ("bf16", "amp-bf16"):
+        notes.append(f"SDPA on compute capability {compute_capability} with bf16: neither fused kernel takes it (flash needs "
+                     "8.0, the memory-efficient kernel bf16 from 8.0); the math kernel keeps the attention probabilities, "
+                     "counted as eager attention")
+        return "eager"
+    notes.append(f"SDPA on compute capability {compute_capability}: no flash kernel (8.0 and newer); the memory-efficient "
+                 "kernel keeps what flash keeps (no score matrices)")
+    return plan.attention
 
 
 def _validate(plan: Plan) -> None:

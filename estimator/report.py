@@ -34,7 +34,7 @@ class MemoryReport:
 
 def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], script_notes: list[str] | None = None) -> MemoryReport:
     context = target.gpu.context_bytes
-    result = estimate(plan, context, target.gpu.blas_workspace_bytes)
+    result = estimate(plan, context, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
     report = MemoryReport(plan, target, result, outcome, inputs, script_notes=list(script_notes or []))

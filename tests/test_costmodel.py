@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -438,3 +439,24 @@ def test_fsdp_keeps_the_root_unit_gathered_and_gathers_units_in_the_mixed_precis
     assert grad_op.estimate == pytest.approx(params * 2 / 8 + params * 2)
     qlora = estimate(_plan(gpus=8, sharding="fsdp", lora_rank=16, quant="nf4")).breakdown.weights
     assert qlora.estimate - 2 * root < (bf16.estimate - 2 * root) / 2  # the layers' units gather the packed 4-bit storage
+
+
+def test_the_attention_kernel_follows_the_gpu_generation():
+    """torch's SDPA has no flash kernel before compute capability 8.0; its memory-efficient kernel keeps the
+    same (fp16, fp32), but takes bf16 only from 8.0, so bf16 on a V100 runs the math kernel, which keeps the
+    probabilities as eager attention does. FlashAttention-2 needs 8.0."""
+    plan = _plan(batch_size=2, seq_len=1024, dtype="fp16")
+    a100 = estimate(plan, compute_capability="8.0").breakdown.activations.estimate
+    v100 = estimate(plan, compute_capability="7.0")
+    assert v100.breakdown.activations.estimate == a100
+    assert any("memory-efficient kernel keeps what flash keeps" in note for note in v100.assumptions)
+    bf16 = _plan(batch_size=2, seq_len=1024, dtype="bf16")
+    math_kernel = estimate(bf16, compute_capability="7.0")
+    assert math_kernel.breakdown.activations.estimate == estimate(replace(bf16, attention="eager")).breakdown.activations.estimate
+    assert math_kernel.breakdown.activations.estimate > 1.3 * estimate(bf16, compute_capability="9.0").breakdown.activations.estimate
+    assert math_kernel.plan.attention == "sdpa"  # what was asked; the note says what runs
+    with pytest.raises(CannotEstimate, match="8.0 or newer"):
+        estimate(replace(plan, attention="flash"), compute_capability="7.0")
+    result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
+                             "--attention", "flash", "--seq-len", "512"], capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "FlashAttention-2 needs compute capability 8.0" in result.stderr
