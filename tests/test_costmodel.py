@@ -240,6 +240,14 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
     full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
     selective = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_policy="selective")).breakdown.activations.estimate
     assert full < selective < estimate(_plan(batch_size=4)).breakdown.activations.estimate
+    # torchtitan's op policy recomputes every second matmul of a layer as well
+    alternate = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="alternate", dtype="bf16")
+    assert selective_coefficient(alternate, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["alternate"], rel=0.01)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+         "--activation-checkpointing", "alternate", "--format", "json"], capture_output=True, text=True, check=False,
+    )
+    assert any("torchtitan's op policy" in note for note in json.loads(result.stdout)["notes"])
 
 
 def test_autocast_keeps_what_cuda_autocast_keeps():

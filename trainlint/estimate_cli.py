@@ -32,9 +32,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
     estimate.add_argument(
-        "--activation-checkpointing", metavar="full|selective|every-N",
+        "--activation-checkpointing", metavar="full|selective|alternate|every-N",
         help="checkpoint every layer (full, the same as --gradient-checkpointing), every layer keeping its matmul "
-        "and attention outputs (selective), or every N-th layer (every-2, ...)",
+        "and attention outputs (selective) or every other matmul's (alternate: torchtitan's op policy), or every "
+        "N-th layer (every-2, ...)",
     )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
@@ -81,12 +82,12 @@ def run_estimate(args: argparse.Namespace) -> int:
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None,
     }
-    if args.activation_checkpointing == "selective":
-        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, "selective"
+    if args.activation_checkpointing in ("selective", "alternate"):
+        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
     elif args.activation_checkpointing is not None:
         every = _checkpoint_every(args.activation_checkpointing)
         if every is None:
-            return _unknown(args, f"--activation-checkpointing takes full, selective or every-N, not {args.activation_checkpointing!r}")
+            return _unknown(args, f"--activation-checkpointing takes full, selective, alternate or every-N, not {args.activation_checkpointing!r}")
         overrides["gradient_checkpointing"], overrides["checkpoint_every"] = True, every
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
