@@ -326,8 +326,13 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         allocated = _larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
     if plan.quant is not None and geometry is not None:
         # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
-        # beside the quantised rest (up to twice, while it is converted).
+        # beside the quantised rest (up to twice, while it is converted). bitsandbytes' int8 (Int8Params.cuda,
+        # double_quant) also makes a column-major int8 copy of the weight beside the row-major one it keeps,
+        # and frees it after: one more byte per parameter of the largest quantised weight.
         largest = 2.0 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+        if plan.quant == "int8":
+            quantised_head = geometry.lm_head_params if plan.model_code == "litgpt" else 0
+            largest += max(quantised_head, geometry.hidden * geometry.intermediate)
         loading = breakdown.weights + Interval(largest, largest, 2 * largest)
         allocated = _larger(allocated, loading)
         if loading.estimate >= allocated.estimate:

@@ -468,3 +468,16 @@ def test_the_attention_kernel_follows_the_gpu_generation():
     result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
                              "--attention", "flash", "--seq-len", "512"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "FlashAttention-2 needs compute capability 8.0" in result.stderr
+
+
+def test_int8_quantisation_on_loading_holds_a_column_major_copy_too():
+    """bitsandbytes' Int8Params.cuda quantises with double_quant, which returns the row-major int8 weight it
+    keeps and a column-major one it frees after: while the largest weight is converted, its 16-bit form and
+    both int8 copies are on the device."""
+    falcon = find_architecture("falcon-7b")
+    geometry = shape(falcon)
+    common = dict(model=falcon, mode="generate", dtype="bf16", seq_len=5, max_context=261)
+    nf4, int8 = estimate(Plan(**common, quant="nf4")), estimate(Plan(**common, quant="int8"))
+    largest_16bit = 2 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+    assert int8.allocated.estimate == pytest.approx(int8.breakdown.weights.estimate + largest_16bit + geometry.hidden * geometry.intermediate)
+    assert nf4.allocated.estimate == pytest.approx(nf4.breakdown.weights.estimate + largest_16bit)
