@@ -195,6 +195,9 @@ class Plan:
     # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
     # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
+    # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
+    # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
+    rotary_cache: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -217,15 +220,18 @@ class Breakdown:
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
-    # Generation: the KV cache while the prompt is read (its own tokens only). The prompt's working memory
-    # (`activations`) is alive then, not while the new tokens are generated with the whole cache.
+    # A forward without backward (inference, generation; transformers' code): the KV cache while the prompt is
+    # read (its own tokens only). The prompt's working memory (`activations`), then the logits its LM head
+    # computes (`prompt_logits`, after the layers are done), are alive then, not while the new tokens are
+    # generated with the whole cache; `logits` holds what sampling keeps at every step.
     prompt_kv_cache: Interval | None = None
+    prompt_logits: Interval = ZERO
     # gpt-fast: its causal-mask buffer (cache length squared, one byte each) and what a decoding step's attention
     # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
     causal_mask: Interval = ZERO
     decode_attention: Interval = ZERO
 
-    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
+    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "prompt_logits", "logits", "kv_cache",
              "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
              "cublas_workspace", "block_rounding")
 
@@ -240,8 +246,9 @@ class Breakdown:
         loss = _larger(self.logits, self.dequantised + self.loss_beside_dequantised)
         if self.prompt_kv_cache is None:
             working = self.activations + self.kv_cache
-        else:  # generation: reading the prompt, or generating with the whole cache, whichever holds more
-            working = _larger(self.activations + self.prompt_kv_cache, self.kv_cache + self.decode_attention)
+        else:  # reading the prompt (its layers, then its logits), or generating with the whole cache
+            prompt = self.prompt_kv_cache + _larger(self.activations, self.prompt_logits)
+            working = _larger(prompt, self.kv_cache + self.decode_attention)
         total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
         total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         return total + self.gradients if self.gradients_in_backward else total
@@ -307,7 +314,8 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
         weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
-        activations, logits, kv, prompt_kv = _activations(plan, arch, geometry, notes)
+        weights = weights + _rotary_cache(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv, prompt_logits = _activations(plan, arch, geometry, notes)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         if plan.optimizer_in_backward and plan.mode == "train":
             gradients, step = _optimizer_in_backward(plan, geometry, trainable, notes), ZERO
@@ -317,7 +325,8 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
             gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
-            prompt_kv_cache=prompt_kv if plan.mode == "generate" and plan.model_code != "litgpt" else None,
+            prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
+            prompt_logits=prompt_logits,
             **_gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
@@ -510,6 +519,30 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval.exact(gradients), Interval.exact(optimizer),
             Interval.exact(cache))
+
+
+# transformers' model families whose attention layers each built a rotary embedding with cos and sin caches
+# for max_position_embeddings positions (register_buffer("cos_cached", ...)), and the first release without
+# them (read from the releases' modeling files: 4.38.2 to 4.46.0).
+_ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0", "starcoder2": "4.45.0", "mistral": "4.42.0"}
+
+
+def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
+    """The per-layer cos and sin caches of the families in _ROTARY_CACHE_UNTIL under older transformers:
+    two tensors of max_position_embeddings x head_dim per layer, in the dtype the model is loaded in
+    (from_pretrained sets it as the default while the model is built)."""
+    if plan.model_code != "transformers" or geometry is None or arch.family not in _ROTARY_CACHE_UNTIL or not arch.max_positions:
+        return ZERO
+    if plan.rotary_cache is False:
+        return ZERO
+    dtype_bytes = 2 if plan.dtype in ("bf16", "fp16") else 4
+    size = 2.0 * geometry.layers * arch.max_positions * geometry.head_dim * dtype_bytes
+    if plan.rotary_cache:
+        return Interval.exact(size)
+    notes.append(f"transformers before {_ROTARY_CACHE_UNTIL[arch.family]} kept a rotary cos/sin cache for "
+                 f"{arch.max_positions} positions in every layer of {arch.family} models (the high end); "
+                 f"{_settled_by('transformers')}")
+    return Interval(0.0, 0.0, size)
 
 
 def _fsdp_param_bytes(plan: Plan, weight_bytes: int, end: int) -> int:
@@ -724,7 +757,7 @@ def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
 def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
     act_bytes = _PRECISION[plan.dtype][2]
     if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO
     if plan.seq_len is not None:
         lengths = (plan.seq_len,) * 3
     else:
@@ -737,13 +770,14 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
         )
-    activations, logits, kv, prompt_kv = [], [], [], []
+    activations, logits, kv, prompt_kv, prompt_logits = [], [], [], [], []
     for end, seq in enumerate(lengths):
         value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
         prompt_kv.append(value[3])
+        prompt_logits.append(value[4])
     measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     if plan.mode != "train":
@@ -755,6 +789,7 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
         Interval(kv[0], kv[1], kv[2]),
         Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
+        Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
     )
 
 
@@ -803,7 +838,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations, logits, 0.0, 0.0
+        return activations, logits, 0.0, 0.0, 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
@@ -812,18 +847,19 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         live = prompt * batch * geometry.hidden * inference_layer_coefficient(plan, geometry, prompt) * (act_bytes / 2)
         notes.append("working memory of the forward: the peak of one layer (the MLP's intermediate tensors, or the "
                      "attention scores with eager attention), beside the embeddings and the residual stream")
+    prompt_logits = 0.0  # transformers: computed after the layers, not alive beside their working memory
     if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
         logits_bytes = batch * prompt * geometry.vocab * 6
     elif plan.mode == "generate":
         logits_bytes = batch * geometry.vocab * _SAMPLING_BYTES[end]
         whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
         if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
-            logits_bytes += batch * prompt * geometry.vocab * 6
+            prompt_logits = batch * prompt * geometry.vocab * 6
         if plan.prompt_logits_whole is None and prompt > 1:
             notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
                          f"earlier versions every position's (the high end); {_settled_by('transformers')}")
     else:
-        logits_bytes = batch * prompt * geometry.vocab * 4
+        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * 4
     kv = prompt_kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
@@ -842,7 +878,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         kv = cached(context)
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv, prompt_kv
+    return live, logits_bytes, kv, prompt_kv, prompt_logits
 
 
 # torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded
@@ -1030,9 +1066,10 @@ def _release(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def settings_for_versions(versions: dict[str, str]) -> dict[str, bool]:
-    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS); a library the
-    estimator does not follow is refused, so that a misspelt name is not silently ignored."""
+def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
+    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
+    family, transformers' per-layer rotary caches too); a library the estimator does not follow is refused,
+    so that a misspelt name is not silently ignored."""
     known = {library for library, *_ in VERSIONED_BEHAVIOURS}
     unknown = sorted(set(versions) - known)
     if unknown:
@@ -1042,6 +1079,9 @@ def settings_for_versions(versions: dict[str, str]) -> dict[str, bool]:
     for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
         if library in versions:
             settings[name] = before if _release(versions[library]) < _release(changed_in) else after
+    if "transformers" in versions and family is not None:
+        until = _ROTARY_CACHE_UNTIL.get(family)
+        settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
     return settings
 
 

@@ -271,10 +271,18 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
 
 def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_fp32_logits():
     llama = find_architecture("llama-3-8b")
-    logits = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160)).breakdown.logits
+    breakdown = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160)).breakdown
+    logits = breakdown.logits
     assert logits.low == 8 * llama.vocab * 8  # greedy: the fp32 next-token logits and their scores
-    assert logits.estimate == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
-    assert logits.high == 8 * llama.vocab * 38 + 8 * 4096 * llama.vocab * 6  # transformers before 4.42
+    assert logits.estimate == logits.high == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
+    prompt = breakdown.prompt_logits  # transformers before 4.42: every prompt position's, after the layers
+    assert (prompt.low, prompt.estimate, prompt.high) == (0, 0, 8 * 4096 * llama.vocab * 6)
+    whole = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160,
+                          prompt_logits_whole=True)).breakdown
+    working = max(whole.activations.estimate, whole.prompt_logits.estimate)  # the layers' working memory is gone by then
+    assert whole.forward_backward().estimate == pytest.approx(
+        whole.weights.estimate + whole.prompt_kv_cache.estimate + working + whole.logits.estimate
+        + whole.cublas_workspace.estimate + whole.block_rounding.estimate)
 
 
 def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
@@ -481,3 +489,23 @@ def test_int8_quantisation_on_loading_holds_a_column_major_copy_too():
     largest_16bit = 2 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
     assert int8.allocated.estimate == pytest.approx(int8.breakdown.weights.estimate + largest_16bit + geometry.hidden * geometry.intermediate)
     assert nf4.allocated.estimate == pytest.approx(nf4.breakdown.weights.estimate + largest_16bit)
+
+
+def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families():
+    """Qwen2's (and Phi's, Starcoder2's) attention built a rotary embedding with cos and sin caches for the
+    maximum length in every layer until transformers 4.45, Mistral's until 4.42: unknown, the high end counts
+    them; a stated version decides."""
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
+    assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
+    assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
+    assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
+    qwen = find_architecture("qwen2-0.5b")
+    geometry = shape(qwen)
+    cache = 2 * geometry.layers * qwen.max_positions * geometry.head_dim * 2
+    common = dict(model=qwen, mode="generate", dtype="bf16", seq_len=1, max_context=2049)
+    unknown = estimate(Plan(**common)).breakdown.weights
+    stated = estimate(Plan(**common, rotary_cache=True)).breakdown.weights
+    assert unknown.high - unknown.estimate == cache and stated.estimate - unknown.estimate == cache
+    assert estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.high == estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.estimate

@@ -102,7 +102,7 @@ def run_estimate(args: argparse.Namespace) -> int:
 
         versions = dict(args.library_version)
         try:
-            settings.update(settings_for_versions(versions))
+            settings.update(settings_for_versions(versions, architecture.family))
         except CannotEstimate as error:
             return _unknown(args, str(error))
         inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
