@@ -139,7 +139,7 @@ def published_results() -> list[dict]:
         config = settings.pop("config", None)
         name = settings.pop("model", None)
         arch = architecture_from_config(config, row["id"], "the row's config") if config else find_architecture(name)
-        for key in ("lora_targets", "offload"):
+        for key in ("lora_targets", "offload", "omitted_components"):
             if key in settings:
                 settings[key] = tuple(settings[key])
         target = resolve_target(row["gpu"], row["gpus"])
@@ -147,7 +147,8 @@ def published_results() -> list[dict]:
         context = row.get("context_bytes", target.gpu.context_bytes)
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
         try:
-            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes)
+            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes,
+                              target.gpu.compute_capability)
         except CannotEstimate as reason:
             peak, band, why = None, UNANSWERED, str(reason)
         else:

@@ -52,7 +52,7 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], scr
         plan = dataclasses.replace(plan, lora_targets=linears)
         script_notes += renamed
     context = target.gpu.context_bytes
-    result = estimate(plan, context, target.gpu.blas_workspace_bytes)
+    result = estimate(plan, context, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
     report = MemoryReport(plan, target, result, outcome, inputs, script_notes=script_notes)

@@ -35,9 +35,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
     estimate.add_argument(
-        "--activation-checkpointing", metavar="full|selective|every-N",
+        "--activation-checkpointing", metavar="full|selective|alternate|every-N",
         help="checkpoint every layer (full, the same as --gradient-checkpointing), every layer keeping its matmul "
-        "and attention outputs (selective), or every N-th layer (every-2, ...)",
+        "and attention outputs (selective) or every other matmul's (alternate: torchtitan's op policy), or every "
+        "N-th layer (every-2, ...)",
     )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
@@ -47,6 +48,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
+    estimate.add_argument(
+        "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
+        help="an installed library whose memory use changed between releases (bitsandbytes, transformers), "
+        "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
+    )
     estimate.add_argument("--format", choices=("text", "json"), default="text")
     estimate.add_argument(
         "--list-models", nargs="?", const="", metavar="QUERY",
@@ -85,12 +91,12 @@ def run_estimate(args: argparse.Namespace) -> int:
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None,
     }
-    if args.activation_checkpointing == "selective":
-        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, "selective"
+    if args.activation_checkpointing in ("selective", "alternate"):
+        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
     elif args.activation_checkpointing is not None:
         every = _checkpoint_every(args.activation_checkpointing)
         if every is None:
-            return _unknown(args, f"--activation-checkpointing takes full, selective or every-N, not {args.activation_checkpointing!r}")
+            return _unknown(args, f"--activation-checkpointing takes full, selective, alternate or every-N, not {args.activation_checkpointing!r}")
         overrides["gradient_checkpointing"], overrides["checkpoint_every"] = True, every
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
@@ -100,6 +106,15 @@ def run_estimate(args: argparse.Namespace) -> int:
     settings = dict(planned.settings)
     settings["gpus"] = target.count
     inputs, notes = _with_devices(args, target, planned.inputs, planned.notes)
+    if args.library_version:
+        from trainlint.estimator.costmodel import settings_for_versions
+
+        versions = dict(args.library_version)
+        try:
+            settings.update(settings_for_versions(versions, architecture.family))
+        except CannotEstimate as error:
+            return _unknown(args, str(error))
+        inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
@@ -142,6 +157,13 @@ def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[st
                 f"assumed, which {'shards' if sharding != 'ddp' else 'replicates'} nothing; give --gpus N"
             )
     return inputs, notes
+
+
+def _library_version(text: str) -> tuple[str, str]:
+    name, _, version = text.partition("=")
+    if not name.strip() or not version.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VERSION (e.g. bitsandbytes=0.41.1), not {text!r}")
+    return name.strip().lower(), version.strip()
 
 
 def _checkpoint_every(text: str) -> int | None:
