@@ -78,7 +78,7 @@ from trainlint.config import (
     rule_codes,
     target_gpu_problem,
 )
-from trainlint.discovery import Exclusions, MissingPathError, discover_files
+from trainlint.discovery import Exclusions, MissingPathError, discover_files, repository_top
 from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
 from trainlint.notebooks import CellPosition, Notebook, NotebookError
 from trainlint.output import Report, repository_root, visible, visible_lines
@@ -346,6 +346,7 @@ class _Task:
     fail_on: Severity  # from the file's own configuration (or --fail-on)
     unsafe: bool = False  # unsafe fixes are applied too (--unsafe-fixes)
     data: bytes | None = None  # stdin's content; None: read the file at path
+    patch_name: str = ""  # what --diff calls the file (``_patch_path``); standard input keeps its name
     roots: tuple[str, ...] = ()  # where imports of the user's own files are looked for
     fingerprint: bytes | None = None  # what besides its bytes the file's findings depend on; None: not cached
 
@@ -407,7 +408,7 @@ def _checked(task: _Task, cache: ResultCache | None) -> _Outcome:
         outcome.findings,
         outcome.text if outcome.findings else None,
         fixed=source.encode(outcome.text) if changed else None,
-        diff=unified_diff(source.text, outcome.text, task.path) if changed else "",
+        diff=unified_diff(source.text, outcome.text, task.patch_name or task.path) if changed else "",
         fix_count=outcome.resolved,
         fix_rejected=outcome.rejected,
         applied=tuple(outcome.applied_findings),
@@ -474,7 +475,7 @@ def _run_notebook(task: _Task, data: bytes, analyze, keep) -> _Outcome:
     return _Outcome(
         task.path, remaining, fixed_raw if remaining else None,
         fixed=fixed_raw.encode("utf-8"),
-        diff=unified_diff(raw, fixed_raw, task.path),
+        diff=unified_diff(raw, fixed_raw, task.patch_name or task.path),
         fix_count=outcome.resolved, fix_rejected=outcome.rejected, cells=fixed.cell_sources(),
         applied=tuple(_in_notebook(notebook, outcome.applied_findings)),
     )
@@ -756,7 +757,7 @@ def _check(args: argparse.Namespace) -> int:
             fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
             fixes = fixing and _may_write(path, writable)
             tasks.append(_Task(path, options.settings, ignored, fixes, options.fail_on, unsafe, roots=roots,
-                               fingerprint=fingerprint))
+                               fingerprint=fingerprint, patch_name=_patch_path(path) if args.diff else ""))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
         _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
@@ -1055,9 +1056,34 @@ def _print_applied_fixes(outcomes: list[_Outcome], verb: str) -> None:
         _tell(f"  {_printable(finding.path)}:{where} {finding.code} ({safety}): {finding.fix.description}")
 
 
+def _patch_path(path: str) -> str:
+    """What a diff calls a file, so that `git apply` in the working folder takes it: the path from
+    the working folder when the file is under it (git refuses `..` and absolute paths), else from the
+    top of its repository (apply it there), else the absolute path."""
+    absolute = Path(os.path.abspath(path))
+    relative = os.path.relpath(absolute, Path.cwd())
+    if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+        return Path(relative).as_posix()
+    top = repository_top(absolute.parent)
+    return absolute.relative_to(top).as_posix() if top is not None else absolute.as_posix()
+
+
+def _outside_top(path: str) -> str | None:
+    """For a file outside the working folder, the folder its diff path starts from ("/" outside any repository)."""
+    absolute = Path(os.path.abspath(path))
+    if not os.path.relpath(absolute).startswith(os.pardir + os.sep):
+        return None
+    top = repository_top(absolute.parent)
+    return str(top) if top is not None else "/"
+
+
 def _report_diff(args: argparse.Namespace, outcomes: list[_Outcome]) -> int:
     changed = [outcome for outcome in outcomes if outcome.diff]
     _emit(args, "".join(outcome.diff for outcome in changed), sys.stdout)
+    for top in sorted({top for outcome in changed if (top := _outside_top(outcome.path)) is not None}):
+        where = f"from {_printable(top)}: apply it there (`git -C {_printable(top)} apply`)" if top != "/" else \
+            "by their absolute paths (`patch -p1` applies it)"
+        print(f"trainlint: note: the diff names files outside the working folder {where}", file=sys.stderr)
     if not args.quiet:
         fixes = sum(outcome.fix_count for outcome in changed)
         files = len(changed)

@@ -170,7 +170,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
             continue
         if exclusions.excludes(absolute, is_dir=True):
             continue
-        top = _git_root(absolute)
+        top = repository_top(absolute)
         tops: dict[Path, Path | None] = {absolute: top}  # each folder's repository, nested ones included
         for folder, subfolders, files in os.walk(absolute):
             here = Path(folder)
@@ -204,7 +204,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
     return sorted(found.values(), key=_sort_key)
 
 
-def _git_root(folder: Path) -> Path | None:
+def repository_top(folder: Path) -> Path | None:
     """The enclosing repository's top folder, so ignore files above a named folder count too."""
     for candidate in (folder, *folder.parents):
         if (candidate / ".git").exists():
