@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # The estimator's modules that read a script (through trainlint.rules); every other one is the
 # memory model, which knows numbers, catalogs and configs, never syntax trees.
-SCRIPT_READER = {"reading", "anchors", "custom_models", "editor", "projected_oom"}
+SCRIPT_READER = {"reading", "training_loop", "anchors", "custom_models", "editor", "projected_oom"}
 MEMORY_MODEL = sorted(
     path.stem for path in (ROOT / "estimator").glob("*.py") if path.stem not in SCRIPT_READER | {"__init__"}
 )
