@@ -80,6 +80,8 @@ def test_the_half_is_the_parity_of_the_groups_hash():
     assert split_of("https://github.com/Lightning-AI/litgpt/blob/main/README.md") == "calibration"
     assert split_of("https://github.com/pytorch/torchtune/blob/main/README.md") == "test"
     assert split_of("https://github.com/pytorch/torchtune/issues/961") == "test"
+    # a repository that moved to a new owner stays one group: its rows cannot straddle the halves
+    assert split_of("https://github.com/meta-pytorch/torchtune/blob/main/README.md") == "test"
 
 
 def test_every_row_is_estimated_or_reported_unanswered():
