@@ -275,6 +275,8 @@ def test_ruffs_names_for_the_common_flags(project, capsys):
     assert capsys.readouterr().out == ""  # gen/ from the configuration, feats.py from the flag
     assert main(["check", "--show-files", "--isolated", "--extend-exclude", "gen", "."]) == 0
     assert capsys.readouterr().out == "feats.py\n"
+    assert main(["check", "--isolated", "--output-format", "json", "-o", "report.json", "feats.py"]) == 1
+    assert json.loads(Path("report.json").read_text())["summary"]["errors"] == 1
 
 
 def test_a_folder_without_python_files_is_told(project, capsys):

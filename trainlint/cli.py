@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or folders ('-' reads stdin)")
     check.add_argument("--output-format", "--format", dest="format", choices=FORMATS, default="terminal",
                        help="how findings are reported (--format is the older name)")
-    check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    check.add_argument("-o", "--output-file", "--output", dest="output", metavar="FILE",
+                       help="write the report to FILE instead of stdout (--output is the older name)")
     fixing = check.add_mutually_exclusive_group()
     fixing.add_argument("--fix", action="store_true", help="apply fixes to the files, then report what remains")
     fixing.add_argument("--diff", action="store_true", help="print the fixes as a diff without writing them")
