@@ -67,6 +67,8 @@ _LIGHTNING_PRECISION = {
 }
 # LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
+# The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
+_SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing"}
 # accelerate's Accelerator(mixed_precision=...): the forward of a model it prepares runs under autocast.
 _ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
@@ -118,6 +120,8 @@ class ScriptInputs:
     offload: Found | None = None
     max_new_tokens: Found | None = None
     notes: list[str] = field(default_factory=list)
+    # why a setting the script could turn on is read as off, by the setting (dropped where the command line states it)
+    off_notes: dict[str, str] = field(default_factory=dict)
 
     def found(self) -> dict[str, Found]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
@@ -148,6 +152,9 @@ class _Reader:
         self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
         self.training = training_loop(module)
         self.accelerator: tuple[cst.CSTNode, ParsedChunk] | None = None  # an Accelerator whose precision is not in the script
+        # settings a call would turn on that runs only where an option off by default is set: the name, the
+        # definition that keeps it off (an option, a field, a constant), the call and the test around it
+        self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -266,6 +273,7 @@ class _Reader:
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
         self._read_settings()
+        self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
             node, chunk = self.accelerator
@@ -292,6 +300,93 @@ class _Reader:
             if match is not None:
                 self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
                 return
+
+    # ------------------------------------------------------------------ switches
+    def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True) -> None:
+        """A setting a call turns on (checkpointing, compilation, offloading): on, unless a condition around the
+        call is false with the script's defaults (`if args.gradient_checkpointing:` over a store_true option),
+        when the setting is off, read from the definition that keeps it so (_read_switched_off)."""
+        guard = self._false_by_default(call)
+        if guard is None:
+            self._set(name, value, node, chunk)
+            return
+        (definition, home), test = guard
+        self._switch_off(name, definition, home, (
+            f"line {chunk.line_of(node)} (`{_short(chunk.code_for(node))}`) runs only when `{_short(chunk.code_for(test))}` "
+            f"holds, false by default (line {home.line_of(definition)})"
+        ))
+
+    def _switch_off(self, name: str, definition: cst.CSTNode, home: ParsedChunk, why: str) -> None:
+        """Off, from this definition, unless something else turns the setting on (the first reason is kept)."""
+        self.switched_off.setdefault(name, (definition, home, why))
+
+    def _read_switched_off(self) -> None:
+        for name, (definition, home, why) in self.switched_off.items():
+            if getattr(self.inputs, name) is not None:
+                continue  # another call turns it on (or states it) unconditionally
+            self._set(name, False, definition, home)
+            flag = _SWITCH_FLAGS.get(name)
+            self.inputs.off_notes[name] = (
+                f"{name.replace('_', ' ')}: {why}: read as off" + (f"; give {flag} if the run turns it on" if flag else "")
+            )
+
+    def _false_by_default(self, call) -> tuple[tuple[cst.CSTNode, ParsedChunk], cst.BaseExpression] | None:
+        """The definition (and the test) that keeps a call from running with the script's defaults: an `if`
+        around it whose test is false by default, or an `else` whose test is true; the same for a conditional
+        expression (`model = torch.compile(model) if args.compile else model`)."""
+        tests: list[tuple[cst.BaseExpression, bool]] = [
+            (condition.test, condition.branch == "if") for condition in call.context.conditions
+            if condition.test is not None and condition.branch in ("if", "else")
+        ]
+        statement = call.statement
+        if statement is not None:
+            for node in walk(statement):
+                if isinstance(node, cst.IfExp):
+                    if any(inner is call.node for inner in walk(node.body)):
+                        tests.append((node.test, True))
+                    elif any(inner is call.node for inner in walk(node.orelse)):
+                        tests.append((node.test, False))
+        for test, needs in tests:
+            truth = self._truth(test, call.chunk)
+            if truth is not None and truth[0] != needs:
+                return truth[1], test
+        return None
+
+    def _truth(self, test: cst.BaseExpression, chunk: ParsedChunk, depth: int = 0) -> tuple[bool, tuple[cst.CSTNode, ParsedChunk]] | None:
+        """Whether a condition holds with the script's defaults, and the definition that decides it; None when unknown."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._truth(test.expression, chunk, depth + 1)
+            return None if inner is None else (not inner[0], inner[1])
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._truth(test.left, chunk, depth + 1), self._truth(test.right, chunk, depth + 1)
+            deciding = False if isinstance(test.operator, cst.And) else True  # one such side decides
+            for side in (left, right):
+                if side is not None and side[0] is deciding:
+                    return side
+            return left if left is not None and right is not None else None
+        if isinstance(test, (cst.Name, cst.Attribute)):
+            definition = self._definition(test)
+            value = self.value(test, chunk)
+            if definition is None or value is UNKNOWN or value is ABSURD or not isinstance(value, (bool, int, float, str, type(None))):
+                return None
+            return bool(value), definition
+        return None
+
+    def _definition(self, node: cst.Name | cst.Attribute) -> tuple[cst.CSTNode, ParsedChunk] | None:
+        """Where an option (`args.x`), a config field (`cfg.x`) or a module constant (`X`) gets its default."""
+        if isinstance(node, cst.Attribute):
+            for table in (self.options, self.fields):
+                if node.attr.value in table:
+                    _, definition, home = table[node.attr.value]
+                    return definition, home
+            return None
+        entries = self.summary.bindings.get(node.value)
+        if not entries or len(entries) != 1:
+            return None
+        index, expression, _ = entries[0]
+        return expression, self.module.chunks[index]
 
     def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
         if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
@@ -392,7 +487,7 @@ class _Reader:
                 self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
             self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
         if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
-            self._set("gradient_checkpointing", True, node, chunk)
+            self._switch("gradient_checkpointing", call, node, chunk)
         if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
         if head == "StaticCache":
@@ -454,8 +549,16 @@ class _Reader:
             self._set("dtype", "amp-bf16", node, chunk)
         elif self.value(self.keyword(node, "fp16"), chunk) is True:
             self._set("dtype", "amp-fp16", node, chunk)
-        if self.value(self.keyword(node, "gradient_checkpointing"), chunk) is True:
+        checkpointing = self.keyword(node, "gradient_checkpointing")
+        if self.value(checkpointing, chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
+        elif checkpointing is not None and self.value(checkpointing, chunk) is False:
+            where = self._definition(checkpointing) if isinstance(checkpointing, (cst.Name, cst.Attribute)) else None
+            definition, home = where if where is not None else (node, chunk)
+            self._switch_off("gradient_checkpointing", definition, home, (
+                f"`gradient_checkpointing={_short(chunk.code_for(checkpointing))}` at line {chunk.line_of(node)} is false"
+                + (f" by default (line {home.line_of(definition)})" if where is not None else "")
+            ))
         optim = self.value(self.keyword(node, "optim"), chunk)
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
@@ -531,6 +634,11 @@ class _Reader:
                 self._set("grad_accum", value, node, chunk)
 
 
+def _short(code: str, limit: int = 60) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
 def workspace_roots(module: ModuleAnalysis) -> list[Path]:
     """The folders files named by the script may be read from: its workspace roots and its own folder."""
     roots = list(module.workspace.roots) if module.workspace is not None else []
@@ -583,6 +691,9 @@ def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.C
                 key = long.lstrip("-").replace("-", "_")
             else:
                 continue
+            if default is None:  # a switch's default is the opposite of what it stores
+                action = string_value(next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "action"), None))
+                default = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}.get(action or "")
             if default is not None:
                 options.append((key, default, node))
     chunk.memo["argparse_options"] = options
@@ -675,7 +786,10 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         reason = NO_MODEL
     if model_name is not None and model_source is not None:  # every branch that names a model names its source
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
-    return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])
+    notes = list(read.notes) if read is not None else []
+    if read is not None:
+        notes += [note for name, note in read.off_notes.items() if overrides.get(name) is None]
+    return ScriptPlan(settings, inputs, model_name, model_source, reason, notes)
 
 
 def _local_class_shown(read: ScriptInputs | None, local: Found) -> str:

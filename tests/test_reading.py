@@ -357,3 +357,69 @@ def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
     plain = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16")).breakdown.weights.estimate
     prepared = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16", kbit_prepared=True)).breakdown.weights.estimate
     assert prepared - plain == 2 * (128_256 * 4096 * 2)  # embeddings and LM head: 2 more bytes each
+
+
+# diffusers' DreamBooth scripts: checkpointing behind a store_true option, off unless the run passes it.
+_GUARDED_CHECKPOINTING = textwrap.dedent(
+    """\
+    import argparse
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    def parse_args():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--pretrained_model_name_or_path", type=str, default="stabilityai/stable-diffusion-xl-base-1.0")
+        parser.add_argument(
+            "--gradient_checkpointing",
+            action="store_true",
+            help="Whether or not to use gradient checkpointing to save memory at the expense of slower backward pass.",
+        )
+        parser.add_argument("--train_text_encoder", action="store_true")
+        return parser.parse_args()
+
+    def main(args):
+        unet = UNet2DConditionModel.from_pretrained(args.pretrained_model_name_or_path, subfolder="unet")
+        if args.gradient_checkpointing:
+            unet.enable_gradient_checkpointing()
+            if args.train_text_encoder:
+                text_encoder.gradient_checkpointing_enable()
+        optimizer = torch.optim.AdamW(unet.parameters())
+        for batch in loader:
+            unet(batch).sample.mean().backward()
+    """
+)
+
+
+def test_checkpointing_behind_an_option_that_is_off_by_default_is_read_as_off():
+    read = _read(_GUARDED_CHECKPOINTING)
+    found = read.found()["gradient_checkpointing"]
+    assert found.value is False and found.line == 8, "the option's definition, which keeps it off"
+    planned = plan_settings(read, {})
+    assert any("line 19 (`unet.enable_gradient_checkpointing()`) runs only when `args.gradient_checkpointing` holds" in note
+               and "--gradient-checkpointing" in note for note in planned.notes), planned.notes
+    stated = plan_settings(read, {"gradient_checkpointing": True})
+    assert stated.settings["gradient_checkpointing"] is True and not any("checkpointing" in note for note in stated.notes)
+
+
+def test_checkpointing_behind_an_option_that_is_on_by_default_or_unconditional_is_on():
+    on_by_default = _GUARDED_CHECKPOINTING.replace('action="store_true",\n', 'default=True,\n', 1)
+    assert _read(on_by_default).found()["gradient_checkpointing"].value is True
+    negated = _GUARDED_CHECKPOINTING.replace('"--gradient_checkpointing",\n        action="store_true"', '"--no_checkpointing",\n        action="store_true"')
+    negated = negated.replace("if args.gradient_checkpointing:", "if not args.no_checkpointing:")
+    assert _read(negated).found()["gradient_checkpointing"].value is True
+    also_unconditional = _GUARDED_CHECKPOINTING.replace("    optimizer = ", "    vae.enable_gradient_checkpointing()\n    optimizer = ")
+    assert _read(also_unconditional).found()["gradient_checkpointing"].value is True
+    trainer = textwrap.dedent(
+        """\
+        import argparse
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gradient_checkpointing", action="store_true")
+        args = parser.parse_args()
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        training_args = TrainingArguments("out", gradient_checkpointing=args.gradient_checkpointing)
+        Trainer(model=model, args=training_args).train()
+        """
+    )
+    found = _read(trainer).found()["gradient_checkpointing"]
+    assert found.value is False and found.line == 4
