@@ -18,6 +18,7 @@ import libcst as cst
 
 from trainlint.rules import (
     ACCELERATOR,
+    MODEL,
     ModuleAnalysis,
     ParsedChunk,
     dotted,
@@ -68,7 +69,7 @@ _LIGHTNING_PRECISION = {
 # LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
 # The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
-_SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing"}
+_SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile"}
 # accelerate's Accelerator(mixed_precision=...): the forward of a model it prepares runs under autocast.
 _ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
@@ -115,6 +116,7 @@ class ScriptInputs:
     previous_graph_alive: Found | None = None
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
+    compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
@@ -444,6 +446,9 @@ class _Reader:
             if not self.training.autocasts and id(node) not in self.training.other_autocasts:
                 self._read_autocast(node, chunk)  # no training loop found: any autocast not known to be elsewhere
         elif head == "Accelerator":
+            backend = self.value(self.keyword(node, "dynamo_backend"), chunk)
+            if isinstance(backend, str) and backend.lower() != "no":
+                self._set("compiled", True, node, chunk)  # accelerate compiles the model it prepares
             precision = self.value(self.keyword(node, "mixed_precision"), chunk)
             if isinstance(precision, str) and precision in _ACCELERATE_PRECISION:
                 self._set("dtype", _ACCELERATE_PRECISION[precision], node, chunk)
@@ -486,6 +491,12 @@ class _Reader:
             for keyword in ("height", "width"):
                 self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
             self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
+        if self._compiles_the_model(call, name, head):
+            self._switch("compiled", call, node, chunk)
+            mode = self.value(self.keyword(node, "mode"), chunk)
+            if mode in ("reduce-overhead", "max-autotune"):
+                self.inputs.notes.append(f"torch.compile(mode={mode!r}) at line {chunk.line_of(node)} records CUDA graphs, "
+                                         "whose memory pool is not counted")
         if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
             self._switch("gradient_checkpointing", call, node, chunk)
         if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
@@ -518,6 +529,14 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    @staticmethod
+    def _compiles_the_model(call, name: str, head: str) -> bool:
+        """torch.compile of a model (`model = torch.compile(model)`; not of a loss function or an optimizer step),
+        nn.Module's own `model.compile()`, torchtune's `training.compile_model(model)`."""
+        if name == "torch.compile" or (name.startswith("torchtune") and head == "compile_model"):
+            return bool(call.args) and MODEL in call.args[0].tags
+        return call.method == "compile" and call.receiver is not None and MODEL in call.receiver.tags
 
     def _read_loader_batch(self, node: cst.Call, chunk: ParsedChunk) -> None:
         self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1), chunk), node, chunk)
@@ -564,6 +583,8 @@ class _Reader:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
             if optim == "adamw_torch_fused":
                 self._set("foreach", False, node, chunk)
+        if self.value(self.keyword(node, "torch_compile"), chunk) is True:
+            self._set("compiled", True, node, chunk)
         self._set("grad_accum", self.value(self.keyword(node, "gradient_accumulation_steps"), chunk), node, chunk)
         self._set("mode", "train", node, chunk)
 
@@ -725,7 +746,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive",
+    "model_code", "previous_graph_alive", "compiled",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

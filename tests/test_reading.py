@@ -423,3 +423,91 @@ def test_checkpointing_behind_an_option_that_is_on_by_default_or_unconditional_i
     )
     found = _read(trainer).found()["gradient_checkpointing"]
     assert found.value is False and found.line == 4
+
+
+# nanoGPT's train.py: a module-level switch, on by default
+_NANOGPT_COMPILE = textwrap.dedent(
+    """\
+    import torch
+    from model import GPTConfig, GPT
+
+    batch_size = 12
+    block_size = 1024
+    compile = True # use PyTorch 2.0 to compile the model to be faster
+
+    model = GPT(GPTConfig(block_size=block_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+    if compile:
+        print("compiling the model... (takes a ~minute)")
+        unoptimized_model = model
+        model = torch.compile(model) # requires PyTorch 2.0
+    for X, Y in batches:
+        logits, loss = model(X, Y)
+        loss.backward()
+    """
+)
+
+
+_NANOGPT_MODEL = textwrap.dedent(
+    """    import torch.nn as nn
+
+    class GPTConfig:
+        block_size: int = 1024
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.lm_head = nn.Linear(768, 50304, bias=False)
+    """
+)
+
+
+def _nanogpt(tmp_path, script: str):
+    from trainlint.analysis.workspace import Workspace
+
+    (tmp_path / "model.py").write_text(_NANOGPT_MODEL, encoding="utf-8")
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    return read_inputs(ModuleAnalysis(script, str(tmp_path / "train.py"), workspace=Workspace([tmp_path])))
+
+
+def test_torch_compile_of_the_model_is_read_and_of_anything_else_is_not(tmp_path):
+    found = _nanogpt(tmp_path, _NANOGPT_COMPILE).found()["compiled"]
+    assert found.value is True and found.line == 13
+    assert plan_settings(_nanogpt(tmp_path, _NANOGPT_COMPILE), {}).settings["compiled"] is True
+    off = _nanogpt(tmp_path, _NANOGPT_COMPILE.replace("compile = True", "compile = False")).found()["compiled"]
+    assert off.value is False and off.line == 6
+    loss_only = textwrap.dedent(
+        """\
+        import torch
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        loss_fn = torch.compile(torch.nn.functional.cross_entropy)
+        for batch in loader:
+            loss_fn(model(batch["x"]).logits, batch["y"]).backward()
+        """
+    )
+    assert "compiled" not in _read(loss_only).found()
+    method = loss_only.replace("loss_fn = torch.compile(torch.nn.functional.cross_entropy)", "model.compile()\nloss_fn = F.cross_entropy")
+    assert _read(method).found()["compiled"].value is True
+    trainer = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_bnb_8bit", torch_compile=True)')
+    assert _read(trainer).found()["compiled"].line == 16
+
+
+def test_the_cli_takes_compile_and_a_compiled_step_keeps_less(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_NANOGPT_COMPILE.replace("compile = True", "compile = False"), encoding="utf-8")
+    (tmp_path / "model.py").write_text(_NANOGPT_MODEL, encoding="utf-8")
+
+    def activations(*flags: str):
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--model", "gpt2", "--seq-len", "1024", "--format", "json", *flags],
+            capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        inputs = report["inputs"]["compiled"]
+        return (inputs["value"], inputs["source"]), report["breakdown"]["activations"]
+
+    (off, off_source), eager = activations()
+    assert off is False and off_source.startswith("line 6:")
+    (on, on_source), compiled = activations("--compile")
+    assert on is True and on_source == "command line" and compiled < 0.8 * eager

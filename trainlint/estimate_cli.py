@@ -40,6 +40,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         "and attention outputs (selective) or every other matmul's (alternate: torchtitan's op policy), or every "
         "N-th layer (every-2, ...)",
     )
+    estimate.add_argument(
+        "--compile", action="store_true",
+        help="the model runs under torch.compile (its partitioner keeps fewer activations for the backward)",
+    )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
@@ -89,7 +93,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
-        "offload": tuple(args.offload) if args.offload else None,
+        "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
         overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
