@@ -70,6 +70,13 @@ _LIGHTNING_PRECISION = {
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
 # The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
 _SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile"}
+# FSDP's sharding strategies (torch.distributed.fsdp.ShardingStrategy; accelerate also takes their numbers, the HF
+# Trainer's `fsdp` option their lower-case names): the hybrid ones shard within a node.
+_FSDP_STRATEGIES: dict[str | int, str] = {
+    "FULL_SHARD": "fsdp", "SHARD_GRAD_OP": "fsdp-grad-op", "NO_SHARD": "ddp", "HYBRID_SHARD": "fsdp",
+    "_HYBRID_SHARD_ZERO2": "fsdp-grad-op", "HYBRID_SHARD_ZERO2": "fsdp-grad-op",
+    1: "fsdp", 2: "fsdp-grad-op", 3: "ddp", 4: "fsdp", 5: "fsdp-grad-op",
+}
 # accelerate's Accelerator(mixed_precision=...): the forward of a model it prepares runs under autocast.
 _ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
@@ -117,6 +124,7 @@ class ScriptInputs:
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
+    fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
@@ -275,6 +283,7 @@ class _Reader:
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
         self._read_settings()
+        self._read_fsdp_precision()
         self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
@@ -292,6 +301,16 @@ class _Reader:
         elif self.pipeline is not None:  # a pipeline that nothing trains: it generates images
             self._set("mode", "infer", *self.pipeline)
         return inputs
+
+    def _read_fsdp_precision(self) -> None:
+        """FSDP's MixedPrecision over fp32 parameters computes in its param_dtype: where the script states no other
+        precision, the run keeps fp32 sharded states and 16-bit activations, as under autocast."""
+        policy = self.inputs.fsdp_param_dtype
+        if self.inputs.dtype is None and policy is not None and policy.value in ("bf16", "fp16") and policy.node is not None:
+            assert policy.chunk is not None, "found with its statement"
+            self._set("dtype", f"amp-{policy.value}", policy.node, policy.chunk)
+            self.inputs.notes.append(f"FSDP's MixedPrecision(param_dtype={policy.value}) at line {policy.line} over fp32 parameters: "
+                                     f"read as amp-{policy.value} (fp32 sharded states, {policy.value} compute)")
 
     def _read_model_comment(self) -> None:
         text = self.module.text
@@ -523,8 +542,13 @@ class _Reader:
                 self._set("offload", offloaded, node, chunk)
         if head in ("DistributedDataParallel", "DDP"):
             self._set("sharding", "ddp", node, chunk)
-        elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard"):
-            self._set("sharding", "fsdp", node, chunk)
+        elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard", "FullyShardedDataParallelPlugin", "FSDPStrategy"):
+            self._read_fsdp(node, chunk, head)
+        if head in ("MixedPrecision", "MixedPrecisionPolicy"):  # FSDP's (1 and 2): the dtype units are gathered in
+            dtype = self.value(self.keyword(node, "param_dtype", 0), chunk)
+            kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
+            if kind is not None:
+                self._set("fsdp_param_dtype", kind, node, chunk)
         if (call.method == "generate" or head == "generate") and self.keyword(node, "max_new_tokens") is not None:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
@@ -537,6 +561,43 @@ class _Reader:
         if name == "torch.compile" or (name.startswith("torchtune") and head == "compile_model"):
             return bool(call.args) and MODEL in call.args[0].tags
         return call.method == "compile" and call.receiver is not None and MODEL in call.receiver.tags
+
+    def _read_fsdp(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
+        """FSDP's sharding: FullyShardedDataParallel's (accelerate's plugin's, Lightning's strategy's) sharding_strategy,
+        fully_shard's reshard_after_forward (False keeps every unit gathered from its forward to its backward, as
+        SHARD_GRAD_OP does). The hybrid strategies shard within a node only: noted, the GPU count is the shard group."""
+        if head == "fully_shard" or self.keyword(node, "reshard_after_forward") is not None:
+            reshard = self.value(self.keyword(node, "reshard_after_forward"), chunk)
+            self._set("sharding", "fsdp-grad-op" if reshard is False else "fsdp", node, chunk)
+            return
+        strategy = self.keyword(node, "sharding_strategy")
+        name = self._enum_name(strategy, chunk) if strategy is not None else "FULL_SHARD"
+        sharding = _FSDP_STRATEGIES.get(name.upper() if isinstance(name, str) else name) if name is not None else None
+        if sharding is None:  # a strategy that cannot be read: FSDP's default, said so
+            self._set("sharding", "fsdp", node, chunk)
+            self.inputs.notes.append(f"the sharding strategy at line {chunk.line_of(node)} cannot be read: FULL_SHARD (FSDP's "
+                                     "default) assumed; --sharding fsdp-grad-op (SHARD_GRAD_OP) or ddp (NO_SHARD) says otherwise")
+            return
+        self._set("sharding", sharding, node, chunk)
+        if (isinstance(name, str) and "HYBRID" in name.upper()) or name in (4, 5):
+            self.inputs.notes.append(f"{name} at line {chunk.line_of(node)} shards within a node and replicates across "
+                                     "nodes: give --gpus as the GPUs of one node")
+
+    def _enum_name(self, expression: cst.BaseExpression, chunk: ParsedChunk) -> str | int | None:
+        """`ShardingStrategy.SHARD_GRAD_OP`, `"SHARD_GRAD_OP"`, `2`, or a constant holding one: its name (or number)."""
+        if isinstance(expression, cst.Attribute):
+            return expression.attr.value
+        value = self.value(expression, chunk)
+        return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+    def _read_trainer_fsdp(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        """TrainingArguments(fsdp="full_shard auto_wrap") (or a list of the options)."""
+        options = self.value(self.keyword(node, "fsdp"), chunk)
+        words = options.split() if isinstance(options, str) else list(options) if isinstance(options, tuple) else []
+        for word in words:
+            if isinstance(word, str) and word.upper() in _FSDP_STRATEGIES:
+                self._set("sharding", _FSDP_STRATEGIES[word.upper()], node, chunk)
+                return
 
     def _read_loader_batch(self, node: cst.Call, chunk: ParsedChunk) -> None:
         self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1), chunk), node, chunk)
@@ -583,6 +644,7 @@ class _Reader:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
             if optim == "adamw_torch_fused":
                 self._set("foreach", False, node, chunk)
+        self._read_trainer_fsdp(node, chunk)
         if self.value(self.keyword(node, "torch_compile"), chunk) is True:
             self._set("compiled", True, node, chunk)
         self._set("grad_accum", self.value(self.keyword(node, "gradient_accumulation_steps"), chunk), node, chunk)
@@ -746,7 +808,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive", "compiled",
+    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

@@ -511,3 +511,84 @@ def test_the_cli_takes_compile_and_a_compiled_step_keeps_less(tmp_path):
     assert off is False and off_source.startswith("line 6:")
     (on, on_source), compiled = activations("--compile")
     assert on is True and on_source == "command line" and compiled < 0.8 * eager
+
+
+_FSDP_SCRIPT = textwrap.dedent(
+    """\
+    import functools
+
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers import AutoModelForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    bf16_policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B")
+    model = FSDP(
+        model,
+        auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
+        mixed_precision=bf16_policy,
+        sharding_strategy=ShardingStrategy.SHARD_GRAD_OP,
+        device_id=torch.cuda.current_device(),
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for batch in loader:
+        model(**batch).loss.backward()
+        optimizer.step()
+    """
+)
+
+
+def test_fsdp_sharding_strategy_and_mixed_precision_policy_are_read():
+    read = _read(_FSDP_SCRIPT)
+    found = read.found()
+    assert found["sharding"].value == "fsdp-grad-op" and found["sharding"].line == 11
+    assert found["fsdp_param_dtype"].value == "bf16" and found["fsdp_param_dtype"].line == 9
+    assert found["dtype"].value == "amp-bf16" and found["dtype"].line == 9, "fp32 sharded states, bf16 compute"
+    assert any("MixedPrecision(param_dtype=bf16) at line 9" in note for note in read.notes)
+    assert plan_settings(read, {}).settings["fsdp_param_dtype"] == "bf16"
+    default = _FSDP_SCRIPT.replace("    sharding_strategy=ShardingStrategy.SHARD_GRAD_OP,\n", "")
+    assert _read(default).found()["sharding"].value == "fsdp"
+    assert _read(_FSDP_SCRIPT.replace("SHARD_GRAD_OP", "NO_SHARD")).found()["sharding"].value == "ddp"
+    hybrid = _read(_FSDP_SCRIPT.replace("SHARD_GRAD_OP", "HYBRID_SHARD"))
+    assert hybrid.found()["sharding"].value == "fsdp" and any("GPUs of one node" in note for note in hybrid.notes)
+    autocast = _FSDP_SCRIPT.replace("    model(**batch).loss.backward()", "    with torch.autocast('cuda', dtype=torch.float16):\n"
+                                    "        loss = model(**batch).loss\n    loss.backward()")
+    assert _read(autocast).found()["dtype"].value == "amp-fp16", "the autocast decides where there is one"
+    fsdp2 = textwrap.dedent(
+        """\
+        import torch
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", torch_dtype=torch.float32)
+        mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, mp_policy=mp_policy, reshard_after_forward=False)
+        fully_shard(model, mp_policy=mp_policy, reshard_after_forward=False)
+        """
+    )
+    found = _read(fsdp2).found()
+    assert found["sharding"].value == "fsdp-grad-op" and found["fsdp_param_dtype"].value == "bf16"
+    trainer = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_bnb_8bit", fsdp="shard_grad_op auto_wrap")')
+    assert _read(trainer).found()["sharding"].value == "fsdp-grad-op"
+    plugin = "from accelerate import FullyShardedDataParallelPlugin\nplugin = FullyShardedDataParallelPlugin(sharding_strategy='SHARD_GRAD_OP')\n"
+    assert _read(plugin).found()["sharding"].value == "fsdp-grad-op"
+
+
+def test_the_cli_takes_the_fsdp_mixed_precision_dtype(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_FSDP_SCRIPT, encoding="utf-8")
+
+    def weights(*flags: str):
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "8xa100-80gb", "--seq-len", "2048",
+             "--format", "json", *flags], capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        return report["inputs"]["fsdp_param_dtype"], report["breakdown"]["weights"]
+
+    (read, read_weights), (stated, stated_weights) = weights(), weights("--fsdp-param-dtype", "fp32")
+    assert read == {"value": "bf16", "source": read["source"]} and read["source"].startswith("line 9:")
+    assert stated == {"value": "fp32", "source": "command line"} and stated_weights > read_weights

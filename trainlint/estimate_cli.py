@@ -53,6 +53,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
     estimate.add_argument(
+        "--fsdp-param-dtype", choices=("bf16", "fp16", "fp32"),
+        help="FSDP's MixedPrecision param_dtype: the dtype units are gathered in (default: bf16, fp32 at the high end)",
+    )
+    estimate.add_argument(
         "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
         help="an installed library whose memory use changed between releases (bitsandbytes, transformers), "
         "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
@@ -94,6 +98,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
+        "fsdp_param_dtype": args.fsdp_param_dtype,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
         overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
