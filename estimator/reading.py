@@ -70,6 +70,9 @@ _LIGHTNING_PRECISION = {
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
 # The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
 _SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile"}
+# diffusers' names of a pipeline's text encoders, as the estimator's pipelines name them: one given as None in
+# from_pretrained is not loaded (SD3's `text_encoder_3=None` leaves T5 out).
+PIPELINE_COMPONENTS = {"text_encoder": "text_encoder_1", "text_encoder_2": "text_encoder_2", "text_encoder_3": "text_encoder_3"}
 # FSDP's sharding strategies (torch.distributed.fsdp.ShardingStrategy; accelerate also takes their numbers, the HF
 # Trainer's `fsdp` option their lower-case names): the hybrid ones shard within a node.
 _FSDP_STRATEGIES: dict[str | int, str] = {
@@ -125,6 +128,7 @@ class ScriptInputs:
     gradient_checkpointing: Found | None = None
     compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
     fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
+    omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
@@ -429,6 +433,12 @@ class _Reader:
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
             self._read_precision_keywords(node, chunk)
             self.pipeline = (node, chunk)
+            omitted = tuple(
+                PIPELINE_COMPONENTS[arg.keyword.value] for arg in node.args
+                if arg.keyword is not None and arg.keyword.value in PIPELINE_COMPONENTS and self.value(arg.value, chunk) is None
+            )
+            if omitted:
+                self._set("omitted_components", omitted, node, chunk)
         elif head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
             if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
@@ -808,7 +818,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype",
+    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -843,7 +853,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         elif name in DEFAULTS:
             settings[name] = DEFAULTS[name]
             inputs[name] = (DEFAULTS[name], "assumed")
-    for name in ("lora_targets", "offload"):
+    for name in ("lora_targets", "offload", "omitted_components"):
         if name in settings:
             settings[name] = tuple(settings[name])
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)

@@ -592,3 +592,41 @@ def test_the_cli_takes_the_fsdp_mixed_precision_dtype(tmp_path):
     (read, read_weights), (stated, stated_weights) = weights(), weights("--fsdp-param-dtype", "fp32")
     assert read == {"value": "bf16", "source": read["source"]} and read["source"].startswith("line 9:")
     assert stated == {"value": "fp32", "source": "command line"} and stated_weights > read_weights
+
+
+# The SD3 announcement's way of dropping T5: the pipeline loads without its third text encoder.
+_SD3_WITHOUT_T5 = textwrap.dedent(
+    """\
+    import torch
+    from diffusers import StableDiffusion3Pipeline
+
+    pipe = StableDiffusion3Pipeline.from_pretrained(
+        "stabilityai/stable-diffusion-3-medium-diffusers",
+        text_encoder_3=None,
+        tokenizer_3=None,
+        torch_dtype=torch.float16,
+    )
+    pipe.to("cuda")
+    image = pipe(prompt="a photo of a cat holding a sign that says hello world", negative_prompt="", num_inference_steps=28,
+                 height=1024, width=1024, guidance_scale=7.0).images[0]
+    """
+)
+
+
+def test_a_pipeline_component_loaded_as_none_is_left_out(tmp_path):
+    found = _read(_SD3_WITHOUT_T5).found()["omitted_components"]
+    assert found.value == ("text_encoder_3",) and found.line == 4
+    assert "omitted_components" not in _read(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", "")).found()
+    script = tmp_path / "sd3.py"
+    script.write_text(_SD3_WITHOUT_T5, encoding="utf-8")
+
+    def weights(text: str, *flags: str) -> float:
+        script.write_text(text, encoding="utf-8")
+        result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "a100-80gb", "--format", "json", *flags],
+                                capture_output=True, text=True, check=False)
+        return json.loads(result.stdout)["breakdown"]["weights"]
+
+    whole = weights(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", ""))
+    t5_parameters = 4_762_310_656  # T5-XXL's encoder in SD3, in fp16 with its fp32 `wo`
+    assert whole - weights(_SD3_WITHOUT_T5) > 2 * t5_parameters
+    assert weights(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", ""), "--omit-component", "text_encoder_3") == weights(_SD3_WITHOUT_T5)

@@ -44,6 +44,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         "--compile", action="store_true",
         help="the model runs under torch.compile (its partitioner keeps fewer activations for the backward)",
     )
+    estimate.add_argument(
+        "--omit-component", action="append", metavar="NAME", choices=("text_encoder", "text_encoder_2", "text_encoder_3"),
+        help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
+    )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
@@ -75,7 +79,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.costmodel import CannotEstimate, Plan
     from trainlint.estimator.custom_models import resolve_model
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
-    from trainlint.estimator.reading import plan_settings
+    from trainlint.estimator.reading import PIPELINE_COMPONENTS, plan_settings
     from trainlint.estimator.report import build, to_json, to_text
 
     if args.list_models is not None:
@@ -99,6 +103,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype,
+        "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
         overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
