@@ -195,6 +195,11 @@ class Plan:
     # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
     # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
+    # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
+    # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
+    # None: the version is unknown; the estimate takes fused, the high end foreach.
+    trainer_default_optimizer: bool = False
+    trainer_fused_adamw: bool | None = None
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
@@ -610,9 +615,18 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
     if share and "optimizer" not in plan.offload:
         whole = trainable * state_bytes * share / shards
-        if plan.foreach is False:  # the per-tensor loop: temporaries of one tensor at a time
-            largest = _largest_tensor(geometry, trainable)
-            temporary = Interval.exact(2 * largest * state_bytes)
+        largest = _largest_tensor(geometry, trainable)
+        one_tensor = Interval.exact(2 * largest * state_bytes)
+        if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw":
+            if plan.trainer_fused_adamw is None:
+                temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
+                notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
+                             "estimate); before, torch's foreach AdamW keeps a parameter-sized temporary (the high end); "
+                             f"`optim=` in TrainingArguments or {_settled_by('torch')}")
+            else:
+                temporary = one_tensor if plan.trainer_fused_adamw else Interval.exact(whole)
+        elif plan.foreach is False:  # the per-tensor loop (or fused): temporaries of one tensor at a time
+            temporary = one_tensor
         elif plan.foreach is True:
             temporary = Interval.exact(whole)
             notes.append("foreach optimizer step: one temporary the size of the parameters")
@@ -1043,6 +1057,7 @@ def _quant_inputs_note(plan: Plan) -> str:
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
     ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("torch", "2.8.0", "trainer_fused_adamw", False, True),
 )
 LIBRARY_VERSION_FLAG = "--library-version"
 

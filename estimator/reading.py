@@ -129,6 +129,7 @@ class ScriptInputs:
     compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
     fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
     omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
+    trainer_default_optimizer: Found | None = None  # True: TrainingArguments leaves the optimizer to the Trainer
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
@@ -169,6 +170,7 @@ class _Reader:
         # settings a call would turn on that runs only where an option off by default is set: the name, the
         # definition that keeps it off (an option, a field, a constant), the call and the test around it
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
+        self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -288,6 +290,9 @@ class _Reader:
                     generating = (call.node, call.chunk)
         self._read_settings()
         self._read_fsdp_precision()
+        if self.trainer_arguments is not None and inputs.optimizer is None:  # no optimizer of the script's own either
+            self._set("optimizer", "adamw", *self.trainer_arguments)
+            self._set("trainer_default_optimizer", True, *self.trainer_arguments)
         self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
@@ -650,6 +655,8 @@ class _Reader:
                 + (f" by default (line {home.line_of(definition)})" if where is not None else "")
             ))
         optim = self.value(self.keyword(node, "optim"), chunk)
+        if self.keyword(node, "optim") is None and not any(arg.star == "**" for arg in node.args) and self.trainer_arguments is None:
+            self.trainer_arguments = (node, chunk)  # the Trainer's default optimizer, unless the script builds its own
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
             if optim == "adamw_torch_fused":
@@ -818,7 +825,7 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components",
+    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -844,6 +851,8 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     inputs: dict[str, tuple[Any, str]] = {}
     found = read.found() if read is not None else {}
     for name in _PLAN_FIELDS:
+        if name == "trainer_default_optimizer" and overrides.get("optimizer") is not None:
+            continue  # the command line names the optimizer
         if overrides.get(name) is not None:
             settings[name] = overrides[name]
             inputs[name] = (overrides[name], "command line")

@@ -418,7 +418,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
         "quant_keeps_inputs": False, "prompt_logits_whole": False}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
     with pytest.raises(CannotEstimate):
-        settings_for_versions({"torch": "2.1"})
+        settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
 
     def run(*extra):
@@ -509,3 +509,22 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     stated = estimate(Plan(**common, rotary_cache=True)).breakdown.weights
     assert unknown.high - unknown.estimate == cache and stated.estimate - unknown.estimate == cache
     assert estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.high == estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.estimate
+
+
+def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreach_before():
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    params = parameter_count(LLAMA)
+    per_tensor = estimate(_plan(foreach=False)).breakdown.optimizer_step
+    foreach = estimate(_plan(foreach=True)).breakdown.optimizer_step
+    assert foreach.estimate == pytest.approx(2 * params)  # one bf16 copy of every parameter
+    unknown = estimate(_plan(trainer_default_optimizer=True))
+    step = unknown.breakdown.optimizer_step
+    assert (step.low, step.estimate, step.high) == (per_tensor.low, per_tensor.estimate, foreach.high)
+    assert any("(adamw_torch_fused) with torch 2.8" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
+    assert settings_for_versions({"torch": "2.7.1+cu126"}) == {"trainer_fused_adamw": False}
+    assert settings_for_versions({"torch": "2.8.0"}) == {"trainer_fused_adamw": True}
+    older = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"torch": "2.5.1"}))).breakdown.optimizer_step
+    assert older == foreach
+    # a script's own optimizer is not the Trainer's: the setting changes nothing then
+    assert estimate(_plan(foreach=True, trainer_default_optimizer=True)).breakdown.optimizer_step == foreach

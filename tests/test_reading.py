@@ -630,3 +630,35 @@ def test_a_pipeline_component_loaded_as_none_is_left_out(tmp_path):
     t5_parameters = 4_762_310_656  # T5-XXL's encoder in SD3, in fp16 with its fp32 `wo`
     assert whole - weights(_SD3_WITHOUT_T5) > 2 * t5_parameters
     assert weights(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", ""), "--omit-component", "text_encoder_3") == weights(_SD3_WITHOUT_T5)
+
+
+# transformers' text-classification example's shape: the Trainer builds the optimizer itself
+_TRAINER_DEFAULTS = textwrap.dedent(
+    """\
+    from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+    model = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased", num_labels=2)
+    training_args = TrainingArguments(
+        output_dir="bert-large-glue",
+        per_device_train_batch_size=4,
+        learning_rate=2e-5,
+        fp16=True,
+    )
+    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+    trainer.train()
+    """
+)
+
+
+def test_trainer_arguments_without_optim_leave_the_optimizer_to_the_trainer():
+    found = _read(_TRAINER_DEFAULTS).found()
+    assert found["optimizer"].value == "adamw" and found["optimizer"].line == 4
+    assert found["trainer_default_optimizer"].value is True
+    assert "trainer_default_optimizer" not in plan_settings(_read(_TRAINER_DEFAULTS), {"optimizer": "sgd"}).settings
+    named = _read(_TRAINER_DEFAULTS.replace("fp16=True,", 'fp16=True,\n    optim="adamw_torch",')).found()
+    assert "trainer_default_optimizer" not in named
+    own = _TRAINER_DEFAULTS.replace("trainer = Trainer(model=model, args=training_args,",
+                                    "optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, foreach=False)\n"
+                                    "trainer = Trainer(model=model, args=training_args, optimizers=(optimizer, None),")
+    found = _read("import torch\n" + own).found()
+    assert "trainer_default_optimizer" not in found and found["foreach"].value is False
