@@ -69,7 +69,10 @@ _LIGHTNING_PRECISION = {
 # LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
 # The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
-_SWITCH_FLAGS = {"gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile"}
+_SWITCH_FLAGS = {
+    "gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile", "optimizer_in_backward": "--optimizer-in-backward",
+    "activation_offloading": "--activation-offloading",
+}
 # diffusers' names of a pipeline's text encoders, as the estimator's pipelines name them: one given as None in
 # from_pretrained is not loaded (SD3's `text_encoder_3=None` leaves T5 out).
 PIPELINE_COMPONENTS = {"text_encoder": "text_encoder_1", "text_encoder_2": "text_encoder_2", "text_encoder_3": "text_encoder_3"}
@@ -130,6 +133,9 @@ class ScriptInputs:
     fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
     omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
     trainer_default_optimizer: Found | None = None  # True: TrainingArguments leaves the optimizer to the Trainer
+    # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)
+    optimizer_in_backward: Found | None = None
+    activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
@@ -332,13 +338,24 @@ class _Reader:
                 return
 
     # ------------------------------------------------------------------ switches
-    def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True) -> None:
+    def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True, unknown_is_on: bool = True) -> None:
         """A setting a call turns on (checkpointing, compilation, offloading): on, unless a condition around the
         call is false with the script's defaults (`if args.gradient_checkpointing:` over a store_true option),
-        when the setting is off, read from the definition that keeps it so (_read_switched_off)."""
+        when the setting is off, read from the definition that keeps it so (_read_switched_off). A condition the
+        script does not settle (a recipe's `if self._optimizer_in_bwd:` over a config file) leaves it on, or with
+        ``unknown_is_on`` false not counted, with a note."""
         guard = self._false_by_default(call)
         if guard is None:
-            self._set(name, value, node, chunk)
+            unsettled = None if unknown_is_on else self._unsettled_condition(call)
+            if unsettled is None:
+                self._set(name, value, node, chunk)
+            elif name not in self.inputs.off_notes:
+                flag = _SWITCH_FLAGS.get(name)
+                self.inputs.off_notes[name] = (
+                    f"{name.replace('_', ' ')}: line {chunk.line_of(node)} (`{_short(chunk.code_for(node))}`) runs only when "
+                    f"`{_short(chunk.code_for(unsettled))}` holds, which the script does not settle: not counted"
+                    + (f"; give {flag} if the run turns it on" if flag else "")
+                )
             return
         (definition, home), test = guard
         self._switch_off(name, definition, home, (
@@ -364,23 +381,15 @@ class _Reader:
         """The definition (and the test) that keeps a call from running with the script's defaults: an `if`
         around it whose test is false by default, or an `else` whose test is true; the same for a conditional
         expression (`model = torch.compile(model) if args.compile else model`)."""
-        tests: list[tuple[cst.BaseExpression, bool]] = [
-            (condition.test, condition.branch == "if") for condition in call.context.conditions
-            if condition.test is not None and condition.branch in ("if", "else")
-        ]
-        statement = call.statement
-        if statement is not None:
-            for node in walk(statement):
-                if isinstance(node, cst.IfExp):
-                    if any(inner is call.node for inner in walk(node.body)):
-                        tests.append((node.test, True))
-                    elif any(inner is call.node for inner in walk(node.orelse)):
-                        tests.append((node.test, False))
-        for test, needs in tests:
+        for test, needs in _conditions_around(call):
             truth = self._truth(test, call.chunk)
             if truth is not None and truth[0] != needs:
                 return truth[1], test
         return None
+
+    def _unsettled_condition(self, call) -> cst.BaseExpression | None:
+        """The first condition around a call whose value the script does not give (None: every one is settled)."""
+        return next((test for test, _ in _conditions_around(call) if self._truth(test, call.chunk) is None), None)
 
     def _truth(self, test: cst.BaseExpression, chunk: ParsedChunk, depth: int = 0) -> tuple[bool, tuple[cst.CSTNode, ParsedChunk]] | None:
         """Whether a condition holds with the script's defaults, and the definition that decides it; None when unknown."""
@@ -396,6 +405,8 @@ class _Reader:
                 if side is not None and side[0] is deciding:
                     return side
             return left if left is not None and right is not None else None
+        if isinstance(test, cst.Name) and test.value in ("True", "False", "None"):
+            return test.value == "True", (test, chunk)
         if isinstance(test, (cst.Name, cst.Attribute)):
             definition = self._definition(test)
             value = self.value(test, chunk)
@@ -531,6 +542,7 @@ class _Reader:
             if mode in ("reduce-overhead", "max-autotune"):
                 self.inputs.notes.append(f"torch.compile(mode={mode!r}) at line {chunk.line_of(node)} records CUDA graphs, "
                                          "whose memory pool is not counted")
+        self._read_torchtune_features(call, node, chunk, name, head)
         if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
             self._switch("gradient_checkpointing", call, node, chunk)
         if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
@@ -568,6 +580,45 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    def _read_torchtune_features(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
+        """torchtune's memory features as its recipes call them, and the plain torch forms of the same: an optimizer
+        step in each parameter's post-accumulate-grad hook (training.register_optim_in_bwd_hooks, or
+        `p.register_post_accumulate_grad_hook(hook)` with a hook that steps an optimizer, as torch's tutorial
+        writes it), and saved tensors offloaded to the CPU (training.OffloadActivations,
+        training.get_act_offloading_ctx_manager(model, enable), torch's save_on_cpu). Recipes guard them with
+        their config's values: a condition the script does not settle leaves them uncounted, with a note."""
+        torchtune = name.startswith("torchtune")
+        if (torchtune and head == "register_optim_in_bwd_hooks") or (
+            call.method == "register_post_accumulate_grad_hook" and self._steps_an_optimizer(call, node)
+        ):
+            self._switch("optimizer_in_backward", call, node, chunk, unknown_is_on=False)
+        if (torchtune and head == "OffloadActivations") or name == "torch.autograd.graph.save_on_cpu":
+            self._switch("activation_offloading", call, node, chunk, unknown_is_on=False)
+        elif torchtune and head == "get_act_offloading_ctx_manager":
+            enabled = self.keyword(node, "enable_activation_offloading", 1)
+            value = self.value(enabled, chunk)
+            if value is True:
+                self._switch("activation_offloading", call, node, chunk, unknown_is_on=False)
+            elif value is False:
+                self._set("activation_offloading", False, node, chunk)
+            elif enabled is not None and "activation_offloading" not in self.inputs.off_notes:
+                self.inputs.off_notes["activation_offloading"] = (
+                    f"activation offloading: line {chunk.line_of(node)} turns it on when `{_short(chunk.code_for(enabled))}` holds, "
+                    f"which the script does not settle: not counted; give {_SWITCH_FLAGS['activation_offloading']} if the run turns it on"
+                )
+
+    def _steps_an_optimizer(self, call, node: cst.Call) -> bool:
+        """Whether the hook a `register_post_accumulate_grad_hook` call registers is a function of the script whose
+        body calls `.step()` (an optimizer's, in the hook: the optimizer runs in the backward)."""
+        hook = node.args[0].value if node.args else None
+        if not isinstance(hook, cst.Name):
+            return False
+        function = call.scope.local_functions.get(hook.value) or self.summary.functions.get(hook.value)
+        if function is None:
+            return False
+        return any(isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "step"
+                   for inner in walk(function.node))
 
     @staticmethod
     def _compiles_the_model(call, name: str, head: str) -> bool:
@@ -734,6 +785,23 @@ class _Reader:
                 self._set("grad_accum", value, node, chunk)
 
 
+def _conditions_around(call) -> list[tuple[cst.BaseExpression, bool]]:
+    """The tests a call runs under in its function, each with the value it needs: the `if` and `else` branches
+    around it, and a conditional expression of its statement (`torch.compile(model) if args.compile else model`)."""
+    tests: list[tuple[cst.BaseExpression, bool]] = [
+        (condition.test, condition.branch == "if") for condition in call.context.conditions
+        if condition.test is not None and condition.branch in ("if", "else")
+    ]
+    if call.statement is not None:
+        for node in walk(call.statement):
+            if isinstance(node, cst.IfExp):
+                if any(inner is call.node for inner in walk(node.body)):
+                    tests.append((node.test, True))
+                elif any(inner is call.node for inner in walk(node.orelse)):
+                    tests.append((node.test, False))
+    return tests
+
+
 def _short(code: str, limit: int = 60) -> str:
     code = " ".join(code.split())
     return code if len(code) <= limit else code[: limit - 3] + "..."
@@ -826,6 +894,7 @@ _PLAN_FIELDS = (
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
+    "optimizer_in_backward", "activation_offloading",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

@@ -662,3 +662,90 @@ def test_trainer_arguments_without_optim_leave_the_optimizer_to_the_trainer():
                                     "trainer = Trainer(model=model, args=training_args, optimizers=(optimizer, None),")
     found = _read("import torch\n" + own).found()
     assert "trainer_default_optimizer" not in found and found["foreach"].value is False
+
+
+# torch's tutorial "How to save memory by fusing the optimizer step into the backward pass"
+_OPTIMIZER_IN_BACKWARD = textwrap.dedent(
+    """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", torch_dtype=torch.bfloat16).cuda()
+    optimizer_dict = {p: torch.optim.AdamW([p], foreach=False) for p in model.parameters()}
+
+    def optimizer_hook(parameter) -> None:
+        optimizer_dict[parameter].step()
+        optimizer_dict[parameter].zero_grad()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(optimizer_hook)
+
+    for batch in loader:
+        model(**batch).loss.backward()
+    """
+)
+# torchtune's single-device recipes: every feature behind the config the recipe is run with
+_TORCHTUNE_RECIPE = textwrap.dedent(
+    """\
+    from torchtune import config, training
+
+    class FullFinetuneRecipeSingleDevice:
+        def __init__(self, cfg):
+            self._optimizer_in_bwd = cfg.optimizer_in_bwd
+            self._enable_activation_offloading = cfg.get("enable_activation_offloading", False)
+
+        def setup(self, cfg):
+            self._model = config.instantiate(cfg.model)
+            if self._optimizer_in_bwd:
+                training.register_optim_in_bwd_hooks(model=self._model, optim_dict=self._optim_dict)
+            self.activations_handling_ctx = training.get_act_offloading_ctx_manager(self._model, self._enable_activation_offloading)
+
+        def train(self):
+            for batch in self._dataloader:
+                with self.activations_handling_ctx:
+                    logits = self._model(**batch)
+                self._loss_fn(logits, batch["labels"]).backward()
+    """
+)
+
+
+def test_an_optimizer_stepped_in_a_gradient_hook_runs_in_the_backward():
+    found = _read(_OPTIMIZER_IN_BACKWARD).found()["optimizer_in_backward"]
+    assert found.value is True and found.line == 12
+    other_hook = _OPTIMIZER_IN_BACKWARD.replace("    optimizer_dict[parameter].step()\n", "")
+    assert "optimizer_in_backward" not in _read(other_hook).found(), "a hook that steps no optimizer"
+    assert plan_settings(_read(_OPTIMIZER_IN_BACKWARD), {}).settings["optimizer_in_backward"] is True
+
+
+def test_torchtune_features_behind_the_recipes_config_are_not_counted_but_named():
+    read = _read(_TORCHTUNE_RECIPE)
+    assert "optimizer_in_backward" not in read.found() and "activation_offloading" not in read.found()
+    notes = plan_settings(read, {}).notes
+    assert any(note.startswith("optimizer in backward: line 11") and "`self._optimizer_in_bwd` holds, which the script does "
+               "not settle: not counted; give --optimizer-in-backward" in note for note in notes), notes
+    assert any(note.startswith("activation offloading: line 12") and "--activation-offloading" in note for note in notes), notes
+    assert not plan_settings(read, {"optimizer_in_backward": True, "activation_offloading": True}).notes
+    stated = _TORCHTUNE_RECIPE.replace("if self._optimizer_in_bwd:", "if True:").replace(
+        "get_act_offloading_ctx_manager(self._model, self._enable_activation_offloading)",
+        "get_act_offloading_ctx_manager(self._model, True)")
+    found = _read(stated).found()
+    assert found["optimizer_in_backward"].line == 11 and found["activation_offloading"].line == 12
+    with_context = "import torch\nfrom torchtune.training import OffloadActivations\n" + _OPTIMIZER_IN_BACKWARD.split("\n", 2)[2].replace(
+        "    model(**batch).loss.backward()", "    with OffloadActivations():\n        loss = model(**batch).loss\n    loss.backward()")
+    assert _read(with_context).found()["activation_offloading"].value is True
+
+
+def test_the_cli_takes_the_optimizer_in_the_backward_and_activation_offloading():
+    def breakdown(*flags: str) -> dict:
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.2-1b", "--dtype", "bf16", "--seq-len", "2048",
+             "--batch-size", "4", "--gradient-checkpointing", "--format", "json", *flags], capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        return {"inputs": report["inputs"], **report["breakdown"]}
+
+    plain, in_backward, offloaded = breakdown(), breakdown("--optimizer-in-backward"), breakdown("--activation-offloading")
+    assert in_backward["inputs"]["optimizer_in_backward"] == {"value": True, "source": "command line"}
+    assert in_backward["optimizer_step"] == 0 and in_backward["gradients"] < plain["gradients"] / 2  # one tensor at a time
+    assert offloaded["inputs"]["activation_offloading"] == {"value": True, "source": "command line"}
+    assert offloaded["activations"] < plain["activations"]

@@ -45,6 +45,14 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         help="the model runs under torch.compile (its partitioner keeps fewer activations for the backward)",
     )
     estimate.add_argument(
+        "--optimizer-in-backward", action="store_true",
+        help="each parameter's optimizer step runs in the backward as its gradient is ready (torchtune's optimizer_in_bwd)",
+    )
+    estimate.add_argument(
+        "--activation-offloading", action="store_true",
+        help="saved activations wait in CPU memory (torchtune's enable_activation_offloading)",
+    )
+    estimate.add_argument(
         "--omit-component", action="append", metavar="NAME", choices=("text_encoder", "text_encoder_2", "text_encoder_3"),
         help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
     )
@@ -102,7 +110,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
-        "fsdp_param_dtype": args.fsdp_param_dtype,
+        "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
+        "activation_offloading": True if args.activation_offloading else None,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
