@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from . import litgpt
 from .activation_data import measured_layer_coefficients
-from .architectures import Architecture, Shape, parameter_count, shape
+from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
 from .units import GIB
 
@@ -430,11 +430,41 @@ def _lora_params(plan: Plan, geometry: Shape | None) -> int:
         return 0
     per_layer = 0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # once, not per layer: _head_adapter_params
         dims = geometry.lora_dims.get(target)
         if dims is None:
             raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
         per_layer += plan.lora_rank * (dims[0] + dims[1])
-    return geometry.layers * per_layer
+    return geometry.layers * per_layer + _head_adapter_params(plan, geometry)
+
+
+def _targets_the_head(plan: Plan) -> bool:
+    return plan.lora_rank is not None and any(target in LM_HEAD_NAMES for target in plan.lora_targets)
+
+
+def _head_adapter_params(plan: Plan, geometry: Shape) -> int:
+    """LoRA on the LM head (`lm_head`, GPT-NeoX's `embed_out`): one adapter from the hidden size to the vocabulary,
+    A (rank x hidden) and B (vocab x rank)."""
+    if not _targets_the_head(plan):
+        return 0
+    kind = plan.model.kind if plan.model is not None else None
+    if not geometry.vocab or kind not in ("decoder", "encoder-decoder") or plan.head != "lm":
+        raise CannotEstimate("LoRA on the LM head: this model has no LM head over a vocabulary")
+    assert plan.lora_rank is not None, "a plan with adapters"
+    return plan.lora_rank * (geometry.hidden + geometry.vocab)
+
+
+def _head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
+    """What the LM head's adapter keeps for the backward, as a layer's adapters do: its input (the final norm's
+    output) cast to the adapter's dtype (peft: fp32), a dropout mask of a byte per element when lora_dropout > 0,
+    and its rank-wide inner activation. Its vocabulary-wide output is added to the frozen head's logits and freed."""
+    if not _targets_the_head(plan) or plan.mode != "train":
+        return 0.0
+    assert plan.lora_rank is not None, "a plan with adapters"
+    adapter = _adapter_bytes(plan)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    return tokens * ((adapter + mask) * geometry.hidden + adapter * plan.lora_rank)
 
 
 def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: list[str]) -> int:
@@ -445,6 +475,10 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
             raise CannotEstimate("LoRA is modelled for transformer models only")
         lora = _lora_params(plan, geometry)
         notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        head = _head_adapter_params(plan, geometry)
+        if head:
+            notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "
+                         "of the final hidden states for the backward")
         return lora
     return params
 
@@ -852,7 +886,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations, logits, 0.0, 0.0, 0.0
+        return activations + _head_adapter_kept(plan, geometry, tokens), logits, 0.0, 0.0, 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
@@ -1126,6 +1160,8 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # not a layer's: _head_adapter_kept
         d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
         kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
     return kept - saving

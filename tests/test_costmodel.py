@@ -528,3 +528,23 @@ def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreac
     assert older == foreach
     # a script's own optimizer is not the Trainer's: the setting changes nothing then
     assert estimate(_plan(foreach=True, trainer_default_optimizer=True)).breakdown.optimizer_step == foreach
+
+
+def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
+    """peft's adapter on the LM head: A (rank x hidden) and B (vocabulary x rank), once; in the forward it keeps
+    its input cast to fp32, a byte-mask with dropout, and its rank-wide inner output, as a layer's adapters do."""
+    rank, hidden, vocab, tokens = 8, 4096, 128_256, 2 * 1024
+    layers = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    headed = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj", "lm_head"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    head = rank * (hidden + vocab)
+    assert headed.trainable_params - layers.trainable_params == head
+    # fp32 weights, gradients and two AdamW states: 16 bytes per adapter parameter
+    states = lambda result: result.breakdown.weights.estimate + result.breakdown.gradients.estimate + result.breakdown.optimizer.estimate  # noqa: E731
+    assert states(headed) - states(layers) == pytest.approx(16 * head)
+    kept = headed.breakdown.activations.estimate - layers.breakdown.activations.estimate
+    assert kept == pytest.approx(tokens * (4 * hidden + 4 * rank))
+    dropout = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.1, batch_size=2, seq_len=1024))
+    none = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    assert dropout.breakdown.activations.estimate - none.breakdown.activations.estimate == pytest.approx(tokens * hidden)
+    with pytest.raises(CannotEstimate, match="no LM head"):
+        estimate(Plan(model=find_architecture("bert-base-uncased"), lora_rank=8, lora_targets=("lm_head",), seq_len=128))
