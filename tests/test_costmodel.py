@@ -548,3 +548,47 @@ def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
     assert dropout.breakdown.activations.estimate - none.breakdown.activations.estimate == pytest.approx(tokens * hidden)
     with pytest.raises(CannotEstimate, match="no LM head"):
         estimate(Plan(model=find_architecture("bert-base-uncased"), lora_rank=8, lora_targets=("lm_head",), seq_len=128))
+
+
+def test_tensor_parallel_generation_splits_weights_and_kv_heads():
+    """Megatron's split: each GPU holds 1/N of every layer's heads and MLP, of the embeddings and of the LM head, and
+    caches its own KV heads; with fewer KV heads than GPUs each KV head is held by several GPUs (one per GPU)."""
+    from trainlint.estimator.costmodel import inference_layer_coefficient
+
+    generate = dict(mode="generate", seq_len=1024, max_context=4096, batch_size=4, dtype="bf16")
+    whole = estimate(_plan(**generate)).breakdown
+    four = estimate(_plan(**generate, tensor_parallel=4, gpus=4)).breakdown
+    assert four.weights.estimate == pytest.approx(whole.weights.estimate / 4)
+    assert four.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 4)  # 8 KV heads: 2 per GPU
+    sixteen = estimate(_plan(**generate, tensor_parallel=16, gpus=16)).breakdown
+    assert sixteen.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 8)  # 1 KV head per GPU, not half of one
+    # one layer's working memory: the hidden-wide tensors whole, the heads' and the MLP's a quarter
+    geometry = shape(LLAMA)
+    hidden, width, kv_width, ffn = 4096, 1.0, 1024 / 4096, 14336 / 4096
+    rope = 4.0 * 128 / hidden
+    quarter = 6.0 + rope + max(2.0 + 6.0 * ffn / 4, 2.0 + 2.0 * (width / 4 + 2.0 * kv_width / 4) + 4.0 * width / 4)
+    assert inference_layer_coefficient(_plan(**generate, tensor_parallel=4, gpus=4), geometry, 1024) == pytest.approx(quarter)
+    # a latent (MLA) cache is not split by heads
+    lite = find_architecture("deepseek-v2-lite")
+    mla = dict(model=lite, mode="generate", seq_len=1024, max_context=4096, dtype="bf16")
+    assert (estimate(Plan(**mla, tensor_parallel=2, gpus=2)).breakdown.kv_cache.estimate
+            == pytest.approx(estimate(Plan(**mla)).breakdown.kv_cache.estimate))
+    for plan, reason in (
+        (_plan(tensor_parallel=2, gpus=2), "inference and generation only"),
+        (_plan(**generate, tensor_parallel=3, gpus=3), "32 attention heads do not split 3 ways"),
+        (_plan(**generate, tensor_parallel=4, gpus=2), "needs 4 GPUs"),
+    ):
+        with pytest.raises(CannotEstimate, match=reason):
+            estimate(plan)
+
+
+def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
+         "--max-context", "8192", "--dtype", "bf16", "--gpu", "a100-80gb", "--tensor-parallel", "4", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    report = json.loads(done.stdout)
+    assert report["inputs"]["tensor_parallel"] == {"value": 4, "source": "command line"}
+    assert report["inputs"]["gpus"] == {"value": 4, "source": "command line (--tensor-parallel)"}
+    assert report["breakdown"]["weights"] == pytest.approx(parameter_count(find_architecture("llama-3.1-70b")) * 2 / 4)

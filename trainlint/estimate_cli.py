@@ -60,6 +60,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
+    estimate.add_argument(
+        "--tensor-parallel", type=positive_int, metavar="N",
+        help="inference or generation split over N GPUs by tensor parallelism (weights and KV heads split N ways)",
+    )
     estimate.add_argument("--gpu", help=f"GPU, count x GPU (8xa100-80gb) or cloud instance name (default {DEFAULT_GPU})")
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
@@ -94,6 +98,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         return _list_models(args.list_models)
     try:
         target = resolve_target(args.gpu or DEFAULT_GPU, args.gpus)
+        if args.tensor_parallel and not _devices_stated(args, target):
+            target = resolve_target(args.gpu or DEFAULT_GPU, args.tensor_parallel)  # the degree is the GPU count
     except UnknownTarget as error:
         return _unknown(args, str(error))
     module = read = None
@@ -111,7 +117,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
-        "activation_offloading": True if args.activation_offloading else None,
+        "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
@@ -159,6 +165,13 @@ def _list_models(query: str) -> int:
     return 0
 
 
+def _devices_stated(args: argparse.Namespace, target) -> bool:
+    """Whether the command line says how many GPUs: --gpus, a count in --gpu, or an instance."""
+    from trainlint.estimator.hardware import states_count
+
+    return args.gpus is not None or target.instance is not None or bool(args.gpu and states_count(args.gpu))
+
+
 def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[str]) -> tuple[dict, list[str]]:
     """The report's inputs with the devices added, each with where it came from, and a note when the
     script shards or replicates the model over a GPU count that nobody stated."""
@@ -171,6 +184,8 @@ def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[st
         inputs["gpus"] = (target.count, "command line (--gpus)")
     elif args.gpu and (target.instance is not None or states_count(args.gpu)):
         inputs["gpus"] = (target.count, f"command line (--gpu {args.gpu})")
+    elif args.tensor_parallel:
+        inputs["gpus"] = (target.count, "command line (--tensor-parallel)")
     else:
         inputs["gpus"] = (target.count, "assumed: one device (give --gpus N, or --gpu Nx<gpu>)")
         sharding, source = inputs.get("sharding", (None, "assumed"))
