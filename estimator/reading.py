@@ -136,13 +136,15 @@ class ScriptInputs:
     # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)
     optimizer_in_backward: Found | None = None
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
+    loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
+    quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
     max_new_tokens: Found | None = None
     notes: list[str] = field(default_factory=list)
-    # why a setting the script could turn on is read as off, by the setting (dropped where the command line states it)
-    off_notes: dict[str, str] = field(default_factory=dict)
+    # notes on a setting the script leaves off or open, by the setting (dropped where the command line states it)
+    setting_notes: dict[str, str] = field(default_factory=dict)
 
     def found(self) -> dict[str, Found]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
@@ -349,9 +351,9 @@ class _Reader:
             unsettled = None if unknown_is_on else self._unsettled_condition(call)
             if unsettled is None:
                 self._set(name, value, node, chunk)
-            elif name not in self.inputs.off_notes:
+            elif name not in self.inputs.setting_notes:
                 flag = _SWITCH_FLAGS.get(name)
-                self.inputs.off_notes[name] = (
+                self.inputs.setting_notes[name] = (
                     f"{name.replace('_', ' ')}: line {chunk.line_of(node)} (`{_short(chunk.code_for(node))}`) runs only when "
                     f"`{_short(chunk.code_for(unsettled))}` holds, which the script does not settle: not counted"
                     + (f"; give {flag} if the run turns it on" if flag else "")
@@ -373,7 +375,7 @@ class _Reader:
                 continue  # another call turns it on (or states it) unconditionally
             self._set(name, False, definition, home)
             flag = _SWITCH_FLAGS.get(name)
-            self.inputs.off_notes[name] = (
+            self.inputs.setting_notes[name] = (
                 f"{name.replace('_', ' ')}: {why}: read as off" + (f"; give {flag} if the run turns it on" if flag else "")
             )
 
@@ -602,8 +604,8 @@ class _Reader:
                 self._switch("activation_offloading", call, node, chunk, unknown_is_on=False)
             elif value is False:
                 self._set("activation_offloading", False, node, chunk)
-            elif enabled is not None and "activation_offloading" not in self.inputs.off_notes:
-                self.inputs.off_notes["activation_offloading"] = (
+            elif enabled is not None and "activation_offloading" not in self.inputs.setting_notes:
+                self.inputs.setting_notes["activation_offloading"] = (
                     f"activation offloading: line {chunk.line_of(node)} turns it on when `{_short(chunk.code_for(enabled))}` holds, "
                     f"which the script does not settle: not counted; give {_SWITCH_FLAGS['activation_offloading']} if the run turns it on"
                 )
@@ -894,7 +896,7 @@ _PLAN_FIELDS = (
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
-    "optimizer_in_backward", "activation_offloading", "tensor_parallel",
+    "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -959,7 +961,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
     notes = list(read.notes) if read is not None else []
     if read is not None:
-        notes += [note for name, note in read.off_notes.items() if overrides.get(name) is None]
+        notes += [note for name, note in read.setting_notes.items() if overrides.get(name) is None]
     return ScriptPlan(settings, inputs, model_name, model_source, reason, notes)
 
 

@@ -17,7 +17,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     from trainlint.estimator.costmodel import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
-    estimate.add_argument("script", nargs="?", metavar="SCRIPT", help="training script to read the configuration from")
+    estimate.add_argument(
+        "script", nargs="?", metavar="SCRIPT",
+        help="training script to read the configuration from, or a torchtune recipe's YAML configuration",
+    )
     estimate.add_argument(
         "--model", metavar="NAME_OR_PATH",
         help="a config.json or model folder, a Hugging Face id (read from the local cache, else the catalog), "
@@ -227,6 +230,13 @@ def _read_script(path: str):
         return f"cannot read {path}: {error}"
     except DecodeError as error:
         return f"cannot read {path}: {error}"
+    if Path(path).suffix.lower() in (".yaml", ".yml"):  # a torchtune recipe's configuration
+        from trainlint.estimator.torchtune_config import NotAConfig, read_config
+
+        try:
+            return None, read_config(text)
+        except NotAConfig as error:
+            return f"cannot read {path}: {error}"
     # The workspace: the script's folder, and the current folder when the script lies under it (a config
     # named relative to the project root, as the script is run from there).
     folder, here = Path(path).resolve().parent, Path.cwd().resolve()
