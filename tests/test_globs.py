@@ -91,7 +91,7 @@ PATHOLOGICAL = [
 
 @pytest.mark.parametrize(("pattern", "path"), PATHOLOGICAL, ids=range(len(PATHOLOGICAL)))
 def test_matching_never_backtracks_over_the_wildcards(pattern, path):
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: what backtracking burns, whatever else the machine runs
     spec = compile_patterns([pattern, "!" + pattern])
     assert spec.verdict(path) is None
-    assert time.monotonic() - started < 2  # about 10 ms; seconds to hours before
+    assert time.process_time() - started < 2  # at most 0.1 s (the longest pattern's compile); seconds to hours before
