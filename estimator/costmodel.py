@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from . import litgpt
 from .activation_data import measured_layer_coefficients
-from .architectures import Architecture, Shape, parameter_count, shape
+from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
 from .units import GIB
 
@@ -195,6 +195,15 @@ class Plan:
     # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
     # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
+    # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
+    # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
+    # heads, one replicated where there are fewer KV heads than N.
+    tensor_parallel: int = 1
+    # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
+    # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
+    # None: the version is unknown; the estimate takes fused, the high end foreach.
+    trainer_default_optimizer: bool = False
+    trainer_fused_adamw: bool | None = None
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
@@ -415,8 +424,32 @@ def _validate(plan: Plan) -> None:
         raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
+    if plan.tensor_parallel < 1:
+        raise CannotEstimate("the tensor-parallel degree must be at least 1")
+    if plan.tensor_parallel > 1:
+        _validate_tensor_parallel(plan)
     if plan.optimizer_in_backward and plan.grad_accum > 1:
         raise CannotEstimate("an optimizer step in the backward frees each gradient at once: it cannot accumulate micro-batches")
+
+
+def _validate_tensor_parallel(plan: Plan) -> None:
+    """Tensor parallelism as modelled: a transformer's inference or generation, its query heads split evenly."""
+    degree = plan.tensor_parallel
+    if plan.mode == "train":
+        raise CannotEstimate("a tensor-parallel degree is modelled for inference and generation only; for training, use --sharding")
+    if degree > plan.gpus:
+        raise CannotEstimate(f"tensor parallelism over {degree} GPUs needs {degree} GPUs; the run has {plan.gpus}")
+    geometry = shape(plan.model) if plan.model is not None else None
+    if geometry is None or plan.model is None or plan.model.kind == "diffusion" or plan.model_code == "litgpt":
+        raise CannotEstimate("a tensor-parallel degree is modelled for transformers' and gpt-fast's decoders")
+    if geometry.heads % degree:
+        raise CannotEstimate(f"{geometry.heads} attention heads do not split {degree} ways (tensor parallelism needs a divisor)")
+
+
+def _kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
+    """The KV heads each GPU caches: its share under tensor parallelism, at least one (a KV head serves the query
+    heads of several GPUs where there are fewer KV heads than GPUs, and each of them holds it)."""
+    return max(1, math.ceil(geometry.kv_heads / plan.tensor_parallel))
 
 
 # ---------------------------------------------------------------------- parameters and states
@@ -425,11 +458,41 @@ def _lora_params(plan: Plan, geometry: Shape | None) -> int:
         return 0
     per_layer = 0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # once, not per layer: _head_adapter_params
         dims = geometry.lora_dims.get(target)
         if dims is None:
             raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
         per_layer += plan.lora_rank * (dims[0] + dims[1])
-    return geometry.layers * per_layer
+    return geometry.layers * per_layer + _head_adapter_params(plan, geometry)
+
+
+def _targets_the_head(plan: Plan) -> bool:
+    return plan.lora_rank is not None and any(target in LM_HEAD_NAMES for target in plan.lora_targets)
+
+
+def _head_adapter_params(plan: Plan, geometry: Shape) -> int:
+    """LoRA on the LM head (`lm_head`, GPT-NeoX's `embed_out`): one adapter from the hidden size to the vocabulary,
+    A (rank x hidden) and B (vocab x rank)."""
+    if not _targets_the_head(plan):
+        return 0
+    kind = plan.model.kind if plan.model is not None else None
+    if not geometry.vocab or kind not in ("decoder", "encoder-decoder") or plan.head != "lm":
+        raise CannotEstimate("LoRA on the LM head: this model has no LM head over a vocabulary")
+    assert plan.lora_rank is not None, "a plan with adapters"
+    return plan.lora_rank * (geometry.hidden + geometry.vocab)
+
+
+def _head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
+    """What the LM head's adapter keeps for the backward, as a layer's adapters do: its input (the final norm's
+    output) cast to the adapter's dtype (peft: fp32), a dropout mask of a byte per element when lora_dropout > 0,
+    and its rank-wide inner activation. Its vocabulary-wide output is added to the frozen head's logits and freed."""
+    if not _targets_the_head(plan) or plan.mode != "train":
+        return 0.0
+    assert plan.lora_rank is not None, "a plan with adapters"
+    adapter = _adapter_bytes(plan)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    return tokens * ((adapter + mask) * geometry.hidden + adapter * plan.lora_rank)
 
 
 def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: list[str]) -> int:
@@ -440,6 +503,10 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
             raise CannotEstimate("LoRA is modelled for transformer models only")
         lora = _lora_params(plan, geometry)
         notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        head = _head_adapter_params(plan, geometry)
+        if head:
+            notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "
+                         "of the final hidden states for the backward")
         return lora
     return params
 
@@ -466,7 +533,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if lora and plan.dtype.startswith("amp"):
             notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
     if plan.mode != "train":
-        return Interval.exact(base / shards), ZERO, ZERO, ZERO
+        if plan.tensor_parallel > 1:
+            notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
+                         "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
+        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO
     adapter_bytes = _adapter_bytes(plan)
     trainable_bytes = adapter_bytes if lora else grad_bytes
     state_dtype = adapter_bytes if lora else weight_bytes
@@ -610,9 +680,18 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
     if share and "optimizer" not in plan.offload:
         whole = trainable * state_bytes * share / shards
-        if plan.foreach is False:  # the per-tensor loop: temporaries of one tensor at a time
-            largest = _largest_tensor(geometry, trainable)
-            temporary = Interval.exact(2 * largest * state_bytes)
+        largest = _largest_tensor(geometry, trainable)
+        one_tensor = Interval.exact(2 * largest * state_bytes)
+        if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw":
+            if plan.trainer_fused_adamw is None:
+                temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
+                notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
+                             "estimate); before, torch's foreach AdamW keeps a parameter-sized temporary (the high end); "
+                             f"`optim=` in TrainingArguments or {_settled_by('torch')}")
+            else:
+                temporary = one_tensor if plan.trainer_fused_adamw else Interval.exact(whole)
+        elif plan.foreach is False:  # the per-tensor loop (or fused): temporaries of one tensor at a time
+            temporary = one_tensor
         elif plan.foreach is True:
             temporary = Interval.exact(whole)
             notes.append("foreach optimizer step: one temporary the size of the parameters")
@@ -668,7 +747,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
     dims = geometry.lora_dims
     fused = "qkv_proj" in dims  # one matrix where the model fuses them (LitGPT, GPT-NeoX)
     mlp = ("gate_proj", "up_proj", "gate_up_proj", "down_proj")
-    per_layer = [(d_in * d_out, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
+    per_layer = [(d_in * d_out / plan.tensor_parallel, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
                  for name, (d_in, d_out) in dims.items() if not (fused and name in ("q_proj", "k_proj", "v_proj"))]
     weight_bytes = _PRECISION[plan.dtype][0] if plan.quant is None else 2
     quantised_head = plan.model_code == "litgpt"
@@ -681,7 +760,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
             total += count * block_overhead(elements)
         else:
             total += count * block_overhead(elements * weight_bytes)
-    embedding = geometry.vocab * geometry.hidden
+    embedding = geometry.vocab * geometry.hidden / plan.tensor_parallel
     total += block_overhead(embedding * weight_bytes)
     if geometry.lm_head_params:
         head = block_overhead(embedding / 2) if plan.quant and quantised_head else block_overhead(embedding * weight_bytes)
@@ -716,7 +795,7 @@ def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interv
     if plan.quant not in ("nf4", "nf4-dq") or geometry is None:
         return ZERO
     hidden = geometry.hidden
-    layer_linear = max(hidden * geometry.intermediate, hidden * geometry.heads * geometry.head_dim)
+    layer_linear = max(hidden * geometry.intermediate, hidden * geometry.heads * geometry.head_dim) / plan.tensor_parallel
     if plan.model_code == "litgpt":
         largest = max(layer_linear, geometry.vocab * hidden)
         value = Interval.exact(largest * litgpt.DEQUANTISED_BYTES)
@@ -838,7 +917,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations, logits, 0.0, 0.0, 0.0
+        return activations + _head_adapter_kept(plan, geometry, tokens), logits, 0.0, 0.0, 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
@@ -869,6 +948,12 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
         dtype = 2 if plan.dtype != "fp32" else 4
         per_token = geometry.kv_cache_bytes_per_token_per_byte * dtype * batch
+        if plan.tensor_parallel > 1 and arch.kv_lora_rank is None:
+            per_token *= _kv_heads_per_gpu(plan, geometry) / geometry.kv_heads
+            notes.append(f"tensor parallel: each GPU caches {_kv_heads_per_gpu(plan, geometry)} of {geometry.kv_heads} KV heads"
+                         + (" (fewer KV heads than GPUs: each is held by several)" if geometry.kv_heads < plan.tensor_parallel else ""))
+        elif plan.tensor_parallel > 1:
+            notes.append("tensor parallel: the compressed latent cache (MLA) is not split by heads; every GPU holds all of it")
         if plan.model_code == "litgpt" and end == 2 and arch.kv_lora_rank is None:
             per_token *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
 
@@ -908,7 +993,8 @@ def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dic
         return {}
     length = plan.kv_cache_len or plan.max_context or plan.seq_len or 0
     length = 8 * math.ceil(length / 8)
-    expanded = 2.0 * plan.batch_size * geometry.heads * length * geometry.head_dim  # keys and values, every head
+    # keys and values, every query head (of this GPU's, under tensor parallelism)
+    expanded = 2.0 * plan.batch_size * geometry.heads / plan.tensor_parallel * length * geometry.head_dim
     act_bytes = 2 if plan.dtype != "fp32" else 4
     upcast = 4.0 if act_bytes == 2 else 0.0
     notes.append(f"gpt-fast: a causal mask of {length}x{length} bools; each decoding step expands the cache to every "
@@ -1043,6 +1129,7 @@ def _quant_inputs_note(plan: Plan) -> str:
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
     ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("torch", "2.8.0", "trainer_fused_adamw", False, True),
 )
 LIBRARY_VERSION_FLAG = "--library-version"
 
@@ -1111,6 +1198,8 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # not a layer's: _head_adapter_kept
         d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
         kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
     return kept - saving
@@ -1198,9 +1287,10 @@ def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     forward (calibration/inference_peaks.py)."""
     hidden = geometry.hidden
     arch = plan.model
-    width = geometry.heads * geometry.head_dim / hidden
-    kv_width = geometry.kv_heads * geometry.head_dim / hidden
-    ffn = geometry.intermediate / hidden  # an MoE layer runs one expert at a time
+    degree = plan.tensor_parallel  # a GPU computes its share of the heads and of the MLP; hidden-wide tensors are whole
+    width = geometry.heads * geometry.head_dim / hidden / degree
+    kv_width = (_kv_heads_per_gpu(plan, geometry) if degree > 1 else geometry.kv_heads) * geometry.head_dim / hidden
+    ffn = geometry.intermediate / hidden / degree  # an MoE layer runs one expert at a time
     gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
     python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
     parallel = arch is not None and arch.norms_per_layer == 1
@@ -1214,7 +1304,7 @@ def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
     if plan.attention == "eager":
         half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
-        attention += (4.0 if half_softmax else 8.0) * geometry.heads * seq / hidden
+        attention += (4.0 if half_softmax else 8.0) * geometry.heads / degree * seq / hidden
     return held + rope + max(mlp, attention)
 
 

@@ -418,7 +418,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
         "quant_keeps_inputs": False, "prompt_logits_whole": False}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
     with pytest.raises(CannotEstimate):
-        settings_for_versions({"torch": "2.1"})
+        settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
 
     def run(*extra):
@@ -509,3 +509,86 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     stated = estimate(Plan(**common, rotary_cache=True)).breakdown.weights
     assert unknown.high - unknown.estimate == cache and stated.estimate - unknown.estimate == cache
     assert estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.high == estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.estimate
+
+
+def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreach_before():
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    params = parameter_count(LLAMA)
+    per_tensor = estimate(_plan(foreach=False)).breakdown.optimizer_step
+    foreach = estimate(_plan(foreach=True)).breakdown.optimizer_step
+    assert foreach.estimate == pytest.approx(2 * params)  # one bf16 copy of every parameter
+    unknown = estimate(_plan(trainer_default_optimizer=True))
+    step = unknown.breakdown.optimizer_step
+    assert (step.low, step.estimate, step.high) == (per_tensor.low, per_tensor.estimate, foreach.high)
+    assert any("(adamw_torch_fused) with torch 2.8" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
+    assert settings_for_versions({"torch": "2.7.1+cu126"}) == {"trainer_fused_adamw": False}
+    assert settings_for_versions({"torch": "2.8.0"}) == {"trainer_fused_adamw": True}
+    older = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"torch": "2.5.1"}))).breakdown.optimizer_step
+    assert older == foreach
+    # a script's own optimizer is not the Trainer's: the setting changes nothing then
+    assert estimate(_plan(foreach=True, trainer_default_optimizer=True)).breakdown.optimizer_step == foreach
+
+
+def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
+    """peft's adapter on the LM head: A (rank x hidden) and B (vocabulary x rank), once; in the forward it keeps
+    its input cast to fp32, a byte-mask with dropout, and its rank-wide inner output, as a layer's adapters do."""
+    rank, hidden, vocab, tokens = 8, 4096, 128_256, 2 * 1024
+    layers = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    headed = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj", "lm_head"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    head = rank * (hidden + vocab)
+    assert headed.trainable_params - layers.trainable_params == head
+    # fp32 weights, gradients and two AdamW states: 16 bytes per adapter parameter
+    states = lambda result: result.breakdown.weights.estimate + result.breakdown.gradients.estimate + result.breakdown.optimizer.estimate  # noqa: E731
+    assert states(headed) - states(layers) == pytest.approx(16 * head)
+    kept = headed.breakdown.activations.estimate - layers.breakdown.activations.estimate
+    assert kept == pytest.approx(tokens * (4 * hidden + 4 * rank))
+    dropout = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.1, batch_size=2, seq_len=1024))
+    none = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    assert dropout.breakdown.activations.estimate - none.breakdown.activations.estimate == pytest.approx(tokens * hidden)
+    with pytest.raises(CannotEstimate, match="no LM head"):
+        estimate(Plan(model=find_architecture("bert-base-uncased"), lora_rank=8, lora_targets=("lm_head",), seq_len=128))
+
+
+def test_tensor_parallel_generation_splits_weights_and_kv_heads():
+    """Megatron's split: each GPU holds 1/N of every layer's heads and MLP, of the embeddings and of the LM head, and
+    caches its own KV heads; with fewer KV heads than GPUs each KV head is held by several GPUs (one per GPU)."""
+    from trainlint.estimator.costmodel import inference_layer_coefficient
+
+    generate = dict(mode="generate", seq_len=1024, max_context=4096, batch_size=4, dtype="bf16")
+    whole = estimate(_plan(**generate)).breakdown
+    four = estimate(_plan(**generate, tensor_parallel=4, gpus=4)).breakdown
+    assert four.weights.estimate == pytest.approx(whole.weights.estimate / 4)
+    assert four.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 4)  # 8 KV heads: 2 per GPU
+    sixteen = estimate(_plan(**generate, tensor_parallel=16, gpus=16)).breakdown
+    assert sixteen.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 8)  # 1 KV head per GPU, not half of one
+    # one layer's working memory: the hidden-wide tensors whole, the heads' and the MLP's a quarter
+    geometry = shape(LLAMA)
+    hidden, width, kv_width, ffn = 4096, 1.0, 1024 / 4096, 14336 / 4096
+    rope = 4.0 * 128 / hidden
+    quarter = 6.0 + rope + max(2.0 + 6.0 * ffn / 4, 2.0 + 2.0 * (width / 4 + 2.0 * kv_width / 4) + 4.0 * width / 4)
+    assert inference_layer_coefficient(_plan(**generate, tensor_parallel=4, gpus=4), geometry, 1024) == pytest.approx(quarter)
+    # a latent (MLA) cache is not split by heads
+    lite = find_architecture("deepseek-v2-lite")
+    mla = dict(model=lite, mode="generate", seq_len=1024, max_context=4096, dtype="bf16")
+    assert (estimate(Plan(**mla, tensor_parallel=2, gpus=2)).breakdown.kv_cache.estimate
+            == pytest.approx(estimate(Plan(**mla)).breakdown.kv_cache.estimate))
+    for plan, reason in (
+        (_plan(tensor_parallel=2, gpus=2), "inference and generation only"),
+        (_plan(**generate, tensor_parallel=3, gpus=3), "32 attention heads do not split 3 ways"),
+        (_plan(**generate, tensor_parallel=4, gpus=2), "needs 4 GPUs"),
+    ):
+        with pytest.raises(CannotEstimate, match=reason):
+            estimate(plan)
+
+
+def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
+         "--max-context", "8192", "--dtype", "bf16", "--gpu", "a100-80gb", "--tensor-parallel", "4", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    report = json.loads(done.stdout)
+    assert report["inputs"]["tensor_parallel"] == {"value": 4, "source": "command line"}
+    assert report["inputs"]["gpus"] == {"value": 4, "source": "command line (--tensor-parallel)"}
+    assert report["breakdown"]["weights"] == pytest.approx(parameter_count(find_architecture("llama-3.1-70b")) * 2 / 4)
