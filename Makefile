@@ -63,7 +63,7 @@ lint: install-dev
 # TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/). tests/test_vscode.py runs the
 # .vsix in a real VS Code (code-server) driven by a headless Chromium: vscode-e2e-deps installs those.
 test: install-dev lint vscode-e2e-deps $(VSIX)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=25
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run typecheck && npm run lint && TRAINLINT_PYTHON=$(CURDIR)/$(BIN)/python npm test
 
 # The VS Code extension package (vscode-extension/trainlint-<version>.vsix), rebuilt when its sources change.

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 
 import msgspec
 
+from .lines import indentation_start
+
 _TOKEN = re.compile(r"""\n|#|'''|\"\"\"|'|"|[(\[{]|[)\]}]|\\\r?\n""")
 _TRIPLE_END = {"'''": re.compile(r"\\.|'''", re.S), '"""': re.compile(r'\\.|"""', re.S)}
 _SINGLE_END = {"'": re.compile(r"\\.|'|\n", re.S), '"': re.compile(r'\\.|"|\n', re.S)}
@@ -65,13 +67,14 @@ def _statement_starts(text: str) -> Iterator[int]:
         pos = match.end()
         if token == "\n":
             line_start = pos
+            code = indentation_start(text, pos)
             if depth == 0:
                 yield pos
                 last = pos
-                if _CODE_AT_COLUMN_0.match(text, pos):
+                if _CODE_AT_COLUMN_0.match(text, code):
                     top_level = pos
-            elif _HARD_START.match(text, pos) or (
-                opened_indented and _CODE_AT_COLUMN_0.match(text, pos) and not _continues_validly(text, top_level, pos, depth)
+            elif _HARD_START.match(text, code) or (
+                opened_indented and _CODE_AT_COLUMN_0.match(text, code) and not _continues_validly(text, top_level, pos, depth)
             ):
                 # a bracket left open inside a function does not run on into the code after it; the
                 # blank and comment lines just above belong to what follows, as they would at top level
@@ -82,7 +85,8 @@ def _statement_starts(text: str) -> Iterator[int]:
                 top_level = pos
         elif token in "([{":
             if depth == 0:
-                opened_indented = text[line_start : line_start + 1] in (" ", "\t")
+                start = indentation_start(text, line_start)
+                opened_indented = text[start : start + 1] in (" ", "\t")
             depth += 1
         elif token in ")]}":
             depth = max(0, depth - 1)
@@ -128,7 +132,8 @@ def _continues_validly(text: str, start: int, pos: int, depth: int) -> bool:
         token = match.group()
         scan = match.end()
         if token == "\n":
-            if depth == 0 and text[scan : scan + 1] not in (" ", "\t", "\n", "#", "") and not BLOCK_CONTINUATION.match(text, scan):
+            code = indentation_start(text, scan)
+            if depth == 0 and text[code : code + 1] not in (" ", "\t", "\n", "#", "") and not BLOCK_CONTINUATION.match(text, code):
                 end = scan
                 break
         elif token in "([{":
@@ -220,11 +225,23 @@ def _boundaries(text: str) -> Iterator[int]:
             if pending_comment_start is None:
                 pending_comment_start = offset
             continue
-        if line[0] in " \t" or BLOCK_CONTINUATION.match(line) or previous_was_decorator:
+        code = line[indentation_start(line, 0) :]
+        first_word = _first_word(text, code, line_end)
+        if code[0] in " \t" or BLOCK_CONTINUATION.match(first_word) or previous_was_decorator:
             # indented leftovers, `else:` and decorated definitions stay with what came before
             pending_comment_start = None
-            previous_was_decorator = line.startswith("@")
+            previous_was_decorator = first_word.startswith("@")
             continue
         yield pending_comment_start if pending_comment_start is not None else offset
         pending_comment_start = None
-        previous_was_decorator = line.startswith("@")
+        previous_was_decorator = first_word.startswith("@")
+
+
+def _first_word(text: str, code: str, line_end: int) -> str:
+    """The statement's text from its first word: ``code`` (a line's, after its indentation), or, when
+    that is only a backslash, the line it continues on (``\\`` then ``@deco`` is a decorator)."""
+    while code.strip(" \t\f") == "\\" and line_end >= 0:
+        next_end = text.find("\n", line_end + 1)
+        code = text[line_end + 1 : len(text) if next_end < 0 else next_end].lstrip(" \t\f")
+        line_end = next_end
+    return code

@@ -9,6 +9,7 @@ import libcst as cst
 
 from .findings import Evidence, Fix, Severity, TextEdit
 from .flow import ScopeAnalysis
+from .lines import indentation, indentation_start
 from .parsing import ParsedChunk
 from .tree import walk
 from .values import Site
@@ -118,17 +119,23 @@ class RuleContext:
     def indent_block(self, node: cst.CSTNode, header: str, chunk: ParsedChunk | None = None) -> TextEdit | None:
         """Wrap a statement (with all its lines) in ``header:``, indenting it one level.
 
-        None when the statement holds a multi-line string, whose text would change if indented.
+        None when the statement holds a multi-line string, whose text would change if indented, or
+        has a form feed in the indentation of a line after its first: Python reads the result, but
+        LibCST, which checks every fix's result, misreads a block whose lines do not all start
+        alike, and a result it rejects drops every fix of its round.
         """
         chunk = chunk or self.chunk
         line, column, end_line, _ = chunk.range_of(node)
         lines = [self.module.line(number) for number in range(line, end_line + 1)]
         if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in walk(node)):
             return None
-        indent = lines[0][: column - 1]
+        if any(indentation_start(text, 0) for text in lines[1:] if text.strip()):
+            return None
         unit = _indent_unit(chunk.chunk.text.split("\n")) or _indent_unit(self.module.lines) or "    "
-        body = "\n".join((unit + text) if text.strip() else text for text in lines)
-        new_text = f"{indent}{header}:\n{body}"
+        # The header starts as the first line did (a form feed before the statement stays before it).
+        first = indentation(lines[0]) + unit + lines[0][column - 1 :]
+        body = "\n".join([first, *((unit + text) if text.strip() else text for text in lines[1:])])
+        new_text = f"{lines[0][: column - 1]}{header}:\n{body}"
         return TextEdit(line, 1, end_line, len(lines[-1]) + 1, new_text)
 
     def fix(self, description: str, edits: Sequence[TextEdit | None], *, safe: bool) -> Fix | None:
@@ -152,8 +159,7 @@ class RuleContext:
 def _indent_unit(lines: list[str]) -> str | None:
     """The file's indentation step, from the first indented line; None when nothing is indented."""
     for text in lines:
-        stripped = text.lstrip()
-        if stripped and text != stripped:
-            whitespace = text[: len(text) - len(stripped)]
+        whitespace = indentation(text)
+        if whitespace and text.strip():
             return "\t" if whitespace.startswith("\t") else " " * min(len(whitespace), 4)
     return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gc
 import logging
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("trainlint")
 _LINE = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?")
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+# Encodings a coding declaration may name but Python refuses to read a source file in ("encoding
+# problem"): UTF-16 and UTF-32, and punycode, whose decoder takes time that grows with the square
+# of the text (600 KB: about 25 s).
+_REFUSED_ENCODINGS = ("utf-16", "utf-32", "punycode")
 
 
 # Rules raise instead of reporting when this is set, so their tests see their bugs.
@@ -64,11 +69,17 @@ def read_source(data: bytes) -> tuple[str, str]:
         encoding, _ = tokenize.detect_encoding(_first_lines(data).__next__)
     except SyntaxError as error:
         raise DecodeError(_encoding_problem(data, str(error))) from None
+    if codecs.lookup(encoding).name.startswith(_REFUSED_ENCODINGS):
+        raise DecodeError(f"Python does not read source files in {encoding!r}, which the coding declaration names")
     try:
         return data.decode(encoding), encoding
     except UnicodeDecodeError as error:
         line = _line_of(data, error.start)
         raise DecodeError(f"cannot decode line {line} as {encoding}: {error.reason}") from None
+    except UnicodeError as error:  # a codec that tells no position ('undefined')
+        raise DecodeError(f"cannot decode the file as {encoding}: {error}") from None
+    except LookupError:  # a codec from bytes to bytes or str to str (zlib_codec, rot13)
+        raise DecodeError(f"{encoding!r}, which the coding declaration names, is not a text encoding") from None
 
 
 def _first_lines(data: bytes):

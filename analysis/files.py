@@ -5,14 +5,27 @@ A FIFO named ``train.py`` would block a plain ``open`` forever, a ``train.py`` l
 nobody expects. Every file trainlint reads on the user's behalf (sources, notebooks,
 configuration, .gitignore) goes through :func:`read_bounded`, which opens without blocking,
 checks what it opened and reads at most its limit.
+
+Writing is ``--fix``'s alone (:func:`replace_file`): only inside the folders the command line
+gives (:class:`WriteRoots`), whole or not at all, and without a checked folder's links leading the
+write anywhere else.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import re
+import secrets
 import stat
-import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 MIB = 2**20
 MAX_SOURCE_BYTES = 10 * MIB  # a Python file; the largest hand-written ones are well under 1 MiB
@@ -47,6 +60,8 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as error:
         raise UnreadableFile(_reason(path, error), missing=error.errno in (errno.ENOENT, errno.ENOTDIR)) from None
+    except ValueError:  # a NUL in the name (from a string in the code or a setting): no file has one
+        raise UnreadableFile("a file name cannot hold a NUL character", missing=True) from None
     try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
@@ -91,25 +106,217 @@ def _too_large(size: int, limit: int) -> str:
     return f"{size / MIB:.1f} MiB, over the {limit // MIB} MiB limit"
 
 
-def replace_file(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` over the file at ``path`` atomically: into a temporary file in the same
-    folder, flushed to disk, with the original's permission bits, then renamed over it. A
-    failure at any point leaves the original as it was (and no temporary file behind). A
-    symbolic link stays a link: its target is replaced."""
-    target = os.path.realpath(path)
-    folder, name = os.path.split(target)
-    mode = stat.S_IMODE(os.stat(target).st_mode)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".trainlint", dir=folder)
+class OutsideWriteRoots(Exception):
+    """A file ``--fix`` may not write: its real path lies outside the paths given on the command line."""
+
+    def __init__(self, real: str) -> None:
+        super().__init__(real)
+        self.real = real  # where the file really is (a link's target)
+
+
+@dataclass(frozen=True)
+class WriteRoots:
+    """Where ``--fix`` may write: inside the folders the paths on the command line give, a folder
+    itself and a file the folder holding it, each by its real path (the user typed those paths,
+    links and all).
+
+    A file is written where it really is. A link, met in a folder or named, is fixed at its target
+    only when the target lies inside one of these folders too: a checked folder cannot redirect a
+    write to a file outside them.
+    """
+
+    folders: tuple[str, ...]
+
+    @classmethod
+    def given(cls, paths: Iterable[str]) -> WriteRoots:
+        folders = (path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)) for path in paths)
+        return cls(tuple(dict.fromkeys(_compared(os.path.realpath(folder)) for folder in folders)))
+
+    def start(self, real: str) -> str | None:
+        """The folder a write to the file at ``real`` (a real path) starts from, the one of these
+        that holds it; None when none does."""
+        compared = _compared(real)
+        return next((folder for folder in self.folders if _holds(folder, compared)), None)
+
+
+def _compared(path: str) -> str:
+    return os.path.normcase(os.path.normpath(path))
+
+
+def _holds(folder: str, path: str) -> bool:
     try:
-        with os.fdopen(descriptor, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
+        return os.path.commonpath([folder, path]) == folder
+    except ValueError:  # on two drives (Windows)
+        return False
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes, roots: WriteRoots) -> None:
+    """Write ``data`` over the file at ``path`` atomically, and only inside ``roots``.
+
+    The file is written at its real path (a link stays a link; its target is replaced) when that
+    lies inside ``roots``, else OutsideWriteRoots. The folders from the root down are opened one
+    by one without following a link (where the system can: POSIX), so a folder turned into a link
+    after the check cannot redirect the write either. The data goes into a temporary file in the
+    same folder (``.NAME.XXXXXXXX.trainlint``, locked while it is written: see
+    ``remove_stale_temporaries``), flushed to disk, with the original's permission bits, then
+    renamed over it. A failure at any point leaves the original as it was, and no temporary behind.
+    """
+    real = os.path.realpath(path)
+    start = roots.start(real)
+    if start is None:
+        raise OutsideWriteRoots(real)
+    *folders, name = _names_below(start, real)
+    with _Folder.reached(start, folders) as folder:
+        folder.replace(name, data)
+
+
+def remove_stale_temporaries(paths: Iterable[str], roots: WriteRoots) -> None:
+    """Remove the temporaries killed runs of ``--fix`` left next to these files (a write that
+    finishes or fails leaves none): those named as trainlint names them for the same file, that
+    are regular files, and that no running fix holds (its writer locks each until the rename;
+    where the system has no such locks, an open file cannot be removed). Files outside ``roots``
+    are left alone, and a folder that cannot be listed is skipped."""
+    wanted: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    for path in paths:
+        real = os.path.realpath(path)
+        start = roots.start(real)
+        if start is not None:
+            *folders, name = _names_below(start, real)
+            wanted.setdefault((start, tuple(folders)), set()).add(name)
+    for (start, folders), names in wanted.items():
+        with contextlib.suppress(OSError), _Folder.reached(start, list(folders)) as folder:
+            folder.remove_stale_temporaries(names)
+
+
+def _names_below(start: str, real: str) -> list[str]:
+    """The names leading from the folder ``start`` down to ``real``, which it holds."""
+    return os.path.relpath(_compared(real), start).split(os.sep)
+
+
+_TEMPORARY_SUFFIX = ".trainlint"
+# The temporaries' names: `.train.py.`, eight characters of mkstemp's alphabet (earlier versions
+# drew them from it, so what they left is recognised too), the suffix.
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}" + re.escape(_TEMPORARY_SUFFIX))
+# Folders are walked by descriptor where every call below takes one (POSIX, not Windows); on Linux
+# a descriptor that only locates the folder (O_PATH), so a folder that cannot be listed still can be
+# written in.
+_BY_DESCRIPTOR = {os.open, os.stat, os.unlink, os.rename} <= os.supports_dir_fd and os.listdir in os.supports_fd
+_FOLDER = getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_PATH", os.O_RDONLY)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
+
+
+class _Folder:
+    """A folder reached from a write root: by a descriptor opened without following links (POSIX),
+    else by its path."""
+
+    def __init__(self, path: str, descriptor: int | None) -> None:
+        self.path = path
+        self.descriptor = descriptor
+
+    @classmethod
+    @contextlib.contextmanager
+    def reached(cls, start: str, names: list[str]) -> Iterator[_Folder]:
+        if not _BY_DESCRIPTOR:
+            yield cls(os.path.join(start, *names), None)
+            return
+        descriptor = os.open(start, _FOLDER)
         try:
-            os.unlink(temporary)
+            for name in names:  # a name that is now a link fails (ENOTDIR, ELOOP)
+                inner = os.open(name, _FOLDER | _NOFOLLOW, dir_fd=descriptor)
+                os.close(descriptor)
+                descriptor = inner
+            yield cls(os.path.join(start, *names), descriptor)
+        finally:
+            os.close(descriptor)
+
+    def _at(self, name: str) -> str:
+        return name if self.descriptor is not None else os.path.join(self.path, name)
+
+    def _status(self, name: str) -> os.stat_result:
+        return os.stat(self._at(name), dir_fd=self.descriptor, follow_symlinks=False)
+
+    def replace(self, name: str, data: bytes) -> None:
+        status = self._status(name)
+        if not stat.S_ISREG(status.st_mode):  # a link or a folder now: it changed since it was read
+            raise OSError(errno.EINVAL, "no longer a regular file")
+        descriptor, temporary = self._new_temporary(name)
+        try:
+            try:
+                remaining = memoryview(data)
+                while remaining:
+                    remaining = remaining[os.write(descriptor, remaining) :]
+                os.fsync(descriptor)
+                if hasattr(os, "fchmod"):
+                    os.fchmod(descriptor, stat.S_IMODE(status.st_mode))
+                else:
+                    os.chmod(self._at(temporary), stat.S_IMODE(status.st_mode))
+                os.replace(self._at(temporary), self._at(name), src_dir_fd=self.descriptor, dst_dir_fd=self.descriptor)
+            finally:
+                os.close(descriptor)  # after the rename: the lock is held until the temporary is gone
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(self._at(temporary), dir_fd=self.descriptor)
+            raise
+
+    def _new_temporary(self, name: str) -> tuple[int, str]:
+        """A new temporary for ``name``, open and locked. A run cleaning up at the same moment may
+        remove one between its creation and its lock: then another is made."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY
+        while True:
+            temporary = f".{name}.{secrets.token_hex(4)}{_TEMPORARY_SUFFIX}"
+            try:
+                descriptor = os.open(self._at(temporary), flags, 0o600, dir_fd=self.descriptor)
+            except FileExistsError:
+                continue
+            if fcntl is None:
+                return descriptor, temporary
+            with contextlib.suppress(OSError):  # a file system without locks: it stays unlocked
+                fcntl.flock(descriptor, fcntl.LOCK_EX)
+            if self._still_names(temporary, descriptor):
+                return descriptor, temporary
+            os.close(descriptor)
+
+    def _still_names(self, name: str, descriptor: int) -> bool:
+        """Whether ``name`` is still the file open as ``descriptor``."""
+        try:
+            named = self._status(name)
         except OSError:
-            pass
-        raise
+            return False
+        opened = os.fstat(descriptor)
+        return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
+    def remove_stale_temporaries(self, names: set[str]) -> None:
+        if self.descriptor is None:
+            found = os.listdir(self.path)
+        else:
+            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=self.descriptor)
+            try:
+                found = os.listdir(listing)
+            finally:
+                os.close(listing)
+        for entry in found:
+            match = _TEMPORARY.fullmatch(entry)
+            if match is not None and match["name"] in names:
+                self._remove_if_abandoned(entry)
+
+    def _remove_if_abandoned(self, temporary: str) -> None:
+        if fcntl is None:  # no locks, but an open file cannot be removed: a running fix's stays
+            with contextlib.suppress(OSError):
+                if stat.S_ISREG(self._status(temporary).st_mode):
+                    os.unlink(self._at(temporary), dir_fd=self.descriptor)
+            return
+        try:
+            descriptor = os.open(self._at(temporary), os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, dir_fd=self.descriptor)
+        except OSError:
+            return  # a link, or not ours to read: left alone
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails while a running fix holds it
+            if self._still_names(temporary, descriptor):
+                os.unlink(self._at(temporary), dir_fd=self.descriptor)
+        except OSError:
+            return  # held, or locks cannot tell: left alone
+        finally:
+            os.close(descriptor)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# A line's leading whitespace up to its last form feed: Python counts indentation from there.
+_TO_LAST_FORM_FEED = re.compile(r"[ \t\f]*\f")
 
 
 def normalize_line_breaks(text: str) -> str:
@@ -30,3 +32,18 @@ def split_lines(text: str) -> list[str]:
 def line_starts(text: str) -> list[int]:
     """The offset at which each line begins."""
     return [0] + [match.end() for match in LINE_BREAK.finditer(text)]
+
+
+def indentation_start(text: str, line_start: int) -> int:
+    """Where the indentation of the line at ``line_start`` begins: after the last form feed in its
+    leading whitespace, which resets Python's count (``\\f    x`` is indented, ``    \\fx`` is not),
+    else at the line's start."""
+    match = _TO_LAST_FORM_FEED.match(text, line_start)
+    return match.end() if match else line_start
+
+
+def indentation(line: str) -> str:
+    """The spaces and tabs Python reads as the indentation of ``line``, without the form feeds
+    (and what comes before them) that a line may start with."""
+    code = len(line) - len(line.lstrip(" \t\f"))
+    return line[indentation_start(line, 0) : code]

@@ -433,7 +433,7 @@ class ParsedChunk:
     def positions(self) -> NodeRanges:
         if self._positions is None:
             assert self.module is not None
-            self._positions, self._starts = all_positions(self.module)
+            self._positions, self._starts = all_positions(self.module, self.tree_text())
         return self._positions
 
     def statement_starts(self) -> NodeLines:
@@ -546,7 +546,7 @@ class ParsedChunk:
             if span is None:
                 if positions is None:
                     assert self.module is not None, "lines are asked of a statement that parsed"
-                    positions = all_positions(self.module)[0]
+                    positions = all_positions(self.module, self.tree_text())[0]
                 known[id(node)] = positions[node].start.line
             else:
                 known[id(node)] = span[0]

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import ModuleType
 
 from . import rules as builtin_package
+from .files import MAX_SOURCE_BYTES, UnreadableFile, read_bounded
 from .rules.base import Rule
 
 ENTRY_POINT_GROUP = "trainlint.rules"
@@ -216,8 +217,10 @@ def _import_plugin(spec: str) -> ModuleType:
     if not is_plugin_path(spec):
         return importlib.import_module(spec)
     path = Path(spec)
-    if not path.is_file():
-        raise FileNotFoundError(f"no file {spec}")
+    try:  # a FIFO would block the import, /dev/zero or a huge file fill the memory
+        read_bounded(path, MAX_SOURCE_BYTES)
+    except UnreadableFile as error:
+        raise _Unreadable(f"cannot read it: {error}") from None
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     stem = re.sub(r"\W", "_", path.stem)
     name = f"trainlint_plugin_{stem}_{digest}"
@@ -250,8 +253,14 @@ def _is_rule(value: object) -> bool:
     return inspect.isclass(value) and issubclass(value, Rule) and value is not Rule
 
 
+class _Unreadable(Exception):
+    """A plugin file that is not there to import: the message says why, and is all that is told."""
+
+
 def _described(error: BaseException) -> str:
     text = str(error)
+    if isinstance(error, _Unreadable):
+        return text
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -301,9 +310,9 @@ def plugin_fingerprint(plugins: Sequence[str]) -> bytes:
         digest.update(spec.encode(errors="surrogateescape") + b"\0")
         source = spec if is_plugin_path(spec) else _module_file(spec)
         try:
-            digest.update(Path(source).read_bytes() if source else b"")
-        except OSError:
-            digest.update(b"unreadable")
+            digest.update(read_bounded(source, MAX_SOURCE_BYTES) if source else b"")
+        except UnreadableFile as error:  # a plugin that was not loaded: bounded reads only, as for the sources
+            digest.update(f"unreadable: {error}".encode())
     return digest.digest()
 
 

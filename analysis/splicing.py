@@ -271,10 +271,52 @@ def generate_positions(
     return "".join(state.tokens), recorder._computed, state.statement_starts
 
 
-def all_positions(module: cst.Module) -> tuple[NodeRanges, NodeLines]:
-    """Positions of every node of a module and first lines of its statements, from one code generation."""
-    _, positions, starts = generate_positions([module], module.default_indent, module.default_newline, [], 1)
+def all_positions(module: cst.Module, text: str) -> tuple[NodeRanges, NodeLines]:
+    """Positions of every node of a module parsed from ``text`` and first lines of its statements,
+    from one code generation, counted in ``text`` (``_as_written``)."""
+    code, positions, starts = generate_positions([module], module.default_indent, module.default_newline, [], 1)
+    if code != text:
+        lines = _as_written(code, text)
+        if lines is not None:
+            positions = {node: _range_as_written(lines, code_range) for node, code_range in positions.items()}
+            starts = {node: lines[line - 1][0] for node, line in starts.items()}
     return NodeRanges(positions), NodeLines(starts)
+
+
+def _as_written(code: str, text: str) -> list[tuple[int, int, int]] | None:
+    """Per line of the code LibCST prints for a tree of ``text``: the line of ``text`` it stands
+    for, the width of its leading whitespace, and what to add to a column past it; None when the
+    two differ otherwise than LibCST makes them differ.
+
+    LibCST's positions count the code it prints, which is not always the text it parsed, though
+    Python reads both alike: it leaves out a line holding only a backslash before a statement (all
+    later lines then one line short), and prints each line of a block with the block's indentation,
+    so a form feed in the leading whitespace of one line of a block (``\\fdef`` between two
+    functions) is left out there, and that of the block's first line is added to the others."""
+    written, printed = text.split("\n"), code.split("\n")
+    lines: list[tuple[int, int, int]] = []
+    index = 0
+    for line in printed:
+        printed_indent = len(line) - len(line.lstrip(" \t\f"))
+        while index < len(written) and written[index].lstrip(" \t\f") != line[printed_indent:]:
+            if written[index].strip(" \t\f") != "\\":
+                return None
+            index += 1
+        if index == len(written):
+            return None
+        written_indent = len(written[index]) - len(written[index].lstrip(" \t\f"))
+        lines.append((index + 1, printed_indent, written_indent - printed_indent))
+        index += 1
+    return lines
+
+
+def _range_as_written(lines: list[tuple[int, int, int]], code_range: CodeRange) -> CodeRange:
+    return CodeRange(_position_as_written(lines, code_range.start), _position_as_written(lines, code_range.end))
+
+
+def _position_as_written(lines: list[tuple[int, int, int]], position: CodePosition) -> CodePosition:
+    line, printed_indent, shift = lines[position.line - 1]
+    return CodePosition(line, position.column + shift if position.column >= printed_indent else position.column)
 
 
 class SplicedTree:

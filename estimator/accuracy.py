@@ -85,6 +85,12 @@ METHODS = ("full", "lora", "qlora", "sharded", "generation", "inference", "diffu
 UNANSWERED = "unanswered"
 
 
+# Repositories GitHub serves under a new owner: one project, one group, under the name it was split by.
+_MOVED_REPOSITORIES = {
+    "github.com/meta-pytorch/torchtune": "github.com/pytorch/torchtune",
+}
+
+
 def source_group(url: str) -> str:
     """The unit the published set is split on, read from a source's address: a GitHub repository
     (``github.com/owner/name``) for everything in it (files at any commit, issues, pull requests), a
@@ -96,7 +102,8 @@ def source_group(url: str) -> str:
     host = parts.netloc.removeprefix("www.")
     path = [segment for segment in parts.path.split("/") if segment]
     if host in ("github.com", "raw.githubusercontent.com") and len(path) >= 2:
-        return f"github.com/{path[0]}/{path[1]}"
+        group = f"github.com/{path[0]}/{path[1]}"
+        return _MOVED_REPOSITORIES.get(group, group)
     if host == "huggingface.co" and path:
         kept = 3 if path[0] in ("datasets", "spaces") else 2
         return "/".join([host, *path[:kept]])
@@ -139,7 +146,7 @@ def published_results() -> list[dict]:
         config = settings.pop("config", None)
         name = settings.pop("model", None)
         arch = architecture_from_config(config, row["id"], "the row's config") if config else find_architecture(name)
-        for key in ("lora_targets", "offload"):
+        for key in ("lora_targets", "offload", "omitted_components"):
             if key in settings:
                 settings[key] = tuple(settings[key])
         target = resolve_target(row["gpu"], row["gpus"])
@@ -147,7 +154,8 @@ def published_results() -> list[dict]:
         context = row.get("context_bytes", target.gpu.context_bytes)
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
         try:
-            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes)
+            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes,
+                              target.gpu.compute_capability)
         except CannotEstimate as reason:
             peak, band, why = None, UNANSWERED, str(reason)
         else:

@@ -145,11 +145,14 @@ def _index() -> dict[str, Architecture]:
 
 def find_architecture(name: str) -> Architecture | None:
     """By id or alias, case-insensitively; an HF id also matches by its last path part, with or
-    without an -instruct/-chat/-base/-hf/-it suffix. Unknown names give None, never a look-alike."""
+    without an -instruct/-chat/-base/-hf/-it suffix, and timm's `hf-hub:` prefix or a bare pretrained tag
+    (`resnet50.a1_in1k`) its hub id. Unknown names give None, never a look-alike."""
     index = _index()
-    key = name.strip().lower()
+    key = name.strip().lower().removeprefix("hf-hub:").removeprefix("hf_hub:")
     last_part = key.rsplit("/", 1)[-1]
-    for candidate in (key, last_part, _VARIANT_SUFFIX.sub("", last_part)):
+    # timm.create_model("resnet50.a1_in1k") names a pretrained tag the hub keeps as timm/resnet50.a1_in1k
+    timm_tag = f"timm/{key}" if "/" not in key and "." in key else key
+    for candidate in (key, timm_tag, last_part, _VARIANT_SUFFIX.sub("", last_part)):
         if candidate in index:
             return index[candidate]
     return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from . import litgpt
 from .activation_data import measured_layer_coefficients
-from .architectures import Architecture, Shape, parameter_count, shape
+from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
 from .units import GIB
 
@@ -31,11 +31,17 @@ OPTIMIZERS = (
 QUANTS = ("nf4", "nf4-dq", "int8")
 ATTENTIONS = ("eager", "sdpa", "flash")
 MODES = ("train", "infer", "generate")
-SHARDINGS = ("ddp", "fsdp", "zero1", "zero2", "zero3")
+SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
+# Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
+# FULL_SHARD; FSDP's SHARD_GRAD_OP keeps a unit gathered from its forward to its backward)
+_SHARDED_PARAMETERS = ("fsdp", "fsdp-grad-op", "zero3")
+_SHARDED_GRADIENTS = ("zero2", *_SHARDED_PARAMETERS)
+_SHARDED_OPTIMIZER = ("zero1", *_SHARDED_GRADIENTS)
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
-MODEL_CODES = ("transformers", "litgpt")
+CHECKPOINT_POLICIES = ("full", "selective", "alternate")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 _PRECISION = {
@@ -86,6 +92,10 @@ _BLOCKS_OVER_LIVE = 0.0063
 _IMAGE_SPREAD = (0.8, 1.0, 1.25)
 _MEASURED_SPREAD = (0.9, 1.0, 1.15)
 _FORMULA_SPREAD = (0.8, 1.0, 1.4)
+# The working memory of a forward without a backward (inference, a generation's prompt): the accounting of
+# inference_layer_coefficient equals a fake-tensor replay of transformers' generate path within 5 % for 13
+# models (calibration/inference_peaks.py); GPU kernels' workspaces (flash attention's) are left to the high end.
+_INFERENCE_SPREAD = (0.9, 1.0, 1.15)
 # LitGPT's layers: the formula equals what its modules keep under FakeTensorMode to within 0.2 % for six
 # models (calibration/litgpt_activations.py); the caching allocator's block rounding adds up to 0.5 %
 # (calibration/allocator_replay.py over whole LitGPT runs). Its versions' differences are the interval's
@@ -141,7 +151,9 @@ class Plan:
     quant: str | None = None
     gradient_checkpointing: bool = False
     checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
-    checkpoint_policy: str = "full"  # "selective": matmul and attention outputs kept, the rest recomputed
+    # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
+    # matmul of a layer recomputed too (torchtitan's op-level policy)
+    checkpoint_policy: str = "full"
     kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
     attention: str = "sdpa"
     max_context: int | None = None  # generation: prompt + new tokens
@@ -155,9 +167,22 @@ class Plan:
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
+    omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
+    # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
+    compiled: bool = False
+    # torchtune's recipe features: each parameter's optimizer step runs in a hook as soon as its gradient is ready
+    # (optimizer_in_bwd), and saved activations go to pinned CPU memory (enable_activation_offloading)
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
-    model_code: str = "transformers"  # whose modules run the model: "transformers" or "litgpt" (see litgpt.py)
+    # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
+    model_code: str = "transformers"
+    # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
+    # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
+    # (Lightning's mixed precision keeps fp32 parameters and lets autocast cast).
+    fsdp_param_dtype: str | None = None
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
@@ -167,6 +192,21 @@ class Plan:
     # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
     # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
     previous_graph_alive: bool | None = None
+    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
+    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
+    prompt_logits_whole: bool | None = None
+    # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
+    # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
+    # heads, one replicated where there are fewer KV heads than N.
+    tensor_parallel: int = 1
+    # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
+    # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
+    # None: the version is unknown; the estimate takes fused, the high end foreach.
+    trainer_default_optimizer: bool = False
+    trainer_fused_adamw: bool | None = None
+    # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
+    # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
+    rotary_cache: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -189,9 +229,20 @@ class Breakdown:
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
+    # A forward without backward (inference, generation; transformers' code): the KV cache while the prompt is
+    # read (its own tokens only). The prompt's working memory (`activations`), then the logits its LM head
+    # computes (`prompt_logits`, after the layers are done), are alive then, not while the new tokens are
+    # generated with the whole cache; `logits` holds what sampling keeps at every step.
+    prompt_kv_cache: Interval | None = None
+    prompt_logits: Interval = ZERO
+    # gpt-fast: its causal-mask buffer (cache length squared, one byte each) and what a decoding step's attention
+    # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
+    causal_mask: Interval = ZERO
+    decode_attention: Interval = ZERO
 
-    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "logits", "kv_cache",
-             "dequantised", "optimizer_step", "gradient_buckets", "cublas_workspace", "block_rounding")
+    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "prompt_logits", "logits", "kv_cache",
+             "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
+             "cublas_workspace", "block_rounding")
 
     def items(self) -> list[tuple[str, Interval]]:
         return [(name, getattr(self, name)) for name in self.NAMES]
@@ -202,8 +253,13 @@ class Breakdown:
         (otherwise they appear as the activations they replace are freed, and are released by
         zero_grad(set_to_none=True) before the next forward)."""
         loss = _larger(self.logits, self.dequantised + self.loss_beside_dequantised)
-        total = self.weights + self.optimizer + self.autocast_cache + self.activations + loss
-        total = total + self.kv_cache + self.gradient_buckets + self.cublas_workspace + self.block_rounding
+        if self.prompt_kv_cache is None:
+            working = self.activations + self.kv_cache
+        else:  # reading the prompt (its layers, then its logits), or generating with the whole cache
+            prompt = self.prompt_kv_cache + _larger(self.activations, self.prompt_logits)
+            working = _larger(prompt, self.kv_cache + self.decode_attention)
+        total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
+        total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         return total + self.gradients if self.gradients_in_backward else total
 
     def step(self) -> Interval:
@@ -236,14 +292,20 @@ class CannotEstimate(ValueError):
     """The configuration lacks something the model needs (an unknown model, no sequence length)."""
 
 
-def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES) -> Estimate:
+def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
+             compute_capability: str | None = None) -> Estimate:
     """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
-    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there."""
+    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
+    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA)."""
     _validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     notes: list[str] = []
+    asked = plan
+    kernel = attention_kernel(plan, compute_capability, notes)
+    if kernel != plan.attention:
+        plan = dataclasses.replace(plan, attention=kernel)
     if plan.model_code == "litgpt" and arch.kind == "decoder":
         arch, changes = litgpt.litgpt_architecture(arch)
         plan = dataclasses.replace(plan, model=arch)
@@ -261,20 +323,34 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
         weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
-        activations, logits, kv = _activations(plan, arch, geometry, notes)
+        weights = weights + _rotary_cache(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv, prompt_logits = _activations(plan, arch, geometry, notes)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
+        if plan.optimizer_in_backward and plan.mode == "train":
+            gradients, step = _optimizer_in_backward(plan, geometry, trainable, notes), ZERO
         breakdown = Breakdown(
             weights, gradients, optimizer, cache, activations, logits, kv, optimizer_step=step, gradient_buckets=buckets,
             cublas_workspace=workspace, dequantised=_dequantised(plan, geometry, notes),
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
-            gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1,
+            gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
+            prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
+            prompt_logits=prompt_logits,
+            **_gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
+    if breakdown.causal_mask.estimate:
+        # gpt-fast builds its mask as torch.tril(torch.ones(n, n)): both are alive before the KV cache exists
+        allocated = _larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
     if plan.quant is not None and geometry is not None:
         # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
-        # beside the quantised rest (up to twice, while it is converted).
+        # beside the quantised rest (up to twice, while it is converted). bitsandbytes' int8 (Int8Params.cuda,
+        # double_quant) also makes a column-major int8 copy of the weight beside the row-major one it keeps,
+        # and frees it after: one more byte per parameter of the largest quantised weight.
         largest = 2.0 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+        if plan.quant == "int8":
+            quantised_head = geometry.lm_head_params if plan.model_code == "litgpt" else 0
+            largest += max(quantised_head, geometry.hidden * geometry.intermediate)
         loading = breakdown.weights + Interval(largest, largest, 2 * largest)
         allocated = _larger(allocated, loading)
         if loading.estimate >= allocated.estimate:
@@ -295,7 +371,34 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
     process = reserved + Interval.exact(context_bytes) + outside_allocator
+    plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
+
+
+def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
+    """The attention a device runs for what was asked, as far as memory goes (torch's sdp_utils: the flash
+    kernel needs compute capability 8.0 or newer and 16-bit inputs, the memory-efficient kernel runs from 5.0
+    on fp16 and fp32, bf16 from 8.0; otherwise SDPA falls back to the math kernel, which materialises the
+    probabilities as eager attention does). FlashAttention-2 (transformers' flash_attention_2) runs from 8.0."""
+    if compute_capability is None or plan.attention == "eager" or plan.model is None or plan.model.kind == "diffusion":
+        return plan.attention
+    try:
+        capability = tuple(int(part) for part in compute_capability.split("."))
+    except ValueError:
+        return plan.attention
+    if capability >= (8, 0):
+        return plan.attention
+    if plan.attention == "flash":
+        raise CannotEstimate(f"FlashAttention-2 needs compute capability 8.0 or newer; this GPU has {compute_capability}: "
+                             "use --attention sdpa (or eager)")
+    if plan.dtype in ("bf16", "amp-bf16"):
+        notes.append(f"SDPA on compute capability {compute_capability} with bf16: neither fused kernel takes it (flash needs "
+                     "8.0, the memory-efficient kernel bf16 from 8.0); the math kernel keeps the attention probabilities, "
+                     "counted as eager attention")
+        return "eager"
+    notes.append(f"SDPA on compute capability {compute_capability}: no flash kernel (8.0 and newer); the memory-efficient "
+                 "kernel keeps what flash keeps (no score matrices)")
+    return plan.attention
 
 
 def _validate(plan: Plan) -> None:
@@ -305,8 +408,10 @@ def _validate(plan: Plan) -> None:
     ):
         if value not in allowed:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
-    if plan.checkpoint_policy not in ("full", "selective"):
-        raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: full or selective")
+    if plan.fsdp_param_dtype is not None and plan.fsdp_param_dtype not in ("fp32", "bf16", "fp16"):
+        raise CannotEstimate(f"unknown FSDP param_dtype {plan.fsdp_param_dtype!r}: fp32, bf16 or fp16")
+    if plan.checkpoint_policy not in CHECKPOINT_POLICIES:
+        raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: one of {', '.join(CHECKPOINT_POLICIES)}")
     if plan.loss not in LOSSES:
         raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
     if plan.head not in HEADS:
@@ -319,6 +424,32 @@ def _validate(plan: Plan) -> None:
         raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
     if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
         raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
+    if plan.tensor_parallel < 1:
+        raise CannotEstimate("the tensor-parallel degree must be at least 1")
+    if plan.tensor_parallel > 1:
+        _validate_tensor_parallel(plan)
+    if plan.optimizer_in_backward and plan.grad_accum > 1:
+        raise CannotEstimate("an optimizer step in the backward frees each gradient at once: it cannot accumulate micro-batches")
+
+
+def _validate_tensor_parallel(plan: Plan) -> None:
+    """Tensor parallelism as modelled: a transformer's inference or generation, its query heads split evenly."""
+    degree = plan.tensor_parallel
+    if plan.mode == "train":
+        raise CannotEstimate("a tensor-parallel degree is modelled for inference and generation only; for training, use --sharding")
+    if degree > plan.gpus:
+        raise CannotEstimate(f"tensor parallelism over {degree} GPUs needs {degree} GPUs; the run has {plan.gpus}")
+    geometry = shape(plan.model) if plan.model is not None else None
+    if geometry is None or plan.model is None or plan.model.kind == "diffusion" or plan.model_code == "litgpt":
+        raise CannotEstimate("a tensor-parallel degree is modelled for transformers' and gpt-fast's decoders")
+    if geometry.heads % degree:
+        raise CannotEstimate(f"{geometry.heads} attention heads do not split {degree} ways (tensor parallelism needs a divisor)")
+
+
+def _kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
+    """The KV heads each GPU caches: its share under tensor parallelism, at least one (a KV head serves the query
+    heads of several GPUs where there are fewer KV heads than GPUs, and each of them holds it)."""
+    return max(1, math.ceil(geometry.kv_heads / plan.tensor_parallel))
 
 
 # ---------------------------------------------------------------------- parameters and states
@@ -327,11 +458,41 @@ def _lora_params(plan: Plan, geometry: Shape | None) -> int:
         return 0
     per_layer = 0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # once, not per layer: _head_adapter_params
         dims = geometry.lora_dims.get(target)
         if dims is None:
             raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
         per_layer += plan.lora_rank * (dims[0] + dims[1])
-    return geometry.layers * per_layer
+    return geometry.layers * per_layer + _head_adapter_params(plan, geometry)
+
+
+def _targets_the_head(plan: Plan) -> bool:
+    return plan.lora_rank is not None and any(target in LM_HEAD_NAMES for target in plan.lora_targets)
+
+
+def _head_adapter_params(plan: Plan, geometry: Shape) -> int:
+    """LoRA on the LM head (`lm_head`, GPT-NeoX's `embed_out`): one adapter from the hidden size to the vocabulary,
+    A (rank x hidden) and B (vocab x rank)."""
+    if not _targets_the_head(plan):
+        return 0
+    kind = plan.model.kind if plan.model is not None else None
+    if not geometry.vocab or kind not in ("decoder", "encoder-decoder") or plan.head != "lm":
+        raise CannotEstimate("LoRA on the LM head: this model has no LM head over a vocabulary")
+    assert plan.lora_rank is not None, "a plan with adapters"
+    return plan.lora_rank * (geometry.hidden + geometry.vocab)
+
+
+def _head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
+    """What the LM head's adapter keeps for the backward, as a layer's adapters do: its input (the final norm's
+    output) cast to the adapter's dtype (peft: fp32), a dropout mask of a byte per element when lora_dropout > 0,
+    and its rank-wide inner activation. Its vocabulary-wide output is added to the frozen head's logits and freed."""
+    if not _targets_the_head(plan) or plan.mode != "train":
+        return 0.0
+    assert plan.lora_rank is not None, "a plan with adapters"
+    adapter = _adapter_bytes(plan)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    return tokens * ((adapter + mask) * geometry.hidden + adapter * plan.lora_rank)
 
 
 def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: list[str]) -> int:
@@ -342,13 +503,17 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
             raise CannotEstimate("LoRA is modelled for transformer models only")
         lora = _lora_params(plan, geometry)
         notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        head = _head_adapter_params(plan, geometry)
+        if head:
+            notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "
+                         "of the final hidden states for the backward")
         return lora
     return params
 
 
 def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: int, notes: list[str]):
     weight_bytes, grad_bytes, _, cache_bytes = _PRECISION[plan.dtype]
-    shards = plan.gpus if plan.sharding in ("fsdp", "zero3") else 1
+    shards = plan.gpus if plan.sharding in _SHARDED_PARAMETERS else 1
     lora = plan.lora_rank is not None and plan.mode == "train"
     if plan.quant is not None:
         if geometry is None:
@@ -368,7 +533,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if lora and plan.dtype.startswith("amp"):
             notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
     if plan.mode != "train":
-        return Interval.exact(base / shards), ZERO, ZERO, ZERO
+        if plan.tensor_parallel > 1:
+            notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
+                         "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
+        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO
     adapter_bytes = _adapter_bytes(plan)
     trainable_bytes = adapter_bytes if lora else grad_bytes
     state_dtype = adapter_bytes if lora else weight_bytes
@@ -377,27 +545,33 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
-    if cache and plan.sharding not in ("zero3", "fsdp"):
+    if cache and plan.sharding not in _SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
-    if plan.sharding in ("zero1", "zero2", "zero3", "fsdp"):
+    weights_high = weights
+    unsharded_gradients = gradients
+    if plan.sharding in _SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
-    if plan.sharding in ("zero2", "zero3", "fsdp"):
+    if plan.sharding in _SHARDED_GRADIENTS:
         gradients /= plan.gpus
-    if plan.sharding in ("zero3", "fsdp"):
-        # All-gathered: the unit being computed and the next, prefetched (FSDP's default backward prefetch);
-        # reduce-scattered: one unit's unsharded gradient.
+    if plan.sharding == "zero3":
+        # All-gathered: the unit being computed and the next, prefetched; reduce-scattered: one unit's gradient.
         in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
-        unsharded_gradients = gradients * plan.gpus
-        weights = weights / plan.gpus + in_flight
+        weights = weights_high = weights / plan.gpus + in_flight
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
         notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; "
                      "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
-        if plan.sharding == "fsdp" and plan.grad_accum > 1:
+    if plan.sharding in ("fsdp", "fsdp-grad-op"):
+        low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
+        weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
+        # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
+        gradients += _layer_bytes_of(geometry, _fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
+    if plan.sharding in _SHARDED_PARAMETERS:
+        if plan.sharding != "zero3" and plan.grad_accum > 1:
             gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
             notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
         if cache:
@@ -409,11 +583,83 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         optimizer = 0.0
         notes.append("optimizer state offloaded to the CPU")
     if "params" in plan.offload:
-        if plan.sharding not in ("zero3", "fsdp"):
+        if plan.sharding not in _SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
-        weights = _largest_layer_bytes(geometry, weight_bytes)
+        weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
-    return Interval.exact(weights), Interval.exact(gradients), Interval.exact(optimizer), Interval.exact(cache)
+    return (Interval(weights, weights, weights_high), Interval.exact(gradients), Interval.exact(optimizer),
+            Interval.exact(cache))
+
+
+# transformers' model families whose attention layers each built a rotary embedding with cos and sin caches
+# for max_position_embeddings positions (register_buffer("cos_cached", ...)), and the first release without
+# them (read from the releases' modeling files: 4.38.2 to 4.46.0).
+_ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0", "starcoder2": "4.45.0", "mistral": "4.42.0"}
+
+
+def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
+    """The per-layer cos and sin caches of the families in _ROTARY_CACHE_UNTIL under older transformers:
+    two tensors of max_position_embeddings x head_dim per layer, in the dtype the model is loaded in
+    (from_pretrained sets it as the default while the model is built)."""
+    if plan.model_code != "transformers" or geometry is None or arch.family not in _ROTARY_CACHE_UNTIL or not arch.max_positions:
+        return ZERO
+    if plan.rotary_cache is False:
+        return ZERO
+    dtype_bytes = 2 if plan.dtype in ("bf16", "fp16") else 4
+    size = 2.0 * geometry.layers * arch.max_positions * geometry.head_dim * dtype_bytes
+    if plan.rotary_cache:
+        return Interval.exact(size)
+    notes.append(f"transformers before {_ROTARY_CACHE_UNTIL[arch.family]} kept a rotary cos/sin cache for "
+                 f"{arch.max_positions} positions in every layer of {arch.family} models (the high end); "
+                 f"{_settled_by('transformers')}")
+    return Interval(0.0, 0.0, size)
+
+
+def _fsdp_param_bytes(plan: Plan, weight_bytes: int, end: int) -> int:
+    """Bytes per gathered parameter under FSDP: the weights' own dtype, or under autocast the MixedPrecision
+    policy's param_dtype (16 bits at the estimate, fp32 at the high end where the plan does not say)."""
+    if not plan.dtype.startswith("amp"):
+        return weight_bytes
+    if plan.fsdp_param_dtype is not None:
+        return 4 if plan.fsdp_param_dtype == "fp32" else 2
+    return 4 if end == 2 else 2
+
+
+def _fsdp_root_params(geometry: Shape | None) -> float:
+    """The root unit's parameters under the usual wrapping (one unit per transformer layer): the embeddings
+    and an untied LM head."""
+    return 0.0 if geometry is None else float(geometry.embedding_params + geometry.lm_head_params)
+
+
+def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[float, float]:
+    """Gathered (unsharded) parameters alive at the peak under FSDP, at the estimate and the high end.
+
+    FULL_SHARD: FSDP (1 and 2) does not reshard the root unit after its forward (`_post_forward_reshard`: not
+    `state._is_root`; fully_shard's root: "the parameters would be freed and all-gathered immediately"), so
+    the embeddings and LM head stay gathered through the forward and backward; beside them the unit being
+    computed and the next one, prefetched (backward_prefetch=BACKWARD_PRE, the default; limit_all_gathers
+    allows two in flight). SHARD_GRAD_OP does not reshard any unit after its forward: at the turn from the
+    forward to the backward every unit is gathered."""
+    per_layer = _layer_bytes_of(geometry, 1)
+    root = _fsdp_root_params(geometry)
+    layers = (geometry.layers if geometry is not None else 0) if plan.sharding == "fsdp-grad-op" else 2
+    if plan.quant is not None:  # the units gather the packed 4-bit (or 8-bit) storage; embeddings and head in 16 bits
+        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * _QUANT_BYTES[plan.quant]
+        return gathered, gathered
+    if plan.sharding == "fsdp-grad-op" and geometry is None:
+        layers, per_layer = 1, float(params)
+    gathered = root + layers * per_layer
+    if plan.sharding == "fsdp-grad-op":
+        notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {plan.gpus} GPUs: gradients and optimizer state sharded; "
+                     "every unit stays gathered from its forward to its backward")
+    else:
+        notes.append(f"fsdp over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; the root unit "
+                     "(embeddings, LM head) stays gathered through the step, beside the unit being computed and the "
+                     "next one (prefetched); one unit's gradient being reduce-scattered")
+    if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
+        notes.append("FSDP mixed precision: gathered parameters in 16 bits (param_dtype=bf16, accelerate's and "
+                     "torchtitan's policy) at the estimate, fp32 (Lightning's, autocast casting) at the high end")
+    return (gathered * _fsdp_param_bytes(plan, weight_bytes, 1), gathered * _fsdp_param_bytes(plan, weight_bytes, 2))
 
 
 # torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
@@ -429,14 +675,23 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         return ZERO, ZERO
     lora = plan.lora_rank is not None
     state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
-    shards = plan.gpus if plan.sharding in ("zero1", "zero2", "zero3", "fsdp") else 1
+    shards = plan.gpus if plan.sharding in _SHARDED_OPTIMIZER else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
     if share and "optimizer" not in plan.offload:
         whole = trainable * state_bytes * share / shards
-        if plan.foreach is False:  # the per-tensor loop: temporaries of one tensor at a time
-            largest = _largest_tensor(geometry, trainable)
-            temporary = Interval.exact(2 * largest * state_bytes)
+        largest = _largest_tensor(geometry, trainable)
+        one_tensor = Interval.exact(2 * largest * state_bytes)
+        if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw":
+            if plan.trainer_fused_adamw is None:
+                temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
+                notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
+                             "estimate); before, torch's foreach AdamW keeps a parameter-sized temporary (the high end); "
+                             f"`optim=` in TrainingArguments or {_settled_by('torch')}")
+            else:
+                temporary = one_tensor if plan.trainer_fused_adamw else Interval.exact(whole)
+        elif plan.foreach is False:  # the per-tensor loop (or fused): temporaries of one tensor at a time
+            temporary = one_tensor
         elif plan.foreach is True:
             temporary = Interval.exact(whole)
             notes.append("foreach optimizer step: one temporary the size of the parameters")
@@ -448,6 +703,20 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         buckets = gradients  # gradient_as_bucket_view=False (the default): the buckets are a second copy
         notes.append("DDP keeps its gradient buckets, a second copy of the gradients")
     return temporary, buckets
+
+
+def _optimizer_in_backward(plan: Plan, geometry: Shape | None, trainable: int, notes: list[str]) -> Interval:
+    """torchtune's optimizer_in_bwd (training.register_optim_in_bwd_hooks): one optimizer per parameter, stepped
+    and zeroed (set to None) in the parameter's post-accumulate-grad hook. Gradients never coexist: the largest
+    parameter's gradient and its step's temporary are alive during the backward, and there is no step phase."""
+    lora = plan.lora_rank is not None
+    state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
+    grad_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][1]
+    largest = _largest_tensor(geometry, trainable) if not lora else trainable / max(1, geometry.layers if geometry else 1)
+    temporary = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0) * state_bytes
+    notes.append("optimizer step in the backward (one optimizer per parameter, stepped as its gradient is ready): "
+                 "one parameter's gradient at a time, no step phase")
+    return Interval.exact(largest * (grad_bytes + temporary))
 
 
 # torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are multiples of 512 bytes;
@@ -473,12 +742,12 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
     """The blocks' rounding over the model's weight matrices (and, in full training, their gradients and
     optimizer states: tensors of the same shapes), each in a fresh segment as when they are created.
     Low end 0: expandable segments (PYTORCH_CUDA_ALLOC_CONF) map memory without these segments."""
-    if geometry is None or plan.sharding in ("fsdp", "zero3"):
+    if geometry is None or plan.sharding in _SHARDED_PARAMETERS:
         return ZERO
     dims = geometry.lora_dims
     fused = "qkv_proj" in dims  # one matrix where the model fuses them (LitGPT, GPT-NeoX)
     mlp = ("gate_proj", "up_proj", "gate_up_proj", "down_proj")
-    per_layer = [(d_in * d_out, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
+    per_layer = [(d_in * d_out / plan.tensor_parallel, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
                  for name, (d_in, d_out) in dims.items() if not (fused and name in ("q_proj", "k_proj", "v_proj"))]
     weight_bytes = _PRECISION[plan.dtype][0] if plan.quant is None else 2
     quantised_head = plan.model_code == "litgpt"
@@ -491,7 +760,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
             total += count * block_overhead(elements)
         else:
             total += count * block_overhead(elements * weight_bytes)
-    embedding = geometry.vocab * geometry.hidden
+    embedding = geometry.vocab * geometry.hidden / plan.tensor_parallel
     total += block_overhead(embedding * weight_bytes)
     if geometry.lm_head_params:
         head = block_overhead(embedding / 2) if plan.quant and quantised_head else block_overhead(embedding * weight_bytes)
@@ -526,7 +795,7 @@ def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interv
     if plan.quant not in ("nf4", "nf4-dq") or geometry is None:
         return ZERO
     hidden = geometry.hidden
-    layer_linear = max(hidden * geometry.intermediate, hidden * geometry.heads * geometry.head_dim)
+    layer_linear = max(hidden * geometry.intermediate, hidden * geometry.heads * geometry.head_dim) / plan.tensor_parallel
     if plan.model_code == "litgpt":
         largest = max(layer_linear, geometry.vocab * hidden)
         value = Interval.exact(largest * litgpt.DEQUANTISED_BYTES)
@@ -567,7 +836,7 @@ def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
 def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
     act_bytes = _PRECISION[plan.dtype][2]
     if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO
     if plan.seq_len is not None:
         lengths = (plan.seq_len,) * 3
     else:
@@ -580,21 +849,26 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
         )
-    activations, logits, kv = [], [], []
+    activations, logits, kv, prompt_kv, prompt_logits = [], [], [], [], []
     for end, seq in enumerate(lengths):
         value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
         logits.append(value[1])
         kv.append(value[2])
+        prompt_kv.append(value[3])
+        prompt_logits.append(value[4])
     measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
     spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
-    low, high = (spread[0], spread[2]) if plan.mode == "train" else (0.5, 1.25)
+    if plan.mode != "train":
+        spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else _INFERENCE_SPREAD
     per_logit = _logit_bytes(plan)
     logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
-        Interval(activations[0] * low, activations[1], activations[2] * high),
+        Interval(activations[0] * spread[0], activations[1], activations[2] * spread[2]),
         Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
         Interval(kv[0], kv[1], kv[2]),
+        Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
+        Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
     )
 
 
@@ -606,24 +880,33 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
-    """(activations, logits, KV cache) point estimates for one sequence length, at one end of the
-    interval (0 low, 1 estimate, 2 high: where versions of the code differ, the end picks the variant)."""
+    """(activations, logits, KV cache, the KV cache while a generation's prompt is read) point estimates for
+    one sequence length, at one end of the interval (0 low, 1 estimate, 2 high: where versions of the code
+    differ, the end picks the variant)."""
     batch = plan.batch_size
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
-            per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy == "selective" else 2.0
+            per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0
             kept = per_token * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
             if plan.checkpoint_policy == "selective":
                 notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
+            elif plan.checkpoint_policy == "alternate":
+                notes.append("selective checkpointing (torchtitan's op policy): each layer keeps its input, its attention "
+                             "output and every other matmul's output")
             activations = kept + per_layer * (geometry.layers - checkpointed) + per_layer
+            if plan.activation_offloading:
+                layer_input = 2.0 * tokens * geometry.hidden * (act_bytes / 2)
+                activations = _offloaded(per_layer, min(_OFFLOAD_STASH, geometry.layers) * layer_input, notes)
             if plan.checkpoint_every > 1:
                 notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
                              f"{geometry.layers}); the others keep all their activations")
             else:
                 notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
+        elif plan.activation_offloading:
+            activations = _offloaded(per_layer, per_layer, notes)
         else:
             activations = per_layer * geometry.layers
             if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
@@ -634,31 +917,92 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations, logits, 0.0
-    # inference and generation: nothing is kept for a backward; about two layers' worth is live at once
+        return activations + _head_adapter_kept(plan, geometry, tokens), logits, 0.0, 0.0, 0.0
+    # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
-    live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
+    if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
+        live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
+    else:
+        live = prompt * batch * geometry.hidden * inference_layer_coefficient(plan, geometry, prompt) * (act_bytes / 2)
+        notes.append("working memory of the forward: the peak of one layer (the MLP's intermediate tensors, or the "
+                     "attention scores with eager attention), beside the embeddings and the residual stream")
+    prompt_logits = 0.0  # transformers: computed after the layers, not alive beside their working memory
     if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
         logits_bytes = batch * prompt * geometry.vocab * 6
     elif plan.mode == "generate":
         logits_bytes = batch * geometry.vocab * _SAMPLING_BYTES[end]
-        if end == 2:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
-            logits_bytes += batch * prompt * geometry.vocab * 6
+        whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
+        if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
+            prompt_logits = batch * prompt * geometry.vocab * 6
+        if plan.prompt_logits_whole is None and prompt > 1:
+            notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
+                         f"earlier versions every position's (the high end); {_settled_by('transformers')}")
     else:
-        logits_bytes = batch * prompt * geometry.vocab * 4
-    kv = 0.0
+        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * 4
+    kv = prompt_kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
-        if plan.kv_cache_len is not None:  # a static cache is allocated whole, whatever is generated
-            context = max(context, plan.kv_cache_len)
+        static = plan.kv_cache_len is not None
+        if static:  # a static cache is allocated whole, whatever is generated
+            context = max(context, plan.kv_cache_len or 0)
             notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
-        cached_tokens = min(context, arch.sliding_window) if arch.sliding_window else context
         dtype = 2 if plan.dtype != "fp32" else 4
-        kv = geometry.kv_cache_bytes_per_token_per_byte * dtype * cached_tokens * batch
+        per_token = geometry.kv_cache_bytes_per_token_per_byte * dtype * batch
+        if plan.tensor_parallel > 1 and arch.kv_lora_rank is None:
+            per_token *= _kv_heads_per_gpu(plan, geometry) / geometry.kv_heads
+            notes.append(f"tensor parallel: each GPU caches {_kv_heads_per_gpu(plan, geometry)} of {geometry.kv_heads} KV heads"
+                         + (" (fewer KV heads than GPUs: each is held by several)" if geometry.kv_heads < plan.tensor_parallel else ""))
+        elif plan.tensor_parallel > 1:
+            notes.append("tensor parallel: the compressed latent cache (MLA) is not split by heads; every GPU holds all of it")
         if plan.model_code == "litgpt" and end == 2 and arch.kv_lora_rank is None:
-            kv *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
+            per_token *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
+
+        def cached(tokens: int) -> float:
+            return per_token * (min(tokens, arch.sliding_window) if arch.sliding_window else tokens)
+
+        kv = cached(context)
+        prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv
+    return live, logits_bytes, kv, prompt_kv, prompt_logits
+
+
+# torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded
+# (max_fwd_stash_size, its default), so that the copy on the side stream can finish.
+_OFFLOAD_STASH = 5
+
+
+def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
+    """Activations on the device with torchtune's activation offloading (training.OffloadActivations, a
+    saved-tensors hook): every saved tensor of 1 KiB or more is copied to pinned CPU memory in the forward and
+    brought back when the backward needs it. The device holds one layer's saved tensors (recomputed, or
+    brought back) and the forward stash, the last five offloaded tensors kept until their copies finish: with
+    checkpointing five layer inputs, without at most a layer's worth (counted whole, an upper bound)."""
+    notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
+                 f"{_OFFLOAD_STASH} being copied and one layer's worth")
+    return per_layer + stash
+
+
+def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dict[str, Interval]:
+    """gpt-fast's generation (model.py and generate.py, as torchao's `_models/llama` copies them): `setup_caches`
+    registers a causal mask of the cache's length squared in bools (`torch.tril(torch.ones(n, n))`, n rounded up
+    to a multiple of 8), and every decoding step runs under `sdp_kernel(enable_math=True)` only: each layer
+    expands the whole static cache to every query head (`repeat_interleave`) and the math kernel copies keys and
+    values to fp32 (torch 2.5 and later, unless `allow_fp16_bf16_reduction_math_sdp`; before, no copy: the low
+    end)."""
+    if plan.model_code != "gpt-fast" or plan.mode != "generate" or geometry is None:
+        return {}
+    length = plan.kv_cache_len or plan.max_context or plan.seq_len or 0
+    length = 8 * math.ceil(length / 8)
+    # keys and values, every query head (of this GPU's, under tensor parallelism)
+    expanded = 2.0 * plan.batch_size * geometry.heads / plan.tensor_parallel * length * geometry.head_dim
+    act_bytes = 2 if plan.dtype != "fp32" else 4
+    upcast = 4.0 if act_bytes == 2 else 0.0
+    notes.append(f"gpt-fast: a causal mask of {length}x{length} bools; each decoding step expands the cache to every "
+                 "query head and the math attention kernel copies it to fp32 (torch 2.5 and later)")
+    return {
+        "causal_mask": Interval.exact(float(length * length)),
+        "decode_attention": Interval(expanded * act_bytes, expanded * (act_bytes + upcast), expanded * (act_bytes + upcast)),
+    }
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
@@ -694,7 +1038,15 @@ def _previous_graph_note(plan: Plan) -> str:
 def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:
     """Retained activations of one transformer layer: measured for the architecture when the
     calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths;
-    LitGPT's modules by their own accounting (litgpt.layer_coefficient)."""
+    LitGPT's modules by their own accounting (litgpt.layer_coefficient). A compiled full training step keeps
+    what AOTAutograd's partitioner keeps (compiled_layer_coefficient), eager's accounting at the high end."""
+    if plan.compiled and plan.mode == "train":
+        if plan.lora_rank is None and end != 2:
+            notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
+                         "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
+            return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
+        if plan.lora_rank is not None:
+            notes.append("compiled with adapters: not modelled, eager's accounting (an upper bound)")
     if plan.model_code == "litgpt" and plan.model is not None:
         lora = plan.lora_rank is not None and plan.mode == "train"
         coefficient = litgpt.layer_coefficient(
@@ -705,7 +1057,7 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         )
         notes.append("activations per layer from LitGPT's modules (fused qkv, its RMSNorm and GELU, adapters in the model's dtype)")
         if plan.quant is not None and plan.mode == "train":
-            notes.append(_QUANT_INPUTS_NOTE)
+            notes.append(_quant_inputs_note(plan))
         return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
     measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
     if plan.attention == "eager":
@@ -722,7 +1074,7 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
         notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
         if plan.quant is not None:
-            notes.append(_QUANT_INPUTS_NOTE)
+            notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
@@ -763,8 +1115,61 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     return extra
 
 
-_QUANT_INPUTS_NOTE = ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), "
-                      "earlier versions kept each one (the high end)")
+def _quant_inputs_note(plan: Plan) -> str:
+    if plan.quant_keeps_inputs is not None:
+        kept = "keeps each linear's input (before 0.43.2)" if plan.quant_keeps_inputs else "keeps no linear inputs (0.43.2 and later)"
+        return f"4-bit base: bitsandbytes {kept}"
+    return ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), earlier versions kept "
+            f"each one (the high end); {_settled_by('bitsandbytes')}")
+
+
+# Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
+# behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
+# the command line says, the estimate takes today's behaviour and the interval's other end the older one.
+VERSIONED_BEHAVIOURS = (
+    ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
+    ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("torch", "2.8.0", "trainer_fused_adamw", False, True),
+)
+LIBRARY_VERSION_FLAG = "--library-version"
+
+
+def _settled_by(library: str) -> str:
+    return f"{LIBRARY_VERSION_FLAG} {library}=VERSION settles it"
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The numeric release of a version string: "0.41.1" -> (0, 41, 1); "2.5.0+cu121", "4.46.0.dev0" alike."""
+    parts = []
+    for part in text.strip().split("+")[0].split("."):
+        digits = "".join(char for char in part if char.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+        if not part.isdigit():
+            break
+    if not parts:
+        raise CannotEstimate(f"not a version number: {text!r} (e.g. 0.43.2)")
+    return tuple(parts)
+
+
+def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
+    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
+    family, transformers' per-layer rotary caches too); a library the estimator does not follow is refused,
+    so that a misspelt name is not silently ignored."""
+    known = {library for library, *_ in VERSIONED_BEHAVIOURS}
+    unknown = sorted(set(versions) - known)
+    if unknown:
+        raise CannotEstimate(f"no memory behaviour of {', '.join(unknown)} depends on its version here: "
+                             f"one of {', '.join(sorted(known))}")
+    settings = {}
+    for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
+        if library in versions:
+            settings[name] = before if _release(versions[library]) < _release(changed_in) else after
+    if "transformers" in versions and family is not None:
+        until = _ROTARY_CACHE_UNTIL.get(family)
+        settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
+    return settings
 
 
 def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
@@ -793,6 +1198,8 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # not a layer's: _head_adapter_kept
         d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
         kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
     return kept - saving
@@ -800,19 +1207,105 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
 
 def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     """Bytes per token and hidden unit (2-byte activations) a checkpointed layer keeps when the policy
-    saves every matmul and attention output (torch's selective checkpointing) and recomputes the rest:
-    the layer input, q, k, v, the attention output, the output projection, the MLP's matmul outputs.
-    Measured under FakeTensorMode for a Llama layer: 25.03 against 25 (calibration/step_peaks.py)."""
+    saves matmul and attention outputs (torch's selective checkpointing) and recomputes the rest: the layer
+    input, the attention output and the matmuls' outputs in the order a layer runs them (q, k, v or a fused
+    qkv, the output projection, gate and up or a fused gate_up or the first projection, down). "selective"
+    keeps every one; "alternate" (torchtitan's op policy) every other, the first, third, ... of each layer.
+    Measured under FakeTensorMode for a Llama layer: 25.03 against 25, and 15.53 against 15.5
+    (calibration/step_peaks.py)."""
     hidden = geometry.hidden
     width = geometry.heads * geometry.head_dim / hidden
     kv_width = geometry.kv_heads * geometry.head_dim / hidden
     ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
-    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
-    attention = 2.0 * width + 4.0 * kv_width + 2.0 * width + 2.0  # q, k and v, attention output, o_proj output
+    dims = geometry.lora_dims
+    matmuls = [2.0 * width + 4.0 * kv_width] if "qkv_proj" in dims else [2.0 * width, 2.0 * kv_width, 2.0 * kv_width]
+    matmuls.append(2.0)  # the output projection
+    if "gate_up_proj" in dims:
+        matmuls.append(4.0 * ffn)
+    elif "gate_proj" in dims:
+        matmuls += [2.0 * ffn, 2.0 * ffn]
+    else:
+        matmuls.append(2.0 * ffn)
+    matmuls.append(2.0)  # the down projection
+    kept = matmuls[::2] if plan.checkpoint_policy == "alternate" else matmuls
+    attention = 2.0 * width  # the attention kernel's output
     if plan.attention == "eager":
         attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
-    mlp = (4.0 if gated else 2.0) * ffn + 2.0
-    return 2.0 + attention + mlp
+    return 2.0 + attention + sum(kept)
+
+
+def compiled_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a layer keeps for its backward under torch.compile:
+    AOTAutograd's default partitioner (min_cut_rematerialization_partition, Inductor's) keeps what the matmuls
+    and the attention kernel need and recomputes the pointwise work between them (the norms' fp32 copies,
+    activation functions, casts) from it.
+
+    Kept: the layer's input, each norm's output and its fp32 statistics; q and k after RoPE, v,
+    the attention output and the kernel's fp32 log-sum-exp; in a sequential block the attention's output
+    projection (the residual the second norm reads); with query/key norms the projections' outputs they read;
+    with a fused qkv projection and RoPE the projection's whole output (v is a view of it); the MLP's matmul
+    outputs and, gated, their product (the down projection's input). Eager attention keeps its probabilities.
+    For six gated decoders this equals the replay to 0.01 bytes; GPT-2 and Phi-2 keep 7-11 % more there
+    (transposed copies of Conv1D inputs, partial RoPE's concatenation), still far below eager
+    (calibration/compiled_activations.py). Thunder's rematerialisation is taken alike (not replayed)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    norms = arch.norms_per_layer if arch is not None else 2
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    rope = arch is None or not arch.learned_positions
+    statistics = 8.0 if arch is not None and arch.norm == "layernorm" else 4.0  # fp32 per token: rstd (and mean)
+    kept = 2.0 + (2.0 + statistics / hidden) * norms
+    kept += 2.0 * width + 4.0 * kv_width + 2.0 * width + 4.0 * geometry.heads / hidden
+    if norms != 1:
+        kept += 2.0
+    if arch is not None and arch.qk_norm:
+        kept += 2.0 * width + 2.0 * kv_width + statistics * (geometry.heads + geometry.kv_heads) / hidden
+    if "qkv_proj" in geometry.lora_dims and rope:
+        kept += 2.0 * width + 2.0 * kv_width
+    kept += (6.0 if gated else 4.0) * ffn
+    if plan.attention == "eager":
+        kept += 2.0 * geometry.heads * seq / hidden
+    return kept
+
+
+def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) alive at the peak of one layer's forward when
+    nothing is kept for a backward (inference, a generation's prompt), beyond the weights and the KV cache.
+
+    Alive through the layer: the embeddings' output (the model's forward keeps its name), the layer's input
+    (the caller's loop variable) and, in a sequential block, the residual after attention; RoPE's cos and sin
+    for the whole forward. The layer's peak is the larger of its two halves. The MLP: its normed input and,
+    gated, act(gate), up and their product (three FFN-wide tensors; the gate's own output is freed once the
+    activation returns), plain, the first projection's output and its activation, a GELU written out in
+    Python four FFN-wide temporaries; a parallel block (one shared norm) keeps the attention's output beside
+    it. Attention: its normed input, q, k and v, and RoPE's temporaries on q; eager attention adds the scores,
+    8 bytes per head and pair of positions (16-bit scores, fp32 softmax and its 16-bit cast) or 4 in the
+    families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
+    forward (calibration/inference_peaks.py)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    degree = plan.tensor_parallel  # a GPU computes its share of the heads and of the MLP; hidden-wide tensors are whole
+    width = geometry.heads * geometry.head_dim / hidden / degree
+    kv_width = (_kv_heads_per_gpu(plan, geometry) if degree > 1 else geometry.kv_heads) * geometry.head_dim / hidden
+    ffn = geometry.intermediate / hidden / degree  # an MoE layer runs one expert at a time
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
+    parallel = arch is not None and arch.norms_per_layer == 1
+    held = 4.0 if parallel else 6.0  # a parallel block's residual is its input
+    if arch is not None and arch.learned_positions:
+        held += 2.0  # the position embeddings' output, kept by name beside the token embeddings'
+    rope = 4.0 * geometry.head_dim / hidden if arch is not None and not arch.learned_positions else 0.0
+    mlp = 2.0 + (6.0 if gated else 8.0 if python_gelu else 4.0) * ffn + (2.0 * width if parallel else 0.0)
+    if geometry.experts:
+        mlp += 2.0  # the routed tokens' output, accumulated expert by expert
+    attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
+    if plan.attention == "eager":
+        half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
+        attention += (4.0 if half_softmax else 8.0) * geometry.heads / degree * seq / hidden
+    return held + rope + max(mlp, attention)
 
 
 def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

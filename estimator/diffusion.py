@@ -6,10 +6,11 @@ working memory measured on fake tensors at the pipeline's reference resolution
 text encoders, and what a denoiser training step keeps for its backward (full, with gradient
 checkpointing, frozen with LoRA adapters). Working memory scales with the latent area.
 
-Inference keeps every component on the device (unless ``enable_model_cpu_offload``: one at a time)
-and peaks in the larger of a denoising step (classifier-free guidance doubles its batch) and the
-VAE decode (``enable_vae_tiling``: one reference-sized tile at a time). Training updates the
-denoiser; the text encoders and the VAE stay resident and frozen.
+Inference keeps every component on the device (unless ``enable_model_cpu_offload``: one at a time, see
+``_offloaded_phases``) and peaks in the larger of a denoising step (classifier-free guidance doubles its
+batch) and the VAE decode (``enable_vae_tiling``: one reference-sized tile at a time). A component left
+out of the pipeline (``text_encoder_3=None``: ``Plan.omitted_components``) is not loaded. Training updates
+the denoiser; the text encoders and the VAE stay resident and frozen.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Pipeline(msgspec.Struct, frozen=True):
     text_encode_bytes: int
     train_saved_bytes: dict[str, int]
     lora_params_per_rank: int
+    # Per text encoder, the parameters transformers keeps in fp32 when fp16 is asked for (`_keep_in_fp32_modules`:
+    # T5's `wo`); the other dtypes load them as asked.
+    kept_fp32_under_fp16: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class _Data(msgspec.Struct, frozen=True):
@@ -59,15 +63,29 @@ def pipeline_params(arch: Architecture) -> int:
 
 def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[str]):
     """(parameters, trainable parameters, the breakdown's terms) per GPU, as keyword arguments."""
-    from .costmodel import _OPTIMIZER_STATE, _PRECISION, Interval
+    from .costmodel import _OPTIMIZER_STATE, _PRECISION, CannotEstimate, Interval
 
     weight_bytes = 2 if plan.dtype in ("fp16", "bf16", "amp-fp16", "amp-bf16") else 4
     work_bytes = _PRECISION[plan.dtype][2]
     area = ((plan.image_size or pipeline.resolution) / pipeline.resolution) ** 2
     scale = area * work_bytes / 2  # measured in 16 bits
-    components = pipeline.components
+    unknown = set(plan.omitted_components) - set(pipeline.components)
+    if unknown:
+        raise CannotEstimate(f"{', '.join(sorted(unknown))}: not a component of this pipeline ({', '.join(pipeline.components)})")
+    components = {name: count for name, count in pipeline.components.items() if name not in plan.omitted_components}
+    if plan.omitted_components:
+        notes.append(f"left out of the pipeline: {', '.join(plan.omitted_components)}")
     denoiser = components["denoiser"]
     total = sum(components.values())
+    # transformers keeps some modules in fp32 when fp16 is asked for: 2 more bytes per parameter
+    kept_fp32 = {name: count for name, count in pipeline.kept_fp32_under_fp16.items() if name in components and plan.dtype == "fp16"}
+    if kept_fp32:
+        notes.append(f"fp16: {', '.join(kept_fp32)} keeps {sum(kept_fp32.values()):,} parameters in fp32 (T5's `wo`, "
+                     "transformers' _keep_in_fp32_modules)")
+
+    def resident(names) -> float:
+        return sum(components[name] * weight_bytes + 2 * kept_fp32.get(name, 0) for name in names)
+
     if plan.image_size is None:
         notes.append(f"resolution assumed {pipeline.resolution}x{pipeline.resolution}, the pipeline's own")
     if plan.mode != "train":
@@ -80,19 +98,18 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             notes.append("VAE tiling: the decode works one reference-sized tile at a time")
         if pipeline.guidance_batch > 1:
             notes.append("classifier-free guidance: each denoising step runs two samples per image")
-        phases = {  # (weights on the device, working memory) per phase
-            "text encoding": (sum(v for k, v in components.items() if k.startswith("text_encoder")), pipeline.text_encode_bytes),
-            "denoising": (denoiser, denoise),
-            "VAE decode": (components["vae"], decode),
-        }
+        encoders = [name for name in components if name.startswith("text_encoder")]
         if plan.cpu_offload:
-            name, (resident, work) = max(phases.items(), key=lambda item: item[1][0] * weight_bytes + item[1][1])
-            notes.append(f"model CPU offload: one component on the device at a time; the largest phase is {name}")
-            return total, 0, {"weights": Interval.exact(resident * weight_bytes), "activations": Interval.spread(work, _WORK_SPREAD)}
-        name, (_, work) = max(phases.items(), key=lambda item: item[1][1])
+            phases = _offloaded_phases(pipeline, encoders, denoise, decode)
+            name, (names, work) = max(phases.items(), key=lambda item: resident(item[1][0]) + item[1][1])
+            notes.append(f"model CPU offload: a component leaves the device when the next one in the pipeline's order "
+                         f"runs; the largest phase is {name} ({', '.join(names)} on the device)")
+            return total, 0, {"weights": Interval.exact(resident(names)), "activations": Interval.spread(work, _WORK_SPREAD)}
+        phases = {"text encoding": pipeline.text_encode_bytes, "denoising": denoise, "VAE decode": decode}
+        name, work = max(phases.items(), key=lambda item: item[1])
         notes.append(f"all components on the device ({total:,} parameters); the working memory peaks in the {name}")
-        return total, 0, {"weights": Interval.exact(total * weight_bytes), "activations": Interval.spread(work, _WORK_SPREAD)}
-    frozen = total - denoiser
+        return total, 0, {"weights": Interval.exact(resident(components)), "activations": Interval.spread(work, _WORK_SPREAD)}
+    frozen = resident(name for name in components if name != "denoiser")
     lora = plan.lora_rank is not None
     saved = pipeline.train_saved_bytes["lora" if lora else "checkpointing" if plan.gradient_checkpointing else "full"]
     activations = Interval.spread(saved * plan.batch_size * scale, _TRAIN_SPREAD)
@@ -100,16 +117,32 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
     if lora:
         trainable = plan.lora_rank * pipeline.lora_params_per_rank
         notes.append(f"LoRA rank {plan.lora_rank} on the denoiser's attention projections: {trainable:,} trainable parameters, in fp32")
-        weights = total * weight_bytes + trainable * 4
+        weights = resident(components) + trainable * 4
         gradients, optimizer, cache = trainable * 4, trainable * (states * 4 + fixed), 0
     else:
         trainable = denoiser
         master = 4 if plan.dtype.startswith("amp") or plan.dtype == "fp32" else 2
-        weights = denoiser * master + frozen * weight_bytes
+        weights = denoiser * master + frozen
         gradients, optimizer = denoiser * master, denoiser * (states * master + fixed)
         cache = denoiser * 2 if plan.dtype.startswith("amp") else 0
         notes.append("the denoiser is trained in full; the text encoders and the VAE stay on the device, frozen")
     return total, trainable, {
         "weights": Interval.exact(weights), "gradients": Interval.exact(gradients), "optimizer": Interval.exact(optimizer),
         "autocast_cache": Interval.exact(cache), "activations": activations,
+    }
+
+
+def _offloaded_phases(pipeline: Pipeline, encoders: list[str], denoise: float, decode: float) -> dict[str, tuple[list[str], float]]:
+    """Which components are on the device in each phase under ``enable_model_cpu_offload``, with its working
+    memory. diffusers chains accelerate's offload hooks in the pipeline's order (text encoders, denoiser, VAE):
+    a component is moved off only when the next one in that order runs. With classifier-free guidance the
+    pipeline encodes the negative prompt after the prompt, so the last text encoder is still on the device
+    while the earlier ones run again: the text phase holds it and the largest of the others."""
+    text = encoders[-1:]
+    if pipeline.guidance_batch > 1 and len(encoders) > 1:
+        text = [max(encoders[:-1], key=lambda name: pipeline.components[name]), encoders[-1]]
+    return {
+        "text encoding": (text, pipeline.text_encode_bytes),
+        "denoising": (["denoiser"], denoise),
+        "VAE decode": (["vae"], decode),
     }

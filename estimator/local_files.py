@@ -33,6 +33,8 @@ def inside(path: Path, roots: Iterable[Path]) -> Path:
         resolved = path.resolve(strict=True)
     except (OSError, RuntimeError) as error:  # missing, or a symlink loop
         raise Unreadable(f"{path} does not exist") from error
+    except ValueError as error:  # a NUL in the name, which no file can have
+        raise Unreadable(f"{path!r} cannot name a file: it holds a NUL character") from error
     if not any(resolved == root or root in resolved.parents for root in roots):
         raise Unreadable(f"{path} lies outside the workspace")
     return resolved

@@ -18,6 +18,7 @@ import libcst as cst
 
 from trainlint.rules import (
     ACCELERATOR,
+    MODEL,
     ModuleAnalysis,
     ParsedChunk,
     dotted,
@@ -67,6 +68,21 @@ _LIGHTNING_PRECISION = {
 }
 # LitGPT's ways of naming a model: LLM.load("phi-2"), GPT.from_name("phi-2"), Config.from_name("phi-2").
 _LITGPT_MODEL_CALLS = {"load": ("model",), "from_name": ("name",)}
+# The flag of `trainlint estimate` that turns on a setting the script turns on only behind an option.
+_SWITCH_FLAGS = {
+    "gradient_checkpointing": "--gradient-checkpointing", "compiled": "--compile", "optimizer_in_backward": "--optimizer-in-backward",
+    "activation_offloading": "--activation-offloading",
+}
+# diffusers' names of a pipeline's text encoders, as the estimator's pipelines name them: one given as None in
+# from_pretrained is not loaded (SD3's `text_encoder_3=None` leaves T5 out).
+PIPELINE_COMPONENTS = {"text_encoder": "text_encoder_1", "text_encoder_2": "text_encoder_2", "text_encoder_3": "text_encoder_3"}
+# FSDP's sharding strategies (torch.distributed.fsdp.ShardingStrategy; accelerate also takes their numbers, the HF
+# Trainer's `fsdp` option their lower-case names): the hybrid ones shard within a node.
+_FSDP_STRATEGIES: dict[str | int, str] = {
+    "FULL_SHARD": "fsdp", "SHARD_GRAD_OP": "fsdp-grad-op", "NO_SHARD": "ddp", "HYBRID_SHARD": "fsdp",
+    "_HYBRID_SHARD_ZERO2": "fsdp-grad-op", "HYBRID_SHARD_ZERO2": "fsdp-grad-op",
+    1: "fsdp", 2: "fsdp-grad-op", 3: "ddp", 4: "fsdp", 5: "fsdp-grad-op",
+}
 # accelerate's Accelerator(mixed_precision=...): the forward of a model it prepares runs under autocast.
 _ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
@@ -113,11 +129,22 @@ class ScriptInputs:
     previous_graph_alive: Found | None = None
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
+    compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
+    fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
+    omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
+    trainer_default_optimizer: Found | None = None  # True: TrainingArguments leaves the optimizer to the Trainer
+    # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)
+    optimizer_in_backward: Found | None = None
+    activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
+    loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
+    quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
     attention: Found | None = None
     sharding: Found | None = None
     offload: Found | None = None
     max_new_tokens: Found | None = None
     notes: list[str] = field(default_factory=list)
+    # notes on a setting the script leaves off or open, by the setting (dropped where the command line states it)
+    setting_notes: dict[str, str] = field(default_factory=dict)
 
     def found(self) -> dict[str, Found]:
         return {name: value for name, value in vars(self).items() if isinstance(value, Found)}
@@ -148,6 +175,10 @@ class _Reader:
         self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
         self.training = training_loop(module)
         self.accelerator: tuple[cst.CSTNode, ParsedChunk] | None = None  # an Accelerator whose precision is not in the script
+        # settings a call would turn on that runs only where an option off by default is set: the name, the
+        # definition that keeps it off (an option, a field, a constant), the call and the test around it
+        self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
+        self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -266,6 +297,11 @@ class _Reader:
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
         self._read_settings()
+        self._read_fsdp_precision()
+        if self.trainer_arguments is not None and inputs.optimizer is None:  # no optimizer of the script's own either
+            self._set("optimizer", "adamw", *self.trainer_arguments)
+            self._set("trainer_default_optimizer", True, *self.trainer_arguments)
+        self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
             node, chunk = self.accelerator
@@ -283,6 +319,16 @@ class _Reader:
             self._set("mode", "infer", *self.pipeline)
         return inputs
 
+    def _read_fsdp_precision(self) -> None:
+        """FSDP's MixedPrecision over fp32 parameters computes in its param_dtype: where the script states no other
+        precision, the run keeps fp32 sharded states and 16-bit activations, as under autocast."""
+        policy = self.inputs.fsdp_param_dtype
+        if self.inputs.dtype is None and policy is not None and policy.value in ("bf16", "fp16") and policy.node is not None:
+            assert policy.chunk is not None, "found with its statement"
+            self._set("dtype", f"amp-{policy.value}", policy.node, policy.chunk)
+            self.inputs.notes.append(f"FSDP's MixedPrecision(param_dtype={policy.value}) at line {policy.line} over fp32 parameters: "
+                                     f"read as amp-{policy.value} (fp32 sharded states, {policy.value} compute)")
+
     def _read_model_comment(self) -> None:
         text = self.module.text
         if "trainlint:" not in text:
@@ -292,6 +338,98 @@ class _Reader:
             if match is not None:
                 self.inputs.model_comment = Found(match.group("model"), number, match.group(0).strip())
                 return
+
+    # ------------------------------------------------------------------ switches
+    def _switch(self, name: str, call, node: cst.CSTNode, chunk: ParsedChunk, value: Any = True, unknown_is_on: bool = True) -> None:
+        """A setting a call turns on (checkpointing, compilation, offloading): on, unless a condition around the
+        call is false with the script's defaults (`if args.gradient_checkpointing:` over a store_true option),
+        when the setting is off, read from the definition that keeps it so (_read_switched_off). A condition the
+        script does not settle (a recipe's `if self._optimizer_in_bwd:` over a config file) leaves it on, or with
+        ``unknown_is_on`` false not counted, with a note."""
+        guard = self._false_by_default(call)
+        if guard is None:
+            unsettled = None if unknown_is_on else self._unsettled_condition(call)
+            if unsettled is None:
+                self._set(name, value, node, chunk)
+            elif name not in self.inputs.setting_notes:
+                flag = _SWITCH_FLAGS.get(name)
+                self.inputs.setting_notes[name] = (
+                    f"{name.replace('_', ' ')}: line {chunk.line_of(node)} (`{_short(chunk.code_for(node))}`) runs only when "
+                    f"`{_short(chunk.code_for(unsettled))}` holds, which the script does not settle: not counted"
+                    + (f"; give {flag} if the run turns it on" if flag else "")
+                )
+            return
+        (definition, home), test = guard
+        self._switch_off(name, definition, home, (
+            f"line {chunk.line_of(node)} (`{_short(chunk.code_for(node))}`) runs only when `{_short(chunk.code_for(test))}` "
+            f"holds, false by default (line {home.line_of(definition)})"
+        ))
+
+    def _switch_off(self, name: str, definition: cst.CSTNode, home: ParsedChunk, why: str) -> None:
+        """Off, from this definition, unless something else turns the setting on (the first reason is kept)."""
+        self.switched_off.setdefault(name, (definition, home, why))
+
+    def _read_switched_off(self) -> None:
+        for name, (definition, home, why) in self.switched_off.items():
+            if getattr(self.inputs, name) is not None:
+                continue  # another call turns it on (or states it) unconditionally
+            self._set(name, False, definition, home)
+            flag = _SWITCH_FLAGS.get(name)
+            self.inputs.setting_notes[name] = (
+                f"{name.replace('_', ' ')}: {why}: read as off" + (f"; give {flag} if the run turns it on" if flag else "")
+            )
+
+    def _false_by_default(self, call) -> tuple[tuple[cst.CSTNode, ParsedChunk], cst.BaseExpression] | None:
+        """The definition (and the test) that keeps a call from running with the script's defaults: an `if`
+        around it whose test is false by default, or an `else` whose test is true; the same for a conditional
+        expression (`model = torch.compile(model) if args.compile else model`)."""
+        for test, needs in _conditions_around(call):
+            truth = self._truth(test, call.chunk)
+            if truth is not None and truth[0] != needs:
+                return truth[1], test
+        return None
+
+    def _unsettled_condition(self, call) -> cst.BaseExpression | None:
+        """The first condition around a call whose value the script does not give (None: every one is settled)."""
+        return next((test for test, _ in _conditions_around(call) if self._truth(test, call.chunk) is None), None)
+
+    def _truth(self, test: cst.BaseExpression, chunk: ParsedChunk, depth: int = 0) -> tuple[bool, tuple[cst.CSTNode, ParsedChunk]] | None:
+        """Whether a condition holds with the script's defaults, and the definition that decides it; None when unknown."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = self._truth(test.expression, chunk, depth + 1)
+            return None if inner is None else (not inner[0], inner[1])
+        if isinstance(test, cst.BooleanOperation):
+            left, right = self._truth(test.left, chunk, depth + 1), self._truth(test.right, chunk, depth + 1)
+            deciding = False if isinstance(test.operator, cst.And) else True  # one such side decides
+            for side in (left, right):
+                if side is not None and side[0] is deciding:
+                    return side
+            return left if left is not None and right is not None else None
+        if isinstance(test, cst.Name) and test.value in ("True", "False", "None"):
+            return test.value == "True", (test, chunk)
+        if isinstance(test, (cst.Name, cst.Attribute)):
+            definition = self._definition(test)
+            value = self.value(test, chunk)
+            if definition is None or value is UNKNOWN or value is ABSURD or not isinstance(value, (bool, int, float, str, type(None))):
+                return None
+            return bool(value), definition
+        return None
+
+    def _definition(self, node: cst.Name | cst.Attribute) -> tuple[cst.CSTNode, ParsedChunk] | None:
+        """Where an option (`args.x`), a config field (`cfg.x`) or a module constant (`X`) gets its default."""
+        if isinstance(node, cst.Attribute):
+            for table in (self.options, self.fields):
+                if node.attr.value in table:
+                    _, definition, home = table[node.attr.value]
+                    return definition, home
+            return None
+        entries = self.summary.bindings.get(node.value)
+        if not entries or len(entries) != 1:
+            return None
+        index, expression, _ = entries[0]
+        return expression, self.module.chunks[index]
 
     def _set(self, name: str, value: Any, node: cst.CSTNode, chunk: ParsedChunk) -> None:
         if value is UNKNOWN or value is None or getattr(self.inputs, name) is not None:
@@ -313,6 +451,12 @@ class _Reader:
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
             self._read_precision_keywords(node, chunk)
             self.pipeline = (node, chunk)
+            omitted = tuple(
+                PIPELINE_COMPONENTS[arg.keyword.value] for arg in node.args
+                if arg.keyword is not None and arg.keyword.value in PIPELINE_COMPONENTS and self.value(arg.value, chunk) is None
+            )
+            if omitted:
+                self._set("omitted_components", omitted, node, chunk)
         elif head == "from_pretrained" and ("AutoModel" in name or "ForCausalLM" in name or "Model" in name.rsplit(".", 1)[0]):
             self._set("model", self.value(self.keyword(node, ("pretrained_model_name_or_path",), 0), chunk), node, chunk)
             if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
@@ -349,6 +493,9 @@ class _Reader:
             if not self.training.autocasts and id(node) not in self.training.other_autocasts:
                 self._read_autocast(node, chunk)  # no training loop found: any autocast not known to be elsewhere
         elif head == "Accelerator":
+            backend = self.value(self.keyword(node, "dynamo_backend"), chunk)
+            if isinstance(backend, str) and backend.lower() != "no":
+                self._set("compiled", True, node, chunk)  # accelerate compiles the model it prepares
             precision = self.value(self.keyword(node, "mixed_precision"), chunk)
             if isinstance(precision, str) and precision in _ACCELERATE_PRECISION:
                 self._set("dtype", _ACCELERATE_PRECISION[precision], node, chunk)
@@ -391,8 +538,15 @@ class _Reader:
             for keyword in ("height", "width"):
                 self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
             self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
+        if self._compiles_the_model(call, name, head):
+            self._switch("compiled", call, node, chunk)
+            mode = self.value(self.keyword(node, "mode"), chunk)
+            if mode in ("reduce-overhead", "max-autotune"):
+                self.inputs.notes.append(f"torch.compile(mode={mode!r}) at line {chunk.line_of(node)} records CUDA graphs, "
+                                         "whose memory pool is not counted")
+        self._read_torchtune_features(call, node, chunk, name, head)
         if head in ("gradient_checkpointing_enable", "enable_gradient_checkpointing", "apply_activation_checkpointing") or name.startswith("torch.utils.checkpoint."):
-            self._set("gradient_checkpointing", True, node, chunk)
+            self._switch("gradient_checkpointing", call, node, chunk)
         if self.value(self.keyword(node, ("activation_checkpointing", "enable_activation_checkpointing")), chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
         if head == "StaticCache":
@@ -417,12 +571,101 @@ class _Reader:
                 self._set("offload", offloaded, node, chunk)
         if head in ("DistributedDataParallel", "DDP"):
             self._set("sharding", "ddp", node, chunk)
-        elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard"):
-            self._set("sharding", "fsdp", node, chunk)
+        elif head in ("FullyShardedDataParallel", "FSDP", "fully_shard", "FullyShardedDataParallelPlugin", "FSDPStrategy"):
+            self._read_fsdp(node, chunk, head)
+        if head in ("MixedPrecision", "MixedPrecisionPolicy"):  # FSDP's (1 and 2): the dtype units are gathered in
+            dtype = self.value(self.keyword(node, "param_dtype", 0), chunk)
+            kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
+            if kind is not None:
+                self._set("fsdp_param_dtype", kind, node, chunk)
         if (call.method == "generate" or head == "generate") and self.keyword(node, "max_new_tokens") is not None:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+
+    def _read_torchtune_features(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
+        """torchtune's memory features as its recipes call them, and the plain torch forms of the same: an optimizer
+        step in each parameter's post-accumulate-grad hook (training.register_optim_in_bwd_hooks, or
+        `p.register_post_accumulate_grad_hook(hook)` with a hook that steps an optimizer, as torch's tutorial
+        writes it), and saved tensors offloaded to the CPU (training.OffloadActivations,
+        training.get_act_offloading_ctx_manager(model, enable), torch's save_on_cpu). Recipes guard them with
+        their config's values: a condition the script does not settle leaves them uncounted, with a note."""
+        torchtune = name.startswith("torchtune")
+        if (torchtune and head == "register_optim_in_bwd_hooks") or (
+            call.method == "register_post_accumulate_grad_hook" and self._steps_an_optimizer(call, node)
+        ):
+            self._switch("optimizer_in_backward", call, node, chunk, unknown_is_on=False)
+        if (torchtune and head == "OffloadActivations") or name == "torch.autograd.graph.save_on_cpu":
+            self._switch("activation_offloading", call, node, chunk, unknown_is_on=False)
+        elif torchtune and head == "get_act_offloading_ctx_manager":
+            enabled = self.keyword(node, "enable_activation_offloading", 1)
+            value = self.value(enabled, chunk)
+            if value is True:
+                self._switch("activation_offloading", call, node, chunk, unknown_is_on=False)
+            elif value is False:
+                self._set("activation_offloading", False, node, chunk)
+            elif enabled is not None and "activation_offloading" not in self.inputs.setting_notes:
+                self.inputs.setting_notes["activation_offloading"] = (
+                    f"activation offloading: line {chunk.line_of(node)} turns it on when `{_short(chunk.code_for(enabled))}` holds, "
+                    f"which the script does not settle: not counted; give {_SWITCH_FLAGS['activation_offloading']} if the run turns it on"
+                )
+
+    def _steps_an_optimizer(self, call, node: cst.Call) -> bool:
+        """Whether the hook a `register_post_accumulate_grad_hook` call registers is a function of the script whose
+        body calls `.step()` (an optimizer's, in the hook: the optimizer runs in the backward)."""
+        hook = node.args[0].value if node.args else None
+        if not isinstance(hook, cst.Name):
+            return False
+        function = call.scope.local_functions.get(hook.value) or self.summary.functions.get(hook.value)
+        if function is None:
+            return False
+        return any(isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "step"
+                   for inner in walk(function.node))
+
+    @staticmethod
+    def _compiles_the_model(call, name: str, head: str) -> bool:
+        """torch.compile of a model (`model = torch.compile(model)`; not of a loss function or an optimizer step),
+        nn.Module's own `model.compile()`, torchtune's `training.compile_model(model)`."""
+        if name == "torch.compile" or (name.startswith("torchtune") and head == "compile_model"):
+            return bool(call.args) and MODEL in call.args[0].tags
+        return call.method == "compile" and call.receiver is not None and MODEL in call.receiver.tags
+
+    def _read_fsdp(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
+        """FSDP's sharding: FullyShardedDataParallel's (accelerate's plugin's, Lightning's strategy's) sharding_strategy,
+        fully_shard's reshard_after_forward (False keeps every unit gathered from its forward to its backward, as
+        SHARD_GRAD_OP does). The hybrid strategies shard within a node only: noted, the GPU count is the shard group."""
+        if head == "fully_shard" or self.keyword(node, "reshard_after_forward") is not None:
+            reshard = self.value(self.keyword(node, "reshard_after_forward"), chunk)
+            self._set("sharding", "fsdp-grad-op" if reshard is False else "fsdp", node, chunk)
+            return
+        strategy = self.keyword(node, "sharding_strategy")
+        name = self._enum_name(strategy, chunk) if strategy is not None else "FULL_SHARD"
+        sharding = _FSDP_STRATEGIES.get(name.upper() if isinstance(name, str) else name) if name is not None else None
+        if sharding is None:  # a strategy that cannot be read: FSDP's default, said so
+            self._set("sharding", "fsdp", node, chunk)
+            self.inputs.notes.append(f"the sharding strategy at line {chunk.line_of(node)} cannot be read: FULL_SHARD (FSDP's "
+                                     "default) assumed; --sharding fsdp-grad-op (SHARD_GRAD_OP) or ddp (NO_SHARD) says otherwise")
+            return
+        self._set("sharding", sharding, node, chunk)
+        if (isinstance(name, str) and "HYBRID" in name.upper()) or name in (4, 5):
+            self.inputs.notes.append(f"{name} at line {chunk.line_of(node)} shards within a node and replicates across "
+                                     "nodes: give --gpus as the GPUs of one node")
+
+    def _enum_name(self, expression: cst.BaseExpression, chunk: ParsedChunk) -> str | int | None:
+        """`ShardingStrategy.SHARD_GRAD_OP`, `"SHARD_GRAD_OP"`, `2`, or a constant holding one: its name (or number)."""
+        if isinstance(expression, cst.Attribute):
+            return expression.attr.value
+        value = self.value(expression, chunk)
+        return value if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+
+    def _read_trainer_fsdp(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        """TrainingArguments(fsdp="full_shard auto_wrap") (or a list of the options)."""
+        options = self.value(self.keyword(node, "fsdp"), chunk)
+        words = options.split() if isinstance(options, str) else list(options) if isinstance(options, tuple) else []
+        for word in words:
+            if isinstance(word, str) and word.upper() in _FSDP_STRATEGIES:
+                self._set("sharding", _FSDP_STRATEGIES[word.upper()], node, chunk)
+                return
 
     def _read_loader_batch(self, node: cst.Call, chunk: ParsedChunk) -> None:
         self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS, 1), chunk), node, chunk)
@@ -454,13 +697,26 @@ class _Reader:
             self._set("dtype", "amp-bf16", node, chunk)
         elif self.value(self.keyword(node, "fp16"), chunk) is True:
             self._set("dtype", "amp-fp16", node, chunk)
-        if self.value(self.keyword(node, "gradient_checkpointing"), chunk) is True:
+        checkpointing = self.keyword(node, "gradient_checkpointing")
+        if self.value(checkpointing, chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
+        elif checkpointing is not None and self.value(checkpointing, chunk) is False:
+            where = self._definition(checkpointing) if isinstance(checkpointing, (cst.Name, cst.Attribute)) else None
+            definition, home = where if where is not None else (node, chunk)
+            self._switch_off("gradient_checkpointing", definition, home, (
+                f"`gradient_checkpointing={_short(chunk.code_for(checkpointing))}` at line {chunk.line_of(node)} is false"
+                + (f" by default (line {home.line_of(definition)})" if where is not None else "")
+            ))
         optim = self.value(self.keyword(node, "optim"), chunk)
+        if self.keyword(node, "optim") is None and not any(arg.star == "**" for arg in node.args) and self.trainer_arguments is None:
+            self.trainer_arguments = (node, chunk)  # the Trainer's default optimizer, unless the script builds its own
         if isinstance(optim, str) and optim in _TRAINER_OPTIM:
             self._set("optimizer", _TRAINER_OPTIM[optim], node, chunk)
             if optim == "adamw_torch_fused":
                 self._set("foreach", False, node, chunk)
+        self._read_trainer_fsdp(node, chunk)
+        if self.value(self.keyword(node, "torch_compile"), chunk) is True:
+            self._set("compiled", True, node, chunk)
         self._set("grad_accum", self.value(self.keyword(node, "gradient_accumulation_steps"), chunk), node, chunk)
         self._set("mode", "train", node, chunk)
 
@@ -531,6 +787,28 @@ class _Reader:
                 self._set("grad_accum", value, node, chunk)
 
 
+def _conditions_around(call) -> list[tuple[cst.BaseExpression, bool]]:
+    """The tests a call runs under in its function, each with the value it needs: the `if` and `else` branches
+    around it, and a conditional expression of its statement (`torch.compile(model) if args.compile else model`)."""
+    tests: list[tuple[cst.BaseExpression, bool]] = [
+        (condition.test, condition.branch == "if") for condition in call.context.conditions
+        if condition.test is not None and condition.branch in ("if", "else")
+    ]
+    if call.statement is not None:
+        for node in walk(call.statement):
+            if isinstance(node, cst.IfExp):
+                if any(inner is call.node for inner in walk(node.body)):
+                    tests.append((node.test, True))
+                elif any(inner is call.node for inner in walk(node.orelse)):
+                    tests.append((node.test, False))
+    return tests
+
+
+def _short(code: str, limit: int = 60) -> str:
+    code = " ".join(code.split())
+    return code if len(code) <= limit else code[: limit - 3] + "..."
+
+
 def workspace_roots(module: ModuleAnalysis) -> list[Path]:
     """The folders files named by the script may be read from: its workspace roots and its own folder."""
     roots = list(module.workspace.roots) if module.workspace is not None else []
@@ -583,6 +861,9 @@ def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.C
                 key = long.lstrip("-").replace("-", "_")
             else:
                 continue
+            if default is None:  # a switch's default is the opposite of what it stores
+                action = string_value(next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "action"), None))
+                default = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}.get(action or "")
             if default is not None:
                 options.append((key, default, node))
     chunk.memo["argparse_options"] = options
@@ -614,7 +895,8 @@ _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive",
+    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
+    "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -640,6 +922,8 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     inputs: dict[str, tuple[Any, str]] = {}
     found = read.found() if read is not None else {}
     for name in _PLAN_FIELDS:
+        if name == "trainer_default_optimizer" and overrides.get("optimizer") is not None:
+            continue  # the command line names the optimizer
         if overrides.get(name) is not None:
             settings[name] = overrides[name]
             inputs[name] = (overrides[name], "command line")
@@ -649,7 +933,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         elif name in DEFAULTS:
             settings[name] = DEFAULTS[name]
             inputs[name] = (DEFAULTS[name], "assumed")
-    for name in ("lora_targets", "offload"):
+    for name in ("lora_targets", "offload", "omitted_components"):
         if name in settings:
             settings[name] = tuple(settings[name])
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
@@ -675,7 +959,10 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         reason = NO_MODEL
     if model_name is not None and model_source is not None:  # every branch that names a model names its source
         inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
-    return ScriptPlan(settings, inputs, model_name, model_source, reason, list(read.notes) if read is not None else [])
+    notes = list(read.notes) if read is not None else []
+    if read is not None:
+        notes += [note for name, note in read.setting_notes.items() if overrides.get(name) is None]
+    return ScriptPlan(settings, inputs, model_name, model_source, reason, notes)
 
 
 def _local_class_shown(read: ScriptInputs | None, local: Found) -> str:

@@ -89,7 +89,8 @@ def remedies(plan: Plan, base: Estimate, target: Target, context_bytes: float) -
             for index in combination:
                 changes.update(options[index][1])
             try:
-                result = estimate(replace(plan, **changes), context_bytes, target.gpu.blas_workspace_bytes)
+                result = estimate(replace(plan, **changes), context_bytes, target.gpu.blas_workspace_bytes,
+                                  target.gpu.compute_capability)
             except CannotEstimate:
                 continue
             outcome = verdict(result, usable)
@@ -111,7 +112,8 @@ def max_batch_size(plan: Plan, target: Target, context_bytes: float) -> int | No
     usable = target.usable_bytes_per_device
 
     def fits(batch: int) -> bool:
-        return verdict(estimate(replace(plan, batch_size=batch), context_bytes, target.gpu.blas_workspace_bytes), usable) == FITS
+        result = estimate(replace(plan, batch_size=batch), context_bytes, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
+        return verdict(result, usable) == FITS
 
     if not fits(1):
         return None

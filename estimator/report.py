@@ -7,8 +7,8 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from .architectures import LM_HEAD_NAMES, lora_target_linears
-from .costmodel import CannotEstimate, Estimate, Plan, estimate, verdict
+from .architectures import lora_target_linears
+from .costmodel import Estimate, Plan, estimate, verdict
 from .hardware import Target, load_instances
 from .remedies import MIN_SAVING_BYTES, Remedy, max_batch_size, remedies, smallest_gpu
 from .units import gib
@@ -45,14 +45,11 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], scr
     if plan.model is not None and plan.model.source.startswith("assumed:"):
         script_notes.append(plan.model.source.removeprefix("assumed: "))
     if plan.lora_rank is not None and plan.model is not None:
-        head = next((target for target in plan.lora_targets if target in LM_HEAD_NAMES), None)
-        if head is not None:
-            raise CannotEstimate(f"LoRA on the LM head ({head}) is not modelled yet: its adapter would be left out of the estimate")
         linears, renamed = lora_target_linears(plan.model, plan.lora_targets)
         plan = dataclasses.replace(plan, lora_targets=linears)
         script_notes += renamed
     context = target.gpu.context_bytes
-    result = estimate(plan, context, target.gpu.blas_workspace_bytes)
+    result = estimate(plan, context, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
     report = MemoryReport(plan, target, result, outcome, inputs, script_notes=script_notes)

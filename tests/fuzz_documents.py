@@ -98,6 +98,39 @@ def scripts(draw, max_statements: int = 40) -> str:
     return "\n".join(lines)
 
 
+# What Python reads as whitespace, dressed differently: junk before a form feed in a line's
+# leading whitespace (Python counts indentation after the last one), a line holding only a
+# backslash before a statement, spaces or form feeds at a line's end, tabs for indentation, line
+# ends mixed line by line.
+_FORM_FEED_PREFIXES = ["\f", " \f", "\t\f", "\f\f", "    \f"]
+_STATEMENT_WORDS = ("def ", "for ", "class ", "if ", "with ", "@", "return ", "while ")
+
+
+@st.composite
+def dressed(draw, text: str) -> str:
+    """``text`` (LF line ends) with the same program dressed in odd whitespace; the caller checks
+    that Python reads it alike (a form feed inside a multi-line string would change the string)."""
+    lines = text.split("\n")
+    if draw(rarely(4)):
+        lines = [re.sub(r"^(?:    )+", lambda match: "\t" * (len(match.group()) // 4), line) for line in lines]
+    out: list[str] = []
+    for line in lines:
+        code = line.lstrip(" \t")
+        indent = line[: len(line) - len(code)]
+        if code.startswith(_STATEMENT_WORDS) and draw(rarely(4)):
+            out.append(indent + "\\")
+        if code and draw(rarely(3)):
+            line = draw(st.sampled_from(_FORM_FEED_PREFIXES)) + line
+        if code and not code.endswith("\\") and draw(rarely(8)):
+            line += draw(st.sampled_from([" ", "\t", "\f", " \f "]))
+        out.append(line)
+    if draw(st.booleans()):
+        newline = draw(st.sampled_from(NEWLINES))
+        return newline.join(out)
+    ends = [draw(st.sampled_from(NEWLINES)) for _ in out[:-1]]
+    return "".join(line + end for line, end in zip(out, ends)) + out[-1]
+
+
 @st.composite
 def documents(draw) -> str:
     """A script as an editor may hold it: its own line ends, maybe a byte-order mark, and maybe

@@ -18,7 +18,7 @@ from two_file_project import HELPERS_TRAINING_A_MODEL, IMPORTING_THE_HELPER, MOD
 from two_file_project import TRAIN as UNSEEDED_TRAIN
 
 import trainlint
-import trainlint.cli as cli
+import trainlint.commands.check_files as check_files
 from trainlint.cache import ResultCache, installation_fingerprint
 from trainlint.cli import main
 
@@ -60,13 +60,13 @@ class _AnalysisCounter:
 
     def __init__(self, monkeypatch) -> None:
         self.paths: list[str] = []
-        real = cli.analyze_source
+        real = check_files.analyze_source
 
         def counting(source, path, *args, **kwargs):
             self.paths.append(path)
             return real(source, path, *args, **kwargs)
 
-        monkeypatch.setattr(cli, "analyze_source", counting)
+        monkeypatch.setattr(check_files, "analyze_source", counting)
 
 
 def test_the_bundled_examples_report_the_same_cached_and_fresh(tmp_path, monkeypatch, capsys):
@@ -329,8 +329,8 @@ def _files(count: int) -> dict[str, str]:
 def _stderr_of_run(argv: list[str], stream_pair, monkeypatch) -> str:
     """Run the CLI in this process with stderr on one end of a terminal or a pipe; what came out the other."""
     reader, writer = stream_pair
-    monkeypatch.setattr(cli._Progress, "delay_s", 0.0)  # every run counts as long
-    monkeypatch.setattr(cli._Progress, "interval_s", 0.01)
+    monkeypatch.setattr(check_files.Progress, "delay_s", 0.0)  # every run counts as long
+    monkeypatch.setattr(check_files.Progress, "interval_s", 0.01)
     chunks: list[bytes] = []
 
     def drain() -> None:  # a terminal's buffer is small: read while the run writes
@@ -406,10 +406,25 @@ class _TerminalThatGoesAway:
 def test_a_terminal_that_goes_away_during_a_run_stops_the_progress_line_not_the_run(project, monkeypatch, capsys):
     project(**_files(3))
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setattr(cli._Progress, "delay_s", 0.0)
-    monkeypatch.setattr(cli._Progress, "interval_s", 0.0)  # a line for every file, so the second write fails
+    monkeypatch.setattr(check_files.Progress, "delay_s", 0.0)
+    monkeypatch.setattr(check_files.Progress, "interval_s", 0.0)  # a line for every file, so the second write fails
     terminal = _TerminalThatGoesAway()
     monkeypatch.setattr(sys, "stderr", terminal)
     assert main(["check", "--no-cache", "--jobs", "1", "."]) == 0  # the wipe at the end finds the terminal gone
     assert len(terminal.written) == 1 and re.fullmatch(r"\rChecked 1/3 files, 0 findings so far \(\d+ s\)", terminal.written[0])
     assert capsys.readouterr().out == "All checks passed (3 files).\n"
+
+
+def test_a_fifo_where_an_entry_would_be_is_not_waited_on(project):
+    # A repository can commit a cache folder with a FIFO at an entry's path: reading it must not block.
+    # Both runs are processes of the same installation, so that they share one results folder.
+    project(**{"model.py": MODEL, "train.py": TRAIN})
+    command = [sys.executable, "-m", "trainlint", "check", "--format", "json", "."]
+    fresh = subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
+    entries = list(Path(".trainlint_cache").glob("results-*/??/*"))
+    assert entries
+    for entry in entries:
+        entry.unlink()
+        os.mkfifo(entry)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert json.loads(done.stdout)["findings"] == json.loads(fresh)["findings"]

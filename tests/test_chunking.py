@@ -40,6 +40,16 @@ def test_a_continuation_line_at_column_0_inside_brackets_is_not_split_when_the_c
     assert "TL000" not in {finding.code for finding in analyze_source(text, "train.py")}
 
 
+def test_a_form_feed_before_a_line_is_not_code_at_column_0():
+    # Python resets its indentation count at a form feed: `\f@deco` is a decorator at column 0 and
+    # belongs with the `\fdef` under it, `\f    x` is indented, `\felse:` continues the `if`.
+    text = "import torch\n\n\f@deco\n\fdef f():\n    pass\n\f    return 1\nif x:\n    a\n\felse:\n    b\n"
+    assert [chunk.text for chunk in split_statements(text)] == [
+        "import torch\n", "\n\f@deco\n\fdef f():\n    pass\n\f    return 1\n", "if x:\n    a\n\felse:\n    b\n",
+    ]
+    assert "TL000" not in {finding.code for finding in analyze_source(text, "train.py")}
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=300))
 def test_chunks_always_reassemble_the_text(text):

@@ -275,6 +275,8 @@ def test_ruffs_names_for_the_common_flags(project, capsys):
     assert capsys.readouterr().out == ""  # gen/ from the configuration, feats.py from the flag
     assert main(["check", "--show-files", "--isolated", "--extend-exclude", "gen", "."]) == 0
     assert capsys.readouterr().out == "feats.py\n"
+    assert main(["check", "--isolated", "--output-format", "json", "-o", "report.json", "feats.py"]) == 1
+    assert json.loads(Path("report.json").read_text())["summary"]["errors"] == 1
 
 
 def test_a_folder_without_python_files_is_told(project, capsys):
@@ -390,6 +392,24 @@ def test_diff_across_files(project, capsys):
     assert out.index("--- a/feats.py") < out.index("--- a/train.py")
     assert "+    losses.append(loss.detach())" in out
     assert (root / "train.py").read_text() == RETAINED_AFTER_BACKWARD
+
+
+def test_a_diff_of_paths_outside_the_working_folder_applies_with_git(project, capsys, monkeypatch):
+    """`--diff` of an absolute or `../` path wrote `a//abs/...` or `a/../...`, which `git apply` refuses."""
+    root = project(**{"lib__feats.py": RETAINED, "work__feats.py": RETAINED})
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    monkeypatch.chdir(root / "work")
+    for given, header, apply_in in (
+        (str(root / "work" / "feats.py"), "--- a/feats.py", root / "work"),  # absolute, under the working folder
+        ("../lib/feats.py", "--- a/lib/feats.py", root),  # outside it: from the repository's top
+    ):
+        assert main(["check", "--diff", "--select", "TL101", given]) == 1
+        captured = capsys.readouterr()
+        assert captured.out.startswith(header + "\n"), captured.out
+        applied = subprocess.run(["git", "apply", "--check", "-"], cwd=apply_in, input=captured.out, text=True,
+                                 capture_output=True)
+        assert applied.returncode == 0, applied.stderr
+    assert f"apply it there (`git -C {root} apply`)" in captured.err
 
 
 # ---------------------------------------------------------------------------- parallel runs

@@ -75,6 +75,26 @@ def test_trainlint_toml_is_a_top_level_table(tmp_path):
     assert config.severity == {"TL101": Severity.WARNING}
 
 
+def test_dotted_keys_of_up_to_16_parts_are_read_and_longer_ones_refused(tmp_path):
+    """Python's TOML reader takes time that grows with the square of a key's parts; the dots
+    inside strings, comments and floats are no parts."""
+    sixteen = ".".join(["a"] * 16)
+    text = f"""
+        [tool.trainlint]
+        exclude = ["{sixteen}"]  # {sixteen}.{sixteen}
+
+        [tool.other.{".".join(["b"] * 14)}]
+        {sixteen} = '''{sixteen}.{sixteen}
+        {sixteen}'''
+        floats = [1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5, 10.5, 11.5, 12.5, 13.5, 14.5, 15.5, 16.5, 17.5]
+    """
+    config = load_config(write(tmp_path / "pyproject.toml", text))
+    assert config.exclude == (sixteen,)
+    write(tmp_path / "pyproject.toml", text + f"{sixteen}.z = 1\n")
+    with pytest.raises(ConfigError, match=r"pyproject.toml: invalid TOML: a dotted key of more than 16 parts on line 8$"):
+        load_config(tmp_path / "pyproject.toml")
+
+
 class TestFinding:
     def test_nearest_config_walking_up(self, tmp_path):
         outer = write(tmp_path / "pyproject.toml", "[tool.trainlint]\n")

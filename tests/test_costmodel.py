@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -239,6 +240,14 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
     full = estimate(_plan(batch_size=4, gradient_checkpointing=True)).breakdown.activations.estimate
     selective = estimate(_plan(batch_size=4, gradient_checkpointing=True, checkpoint_policy="selective")).breakdown.activations.estimate
     assert full < selective < estimate(_plan(batch_size=4)).breakdown.activations.estimate
+    # torchtitan's op policy recomputes every second matmul of a layer as well
+    alternate = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="alternate", dtype="bf16")
+    assert selective_coefficient(alternate, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["alternate"], rel=0.01)
+    result = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+         "--activation-checkpointing", "alternate", "--format", "json"], capture_output=True, text=True, check=False,
+    )
+    assert any("torchtitan's op policy" in note for note in json.loads(result.stdout)["notes"])
 
 
 def test_autocast_keeps_what_cuda_autocast_keeps():
@@ -262,10 +271,18 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
 
 def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_fp32_logits():
     llama = find_architecture("llama-3-8b")
-    logits = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160)).breakdown.logits
+    breakdown = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160)).breakdown
+    logits = breakdown.logits
     assert logits.low == 8 * llama.vocab * 8  # greedy: the fp32 next-token logits and their scores
-    assert logits.estimate == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
-    assert logits.high == 8 * llama.vocab * 38 + 8 * 4096 * llama.vocab * 6  # transformers before 4.42
+    assert logits.estimate == logits.high == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
+    prompt = breakdown.prompt_logits  # transformers before 4.42: every prompt position's, after the layers
+    assert (prompt.low, prompt.estimate, prompt.high) == (0, 0, 8 * 4096 * llama.vocab * 6)
+    whole = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160,
+                          prompt_logits_whole=True)).breakdown
+    working = max(whole.activations.estimate, whole.prompt_logits.estimate)  # the layers' working memory is gone by then
+    assert whole.forward_backward().estimate == pytest.approx(
+        whole.weights.estimate + whole.prompt_kv_cache.estimate + working + whole.logits.estimate
+        + whole.cublas_workspace.estimate + whole.block_rounding.estimate)
 
 
 def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
@@ -277,3 +294,301 @@ def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
     litgpt = estimate(Plan(**plan, model_code="litgpt")).breakdown.dequantised
     assert litgpt.estimate == 4 * llama.vocab * llama.hidden  # every linear quantised, the LM head the largest
     assert estimate(Plan(**{**plan, "quant": None})).breakdown.dequantised.high == 0
+
+
+def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds():
+    """The working memory of a prompt's forward under no_grad equals fake-tensor replays of transformers'
+    generate path (DynamicCache, last position's logits only) for every replayed model. Eager attention on
+    the CPU peaks inside the softmax (16-bit scores, an fp32 copy of them, the fp32 output: 10 bytes per head
+    and pair of positions); CUDA's half-to-float softmax makes no copy and peaks at the cast back (8)."""
+    from trainlint.estimator.costmodel import inference_layer_coefficient
+
+    measured = _calibration("inference_peaks.json")
+    assert len(measured["rows"]) >= 12
+    for row in measured["rows"]:
+        arch = find_architecture(row["model"])
+        geometry = shape(arch)
+        replayed = row["prefill_working"] - row["last_logits"]
+        replayed /= row["prompt"] * row["hidden"]
+        if row["attention"] == "eager":
+            replayed -= 2.0 * geometry.heads * row["prompt"] / geometry.hidden
+        plan = Plan(model=arch, mode="generate", dtype="bf16", attention=row["attention"])
+        assert inference_layer_coefficient(plan, geometry, row["prompt"]) == pytest.approx(replayed, rel=0.05), row["model"]
+
+
+def test_a_long_prompt_holds_one_layers_working_memory_and_only_its_own_kv_cache():
+    qwen = find_architecture("qwen2.5-7b")
+    geometry = shape(qwen)
+    long_prompt = estimate(Plan(model=qwen, mode="generate", dtype="bf16", seq_len=30720, max_context=32768, attention="flash"))
+    working = long_prompt.breakdown.activations.estimate
+    assert 3.5 * GIB < working < 4.5 * GIB  # the MLP's three FFN-wide tensors beside the residual stream: 4.1 GiB
+    weights = long_prompt.breakdown.weights.estimate
+    prompt_kv = geometry.kv_cache_bytes_per_token_per_byte * 2 * 30720
+    forward = long_prompt.breakdown.forward_backward().estimate
+    assert forward == pytest.approx(weights + prompt_kv + working + long_prompt.breakdown.logits.estimate
+                                    + long_prompt.breakdown.cublas_workspace.estimate + long_prompt.breakdown.block_rounding.estimate)
+    # a one-token prompt generating 32k tokens peaks with the whole cache and no prompt working memory
+    short_prompt = estimate(Plan(model=qwen, mode="generate", dtype="bf16", seq_len=1, max_context=32768, attention="flash"))
+    whole_cache = short_prompt.breakdown.kv_cache.estimate
+    assert whole_cache >= geometry.kv_cache_bytes_per_token_per_byte * 2 * 32768
+    assert short_prompt.breakdown.forward_backward().estimate < weights + whole_cache + 0.1 * GIB
+
+
+def test_gpt_fast_generation_keeps_its_causal_mask_and_decodes_on_the_math_kernel():
+    """gpt-fast's setup_caches registers a cache-length-squared bool mask; its decoding steps run attention on
+    the math kernel over the whole static cache, expanded to every query head and copied to fp32."""
+    llama = find_architecture("llama-3.1-8b")
+    plan = Plan(model=llama, mode="generate", dtype="bf16", seq_len=6, max_context=206, kv_cache_len=131072, model_code="gpt-fast")
+    result = estimate(plan)
+    assert result.breakdown.causal_mask.estimate == 131072**2
+    expanded = 2 * llama.heads * 131072 * 128  # keys and values of every query head
+    attention = result.breakdown.decode_attention
+    assert (attention.low, attention.estimate) == (2 * expanded, 6 * expanded)  # 16-bit copies; and fp32 since torch 2.5
+    plain = estimate(Plan(**{**plan.__dict__, "model_code": "transformers"})).allocated.estimate
+    assert result.allocated.estimate == pytest.approx(plain + 131072**2 + 6 * expanded, rel=0.001)
+    assert any("causal mask of 131072x131072" in note for note in result.assumptions)
+
+
+def test_a_compiled_layer_keeps_what_aotautograds_partitioner_keeps():
+    """torch.compile's partitioner (replayed with aot_eager_decomp_partition on the CPU) keeps the matmuls' and
+    attention's inputs and outputs and recomputes the rest: the accounting equals the replay for gated decoders;
+    GPT-2 and Phi-2 keep a little more there, never more than eager."""
+    import msgspec
+
+    from trainlint.estimator.costmodel import compiled_layer_coefficient
+
+    measured = _calibration("compiled_activations.json")
+    assert len(measured["rows"]) >= 8
+    for row in measured["rows"]:
+        arch = find_architecture(row["model"])
+        factor = arch.hidden // row["scaled_hidden"]  # replayed at the same proportions, a smaller scale
+        scaled = msgspec.structs.replace(arch, hidden=row["scaled_hidden"], intermediate=arch.intermediate // factor,
+                                         head_dim=shape(arch).head_dim // factor if arch.head_dim else None)
+        plan = Plan(model=scaled, dtype="bf16", compiled=True)
+        coefficient = compiled_layer_coefficient(plan, shape(scaled), measured["seq"])
+        if "gate_proj" in shape(arch).lora_dims:
+            assert coefficient == pytest.approx(row["compiled"], rel=0.02), row["model"]
+        else:
+            assert 0.85 * row["compiled"] < coefficient <= row["compiled"] < row["eager"], row["model"]
+
+
+def test_a_compiled_training_step_keeps_fewer_activations_with_eager_at_the_high_end():
+    eager = estimate(_plan(batch_size=4)).breakdown.activations
+    compiled = estimate(_plan(batch_size=4, compiled=True))
+    assert compiled.breakdown.activations.estimate < 0.75 * eager.estimate
+    assert compiled.breakdown.activations.high == eager.high
+    assert any("compiled" in note for note in compiled.assumptions)
+    with_adapters = estimate(_plan(batch_size=4, compiled=True, lora_rank=16)).breakdown.activations
+    assert with_adapters.estimate == estimate(_plan(batch_size=4, lora_rank=16)).breakdown.activations.estimate
+
+
+def test_torchtunes_optimizer_in_backward_and_activation_offloading():
+    """optimizer_in_bwd steps each parameter in its post-accumulate-grad hook and frees its gradient: one
+    gradient at a time, no step phase; activation offloading moves saved tensors to pinned CPU memory,
+    keeping one layer and the last five offloaded tensors (layer inputs under checkpointing) on the device."""
+    llama = find_architecture("llama-3.2-1b")
+    geometry = shape(llama)
+    common = dict(model=llama, dtype="bf16", batch_size=4, seq_len=2048)
+    plain = estimate(Plan(**common))
+    in_backward = estimate(Plan(**common, optimizer_in_backward=True))
+    largest = max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+    assert in_backward.breakdown.gradients.estimate == largest * (2 + 2)  # its gradient and its foreach temporary
+    assert in_backward.breakdown.optimizer_step.estimate == 0
+    short = dict(common, batch_size=1, seq_len=256)  # the optimizer step's phase holds the peak: it is gone
+    assert estimate(Plan(**short, optimizer_in_backward=True)).allocated.estimate < 0.8 * estimate(Plan(**short)).allocated.estimate
+    assert in_backward.allocated.estimate >= plain.allocated.estimate  # the activations' phase is unchanged
+    with pytest.raises(CannotEstimate):
+        estimate(Plan(**common, optimizer_in_backward=True, grad_accum=4))
+    checkpointed = estimate(Plan(**common, gradient_checkpointing=True)).breakdown.activations.estimate
+    offloaded = estimate(Plan(**common, gradient_checkpointing=True, activation_offloading=True)).breakdown.activations.estimate
+    layer_input = 2 * 4 * 2048 * llama.hidden
+    one_layer = checkpointed - llama.layers * layer_input  # what a checkpointed run keeps beyond the layers' inputs
+    assert offloaded == pytest.approx(one_layer + 5 * layer_input)
+    assert offloaded < checkpointed
+
+
+def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_and_names_the_flag():
+    """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.42 computed every prompt
+    position's logits. Unstated, the estimate takes today's behaviour, the high end the old one, and the note
+    names --library-version; stated, the version decides both ends."""
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
+    assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
+        "quant_keeps_inputs": False, "prompt_logits_whole": False}
+    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
+    with pytest.raises(CannotEstimate):
+        settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
+    qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
+
+    def run(*extra):
+        done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
+        return json.loads(done.stdout)
+
+    unstated, old, new = run(), run("--library-version", "bitsandbytes=0.41.1"), run("--library-version", "bitsandbytes=0.45.0")
+    assert any("--library-version bitsandbytes=VERSION settles it" in note for note in unstated["notes"])
+    assert not any("settles it" in note and "bitsandbytes" in note for note in old["notes"] + new["notes"])
+    peak = lambda report: report["peak"]["allocated"]  # noqa: E731
+    assert peak(new)["estimate"] == pytest.approx(peak(unstated)["estimate"])
+    assert peak(unstated)["estimate"] < peak(old)["estimate"]
+    assert peak(old)["high"] <= peak(unstated)["high"]
+
+
+def test_fsdp_keeps_the_root_unit_gathered_and_gathers_units_in_the_mixed_precision_dtype():
+    """FSDP does not reshard the root unit after its forward (the embeddings and LM head under the usual
+    one-unit-per-layer wrapping) and keeps the unit being computed and the prefetched next one gathered;
+    under autocast the gathered units are in MixedPrecision's param_dtype (16 bits at the estimate, as
+    accelerate sets it; fp32 at the high end); SHARD_GRAD_OP keeps every unit gathered into the backward."""
+    geometry = shape(LLAMA)
+    params = parameter_count(LLAMA)
+    root = geometry.embedding_params + geometry.lm_head_params
+    layer = (params - root) / geometry.layers
+    bf16 = estimate(_plan(gpus=8, sharding="fsdp")).breakdown.weights
+    assert bf16.estimate == pytest.approx(params * 2 / 8 + (root + 2 * layer) * 2)
+    amp = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16"))
+    weights = amp.breakdown.weights
+    assert (weights.estimate, weights.high) == pytest.approx((params * 4 / 8 + (root + 2 * layer) * 2, params * 4 / 8 + (root + 2 * layer) * 4))
+    assert any("param_dtype=bf16" in note for note in amp.assumptions)
+    stated = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", fsdp_param_dtype="fp32")).breakdown.weights
+    assert stated.estimate == stated.high == pytest.approx(weights.high)
+    grad_op = estimate(_plan(gpus=8, sharding="fsdp-grad-op")).breakdown.weights
+    assert grad_op.estimate == pytest.approx(params * 2 / 8 + params * 2)
+    qlora = estimate(_plan(gpus=8, sharding="fsdp", lora_rank=16, quant="nf4")).breakdown.weights
+    assert qlora.estimate - 2 * root < (bf16.estimate - 2 * root) / 2  # the layers' units gather the packed 4-bit storage
+
+
+def test_the_attention_kernel_follows_the_gpu_generation():
+    """torch's SDPA has no flash kernel before compute capability 8.0; its memory-efficient kernel keeps the
+    same (fp16, fp32), but takes bf16 only from 8.0, so bf16 on a V100 runs the math kernel, which keeps the
+    probabilities as eager attention does. FlashAttention-2 needs 8.0."""
+    plan = _plan(batch_size=2, seq_len=1024, dtype="fp16")
+    a100 = estimate(plan, compute_capability="8.0").breakdown.activations.estimate
+    v100 = estimate(plan, compute_capability="7.0")
+    assert v100.breakdown.activations.estimate == a100
+    assert any("memory-efficient kernel keeps what flash keeps" in note for note in v100.assumptions)
+    bf16 = _plan(batch_size=2, seq_len=1024, dtype="bf16")
+    math_kernel = estimate(bf16, compute_capability="7.0")
+    assert math_kernel.breakdown.activations.estimate == estimate(replace(bf16, attention="eager")).breakdown.activations.estimate
+    assert math_kernel.breakdown.activations.estimate > 1.3 * estimate(bf16, compute_capability="9.0").breakdown.activations.estimate
+    assert math_kernel.plan.attention == "sdpa"  # what was asked; the note says what runs
+    with pytest.raises(CannotEstimate, match="8.0 or newer"):
+        estimate(replace(plan, attention="flash"), compute_capability="7.0")
+    result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
+                             "--attention", "flash", "--seq-len", "512"], capture_output=True, text=True, check=False)
+    assert result.returncode == 2 and "FlashAttention-2 needs compute capability 8.0" in result.stderr
+
+
+def test_int8_quantisation_on_loading_holds_a_column_major_copy_too():
+    """bitsandbytes' Int8Params.cuda quantises with double_quant, which returns the row-major int8 weight it
+    keeps and a column-major one it frees after: while the largest weight is converted, its 16-bit form and
+    both int8 copies are on the device."""
+    falcon = find_architecture("falcon-7b")
+    geometry = shape(falcon)
+    common = dict(model=falcon, mode="generate", dtype="bf16", seq_len=5, max_context=261)
+    nf4, int8 = estimate(Plan(**common, quant="nf4")), estimate(Plan(**common, quant="int8"))
+    largest_16bit = 2 * max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+    assert int8.allocated.estimate == pytest.approx(int8.breakdown.weights.estimate + largest_16bit + geometry.hidden * geometry.intermediate)
+    assert nf4.allocated.estimate == pytest.approx(nf4.breakdown.weights.estimate + largest_16bit)
+
+
+def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families():
+    """Qwen2's (and Phi's, Starcoder2's) attention built a rotary embedding with cos and sin caches for the
+    maximum length in every layer until transformers 4.45, Mistral's until 4.42: unknown, the high end counts
+    them; a stated version decides."""
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
+    assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
+    assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
+    assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
+    qwen = find_architecture("qwen2-0.5b")
+    geometry = shape(qwen)
+    cache = 2 * geometry.layers * qwen.max_positions * geometry.head_dim * 2
+    common = dict(model=qwen, mode="generate", dtype="bf16", seq_len=1, max_context=2049)
+    unknown = estimate(Plan(**common)).breakdown.weights
+    stated = estimate(Plan(**common, rotary_cache=True)).breakdown.weights
+    assert unknown.high - unknown.estimate == cache and stated.estimate - unknown.estimate == cache
+    assert estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.high == estimate(Plan(**{**common, "model": LLAMA})).breakdown.weights.estimate
+
+
+def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreach_before():
+    from trainlint.estimator.costmodel import settings_for_versions
+
+    params = parameter_count(LLAMA)
+    per_tensor = estimate(_plan(foreach=False)).breakdown.optimizer_step
+    foreach = estimate(_plan(foreach=True)).breakdown.optimizer_step
+    assert foreach.estimate == pytest.approx(2 * params)  # one bf16 copy of every parameter
+    unknown = estimate(_plan(trainer_default_optimizer=True))
+    step = unknown.breakdown.optimizer_step
+    assert (step.low, step.estimate, step.high) == (per_tensor.low, per_tensor.estimate, foreach.high)
+    assert any("(adamw_torch_fused) with torch 2.8" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
+    assert settings_for_versions({"torch": "2.7.1+cu126"}) == {"trainer_fused_adamw": False}
+    assert settings_for_versions({"torch": "2.8.0"}) == {"trainer_fused_adamw": True}
+    older = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"torch": "2.5.1"}))).breakdown.optimizer_step
+    assert older == foreach
+    # a script's own optimizer is not the Trainer's: the setting changes nothing then
+    assert estimate(_plan(foreach=True, trainer_default_optimizer=True)).breakdown.optimizer_step == foreach
+
+
+def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
+    """peft's adapter on the LM head: A (rank x hidden) and B (vocabulary x rank), once; in the forward it keeps
+    its input cast to fp32, a byte-mask with dropout, and its rank-wide inner output, as a layer's adapters do."""
+    rank, hidden, vocab, tokens = 8, 4096, 128_256, 2 * 1024
+    layers = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    headed = estimate(_plan(lora_rank=rank, lora_targets=("q_proj", "v_proj", "lm_head"), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    head = rank * (hidden + vocab)
+    assert headed.trainable_params - layers.trainable_params == head
+    # fp32 weights, gradients and two AdamW states: 16 bytes per adapter parameter
+    states = lambda result: result.breakdown.weights.estimate + result.breakdown.gradients.estimate + result.breakdown.optimizer.estimate  # noqa: E731
+    assert states(headed) - states(layers) == pytest.approx(16 * head)
+    kept = headed.breakdown.activations.estimate - layers.breakdown.activations.estimate
+    assert kept == pytest.approx(tokens * (4 * hidden + 4 * rank))
+    dropout = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.1, batch_size=2, seq_len=1024))
+    none = estimate(_plan(lora_rank=rank, lora_targets=("lm_head",), lora_dropout=0.0, batch_size=2, seq_len=1024))
+    assert dropout.breakdown.activations.estimate - none.breakdown.activations.estimate == pytest.approx(tokens * hidden)
+    with pytest.raises(CannotEstimate, match="no LM head"):
+        estimate(Plan(model=find_architecture("bert-base-uncased"), lora_rank=8, lora_targets=("lm_head",), seq_len=128))
+
+
+def test_tensor_parallel_generation_splits_weights_and_kv_heads():
+    """Megatron's split: each GPU holds 1/N of every layer's heads and MLP, of the embeddings and of the LM head, and
+    caches its own KV heads; with fewer KV heads than GPUs each KV head is held by several GPUs (one per GPU)."""
+    from trainlint.estimator.costmodel import inference_layer_coefficient
+
+    generate = dict(mode="generate", seq_len=1024, max_context=4096, batch_size=4, dtype="bf16")
+    whole = estimate(_plan(**generate)).breakdown
+    four = estimate(_plan(**generate, tensor_parallel=4, gpus=4)).breakdown
+    assert four.weights.estimate == pytest.approx(whole.weights.estimate / 4)
+    assert four.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 4)  # 8 KV heads: 2 per GPU
+    sixteen = estimate(_plan(**generate, tensor_parallel=16, gpus=16)).breakdown
+    assert sixteen.kv_cache.estimate == pytest.approx(whole.kv_cache.estimate / 8)  # 1 KV head per GPU, not half of one
+    # one layer's working memory: the hidden-wide tensors whole, the heads' and the MLP's a quarter
+    geometry = shape(LLAMA)
+    hidden, width, kv_width, ffn = 4096, 1.0, 1024 / 4096, 14336 / 4096
+    rope = 4.0 * 128 / hidden
+    quarter = 6.0 + rope + max(2.0 + 6.0 * ffn / 4, 2.0 + 2.0 * (width / 4 + 2.0 * kv_width / 4) + 4.0 * width / 4)
+    assert inference_layer_coefficient(_plan(**generate, tensor_parallel=4, gpus=4), geometry, 1024) == pytest.approx(quarter)
+    # a latent (MLA) cache is not split by heads
+    lite = find_architecture("deepseek-v2-lite")
+    mla = dict(model=lite, mode="generate", seq_len=1024, max_context=4096, dtype="bf16")
+    assert (estimate(Plan(**mla, tensor_parallel=2, gpus=2)).breakdown.kv_cache.estimate
+            == pytest.approx(estimate(Plan(**mla)).breakdown.kv_cache.estimate))
+    for plan, reason in (
+        (_plan(tensor_parallel=2, gpus=2), "inference and generation only"),
+        (_plan(**generate, tensor_parallel=3, gpus=3), "32 attention heads do not split 3 ways"),
+        (_plan(**generate, tensor_parallel=4, gpus=2), "needs 4 GPUs"),
+    ):
+        with pytest.raises(CannotEstimate, match=reason):
+            estimate(plan)
+
+
+def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
+    done = subprocess.run(
+        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
+         "--max-context", "8192", "--dtype", "bf16", "--gpu", "a100-80gb", "--tensor-parallel", "4", "--format", "json"],
+        capture_output=True, text=True, check=False,
+    )
+    report = json.loads(done.stdout)
+    assert report["inputs"]["tensor_parallel"] == {"value": 4, "source": "command line"}
+    assert report["inputs"]["gpus"] == {"value": 4, "source": "command line (--tensor-parallel)"}
+    assert report["breakdown"]["weights"] == pytest.approx(parameter_count(find_architecture("llama-3.1-70b")) * 2 / 4)

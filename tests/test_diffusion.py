@@ -30,7 +30,7 @@ def test_each_pipeline_answers_with_all_its_components(name):
         assert arch.published_params == PUBLISHED_DENOISERS[name]
     result = estimate(Plan(model=arch, mode="infer", dtype="fp16"))
     assert result.params == pipeline_params(arch) > arch.published_params  # text encoders and the VAE too
-    assert result.breakdown.weights.estimate == 2 * result.params
+    assert result.breakdown.weights.estimate == 2 * result.params + 2 * sum(pipeline.kept_fp32_under_fp16.values())
 
 
 def test_resolution_guidance_offload_and_tiling():
@@ -45,6 +45,25 @@ def test_resolution_guidance_offload_and_tiling():
     report = build(Plan(model=sdxl, mode="infer", dtype="fp32", image_size=2048, batch_size=4), resolve_target("t4"), {})
     changes = [remedy.change for remedy in report.remedies]
     assert any("VAE tiling" in change for change in changes) and any("CPU offload" in change for change in changes)
+
+
+def test_t5_keeps_wo_in_fp32_and_offload_keeps_the_last_text_encoder_through_the_negative_prompt():
+    """transformers loads T5's `wo` in fp32 when fp16 is asked for (`_keep_in_fp32_modules`); diffusers' offload
+    hooks move a component off only when the next one in the pipeline's order runs, so with guidance the
+    negative prompt's CLIP encoders run beside T5; a component left out is not loaded."""
+    sd3 = find_architecture("sd-3-medium")
+    pipeline = pipeline_of(sd3)
+    components = pipeline.components
+    wo = 24 * 10240 * 4096  # T5-XXL: layers x d_ff x d_model
+    assert pipeline.kept_fp32_under_fp16 == {"text_encoder_3": wo}
+    fp16 = estimate(Plan(model=sd3, mode="infer", dtype="fp16")).breakdown.weights.estimate
+    bf16 = estimate(Plan(model=sd3, mode="infer", dtype="bf16")).breakdown.weights.estimate
+    assert fp16 - bf16 == 2 * wo
+    offloaded = estimate(Plan(model=sd3, mode="infer", dtype="fp16", cpu_offload=True)).breakdown.weights.estimate
+    assert offloaded == 2 * (components["text_encoder_3"] + wo + components["text_encoder_2"])
+    without_t5 = estimate(Plan(model=sd3, mode="infer", dtype="fp16", cpu_offload=True, omitted_components=("text_encoder_3",)))
+    assert without_t5.breakdown.weights.estimate == 2 * components["denoiser"]
+    assert any("left out of the pipeline: text_encoder_3" in note for note in without_t5.assumptions)
 
 
 def test_the_denoiser_trains_in_full_or_with_lora():

@@ -81,6 +81,14 @@ def test_nested_gitignore_can_reinclude(tree):
     assert files(".") == ["gen/keep.py"]
 
 
+def test_a_gitignore_that_keeps_only_folders_and_python_files(tree):
+    """git's idiom: ignore everything, take back every folder, then the files wanted. pathspec let
+    the first `*` outrank the later `!*/` for a folder, and src/ was skipped whole."""
+    tree("train.py", "src/model.py", "src/deep/data.py", "src/notes.py.bak")
+    Path(".gitignore").write_text("*\n!*/\n!*.py\n")
+    assert files(".") == ["src/deep/data.py", "src/model.py", "train.py"]
+
+
 def test_gitignore_above_the_named_folder_counts_inside_a_repository(tree):
     tree("src/train.py", "src/generated/out.py")
     Path(".git").mkdir()

@@ -3,6 +3,7 @@ and the user's code is never imported."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -74,6 +75,22 @@ def test_decoding_follows_pythons_cookie_rules():
     assert read_source(b"# coding: latin-1\rx = '\xe9'\r") == ("# coding: latin-1\rx = '\xe9'\r", "iso-8859-1")
     with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
         read_source(b"x = 1\r# coding: latin-1\ry = '\xe9'\r")
+
+
+@pytest.mark.parametrize(("encoding", "problem"), [
+    ("rot13", "'rot13', which the coding declaration names, is not a text encoding"),
+    ("zlib_codec", "'zlib_codec', which the coding declaration names, is not a text encoding"),
+    ("undefined", "cannot decode the file as undefined: "),
+    ("utf-16", "Python does not read source files in 'utf-16', which the coding declaration names"),
+    ("utf_32_be", "Python does not read source files in 'utf_32_be', which the coding declaration names"),
+    ("punycode", "Python does not read source files in 'punycode', which the coding declaration names"),
+])
+def test_a_coding_declaration_python_refuses_is_a_decode_error(encoding, problem):
+    """The codecs that are no text encodings raised LookupError, 'undefined' a bare UnicodeError (a
+    traceback in `check`); punycode decodes in quadratic time (600 KB: about 25 s)."""
+    data = f"# coding: {encoding}\n".encode() + b"a" * 300_000 + b"-" + b"ba" * 75_000
+    with pytest.raises(DecodeError, match=f"^{re.escape(problem)}"):
+        read_source(data)
 
 
 def test_empty_and_blank_files():

@@ -163,7 +163,12 @@ def test_a_scripts_all_linear_targets_are_read(tmp_path, capsys):
     assert any(f"{16 * per_layer:,} trainable parameters" in note for note in report["notes"])
 
 
-def test_lora_on_the_lm_head_is_said_to_be_unmodelled_not_to_be_no_linear(capsys):
-    code, _, err = _estimate(capsys, "--model", "meta-llama/Llama-3.2-1B", "--lora-rank", "8", "--lora-targets", "q_proj,lm_head")
-    assert code == 2
-    assert "LoRA on the LM head (lm_head) is not modelled yet" in err and "not a linear of this model" not in err
+def test_lora_on_the_lm_head_is_estimated(capsys):
+    code, out, err = _estimate(capsys, "--model", "meta-llama/Llama-3.2-1B", "--lora-rank", "8", "--lora-targets", "q_proj,lm_head",
+                               "--seq-len", "512", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    head = 8 * (2048 + 128_256)  # A: rank x hidden, B: vocabulary x rank
+    assert any(f"= {head:,} parameters" in note for note in report["notes"]), report["notes"]
+    neox = _estimate(capsys, "--model", "pythia-1b", "--lora-rank", "8", "--lora-targets", "query_key_value,embed_out", "--seq-len", "512")
+    assert neox[0] == 0, neox[2]

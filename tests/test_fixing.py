@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import codecs
 import json
 import resource
@@ -100,6 +101,34 @@ class TestApplyEdits:
     def test_edit_at_end_of_crlf_line_goes_before_the_line_break(self):
         new, _ = apply_edits("y = f()\r\nz\r\n", [[TextEdit(1, 8, 1, 8, ".detach()")]])
         assert new == "y = f().detach()\r\nz\r\n"
+
+    def test_a_line_added_after_a_line_ends_as_that_line_did_in_a_file_of_mixed_line_ends(self):
+        # The line break a fix adds at the end of `step()` used to be the file's first (LF), so
+        # `step()` lost its CRLF and the moved line took it.
+        text = "a = 1\nstep()\r\nb = 2\n"
+        new, _ = apply_edits(text, [[TextEdit(2, 7, 2, 7, "\n    clear()")]])
+        assert new == "a = 1\nstep()\r\n    clear()\r\nb = 2\n"
+
+    def test_a_line_added_before_a_line_ends_as_that_line_does(self):
+        text = "a = 1\n    def f():\r\n        pass\n"
+        new, _ = apply_edits(text, [[TextEdit(2, 5, 2, 5, "@deco\n    ")]])
+        assert new == "a = 1\n    @deco\r\n    def f():\r\n        pass\n"
+
+    def test_lines_indented_under_a_new_header_keep_their_own_line_ends(self):
+        text = "x\nfor a in b:\r\n    f(a)\n    g(a)\r\ny\n"
+        block = "with h():\n    for a in b:\n        f(a)\n        g(a)"
+        new, _ = apply_edits(text, [[TextEdit(2, 1, 4, 9, block)]])
+        assert new == "x\nwith h():\r\n    for a in b:\r\n        f(a)\n        g(a)\r\ny\n"
+
+    def test_a_line_added_on_the_last_line_ends_as_the_line_above(self):
+        new, _ = apply_edits("a\nb\r\nc = f()", [[TextEdit(3, 8, 3, 8, "\nd = 1")]])
+        assert new == "a\nb\r\nc = f()\r\nd = 1"
+
+    def test_an_edit_that_would_join_a_cr_and_an_lf_into_one_line_break_is_skipped(self):
+        # Deleting `gone` (a line of its own) would put the CR that ends `a` before the LF of the
+        # empty line under it: "a\r\n" reads as one line, not two.
+        text = "a\rgone\n\nb\n"
+        assert apply_edits(text, [[TextEdit(2, 1, 3, 1, "")]]) == (text, 0)
 
 
 def test_apply_fixes_uses_findings_in_position_order():
@@ -226,12 +255,30 @@ class TestFixCommand:
         assert code == 0
         assert "Fixed 1 problem." in capsys.readouterr().out
 
+    def test_fix_keeps_each_line_end_of_a_file_that_mixes_them(self, tmp_path, monkeypatch):
+        # TL206 moves `optimizer.zero_grad()` below the step: the step line keeps its CRLF, the moved
+        # line ends as the line it joins, every other line keeps its own; a second run changes nothing.
+        monkeypatch.chdir(tmp_path)
+        original = (
+            b"for x, y in loader:\n    loss = criterion(model(x), y)\r\n    loss.backward()\n"
+            b"    optimizer.zero_grad()\r\n    optimizer.step()\r\nprint(loss)\n"
+        )
+        (tmp_path / "train.py").write_bytes(original)
+        assert main(["check", "--fix", "--select", "TL206", "train.py"]) == 0
+        fixed = (tmp_path / "train.py").read_bytes()
+        assert fixed == (
+            b"for x, y in loader:\n    loss = criterion(model(x), y)\r\n    loss.backward()\n"
+            b"    optimizer.step()\r\n    optimizer.zero_grad()\r\nprint(loss)\n"
+        )
+        assert main(["check", "--fix", "--select", "TL206", "train.py"]) == 0
+        assert (tmp_path / "train.py").read_bytes() == fixed
+
     def test_a_cookie_python_ignores_is_ignored_by_the_fix_too(self, tmp_path, monkeypatch):
         # Python honours a coding cookie on line 2 only below a blank or comment line 1: this file is
         # UTF-8. Read as latin-1, each "é" became two characters and the fix landed in the comment.
         monkeypatch.chdir(tmp_path)
         text = RETAINED.replace("import torch\n", "import torch\n# -*- coding: latin-1 -*-\n", 1).replace(
-            "    features.append(encoder(images))", '    features.append(encoder(images.cuda(), tag="éééé"))  # café'
+            "    features.append(encoder(images))", '    features.append(encoder(images, tag="éééé"))  # café'
         )
         (tmp_path / "feats.py").write_bytes(text.encode("utf-8"))
         assert main(["check", "--fix", "--select", "TL101", "feats.py"]) == 0
@@ -364,3 +411,131 @@ class TestAtomicWrites:
         assert (tmp_path / "feats.py").is_symlink()
         assert ".detach()" in (tmp_path / "real" / "feats.py").read_text()
         assert sorted(item.name for item in (tmp_path / "real").iterdir()) == ["feats.py"]
+
+
+    def test_without_descriptors_or_locks_writes_stay_inside_and_stale_temporaries_go(self, tmp_path, monkeypatch):
+        # Windows walks folders by path and has no flock (an open file cannot be removed there):
+        # the same code, made to take those branches.
+        from trainlint.analysis import files
+
+        monkeypatch.setattr(files, "_BY_DESCRIPTOR", False)
+        monkeypatch.setattr(files, "fcntl", None)
+        project, other = tmp_path / "project", tmp_path / "other"
+        (project / "lib").mkdir(parents=True)
+        other.mkdir()
+        (project / "lib" / "train.py").write_text("x = 1\n")
+        (project / "lib" / ".train.py.abcdefgh.trainlint").write_text("left by a kill")
+        (other / "victim.py").write_text("y = 1\n")
+        (project / "away.py").symlink_to(other / "victim.py")
+        roots = files.WriteRoots.given([str(project)])
+        files.remove_stale_temporaries([str(project / "lib" / "train.py")], roots)
+        files.replace_file(str(project / "lib" / "train.py"), b"x = 2\n", roots)
+        assert sorted(path.name for path in (project / "lib").iterdir()) == ["train.py"]
+        assert (project / "lib" / "train.py").read_text() == "x = 2\n"
+        with pytest.raises(files.OutsideWriteRoots):
+            files.replace_file(str(project / "away.py"), b"y = 2\n", roots)
+        assert (other / "victim.py").read_text() == "y = 1\n"
+
+EVALUATE = """\
+import torch
+
+{before}def {name_line}evaluate(model, loader):
+    model.eval()
+    total = 0
+    for x, y in loader:
+        total += (model(x).argmax(1) == y).sum().item()
+    return total
+"""
+# TL102's loop form: an evaluation loop at top level, wrapped in `with torch.no_grad():` by its fix.
+EVALUATION_LOOP = """\
+import torch
+from torchvision.models import resnet50
+
+model = resnet50().cuda()
+model.eval()
+correct = 0
+{before}for images, labels in test_dataloader:
+    logits = model(images.cuda())
+{inside}    correct += (logits.argmax(1) == labels.cuda()).sum().item()
+print(correct)
+"""
+
+
+def _analyze(text: str) -> list[Finding]:
+    from trainlint.analysis.engine import analyze_source
+
+    return analyze_source(text, "train.py")
+
+
+class TestOddWhitespace:
+    """Form feeds, lines holding only a backslash and decorators already there: a fix lands where
+    its finding is, once, and a second --fix changes nothing (issue 33)."""
+
+    def test_a_form_feed_before_a_def_gets_one_decorator(self, tmp_path, monkeypatch, capsys):
+        # Each --fix added another `\f@torch.no_grad()`, each then a syntax error (ten after ten runs).
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "train.py").write_text(EVALUATE.format(before="\f", name_line=""))
+        for _ in range(3):
+            main(["check", "--fix", "--no-cache", "train.py"])
+        assert (tmp_path / "train.py").read_text() == EVALUATE.format(before="\f@torch.no_grad()\n", name_line="")
+        assert "TL000" not in capsys.readouterr().out
+
+    def test_a_line_holding_only_a_backslash_before_a_def_gets_one_decorator(self):
+        # The statement splitter read `\\` alone as the statement's first word, so the decorator under
+        # it was cut from its `def`, and every round added another (found by tests/test_fuzz_fix.py).
+        text = EVALUATE.format(before="\\\n", name_line="")
+        outcome = fix_until_stable(text, _analyze)
+        assert outcome.text == EVALUATE.format(before="\\\n@torch.no_grad()\n", name_line="")
+        assert outcome.applied == 1
+
+    def test_a_def_whose_name_is_on_a_continuation_line_is_decorated_above_the_def(self):
+        text = EVALUATE.format(before="", name_line="\\\n        ")
+        outcome = fix_until_stable(text, _analyze)
+        assert outcome.text == EVALUATE.format(before="@torch.no_grad()\n", name_line="\\\n        ")
+        assert not outcome.rejected
+
+    def test_the_decorator_goes_below_those_already_there(self):
+        # Above `@staticmethod` it would wrap the staticmethod object, and the method would take `self`.
+        text = (
+            "import torch\n\n\nclass Runner:\n    @staticmethod\n    def evaluate(model, loader):\n        model.eval()\n"
+            "        total = 0\n        for x, y in loader:\n            total += (model(x).argmax(1) == y).sum().item()\n"
+            "        return total\n"
+        )
+        fixed = fix_until_stable(text, _analyze).text
+        assert fixed == text.replace("    @staticmethod\n", "    @staticmethod\n    @torch.no_grad()\n")
+
+    def test_a_form_feed_at_the_start_of_a_top_level_line_moves_no_column(self):
+        # LibCST leaves the form feed out of the code it prints, so its columns on that line were one
+        # short: the finding pointed at `f` of `if` and the fix replaced `f args.se`.
+        text = "import torch\n\n\fif args.seed:\n    torch.manual_seed(args.seed)\n"
+        [found] = _analyze(text)
+        assert (found.code, found.line, found.column, found.end_column) == ("TL403", 3, 5, 14)
+        assert fix_until_stable(text, _analyze).text == text.replace("if args.seed:", "if args.seed is not None:")
+
+    def test_a_line_holding_only_a_backslash_moves_no_line(self):
+        # LibCST leaves such a line out too, so every line after it was counted one short: the
+        # finding was on `optimizer.step()` and the fix inserted `.detach()` into that line.
+        text = RETAINED.replace("for images", "\\\nfor images")
+        [found] = [finding for finding in _analyze(text) if finding.code == "TL101"]
+        assert found.line == text.split("\n").index("    features.append(encoder(images))") + 1
+        fixed = fix_until_stable(text, _analyze).text
+        assert fixed == text.replace("encoder(images))", "encoder(images).detach())")
+
+    def test_a_loop_after_a_form_feed_is_wrapped_with_the_form_feed_before_the_header(self):
+        text = EVALUATION_LOOP.format(before="\f", inside="")
+        outcome = fix_until_stable(text, _analyze)
+        assert not outcome.rejected
+        assert "\fwith torch.no_grad():\n    for images, labels in test_dataloader:\n        logits = model(" in outcome.text
+        assert fix_until_stable(outcome.text, _analyze).text == outcome.text
+
+    def test_a_loop_with_a_form_feed_inside_is_not_wrapped(self, tmp_path, monkeypatch, capsys):
+        # The wrap indented `\f    correct += ...` before its form feed, where Python does not count
+        # it: the line left the loop, and the "safe" fix summed once instead of per batch.
+        monkeypatch.chdir(tmp_path)
+        text = EVALUATION_LOOP.format(before="", inside="\f")
+        (tmp_path / "train.py").write_text(text)
+        main(["check", "--fix", "--no-cache", "train.py"])
+        fixed = (tmp_path / "train.py").read_text()
+        loops = [node for node in ast.walk(ast.parse(fixed)) if isinstance(node, ast.For)]
+        assert [len(loop.body) for loop in loops] == [2], "both statements stay in the loop"
+        assert "were not applied" not in capsys.readouterr().err

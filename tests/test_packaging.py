@@ -115,3 +115,10 @@ def test_an_artifact_installs_into_a_fresh_venv_and_runs(artifacts, tmp_path, ki
     assert estimated.returncode == 0, estimated.stdout + estimated.stderr
     assert '"verdict"' in estimated.stdout
 
+
+
+def test_the_artifacts_pass_twine_check(artifacts):
+    """What PyPI would refuse or render badly (metadata, the README as the long description), before a tag."""
+    checked = _run(sys.executable, "-m", "twine", "check", "--strict", artifacts["sdist"], artifacts["wheel"], cwd=ROOT)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2, checked.stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.estimator.accuracy import SPLITS, published_results, source_group, split_of, summarise
+from trainlint.estimator.accuracy import METHODS, SPLITS, published_results, source_group, split_of, summarise
 from trainlint.estimator.costmodel import Interval
 
 DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "published_peaks.json").read_text())
@@ -18,12 +18,13 @@ ROWS = DATA["rows"]
 
 
 def test_the_set_covers_enough_rows_sources_gpus_and_methods():
-    assert len(ROWS) >= 150
-    assert len({row["source"]["url"] for row in ROWS}) >= 15
-    assert len({row["gpu"] for row in ROWS}) >= 8
-    assert sum(row["outcome"] == "oom" for row in ROWS) >= 10
+    assert len(ROWS) >= 380
+    assert len({row["source"]["url"] for row in ROWS}) >= 26
+    assert len({source_group(row["source"]["url"]) for row in ROWS}) >= 17
+    assert len({row["gpu"] for row in ROWS}) >= 10
+    assert sum(row["outcome"] == "oom" for row in ROWS) >= 37
     methods = {result["method"] for result in published_results()}
-    assert methods >= {"full", "lora", "qlora", "sharded", "generation", "diffusion"}
+    assert methods >= set(METHODS)
 
 
 def test_every_row_names_its_source_what_it_measured_and_its_half():
@@ -42,12 +43,26 @@ def test_the_split_rule_reproduces_every_rows_half():
     assert all(row["split"] == split_of(row["source"]["url"]) for row in ROWS)
 
 
-def test_each_half_holds_several_sources_and_out_of_memory_runs():
-    for split in SPLITS:
-        half = [row for row in ROWS if row["split"] == split]
-        assert len({row["source"]["url"] for row in half}) >= 3
-        assert len({source_group(row["source"]["url"]) for row in half}) >= 3
-        assert any(row["outcome"] == "oom" for row in half)
+# Per half: sources, groups, GPU types, out-of-memory runs, rows from sources not seen while the estimator was
+# built, and the kinds of run (the test half holds every kind the tables report).
+FLOORS = {
+    "calibration": {"sources": 16, "groups": 8, "gpus": 7, "oom": 14, "unseen rows": 129,
+                    "methods": {"full", "lora", "qlora", "sharded", "generation", "diffusion"}},
+    "test": {"sources": 10, "groups": 9, "gpus": 6, "oom": 23, "unseen rows": 178, "methods": set(METHODS)},
+}
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_each_half_holds_enough_sources_gpus_methods_and_out_of_memory_runs(split):
+    half = [result for result in published_results() if result["split"] == split]
+    rows = [result["row"] for result in half]
+    floor = FLOORS[split]
+    assert len({row["source"]["url"] for row in rows}) >= floor["sources"]
+    assert len({result["group"] for result in half}) >= floor["groups"]
+    assert len({row["gpu"] for row in rows}) >= floor["gpus"]
+    assert sum(row["outcome"] == "oom" for row in rows) >= floor["oom"]
+    assert sum(row["source"]["url"] not in DATA["seen_before_split"] for row in rows) >= floor["unseen rows"]
+    assert {result["method"] for result in half} >= floor["methods"]
 
 
 def test_a_group_is_never_on_both_sides():
@@ -80,6 +95,8 @@ def test_the_half_is_the_parity_of_the_groups_hash():
     assert split_of("https://github.com/Lightning-AI/litgpt/blob/main/README.md") == "calibration"
     assert split_of("https://github.com/pytorch/torchtune/blob/main/README.md") == "test"
     assert split_of("https://github.com/pytorch/torchtune/issues/961") == "test"
+    # a repository that moved to a new owner stays one group: its rows cannot straddle the halves
+    assert split_of("https://github.com/meta-pytorch/torchtune/blob/main/README.md") == "test"
 
 
 def test_every_row_is_estimated_or_reported_unanswered():

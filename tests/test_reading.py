@@ -357,3 +357,395 @@ def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
     plain = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16")).breakdown.weights.estimate
     prepared = estimate(Plan(model=arch, lora_rank=16, quant="nf4", seq_len=512, dtype="bf16", kbit_prepared=True)).breakdown.weights.estimate
     assert prepared - plain == 2 * (128_256 * 4096 * 2)  # embeddings and LM head: 2 more bytes each
+
+
+# diffusers' DreamBooth scripts: checkpointing behind a store_true option, off unless the run passes it.
+_GUARDED_CHECKPOINTING = textwrap.dedent(
+    """\
+    import argparse
+    import torch
+    from diffusers import UNet2DConditionModel
+
+    def parse_args():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--pretrained_model_name_or_path", type=str, default="stabilityai/stable-diffusion-xl-base-1.0")
+        parser.add_argument(
+            "--gradient_checkpointing",
+            action="store_true",
+            help="Whether or not to use gradient checkpointing to save memory at the expense of slower backward pass.",
+        )
+        parser.add_argument("--train_text_encoder", action="store_true")
+        return parser.parse_args()
+
+    def main(args):
+        unet = UNet2DConditionModel.from_pretrained(args.pretrained_model_name_or_path, subfolder="unet")
+        if args.gradient_checkpointing:
+            unet.enable_gradient_checkpointing()
+            if args.train_text_encoder:
+                text_encoder.gradient_checkpointing_enable()
+        optimizer = torch.optim.AdamW(unet.parameters())
+        for batch in loader:
+            unet(batch).sample.mean().backward()
+    """
+)
+
+
+def test_checkpointing_behind_an_option_that_is_off_by_default_is_read_as_off():
+    read = _read(_GUARDED_CHECKPOINTING)
+    found = read.found()["gradient_checkpointing"]
+    assert found.value is False and found.line == 8, "the option's definition, which keeps it off"
+    planned = plan_settings(read, {})
+    assert any("line 19 (`unet.enable_gradient_checkpointing()`) runs only when `args.gradient_checkpointing` holds" in note
+               and "--gradient-checkpointing" in note for note in planned.notes), planned.notes
+    stated = plan_settings(read, {"gradient_checkpointing": True})
+    assert stated.settings["gradient_checkpointing"] is True and not any("checkpointing" in note for note in stated.notes)
+
+
+def test_checkpointing_behind_an_option_that_is_on_by_default_or_unconditional_is_on():
+    on_by_default = _GUARDED_CHECKPOINTING.replace('action="store_true",\n', 'default=True,\n', 1)
+    assert _read(on_by_default).found()["gradient_checkpointing"].value is True
+    negated = _GUARDED_CHECKPOINTING.replace('"--gradient_checkpointing",\n        action="store_true"', '"--no_checkpointing",\n        action="store_true"')
+    negated = negated.replace("if args.gradient_checkpointing:", "if not args.no_checkpointing:")
+    assert _read(negated).found()["gradient_checkpointing"].value is True
+    also_unconditional = _GUARDED_CHECKPOINTING.replace("    optimizer = ", "    vae.enable_gradient_checkpointing()\n    optimizer = ")
+    assert _read(also_unconditional).found()["gradient_checkpointing"].value is True
+    trainer = textwrap.dedent(
+        """\
+        import argparse
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gradient_checkpointing", action="store_true")
+        args = parser.parse_args()
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        training_args = TrainingArguments("out", gradient_checkpointing=args.gradient_checkpointing)
+        Trainer(model=model, args=training_args).train()
+        """
+    )
+    found = _read(trainer).found()["gradient_checkpointing"]
+    assert found.value is False and found.line == 4
+
+
+# nanoGPT's train.py: a module-level switch, on by default
+_NANOGPT_COMPILE = textwrap.dedent(
+    """\
+    import torch
+    from model import GPTConfig, GPT
+
+    batch_size = 12
+    block_size = 1024
+    compile = True # use PyTorch 2.0 to compile the model to be faster
+
+    model = GPT(GPTConfig(block_size=block_size))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4)
+    if compile:
+        print("compiling the model... (takes a ~minute)")
+        unoptimized_model = model
+        model = torch.compile(model) # requires PyTorch 2.0
+    for X, Y in batches:
+        logits, loss = model(X, Y)
+        loss.backward()
+    """
+)
+
+
+_NANOGPT_MODEL = textwrap.dedent(
+    """    import torch.nn as nn
+
+    class GPTConfig:
+        block_size: int = 1024
+
+    class GPT(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.lm_head = nn.Linear(768, 50304, bias=False)
+    """
+)
+
+
+def _nanogpt(tmp_path, script: str):
+    from trainlint.analysis.workspace import Workspace
+
+    (tmp_path / "model.py").write_text(_NANOGPT_MODEL, encoding="utf-8")
+    (tmp_path / "train.py").write_text(script, encoding="utf-8")
+    return read_inputs(ModuleAnalysis(script, str(tmp_path / "train.py"), workspace=Workspace([tmp_path])))
+
+
+def test_torch_compile_of_the_model_is_read_and_of_anything_else_is_not(tmp_path):
+    found = _nanogpt(tmp_path, _NANOGPT_COMPILE).found()["compiled"]
+    assert found.value is True and found.line == 13
+    assert plan_settings(_nanogpt(tmp_path, _NANOGPT_COMPILE), {}).settings["compiled"] is True
+    off = _nanogpt(tmp_path, _NANOGPT_COMPILE.replace("compile = True", "compile = False")).found()["compiled"]
+    assert off.value is False and off.line == 6
+    loss_only = textwrap.dedent(
+        """\
+        import torch
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        loss_fn = torch.compile(torch.nn.functional.cross_entropy)
+        for batch in loader:
+            loss_fn(model(batch["x"]).logits, batch["y"]).backward()
+        """
+    )
+    assert "compiled" not in _read(loss_only).found()
+    method = loss_only.replace("loss_fn = torch.compile(torch.nn.functional.cross_entropy)", "model.compile()\nloss_fn = F.cross_entropy")
+    assert _read(method).found()["compiled"].value is True
+    trainer = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_bnb_8bit", torch_compile=True)')
+    assert _read(trainer).found()["compiled"].line == 16
+
+
+def test_the_cli_takes_compile_and_a_compiled_step_keeps_less(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_NANOGPT_COMPILE.replace("compile = True", "compile = False"), encoding="utf-8")
+    (tmp_path / "model.py").write_text(_NANOGPT_MODEL, encoding="utf-8")
+
+    def activations(*flags: str):
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--model", "gpt2", "--seq-len", "1024", "--format", "json", *flags],
+            capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        inputs = report["inputs"]["compiled"]
+        return (inputs["value"], inputs["source"]), report["breakdown"]["activations"]
+
+    (off, off_source), eager = activations()
+    assert off is False and off_source.startswith("line 6:")
+    (on, on_source), compiled = activations("--compile")
+    assert on is True and on_source == "command line" and compiled < 0.8 * eager
+
+
+_FSDP_SCRIPT = textwrap.dedent(
+    """\
+    import functools
+
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
+    from transformers import AutoModelForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    bf16_policy = MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Meta-Llama-3-8B")
+    model = FSDP(
+        model,
+        auto_wrap_policy=functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={LlamaDecoderLayer}),
+        mixed_precision=bf16_policy,
+        sharding_strategy=ShardingStrategy.SHARD_GRAD_OP,
+        device_id=torch.cuda.current_device(),
+    )
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    for batch in loader:
+        model(**batch).loss.backward()
+        optimizer.step()
+    """
+)
+
+
+def test_fsdp_sharding_strategy_and_mixed_precision_policy_are_read():
+    read = _read(_FSDP_SCRIPT)
+    found = read.found()
+    assert found["sharding"].value == "fsdp-grad-op" and found["sharding"].line == 11
+    assert found["fsdp_param_dtype"].value == "bf16" and found["fsdp_param_dtype"].line == 9
+    assert found["dtype"].value == "amp-bf16" and found["dtype"].line == 9, "fp32 sharded states, bf16 compute"
+    assert any("MixedPrecision(param_dtype=bf16) at line 9" in note for note in read.notes)
+    assert plan_settings(read, {}).settings["fsdp_param_dtype"] == "bf16"
+    default = _FSDP_SCRIPT.replace("    sharding_strategy=ShardingStrategy.SHARD_GRAD_OP,\n", "")
+    assert _read(default).found()["sharding"].value == "fsdp"
+    assert _read(_FSDP_SCRIPT.replace("SHARD_GRAD_OP", "NO_SHARD")).found()["sharding"].value == "ddp"
+    hybrid = _read(_FSDP_SCRIPT.replace("SHARD_GRAD_OP", "HYBRID_SHARD"))
+    assert hybrid.found()["sharding"].value == "fsdp" and any("GPUs of one node" in note for note in hybrid.notes)
+    autocast = _FSDP_SCRIPT.replace("    model(**batch).loss.backward()", "    with torch.autocast('cuda', dtype=torch.float16):\n"
+                                    "        loss = model(**batch).loss\n    loss.backward()")
+    assert _read(autocast).found()["dtype"].value == "amp-fp16", "the autocast decides where there is one"
+    fsdp2 = textwrap.dedent(
+        """\
+        import torch
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", torch_dtype=torch.float32)
+        mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.model.layers:
+            fully_shard(layer, mp_policy=mp_policy, reshard_after_forward=False)
+        fully_shard(model, mp_policy=mp_policy, reshard_after_forward=False)
+        """
+    )
+    found = _read(fsdp2).found()
+    assert found["sharding"].value == "fsdp-grad-op" and found["fsdp_param_dtype"].value == "bf16"
+    trainer = QLORA.replace('optim="adamw_bnb_8bit")', 'optim="adamw_bnb_8bit", fsdp="shard_grad_op auto_wrap")')
+    assert _read(trainer).found()["sharding"].value == "fsdp-grad-op"
+    plugin = "from accelerate import FullyShardedDataParallelPlugin\nplugin = FullyShardedDataParallelPlugin(sharding_strategy='SHARD_GRAD_OP')\n"
+    assert _read(plugin).found()["sharding"].value == "fsdp-grad-op"
+
+
+def test_the_cli_takes_the_fsdp_mixed_precision_dtype(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(_FSDP_SCRIPT, encoding="utf-8")
+
+    def weights(*flags: str):
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "8xa100-80gb", "--seq-len", "2048",
+             "--format", "json", *flags], capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        return report["inputs"]["fsdp_param_dtype"], report["breakdown"]["weights"]
+
+    (read, read_weights), (stated, stated_weights) = weights(), weights("--fsdp-param-dtype", "fp32")
+    assert read == {"value": "bf16", "source": read["source"]} and read["source"].startswith("line 9:")
+    assert stated == {"value": "fp32", "source": "command line"} and stated_weights > read_weights
+
+
+# The SD3 announcement's way of dropping T5: the pipeline loads without its third text encoder.
+_SD3_WITHOUT_T5 = textwrap.dedent(
+    """\
+    import torch
+    from diffusers import StableDiffusion3Pipeline
+
+    pipe = StableDiffusion3Pipeline.from_pretrained(
+        "stabilityai/stable-diffusion-3-medium-diffusers",
+        text_encoder_3=None,
+        tokenizer_3=None,
+        torch_dtype=torch.float16,
+    )
+    pipe.to("cuda")
+    image = pipe(prompt="a photo of a cat holding a sign that says hello world", negative_prompt="", num_inference_steps=28,
+                 height=1024, width=1024, guidance_scale=7.0).images[0]
+    """
+)
+
+
+def test_a_pipeline_component_loaded_as_none_is_left_out(tmp_path):
+    found = _read(_SD3_WITHOUT_T5).found()["omitted_components"]
+    assert found.value == ("text_encoder_3",) and found.line == 4
+    assert "omitted_components" not in _read(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", "")).found()
+    script = tmp_path / "sd3.py"
+    script.write_text(_SD3_WITHOUT_T5, encoding="utf-8")
+
+    def weights(text: str, *flags: str) -> float:
+        script.write_text(text, encoding="utf-8")
+        result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "a100-80gb", "--format", "json", *flags],
+                                capture_output=True, text=True, check=False)
+        return json.loads(result.stdout)["breakdown"]["weights"]
+
+    whole = weights(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", ""))
+    t5_parameters = 4_762_310_656  # T5-XXL's encoder in SD3, in fp16 with its fp32 `wo`
+    assert whole - weights(_SD3_WITHOUT_T5) > 2 * t5_parameters
+    assert weights(_SD3_WITHOUT_T5.replace("    text_encoder_3=None,\n", ""), "--omit-component", "text_encoder_3") == weights(_SD3_WITHOUT_T5)
+
+
+# transformers' text-classification example's shape: the Trainer builds the optimizer itself
+_TRAINER_DEFAULTS = textwrap.dedent(
+    """\
+    from transformers import AutoModelForSequenceClassification, Trainer, TrainingArguments
+
+    model = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased", num_labels=2)
+    training_args = TrainingArguments(
+        output_dir="bert-large-glue",
+        per_device_train_batch_size=4,
+        learning_rate=2e-5,
+        fp16=True,
+    )
+    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+    trainer.train()
+    """
+)
+
+
+def test_trainer_arguments_without_optim_leave_the_optimizer_to_the_trainer():
+    found = _read(_TRAINER_DEFAULTS).found()
+    assert found["optimizer"].value == "adamw" and found["optimizer"].line == 4
+    assert found["trainer_default_optimizer"].value is True
+    assert "trainer_default_optimizer" not in plan_settings(_read(_TRAINER_DEFAULTS), {"optimizer": "sgd"}).settings
+    named = _read(_TRAINER_DEFAULTS.replace("fp16=True,", 'fp16=True,\n    optim="adamw_torch",')).found()
+    assert "trainer_default_optimizer" not in named
+    own = _TRAINER_DEFAULTS.replace("trainer = Trainer(model=model, args=training_args,",
+                                    "optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, foreach=False)\n"
+                                    "trainer = Trainer(model=model, args=training_args, optimizers=(optimizer, None),")
+    found = _read("import torch\n" + own).found()
+    assert "trainer_default_optimizer" not in found and found["foreach"].value is False
+
+
+# torch's tutorial "How to save memory by fusing the optimizer step into the backward pass"
+_OPTIMIZER_IN_BACKWARD = textwrap.dedent(
+    """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", torch_dtype=torch.bfloat16).cuda()
+    optimizer_dict = {p: torch.optim.AdamW([p], foreach=False) for p in model.parameters()}
+
+    def optimizer_hook(parameter) -> None:
+        optimizer_dict[parameter].step()
+        optimizer_dict[parameter].zero_grad()
+
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(optimizer_hook)
+
+    for batch in loader:
+        model(**batch).loss.backward()
+    """
+)
+# torchtune's single-device recipes: every feature behind the config the recipe is run with
+_TORCHTUNE_RECIPE = textwrap.dedent(
+    """\
+    from torchtune import config, training
+
+    class FullFinetuneRecipeSingleDevice:
+        def __init__(self, cfg):
+            self._optimizer_in_bwd = cfg.optimizer_in_bwd
+            self._enable_activation_offloading = cfg.get("enable_activation_offloading", False)
+
+        def setup(self, cfg):
+            self._model = config.instantiate(cfg.model)
+            if self._optimizer_in_bwd:
+                training.register_optim_in_bwd_hooks(model=self._model, optim_dict=self._optim_dict)
+            self.activations_handling_ctx = training.get_act_offloading_ctx_manager(self._model, self._enable_activation_offloading)
+
+        def train(self):
+            for batch in self._dataloader:
+                with self.activations_handling_ctx:
+                    logits = self._model(**batch)
+                self._loss_fn(logits, batch["labels"]).backward()
+    """
+)
+
+
+def test_an_optimizer_stepped_in_a_gradient_hook_runs_in_the_backward():
+    found = _read(_OPTIMIZER_IN_BACKWARD).found()["optimizer_in_backward"]
+    assert found.value is True and found.line == 12
+    other_hook = _OPTIMIZER_IN_BACKWARD.replace("    optimizer_dict[parameter].step()\n", "")
+    assert "optimizer_in_backward" not in _read(other_hook).found(), "a hook that steps no optimizer"
+    assert plan_settings(_read(_OPTIMIZER_IN_BACKWARD), {}).settings["optimizer_in_backward"] is True
+
+
+def test_torchtune_features_behind_the_recipes_config_are_not_counted_but_named():
+    read = _read(_TORCHTUNE_RECIPE)
+    assert "optimizer_in_backward" not in read.found() and "activation_offloading" not in read.found()
+    notes = plan_settings(read, {}).notes
+    assert any(note.startswith("optimizer in backward: line 11") and "`self._optimizer_in_bwd` holds, which the script does "
+               "not settle: not counted; give --optimizer-in-backward" in note for note in notes), notes
+    assert any(note.startswith("activation offloading: line 12") and "--activation-offloading" in note for note in notes), notes
+    assert not plan_settings(read, {"optimizer_in_backward": True, "activation_offloading": True}).notes
+    stated = _TORCHTUNE_RECIPE.replace("if self._optimizer_in_bwd:", "if True:").replace(
+        "get_act_offloading_ctx_manager(self._model, self._enable_activation_offloading)",
+        "get_act_offloading_ctx_manager(self._model, True)")
+    found = _read(stated).found()
+    assert found["optimizer_in_backward"].line == 11 and found["activation_offloading"].line == 12
+    with_context = "import torch\nfrom torchtune.training import OffloadActivations\n" + _OPTIMIZER_IN_BACKWARD.split("\n", 2)[2].replace(
+        "    model(**batch).loss.backward()", "    with OffloadActivations():\n        loss = model(**batch).loss\n    loss.backward()")
+    assert _read(with_context).found()["activation_offloading"].value is True
+
+
+def test_the_cli_takes_the_optimizer_in_the_backward_and_activation_offloading():
+    def breakdown(*flags: str) -> dict:
+        result = subprocess.run(
+            [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.2-1b", "--dtype", "bf16", "--seq-len", "2048",
+             "--batch-size", "4", "--gradient-checkpointing", "--format", "json", *flags], capture_output=True, text=True, check=False,
+        )
+        report = json.loads(result.stdout)
+        return {"inputs": report["inputs"], **report["breakdown"]}
+
+    plain, in_backward, offloaded = breakdown(), breakdown("--optimizer-in-backward"), breakdown("--activation-offloading")
+    assert in_backward["inputs"]["optimizer_in_backward"] == {"value": True, "source": "command line"}
+    assert in_backward["optimizer_step"] == 0 and in_backward["gradients"] < plain["gradients"] / 2  # one tensor at a time
+    assert offloaded["inputs"]["activation_offloading"] == {"value": True, "source": "command line"}
+    assert offloaded["activations"] < plain["activations"]

@@ -61,6 +61,7 @@ INSTALL_HINT = "run `make test` (or `make vscode-e2e-deps`), which installs it"
 SESSION_BUDGET_S = 150  # every wait of the session shares this; the whole test stays under 3 minutes
 STEP_TIMEOUT_S = 60
 WINDOW = (1280, 900)
+EDITOR_HOVER = ".monaco-editor .monaco-hover"  # the editor's hover widget, not the workbench's tooltips
 
 TL101_LINE = "        total_loss += loss"  # line 76 of the example: TL101 on `loss`, column 23
 FIXED_LINE = "        total_loss += loss.detach()"
@@ -74,6 +75,8 @@ USER_SETTINGS = {
     "workbench.startupEditor": "none",
     "workbench.secondarySideBar.defaultVisibility": "hidden",
     "workbench.tips.enabled": False,
+    # no command centre in the title bar: its tooltip would sit in the screenshots where the mouse rests
+    "window.commandCenter": False,
     "chat.disableAIFeatures": True,
     "security.workspace.trust.enabled": False,
     "telemetry.telemetryLevel": "off",
@@ -330,14 +333,16 @@ class Session:
 
     def hover(self, element, contains: str) -> str:
         ActionChains(self.driver).move_to_element(element).perform()
-        hovers = self.until(f"a hover containing {contains!r}", lambda: [h for h in self.visible(".monaco-hover") if contains in h.text])
+        hovers = self.until(f"a hover containing {contains!r}", lambda: [h for h in self.visible(EDITOR_HOVER) if contains in h.text])
         return hovers[0].text
 
     def move_away(self) -> None:
-        """The mouse onto the title bar and Escape: no hover stays open."""
+        """The mouse onto the title bar and Escape: no editor hover stays open. Only the editor's hovers
+        count: a workbench tooltip (the title bar's, a status bar item's) is another widget, and waiting
+        for one to close made the session fail whenever the mouse came to rest on such an item."""
         ActionChains(self.driver).move_to_element(self.visible(".part.titlebar")[0]).perform()
         self.keys(Keys.ESCAPE)
-        self.until("the hover to close", lambda: not self.visible(".monaco-hover") or None)
+        self.until("the editor's hover to close", lambda: not self.visible(EDITOR_HOVER) or None)
 
     def status_items(self) -> dict[str, str]:
         return {item.get_attribute("id"): item.text.strip() for item in self.visible(".statusbar-item")}

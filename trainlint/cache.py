@@ -37,6 +37,7 @@ from pathlib import Path
 import msgspec
 
 import trainlint
+from trainlint.analysis.files import MIB, UnreadableFile, read_bounded
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.libraries import library_paths
 from trainlint.analysis.workspace import Stamp, Workspace
@@ -46,6 +47,7 @@ ENVIRONMENT_VARIABLE = "TRAINLINT_CACHE_DIR"  # also the parent of the library i
 _FORMAT = 1  # bump when an entry's layout changes
 _GENERATION_PREFIX = "results-"
 KEEP_UNUSED_DAYS = 30
+MAX_ENTRY_BYTES = 64 * MIB  # one file's findings, or one lookup table; real ones are a few KiB
 KEEP_OTHER_GENERATIONS = 2  # results of other installations kept besides the current one's
 _DAY_S = 24 * 3600
 _STALE_TEMPORARY_S = 3600
@@ -271,10 +273,14 @@ def _prune_entries(entries: Path, now: float) -> None:
 
 
 def _read_in_use(path: Path) -> bytes:
-    """A file's bytes; one not touched for a day is touched, so that pruning keeps what is in use."""
-    with open(path, "rb") as stream:
-        data = stream.read()
-        modified = os.fstat(stream.fileno()).st_mtime
+    """A file's bytes; one not touched for a day is touched, so that pruning keeps what is in use.
+    Read bounded, as every input is: a FIFO or a link to a device committed where an entry would be
+    is refused (OSError: the entry is analysed again), never blocked on."""
+    try:
+        modified = os.stat(path).st_mtime
+        data = read_bounded(path, MAX_ENTRY_BYTES)
+    except UnreadableFile as error:
+        raise OSError(str(error)) from None
     if time.time() - modified > _DAY_S:
         try:
             os.utime(path)

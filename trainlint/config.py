@@ -12,14 +12,12 @@ import os
 import re
 import stat
 import sys
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pathspec
 
 from trainlint.analysis.engine_codes import ENGINE_CODES, engine_code_named
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
@@ -27,6 +25,7 @@ from trainlint.analysis.findings import Severity
 from trainlint.analysis.registry import RESERVED_PREFIX, all_rules, is_plugin_path, local_plugins_allowed, rules_for
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.selection import resolve_selector
+from trainlint.globs import GlobError, GlobSpec, compile_pattern
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,6 +35,22 @@ else:
 
 PYPROJECT = "pyproject.toml"
 TRAINLINT_TOML = "trainlint.toml"
+
+
+# The most parts a dotted key or table name may have (`a.b.c` has three; real ones have up to 7,
+# `[tool.pixi.feature.cuda.target.linux-64.dependencies]`). Python's TOML reader builds a key one
+# part at a time and looks up every prefix of it under the table's name, in time that grows with
+# the square of the parts: one key of 50,000 parts took 16 s, a table name of 20,000 parts above
+# 20,000 short keys 200 s. With at most 16, the largest file read (1 MiB) of the worst keys takes
+# about as long as one of plain keys takes, a few seconds.
+MAX_KEY_PARTS = 16
+# What may hold dots that are not a key's: strings (multi-line first) and comments.
+_TOML_STRING_OR_COMMENT = re.compile(
+    r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*', re.S
+)
+# With those replaced by `"`, a dotted key is a run of bare key characters, quotes, dots and
+# blanks; floats and dates, the other places a dot stands, have one each.
+_DOTTED_RUN = re.compile(r"[A-Za-z0-9_\-\"][A-Za-z0-9_\-\". \t]*")
 
 
 class ConfigError(Exception):
@@ -63,23 +78,28 @@ class BadGlob(ValueError):
     """A gitignore-style pattern that cannot be compiled; ``index`` is its place in the list."""
 
     def __init__(self, index: int, pattern: str, reason: str) -> None:
-        super().__init__(f"invalid pattern {pattern!r}: {reason}")
+        super().__init__(f"invalid pattern {shown_pattern(pattern)}: {reason}")
         self.index = index
 
 
-def glob_spec(patterns: Sequence[str]) -> pathspec.GitIgnoreSpec:
-    """Gitignore-style patterns compiled into one matcher; BadGlob names the first bad one."""
+def shown_pattern(pattern: str) -> str:
+    """A pattern quoted in a message: its start, when it is too long to read on one line."""
+    return repr(pattern) if len(pattern) <= _SHOWN_CHARS else f"{pattern[:_SHOWN_CHARS]!r}... ({len(pattern):,} characters)"
+
+
+_SHOWN_CHARS = 60
+
+
+def glob_spec(patterns: Sequence[str]) -> GlobSpec:
+    """Gitignore-style patterns compiled into one matcher (trainlint.globs: linear time, never
+    backtracking); BadGlob names the first bad one."""
+    compiled = []
     for index, pattern in enumerate(patterns):
         try:
-            with warnings.catch_warnings():  # re's FutureWarnings about odd sets are no business of the user's
-                warnings.simplefilter("ignore")
-                pathspec.GitIgnoreSpec.from_lines([pattern])
-        except (ValueError, re.error) as error:  # GitIgnorePatternError is a ValueError
-            reason = str(error).replace(f"Invalid git pattern: {pattern!r}", "not a gitignore pattern")
-            raise BadGlob(index, pattern, reason) from None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+            compiled.append(compile_pattern(pattern))
+        except GlobError as error:
+            raise BadGlob(index, pattern, str(error)) from None
+    return GlobSpec([pattern for pattern in compiled if pattern is not None])
 
 
 class PerFileIgnores:
@@ -272,12 +292,29 @@ def _read_toml(path: Path) -> dict[str, Any]:
             f"{display_path(path)}: invalid TOML: not UTF-8 text (byte 0x{data[error.start]:02x} on line {line}); "
             "TOML files are UTF-8"
         ) from None
+    long_key = _overlong_key_line(text)
+    if long_key is not None:
+        raise ConfigError(
+            f"{display_path(path)}: invalid TOML: a dotted key of more than {MAX_KEY_PARTS} parts on line {long_key}"
+        )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{display_path(path)}: invalid TOML: {error}") from None
     except RecursionError:
         raise ConfigError(f"{display_path(path)}: invalid TOML: arrays or tables nested too deeply to read") from None
+
+
+def _overlong_key_line(text: str) -> int | None:
+    """The line of the first key or table name of more than MAX_KEY_PARTS parts; None when there
+    is none. A scan in linear time, so the reader never meets one."""
+    if text.count(".") < MAX_KEY_PARTS:
+        return None
+    masked = _TOML_STRING_OR_COMMENT.sub(lambda match: '"' + "\n" * match.group().count("\n"), text)
+    for run in _DOTTED_RUN.finditer(masked):
+        if run.group().count(".") >= MAX_KEY_PARTS:
+            return masked.count("\n", 0, run.start()) + 1
+    return None
 
 
 def _tool_table(document: dict[str, Any], path: Path) -> dict[str, Any] | None:
@@ -347,7 +384,7 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
             overrides[code] = level
     per_file: list[tuple[str, frozenset[str]]] = []
     for glob, tokens in raw.per_file_ignores.items():
-        key = f"per-file-ignores.{glob!r}"
+        key = f"per-file-ignores.{shown_pattern(glob)}"
         if not isinstance(tokens, list) or not all(isinstance(token, str) for token in tokens):
             raise fail(key, f"expected a list of rule codes or names, got {_kind(tokens)}")
         try:
@@ -368,6 +405,8 @@ def _build(table: dict[str, Any], path: Path, where: str, root: Path) -> Config:
             raise fail("target-gpu", problem)
     if raw.cache_dir is not None and not raw.cache_dir.strip():
         raise fail("cache-dir", "empty path")
+    if raw.cache_dir is not None and "\0" in raw.cache_dir:
+        raise fail("cache-dir", "a path cannot hold a NUL character")
     return Config(
         source=path,
         root=root,

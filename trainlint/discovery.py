@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-import pathspec
-
 from trainlint.analysis.files import MAX_SETTINGS_BYTES, UnreadableFile, read_bounded
 from trainlint.config import BadGlob, display_path, glob_spec, relative_posix
 from trainlint.git_files import global_excludes_file, locate, tracked_paths
+from trainlint.globs import GlobSpec
+from trainlint.output import visible
 
 SKIPPED_DIRECTORIES = frozenset(
     {".git", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", "site-packages"}
@@ -57,10 +56,10 @@ class Exclusions:
 
 
 def warn(message: str) -> None:
-    print(f"trainlint: warning: {message}", file=sys.stderr)
+    print(f"trainlint: warning: {visible(message)}", file=sys.stderr)  # it quotes file names and patterns
 
 
-def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> pathspec.GitIgnoreSpec | None:
+def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> GlobSpec | None:
     """The patterns of one ignore file; None when there is none. A file that cannot be read, or
     a pattern that is not one, is told and left out, as git leaves out what it cannot use."""
     try:
@@ -72,14 +71,10 @@ def _ignore_file_spec(path: Path, report: Callable[[str], None]) -> pathspec.Git
     patterns = []
     for number, line in enumerate(data.decode("utf-8", "surrogateescape").splitlines(), start=1):
         try:
-            glob_spec([line])
+            patterns.append(glob_spec([line]))
         except BadGlob as error:
             report(f"{display_path(path)}:{number}: {error}; the line is not applied")
-        else:
-            patterns.append(line)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return pathspec.GitIgnoreSpec.from_lines(patterns)
+    return GlobSpec.joined(patterns)
 
 
 class _Repository:
@@ -122,7 +117,7 @@ class _GitIgnores:
 
     def __init__(self, report: Callable[[str], None]) -> None:
         self._report = report
-        self._specs: dict[Path, pathspec.GitIgnoreSpec | None] = {}
+        self._specs: dict[Path, GlobSpec | None] = {}
         self._repositories: dict[Path, _Repository] = {}
 
     def repository(self, top: Path) -> _Repository:
@@ -130,7 +125,7 @@ class _GitIgnores:
             self._repositories[top] = _Repository(top, self._report)
         return self._repositories[top]
 
-    def _spec(self, folder: Path) -> pathspec.GitIgnoreSpec | None:
+    def _spec(self, folder: Path) -> GlobSpec | None:
         if folder not in self._specs:
             self._specs[folder] = _ignore_file_spec(folder / GITIGNORE, self._report)
         return self._specs[folder]
@@ -142,7 +137,7 @@ class _GitIgnores:
         for folder in path.parents:
             spec = self._spec(folder)
             if spec is not None:
-                verdict = spec.check_file(path.relative_to(folder).as_posix() + suffix).include
+                verdict = spec.verdict(path.relative_to(folder).as_posix() + suffix)
                 if verdict is not None:
                     return verdict
             if folder == boundary:
@@ -150,7 +145,7 @@ class _GitIgnores:
         if repository is not None:
             relative = path.relative_to(repository.top).as_posix() + suffix
             for spec in repository.specs:
-                verdict = spec.check_file(relative).include
+                verdict = spec.verdict(relative)
                 if verdict is not None:
                     return verdict
         return False
@@ -175,7 +170,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
             continue
         if exclusions.excludes(absolute, is_dir=True):
             continue
-        top = _git_root(absolute)
+        top = repository_top(absolute)
         tops: dict[Path, Path | None] = {absolute: top}  # each folder's repository, nested ones included
         for folder, subfolders, files in os.walk(absolute):
             here = Path(folder)
@@ -209,7 +204,7 @@ def discover_files(paths: Sequence[str], exclusions: Excluder, report: Callable[
     return sorted(found.values(), key=_sort_key)
 
 
-def _git_root(folder: Path) -> Path | None:
+def repository_top(folder: Path) -> Path | None:
     """The enclosing repository's top folder, so ignore files above a named folder count too."""
     for candidate in (folder, *folder.parents):
         if (candidate / ".git").exists():

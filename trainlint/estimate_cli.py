@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from trainlint.output import visible, visible_lines
+
 # Exit statuses: the configuration fits (or might: `tight`), it does not, the estimate is impossible.
 EXIT_FITS, EXIT_OOM, EXIT_UNKNOWN = 0, 1, 2
 DEFAULT_GPU = "h100-sxm"
@@ -15,7 +17,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     from trainlint.estimator.costmodel import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
-    estimate.add_argument("script", nargs="?", metavar="SCRIPT", help="training script to read the configuration from")
+    estimate.add_argument(
+        "script", nargs="?", metavar="SCRIPT",
+        help="training script to read the configuration from, or a torchtune recipe's YAML configuration",
+    )
     estimate.add_argument(
         "--model", metavar="NAME_OR_PATH",
         help="a config.json or model folder, a Hugging Face id (read from the local cache, else the catalog), "
@@ -33,18 +38,48 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
     estimate.add_argument(
-        "--activation-checkpointing", metavar="full|selective|every-N",
+        "--activation-checkpointing", metavar="full|selective|alternate|every-N",
         help="checkpoint every layer (full, the same as --gradient-checkpointing), every layer keeping its matmul "
-        "and attention outputs (selective), or every N-th layer (every-2, ...)",
+        "and attention outputs (selective) or every other matmul's (alternate: torchtitan's op policy), or every "
+        "N-th layer (every-2, ...)",
+    )
+    estimate.add_argument(
+        "--compile", action="store_true",
+        help="the model runs under torch.compile (its partitioner keeps fewer activations for the backward)",
+    )
+    estimate.add_argument(
+        "--optimizer-in-backward", action="store_true",
+        help="each parameter's optimizer step runs in the backward as its gradient is ready (torchtune's optimizer_in_bwd)",
+    )
+    estimate.add_argument(
+        "--activation-offloading", action="store_true",
+        help="saved activations wait in CPU memory (torchtune's enable_activation_offloading)",
+    )
+    estimate.add_argument(
+        "--omit-component", action="append", metavar="NAME", choices=("text_encoder", "text_encoder_2", "text_encoder_3"),
+        help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
     )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
+    estimate.add_argument(
+        "--tensor-parallel", type=positive_int, metavar="N",
+        help="inference or generation split over N GPUs by tensor parallelism (weights and KV heads split N ways)",
+    )
     estimate.add_argument("--gpu", help=f"GPU, count x GPU (8xa100-80gb) or cloud instance name (default {DEFAULT_GPU})")
     estimate.add_argument("--gpus", type=positive_int, help="number of GPUs (overrides the count in --gpu)")
     estimate.add_argument("--sharding", choices=SHARDINGS, help="default ddp")
     estimate.add_argument("--offload", choices=OFFLOADS, action="append", help="optimizer or params (repeatable)")
+    estimate.add_argument(
+        "--fsdp-param-dtype", choices=("bf16", "fp16", "fp32"),
+        help="FSDP's MixedPrecision param_dtype: the dtype units are gathered in (default: bf16, fp32 at the high end)",
+    )
+    estimate.add_argument(
+        "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
+        help="an installed library whose memory use changed between releases (bitsandbytes, transformers, torch), "
+        "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
+    )
     estimate.add_argument("--format", choices=("text", "json"), default="text")
     estimate.add_argument(
         "--list-models", nargs="?", const="", metavar="QUERY",
@@ -59,13 +94,15 @@ def run_estimate(args: argparse.Namespace) -> int:
     from trainlint.estimator.costmodel import CannotEstimate, Plan
     from trainlint.estimator.custom_models import resolve_model
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
-    from trainlint.estimator.reading import plan_settings
+    from trainlint.estimator.reading import PIPELINE_COMPONENTS, plan_settings
     from trainlint.estimator.report import build, to_json, to_text
 
     if args.list_models is not None:
         return _list_models(args.list_models)
     try:
         target = resolve_target(args.gpu or DEFAULT_GPU, args.gpus)
+        if args.tensor_parallel and not _devices_stated(args, target):
+            target = resolve_target(args.gpu or DEFAULT_GPU, args.tensor_parallel)  # the degree is the GPU count
     except UnknownTarget as error:
         return _unknown(args, str(error))
     module = read = None
@@ -81,14 +118,17 @@ def run_estimate(args: argparse.Namespace) -> int:
         "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
-        "offload": tuple(args.offload) if args.offload else None,
+        "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
+        "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
+        "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
+        "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
-    if args.activation_checkpointing == "selective":
-        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, "selective"
+    if args.activation_checkpointing in ("selective", "alternate"):
+        overrides["gradient_checkpointing"], overrides["checkpoint_policy"] = True, args.activation_checkpointing
     elif args.activation_checkpointing is not None:
         every = _checkpoint_every(args.activation_checkpointing)
         if every is None:
-            return _unknown(args, f"--activation-checkpointing takes full, selective or every-N, not {args.activation_checkpointing!r}")
+            return _unknown(args, f"--activation-checkpointing takes full, selective, alternate or every-N, not {args.activation_checkpointing!r}")
         overrides["gradient_checkpointing"], overrides["checkpoint_every"] = True, every
     planned = plan_settings(read, overrides)
     architecture, reason = resolve_model(module, read, planned)
@@ -98,11 +138,20 @@ def run_estimate(args: argparse.Namespace) -> int:
     settings = dict(planned.settings)
     settings["gpus"] = target.count
     inputs, notes = _with_devices(args, target, planned.inputs, planned.notes)
+    if args.library_version:
+        from trainlint.estimator.costmodel import settings_for_versions
+
+        versions = dict(args.library_version)
+        try:
+            settings.update(settings_for_versions(versions, architecture.family))
+        except CannotEstimate as error:
+            return _unknown(args, str(error))
+        inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
         return _unknown(args, str(error))
-    print(json.dumps(to_json(report), indent=2) if args.format == "json" else to_text(report))
+    print(json.dumps(to_json(report), indent=2) if args.format == "json" else visible_lines(to_text(report)))
     if report.verdict == "unknown":
         return EXIT_UNKNOWN  # the model states are counted, the rest is not: no verdict
     return EXIT_OOM if report.verdict == "oom" else EXIT_FITS
@@ -119,6 +168,13 @@ def _list_models(query: str) -> int:
     return 0
 
 
+def _devices_stated(args: argparse.Namespace, target) -> bool:
+    """Whether the command line says how many GPUs: --gpus, a count in --gpu, or an instance."""
+    from trainlint.estimator.hardware import states_count
+
+    return args.gpus is not None or target.instance is not None or bool(args.gpu and states_count(args.gpu))
+
+
 def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[str]) -> tuple[dict, list[str]]:
     """The report's inputs with the devices added, each with where it came from, and a note when the
     script shards or replicates the model over a GPU count that nobody stated."""
@@ -131,6 +187,8 @@ def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[st
         inputs["gpus"] = (target.count, "command line (--gpus)")
     elif args.gpu and (target.instance is not None or states_count(args.gpu)):
         inputs["gpus"] = (target.count, f"command line (--gpu {args.gpu})")
+    elif args.tensor_parallel:
+        inputs["gpus"] = (target.count, "command line (--tensor-parallel)")
     else:
         inputs["gpus"] = (target.count, "assumed: one device (give --gpus N, or --gpu Nx<gpu>)")
         sharding, source = inputs.get("sharding", (None, "assumed"))
@@ -140,6 +198,13 @@ def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[st
                 f"assumed, which {'shards' if sharding != 'ddp' else 'replicates'} nothing; give --gpus N"
             )
     return inputs, notes
+
+
+def _library_version(text: str) -> tuple[str, str]:
+    name, _, version = text.partition("=")
+    if not name.strip() or not version.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VERSION (e.g. bitsandbytes=0.41.1), not {text!r}")
+    return name.strip().lower(), version.strip()
 
 
 def _checkpoint_every(text: str) -> int | None:
@@ -165,6 +230,13 @@ def _read_script(path: str):
         return f"cannot read {path}: {error}"
     except DecodeError as error:
         return f"cannot read {path}: {error}"
+    if Path(path).suffix.lower() in (".yaml", ".yml"):  # a torchtune recipe's configuration
+        from trainlint.estimator.torchtune_config import NotAConfig, read_config
+
+        try:
+            return None, read_config(text)
+        except NotAConfig as error:
+            return f"cannot read {path}: {error}"
     # The workspace: the script's folder, and the current folder when the script lies under it (a config
     # named relative to the project root, as the script is run from there).
     folder, here = Path(path).resolve().parent, Path.cwd().resolve()
@@ -177,7 +249,7 @@ def _unknown(args: argparse.Namespace, reason: str) -> int:
     if args.format == "json":
         print(json.dumps({"verdict": "unknown", "reason": reason}))
     else:
-        print(f"trainlint estimate: {reason}", file=sys.stderr)
+        print(f"trainlint estimate: {visible(reason)}", file=sys.stderr)  # it may quote the script's strings
     return EXIT_UNKNOWN
 
 

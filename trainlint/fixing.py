@@ -52,16 +52,43 @@ def _offset(starts: list[int], text: str, line: int, column: int) -> int | None:
     return offset if offset <= line_end else None
 
 
-def _newline_of(text: str) -> str:
-    match = LINE_BREAK.search(text)
-    return match.group() if match else "\n"
+def _with_line_breaks(text: str, start: int, end: int, new_text: str) -> str:
+    """``new_text``, to replace ``text[start:end]``, with line breaks taken from the lines it touches.
+
+    A file may mix ``\\n``, ``\\r\\n`` and ``\\r``. Counted from the end, the new text's line breaks
+    take those of the replaced span (a block indented under a new header keeps each line's own);
+    the new text's further breaks, the lines it adds, take the ending of the line the edit starts
+    on (a decorator or a moved statement ends as the line it joins).
+    """
+    pieces = LINE_BREAK.split(new_text)
+    if len(pieces) == 1:
+        return new_text
+    old = [match.group() for match in LINE_BREAK.finditer(text, start, end)]
+    own = LINE_BREAK.search(text, start)
+    if own is not None:
+        joining = own.group()
+    else:  # the last line, which has no line break: the one above it has
+        above = [match.group() for match in LINE_BREAK.finditer(text, 0, start)]
+        joining = above[-1] if above else "\n"
+    added = len(pieces) - 1 - len(old)
+    breaks = [joining] * added + old[max(0, -added):]
+    return "".join(piece + line_break for piece, line_break in zip(pieces, breaks)) + pieces[-1]
+
+
+def _fuses_line_breaks(text: str, start: int, end: int, new_text: str) -> bool:
+    """Whether replacing ``text[start:end]`` puts a ``\\r`` right before a ``\\n``: the two would read
+    as one ``\\r\\n``, and two lines as one (a line deleted between a ``\\r`` and an empty line)."""
+    before, after = text[start - 1 : start] if start else "", text[end : end + 1]
+    joined = before + new_text + after
+    return (before == "\r" and joined[1:2] == "\n") or (after == "\n" and joined[-2:-1] == "\r")
 
 
 def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, int]:
     """Apply each group of edits whole or not at all; a group touching an earlier one is skipped.
 
     Returns the new text and how many groups were applied. Line breaks in new text follow the
-    file's own (a CRLF file stays CRLF).
+    lines around them (``_with_line_breaks``): a CRLF file stays CRLF, and in a file that mixes
+    them, every line the edits leave alone keeps its own.
     """
     new_text, taken = _apply_groups(text, fixes)
     return new_text, len(taken)
@@ -70,7 +97,6 @@ def apply_edits(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, in
 def _apply_groups(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, list[int]]:
     """apply_edits, telling which groups (by position in ``fixes``) were applied."""
     starts = line_starts(text)
-    newline = _newline_of(text)
     taken: list[tuple[int, int]] = []
     accepted: list[tuple[int, int, str]] = []
     applied: list[int] = []
@@ -81,7 +107,10 @@ def _apply_groups(text: str, fixes: Iterable[Sequence[TextEdit]]) -> tuple[str, 
             end = _offset(starts, text, edit.end_line, edit.end_column)
             if start is None or end is None or end < start:
                 break
-            ranges.append((start, end, LINE_BREAK.sub(newline, edit.new_text)))
+            new_text = _with_line_breaks(text, start, end, edit.new_text)
+            if _fuses_line_breaks(text, start, end, new_text):
+                break
+            ranges.append((start, end, new_text))
         else:
             spans = [(start, end) for start, end, _ in ranges]
             if ranges and not any(_overlap(a, b) for i, a in enumerate(spans) for b in spans[:i] + taken):

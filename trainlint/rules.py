@@ -47,6 +47,7 @@ from trainlint.analysis.flow import (
 )
 from trainlint.analysis.frameworks import grad_handled_by_framework, manual_optimization, training_step_hook
 from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.lines import indentation
 from trainlint.analysis.module import SEED_ALL_HELPERS, ModuleAnalysis
 from trainlint.analysis.names import dotted, last_part
 from trainlint.analysis.parsing import ParsedChunk
@@ -167,7 +168,7 @@ __all__ = [
     "kept_on_the_gpu", "keeps_one_number", "is_scalar_loss", "without_host_copy_suffix",
     # syntax helpers and quoting code in messages
     "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
-    "quoted",
+    "quoted", "indentation",
     # domain knowledge: PyTorch, losses and their activations, frameworks
     "HOST_SYNC_METHODS", "LOSSES_WANTING_BINARY_LOGITS", "LOSSES_WANTING_BINARY_PROBS", "LOSSES_WANTING_LOG_PROBS",
     "LOSSES_WANTING_LOGITS", "NO_GRAD_CONTEXTS", "is_dataloader", "is_parameterless_layer", "is_torch_name", "mentions_rank",

@@ -38,6 +38,7 @@ from trainlint.rules import (
     dotted,
     evaluation_calls,
     grad_handled_by_framework,
+    indentation,
     is_backward,
     is_eval_name,
     is_optimizer_step,
@@ -1422,11 +1423,13 @@ def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
     spelled = ctx.name_for("torch.no_grad")
     if spelled is None:
         return None
-    line = ctx.chunk.range_of(node.name)[0]
+    # Right above `def`, below any decorator already there (outside `@staticmethod` it would turn the
+    # method into a plain function). `def` begins its line, which may be above the name's (`def \`);
+    # a form feed in front of it stays in front, and the decorator gets the indentation Python reads.
+    line = ctx.chunk.range_of(node.name)[0] - node.whitespace_after_def.value.count("\n")
     text = ctx.module.line(line)
-    indent = text[: len(text) - len(text.lstrip())]
-    column = len(indent) + 1
-    return TextEdit(line, column, line, column, f"@{spelled}()\n{indent}")
+    column = len(text) - len(text.lstrip(" \t\f")) + 1
+    return TextEdit(line, column, line, column, f"@{spelled}()\n{indentation(text)}")
 
 
 def _text(call: CallEvent) -> str:

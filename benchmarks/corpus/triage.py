@@ -12,7 +12,8 @@ changed (another severity); it exits 1 when there is any, so a change to a rule 
 to real code. ``--save DIR`` keeps the JSON reports.
 
 ``fixes`` copies each corpus, runs ``trainlint check --fix`` on the copy and reports how many files
-were changed, how many of those fail to compile, and how many fixed findings are still reported.
+were changed, how many of those fail to compile, how many fixed findings are still reported, and
+how many findings a fix bred on the lines it wrote (rules that meet on a line must agree on one fix).
 
 The triage file has one row per finding: repo, commit, path, line, code, severity, verdict
 (confirmed: a real defect; intentional: the code does it on purpose; limit: the analysis is wrong;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import difflib
 import json
 import os
 import shutil
@@ -213,7 +215,8 @@ def command_tables(args) -> int:
 
 
 def command_fixes(args) -> int:
-    """--fix on a copy of each corpus: files changed, files that no longer compile, findings that stay."""
+    """--fix on a copy of each corpus: files changed, files that no longer compile, findings that stay,
+    and findings a fix bred on the lines it wrote."""
     totals = collections.Counter()
     for name in args.names or corpus_names():
         source = args.corpus / name
@@ -226,7 +229,8 @@ def command_fixes(args) -> int:
                            check=True, capture_output=True)
             found_before = json.loads(fixed_report.read_text())["findings"]
             fixable = [f for f in found_before if f.get("fix") and f["fix"].get("applicability", "safe") == "safe"]
-            subprocess.run([*trainlint_command(), "check", str(copy), "--fix", "--exit-zero", "--quiet"], capture_output=True)
+            unsafe = ["--unsafe-fixes"] if args.unsafe_fixes else []
+            subprocess.run([*trainlint_command(), "check", str(copy), "--fix", *unsafe, "--exit-zero", "--quiet"], capture_output=True)
             changed = [path for path, data in before.items() if path.read_bytes() != data]
             broken = []
             for path in changed:
@@ -242,14 +246,34 @@ def command_fixes(args) -> int:
             had = collections.Counter((f["path"], f["code"]) for f in found_before)
             wanted = collections.Counter((f["path"], f["code"]) for f in fixable)
             kept = sum(max(0, still[key] - (had[key] - count)) for key, count in wanted.items())
+            bred = [f"{path.relative_to(copy)}:{line} {code}" for path in changed
+                    for line, code in _bred(before[path], path.read_bytes(), found_before, after, str(path))]
         print(f"{name}: {len(fixable)} safe fixes offered, {len(changed)} files changed, {len(broken)} no longer compile, "
-              f"{kept} fixed findings still reported")
+              f"{kept} fixed findings still reported, {len(bred)} findings on lines a fix wrote")
         for line in broken:
             print(f"  BROKEN {line}")
-        totals.update(offered=len(fixable), changed=len(changed), broken=len(broken), kept=kept)
+        for line in bred:
+            print(f"  BRED {line}")
+        totals.update(offered=len(fixable), changed=len(changed), broken=len(broken), kept=kept, bred=len(bred))
     print(f"all: {totals['offered']} safe fixes offered, {totals['changed']} files changed, {totals['broken']} no longer compile, "
-          f"{totals['kept']} fixed findings still reported")
-    return 1 if totals["broken"] or totals["kept"] else 0
+          f"{totals['kept']} fixed findings still reported, {totals['bred']} findings on lines a fix wrote")
+    return 1 if totals["broken"] or totals["kept"] or totals["bred"] else 0
+
+
+def _bred(old: bytes, new: bytes, before: list[dict], after: list[dict], path: str) -> list[tuple[int, str]]:
+    """Findings on the lines a fix wrote that were not reported on the lines it replaced: rules that
+    meet on one line must agree on one fix (issue 34)."""
+    matcher = difflib.SequenceMatcher(a=old.decode("utf-8", "replace").splitlines(),
+                                      b=new.decode("utf-8", "replace").splitlines(), autojunk=False)
+    mine_before = [f for f in before if f["path"] == path]
+    mine_after = [f for f in after if f["path"] == path]
+    bred = []
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        there = {f["code"] for f in mine_before if old_start < f["line"] <= max(old_end, old_start + 1)}
+        bred += [(f["line"], f["code"]) for f in mine_after if new_start < f["line"] <= new_end and f["code"] not in there]
+    return bred
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     fixes = commands.add_parser("fixes", help="apply --fix to a copy of each corpus")
     fixes.add_argument("corpus", type=Path)
     fixes.add_argument("names", nargs="*")
+    fixes.add_argument("--unsafe-fixes", action="store_true", help="apply the unsafe fixes too")
     fixes.set_defaults(handler=command_fixes)
     args = parser.parse_args(argv)
     return args.handler(args)

@@ -8,7 +8,8 @@ match the published counts). Then, at the pipeline's reference resolution:
 
 - inference: ``MemTracker``'s peak beyond the parameters for one denoiser call at batch 1 and 2
   (classifier-free guidance runs 2 per image), for a VAE decode of one image, and for the text
-  encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``;
+  encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``; and the text encoders'
+  parameters that transformers keeps in fp32 when fp16 is asked for (T5's ``wo``);
 - training the denoiser: the bytes the forward keeps for the backward (saved-tensor hooks, unique
   storages, parameters excluded, as in ``activations.py``) at batch 1, trained in full, with
   gradient checkpointing, and frozen with LoRA adapters (peft, rank 4) on the attention projections,
@@ -84,6 +85,18 @@ def _text_encoder(kind: str, config: dict):
     if kind == "clip-projection":
         return transformers.CLIPTextModelWithProjection(transformers.CLIPTextConfig(**config))
     return transformers.CLIPTextModel(transformers.CLIPTextConfig(**config))
+
+
+def kept_fp32_under_fp16(encoders: list) -> dict[str, int]:
+    """Per text encoder, the parameters transformers loads in fp32 when the pipeline asks for fp16: those of
+    the modules its class names in `_keep_in_fp32_modules` (T5's `wo`, which overflows in fp16)."""
+    kept = {}
+    for index, encoder in enumerate(encoders):
+        names = set(getattr(encoder, "_keep_in_fp32_modules", None) or ())
+        count = sum(p.numel() for name, p in encoder.named_parameters() if names & set(name.split(".")))
+        if count:
+            kept[f"text_encoder_{index + 1}"] = count
+    return kept
 
 
 def _denoiser(kind: str, config: dict):
@@ -170,6 +183,7 @@ def measure(name: str, pipeline: dict) -> dict:
         result["components"]["vae"] = sum(p.numel() for p in vae.parameters())
         for index, encoder in enumerate(encoders):
             result["components"][f"text_encoder_{index + 1}"] = sum(p.numel() for p in encoder.parameters())
+        result["kept_fp32_under_fp16"] = kept_fp32_under_fp16(encoders)
         denoiser.eval()
         result["denoise_bytes"] = {
             str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))

@@ -9,7 +9,8 @@ checks the cost model's phases against it: gradients are absent at the forward/b
 they accumulate, and the foreach step adds one parameter-sized temporary. Last, the bytes per layer
 (per token and hidden unit) alive after the forward without checkpointing, with full checkpointing and
 with selective checkpointing that saves the matmul and attention outputs (torch's
-``create_selective_checkpoint_contexts``) and recomputes the rest.
+``create_selective_checkpoint_contexts``) and recomputes the rest, and with torchtitan's op policy, which
+also recomputes every second matmul.
 
 Runs in the calibration venv (torch, transformers):
 
@@ -81,6 +82,25 @@ def _selective_policy(ctx, op, *args, **kwargs):
     return CheckpointPolicy.MUST_SAVE if op in saved else CheckpointPolicy.PREFER_RECOMPUTE
 
 
+_MATMULS = (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+
+
+def _alternate_policy(meta: dict):
+    """torchtitan's op-level selective checkpointing (`selective_ac_option = "op"`): the outputs of matmuls and
+    attention are saved, except every second matmul of a layer, counted afresh in each layer's forward and
+    recomputation; everything else is recomputed."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    def policy(ctx, op, *args, **kwargs):
+        key = "recompute" if ctx.is_recompute else "forward"
+        if op in _MATMULS:
+            meta[key] = meta.get(key, 0) + 1
+            return CheckpointPolicy.PREFER_RECOMPUTE if meta[key] % 2 == 0 else CheckpointPolicy.MUST_SAVE
+        return _selective_policy(ctx, op, *args, **kwargs)
+
+    return policy
+
+
 def kept_after_forward(checkpointing: str, layers: int, batch: int = 2, seq: int = 1024) -> int:
     """Activation and temporary bytes alive when the forward (with the loss) has returned."""
     import functools
@@ -96,6 +116,8 @@ def kept_after_forward(checkpointing: str, layers: int, batch: int = 2, seq: int
             kwargs = {"use_reentrant": False}
             if checkpointing == "selective":
                 kwargs["context_fn"] = functools.partial(create_selective_checkpoint_contexts, _selective_policy)
+            if checkpointing == "alternate":
+                kwargs["context_fn"] = lambda: create_selective_checkpoint_contexts(_alternate_policy({}))
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         tracker = MemTracker()
         tracker.track_external(model)
@@ -116,7 +138,7 @@ def main() -> None:
         print(rows[-1], flush=True)
     # Per layer, per token and hidden unit: the difference between 4 and 2 layers, batch 2, 1024 tokens.
     checkpointing = {}
-    for mode in ("none", "full", "selective"):
+    for mode in ("none", "full", "selective", "alternate"):
         per_layer = (kept_after_forward(mode, 4) - kept_after_forward(mode, 2)) / 2
         checkpointing[mode] = round(per_layer / (2 * 1024 * CONFIG["hidden_size"]), 3)
         print(mode, checkpointing[mode], flush=True)

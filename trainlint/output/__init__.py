@@ -11,6 +11,28 @@ from pathlib import Path
 from trainlint.analysis.findings import Finding, Severity
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# What a terminal acts on instead of showing, and so what the checked code, a file name or a
+# configuration value must never reach it as: the C0 controls but the tab (ESC starts a sequence
+# that can clear the screen, retitle the window or set the clipboard; CR and BS overwrite what was
+# shown), DEL, the C1 controls (U+009B is a CSI to some terminals) and the bidirectional overrides
+# and isolates that make a line read otherwise than it is.
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each control character written as an escape (``\\x1b``, ``\\u202e``), as
+    JSON and SARIF carry them: for output a terminal shows or a log viewer renders."""
+    return _CONTROLS.sub(_escaped, text)
+
+
+def visible_lines(text: str) -> str:
+    """``visible`` for text of several lines: its line breaks kept."""
+    return "\n".join(visible(line) for line in text.split("\n"))
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass(frozen=True)

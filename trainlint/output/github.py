@@ -8,7 +8,7 @@ from pathlib import Path
 from trainlint.analysis.findings import Finding, Severity
 from trainlint.config import relative_posix
 
-from . import Report
+from . import Report, visible
 
 _COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 
@@ -35,8 +35,9 @@ def _command(finding: Finding, file: str) -> str:
 
 
 def escape_data(text: str) -> str:
-    """As the Actions toolkit escapes a command's message."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """As the Actions toolkit escapes a command's message; other control characters (which the
+    log would pass to the viewer) as ``\\x1b`` escapes, as the terminal shows them."""
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

@@ -6,7 +6,7 @@ from collections import Counter
 
 import msgspec
 
-from . import Report
+from . import Report, visible
 from .terminal import summary_line
 
 
@@ -21,7 +21,7 @@ def _rows(report: Report) -> list[tuple[str, str, int, int]]:
 def render_statistics(report: Report, *, quiet: bool = False) -> str:
     rows = _rows(report)
     width = max((len(str(count)) for _, _, count, _ in rows), default=1)
-    lines = [f"{count:>{width}}  {code}  {'[*]' if fixable else '[ ]'} {name}" for code, name, count, fixable in rows]
+    lines = [f"{count:>{width}}  {visible(code)}  {'[*]' if fixable else '[ ]'} {visible(name)}" for code, name, count, fixable in rows]
     if any(fixable for *_, fixable in rows):
         lines.append("[*] fixable with --fix")
     if not quiet:

@@ -10,7 +10,7 @@ from typing import IO
 from trainlint.analysis.findings import Finding, Severity
 from trainlint.config import relative_posix
 
-from . import Report
+from . import Report, visible
 
 _TAB_WIDTH = 4
 _MAX_FRAME_LINES = 4  # longer spans show their first lines and their last one
@@ -83,10 +83,10 @@ def _plural(count: int, noun: str) -> str:
 
 def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
     severity = paint(finding.severity.label, _SEVERITY_COLOURS[finding.severity])
-    rule = paint(f"{finding.code} {finding.name}", _BOLD)
+    rule = paint(visible(f"{finding.code} {finding.name}"), _BOLD)
     where = f"cell {finding.cell}:{finding.cell_line}:{finding.cell_column}" if finding.cell is not None else f"{finding.line}:{finding.column}"
-    location = paint(f"{finding.path}:{where}:", _BOLD)
-    lines = [f"{location} {severity} {rule}: {finding.message}"]
+    location = paint(f"{visible(finding.path)}:{where}:", _BOLD)
+    lines = [f"{location} {severity} {rule}: {visible(finding.message)}"]
     frame = _code_frame(report, finding)
     width = max((len(str(number)) for number, _, _ in frame), default=1)
     gutter = " " * (width + 1)
@@ -103,23 +103,24 @@ def _render_finding(report: Report, finding: Finding, paint: _Paint) -> str:
             previous = number
     for item in finding.evidence:
         if item.path:
-            where = f"{relative_posix(Path(item.path), Path.cwd())}:{item.line}"
+            where = f"{visible(relative_posix(Path(item.path), Path.cwd()))}:{item.line}"
         elif item.cell is not None:
             where = f"line {item.cell_line} of cell {item.cell}"
         else:
             where = f"line {item.line}"
-        lines.append(f"{gutter}= {paint('note', _BOLD)}: {where}: {item.note}")
+        lines.append(f"{gutter}= {paint('note', _BOLD)}: {where}: {visible(item.note)}")
     if finding.help:
-        lines.append(f"{gutter}= {paint('help', _BOLD)}: {finding.help}")
+        lines.append(f"{gutter}= {paint('help', _BOLD)}: {visible(finding.help)}")
     if finding.fix is not None:
         how = "apply with --fix" if finding.fix.safe else "unsafe: apply with --fix --unsafe-fixes"
-        lines.append(f"{gutter}= {paint('fix', _FIX_COLOUR)}: {finding.fix.description} ({how})")
+        lines.append(f"{gutter}= {paint('fix', _FIX_COLOUR)}: {visible(finding.fix.description)} ({how})")
     return "\n".join(lines)
 
 
 def _code_frame(report: Report, finding: Finding) -> list[tuple[int, str, str]]:
     """(line number, displayed text, underline) for the lines of the finding's span: in a
-    notebook, the cell's own lines, numbered as in the cell."""
+    notebook, the cell's own lines, numbered as in the cell. Control characters in a line are
+    shown as escapes, and the underline counts the columns the escapes take."""
     if finding.cell is not None and finding.cell_line is not None:
         line, column = finding.cell_line, finding.cell_column or 1
         end_line, end_column = finding.cell_end_line or line, finding.cell_end_column or column + 1
@@ -137,18 +138,19 @@ def _code_frame(report: Report, finding: Finding) -> list[tuple[int, str, str]]:
         end = end_column if number == end_line else len(text) + 1
         start = min(start, len(text) + 1)
         end = max(min(end, len(text) + 1), start)
-        shown = _expand_tabs(text)
+        shown = _displayed(text)
         if not text.strip():
             frame.append((number, shown, ""))
             continue
-        before = _width(_expand_tabs(text[: start - 1]))
-        span = max(_width(_expand_tabs(text[: end - 1])) - before, 1)
+        before = _width(_displayed(text[: start - 1]))
+        span = max(_width(_displayed(text[: end - 1])) - before, 1)
         frame.append((number, shown, " " * before + "^" * span))
     return frame
 
 
-def _expand_tabs(text: str) -> str:
-    return text.expandtabs(_TAB_WIDTH)
+def _displayed(text: str) -> str:
+    """A line of code as the terminal shows it: control characters escaped, then tabs expanded."""
+    return visible(text).expandtabs(_TAB_WIDTH)
 
 
 def _width(text: str) -> int:

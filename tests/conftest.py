@@ -1,0 +1,24 @@
+"""How `make test` shares the suite between pytest-xdist's workers (`--dist loadgroup`).
+
+Each test goes to whichever worker is free, so the long property tests of one file (test_splicing,
+test_incremental: minutes each under load) no longer queue behind each other on one worker. The tests
+of a module whose fixtures outlive one test (a VS Code session, built artifacts, a running server, an
+event loop per module) stay together on one worker, so those fixtures are made once, as before.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+MODULES_WITH_SHARED_FIXTURES = frozenset({
+    "test_ci_integrations", "test_fix_scripts", "test_fuzz_fix", "test_line_model", "test_neovim",
+    "test_output_formats", "test_packaging", "test_plugins", "test_release", "test_server", "test_server_edits",
+    "test_server_notebooks", "test_server_protocol", "test_server_workspace", "test_vscode",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if isinstance(item, pytest.Function) and item.module else ""
+        if module in MODULES_WITH_SHARED_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(module))
