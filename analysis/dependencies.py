@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 _local = threading.local()
 
 
+class Superseded(Exception):
+    """The text being analysed changed: the analysis stopped between two statements' checks.
+
+    Defined here, with nothing heavy imported, so that the language server can catch it before its
+    first analysis has imported LibCST."""
+
+
 class Reads:
     """What one rule read while checking one statement."""
 

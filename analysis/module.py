@@ -11,7 +11,7 @@ import libcst as cst
 
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, split_statements
-from .dependencies import note_fact, note_whole_module
+from .dependencies import Superseded, note_fact, note_whole_module
 from .flow import AssignEvent, CallEvent, ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
@@ -30,10 +30,6 @@ SEED_ALL_HELPERS = frozenset(
     {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
      "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
 )
-
-
-class Superseded(Exception):
-    """The text being analysed changed: the analysis stopped between two statements' checks."""
 
 
 class ModuleAnalysis:

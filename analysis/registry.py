@@ -12,7 +12,7 @@ Three sources, one mechanism (:func:`rules_in`: the ``Rule`` subclasses a module
 
 Codes starting with ``TL`` are trainlint's own; a plugin's codes are letters then digits in
 another namespace (``ACME101``). A rule that breaks an invariant (a duplicate code or name, a
-malformed code) fails the built-in set at import and is refused, with a message, when a plugin
+malformed code) fails the built-in set when it is first loaded and is refused, with a message, when a plugin
 brings it; what needs the examples run (each fires, each produced fix has its expected result) is
 checked by the test suite and by ``trainlint test-rule`` (``trainlint/rule_examples.py``). A plugin that fails to load is reported
 once (:func:`take_problems`) and the other rules go on.
@@ -20,6 +20,7 @@ once (:func:`take_problems`) and the other rules go on.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -27,6 +28,7 @@ import inspect
 import pkgutil
 import re
 import sys
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -114,7 +116,21 @@ def _discover_builtin() -> tuple[type[Rule], ...]:
     return tuple(sorted(found, key=lambda rule: rule.code))
 
 
-BUILTIN_RULES: tuple[type[Rule], ...] = _discover_builtin()
+# Held while rules are imported: the language server imports them on a thread of its own as it
+# starts, and a request on another thread must wait for that rather than import them alongside.
+_importing = threading.RLock()
+
+
+@functools.cache
+def _builtin_rules() -> tuple[type[Rule], ...]:
+    return _discover_builtin()
+
+
+def builtin_rules() -> tuple[type[Rule], ...]:
+    """The built-in rules, found on first use: importing them imports LibCST and the whole analysis,
+    which the language server does not need before its first analysis (import time is start-up time)."""
+    with _importing:
+        return _builtin_rules()
 
 
 class _Loaded:
@@ -143,6 +159,11 @@ _loaded = _Loaded()
 
 def installed_rules() -> tuple[type[Rule], ...]:
     """Rules of the ``trainlint.rules`` entry points of every installed distribution (once per process)."""
+    with _importing:
+        return _installed_rules()
+
+
+def _installed_rules() -> tuple[type[Rule], ...]:
     if _loaded.installed is None:
         _loaded.installed = ()  # a plugin that imports this module while loading sees no loop
         found: list[type[Rule]] = []
@@ -160,7 +181,7 @@ def installed_rules() -> tuple[type[Rule], ...]:
             if not rules:
                 _loaded.problem(label, "defines no rule (a Rule subclass with a code)")
             own = distribution is not None and distribution.lower() == OWN_DISTRIBUTION
-            found += _accepted(label, rules, own=own, known=[*BUILTIN_RULES, *found])
+            found += _accepted(label, rules, own=own, known=[*builtin_rules(), *found])
         _loaded.installed = tuple(found)
     return _loaded.installed
 
@@ -185,7 +206,7 @@ def load_plugin(spec: str) -> tuple[type[Rule], ...]:
     rules = rules_in(module)
     if not rules:
         _loaded.problem(spec, "defines no rule (a Rule subclass with a code)")
-    known = [*BUILTIN_RULES, *installed_rules(), *(rule for loaded in _loaded.plugins.values() for rule in loaded)]
+    known = [*builtin_rules(), *installed_rules(), *(rule for loaded in _loaded.plugins.values() for rule in loaded)]
     accepted = _accepted(spec, rules, own=False, known=known)
     _loaded.plugins[spec] = accepted
     return accepted
@@ -267,7 +288,7 @@ def _described(error: BaseException) -> str:
 def all_rules() -> list[type[Rule]]:
     """Built-in and installed rules, and every plugin this process has loaded, sorted by code."""
     loaded = (rule for rules in _loaded.plugins.values() for rule in rules)
-    return sorted({*BUILTIN_RULES, *installed_rules(), *loaded}, key=lambda rule: rule.code)
+    return sorted({*builtin_rules(), *installed_rules(), *loaded}, key=lambda rule: rule.code)
 
 
 def rules_for(plugins: Sequence[str]) -> list[type[Rule]]:
@@ -275,14 +296,14 @@ def rules_for(plugins: Sequence[str]) -> list[type[Rule]]:
     configuration names (loaded now when not yet), less plugin rules that failed while checking."""
     extra = (rule for spec in plugins for rule in load_plugin(spec))
     return sorted(
-        {rule for rule in (*BUILTIN_RULES, *installed_rules(), *extra) if rule not in _loaded.failed},
+        {rule for rule in (*builtin_rules(), *installed_rules(), *extra) if rule not in _loaded.failed},
         key=lambda rule: rule.code,
     )
 
 
 def plugin_of(rule: type[Rule]) -> str | None:
     """The plugin that brought a rule (a path, a module, an entry point); None for a built-in one."""
-    return None if rule in BUILTIN_RULES else _loaded.origin.get(rule)
+    return None if rule in builtin_rules() else _loaded.origin.get(rule)
 
 
 def has_failed(rule: type[Rule]) -> bool:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 
 from trainlint.analysis.findings import Finding
-from trainlint.fixing import apply_fixes, parses
 
 from .diagnostics import help_uri, to_diagnostic
 from .documents import Analysis
@@ -36,6 +35,8 @@ def is_live(ls: TrainlintServer, uri: str, analysis: Analysis) -> bool:
 
 def fix_all_edits(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[types.TextEdit] | None:
     """One edit replacing the text with every safe fix applied; None when that changes nothing or breaks the parse."""
+    from trainlint.fixing import apply_fixes, parses  # here: the server starts without LibCST
+
     if not is_live(ls, uri, analysis):
         return None
     new_text, applied = apply_fixes(analysis.text, analysis.findings)

@@ -10,7 +10,6 @@ from typing import Any
 from lsprotocol import types
 
 import trainlint
-from trainlint.estimator.editor import hover_text
 
 from .code_actions import fix_all_edits
 from .language_server import TrainlintServer  # at run time: pygls reads command handlers' annotations
@@ -42,6 +41,8 @@ async def vram_command(ls: TrainlintServer, *args: Any) -> str:
     Arguments: the document's URI, or `{"uri": ..., "show": false}` for a client that displays the
     text itself (a status bar) and wants no message window.
     """
+    from trainlint.estimator.editor import hover_text  # here: the server starts without the estimator
+
     uri = _uri_argument(args)
     show = not any(isinstance(arg, dict) and arg.get("show") is False for arg in args)
     analysis = await analysis_of(ls, uri) if uri is not None else None

@@ -16,18 +16,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+from trainlint.analysis.dependencies import Superseded
 from trainlint.analysis.engine_codes import NOT_ANALYSED
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.lines import split_lines
-from trainlint.analysis.module import ModuleAnalysis, Superseded
 from trainlint.analysis.workspace import Workspace
-from trainlint.estimator.anchors import Anchor, find_anchors
-from trainlint.estimator.editor import EditorEstimate, estimate_module
 from trainlint.settings import EffectiveSettings
+
+# The analysis (LibCST, the rules) and the estimator are imported where first used, or ahead of that
+# by ``import_analysis`` on a thread of their own: the server answers `initialize` without them.
+if TYPE_CHECKING:
+    from trainlint.analysis.module import ModuleAnalysis
+    from trainlint.estimator.anchors import Anchor
+    from trainlint.estimator.editor import EditorEstimate
 
 log = logging.getLogger("trainlint.server")
 
@@ -49,6 +54,23 @@ LARGE_DOCUMENT_TOKENS = 15_000
 ANALYSIS_BUDGET_S = 2.0
 # What a token is counted by: every bracket, comma, operator, colon and statement has one of these.
 _TOKEN_MARKS = (string.punctuation.replace("_", "") + "\n").encode()
+
+
+_analysis_imported = threading.Lock()
+
+
+def import_analysis() -> None:
+    """Import the analysis, its rules and the estimator (half a second of CPU), once. The server calls
+    this on a thread of its own as it starts, so that the first analysis finds them imported; an
+    analysis calls it first too. The lock keeps two threads from importing the same modules at
+    once, where Python's import locks can hand one of them a module still half initialised."""
+    with _analysis_imported:
+        from trainlint.analysis.engine import select_rules
+        from trainlint.analysis.settings import AnalysisSettings
+        from trainlint.estimator.anchors import find_anchors  # noqa: F401 - imported for the analyses to come
+        from trainlint.estimator.editor import estimate_module  # noqa: F401 - likewise
+
+        select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
 
 
 def token_estimate(text: str) -> int:
@@ -150,6 +172,9 @@ class DocumentState:
 
     def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
         """The estimate for the analysed text; None when a newer text has been analysed since."""
+        from trainlint.analysis.engine import collector_paused
+        from trainlint.estimator.editor import estimate_module
+
         key = (target_gpu, target_model)
         with self.lock:
             if key in analysis.vram:
@@ -170,6 +195,11 @@ class DocumentState:
     def _findings(
         self, text: str, settings: EffectiveSettings, superseded: Callable[[], bool] | None,
     ) -> tuple[list[Finding], list[Anchor]]:
+        import_analysis()
+        from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+        from trainlint.analysis.module import ModuleAnalysis
+        from trainlint.estimator.anchors import find_anchors
+
         # A leading byte-order mark is no character to Python, nor to LibCST (which drops it): the
         # analysis reads the text after it, and the columns of its first line move one to the right.
         bom = text.startswith(BOM)

@@ -10,7 +10,6 @@ from lsprotocol import types
 
 from trainlint.analysis.lines import split_lines
 from trainlint.analysis.suppressions import find_suppressions
-from trainlint.estimator.editor import hover_text
 
 from .positions import Positions
 from .scheduling import analysis as analysis_of
@@ -57,6 +56,8 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
 
 async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover | None:
     """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for the script."""
+    from trainlint.estimator.editor import hover_text  # here: the server starts without the estimator
+
     analysis = await analysis_of(ls, uri, recent=True)
     if analysis is None or not any(anchor.line == line for anchor in analysis.anchors):
         return None

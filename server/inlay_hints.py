@@ -7,9 +7,6 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from trainlint.estimator.anchors import BATCH_SIZE, MODEL
-from trainlint.estimator.editor import inlay_label
-
 from .positions import Positions
 from .scheduling import analysis as analysis_of
 from .scheduling import vram
@@ -21,6 +18,9 @@ if TYPE_CHECKING:
 async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
     """At the end of each model and batch-size line in the requested range: the estimate; without one, a
     single hint on the model line (or none)."""
+    from trainlint.estimator.anchors import BATCH_SIZE, MODEL  # here: the server starts without the estimator
+    from trainlint.estimator.editor import inlay_label
+
     uri = params.text_document.uri
     if uri not in ls.documents or not ls.settings.of(uri).inlay_hints:
         return None

@@ -11,14 +11,15 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from trainlint.analysis.module import Superseded
-from trainlint.estimator.editor import EditorEstimate
+from trainlint.analysis.dependencies import Superseded
 from trainlint.settings import EffectiveSettings
 
 from .documents import STOPPED, Analysis, DocumentState, Stopped
 from .notebooks import cell_analysis
 
 if TYPE_CHECKING:
+    from trainlint.estimator.editor import EditorEstimate
+
     from .language_server import TrainlintServer
 
 log = logging.getLogger("trainlint.server")

@@ -68,8 +68,19 @@ def test_analysis_imports_neither_the_estimator_nor_the_server_nor_the_cli():
 
 def test_the_registry_finds_the_built_in_rules_without_importing_the_estimator():
     program = (
-        "import sys\nfrom trainlint.analysis.registry import BUILTIN_RULES\n"
-        "print(len(BUILTIN_RULES), any(m.startswith('trainlint.estimator') for m in sys.modules))"
+        "import sys\nfrom trainlint.analysis.registry import builtin_rules\n"
+        "print(len(builtin_rules()), any(m.startswith('trainlint.estimator') for m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.split() == ["23", "False"]
+
+
+def test_the_server_starts_without_importing_the_analysis():
+    # `trainlint server` answers `initialize` before the analysis is imported (half a second of CPU,
+    # taken on a thread of its own): neither LibCST nor a rule nor the estimator comes with the server
+    program = (
+        "import sys\nimport trainlint.cli, trainlint.server.server\n"
+        "print(sorted(m for m in sys.modules if m == 'libcst' or m.startswith(('trainlint.analysis.rules.', 'trainlint.estimator'))))"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "['trainlint.analysis.rules.base']"

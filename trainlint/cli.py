@@ -26,7 +26,6 @@ from trainlint.analysis.registry import (
 from trainlint.cache import ENVIRONMENT_VARIABLE as CACHE_ENVIRONMENT_VARIABLE
 from trainlint.cache import FOLDER_NAME as CACHE_FOLDER_NAME
 from trainlint.commands import UsageError, tell
-from trainlint.commands.check import run_check
 from trainlint.commands.rules import run_explain, run_rules, run_test_rule
 from trainlint.config import (
     ConfigError,
@@ -197,6 +196,8 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
         args = _parsed(parser, words)
         _decide_on_local_plugins(args)
         if args.command == "check":
+            from trainlint.commands.check import run_check  # the analysis (LibCST): not for `trainlint server`'s start
+
             return run_check(args)
         if args.command == "rules":
             return run_rules(args)
