@@ -165,7 +165,7 @@ class ModuleAnalysis:
         return chunks, unchanged
 
     def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int]) -> ModuleAnalysis:
-        kept = self._reachable_unchanged(chunks, unchanged)
+        kept, new_facts = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
         result = ModuleAnalysis.__new__(ModuleAnalysis)
@@ -174,7 +174,9 @@ class ModuleAnalysis:
         result.origin = self.origin
         result.workspace = self.workspace
         result._chunks = chunks
-        result.facts = [self.summary.facts_at(i) if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
+        result.facts = [
+            self.summary.facts_at(i) if i in kept else new_facts.get(i) or ChunkFacts(chunk) for i, chunk in enumerate(chunks)
+        ]
         result.summary = ModuleSummary(chunks, result.facts, self.path, self.workspace)
         result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
@@ -185,19 +187,23 @@ class ModuleAnalysis:
         result.kept = frozenset(kept)
         result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
         result.rule_results_key = self.rule_results_key
+        for index, facts in enumerate(self.facts):
+            if index not in kept and facts is not None:
+                facts.release()  # first: through the functions' flows, the functions defined in them
         for index, scopes in self._scopes.items():
             if index not in kept:
                 for scope in scopes:
                     scope.release()
         return result
 
-    def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> set[int]:
-        """Unchanged statements that reach no changed statement through any name, directly or not."""
+    def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> tuple[set[int], dict[int, ChunkFacts]]:
+        """Unchanged statements that reach no changed statement through any name, directly or not; and
+        the facts of the changed statements, read to tell (the new analysis keeps them)."""
         changed_old = [i for i in range(len(self._chunks)) if i not in unchanged]
         changed_new = [i for i in range(len(chunks)) if i not in unchanged]
         new_facts = {i: ChunkFacts(chunks[i]) for i in changed_new}
         if any(self.summary.facts_at(i).imports for i in changed_old) or any(facts.imports for facts in new_facts.values()):
-            return set()
+            return set(), new_facts
         tainted_names: set[str] = set()
         for i in changed_old:
             tainted_names |= self.summary.facts_at(i).defined_names
@@ -214,7 +220,7 @@ class ModuleAnalysis:
                     if not defined <= tainted_names:
                         tainted_names |= defined
                         grew = True
-        return clean
+        return clean, new_facts
 
     def imports_unchanged(self) -> bool:
         """Whether every workspace file this module's imports resolved to is as it was on disk."""

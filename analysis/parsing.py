@@ -20,8 +20,8 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple, TypeVar
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
@@ -29,7 +29,7 @@ from libcst._nodes.base import CSTNode
 from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, statement_starts
 from .dependencies import note_position
 from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, splice
-from .tree import walk
+from .tree import facts_by_statement, walk
 
 # Every identifier-like word outside comments and plain strings (f-strings hold code, so their words
 # count): a superset of the names a statement uses, without "main" from "the main process".
@@ -40,6 +40,7 @@ _WORD = re.compile(
     re.S,
 )
 
+T = TypeVar("T")
 MAX_NESTING = 500  # deeper statements are not parsed; the analysis' own visitors stop near here anyway
 INLINE_NESTING = 100  # up to here LibCST runs on the caller's thread, whatever its stack
 _DEEP_STACK_BYTES = 512 << 20  # virtual: only the pages a parse touches are used
@@ -560,6 +561,17 @@ class ParsedChunk:
         """Facts memoised per node of this tree under ``name``; an edit's splice hands them on to
         the new tree for every node both trees share (``memo`` holds facts of the whole tree)."""
         return self.memo.setdefault(NodeMemo(name), {})
+
+    def facts_by_statement(self, name: str, fact_of: Callable[[cst.CSTNode], Iterable[T]]) -> list[T]:
+        """What ``fact_of`` gives for each node of the tree, in ``walk``'s order, kept with the tree under
+        ``name`` and per statement (a node memo): after an edit, only the statements on the edit's path
+        are read again, not the whole of a long class or ``main()``. ``fact_of`` must depend on the
+        node's subtree alone."""
+        found = self.memo.get(name)
+        if found is None:
+            found = [] if self.module is None else facts_by_statement(self.module, self.node_memo(name), fact_of)
+            self.memo[name] = found
+        return found
 
     def code_for(self, node: cst.CSTNode) -> str:
         """The node's source text; each node's is generated once for as long as the tree lives (the

@@ -59,6 +59,15 @@ class FunctionInfo:
                 self._analysing = False
         return self._analysis
 
+    def release(self) -> None:
+        """Let go of the function's flow, which refers back to it, and of the functions defined in it
+        (``ChunkFacts.release``)."""
+        if self._analysis is not None:
+            for inner in self._analysis.local_functions.values():
+                inner.release()
+            self._analysis.release()
+        self._analysis = None
+
     @property
     def positional_parameters(self) -> list[str]:
         """The parameters a call's positional arguments fill, in order (a method's ``self`` or ``cls``
@@ -168,6 +177,19 @@ class ChunkFacts:
         self.bindings: list[tuple[str, cst.BaseExpression, int | None]] = []
         for statement in chunk.body:
             self._collect(statement, chunk)
+
+    def release(self) -> None:
+        """Let go of what these facts refer to, once no analysis uses them (an edit replaced the
+        statement): a class's methods name it as their owner and a function's flow names the
+        function, cycles that only the cyclic collector frees, and the server runs that only when
+        the user pauses. Until then each key typed in a class kept the replaced statement's text,
+        tree and memos (0.7 MB a key in a 3,300-line class)."""
+        for class_info in self.classes.values():
+            for method in class_info.methods.values():
+                method.release()
+            class_info.methods = {}
+        for function in self.functions.values():
+            function.release()
 
     def _collect(self, statement: cst.CSTNode, chunk: ParsedChunk) -> None:
         if isinstance(statement, cst.SimpleStatementLine):

@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import dataclasses
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 import libcst as cst
 
+T = TypeVar("T")
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -72,6 +74,36 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
             found.append(value)
         elif isinstance(value, (list, tuple)):
             found.extend(item for item in value if isinstance(item, cst.CSTNode))
+    return found
+
+
+# What a per-statement memo is kept for (``ParsedChunk.facts_by_statement``): every statement.
+STATEMENT_NODES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+def statement_level(statement: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``statement`` and the nodes under it that are not inside a statement nested in it, in ``walk``'s
+    order; a nested statement is given itself, not entered."""
+    stack = [statement]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is statement or not isinstance(current, STATEMENT_NODES):
+            stack.extend(children(current))
+
+
+def facts_by_statement(root: cst.CSTNode, memo: dict, fact_of: Callable[[cst.CSTNode], Iterable[T]]) -> list[T]:
+    """What ``fact_of`` gives for each node under ``root``, in ``walk``'s order; each nested statement's
+    part is taken from ``memo`` (node -> its facts) or computed and kept there."""
+    found: list[T] = []
+    for node in statement_level(root):
+        if node is not root and isinstance(node, STATEMENT_NODES):
+            kept = memo.get(node)
+            if kept is None:
+                kept = memo[node] = facts_by_statement(node, memo, fact_of)
+            found.extend(kept)
+        else:
+            found.extend(fact_of(node))
     return found
 
 

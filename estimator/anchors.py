@@ -18,7 +18,6 @@ from trainlint.rules import (
     ENGINE,
     ModuleAnalysis,
     ParsedChunk,
-    children,
     dotted,
     shortened,
     string_value,
@@ -34,12 +33,6 @@ _SETTING_NAMES = {
     BATCH_SIZE: re.compile(r"^(?:per_device_)?(?:train_|eval_|micro_|global_)?batch_size$", re.I),
     SEQUENCE_LENGTH: re.compile(r"^(?:max_)?(?:seq(?:uence)?_?len(?:gth)?|block_size|context_length|seq_length|n_ctx)$", re.I),
 }
-
-
-# The nodes whose settings are memoised: every statement (an edit re-builds only those on its path).
-_STATEMENTS = frozenset({
-    cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar, cst.FunctionDef, cst.ClassDef, cst.Match,
-})
 
 
 class Anchor(msgspec.Struct, frozen=True):
@@ -86,34 +79,12 @@ def _builds_a_model(call) -> bool:
 
 def _settings_in(chunk: ParsedChunk) -> list[tuple[str, cst.CSTNode, str]]:
     """Assignments, keyword arguments and ``--batch-size``-style options that set a batch size or a length."""
-    cached = chunk.memo.get("vram_settings")
-    if cached is None:
-        # per statement, so that after an edit only the statements on the edit's path are read again
-        by_statement = chunk.node_memo("vram_settings")
-        cached = _settings_under(chunk, chunk.module, by_statement) if chunk.module is not None else []
-        chunk.memo["vram_settings"] = cached
-    return cached
 
-
-def _settings_under(
-    chunk: ParsedChunk, root: cst.CSTNode, by_statement: dict[cst.CSTNode, list[tuple[str, cst.CSTNode, str]]],
-) -> list[tuple[str, cst.CSTNode, str]]:
-    """The settings in ``root``'s subtree, in ``walk``'s order; a nested statement's from the memo."""
-    found: list[tuple[str, cst.CSTNode, str]] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if node is not root and type(node) in _STATEMENTS:
-            kept = by_statement.get(node)
-            if kept is None:
-                kept = by_statement[node] = _settings_under(chunk, node, by_statement)
-            found.extend(kept)
-            continue
+    def setting_at(node: cst.CSTNode) -> list[tuple[str, cst.CSTNode, str]]:
         setting = _setting(node)
-        if setting is not None:
-            found.append((setting, node, shortened(chunk.code_for(node), 60)))
-        stack.extend(children(node))
-    return found
+        return [(setting, node, shortened(chunk.code_for(node), 60))] if setting is not None else []
+
+    return chunk.facts_by_statement("vram_settings", setting_at)
 
 
 def _setting(node: cst.CSTNode) -> str | None:

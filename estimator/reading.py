@@ -840,34 +840,33 @@ def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpres
 
 
 def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
-    """One statement's `add_argument` calls with a default, kept with its tree (the editor asks on every edit)."""
-    cached = chunk.memo.get("argparse_options")
-    if cached is not None:
-        return cached
-    options: list[tuple[str, cst.BaseExpression, cst.Call]] = []
-    if chunk.module is not None and "add_argument" in chunk.chunk.text:
-        for node in walk(chunk.module):
-            if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
-                continue
-            flags = [arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
-            default = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "default"), None)
-            dest = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dest"), None)
-            names = [name for name in map(string_value, flags) if name is not None]
-            long = next((name for name in names if name.startswith("--")), names[0] if names else None)
-            dest_name = string_value(dest)
-            if dest_name is not None:
-                key = dest_name
-            elif long is not None:
-                key = long.lstrip("-").replace("-", "_")
-            else:
-                continue
-            if default is None:  # a switch's default is the opposite of what it stores
-                action = string_value(next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "action"), None))
-                default = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}.get(action or "")
-            if default is not None:
-                options.append((key, default, node))
-    chunk.memo["argparse_options"] = options
-    return options
+    """One statement's `add_argument` calls with a default, kept with its tree and per statement (the
+    editor asks on every edit: only the statements on the edit's path are read again)."""
+    if "add_argument" not in chunk.chunk.text:
+        return []
+    return chunk.facts_by_statement("argparse_options", _option_at)
+
+
+def _option_at(node: cst.CSTNode) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
+    """(dest, default, the call) when ``node`` is an `add_argument` call with a default."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
+        return []
+    flags = [arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
+    default = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "default"), None)
+    dest = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dest"), None)
+    names = [name for name in map(string_value, flags) if name is not None]
+    long = next((name for name in names if name.startswith("--")), names[0] if names else None)
+    dest_name = string_value(dest)
+    if dest_name is not None:
+        key = dest_name
+    elif long is not None:
+        key = long.lstrip("-").replace("-", "_")
+    else:
+        return []
+    if default is None:  # a switch's default is the opposite of what it stores
+        action = string_value(next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "action"), None))
+        default = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}.get(action or "")
+    return [(key, default, node)] if default is not None else []
 
 
 def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:

@@ -100,7 +100,16 @@ from trainlint.analysis.torchapi import (
     is_torch_name,
     mentions_rank,
 )
-from trainlint.analysis.tree import blocks_of, children, evaluate_literal, literal_value, string_value, walk
+from trainlint.analysis.tree import (
+    STATEMENT_NODES,
+    blocks_of,
+    children,
+    evaluate_literal,
+    literal_value,
+    statement_level,
+    string_value,
+    walk,
+)
 from trainlint.analysis.values import (
     ACCELERATOR,
     CONSTANT,
@@ -167,7 +176,7 @@ __all__ = [
     # what a container keeps across a loop
     "kept_on_the_gpu", "keeps_one_number", "is_scalar_loss", "without_host_copy_suffix",
     # syntax helpers and quoting code in messages
-    "walk", "children", "blocks_of", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
+    "walk", "children", "blocks_of", "statement_level", "STATEMENT_NODES", "literal_value", "string_value", "evaluate_literal", "dotted", "last_part", "shortened",
     "quoted", "indentation",
     # domain knowledge: PyTorch, losses and their activations, frameworks
     "HOST_SYNC_METHODS", "LOSSES_WANTING_BINARY_LOGITS", "LOSSES_WANTING_BINARY_PROBS", "LOSSES_WANTING_LOG_PROBS",

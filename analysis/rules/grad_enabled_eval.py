@@ -24,6 +24,7 @@ import libcst as cst
 from trainlint.rules import (
     GRAPH,
     MODEL,
+    STATEMENT_NODES,
     AssignEvent,
     CallEvent,
     Fires,
@@ -51,6 +52,7 @@ from trainlint.rules import (
     passed_expression,
     quoted,
     smoke_test_forward,
+    statement_level,
 )
 from trainlint.rules import walk as _walk
 
@@ -1343,28 +1345,37 @@ def _names_not_called(chunk) -> frozenset[str]:
     a keyword, an import or another object's attribute."""
     cached = chunk.memo.get("names_not_called")
     if cached is None:
-        excluded: set[int] = set()
-        nodes = list(_walk(chunk.module))
-        for node in nodes:
-            if isinstance(node, cst.Call):
-                excluded.add(id(node.func))
-                if isinstance(node.func, cst.Attribute):
-                    excluded.add(id(node.func.attr))
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                excluded.add(id(node.name))
-            elif isinstance(node, cst.Param):
-                excluded.add(id(node.name))
-            elif isinstance(node, cst.Arg) and node.keyword is not None:
-                excluded.add(id(node.keyword))
-            elif isinstance(node, (cst.Import, cst.ImportFrom)):
-                excluded.update(id(inner) for inner in _walk(node))
-            elif isinstance(node, cst.Attribute):
-                self_reference = isinstance(node.value, cst.Name) and node.value.value in {"self", "cls"}
-                if not self_reference:
-                    excluded.add(id(node.attr))
-        cached = frozenset(node.value for node in nodes if isinstance(node, cst.Name) and id(node) not in excluded)
+        # statement by statement, each kept: after an edit only the statements on its path are read again
+        cached = frozenset(chunk.facts_by_statement("names_not_called", _values_named_in_statement))
         chunk.memo["names_not_called"] = cached
     return cached
+
+
+def _values_named_in_statement(node: cst.CSTNode) -> frozenset[str]:
+    """For a statement, ``_names_not_called`` of its own nodes, not those of a statement nested in it
+    (what excludes a name is always in the name's statement); nothing for any other node."""
+    if not isinstance(node, STATEMENT_NODES):
+        return frozenset()
+    excluded: set[int] = set()
+    nodes = list(statement_level(node))
+    for inner in nodes:
+        if isinstance(inner, cst.Call):
+            excluded.add(id(inner.func))
+            if isinstance(inner.func, cst.Attribute):
+                excluded.add(id(inner.func.attr))
+        elif isinstance(inner, (cst.FunctionDef, cst.ClassDef)):
+            excluded.add(id(inner.name))
+        elif isinstance(inner, cst.Param):
+            excluded.add(id(inner.name))
+        elif isinstance(inner, cst.Arg) and inner.keyword is not None:
+            excluded.add(id(inner.keyword))
+        elif isinstance(inner, (cst.Import, cst.ImportFrom)):
+            excluded.update(id(imported) for imported in _walk(inner))
+        elif isinstance(inner, cst.Attribute):
+            self_reference = isinstance(inner.value, cst.Name) and inner.value.value in {"self", "cls"}
+            if not self_reference:
+                excluded.add(id(inner.attr))
+    return frozenset(inner.value for inner in nodes if isinstance(inner, cst.Name) and id(inner) not in excluded)
 
 
 def _output_backwarded(module, forwards: list[CallEvent], returned_roots: frozenset) -> bool:

@@ -205,7 +205,8 @@ class SyncInHotLoop(Rule):
     def _comprehension_around(chunk, node: cst.CSTNode) -> cst.CSTNode | None:
         members = chunk.memo.get("comprehension_members")
         if members is None:
-            members = chunk.memo["comprehension_members"] = _comprehension_members(chunk.module)
+            # kept per statement: after an edit only the statements on its path are walked again
+            members = chunk.memo["comprehension_members"] = dict(chunk.facts_by_statement("comprehension_members", _repeated_by))
         return members.get(id(node))
 
     # ------------------------------------------------------------------ reporting
@@ -900,19 +901,14 @@ def _describe_fstring(scope: ScopeAnalysis, part: cst.FormattedStringExpression)
     return f"the f-string field `{{{shortened(scope.chunk.code_for(part.expression), 48)}}}` (formats a tensor)"
 
 
-def _comprehension_members(module: cst.Module) -> dict[int, cst.CSTNode]:
-    """id of every node a comprehension repeats -> that comprehension (the innermost one).
-
-    Its first iterable runs once, so it is not part of the repetition.
-    """
-    members: dict[int, cst.CSTNode] = {}
-    for comprehension in walk(module):  # ancestors come first, so inner comprehensions overwrite outer ones
-        if isinstance(comprehension, _COMPREHENSIONS):
-            once = {id(node) for node in walk(comprehension.for_in.iter)}
-            for node in walk(comprehension):
-                if node is not comprehension and id(node) not in once:
-                    members[id(node)] = comprehension
-    return members
+def _repeated_by(comprehension: cst.CSTNode) -> list[tuple[int, cst.CSTNode]]:
+    """(id, comprehension) for every node a comprehension repeats (none for any other node). Its first
+    iterable runs once, so it is not part of the repetition. Nodes come in ``walk``'s order, where
+    ancestors come first: in a dict of these, an inner comprehension overwrites the outer one."""
+    if not isinstance(comprehension, _COMPREHENSIONS):
+        return []
+    once = {id(node) for node in walk(comprehension.for_in.iter)}
+    return [(id(node), comprehension) for node in walk(comprehension) if node is not comprehension and id(node) not in once]
 
 
 def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
