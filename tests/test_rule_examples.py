@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
 import types
 
 import pytest
@@ -62,7 +63,7 @@ def _is_example(statement: ast.stmt, rule: str) -> bool:
 def test_rule_file_puts_its_logic_first_and_its_examples_last(rule):
     # A reader opening a rule file meets the docstring, the metadata, the check and its helpers;
     # the examples (most of each file) follow all of them, assigned onto the class.
-    tree = ast.parse(inspect.getsource(inspect.getmodule(rule)))
+    tree = ast.parse(inspect.getsource(sys.modules[rule.__module__]))
     (definition,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == rule.__name__]
     class_attributes = {
         target.id for node in definition.body if isinstance(node, (ast.Assign, ast.AnnAssign))
@@ -73,7 +74,9 @@ def test_rule_file_puts_its_logic_first_and_its_examples_last(rule):
     assert [_is_example(node, rule.__name__) for node in tree.body[examples[0]:]] == [True, True], (
         "the file ends with exactly `MUST_FIRE = ...` and `MUST_NOT_FIRE = ...`, nothing between or after"
     )
-    assert [node.targets[0].attr for node in tree.body[examples[0]:]] == ["MUST_FIRE", "MUST_NOT_FIRE"]  # type: ignore[attr-defined]
+    assert [ast.unparse(node.targets[0]) for node in tree.body[examples[0]:] if isinstance(node, ast.Assign)] == [
+        f"{rule.__name__}.MUST_FIRE", f"{rule.__name__}.MUST_NOT_FIRE"
+    ]
     definitions = [index for index, node in enumerate(tree.body) if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
     assert max(definitions) < examples[0], "every function and class (the check's helpers) comes before the examples"
 
