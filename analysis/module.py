@@ -26,10 +26,6 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 T = TypeVar("T")
-SEED_ALL_HELPERS = frozenset(
-    {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
-     "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
-)
 
 
 class Superseded(Exception):

@@ -20,24 +20,17 @@ import re
 
 import libcst as cst
 
-from trainlint.rules import (
-    LOGITS,
-    LOSSES_WANTING_BINARY_LOGITS,
-    LOSSES_WANTING_BINARY_PROBS,
-    SIGMOID,
-    Fires,
+from trainlint.analysis.activations import (
     LossCall,
-    Quiet,
-    Rule,
-    Severity,
     bound_name,
     loss_calls,
     loss_evidence,
     loss_origin,
     occurrences,
-    quoted,
     remove_activation,
 )
+from trainlint.analysis.torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, Tag, quoted
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -49,12 +42,12 @@ class BceActivationMismatch(Rule):
     name = "bce-activation-mismatch"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for loss in loss_calls(ctx.module, scope, LOSSES_WANTING_BINARY_LOGITS | LOSSES_WANTING_BINARY_PROBS):
-                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == SIGMOID:
+                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == Tag.SIGMOID:
                     self._report_sigmoid(ctx, loss)
-                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == LOGITS:
+                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
                     self._report_logits(ctx, loss)
 
     def _report_sigmoid(self, ctx, loss: LossCall) -> None:
@@ -125,7 +118,7 @@ def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
         for call in loss_calls(module, scope, LOSSES_WANTING_BINARY_PROBS)
         if call.criterion is not None and call.criterion.site is not None and call.criterion.site[1] is construction
     ]
-    if not uses or any(call.kind != LOGITS for call in uses):
+    if not uses or any(call.kind != Tag.LOGITS for call in uses):
         return False
     bindings = calls = 0
     for match in occurrences(module.text, name):

@@ -18,13 +18,14 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.rules import (
-    SCALER,
     CallEvent,
     Event,
     Fires,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     TextEdit,
     accumulates_into_grad,
     ordered_events,
@@ -40,7 +41,7 @@ class ClipBeforeUnscale(Rule):
     name = "clip-before-unscale"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             items = list(ordered_events(scope, None))
             scaled = None
@@ -99,7 +100,7 @@ def _scaler_of(backward: CallEvent) -> str | None:
 def _scale_call_on_scaler(backward: CallEvent, node: cst.Call) -> bool:
     for call in backward.scope.calls():
         if call.node is node:
-            return call.receiver is not None and SCALER in call.receiver.tags
+            return call.receiver is not None and Tag.SCALER in call.receiver.tags
     return False
 
 
@@ -133,7 +134,7 @@ def _receiver(call: CallEvent) -> str:
 def _is_scaler_call(event: Event, method: str) -> TypeGuard[CallEvent]:
     if not isinstance(event, CallEvent) or event.method != method:
         return False
-    if event.receiver is not None and SCALER in event.receiver.tags:
+    if event.receiver is not None and Tag.SCALER in event.receiver.tags:
         return True
     return "scaler" in _receiver(event).lower()
 

@@ -18,16 +18,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from trainlint.rules import (
-    AssignEvent,
-    CallEvent,
-    Condition,
-    Event,
-    Fires,
-    Quiet,
-    Rule,
-    Severity,
-)
+from trainlint.rules import AssignEvent, CallEvent, Condition, Event, Fires, Quiet, Rule, RuleContext, Severity
 
 _BENCHMARK = "torch.backends.cudnn.benchmark"
 _DETERMINISTIC = "torch.backends.cudnn.deterministic"
@@ -39,7 +30,7 @@ class ContradictoryDeterminism(Rule):
     name = "contradictory-determinism"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         benchmarks = [event for scope in ctx.scopes for event in scope.events if _sets(event, _BENCHMARK)]
         if not benchmarks:
             return

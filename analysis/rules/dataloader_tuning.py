@@ -19,7 +19,6 @@ from __future__ import annotations
 import libcst as cst
 
 from trainlint.rules import (
-    ON_DEVICE,
     UNKNOWN,
     AssignEvent,
     CallEvent,
@@ -27,7 +26,9 @@ from trainlint.rules import (
     Fires,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     TextEdit,
     calls_in,
     comes_from_call,
@@ -48,7 +49,7 @@ class DataloaderTuning(Rule):
     name = "dataloader-tuning"
     severity = Severity.NOTE
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loader feeds a few tiny batches: its tuning costs nothing
         loaders = [
@@ -114,7 +115,7 @@ def _may_want_tuning(call: CallEvent) -> bool:
         return False
     if _argument(call, "pin_memory") is not None and not _without_workers(_argument(call, "num_workers")):
         return False
-    return ON_DEVICE not in _dataset_value(call).tags
+    return Tag.ON_DEVICE not in _dataset_value(call).tags
 
 
 def _without_workers(workers: cst.Arg | None) -> bool:

@@ -31,23 +31,21 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.torchapi import mentions_rank
 from trainlint.rules import (
-    DATASET_ITERABLE,
-    DATASET_MAP,
-    SAMPLER_DISTRIBUTED,
-    SAMPLER_LOCAL,
-    SHARDED,
     UNKNOWN,
     AssignEvent,
     CallEvent,
     ClassInfo,
     Fires,
     Loop,
-    ModuleAnalysis,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     calls_in,
     children,
@@ -57,7 +55,6 @@ from trainlint.rules import (
     is_backward,
     is_dataloader,
     mentions,
-    mentions_rank,
     quoted,
     shortened,
 )
@@ -80,7 +77,7 @@ class DdpWithoutSampler(Rule):
     name = "ddp-without-sampler"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         module = ctx.module
         if module.framework_runs_loop:
             return  # Lightning and the HF Trainer add the DistributedSampler themselves
@@ -97,7 +94,7 @@ class DdpWithoutSampler(Rule):
         for loader, factory in loaders:
             self._check_loader(ctx, module, loader, wraps, factory)
 
-    def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
+    def _check_loader(self, ctx, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
         if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
             return
         _, dataset = _argument(loader, "dataset")
@@ -105,18 +102,18 @@ class DdpWithoutSampler(Rule):
         shuffles = isinstance(shuffle_node, cst.Name) and shuffle_node.value == "True"
         if loader.has_star_kwargs and not shuffles:
             return  # the sampler may come in through **kwargs (shuffle=True cannot go with one)
-        if dataset.tags & {SHARDED, DATASET_ITERABLE} or _class_mentions_rank(dataset) or _random_tensors(module, dataset):
+        if dataset.tags & {Tag.SHARDED, Tag.DATASET_ITERABLE} or _class_mentions_rank(dataset) or _random_tensors(module, dataset):
             return
         local_sampler = None
         for keyword in ("sampler", "batch_sampler"):
             node, sampler = _argument(loader, keyword)
             if node is None or (isinstance(node, cst.Name) and node.value == "None"):
                 continue
-            replaced = _distributed_sampler_replaced(loader, node) if SAMPLER_DISTRIBUTED in sampler.tags else None
+            replaced = _distributed_sampler_replaced(loader, node) if Tag.SAMPLER_DISTRIBUTED in sampler.tags else None
             if replaced is not None:
                 self._report_replaced(ctx, module, loader, wraps, factory, *replaced)
                 return
-            if SAMPLER_LOCAL not in sampler.tags or SAMPLER_DISTRIBUTED in sampler.tags:
+            if Tag.SAMPLER_LOCAL not in sampler.tags or Tag.SAMPLER_DISTRIBUTED in sampler.tags:
                 return  # distributed, or something this analysis cannot see into
             local_sampler = sampler
         names = _names_bound_to(module, loader.node)
@@ -131,7 +128,7 @@ class DdpWithoutSampler(Rule):
         elif local_sampler is not None and (local_sampler.detail in _TRAINING_SAMPLERS or loops):
             note = local_sampler.note
             why = (local_sampler.site, f"{note} is not a distributed sampler", f"its sampler {note} is the same on every rank")
-        elif DATASET_MAP in dataset.tags and loops:
+        elif Tag.DATASET_MAP in dataset.tags and loops:
             why = (dataset.site, f"{dataset.note}: a map-style dataset", f"its dataset {dataset.note} is map-style")
         else:
             return  # maybe an evaluation loader, or a dataset that shards itself
@@ -162,7 +159,7 @@ class DdpWithoutSampler(Rule):
         )
 
     def _report_replaced(
-        self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
+        self, ctx, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
         distributed: AssignEvent, local: AssignEvent,
     ) -> None:
         """The DistributedSampler built for the loader is replaced by a local sampler on a path the
@@ -204,7 +201,7 @@ def _argument(call: CallEvent, keyword: str) -> tuple[cst.BaseExpression | None,
     return None, UNKNOWN
 
 
-def _gradient_all_reduces(module: ModuleAnalysis) -> list[CallEvent]:
+def _gradient_all_reduces(module: ModuleView) -> list[CallEvent]:
     """``dist.all_reduce(p.grad)``: data parallelism written by hand (each rank computes gradients on
     its own batches and they are summed across ranks), which needs each rank to read other batches
     just as DDP does. An all-reduce of a metric or a loss for logging is not one."""
@@ -231,8 +228,8 @@ def _distributed_sampler_replaced(loader: CallEvent, node: cst.BaseExpression) -
         event for event in loader.scope.events
         if isinstance(event, AssignEvent) and event.targets == (node.value,) and event.chunk.line_of(event.node) < line
     ]
-    distributed = [event for event in bindings if SAMPLER_DISTRIBUTED in event.value.tags]
-    local = [event for event in bindings if SAMPLER_LOCAL in event.value.tags and SAMPLER_DISTRIBUTED not in event.value.tags]
+    distributed = [event for event in bindings if Tag.SAMPLER_DISTRIBUTED in event.value.tags]
+    local = [event for event in bindings if Tag.SAMPLER_LOCAL in event.value.tags and Tag.SAMPLER_DISTRIBUTED not in event.value.tags]
     for first in distributed:
         for later in local:
             if later.chunk.line_of(later.node) > first.chunk.line_of(first.node) and not _exclusive(first, later):
@@ -274,7 +271,7 @@ def _built_per_mode(loader: CallEvent) -> bool:
 _RANDOM_FILL = re.compile(r"\btorch\.(?:rand|randn|randint|rand_like|randn_like|randint_like|normal)\(|\.(?:random_|normal_|uniform_)\(")
 
 
-def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
+def _random_tensors(module: ModuleView, dataset: Value) -> bool:
     """A ``TensorDataset`` whose inputs (its first tensor) are drawn at random where it is built: a
     benchmark's synthetic data (DeepSpeed's offload example, opacus' vision benchmark), which every
     rank draws for itself; there is no dataset to divide."""
@@ -303,7 +300,7 @@ def _is_loader(value: Value, node: cst.Call) -> bool:
     return comes_from_call(value, node)
 
 
-def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str]]:
+def _names_bound_to(module: ModuleView, node: cst.Call) -> dict[int, set[str]]:
     """Per scope (by id), the names that hold the loader: assignments, and parameters of local
     functions it is passed to. Module-level names are shared by every scope (key 0)."""
     names: dict[int, set[str]] = {}
@@ -340,19 +337,19 @@ def _loader_factories(ctx) -> list[CallEvent]:
     ]
 
 
-def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:
+def _assignments(module: ModuleView) -> list[tuple[ScopeAnalysis, AssignEvent]]:
     return [(scope, event) for scope in module.all_scopes for event in scope.events if isinstance(event, AssignEvent)]
 
 
-def _local_function_calls(module: ModuleAnalysis) -> list[CallEvent]:
+def _local_function_calls(module: ModuleView) -> list[CallEvent]:
     return [call for call in module.all_calls() if call.function is not None]
 
 
-def _sharding_calls(module: ModuleAnalysis) -> list[CallEvent]:
+def _sharding_calls(module: ModuleView) -> list[CallEvent]:
     return [call for call in module.all_calls() if call.method in _SHARDING_METHODS]
 
 
-def _loops_with_backward(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, Loop]]:
+def _loops_with_backward(module: ModuleView) -> list[tuple[ScopeAnalysis, Loop]]:
     return [
         (scope, loop) for scope in module.all_scopes for loop in scope.loops
         if any(is_backward(call) for call in calls_in(scope, loop))
@@ -380,7 +377,7 @@ def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call,
     return received
 
 
-def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> bool:
+def _handed_to_sharding(module: ModuleView, node: cst.Call, names: dict[int, set[str]]) -> bool:
     """``accelerator.prepare(..., loader)`` / ``fabric.setup_dataloaders(loader)``: they add the sampler."""
     for call in module.module_wide("TL501 sharding calls", _sharding_calls):
         scope = call.scope
@@ -392,7 +389,7 @@ def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int,
     return False
 
 
-def _training_loops(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
+def _training_loops(module: ModuleView, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
     """Loops that iterate the loader and run a backward each time round."""
     found = []
     for scope, loop in module.module_wide("TL501 loops with backward", _loops_with_backward):

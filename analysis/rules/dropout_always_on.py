@@ -14,16 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.rules import (
-    CallEvent,
-    Fires,
-    Quiet,
-    Rule,
-    ScopeAnalysis,
-    Severity,
-    dotted,
-    shortened,
-)
+from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, dotted, shortened
 
 _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -39,7 +30,7 @@ class DropoutAlwaysOn(Rule):
     name = "dropout-always-on"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             owner = scope.function.owner if scope.function is not None else None
             if owner is None or not ctx.summary.is_module_class(owner):

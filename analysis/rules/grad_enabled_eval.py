@@ -21,36 +21,33 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import grad_handled_by_framework
+from trainlint.analysis.patterns import evaluation_calls, mode_parameter, name_words, smoke_test_forward
+from trainlint.analysis.torchapi import is_parameterless_layer
 from trainlint.rules import (
-    GRAPH,
-    MODEL,
     AssignEvent,
     CallEvent,
     Fires,
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     TextEdit,
     backward_target,
     calls_in,
     dotted,
-    evaluation_calls,
-    grad_handled_by_framework,
     indentation,
     is_backward,
     is_eval_name,
     is_optimizer_step,
-    is_parameterless_layer,
     is_test_file,
     last_part,
-    mode_parameter,
-    name_words,
     ordered_events,
     passed_expression,
     quoted,
-    smoke_test_forward,
 )
 from trainlint.rules import walk as _walk
 
@@ -67,7 +64,7 @@ class GradEnabledEval(Rule):
     name = "grad-enabled-eval"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         module = ctx.module
         if is_test_file(module.path):
             return
@@ -158,7 +155,7 @@ class GradEnabledEval(Rule):
             help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
             # safe when what it returns carries no graph, or its callers (all in this file) backward
             # through none of it; a caller in another file might need the graph it returns
-            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=GRAPH not in scope.return_value.tags or bool(sites)),
+            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=Tag.GRAPH not in scope.return_value.tags or bool(sites)),
         )
 
     # ------------------------------------------------------------------ (b) validation loops
@@ -216,7 +213,7 @@ def _is_eval_data(iterable_text: str) -> bool:
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
     """A forward of a known model, or a call of something that was switched to ``eval()`` (so a module)."""
     receiver = call.receiver
-    if receiver is not None and MODEL in receiver.tags:
+    if receiver is not None and Tag.MODEL in receiver.tags:
         if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
             return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
         return call.method is None or call.method == "forward"

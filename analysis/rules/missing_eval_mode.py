@@ -19,22 +19,21 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.patterns import evaluation_calls, mode_parameter, smoke_test_forward
 from trainlint.rules import (
-    MODEL,
     CallEvent,
     ClassInfo,
     Fires,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
-    evaluation_calls,
     is_test_file,
     mentions,
-    mode_parameter,
     shortened,
-    smoke_test_forward,
 )
 
 _EVALUATION_FUNCTION = re.compile(
@@ -57,7 +56,7 @@ class MissingEvalMode(Rule):
     name = "missing-eval-mode"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
         for scope in ctx.scopes:
@@ -65,7 +64,7 @@ class MissingEvalMode(Rule):
             for call in scope.calls():
                 if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
-                if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
+                if call.method is not None or call.receiver is None or Tag.MODEL not in call.receiver.tags:
                     continue
                 why = _evaluation_pass(scope, call)
                 if why is None or smoke_test_forward(ctx.summary, call):
@@ -174,7 +173,7 @@ def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
             switched.add(key)
-        elif call.method is None and call.receiver is not None and MODEL in call.receiver.tags:
+        elif call.method is None and call.receiver is not None and Tag.MODEL in call.receiver.tags:
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
 

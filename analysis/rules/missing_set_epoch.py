@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, call_fact
 from trainlint.rules import (
-    DDP_SAMPLER_WHEN,
-    SAMPLER_DISTRIBUTED,
     AssignEvent,
     CallEvent,
     Fires,
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     TextEdit,
     Value,
-    call_fact,
     calls_in,
     comes_from_call,
     dotted,
@@ -57,7 +57,7 @@ class MissingSetEpoch(Rule):
     name = "missing-set-epoch"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         parallel = ctx.module.module_wide("TL502 data-parallel evidence", _data_parallel_evidence)
         if parallel is not None:
             self._check_unseen_loaders(ctx, parallel)
@@ -83,7 +83,7 @@ class MissingSetEpoch(Rule):
         loader = factory.result.detail
         assert isinstance(loader, CallEvent), "_imported_loader_factory: the factory returns the DataLoader call"
         sampler = loader.kwargs.get("sampler")
-        if sampler is None or SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
+        if sampler is None or Tag.SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
             return
         if not isinstance(sampler.site[1], cst.Call) or not _shuffles(sampler.site[1]):
             return
@@ -197,7 +197,7 @@ class MissingSetEpoch(Rule):
 
 def _builds_shuffling_sampler(call: CallEvent) -> bool:
     result = call.result
-    if SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
+    if Tag.SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
         return False
     return _shuffles(call.node)
 
@@ -232,7 +232,7 @@ def _describe_parallel(call: CallEvent) -> str:
 
 def _builds_loaders_or_samplers(module) -> bool:
     return any(
-        (call.callee is not None and is_dataloader(call.callee)) or SAMPLER_DISTRIBUTED in call.result.tags
+        (call.callee is not None and is_dataloader(call.callee)) or Tag.SAMPLER_DISTRIBUTED in call.result.tags
         or _imported_loader_factory_of(module, call) or call_fact(call.callee, DDP_SAMPLER_WHEN) is not None
         for call in module.all_calls()
     )

@@ -19,13 +19,8 @@ import builtins
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import manual_optimization
 from trainlint.rules import (
-    ACCELERATOR,
-    CRITERION,
-    ENGINE,
-    MODEL,
-    OPTIMIZER,
-    SCALER,
     AssignEvent,
     CallEvent,
     Event,
@@ -33,19 +28,20 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     accumulates_into_grad,
     clears_gradients,
     is_optimizer_step,
     is_test_file,
     is_torch_name,
-    manual_optimization,
     ordered_events,
     path_conditions,
     written,
 )
 
-_KNOWN_RECEIVERS = frozenset({SCALER, ACCELERATOR, OPTIMIZER, MODEL, ENGINE, CRITERION})
+_KNOWN_RECEIVERS = frozenset({Tag.SCALER, Tag.ACCELERATOR, Tag.OPTIMIZER, Tag.MODEL, Tag.ENGINE, Tag.CRITERION})
 
 Item = tuple[Event, tuple[CallEvent, ...]]
 
@@ -55,7 +51,7 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's mock training runs a few steps to exercise code, not to train a model
         for scope in ctx.scopes:
@@ -182,7 +178,7 @@ def _fresh_leaves(step: CallEvent, in_loop: list[Item]) -> bool:
         if not isinstance(event, AssignEvent) or step.receiver_key not in event.targets:
             continue
         call = event.value_node
-        if not isinstance(call, cst.Call) or not call.args or OPTIMIZER not in event.value.tags:
+        if not isinstance(call, cst.Call) or not call.args or Tag.OPTIMIZER not in event.value.tags:
             continue
         leaves = call.args[0].value
         if isinstance(leaves, (cst.List, cst.Tuple)) and leaves.elements and all(
@@ -204,7 +200,7 @@ def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
 
 
 def _is_engine(ctx, call: CallEvent) -> bool:
-    if call.receiver is not None and ENGINE in call.receiver.tags:
+    if call.receiver is not None and Tag.ENGINE in call.receiver.tags:
         return True
     return ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower()
 
@@ -217,7 +213,7 @@ def _may_clear(event: Event) -> bool:
         return False
     if event.receiver is not None and event.receiver.tags & _KNOWN_RECEIVERS:
         return False
-    return any(value.tags & {OPTIMIZER, MODEL} for value in (*event.args, *event.kwargs.values()))
+    return any(value.tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
 
 
 def _code(event: Event, limit: int = 60) -> str:

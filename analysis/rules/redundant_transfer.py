@@ -24,23 +24,20 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.flow import transfer_destination
+from trainlint.analysis.tree import blocks_of
 from trainlint.rules import (
-    CONSTANT,
-    GRAPH,
-    LOADER,
-    MODEL,
-    ON_DEVICE,
-    TENSOR,
     AssignEvent,
     CallEvent,
     Fires,
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     StoreEvent,
-    blocks_of,
+    Tag,
     calls_in,
     children,
     dotted,
@@ -50,7 +47,6 @@ from trainlint.rules import (
     last_part,
     loops_running,
     shortened,
-    transfer_destination,
     walk,
 )
 
@@ -65,7 +61,7 @@ class RedundantTransfer(Rule):
     name = "redundant-transfer"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a copy per step costs nothing
         for scope in ctx.scopes:
@@ -96,7 +92,7 @@ class RedundantTransfer(Rule):
         if receiver is None:
             return
         key = call.receiver_key
-        if MODEL in receiver.tags:
+        if Tag.MODEL in receiver.tags:
             if key is None or _mentions_changed(key, changed) or call.context.conditions_inside(loop):
                 return
             if _moved_back(scope, loop, key):
@@ -109,7 +105,7 @@ class RedundantTransfer(Rule):
             ctx.report(call.node, message, evidence=evidence, help=f"move `{key}` to the device once, before the loop")
             return
         passed = _tensor_parameter(ctx, scope, key) if not receiver.tags and key is not None else None
-        if passed is None and (not receiver.tags & {TENSOR, GRAPH} or ON_DEVICE in receiver.tags):
+        if passed is None and (not receiver.tags & {Tag.TENSOR, Tag.GRAPH} or Tag.ON_DEVICE in receiver.tags):
             return  # of unknown type, or already on the device (then the call copies nothing)
         if key is not None:
             if _mentions_changed(key, changed):
@@ -131,7 +127,7 @@ class RedundantTransfer(Rule):
         factory = _constant_factory(scope, receiver_node)
         if factory is None:
             return
-        if CONSTANT in receiver.tags and not _names(receiver_node) & changed:
+        if Tag.CONSTANT in receiver.tags and not _names(receiver_node) & changed:
             built = "built from constants only"
         else:
             reads = _invariant_reads(scope, receiver_node, changed)
@@ -191,7 +187,7 @@ def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     if scope.function is None or name not in scope.params or name in set(_bound_names(scope.function.node)):
         return None
     passed = ctx.module.arguments_for(scope.function, name)
-    if not passed or any(not value.tags & {TENSOR, GRAPH} or value.tags & {MODEL, ON_DEVICE} for _, value in passed):
+    if not passed or any(not value.tags & {Tag.TENSOR, Tag.GRAPH} or value.tags & {Tag.MODEL, Tag.ON_DEVICE} for _, value in passed):
         return None
     return passed[0][0]
 
@@ -217,18 +213,18 @@ def _why_hot(call: CallEvent | None) -> str:
 
 
 def _iterates_loader(scope: ScopeAnalysis, loop: Loop) -> bool:
-    if LOADER in loop.iterable.tags:
+    if Tag.LOADER in loop.iterable.tags:
         return True
     iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
     if isinstance(iterable, cst.Call):  # tqdm(loader), a wrapper around the loader
         values = (scope.value_at(arg.value) for arg in iterable.args)
-        return any(value is not None and LOADER in value.tags for value in values)
+        return any(value is not None and Tag.LOADER in value.tags for value in values)
     return False
 
 
 def _is_model_call(call: CallEvent) -> bool:
     receiver = call.receiver
-    if receiver is None or MODEL not in receiver.tags:
+    if receiver is None or Tag.MODEL not in receiver.tags:
         return False
     return call.method is None or call.method in {"forward", "generate"}
 

@@ -23,6 +23,7 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     calls_in,
@@ -36,7 +37,7 @@ class RetainGraphInLoop(Rule):
     name = "retain-graph-in-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # tests run backward repeatedly on one graph to check gradients and accumulation
         for scope in ctx.scopes:

@@ -19,11 +19,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import training_step_hook
+from trainlint.analysis.patterns import (
+    bounded_or_emptied,
+    is_scalar_loss,
+    keeps_one_number,
+    kept_for_one_step,
+    kept_on_the_gpu,
+    replaces_a_list_item,
+)
 from trainlint.rules import (
-    CONSTANT,
-    CONTAINER,
-    GRAPH,
-    NUMBER,
     AssignEvent,
     CallEvent,
     Fires,
@@ -31,24 +36,19 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     StoreEvent,
+    Tag,
     backward_target,
-    bounded_or_emptied,
     calls_in,
     is_backward,
     is_eval_name,
     is_known_tensor,
-    is_scalar_loss,
     is_test_file,
-    keeps_one_number,
-    kept_for_one_step,
-    kept_on_the_gpu,
     mentions,
     repeats_per_step,
-    replaces_a_list_item,
-    training_step_hook,
 )
 
 
@@ -57,7 +57,7 @@ class RetainedGraph(Rule):
     name = "retained-graph"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test keeps a few steps' losses to compare them, on purpose
         for scope in ctx.scopes:
@@ -72,7 +72,7 @@ class RetainedGraph(Rule):
         on the old one, so it holds the graph of every step since the loop began (truncated BPTT
         without the truncation). With a plain backward each step the second one fails loudly; with
         ``retain_graph=True``, or no backward at all, the graph silently grows with the run."""
-        if len(assign.targets) != 1 or GRAPH not in assign.value.tags or assign.context.grad_off is not None:
+        if len(assign.targets) != 1 or Tag.GRAPH not in assign.value.tags or assign.context.grad_off is not None:
             return
         if not isinstance(assign.node, cst.Assign):
             return
@@ -115,7 +115,7 @@ class RetainedGraph(Rule):
 
     def _check_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
-        if GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
+        if Tag.GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
             return
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
@@ -204,7 +204,7 @@ class RetainedGraph(Rule):
         scalar whose running total is only read as a number; a model's output of unknown structure
         gets an unsafe `.detach()`, and a list or tuple of tensors no fix."""
         node, value = store.value_node, store.value
-        if CONTAINER in value.tags or value.items is not None:
+        if Tag.CONTAINER in value.tags or value.items is not None:
             return None
         tensor = is_known_tensor(value)
         if _scalar_sink(scope, store):
@@ -231,7 +231,7 @@ def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: li
             return True
         if isinstance(event, JumpEvent) and isinstance(event.node, cst.Return) and event.node.value is not None:
             returned = scope.evaluate(event.node.value, event.context)
-            if GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
+            if Tag.GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
                 return True
         if isinstance(event, CallEvent) and event.function is not None and any(
             mentions(scope, arg.value, container) for arg in event.arg_nodes
@@ -310,7 +310,7 @@ def _scalar_sink(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     if store.kind not in {"augassign", "accumulate"}:
         return False
     initial = [e for e in scope.events if isinstance(e, AssignEvent) and e.targets == (store.container,)]
-    if not initial or not (initial[0].value.tags & {NUMBER, CONSTANT}):
+    if not initial or not (initial[0].value.tags & {Tag.NUMBER, Tag.CONSTANT}):
         return False
     for event in scope.events:
         if not isinstance(event, CallEvent):

@@ -17,14 +17,7 @@ import re
 
 import libcst as cst
 
-from trainlint.rules import (
-    Fires,
-    Quiet,
-    Rule,
-    Severity,
-    dotted,
-    walk,
-)
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, dotted, walk
 
 
 class SeedZeroIgnored(Rule):
@@ -32,7 +25,7 @@ class SeedZeroIgnored(Rule):
     name = "seed-zero-ignored"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
             return
         for node in (node for scope in ctx.scopes for node in scope.branch_tests):

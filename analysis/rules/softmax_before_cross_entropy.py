@@ -15,25 +15,17 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
-from trainlint.rules import (
+from trainlint.analysis.activations import (
     KIND_WORDS,
-    LOG_PROBS,
-    LOGITS,
-    LOSSES_WANTING_LOG_PROBS,
-    LOSSES_WANTING_LOGITS,
-    PROBS,
-    Fires,
     LossCall,
-    Quiet,
-    Rule,
-    Severity,
     loss_calls,
     loss_evidence,
     loss_origin,
-    quoted,
     remove_activation,
     rename_activation,
 )
+from trainlint.analysis.torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, Tag, quoted
 
 _CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
 
@@ -43,20 +35,20 @@ class SoftmaxBeforeCrossEntropy(Rule):
     name = "softmax-before-cross-entropy"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for loss in loss_calls(ctx.module, scope, _CLASSIFICATION_LOSSES):
                 kind = loss.kind
-                if loss.loss in LOSSES_WANTING_LOGITS and kind in {PROBS, LOG_PROBS}:
+                if loss.loss in LOSSES_WANTING_LOGITS and kind in {Tag.PROBS, Tag.LOG_PROBS}:
                     self._report_cross_entropy(ctx, loss, kind)
-                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {PROBS, LOGITS}:
+                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
                     self._report_nll(ctx, loss, kind)
 
     def _report_cross_entropy(self, ctx, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         edits = remove_activation(ctx, loss, origin)
         given = _given(loss)
-        if kind == PROBS:
+        if kind == Tag.PROBS:
             message = (
                 f"{given} gets softmax probabilities from {origin.description}, but {loss.loss} applies "
                 "log-softmax itself: softmax runs twice, the gradients shrink and training stalls or "
@@ -78,7 +70,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
     def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         given = _given(loss)
-        if kind == PROBS:
+        if kind == Tag.PROBS:
             consequence = "it minimises `-p` instead of `-log p`, a weak signal that barely penalises confident mistakes"
             fix = ctx.fix(
                 "compute log-probabilities instead of probabilities",

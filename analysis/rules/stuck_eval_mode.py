@@ -18,10 +18,8 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
-    CRITERION,
-    MODEL,
-    NO_GRAD_CONTEXTS,
     AssignEvent,
     CallEvent,
     Event,
@@ -30,7 +28,9 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     dotted,
     is_backward,
     is_optimizer_step,
@@ -49,7 +49,7 @@ class StuckEvalMode(Rule):
     name = "stuck-eval-mode"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.framework_runs_loop is not None:
             return
         for scope in ctx.scopes:
@@ -253,9 +253,9 @@ def _is_no_grad_context(ctx, call: CallEvent) -> bool:
 def _is_forward(event: Event) -> TypeGuard[CallEvent]:
     if not isinstance(event, CallEvent) or event.receiver_key is None or event.function is not None:
         return False
-    if event.receiver is not None and CRITERION in event.receiver.tags:
+    if event.receiver is not None and Tag.CRITERION in event.receiver.tags:
         return False
-    return event.method is None or (event.method == "forward" and event.receiver is not None and MODEL in event.receiver.tags)
+    return event.method is None or (event.method == "forward" and event.receiver is not None and Tag.MODEL in event.receiver.tags)
 
 
 def _is_training_step(event: Event) -> TypeGuard[CallEvent]:

@@ -26,18 +26,9 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from trainlint.analysis.patterns import MAX_CALL_DEPTH
+from trainlint.analysis.torchapi import HOST_SYNC_METHODS
 from trainlint.rules import (
-    CONSTANT,
-    CONTAINER,
-    GRAPH,
-    HOST_SYNC_METHODS,
-    LOADER,
-    LOSS,
-    MAX_CALL_DEPTH,
-    NUMBER,
-    ON_DEVICE,
-    ON_HOST,
-    TENSOR,
     UNKNOWN,
     AssignEvent,
     CallEvent,
@@ -49,14 +40,15 @@ from trainlint.rules import (
     ParsedChunk,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     calls_in,
     children,
     events_in,
     is_backward,
-    is_logging_condition,
     is_optimizer_step,
     is_test_file,
     loops_running,
@@ -65,8 +57,8 @@ from trainlint.rules import (
 )
 
 # Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
-_DEVICE_VALUE = frozenset({TENSOR, GRAPH, LOSS})
-_HOST_VALUE = frozenset({NUMBER, CONSTANT, CONTAINER})
+_DEVICE_VALUE = frozenset({Tag.TENSOR, Tag.GRAPH, Tag.LOSS})
+_HOST_VALUE = frozenset({Tag.NUMBER, Tag.CONSTANT, Tag.CONTAINER})
 # Tensor methods that answer from metadata (no sync), though the engine keeps their result a tensor.
 _METADATA_METHODS = frozenset({"size", "dim", "numel", "nelement", "stride", "element_size", "data_ptr", "get_device", "is_contiguous"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
@@ -103,7 +95,7 @@ class SyncInHotLoop(Rule):
     name = "sync-in-hot-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a sync per step costs it nothing
         for scope in ctx.scopes:
@@ -182,7 +174,7 @@ class SyncInHotLoop(Rule):
         for owner, condition in conditions:
             if condition.branch == "except":
                 return True
-            if condition.branch == "if" and is_logging_condition(condition.test, owner):
+            if condition.branch == "if" and _is_logging_condition(condition.test, owner):
                 return True
         return False
 
@@ -191,7 +183,7 @@ class SyncInHotLoop(Rule):
         once per step; False when that loop is an evaluation pass, which this rule leaves alone."""
         nested = [(inner, sync.outer.scope) for inner in sync.outer.context.loops if loop.encloses(inner) and inner is not loop]
         nested += [(inner, link.scope) for link, loops, _ in sync.contexts_inside() for inner in loops]
-        if any(LOADER in inner.iterable.tags or _EVALUATION_WORDS.search(inner.iterable_text) for inner, _ in nested):
+        if any(Tag.LOADER in inner.iterable.tags or _EVALUATION_WORDS.search(inner.iterable_text) for inner, _ in nested):
             return False
         if nested:
             first, owner = nested[0]
@@ -368,9 +360,9 @@ def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, .
     if call.method in HOST_SYNC_METHODS and isinstance(node.func, cst.Attribute):
         receiver_node = node.func.value
         receiver = call.receiver if call.receiver is not None else _unbound_receiver(scope, receiver_node)
-        on_host = ON_HOST in receiver.tags and ON_DEVICE not in receiver.tags if receiver is not None else False
+        on_host = Tag.ON_HOST in receiver.tags and Tag.ON_DEVICE not in receiver.tags if receiver is not None else False
         if receiver is not None and not on_host and not _already_on_host(receiver_node) and not _host_batch(scope, receiver_node, loops):
-            known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {NUMBER}
+            known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {Tag.NUMBER}
             unknown = not receiver.tags
             if known_tensor or (call.method == "item" and unknown):
                 yield Sync(node, f"`{shortened(scope.chunk.code_for(node), 48)}`", call, chain, False)
@@ -426,9 +418,9 @@ def _host_batch(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tup
     if not isinstance(root, cst.Name):
         return False
     value = scope.value_at(root)
-    if value is not None and value.tags & {GRAPH, ON_DEVICE}:
+    if value is not None and value.tags & {Tag.GRAPH, Tag.ON_DEVICE}:
         return False
-    return any(root.value in candidate.targets and (LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
+    return any(root.value in candidate.targets and (Tag.LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
 
 
 def _formatted_parts(chunk: ParsedChunk, expression: cst.BaseExpression) -> tuple[cst.FormattedStringExpression, ...]:
@@ -477,6 +469,17 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
+
+
+_LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
+
+
+def _is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) -> bool:
+    """``if step % log_every == 0``, ``if args.verbose``, ``if i % 100 == 0`` and the like."""
+    if test is None:
+        return False
+    text = scope.chunk.code_for(test)
+    return "%" in text or bool(_LOGGING_WORDS.search(text))
 
 
 SyncInHotLoop.MUST_FIRE = (

@@ -23,11 +23,6 @@ from typing import TypeGuard, cast
 import libcst as cst
 
 from trainlint.rules import (
-    ACCELERATOR,
-    ENGINE,
-    GRAPH,
-    OPTIMIZER,
-    SCALED,
     AssignEvent,
     CallEvent,
     Condition,
@@ -37,8 +32,10 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     accumulates_into_grad,
     backward_target,
@@ -81,7 +78,7 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-accumulation"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.framework_runs_loop is not None:
             return
         for scope in ctx.scopes:
@@ -144,7 +141,7 @@ class UnscaledAccumulation(Rule):
                 f"the step is barely changed, but gradient clipping and `eps` see a gradient {times} as large as one "
                 "batch's, and the result depends on the accumulation count"
             )
-        elif GRAPH not in loss.tags:
+        elif Tag.GRAPH not in loss.tags:
             # the loss comes from something the analysis cannot see into: it may be divided there
             severity = Severity.NOTE
             message += f"; trainlint cannot see how {loss_name} is computed, so check that it is not already divided"
@@ -322,12 +319,12 @@ def _range_count(loop: Loop) -> cst.BaseExpression | None:
 def _scales_for_you(ctx, call: CallEvent) -> bool:
     """Accelerate (`accumulate`, `accelerator.backward`) and DeepSpeed engines divide by N themselves."""
     receiver = call.receiver
-    if receiver is not None and ENGINE in receiver.tags:
+    if receiver is not None and Tag.ENGINE in receiver.tags:
         return True
     if ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower():
         return True
     if ctx.module.uses_accelerate:
-        return call.context.accumulating or (receiver is not None and ACCELERATOR in receiver.tags)
+        return call.context.accumulating or (receiver is not None and Tag.ACCELERATOR in receiver.tags)
     return False
 
 
@@ -349,7 +346,7 @@ def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
     func = call.node.func
     if call.method != "backward" or not isinstance(func, cst.Attribute):
         return None
-    if call.receiver is not None and (ACCELERATOR in call.receiver.tags or ENGINE in call.receiver.tags):
+    if call.receiver is not None and (Tag.ACCELERATOR in call.receiver.tags or Tag.ENGINE in call.receiver.tags):
         return None
     receiver = func.value
     if _is_scale_call(receiver):
@@ -370,7 +367,7 @@ def _inside_scale(call: CallEvent) -> bool:
 
 def _scaled(call: CallEvent) -> bool:
     """The loss was divided (or multiplied by a factor) somewhere before this backward."""
-    if SCALED in backward_target(call).tags:
+    if Tag.SCALED in backward_target(call).tags:
         return True
     node = _loss_node(call)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Divide)):
@@ -399,9 +396,9 @@ def _clips_gradients(event) -> bool:
 def _stepped_optimizer(step: CallEvent) -> Value | None:
     """The optimizer a step applies: the receiver of ``optimizer.step()``, the argument of ``scaler.step(optimizer)``."""
     receiver = step.receiver
-    if receiver is not None and OPTIMIZER in receiver.tags:
+    if receiver is not None and Tag.OPTIMIZER in receiver.tags:
         return receiver
-    return next((arg for arg in step.args if OPTIMIZER in arg.tags), None)
+    return next((arg for arg in step.args if Tag.OPTIMIZER in arg.tags), None)
 
 
 def _adaptive_name(optimizer: Value | None) -> str | None:

@@ -35,33 +35,28 @@ from typing import NamedTuple, cast
 
 import libcst as cst
 
+from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
-    DDP,
-    DRAWS_GLOBAL_NUMPY,
-    ENGINE,
-    MODEL,
-    SEED_ALL_HELPERS,
-    STARTS_FRESH_PROCESSES,
     CallEvent,
     Fires,
     FunctionInfo,
-    ModuleAnalysis,
+    ModuleView,
     ParsedChunk,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
-    call_fact,
+    Tag,
     calls_in,
     dotted,
     first_written,
     is_dataloader,
     is_optimizer_step,
-    is_parameterless_layer,
     is_test_file,
     is_torch_name,
     last_part,
     literal_value,
-    mentions_rank,
     quoted,
 )
 from trainlint.rules import walk as _walk
@@ -69,6 +64,11 @@ from trainlint.rules import walk as _walk
 TORCH, NUMPY, RANDOM = "torch", "numpy", "random"
 LIBRARIES = (TORCH, NUMPY, RANDOM)
 _DISPLAY = {TORCH: "torch", NUMPY: "numpy", RANDOM: "`random`"}
+# Helpers that seed torch, numpy and `random` at once (transformers' set_seed, Lightning's seed_everything, ...).
+_SEED_ALL_HELPERS = frozenset(
+    {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
+     "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
+)
 
 # `random` module functions that draw from the global generator.
 _RANDOM_DRAWS = frozenset(
@@ -125,7 +125,7 @@ class UnseededRun(Rule):
     name = "unseeded-run"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.module_fact("TL401 verdict statement", _verdict_statement) != ctx.chunk.index:
             return
         verdict = ctx.module.module_wide("TL401 verdict", _verdict)
@@ -223,12 +223,12 @@ class UnseededRun(Rule):
         )
 
 
-def _verdict_statement(module: ModuleAnalysis) -> int | None:
+def _verdict_statement(module: ModuleView) -> int | None:
     verdict = module.module_wide("TL401 verdict", _verdict)
     return verdict.chunk.index if verdict is not None else None
 
 
-def _verdict(module: ModuleAnalysis) -> _Verdict | None:
+def _verdict(module: ModuleView) -> _Verdict | None:
     if module.uses_hf_trainer or is_test_file(module.path):
         return None  # the Trainer seeds all three; a test suite is not a training run
     guard = _main_guard(module)
@@ -282,7 +282,7 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
     return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
 
 
-def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[CallEvent]:
+def _training_elsewhere(module: ModuleView, calls: list[CallEvent]) -> list[CallEvent]:
     """Calls of this file that train through another workspace file: a function of it that runs a
     backward and steps an optimizer, or a class of it built here whose methods do (a
     `framework.BagRE(...)` whose `train_model` holds the loop). A backward alone times kernels or
@@ -295,7 +295,7 @@ def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[
     return found
 
 
-def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
+def _runs_elsewhere(module: ModuleView, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
     """What ``call`` runs in another workspace file, each call with the function it is in: the calls of
     a function of that file, or of every method of a class of that file that ``call`` builds."""
     for function in _workspace_functions(module, call):
@@ -304,7 +304,7 @@ def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[F
             yield function, reached
 
 
-def _workspace_functions(module: ModuleAnalysis, call: CallEvent) -> list[FunctionInfo]:
+def _workspace_functions(module: ModuleView, call: CallEvent) -> list[FunctionInfo]:
     summary = module.summary
     if call.function is not None:
         return [call.function] if summary.defined_elsewhere(call.function) else []
@@ -321,7 +321,7 @@ def _is_backward_call(call: CallEvent) -> bool:
 
 
 def _reached_in_other_files(
-    module: ModuleAnalysis, calls: list[CallEvent],
+    module: ModuleView, calls: list[CallEvent],
 ) -> tuple[dict[str, CallEvent], dict[str, list[tuple[CallEvent, str]]]]:
     """The libraries seeded, and those drawn from, by what the script's calls run in its other files,
     each with the call of this file that leads there. dinov2's `linear.py` calls `setup_and_build_model(args)`,
@@ -343,7 +343,7 @@ def _reached_in_other_files(
 
 
 def _spawned_unseeded(
-    module: ModuleAnalysis, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
+    module: ModuleView, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
 ) -> tuple[CallEvent, dict[str, list[tuple[CallEvent, str]]], tuple[str, ...]] | None:
     """``mp.spawn(train, ...)`` where ``train`` trains and draws, nothing it runs seeds, and the only seeding
     runs in the parent (inside a function or the `__main__` block; a module-level seeding statement
@@ -375,7 +375,7 @@ def _spawned_unseeded(
     return None
 
 
-def _spawned_function(module: ModuleAnalysis, spawn: CallEvent) -> FunctionInfo | None:
+def _spawned_function(module: ModuleView, spawn: CallEvent) -> FunctionInfo | None:
     """The function of this file that ``mp.spawn(fn, ...)`` runs in its workers."""
     target = next((arg.value for arg in spawn.arg_nodes if arg.keyword is None or arg.keyword.value == "fn"), None)
     return module.summary.functions.get(target.value) if isinstance(target, cst.Name) else None
@@ -407,7 +407,7 @@ def _drawn_seed(calls: list[CallEvent], seeded: dict[str, list[CallEvent]]) -> t
     return None
 
 
-def _run_start(module: ModuleAnalysis, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
+def _run_start(module: ModuleView, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
     """Where a script without a `__main__` block starts doing its work: its first module-level statement
     that is not an import, a definition or a docstring. Seeding belongs there, so a note about a run
     that seeds nothing is reported there (the training itself may sit in another file)."""
@@ -438,7 +438,7 @@ def _file_name(call: CallEvent) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
+def _seeds(call: CallEvent, module: ModuleView) -> tuple[str, ...]:
     """The libraries whose global generator (or a private one) this call seeds."""
     callee = call.callee or ""
     name = call.method or last_part(callee)
@@ -452,7 +452,7 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
         return (_GLOBAL_SEEDERS[callee],)
     if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call) and not _literal_seed(call):
         return (_GENERATOR_CONSTRUCTORS[callee],)
-    if name in SEED_ALL_HELPERS:
+    if name in _SEED_ALL_HELPERS:
         if call.function is not None:
             inner = call.function.analysis(module.summary)
             seeded = {library for c in calls_in(inner, None) if c.function is None for library in _seeds(c, module)} if inner else set()
@@ -536,7 +536,7 @@ def _from_hf_datasets(call: CallEvent) -> bool:
 def _initialises_weights(call: CallEvent) -> bool:
     """A model built here (not wrapped, not loaded from a checkpoint) draws its initial weights."""
     result = call.result
-    if MODEL not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
+    if Tag.MODEL not in result.tags or result.tags & {Tag.DDP, Tag.ENGINE} or result.site is None or result.site[1] is not call.node:
         return False
     callee = call.callee or ""
     if (is_parameterless_layer(callee) and "Dropout" not in callee) or callee == "torch.nn.Sequential":
@@ -584,7 +584,7 @@ def _has_seed_argument(call: CallEvent) -> bool:
     return False
 
 
-def _main_guard(module: ModuleAnalysis) -> tuple[ParsedChunk, cst.BaseExpression] | None:
+def _main_guard(module: ModuleView) -> tuple[ParsedChunk, cst.BaseExpression] | None:
     """The test of ``if __name__ == "__main__":`` and its statement."""
     for chunk in module.chunks:
         for statement in chunk.body:
