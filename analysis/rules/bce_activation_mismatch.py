@@ -30,7 +30,7 @@ from trainlint.analysis.activations import (
     remove_activation,
 )
 from trainlint.analysis.torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
-from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, Tag, quoted
+from trainlint.rules import Fires, ModuleView, Quiet, Rule, RuleContext, Severity, Tag, quoted
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -50,7 +50,7 @@ class BceActivationMismatch(Rule):
                 elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
                     self._report_logits(ctx, loss)
 
-    def _report_sigmoid(self, ctx, loss: LossCall) -> None:
+    def _report_sigmoid(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
             f"`{quoted(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
@@ -64,7 +64,7 @@ class BceActivationMismatch(Rule):
             help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
         )
 
-    def _report_logits(self, ctx, loss: LossCall) -> None:
+    def _report_logits(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
             f"`{quoted(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
@@ -78,7 +78,7 @@ class BceActivationMismatch(Rule):
         )
 
 
-def _switch_to_logits_loss(ctx, loss: LossCall):
+def _switch_to_logits_loss(ctx: RuleContext, loss: LossCall):
     """Rename BCELoss to BCEWithLogitsLoss where it is built (or the functional call), when every use is on logits."""
     if loss.criterion is None:
         call = loss.event.node
@@ -107,7 +107,7 @@ def _arguments_carry_over(call: cst.Call, keywords: frozenset[str], positional_l
     return positional <= positional_limit
 
 
-def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
+def _only_used_on_logits(module: ModuleView, chunk, construction: cst.Call) -> bool:
     """Every call of the criterion gets logits, and its name appears nowhere else (not passed on, not rebound)."""
     name = bound_name(module, chunk, construction)
     if name is None:
@@ -132,7 +132,7 @@ def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
     return bindings == 1 and calls == len(uses)
 
 
-def _rename_callee(ctx, call: cst.Call, new_name: str, namespace: str, chunk):
+def _rename_callee(ctx: RuleContext, call: cst.Call, new_name: str, namespace: str, chunk):
     func = call.func
     if isinstance(func, cst.Attribute):
         return [ctx.edit_replace(func.attr, new_name, chunk=chunk)]

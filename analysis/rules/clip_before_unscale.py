@@ -57,7 +57,7 @@ class ClipBeforeUnscale(Rule):
                         self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
                     scaled = None
 
-    def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
+    def _report(self, ctx: RuleContext, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
         # the clip itself is what is wrong, also inside a helper of this file; its call is evidence
         site = chain[0] if chain and ctx.in_another_file(clip_event.chunk) else clip_event
@@ -139,7 +139,7 @@ def _is_scaler_call(event: Event, method: str) -> TypeGuard[CallEvent]:
     return "scaler" in _receiver(event).lower()
 
 
-def _insert_unscale(ctx, clip: Item, unscale: str) -> TextEdit | None:
+def _insert_unscale(ctx: RuleContext, clip: Item, unscale: str) -> TextEdit | None:
     event, chain = clip
     if chain:
         return None

@@ -67,7 +67,7 @@ class DataloaderTuning(Rule):
                 self._check_loader(ctx, call, training)
 
     @staticmethod
-    def _training_evidence(ctx) -> list[Evidence] | None:
+    def _training_evidence(ctx: RuleContext) -> list[Evidence] | None:
         """The CUDA line and what shows the script trains, when it trains on a GPU."""
         module = ctx.module
         if module.cuda_line is None:
@@ -83,7 +83,7 @@ class DataloaderTuning(Rule):
             return [Evidence(module.cuda_line, f"{module.framework_runs_loop} trains on the GPU: `{cuda_text}`")]
         return None
 
-    def _check_loader(self, ctx, call: CallEvent, training: list[Evidence]) -> None:
+    def _check_loader(self, ctx: RuleContext, call: CallEvent, training: list[Evidence]) -> None:
         workers = _argument(call, "num_workers")
         no_workers = _without_workers(workers)
         pin = _argument(call, "pin_memory")
@@ -122,7 +122,7 @@ def _without_workers(workers: cst.Arg | None) -> bool:
     return workers is None or (isinstance(workers.value, cst.Integer) and literal_value(workers.value) == 0)
 
 
-def _only_inference_iterates(ctx, loader: CallEvent) -> bool:
+def _only_inference_iterates(ctx: RuleContext, loader: CallEvent) -> bool:
     """Loops of the function that builds the loader iterate it (under the name it is bound to, through
     `accelerator.prepare` too), and none of them runs a backward: an evaluation or generation pass, whose
     loader does not hold the training back. A loader iterated nowhere in sight stays reported."""
@@ -152,28 +152,28 @@ def _dataset_value(call: CallEvent):
     return call.kwargs.get("dataset", UNKNOWN)
 
 
-def _append_keyword(ctx, call: cst.Call, keyword: str) -> list[TextEdit]:
+def _append_keyword(ctx: RuleContext, call: cst.Call, keyword: str) -> list[TextEdit]:
     """Add ``keyword`` after the call's last argument, in the layout the call already uses."""
     chunk = ctx.chunk
     last = call.args[-1]
     first_line = chunk.range_of(call.func)[2]
     start_line, start_column, end_line, end_column = chunk.range_of(last)
-    has_comma = isinstance(last.comma, cst.Comma)
+    comma = last.comma if isinstance(last.comma, cst.Comma) else None
     if start_line == first_line:
-        if has_comma:
-            return [ctx.edit_insert_after(last.comma, f" {keyword},")]
+        if comma is not None:
+            return [ctx.edit_insert_after(comma, f" {keyword},")]
         return [ctx.edit_insert_after(last, f", {keyword}")]
     # One argument per line (or a hanging indent): the new keyword gets its own line, aligned.
     line_text = ctx.module.line(start_line)
     prefix = line_text[: start_column - 1]
     indent = prefix if not prefix.strip() else line_text[: len(line_text) - len(line_text.lstrip())]
-    if has_comma:
-        comma_line, _, _, comma_end = chunk.range_of(last.comma)
+    if comma is not None:
+        comma_line, _, _, comma_end = chunk.range_of(comma)
         rest = ctx.module.line(comma_line)[comma_end - 1 :]
         if not rest.strip() or rest.strip().startswith("#"):
             line_end = len(ctx.module.line(comma_line)) + 1
             return [_insert_at(comma_line, line_end, f"\n{indent}{keyword},")]
-        return [ctx.edit_insert_after(last.comma, f" {keyword},")]
+        return [ctx.edit_insert_after(comma, f" {keyword},")]
     rest = ctx.module.line(end_line)[end_column - 1 :]
     if rest.strip().startswith("#"):
         # keep the comment on the argument it describes: the comma goes before it, the keyword after it

@@ -94,7 +94,7 @@ class DdpWithoutSampler(Rule):
         for loader, factory in loaders:
             self._check_loader(ctx, module, loader, wraps, factory)
 
-    def _check_loader(self, ctx, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
+    def _check_loader(self, ctx: RuleContext, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
         if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
             return
         _, dataset = _argument(loader, "dataset")
@@ -159,7 +159,7 @@ class DdpWithoutSampler(Rule):
         )
 
     def _report_replaced(
-        self, ctx, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
+        self, ctx: RuleContext, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
         distributed: AssignEvent, local: AssignEvent,
     ) -> None:
         """The DistributedSampler built for the loader is replaced by a local sampler on a path the
@@ -327,7 +327,7 @@ def _names_bound_to(module: ModuleView, node: cst.Call) -> dict[int, set[str]]:
     return names
 
 
-def _loader_factories(ctx) -> list[CallEvent]:
+def _loader_factories(ctx: RuleContext) -> list[CallEvent]:
     """Calls of functions from another workspace file that return a DataLoader they build."""
     return [
         call for scope in ctx.scopes for call in scope.calls()

@@ -76,7 +76,7 @@ class DeviceAccumulation(Rule):
                     continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
                 self._report(ctx, scope, event, loop, why)
 
-    def _report(self, ctx, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
         stored = " ".join(scope.chunk.code_for(event.value_node).split())
         ctx.report(
             event.node,

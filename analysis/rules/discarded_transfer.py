@@ -39,7 +39,7 @@ class DiscardedTransfer(Rule):
                     if why is not None:
                         self._report(ctx, scope, call, why)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
         key = call.receiver_key
         written = scope.chunk.code_for(call.node)
         fix = None

@@ -29,6 +29,7 @@ from trainlint.rules import (
     CallEvent,
     Fires,
     Loop,
+    ModuleView,
     Quiet,
     Rule,
     RuleContext,
@@ -76,7 +77,7 @@ class GradEnabledEval(Rule):
                 self._check_shared_function(ctx, scope)
 
     # ------------------------------------------------------------------ (c) one function for both
-    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` used for training and, without an optimizer, for
         evaluation: the evaluation call runs every forward with autograd on."""
         parameter = mode_parameter(scope)
@@ -107,7 +108,7 @@ class GradEnabledEval(Rule):
         )
 
     # ------------------------------------------------------------------ (a) evaluation functions
-    def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_eval_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         info = scope.function
         assert info is not None, "check() looks at a function's scope here"
         node = info.node
@@ -159,7 +160,7 @@ class GradEnabledEval(Rule):
         )
 
     # ------------------------------------------------------------------ (b) validation loops
-    def _check_eval_loops(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_eval_loops(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text)]
         if not candidates or scope.function is not None and (
             _framework_hook(ctx, scope.function)
@@ -171,7 +172,7 @@ class GradEnabledEval(Rule):
             if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop):
                 reported.append(loop)
 
-    def _check_loop(self, ctx, scope: ScopeAnalysis, loop: Loop) -> bool:
+    def _check_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop) -> bool:
         inside = [event for event in scope.events if loop in event.context.loops]
         if not inside or any(event.context.grad_off is not None for event in inside):
             return False
@@ -220,7 +221,7 @@ def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
     return call.method is None and (call.receiver_key or call.callee) in switched - {None}
 
 
-def _builds_a_module(ctx, forward: CallEvent, calls: list[CallEvent]) -> bool:
+def _builds_a_module(ctx: RuleContext, forward: CallEvent, calls: list[CallEvent]) -> bool:
     """The "model" a helper calls is its parameter (a model by its name only: ``module``, ``net``)
     and every call into the helper passes a class there, or a ``functools.partial`` of one: calling
     it builds a module and runs no forward (dinov2's k-NN evaluation hands
@@ -232,14 +233,14 @@ def _builds_a_module(ctx, forward: CallEvent, calls: list[CallEvent]) -> bool:
     return bool(links) and all(_passes_a_class(ctx, link, helper, receiver.site[1]) for link in links)
 
 
-def _passes_a_class(ctx, link: CallEvent, helper, param: cst.Param) -> bool:
+def _passes_a_class(ctx: RuleContext, link: CallEvent, helper, param: cst.Param) -> bool:
     expression = passed_expression(link, helper, param.name.value)
     if isinstance(expression, cst.Call) and ctx.summary.canonical(dotted(expression.func) or "") == "functools.partial":
         expression = expression.args[0].value if expression.args and expression.args[0].keyword is None else None
     return expression is not None and _names_a_class(ctx, expression)
 
 
-def _names_a_class(ctx, expression: cst.BaseExpression) -> bool:
+def _names_a_class(ctx: RuleContext, expression: cst.BaseExpression) -> bool:
     raw = dotted(expression)
     if raw is None:
         return False
@@ -259,7 +260,7 @@ def _reached_with_grad(scope: ScopeAnalysis) -> set[int]:
     }
 
 
-def _decorated_reach(ctx, calls: list[CallEvent]) -> set[ScopeAnalysis]:
+def _decorated_reach(ctx: RuleContext, calls: list[CallEvent]) -> set[ScopeAnalysis]:
     """The helpers the evaluation reaches through one with a decorator that may change the grad mode
     (yolov5's `export.run` under its own `@smart_inference_mode()`), and what they call: how grad
     stands in them is not known."""
@@ -314,7 +315,7 @@ def _is_false(node) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
 
-def _grad_disabled_globally(module) -> bool:
+def _grad_disabled_globally(module: ModuleView) -> bool:
     """An inference script that turns grad off for the whole process at module level."""
     return any(
         call.callee is not None and last_part(call.callee) == "set_grad_enabled" and call.scope.function is None
@@ -323,7 +324,7 @@ def _grad_disabled_globally(module) -> bool:
     )
 
 
-def _framework_hook(ctx, info) -> bool:
+def _framework_hook(ctx: RuleContext, info) -> bool:
     """A method whose grad mode the framework decides: LightningModule methods, Trainer overrides
     other than the evaluation ones (`prediction_step` runs with grad on when overridden)."""
     return info.owner is not None and grad_handled_by_framework(ctx.summary, info)
@@ -346,7 +347,7 @@ def _neutral(decorator: cst.Decorator, scope: ScopeAnalysis) -> bool:
     return name is not None and scope.canonical(name) in _NEUTRAL_DECORATORS
 
 
-def _call_sites(module, info) -> list[CallEvent]:
+def _call_sites(module: ModuleView, info) -> list[CallEvent]:
     """Where the function is called in this module (by identity, or by name for methods)."""
     return [
         call for call in module.all_calls()
@@ -355,7 +356,7 @@ def _call_sites(module, info) -> list[CallEvent]:
     ]
 
 
-def _passed_around(module, info) -> bool:
+def _passed_around(module: ModuleView, info) -> bool:
     """The function is referenced without being called (a callback, a registry): its caller is unknown."""
     return any(info.name in _names_not_called(chunk) for chunk in module.chunks if chunk.module is not None)
 
@@ -389,14 +390,14 @@ def _names_not_called(chunk) -> frozenset[str]:
     return cached
 
 
-def _output_backwarded(module, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
+def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
     """A backward somewhere runs through these forwards (or what the function returns, or one of
     its calls: a call's result stands for the graph the function builds)."""
     roots = returned_roots | {call.node for call in forwards}
     return any(backward_target(call).roots & roots for call in module.backward_calls)
 
 
-def _mode_before(module, scope: ScopeAnalysis, loop: Loop, first_inside) -> CallEvent | None:
+def _mode_before(module: ModuleView, scope: ScopeAnalysis, loop: Loop, first_inside) -> CallEvent | None:
     """The last ``x.train()``/``x.eval()`` before the loop's body starts (in earlier top-level
     statements too, for module-level code), else the first one inside the loop."""
     earlier = []
@@ -439,7 +440,7 @@ def _switched_model(event: CallEvent) -> str | None:
     return event.receiver_key
 
 
-def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
+def _decorate(ctx: RuleContext, node: cst.FunctionDef) -> TextEdit | None:
     if node.asynchronous is not None:
         return None  # torch.no_grad() as a decorator does not cover a coroutine's body
     spelled = ctx.name_for("torch.no_grad")

@@ -42,7 +42,7 @@ class LayerInForward(Rule):
                 if layer is not None and not _built_once(scope, call):
                     self._report(ctx, scope, call, layer)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
         assert scope.function is not None and scope.function.owner is not None, "check() looks into module classes' forward"
         owner = scope.function.owner
         ctx.report(

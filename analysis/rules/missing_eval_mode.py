@@ -24,6 +24,7 @@ from trainlint.rules import (
     CallEvent,
     ClassInfo,
     Fires,
+    ModuleView,
     Quiet,
     Rule,
     RuleContext,
@@ -75,7 +76,7 @@ class MissingEvalMode(Rule):
                 self._report(ctx, scope, call, why, layers)
                 break  # one finding per evaluation pass
 
-    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
         optimizer to evaluate: the evaluation runs in training mode."""
         parameter = mode_parameter(scope)
@@ -114,7 +115,7 @@ class MissingEvalMode(Rule):
             )
             return
 
-    def _check_imported_evaluation(self, ctx, scope: ScopeAnalysis, call: CallEvent) -> None:
+    def _check_imported_evaluation(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> None:
         """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
         function = call.function
         assert function is not None, "check() passes a call of a function from another file"
@@ -145,7 +146,7 @@ class MissingEvalMode(Rule):
             )
             return
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
             call.node,
@@ -204,7 +205,7 @@ def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     return None
 
 
-def _mode_layers(ctx, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     """Where the model's dropout or batch-norm is visible, or None."""
     assert call.receiver is not None, "check() passes a call on a model"
     values = [call.receiver]
@@ -250,11 +251,11 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
     return None
 
 
-def _switched_to_eval(module, forward: CallEvent) -> bool:
+def _switched_to_eval(module: ModuleView, forward: CallEvent) -> bool:
     return _switched_to_eval_named(module, forward.receiver_key)
 
 
-def _switched_to_eval_named(module, name: str | None) -> bool:
+def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():

@@ -62,7 +62,7 @@ class MissingZeroGrad(Rule):
         for scope in ctx.scopes:
             self._check_scope(ctx, list(ordered_events(scope, None)))
 
-    def _check_manual_step(self, ctx, scope) -> None:
+    def _check_manual_step(self, ctx: RuleContext, scope) -> None:
         """Lightning with ``automatic_optimization = False``: ``training_step`` runs once per batch and
         nothing clears the gradients for it; ``manual_backward`` adds to them and ``opt.step()`` applies them."""
         if scope.function.name != "training_step":
@@ -86,7 +86,7 @@ class MissingZeroGrad(Rule):
             help=f"call `{step.receiver_key or 'opt'}.zero_grad()` after `{_code(step)}` (or before `self.manual_backward(...)`)",
         )
 
-    def _check_scope(self, ctx, items: list[Item]) -> None:
+    def _check_scope(self, ctx: RuleContext, items: list[Item]) -> None:
         clearing = [(event, chain) for event, chain in items if clears_gradients(event)]
         if any(_conditional(event, chain) for event, chain in clearing if _clears(event, chain)):
             return  # zeroing on some iterations only: deliberate accumulation
@@ -107,7 +107,7 @@ class MissingZeroGrad(Rule):
             self._report(ctx, event, chain, loop, step, clearing)
 
     @staticmethod
-    def _quiet(ctx, backward: CallEvent, in_loop: list[Item]) -> bool:
+    def _quiet(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
         steps = [event for event, _ in in_loop if isinstance(event, CallEvent) and is_optimizer_step(event)]
         if any(_is_engine(ctx, call) for call in (backward, *steps)):
             return True  # a DeepSpeed engine's step() zeroes the gradients itself
@@ -117,7 +117,7 @@ class MissingZeroGrad(Rule):
             return True
         return any(_may_clear(event) for event, _ in in_loop)
 
-    def _report(self, ctx, backward: CallEvent, chain, loop: Loop, step: CallEvent, clearing: list[Item]) -> None:
+    def _report(self, ctx: RuleContext, backward: CallEvent, chain, loop: Loop, step: CallEvent, clearing: list[Item]) -> None:
         site = _site(backward, chain)
         loop_line = ctx.line_of((site.chunk, loop.node))
         through = f" (inside `{_code(chain[-1])}`)" if chain else ""
@@ -199,7 +199,7 @@ def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return any(condition.branch != "except" for condition in path_conditions(event, chain, None))
 
 
-def _is_engine(ctx, call: CallEvent) -> bool:
+def _is_engine(ctx: RuleContext, call: CallEvent) -> bool:
     if call.receiver is not None and Tag.ENGINE in call.receiver.tags:
         return True
     return ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower()

@@ -81,7 +81,7 @@ class RedundantTransfer(Rule):
                     changed[loop] = _changed_in(scope, loop)
                 self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
 
-    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
+    def _check_transfer(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
         transfer = shortened(scope.chunk.code_for(call.node), 48)
@@ -144,7 +144,7 @@ class RedundantTransfer(Rule):
             help="create it once above the loop, directly on the device: `torch.tensor([...], device=device)`",
         )
 
-    def _check_forward(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_forward(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A module's `forward` runs once per step (twice with a backward through it): a constant tensor built
         on the host there is copied to the device every step, where `register_buffer` in `__init__` would
         copy it once and move it with the model."""
@@ -181,7 +181,7 @@ class RedundantTransfer(Rule):
             )
 
 
-def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
+def _tensor_parameter(ctx: RuleContext, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     """For a parameter the function never rebinds: a call site, when every call in the module passes a
     tensor that is not yet on the device for it."""
     if scope.function is None or name not in scope.params or name in set(_bound_names(scope.function.node)):
@@ -347,7 +347,7 @@ _HOST_TEXT = re.compile(r"""(torch\.device\()?["']cpu["']\)?""")
 _PURE_BUILTINS = frozenset({"range", "len", "list", "tuple", "reversed", "sorted", "int", "float", "abs", "min", "max", "sum", "round"})
 
 
-def _is_module_forward(ctx, scope: ScopeAnalysis) -> bool:
+def _is_module_forward(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
     function = scope.function
     return (
         function is not None and function.name == "forward" and function.owner is not None

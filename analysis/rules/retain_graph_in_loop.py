@@ -49,7 +49,7 @@ class RetainGraphInLoop(Rule):
                 if not others:
                     self._report(ctx, scope, call, loop)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
         written = " ".join(scope.chunk.code_for(call.node).split())
         ctx.report(
             call.node,

@@ -34,6 +34,7 @@ from trainlint.rules import (
     Fires,
     JumpEvent,
     Loop,
+    ModuleView,
     Quiet,
     Rule,
     RuleContext,
@@ -67,7 +68,7 @@ class RetainedGraph(Rule):
                 elif isinstance(event, AssignEvent):
                     self._check_carried_state(ctx, scope, event)
 
-    def _check_carried_state(self, ctx, scope: ScopeAnalysis, assign: AssignEvent) -> None:
+    def _check_carried_state(self, ctx: RuleContext, scope: ScopeAnalysis, assign: AssignEvent) -> None:
         """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built
         on the old one, so it holds the graph of every step since the loop began (truncated BPTT
         without the truncation). With a plain backward each step the second one fails loudly; with
@@ -113,7 +114,7 @@ class RetainedGraph(Rule):
             "`repackage_hidden` helper for tuples of tensors)",
         )
 
-    def _check_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
+    def _check_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
         if Tag.GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
             return
@@ -173,7 +174,7 @@ class RetainedGraph(Rule):
             help="store `.item()` for logging or `.detach()` the tensor before keeping it", fix=fix,
         )
 
-    def _check_hook_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
+    def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         """``self.train_losses.append(loss)`` in a Lightning ``training_step`` (or a Trainer's
         ``compute_loss``): the framework's loop calls the method once per step, and the attribute keeps
         every step's graph after the framework has run backward on it."""
@@ -199,7 +200,7 @@ class RetainedGraph(Rule):
             fix=ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True),
         )
 
-    def _fix(self, ctx, scope: ScopeAnalysis, store: StoreEvent):
+    def _fix(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent):
         """`.detach()` is safe on a value known to be one tensor, `.item()` on a loss known to be a
         scalar whose running total is only read as a number; a model's output of unknown structure
         gets an unsafe `.detach()`, and a list or tuple of tensors no fix."""
@@ -224,7 +225,7 @@ class RetainedGraph(Rule):
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
 
 
-def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
+def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
     """A backward runs through the container later, or it is handed back to a caller that runs one."""
     for event in scope.events:
         if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container):
@@ -242,7 +243,7 @@ def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: li
     return False
 
 
-def _returned_for_backward(module, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
+def _returned_for_backward(module: ModuleView, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
     """Returning the graph-carrying container is handing it on for a backward (``return losses`` to a
     caller that stacks and backwards them) unless the loop already backwarded what it kept (the
     graphs are spent; only the leak is returned), the function is an evaluation pass, or no caller
@@ -330,7 +331,7 @@ _NUMBER_SINKS = frozenset({
 })
 
 
-def _append_method(ctx, node: cst.BaseExpression, method: str):
+def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
     simple = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not node.lpar
     if simple:
         return ctx.edit_insert_after(node, f".{method}()")

@@ -44,7 +44,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
                     self._report_nll(ctx, loss, kind)
 
-    def _report_cross_entropy(self, ctx, loss: LossCall, kind: str) -> None:
+    def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         edits = remove_activation(ctx, loss, origin)
         given = _given(loss)
@@ -67,7 +67,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
             fix = ctx.fix("remove the redundant log_softmax", edits or (), safe=True)
         ctx.report(loss.event.node, message, evidence=loss_evidence(loss, origin), severity=severity, help=help, fix=fix)
 
-    def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
+    def _report_nll(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         given = _given(loss)
         if kind == Tag.PROBS:

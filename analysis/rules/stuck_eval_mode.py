@@ -70,7 +70,7 @@ class StuckEvalMode(Rule):
                     reported.add(loop)
                     self._report(ctx, event, chain, key, loop, step, forward)
 
-    def _report(self, ctx, event: CallEvent, chain, key: str, loop: Loop, step: tuple[Event, bool], forward: CallEvent) -> None:
+    def _report(self, ctx: RuleContext, event: CallEvent, chain, key: str, loop: Loop, step: tuple[Event, bool], forward: CallEvent) -> None:
         site = chain[0] if chain else event
         training_step, wrapped = step
         reached = "called" if len(chain) == 1 else "reached through the call"
@@ -191,7 +191,7 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
     return None
 
 
-def _frozen_by_its_class(ctx, forward: CallEvent) -> bool:
+def _frozen_by_its_class(ctx: RuleContext, forward: CallEvent) -> bool:
     """The model is built from a class whose ``forward`` runs entirely without grad (a frozen feature
     extractor: ``with torch.inference_mode(): return self.backbone(x)``): no gradient reaches it, so
     eval mode is where it belongs, and the model being trained is another one (dinov2's linear
@@ -231,7 +231,7 @@ def _parameters_frozen(scope, key: str) -> bool:
     return False
 
 
-def _constructs_a_frozen_model(ctx, expression: cst.BaseExpression | None) -> bool:
+def _constructs_a_frozen_model(ctx: RuleContext, expression: cst.CSTNode | None) -> bool:
     if not isinstance(expression, cst.Call):
         return False
     name = dotted(expression.func)
@@ -246,7 +246,7 @@ def _constructs_a_frozen_model(ctx, expression: cst.BaseExpression | None) -> bo
     return bool(under_no_grad) and all(call.context.grad_off is not None or _is_no_grad_context(ctx, call) for call in calls)
 
 
-def _is_no_grad_context(ctx, call: CallEvent) -> bool:
+def _is_no_grad_context(ctx: RuleContext, call: CallEvent) -> bool:
     return call.callee is not None and last_part(call.callee) in NO_GRAD_CONTEXTS and call.callee.startswith("torch.")
 
 

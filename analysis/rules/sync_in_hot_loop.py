@@ -37,6 +37,7 @@ from trainlint.rules import (
     Evidence,
     Fires,
     Loop,
+    ModuleView,
     ParsedChunk,
     Quiet,
     Rule,
@@ -112,7 +113,7 @@ class SyncInHotLoop(Rule):
                 if copy is not None and copy.context.loop is loop and not _inside_any(loop, steps):
                     self._check_copy_loop(ctx, scope, loop, copy)
 
-    def _check_copy_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
+    def _check_copy_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
         """A loop that is no training step (an evaluation or inference pass) but copies each batch with
         `non_blocking`: it asks the CPU to run ahead of the GPU, and a sync every iteration stops it. A
         note, as for a training step: the cost depends on how long each batch keeps the GPU busy."""
@@ -141,7 +142,7 @@ class SyncInHotLoop(Rule):
         )
 
     def _check_step_loop(
-        self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent], copy: CallEvent | None,
+        self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent], copy: CallEvent | None,
     ) -> None:
         every_step: list[Sync] = []
         per_inner_loop: dict[int, tuple[str, tuple, list[Sync]]] = {}  # id(loop node) -> (label, site, syncs)
@@ -201,7 +202,7 @@ class SyncInHotLoop(Rule):
         return members.get(id(node))
 
     # ------------------------------------------------------------------ reporting
-    def _report_inner(self, ctx, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
+    def _report_inner(self, ctx: RuleContext, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
         first = syncs[0]
         others = _others(syncs)
         message = (
@@ -220,7 +221,7 @@ class SyncInHotLoop(Rule):
             "or only every N steps (`if step % log_every == 0:`)",
         )
 
-    def _report_every_step(self, ctx, syncs: list[Sync], step: Loop, backward: CallEvent, copy: CallEvent | None) -> None:
+    def _report_every_step(self, ctx: RuleContext, syncs: list[Sync], step: Loop, backward: CallEvent, copy: CallEvent | None) -> None:
         """A note: what one sync a step costs depends on how long the step keeps the GPU busy, which the
         code does not say (a small model can lose most of its GPU time to it). When the loop copies its
         batches with `non_blocking`, the note says that the sync takes that overlap away."""
@@ -246,7 +247,7 @@ class SyncInHotLoop(Rule):
             "(`running += loss.detach()`) and call `.item()` once per epoch",
         )
 
-    def _report_barrier(self, ctx, sync: Sync, step: Loop, backward: CallEvent) -> None:
+    def _report_barrier(self, ctx: RuleContext, sync: Sync, step: Loop, backward: CallEvent) -> None:
         message = (
             f"{sync.what} runs on every training step (backward on line {backward.chunk.line_of(backward.node)}): "
             "the CPU stops queueing work until the GPU is idle, so CPU and GPU never overlap"
@@ -285,7 +286,7 @@ def _over(loop: Loop) -> str:
     return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""
 
 
-def _trains(module, scope: ScopeAnalysis) -> bool:
+def _trains(module: ModuleView, scope: ScopeAnalysis) -> bool:
     """An optimizer steps somewhere in the function of the loop (gradient accumulation steps after its
     micro-batch loop), in what it calls, or in a function that calls it. A backward with no step
     anywhere times kernels or probes gradients: a benchmark that synchronizes to read its clock, not
@@ -311,8 +312,9 @@ def _steps_an_optimizer(calls: Iterator[CallEvent]) -> bool:
     return any(call.receiver_key in engines - {None} for call in steps)
 
 
-def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
+def _step_evidence(ctx: RuleContext, sync: Sync, step: Loop, backward: CallEvent) -> list:
     cuda_line = ctx.module.cuda_line
+    assert cuda_line is not None, "step loops are looked for only in a script that runs on CUDA"
     evidence = [
         ((sync.outer.chunk, step.node), "the training-step loop"),
         ((backward.chunk, backward.node), "backward runs every iteration"),

@@ -93,7 +93,7 @@ class UnscaledAccumulation(Rule):
                 reported.add(accumulation.loop)
                 self._check(ctx, scope, accumulation)
 
-    def _check(self, ctx, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
+    def _check(self, ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
         calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]
         if any(_scales_for_you(ctx, call) for call in calls):
             return
@@ -163,7 +163,7 @@ class UnscaledAccumulation(Rule):
         )
 
     @staticmethod
-    def _fix(ctx, scope: ScopeAnalysis, accumulation: Accumulation, unscaled, n: str | None):
+    def _fix(ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation, unscaled, n: str | None):
         if n is None or any(chain for _, chain in unscaled) or not _divisor_stable(scope, accumulation, unscaled):
             return None
         edits = []
@@ -316,7 +316,7 @@ def _range_count(loop: Loop) -> cst.BaseExpression | None:
     return None
 
 
-def _scales_for_you(ctx, call: CallEvent) -> bool:
+def _scales_for_you(ctx: RuleContext, call: CallEvent) -> bool:
     """Accelerate (`accumulate`, `accelerator.backward`) and DeepSpeed engines divide by N themselves."""
     receiver = call.receiver
     if receiver is not None and Tag.ENGINE in receiver.tags:

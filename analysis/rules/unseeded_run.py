@@ -140,7 +140,7 @@ class UnseededRun(Rule):
         else:
             self._report_unseeded(ctx, verdict)
 
-    def _report_partial(self, ctx, verdict: _Verdict) -> None:
+    def _report_partial(self, ctx: RuleContext, verdict: _Verdict) -> None:
         seeded_parts = []
         evidence = []
         for library in LIBRARIES:
@@ -166,7 +166,7 @@ class UnseededRun(Rule):
             "(`transformers.set_seed`, `lightning.seed_everything`)",
         )
 
-    def _report_drawn_seed(self, ctx, verdict: _Verdict) -> None:
+    def _report_drawn_seed(self, ctx: RuleContext, verdict: _Verdict) -> None:
         assert verdict.cause is not None, "a DRAWN_SEED verdict names the seeding call"
         draw, seeding = verdict.node, verdict.cause
         statement = " ".join(verdict.chunk.code_for(draw).split())
@@ -182,7 +182,7 @@ class UnseededRun(Rule):
             "(`if args.seed is None:`), logging it",
         )
 
-    def _report_spawned(self, ctx, verdict: _Verdict) -> None:
+    def _report_spawned(self, ctx: RuleContext, verdict: _Verdict) -> None:
         assert verdict.cause is not None, "a SPAWNED verdict names the spawn call"
         spawn = verdict.cause
         seeding = first_written([call for calls in verdict.seeded.values() for call in calls])
@@ -203,7 +203,7 @@ class UnseededRun(Rule):
             "passed in its arguments)",
         )
 
-    def _report_unseeded(self, ctx, verdict: _Verdict) -> None:
+    def _report_unseeded(self, ctx: RuleContext, verdict: _Verdict) -> None:
         draws = []
         entry = "the script's entry point" if isinstance(verdict.node, cst.Comparison) else "the script's run starts here"
         evidence = [((verdict.chunk, verdict.node), entry)]

@@ -47,7 +47,7 @@ class ZeroGradBeforeStep(Rule):
                 for backward, clear, step in _cleared_before_step(items, loop):
                     self._report(ctx, scope, loop, backward, clear, step)
 
-    def _report(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
         clear_event, clear_chain = clear
         step_event, _ = step
         backward_event, _ = backward
@@ -141,7 +141,7 @@ def _runs_whenever(clear: Item, step: Item, loop: Loop) -> bool:
     return needed <= set(map(id, path_conditions(*step, loop)))
 
 
-def _move_after(ctx, clear: Item, step: Item) -> list[TextEdit | None]:
+def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | None]:
     """Delete the clearing statement's line and put it after the step's, when both are one-line
     statements of the same block."""
     (clear_event, clear_chain), (step_event, step_chain) = clear, step
