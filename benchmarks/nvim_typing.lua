@@ -109,6 +109,9 @@ local function main()
   end
   assert(target, "no line starting with " .. marker .. " after the middle of the file")
   local indent = lines[target]:match("^%s*")
+  if vim.trim(lines[target]):sub(-1) == ":" then
+    indent = indent .. "    " -- a block's header: the statement goes into its body
+  end
   local hover_line
   for i, text in ipairs(lines) do
     if text:find("from_pretrained(", 1, true) or text:find("model = ", 1, true) then
