@@ -9,12 +9,12 @@ from typing import TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis, StoreEvent, names_owner
+from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
+from .flow import ScopeAnalysis
 from .names import dotted, last_part
 from .quoting import shortened
 from .tree import literal_value, walk
 from .values import (
-    ACCELERATOR,
     CONTAINER,
     DATASET_ITERABLE,
     DATASET_MAP,
@@ -33,25 +33,6 @@ from .values import (
 MAX_CALL_DEPTH = 4
 EventT = TypeVar("EventT", bound=Event)
 _LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
-
-
-def backward_target(call: CallEvent) -> Value:
-    """The value whose graph a backward call runs through."""
-    if call.method != "backward":
-        return UNKNOWN
-    receiver = call.receiver or UNKNOWN
-    if (ACCELERATOR in receiver.tags or ENGINE in receiver.tags) and call.args:
-        return call.args[0]
-    if call.args and not receiver.tags and call.receiver_key and "." not in call.receiver_key and receiver is UNKNOWN and names_owner(call.receiver_key):
-        return call.args[0]
-    return receiver
-
-
-def is_backward(call: CallEvent) -> bool:
-    if call.method == "backward":
-        return True
-    return call.callee in {"torch.autograd.backward", "torch.autograd.grad"}
-
 
 
 def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
