@@ -87,32 +87,42 @@ def call_result(scope: ScopeAnalysis, event: CallEvent, context: Context) -> Val
     """What the call ``event`` (its callee and arguments evaluated in ``scope``) evaluates to."""
     site = (scope.chunk, event.node)
     grad_on = context.grad_off is None
-    callee, method, receiver = event.callee, event.method, event.receiver
+    if event.callee is not None:
+        return _named_call_result(scope, event, event.callee, site, grad_on)
+    assert event.receiver is not None
+    if event.method is None:
+        return _called_value_result(scope, event, event.receiver, site, grad_on)
+    return _method_result(scope, event, event.receiver, event.method, site, grad_on)
+
+
+def _called_value_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, site, grad_on: bool) -> Value:
+    """Calling a value: a model, a criterion, a layer."""
     args = event.args
-    if callee is not None:
-        return _named_call_result(scope, event, callee, site, grad_on)
-    assert receiver is not None
     tags = receiver.tags
-    if method is None:
-        # calling a value: a model, a criterion, a layer
-        if MODEL in tags:
-            output = model_output_kind(receiver, scope.summary)
-            result_tags = {TENSOR} | ({output} if output else set())
-            if not _returns_one_tensor(receiver, scope.summary):
-                result_tags.add(STRUCTURED)
-            if grad_on:
-                result_tags.add(GRAPH)
-            roots = frozenset({event.node}) if grad_on else frozenset()
-            note = f"`{quoted(scope.chunk, event.node)}` (a model call)"
-            items = _output_items(receiver, scope.summary, grad_on, site, note, roots)
-            return Value(result_tags, site=site, note=note, roots=roots, items=items)
-        if CRITERION in tags:
-            roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-            return Value(
-                {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(scope.chunk, event.node)}` (a loss)",
-                roots=roots, detail=receiver,
-            )
-        return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
+    if MODEL in tags:
+        output = model_output_kind(receiver, scope.summary)
+        result_tags = {TENSOR} | ({output} if output else set())
+        if not _returns_one_tensor(receiver, scope.summary):
+            result_tags.add(STRUCTURED)
+        if grad_on:
+            result_tags.add(GRAPH)
+        roots = frozenset({event.node}) if grad_on else frozenset()
+        note = f"`{quoted(scope.chunk, event.node)}` (a model call)"
+        items = _output_items(receiver, scope.summary, grad_on, site, note, roots)
+        return Value(result_tags, site=site, note=note, roots=roots, items=items)
+    if CRITERION in tags:
+        roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
+        return Value(
+            {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(scope.chunk, event.node)}` (a loss)",
+            roots=roots, detail=receiver,
+        )
+    return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
+
+
+def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, method: str, site, grad_on: bool) -> Value:
+    """Calling a method of a value: ``loss.detach()``, ``model.forward(x)``, ``accelerator.prepare(...)``."""
+    args = event.args
+    tags = receiver.tags
     if event.function is not None:  # `self.helper(...)`: what the method returns
         analysis = event.function.analysis(scope.summary)
         result = _returned_by_call(analysis, event) if analysis is not None else UNKNOWN
@@ -185,6 +195,7 @@ def call_result(scope: ScopeAnalysis, event: CallEvent, context: Context) -> Val
         return receiver  # `ds.shard(...).map(...)`: a transformed share is still this process's share
     return UNKNOWN
 
+
 def _built_by(summary: ModuleSummary, callee: str, head: str) -> tuple[libraries.ClassKind, str] | None:
     """For ``X.from_pretrained(...)`` (and the other factories) or ``X(...)`` of a library class:
     what X's instances are (from the library's source or the table), and X; None when unknown."""
@@ -199,24 +210,37 @@ def _built_by(summary: ModuleSummary, callee: str, head: str) -> tuple[libraries
     kind = summary.library_class_kind(callee)
     return (kind, callee) if kind is not None and kind.kind != libraries.OTHER else None
 
+
 def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site, grad_on: bool) -> Value:
-    args = event.args
+    """What calling a name (``callee``, canonical and dotted) evaluates to: the first lookup that knows
+    the name answers, in order: the workspace's own definitions, library classes, the objects of a
+    training run, torch's functions, Python's builtins."""
     head = last_part(callee)
+    for lookup in _NAMED_CALL_LOOKUPS:
+        result = lookup(scope, event, callee, head, site, grad_on)
+        if result is not None:
+            return result
+    return UNKNOWN
 
-    def short() -> str:  # the call as a message quotes it, for the few results that describe it
-        return quoted(scope.chunk, event.node)
 
+def _short(scope: ScopeAnalysis, event: CallEvent) -> str:
+    """The call as a message quotes it, for the few results that describe it."""
+    return quoted(scope.chunk, event.node)
+
+
+def _workspace_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: str, site, grad_on: bool) -> Value | None:
+    """A class or function of the workspace: its kind, or what its own flow returns."""
     local_class = scope.summary.local_class(callee)
     if local_class is not None:
         if scope.summary.is_module_class(local_class):
-            return Value((MODEL,), site=site, note=f"`{short()}` (`{local_class.name}` is an nn.Module)", detail=local_class)
+            return Value((MODEL,), site=site, note=f"`{_short(scope, event)}` (`{local_class.name}` is an nn.Module)", detail=local_class)
         if scope.summary.local_class_kind(local_class).kind == libraries.PIPELINE:
-            return Value((PIPELINE,), site=site, note=f"`{short()}`")
+            return Value((PIPELINE,), site=site, note=f"`{_short(scope, event)}`")
         kind = scope.summary.class_kind(local_class)
         if kind == "iterable-dataset":
-            return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
+            return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{_short(scope, event)}`", detail=local_class)
         if kind == "map-dataset":
-            return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
+            return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{_short(scope, event)}`", detail=local_class)
         return UNKNOWN
     if event.function is not None:
         analysis = event.function.analysis(scope.summary)
@@ -226,46 +250,58 @@ def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site
         if not grad_on:
             result = result.without_graph()
         return result
+    return None
+
+
+def _library_object_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: str, site, grad_on: bool) -> Value | None:
+    """An instance of a library class (``X(...)``, ``X.from_pretrained(...)``): a model, a pipeline."""
     built = _built_by(scope.summary, callee, head)
     if built is not None:
         kind, owner = built
         if kind.kind == libraries.MODULE:
-            return Value((MODEL,), site=site, note=f"`{short()}` ({kind.evidence})", detail=owner)
+            return Value((MODEL,), site=site, note=f"`{_short(scope, event)}` ({kind.evidence})", detail=owner)
         if kind.kind == libraries.PIPELINE:
-            return Value((PIPELINE,), site=site, note=f"`{short()}` ({kind.evidence})")
+            return Value((PIPELINE,), site=site, note=f"`{_short(scope, event)}` ({kind.evidence})")
         return UNKNOWN
+    return None
+
+
+def _training_object_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: str, site, grad_on: bool) -> Value | None:
+    """The objects a training run builds: losses, optimizers, scalers, loaders, samplers, datasets,
+    wrappers, accelerators and models."""
+    args = event.args
     if torchapi.is_loss_class(callee):
-        return Value((CRITERION,), site=site, note=f"`{short()}`", detail=head)
+        return Value((CRITERION,), site=site, note=f"`{_short(scope, event)}`", detail=head)
     if torchapi.is_functional_loss(callee):
         roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-        return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{short()}` (a loss)", roots=roots, detail=head)
+        return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{_short(scope, event)}` (a loss)", roots=roots, detail=head)
     if torchapi.is_optimizer_class(callee):
-        return Value((OPTIMIZER,), site=site, note=f"`{short()}`")
+        return Value((OPTIMIZER,), site=site, note=f"`{_short(scope, event)}`")
     if torchapi.is_scaler(callee):
-        return Value((SCALER,), site=site, note=f"`{short()}`")
+        return Value((SCALER,), site=site, note=f"`{_short(scope, event)}`")
     if torchapi.is_dataloader(callee):
         dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
         sharded = {SHARDED} if SHARDED in dataset.tags else set()
-        return Value({LOADER} | sharded, site=site, note=f"`{short()}`", detail=event)
+        return Value({LOADER} | sharded, site=site, note=f"`{_short(scope, event)}`", detail=event)
     if (callee.startswith("torch.utils.data") and head == "DistributedSampler") or callee in torchapi.DISTRIBUTED_SAMPLERS:
-        return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short()}`")
+        return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{_short(scope, event)}`")
     if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
-        return Value((SAMPLER_LOCAL,), site=site, note=f"`{short()}`", detail=head)
+        return Value((SAMPLER_LOCAL,), site=site, note=f"`{_short(scope, event)}`", detail=head)
     if callee.startswith("torch.utils.data") and head in {"TensorDataset", "ConcatDataset", "Subset", "StackDataset"}:
         on_device = {ON_DEVICE} if any(ON_DEVICE in a.tags for a in args) else set()
-        return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{short()}`")
+        return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{_short(scope, event)}`")
     if callee.startswith("torchvision.datasets."):
-        return Value((DATASET_MAP,), site=site, note=f"`{short()}`")
+        return Value((DATASET_MAP,), site=site, note=f"`{_short(scope, event)}`")
     if torchapi.is_ddp_wrapper(callee):
         wrapped = args[0] if args else UNKNOWN
-        return Value({MODEL, DDP}, site=site, note=f"`{short()}`", detail=wrapped.detail)
+        return Value({MODEL, DDP}, site=site, note=f"`{_short(scope, event)}`", detail=wrapped.detail)
     if callee in {"deepspeed.initialize"}:
-        engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{short()}`")
+        engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{_short(scope, event)}`")
         return Value({MODEL, ENGINE}, items=(engine, Value((OPTIMIZER, ENGINE)), Value((LOADER, SHARDED)), UNKNOWN))
     if head == "Accelerator" and callee.startswith("accelerate"):
-        return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
+        return Value((ACCELERATOR,), site=site, note=f"`{_short(scope, event)}`")
     if head == "Fabric" and "fabric" in callee.lower():
-        return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
+        return Value((ACCELERATOR,), site=site, note=f"`{_short(scope, event)}`")
     if callee == "torch.compile" and args:
         return args[0]
     if head == "Sequential" and torchapi.is_torch_layer(callee):
@@ -273,48 +309,60 @@ def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site
         last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]
         output = model_output_kind(last, scope.summary) if MODEL in last.tags else None
         detail = ("sequential", output, last_node[-1] if last_node else None)
-        return Value((MODEL,), site=site, note=f"`{short()}`", detail=detail)
+        return Value((MODEL,), site=site, note=f"`{_short(scope, event)}`", detail=detail)
     if torchapi.is_model_factory(callee) or torchapi.is_torch_layer(callee):
-        return Value((MODEL,), site=site, note=f"`{short()}`", detail=callee)
-    if torchapi.is_torch_name(callee):
-        if head in torchapi.TENSOR_FACTORIES:
-            constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
-            requires_grad = event.keyword("requires_grad")
-            tags = {TENSOR}
-            if constant and args:
-                tags.add(CONSTANT)
-            if _created_on_device(event, head):
-                tags.add(ON_DEVICE)
-            elif _created_on_host(event, head):
-                tags.add(ON_HOST)
-            if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
-                return Value(tags | {GRAPH}, site=site, note=f"`{short()}` (requires_grad=True)", roots=frozenset({event.node}))
-            return Value(tags, site=site, note=f"`{short()}`")
-        if head in {"softmax", "log_softmax", "sigmoid", "log", "exp"} and args:
-            return _activation(args[0], head, site, scope.chunk, event.node)
-        if head == "device":
-            return Value((DEVICE,))
-        if head in {"split", "chunk", "unbind", "tensor_split"}:
-            joined = join(args) if args else UNKNOWN
-            return Value(joined.tags - {CONTAINER, CONSTANT} | {TENSOR, STRUCTURED}, site=joined.site, note=joined.note, roots=joined.roots)
-        if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal", "bincount"}:
-            return Value((TENSOR,))
-        if head in {"div", "true_divide"} and args:
-            return args[0].with_tags(add=(SCALED,))
-        if head in _MATRIX_PRODUCTS and args:
-            return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED})
-        if head in _CLAMPS and args:
-            return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT, STRUCTURED))
-        if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
-            joined = join(args)
-            removed = (CONTAINER, CONSTANT) if head in _STRUCTURED_RESULTS else (CONTAINER, CONSTANT, STRUCTURED)
-            return joined.with_tags(add=(TENSOR,), remove=removed)
-        if callee.startswith("torch.nn.functional.") and args and head not in _STRUCTURED_RESULTS and any(
-            GRAPH in a.tags for a in args
-        ):
-            # an activation, a pooling, a normalisation: one tensor that carries its inputs' graph
-            return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED, LOSS})
-        return UNKNOWN
+        return Value((MODEL,), site=site, note=f"`{_short(scope, event)}`", detail=callee)
+    return None
+
+
+def _torch_function_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: str, site, grad_on: bool) -> Value | None:
+    """A torch function: a tensor factory, an activation, a reduction, ... (unknown for the rest)."""
+    if not torchapi.is_torch_name(callee):
+        return None
+    args = event.args
+    if head in torchapi.TENSOR_FACTORIES:
+        constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
+        requires_grad = event.keyword("requires_grad")
+        tags = {TENSOR}
+        if constant and args:
+            tags.add(CONSTANT)
+        if _created_on_device(event, head):
+            tags.add(ON_DEVICE)
+        elif _created_on_host(event, head):
+            tags.add(ON_HOST)
+        if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
+            return Value(tags | {GRAPH}, site=site, note=f"`{_short(scope, event)}` (requires_grad=True)", roots=frozenset({event.node}))
+        return Value(tags, site=site, note=f"`{_short(scope, event)}`")
+    if head in {"softmax", "log_softmax", "sigmoid", "log", "exp"} and args:
+        return _activation(args[0], head, site, scope.chunk, event.node)
+    if head == "device":
+        return Value((DEVICE,))
+    if head in {"split", "chunk", "unbind", "tensor_split"}:
+        joined = join(args) if args else UNKNOWN
+        return Value(joined.tags - {CONTAINER, CONSTANT} | {TENSOR, STRUCTURED}, site=joined.site, note=joined.note, roots=joined.roots)
+    if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal", "bincount"}:
+        return Value((TENSOR,))
+    if head in {"div", "true_divide"} and args:
+        return args[0].with_tags(add=(SCALED,))
+    if head in _MATRIX_PRODUCTS and args:
+        return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED})
+    if head in _CLAMPS and args:
+        return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT, STRUCTURED))
+    if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
+        joined = join(args)
+        removed = (CONTAINER, CONSTANT) if head in _STRUCTURED_RESULTS else (CONTAINER, CONSTANT, STRUCTURED)
+        return joined.with_tags(add=(TENSOR,), remove=removed)
+    if callee.startswith("torch.nn.functional.") and args and head not in _STRUCTURED_RESULTS and any(
+        GRAPH in a.tags for a in args
+    ):
+        # an activation, a pooling, a normalisation: one tensor that carries its inputs' graph
+        return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED, LOSS})
+    return UNKNOWN
+
+
+def _builtin_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: str, site, grad_on: bool) -> Value | None:
+    """Python's builtins and containers, and the few dataset helpers named like them."""
+    args = event.args
     if callee in torchapi.GRAPH_FREE_BUILTINS:
         return Value((NUMBER,))
     if callee in {"enumerate"} and args:
@@ -335,8 +383,12 @@ def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site
         return args[0]
     if head == "split_dataset_by_node" and args:  # HF datasets
         return args[0].with_tags(add=(SHARDED,))
-    return UNKNOWN
+    return None
 
+
+_NAMED_CALL_LOOKUPS = (
+    _workspace_result, _library_object_result, _training_object_result, _torch_function_result, _builtin_result,
+)
 
 
 def transfer_destination(event: CallEvent) -> str | None:
@@ -417,6 +469,7 @@ def _activation(value: Value, kind: str, site, chunk, node) -> Value:
     else:
         return base
     return Value(base.tags | {add}, site=site, note=note, roots=value.roots, detail=value.detail)
+
 
 def element_of(value: Value) -> Value:
     """One element of an iterable value (a batch of a loader, an item of a list)."""
@@ -518,6 +571,7 @@ def model_output_kind(model: Value, summary: ModuleSummary) -> str | None:
         return detail[1]
     return None
 
+
 def _is_literal(expression: cst.BaseExpression) -> bool:
     if isinstance(expression, (cst.Integer, cst.Float, cst.SimpleString)):
         return True
@@ -550,6 +604,7 @@ def kept_by_method(scope: ScopeAnalysis, receiver_key: str, method: str, positio
     if found is None or position >= len(found.positional_parameters):
         return KEEPS_ITSELF
     return _kept_form(found.positional_parameters[position], found.node.body)
+
 
 def _kept_form(parameter: str, body: cst.BaseSuite) -> int:
     """The most of ``parameter`` that running ``body`` (a method's body) can leave anywhere but in

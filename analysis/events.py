@@ -178,7 +178,6 @@ def names_owner(name: str) -> bool:
     return any(word in lowered for word in ("accelerator", "engine", "fabric", "trainer", "deepspeed"))
 
 
-
 def backward_target(call: CallEvent) -> Value:
     """The value whose graph a backward call runs through."""
     if call.method != "backward":

@@ -54,8 +54,6 @@ if TYPE_CHECKING:
     from .summary import ClassInfo, ModuleSummary
 
 
-
-
 _BINDING_OUTER = "outer"
 
 
@@ -849,6 +847,7 @@ def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
             names.extend(_target_names(element.value))
         return tuple(names)
     return ()
+
 
 def _method_name(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None

@@ -44,6 +44,7 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
         return event.callee == "torch.autograd.backward"
     return event.method == "backward"
 
+
 def is_optimizer_step(call: CallEvent) -> bool:
     """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones."""
     if call.method != "step":
@@ -160,7 +161,6 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
         if loops:
             found.setdefault(loops[-1], call)
     return found
-
 
 
 def ordered_events(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
@@ -420,7 +420,6 @@ def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
                 ):
                     return True
     return False
-
 
 
 # ------------------------------------------------------------------------------- mode by argument
