@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import libcst as cst
 
+from .events import CallEvent
 from .findings import Evidence, Fix, Severity, TextEdit
-from .flow import CallEvent, ScopeAnalysis
+from .flow import ScopeAnalysis
 from .lines import indentation, indentation_start
 from .parsing import ParsedChunk
 from .tree import walk

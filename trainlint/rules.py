@@ -22,29 +22,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from trainlint.analysis.context import ModuleView, RuleContext
-from trainlint.analysis.findings import Evidence, Fix, Severity, TextEdit
-from trainlint.analysis.flow import (
+from trainlint.analysis.events import (
     AssignEvent,
     CallEvent,
     Condition,
     Event,
     JumpEvent,
     Loop,
-    ScopeAnalysis,
     StoreEvent,
+    backward_target,
+    is_backward,
 )
+from trainlint.analysis.findings import Evidence, Fix, Severity, TextEdit
+from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.lines import indentation
 from trainlint.analysis.names import dotted, last_part
 from trainlint.analysis.parsing import ParsedChunk
 from trainlint.analysis.patterns import (
     accumulates_into_grad,
-    backward_target,
     calls_in,
     clears_gradients,
     comes_from_call,
     events_in,
     first_written,
-    is_backward,
     is_eval_name,
     is_optimizer_step,
     is_test_file,

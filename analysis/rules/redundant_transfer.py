@@ -24,7 +24,7 @@ from typing import cast
 
 import libcst as cst
 
-from trainlint.analysis.flow import transfer_destination
+from trainlint.analysis.calls import transfer_destination
 from trainlint.analysis.tree import blocks_of
 from trainlint.rules import (
     AssignEvent,
