@@ -111,6 +111,7 @@ class ScopeAnalysis:
         self._returns = []
         self._memo = {}
         if whole:
+            self.return_value = UNKNOWN  # may name a call of this scope, whose event names the scope
             if self.function is not None and self.function._analysis is self:
                 self.function._analysis = None  # the function's info and its flow refer to each other
             self.function = None
