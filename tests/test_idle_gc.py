@@ -17,7 +17,9 @@ from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.tree import evaluate_literal
 from trainlint.estimator.anchors import find_anchors
 from trainlint.estimator.editor import estimate_module
+from trainlint.server.documents import DocumentState
 from trainlint.server.idle_gc import IdleGarbageCollector
+from trainlint.settings import EffectiveSettings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "buggy"
 
@@ -136,3 +138,58 @@ def test_evaluate_literal_gives_what_literal_eval_gives(code: str) -> None:
 def test_evaluate_literal_refuses_what_is_not_one_literal(code: str) -> None:
     with pytest.raises(ValueError):
         evaluate_literal(code)
+
+
+# A class of the shapes whose old statement an edit used to leave in reference cycles: methods name
+# their class, a function defined inside a method has a flow of its own, and a method returns a
+# loader (whose value names its call, whose event names the scope).
+TRAINER_CLASS = '''\
+import torch
+from torch.utils.data import DataLoader
+
+
+class Trainer:
+    def __init__(self, model, dataset, optimizer):
+        self.model = model
+        self.dataset = dataset
+        self.optimizer = optimizer
+
+    def get_train_dataloader(self):
+        return DataLoader(self.dataset, batch_size=32, shuffle=True, num_workers=4, pin_memory=True)
+
+    def scores(self, values):
+        def normalize(items):
+            low, high = min(items), max(items)
+            return [(item - low) / (high - low) for item in items]
+
+        return normalize(values)
+
+    def train(self):
+        history = []
+        for x, y in self.get_train_dataloader():
+            loss = self.model(x, y)
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            history.append(loss.item())
+        return history
+'''
+
+
+def test_typing_inside_a_method_leaves_no_reference_cycles(collector_state) -> None:
+    """A key typed in a class replaces the class's statement; what the replaced one held (its text,
+    the path of its tree, its memos: 0.7 MB a key in a 3,300-line class) is freed by reference
+    counting at once, not kept until the server's collection at a long pause."""
+    settings = EffectiveSettings(AnalysisSettings(), frozenset())
+    document = DocumentState("file:///trainer.py", None)
+    text = TRAINER_CLASS
+    document.analyse(text, 0, settings)
+    edited = text.replace("history = []", "history = [] ")
+    for version in range(1, 4):  # msgspec and the rules build what they keep on first use
+        document.analyse(edited if version % 2 else text, version, settings)
+    gc.disable()
+    gc.collect()
+    gc.freeze()
+    document.analyse(edited, 10, settings)
+    document.analyse(text, 11, settings)
+    assert gc.collect() == 0
