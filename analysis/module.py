@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, TypeVar
 import libcst as cst
 
 from . import dependencies, torchapi
-from .chunking import Chunk, first_statement, split_statements
+from .chunking import Chunk, first_statement, one_statement, split_statements
 from .dependencies import Superseded, note_fact, note_whole_module
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
@@ -126,7 +126,7 @@ class ModuleAnalysis:
                 if replacement.broken is not None:
                     if first_statement(text, offset) != piece_text:
                         return None  # the broken lines change where statements begin: split as a fresh analysis does
-                elif len(split_statements(piece_text)) != 1:
+                elif not one_statement(piece_text, prefix - offset):
                     return None  # the edit made a new top-level statement start inside this one
                 shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
                 chunks = list(self._chunks)

@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlint.analysis.chunking import first_statement, split_statements
+from trainlint.analysis.chunking import first_statement, one_statement, split_statements
 from trainlint.analysis.engine import analyze_source
 
 
@@ -64,3 +64,23 @@ def test_the_first_statement_alone_is_the_first_chunk_of_the_whole_split(text, s
     start = min(start, len(text))
     rest = split_statements(text[start:])
     assert first_statement(text, start) == (rest[0].text if rest else "")
+
+
+DEFINITIONS = [
+    "class Trainer:\n    def step(self, batch):\n        x, y = batch\n        return self.model(x, y)\n",
+    "\n# the loop\n@torch.no_grad()\ndef main(args):\n    for x in loader:\n        total += model(x)\n    return total\n",
+    "\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return self.fc(x)\n\n    # ends here\n",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(DEFINITIONS), st.integers(min_value=0, max_value=200), st.integers(min_value=0, max_value=8),
+    st.text(alphabet="ab (){}[]'\"#\\\n\t\f:=@defclass", max_size=12),
+)
+def test_one_statement_says_what_the_split_says_after_an_edit_inside_a_definition(definition, at, removed, typed):
+    # the shortcut a key typed inside a long class or function takes: it must never disagree with the split
+    assert len(split_statements(definition)) == 1
+    at = min(at, len(definition))
+    text = definition[:at] + typed + definition[at + removed:]
+    assert one_statement(text, at) == (len(split_statements(text)) == 1)
