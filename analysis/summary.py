@@ -137,8 +137,13 @@ class ClassInfo:
         if self._assigned is None:
             assigned: dict[str, str] = {}
             order = sorted(self.methods.values(), key=lambda m: m.name not in ("__init__", "setup", "build"))
+            # kept per method: a key typed in one method of a long class reads that method again, not all
+            targets_of = self.chunk.node_memo("self targets")
             for method in order:
-                for target in _self_targets(method.node):
+                targets = targets_of.get(method.node)
+                if targets is None:
+                    targets = targets_of[method.node] = tuple(_self_targets(method.node))
+                for target in targets:
                     assigned.setdefault(target, method.name)
             self._assigned = assigned
         return self._assigned
