@@ -84,3 +84,4 @@ def test_one_statement_says_what_the_split_says_after_an_edit_inside_a_definitio
     at = min(at, len(definition))
     text = definition[:at] + typed + definition[at + removed:]
     assert one_statement(text, at) == (len(split_statements(text)) == 1)
+

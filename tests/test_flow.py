@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainlint.analysis.flow import calls_method, names_calling_in
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.values import CONTAINER, GRAPH, MODEL
 
@@ -39,3 +43,15 @@ def test_an_if_merges_what_either_branch_wrote_and_keeps_what_neither_did():
     assert {CONTAINER, GRAPH} <= env["history"].tags
     assert MODEL in env["only_in_body"].tags
     assert MODEL in env["untouched"].tags
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="ab_x. ()\né", max_size=80).map(lambda text: text.replace("()", "(")),
+    st.sampled_from(["a", "b", "ab", "x", "a_b", "é", "a.b", "ab "]),
+    st.sampled_from(["zero_grad", "step", "parameters", "named_parameters", "train", "eval"]),
+)
+def test_names_calling_a_method_are_what_a_search_of_the_text_finds(words, name, method):
+    # what the flow reads a parameter's role from, once per text rather than once per parameter
+    text = words.replace("x", f".{method}(")
+    assert calls_method(names_calling_in(text), text, name, method) == (f"{name}.{method}(" in text)
