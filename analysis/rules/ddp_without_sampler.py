@@ -402,15 +402,23 @@ def _training_loops(module: ModuleView, node: cst.Call, names: dict[int, set[str
 
 
 def _strides_by_rank(scope: ScopeAnalysis, loop: Loop) -> bool:
-    """``if step % world_size != rank: continue`` or ``batch[rank::world_size]`` inside the loop."""
-    stack = [loop.node.body]
+    """``if step % world_size != rank: continue`` or ``batch[rank::world_size]`` inside the loop; kept
+    per loop (a node memo): each loader asks of the same loops, and after a key typed elsewhere in
+    a long class its loops are still the same nodes."""
+    strides = scope.chunk.node_memo("TL501 strides by rank")
+    found = strides.get(loop.node)
+    if found is None:
+        found = strides[loop.node] = _strides_in(scope.chunk, loop.node.body)
+    return found
+
+
+def _strides_in(chunk, body: cst.CSTNode) -> bool:
+    stack = [body]
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.If) and "%" in scope.chunk.code_for(current.test) and mentions_rank(
-            scope.chunk.code_for(current.test)
-        ):
+        if isinstance(current, cst.If) and "%" in chunk.code_for(current.test) and mentions_rank(chunk.code_for(current.test)):
             return True
-        if isinstance(current, cst.Slice) and mentions_rank(scope.chunk.code_for(current)):
+        if isinstance(current, cst.Slice) and mentions_rank(chunk.code_for(current)):
             return True
         stack.extend(children(current))
     return False
