@@ -49,7 +49,9 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task[None]] = {}  # each document's debounced publish (push mode)
-        self.unpublished_since: dict[str, float] = {}  # push mode: the loop's time of the first change not yet published
+        # Push mode, in the event loop's time: each document's first change not yet published, and its last publish.
+        self.unpublished_since: dict[str, float] = {}
+        self.last_published: dict[str, float] = {}
         self._change_waiters: dict[str, asyncio.Future[None]] = {}  # ``next_change``
         self.jobs: dict[str, asyncio.Future[Analysis | Stopped | None]] = {}  # each document's running analysis (``scheduling``)
         self.stale_hints: set[str] = set()  # documents whose inlay hints came from an older analysis

@@ -65,6 +65,7 @@ def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> 
     ls.stale_hints.discard(uri)
     ls.stale_diagnostics.discard(uri)
     ls.unpublished_since.pop(uri, None)
+    ls.last_published.pop(uri, None)
     ls.text_changed(uri)
     task = ls.pending.pop(uri, None)
     if task is not None:
