@@ -1,0 +1,247 @@
+"""What an editor shows while an analysis is still running (issue 31): a long script, a loaded
+machine, an analysis slower than the keys. Nothing here races a clock: the analysis is held by
+a plugin rule (the public plugin API) for as long as a file named GATE lies beside it, so
+"while an analysis runs" is exactly that, and it ends when the test removes the file.
+
+A pull is answered from the last finished analysis with its positions carried through the edits
+since (a finding an edit reached into is left out); a client that can be asked to pull again is
+answered at once and asked (``workspace/diagnostic/refresh``) when the new analysis is done; one
+that cannot (Neovim 0.10 and 0.11) gets the carried answer when the text changes again, and
+``ServerCancelled`` with ``retriggerRequest`` for a pull it cancels while it waits. Hover and
+inlay hints answer while the analysis runs. Push clients get a publish at least every 250 ms
+while the changes keep coming, and the text's own diagnostics when the analysis is done.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from lsp_pipe import RawServer, diagnostics_of, shown
+
+from trainlint.analysis.engine import analyze_source
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "buggy" / "ddp_train.py"
+SERVER_CANCELLED = -32802
+GATE_RULE = textwrap.dedent('''\
+    """Holds every analysis while a file named GATE lies beside this one (HELD says one is held)."""
+    import time
+    from pathlib import Path
+
+    from trainlint.rules import Rule, RuleContext, Severity
+
+    HERE = Path(__file__).parent
+
+
+    class Gate(Rule):
+        code = "GATE001"
+        name = "gate"
+        severity = Severity.NOTE
+
+        def check(self, ctx: RuleContext) -> None:
+            for _ in ctx.scopes:  # reads every scope, so it runs again at every analysis
+                pass
+            if (HERE / "GATE").exists():
+                (HERE / "HELD").touch()
+                while (HERE / "GATE").exists():
+                    time.sleep(0.005)
+    ''')
+
+
+class Project:
+    """A project whose analyses the test holds and lets go."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        (root / "gate_rule.py").write_text(GATE_RULE, encoding="utf-8")
+        (root / "pyproject.toml").write_text('[tool.trainlint]\nplugins = ["gate_rule.py"]\n', encoding="utf-8")
+        shutil.copy(EXAMPLE, root / "train.py")
+        self.uri = (root / "train.py").as_uri()
+        self.text = EXAMPLE.read_text(encoding="utf-8")
+
+    def hold(self) -> None:
+        (self.root / "HELD").unlink(missing_ok=True)
+        (self.root / "GATE").touch()
+
+    def wait_until_held(self) -> None:
+        deadline = time.monotonic() + 20
+        while not (self.root / "HELD").exists():
+            assert time.monotonic() < deadline, "no analysis started"
+            time.sleep(0.01)
+
+    def release(self) -> None:
+        (self.root / "GATE").unlink()
+
+    def edit(self, server: RawServer, version: int, line: int, column: int, end_column: int, new_text: str) -> None:
+        """One edit within a line (or an insertion that may hold line breaks), on the server and here."""
+        server.change(self.uri, version, [{
+            "range": {"start": {"line": line, "character": column}, "end": {"line": line, "character": end_column}},
+            "text": new_text,
+        }])
+        lines = self.text.split("\n")
+        lines[line] = lines[line][:column] + new_text + lines[line][end_column:]
+        self.text = "\n".join(lines)
+
+    def expected(self) -> list[tuple]:
+        """What a client shows for the text as it is now: the engine's findings (the gate finds nothing)."""
+        return diagnostics_of(analyze_source(self.text, str(self.root / "train.py")), self.text, "utf-16")
+
+
+def moved(shown_items: list[tuple], lines: int) -> list[tuple]:
+    return [
+        ({"start": {**r["start"], "line": r["start"]["line"] + lines}, "end": {**r["end"], "line": r["end"]["line"] + lines}}, code, message)
+        for r, code, message in shown_items
+    ]
+
+
+def start(root: Path, capabilities: dict, settings: dict | None = None) -> tuple[RawServer, Project]:
+    project = Project(root)
+    server = RawServer()
+    server.initialize(capabilities, options={"allowLocalPlugins": True, "settings": settings or {}})
+    server.open(project.uri, project.text, version=1)
+    return server, project
+
+
+PULL_AND_REFRESH = {
+    "textDocument": {"diagnostic": {}, "hover": {"contentFormat": ["markdown"]}, "inlayHint": {}},
+    "workspace": {"diagnostics": {"refreshSupport": True}, "inlayHint": {"refreshSupport": True}},
+}
+NEOVIM_0_11 = {"textDocument": {"diagnostic": {"dynamicRegistration": False}, "inlayHint": {}}, "workspace": {"inlayHint": {"refreshSupport": True}}}
+
+
+@pytest.fixture
+def project_root(tmp_path):
+    yield tmp_path
+    (tmp_path / "GATE").unlink(missing_ok=True)  # a failed test must not leave the server's analysis held
+
+
+def test_a_pull_while_an_analysis_runs_is_answered_at_once_with_its_ranges_carried_then_refreshed(project_root):
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        before = shown(server.diagnostics(project.uri))
+        assert len(before) >= 2, before
+        project.hold()
+        project.edit(server, 2, 0, 0, 0, "\n")  # every line moves down one
+        first = before[0][0]
+        inside = first["start"]["line"] + 1, first["start"]["character"] + 1
+        project.edit(server, 3, *inside, inside[1], "x")  # typed into the first finding's span
+        reply = server.reply(server.request("textDocument/diagnostic", {"textDocument": {"uri": project.uri}}))
+        project.wait_until_held()  # the answer came while the analysis of the new text was held
+        report = reply["result"]
+        assert shown(report["items"]) == moved(before[1:], 1)  # the first is left out, the others moved
+        assert "workspace/diagnostic/refresh" not in server.server_requests
+        again = server.result("textDocument/diagnostic", {"textDocument": {"uri": project.uri}, "previousResultId": report["resultId"]})
+        assert again == {"kind": "unchanged", "resultId": report["resultId"]}  # nothing newer yet
+        project.release()
+        server.debug_info()  # a round trip: the refresh is asked for once the analysis is done
+        deadline = time.monotonic() + 20
+        while "workspace/diagnostic/refresh" not in server.server_requests:
+            assert time.monotonic() < deadline, "no workspace/diagnostic/refresh"
+            server.debug_info()
+        fresh = server.result("textDocument/diagnostic", {"textDocument": {"uri": project.uri}, "previousResultId": report["resultId"]})
+        assert fresh["kind"] == "full" and shown(fresh["items"]) == project.expected()
+    finally:
+        server.close()
+
+
+def test_a_client_that_cannot_be_asked_to_pull_again_gets_the_carried_answer_at_its_next_change(project_root):
+    server, project = start(project_root, NEOVIM_0_11)
+    try:
+        before = shown(server.diagnostics(project.uri))
+        project.hold()
+        project.edit(server, 2, 0, 0, 0, "\n")
+        waiting = server.request("textDocument/diagnostic", {"textDocument": {"uri": project.uri}})
+        project.wait_until_held()
+        with pytest.raises(AssertionError, match="no reply"):
+            server.reply(waiting, timeout=0.3)  # it waits for the text's own analysis...
+        project.edit(server, 3, 0, 0, 0, "\n\n")  # ...until the text changes (Neovim cancels it next)
+        server.notify("$/cancelRequest", {"id": waiting})
+        answer = server.reply(waiting)["result"]
+        assert shown(answer["items"]) == moved(before, 3)  # carried to the text of the change
+        cancelled = server.request("textDocument/diagnostic", {"textDocument": {"uri": project.uri}})
+        server.notify("$/cancelRequest", {"id": cancelled})  # cancelled while it waits, no change
+        error = server.reply(cancelled)["error"]
+        assert (error["code"], error["data"]) == (SERVER_CANCELLED, {"retriggerRequest": True})
+        assert not any(b"ServerCancelled" in line or b"Traceback" in line for line in server.stderr), b"".join(server.stderr)
+        project.release()
+        assert shown(server.diagnostics(project.uri)) == project.expected()  # the last pull waits for the text's own
+    finally:
+        server.close()
+
+
+def test_hover_and_inlay_hints_answer_while_an_analysis_runs(project_root):
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        model_line = next(i for i, line in enumerate(project.text.split("\n")) if "resnet50(" in line)
+        everything = {"start": {"line": 0, "character": 0}, "end": {"line": len(project.text.split("\n")) + 5, "character": 0}}
+
+        def hover(line: int) -> dict | None:
+            return server.result("textDocument/hover", {"textDocument": {"uri": project.uri}, "position": {"line": line, "character": 8}})
+
+        def hints() -> list[dict]:
+            return server.result("textDocument/inlayHint", {"textDocument": {"uri": project.uri}, "range": everything})
+
+        first = hover(model_line)
+        assert first is not None and "GiB" in first["contents"]["value"]
+        first_hints = hints()
+        assert model_line in [hint["position"]["line"] for hint in first_hints]
+        project.hold()
+        project.edit(server, 2, 0, 0, 0, "\n")
+        server.diagnostics(project.uri)  # answered at once; the analysis of the new text starts
+        project.wait_until_held()
+        during = hover(model_line + 1)
+        assert during is not None and during["contents"] == first["contents"]
+        assert during["range"]["start"]["line"] == model_line + 1
+        assert [hint["position"]["line"] for hint in hints()] == [hint["position"]["line"] + 1 for hint in first_hints]
+        assert "workspace/inlayHint/refresh" not in server.server_requests
+        project.release()
+        deadline = time.monotonic() + 20
+        while "workspace/inlayHint/refresh" not in server.server_requests:
+            assert time.monotonic() < deadline, "no workspace/inlayHint/refresh"
+            server.debug_info()
+    finally:
+        server.close()
+
+
+def test_a_push_client_gets_a_publish_at_least_every_quarter_second_while_someone_types(project_root):
+    # a debounce longer than the typing: every publish during it comes from the cadence
+    server, project = start(project_root, {"textDocument": {"publishDiagnostics": {"versionSupport": True}}}, {"debounceMs": 10_000})
+    arrivals: list[tuple[float, dict]] = []
+    received = server.messages
+
+    class Stamped(queue.Queue):
+        def put(self, item, block=True, timeout=None) -> None:
+            arrivals.append((time.monotonic(), item))
+            received.put(item, block, timeout)
+
+        def get(self, block=True, timeout=None):
+            return received.get(block, timeout)
+
+    server.messages = Stamped()
+    try:
+        before = shown(server.diagnostics(project.uri))  # a pull answers any client; the open's publish is waited for
+        project.hold()
+        typing_started = time.monotonic()
+        for key in range(30):  # 30 keys, one every 50 ms, each a line added at the top: every line moves down
+            project.edit(server, 2 + key, 0, 0, 0, "#\n")
+            time.sleep(0.05)
+        typing_ended = time.monotonic()
+        server.debug_info()
+        publishes = [(at, message["params"]) for at, message in arrivals if message.get("method") == "textDocument/publishDiagnostics"]
+        during = [(at, params) for at, params in publishes if typing_started <= at <= typing_ended]
+        gaps = [b - a for a, b in zip([typing_started] + [at for at, _ in during], [at for at, _ in during] + [typing_ended])]
+        assert len(during) >= 4 and max(gaps) <= 0.5, (len(during), gaps)  # 250 ms apart, and what a loaded machine adds
+        for _, params in during:  # each carried to its own text (version 2 has one line more than 1)
+            assert shown(params["diagnostics"]) == moved(before, params["version"] - 1), params["version"]
+        project.release()
+        deadline = time.monotonic() + 20
+        while not any(message["params"]["version"] == 31 and shown(message["params"]["diagnostics"]) == project.expected()
+                      for _, message in arrivals if message.get("method") == "textDocument/publishDiagnostics"):
+            assert time.monotonic() < deadline, "no publish of the last text's own diagnostics"
+            time.sleep(0.05)
+    finally:
+        server.close()
