@@ -237,7 +237,7 @@ async def run(script: Path, marker: str, kind: str, key_ms: float, server: list[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("script", type=Path)
     parser.add_argument("marker")
     parser.add_argument("--client", choices=["neovim", "refresh", "push"], default="neovim")

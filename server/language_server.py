@@ -188,11 +188,16 @@ class TrainlintServer(LanguageServer):
         if future is not None and not future.done():
             future.set_result(None)
 
+    def edited_document(self, uri: str) -> LspTextDocument | None:
+        """The editor's document with the edits made to it (``text.LspTextDocument``)."""
+        document = self.workspace.get_text_document(uri)
+        return document if isinstance(document, LspTextDocument) else None
+
     def changes_of(self, uri: str, version: int | None) -> int:
         """How many edits the document has had, when the text to analyse is the editor's (``version``
         is not None); -1 with run-on-save, whose text is the saved one."""
-        document = self.workspace.get_text_document(uri)
-        return document.changes if version is not None and isinstance(document, LspTextDocument) else -1
+        document = self.edited_document(uri)
+        return document.changes if version is not None and document is not None else -1
 
     def settings_for(self, state: DocumentState) -> EffectiveSettings:
         return self.settings.for_document(state.uri, state.path)

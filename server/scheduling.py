@@ -104,7 +104,8 @@ def carried(ls: TrainlintServer, uri: str, analysis: Analysis, text: str, versio
     count = ls.changes_of(uri, version)
     if analysis.changes < 0 or count < 0:  # run on save: the saved text's edits are not known
         return None
-    changes = ls.workspace.get_text_document(uri).changes_since(analysis.changes)
+    document = ls.edited_document(uri)
+    changes = document.changes_since(analysis.changes) if document is not None else None
     if changes is None:
         return None
     lines = analysis.lines
@@ -154,8 +155,12 @@ def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: b
 
     Pulled diagnostics: a client that can be asked to pull again is (``workspace/diagnostic/refresh``)
     after each analysis that finished. Inlay hints: once the text's own analysis is done."""
-    if uri not in ls.documents:
+    state = ls.documents.get(uri)
+    if state is None:
         return
+    document = ls.edited_document(uri)
+    if finished and state.latest is not None and state.latest.changes >= 0 and document is not None:
+        document.forget_changes_before(state.latest.changes)  # nothing is carried from an older text
     current = ls.current_text(uri)
     if finished and uri in ls.stale_diagnostics:
         ls.stale_diagnostics.discard(uri)
