@@ -131,15 +131,25 @@ async def pull_diagnostics(
 
 async def _own_or_carried_at_next_change(ls: TrainlintServer, uri: str) -> Analysis | None:
     """The text's own analysis, or, if the text changes before it is done, the last finished one
-    carried to the text as it is then."""
+    carried to the text as it is then. A cancel read after that change (Neovim sends it right
+    behind the change, and the two may be read before this wakes) gets that answer too."""
     own = asyncio.ensure_future(analysis_of(ls, uri))
     changed = ls.next_change(uri)
     try:
-        await asyncio.wait([own, changed], return_when=asyncio.FIRST_COMPLETED)
-        if own.done():
+        try:
+            await asyncio.wait([own, changed], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not changed.done():
+                raise
+            own.cancel()
+        if own.done() and not own.cancelled():
             return own.result()
         answer = last_finished(ls, uri)
-        return answer if answer is not None else await own
+        if answer is not None:
+            return answer
+        if own.cancelled():
+            raise asyncio.CancelledError
+        return await own
     finally:
         own.cancel()  # it only waits: the analysis it waits for goes on
 
