@@ -14,18 +14,23 @@ while the changes keep coming, and the text's own diagnostics when the analysis 
 
 from __future__ import annotations
 
-import queue
+import asyncio
 import shutil
+import sys
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
+import pytest_lsp
 from lsp_pipe import RawServer, diagnostics_of, shown
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
 
 from trainlint.analysis.engine import analyze_source
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "buggy" / "ddp_train.py"
+SERVER = [sys.executable, "-m", "trainlint", "server"]
 SERVER_CANCELLED = -32802
 GATE_RULE = textwrap.dedent('''\
     """Holds every analysis while a file named GATE lies beside this one (HELD says one is held)."""
@@ -207,41 +212,70 @@ def test_hover_and_inlay_hints_answer_while_an_analysis_runs(project_root):
         server.close()
 
 
-def test_a_push_client_gets_a_publish_at_least_every_quarter_second_while_someone_types(project_root):
-    # a debounce longer than the typing: every publish during it comes from the cadence
-    server, project = start(project_root, {"textDocument": {"publishDiagnostics": {"versionSupport": True}}}, {"debounceMs": 10_000})
-    arrivals: list[tuple[float, dict]] = []
-    received = server.messages
+def diagnostic_shown(diagnostic: types.Diagnostic) -> tuple:
+    """A pytest-lsp client's diagnostic as ``lsp_pipe.shown`` gives a raw one."""
+    start, end = diagnostic.range.start, diagnostic.range.end
+    where = {"start": {"line": start.line, "character": start.character}, "end": {"line": end.line, "character": end.character}}
+    return where, diagnostic.code, diagnostic.message.split("\n\n")[0]
 
-    class Stamped(queue.Queue):
-        def put(self, item, block=True, timeout=None) -> None:
-            arrivals.append((time.monotonic(), item))
-            received.put(item, block, timeout)
 
-        def get(self, block=True, timeout=None):
-            return received.get(block, timeout)
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def helix(lsp_client: LanguageClient, project_root):
+    """A push client (no pull, as Helix 25.07), with a debounce longer than any typing below: every
+    publish while someone types comes from the cadence. Each publish is kept with when it arrived."""
+    lsp_client.published = published = []  # pyright: ignore[reportAttributeAccessIssue]
+    features = lsp_client.protocol.fm.features
+    keep = features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS]
 
-    server.messages = Stamped()
-    try:
-        before = shown(server.diagnostics(project.uri))  # a pull answers any client; the open's publish is waited for
-        project.hold()
-        typing_started = time.monotonic()
-        for key in range(30):  # 30 keys, one every 50 ms, each a line added at the top: every line moves down
-            project.edit(server, 2 + key, 0, 0, 0, "#\n")
-            time.sleep(0.05)
-        typing_ended = time.monotonic()
-        server.debug_info()
-        publishes = [(at, message["params"]) for at, message in arrivals if message.get("method") == "textDocument/publishDiagnostics"]
-        during = [(at, params) for at, params in publishes if typing_started <= at <= typing_ended]
-        gaps = [b - a for a, b in zip([typing_started] + [at for at, _ in during], [at for at, _ in during] + [typing_ended])]
-        assert len(during) >= 4 and max(gaps) <= 0.5, (len(during), gaps)  # 250 ms apart, and what a loaded machine adds
-        for _, params in during:  # each carried to its own text (version 2 has one line more than 1)
-            assert shown(params["diagnostics"]) == moved(before, params["version"] - 1), params["version"]
-        project.release()
-        deadline = time.monotonic() + 20
-        while not any(message["params"]["version"] == 31 and shown(message["params"]["diagnostics"]) == project.expected()
-                      for _, message in arrivals if message.get("method") == "textDocument/publishDiagnostics"):
-            assert time.monotonic() < deadline, "no publish of the last text's own diagnostics"
-            time.sleep(0.05)
-    finally:
-        server.close()
+    def recording(params: types.PublishDiagnosticsParams) -> None:
+        keep(params)
+        published.append((time.monotonic(), params))
+
+    features[types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = recording
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(text_document=types.TextDocumentClientCapabilities(
+            publish_diagnostics=types.PublishDiagnosticsClientCapabilities(version_support=True),
+        )),
+        root_uri=project_root.as_uri(),
+        initialization_options={"allowLocalPlugins": True, "settings": {"debounceMs": 10_000}},
+    ))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_push_client_gets_a_publish_at_least_every_quarter_second_while_someone_types(helix, project_root):
+    client: LanguageClient = helix
+    published: list[tuple[float, types.PublishDiagnosticsParams]] = client.published  # pyright: ignore[reportAttributeAccessIssue]
+    project = Project(project_root)
+    client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(
+        uri=project.uri, language_id="python", version=1, text=project.text,
+    )))
+    while not published:  # the open is published at once
+        await asyncio.sleep(0.02)
+    before = [diagnostic_shown(d) for d in published[0][1].diagnostics]
+    assert before
+    project.hold()
+    typing_started = time.monotonic()
+    for key in range(30):  # 30 keys, one every 50 ms, each a line added at the top: every line moves down
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=project.uri, version=2 + key),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=types.Position(0, 0), end=types.Position(0, 0)), text="#\n",
+            )],
+        ))
+        project.text = "#\n" + project.text
+        await asyncio.sleep(0.05)
+    typing_ended = time.monotonic()
+    during = [(at, params) for at, params in published if typing_started <= at <= typing_ended]
+    arrivals = [typing_started, *(at for at, _ in during), typing_ended]
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
+    assert len(during) >= 4 and max(gaps) <= 0.5, (len(during), gaps)  # 250 ms apart, and what a loaded machine adds
+    for _, params in during:  # each carried to its own text (version 2 has one line more than 1)
+        assert params.version is not None
+        assert [diagnostic_shown(d) for d in params.diagnostics] == moved(before, params.version - 1), params.version
+    project.release()
+    own = project.expected()
+    deadline = time.monotonic() + 30
+    while not any(params.version == 31 and [diagnostic_shown(d) for d in params.diagnostics] == own for _, params in published):
+        assert time.monotonic() < deadline, "no publish of the last text's own diagnostics"
+        await asyncio.sleep(0.05)
