@@ -23,15 +23,13 @@ if TYPE_CHECKING:
     from trainlint.estimator.anchors import Anchor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TextChange:
     """One edit of a document: the span it replaced, as 0-based lines and code-point columns of
     the text before it, and the shape of what replaced it."""
 
-    start_line: int
-    start_column: int
-    end_line: int
-    end_column: int
+    start: tuple[int, int]  # (line, column)
+    end: tuple[int, int]
     breaks: int  # line breaks in the new text
     last_line: int  # code points after the new text's last line break (all of it when it has none)
 
@@ -39,28 +37,21 @@ class TextChange:
     def of(cls, start: tuple[int, int], end: tuple[int, int], new_text: str) -> TextChange:
         breaks = list(LINE_BREAK.finditer(new_text))
         last_line = len(new_text) - breaks[-1].end() if breaks else len(new_text)
-        return cls(start[0], start[1], end[0], end[1], len(breaks), last_line)
-
-    @property
-    def start(self) -> tuple[int, int]:
-        return self.start_line, self.start_column
-
-    @property
-    def end(self) -> tuple[int, int]:
-        return self.end_line, self.end_column
+        return cls(start, end, len(breaks), last_line)
 
     @property
     def inside_one_line(self) -> bool:
         """The edit neither adds nor removes a line break."""
-        return self.start_line == self.end_line and self.breaks == 0
+        return self.start[0] == self.end[0] and self.breaks == 0
 
     def moved(self, point: tuple[int, int]) -> tuple[int, int]:
         """Where a point at or after the edit's end is after the edit."""
         line, column = point
-        if line > self.end_line:
-            return line + self.breaks - (self.end_line - self.start_line), column
-        first = self.start_column if self.breaks == 0 else 0
-        return self.start_line + self.breaks, first + self.last_line + column - self.end_column
+        (start_line, start_column), (end_line, end_column) = self.start, self.end
+        if line > end_line:
+            return line + self.breaks - (end_line - start_line), column
+        first = start_column if self.breaks == 0 else 0
+        return start_line + self.breaks, first + self.last_line + column - end_column
 
 
 Span = tuple[tuple[int, int], tuple[int, int]]
@@ -73,13 +64,15 @@ def carry_span(changes: Sequence[TextChange], span: Span, *, whole_lines: bool =
     ``whole_lines`` the span stands for its lines, which an edit inside one line leaves in place.
     """
     start, end = span
+    if all(end < change.start for change in changes):
+        return span  # every edit is after it (the common case: findings above the line being typed)
     for change in changes:
         if change.start >= end and not (start == end == change.start):
             continue  # after the span: nothing moves
         if change.end <= start:
             start, end = change.moved(start), change.moved(end)
             continue
-        if whole_lines and change.inside_one_line and start[0] <= change.start_line <= end[0]:
+        if whole_lines and change.inside_one_line and start[0] <= change.start[0] <= end[0]:
             if change.end <= end:
                 end = change.moved(end)
             continue

@@ -112,6 +112,9 @@ class DocumentState:
     # computes them when it ends, while its parse is at hand (the next analysis consumes it), so
     # that they answer from the last finished analysis without waiting for a running one.
     vram_wanted: set[tuple[str | None, str | None]] = field(default_factory=set)
+    # The last analysis carried to a later text (``scheduling.carried``): (from, edit count, carried),
+    # so that the pull, inlay-hint and hover requests of one key carry it once.
+    carried: tuple[Analysis, int, Analysis] | None = None
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses. Asked on the event

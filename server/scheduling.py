@@ -104,6 +104,9 @@ def carried(ls: TrainlintServer, uri: str, analysis: Analysis, text: str, versio
     count = ls.changes_of(uri, version)
     if analysis.changes < 0 or count < 0:  # run on save: the saved text's edits are not known
         return None
+    state = ls.documents.get(uri)
+    if state is not None and state.carried is not None and state.carried[0] is analysis and state.carried[1] == count:
+        return state.carried[2]
     document = ls.edited_document(uri)
     changes = document.changes_since(analysis.changes) if document is not None else None
     if changes is None:
@@ -111,7 +114,10 @@ def carried(ls: TrainlintServer, uri: str, analysis: Analysis, text: str, versio
     lines = analysis.lines
     findings = [found for finding in analysis.findings if (found := carry_finding(changes, finding, lines)) is not None]
     anchors = [found for anchor in analysis.anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
-    return Analysis(version, analysis.settings, text, findings, anchors, analysis.vram, changes=count, carried_from=analysis)
+    result = Analysis(version, analysis.settings, text, findings, anchors, analysis.vram, changes=count, carried_from=analysis)
+    if state is not None:
+        state.carried = (analysis, count, result)
+    return result
 
 
 def _start_analysis(
