@@ -15,7 +15,10 @@ while the changes keep coming, and the text's own diagnostics when the analysis 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
+import subprocess
 import sys
 import textwrap
 import time
@@ -26,10 +29,12 @@ import pytest_lsp
 from lsp_pipe import RawServer, diagnostics_of, shown
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
+from test_neovim import find_nvim
 
 from trainlint.analysis.engine import analyze_source
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "buggy" / "ddp_train.py"
+NVIM_SCRIPT = Path(__file__).resolve().parent / "nvim" / "typing_while_held.lua"
 SERVER = [sys.executable, "-m", "trainlint", "server"]
 SERVER_CANCELLED = -32802
 GATE_RULE = textwrap.dedent('''\
@@ -279,3 +284,28 @@ async def test_a_push_client_gets_a_publish_at_least_every_quarter_second_while_
     while not any(params.version == 31 and [diagnostic_shown(d) for d in params.diagnostics] == own for _, params in published):
         assert time.monotonic() < deadline, "no publish of the last text's own diagnostics"
         await asyncio.sleep(0.05)
+
+
+def test_neovim_shows_the_carried_report_while_the_analysis_is_held(project_root):
+    """Neovim 0.11 itself: it cancels the pull at each change and declares no diagnostic refresh;
+    what it shows while the analysis is held can only be the carried answer to a pull it cancelled."""
+    project = Project(project_root)
+    (project_root / "train.py").write_text(project.text, encoding="utf-8")
+    result = project_root / "result.json"
+    home = project_root / "home"
+    (home / "run").mkdir(parents=True)
+    environment = {
+        **os.environ, "TRAINLINT_E2E_CMD": str(Path(sys.executable).parent / "trainlint"), "HOME": str(home),
+        **{f"XDG_{kind}_HOME": str(home / kind.lower()) for kind in ("CONFIG", "DATA", "STATE", "CACHE")},
+        "XDG_RUNTIME_DIR": str(home / "run"),
+    }
+    command = [find_nvim(), "--headless", "--clean", "-l", str(NVIM_SCRIPT), str(project_root / "train.py"), str(project_root), str(result)]
+    run = subprocess.run(command, cwd=project_root, env=environment, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    recorded = json.loads(result.read_text(encoding="utf-8")) if result.is_file() else {}
+    assert run.returncode == 0 and recorded.get("ok"), (run.returncode, recorded, run.stderr[-2000:])
+    assert recorded["held_throughout"] is True  # the report came while the analysis was held
+    assert recorded["while_held"] == recorded["before"] + 2
+    assert "~" not in recorded["own_result_id"]  # after the release: the text's own analysis
+    final = "# two\n# one\n" + project.text
+    expected = [(finding.code, finding.line - 1) for finding in analyze_source(final, str(project_root / "train.py"))]
+    assert [(item["code"], item["line"]) for item in recorded["own"]] == expected
