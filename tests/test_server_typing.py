@@ -7,8 +7,9 @@ A pull is answered from the last finished analysis with its positions carried th
 since (a finding an edit reached into is left out); a client that can be asked to pull again is
 answered at once and asked (``workspace/diagnostic/refresh``) when the new analysis is done; one
 that cannot (Neovim 0.10 and 0.11) gets the carried answer when the text changes again, and
-``ServerCancelled`` with ``retriggerRequest`` for a pull it cancels while it waits. Hover and
-inlay hints answer while the analysis runs. Push clients get a publish at least every 250 ms
+``ServerCancelled`` with ``retriggerRequest`` for a pull it cancels while it waits (and a real
+Neovim 0.11 shows that carried answer). Hover, inlay hints and code actions answer while the
+analysis runs. Push clients get a publish at least every 250 ms
 while the changes keep coming, and the text's own diagnostics when the analysis is done.
 """
 
@@ -183,7 +184,7 @@ def test_a_client_that_cannot_be_asked_to_pull_again_gets_the_carried_answer_at_
         server.close()
 
 
-def test_hover_and_inlay_hints_answer_while_an_analysis_runs(project_root):
+def test_hover_inlay_hints_and_code_actions_answer_while_an_analysis_runs(project_root):
     server, project = start(project_root, PULL_AND_REFRESH)
     try:
         model_line = next(i for i, line in enumerate(project.text.split("\n")) if "resnet50(" in line)
@@ -195,6 +196,14 @@ def test_hover_and_inlay_hints_answer_while_an_analysis_runs(project_root):
         def hints() -> list[dict]:
             return server.result("textDocument/inlayHint", {"textDocument": {"uri": project.uri}, "range": everything})
 
+        def disabled_lines() -> set[int]:  # where "Disable TLxxx for this line" would write its comment
+            actions = server.result("textDocument/codeAction", {
+                "textDocument": {"uri": project.uri}, "range": everything, "context": {"diagnostics": []},
+            })
+            return {a["edit"]["changes"][project.uri][0]["range"]["start"]["line"] for a in actions if a["title"].startswith("Disable ")}
+
+        finding_lines = {d["range"]["start"]["line"] for d in server.diagnostics(project.uri)}
+        assert disabled_lines() == finding_lines
         first = hover(model_line)
         assert first is not None and "GiB" in first["contents"]["value"]
         first_hints = hints()
@@ -207,6 +216,7 @@ def test_hover_and_inlay_hints_answer_while_an_analysis_runs(project_root):
         assert during is not None and during["contents"] == first["contents"]
         assert during["range"]["start"]["line"] == model_line + 1
         assert [hint["position"]["line"] for hint in hints()] == [hint["position"]["line"] + 1 for hint in first_hints]
+        assert disabled_lines() == {line + 1 for line in finding_lines}
         assert "workspace/inlayHint/refresh" not in server.server_requests
         project.release()
         deadline = time.monotonic() + 20
