@@ -284,7 +284,8 @@ async def test_a_push_client_gets_a_publish_at_least_every_quarter_second_while_
     during = [(at, params) for at, params in published if typing_started <= at <= typing_ended]
     arrivals = [typing_started, *(at for at, _ in during), typing_ended]
     gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
-    assert len(during) >= 4 and max(gaps) <= 0.5, (len(during), gaps)  # 250 ms apart, and what a loaded machine adds
+    # 250 ms apart; the bound leaves room for what a loaded machine adds (a debounce would give none at all)
+    assert len(during) >= 4 and max(gaps) <= 0.75, (len(during), gaps)
     for _, params in during:  # each carried to its own text (version 2 has one line more than 1)
         assert params.version is not None
         assert [diagnostic_shown(d) for d in params.diagnostics] == moved(before, params.version - 1), params.version
