@@ -2,11 +2,11 @@
 
 Every client can pull (``textDocument/diagnostic``, identifier ``trainlint``); clients that cannot
 (Helix, Neovim before 0.10) get versioned ``publishDiagnostics``, a debounce after each change
-(``schedule``, at most ``MAX_PUBLISH_DELAY_MS`` while changes keep coming), and ``[]`` when a
-document closes. Neither waits for an analysis while someone types: the last finished one is
-answered, its positions carried through the edits since (``scheduling.last_finished``). After a settings or configuration change,
-pulling clients are asked to pull again (``workspace/diagnostic/refresh``); the others get a new
-publish of every open document.
+(``schedule``, at most ``MAX_PUBLISH_DELAY_MS`` apart while changes keep coming), and ``[]`` when
+a document closes. Neither waits for an analysis while someone types: the last finished one is
+answered, its positions carried through the edits since (``scheduling.last_finished``). After a
+settings or configuration change, pulling clients are asked to pull again
+(``workspace/diagnostic/refresh``); the others get a new publish of every open document.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class ServerCancelled(JsonRpcException):
 async def pull_diagnostics(
     ls: TrainlintServer, params: types.DocumentDiagnosticParams,
 ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
-    """A pull is never left without an answer while someone types (docs/server.md, "Scheduling").
+    """A pull is never left without an answer while someone types (docs/server.md, "While someone types").
 
     A client that can be asked to pull again gets the last finished analysis at once, carried
     to the text as it is now, and ``workspace/diagnostic/refresh`` when a newer one is done. One
