@@ -12,7 +12,8 @@ import libcst as cst
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, split_statements
 from .dependencies import note_fact, note_whole_module
-from .flow import AssignEvent, CallEvent, ScopeAnalysis
+from .events import AssignEvent, CallEvent
+from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 T = TypeVar("T")
-SEED_ALL_HELPERS = frozenset(
-    {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
-     "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
-)
 
 
 class Superseded(Exception):
@@ -68,7 +65,7 @@ class ModuleAnalysis:
         # The file its statements name as theirs (``ParsedChunk.origin``): set for a workspace file's
         # analysis, which may also be the one its own check uses (Workspace.checked_analysis).
         self.origin: str | None = path if foreign else None
-        self.summary = ModuleSummary(chunks, self.facts, path, workspace, on_parsed=self._make_home if foreign else None)
+        self.summary = ModuleSummary(chunks, self.facts, ScopeAnalysis, path, workspace, on_parsed=self._make_home if foreign else None)
         if foreign:
             for chunk, facts in zip(chunks, self.facts):
                 chunk.origin = path
@@ -179,7 +176,7 @@ class ModuleAnalysis:
         result.workspace = self.workspace
         result._chunks = chunks
         result.facts = [self.summary.facts_at(i) if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
-        result.summary = ModuleSummary(chunks, result.facts, self.path, self.workspace)
+        result.summary = ModuleSummary(chunks, result.facts, ScopeAnalysis, self.path, self.workspace)
         result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None
@@ -464,21 +461,35 @@ class ModuleAnalysis:
     def uses_lightning(self) -> bool:
         return self.summary.uses_module("lightning", "pytorch_lightning")
 
+    # What ModuleView promises a rule are properties, which a cached_property is not to a type
+    # checker: each of these is computed once, in its cached `_` twin.
     @cached_property
-    def uses_hf_trainer(self) -> bool:
+    def _uses_hf_trainer(self) -> bool:
         return any(
             target.startswith(("transformers.", "trl.", "setfit.", "sentence_transformers."))
             and last_part(target).endswith("Trainer")
             for target in self.summary.imports.values()
         )
 
-    @cached_property
-    def uses_accelerate(self) -> bool:
-        return self.summary.uses_module("accelerate")
+    @property
+    def uses_hf_trainer(self) -> bool:
+        return self._uses_hf_trainer
 
     @cached_property
-    def uses_deepspeed(self) -> bool:
+    def _uses_accelerate(self) -> bool:
+        return self.summary.uses_module("accelerate")
+
+    @property
+    def uses_accelerate(self) -> bool:
+        return self._uses_accelerate
+
+    @cached_property
+    def _uses_deepspeed(self) -> bool:
         return self.summary.uses_module("deepspeed")
+
+    @property
+    def uses_deepspeed(self) -> bool:
+        return self._uses_deepspeed
 
     @cached_property
     def another_framework(self) -> str | None:
@@ -492,13 +503,17 @@ class ModuleAnalysis:
         return next((framework for framework in _OTHER_FRAMEWORKS if framework in imported), None)
 
     @cached_property
-    def framework_runs_loop(self) -> str | None:
-        """A framework that owns the training loop (and zeroing, scaling, sampling), if any."""
+    def _framework_runs_loop(self) -> str | None:
         if self.uses_lightning:
             return "PyTorch Lightning"
         if self.uses_hf_trainer:
             return "the Hugging Face Trainer"
         return None
+
+    @property
+    def framework_runs_loop(self) -> str | None:
+        """A framework that owns the training loop (and zeroing, scaling, sampling), if any."""
+        return self._framework_runs_loop
 
 
 # Deep-learning frameworks other than PyTorch, as their top-level modules are named.

@@ -9,12 +9,12 @@ from typing import TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis, StoreEvent, names_owner
+from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
+from .flow import ScopeAnalysis
 from .names import dotted, last_part
 from .quoting import shortened
 from .tree import literal_value, walk
 from .values import (
-    ACCELERATOR,
     CONTAINER,
     DATASET_ITERABLE,
     DATASET_MAP,
@@ -32,26 +32,6 @@ from .values import (
 
 MAX_CALL_DEPTH = 4
 EventT = TypeVar("EventT", bound=Event)
-_LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
-
-
-def backward_target(call: CallEvent) -> Value:
-    """The value whose graph a backward call runs through."""
-    if call.method != "backward":
-        return UNKNOWN
-    receiver = call.receiver or UNKNOWN
-    if (ACCELERATOR in receiver.tags or ENGINE in receiver.tags) and call.args:
-        return call.args[0]
-    if call.args and not receiver.tags and call.receiver_key and "." not in call.receiver_key and receiver is UNKNOWN and names_owner(call.receiver_key):
-        return call.args[0]
-    return receiver
-
-
-def is_backward(call: CallEvent) -> bool:
-    if call.method == "backward":
-        return True
-    return call.callee in {"torch.autograd.backward", "torch.autograd.grad"}
-
 
 
 def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
@@ -62,6 +42,7 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     if event.callee is not None and torchapi.is_torch_name(event.callee):
         return event.callee == "torch.autograd.backward"
     return event.method == "backward"
+
 
 def is_optimizer_step(call: CallEvent) -> bool:
     """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones."""
@@ -181,7 +162,6 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
     return found
 
 
-
 def ordered_events(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
     """Like ordered_calls, but every kind of event (``p.grad = None``, ``continue``), in program order."""
     for event in events_in(scope, loop):
@@ -251,14 +231,6 @@ def clears_gradients(event: Event) -> bool:
     if _CLEARING_NAME.match(name) or event.keyword("set_to_none") is not None:
         return True
     return event.method in {"zero_", "fill_", "copy_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
-
-
-def is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) -> bool:
-    """``if step % log_every == 0``, ``if args.verbose``, ``if i % 100 == 0`` and the like."""
-    if test is None:
-        return False
-    text = scope.chunk.code_for(test)
-    return "%" in text or bool(_LOGGING_WORDS.search(text))
 
 
 def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:
@@ -441,7 +413,6 @@ def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
     return False
 
 
-
 # ------------------------------------------------------------------------------- mode by argument
 _MODE_FLAGS = re.compile(r"^(?:is_)?(?:train|training|do_train|train_mode|is_train(?:ing)?|update|backprop|optimi[sz]e)$", re.I)
 
@@ -572,11 +543,6 @@ def is_scalar_loss(value: Value) -> bool:
                 if not (isinstance(arg.value, cst.SimpleString) and literal_value(arg.value) in {"mean", "sum"}):
                     return False
     return True
-
-
-def without_host_copy_suffix(text: str) -> str:
-    """``loss.detach()`` less its trailing ``.detach()``: what to write ``.detach().cpu()`` after."""
-    return text[: -len(".detach()")] if text.endswith(".detach()") else text
 
 
 def _without_shape_keeping(expression: cst.BaseExpression) -> cst.BaseExpression:

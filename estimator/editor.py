@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainlint.rules import (
-    ModuleAnalysis,
-)
+from trainlint.analysis.module import ModuleAnalysis
 
 from .costmodel import CannotEstimate, Plan
 from .custom_models import resolve_model
