@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from . import torchapi
+from .calls import model_output_kind
+from .events import AssignEvent, CallEvent
 from .findings import TextEdit
-from .flow import AssignEvent, CallEvent, ScopeAnalysis, _model_output_kind
+from .flow import ScopeAnalysis
 from .names import last_part
 from .quoting import quoted
 from .summary import ClassInfo
@@ -123,7 +125,7 @@ def _resolve_model_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss:
     handed = argument_of(module, scope, producer.func.value)
     if model_call is None or handed is None or MODEL not in handed[0].tags:
         return
-    kind = _model_output_kind(handed[0], scope.summary)
+    kind = model_output_kind(handed[0], scope.summary)
     if kind is not None:
         loss.kind = kind
         loss.model_argument = (handed[0], handed[1], model_call)

@@ -3,52 +3,44 @@
 The walk visits statements in program order with an environment of abstract values, so the
 answer to "does this value carry a live autograd graph here?" is per program point: the same
 ``outputs`` can carry a graph in the training loop and none in the ``no_grad`` loop below it.
-Along the way it records events (calls, stores into containers, assignments, jumps) with their
-context (enclosing loops, conditions, whether grad is disabled), which the rules read instead
-of walking the tree again.
+Along the way it records events (events.py: calls, stores into containers, assignments, jumps)
+with their context (enclosing loops, conditions, whether grad is disabled), which the rules read
+instead of walking the tree again. What a call evaluates to is calls.py's.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 
-from . import libraries, torchapi
+from . import torchapi
+from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_by_method
+from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
 from .names import dotted, imports_of, last_part
 from .quoting import quoted
+from .summary import FunctionInfo
 from .tree import literal_value
 from .values import (
     ACCELERATOR,
     CONSTANT,
     CONTAINER,
     CRITERION,
-    DATASET_ITERABLE,
-    DATASET_MAP,
-    DDP,
     DEVICE,
     ENGINE,
     GRAPH,
     LOADER,
-    LOG_PROBS,
     LOGITS,
     LOSS,
     MODEL,
     NUMBER,
-    ON_DEVICE,
-    ON_HOST,
     OPTIMIZER,
     OUTPUT_KINDS,
     PIPELINE,
-    PROBS,
-    SAMPLER_DISTRIBUTED,
-    SAMPLER_LOCAL,
     SCALED,
     SCALER,
     SHARDED,
-    SIGMOID,
     STRUCTURED,
     TENSOR,
     UNKNOWN,
@@ -59,161 +51,7 @@ from .values import (
 
 if TYPE_CHECKING:
     from .parsing import ParsedChunk
-    from .summary import ClassInfo, FunctionInfo, ModuleSummary
-
-
-class Loop:
-    __slots__ = ("node", "parent", "iterable", "iterable_text", "targets", "_per_step")
-
-    def __init__(self, node, parent: Loop | None, iterable: Value, iterable_text: str, targets: tuple[str, ...]):
-        self.node = node
-        self.parent = parent
-        self.iterable = iterable
-        self.iterable_text = iterable_text
-        self.targets = targets
-        self._per_step: str | None | bool = False  # patterns.repeats_per_step's answer, once asked
-
-    def encloses(self, other: Loop | None) -> bool:
-        while other is not None:
-            if other is self:
-                return True
-            other = other.parent
-        return False
-
-    @property
-    def is_while(self) -> bool:
-        return isinstance(self.node, cst.While)
-
-
-class Condition:
-    __slots__ = ("node", "test", "branch", "loop")
-
-    def __init__(self, node: cst.CSTNode, test: cst.BaseExpression | None, branch: str, loop: Loop | None) -> None:
-        self.node = node
-        self.test = test
-        self.branch = branch  # "if", "else", "except", "case"
-        self.loop = loop  # innermost loop around the condition itself
-
-
-class Context:
-    """Where an event happens: enclosing loops and conditions, and whether grad is off."""
-
-    __slots__ = ("loops", "conditions", "grad_off", "accumulating")
-
-    def __init__(self, loops=(), conditions=(), grad_off: cst.CSTNode | None = None, accumulating: bool = False):
-        self.loops: tuple[Loop, ...] = loops
-        self.conditions: tuple[Condition, ...] = conditions
-        self.grad_off = grad_off  # the with/decorator node that disabled grad
-        self.accumulating = accumulating  # inside accelerator.accumulate / no_sync
-
-    @property
-    def loop(self) -> Loop | None:
-        return self.loops[-1] if self.loops else None
-
-    def in_loop(self, loop: Loop) -> bool:
-        return loop in self.loops
-
-    def entering_loop(self, loop: Loop) -> Context:
-        return Context(self.loops + (loop,), self.conditions, self.grad_off, self.accumulating)
-
-    def under(self, condition: Condition) -> Context:
-        return Context(self.loops, self.conditions + (condition,), self.grad_off, self.accumulating)
-
-    def without_grad(self, node: cst.CSTNode) -> Context:
-        return Context(self.loops, self.conditions, self.grad_off or node, self.accumulating)
-
-    def with_accumulation(self) -> Context:
-        return Context(self.loops, self.conditions, self.grad_off, True)
-
-    def conditions_inside(self, loop: Loop | None) -> tuple[Condition, ...]:
-        """Conditions entered after ``loop`` began (all of them when loop is None)."""
-        if loop is None:
-            return self.conditions
-        return tuple(c for c in self.conditions if loop.encloses(c.loop))
-
-
-class Event:
-    __slots__ = ("node", "context", "scope")
-
-    def __init__(self, node: cst.CSTNode, context: Context, scope: ScopeAnalysis) -> None:
-        self.node = node
-        self.context = context
-        self.scope = scope
-
-    @property
-    def chunk(self) -> ParsedChunk:
-        return self.scope.chunk
-
-
-class CallEvent(Event):
-    __slots__ = ("callee", "method", "receiver", "receiver_key", "args", "kwargs", "result", "function", "arg_nodes", "statement")
-    node: cst.Call  # Event's slot, narrowed: the call
-
-    def __init__(self, node: cst.Call, context, scope, *, callee, method, receiver, receiver_key, args, kwargs, function, arg_nodes):
-        super().__init__(node, context, scope)
-        # the small statement (or compound statement's header) whose evaluation ran this call
-        self.statement: cst.CSTNode | None = scope._statement
-        self.callee: str | None = callee  # canonical dotted name when the callee is not a value
-        self.method: str | None = method  # attribute name for ``x.m(...)``
-        self.receiver: Value | None = receiver
-        self.receiver_key: str | None = receiver_key  # dotted text of the receiver, e.g. "self.model"
-        self.args: list[Value] = args
-        self.kwargs: dict[str, Value] = kwargs
-        self.result: Value = UNKNOWN
-        self.function: FunctionInfo | None = function  # a local function this call runs
-        self.arg_nodes: list[cst.Arg] = arg_nodes
-
-    def keyword(self, name: str) -> cst.Arg | None:
-        for arg in self.arg_nodes:
-            if arg.keyword is not None and arg.keyword.value == name:
-                return arg
-        return None
-
-    @property
-    def has_star_kwargs(self) -> bool:
-        return any(arg.star == "**" for arg in self.arg_nodes)
-
-    @property
-    def is_backward(self) -> bool:
-        return self.method == "backward"
-
-
-class StoreEvent(Event):
-    """A value put into something that may outlive the current iteration."""
-
-    __slots__ = ("kind", "container", "container_loop", "value", "value_node")
-
-    def __init__(self, node, context, scope, *, kind, container, container_loop, value, value_node):
-        super().__init__(node, context, scope)
-        self.kind: str = kind  # append | extend | insert | augassign | accumulate | subscript
-        self.container: str = container
-        self.container_loop: Loop | None | str = container_loop  # loop where bound; "outer" if unbound here
-        self.value: Value = value
-        self.value_node: cst.BaseExpression = value_node
-
-    def outlives(self, loop: Loop) -> bool:
-        """Does the container survive from one iteration of ``loop`` to the next?"""
-        if self.container_loop == "outer" or self.container_loop is None:
-            return True
-        return not loop.encloses(cast(Loop, self.container_loop))  # "outer" is its only string
-
-
-class AssignEvent(Event):
-    __slots__ = ("targets", "value", "value_node")
-
-    def __init__(self, node, context, scope, *, targets, value, value_node):
-        super().__init__(node, context, scope)
-        self.targets: tuple[str, ...] = targets  # dotted keys: "x", "self.fc", "p.grad"
-        self.value: Value = value
-        self.value_node: cst.BaseExpression | None = value_node
-
-
-class JumpEvent(Event):
-    __slots__ = ("kind",)
-
-    def __init__(self, node, context, scope, kind: str) -> None:
-        super().__init__(node, context, scope)
-        self.kind = kind  # continue | break | return | raise
+    from .summary import ClassInfo, ModuleSummary
 
 
 _BINDING_OUTER = "outer"
@@ -302,6 +140,15 @@ class ScopeAnalysis:
         scope._written.clear()  # no `if` is being walked
         return scope
 
+    @classmethod
+    def value_of_expression(cls, expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value:
+        """The value of a module-level assignment's right-hand side, for names used in other statements."""
+        scope = cls(chunk, summary, chunk_index=chunk.index)
+        try:
+            return scope.evaluate(expression, Context())
+        finally:
+            scope.release(whole=False)  # a scope of one expression: its events refer back to it
+
     @property
     def final_env(self) -> dict[str, Value]:
         return self.env
@@ -381,7 +228,7 @@ class ScopeAnalysis:
             loop = Loop(statement, context.loop, iterable, _text(self.chunk, statement.iter), _target_names(statement.target))
             self.loops.append(loop)
             inner = context.entering_loop(loop)
-            self._bind_target(statement.target, _element_of(iterable), inner, statement, record=False)
+            self._bind_target(statement.target, element_of(iterable), inner, statement, record=False)
             self._walk_block(statement.body.body, inner)
             if statement.orelse is not None:
                 self._walk_block(statement.orelse.body.body, context)
@@ -419,8 +266,6 @@ class ScopeAnalysis:
             if statement.finalbody is not None:
                 self._walk_block(statement.finalbody.body.body, context)
         elif isinstance(statement, cst.FunctionDef):
-            from .summary import FunctionInfo
-
             self.local_functions[statement.name.value] = FunctionInfo(statement.name.value, statement, self.chunk, None)
         elif isinstance(statement, cst.Match):
             self.evaluate(statement.subject, context)
@@ -714,7 +559,7 @@ class ScopeAnalysis:
             for element in expression.slice
         ):
             return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
-        element = _element_of(base)
+        element = element_of(base)
         if STRUCTURED in element.tags and len(expression.slice) == 1 and isinstance(expression.slice[0].slice, cst.Index) and isinstance(
             expression.slice[0].slice.value, cst.SimpleString
         ):
@@ -774,7 +619,7 @@ class ScopeAnalysis:
                 for name in _target_names(clause.target):
                     self.env[name] = UNKNOWN
                     self._written.append(name)
-                self._bind_target(clause.target, _element_of(iterable), context, clause, record=False)
+                self._bind_target(clause.target, element_of(iterable), context, clause, record=False)
                 for condition in clause.ifs:
                     self.evaluate(condition.test, context)
                 clause = clause.inner_for_in
@@ -838,7 +683,7 @@ class ScopeAnalysis:
             args=args, kwargs=kwargs, function=function, arg_nodes=list(call.args),
         )
         self.events.append(event)
-        event.result = self._call_result(event, context)
+        event.result = call_result(self, event, context)
         if method in {"backward", "manual_backward"}:
             self._note_backwarded(event)
         if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
@@ -846,27 +691,14 @@ class ScopeAnalysis:
             stored_args = [a for a in call.args if a.keyword is None]
             if len(stored_args) > position:
                 stored = args[position] if position < len(args) else UNKNOWN
-                kept = self._kept_by_method(receiver_key, method, position)
-                if kept != _KEEPS_NOTHING:
+                kept = kept_by_method(self, receiver_key, method, position)
+                if kept != KEEPS_NOTHING:
                     self._record_store(
-                        method, receiver_key, stored.without_graph() if kept == _KEEPS_DETACHED else stored,
+                        method, receiver_key, stored.without_graph() if kept == KEEPS_DETACHED else stored,
                         stored_args[position].value, call, context,
                     )
         return event.result
 
-    def _kept_by_method(self, receiver_key: str, method: str, position: int) -> int:
-        """How much of what ``receiver.method(...)`` is passed at ``position`` the receiver can keep. All
-        of it, unless the receiver was built in this scope from a workspace class whose ``method`` (read
-        in its file) uses that parameter only through host copies or detached ones: a metrics tracker
-        whose ``update(loss, n)`` keeps ``loss.item()``, an averager that sums ``v.data.sum()``."""
-        binding = self.last_binding(receiver_key)
-        built = binding.value_node if binding is not None else None
-        raw = dotted(built.func) if isinstance(built, cst.Call) else None
-        owner = self.summary.local_class(self.canonical(raw)) if raw else None
-        found = owner.find_method(method, self.summary) if owner is not None else None
-        if found is None or position >= len(found.positional_parameters):
-            return _KEEPS_ITSELF
-        return _kept_form(found.positional_parameters[position], found.node.body)
 
     def _note_backwarded(self, event: CallEvent) -> None:
         """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
@@ -905,259 +737,6 @@ class ScopeAnalysis:
         )
 
     # ------------------------------------------------------------------ transfer functions
-    def _call_result(self, event: CallEvent, context: Context) -> Value:
-        site = (self.chunk, event.node)
-        grad_on = context.grad_off is None
-        callee, method, receiver = event.callee, event.method, event.receiver
-        args = event.args
-        if callee is not None:
-            return self._named_call_result(event, callee, site, grad_on, context)
-        assert receiver is not None
-        tags = receiver.tags
-        if method is None:
-            # calling a value: a model, a criterion, a layer
-            if MODEL in tags:
-                output = _model_output_kind(receiver, self.summary)
-                result_tags = {TENSOR} | ({output} if output else set())
-                if not _returns_one_tensor(receiver, self.summary):
-                    result_tags.add(STRUCTURED)
-                if grad_on:
-                    result_tags.add(GRAPH)
-                roots = frozenset({event.node}) if grad_on else frozenset()
-                note = f"`{quoted(self.chunk, event.node)}` (a model call)"
-                items = _output_items(receiver, self.summary, grad_on, site, note, roots)
-                return Value(result_tags, site=site, note=note, roots=roots, items=items)
-            if CRITERION in tags:
-                roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-                return Value(
-                    {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(self.chunk, event.node)}` (a loss)",
-                    roots=roots, detail=receiver,
-                )
-            return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
-        if event.function is not None:  # `self.helper(...)`: what the method returns
-            analysis = event.function.analysis(self.summary)
-            result = _returned_by_call(analysis, event) if analysis is not None else UNKNOWN
-            return result if grad_on else result.without_graph()
-        if PIPELINE in tags:
-            return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
-        if method == "backward":
-            return UNKNOWN
-        if MODEL in tags or ENGINE in tags:
-            if method in torchapi.MODULE_SELF_METHODS:
-                return receiver
-            if method in {"forward", "generate"}:
-                if method == "generate":
-                    return Value({TENSOR})
-                shape = set() if _returns_one_tensor(receiver, self.summary) else {STRUCTURED}
-                return Value(({TENSOR, GRAPH} if grad_on else {TENSOR}) | shape, site=site, note=f"`{quoted(self.chunk, event.node)}`", roots=frozenset({event.node}) if grad_on else frozenset())
-            if method in {"parameters", "named_parameters", "state_dict", "modules", "children"}:
-                return Value({CONTAINER})
-            if method == "optimizers":  # Lightning: the optimizers `configure_optimizers` returned
-                return Value({OPTIMIZER}, site=site, note=f"`{quoted(self.chunk, event.node)}`")
-            if method == "module":
-                return receiver
-            return UNKNOWN
-        if SCALER in tags and method == "scale" and args:
-            return args[0]
-        if ACCELERATOR in tags and method == "prepare":
-            prepared = tuple(
-                value.with_tags(add=(SHARDED,)) if LOADER in value.tags else value for value in args
-            )
-            return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
-        if ACCELERATOR in tags and method in {"gather", "gather_for_metrics", "reduce", "pad_across_processes"} and args:
-            # the gathered tensors live on this process's device; gathering does not keep the graph
-            gathered = args[0]
-            items = tuple(item.without_graph().with_tags(add=(ON_DEVICE,)) for item in gathered.items) if gathered.items else None
-            result = gathered.without_graph().with_tags(add=(ON_DEVICE,), remove=(ON_HOST,))
-            return Value(result.tags, site=site, note=f"`{quoted(self.chunk, event.node)}`", items=items)
-        if method in {"setup_dataloaders", "prepare_data_loader"}:
-            prepared = tuple(value.with_tags(add=(SHARDED,)) for value in args)
-            return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
-        if method == "shard" and torchapi.mentions_rank(_text(self.chunk, event.node)):
-            return receiver.with_tags(add=(SHARDED,))  # HF datasets: `ds.shard(num_shards=world_size, index=rank)`
-        if method == "setup" and args and MODEL in args[0].tags:  # Fabric
-            return Value(join(args).tags, items=tuple(args)) if len(args) != 1 else args[0]
-        if method in torchapi.GRAPH_FREE_METHODS:
-            if method in {"item", "tolist"}:
-                return Value((NUMBER,))
-            if method == "detach":
-                return receiver.without_graph()
-            return receiver.without_graph().with_tags(remove=OUTPUT_KINDS | {LOSS})
-        if method in {"softmax", "log_softmax", "sigmoid", "log", "exp"}:
-            return _activation(receiver, method, site, self.chunk, event.node)
-        if method in {"div", "div_", "true_divide"} and receiver.tags:
-            return receiver.with_tags(add=(SCALED,))
-        if GRAPH in tags or TENSOR in tags:
-            if method in {"to", "cuda", "cpu"}:
-                return _moved(receiver, method, transfer_destination(event))
-            if method in _MATRIX_PRODUCTS:  # attention weights @ values are no longer probabilities
-                return receiver.with_tags(remove=OUTPUT_KINDS | {CONTAINER})
-            if method in _CLAMPS:  # clamped scores may be meant as probabilities: no longer known raw logits
-                return receiver.with_tags(remove=(LOGITS, CONTAINER))
-            if method in {"pop", "popleft"}:
-                return _element_of(receiver)
-            # any other tensor method proves it is one tensor, unless the method returns several
-            return receiver.with_tags(remove=(CONTAINER,) if method in _STRUCTURED_RESULTS else (CONTAINER, STRUCTURED))
-        if CONTAINER in tags and method in {"pop", "popleft", "get", "values", "items"}:
-            return _element_of(receiver)
-        if not tags and method in {"to", "cuda"} and transfer_destination(event) == "device":
-            return Value((ON_DEVICE,))  # whatever it is, it now lives on the accelerator
-        if SHARDED in tags and LOADER not in tags:
-            return receiver  # `ds.shard(...).map(...)`: a transformed share is still this process's share
-        return UNKNOWN
-
-    def _built_by(self, callee: str, head: str) -> tuple[libraries.ClassKind, str] | None:
-        """For ``X.from_pretrained(...)`` (and the other factories) or ``X(...)`` of a library class:
-        what X's instances are (from the library's source or the table), and X; None when unknown."""
-        if callee in libraries.PIPELINE_FACTORIES:
-            return libraries.ClassKind(libraries.PIPELINE, f"`{callee}` builds a pipeline"), callee
-        if head in _FACTORY_METHODS:
-            owner = callee[: -len(head) - 1]
-            kind = self.summary.kind_of(owner) if owner else None
-            return (kind, owner) if kind is not None else None
-        if torchapi.is_torch_name(callee) or not head[:1].isupper():
-            return None
-        kind = self.summary.library_class_kind(callee)
-        return (kind, callee) if kind is not None and kind.kind != libraries.OTHER else None
-
-    def _named_call_result(self, event: CallEvent, callee: str, site, grad_on: bool, context: Context) -> Value:
-        args = event.args
-        head = last_part(callee)
-
-        def short() -> str:  # the call as a message quotes it, for the few results that describe it
-            return quoted(self.chunk, event.node)
-
-        local_class = self.summary.local_class(callee)
-        if local_class is not None:
-            if self.summary.is_module_class(local_class):
-                return Value((MODEL,), site=site, note=f"`{short()}` (`{local_class.name}` is an nn.Module)", detail=local_class)
-            if self.summary.local_class_kind(local_class).kind == libraries.PIPELINE:
-                return Value((PIPELINE,), site=site, note=f"`{short()}`")
-            kind = self.summary.class_kind(local_class)
-            if kind == "iterable-dataset":
-                return Value({DATASET_ITERABLE} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
-            if kind == "map-dataset":
-                return Value({DATASET_MAP} | _sharded(event), site=site, note=f"`{short()}`", detail=local_class)
-            return UNKNOWN
-        if event.function is not None:
-            analysis = event.function.analysis(self.summary)
-            if analysis is None:
-                return UNKNOWN
-            result = _returned_by_call(analysis, event)
-            if not grad_on:
-                result = result.without_graph()
-            return result
-        built = self._built_by(callee, head)
-        if built is not None:
-            kind, owner = built
-            if kind.kind == libraries.MODULE:
-                return Value((MODEL,), site=site, note=f"`{short()}` ({kind.evidence})", detail=owner)
-            if kind.kind == libraries.PIPELINE:
-                return Value((PIPELINE,), site=site, note=f"`{short()}` ({kind.evidence})")
-            return UNKNOWN
-        if torchapi.is_loss_class(callee):
-            return Value((CRITERION,), site=site, note=f"`{short()}`", detail=head)
-        if torchapi.is_functional_loss(callee):
-            roots = frozenset({event.node}).union(*(a.roots for a in args)) if grad_on else frozenset()
-            return Value({TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{short()}` (a loss)", roots=roots, detail=head)
-        if torchapi.is_optimizer_class(callee):
-            return Value((OPTIMIZER,), site=site, note=f"`{short()}`")
-        if torchapi.is_scaler(callee):
-            return Value((SCALER,), site=site, note=f"`{short()}`")
-        if torchapi.is_dataloader(callee):
-            dataset = args[0] if args else event.kwargs.get("dataset", UNKNOWN)
-            sharded = {SHARDED} if SHARDED in dataset.tags else set()
-            return Value({LOADER} | sharded, site=site, note=f"`{short()}`", detail=event)
-        if (callee.startswith("torch.utils.data") and head == "DistributedSampler") or callee in torchapi.DISTRIBUTED_SAMPLERS:
-            return Value((SAMPLER_DISTRIBUTED,), site=site, note=f"`{short()}`")
-        if callee.startswith("torch.utils.data") and head in torchapi.SAMPLERS_LOCAL:
-            return Value((SAMPLER_LOCAL,), site=site, note=f"`{short()}`", detail=head)
-        if callee.startswith("torch.utils.data") and head in {"TensorDataset", "ConcatDataset", "Subset", "StackDataset"}:
-            on_device = {ON_DEVICE} if any(ON_DEVICE in a.tags for a in args) else set()
-            return Value({DATASET_MAP} | on_device | _sharded(event), site=site, note=f"`{short()}`")
-        if callee.startswith("torchvision.datasets."):
-            return Value((DATASET_MAP,), site=site, note=f"`{short()}`")
-        if torchapi.is_ddp_wrapper(callee):
-            wrapped = args[0] if args else UNKNOWN
-            return Value({MODEL, DDP}, site=site, note=f"`{short()}`", detail=wrapped.detail)
-        if callee in {"deepspeed.initialize"}:
-            engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{short()}`")
-            return Value({MODEL, ENGINE}, items=(engine, Value((OPTIMIZER, ENGINE)), Value((LOADER, SHARDED)), UNKNOWN))
-        if head == "Accelerator" and callee.startswith("accelerate"):
-            return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
-        if head == "Fabric" and "fabric" in callee.lower():
-            return Value((ACCELERATOR,), site=site, note=f"`{short()}`")
-        if callee == "torch.compile" and args:
-            return args[0]
-        if head == "Sequential" and torchapi.is_torch_layer(callee):
-            last = args[-1] if args else UNKNOWN
-            last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]
-            output = _model_output_kind(last, self.summary) if MODEL in last.tags else None
-            detail = ("sequential", output, last_node[-1] if last_node else None)
-            return Value((MODEL,), site=site, note=f"`{short()}`", detail=detail)
-        if torchapi.is_model_factory(callee) or torchapi.is_torch_layer(callee):
-            return Value((MODEL,), site=site, note=f"`{short()}`", detail=callee)
-        if torchapi.is_torch_name(callee):
-            if head in torchapi.TENSOR_FACTORIES:
-                constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
-                requires_grad = event.keyword("requires_grad")
-                tags = {TENSOR}
-                if constant and args:
-                    tags.add(CONSTANT)
-                if _created_on_device(event, head):
-                    tags.add(ON_DEVICE)
-                elif _created_on_host(event, head):
-                    tags.add(ON_HOST)
-                if requires_grad is not None and isinstance(requires_grad.value, cst.Name) and requires_grad.value.value == "True" and grad_on:
-                    return Value(tags | {GRAPH}, site=site, note=f"`{short()}` (requires_grad=True)", roots=frozenset({event.node}))
-                return Value(tags, site=site, note=f"`{short()}`")
-            if head in {"softmax", "log_softmax", "sigmoid", "log", "exp"} and args:
-                return _activation(args[0], head, site, self.chunk, event.node)
-            if head == "device":
-                return Value((DEVICE,))
-            if head in {"split", "chunk", "unbind", "tensor_split"}:
-                joined = join(args) if args else UNKNOWN
-                return Value(joined.tags - {CONTAINER, CONSTANT} | {TENSOR, STRUCTURED}, site=joined.site, note=joined.note, roots=joined.roots)
-            if head in {"argmax", "argmin", "eq", "ne", "isnan", "isfinite", "numel", "equal", "bincount"}:
-                return Value((TENSOR,))
-            if head in {"div", "true_divide"} and args:
-                return args[0].with_tags(add=(SCALED,))
-            if head in _MATRIX_PRODUCTS and args:
-                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED})
-            if head in _CLAMPS and args:
-                return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT, STRUCTURED))
-            if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
-                joined = join(args)
-                removed = (CONTAINER, CONSTANT) if head in _STRUCTURED_RESULTS else (CONTAINER, CONSTANT, STRUCTURED)
-                return joined.with_tags(add=(TENSOR,), remove=removed)
-            if callee.startswith("torch.nn.functional.") and args and head not in _STRUCTURED_RESULTS and any(
-                GRAPH in a.tags for a in args
-            ):
-                # an activation, a pooling, a normalisation: one tensor that carries its inputs' graph
-                return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED, LOSS})
-            return UNKNOWN
-        if callee in torchapi.GRAPH_FREE_BUILTINS:
-            return Value((NUMBER,))
-        if callee in {"enumerate"} and args:
-            return Value(args[0].tags, items=None, detail=("enumerate", args[0]))
-        if callee in {"zip"} and args:
-            return Value(join(args).tags, detail=("zip", tuple(args)))
-        if callee in {"list", "tuple", "sorted", "reversed", "iter", "next"} and args:
-            if callee == "next":
-                return _element_of(args[0])
-            return args[0].with_tags(add=(CONTAINER,)) if callee in {"list", "tuple", "sorted"} else args[0]
-        if callee in {"list", "dict", "set", "tuple"} or callee in {"collections.deque", "collections.defaultdict", "collections.OrderedDict"}:
-            return Value((CONTAINER,), detail=event)
-        if callee in {"sum", "max", "min"} and args:
-            return _element_of(args[0])
-        if callee == "range":
-            return Value((NUMBER,))
-        if callee.endswith("Subset") and args:
-            return args[0]
-        if head == "split_dataset_by_node" and args:  # HF datasets
-            return args[0].with_tags(add=(SHARDED,))
-        return UNKNOWN
-
 
 # What each kind of expression evaluates to (a node of any other class: unknown, a lambda too).
 _EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
@@ -1190,34 +769,16 @@ _EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
 }
 
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
-# Tensor methods and torch functions that return several tensors (a tuple or a named tuple).
-_STRUCTURED_RESULTS = frozenset({
-    "split", "chunk", "unbind", "sort", "topk", "max", "min", "median", "mode", "kthvalue", "unique",
-    "tensor_split", "hsplit", "vsplit", "dsplit", "svd", "qr", "eig", "eigh", "lstsq", "aminmax", "histogram",
-    "keys", "values", "items", "get", "to_tuple", "broadcast_tensors", "meshgrid",
-})
 # Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).
 _TENSOR_FIELDS = frozenset({
     "loss", "logits", "last_hidden_state", "pooler_output", "sample", "prev_sample", "pred_original_sample",
     "image_embeds", "text_embeds", "T", "mT", "H", "real", "imag",
 })
-# torch.nn layers whose forward returns a tuple.
-_TUPLE_LAYERS = frozenset({"LSTM", "GRU", "RNN", "LSTMCell", "MultiheadAttention"})
-# Class methods that build an instance: `UNet2DConditionModel.from_pretrained(...)`.
-_FACTORY_METHODS = frozenset({"from_pretrained", "from_single_file", "from_config", "from_pipe"})
 # A pipeline's components that are nn.Modules: `pipeline.unet(...)` runs a forward.
 _PIPELINE_MODULES = frozenset({
     "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
     "image_encoder", "decoder", "model", "adapter",
 })
-_MATRIX_PRODUCTS = frozenset({"matmul", "bmm", "mm", "einsum"})
-# torch.nn layers whose output is an unbounded linear map of their input: raw scores, not probabilities.
-_SCORING_LAYERS = frozenset({
-    "Linear", "LazyLinear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-    "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
-})
-_CLAMPS = frozenset({"clamp", "clamp_", "clip"})
-
 _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
     "model": Value((MODEL,)),
     "optimizer": Value((OPTIMIZER,)),
@@ -1225,89 +786,6 @@ _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not
     "scaler": Value((SCALER,)),
     "loader": Value((LOADER,)),
 }
-
-
-_DEVICE_WORDS = re.compile(r"device|cuda|gpu|rank", re.I)
-
-
-def transfer_destination(event: CallEvent) -> str | None:
-    """Where ``x.cuda()``, ``x.cpu()`` or ``x.to(...)`` sends its receiver: "device", "host", or None
-    when the call is a dtype cast or the destination cannot be told from the text."""
-    if event.method == "cuda":
-        return "device"
-    if event.method == "cpu":
-        return "host"
-    if event.method != "to":
-        return None
-    keyword = event.keyword("device")
-    if keyword is not None:
-        return _destination_of(event.scope.chunk, keyword.value, event.kwargs.get("device", UNKNOWN))
-    positional = [arg for arg in event.arg_nodes if arg.keyword is None and not arg.star]
-    if not positional or not event.args:
-        return None
-    return _destination_of(event.scope.chunk, positional[0].value, event.args[0])
-
-
-def _destination_of(chunk: ParsedChunk, node: cst.BaseExpression, value: Value) -> str | None:
-    text = _text(chunk, node)
-    if re.fullmatch(r"""(torch\.device\()?["']cpu["']\)?""", text):
-        return "host"
-    if DEVICE in value.tags or isinstance(node, cst.Integer) or _DEVICE_WORDS.search(text):
-        return "device"
-    return None
-
-
-def _moved(value: Value, method: str, destination: str | None) -> Value:
-    # only tensors (and modules) have .cpu() and .cuda(): a tuple or a ModelOutput would raise
-    if method == "cpu":
-        return value.with_tags(add=(ON_HOST,), remove=(CONTAINER, ON_DEVICE, STRUCTURED))
-    moved = value.with_tags(remove=(CONSTANT, STRUCTURED) if method == "cuda" else (CONSTANT,))
-    if destination == "device":
-        return moved.with_tags(add=(ON_DEVICE,), remove=(ON_HOST,))
-    if destination == "host":
-        return moved.with_tags(add=(ON_HOST,), remove=(ON_DEVICE,))
-    return moved
-
-
-def _created_on_host(event: CallEvent, factory: str) -> bool:
-    """``torch.randint(10, (1,))``: no ``device=``, not shaped after another tensor, and this statement
-    neither sets a default device nor opens a ``with torch.device(...)`` block."""
-    if event.keyword("device") is not None or factory.endswith("_like") or factory in {"tensor", "as_tensor", "from_numpy"}:
-        return False
-    text = event.scope.chunk.chunk.text
-    return "set_default_device" not in text and "with torch.device" not in text
-
-
-def _created_on_device(event: CallEvent, factory: str) -> bool:
-    """``torch.zeros(n, device="cuda")``, or a ``*_like`` factory of a tensor already on the device."""
-    keyword = event.keyword("device")
-    if keyword is not None:
-        return _destination_of(event.scope.chunk, keyword.value, event.kwargs.get("device", UNKNOWN)) == "device"
-    return factory.endswith("_like") and bool(event.args) and ON_DEVICE in event.args[0].tags
-
-
-def _sharded(event: CallEvent) -> set[str]:
-    """A dataset built from this process's share of the data, or told its rank, is sharded."""
-    if any(SHARDED in value.tags for value in (*event.args, *event.kwargs.values())):
-        return {SHARDED}
-    return {SHARDED} if any(torchapi.mentions_rank(_text(event.scope.chunk, arg.value)) for arg in event.arg_nodes) else set()
-
-
-def _activation(value: Value, kind: str, site, chunk, node) -> Value:
-    kinds = OUTPUT_KINDS
-    base = value.with_tags(add=(TENSOR,), remove=kinds | {CONSTANT, LOSS})
-    note = f"`{quoted(chunk, node)}`"
-    if kind == "softmax":
-        add = PROBS
-    elif kind == "log_softmax" or (kind == "log" and PROBS in value.tags):
-        add = LOG_PROBS
-    elif kind == "sigmoid":
-        add = SIGMOID
-    elif kind == "exp" and LOG_PROBS in value.tags:
-        add = PROBS
-    else:
-        return base
-    return Value(base.tags | {add}, site=site, note=note, roots=value.roots, detail=value.detail)
 
 
 def _attribute_of(base: Value, attribute: str) -> Value:
@@ -1329,121 +807,10 @@ def _attribute_of(base: Value, attribute: str) -> Value:
     return UNKNOWN
 
 
-def _element_of(value: Value) -> Value:
-    """One element of an iterable value (a batch of a loader, an item of a list)."""
-    if isinstance(value.detail, tuple) and value.detail and value.detail[0] == "enumerate":
-        inner = _element_of(value.detail[1])
-        return Value(inner.tags, items=(Value((NUMBER,)), inner))
-    if isinstance(value.detail, tuple) and value.detail and value.detail[0] == "zip":
-        items = tuple(_element_of(v) for v in value.detail[1])
-        return Value(join(items).tags, items=items)
-    if LOADER in value.tags:
-        return Value((TENSOR,))
-    if OPTIMIZER in value.tags:  # `opt_g, opt_d = self.optimizers()`
-        return Value((OPTIMIZER,), site=value.site, note=value.note)
-    if CONTAINER in value.tags:
-        return Value(value.tags - {CONTAINER}, site=value.site, note=value.note, roots=value.roots)
-    if value.items:
-        return join(value.items)
-    if NUMBER in value.tags:
-        return Value((NUMBER,))
-    return value.with_tags(remove=(CONSTANT,)) if GRAPH in value.tags or TENSOR in value.tags else UNKNOWN
-
-
 def _element_of_tuple(value: Value) -> Value:
     if GRAPH in value.tags or TENSOR in value.tags:
         return value
-    return _element_of(value) if value.tags else UNKNOWN
-
-
-def _returns_one_tensor(model: Value, summary: ModuleSummary) -> bool:
-    """Positive evidence that calling the model returns one tensor (not a tuple, dict or ModelOutput)."""
-    from .summary import ClassInfo
-
-    detail = model.detail
-    if isinstance(detail, ClassInfo):
-        from .values import is_known_tensor
-
-        return is_known_tensor(detail.forward_output(summary))
-    if isinstance(detail, tuple) and detail and detail[0] == "sequential":
-        return True
-    if isinstance(detail, str):
-        head = last_part(detail)
-        if torchapi.is_torch_layer(detail):
-            return head not in _TUPLE_LAYERS
-        if detail == "timm.create_model":
-            return True
-        # torchvision's classification models return logits; detection and segmentation ones return dicts
-        return detail.startswith("torchvision.models.") and detail.count(".") == 2
-    return False
-
-
-def _returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
-    """What one call of a local function returns. The graph seeds the function creates (its
-    forwards, its losses) are new on every call, so this call stands for them: seen as the
-    function's own nodes they would be shared by every call, and a validation call of the loss
-    helper would look backwarded by the training call's backward. Seeds the function runs a
-    backward through itself stay: that backward runs in the same call."""
-    from .patterns import backward_target, is_backward
-
-    value = callee.return_value
-    if not value.roots and value.items is None:
-        return value
-    backwarded = frozenset().union(*(backward_target(event).roots for event in callee.calls() if is_backward(event)))
-    created = {event.node for event in callee.calls()} - backwarded
-    return _with_roots_at(value, created, call.node)
-
-
-def _with_roots_at(value: Value, created: set, call_node: cst.Call) -> Value:
-    roots = value.roots - created
-    items = None if value.items is None else tuple(_with_roots_at(item, created, call_node) for item in value.items)
-    if roots == value.roots and items == value.items:
-        return value
-    if roots != value.roots:
-        roots = roots | {call_node}
-    return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
-
-
-def _output_items(model: Value, summary: ModuleSummary, grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:
-    """The elements of what a workspace model's ``forward`` returns when it is a tuple (``return
-    validity, labels``): each keeps what it holds (probabilities, logits), and a graph when grad is on."""
-    from .summary import ClassInfo
-
-    if not isinstance(model.detail, ClassInfo):
-        return None
-    items = model.detail.forward_output(summary).items
-    if not items:
-        return None
-    elements = []
-    for item in items:
-        tags = set(item.tags - {CONSTANT})
-        if not grad_on:
-            tags.discard(GRAPH)
-        elements.append(Value(tags, site=site, note=note, roots=roots if GRAPH in tags else frozenset()))
-    return tuple(elements)
-
-
-def _model_output_kind(model: Value, summary: ModuleSummary) -> str | None:
-    from .summary import ClassInfo
-
-    detail = model.detail
-    if isinstance(detail, ClassInfo):
-        output = detail.forward_output(summary)
-        kinds = output.tags & OUTPUT_KINDS
-        return next(iter(kinds)) if len(kinds) == 1 else None
-    if isinstance(detail, str):
-        head = last_part(detail)
-        if head in _SCORING_LAYERS:
-            return LOGITS  # a linear map or convolution outputs raw scores (a DCGAN discriminator's last Conv2d)
-        if head == "Softmax":
-            return PROBS
-        if head == "LogSoftmax":
-            return LOG_PROBS
-        if head == "Sigmoid":
-            return SIGMOID
-    if isinstance(detail, tuple) and detail and detail[0] == "sequential":
-        return detail[1]
-    return None
+    return element_of(value) if value.tags else UNKNOWN
 
 
 def _self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -1482,126 +849,12 @@ def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
     return ()
 
 
-def names_owner(name: str) -> bool:
-    """An unknown receiver whose ``backward(loss)`` takes the loss: an accelerator, engine, fabric or trainer."""
-    lowered = name.lower()
-    return any(word in lowered for word in ("accelerator", "engine", "fabric", "trainer", "deepspeed"))
-
-
-# How much of a tensor a method's parameter can leave behind in the object: nothing (only host
-# values derived from it: `loss.item()`, `v.numel()`), a detached copy (`v.data`, `v.detach()`: no
-# graph, still on its device), or the tensor itself.
-_KEEPS_NOTHING, _KEEPS_DETACHED, _KEEPS_ITSELF = 0, 1, 2
-_HOST_VALUE_METHODS = frozenset({"item", "tolist", "numpy", "numel", "size", "dim"})
-_HOST_VALUE_ATTRIBUTES = frozenset({"shape", "dtype", "device", "ndim"})
-_HOST_VALUE_BUILTINS = frozenset({"float", "int", "bool", "str", "len", "isinstance", "hasattr", "callable"})
-
-
-def _kept_form(parameter: str, body: cst.BaseSuite) -> int:
-    """The most of ``parameter`` that running ``body`` (a method's body) can leave anywhere but in
-    a local name: stored in an attribute, appended, returned, handed to a call. Local names are followed
-    through their assignments (``v = v.data.sum()``; ``self.sum += v`` then keeps a detached copy); an
-    assignment inside a branch or loop joins with what the name held before."""
-    forms = {parameter: _KEEPS_ITSELF}
-    kept = _KEEPS_NOTHING
-
-    def bind(target: cst.BaseExpression, form: int, joined: bool) -> None:
-        nonlocal kept
-        if isinstance(target, cst.Name):
-            forms[target.value] = max(forms.get(target.value, _KEEPS_NOTHING), form) if joined else form
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                bind(element.value, form, joined)
-        else:
-            kept = max(kept, form)  # `self.total = v`, `history[i] = v`
-
-    def block(suite: cst.CSTNode | None, repeated: bool = False) -> None:
-        if isinstance(suite, (cst.Else, cst.Finally)):
-            suite = suite.body
-        if suite is None:
-            return
-        # an `elif` is an If; `if x: y = v` on one line is a suite of small statements, walked as a line
-        statements = suite.body if isinstance(suite, cst.IndentedBlock) else [suite]
-        for _ in range(2 if repeated else 1):  # a loop's body runs again after its own later assignments
-            walk(statements, True)
-
-    def walk(statements: Sequence[cst.CSTNode], joined: bool) -> None:
-        nonlocal kept
-        for statement in statements:
-            if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-                for small in statement.body:
-                    if isinstance(small, cst.Assign):
-                        form = _form_of(small.value, forms)
-                        for target in small.targets:
-                            bind(target.target, form, joined)
-                    elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                        bind(small.target, _form_of(small.value, forms), joined)
-                    elif isinstance(small, cst.AugAssign):
-                        bind(small.target, _form_of(small.value, forms), True)
-                    else:
-                        kept = max(kept, _form_of(small, forms))
-            elif isinstance(statement, (cst.If, cst.While)):  # a condition is tested, not kept
-                block(statement.body, repeated=isinstance(statement, cst.While))
-                block(statement.orelse)
-            elif isinstance(statement, cst.For):
-                bind(statement.target, _form_of(statement.iter, forms), True)
-                block(statement.body, repeated=True)
-                block(statement.orelse)
-            elif isinstance(statement, cst.With):
-                for item in statement.items:
-                    if item.asname is not None:
-                        bind(item.asname.name, _form_of(item.item, forms), True)
-                block(statement.body)
-            elif isinstance(statement, cst.Try):
-                for suite in (statement.body, *(handler.body for handler in statement.handlers), statement.orelse, statement.finalbody):
-                    block(suite)
-            else:
-                kept = max(kept, _form_of(statement, forms))  # a nested def or class may capture it
-
-    walk(body.body if isinstance(body, cst.IndentedBlock) else [body], False)
-    return kept
-
-
-def _form_of(node: cst.CSTNode, forms: dict[str, int]) -> int:
-    """How much of the tracked tensors (``forms``: name -> how much of the parameter it holds) the value
-    of ``node`` can hold."""
-    if isinstance(node, cst.Name):
-        return forms.get(node.value, _KEEPS_NOTHING)
-    if isinstance(node, cst.Attribute):
-        attribute = node.attr.value
-        if attribute in _HOST_VALUE_ATTRIBUTES:
-            return _KEEPS_NOTHING
-        held = _form_of(node.value, forms)
-        return min(held, _KEEPS_DETACHED) if attribute == "data" else held
-    if isinstance(node, cst.Call):
-        func = node.func
-        if isinstance(func, cst.Name) and func.value in _HOST_VALUE_BUILTINS:
-            return _KEEPS_NOTHING
-        if isinstance(func, cst.Attribute) and func.attr.value in _HOST_VALUE_METHODS:
-            return _KEEPS_NOTHING
-        if isinstance(func, cst.Attribute) and func.attr.value == "detach" and not node.args:
-            return min(_form_of(func.value, forms), _KEEPS_DETACHED)
-    if isinstance(node, cst.Arg):
-        return _form_of(node.value, forms)  # a keyword's name is not a use
-    return max((_form_of(child, forms) for child in node.children), default=_KEEPS_NOTHING)
-
-
 def _method_name(call: cst.Call) -> str | None:
     return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
 
 
 def _mentions_division(expression: cst.BaseExpression) -> bool:
     return isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
-
-
-def _is_literal(expression: cst.BaseExpression) -> bool:
-    if isinstance(expression, (cst.Integer, cst.Float, cst.SimpleString)):
-        return True
-    if isinstance(expression, (cst.List, cst.Tuple)):
-        return all(_is_literal(element.value) for element in expression.elements)
-    if isinstance(expression, cst.UnaryOperation):
-        return _is_literal(expression.expression)
-    return False
 
 
 _PYTHON_NUMBERS = frozenset({"float", "int", "bool", "numbers.Number", "numbers.Real"})
@@ -1621,12 +874,3 @@ def _checked_to_be_a_number(test: cst.BaseExpression, body: cst.BaseExpression) 
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
-
-
-def evaluate_module_expression(expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value:
-    """The value of a module-level assignment's right-hand side, for names used in other statements."""
-    scope = ScopeAnalysis(chunk, summary, chunk_index=chunk.index)
-    try:
-        return scope.evaluate(expression, Context())
-    finally:
-        scope.release(whole=False)  # a scope of one expression: its events refer back to it

@@ -12,7 +12,8 @@ import libcst as cst
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, split_statements
 from .dependencies import note_fact, note_whole_module
-from .flow import AssignEvent, CallEvent, ScopeAnalysis
+from .events import AssignEvent, CallEvent
+from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
@@ -68,7 +69,7 @@ class ModuleAnalysis:
         # The file its statements name as theirs (``ParsedChunk.origin``): set for a workspace file's
         # analysis, which may also be the one its own check uses (Workspace.checked_analysis).
         self.origin: str | None = path if foreign else None
-        self.summary = ModuleSummary(chunks, self.facts, path, workspace, on_parsed=self._make_home if foreign else None)
+        self.summary = ModuleSummary(chunks, self.facts, ScopeAnalysis, path, workspace, on_parsed=self._make_home if foreign else None)
         if foreign:
             for chunk, facts in zip(chunks, self.facts):
                 chunk.origin = path
@@ -179,7 +180,7 @@ class ModuleAnalysis:
         result.workspace = self.workspace
         result._chunks = chunks
         result.facts = [self.summary.facts_at(i) if i in kept else ChunkFacts(chunk) for i, chunk in enumerate(chunks)]
-        result.summary = ModuleSummary(chunks, result.facts, self.path, self.workspace)
+        result.summary = ModuleSummary(chunks, result.facts, ScopeAnalysis, self.path, self.workspace)
         result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None

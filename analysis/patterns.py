@@ -9,12 +9,12 @@ from typing import TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .flow import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, ScopeAnalysis, StoreEvent, names_owner
+from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
+from .flow import ScopeAnalysis
 from .names import dotted, last_part
 from .quoting import shortened
 from .tree import literal_value, walk
 from .values import (
-    ACCELERATOR,
     CONTAINER,
     DATASET_ITERABLE,
     DATASET_MAP,
@@ -35,25 +35,6 @@ EventT = TypeVar("EventT", bound=Event)
 _LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
 
 
-def backward_target(call: CallEvent) -> Value:
-    """The value whose graph a backward call runs through."""
-    if call.method != "backward":
-        return UNKNOWN
-    receiver = call.receiver or UNKNOWN
-    if (ACCELERATOR in receiver.tags or ENGINE in receiver.tags) and call.args:
-        return call.args[0]
-    if call.args and not receiver.tags and call.receiver_key and "." not in call.receiver_key and receiver is UNKNOWN and names_owner(call.receiver_key):
-        return call.args[0]
-    return receiver
-
-
-def is_backward(call: CallEvent) -> bool:
-    if call.method == "backward":
-        return True
-    return call.callee in {"torch.autograd.backward", "torch.autograd.grad"}
-
-
-
 def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     """A backward that adds into ``.grad``: not ``torch.autograd.grad``, which returns the gradients, nor
     ``torch.distributed.autograd.backward``, which fills a fresh context every iteration."""
@@ -62,6 +43,7 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     if event.callee is not None and torchapi.is_torch_name(event.callee):
         return event.callee == "torch.autograd.backward"
     return event.method == "backward"
+
 
 def is_optimizer_step(call: CallEvent) -> bool:
     """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones."""
@@ -179,7 +161,6 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
         if loops:
             found.setdefault(loops[-1], call)
     return found
-
 
 
 def ordered_events(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
@@ -439,7 +420,6 @@ def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
                 ):
                     return True
     return False
-
 
 
 # ------------------------------------------------------------------------------- mode by argument

@@ -9,7 +9,7 @@ Values of module-level names are computed on demand and memoised for one analysi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
@@ -32,6 +32,17 @@ _NEVER_LOCAL = frozenset({
 })
 
 
+class Flow(Protocol):
+    """The dataflow walk over one scope (flow.py's ``ScopeAnalysis``). The facts below that come from a
+    body's flow (what a function returns, what ``__init__`` binds to ``self.x``, what a module-level
+    name holds) run it; the walk reads these facts in turn. So the summary is handed the walk by
+    whoever builds it (module.py) rather than importing it."""
+
+    def of_function(self, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis: ...
+
+    def value_of_expression(self, expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value: ...
+
+
 class FunctionInfo:
     __slots__ = ("name", "node", "chunk", "owner", "home", "_analysis", "_analysing")
 
@@ -50,11 +61,9 @@ class FunctionInfo:
         if self._analysis is None:
             if self._analysing:
                 return None
-            from .flow import ScopeAnalysis
-
             self._analysing = True
             try:
-                self._analysis = ScopeAnalysis.of_function(self, summary)
+                self._analysis = summary.flow.of_function(self, summary)
             finally:
                 self._analysing = False
         return self._analysis
@@ -306,12 +315,14 @@ class ModuleSummary:
     """The merge of every statement's facts, plus memoised values of module-level names."""
 
     def __init__(
-        self, chunks: list[ParsedChunk], facts: list[ChunkFacts | None], path: str = "", workspace: Workspace | None = None,
-        on_parsed: Callable[[ChunkFacts], None] | None = None,
+        self, chunks: list[ParsedChunk], facts: list[ChunkFacts | None], flow: Flow, path: str = "",
+        workspace: Workspace | None = None, on_parsed: Callable[[ChunkFacts], None] | None = None,
     ) -> None:
         """``facts`` is None for a top-level definition not parsed yet (``UnparsedChunk``), whose
-        facts are made when its name is looked up; ``on_parsed`` is told of them then."""
+        facts are made when its name is looked up; ``on_parsed`` is told of them then. ``flow`` is the
+        walk that the facts derived from a body's dataflow run on."""
         self.chunks = chunks
+        self.flow = flow
         self.path = path
         self.workspace = workspace
         # Workspace files this module's names were resolved to, with their (mtime, size) then.
@@ -410,9 +421,7 @@ class ModuleSummary:
             return UNKNOWN
         self._evaluating.add(key)
         try:
-            from .flow import evaluate_module_expression
-
-            value = evaluate_module_expression(expression, self.chunks[chunk_index], self)
+            value = self.flow.value_of_expression(expression, self.chunks[chunk_index], self)
             if item is not None:
                 value = value.items[item] if value.items and item < len(value.items) else value
         finally:

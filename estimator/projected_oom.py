@@ -130,9 +130,6 @@ ProjectedOom.MUST_FIRE = (
         """,
         settings={"target_gpu": "a100-80gb"},
     ),
-)
-
-ProjectedOom.MUST_FIRE += (
     Fires(
         """
         import torch

@@ -31,20 +31,22 @@ from trainlint.analysis.activations import (
     remove_activation,
     rename_activation,
 )
+from trainlint.analysis.calls import transfer_destination
 from trainlint.analysis.context import RuleContext
-from trainlint.analysis.files import UnreadableFile, read_bounded
-from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
-from trainlint.analysis.flow import (
+from trainlint.analysis.events import (
     AssignEvent,
     CallEvent,
     Condition,
     Event,
     JumpEvent,
     Loop,
-    ScopeAnalysis,
     StoreEvent,
-    transfer_destination,
+    backward_target,
+    is_backward,
 )
+from trainlint.analysis.files import UnreadableFile, read_bounded
+from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
+from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.frameworks import grad_handled_by_framework, manual_optimization, training_step_hook
 from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
 from trainlint.analysis.lines import indentation
@@ -54,7 +56,6 @@ from trainlint.analysis.parsing import ParsedChunk
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
     accumulates_into_grad,
-    backward_target,
     bounded_or_emptied,
     calls_in,
     clears_gradients,
@@ -62,7 +63,6 @@ from trainlint.analysis.patterns import (
     evaluation_calls,
     events_in,
     first_written,
-    is_backward,
     is_eval_name,
     is_logging_condition,
     is_optimizer_step,

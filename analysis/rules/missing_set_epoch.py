@@ -714,9 +714,6 @@ MissingSetEpoch.MUST_FIRE = (
         """},
         no_fix=True,
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # a trainer takes a dict of loaders and walks `self.data_loader["train"]` until it has run enough steps
         """
         import torch
@@ -763,9 +760,6 @@ MissingSetEpoch.MUST_FIRE += (
         """,
         at="train_sampler = DistributedSampler(dataset=datasets[\"train\"], num_replicas=args.world_size, rank=args.rank, shuffle=True)",
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # DGL's loader with use_ddp=True shards through a DistributedSampler of its own; only loader.set_epoch advances it
         """
         import dgl
@@ -816,9 +810,6 @@ MissingSetEpoch.MUST_FIRE += (
                     optimizer.step()
         """,
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # the uncertain tier: a trainer that unwraps a DDP model is handed its loaders; their sampler is unseen here
         """
         import torch

@@ -184,369 +184,6 @@ class RedundantTransfer(Rule):
                 "with the model, and use the buffer in `forward`",
             )
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            device = torch.device("cuda")
-            class_weights = torch.tensor([0.2, 0.3, 0.5])
-            for x, y in train_loader:
-                x, y = x.to(device), y.to(device)
-                loss = F.cross_entropy(model(x), y, weight=class_weights.to(device))
-                loss.backward()
-                optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-
-            for images, labels in loader:
-                images = images.cuda()
-                mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1).cuda()
-                outputs = model(images - mean)
-                loss = criterion(outputs, labels.cuda())
-                loss.backward()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            from torchvision.models import resnet50
-
-            model = resnet50()
-            device = "cuda"
-            for x, y in loader:
-                model.to(device)
-                loss = criterion(model(x.to(device)), y.to(device))
-                loss.backward()
-                optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.pos_weight = torch.full((10,), 3.0)
-                    self.criterion = nn.BCEWithLogitsLoss()
-
-                def run(self, loader, device):
-                    for x, y in loader:
-                        logits = self.model(x.to(device))
-                        weight = self.pos_weight.to(device)
-                        loss = (self.criterion(logits, y.to(device)) * weight).mean()
-                        loss.backward()
-            """
-        ),
-        Fires(
-            """
-            import torch
-
-            std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
-
-            @torch.no_grad()
-            def evaluate(model, val_loader, device):
-                correct = 0
-                for x, y in val_loader:
-                    x = x.to(device) / std.to(device)
-                    correct += (model(x).argmax(1) == y.to(device)).sum().item()
-                return correct
-            """
-        ),
-        Fires(
-            """
-            import numpy as np
-            import torch
-
-            anchors = torch.as_tensor(np.load("anchors.npy"))
-            model = Detector()
-            for step, batch in enumerate(train_loader):
-                images = batch["images"].cuda(non_blocking=True)
-                preds = model(images)
-                loss = detection_loss(preds, batch["boxes"].cuda(), anchors.cuda())
-                loss.backward()
-            """,
-        ),
-        Fires(
-            """
-            import torch
-
-            def train(model, loader, device):
-                scale = torch.full((1,), 0.5)
-                for x, y in loader:
-                    for t in range(4):
-                        out = model(x.to(device), scale.to(device, non_blocking=True))
-                        out.sum().backward()
-            """,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def class_weights(labels, num_classes):
-                counts = torch.bincount(torch.tensor(labels), minlength=num_classes)
-                return counts.sum() / (num_classes * counts.clamp(min=1).float())
-
-            def train_one_epoch(model, loader, optimizer, weights, device):
-                for tokens, labels in loader:
-                    logits = model(tokens.to(device))
-                    loss = F.cross_entropy(logits, labels.to(device), weight=weights.to(device))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-            def main(model, loader, optimizer, labels):
-                device = torch.device("cuda")
-                weights = class_weights(labels, 10)
-                for epoch in range(5):
-                    train_one_epoch(model, loader, optimizer, weights, device)
-            """,
-        ),
-        Fires(  # an evaluation helper nested in main: the digit-place tensor depends only on values fixed outside its loop
-            """
-            import torch
-            from torch.utils.data import DataLoader
-
-
-            def main(config, model, trainer, datasets):
-                def eval_split(split, max_batches=-1):
-                    ndigit = config.data.ndigit
-                    results = []
-                    loader = DataLoader(datasets[split], batch_size=50, num_workers=0, drop_last=False)
-                    for b, (x, y) in enumerate(loader):
-                        x = x.to(trainer.device)
-                        d1d2 = x[:, : ndigit * 2]
-                        d3 = model.generate(d1d2, ndigit + 1)[:, -(ndigit + 1):].flip(1)
-                        factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)
-                        d1i = (d1d2[:, :ndigit] * factors[:, 1:]).sum(1)
-                        d2i = (d1d2[:, ndigit : ndigit * 2] * factors[:, 1:]).sum(1)
-                        results.append(((d3 * factors).sum(1) == d1i + d2i).cpu())
-                        if 0 <= max_batches <= b + 1:
-                            break
-                    return torch.cat(results).float().mean()
-
-                trainer.add_callback("on_batch_end", lambda t: eval_split("test") if t.iter_num % 500 == 0 else None)
-                trainer.run()
-            """,
-            at="factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)",
-        ),
-        Fires(  # a module's forward runs every step: a constant built on the host there is copied every step
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Normalize(nn.Module):
-                def __init__(self, backbone):
-                    super().__init__()
-                    self.backbone = backbone
-
-                def forward(self, images):
-                    mean = torch.tensor([0.485, 0.456, 0.406], device=images.device).view(1, 3, 1, 1)
-                    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1).to(images.device)
-                    return self.backbone((images - mean) / std)
-            """,
-            count=2,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # forward: data that depends on the input, a device-side fill, a cached buffer, and no module at all
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Head(nn.Module):
-                def __init__(self, dim):
-                    super().__init__()
-                    self.proj = nn.Linear(dim, dim)
-                    self.register_buffer("scale", torch.tensor([dim ** -0.5]), persistent=False)
-                    self.positions = None
-
-                def forward(self, x):
-                    lengths = torch.tensor([len(row) for row in x], device=x.device)
-                    mask = torch.zeros(x.shape[0], x.shape[1], device=x.device)
-                    if self.positions is None:
-                        self.positions = torch.tensor([0.0, 1.0], device=x.device)
-                    return self.proj(x) * self.scale + mask.sum() + lengths.sum() + self.positions.sum()
-
-
-            def forward(images):
-                return images - torch.tensor([0.5], device=images.device)
-            """
-        ),
-        Quiet(  # forward: a scalar accumulator, a dummy scalar metric, a counter updated in place: not constants
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-
-            class ChunkedCrossEntropy(nn.Module):
-                def forward(self, logits, targets):
-                    total = torch.tensor(0.0, device=targets.device)
-                    counts = torch.tensor([0, 0], device=targets.device)
-                    for chunk, target in zip(logits.chunk(4), targets.chunk(4)):
-                        total += F.cross_entropy(chunk, target, reduction="sum")
-                        counts.add_(torch.stack([target.numel(), (target >= 0).sum()]))
-                    ratios = torch.tensor(1.0, device=targets.device)
-                    return total / counts[1], ratios
-            """
-        ),
-        Quiet(  # a loop-invariant-looking tensor built from what the loop changes
-            """
-            import torch
-
-
-            def evaluate(model, loader, device):
-                scale = 1
-                for x, y in loader:
-                    weights = torch.tensor([scale, scale * 2]).to(device)
-                    model(x.to(device)).mul(weights).sum()
-                    scale += 1
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            class_weights = torch.tensor([0.2, 0.8])
-            for x, y in train_loader:
-                class_weights = class_weights.to(device)
-                loss = criterion(model(x.to(device)), y.to(device)) * class_weights[y.to(device)]
-                loss.mean().backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            for batch in loader:
-                batch = {k: v.to(device) for k, v in batch.items()}
-                inputs, labels = batch["input_ids"], batch["labels"]
-                loss = model(inputs.to(device), labels=labels.to(device)).loss
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            for epoch in range(10):
-                model.to(device)
-                train_one_epoch(model, loader)
-                model.cpu()
-                torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def step_all(models, x, device):
-                for model in models:
-                    model.to(device)
-                    model(x).sum().backward()
-                    model.cpu()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            running = torch.zeros(3)
-            for x, y in loader:
-                out = model(x.cuda())
-                running.mul_(0.9).add_(out.detach().cpu().mean(0))
-                target = running.cuda()
-                loss = criterion(out, target)
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            weights = torch.tensor([1.0, 2.0]).to(device)
-            for x, y in loader:
-                loss = criterion(model(x.to(device)), y.to(device), weights.to(device))
-                noise = torch.randn(4).to(device)
-                half = features.to(torch.float16)
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def train_one_epoch(model, loader, weights, device):
-                for x, y in loader:
-                    loss = criterion(model(x.to(device)), y.to(device)) * weights.to(device)
-                    loss.mean().backward()
-
-            def main(model, loader, device):
-                train_one_epoch(model, loader, torch.ones(4).to(device), device)
-                train_one_epoch(model, loader, weights=load_weights(), device=device)
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.mask = torch.ones(16)
-
-                def refresh_mask(self, step):
-                    self.mask = (torch.rand(16) > 0.1).float()
-
-                def fit(self, loader, device):
-                    for step, (x, y) in enumerate(loader):
-                        self.refresh_mask(step)
-                        out = self.model(x.to(device)) * self.mask.to(device)
-                        out.sum().backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            cache = torch.tensor([1.0, 2.0])
-            weights = torch.tensor([0.5, 0.5])
-            for line in open("log.txt"):
-                moved = cache.cuda()
-                print(line, weights.cuda())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            from torchvision.models import resnet18
-
-            teacher = resnet18(weights="DEFAULT")
-            for x, y in loader:
-                teacher.to("cuda")
-                with torch.no_grad():
-                    soft = teacher(x.cuda())
-                teacher.to("cpu")
-                loss = kd_loss(student(x.cuda()), soft)
-                loss.backward()
-            """
-        ),
-    )
-
 
 def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     """For a parameter the function never rebinds: a call site, when every call in the module passes a
@@ -819,3 +456,367 @@ def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
 
 def _over(loop: Loop) -> str:
     return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""
+
+
+RedundantTransfer.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        device = torch.device("cuda")
+        class_weights = torch.tensor([0.2, 0.3, 0.5])
+        for x, y in train_loader:
+            x, y = x.to(device), y.to(device)
+            loss = F.cross_entropy(model(x), y, weight=class_weights.to(device))
+            loss.backward()
+            optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        for images, labels in loader:
+            images = images.cuda()
+            mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1).cuda()
+            outputs = model(images - mean)
+            loss = criterion(outputs, labels.cuda())
+            loss.backward()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from torchvision.models import resnet50
+
+        model = resnet50()
+        device = "cuda"
+        for x, y in loader:
+            model.to(device)
+            loss = criterion(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.pos_weight = torch.full((10,), 3.0)
+                self.criterion = nn.BCEWithLogitsLoss()
+
+            def run(self, loader, device):
+                for x, y in loader:
+                    logits = self.model(x.to(device))
+                    weight = self.pos_weight.to(device)
+                    loss = (self.criterion(logits, y.to(device)) * weight).mean()
+                    loss.backward()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+        @torch.no_grad()
+        def evaluate(model, val_loader, device):
+            correct = 0
+            for x, y in val_loader:
+                x = x.to(device) / std.to(device)
+                correct += (model(x).argmax(1) == y.to(device)).sum().item()
+            return correct
+        """
+    ),
+    Fires(
+        """
+        import numpy as np
+        import torch
+
+        anchors = torch.as_tensor(np.load("anchors.npy"))
+        model = Detector()
+        for step, batch in enumerate(train_loader):
+            images = batch["images"].cuda(non_blocking=True)
+            preds = model(images)
+            loss = detection_loss(preds, batch["boxes"].cuda(), anchors.cuda())
+            loss.backward()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        def train(model, loader, device):
+            scale = torch.full((1,), 0.5)
+            for x, y in loader:
+                for t in range(4):
+                    out = model(x.to(device), scale.to(device, non_blocking=True))
+                    out.sum().backward()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def class_weights(labels, num_classes):
+            counts = torch.bincount(torch.tensor(labels), minlength=num_classes)
+            return counts.sum() / (num_classes * counts.clamp(min=1).float())
+
+        def train_one_epoch(model, loader, optimizer, weights, device):
+            for tokens, labels in loader:
+                logits = model(tokens.to(device))
+                loss = F.cross_entropy(logits, labels.to(device), weight=weights.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def main(model, loader, optimizer, labels):
+            device = torch.device("cuda")
+            weights = class_weights(labels, 10)
+            for epoch in range(5):
+                train_one_epoch(model, loader, optimizer, weights, device)
+        """,
+    ),
+    Fires(  # an evaluation helper nested in main: the digit-place tensor depends only on values fixed outside its loop
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def main(config, model, trainer, datasets):
+            def eval_split(split, max_batches=-1):
+                ndigit = config.data.ndigit
+                results = []
+                loader = DataLoader(datasets[split], batch_size=50, num_workers=0, drop_last=False)
+                for b, (x, y) in enumerate(loader):
+                    x = x.to(trainer.device)
+                    d1d2 = x[:, : ndigit * 2]
+                    d3 = model.generate(d1d2, ndigit + 1)[:, -(ndigit + 1):].flip(1)
+                    factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)
+                    d1i = (d1d2[:, :ndigit] * factors[:, 1:]).sum(1)
+                    d2i = (d1d2[:, ndigit : ndigit * 2] * factors[:, 1:]).sum(1)
+                    results.append(((d3 * factors).sum(1) == d1i + d2i).cpu())
+                    if 0 <= max_batches <= b + 1:
+                        break
+                return torch.cat(results).float().mean()
+
+            trainer.add_callback("on_batch_end", lambda t: eval_split("test") if t.iter_num % 500 == 0 else None)
+            trainer.run()
+        """,
+        at="factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)",
+    ),
+    Fires(  # a module's forward runs every step: a constant built on the host there is copied every step
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Normalize(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+
+            def forward(self, images):
+                mean = torch.tensor([0.485, 0.456, 0.406], device=images.device).view(1, 3, 1, 1)
+                std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1).to(images.device)
+                return self.backbone((images - mean) / std)
+        """,
+        count=2,
+    ),
+)
+
+RedundantTransfer.MUST_NOT_FIRE = (
+    Quiet(  # forward: data that depends on the input, a device-side fill, a cached buffer, and no module at all
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.register_buffer("scale", torch.tensor([dim ** -0.5]), persistent=False)
+                self.positions = None
+
+            def forward(self, x):
+                lengths = torch.tensor([len(row) for row in x], device=x.device)
+                mask = torch.zeros(x.shape[0], x.shape[1], device=x.device)
+                if self.positions is None:
+                    self.positions = torch.tensor([0.0, 1.0], device=x.device)
+                return self.proj(x) * self.scale + mask.sum() + lengths.sum() + self.positions.sum()
+
+
+        def forward(images):
+            return images - torch.tensor([0.5], device=images.device)
+        """
+    ),
+    Quiet(  # forward: a scalar accumulator, a dummy scalar metric, a counter updated in place: not constants
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ChunkedCrossEntropy(nn.Module):
+            def forward(self, logits, targets):
+                total = torch.tensor(0.0, device=targets.device)
+                counts = torch.tensor([0, 0], device=targets.device)
+                for chunk, target in zip(logits.chunk(4), targets.chunk(4)):
+                    total += F.cross_entropy(chunk, target, reduction="sum")
+                    counts.add_(torch.stack([target.numel(), (target >= 0).sum()]))
+                ratios = torch.tensor(1.0, device=targets.device)
+                return total / counts[1], ratios
+        """
+    ),
+    Quiet(  # a loop-invariant-looking tensor built from what the loop changes
+        """
+        import torch
+
+
+        def evaluate(model, loader, device):
+            scale = 1
+            for x, y in loader:
+                weights = torch.tensor([scale, scale * 2]).to(device)
+                model(x.to(device)).mul(weights).sum()
+                scale += 1
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        class_weights = torch.tensor([0.2, 0.8])
+        for x, y in train_loader:
+            class_weights = class_weights.to(device)
+            loss = criterion(model(x.to(device)), y.to(device)) * class_weights[y.to(device)]
+            loss.mean().backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        for batch in loader:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            inputs, labels = batch["input_ids"], batch["labels"]
+            loss = model(inputs.to(device), labels=labels.to(device)).loss
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        for epoch in range(10):
+            model.to(device)
+            train_one_epoch(model, loader)
+            model.cpu()
+            torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def step_all(models, x, device):
+            for model in models:
+                model.to(device)
+                model(x).sum().backward()
+                model.cpu()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        running = torch.zeros(3)
+        for x, y in loader:
+            out = model(x.cuda())
+            running.mul_(0.9).add_(out.detach().cpu().mean(0))
+            target = running.cuda()
+            loss = criterion(out, target)
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        weights = torch.tensor([1.0, 2.0]).to(device)
+        for x, y in loader:
+            loss = criterion(model(x.to(device)), y.to(device), weights.to(device))
+            noise = torch.randn(4).to(device)
+            half = features.to(torch.float16)
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def train_one_epoch(model, loader, weights, device):
+            for x, y in loader:
+                loss = criterion(model(x.to(device)), y.to(device)) * weights.to(device)
+                loss.mean().backward()
+
+        def main(model, loader, device):
+            train_one_epoch(model, loader, torch.ones(4).to(device), device)
+            train_one_epoch(model, loader, weights=load_weights(), device=device)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.mask = torch.ones(16)
+
+            def refresh_mask(self, step):
+                self.mask = (torch.rand(16) > 0.1).float()
+
+            def fit(self, loader, device):
+                for step, (x, y) in enumerate(loader):
+                    self.refresh_mask(step)
+                    out = self.model(x.to(device)) * self.mask.to(device)
+                    out.sum().backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        cache = torch.tensor([1.0, 2.0])
+        weights = torch.tensor([0.5, 0.5])
+        for line in open("log.txt"):
+            moved = cache.cuda()
+            print(line, weights.cuda())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision.models import resnet18
+
+        teacher = resnet18(weights="DEFAULT")
+        for x, y in loader:
+            teacher.to("cuda")
+            with torch.no_grad():
+                soft = teacher(x.cuda())
+            teacher.to("cpu")
+            loss = kd_loss(student(x.cuda()), soft)
+            loss.backward()
+        """
+    ),
+)

@@ -222,923 +222,6 @@ class UnseededRun(Rule):
             "or `lightning.seed_everything(args.seed)`)",
         )
 
-    MUST_FIRE = (
-        Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
-            """
-            import argparse
-            import random
-
-            import torch
-            import torch.nn.functional as F
-
-            from config import setup
-
-
-            def main(args):
-                cfg = setup(args)
-                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
-                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
-                batches = torch.load(args.data)
-                random.shuffle(batches)
-                for x, y in batches:
-                    optimizer.zero_grad()
-                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--config")
-                parser.add_argument("--data")
-                main(parser.parse_args())
-            """,
-            files={"config.py": """
-                    import json
-
-                    from seeding import fix_random_seeds
-
-
-                    def setup(args):
-                        with open(args.config) as f:
-                            cfg = json.load(f)
-                        fix_random_seeds(cfg.get("seed", 0))
-                        return cfg
-                """, "seeding.py": """
-                    import torch
-
-
-                    def fix_random_seeds(seed=31):
-                        torch.manual_seed(seed)
-                        torch.cuda.manual_seed_all(seed)
-                """},
-            severity=Severity.WARNING,
-            at="random.shuffle(batches)",
-        ),
-        Fires(
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def main():
-                torch.manual_seed(0)
-                np.random.seed(0)
-                files = sorted(glob_files("data/"))
-                random.shuffle(files)
-                model = build_model()
-                for x, y in make_loader(files):
-                    loss = model(x).sum()
-                    loss.backward()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # seeding behind `if args.seed is not None` counts; numpy is drawn from inside a helper
-            """
-            import argparse
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-            def random_crop(image, size):
-                top = np.random.randint(0, image.shape[1] - size)
-                return image[:, top:top + size]
-
-            def train(args):
-                if args.seed is not None:
-                    torch.manual_seed(args.seed)
-                model = nn.Linear(8, 2)
-                opt = torch.optim.SGD(model.parameters(), lr=0.1)
-                for image, y in data:
-                    loss = nn.functional.cross_entropy(model(random_crop(image, 8)), y)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-
-            if __name__ == "__main__":
-                train(argparse.ArgumentParser().parse_args())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # aliases: numpy and `random` are seeded, torch (model init) is not
-            """
-            import random
-            from numpy import random as npr
-            import torch.nn as nn
-
-            random.seed(1234)
-            npr.seed(1234)
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(4, 2)
-                    self.drop = nn.Dropout(0.5)
-
-                def forward(self, x):
-                    return self.fc(self.drop(x))
-
-            net = Net()
-            for x, y in batches:
-                nn.functional.mse_loss(net(x), y).backward()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # a local seed-all helper that forgets numpy
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def seed_all(seed):
-                random.seed(seed)
-                torch.manual_seed(seed)
-
-            def main():
-                seed_all(42)
-                index = np.random.permutation(len(dataset))
-                model = torch.nn.Linear(10, 1)
-                for i in index:
-                    model(dataset[i]).sum().backward()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # an unseeded private generator
-            """
-            import numpy as np
-            import torch
-            from random import shuffle
-
-            if __name__ == "__main__":
-                torch.manual_seed(0)
-                rng = np.random.default_rng()
-                order = rng.permutation(100)
-                shuffle(names)
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-            from torch.utils.data import DataLoader
-
-            def main():
-                model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
-                loader = DataLoader(train_set, batch_size=64, shuffle=True)
-                optimizer = torch.optim.Adam(model.parameters())
-                for x, y in loader:
-                    optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            # a module-level training loop, no main guard
-            """
-            import torch
-
-            model = torch.nn.Linear(3, 1)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            for x, y in pairs:
-                loss = (model(x) - y).pow(2).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # a sampler's generator seeded by host shards differently per host; it seeds no run: a note, not a partial seeding
-            """
-            import random
-
-            import torch
-
-            def collate(examples, is_train):
-                return [random.choice(e["captions"]) if is_train else e["captions"][0] for e in examples]
-
-            def main(model, dataset, optimizer, host_index):
-                g = torch.Generator()
-                g.manual_seed(host_index)
-                sampler = torch.utils.data.RandomSampler(dataset, generator=g)
-                for batch in torch.utils.data.DataLoader(dataset, sampler=sampler, collate_fn=lambda b: collate(b, True)):
-                    model(batch).mean().backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-
-            if __name__ == "__main__":
-                main(*setup())
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # a sampling script seeds its numpy generator from --seed, and nothing seeds torch's noise or weights
-            """
-            import argparse
-
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-
-            class Denoiser(nn.Module):
-                def __init__(self, channels):
-                    super().__init__()
-                    self.net = nn.Conv2d(channels, channels, 3, padding=1)
-
-                def forward(self, x):
-                    return self.net(x)
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--seed", type=int, default=0)
-                args = parser.parse_args()
-                order = np.random.RandomState(args.seed).permutation(8)
-                model = Denoiser(3)
-                with torch.no_grad():
-                    for index in order:
-                        print(index, model(torch.randn(1, 3, 32, 32)).mean().item())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # the replay buffer of another file samples with `random`, which nothing seeds; the agent trains there too
-            """
-            import argparse
-
-            import numpy as np
-            import torch
-
-            from agent import Agent
-            from replay_memory import ReplayMemory
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--seed", type=int, default=123)
-            parser.add_argument("--capacity", type=int, default=100000)
-            args = parser.parse_args()
-
-            env = make_env(args)
-            torch.manual_seed(args.seed)
-            np.random.seed(args.seed)
-
-            agent = Agent(env.observation_size, env.action_size)
-            memory = ReplayMemory(args.capacity)
-            for step in range(1_000_000):
-                memory.push(*env.step(agent.act(env.state)))
-                if len(memory) > 256:
-                    agent.update(memory, 256)
-            """,
-            files={"replay_memory.py": """
-                import random
-
-                import numpy as np
-
-
-                class ReplayMemory:
-                    def __init__(self, capacity):
-                        self.capacity = capacity
-                        self.buffer = []
-
-                    def push(self, *transition):
-                        self.buffer = (self.buffer + [transition])[-self.capacity:]
-
-                    def sample(self, batch_size):
-                        batch = random.sample(self.buffer, batch_size)
-                        return map(np.stack, zip(*batch))
-
-                    def __len__(self):
-                        return len(self.buffer)
-            """, "agent.py": """
-                import torch
-                import torch.nn.functional as F
-
-
-                class Agent:
-                    def __init__(self, observations, actions):
-                        self.policy = torch.nn.Linear(observations, actions)
-                        self.optimizer = torch.optim.Adam(self.policy.parameters())
-
-                    def act(self, state):
-                        return self.policy(torch.as_tensor(state)).argmax().item()
-
-                    def update(self, memory, batch_size):
-                        states, actions, rewards = memory.sample(batch_size)
-                        loss = F.mse_loss(self.policy(torch.as_tensor(states)).max(1).values, torch.as_tensor(rewards))
-                        self.optimizer.zero_grad()
-                        loss.backward()
-                        self.optimizer.step()
-            """},
-            severity=Severity.WARNING,
-            at="memory = ReplayMemory(args.capacity)",
-        ),
-        Fires(  # a seed drawn at random on every launch, with no way to pass one: every run differs
-            """
-            import argparse
-            import random
-
-            import torch
-            import torch.nn as nn
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--epochs", type=int, default=25)
-            opt = parser.parse_args()
-
-            opt.manualSeed = random.randint(1, 10000)
-            print("Random Seed: ", opt.manualSeed)
-            random.seed(opt.manualSeed)
-            torch.manual_seed(opt.manualSeed)
-
-            net = nn.Sequential(nn.Linear(100, 64), nn.ReLU(), nn.Linear(64, 1))
-            optimizer = torch.optim.Adam(net.parameters())
-            for epoch in range(opt.epochs):
-                for batch in loader:
-                    optimizer.zero_grad()
-                    net(batch).mean().backward()
-                    optimizer.step()
-            """,
-            severity=Severity.WARNING,
-            at="opt.manualSeed = random.randint(1, 10000)",
-        ),
-        Fires(  # a script with no main guard trains through a framework object of its own package: the note sits where it starts
-            """
-            import argparse
-            import json
-
-            import torch
-
-            from relext import framework, model
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--train_file")
-            parser.add_argument("--max_epoch", type=int, default=100)
-            args = parser.parse_args()
-
-            rel2id = json.load(open("rel2id.json"))
-            net = model.BagAttention(len(rel2id))
-            trainer = framework.BagRE(net, args.train_file, max_epoch=args.max_epoch)
-            trainer.train_model()
-            """,
-            files={"relext/__init__.py": "", "relext/model.py": """
-                import torch.nn as nn
-
-
-                class BagAttention(nn.Module):
-                    def __init__(self, classes):
-                        super().__init__()
-                        self.fc = nn.Linear(230, classes)
-                        self.drop = nn.Dropout(0.5)
-
-                    def forward(self, x):
-                        return self.fc(self.drop(x))
-            """, "relext/framework.py": """
-                import torch
-                import torch.nn.functional as F
-                from torch.utils.data import DataLoader
-
-
-                class BagRE:
-                    def __init__(self, model, train_path, max_epoch):
-                        self.model = model
-                        self.loader = DataLoader(torch.load(train_path), batch_size=160, shuffle=True)
-                        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                        self.max_epoch = max_epoch
-
-                    def train_model(self):
-                        for epoch in range(self.max_epoch):
-                            for x, y in self.loader:
-                                loss = F.cross_entropy(self.model(x), y)
-                                self.optimizer.zero_grad()
-                                loss.backward()
-                                self.optimizer.step()
-            """},
-            severity=Severity.NOTE,
-            at="parser = argparse.ArgumentParser()",
-        ),
-        Fires(  # seeded in the parent only: the workers mp.spawn starts begin with fresh generators
-            """
-            import argparse
-            import random
-
-            import numpy as np
-            import torch
-            import torch.distributed as dist
-            import torch.multiprocessing as mp
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-            def train(rank, world_size, args):
-                dist.init_process_group("nccl", rank=rank, world_size=world_size)
-                model = DDP(torch.nn.Linear(32, 2).to(rank), device_ids=[rank])
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for x, y in make_loader(args, rank):
-                    loss = torch.nn.functional.cross_entropy(model(x.to(rank)), y.to(rank))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-
-            def main():
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--seed", type=int, default=0)
-                args = parser.parse_args()
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                world_size = torch.cuda.device_count()
-                mp.spawn(train, args=(world_size, args), nprocs=world_size)
-
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-            at="mp.spawn(train, args=(world_size, args), nprocs=world_size)",
-        ),
-        Fires(  # scikit-learn's split draws from numpy's global generator when given no random_state
-            """
-            import argparse
-
-            import torch
-            from sklearn.model_selection import train_test_split
-
-
-            def main(args):
-                torch.manual_seed(args.seed)
-                features, labels = load_table(args.data)
-                x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)
-                model = torch.nn.Linear(x_train.shape[1], 1)
-                optimizer = torch.optim.Adam(model.parameters())
-                for epoch in range(args.epochs):
-                    loss = torch.nn.functional.mse_loss(model(x_train), y_train)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(argparse.ArgumentParser().parse_args())
-            """,
-            severity=Severity.WARNING,
-            at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
-        ),
-        Fires(  # a Hugging Face dataset shuffled with no seed takes one from numpy's global generator, which nothing seeds
-            """
-            import torch
-            from datasets import load_dataset
-
-
-            def main(args, model, tokenizer, optimizer):
-                torch.manual_seed(args.seed)
-                dataset = load_dataset("imdb")["train"].map(lambda row: tokenizer(row["text"]), batched=True)
-                dataset = dataset.shuffle()
-                for batch in dataset.iter(batch_size=8):
-                    loss = model(**batch).loss
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-
-
-            if __name__ == "__main__":
-                main(*setup())
-            """,
-            severity=Severity.WARNING,
-            at="dataset = dataset.shuffle()",
-        ),
-        Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
-            """
-            import random
-
-            import torch
-
-
-            def main(paths):
-                split_rng = random.Random(12345)
-                paths = sorted(paths)
-                split_rng.shuffle(paths)
-                train_paths = paths[: int(0.9 * len(paths))]
-                model = torch.nn.Linear(16, 4)
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for x, y in load(train_paths):
-                    optimizer.zero_grad()
-                    torch.nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(list_files())
-            """,
-            severity=Severity.NOTE,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # the replay buffer of another file seeds `random` itself when it is built
-            """
-            import numpy as np
-            import torch
-
-            from replay_memory import ReplayMemory
-
-            torch.manual_seed(args.seed)
-            np.random.seed(args.seed)
-            memory = ReplayMemory(args.capacity, args.seed)
-            model = torch.nn.Linear(4, 2)
-            for step in range(1000):
-                states = memory.sample(32)
-                model(torch.as_tensor(states)).sum().backward()
-            """,
-            files={"replay_memory.py": """
-                import random
-
-
-                class ReplayMemory:
-                    def __init__(self, capacity, seed):
-                        random.seed(seed)
-                        self.capacity = capacity
-                        self.buffer = []
-
-                    def sample(self, batch_size):
-                        return random.sample(self.buffer, batch_size)
-            """},
-        ),
-        Quiet(  # a model file's demo profiles the model with a helper that backwards once: no training run
-            """
-            import argparse
-
-            import torch
-
-            from utils.torch_utils import profile
-
-
-            class Model(torch.nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.conv = torch.nn.Conv2d(3, 16, 3)
-
-                def forward(self, x):
-                    return self.conv(x)
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--batch-size", type=int, default=1)
-                opt = parser.parse_args()
-                profile(torch.rand(opt.batch_size, 3, 640, 640), [Model()], n=3)
-            """,
-            files={"utils/__init__.py": "", "utils/torch_utils.py": """
-                import time
-
-
-                def profile(inputs, models, n=10):
-                    for model in models:
-                        start = time.time()
-                        for _ in range(n):
-                            model(inputs).sum().backward()
-                        print(model.__class__.__name__, (time.time() - start) / n)
-            """},
-        ),
-        Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
-            """
-            import numpy as np
-
-            from data.build import build_train_loader
-
-
-            def main(cfg):
-                for batch in build_train_loader(cfg):
-                    colors = np.random.rand(len(batch), 3)
-                    save_overlay(batch, colors)
-
-
-            if __name__ == "__main__":
-                main(load_config())
-            """,
-            files={"data/__init__.py": "", "data/build.py": """
-                import torch
-
-
-                def build_train_loader(cfg, seed=None):
-                    generator = torch.Generator()
-                    if seed is not None:
-                        generator.manual_seed(seed)
-                    return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
-            """},
-        ),
-        Quiet(  # the dataset's shuffle is given the run's seed
-            """
-            import torch
-            from datasets import load_dataset
-
-
-            def main(args, model, optimizer):
-                torch.manual_seed(args.seed)
-                dataset = load_dataset("imdb")["train"].shuffle(seed=args.seed)
-                splits = dataset.train_test_split(test_size=0.1, seed=args.seed)
-                for batch in splits["train"].iter(batch_size=8):
-                    model(**batch).loss.backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(*setup())
-            """
-        ),
-        Quiet(  # every worker seeds itself first thing; the split is given a random_state
-            """
-            import random
-
-            import numpy as np
-            import torch
-            import torch.multiprocessing as mp
-            from sklearn.model_selection import train_test_split
-
-
-            def train(rank, args):
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                x_train, _, y_train, _ = train_test_split(*load(args), test_size=0.1, random_state=args.seed)
-                model = torch.nn.Linear(8, 1).to(rank)
-                for x, y in zip(x_train, y_train):
-                    torch.nn.functional.mse_loss(model(x.to(rank)), y.to(rank)).backward()
-
-
-            if __name__ == "__main__":
-                args = parse_args()
-                torch.manual_seed(args.seed)
-                mp.spawn(train, args=(args,), nprocs=2)
-            """
-        ),
-        Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
-            """
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-
-            class AbstractPermuter(nn.Module):
-                def forward(self, x, reverse=False):
-                    raise NotImplementedError
-
-
-            class Random(AbstractPermuter):
-                def __init__(self, H, W):
-                    super().__init__()
-                    indices = np.random.RandomState(1).permutation(H * W)
-                    idx = torch.tensor(indices.ravel())
-                    self.register_buffer("forward_shuffle_idx", idx)
-                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
-
-                def forward(self, x, reverse=False):
-                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
-
-
-            class AlternateParsing(AbstractPermuter):
-                def __init__(self, H, W):
-                    super().__init__()
-                    indices = np.arange(W * H).reshape(H, W)
-                    for i in range(1, H, 2):
-                        indices[i, :] = indices[i, ::-1]
-                    idx = torch.tensor(indices.flatten())
-                    self.register_buffer("forward_shuffle_idx", idx)
-                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
-
-                def forward(self, x, reverse=False):
-                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
-
-
-            if __name__ == "__main__":
-                p0 = AlternateParsing(16, 16)
-                print(p0.forward_shuffle_idx)
-                print(p0.backward_shuffle_idx)
-            """
-        ),
-        Quiet(  # seeded by a setup helper of another file, through a helper of a third
-            """
-            import argparse
-
-            import torch
-            import torch.nn.functional as F
-
-            from config import setup
-
-
-            def main(args):
-                cfg = setup(args)
-                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
-                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
-                batches = torch.load(args.data)
-                for x, y in batches:
-                    optimizer.zero_grad()
-                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--config")
-                parser.add_argument("--data")
-                main(parser.parse_args())
-            """,
-            files={"config.py": """
-                    import json
-
-                    from seeding import fix_random_seeds
-
-
-                    def setup(args):
-                        with open(args.config) as f:
-                            cfg = json.load(f)
-                        fix_random_seeds(cfg.get("seed", 0))
-                        return cfg
-                """, "seeding.py": """
-                    import random
-
-                    import numpy as np
-                    import torch
-
-
-                    def fix_random_seeds(seed=31):
-                        torch.manual_seed(seed)
-                        torch.cuda.manual_seed_all(seed)
-                        np.random.seed(seed)
-                        random.seed(seed)
-                """},
-        ),
-        Quiet(  # an image server draws a fresh seed per request on purpose
-            """
-            import random
-
-            import torch
-            from diffusers import StableDiffusion3Pipeline
-
-            def generate(shared, prompt):
-                generator = torch.Generator(device=shared.device)
-                generator.manual_seed(random.randint(0, 10_000_000))
-                return shared.pipeline(prompt, generator=generator).images[0]
-
-            if __name__ == "__main__":
-                generate(load_shared(), "a photo of a cat")
-            """
-        ),
-        Quiet(
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def main(args):
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                torch.cuda.manual_seed_all(args.seed)
-                random.shuffle(files)
-                model = torch.nn.Linear(2, 2)
-                for x in np.random.permutation(data):
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main(parse())
-            """
-        ),
-        Quiet(
-            # seeding helpers from the libraries seed all three
-            """
-            import random
-            import numpy as np
-            from transformers import set_seed
-
-            def main():
-                set_seed(42)
-                random.shuffle(examples)
-                noise = np.random.normal(size=3)
-                for batch in loader:
-                    model(**batch).loss.backward()
-
-            if __name__ == "__main__":
-                main()
-            """
-        ),
-        Quiet(
-            """
-            import lightning as L
-            import numpy as np
-
-            L.seed_everything(7)
-            idx = np.random.choice(100, 10)
-            model = LitModel()
-            L.Trainer(max_epochs=3).fit(model)
-            """
-        ),
-        Quiet(
-            # the Hugging Face Trainer seeds torch, numpy and random itself
-            """
-            import random
-            from transformers import Trainer, TrainingArguments
-
-            random.shuffle(examples)
-            trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds)
-            if __name__ == "__main__":
-                trainer.train()
-            """
-        ),
-        Quiet(
-            # a library: no entry point, no training; its callers decide about seeding
-            """
-            import random
-            import torch
-
-            def set_torch_seed(seed):
-                torch.manual_seed(seed)
-
-            def augment(image):
-                if random.random() < 0.5:
-                    image = image.flip(-1)
-                return image
-            """
-        ),
-        Quiet(
-            # an imported seed-all helper whose body lives in another file
-            """
-            import random
-            import numpy as np
-            import torch
-            from utils.misc import init_seeds
-
-            if __name__ == "__main__":
-                init_seeds(0)
-                random.shuffle(paths)
-                model = torch.nn.Linear(1, 1)
-                for x in np.random.rand(10, 1):
-                    model(torch.tensor(x)).sum().backward()
-            """
-        ),
-        Quiet(
-            # torch seeded and only torch drawn from; a seeded numpy generator
-            """
-            import numpy as np
-            import torch
-
-            def main():
-                torch.manual_seed(0)
-                rng = np.random.default_rng(0)
-                perm = rng.permutation(10)
-                model = torch.nn.Linear(4, 4)
-                for x in data:
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main()
-            """
-        ),
-        Quiet(
-            # `random` only picks the seed (and a free port); the seed itself is applied and logged
-            """
-            import os
-            import random
-            import numpy as np
-            import torch
-
-            def main(args):
-                if args.seed is None:
-                    args.seed = random.randint(0, 2**31 - 1)
-                os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
-                print(f"seed: {args.seed}")
-                torch.manual_seed(args.seed)
-                np.random.seed(args.seed)
-                model = torch.nn.Linear(2, 1)
-                for x in np.random.permutation(data):
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main(parse_args())
-            """
-        ),
-        Quiet(
-            # evaluation script: an entry point that never trains, nothing seeded
-            """
-            import torch
-
-            if __name__ == "__main__":
-                model = torch.load("model.pt")
-                with torch.no_grad():
-                    print(model(torch.randn(1, 3)))
-            """
-        ),
-    )
-
 
 def _verdict_statement(module: ModuleAnalysis) -> int | None:
     verdict = module.module_wide("TL401 verdict", _verdict)
@@ -1530,3 +613,921 @@ def _line(call: CallEvent) -> int:
 
 def _join(parts: list[str], conjunction: str = "and") -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} {conjunction} {parts[-1]}"
+
+
+UnseededRun.MUST_FIRE = (
+    Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
+        """
+        import argparse
+        import random
+
+        import torch
+        import torch.nn.functional as F
+
+        from config import setup
+
+
+        def main(args):
+            cfg = setup(args)
+            model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+            batches = torch.load(args.data)
+            random.shuffle(batches)
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--config")
+            parser.add_argument("--data")
+            main(parser.parse_args())
+        """,
+        files={"config.py": """
+                import json
+
+                from seeding import fix_random_seeds
+
+
+                def setup(args):
+                    with open(args.config) as f:
+                        cfg = json.load(f)
+                    fix_random_seeds(cfg.get("seed", 0))
+                    return cfg
+            """, "seeding.py": """
+                import torch
+
+
+                def fix_random_seeds(seed=31):
+                    torch.manual_seed(seed)
+                    torch.cuda.manual_seed_all(seed)
+            """},
+        severity=Severity.WARNING,
+        at="random.shuffle(batches)",
+    ),
+    Fires(
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def main():
+            torch.manual_seed(0)
+            np.random.seed(0)
+            files = sorted(glob_files("data/"))
+            random.shuffle(files)
+            model = build_model()
+            for x, y in make_loader(files):
+                loss = model(x).sum()
+                loss.backward()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # seeding behind `if args.seed is not None` counts; numpy is drawn from inside a helper
+        """
+        import argparse
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        def random_crop(image, size):
+            top = np.random.randint(0, image.shape[1] - size)
+            return image[:, top:top + size]
+
+        def train(args):
+            if args.seed is not None:
+                torch.manual_seed(args.seed)
+            model = nn.Linear(8, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for image, y in data:
+                loss = nn.functional.cross_entropy(model(random_crop(image, 8)), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            train(argparse.ArgumentParser().parse_args())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # aliases: numpy and `random` are seeded, torch (model init) is not
+        """
+        import random
+        from numpy import random as npr
+        import torch.nn as nn
+
+        random.seed(1234)
+        npr.seed(1234)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.drop = nn.Dropout(0.5)
+
+            def forward(self, x):
+                return self.fc(self.drop(x))
+
+        net = Net()
+        for x, y in batches:
+            nn.functional.mse_loss(net(x), y).backward()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # a local seed-all helper that forgets numpy
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def seed_all(seed):
+            random.seed(seed)
+            torch.manual_seed(seed)
+
+        def main():
+            seed_all(42)
+            index = np.random.permutation(len(dataset))
+            model = torch.nn.Linear(10, 1)
+            for i in index:
+                model(dataset[i]).sum().backward()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # an unseeded private generator
+        """
+        import numpy as np
+        import torch
+        from random import shuffle
+
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            rng = np.random.default_rng()
+            order = rng.permutation(100)
+            shuffle(names)
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        def main():
+            model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+            loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            optimizer = torch.optim.Adam(model.parameters())
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        # a module-level training loop, no main guard
+        """
+        import torch
+
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in pairs:
+            loss = (model(x) - y).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a sampler's generator seeded by host shards differently per host; it seeds no run: a note, not a partial seeding
+        """
+        import random
+
+        import torch
+
+        def collate(examples, is_train):
+            return [random.choice(e["captions"]) if is_train else e["captions"][0] for e in examples]
+
+        def main(model, dataset, optimizer, host_index):
+            g = torch.Generator()
+            g.manual_seed(host_index)
+            sampler = torch.utils.data.RandomSampler(dataset, generator=g)
+            for batch in torch.utils.data.DataLoader(dataset, sampler=sampler, collate_fn=lambda b: collate(b, True)):
+                model(batch).mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        if __name__ == "__main__":
+            main(*setup())
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a sampling script seeds its numpy generator from --seed, and nothing seeds torch's noise or weights
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class Denoiser(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.net = nn.Conv2d(channels, channels, 3, padding=1)
+
+            def forward(self, x):
+                return self.net(x)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            order = np.random.RandomState(args.seed).permutation(8)
+            model = Denoiser(3)
+            with torch.no_grad():
+                for index in order:
+                    print(index, model(torch.randn(1, 3, 32, 32)).mean().item())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the replay buffer of another file samples with `random`, which nothing seeds; the agent trains there too
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+
+        from agent import Agent
+        from replay_memory import ReplayMemory
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--seed", type=int, default=123)
+        parser.add_argument("--capacity", type=int, default=100000)
+        args = parser.parse_args()
+
+        env = make_env(args)
+        torch.manual_seed(args.seed)
+        np.random.seed(args.seed)
+
+        agent = Agent(env.observation_size, env.action_size)
+        memory = ReplayMemory(args.capacity)
+        for step in range(1_000_000):
+            memory.push(*env.step(agent.act(env.state)))
+            if len(memory) > 256:
+                agent.update(memory, 256)
+        """,
+        files={"replay_memory.py": """
+            import random
+
+            import numpy as np
+
+
+            class ReplayMemory:
+                def __init__(self, capacity):
+                    self.capacity = capacity
+                    self.buffer = []
+
+                def push(self, *transition):
+                    self.buffer = (self.buffer + [transition])[-self.capacity:]
+
+                def sample(self, batch_size):
+                    batch = random.sample(self.buffer, batch_size)
+                    return map(np.stack, zip(*batch))
+
+                def __len__(self):
+                    return len(self.buffer)
+        """, "agent.py": """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Agent:
+                def __init__(self, observations, actions):
+                    self.policy = torch.nn.Linear(observations, actions)
+                    self.optimizer = torch.optim.Adam(self.policy.parameters())
+
+                def act(self, state):
+                    return self.policy(torch.as_tensor(state)).argmax().item()
+
+                def update(self, memory, batch_size):
+                    states, actions, rewards = memory.sample(batch_size)
+                    loss = F.mse_loss(self.policy(torch.as_tensor(states)).max(1).values, torch.as_tensor(rewards))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """},
+        severity=Severity.WARNING,
+        at="memory = ReplayMemory(args.capacity)",
+    ),
+    Fires(  # a seed drawn at random on every launch, with no way to pass one: every run differs
+        """
+        import argparse
+        import random
+
+        import torch
+        import torch.nn as nn
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--epochs", type=int, default=25)
+        opt = parser.parse_args()
+
+        opt.manualSeed = random.randint(1, 10000)
+        print("Random Seed: ", opt.manualSeed)
+        random.seed(opt.manualSeed)
+        torch.manual_seed(opt.manualSeed)
+
+        net = nn.Sequential(nn.Linear(100, 64), nn.ReLU(), nn.Linear(64, 1))
+        optimizer = torch.optim.Adam(net.parameters())
+        for epoch in range(opt.epochs):
+            for batch in loader:
+                optimizer.zero_grad()
+                net(batch).mean().backward()
+                optimizer.step()
+        """,
+        severity=Severity.WARNING,
+        at="opt.manualSeed = random.randint(1, 10000)",
+    ),
+    Fires(  # a script with no main guard trains through a framework object of its own package: the note sits where it starts
+        """
+        import argparse
+        import json
+
+        import torch
+
+        from relext import framework, model
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--train_file")
+        parser.add_argument("--max_epoch", type=int, default=100)
+        args = parser.parse_args()
+
+        rel2id = json.load(open("rel2id.json"))
+        net = model.BagAttention(len(rel2id))
+        trainer = framework.BagRE(net, args.train_file, max_epoch=args.max_epoch)
+        trainer.train_model()
+        """,
+        files={"relext/__init__.py": "", "relext/model.py": """
+            import torch.nn as nn
+
+
+            class BagAttention(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.fc = nn.Linear(230, classes)
+                    self.drop = nn.Dropout(0.5)
+
+                def forward(self, x):
+                    return self.fc(self.drop(x))
+        """, "relext/framework.py": """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            class BagRE:
+                def __init__(self, model, train_path, max_epoch):
+                    self.model = model
+                    self.loader = DataLoader(torch.load(train_path), batch_size=160, shuffle=True)
+                    self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                    self.max_epoch = max_epoch
+
+                def train_model(self):
+                    for epoch in range(self.max_epoch):
+                        for x, y in self.loader:
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+        """},
+        severity=Severity.NOTE,
+        at="parser = argparse.ArgumentParser()",
+    ),
+    Fires(  # seeded in the parent only: the workers mp.spawn starts begin with fresh generators
+        """
+        import argparse
+        import random
+
+        import numpy as np
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+        def train(rank, world_size, args):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            model = DDP(torch.nn.Linear(32, 2).to(rank), device_ids=[rank])
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in make_loader(args, rank):
+                loss = torch.nn.functional.cross_entropy(model(x.to(rank)), y.to(rank))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            world_size = torch.cuda.device_count()
+            mp.spawn(train, args=(world_size, args), nprocs=world_size)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+        at="mp.spawn(train, args=(world_size, args), nprocs=world_size)",
+    ),
+    Fires(  # scikit-learn's split draws from numpy's global generator when given no random_state
+        """
+        import argparse
+
+        import torch
+        from sklearn.model_selection import train_test_split
+
+
+        def main(args):
+            torch.manual_seed(args.seed)
+            features, labels = load_table(args.data)
+            x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)
+            model = torch.nn.Linear(x_train.shape[1], 1)
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(args.epochs):
+                loss = torch.nn.functional.mse_loss(model(x_train), y_train)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(argparse.ArgumentParser().parse_args())
+        """,
+        severity=Severity.WARNING,
+        at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
+    ),
+    Fires(  # a Hugging Face dataset shuffled with no seed takes one from numpy's global generator, which nothing seeds
+        """
+        import torch
+        from datasets import load_dataset
+
+
+        def main(args, model, tokenizer, optimizer):
+            torch.manual_seed(args.seed)
+            dataset = load_dataset("imdb")["train"].map(lambda row: tokenizer(row["text"]), batched=True)
+            dataset = dataset.shuffle()
+            for batch in dataset.iter(batch_size=8):
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        if __name__ == "__main__":
+            main(*setup())
+        """,
+        severity=Severity.WARNING,
+        at="dataset = dataset.shuffle()",
+    ),
+    Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
+        """
+        import random
+
+        import torch
+
+
+        def main(paths):
+            split_rng = random.Random(12345)
+            paths = sorted(paths)
+            split_rng.shuffle(paths)
+            train_paths = paths[: int(0.9 * len(paths))]
+            model = torch.nn.Linear(16, 4)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in load(train_paths):
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(list_files())
+        """,
+        severity=Severity.NOTE,
+    ),
+)
+
+UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # the replay buffer of another file seeds `random` itself when it is built
+        """
+        import numpy as np
+        import torch
+
+        from replay_memory import ReplayMemory
+
+        torch.manual_seed(args.seed)
+        np.random.seed(args.seed)
+        memory = ReplayMemory(args.capacity, args.seed)
+        model = torch.nn.Linear(4, 2)
+        for step in range(1000):
+            states = memory.sample(32)
+            model(torch.as_tensor(states)).sum().backward()
+        """,
+        files={"replay_memory.py": """
+            import random
+
+
+            class ReplayMemory:
+                def __init__(self, capacity, seed):
+                    random.seed(seed)
+                    self.capacity = capacity
+                    self.buffer = []
+
+                def sample(self, batch_size):
+                    return random.sample(self.buffer, batch_size)
+        """},
+    ),
+    Quiet(  # a model file's demo profiles the model with a helper that backwards once: no training run
+        """
+        import argparse
+
+        import torch
+
+        from utils.torch_utils import profile
+
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 16, 3)
+
+            def forward(self, x):
+                return self.conv(x)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--batch-size", type=int, default=1)
+            opt = parser.parse_args()
+            profile(torch.rand(opt.batch_size, 3, 640, 640), [Model()], n=3)
+        """,
+        files={"utils/__init__.py": "", "utils/torch_utils.py": """
+            import time
+
+
+            def profile(inputs, models, n=10):
+                for model in models:
+                    start = time.time()
+                    for _ in range(n):
+                        model(inputs).sum().backward()
+                    print(model.__class__.__name__, (time.time() - start) / n)
+        """},
+    ),
+    Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
+        """
+        import numpy as np
+
+        from data.build import build_train_loader
+
+
+        def main(cfg):
+            for batch in build_train_loader(cfg):
+                colors = np.random.rand(len(batch), 3)
+                save_overlay(batch, colors)
+
+
+        if __name__ == "__main__":
+            main(load_config())
+        """,
+        files={"data/__init__.py": "", "data/build.py": """
+            import torch
+
+
+            def build_train_loader(cfg, seed=None):
+                generator = torch.Generator()
+                if seed is not None:
+                    generator.manual_seed(seed)
+                return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
+        """},
+    ),
+    Quiet(  # the dataset's shuffle is given the run's seed
+        """
+        import torch
+        from datasets import load_dataset
+
+
+        def main(args, model, optimizer):
+            torch.manual_seed(args.seed)
+            dataset = load_dataset("imdb")["train"].shuffle(seed=args.seed)
+            splits = dataset.train_test_split(test_size=0.1, seed=args.seed)
+            for batch in splits["train"].iter(batch_size=8):
+                model(**batch).loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(*setup())
+        """
+    ),
+    Quiet(  # every worker seeds itself first thing; the split is given a random_state
+        """
+        import random
+
+        import numpy as np
+        import torch
+        import torch.multiprocessing as mp
+        from sklearn.model_selection import train_test_split
+
+
+        def train(rank, args):
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            x_train, _, y_train, _ = train_test_split(*load(args), test_size=0.1, random_state=args.seed)
+            model = torch.nn.Linear(8, 1).to(rank)
+            for x, y in zip(x_train, y_train):
+                torch.nn.functional.mse_loss(model(x.to(rank)), y.to(rank)).backward()
+
+
+        if __name__ == "__main__":
+            args = parse_args()
+            torch.manual_seed(args.seed)
+            mp.spawn(train, args=(args,), nprocs=2)
+        """
+    ),
+    Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
+        """
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class AbstractPermuter(nn.Module):
+            def forward(self, x, reverse=False):
+                raise NotImplementedError
+
+
+        class Random(AbstractPermuter):
+            def __init__(self, H, W):
+                super().__init__()
+                indices = np.random.RandomState(1).permutation(H * W)
+                idx = torch.tensor(indices.ravel())
+                self.register_buffer("forward_shuffle_idx", idx)
+                self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+            def forward(self, x, reverse=False):
+                return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+        class AlternateParsing(AbstractPermuter):
+            def __init__(self, H, W):
+                super().__init__()
+                indices = np.arange(W * H).reshape(H, W)
+                for i in range(1, H, 2):
+                    indices[i, :] = indices[i, ::-1]
+                idx = torch.tensor(indices.flatten())
+                self.register_buffer("forward_shuffle_idx", idx)
+                self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+            def forward(self, x, reverse=False):
+                return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+        if __name__ == "__main__":
+            p0 = AlternateParsing(16, 16)
+            print(p0.forward_shuffle_idx)
+            print(p0.backward_shuffle_idx)
+        """
+    ),
+    Quiet(  # seeded by a setup helper of another file, through a helper of a third
+        """
+        import argparse
+
+        import torch
+        import torch.nn.functional as F
+
+        from config import setup
+
+
+        def main(args):
+            cfg = setup(args)
+            model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+            batches = torch.load(args.data)
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--config")
+            parser.add_argument("--data")
+            main(parser.parse_args())
+        """,
+        files={"config.py": """
+                import json
+
+                from seeding import fix_random_seeds
+
+
+                def setup(args):
+                    with open(args.config) as f:
+                        cfg = json.load(f)
+                    fix_random_seeds(cfg.get("seed", 0))
+                    return cfg
+            """, "seeding.py": """
+                import random
+
+                import numpy as np
+                import torch
+
+
+                def fix_random_seeds(seed=31):
+                    torch.manual_seed(seed)
+                    torch.cuda.manual_seed_all(seed)
+                    np.random.seed(seed)
+                    random.seed(seed)
+            """},
+    ),
+    Quiet(  # an image server draws a fresh seed per request on purpose
+        """
+        import random
+
+        import torch
+        from diffusers import StableDiffusion3Pipeline
+
+        def generate(shared, prompt):
+            generator = torch.Generator(device=shared.device)
+            generator.manual_seed(random.randint(0, 10_000_000))
+            return shared.pipeline(prompt, generator=generator).images[0]
+
+        if __name__ == "__main__":
+            generate(load_shared(), "a photo of a cat")
+        """
+    ),
+    Quiet(
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def main(args):
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            torch.cuda.manual_seed_all(args.seed)
+            random.shuffle(files)
+            model = torch.nn.Linear(2, 2)
+            for x in np.random.permutation(data):
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main(parse())
+        """
+    ),
+    Quiet(
+        # seeding helpers from the libraries seed all three
+        """
+        import random
+        import numpy as np
+        from transformers import set_seed
+
+        def main():
+            set_seed(42)
+            random.shuffle(examples)
+            noise = np.random.normal(size=3)
+            for batch in loader:
+                model(**batch).loss.backward()
+
+        if __name__ == "__main__":
+            main()
+        """
+    ),
+    Quiet(
+        """
+        import lightning as L
+        import numpy as np
+
+        L.seed_everything(7)
+        idx = np.random.choice(100, 10)
+        model = LitModel()
+        L.Trainer(max_epochs=3).fit(model)
+        """
+    ),
+    Quiet(
+        # the Hugging Face Trainer seeds torch, numpy and random itself
+        """
+        import random
+        from transformers import Trainer, TrainingArguments
+
+        random.shuffle(examples)
+        trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds)
+        if __name__ == "__main__":
+            trainer.train()
+        """
+    ),
+    Quiet(
+        # a library: no entry point, no training; its callers decide about seeding
+        """
+        import random
+        import torch
+
+        def set_torch_seed(seed):
+            torch.manual_seed(seed)
+
+        def augment(image):
+            if random.random() < 0.5:
+                image = image.flip(-1)
+            return image
+        """
+    ),
+    Quiet(
+        # an imported seed-all helper whose body lives in another file
+        """
+        import random
+        import numpy as np
+        import torch
+        from utils.misc import init_seeds
+
+        if __name__ == "__main__":
+            init_seeds(0)
+            random.shuffle(paths)
+            model = torch.nn.Linear(1, 1)
+            for x in np.random.rand(10, 1):
+                model(torch.tensor(x)).sum().backward()
+        """
+    ),
+    Quiet(
+        # torch seeded and only torch drawn from; a seeded numpy generator
+        """
+        import numpy as np
+        import torch
+
+        def main():
+            torch.manual_seed(0)
+            rng = np.random.default_rng(0)
+            perm = rng.permutation(10)
+            model = torch.nn.Linear(4, 4)
+            for x in data:
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main()
+        """
+    ),
+    Quiet(
+        # `random` only picks the seed (and a free port); the seed itself is applied and logged
+        """
+        import os
+        import random
+        import numpy as np
+        import torch
+
+        def main(args):
+            if args.seed is None:
+                args.seed = random.randint(0, 2**31 - 1)
+            os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
+            print(f"seed: {args.seed}")
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            model = torch.nn.Linear(2, 1)
+            for x in np.random.permutation(data):
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main(parse_args())
+        """
+    ),
+    Quiet(
+        # evaluation script: an entry point that never trains, nothing seeded
+        """
+        import torch
+
+        if __name__ == "__main__":
+            model = torch.load("model.pt")
+            with torch.no_grad():
+                print(model(torch.randn(1, 3)))
+        """
+    ),
+)
