@@ -48,7 +48,15 @@ from trainlint.analysis.files import UnreadableFile, read_bounded
 from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
 from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.frameworks import grad_handled_by_framework, manual_optimization, training_step_hook
-from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.libraries import (
+    DDP_SAMPLER_WHEN,
+    DRAWS_GLOBAL_NUMPY,
+    STARTS_FRESH_PROCESSES,
+    ModeFact,
+    call_fact,
+    eval_mode_after_loading,
+    mode_layers,
+)
 from trainlint.analysis.lines import indentation
 from trainlint.analysis.module import SEED_ALL_HELPERS, ModuleAnalysis
 from trainlint.analysis.names import dotted, last_part
@@ -71,6 +79,7 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    library_model_facts,
     loops_running,
     mentions,
     mode_parameter,
@@ -163,7 +172,7 @@ __all__ = [
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "loops_running",
     "mentions", "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled",
-    "repeats_per_step", "replaces_a_list_item", "smoke_test_forward", "written",
+    "repeats_per_step", "replaces_a_list_item", "smoke_test_forward", "written", "library_model_facts",
     # what a container keeps across a loop
     "kept_on_the_gpu", "keeps_one_number", "is_scalar_loss", "without_host_copy_suffix",
     # syntax helpers and quoting code in messages
@@ -176,6 +185,7 @@ __all__ = [
     "rename_activation", "grad_handled_by_framework", "manual_optimization", "training_step_hook",
     # what library calls do that their names do not say (analysis/libraries.py's CALL_FACTS)
     "call_fact", "DRAWS_GLOBAL_NUMPY", "STARTS_FRESH_PROCESSES", "DDP_SAMPLER_WHEN",
+    "ModeFact", "eval_mode_after_loading", "mode_layers",
     # reading the project's other files (bounded, regular files only)
     "read_bounded", "UnreadableFile",
 ]
