@@ -34,7 +34,10 @@ from trainlint.rules import (
     dotted,
     is_backward,
     is_optimizer_step,
+    ModeFact,
+    ScopeAnalysis,
     last_part,
+    library_model_facts,
     ordered_events,
     written,
 )
@@ -69,6 +72,43 @@ class StuckEvalMode(Rule):
                 if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
                     reported.add(loop)
                     self._report(ctx, event, chain, key, loop, step, forward)
+            if not reported:
+                self._check_loaded_in_eval_mode(ctx, scope, items)
+
+    def _check_loaded_in_eval_mode(self, ctx, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """A model that ``from_pretrained`` returned in eval mode is trained by a loop, and nothing switches it
+        to training mode: every step runs with its dropout off."""
+        for _, event, chain in items:
+            if chain or not _is_forward(event) or event.context.grad_off is not None or not event.context.loops:
+                continue
+            key = event.receiver_key
+            loaded = _loaded_in_eval_mode(ctx, scope, event)
+            found = _training_loop(items, event, key) if key is not None and loaded is not None else None
+            if found is None or loaded is None or key is None:
+                continue
+            loop, in_loop, forward = found
+            if _parameters_frozen(scope, key) or not _optimized(ctx, scope, event) or _frozen_by_its_class(ctx, forward):
+                continue
+            if _may_switch_to_training(ctx, items, key, loaded[0]):
+                return
+            step = next(item for _, item, _ in in_loop if _is_training_step(item))
+            site, mode, layers = loaded
+            message = (
+                f"`{key}` is trained by the loop on line {ctx.line_of((scope.chunk, loop.node))} in eval mode: "
+                f"{mode.says} (line {ctx.line_of(site)}), and nothing calls `{key}.train()`, so every step runs with "
+                f"its dropout off ({layers.says})"
+            )
+            ctx.report(
+                forward.node, message,
+                evidence=[
+                    (site, f"{mode.says}; {mode.source}"),
+                    (site, f"{layers.says}; {layers.source}"),
+                    ((forward.chunk, forward.node), f"`{key}` runs with grad enabled here"),
+                    ((step.chunk, step.node), "a training step, in eval mode"),
+                ],
+                help=f"call `{key}.train()` before the training loop (and after each evaluation inside it)",
+            )
+            return
 
     def _report(self, ctx, event: CallEvent, chain, key: str, loop: Loop, step: tuple[Event, bool], forward: CallEvent) -> None:
         site = chain[0] if chain else event
@@ -95,6 +135,50 @@ class StuckEvalMode(Rule):
             placed.node, message, evidence=evidence, chunk=placed.chunk,
             help=f"call `{key}.train()` at the start of each epoch or training step (or at the end of the evaluation helper)",
         )
+
+
+def _loaded_in_eval_mode(ctx, scope: ScopeAnalysis, forward: CallEvent) -> tuple[tuple, ModeFact, ModeFact] | None:
+    """Where the model ``forward`` runs was loaded in eval mode, what says so, and what in it acts
+    differently in training mode; None unless the library documents both (for a parameter: for what
+    every call in this file passes)."""
+    receiver, function = forward.receiver, scope.function
+    if receiver is None:
+        return None
+    values = [receiver]
+    if receiver.detail is None and function is not None and forward.receiver_key in scope.params:
+        values = [value for _, value in ctx.module.arguments_for(function, forward.receiver_key) or []]
+    found = [(value.site, *library_model_facts(value)) for value in values]
+    if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
+        return None
+    return found[0]  # type: ignore[return-value]  # checked above: no None in it
+
+
+def _may_switch_to_training(ctx, items: list[Item], key: str, site: tuple) -> bool:
+    """A ``.train()`` in this file that may reach the model: on its name, or on something not known to be
+    another model (a loop over ``models``, an alias); or a helper we cannot see named ``train...``."""
+    wanted = key.rpartition(".")[2]
+    for call in ctx.module.all_calls():
+        if call.method != "train" or _false_mode(call):
+            continue
+        other = call.receiver
+        if (call.receiver_key or "").rpartition(".")[2] == wanted:
+            return True
+        if other is None or MODEL not in other.tags or other.site is None or other.site == site:
+            return True  # not known to be another model
+    return any(_sets_train(event) and event.method != "train" for _, event, _ in items)
+
+
+def _optimized(ctx, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """The model's parameters are handed to something in this file (``AdamW(model.parameters())``, or the
+    grouped ``model.named_parameters()`` of a fine-tuning script): it is the model being trained, not a
+    frozen teacher or feature extractor that runs with grad on."""
+    names = {(forward.receiver_key or "").rpartition(".")[2]}
+    if scope.function is not None and forward.receiver_key in scope.params:
+        for call, _ in ctx.module.arguments_for(scope.function, forward.receiver_key) or []:
+            argument = _argument_for(call, forward.receiver_key) if call.function is not None else None
+            names.add((dotted(argument) or "").rpartition(".")[2] if argument is not None else "")
+    names.discard("")
+    return any(re.search(rf"\b{re.escape(name)}\.(?:named_)?parameters\(", ctx.module.text) for name in names)
 
 
 def _sets_eval(event: Event) -> TypeGuard[CallEvent]:
@@ -509,6 +593,59 @@ StuckEvalMode.MUST_FIRE = (
                     logits = model(**batch).logits
         """
     ),
+    Fires(  # from_pretrained returns the model in eval mode; a fine-tuning loop written by hand never switches it back
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
+
+
+        def fine_tune(train_dataset, epochs=3, device="cuda"):
+            model = AutoModelForSequenceClassification.from_pretrained("roberta-base", num_labels=3).to(device)
+            no_decay = ["bias", "LayerNorm.weight"]
+            grouped = [
+                {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
+                {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+            ]
+            optimizer = torch.optim.AdamW(grouped, lr=2e-5)
+            loader = DataLoader(train_dataset, batch_size=16, shuffle=True)
+            scheduler = get_linear_schedule_with_warmup(optimizer, 0, epochs * len(loader))
+            for epoch in range(epochs):
+                for batch in loader:
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            return model
+        """,
+        at="loss = model(**batch).loss",
+    ),
+    Fires(  # the generator is switched to training mode; the discriminator, loaded the same way, never is
+        """
+        import torch
+        from transformers import BertForSequenceClassification, GPT2LMHeadModel
+
+        generator = GPT2LMHeadModel.from_pretrained("gpt2").cuda()
+        discriminator = BertForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2).cuda()
+        g_opt = torch.optim.Adam(generator.parameters(), lr=1e-5)
+        d_opt = torch.optim.Adam(discriminator.parameters(), lr=1e-5)
+
+        generator.train()
+        for real_ids, fake_ids in loader:
+            d_loss = discriminator(real_ids.cuda(), labels=torch.ones_like(real_ids[:, 0]).cuda()).loss
+            d_loss = d_loss + discriminator(fake_ids.cuda(), labels=torch.zeros_like(fake_ids[:, 0]).cuda()).loss
+            d_opt.zero_grad()
+            d_loss.backward()
+            d_opt.step()
+            g_loss = generator(fake_ids.cuda(), labels=fake_ids.cuda()).loss
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+        """,
+        at="d_loss = discriminator(real_ids.cuda(), labels=torch.ones_like(real_ids[:, 0]).cuda()).loss",
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -865,6 +1002,53 @@ StuckEvalMode.MUST_NOT_FIRE = (
                     optimizer.zero_grad()
                     criterion(model(x), y).backward()
                     optimizer.step()
+        """
+    ),
+    Quiet(  # switched to training mode before the loop
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+        model.train()
+        for batch in train_loader:
+            loss = model(**{k: v.cuda() for k, v in batch.items()}).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # a frozen teacher that runs with grad on: only the student's parameters are optimized
+        """
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForSequenceClassification
+
+        teacher = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased", num_labels=2).cuda()
+        student = AutoModelForSequenceClassification.from_pretrained("distilbert-base-uncased", num_labels=2).cuda()
+        optimizer = torch.optim.AdamW(student.parameters(), lr=5e-5)
+        student.train()
+        for batch in train_loader:
+            targets = F.softmax(teacher(**batch).logits.detach() / 2.0, dim=-1)
+            loss = F.kl_div(F.log_softmax(student(**batch).logits / 2.0, dim=-1), targets, reduction="batchmean")
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # Llama's configuration drops nothing out by default: eval and training mode compute the same
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", torch_dtype=torch.bfloat16).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        for batch in train_loader:
+            loss = model(**batch, labels=batch["input_ids"]).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
         """
     ),
 )
