@@ -103,6 +103,7 @@ class CallFact:
     fact: str  # one of the kinds above
     arguments: tuple[str, ...]  # keywords any one of which changes it (none: nothing does)
     source: str  # where the library documents it
+    when: str | None = None  # a keyword the fact needs given as a literal True (`shuffle=True`); None: always
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
@@ -112,6 +113,22 @@ CALL_FACTS: tuple[CallFact, ...] = (
              "scikit-learn, sklearn.utils.shuffle: random_state=None uses numpy.random's global state"),
     CallFact("sklearn.utils.resample", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn, sklearn.utils.resample: random_state=None uses numpy.random's global state"),
+    *(
+        CallFact(f"sklearn.model_selection.{splitter}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {splitter}: with shuffle=True, random_state=None shuffles with numpy.random's global "
+                 "RandomState (glossary: random_state)", when="shuffle")
+        for splitter in ("KFold", "StratifiedKFold", "GroupKFold", "StratifiedGroupKFold")
+    ),
+    *(
+        CallFact(f"sklearn.model_selection.{splitter}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {splitter}: random_state=None draws the splits from numpy.random's global RandomState")
+        for splitter in ("ShuffleSplit", "StratifiedShuffleSplit", "GroupShuffleSplit")
+    ),
+    *(
+        CallFact(f"sklearn.datasets.{generator}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {generator}: random_state=None draws the samples from numpy.random's global RandomState")
+        for generator in ("make_classification", "make_regression", "make_blobs", "make_moons", "make_circles")
+    ),
     CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "
              "imports the main module as __mp_main__ (its `if __name__ == '__main__':` block does not run)"),
