@@ -199,15 +199,17 @@ class GradEnabledEval(Rule):
         header = quoted(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
         if mode is not None:
             switched = f"after `{_text(mode)}`"
+            why = "`eval()` does not turn autograd off"
             evidence = [((mode.chunk, mode.node), f"`{_text(mode)}` switches layers to inference, not autograd")]
         else:
             loaded = _left_in_eval_mode(ctx, forward)
             assert loaded is not None, "the forwards were chosen for it"
             switched = f"in eval mode ({loaded[1].says})"
+            why = "eval mode does not turn autograd off"
             evidence = [(loaded[0], f"{loaded[1].says}: layers in inference mode, autograd still on; {loaded[1].source}")]
         message = (
             f"the loop over `{header}` runs `{_text(forward)}` {switched} with autograd on and no "
-            "backward: eval mode does not turn autograd off, so every batch records a graph and keeps its "
+            f"backward: {why}, so every batch records a graph and keeps its "
             "activations — training-step memory and extra time on every validation pass"
         )
         evidence.append(((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"))
