@@ -7,6 +7,11 @@ If nothing does, every epoch after the first validation trains without dropout a
 batch-norm statistics that no longer update: the model overfits or converges to something
 worse, and nothing in the logs says why. The compute for those epochs is wasted.
 
+The same holds for a model that starts in eval mode: transformers' and diffusers' `from_pretrained`
+return the model with `.eval()` already called, so a hand-written fine-tuning loop that never calls
+`model.train()` trains with dropout off from its first step (reported when the library documents
+dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`).
+
 How to fix: call `model.train()` at the start of each epoch (or of `train_one_epoch()`), or at
 the end of the validation helper, so the next training step always runs in training mode.
 """
