@@ -226,7 +226,13 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         root, dot, rest = key.partition(".")
         if root == "self":
             if call.receiver_key != "self":
-                return None  # a method of another object: its ``self`` is not ours
+                # a method of another object: its ``self`` is ours only where its constructor was handed ours
+                attribute, _, further = rest.partition(".")
+                passed = _passed_at_construction(call, attribute)
+                outer = dotted(passed) if passed is not None else None
+                if outer is None:
+                    return None
+                key = outer + ("." + further if further else "")
             continue
         argument = _argument_for(call, root)
         if argument is not None:
@@ -235,6 +241,32 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         elif _binds_locally(call, root):
             return None  # the helper's own model (cleanrl's `evaluate` builds one from a checkpoint), not ours
     return key
+
+
+def _passed_at_construction(call: CallEvent, attribute: str) -> cst.BaseExpression | None:
+    """For ``evaluator.get_scores()`` where the caller bound ``evaluator = Evaluator(self.model, ...)``: what
+    the construction passes for the ``__init__`` parameter that ``self.<attribute>`` is bound from."""
+    function = call.function
+    assert function is not None, "a call of the chain that ordered_events followed into a local function"
+    binding = call.scope.last_binding(call.receiver_key, before=call) if call.receiver_key else None
+    built = binding.value_node if binding is not None else None
+    owner = function.owner
+    init = owner.find_method("__init__", call.scope.summary) if owner is not None else None
+    analysis = init.analysis(call.scope.summary) if init is not None else None
+    if not isinstance(built, cst.Call) or init is None or analysis is None:
+        return None
+    bound = [event for event in analysis.events if isinstance(event, AssignEvent) and event.targets == (f"self.{attribute}",)]
+    if len(bound) != 1 or not isinstance(bound[0].value_node, cst.Name) or bound[0].value_node.value not in analysis.params:
+        return None
+    parameter = bound[0].value_node.value
+    for arg in built.args:
+        if arg.keyword is not None and arg.keyword.value == parameter:
+            return arg.value
+    names = init.positional_parameters
+    positional = [arg for arg in built.args if arg.keyword is None and not arg.star]
+    if parameter in names and names.index(parameter) < len(positional) and not any(arg.star for arg in built.args):
+        return positional[names.index(parameter)].value
+    return None
 
 
 def _binds_locally(call: CallEvent, name: str) -> bool:
@@ -651,6 +683,51 @@ StuckEvalMode.MUST_FIRE = (
         """,
         at="d_loss = discriminator(real_ids.cuda(), labels=torch.ones_like(real_ids[:, 0]).cuda()).loss",
     ),
+    Fires(  # the evaluator object is handed the model being trained, and its method switches it to eval mode
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Evaluator:
+            def __init__(self, model, loader, device):
+                self.model = model
+                self.loader = loader
+                self.device = device
+
+            def get_scores(self):
+                self.model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for x, y in self.loader:
+                        correct += (self.model(x.to(self.device)).argmax(-1) == y.to(self.device)).sum().item()
+                return correct / len(self.loader.dataset)
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, train_loader, dev_loader, device):
+                self.model = model
+                self.optimizer = optimizer
+                self.train_loader = train_loader
+                self.dev_loader = dev_loader
+                self.device = device
+
+            def train_epoch(self):
+                for x, y in self.train_loader:
+                    loss = F.cross_entropy(self.model(x.to(self.device)), y.to(self.device))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            def train(self, epochs):
+                self.model.train()
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    dev_evaluator = Evaluator(self.model, self.dev_loader, self.device)
+                    print(epoch, dev_evaluator.get_scores())
+        """,
+        at="self.model.eval()",
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -1054,6 +1131,41 @@ StuckEvalMode.MUST_NOT_FIRE = (
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the evaluator object is handed an exponential moving average of the weights, not the trained model
+        """
+        import copy
+
+        import torch
+        import torch.nn.functional as F
+
+
+        class Evaluator:
+            def __init__(self, model, loader):
+                self.model = model
+                self.loader = loader
+
+            def get_scores(self):
+                self.model.eval()
+                with torch.no_grad():
+                    return sum((self.model(x).argmax(-1) == y).sum().item() for x, y in self.loader)
+
+
+        def train(model, optimizer, train_loader, dev_loader, epochs):
+            ema = copy.deepcopy(model)
+            model.train()
+            for epoch in range(epochs):
+                for x, y in train_loader:
+                    loss = F.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for average, current in zip(ema.parameters(), model.parameters()):
+                            average.mul_(0.999).add_(current, alpha=0.001)
+                evaluator = Evaluator(ema, dev_loader)
+                print(epoch, evaluator.get_scores())
         """
     ),
 )
