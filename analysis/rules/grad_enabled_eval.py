@@ -146,6 +146,9 @@ class GradEnabledEval(Rule):
             return
         forward = forwards[0]
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
+        if forward.scope is not scope:  # reached through a call: the statement of this function that runs it
+            chain = next((chain for event, chain in ordered_events(scope, None) if event is forward and chain), ())
+            evidence.extend(((link.chunk, link.node), f"runs `{_text(forward)}` with grad enabled") for link in chain[:1])
         if eval_calls:
             evidence.append(((eval_calls[0].chunk, eval_calls[0].node), f"`{_text(eval_calls[0])}` does not turn autograd off"))
         evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
