@@ -441,6 +441,22 @@ class ScopeAnalysis:
                 return module_value
         return UNKNOWN
 
+    def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
+        """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an
+        instance of a workspace class that is not an nn.Module (a trainer, an evaluator, a predictor):
+        the method that runs, so that what it does (``self.model.eval()``, a forward) is followed."""
+        if receiver.tags or not isinstance(receiver_node, cst.Name):
+            return None
+        binding = self.last_binding(receiver_node.value)
+        built = binding.value_node if binding is not None else None
+        if not isinstance(built, cst.Call):
+            return None
+        name = dotted(built.func)
+        info = self.summary.local_class(self.canonical(name)) if name else None
+        if info is None or self.summary.is_module_class(info):
+            return None
+        return info.find_method(method, self.summary)
+
     def _is_bound(self, name: str) -> bool:
         return name in self.env or name in self.params or (
             self.summary.is_variable(name) and name not in self.summary.imports
@@ -656,7 +672,7 @@ class ScopeAnalysis:
             receiver = self.evaluate(func.value, context)
             receiver_key = dotted(func.value)
             method = func.attr.value
-            function = own_method
+            function = own_method or self._method_of_constructed(func.value, method, receiver)
         elif is_attribute and isinstance(func, cst.Attribute) and raw is not None:
             callee = self.canonical(raw)
             method = func.attr.value

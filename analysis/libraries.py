@@ -78,6 +78,7 @@ TABLE: tuple[tuple[str, re.Pattern[str], str, str], ...] = (
     ("transformers", re.compile(r"AutoModel\w*|\w*(Model|For[A-Z]\w*)"), MODULE,
      "transformers models subclass `PreTrainedModel`, an nn.Module"),
     ("peft", re.compile(r"PeftModel\w*"), MODULE, "peft models wrap an nn.Module"),
+    ("pytorch_fid", re.compile(r"InceptionV3"), MODULE, "pytorch_fid's `InceptionV3` subclasses nn.Module"),
 )
 # Base classes whose subclasses are pipelines, whatever their own `__call__` says.
 PIPELINE_BASES = {
@@ -102,6 +103,7 @@ class CallFact:
     fact: str  # one of the kinds above
     arguments: tuple[str, ...]  # keywords any one of which changes it (none: nothing does)
     source: str  # where the library documents it
+    when: str | None = None  # a keyword the fact needs given as a literal True (`shuffle=True`); None: always
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
@@ -111,6 +113,22 @@ CALL_FACTS: tuple[CallFact, ...] = (
              "scikit-learn, sklearn.utils.shuffle: random_state=None uses numpy.random's global state"),
     CallFact("sklearn.utils.resample", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn, sklearn.utils.resample: random_state=None uses numpy.random's global state"),
+    *(
+        CallFact(f"sklearn.model_selection.{splitter}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {splitter}: with shuffle=True, random_state=None shuffles with numpy.random's global "
+                 "RandomState (glossary: random_state)", when="shuffle")
+        for splitter in ("KFold", "StratifiedKFold", "GroupKFold", "StratifiedGroupKFold")
+    ),
+    *(
+        CallFact(f"sklearn.model_selection.{splitter}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {splitter}: random_state=None draws the splits from numpy.random's global RandomState")
+        for splitter in ("ShuffleSplit", "StratifiedShuffleSplit", "GroupShuffleSplit")
+    ),
+    *(
+        CallFact(f"sklearn.datasets.{generator}", DRAWS_GLOBAL_NUMPY, ("random_state",),
+                 f"scikit-learn, {generator}: random_state=None draws the samples from numpy.random's global RandomState")
+        for generator in ("make_classification", "make_regression", "make_blobs", "make_moons", "make_circles")
+    ),
     CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "
              "imports the main module as __mp_main__ (its `if __name__ == '__main__':` block does not run)"),
@@ -138,6 +156,85 @@ def call_fact(callee: str | None, fact: str) -> CallFact | None:
     """The row saying that the library call ``callee`` (canonical: ``dgl.dataloading.NodeDataLoader``)
     has ``fact``, or None."""
     return _CALL_FACTS.get((callee, fact)) if callee else None
+
+
+# ---------------------------------------------------------------------------------------------- modes
+# A library model's train/eval mode when the library hands it over, and whether the mode changes
+# what it computes (it does only through dropout and batch-norm layers that act by default).
+@dataclass(frozen=True)
+class ModeFact:
+    says: str  # what holds, for messages: "`resnet50` has batch-norm layers"
+    source: str  # where the library documents it
+
+
+# Packages whose `Model.from_pretrained(...)` calls `model.eval()` before returning the model.
+_EVAL_AFTER_LOADING = {
+    "transformers": "transformers, PreTrainedModel.from_pretrained: \"The model is set in evaluation mode by default using "
+                    "model.eval() (Dropout modules are deactivated). To train the model, you should first set it back in "
+                    "training mode with model.train()\" (huggingface.co/docs/transformers/main_classes/model)",
+    "diffusers": "diffusers, ModelMixin.from_pretrained: \"The model is set in evaluation mode - model.eval() - by default, "
+                 "and dropout modules are deactivated. To train the model, set it back in training mode with "
+                 "model.train()\" (huggingface.co/docs/diffusers/api/models/overview)",
+}
+
+# torchvision and timm architectures built with batch-norm (or, for alexnet and vgg, dropout in the classifier).
+_BATCH_NORM_FAMILIES = re.compile(
+    r"(?:resnet|resnext|wide_resnet|efficientnet|mobilenet|densenet|inception|googlenet|regnet|vgg|alexnet|"
+    r"squeezenet|shufflenet|mnasnet|xception|seresnet|seresnext|resnest|cspresnet|cspdarknet|dla|hrnet|dpn)"
+)
+_TIMM_BATCH_NORM = re.compile(  # not the group-norm variants (`resnet50_gn`, BiT's `resnetv2_50x1_bit`)
+    r"(?!\w*(?:_gn|gn_|_bit|_evos))(?:resnet|resnext|wide_resnet|efficientnet|mobilenet|densenet|inception|regnet|xception|seresnet|seresnext|"
+    r"resnest|cspresnet|cspdarknet|dla|hrnet|dpn|mnasnet|tf_efficientnet)"
+)
+# transformers architectures whose default configuration drops out hidden states (0.1), by class-name
+# prefix and by the name of the published checkpoints (`bert-base-uncased`, `FacebookAI/roberta-base`).
+_DROPOUT_ARCHITECTURES = (
+    ("Bert", "bert", "BertConfig: hidden_dropout_prob=0.1"),
+    ("Roberta", "roberta", "RobertaConfig: hidden_dropout_prob=0.1"),
+    ("XLMRoberta", "xlm-roberta", "XLMRobertaConfig: hidden_dropout_prob=0.1"),
+    ("DistilBert", "distilbert", "DistilBertConfig: dropout=0.1"),
+    ("Electra", "electra", "ElectraConfig: hidden_dropout_prob=0.1"),
+    ("Deberta", "deberta", "DebertaConfig: hidden_dropout_prob=0.1"),
+    ("GPT2", "gpt2", "GPT2Config: resid_pdrop=0.1"),
+    ("T5", "t5", "T5Config: dropout_rate=0.1"),
+    ("Bart", "bart", "BartConfig: dropout=0.1"),
+)
+
+
+def eval_mode_after_loading(owner: str, method: str) -> ModeFact | None:
+    """``owner.method(...)`` (``transformers.BertModel``, ``from_pretrained``) returns the model in eval mode."""
+    source = _EVAL_AFTER_LOADING.get(owner.partition(".")[0]) if method == "from_pretrained" else None
+    if source is None:
+        return None
+    return ModeFact(f"`{owner.rpartition('.')[2]}.from_pretrained` returns the model in eval mode", source)
+
+
+def mode_layers(built_by: str, checkpoint: str | None = None) -> ModeFact | None:
+    """Whether a library model has dropout or batch-norm layers that act by default: ``built_by`` is the
+    canonical function or class that built it (``torchvision.models.resnet50``, ``timm.create_model``,
+    ``transformers.AutoModel``), ``checkpoint`` the model name it was given as a literal, if any."""
+    top, _, rest = built_by.partition(".")
+    name = built_by.rpartition(".")[2]
+    if built_by.startswith("torchvision.models.") and _BATCH_NORM_FAMILIES.match(name):
+        return ModeFact(f"torchvision's `{name}` has batch-norm or dropout layers",
+                        "torchvision.models: the architecture's reference implementation (pytorch.org/vision/stable/models)")
+    if built_by == "timm.create_model" and checkpoint is not None and _TIMM_BATCH_NORM.match(checkpoint.rpartition("/")[2]):
+        return ModeFact(f"timm's `{checkpoint}` has batch-norm layers",
+                        "timm: the architecture's implementation in timm/models/ (huggingface.co/docs/timm/models)")
+    if built_by == "pytorch_fid.inception.InceptionV3" or (top == "pytorch_fid" and name == "InceptionV3"):
+        return ModeFact("pytorch_fid's `InceptionV3` has batch-norm layers",
+                        "pytorch_fid/inception.py: InceptionV3 is built from torchvision's Inception-v3 blocks, each "
+                        "convolution followed by BatchNorm2d")
+    if top != "transformers" or not rest:
+        return None
+    for prefix, published, default in _DROPOUT_ARCHITECTURES:
+        if re.match(rf"{prefix}(?:Model|For|LM|LMHead|Encoder|Decoder)", name) or (
+            name.startswith("Auto") and checkpoint is not None
+            and re.match(rf"{re.escape(published)}(?:-|$)", checkpoint.rpartition("/")[2].lower())
+        ):
+            return ModeFact(f"`{checkpoint or name}` drops out hidden states by default ({default})",
+                            f"transformers, {default.partition(':')[0]} (huggingface.co/docs/transformers/model_doc)")
+    return None
 
 
 def table_kind(canonical: str) -> ClassKind | None:

@@ -585,3 +585,21 @@ def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> 
         if isinstance(other, AssignEvent) and other.targets == (name,) and isinstance(other.value_node, cst.Call):
             assigned = other.value_node
     return next((call for call in scope.calls() if call.node is assigned), None) if assigned is not None else None
+
+
+def library_model_facts(value: Value) -> tuple[libraries.ModeFact | None, libraries.ModeFact | None]:
+    """For a model a library built (``AutoModel.from_pretrained("bert-base-uncased")``,
+    ``timm.create_model("resnet50")``, ``torchvision.models.vgg16()``): whether the call returned it in
+    eval mode, and whether it has dropout or batch-norm layers that act by default. (None, None) for
+    anything else, the workspace's own classes included (their layers are read from their source)."""
+    if MODEL not in value.tags or not isinstance(value.detail, str) or value.site is None:
+        return None, None
+    built = value.site[1]
+    if not isinstance(built, cst.Call):
+        return None, None
+    method = built.func.attr.value if isinstance(built.func, cst.Attribute) else None
+    loaded = libraries.eval_mode_after_loading(value.detail, method) if method else None
+    first = next((arg.value for arg in built.args if arg.keyword is None), None)
+    checkpoint = literal_value(first) if isinstance(first, cst.SimpleString) else None
+    layers = libraries.mode_layers(value.detail, checkpoint if isinstance(checkpoint, str) else None)
+    return loaded, layers

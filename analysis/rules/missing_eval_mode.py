@@ -19,7 +19,7 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.patterns import evaluation_calls, mode_parameter, smoke_test_forward
+from trainlint.analysis.patterns import evaluation_calls, library_model_facts, mode_parameter, smoke_test_forward
 from trainlint.rules import (
     CallEvent,
     ClassInfo,
@@ -45,11 +45,6 @@ _EVALUATION_FUNCTION = re.compile(
 # At the start of a word (`val_loader`, `testloader`, `dataloaders['val']`): not `interval`, `latest`, `device`.
 _EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
-# torchvision families whose models have batch-norm or dropout layers.
-_FAMILIES = re.compile(
-    r"^(?:resnet|resnext|wide_resnet|efficientnet|mobilenet|densenet|inception|googlenet|regnet|vgg|alexnet|"
-    r"squeezenet|shufflenet|mnasnet)"
-)
 
 
 class MissingEvalMode(Rule):
@@ -65,13 +60,13 @@ class MissingEvalMode(Rule):
             for call in scope.calls():
                 if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
-                if call.method is not None or call.receiver is None or Tag.MODEL not in call.receiver.tags:
+                if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
                     continue
                 why = _evaluation_pass(scope, call)
                 if why is None or smoke_test_forward(ctx.summary, call):
                     continue
                 layers = _mode_layers(ctx, scope, call)
-                if layers is None or _switched_to_eval(ctx.module, call):
+                if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
                     continue
                 self._report(ctx, scope, call, why, layers)
                 break  # one finding per evaluation pass
@@ -158,6 +153,34 @@ class MissingEvalMode(Rule):
         )
 
 
+def _runs_a_model(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """A call of a model: the callee is known to be one, or it is a parameter every call of the function in
+    this file passes a model for (``test(model, predictor, ...)``)."""
+    assert call.receiver is not None, "check() passes a call on a value"
+    if Tag.MODEL in call.receiver.tags:
+        return True
+    key = call.receiver_key
+    if scope.function is None or key not in scope.params:
+        return False
+    passed = ctx.module.arguments_for(scope.function, key)
+    return bool(passed) and all(Tag.MODEL in value.tags for _, value in passed)
+
+
+def _loaded_in_eval_mode(ctx, scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """The model came from a loader that returns it in eval mode (``from_pretrained``) and nothing in the
+    file switches it to training mode: it is still in eval mode."""
+    assert call.receiver is not None, "check() passes a call on a model"
+    values = [call.receiver]
+    if call.receiver.detail is None and scope.function is not None and call.receiver_key in scope.params:
+        values = [value for _, value in ctx.module.arguments_for(scope.function, call.receiver_key) or []]
+    if not values or not all(library_model_facts(value)[0] is not None for value in values):
+        return False
+    key = (call.receiver_key or "").rpartition(".")[2]
+    return not any(
+        other.method == "train" and (other.receiver_key or "").rpartition(".")[2] == key for other in ctx.module.all_calls()
+    )
+
+
 def _sets_train_mode(call: CallEvent) -> bool:
     """``model.train()`` or ``model.train(True)``."""
     args = [arg for arg in call.arg_nodes if arg.keyword is None or arg.keyword.value == "mode"]
@@ -227,9 +250,9 @@ def _layers_of(summary, value: Value) -> tuple | None:
         if holder is not None:
             return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
         return None
-    if isinstance(detail, str) and detail.startswith("torchvision.models.") and _FAMILIES.match(detail.rpartition(".")[2]):
-        name = detail.rpartition(".")[2]
-        return (value.site, f"torchvision's `{name}` has batch-norm or dropout layers")
+    if isinstance(detail, str):
+        _, layers = library_model_facts(value)
+        return (value.site, layers.says) if layers is not None else None
     if isinstance(detail, tuple) and detail and detail[0] == "sequential" and value.site is not None:
         chunk, node = value.site
         if _MODE_LAYERS.search(chunk.code_for(node)):
@@ -262,9 +285,7 @@ def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
         receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
         if receiver == key and _sets_eval_mode(call):
             return True
-        if call.function is not None and any(
-            call.chunk.code_for(arg.value).rpartition(".")[2] == key for arg in call.arg_nodes
-        ) and _helper_sets_eval_mode(call.function, module.summary):
+        if call.function is not None and _helper_sets_eval_mode(call, key, module.summary):
             return True  # `set_eval(model)`, `freeze(model)`: a helper that switches what it is given
     return False
 
@@ -275,11 +296,23 @@ def _sets_eval_mode(call: CallEvent) -> bool:
     return call.method == "train" and bool(call.arg_nodes) and call.chunk.code_for(call.arg_nodes[0].value) not in {"True", "mode=True"}
 
 
-def _helper_sets_eval_mode(function, summary) -> bool:
+def _helper_sets_eval_mode(call: CallEvent, key: str, summary) -> bool:
+    """The local function ``call`` runs switches to eval mode the parameter it is passed ``key`` for (any of
+    its parameters, when where ``key`` goes cannot be told)."""
+    function = call.function
+    assert function is not None, "_switched_to_eval_named passes a call of a local function"
     inner = function.analysis(summary)
-    return inner is not None and any(
-        _sets_eval_mode(call) and call.receiver_key in inner.params for call in inner.calls()
-    )
+    if inner is None:
+        return False
+    switched = {other.receiver_key for other in inner.calls() if _sets_eval_mode(other) and other.receiver_key in inner.params}
+    receiving = [
+        parameter for parameter in inner.params
+        if (passed := _passed_for(call, function, parameter)) is not None and (passed[1] or "").rpartition(".")[2] == key
+    ]
+    if receiving:
+        return any(parameter in switched for parameter in receiving)
+    passes_it = any(call.chunk.code_for(arg.value).rpartition(".")[2] == key for arg in call.arg_nodes)
+    return passes_it and bool(switched)
 
 
 MissingEvalMode.MUST_FIRE = (
@@ -482,6 +515,84 @@ MissingEvalMode.MUST_FIRE = (
         print(correct)
         """,
     ),
+    Fires(  # the test function switches the encoder to eval mode, not the link predictor it is also handed
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class LinkPredictor(torch.nn.Module):
+            def __init__(self, channels, dropout):
+                super().__init__()
+                self.hidden = torch.nn.Linear(channels, channels)
+                self.out = torch.nn.Linear(channels, 1)
+                self.dropout = dropout
+
+            def forward(self, x_i, x_j):
+                x = F.relu(self.hidden(x_i * x_j))
+                x = F.dropout(x, p=self.dropout, training=self.training)
+                return torch.sigmoid(self.out(x))
+
+
+        @torch.no_grad()
+        def test(model, predictor, data, edges):
+            model.eval()
+            h = model(data.x, data.adj_t)
+            return predictor(h[edges[0]], h[edges[1]]).squeeze().cpu()
+
+
+        def main(model, data, edges, train_step, epochs):
+            predictor = LinkPredictor(256, 0.5)
+            for epoch in range(epochs):
+                train_step(model, predictor)
+                print(test(model, predictor, data, edges))
+        """,
+        at="return predictor(h[edges[0]], h[edges[1]]).squeeze().cpu()",
+    ),
+    Fires(  # switched to training mode for fine-tuning, then evaluated with BERT's dropout still on
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+
+
+        def evaluate(loader):
+            correct = 0
+            with torch.no_grad():
+                for batch in loader:
+                    logits = model(**batch).logits
+                    correct += (logits.argmax(-1) == batch["labels"]).sum().item()
+            return correct
+
+
+        for epoch in range(3):
+            model.train()
+            for batch in train_loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            print(evaluate(eval_loader))
+        """,
+    ),
+    Fires(  # FID features from pytorch_fid's Inception network, whose batch-norm runs on batch statistics
+        """
+        import numpy as np
+        import torch
+        from pytorch_fid.inception import InceptionV3
+
+        inception = InceptionV3([InceptionV3.BLOCK_INDEX_BY_DIM[2048]]).cuda()
+
+
+        def evaluate_fid_features(loader):
+            features = []
+            with torch.no_grad():
+                for images in loader:
+                    features.append(inception(images.cuda())[0].squeeze(-1).squeeze(-1).cpu().numpy())
+            return np.concatenate(features)
+        """,
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -671,6 +782,31 @@ MissingEvalMode.MUST_NOT_FIRE = (
         for epoch in range(10):
             run_epoch(model, train_loader, criterion, optimizer)
             run_epoch(model, val_loader, criterion)
+        """
+    ),
+    Quiet(  # timm's ViT has no batch-norm, and its dropout rates default to 0: the mode changes nothing
+        """
+        import timm
+        import torch
+
+        model = timm.create_model("vit_base_patch16_224", num_classes=10)
+        model.train()
+        with torch.no_grad():
+            for images, labels in val_loader:
+                model(images)
+        """
+    ),
+    Quiet(  # from_pretrained returned it in eval mode and nothing switches it back
+        """
+        import torch
+        from transformers import BertForSequenceClassification
+
+        model = BertForSequenceClassification.from_pretrained("bert-base-uncased").cuda()
+
+
+        def predict(loader):
+            with torch.no_grad():
+                return [model(**batch).logits.argmax(-1).cpu() for batch in loader]
         """
     ),
 )

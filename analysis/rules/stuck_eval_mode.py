@@ -7,6 +7,11 @@ If nothing does, every epoch after the first validation trains without dropout a
 batch-norm statistics that no longer update: the model overfits or converges to something
 worse, and nothing in the logs says why. The compute for those epochs is wasted.
 
+The same holds for a model that starts in eval mode: transformers' and diffusers' `from_pretrained`
+return the model with `.eval()` already called, so a hand-written fine-tuning loop that never calls
+`model.train()` trains with dropout off from its first step (reported when the library documents
+dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`).
+
 How to fix: call `model.train()` at the start of each epoch (or of `train_one_epoch()`), or at
 the end of the validation helper, so the next training step always runs in training mode.
 """
@@ -18,6 +23,8 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.libraries import ModeFact
+from trainlint.analysis.patterns import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
     AssignEvent,
@@ -29,6 +36,7 @@ from trainlint.rules import (
     Quiet,
     Rule,
     RuleContext,
+    ScopeAnalysis,
     Severity,
     Tag,
     dotted,
@@ -69,6 +77,43 @@ class StuckEvalMode(Rule):
                 if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
                     reported.add(loop)
                     self._report(ctx, event, chain, key, loop, step, forward)
+            if not reported:
+                self._check_loaded_in_eval_mode(ctx, scope, items)
+
+    def _check_loaded_in_eval_mode(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """A model that ``from_pretrained`` returned in eval mode is trained by a loop, and nothing switches it
+        to training mode: every step runs with its dropout off."""
+        for _, event, chain in items:
+            if chain or not _is_forward(event) or event.context.grad_off is not None or not event.context.loops:
+                continue
+            key = event.receiver_key
+            loaded = _loaded_in_eval_mode(ctx, scope, event)
+            found = _training_loop(items, event, key) if key is not None and loaded is not None else None
+            if found is None or loaded is None or key is None:
+                continue
+            loop, in_loop, forward = found
+            if _parameters_frozen(scope, key) or not _optimized(ctx, scope, event) or _frozen_by_its_class(ctx, forward):
+                continue
+            if _may_switch_to_training(ctx, items, key, loaded[0]):
+                return
+            step = next(item for _, item, _ in in_loop if _is_training_step(item))
+            site, mode, layers = loaded
+            message = (
+                f"`{key}` is trained by the loop on line {ctx.line_of((scope.chunk, loop.node))} in eval mode: "
+                f"{mode.says} (line {ctx.line_of(site)}), and nothing calls `{key}.train()`, so every step runs with "
+                f"its dropout off ({layers.says})"
+            )
+            ctx.report(
+                forward.node, message,
+                evidence=[
+                    (site, f"{mode.says}; {mode.source}"),
+                    (site, f"{layers.says}; {layers.source}"),
+                    ((forward.chunk, forward.node), f"`{key}` runs with grad enabled here"),
+                    ((step.chunk, step.node), "a training step, in eval mode"),
+                ],
+                help=f"call `{key}.train()` before the training loop (and after each evaluation inside it)",
+            )
+            return
 
     def _report(self, ctx: RuleContext, event: CallEvent, chain, key: str, loop: Loop, step: tuple[Event, bool], forward: CallEvent) -> None:
         site = chain[0] if chain else event
@@ -95,6 +140,50 @@ class StuckEvalMode(Rule):
             placed.node, message, evidence=evidence, chunk=placed.chunk,
             help=f"call `{key}.train()` at the start of each epoch or training step (or at the end of the evaluation helper)",
         )
+
+
+def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> tuple[tuple, ModeFact, ModeFact] | None:
+    """Where the model ``forward`` runs was loaded in eval mode, what says so, and what in it acts
+    differently in training mode; None unless the library documents both (for a parameter: for what
+    every call in this file passes)."""
+    receiver, function = forward.receiver, scope.function
+    if receiver is None:
+        return None
+    values = [receiver]
+    if receiver.detail is None and function is not None and forward.receiver_key in scope.params:
+        values = [value for _, value in ctx.module.arguments_for(function, forward.receiver_key) or []]
+    found = [(value.site, *library_model_facts(value)) for value in values]
+    if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
+        return None
+    return found[0]  # type: ignore[return-value]  # checked above: no None in it
+
+
+def _may_switch_to_training(ctx, items: list[Item], key: str, site: tuple) -> bool:
+    """A ``.train()`` in this file that may reach the model: on its name, or on something not known to be
+    another model (a loop over ``models``, an alias); or a helper we cannot see named ``train...``."""
+    wanted = key.rpartition(".")[2]
+    for call in ctx.module.all_calls():
+        if call.method != "train" or _false_mode(call):
+            continue
+        other = call.receiver
+        if (call.receiver_key or "").rpartition(".")[2] == wanted:
+            return True
+        if other is None or Tag.MODEL not in other.tags or other.site is None or other.site == site:
+            return True  # not known to be another model
+    return any(_sets_train(event) and event.method != "train" for _, event, _ in items)
+
+
+def _optimized(ctx, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """The model's parameters are handed to something in this file (``AdamW(model.parameters())``, or the
+    grouped ``model.named_parameters()`` of a fine-tuning script): it is the model being trained, not a
+    frozen teacher or feature extractor that runs with grad on."""
+    names = {(forward.receiver_key or "").rpartition(".")[2]}
+    if scope.function is not None and forward.receiver_key in scope.params:
+        for call, _ in ctx.module.arguments_for(scope.function, forward.receiver_key) or []:
+            argument = _argument_for(call, forward.receiver_key) if call.function is not None else None
+            names.add((dotted(argument) or "").rpartition(".")[2] if argument is not None else "")
+    names.discard("")
+    return any(re.search(rf"\b{re.escape(name)}\.(?:named_)?parameters\(", ctx.module.text) for name in names)
 
 
 def _sets_eval(event: Event) -> TypeGuard[CallEvent]:
@@ -137,7 +226,13 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         root, dot, rest = key.partition(".")
         if root == "self":
             if call.receiver_key != "self":
-                return None  # a method of another object: its ``self`` is not ours
+                # a method of another object: its ``self`` is ours only where its constructor was handed ours
+                attribute, _, further = rest.partition(".")
+                passed = _passed_at_construction(call, attribute)
+                outer = dotted(passed) if passed is not None else None
+                if outer is None:
+                    return None
+                key = outer + ("." + further if further else "")
             continue
         argument = _argument_for(call, root)
         if argument is not None:
@@ -146,6 +241,32 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         elif _binds_locally(call, root):
             return None  # the helper's own model (cleanrl's `evaluate` builds one from a checkpoint), not ours
     return key
+
+
+def _passed_at_construction(call: CallEvent, attribute: str) -> cst.BaseExpression | None:
+    """For ``evaluator.get_scores()`` where the caller bound ``evaluator = Evaluator(self.model, ...)``: what
+    the construction passes for the ``__init__`` parameter that ``self.<attribute>`` is bound from."""
+    function = call.function
+    assert function is not None, "a call of the chain that ordered_events followed into a local function"
+    binding = call.scope.last_binding(call.receiver_key, before=call) if call.receiver_key else None
+    built = binding.value_node if binding is not None else None
+    owner = function.owner
+    init = owner.find_method("__init__", call.scope.summary) if owner is not None else None
+    analysis = init.analysis(call.scope.summary) if init is not None else None
+    if not isinstance(built, cst.Call) or init is None or analysis is None:
+        return None
+    bound = [event for event in analysis.events if isinstance(event, AssignEvent) and event.targets == (f"self.{attribute}",)]
+    if len(bound) != 1 or not isinstance(bound[0].value_node, cst.Name) or bound[0].value_node.value not in analysis.params:
+        return None
+    parameter = bound[0].value_node.value
+    for arg in built.args:
+        if arg.keyword is not None and arg.keyword.value == parameter:
+            return arg.value
+    names = init.positional_parameters
+    positional = [arg for arg in built.args if arg.keyword is None and not arg.star]
+    if parameter in names and names.index(parameter) < len(positional) and not any(arg.star for arg in built.args):
+        return positional[names.index(parameter)].value
+    return None
 
 
 def _binds_locally(call: CallEvent, name: str) -> bool:
@@ -509,6 +630,104 @@ StuckEvalMode.MUST_FIRE = (
                     logits = model(**batch).logits
         """
     ),
+    Fires(  # from_pretrained returns the model in eval mode; a fine-tuning loop written by hand never switches it back
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
+
+
+        def fine_tune(train_dataset, epochs=3, device="cuda"):
+            model = AutoModelForSequenceClassification.from_pretrained("roberta-base", num_labels=3).to(device)
+            no_decay = ["bias", "LayerNorm.weight"]
+            grouped = [
+                {"params": [p for n, p in model.named_parameters() if not any(nd in n for nd in no_decay)], "weight_decay": 0.01},
+                {"params": [p for n, p in model.named_parameters() if any(nd in n for nd in no_decay)], "weight_decay": 0.0},
+            ]
+            optimizer = torch.optim.AdamW(grouped, lr=2e-5)
+            loader = DataLoader(train_dataset, batch_size=16, shuffle=True)
+            scheduler = get_linear_schedule_with_warmup(optimizer, 0, epochs * len(loader))
+            for epoch in range(epochs):
+                for batch in loader:
+                    batch = {k: v.to(device) for k, v in batch.items()}
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    scheduler.step()
+                    optimizer.zero_grad()
+            return model
+        """,
+        at="loss = model(**batch).loss",
+    ),
+    Fires(  # the generator is switched to training mode; the discriminator, loaded the same way, never is
+        """
+        import torch
+        from transformers import BertForSequenceClassification, GPT2LMHeadModel
+
+        generator = GPT2LMHeadModel.from_pretrained("gpt2").cuda()
+        discriminator = BertForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2).cuda()
+        g_opt = torch.optim.Adam(generator.parameters(), lr=1e-5)
+        d_opt = torch.optim.Adam(discriminator.parameters(), lr=1e-5)
+
+        generator.train()
+        for real_ids, fake_ids in loader:
+            d_loss = discriminator(real_ids.cuda(), labels=torch.ones_like(real_ids[:, 0]).cuda()).loss
+            d_loss = d_loss + discriminator(fake_ids.cuda(), labels=torch.zeros_like(fake_ids[:, 0]).cuda()).loss
+            d_opt.zero_grad()
+            d_loss.backward()
+            d_opt.step()
+            g_loss = generator(fake_ids.cuda(), labels=fake_ids.cuda()).loss
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+        """,
+        at="d_loss = discriminator(real_ids.cuda(), labels=torch.ones_like(real_ids[:, 0]).cuda()).loss",
+    ),
+    Fires(  # the evaluator object is handed the model being trained, and its method switches it to eval mode
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Evaluator:
+            def __init__(self, model, loader, device):
+                self.model = model
+                self.loader = loader
+                self.device = device
+
+            def get_scores(self):
+                self.model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for x, y in self.loader:
+                        correct += (self.model(x.to(self.device)).argmax(-1) == y.to(self.device)).sum().item()
+                return correct / len(self.loader.dataset)
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, train_loader, dev_loader, device):
+                self.model = model
+                self.optimizer = optimizer
+                self.train_loader = train_loader
+                self.dev_loader = dev_loader
+                self.device = device
+
+            def train_epoch(self):
+                for x, y in self.train_loader:
+                    loss = F.cross_entropy(self.model(x.to(self.device)), y.to(self.device))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            def train(self, epochs):
+                self.model.train()
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    dev_evaluator = Evaluator(self.model, self.dev_loader, self.device)
+                    print(epoch, dev_evaluator.get_scores())
+        """,
+        at="self.model.eval()",
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -865,6 +1084,88 @@ StuckEvalMode.MUST_NOT_FIRE = (
                     optimizer.zero_grad()
                     criterion(model(x), y).backward()
                     optimizer.step()
+        """
+    ),
+    Quiet(  # switched to training mode before the loop
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+        model.train()
+        for batch in train_loader:
+            loss = model(**{k: v.cuda() for k, v in batch.items()}).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # a frozen teacher that runs with grad on: only the student's parameters are optimized
+        """
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForSequenceClassification
+
+        teacher = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased", num_labels=2).cuda()
+        student = AutoModelForSequenceClassification.from_pretrained("distilbert-base-uncased", num_labels=2).cuda()
+        optimizer = torch.optim.AdamW(student.parameters(), lr=5e-5)
+        student.train()
+        for batch in train_loader:
+            targets = F.softmax(teacher(**batch).logits.detach() / 2.0, dim=-1)
+            loss = F.kl_div(F.log_softmax(student(**batch).logits / 2.0, dim=-1), targets, reduction="batchmean")
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # Llama's configuration drops nothing out by default: eval and training mode compute the same
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-2-7b-hf", torch_dtype=torch.bfloat16).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        for batch in train_loader:
+            loss = model(**batch, labels=batch["input_ids"]).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the evaluator object is handed an exponential moving average of the weights, not the trained model
+        """
+        import copy
+
+        import torch
+        import torch.nn.functional as F
+
+
+        class Evaluator:
+            def __init__(self, model, loader):
+                self.model = model
+                self.loader = loader
+
+            def get_scores(self):
+                self.model.eval()
+                with torch.no_grad():
+                    return sum((self.model(x).argmax(-1) == y).sum().item() for x, y in self.loader)
+
+
+        def train(model, optimizer, train_loader, dev_loader, epochs):
+            ema = copy.deepcopy(model)
+            model.train()
+            for epoch in range(epochs):
+                for x, y in train_loader:
+                    loss = F.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    with torch.no_grad():
+                        for average, current in zip(ema.parameters(), model.parameters()):
+                            average.mul_(0.999).add_(current, alpha=0.001)
+                evaluator = Evaluator(ema, dev_loader)
+                print(epoch, evaluator.get_scores())
         """
     ),
 )

@@ -484,7 +484,9 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
         return RANDOM, "sampling"
     numpy_draw = call_fact(callee, DRAWS_GLOBAL_NUMPY)
     if numpy_draw is not None:
-        return None if _given_any(call, numpy_draw.arguments) else (NUMPY, f"`{head}` without `{numpy_draw.arguments[0]}`")
+        if _given_any(call, numpy_draw.arguments) or (numpy_draw.when is not None and not _given_true(call, numpy_draw.when)):
+            return None
+        return NUMPY, f"`{head}` without `{numpy_draw.arguments[0]}`"
     if is_dataloader(callee):
         shuffle = call.keyword("shuffle")
         if shuffle is not None and isinstance(shuffle.value, cst.Name) and shuffle.value.value == "True":
@@ -501,6 +503,11 @@ def _draw(call: CallEvent) -> tuple[str, str] | None:
     if head in _TORCH_DRAWS:
         return TORCH, "dropout" if "dropout" in head else "sampling"
     return None
+
+
+def _given_true(call: CallEvent, keyword: str) -> bool:
+    given = call.keyword(keyword)
+    return given is not None and isinstance(given.value, cst.Name) and given.value.value == "True"
 
 
 def _given_any(call: CallEvent, keywords: tuple[str, ...]) -> bool:
@@ -1134,6 +1141,31 @@ UnseededRun.MUST_FIRE = (
         """,
         severity=Severity.NOTE,
     ),
+    Fires(  # cross-validation folds shuffled by numpy's global generator, which only torch's seed leaves alone
+        """
+        import numpy as np
+        import torch
+        from sklearn.model_selection import StratifiedKFold
+
+
+        def cross_validate(features, labels, epochs=20, seed=0):
+            torch.manual_seed(seed)
+            scores = []
+            for train_idx, val_idx in StratifiedKFold(n_splits=5, shuffle=True).split(features, labels):
+                model = torch.nn.Linear(features.shape[1], 2)
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                x, y = torch.from_numpy(features[train_idx]), torch.from_numpy(labels[train_idx])
+                for epoch in range(epochs):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                scores.append(np.mean(model(torch.from_numpy(features[val_idx])).argmax(1).numpy() == labels[val_idx]))
+            return scores
+        """,
+        severity=Severity.WARNING,
+        at="for train_idx, val_idx in StratifiedKFold(n_splits=5, shuffle=True).split(features, labels):",
+    ),
 )
 
 UnseededRun.MUST_NOT_FIRE = (
@@ -1528,6 +1560,24 @@ UnseededRun.MUST_NOT_FIRE = (
             model = torch.load("model.pt")
             with torch.no_grad():
                 print(model(torch.randn(1, 3)))
+        """
+    ),
+    Quiet(  # folds in order: KFold without shuffle=True draws nothing
+        """
+        import torch
+        from sklearn.model_selection import KFold
+
+
+        def cross_validate(features, labels, epochs=20, seed=0):
+            torch.manual_seed(seed)
+            for train_idx, val_idx in KFold(n_splits=5).split(features):
+                model = torch.nn.Linear(features.shape[1], 1)
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                for epoch in range(epochs):
+                    loss = torch.nn.functional.mse_loss(model(features[train_idx]), labels[train_idx])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
         """
     ),
 )
