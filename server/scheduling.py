@@ -187,7 +187,9 @@ async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstim
 
     Never waits for a running analysis: the estimate is computed at the end of each analysis
     once a hover or inlay hint has asked for one (``DocumentState.vram_wanted``); asked while an
-    analysis of a newer text runs, before any was computed, there is none (None)."""
+    analysis of a newer text runs, before any was computed, there is none (None). Asked while the
+    same text is analysed again (a push client's publish re-checks it), it is computed after that
+    analysis on the document's lane: the first hover of a document is never empty for that race."""
     state = ls.documents.get(uri)
     if state is None:
         return None
@@ -196,8 +198,9 @@ async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstim
     state.vram_wanted.add(key)
     if key in source.vram:
         return source.vram[key]
-    if uri in ls.jobs:
-        return None
+    current = ls.current_text(uri)
+    if uri in ls.jobs and (current is None or current[0] != source.text):
+        return None  # the module is being replaced by a newer text's: its estimate will come with it
     loop = asyncio.get_running_loop()
     try:
         return await loop.run_in_executor(ls.lane(state, source.text), state.vram, source, *key)
