@@ -48,6 +48,7 @@ from trainlint.analysis.files import UnreadableFile, read_bounded
 from trainlint.analysis.findings import Evidence, Finding, Fix, Severity, TextEdit
 from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.frameworks import grad_handled_by_framework, manual_optimization, training_step_hook
+from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
 from trainlint.analysis.lines import indentation
 from trainlint.analysis.module import SEED_ALL_HELPERS, ModuleAnalysis
@@ -160,6 +161,7 @@ __all__ = [
     "PROBS", "SAMPLER_DISTRIBUTED", "SAMPLER_LOCAL", "SCALED", "SCALER", "SHARDED", "SIGMOID", "TENSOR",
     # queries over the events
     "MAX_CALL_DEPTH", "accumulates_into_grad", "backward_target", "bounded_or_emptied", "calls_in",
+    "DroppedGraph", "dropped_graph",
     "clears_gradients", "comes_from_call", "evaluation_calls", "events_in", "first_written", "is_backward",
     "is_eval_name", "is_logging_condition", "is_optimizer_step", "is_test_file", "kept_for_one_step", "loops_running",
     "mentions", "mode_parameter", "name_words", "ordered_events", "passed_expression", "path_conditions", "peeled",

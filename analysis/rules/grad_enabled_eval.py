@@ -23,9 +23,12 @@ import libcst as cst
 
 from trainlint.rules import (
     GRAPH,
+    MAX_CALL_DEPTH,
     MODEL,
     AssignEvent,
     CallEvent,
+    ClassInfo,
+    DroppedGraph,
     Fires,
     Loop,
     Quiet,
@@ -36,6 +39,7 @@ from trainlint.rules import (
     backward_target,
     calls_in,
     dotted,
+    dropped_graph,
     evaluation_calls,
     grad_handled_by_framework,
     indentation,
@@ -73,26 +77,28 @@ class GradEnabledEval(Rule):
             return
         for scope in ctx.scopes:
             if scope.function is not None and is_eval_name(scope.function.name):
-                self._check_eval_function(ctx, scope)
+                reported = self._check_eval_function(ctx, scope)
             else:
-                self._check_eval_loops(ctx, scope)
-                self._check_shared_function(ctx, scope)
+                reported = self._check_eval_loops(ctx, scope)
+                reported = self._check_shared_function(ctx, scope) or reported
+            if not reported:
+                self._check_unused_graph(ctx, scope)
 
     # ------------------------------------------------------------------ (c) one function for both
-    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> bool:
         """``run_epoch(model, loader, optimizer=None)`` used for training and, without an optimizer, for
         evaluation: the evaluation call runs every forward with autograd on."""
         parameter = mode_parameter(scope)
         if parameter is None or _framework_hook(ctx, scope.function):
-            return
+            return False
         assert scope.function is not None, "mode_parameter names a parameter of a function"
         evaluations = [call for call in evaluation_calls(ctx.module, scope, parameter) if call.context.grad_off is None]
         if not evaluations:
-            return
+            return False
         calls = list(calls_in(scope, None))
         forwards = [call for call in calls if _is_model_forward(call, set()) and call.context.grad_off is None]
         if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(ctx.module):
-            return
+            return False
         forward, call = forwards[0], evaluations[0]
         guarded = next(c for c in calls if is_backward(c) or is_optimizer_step(c))
         ctx.report(
@@ -108,14 +114,15 @@ class GradEnabledEval(Rule):
             help=f"run the forward under `torch.set_grad_enabled(...)` on `{parameter}` (or `torch.no_grad()` "
             "at the evaluation call)",
         )
+        return True
 
     # ------------------------------------------------------------------ (a) evaluation functions
-    def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_eval_function(self, ctx, scope: ScopeAnalysis) -> bool:
         info = scope.function
         assert info is not None, "check() looks at a function's scope here"
         node = info.node
         if _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in node.decorators):
-            return
+            return False
         calls = list(calls_in(scope, None))
         eval_calls = [call for call in calls if _is_mode_switch(call) and _mode(call) == "eval"]
         switched = {_switched_model(call) for call in eval_calls}
@@ -125,7 +132,7 @@ class GradEnabledEval(Rule):
             and not smoke_test_forward(ctx.summary, call)
         ]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
-            return
+            return False
         if any(call.scope is not scope for call in forwards):
             with_grad = _reached_with_grad(scope)
             forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad]
@@ -133,15 +140,15 @@ class GradEnabledEval(Rule):
             decorated = _decorated_reach(ctx, calls)
             forwards = [call for call in forwards if call.scope not in decorated]
         if not forwards:
-            return
+            return False
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
-            return  # a model's own method: its caller decides the grad mode
+            return False  # a model's own method: its caller decides the grad mode
         sites = _call_sites(ctx.module, info)
         if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
-            return
+            return False
         returned = scope.return_value.roots | {site.node for site in sites}
         if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
-            return
+            return False
         forward = forwards[0]
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
         if eval_calls:
@@ -160,19 +167,21 @@ class GradEnabledEval(Rule):
             # through none of it; a caller in another file might need the graph it returns
             fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=GRAPH not in scope.return_value.tags or bool(sites)),
         )
+        return True
 
     # ------------------------------------------------------------------ (b) validation loops
-    def _check_eval_loops(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_eval_loops(self, ctx, scope: ScopeAnalysis) -> bool:
         candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text)]
         if not candidates or scope.function is not None and (
             _framework_hook(ctx, scope.function)
             or any(site.context.grad_off is not None for site in _call_sites(ctx.module, scope.function))
         ):
-            return
+            return False
         reported: list[Loop] = []
         for loop in candidates:
             if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop):
                 reported.append(loop)
+        return bool(reported)
 
     def _check_loop(self, ctx, scope: ScopeAnalysis, loop: Loop) -> bool:
         inside = [event for event in scope.events if loop in event.context.loops]
@@ -206,6 +215,67 @@ class GradEnabledEval(Rule):
             fix=ctx.fix("wrap the loop in torch.no_grad()", [edit], safe=True),
         )
         return True
+
+
+    # ------------------------------------------------------------------ (d) inference passes by what they do
+    def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
+        """A forward in a loop whose graph nothing uses, whatever the function is called: no backward
+        goes through its output and nothing derived from it leaves the function (a rollout's policy
+        forward, a sample grid drawn inside the training loop, a prediction loop over a data set). Only
+        for functions this file runs itself, with grad on along the way: a helper called from other
+        files may run under their `no_grad()`."""
+        info = scope.function
+        module = ctx.module
+        if info is None or not scope.loops or _framework_hook(ctx, info) or _test_function(info):
+            return False
+        if any(not _neutral(decorator, scope) for decorator in info.node.decorators):
+            return False
+        forwards = [
+            call for call in scope.calls()
+            if call.context.loops and call.context.grad_off is None and GRAPH in call.result.tags
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
+        ]
+        if not forwards or _grad_off_anywhere(scope, list(calls_in(scope, None))) or _grad_disabled_globally(module):
+            return False
+        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        for forward in forwards:
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            if dropped is not None and _run_by_this_file(module, info, set()):
+                self._report_unused_graph(ctx, scope, forward, dropped)
+                return True
+        return False
+
+    def _report_unused_graph(self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph) -> None:
+        info = scope.function
+        assert info is not None, "only a function's forwards are checked"
+        loop = forward.context.loops[-1]
+        if isinstance(loop.node, cst.For):
+            named = f"the loop over `{quoted(scope.chunk, loop.node.iter)}`"
+        else:
+            named = f"the `while {loop.iterable_text}` loop"
+        text = _text(forward)
+        evidence = [((forward.chunk, forward.node), f"`{text}` records the autograd graph on every pass of {named}")]
+        cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+        cut = ""
+        if cuts:
+            evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+            cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
+        sites = _call_sites(ctx.module, info)
+        evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:1])
+        message = (
+            f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
+            f"and nothing derived from it leaves `{info.qualified_name}()`{cut}. An inference pass: every pass of "
+            f"{named} records a graph and keeps its activations for nothing"
+        )
+        no_grad = ctx.name_for("torch.no_grad")
+        line = _statement_line(info.node, forward.statement)
+        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        ctx.report(
+            forward.node, message, evidence=evidence,
+            help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
+            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+        )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -459,6 +529,72 @@ def _decorate(ctx, node: cst.FunctionDef) -> TextEdit | None:
 
 def _text(call: CallEvent) -> str:
     return quoted(call.chunk, call.node)
+
+
+def _run_by_this_file(module, info, seen: set[int]) -> bool:
+    """The function runs as part of this file's own program: called from module level (a script's
+    `main()`), directly or through functions of this file, with grad on at every call. A helper only
+    other files call may run under their `no_grad()`, which this file cannot see."""
+    if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
+        return False
+    seen.add(id(info))
+    sites = _call_sites(module, info)
+    if not sites or any(site.context.grad_off is not None for site in sites):
+        return False
+    return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _frozen_models(module) -> frozenset[str]:
+    """The models the file freezes as a whole (`teacher.requires_grad_(False)`, `for p in
+    teacher.parameters(): p.requires_grad = False`): their forwards record no graph. Freezing a part
+    (`model.encoder.parameters()`) leaves the rest recording, and is not one of these."""
+    frozen: set[str] = set()
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        for node in _walk(chunk.module):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+                if node.args and not _is_true(node.args[0].value):
+                    frozen.add(dotted(node.func.value) or "")
+            elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) \
+                    and node.iter.func.attr.value in {"parameters", "named_parameters"} and _turns_off_requires_grad(node.body):
+                frozen.add(dotted(node.iter.func.value) or "")
+    return frozenset(frozen)
+
+
+def _turns_off_requires_grad(body: cst.BaseSuite) -> bool:
+    return any(
+        isinstance(node, cst.Assign) and _is_false(node.value)
+        and any(isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" for target in node.targets)
+        for node in _walk(body)
+    )
+
+
+def _is_true(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _runs_model_layers(ctx, call: CallEvent) -> bool:
+    """A method of a workspace model class that returns what its layers compute (`policy.pi(state)`,
+    `self.encode(x)`): a forward under another name."""
+    receiver = call.receiver
+    if receiver is None or MODEL not in receiver.tags or call.method is None:
+        return False
+    method = call.function
+    if method is None and isinstance(receiver.detail, ClassInfo):
+        method = receiver.detail.find_method(call.method, ctx.summary)
+    if method is None:
+        return False
+    analysis = method.analysis(ctx.summary)
+    return analysis is not None and GRAPH in analysis.return_value.tags
+
+
+def _statement_line(function: cst.FunctionDef, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
+    """The line that holds ``statement`` alone: a forward's statement can be wrapped in a block."""
+    for node in _walk(function.body):
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and node.body[0] is statement:
+            return node
+    return None
 
 
 GradEnabledEval.MUST_FIRE = (
@@ -986,6 +1122,206 @@ GradEnabledEval.MUST_FIRE = (
             return report_cosine_sims(encoder, loader)
         """,
     ),
+    Fires(  # a rollout drives the policy with grad on: the action is a number, the graph is never backwarded
+        """
+        import gymnasium as gym
+        import torch
+
+        from agent import Policy
+
+
+        def collect(env, policy, steps):
+            state, _ = env.reset()
+            transitions = []
+            for _ in range(steps):
+                logits = policy(torch.as_tensor(state, dtype=torch.float32))
+                action = logits.argmax().item()
+                next_state, reward, terminated, truncated, _ = env.step(action)
+                transitions.append((state, action, reward, next_state, terminated))
+                state = env.reset()[0] if terminated or truncated else next_state
+            return transitions
+
+
+        def main():
+            env = gym.make("CartPole-v1")
+            policy = Policy(4, 2)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+            for episode in range(500):
+                batch = collect(env, policy, 200)
+                loss = policy.loss(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "agent.py": """
+                import torch
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Policy(nn.Module):
+                    def __init__(self, observations, actions):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.Linear(observations, 64), nn.Tanh(), nn.Linear(64, actions))
+
+                    def forward(self, state):
+                        return self.body(state)
+
+                    def loss(self, batch):
+                        states = torch.tensor([t[0] for t in batch], dtype=torch.float32)
+                        actions = torch.tensor([t[1] for t in batch])
+                        return F.cross_entropy(self(states), actions)
+            """,
+        },
+        fixed="""
+        import gymnasium as gym
+        import torch
+
+        from agent import Policy
+
+
+        def collect(env, policy, steps):
+            state, _ = env.reset()
+            transitions = []
+            for _ in range(steps):
+                with torch.no_grad():
+                    logits = policy(torch.as_tensor(state, dtype=torch.float32))
+                action = logits.argmax().item()
+                next_state, reward, terminated, truncated, _ = env.step(action)
+                transitions.append((state, action, reward, next_state, terminated))
+                state = env.reset()[0] if terminated or truncated else next_state
+            return transitions
+
+
+        def main():
+            env = gym.make("CartPole-v1")
+            policy = Policy(4, 2)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+            for episode in range(500):
+                batch = collect(env, policy, 200)
+                loss = policy.loss(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        unsafe=True,
+        at="logits = policy(torch.as_tensor(state, dtype=torch.float32))",
+    ),
+    Fires(  # the sample grid drawn inside the training loop: saved as an image, never backwarded
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, loader, device):
+                self.generator = Generator().to(device)
+                self.discriminator = Discriminator().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+
+            def fit(self, epochs):
+                fixed_noise = torch.randn(64, 128, device=self.device)
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        real = real.to(self.device)
+                        fake = self.generator(torch.randn(real.size(0), 128, device=self.device))
+                        real_score, fake_score = self.discriminator(real), self.discriminator(fake.detach())
+                        d_loss = F.softplus(-real_score).mean() + F.softplus(fake_score).mean()
+                        self.opt_d.zero_grad()
+                        d_loss.backward()
+                        self.opt_d.step()
+                        g_loss = F.softplus(-self.discriminator(fake)).mean()
+                        self.opt_g.zero_grad()
+                        g_loss.backward()
+                        self.opt_g.step()
+                    grid = self.generator(fixed_noise)
+                    save_image(grid.detach(), f"samples/epoch_{epoch:03d}.png", normalize=True)
+
+
+        if __name__ == "__main__":
+            GANTrainer(torch.load("data/loader.pt"), "cuda").fit(100)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(128, 784), nn.Tanh(), nn.Unflatten(1, (1, 28, 28)))
+
+                    def forward(self, z):
+                        return self.net(z)
+
+
+                class Discriminator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 1))
+
+                    def forward(self, x):
+                        return self.net(x)
+            """,
+        },
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, loader, device):
+                self.generator = Generator().to(device)
+                self.discriminator = Discriminator().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+
+            def fit(self, epochs):
+                fixed_noise = torch.randn(64, 128, device=self.device)
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        real = real.to(self.device)
+                        fake = self.generator(torch.randn(real.size(0), 128, device=self.device))
+                        real_score, fake_score = self.discriminator(real), self.discriminator(fake.detach())
+                        d_loss = F.softplus(-real_score).mean() + F.softplus(fake_score).mean()
+                        self.opt_d.zero_grad()
+                        d_loss.backward()
+                        self.opt_d.step()
+                        g_loss = F.softplus(-self.discriminator(fake)).mean()
+                        self.opt_g.zero_grad()
+                        g_loss.backward()
+                        self.opt_g.step()
+                    with torch.no_grad():
+                        grid = self.generator(fixed_noise)
+                    save_image(grid.detach(), f"samples/epoch_{epoch:03d}.png", normalize=True)
+
+
+        if __name__ == "__main__":
+            GANTrainer(torch.load("data/loader.pt"), "cuda").fit(100)
+        """,
+        unsafe=True,
+        at="grid = self.generator(fixed_noise)",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -1432,6 +1768,119 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 with torch.no_grad():
                     outputs = model(**inputs)
                 return (outputs.loss.detach(), outputs.logits, inputs["labels"])
+        """
+    ),
+    Quiet(  # the teacher's output feeds the student's loss, which is backwarded
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Student, Teacher
+
+
+        def distill(loader, epochs):
+            teacher, student = Teacher(), Student()
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for images, _ in loader:
+                    soft_targets = F.softmax(teacher(images) / 4.0, dim=1)
+                    loss = F.kl_div(F.log_softmax(student(images) / 4.0, dim=1), soft_targets, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+        if __name__ == "__main__":
+            distill(torch.load("loader.pt"), 10)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Teacher(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Linear(784, 10)
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+
+
+                class Student(Teacher):
+                    pass
+            """,
+        },
+    ),
+    Quiet(  # a frozen teacher records no graph: nothing to turn off
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def pseudo_label(teacher, loader):
+            teacher.requires_grad_(False)
+            labels = []
+            for images in loader:
+                labels.append(teacher(images).argmax(1).tolist())
+            print(sum(len(batch) for batch in labels))
+
+
+        if __name__ == "__main__":
+            pseudo_label(nn.Linear(784, 10), torch.load("unlabelled.pt"))
+        """
+    ),
+    Quiet(  # a helper no code in this file calls: its callers, in other files, may run it under no_grad()
+        """
+        import json
+
+        import torch.nn as nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(256, 17)
+
+            def forward(self, features):
+                return self.proj(features)
+
+
+        def write_predictions(tagger: Tagger, batches, path):
+            with open(path, "w") as out:
+                for features in batches:
+                    tags = tagger(features).argmax(-1)
+                    out.write(json.dumps(tags.tolist()) + "\n")
+        """
+    ),
+    Quiet(  # REINFORCE keeps each step's log-probability for the episode's backward
+        """
+        import gymnasium as gym
+        import torch
+        import torch.nn as nn
+        from torch.distributions import Categorical
+
+
+        def run_episode(env, policy, optimizer):
+            state, _ = env.reset()
+            log_probs, rewards = [], []
+            done = False
+            while not done:
+                dist = Categorical(logits=policy(torch.as_tensor(state, dtype=torch.float32)))
+                action = dist.sample()
+                log_probs.append(dist.log_prob(action))
+                state, reward, terminated, truncated, _ = env.step(action.item())
+                rewards.append(reward)
+                done = terminated or truncated
+            loss = -torch.stack(log_probs).sum() * sum(rewards)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+        if __name__ == "__main__":
+            policy = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
+            run_episode(gym.make("CartPole-v1"), policy, torch.optim.Adam(policy.parameters()))
         """
     ),
 )
