@@ -9,8 +9,16 @@ used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when t
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
 `evaluation_loop` calls with grad enabled (the base method disables it itself).
 
+An inference pass is also recognised by what it does, whatever its names: a model's forward in a
+loop whose graph nothing uses — no backward goes through its output, and nothing derived from it
+leaves the function (a rollout that turns the policy's output into an action number, a sample grid
+drawn with the generator inside the training loop and saved as an image, a prediction loop that
+writes its results out). That needs grad to be known on there: the function steps an optimizer (no
+caller can turn grad off around training), or this file runs it itself; a frozen model
+(`requires_grad_(False)` on it as a whole) records nothing and is left alone.
+
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
-`@torch.inference_mode()`), or wrap the validation loop in `with torch.no_grad():`. Leave grad
+`@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
 on only where the evaluation needs gradients (adversarial attacks, saliency, test-time
 adaptation) — those call `backward`/`autograd.grad`, which keeps this rule quiet.
 """
@@ -235,17 +243,24 @@ class GradEnabledEval(Rule):
             if call.context.loops and call.context.grad_off is None and GRAPH in call.result.tags
             and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
         ]
-        if not forwards or _grad_off_anywhere(scope, list(calls_in(scope, None))) or _grad_disabled_globally(module):
+        calls = list(calls_in(scope, None))
+        if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
             return False
+        training = next((call for call in calls if is_optimizer_step(call)), None)
+        if training is None and any(is_backward(call) for call in calls):
+            return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
-            if dropped is not None and _run_by_this_file(module, info, set()):
-                self._report_unused_graph(ctx, scope, forward, dropped)
+            # a function that trains runs with grad on wherever it is called from
+            if dropped is not None and (training is not None or _run_by_this_file(module, info, set())):
+                self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
         return False
 
-    def _report_unused_graph(self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph) -> None:
+    def _report_unused_graph(
+        self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, training: CallEvent | None,
+    ) -> None:
         info = scope.function
         assert info is not None, "only a function's forwards are checked"
         loop = forward.context.loops[-1]
@@ -260,8 +275,10 @@ class GradEnabledEval(Rule):
         if cuts:
             evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
             cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
-        sites = _call_sites(ctx.module, info)
-        evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:1])
+        if training is not None and not ctx.in_another_file(training.chunk):
+            evidence.append(((training.chunk, training.node), f"`{_text(training)}`: the function trains, so grad is on here"))
+        elif training is None:
+            evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(ctx.module, info)[:1])
         message = (
             f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
             f"and nothing derived from it leaves `{info.qualified_name}()`{cut}. An inference pass: every pass of "
@@ -538,10 +555,16 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
         return False
     seen.add(id(info))
-    sites = _call_sites(module, info)
+    sites = _callers(module, info)
     if not sites or any(site.context.grad_off is not None for site in sites):
         return False
     return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _callers(module, info) -> list[CallEvent]:
+    """The calls of the function in this file; for a method named `train` or `eval`, not the mode
+    switches of models (`self.generator.train()`) that share its name."""
+    return [site for site in _call_sites(module, info) if info.owner is None or not _is_mode_switch(site) or site.function is info]
 
 
 def _frozen_models(module) -> frozenset[str]:
