@@ -301,12 +301,14 @@ def _is_eval_data(iterable_text: str) -> bool:
 
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
-    """A forward of a known model, or a call of something that was switched to ``eval()`` (so a module)."""
+    """A forward of a known model (calling it, `forward`, or a variant of it a model defines under that
+    word: `incremental_forward`, `forward_features`), or a call of something that was switched to
+    ``eval()`` (so a module)."""
     receiver = call.receiver
     if receiver is not None and MODEL in receiver.tags:
         if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
             return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
-        return call.method is None or call.method == "forward"
+        return call.method is None or "forward" in name_words(call.method)
     return call.method is None and (call.receiver_key or call.callee) in switched - {None}
 
 
@@ -1143,6 +1145,53 @@ GradEnabledEval.MUST_FIRE = (
         def eval_model(encoder, loader):
             encoder.eval()
             return report_cosine_sims(encoder, loader)
+        """,
+    ),
+    Fires(  # a model's own variant of forward (`incremental_forward`) is a forward too
+        """
+        import torch
+        import torchaudio
+
+        from wavenet import WaveNet
+
+
+        def eval_model(model: WaveNet, mel, step):
+            model.eval()
+            audio = model.incremental_forward(mel, length=mel.size(-1) * 256)
+            torchaudio.save(f"eval/step{step:07d}.wav", audio.cpu(), 22050)
+            model.train()
+        """,
+        files={
+            "wavenet.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class WaveNet(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.conv = nn.Conv1d(80, 1, 1)
+
+                    def forward(self, mel):
+                        return torch.tanh(self.conv(mel))
+
+                    def incremental_forward(self, mel, length):
+                        return self(mel)[..., :length]
+            """,
+        },
+        fixed="""
+        import torch
+        import torchaudio
+
+        from wavenet import WaveNet
+
+
+        @torch.no_grad()
+        def eval_model(model: WaveNet, mel, step):
+            model.eval()
+            audio = model.incremental_forward(mel, length=mel.size(-1) * 256)
+            torchaudio.save(f"eval/step{step:07d}.wav", audio.cpu(), 22050)
+            model.train()
         """,
     ),
     Fires(  # a rollout drives the policy with grad on: the action is a number, the graph is never backwarded
