@@ -575,11 +575,18 @@ class ScopeAnalysis:
 
     def _evaluate_dict(self, expression: cst.Dict, context: Context) -> Value:
         values = []
+        carrier = None  # the first entry that holds a graph: the evidence for the dict holding one
         for element in expression.elements:
             if isinstance(element, cst.DictElement):
                 self.evaluate(element.key, context)
                 values.append(self.evaluate(element.value, context))
-        return Value(join(values).tags | {CONTAINER})
+                if carrier is None and GRAPH in values[-1].tags:
+                    carrier = element
+        if carrier is None:
+            return Value(join(values).tags | {CONTAINER})
+        return Value(
+            join(values).tags | {CONTAINER}, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
+        )
 
     def _evaluate_comprehension(
         self, expression: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp, context: Context,
