@@ -40,12 +40,15 @@ class DroppedGraph:
 
 
 def dropped_graph(scope: ScopeAnalysis, forward: cst.Call) -> DroppedGraph | None:
-    """How the graph of ``forward`` (a call in ``scope``'s function) dies inside the function, or None
-    when something derived from it may be used after all: backwarded, returned, kept or handed on."""
+    """How the graph of ``forward`` (a call in ``scope``'s function, or in its module-level statement)
+    dies there, or None when something derived from it may be used after all: backwarded, returned,
+    kept or handed on. For a module-level statement, names it binds are followed within it only:
+    whether a later statement backwards them is for the caller to rule out."""
     function = scope.function
-    if function is None:
+    root = function.node.body if function is not None else scope.chunk.module
+    if root is None:
         return None
-    return _Follower(scope, forward).dropped(function.node)
+    return _Follower(scope, forward).dropped(root)
 
 
 class _Follower:
@@ -56,9 +59,9 @@ class _Follower:
         self.names: set[str] = set()  # local names that may hold the graph
         self.cuts: list[cst.CSTNode] = []
 
-    def dropped(self, function: cst.FunctionDef) -> DroppedGraph | None:
-        nested = {id(node) for inner in _nested_definitions(function) for node in walk(inner)}
-        own = [node for node in _in_source_order(function.body) if id(node) not in nested]
+    def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
+        nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
+        own = [node for node in _in_source_order(root) if id(node) not in nested]
         for _ in range(_ROUNDS):
             before = len(self.names)
             for node in own:
@@ -71,7 +74,7 @@ class _Follower:
         declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
         if self.names & declared:
             return None  # kept in a module-level name
-        if any(isinstance(node, cst.Name) and node.value in self.names for node in walk(function.body) if id(node) in nested):
+        if any(isinstance(node, cst.Name) and node.value in self.names for node in walk(root) if id(node) in nested):
             return None  # a nested function or class captures it and may run later
         for node in own:
             if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and self._carries(node.value):
@@ -187,5 +190,5 @@ def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:
     return ordered
 
 
-def _nested_definitions(function: cst.FunctionDef) -> list[cst.CSTNode]:
-    return [node for node in walk(function.body) if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
+    return [node for node in walk(root) if isinstance(node, (cst.FunctionDef, cst.ClassDef))]

@@ -227,16 +227,19 @@ class GradEnabledEval(Rule):
 
     # ------------------------------------------------------------------ (d) inference passes by what they do
     def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
-        """A forward in a loop whose graph nothing uses, whatever the function is called: no backward
-        goes through its output and nothing derived from it leaves the function (a rollout's policy
-        forward, a sample grid drawn inside the training loop, a prediction loop over a data set). Only
-        for functions this file runs itself, with grad on along the way: a helper called from other
-        files may run under their `no_grad()`."""
+        """A forward in a loop whose graph nothing uses, whatever the code is called: no backward goes
+        through its output and nothing derived from it leaves the function (a rollout's policy forward,
+        a sample grid drawn inside the training loop, a prediction loop over a data set). Only where
+        grad is known to be on: in a function that steps an optimizer (no caller can turn grad off
+        around training), in one this file runs itself with grad on along the way (a helper called
+        from other files may run under their `no_grad()`), or at module level in a script that runs
+        no backward at all. A function that backwards without stepping an optimizer wants gradients
+        of something else (an attack, a saliency map): quiet."""
         info = scope.function
         module = ctx.module
-        if info is None or not scope.loops or _framework_hook(ctx, info) or _test_function(info):
-            return False
-        if any(not _neutral(decorator, scope) for decorator in info.node.decorators):
+        if not scope.loops or info is not None and (
+            _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators)
+        ):
             return False
         forwards = [
             call for call in scope.calls()
@@ -249,11 +252,13 @@ class GradEnabledEval(Rule):
         training = next((call for call in calls if is_optimizer_step(call)), None)
         if training is None and any(is_backward(call) for call in calls):
             return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
+        if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
+            return False  # a later statement of the script may backward what this one leaves in its names
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             # a function that trains runs with grad on wherever it is called from
-            if dropped is not None and (training is not None or _run_by_this_file(module, info, set())):
+            if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
         return False
@@ -262,7 +267,7 @@ class GradEnabledEval(Rule):
         self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, training: CallEvent | None,
     ) -> None:
         info = scope.function
-        assert info is not None, "only a function's forwards are checked"
+        where = f"`{info.qualified_name}()`" if info is not None else "this statement, and nothing in the file runs a backward"
         loop = forward.context.loops[-1]
         if isinstance(loop.node, cst.For):
             named = f"the loop over `{quoted(scope.chunk, loop.node.iter)}`"
@@ -277,15 +282,15 @@ class GradEnabledEval(Rule):
             cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
         if training is not None and not ctx.in_another_file(training.chunk):
             evidence.append(((training.chunk, training.node), f"`{_text(training)}`: the function trains, so grad is on here"))
-        elif training is None:
+        elif training is None and info is not None:
             evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(ctx.module, info)[:1])
         message = (
             f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
-            f"and nothing derived from it leaves `{info.qualified_name}()`{cut}. An inference pass: every pass of "
+            f"and nothing derived from it leaves {where}{cut}. An inference pass: every pass of "
             f"{named} records a graph and keeps its activations for nothing"
         )
         no_grad = ctx.name_for("torch.no_grad")
-        line = _statement_line(info.node, forward.statement)
+        line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         ctx.report(
             forward.node, message, evidence=evidence,
@@ -614,9 +619,9 @@ def _runs_model_layers(ctx, call: CallEvent) -> bool:
     return analysis is not None and GRAPH in analysis.return_value.tags
 
 
-def _statement_line(function: cst.FunctionDef, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
+def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
     """The line that holds ``statement`` alone: a forward's statement can be wrapped in a block."""
-    for node in _walk(function.body):
+    for node in _walk(root) if root is not None else ():
         if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and node.body[0] is statement:
             return node
     return None
@@ -1193,6 +1198,60 @@ GradEnabledEval.MUST_FIRE = (
             torchaudio.save(f"eval/step{step:07d}.wav", audio.cpu(), 22050)
             model.train()
         """,
+    ),
+    Fires(  # a prediction script: the loop's forwards feed printed labels, and nothing in the file backwards
+        """
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from net import Classifier
+
+        model = Classifier()
+        model.load_state_dict(torch.load("classifier.pt", map_location="cpu"))
+        model.eval()
+        preprocess = transforms.Compose([transforms.Resize(224), transforms.ToTensor()])
+        for path in sys.argv[1:]:
+            logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))
+            print(path, logits.argmax(1).item())
+        """,
+        files={
+            "net.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, 10)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+            """,
+        },
+        fixed="""
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from net import Classifier
+
+        model = Classifier()
+        model.load_state_dict(torch.load("classifier.pt", map_location="cpu"))
+        model.eval()
+        preprocess = transforms.Compose([transforms.Resize(224), transforms.ToTensor()])
+        for path in sys.argv[1:]:
+            with torch.no_grad():
+                logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))
+            print(path, logits.argmax(1).item())
+        """,
+        unsafe=True,
+        at='logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))',
     ),
     Fires(  # a rollout drives the policy with grad on: the action is a number, the graph is never backwarded
         """
