@@ -514,7 +514,9 @@ class ScopeAnalysis:
         if CONSTANT in left.tags and CONSTANT in right.tags:
             return Value((CONSTANT, NUMBER))
         kinds = set(combined.tags & OUTPUT_KINDS)
-        result = combined.with_tags(remove=kinds | {CONTAINER, STRUCTURED})
+        # a literal operand does not make the result a constant (`out * 0.5`), nor a tensor's a host number
+        plain = {CONSTANT} | ({NUMBER} if combined.tags & {TENSOR, GRAPH} else set())
+        result = combined.with_tags(remove=kinds | plain | {CONTAINER, STRUCTURED})
         if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
             result = result.with_tags(add=(SCALED,))
         if isinstance(expression.operator, cst.Multiply) and (

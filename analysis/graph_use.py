@@ -147,8 +147,8 @@ class _Follower:
             self.cuts.append(cut)
 
     def _stays_inside(self, node: cst.Call) -> bool:
-        """A call handed the graph keeps it where this function sees it: a tensor method or torch
-        function (its result is followed), a graph-free call, a local container it is stored in (then
+        """A call handed the graph keeps it where this function sees it: a tensor method, a torch,
+        torchvision or numpy function (its result is followed), a graph-free call, a local container it is stored in (then
         followed), or a local helper that runs no backward. Anything else may keep or backward it."""
         func = node.func
         given = any(self._carries(arg.value) for arg in node.args)
@@ -177,7 +177,7 @@ class _Follower:
         callee = call.callee or ""
         if is_backward(call) or callee.startswith("torch.autograd"):
             return False
-        return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] == "numpy"
+        return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] in {"numpy", "torchvision"}
 
 
 def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -244,7 +244,7 @@ class GradEnabledEval(Rule):
         forwards = [
             call for call in scope.calls()
             if call.context.loops and call.context.grad_off is None and GRAPH in call.result.tags
-            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
         ]
         calls = list(calls_in(scope, None))
         if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
@@ -606,17 +606,35 @@ def _is_true(node) -> bool:
 
 def _runs_model_layers(ctx, call: CallEvent) -> bool:
     """A method of a workspace model class that returns what its layers compute (`policy.pi(state)`,
-    `self.encode(x)`): a forward under another name."""
+    `self.encode(x)`), or a helper of the workspace without a loop of its own that returns what a
+    model it runs computes (`generate_images(generator, noise)`): a forward under another name."""
     receiver = call.receiver
-    if receiver is None or MODEL not in receiver.tags or call.method is None:
+    helper = call.function
+    if receiver is None:
+        if helper is None or call.callee is None:
+            return False
+        analysis = helper.analysis(ctx.summary)
+        # one pass through the model, handed back; a helper with a loop of its own is a pass of its own
+        return analysis is not None and not analysis.loops and GRAPH in analysis.return_value.tags and any(
+            _is_model_forward(inner, set()) for inner in calls_in(analysis, None)
+        )
+    if MODEL not in receiver.tags or call.method is None:
         return False
-    method = call.function
-    if method is None and isinstance(receiver.detail, ClassInfo):
-        method = receiver.detail.find_method(call.method, ctx.summary)
-    if method is None:
+    if helper is None and isinstance(receiver.detail, ClassInfo):
+        helper = receiver.detail.find_method(call.method, ctx.summary)
+    if helper is None:
         return False
-    analysis = method.analysis(ctx.summary)
+    analysis = helper.analysis(ctx.summary)
     return analysis is not None and GRAPH in analysis.return_value.tags
+
+
+def _parameterless(ctx, call: CallEvent) -> bool:
+    """A workspace module class with no `__init__` of its own or in its workspace bases holds no
+    parameters (`class Scale(nn.Module): def forward(self, x, y): return x * y`): its forward records
+    nothing unless its inputs do."""
+    receiver = call.receiver
+    owner = receiver.detail if receiver is not None else None
+    return isinstance(owner, ClassInfo) and owner.find_method("__init__", ctx.summary) is None
 
 
 def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
@@ -1252,6 +1270,69 @@ GradEnabledEval.MUST_FIRE = (
         """,
         unsafe=True,
         at='logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))',
+    ),
+    Fires(  # a helper that runs the generator once and hands the images back: a forward too
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from torchvision.utils import make_grid, save_image
+
+
+        def generate_images(generator: nn.Module, noise):
+            return generator(noise).clamp(-1, 1) * 0.5 + 0.5
+
+
+        def train(generator: nn.Module, discriminator: nn.Module, loader, epochs):
+            opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+            fixed_noise = torch.randn(16, 128)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 128))
+                    d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+                    opt_d.zero_grad()
+                    d_loss.backward()
+                    opt_d.step()
+                    g_loss = F.softplus(-discriminator(fake)).mean()
+                    opt_g.zero_grad()
+                    g_loss.backward()
+                    opt_g.step()
+                images = generate_images(generator, fixed_noise)
+                save_image(make_grid(images, nrow=4), f"samples/{epoch:03d}.png")
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from torchvision.utils import make_grid, save_image
+
+
+        def generate_images(generator: nn.Module, noise):
+            return generator(noise).clamp(-1, 1) * 0.5 + 0.5
+
+
+        def train(generator: nn.Module, discriminator: nn.Module, loader, epochs):
+            opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+            fixed_noise = torch.randn(16, 128)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 128))
+                    d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+                    opt_d.zero_grad()
+                    d_loss.backward()
+                    opt_d.step()
+                    g_loss = F.softplus(-discriminator(fake)).mean()
+                    opt_g.zero_grad()
+                    g_loss.backward()
+                    opt_g.step()
+                with torch.no_grad():
+                    images = generate_images(generator, fixed_noise)
+                save_image(make_grid(images, nrow=4), f"samples/{epoch:03d}.png")
+        """,
+        unsafe=True,
+        at="images = generate_images(generator, fixed_noise)",
     ),
     Fires(  # a rollout drives the policy with grad on: the action is a number, the graph is never backwarded
         """
@@ -2012,6 +2093,23 @@ GradEnabledEval.MUST_NOT_FIRE = (
         if __name__ == "__main__":
             policy = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
             run_episode(gym.make("CartPole-v1"), policy, torch.optim.Adam(policy.parameters()))
+        """
+    ),
+    Quiet(  # a module without parameters records no graph from inputs that need none
+        """
+        import torch
+
+
+        class FusedScale(torch.nn.Module):
+            def forward(self, x, y):
+                return x * y + y
+
+
+        module = FusedScale()
+        scripted = torch.jit.script(module)
+        for _ in range(50):
+            x, y = torch.randn(10, 20), torch.randn(10, 20)
+            torch.testing.assert_close(scripted(x, y), module(x, y))
         """
     ),
 )
