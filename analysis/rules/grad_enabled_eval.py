@@ -25,6 +25,7 @@ adaptation) — those call `backward`/`autograd.grad`, which keeps this rule qui
 
 from __future__ import annotations
 
+import re
 from typing import TypeGuard
 
 import libcst as cst
@@ -70,6 +71,8 @@ from trainlint.rules import walk as _walk
 _EVAL_DATA_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
 )
+# What a method or function that puts trained weights into a model is called.
+_LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
 # Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
 _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
 
@@ -245,6 +248,7 @@ class GradEnabledEval(Rule):
             call for call in scope.calls()
             if call.context.loops and call.context.grad_off is None and GRAPH in call.result.tags
             and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
+            and not (not module.backward_calls and _built_untrained(scope, call))
         ]
         calls = list(calls_in(scope, None))
         if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
@@ -635,6 +639,23 @@ def _parameterless(ctx, call: CallEvent) -> bool:
     receiver = call.receiver
     owner = receiver.detail if receiver is not None else None
     return isinstance(owner, ClassInfo) and owner.find_method("__init__", ctx.summary) is None
+
+
+def _built_untrained(scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """The model is built here and nothing loads weights into it (in a file that trains nothing):
+    running it shows shapes, as a tutorial's demo does, not predictions worth a pass."""
+    key = call.receiver_key
+    binding = scope.last_binding(key) if key is not None else None
+    if binding is None or not isinstance(binding.value_node, cst.Call):
+        return False
+    if _LOADS_WEIGHTS.search(binding.chunk.code_for(binding.value_node)):
+        return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
+    return not any(
+        _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (
+            other.receiver_key == key or any(isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes)
+        )
+        for other in scope.calls()
+    )
 
 
 def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
