@@ -14,8 +14,9 @@ loop whose graph nothing uses — no backward goes through its output, and nothi
 leaves the function (a rollout that turns the policy's output into an action number, a sample grid
 drawn with the generator inside the training loop and saved as an image, a prediction loop that
 writes its results out). That needs grad to be known on there: the function steps an optimizer (no
-caller can turn grad off around training), or this file runs it itself; a frozen model
-(`requires_grad_(False)` on it as a whole) records nothing and is left alone.
+caller can turn grad off around training), this file runs it itself, or it is a script's module-level
+loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
+module without parameters records nothing and is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
