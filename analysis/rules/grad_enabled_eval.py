@@ -45,6 +45,7 @@ from trainlint.rules import (
     Rule,
     ScopeAnalysis,
     Severity,
+    Site,
     TextEdit,
     backward_target,
     calls_in,
@@ -279,7 +280,9 @@ class GradEnabledEval(Rule):
         else:
             named = f"the `while {loop.iterable_text}` loop"
         text = _text(forward)
-        evidence = [((forward.chunk, forward.node), f"`{text}` records the autograd graph on every pass of {named}")]
+        evidence: list[tuple[Site, str]] = [
+            ((forward.chunk, forward.node), f"`{text}` records the autograd graph on every pass of {named}"),
+        ]
         cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
         cut = ""
         if cuts:
