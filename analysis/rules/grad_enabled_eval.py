@@ -615,7 +615,8 @@ def _is_true(node) -> bool:
 def _runs_model_layers(ctx, call: CallEvent) -> bool:
     """A method of a workspace model class that returns what its layers compute (`policy.pi(state)`,
     `self.encode(x)`), or a helper of the workspace without a loop of its own that returns what a
-    model it runs computes (`generate_images(generator, noise)`): a forward under another name."""
+    model it runs computes (`generate_images(generator, noise)`): a forward under another name. One
+    that backwards or steps an optimizer is a training step, whatever it returns."""
     receiver = call.receiver
     helper = call.function
     if receiver is None:
@@ -625,7 +626,7 @@ def _runs_model_layers(ctx, call: CallEvent) -> bool:
         # one pass through the model, handed back; a helper with a loop of its own is a pass of its own
         return analysis is not None and not analysis.loops and GRAPH in analysis.return_value.tags and any(
             _is_model_forward(inner, set()) for inner in calls_in(analysis, None)
-        )
+        ) and not _trains(list(calls_in(analysis, None)))
     if MODEL not in receiver.tags or call.method is None:
         return False
     if helper is None and isinstance(receiver.detail, ClassInfo):
@@ -633,7 +634,7 @@ def _runs_model_layers(ctx, call: CallEvent) -> bool:
     if helper is None:
         return False
     analysis = helper.analysis(ctx.summary)
-    return analysis is not None and GRAPH in analysis.return_value.tags
+    return analysis is not None and GRAPH in analysis.return_value.tags and not _trains(list(calls_in(analysis, None)))
 
 
 def _parameterless(ctx, call: CallEvent) -> bool:
