@@ -2138,4 +2138,33 @@ GradEnabledEval.MUST_NOT_FIRE = (
             torch.testing.assert_close(scripted(x, y), module(x, y))
         """
     ),
+    Quiet(  # the helper runs the whole training step and returns the loss for logging
+        """
+        import torch
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+
+        def forward(model, batch, optimizer, accelerator):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            return loss
+
+
+        def train(loader, steps):
+            accelerator = Accelerator()
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                loss = forward(model, batch, optimizer, accelerator)
+                accelerator.log({"loss": loss.item()}, step=step)
+
+
+        if __name__ == "__main__":
+            train(torch.load("loader.pt"), 100)
+        """
+    ),
 )
