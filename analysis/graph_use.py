@@ -31,19 +31,22 @@ _ROUNDS = 8
 
 class DroppedGraph:
     """A forward whose graph nothing uses; ``cuts`` are the expressions that drop it explicitly
-    (``out.detach()``, ``logits.argmax(1)``, ``out.data``), in no particular order."""
+    (``out.detach()``, ``logits.argmax(1)``, ``out.data``), in no particular order; ``names`` the
+    local names that hold it on the way (at module level, another statement reading one of them
+    could still use it: the caller checks)."""
 
-    __slots__ = ("cuts",)
+    __slots__ = ("cuts", "names")
 
-    def __init__(self, cuts: tuple[cst.CSTNode, ...]) -> None:
+    def __init__(self, cuts: tuple[cst.CSTNode, ...], names: frozenset[str]) -> None:
         self.cuts = cuts
+        self.names = names
 
 
 def dropped_graph(scope: ScopeAnalysis, forward: cst.Call) -> DroppedGraph | None:
     """How the graph of ``forward`` (a call in ``scope``'s function, or in its module-level statement)
     dies there, or None when something derived from it may be used after all: backwarded, returned,
     kept or handed on. For a module-level statement, names it binds are followed within it only:
-    whether a later statement backwards them is for the caller to rule out."""
+    whether another statement reads them is for the caller to rule out (``DroppedGraph.names``)."""
     function = scope.function
     root = function.node.body if function is not None else scope.chunk.module
     if root is None:
@@ -81,7 +84,7 @@ class _Follower:
                 return None
             if isinstance(node, cst.Call) and not self._stays_inside(node):
                 return None
-        return DroppedGraph(tuple(self.cuts))
+        return DroppedGraph(tuple(self.cuts), frozenset(self.names))
 
     def _follow(self, node: cst.CSTNode) -> bool:
         """Bind the names an assignment gives the graph; False when it keeps it outside the function."""

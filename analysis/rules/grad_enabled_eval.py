@@ -263,6 +263,8 @@ class GradEnabledEval(Rule):
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            if dropped is not None and info is None and dropped.names & _names_elsewhere(module, scope.chunk):
+                continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
             # a function that trains runs with grad on wherever it is called from
             if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
@@ -660,6 +662,15 @@ def _built_untrained(scope: ScopeAnalysis, call: CallEvent) -> bool:
             other.receiver_key == key or any(isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes)
         )
         for other in scope.calls()
+    )
+
+
+def _names_elsewhere(module, chunk) -> frozenset[str]:
+    """The names the module's other top-level statements mention."""
+    return frozenset(
+        node.value
+        for other in module.chunks if other is not chunk and other.module is not None
+        for node in _walk(other.module) if isinstance(node, cst.Name)
     )
 
 
