@@ -373,6 +373,18 @@ def _builtin_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: s
         if callee == "next":
             return element_of(args[0])
         return args[0].with_tags(add=(CONTAINER,)) if callee in {"list", "tuple", "sorted"} else args[0]
+    if callee == "dict" and (args or event.kwargs):
+        # `dict(loss=loss, acc=acc)`, `dict(stats)`: holds what its entries hold, as a `{...}` literal does
+        positional = [arg for arg in event.arg_nodes if arg.keyword is None and not arg.star][:1]
+        entries = [*zip(positional, args[:1]), *zip([arg for arg in event.arg_nodes if arg.keyword is not None], event.kwargs.values())]
+        values = [value for _, value in entries]
+        carrier = next((arg for arg, value in entries if GRAPH in value.tags), None)
+        if carrier is None:
+            return Value(join(values).tags | {CONTAINER}, detail=event)
+        return Value(
+            join(values).tags | {CONTAINER}, site=(scope.chunk, carrier),
+            note=f"the dict entry `{_entry_text(scope, carrier)}`", detail=event,
+        )
     if callee in {"list", "dict", "set", "tuple"} or callee in {"collections.deque", "collections.defaultdict", "collections.OrderedDict"}:
         return Value((CONTAINER,), detail=event)
     if callee in {"sum", "max", "min"} and args:
@@ -389,6 +401,11 @@ def _builtin_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: s
 _NAMED_CALL_LOOKUPS = (
     _workspace_result, _library_object_result, _training_object_result, _torch_function_result, _builtin_result,
 )
+
+
+def _entry_text(scope: ScopeAnalysis, arg: cst.Arg) -> str:
+    value = quoted(scope.chunk, arg.value)
+    return f"{arg.keyword.value}={value}" if arg.keyword is not None else value
 
 
 def transfer_destination(event: CallEvent) -> str | None:

@@ -533,7 +533,9 @@ class ScopeAnalysis:
         if CONSTANT in left.tags and CONSTANT in right.tags:
             return Value((CONSTANT, NUMBER))
         kinds = set(combined.tags & OUTPUT_KINDS)
-        result = combined.with_tags(remove=kinds | {CONTAINER, STRUCTURED})
+        # a literal operand does not make the result a constant (`out * 0.5`), nor a tensor's a host number
+        plain = {CONSTANT} | ({NUMBER} if combined.tags & {TENSOR, GRAPH} else set())
+        result = combined.with_tags(remove=kinds | plain | {CONTAINER, STRUCTURED})
         if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
             result = result.with_tags(add=(SCALED,))
         if isinstance(expression.operator, cst.Multiply) and (
@@ -594,11 +596,18 @@ class ScopeAnalysis:
 
     def _evaluate_dict(self, expression: cst.Dict, context: Context) -> Value:
         values = []
+        carrier = None  # the first entry that holds a graph: the evidence for the dict holding one
         for element in expression.elements:
             if isinstance(element, cst.DictElement):
                 self.evaluate(element.key, context)
                 values.append(self.evaluate(element.value, context))
-        return Value(join(values).tags | {CONTAINER})
+                if carrier is None and GRAPH in values[-1].tags:
+                    carrier = element
+        if carrier is None:
+            return Value(join(values).tags | {CONTAINER})
+        return Value(
+            join(values).tags | {CONTAINER}, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
+        )
 
     def _evaluate_comprehension(
         self, expression: cst.ListComp | cst.SetComp | cst.GeneratorExp | cst.DictComp, context: Context,

@@ -9,21 +9,33 @@ used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when t
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
 `evaluation_loop` calls with grad enabled (the base method disables it itself).
 
+An inference pass is also recognised by what it does, whatever its names: a model's forward in a
+loop whose graph nothing uses — no backward goes through its output, and nothing derived from it
+leaves the function (a rollout that turns the policy's output into an action number, a sample grid
+drawn with the generator inside the training loop and saved as an image, a prediction loop that
+writes its results out). That needs grad to be known on there: the function steps an optimizer (no
+caller can turn grad off around training), this file runs it itself, or it is a script's module-level
+loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
+module without parameters records nothing and is left alone.
+
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
-`@torch.inference_mode()`), or wrap the validation loop in `with torch.no_grad():`. Leave grad
+`@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
 on only where the evaluation needs gradients (adversarial attacks, saliency, test-time
 adaptation) — those call `backward`/`autograd.grad`, which keeps this rule quiet.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TypeGuard
 
 import libcst as cst
 
 from trainlint.analysis.frameworks import grad_handled_by_framework
+from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import ModeFact
 from trainlint.analysis.patterns import (
+    MAX_CALL_DEPTH,
     evaluation_calls,
     library_model_facts,
     mode_parameter,
@@ -35,6 +47,7 @@ from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
+    ClassInfo,
     Fires,
     Loop,
     ModuleView,
@@ -43,6 +56,7 @@ from trainlint.rules import (
     RuleContext,
     ScopeAnalysis,
     Severity,
+    Site,
     Tag,
     TextEdit,
     backward_target,
@@ -64,6 +78,8 @@ from trainlint.rules import walk as _walk
 _EVAL_DATA_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
 )
+# What a method or function that puts trained weights into a model is called.
+_LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
 # Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
 _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
 
@@ -79,26 +95,28 @@ class GradEnabledEval(Rule):
             return
         for scope in ctx.scopes:
             if scope.function is not None and is_eval_name(scope.function.name):
-                self._check_eval_function(ctx, scope)
+                reported = self._check_eval_function(ctx, scope)
             else:
-                self._check_eval_loops(ctx, scope)
-                self._check_shared_function(ctx, scope)
+                reported = self._check_eval_loops(ctx, scope)
+                reported = self._check_shared_function(ctx, scope) or reported
+            if not reported:
+                self._check_unused_graph(ctx, scope)
 
     # ------------------------------------------------------------------ (c) one function for both
-    def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+    def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
         """``run_epoch(model, loader, optimizer=None)`` used for training and, without an optimizer, for
         evaluation: the evaluation call runs every forward with autograd on."""
         parameter = mode_parameter(scope)
         if parameter is None or _framework_hook(ctx, scope.function):
-            return
+            return False
         assert scope.function is not None, "mode_parameter names a parameter of a function"
         evaluations = [call for call in evaluation_calls(ctx.module, scope, parameter) if call.context.grad_off is None]
         if not evaluations:
-            return
+            return False
         calls = list(calls_in(scope, None))
         forwards = [call for call in calls if _is_model_forward(call, set()) and call.context.grad_off is None]
         if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(ctx.module):
-            return
+            return False
         forward, call = forwards[0], evaluations[0]
         guarded = next(c for c in calls if is_backward(c) or is_optimizer_step(c))
         ctx.report(
@@ -114,14 +132,15 @@ class GradEnabledEval(Rule):
             help=f"run the forward under `torch.set_grad_enabled(...)` on `{parameter}` (or `torch.no_grad()` "
             "at the evaluation call)",
         )
+        return True
 
     # ------------------------------------------------------------------ (a) evaluation functions
-    def _check_eval_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+    def _check_eval_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
         info = scope.function
         assert info is not None, "check() looks at a function's scope here"
         node = info.node
         if _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in node.decorators):
-            return
+            return False
         calls = list(calls_in(scope, None))
         eval_calls = [call for call in calls if _is_mode_switch(call) and _mode(call) == "eval"]
         switched = {_switched_model(call) for call in eval_calls}
@@ -131,7 +150,7 @@ class GradEnabledEval(Rule):
             and not smoke_test_forward(ctx.summary, call)
         ]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
-            return
+            return False
         if any(call.scope is not scope for call in forwards):
             with_grad = _reached_with_grad(scope)
             forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad]
@@ -139,15 +158,15 @@ class GradEnabledEval(Rule):
             decorated = _decorated_reach(ctx, calls)
             forwards = [call for call in forwards if call.scope not in decorated]
         if not forwards:
-            return
+            return False
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
-            return  # a model's own method: its caller decides the grad mode
+            return False  # a model's own method: its caller decides the grad mode
         sites = _call_sites(ctx.module, info)
         if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
-            return
+            return False
         returned = scope.return_value.roots | {site.node for site in sites}
         if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
-            return
+            return False
         forward = forwards[0]
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
         if forward.scope is not scope:  # reached through a call: the statement of this function that runs it
@@ -169,19 +188,21 @@ class GradEnabledEval(Rule):
             # through none of it; a caller in another file might need the graph it returns
             fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=Tag.GRAPH not in scope.return_value.tags or bool(sites)),
         )
+        return True
 
     # ------------------------------------------------------------------ (b) validation loops
-    def _check_eval_loops(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+    def _check_eval_loops(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
         candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text)]
         if not candidates or scope.function is not None and (
             _framework_hook(ctx, scope.function)
             or any(site.context.grad_off is not None for site in _call_sites(ctx.module, scope.function))
         ):
-            return
+            return False
         reported: list[Loop] = []
         for loop in candidates:
             if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop):
                 reported.append(loop)
+        return bool(reported)
 
     def _check_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop) -> bool:
         inside = [event for event in scope.events if loop in event.context.loops]
@@ -230,6 +251,86 @@ class GradEnabledEval(Rule):
         return True
 
 
+    # ------------------------------------------------------------------ (d) inference passes by what they do
+    def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
+        """A forward in a loop whose graph nothing uses, whatever the code is called: no backward goes
+        through its output and nothing derived from it leaves the function (a rollout's policy forward,
+        a sample grid drawn inside the training loop, a prediction loop over a data set). Only where
+        grad is known to be on: in a function that steps an optimizer (no caller can turn grad off
+        around training), in one this file runs itself with grad on along the way (a helper called
+        from other files may run under their `no_grad()`), or at module level in a script that runs
+        no backward at all. A function that backwards without stepping an optimizer wants gradients
+        of something else (an attack, a saliency map): quiet."""
+        info = scope.function
+        module = ctx.module
+        if not scope.loops or info is not None and (
+            _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators)
+        ):
+            return False
+        forwards = [
+            call for call in scope.calls()
+            if call.context.loops and call.context.grad_off is None and Tag.GRAPH in call.result.tags
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
+            and not (not module.backward_calls and _built_untrained(scope, call))
+        ]
+        calls = list(calls_in(scope, None))
+        if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
+            return False
+        training = next((call for call in calls if is_optimizer_step(call)), None)
+        if training is None and any(is_backward(call) for call in calls):
+            return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
+        if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
+            return False  # a later statement of the script may backward what this one leaves in its names
+        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        for forward in forwards:
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            if dropped is not None and info is None and dropped.names & _names_elsewhere(module, scope.chunk):
+                continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
+            # a function that trains runs with grad on wherever it is called from
+            if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
+                self._report_unused_graph(ctx, scope, forward, dropped, training)
+                return True
+        return False
+
+    def _report_unused_graph(
+        self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, training: CallEvent | None,
+    ) -> None:
+        info = scope.function
+        where = f"`{info.qualified_name}()`" if info is not None else "this statement, and nothing in the file runs a backward"
+        loop = forward.context.loops[-1]
+        if isinstance(loop.node, cst.For):
+            named = f"the loop over `{quoted(scope.chunk, loop.node.iter)}`"
+        else:
+            named = f"the `while {loop.iterable_text}` loop"
+        text = _text(forward)
+        evidence: list[tuple[Site, str]] = [
+            ((forward.chunk, forward.node), f"`{text}` records the autograd graph on every pass of {named}"),
+        ]
+        cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+        cut = ""
+        if cuts:
+            evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+            cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
+        if training is not None and not ctx.in_another_file(training.chunk):
+            evidence.append(((training.chunk, training.node), f"`{_text(training)}`: the function trains, so grad is on here"))
+        elif training is None and info is not None:
+            evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(ctx.module, info)[:1])
+        message = (
+            f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
+            f"and nothing derived from it leaves {where}{cut}. An inference pass: every pass of "
+            f"{named} records a graph and keeps its activations for nothing"
+        )
+        no_grad = ctx.name_for("torch.no_grad")
+        line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
+        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        ctx.report(
+            forward.node, message, evidence=evidence,
+            help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
+            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+        )
+
+
 # ---------------------------------------------------------------------- helpers
 def _is_eval_data(iterable_text: str) -> bool:
     return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
@@ -249,12 +350,14 @@ def _left_in_eval_mode(ctx: RuleContext, forward: CallEvent) -> tuple[tuple, Mod
 
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
-    """A forward of a known model, or a call of something that was switched to ``eval()`` (so a module)."""
+    """A forward of a known model (calling it, `forward`, or a variant of it a model defines under that
+    word: `incremental_forward`, `forward_features`), or a call of something that was switched to
+    ``eval()`` (so a module)."""
     receiver = call.receiver
     if receiver is not None and Tag.MODEL in receiver.tags:
         if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
             return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
-        return call.method is None or call.method == "forward"
+        return call.method is None or "forward" in name_words(call.method)
     return call.method is None and (call.receiver_key or call.callee) in switched - {None}
 
 
@@ -503,6 +606,123 @@ def _decorate(ctx: RuleContext, node: cst.FunctionDef) -> TextEdit | None:
 
 def _text(call: CallEvent) -> str:
     return quoted(call.chunk, call.node)
+
+
+def _run_by_this_file(module, info, seen: set[int]) -> bool:
+    """The function runs as part of this file's own program: called from module level (a script's
+    `main()`), directly or through functions of this file, with grad on at every call. A helper only
+    other files call may run under their `no_grad()`, which this file cannot see."""
+    if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
+        return False
+    seen.add(id(info))
+    sites = _callers(module, info)
+    if not sites or any(site.context.grad_off is not None for site in sites):
+        return False
+    return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _callers(module, info) -> list[CallEvent]:
+    """The calls of the function in this file; for a method named `train` or `eval`, not the mode
+    switches of models (`self.generator.train()`) that share its name."""
+    return [site for site in _call_sites(module, info) if info.owner is None or not _is_mode_switch(site) or site.function is info]
+
+
+def _frozen_models(module) -> frozenset[str]:
+    """The models the file freezes as a whole (`teacher.requires_grad_(False)`, `for p in
+    teacher.parameters(): p.requires_grad = False`): their forwards record no graph. Freezing a part
+    (`model.encoder.parameters()`) leaves the rest recording, and is not one of these."""
+    frozen: set[str] = set()
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        for node in _walk(chunk.module):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+                if node.args and not _is_true(node.args[0].value):
+                    frozen.add(dotted(node.func.value) or "")
+            elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) \
+                    and node.iter.func.attr.value in {"parameters", "named_parameters"} and _turns_off_requires_grad(node.body):
+                frozen.add(dotted(node.iter.func.value) or "")
+    return frozenset(frozen)
+
+
+def _turns_off_requires_grad(body: cst.BaseSuite) -> bool:
+    return any(
+        isinstance(node, cst.Assign) and _is_false(node.value)
+        and any(isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" for target in node.targets)
+        for node in _walk(body)
+    )
+
+
+def _is_true(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _runs_model_layers(ctx, call: CallEvent) -> bool:
+    """A method of a workspace model class that returns what its layers compute (`policy.pi(state)`,
+    `self.encode(x)`), or a helper of the workspace without a loop of its own that returns what a
+    model it runs computes (`generate_images(generator, noise)`): a forward under another name. One
+    that backwards or steps an optimizer is a training step, whatever it returns."""
+    receiver = call.receiver
+    helper = call.function
+    if receiver is None:
+        if helper is None or call.callee is None:
+            return False
+        analysis = helper.analysis(ctx.summary)
+        # one pass through the model, handed back; a helper with a loop of its own is a pass of its own
+        return analysis is not None and not analysis.loops and Tag.GRAPH in analysis.return_value.tags and any(
+            _is_model_forward(inner, set()) for inner in calls_in(analysis, None)
+        ) and not _trains(list(calls_in(analysis, None)))
+    if Tag.MODEL not in receiver.tags or call.method is None:
+        return False
+    if helper is None and isinstance(receiver.detail, ClassInfo):
+        helper = receiver.detail.find_method(call.method, ctx.summary)
+    if helper is None:
+        return False
+    analysis = helper.analysis(ctx.summary)
+    return analysis is not None and Tag.GRAPH in analysis.return_value.tags and not _trains(list(calls_in(analysis, None)))
+
+
+def _parameterless(ctx, call: CallEvent) -> bool:
+    """A workspace module class with no `__init__` of its own or in its workspace bases holds no
+    parameters (`class Scale(nn.Module): def forward(self, x, y): return x * y`): its forward records
+    nothing unless its inputs do."""
+    receiver = call.receiver
+    owner = receiver.detail if receiver is not None else None
+    return isinstance(owner, ClassInfo) and owner.find_method("__init__", ctx.summary) is None
+
+
+def _built_untrained(scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """The model is built here and nothing loads weights into it (in a file that trains nothing):
+    running it shows shapes, as a tutorial's demo does, not predictions worth a pass."""
+    key = call.receiver_key
+    binding = scope.last_binding(key) if key is not None else None
+    if binding is None or not isinstance(binding.value_node, cst.Call):
+        return False
+    if _LOADS_WEIGHTS.search(binding.chunk.code_for(binding.value_node)):
+        return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
+    return not any(
+        _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (
+            other.receiver_key == key or any(isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes)
+        )
+        for other in scope.calls()
+    )
+
+
+def _names_elsewhere(module, chunk) -> frozenset[str]:
+    """The names the module's other top-level statements mention."""
+    return frozenset(
+        node.value
+        for other in module.chunks if other is not chunk and other.module is not None
+        for node in _walk(other.module) if isinstance(node, cst.Name)
+    )
+
+
+def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
+    """The line that holds ``statement`` alone: a forward's statement can be wrapped in a block."""
+    for node in _walk(root) if root is not None else ():
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and node.body[0] is statement:
+            return node
+    return None
 
 
 GradEnabledEval.MUST_FIRE = (
@@ -1030,6 +1250,370 @@ GradEnabledEval.MUST_FIRE = (
             return report_cosine_sims(encoder, loader)
         """,
     ),
+    Fires(  # a model's own variant of forward (`incremental_forward`) is a forward too
+        """
+        import torch
+        import torchaudio
+
+        from wavenet import WaveNet
+
+
+        def eval_model(model: WaveNet, mel, step):
+            model.eval()
+            audio = model.incremental_forward(mel, length=mel.size(-1) * 256)
+            torchaudio.save(f"eval/step{step:07d}.wav", audio.cpu(), 22050)
+            model.train()
+        """,
+        files={
+            "wavenet.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class WaveNet(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.conv = nn.Conv1d(80, 1, 1)
+
+                    def forward(self, mel):
+                        return torch.tanh(self.conv(mel))
+
+                    def incremental_forward(self, mel, length):
+                        return self(mel)[..., :length]
+            """,
+        },
+        fixed="""
+        import torch
+        import torchaudio
+
+        from wavenet import WaveNet
+
+
+        @torch.no_grad()
+        def eval_model(model: WaveNet, mel, step):
+            model.eval()
+            audio = model.incremental_forward(mel, length=mel.size(-1) * 256)
+            torchaudio.save(f"eval/step{step:07d}.wav", audio.cpu(), 22050)
+            model.train()
+        """,
+    ),
+    Fires(  # a prediction script: the loop's forwards feed printed labels, and nothing in the file backwards
+        """
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from net import Classifier
+
+        model = Classifier()
+        model.load_state_dict(torch.load("classifier.pt", map_location="cpu"))
+        model.eval()
+        preprocess = transforms.Compose([transforms.Resize(224), transforms.ToTensor()])
+        for path in sys.argv[1:]:
+            logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))
+            print(path, logits.argmax(1).item())
+        """,
+        files={
+            "net.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, 10)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+            """,
+        },
+        fixed="""
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from net import Classifier
+
+        model = Classifier()
+        model.load_state_dict(torch.load("classifier.pt", map_location="cpu"))
+        model.eval()
+        preprocess = transforms.Compose([transforms.Resize(224), transforms.ToTensor()])
+        for path in sys.argv[1:]:
+            with torch.no_grad():
+                logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))
+            print(path, logits.argmax(1).item())
+        """,
+        unsafe=True,
+        at='logits = model(preprocess(Image.open(path).convert("RGB")).unsqueeze(0))',
+    ),
+    Fires(  # a helper that runs the generator once and hands the images back: a forward too
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from torchvision.utils import make_grid, save_image
+
+
+        def generate_images(generator: nn.Module, noise):
+            return generator(noise).clamp(-1, 1) * 0.5 + 0.5
+
+
+        def train(generator: nn.Module, discriminator: nn.Module, loader, epochs):
+            opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+            fixed_noise = torch.randn(16, 128)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 128))
+                    d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+                    opt_d.zero_grad()
+                    d_loss.backward()
+                    opt_d.step()
+                    g_loss = F.softplus(-discriminator(fake)).mean()
+                    opt_g.zero_grad()
+                    g_loss.backward()
+                    opt_g.step()
+                images = generate_images(generator, fixed_noise)
+                save_image(make_grid(images, nrow=4), f"samples/{epoch:03d}.png")
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from torchvision.utils import make_grid, save_image
+
+
+        def generate_images(generator: nn.Module, noise):
+            return generator(noise).clamp(-1, 1) * 0.5 + 0.5
+
+
+        def train(generator: nn.Module, discriminator: nn.Module, loader, epochs):
+            opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4)
+            fixed_noise = torch.randn(16, 128)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 128))
+                    d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+                    opt_d.zero_grad()
+                    d_loss.backward()
+                    opt_d.step()
+                    g_loss = F.softplus(-discriminator(fake)).mean()
+                    opt_g.zero_grad()
+                    g_loss.backward()
+                    opt_g.step()
+                with torch.no_grad():
+                    images = generate_images(generator, fixed_noise)
+                save_image(make_grid(images, nrow=4), f"samples/{epoch:03d}.png")
+        """,
+        unsafe=True,
+        at="images = generate_images(generator, fixed_noise)",
+    ),
+    Fires(  # a rollout drives the policy with grad on: the action is a number, the graph is never backwarded
+        """
+        import gymnasium as gym
+        import torch
+
+        from agent import Policy
+
+
+        def collect(env, policy, steps):
+            state, _ = env.reset()
+            transitions = []
+            for _ in range(steps):
+                logits = policy(torch.as_tensor(state, dtype=torch.float32))
+                action = logits.argmax().item()
+                next_state, reward, terminated, truncated, _ = env.step(action)
+                transitions.append((state, action, reward, next_state, terminated))
+                state = env.reset()[0] if terminated or truncated else next_state
+            return transitions
+
+
+        def main():
+            env = gym.make("CartPole-v1")
+            policy = Policy(4, 2)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+            for episode in range(500):
+                batch = collect(env, policy, 200)
+                loss = policy.loss(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "agent.py": """
+                import torch
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Policy(nn.Module):
+                    def __init__(self, observations, actions):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.Linear(observations, 64), nn.Tanh(), nn.Linear(64, actions))
+
+                    def forward(self, state):
+                        return self.body(state)
+
+                    def loss(self, batch):
+                        states = torch.tensor([t[0] for t in batch], dtype=torch.float32)
+                        actions = torch.tensor([t[1] for t in batch])
+                        return F.cross_entropy(self(states), actions)
+            """,
+        },
+        fixed="""
+        import gymnasium as gym
+        import torch
+
+        from agent import Policy
+
+
+        def collect(env, policy, steps):
+            state, _ = env.reset()
+            transitions = []
+            for _ in range(steps):
+                with torch.no_grad():
+                    logits = policy(torch.as_tensor(state, dtype=torch.float32))
+                action = logits.argmax().item()
+                next_state, reward, terminated, truncated, _ = env.step(action)
+                transitions.append((state, action, reward, next_state, terminated))
+                state = env.reset()[0] if terminated or truncated else next_state
+            return transitions
+
+
+        def main():
+            env = gym.make("CartPole-v1")
+            policy = Policy(4, 2)
+            optimizer = torch.optim.Adam(policy.parameters(), lr=1e-3)
+            for episode in range(500):
+                batch = collect(env, policy, 200)
+                loss = policy.loss(batch)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        unsafe=True,
+        at="logits = policy(torch.as_tensor(state, dtype=torch.float32))",
+    ),
+    Fires(  # the sample grid drawn inside the training loop: saved as an image, never backwarded
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, loader, device):
+                self.generator = Generator().to(device)
+                self.discriminator = Discriminator().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+
+            def fit(self, epochs):
+                fixed_noise = torch.randn(64, 128, device=self.device)
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        real = real.to(self.device)
+                        fake = self.generator(torch.randn(real.size(0), 128, device=self.device))
+                        real_score, fake_score = self.discriminator(real), self.discriminator(fake.detach())
+                        d_loss = F.softplus(-real_score).mean() + F.softplus(fake_score).mean()
+                        self.opt_d.zero_grad()
+                        d_loss.backward()
+                        self.opt_d.step()
+                        g_loss = F.softplus(-self.discriminator(fake)).mean()
+                        self.opt_g.zero_grad()
+                        g_loss.backward()
+                        self.opt_g.step()
+                    grid = self.generator(fixed_noise)
+                    save_image(grid.detach(), f"samples/epoch_{epoch:03d}.png", normalize=True)
+
+
+        if __name__ == "__main__":
+            GANTrainer(torch.load("data/loader.pt"), "cuda").fit(100)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(128, 784), nn.Tanh(), nn.Unflatten(1, (1, 28, 28)))
+
+                    def forward(self, z):
+                        return self.net(z)
+
+
+                class Discriminator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 1))
+
+                    def forward(self, x):
+                        return self.net(x)
+            """,
+        },
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from models import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, loader, device):
+                self.generator = Generator().to(device)
+                self.discriminator = Discriminator().to(device)
+                self.opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4)
+                self.opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=2e-4)
+                self.loader = loader
+                self.device = device
+
+            def fit(self, epochs):
+                fixed_noise = torch.randn(64, 128, device=self.device)
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        real = real.to(self.device)
+                        fake = self.generator(torch.randn(real.size(0), 128, device=self.device))
+                        real_score, fake_score = self.discriminator(real), self.discriminator(fake.detach())
+                        d_loss = F.softplus(-real_score).mean() + F.softplus(fake_score).mean()
+                        self.opt_d.zero_grad()
+                        d_loss.backward()
+                        self.opt_d.step()
+                        g_loss = F.softplus(-self.discriminator(fake)).mean()
+                        self.opt_g.zero_grad()
+                        g_loss.backward()
+                        self.opt_g.step()
+                    with torch.no_grad():
+                        grid = self.generator(fixed_noise)
+                    save_image(grid.detach(), f"samples/epoch_{epoch:03d}.png", normalize=True)
+
+
+        if __name__ == "__main__":
+            GANTrainer(torch.load("data/loader.pt"), "cuda").fit(100)
+        """,
+        unsafe=True,
+        at="grid = self.generator(fixed_noise)",
+    ),
     Fires(  # from_pretrained hands the model over in eval mode, so this is an evaluation; nothing turns autograd off
         """
         import torch
@@ -1505,6 +2089,165 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 with torch.no_grad():
                     outputs = model(**inputs)
                 return (outputs.loss.detach(), outputs.logits, inputs["labels"])
+        """
+    ),
+    Quiet(  # the teacher's output feeds the student's loss, which is backwarded
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Student, Teacher
+
+
+        def distill(loader, epochs):
+            teacher, student = Teacher(), Student()
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for images, _ in loader:
+                    soft_targets = F.softmax(teacher(images) / 4.0, dim=1)
+                    loss = F.kl_div(F.log_softmax(student(images) / 4.0, dim=1), soft_targets, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+        if __name__ == "__main__":
+            distill(torch.load("loader.pt"), 10)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Teacher(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Linear(784, 10)
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+
+
+                class Student(Teacher):
+                    pass
+            """,
+        },
+    ),
+    Quiet(  # a frozen teacher records no graph: nothing to turn off
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def pseudo_label(teacher, loader):
+            teacher.requires_grad_(False)
+            labels = []
+            for images in loader:
+                labels.append(teacher(images).argmax(1).tolist())
+            print(sum(len(batch) for batch in labels))
+
+
+        if __name__ == "__main__":
+            pseudo_label(nn.Linear(784, 10), torch.load("unlabelled.pt"))
+        """
+    ),
+    Quiet(  # a helper no code in this file calls: its callers, in other files, may run it under no_grad()
+        """
+        import json
+
+        import torch.nn as nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(256, 17)
+
+            def forward(self, features):
+                return self.proj(features)
+
+
+        def write_predictions(tagger: Tagger, batches, path):
+            with open(path, "w") as out:
+                for features in batches:
+                    tags = tagger(features).argmax(-1)
+                    out.write(json.dumps(tags.tolist()) + "\n")
+        """
+    ),
+    Quiet(  # REINFORCE keeps each step's log-probability for the episode's backward
+        """
+        import gymnasium as gym
+        import torch
+        import torch.nn as nn
+        from torch.distributions import Categorical
+
+
+        def run_episode(env, policy, optimizer):
+            state, _ = env.reset()
+            log_probs, rewards = [], []
+            done = False
+            while not done:
+                dist = Categorical(logits=policy(torch.as_tensor(state, dtype=torch.float32)))
+                action = dist.sample()
+                log_probs.append(dist.log_prob(action))
+                state, reward, terminated, truncated, _ = env.step(action.item())
+                rewards.append(reward)
+                done = terminated or truncated
+            loss = -torch.stack(log_probs).sum() * sum(rewards)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+        if __name__ == "__main__":
+            policy = nn.Sequential(nn.Linear(4, 64), nn.Tanh(), nn.Linear(64, 2))
+            run_episode(gym.make("CartPole-v1"), policy, torch.optim.Adam(policy.parameters()))
+        """
+    ),
+    Quiet(  # a module without parameters records no graph from inputs that need none
+        """
+        import torch
+
+
+        class FusedScale(torch.nn.Module):
+            def forward(self, x, y):
+                return x * y + y
+
+
+        module = FusedScale()
+        scripted = torch.jit.script(module)
+        for _ in range(50):
+            x, y = torch.randn(10, 20), torch.randn(10, 20)
+            torch.testing.assert_close(scripted(x, y), module(x, y))
+        """
+    ),
+    Quiet(  # the helper runs the whole training step and returns the loss for logging
+        """
+        import torch
+        from accelerate import Accelerator
+        from transformers import AutoModelForCausalLM
+
+
+        def forward(model, batch, optimizer, accelerator):
+            loss = model(**batch).loss
+            accelerator.backward(loss)
+            optimizer.step()
+            optimizer.zero_grad()
+            return loss
+
+
+        def train(loader, steps):
+            accelerator = Accelerator()
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                loss = forward(model, batch, optimizer, accelerator)
+                accelerator.log({"loss": loss.item()}, step=step)
+
+
+        if __name__ == "__main__":
+            train(torch.load("loader.pt"), 100)
         """
     ),
 )

@@ -1094,6 +1094,37 @@ RetainedGraph.MUST_FIRE = (
         """,
         severity=Severity.WARNING,
     ),
+    Fires(  # `dict(...)` holds what its entries hold: the policy loss's graph is kept with every mini-batch's stats
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class PolicyTrainer:
+            def __init__(self, policy, optimizer, epochs):
+                self.policy = policy
+                self.optimizer = optimizer
+                self.epochs = epochs
+
+            def train_minibatch(self, states, actions, advantages, old_logprobs):
+                logprobs = F.log_softmax(self.policy(states), dim=-1).gather(1, actions).squeeze(1)
+                ratio = torch.exp(logprobs - old_logprobs)
+                loss = -torch.min(ratio * advantages, torch.clamp(ratio, 0.8, 1.2) * advantages).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return dict(loss=loss.detach(), ratio=ratio, clipped=(ratio - 1).abs().gt(0.2).float().mean().item())
+
+            def step(self, loader):
+                all_stats = []
+                for _ in range(self.epochs):
+                    for states, actions, advantages, old_logprobs in loader:
+                        all_stats.append(self.train_minibatch(states, actions, advantages, old_logprobs))
+                return {key: torch.stack([stats[key] for stats in all_stats]).mean() for key in ("loss", "ratio")}
+        """,
+        severity=Severity.WARNING,
+        at="all_stats.append(self.train_minibatch(states, actions, advantages, old_logprobs))",
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (

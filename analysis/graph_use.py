@@ -1,0 +1,197 @@
+"""Whether anything uses the autograd graph of one forward: followed through a function's own code.
+
+The dataflow's values lose a graph's trail where it passes through code the analysis cannot read
+(an unknown function, an attribute, a container handed elsewhere). This question is the stricter
+one a rule asks before it says a graph is recorded for nothing: every name, container and call
+that the forward's output reaches inside the function is followed, and the answer is yes ("the
+graph may be used") as soon as something derived from it is returned, yielded, kept in an attribute
+or a global, captured by a nested function, handed to a call that is not a tensor operation, a
+graph-free builtin or a local helper that runs no backward, or backwarded. Only when none of that
+happens is the graph known to die inside the function.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import torchapi
+from .events import is_backward
+from .flow import ScopeAnalysis
+from .names import dotted, last_part
+from .patterns import calls_in
+from .tree import walk
+
+# Calls that take a tensor and keep none of its graph: numbers, text, type checks.
+_GRAPH_FREE_CALLS = torchapi.GRAPH_FREE_BUILTINS | {"print", "hasattr", "callable"}
+# Methods that put their argument into the container they are called on.
+_STORING_METHODS = frozenset({"append", "extend", "insert", "appendleft", "add", "update", "put", "setdefault"})
+# Rounds of following names in source order: a loop's later assignment feeds its earlier statements.
+_ROUNDS = 8
+
+
+class DroppedGraph:
+    """A forward whose graph nothing uses; ``cuts`` are the expressions that drop it explicitly
+    (``out.detach()``, ``logits.argmax(1)``, ``out.data``), in no particular order; ``names`` the
+    local names that hold it on the way (at module level, another statement reading one of them
+    could still use it: the caller checks)."""
+
+    __slots__ = ("cuts", "names")
+
+    def __init__(self, cuts: tuple[cst.CSTNode, ...], names: frozenset[str]) -> None:
+        self.cuts = cuts
+        self.names = names
+
+
+def dropped_graph(scope: ScopeAnalysis, forward: cst.Call) -> DroppedGraph | None:
+    """How the graph of ``forward`` (a call in ``scope``'s function, or in its module-level statement)
+    dies there, or None when something derived from it may be used after all: backwarded, returned,
+    kept or handed on. For a module-level statement, names it binds are followed within it only:
+    whether another statement reads them is for the caller to rule out (``DroppedGraph.names``)."""
+    function = scope.function
+    root = function.node.body if function is not None else scope.chunk.module
+    if root is None:
+        return None
+    return _Follower(scope, forward).dropped(root)
+
+
+class _Follower:
+    def __init__(self, scope: ScopeAnalysis, forward: cst.Call) -> None:
+        self.scope = scope
+        self.forward = forward
+        self.calls = {id(call.node): call for call in scope.calls()}
+        self.names: set[str] = set()  # local names that may hold the graph
+        self.cuts: list[cst.CSTNode] = []
+
+    def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
+        nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
+        own = [node for node in _in_source_order(root) if id(node) not in nested]
+        for _ in range(_ROUNDS):
+            before = len(self.names)
+            for node in own:
+                if not self._follow(node):
+                    return None
+            if len(self.names) == before:
+                break
+        else:
+            return None  # still spreading: too tangled to say it dies
+        declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+        if self.names & declared:
+            return None  # kept in a module-level name
+        if any(isinstance(node, cst.Name) and node.value in self.names for node in walk(root) if id(node) in nested):
+            return None  # a nested function or class captures it and may run later
+        for node in own:
+            if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and self._carries(node.value):
+                return None
+            if isinstance(node, cst.Call) and not self._stays_inside(node):
+                return None
+        return DroppedGraph(tuple(self.cuts), frozenset(self.names))
+
+    def _follow(self, node: cst.CSTNode) -> bool:
+        """Bind the names an assignment gives the graph; False when it keeps it outside the function."""
+        if isinstance(node, cst.Assign) and self._carries(node.value):
+            return all(self._bind(target.target) for target in node.targets)
+        if isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None and self._carries(node.value):
+            return self._bind(node.target)
+        if isinstance(node, (cst.For, cst.CompFor)) and self._carries(node.iter):
+            return self._bind(node.target)
+        if isinstance(node, cst.NamedExpr) and self._carries(node.value):
+            return self._bind(node.target)
+        if isinstance(node, cst.WithItem) and node.asname is not None and self._carries(node.item):
+            return self._bind(node.asname.name)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _STORING_METHODS:
+            if any(self._carries(arg.value) for arg in node.args):
+                return self._bind(node.func.value)  # `outputs.append(out)`: the local list holds it now
+        return True
+
+    def _bind(self, target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Name):
+            self.names.add(target.value)
+            return True
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return all(self._bind(element.value) for element in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return self._bind(target.value)
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            self.names.add(target.value.value)  # `boxes[:, :4] = ...`: a local tensor or container
+            return True
+        return False  # `self.cache = out`, `self.results[k] = out`
+
+    def _carries(self, node: cst.CSTNode) -> bool:
+        """Whether the value of ``node`` may hold the forward's graph (a cut is remembered as evidence)."""
+        if node is self.forward:
+            return True
+        if isinstance(node, cst.Name):
+            return node.value in self.names
+        if isinstance(node, (cst.Comparison, cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)):
+            return False
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in torchapi.GRAPH_FREE_ATTRIBUTES:
+                self._note_cut(node, node.value)
+                return False
+            return self._carries(node.value)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) and isinstance(
+            node.left, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+        ):
+            return False  # `"%g" % value` formats text
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in torchapi.GRAPH_FREE_METHODS | {"format"}:
+                self._note_cut(node, func.value, *(arg.value for arg in node.args))
+                return False
+            if isinstance(func, cst.Name) and func.value in _GRAPH_FREE_CALLS:
+                return False
+            name = dotted(func)
+            if name is not None and "." in name and last_part(name) in torchapi.GRAPH_FREE_METHODS:
+                return False  # `torch.argmax(out, 1)`
+        return any(self._carries(child) for child in node.children)
+
+    def _note_cut(self, cut: cst.CSTNode, *inputs: cst.CSTNode) -> None:
+        if any(self._carries(value) for value in inputs):
+            self.cuts.append(cut)
+
+    def _stays_inside(self, node: cst.Call) -> bool:
+        """A call handed the graph keeps it where this function sees it: a tensor method, a torch,
+        torchvision or numpy function (its result is followed), a graph-free call, a local container it is stored in (then
+        followed), or a local helper that runs no backward. Anything else may keep or backward it."""
+        func = node.func
+        given = any(self._carries(arg.value) for arg in node.args)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in {"backward", "manual_backward"} and (given or self._carries(func.value)):
+                return False
+            if not given:
+                return True
+            if method in torchapi.GRAPH_FREE_METHODS | {"format"}:
+                return True
+            if method in _STORING_METHODS:
+                return isinstance(func.value, cst.Name)  # a local container, followed; not `self.outputs`
+            if self._carries(func.value):
+                return True  # `out.gather(1, index)`: an operation of the output itself
+        elif not given:
+            return True
+        if isinstance(func, cst.Name) and func.value in _GRAPH_FREE_CALLS:
+            return True
+        call = self.calls.get(id(node))
+        if call is None:
+            return False
+        if call.function is not None:
+            inner = call.function.analysis(self.scope.summary)
+            return inner is not None and not any(is_backward(reached) for reached in calls_in(inner, None))
+        callee = call.callee or ""
+        if is_backward(call) or callee.startswith("torch.autograd"):
+            return False
+        return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] in {"numpy", "torchvision"}
+
+
+def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:
+    ordered: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        ordered.append(current)
+        stack.extend(reversed(current.children))
+    return ordered
+
+
+def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
+    return [node for node in walk(root) if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
