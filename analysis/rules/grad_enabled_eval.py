@@ -286,6 +286,8 @@ class GradEnabledEval(Rule):
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is not None and info is None and dropped.names & _names_elsewhere(module, scope.chunk):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
+            if dropped is not None and _collected_detached(forward, dropped):
+                continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
             # a function that trains runs with grad on wherever it is called from
             if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
@@ -716,6 +718,24 @@ def _names_elsewhere(module, chunk) -> frozenset[str]:
         for node in _walk(other.module) if isinstance(node, cst.Name)
     )
 
+
+
+def _collected_detached(forward: CallEvent, dropped: DroppedGraph) -> bool:
+    """``outputs.append(model(x).detach())`` (or ``.detach().cpu()``): the output is detached where it is
+    made and kept in a container across the loop. Kept undetached, it is TL101's retained graph, whose
+    fix writes exactly this; reporting the line again would breed a finding on a fixed line, so what
+    is left (a graph recorded for the length of one forward) is not reported here."""
+    detached_at_once = bool(dropped.cuts) and all(
+        isinstance(cut, cst.Call) and isinstance(cut.func, cst.Attribute)
+        and cut.func.attr.value == "detach" and cut.func.value is forward.node
+        for cut in dropped.cuts
+    )
+    statement = forward.statement
+    collected = (
+        isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)
+        and isinstance(statement.value.func, cst.Attribute) and statement.value.func.attr.value in {"append", "extend", "insert"}
+    ) or (isinstance(statement, cst.Assign) and any(isinstance(target.target, cst.Subscript) for target in statement.targets))
+    return detached_at_once and collected
 
 def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
     """The line that holds ``statement`` alone: a forward's statement can be wrapped in a block."""
@@ -2249,5 +2269,17 @@ GradEnabledEval.MUST_NOT_FIRE = (
         if __name__ == "__main__":
             train(torch.load("loader.pt"), 100)
         """
+    ),
+    Quiet(  # outputs detached where they are made and collected: TL101's fix, which TL102 does not report again
+        """
+        import torch
+        from torchvision.models import resnet18
+
+        encoder = resnet18()
+        features = []
+        for images, _ in loader:
+            features.append(encoder(images.cuda()).detach().cpu())
+        torch.save(features, "feats.pt")
+        """,
     ),
 )
