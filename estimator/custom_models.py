@@ -26,7 +26,8 @@ from trainlint.rules import (
 )
 
 from .architectures import Architecture
-from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded
+from .reading import MAX_MAGNITUDE, UNKNOWN, _Reader, bounded, workspace_roots
+from .script_plan import NO_MODEL
 
 _MAX_DEPTH = 12
 _FREE_LAYERS = frozenset({
@@ -72,7 +73,6 @@ def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Archite
     """The architecture a plan is for: a catalog model by name, or the script's own model class
     counted from its ``__init__``; else why there is none."""
     from .model_configs import resolve_model_name
-    from .reading import workspace_roots
 
     if planned.model_name is not None:
         # A name the user typed may point anywhere; one written in the script, only into its workspace.

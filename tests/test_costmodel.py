@@ -11,8 +11,10 @@ from dataclasses import replace
 import pytest
 
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
-from trainlint.estimator.costmodel import GIB, CannotEstimate, Plan, estimate, verdict
+from trainlint.estimator.costmodel import estimate, verdict
 from trainlint.estimator.hardware import resolve_target
+from trainlint.estimator.plan import CannotEstimate, Plan
+from trainlint.estimator.units import GIB
 
 LLAMA = find_architecture("llama-3-8b")
 
@@ -186,7 +188,7 @@ def test_ddp_keeps_gradient_buckets_on_each_gpu():
 
 def test_a_frozen_base_with_adapters_keeps_what_peft_measured():
     from trainlint.estimator.activation_data import measured_layer_coefficients
-    from trainlint.estimator.costmodel import adapter_layer_adjustment
+    from trainlint.estimator.layer_activations import adapter_layer_adjustment
 
     measured = _calibration("adapter_activations.json")
     everything = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -225,7 +227,7 @@ def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
 
 def test_selective_checkpointing_keeps_what_torch_keeps():
     from trainlint.estimator.architectures import Architecture
-    from trainlint.estimator.costmodel import selective_coefficient
+    from trainlint.estimator.layer_activations import selective_coefficient
 
     measured = _calibration("step_peaks.json")
     config = measured["config"]
@@ -253,7 +255,7 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
 def test_autocast_keeps_what_cuda_autocast_keeps():
     """The emulated CUDA autocast counts also hold the cached 16-bit weight casts, a per-layer constant:
     the SDPA rows (whose per-token part does not depend on the length) give it, over two token counts."""
-    from trainlint.estimator.costmodel import autocast_layer_adjustment
+    from trainlint.estimator.layer_activations import autocast_layer_adjustment
 
     measured = _calibration("amp_activations.json")
     (b1, s1), (b2, s2) = measured["shapes"]
@@ -301,7 +303,7 @@ def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds
     generate path (DynamicCache, last position's logits only) for every replayed model. Eager attention on
     the CPU peaks inside the softmax (16-bit scores, an fp32 copy of them, the fp32 output: 10 bytes per head
     and pair of positions); CUDA's half-to-float softmax makes no copy and peaks at the cast back (8)."""
-    from trainlint.estimator.costmodel import inference_layer_coefficient
+    from trainlint.estimator.layer_activations import inference_layer_coefficient
 
     measured = _calibration("inference_peaks.json")
     assert len(measured["rows"]) >= 12
@@ -355,7 +357,7 @@ def test_a_compiled_layer_keeps_what_aotautograds_partitioner_keeps():
     GPT-2 and Phi-2 keep a little more there, never more than eager."""
     import msgspec
 
-    from trainlint.estimator.costmodel import compiled_layer_coefficient
+    from trainlint.estimator.layer_activations import compiled_layer_coefficient
 
     measured = _calibration("compiled_activations.json")
     assert len(measured["rows"]) >= 8
@@ -411,7 +413,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.42 computed every prompt
     position's logits. Unstated, the estimate takes today's behaviour, the high end the old one, and the note
     names --library-version; stated, the version decides both ends."""
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
@@ -495,7 +497,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     """Qwen2's (and Phi's, Starcoder2's) attention built a rotary embedding with cos and sin caches for the
     maximum length in every layer until transformers 4.45, Mistral's until 4.42: unknown, the high end counts
     them; a stated version decides."""
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
@@ -512,7 +514,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
 
 
 def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreach_before():
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     params = parameter_count(LLAMA)
     per_tensor = estimate(_plan(foreach=False)).breakdown.optimizer_step
@@ -553,7 +555,7 @@ def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
 def test_tensor_parallel_generation_splits_weights_and_kv_heads():
     """Megatron's split: each GPU holds 1/N of every layer's heads and MLP, of the embeddings and of the LM head, and
     caches its own KV heads; with fewer KV heads than GPUs each KV head is held by several GPUs (one per GPU)."""
-    from trainlint.estimator.costmodel import inference_layer_coefficient
+    from trainlint.estimator.layer_activations import inference_layer_coefficient
 
     generate = dict(mode="generate", seq_len=1024, max_context=4096, batch_size=4, dtype="bf16")
     whole = estimate(_plan(**generate)).breakdown

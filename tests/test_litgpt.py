@@ -13,11 +13,14 @@ import pytest
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator import costmodel
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
-from trainlint.estimator.costmodel import GIB, Plan, block_overhead, estimate
+from trainlint.estimator.costmodel import block_overhead, estimate
 from trainlint.estimator.hardware import resolve_target
 from trainlint.estimator.litgpt import architecture_for_litgpt_name, layer_coefficient, litgpt_architecture
 from trainlint.estimator.model_configs import architecture_from_config
-from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.plan import Plan
+from trainlint.estimator.reading import read_inputs
+from trainlint.estimator.script_plan import plan_settings
+from trainlint.estimator.units import GIB
 
 CALIBRATION = Path(__file__).resolve().parent.parent / "estimator" / "calibration"
 ACTIVATIONS = json.loads((CALIBRATION / "litgpt_activations.json").read_text())

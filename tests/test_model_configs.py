@@ -87,7 +87,8 @@ def test_a_script_may_name_a_model_folder_only_inside_its_workspace(tmp_path):
     from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.workspace import Workspace
     from trainlint.estimator.custom_models import resolve_model
-    from trainlint.estimator.reading import plan_settings, read_inputs
+    from trainlint.estimator.reading import read_inputs
+    from trainlint.estimator.script_plan import plan_settings
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     for folder in (project / "checkpoints" / "run1", elsewhere / "model"):

@@ -8,7 +8,8 @@ import sys
 import textwrap
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.reading import read_inputs
+from trainlint.estimator.script_plan import plan_settings
 
 QLORA = textwrap.dedent(
     """\
@@ -103,7 +104,8 @@ def test_a_trainer_frees_each_steps_graph_and_a_hand_written_loop_is_left_unknow
     assert "previous_graph_alive" not in _read(by_hand).found()
 
     from trainlint.estimator.architectures import find_architecture
-    from trainlint.estimator.costmodel import Plan, estimate
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
 
     def high_end(text: str) -> float:
         settings = plan_settings(_read(text), {}).settings
@@ -348,7 +350,8 @@ def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read(
 
 def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
     from trainlint.estimator.architectures import find_architecture
-    from trainlint.estimator.costmodel import Plan, estimate
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
 
     script = QLORA.replace("model.gradient_checkpointing_enable()", "model = prepare_model_for_kbit_training(model)")
     found = _read(script).found()

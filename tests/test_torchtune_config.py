@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from trainlint.estimator.reading import plan_settings
+from trainlint.estimator.script_plan import plan_settings
 from trainlint.estimator.torchtune_config import NotAConfig, parse, read_config
 
 # The shape of torchtune's single-device LoRA configurations (model builder, tokenizer, dataset, optimizer, loss,
