@@ -2,8 +2,8 @@
 activations, and the published measurements in two halves split by source (`split_of`), the calibration half
 row by row and the test half in aggregate only.
 
-    python -m trainlint.estimator.accuracy --write    # rewrite the tables in docs/vram.md
-    python -m trainlint.estimator.accuracy            # print them
+    python -P -m trainlint.estimator.accuracy --write    # rewrite the tables in docs/vram.md
+    python -P -m trainlint.estimator.accuracy            # print them
 
 `tests/test_vram_docs.py` fails when the document and the data disagree.
 """

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
 from trainlint.estimator.costmodel import estimate, verdict
@@ -115,7 +115,7 @@ def test_unknown_models_give_no_number():
     with pytest.raises(CannotEstimate):
         estimate(Plan(model=None))
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "no-such-model-7b", "--format", "json"],
+        [*TRAINLINT, "estimate", "--model", "no-such-model-7b", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 2
@@ -124,7 +124,7 @@ def test_unknown_models_give_no_number():
 
 def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "meta-llama/Meta-Llama-3-8B", "--batch-size", "4",
+        [*TRAINLINT, "estimate", "--model", "meta-llama/Meta-Llama-3-8B", "--batch-size", "4",
          "--seq-len", "2048", "--dtype", "bf16", "--gpu", "rtx-4090", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
@@ -138,7 +138,7 @@ def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
     peak = report["peak"]["process"]
     assert peak["low"] <= peak["estimate"] <= peak["high"]
     text = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4",
          "--seq-len", "512", "--gpu", "rtx-4090"],
         capture_output=True, text=True, check=False,
     )
@@ -147,9 +147,9 @@ def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
 
 
 def test_the_gpu_listing():
-    result = subprocess.run([sys.executable, "-m", "trainlint", "gpus"], capture_output=True, text=True, check=True)
+    result = subprocess.run([*TRAINLINT, "gpus"], capture_output=True, text=True, check=True)
     assert "h100" in result.stdout.lower()
-    instances = subprocess.run([sys.executable, "-m", "trainlint", "gpus", "--instances"], capture_output=True, text=True, check=True)
+    instances = subprocess.run([*TRAINLINT, "gpus", "--instances"], capture_output=True, text=True, check=True)
     assert "p4d.24xlarge" in instances.stdout
 
 
@@ -219,7 +219,7 @@ def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
     static = estimate(_plan(mode="generate", seq_len=128, max_context=256, kv_cache_len=8192)).breakdown.kv_cache.estimate
     assert static == pytest.approx(32 * dynamic)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
          "--activation-checkpointing", "every-4", "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert result.returncode in (0, 1) and any("every 4th layer" in note for note in json.loads(result.stdout)["notes"])
@@ -246,7 +246,7 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
     alternate = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="alternate", dtype="bf16")
     assert selective_coefficient(alternate, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["alternate"], rel=0.01)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
          "--activation-checkpointing", "alternate", "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert any("torchtitan's op policy" in note for note in json.loads(result.stdout)["notes"])
@@ -424,7 +424,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
 
     def run(*extra):
-        done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
+        done = subprocess.run([*TRAINLINT, "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
         return json.loads(done.stdout)
 
     unstated, old, new = run(), run("--library-version", "bitsandbytes=0.41.1"), run("--library-version", "bitsandbytes=0.45.0")
@@ -475,7 +475,7 @@ def test_the_attention_kernel_follows_the_gpu_generation():
     assert math_kernel.plan.attention == "sdpa"  # what was asked; the note says what runs
     with pytest.raises(CannotEstimate, match="8.0 or newer"):
         estimate(replace(plan, attention="flash"), compute_capability="7.0")
-    result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
+    result = subprocess.run([*TRAINLINT, "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
                              "--attention", "flash", "--seq-len", "512"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "FlashAttention-2 needs compute capability 8.0" in result.stderr
 
@@ -586,7 +586,7 @@ def test_tensor_parallel_generation_splits_weights_and_kv_heads():
 
 def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
     done = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
+        [*TRAINLINT, "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
          "--max-context", "8192", "--dtype", "bf16", "--gpu", "a100-80gb", "--tensor-parallel", "4", "--format", "json"],
         capture_output=True, text=True, check=False,
     )

@@ -1,5 +1,5 @@
-"""The package's shape: no module imports itself back through others, and no module outside the
-rules grows past 900 lines.
+"""The package's shape: the tests run on the installed package, no module edits the import path, none
+imports itself back through others, and none outside the rules grows past 900 lines.
 
 An import inside a function counts like one at the top: it runs the first time the function does, and a
 loop closed that way is the same loop, only found later (issue 35: the dataflow walk and the module
@@ -164,3 +164,34 @@ def test_a_loop_closed_inside_a_function_is_found(tmp_path):
     graph = import_graph(package_modules(tmp_path))
     assert graph == {"pkg": set(), "pkg.facts": {"pkg.walk"}, "pkg.shown": {"pkg.facts"}, "pkg.walk": {"pkg.facts"}}
     assert import_cycles(graph) == [["pkg.facts", "pkg.walk"]]
+
+
+def test_the_tests_import_the_installed_package():
+    """pyproject.toml maps analysis/, estimator/ and server/ into the package only as it installs: the
+    tests run on the install (the Makefile's strict editable one links the mapped tree into build/), not
+    on the checkout's trainlint/ folder, and the package searches no other folder."""
+    import trainlint
+    import trainlint.analysis
+    import trainlint.estimator
+    import trainlint.server
+
+    package = Path(trainlint.__file__).parent
+    assert package != ROOT / "trainlint", "the checkout's trainlint/ folder was imported, not the install"
+    assert list(trainlint.__path__) == [str(package)]
+    for subpackage in (trainlint.analysis, trainlint.estimator, trainlint.server):
+        assert Path(subpackage.__file__).parent.parent == package
+
+
+def test_no_package_edits_the_import_path():
+    """No ``__init__.py`` of the package touches its ``__path__`` or ``sys.path``: what Python finds is what
+    pyproject.toml installs, wherever it runs."""
+    inits = {name: path for name, path in package_modules(ROOT).items() if path.name == "__init__.py"}
+    edits = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in inits.values()
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if (isinstance(node, ast.Name) and node.id == "__path__")
+        or (isinstance(node, ast.Attribute) and node.attr == "path" and ast.unparse(node.value) == "sys")
+    ]
+    assert "trainlint" in inits and "trainlint.analysis" in inits
+    assert edits == []
