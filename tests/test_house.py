@@ -11,31 +11,13 @@ imported.
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
+from package_layout import ROOT, package_modules
 
-ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 900
 # The rules are each one file on purpose: a rule's checks, examples and fixes read together.
 LONG_MODULES_ALLOWED_UNDER = "trainlint.analysis.rules."
-
-
-def package_modules(root: Path) -> dict[str, Path]:
-    """Dotted name -> source file of every module of the packages pyproject.toml lists (a package's
-    folder is its ``package-dir`` entry, or its dotted path under the root)."""
-    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders: dict[str, str] = setuptools.get("package-dir", {})
-    modules: dict[str, Path] = {}
-    for package in setuptools["packages"]:
-        folder = root / folders.get(package, package.replace(".", "/"))
-        for path in sorted(folder.glob("*.py")):
-            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
-    return modules
 
 
 def _is_type_checking(test: ast.expr) -> bool:
