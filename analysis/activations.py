@@ -26,8 +26,7 @@ from .summary import ClassInfo
 from .values import CRITERION, LOG_PROBS, LOGITS, MODEL, OUTPUT_KINDS, PROBS, SIGMOID, Site, Value
 
 if TYPE_CHECKING:
-    from .context import RuleContext
-    from .module import ModuleAnalysis
+    from .context import ModuleView, RuleContext
     from .parsing import ParsedChunk
 
 # The activation whose output each tag marks, spelled as a function and as a layer. The keys
@@ -77,7 +76,7 @@ class LossCall:
         return self.event.chunk
 
 
-def loss_calls(module: ModuleAnalysis, scope: ScopeAnalysis, losses: frozenset[str]) -> Iterator[LossCall]:
+def loss_calls(module: ModuleView, scope: ScopeAnalysis, losses: frozenset[str]) -> Iterator[LossCall]:
     """Calls in ``scope`` of the named losses (class names for criteria, function names for `F.*`)."""
     for event in scope.calls():
         criterion = None
@@ -110,7 +109,7 @@ def loss_calls(module: ModuleAnalysis, scope: ScopeAnalysis, losses: frozenset[s
         yield call
 
 
-def _resolve_model_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss: LossCall) -> None:
+def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:
     """The input is ``model(x)`` (maybe via one variable) for a parameter ``model``: ask the callers what it is."""
     producer = spine(loss.input_node)
     if isinstance(producer, cst.Name):
@@ -131,7 +130,7 @@ def _resolve_model_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss:
         loss.model_argument = (handed[0], handed[1], model_call)
 
 
-def _resolve_value_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss: LossCall) -> None:
+def _resolve_value_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:
     """The input is a parameter of a helper (``def auxiliary_loss(self, y_hat, y): return F.cross_entropy(y_hat, y)``):
     when every call in this module passes something of the same kind, that is the input's kind."""
     name = spine(loss.input_node)
@@ -149,7 +148,7 @@ def _resolve_value_parameter(module: ModuleAnalysis, scope: ScopeAnalysis, loss:
     loss.passed.extend(((call.chunk, call.node), f"passed in as `{name.value}` here") for _, call in passed[:3])
 
 
-def arguments_passed(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
+def arguments_passed(module: ModuleView, scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
     """What each call in this module passes for parameter ``name`` of the function ``scope`` runs (a
     caller's own parameter is followed to what its callers pass); None when a call hides it
     (``*args``), leaves it at its default, or the function rebinds the name."""
@@ -174,7 +173,7 @@ def arguments_passed(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, de
     return found
 
 
-def argument_of(module: ModuleAnalysis, scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
+def argument_of(module: ModuleView, scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
     """What every caller in this module passes for parameter ``name`` of the function ``scope`` runs.
 
     None unless the function is called, every call passes the parameter explicitly, all of them
@@ -262,7 +261,7 @@ def loss_evidence(loss: LossCall, origin: Origin) -> list:
     return evidence
 
 
-def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
+def loss_origin(module: ModuleView, loss: LossCall) -> Origin:
     """Where the kind of this loss's input was decided, with the evidence (and the handing-in of parameters)."""
     if loss.model_argument is None:
         origin = origin_of(module, loss.input)
@@ -282,7 +281,7 @@ def loss_origin(module: ModuleAnalysis, loss: LossCall) -> Origin:
     return origin
 
 
-def origin_of(module: ModuleAnalysis, value: Value, depth: int = 0) -> Origin:
+def origin_of(module: ModuleView, value: Value, depth: int = 0) -> Origin:
     """What produced ``value``'s kind, with the evidence for it."""
     kind = next(iter(value.tags & OUTPUT_KINDS), None)
     words = KIND_WORDS.get(kind, "its output")
@@ -363,7 +362,7 @@ def _activation_call(event: CallEvent, kind: str | None) -> ActivationCall | Non
     return None
 
 
-def _call_at(module: ModuleAnalysis, chunk: ParsedChunk, node: cst.CSTNode) -> CallEvent | None:
+def _call_at(module: ModuleView, chunk: ParsedChunk, node: cst.CSTNode) -> CallEvent | None:
     """The call event of ``node`` in one of the module's own statements; None for a statement of
     another workspace file (a model class imported from ``model.py``), whose events this module's
     scopes do not hold: looking there by its index read another statement of this file, or none."""
@@ -430,7 +429,7 @@ def _inner_text(activation: ActivationCall) -> str | None:
     return text if atomic and "\n" not in text else f"({text})"
 
 
-def _feeds_only(module: ModuleAnalysis, loss: LossCall, chunk: ParsedChunk, produced: cst.CSTNode) -> bool:
+def _feeds_only(module: ModuleView, loss: LossCall, chunk: ParsedChunk, produced: cst.CSTNode) -> bool:
     """``produced`` reaches the loss input directly, or through a variable used nowhere else."""
     reached = spine(loss.input_node)
     if reached is produced:
@@ -445,7 +444,7 @@ def _feeds_only(module: ModuleAnalysis, loss: LossCall, chunk: ParsedChunk, prod
     return False
 
 
-def _sequential_serves_only(module: ModuleAnalysis, loss: LossCall, origin: Origin) -> bool:
+def _sequential_serves_only(module: ModuleView, loss: LossCall, origin: Origin) -> bool:
     """The Sequential is bound to one name whose only call is the one feeding this loss."""
     head = origin.sequential
     assert head is not None, "remove_activation asks only of a Sequential's last layer"
@@ -473,7 +472,7 @@ def _sequential_serves_only(module: ModuleAnalysis, loss: LossCall, origin: Orig
     return bindings == 1 and calls == 1
 
 
-def bound_name(module: ModuleAnalysis, chunk: ParsedChunk, node: cst.Call) -> str | None:
+def bound_name(module: ModuleView, chunk: ParsedChunk, node: cst.Call) -> str | None:
     """The one name (``model``, ``self.criterion``) that the object built by ``node`` is bound to."""
     for scope in module.scopes_of(chunk):
         for event in scope.events:
@@ -493,7 +492,7 @@ def _receiver_chain_reaches(expression: cst.BaseExpression, node: cst.CSTNode) -
             return False
 
 
-def _drop_last_layer(module: ModuleAnalysis, head: SequentialHead) -> list[TextEdit] | None:
+def _drop_last_layer(module: ModuleView, head: SequentialHead) -> list[TextEdit] | None:
     chunk = head.chunk
     assert head.previous is not None, "_sequential_serves_only: a layer comes before the last"
     _, _, start_line, start_column = chunk.range_of(head.previous.value)

@@ -2,22 +2,82 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import libcst as cst
 
+from .events import CallEvent
 from .findings import Evidence, Fix, Severity, TextEdit
 from .flow import ScopeAnalysis
 from .lines import indentation, indentation_start
 from .parsing import ParsedChunk
 from .tree import walk
-from .values import Site
+from .values import Site, Value
 
 if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
+
     from .module import ModuleAnalysis
     from .rules.base import Rule
     from .settings import AnalysisSettings
+    from .summary import ClassInfo, FunctionInfo, ModuleSummary
+
+T = TypeVar("T")
+
+
+class ModuleView(Protocol):
+    """What a rule may read of the file it checks (``ctx.module``); docs/writing-rules.md describes
+    each member. Reading anything beyond the statement being checked (every call, every scope, the
+    whole text) is recorded, so that an edit elsewhere re-checks the rules that did."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def origin(self) -> str | None: ...
+    @property
+    def summary(self) -> ModuleSummary: ...
+    @property
+    def chunks(self) -> list[ParsedChunk]: ...
+    @property
+    def lines(self) -> list[str]: ...
+    def line(self, number: int) -> str: ...
+
+    # the dataflow of the whole file
+    @property
+    def all_scopes(self) -> list[ScopeAnalysis]: ...
+    def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]: ...
+    def scopes_from(self, scope: ScopeAnalysis) -> list[ScopeAnalysis]: ...
+    def all_calls(self) -> Iterator[CallEvent]: ...
+    def calls_of(self, function: FunctionInfo) -> list[CallEvent]: ...
+    def arguments_for(self, function: FunctionInfo, parameter: str) -> list[tuple[CallEvent, Value]] | None: ...
+    def constructor_arguments(self, owner: ClassInfo, attribute: str) -> list[tuple[CallEvent, Value]] | None: ...
+    @property
+    def backward_calls(self) -> list[CallEvent]: ...
+    @property
+    def ddp_wraps(self) -> list[CallEvent]: ...
+
+    # module-wide facts
+    @property
+    def cuda_line(self) -> int | None: ...
+    @property
+    def cuda_line_text(self) -> str: ...
+    @property
+    def first_backward_line(self) -> int | None: ...
+    @property
+    def framework_runs_loop(self) -> str | None: ...
+    @property
+    def uses_hf_trainer(self) -> bool: ...
+    @property
+    def uses_accelerate(self) -> bool: ...
+    @property
+    def uses_deepspeed(self) -> bool: ...
+
+    # values a rule computes once per file
+    def module_wide(self, key: str, compute: Callable[[Self], T]) -> T: ...
+    def module_fact(self, key: str, compute: Callable[[Self], T]) -> T: ...
 
 
 class RawFinding:
@@ -39,7 +99,8 @@ class RuleContext:
     def __init__(
         self, module: ModuleAnalysis, chunk: ParsedChunk, rule: type[Rule], settings: AnalysisSettings | None = None,
     ) -> None:
-        self.module = module
+        self.module: ModuleView = module
+        self._analysis = module  # the engine's own view, beyond what a rule may read
         self.settings = settings
         self.chunk = chunk
         self.rule = rule
@@ -49,7 +110,7 @@ class RuleContext:
 
     @property
     def scopes(self) -> list[ScopeAnalysis]:
-        return self.module.scopes_of(self.chunk)
+        return self._analysis.scopes_of(self.chunk)
 
     # ------------------------------------------------------------------ positions
     @staticmethod
@@ -65,7 +126,7 @@ class RuleContext:
     def in_another_file(self, chunk: ParsedChunk) -> bool:
         """Whether a statement is another workspace file's than the one being checked (a helper the
         flow followed into ``utils.py``): a finding cannot be placed there, nor a fix edit it."""
-        return chunk.origin is not None and chunk.origin != self.module.origin
+        return chunk.origin is not None and chunk.origin != self._analysis.origin
 
     # ------------------------------------------------------------------ reporting
     def report(
@@ -126,12 +187,12 @@ class RuleContext:
         """
         chunk = chunk or self.chunk
         line, column, end_line, _ = chunk.range_of(node)
-        lines = [self.module.line(number) for number in range(line, end_line + 1)]
+        lines = [self._analysis.line(number) for number in range(line, end_line + 1)]
         if any(isinstance(n, (cst.SimpleString, cst.FormattedString)) and "\n" in chunk.code_for(n) for n in walk(node)):
             return None
         if any(indentation_start(text, 0) for text in lines[1:] if text.strip()):
             return None
-        unit = _indent_unit(chunk.chunk.text.split("\n")) or _indent_unit(self.module.lines) or "    "
+        unit = _indent_unit(chunk.chunk.text.split("\n")) or _indent_unit(self._analysis.lines) or "    "
         # The header starts as the first line did (a form feed before the statement stays before it).
         first = indentation(lines[0]) + unit + lines[0][column - 1 :]
         body = "\n".join([first, *((unit + text) if text.strip() else text for text in lines[1:])])

@@ -27,10 +27,6 @@ if TYPE_CHECKING:
     from .workspace import Workspace
 
 T = TypeVar("T")
-SEED_ALL_HELPERS = frozenset(
-    {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
-     "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
-)
 
 
 class Superseded(Exception):
@@ -465,21 +461,35 @@ class ModuleAnalysis:
     def uses_lightning(self) -> bool:
         return self.summary.uses_module("lightning", "pytorch_lightning")
 
+    # What ModuleView promises a rule are properties, which a cached_property is not to a type
+    # checker: each of these is computed once, in its cached `_` twin.
     @cached_property
-    def uses_hf_trainer(self) -> bool:
+    def _uses_hf_trainer(self) -> bool:
         return any(
             target.startswith(("transformers.", "trl.", "setfit.", "sentence_transformers."))
             and last_part(target).endswith("Trainer")
             for target in self.summary.imports.values()
         )
 
-    @cached_property
-    def uses_accelerate(self) -> bool:
-        return self.summary.uses_module("accelerate")
+    @property
+    def uses_hf_trainer(self) -> bool:
+        return self._uses_hf_trainer
 
     @cached_property
-    def uses_deepspeed(self) -> bool:
+    def _uses_accelerate(self) -> bool:
+        return self.summary.uses_module("accelerate")
+
+    @property
+    def uses_accelerate(self) -> bool:
+        return self._uses_accelerate
+
+    @cached_property
+    def _uses_deepspeed(self) -> bool:
         return self.summary.uses_module("deepspeed")
+
+    @property
+    def uses_deepspeed(self) -> bool:
+        return self._uses_deepspeed
 
     @cached_property
     def another_framework(self) -> str | None:
@@ -493,13 +503,17 @@ class ModuleAnalysis:
         return next((framework for framework in _OTHER_FRAMEWORKS if framework in imported), None)
 
     @cached_property
-    def framework_runs_loop(self) -> str | None:
-        """A framework that owns the training loop (and zeroing, scaling, sampling), if any."""
+    def _framework_runs_loop(self) -> str | None:
         if self.uses_lightning:
             return "PyTorch Lightning"
         if self.uses_hf_trainer:
             return "the Hugging Face Trainer"
         return None
+
+    @property
+    def framework_runs_loop(self) -> str | None:
+        """A framework that owns the training loop (and zeroing, scaling, sampling), if any."""
+        return self._framework_runs_loop
 
 
 # Deep-learning frameworks other than PyTorch, as their top-level modules are named.

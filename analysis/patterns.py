@@ -32,7 +32,6 @@ from .values import (
 
 MAX_CALL_DEPTH = 4
 EventT = TypeVar("EventT", bound=Event)
-_LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
 
 
 def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
@@ -232,14 +231,6 @@ def clears_gradients(event: Event) -> bool:
     if _CLEARING_NAME.match(name) or event.keyword("set_to_none") is not None:
         return True
     return event.method in {"zero_", "fill_", "copy_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
-
-
-def is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) -> bool:
-    """``if step % log_every == 0``, ``if args.verbose``, ``if i % 100 == 0`` and the like."""
-    if test is None:
-        return False
-    text = scope.chunk.code_for(test)
-    return "%" in text or bool(_LOGGING_WORDS.search(text))
 
 
 def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:
@@ -552,11 +543,6 @@ def is_scalar_loss(value: Value) -> bool:
                 if not (isinstance(arg.value, cst.SimpleString) and literal_value(arg.value) in {"mean", "sum"}):
                     return False
     return True
-
-
-def without_host_copy_suffix(text: str) -> str:
-    """``loss.detach()`` less its trailing ``.detach()``: what to write ``.detach().cpu()`` after."""
-    return text[: -len(".detach()")] if text.endswith(".detach()") else text
 
 
 def _without_shape_keeping(expression: cst.BaseExpression) -> cst.BaseExpression:

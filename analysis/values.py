@@ -50,6 +50,38 @@ SCALED = "scaled"  # divided (or multiplied by a fraction) after it was computed
 
 OUTPUT_KINDS = frozenset({PROBS, LOG_PROBS, SIGMOID, LOGITS})
 
+
+class Tag:
+    """The tags a rule reads from a ``Value`` (``Tag.GRAPH in value.tags``), each a fact the analysis
+    established, never a guess; the comments beside the constants above say what each means."""
+
+    ACCELERATOR = ACCELERATOR
+    CONSTANT = CONSTANT
+    CONTAINER = CONTAINER
+    CRITERION = CRITERION
+    DATASET_ITERABLE = DATASET_ITERABLE
+    DATASET_MAP = DATASET_MAP
+    DDP = DDP
+    ENGINE = ENGINE
+    GRAPH = GRAPH
+    LOADER = LOADER
+    LOG_PROBS = LOG_PROBS
+    LOGITS = LOGITS
+    LOSS = LOSS
+    MODEL = MODEL
+    NUMBER = NUMBER
+    ON_DEVICE = ON_DEVICE
+    ON_HOST = ON_HOST
+    OPTIMIZER = OPTIMIZER
+    PROBS = PROBS
+    SAMPLER_DISTRIBUTED = SAMPLER_DISTRIBUTED
+    SAMPLER_LOCAL = SAMPLER_LOCAL
+    SCALED = SCALED
+    SCALER = SCALER
+    SHARDED = SHARDED
+    SIGMOID = SIGMOID
+    TENSOR = TENSOR
+
 Site = tuple["ParsedChunk", "cst.CSTNode"]
 
 

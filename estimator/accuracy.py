@@ -157,7 +157,7 @@ def published_results() -> list[dict]:
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
         try:
             result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes,
-                              target.gpu.compute_capability)
+                              target.gpu.compute_capability, usable)
         except CannotEstimate as reason:
             peak, band, why = None, UNANSWERED, str(reason)
         else:

@@ -13,17 +13,8 @@ import re
 import libcst as cst
 import msgspec
 
-from trainlint.rules import (
-    DDP,
-    ENGINE,
-    ModuleAnalysis,
-    ParsedChunk,
-    children,
-    dotted,
-    shortened,
-    string_value,
-)
-from trainlint.rules import MODEL as MODEL_TAG
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import ParsedChunk, Tag, children, dotted, shortened, string_value
 
 MODEL = "model"
 MODEL_CLASS = "model-class"
@@ -79,7 +70,7 @@ def find_anchors(module: ModuleAnalysis) -> list[Anchor]:
 def _builds_a_model(call) -> bool:
     """A whole model built here: not a single `torch.nn` layer or container, not a DDP/FSDP wrapper."""
     result = call.result
-    if MODEL_TAG not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
+    if Tag.MODEL not in result.tags or result.tags & {Tag.DDP, Tag.ENGINE} or result.site is None or result.site[1] is not call.node:
         return False
     return not (call.callee or "").startswith("torch.nn.")
 

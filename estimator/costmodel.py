@@ -19,6 +19,7 @@ import math
 
 from . import litgpt
 from .activation_data import measured_layer_coefficients
+from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
 from .layer_activations import (
@@ -71,14 +72,6 @@ _SAMPLING_BYTES = (8.0, 38.0, 38.0)
 # torch's default cuBLAS workspace of one handle and stream on an A100 (hardware.Gpu.blas_workspace_bytes
 # gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".
 DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
-# Caching-allocator overhead, reserved / allocated - 1, from whole runs replayed through the allocator's rules
-# (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 1.7-16.5 % with fixed shapes
-# (20 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference), 5.5-30.5 % with batches of
-# varying length; the estimate is the median of all 23, 5.5 %.
-_FRAGMENTATION = (0.017, 0.055, 0.305)
-# Allocated blocks over live tensors in the same replays: at most +0.63 % (the high end; the estimate
-# counts the weights' rounding, _block_rounding).
-_BLOCKS_OVER_LIVE = 0.0063
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
 # leave the GPU kernels' choices open; the formula is within 15 % of 21 of 22 measured architectures
 # and 28 % off the worst (an MoE). CNN figures are per-sample measurements at one resolution.
@@ -100,10 +93,12 @@ _TYPICAL_SEQUENCE = 2048
 
 
 def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
-             compute_capability: str | None = None) -> Estimate:
+             compute_capability: str | None = None, usable_bytes: float | None = None) -> Estimate:
     """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
     ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
-    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA)."""
+    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA);
+    ``usable_bytes``: what one process can allocate there, which bounds the cache the allocator keeps (None: not
+    known, no bound)."""
     validate(plan)
     arch = plan.model
     if arch is None:
@@ -166,20 +161,23 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
         phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
         notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
                      + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
-    allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + _BLOCKS_OVER_LIVE))
+    allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + BLOCKS_OVER_LIVE))
     reserved = Interval(
-        allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
-        allocated.high * (1 + _FRAGMENTATION[2]),
+        allocated.low * (1 + FRAGMENTATION[0]), allocated.estimate * (1 + FRAGMENTATION[1]),
+        allocated.high * (1 + FRAGMENTATION[2]),
     )
     notes.append(
-        f"allocator overhead (reserved over allocated) {_FRAGMENTATION[0]:.0%}–{_FRAGMENTATION[2]:.0%}, "
-        f"{_FRAGMENTATION[1]:.1%} expected (replayed runs); batches of varying length fragment most"
+        f"allocator overhead (reserved over allocated) {FRAGMENTATION[0]:.0%}–{FRAGMENTATION[2]:.0%}, "
+        f"{FRAGMENTATION[1]:.1%} expected (replayed runs); batches of varying length fragment most"
     )
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
+    room = None if usable_bytes is None else usable_bytes - context_bytes - outside_allocator.high
+    cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
+    reserved = reserved + cached
     process = reserved + Interval.exact(context_bytes) + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
-    return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)))
+    return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
 
 def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
@@ -467,25 +465,6 @@ def _optimizer_in_backward(plan: Plan, geometry: Shape | None, trainable: int, n
     notes.append("optimizer step in the backward (one optimizer per parameter, stepped as its gradient is ready): "
                  "one parameter's gradient at a time, no step phase")
     return Interval.exact(largest * (grad_bytes + temporary))
-
-
-# torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are multiples of 512 bytes;
-# a request of 10 MiB or more gets a segment of its size rounded up to 2 MiB, and a block is not split
-# when 1 MiB or less would be left over: the block, counted in max_memory_allocated, is the whole segment.
-_MIN_BLOCK = 512
-_SMALL_REQUEST = 1 << 20
-_LARGE_SEGMENT_FROM = 10 << 20
-_LARGE_ROUNDING = 2 << 20
-
-
-def block_overhead(size: float) -> float:
-    """Bytes the caching allocator's block adds to one tensor of ``size`` bytes in a fresh segment."""
-    rounded = _MIN_BLOCK * math.ceil(size / _MIN_BLOCK)
-    if rounded >= _LARGE_SEGMENT_FROM:
-        segment = _LARGE_ROUNDING * math.ceil(rounded / _LARGE_ROUNDING)
-        if segment - rounded <= _SMALL_REQUEST:
-            return segment - size
-    return rounded - size
 
 
 def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Interval:
@@ -860,11 +839,13 @@ FITS, TIGHT, OOM, UNKNOWN = "fits", "tight", "oom", "unknown"
 
 
 def verdict(result: Estimate, usable_bytes: float) -> str:
-    """`fits` when even the high end fits, `oom` when even the low end does not, else `tight`."""
-    if math.isinf(result.process.high) and result.process.low <= usable_bytes:
+    """`fits` when even the high end of what the run needs fits, `oom` when even its low end does not, else `tight`
+    (the process peak without the cached segments the allocator frees before it fails a request)."""
+    needed = result.needed
+    if math.isinf(needed.high) and needed.low <= usable_bytes:
         return UNKNOWN
-    if result.process.high <= usable_bytes:
+    if needed.high <= usable_bytes:
         return FITS
-    if result.process.low > usable_bytes:
+    if needed.low > usable_bytes:
         return OOM
     return TIGHT

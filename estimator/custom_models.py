@@ -17,13 +17,8 @@ from typing import Any, cast
 
 import libcst as cst
 
-from trainlint.rules import (
-    ClassInfo,
-    ModuleAnalysis,
-    dotted,
-    last_part,
-    shortened,
-)
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import ClassInfo, dotted, last_part, shortened
 
 from .architectures import Architecture
 from .reading import MAX_MAGNITUDE, UNKNOWN, _Reader, bounded, workspace_roots

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainlint.rules import (
-    ModuleAnalysis,
-)
+from trainlint.analysis.module import ModuleAnalysis
 
 from .custom_models import resolve_model
 from .hardware import UnknownTarget, resolve_target
@@ -61,7 +59,7 @@ def inlay_label(estimate: EditorEstimate) -> str:
     """`≈ 31.2 GiB (24–38) · A100-80GB 39%`, or why there is no number."""
     if estimate.report is None:
         return "VRAM: unknown model (hover for how to name it)" if estimate.model_unknown else "VRAM: no estimate"
-    peak = estimate.report.result.process
+    peak = estimate.report.result.needed  # what must fit: the process peak without the cache the allocator gives back
     label = f"≈ {gib(peak.estimate)} GiB ({gib(peak.low, 0)}–{gib(peak.high, 0)})"
     if estimate.target_given:
         target = estimate.report.target
@@ -87,8 +85,11 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
         if value.high:
             spread = "" if value.low == value.high else f" ({gib(value.low)}–{gib(value.high)})"
             lines.append(f"- {name.replace('_', ' ')}: {gib(value.estimate)} GiB{spread}")
-    peak = result.process
+    peak = result.needed
     lines += ["", f"Peak per GPU {bold(f'{gib(peak.estimate)} GiB')} ({gib(peak.low)}–{gib(peak.high)}), allocator and CUDA context included."]
+    if result.cached.high > 0:
+        lines.append(f"Samples of varying length can keep up to {gib(result.cached.high)} GiB more reserved (segments of shorter "
+                     "steps, freed before a request fails).")
     if estimate.target_given:
         usable = report.target.usable_bytes_per_device
         lines.append(f"{report.target.gpu.name}: {gib(usable)} GiB usable — {bold(report.verdict.upper())}.")
@@ -96,7 +97,7 @@ def hover_text(estimate: EditorEstimate, markdown: bool) -> str:
             lines.append("The interval has no upper end (a term is not modelled), so it can say neither fits nor oom.")
         fitting = [remedy for remedy in report.remedies if remedy.fits][:3]
         if fitting:
-            lines += ["", "Would fit:"] + [f"- {remedy.change}: {gib(remedy.result.process.estimate)} GiB" for remedy in fitting]
+            lines += ["", "Would fit:"] + [f"- {remedy.change}: {gib(remedy.result.needed.estimate)} GiB" for remedy in fitting]
     else:
         lines.append("Set `targetGpu` for a verdict.")
     lines += ["", "Read from the script:"]

@@ -135,6 +135,10 @@ class Plan:
     # None: the version is unknown; the estimate takes fused, the high end foreach.
     trainer_default_optimizer: bool = False
     trainer_fused_adamw: bool | None = None
+    # Training over samples of varying length (no packing, each batch padded to its own longest, `seq_len` the longest):
+    # the allocator keeps the segments of earlier, shorter steps (allocator.LENGTH_CACHE). False: every batch has the
+    # same shape (packing, padding to a fixed length). None: unknown; the high end of the reserved peak counts the cache.
+    lengths_vary: bool | None = None
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
@@ -217,6 +221,15 @@ class Estimate:
     reserved: Interval
     process: Interval
     assumptions: list[str] = field(default_factory=list)
+    # Of the reserved (and process) peak: cached segments holding no live tensor, which the allocator frees before it
+    # fails a request (runs over samples of varying length). They do not decide whether the run fits.
+    cached: Interval = ZERO
+
+    @property
+    def needed(self) -> Interval:
+        """What the device must hold for the run to complete: the process peak without the cache it gives back."""
+        return Interval(self.process.low - self.cached.low, self.process.estimate - self.cached.estimate,
+                        self.process.high - self.cached.high)
 
 
 class CannotEstimate(ValueError):

@@ -43,11 +43,11 @@ class ProjectedOom(Rule):
         largest, value = max(result.breakdown.items(), key=lambda item: item[1].estimate)
         usable = report.target.usable_bytes_per_device
         best = next((remedy for remedy in report.remedies if remedy.fits), None)
-        advice = f"; the cheapest change that fits: {best.change} ({gib(best.result.process.estimate)} GiB)" if best else ""
+        advice = f"; the cheapest change that fits: {best.change} ({gib(best.result.needed.estimate)} GiB)" if best else ""
         ctx.report(
             model.node,
-            f"`{model.value}` needs {gib(result.process.low)}–{gib(result.process.high)} GiB per GPU as configured "
-            f"(estimate {gib(result.process.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
+            f"`{model.value}` needs {gib(result.needed.low)}–{gib(result.needed.high)} GiB per GPU as configured "
+            f"(estimate {gib(result.needed.estimate)} GiB; largest term: {largest.replace('_', ' ')} "
             f"{gib(value.estimate)} GiB), and {report.target.gpu.name} can allocate {gib(usable)} GiB: it does not fit "
             f"even at the low end{advice}",
             evidence=[
@@ -130,9 +130,6 @@ ProjectedOom.MUST_FIRE = (
         """,
         settings={"target_gpu": "a100-80gb"},
     ),
-)
-
-ProjectedOom.MUST_FIRE += (
     Fires(
         """
         import torch

@@ -16,16 +16,9 @@ from typing import Any
 
 import libcst as cst
 
-from trainlint.rules import (
-    ACCELERATOR,
-    MODEL,
-    ModuleAnalysis,
-    ParsedChunk,
-    dotted,
-    evaluate_literal,
-    last_part,
-    walk,
-)
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.tree import evaluate_literal
+from trainlint.rules import ModuleView, ParsedChunk, Tag, dotted, last_part, walk
 
 from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
@@ -159,7 +152,10 @@ def bounded(value: Any) -> Any:
     return value if abs(value) <= MAX_MAGNITUDE else ABSURD
 
 
-def read_inputs(module: ModuleAnalysis) -> ScriptInputs:
+def read_inputs(module: ModuleView) -> ScriptInputs:
+    # TL601 hands over its rule context's module; the reader also reads the workspace's other files
+    # (a config, a model class), which the engine's ModuleAnalysis resolves and ModuleView does not offer.
+    assert isinstance(module, ModuleAnalysis), "the engine checks a ModuleAnalysis"
     reader = _Reader(module)
     return reader.read()
 
@@ -489,7 +485,7 @@ class _Reader:
             self._read_trainer_arguments(node, chunk)
         if self.keyword(node, _LENGTH_KEYWORDS) is not None:
             self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
-        if head == "autocast" and not (call.receiver is not None and ACCELERATOR in call.receiver.tags):
+        if head == "autocast" and not (call.receiver is not None and Tag.ACCELERATOR in call.receiver.tags):
             if not self.training.autocasts and id(node) not in self.training.other_autocasts:
                 self._read_autocast(node, chunk)  # no training loop found: any autocast not known to be elsewhere
         elif head == "Accelerator":
@@ -627,8 +623,8 @@ class _Reader:
         """torch.compile of a model (`model = torch.compile(model)`; not of a loss function or an optimizer step),
         nn.Module's own `model.compile()`, torchtune's `training.compile_model(model)`."""
         if name == "torch.compile" or (name.startswith("torchtune") and head == "compile_model"):
-            return bool(call.args) and MODEL in call.args[0].tags
-        return call.method == "compile" and call.receiver is not None and MODEL in call.receiver.tags
+            return bool(call.args) and Tag.MODEL in call.args[0].tags
+        return call.method == "compile" and call.receiver is not None and Tag.MODEL in call.receiver.tags
 
     def _read_fsdp(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
         """FSDP's sharding: FullyShardedDataParallel's (accelerate's plugin's, Lightning's strategy's) sharding_strategy,

@@ -91,7 +91,7 @@ def remedies(plan: Plan, base: Estimate, target: Target, context_bytes: float) -
                 changes.update(options[index][1])
             try:
                 result = estimate(replace(plan, **changes), context_bytes, target.gpu.blas_workspace_bytes,
-                                  target.gpu.compute_capability)
+                                  target.gpu.compute_capability, usable)
             except CannotEstimate:
                 continue
             outcome = verdict(result, usable)
@@ -113,7 +113,8 @@ def max_batch_size(plan: Plan, target: Target, context_bytes: float) -> int | No
     usable = target.usable_bytes_per_device
 
     def fits(batch: int) -> bool:
-        result = estimate(replace(plan, batch_size=batch), context_bytes, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
+        result = estimate(replace(plan, batch_size=batch), context_bytes, target.gpu.blas_workspace_bytes,
+                          target.gpu.compute_capability, usable)
         return verdict(result, usable) == FITS
 
     if not fits(1):
@@ -133,6 +134,7 @@ def max_batch_size(plan: Plan, target: Target, context_bytes: float) -> int | No
 
 
 def smallest_gpu(base: Estimate, target: Target) -> Gpu | None:
-    """The smallest catalog GPU of the target's vendor whose usable memory holds the high end of the process peak."""
-    fitting = smallest_fitting(base.process.high, vendor=target.gpu.vendor)
+    """The smallest catalog GPU of the target's vendor whose usable memory holds the high end of what the run needs
+    (the process peak without the cache the allocator gives back)."""
+    fitting = smallest_fitting(base.needed.high, vendor=target.gpu.vendor)
     return fitting[0] if fitting else None

@@ -16,10 +16,11 @@ from .units import gib
 
 BAR_WIDTH = 30
 # What the verdicts mean, for people and programs: the process peak (what nvidia-smi shows) against what
-# one process can allocate on the device (the vendor's memory less what the driver and ECC keep).
+# one process can allocate on the device (the vendor's memory less what the driver and ECC keep), without the
+# cached segments the allocator frees before it fails a request (peak "needed").
 VERDICT_RULE = (
-    "fits: the high end of the process peak is within the usable memory of one device; "
-    "oom: even its low end is not; tight: in between"
+    "fits: the high end of the process peak (without the cache the allocator frees before failing) is within the "
+    "usable memory of one device; oom: even its low end is not; tight: in between"
 )
 
 
@@ -50,7 +51,8 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], scr
         plan = dataclasses.replace(plan, lora_targets=linears)
         script_notes += renamed
     context = target.gpu.context_bytes
-    result = estimate(plan, context, target.gpu.blas_workspace_bytes, target.gpu.compute_capability)
+    result = estimate(plan, context, target.gpu.blas_workspace_bytes, target.gpu.compute_capability,
+                      target.usable_bytes_per_device)
     usable = target.usable_bytes_per_device
     outcome = verdict(result, usable)
     report = MemoryReport(plan, target, result, outcome, inputs, script_notes=script_notes)
@@ -76,7 +78,8 @@ def to_json(report: MemoryReport) -> dict:
         "breakdown": {name: round(value.estimate) for name, value in result.breakdown.items()},
         "peak": {
             name: {"estimate": _bytes(peak.estimate), "low": _bytes(peak.low), "high": _bytes(peak.high)}
-            for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process))
+            for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process),
+                               ("cached", result.cached), ("needed", result.needed))
         },
         "gpu": {"name": report.target.gpu.name, "count": report.target.count, "usable_bytes": report.target.usable_bytes_per_device},
         "verdict": report.verdict,
@@ -117,7 +120,12 @@ def to_text(report: MemoryReport) -> str:
     lines.append("")
     for name, peak in (("allocated", result.allocated), ("reserved", result.reserved), ("process", result.process)):
         lines.append(f"  peak {name:<10} {gib(peak.estimate):>9} GiB  ({gib(peak.low)}–{gib(peak.high)})")
-    share = result.process.estimate / usable if usable else math.inf
+    cached = result.cached
+    if cached.high > 0:
+        lines.append(f"  of which cached {gib(cached.estimate):>9} GiB  ({gib(cached.low)}–{gib(cached.high)}): segments of "
+                     "shorter steps, freed before a request fails; not part of what must fit")
+    needed = result.needed
+    share = needed.estimate / usable if usable else math.inf
     gpus = f"{report.target.count}x " if report.target.count > 1 else ""
     if report.verdict == "unknown":
         lines += ["", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device; verdict UNKNOWN: "
@@ -127,8 +135,9 @@ def to_text(report: MemoryReport) -> str:
         lines += [
             "", f"{gpus}{report.target.gpu.name}: {gib(usable)} GiB usable per device (of {nominal} GiB); "
             f"verdict {report.verdict.upper()} ({share:.0%} at the estimate)",
-            f"  fits = the high end of the process peak within the {gib(usable)} GiB usable; oom = not even its low end; "
-            f"tight = in between (here {gib(result.process.low)}–{gib(result.process.high)} GiB)",
+            f"  fits = the high end of the process peak{' without the cache' if result.cached.high > 0 else ''} within the "
+            f"{gib(usable)} GiB usable; oom = not even its low end; "
+            f"tight = in between (here {gib(needed.low)}–{gib(needed.high)} GiB)",
         ]
     if report.remedies:
         lines.append("what would make it fit (each re-estimated, the same rule):")
@@ -156,7 +165,7 @@ def _remedy_verdict(remedy: Remedy, usable: float) -> str:
         return "fits"
     if remedy.verdict == "oom":
         return "does not fit"
-    if remedy.result.process.estimate <= usable:
+    if remedy.result.needed.estimate <= usable:
         return "tight: the estimate fits, the high end does not"
     return "tight: only the low end fits"
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.rules import ModuleAnalysis, ParsedChunk, string_value, walk
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import ParsedChunk, string_value, walk
 
 
 def argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:

@@ -14,7 +14,7 @@ _PLAN_FIELDS = (
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
-    "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs",
+    "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs", "lengths_vary",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 

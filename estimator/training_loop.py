@@ -15,20 +15,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from trainlint.rules import (
-    ACCELERATOR,
-    LOADER,
-    MODEL,
-    CallEvent,
-    Loop,
-    ModuleAnalysis,
-    ScopeAnalysis,
-    Value,
-    is_backward,
-    loops_running,
-    ordered_events,
-    walk,
-)
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.rules import CallEvent, Loop, ScopeAnalysis, Tag, Value, is_backward, loops_running, ordered_events, walk
 
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
@@ -80,7 +68,7 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
 def _is_autocast(call: CallEvent) -> bool:
     """torch's autocast context (``torch.autocast``, ``torch.cuda.amp.autocast``); an Accelerator's
     ``accelerator.autocast()`` takes the Accelerator's own mixed precision instead."""
-    if call.receiver is not None and ACCELERATOR in call.receiver.tags:
+    if call.receiver is not None and Tag.ACCELERATOR in call.receiver.tags:
         return False
     name = call.callee or ""
     return (call.method or name.rsplit(".", 1)[-1]) == "autocast" and (name.startswith("torch") or name == "autocast")
@@ -95,7 +83,7 @@ def _training_nodes(training: list[tuple[ScopeAnalysis, Loop]]) -> set[int]:
         for call, _ in ordered_events(scope, loop):
             if not isinstance(call, CallEvent):
                 continue
-            forward = call.receiver is not None and MODEL in call.receiver.tags and call.method in (None, "forward")
+            forward = call.receiver is not None and Tag.MODEL in call.receiver.tags and call.method in (None, "forward")
             if is_backward(call) or (forward and call.context.grad_off is None):
                 nodes.add(id(call.node))
     return nodes
@@ -138,7 +126,7 @@ def _loaders_of(value: Value | None) -> list[CallEvent]:
         return _loaders_of(detail[1])
     if isinstance(detail, tuple) and detail and detail[0] == "zip":
         return [loader for inner in detail[1] for loader in _loaders_of(inner)]
-    if LOADER in value.tags and isinstance(detail, CallEvent):
+    if Tag.LOADER in value.tags and isinstance(detail, CallEvent):
         return [detail]
     return []
 

@@ -20,6 +20,7 @@ from .diagnostics import help_uri, to_diagnostic
 from .documents import Analysis
 from .positions import Positions, to_text_edit
 from .scheduling import analysis as analysis_of
+from .scheduling import last_finished
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -46,8 +47,11 @@ def fix_all_edits(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[typ
 
 
 async def code_actions(ls: TrainlintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    """From the last finished analysis, its positions (and its fixes') carried to the text as it is
+    now: never waiting for a running one, only for the first. A fix an edit reached into is not
+    offered until the new analysis is done; fix-all is resolved from the text's own analysis."""
     uri = params.text_document.uri
-    analysis = await analysis_of(ls, uri)
+    analysis = (last_finished(ls, uri) or await analysis_of(ls, uri)) if uri in ls.documents else await analysis_of(ls, uri)
     if analysis is None or not is_live(ls, uri, analysis):
         return None
     only = params.context.only

@@ -2,9 +2,11 @@
 
 Every client can pull (``textDocument/diagnostic``, identifier ``trainlint``); clients that cannot
 (Helix, Neovim before 0.10) get versioned ``publishDiagnostics``, a debounce after each change
-(``schedule``), and ``[]`` when a document closes. After a settings or configuration change,
-pulling clients are asked to pull again (``workspace/diagnostic/refresh``); the others get a new
-publish of every open document.
+(``schedule``, at most ``MAX_PUBLISH_DELAY_MS`` apart while changes keep coming), and ``[]`` when
+a document closes. Neither waits for an analysis while someone types: the last finished one is
+answered, its positions carried through the edits since (``scheduling.last_finished``). After a
+settings or configuration change, pulling clients are asked to pull again
+(``workspace/diagnostic/refresh``); the others get a new publish of every open document.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from trainlint.analysis.findings import Finding, Severity
 
@@ -21,6 +24,7 @@ from .documents import Analysis
 from .notebooks import cell_analysis, python_cells
 from .positions import Positions
 from .scheduling import analysis as analysis_of
+from .scheduling import last_finished
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -72,52 +76,135 @@ def diagnostics(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[types
 
 
 def result_id(ls: TrainlintServer, analysis: Analysis) -> str:
-    return f"{analysis.version}:{ls.generation}:{id(analysis)}"
+    """Names a report's content: the text's version, the settings' generation, the analysis that ran,
+    and, for one carried from an older text's analysis, that text's version (after a ``~``)."""
+    source = analysis.source
+    carried = f"~{source.version}" if analysis.carried_from is not None else ""
+    return f"{analysis.version}:{ls.generation}:{id(source)}{carried}"
+
+
+class ServerCancelled(JsonRpcException):
+    """LSP 3.17's answer to a pull the server did not finish: the client is to pull again."""
+
+    CODE = types.LSPErrorCodes.ServerCancelled.value
+    MESSAGE = "ServerCancelled"
+
+    def __init__(self) -> None:
+        super().__init__(
+            message="the pull was cancelled before the analysis of the text was done; pull again",
+            data={"retriggerRequest": True},
+        )
 
 
 # ---------------------------------------------------------------------- pull
 async def pull_diagnostics(
     ls: TrainlintServer, params: types.DocumentDiagnosticParams,
 ) -> types.RelatedFullDocumentDiagnosticReport | types.RelatedUnchangedDocumentDiagnosticReport:
+    """A pull is never left without an answer while someone types (docs/server.md, "While someone types").
+
+    A client that can be asked to pull again gets the last finished analysis at once, carried
+    to the text as it is now, and ``workspace/diagnostic/refresh`` when a newer one is done. One
+    that cannot (Neovim 0.10 and 0.11) waits for the text's own analysis, but only until the text
+    changes again: then it gets the last finished analysis carried to the new text, since that
+    client cancels the pull at each change and shows what it gets before the cancel is read.
+    A pull cancelled while it waits is answered ``ServerCancelled`` with ``retriggerRequest``.
+    """
     uri = params.text_document.uri
-    analysis = await analysis_of(ls, uri)
+    try:
+        if uri not in ls.documents:
+            analysis = await analysis_of(ls, uri)  # a notebook cell, or a document not open
+        elif ls.client.diagnostic_refresh:
+            analysis = last_finished(ls, uri) or await analysis_of(ls, uri)
+        else:
+            analysis = await _own_or_carried_at_next_change(ls, uri)
+    except asyncio.CancelledError:
+        raise ServerCancelled() from None
     if analysis is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
+    if analysis.carried_from is not None:
+        ls.stale_diagnostics.add(uri)
     current = result_id(ls, analysis)
     if params.previous_result_id == current:
         return types.RelatedUnchangedDocumentDiagnosticReport(result_id=current)
     return types.RelatedFullDocumentDiagnosticReport(items=diagnostics(ls, uri, analysis), result_id=current)
 
 
+async def _own_or_carried_at_next_change(ls: TrainlintServer, uri: str) -> Analysis | None:
+    """The text's own analysis, or, if the text changes before it is done, the last finished one
+    carried to the text as it is then. A cancel read after that change (Neovim sends it right
+    behind the change, and the two may be read before this wakes) gets that answer too."""
+    own = asyncio.ensure_future(analysis_of(ls, uri))
+    changed = ls.next_change(uri)
+    try:
+        try:
+            await asyncio.wait([own, changed], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not changed.done():
+                raise
+            own.cancel()
+        if own.done() and not own.cancelled():
+            return own.result()
+        answer = last_finished(ls, uri)
+        if answer is not None:
+            return answer
+        if own.cancelled():
+            raise asyncio.CancelledError
+        return await own
+    finally:
+        own.cancel()  # it only waits: the analysis it waits for goes on
+
+
 # ---------------------------------------------------------------------- push
+# While changes keep coming, publishes are at most this far apart: 300 ms, less the 50 ms or so a
+# loaded machine (two busy cores) adds before the publish reaches the editor.
+MAX_PUBLISH_DELAY_MS = 250
+
+
 def schedule(ls: TrainlintServer, uri: str, delay_ms: int) -> None:
-    """Push mode: publish the document's diagnostics ``delay_ms`` from now, replacing a publish already waiting."""
+    """Push mode: publish the document's diagnostics ``delay_ms`` from now, replacing a publish
+    already waiting, but no later than ``MAX_PUBLISH_DELAY_MS`` after the last publish (or, after
+    a pause, after the first change since): someone typing without a pause sees diagnostics that often."""
     if ls.client.pulls_diagnostics:
         return
     previous = ls.pending.pop(uri, None)
     if previous is not None:
         previous.cancel()
+    now = asyncio.get_running_loop().time()
+    window = MAX_PUBLISH_DELAY_MS / 1000
+    first = ls.unpublished_since.setdefault(uri, now)
+    published = ls.last_published.get(uri)
+    since = published if published is not None and now - published < window else first
+    delay_s = min(delay_ms / 1000, max(0.0, since + window - now))
 
     async def later() -> None:
-        if delay_ms:
-            await asyncio.sleep(delay_ms / 1000)
+        if delay_s:
+            await asyncio.sleep(delay_s)
         await publish(ls, uri)
 
     ls.pending[uri] = asyncio.ensure_future(later())
 
 
 async def publish(ls: TrainlintServer, uri: str) -> None:
-    """Push mode: analyse and publish, unless the text moved on while we worked."""
-    analysis = await analysis_of(ls, uri)
-    if analysis is None or uri not in ls.documents:
-        return
-    current = ls.current_text(uri)
-    if current is None or current[0] != analysis.text:
-        return  # stale: a newer change has its own publish scheduled
-    version = ls.workspace.get_text_document(uri).version
-    ls.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics(ls, uri, analysis), version=version)
-    )
+    """Push mode: publish at once what the last finished analysis says, carried to the text as it is
+    now, then the newer analyses' as they finish, until the text's own is published. Before any
+    analysis has finished, the first one is waited for."""
+    while True:
+        analysis = last_finished(ls, uri)
+        if analysis is None:
+            analysis = await analysis_of(ls, uri)
+        current = ls.current_text(uri)
+        if analysis is None or uri not in ls.documents or current is None or current[0] != analysis.text:
+            return  # the text moved on while we waited: a newer change has its own publish scheduled
+        ls.unpublished_since.pop(uri, None)
+        ls.last_published[uri] = asyncio.get_running_loop().time()
+        version = ls.workspace.get_text_document(uri).version
+        ls.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics(ls, uri, analysis), version=version)
+        )
+        job = ls.jobs.get(uri)
+        if analysis.carried_from is None or job is None:
+            return
+        await asyncio.shield(job)
 
 
 def clear(ls: TrainlintServer, uris: list[str]) -> None:

@@ -13,7 +13,7 @@ import string
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -74,8 +74,17 @@ class Analysis:
     text: str
     findings: list[Finding]
     anchors: list[Anchor] = field(default_factory=list)  # lines a VRAM estimate belongs to
-    # VRAM estimates of this text, per target GPU and model, computed when a hover or inlay hint first asks.
+    # VRAM estimates of this text, per target GPU and model: those asked for before, computed as the
+    # analysis ends (``DocumentState.vram_wanted``), and others when a hover or inlay hint first asks.
     vram: dict = field(default_factory=dict, compare=False)
+    changes: int = -1  # how many edits the editor's document had had when this text was read (-1: unknown)
+    # An analysis of an older text whose positions were carried to this one (``carry``); None: this text's own.
+    carried_from: Analysis | None = field(default=None, compare=False)
+
+    @property
+    def source(self) -> Analysis:
+        """The analysis that ran: this one, or the one it was carried from."""
+        return self.carried_from if self.carried_from is not None else self
 
     @cached_property
     def lines(self) -> list[str]:
@@ -99,6 +108,13 @@ class DocumentState:
     edits: int = 0
     stopped: int = 0
     stopped_in_a_row: int = 0
+    # The (target GPU, model) pairs a hover or inlay hint asked a VRAM estimate for: each analysis
+    # computes them when it ends, while its parse is at hand (the next analysis consumes it), so
+    # that they answer from the last finished analysis without waiting for a running one.
+    vram_wanted: set[tuple[str | None, str | None]] = field(default_factory=set)
+    # The last analysis carried to a later text (``scheduling.carried``): (from, edit count, carried),
+    # so that the pull, inlay-hint and hover requests of one key carry it once.
+    carried: tuple[Analysis, int, Analysis] | None = None
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses. Asked on the event
@@ -108,18 +124,18 @@ class DocumentState:
         tokens = self.tokens if self.tokens is not None else token_estimate(text)
         return self.over_budget or tokens > LARGE_DOCUMENT_TOKENS
 
-    def with_version(self, analysis: Analysis, version: int | None) -> Analysis:
-        """The analysis of an unchanged text, under the version the editor gives it now."""
-        if analysis.version == version:
+    def with_version(self, analysis: Analysis, version: int | None, changes: int) -> Analysis:
+        """The analysis of an unchanged text, under the version (and edit count) the editor gives it now."""
+        if analysis.version == version and analysis.changes == changes:
             return analysis
-        with self.lock:
-            if self.latest is analysis:
-                self.latest = Analysis(version, analysis.settings, analysis.text, analysis.findings, analysis.anchors, analysis.vram)
-                return self.latest
-        return Analysis(version, analysis.settings, analysis.text, analysis.findings, analysis.anchors, analysis.vram)
+        relabelled = replace(analysis, version=version, changes=changes)
+        if self.latest is analysis:  # asked on the event loop while no analysis of the document runs
+            self.latest = relabelled
+        return relabelled
 
     def analyse(
         self, text: str, version: int | None, settings: EffectiveSettings, superseded: Callable[[], bool] | None = None,
+        changes: int = -1,
     ) -> Analysis:
         """The findings for this text, reusing the parses of unchanged statements.
 
@@ -130,8 +146,8 @@ class DocumentState:
             latest = self.latest
             unchanged = self.module is None or self.module.imports_unchanged()
             if latest is not None and latest.text == text and latest.settings == settings and unchanged:
-                if latest.version != version:
-                    latest = Analysis(version, settings, text, latest.findings, latest.anchors)
+                if latest.version != version or latest.changes != changes:
+                    latest = replace(latest, version=version, changes=changes)
                     self.latest = latest
                 return latest
             anchors: list[Anchor] = []
@@ -144,9 +160,17 @@ class DocumentState:
                 findings, anchors = self._findings(text, settings, superseded)
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
-            self.latest = Analysis(version, settings, text, findings, anchors)
+            estimates = self._wanted_estimates(text) if anchors else {}
+            self.latest = Analysis(version, settings, text, findings, anchors, estimates, changes=changes)
             self.stopped_in_a_row = 0
             return self.latest
+
+    def _wanted_estimates(self, text: str) -> dict:
+        """The estimates hovers and inlay hints asked for, of the module just analysed (``text``)."""
+        if self.module is None or self.module.text != text.removeprefix(BOM):
+            return {}
+        with collector_paused():
+            return {key: estimate_module(self.module, *key) for key in tuple(self.vram_wanted)}  # added to on the event loop
 
     def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
         """The estimate for the analysed text; None when a newer text has been analysed since."""
@@ -154,7 +178,7 @@ class DocumentState:
         with self.lock:
             if key in analysis.vram:
                 return analysis.vram[key]
-            if self.latest is not analysis or self.module is None:
+            if self.latest is None or self.latest.vram is not analysis.vram or self.module is None:
                 return None
             if self.module.text != analysis.text.removeprefix(BOM):
                 return None  # a newer text's analysis stopped half-way: the module is of that text

@@ -327,10 +327,13 @@ def _first_line(error: BaseException) -> str:
 class _QuietProtocolNoise(logging.Filter):
     """What pygls logs that is no news to the user: each message it cannot read, with a traceback at
     ERROR (``dispatch`` reports it in one line), and each cancel of a request already answered (a
-    client's cancel crosses the answer on the way: with fast analyses, once per keystroke)."""
+    client's cancel crosses the answer on the way: with fast analyses, once per keystroke), and
+    each pull answered ``ServerCancelled`` after the client cancelled it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
+        if record.exc_info and getattr(record.exc_info[1], "code", None) == types.LSPErrorCodes.ServerCancelled:
+            return False  # a pull the client cancelled, answered so that it pulls again (``diagnostics``)
         return not (message.startswith("Unable to deserialize message") or message.startswith("Cancel notification for unknown message id"))
 
 

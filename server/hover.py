@@ -14,7 +14,7 @@ from trainlint.estimator.editor import hover_text
 
 from .positions import Positions
 from .scheduling import analysis as analysis_of
-from .scheduling import vram
+from .scheduling import last_finished, vram
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -56,8 +56,10 @@ async def hover(ls: TrainlintServer, params: types.HoverParams) -> types.Hover |
 
 
 async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover | None:
-    """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for the script."""
-    analysis = await analysis_of(ls, uri, recent=True)
+    """On a model, model-class, batch-size or sequence-length line: the VRAM estimate for the script,
+    from the last finished analysis (its lines carried to the text as it is now): never waiting for
+    a running one, only for the first."""
+    analysis = (last_finished(ls, uri) or await analysis_of(ls, uri)) if uri in ls.documents else await analysis_of(ls, uri)
     if analysis is None or not any(anchor.line == line for anchor in analysis.anchors):
         return None
     estimate = await vram(ls, uri, analysis)

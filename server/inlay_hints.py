@@ -12,7 +12,7 @@ from trainlint.estimator.editor import inlay_label
 
 from .positions import Positions
 from .scheduling import analysis as analysis_of
-from .scheduling import vram
+from .scheduling import last_finished, vram
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -20,11 +20,19 @@ if TYPE_CHECKING:
 
 async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> list[types.InlayHint] | None:
     """At the end of each model and batch-size line in the requested range: the estimate; without one, a
-    single hint on the model line (or none)."""
+    single hint on the model line (or none).
+
+    From the last finished analysis, its lines carried to the text as it is now: a request never
+    waits for a running analysis (Neovim sends one with every change and never cancels them), only
+    for the document's first. When the text's own analysis is done, the client is asked to refresh."""
     uri = params.text_document.uri
     if uri not in ls.documents or not ls.settings.of(uri).inlay_hints:
         return None
-    analysis = await analysis_of(ls, uri, recent=True)
+    analysis = last_finished(ls, uri)
+    if analysis is None:
+        analysis = await analysis_of(ls, uri)
+    elif analysis.carried_from is not None or uri in ls.jobs:
+        ls.stale_hints.add(uri)
     if analysis is None:
         return None
     first, last = params.range.start.line + 1, params.range.end.line + 1

@@ -31,6 +31,7 @@ from .configuration import SettingsStore
 from .documents import Analysis, DocumentState, Stopped
 from .framing import BinaryReader, StreamReader, log_message, serve
 from .idle_gc import IdleGarbageCollector
+from .text import LspTextDocument
 
 log = logging.getLogger("trainlint.server")
 
@@ -48,8 +49,15 @@ class TrainlintServer(LanguageServer):
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task[None]] = {}  # each document's debounced publish (push mode)
+        # Push mode, in the event loop's time: each document's first change not yet published, and its last publish.
+        self.unpublished_since: dict[str, float] = {}
+        self.last_published: dict[str, float] = {}
+        self._change_waiters: dict[str, asyncio.Future[None]] = {}  # ``next_change``
         self.jobs: dict[str, asyncio.Future[Analysis | Stopped | None]] = {}  # each document's running analysis (``scheduling``)
         self.stale_hints: set[str] = set()  # documents whose inlay hints came from an older analysis
+        # Documents whose pulled diagnostics came from an older analysis than the text's own: the
+        # client is asked to pull again when a newer one is done (``scheduling``).
+        self.stale_diagnostics: set[str] = set()
         self.generation = 0  # bumped whenever settings or files change, so result ids change with them
         # Two analysis lanes, one thread each: documents within their budget, and the others
         # (``DocumentState.expensive``), which then cannot hold up the first lane's documents.
@@ -167,6 +175,29 @@ class TrainlintServer(LanguageServer):
         if self.settings.of(uri).run == RUN_ON_SAVE and uri in self.saved_text:
             return self.saved_text[uri], None
         return document.source, document.version
+
+    def next_change(self, uri: str) -> asyncio.Future[None]:
+        """Done when the document's text to analyse next changes, or the document closes."""
+        future = self._change_waiters.get(uri)
+        if future is None or future.done():
+            future = self._change_waiters[uri] = asyncio.get_running_loop().create_future()
+        return future
+
+    def text_changed(self, uri: str) -> None:
+        future = self._change_waiters.pop(uri, None)
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def edited_document(self, uri: str) -> LspTextDocument | None:
+        """The editor's document with the edits made to it (``text.LspTextDocument``)."""
+        document = self.workspace.get_text_document(uri)
+        return document if isinstance(document, LspTextDocument) else None
+
+    def changes_of(self, uri: str, version: int | None) -> int:
+        """How many edits the document has had, when the text to analyse is the editor's (``version``
+        is not None); -1 with run-on-save, whose text is the saved one."""
+        document = self.edited_document(uri)
+        return document.changes if version is not None and document is not None else -1
 
     def settings_for(self, state: DocumentState) -> EffectiveSettings:
         return self.settings.for_document(state.uri, state.path)

@@ -1,8 +1,11 @@
 """When analyses run: one per document at a time, on a worker thread, shared by every request.
 
-Diagnostics, code actions, hover, inlay hints and commands all ask ``analysis`` for the analysis
-of a document's text as it is now; none starts one of its own. A result computed for a text that
-has since changed is never shown as the text's own.
+Diagnostics, code actions, hover, inlay hints and commands ask either ``analysis`` for the
+analysis of a document's text as it is now (waiting for it), or ``last_finished`` for the last
+one that finished, its positions carried through the edits made since (at once); none starts
+one of its own. A result computed for a text that has since changed is never shown as the
+text's own: a carried one says where it came from (``Analysis.carried_from``), and whoever was
+answered from it is told when a newer one is done (``stale_diagnostics``, ``stale_hints``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from trainlint.analysis.module import Superseded
 from trainlint.estimator.editor import EditorEstimate
 from trainlint.settings import EffectiveSettings
 
+from .carry import carry_anchor, carry_finding
 from .documents import STOPPED, Analysis, DocumentState, Stopped
 from .notebooks import cell_analysis
 
@@ -28,7 +32,7 @@ log = logging.getLogger("trainlint.server")
 MAX_STOPS_IN_A_ROW = 3
 
 
-async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> Analysis | None:
+async def analysis(ls: TrainlintServer, uri: str) -> Analysis | None:
     """The analysis of the document's text as it is now.
 
     One analysis runs per document at a time, and every request shares it: a request that
@@ -37,9 +41,7 @@ async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> An
     analysis whose text changes while it runs stops at its next statement (what it did is kept
     for the next one), unless the ones before it stopped too (``MAX_STOPS_IN_A_ROW``: typing
     without a pause still sees diagnostics). A cancelled request stops waiting; the analysis it
-    waited for goes on for the next one. With ``recent`` (hover, inlay hints), the last finished
-    analysis answers at once while a newer one runs, and the client is asked to refresh its inlay
-    hints once that is done.
+    waited for goes on for the next one.
     """
     if uri not in ls.documents and ls.workspace.get_notebook_document(cell_uri=uri) is not None:
         return await cell_analysis(ls, uri)
@@ -55,12 +57,7 @@ async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> An
         latest = state.latest
         if job is None and latest is not None and latest.text == text and latest.settings == settings:
             if state.module is None or state.module.imports_unchanged():
-                return state.with_version(latest, version)
-        if recent and latest is not None:
-            if job is None:
-                job = _start_analysis(ls, uri, state, text, version, settings)
-            ls.stale_hints.add(uri)
-            return latest
+                return state.with_version(latest, version, ls.changes_of(uri, version))
         if job is None or waited:
             if job is None:
                 job = _start_analysis(ls, uri, state, text, version, settings)
@@ -72,12 +69,64 @@ async def analysis(ls: TrainlintServer, uri: str, *, recent: bool = False) -> An
         waited = True
 
 
+def last_finished(ls: TrainlintServer, uri: str) -> Analysis | None:
+    """At once, without waiting: the last finished analysis of an open document, its positions
+    carried to the text as it is now (``carry``), or the text's own when it is done; and an
+    analysis of the text as it is now runs (one is started if none does).
+
+    None when there is nothing to answer from: no analysis has finished yet, the settings have
+    changed since, or the edits since cannot be carried (a whole-text change; with run-on-save,
+    the saved text's analysis is answered only while the saved text is the one analysed).
+    """
+    state = ls.documents.get(uri)
+    current = ls.current_text(uri)
+    if state is None or current is None:
+        return None
+    text, version = current
+    settings = ls.settings_for(state)
+    latest = state.latest
+    job = ls.jobs.get(uri)
+    if latest is not None and latest.text == text and latest.settings == settings and job is None:
+        if state.module is None or state.module.imports_unchanged():
+            return state.with_version(latest, version, ls.changes_of(uri, version))
+    if job is None:
+        _start_analysis(ls, uri, state, text, version, settings)
+    if latest is None or latest.settings != settings:
+        return None
+    if latest.text == text:
+        return latest
+    return carried(ls, uri, latest, text, version)
+
+
+def carried(ls: TrainlintServer, uri: str, analysis: Analysis, text: str, version: int | None) -> Analysis | None:
+    """``analysis`` (of an older text of the document) with its positions carried to ``text``, the
+    document's text as it is now; None when the edits between cannot be carried."""
+    count = ls.changes_of(uri, version)
+    if analysis.changes < 0 or count < 0:  # run on save: the saved text's edits are not known
+        return None
+    state = ls.documents.get(uri)
+    if state is not None and state.carried is not None and state.carried[0] is analysis and state.carried[1] == count:
+        return state.carried[2]
+    document = ls.edited_document(uri)
+    changes = document.changes_since(analysis.changes) if document is not None else None
+    if changes is None:
+        return None
+    lines = analysis.lines
+    findings = [found for finding in analysis.findings if (found := carry_finding(changes, finding, lines)) is not None]
+    anchors = [found for anchor in analysis.anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
+    result = Analysis(version, analysis.settings, text, findings, anchors, analysis.vram, changes=count, carried_from=analysis)
+    if state is not None:
+        state.carried = (analysis, count, result)
+    return result
+
+
 def _start_analysis(
     ls: TrainlintServer, uri: str, state: DocumentState, text: str, version: int | None, settings: EffectiveSettings,
 ) -> asyncio.Future[Analysis | Stopped | None]:
     """The document's one running analysis, of ``text``; shared by whoever waits for it."""
     loop = asyncio.get_running_loop()
     edits = state.edits
+    changes = ls.changes_of(uri, version)
 
     def superseded() -> bool:  # asked on the worker thread, between statements
         if state.stopped_in_a_row >= MAX_STOPS_IN_A_ROW:
@@ -85,45 +134,72 @@ def _start_analysis(
         return state.edits != edits or ls.documents.get(uri) is not state
 
     async def run() -> Analysis | Stopped | None:
+        result: Analysis | Stopped | None = None
         try:
-            return await loop.run_in_executor(ls.lane(state, text), state.analyse, text, version, settings, superseded)
+            result = await loop.run_in_executor(
+                ls.lane(state, text), state.analyse, text, version, settings, superseded, changes,
+            )
         except Superseded:  # counted by the document, whose stops ``superseded`` reads
-            return STOPPED
+            result = STOPPED
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's
             log.exception("analysis of %s failed", uri)
-            return None
         finally:
             ls.idle_gc.analysed()
             ls.report_plugin_problems()
             if ls.jobs.get(uri) is job:
                 del ls.jobs[uri]
-            _refresh_stale_hints(ls, uri, text)
+            _after_analysis(ls, uri, text, finished=isinstance(result, Analysis))
+        return result
 
     job = ls.jobs[uri] = asyncio.ensure_future(run())
     return job
 
 
-def _refresh_stale_hints(ls: TrainlintServer, uri: str, analysed: str) -> None:
-    """Inlay hints answered from an older analysis are asked for again once the text's own is done."""
-    current = ls.current_text(uri)
-    if uri not in ls.stale_hints or current is None or current[0] != analysed:
+def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: bool) -> None:
+    """Whoever was answered from an older analysis is told about a newer one, and the next
+    analysis starts while the text has moved on and someone is still owed one.
+
+    Pulled diagnostics: a client that can be asked to pull again is (``workspace/diagnostic/refresh``)
+    after each analysis that finished. Inlay hints: once the text's own analysis is done."""
+    state = ls.documents.get(uri)
+    if state is None:
         return
-    ls.stale_hints.discard(uri)
-    if ls.client.inlay_hint_refresh:
-        ls.workspace_inlay_hint_refresh(None)
+    document = ls.edited_document(uri)
+    if finished and state.latest is not None and state.latest.changes >= 0 and document is not None:
+        document.forget_changes_before(state.latest.changes)  # nothing is carried from an older text
+    current = ls.current_text(uri)
+    if finished and uri in ls.stale_diagnostics:
+        ls.stale_diagnostics.discard(uri)
+        if ls.client.diagnostic_refresh:
+            ls.workspace_diagnostic_refresh(None)
+    if finished and uri in ls.stale_hints and current is not None and current[0] == analysed:
+        ls.stale_hints.discard(uri)
+        if ls.client.inlay_hint_refresh:
+            ls.workspace_inlay_hint_refresh(None)
+    owed = uri in ls.stale_diagnostics or uri in ls.stale_hints
+    if owed and uri not in ls.jobs and current is not None and current[0] != analysed:
+        last_finished(ls, uri)  # starts the analysis of the text as it is now
 
 
 async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstimate | None:
-    """The VRAM estimate for an analysed text, against the target GPU of the document's settings."""
+    """The VRAM estimate for an analysed text, against the target GPU of the document's settings.
+
+    Never waits for a running analysis: the estimate is computed at the end of each analysis
+    once a hover or inlay hint has asked for one (``DocumentState.vram_wanted``); asked while an
+    analysis of a newer text runs, before any was computed, there is none (None)."""
     state = ls.documents.get(uri)
     if state is None:
         return None
-    target = analysis.settings.analysis.target_gpu
+    source = analysis.source
+    key = (source.settings.analysis.target_gpu, source.settings.target_model)
+    state.vram_wanted.add(key)
+    if key in source.vram:
+        return source.vram[key]
+    if uri in ls.jobs:
+        return None
     loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(
-            ls.lane(state, analysis.text), state.vram, analysis, target, analysis.settings.target_model
-        )
+        return await loop.run_in_executor(ls.lane(state, source.text), state.vram, source, *key)
     except Exception:  # a bug of ours: no hover rather than a broken server
         log.exception("VRAM estimate of %s failed", uri)
         return None

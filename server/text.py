@@ -15,6 +15,7 @@ sent, and a change to a document or notebook that is not open is logged and igno
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Sequence
 from urllib.parse import unquote
@@ -23,6 +24,8 @@ from lsprotocol import types
 from pygls.workspace import TextDocument, Workspace
 
 from trainlint.analysis.lines import LINE_BREAK, line_starts
+
+from .carry import TextChange
 
 log = logging.getLogger("trainlint.server")
 
@@ -60,7 +63,35 @@ def offset_at(text: str, starts: list[int], position: types.Position, encoding: 
 
 
 class LspTextDocument(TextDocument):
-    """A pygls document with LSP's line model; see the module's docstring."""
+    """A pygls document with LSP's line model; see the module's docstring.
+
+    It also keeps the edits made to it (``changes_since``), so that the positions of an analysis
+    of an earlier text can be carried to the text as it is now (``carry``).
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.changes = 0  # edits applied so far: an analysis notes this count with the text it reads
+        self._recorded: list[TextChange] = []  # the edits after the first ``_base`` ones
+        self._base = 0
+        self._uncarried = 0  # edits up to this count cannot be carried across (a whole-text change)
+
+    def changes_since(self, count: int) -> list[TextChange] | None:
+        """The edits made after the first ``count``; None when they cannot be carried (forgotten,
+        a whole-text change, or one that joined a ``\r`` and a ``\n`` into one line break)."""
+        if count < self._uncarried or count < self._base or count > self.changes:
+            return None
+        return self._recorded[count - self._base:]
+
+    def forget_changes_before(self, count: int) -> None:
+        """Nothing will carry positions from a text older than ``count`` edits."""
+        if count > self._base:
+            del self._recorded[: min(count, self.changes) - self._base]
+            self._base = min(count, self.changes)
+
+    def _apply_full_change(self, change: types.TextDocumentContentChangeEvent) -> None:
+        super()._apply_full_change(change)
+        self._record(None)
 
     @property
     def source(self) -> str:
@@ -86,6 +117,26 @@ class LspTextDocument(TextDocument):
         if end < start:  # a reversed range: the span between the two positions
             start, end = end, start
         self._source = text[:start] + change.text + text[end:]
+        before, after = text[start - 1: start], text[end: end + 1]
+        joins_a_break = (before == "\r" and (change.text or after).startswith("\n")) or (
+            (change.text or before).endswith("\r") and after == "\n"
+        )
+        self._record(None if joins_a_break else TextChange.of(_point(starts, start), _point(starts, end), change.text))
+
+    def _record(self, change: TextChange | None) -> None:
+        self.changes += 1
+        if change is None:
+            self._uncarried = self.changes
+            self._recorded.clear()
+            self._base = self.changes
+        else:
+            self._recorded.append(change)
+
+
+def _point(starts: list[int], offset: int) -> tuple[int, int]:
+    """(0-based line, code-point column) of an offset that is not inside a line break."""
+    line = bisect.bisect_right(starts, offset) - 1
+    return line, offset - starts[line]
 
 
 class LspWorkspace(Workspace):

@@ -35,6 +35,7 @@ def did_change(ls: TrainlintServer, params: types.DidChangeTextDocumentParams) -
     settings = ls.settings.of(uri)
     if uri in ls.documents and settings.run != RUN_ON_SAVE:
         ls.documents[uri].edits += 1
+        ls.text_changed(uri)
         diagnostics.schedule(ls, uri, settings.debounce_ms)
 
 
@@ -45,6 +46,7 @@ def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> No
     saved = params.text if params.text is not None else ls.workspace.get_text_document(uri).source
     if ls.settings.of(uri).run == RUN_ON_SAVE and saved != ls.saved_text.get(uri):
         ls.documents[uri].edits += 1
+        ls.text_changed(uri)
     ls.saved_text[uri] = saved
     if Path(to_fs_path(uri) or "").name in CONFIG_FILES:
         ls.settings.forget_project_configs()
@@ -61,6 +63,10 @@ def did_close(ls: TrainlintServer, params: types.DidCloseTextDocumentParams) -> 
     ls.saved_text.pop(uri, None)
     ls.jobs.pop(uri, None)  # a running analysis finishes for nobody
     ls.stale_hints.discard(uri)
+    ls.stale_diagnostics.discard(uri)
+    ls.unpublished_since.pop(uri, None)
+    ls.last_published.pop(uri, None)
+    ls.text_changed(uri)
     task = ls.pending.pop(uri, None)
     if task is not None:
         task.cancel()

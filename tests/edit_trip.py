@@ -3,9 +3,10 @@
 Run as a script (``python edit_trip.py FILE LINE CHARACTER``): it starts the language server in this
 process, over pipes, as a push-only client's editor would talk to it (framed JSON-RPC, no pull
 capability), opens FILE, waits for its diagnostics, then types one space at LINE:CHARACTER (0-based)
-and records every function of trainlint that runs, on any thread, until the diagnostics of the edited
-version arrive. It prints JSON: the modules in the order they were first entered, and how many distinct
-functions ran. A process of its own, because the profile hooks and the server's state are process-wide.
+and records every function of trainlint that runs, on any thread, until the edited version's own
+diagnostics arrive: a push-only client first gets the last report carried to the new text, then the
+new text's. It prints JSON: the modules in the order they were first entered, how many distinct
+functions ran, and the number of diagnostics in each of the three reports. A process of its own, because the profile hooks and the server's state are process-wide.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def trip(path: Path, line: int, character: int) -> dict[str, Any]:
     client.send({"method": "textDocument/didChange", "params": {
         "textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"range": {"start": at, "end": at}, "text": " "}],
     }})
+    carried = client.until(diagnostics_of(2))
     edited = client.until(diagnostics_of(2))
     recorder.recording = False
     client.send({"id": 2, "method": "shutdown"})
@@ -120,7 +122,7 @@ def trip(path: Path, line: int, character: int) -> dict[str, Any]:
     return {
         "modules": sorted(recorder.modules, key=recorder.modules.__getitem__),
         "functions": len(recorder.functions),
-        "findings": [len(opened["params"]["diagnostics"]), len(edited["params"]["diagnostics"])],
+        "findings": [len(report["params"]["diagnostics"]) for report in (opened, carried, edited)],
     }
 
 

@@ -85,3 +85,18 @@ def test_a_small_script_model_gets_its_count_and_no_verdict_it_cannot_give(tmp_p
     assert result.returncode == 2, "activations of a script's own model are not modelled: no verdict"
     assert "Net: 101,770 parameters" in result.stdout and "0.00B" not in result.stdout
     assert "still too big" not in result.stdout and "verdict UNKNOWN" in result.stdout
+
+
+def test_the_editor_shows_what_must_fit_and_names_the_cache_of_varying_lengths():
+    # whether the Trainer's samples vary in length is not in the script: the reserved peak's high end counts the
+    # cache of shorter steps, which the allocator frees before a request fails; the inlay and the verdict do not
+    script = SCRIPT.replace("per_device_train_batch_size=8", "per_device_train_batch_size=1")
+    module = ModuleAnalysis("# trainlint: model=qwen2.5-0.5b\nmax_seq_length = 1024\n" + script, "train.py")
+    estimate = estimate_module(module, "a100-80gb")
+    assert estimate.report is not None
+    result = estimate.report.result
+    assert result.plan.seq_len == 1024
+    assert result.cached.high > 0 and result.process.high > result.needed.high
+    high = re.search(r"\((\S+)–(\S+)\)", inlay_label(estimate))
+    assert high is not None and float(high.group(2)) == round(result.needed.high / 2**30)
+    assert "more reserved (segments of shorter steps" in hover_text(estimate, markdown=False)

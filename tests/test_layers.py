@@ -1,6 +1,6 @@
 """The parts stand apart as docs/writing-rules.md and the design say: the estimator's memory model
 needs no LibCST, its script reader and every rule use only the public rule API
-(`trainlint.rules`), and `analysis` imports neither the estimator nor the server."""
+(`trainlint.rules`) for everything it offers, and `analysis` imports neither the estimator nor the server."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import trainlint.rules
 
 ROOT = Path(__file__).resolve().parents[1]
 # The estimator's modules that read a script (through trainlint.rules) or a run's configuration file (a torchtune
@@ -51,14 +53,22 @@ def test_the_memory_model_imports_only_the_standard_library_msgspec_and_itself()
             assert fine or module.startswith("trainlint.estimator."), f"estimator/{name}.py imports {module}"
 
 
-def test_the_script_reader_uses_only_the_public_analysis_api():
+def test_the_script_reader_takes_from_the_public_api_all_it_has():
+    public = set(trainlint.rules.__all__)
     for name in sorted(SCRIPT_READER):
-        for level, module in _imports(ROOT / "estimator" / f"{name}.py"):
-            if module.startswith("trainlint.") and not module.startswith("trainlint.estimator."):
-                assert module == "trainlint.rules", f"estimator/{name}.py imports {module}"
-            assert module.split(".")[0] not in ("analysis", "server"), f"estimator/{name}.py imports {module}"
-            if level:
-                assert module.split(".")[0] in MEMORY_MODEL + sorted(SCRIPT_READER), f"estimator/{name}.py: .{module}"
+        for node in ast.walk(ast.parse((ROOT / "estimator" / f"{name}.py").read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for module in modules:
+                assert module.split(".")[0] not in ("analysis", "server"), f"estimator/{name}.py imports {module}"
+                if module.startswith("trainlint.") and not module.startswith("trainlint.estimator."):
+                    assert module == "trainlint.rules" or module.startswith("trainlint.analysis."), f"estimator/{name}.py imports {module}"
+                if isinstance(node, ast.ImportFrom) and module.startswith("trainlint.analysis."):
+                    names = {alias.name for alias in node.names} & public
+                    assert not names, f"estimator/{name}.py imports {sorted(names)} from {module}, not trainlint.rules"
+                if isinstance(node, ast.ImportFrom) and node.level:
+                    assert module.split(".")[0] in MEMORY_MODEL + sorted(SCRIPT_READER), f"estimator/{name}.py: .{module}"
 
 
 def test_analysis_imports_neither_the_estimator_nor_the_server_nor_the_cli():

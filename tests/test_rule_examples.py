@@ -3,6 +3,9 @@ each MUST_NOT_FIRE stays quiet; and the invariants the registry keeps for every 
 
 from __future__ import annotations
 
+import ast
+import inspect
+import sys
 import types
 
 import pytest
@@ -43,6 +46,39 @@ def test_must_fire(rule, example, tmp_path):
 def test_must_not_fire(rule, example, tmp_path):
     problem = quiet_problem(rule, example, tmp_path)
     assert problem is None, problem
+
+
+def _is_example(statement: ast.stmt, rule: str) -> bool:
+    """``Rule.MUST_FIRE = (...)`` or ``Rule.MUST_NOT_FIRE = (...)``: an example list assigned onto the class."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return False
+    target = statement.targets[0]
+    return (
+        isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == rule
+        and target.attr in ("MUST_FIRE", "MUST_NOT_FIRE")
+    )
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda rule: rule.code)
+def test_rule_file_puts_its_logic_first_and_its_examples_last(rule):
+    # A reader opening a rule file meets the docstring, the metadata, the check and its helpers;
+    # the examples (most of each file) follow all of them, assigned onto the class.
+    tree = ast.parse(inspect.getsource(sys.modules[rule.__module__]))
+    (definition,) = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == rule.__name__]
+    class_attributes = {
+        target.id for node in definition.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(target, ast.Name)
+    }
+    assert not class_attributes & {"MUST_FIRE", "MUST_NOT_FIRE"}, "the examples are assigned after the module's logic"
+    examples = [index for index, node in enumerate(tree.body) if _is_example(node, rule.__name__)]
+    assert [_is_example(node, rule.__name__) for node in tree.body[examples[0]:]] == [True, True], (
+        "the file ends with exactly `MUST_FIRE = ...` and `MUST_NOT_FIRE = ...`, nothing between or after"
+    )
+    assert [ast.unparse(node.targets[0]) for node in tree.body[examples[0]:] if isinstance(node, ast.Assign)] == [
+        f"{rule.__name__}.MUST_FIRE", f"{rule.__name__}.MUST_NOT_FIRE"
+    ]
+    definitions = [index for index, node in enumerate(tree.body) if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert max(definitions) < examples[0], "every function and class (the check's helpers) comes before the examples"
 
 
 def test_discovery_finds_every_rule_module_and_tl601():

@@ -55,6 +55,16 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         "--activation-offloading", action="store_true",
         help="saved activations wait in CPU memory (torchtune's enable_activation_offloading)",
     )
+    lengths = estimate.add_mutually_exclusive_group()
+    lengths.add_argument(
+        "--lengths-vary", dest="lengths_vary", action="store_const", const=True,
+        help="training samples differ in length (no packing, each batch padded to its longest; --seq-len the longest): "
+        "the reserved peak counts the segments the allocator keeps cached from shorter steps",
+    )
+    lengths.add_argument(
+        "--fixed-lengths", dest="lengths_vary", action="store_const", const=False,
+        help="every training batch has the same shape (packed, or padded to a fixed length)",
+    )
     estimate.add_argument(
         "--omit-component", action="append", metavar="NAME", choices=("text_encoder", "text_encoder_2", "text_encoder_3"),
         help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
@@ -122,6 +132,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
+        "lengths_vary": args.lengths_vary,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):

@@ -20,24 +20,17 @@ import re
 
 import libcst as cst
 
-from trainlint.rules import (
-    LOGITS,
-    LOSSES_WANTING_BINARY_LOGITS,
-    LOSSES_WANTING_BINARY_PROBS,
-    SIGMOID,
-    Fires,
+from trainlint.analysis.activations import (
     LossCall,
-    Quiet,
-    Rule,
-    Severity,
     bound_name,
     loss_calls,
     loss_evidence,
     loss_origin,
     occurrences,
-    quoted,
     remove_activation,
 )
+from trainlint.analysis.torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
+from trainlint.rules import Fires, ModuleView, Quiet, Rule, RuleContext, Severity, Tag, quoted
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -49,15 +42,15 @@ class BceActivationMismatch(Rule):
     name = "bce-activation-mismatch"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for loss in loss_calls(ctx.module, scope, LOSSES_WANTING_BINARY_LOGITS | LOSSES_WANTING_BINARY_PROBS):
-                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == SIGMOID:
+                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == Tag.SIGMOID:
                     self._report_sigmoid(ctx, loss)
-                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == LOGITS:
+                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
                     self._report_logits(ctx, loss)
 
-    def _report_sigmoid(self, ctx, loss: LossCall) -> None:
+    def _report_sigmoid(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
             f"`{quoted(loss.chunk, loss.event.node)}` gets sigmoid outputs from {origin.description}, but "
@@ -71,7 +64,7 @@ class BceActivationMismatch(Rule):
             help="pass the logits; apply `torch.sigmoid` only for metrics or inference", fix=fix,
         )
 
-    def _report_logits(self, ctx, loss: LossCall) -> None:
+    def _report_logits(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
         message = (
             f"`{quoted(loss.chunk, loss.event.node)}` gets raw logits from {origin.description}, but "
@@ -84,474 +77,8 @@ class BceActivationMismatch(Rule):
             fix=ctx.fix("switch to the with-logits loss", _switch_to_logits_loss(ctx, loss) or (), safe=True),
         )
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
 
-            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(torch.sigmoid(model(x)), y)
-                loss.backward()
-                optimizer.step()
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def train_step(model, batch):
-                logits = model(batch["x"])
-                return F.binary_cross_entropy_with_logits(logits.sigmoid().squeeze(1), batch["y"].float())
-            """,
-            fixed="""
-            import torch.nn.functional as F
-
-            def train_step(model, batch):
-                logits = model(batch["x"])
-                return F.binary_cross_entropy_with_logits(logits.squeeze(1), batch["y"].float())
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            model = nn.Sequential(
-                nn.Linear(20, 64),
-                nn.ReLU(),
-                nn.Linear(64, 1),
-                nn.Sigmoid(),
-            ).cuda()
-            criterion = nn.BCEWithLogitsLoss()
-            for x, y in loader:
-                loss = criterion(model(x).squeeze(-1), y)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-
-            model = nn.Sequential(
-                nn.Linear(20, 64),
-                nn.ReLU(),
-                nn.Linear(64, 1),
-            ).cuda()
-            criterion = nn.BCEWithLogitsLoss()
-            for x, y in loader:
-                loss = criterion(model(x).squeeze(-1), y)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            class Discriminator(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2))
-                    self.out = nn.Linear(256, 1)
-
-                def forward(self, x):
-                    return torch.sigmoid(self.out(self.net(x)))
-
-            netD = Discriminator()
-            adversarial_loss = nn.BCEWithLogitsLoss()
-            for real, _ in loader:
-                d_loss = adversarial_loss(netD(real), torch.ones(real.size(0), 1))
-                d_loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            class Detector(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.backbone = nn.Linear(512, 128)
-                    self.head = nn.Linear(128, 1)
-
-                def forward(self, x):
-                    return self.head(self.backbone(x).relu())
-
-            model = Detector()
-            criterion = nn.BCELoss(reduction="sum")
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-
-            class Detector(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.backbone = nn.Linear(512, 128)
-                    self.head = nn.Linear(128, 1)
-
-                def forward(self, x):
-                    return self.head(self.backbone(x).relu())
-
-            model = Detector()
-            criterion = nn.BCEWithLogitsLoss(reduction="sum")
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
-            for feats, labels in loader:
-                out = head(feats)
-                loss = F.binary_cross_entropy(out.view(-1), labels)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
-            for feats, labels in loader:
-                out = head(feats)
-                loss = F.binary_cross_entropy_with_logits(out.view(-1), labels)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # the same criterion also scores sigmoid outputs: switching its class would break that call
-            """
-            import torch
-            import torch.nn as nn
-
-            probe = nn.Linear(128, 1)
-            bce = nn.BCELoss()
-            for x, y in loader:
-                bce(probe(x), y).backward()
-            with torch.no_grad():
-                val = bce(torch.sigmoid(probe(val_x)), val_y)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            loss_fn = nn.BCEWithLogitsLoss()
-            for x, y in loader:
-                scores = model(x)
-                probs = F.sigmoid(scores)
-                loss_fn(probs, y).backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            loss_fn = nn.BCEWithLogitsLoss()
-            for x, y in loader:
-                scores = model(x)
-                probs = scores
-                loss_fn(probs, y).backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # criterion and model both handed in by the caller
-            """
-            import torch
-            import torch.nn as nn
-
-            def train_one_epoch(model, loader, criterion, optimizer):
-                model.train()
-                for x, y in loader:
-                    logits = model(x)
-                    loss = criterion(torch.sigmoid(logits), y)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-            def main():
-                model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
-                criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
-                optimizer = torch.optim.Adam(model.parameters())
-                for epoch in range(40):
-                    train_one_epoch(model, train_loader, criterion, optimizer)
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            def train_one_epoch(model, loader, criterion, optimizer):
-                model.train()
-                for x, y in loader:
-                    logits = model(x)
-                    loss = criterion(logits, y)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-            def main():
-                model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
-                criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
-                optimizer = torch.optim.Adam(model.parameters())
-                for epoch in range(40):
-                    train_one_epoch(model, train_loader, criterion, optimizer)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # a discriminator whose last layer is a convolution outputs raw scores, not probabilities
-            """
-            import torch
-            import torch.nn as nn
-
-            class Discriminator(nn.Module):
-                def __init__(self, ndf=64):
-                    super().__init__()
-                    self.main = nn.Sequential(
-                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
-                        nn.LeakyReLU(0.2, inplace=True),
-                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
-                        nn.BatchNorm2d(ndf * 2),
-                        nn.LeakyReLU(0.2, inplace=True),
-                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
-                    )
-
-                def forward(self, x):
-                    return self.main(x).view(-1, 1).squeeze(1)
-
-            netD = Discriminator().cuda()
-            criterion = nn.BCELoss()
-            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-            for epoch in range(25):
-                for real, _ in dataloader:
-                    netD.zero_grad()
-                    output = netD(real.cuda())
-                    errD_real = criterion(output, torch.ones_like(output))
-                    errD_real.backward()
-                    optimizerD.step()
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            class Discriminator(nn.Module):
-                def __init__(self, ndf=64):
-                    super().__init__()
-                    self.main = nn.Sequential(
-                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
-                        nn.LeakyReLU(0.2, inplace=True),
-                        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
-                        nn.BatchNorm2d(ndf * 2),
-                        nn.LeakyReLU(0.2, inplace=True),
-                        nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
-                    )
-
-                def forward(self, x):
-                    return self.main(x).view(-1, 1).squeeze(1)
-
-            netD = Discriminator().cuda()
-            criterion = nn.BCEWithLogitsLoss()
-            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-            for epoch in range(25):
-                for real, _ in dataloader:
-                    netD.zero_grad()
-                    output = netD(real.cuda())
-                    errD_real = criterion(output, torch.ones_like(output))
-                    errD_real.backward()
-                    optimizerD.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # two files: the discriminator in models.py ends in a convolution
-            """
-            import torch
-            import torch.nn as nn
-            from models import Discriminator
-
-            netD = Discriminator()
-            criterion = nn.BCELoss()
-            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-            for real, _ in dataloader:
-                optimizerD.zero_grad()
-                output = netD(real)
-                loss = criterion(output, torch.ones_like(output))
-                loss.backward()
-                optimizerD.step()
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-            from models import Discriminator
-
-            netD = Discriminator()
-            criterion = nn.BCEWithLogitsLoss()
-            optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-            for real, _ in dataloader:
-                optimizerD.zero_grad()
-                output = netD(real)
-                loss = criterion(output, torch.ones_like(output))
-                loss.backward()
-                optimizerD.step()
-            """,
-            files={"models.py": """
-                import torch.nn as nn
-
-                class Discriminator(nn.Module):
-                    def __init__(self, ndf=64):
-                        super().__init__()
-                        self.main = nn.Sequential(
-                            nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
-                            nn.LeakyReLU(0.2, inplace=True),
-                            nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
-                        )
-
-                    def forward(self, x):
-                        return self.main(x).view(-1, 1).squeeze(1)
-            """},
-            severity=Severity.ERROR,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # the sigmoid is for metrics; the loss gets logits
-            """
-            import torch
-            import torch.nn as nn
-
-            criterion = nn.BCEWithLogitsLoss()
-            for x, y in loader:
-                logits = model(x)
-                loss = criterion(logits, y)
-                preds = (torch.sigmoid(logits) > 0.5).float()
-                acc = (preds == y).float().mean()
-                loss.backward()
-            """
-        ),
-        Quiet(  # a model that ends in nn.Sigmoid paired with BCELoss is consistent
-            """
-            import torch.nn as nn
-
-            model = nn.Sequential(nn.Linear(20, 1), nn.Sigmoid())
-            criterion = nn.BCELoss()
-            for x, y in loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(  # sigmoid outputs as BCELoss input are what it expects
-            """
-            import torch
-            import torch.nn as nn
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(8, 1)
-
-                def forward(self, x):
-                    return self.fc(x)
-
-            model = Net()
-            criterion = nn.BCELoss()
-            for x, y in loader:
-                criterion(torch.sigmoid(model(x)), y).backward()
-            """
-        ),
-        Quiet(  # distillation: the teacher's sigmoid is the target, not the input
-            """
-            import torch
-            import torch.nn.functional as F
-
-            for x, _ in loader:
-                with torch.no_grad():
-                    soft = torch.sigmoid(teacher(x))
-                loss = F.binary_cross_entropy_with_logits(student(x), soft)
-                loss.backward()
-            """
-        ),
-        Quiet(  # unknown model output: nothing to judge
-            """
-            import torch.nn as nn
-
-            model = build_model(cfg)
-            criterion = nn.BCELoss()
-            for x, y in loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(  # multi-label classification on a Hugging Face model's logits
-            """
-            import torch.nn as nn
-            from transformers import AutoModelForSequenceClassification
-
-            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=6)
-            loss_fct = nn.BCEWithLogitsLoss()
-            for batch in loader:
-                outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-                loss = loss_fct(outputs.logits, batch["labels"].float())
-                loss.backward()
-            """
-        ),
-        Quiet(  # a project's own loss of the same name
-            """
-            import torch
-            from losses import BCEWithLogitsLoss
-
-            criterion = BCEWithLogitsLoss(smooth=0.1)
-            for x, y in loader:
-                criterion(torch.sigmoid(model(x)), y).backward()
-            """
-        ),
-        Quiet(  # the same discriminator ends in nn.Sigmoid, as BCELoss expects
-            """
-            import torch
-            import torch.nn as nn
-
-            class Discriminator(nn.Module):
-                def __init__(self, ndf=64):
-                    super().__init__()
-                    self.main = nn.Sequential(
-                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
-                        nn.LeakyReLU(0.2, inplace=True),
-                        nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
-                        nn.Sigmoid(),
-                    )
-
-                def forward(self, x):
-                    return self.main(x).view(-1, 1).squeeze(1)
-
-            netD = Discriminator().cuda()
-            criterion = nn.BCELoss()
-            for real, _ in dataloader:
-                output = netD(real.cuda())
-                criterion(output, torch.ones_like(output)).backward()
-            """
-        ),
-    )
-
-
-def _switch_to_logits_loss(ctx, loss: LossCall):
+def _switch_to_logits_loss(ctx: RuleContext, loss: LossCall):
     """Rename BCELoss to BCEWithLogitsLoss where it is built (or the functional call), when every use is on logits."""
     if loss.criterion is None:
         call = loss.event.node
@@ -580,7 +107,7 @@ def _arguments_carry_over(call: cst.Call, keywords: frozenset[str], positional_l
     return positional <= positional_limit
 
 
-def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
+def _only_used_on_logits(module: ModuleView, chunk, construction: cst.Call) -> bool:
     """Every call of the criterion gets logits, and its name appears nowhere else (not passed on, not rebound)."""
     name = bound_name(module, chunk, construction)
     if name is None:
@@ -591,7 +118,7 @@ def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
         for call in loss_calls(module, scope, LOSSES_WANTING_BINARY_PROBS)
         if call.criterion is not None and call.criterion.site is not None and call.criterion.site[1] is construction
     ]
-    if not uses or any(call.kind != LOGITS for call in uses):
+    if not uses or any(call.kind != Tag.LOGITS for call in uses):
         return False
     bindings = calls = 0
     for match in occurrences(module.text, name):
@@ -605,7 +132,7 @@ def _only_used_on_logits(module, chunk, construction: cst.Call) -> bool:
     return bindings == 1 and calls == len(uses)
 
 
-def _rename_callee(ctx, call: cst.Call, new_name: str, namespace: str, chunk):
+def _rename_callee(ctx: RuleContext, call: cst.Call, new_name: str, namespace: str, chunk):
     func = call.func
     if isinstance(func, cst.Attribute):
         return [ctx.edit_replace(func.attr, new_name, chunk=chunk)]
@@ -613,3 +140,470 @@ def _rename_callee(ctx, call: cst.Call, new_name: str, namespace: str, chunk):
     if isinstance(func, cst.Name) and spelled is not None:
         return [ctx.edit_replace(func, spelled, chunk=chunk)]
     return None
+
+
+BceActivationMismatch.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(torch.sigmoid(model(x)), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def train_step(model, batch):
+            logits = model(batch["x"])
+            return F.binary_cross_entropy_with_logits(logits.sigmoid().squeeze(1), batch["y"].float())
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        def train_step(model, batch):
+            logits = model(batch["x"])
+            return F.binary_cross_entropy_with_logits(logits.squeeze(1), batch["y"].float())
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        model = nn.Sequential(
+            nn.Linear(20, 64),
+            nn.ReLU(),
+            nn.Linear(64, 1),
+            nn.Sigmoid(),
+        ).cuda()
+        criterion = nn.BCEWithLogitsLoss()
+        for x, y in loader:
+            loss = criterion(model(x).squeeze(-1), y)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+
+        model = nn.Sequential(
+            nn.Linear(20, 64),
+            nn.ReLU(),
+            nn.Linear(64, 1),
+        ).cuda()
+        criterion = nn.BCEWithLogitsLoss()
+        for x, y in loader:
+            loss = criterion(model(x).squeeze(-1), y)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Discriminator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2))
+                self.out = nn.Linear(256, 1)
+
+            def forward(self, x):
+                return torch.sigmoid(self.out(self.net(x)))
+
+        netD = Discriminator()
+        adversarial_loss = nn.BCEWithLogitsLoss()
+        for real, _ in loader:
+            d_loss = adversarial_loss(netD(real), torch.ones(real.size(0), 1))
+            d_loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(512, 128)
+                self.head = nn.Linear(128, 1)
+
+            def forward(self, x):
+                return self.head(self.backbone(x).relu())
+
+        model = Detector()
+        criterion = nn.BCELoss(reduction="sum")
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Linear(512, 128)
+                self.head = nn.Linear(128, 1)
+
+            def forward(self, x):
+                return self.head(self.backbone(x).relu())
+
+        model = Detector()
+        criterion = nn.BCEWithLogitsLoss(reduction="sum")
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+        for feats, labels in loader:
+            out = head(feats)
+            loss = F.binary_cross_entropy(out.view(-1), labels)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        head = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 1))
+        for feats, labels in loader:
+            out = head(feats)
+            loss = F.binary_cross_entropy_with_logits(out.view(-1), labels)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # the same criterion also scores sigmoid outputs: switching its class would break that call
+        """
+        import torch
+        import torch.nn as nn
+
+        probe = nn.Linear(128, 1)
+        bce = nn.BCELoss()
+        for x, y in loader:
+            bce(probe(x), y).backward()
+        with torch.no_grad():
+            val = bce(torch.sigmoid(probe(val_x)), val_y)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        loss_fn = nn.BCEWithLogitsLoss()
+        for x, y in loader:
+            scores = model(x)
+            probs = F.sigmoid(scores)
+            loss_fn(probs, y).backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        loss_fn = nn.BCEWithLogitsLoss()
+        for x, y in loader:
+            scores = model(x)
+            probs = scores
+            loss_fn(probs, y).backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # criterion and model both handed in by the caller
+        """
+        import torch
+        import torch.nn as nn
+
+        def train_one_epoch(model, loader, criterion, optimizer):
+            model.train()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(torch.sigmoid(logits), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def main():
+            model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
+            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(40):
+                train_one_epoch(model, train_loader, criterion, optimizer)
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        def train_one_epoch(model, loader, criterion, optimizer):
+            model.train()
+            for x, y in loader:
+                logits = model(x)
+                loss = criterion(logits, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def main():
+            model = nn.Sequential(nn.Linear(30, 64), nn.ReLU(), nn.Linear(64, 1))
+            criterion = nn.BCEWithLogitsLoss(pos_weight=torch.tensor(4.0))
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(40):
+                train_one_epoch(model, train_loader, criterion, optimizer)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # a discriminator whose last layer is a convolution outputs raw scores, not probabilities
+        """
+        import torch
+        import torch.nn as nn
+
+        class Discriminator(nn.Module):
+            def __init__(self, ndf=64):
+                super().__init__()
+                self.main = nn.Sequential(
+                    nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                    nn.BatchNorm2d(ndf * 2),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                )
+
+            def forward(self, x):
+                return self.main(x).view(-1, 1).squeeze(1)
+
+        netD = Discriminator().cuda()
+        criterion = nn.BCELoss()
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        for epoch in range(25):
+            for real, _ in dataloader:
+                netD.zero_grad()
+                output = netD(real.cuda())
+                errD_real = criterion(output, torch.ones_like(output))
+                errD_real.backward()
+                optimizerD.step()
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        class Discriminator(nn.Module):
+            def __init__(self, ndf=64):
+                super().__init__()
+                self.main = nn.Sequential(
+                    nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+                    nn.BatchNorm2d(ndf * 2),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    nn.Conv2d(ndf * 2, 1, 4, 1, 0, bias=False),
+                )
+
+            def forward(self, x):
+                return self.main(x).view(-1, 1).squeeze(1)
+
+        netD = Discriminator().cuda()
+        criterion = nn.BCEWithLogitsLoss()
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        for epoch in range(25):
+            for real, _ in dataloader:
+                netD.zero_grad()
+                output = netD(real.cuda())
+                errD_real = criterion(output, torch.ones_like(output))
+                errD_real.backward()
+                optimizerD.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # two files: the discriminator in models.py ends in a convolution
+        """
+        import torch
+        import torch.nn as nn
+        from models import Discriminator
+
+        netD = Discriminator()
+        criterion = nn.BCELoss()
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        for real, _ in dataloader:
+            optimizerD.zero_grad()
+            output = netD(real)
+            loss = criterion(output, torch.ones_like(output))
+            loss.backward()
+            optimizerD.step()
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+        from models import Discriminator
+
+        netD = Discriminator()
+        criterion = nn.BCEWithLogitsLoss()
+        optimizerD = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        for real, _ in dataloader:
+            optimizerD.zero_grad()
+            output = netD(real)
+            loss = criterion(output, torch.ones_like(output))
+            loss.backward()
+            optimizerD.step()
+        """,
+        files={"models.py": """
+            import torch.nn as nn
+
+            class Discriminator(nn.Module):
+                def __init__(self, ndf=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                        nn.LeakyReLU(0.2, inplace=True),
+                        nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+                    )
+
+                def forward(self, x):
+                    return self.main(x).view(-1, 1).squeeze(1)
+        """},
+        severity=Severity.ERROR,
+    ),
+)
+
+BceActivationMismatch.MUST_NOT_FIRE = (
+    Quiet(  # the sigmoid is for metrics; the loss gets logits
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.BCEWithLogitsLoss()
+        for x, y in loader:
+            logits = model(x)
+            loss = criterion(logits, y)
+            preds = (torch.sigmoid(logits) > 0.5).float()
+            acc = (preds == y).float().mean()
+            loss.backward()
+        """
+    ),
+    Quiet(  # a model that ends in nn.Sigmoid paired with BCELoss is consistent
+        """
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(20, 1), nn.Sigmoid())
+        criterion = nn.BCELoss()
+        for x, y in loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(  # sigmoid outputs as BCELoss input are what it expects
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 1)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        model = Net()
+        criterion = nn.BCELoss()
+        for x, y in loader:
+            criterion(torch.sigmoid(model(x)), y).backward()
+        """
+    ),
+    Quiet(  # distillation: the teacher's sigmoid is the target, not the input
+        """
+        import torch
+        import torch.nn.functional as F
+
+        for x, _ in loader:
+            with torch.no_grad():
+                soft = torch.sigmoid(teacher(x))
+            loss = F.binary_cross_entropy_with_logits(student(x), soft)
+            loss.backward()
+        """
+    ),
+    Quiet(  # unknown model output: nothing to judge
+        """
+        import torch.nn as nn
+
+        model = build_model(cfg)
+        criterion = nn.BCELoss()
+        for x, y in loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(  # multi-label classification on a Hugging Face model's logits
+        """
+        import torch.nn as nn
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=6)
+        loss_fct = nn.BCEWithLogitsLoss()
+        for batch in loader:
+            outputs = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            loss = loss_fct(outputs.logits, batch["labels"].float())
+            loss.backward()
+        """
+    ),
+    Quiet(  # a project's own loss of the same name
+        """
+        import torch
+        from losses import BCEWithLogitsLoss
+
+        criterion = BCEWithLogitsLoss(smooth=0.1)
+        for x, y in loader:
+            criterion(torch.sigmoid(model(x)), y).backward()
+        """
+    ),
+    Quiet(  # the same discriminator ends in nn.Sigmoid, as BCELoss expects
+        """
+        import torch
+        import torch.nn as nn
+
+        class Discriminator(nn.Module):
+            def __init__(self, ndf=64):
+                super().__init__()
+                self.main = nn.Sequential(
+                    nn.Conv2d(3, ndf, 4, 2, 1, bias=False),
+                    nn.LeakyReLU(0.2, inplace=True),
+                    nn.Conv2d(ndf, 1, 4, 1, 0, bias=False),
+                    nn.Sigmoid(),
+                )
+
+            def forward(self, x):
+                return self.main(x).view(-1, 1).squeeze(1)
+
+        netD = Discriminator().cuda()
+        criterion = nn.BCELoss()
+        for real, _ in dataloader:
+            output = netD(real.cuda())
+            criterion(output, torch.ones_like(output)).backward()
+        """
+    ),
+)

@@ -18,13 +18,14 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.rules import (
-    SCALER,
     CallEvent,
     Event,
     Fires,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     TextEdit,
     accumulates_into_grad,
     ordered_events,
@@ -40,7 +41,7 @@ class ClipBeforeUnscale(Rule):
     name = "clip-before-unscale"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             items = list(ordered_events(scope, None))
             scaled = None
@@ -56,7 +57,7 @@ class ClipBeforeUnscale(Rule):
                         self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
                     scaled = None
 
-    def _report(self, ctx, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
+    def _report(self, ctx: RuleContext, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
         # the clip itself is what is wrong, also inside a helper of this file; its call is evidence
         site = chain[0] if chain and ctx.in_another_file(clip_event.chunk) else clip_event
@@ -99,7 +100,7 @@ def _scaler_of(backward: CallEvent) -> str | None:
 def _scale_call_on_scaler(backward: CallEvent, node: cst.Call) -> bool:
     for call in backward.scope.calls():
         if call.node is node:
-            return call.receiver is not None and SCALER in call.receiver.tags
+            return call.receiver is not None and Tag.SCALER in call.receiver.tags
     return False
 
 
@@ -133,12 +134,12 @@ def _receiver(call: CallEvent) -> str:
 def _is_scaler_call(event: Event, method: str) -> TypeGuard[CallEvent]:
     if not isinstance(event, CallEvent) or event.method != method:
         return False
-    if event.receiver is not None and SCALER in event.receiver.tags:
+    if event.receiver is not None and Tag.SCALER in event.receiver.tags:
         return True
     return "scaler" in _receiver(event).lower()
 
 
-def _insert_unscale(ctx, clip: Item, unscale: str) -> TextEdit | None:
+def _insert_unscale(ctx: RuleContext, clip: Item, unscale: str) -> TextEdit | None:
     event, chain = clip
     if chain:
         return None

@@ -24,8 +24,10 @@ from trainlint.rules import (
     Condition,
     Event,
     Fires,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
 )
 
@@ -39,7 +41,7 @@ class ContradictoryDeterminism(Rule):
     name = "contradictory-determinism"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         benchmarks = [event for scope in ctx.scopes for event in scope.events if _sets(event, _BENCHMARK)]
         if not benchmarks:
             return
@@ -52,7 +54,7 @@ class ContradictoryDeterminism(Rule):
             if request is not None:
                 self._report(ctx, benchmark, request)
 
-    def _report(self, ctx, benchmark: AssignEvent, request: Event) -> None:
+    def _report(self, ctx: RuleContext, benchmark: AssignEvent, request: Event) -> None:
         asked = " ".join(request.chunk.code_for(request.node).split())
         ctx.report(
             benchmark.node,
@@ -77,11 +79,11 @@ def _sets(event: Event, target: str) -> TypeGuard[AssignEvent]:
     return any(event.scope.summary.canonical(key) == target for key in event.targets)
 
 
-def _determinism_requests(module) -> list[Event]:
+def _determinism_requests(module: ModuleView) -> list[Event]:
     return [event for scope in module.all_scopes for event in scope.events if _switch(event, "True") is not None]
 
 
-def _determinism_withdrawals(module) -> list[Event]:
+def _determinism_withdrawals(module: ModuleView) -> list[Event]:
     return [event for scope in module.all_scopes for event in scope.events if _switch(event, "False") is not None]
 
 

@@ -31,23 +31,21 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.torchapi import mentions_rank
 from trainlint.rules import (
-    DATASET_ITERABLE,
-    DATASET_MAP,
-    SAMPLER_DISTRIBUTED,
-    SAMPLER_LOCAL,
-    SHARDED,
     UNKNOWN,
     AssignEvent,
     CallEvent,
     ClassInfo,
     Fires,
     Loop,
-    ModuleAnalysis,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     calls_in,
     children,
@@ -57,7 +55,6 @@ from trainlint.rules import (
     is_backward,
     is_dataloader,
     mentions,
-    mentions_rank,
     quoted,
     shortened,
 )
@@ -80,7 +77,7 @@ class DdpWithoutSampler(Rule):
     name = "ddp-without-sampler"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         module = ctx.module
         if module.framework_runs_loop:
             return  # Lightning and the HF Trainer add the DistributedSampler themselves
@@ -97,7 +94,7 @@ class DdpWithoutSampler(Rule):
         for loader, factory in loaders:
             self._check_loader(ctx, module, loader, wraps, factory)
 
-    def _check_loader(self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
+    def _check_loader(self, ctx: RuleContext, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None = None) -> None:
         if any(arg.star == "*" for arg in loader.arg_nodes) or _built_per_mode(loader):
             return
         _, dataset = _argument(loader, "dataset")
@@ -105,18 +102,18 @@ class DdpWithoutSampler(Rule):
         shuffles = isinstance(shuffle_node, cst.Name) and shuffle_node.value == "True"
         if loader.has_star_kwargs and not shuffles:
             return  # the sampler may come in through **kwargs (shuffle=True cannot go with one)
-        if dataset.tags & {SHARDED, DATASET_ITERABLE} or _class_mentions_rank(dataset) or _random_tensors(module, dataset):
+        if dataset.tags & {Tag.SHARDED, Tag.DATASET_ITERABLE} or _class_mentions_rank(dataset) or _random_tensors(module, dataset):
             return
         local_sampler = None
         for keyword in ("sampler", "batch_sampler"):
             node, sampler = _argument(loader, keyword)
             if node is None or (isinstance(node, cst.Name) and node.value == "None"):
                 continue
-            replaced = _distributed_sampler_replaced(loader, node) if SAMPLER_DISTRIBUTED in sampler.tags else None
+            replaced = _distributed_sampler_replaced(loader, node) if Tag.SAMPLER_DISTRIBUTED in sampler.tags else None
             if replaced is not None:
                 self._report_replaced(ctx, module, loader, wraps, factory, *replaced)
                 return
-            if SAMPLER_LOCAL not in sampler.tags or SAMPLER_DISTRIBUTED in sampler.tags:
+            if Tag.SAMPLER_LOCAL not in sampler.tags or Tag.SAMPLER_DISTRIBUTED in sampler.tags:
                 return  # distributed, or something this analysis cannot see into
             local_sampler = sampler
         names = _names_bound_to(module, loader.node)
@@ -131,7 +128,7 @@ class DdpWithoutSampler(Rule):
         elif local_sampler is not None and (local_sampler.detail in _TRAINING_SAMPLERS or loops):
             note = local_sampler.note
             why = (local_sampler.site, f"{note} is not a distributed sampler", f"its sampler {note} is the same on every rank")
-        elif DATASET_MAP in dataset.tags and loops:
+        elif Tag.DATASET_MAP in dataset.tags and loops:
             why = (dataset.site, f"{dataset.note}: a map-style dataset", f"its dataset {dataset.note} is map-style")
         else:
             return  # maybe an evaluation loader, or a dataset that shards itself
@@ -162,7 +159,7 @@ class DdpWithoutSampler(Rule):
         )
 
     def _report_replaced(
-        self, ctx, module: ModuleAnalysis, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
+        self, ctx: RuleContext, module: ModuleView, loader: CallEvent, wraps: list[CallEvent], factory: CallEvent | None,
         distributed: AssignEvent, local: AssignEvent,
     ) -> None:
         """The DistributedSampler built for the loader is replaced by a local sampler on a path the
@@ -191,516 +188,6 @@ class DdpWithoutSampler(Rule):
             "single-process branch)",
         )
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.distributed as dist
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader
-            from torchvision import datasets, transforms
-
-            def main():
-                dist.init_process_group("nccl")
-                rank = dist.get_rank()
-                model = DDP(Net().cuda(rank), device_ids=[rank])
-                train_set = datasets.CIFAR10("data", train=True, transform=transforms.ToTensor())
-                loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=4)
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for epoch in range(10):
-                    for x, y in loader:
-                        optimizer.zero_grad()
-                        loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
-                        loss.backward()
-                        optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            # a RandomSampler is not distributed
-            """
-            import torch
-            from torch.utils.data import DataLoader, RandomSampler, TensorDataset
-
-            model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).cuda())
-            dataset = TensorDataset(features, targets)
-            loader = DataLoader(dataset, batch_size=32, sampler=RandomSampler(dataset))
-            for x, y in loader:
-                torch.nn.functional.mse_loss(model(x), y).backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            # a local map-style Dataset, no shuffle, iterated by the training loop in another function
-            """
-            import torch
-            from torch.utils.data import DataLoader, Dataset
-            from torch.nn.parallel import DistributedDataParallel
-
-            class TokenDataset(Dataset):
-                def __init__(self, path):
-                    self.tokens = torch.load(path)
-
-                def __len__(self):
-                    return len(self.tokens) // 512
-
-                def __getitem__(self, i):
-                    return self.tokens[i * 512:(i + 1) * 512]
-
-            def train_epoch(model, train_loader, optimizer):
-                for batch in tqdm(train_loader):
-                    loss = model(batch).loss
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-
-            def main(local_rank):
-                model = DistributedDataParallel(build_model().to(local_rank), device_ids=[local_rank])
-                optimizer = torch.optim.AdamW(model.parameters())
-                train_loader = DataLoader(TokenDataset("train.pt"), batch_size=8)
-                for epoch in range(3):
-                    train_epoch(model, train_loader, optimizer)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            # FSDP, and a DistributedSampler that was built but never passed
-            """
-            import torch
-            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-            from torch.utils.data import DataLoader
-            from torch.utils.data.distributed import DistributedSampler
-
-            def train(args, model, train_ds):
-                model = FSDP(model)
-                sampler = DistributedSampler(train_ds)
-                loader = DataLoader(train_ds, batch_size=args.batch_size, shuffle=True)
-                opt = torch.optim.AdamW(model.parameters())
-                for epoch in range(args.epochs):
-                    sampler.set_epoch(epoch)
-                    for batch in loader:
-                        model(**batch).loss.backward()
-                        opt.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            # wrapped only when distributed; the loader is the same either way
-            """
-            import torch
-            import torch.nn as nn
-            from torch.utils.data import DataLoader, TensorDataset
-
-            model = nn.Linear(4, 2).cuda()
-            if args.distributed:
-                model = nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
-            train_loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
-            val_loader = DataLoader(TensorDataset(vx, vy), batch_size=64)
-            for xb, yb in train_loader:
-                nn.functional.cross_entropy(model(xb), yb).backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            # DeepSpeed engine with a hand-built loader
-            """
-            import deepspeed
-            from torch.utils.data import DataLoader
-
-            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-            loader = DataLoader(train_dataset, batch_size=16, shuffle=True)
-            for batch in loader:
-                loss = engine(batch)
-                engine.backward(loss)
-                engine.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # a DeepSpeed run on features loaded from disk: every rank walks all of them
-            """
-            import deepspeed
-            import torch
-            import torch.distributed as dist
-
-
-            def cached_dataset(path, device, dtype):
-                train_data = torch.load(f"{path}/features.pt").to(device, dtype)
-                train_label = torch.load(f"{path}/labels.pt").to(device)
-                return torch.utils.data.TensorDataset(train_data, train_label)
-
-
-            def run_model(model, config_dict, path, dtype):
-                model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
-                dataset = cached_dataset(path, model.device, dtype)
-                data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
-                dist.barrier()
-                for batch in data_loader:
-                    loss = model(batch[0], batch[1])
-                    model.backward(loss)
-                    model.step()
-            """
-        ),
-        Fires(  # hand-written data parallelism: gradients all-reduced across ranks, every rank reading the whole set
-            """
-            import torch
-            import torch.nn.functional as F
-            from torch import distributed
-            from torch.utils import data
-            from torchvision import datasets, transforms
-
-
-            class Trainer:
-                def __init__(self, net, optimizer, train_loader, device):
-                    self.net = net
-                    self.optimizer = optimizer
-                    self.train_loader = train_loader
-                    self.device = device
-
-                def train(self):
-                    for images, labels in self.train_loader:
-                        loss = F.cross_entropy(self.net(images.to(self.device)), labels.to(self.device))
-                        self.optimizer.zero_grad()
-                        loss.backward()
-                        self.average_gradients()
-                        self.optimizer.step()
-
-                def average_gradients(self):
-                    world_size = distributed.get_world_size()
-                    for p in self.net.parameters():
-                        grad = p.grad.data
-                        distributed.all_reduce(grad, op=distributed.ReduceOp.SUM)
-                        grad /= world_size
-
-
-            def get_dataloader(root, batch_size):
-                train_set = datasets.MNIST(root, train=True, transform=transforms.ToTensor(), download=True)
-                return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)
-
-
-            def solve(args, net, optimizer):
-                trainer = Trainer(net, optimizer, get_dataloader(args.root, args.batch_size), args.device)
-                for epoch in range(args.epochs):
-                    trainer.train()
-            """,
-            severity=Severity.ERROR,
-            at="return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)",
-        ),
-        Fires(  # the evaluation set's DistributedSampler is replaced on the DeepSpeed path: every rank evaluates all of it
-            """
-            import deepspeed
-            import torch
-            from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
-
-
-            def evaluate(args, engine, eval_dataset):
-                eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
-                if args.deepspeed:
-                    eval_sampler = SequentialSampler(eval_dataset)
-                eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
-                losses = []
-                with torch.no_grad():
-                    for batch in eval_loader:
-                        losses.append(engine(batch).loss.item())
-                return sum(losses) / len(losses)
-
-
-            def main(args, model, eval_dataset):
-                engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-                return evaluate(args, engine, eval_dataset)
-            """,
-            severity=Severity.WARNING,
-            at="eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)",
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # the local sampler is the single-process branch of the same `if`
-            """
-            import deepspeed
-            from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
-
-
-            def evaluate(args, engine, eval_dataset):
-                if args.local_rank != -1:
-                    eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
-                else:
-                    eval_sampler = SequentialSampler(eval_dataset)
-                eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
-                return [engine(batch) for batch in eval_loader]
-
-
-            def main(args, model, eval_dataset):
-                engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-                return evaluate(args, engine, eval_dataset)
-            """
-        ),
-        Quiet(  # gradients all-reduced by hand, and each rank reads its own share through a DistributedSampler
-            """
-            import torch
-            import torch.distributed as dist
-            from torch.utils.data import DataLoader, DistributedSampler
-
-
-            def average_gradients(model):
-                for p in model.parameters():
-                    dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-                    p.grad /= dist.get_world_size()
-
-
-            def train(model, optimizer, train_set, epochs):
-                sampler = DistributedSampler(train_set)
-                loader = DataLoader(train_set, batch_size=64, sampler=sampler)
-                for epoch in range(epochs):
-                    sampler.set_epoch(epoch)
-                    for x, y in loader:
-                        loss = torch.nn.functional.cross_entropy(model(x), y)
-                        optimizer.zero_grad()
-                        loss.backward()
-                        average_gradients(model)
-                        optimizer.step()
-            """
-        ),
-        Quiet(  # an all-reduce of metrics, not of gradients: no data parallelism to see here
-            """
-            import torch
-            import torch.distributed as dist
-            from torch.utils.data import DataLoader
-
-
-            def train(model, optimizer, train_set):
-                loader = DataLoader(train_set, batch_size=64, shuffle=True)
-                for x, y in loader:
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    reported = loss.detach().clone()
-                    dist.all_reduce(reported)
-            """
-        ),
-        Quiet(  # random images with made-up labels: the benchmark's inputs are drawn on each rank (opacus' vision benchmark)
-            """
-            import torch
-            import torch.distributed as dist
-            import torchvision.models as models
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import TensorDataset
-
-
-            def main(args):
-                dist.init_process_group("nccl")
-                B, H, W = args.batch_size, args.height, args.width
-                images = torch.randn(args.steps * B, 3, H, W)
-                labels = torch.arange(B).repeat(args.steps)
-                train_loader = torch.utils.data.DataLoader(TensorDataset(images, labels), batch_size=B, pin_memory=True)
-                model = DDP(models.resnet18().to(args.device), device_ids=[args.device])
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for x, y in train_loader:
-                    loss = torch.nn.functional.cross_entropy(model(x.to(args.device)), y.to(args.device))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(  # a benchmark's synthetic data, drawn at random by every rank for itself (DeepSpeed's offload example)
-            """
-            import deepspeed
-            import torch
-            import torch.distributed as dist
-
-
-            def random_dataset(total_samples, hidden_dim, device, dtype):
-                train_data = torch.randn(total_samples, hidden_dim, device=device, dtype=dtype)
-                train_label = torch.empty(total_samples, dtype=torch.long, device=device).random_(hidden_dim)
-                return torch.utils.data.TensorDataset(train_data, train_label)
-
-
-            def run_model(model, config_dict, hidden_dim, dtype, iterations):
-                model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
-                dataset = random_dataset(iterations, hidden_dim, model.device, dtype)
-                data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
-                dist.barrier()
-                for batch in data_loader:
-                    loss = model(batch[0], batch[1])
-                    model.backward(loss)
-                    model.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader
-            from torch.utils.data.distributed import DistributedSampler
-
-            def main(rank, world_size):
-                model = DDP(Net().to(rank), device_ids=[rank])
-                sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, shuffle=True)
-                loader = DataLoader(train_set, batch_size=64, sampler=sampler)
-                for epoch in range(5):
-                    sampler.set_epoch(epoch)
-                    for x, y in loader:
-                        loss_fn(model(x), y).backward()
-            """
-        ),
-        Quiet(
-            # the sampler is chosen by a condition; shuffle only when there is none
-            """
-            import torch
-            from torch.utils.data import DataLoader, DistributedSampler
-
-            model = torch.nn.parallel.DistributedDataParallel(model)
-            train_sampler = DistributedSampler(train_dataset) if args.distributed else None
-            train_loader = DataLoader(train_dataset, batch_size=32, shuffle=(train_sampler is None), sampler=train_sampler)
-            for x, y in train_loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(
-            # the classic transformers-examples shape: RandomSampler only when not distributed
-            """
-            import torch
-            from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
-
-            def train(args, train_dataset, model):
-                train_sampler = RandomSampler(train_dataset) if args.local_rank == -1 else DistributedSampler(train_dataset)
-                train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
-                if args.local_rank != -1:
-                    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
-                for batch in train_dataloader:
-                    model(**batch)[0].backward()
-            """
-        ),
-        Quiet(
-            # explicit rank/world_size slicing, and HF dataset sharding
-            """
-            import torch
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader, Subset, TensorDataset
-
-            model = DDP(model)
-            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-            shard = Subset(full_dataset, list(range(len(full_dataset)))[rank::world])
-            loader = DataLoader(shard, batch_size=8, shuffle=True)
-            texts = load_dataset("c4", split="train").shard(num_shards=world, index=rank).with_format("torch")
-            text_loader = DataLoader(texts, batch_size=8, shuffle=True)
-            for batch in loader:
-                model(batch).sum().backward()
-            """
-        ),
-        Quiet(
-            # accelerate prepares the loader (adds the sampler)
-            """
-            import torch
-            from accelerate import Accelerator
-            from torch.nn.parallel import DistributedDataParallel
-            from torch.utils.data import DataLoader
-
-            accelerator = Accelerator()
-            model = DistributedDataParallel(model)
-            loader = DataLoader(dataset, batch_size=16, shuffle=True)
-            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-            for batch in loader:
-                accelerator.backward(model(batch).loss)
-            """
-        ),
-        Quiet(
-            # an evaluation loader: no shuffle, only iterated without backward
-            """
-            import torch
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader, DistributedSampler
-            from torchvision import datasets
-
-            model = DDP(model)
-            train_loader = DataLoader(train_set, batch_size=64, sampler=DistributedSampler(train_set))
-            val_loader = DataLoader(datasets.MNIST("data", train=False), batch_size=256)
-            for x, y in train_loader:
-                loss_fn(model(x), y).backward()
-            with torch.no_grad():
-                for x, y in val_loader:
-                    correct += (model(x).argmax(1) == y).sum()
-            """
-        ),
-        Quiet(
-            # a rank-strided IterableDataset shards itself; an unknown sampler may be distributed
-            """
-            import torch
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader, IterableDataset
-
-            class Shards(IterableDataset):
-                def __iter__(self):
-                    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-                    for i, sample in enumerate(read_stream()):
-                        if i % world == rank:
-                            yield sample
-
-            model = DDP(model)
-            loader = DataLoader(Shards(), batch_size=32)
-            other = DataLoader(ds, batch_size=32, sampler=make_sampler(ds))
-            for batch in loader:
-                model(batch).loss.backward()
-            for batch in other:
-                model(batch).loss.backward()
-            """
-        ),
-        Quiet(
-            # Lightning adds the DistributedSampler itself
-            """
-            import lightning as L
-            from torch.nn.parallel import DistributedDataParallel
-            from torch.utils.data import DataLoader
-
-            class Data(L.LightningDataModule):
-                def train_dataloader(self):
-                    return DataLoader(self.train_set, batch_size=32, shuffle=True)
-
-            trainer = L.Trainer(strategy="ddp", devices=8)
-            trainer.fit(LitModel(), datamodule=Data())
-            """
-        ),
-        Quiet(
-            # an unknown dataset with no sign of being map-style, iterated by the training loop
-            """
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            from torch.utils.data import DataLoader
-
-            model = DDP(model)
-            loader = DataLoader(build_dataset(cfg), batch_size=4)
-            for batch in loader:
-                model(batch).loss.backward()
-            """
-        ),
-        Quiet(
-            # the shuffled loader is the single-process branch
-            """
-            import torch
-            from torch.utils.data import DataLoader, DistributedSampler
-
-            def build(args, model, train_set):
-                if args.distributed:
-                    model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
-                    loader = DataLoader(train_set, batch_size=32, sampler=DistributedSampler(train_set))
-                else:
-                    loader = DataLoader(train_set, batch_size=32, shuffle=True)
-                return model, loader
-            """
-        ),
-        Quiet(
-            # no DDP: a single-process script with a shuffled loader
-            """
-            import torch
-            from torch.utils.data import DataLoader
-
-            model = torch.nn.DataParallel(model)
-            loader = DataLoader(train_set, batch_size=64, shuffle=True)
-            for x, y in loader:
-                loss_fn(model(x), y).backward()
-            """
-        ),
-    )
-
 
 def _argument(call: CallEvent, keyword: str) -> tuple[cst.BaseExpression | None, Value]:
     """The node and value passed for a DataLoader parameter, by keyword or position."""
@@ -714,7 +201,7 @@ def _argument(call: CallEvent, keyword: str) -> tuple[cst.BaseExpression | None,
     return None, UNKNOWN
 
 
-def _gradient_all_reduces(module: ModuleAnalysis) -> list[CallEvent]:
+def _gradient_all_reduces(module: ModuleView) -> list[CallEvent]:
     """``dist.all_reduce(p.grad)``: data parallelism written by hand (each rank computes gradients on
     its own batches and they are summed across ranks), which needs each rank to read other batches
     just as DDP does. An all-reduce of a metric or a loss for logging is not one."""
@@ -741,8 +228,8 @@ def _distributed_sampler_replaced(loader: CallEvent, node: cst.BaseExpression) -
         event for event in loader.scope.events
         if isinstance(event, AssignEvent) and event.targets == (node.value,) and event.chunk.line_of(event.node) < line
     ]
-    distributed = [event for event in bindings if SAMPLER_DISTRIBUTED in event.value.tags]
-    local = [event for event in bindings if SAMPLER_LOCAL in event.value.tags and SAMPLER_DISTRIBUTED not in event.value.tags]
+    distributed = [event for event in bindings if Tag.SAMPLER_DISTRIBUTED in event.value.tags]
+    local = [event for event in bindings if Tag.SAMPLER_LOCAL in event.value.tags and Tag.SAMPLER_DISTRIBUTED not in event.value.tags]
     for first in distributed:
         for later in local:
             if later.chunk.line_of(later.node) > first.chunk.line_of(first.node) and not _exclusive(first, later):
@@ -784,7 +271,7 @@ def _built_per_mode(loader: CallEvent) -> bool:
 _RANDOM_FILL = re.compile(r"\btorch\.(?:rand|randn|randint|rand_like|randn_like|randint_like|normal)\(|\.(?:random_|normal_|uniform_)\(")
 
 
-def _random_tensors(module: ModuleAnalysis, dataset: Value) -> bool:
+def _random_tensors(module: ModuleView, dataset: Value) -> bool:
     """A ``TensorDataset`` whose inputs (its first tensor) are drawn at random where it is built: a
     benchmark's synthetic data (DeepSpeed's offload example, opacus' vision benchmark), which every
     rank draws for itself; there is no dataset to divide."""
@@ -813,7 +300,7 @@ def _is_loader(value: Value, node: cst.Call) -> bool:
     return comes_from_call(value, node)
 
 
-def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str]]:
+def _names_bound_to(module: ModuleView, node: cst.Call) -> dict[int, set[str]]:
     """Per scope (by id), the names that hold the loader: assignments, and parameters of local
     functions it is passed to. Module-level names are shared by every scope (key 0)."""
     names: dict[int, set[str]] = {}
@@ -840,7 +327,7 @@ def _names_bound_to(module: ModuleAnalysis, node: cst.Call) -> dict[int, set[str
     return names
 
 
-def _loader_factories(ctx) -> list[CallEvent]:
+def _loader_factories(ctx: RuleContext) -> list[CallEvent]:
     """Calls of functions from another workspace file that return a DataLoader they build."""
     return [
         call for scope in ctx.scopes for call in scope.calls()
@@ -850,19 +337,19 @@ def _loader_factories(ctx) -> list[CallEvent]:
     ]
 
 
-def _assignments(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, AssignEvent]]:
+def _assignments(module: ModuleView) -> list[tuple[ScopeAnalysis, AssignEvent]]:
     return [(scope, event) for scope in module.all_scopes for event in scope.events if isinstance(event, AssignEvent)]
 
 
-def _local_function_calls(module: ModuleAnalysis) -> list[CallEvent]:
+def _local_function_calls(module: ModuleView) -> list[CallEvent]:
     return [call for call in module.all_calls() if call.function is not None]
 
 
-def _sharding_calls(module: ModuleAnalysis) -> list[CallEvent]:
+def _sharding_calls(module: ModuleView) -> list[CallEvent]:
     return [call for call in module.all_calls() if call.method in _SHARDING_METHODS]
 
 
-def _loops_with_backward(module: ModuleAnalysis) -> list[tuple[ScopeAnalysis, Loop]]:
+def _loops_with_backward(module: ModuleView) -> list[tuple[ScopeAnalysis, Loop]]:
     return [
         (scope, loop) for scope in module.all_scopes for loop in scope.loops
         if any(is_backward(call) for call in calls_in(scope, loop))
@@ -890,7 +377,7 @@ def _parameters_receiving(scope: ScopeAnalysis, call: CallEvent, node: cst.Call,
     return received
 
 
-def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> bool:
+def _handed_to_sharding(module: ModuleView, node: cst.Call, names: dict[int, set[str]]) -> bool:
     """``accelerator.prepare(..., loader)`` / ``fabric.setup_dataloaders(loader)``: they add the sampler."""
     for call in module.module_wide("TL501 sharding calls", _sharding_calls):
         scope = call.scope
@@ -902,7 +389,7 @@ def _handed_to_sharding(module: ModuleAnalysis, node: cst.Call, names: dict[int,
     return False
 
 
-def _training_loops(module: ModuleAnalysis, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
+def _training_loops(module: ModuleView, node: cst.Call, names: dict[int, set[str]]) -> list[tuple[ScopeAnalysis, Loop]]:
     """Loops that iterate the loader and run a backward each time round."""
     found = []
     for scope, loop in module.module_wide("TL501 loops with backward", _loops_with_backward):
@@ -927,3 +414,514 @@ def _strides_by_rank(scope: ScopeAnalysis, loop: Loop) -> bool:
             return True
         stack.extend(children(current))
     return False
+
+
+DdpWithoutSampler.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader
+        from torchvision import datasets, transforms
+
+        def main():
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            model = DDP(Net().cuda(rank), device_ids=[rank])
+            train_set = datasets.CIFAR10("data", train=True, transform=transforms.ToTensor())
+            loader = DataLoader(train_set, batch_size=128, shuffle=True, num_workers=4)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(10):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+                    loss.backward()
+                    optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        # a RandomSampler is not distributed
+        """
+        import torch
+        from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).cuda())
+        dataset = TensorDataset(features, targets)
+        loader = DataLoader(dataset, batch_size=32, sampler=RandomSampler(dataset))
+        for x, y in loader:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        # a local map-style Dataset, no shuffle, iterated by the training loop in another function
+        """
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+        from torch.nn.parallel import DistributedDataParallel
+
+        class TokenDataset(Dataset):
+            def __init__(self, path):
+                self.tokens = torch.load(path)
+
+            def __len__(self):
+                return len(self.tokens) // 512
+
+            def __getitem__(self, i):
+                return self.tokens[i * 512:(i + 1) * 512]
+
+        def train_epoch(model, train_loader, optimizer):
+            for batch in tqdm(train_loader):
+                loss = model(batch).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        def main(local_rank):
+            model = DistributedDataParallel(build_model().to(local_rank), device_ids=[local_rank])
+            optimizer = torch.optim.AdamW(model.parameters())
+            train_loader = DataLoader(TokenDataset("train.pt"), batch_size=8)
+            for epoch in range(3):
+                train_epoch(model, train_loader, optimizer)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        # FSDP, and a DistributedSampler that was built but never passed
+        """
+        import torch
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def train(args, model, train_ds):
+            model = FSDP(model)
+            sampler = DistributedSampler(train_ds)
+            loader = DataLoader(train_ds, batch_size=args.batch_size, shuffle=True)
+            opt = torch.optim.AdamW(model.parameters())
+            for epoch in range(args.epochs):
+                sampler.set_epoch(epoch)
+                for batch in loader:
+                    model(**batch).loss.backward()
+                    opt.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        # wrapped only when distributed; the loader is the same either way
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        model = nn.Linear(4, 2).cuda()
+        if args.distributed:
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
+        train_loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
+        val_loader = DataLoader(TensorDataset(vx, vy), batch_size=64)
+        for xb, yb in train_loader:
+            nn.functional.cross_entropy(model(xb), yb).backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        # DeepSpeed engine with a hand-built loader
+        """
+        import deepspeed
+        from torch.utils.data import DataLoader
+
+        engine, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+        loader = DataLoader(train_dataset, batch_size=16, shuffle=True)
+        for batch in loader:
+            loss = engine(batch)
+            engine.backward(loss)
+            engine.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # a DeepSpeed run on features loaded from disk: every rank walks all of them
+        """
+        import deepspeed
+        import torch
+        import torch.distributed as dist
+
+
+        def cached_dataset(path, device, dtype):
+            train_data = torch.load(f"{path}/features.pt").to(device, dtype)
+            train_label = torch.load(f"{path}/labels.pt").to(device)
+            return torch.utils.data.TensorDataset(train_data, train_label)
+
+
+        def run_model(model, config_dict, path, dtype):
+            model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
+            dataset = cached_dataset(path, model.device, dtype)
+            data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
+            dist.barrier()
+            for batch in data_loader:
+                loss = model(batch[0], batch[1])
+                model.backward(loss)
+                model.step()
+        """
+    ),
+    Fires(  # hand-written data parallelism: gradients all-reduced across ranks, every rank reading the whole set
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import distributed
+        from torch.utils import data
+        from torchvision import datasets, transforms
+
+
+        class Trainer:
+            def __init__(self, net, optimizer, train_loader, device):
+                self.net = net
+                self.optimizer = optimizer
+                self.train_loader = train_loader
+                self.device = device
+
+            def train(self):
+                for images, labels in self.train_loader:
+                    loss = F.cross_entropy(self.net(images.to(self.device)), labels.to(self.device))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.average_gradients()
+                    self.optimizer.step()
+
+            def average_gradients(self):
+                world_size = distributed.get_world_size()
+                for p in self.net.parameters():
+                    grad = p.grad.data
+                    distributed.all_reduce(grad, op=distributed.ReduceOp.SUM)
+                    grad /= world_size
+
+
+        def get_dataloader(root, batch_size):
+            train_set = datasets.MNIST(root, train=True, transform=transforms.ToTensor(), download=True)
+            return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)
+
+
+        def solve(args, net, optimizer):
+            trainer = Trainer(net, optimizer, get_dataloader(args.root, args.batch_size), args.device)
+            for epoch in range(args.epochs):
+                trainer.train()
+        """,
+        severity=Severity.ERROR,
+        at="return data.DataLoader(train_set, batch_size=batch_size, shuffle=True)",
+    ),
+    Fires(  # the evaluation set's DistributedSampler is replaced on the DeepSpeed path: every rank evaluates all of it
+        """
+        import deepspeed
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+
+        def evaluate(args, engine, eval_dataset):
+            eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
+            if args.deepspeed:
+                eval_sampler = SequentialSampler(eval_dataset)
+            eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
+            losses = []
+            with torch.no_grad():
+                for batch in eval_loader:
+                    losses.append(engine(batch).loss.item())
+            return sum(losses) / len(losses)
+
+
+        def main(args, model, eval_dataset):
+            engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+            return evaluate(args, engine, eval_dataset)
+        """,
+        severity=Severity.WARNING,
+        at="eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)",
+    ),
+)
+
+DdpWithoutSampler.MUST_NOT_FIRE = (
+    Quiet(  # the local sampler is the single-process branch of the same `if`
+        """
+        import deepspeed
+        from torch.utils.data import DataLoader, DistributedSampler, SequentialSampler
+
+
+        def evaluate(args, engine, eval_dataset):
+            if args.local_rank != -1:
+                eval_sampler = DistributedSampler(eval_dataset, shuffle=False)
+            else:
+                eval_sampler = SequentialSampler(eval_dataset)
+            eval_loader = DataLoader(eval_dataset, sampler=eval_sampler, batch_size=args.eval_batch_size)
+            return [engine(batch) for batch in eval_loader]
+
+
+        def main(args, model, eval_dataset):
+            engine, _, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+            return evaluate(args, engine, eval_dataset)
+        """
+    ),
+    Quiet(  # gradients all-reduced by hand, and each rank reads its own share through a DistributedSampler
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader, DistributedSampler
+
+
+        def average_gradients(model):
+            for p in model.parameters():
+                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
+                p.grad /= dist.get_world_size()
+
+
+        def train(model, optimizer, train_set, epochs):
+            sampler = DistributedSampler(train_set)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(epochs):
+                sampler.set_epoch(epoch)
+                for x, y in loader:
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    average_gradients(model)
+                    optimizer.step()
+        """
+    ),
+    Quiet(  # an all-reduce of metrics, not of gradients: no data parallelism to see here
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.utils.data import DataLoader
+
+
+        def train(model, optimizer, train_set):
+            loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                reported = loss.detach().clone()
+                dist.all_reduce(reported)
+        """
+    ),
+    Quiet(  # random images with made-up labels: the benchmark's inputs are drawn on each rank (opacus' vision benchmark)
+        """
+        import torch
+        import torch.distributed as dist
+        import torchvision.models as models
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import TensorDataset
+
+
+        def main(args):
+            dist.init_process_group("nccl")
+            B, H, W = args.batch_size, args.height, args.width
+            images = torch.randn(args.steps * B, 3, H, W)
+            labels = torch.arange(B).repeat(args.steps)
+            train_loader = torch.utils.data.DataLoader(TensorDataset(images, labels), batch_size=B, pin_memory=True)
+            model = DDP(models.resnet18().to(args.device), device_ids=[args.device])
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in train_loader:
+                loss = torch.nn.functional.cross_entropy(model(x.to(args.device)), y.to(args.device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # a benchmark's synthetic data, drawn at random by every rank for itself (DeepSpeed's offload example)
+        """
+        import deepspeed
+        import torch
+        import torch.distributed as dist
+
+
+        def random_dataset(total_samples, hidden_dim, device, dtype):
+            train_data = torch.randn(total_samples, hidden_dim, device=device, dtype=dtype)
+            train_label = torch.empty(total_samples, dtype=torch.long, device=device).random_(hidden_dim)
+            return torch.utils.data.TensorDataset(train_data, train_label)
+
+
+        def run_model(model, config_dict, hidden_dim, dtype, iterations):
+            model, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config_dict)
+            dataset = random_dataset(iterations, hidden_dim, model.device, dtype)
+            data_loader = torch.utils.data.DataLoader(dataset, batch_size=model.train_micro_batch_size_per_gpu())
+            dist.barrier()
+            for batch in data_loader:
+                loss = model(batch[0], batch[1])
+                model.backward(loss)
+                model.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def main(rank, world_size):
+            model = DDP(Net().to(rank), device_ids=[rank])
+            sampler = DistributedSampler(train_set, num_replicas=world_size, rank=rank, shuffle=True)
+            loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+            for epoch in range(5):
+                sampler.set_epoch(epoch)
+                for x, y in loader:
+                    loss_fn(model(x), y).backward()
+        """
+    ),
+    Quiet(
+        # the sampler is chosen by a condition; shuffle only when there is none
+        """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        train_sampler = DistributedSampler(train_dataset) if args.distributed else None
+        train_loader = DataLoader(train_dataset, batch_size=32, shuffle=(train_sampler is None), sampler=train_sampler)
+        for x, y in train_loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(
+        # the classic transformers-examples shape: RandomSampler only when not distributed
+        """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+        def train(args, train_dataset, model):
+            train_sampler = RandomSampler(train_dataset) if args.local_rank == -1 else DistributedSampler(train_dataset)
+            train_dataloader = DataLoader(train_dataset, sampler=train_sampler, batch_size=args.train_batch_size)
+            if args.local_rank != -1:
+                model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
+            for batch in train_dataloader:
+                model(**batch)[0].backward()
+        """
+    ),
+    Quiet(
+        # explicit rank/world_size slicing, and HF dataset sharding
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, Subset, TensorDataset
+
+        model = DDP(model)
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        shard = Subset(full_dataset, list(range(len(full_dataset)))[rank::world])
+        loader = DataLoader(shard, batch_size=8, shuffle=True)
+        texts = load_dataset("c4", split="train").shard(num_shards=world, index=rank).with_format("torch")
+        text_loader = DataLoader(texts, batch_size=8, shuffle=True)
+        for batch in loader:
+            model(batch).sum().backward()
+        """
+    ),
+    Quiet(
+        # accelerate prepares the loader (adds the sampler)
+        """
+        import torch
+        from accelerate import Accelerator
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.utils.data import DataLoader
+
+        accelerator = Accelerator()
+        model = DistributedDataParallel(model)
+        loader = DataLoader(dataset, batch_size=16, shuffle=True)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            accelerator.backward(model(batch).loss)
+        """
+    ),
+    Quiet(
+        # an evaluation loader: no shuffle, only iterated without backward
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, DistributedSampler
+        from torchvision import datasets
+
+        model = DDP(model)
+        train_loader = DataLoader(train_set, batch_size=64, sampler=DistributedSampler(train_set))
+        val_loader = DataLoader(datasets.MNIST("data", train=False), batch_size=256)
+        for x, y in train_loader:
+            loss_fn(model(x), y).backward()
+        with torch.no_grad():
+            for x, y in val_loader:
+                correct += (model(x).argmax(1) == y).sum()
+        """
+    ),
+    Quiet(
+        # a rank-strided IterableDataset shards itself; an unknown sampler may be distributed
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader, IterableDataset
+
+        class Shards(IterableDataset):
+            def __iter__(self):
+                rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+                for i, sample in enumerate(read_stream()):
+                    if i % world == rank:
+                        yield sample
+
+        model = DDP(model)
+        loader = DataLoader(Shards(), batch_size=32)
+        other = DataLoader(ds, batch_size=32, sampler=make_sampler(ds))
+        for batch in loader:
+            model(batch).loss.backward()
+        for batch in other:
+            model(batch).loss.backward()
+        """
+    ),
+    Quiet(
+        # Lightning adds the DistributedSampler itself
+        """
+        import lightning as L
+        from torch.nn.parallel import DistributedDataParallel
+        from torch.utils.data import DataLoader
+
+        class Data(L.LightningDataModule):
+            def train_dataloader(self):
+                return DataLoader(self.train_set, batch_size=32, shuffle=True)
+
+        trainer = L.Trainer(strategy="ddp", devices=8)
+        trainer.fit(LitModel(), datamodule=Data())
+        """
+    ),
+    Quiet(
+        # an unknown dataset with no sign of being map-style, iterated by the training loop
+        """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from torch.utils.data import DataLoader
+
+        model = DDP(model)
+        loader = DataLoader(build_dataset(cfg), batch_size=4)
+        for batch in loader:
+            model(batch).loss.backward()
+        """
+    ),
+    Quiet(
+        # the shuffled loader is the single-process branch
+        """
+        import torch
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        def build(args, model, train_set):
+            if args.distributed:
+                model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[args.local_rank])
+                loader = DataLoader(train_set, batch_size=32, sampler=DistributedSampler(train_set))
+            else:
+                loader = DataLoader(train_set, batch_size=32, shuffle=True)
+            return model, loader
+        """
+    ),
+    Quiet(
+        # no DDP: a single-process script with a shuffled loader
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        model = torch.nn.DataParallel(model)
+        loader = DataLoader(train_set, batch_size=64, shuffle=True)
+        for x, y in loader:
+            loss_fn(model(x), y).backward()
+        """
+    ),
+)

@@ -18,28 +18,28 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.patterns import (
+    bounded_or_emptied,
+    keeps_one_number,
+    kept_for_one_step,
+    kept_on_the_gpu,
+    replaces_a_list_item,
+)
 from trainlint.rules import (
-    GRAPH,
-    LOADER,
-    MODEL,
     Fires,
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     StoreEvent,
-    bounded_or_emptied,
+    Tag,
     calls_in,
     is_backward,
     is_known_tensor,
     is_test_file,
-    keeps_one_number,
-    kept_for_one_step,
-    kept_on_the_gpu,
     repeats_per_step,
-    replaces_a_list_item,
-    without_host_copy_suffix,
 )
 
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
@@ -53,7 +53,7 @@ class DeviceAccumulation(Rule):
     name = "device-accumulation"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test collects a few tiny batches on purpose
         for scope in ctx.scopes:
@@ -65,7 +65,7 @@ class DeviceAccumulation(Rule):
                      if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
                     None,
                 )
-                if loop is None or not event.outlives(loop) or GRAPH in event.value.tags:
+                if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
                     continue  # graph-carrying values are TL101's
                 if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
                     continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
@@ -76,14 +76,14 @@ class DeviceAccumulation(Rule):
                     continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
                 self._report(ctx, scope, event, loop, why)
 
-    def _report(self, ctx, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
         stored = " ".join(scope.chunk.code_for(event.value_node).split())
         ctx.report(
             event.node,
             f"`{stored}` stays on the GPU in `{event.container}`, which grows every iteration of the loop on line "
             f"{ctx.line_of((scope.chunk, loop.node))} and outlives it: VRAM use climbs until the run runs out of memory",
             evidence=[why, ((scope.chunk, loop.node), "the loop"), ((scope.chunk, event.node), f"kept in `{event.container}`")],
-            help=f"store a host copy (`{without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
+            help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
                  f"or clear `{event.container}` periodically",
         )
 
@@ -91,7 +91,7 @@ class DeviceAccumulation(Rule):
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     """A loop over batches or steps, whose length grows with the data or the run (``range(n_steps)`` of
     a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
-    if LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
+    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
     node = loop.node
     if isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None:
@@ -106,7 +106,7 @@ def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
     for call in calls_in(scope, loop):
         if is_backward(call) or call.method in {"step", "generate"} or call.callee == "next":
             return True
-        if call.receiver is not None and MODEL in call.receiver.tags and call.method in {None, "forward"}:
+        if call.receiver is not None and Tag.MODEL in call.receiver.tags and call.method in {None, "forward"}:
             return True
     return False
 
@@ -115,6 +115,11 @@ def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     """The container was last bound, before this store, to one tensor (``torch.stack(...)``, ``torch.zeros(...)``)."""
     binding = scope.last_binding(store.container, before=store)
     return binding is not None and is_known_tensor(binding.value)
+
+
+def _without_host_copy_suffix(text: str) -> str:
+    """``loss.detach()`` less its trailing ``.detach()``: what to write ``.detach().cpu()`` after."""
+    return text[: -len(".detach()")] if text.endswith(".detach()") else text
 
 
 DeviceAccumulation.MUST_FIRE = (

@@ -17,18 +17,7 @@ from typing import cast
 
 import libcst as cst
 
-from trainlint.rules import (
-    GRAPH,
-    LOADER,
-    MODEL,
-    TENSOR,
-    CallEvent,
-    Fires,
-    Quiet,
-    Rule,
-    ScopeAnalysis,
-    Severity,
-)
+from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag
 
 _TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
 # What shows a name holds a module rather than a tensor (modules move in place).
@@ -40,7 +29,7 @@ class DiscardedTransfer(Rule):
     name = "discarded-transfer"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for call in scope.calls():
                 statement = call.statement
@@ -50,7 +39,7 @@ class DiscardedTransfer(Rule):
                     if why is not None:
                         self._report(ctx, scope, call, why)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
         key = call.receiver_key
         written = scope.chunk.code_for(call.node)
         fix = None
@@ -71,7 +60,7 @@ class DiscardedTransfer(Rule):
 def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     """Evidence that the receiver is a tensor (not a module, not something unknown)."""
     receiver = call.receiver
-    if receiver is None or MODEL in receiver.tags:
+    if receiver is None or Tag.MODEL in receiver.tags:
         return None
     key = call.receiver_key
     if key is not None and _used_as_module(scope, key):
@@ -79,14 +68,14 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     for loop in call.context.loops:
         if key in loop.targets and key not in _unpacked_batch_names(loop.node):
             return None  # a whole batch: maybe a dict or a `BatchEncoding`, whose `.to()` works in place
-    if receiver.tags & {TENSOR, GRAPH}:
+    if receiver.tags & {Tag.TENSOR, Tag.GRAPH}:
         note = receiver.note or f"`{key}`"
         site = receiver.site or (scope.chunk, call.node)
         return (site, f"{note} is a tensor")
     if key is None or "." in key:
         return None
     for loop in call.context.loops:
-        iterates_a_loader = LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
+        iterates_a_loader = Tag.LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
         if iterates_a_loader and key in _unpacked_batch_names(loop.node):
             return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
     return None

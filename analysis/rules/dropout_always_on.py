@@ -14,16 +14,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.rules import (
-    CallEvent,
-    Fires,
-    Quiet,
-    Rule,
-    ScopeAnalysis,
-    Severity,
-    dotted,
-    shortened,
-)
+from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, dotted, shortened
 
 _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -39,7 +30,7 @@ class DropoutAlwaysOn(Rule):
     name = "dropout-always-on"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             owner = scope.function.owner if scope.function is not None else None
             if owner is None or not ctx.summary.is_module_class(owner):
@@ -49,7 +40,7 @@ class DropoutAlwaysOn(Rule):
                         and not _asked_for_by_the_caller(scope, call):
                     self._report(ctx, scope, call, owner.name)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
         assert call.callee is not None and scope.function is not None and scope.function.owner is not None, (
             "check() reports a call to a dropout function in a method of a module class"
         )
@@ -106,7 +97,7 @@ def _has_self(scope: ScopeAnalysis) -> bool:
     return bool(params) and params[0].name.value == "self"
 
 
-def _add_training(ctx, node: cst.Call):
+def _add_training(ctx: RuleContext, node: cst.Call):
     if not node.args:
         return None
     last = node.args[-1]

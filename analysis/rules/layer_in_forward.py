@@ -14,15 +14,7 @@ or build it once behind `if self.proj is None:`.
 
 from __future__ import annotations
 
-from trainlint.rules import (
-    CallEvent,
-    Fires,
-    Quiet,
-    Rule,
-    ScopeAnalysis,
-    Severity,
-    shortened,
-)
+from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, shortened
 
 _PARAMETERISED = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -38,7 +30,7 @@ class LayerInForward(Rule):
     name = "layer-in-forward"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             function = scope.function
             if function is None or function.name != "forward" or function.owner is None:
@@ -50,7 +42,7 @@ class LayerInForward(Rule):
                 if layer is not None and not _built_once(scope, call):
                     self._report(ctx, scope, call, layer)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
         assert scope.function is not None and scope.function.owner is not None, "check() looks into module classes' forward"
         owner = scope.function.owner
         ctx.report(

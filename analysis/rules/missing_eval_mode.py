@@ -19,22 +19,22 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.patterns import evaluation_calls, mode_parameter, smoke_test_forward
 from trainlint.rules import (
-    MODEL,
     CallEvent,
     ClassInfo,
     Fires,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
-    evaluation_calls,
     is_test_file,
     mentions,
-    mode_parameter,
     shortened,
-    smoke_test_forward,
 )
 
 _EVALUATION_FUNCTION = re.compile(
@@ -57,7 +57,7 @@ class MissingEvalMode(Rule):
     name = "missing-eval-mode"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
         for scope in ctx.scopes:
@@ -65,7 +65,7 @@ class MissingEvalMode(Rule):
             for call in scope.calls():
                 if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
-                if call.method is not None or call.receiver is None or MODEL not in call.receiver.tags:
+                if call.method is not None or call.receiver is None or Tag.MODEL not in call.receiver.tags:
                     continue
                 why = _evaluation_pass(scope, call)
                 if why is None or smoke_test_forward(ctx.summary, call):
@@ -76,7 +76,7 @@ class MissingEvalMode(Rule):
                 self._report(ctx, scope, call, why, layers)
                 break  # one finding per evaluation pass
 
-    def _check_shared_function(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
         optimizer to evaluate: the evaluation runs in training mode."""
         parameter = mode_parameter(scope)
@@ -115,7 +115,7 @@ class MissingEvalMode(Rule):
             )
             return
 
-    def _check_imported_evaluation(self, ctx, scope: ScopeAnalysis, call: CallEvent) -> None:
+    def _check_imported_evaluation(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> None:
         """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
         function = call.function
         assert function is not None, "check() passes a call of a function from another file"
@@ -146,7 +146,7 @@ class MissingEvalMode(Rule):
             )
             return
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
             call.node,
@@ -174,7 +174,7 @@ def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
             switched.add(key)
-        elif call.method is None and call.receiver is not None and MODEL in call.receiver.tags:
+        elif call.method is None and call.receiver is not None and Tag.MODEL in call.receiver.tags:
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
 
@@ -205,7 +205,7 @@ def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     return None
 
 
-def _mode_layers(ctx, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     """Where the model's dropout or batch-norm is visible, or None."""
     assert call.receiver is not None, "check() passes a call on a model"
     values = [call.receiver]
@@ -251,11 +251,11 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
     return None
 
 
-def _switched_to_eval(module, forward: CallEvent) -> bool:
+def _switched_to_eval(module: ModuleView, forward: CallEvent) -> bool:
     return _switched_to_eval_named(module, forward.receiver_key)
 
 
-def _switched_to_eval_named(module, name: str | None) -> bool:
+def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():

@@ -23,20 +23,21 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, call_fact
 from trainlint.rules import (
-    DDP_SAMPLER_WHEN,
-    SAMPLER_DISTRIBUTED,
     AssignEvent,
     CallEvent,
     Fires,
     Loop,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     TextEdit,
     Value,
-    call_fact,
     calls_in,
     comes_from_call,
     dotted,
@@ -57,7 +58,7 @@ class MissingSetEpoch(Rule):
     name = "missing-set-epoch"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         parallel = ctx.module.module_wide("TL502 data-parallel evidence", _data_parallel_evidence)
         if parallel is not None:
             self._check_unseen_loaders(ctx, parallel)
@@ -78,12 +79,12 @@ class MissingSetEpoch(Rule):
                         self._report(ctx, scope, call, loader, *found)
                         break
 
-    def _check_factory(self, ctx, scope: ScopeAnalysis, factory: CallEvent) -> None:
+    def _check_factory(self, ctx: RuleContext, scope: ScopeAnalysis, factory: CallEvent) -> None:
         """`loader = make_loader(...)` from another file, which builds a shuffling DistributedSampler."""
         loader = factory.result.detail
         assert isinstance(loader, CallEvent), "_imported_loader_factory: the factory returns the DataLoader call"
         sampler = loader.kwargs.get("sampler")
-        if sampler is None or SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
+        if sampler is None or Tag.SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
             return
         if not isinstance(sampler.site[1], cst.Call) or not _shuffles(sampler.site[1]):
             return
@@ -112,7 +113,7 @@ class MissingSetEpoch(Rule):
             ) if name else None,
         )
 
-    def _check_unseen_loaders(self, ctx, parallel: CallEvent) -> None:
+    def _check_unseen_loaders(self, ctx: RuleContext, parallel: CallEvent) -> None:
         """The uncertain tier: a data-parallel training file that builds no loader and no sampler of its
         own iterates one handed to it (`data.train_loader`) once per epoch, and nothing calls `set_epoch`.
         Whether its sampler is a shuffling DistributedSampler is decided elsewhere: a note that says so."""
@@ -141,7 +142,7 @@ class MissingSetEpoch(Rule):
                     help=f"if `{text}` has a DistributedSampler, call `{text}.sampler.set_epoch(epoch)` at the top of the epoch loop",
                 )
 
-    def _check_sharding_loader(self, ctx, scope: ScopeAnalysis, loader: CallEvent, use_ddp: cst.Arg) -> None:
+    def _check_sharding_loader(self, ctx: RuleContext, scope: ScopeAnalysis, loader: CallEvent, use_ddp: cst.Arg) -> None:
         """A loader that builds its own shuffling DistributedSampler (DGL's with `use_ddp=True`), iterated
         by an inner loop of the function that builds it: its epoch is the loader's to set."""
         if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
@@ -173,7 +174,7 @@ class MissingSetEpoch(Rule):
             ) if always else None,
         )
 
-    def _report(self, ctx, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
         epoch_scope, epoch_loop = epoch
         inner_site, inner_note = inner
         name = _bound_name(scope, sampler)
@@ -197,7 +198,7 @@ class MissingSetEpoch(Rule):
 
 def _builds_shuffling_sampler(call: CallEvent) -> bool:
     result = call.result
-    if SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
+    if Tag.SAMPLER_DISTRIBUTED not in result.tags or result.site is None or result.site[1] is not call.node:
         return False
     return _shuffles(call.node)
 
@@ -207,7 +208,7 @@ _DATA_PARALLEL_CLASSES = frozenset({"DistributedDataParallel", "FullyShardedData
 _DATA_PARALLEL_OPTIMIZERS = frozenset({"horovod.torch.DistributedOptimizer"})
 
 
-def _data_parallel_evidence(module) -> CallEvent | None:
+def _data_parallel_evidence(module: ModuleView) -> CallEvent | None:
     """What shows this file trains data-parallel: a DDP/FSDP wrap, an `isinstance(model, DistributedDataParallel)`
     that unwraps one made elsewhere, or Horovod's averaging optimizer."""
     if module.ddp_wraps:
@@ -230,9 +231,9 @@ def _describe_parallel(call: CallEvent) -> str:
     return f"the training is data-parallel (`{shortened(call.chunk.code_for(call.node), 40)}`, line {line})"
 
 
-def _builds_loaders_or_samplers(module) -> bool:
+def _builds_loaders_or_samplers(module: ModuleView) -> bool:
     return any(
-        (call.callee is not None and is_dataloader(call.callee)) or SAMPLER_DISTRIBUTED in call.result.tags
+        (call.callee is not None and is_dataloader(call.callee)) or Tag.SAMPLER_DISTRIBUTED in call.result.tags
         or _imported_loader_factory_of(module, call) or call_fact(call.callee, DDP_SAMPLER_WHEN) is not None
         for call in module.all_calls()
     )
@@ -265,11 +266,11 @@ def _false(node: cst.BaseExpression) -> bool:
     return (isinstance(node, cst.Name) and node.value in {"False", "None"}) or (isinstance(node, cst.Integer) and node.value == "0")
 
 
-def _imported_loader_factory(ctx, call: CallEvent) -> bool:
+def _imported_loader_factory(ctx: RuleContext, call: CallEvent) -> bool:
     return _imported_loader_factory_of(ctx.module, call)
 
 
-def _imported_loader_factory_of(module, call: CallEvent) -> bool:
+def _imported_loader_factory_of(module: ModuleView, call: CallEvent) -> bool:
     detail = call.result.detail
     return (
         call.function is not None and module.summary.defined_elsewhere(call.function) and isinstance(detail, CallEvent)
@@ -285,7 +286,7 @@ def _shuffles(node: cst.Call) -> bool:
     return True
 
 
-def _sets_epoch_anywhere(module) -> bool:
+def _sets_epoch_anywhere(module: ModuleView) -> bool:
     """A `set_epoch` call in this file, or in a helper of the project's other files that it calls
     (pycls' `data_loader.shuffle(loader, cur_epoch)` sets the sampler's epoch in `loader.py`)."""
     for call in module.all_calls():
@@ -298,7 +299,7 @@ def _sets_epoch_anywhere(module) -> bool:
     return False
 
 
-def _loaders_using(module, sampler: CallEvent) -> list[CallEvent]:
+def _loaders_using(module: ModuleView, sampler: CallEvent) -> list[CallEvent]:
     loaders = []
     for call in module.all_calls():
         if call.callee is not None and is_dataloader(call.callee):
@@ -312,7 +313,7 @@ def _iterates(value: Value, loader: CallEvent) -> bool:
     return comes_from_call(value, loader.node, by_site=True)
 
 
-def _epoch_loop(module, loader: CallEvent, built_by: CallEvent | None = None):
+def _epoch_loop(module: ModuleView, loader: CallEvent, built_by: CallEvent | None = None):
     """((scope, epoch loop), (evidence site, note)) when the loader is iterated once per epoch: by a
     loop inside another loop, or by a loop in a function (or method) that a loop calls. ``built_by``:
     the call of another file's factory that builds ``loader``."""
@@ -364,7 +365,7 @@ def _bound_inside(scope: ScopeAnalysis, loop: Loop, name: str) -> bool:
     return any(isinstance(event, AssignEvent) and name in event.targets and loop in event.context.loops for event in scope.events)
 
 
-def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool | None:
+def _iteration_of(module: ModuleView, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool | None:
     """Does ``loop`` iterate ``loader``: directly, through a parameter every caller fills with it, or
     through ``self.<attribute>`` that ``__init__`` takes from the constructor's argument."""
     if _iterates(loop.iterable, loader):
@@ -388,7 +389,7 @@ def _iteration_of(module, scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -
     return None
 
 
-def _entry_of_passed_dict(module, scope: ScopeAnalysis, part: cst.Subscript, loader: CallEvent) -> bool:
+def _entry_of_passed_dict(module: ModuleView, scope: ScopeAnalysis, part: cst.Subscript, loader: CallEvent) -> bool:
     """``self.data_loader["train"]`` (or ``loaders["train"]`` of a parameter) where what fills the attribute
     or the parameter is a dict literal whose ``"train"`` entry is the loader: ParallelWaveGAN's trainer
     takes ``data_loader={"train": DataLoader(...), "dev": DataLoader(...)}``."""
@@ -418,7 +419,7 @@ def _entry_of_passed_dict(module, scope: ScopeAnalysis, part: cst.Subscript, loa
     return False
 
 
-def _parameter_bound_to(module, init, attribute: str) -> str | None:
+def _parameter_bound_to(module: ModuleView, init, attribute: str) -> str | None:
     """The parameter of ``__init__`` that ``self.<attribute> = <parameter>`` binds, if one does."""
     analysis = init.analysis(module.summary)
     if analysis is None:
@@ -435,7 +436,7 @@ def _literal_key(part: cst.Subscript) -> str | None:
     return string_value(part.slice[0].slice.value)
 
 
-def _called_in_loop(module, scope: ScopeAnalysis, depth: int = 0) -> CallEvent | None:
+def _called_in_loop(module: ModuleView, scope: ScopeAnalysis, depth: int = 0) -> CallEvent | None:
     """A call of ``scope``'s function from inside a loop (through at most two plain calls)."""
     if scope.function is None or depth > 2:
         return None
@@ -455,7 +456,7 @@ def _bound_name(scope: ScopeAnalysis, sampler: CallEvent) -> str | None:
     return None
 
 
-def _insert_set_epoch(ctx, scope: ScopeAnalysis, loop: Loop, sampler_name: str) -> TextEdit | None:
+def _insert_set_epoch(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, sampler_name: str) -> TextEdit | None:
     node = loop.node
     if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or not isinstance(node.body, cst.IndentedBlock):
         return None
@@ -714,9 +715,6 @@ MissingSetEpoch.MUST_FIRE = (
         """},
         no_fix=True,
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # a trainer takes a dict of loaders and walks `self.data_loader["train"]` until it has run enough steps
         """
         import torch
@@ -763,9 +761,6 @@ MissingSetEpoch.MUST_FIRE += (
         """,
         at="train_sampler = DistributedSampler(dataset=datasets[\"train\"], num_replicas=args.world_size, rank=args.rank, shuffle=True)",
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # DGL's loader with use_ddp=True shards through a DistributedSampler of its own; only loader.set_epoch advances it
         """
         import dgl
@@ -816,9 +811,6 @@ MissingSetEpoch.MUST_FIRE += (
                     optimizer.step()
         """,
     ),
-)
-
-MissingSetEpoch.MUST_FIRE += (
     Fires(  # the uncertain tier: a trainer that unwraps a DDP model is handed its loaders; their sampler is unseen here
         """
         import torch

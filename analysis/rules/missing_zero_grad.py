@@ -19,13 +19,8 @@ import builtins
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import manual_optimization
 from trainlint.rules import (
-    ACCELERATOR,
-    CRITERION,
-    ENGINE,
-    MODEL,
-    OPTIMIZER,
-    SCALER,
     AssignEvent,
     CallEvent,
     Event,
@@ -33,19 +28,20 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
+    Tag,
     accumulates_into_grad,
     clears_gradients,
     is_optimizer_step,
     is_test_file,
     is_torch_name,
-    manual_optimization,
     ordered_events,
     path_conditions,
     written,
 )
 
-_KNOWN_RECEIVERS = frozenset({SCALER, ACCELERATOR, OPTIMIZER, MODEL, ENGINE, CRITERION})
+_KNOWN_RECEIVERS = frozenset({Tag.SCALER, Tag.ACCELERATOR, Tag.OPTIMIZER, Tag.MODEL, Tag.ENGINE, Tag.CRITERION})
 
 Item = tuple[Event, tuple[CallEvent, ...]]
 
@@ -55,7 +51,7 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's mock training runs a few steps to exercise code, not to train a model
         for scope in ctx.scopes:
@@ -66,7 +62,7 @@ class MissingZeroGrad(Rule):
         for scope in ctx.scopes:
             self._check_scope(ctx, list(ordered_events(scope, None)))
 
-    def _check_manual_step(self, ctx, scope) -> None:
+    def _check_manual_step(self, ctx: RuleContext, scope) -> None:
         """Lightning with ``automatic_optimization = False``: ``training_step`` runs once per batch and
         nothing clears the gradients for it; ``manual_backward`` adds to them and ``opt.step()`` applies them."""
         if scope.function.name != "training_step":
@@ -90,7 +86,7 @@ class MissingZeroGrad(Rule):
             help=f"call `{step.receiver_key or 'opt'}.zero_grad()` after `{_code(step)}` (or before `self.manual_backward(...)`)",
         )
 
-    def _check_scope(self, ctx, items: list[Item]) -> None:
+    def _check_scope(self, ctx: RuleContext, items: list[Item]) -> None:
         clearing = [(event, chain) for event, chain in items if clears_gradients(event)]
         if any(_conditional(event, chain) for event, chain in clearing if _clears(event, chain)):
             return  # zeroing on some iterations only: deliberate accumulation
@@ -111,7 +107,7 @@ class MissingZeroGrad(Rule):
             self._report(ctx, event, chain, loop, step, clearing)
 
     @staticmethod
-    def _quiet(ctx, backward: CallEvent, in_loop: list[Item]) -> bool:
+    def _quiet(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
         steps = [event for event, _ in in_loop if isinstance(event, CallEvent) and is_optimizer_step(event)]
         if any(_is_engine(ctx, call) for call in (backward, *steps)):
             return True  # a DeepSpeed engine's step() zeroes the gradients itself
@@ -121,7 +117,7 @@ class MissingZeroGrad(Rule):
             return True
         return any(_may_clear(event) for event, _ in in_loop)
 
-    def _report(self, ctx, backward: CallEvent, chain, loop: Loop, step: CallEvent, clearing: list[Item]) -> None:
+    def _report(self, ctx: RuleContext, backward: CallEvent, chain, loop: Loop, step: CallEvent, clearing: list[Item]) -> None:
         site = _site(backward, chain)
         loop_line = ctx.line_of((site.chunk, loop.node))
         through = f" (inside `{_code(chain[-1])}`)" if chain else ""
@@ -149,394 +145,6 @@ class MissingZeroGrad(Rule):
             site.node, message, evidence=evidence,
             help="call `optimizer.zero_grad()` once per step, before the backward or right after `optimizer.step()`",
         )
-
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
-            criterion = nn.CrossEntropyLoss()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-            for epoch in range(10):
-                for images, labels in train_loader:
-                    outputs = model(images.cuda())
-                    loss = criterion(outputs, labels.cuda())
-                    loss.backward()
-                    optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def train(model, loader, optimizer, epochs):
-                model.train()
-                for epoch in range(epochs):
-                    optimizer.zero_grad()
-                    for x, y in loader:
-                        loss = F.cross_entropy(model(x), y)
-                        loss.backward()
-                        optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def train_amp(model, loader, optimizer):
-                scaler = torch.cuda.amp.GradScaler()
-                for x, y in loader:
-                    with torch.autocast("cuda"):
-                        loss = F.mse_loss(model(x), y)
-                    scaler.scale(loss).backward()
-                    scaler.step(optimizer)
-                    scaler.update()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            from accelerate import Accelerator
-
-            accelerator = Accelerator()
-            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-            for batch in loader:
-                outputs = model(**batch)
-                accelerator.backward(outputs.loss)
-                optimizer.step()
-                lr_scheduler.step()
-            """
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def train_step(model, optimizer, x, y):
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                return loss.item()
-
-            def fit(model, optimizer, loader):
-                for x, y in loader:
-                    train_step(model, optimizer, x, y)
-            """
-        ),
-        Fires(
-            """
-            import torch
-
-            def train(model, loader, optimizer, criterion):
-                for x, y in loader:
-                    try:
-                        loss = criterion(model(x), y)
-                        loss.backward()
-                    except torch.cuda.OutOfMemoryError:
-                        optimizer.zero_grad()
-                        torch.cuda.empty_cache()
-                        continue
-                    optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.criterion = nn.MSELoss()
-                    self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-                def fit(self, loader):
-                    for x, y in loader:
-                        loss = self.criterion(self.model(x), y)
-                        loss.backward()
-                        self.optimizer.step()
-            """
-        ),
-        Fires(  # framework hooks: Lightning manual optimisation clears nothing for you
-            """
-            import torch
-            import lightning as L
-
-            class WGAN(L.LightningModule):
-                def __init__(self, generator, critic):
-                    super().__init__()
-                    self.automatic_optimization = False
-                    self.generator = generator
-                    self.critic = critic
-
-                def training_step(self, batch, batch_idx):
-                    opt_g, opt_d = self.optimizers()
-                    fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
-                    d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
-                    self.manual_backward(d_loss)
-                    opt_d.step()
-                    g_loss = -self.critic(fake).mean()
-                    self.manual_backward(g_loss)
-                    opt_g.step()
-
-                def configure_optimizers(self):
-                    return (
-                        torch.optim.Adam(self.generator.parameters(), lr=1e-4),
-                        torch.optim.Adam(self.critic.parameters(), lr=1e-4),
-                    )
-            """
-        ),
-        Fires(  # objects: the loop is in one method, the backward and the step in the ones it calls
-            """
-            import torch
-
-            class SFTRecipe:
-                def __init__(self, model, optimizer, loss_fn, steps):
-                    self.model = model
-                    self.optimizer = optimizer
-                    self.loss_fn = loss_fn
-                    self.steps = steps
-
-                def forward_backward(self, batch):
-                    loss = self.loss_fn(self.model(batch["tokens"]), batch["labels"])
-                    loss.backward()
-                    return loss
-
-                def train_step(self, batch):
-                    loss = self.forward_backward(batch)
-                    self.optimizer.step()
-                    return loss
-
-                def train(self, dataloader):
-                    self.optimizer.zero_grad()
-                    for step, batch in enumerate(dataloader):
-                        if step >= self.steps:
-                            break
-                        self.train_step(batch)
-            """
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(
-            """
-            import torch.nn.functional as F
-
-            def train(model, loader, optimizer):
-                for x, y in loader:
-                    for p in model.parameters():
-                        p.grad = None
-                    loss = F.cross_entropy(model(x), y)
-                    loss.backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            def train(model, loader, optimizer, criterion, accum_steps):
-                for i, (x, y) in enumerate(loader):
-                    loss = criterion(model(x), y) / accum_steps
-                    loss.backward()
-                    if (i + 1) % accum_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            def train(model, loader, optimizer, criterion):
-                for batch in loader:
-                    optimizer.zero_grad(set_to_none=True)
-                    micro_batches = zip(batch["x"].chunk(4), batch["y"].chunk(4))
-                    for x, y in micro_batches:
-                        loss = criterion(model(x), y) / 4
-                        loss.backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import deepspeed
-
-            model_engine, optimizer, train_loader, _ = deepspeed.initialize(
-                args=args, model=model, model_parameters=model.parameters(), training_data=dataset
-            )
-            for step, batch in enumerate(train_loader):
-                loss = model_engine(batch)
-                model_engine.backward(loss)
-                model_engine.step()
-            """
-        ),
-        Quiet(
-            """
-            from utils import clip_gradient
-
-            def train(model, loader, optimizer, criterion):
-                for x, y in loader:
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    clip_gradient(optimizer, 5.0)
-                    optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            import pytorch_lightning as pl
-
-            class Unrolled(pl.LightningModule):
-                def __init__(self):
-                    super().__init__()
-                    self.automatic_optimization = False
-                    self.net = torch.nn.Linear(8, 1)
-
-                def training_step(self, batch, batch_idx):
-                    opt = self.optimizers()
-                    for x, y in batch:
-                        loss = torch.nn.functional.mse_loss(self.net(x), y)
-                        loss.backward()
-                        opt.step()
-            """
-        ),
-        Quiet(
-            """
-            from transformers import Trainer
-
-            class ChunkedTrainer(Trainer):
-                def training_step(self, model, inputs, num_items_in_batch=None):
-                    model.train()
-                    for chunk in self.split_inputs(inputs):
-                        loss = self.compute_loss(model, chunk)
-                        loss.backward()
-                        self.optimizer.step()
-                    return loss.detach()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def clear(model):
-                for param in model.parameters():
-                    param.grad = None
-
-            def fit(model, optimizer, loader):
-                for x, y in loader:
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    optimizer.step()
-                    clear(model)
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def fit_lbfgs(model, x, y, criterion, steps):
-                optimizer = torch.optim.LBFGS(model.parameters())
-                for _ in range(steps):
-                    def closure():
-                        optimizer.zero_grad()
-                        loss = criterion(model(x), y)
-                        loss.backward()
-                        return loss
-                    optimizer.step(closure)
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            class GuidedSampler:
-                def refine(self, unet, latents, timesteps, guidance_loss, lr):
-                    for t in timesteps:
-                        x = latents.detach().clone()
-                        x.requires_grad = True
-                        opt = torch.optim.SGD([x], lr=lr)
-                        with torch.enable_grad():
-                            guidance_loss(unet(x, t)).backward()
-                            opt.step()
-                        latents = x.detach()
-                    return latents
-            """
-        ),
-        Quiet(
-            """
-            def saliency(model, images):
-                maps = []
-                for x in images:
-                    x.requires_grad_(True)
-                    model(x).max().backward()
-                    maps.append(x.grad.abs())
-                return maps
-            """
-        ),
-        Quiet(  # manual optimisation that clears what it steps
-            """
-            import torch
-            import lightning as L
-
-            class WGAN(L.LightningModule):
-                def __init__(self, generator, critic):
-                    super().__init__()
-                    self.automatic_optimization = False
-                    self.generator = generator
-                    self.critic = critic
-
-                def training_step(self, batch, batch_idx):
-                    opt_g, opt_d = self.optimizers()
-                    fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
-                    d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
-                    opt_d.zero_grad()
-                    self.manual_backward(d_loss)
-                    opt_d.step()
-                    g_loss = -self.critic(fake).mean()
-                    opt_g.zero_grad()
-                    self.manual_backward(g_loss)
-                    opt_g.step()
-            """
-        ),
-        Quiet(  # automatic optimisation: Lightning backwards, steps and clears
-            """
-            import torch
-            import torch.nn.functional as F
-            import lightning as L
-
-            class Classifier(L.LightningModule):
-                def __init__(self, net):
-                    super().__init__()
-                    self.net = net
-
-                def training_step(self, batch, batch_idx):
-                    x, y = batch
-                    return F.cross_entropy(self.net(x), y)
-
-                def configure_optimizers(self):
-                    return torch.optim.AdamW(self.parameters(), lr=1e-3)
-            """
-        ),
-        Quiet(  # Accelerate: the backward goes through the accelerator, the clearing is explicit
-            """
-            from accelerate import Accelerator
-
-            accelerator = Accelerator(gradient_accumulation_steps=4)
-            model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
-            for batch in train_dataloader:
-                with accelerator.accumulate(model):
-                    loss = model(**batch).loss
-                    accelerator.backward(loss)
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """
-        ),
-    )
 
 
 def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
@@ -570,7 +178,7 @@ def _fresh_leaves(step: CallEvent, in_loop: list[Item]) -> bool:
         if not isinstance(event, AssignEvent) or step.receiver_key not in event.targets:
             continue
         call = event.value_node
-        if not isinstance(call, cst.Call) or not call.args or OPTIMIZER not in event.value.tags:
+        if not isinstance(call, cst.Call) or not call.args or Tag.OPTIMIZER not in event.value.tags:
             continue
         leaves = call.args[0].value
         if isinstance(leaves, (cst.List, cst.Tuple)) and leaves.elements and all(
@@ -591,8 +199,8 @@ def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return any(condition.branch != "except" for condition in path_conditions(event, chain, None))
 
 
-def _is_engine(ctx, call: CallEvent) -> bool:
-    if call.receiver is not None and ENGINE in call.receiver.tags:
+def _is_engine(ctx: RuleContext, call: CallEvent) -> bool:
+    if call.receiver is not None and Tag.ENGINE in call.receiver.tags:
         return True
     return ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower()
 
@@ -605,8 +213,397 @@ def _may_clear(event: Event) -> bool:
         return False
     if event.receiver is not None and event.receiver.tags & _KNOWN_RECEIVERS:
         return False
-    return any(value.tags & {OPTIMIZER, MODEL} for value in (*event.args, *event.kwargs.values()))
+    return any(value.tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
 
 
 def _code(event: Event, limit: int = 60) -> str:
     return written(event, limit)
+
+
+MissingZeroGrad.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        for epoch in range(10):
+            for images, labels in train_loader:
+                outputs = model(images.cuda())
+                loss = criterion(outputs, labels.cuda())
+                loss.backward()
+                optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def train(model, loader, optimizer, epochs):
+            model.train()
+            for epoch in range(epochs):
+                optimizer.zero_grad()
+                for x, y in loader:
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+                    optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def train_amp(model, loader, optimizer):
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = F.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for batch in loader:
+            outputs = model(**batch)
+            accelerator.backward(outputs.loss)
+            optimizer.step()
+            lr_scheduler.step()
+        """
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def train_step(model, optimizer, x, y):
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+
+        def fit(model, optimizer, loader):
+            for x, y in loader:
+                train_step(model, optimizer, x, y)
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        def train(model, loader, optimizer, criterion):
+            for x, y in loader:
+                try:
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                except torch.cuda.OutOfMemoryError:
+                    optimizer.zero_grad()
+                    torch.cuda.empty_cache()
+                    continue
+                optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.criterion = nn.MSELoss()
+                self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+            def fit(self, loader):
+                for x, y in loader:
+                    loss = self.criterion(self.model(x), y)
+                    loss.backward()
+                    self.optimizer.step()
+        """
+    ),
+    Fires(  # framework hooks: Lightning manual optimisation clears nothing for you
+        """
+        import torch
+        import lightning as L
+
+        class WGAN(L.LightningModule):
+            def __init__(self, generator, critic):
+                super().__init__()
+                self.automatic_optimization = False
+                self.generator = generator
+                self.critic = critic
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
+                d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.critic(fake).mean()
+                self.manual_backward(g_loss)
+                opt_g.step()
+
+            def configure_optimizers(self):
+                return (
+                    torch.optim.Adam(self.generator.parameters(), lr=1e-4),
+                    torch.optim.Adam(self.critic.parameters(), lr=1e-4),
+                )
+        """
+    ),
+    Fires(  # objects: the loop is in one method, the backward and the step in the ones it calls
+        """
+        import torch
+
+        class SFTRecipe:
+            def __init__(self, model, optimizer, loss_fn, steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.loss_fn = loss_fn
+                self.steps = steps
+
+            def forward_backward(self, batch):
+                loss = self.loss_fn(self.model(batch["tokens"]), batch["labels"])
+                loss.backward()
+                return loss
+
+            def train_step(self, batch):
+                loss = self.forward_backward(batch)
+                self.optimizer.step()
+                return loss
+
+            def train(self, dataloader):
+                self.optimizer.zero_grad()
+                for step, batch in enumerate(dataloader):
+                    if step >= self.steps:
+                        break
+                    self.train_step(batch)
+        """
+    ),
+)
+
+MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                for p in model.parameters():
+                    p.grad = None
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        def train(model, loader, optimizer, criterion, accum_steps):
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accum_steps
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        def train(model, loader, optimizer, criterion):
+            for batch in loader:
+                optimizer.zero_grad(set_to_none=True)
+                micro_batches = zip(batch["x"].chunk(4), batch["y"].chunk(4))
+                for x, y in micro_batches:
+                    loss = criterion(model(x), y) / 4
+                    loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import deepspeed
+
+        model_engine, optimizer, train_loader, _ = deepspeed.initialize(
+            args=args, model=model, model_parameters=model.parameters(), training_data=dataset
+        )
+        for step, batch in enumerate(train_loader):
+            loss = model_engine(batch)
+            model_engine.backward(loss)
+            model_engine.step()
+        """
+    ),
+    Quiet(
+        """
+        from utils import clip_gradient
+
+        def train(model, loader, optimizer, criterion):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                clip_gradient(optimizer, 5.0)
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import pytorch_lightning as pl
+
+        class Unrolled(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.automatic_optimization = False
+                self.net = torch.nn.Linear(8, 1)
+
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                for x, y in batch:
+                    loss = torch.nn.functional.mse_loss(self.net(x), y)
+                    loss.backward()
+                    opt.step()
+        """
+    ),
+    Quiet(
+        """
+        from transformers import Trainer
+
+        class ChunkedTrainer(Trainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.train()
+                for chunk in self.split_inputs(inputs):
+                    loss = self.compute_loss(model, chunk)
+                    loss.backward()
+                    self.optimizer.step()
+                return loss.detach()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def clear(model):
+            for param in model.parameters():
+                param.grad = None
+
+        def fit(model, optimizer, loader):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                clear(model)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def fit_lbfgs(model, x, y, criterion, steps):
+            optimizer = torch.optim.LBFGS(model.parameters())
+            for _ in range(steps):
+                def closure():
+                    optimizer.zero_grad()
+                    loss = criterion(model(x), y)
+                    loss.backward()
+                    return loss
+                optimizer.step(closure)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        class GuidedSampler:
+            def refine(self, unet, latents, timesteps, guidance_loss, lr):
+                for t in timesteps:
+                    x = latents.detach().clone()
+                    x.requires_grad = True
+                    opt = torch.optim.SGD([x], lr=lr)
+                    with torch.enable_grad():
+                        guidance_loss(unet(x, t)).backward()
+                        opt.step()
+                    latents = x.detach()
+                return latents
+        """
+    ),
+    Quiet(
+        """
+        def saliency(model, images):
+            maps = []
+            for x in images:
+                x.requires_grad_(True)
+                model(x).max().backward()
+                maps.append(x.grad.abs())
+            return maps
+        """
+    ),
+    Quiet(  # manual optimisation that clears what it steps
+        """
+        import torch
+        import lightning as L
+
+        class WGAN(L.LightningModule):
+            def __init__(self, generator, critic):
+                super().__init__()
+                self.automatic_optimization = False
+                self.generator = generator
+                self.critic = critic
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.shape[0], 128, device=self.device))
+                d_loss = self.critic(fake.detach()).mean() - self.critic(batch).mean()
+                opt_d.zero_grad()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.critic(fake).mean()
+                opt_g.zero_grad()
+                self.manual_backward(g_loss)
+                opt_g.step()
+        """
+    ),
+    Quiet(  # automatic optimisation: Lightning backwards, steps and clears
+        """
+        import torch
+        import torch.nn.functional as F
+        import lightning as L
+
+        class Classifier(L.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return F.cross_entropy(self.net(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.AdamW(self.parameters(), lr=1e-3)
+        """
+    ),
+    Quiet(  # Accelerate: the backward goes through the accelerator, the clearing is explicit
+        """
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)
+        for batch in train_dataloader:
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
+)

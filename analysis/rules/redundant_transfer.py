@@ -24,23 +24,20 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.calls import transfer_destination
+from trainlint.analysis.tree import blocks_of
 from trainlint.rules import (
-    CONSTANT,
-    GRAPH,
-    LOADER,
-    MODEL,
-    ON_DEVICE,
-    TENSOR,
     AssignEvent,
     CallEvent,
     Fires,
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     StoreEvent,
-    blocks_of,
+    Tag,
     calls_in,
     children,
     dotted,
@@ -50,7 +47,6 @@ from trainlint.rules import (
     last_part,
     loops_running,
     shortened,
-    transfer_destination,
     walk,
 )
 
@@ -65,7 +61,7 @@ class RedundantTransfer(Rule):
     name = "redundant-transfer"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a copy per step costs nothing
         for scope in ctx.scopes:
@@ -85,7 +81,7 @@ class RedundantTransfer(Rule):
                     changed[loop] = _changed_in(scope, loop)
                 self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
 
-    def _check_transfer(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
+    def _check_transfer(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
         receiver = call.receiver
         receiver_node = cast(cst.Attribute, call.node.func).value  # a `.to()`/`.cuda()` method call
         transfer = shortened(scope.chunk.code_for(call.node), 48)
@@ -96,7 +92,7 @@ class RedundantTransfer(Rule):
         if receiver is None:
             return
         key = call.receiver_key
-        if MODEL in receiver.tags:
+        if Tag.MODEL in receiver.tags:
             if key is None or _mentions_changed(key, changed) or call.context.conditions_inside(loop):
                 return
             if _moved_back(scope, loop, key):
@@ -109,7 +105,7 @@ class RedundantTransfer(Rule):
             ctx.report(call.node, message, evidence=evidence, help=f"move `{key}` to the device once, before the loop")
             return
         passed = _tensor_parameter(ctx, scope, key) if not receiver.tags and key is not None else None
-        if passed is None and (not receiver.tags & {TENSOR, GRAPH} or ON_DEVICE in receiver.tags):
+        if passed is None and (not receiver.tags & {Tag.TENSOR, Tag.GRAPH} or Tag.ON_DEVICE in receiver.tags):
             return  # of unknown type, or already on the device (then the call copies nothing)
         if key is not None:
             if _mentions_changed(key, changed):
@@ -131,7 +127,7 @@ class RedundantTransfer(Rule):
         factory = _constant_factory(scope, receiver_node)
         if factory is None:
             return
-        if CONSTANT in receiver.tags and not _names(receiver_node) & changed:
+        if Tag.CONSTANT in receiver.tags and not _names(receiver_node) & changed:
             built = "built from constants only"
         else:
             reads = _invariant_reads(scope, receiver_node, changed)
@@ -148,7 +144,7 @@ class RedundantTransfer(Rule):
             help="create it once above the loop, directly on the device: `torch.tensor([...], device=device)`",
         )
 
-    def _check_forward(self, ctx, scope: ScopeAnalysis) -> None:
+    def _check_forward(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A module's `forward` runs once per step (twice with a backward through it): a constant tensor built
         on the host there is copied to the device every step, where `register_buffer` in `__init__` would
         copy it once and move it with the model."""
@@ -184,377 +180,14 @@ class RedundantTransfer(Rule):
                 "with the model, and use the buffer in `forward`",
             )
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.nn.functional as F
 
-            device = torch.device("cuda")
-            class_weights = torch.tensor([0.2, 0.3, 0.5])
-            for x, y in train_loader:
-                x, y = x.to(device), y.to(device)
-                loss = F.cross_entropy(model(x), y, weight=class_weights.to(device))
-                loss.backward()
-                optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-
-            for images, labels in loader:
-                images = images.cuda()
-                mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1).cuda()
-                outputs = model(images - mean)
-                loss = criterion(outputs, labels.cuda())
-                loss.backward()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            from torchvision.models import resnet50
-
-            model = resnet50()
-            device = "cuda"
-            for x, y in loader:
-                model.to(device)
-                loss = criterion(model(x.to(device)), y.to(device))
-                loss.backward()
-                optimizer.step()
-            """
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.pos_weight = torch.full((10,), 3.0)
-                    self.criterion = nn.BCEWithLogitsLoss()
-
-                def run(self, loader, device):
-                    for x, y in loader:
-                        logits = self.model(x.to(device))
-                        weight = self.pos_weight.to(device)
-                        loss = (self.criterion(logits, y.to(device)) * weight).mean()
-                        loss.backward()
-            """
-        ),
-        Fires(
-            """
-            import torch
-
-            std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
-
-            @torch.no_grad()
-            def evaluate(model, val_loader, device):
-                correct = 0
-                for x, y in val_loader:
-                    x = x.to(device) / std.to(device)
-                    correct += (model(x).argmax(1) == y.to(device)).sum().item()
-                return correct
-            """
-        ),
-        Fires(
-            """
-            import numpy as np
-            import torch
-
-            anchors = torch.as_tensor(np.load("anchors.npy"))
-            model = Detector()
-            for step, batch in enumerate(train_loader):
-                images = batch["images"].cuda(non_blocking=True)
-                preds = model(images)
-                loss = detection_loss(preds, batch["boxes"].cuda(), anchors.cuda())
-                loss.backward()
-            """,
-        ),
-        Fires(
-            """
-            import torch
-
-            def train(model, loader, device):
-                scale = torch.full((1,), 0.5)
-                for x, y in loader:
-                    for t in range(4):
-                        out = model(x.to(device), scale.to(device, non_blocking=True))
-                        out.sum().backward()
-            """,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def class_weights(labels, num_classes):
-                counts = torch.bincount(torch.tensor(labels), minlength=num_classes)
-                return counts.sum() / (num_classes * counts.clamp(min=1).float())
-
-            def train_one_epoch(model, loader, optimizer, weights, device):
-                for tokens, labels in loader:
-                    logits = model(tokens.to(device))
-                    loss = F.cross_entropy(logits, labels.to(device), weight=weights.to(device))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-            def main(model, loader, optimizer, labels):
-                device = torch.device("cuda")
-                weights = class_weights(labels, 10)
-                for epoch in range(5):
-                    train_one_epoch(model, loader, optimizer, weights, device)
-            """,
-        ),
-        Fires(  # an evaluation helper nested in main: the digit-place tensor depends only on values fixed outside its loop
-            """
-            import torch
-            from torch.utils.data import DataLoader
-
-
-            def main(config, model, trainer, datasets):
-                def eval_split(split, max_batches=-1):
-                    ndigit = config.data.ndigit
-                    results = []
-                    loader = DataLoader(datasets[split], batch_size=50, num_workers=0, drop_last=False)
-                    for b, (x, y) in enumerate(loader):
-                        x = x.to(trainer.device)
-                        d1d2 = x[:, : ndigit * 2]
-                        d3 = model.generate(d1d2, ndigit + 1)[:, -(ndigit + 1):].flip(1)
-                        factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)
-                        d1i = (d1d2[:, :ndigit] * factors[:, 1:]).sum(1)
-                        d2i = (d1d2[:, ndigit : ndigit * 2] * factors[:, 1:]).sum(1)
-                        results.append(((d3 * factors).sum(1) == d1i + d2i).cpu())
-                        if 0 <= max_batches <= b + 1:
-                            break
-                    return torch.cat(results).float().mean()
-
-                trainer.add_callback("on_batch_end", lambda t: eval_split("test") if t.iter_num % 500 == 0 else None)
-                trainer.run()
-            """,
-            at="factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)",
-        ),
-        Fires(  # a module's forward runs every step: a constant built on the host there is copied every step
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Normalize(nn.Module):
-                def __init__(self, backbone):
-                    super().__init__()
-                    self.backbone = backbone
-
-                def forward(self, images):
-                    mean = torch.tensor([0.485, 0.456, 0.406], device=images.device).view(1, 3, 1, 1)
-                    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1).to(images.device)
-                    return self.backbone((images - mean) / std)
-            """,
-            count=2,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # forward: data that depends on the input, a device-side fill, a cached buffer, and no module at all
-            """
-            import torch
-            import torch.nn as nn
-
-
-            class Head(nn.Module):
-                def __init__(self, dim):
-                    super().__init__()
-                    self.proj = nn.Linear(dim, dim)
-                    self.register_buffer("scale", torch.tensor([dim ** -0.5]), persistent=False)
-                    self.positions = None
-
-                def forward(self, x):
-                    lengths = torch.tensor([len(row) for row in x], device=x.device)
-                    mask = torch.zeros(x.shape[0], x.shape[1], device=x.device)
-                    if self.positions is None:
-                        self.positions = torch.tensor([0.0, 1.0], device=x.device)
-                    return self.proj(x) * self.scale + mask.sum() + lengths.sum() + self.positions.sum()
-
-
-            def forward(images):
-                return images - torch.tensor([0.5], device=images.device)
-            """
-        ),
-        Quiet(  # forward: a scalar accumulator, a dummy scalar metric, a counter updated in place: not constants
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-
-            class ChunkedCrossEntropy(nn.Module):
-                def forward(self, logits, targets):
-                    total = torch.tensor(0.0, device=targets.device)
-                    counts = torch.tensor([0, 0], device=targets.device)
-                    for chunk, target in zip(logits.chunk(4), targets.chunk(4)):
-                        total += F.cross_entropy(chunk, target, reduction="sum")
-                        counts.add_(torch.stack([target.numel(), (target >= 0).sum()]))
-                    ratios = torch.tensor(1.0, device=targets.device)
-                    return total / counts[1], ratios
-            """
-        ),
-        Quiet(  # a loop-invariant-looking tensor built from what the loop changes
-            """
-            import torch
-
-
-            def evaluate(model, loader, device):
-                scale = 1
-                for x, y in loader:
-                    weights = torch.tensor([scale, scale * 2]).to(device)
-                    model(x.to(device)).mul(weights).sum()
-                    scale += 1
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            class_weights = torch.tensor([0.2, 0.8])
-            for x, y in train_loader:
-                class_weights = class_weights.to(device)
-                loss = criterion(model(x.to(device)), y.to(device)) * class_weights[y.to(device)]
-                loss.mean().backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            for batch in loader:
-                batch = {k: v.to(device) for k, v in batch.items()}
-                inputs, labels = batch["input_ids"], batch["labels"]
-                loss = model(inputs.to(device), labels=labels.to(device)).loss
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            for epoch in range(10):
-                model.to(device)
-                train_one_epoch(model, loader)
-                model.cpu()
-                torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def step_all(models, x, device):
-                for model in models:
-                    model.to(device)
-                    model(x).sum().backward()
-                    model.cpu()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            running = torch.zeros(3)
-            for x, y in loader:
-                out = model(x.cuda())
-                running.mul_(0.9).add_(out.detach().cpu().mean(0))
-                target = running.cuda()
-                loss = criterion(out, target)
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            device = torch.device("cuda")
-            weights = torch.tensor([1.0, 2.0]).to(device)
-            for x, y in loader:
-                loss = criterion(model(x.to(device)), y.to(device), weights.to(device))
-                noise = torch.randn(4).to(device)
-                half = features.to(torch.float16)
-                loss.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def train_one_epoch(model, loader, weights, device):
-                for x, y in loader:
-                    loss = criterion(model(x.to(device)), y.to(device)) * weights.to(device)
-                    loss.mean().backward()
-
-            def main(model, loader, device):
-                train_one_epoch(model, loader, torch.ones(4).to(device), device)
-                train_one_epoch(model, loader, weights=load_weights(), device=device)
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.mask = torch.ones(16)
-
-                def refresh_mask(self, step):
-                    self.mask = (torch.rand(16) > 0.1).float()
-
-                def fit(self, loader, device):
-                    for step, (x, y) in enumerate(loader):
-                        self.refresh_mask(step)
-                        out = self.model(x.to(device)) * self.mask.to(device)
-                        out.sum().backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            cache = torch.tensor([1.0, 2.0])
-            weights = torch.tensor([0.5, 0.5])
-            for line in open("log.txt"):
-                moved = cache.cuda()
-                print(line, weights.cuda())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            from torchvision.models import resnet18
-
-            teacher = resnet18(weights="DEFAULT")
-            for x, y in loader:
-                teacher.to("cuda")
-                with torch.no_grad():
-                    soft = teacher(x.cuda())
-                teacher.to("cpu")
-                loss = kd_loss(student(x.cuda()), soft)
-                loss.backward()
-            """
-        ),
-    )
-
-
-def _tensor_parameter(ctx, scope: ScopeAnalysis, name: str) -> CallEvent | None:
+def _tensor_parameter(ctx: RuleContext, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     """For a parameter the function never rebinds: a call site, when every call in the module passes a
     tensor that is not yet on the device for it."""
     if scope.function is None or name not in scope.params or name in set(_bound_names(scope.function.node)):
         return None
     passed = ctx.module.arguments_for(scope.function, name)
-    if not passed or any(not value.tags & {TENSOR, GRAPH} or value.tags & {MODEL, ON_DEVICE} for _, value in passed):
+    if not passed or any(not value.tags & {Tag.TENSOR, Tag.GRAPH} or value.tags & {Tag.MODEL, Tag.ON_DEVICE} for _, value in passed):
         return None
     return passed[0][0]
 
@@ -580,18 +213,18 @@ def _why_hot(call: CallEvent | None) -> str:
 
 
 def _iterates_loader(scope: ScopeAnalysis, loop: Loop) -> bool:
-    if LOADER in loop.iterable.tags:
+    if Tag.LOADER in loop.iterable.tags:
         return True
     iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
     if isinstance(iterable, cst.Call):  # tqdm(loader), a wrapper around the loader
         values = (scope.value_at(arg.value) for arg in iterable.args)
-        return any(value is not None and LOADER in value.tags for value in values)
+        return any(value is not None and Tag.LOADER in value.tags for value in values)
     return False
 
 
 def _is_model_call(call: CallEvent) -> bool:
     receiver = call.receiver
-    if receiver is None or MODEL not in receiver.tags:
+    if receiver is None or Tag.MODEL not in receiver.tags:
         return False
     return call.method is None or call.method in {"forward", "generate"}
 
@@ -714,7 +347,7 @@ _HOST_TEXT = re.compile(r"""(torch\.device\()?["']cpu["']\)?""")
 _PURE_BUILTINS = frozenset({"range", "len", "list", "tuple", "reversed", "sorted", "int", "float", "abs", "min", "max", "sum", "round"})
 
 
-def _is_module_forward(ctx, scope: ScopeAnalysis) -> bool:
+def _is_module_forward(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
     function = scope.function
     return (
         function is not None and function.name == "forward" and function.owner is not None
@@ -819,3 +452,367 @@ def _transfer_suffix(scope: ScopeAnalysis, call: CallEvent) -> str:
 
 def _over(loop: Loop) -> str:
     return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""
+
+
+RedundantTransfer.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        device = torch.device("cuda")
+        class_weights = torch.tensor([0.2, 0.3, 0.5])
+        for x, y in train_loader:
+            x, y = x.to(device), y.to(device)
+            loss = F.cross_entropy(model(x), y, weight=class_weights.to(device))
+            loss.backward()
+            optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        for images, labels in loader:
+            images = images.cuda()
+            mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1).cuda()
+            outputs = model(images - mean)
+            loss = criterion(outputs, labels.cuda())
+            loss.backward()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        from torchvision.models import resnet50
+
+        model = resnet50()
+        device = "cuda"
+        for x, y in loader:
+            model.to(device)
+            loss = criterion(model(x.to(device)), y.to(device))
+            loss.backward()
+            optimizer.step()
+        """
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.pos_weight = torch.full((10,), 3.0)
+                self.criterion = nn.BCEWithLogitsLoss()
+
+            def run(self, loader, device):
+                for x, y in loader:
+                    logits = self.model(x.to(device))
+                    weight = self.pos_weight.to(device)
+                    loss = (self.criterion(logits, y.to(device)) * weight).mean()
+                    loss.backward()
+        """
+    ),
+    Fires(
+        """
+        import torch
+
+        std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+
+        @torch.no_grad()
+        def evaluate(model, val_loader, device):
+            correct = 0
+            for x, y in val_loader:
+                x = x.to(device) / std.to(device)
+                correct += (model(x).argmax(1) == y.to(device)).sum().item()
+            return correct
+        """
+    ),
+    Fires(
+        """
+        import numpy as np
+        import torch
+
+        anchors = torch.as_tensor(np.load("anchors.npy"))
+        model = Detector()
+        for step, batch in enumerate(train_loader):
+            images = batch["images"].cuda(non_blocking=True)
+            preds = model(images)
+            loss = detection_loss(preds, batch["boxes"].cuda(), anchors.cuda())
+            loss.backward()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+
+        def train(model, loader, device):
+            scale = torch.full((1,), 0.5)
+            for x, y in loader:
+                for t in range(4):
+                    out = model(x.to(device), scale.to(device, non_blocking=True))
+                    out.sum().backward()
+        """,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def class_weights(labels, num_classes):
+            counts = torch.bincount(torch.tensor(labels), minlength=num_classes)
+            return counts.sum() / (num_classes * counts.clamp(min=1).float())
+
+        def train_one_epoch(model, loader, optimizer, weights, device):
+            for tokens, labels in loader:
+                logits = model(tokens.to(device))
+                loss = F.cross_entropy(logits, labels.to(device), weight=weights.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        def main(model, loader, optimizer, labels):
+            device = torch.device("cuda")
+            weights = class_weights(labels, 10)
+            for epoch in range(5):
+                train_one_epoch(model, loader, optimizer, weights, device)
+        """,
+    ),
+    Fires(  # an evaluation helper nested in main: the digit-place tensor depends only on values fixed outside its loop
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def main(config, model, trainer, datasets):
+            def eval_split(split, max_batches=-1):
+                ndigit = config.data.ndigit
+                results = []
+                loader = DataLoader(datasets[split], batch_size=50, num_workers=0, drop_last=False)
+                for b, (x, y) in enumerate(loader):
+                    x = x.to(trainer.device)
+                    d1d2 = x[:, : ndigit * 2]
+                    d3 = model.generate(d1d2, ndigit + 1)[:, -(ndigit + 1):].flip(1)
+                    factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)
+                    d1i = (d1d2[:, :ndigit] * factors[:, 1:]).sum(1)
+                    d2i = (d1d2[:, ndigit : ndigit * 2] * factors[:, 1:]).sum(1)
+                    results.append(((d3 * factors).sum(1) == d1i + d2i).cpu())
+                    if 0 <= max_batches <= b + 1:
+                        break
+                return torch.cat(results).float().mean()
+
+            trainer.add_callback("on_batch_end", lambda t: eval_split("test") if t.iter_num % 500 == 0 else None)
+            trainer.run()
+        """,
+        at="factors = torch.tensor([[10**i for i in range(ndigit + 1)][::-1]]).to(trainer.device)",
+    ),
+    Fires(  # a module's forward runs every step: a constant built on the host there is copied every step
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Normalize(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+
+            def forward(self, images):
+                mean = torch.tensor([0.485, 0.456, 0.406], device=images.device).view(1, 3, 1, 1)
+                std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1).to(images.device)
+                return self.backbone((images - mean) / std)
+        """,
+        count=2,
+    ),
+)
+
+RedundantTransfer.MUST_NOT_FIRE = (
+    Quiet(  # forward: data that depends on the input, a device-side fill, a cached buffer, and no module at all
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.register_buffer("scale", torch.tensor([dim ** -0.5]), persistent=False)
+                self.positions = None
+
+            def forward(self, x):
+                lengths = torch.tensor([len(row) for row in x], device=x.device)
+                mask = torch.zeros(x.shape[0], x.shape[1], device=x.device)
+                if self.positions is None:
+                    self.positions = torch.tensor([0.0, 1.0], device=x.device)
+                return self.proj(x) * self.scale + mask.sum() + lengths.sum() + self.positions.sum()
+
+
+        def forward(images):
+            return images - torch.tensor([0.5], device=images.device)
+        """
+    ),
+    Quiet(  # forward: a scalar accumulator, a dummy scalar metric, a counter updated in place: not constants
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ChunkedCrossEntropy(nn.Module):
+            def forward(self, logits, targets):
+                total = torch.tensor(0.0, device=targets.device)
+                counts = torch.tensor([0, 0], device=targets.device)
+                for chunk, target in zip(logits.chunk(4), targets.chunk(4)):
+                    total += F.cross_entropy(chunk, target, reduction="sum")
+                    counts.add_(torch.stack([target.numel(), (target >= 0).sum()]))
+                ratios = torch.tensor(1.0, device=targets.device)
+                return total / counts[1], ratios
+        """
+    ),
+    Quiet(  # a loop-invariant-looking tensor built from what the loop changes
+        """
+        import torch
+
+
+        def evaluate(model, loader, device):
+            scale = 1
+            for x, y in loader:
+                weights = torch.tensor([scale, scale * 2]).to(device)
+                model(x.to(device)).mul(weights).sum()
+                scale += 1
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        class_weights = torch.tensor([0.2, 0.8])
+        for x, y in train_loader:
+            class_weights = class_weights.to(device)
+            loss = criterion(model(x.to(device)), y.to(device)) * class_weights[y.to(device)]
+            loss.mean().backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        for batch in loader:
+            batch = {k: v.to(device) for k, v in batch.items()}
+            inputs, labels = batch["input_ids"], batch["labels"]
+            loss = model(inputs.to(device), labels=labels.to(device)).loss
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        for epoch in range(10):
+            model.to(device)
+            train_one_epoch(model, loader)
+            model.cpu()
+            torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def step_all(models, x, device):
+            for model in models:
+                model.to(device)
+                model(x).sum().backward()
+                model.cpu()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        running = torch.zeros(3)
+        for x, y in loader:
+            out = model(x.cuda())
+            running.mul_(0.9).add_(out.detach().cpu().mean(0))
+            target = running.cuda()
+            loss = criterion(out, target)
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        device = torch.device("cuda")
+        weights = torch.tensor([1.0, 2.0]).to(device)
+        for x, y in loader:
+            loss = criterion(model(x.to(device)), y.to(device), weights.to(device))
+            noise = torch.randn(4).to(device)
+            half = features.to(torch.float16)
+            loss.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def train_one_epoch(model, loader, weights, device):
+            for x, y in loader:
+                loss = criterion(model(x.to(device)), y.to(device)) * weights.to(device)
+                loss.mean().backward()
+
+        def main(model, loader, device):
+            train_one_epoch(model, loader, torch.ones(4).to(device), device)
+            train_one_epoch(model, loader, weights=load_weights(), device=device)
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.mask = torch.ones(16)
+
+            def refresh_mask(self, step):
+                self.mask = (torch.rand(16) > 0.1).float()
+
+            def fit(self, loader, device):
+                for step, (x, y) in enumerate(loader):
+                    self.refresh_mask(step)
+                    out = self.model(x.to(device)) * self.mask.to(device)
+                    out.sum().backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        cache = torch.tensor([1.0, 2.0])
+        weights = torch.tensor([0.5, 0.5])
+        for line in open("log.txt"):
+            moved = cache.cuda()
+            print(line, weights.cuda())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        from torchvision.models import resnet18
+
+        teacher = resnet18(weights="DEFAULT")
+        for x, y in loader:
+            teacher.to("cuda")
+            with torch.no_grad():
+                soft = teacher(x.cuda())
+            teacher.to("cpu")
+            loss = kd_loss(student(x.cuda()), soft)
+            loss.backward()
+        """
+    ),
+)

@@ -23,6 +23,7 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     calls_in,
@@ -36,7 +37,7 @@ class RetainGraphInLoop(Rule):
     name = "retain-graph-in-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # tests run backward repeatedly on one graph to check gradients and accumulation
         for scope in ctx.scopes:
@@ -48,7 +49,7 @@ class RetainGraphInLoop(Rule):
                 if not others:
                     self._report(ctx, scope, call, loop)
 
-    def _report(self, ctx, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
         written = " ".join(scope.chunk.code_for(call.node).split())
         ctx.report(
             call.node,

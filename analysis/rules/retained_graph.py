@@ -19,36 +19,37 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import training_step_hook
+from trainlint.analysis.patterns import (
+    bounded_or_emptied,
+    is_scalar_loss,
+    keeps_one_number,
+    kept_for_one_step,
+    kept_on_the_gpu,
+    replaces_a_list_item,
+)
 from trainlint.rules import (
-    CONSTANT,
-    CONTAINER,
-    GRAPH,
-    NUMBER,
     AssignEvent,
     CallEvent,
     Fires,
     JumpEvent,
     Loop,
+    ModuleView,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
     StoreEvent,
+    Tag,
     backward_target,
-    bounded_or_emptied,
     calls_in,
     is_backward,
     is_eval_name,
     is_known_tensor,
-    is_scalar_loss,
     is_test_file,
-    keeps_one_number,
-    kept_for_one_step,
-    kept_on_the_gpu,
     mentions,
     repeats_per_step,
-    replaces_a_list_item,
-    training_step_hook,
 )
 
 
@@ -57,7 +58,7 @@ class RetainedGraph(Rule):
     name = "retained-graph"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test keeps a few steps' losses to compare them, on purpose
         for scope in ctx.scopes:
@@ -67,12 +68,12 @@ class RetainedGraph(Rule):
                 elif isinstance(event, AssignEvent):
                     self._check_carried_state(ctx, scope, event)
 
-    def _check_carried_state(self, ctx, scope: ScopeAnalysis, assign: AssignEvent) -> None:
+    def _check_carried_state(self, ctx: RuleContext, scope: ScopeAnalysis, assign: AssignEvent) -> None:
         """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built
         on the old one, so it holds the graph of every step since the loop began (truncated BPTT
         without the truncation). With a plain backward each step the second one fails loudly; with
         ``retain_graph=True``, or no backward at all, the graph silently grows with the run."""
-        if len(assign.targets) != 1 or GRAPH not in assign.value.tags or assign.context.grad_off is not None:
+        if len(assign.targets) != 1 or Tag.GRAPH not in assign.value.tags or assign.context.grad_off is not None:
             return
         if not isinstance(assign.node, cst.Assign):
             return
@@ -113,9 +114,9 @@ class RetainedGraph(Rule):
             "`repackage_hidden` helper for tuples of tensors)",
         )
 
-    def _check_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
+    def _check_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
-        if GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
+        if Tag.GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
             return
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
@@ -173,7 +174,7 @@ class RetainedGraph(Rule):
             help="store `.item()` for logging or `.detach()` the tensor before keeping it", fix=fix,
         )
 
-    def _check_hook_store(self, ctx, scope: ScopeAnalysis, store: StoreEvent) -> None:
+    def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         """``self.train_losses.append(loss)`` in a Lightning ``training_step`` (or a Trainer's
         ``compute_loss``): the framework's loop calls the method once per step, and the attribute keeps
         every step's graph after the framework has run backward on it."""
@@ -199,12 +200,12 @@ class RetainedGraph(Rule):
             fix=ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True),
         )
 
-    def _fix(self, ctx, scope: ScopeAnalysis, store: StoreEvent):
+    def _fix(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent):
         """`.detach()` is safe on a value known to be one tensor, `.item()` on a loss known to be a
         scalar whose running total is only read as a number; a model's output of unknown structure
         gets an unsafe `.detach()`, and a list or tuple of tensors no fix."""
         node, value = store.value_node, store.value
-        if CONTAINER in value.tags or value.items is not None:
+        if Tag.CONTAINER in value.tags or value.items is not None:
             return None
         tensor = is_known_tensor(value)
         if _scalar_sink(scope, store):
@@ -223,1274 +224,15 @@ class RetainedGraph(Rule):
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
 
-            model = nn.Linear(10, 2)
-            criterion = nn.CrossEntropyLoss()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            losses = []
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss)
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            model = nn.Linear(10, 2)
-            criterion = nn.CrossEntropyLoss()
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            losses = []
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.detach())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def evaluate_all(model, batches):
-                total = 0.0
-                for x, y in batches:
-                    total += F.cross_entropy(model(x), y)
-                return float(total) / len(batches)
-            """,
-            fixed="""
-            import torch.nn.functional as F
-
-            def evaluate_all(model, batches):
-                total = 0.0
-                for x, y in batches:
-                    total += F.cross_entropy(model(x), y).item()
-                return float(total) / len(batches)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-
-            def collect(net_g, noise_batches):
-                samples = {}
-                for step, z in enumerate(noise_batches):
-                    fake = net_g(z)
-                    samples[step] = fake.cpu()
-                torch.save(samples, "samples.pt")
-            """,
-            fixed="""
-            import torch
-
-            def collect(net_g, noise_batches):
-                samples = {}
-                for step, z in enumerate(noise_batches):
-                    fake = net_g(z)
-                    samples[step] = fake.detach().cpu()
-                torch.save(samples, "samples.pt")
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # a running total on the GPU: `.item()` would sync every step (TL302), so the fix sums on the device
-            """
-            import torch
-            import torch.nn.functional as F
-
-
-            def train(model, loader, optimizer, epochs, device="cuda"):
-                model.to(device)
-                for epoch in range(epochs):
-                    running = 0.0
-                    for images, labels in loader:
-                        optimizer.zero_grad()
-                        loss = F.cross_entropy(model(images.to(device)), labels.to(device))
-                        loss.backward()
-                        optimizer.step()
-                        running += loss
-                    print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
-            """,
-            fixed="""
-            import torch
-            import torch.nn.functional as F
-
-
-            def train(model, loader, optimizer, epochs, device="cuda"):
-                model.to(device)
-                for epoch in range(epochs):
-                    running = 0.0
-                    for images, labels in loader:
-                        optimizer.zero_grad()
-                        loss = F.cross_entropy(model(images.to(device)), labels.to(device))
-                        loss.backward()
-                        optimizer.step()
-                        running += loss.detach()
-                    print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
-            """,
-            severity=Severity.WARNING,
-            unsafe=True,  # `running` becomes a tensor: code that prints or saves it as a float sees the change
-        ),
-        Fires(  # on the GPU: a detached loss is one number a step, so `.detach()` ends the leak and TL104 agrees
-            """
-            import torch
-
-            torch.manual_seed(0)
-            device = torch.device("cuda")
-            model = torch.nn.Linear(10, 2).to(device)
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            losses = []
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = model(x.to(device)).sum()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss)
-            """,
-            fixed="""
-            import torch
-
-            torch.manual_seed(0)
-            device = torch.device("cuda")
-            model = torch.nn.Linear(10, 2).to(device)
-            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            losses = []
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = model(x.to(device)).sum()
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.detach())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-            from torchvision.models import resnet18
-
-            encoder = resnet18()
-            features = []
-            for images, _ in loader:
-                features.append(encoder(images.cuda()))
-            torch.save(features, "feats.pt")
-            """,
-            fixed="""
-            import torch
-            from torchvision.models import resnet18
-
-            encoder = resnet18()
-            features = []
-            for images, _ in loader:
-                features.append(encoder(images.cuda()).detach().cpu())
-            torch.save(features, "feats.pt")
-            """,
-            severity=Severity.ERROR,
-            unsafe=True,  # on the GPU a detached batch of features would still grow (TL104): a host copy, which later code may not expect
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.criterion = nn.MSELoss()
-                    self.history = []
-
-                def fit(self, loader, optimizer):
-                    for x, y in loader:
-                        optimizer.zero_grad()
-                        loss = self.criterion(self.model(x), y)
-                        loss.backward()
-                        optimizer.step()
-                        self.history.append(loss)
-            """,
-            fixed="""
-            import torch.nn as nn
-
-            class Trainer:
-                def __init__(self, model):
-                    self.model = model
-                    self.criterion = nn.MSELoss()
-                    self.history = []
-
-                def fit(self, loader, optimizer):
-                    for x, y in loader:
-                        optimizer.zero_grad()
-                        loss = self.criterion(self.model(x), y)
-                        loss.backward()
-                        optimizer.step()
-                        self.history.append(loss.detach())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def train_step(model, optimizer, x, y):
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                return loss
-
-            def train(model, optimizer, loader):
-                epoch_loss = 0
-                for x, y in loader:
-                    step_loss = train_step(model, optimizer, x, y)
-                    epoch_loss = epoch_loss + step_loss
-                print(epoch_loss)
-            """,
-            fixed="""
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def train_step(model, optimizer, x, y):
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                return loss
-
-            def train(model, optimizer, loader):
-                epoch_loss = 0
-                for x, y in loader:
-                    step_loss = train_step(model, optimizer, x, y)
-                    epoch_loss = epoch_loss + step_loss.item()
-                print(epoch_loss)
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-
-            w = torch.randn(3, requires_grad=True)
-            trace = []
-            for x in data:
-                y = (w * x).sum()
-                trace.append(y)
-            print(len(trace))
-            """,
-            fixed="""
-            import torch
-
-            w = torch.randn(3, requires_grad=True)
-            trace = []
-            for x in data:
-                y = (w * x).sum()
-                trace.append(y.detach())
-            print(len(trace))
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-
-            def train(model, train_loader, optimizer, criterion):
-                logged = []
-                for step, batch in enumerate(train_loader):
-                    outputs = [model(x) for x in batch["views"]]
-                    loss = sum(criterion(o, batch["y"]) for o in outputs)
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-                    logged.append(outputs)
-                print(f"kept {len(logged)} steps of outputs")
-            """,
-            severity=Severity.WARNING,
-            no_fix=True,  # a list of tensors has no `.detach()`
-        ),
-        Fires(
-            """
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained("gpt2")
-            kept = []
-            for batch in eval_dataloader:
-                outputs = model(**batch)
-                kept.append(outputs)
-            """,
-            fixed="""
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained("gpt2")
-            kept = []
-            for batch in eval_dataloader:
-                outputs = model(**batch)
-                kept.append(outputs.detach())
-            """,
-            unsafe=True,  # a Hugging Face model returns a ModelOutput, which has no `.detach()`
-            severity=Severity.ERROR,
-        ),
-        Fires(  # objects: `self(votes)` in a method of an nn.Module is its forward
-            """
-            import torch
-            import torch.nn as nn
-
-            class LabelModel(nn.Module):
-                def __init__(self, num_sources):
-                    super().__init__()
-                    self.accuracy = nn.Parameter(torch.zeros(num_sources))
-
-                def forward(self, votes):
-                    return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
-
-                def estimate(self, batches, epochs=5, lr=0.1):
-                    optimizer = torch.optim.SGD(self.parameters(), lr=lr)
-                    for epoch in range(epochs):
-                        running_loss = 0.0
-                        for votes in batches:
-                            optimizer.zero_grad()
-                            loss = -torch.mean(self(votes))
-                            loss.backward()
-                            optimizer.step()
-                            running_loss += loss
-                        print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            class LabelModel(nn.Module):
-                def __init__(self, num_sources):
-                    super().__init__()
-                    self.accuracy = nn.Parameter(torch.zeros(num_sources))
-
-                def forward(self, votes):
-                    return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
-
-                def estimate(self, batches, epochs=5, lr=0.1):
-                    optimizer = torch.optim.SGD(self.parameters(), lr=lr)
-                    for epoch in range(epochs):
-                        running_loss = 0.0
-                        for votes in batches:
-                            optimizer.zero_grad()
-                            loss = -torch.mean(self(votes))
-                            loss.backward()
-                            optimizer.step()
-                            running_loss += loss.item()
-                        print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
-            """,
-            unsafe=True,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # objects: a value something calls `backward` on carries a graph, whatever produced it
-            """
-            class Trainer:
-                def __init__(self, max_epochs):
-                    self.max_epochs = max_epochs
-
-                def train_epoch(self, module, dataloader, optimizer):
-                    outputs = []
-                    for i, batch in enumerate(dataloader):
-                        optimizer.zero_grad()
-                        output = module.training_step(batch, i)
-                        output["loss"].backward()
-                        optimizer.step()
-                        outputs.append(output)
-                    return module.training_epoch_end(outputs)
-            """,
-            severity=Severity.WARNING,
-            no_fix=True,  # a dict of results has no `.detach()`
-        ),
-        Fires(  # returns: an accumulator handed back to the caller outlives the loop just the same
-            """
-            import torch
-
-            def train_epoch(model, loader, optimizer, criterion):
-                model.train()
-                epoch_loss = 0.0
-                for inputs, targets in loader:
-                    optimizer.zero_grad()
-                    loss = criterion(model(inputs), targets)
-                    loss.backward()
-                    optimizer.step()
-                    epoch_loss += loss
-                return epoch_loss / len(loader)
-
-            def fit(model, loader, optimizer, criterion, epochs):
-                for epoch in range(epochs):
-                    print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
-            """,
-            fixed="""
-            import torch
-
-            def train_epoch(model, loader, optimizer, criterion):
-                model.train()
-                epoch_loss = 0.0
-                for inputs, targets in loader:
-                    optimizer.zero_grad()
-                    loss = criterion(model(inputs), targets)
-                    loss.backward()
-                    optimizer.step()
-                    epoch_loss += loss.item()
-                return epoch_loss / len(loader)
-
-            def fit(model, loader, optimizer, criterion, epochs):
-                for epoch in range(epochs):
-                    print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
-            """,
-            unsafe=True,  # a criterion passed in may not reduce to a scalar: `.item()` could raise
-            severity=Severity.WARNING,
-        ),
-        Fires(  # returns: inside a tuple, from an evaluation that never backwards
-            """
-            import torch.nn.functional as F
-
-            def evaluate(model, loader):
-                model.eval()
-                total_loss, correct = 0.0, 0
-                for images, labels in loader:
-                    logits = model(images)
-                    total_loss += F.cross_entropy(logits, labels)
-                    correct += (logits.argmax(dim=1) == labels).sum().item()
-                return total_loss / len(loader), correct / len(loader.dataset)
-            """,
-            fixed="""
-            import torch.nn.functional as F
-
-            def evaluate(model, loader):
-                model.eval()
-                total_loss, correct = 0.0, 0
-                for images, labels in loader:
-                    logits = model(images)
-                    total_loss += F.cross_entropy(logits, labels).item()
-                    correct += (logits.argmax(dim=1) == labels).sum().item()
-                return total_loss / len(loader), correct / len(loader.dataset)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # state across steps: a running average of the loss tensor is a running sum of graphs
-            """
-            def train(model, loader, optimizer, criterion, log_every=100):
-                smoothed = 0.0
-                for step, (x, y) in enumerate(loader):
-                    optimizer.zero_grad()
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    optimizer.step()
-                    smoothed = 0.98 * smoothed + 0.02 * loss
-                    if step % log_every == 0:
-                        print(f"step {step}: smoothed loss {float(smoothed):.4f}")
-            """,
-            fixed="""
-            def train(model, loader, optimizer, criterion, log_every=100):
-                smoothed = 0.0
-                for step, (x, y) in enumerate(loader):
-                    optimizer.zero_grad()
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    optimizer.step()
-                    smoothed = 0.98 * smoothed + (0.02 * loss).item()
-                    if step % log_every == 0:
-                        print(f"step {step}: smoothed loss {float(smoothed):.4f}")
-            """,
-            unsafe=True,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # state across steps: truncated BPTT without the truncation, kept alive by retain_graph
-            """
-            import torch.nn as nn
-
-            class CharRNN(nn.Module):
-                def __init__(self, vocab, hidden=256):
-                    super().__init__()
-                    self.embed = nn.Embedding(vocab, hidden)
-                    self.rnn = nn.LSTM(hidden, hidden, batch_first=True)
-                    self.head = nn.Linear(hidden, vocab)
-
-                def forward(self, tokens, state):
-                    out, state = self.rnn(self.embed(tokens), state)
-                    return self.head(out), state
-
-            def train(model, batches, optimizer, criterion):
-                state = None
-                for inputs, targets in batches:
-                    optimizer.zero_grad()
-                    logits, state = model(inputs, state)
-                    loss = criterion(logits.flatten(0, 1), targets.flatten())
-                    loss.backward(retain_graph=True)
-                    optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # state across steps: the hidden state of an evaluation with grad on grows every batch
-            """
-            def evaluate(model, batches, criterion, batch_size):
-                model.eval()
-                hidden = model.init_hidden(batch_size)
-                total = 0.0
-                for inputs, targets in batches:
-                    output, hidden = model(inputs, hidden)
-                    total += criterion(output.view(-1, output.size(-1)), targets.view(-1)).item()
-                return total / len(batches)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # framework hooks: Lightning calls training_step once per batch; the attribute keeps every graph
-            """
-            import torch
-            import torch.nn.functional as F
-            import lightning as L
-
-            class Classifier(L.LightningModule):
-                def __init__(self):
-                    super().__init__()
-                    self.net = torch.nn.Linear(128, 10)
-                    self.train_losses = []
-
-                def training_step(self, batch, batch_idx):
-                    x, y = batch
-                    loss = F.cross_entropy(self.net(x), y)
-                    self.train_losses.append(loss)
-                    self.log("train_loss", loss)
-                    return loss
-
-                def on_train_epoch_end(self):
-                    self.log("epoch_loss", torch.stack(self.train_losses).mean())
-                    self.train_losses.clear()
-            """,
-            fixed="""
-            import torch
-            import torch.nn.functional as F
-            import lightning as L
-
-            class Classifier(L.LightningModule):
-                def __init__(self):
-                    super().__init__()
-                    self.net = torch.nn.Linear(128, 10)
-                    self.train_losses = []
-
-                def training_step(self, batch, batch_idx):
-                    x, y = batch
-                    loss = F.cross_entropy(self.net(x), y)
-                    self.train_losses.append(loss.detach())
-                    self.log("train_loss", loss)
-                    return loss
-
-                def on_train_epoch_end(self):
-                    self.log("epoch_loss", torch.stack(self.train_losses).mean())
-                    self.train_losses.clear()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # frameworks: a DeepSpeed engine's forward carries a graph; its backward and step run through the engine
-            """
-            import deepspeed
-
-
-            class Trainer:
-                def __init__(self, args, model, train_loader):
-                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-                    self.train_loader = train_loader
-
-                def train_epoch(self):
-                    epoch_loss = 0.0
-                    for batch in self.train_loader:
-                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
-                        self.engine.backward(loss)
-                        self.engine.step()
-                        epoch_loss += loss
-                    return epoch_loss / len(self.train_loader)
-            """,
-            fixed="""
-            import deepspeed
-
-
-            class Trainer:
-                def __init__(self, args, model, train_loader):
-                    self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
-                    self.train_loader = train_loader
-
-                def train_epoch(self):
-                    epoch_loss = 0.0
-                    for batch in self.train_loader:
-                        loss = self.engine(batch["input_ids"], labels=batch["labels"])
-                        self.engine.backward(loss)
-                        self.engine.step()
-                        epoch_loss += loss.item()
-                    return epoch_loss / len(self.train_loader)
-            """,
-            unsafe=True,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # the project's tracker keeps the tensor it is handed: every step's graph stays referenced
-            """
-            import torch
-
-            from utils import LossTracker
-
-
-            def train(train_loader, model, criterion, optimizer, epoch):
-                model.train()
-                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
-                for images, target in train_loader:
-                    output = model(images.cuda(non_blocking=True))
-                    loss = criterion(output, target.cuda(non_blocking=True))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    tracker.update(loss, output.size(0))
-                return tracker.history
-            """,
-            files={
-                "utils.py": """
-                    class LossTracker:
-                        def __init__(self, num_batches, prefix=""):
-                            self.num_batches, self.prefix = num_batches, prefix
-                            self.history = []
-
-                        def update(self, loss, n):
-                            self.history.append(loss)
-                """,
-            },
-            fixed="""
-            import torch
-
-            from utils import LossTracker
-
-
-            def train(train_loader, model, criterion, optimizer, epoch):
-                model.train()
-                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
-                for images, target in train_loader:
-                    output = model(images.cuda(non_blocking=True))
-                    loss = criterion(output, target.cuda(non_blocking=True))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    tracker.update(loss.detach(), output.size(0))
-                return tracker.history
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # the project's averager sums the loss itself: `self.sum` carries every step's graph until reset
-            """
-            import torch
-
-            from utils import Averager
-
-
-            def train(model, criterion, optimizer, train_dataset, device, num_iter):
-                loss_avg = Averager()
-                for iteration in range(num_iter):
-                    image_tensors, labels = train_dataset.get_batch()
-                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
-                    cost = criterion(preds, labels.to(device))
-                    model.zero_grad()
-                    cost.backward()
-                    optimizer.step()
-                    loss_avg.add(cost)
-                    if (iteration + 1) % 500 == 0:
-                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
-                        loss_avg.reset()
-            """,
-            files={
-                "utils.py": """
-                    class Averager:
-                        def __init__(self):
-                            self.reset()
-
-                        def add(self, v):
-                            count = v.data.numel()
-                            v = v.sum()
-                            self.n_count += count
-                            self.sum += v
-
-                        def reset(self):
-                            self.n_count = 0
-                            self.sum = 0
-
-                        def val(self):
-                            return self.sum / float(self.n_count) if self.n_count else 0
-                """,
-            },
-            fixed="""
-            import torch
-
-            from utils import Averager
-
-
-            def train(model, criterion, optimizer, train_dataset, device, num_iter):
-                loss_avg = Averager()
-                for iteration in range(num_iter):
-                    image_tensors, labels = train_dataset.get_batch()
-                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
-                    cost = criterion(preds, labels.to(device))
-                    model.zero_grad()
-                    cost.backward()
-                    optimizer.step()
-                    loss_avg.add(cost.detach())
-                    if (iteration + 1) % 500 == 0:
-                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
-                        loss_avg.reset()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # a list that lives on the trainer keeps every step's micro-batch losses
-            """
-            import torch
-
-
-            class Trainer:
-                def __init__(self, model, optimizer):
-                    self.model, self.optimizer = model.cuda(), optimizer
-                    self.losses = []
-
-                def train_step(self, micro_batches):
-                    for micro_batch in micro_batches:
-                        loss = self.model(**micro_batch).loss / len(micro_batches)
-                        loss.backward()
-                        self.losses.append(loss)
-                    self.optimizer.step()
-                    self.optimizer.zero_grad()
-            """,
-            fixed="""
-            import torch
-
-
-            class Trainer:
-                def __init__(self, model, optimizer):
-                    self.model, self.optimizer = model.cuda(), optimizer
-                    self.losses = []
-
-                def train_step(self, micro_batches):
-                    for micro_batch in micro_batches:
-                        loss = self.model(**micro_batch).loss / len(micro_batches)
-                        loss.backward()
-                        self.losses.append(loss.detach())
-                    self.optimizer.step()
-                    self.optimizer.zero_grad()
-            """,
-            severity=Severity.WARNING,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # a parameter named `make_net` builds the model: calling it runs no forward (cifar10-airbench)
-            """
-            import torch
-            import torch.nn.functional as F
-
-
-            class LookaheadState:
-                def __init__(self, net):
-                    self.net_ema = {k: v.clone() for k, v in net.state_dict().items()}
-
-                def update(self, net, decay):
-                    for ema_param, net_param in zip(self.net_ema.values(), net.state_dict().values()):
-                        ema_param.lerp_(net_param, 1 - decay)
-                        net_param.copy_(ema_param)
-
-
-            def train(train_loader, make_net, epochs):
-                model = make_net()
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.85, nesterov=True)
-                lookahead_state = LookaheadState(model)
-                step = 0
-                for epoch in range(epochs):
-                    for inputs, labels in train_loader:
-                        loss = F.cross_entropy(model(inputs), labels)
-                        optimizer.zero_grad(set_to_none=True)
-                        loss.backward()
-                        optimizer.step()
-                        step += 1
-                        if step % 5 == 0:
-                            lookahead_state.update(model, decay=0.95)
-                return model
-            """
-        ),
-        Quiet(  # one optimizer step's micro-batch losses, in a list the step starts afresh: it never outgrows the accumulation count
-            """
-            import torch
-
-
-            class Trainer:
-                def __init__(self, model, optimizer):
-                    self.model, self.optimizer = model.cuda(), optimizer
-
-                def train_step(self, micro_batches):
-                    losses = []
-                    for micro_batch in micro_batches:
-                        loss = self.model(**micro_batch).loss / len(micro_batches)
-                        loss.backward()
-                        losses.append(loss)
-                    self.optimizer.step()
-                    self.optimizer.zero_grad()
-                    return sum(loss.item() for loss in losses)
-            """
-        ),
-        Quiet(  # the project's averager sums `v.data.sum()`: a detached copy (deep-text-recognition-benchmark)
-            """
-            import torch
-
-            from utils import Averager
-
-
-            def train(model, criterion, optimizer, train_dataset, device, num_iter):
-                loss_avg = Averager()
-                for iteration in range(num_iter):
-                    image_tensors, labels = train_dataset.get_batch()
-                    preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
-                    cost = criterion(preds, labels.to(device))
-                    model.zero_grad()
-                    cost.backward()
-                    optimizer.step()
-                    loss_avg.add(cost)
-                    if (iteration + 1) % 500 == 0:
-                        print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
-                        loss_avg.reset()
-            """,
-            files={
-                "utils.py": """
-                    class Averager:
-                        def __init__(self):
-                            self.reset()
-
-                        def add(self, v):
-                            count = v.data.numel()
-                            v = v.data.sum()
-                            self.n_count += count
-                            self.sum += v
-
-                        def reset(self):
-                            self.n_count = 0
-                            self.sum = 0
-
-                        def val(self):
-                            return self.sum / float(self.n_count) if self.n_count else 0
-                """,
-            },
-        ),
-        Quiet(  # the project's tracker keeps only `loss.item()` of the loss it is handed (DeepSpeed's ViT example)
-            """
-            import torch
-
-            from utils import LossTracker
-
-
-            def train(train_loader, model, criterion, optimizer, epoch):
-                model.train()
-                tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
-                for images, target in train_loader:
-                    output = model(images.cuda(non_blocking=True))
-                    loss = criterion(output, target.cuda(non_blocking=True))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    tracker.update(loss, output.size(0))
-                return tracker.average
-            """,
-            files={
-                "utils.py": """
-                    class LossTracker:
-                        def __init__(self, num_batches, prefix=""):
-                            self.num_batches, self.prefix = num_batches, prefix
-                            self.total, self.count = 0.0, 0
-
-                        def update(self, loss, n):
-                            self.total += loss.detach().item() * n
-                            self.count += n
-
-                        @property
-                        def average(self):
-                            return self.total / max(self.count, 1)
-                """,
-            },
-        ),
-        Quiet(  # fairseq's criterion returns (loss, sample_size, logging_output): only the loss has a graph
-            """
-            from collections import defaultdict
-
-
-            class MultilingualTranslationTask:
-                def train_step(self, samples, model, criterion, optimizer):
-                    model.train()
-                    agg_loss, agg_sample_size, agg_logging_output = 0.0, 0.0, defaultdict(float)
-                    for lang_pair, sample in samples.items():
-                        loss, sample_size, logging_output = criterion(model.models[lang_pair], sample)
-                        optimizer.backward(loss)
-                        agg_loss += loss.detach().item()
-                        agg_sample_size += sample_size
-                        for k in logging_output:
-                            agg_logging_output[k] += logging_output[k]
-                    return agg_loss, agg_sample_size, agg_logging_output
-            """
-        ),
-        Quiet(  # the auxiliary loss is logged as a number: `.item()` unless it already is a float
-            """
-            import torch
-
-            class AverageMeter:
-                def __init__(self):
-                    self.total, self.count = 0.0, 0
-
-                def update(self, value, n=1):
-                    self.total += value * n
-                    self.count += n
-
-            def train_one_epoch(model, criterion, data_loader, optimizer):
-                loss_aux_meter = AverageMeter()
-                for samples, targets in data_loader:
-                    outputs, l_aux = model(samples.cuda(non_blocking=True))
-                    loss = criterion(outputs, targets.cuda()) + l_aux
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-                    loss_aux_meter.update(l_aux if isinstance(l_aux, float) else l_aux.item(), targets.size(0))
-            """
-        ),
-        Quiet(  # a diffusers pipeline is not an nn.Module and its __call__ runs under no_grad: PIL images
-            """
-            import torch
-            from diffusers import StableDiffusionPipeline
-
-            def log_validation(vae, unet, args, accelerator, weight_dtype, epoch):
-                pipeline = StableDiffusionPipeline.from_pretrained(
-                    args.pretrained_model_name_or_path, vae=accelerator.unwrap_model(vae),
-                    unet=accelerator.unwrap_model(unet), torch_dtype=weight_dtype,
-                )
-                pipeline = pipeline.to(accelerator.device)
-                images = []
-                for i in range(len(args.validation_prompts)):
-                    with torch.autocast("cuda"):
-                        image = pipeline(args.validation_prompts[i], num_inference_steps=20).images[0]
-                    images.append(image)
-                return images
-
-            def train(unet, vae, train_dataloader, optimizer, args, accelerator, weight_dtype):
-                for epoch in range(args.num_train_epochs):
-                    for batch in train_dataloader:
-                        loss = unet(batch["pixel_values"]).sample.mean()
-                        accelerator.backward(loss)
-                        optimizer.step()
-                        optimizer.zero_grad()
-                    log_validation(vae, unet, args, accelerator, weight_dtype, epoch)
-            """
-        ),
-        Quiet(  # two text encoders, each once: the list is concatenated at once and not kept across steps
-            """
-            import torch
-
-            def encode_prompt(text_encoders, tokenizers, prompt):
-                prompt_embeds_list = []
-                for tokenizer, text_encoder in zip(tokenizers, text_encoders):
-                    ids = tokenizer(prompt, padding="max_length", return_tensors="pt").input_ids
-                    prompt_embeds = text_encoder(ids.to(text_encoder.device), output_hidden_states=True)
-                    prompt_embeds_list.append(prompt_embeds.hidden_states[-2])
-                return torch.concat(prompt_embeds_list, dim=-1)
-
-            def training_step(batch, unet, text_encoders, tokenizers, optimizer):
-                embeds = encode_prompt(text_encoders, tokenizers, batch["prompts"])
-                unet(batch["latents"], embeds).sample.mean().backward()
-                optimizer.step()
-            """
-        ),
-        Quiet(  # a model's tiled decode: the tiles make up this forward's output
-            """
-            import torch
-            import torch.nn as nn
-
-            class TiledDecoder(nn.Module):
-                def __init__(self, tile=64):
-                    super().__init__()
-                    self.tile = tile
-                    self.decoder = nn.Conv2d(4, 3, 3, padding=1)
-
-                def forward(self, z):
-                    rows = []
-                    for i in range(0, z.shape[2], self.tile):
-                        row = []
-                        for j in range(0, z.shape[3], self.tile):
-                            row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
-                        rows.append(torch.cat(row, dim=3))
-                    return torch.cat(rows, dim=2)
-            """
-        ),
-        Quiet(  # chunks of one tensor, whatever they are called
-            """
-            import torch
-
-            def encode_in_chunks(motion_encoder, frames, chunk_size):
-                face_batches = torch.split(frames, chunk_size)
-                encoded = []
-                for face_batch in face_batches:
-                    encoded.append(motion_encoder(face_batch))
-                return torch.cat(encoded)
-
-            def train(motion_encoder, loader, optimizer):
-                for frames in loader:
-                    encode_in_chunks(motion_encoder, frames, 8).pow(2).mean().backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-            losses = []
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.item())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-            preds = []
-            with torch.no_grad():
-                for x, y in loader:
-                    outputs = model(x)
-                    preds.append(outputs.argmax(dim=1))
-                    preds.append(outputs.detach().cpu())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def chunked_loss(model, chunks, targets):
-                losses = []
-                for x, y in zip(chunks, targets):
-                    losses.append(F.cross_entropy(model(x), y))
-                torch.stack(losses).mean().backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn as nn
-
-            criterion = nn.MSELoss()
-            for x, y in loader:
-                losses = []
-                for head in heads:
-                    losses.append(criterion(head(model(x)), y))
-                sum(losses).backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-            total = 0.0
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-                total += float(loss)
-                correct = (model(x).argmax(1) == y).sum()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            @torch.no_grad()
-            def evaluate(model, loader):
-                outputs = []
-                for x, _ in loader:
-                    outputs.append(model(x))
-                return torch.cat(outputs)
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn.functional as F
-
-            def micro_losses(model, micro_batches):
-                parts = []
-                for x, y in micro_batches:
-                    parts.append(F.cross_entropy(model(x), y))
-                return parts
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-            accumulated = 0
-            for x, y in micro_batches:
-                accumulated = accumulated + criterion(model(x), y)
-            accumulated.backward()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def finish_episode(policy, optimizer, transitions, returns):
-                critic_terms = []
-                for (log_prob, estimate), target in zip(transitions, returns):
-                    critic_terms.append(F.mse_loss(estimate, target))
-                optimizer.zero_grad()
-                total = torch.stack(critic_terms).sum() * 0.5
-                total.backward()
-                optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn.functional as F
-
-            def train(extractor, decoder, loader, optimizer, targets):
-                for images, _ in loader:
-                    optimizer.zero_grad()
-                    feats = extractor(decoder(images))
-                    layer_loss = 0.0
-                    for feat, target in zip(feats, targets):
-                        layer_loss += F.mse_loss(feat, target)
-                    (layer_loss * 10.0).backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn.functional as F
-
-            def test_mean_of_exit_losses(head, hidden_by_layer, labels):
-                summed = 0.0
-                for layer, hidden in hidden_by_layer.items():
-                    summed += F.cross_entropy(head(hidden), labels)
-                assert summed / len(hidden_by_layer) > 0
-            """
-        ),
-        Quiet(  # the part that carried the graph is detached before the results are kept
-            """
-            class Trainer:
-                def train_epoch(self, module, dataloader, optimizer):
-                    outputs = []
-                    for i, batch in enumerate(dataloader):
-                        optimizer.zero_grad()
-                        output = module.training_step(batch, i)
-                        output["loss"].backward()
-                        optimizer.step()
-                        output["loss"] = output["loss"].detach()
-                        outputs.append(output)
-                    return module.training_epoch_end(outputs)
-            """
-        ),
-        Quiet(  # the running loss is logged and reset at every optimizer step: it never grows with the run
-            """
-            def train(model, loader, optimizer, criterion, accumulation_steps, log):
-                running_loss = 0
-                for idx, (x, y) in enumerate(loader):
-                    loss = criterion(model(x), y) / accumulation_steps
-                    running_loss += loss
-                    loss.backward()
-                    if (idx + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-                        log(running_loss.item())
-                        running_loss = 0
-            """
-        ),
-        Quiet(  # truncated BPTT done right: the carried state is detached before each step
-            """
-            import torch
-
-            def repackage_hidden(h):
-                if isinstance(h, torch.Tensor):
-                    return h.detach()
-                return tuple(repackage_hidden(v) for v in h)
-
-            def train(model, batches, optimizer, criterion, batch_size):
-                hidden = model.init_hidden(batch_size)
-                for data, targets in batches:
-                    hidden = repackage_hidden(hidden)
-                    model.zero_grad()
-                    output, hidden = model(data, hidden)
-                    loss = criterion(output, targets)
-                    loss.backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(  # a carried state with a plain backward every step fails at once ("backward through the graph a second time"): loud, not silent
-            """
-            def train(model, batches, optimizer, criterion):
-                hidden = None
-                for inputs, targets in batches:
-                    optimizer.zero_grad()
-                    output, hidden = model(inputs, hidden)
-                    criterion(output, targets).backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(  # Lightning runs validation_step under no_grad: the predictions kept carry no graph
-            """
-            import torch
-            import lightning as L
-
-            class Classifier(L.LightningModule):
-                def __init__(self, net):
-                    super().__init__()
-                    self.net = net
-                    self.val_preds = []
-
-                def validation_step(self, batch, batch_idx):
-                    x, y = batch
-                    self.val_preds.append(self.net(x).argmax(dim=1))
-
-                def training_step(self, batch, batch_idx):
-                    x, y = batch
-                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
-                    self.log("train_loss", loss.detach())
-                    return loss
-            """
-        ),
-        Quiet(  # the losses are handed back to a caller that backwards through them
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def micro_batch_losses(model, micro_batches):
-                losses = []
-                for x, y in micro_batches:
-                    losses.append(F.cross_entropy(model(x), y))
-                return losses
-
-            def train_step(model, optimizer, micro_batches):
-                optimizer.zero_grad()
-                torch.stack(micro_batch_losses(model, micro_batches)).mean().backward()
-                optimizer.step()
-            """
-        ),
-    )
-
-
-def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
+def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
     """A backward runs through the container later, or it is handed back to a caller that runs one."""
     for event in scope.events:
         if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container):
             return True
         if isinstance(event, JumpEvent) and isinstance(event.node, cst.Return) and event.node.value is not None:
             returned = scope.evaluate(event.node.value, event.context)
-            if GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
+            if Tag.GRAPH in returned.tags and mentions(scope, event.node, container) and _returned_for_backward(module, scope, backward_in_loop):
                 return True
         if isinstance(event, CallEvent) and event.function is not None and any(
             mentions(scope, arg.value, container) for arg in event.arg_nodes
@@ -1501,7 +243,7 @@ def _consumed(module, scope: ScopeAnalysis, container: str, backward_in_loop: li
     return False
 
 
-def _returned_for_backward(module, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
+def _returned_for_backward(module: ModuleView, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
     """Returning the graph-carrying container is handing it on for a backward (``return losses`` to a
     caller that stacks and backwards them) unless the loop already backwarded what it kept (the
     graphs are spent; only the leak is returned), the function is an evaluation pass, or no caller
@@ -1569,7 +311,7 @@ def _scalar_sink(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     if store.kind not in {"augassign", "accumulate"}:
         return False
     initial = [e for e in scope.events if isinstance(e, AssignEvent) and e.targets == (store.container,)]
-    if not initial or not (initial[0].value.tags & {NUMBER, CONSTANT}):
+    if not initial or not (initial[0].value.tags & {Tag.NUMBER, Tag.CONSTANT}):
         return False
     for event in scope.events:
         if not isinstance(event, CallEvent):
@@ -1589,8 +331,1268 @@ _NUMBER_SINKS = frozenset({
 })
 
 
-def _append_method(ctx, node: cst.BaseExpression, method: str):
+def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
     simple = isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not node.lpar
     if simple:
         return ctx.edit_insert_after(node, f".{method}()")
     return ctx.edit_replace(node, f"({ctx.chunk.code_for(node).strip()}).{method}()")
+
+
+RetainedGraph.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(10, 2)
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(10, 2)
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def evaluate_all(model, batches):
+            total = 0.0
+            for x, y in batches:
+                total += F.cross_entropy(model(x), y)
+            return float(total) / len(batches)
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        def evaluate_all(model, batches):
+            total = 0.0
+            for x, y in batches:
+                total += F.cross_entropy(model(x), y).item()
+            return float(total) / len(batches)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+
+        def collect(net_g, noise_batches):
+            samples = {}
+            for step, z in enumerate(noise_batches):
+                fake = net_g(z)
+                samples[step] = fake.cpu()
+            torch.save(samples, "samples.pt")
+        """,
+        fixed="""
+        import torch
+
+        def collect(net_g, noise_batches):
+            samples = {}
+            for step, z in enumerate(noise_batches):
+                fake = net_g(z)
+                samples[step] = fake.detach().cpu()
+            torch.save(samples, "samples.pt")
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # a running total on the GPU: `.item()` would sync every step (TL302), so the fix sums on the device
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def train(model, loader, optimizer, epochs, device="cuda"):
+            model.to(device)
+            for epoch in range(epochs):
+                running = 0.0
+                for images, labels in loader:
+                    optimizer.zero_grad()
+                    loss = F.cross_entropy(model(images.to(device)), labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+                    running += loss
+                print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+
+
+        def train(model, loader, optimizer, epochs, device="cuda"):
+            model.to(device)
+            for epoch in range(epochs):
+                running = 0.0
+                for images, labels in loader:
+                    optimizer.zero_grad()
+                    loss = F.cross_entropy(model(images.to(device)), labels.to(device))
+                    loss.backward()
+                    optimizer.step()
+                    running += loss.detach()
+                print(f"epoch {epoch}: mean loss {running / len(loader):.4f}")
+        """,
+        severity=Severity.WARNING,
+        unsafe=True,  # `running` becomes a tensor: code that prints or saves it as a float sees the change
+    ),
+    Fires(  # on the GPU: a detached loss is one number a step, so `.detach()` ends the leak and TL104 agrees
+        """
+        import torch
+
+        torch.manual_seed(0)
+        device = torch.device("cuda")
+        model = torch.nn.Linear(10, 2).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = model(x.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss)
+        """,
+        fixed="""
+        import torch
+
+        torch.manual_seed(0)
+        device = torch.device("cuda")
+        model = torch.nn.Linear(10, 2).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = model(x.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+        from torchvision.models import resnet18
+
+        encoder = resnet18()
+        features = []
+        for images, _ in loader:
+            features.append(encoder(images.cuda()))
+        torch.save(features, "feats.pt")
+        """,
+        fixed="""
+        import torch
+        from torchvision.models import resnet18
+
+        encoder = resnet18()
+        features = []
+        for images, _ in loader:
+            features.append(encoder(images.cuda()).detach().cpu())
+        torch.save(features, "feats.pt")
+        """,
+        severity=Severity.ERROR,
+        unsafe=True,  # on the GPU a detached batch of features would still grow (TL104): a host copy, which later code may not expect
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.criterion = nn.MSELoss()
+                self.history = []
+
+            def fit(self, loader, optimizer):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = self.criterion(self.model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    self.history.append(loss)
+        """,
+        fixed="""
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.criterion = nn.MSELoss()
+                self.history = []
+
+            def fit(self, loader, optimizer):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    loss = self.criterion(self.model(x), y)
+                    loss.backward()
+                    optimizer.step()
+                    self.history.append(loss.detach())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def train_step(model, optimizer, x, y):
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        def train(model, optimizer, loader):
+            epoch_loss = 0
+            for x, y in loader:
+                step_loss = train_step(model, optimizer, x, y)
+                epoch_loss = epoch_loss + step_loss
+            print(epoch_loss)
+        """,
+        fixed="""
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def train_step(model, optimizer, x, y):
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        def train(model, optimizer, loader):
+            epoch_loss = 0
+            for x, y in loader:
+                step_loss = train_step(model, optimizer, x, y)
+                epoch_loss = epoch_loss + step_loss.item()
+            print(epoch_loss)
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+
+        w = torch.randn(3, requires_grad=True)
+        trace = []
+        for x in data:
+            y = (w * x).sum()
+            trace.append(y)
+        print(len(trace))
+        """,
+        fixed="""
+        import torch
+
+        w = torch.randn(3, requires_grad=True)
+        trace = []
+        for x in data:
+            y = (w * x).sum()
+            trace.append(y.detach())
+        print(len(trace))
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+
+        def train(model, train_loader, optimizer, criterion):
+            logged = []
+            for step, batch in enumerate(train_loader):
+                outputs = [model(x) for x in batch["views"]]
+                loss = sum(criterion(o, batch["y"]) for o in outputs)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                logged.append(outputs)
+            print(f"kept {len(logged)} steps of outputs")
+        """,
+        severity=Severity.WARNING,
+        no_fix=True,  # a list of tensors has no `.detach()`
+    ),
+    Fires(
+        """
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        kept = []
+        for batch in eval_dataloader:
+            outputs = model(**batch)
+            kept.append(outputs)
+        """,
+        fixed="""
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+        kept = []
+        for batch in eval_dataloader:
+            outputs = model(**batch)
+            kept.append(outputs.detach())
+        """,
+        unsafe=True,  # a Hugging Face model returns a ModelOutput, which has no `.detach()`
+        severity=Severity.ERROR,
+    ),
+    Fires(  # objects: `self(votes)` in a method of an nn.Module is its forward
+        """
+        import torch
+        import torch.nn as nn
+
+        class LabelModel(nn.Module):
+            def __init__(self, num_sources):
+                super().__init__()
+                self.accuracy = nn.Parameter(torch.zeros(num_sources))
+
+            def forward(self, votes):
+                return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
+
+            def estimate(self, batches, epochs=5, lr=0.1):
+                optimizer = torch.optim.SGD(self.parameters(), lr=lr)
+                for epoch in range(epochs):
+                    running_loss = 0.0
+                    for votes in batches:
+                        optimizer.zero_grad()
+                        loss = -torch.mean(self(votes))
+                        loss.backward()
+                        optimizer.step()
+                        running_loss += loss
+                    print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        class LabelModel(nn.Module):
+            def __init__(self, num_sources):
+                super().__init__()
+                self.accuracy = nn.Parameter(torch.zeros(num_sources))
+
+            def forward(self, votes):
+                return torch.log_softmax(votes * self.accuracy, dim=1).sum(dim=1)
+
+            def estimate(self, batches, epochs=5, lr=0.1):
+                optimizer = torch.optim.SGD(self.parameters(), lr=lr)
+                for epoch in range(epochs):
+                    running_loss = 0.0
+                    for votes in batches:
+                        optimizer.zero_grad()
+                        loss = -torch.mean(self(votes))
+                        loss.backward()
+                        optimizer.step()
+                        running_loss += loss.item()
+                    print(f"epoch {epoch}: {float(running_loss) / len(batches):.4f}")
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # objects: a value something calls `backward` on carries a graph, whatever produced it
+        """
+        class Trainer:
+            def __init__(self, max_epochs):
+                self.max_epochs = max_epochs
+
+            def train_epoch(self, module, dataloader, optimizer):
+                outputs = []
+                for i, batch in enumerate(dataloader):
+                    optimizer.zero_grad()
+                    output = module.training_step(batch, i)
+                    output["loss"].backward()
+                    optimizer.step()
+                    outputs.append(output)
+                return module.training_epoch_end(outputs)
+        """,
+        severity=Severity.WARNING,
+        no_fix=True,  # a dict of results has no `.detach()`
+    ),
+    Fires(  # returns: an accumulator handed back to the caller outlives the loop just the same
+        """
+        import torch
+
+        def train_epoch(model, loader, optimizer, criterion):
+            model.train()
+            epoch_loss = 0.0
+            for inputs, targets in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(inputs), targets)
+                loss.backward()
+                optimizer.step()
+                epoch_loss += loss
+            return epoch_loss / len(loader)
+
+        def fit(model, loader, optimizer, criterion, epochs):
+            for epoch in range(epochs):
+                print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
+        """,
+        fixed="""
+        import torch
+
+        def train_epoch(model, loader, optimizer, criterion):
+            model.train()
+            epoch_loss = 0.0
+            for inputs, targets in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(inputs), targets)
+                loss.backward()
+                optimizer.step()
+                epoch_loss += loss.item()
+            return epoch_loss / len(loader)
+
+        def fit(model, loader, optimizer, criterion, epochs):
+            for epoch in range(epochs):
+                print(f"epoch {epoch}: {train_epoch(model, loader, optimizer, criterion):.3f}")
+        """,
+        unsafe=True,  # a criterion passed in may not reduce to a scalar: `.item()` could raise
+        severity=Severity.WARNING,
+    ),
+    Fires(  # returns: inside a tuple, from an evaluation that never backwards
+        """
+        import torch.nn.functional as F
+
+        def evaluate(model, loader):
+            model.eval()
+            total_loss, correct = 0.0, 0
+            for images, labels in loader:
+                logits = model(images)
+                total_loss += F.cross_entropy(logits, labels)
+                correct += (logits.argmax(dim=1) == labels).sum().item()
+            return total_loss / len(loader), correct / len(loader.dataset)
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        def evaluate(model, loader):
+            model.eval()
+            total_loss, correct = 0.0, 0
+            for images, labels in loader:
+                logits = model(images)
+                total_loss += F.cross_entropy(logits, labels).item()
+                correct += (logits.argmax(dim=1) == labels).sum().item()
+            return total_loss / len(loader), correct / len(loader.dataset)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # state across steps: a running average of the loss tensor is a running sum of graphs
+        """
+        def train(model, loader, optimizer, criterion, log_every=100):
+            smoothed = 0.0
+            for step, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                smoothed = 0.98 * smoothed + 0.02 * loss
+                if step % log_every == 0:
+                    print(f"step {step}: smoothed loss {float(smoothed):.4f}")
+        """,
+        fixed="""
+        def train(model, loader, optimizer, criterion, log_every=100):
+            smoothed = 0.0
+            for step, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                smoothed = 0.98 * smoothed + (0.02 * loss).item()
+                if step % log_every == 0:
+                    print(f"step {step}: smoothed loss {float(smoothed):.4f}")
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # state across steps: truncated BPTT without the truncation, kept alive by retain_graph
+        """
+        import torch.nn as nn
+
+        class CharRNN(nn.Module):
+            def __init__(self, vocab, hidden=256):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, hidden)
+                self.rnn = nn.LSTM(hidden, hidden, batch_first=True)
+                self.head = nn.Linear(hidden, vocab)
+
+            def forward(self, tokens, state):
+                out, state = self.rnn(self.embed(tokens), state)
+                return self.head(out), state
+
+        def train(model, batches, optimizer, criterion):
+            state = None
+            for inputs, targets in batches:
+                optimizer.zero_grad()
+                logits, state = model(inputs, state)
+                loss = criterion(logits.flatten(0, 1), targets.flatten())
+                loss.backward(retain_graph=True)
+                optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # state across steps: the hidden state of an evaluation with grad on grows every batch
+        """
+        def evaluate(model, batches, criterion, batch_size):
+            model.eval()
+            hidden = model.init_hidden(batch_size)
+            total = 0.0
+            for inputs, targets in batches:
+                output, hidden = model(inputs, hidden)
+                total += criterion(output.view(-1, output.size(-1)), targets.view(-1)).item()
+            return total / len(batches)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # framework hooks: Lightning calls training_step once per batch; the attribute keeps every graph
+        """
+        import torch
+        import torch.nn.functional as F
+        import lightning as L
+
+        class Classifier(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(128, 10)
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss)
+                self.log("train_loss", loss)
+                return loss
+
+            def on_train_epoch_end(self):
+                self.log("epoch_loss", torch.stack(self.train_losses).mean())
+                self.train_losses.clear()
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        import lightning as L
+
+        class Classifier(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(128, 10)
+                self.train_losses = []
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = F.cross_entropy(self.net(x), y)
+                self.train_losses.append(loss.detach())
+                self.log("train_loss", loss)
+                return loss
+
+            def on_train_epoch_end(self):
+                self.log("epoch_loss", torch.stack(self.train_losses).mean())
+                self.train_losses.clear()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # frameworks: a DeepSpeed engine's forward carries a graph; its backward and step run through the engine
+        """
+        import deepspeed
+
+
+        class Trainer:
+            def __init__(self, args, model, train_loader):
+                self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                self.train_loader = train_loader
+
+            def train_epoch(self):
+                epoch_loss = 0.0
+                for batch in self.train_loader:
+                    loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                    self.engine.backward(loss)
+                    self.engine.step()
+                    epoch_loss += loss
+                return epoch_loss / len(self.train_loader)
+        """,
+        fixed="""
+        import deepspeed
+
+
+        class Trainer:
+            def __init__(self, args, model, train_loader):
+                self.engine, self.optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                self.train_loader = train_loader
+
+            def train_epoch(self):
+                epoch_loss = 0.0
+                for batch in self.train_loader:
+                    loss = self.engine(batch["input_ids"], labels=batch["labels"])
+                    self.engine.backward(loss)
+                    self.engine.step()
+                    epoch_loss += loss.item()
+                return epoch_loss / len(self.train_loader)
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the project's tracker keeps the tensor it is handed: every step's graph stays referenced
+        """
+        import torch
+
+        from utils import LossTracker
+
+
+        def train(train_loader, model, criterion, optimizer, epoch):
+            model.train()
+            tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+            for images, target in train_loader:
+                output = model(images.cuda(non_blocking=True))
+                loss = criterion(output, target.cuda(non_blocking=True))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                tracker.update(loss, output.size(0))
+            return tracker.history
+        """,
+        files={
+            "utils.py": """
+                class LossTracker:
+                    def __init__(self, num_batches, prefix=""):
+                        self.num_batches, self.prefix = num_batches, prefix
+                        self.history = []
+
+                    def update(self, loss, n):
+                        self.history.append(loss)
+            """,
+        },
+        fixed="""
+        import torch
+
+        from utils import LossTracker
+
+
+        def train(train_loader, model, criterion, optimizer, epoch):
+            model.train()
+            tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+            for images, target in train_loader:
+                output = model(images.cuda(non_blocking=True))
+                loss = criterion(output, target.cuda(non_blocking=True))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                tracker.update(loss.detach(), output.size(0))
+            return tracker.history
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the project's averager sums the loss itself: `self.sum` carries every step's graph until reset
+        """
+        import torch
+
+        from utils import Averager
+
+
+        def train(model, criterion, optimizer, train_dataset, device, num_iter):
+            loss_avg = Averager()
+            for iteration in range(num_iter):
+                image_tensors, labels = train_dataset.get_batch()
+                preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                cost = criterion(preds, labels.to(device))
+                model.zero_grad()
+                cost.backward()
+                optimizer.step()
+                loss_avg.add(cost)
+                if (iteration + 1) % 500 == 0:
+                    print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                    loss_avg.reset()
+        """,
+        files={
+            "utils.py": """
+                class Averager:
+                    def __init__(self):
+                        self.reset()
+
+                    def add(self, v):
+                        count = v.data.numel()
+                        v = v.sum()
+                        self.n_count += count
+                        self.sum += v
+
+                    def reset(self):
+                        self.n_count = 0
+                        self.sum = 0
+
+                    def val(self):
+                        return self.sum / float(self.n_count) if self.n_count else 0
+            """,
+        },
+        fixed="""
+        import torch
+
+        from utils import Averager
+
+
+        def train(model, criterion, optimizer, train_dataset, device, num_iter):
+            loss_avg = Averager()
+            for iteration in range(num_iter):
+                image_tensors, labels = train_dataset.get_batch()
+                preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                cost = criterion(preds, labels.to(device))
+                model.zero_grad()
+                cost.backward()
+                optimizer.step()
+                loss_avg.add(cost.detach())
+                if (iteration + 1) % 500 == 0:
+                    print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                    loss_avg.reset()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # a list that lives on the trainer keeps every step's micro-batch losses
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model.cuda(), optimizer
+                self.losses = []
+
+            def train_step(self, micro_batches):
+                for micro_batch in micro_batches:
+                    loss = self.model(**micro_batch).loss / len(micro_batches)
+                    loss.backward()
+                    self.losses.append(loss)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model.cuda(), optimizer
+                self.losses = []
+
+            def train_step(self, micro_batches):
+                for micro_batch in micro_batches:
+                    loss = self.model(**micro_batch).loss / len(micro_batches)
+                    loss.backward()
+                    self.losses.append(loss.detach())
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+    ),
+)
+
+RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # a parameter named `make_net` builds the model: calling it runs no forward (cifar10-airbench)
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class LookaheadState:
+            def __init__(self, net):
+                self.net_ema = {k: v.clone() for k, v in net.state_dict().items()}
+
+            def update(self, net, decay):
+                for ema_param, net_param in zip(self.net_ema.values(), net.state_dict().values()):
+                    ema_param.lerp_(net_param, 1 - decay)
+                    net_param.copy_(ema_param)
+
+
+        def train(train_loader, make_net, epochs):
+            model = make_net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.85, nesterov=True)
+            lookahead_state = LookaheadState(model)
+            step = 0
+            for epoch in range(epochs):
+                for inputs, labels in train_loader:
+                    loss = F.cross_entropy(model(inputs), labels)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    step += 1
+                    if step % 5 == 0:
+                        lookahead_state.update(model, decay=0.95)
+            return model
+        """
+    ),
+    Quiet(  # one optimizer step's micro-batch losses, in a list the step starts afresh: it never outgrows the accumulation count
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model, self.optimizer = model.cuda(), optimizer
+
+            def train_step(self, micro_batches):
+                losses = []
+                for micro_batch in micro_batches:
+                    loss = self.model(**micro_batch).loss / len(micro_batches)
+                    loss.backward()
+                    losses.append(loss)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                return sum(loss.item() for loss in losses)
+        """
+    ),
+    Quiet(  # the project's averager sums `v.data.sum()`: a detached copy (deep-text-recognition-benchmark)
+        """
+        import torch
+
+        from utils import Averager
+
+
+        def train(model, criterion, optimizer, train_dataset, device, num_iter):
+            loss_avg = Averager()
+            for iteration in range(num_iter):
+                image_tensors, labels = train_dataset.get_batch()
+                preds = model(image_tensors.to(device)).log_softmax(2).permute(1, 0, 2)
+                cost = criterion(preds, labels.to(device))
+                model.zero_grad()
+                cost.backward()
+                optimizer.step()
+                loss_avg.add(cost)
+                if (iteration + 1) % 500 == 0:
+                    print(f"[{iteration + 1}/{num_iter}] train loss: {loss_avg.val():0.5f}")
+                    loss_avg.reset()
+        """,
+        files={
+            "utils.py": """
+                class Averager:
+                    def __init__(self):
+                        self.reset()
+
+                    def add(self, v):
+                        count = v.data.numel()
+                        v = v.data.sum()
+                        self.n_count += count
+                        self.sum += v
+
+                    def reset(self):
+                        self.n_count = 0
+                        self.sum = 0
+
+                    def val(self):
+                        return self.sum / float(self.n_count) if self.n_count else 0
+            """,
+        },
+    ),
+    Quiet(  # the project's tracker keeps only `loss.item()` of the loss it is handed (DeepSpeed's ViT example)
+        """
+        import torch
+
+        from utils import LossTracker
+
+
+        def train(train_loader, model, criterion, optimizer, epoch):
+            model.train()
+            tracker = LossTracker(len(train_loader), prefix=f"Epoch: [{epoch}]")
+            for images, target in train_loader:
+                output = model(images.cuda(non_blocking=True))
+                loss = criterion(output, target.cuda(non_blocking=True))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                tracker.update(loss, output.size(0))
+            return tracker.average
+        """,
+        files={
+            "utils.py": """
+                class LossTracker:
+                    def __init__(self, num_batches, prefix=""):
+                        self.num_batches, self.prefix = num_batches, prefix
+                        self.total, self.count = 0.0, 0
+
+                    def update(self, loss, n):
+                        self.total += loss.detach().item() * n
+                        self.count += n
+
+                    @property
+                    def average(self):
+                        return self.total / max(self.count, 1)
+            """,
+        },
+    ),
+    Quiet(  # fairseq's criterion returns (loss, sample_size, logging_output): only the loss has a graph
+        """
+        from collections import defaultdict
+
+
+        class MultilingualTranslationTask:
+            def train_step(self, samples, model, criterion, optimizer):
+                model.train()
+                agg_loss, agg_sample_size, agg_logging_output = 0.0, 0.0, defaultdict(float)
+                for lang_pair, sample in samples.items():
+                    loss, sample_size, logging_output = criterion(model.models[lang_pair], sample)
+                    optimizer.backward(loss)
+                    agg_loss += loss.detach().item()
+                    agg_sample_size += sample_size
+                    for k in logging_output:
+                        agg_logging_output[k] += logging_output[k]
+                return agg_loss, agg_sample_size, agg_logging_output
+        """
+    ),
+    Quiet(  # the auxiliary loss is logged as a number: `.item()` unless it already is a float
+        """
+        import torch
+
+        class AverageMeter:
+            def __init__(self):
+                self.total, self.count = 0.0, 0
+
+            def update(self, value, n=1):
+                self.total += value * n
+                self.count += n
+
+        def train_one_epoch(model, criterion, data_loader, optimizer):
+            loss_aux_meter = AverageMeter()
+            for samples, targets in data_loader:
+                outputs, l_aux = model(samples.cuda(non_blocking=True))
+                loss = criterion(outputs, targets.cuda()) + l_aux
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                loss_aux_meter.update(l_aux if isinstance(l_aux, float) else l_aux.item(), targets.size(0))
+        """
+    ),
+    Quiet(  # a diffusers pipeline is not an nn.Module and its __call__ runs under no_grad: PIL images
+        """
+        import torch
+        from diffusers import StableDiffusionPipeline
+
+        def log_validation(vae, unet, args, accelerator, weight_dtype, epoch):
+            pipeline = StableDiffusionPipeline.from_pretrained(
+                args.pretrained_model_name_or_path, vae=accelerator.unwrap_model(vae),
+                unet=accelerator.unwrap_model(unet), torch_dtype=weight_dtype,
+            )
+            pipeline = pipeline.to(accelerator.device)
+            images = []
+            for i in range(len(args.validation_prompts)):
+                with torch.autocast("cuda"):
+                    image = pipeline(args.validation_prompts[i], num_inference_steps=20).images[0]
+                images.append(image)
+            return images
+
+        def train(unet, vae, train_dataloader, optimizer, args, accelerator, weight_dtype):
+            for epoch in range(args.num_train_epochs):
+                for batch in train_dataloader:
+                    loss = unet(batch["pixel_values"]).sample.mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                log_validation(vae, unet, args, accelerator, weight_dtype, epoch)
+        """
+    ),
+    Quiet(  # two text encoders, each once: the list is concatenated at once and not kept across steps
+        """
+        import torch
+
+        def encode_prompt(text_encoders, tokenizers, prompt):
+            prompt_embeds_list = []
+            for tokenizer, text_encoder in zip(tokenizers, text_encoders):
+                ids = tokenizer(prompt, padding="max_length", return_tensors="pt").input_ids
+                prompt_embeds = text_encoder(ids.to(text_encoder.device), output_hidden_states=True)
+                prompt_embeds_list.append(prompt_embeds.hidden_states[-2])
+            return torch.concat(prompt_embeds_list, dim=-1)
+
+        def training_step(batch, unet, text_encoders, tokenizers, optimizer):
+            embeds = encode_prompt(text_encoders, tokenizers, batch["prompts"])
+            unet(batch["latents"], embeds).sample.mean().backward()
+            optimizer.step()
+        """
+    ),
+    Quiet(  # a model's tiled decode: the tiles make up this forward's output
+        """
+        import torch
+        import torch.nn as nn
+
+        class TiledDecoder(nn.Module):
+            def __init__(self, tile=64):
+                super().__init__()
+                self.tile = tile
+                self.decoder = nn.Conv2d(4, 3, 3, padding=1)
+
+            def forward(self, z):
+                rows = []
+                for i in range(0, z.shape[2], self.tile):
+                    row = []
+                    for j in range(0, z.shape[3], self.tile):
+                        row.append(self.decoder(z[:, :, i : i + self.tile, j : j + self.tile]))
+                    rows.append(torch.cat(row, dim=3))
+                return torch.cat(rows, dim=2)
+        """
+    ),
+    Quiet(  # chunks of one tensor, whatever they are called
+        """
+        import torch
+
+        def encode_in_chunks(motion_encoder, frames, chunk_size):
+            face_batches = torch.split(frames, chunk_size)
+            encoded = []
+            for face_batch in face_batches:
+                encoded.append(motion_encoder(face_batch))
+            return torch.cat(encoded)
+
+        def train(motion_encoder, loader, optimizer):
+            for frames in loader:
+                encode_in_chunks(motion_encoder, frames, 8).pow(2).mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        losses = []
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        preds = []
+        with torch.no_grad():
+            for x, y in loader:
+                outputs = model(x)
+                preds.append(outputs.argmax(dim=1))
+                preds.append(outputs.detach().cpu())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def chunked_loss(model, chunks, targets):
+            losses = []
+            for x, y in zip(chunks, targets):
+                losses.append(F.cross_entropy(model(x), y))
+            torch.stack(losses).mean().backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        criterion = nn.MSELoss()
+        for x, y in loader:
+            losses = []
+            for head in heads:
+                losses.append(criterion(head(model(x)), y))
+            sum(losses).backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        total = 0.0
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            total += float(loss)
+            correct = (model(x).argmax(1) == y).sum()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        @torch.no_grad()
+        def evaluate(model, loader):
+            outputs = []
+            for x, _ in loader:
+                outputs.append(model(x))
+            return torch.cat(outputs)
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def micro_losses(model, micro_batches):
+            parts = []
+            for x, y in micro_batches:
+                parts.append(F.cross_entropy(model(x), y))
+            return parts
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        accumulated = 0
+        for x, y in micro_batches:
+            accumulated = accumulated + criterion(model(x), y)
+        accumulated.backward()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def finish_episode(policy, optimizer, transitions, returns):
+            critic_terms = []
+            for (log_prob, estimate), target in zip(transitions, returns):
+                critic_terms.append(F.mse_loss(estimate, target))
+            optimizer.zero_grad()
+            total = torch.stack(critic_terms).sum() * 0.5
+            total.backward()
+            optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def train(extractor, decoder, loader, optimizer, targets):
+            for images, _ in loader:
+                optimizer.zero_grad()
+                feats = extractor(decoder(images))
+                layer_loss = 0.0
+                for feat, target in zip(feats, targets):
+                    layer_loss += F.mse_loss(feat, target)
+                (layer_loss * 10.0).backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def test_mean_of_exit_losses(head, hidden_by_layer, labels):
+            summed = 0.0
+            for layer, hidden in hidden_by_layer.items():
+                summed += F.cross_entropy(head(hidden), labels)
+            assert summed / len(hidden_by_layer) > 0
+        """
+    ),
+    Quiet(  # the part that carried the graph is detached before the results are kept
+        """
+        class Trainer:
+            def train_epoch(self, module, dataloader, optimizer):
+                outputs = []
+                for i, batch in enumerate(dataloader):
+                    optimizer.zero_grad()
+                    output = module.training_step(batch, i)
+                    output["loss"].backward()
+                    optimizer.step()
+                    output["loss"] = output["loss"].detach()
+                    outputs.append(output)
+                return module.training_epoch_end(outputs)
+        """
+    ),
+    Quiet(  # the running loss is logged and reset at every optimizer step: it never grows with the run
+        """
+        def train(model, loader, optimizer, criterion, accumulation_steps, log):
+            running_loss = 0
+            for idx, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accumulation_steps
+                running_loss += loss
+                loss.backward()
+                if (idx + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    log(running_loss.item())
+                    running_loss = 0
+        """
+    ),
+    Quiet(  # truncated BPTT done right: the carried state is detached before each step
+        """
+        import torch
+
+        def repackage_hidden(h):
+            if isinstance(h, torch.Tensor):
+                return h.detach()
+            return tuple(repackage_hidden(v) for v in h)
+
+        def train(model, batches, optimizer, criterion, batch_size):
+            hidden = model.init_hidden(batch_size)
+            for data, targets in batches:
+                hidden = repackage_hidden(hidden)
+                model.zero_grad()
+                output, hidden = model(data, hidden)
+                loss = criterion(output, targets)
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # a carried state with a plain backward every step fails at once ("backward through the graph a second time"): loud, not silent
+        """
+        def train(model, batches, optimizer, criterion):
+            hidden = None
+            for inputs, targets in batches:
+                optimizer.zero_grad()
+                output, hidden = model(inputs, hidden)
+                criterion(output, targets).backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # Lightning runs validation_step under no_grad: the predictions kept carry no graph
+        """
+        import torch
+        import lightning as L
+
+        class Classifier(L.LightningModule):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+                self.val_preds = []
+
+            def validation_step(self, batch, batch_idx):
+                x, y = batch
+                self.val_preds.append(self.net(x).argmax(dim=1))
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                self.log("train_loss", loss.detach())
+                return loss
+        """
+    ),
+    Quiet(  # the losses are handed back to a caller that backwards through them
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def micro_batch_losses(model, micro_batches):
+            losses = []
+            for x, y in micro_batches:
+                losses.append(F.cross_entropy(model(x), y))
+            return losses
+
+        def train_step(model, optimizer, micro_batches):
+            optimizer.zero_grad()
+            torch.stack(micro_batch_losses(model, micro_batches)).mean().backward()
+            optimizer.step()
+        """
+    ),
+)

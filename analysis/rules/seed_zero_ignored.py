@@ -17,14 +17,7 @@ import re
 
 import libcst as cst
 
-from trainlint.rules import (
-    Fires,
-    Quiet,
-    Rule,
-    Severity,
-    dotted,
-    walk,
-)
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, dotted, walk
 
 
 class SeedZeroIgnored(Rule):
@@ -32,7 +25,7 @@ class SeedZeroIgnored(Rule):
     name = "seed-zero-ignored"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
             return
         for node in (node for scope in ctx.scopes for node in scope.branch_tests):
@@ -51,7 +44,7 @@ class SeedZeroIgnored(Rule):
                 if not _is_zero(node.right):
                     self._report_default(ctx, node)
 
-    def _report(self, ctx, test: cst.BaseExpression, what: str) -> None:
+    def _report(self, ctx: RuleContext, test: cst.BaseExpression, what: str) -> None:
         name = ctx.chunk.code_for(test)
         ctx.report(
             test,
@@ -62,7 +55,7 @@ class SeedZeroIgnored(Rule):
             fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(test, f"{name} is not None")], safe=True),
         )
 
-    def _report_replaced(self, ctx, test: cst.UnaryOperation, replacement: cst.BaseExpression) -> None:
+    def _report_replaced(self, ctx: RuleContext, test: cst.UnaryOperation, replacement: cst.BaseExpression) -> None:
         """`if not seed: seed = random_seed()`."""
         name = ctx.chunk.code_for(test.expression)
         ctx.report(
@@ -77,7 +70,7 @@ class SeedZeroIgnored(Rule):
             fix=ctx.fix(f"test `{name} is None`", [ctx.edit_replace(test, f"{name} is None")], safe=True),
         )
 
-    def _report_kept_if_truthy(self, ctx, node: cst.IfExp) -> None:
+    def _report_kept_if_truthy(self, ctx: RuleContext, node: cst.IfExp) -> None:
         """`seed if seed else self.new_seed()`: the conditional-expression spelling of `seed or ...`."""
         name = ctx.chunk.code_for(node.test)
         default = ctx.chunk.code_for(node.orelse)
@@ -90,7 +83,7 @@ class SeedZeroIgnored(Rule):
             fix=ctx.fix(f"test `{name} is not None`", [ctx.edit_replace(node.test, f"{name} is not None")], safe=True),
         )
 
-    def _report_default(self, ctx, node: cst.BooleanOperation) -> None:
+    def _report_default(self, ctx: RuleContext, node: cst.BooleanOperation) -> None:
         name = ctx.chunk.code_for(node.left)
         default = ctx.chunk.code_for(node.right)
         ctx.report(
@@ -143,7 +136,7 @@ def _is_zero(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Integer) and int(node.value, 0) == 0
 
 
-def _seeds_inside(ctx, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
+def _seeds_inside(ctx: RuleContext, node: cst.CSTNode, tested: cst.BaseExpression) -> bool:
     """``node`` seeds something and uses the tested value (`if args.seed: manual_seed(args.seed)`, or
     `tile_seed = seed + offset; manual_seed(tile_seed)`); `if self.set_seed: set_rng_seed(hash(name))`
     tests a flag it never uses, and seed 0 is not at stake."""

@@ -15,25 +15,17 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
-from trainlint.rules import (
+from trainlint.analysis.activations import (
     KIND_WORDS,
-    LOG_PROBS,
-    LOGITS,
-    LOSSES_WANTING_LOG_PROBS,
-    LOSSES_WANTING_LOGITS,
-    PROBS,
-    Fires,
     LossCall,
-    Quiet,
-    Rule,
-    Severity,
     loss_calls,
     loss_evidence,
     loss_origin,
-    quoted,
     remove_activation,
     rename_activation,
 )
+from trainlint.analysis.torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, Tag, quoted
 
 _CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
 
@@ -43,20 +35,20 @@ class SoftmaxBeforeCrossEntropy(Rule):
     name = "softmax-before-cross-entropy"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for loss in loss_calls(ctx.module, scope, _CLASSIFICATION_LOSSES):
                 kind = loss.kind
-                if loss.loss in LOSSES_WANTING_LOGITS and kind in {PROBS, LOG_PROBS}:
+                if loss.loss in LOSSES_WANTING_LOGITS and kind in {Tag.PROBS, Tag.LOG_PROBS}:
                     self._report_cross_entropy(ctx, loss, kind)
-                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {PROBS, LOGITS}:
+                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
                     self._report_nll(ctx, loss, kind)
 
-    def _report_cross_entropy(self, ctx, loss: LossCall, kind: str) -> None:
+    def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         edits = remove_activation(ctx, loss, origin)
         given = _given(loss)
-        if kind == PROBS:
+        if kind == Tag.PROBS:
             message = (
                 f"{given} gets softmax probabilities from {origin.description}, but {loss.loss} applies "
                 "log-softmax itself: softmax runs twice, the gradients shrink and training stalls or "
@@ -75,10 +67,10 @@ class SoftmaxBeforeCrossEntropy(Rule):
             fix = ctx.fix("remove the redundant log_softmax", edits or (), safe=True)
         ctx.report(loss.event.node, message, evidence=loss_evidence(loss, origin), severity=severity, help=help, fix=fix)
 
-    def _report_nll(self, ctx, loss: LossCall, kind: str) -> None:
+    def _report_nll(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
         given = _given(loss)
-        if kind == PROBS:
+        if kind == Tag.PROBS:
             consequence = "it minimises `-p` instead of `-log p`, a weak signal that barely penalises confident mistakes"
             fix = ctx.fix(
                 "compute log-probabilities instead of probabilities",
@@ -96,483 +88,482 @@ class SoftmaxBeforeCrossEntropy(Rule):
             help="apply `log_softmax` before NLL, or use `CrossEntropyLoss` on the raw logits", fix=fix,
         )
 
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                logits = model(x)
-                loss = criterion(F.softmax(logits, dim=1), y)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                logits = model(x)
-                loss = criterion(logits, y)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            model = nn.Sequential(
-                nn.Linear(784, 256),
-                nn.ReLU(),
-                nn.Linear(256, 10),
-                nn.Softmax(dim=1),
-            )
-            model = model.to("cuda")
-            criterion = nn.CrossEntropyLoss()
-            optimizer = torch.optim.Adam(model.parameters())
-            for images, labels in train_loader:
-                optimizer.zero_grad()
-                loss = criterion(model(images.view(-1, 784)), labels)
-                loss.backward()
-                optimizer.step()
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            model = nn.Sequential(
-                nn.Linear(784, 256),
-                nn.ReLU(),
-                nn.Linear(256, 10),
-            )
-            model = model.to("cuda")
-            criterion = nn.CrossEntropyLoss()
-            optimizer = torch.optim.Adam(model.parameters())
-            for images, labels in train_loader:
-                optimizer.zero_grad()
-                loss = criterion(model(images.view(-1, 784)), labels)
-                loss.backward()
-                optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class Classifier(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.body = nn.Linear(128, 64)
-                    self.head = nn.Linear(64, 5)
-
-                def forward(self, x):
-                    x = F.relu(self.body(x))
-                    return F.softmax(self.head(x), dim=-1)
-
-            class Trainer:
-                def __init__(self, loader):
-                    self.model = Classifier().cuda()
-                    self.loader = loader
-
-                def train_epoch(self, optimizer):
-                    for x, y in self.loader:
-                        optimizer.zero_grad()
-                        loss = F.cross_entropy(self.model(x), y)
-                        loss.backward()
-                        optimizer.step()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-
-            net = build()
-            loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
-            for batch in loader:
-                out = net(batch["x"])
-                probs = torch.softmax(out, 1)
-                loss = loss_fn(probs, batch["y"])
-                loss.backward()
-            """,
-            fixed="""
-            import torch
-            import torch.nn as nn
-
-            net = build()
-            loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
-            for batch in loader:
-                out = net(batch["x"])
-                probs = out
-                loss = loss_fn(probs, batch["y"])
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def step(model, x, y):
-                out = model(x)
-                probs = out.softmax(-1)
-                loss = F.cross_entropy(probs, y)
-                acc = (probs.argmax(-1) == y).float().mean()
-                return loss, acc
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(32, 4)
-
-                def forward(self, x):
-                    return self.fc(x)
-
-            model = Net()
-            criterion = nn.NLLLoss()
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            for x, y in loader:
-                logits = model(x)
-                loss = F.nll_loss(F.softmax(logits, dim=1), y)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn.functional as F
-
-            for x, y in loader:
-                logits = model(x)
-                loss = F.nll_loss(F.log_softmax(logits, dim=1), y)
-                loss.backward()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                loss = criterion(F.log_softmax(model(x), dim=1), y)
-                loss.backward()
-            """,
-            fixed="""
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # the model arrives as a parameter: its callers say what it is
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class CNN(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.features = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-                    self.fc = nn.Linear(32, 10)
-
-                def forward(self, x):
-                    return self.fc(self.features(x))
-
-            def train_one_epoch(model, loader, optimizer):
-                model.train()
-                for images, labels in loader:
-                    optimizer.zero_grad()
-                    scores = model(images)
-                    loss = F.nll_loss(scores, labels)
-                    loss.backward()
-                    optimizer.step()
-
-            def main():
-                model = CNN().cuda()
-                optimizer = torch.optim.AdamW(model.parameters())
-                for epoch in range(10):
-                    train_one_epoch(model, train_loader, optimizer)
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(  # objects and frameworks: a Lightning GAN whose discriminator head ends in nn.Softmax, reached through a helper
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-            from pytorch_lightning import LightningModule
-
-            class Discriminator(nn.Module):
-                def __init__(self, features, n_classes):
-                    super().__init__()
-                    self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
-                    self.adv_layer = nn.Sequential(nn.Linear(features, 1), nn.Sigmoid())
-                    self.aux_layer = nn.Sequential(nn.Linear(features, n_classes), nn.Softmax(dim=1))
-
-                def forward(self, img):
-                    out = self.body(img.flatten(1))
-                    return self.adv_layer(out), self.aux_layer(out)
-
-            class ACGAN(LightningModule):
-                def __init__(self, n_classes=10):
-                    super().__init__()
-                    self.save_hyperparameters()
-                    self.discriminator = Discriminator(128, n_classes)
-
-                def auxiliary_loss(self, y_hat, y):
-                    return F.cross_entropy(y_hat, y)
-
-                def training_step(self, batch, batch_idx):
-                    imgs, labels = batch
-                    validity, pred_label = self.discriminator(imgs)
-                    real = F.binary_cross_entropy(validity, torch.ones_like(validity))
-                    return real + self.auxiliary_loss(pred_label, labels)
-            """,
-            severity=Severity.ERROR,
-            no_fix=True,  # the probabilities arrive as a parameter: the softmax may serve other callers
-        ),
-        Fires(  # two files: the model in model.py ends its forward in a softmax
-            """
-            import torch
-            import torch.nn as nn
-            from model import Network
-
-            def train(model, optimizer, loader, epochs):
-                criterion = nn.CrossEntropyLoss()
-                for epoch in range(epochs):
-                    model.train()
-                    for sample, target in loader:
-                        optimizer.zero_grad()
-                        loss = criterion(model(sample), target)
-                        loss.backward()
-                        optimizer.step()
-
-            model = Network()
-            train(model, torch.optim.SGD(model.parameters(), lr=0.01), train_loader, 10)
-            """,
-            files={"model.py": """
-                import torch.nn as nn
-                import torch.nn.functional as F
-
-                class Network(nn.Module):
-                    def __init__(self):
-                        super().__init__()
-                        self.fc1 = nn.Sequential(nn.Linear(1152, 500), nn.ReLU())
-                        self.fc2 = nn.Linear(500, 6)
-
-                    def forward(self, x):
-                        out = self.fc2(self.fc1(x.flatten(1)))
-                        return F.softmax(out, dim=1)
-                """},
-            severity=Severity.ERROR,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # probabilities only for metrics; the loss gets logits
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                logits = model(x)
-                loss = criterion(logits, y)
-                probs = F.softmax(logits, dim=1)
-                correct = (probs.argmax(1) == y).sum().item()
-                loss.backward()
-            """
-        ),
-        Quiet(  # attention softmax inside the model is not its output
-            """
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class AttentionClassifier(nn.Module):
-                def __init__(self, dim, classes):
-                    super().__init__()
-                    self.qkv = nn.Linear(dim, 3 * dim)
-                    self.out = nn.Linear(dim, classes)
-
-                def forward(self, x):
-                    q, k, v = self.qkv(x).chunk(3, dim=-1)
-                    attn = F.softmax(q @ k.transpose(-2, -1), dim=-1)
-                    return self.out((attn @ v).mean(1))
-
-            model = AttentionClassifier(64, 10)
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(  # log_softmax then NLL is the textbook pairing
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(32, 4)
-
-                def forward(self, x):
-                    return F.log_softmax(self.fc(x), dim=1)
-
-            model = Net()
-            for x, y in loader:
-                F.nll_loss(model(x), y).backward()
-            """
-        ),
-        Quiet(  # distillation: softmax teacher probabilities are the *target*, which cross_entropy accepts
-            """
-            import torch
-            import torch.nn.functional as F
-
-            for x, _ in loader:
-                with torch.no_grad():
-                    soft_targets = F.softmax(teacher(x) / T, dim=1)
-                loss = F.cross_entropy(student(x) / T, soft_targets)
-                loss.backward()
-            """
-        ),
-        Quiet(  # unknown model output: nothing to judge
-            """
-            import torch.nn as nn
-
-            model = load_model(cfg)
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(  # a project's own loss class of the same name is not torch's
-            """
-            import torch.nn.functional as F
-            from mylib.losses import CrossEntropyLoss
-
-            criterion = CrossEntropyLoss(from_probs=True)
-            for x, y in loader:
-                criterion(F.softmax(model(x), dim=1), y).backward()
-            """
-        ),
-        Quiet(  # log of probabilities into NLL is log-probabilities
-            """
-            import torch
-            import torch.nn as nn
-
-            model = nn.Sequential(nn.Linear(16, 3), nn.Softmax(dim=1))
-            criterion = nn.NLLLoss()
-            for x, y in loader:
-                probs = model(x)
-                loss = criterion(torch.log(probs + 1e-8), y)
-                loss.backward()
-            """
-        ),
-        Quiet(  # the Sequential ends in a Linear layer: logits, as cross-entropy wants
-            """
-            import torch.nn as nn
-
-            model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
-            criterion = nn.CrossEntropyLoss()
-            for x, y in loader:
-                criterion(model(x), y).backward()
-            """
-        ),
-        Quiet(  # callers pass different models: which one reaches the loss is not known
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class LogNet(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(8, 3)
-
-                def forward(self, x):
-                    return F.log_softmax(self.fc(x), dim=1)
-
-            def fit(model, loader):
-                for x, y in loader:
-                    F.nll_loss(model(x), y).backward()
-
-            fit(LogNet(), loader)
-            fit(nn.Linear(8, 3), loader)
-            """
-        ),
-        Quiet(  # the fixed GAN: the auxiliary head gives logits
-            """
-            import torch.nn as nn
-            import torch.nn.functional as F
-            from pytorch_lightning import LightningModule
-
-            class Discriminator(nn.Module):
-                def __init__(self, features, n_classes):
-                    super().__init__()
-                    self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
-                    self.aux_layer = nn.Sequential(nn.Linear(features, n_classes))
-
-                def forward(self, img):
-                    out = self.body(img.flatten(1))
-                    return out.mean(dim=1), self.aux_layer(out)
-
-            class ACGAN(LightningModule):
-                def __init__(self, n_classes=10):
-                    super().__init__()
-                    self.discriminator = Discriminator(128, n_classes)
-
-                def auxiliary_loss(self, y_hat, y):
-                    return F.cross_entropy(y_hat, y)
-
-                def training_step(self, batch, batch_idx):
-                    imgs, labels = batch
-                    _, pred_label = self.discriminator(imgs)
-                    return self.auxiliary_loss(pred_label, labels)
-            """
-        ),
-        Quiet(  # a helper called with logits in one place and probabilities in another: which one is meant is unknown
-            """
-            import torch.nn.functional as F
-
-            def classification_loss(scores, labels):
-                return F.cross_entropy(scores, labels)
-
-            def train_step(model, teacher, batch, labels):
-                student = classification_loss(model(batch), labels)
-                distilled = classification_loss(teacher(batch).softmax(dim=-1), labels)
-                return student + distilled
-            """
-        ),
-    )
-
 
 def _given(loss: LossCall) -> str:
     return f"`{quoted(loss.chunk, loss.event.node)}`"
 
 
+SoftmaxBeforeCrossEntropy.MUST_FIRE = (
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            logits = model(x)
+            loss = criterion(F.softmax(logits, dim=1), y)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            logits = model(x)
+            loss = criterion(logits, y)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(
+            nn.Linear(784, 256),
+            nn.ReLU(),
+            nn.Linear(256, 10),
+            nn.Softmax(dim=1),
+        )
+        model = model.to("cuda")
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(model.parameters())
+        for images, labels in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(images.view(-1, 784)), labels)
+            loss.backward()
+            optimizer.step()
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(
+            nn.Linear(784, 256),
+            nn.ReLU(),
+            nn.Linear(256, 10),
+        )
+        model = model.to("cuda")
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(model.parameters())
+        for images, labels in train_loader:
+            optimizer.zero_grad()
+            loss = criterion(model(images.view(-1, 784)), labels)
+            loss.backward()
+            optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(128, 64)
+                self.head = nn.Linear(64, 5)
+
+            def forward(self, x):
+                x = F.relu(self.body(x))
+                return F.softmax(self.head(x), dim=-1)
+
+        class Trainer:
+            def __init__(self, loader):
+                self.model = Classifier().cuda()
+                self.loader = loader
+
+            def train_epoch(self, optimizer):
+                for x, y in self.loader:
+                    optimizer.zero_grad()
+                    loss = F.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    optimizer.step()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+
+        net = build()
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+        for batch in loader:
+            out = net(batch["x"])
+            probs = torch.softmax(out, 1)
+            loss = loss_fn(probs, batch["y"])
+            loss.backward()
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+
+        net = build()
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+        for batch in loader:
+            out = net(batch["x"])
+            probs = out
+            loss = loss_fn(probs, batch["y"])
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def step(model, x, y):
+            out = model(x)
+            probs = out.softmax(-1)
+            loss = F.cross_entropy(probs, y)
+            acc = (probs.argmax(-1) == y).float().mean()
+            return loss, acc
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(32, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        model = Net()
+        criterion = nn.NLLLoss()
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        for x, y in loader:
+            logits = model(x)
+            loss = F.nll_loss(F.softmax(logits, dim=1), y)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        for x, y in loader:
+            logits = model(x)
+            loss = F.nll_loss(F.log_softmax(logits, dim=1), y)
+            loss.backward()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            loss = criterion(F.log_softmax(model(x), dim=1), y)
+            loss.backward()
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # the model arrives as a parameter: its callers say what it is
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class CNN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                self.fc = nn.Linear(32, 10)
+
+            def forward(self, x):
+                return self.fc(self.features(x))
+
+        def train_one_epoch(model, loader, optimizer):
+            model.train()
+            for images, labels in loader:
+                optimizer.zero_grad()
+                scores = model(images)
+                loss = F.nll_loss(scores, labels)
+                loss.backward()
+                optimizer.step()
+
+        def main():
+            model = CNN().cuda()
+            optimizer = torch.optim.AdamW(model.parameters())
+            for epoch in range(10):
+                train_one_epoch(model, train_loader, optimizer)
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(  # objects and frameworks: a Lightning GAN whose discriminator head ends in nn.Softmax, reached through a helper
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from pytorch_lightning import LightningModule
+
+        class Discriminator(nn.Module):
+            def __init__(self, features, n_classes):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
+                self.adv_layer = nn.Sequential(nn.Linear(features, 1), nn.Sigmoid())
+                self.aux_layer = nn.Sequential(nn.Linear(features, n_classes), nn.Softmax(dim=1))
+
+            def forward(self, img):
+                out = self.body(img.flatten(1))
+                return self.adv_layer(out), self.aux_layer(out)
+
+        class ACGAN(LightningModule):
+            def __init__(self, n_classes=10):
+                super().__init__()
+                self.save_hyperparameters()
+                self.discriminator = Discriminator(128, n_classes)
+
+            def auxiliary_loss(self, y_hat, y):
+                return F.cross_entropy(y_hat, y)
+
+            def training_step(self, batch, batch_idx):
+                imgs, labels = batch
+                validity, pred_label = self.discriminator(imgs)
+                real = F.binary_cross_entropy(validity, torch.ones_like(validity))
+                return real + self.auxiliary_loss(pred_label, labels)
+        """,
+        severity=Severity.ERROR,
+        no_fix=True,  # the probabilities arrive as a parameter: the softmax may serve other callers
+    ),
+    Fires(  # two files: the model in model.py ends its forward in a softmax
+        """
+        import torch
+        import torch.nn as nn
+        from model import Network
+
+        def train(model, optimizer, loader, epochs):
+            criterion = nn.CrossEntropyLoss()
+            for epoch in range(epochs):
+                model.train()
+                for sample, target in loader:
+                    optimizer.zero_grad()
+                    loss = criterion(model(sample), target)
+                    loss.backward()
+                    optimizer.step()
+
+        model = Network()
+        train(model, torch.optim.SGD(model.parameters(), lr=0.01), train_loader, 10)
+        """,
+        files={"model.py": """
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            class Network(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc1 = nn.Sequential(nn.Linear(1152, 500), nn.ReLU())
+                    self.fc2 = nn.Linear(500, 6)
+
+                def forward(self, x):
+                    out = self.fc2(self.fc1(x.flatten(1)))
+                    return F.softmax(out, dim=1)
+            """},
+        severity=Severity.ERROR,
+    ),
+)
+
+SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
+    Quiet(  # probabilities only for metrics; the loss gets logits
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            logits = model(x)
+            loss = criterion(logits, y)
+            probs = F.softmax(logits, dim=1)
+            correct = (probs.argmax(1) == y).sum().item()
+            loss.backward()
+        """
+    ),
+    Quiet(  # attention softmax inside the model is not its output
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class AttentionClassifier(nn.Module):
+            def __init__(self, dim, classes):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.out = nn.Linear(dim, classes)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                attn = F.softmax(q @ k.transpose(-2, -1), dim=-1)
+                return self.out((attn @ v).mean(1))
+
+        model = AttentionClassifier(64, 10)
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(  # log_softmax then NLL is the textbook pairing
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(32, 4)
+
+            def forward(self, x):
+                return F.log_softmax(self.fc(x), dim=1)
+
+        model = Net()
+        for x, y in loader:
+            F.nll_loss(model(x), y).backward()
+        """
+    ),
+    Quiet(  # distillation: softmax teacher probabilities are the *target*, which cross_entropy accepts
+        """
+        import torch
+        import torch.nn.functional as F
+
+        for x, _ in loader:
+            with torch.no_grad():
+                soft_targets = F.softmax(teacher(x) / T, dim=1)
+            loss = F.cross_entropy(student(x) / T, soft_targets)
+            loss.backward()
+        """
+    ),
+    Quiet(  # unknown model output: nothing to judge
+        """
+        import torch.nn as nn
+
+        model = load_model(cfg)
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(  # a project's own loss class of the same name is not torch's
+        """
+        import torch.nn.functional as F
+        from mylib.losses import CrossEntropyLoss
+
+        criterion = CrossEntropyLoss(from_probs=True)
+        for x, y in loader:
+            criterion(F.softmax(model(x), dim=1), y).backward()
+        """
+    ),
+    Quiet(  # log of probabilities into NLL is log-probabilities
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(16, 3), nn.Softmax(dim=1))
+        criterion = nn.NLLLoss()
+        for x, y in loader:
+            probs = model(x)
+            loss = criterion(torch.log(probs + 1e-8), y)
+            loss.backward()
+        """
+    ),
+    Quiet(  # the Sequential ends in a Linear layer: logits, as cross-entropy wants
+        """
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 3))
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            criterion(model(x), y).backward()
+        """
+    ),
+    Quiet(  # callers pass different models: which one reaches the loss is not known
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class LogNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 3)
+
+            def forward(self, x):
+                return F.log_softmax(self.fc(x), dim=1)
+
+        def fit(model, loader):
+            for x, y in loader:
+                F.nll_loss(model(x), y).backward()
+
+        fit(LogNet(), loader)
+        fit(nn.Linear(8, 3), loader)
+        """
+    ),
+    Quiet(  # the fixed GAN: the auxiliary head gives logits
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from pytorch_lightning import LightningModule
+
+        class Discriminator(nn.Module):
+            def __init__(self, features, n_classes):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(784, features), nn.LeakyReLU(0.2))
+                self.aux_layer = nn.Sequential(nn.Linear(features, n_classes))
+
+            def forward(self, img):
+                out = self.body(img.flatten(1))
+                return out.mean(dim=1), self.aux_layer(out)
+
+        class ACGAN(LightningModule):
+            def __init__(self, n_classes=10):
+                super().__init__()
+                self.discriminator = Discriminator(128, n_classes)
+
+            def auxiliary_loss(self, y_hat, y):
+                return F.cross_entropy(y_hat, y)
+
+            def training_step(self, batch, batch_idx):
+                imgs, labels = batch
+                _, pred_label = self.discriminator(imgs)
+                return self.auxiliary_loss(pred_label, labels)
+        """
+    ),
+    Quiet(  # a helper called with logits in one place and probabilities in another: which one is meant is unknown
+        """
+        import torch.nn.functional as F
+
+        def classification_loss(scores, labels):
+            return F.cross_entropy(scores, labels)
+
+        def train_step(model, teacher, batch, labels):
+            student = classification_loss(model(batch), labels)
+            distilled = classification_loss(teacher(batch).softmax(dim=-1), labels)
+            return student + distilled
+        """
+    ),
+)

@@ -26,18 +26,9 @@ from typing import NamedTuple
 
 import libcst as cst
 
+from trainlint.analysis.patterns import MAX_CALL_DEPTH
+from trainlint.analysis.torchapi import HOST_SYNC_METHODS
 from trainlint.rules import (
-    CONSTANT,
-    CONTAINER,
-    GRAPH,
-    HOST_SYNC_METHODS,
-    LOADER,
-    LOSS,
-    MAX_CALL_DEPTH,
-    NUMBER,
-    ON_DEVICE,
-    ON_HOST,
-    TENSOR,
     UNKNOWN,
     AssignEvent,
     CallEvent,
@@ -46,17 +37,19 @@ from trainlint.rules import (
     Evidence,
     Fires,
     Loop,
+    ModuleView,
     ParsedChunk,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     calls_in,
     children,
     events_in,
     is_backward,
-    is_logging_condition,
     is_optimizer_step,
     is_test_file,
     loops_running,
@@ -65,8 +58,8 @@ from trainlint.rules import (
 )
 
 # Tensors; not ON_DEVICE alone, which `model.cuda()` of a model the analysis cannot see also carries.
-_DEVICE_VALUE = frozenset({TENSOR, GRAPH, LOSS})
-_HOST_VALUE = frozenset({NUMBER, CONSTANT, CONTAINER})
+_DEVICE_VALUE = frozenset({Tag.TENSOR, Tag.GRAPH, Tag.LOSS})
+_HOST_VALUE = frozenset({Tag.NUMBER, Tag.CONSTANT, Tag.CONTAINER})
 # Tensor methods that answer from metadata (no sync), though the engine keeps their result a tensor.
 _METADATA_METHODS = frozenset({"size", "dim", "numel", "nelement", "stride", "element_size", "data_ptr", "get_device", "is_contiguous"})
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
@@ -103,7 +96,7 @@ class SyncInHotLoop(Rule):
     name = "sync-in-hot-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a sync per step costs it nothing
         for scope in ctx.scopes:
@@ -120,7 +113,7 @@ class SyncInHotLoop(Rule):
                 if copy is not None and copy.context.loop is loop and not _inside_any(loop, steps):
                     self._check_copy_loop(ctx, scope, loop, copy)
 
-    def _check_copy_loop(self, ctx, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
+    def _check_copy_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
         """A loop that is no training step (an evaluation or inference pass) but copies each batch with
         `non_blocking`: it asks the CPU to run ahead of the GPU, and a sync every iteration stops it. A
         note, as for a training step: the cost depends on how long each batch keeps the GPU busy."""
@@ -149,7 +142,7 @@ class SyncInHotLoop(Rule):
         )
 
     def _check_step_loop(
-        self, ctx, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent], copy: CallEvent | None,
+        self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, steps: dict[Loop, CallEvent], copy: CallEvent | None,
     ) -> None:
         every_step: list[Sync] = []
         per_inner_loop: dict[int, tuple[str, tuple, list[Sync]]] = {}  # id(loop node) -> (label, site, syncs)
@@ -182,7 +175,7 @@ class SyncInHotLoop(Rule):
         for owner, condition in conditions:
             if condition.branch == "except":
                 return True
-            if condition.branch == "if" and is_logging_condition(condition.test, owner):
+            if condition.branch == "if" and _is_logging_condition(condition.test, owner):
                 return True
         return False
 
@@ -191,7 +184,7 @@ class SyncInHotLoop(Rule):
         once per step; False when that loop is an evaluation pass, which this rule leaves alone."""
         nested = [(inner, sync.outer.scope) for inner in sync.outer.context.loops if loop.encloses(inner) and inner is not loop]
         nested += [(inner, link.scope) for link, loops, _ in sync.contexts_inside() for inner in loops]
-        if any(LOADER in inner.iterable.tags or _EVALUATION_WORDS.search(inner.iterable_text) for inner, _ in nested):
+        if any(Tag.LOADER in inner.iterable.tags or _EVALUATION_WORDS.search(inner.iterable_text) for inner, _ in nested):
             return False
         if nested:
             first, owner = nested[0]
@@ -209,7 +202,7 @@ class SyncInHotLoop(Rule):
         return members.get(id(node))
 
     # ------------------------------------------------------------------ reporting
-    def _report_inner(self, ctx, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
+    def _report_inner(self, ctx: RuleContext, syncs: list[Sync], label: str, loop_site, step: Loop, backward: CallEvent) -> None:
         first = syncs[0]
         others = _others(syncs)
         message = (
@@ -228,7 +221,7 @@ class SyncInHotLoop(Rule):
             "or only every N steps (`if step % log_every == 0:`)",
         )
 
-    def _report_every_step(self, ctx, syncs: list[Sync], step: Loop, backward: CallEvent, copy: CallEvent | None) -> None:
+    def _report_every_step(self, ctx: RuleContext, syncs: list[Sync], step: Loop, backward: CallEvent, copy: CallEvent | None) -> None:
         """A note: what one sync a step costs depends on how long the step keeps the GPU busy, which the
         code does not say (a small model can lose most of its GPU time to it). When the loop copies its
         batches with `non_blocking`, the note says that the sync takes that overlap away."""
@@ -254,7 +247,7 @@ class SyncInHotLoop(Rule):
             "(`running += loss.detach()`) and call `.item()` once per epoch",
         )
 
-    def _report_barrier(self, ctx, sync: Sync, step: Loop, backward: CallEvent) -> None:
+    def _report_barrier(self, ctx: RuleContext, sync: Sync, step: Loop, backward: CallEvent) -> None:
         message = (
             f"{sync.what} runs on every training step (backward on line {backward.chunk.line_of(backward.node)}): "
             "the CPU stops queueing work until the GPU is idle, so CPU and GPU never overlap"
@@ -264,451 +257,6 @@ class SyncInHotLoop(Rule):
             help="drop it, or run it only when timing a few steps (`if step % profile_every == 0:`); "
             "use CUDA events or the profiler to time kernels",
         )
-
-    MUST_FIRE = (
-        Fires(
-            """
-            import torch
-
-            model = Net().cuda()
-            for x, y in loader:
-                optimizer.zero_grad()
-                loss = criterion(model(x.cuda()), y.cuda())
-                loss.backward()
-                total_norm = 0.0
-                for p in model.parameters():
-                    total_norm += p.grad.norm().item() ** 2
-                optimizer.step()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-            from tqdm import tqdm
-
-            device = torch.device("cuda")
-            running_loss = 0.0
-            pbar = tqdm(train_loader)
-            for x, y in pbar:
-                x, y = x.to(device), y.to(device)
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                running_loss += loss.item()
-                pbar.set_postfix(loss=loss.item())
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            """
-            import time
-            import torch
-
-            for step, (x, y) in enumerate(loader):
-                start = time.time()
-                loss = model(x.cuda(), labels=y.cuda()).loss
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
-                torch.cuda.synchronize()
-                step_times.append(time.time() - start)
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def grad_norms(model):
-                return [p.grad.norm().item() for p in model.parameters() if p.grad is not None]
-
-            def train(model, loader, optimizer):
-                model.cuda()
-                for x, y in loader:
-                    loss = F.cross_entropy(model(x.cuda()), y.cuda())
-                    optimizer.zero_grad()
-                    loss.backward()
-                    norms = grad_norms(model)
-                    optimizer.step()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-            model = model.to("cuda")
-            for step, (x, y) in enumerate(loader):
-                out = model(x.to("cuda"))
-                loss = criterion(out, y.to("cuda"))
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                print(f"step {step}: loss {loss:.4f}")
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            criterion = nn.MSELoss()
-
-            def train_step(model, optimizer, x, y):
-                optimizer.zero_grad()
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                return loss.item()
-
-            def fit(model, optimizer, loader, epochs):
-                model.cuda()
-                for epoch in range(epochs):
-                    for x, y in loader:
-                        history.append(train_step(model, optimizer, x.cuda(), y.cuda()))
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            """
-            import torch
-
-            model = model.cuda()
-            for batch in train_loader:
-                out = model(batch["x"].cuda())
-                loss = criterion(out, batch["y"].cuda())
-                acc = (out.argmax(1) == batch["y"].cuda()).float().mean()
-                loss.backward()
-                optimizer.step()
-                metrics = {"loss": loss, "acc": acc}
-                logger.log({name: value.item() for name, value in metrics.items()})
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-
-            model.cuda()
-            for x, y in loader:
-                loss = criterion(model(x.cuda()), y.cuda())
-                loss.backward()
-                optimizer.step()
-                for name, p in model.named_parameters():
-                    writer.add_scalar(f"grad/{name}", p.grad.norm().item(), step)
-                writer.add_scalar("loss", loss.item(), step)
-            """,
-            count=2,
-        ),
-        Fires(  # gradient accumulation: the optimizer steps in the loop around the micro-batches
-            """
-            import torch
-
-            model = torch.nn.Linear(64, 1).cuda()
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            for step, batch in enumerate(loader):
-                for micro_batch in batch.split(4):
-                    loss = model(micro_batch.cuda()).mean() / 4
-                    loss.backward()
-                    torch.cuda.synchronize()
-                optimizer.step()
-                optimizer.zero_grad()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # gradient accumulation: the optimizer steps after the micro-batch loop, in the same function
-            """
-            import torch
-
-            device = torch.device("cuda")
-
-
-            def train_step(model, optimizer, micro_batches, accumulate_every):
-                optimizer.zero_grad()
-                total = 0.0
-                for batch in micro_batches:
-                    loss = model(batch.to(device)).mean() / accumulate_every
-                    loss.backward()
-                    total += loss.item()
-                optimizer.step()
-                return total
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # a DeepSpeed engine handed in as `model`: `model.backward(loss)` then `model.step()`
-            """
-            import torch
-
-            device = torch.device("cuda")
-
-
-            def train(train_loader, model, criterion, losses):
-                model.train()
-                for images, target in train_loader:
-                    output = model(images.to(device, non_blocking=True))
-                    loss = criterion(output, target.to(device, non_blocking=True))
-                    losses.update(loss.item(), images.size(0))
-                    model.backward(loss)
-                    model.step()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # the loop asks for overlap (pinned batches copied with non_blocking) and a sync every step undoes it: the note says so
-            """
-            import torch
-
-
-            class MLPTrainer:
-                def __init__(self, model, train_dl, loss_fun, optimizer, dev, pin_memory=True):
-                    self.model, self.train_dl, self.loss_fun = model, train_dl, loss_fun
-                    self.optimizer, self.dev, self.pin_memory = optimizer, dev, pin_memory
-
-                def train(self, n_epochs):
-                    for epoch in range(n_epochs):
-                        epoch_loss_sum = 0.0
-                        for xb, yb in self.train_dl:
-                            if self.pin_memory and str(self.dev) == "cuda":
-                                xb, yb = xb.cuda(non_blocking=True), yb.cuda(non_blocking=True)
-                            else:
-                                xb, yb = xb.to(self.dev), yb.to(self.dev)
-                            loss = self.loss_fun(self.model(xb), yb)
-                            loss.backward()
-                            self.optimizer.step()
-                            self.optimizer.zero_grad()
-                            epoch_loss_sum += float(loss)
-                        print(epoch, epoch_loss_sum)
-            """,
-            severity=Severity.NOTE,
-            at="epoch_loss_sum += float(loss)",
-        ),
-        Fires(  # an evaluation loop that copies with non_blocking and reads two numbers back every batch
-            """
-            import torch
-            import torch.nn.functional as F
-
-
-            def evaluate_model(model, loader, device, criterion=F.nll_loss):
-                model.eval()
-                loss, correct, total = 0, 0, 0
-                async_gpu = loader.pin_memory
-                with torch.no_grad():
-                    for batch_idx, (data, target) in enumerate(loader):
-                        data = data.to(device, non_blocking=async_gpu)
-                        target = target.to(device, non_blocking=async_gpu)
-                        output = model(data)
-                        loss += criterion(output, target, reduction="sum").item()
-                        pred = output.max(1, keepdim=True)[1]
-                        correct += pred.eq(target.view_as(pred)).sum().item()
-                        total += len(data)
-                return {"mean_loss": loss / total, "mean_accuracy": correct / total}
-            """,
-            severity=Severity.NOTE,
-            at='loss += criterion(output, target, reduction="sum").item()',
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # a throughput benchmark synchronizes to read its clock; no value crosses to the host
-            """
-            import time
-
-            import torch
-
-
-            @torch.no_grad()
-            def throughput(data_loader, model):
-                model.eval()
-                for images, _ in data_loader:
-                    images = images.cuda(non_blocking=True)
-                    for _ in range(50):
-                        model(images)
-                    torch.cuda.synchronize()
-                    start = time.time()
-                    for _ in range(30):
-                        model(images)
-                    torch.cuda.synchronize()
-                    print(30 * images.shape[0] / (time.time() - start))
-            """
-        ),
-        Quiet(  # evaluation: a sync per batch with plain copies is left alone; with non_blocking, sums kept on the device
-            """
-            import torch
-
-
-            @torch.no_grad()
-            def evaluate(model, loader, device):
-                correct = 0
-                for images, labels in loader:
-                    images, labels = images.to(device), labels.to(device)
-                    correct += (model(images).argmax(1) == labels).sum().item()
-                return correct
-
-
-            @torch.no_grad()
-            def evaluate_async(model, loader, device):
-                correct = torch.zeros((), device=device)
-                for images, labels in loader:
-                    images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-                    correct += (model(images).argmax(1) == labels).sum()
-                return correct.item()
-            """
-        ),
-        Quiet(  # a benchmark of attention kernels: backward with no optimizer step, synchronized to read CUDA events (LLMs-from-scratch)
-            """
-            import numpy as np
-            import torch
-
-            device = torch.device("cuda")
-
-
-            def forward_backward(func, embeddings):
-                if embeddings.grad is not None:
-                    embeddings.grad.zero_()
-                output = func(embeddings)
-                loss = output.sum()
-                loss.backward()
-
-
-            def time_forward_backward(func, *inputs, num_repeats=1_000):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                times = []
-                for _ in range(num_repeats):
-                    start.record()
-                    forward_backward(func, *inputs)
-                    end.record()
-                    torch.cuda.synchronize()
-                    times.append(start.elapsed_time(end))
-                return np.mean(times), np.std(times)
-            """
-        ),
-        Quiet(  # a random shift drawn on the CPU: `.item()` of a host tensor waits for no GPU
-            """
-            import torch
-
-            def roll_noise(noise, generator=None):
-                for _ in range(noise.shape[0]):
-                    shift = torch.randint(noise.shape[2] // 2, (1,), generator=generator).item()
-                    noise = torch.roll(noise, shifts=shift, dims=2)
-                return noise
-
-            def invert(unet, latents, timesteps, optimizer):
-                latents = latents.to("cuda")
-                for t in timesteps:
-                    loss = roll_noise(unet(latents, t)).pow(2).mean()
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            for step, (x, y) in enumerate(loader):
-                loss = criterion(model(x.cuda()), y.cuda())
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                if step % log_every == 0:
-                    print(f"step {step} loss {loss.item():.4f}")
-                    for p in model.parameters():
-                        norms.append(p.grad.norm().item())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            for epoch in range(epochs):
-                running = torch.zeros((), device="cuda")
-                for x, y in train_loader:
-                    loss = criterion(model(x.cuda()), y.cuda())
-                    loss.backward()
-                    optimizer.step()
-                    running += loss.detach()
-                print(f"epoch {epoch}: {running.item() / len(train_loader):.4f}")
-                with torch.no_grad():
-                    correct = 0
-                    for x, y in val_loader:
-                        correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            for x, y in loader:
-                try:
-                    loss = criterion(model(x.cuda()), y.cuda())
-                    loss.backward()
-                except RuntimeError:
-                    print("failed at loss", loss.item())
-                    raise
-                optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            # CPU-only example: the host already has every value
-            for x, y in loader:
-                loss = criterion(model(x), y)
-                loss.backward()
-                optimizer.step()
-                pbar.set_postfix(loss=loss.item())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            seen = 0
-            all_labels = []
-            for x, y in train_loader:
-                loss = criterion(model(x.cuda()), y.cuda())
-                loss.backward()
-                optimizer.step()
-                seen += float(x.size(0))
-                all_labels.extend(y.tolist())
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            for x, y in loader:
-                loss = criterion(model(x.cuda()), y.cuda())
-                loss.backward()
-                if args.verbose:
-                    for name, p in model.named_parameters():
-                        print(name, p.grad.norm().item())
-                optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            model.cuda()
-            for step, (x, y) in enumerate(train_loader):
-                loss = criterion(model(x.cuda()), y.cuda())
-                loss.backward()
-                optimizer.step()
-                if args.profile:
-                    torch.cuda.synchronize()
-                for vx, vy in val_loader:
-                    val_losses.append(criterion(model(vx.cuda()), vy.cuda()).item())
-            """
-        ),
-    )
 
 
 def _asks_for_overlap(call: CallEvent) -> bool:
@@ -738,7 +286,7 @@ def _over(loop: Loop) -> str:
     return f" over `{shortened(loop.iterable_text, 48)}`" if not loop.is_while else ""
 
 
-def _trains(module, scope: ScopeAnalysis) -> bool:
+def _trains(module: ModuleView, scope: ScopeAnalysis) -> bool:
     """An optimizer steps somewhere in the function of the loop (gradient accumulation steps after its
     micro-batch loop), in what it calls, or in a function that calls it. A backward with no step
     anywhere times kernels or probes gradients: a benchmark that synchronizes to read its clock, not
@@ -764,8 +312,9 @@ def _steps_an_optimizer(calls: Iterator[CallEvent]) -> bool:
     return any(call.receiver_key in engines - {None} for call in steps)
 
 
-def _step_evidence(ctx, sync: Sync, step: Loop, backward: CallEvent) -> list:
+def _step_evidence(ctx: RuleContext, sync: Sync, step: Loop, backward: CallEvent) -> list:
     cuda_line = ctx.module.cuda_line
+    assert cuda_line is not None, "step loops are looked for only in a script that runs on CUDA"
     evidence = [
         ((sync.outer.chunk, step.node), "the training-step loop"),
         ((backward.chunk, backward.node), "backward runs every iteration"),
@@ -813,9 +362,9 @@ def _call_syncs(scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, .
     if call.method in HOST_SYNC_METHODS and isinstance(node.func, cst.Attribute):
         receiver_node = node.func.value
         receiver = call.receiver if call.receiver is not None else _unbound_receiver(scope, receiver_node)
-        on_host = ON_HOST in receiver.tags and ON_DEVICE not in receiver.tags if receiver is not None else False
+        on_host = Tag.ON_HOST in receiver.tags and Tag.ON_DEVICE not in receiver.tags if receiver is not None else False
         if receiver is not None and not on_host and not _already_on_host(receiver_node) and not _host_batch(scope, receiver_node, loops):
-            known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {NUMBER}
+            known_tensor = bool(receiver.tags & _DEVICE_VALUE) and not receiver.tags & {Tag.NUMBER}
             unknown = not receiver.tags
             if known_tensor or (call.method == "item" and unknown):
                 yield Sync(node, f"`{shortened(scope.chunk.code_for(node), 48)}`", call, chain, False)
@@ -871,9 +420,9 @@ def _host_batch(scope: ScopeAnalysis, expression: cst.BaseExpression, loops: tup
     if not isinstance(root, cst.Name):
         return False
     value = scope.value_at(root)
-    if value is not None and value.tags & {GRAPH, ON_DEVICE}:
+    if value is not None and value.tags & {Tag.GRAPH, Tag.ON_DEVICE}:
         return False
-    return any(root.value in candidate.targets and (LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
+    return any(root.value in candidate.targets and (Tag.LOADER in candidate.iterable.tags or "loader" in candidate.iterable_text.lower()) for candidate in loops)
 
 
 def _formatted_parts(chunk: ParsedChunk, expression: cst.BaseExpression) -> tuple[cst.FormattedStringExpression, ...]:
@@ -922,3 +471,460 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(node.children))
+
+
+_LOGGING_WORDS = re.compile(r"log|print|freq|interval|every|verbose|debug|display|report|disp", re.I)
+
+
+def _is_logging_condition(test: cst.BaseExpression | None, scope: ScopeAnalysis) -> bool:
+    """``if step % log_every == 0``, ``if args.verbose``, ``if i % 100 == 0`` and the like."""
+    if test is None:
+        return False
+    text = scope.chunk.code_for(test)
+    return "%" in text or bool(_LOGGING_WORDS.search(text))
+
+
+SyncInHotLoop.MUST_FIRE = (
+    Fires(
+        """
+        import torch
+
+        model = Net().cuda()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            total_norm = 0.0
+            for p in model.parameters():
+                total_norm += p.grad.norm().item() ** 2
+            optimizer.step()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+        from tqdm import tqdm
+
+        device = torch.device("cuda")
+        running_loss = 0.0
+        pbar = tqdm(train_loader)
+        for x, y in pbar:
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()
+            pbar.set_postfix(loss=loss.item())
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        """
+        import time
+        import torch
+
+        for step, (x, y) in enumerate(loader):
+            start = time.time()
+            loss = model(x.cuda(), labels=y.cuda()).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            torch.cuda.synchronize()
+            step_times.append(time.time() - start)
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def grad_norms(model):
+            return [p.grad.norm().item() for p in model.parameters() if p.grad is not None]
+
+        def train(model, loader, optimizer):
+            model.cuda()
+            for x, y in loader:
+                loss = F.cross_entropy(model(x.cuda()), y.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                norms = grad_norms(model)
+                optimizer.step()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        model = model.to("cuda")
+        for step, (x, y) in enumerate(loader):
+            out = model(x.to("cuda"))
+            loss = criterion(out, y.to("cuda"))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(f"step {step}: loss {loss:.4f}")
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        criterion = nn.MSELoss()
+
+        def train_step(model, optimizer, x, y):
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+
+        def fit(model, optimizer, loader, epochs):
+            model.cuda()
+            for epoch in range(epochs):
+                for x, y in loader:
+                    history.append(train_step(model, optimizer, x.cuda(), y.cuda()))
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        """
+        import torch
+
+        model = model.cuda()
+        for batch in train_loader:
+            out = model(batch["x"].cuda())
+            loss = criterion(out, batch["y"].cuda())
+            acc = (out.argmax(1) == batch["y"].cuda()).float().mean()
+            loss.backward()
+            optimizer.step()
+            metrics = {"loss": loss, "acc": acc}
+            logger.log({name: value.item() for name, value in metrics.items()})
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+
+        model.cuda()
+        for x, y in loader:
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+            for name, p in model.named_parameters():
+                writer.add_scalar(f"grad/{name}", p.grad.norm().item(), step)
+            writer.add_scalar("loss", loss.item(), step)
+        """,
+        count=2,
+    ),
+    Fires(  # gradient accumulation: the optimizer steps in the loop around the micro-batches
+        """
+        import torch
+
+        model = torch.nn.Linear(64, 1).cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step, batch in enumerate(loader):
+            for micro_batch in batch.split(4):
+                loss = model(micro_batch.cuda()).mean() / 4
+                loss.backward()
+                torch.cuda.synchronize()
+            optimizer.step()
+            optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # gradient accumulation: the optimizer steps after the micro-batch loop, in the same function
+        """
+        import torch
+
+        device = torch.device("cuda")
+
+
+        def train_step(model, optimizer, micro_batches, accumulate_every):
+            optimizer.zero_grad()
+            total = 0.0
+            for batch in micro_batches:
+                loss = model(batch.to(device)).mean() / accumulate_every
+                loss.backward()
+                total += loss.item()
+            optimizer.step()
+            return total
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a DeepSpeed engine handed in as `model`: `model.backward(loss)` then `model.step()`
+        """
+        import torch
+
+        device = torch.device("cuda")
+
+
+        def train(train_loader, model, criterion, losses):
+            model.train()
+            for images, target in train_loader:
+                output = model(images.to(device, non_blocking=True))
+                loss = criterion(output, target.to(device, non_blocking=True))
+                losses.update(loss.item(), images.size(0))
+                model.backward(loss)
+                model.step()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # the loop asks for overlap (pinned batches copied with non_blocking) and a sync every step undoes it: the note says so
+        """
+        import torch
+
+
+        class MLPTrainer:
+            def __init__(self, model, train_dl, loss_fun, optimizer, dev, pin_memory=True):
+                self.model, self.train_dl, self.loss_fun = model, train_dl, loss_fun
+                self.optimizer, self.dev, self.pin_memory = optimizer, dev, pin_memory
+
+            def train(self, n_epochs):
+                for epoch in range(n_epochs):
+                    epoch_loss_sum = 0.0
+                    for xb, yb in self.train_dl:
+                        if self.pin_memory and str(self.dev) == "cuda":
+                            xb, yb = xb.cuda(non_blocking=True), yb.cuda(non_blocking=True)
+                        else:
+                            xb, yb = xb.to(self.dev), yb.to(self.dev)
+                        loss = self.loss_fun(self.model(xb), yb)
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        epoch_loss_sum += float(loss)
+                    print(epoch, epoch_loss_sum)
+        """,
+        severity=Severity.NOTE,
+        at="epoch_loss_sum += float(loss)",
+    ),
+    Fires(  # an evaluation loop that copies with non_blocking and reads two numbers back every batch
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def evaluate_model(model, loader, device, criterion=F.nll_loss):
+            model.eval()
+            loss, correct, total = 0, 0, 0
+            async_gpu = loader.pin_memory
+            with torch.no_grad():
+                for batch_idx, (data, target) in enumerate(loader):
+                    data = data.to(device, non_blocking=async_gpu)
+                    target = target.to(device, non_blocking=async_gpu)
+                    output = model(data)
+                    loss += criterion(output, target, reduction="sum").item()
+                    pred = output.max(1, keepdim=True)[1]
+                    correct += pred.eq(target.view_as(pred)).sum().item()
+                    total += len(data)
+            return {"mean_loss": loss / total, "mean_accuracy": correct / total}
+        """,
+        severity=Severity.NOTE,
+        at='loss += criterion(output, target, reduction="sum").item()',
+    ),
+)
+
+SyncInHotLoop.MUST_NOT_FIRE = (
+    Quiet(  # a throughput benchmark synchronizes to read its clock; no value crosses to the host
+        """
+        import time
+
+        import torch
+
+
+        @torch.no_grad()
+        def throughput(data_loader, model):
+            model.eval()
+            for images, _ in data_loader:
+                images = images.cuda(non_blocking=True)
+                for _ in range(50):
+                    model(images)
+                torch.cuda.synchronize()
+                start = time.time()
+                for _ in range(30):
+                    model(images)
+                torch.cuda.synchronize()
+                print(30 * images.shape[0] / (time.time() - start))
+        """
+    ),
+    Quiet(  # evaluation: a sync per batch with plain copies is left alone; with non_blocking, sums kept on the device
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            correct = 0
+            for images, labels in loader:
+                images, labels = images.to(device), labels.to(device)
+                correct += (model(images).argmax(1) == labels).sum().item()
+            return correct
+
+
+        @torch.no_grad()
+        def evaluate_async(model, loader, device):
+            correct = torch.zeros((), device=device)
+            for images, labels in loader:
+                images, labels = images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+                correct += (model(images).argmax(1) == labels).sum()
+            return correct.item()
+        """
+    ),
+    Quiet(  # a benchmark of attention kernels: backward with no optimizer step, synchronized to read CUDA events (LLMs-from-scratch)
+        """
+        import numpy as np
+        import torch
+
+        device = torch.device("cuda")
+
+
+        def forward_backward(func, embeddings):
+            if embeddings.grad is not None:
+                embeddings.grad.zero_()
+            output = func(embeddings)
+            loss = output.sum()
+            loss.backward()
+
+
+        def time_forward_backward(func, *inputs, num_repeats=1_000):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            times = []
+            for _ in range(num_repeats):
+                start.record()
+                forward_backward(func, *inputs)
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            return np.mean(times), np.std(times)
+        """
+    ),
+    Quiet(  # a random shift drawn on the CPU: `.item()` of a host tensor waits for no GPU
+        """
+        import torch
+
+        def roll_noise(noise, generator=None):
+            for _ in range(noise.shape[0]):
+                shift = torch.randint(noise.shape[2] // 2, (1,), generator=generator).item()
+                noise = torch.roll(noise, shifts=shift, dims=2)
+            return noise
+
+        def invert(unet, latents, timesteps, optimizer):
+            latents = latents.to("cuda")
+            for t in timesteps:
+                loss = roll_noise(unet(latents, t)).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        for step, (x, y) in enumerate(loader):
+            loss = criterion(model(x.cuda()), y.cuda())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if step % log_every == 0:
+                print(f"step {step} loss {loss.item():.4f}")
+                for p in model.parameters():
+                    norms.append(p.grad.norm().item())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        for epoch in range(epochs):
+            running = torch.zeros((), device="cuda")
+            for x, y in train_loader:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+                running += loss.detach()
+            print(f"epoch {epoch}: {running.item() / len(train_loader):.4f}")
+            with torch.no_grad():
+                correct = 0
+                for x, y in val_loader:
+                    correct += (model(x.cuda()).argmax(1) == y.cuda()).sum().item()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        for x, y in loader:
+            try:
+                loss = criterion(model(x.cuda()), y.cuda())
+                loss.backward()
+            except RuntimeError:
+                print("failed at loss", loss.item())
+                raise
+            optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        # CPU-only example: the host already has every value
+        for x, y in loader:
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            pbar.set_postfix(loss=loss.item())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        seen = 0
+        all_labels = []
+        for x, y in train_loader:
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+            seen += float(x.size(0))
+            all_labels.extend(y.tolist())
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        for x, y in loader:
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            if args.verbose:
+                for name, p in model.named_parameters():
+                    print(name, p.grad.norm().item())
+            optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        model.cuda()
+        for step, (x, y) in enumerate(train_loader):
+            loss = criterion(model(x.cuda()), y.cuda())
+            loss.backward()
+            optimizer.step()
+            if args.profile:
+                torch.cuda.synchronize()
+            for vx, vy in val_loader:
+                val_losses.append(criterion(model(vx.cuda()), vy.cuda()).item())
+        """
+    ),
+)

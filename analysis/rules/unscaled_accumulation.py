@@ -23,11 +23,6 @@ from typing import TypeGuard, cast
 import libcst as cst
 
 from trainlint.rules import (
-    ACCELERATOR,
-    ENGINE,
-    GRAPH,
-    OPTIMIZER,
-    SCALED,
     AssignEvent,
     CallEvent,
     Condition,
@@ -37,8 +32,10 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     Value,
     accumulates_into_grad,
     backward_target,
@@ -81,7 +78,7 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-accumulation"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.framework_runs_loop is not None:
             return
         for scope in ctx.scopes:
@@ -96,7 +93,7 @@ class UnscaledAccumulation(Rule):
                 reported.add(accumulation.loop)
                 self._check(ctx, scope, accumulation)
 
-    def _check(self, ctx, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
+    def _check(self, ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
         calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]
         if any(_scales_for_you(ctx, call) for call in calls):
             return
@@ -144,7 +141,7 @@ class UnscaledAccumulation(Rule):
                 f"the step is barely changed, but gradient clipping and `eps` see a gradient {times} as large as one "
                 "batch's, and the result depends on the accumulation count"
             )
-        elif GRAPH not in loss.tags:
+        elif Tag.GRAPH not in loss.tags:
             # the loss comes from something the analysis cannot see into: it may be divided there
             severity = Severity.NOTE
             message += f"; trainlint cannot see how {loss_name} is computed, so check that it is not already divided"
@@ -166,7 +163,7 @@ class UnscaledAccumulation(Rule):
         )
 
     @staticmethod
-    def _fix(ctx, scope: ScopeAnalysis, accumulation: Accumulation, unscaled, n: str | None):
+    def _fix(ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation, unscaled, n: str | None):
         if n is None or any(chain for _, chain in unscaled) or not _divisor_stable(scope, accumulation, unscaled):
             return None
         edits = []
@@ -181,515 +178,6 @@ class UnscaledAccumulation(Rule):
             edits.append(ctx.edit_replace(target, scaled if _inside_scale(call) else f"({scaled})"))
         # the backward proves the loss is a tensor, and the divisor is the one the step condition uses
         return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
-
-    MUST_FIRE = (
-        Fires(  # apex without the division: the scaled loss is the undivided one, times the loss scale
-            """
-            import torch
-            from apex import amp
-
-            def train(model, train_dataloader, optimizer, accumulation_steps):
-                model.train()
-                for step, (x, y) in enumerate(train_dataloader):
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                    with amp.scale_loss(loss, optimizer) as scaled_loss:
-                        scaled_loss.backward()
-                    if (step + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            fixed="""
-            import torch
-            from apex import amp
-
-            def train(model, train_dataloader, optimizer, accumulation_steps):
-                model.train()
-                for step, (x, y) in enumerate(train_dataloader):
-                    loss = torch.nn.functional.cross_entropy(model(x), y)
-                    with amp.scale_loss(loss, optimizer) as scaled_loss:
-                        (scaled_loss / accumulation_steps).backward()
-                    if (step + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            at="scaled_loss.backward()",
-        ),
-        Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error (a clip makes it a warning, below)
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def train(model, loader, accumulation_steps):
-                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-                for i, (x, y) in enumerate(loader):
-                    F.cross_entropy(model(x), y).backward()
-                    if (i + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            fixed="""
-            import torch
-            import torch.nn.functional as F
-
-            def train(model, loader, accumulation_steps):
-                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-                for i, (x, y) in enumerate(loader):
-                    (F.cross_entropy(model(x), y) / accumulation_steps).backward()
-                    if (i + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # the loss comes from a helper in a package trainlint cannot read: it may divide, so a note
-            """
-            from my_lib.losses import compute_loss
-
-            def train(model, loader, optimizer, accumulation_steps):
-                for i, batch in enumerate(loader):
-                    loss = compute_loss(model, batch)
-                    loss.backward()
-                    if (i + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            fixed="""
-            from my_lib.losses import compute_loss
-
-            def train(model, loader, optimizer, accumulation_steps):
-                for i, batch in enumerate(loader):
-                    loss = compute_loss(model, batch)
-                    (loss / accumulation_steps).backward()
-                    if (i + 1) % accumulation_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            """
-            def train(model, loader, optimizer, criterion, accum_steps):
-                model.train()
-                for i, (x, y) in enumerate(loader):
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    if (i + 1) % accum_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            fixed="""
-            def train(model, loader, optimizer, criterion, accum_steps):
-                model.train()
-                for i, (x, y) in enumerate(loader):
-                    loss = criterion(model(x), y)
-                    (loss / accum_steps).backward()
-                    if (i + 1) % accum_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            severity=Severity.ERROR,
-        ),
-        Fires(
-            """
-            import torch
-
-            scaler = torch.cuda.amp.GradScaler()
-            for step, batch in enumerate(train_loader):
-                with torch.autocast("cuda", dtype=torch.float16):
-                    loss = model(**batch).loss
-                scaler.scale(loss).backward()
-                if (step + 1) % args.gradient_accumulation_steps != 0:
-                    continue
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-            """,
-            fixed="""
-            import torch
-
-            scaler = torch.cuda.amp.GradScaler()
-            for step, batch in enumerate(train_loader):
-                with torch.autocast("cuda", dtype=torch.float16):
-                    loss = model(**batch).loss
-                scaler.scale(loss / args.gradient_accumulation_steps).backward()
-                if (step + 1) % args.gradient_accumulation_steps != 0:
-                    continue
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-            """,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def train_epoch(model, loader, optimizer, accum_steps=4):
-                for batch in loader:
-                    for micro in range(accum_steps):
-                        x, y = batch[micro]
-                        F.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """,
-            fixed="""
-            import torch.nn.functional as F
-
-            def train_epoch(model, loader, optimizer, accum_steps=4):
-                for batch in loader:
-                    for micro in range(accum_steps):
-                        x, y = batch[micro]
-                        (F.cross_entropy(model(x), y) / accum_steps).backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """,
-        ),
-        Fires(
-            """
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def fit(model, optimizer, loader, update_freq):
-                for i, (x, y) in enumerate(loader):
-                    logits = model(x)
-                    loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
-                    loss.backward()
-                    if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
-                        optimizer.step()
-                        model.zero_grad()
-            """,
-            fixed="""
-            import torch.nn as nn
-
-            criterion = nn.CrossEntropyLoss()
-
-            def fit(model, optimizer, loader, update_freq):
-                for i, (x, y) in enumerate(loader):
-                    logits = model(x)
-                    loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
-                    (loss / update_freq).backward()
-                    if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
-                        optimizer.step()
-                        model.zero_grad()
-            """,
-        ),
-        Fires(
-            """
-            import torch.nn.functional as F
-
-            def compute_loss(model, batch):
-                return F.cross_entropy(model(batch["x"]), batch["y"])
-
-            def train(model, loader, optimizer):
-                for batch in loader:
-                    for chunk in split_batch(batch, 4):
-                        compute_loss(model, chunk).backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-            """,
-        ),
-        Fires(
-            """
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            def train(model, loader, optimizer, criterion, accum):
-                model = DDP(model)
-                for i, (x, y) in enumerate(loader):
-                    if (i + 1) % accum != 0:
-                        with model.no_sync():
-                            criterion(model(x), y).backward()
-                    else:
-                        criterion(model(x), y).backward()
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-            fixed="""
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            def train(model, loader, optimizer, criterion, accum):
-                model = DDP(model)
-                for i, (x, y) in enumerate(loader):
-                    if (i + 1) % accum != 0:
-                        with model.no_sync():
-                            (criterion(model(x), y) / accum).backward()
-                    else:
-                        criterion(model(x), y).backward()
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """,
-        ),
-        Fires(  # AdamW normalises the step, but a fixed clipping threshold now cuts a gradient N times too large
-            """
-            import torch
-            from torch.cuda.amp import GradScaler
-
-            def finetune(model, loss_fn, loader, args):
-                params = [p for p in model.parameters() if p.requires_grad]
-                optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
-                scaler = GradScaler()
-                for epoch in range(args.epochs):
-                    for i, batch in enumerate(loader):
-                        with torch.autocast(device_type="cuda", dtype=torch.float16):
-                            loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
-                        scaler.scale(loss).backward()
-                        if (i + 1) % args.num_grad_accumulation == 0:
-                            scaler.unscale_(optimizer)
-                            torch.nn.utils.clip_grad_norm_(params, 1.0)
-                            scaler.step(optimizer)
-                            scaler.update()
-                            optimizer.zero_grad()
-            """,
-            fixed="""
-            import torch
-            from torch.cuda.amp import GradScaler
-
-            def finetune(model, loss_fn, loader, args):
-                params = [p for p in model.parameters() if p.requires_grad]
-                optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
-                scaler = GradScaler()
-                for epoch in range(args.epochs):
-                    for i, batch in enumerate(loader):
-                        with torch.autocast(device_type="cuda", dtype=torch.float16):
-                            loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
-                        scaler.scale(loss / args.num_grad_accumulation).backward()
-                        if (i + 1) % args.num_grad_accumulation == 0:
-                            scaler.unscale_(optimizer)
-                            torch.nn.utils.clip_grad_norm_(params, 1.0)
-                            scaler.step(optimizer)
-                            scaler.update()
-                            optimizer.zero_grad()
-            """,
-            severity=Severity.WARNING,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # apex: the loss is divided, and `amp.scale_loss` hands back that loss times the loss scale
-            """
-            from apex import amp
-
-            def train(args, model, train_dataloader, optimizer, scheduler):
-                model.train()
-                for step, batch in enumerate(train_dataloader):
-                    loss = model(**batch)[0]
-                    if args.gradient_accumulation_steps > 1:
-                        loss = loss / args.gradient_accumulation_steps
-                    with amp.scale_loss(loss, optimizer) as scaled_loss:
-                        scaled_loss.backward()
-                    if (step + 1) % args.gradient_accumulation_steps == 0:
-                        optimizer.step()
-                        scheduler.step()
-                        model.zero_grad()
-            """
-        ),
-        Quiet(  # accumulation in one branch, a step after every backward in the other (Swin's SimMIM)
-            """
-            import torch
-
-            def train_one_epoch(config, model, criterion, data_loader, optimizer, scaler):
-                model.train()
-                optimizer.zero_grad()
-                for idx, (samples, targets) in enumerate(data_loader):
-                    outputs = model(samples.cuda(non_blocking=True))
-                    if config.ACCUMULATION_STEPS > 1:
-                        loss = criterion(outputs, targets.cuda()) / config.ACCUMULATION_STEPS
-                        scaler.scale(loss).backward()
-                        if (idx + 1) % config.ACCUMULATION_STEPS == 0:
-                            scaler.step(optimizer)
-                            optimizer.zero_grad()
-                            scaler.update()
-                    else:
-                        loss = criterion(outputs, targets.cuda())
-                        optimizer.zero_grad()
-                        scaler.scale(loss).backward()
-                        scaler.step(optimizer)
-                        scaler.update()
-            """
-        ),
-        Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead
-            """
-            import torch
-            import torch.nn.functional as F
-
-            def train(model, loader, args):
-                optimizer = torch.optim.SGD(model.parameters(), lr=args.lr / args.accum_steps, momentum=0.9)
-                for i, (x, y) in enumerate(loader):
-                    F.cross_entropy(model(x), y).backward()
-                    if (i + 1) % args.accum_steps == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(  # a summed loss divided by the tokens of the whole accumulation window, in a helper
-            """
-            import torch.nn.functional as F
-
-            def token_mean(logits, labels, tokens_in_window):
-                return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum") / tokens_in_window
-
-            def train(model, loader, optimizer, accum):
-                for step, batch in enumerate(loader):
-                    window_tokens = batch["window_tokens"]
-                    loss = token_mean(model(batch["input_ids"]), batch["labels"], window_tokens)
-                    loss.backward()
-                    if (step + 1) % accum == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            def train(model, loader, optimizer, criterion, args):
-                n = args.accum
-                for i, (x, y) in enumerate(loader):
-                    loss = criterion(model(x), y)
-                    loss = loss / n
-                    loss.backward()
-                    if (i + 1) % n == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def train(model, loader, optimizer, criterion, accum_steps):
-                for i, (x, y) in enumerate(loader):
-                    criterion(model(x), y).backward()
-                    if (i + 1) % accum_steps == 0:
-                        for p in model.parameters():
-                            if p.grad is not None:
-                                p.grad /= accum_steps
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            from mylib import utils
-
-            def fit(model, loader, optimizer, loss_fn, accumulate):
-                tokens = 0
-                for i, batch in enumerate(loader):
-                    tokens += batch["mask"].sum()
-                    loss_fn(model(batch["ids"]), batch["labels"]).backward()
-                    if (i + 1) % accumulate == 0:
-                        utils.scale_grads(model, 1 / tokens)
-                        optimizer.step()
-                        optimizer.zero_grad()
-                        tokens = 0
-            """
-        ),
-        Quiet(
-            """
-            import torch.nn.functional as F
-
-            def micro_loss(model, x, y, accum):
-                return F.cross_entropy(model(x), y) / accum
-
-            def train(model, loader, optimizer, accum):
-                for step, (x, y) in enumerate(loader):
-                    loss = micro_loss(model, x, y, accum)
-                    loss.backward()
-                    if (step + 1) % accum == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            from accelerate import Accelerator
-
-            accelerator = Accelerator(gradient_accumulation_steps=8)
-            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-            for step, batch in enumerate(loader):
-                with accelerator.accumulate(model):
-                    loss = model(**batch).loss
-                    accelerator.backward(loss)
-                    if (step + 1) % 8 == 0:
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            import deepspeed
-
-            engine, optimizer, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
-            for step, batch in enumerate(loader):
-                loss = engine(batch)
-                engine.backward(loss)
-                if (step + 1) % cfg["gradient_accumulation_steps"] == 0:
-                    engine.step()
-            """
-        ),
-        Quiet(
-            """
-            from transformers import Trainer, TrainingArguments
-
-            class WeightedTrainer(Trainer):
-                def training_step(self, model, inputs, num_items_in_batch=None):
-                    for i, chunk in enumerate(self.split(inputs)):
-                        loss = self.compute_loss(model, chunk)
-                        loss.backward()
-                        if (i + 1) % self.args.gradient_accumulation_steps == 0:
-                            self.optimizer.step()
-                    return loss.detach()
-            """
-        ),
-        Quiet(
-            """
-            import lightning as L
-
-            class Model(L.LightningModule):
-                def training_step(self, batch, batch_idx):
-                    opt = self.optimizers()
-                    loss = self.loss(batch)
-                    loss.backward()
-                    if (batch_idx + 1) % 4 == 0:
-                        opt.step()
-                        opt.zero_grad()
-            """
-        ),
-        Quiet(
-            """
-            def train(model, loader, optimizer, criterion, log_every):
-                for i, (x, y) in enumerate(loader):
-                    optimizer.zero_grad()
-                    loss = criterion(model(x), y)
-                    loss.backward()
-                    optimizer.step()
-                    if i % log_every == 0:
-                        print(i, loss.item())
-            """
-        ),
-        Quiet(
-            """
-            def train(model, loaders, optimizer, criterion):
-                for batches in zip(*loaders):
-                    optimizer.zero_grad()
-                    for task, (x, y) in enumerate(batches):
-                        criterion(model(x, task), y).backward()
-                    optimizer.step()
-            """
-        ),
-        Quiet(
-            """
-            import torch
-
-            def train(model, loader, optimizer, criterion, accum):
-                for i, (x, y) in enumerate(loader):
-                    criterion(model(x), y).backward()
-                    if (i + 1) % accum == 0:
-                        grads = [p.grad for p in model.parameters() if p.grad is not None]
-                        torch._foreach_div_(grads, accum)
-                        optimizer.step()
-                        optimizer.zero_grad()
-            """
-        ),
-    )
 
 
 def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
@@ -828,15 +316,15 @@ def _range_count(loop: Loop) -> cst.BaseExpression | None:
     return None
 
 
-def _scales_for_you(ctx, call: CallEvent) -> bool:
+def _scales_for_you(ctx: RuleContext, call: CallEvent) -> bool:
     """Accelerate (`accumulate`, `accelerator.backward`) and DeepSpeed engines divide by N themselves."""
     receiver = call.receiver
-    if receiver is not None and ENGINE in receiver.tags:
+    if receiver is not None and Tag.ENGINE in receiver.tags:
         return True
     if ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower():
         return True
     if ctx.module.uses_accelerate:
-        return call.context.accumulating or (receiver is not None and ACCELERATOR in receiver.tags)
+        return call.context.accumulating or (receiver is not None and Tag.ACCELERATOR in receiver.tags)
     return False
 
 
@@ -858,7 +346,7 @@ def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
     func = call.node.func
     if call.method != "backward" or not isinstance(func, cst.Attribute):
         return None
-    if call.receiver is not None and (ACCELERATOR in call.receiver.tags or ENGINE in call.receiver.tags):
+    if call.receiver is not None and (Tag.ACCELERATOR in call.receiver.tags or Tag.ENGINE in call.receiver.tags):
         return None
     receiver = func.value
     if _is_scale_call(receiver):
@@ -879,7 +367,7 @@ def _inside_scale(call: CallEvent) -> bool:
 
 def _scaled(call: CallEvent) -> bool:
     """The loss was divided (or multiplied by a factor) somewhere before this backward."""
-    if SCALED in backward_target(call).tags:
+    if Tag.SCALED in backward_target(call).tags:
         return True
     node = _loss_node(call)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Divide)):
@@ -908,9 +396,9 @@ def _clips_gradients(event) -> bool:
 def _stepped_optimizer(step: CallEvent) -> Value | None:
     """The optimizer a step applies: the receiver of ``optimizer.step()``, the argument of ``scaler.step(optimizer)``."""
     receiver = step.receiver
-    if receiver is not None and OPTIMIZER in receiver.tags:
+    if receiver is not None and Tag.OPTIMIZER in receiver.tags:
         return receiver
-    return next((arg for arg in step.args if OPTIMIZER in arg.tags), None)
+    return next((arg for arg in step.args if Tag.OPTIMIZER in arg.tags), None)
 
 
 def _adaptive_name(optimizer: Value | None) -> str | None:
@@ -997,3 +485,513 @@ def _code(scope: ScopeAnalysis, node: cst.CSTNode, limit: int = 60) -> str:
 
 def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
     return scope.chunk.code_for(node)
+
+
+UnscaledAccumulation.MUST_FIRE = (
+    Fires(  # apex without the division: the scaled loss is the undivided one, times the loss scale
+        """
+        import torch
+        from apex import amp
+
+        def train(model, train_dataloader, optimizer, accumulation_steps):
+            model.train()
+            for step, (x, y) in enumerate(train_dataloader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+                if (step + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+        from apex import amp
+
+        def train(model, train_dataloader, optimizer, accumulation_steps):
+            model.train()
+            for step, (x, y) in enumerate(train_dataloader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    (scaled_loss / accumulation_steps).backward()
+                if (step + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        at="scaled_loss.backward()",
+    ),
+    Fires(  # AdamW normalises the update: the sum mostly cancels, so a note, not an error (a clip makes it a warning, below)
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, accumulation_steps):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for i, (x, y) in enumerate(loader):
+                F.cross_entropy(model(x), y).backward()
+                if (i + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, accumulation_steps):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for i, (x, y) in enumerate(loader):
+                (F.cross_entropy(model(x), y) / accumulation_steps).backward()
+                if (i + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # the loss comes from a helper in a package trainlint cannot read: it may divide, so a note
+        """
+        from my_lib.losses import compute_loss
+
+        def train(model, loader, optimizer, accumulation_steps):
+            for i, batch in enumerate(loader):
+                loss = compute_loss(model, batch)
+                loss.backward()
+                if (i + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        from my_lib.losses import compute_loss
+
+        def train(model, loader, optimizer, accumulation_steps):
+            for i, batch in enumerate(loader):
+                loss = compute_loss(model, batch)
+                (loss / accumulation_steps).backward()
+                if (i + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        """
+        def train(model, loader, optimizer, criterion, accum_steps):
+            model.train()
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        def train(model, loader, optimizer, criterion, accum_steps):
+            model.train()
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                (loss / accum_steps).backward()
+                if (i + 1) % accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        severity=Severity.ERROR,
+    ),
+    Fires(
+        """
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for step, batch in enumerate(train_loader):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(**batch).loss
+            scaler.scale(loss).backward()
+            if (step + 1) % args.gradient_accumulation_steps != 0:
+                continue
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        """,
+        fixed="""
+        import torch
+
+        scaler = torch.cuda.amp.GradScaler()
+        for step, batch in enumerate(train_loader):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(**batch).loss
+            scaler.scale(loss / args.gradient_accumulation_steps).backward()
+            if (step + 1) % args.gradient_accumulation_steps != 0:
+                continue
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def train_epoch(model, loader, optimizer, accum_steps=4):
+            for batch in loader:
+                for micro in range(accum_steps):
+                    x, y = batch[micro]
+                    F.cross_entropy(model(x), y).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        def train_epoch(model, loader, optimizer, accum_steps=4):
+            for batch in loader:
+                for micro in range(accum_steps):
+                    x, y = batch[micro]
+                    (F.cross_entropy(model(x), y) / accum_steps).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def fit(model, optimizer, loader, update_freq):
+            for i, (x, y) in enumerate(loader):
+                logits = model(x)
+                loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
+                loss.backward()
+                if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
+                    optimizer.step()
+                    model.zero_grad()
+        """,
+        fixed="""
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+
+        def fit(model, optimizer, loader, update_freq):
+            for i, (x, y) in enumerate(loader):
+                logits = model(x)
+                loss = criterion(logits, y) + 0.01 * logits.pow(2).mean()
+                (loss / update_freq).backward()
+                if (i + 1) % update_freq == 0 or (i + 1) == len(loader):
+                    optimizer.step()
+                    model.zero_grad()
+        """,
+    ),
+    Fires(
+        """
+        import torch.nn.functional as F
+
+        def compute_loss(model, batch):
+            return F.cross_entropy(model(batch["x"]), batch["y"])
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                for chunk in split_batch(batch, 4):
+                    compute_loss(model, chunk).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Fires(
+        """
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def train(model, loader, optimizer, criterion, accum):
+            model = DDP(model)
+            for i, (x, y) in enumerate(loader):
+                if (i + 1) % accum != 0:
+                    with model.no_sync():
+                        criterion(model(x), y).backward()
+                else:
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def train(model, loader, optimizer, criterion, accum):
+            model = DDP(model)
+            for i, (x, y) in enumerate(loader):
+                if (i + 1) % accum != 0:
+                    with model.no_sync():
+                        (criterion(model(x), y) / accum).backward()
+                else:
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    ),
+    Fires(  # AdamW normalises the step, but a fixed clipping threshold now cuts a gradient N times too large
+        """
+        import torch
+        from torch.cuda.amp import GradScaler
+
+        def finetune(model, loss_fn, loader, args):
+            params = [p for p in model.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
+            scaler = GradScaler()
+            for epoch in range(args.epochs):
+                for i, batch in enumerate(loader):
+                    with torch.autocast(device_type="cuda", dtype=torch.float16):
+                        loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
+                    scaler.scale(loss).backward()
+                    if (i + 1) % args.num_grad_accumulation == 0:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(params, 1.0)
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+        from torch.cuda.amp import GradScaler
+
+        def finetune(model, loss_fn, loader, args):
+            params = [p for p in model.parameters() if p.requires_grad]
+            optimizer = torch.optim.AdamW(params, lr=args.lr, weight_decay=args.wd)
+            scaler = GradScaler()
+            for epoch in range(args.epochs):
+                for i, batch in enumerate(loader):
+                    with torch.autocast(device_type="cuda", dtype=torch.float16):
+                        loss = loss_fn(model(batch["images"].cuda()), batch["labels"].cuda())
+                    scaler.scale(loss / args.num_grad_accumulation).backward()
+                    if (i + 1) % args.num_grad_accumulation == 0:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(params, 1.0)
+                        scaler.step(optimizer)
+                        scaler.update()
+                        optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+    ),
+)
+
+UnscaledAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # apex: the loss is divided, and `amp.scale_loss` hands back that loss times the loss scale
+        """
+        from apex import amp
+
+        def train(args, model, train_dataloader, optimizer, scheduler):
+            model.train()
+            for step, batch in enumerate(train_dataloader):
+                loss = model(**batch)[0]
+                if args.gradient_accumulation_steps > 1:
+                    loss = loss / args.gradient_accumulation_steps
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+                if (step + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    scheduler.step()
+                    model.zero_grad()
+        """
+    ),
+    Quiet(  # accumulation in one branch, a step after every backward in the other (Swin's SimMIM)
+        """
+        import torch
+
+        def train_one_epoch(config, model, criterion, data_loader, optimizer, scaler):
+            model.train()
+            optimizer.zero_grad()
+            for idx, (samples, targets) in enumerate(data_loader):
+                outputs = model(samples.cuda(non_blocking=True))
+                if config.ACCUMULATION_STEPS > 1:
+                    loss = criterion(outputs, targets.cuda()) / config.ACCUMULATION_STEPS
+                    scaler.scale(loss).backward()
+                    if (idx + 1) % config.ACCUMULATION_STEPS == 0:
+                        scaler.step(optimizer)
+                        optimizer.zero_grad()
+                        scaler.update()
+                else:
+                    loss = criterion(outputs, targets.cuda())
+                    optimizer.zero_grad()
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+        """
+    ),
+    Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def train(model, loader, args):
+            optimizer = torch.optim.SGD(model.parameters(), lr=args.lr / args.accum_steps, momentum=0.9)
+            for i, (x, y) in enumerate(loader):
+                F.cross_entropy(model(x), y).backward()
+                if (i + 1) % args.accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # a summed loss divided by the tokens of the whole accumulation window, in a helper
+        """
+        import torch.nn.functional as F
+
+        def token_mean(logits, labels, tokens_in_window):
+            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum") / tokens_in_window
+
+        def train(model, loader, optimizer, accum):
+            for step, batch in enumerate(loader):
+                window_tokens = batch["window_tokens"]
+                loss = token_mean(model(batch["input_ids"]), batch["labels"], window_tokens)
+                loss.backward()
+                if (step + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        def train(model, loader, optimizer, criterion, args):
+            n = args.accum
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss = loss / n
+                loss.backward()
+                if (i + 1) % n == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def train(model, loader, optimizer, criterion, accum_steps):
+            for i, (x, y) in enumerate(loader):
+                criterion(model(x), y).backward()
+                if (i + 1) % accum_steps == 0:
+                    for p in model.parameters():
+                        if p.grad is not None:
+                            p.grad /= accum_steps
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        from mylib import utils
+
+        def fit(model, loader, optimizer, loss_fn, accumulate):
+            tokens = 0
+            for i, batch in enumerate(loader):
+                tokens += batch["mask"].sum()
+                loss_fn(model(batch["ids"]), batch["labels"]).backward()
+                if (i + 1) % accumulate == 0:
+                    utils.scale_grads(model, 1 / tokens)
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    tokens = 0
+        """
+    ),
+    Quiet(
+        """
+        import torch.nn.functional as F
+
+        def micro_loss(model, x, y, accum):
+            return F.cross_entropy(model(x), y) / accum
+
+        def train(model, loader, optimizer, accum):
+            for step, (x, y) in enumerate(loader):
+                loss = micro_loss(model, x, y, accum)
+                loss.backward()
+                if (step + 1) % accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        from accelerate import Accelerator
+
+        accelerator = Accelerator(gradient_accumulation_steps=8)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        for step, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                if (step + 1) % 8 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        import deepspeed
+
+        engine, optimizer, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+        for step, batch in enumerate(loader):
+            loss = engine(batch)
+            engine.backward(loss)
+            if (step + 1) % cfg["gradient_accumulation_steps"] == 0:
+                engine.step()
+        """
+    ),
+    Quiet(
+        """
+        from transformers import Trainer, TrainingArguments
+
+        class WeightedTrainer(Trainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                for i, chunk in enumerate(self.split(inputs)):
+                    loss = self.compute_loss(model, chunk)
+                    loss.backward()
+                    if (i + 1) % self.args.gradient_accumulation_steps == 0:
+                        self.optimizer.step()
+                return loss.detach()
+        """
+    ),
+    Quiet(
+        """
+        import lightning as L
+
+        class Model(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                opt = self.optimizers()
+                loss = self.loss(batch)
+                loss.backward()
+                if (batch_idx + 1) % 4 == 0:
+                    opt.step()
+                    opt.zero_grad()
+        """
+    ),
+    Quiet(
+        """
+        def train(model, loader, optimizer, criterion, log_every):
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                if i % log_every == 0:
+                    print(i, loss.item())
+        """
+    ),
+    Quiet(
+        """
+        def train(model, loaders, optimizer, criterion):
+            for batches in zip(*loaders):
+                optimizer.zero_grad()
+                for task, (x, y) in enumerate(batches):
+                    criterion(model(x, task), y).backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(
+        """
+        import torch
+
+        def train(model, loader, optimizer, criterion, accum):
+            for i, (x, y) in enumerate(loader):
+                criterion(model(x), y).backward()
+                if (i + 1) % accum == 0:
+                    grads = [p.grad for p in model.parameters() if p.grad is not None]
+                    torch._foreach_div_(grads, accum)
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+)

@@ -35,33 +35,28 @@ from typing import NamedTuple, cast
 
 import libcst as cst
 
+from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
-    DDP,
-    DRAWS_GLOBAL_NUMPY,
-    ENGINE,
-    MODEL,
-    SEED_ALL_HELPERS,
-    STARTS_FRESH_PROCESSES,
     CallEvent,
     Fires,
     FunctionInfo,
-    ModuleAnalysis,
+    ModuleView,
     ParsedChunk,
     Quiet,
     Rule,
+    RuleContext,
     Severity,
-    call_fact,
+    Tag,
     calls_in,
     dotted,
     first_written,
     is_dataloader,
     is_optimizer_step,
-    is_parameterless_layer,
     is_test_file,
     is_torch_name,
     last_part,
     literal_value,
-    mentions_rank,
     quoted,
 )
 from trainlint.rules import walk as _walk
@@ -69,6 +64,11 @@ from trainlint.rules import walk as _walk
 TORCH, NUMPY, RANDOM = "torch", "numpy", "random"
 LIBRARIES = (TORCH, NUMPY, RANDOM)
 _DISPLAY = {TORCH: "torch", NUMPY: "numpy", RANDOM: "`random`"}
+# Helpers that seed torch, numpy and `random` at once (transformers' set_seed, Lightning's seed_everything, ...).
+_SEED_ALL_HELPERS = frozenset(
+    {"set_seed", "seed_everything", "seed_all", "fix_seed", "setup_seed", "init_seeds", "set_random_seed",
+     "set_seeds", "fix_seeds", "seed_torch", "enable_full_determinism", "manual_seed_all_libraries"}
+)
 
 # `random` module functions that draw from the global generator.
 _RANDOM_DRAWS = frozenset(
@@ -125,7 +125,7 @@ class UnseededRun(Rule):
     name = "unseeded-run"
     severity = Severity.WARNING
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         if ctx.module.module_fact("TL401 verdict statement", _verdict_statement) != ctx.chunk.index:
             return
         verdict = ctx.module.module_wide("TL401 verdict", _verdict)
@@ -140,7 +140,7 @@ class UnseededRun(Rule):
         else:
             self._report_unseeded(ctx, verdict)
 
-    def _report_partial(self, ctx, verdict: _Verdict) -> None:
+    def _report_partial(self, ctx: RuleContext, verdict: _Verdict) -> None:
         seeded_parts = []
         evidence = []
         for library in LIBRARIES:
@@ -166,7 +166,7 @@ class UnseededRun(Rule):
             "(`transformers.set_seed`, `lightning.seed_everything`)",
         )
 
-    def _report_drawn_seed(self, ctx, verdict: _Verdict) -> None:
+    def _report_drawn_seed(self, ctx: RuleContext, verdict: _Verdict) -> None:
         assert verdict.cause is not None, "a DRAWN_SEED verdict names the seeding call"
         draw, seeding = verdict.node, verdict.cause
         statement = " ".join(verdict.chunk.code_for(draw).split())
@@ -182,7 +182,7 @@ class UnseededRun(Rule):
             "(`if args.seed is None:`), logging it",
         )
 
-    def _report_spawned(self, ctx, verdict: _Verdict) -> None:
+    def _report_spawned(self, ctx: RuleContext, verdict: _Verdict) -> None:
         assert verdict.cause is not None, "a SPAWNED verdict names the spawn call"
         spawn = verdict.cause
         seeding = first_written([call for calls in verdict.seeded.values() for call in calls])
@@ -203,7 +203,7 @@ class UnseededRun(Rule):
             "passed in its arguments)",
         )
 
-    def _report_unseeded(self, ctx, verdict: _Verdict) -> None:
+    def _report_unseeded(self, ctx: RuleContext, verdict: _Verdict) -> None:
         draws = []
         entry = "the script's entry point" if isinstance(verdict.node, cst.Comparison) else "the script's run starts here"
         evidence = [((verdict.chunk, verdict.node), entry)]
@@ -222,930 +222,13 @@ class UnseededRun(Rule):
             "or `lightning.seed_everything(args.seed)`)",
         )
 
-    MUST_FIRE = (
-        Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
-            """
-            import argparse
-            import random
 
-            import torch
-            import torch.nn.functional as F
-
-            from config import setup
-
-
-            def main(args):
-                cfg = setup(args)
-                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
-                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
-                batches = torch.load(args.data)
-                random.shuffle(batches)
-                for x, y in batches:
-                    optimizer.zero_grad()
-                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--config")
-                parser.add_argument("--data")
-                main(parser.parse_args())
-            """,
-            files={"config.py": """
-                    import json
-
-                    from seeding import fix_random_seeds
-
-
-                    def setup(args):
-                        with open(args.config) as f:
-                            cfg = json.load(f)
-                        fix_random_seeds(cfg.get("seed", 0))
-                        return cfg
-                """, "seeding.py": """
-                    import torch
-
-
-                    def fix_random_seeds(seed=31):
-                        torch.manual_seed(seed)
-                        torch.cuda.manual_seed_all(seed)
-                """},
-            severity=Severity.WARNING,
-            at="random.shuffle(batches)",
-        ),
-        Fires(
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def main():
-                torch.manual_seed(0)
-                np.random.seed(0)
-                files = sorted(glob_files("data/"))
-                random.shuffle(files)
-                model = build_model()
-                for x, y in make_loader(files):
-                    loss = model(x).sum()
-                    loss.backward()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # seeding behind `if args.seed is not None` counts; numpy is drawn from inside a helper
-            """
-            import argparse
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-            def random_crop(image, size):
-                top = np.random.randint(0, image.shape[1] - size)
-                return image[:, top:top + size]
-
-            def train(args):
-                if args.seed is not None:
-                    torch.manual_seed(args.seed)
-                model = nn.Linear(8, 2)
-                opt = torch.optim.SGD(model.parameters(), lr=0.1)
-                for image, y in data:
-                    loss = nn.functional.cross_entropy(model(random_crop(image, 8)), y)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-
-            if __name__ == "__main__":
-                train(argparse.ArgumentParser().parse_args())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # aliases: numpy and `random` are seeded, torch (model init) is not
-            """
-            import random
-            from numpy import random as npr
-            import torch.nn as nn
-
-            random.seed(1234)
-            npr.seed(1234)
-
-            class Net(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.fc = nn.Linear(4, 2)
-                    self.drop = nn.Dropout(0.5)
-
-                def forward(self, x):
-                    return self.fc(self.drop(x))
-
-            net = Net()
-            for x, y in batches:
-                nn.functional.mse_loss(net(x), y).backward()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # a local seed-all helper that forgets numpy
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def seed_all(seed):
-                random.seed(seed)
-                torch.manual_seed(seed)
-
-            def main():
-                seed_all(42)
-                index = np.random.permutation(len(dataset))
-                model = torch.nn.Linear(10, 1)
-                for i in index:
-                    model(dataset[i]).sum().backward()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            # an unseeded private generator
-            """
-            import numpy as np
-            import torch
-            from random import shuffle
-
-            if __name__ == "__main__":
-                torch.manual_seed(0)
-                rng = np.random.default_rng()
-                order = rng.permutation(100)
-                shuffle(names)
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(
-            """
-            import torch
-            import torch.nn as nn
-            from torch.utils.data import DataLoader
-
-            def main():
-                model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
-                loader = DataLoader(train_set, batch_size=64, shuffle=True)
-                optimizer = torch.optim.Adam(model.parameters())
-                for x, y in loader:
-                    optimizer.zero_grad()
-                    nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(
-            # a module-level training loop, no main guard
-            """
-            import torch
-
-            model = torch.nn.Linear(3, 1)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            for x, y in pairs:
-                loss = (model(x) - y).pow(2).mean()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # a sampler's generator seeded by host shards differently per host; it seeds no run: a note, not a partial seeding
-            """
-            import random
-
-            import torch
-
-            def collate(examples, is_train):
-                return [random.choice(e["captions"]) if is_train else e["captions"][0] for e in examples]
-
-            def main(model, dataset, optimizer, host_index):
-                g = torch.Generator()
-                g.manual_seed(host_index)
-                sampler = torch.utils.data.RandomSampler(dataset, generator=g)
-                for batch in torch.utils.data.DataLoader(dataset, sampler=sampler, collate_fn=lambda b: collate(b, True)):
-                    model(batch).mean().backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-
-            if __name__ == "__main__":
-                main(*setup())
-            """,
-            severity=Severity.NOTE,
-        ),
-        Fires(  # a sampling script seeds its numpy generator from --seed, and nothing seeds torch's noise or weights
-            """
-            import argparse
-
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-
-            class Denoiser(nn.Module):
-                def __init__(self, channels):
-                    super().__init__()
-                    self.net = nn.Conv2d(channels, channels, 3, padding=1)
-
-                def forward(self, x):
-                    return self.net(x)
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--seed", type=int, default=0)
-                args = parser.parse_args()
-                order = np.random.RandomState(args.seed).permutation(8)
-                model = Denoiser(3)
-                with torch.no_grad():
-                    for index in order:
-                        print(index, model(torch.randn(1, 3, 32, 32)).mean().item())
-            """,
-            severity=Severity.WARNING,
-        ),
-        Fires(  # the replay buffer of another file samples with `random`, which nothing seeds; the agent trains there too
-            """
-            import argparse
-
-            import numpy as np
-            import torch
-
-            from agent import Agent
-            from replay_memory import ReplayMemory
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--seed", type=int, default=123)
-            parser.add_argument("--capacity", type=int, default=100000)
-            args = parser.parse_args()
-
-            env = make_env(args)
-            torch.manual_seed(args.seed)
-            np.random.seed(args.seed)
-
-            agent = Agent(env.observation_size, env.action_size)
-            memory = ReplayMemory(args.capacity)
-            for step in range(1_000_000):
-                memory.push(*env.step(agent.act(env.state)))
-                if len(memory) > 256:
-                    agent.update(memory, 256)
-            """,
-            files={"replay_memory.py": """
-                import random
-
-                import numpy as np
-
-
-                class ReplayMemory:
-                    def __init__(self, capacity):
-                        self.capacity = capacity
-                        self.buffer = []
-
-                    def push(self, *transition):
-                        self.buffer = (self.buffer + [transition])[-self.capacity:]
-
-                    def sample(self, batch_size):
-                        batch = random.sample(self.buffer, batch_size)
-                        return map(np.stack, zip(*batch))
-
-                    def __len__(self):
-                        return len(self.buffer)
-            """, "agent.py": """
-                import torch
-                import torch.nn.functional as F
-
-
-                class Agent:
-                    def __init__(self, observations, actions):
-                        self.policy = torch.nn.Linear(observations, actions)
-                        self.optimizer = torch.optim.Adam(self.policy.parameters())
-
-                    def act(self, state):
-                        return self.policy(torch.as_tensor(state)).argmax().item()
-
-                    def update(self, memory, batch_size):
-                        states, actions, rewards = memory.sample(batch_size)
-                        loss = F.mse_loss(self.policy(torch.as_tensor(states)).max(1).values, torch.as_tensor(rewards))
-                        self.optimizer.zero_grad()
-                        loss.backward()
-                        self.optimizer.step()
-            """},
-            severity=Severity.WARNING,
-            at="memory = ReplayMemory(args.capacity)",
-        ),
-        Fires(  # a seed drawn at random on every launch, with no way to pass one: every run differs
-            """
-            import argparse
-            import random
-
-            import torch
-            import torch.nn as nn
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--epochs", type=int, default=25)
-            opt = parser.parse_args()
-
-            opt.manualSeed = random.randint(1, 10000)
-            print("Random Seed: ", opt.manualSeed)
-            random.seed(opt.manualSeed)
-            torch.manual_seed(opt.manualSeed)
-
-            net = nn.Sequential(nn.Linear(100, 64), nn.ReLU(), nn.Linear(64, 1))
-            optimizer = torch.optim.Adam(net.parameters())
-            for epoch in range(opt.epochs):
-                for batch in loader:
-                    optimizer.zero_grad()
-                    net(batch).mean().backward()
-                    optimizer.step()
-            """,
-            severity=Severity.WARNING,
-            at="opt.manualSeed = random.randint(1, 10000)",
-        ),
-        Fires(  # a script with no main guard trains through a framework object of its own package: the note sits where it starts
-            """
-            import argparse
-            import json
-
-            import torch
-
-            from relext import framework, model
-
-            parser = argparse.ArgumentParser()
-            parser.add_argument("--train_file")
-            parser.add_argument("--max_epoch", type=int, default=100)
-            args = parser.parse_args()
-
-            rel2id = json.load(open("rel2id.json"))
-            net = model.BagAttention(len(rel2id))
-            trainer = framework.BagRE(net, args.train_file, max_epoch=args.max_epoch)
-            trainer.train_model()
-            """,
-            files={"relext/__init__.py": "", "relext/model.py": """
-                import torch.nn as nn
-
-
-                class BagAttention(nn.Module):
-                    def __init__(self, classes):
-                        super().__init__()
-                        self.fc = nn.Linear(230, classes)
-                        self.drop = nn.Dropout(0.5)
-
-                    def forward(self, x):
-                        return self.fc(self.drop(x))
-            """, "relext/framework.py": """
-                import torch
-                import torch.nn.functional as F
-                from torch.utils.data import DataLoader
-
-
-                class BagRE:
-                    def __init__(self, model, train_path, max_epoch):
-                        self.model = model
-                        self.loader = DataLoader(torch.load(train_path), batch_size=160, shuffle=True)
-                        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                        self.max_epoch = max_epoch
-
-                    def train_model(self):
-                        for epoch in range(self.max_epoch):
-                            for x, y in self.loader:
-                                loss = F.cross_entropy(self.model(x), y)
-                                self.optimizer.zero_grad()
-                                loss.backward()
-                                self.optimizer.step()
-            """},
-            severity=Severity.NOTE,
-            at="parser = argparse.ArgumentParser()",
-        ),
-        Fires(  # seeded in the parent only: the workers mp.spawn starts begin with fresh generators
-            """
-            import argparse
-            import random
-
-            import numpy as np
-            import torch
-            import torch.distributed as dist
-            import torch.multiprocessing as mp
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-            def train(rank, world_size, args):
-                dist.init_process_group("nccl", rank=rank, world_size=world_size)
-                model = DDP(torch.nn.Linear(32, 2).to(rank), device_ids=[rank])
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for x, y in make_loader(args, rank):
-                    loss = torch.nn.functional.cross_entropy(model(x.to(rank)), y.to(rank))
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-
-            def main():
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--seed", type=int, default=0)
-                args = parser.parse_args()
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                world_size = torch.cuda.device_count()
-                mp.spawn(train, args=(world_size, args), nprocs=world_size)
-
-
-            if __name__ == "__main__":
-                main()
-            """,
-            severity=Severity.WARNING,
-            at="mp.spawn(train, args=(world_size, args), nprocs=world_size)",
-        ),
-        Fires(  # scikit-learn's split draws from numpy's global generator when given no random_state
-            """
-            import argparse
-
-            import torch
-            from sklearn.model_selection import train_test_split
-
-
-            def main(args):
-                torch.manual_seed(args.seed)
-                features, labels = load_table(args.data)
-                x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)
-                model = torch.nn.Linear(x_train.shape[1], 1)
-                optimizer = torch.optim.Adam(model.parameters())
-                for epoch in range(args.epochs):
-                    loss = torch.nn.functional.mse_loss(model(x_train), y_train)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(argparse.ArgumentParser().parse_args())
-            """,
-            severity=Severity.WARNING,
-            at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
-        ),
-        Fires(  # a Hugging Face dataset shuffled with no seed takes one from numpy's global generator, which nothing seeds
-            """
-            import torch
-            from datasets import load_dataset
-
-
-            def main(args, model, tokenizer, optimizer):
-                torch.manual_seed(args.seed)
-                dataset = load_dataset("imdb")["train"].map(lambda row: tokenizer(row["text"]), batched=True)
-                dataset = dataset.shuffle()
-                for batch in dataset.iter(batch_size=8):
-                    loss = model(**batch).loss
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad()
-
-
-            if __name__ == "__main__":
-                main(*setup())
-            """,
-            severity=Severity.WARNING,
-            at="dataset = dataset.shuffle()",
-        ),
-        Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
-            """
-            import random
-
-            import torch
-
-
-            def main(paths):
-                split_rng = random.Random(12345)
-                paths = sorted(paths)
-                split_rng.shuffle(paths)
-                train_paths = paths[: int(0.9 * len(paths))]
-                model = torch.nn.Linear(16, 4)
-                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-                for x, y in load(train_paths):
-                    optimizer.zero_grad()
-                    torch.nn.functional.cross_entropy(model(x), y).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(list_files())
-            """,
-            severity=Severity.NOTE,
-        ),
-    )
-
-    MUST_NOT_FIRE = (
-        Quiet(  # the replay buffer of another file seeds `random` itself when it is built
-            """
-            import numpy as np
-            import torch
-
-            from replay_memory import ReplayMemory
-
-            torch.manual_seed(args.seed)
-            np.random.seed(args.seed)
-            memory = ReplayMemory(args.capacity, args.seed)
-            model = torch.nn.Linear(4, 2)
-            for step in range(1000):
-                states = memory.sample(32)
-                model(torch.as_tensor(states)).sum().backward()
-            """,
-            files={"replay_memory.py": """
-                import random
-
-
-                class ReplayMemory:
-                    def __init__(self, capacity, seed):
-                        random.seed(seed)
-                        self.capacity = capacity
-                        self.buffer = []
-
-                    def sample(self, batch_size):
-                        return random.sample(self.buffer, batch_size)
-            """},
-        ),
-        Quiet(  # a model file's demo profiles the model with a helper that backwards once: no training run
-            """
-            import argparse
-
-            import torch
-
-            from utils.torch_utils import profile
-
-
-            class Model(torch.nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.conv = torch.nn.Conv2d(3, 16, 3)
-
-                def forward(self, x):
-                    return self.conv(x)
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--batch-size", type=int, default=1)
-                opt = parser.parse_args()
-                profile(torch.rand(opt.batch_size, 3, 640, 640), [Model()], n=3)
-            """,
-            files={"utils/__init__.py": "", "utils/torch_utils.py": """
-                import time
-
-
-                def profile(inputs, models, n=10):
-                    for model in models:
-                        start = time.time()
-                        for _ in range(n):
-                            model(inputs).sum().backward()
-                        print(model.__class__.__name__, (time.time() - start) / n)
-            """},
-        ),
-        Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
-            """
-            import numpy as np
-
-            from data.build import build_train_loader
-
-
-            def main(cfg):
-                for batch in build_train_loader(cfg):
-                    colors = np.random.rand(len(batch), 3)
-                    save_overlay(batch, colors)
-
-
-            if __name__ == "__main__":
-                main(load_config())
-            """,
-            files={"data/__init__.py": "", "data/build.py": """
-                import torch
-
-
-                def build_train_loader(cfg, seed=None):
-                    generator = torch.Generator()
-                    if seed is not None:
-                        generator.manual_seed(seed)
-                    return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
-            """},
-        ),
-        Quiet(  # the dataset's shuffle is given the run's seed
-            """
-            import torch
-            from datasets import load_dataset
-
-
-            def main(args, model, optimizer):
-                torch.manual_seed(args.seed)
-                dataset = load_dataset("imdb")["train"].shuffle(seed=args.seed)
-                splits = dataset.train_test_split(test_size=0.1, seed=args.seed)
-                for batch in splits["train"].iter(batch_size=8):
-                    model(**batch).loss.backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                main(*setup())
-            """
-        ),
-        Quiet(  # every worker seeds itself first thing; the split is given a random_state
-            """
-            import random
-
-            import numpy as np
-            import torch
-            import torch.multiprocessing as mp
-            from sklearn.model_selection import train_test_split
-
-
-            def train(rank, args):
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                x_train, _, y_train, _ = train_test_split(*load(args), test_size=0.1, random_state=args.seed)
-                model = torch.nn.Linear(8, 1).to(rank)
-                for x, y in zip(x_train, y_train):
-                    torch.nn.functional.mse_loss(model(x.to(rank)), y.to(rank)).backward()
-
-
-            if __name__ == "__main__":
-                args = parse_args()
-                torch.manual_seed(args.seed)
-                mp.spawn(train, args=(args,), nprocs=2)
-            """
-        ),
-        Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
-            """
-            import numpy as np
-            import torch
-            import torch.nn as nn
-
-
-            class AbstractPermuter(nn.Module):
-                def forward(self, x, reverse=False):
-                    raise NotImplementedError
-
-
-            class Random(AbstractPermuter):
-                def __init__(self, H, W):
-                    super().__init__()
-                    indices = np.random.RandomState(1).permutation(H * W)
-                    idx = torch.tensor(indices.ravel())
-                    self.register_buffer("forward_shuffle_idx", idx)
-                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
-
-                def forward(self, x, reverse=False):
-                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
-
-
-            class AlternateParsing(AbstractPermuter):
-                def __init__(self, H, W):
-                    super().__init__()
-                    indices = np.arange(W * H).reshape(H, W)
-                    for i in range(1, H, 2):
-                        indices[i, :] = indices[i, ::-1]
-                    idx = torch.tensor(indices.flatten())
-                    self.register_buffer("forward_shuffle_idx", idx)
-                    self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
-
-                def forward(self, x, reverse=False):
-                    return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
-
-
-            if __name__ == "__main__":
-                p0 = AlternateParsing(16, 16)
-                print(p0.forward_shuffle_idx)
-                print(p0.backward_shuffle_idx)
-            """
-        ),
-        Quiet(  # seeded by a setup helper of another file, through a helper of a third
-            """
-            import argparse
-
-            import torch
-            import torch.nn.functional as F
-
-            from config import setup
-
-
-            def main(args):
-                cfg = setup(args)
-                model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
-                optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
-                batches = torch.load(args.data)
-                for x, y in batches:
-                    optimizer.zero_grad()
-                    F.cross_entropy(model(x.cuda()), y.cuda()).backward()
-                    optimizer.step()
-
-
-            if __name__ == "__main__":
-                parser = argparse.ArgumentParser()
-                parser.add_argument("--config")
-                parser.add_argument("--data")
-                main(parser.parse_args())
-            """,
-            files={"config.py": """
-                    import json
-
-                    from seeding import fix_random_seeds
-
-
-                    def setup(args):
-                        with open(args.config) as f:
-                            cfg = json.load(f)
-                        fix_random_seeds(cfg.get("seed", 0))
-                        return cfg
-                """, "seeding.py": """
-                    import random
-
-                    import numpy as np
-                    import torch
-
-
-                    def fix_random_seeds(seed=31):
-                        torch.manual_seed(seed)
-                        torch.cuda.manual_seed_all(seed)
-                        np.random.seed(seed)
-                        random.seed(seed)
-                """},
-        ),
-        Quiet(  # an image server draws a fresh seed per request on purpose
-            """
-            import random
-
-            import torch
-            from diffusers import StableDiffusion3Pipeline
-
-            def generate(shared, prompt):
-                generator = torch.Generator(device=shared.device)
-                generator.manual_seed(random.randint(0, 10_000_000))
-                return shared.pipeline(prompt, generator=generator).images[0]
-
-            if __name__ == "__main__":
-                generate(load_shared(), "a photo of a cat")
-            """
-        ),
-        Quiet(
-            """
-            import random
-            import numpy as np
-            import torch
-
-            def main(args):
-                random.seed(args.seed)
-                np.random.seed(args.seed)
-                torch.manual_seed(args.seed)
-                torch.cuda.manual_seed_all(args.seed)
-                random.shuffle(files)
-                model = torch.nn.Linear(2, 2)
-                for x in np.random.permutation(data):
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main(parse())
-            """
-        ),
-        Quiet(
-            # seeding helpers from the libraries seed all three
-            """
-            import random
-            import numpy as np
-            from transformers import set_seed
-
-            def main():
-                set_seed(42)
-                random.shuffle(examples)
-                noise = np.random.normal(size=3)
-                for batch in loader:
-                    model(**batch).loss.backward()
-
-            if __name__ == "__main__":
-                main()
-            """
-        ),
-        Quiet(
-            """
-            import lightning as L
-            import numpy as np
-
-            L.seed_everything(7)
-            idx = np.random.choice(100, 10)
-            model = LitModel()
-            L.Trainer(max_epochs=3).fit(model)
-            """
-        ),
-        Quiet(
-            # the Hugging Face Trainer seeds torch, numpy and random itself
-            """
-            import random
-            from transformers import Trainer, TrainingArguments
-
-            random.shuffle(examples)
-            trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds)
-            if __name__ == "__main__":
-                trainer.train()
-            """
-        ),
-        Quiet(
-            # a library: no entry point, no training; its callers decide about seeding
-            """
-            import random
-            import torch
-
-            def set_torch_seed(seed):
-                torch.manual_seed(seed)
-
-            def augment(image):
-                if random.random() < 0.5:
-                    image = image.flip(-1)
-                return image
-            """
-        ),
-        Quiet(
-            # an imported seed-all helper whose body lives in another file
-            """
-            import random
-            import numpy as np
-            import torch
-            from utils.misc import init_seeds
-
-            if __name__ == "__main__":
-                init_seeds(0)
-                random.shuffle(paths)
-                model = torch.nn.Linear(1, 1)
-                for x in np.random.rand(10, 1):
-                    model(torch.tensor(x)).sum().backward()
-            """
-        ),
-        Quiet(
-            # torch seeded and only torch drawn from; a seeded numpy generator
-            """
-            import numpy as np
-            import torch
-
-            def main():
-                torch.manual_seed(0)
-                rng = np.random.default_rng(0)
-                perm = rng.permutation(10)
-                model = torch.nn.Linear(4, 4)
-                for x in data:
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main()
-            """
-        ),
-        Quiet(
-            # `random` only picks the seed (and a free port); the seed itself is applied and logged
-            """
-            import os
-            import random
-            import numpy as np
-            import torch
-
-            def main(args):
-                if args.seed is None:
-                    args.seed = random.randint(0, 2**31 - 1)
-                os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
-                print(f"seed: {args.seed}")
-                torch.manual_seed(args.seed)
-                np.random.seed(args.seed)
-                model = torch.nn.Linear(2, 1)
-                for x in np.random.permutation(data):
-                    model(x).sum().backward()
-
-            if __name__ == "__main__":
-                main(parse_args())
-            """
-        ),
-        Quiet(
-            # evaluation script: an entry point that never trains, nothing seeded
-            """
-            import torch
-
-            if __name__ == "__main__":
-                model = torch.load("model.pt")
-                with torch.no_grad():
-                    print(model(torch.randn(1, 3)))
-            """
-        ),
-    )
-
-
-def _verdict_statement(module: ModuleAnalysis) -> int | None:
+def _verdict_statement(module: ModuleView) -> int | None:
     verdict = module.module_wide("TL401 verdict", _verdict)
     return verdict.chunk.index if verdict is not None else None
 
 
-def _verdict(module: ModuleAnalysis) -> _Verdict | None:
+def _verdict(module: ModuleView) -> _Verdict | None:
     if module.uses_hf_trainer or is_test_file(module.path):
         return None  # the Trainer seeds all three; a test suite is not a training run
     guard = _main_guard(module)
@@ -1199,7 +282,7 @@ def _verdict(module: ModuleAnalysis) -> _Verdict | None:
     return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
 
 
-def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[CallEvent]:
+def _training_elsewhere(module: ModuleView, calls: list[CallEvent]) -> list[CallEvent]:
     """Calls of this file that train through another workspace file: a function of it that runs a
     backward and steps an optimizer, or a class of it built here whose methods do (a
     `framework.BagRE(...)` whose `train_model` holds the loop). A backward alone times kernels or
@@ -1212,7 +295,7 @@ def _training_elsewhere(module: ModuleAnalysis, calls: list[CallEvent]) -> list[
     return found
 
 
-def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
+def _runs_elsewhere(module: ModuleView, call: CallEvent) -> Iterator[tuple[FunctionInfo, CallEvent]]:
     """What ``call`` runs in another workspace file, each call with the function it is in: the calls of
     a function of that file, or of every method of a class of that file that ``call`` builds."""
     for function in _workspace_functions(module, call):
@@ -1221,7 +304,7 @@ def _runs_elsewhere(module: ModuleAnalysis, call: CallEvent) -> Iterator[tuple[F
             yield function, reached
 
 
-def _workspace_functions(module: ModuleAnalysis, call: CallEvent) -> list[FunctionInfo]:
+def _workspace_functions(module: ModuleView, call: CallEvent) -> list[FunctionInfo]:
     summary = module.summary
     if call.function is not None:
         return [call.function] if summary.defined_elsewhere(call.function) else []
@@ -1238,7 +321,7 @@ def _is_backward_call(call: CallEvent) -> bool:
 
 
 def _reached_in_other_files(
-    module: ModuleAnalysis, calls: list[CallEvent],
+    module: ModuleView, calls: list[CallEvent],
 ) -> tuple[dict[str, CallEvent], dict[str, list[tuple[CallEvent, str]]]]:
     """The libraries seeded, and those drawn from, by what the script's calls run in its other files,
     each with the call of this file that leads there. dinov2's `linear.py` calls `setup_and_build_model(args)`,
@@ -1260,7 +343,7 @@ def _reached_in_other_files(
 
 
 def _spawned_unseeded(
-    module: ModuleAnalysis, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
+    module: ModuleView, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
 ) -> tuple[CallEvent, dict[str, list[tuple[CallEvent, str]]], tuple[str, ...]] | None:
     """``mp.spawn(train, ...)`` where ``train`` trains and draws, nothing it runs seeds, and the only seeding
     runs in the parent (inside a function or the `__main__` block; a module-level seeding statement
@@ -1292,7 +375,7 @@ def _spawned_unseeded(
     return None
 
 
-def _spawned_function(module: ModuleAnalysis, spawn: CallEvent) -> FunctionInfo | None:
+def _spawned_function(module: ModuleView, spawn: CallEvent) -> FunctionInfo | None:
     """The function of this file that ``mp.spawn(fn, ...)`` runs in its workers."""
     target = next((arg.value for arg in spawn.arg_nodes if arg.keyword is None or arg.keyword.value == "fn"), None)
     return module.summary.functions.get(target.value) if isinstance(target, cst.Name) else None
@@ -1324,7 +407,7 @@ def _drawn_seed(calls: list[CallEvent], seeded: dict[str, list[CallEvent]]) -> t
     return None
 
 
-def _run_start(module: ModuleAnalysis, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
+def _run_start(module: ModuleView, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
     """Where a script without a `__main__` block starts doing its work: its first module-level statement
     that is not an import, a definition or a docstring. Seeding belongs there, so a note about a run
     that seeds nothing is reported there (the training itself may sit in another file)."""
@@ -1355,7 +438,7 @@ def _file_name(call: CallEvent) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
-def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
+def _seeds(call: CallEvent, module: ModuleView) -> tuple[str, ...]:
     """The libraries whose global generator (or a private one) this call seeds."""
     callee = call.callee or ""
     name = call.method or last_part(callee)
@@ -1369,7 +452,7 @@ def _seeds(call: CallEvent, module: ModuleAnalysis) -> tuple[str, ...]:
         return (_GLOBAL_SEEDERS[callee],)
     if callee in _GENERATOR_CONSTRUCTORS and _has_seed_argument(call) and not _literal_seed(call):
         return (_GENERATOR_CONSTRUCTORS[callee],)
-    if name in SEED_ALL_HELPERS:
+    if name in _SEED_ALL_HELPERS:
         if call.function is not None:
             inner = call.function.analysis(module.summary)
             seeded = {library for c in calls_in(inner, None) if c.function is None for library in _seeds(c, module)} if inner else set()
@@ -1453,7 +536,7 @@ def _from_hf_datasets(call: CallEvent) -> bool:
 def _initialises_weights(call: CallEvent) -> bool:
     """A model built here (not wrapped, not loaded from a checkpoint) draws its initial weights."""
     result = call.result
-    if MODEL not in result.tags or result.tags & {DDP, ENGINE} or result.site is None or result.site[1] is not call.node:
+    if Tag.MODEL not in result.tags or result.tags & {Tag.DDP, Tag.ENGINE} or result.site is None or result.site[1] is not call.node:
         return False
     callee = call.callee or ""
     if (is_parameterless_layer(callee) and "Dropout" not in callee) or callee == "torch.nn.Sequential":
@@ -1501,7 +584,7 @@ def _has_seed_argument(call: CallEvent) -> bool:
     return False
 
 
-def _main_guard(module: ModuleAnalysis) -> tuple[ParsedChunk, cst.BaseExpression] | None:
+def _main_guard(module: ModuleView) -> tuple[ParsedChunk, cst.BaseExpression] | None:
     """The test of ``if __name__ == "__main__":`` and its statement."""
     for chunk in module.chunks:
         for statement in chunk.body:
@@ -1530,3 +613,921 @@ def _line(call: CallEvent) -> int:
 
 def _join(parts: list[str], conjunction: str = "and") -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} {conjunction} {parts[-1]}"
+
+
+UnseededRun.MUST_FIRE = (
+    Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
+        """
+        import argparse
+        import random
+
+        import torch
+        import torch.nn.functional as F
+
+        from config import setup
+
+
+        def main(args):
+            cfg = setup(args)
+            model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+            batches = torch.load(args.data)
+            random.shuffle(batches)
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--config")
+            parser.add_argument("--data")
+            main(parser.parse_args())
+        """,
+        files={"config.py": """
+                import json
+
+                from seeding import fix_random_seeds
+
+
+                def setup(args):
+                    with open(args.config) as f:
+                        cfg = json.load(f)
+                    fix_random_seeds(cfg.get("seed", 0))
+                    return cfg
+            """, "seeding.py": """
+                import torch
+
+
+                def fix_random_seeds(seed=31):
+                    torch.manual_seed(seed)
+                    torch.cuda.manual_seed_all(seed)
+            """},
+        severity=Severity.WARNING,
+        at="random.shuffle(batches)",
+    ),
+    Fires(
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def main():
+            torch.manual_seed(0)
+            np.random.seed(0)
+            files = sorted(glob_files("data/"))
+            random.shuffle(files)
+            model = build_model()
+            for x, y in make_loader(files):
+                loss = model(x).sum()
+                loss.backward()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # seeding behind `if args.seed is not None` counts; numpy is drawn from inside a helper
+        """
+        import argparse
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        def random_crop(image, size):
+            top = np.random.randint(0, image.shape[1] - size)
+            return image[:, top:top + size]
+
+        def train(args):
+            if args.seed is not None:
+                torch.manual_seed(args.seed)
+            model = nn.Linear(8, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for image, y in data:
+                loss = nn.functional.cross_entropy(model(random_crop(image, 8)), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            train(argparse.ArgumentParser().parse_args())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # aliases: numpy and `random` are seeded, torch (model init) is not
+        """
+        import random
+        from numpy import random as npr
+        import torch.nn as nn
+
+        random.seed(1234)
+        npr.seed(1234)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+                self.drop = nn.Dropout(0.5)
+
+            def forward(self, x):
+                return self.fc(self.drop(x))
+
+        net = Net()
+        for x, y in batches:
+            nn.functional.mse_loss(net(x), y).backward()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # a local seed-all helper that forgets numpy
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def seed_all(seed):
+            random.seed(seed)
+            torch.manual_seed(seed)
+
+        def main():
+            seed_all(42)
+            index = np.random.permutation(len(dataset))
+            model = torch.nn.Linear(10, 1)
+            for i in index:
+                model(dataset[i]).sum().backward()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        # an unseeded private generator
+        """
+        import numpy as np
+        import torch
+        from random import shuffle
+
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            rng = np.random.default_rng()
+            order = rng.permutation(100)
+            shuffle(names)
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        def main():
+            model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.2), nn.Linear(256, 10))
+            loader = DataLoader(train_set, batch_size=64, shuffle=True)
+            optimizer = torch.optim.Adam(model.parameters())
+            for x, y in loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(
+        # a module-level training loop, no main guard
+        """
+        import torch
+
+        model = torch.nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in pairs:
+            loss = (model(x) - y).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a sampler's generator seeded by host shards differently per host; it seeds no run: a note, not a partial seeding
+        """
+        import random
+
+        import torch
+
+        def collate(examples, is_train):
+            return [random.choice(e["captions"]) if is_train else e["captions"][0] for e in examples]
+
+        def main(model, dataset, optimizer, host_index):
+            g = torch.Generator()
+            g.manual_seed(host_index)
+            sampler = torch.utils.data.RandomSampler(dataset, generator=g)
+            for batch in torch.utils.data.DataLoader(dataset, sampler=sampler, collate_fn=lambda b: collate(b, True)):
+                model(batch).mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+        if __name__ == "__main__":
+            main(*setup())
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a sampling script seeds its numpy generator from --seed, and nothing seeds torch's noise or weights
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class Denoiser(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.net = nn.Conv2d(channels, channels, 3, padding=1)
+
+            def forward(self, x):
+                return self.net(x)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            order = np.random.RandomState(args.seed).permutation(8)
+            model = Denoiser(3)
+            with torch.no_grad():
+                for index in order:
+                    print(index, model(torch.randn(1, 3, 32, 32)).mean().item())
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the replay buffer of another file samples with `random`, which nothing seeds; the agent trains there too
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+
+        from agent import Agent
+        from replay_memory import ReplayMemory
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--seed", type=int, default=123)
+        parser.add_argument("--capacity", type=int, default=100000)
+        args = parser.parse_args()
+
+        env = make_env(args)
+        torch.manual_seed(args.seed)
+        np.random.seed(args.seed)
+
+        agent = Agent(env.observation_size, env.action_size)
+        memory = ReplayMemory(args.capacity)
+        for step in range(1_000_000):
+            memory.push(*env.step(agent.act(env.state)))
+            if len(memory) > 256:
+                agent.update(memory, 256)
+        """,
+        files={"replay_memory.py": """
+            import random
+
+            import numpy as np
+
+
+            class ReplayMemory:
+                def __init__(self, capacity):
+                    self.capacity = capacity
+                    self.buffer = []
+
+                def push(self, *transition):
+                    self.buffer = (self.buffer + [transition])[-self.capacity:]
+
+                def sample(self, batch_size):
+                    batch = random.sample(self.buffer, batch_size)
+                    return map(np.stack, zip(*batch))
+
+                def __len__(self):
+                    return len(self.buffer)
+        """, "agent.py": """
+            import torch
+            import torch.nn.functional as F
+
+
+            class Agent:
+                def __init__(self, observations, actions):
+                    self.policy = torch.nn.Linear(observations, actions)
+                    self.optimizer = torch.optim.Adam(self.policy.parameters())
+
+                def act(self, state):
+                    return self.policy(torch.as_tensor(state)).argmax().item()
+
+                def update(self, memory, batch_size):
+                    states, actions, rewards = memory.sample(batch_size)
+                    loss = F.mse_loss(self.policy(torch.as_tensor(states)).max(1).values, torch.as_tensor(rewards))
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """},
+        severity=Severity.WARNING,
+        at="memory = ReplayMemory(args.capacity)",
+    ),
+    Fires(  # a seed drawn at random on every launch, with no way to pass one: every run differs
+        """
+        import argparse
+        import random
+
+        import torch
+        import torch.nn as nn
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--epochs", type=int, default=25)
+        opt = parser.parse_args()
+
+        opt.manualSeed = random.randint(1, 10000)
+        print("Random Seed: ", opt.manualSeed)
+        random.seed(opt.manualSeed)
+        torch.manual_seed(opt.manualSeed)
+
+        net = nn.Sequential(nn.Linear(100, 64), nn.ReLU(), nn.Linear(64, 1))
+        optimizer = torch.optim.Adam(net.parameters())
+        for epoch in range(opt.epochs):
+            for batch in loader:
+                optimizer.zero_grad()
+                net(batch).mean().backward()
+                optimizer.step()
+        """,
+        severity=Severity.WARNING,
+        at="opt.manualSeed = random.randint(1, 10000)",
+    ),
+    Fires(  # a script with no main guard trains through a framework object of its own package: the note sits where it starts
+        """
+        import argparse
+        import json
+
+        import torch
+
+        from relext import framework, model
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--train_file")
+        parser.add_argument("--max_epoch", type=int, default=100)
+        args = parser.parse_args()
+
+        rel2id = json.load(open("rel2id.json"))
+        net = model.BagAttention(len(rel2id))
+        trainer = framework.BagRE(net, args.train_file, max_epoch=args.max_epoch)
+        trainer.train_model()
+        """,
+        files={"relext/__init__.py": "", "relext/model.py": """
+            import torch.nn as nn
+
+
+            class BagAttention(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.fc = nn.Linear(230, classes)
+                    self.drop = nn.Dropout(0.5)
+
+                def forward(self, x):
+                    return self.fc(self.drop(x))
+        """, "relext/framework.py": """
+            import torch
+            import torch.nn.functional as F
+            from torch.utils.data import DataLoader
+
+
+            class BagRE:
+                def __init__(self, model, train_path, max_epoch):
+                    self.model = model
+                    self.loader = DataLoader(torch.load(train_path), batch_size=160, shuffle=True)
+                    self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                    self.max_epoch = max_epoch
+
+                def train_model(self):
+                    for epoch in range(self.max_epoch):
+                        for x, y in self.loader:
+                            loss = F.cross_entropy(self.model(x), y)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+        """},
+        severity=Severity.NOTE,
+        at="parser = argparse.ArgumentParser()",
+    ),
+    Fires(  # seeded in the parent only: the workers mp.spawn starts begin with fresh generators
+        """
+        import argparse
+        import random
+
+        import numpy as np
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+        def train(rank, world_size, args):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            model = DDP(torch.nn.Linear(32, 2).to(rank), device_ids=[rank])
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in make_loader(args, rank):
+                loss = torch.nn.functional.cross_entropy(model(x.to(rank)), y.to(rank))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=0)
+            args = parser.parse_args()
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            world_size = torch.cuda.device_count()
+            mp.spawn(train, args=(world_size, args), nprocs=world_size)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+        at="mp.spawn(train, args=(world_size, args), nprocs=world_size)",
+    ),
+    Fires(  # scikit-learn's split draws from numpy's global generator when given no random_state
+        """
+        import argparse
+
+        import torch
+        from sklearn.model_selection import train_test_split
+
+
+        def main(args):
+            torch.manual_seed(args.seed)
+            features, labels = load_table(args.data)
+            x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)
+            model = torch.nn.Linear(x_train.shape[1], 1)
+            optimizer = torch.optim.Adam(model.parameters())
+            for epoch in range(args.epochs):
+                loss = torch.nn.functional.mse_loss(model(x_train), y_train)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(argparse.ArgumentParser().parse_args())
+        """,
+        severity=Severity.WARNING,
+        at="x_train, x_val, y_train, y_val = train_test_split(features, labels, test_size=0.2)",
+    ),
+    Fires(  # a Hugging Face dataset shuffled with no seed takes one from numpy's global generator, which nothing seeds
+        """
+        import torch
+        from datasets import load_dataset
+
+
+        def main(args, model, tokenizer, optimizer):
+            torch.manual_seed(args.seed)
+            dataset = load_dataset("imdb")["train"].map(lambda row: tokenizer(row["text"]), batched=True)
+            dataset = dataset.shuffle()
+            for batch in dataset.iter(batch_size=8):
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        if __name__ == "__main__":
+            main(*setup())
+        """,
+        severity=Severity.WARNING,
+        at="dataset = dataset.shuffle()",
+    ),
+    Fires(  # a private generator with a literal seed fixes one split; it does not seed the run, which seeds nothing
+        """
+        import random
+
+        import torch
+
+
+        def main(paths):
+            split_rng = random.Random(12345)
+            paths = sorted(paths)
+            split_rng.shuffle(paths)
+            train_paths = paths[: int(0.9 * len(paths))]
+            model = torch.nn.Linear(16, 4)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in load(train_paths):
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(list_files())
+        """,
+        severity=Severity.NOTE,
+    ),
+)
+
+UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # the replay buffer of another file seeds `random` itself when it is built
+        """
+        import numpy as np
+        import torch
+
+        from replay_memory import ReplayMemory
+
+        torch.manual_seed(args.seed)
+        np.random.seed(args.seed)
+        memory = ReplayMemory(args.capacity, args.seed)
+        model = torch.nn.Linear(4, 2)
+        for step in range(1000):
+            states = memory.sample(32)
+            model(torch.as_tensor(states)).sum().backward()
+        """,
+        files={"replay_memory.py": """
+            import random
+
+
+            class ReplayMemory:
+                def __init__(self, capacity, seed):
+                    random.seed(seed)
+                    self.capacity = capacity
+                    self.buffer = []
+
+                def sample(self, batch_size):
+                    return random.sample(self.buffer, batch_size)
+        """},
+    ),
+    Quiet(  # a model file's demo profiles the model with a helper that backwards once: no training run
+        """
+        import argparse
+
+        import torch
+
+        from utils.torch_utils import profile
+
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 16, 3)
+
+            def forward(self, x):
+                return self.conv(x)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--batch-size", type=int, default=1)
+            opt = parser.parse_args()
+            profile(torch.rand(opt.batch_size, 3, 640, 640), [Model()], n=3)
+        """,
+        files={"utils/__init__.py": "", "utils/torch_utils.py": """
+            import time
+
+
+            def profile(inputs, models, n=10):
+                for model in models:
+                    start = time.time()
+                    for _ in range(n):
+                        model(inputs).sum().backward()
+                    print(model.__class__.__name__, (time.time() - start) / n)
+        """},
+    ),
+    Quiet(  # a library's loader seeds a sampler's private generator: that seeds no run, and this tool trains nothing
+        """
+        import numpy as np
+
+        from data.build import build_train_loader
+
+
+        def main(cfg):
+            for batch in build_train_loader(cfg):
+                colors = np.random.rand(len(batch), 3)
+                save_overlay(batch, colors)
+
+
+        if __name__ == "__main__":
+            main(load_config())
+        """,
+        files={"data/__init__.py": "", "data/build.py": """
+            import torch
+
+
+            def build_train_loader(cfg, seed=None):
+                generator = torch.Generator()
+                if seed is not None:
+                    generator.manual_seed(seed)
+                return torch.utils.data.DataLoader(cfg.dataset, batch_size=cfg.batch_size, shuffle=True, generator=generator)
+        """},
+    ),
+    Quiet(  # the dataset's shuffle is given the run's seed
+        """
+        import torch
+        from datasets import load_dataset
+
+
+        def main(args, model, optimizer):
+            torch.manual_seed(args.seed)
+            dataset = load_dataset("imdb")["train"].shuffle(seed=args.seed)
+            splits = dataset.train_test_split(test_size=0.1, seed=args.seed)
+            for batch in splits["train"].iter(batch_size=8):
+                model(**batch).loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(*setup())
+        """
+    ),
+    Quiet(  # every worker seeds itself first thing; the split is given a random_state
+        """
+        import random
+
+        import numpy as np
+        import torch
+        import torch.multiprocessing as mp
+        from sklearn.model_selection import train_test_split
+
+
+        def train(rank, args):
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            x_train, _, y_train, _ = train_test_split(*load(args), test_size=0.1, random_state=args.seed)
+            model = torch.nn.Linear(8, 1).to(rank)
+            for x, y in zip(x_train, y_train):
+                torch.nn.functional.mse_loss(model(x.to(rank)), y.to(rank)).backward()
+
+
+        if __name__ == "__main__":
+            args = parse_args()
+            torch.manual_seed(args.seed)
+            mp.spawn(train, args=(args,), nprocs=2)
+        """
+    ),
+    Quiet(  # a generator with a literal seed used once for a fixed permutation seeds nothing (taming-transformers)
+        """
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class AbstractPermuter(nn.Module):
+            def forward(self, x, reverse=False):
+                raise NotImplementedError
+
+
+        class Random(AbstractPermuter):
+            def __init__(self, H, W):
+                super().__init__()
+                indices = np.random.RandomState(1).permutation(H * W)
+                idx = torch.tensor(indices.ravel())
+                self.register_buffer("forward_shuffle_idx", idx)
+                self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+            def forward(self, x, reverse=False):
+                return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+        class AlternateParsing(AbstractPermuter):
+            def __init__(self, H, W):
+                super().__init__()
+                indices = np.arange(W * H).reshape(H, W)
+                for i in range(1, H, 2):
+                    indices[i, :] = indices[i, ::-1]
+                idx = torch.tensor(indices.flatten())
+                self.register_buffer("forward_shuffle_idx", idx)
+                self.register_buffer("backward_shuffle_idx", torch.argsort(idx))
+
+            def forward(self, x, reverse=False):
+                return x[:, self.backward_shuffle_idx if reverse else self.forward_shuffle_idx]
+
+
+        if __name__ == "__main__":
+            p0 = AlternateParsing(16, 16)
+            print(p0.forward_shuffle_idx)
+            print(p0.backward_shuffle_idx)
+        """
+    ),
+    Quiet(  # seeded by a setup helper of another file, through a helper of a third
+        """
+        import argparse
+
+        import torch
+        import torch.nn.functional as F
+
+        from config import setup
+
+
+        def main(args):
+            cfg = setup(args)
+            model = torch.nn.Linear(cfg["dim"], cfg["classes"]).cuda()
+            optimizer = torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+            batches = torch.load(args.data)
+            for x, y in batches:
+                optimizer.zero_grad()
+                F.cross_entropy(model(x.cuda()), y.cuda()).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--config")
+            parser.add_argument("--data")
+            main(parser.parse_args())
+        """,
+        files={"config.py": """
+                import json
+
+                from seeding import fix_random_seeds
+
+
+                def setup(args):
+                    with open(args.config) as f:
+                        cfg = json.load(f)
+                    fix_random_seeds(cfg.get("seed", 0))
+                    return cfg
+            """, "seeding.py": """
+                import random
+
+                import numpy as np
+                import torch
+
+
+                def fix_random_seeds(seed=31):
+                    torch.manual_seed(seed)
+                    torch.cuda.manual_seed_all(seed)
+                    np.random.seed(seed)
+                    random.seed(seed)
+            """},
+    ),
+    Quiet(  # an image server draws a fresh seed per request on purpose
+        """
+        import random
+
+        import torch
+        from diffusers import StableDiffusion3Pipeline
+
+        def generate(shared, prompt):
+            generator = torch.Generator(device=shared.device)
+            generator.manual_seed(random.randint(0, 10_000_000))
+            return shared.pipeline(prompt, generator=generator).images[0]
+
+        if __name__ == "__main__":
+            generate(load_shared(), "a photo of a cat")
+        """
+    ),
+    Quiet(
+        """
+        import random
+        import numpy as np
+        import torch
+
+        def main(args):
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            torch.cuda.manual_seed_all(args.seed)
+            random.shuffle(files)
+            model = torch.nn.Linear(2, 2)
+            for x in np.random.permutation(data):
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main(parse())
+        """
+    ),
+    Quiet(
+        # seeding helpers from the libraries seed all three
+        """
+        import random
+        import numpy as np
+        from transformers import set_seed
+
+        def main():
+            set_seed(42)
+            random.shuffle(examples)
+            noise = np.random.normal(size=3)
+            for batch in loader:
+                model(**batch).loss.backward()
+
+        if __name__ == "__main__":
+            main()
+        """
+    ),
+    Quiet(
+        """
+        import lightning as L
+        import numpy as np
+
+        L.seed_everything(7)
+        idx = np.random.choice(100, 10)
+        model = LitModel()
+        L.Trainer(max_epochs=3).fit(model)
+        """
+    ),
+    Quiet(
+        # the Hugging Face Trainer seeds torch, numpy and random itself
+        """
+        import random
+        from transformers import Trainer, TrainingArguments
+
+        random.shuffle(examples)
+        trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds)
+        if __name__ == "__main__":
+            trainer.train()
+        """
+    ),
+    Quiet(
+        # a library: no entry point, no training; its callers decide about seeding
+        """
+        import random
+        import torch
+
+        def set_torch_seed(seed):
+            torch.manual_seed(seed)
+
+        def augment(image):
+            if random.random() < 0.5:
+                image = image.flip(-1)
+            return image
+        """
+    ),
+    Quiet(
+        # an imported seed-all helper whose body lives in another file
+        """
+        import random
+        import numpy as np
+        import torch
+        from utils.misc import init_seeds
+
+        if __name__ == "__main__":
+            init_seeds(0)
+            random.shuffle(paths)
+            model = torch.nn.Linear(1, 1)
+            for x in np.random.rand(10, 1):
+                model(torch.tensor(x)).sum().backward()
+        """
+    ),
+    Quiet(
+        # torch seeded and only torch drawn from; a seeded numpy generator
+        """
+        import numpy as np
+        import torch
+
+        def main():
+            torch.manual_seed(0)
+            rng = np.random.default_rng(0)
+            perm = rng.permutation(10)
+            model = torch.nn.Linear(4, 4)
+            for x in data:
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main()
+        """
+    ),
+    Quiet(
+        # `random` only picks the seed (and a free port); the seed itself is applied and logged
+        """
+        import os
+        import random
+        import numpy as np
+        import torch
+
+        def main(args):
+            if args.seed is None:
+                args.seed = random.randint(0, 2**31 - 1)
+            os.environ["MASTER_PORT"] = str(random.randint(20000, 30000))
+            print(f"seed: {args.seed}")
+            torch.manual_seed(args.seed)
+            np.random.seed(args.seed)
+            model = torch.nn.Linear(2, 1)
+            for x in np.random.permutation(data):
+                model(x).sum().backward()
+
+        if __name__ == "__main__":
+            main(parse_args())
+        """
+    ),
+    Quiet(
+        # evaluation script: an entry point that never trains, nothing seeded
+        """
+        import torch
+
+        if __name__ == "__main__":
+            model = torch.load("model.pt")
+            with torch.no_grad():
+                print(model(torch.randn(1, 3)))
+        """
+    ),
+)

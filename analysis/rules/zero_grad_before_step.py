@@ -12,8 +12,6 @@ How to fix: clear before the backward or after the step, e.g. `optimizer.zero_gr
 from __future__ import annotations
 
 from trainlint.rules import (
-    MODEL,
-    SCALER,
     AssignEvent,
     CallEvent,
     Event,
@@ -21,8 +19,10 @@ from trainlint.rules import (
     Loop,
     Quiet,
     Rule,
+    RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
     TextEdit,
     accumulates_into_grad,
     clears_gradients,
@@ -40,14 +40,14 @@ class ZeroGradBeforeStep(Rule):
     name = "zero-grad-before-step"
     severity = Severity.ERROR
 
-    def check(self, ctx) -> None:
+    def check(self, ctx: RuleContext) -> None:
         for scope in ctx.scopes:
             for loop in scope.loops:
                 items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
                 for backward, clear, step in _cleared_before_step(items, loop):
                     self._report(ctx, scope, loop, backward, clear, step)
 
-    def _report(self, ctx, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
         clear_event, clear_chain = clear
         step_event, _ = step
         backward_event, _ = backward
@@ -123,16 +123,16 @@ def _optimizer_key(event: Event) -> str | None:
     if not isinstance(event, CallEvent):
         return None
     key = event.receiver_key or (event.callee or "").rpartition(".")[0]
-    scaler = (event.receiver is not None and SCALER in event.receiver.tags) or "scaler" in key.lower()
+    scaler = (event.receiver is not None and Tag.SCALER in event.receiver.tags) or "scaler" in key.lower()
     if event.method == "step" and scaler and event.arg_nodes:
         return event.scope.chunk.code_for(event.arg_nodes[0].value)
-    if event.receiver is not None and MODEL in event.receiver.tags:
+    if event.receiver is not None and Tag.MODEL in event.receiver.tags:
         return None
     return key or None
 
 
 def _clears_a_model(event: Event) -> bool:
-    return isinstance(event, CallEvent) and event.receiver is not None and MODEL in event.receiver.tags
+    return isinstance(event, CallEvent) and event.receiver is not None and Tag.MODEL in event.receiver.tags
 
 
 def _runs_whenever(clear: Item, step: Item, loop: Loop) -> bool:
@@ -141,7 +141,7 @@ def _runs_whenever(clear: Item, step: Item, loop: Loop) -> bool:
     return needed <= set(map(id, path_conditions(*step, loop)))
 
 
-def _move_after(ctx, clear: Item, step: Item) -> list[TextEdit | None]:
+def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | None]:
     """Delete the clearing statement's line and put it after the step's, when both are one-line
     statements of the same block."""
     (clear_event, clear_chain), (step_event, step_chain) = clear, step

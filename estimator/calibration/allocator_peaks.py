@@ -1,11 +1,11 @@
 """What the caching allocator adds on top of live tensors, for transformers workloads: replayed traces.
 
-For each case a whole model (every layer, fake tensors) runs what a training script or an inference
+For each case a whole model (every layer, fake tensors) runs what a training script, an inference or a generation
 does, from the model's creation on (fixed shapes, or batches of varying length), under ``allocator_replay.Recorder``; the trace is replayed through
 the allocator's rules. Recorded per case: the peak of live bytes, of allocated blocks
 (``max_memory_allocated``) and of reserved segments (``max_memory_reserved``), and the bytes of the
 model states (weights, gradients, optimizer state) at the end. The cost model's fragmentation term
-(``costmodel._FRAGMENTATION``) is read from these: reserved minus allocated, against what is not a
+(``allocator.FRAGMENTATION``) is read from these: reserved minus allocated, against what is not a
 model state (activations, the loss, the step's temporaries), over these cases and LitGPT's
 (``litgpt_peaks.json``). Training cases run two iterations (the optimizer's state appears at the first
 step), accumulating gradients where the case says so.
@@ -33,8 +33,11 @@ from allocator_replay import Recorder, replay  # noqa: E402
 from param_counts import DEFAULT_CATALOG, _decoder_config  # noqa: E402
 
 # (catalog id, mode, dtype, batch, seq, gradient accumulation, checkpointing, foreach AdamW); a tuple of
-# sequence lengths: one micro-batch of each in turn (padded to each batch's longest sample, as a collator does)
+# sequence lengths: one micro-batch of each in turn (padded to each batch's longest sample, as a collator does).
+# "generate": a prompt of `seq` tokens, then NEW_TOKENS decoding steps with a static cache allocated for all of
+# them (a run whose allocations are almost all its weights, as gpt-fast's and torchao's generation is).
 VARIABLE = (512, 137, 389, 61, 512, 244, 455, 301)
+NEW_TOKENS = 200
 CASES = [
     ("bert-large-uncased", "train", "fp32", 4, 512, 1, False, False),
     ("bert-large-uncased", "train", "fp32", 1, 512, 4, False, False),
@@ -48,6 +51,7 @@ CASES = [
     ("bert-large-uncased", "train", "fp32", 4, VARIABLE, 1, False, False),
     ("llama-3.2-1b", "train", "bf16", 4, VARIABLE, 2, False, True),
     ("qwen2.5-0.5b", "train", "bf16", 8, VARIABLE, 1, True, False),
+    ("llama-3.2-1b", "generate", "bf16", 1, 8, 1, False, True),
 ]
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -69,7 +73,17 @@ def run(a: dict, mode: str, dtype: str, batch: int, seq, accumulate: int, checkp
             model = _model(a, _DTYPES[dtype], 0.1 if a["kind"] != "decoder" else 0.0)
         weights = sum(p.numel() * p.element_size() for p in model.parameters())
         states = weights
-        if mode == "infer":
+        if mode == "generate":
+            model.eval()
+            with torch.no_grad():
+                cache = transformers.StaticCache(config=model.config, max_cache_len=seq + NEW_TOKENS)
+                ids = torch.randint(0, a["vocab"], (batch, seq))
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, cache_position=torch.arange(seq))
+                for step in range(NEW_TOKENS):
+                    ids = out.logits[:, -1:].argmax(-1)  # greedy: the next token of each sequence
+                    out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+                                cache_position=torch.tensor([seq + step]))
+        elif mode == "infer":
             model.eval()
             with torch.no_grad():
                 ids = torch.randint(0, a["vocab"], (batch, seq))
@@ -102,11 +116,20 @@ def run(a: dict, mode: str, dtype: str, batch: int, seq, accumulate: int, checkp
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
+    parser.add_argument("--missing", action="store_true", help="keep OUT's rows and run only the cases it lacks")
     args = parser.parse_args()
     catalog = {a["id"]: a for a in json.loads(DEFAULT_CATALOG.read_text())}
+    kept = json.loads(args.out.read_text())["rows"] if args.missing and args.out.exists() else []
+
+    def key(model, mode, dtype, batch, seq, accumulate, checkpointing, foreach) -> str:
+        return json.dumps([model, mode, dtype, batch, list(seq) if isinstance(seq, tuple) else seq, accumulate,
+                           checkpointing, foreach])
+
+    done = {key(*(row[name] for name in ("model", "mode", "dtype", "batch", "seq", "accumulate", "checkpointing",
+                                           "foreach"))): row for row in kept}
     rows = []
     for case in CASES:
-        row = run(catalog[case[0]], *case[1:])
+        row = done.get(key(*case)) or run(catalog[case[0]], *case[1:])
         rows.append(row)
         print(json.dumps(row), flush=True)
     args.out.write_text(json.dumps({
