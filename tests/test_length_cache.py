@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.estimator import allocator
 from trainlint.estimator.architectures import find_architecture
@@ -112,7 +112,7 @@ def test_inference_keeps_no_length_cache():
 def test_the_cli_takes_whether_lengths_vary():
     def report(*flags: str) -> dict:
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", "--model", "qwen2.5-1.5b", "--dtype", "bf16", "--seq-len", "2048",
+            [*TRAINLINT, "estimate", "--model", "qwen2.5-1.5b", "--dtype", "bf16", "--seq-len", "2048",
              "--lora-rank", "8", "--gradient-checkpointing", "--format", "json", *flags],
             capture_output=True, text=True, check=False,
         )
