@@ -62,8 +62,10 @@ lint: install-dev
 # The VS Code extension's checks drive the real server through the client library's transport;
 # TRAINLINT_PYTHON must be absolute (npm runs inside vscode-extension/). tests/test_vscode.py runs the
 # .vsix in a real VS Code (code-server) driven by a headless Chromium: vscode-e2e-deps installs those.
+# pytest runs as the venv's script, not `python -m pytest`: -m would put this folder first on sys.path,
+# and its trainlint/ (without analysis/, estimator/, server/) would be imported instead of the install.
 test: install-dev lint vscode-e2e-deps $(VSIX)
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25
+	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=25
 	cd vscode-extension && npm ci --no-audit --no-fund && npm run typecheck && npm run lint && TRAINLINT_PYTHON=$(CURDIR)/$(BIN)/python npm test
 
 # The VS Code extension package (vscode-extension/trainlint-<version>.vsix), rebuilt when its sources change.
@@ -100,7 +102,7 @@ $(E2E)/node_modules/.installed: $(E2E)/package.json $(E2E)/package-lock.json | d
 
 # Refreshes the README's VS Code screenshots (docs/images/) from a run of the end-to-end test.
 readme-images: install-dev vscode-e2e-deps $(VSIX)
-	TRAINLINT_README_IMAGES=1 $(BIN)/python -m pytest -q tests/test_vscode.py
+	TRAINLINT_README_IMAGES=1 $(BIN)/pytest -q tests/test_vscode.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache $(E2E)/node_modules

@@ -15,9 +15,10 @@ import json
 import subprocess
 
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import GIB, Plan
 from trainlint.estimator.hardware import resolve_target
+from trainlint.estimator.plan import Plan
 from trainlint.estimator.report import build
+from trainlint.estimator.units import GIB
 
 # (label, trainlint plan settings, peer arguments or None)
 CONFIGURATIONS = [

@@ -2,8 +2,8 @@
 activations, and the published measurements in two halves split by source (`split_of`), the calibration half
 row by row and the test half in aggregate only.
 
-    python -m trainlint.estimator.accuracy --write    # rewrite the tables in docs/vram.md
-    python -m trainlint.estimator.accuracy            # print them
+    python -P -m trainlint.estimator.accuracy --write    # rewrite the tables in docs/vram.md
+    python -P -m trainlint.estimator.accuracy            # print them
 
 `tests/test_vram_docs.py` fails when the document and the data disagree.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from .architectures import find_architecture, is_derivable, load_architectures, parameter_count
-from .costmodel import GIB
+from .units import GIB
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "vram.md"
 _CALIBRATION = Path(__file__).resolve().parent / "calibration"
@@ -54,7 +54,8 @@ def activation_table() -> str:
     """The per-layer activation formula against the measurements, per architecture and attention kernel."""
     from .activation_data import load_activation_measurements, measured_layer_coefficients
     from .architectures import shape
-    from .costmodel import Plan, formula_layer_coefficient
+    from .layer_activations import formula_layer_coefficient
+    from .plan import Plan
 
     sequence = 1024
     rows = [
@@ -135,9 +136,10 @@ def method_of(plan: dict, arch) -> str:
 def published_results() -> list[dict]:
     """Each published measurement beside the estimate for its configuration, with its split and method.
     A configuration the estimator cannot answer (a model outside the catalog) is kept, as `unanswered`."""
-    from .costmodel import CannotEstimate, Plan, estimate, verdict
+    from .costmodel import estimate, verdict
     from .hardware import resolve_target
     from .model_configs import architecture_from_config
+    from .plan import CannotEstimate, Plan
 
     data = json.loads(PUBLISHED.read_text(encoding="utf-8"))
     results = []

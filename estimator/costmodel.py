@@ -16,48 +16,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
 
 from . import litgpt
 from .activation_data import measured_layer_coefficients
+from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
-from .units import GIB
-
-DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
-OPTIMIZERS = (
-    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "adafactor", "lion", "rmsprop", "adagrad",
+from .layer_activations import (
+    adapter_layer_adjustment,
+    autocast_layer_adjustment,
+    compiled_layer_coefficient,
+    formula_layer_coefficient,
+    inference_layer_coefficient,
+    kv_heads_per_gpu,
+    selective_coefficient,
 )
-QUANTS = ("nf4", "nf4-dq", "int8")
-ATTENTIONS = ("eager", "sdpa", "flash")
-MODES = ("train", "infer", "generate")
-SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
+from .plan import (
+    OPTIMIZER_STATE,
+    PRECISION,
+    ZERO,
+    Breakdown,
+    CannotEstimate,
+    Estimate,
+    Interval,
+    Plan,
+    larger,
+    validate,
+)
+from .units import GIB
+from .versions import ROTARY_CACHE_UNTIL, settled_by
+
 # Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
 # FULL_SHARD; FSDP's SHARD_GRAD_OP keeps a unit gathered from its forward to its backward)
 _SHARDED_PARAMETERS = ("fsdp", "fsdp-grad-op", "zero3")
 _SHARDED_GRADIENTS = ("zero2", *_SHARDED_PARAMETERS)
 _SHARDED_OPTIMIZER = ("zero1", *_SHARDED_GRADIENTS)
-OFFLOADS = ("optimizer", "params")
-HEADS = ("lm", "classifier")
-LOSSES = ("standard", "chunked")
-CHECKPOINT_POLICIES = ("full", "selective", "alternate")
-MODEL_CODES = ("transformers", "litgpt", "gpt-fast")
 
-# bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
-_PRECISION = {
-    "fp32": (4, 4, 4, 0),
-    "amp-fp16": (4, 4, 2, 2),
-    "amp-bf16": (4, 4, 2, 2),
-    "fp16": (2, 2, 2, 0),
-    "bf16": (2, 2, 2, 0),
-}
-# Optimizer state per trainable parameter: (number of states kept in the parameter's dtype, fixed bytes).
-# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each.
-_OPTIMIZER_STATE = {
-    "sgd": (0, 0.0), "sgd-momentum": (1, 0.0), "adam": (2, 0.0), "adamw": (2, 0.0),
-    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
-    "rmsprop": (1, 0.0), "adagrad": (1, 0.0),
-}
 # Quantized base weights: bytes per quantized parameter (4-bit packed + fp32 absmax per 64-block; double
 # quantization stores the absmax in 8 bits with a second-level constant).
 _QUANT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-dq": 0.5 + 0.0159, "int8": 1.0 + 4 / 4096}
@@ -78,31 +72,6 @@ _SAMPLING_BYTES = (8.0, 38.0, 38.0)
 # torch's default cuBLAS workspace of one handle and stream on an A100 (hardware.Gpu.blas_workspace_bytes
 # gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".
 DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
-# Caching-allocator overhead, reserved / allocated - 1, from whole runs replayed through the allocator's rules
-# (calibration/allocator_replay.py; allocator_peaks.json, litgpt_peaks.json): 0.7-16.5 % with fixed shapes
-# (21 runs: training full, LoRA, QLoRA, checkpointed, accumulating; inference; a generation with a static cache,
-# whose allocations are almost all its weights, taken once: 0.7 %), 5.5-30.5 % with batches of varying length;
-# the estimate is the median of all 24, 5.2 %.
-_FRAGMENTATION = (0.0067, 0.052, 0.305)
-# A training run over samples of varying length (no packing: each batch padded to its own longest, the samples in
-# random order) reserves more than that. The caching allocator gives a segment back only on empty_cache() or when
-# cudaMalloc fails (torch's "CUDA memory management" notes, CUDACachingAllocator.cpp's release_cached_blocks), and it
-# never serves a request from two segments: a step longer than every step before finds no cached block large enough
-# and takes new segments, while the older, smaller ones stay reserved. Replayed over runs of lengths drawn from a
-# dataset's stated statistics (calibration/varying_length_peaks.py), reserved minus allocated as a share of the
-# activations and the loss, the tensors whose size follows the length (what is not a model state in the replayed runs,
-# whose allocated peak is in the forward and backward): the median and the largest of the replays, for training
-# adapters over a frozen base and for full training apart (full training's parameter-sized gradients and step
-# temporaries take and free whole segments of their own between the steps: it kept less cached; one replay, so its
-# high end is the largest of all). A
-# run whose longest batch comes first takes its segments at once and reuses them (the low end: one shape's
-# fragmentation, as allocator_peaks.json's runs of varying length, longest first, show). The segments that hold no
-# live tensor are what the allocator frees before it fails a request: they show in max_memory_reserved and
-# nvidia-smi but do not decide whether a run fits.
-_LENGTH_CACHE = {"adapters": (1.869, 2.350), "full": (0.545, 2.350)}
-# Allocated blocks over live tensors in the same replays: at most +0.63 % (the high end; the estimate
-# counts the weights' rounding, _block_rounding).
-_BLOCKS_OVER_LIVE = 0.0063
 # Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
 # leave the GPU kernels' choices open; the formula is within 15 % of 21 of 22 measured architectures
 # and 28 % off the worst (an MoE). CNN figures are per-sample measurements at one resolution.
@@ -118,208 +87,9 @@ _INFERENCE_SPREAD = (0.9, 1.0, 1.15)
 # (calibration/allocator_replay.py over whole LitGPT runs). Its versions' differences are the interval's
 # ends instead (see litgpt.layer_coefficient's fp32_norm, the cached heads, bitsandbytes' kept inputs).
 _LITGPT_SPREAD = (0.99, 1.0, 1.02)
-# Model types whose MLP activation is transformers' `gelu_new` (measured for gpt2 and phi).
-_PYTHON_GELU_FAMILIES = frozenset({"gpt2", "phi", "gptj"})
-# Model types whose eager attention takes the softmax in the activation dtype (measured: gpt2, BERT-likes);
-# the others upcast to fp32 and keep both.
-_HALF_SOFTMAX_FAMILIES = frozenset({"gpt2", "bert", "roberta", "distilbert"})
 # Sequence lengths used when the script does not say: low end, estimate (the high end is the model's maximum).
 _SHORT_SEQUENCE = 256
 _TYPICAL_SEQUENCE = 2048
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    estimate: float
-    high: float
-
-    @staticmethod
-    def exact(value: float) -> Interval:
-        return Interval(value, value, value)
-
-    @staticmethod
-    def spread(value: float, factors: tuple[float, float, float]) -> Interval:
-        return Interval(value * factors[0], value * factors[1], value * factors[2])
-
-    def __add__(self, other: Interval) -> Interval:
-        return Interval(self.low + other.low, self.estimate + other.estimate, self.high + other.high)
-
-    def scaled(self, factor: float) -> Interval:
-        return Interval(self.low * factor, self.estimate * factor, self.high * factor)
-
-
-ZERO = Interval.exact(0.0)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A configuration to estimate: what the script says (or the command line overrides), per run."""
-
-    model: Architecture | None
-    mode: str = "train"
-    batch_size: int = 1
-    seq_len: int | None = None  # tokens per sample; None: the model's maximum
-    image_size: int | None = None
-    dtype: str = "fp32"
-    optimizer: str = "adamw"
-    lora_rank: int | None = None
-    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
-    quant: str | None = None
-    gradient_checkpointing: bool = False
-    checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
-    # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
-    # matmul of a layer recomputed too (torchtitan's op-level policy)
-    checkpoint_policy: str = "full"
-    kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
-    attention: str = "sdpa"
-    max_context: int | None = None  # generation: prompt + new tokens
-    kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
-    gpus: int = 1
-    sharding: str = "ddp"
-    offload: tuple[str, ...] = ()
-    dropout: bool | None = None  # None: unknown
-    lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
-    grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
-    foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
-    cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
-    vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
-    omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
-    # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
-    compiled: bool = False
-    # torchtune's recipe features: each parameter's optimizer step runs in a hook as soon as its gradient is ready
-    # (optimizer_in_bwd), and saved activations go to pinned CPU memory (enable_activation_offloading)
-    optimizer_in_backward: bool = False
-    activation_offloading: bool = False
-    head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
-    loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
-    # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
-    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
-    model_code: str = "transformers"
-    # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
-    # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
-    # (Lightning's mixed precision keeps fp32 parameters and lets autocast cast).
-    fsdp_param_dtype: str | None = None
-    # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
-    # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
-    quant_keeps_inputs: bool | None = None
-    # Whether the previous micro-batch's graph is still alive while the next one runs: a loop whose output
-    # or loss stays bound to a name until the next forward returns (LitGPT's fit, most hand-written loops)
-    # keeps it; a step inside a function (transformers' Trainer) or `del loss` frees it. It holds memory only
-    # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
-    # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
-    previous_graph_alive: bool | None = None
-    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
-    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
-    prompt_logits_whole: bool | None = None
-    # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
-    # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
-    # heads, one replicated where there are fewer KV heads than N.
-    tensor_parallel: int = 1
-    # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
-    # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
-    # None: the version is unknown; the estimate takes fused, the high end foreach.
-    trainer_default_optimizer: bool = False
-    trainer_fused_adamw: bool | None = None
-    # Training over samples of varying length (no packing, each batch padded to its own longest, `seq_len` the longest):
-    # the allocator keeps the segments of earlier, shorter steps (_LENGTH_CACHE). False: every batch has the same shape
-    # (packing, padding to a fixed length). None: unknown; the high end of the reserved peak counts the cache.
-    lengths_vary: bool | None = None
-    # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
-    # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
-    rotary_cache: bool | None = None
-
-
-@dataclass(frozen=True)
-class Breakdown:
-    weights: Interval = ZERO
-    gradients: Interval = ZERO
-    optimizer: Interval = ZERO
-    autocast_cache: Interval = ZERO
-    activations: Interval = ZERO
-    logits: Interval = ZERO
-    kv_cache: Interval = ZERO
-    optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
-    cublas_workspace: Interval = ZERO  # torch's cuBLAS workspaces, from its caching allocator (see _blas_workspace)
-    gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
-    dequantised: Interval = ZERO  # a 4-bit matmul's weight, dequantised while it runs (forward and backward)
-    block_rounding: Interval = ZERO  # what the caching allocator's blocks add to the model states' tensors
-    # What of the loss is still alive while the largest weight is dequantised (LitGPT: its fp32 logits, which
-    # the training loop holds through the backward, and a chunk's gradients); the rest is gone by then.
-    loss_beside_dequantised: Interval = ZERO
-    # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
-    # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
-    gradients_in_backward: bool = False
-    # A forward without backward (inference, generation; transformers' code): the KV cache while the prompt is
-    # read (its own tokens only). The prompt's working memory (`activations`), then the logits its LM head
-    # computes (`prompt_logits`, after the layers are done), are alive then, not while the new tokens are
-    # generated with the whole cache; `logits` holds what sampling keeps at every step.
-    prompt_kv_cache: Interval | None = None
-    prompt_logits: Interval = ZERO
-    # gpt-fast: its causal-mask buffer (cache length squared, one byte each) and what a decoding step's attention
-    # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
-    causal_mask: Interval = ZERO
-    decode_attention: Interval = ZERO
-
-    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "prompt_logits", "logits", "kv_cache",
-             "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
-             "cublas_workspace", "block_rounding")
-
-    def items(self) -> list[tuple[str, Interval]]:
-        return [(name, getattr(self, name)) for name in self.NAMES]
-
-    def forward_backward(self) -> Interval:
-        """Alive while the forward and backward run: the model states without the step's temporaries,
-        the autocast cache, activations, logits and KV cache; gradients only when they accumulate
-        (otherwise they appear as the activations they replace are freed, and are released by
-        zero_grad(set_to_none=True) before the next forward)."""
-        loss = _larger(self.logits, self.dequantised + self.loss_beside_dequantised)
-        if self.prompt_kv_cache is None:
-            working = self.activations + self.kv_cache
-        else:  # reading the prompt (its layers, then its logits), or generating with the whole cache
-            prompt = self.prompt_kv_cache + _larger(self.activations, self.prompt_logits)
-            working = _larger(prompt, self.kv_cache + self.decode_attention)
-        total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
-        total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
-        return total + self.gradients if self.gradients_in_backward else total
-
-    def step(self) -> Interval:
-        """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
-        total = self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets
-        return total + self.cublas_workspace + self.block_rounding
-
-    def peak(self) -> Interval:
-        """The larger phase, end by end."""
-        return _larger(self.forward_backward(), self.step())
-
-
-def _larger(first: Interval, second: Interval) -> Interval:
-    return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
-
-
-@dataclass(frozen=True)
-class Estimate:
-    plan: Plan
-    params: int
-    trainable_params: int
-    breakdown: Breakdown
-    allocated: Interval
-    reserved: Interval
-    process: Interval
-    assumptions: list[str] = field(default_factory=list)
-    # Of the reserved (and process) peak: cached segments holding no live tensor, which the allocator frees before it
-    # fails a request (runs over samples of varying length). They do not decide whether the run fits.
-    cached: Interval = ZERO
-
-    @property
-    def needed(self) -> Interval:
-        """What the device must hold for the run to complete: the process peak without the cache it gives back."""
-        return Interval(self.process.low - self.cached.low, self.process.estimate - self.cached.estimate,
-                        self.process.high - self.cached.high)
-
-
-class CannotEstimate(ValueError):
-    """The configuration lacks something the model needs (an unknown model, no sequence length)."""
 
 
 def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
@@ -329,7 +99,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA);
     ``usable_bytes``: what one process can allocate there, which bounds the cache the allocator keeps (None: not
     known, no bound)."""
-    _validate(plan)
+    validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
@@ -373,7 +143,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     allocated = breakdown.peak()
     if breakdown.causal_mask.estimate:
         # gpt-fast builds its mask as torch.tril(torch.ones(n, n)): both are alive before the KV cache exists
-        allocated = _larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
+        allocated = larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
     if plan.quant is not None and geometry is not None:
         # Quantising a 16-bit checkpoint as it loads: the largest tensor is on the device in 16 bits
         # beside the quantised rest (up to twice, while it is converted). bitsandbytes' int8 (Int8Params.cuda,
@@ -384,21 +154,21 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             quantised_head = geometry.lm_head_params if plan.model_code == "litgpt" else 0
             largest += max(quantised_head, geometry.hidden * geometry.intermediate)
         loading = breakdown.weights + Interval(largest, largest, 2 * largest)
-        allocated = _larger(allocated, loading)
+        allocated = larger(allocated, loading)
         if loading.estimate >= allocated.estimate:
             notes.append("the peak is reached while the 16-bit checkpoint is quantised on loading")
     if plan.mode == "train":
         phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
         notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
                      + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
-    allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + _BLOCKS_OVER_LIVE))
+    allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + BLOCKS_OVER_LIVE))
     reserved = Interval(
-        allocated.low * (1 + _FRAGMENTATION[0]), allocated.estimate * (1 + _FRAGMENTATION[1]),
-        allocated.high * (1 + _FRAGMENTATION[2]),
+        allocated.low * (1 + FRAGMENTATION[0]), allocated.estimate * (1 + FRAGMENTATION[1]),
+        allocated.high * (1 + FRAGMENTATION[2]),
     )
     notes.append(
-        f"allocator overhead (reserved over allocated) {_FRAGMENTATION[0]:.0%}–{_FRAGMENTATION[2]:.0%}, "
-        f"{_FRAGMENTATION[1]:.1%} expected (replayed runs); batches of varying length fragment most"
+        f"allocator overhead (reserved over allocated) {FRAGMENTATION[0]:.0%}–{FRAGMENTATION[2]:.0%}, "
+        f"{FRAGMENTATION[1]:.1%} expected (replayed runs); batches of varying length fragment most"
     )
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
@@ -408,38 +178,6 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     process = reserved + Interval.exact(context_bytes) + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
-
-
-def length_cache(plan: Plan, allocated: Interval, reserved: Interval, breakdown: Breakdown, room: float | None,
-                 notes: list[str]) -> Interval:
-    """What a training run over samples of varying length reserves beyond one shape's fragmentation: the replayed
-    runs' reserved-over-allocated as a share of the activations and loss, the tensors whose size follows the length
-    (_LENGTH_CACHE), less `reserved` (one shape's), end by end; with `lengths_vary` unknown, at the high end only.
-    The allocator never reserves more than the device lets it (``room``: what it can reserve beside the context): it
-    frees its cache when cudaMalloc fails."""
-    if plan.mode != "train" or plan.lengths_vary is False:
-        return ZERO
-    varying = breakdown.activations + breakdown.logits
-
-    def beyond(end: str, share: float) -> float:
-        cache = max(0.0, getattr(allocated, end) + share * getattr(varying, end) - getattr(reserved, end))
-        return cache if room is None else max(0.0, min(cache, room - getattr(reserved, end)))
-
-    expected, high = _LENGTH_CACHE["adapters" if plan.lora_rank is not None else "full"]
-    if plan.lengths_vary:
-        notes.append(
-            f"samples of varying length: the allocator keeps segments of earlier, shorter steps cached; reserved over "
-            f"allocated {expected:.0%} (up to {high:.0%}) of the activations and loss (replayed runs; none where the "
-            "longest batch comes first), at most what the device has; the cache counts in the reserved and process "
-            "peaks, not in whether the run fits"
-        )
-        return Interval(0.0, beyond("estimate", expected), beyond("high", high))
-    notes.append(
-        "whether the samples vary in length is not known: the high end of the reserved peak counts the segments a run "
-        f"over varying lengths keeps cached (reserved over allocated up to {high:.0%} of the activations and loss); "
-        "--lengths-vary or --fixed-lengths settles it"
-    )
-    return Interval(0.0, 0.0, beyond("high", high))
 
 
 def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
@@ -466,57 +204,6 @@ def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str
     notes.append(f"SDPA on compute capability {compute_capability}: no flash kernel (8.0 and newer); the memory-efficient "
                  "kernel keeps what flash keeps (no score matrices)")
     return plan.attention
-
-
-def _validate(plan: Plan) -> None:
-    for value, allowed, what in (
-        (plan.mode, MODES, "mode"), (plan.dtype, DTYPES, "dtype"), (plan.optimizer, OPTIMIZERS, "optimizer"),
-        (plan.attention, ATTENTIONS, "attention"), (plan.sharding, SHARDINGS, "sharding"),
-    ):
-        if value not in allowed:
-            raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
-    if plan.fsdp_param_dtype is not None and plan.fsdp_param_dtype not in ("fp32", "bf16", "fp16"):
-        raise CannotEstimate(f"unknown FSDP param_dtype {plan.fsdp_param_dtype!r}: fp32, bf16 or fp16")
-    if plan.checkpoint_policy not in CHECKPOINT_POLICIES:
-        raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: one of {', '.join(CHECKPOINT_POLICIES)}")
-    if plan.loss not in LOSSES:
-        raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
-    if plan.head not in HEADS:
-        raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
-    if plan.model_code not in MODEL_CODES:
-        raise CannotEstimate(f"unknown model code {plan.model_code!r}: one of {', '.join(MODEL_CODES)}")
-    if plan.quant is not None and plan.quant not in QUANTS:
-        raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
-    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1 or plan.checkpoint_every < 1:
-        raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
-    if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
-        raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
-    if plan.tensor_parallel < 1:
-        raise CannotEstimate("the tensor-parallel degree must be at least 1")
-    if plan.tensor_parallel > 1:
-        _validate_tensor_parallel(plan)
-    if plan.optimizer_in_backward and plan.grad_accum > 1:
-        raise CannotEstimate("an optimizer step in the backward frees each gradient at once: it cannot accumulate micro-batches")
-
-
-def _validate_tensor_parallel(plan: Plan) -> None:
-    """Tensor parallelism as modelled: a transformer's inference or generation, its query heads split evenly."""
-    degree = plan.tensor_parallel
-    if plan.mode == "train":
-        raise CannotEstimate("a tensor-parallel degree is modelled for inference and generation only; for training, use --sharding")
-    if degree > plan.gpus:
-        raise CannotEstimate(f"tensor parallelism over {degree} GPUs needs {degree} GPUs; the run has {plan.gpus}")
-    geometry = shape(plan.model) if plan.model is not None else None
-    if geometry is None or plan.model is None or plan.model.kind == "diffusion" or plan.model_code == "litgpt":
-        raise CannotEstimate("a tensor-parallel degree is modelled for transformers' and gpt-fast's decoders")
-    if geometry.heads % degree:
-        raise CannotEstimate(f"{geometry.heads} attention heads do not split {degree} ways (tensor parallelism needs a divisor)")
-
-
-def _kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
-    """The KV heads each GPU caches: its share under tensor parallelism, at least one (a KV head serves the query
-    heads of several GPUs where there are fewer KV heads than GPUs, and each of them holds it)."""
-    return max(1, math.ceil(geometry.kv_heads / plan.tensor_parallel))
 
 
 # ---------------------------------------------------------------------- parameters and states
@@ -579,7 +266,7 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
 
 
 def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: int, notes: list[str]):
-    weight_bytes, grad_bytes, _, cache_bytes = _PRECISION[plan.dtype]
+    weight_bytes, grad_bytes, _, cache_bytes = PRECISION[plan.dtype]
     shards = plan.gpus if plan.sharding in _SHARDED_PARAMETERS else 1
     lora = plan.lora_rank is not None and plan.mode == "train"
     if plan.quant is not None:
@@ -607,7 +294,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     adapter_bytes = _adapter_bytes(plan)
     trainable_bytes = adapter_bytes if lora else grad_bytes
     state_dtype = adapter_bytes if lora else weight_bytes
-    states, fixed = _OPTIMIZER_STATE[plan.optimizer]
+    states, fixed = OPTIMIZER_STATE[plan.optimizer]
     optimizer = trainable * (states * state_dtype + fixed)
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
@@ -658,17 +345,11 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             Interval.exact(cache))
 
 
-# transformers' model families whose attention layers each built a rotary embedding with cos and sin caches
-# for max_position_embeddings positions (register_buffer("cos_cached", ...)), and the first release without
-# them (read from the releases' modeling files: 4.38.2 to 4.46.0).
-_ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0", "starcoder2": "4.45.0", "mistral": "4.42.0"}
-
-
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
-    """The per-layer cos and sin caches of the families in _ROTARY_CACHE_UNTIL under older transformers:
+    """The per-layer cos and sin caches of the families in ROTARY_CACHE_UNTIL under older transformers:
     two tensors of max_position_embeddings x head_dim per layer, in the dtype the model is loaded in
     (from_pretrained sets it as the default while the model is built)."""
-    if plan.model_code != "transformers" or geometry is None or arch.family not in _ROTARY_CACHE_UNTIL or not arch.max_positions:
+    if plan.model_code != "transformers" or geometry is None or arch.family not in ROTARY_CACHE_UNTIL or not arch.max_positions:
         return ZERO
     if plan.rotary_cache is False:
         return ZERO
@@ -676,9 +357,9 @@ def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes:
     size = 2.0 * geometry.layers * arch.max_positions * geometry.head_dim * dtype_bytes
     if plan.rotary_cache:
         return Interval.exact(size)
-    notes.append(f"transformers before {_ROTARY_CACHE_UNTIL[arch.family]} kept a rotary cos/sin cache for "
+    notes.append(f"transformers before {ROTARY_CACHE_UNTIL[arch.family]} kept a rotary cos/sin cache for "
                  f"{arch.max_positions} positions in every layer of {arch.family} models (the high end); "
-                 f"{_settled_by('transformers')}")
+                 f"{settled_by('transformers')}")
     return Interval(0.0, 0.0, size)
 
 
@@ -741,7 +422,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
     if plan.mode != "train":
         return ZERO, ZERO
     lora = plan.lora_rank is not None
-    state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
+    state_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][0]
     shards = plan.gpus if plan.sharding in _SHARDED_OPTIMIZER else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
@@ -754,7 +435,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
                 temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
                 notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
                              "estimate); before, torch's foreach AdamW keeps a parameter-sized temporary (the high end); "
-                             f"`optim=` in TrainingArguments or {_settled_by('torch')}")
+                             f"`optim=` in TrainingArguments or {settled_by('torch')}")
             else:
                 temporary = one_tensor if plan.trainer_fused_adamw else Interval.exact(whole)
         elif plan.foreach is False:  # the per-tensor loop (or fused): temporaries of one tensor at a time
@@ -777,32 +458,13 @@ def _optimizer_in_backward(plan: Plan, geometry: Shape | None, trainable: int, n
     and zeroed (set to None) in the parameter's post-accumulate-grad hook. Gradients never coexist: the largest
     parameter's gradient and its step's temporary are alive during the backward, and there is no step phase."""
     lora = plan.lora_rank is not None
-    state_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][0]
-    grad_bytes = _adapter_bytes(plan) if lora else _PRECISION[plan.dtype][1]
+    state_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][0]
+    grad_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][1]
     largest = _largest_tensor(geometry, trainable) if not lora else trainable / max(1, geometry.layers if geometry else 1)
     temporary = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0) * state_bytes
     notes.append("optimizer step in the backward (one optimizer per parameter, stepped as its gradient is ready): "
                  "one parameter's gradient at a time, no step phase")
     return Interval.exact(largest * (grad_bytes + temporary))
-
-
-# torch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): blocks are multiples of 512 bytes;
-# a request of 10 MiB or more gets a segment of its size rounded up to 2 MiB, and a block is not split
-# when 1 MiB or less would be left over: the block, counted in max_memory_allocated, is the whole segment.
-_MIN_BLOCK = 512
-_SMALL_REQUEST = 1 << 20
-_LARGE_SEGMENT_FROM = 10 << 20
-_LARGE_ROUNDING = 2 << 20
-
-
-def block_overhead(size: float) -> float:
-    """Bytes the caching allocator's block adds to one tensor of ``size`` bytes in a fresh segment."""
-    rounded = _MIN_BLOCK * math.ceil(size / _MIN_BLOCK)
-    if rounded >= _LARGE_SEGMENT_FROM:
-        segment = _LARGE_ROUNDING * math.ceil(rounded / _LARGE_ROUNDING)
-        if segment - rounded <= _SMALL_REQUEST:
-            return segment - size
-    return rounded - size
 
 
 def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Interval:
@@ -816,7 +478,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
     mlp = ("gate_proj", "up_proj", "gate_up_proj", "down_proj")
     per_layer = [(d_in * d_out / plan.tensor_parallel, geometry.layers * ((geometry.experts or 1) if name in mlp else 1))
                  for name, (d_in, d_out) in dims.items() if not (fused and name in ("q_proj", "k_proj", "v_proj"))]
-    weight_bytes = _PRECISION[plan.dtype][0] if plan.quant is None else 2
+    weight_bytes = PRECISION[plan.dtype][0] if plan.quant is None else 2
     quantised_head = plan.model_code == "litgpt"
     total = 0.0
     for elements, count in per_layer:
@@ -833,7 +495,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
         head = block_overhead(embedding / 2) if plan.quant and quantised_head else block_overhead(embedding * weight_bytes)
         total += head
     if plan.mode == "train" and trains_all and plan.quant is None:
-        states, _ = _OPTIMIZER_STATE[plan.optimizer]
+        states, _ = OPTIMIZER_STATE[plan.optimizer]
         total *= 2 + states  # gradients and each state: the same shapes, in the parameters' dtype
     return Interval(0.0, total, total)
 
@@ -849,7 +511,7 @@ def _blas_workspace(plan: Plan, per_handle: float) -> Interval:
 
 def _adapter_bytes(plan: Plan) -> int:
     """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype."""
-    return _PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
+    return PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
 
 
 def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interval:
@@ -901,7 +563,7 @@ def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
 
 # ---------------------------------------------------------------------- activations
 def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
-    act_bytes = _PRECISION[plan.dtype][2]
+    act_bytes = PRECISION[plan.dtype][2]
     if geometry is None:
         return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO
     if plan.seq_len is not None:
@@ -1003,7 +665,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             prompt_logits = batch * prompt * geometry.vocab * 6
         if plan.prompt_logits_whole is None and prompt > 1:
             notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
-                         f"earlier versions every position's (the high end); {_settled_by('transformers')}")
+                         f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * 4
     kv = prompt_kv = 0.0
@@ -1016,8 +678,8 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         dtype = 2 if plan.dtype != "fp32" else 4
         per_token = geometry.kv_cache_bytes_per_token_per_byte * dtype * batch
         if plan.tensor_parallel > 1 and arch.kv_lora_rank is None:
-            per_token *= _kv_heads_per_gpu(plan, geometry) / geometry.kv_heads
-            notes.append(f"tensor parallel: each GPU caches {_kv_heads_per_gpu(plan, geometry)} of {geometry.kv_heads} KV heads"
+            per_token *= kv_heads_per_gpu(plan, geometry) / geometry.kv_heads
+            notes.append(f"tensor parallel: each GPU caches {kv_heads_per_gpu(plan, geometry)} of {geometry.kv_heads} KV heads"
                          + (" (fewer KV heads than GPUs: each is held by several)" if geometry.kv_heads < plan.tensor_parallel else ""))
         elif plan.tensor_parallel > 1:
             notes.append("tensor parallel: the compressed latent cache (MLA) is not split by heads; every GPU holds all of it")
@@ -1148,259 +810,12 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
 
 
-# Norm families that multiply by their weight in fp32 (Gemma's `x * (1 + w.float())`): a frozen weight
-# spares 4 bytes; the others 2 (the normalised tensor in the activation dtype). LayerNorm's backward
-# recomputes from its input and keeps the same tensors either way.
-_FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
-
-
-def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
-    """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
-    beyond what it keeps in pure 16 bits.
-
-    The residual stream stays fp32 (the embeddings are fp32), so each norm keeps a 4-byte tensor where
-    pure 16 bits keeps 2 (Gemma's norms compute in fp32 either way); every linear casts its fp32 input
-    anew (autocast caches only parameter casts), so q, k and v, and gate and up, each keep their own
-    16-bit copy; `pow` is on autocast's fp32 list, so a Python tanh-GELU runs in fp32 (6 more bytes per
-    FFN element); softmax is too, so eager attention in the families that take it in 16 bits keeps the
-    fp32 probabilities and their 16-bit cast (4 more bytes per score). Checked against an emulation of
-    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py)."""
-    arch = plan.model
-    hidden = geometry.hidden
-    extra = 0.0
-    if arch is not None and arch.family not in _FP32_NORM_FAMILIES:
-        extra += 2.0 * arch.norms_per_layer
-    dims = geometry.lora_dims
-    if "qkv_proj" not in dims:  # three projections of one fp32 input
-        extra += 4.0
-    if "gate_proj" in dims:
-        extra += 2.0
-    if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
-        extra += 6.0 * geometry.intermediate / hidden
-    if plan.attention == "eager" and arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES:
-        extra += 4.0 * geometry.heads * seq / hidden
-    return extra
-
-
 def _quant_inputs_note(plan: Plan) -> str:
     if plan.quant_keeps_inputs is not None:
         kept = "keeps each linear's input (before 0.43.2)" if plan.quant_keeps_inputs else "keeps no linear inputs (0.43.2 and later)"
         return f"4-bit base: bitsandbytes {kept}"
     return ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), earlier versions kept "
-            f"each one (the high end); {_settled_by('bitsandbytes')}")
-
-
-# Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
-# behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
-# the command line says, the estimate takes today's behaviour and the interval's other end the older one.
-VERSIONED_BEHAVIOURS = (
-    ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
-    ("transformers", "4.42.0", "prompt_logits_whole", True, False),
-    ("torch", "2.8.0", "trainer_fused_adamw", False, True),
-)
-LIBRARY_VERSION_FLAG = "--library-version"
-
-
-def _settled_by(library: str) -> str:
-    return f"{LIBRARY_VERSION_FLAG} {library}=VERSION settles it"
-
-
-def _release(text: str) -> tuple[int, ...]:
-    """The numeric release of a version string: "0.41.1" -> (0, 41, 1); "2.5.0+cu121", "4.46.0.dev0" alike."""
-    parts = []
-    for part in text.strip().split("+")[0].split("."):
-        digits = "".join(char for char in part if char.isdigit()) if part[:1].isdigit() else ""
-        if not digits:
-            break
-        parts.append(int(digits))
-        if not part.isdigit():
-            break
-    if not parts:
-        raise CannotEstimate(f"not a version number: {text!r} (e.g. 0.43.2)")
-    return tuple(parts)
-
-
-def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
-    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
-    family, transformers' per-layer rotary caches too); a library the estimator does not follow is refused,
-    so that a misspelt name is not silently ignored."""
-    known = {library for library, *_ in VERSIONED_BEHAVIOURS}
-    unknown = sorted(set(versions) - known)
-    if unknown:
-        raise CannotEstimate(f"no memory behaviour of {', '.join(unknown)} depends on its version here: "
-                             f"one of {', '.join(sorted(known))}")
-    settings = {}
-    for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
-        if library in versions:
-            settings[name] = before if _release(versions[library]) < _release(changed_in) else after
-    if "transformers" in versions and family is not None:
-        until = _ROTARY_CACHE_UNTIL.get(family)
-        settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
-    return settings
-
-
-def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
-    """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
-    in one layer, minus what the same layer keeps when trained in full.
-
-    A frozen linear keeps no input (only its weight's gradient needs it): the attention input, the MLP
-    input and the down projection's input go; a frozen RMSNorm weight (the query/key norms too) spares
-    the normalised tensor. Each
-    adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
-    with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
-    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
-    assert plan.lora_rank is not None, "a plan with LoRA adapters"
-    arch = plan.model
-    hidden = geometry.hidden
-    ffn = geometry.intermediate * (geometry.experts_active or 1)
-    norm_saving = 0.0
-    if arch is not None and arch.norm == "rms":
-        per_element = 4.0 if arch.family in _FP32_NORM_FAMILIES else 2.0
-        norm_saving = per_element * arch.norms_per_layer
-        if arch.qk_norm:  # the query and key norms, heads x head_dim wide
-            norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
-    # bitsandbytes' 4-bit matmul kept its input for the backward whether or not the weight needs a gradient
-    # (MatMul4Bit stored (A, B) in ctx.tensors) until 0.43.2, which keeps only B: then no linear input is spared.
-    saving = norm_saving + (0.0 if keeps_quantised_inputs else 2.0 + 2.0 + 2.0 * ffn / hidden)
-    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
-    kept = 0.0
-    for target in plan.lora_targets:
-        if target in LM_HEAD_NAMES:
-            continue  # not a layer's: _head_adapter_kept
-        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
-        kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
-    return kept - saving
-
-
-def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
-    """Bytes per token and hidden unit (2-byte activations) a checkpointed layer keeps when the policy
-    saves matmul and attention outputs (torch's selective checkpointing) and recomputes the rest: the layer
-    input, the attention output and the matmuls' outputs in the order a layer runs them (q, k, v or a fused
-    qkv, the output projection, gate and up or a fused gate_up or the first projection, down). "selective"
-    keeps every one; "alternate" (torchtitan's op policy) every other, the first, third, ... of each layer.
-    Measured under FakeTensorMode for a Llama layer: 25.03 against 25, and 15.53 against 15.5
-    (calibration/step_peaks.py)."""
-    hidden = geometry.hidden
-    width = geometry.heads * geometry.head_dim / hidden
-    kv_width = geometry.kv_heads * geometry.head_dim / hidden
-    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
-    dims = geometry.lora_dims
-    matmuls = [2.0 * width + 4.0 * kv_width] if "qkv_proj" in dims else [2.0 * width, 2.0 * kv_width, 2.0 * kv_width]
-    matmuls.append(2.0)  # the output projection
-    if "gate_up_proj" in dims:
-        matmuls.append(4.0 * ffn)
-    elif "gate_proj" in dims:
-        matmuls += [2.0 * ffn, 2.0 * ffn]
-    else:
-        matmuls.append(2.0 * ffn)
-    matmuls.append(2.0)  # the down projection
-    kept = matmuls[::2] if plan.checkpoint_policy == "alternate" else matmuls
-    attention = 2.0 * width  # the attention kernel's output
-    if plan.attention == "eager":
-        attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
-    return 2.0 + attention + sum(kept)
-
-
-def compiled_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
-    """Bytes per token and hidden unit (2-byte activations) a layer keeps for its backward under torch.compile:
-    AOTAutograd's default partitioner (min_cut_rematerialization_partition, Inductor's) keeps what the matmuls
-    and the attention kernel need and recomputes the pointwise work between them (the norms' fp32 copies,
-    activation functions, casts) from it.
-
-    Kept: the layer's input, each norm's output and its fp32 statistics; q and k after RoPE, v,
-    the attention output and the kernel's fp32 log-sum-exp; in a sequential block the attention's output
-    projection (the residual the second norm reads); with query/key norms the projections' outputs they read;
-    with a fused qkv projection and RoPE the projection's whole output (v is a view of it); the MLP's matmul
-    outputs and, gated, their product (the down projection's input). Eager attention keeps its probabilities.
-    For six gated decoders this equals the replay to 0.01 bytes; GPT-2 and Phi-2 keep 7-11 % more there
-    (transposed copies of Conv1D inputs, partial RoPE's concatenation), still far below eager
-    (calibration/compiled_activations.py). Thunder's rematerialisation is taken alike (not replayed)."""
-    hidden = geometry.hidden
-    arch = plan.model
-    width = geometry.heads * geometry.head_dim / hidden
-    kv_width = geometry.kv_heads * geometry.head_dim / hidden
-    norms = arch.norms_per_layer if arch is not None else 2
-    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
-    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
-    rope = arch is None or not arch.learned_positions
-    statistics = 8.0 if arch is not None and arch.norm == "layernorm" else 4.0  # fp32 per token: rstd (and mean)
-    kept = 2.0 + (2.0 + statistics / hidden) * norms
-    kept += 2.0 * width + 4.0 * kv_width + 2.0 * width + 4.0 * geometry.heads / hidden
-    if norms != 1:
-        kept += 2.0
-    if arch is not None and arch.qk_norm:
-        kept += 2.0 * width + 2.0 * kv_width + statistics * (geometry.heads + geometry.kv_heads) / hidden
-    if "qkv_proj" in geometry.lora_dims and rope:
-        kept += 2.0 * width + 2.0 * kv_width
-    kept += (6.0 if gated else 4.0) * ffn
-    if plan.attention == "eager":
-        kept += 2.0 * geometry.heads * seq / hidden
-    return kept
-
-
-def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
-    """Bytes per token and hidden unit (2-byte activations) alive at the peak of one layer's forward when
-    nothing is kept for a backward (inference, a generation's prompt), beyond the weights and the KV cache.
-
-    Alive through the layer: the embeddings' output (the model's forward keeps its name), the layer's input
-    (the caller's loop variable) and, in a sequential block, the residual after attention; RoPE's cos and sin
-    for the whole forward. The layer's peak is the larger of its two halves. The MLP: its normed input and,
-    gated, act(gate), up and their product (three FFN-wide tensors; the gate's own output is freed once the
-    activation returns), plain, the first projection's output and its activation, a GELU written out in
-    Python four FFN-wide temporaries; a parallel block (one shared norm) keeps the attention's output beside
-    it. Attention: its normed input, q, k and v, and RoPE's temporaries on q; eager attention adds the scores,
-    8 bytes per head and pair of positions (16-bit scores, fp32 softmax and its 16-bit cast) or 4 in the
-    families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
-    forward (calibration/inference_peaks.py)."""
-    hidden = geometry.hidden
-    arch = plan.model
-    degree = plan.tensor_parallel  # a GPU computes its share of the heads and of the MLP; hidden-wide tensors are whole
-    width = geometry.heads * geometry.head_dim / hidden / degree
-    kv_width = (_kv_heads_per_gpu(plan, geometry) if degree > 1 else geometry.kv_heads) * geometry.head_dim / hidden
-    ffn = geometry.intermediate / hidden / degree  # an MoE layer runs one expert at a time
-    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
-    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
-    parallel = arch is not None and arch.norms_per_layer == 1
-    held = 4.0 if parallel else 6.0  # a parallel block's residual is its input
-    if arch is not None and arch.learned_positions:
-        held += 2.0  # the position embeddings' output, kept by name beside the token embeddings'
-    rope = 4.0 * geometry.head_dim / hidden if arch is not None and not arch.learned_positions else 0.0
-    mlp = 2.0 + (6.0 if gated else 8.0 if python_gelu else 4.0) * ffn + (2.0 * width if parallel else 0.0)
-    if geometry.experts:
-        mlp += 2.0  # the routed tokens' output, accumulated expert by expert
-    attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
-    if plan.attention == "eager":
-        half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
-        attention += (4.0 if half_softmax else 8.0) * geometry.heads / degree * seq / hidden
-    return held + rope + max(mlp, attention)
-
-
-def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
-    """Bytes kept per token and hidden unit by one layer, for 2-byte activations (the formula)."""
-    hidden = geometry.hidden
-    arch = plan.model
-    ffn = geometry.intermediate * (geometry.experts_active or 1)
-    # A gated (SwiGLU) MLP keeps the gate and up outputs, the activation and their product: 4 tensors of the
-    # FFN width; a plain one keeps the first projection's output and the activation: 2.
-    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
-    # The tanh GELU these families use is written out in Python: it keeps 5 tensors of the FFN width.
-    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
-    mlp = 2.0 + (8.0 if gated else 10.0 if python_gelu else 4.0) * ffn / hidden
-    # Attention tensors are heads x head_dim wide, which is not always the hidden size (Qwen3, Gemma).
-    width = geometry.heads * geometry.head_dim / hidden
-    attention = 2.0 + 8.0 * width
-    # RMSNorm as transformers writes it keeps an fp32 copy of its input besides the 2-byte output.
-    norm_bytes = 6.0 if arch is not None and arch.norm == "rms" else 2.0
-    norms = norm_bytes * (arch.norms_per_layer if arch is not None else 2)
-    if arch is not None and arch.qk_norm:
-        norms += 2 * norm_bytes * width / 2
-    # Dropout adds a 1-byte mask after attention and after the MLP, and keeps the scores' mask and output.
-    # Unknown dropout: halfway.
-    masks, score_bytes = {True: (2.0, 5.0), False: (0.0, 2.0), None: (1.0, 3.5)}[plan.dropout]
-    if arch is not None and arch.family not in _HALF_SOFTMAX_FAMILIES:
-        score_bytes += 4.0  # softmax taken in fp32: its fp32 output is kept beside the 2-byte copy
-    scores = score_bytes * geometry.heads * seq / hidden if plan.attention == "eager" else 0.0
-    return attention + norms + mlp + masks + scores
+            f"each one (the high end); {settled_by('bitsandbytes')}")
 
 
 def _image_activations(plan: Plan, arch: Architecture, act_bytes: int, notes: list[str]) -> Interval:

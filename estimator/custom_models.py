@@ -21,7 +21,8 @@ from trainlint.analysis.module import ModuleAnalysis
 from trainlint.rules import ClassInfo, dotted, last_part, shortened
 
 from .architectures import Architecture
-from .reading import MAX_MAGNITUDE, NO_MODEL, UNKNOWN, _Reader, bounded
+from .reading import MAX_MAGNITUDE, UNKNOWN, _Reader, bounded, workspace_roots
+from .script_plan import NO_MODEL
 
 _MAX_DEPTH = 12
 _FREE_LAYERS = frozenset({
@@ -67,7 +68,6 @@ def resolve_model(module: ModuleAnalysis | None, read, planned) -> tuple[Archite
     """The architecture a plan is for: a catalog model by name, or the script's own model class
     counted from its ``__init__``; else why there is none."""
     from .model_configs import resolve_model_name
-    from .reading import workspace_roots
 
     if planned.model_name is not None:
         # A name the user typed may point anywhere; one written in the script, only into its workspace.

@@ -21,6 +21,7 @@ from pathlib import Path
 import msgspec
 
 from .architectures import Architecture
+from .plan import OPTIMIZER_STATE, PRECISION, CannotEstimate, Interval
 
 _DATA_PATH = Path(__file__).parent / "data" / "diffusion_pipelines.json"
 # GPU kernels (cuDNN's convolution workspaces above all) add to what fake tensors count.
@@ -63,10 +64,8 @@ def pipeline_params(arch: Architecture) -> int:
 
 def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[str]):
     """(parameters, trainable parameters, the breakdown's terms) per GPU, as keyword arguments."""
-    from .costmodel import _OPTIMIZER_STATE, _PRECISION, CannotEstimate, Interval
-
     weight_bytes = 2 if plan.dtype in ("fp16", "bf16", "amp-fp16", "amp-bf16") else 4
-    work_bytes = _PRECISION[plan.dtype][2]
+    work_bytes = PRECISION[plan.dtype][2]
     area = ((plan.image_size or pipeline.resolution) / pipeline.resolution) ** 2
     scale = area * work_bytes / 2  # measured in 16 bits
     unknown = set(plan.omitted_components) - set(pipeline.components)
@@ -113,7 +112,7 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
     lora = plan.lora_rank is not None
     saved = pipeline.train_saved_bytes["lora" if lora else "checkpointing" if plan.gradient_checkpointing else "full"]
     activations = Interval.spread(saved * plan.batch_size * scale, _TRAIN_SPREAD)
-    states, fixed = _OPTIMIZER_STATE[plan.optimizer]
+    states, fixed = OPTIMIZER_STATE[plan.optimizer]
     if lora:
         trainable = plan.lora_rank * pipeline.lora_params_per_rank
         notes.append(f"LoRA rank {plan.lora_rank} on the denoiser's attention projections: {trainable:,} trainable parameters, in fp32")

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 from trainlint.analysis.module import ModuleAnalysis
 
-from .costmodel import CannotEstimate, Plan
 from .custom_models import resolve_model
 from .hardware import UnknownTarget, resolve_target
-from .reading import plan_settings, read_inputs
+from .plan import CannotEstimate, Plan
+from .reading import read_inputs
 from .report import MemoryReport, build, params_text
+from .script_plan import plan_settings
 from .units import gib
 
 REFERENCE_GPU = "h100-sxm"

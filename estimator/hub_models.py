@@ -47,13 +47,6 @@ def _by_id() -> dict[str, HubModel]:
     return {model.id.lower(): model for model in load_hub_models()}
 
 
-def hub_architecture(model: HubModel, name: str | None = None) -> Architecture:
-    """The architecture of a row, under ``name`` (the id the user gave) or its own id."""
-    from .model_configs import architecture_from_config
-
-    return architecture_from_config(model.config, name or model.id, f"the vendored hub table ({model.source})")
-
-
 def find_hub_model(name: str) -> HubModel | None:
     """The row of a hub id, case-insensitively."""
     return _by_id().get(name.strip().lower())

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from .architectures import Architecture, find_architecture, load_architectures, parameter_count
+from .hub_models import HubModel, base_of, find_hub_model, load_hub_models
 from .local_files import Unreadable, read_json
 
 CONFIG_FILE = "config.json"
@@ -388,11 +389,14 @@ def resolve_model_name(name: str, roots: list[Path] | None) -> tuple[Architectur
     )
 
 
+def hub_architecture(model: HubModel, name: str | None = None) -> Architecture:
+    """The architecture of a row, under ``name`` (the id the user gave) or its own id."""
+    return architecture_from_config(model.config, name or model.id, f"the vendored hub table ({model.source})")
+
+
 def _from_hub_table(name: str) -> Architecture | None:
     """A hub id of the vendored table, or a fine-tune named after a model the table or the catalog knows
     (its architecture assumed to be its base's, and the report says so)."""
-    from .hub_models import HubModel, base_of, find_hub_model, hub_architecture
-
     row = find_hub_model(name)
     if row is not None:
         return hub_architecture(row, name)
@@ -412,8 +416,6 @@ def _from_hub_table(name: str) -> Architecture | None:
 def catalog_entries() -> list[tuple[str, tuple[str, ...], str, int]]:
     """(name, other names, family, parameters) of every model a name resolves to without a config file:
     the catalog's, then the vendored hub table's."""
-    from .hub_models import hub_architecture, load_hub_models
-
     entries = [(arch.id, arch.aliases, arch.family, parameter_count(arch)) for arch in load_architectures()]
     for row in load_hub_models():
         architecture = hub_architecture(row)

@@ -60,11 +60,11 @@ class ProjectedOom(Rule):
 
 
 def _report(module, read, gpu: str):
-    from .costmodel import CannotEstimate, Plan
     from .custom_models import resolve_model
     from .hardware import UnknownTarget, resolve_target
-    from .reading import plan_settings
+    from .plan import CannotEstimate, Plan
     from .report import build
+    from .script_plan import plan_settings
 
     try:
         target = resolve_target(gpu)

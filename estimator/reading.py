@@ -18,10 +18,11 @@ import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.tree import evaluate_literal
-from trainlint.rules import ModuleView, ParsedChunk, Tag, dotted, last_part, string_value, walk
+from trainlint.rules import ModuleView, ParsedChunk, Tag, dotted, last_part, walk
 
 from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
+from .script_defaults import argparse_defaults, dataclass_defaults
 from .training_loop import training_loop
 
 UNKNOWN = object()
@@ -163,8 +164,8 @@ class _Reader:
     def __init__(self, module: ModuleAnalysis) -> None:
         self.module = module
         self.summary = module.summary
-        self.options = _argparse_defaults(module)
-        self.fields = _dataclass_defaults(module)
+        self.options = argparse_defaults(module)
+        self.fields = dataclass_defaults(module)
         self.inputs = ScriptInputs()
         self.scaler: tuple[cst.CSTNode, ParsedChunk] | None = None
         self.pipeline: tuple[cst.CSTNode, ParsedChunk] | None = None  # a diffusers pipeline was loaded here
@@ -823,145 +824,3 @@ def _workspace_json(module: ModuleAnalysis, name: str) -> Any:
         except Unreadable:
             continue
     return None
-
-
-def _argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:
-    """dest -> (default expression, the add_argument call, chunk) for every `add_argument("--x", default=...)`."""
-    found: dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]] = {}
-    for chunk in module.chunks:
-        for key, default, node in _options_in(chunk):
-            found.setdefault(key, (default, node, chunk))
-    return found
-
-
-def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
-    """One statement's `add_argument` calls with a default, kept with its tree and per statement (the
-    editor asks on every edit: only the statements on the edit's path are read again)."""
-    if "add_argument" not in chunk.chunk.text:
-        return []
-    return chunk.facts_by_statement("argparse_options", _option_at)
-
-
-def _option_at(node: cst.CSTNode) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
-    """(dest, default, the call) when ``node`` is an `add_argument` call with a default."""
-    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "add_argument":
-        return []
-    flags = [arg.value for arg in node.args if arg.keyword is None and isinstance(arg.value, cst.SimpleString)]
-    default = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "default"), None)
-    dest = next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "dest"), None)
-    names = [name for name in map(string_value, flags) if name is not None]
-    long = next((name for name in names if name.startswith("--")), names[0] if names else None)
-    dest_name = string_value(dest)
-    if dest_name is not None:
-        key = dest_name
-    elif long is not None:
-        key = long.lstrip("-").replace("-", "_")
-    else:
-        return []
-    if default is None:  # a switch's default is the opposite of what it stores
-        action = string_value(next((arg.value for arg in node.args if arg.keyword is not None and arg.keyword.value == "action"), None))
-        default = {"store_true": cst.Name("False"), "store_false": cst.Name("True")}.get(action or "")
-    return [(key, default, node)] if default is not None else []
-
-
-def _dataclass_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]]:
-    """field -> (default expression, node, chunk) for annotated class attributes with defaults (config dataclasses);
-    a field name that several classes define is left out."""
-    found: dict[str, tuple[cst.BaseExpression, cst.CSTNode, ParsedChunk]] = {}
-    duplicated: set[str] = set()
-    for info in module.summary.classes.values():
-        if not isinstance(info.node.body, cst.IndentedBlock):
-            continue
-        for statement in info.node.body.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
-                    name = small.target.value
-                    if name in found:
-                        duplicated.add(name)
-                    found.setdefault(name, (small.value, small, info.chunk))
-    return {name: entry for name, entry in found.items() if name not in duplicated}
-
-
-# ---------------------------------------------------------------------- to a plan
-_PLAN_FIELDS = (
-    "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout",
-    "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
-    "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
-    "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
-    "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs", "lengths_vary",
-)
-DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
-
-
-@dataclass
-class ScriptPlan:
-    settings: dict[str, Any]  # Plan keyword arguments, model excluded
-    inputs: dict[str, tuple[Any, str]]  # what the report lists: value and where it came from
-    model_name: str | None
-    model_source: str | None
-    unknown_reason: str | None = None
-    notes: list[str] = field(default_factory=list)  # values of the script that were not usable
-
-
-NO_MODEL = "no model found in the script"
-
-
-def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback_model: str | None = None) -> ScriptPlan:
-    """Merge what the script says with the command line's overrides and the defaults, naming each source.
-    The model: the command line's, a `# trainlint: model=` comment's, the script's, else ``fallback_model``
-    (the editor's `targetModel` setting)."""
-    settings: dict[str, Any] = {}
-    inputs: dict[str, tuple[Any, str]] = {}
-    found = read.found() if read is not None else {}
-    for name in _PLAN_FIELDS:
-        if name == "trainer_default_optimizer" and overrides.get("optimizer") is not None:
-            continue  # the command line names the optimizer
-        if overrides.get(name) is not None:
-            settings[name] = overrides[name]
-            inputs[name] = (overrides[name], "command line")
-        elif name in found:
-            settings[name] = found[name].value
-            inputs[name] = (found[name].value, found[name].source)
-        elif name in DEFAULTS:
-            settings[name] = DEFAULTS[name]
-            inputs[name] = (DEFAULTS[name], "assumed")
-    for name in ("lora_targets", "offload", "omitted_components"):
-        if name in settings:
-            settings[name] = tuple(settings[name])
-    new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
-    if overrides.get("max_context") is not None:
-        settings["max_context"] = overrides["max_context"]
-        inputs["max_context"] = (overrides["max_context"], "command line")
-    elif new_tokens is not None and settings.get("seq_len"):
-        settings["max_context"] = settings["seq_len"] + new_tokens
-        inputs["max_context"] = (settings["max_context"], f"sequence length plus {new_tokens} new tokens ({found['max_new_tokens'].source})")
-    model_name, model_source, reason = None, None, None
-    if overrides.get("model"):
-        model_name, model_source = overrides["model"], "command line"
-    elif "model_comment" in found:
-        model_name, model_source = found["model_comment"].value, found["model_comment"].source
-    elif "model" in found:
-        model_name, model_source = found["model"].value, found["model"].source
-    elif "local_model_class" in found:
-        local = found["local_model_class"]
-        inputs = {"model": (_local_class_shown(read, local), local.source), **inputs}
-    elif fallback_model:
-        model_name, model_source = fallback_model, "the targetModel setting"
-    else:
-        reason = NO_MODEL
-    if model_name is not None and model_source is not None:  # every branch that names a model names its source
-        inputs = {"model": (model_name, model_source), **{k: v for k, v in inputs.items() if k != "model"}}
-    notes = list(read.notes) if read is not None else []
-    if read is not None:
-        notes += [note for name, note in read.setting_notes.items() if overrides.get(name) is None]
-    return ScriptPlan(settings, inputs, model_name, model_source, reason, notes)
-
-
-def _local_class_shown(read: ScriptInputs | None, local: Found) -> str:
-    """`Net (a class of the script)`, or `GPT (a class of model.py)` for one imported from a workspace file."""
-    name, home = str(local.value), read.local_class_home if read is not None else None
-    if home is None:
-        return f"{name} (a class of the script)"
-    return f"{name.rsplit('.', 1)[-1]} (a class of {home})"

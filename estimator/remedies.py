@@ -11,8 +11,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-from .costmodel import FITS, CannotEstimate, Estimate, Plan, estimate, verdict
+from .costmodel import FITS, estimate, verdict
 from .hardware import Gpu, Target, smallest_fitting
+from .plan import CannotEstimate, Estimate, Plan
 from .units import GIB
 
 MAX_COMBINED = 3

@@ -8,8 +8,9 @@ import math
 from dataclasses import dataclass, field
 
 from .architectures import lora_target_linears
-from .costmodel import Estimate, Plan, estimate, verdict
+from .costmodel import estimate, verdict
 from .hardware import Target, load_instances
+from .plan import Estimate, Plan
 from .remedies import MIN_SAVING_BYTES, Remedy, max_batch_size, remedies, smallest_gpu
 from .units import gib
 

@@ -10,11 +10,11 @@ import os
 import queue
 import re
 import subprocess
-import sys
 import threading
 import time
 
-SERVER = [sys.executable, "-m", "trainlint", "server"]
+from cli_process import SERVER
+
 # How long a reply may take. A long fuzz run at `nice -n 19` on a busy machine needs more.
 TIMEOUT = float(os.environ.get("TRAINLINT_LSP_TIMEOUT", "20"))
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.estimator import costmodel
+from trainlint.estimator import layer_activations
 from trainlint.estimator.activation_data import load_activation_measurements, measured_layer_coefficients
 from trainlint.estimator.architectures import find_architecture, shape
+from trainlint.estimator.plan import Plan
 
 DATA = Path(__file__).resolve().parent.parent / "estimator" / "data" / "activation_coefficients.json"
 MEASURED = load_activation_measurements()
@@ -35,8 +36,8 @@ KNOWN_OFF = {
 def _formula(arch_id: str, attention: str) -> float:
     arch = find_architecture(arch_id)
     geometry = shape(arch)
-    plan = costmodel.Plan(model=arch, dtype="bf16", attention=attention, dropout=False, seq_len=SEQ)
-    return costmodel.formula_layer_coefficient(plan, geometry, SEQ)
+    plan = Plan(model=arch, dtype="bf16", attention=attention, dropout=False, seq_len=SEQ)
+    return layer_activations.formula_layer_coefficient(plan, geometry, SEQ)
 
 
 def _measured(arch_id: str, attention: str) -> float | None:

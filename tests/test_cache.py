@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_process import TRAINLINT
 from two_file_project import HELPERS_TRAINING_A_MODEL, IMPORTING_THE_HELPER, MODEL
 from two_file_project import TRAIN as UNSEEDED_TRAIN
 
@@ -278,7 +279,7 @@ def test_a_damaged_entry_is_analysed_again(project, capsys):
 
 def test_concurrent_runs_share_the_folder(project):
     project(**{f"pkg__train_{index}.py": TRAIN for index in range(12)}, **{"pkg__model.py": MODEL})
-    command = [sys.executable, "-m", "trainlint", "check", "--format", "json", "--jobs", "2", "pkg"]
+    command = [*TRAINLINT, "check", "--format", "json", "--jobs", "2", "pkg"]
     runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     outputs = [run.communicate(timeout=600) for run in runs]
     assert [run.returncode for run in runs] == [1, 1] and all(err == b"" for _, err in outputs)
@@ -419,7 +420,7 @@ def test_a_fifo_where_an_entry_would_be_is_not_waited_on(project):
     # A repository can commit a cache folder with a FIFO at an entry's path: reading it must not block.
     # Both runs are processes of the same installation, so that they share one results folder.
     project(**{"model.py": MODEL, "train.py": TRAIN})
-    command = [sys.executable, "-m", "trainlint", "check", "--format", "json", "."]
+    command = [*TRAINLINT, "check", "--format", "json", "."]
     fresh = subprocess.run(command, capture_output=True, text=True, timeout=120).stdout
     entries = list(Path(".trainlint_cache").glob("results-*/??/*"))
     assert entries

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
-from trainlint.estimator.costmodel import GIB, CannotEstimate, Plan, estimate, verdict
+from trainlint.estimator.costmodel import estimate, verdict
 from trainlint.estimator.hardware import resolve_target
+from trainlint.estimator.plan import CannotEstimate, Plan
+from trainlint.estimator.units import GIB
 
 LLAMA = find_architecture("llama-3-8b")
 
@@ -113,7 +115,7 @@ def test_unknown_models_give_no_number():
     with pytest.raises(CannotEstimate):
         estimate(Plan(model=None))
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "no-such-model-7b", "--format", "json"],
+        [*TRAINLINT, "estimate", "--model", "no-such-model-7b", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 2
@@ -122,7 +124,7 @@ def test_unknown_models_give_no_number():
 
 def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "meta-llama/Meta-Llama-3-8B", "--batch-size", "4",
+        [*TRAINLINT, "estimate", "--model", "meta-llama/Meta-Llama-3-8B", "--batch-size", "4",
          "--seq-len", "2048", "--dtype", "bf16", "--gpu", "rtx-4090", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
@@ -136,7 +138,7 @@ def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
     peak = report["peak"]["process"]
     assert peak["low"] <= peak["estimate"] <= peak["high"]
     text = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4",
          "--seq-len", "512", "--gpu", "rtx-4090"],
         capture_output=True, text=True, check=False,
     )
@@ -145,9 +147,9 @@ def test_the_cli_reports_breakdown_peaks_verdict_and_remedies_as_json():
 
 
 def test_the_gpu_listing():
-    result = subprocess.run([sys.executable, "-m", "trainlint", "gpus"], capture_output=True, text=True, check=True)
+    result = subprocess.run([*TRAINLINT, "gpus"], capture_output=True, text=True, check=True)
     assert "h100" in result.stdout.lower()
-    instances = subprocess.run([sys.executable, "-m", "trainlint", "gpus", "--instances"], capture_output=True, text=True, check=True)
+    instances = subprocess.run([*TRAINLINT, "gpus", "--instances"], capture_output=True, text=True, check=True)
     assert "p4d.24xlarge" in instances.stdout
 
 
@@ -186,7 +188,7 @@ def test_ddp_keeps_gradient_buckets_on_each_gpu():
 
 def test_a_frozen_base_with_adapters_keeps_what_peft_measured():
     from trainlint.estimator.activation_data import measured_layer_coefficients
-    from trainlint.estimator.costmodel import adapter_layer_adjustment
+    from trainlint.estimator.layer_activations import adapter_layer_adjustment
 
     measured = _calibration("adapter_activations.json")
     everything = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -217,7 +219,7 @@ def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
     static = estimate(_plan(mode="generate", seq_len=128, max_context=256, kv_cache_len=8192)).breakdown.kv_cache.estimate
     assert static == pytest.approx(32 * dynamic)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
          "--activation-checkpointing", "every-4", "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert result.returncode in (0, 1) and any("every 4th layer" in note for note in json.loads(result.stdout)["notes"])
@@ -225,7 +227,7 @@ def test_checkpointing_every_nth_layer_and_a_static_kv_cache():
 
 def test_selective_checkpointing_keeps_what_torch_keeps():
     from trainlint.estimator.architectures import Architecture
-    from trainlint.estimator.costmodel import selective_coefficient
+    from trainlint.estimator.layer_activations import selective_coefficient
 
     measured = _calibration("step_peaks.json")
     config = measured["config"]
@@ -244,7 +246,7 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
     alternate = Plan(model=layer, gradient_checkpointing=True, checkpoint_policy="alternate", dtype="bf16")
     assert selective_coefficient(alternate, shape(layer), 1024) == pytest.approx(measured["kept_per_layer_after_forward"]["alternate"], rel=0.01)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
+        [*TRAINLINT, "estimate", "--model", "llama-3-8b", "--seq-len", "1024",
          "--activation-checkpointing", "alternate", "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert any("torchtitan's op policy" in note for note in json.loads(result.stdout)["notes"])
@@ -253,7 +255,7 @@ def test_selective_checkpointing_keeps_what_torch_keeps():
 def test_autocast_keeps_what_cuda_autocast_keeps():
     """The emulated CUDA autocast counts also hold the cached 16-bit weight casts, a per-layer constant:
     the SDPA rows (whose per-token part does not depend on the length) give it, over two token counts."""
-    from trainlint.estimator.costmodel import autocast_layer_adjustment
+    from trainlint.estimator.layer_activations import autocast_layer_adjustment
 
     measured = _calibration("amp_activations.json")
     (b1, s1), (b2, s2) = measured["shapes"]
@@ -301,7 +303,7 @@ def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds
     generate path (DynamicCache, last position's logits only) for every replayed model. Eager attention on
     the CPU peaks inside the softmax (16-bit scores, an fp32 copy of them, the fp32 output: 10 bytes per head
     and pair of positions); CUDA's half-to-float softmax makes no copy and peaks at the cast back (8)."""
-    from trainlint.estimator.costmodel import inference_layer_coefficient
+    from trainlint.estimator.layer_activations import inference_layer_coefficient
 
     measured = _calibration("inference_peaks.json")
     assert len(measured["rows"]) >= 12
@@ -355,7 +357,7 @@ def test_a_compiled_layer_keeps_what_aotautograds_partitioner_keeps():
     GPT-2 and Phi-2 keep a little more there, never more than eager."""
     import msgspec
 
-    from trainlint.estimator.costmodel import compiled_layer_coefficient
+    from trainlint.estimator.layer_activations import compiled_layer_coefficient
 
     measured = _calibration("compiled_activations.json")
     assert len(measured["rows"]) >= 8
@@ -411,7 +413,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.42 computed every prompt
     position's logits. Unstated, the estimate takes today's behaviour, the high end the old one, and the note
     names --library-version; stated, the version decides both ends."""
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
@@ -422,7 +424,7 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
 
     def run(*extra):
-        done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
+        done = subprocess.run([*TRAINLINT, "estimate", *qlora, *extra], capture_output=True, text=True, check=False)
         return json.loads(done.stdout)
 
     unstated, old, new = run(), run("--library-version", "bitsandbytes=0.41.1"), run("--library-version", "bitsandbytes=0.45.0")
@@ -473,7 +475,7 @@ def test_the_attention_kernel_follows_the_gpu_generation():
     assert math_kernel.plan.attention == "sdpa"  # what was asked; the note says what runs
     with pytest.raises(CannotEstimate, match="8.0 or newer"):
         estimate(replace(plan, attention="flash"), compute_capability="7.0")
-    result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
+    result = subprocess.run([*TRAINLINT, "estimate", "--model", "llama-3-8b", "--gpu", "v100-16gb",
                              "--attention", "flash", "--seq-len", "512"], capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "FlashAttention-2 needs compute capability 8.0" in result.stderr
 
@@ -495,7 +497,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     """Qwen2's (and Phi's, Starcoder2's) attention built a rotary embedding with cos and sin caches for the
     maximum length in every layer until transformers 4.45, Mistral's until 4.42: unknown, the high end counts
     them; a stated version decides."""
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
@@ -512,7 +514,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
 
 
 def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreach_before():
-    from trainlint.estimator.costmodel import settings_for_versions
+    from trainlint.estimator.versions import settings_for_versions
 
     params = parameter_count(LLAMA)
     per_tensor = estimate(_plan(foreach=False)).breakdown.optimizer_step
@@ -553,7 +555,7 @@ def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
 def test_tensor_parallel_generation_splits_weights_and_kv_heads():
     """Megatron's split: each GPU holds 1/N of every layer's heads and MLP, of the embeddings and of the LM head, and
     caches its own KV heads; with fewer KV heads than GPUs each KV head is held by several GPUs (one per GPU)."""
-    from trainlint.estimator.costmodel import inference_layer_coefficient
+    from trainlint.estimator.layer_activations import inference_layer_coefficient
 
     generate = dict(mode="generate", seq_len=1024, max_context=4096, batch_size=4, dtype="bf16")
     whole = estimate(_plan(**generate)).breakdown
@@ -584,7 +586,7 @@ def test_tensor_parallel_generation_splits_weights_and_kv_heads():
 
 def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
     done = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
+        [*TRAINLINT, "estimate", "--model", "llama-3.1-70b", "--mode", "generate", "--seq-len", "4096",
          "--max-context", "8192", "--dtype", "bf16", "--gpu", "a100-80gb", "--tensor-parallel", "4", "--format", "json"],
         capture_output=True, text=True, check=False,
     )

@@ -11,11 +11,14 @@ import pytest
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import GIB, Plan, estimate
+from trainlint.estimator.costmodel import estimate
 from trainlint.estimator.diffusion import pipeline_of, pipeline_params
 from trainlint.estimator.hardware import resolve_target
-from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.plan import Plan
+from trainlint.estimator.reading import read_inputs
 from trainlint.estimator.report import build
+from trainlint.estimator.script_plan import plan_settings
+from trainlint.estimator.units import GIB
 
 DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "data" / "diffusion_pipelines.json").read_text())
 PUBLISHED_DENOISERS = {"sd-1.5": 859_520_964, "sd-2.1": 865_910_724, "sdxl": 2_567_463_684, "sd-3-medium": 2_028_328_000}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import textwrap
+
+from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.config import Config
@@ -79,7 +80,7 @@ def test_a_small_script_model_gets_its_count_and_no_verdict_it_cannot_give(tmp_p
             torch.nn.functional.cross_entropy(model(x), y).backward()
         """
     ), encoding="utf-8")
-    result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "t4"],
+    result = subprocess.run([*TRAINLINT, "estimate", str(script), "--gpu", "t4"],
                             capture_output=True, text=True, check=False)
     assert result.returncode == 2, "activations of a script's own model are not modelled: no verdict"
     assert "Net: 101,770 parameters" in result.stdout and "0.00B" not in result.stdout

@@ -205,7 +205,7 @@ def test_user_code_is_never_imported_or_executed(tmp_path):
         print("torch" in sys.modules, status)
         """
     )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False 1"
 

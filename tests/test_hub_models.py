@@ -8,8 +8,8 @@ import re
 import pytest
 
 from trainlint.estimator.architectures import load_architectures, parameter_count
-from trainlint.estimator.hub_models import hub_architecture, load_hub_models
-from trainlint.estimator.model_configs import resolve_model_name
+from trainlint.estimator.hub_models import load_hub_models
+from trainlint.estimator.model_configs import hub_architecture, resolve_model_name
 
 
 @pytest.fixture(autouse=True)

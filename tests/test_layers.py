@@ -15,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # The estimator's modules that read a script (through trainlint.rules) or a run's configuration file (a torchtune
 # recipe's YAML, into the script reader's inputs); every other one is the
 # memory model, which knows numbers, catalogs and configs, never syntax trees.
-SCRIPT_READER = {"reading", "training_loop", "anchors", "custom_models", "editor", "projected_oom", "torchtune_config"}
+SCRIPT_READER = {
+    "reading", "script_defaults", "script_plan", "training_loop", "anchors", "custom_models", "editor", "projected_oom",
+    "torchtune_config",
+}
 MEMORY_MODEL = sorted(
     path.stem for path in (ROOT / "estimator").glob("*.py") if path.stem not in SCRIPT_READER | {"__init__"}
 )

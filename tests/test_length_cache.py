@@ -9,14 +9,16 @@ from __future__ import annotations
 import json
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import TRAINLINT
 
-from trainlint.estimator import costmodel
+from trainlint.estimator import allocator
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import GIB, Plan, estimate, verdict
+from trainlint.estimator.costmodel import estimate, verdict
+from trainlint.estimator.plan import ZERO, Plan
+from trainlint.estimator.units import GIB
 
 REPLAYS = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "varying_length_peaks.json").read_text())
 
@@ -37,10 +39,10 @@ def _share(row: dict) -> float:
 
 def test_the_cache_share_is_read_from_the_replayed_runs():
     shares = {method: [_share(row) for row in REPLAYS["rows"] if row["method"] == method] for method in ("lora", "full")}
-    expected, high = costmodel._LENGTH_CACHE["adapters"]
+    expected, high = allocator.LENGTH_CACHE["adapters"]
     assert expected == pytest.approx(statistics.median(shares["lora"]), abs=0.005)
     assert high == pytest.approx(max(shares["lora"]), abs=0.005)
-    expected, high = costmodel._LENGTH_CACHE["full"]
+    expected, high = allocator.LENGTH_CACHE["full"]
     assert expected == pytest.approx(statistics.median(shares["full"]), abs=0.005)
     assert high == pytest.approx(max(shares["lora"] + shares["full"]), abs=0.005)
 
@@ -59,7 +61,7 @@ def test_varying_lengths_reserve_a_share_of_the_activations_and_loss_beyond_the_
     assert following_length > 0.5 * GIB
     assert varying.allocated == fixed.allocated
     # reserved over allocated is the replays' share of them, in place of one shape's fragmentation
-    share = costmodel._LENGTH_CACHE["adapters"][0]
+    share = allocator.LENGTH_CACHE["adapters"][0]
     assert varying.reserved.estimate == pytest.approx(fixed.allocated.estimate + share * following_length)
     assert varying.cached.estimate == pytest.approx(varying.reserved.estimate - fixed.reserved.estimate)
     assert varying.cached.estimate > 0
@@ -67,7 +69,7 @@ def test_varying_lengths_reserve_a_share_of_the_activations_and_loss_beyond_the_
     # what must fit is the same: the allocator frees those segments before it fails a request
     assert varying.needed.estimate == pytest.approx(fixed.process.estimate)
     assert varying.needed.high == pytest.approx(fixed.process.high)
-    assert fixed.cached == costmodel.ZERO
+    assert fixed.cached == ZERO
     # the low end: a run whose longest batch comes first reuses its segments
     assert varying.reserved.low == fixed.reserved.low and varying.cached.low == 0
 
@@ -75,8 +77,8 @@ def test_varying_lengths_reserve_a_share_of_the_activations_and_loss_beyond_the_
 def test_full_training_keeps_its_own_share_cached():
     full = estimate(_plan(lora_rank=None, lengths_vary=True))
     parts = full.breakdown
-    share = costmodel._LENGTH_CACHE["full"][0]
-    assert share < costmodel._LENGTH_CACHE["adapters"][0]
+    share = allocator.LENGTH_CACHE["full"][0]
+    assert share < allocator.LENGTH_CACHE["adapters"][0]
     expected = max(full.allocated.estimate + share * (parts.activations.estimate + parts.logits.estimate),
                    full.reserved.estimate - full.cached.estimate)
     assert full.reserved.estimate == pytest.approx(expected)
@@ -104,13 +106,13 @@ def test_unknown_lengths_widen_only_the_high_end_and_never_the_verdict():
 
 def test_inference_keeps_no_length_cache():
     result = estimate(_plan(mode="infer", lora_rank=None, gradient_checkpointing=False, grad_accum=1, lengths_vary=True))
-    assert result.cached == costmodel.ZERO
+    assert result.cached == ZERO
 
 
 def test_the_cli_takes_whether_lengths_vary():
     def report(*flags: str) -> dict:
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", "--model", "qwen2.5-1.5b", "--dtype", "bf16", "--seq-len", "2048",
+            [*TRAINLINT, "estimate", "--model", "qwen2.5-1.5b", "--dtype", "bf16", "--seq-len", "2048",
              "--lora-rank", "8", "--gradient-checkpointing", "--format", "json", *flags],
             capture_output=True, text=True, check=False,
         )

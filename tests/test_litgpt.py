@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.estimator import costmodel
+from trainlint.estimator import allocator
+from trainlint.estimator.allocator import block_overhead
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
-from trainlint.estimator.costmodel import GIB, Plan, block_overhead, estimate
+from trainlint.estimator.costmodel import estimate
 from trainlint.estimator.hardware import resolve_target
 from trainlint.estimator.litgpt import architecture_for_litgpt_name, layer_coefficient, litgpt_architecture
 from trainlint.estimator.model_configs import architecture_from_config
-from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.plan import Plan
+from trainlint.estimator.reading import read_inputs
+from trainlint.estimator.script_plan import plan_settings
+from trainlint.estimator.units import GIB
 
 CALIBRATION = Path(__file__).resolve().parent.parent / "estimator" / "calibration"
 ACTIVATIONS = json.loads((CALIBRATION / "litgpt_activations.json").read_text())
@@ -165,10 +169,10 @@ def test_the_fragmentation_interval_is_read_from_the_replayed_runs():
     ratios += [row["replayed"]["reserved"] / row["replayed"]["allocated"] - 1 for row in PEAKS["rows"]]
     fixed = [row["reserved"] / row["allocated"] - 1 for row in REPLAYS["rows"] if isinstance(row["seq"], int)]
     fixed += [row["replayed"]["reserved"] / row["replayed"]["allocated"] - 1 for row in PEAKS["rows"]]
-    low, expected, high = costmodel._FRAGMENTATION
+    low, expected, high = allocator.FRAGMENTATION
     assert low == pytest.approx(min(fixed), abs=0.001)
     assert expected == pytest.approx(statistics.median(ratios), abs=0.001)
     assert high == pytest.approx(max(ratios), abs=0.001)
     over_live = [row["allocated"] / row["live"] - 1 for row in REPLAYS["rows"]]
     over_live += [row["replayed"]["allocated"] / row["replayed"]["live"] - 1 for row in PEAKS["rows"]]
-    assert costmodel._BLOCKS_OVER_LIVE == pytest.approx(max(over_live), abs=0.0001)
+    assert allocator.BLOCKS_OVER_LIVE == pytest.approx(max(over_live), abs=0.0001)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.estimator.architectures import parameter_count
 from trainlint.estimator.model_configs import UnsupportedConfig, architecture_from_config, resolve_model_name
@@ -74,7 +74,7 @@ def test_the_cli_takes_a_config_file_or_a_model_folder(tmp_path):
     (folder / "config.json").write_text(json.dumps(COUNTS["configs"]["qwen2.5-7b"]["config"]), encoding="utf-8")
     for given in (str(folder), str(folder / "config.json")):
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", "--model", given, "--seq-len", "1024", "--format", "json"],
+            [*TRAINLINT, "estimate", "--model", given, "--seq-len", "1024", "--format", "json"],
             capture_output=True, text=True, check=False,
         )
         assert result.returncode in (0, 1), result.stderr
@@ -87,7 +87,8 @@ def test_a_script_may_name_a_model_folder_only_inside_its_workspace(tmp_path):
     from trainlint.analysis.module import ModuleAnalysis
     from trainlint.analysis.workspace import Workspace
     from trainlint.estimator.custom_models import resolve_model
-    from trainlint.estimator.reading import plan_settings, read_inputs
+    from trainlint.estimator.reading import read_inputs
+    from trainlint.estimator.script_plan import plan_settings
 
     project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
     for folder in (project / "checkpoints" / "run1", elsewhere / "model"):

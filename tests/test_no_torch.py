@@ -48,6 +48,6 @@ def test_server_estimator_and_notebooks_run_without_importing_torch(tmp_path):
         print("torch" in sys.modules, status in (0, 1))
         """
     )
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False True"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.notebooks import Notebook
 
@@ -37,7 +37,7 @@ OUTPUT = {"name": "stdout", "output_type": "stream", "text": ["CPU times: 1 s â€
 
 
 def _check(path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "trainlint", "check", str(path), *args], capture_output=True, text=True, check=False)
+    return subprocess.run([*TRAINLINT, "check", str(path), *args], capture_output=True, text=True, check=False)
 
 
 def test_cells_are_one_program_and_findings_say_which_cell(tmp_path):

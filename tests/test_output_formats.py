@@ -109,7 +109,7 @@ class TestJsonSchema:
         from trainlint.output.json_format import schema
 
         assert json.loads(self.SCHEMA.read_text(encoding="utf-8")) == schema(), (
-            "regenerate it: .venv/bin/python -m trainlint.output.json_format > docs/schema/check-output-v1.json"
+            "regenerate it: .venv/bin/python -P -m trainlint.output.json_format > docs/schema/check-output-v1.json"
         )
 
     def test_real_reports_are_valid(self, validator, tmp_path, monkeypatch, capsys):

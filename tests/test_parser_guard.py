@@ -5,11 +5,11 @@ such statements from it. Syntax errors name file lines, not the statement's."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import libcst as cst
 import pytest
+from cli_process import TRAINLINT
 from test_engine import RETAINED
 
 from trainlint.analysis.chunking import split_statements
@@ -39,7 +39,7 @@ def test_hostile_nesting_gets_a_finding_and_the_rest_is_checked(tmp_path):
     for index, statement in enumerate(HOSTILE.values()):
         (tmp_path / f"case_{index}.py").write_text(statement + RETAINED)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "check", "--jobs", "1", "--format", "json", str(tmp_path)],
+        [*TRAINLINT, "check", "--jobs", "1", "--format", "json", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 1, result.stderr[-2000:]
@@ -113,7 +113,7 @@ def test_fix_never_hands_the_parser_a_hostile_file(tmp_path):
     text = HOSTILE["subscripts"] + RETAINED
     path.write_text(text)
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "check", "--fix", str(path)], capture_output=True, text=True, timeout=120,
+        [*TRAINLINT, "check", "--fix", str(path)], capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert path.read_text() == text  # the fixed text could not be checked to parse, so nothing is written

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainlint.estimator.accuracy import METHODS, SPLITS, published_results, source_group, split_of, summarise
-from trainlint.estimator.costmodel import Interval
+from trainlint.estimator.plan import Interval
 
 DATA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "published_peaks.json").read_text())
 ROWS = DATA["rows"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 
+from cli_process import TRAINLINT
+
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.estimator.reading import plan_settings, read_inputs
+from trainlint.estimator.reading import read_inputs
+from trainlint.estimator.script_plan import plan_settings
 
 QLORA = textwrap.dedent(
     """\
@@ -103,7 +105,8 @@ def test_a_trainer_frees_each_steps_graph_and_a_hand_written_loop_is_left_unknow
     assert "previous_graph_alive" not in _read(by_hand).found()
 
     from trainlint.estimator.architectures import find_architecture
-    from trainlint.estimator.costmodel import Plan, estimate
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
 
     def high_end(text: str) -> float:
         settings = plan_settings(_read(text), {}).settings
@@ -176,7 +179,7 @@ def test_the_cli_estimates_a_script(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(QLORA, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "rtx-4090", "--format", "json"],
+        [*TRAINLINT, "estimate", str(script), "--gpu", "rtx-4090", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
     assert result.returncode in (0, 1), result.stderr
@@ -187,7 +190,7 @@ def test_the_cli_estimates_a_script(tmp_path):
     unknown = tmp_path / "custom.py"
     unknown.write_text("import torch.nn as nn\n\nclass Net(nn.Module):\n    pass\n\nmodel = Net()\n", encoding="utf-8")
     refused = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", str(unknown), "--format", "json"], capture_output=True, text=True, check=False,
+        [*TRAINLINT, "estimate", str(unknown), "--format", "json"], capture_output=True, text=True, check=False,
     )
     assert refused.returncode == 2 and json.loads(refused.stdout)["verdict"] == "unknown"
 
@@ -278,7 +281,7 @@ def test_a_huge_or_deeply_nested_deepspeed_config_is_unknown_and_tl601_still_run
         found = read_inputs(ModuleAnalysis(path.read_text(), str(path))).found()
         assert "sharding" not in found
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "check", "--target-gpu", "t4", "--format", "json", str(path)],
+            [*TRAINLINT, "check", "--target-gpu", "t4", "--format", "json", str(path)],
             capture_output=True, text=True, check=False,
         )
         assert "Traceback" not in result.stderr
@@ -311,7 +314,7 @@ def test_absurd_numbers_in_a_script_are_unknown(tmp_path):
         found = read_inputs(ModuleAnalysis(script.read_text(), str(script))).found()
         assert "batch_size" not in found, literal[:20]
         estimate = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", str(script), "--format", "json"],
+            [*TRAINLINT, "estimate", str(script), "--format", "json"],
             capture_output=True, text=True, check=False, timeout=60,
         )
         assert estimate.returncode in (0, 1) and "Traceback" not in estimate.stderr, (literal, estimate.stderr)
@@ -319,7 +322,7 @@ def test_absurd_numbers_in_a_script_are_unknown(tmp_path):
         assert report["inputs"]["batch_size"]["source"] == "assumed"
         assert any("not a usable size" in note for note in report["notes"]), (literal, report["notes"])
         check = subprocess.run(
-            [sys.executable, "-m", "trainlint", "check", "--target-gpu", "t4", "--format", "json", str(script)],
+            [*TRAINLINT, "check", "--target-gpu", "t4", "--format", "json", str(script)],
             capture_output=True, text=True, check=False, timeout=60,
         )
         assert "Traceback" not in check.stderr and "internal error" not in check.stdout, (literal, check.stdout, check.stderr)
@@ -348,7 +351,8 @@ def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read(
 
 def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
     from trainlint.estimator.architectures import find_architecture
-    from trainlint.estimator.costmodel import Plan, estimate
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
 
     script = QLORA.replace("model.gradient_checkpointing_enable()", "model = prepare_model_for_kbit_training(model)")
     found = _read(script).found()
@@ -500,7 +504,7 @@ def test_the_cli_takes_compile_and_a_compiled_step_keeps_less(tmp_path):
 
     def activations(*flags: str):
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", str(script), "--model", "gpt2", "--seq-len", "1024", "--format", "json", *flags],
+            [*TRAINLINT, "estimate", str(script), "--model", "gpt2", "--seq-len", "1024", "--format", "json", *flags],
             capture_output=True, text=True, check=False,
         )
         report = json.loads(result.stdout)
@@ -583,7 +587,7 @@ def test_the_cli_takes_the_fsdp_mixed_precision_dtype(tmp_path):
 
     def weights(*flags: str):
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "8xa100-80gb", "--seq-len", "2048",
+            [*TRAINLINT, "estimate", str(script), "--gpu", "8xa100-80gb", "--seq-len", "2048",
              "--format", "json", *flags], capture_output=True, text=True, check=False,
         )
         report = json.loads(result.stdout)
@@ -622,7 +626,7 @@ def test_a_pipeline_component_loaded_as_none_is_left_out(tmp_path):
 
     def weights(text: str, *flags: str) -> float:
         script.write_text(text, encoding="utf-8")
-        result = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(script), "--gpu", "a100-80gb", "--format", "json", *flags],
+        result = subprocess.run([*TRAINLINT, "estimate", str(script), "--gpu", "a100-80gb", "--format", "json", *flags],
                                 capture_output=True, text=True, check=False)
         return json.loads(result.stdout)["breakdown"]["weights"]
 
@@ -738,7 +742,7 @@ def test_torchtune_features_behind_the_recipes_config_are_not_counted_but_named(
 def test_the_cli_takes_the_optimizer_in_the_backward_and_activation_offloading():
     def breakdown(*flags: str) -> dict:
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", "--model", "llama-3.2-1b", "--dtype", "bf16", "--seq-len", "2048",
+            [*TRAINLINT, "estimate", "--model", "llama-3.2-1b", "--dtype", "bf16", "--seq-len", "2048",
              "--batch-size", "4", "--gradient-checkpointing", "--format", "json", *flags], capture_output=True, text=True, check=False,
         )
         report = json.loads(result.stdout)

@@ -9,7 +9,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 def test_readme_rule_table_matches_the_rules():
     text = README.read_text(encoding="utf-8")
     assert BEGIN in text and END in text
-    assert replace_table(text) == text, "README.md's rule table is stale: run `python -m trainlint.rule_table --write`"
+    assert replace_table(text) == text, "README.md's rule table is stale: run `.venv/bin/python -P -m trainlint.rule_table --write`"
 
 
 def test_readme_speed_claim_is_the_measured_one():

@@ -5,16 +5,15 @@ push-only client shaped like Helix)."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import pytest_lsp
+from cli_process import SERVER
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-SERVER = [sys.executable, "-m", "trainlint", "server"]
 # One server per client preset serves all of this module's tests: they must run on its loop.
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

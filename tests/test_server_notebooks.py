@@ -4,14 +4,13 @@ diagnostics come per cell, cells that leave are cleared, and quick fixes work in
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import pytest
 import pytest_lsp
+from cli_process import SERVER
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-SERVER = [sys.executable, "-m", "trainlint", "server"]
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 SETUP = "import torch\nimport torch.nn as nn\nmodel = nn.Linear(10, 2)\ncriterion = nn.CrossEntropyLoss()\nhistory = []\n"

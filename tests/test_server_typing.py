@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 import pytest_lsp
+from cli_process import SERVER
 from lsp_pipe import RawServer, diagnostics_of, shown
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -36,7 +37,6 @@ from trainlint.analysis.engine import analyze_source
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "buggy" / "ddp_train.py"
 NVIM_SCRIPT = Path(__file__).resolve().parent / "nvim" / "typing_while_held.lua"
-SERVER = [sys.executable, "-m", "trainlint", "server"]
 SERVER_CANCELLED = -32802
 GATE_RULE = textwrap.dedent('''\
     """Holds every analysis while a file named GATE lies beside this one (HELD says one is held)."""

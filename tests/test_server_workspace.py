@@ -4,16 +4,15 @@ for closed documents, cancelled requests, a 20,000-line document, malformed sett
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 
 import pytest
 import pytest_lsp
+from cli_process import SERVER
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_server import BUGGY, FINDING_LINE
 
-SERVER = [sys.executable, "-m", "trainlint", "server"]
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 

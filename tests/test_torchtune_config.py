@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
 
 import pytest
+from cli_process import TRAINLINT
 
-from trainlint.estimator.reading import plan_settings
+from trainlint.estimator.script_plan import plan_settings
 from trainlint.estimator.torchtune_config import NotAConfig, parse, read_config
 
 # The shape of torchtune's single-device LoRA configurations (model builder, tokenizer, dataset, optimizer, loss,
@@ -140,7 +140,7 @@ def test_the_cli_estimates_a_torchtune_configuration(tmp_path):
     config = tmp_path / "8B_qlora_single_device.yaml"
     config.write_text(LORA_SINGLE_DEVICE.replace("lora_llama3_1_8b", "qlora_llama3_1_8b"), encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "trainlint", "estimate", str(config), "--gpu", "rtx-4090", "--format", "json"],
+        [*TRAINLINT, "estimate", str(config), "--gpu", "rtx-4090", "--format", "json"],
         capture_output=True, text=True, check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -150,6 +150,6 @@ def test_the_cli_estimates_a_torchtune_configuration(tmp_path):
     assert report["inputs"]["gradient_checkpointing"]["source"] == "line 46: `enable_activation_checkpointing: True`"
     workflow = tmp_path / "ci.yml"
     workflow.write_text("name: CI\njobs:\n  test:\n    runs-on: ubuntu-latest\n", encoding="utf-8")
-    refused = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(workflow)], capture_output=True, text=True, check=False)
+    refused = subprocess.run([*TRAINLINT, "estimate", str(workflow)], capture_output=True, text=True, check=False)
     assert refused.returncode == 2 and "not a torchtune configuration" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import textwrap
+
+from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.reading import read_inputs
@@ -212,7 +213,7 @@ def test_the_dreambooth_estimate_does_not_move_with_the_sampling_batch(tmp_path)
             encoding="utf-8",
         )
         result = subprocess.run(
-            [sys.executable, "-m", "trainlint", "estimate", str(script), "--model", "stabilityai/stable-diffusion-xl-base-1.0",
+            [*TRAINLINT, "estimate", str(script), "--model", "stabilityai/stable-diffusion-xl-base-1.0",
              "--gpu", "a100-80gb", "--format", "json"],
             capture_output=True, text=True, check=False,
         )

@@ -7,5 +7,5 @@ from trainlint.estimator.accuracy import DOCS, rewrite
 
 def test_the_accuracy_tables_match_the_data():
     text = DOCS.read_text(encoding="utf-8")
-    assert rewrite(text) == text, "run `python -m trainlint.estimator.accuracy --write`"
+    assert rewrite(text) == text, "run `.venv/bin/python -P -m trainlint.estimator.accuracy --write`"
     assert "| exact |" in text

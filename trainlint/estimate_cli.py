@@ -14,7 +14,7 @@ DEFAULT_GPU = "h100-sxm"
 
 
 def add_parsers(commands, positive_int, comma_list) -> None:
-    from trainlint.estimator.costmodel import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
+    from trainlint.estimator.plan import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
     estimate.add_argument(
@@ -101,11 +101,12 @@ def add_parsers(commands, positive_int, comma_list) -> None:
 
 
 def run_estimate(args: argparse.Namespace) -> int:
-    from trainlint.estimator.costmodel import CannotEstimate, Plan
     from trainlint.estimator.custom_models import resolve_model
     from trainlint.estimator.hardware import UnknownTarget, resolve_target
-    from trainlint.estimator.reading import PIPELINE_COMPONENTS, plan_settings
+    from trainlint.estimator.plan import CannotEstimate, Plan
+    from trainlint.estimator.reading import PIPELINE_COMPONENTS
     from trainlint.estimator.report import build, to_json, to_text
+    from trainlint.estimator.script_plan import plan_settings
 
     if args.list_models is not None:
         return _list_models(args.list_models)
@@ -150,7 +151,7 @@ def run_estimate(args: argparse.Namespace) -> int:
     settings["gpus"] = target.count
     inputs, notes = _with_devices(args, target, planned.inputs, planned.notes)
     if args.library_version:
-        from trainlint.estimator.costmodel import settings_for_versions
+        from trainlint.estimator.versions import settings_for_versions
 
         versions = dict(args.library_version)
         try:

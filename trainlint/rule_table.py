@@ -1,6 +1,6 @@
 """The README's rule table, generated from rule metadata so it cannot drift from the code.
 
-Regenerate with ``python -m trainlint.rule_table --write``; a test fails when README.md is stale.
+Regenerate with ``python -P -m trainlint.rule_table --write``; a test fails when README.md is stale.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Same method as ``activations.py`` (FakeTensorMode, saved-tensor hooks, unique st
 of three layers), with the model's parameters frozen and ``peft.get_peft_model`` applied for each
 target set. A frozen linear does not keep its input (only its weight's gradient needs it), nor does
 a frozen norm weight keep the normalised tensor; an adapter keeps its own input (a dropout copy and
-mask when ``lora_dropout`` > 0). ``costmodel.frozen_layer_coefficient`` derives that accounting
+mask when ``lora_dropout`` > 0). ``layer_activations.adapter_layer_adjustment`` derives that accounting
 from the config; this script checks it. Runs in the calibration venv (torch, transformers, peft):
 
     python adapter_activations.py OUT.json

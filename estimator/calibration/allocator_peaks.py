@@ -5,7 +5,7 @@ does, from the model's creation on (fixed shapes, or batches of varying length),
 the allocator's rules. Recorded per case: the peak of live bytes, of allocated blocks
 (``max_memory_allocated``) and of reserved segments (``max_memory_reserved``), and the bytes of the
 model states (weights, gradients, optimizer state) at the end. The cost model's fragmentation term
-(``costmodel._FRAGMENTATION``) is read from these: reserved minus allocated, against what is not a
+(``allocator.FRAGMENTATION``) is read from these: reserved minus allocated, against what is not a
 model state (activations, the loss, the step's temporaries), over these cases and LitGPT's
 (``litgpt_peaks.json``). Training cases run two iterations (the optimizer's state appears at the first
 step), accumulating gradients where the case says so.

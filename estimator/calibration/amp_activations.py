@@ -7,7 +7,7 @@ cast is cached, as autocast caches casts of leaf tensors that require grad; an a
 again at every op), and the ops on CUDA's fp32 list (softmax, log_softmax, layer_norm, pow, rsqrt,
 exp, sum, cross_entropy, ...) take fp32. The model keeps fp32 weights, as under AMP. Then the same
 saved-tensor count as ``activations.py`` (the second of three layers).
-``costmodel.autocast_layer_adjustment`` derives the difference from the config; this checks it.
+``layer_activations.autocast_layer_adjustment`` derives the difference from the config; this checks it.
 
     python amp_activations.py OUT.json
 """

@@ -22,8 +22,10 @@ import sys
 from pathlib import Path
 
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import GIB, CannotEstimate, Estimate, Interval, Plan, estimate
+from trainlint.estimator.costmodel import estimate
 from trainlint.estimator.hardware import find_gpu
+from trainlint.estimator.plan import CannotEstimate, Estimate, Interval, Plan
+from trainlint.estimator.units import GIB
 
 PEAKS = ("allocated", "reserved", "process")
 

@@ -6,7 +6,7 @@ the last position only), then takes one decoding step. ``allocator_replay.Record
 allocation and release; the peak of live bytes during the prompt's forward, minus the weights and the KV cache
 it leaves behind (complete by the last layer, where every layer's working memory is the same), is the
 prefill's working memory, reported per token and hidden unit beside the model's widths. The cost model's
-inference term (``costmodel.inference_layer_coefficient``) is checked against these rows
+inference term (``layer_activations.inference_layer_coefficient``) is checked against these rows
 (``tests/test_costmodel.py``).
 
 Runs in the calibration venv (torch, transformers):

@@ -1,0 +1,221 @@
+"""What one transformer layer keeps for its backward (or holds at its forward's peak), in bytes per token
+and hidden unit of 2-byte activations: the formula, and the adjustments for autocast, LoRA adapters,
+selective checkpointing, torch.compile and inference. costmodel.py scales them by tokens, width and dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .architectures import LM_HEAD_NAMES, Shape
+from .plan import Plan
+
+# Model types whose MLP activation is transformers' `gelu_new` (measured for gpt2 and phi).
+_PYTHON_GELU_FAMILIES = frozenset({"gpt2", "phi", "gptj"})
+# Model types whose eager attention takes the softmax in the activation dtype (measured: gpt2, BERT-likes);
+# the others upcast to fp32 and keep both.
+_HALF_SOFTMAX_FAMILIES = frozenset({"gpt2", "bert", "roberta", "distilbert"})
+
+
+def kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
+    """The KV heads each GPU caches: its share under tensor parallelism, at least one (a KV head serves the query
+    heads of several GPUs where there are fewer KV heads than GPUs, and each of them holds it)."""
+    return max(1, math.ceil(geometry.kv_heads / plan.tensor_parallel))
+
+
+# Norm families that multiply by their weight in fp32 (Gemma's `x * (1 + w.float())`): a frozen weight
+# spares 4 bytes; the others 2 (the normalised tensor in the activation dtype). LayerNorm's backward
+# recomputes from its input and keeps the same tensors either way.
+_FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
+
+
+def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
+    beyond what it keeps in pure 16 bits.
+
+    The residual stream stays fp32 (the embeddings are fp32), so each norm keeps a 4-byte tensor where
+    pure 16 bits keeps 2 (Gemma's norms compute in fp32 either way); every linear casts its fp32 input
+    anew (autocast caches only parameter casts), so q, k and v, and gate and up, each keep their own
+    16-bit copy; `pow` is on autocast's fp32 list, so a Python tanh-GELU runs in fp32 (6 more bytes per
+    FFN element); softmax is too, so eager attention in the families that take it in 16 bits keeps the
+    fp32 probabilities and their 16-bit cast (4 more bytes per score). Checked against an emulation of
+    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py)."""
+    arch = plan.model
+    hidden = geometry.hidden
+    extra = 0.0
+    if arch is not None and arch.family not in _FP32_NORM_FAMILIES:
+        extra += 2.0 * arch.norms_per_layer
+    dims = geometry.lora_dims
+    if "qkv_proj" not in dims:  # three projections of one fp32 input
+        extra += 4.0
+    if "gate_proj" in dims:
+        extra += 2.0
+    if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
+        extra += 6.0 * geometry.intermediate / hidden
+    if plan.attention == "eager" and arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES:
+        extra += 4.0 * geometry.heads * seq / hidden
+    return extra
+
+
+def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
+    """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
+    in one layer, minus what the same layer keeps when trained in full.
+
+    A frozen linear keeps no input (only its weight's gradient needs it): the attention input, the MLP
+    input and the down projection's input go; a frozen RMSNorm weight (the query/key norms too) spares
+    the normalised tensor. Each
+    adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
+    with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
+    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
+    assert plan.lora_rank is not None, "a plan with LoRA adapters"
+    arch = plan.model
+    hidden = geometry.hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1)
+    norm_saving = 0.0
+    if arch is not None and arch.norm == "rms":
+        per_element = 4.0 if arch.family in _FP32_NORM_FAMILIES else 2.0
+        norm_saving = per_element * arch.norms_per_layer
+        if arch.qk_norm:  # the query and key norms, heads x head_dim wide
+            norm_saving += per_element * (geometry.heads + geometry.kv_heads) * geometry.head_dim / hidden
+    # bitsandbytes' 4-bit matmul kept its input for the backward whether or not the weight needs a gradient
+    # (MatMul4Bit stored (A, B) in ctx.tensors) until 0.43.2, which keeps only B: then no linear input is spared.
+    saving = norm_saving + (0.0 if keeps_quantised_inputs else 2.0 + 2.0 + 2.0 * ffn / hidden)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    kept = 0.0
+    for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # not a layer's: _head_adapter_kept
+        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
+        kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
+    return kept - saving
+
+
+def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a checkpointed layer keeps when the policy
+    saves matmul and attention outputs (torch's selective checkpointing) and recomputes the rest: the layer
+    input, the attention output and the matmuls' outputs in the order a layer runs them (q, k, v or a fused
+    qkv, the output projection, gate and up or a fused gate_up or the first projection, down). "selective"
+    keeps every one; "alternate" (torchtitan's op policy) every other, the first, third, ... of each layer.
+    Measured under FakeTensorMode for a Llama layer: 25.03 against 25, and 15.53 against 15.5
+    (calibration/step_peaks.py)."""
+    hidden = geometry.hidden
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    dims = geometry.lora_dims
+    matmuls = [2.0 * width + 4.0 * kv_width] if "qkv_proj" in dims else [2.0 * width, 2.0 * kv_width, 2.0 * kv_width]
+    matmuls.append(2.0)  # the output projection
+    if "gate_up_proj" in dims:
+        matmuls.append(4.0 * ffn)
+    elif "gate_proj" in dims:
+        matmuls += [2.0 * ffn, 2.0 * ffn]
+    else:
+        matmuls.append(2.0 * ffn)
+    matmuls.append(2.0)  # the down projection
+    kept = matmuls[::2] if plan.checkpoint_policy == "alternate" else matmuls
+    attention = 2.0 * width  # the attention kernel's output
+    if plan.attention == "eager":
+        attention += 2.0 * geometry.heads * seq / hidden  # the scores are a matmul output too
+    return 2.0 + attention + sum(kept)
+
+
+def compiled_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a layer keeps for its backward under torch.compile:
+    AOTAutograd's default partitioner (min_cut_rematerialization_partition, Inductor's) keeps what the matmuls
+    and the attention kernel need and recomputes the pointwise work between them (the norms' fp32 copies,
+    activation functions, casts) from it.
+
+    Kept: the layer's input, each norm's output and its fp32 statistics; q and k after RoPE, v,
+    the attention output and the kernel's fp32 log-sum-exp; in a sequential block the attention's output
+    projection (the residual the second norm reads); with query/key norms the projections' outputs they read;
+    with a fused qkv projection and RoPE the projection's whole output (v is a view of it); the MLP's matmul
+    outputs and, gated, their product (the down projection's input). Eager attention keeps its probabilities.
+    For six gated decoders this equals the replay to 0.01 bytes; GPT-2 and Phi-2 keep 7-11 % more there
+    (transposed copies of Conv1D inputs, partial RoPE's concatenation), still far below eager
+    (calibration/compiled_activations.py). Thunder's rematerialisation is taken alike (not replayed)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    width = geometry.heads * geometry.head_dim / hidden
+    kv_width = geometry.kv_heads * geometry.head_dim / hidden
+    norms = arch.norms_per_layer if arch is not None else 2
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    rope = arch is None or not arch.learned_positions
+    statistics = 8.0 if arch is not None and arch.norm == "layernorm" else 4.0  # fp32 per token: rstd (and mean)
+    kept = 2.0 + (2.0 + statistics / hidden) * norms
+    kept += 2.0 * width + 4.0 * kv_width + 2.0 * width + 4.0 * geometry.heads / hidden
+    if norms != 1:
+        kept += 2.0
+    if arch is not None and arch.qk_norm:
+        kept += 2.0 * width + 2.0 * kv_width + statistics * (geometry.heads + geometry.kv_heads) / hidden
+    if "qkv_proj" in geometry.lora_dims and rope:
+        kept += 2.0 * width + 2.0 * kv_width
+    kept += (6.0 if gated else 4.0) * ffn
+    if plan.attention == "eager":
+        kept += 2.0 * geometry.heads * seq / hidden
+    return kept
+
+
+def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) alive at the peak of one layer's forward when
+    nothing is kept for a backward (inference, a generation's prompt), beyond the weights and the KV cache.
+
+    Alive through the layer: the embeddings' output (the model's forward keeps its name), the layer's input
+    (the caller's loop variable) and, in a sequential block, the residual after attention; RoPE's cos and sin
+    for the whole forward. The layer's peak is the larger of its two halves. The MLP: its normed input and,
+    gated, act(gate), up and their product (three FFN-wide tensors; the gate's own output is freed once the
+    activation returns), plain, the first projection's output and its activation, a GELU written out in
+    Python four FFN-wide temporaries; a parallel block (one shared norm) keeps the attention's output beside
+    it. Attention: its normed input, q, k and v, and RoPE's temporaries on q; eager attention adds the scores,
+    8 bytes per head and pair of positions (16-bit scores, fp32 softmax and its 16-bit cast) or 4 in the
+    families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
+    forward (calibration/inference_peaks.py)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    degree = plan.tensor_parallel  # a GPU computes its share of the heads and of the MLP; hidden-wide tensors are whole
+    width = geometry.heads * geometry.head_dim / hidden / degree
+    kv_width = (kv_heads_per_gpu(plan, geometry) if degree > 1 else geometry.kv_heads) * geometry.head_dim / hidden
+    ffn = geometry.intermediate / hidden / degree  # an MoE layer runs one expert at a time
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
+    parallel = arch is not None and arch.norms_per_layer == 1
+    held = 4.0 if parallel else 6.0  # a parallel block's residual is its input
+    if arch is not None and arch.learned_positions:
+        held += 2.0  # the position embeddings' output, kept by name beside the token embeddings'
+    rope = 4.0 * geometry.head_dim / hidden if arch is not None and not arch.learned_positions else 0.0
+    mlp = 2.0 + (6.0 if gated else 8.0 if python_gelu else 4.0) * ffn + (2.0 * width if parallel else 0.0)
+    if geometry.experts:
+        mlp += 2.0  # the routed tokens' output, accumulated expert by expert
+    attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
+    if plan.attention == "eager":
+        half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
+        attention += (4.0 if half_softmax else 8.0) * geometry.heads / degree * seq / hidden
+    return held + rope + max(mlp, attention)
+
+
+def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes kept per token and hidden unit by one layer, for 2-byte activations (the formula)."""
+    hidden = geometry.hidden
+    arch = plan.model
+    ffn = geometry.intermediate * (geometry.experts_active or 1)
+    # A gated (SwiGLU) MLP keeps the gate and up outputs, the activation and their product: 4 tensors of the
+    # FFN width; a plain one keeps the first projection's output and the activation: 2.
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    # The tanh GELU these families use is written out in Python: it keeps 5 tensors of the FFN width.
+    python_gelu = arch is not None and arch.family in _PYTHON_GELU_FAMILIES
+    mlp = 2.0 + (8.0 if gated else 10.0 if python_gelu else 4.0) * ffn / hidden
+    # Attention tensors are heads x head_dim wide, which is not always the hidden size (Qwen3, Gemma).
+    width = geometry.heads * geometry.head_dim / hidden
+    attention = 2.0 + 8.0 * width
+    # RMSNorm as transformers writes it keeps an fp32 copy of its input besides the 2-byte output.
+    norm_bytes = 6.0 if arch is not None and arch.norm == "rms" else 2.0
+    norms = norm_bytes * (arch.norms_per_layer if arch is not None else 2)
+    if arch is not None and arch.qk_norm:
+        norms += 2 * norm_bytes * width / 2
+    # Dropout adds a 1-byte mask after attention and after the MLP, and keeps the scores' mask and output.
+    # Unknown dropout: halfway.
+    masks, score_bytes = {True: (2.0, 5.0), False: (0.0, 2.0), None: (1.0, 3.5)}[plan.dropout]
+    if arch is not None and arch.family not in _HALF_SOFTMAX_FAMILIES:
+        score_bytes += 4.0  # softmax taken in fp32: its fp32 output is kept beside the 2-byte copy
+    scores = score_bytes * geometry.heads * seq / hidden if plan.attention == "eager" else 0.0
+    return attention + norms + mlp + masks + scores

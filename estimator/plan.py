@@ -1,0 +1,282 @@
+"""A configuration to estimate (``Plan``), the choices it is made of, and what an estimate is made of:
+intervals of bytes (low, estimate, high), a breakdown of them by term, the three peaks.
+
+The cost model (costmodel.py) turns a plan into an estimate; the readers of scripts, configurations and
+the command line build plans, and the reports read estimates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .architectures import Architecture, shape
+
+DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
+OPTIMIZERS = (
+    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "adafactor", "lion", "rmsprop", "adagrad",
+)
+QUANTS = ("nf4", "nf4-dq", "int8")
+ATTENTIONS = ("eager", "sdpa", "flash")
+MODES = ("train", "infer", "generate")
+SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
+OFFLOADS = ("optimizer", "params")
+HEADS = ("lm", "classifier")
+LOSSES = ("standard", "chunked")
+CHECKPOINT_POLICIES = ("full", "selective", "alternate")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast")
+
+# bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
+PRECISION = {
+    "fp32": (4, 4, 4, 0),
+    "amp-fp16": (4, 4, 2, 2),
+    "amp-bf16": (4, 4, 2, 2),
+    "fp16": (2, 2, 2, 0),
+    "bf16": (2, 2, 2, 0),
+}
+# Optimizer state per trainable parameter: (number of states kept in the parameter's dtype, fixed bytes).
+# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each.
+OPTIMIZER_STATE = {
+    "sgd": (0, 0.0), "sgd-momentum": (1, 0.0), "adam": (2, 0.0), "adamw": (2, 0.0),
+    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
+    "rmsprop": (1, 0.0), "adagrad": (1, 0.0),
+}
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    estimate: float
+    high: float
+
+    @staticmethod
+    def exact(value: float) -> Interval:
+        return Interval(value, value, value)
+
+    @staticmethod
+    def spread(value: float, factors: tuple[float, float, float]) -> Interval:
+        return Interval(value * factors[0], value * factors[1], value * factors[2])
+
+    def __add__(self, other: Interval) -> Interval:
+        return Interval(self.low + other.low, self.estimate + other.estimate, self.high + other.high)
+
+    def scaled(self, factor: float) -> Interval:
+        return Interval(self.low * factor, self.estimate * factor, self.high * factor)
+
+
+ZERO = Interval.exact(0.0)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A configuration to estimate: what the script says (or the command line overrides), per run."""
+
+    model: Architecture | None
+    mode: str = "train"
+    batch_size: int = 1
+    seq_len: int | None = None  # tokens per sample; None: the model's maximum
+    image_size: int | None = None
+    dtype: str = "fp32"
+    optimizer: str = "adamw"
+    lora_rank: int | None = None
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    quant: str | None = None
+    gradient_checkpointing: bool = False
+    checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
+    # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
+    # matmul of a layer recomputed too (torchtitan's op-level policy)
+    checkpoint_policy: str = "full"
+    kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
+    attention: str = "sdpa"
+    max_context: int | None = None  # generation: prompt + new tokens
+    kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
+    gpus: int = 1
+    sharding: str = "ddp"
+    offload: tuple[str, ...] = ()
+    dropout: bool | None = None  # None: unknown
+    lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
+    grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
+    foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
+    cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
+    vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
+    omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
+    # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
+    compiled: bool = False
+    # torchtune's recipe features: each parameter's optimizer step runs in a hook as soon as its gradient is ready
+    # (optimizer_in_bwd), and saved activations go to pinned CPU memory (enable_activation_offloading)
+    optimizer_in_backward: bool = False
+    activation_offloading: bool = False
+    head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
+    loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
+    # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
+    model_code: str = "transformers"
+    # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
+    # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
+    # (Lightning's mixed precision keeps fp32 parameters and lets autocast cast).
+    fsdp_param_dtype: str | None = None
+    # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
+    # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
+    quant_keeps_inputs: bool | None = None
+    # Whether the previous micro-batch's graph is still alive while the next one runs: a loop whose output
+    # or loss stays bound to a name until the next forward returns (LitGPT's fit, most hand-written loops)
+    # keeps it; a step inside a function (transformers' Trainer) or `del loss` frees it. It holds memory only
+    # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
+    # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
+    previous_graph_alive: bool | None = None
+    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
+    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
+    prompt_logits_whole: bool | None = None
+    # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
+    # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
+    # heads, one replicated where there are fewer KV heads than N.
+    tensor_parallel: int = 1
+    # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
+    # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
+    # None: the version is unknown; the estimate takes fused, the high end foreach.
+    trainer_default_optimizer: bool = False
+    trainer_fused_adamw: bool | None = None
+    # Training over samples of varying length (no packing, each batch padded to its own longest, `seq_len` the longest):
+    # the allocator keeps the segments of earlier, shorter steps (allocator.LENGTH_CACHE). False: every batch has the
+    # same shape (packing, padding to a fixed length). None: unknown; the high end of the reserved peak counts the cache.
+    lengths_vary: bool | None = None
+    # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
+    # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
+    rotary_cache: bool | None = None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    weights: Interval = ZERO
+    gradients: Interval = ZERO
+    optimizer: Interval = ZERO
+    autocast_cache: Interval = ZERO
+    activations: Interval = ZERO
+    logits: Interval = ZERO
+    kv_cache: Interval = ZERO
+    optimizer_step: Interval = ZERO  # the step's temporaries (foreach AdamW: one parameter-sized buffer)
+    cublas_workspace: Interval = ZERO  # torch's cuBLAS workspaces, from its caching allocator (see _blas_workspace)
+    gradient_buckets: Interval = ZERO  # DDP's bucketed copy of the gradients
+    dequantised: Interval = ZERO  # a 4-bit matmul's weight, dequantised while it runs (forward and backward)
+    block_rounding: Interval = ZERO  # what the caching allocator's blocks add to the model states' tensors
+    # What of the loss is still alive while the largest weight is dequantised (LitGPT: its fp32 logits, which
+    # the training loop holds through the backward, and a chunk's gradients); the rest is gone by then.
+    loss_beside_dequantised: Interval = ZERO
+    # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
+    # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
+    gradients_in_backward: bool = False
+    # A forward without backward (inference, generation; transformers' code): the KV cache while the prompt is
+    # read (its own tokens only). The prompt's working memory (`activations`), then the logits its LM head
+    # computes (`prompt_logits`, after the layers are done), are alive then, not while the new tokens are
+    # generated with the whole cache; `logits` holds what sampling keeps at every step.
+    prompt_kv_cache: Interval | None = None
+    prompt_logits: Interval = ZERO
+    # gpt-fast: its causal-mask buffer (cache length squared, one byte each) and what a decoding step's attention
+    # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
+    causal_mask: Interval = ZERO
+    decode_attention: Interval = ZERO
+
+    NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "prompt_logits", "logits", "kv_cache",
+             "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
+             "cublas_workspace", "block_rounding")
+
+    def items(self) -> list[tuple[str, Interval]]:
+        return [(name, getattr(self, name)) for name in self.NAMES]
+
+    def forward_backward(self) -> Interval:
+        """Alive while the forward and backward run: the model states without the step's temporaries,
+        the autocast cache, activations, logits and KV cache; gradients only when they accumulate
+        (otherwise they appear as the activations they replace are freed, and are released by
+        zero_grad(set_to_none=True) before the next forward)."""
+        loss = larger(self.logits, self.dequantised + self.loss_beside_dequantised)
+        if self.prompt_kv_cache is None:
+            working = self.activations + self.kv_cache
+        else:  # reading the prompt (its layers, then its logits), or generating with the whole cache
+            prompt = self.prompt_kv_cache + larger(self.activations, self.prompt_logits)
+            working = larger(prompt, self.kv_cache + self.decode_attention)
+        total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
+        total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
+        return total + self.gradients if self.gradients_in_backward else total
+
+    def step(self) -> Interval:
+        """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""
+        total = self.weights + self.gradients + self.optimizer + self.optimizer_step + self.gradient_buckets
+        return total + self.cublas_workspace + self.block_rounding
+
+    def peak(self) -> Interval:
+        """The larger phase, end by end."""
+        return larger(self.forward_backward(), self.step())
+
+
+def larger(first: Interval, second: Interval) -> Interval:
+    return Interval(max(first.low, second.low), max(first.estimate, second.estimate), max(first.high, second.high))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    plan: Plan
+    params: int
+    trainable_params: int
+    breakdown: Breakdown
+    allocated: Interval
+    reserved: Interval
+    process: Interval
+    assumptions: list[str] = field(default_factory=list)
+    # Of the reserved (and process) peak: cached segments holding no live tensor, which the allocator frees before it
+    # fails a request (runs over samples of varying length). They do not decide whether the run fits.
+    cached: Interval = ZERO
+
+    @property
+    def needed(self) -> Interval:
+        """What the device must hold for the run to complete: the process peak without the cache it gives back."""
+        return Interval(self.process.low - self.cached.low, self.process.estimate - self.cached.estimate,
+                        self.process.high - self.cached.high)
+
+
+class CannotEstimate(ValueError):
+    """The configuration lacks something the model needs (an unknown model, no sequence length)."""
+
+
+def validate(plan: Plan) -> None:
+    """Refuse a plan the cost model cannot read: an unknown choice, a count below one, a combination not modelled."""
+    for value, allowed, what in (
+        (plan.mode, MODES, "mode"), (plan.dtype, DTYPES, "dtype"), (plan.optimizer, OPTIMIZERS, "optimizer"),
+        (plan.attention, ATTENTIONS, "attention"), (plan.sharding, SHARDINGS, "sharding"),
+    ):
+        if value not in allowed:
+            raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")
+    if plan.fsdp_param_dtype is not None and plan.fsdp_param_dtype not in ("fp32", "bf16", "fp16"):
+        raise CannotEstimate(f"unknown FSDP param_dtype {plan.fsdp_param_dtype!r}: fp32, bf16 or fp16")
+    if plan.checkpoint_policy not in CHECKPOINT_POLICIES:
+        raise CannotEstimate(f"unknown checkpoint policy {plan.checkpoint_policy!r}: one of {', '.join(CHECKPOINT_POLICIES)}")
+    if plan.loss not in LOSSES:
+        raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
+    if plan.head not in HEADS:
+        raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
+    if plan.model_code not in MODEL_CODES:
+        raise CannotEstimate(f"unknown model code {plan.model_code!r}: one of {', '.join(MODEL_CODES)}")
+    if plan.quant is not None and plan.quant not in QUANTS:
+        raise CannotEstimate(f"unknown quantisation {plan.quant!r}: one of {', '.join(QUANTS)}")
+    if plan.batch_size < 1 or plan.gpus < 1 or plan.grad_accum < 1 or plan.checkpoint_every < 1:
+        raise CannotEstimate("batch size, gradient accumulation steps and GPU count must be at least 1")
+    if plan.quant is not None and plan.lora_rank is None and plan.mode == "train":
+        raise CannotEstimate("a quantised base model trains only through adapters: give --lora-rank")
+    if plan.tensor_parallel < 1:
+        raise CannotEstimate("the tensor-parallel degree must be at least 1")
+    if plan.tensor_parallel > 1:
+        _validate_tensor_parallel(plan)
+    if plan.optimizer_in_backward and plan.grad_accum > 1:
+        raise CannotEstimate("an optimizer step in the backward frees each gradient at once: it cannot accumulate micro-batches")
+
+
+def _validate_tensor_parallel(plan: Plan) -> None:
+    """Tensor parallelism as modelled: a transformer's inference or generation, its query heads split evenly."""
+    degree = plan.tensor_parallel
+    if plan.mode == "train":
+        raise CannotEstimate("a tensor-parallel degree is modelled for inference and generation only; for training, use --sharding")
+    if degree > plan.gpus:
+        raise CannotEstimate(f"tensor parallelism over {degree} GPUs needs {degree} GPUs; the run has {plan.gpus}")
+    geometry = shape(plan.model) if plan.model is not None else None
+    if geometry is None or plan.model is None or plan.model.kind == "diffusion" or plan.model_code == "litgpt":
+        raise CannotEstimate("a tensor-parallel degree is modelled for transformers' and gpt-fast's decoders")
+    if geometry.heads % degree:
+        raise CannotEstimate(f"{geometry.heads} attention heads do not split {degree} ways (tensor parallelism needs a divisor)")

@@ -1,0 +1,60 @@
+"""Memory behaviours that changed in a library's release, and the plan settings a stated version decides
+(``--library-version``, or what a script pins).
+"""
+
+from __future__ import annotations
+
+from .plan import CannotEstimate
+
+# transformers' model families whose attention layers each built a rotary embedding with cos and sin caches
+# for max_position_embeddings positions (register_buffer("cos_cached", ...)), and the first release without
+# them (read from the releases' modeling files: 4.38.2 to 4.46.0).
+ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0", "starcoder2": "4.45.0", "mistral": "4.42.0"}
+
+# Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
+# behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
+# the command line says, the estimate takes today's behaviour and the interval's other end the older one.
+VERSIONED_BEHAVIOURS = (
+    ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
+    ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("torch", "2.8.0", "trainer_fused_adamw", False, True),
+)
+LIBRARY_VERSION_FLAG = "--library-version"
+
+
+def settled_by(library: str) -> str:
+    return f"{LIBRARY_VERSION_FLAG} {library}=VERSION settles it"
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The numeric release of a version string: "0.41.1" -> (0, 41, 1); "2.5.0+cu121", "4.46.0.dev0" alike."""
+    parts = []
+    for part in text.strip().split("+")[0].split("."):
+        digits = "".join(char for char in part if char.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        parts.append(int(digits))
+        if not part.isdigit():
+            break
+    if not parts:
+        raise CannotEstimate(f"not a version number: {text!r} (e.g. 0.43.2)")
+    return tuple(parts)
+
+
+def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
+    """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
+    family, transformers' per-layer rotary caches too); a library the estimator does not follow is refused,
+    so that a misspelt name is not silently ignored."""
+    known = {library for library, *_ in VERSIONED_BEHAVIOURS}
+    unknown = sorted(set(versions) - known)
+    if unknown:
+        raise CannotEstimate(f"no memory behaviour of {', '.join(unknown)} depends on its version here: "
+                             f"one of {', '.join(sorted(known))}")
+    settings = {}
+    for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
+        if library in versions:
+            settings[name] = before if _release(versions[library]) < _release(changed_in) else after
+    if "transformers" in versions and family is not None:
+        until = ROTARY_CACHE_UNTIL.get(family)
+        settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
+    return settings
