@@ -10,7 +10,6 @@ instead of walking the tree again. What a call evaluates to is calls.py's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +20,15 @@ from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
 from .names import dotted, imports_of, last_part
 from .quoting import quoted
+from .statement_shapes import (
+    calls_method,
+    checked_to_be_a_number,
+    mentions_division,
+    method_name,
+    names_calling,
+    self_accumulation,
+    target_names,
+)
 from .summary import FunctionInfo
 from .tree import literal_value
 from .values import (
@@ -184,7 +192,7 @@ class ScopeAnalysis:
     def _bind_parameters(self, node: cst.FunctionDef, owner: ClassInfo | None) -> None:
         params = list(node.params.posonly_params) + list(node.params.params) + list(node.params.kwonly_params)
         text = self.chunk.chunk.text
-        calling = _names_calling(self.chunk)
+        calling = names_calling(self.chunk)
         for index, param in enumerate(params):
             name = param.name.value
             if index == 0 and owner is not None and name in {"self", "cls"}:
@@ -228,7 +236,7 @@ class ScopeAnalysis:
                 self._walk_small(small, context)
         elif isinstance(statement, cst.For):
             iterable = self.evaluate(statement.iter, context)
-            loop = Loop(statement, context.loop, iterable, _text(self.chunk, statement.iter), _target_names(statement.target))
+            loop = Loop(statement, context.loop, iterable, _text(self.chunk, statement.iter), target_names(statement.target))
             self.loops.append(loop)
             inner = context.entering_loop(loop)
             self._bind_target(statement.target, element_of(iterable), inner, statement, record=False)
@@ -250,10 +258,10 @@ class ScopeAnalysis:
                 manager = item.item
                 if self._is_no_grad(manager):
                     inner = inner.without_grad(statement)
-                elif isinstance(manager, cst.Call) and _method_name(manager) in {"accumulate", "no_sync"}:
+                elif isinstance(manager, cst.Call) and method_name(manager) in {"accumulate", "no_sync"}:
                     inner = inner.with_accumulation()
                 value = self.evaluate(manager, context)
-                if isinstance(manager, cst.Call) and _method_name(manager) == "scale_loss" and manager.args and manager.args[0].keyword is None:
+                if isinstance(manager, cst.Call) and method_name(manager) == "scale_loss" and manager.args and manager.args[0].keyword is None:
                     # apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:` yields the loss times the
                     # loss scale: what the loss was (its graph, its division by N) the scaled one is too
                     value = self.value_at(manager.args[0].value) or value
@@ -314,7 +322,7 @@ class ScopeAnalysis:
         elif type(small) is cst.Assign:
             value = self.evaluate(small.value, context)
             for target in small.targets:
-                accumulated = _self_accumulation(target.target, small.value)
+                accumulated = self_accumulation(target.target, small.value)
                 if accumulated is not None:
                     # _self_accumulation finds one for a Name target only
                     container = cast(cst.Name, target.target).value
@@ -539,7 +547,7 @@ class ScopeAnalysis:
         if isinstance(expression.operator, cst.Divide) and GRAPH not in right.tags:
             result = result.with_tags(add=(SCALED,))
         if isinstance(expression.operator, cst.Multiply) and (
-            _mentions_division(expression.left) or _mentions_division(expression.right)
+            mentions_division(expression.left) or mentions_division(expression.right)
         ):
             result = result.with_tags(add=(SCALED,))
         if len(kinds) == 1 and GRAPH not in right.tags and not right.tags & OUTPUT_KINDS and not isinstance(
@@ -620,7 +628,7 @@ class ScopeAnalysis:
         self.branch_tests.append(expression)
         self.evaluate(expression.test, context)
         body = self.evaluate(expression.body, context)
-        if _checked_to_be_a_number(expression.test, expression.body):
+        if checked_to_be_a_number(expression.test, expression.body):
             body = Value((NUMBER,))  # `l_aux if isinstance(l_aux, float) else l_aux.item()`: a Python number there
         return join([body, self.evaluate(expression.orelse, context)])
 
@@ -644,7 +652,7 @@ class ScopeAnalysis:
             clause: cst.CompFor | None = for_in
             while clause is not None:
                 iterable = self.evaluate(clause.iter, context)
-                for name in _target_names(clause.target):
+                for name in target_names(clause.target):
                     self.env[name] = UNKNOWN
                     self._written.append(name)
                 self._bind_target(clause.target, element_of(iterable), context, clause, record=False)
@@ -741,7 +749,7 @@ class ScopeAnalysis:
             target = event.node.func.value
         else:
             return
-        while isinstance(target, cst.Call) and _method_name(target) == "scale" and target.args:
+        while isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
             target = target.args[0].value  # `scaler.scale(loss).backward()`
         part_of = isinstance(target, (cst.Subscript, cst.Attribute)) and not (
             isinstance(target, cst.Attribute) and dotted(target) in self.env
@@ -807,39 +815,6 @@ _PIPELINE_MODULES = frozenset({
     "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
     "image_encoder", "decoder", "model", "adapter",
 })
-# `NAME.zero_grad(` and the like, whose NAME tells a parameter's role (``_bind_parameters``).
-_ROLE_CALL = re.compile(r"(\w+)\.(zero_grad|step|parameters|named_parameters|train|eval)\(")
-_WORD = re.compile(r"\w+")
-
-
-def _names_calling(chunk: ParsedChunk) -> dict[str, set[str]]:
-    """For each method ``_bind_parameters`` asks about, every NAME for which the statement's text holds
-    ``NAME.method(``: each end of the word before an occurrence. Read once per text, not once per
-    parameter of every method (a 3,300-line class has hundreds)."""
-    text = chunk.chunk.text
-    kept = chunk.memo.get("names calling")
-    if kept is not None and kept[0] is text:  # a broken line's new text may keep the tree
-        return kept[1]
-    calling = names_calling_in(text)
-    chunk.memo["names calling"] = (text, calling)
-    return calling
-
-
-def names_calling_in(text: str) -> dict[str, set[str]]:
-    """``_names_calling`` of a text."""
-    calling: dict[str, set[str]] = {}
-    for match in _ROLE_CALL.finditer(text):
-        word = match.group(1)
-        calling.setdefault(match.group(2), set()).update(word[start:] for start in range(len(word)))
-    return calling
-
-
-def calls_method(calling: dict[str, set[str]], text: str, name: str, method: str) -> bool:
-    """Whether ``text`` holds ``name.method(``, from ``names_calling_in(text)`` when ``name`` is a word."""
-    if _WORD.fullmatch(name) is None:
-        return f"{name}.{method}(" in text
-    return name in calling.get(method, ())
-
 
 
 _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
@@ -874,65 +849,6 @@ def _element_of_tuple(value: Value) -> Value:
     if GRAPH in value.tags or TENSOR in value.tags:
         return value
     return element_of(value) if value.tags else UNKNOWN
-
-
-def _self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression | None:
-    """For ``total = total + x`` (either order) and running averages such as ``avg = 0.98 * avg + 0.02 * x``,
-    the ``x`` being accumulated."""
-    if not isinstance(target, cst.Name) or not isinstance(value, cst.BinaryOperation):
-        return None
-    if not isinstance(value.operator, cst.Add):
-        return None
-    if _scaled_name(value.left, target.value):
-        return value.right
-    if _scaled_name(value.right, target.value):
-        return value.left
-    return None
-
-
-def _scaled_name(expression: cst.BaseExpression, name: str) -> bool:
-    """``name``, or ``name`` times (or divided by) something: ``avg``, ``0.98 * avg``, ``avg * decay``."""
-    if isinstance(expression, cst.Name):
-        return expression.value == name
-    if isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, (cst.Multiply, cst.Divide)):
-        return _scaled_name(expression.left, name) or (
-            isinstance(expression.operator, cst.Multiply) and _scaled_name(expression.right, name)
-        )
-    return False
-
-
-def _target_names(target: cst.BaseExpression) -> tuple[str, ...]:
-    if isinstance(target, cst.Name):
-        return (target.value,)
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: list[str] = []
-        for element in target.elements:
-            names.extend(_target_names(element.value))
-        return tuple(names)
-    return ()
-
-
-def _method_name(call: cst.Call) -> str | None:
-    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
-
-
-def _mentions_division(expression: cst.BaseExpression) -> bool:
-    return isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
-
-
-_PYTHON_NUMBERS = frozenset({"float", "int", "bool", "numbers.Number", "numbers.Real"})
-
-
-def _checked_to_be_a_number(test: cst.BaseExpression, body: cst.BaseExpression) -> bool:
-    """``isinstance(x, float)`` (or a tuple of Python number types) as the test and ``x`` as the value."""
-    if not (isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2):
-        return False
-    subject, kinds = test.args[0].value, test.args[1].value
-    names = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-    return (
-        dotted(subject) is not None and dotted(subject) == dotted(body)
-        and all(dotted(name) in _PYTHON_NUMBERS for name in names)
-    )
 
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:

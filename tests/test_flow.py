@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainlint.analysis.flow import calls_method, names_calling_in
 from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.statement_shapes import calls_method, names_calling_in
 from trainlint.analysis.values import CONTAINER, GRAPH, MODEL
 
 SOURCE = '''import torch

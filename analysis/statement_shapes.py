@@ -1,0 +1,108 @@
+"""What a statement's syntax says, for the scope walk (``flow.py``) to read without re-walking it:
+running totals (``total = total + x``), assignment targets, division, ``isinstance`` checks for a
+Python number, and which names a statement calls a role method on (``NAME.zero_grad(``)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .names import dotted
+
+if TYPE_CHECKING:
+    from .parsing import ParsedChunk
+
+
+# `NAME.zero_grad(` and the like, whose NAME tells a parameter's role (``_bind_parameters``).
+_ROLE_CALL = re.compile(r"(\w+)\.(zero_grad|step|parameters|named_parameters|train|eval)\(")
+_WORD = re.compile(r"\w+")
+
+
+def names_calling(chunk: ParsedChunk) -> dict[str, set[str]]:
+    """For each method ``_bind_parameters`` asks about, every NAME for which the statement's text holds
+    ``NAME.method(``: each end of the word before an occurrence. Read once per text, not once per
+    parameter of every method (a 3,300-line class has hundreds)."""
+    text = chunk.chunk.text
+    kept = chunk.memo.get("names calling")
+    if kept is not None and kept[0] is text:  # a broken line's new text may keep the tree
+        return kept[1]
+    calling = names_calling_in(text)
+    chunk.memo["names calling"] = (text, calling)
+    return calling
+
+
+def names_calling_in(text: str) -> dict[str, set[str]]:
+    """``_names_calling`` of a text."""
+    calling: dict[str, set[str]] = {}
+    for match in _ROLE_CALL.finditer(text):
+        word = match.group(1)
+        calling.setdefault(match.group(2), set()).update(word[start:] for start in range(len(word)))
+    return calling
+
+
+def calls_method(calling: dict[str, set[str]], text: str, name: str, method: str) -> bool:
+    """Whether ``text`` holds ``name.method(``, from ``names_calling_in(text)`` when ``name`` is a word."""
+    if _WORD.fullmatch(name) is None:
+        return f"{name}.{method}(" in text
+    return name in calling.get(method, ())
+
+
+def self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> cst.BaseExpression | None:
+    """For ``total = total + x`` (either order) and running averages such as ``avg = 0.98 * avg + 0.02 * x``,
+    the ``x`` being accumulated."""
+    if not isinstance(target, cst.Name) or not isinstance(value, cst.BinaryOperation):
+        return None
+    if not isinstance(value.operator, cst.Add):
+        return None
+    if scaled_name(value.left, target.value):
+        return value.right
+    if scaled_name(value.right, target.value):
+        return value.left
+    return None
+
+
+def scaled_name(expression: cst.BaseExpression, name: str) -> bool:
+    """``name``, or ``name`` times (or divided by) something: ``avg``, ``0.98 * avg``, ``avg * decay``."""
+    if isinstance(expression, cst.Name):
+        return expression.value == name
+    if isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, (cst.Multiply, cst.Divide)):
+        return scaled_name(expression.left, name) or (
+            isinstance(expression.operator, cst.Multiply) and scaled_name(expression.right, name)
+        )
+    return False
+
+
+def target_names(target: cst.BaseExpression) -> tuple[str, ...]:
+    if isinstance(target, cst.Name):
+        return (target.value,)
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: list[str] = []
+        for element in target.elements:
+            names.extend(target_names(element.value))
+        return tuple(names)
+    return ()
+
+
+def method_name(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def mentions_division(expression: cst.BaseExpression) -> bool:
+    return isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Divide)
+
+
+_PYTHON_NUMBERS = frozenset({"float", "int", "bool", "numbers.Number", "numbers.Real"})
+
+
+def checked_to_be_a_number(test: cst.BaseExpression, body: cst.BaseExpression) -> bool:
+    """``isinstance(x, float)`` (or a tuple of Python number types) as the test and ``x`` as the value."""
+    if not (isinstance(test, cst.Call) and dotted(test.func) == "isinstance" and len(test.args) == 2):
+        return False
+    subject, kinds = test.args[0].value, test.args[1].value
+    names = [element.value for element in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return (
+        dotted(subject) is not None and dotted(subject) == dotted(body)
+        and all(dotted(name) in _PYTHON_NUMBERS for name in names)
+    )
