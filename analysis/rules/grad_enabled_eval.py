@@ -271,7 +271,7 @@ class GradEnabledEval(Rule):
             call for call in scope.calls()
             if call.context.loops and call.context.grad_off is None and Tag.GRAPH in call.result.tags
             and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
-            and not (not module.backward_calls and _built_untrained(scope, call))
+            and not (not module.backward_calls and _built_untrained(module, scope, call))
         ]
         calls = list(calls_in(scope, None))
         if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
@@ -693,20 +693,27 @@ def _parameterless(ctx, call: CallEvent) -> bool:
     return isinstance(owner, ClassInfo) and owner.find_method("__init__", ctx.summary) is None
 
 
-def _built_untrained(scope: ScopeAnalysis, call: CallEvent) -> bool:
+def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> bool:
     """The model is built here and nothing loads weights into it (in a file that trains nothing):
-    running it shows shapes, as a tutorial's demo does, not predictions worth a pass."""
+    running it shows shapes, as a tutorial's demo does, not predictions worth a pass. In a script,
+    the model is built by an earlier top-level statement: its value says where."""
     key = call.receiver_key
     binding = scope.last_binding(key) if key is not None else None
-    if binding is None or not isinstance(binding.value_node, cst.Call):
+    if binding is not None:
+        chunk, made = binding.chunk, binding.value_node
+    elif scope.function is None and call.receiver is not None and call.receiver.site is not None:
+        chunk, made = call.receiver.site
+    else:
         return False
-    if _LOADS_WEIGHTS.search(binding.chunk.code_for(binding.value_node)):
+    if not isinstance(made, cst.Call):
+        return False
+    if _LOADS_WEIGHTS.search(chunk.code_for(made)):
         return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
     return not any(
         _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (
             other.receiver_key == key or any(isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes)
         )
-        for other in scope.calls()
+        for other in (scope.calls() if scope.function is not None else module.all_calls())
     )
 
 
@@ -2280,6 +2287,21 @@ GradEnabledEval.MUST_NOT_FIRE = (
         for images, _ in loader:
             features.append(encoder(images.cuda()).detach().cpu())
         torch.save(features, "feats.pt")
+        """,
+    ),
+    Quiet(  # a script's demo: the model an earlier statement built is untrained, nothing loads weights into it
+        """
+        import torch
+        from torch import nn
+
+        model = nn.Linear(10, 1)
+        data = [(torch.randn(8, 10), torch.randn(8, 1)) for _ in range(100)]
+
+        history = []
+        for x, y in data:
+            loss = nn.functional.mse_loss(model(x), y)
+            history.append(loss.item())
+        print(sum(history) / len(history))
         """,
     ),
 )
