@@ -57,6 +57,7 @@ from trainlint.rules import (
     ScopeAnalysis,
     Severity,
     Site,
+    StoreEvent,
     Tag,
     TextEdit,
     backward_target,
@@ -286,7 +287,7 @@ class GradEnabledEval(Rule):
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is not None and info is None and dropped.names & _names_elsewhere(module, scope.chunk):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
-            if dropped is not None and _collected_detached(forward, dropped):
+            if dropped is not None and _collected_detached(scope, forward, dropped):
                 continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
             # a function that trains runs with grad on wherever it is called from
             if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
@@ -727,7 +728,11 @@ def _names_elsewhere(module, chunk) -> frozenset[str]:
 
 
 
-def _collected_detached(forward: CallEvent, dropped: DroppedGraph) -> bool:
+# The stores that keep one item per pass in a container (flow's StoreEvent kinds), as TL101's fix writes them.
+_COLLECTING = frozenset({"append", "extend", "insert", "subscript"})
+
+
+def _collected_detached(scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph) -> bool:
     """``outputs.append(model(x).detach())`` (or ``.detach().cpu()``): the output is detached where it is
     made and kept in a container across the loop. Kept undetached, it is TL101's retained graph, whose
     fix writes exactly this; reporting the line again would breed a finding on a fixed line, so what
@@ -737,12 +742,16 @@ def _collected_detached(forward: CallEvent, dropped: DroppedGraph) -> bool:
         and cut.func.attr.value == "detach" and cut.func.value is forward.node
         for cut in dropped.cuts
     )
-    statement = forward.statement
-    collected = (
-        isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call)
-        and isinstance(statement.value.func, cst.Attribute) and statement.value.func.attr.value in {"append", "extend", "insert"}
-    ) or (isinstance(statement, cst.Assign) and any(isinstance(target.target, cst.Subscript) for target in statement.targets))
-    return detached_at_once and collected
+    if not detached_at_once:
+        return False
+    cuts = {id(cut) for cut in dropped.cuts}
+    loop = forward.context.loops[-1]
+    return any(
+        isinstance(event, StoreEvent) and event.kind in _COLLECTING and event.outlives(loop)
+        and any(id(node) in cuts for node in _walk(event.value_node))
+        for event in scope.events
+    )
+
 
 def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> cst.SimpleStatementLine | None:
     """The line that holds ``statement`` alone: a forward's statement can be wrapped in a block."""
@@ -2283,6 +2292,7 @@ GradEnabledEval.MUST_NOT_FIRE = (
         from torchvision.models import resnet18
 
         encoder = resnet18()
+        encoder.load_state_dict(torch.load("encoder.pt"))  # trained weights: not a shape demo
         features = []
         for images, _ in loader:
             features.append(encoder(images.cuda()).detach().cpu())
