@@ -51,6 +51,7 @@ from trainlint.rules import (
     Fires,
     Loop,
     ModuleView,
+    ParsedChunk,
     Quiet,
     Rule,
     RuleContext,
@@ -285,7 +286,7 @@ class GradEnabledEval(Rule):
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
-            if dropped is not None and info is None and dropped.names & _names_elsewhere(module, scope.chunk):
+            if dropped is not None and info is None and _read_elsewhere(module, scope.chunk, dropped.names):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
             if dropped is not None and _collected_detached(scope, forward, dropped):
                 continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
@@ -718,14 +719,11 @@ def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) 
     )
 
 
-def _names_elsewhere(module, chunk) -> frozenset[str]:
-    """The names the module's other top-level statements mention."""
-    return frozenset(
-        node.value
-        for other in module.chunks if other is not chunk and other.module is not None
-        for node in _walk(other.module) if isinstance(node, cst.Name)
-    )
-
+def _read_elsewhere(module: ModuleView, chunk: ParsedChunk, names: frozenset[str]) -> bool:
+    """Whether another top-level statement of the module uses one of ``names`` (each statement's names
+    are kept with its tree: an edit re-reads only the statements it changed)."""
+    wanted = set(names)
+    return any(other is not chunk and other.refers_to_any(wanted) for other in module.chunks)
 
 
 # The stores that keep one item per pass in a container (flow's StoreEvent kinds), as TL101's fix writes them.
@@ -2312,6 +2310,19 @@ GradEnabledEval.MUST_NOT_FIRE = (
             loss = nn.functional.mse_loss(model(x), y)
             history.append(loss.item())
         print(sum(history) / len(history))
+        """,
+    ),
+    Quiet(  # the kept outputs carry their graph into `torch.save`, a later statement: TL101's retained graph, not a pass to wrap
+        """
+        import torch
+        from torchvision.models import resnet18
+
+        encoder = resnet18()
+        encoder.load_state_dict(torch.load("encoder.pt"))
+        features = []
+        for images, _ in loader:
+            features.append(encoder(images.cuda()))
+        torch.save(features, "feats.pt")
         """,
     ),
 )
