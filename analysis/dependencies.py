@@ -38,8 +38,8 @@ class Reads:
         self.chunk = chunk
         self.whole_module = False
         self.facts: dict[str, Any] = {}
-        # Statements whose line numbers the rule read, with the first line each had then.
-        self.placed: dict[int, tuple[ParsedChunk, int]] = {}
+        # Statements whose line numbers the rule read, with the first line and the revision each had then.
+        self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
 
 
 class KeptResult:
@@ -74,11 +74,11 @@ class KeptStatement:
         self.results = results
         # What all of them depend on together: checked once, they can be kept at once.
         self.facts: dict[str, Any] = {}
-        placed: dict[int, tuple[ParsedChunk, int]] = {}
+        placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         for result in results.values():
             self.facts.update(result.facts)
-            for chunk, start_line in result.placed:
-                placed[id(chunk)] = (chunk, start_line)
+            for where in result.placed:
+                placed[id(where[0])] = where
         self.placed = tuple(placed.values())
 
 
@@ -114,7 +114,7 @@ def note_whole_module() -> None:
 def note_position(chunk: ParsedChunk) -> None:
     reads = getattr(_local, "reads", None)
     if reads is not None and id(chunk) not in reads.placed:
-        reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line)
+        reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line, chunk.revision)
 
 
 def note_fact(name: str, value: Any) -> None:

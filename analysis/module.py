@@ -17,7 +17,8 @@ from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
-from .summary import ChunkFacts, FunctionInfo, ModuleSummary
+from .statement_shapes import names_calling
+from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary, exported, self_targets
 from .values import Value
 
 # What shows a script runs on a GPU, on a line where no `#` comes before it.
@@ -74,6 +75,9 @@ class ModuleAnalysis:
         self._ddp_wraps: list[CallEvent] | None = None
         self._module_wide: dict[str, object] = {}
         self._calls_by_function: dict[int, list[CallEvent]] | None = None
+        # The class whose methods' flows were kept across an edit of one of them (``_methods_kept``),
+        # and its statement: once its scopes are computed, no walk compares with the replaced flows.
+        self._kept_walks: tuple[int, ClassInfo] | None = None
         # Statements whose analysis and rule results were carried over from the previous text.
         self.kept: frozenset[int] = frozenset()
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
@@ -104,7 +108,7 @@ class ModuleAnalysis:
             chunks, unchanged = spliced
         else:
             chunks, unchanged = self._rechunked(text)
-        return self._with_chunks(text, chunks, unchanged)
+        return self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
 
     def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
@@ -161,10 +165,20 @@ class ModuleAnalysis:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
         return chunks, unchanged
 
-    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int]) -> ModuleAnalysis:
+    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int], *, spliced: bool = False) -> ModuleAnalysis:
         kept, new_facts = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
+        kept_methods: list[FunctionInfo] = []
+        edited = -1
+        if spliced and len(unchanged) == len(chunks) - 1:
+            edited = next(index for index in range(len(chunks)) if index not in unchanged)
+            reused = self._methods_kept(chunks, edited, kept)
+            if reused is None:
+                edited = -1
+            else:
+                new_facts[edited], kept_methods = reused
+                chunks[edited] = self._chunks[edited]  # the statement object the kept flows name, now of the new text
         result = ModuleAnalysis.__new__(ModuleAnalysis)
         result._text = text
         result.path = self.path
@@ -181,17 +195,90 @@ class ModuleAnalysis:
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
         result._module_wide = {}
         result._calls_by_function = None
+        result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
         result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
         result.rule_results_key = self.rule_results_key
         for index, facts in enumerate(self.facts):
-            if index not in kept and facts is not None:
+            if index not in kept and facts is not None and index != edited:
                 facts.release()  # first: through the functions' flows, the functions defined in them
+        kept_scopes = {id(method._analysis) for method in kept_methods}
         for index, scopes in self._scopes.items():
             if index not in kept:
                 for scope in scopes:
-                    scope.release()
+                    if id(scope) not in kept_scopes:
+                        scope.release()
+        for method in kept_methods:
+            assert method._analysis is not None
+            method._analysis.summary = result.summary  # what it reads of the module from now on
         return result
+
+    def _methods_kept(
+        self, chunks: list[ParsedChunk], index: int, kept: set[int],
+    ) -> tuple[ChunkFacts, list[FunctionInfo]] | None:
+        """After an edit inside the body of one method of a class (a top-level statement of one
+        ``class``), the class's facts, with the flows of the other methods whose walk read nothing
+        that changed kept, and those methods; None when the edit reached further (the class's
+        header, its other statements, the method's own header, what ``self.x`` it assigns, the
+        names a parameter's role is read from), and every method is walked again.
+
+        A method's walk reads the flows of the functions it asks for (``FunctionInfo.reads``). One
+        that asked for a function of another statement analysed again is walked again. The others
+        are kept pending: the first time one is asked for, where a fresh analysis would walk it,
+        each flow its walk asked for is asked for again, and if one is not what it read then (the
+        edited method's return value, say, or what ``__init__`` binds to ``self``), or is being
+        walked now when it was not then (recursion: the order of the walks changed), it is walked
+        again. The statement object is kept too, taking over the edited tree
+        (``ParsedChunk.adopt``), so that the kept flows, their events and values name the
+        statement as it is now."""
+        old_chunk, new_chunk = self._chunks[index], chunks[index]
+        if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
+            return None
+        old_class, new_class = _only_class(old_chunk), _only_class(new_chunk)
+        if old_class is None or new_class is None or not _same_but(old_class, new_class, "body"):
+            return None
+        old_block, new_block = old_class.body, new_class.body
+        if not isinstance(old_block, cst.IndentedBlock) or not isinstance(new_block, cst.IndentedBlock):
+            return None
+        if not _same_but(old_block, new_block, "body") or len(old_block.body) != len(new_block.body):
+            return None
+        changed = [(old, new) for old, new in zip(old_block.body, new_block.body) if old is not new]
+        if len(changed) != 1:
+            return None
+        old_def, new_def = changed[0]
+        if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(old_def, new_def, "body"):
+            return None
+        facts = self.summary.facts_at(index)
+        info = facts.classes.get(old_class.name.value)
+        if len(facts.classes) != 1 or info is None or info.node is not old_class:
+            return None
+        edited = info.methods.get(old_def.name.value)
+        if edited is None or edited.node is not old_def:
+            return None  # a method defined twice: the class keeps the later one
+        if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
+            return None  # what `self.x` the method assigns decides what other methods read for it
+        if names_calling(old_chunk) != names_calling(new_chunk):
+            return None  # the names parameters' roles are read from
+        others_changed: set[str] = set()
+        for other in range(len(chunks)):
+            if other != index and other not in kept:
+                others_changed |= self.summary.facts_at(other).defined_names
+        if new_chunk.refers_to_any(others_changed):
+            return None  # the class uses a name of a statement analysed again: its flows may read it
+        kept_chunks = {id(chunks[other]) for other in kept}
+        walked_again = {edited} | {
+            method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
+        }
+        old_chunk.adopt(new_chunk)
+        info.node = new_class
+        info.forget_flows(walked_again)
+        edited.node = new_def
+        for method in walked_again:
+            method.previous = exported(method._analysis) if method._analysis is not None else ()
+            method.release()
+        for method in info.methods.values():
+            method.pending = method._analysis is not None
+        return facts, [method for method in info.methods.values() if method._analysis is not None]
 
     def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> tuple[set[int], dict[int, ChunkFacts]]:
         """Unchanged statements that reach no changed statement through any name, directly or not; and
@@ -266,6 +353,14 @@ class ModuleAnalysis:
         return scopes
 
     def _compute_scopes(self, index: int) -> list[ScopeAnalysis]:
+        scopes = self._scopes_walked(index)
+        if self._kept_walks is not None and self._kept_walks[0] == index:
+            for method in self._kept_walks[1].methods.values():
+                method.previous = None  # every method has been asked for: let go of the replaced flows' values
+            self._kept_walks = None
+        return scopes
+
+    def _scopes_walked(self, index: int) -> list[ScopeAnalysis]:
         chunk, facts = self._chunks[index], self.summary.facts_at(index)
         scopes: list[ScopeAnalysis] = []
         if chunk.module is not None:
@@ -431,8 +526,11 @@ class ModuleAnalysis:
 
     def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement) -> bool:
         """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
-        for chunk, start_line in kept.placed:
-            if chunk.start_line != start_line or chunk.index >= len(self._chunks) or self._chunks[chunk.index] is not chunk:
+        for chunk, start_line, revision in kept.placed:
+            if (
+                chunk.start_line != start_line or chunk.revision != revision
+                or chunk.index >= len(self._chunks) or self._chunks[chunk.index] is not chunk
+            ):
                 return False
         return all(
             self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
@@ -533,6 +631,53 @@ def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[st
         if name not in names and not tainted.isdisjoint(_WORDS.findall(chunk.code_for(expression))):
             names.add(name)
     return names
+
+
+def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:
+    body = chunk.body
+    return body[0] if len(body) == 1 and isinstance(body[0], cst.ClassDef) else None
+
+
+def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str) -> bool:
+    """Whether two nodes of the same kind hold the very same children but in ``field`` (a splice keeps
+    the nodes an edit did not reach)."""
+    if type(old) is not type(new):
+        return False
+    for name in old.__dataclass_fields__:
+        if name == field:
+            continue
+        before, after = getattr(old, name), getattr(new, name)
+        if before is after:
+            continue
+        if not isinstance(before, (tuple, list)) or not isinstance(after, (tuple, list)) or len(before) != len(after):
+            return False
+        if any(one is not other for one, other in zip(before, after)):
+            return False
+    return True
+
+
+def _reads_kept_statements(method: FunctionInfo, owner: ClassInfo, kept_chunks: set[int]) -> bool:
+    """Whether a method's flow asked only for the flows of its own local functions, of methods of its
+    class (checked when it is asked for: ``FunctionInfo.pending``), of other files' functions, and of
+    functions of statements the edit left alone."""
+    analysis = method._analysis
+    if analysis is None:
+        return True  # nothing to keep: walked when asked
+    local = _local_functions(analysis)
+    return all(
+        read.owner is owner or read in local or read.home is not None or id(read.chunk) in kept_chunks
+        for read, _ in method.reads
+    )
+
+
+def _local_functions(analysis: ScopeAnalysis) -> set[FunctionInfo]:
+    found: set[FunctionInfo] = set()
+    for info in analysis.local_functions.values():
+        found.add(info)
+        inner = info._analysis
+        if inner is not None:
+            found |= _local_functions(inner)
+    return found
 
 
 def _cuda_line(module: ModuleAnalysis) -> int | None:

@@ -348,7 +348,10 @@ class NodeMemo(NamedTuple):
 
 
 class ParsedChunk:
-    __slots__ = ("chunk", "index", "module", "syntax_error", "broken", "memo", "origin", "_positions", "_starts", "_words", "_tree_text")
+    __slots__ = (
+        "chunk", "index", "module", "syntax_error", "broken", "memo", "origin", "revision", "_positions", "_starts", "_words",
+        "_tree_text",
+    )
 
     def __init__(self, chunk: Chunk, index: int) -> None:
         self._unparsed(chunk, index)
@@ -364,6 +367,7 @@ class ParsedChunk:
         self.origin: str | None = None  # the file, for statements of another workspace file
         # Facts derived from this statement's tree alone, kept for as long as the tree is.
         self.memo: dict = {}
+        self.revision = 0  # how many edits this object has taken over (``adopt``)
 
     def _parse(self) -> None:
         """The tree of the statement's text, or what keeps it from having one (``syntax_error``).
@@ -382,6 +386,7 @@ class ParsedChunk:
         moved._words = self._words
         moved.memo = self.memo
         moved.origin = self.origin
+        moved.revision = self.revision
         problem = self.syntax_error
         moved.broken, moved._tree_text = self.broken, self._tree_text
         moved.syntax_error = None if problem is None else problem.moved_to(self.chunk, chunk)
@@ -488,13 +493,23 @@ class ParsedChunk:
             key: {node: value for node, value in kept.items() if node not in tree.removed}
             for key, kept in self.memo.items() if isinstance(key, NodeMemo) and kept
         }
+        result.revision = self.revision
         self._positions = self._starts = None
         return result
+
+    def adopt(self, edited: ParsedChunk) -> None:
+        """Become ``edited``, this statement after an edit (``spliced``), so that what names this
+        object (the flows of the methods an edit of another method left alone, their events and
+        values) names the edited statement. ``revision`` tells it apart from what it was."""
+        for name in ParsedChunk.__slots__:
+            setattr(self, name, getattr(edited, name))
+        self.revision += 1
 
     def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> ParsedChunk:
         """This statement's tree, for a new text whose broken lines blank to the same text."""
         result = ParsedChunk.__new__(ParsedChunk)
         result.chunk, result.index, result.module, result.origin = piece, self.index, self.module, self.origin
+        result.revision = self.revision
         result.broken, result._tree_text = broken, blanked
         result.syntax_error = _problem(piece, problem)
         result._positions, result._starts, result._words = self._positions, self._starts, None

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from .parsing import ParsedChunk
 
 
-# `NAME.zero_grad(` and the like, whose NAME tells a parameter's role (``_bind_parameters``).
-_ROLE_CALL = re.compile(r"(\w+)\.(zero_grad|step|parameters|named_parameters|train|eval)\(")
+# `.zero_grad(` and the like after a NAME, which tells a parameter's role (``_bind_parameters``). The
+# NAME is read backwards from the dot: a pattern starting with `\w+` tried every position of the text
+# (14 ms on DeepSpeed's 3,900-line engine.py, on every key typed in its class; now 0.2 ms).
+_ROLE_CALL = re.compile(r"\.(zero_grad|step|parameters|named_parameters|train|eval)\(")
 _WORD = re.compile(r"\w+")
 
 
@@ -37,8 +39,12 @@ def names_calling_in(text: str) -> dict[str, set[str]]:
     """``_names_calling`` of a text."""
     calling: dict[str, set[str]] = {}
     for match in _ROLE_CALL.finditer(text):
-        word = match.group(1)
-        calling.setdefault(match.group(2), set()).update(word[start:] for start in range(len(word)))
+        end = start = match.start()
+        while start and (text[start - 1].isalnum() or text[start - 1] == "_"):  # what `\w` matches
+            start -= 1
+        word = text[start:end]
+        if word:
+            calling.setdefault(match.group(1), set()).update(word[cut:] for cut in range(len(word)))
     return calling
 
 

@@ -8,6 +8,7 @@ Values of module-level names are computed on demand and memoised for one analysi
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -15,6 +16,7 @@ import libcst as cst
 
 from . import libraries, torchapi
 from .dependencies import WholeModuleDict
+from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
 from .tree import small_statements
@@ -43,8 +45,12 @@ class Flow(Protocol):
     def value_of_expression(self, expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value: ...
 
 
+# The functions whose flow each walk in progress on this thread has asked for (innermost last).
+_walks = threading.local()
+
+
 class FunctionInfo:
-    __slots__ = ("name", "node", "chunk", "owner", "home", "_analysis", "_analysing")
+    __slots__ = ("name", "node", "chunk", "owner", "home", "reads", "pending", "previous", "_analysis", "_analysing")
 
     def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: ClassInfo | None) -> None:
         self.name = name
@@ -52,21 +58,72 @@ class FunctionInfo:
         self.chunk = chunk
         self.owner = owner
         self.home: ModuleSummary | None = None  # set for definitions in another workspace file
+        # The functions whose flow this one's walk asked for, in order, each with whether it was
+        # being walked then (recursion: the walk got none): after an edit of one method of a class,
+        # the other methods whose walk read none of what changed keep theirs, if the walks would
+        # come in the same order (``ModuleAnalysis._methods_kept``).
+        self.reads: tuple[tuple[FunctionInfo, bool], ...] = ()
+        # Set on the kept flow of a method after an edit of another method of its class: checked
+        # (``_still_holds``) the first time it is asked for, walked again if it does not hold.
+        self.pending = False
+        # What other walks read of this function's flow before it was walked again (``exported``).
+        self.previous: tuple | None = None
         self._analysis: ScopeAnalysis | None = None
         self._analysing = False
 
     def analysis(self, summary: ModuleSummary) -> ScopeAnalysis | None:
         """The function's own flow; None while it is being analysed (recursion)."""
-        summary = self.home or summary
+        walking = getattr(_walks, "reads", None)
+        if walking:
+            walking[-1].setdefault(self, self._analysing)  # the first ask decides: a walk in progress stays so
+        if self.pending:
+            self.pending = False
+            if not self._still_holds(summary) and self._analysis is not None:
+                self.previous = exported(self._analysis)
+                if self.owner is not None:
+                    self.owner.forget_flows({self})
+                self.release()
         if self._analysis is None:
             if self._analysing:
                 return None
+            summary = self.home or summary
+            if walking is None:
+                walking = _walks.reads = []
+            reads: dict[FunctionInfo, bool] = {}
+            walking.append(reads)
             self._analysing = True
             try:
                 self._analysis = summary.flow.of_function(self, summary)
             finally:
                 self._analysing = False
+                walking.pop()
+            self.reads = tuple(reads.items())
         return self._analysis
+
+    def _still_holds(self, summary: ModuleSummary) -> bool:
+        """Whether this kept flow is what walking the function again would give: every flow its walk
+        asked for is, as far as a walk reads it (``exported``), what it was then, and is being walked
+        now exactly when it was then. Asked with this function counted as being walked, as its walk
+        would be; the flows it asks for are walked now if they have to be, as its walk would."""
+        walking = getattr(_walks, "reads", None)
+        if walking is None:
+            walking = _walks.reads = []
+        walking.append({})  # what is asked here is not a new walk's reads
+        self._analysing = True
+        try:
+            for read, was_walking in self.reads:
+                if read is self:
+                    continue
+                analysis = read.analysis(summary)
+                if was_walking:
+                    if not read._analysing:
+                        return False
+                elif analysis is None or (read.previous is not None and read.previous != exported(analysis)):
+                    return False
+            return True
+        finally:
+            self._analysing = False
+            walking.pop()
 
     def release(self) -> None:
         """Let go of the function's flow, which refers back to it, and of the functions defined in it
@@ -76,6 +133,7 @@ class FunctionInfo:
                 inner.release()
             self._analysis.release()
         self._analysis = None
+        self.reads = ()
 
     @property
     def positional_parameters(self) -> list[str]:
@@ -104,14 +162,23 @@ class ClassInfo:
         self._output: Value | None = None
         self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
 
+    def forget_flows(self, walked_again: set[FunctionInfo]) -> None:
+        """Forget what was read of the flows of methods that are walked again (after an edit). What
+        ``attributes`` read stays when none of its methods is: a fresh analysis would have read it
+        as it was read then, while ``__init__`` was being walked perhaps."""
+        if any(self.methods.get(name) in walked_again for name in ("__init__", "setup", "build")):
+            self._attributes = None
+        if self.methods.get("forward") in walked_again:
+            self._output = None
+
     def attributes(self, summary: ModuleSummary) -> dict[str, Value]:
         """Values bound to ``self.<name>`` in ``__init__`` (and ``setup`` for Lightning-style modules)."""
         summary = self.home or summary
+        # asked of each method every time, not only the first: a walk records what it reads (FunctionInfo.reads)
+        analyses = [method.analysis(summary) for method in map(self.methods.get, ("__init__", "setup", "build")) if method]
         if self._attributes is None:
             self._attributes = {}
-            for method_name in ("__init__", "setup", "build"):
-                method = self.methods.get(method_name)
-                analysis = method.analysis(summary) if method else None
+            for analysis in analyses:
                 if analysis is not None:
                     for key, value in analysis.final_env.items():
                         if key.startswith("self."):
@@ -142,7 +209,7 @@ class ClassInfo:
             for method in order:
                 targets = targets_of.get(method.node)
                 if targets is None:
-                    targets = targets_of[method.node] = tuple(_self_targets(method.node))
+                    targets = targets_of[method.node] = tuple(self_targets(method.node))
                 for target in targets:
                     assigned.setdefault(target, method.name)
             self._assigned = assigned
@@ -165,12 +232,10 @@ class ClassInfo:
     def forward_output(self, summary: ModuleSummary) -> Value:
         """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""
         summary = self.home or summary
+        forward = self.methods.get("forward")
+        analysis = forward.analysis(summary) if forward else None  # every time: a walk records what it reads
         if self._output is None:
-            self._output = UNKNOWN
-            forward = self.methods.get("forward")
-            analysis = forward.analysis(summary) if forward else None
-            if analysis is not None:
-                self._output = analysis.return_value
+            self._output = analysis.return_value if analysis is not None else UNKNOWN
         return self._output
 
 
@@ -239,7 +304,28 @@ class ChunkFacts:
                     self.bindings.append((element.value.value, value, index))
 
 
-def _self_targets(node: cst.FunctionDef):
+def exported(analysis: ScopeAnalysis) -> tuple:
+    """What a walk of another function reads of a function's flow (calls.py, ``ClassInfo``): what it
+    returns, with the calls it makes when that value holds graph seeds, and what it binds to
+    ``self.x``; compared by identity (a value made anew, or of a node parsed anew, differs)."""
+    value = analysis.return_value
+    calls = tuple(map(_event_key, analysis.calls())) if value.roots or value.items is not None else ()
+    bound = tuple((key, _value_key(found)) for key, found in analysis.final_env.items() if key.startswith("self."))
+    return _value_key(value), calls, bound
+
+
+def _value_key(value: Value) -> tuple:
+    # the objects themselves, compared by identity (none of them defines equality), not their ids:
+    # the previous flow's objects may be gone and their ids reused
+    items = None if value.items is None else tuple(map(_value_key, value.items))
+    return value.tags, value.site, value.note, value.roots, items, value.detail
+
+
+def _event_key(event: CallEvent) -> tuple:
+    return event.node, event.method, event.callee, backward_target(event).roots if is_backward(event) else None
+
+
+def self_targets(node: cst.FunctionDef):
     """``self.x`` keys a method binds: ``self.x = ...``, ``self.x: T = ...``, ``self.x, self.y = ...``."""
     for inner in small_statements(node):
         if isinstance(inner, cst.Assign):

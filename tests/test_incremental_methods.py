@@ -1,0 +1,174 @@
+"""Typing inside one method of a class: the other methods keep their flow, and what is shown is
+what a fresh analysis shows, also when the edit changes what another method reads of the edited
+one (what it returns, what ``__init__`` binds to ``self``)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.flow import ScopeAnalysis
+from trainlint.analysis.settings import AnalysisSettings
+from trainlint.server.documents import DocumentState
+from trainlint.settings import EffectiveSettings
+
+SETTINGS = EffectiveSettings(AnalysisSettings(), frozenset())
+PATH = "file:///trainer.py"
+
+TRAINER = '''import torch
+import torch.nn as nn
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = nn.CrossEntropyLoss()
+        self.history = []
+
+    def probabilities(self, x):
+        return torch.softmax(self.model(x), dim=-1)
+
+    def step(self, batch):
+        x, y = batch
+        loss = self.criterion(self.probabilities(x), y)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        return loss
+
+    def evaluate(self, loader):
+        total = 0
+        for x, y in loader:
+            total += self.criterion(self.model(x), y)
+        return total
+
+    def train(self, loader):
+        for batch in loader:
+            x, y = batch
+            loss = self.criterion(self.model(x), y)
+            loss.backward()
+            self.optimizer.step()
+'''
+
+
+def _fresh(text: str) -> list:
+    return analyze_source(text, PATH, SETTINGS.analysis)
+
+
+def _one_key_towards(text: str, target: str) -> str:
+    prefix = len(os.path.commonprefix([text, target]))
+    if len(text) > len(target):
+        return text[:prefix] + text[prefix + 1:]
+    return text[:prefix] + target[prefix] + text[prefix:]
+
+
+def _typed(state: DocumentState, text: str, target: str, version: int) -> tuple[str, list, int]:
+    """``target`` typed into ``text`` one key at a time, each key's findings checked against a fresh analysis."""
+    findings = state.analyse(text, version, SETTINGS).findings
+    while text != target:
+        text = _one_key_towards(text, target)
+        version += 1
+        findings = state.analyse(text, version, SETTINGS).findings
+        assert findings == _fresh(text), f"after typing towards the target, at: {text[-80:]!r}"
+    return text, findings, version
+
+
+def _codes_by_line(findings: list, text: str) -> set[tuple[str, str]]:
+    lines = text.split("\n")
+    return {(finding.code, lines[finding.line - 1].strip()) for finding in findings}
+
+
+def test_the_findings_of_the_other_methods_stay_while_one_method_is_typed_into():
+    state = DocumentState(PATH, None)
+    before = state.analyse(TRAINER, 0, SETTINGS).findings
+    assert before == _fresh(TRAINER)
+    shown = _codes_by_line(before, TRAINER)
+    others = {
+        ("TL202", "loss = self.criterion(self.probabilities(x), y)"),
+        ("TL102", "def evaluate(self, loader):"),
+        ("TL101", "total += self.criterion(self.model(x), y)"),
+    }
+    assert others <= shown
+    assert ("TL201", "loss.backward()") in shown  # `train` never clears its gradients
+    cleared = TRAINER.replace(
+        "            self.optimizer.step()\n", "            self.optimizer.step()\n            self.optimizer.zero_grad()\n",
+    ).replace("x, y = batch\n            loss", "x, y = batch\n            loss")
+    assert cleared.count("zero_grad()") == 2
+    typed, after, _ = _typed(state, TRAINER, cleared, 1)
+    shown_after = _codes_by_line(after, typed)
+    assert others <= shown_after
+    assert not any(code == "TL201" for code, _ in shown_after)
+
+
+@pytest.mark.parametrize("edit", [
+    # what `probabilities` returns, which `step` reads, stops being softmax probabilities
+    ("torch.softmax(self.model(x), dim=-1)", "self.model(x)"),
+    # what `__init__` binds to `self.criterion`, which `step` reads, stops being a cross-entropy
+    ("self.criterion = nn.CrossEntropyLoss()", "self.criterion = nn.MSELoss()"),
+], ids=["a method's return", "an attribute __init__ binds"])
+def test_an_edit_of_what_another_method_reads_updates_that_method(edit):
+    old, new = edit
+    state = DocumentState(PATH, None)
+    assert state.analyse(TRAINER, 0, SETTINGS).findings == _fresh(TRAINER)
+    edited, findings, version = _typed(state, TRAINER, TRAINER.replace(old, new), 1)
+    assert ("TL202", "loss = self.criterion(self.probabilities(x), y)") not in _codes_by_line(findings, edited)
+    back, findings, _ = _typed(state, edited, TRAINER, version + 1)
+    assert ("TL202", "loss = self.criterion(self.probabilities(x), y)") in _codes_by_line(findings, back)
+
+
+def test_a_key_in_one_method_walks_that_method_alone(monkeypatch):
+    """The other methods' flows are kept: the walk runs for the edited method only."""
+    state = DocumentState(PATH, None)
+    state.analyse(TRAINER, 0, SETTINGS)
+    walked: list[str] = []
+    walk = ScopeAnalysis.of_function.__func__
+
+    def counting(cls, info, summary):
+        walked.append(info.qualified_name)
+        return walk(cls, info, summary)
+
+    monkeypatch.setattr(ScopeAnalysis, "of_function", classmethod(counting))
+    typed = TRAINER.replace("            x, y = batch\n            loss", "            x, y = batch\n            # a\n            loss")
+    assert state.analyse(typed, 1, SETTINGS).findings == _fresh(typed)
+    assert walked[: walked.index("Trainer.train") + 1] == ["Trainer.train"]  # the fresh analysis walks all of them after
+
+
+RECURSIVE = '''import torch
+
+
+class Walker:
+    def __init__(self, model):
+        self.model = model
+
+    def first(self, x, depth):
+        if depth:
+            return self.second(x, depth - 1)
+        return self.model(x)
+
+    def second(self, x, depth):
+        return self.first(x, depth)
+
+    def run(self, loader):
+        outputs = []
+        for x in loader:
+            outputs.append(self.model(x))
+        return outputs
+'''
+
+
+@pytest.mark.parametrize("old,new", [
+    ("            outputs.append(self.model(x))", "            outputs.append(self.second(x, 2))"),
+    ("            outputs.append(self.model(x))", "            outputs.append(self.first(x, 2).detach())"),
+    ("        return self.first(x, depth)", "        return self.first(x, depth).detach()"),
+], ids=["a call into the recursion added", "another call into it", "the recursion itself edited"])
+def test_methods_that_call_each_other_give_what_a_fresh_analysis_gives(old, new):
+    """The flows of mutually recursive methods depend on which was walked first: an edit that asks
+    for them in another order gets what a fresh analysis gets."""
+    assert old in RECURSIVE
+    state = DocumentState(PATH, None)
+    assert state.analyse(RECURSIVE, 0, SETTINGS).findings == _fresh(RECURSIVE)
+    edited, _, version = _typed(state, RECURSIVE, RECURSIVE.replace(old, new), 1)
+    _typed(state, edited, RECURSIVE, version + 1)
