@@ -96,6 +96,9 @@ class ScopeAnalysis:
         # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
         # scope's tree, which outlives the scope's use.
         self._memo: dict[int, Value] = {}
+        # What the rules' walks through this scope's events and its callees' gave (patterns.py), with
+        # the callees' flows they read: a scope kept across an edit keeps them while those are kept.
+        self.followed: dict[str, tuple[list, tuple]] = {}
 
     def release(self, *, whole: bool = True) -> None:
         """Drop what this scope refers to, once no analysis uses it any more: its events refer back
@@ -119,6 +122,7 @@ class ScopeAnalysis:
         self.params = {}
         self._returns = []
         self._memo = {}
+        self.followed = {}
         if whole:
             self.return_value = UNKNOWN  # may name a call of this scope, whose event names the scope
             if self.function is not None and self.function._analysis is self:

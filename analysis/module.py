@@ -16,7 +16,7 @@ from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
 from .names import last_part
-from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
+from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name, words_in
 from .statement_shapes import names_calling
 from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary, exported, self_targets
 from .values import Value
@@ -108,7 +108,11 @@ class ModuleAnalysis:
             chunks, unchanged = spliced
         else:
             chunks, unchanged = self._rechunked(text)
-        return self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
+        result = self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
+        cuda = self.__dict__.get("_cuda_found")
+        if cuda is not None and cuda[1] <= common_prefix(self._text, text):
+            result.__dict__["_cuda_found"] = cuda  # the text up to it is as it was: still the first (3.7 ms a search on 3,900 lines)
+        return result
 
     def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
@@ -263,13 +267,16 @@ class ModuleAnalysis:
         for other in range(len(chunks)):
             if other != index and other not in kept:
                 others_changed |= self.summary.facts_at(other).defined_names
-        if new_chunk.refers_to_any(others_changed):
+        # what the class may use: the words of its text before the edit and of the edited method now
+        # (a superset, kept for the next edit: all the words of a 3,700-line class take 7 ms to find)
+        words = old_chunk.words | words_in(new_chunk.code_for(new_def))
+        if not words.isdisjoint(others_changed):
             return None  # the class uses a name of a statement analysed again: its flows may read it
         kept_chunks = {id(chunks[other]) for other in kept}
         walked_again = {edited} | {
             method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
         }
-        old_chunk.adopt(new_chunk)
+        old_chunk.adopt(new_chunk, words)
         info.node = new_class
         info.forget_flows(walked_again)
         edited.node = new_def
@@ -463,7 +470,8 @@ class ModuleAnalysis:
 
     # ------------------------------------------------------------------ module-wide facts
     @cached_property
-    def _cuda_line(self) -> int | None:
+    def _cuda_found(self) -> tuple[int, int] | None:
+        """The first line showing CUDA, and where the text showing it ends."""
         # Searched for on its own, not as `^[^#\n]*?(...)` per line: that anchored form tried every
         # position of every line of a file without any (2 % of a batch run over torchtune). An
         # occurrence after a `#` rules out the rest of its line, as the anchored form would.
@@ -471,8 +479,13 @@ class ModuleAnalysis:
         for match in _CUDA_EVIDENCE.finditer(text):
             line_start = text.rfind("\n", 0, match.start()) + 1
             if "#" not in text[line_start:match.start()]:
-                return text.count("\n", 0, line_start) + 1
+                return text.count("\n", 0, line_start) + 1, match.end()
         return None
+
+    @cached_property
+    def _cuda_line(self) -> int | None:
+        found = self._cuda_found
+        return found[0] if found is not None else None
 
     @property
     def cuda_line(self) -> int | None:

@@ -405,9 +405,10 @@ class ParsedChunk:
 
     @property
     def words(self) -> frozenset[str]:
-        """Every name this statement could refer to (an over-approximation: words in f-strings count)."""
+        """Every name this statement could refer to (an over-approximation: words in f-strings count,
+        and after ``adopt`` the words of the text before the edit)."""
         if self._words is None:
-            self._words = frozenset(word for word in _WORD.findall(self.chunk.text) if word)
+            self._words = words_in(self.chunk.text)
         return self._words
 
     def refers_to_any(self, names: set[str]) -> bool:
@@ -497,13 +498,15 @@ class ParsedChunk:
         self._positions = self._starts = None
         return result
 
-    def adopt(self, edited: ParsedChunk) -> None:
+    def adopt(self, edited: ParsedChunk, words: frozenset[str]) -> None:
         """Become ``edited``, this statement after an edit (``spliced``), so that what names this
         object (the flows of the methods an edit of another method left alone, their events and
-        values) names the edited statement. ``revision`` tells it apart from what it was."""
+        values) names the edited statement. ``revision`` tells it apart from what it was; ``words``
+        holds at least the words of its new text."""
         for name in ParsedChunk.__slots__:
             setattr(self, name, getattr(edited, name))
         self.revision += 1
+        self._words = words
 
     def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> ParsedChunk:
         """This statement's tree, for a new text whose broken lines blank to the same text."""
@@ -650,6 +653,11 @@ _DEFINITION = re.compile(
     (?:(?:async[ \t]+)?def|class)[ \t]+([^\W\d]\w*)[ \t]*[(:]""",
     re.X,
 )
+
+
+def words_in(text: str) -> frozenset[str]:
+    """Every identifier-like word of a text outside comments and plain strings (see ``_WORD``)."""
+    return frozenset(word for word in _WORD.findall(text) if word)
 
 
 def definition_name(text: str) -> str | None:

@@ -133,16 +133,43 @@ def calls_in(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_D
                 yield from calls_in(inner, None, depth=depth - 1, _seen=seen)
 
 
-def ordered_calls(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[CallEvent, tuple[CallEvent, ...]]]:
+def ordered_calls(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[tuple[CallEvent, tuple[CallEvent, ...]]]:
     """Like calls_in, but each call comes with the chain of local calls that led to it (for evidence)."""
+    if loop is None:
+        return iter(_followed(scope, "calls"))
+    return _ordered(scope, loop, MAX_CALL_DEPTH, (), {}, calls_only=True)
+
+
+def ordered_events(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
+    """Like ordered_calls, but every kind of event (``p.grad = None``, ``continue``), in program order."""
+    if loop is None:
+        return iter(_followed(scope, "events"))
+    return _ordered(scope, loop, MAX_CALL_DEPTH, (), {}, calls_only=False)
+
+
+def _followed(scope: ScopeAnalysis, kind: str) -> list:
+    """``ordered_calls`` or ``ordered_events`` of a whole scope, kept with the scope while the flows of
+    the functions it followed are the same (a key in one method of a long class: every rule asked
+    this of every method again)."""
+    kept = scope.followed.get(kind)
+    if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
+        return kept[0]
+    reads: dict = {}
+    items = list(_ordered(scope, None, MAX_CALL_DEPTH, (), reads, calls_only=kind == "calls"))
+    scope.followed[kind] = (items, tuple(reads.items()))
+    return items
+
+
+def _ordered(scope: ScopeAnalysis, loop: Loop | None, depth: int, stack: tuple, reads: dict, *, calls_only: bool):
     for event in events_in(scope, loop):
-        if not isinstance(event, CallEvent):
+        is_call = isinstance(event, CallEvent)
+        if calls_only and not is_call:
             continue
-        yield event, _stack
-        if depth > 0 and event.function is not None:
-            inner = event.function.analysis(scope.summary)
-            if inner is not None and all(call.function is not event.function for call in _stack):
-                yield from ordered_calls(inner, None, depth=depth - 1, _stack=_stack + (event,))
+        yield event, stack
+        if depth > 0 and is_call and event.function is not None:
+            inner = reads[event.function] = event.function.analysis(scope.summary)
+            if inner is not None and all(call.function is not event.function for call in stack):
+                yield from _ordered(inner, None, depth - 1, (*stack, event), reads, calls_only=calls_only)
 
 
 def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) -> dict[Loop, CallEvent]:
@@ -160,16 +187,6 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
         if loops:
             found.setdefault(loops[-1], call)
     return found
-
-
-def ordered_events(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH, _stack=()) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
-    """Like ordered_calls, but every kind of event (``p.grad = None``, ``continue``), in program order."""
-    for event in events_in(scope, loop):
-        yield event, _stack
-        if depth > 0 and isinstance(event, CallEvent) and event.function is not None:
-            inner = event.function.analysis(scope.summary)
-            if inner is not None and all(call.function is not event.function for call in _stack):
-                yield from ordered_events(inner, None, depth=depth - 1, _stack=_stack + (event,))
 
 
 def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | None) -> tuple[Condition, ...]:
