@@ -312,3 +312,39 @@ def test_a_key_inside_one_method_of_a_long_class_costs_a_fraction_of_a_fresh_ana
     state.analyse(text, 0, SETTINGS)
     keys = [cpu(lambda version=version: state.analyse(edited if version % 2 else text, version, SETTINGS)) for version in range(1, 8)]
     assert statistics.median(keys) < 0.5 * fresh
+
+
+_CUDA_SCRIPT = '''import torch
+from torch.utils.data import DataLoader
+
+print("starting")
+device = torch.device("cuda")
+loader = DataLoader(train_set, batch_size=64, shuffle=True, num_workers=8)
+for x, y in loader:
+    x, y = x.to(device), y.to(device)
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+'''
+
+
+@pytest.mark.parametrize("old,new", [
+    ('print("starting")', 'print("starting", torch.cuda.device_count())'),  # a first CUDA line above the one there was
+    ('device = torch.device("cuda")', 'device = torch.device("cpu")'),  # the only one goes
+    ('shuffle=True, num_workers=8)', 'shuffle=True, num_workers=8)  # "cuda"'),  # one after it, and one after a `#`
+], ids=["above", "itself", "below"])
+def test_typing_around_the_first_cuda_line_gives_what_a_fresh_analysis_gives(old, new):
+    """The first line that shows CUDA is searched for again only from the edited line on; typing
+    above it, in it and below it, key by key, shows what a fresh analysis shows."""
+    state = DocumentState("file:///train.py", None)
+    text = _CUDA_SCRIPT
+    assert state.analyse(text, 0, SETTINGS).findings == _fresh(text, "file:///train.py")
+    shown = []
+    for version, target in enumerate((_CUDA_SCRIPT.replace(old, new), _CUDA_SCRIPT), start=1):
+        while text != target:
+            text = _one_key_towards(text, target)
+            findings = state.analyse(text, version, SETTINGS).findings
+            assert findings == _fresh(text, "file:///train.py")
+        shown.append(findings)
+    assert any(finding.code == "TL301" for finding in shown[-1])  # pin_memory: the script runs on CUDA

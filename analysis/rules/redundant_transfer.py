@@ -150,9 +150,9 @@ class RedundantTransfer(Rule):
         copy it once and move it with the model."""
         function = scope.function
         assert function is not None and function.owner is not None, "_is_module_forward: a method"
-        per_call = set(scope.params) | set(_bound_names(function.node))
+        per_call = set(scope.params) | _function_bound_names(scope, function.node)
         owner = function.owner.name
-        modified = {key for call in scope.calls() for key in _modified_in_place(call)} | _augmented(function.node)
+        modified = {key for call in scope.calls() for key in _modified_in_place(call)} | _augmented(scope, function.node)
         for call in scope.calls():
             if call.context.conditions or _caches_on_self(call) or _bound_to(call) & modified:
                 continue  # built under a condition (once, into a cache), kept on the module, or an accumulator
@@ -184,7 +184,7 @@ class RedundantTransfer(Rule):
 def _tensor_parameter(ctx: RuleContext, scope: ScopeAnalysis, name: str) -> CallEvent | None:
     """For a parameter the function never rebinds: a call site, when every call in the module passes a
     tensor that is not yet on the device for it."""
-    if scope.function is None or name not in scope.params or name in set(_bound_names(scope.function.node)):
+    if scope.function is None or name not in scope.params or name in _function_bound_names(scope, scope.function.node):
         return None
     passed = ctx.module.arguments_for(scope.function, name)
     if not passed or any(not value.tags & {Tag.TENSOR, Tag.GRAPH} or value.tags & {Tag.MODEL, Tag.ON_DEVICE} for _, value in passed):
@@ -371,9 +371,25 @@ def _bound_to(call: CallEvent) -> set[str]:
     return {key for target in statement.targets for key in _target_keys(target.target)}
 
 
-def _augmented(function: cst.FunctionDef) -> set[str]:
-    """Names a function updates with `+=` and the like: accumulators, not constants."""
-    return {key for node in walk(function) if isinstance(node, cst.AugAssign) for key in _target_keys(node.target)}
+def _function_bound_names(scope: ScopeAnalysis, function: cst.FunctionDef) -> frozenset[str]:
+    """``_bound_names`` of a function, kept per node: a key typed in another method of the class reads
+    this one's tree again only if the edit reached it."""
+    memo = scope.chunk.node_memo("TL303 function bound names")
+    known = memo.get(function)
+    if known is None:
+        known = memo[function] = frozenset(_bound_names(function))
+    return known
+
+
+def _augmented(scope: ScopeAnalysis, function: cst.FunctionDef) -> frozenset[str]:
+    """Names a function updates with `+=` and the like: accumulators, not constants (kept per node)."""
+    memo = scope.chunk.node_memo("TL303 augmented")
+    known = memo.get(function)
+    if known is None:
+        known = memo[function] = frozenset(
+            key for node in walk(function) if isinstance(node, cst.AugAssign) for key in _target_keys(node.target)
+        )
+    return known
 
 
 def _built_on_device(scope: ScopeAnalysis, call: CallEvent) -> cst.Call | None:
