@@ -87,13 +87,14 @@ class MissingZeroGrad(Rule):
         )
 
     def _check_scope(self, ctx: RuleContext, items: list[Item]) -> None:
+        backwards = [(event, chain) for event, chain in items if accumulates_into_grad(event) and _without_inner_loops(event, chain)]
+        if not backwards:
+            return  # most scopes (a long class's methods): nothing to look further at
         clearing = [(event, chain) for event, chain in items if clears_gradients(event)]
         if any(_conditional(event, chain) for event, chain in clearing if _clears(event, chain)):
             return  # zeroing on some iterations only: deliberate accumulation
         reported: set[Loop] = set()
-        for event, chain in items:
-            if not accumulates_into_grad(event) or not _without_inner_loops(event, chain):
-                continue
+        for event, chain in backwards:
             site = _site(event, chain)
             found = _step_loop(items, site)
             if found is None:
