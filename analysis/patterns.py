@@ -133,18 +133,22 @@ def calls_in(scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_D
                 yield from calls_in(inner, None, depth=depth - 1, _seen=seen)
 
 
-def ordered_calls(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[tuple[CallEvent, tuple[CallEvent, ...]]]:
+def ordered_calls(
+    scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH,
+) -> Iterator[tuple[CallEvent, tuple[CallEvent, ...]]]:
     """Like calls_in, but each call comes with the chain of local calls that led to it (for evidence)."""
-    if loop is None:
+    if loop is None and depth == MAX_CALL_DEPTH:
         return iter(_followed(scope, "calls"))
-    return _ordered(scope, loop, MAX_CALL_DEPTH, (), {}, calls_only=True)
+    return _ordered(scope, loop, depth, (), {}, calls_only=True)
 
 
-def ordered_events(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
+def ordered_events(
+    scope: ScopeAnalysis, loop: Loop | None, *, depth: int = MAX_CALL_DEPTH,
+) -> Iterator[tuple[Event, tuple[CallEvent, ...]]]:
     """Like ordered_calls, but every kind of event (``p.grad = None``, ``continue``), in program order."""
-    if loop is None:
+    if loop is None and depth == MAX_CALL_DEPTH:
         return iter(_followed(scope, "events"))
-    return _ordered(scope, loop, MAX_CALL_DEPTH, (), {}, calls_only=False)
+    return _ordered(scope, loop, depth, (), {}, calls_only=False)
 
 
 def _followed(scope: ScopeAnalysis, kind: str) -> list:
