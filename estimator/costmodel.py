@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from . import litgpt
-from .activation_data import measured_layer_coefficients
+from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
@@ -26,10 +26,12 @@ from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
     compiled_layer_coefficient,
+    dropout_mask_bytes,
     formula_layer_coefficient,
     inference_layer_coefficient,
     kv_heads_per_gpu,
     selective_coefficient,
+    training_dropout,
 )
 from .plan import (
     OPTIMIZER_STATE,
@@ -586,7 +588,7 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         kv.append(value[2])
         prompt_kv.append(value[3])
         prompt_logits.append(value[4])
-    measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
+    measured = _measured_dropout(plan) is not None
     spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     if plan.mode != "train":
         spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else _INFERENCE_SPREAD
@@ -789,15 +791,25 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             notes.append(_quant_inputs_note(plan))
         return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
     measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
+    dropout = _measured_dropout(plan)
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
-    if measured is not None and plan.dropout is not True:
+    hidden_dropout, attention_dropout = training_dropout(plan)
+    if plan.dropout is None and plan.mode == "train" and (hidden_dropout or attention_dropout):
+        notes.append("dropout on, as the model's config sets it (training runs in train mode): each dropout keeps a "
+                     "1-byte mask, and on the attention probabilities its output")
+    masks = 0.0
+    if measured is not None and dropout is not None:
         assert plan.model is not None, "measured for a model of the catalog"
         linear, scores = measured
-        coefficient = linear + scores * geometry.heads * seq / geometry.hidden
+        hidden_masks, score_masks, score_outputs = dropout
+        per_score = geometry.heads * seq / geometry.hidden
+        coefficient = linear + (scores + score_outputs) * per_score
+        masks = hidden_masks + score_masks * per_score  # one byte per element whatever the activations' dtype
         notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
     else:
         coefficient = formula_layer_coefficient(plan, geometry, seq)
+        masks = dropout_mask_bytes(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
     if plan.lora_rank is not None and plan.mode == "train":
         coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
@@ -807,7 +819,18 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
-    return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
+    return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
+
+
+def _measured_dropout(plan: Plan) -> tuple[float, float, float] | None:
+    """What dropout adds to the model's measured layer (activation_data.measured_dropout_bytes), or None when the layer
+    was not measured in that configuration (the formula applies)."""
+    if plan.model is None or measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) is None:
+        return None
+    hidden, scores = training_dropout(plan)
+    if hidden is None or scores is None:  # unknown: the formula takes dropout halfway
+        return None
+    return measured_dropout_bytes(plan.model.base or plan.model.id, plan.attention, hidden, scores)
 
 
 def _quant_inputs_note(plan: Plan) -> str:

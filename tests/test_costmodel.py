@@ -267,7 +267,7 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
         for attention, rows in kernels.items():
             amp, pure = rows["amp"], rows["bf16"]
             for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
-                plan = Plan(model=arch, dtype="amp-bf16", attention=attention)
+                plan = Plan(model=arch, dtype="amp-bf16", attention=attention, dropout=False)  # measured without dropout
                 assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)
 
 
@@ -594,3 +594,47 @@ def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
     assert report["inputs"]["tensor_parallel"] == {"value": 4, "source": "command line"}
     assert report["inputs"]["gpus"] == {"value": 4, "source": "command line (--tensor-parallel)"}
     assert report["breakdown"]["weights"] == pytest.approx(parameter_count(find_architecture("llama-3.1-70b")) * 2 / 4)
+
+
+def test_training_runs_the_dropout_the_models_config_sets():
+    """A model in train mode (the HF Trainer's, `model.train()`) runs its config's dropout: BERT's config class sets 0.1
+    on its hidden sites and its attention probabilities, Llama's 0.0. Counted from BERT-large's fp32 layer in
+    transformers' eager attention: each hidden dropout keeps a 1-byte mask (two per layer), the probabilities' dropout
+    a 1-byte mask and its fp32 output beside the fp32 softmax output (9 bytes per score instead of 4)."""
+    bert = find_architecture("bert-large-uncased")
+    geometry = shape(bert)
+    batch, seq = 4, 512
+
+    def activations(dropout, model=bert, **changes):
+        settings = dict(model=model, dtype="fp32", batch_size=batch, seq_len=seq, attention="eager", dropout=dropout,
+                        head="classifier")
+        return estimate(Plan(**(settings | changes))).breakdown.activations.estimate
+
+    unstated, off, on = activations(None), activations(False), activations(True)
+    assert unstated == on > off
+    tokens = batch * seq
+    masks_and_outputs = geometry.layers * tokens * (2 * geometry.hidden + (1 + 4) * geometry.heads * seq)
+    assert on - off == pytest.approx(masks_and_outputs, rel=1e-3)
+    # SDPA's fused kernels keep an RNG state for the probabilities' dropout: the hidden sites' masks only
+    assert activations(True, attention="sdpa") - activations(False, attention="sdpa") == pytest.approx(
+        geometry.layers * tokens * 2 * geometry.hidden, rel=1e-3)
+    # a config that sets no dropout (Llama's) keeps nothing more; inference runs in eval mode
+    assert activations(None, model=LLAMA, dtype="bf16") == activations(False, model=LLAMA, dtype="bf16")
+    assert activations(None, mode="infer") == activations(False, mode="infer")
+
+
+def test_autocast_with_dropout_on_the_probabilities_keeps_the_16_bit_cast_for_the_matmul():
+    """Under autocast BERT's softmax runs in fp32 (4 bytes kept per score); its dropout keeps a 1-byte mask, and the
+    matmul with the values keeps the 16-bit cast of the dropout's fp32 output (2): 7 bytes per score, 3 more than
+    without dropout (the fp32 softmax output and its 16-bit cast: 6)."""
+    bert = find_architecture("bert-base-uncased")
+    geometry = shape(bert)
+    batch, seq = 2, 512
+
+    def activations(dropout, attention):
+        plan = Plan(model=bert, dtype="amp-fp16", batch_size=batch, seq_len=seq, attention=attention, dropout=dropout,
+                    head="classifier")
+        return estimate(plan).breakdown.activations.estimate
+
+    scores_only = (activations(True, "eager") - activations(False, "eager")) - (activations(True, "sdpa") - activations(False, "sdpa"))
+    assert scores_only == pytest.approx(geometry.layers * batch * seq * geometry.heads * seq * (7 - 6), rel=1e-3)
