@@ -669,7 +669,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
                          f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
-        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * 4
+        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
     kv = prompt_kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
@@ -695,6 +695,18 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
     return live, logits_bytes, kv, prompt_kv, prompt_logits
+
+
+def _inference_logit_bytes(plan: Plan, act_bytes: int, end: int, notes: list[str]) -> float:
+    """Bytes per logit of a forward without a loss (transformers' causal LMs, every position): before 4.46 the LM
+    head's output was upcast (`self.lm_head(...).float()`, with a warning that 4.46 would stop), so the 16-bit logits
+    and their fp32 copy were alive at once; from 4.46 (read in 5.25's modeling_llama.py) they stay in the model's
+    dtype until a loss asks for fp32."""
+    upcast = plan.logits_upcast if plan.logits_upcast is not None else end == 2
+    if plan.logits_upcast is None and act_bytes == 2:
+        notes.append("transformers 4.46 and later return a forward's logits in the model's dtype (the estimate); earlier "
+                     f"versions upcast them to fp32 beside the 16-bit ones (the high end); {settled_by('transformers')}")
+    return act_bytes + 4.0 if upcast and act_bytes == 2 else float(act_bytes)
 
 
 # torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded

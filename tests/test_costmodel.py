@@ -417,8 +417,8 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
-        "quant_keeps_inputs": False, "prompt_logits_whole": False}
-    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
+        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False}
+    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True, "logits_upcast": True}
     with pytest.raises(CannotEstimate):
         settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
@@ -499,7 +499,8 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     them; a stated version decides."""
     from trainlint.estimator.versions import settings_for_versions
 
-    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
+    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
+        "prompt_logits_whole": True, "logits_upcast": True, "rotary_cache": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
@@ -638,3 +639,22 @@ def test_autocast_with_dropout_on_the_probabilities_keeps_the_16_bit_cast_for_th
 
     scores_only = (activations(True, "eager") - activations(False, "eager")) - (activations(True, "sdpa") - activations(False, "sdpa"))
     assert scores_only == pytest.approx(geometry.layers * batch * seq * geometry.heads * seq * (7 - 6), rel=1e-3)
+
+
+def test_a_forwards_logits_follow_the_transformers_release():
+    """transformers before 4.46 upcast a forward's logits to fp32 beside the 16-bit ones (6 bytes per logit while the
+    cast runs); 4.46 and later return them in the model's dtype (2). Unknown: the estimate today's, the high end the
+    old; a stated version decides both ends."""
+    from trainlint.estimator.versions import settings_for_versions
+
+    batch, seq = 2, 4096
+    logits = batch * seq * LLAMA.vocab
+
+    def prompt_logits(**changes):
+        return estimate(_plan(mode="infer", batch_size=batch, seq_len=seq, **changes)).breakdown.prompt_logits
+
+    unknown = prompt_logits()
+    assert (unknown.estimate, unknown.high) == (2 * logits, 6 * logits)
+    old, new = (prompt_logits(**settings_for_versions({"transformers": v}, LLAMA.family)) for v in ("4.45.2", "4.46.0"))
+    assert (old.low, old.high) == (6 * logits, 6 * logits) and (new.low, new.high) == (2 * logits, 2 * logits)
+    assert prompt_logits(dtype="fp32").high == 4 * logits  # an fp32 model's logits are fp32 either way
