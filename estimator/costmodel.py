@@ -61,8 +61,15 @@ _QUANT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-dq": 0.5 + 0.0159, "int8": 1.0 + 4 / 4
 # attention-score term; the MLP part is derived from the FFN width (see _layer_coefficient).
 _ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
 _NORMS = 4.0
-# Loss over the vocabulary: bytes per logit (fp32 logits kept for the loss, plus the backward's transients).
-_LOGIT_BYTES = (14.0, 16.0, 20.0)
+# Loss over the vocabulary, bytes per logit at its peak, the start of the backward: cross-entropy's fp32 log-softmax
+# output and, in its backward, the incoming gradient and the one it computes (12). A caller that still holds the
+# model's outputs then holds the logits too: fp32 (transformers before 4.46 upcast them, accelerate's autocast wrapper
+# converts them) 4 more. Replayed under FakeTensorMode with torch's MemTracker for transformers' three loss codes (the
+# upcast and shifted copy before 4.46, a remote-code model's 16-bit shift under autocast, today's padded labels):
+# 11.96-11.98 with the outputs dropped, 13.96-15.98 with them held (calibration/loss_peaks.py). The HF Trainer keeps
+# only the loss (compute_loss returns it alone), so its step is at 12; an unknown loop at 16 (the outputs bound).
+_LOGIT_BYTES = (12.0, 16.0, 16.0)
+_TRAINER_LOGIT_BYTES = (12.0, 12.0, 16.0)
 # A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
 # one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
 _CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
@@ -607,7 +614,10 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     """Bytes per logit a training step's loss keeps (low, estimate, high)."""
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
-    return _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+    if plan.loss == "chunked":
+        return _CHUNKED_LOGIT_BYTES
+    # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False) drops the outputs first
+    return _TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else _LOGIT_BYTES
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):

@@ -658,3 +658,22 @@ def test_a_forwards_logits_follow_the_transformers_release():
     old, new = (prompt_logits(**settings_for_versions({"transformers": v}, LLAMA.family)) for v in ("4.45.2", "4.46.0"))
     assert (old.low, old.high) == (6 * logits, 6 * logits) and (new.low, new.high) == (2 * logits, 2 * logits)
     assert prompt_logits(dtype="fp32").high == 4 * logits  # an fp32 model's logits are fp32 either way
+
+
+def test_the_loss_keeps_what_the_replayed_loss_codes_keep():
+    """Bytes per logit at the loss's peak, replayed for transformers' three loss codes (calibration/loss_peaks.py): a
+    step that drops the model's outputs before its backward (the HF Trainer's) keeps 12, one that holds them (a loop's
+    `outputs = model(...)`) up to 16. The Trainer's step is at the first, an unknown loop at the second."""
+    from trainlint.estimator.costmodel import _LOGIT_BYTES, _TRAINER_LOGIT_BYTES
+
+    rows = _calibration("loss_peaks.json")["rows"]
+    dropped = [row["bytes_per_logit"] for row in rows if not row["outputs_held_through_backward"]]
+    held = [row["bytes_per_logit"] for row in rows if row["outputs_held_through_backward"]]
+    assert _TRAINER_LOGIT_BYTES[:2] == pytest.approx((min(dropped), max(dropped)), abs=0.05)
+    assert _LOGIT_BYTES[0] == pytest.approx(min(dropped), abs=0.05)
+    assert _LOGIT_BYTES[1] == _LOGIT_BYTES[2] == _TRAINER_LOGIT_BYTES[2] == pytest.approx(max(held), abs=0.05)
+    # what a user sees: the Trainer's step (read as freeing its graph) is estimated below the same step in a loop
+    loop, trainer = (estimate(_plan(batch_size=4, seq_len=1024, previous_graph_alive=alive)).breakdown.logits
+                     for alive in (None, False))
+    tokens_logits = 4 * 1024 * LLAMA.vocab
+    assert (trainer.estimate, loop.estimate) == (12 * tokens_logits, 16 * tokens_logits)
