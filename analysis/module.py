@@ -75,7 +75,6 @@ class ModuleAnalysis:
         self._ddp_wraps: list[CallEvent] | None = None
         self._module_wide: dict[str, object] = {}
         self._calls_by_function: dict[int, list[CallEvent]] | None = None
-        self._cuda_from = 0  # where the search for the first CUDA line starts: no line before it shows one
         # The class whose methods' flows were kept across an edit of one of them (``_methods_kept``),
         # and its statement: once its scopes are computed, no walk compares with the replaced flows.
         self._kept_walks: tuple[int, ClassInfo] | None = None
@@ -111,12 +110,28 @@ class ModuleAnalysis:
             chunks, unchanged = self._rechunked(text)
         result = self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
         if "_cuda_found" in self.__dict__:  # a search of 3,900 lines takes 3.7 ms: not again where the text is as it was
-            cuda, prefix = self._cuda_found, common_prefix(self._text, text)
-            if cuda is not None and cuda[1] <= prefix:
-                result.__dict__["_cuda_found"] = cuda  # the text up to it is as it was: still the first
-            else:
-                result._cuda_from = text.rfind("\n", 0, prefix) + 1  # none on the lines before the edit's
+            result.__dict__["_cuda_found"] = self._cuda_after_edit(text)
         return result
+
+    def _cuda_after_edit(self, text: str) -> tuple[int, int] | None:
+        """``_cuda_found`` of an edited text, from this text's: the lines the edit touched are searched,
+        and the rest is as it was."""
+        old, found = self._text, self._cuda_found
+        prefix = common_prefix(old, text)
+        if found is not None and found[1] <= prefix:
+            return found  # the text up to it is as it was: still the first
+        suffix = common_suffix(old, text, limit=min(len(old), len(text)) - prefix)
+        first = text.rfind("\n", 0, prefix) + 1  # where the first line the edit touched starts
+        line_end = text.find("\n", len(text) - suffix)
+        last = len(text) if line_end < 0 else line_end  # where the last one ends
+        in_edit = _cuda_evidence(text, first, last)
+        if in_edit is not None or found is None:
+            return in_edit  # none on the lines before the edit's (else found), nor after them (else found)
+        shift = len(text) - len(old)
+        if found[1] <= last - shift:
+            return _cuda_evidence(text, first)  # it was on a line the edit touched
+        lines_added = text.count("\n", prefix, len(text) - suffix) - old.count("\n", prefix, len(old) - suffix)
+        return found[0] + lines_added, found[1] + shift  # on a line after the edit, moved with it
 
     def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
@@ -203,7 +218,6 @@ class ModuleAnalysis:
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
         result._module_wide = {}
         result._calls_by_function = None
-        result._cuda_from = 0
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
         result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
@@ -477,15 +491,7 @@ class ModuleAnalysis:
     @cached_property
     def _cuda_found(self) -> tuple[int, int] | None:
         """The first line showing CUDA, and where the text showing it ends."""
-        # Searched for on its own, not as `^[^#\n]*?(...)` per line: that anchored form tried every
-        # position of every line of a file without any (2 % of a batch run over torchtune). An
-        # occurrence after a `#` rules out the rest of its line, as the anchored form would.
-        text = self._text
-        for match in _CUDA_EVIDENCE.finditer(text, self._cuda_from):
-            line_start = text.rfind("\n", 0, match.start()) + 1
-            if "#" not in text[line_start:match.start()]:
-                return text.count("\n", 0, line_start) + 1, match.end()
-        return None
+        return _cuda_evidence(self._text)
 
     @cached_property
     def _cuda_line(self) -> int | None:
@@ -649,6 +655,18 @@ def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[st
         if name not in names and not tainted.isdisjoint(_WORDS.findall(chunk.code_for(expression))):
             names.add(name)
     return names
+
+
+def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[int, int] | None:
+    """The first line of ``text[start:end]`` (whole lines) that shows CUDA, and where the text showing it ends."""
+    # Searched for on its own, not as `^[^#\n]*?(...)` per line: that anchored form tried every
+    # position of every line of a file without any (2 % of a batch run over torchtune). An
+    # occurrence after a `#` rules out the rest of its line, as the anchored form would.
+    for match in _CUDA_EVIDENCE.finditer(text, start, len(text) if end is None else end):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if "#" not in text[line_start:match.start()]:
+            return text.count("\n", 0, line_start) + 1, match.end()
+    return None
 
 
 def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:

@@ -331,9 +331,10 @@ for x, y in loader:
 
 @pytest.mark.parametrize("old,new", [
     ('print("starting")', 'print("starting", torch.cuda.device_count())'),  # a first CUDA line above the one there was
+    ('print("starting")', 'print(\n    "starting",\n)'),  # lines above it (TL301's evidence cites its line)
     ('device = torch.device("cuda")', 'device = torch.device("cpu")'),  # the only one goes
     ('shuffle=True, num_workers=8)', 'shuffle=True, num_workers=8)  # "cuda"'),  # one after it, and one after a `#`
-], ids=["above", "itself", "below"])
+], ids=["above", "lines above", "itself", "below"])
 def test_typing_around_the_first_cuda_line_gives_what_a_fresh_analysis_gives(old, new):
     """The first line that shows CUDA is searched for again only from the edited line on; typing
     above it, in it and below it, key by key, shows what a fresh analysis shows."""
