@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeGuard, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import libcst as cst
 
@@ -164,7 +164,11 @@ def _followed(scope: ScopeAnalysis, kind: str) -> list:
     return items
 
 
-def _ordered(scope: ScopeAnalysis, loop: Loop | None, depth: int, stack: tuple, reads: dict, *, calls_only: bool):
+def _ordered(
+    scope: ScopeAnalysis, loop: Loop | None, depth: int, stack: tuple, reads: dict, *, calls_only: bool,
+) -> Iterator[tuple[Any, tuple[CallEvent, ...]]]:
+    """The events (only the calls, with ``calls_only``) of ``scope`` in ``loop``, each followed by
+    those of the local function it calls, ``depth`` calls deep; the flows it reads go into ``reads``."""
     for event in events_in(scope, loop):
         is_call = isinstance(event, CallEvent)
         if calls_only and not is_call:
