@@ -200,6 +200,7 @@ class ModuleAnalysis:
             if reused is None:
                 edited = -1
             else:
+                new_facts[edited].release()  # read for its names only: its methods name their class, a cycle
                 new_facts[edited], kept_methods = reused
                 chunks[edited] = self._chunks[edited]  # the statement object the kept flows name, now of the new text
         result = ModuleAnalysis.__new__(ModuleAnalysis)
