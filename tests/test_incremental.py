@@ -349,3 +349,38 @@ def test_typing_around_the_first_cuda_line_gives_what_a_fresh_analysis_gives(old
             assert findings == _fresh(text, "file:///train.py")
         shown.append(findings)
     assert any(finding.code == "TL301" for finding in shown[-1])  # pin_memory: the script runs on CUDA
+
+
+_PSEUDO_LABELS = '''import torch
+import torch.nn as nn
+
+
+def pseudo_label(teacher, loader):
+    labels = []
+    for images in loader:
+        labels.append(teacher(images).argmax(1).tolist())
+    print(sum(len(batch) for batch in labels))
+
+
+if __name__ == "__main__":
+    pseudo_label(nn.Linear(784, 10), torch.load("unlabelled.pt"))
+'''
+
+
+def test_freezing_a_model_key_by_key_gives_what_a_fresh_analysis_gives():
+    """TL102 reads which models the file freezes from each statement, kept per statement: typing the
+    freeze in, and a thaw after it, shows at each key what a fresh analysis shows."""
+    frozen = _PSEUDO_LABELS.replace("    labels = []\n", "    teacher.requires_grad_(False)\n    labels = []\n")
+    thawed = frozen.replace("    print(sum(", "    teacher.requires_grad_(True)\n    print(sum(")
+    state = DocumentState("file:///label.py", None)
+    text = _PSEUDO_LABELS
+    codes = [{finding.code for finding in state.analyse(text, 0, SETTINGS).findings}]
+    version = 0
+    for target in (frozen, thawed):
+        while text != target:
+            text = _one_key_towards(text, target)
+            version += 1
+            findings = state.analyse(text, version, SETTINGS).findings
+            assert findings == _fresh(text, "file:///label.py")
+        codes.append({finding.code for finding in findings})
+    assert ["TL102" in shown for shown in codes] == [True, False, True]

@@ -642,23 +642,23 @@ def _frozen_models(module) -> frozenset[str]:
     frozen: set[str] = set()
     thawed: set[str] = set()  # what the file turns requires_grad back on for
     for chunk in module.chunks:
-        if chunk.module is None:
-            continue
-        for node in _walk(chunk.module):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
-                target = _owner_path(node.func.value)
-                if node.args and not _is_true(node.args[0].value):
-                    frozen.add(target)
-                else:
-                    thawed.add(target)
-            elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) \
-                    and node.iter.func.attr.value in {"parameters", "named_parameters"}:
-                target = _owner_path(node.iter.func.value)
-                if _sets_requires_grad(node.body, to=False):
-                    frozen.add(target)
-                if _sets_requires_grad(node.body, to=True):
-                    thawed.add(target)
+        # kept per statement: a key typed in a 1,000-line main() reads the edited statement again, not
+        # the whole file (walking every tree took about 40 ms of CPU a key on diffusers' SDXL script)
+        for freezes, target in chunk.facts_by_statement("TL102 requires_grad switches", _requires_grad_switches):
+            (frozen if freezes else thawed).add(target)
     return frozenset(name for name in frozen if not any(part == name or part.startswith(name + ".") for part in thawed))
+
+
+def _requires_grad_switches(node: cst.CSTNode) -> list[tuple[bool, str]]:
+    """What one node turns requires_grad off (True) or on (False) for: `x.requires_grad_(...)`, or a
+    loop over `x.parameters()` that sets `p.requires_grad`."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+        return [(bool(node.args) and not _is_true(node.args[0].value), _owner_path(node.func.value))]
+    if isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) \
+            and node.iter.func.attr.value in {"parameters", "named_parameters"}:
+        target = _owner_path(node.iter.func.value)
+        return [(to_false, target) for to_false in (True, False) if _sets_requires_grad(node.body, to=not to_false)]
+    return []
 
 
 def _owner_path(node: cst.BaseExpression) -> str:
