@@ -46,6 +46,7 @@ from .plan import (
     validate,
 )
 from .units import GIB
+from .unstated import covered, cuda_context
 from .versions import ROTARY_CACHE_UNTIL, settled_by
 
 # Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
@@ -101,17 +102,19 @@ _SHORT_SEQUENCE = 256
 _TYPICAL_SEQUENCE = 2048
 
 
-def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
+def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
              compute_capability: str | None = None, usable_bytes: float | None = None) -> Estimate:
-    """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
-    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
-    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA);
-    ``usable_bytes``: what one process can allocate there, which bounds the cache the allocator keeps (None: not
-    known, no bound)."""
+    """Per-GPU peaks of one configuration. ``context_bytes``: the target device's CUDA context with lazy module
+    loading (unstated.cuda_context), or an interval where it was measured for the run; ``workspace_bytes``: torch's cuBLAS
+    workspace per handle and stream there; ``compute_capability``: an NVIDIA device's ("7.0"), which decides the
+    attention kernels it has (None: not known, or not NVIDIA); ``usable_bytes``: what one process can allocate
+    there, which bounds the cache the allocator keeps (None: not known, no bound)."""
     validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
+    if plan.model_code == "own" or plan.attention is None:  # an estimate whose interval covers the alternatives
+        return covered(plan, estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
     kernel = attention_kernel(plan, compute_capability, notes)
@@ -181,10 +184,11 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     )
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
-    room = None if usable_bytes is None else usable_bytes - context_bytes - outside_allocator.high
+    context = cuda_context(plan, context_bytes, notes)
+    room = None if usable_bytes is None else usable_bytes - context.estimate - outside_allocator.high
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
     reserved = reserved + cached
-    process = reserved + Interval.exact(context_bytes) + outside_allocator
+    process = reserved + context + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
