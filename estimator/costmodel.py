@@ -22,6 +22,7 @@ from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
+from .gpt_fast import gpt_fast_terms
 from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
@@ -150,7 +151,7 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
             gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
             prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
             prompt_logits=prompt_logits,
-            **_gpt_fast_terms(plan, geometry, notes),
+            **gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
     if breakdown.causal_mask.estimate:
@@ -685,6 +686,14 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
     kv = prompt_kv = 0.0
+    if plan.mode == "infer" and arch.kind == "decoder" and plan.model_code != "litgpt" and (plan.use_cache or (plan.use_cache is None and end)):
+        # a causal LM's forward fills and returns its KV cache (past_key_values) unless use_cache=False: transformers'
+        # configs default to True; it grows layer by layer and is whole beside the logits
+        kv = prompt_kv = (geometry.kv_cache_bytes_per_token_per_byte * (2 if plan.dtype != "fp32" else 4) * batch
+                          * (min(prompt, arch.sliding_window) if arch.sliding_window else prompt) / (plan.tensor_parallel if arch.kv_lora_rank is None else 1))
+        if plan.use_cache is None:
+            notes.append("the forward returns its KV cache (use_cache, transformers' default: the estimate); use_cache=False "
+                         "in the script or --no-use-cache keeps none (the low end)")
     if plan.mode == "generate":
         context = plan.max_context or seq
         static = plan.kv_cache_len is not None
@@ -737,29 +746,6 @@ def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
     notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
                  f"{_OFFLOAD_STASH} being copied and one layer's worth")
     return per_layer + stash
-
-
-def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dict[str, Interval]:
-    """gpt-fast's generation (model.py and generate.py, as torchao's `_models/llama` copies them): `setup_caches`
-    registers a causal mask of the cache's length squared in bools (`torch.tril(torch.ones(n, n))`, n rounded up
-    to a multiple of 8), and every decoding step runs under `sdp_kernel(enable_math=True)` only: each layer
-    expands the whole static cache to every query head (`repeat_interleave`) and the math kernel copies keys and
-    values to fp32 (torch 2.5 and later, unless `allow_fp16_bf16_reduction_math_sdp`; before, no copy: the low
-    end)."""
-    if plan.model_code != "gpt-fast" or plan.mode != "generate" or geometry is None:
-        return {}
-    length = plan.kv_cache_len or plan.max_context or plan.seq_len or 0
-    length = 8 * math.ceil(length / 8)
-    # keys and values, every query head (of this GPU's, under tensor parallelism)
-    expanded = 2.0 * plan.batch_size * geometry.heads / plan.tensor_parallel * length * geometry.head_dim
-    act_bytes = 2 if plan.dtype != "fp32" else 4
-    upcast = 4.0 if act_bytes == 2 else 0.0
-    notes.append(f"gpt-fast: a causal mask of {length}x{length} bools; each decoding step expands the cache to every "
-                 "query head and the math attention kernel copies it to fp32 (torch 2.5 and later)")
-    return {
-        "causal_mask": Interval.exact(float(length * length)),
-        "decode_attention": Interval(expanded * act_bytes, expanded * (act_bytes + upcast), expanded * (act_bytes + upcast)),
-    }
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:

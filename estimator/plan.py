@@ -150,6 +150,9 @@ class Plan:
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
+    # Inference (a forward without a loss) of a causal LM: whether the forward fills and returns its KV cache
+    # (transformers' use_cache, True in its configs by default). None: unknown; the estimate counts it, the low end not.
+    use_cache: bool | None = None
     # The CUDA context's kernel images: torch from 1.13 sets CUDA_MODULE_LOADING=LAZY where the user has not (PR 86509),
     # so a kernel is loaded onto the device when first used; before, or with EAGER, every kernel of torch and its CUDA
     # libraries is loaded when the context is made. None: the torch version is unknown; the high end loads them all.
