@@ -186,7 +186,7 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
     context = cuda_context(plan, context_bytes, notes)
-    room = None if usable_bytes is None else usable_bytes - context.estimate - outside_allocator.high
+    room = None if usable_bytes is None else Interval.exact(usable_bytes) + (context + outside_allocator).scaled(-1.0)
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
     reserved = reserved + cached
     process = reserved + context + outside_allocator

@@ -57,7 +57,6 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
             settings[name] = tuple(settings[name])
     if inputs["attention"][1] == "assumed":  # nobody chose the kernel: the estimate covers eager attention too
         settings["attention"] = None
-        inputs["attention"] = ("sdpa", "assumed (eager at the high end; attn_implementation= or --attention settles it)")
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
     if overrides.get("max_context") is not None:
         settings["max_context"] = overrides["max_context"]
