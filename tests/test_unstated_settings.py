@@ -4,9 +4,12 @@ a model run by its own code, and the KV cache an inference forward returns."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import textwrap
 
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.architectures import find_architecture
@@ -94,3 +97,23 @@ def test_an_inference_forward_keeps_the_kv_cache_it_returns_unless_use_cache_is_
         model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-7B', use_cache=False)
         """)
     assert plan_settings(read_script(script), {}).settings["use_cache"] is False
+
+
+def test_the_command_line_reports_the_unstated_settings_and_settles_them():
+    def run(*flags: str) -> dict:
+        result = subprocess.run(
+            [*TRAINLINT, "estimate", "--model", "qwen2.5-0.5b", "--mode", "infer", "--seq-len", "4096", "--batch-size", "8",
+             "--dtype", "bf16", "--gpu", "a100-80gb", "--format", "json", *flags],
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    unstated = run()
+    settled = run("--no-use-cache", "--attention", "sdpa", "--library-version", "torch=2.4.0")
+    assert unstated["breakdown"]["kv_cache"] > 0 and settled["breakdown"]["kv_cache"] == 0
+    assert any("attention kernel not stated" in note for note in unstated["notes"])
+    assert any("--library-version torch=VERSION" in note and "lazy module loading" in note for note in unstated["notes"])
+    assert not any("attention kernel not stated" in note or "lazy module loading" in note or "--no-use-cache" in note
+                   for note in settled["notes"])
+    assert settled["peak"]["process"]["high"] < unstated["peak"]["process"]["high"]
