@@ -194,7 +194,7 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
 
-def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
+def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str | None:
     """The attention a device runs for what was asked, as far as memory goes (torch's sdp_utils: the flash
     kernel needs compute capability 8.0 or newer and 16-bit inputs, the memory-efficient kernel runs from 5.0
     on fp16 and fp32, bf16 from 8.0; otherwise SDPA falls back to the math kernel, which materialises the

@@ -41,7 +41,7 @@ def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -
     LitGPT's and gpt-fast's code call SDPA themselves. ``estimate``: the cost model's, with the device's ``device``
     arguments."""
     chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
-    if plan.model_code != "transformers" or shape(plan.model) is None or plan.model is None or plan.model.kind == "diffusion":
+    if plan.model_code != "transformers" or plan.model is None or shape(plan.model) is None or plan.model.kind == "diffusion":
         return dataclasses.replace(chosen, plan=plan)
     eager = estimate(dataclasses.replace(plan, attention="eager"), *device)
     note = ("attention kernel not stated: SDPA at the estimate (transformers' default where the model and torch have it), "
