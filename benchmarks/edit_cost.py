@@ -46,7 +46,7 @@ imported = time.process_time()
 import_analysis()  # what the server does on a thread of its own as it starts
 warmed = time.process_time()
 text = open(sys.argv[1], encoding="utf-8").read()
-DocumentState("file:///bench.py", None).analyse(text, 1, EffectiveSettings(AnalysisSettings(), frozenset()))
+DocumentState("file:///bench.py", None).analyse(text, 1, EffectiveSettings(AnalysisSettings()))
 print(imported - t, warmed - imported, time.process_time() - warmed)
 """
 
@@ -115,7 +115,7 @@ class Typist:
         from trainlint.server.documents import DocumentState
         from trainlint.settings import EffectiveSettings
 
-        self.settings = EffectiveSettings(AnalysisSettings(), frozenset())
+        self.settings = EffectiveSettings(AnalysisSettings())
         self.path = path
         self.lines = path.read_text(encoding="utf-8").split("\n")
         self.line, self.column, self.where = edited_line("\n".join(self.lines))
