@@ -124,8 +124,7 @@ async def did_change_configuration(ls: TrainlintServer, params: types.DidChangeC
 
 
 async def did_change_workspace_folders(ls: TrainlintServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
-    ls.linter.configuration_changed()  # a folder added may hold the configuration of files open before
-    await pull_configuration(ls)
+    await pull_configuration(ls)  # a folder's own settings: what was resolved under the old ones is forgotten
 
 
 def did_change_watched_files(ls: TrainlintServer, params: types.DidChangeWatchedFilesParams) -> None:

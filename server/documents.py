@@ -58,7 +58,7 @@ _TOKEN_MARKS = (string.punctuation.replace("_", "") + "\n").encode()
 
 
 _analysis_imported = threading.Lock()
-_imported: list[bool] = []  # one True once ``import_analysis`` is done
+_analysis_ready = threading.Event()  # set once ``import_analysis`` is done: later calls return at once
 
 
 def import_analysis() -> None:
@@ -67,7 +67,7 @@ def import_analysis() -> None:
     analysis calls it first too. The lock keeps two threads from importing the same modules at
     once, where Python's import locks can hand one of them a module still half initialised."""
     with _analysis_imported:
-        if _imported:
+        if _analysis_ready.is_set():
             return
         from trainlint.analysis.engine import select_rules
         from trainlint.analysis.settings import AnalysisSettings
@@ -75,7 +75,7 @@ def import_analysis() -> None:
         from trainlint.estimator.editor import estimate_module  # noqa: F401 - likewise
 
         select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
-        _imported.append(True)
+        _analysis_ready.set()
 
 
 def token_estimate(text: str) -> int:
@@ -247,8 +247,9 @@ class DocumentState:
             return asked.anchors
 
     def _module_of(self, analysis: Analysis) -> bool:
-        """Whether the document's module is the analysed one of ``analysis``' text (asked under the lock)."""
-        if self.latest is None or self.latest.asked.vram is not analysis.asked.vram or self.module is None:
+        """Whether the document's module is the one the last analysis left, ``analysis`` (or the same
+        one under another version), still of its text (asked under the lock)."""
+        if self.latest is None or self.latest.asked is not analysis.asked or self.module is None:
             return False
         return self.module.text == analysis.text.removeprefix(BOM)  # else a newer text's analysis stopped half-way
 
