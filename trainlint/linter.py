@@ -138,7 +138,9 @@ class Linter:
     # ------------------------------------------------------------------ rules
     def rules_for(self, settings: AnalysisSettings) -> list[type[Rule]]:
         """The rules ``settings`` select, chosen once per selection; less a plugin's rules that have
-        failed since (``registry.rule_failed``: a failed rule runs no more in this process)."""
+        failed since (``registry.rule_failed``: a failed rule runs no more in this process). The
+        server's analysis threads ask too: a selection depends only on its key, so two threads that
+        make the same one at once keep the same."""
         from trainlint.analysis.engine import select_rules
         from trainlint.analysis.registry import has_failed
 
