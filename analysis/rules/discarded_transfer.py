@@ -17,7 +17,7 @@ from typing import cast
 
 import libcst as cst
 
-from trainlint.rules import CallEvent, Fires, Loop, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag, is_known_tensor, walk
+from trainlint.rules import CallEvent, Fires, Loop, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag, is_known_tensor, string_value, walk
 
 _TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
 # What shows a name holds a module rather than a tensor (modules move in place).
@@ -74,6 +74,9 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         note = receiver.note or f"`{key}`"
         site = receiver.site or (scope.chunk, call.node)
         return (site, f"{note} is a tensor")
+    encoded = _item_of_encoding(scope, call)
+    if encoded is not None:
+        return encoded
     if key is None or "." in key:
         return None
     for loop in call.context.loops:
@@ -81,6 +84,27 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         if iterates_a_loader and key in _unpacked_batch_names(loop.node):
             return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
     return None
+
+
+def _item_of_encoding(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """`inputs[name].to(device)` where `inputs` came from a call asking for PyTorch tensors,
+    `tokenizer(texts, return_tensors="pt")`: a Hugging Face `BatchEncoding` (or a processor's
+    `BatchFeature`), whose every item is then a `torch.Tensor` (transformers' `BatchEncoding.convert_to_tensors`)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    if not isinstance(receiver, cst.Subscript) or not isinstance(receiver.value, cst.Name):
+        return None
+    index = receiver.slice[0].slice if len(receiver.slice) == 1 else None
+    if not isinstance(index, cst.Index) or isinstance(index.value, (cst.Integer, cst.UnaryOperation)):
+        return None  # `encoding[0]` is the first text's `Encoding` (fast tokenizers), not a tensor
+    binding = scope.last_binding(receiver.value.value, before=call)
+    made = binding.value_node if binding is not None else None
+    if not isinstance(made, cst.Call):
+        return None
+    asked = next((arg.value for arg in made.args if arg.keyword is not None and arg.keyword.value == "return_tensors"), None)
+    if asked is None or string_value(asked) != "pt":
+        return None
+    name = receiver.value.value
+    return ((binding.scope.chunk, made), f"`{name}` holds PyTorch tensors (`return_tensors=\"pt\"`), so each item of it is one")
 
 
 def _collated_tensor(scope: ScopeAnalysis, loop: Loop, key: str) -> tuple | None:
@@ -431,9 +455,42 @@ DiscardedTransfer.MUST_FIRE = (
         """,
         count=2,
     ),
+    Fires(  # an encoder class: the tokenizer's tensors are moved one by one, and each copy dropped
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+
+        class SentenceEncoder:
+            def __init__(self, name, device="cuda"):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModel.from_pretrained(name).to(device)
+                self.device = device
+
+            @torch.no_grad()
+            def encode(self, sentences):
+                inputs = self.tokenizer(sentences, padding=True, truncation=True, return_tensors="pt")
+                for name in inputs:
+                    inputs[name].to(self.device)
+                return self.model(**inputs).pooler_output.cpu()
+        """,
+        no_fix=True,
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
+    Quiet(  # a whole `BatchEncoding` moves in place
+        """
+        import torch
+
+
+        def embed(model, tokenizer, texts, device):
+            inputs = tokenizer(texts, padding=True, return_tensors="pt")
+            inputs.to(device)
+            with torch.no_grad():
+                return model(**inputs).last_hidden_state[:, 0]
+        """
+    ),
     Quiet(  # the collate function returns a dict of tensors: a whole batch bound to a name may move in place
         """
         import torch
