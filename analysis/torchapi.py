@@ -209,6 +209,10 @@ def param_role(name: str, annotation: str | None) -> str | None:
             return "criterion"
         if head == "DataLoader":
             return "loader"
+        if (head == "Fabric" and annotation.startswith(("lightning", "lightning_fabric"))) or (
+            head == "Accelerator" and annotation.startswith("accelerate")
+        ):
+            return "accelerator"
         if head in _NOT_TRAINING_OBJECTS:
             return None  # `module: types.ModuleType`, `model: str`: the annotation says what the name does not
     lowered = name.lower()
