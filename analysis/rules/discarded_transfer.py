@@ -17,7 +17,20 @@ from typing import cast
 
 import libcst as cst
 
-from trainlint.rules import CallEvent, Fires, Loop, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag, is_known_tensor, string_value, walk
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    RuleContext,
+    ScopeAnalysis,
+    Severity,
+    Tag,
+    is_known_tensor,
+    string_value,
+    walk,
+)
 
 _TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
 # What shows a name holds a module rather than a tensor (modules move in place).
@@ -97,8 +110,7 @@ def _item_of_encoding(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     if not isinstance(index, cst.Index) or isinstance(index.value, (cst.Integer, cst.UnaryOperation)):
         return None  # `encoding[0]` is the first text's `Encoding` (fast tokenizers), not a tensor
     binding = scope.last_binding(receiver.value.value, before=call)
-    made = binding.value_node if binding is not None else None
-    if not isinstance(made, cst.Call):
+    if binding is None or not isinstance(made := binding.value_node, cst.Call):
         return None
     asked = next((arg.value for arg in made.args if arg.keyword is not None and arg.keyword.value == "return_tensors"), None)
     if asked is None or string_value(asked) != "pt":
@@ -123,7 +135,9 @@ def _collated_tensor(scope: ScopeAnalysis, loop: Loop, key: str) -> tuple | None
         return None
     name = collate.value.value
     function = scope.summary.functions.get(name) or scope.summary.imported_function(name)
-    analysis = function.analysis(scope.summary) if function is not None and function.owner is None else None
+    if function is None or function.owner is not None:
+        return None
+    analysis = function.analysis(scope.summary)
     if analysis is None:
         return None
     returns = [node for node in walk(function.node.body) if isinstance(node, cst.Return)]

@@ -246,9 +246,11 @@ def _updated_owner(step: CallEvent) -> Owner | None:
 
 def _parameters_owner(optimizer: Value) -> Owner | None:
     """``torch.optim.Adam(netD.parameters(), ...)``: ``netD``, when the construction is in sight."""
-    if optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
+    if optimizer.site is None:
         return None
     chunk, call = optimizer.site
+    if not isinstance(call, cst.Call):
+        return None
     given = [arg for arg in call.args if arg.keyword is None or arg.keyword.value == "params"]
     if not given or given[0].star:
         return None
