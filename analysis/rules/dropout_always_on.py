@@ -133,7 +133,10 @@ def _attention_dropout(scope: ScopeAnalysis, call: CallEvent) -> cst.Arg | None:
 
 
 def _tests_training(scope: ScopeAnalysis, node: cst.CSTNode) -> bool:
-    return any(dotted(part) == "self.training" or (isinstance(part, cst.Name) and part.value == "training") for part in walk(node))
+    return any(
+        (isinstance(part, cst.Attribute) and dotted(part) == "self.training") or (isinstance(part, cst.Name) and part.value == "training")
+        for part in walk(node)
+    )
 
 
 def _sets_training(call: CallEvent) -> bool:
