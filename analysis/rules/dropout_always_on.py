@@ -119,20 +119,20 @@ def _attention_dropout(scope: ScopeAnalysis, call: CallEvent) -> cst.Arg | None:
     value = rate.value
     if isinstance(value, (cst.Integer, cst.Float)) and not literal_value(value):
         return None
-    if _tests_training(scope, value):
+    if _tests_training(value):
         return None
     if isinstance(value, cst.Name):
         if value.value in scope.params:
             return None
         binding = scope.last_binding(value.value)
-        if binding is None or binding.value_node is None or _tests_training(scope, binding.value_node):
+        if binding is None or binding.value_node is None or _tests_training(binding.value_node):
             return None
         if any(isinstance(event, AssignEvent) and value.value in event.targets for event in scope.events if event is not binding):
             return None  # bound more than once: one binding may depend on the mode
     return rate
 
 
-def _tests_training(scope: ScopeAnalysis, node: cst.CSTNode) -> bool:
+def _tests_training(node: cst.CSTNode) -> bool:
     return any(
         (isinstance(part, cst.Attribute) and dotted(part) == "self.training") or (isinstance(part, cst.Name) and part.value == "training")
         for part in walk(node)
