@@ -844,6 +844,7 @@ _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not
     "criterion": Value((CRITERION,)),
     "scaler": Value((SCALER,)),
     "loader": Value((LOADER,)),
+    "accelerator": Value((ACCELERATOR,)),
 }
 
 
