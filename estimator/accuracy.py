@@ -139,7 +139,7 @@ def method_of(plan: dict, arch) -> str:
 # calibration half's measurements.
 UNSTATED = (
     "quant_keeps_inputs", "prompt_logits_whole", "logits_upcast", "trainer_fused_adamw", "lazy_module_loading",
-    "rotary_cache", "previous_graph_alive", "lengths_vary", "attention", "fsdp_param_dtype", "context_bytes",
+    "rotary_cache", "previous_graph_alive", "lengths_vary", "attention", "sdpa_dispatch", "fsdp_param_dtype", "context_bytes",
 )
 
 

@@ -157,6 +157,10 @@ class Plan:
     # so a kernel is loaded onto the device when first used; before, or with EAGER, every kernel of torch and its CUDA
     # libraries is loaded when the context is made. None: the torch version is unknown; the high end loads them all.
     lazy_module_loading: bool | None = None
+    # transformers' choice of attention kernel where nobody states one: SDPA from its 4.36 release (the dispatch in
+    # `_autoset_attn_implementation`, transformers PR #27940, cherry-picked into 4.36: SDPA where the model has it and
+    # torch is 2.1.1 or later), eager attention before. None: the version is unknown (the estimate SDPA, the high end eager).
+    sdpa_dispatch: bool | None = None
 
 
 @dataclass(frozen=True)

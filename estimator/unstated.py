@@ -40,13 +40,19 @@ def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -
     and eager attention otherwise, as its releases before SDPA did (the high end, which keeps every head's scores).
     LitGPT's and gpt-fast's code call SDPA themselves. ``estimate``: the cost model's, with the device's ``device``
     arguments."""
+    transformers_layers = not (
+        plan.model_code != "transformers" or plan.model is None or shape(plan.model) is None or plan.model.kind == "diffusion"
+    )
+    if transformers_layers and plan.sdpa_dispatch is not None:  # a stated transformers release decides it
+        kernel = "sdpa" if plan.sdpa_dispatch else "eager"
+        return dataclasses.replace(estimate(dataclasses.replace(plan, attention=kernel), *device), plan=plan)
     chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
-    if plan.model_code != "transformers" or plan.model is None or shape(plan.model) is None or plan.model.kind == "diffusion":
+    if not transformers_layers:
         return dataclasses.replace(chosen, plan=plan)
     eager = estimate(dataclasses.replace(plan, attention="eager"), *device)
-    note = ("attention kernel not stated: SDPA at the estimate (transformers' default where the model and torch have it), "
-            "eager attention at the high end (older releases, models without SDPA), which keeps the attention scores; "
-            "attn_implementation= in the script or --attention settles it")
+    note = ("attention kernel not stated: SDPA at the estimate (transformers' default from 4.36 where the model and torch "
+            "have it), eager attention at the high end (older releases, models without SDPA), which keeps the attention "
+            f"scores; attn_implementation= in the script, --attention, or {settled_by('transformers')}")
     return covering(chosen, [eager], plan, note)
 
 

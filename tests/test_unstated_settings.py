@@ -45,6 +45,24 @@ def test_an_unstated_attention_kernel_keeps_sdpa_at_the_estimate_and_eager_at_th
     assert not any("attention kernel not stated" in note for note in sdpa.assumptions)
 
 
+def test_a_stated_transformers_release_picks_the_attention_kernel_nobody_named():
+    sdpa, eager = (estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager"))
+    current = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.40.0"})))
+    older = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.35.2"})))
+    assert current.process == sdpa.process  # SDPA by default from 4.36: nothing left to cover
+    assert older.process == eager.process  # before, eager attention with every head's scores
+    assert not any("attention kernel not stated" in note for note in (*current.assumptions, *older.assumptions))
+
+
+def test_the_estimate_command_names_the_kernel_the_stated_release_picks():
+    shown = subprocess.run(
+        [*TRAINLINT, "estimate", "--model", "qwen2.5-7b", "--seq-len", "4096", "--lora-rank", "8", "--dtype", "bf16",
+         "--gpu", "H100-80GB", "--library-version", "transformers=4.30.0"],
+        capture_output=True, text=True, check=False,
+    ).stdout
+    assert "attention: eager — transformers 4.30.0's default" in shown, shown
+
+
 def test_a_script_that_names_no_attention_kernel_leaves_it_unstated_and_one_that_does_is_read():
     unstated = plan_settings(read_script("model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-7B')\n"), {})
     assert unstated.settings["attention"] is None
