@@ -153,18 +153,23 @@ def analyze_source(
     *,
     rules: Sequence[type[Rule]] | None = None,
     workspace: Workspace | None = None,
+    selected: Sequence[type[Rule]] | None = None,
 ) -> list[Finding]:
-    """All findings for one file, sorted by position. Never raises on bad input."""
+    """All findings for one file, sorted by position. Never raises on bad input.
+
+    The rules run are those ``settings`` select among ``rules`` (default: every rule), or
+    ``selected``, when the caller chose them already (``trainlint.linter.Linter.rules_for``)."""
     settings = settings or AnalysisSettings()
     try:
         text = decode_source(source)
     except DecodeError as error:
-        return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
+        undecoded = _engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)
+        return [] if SYNTAX_ERROR.code in settings.dropped else [undecoded]
     with collector_paused():
         module = workspace.checked_analysis(path, text) if workspace is not None else None
         if module is None:
             module = ModuleAnalysis(text, path, workspace=workspace)
-        return findings_for(module, settings, select_rules(settings, rules))
+        return findings_for(module, settings, selected if selected is not None else select_rules(settings, rules))
 
 
 def findings_for(
@@ -202,7 +207,19 @@ def _check_statements(
     # another framework's code (MegEngine, TensorFlow, JAX, ...): the rules' PyTorch semantics do not apply
     checked = module.another_framework is None
     if checked:
-        module.prepare_scopes(superseded)
+        try:
+            module.prepare_scopes(superseded)
+        except Superseded:
+            raise
+        except Exception as error:  # a bug of the flow analysis must not end a run over many files
+            if strict:
+                raise
+            log.exception("the flow analysis failed on %s", module.path)
+            engine_findings.append(_engine_finding(
+                module.path, NOT_ANALYSED, 1, 1,
+                f"internal error while analysing this file ({type(error).__name__}); its checks were skipped", Severity.NOTE,
+            ))
+            checked = False
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
@@ -225,6 +242,18 @@ def _check_statements(
             engine_findings.append(_engine_finding(
                 module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
                 "statement is nested too deeply to analyse; its checks were skipped", Severity.NOTE,
+            ))
+            continue
+        except Superseded:
+            raise
+        except Exception as error:  # as above, for one statement
+            if strict:
+                raise
+            log.exception("the flow analysis failed on %s:%d", module.path, chunk.start_line + 1)
+            engine_findings.append(_engine_finding(
+                module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
+                f"internal error while analysing this statement ({type(error).__name__}); its checks were skipped",
+                Severity.NOTE,
             ))
             continue
         results: dict[str, KeptResult] = {}
@@ -268,7 +297,8 @@ def _reported(
     module: ModuleAnalysis, settings: AnalysisSettings, rules: list[type[Rule]],
     raw: list[RawFinding], engine_findings: list[Finding],
 ) -> list[Finding]:
-    """The findings as reported: suppressions applied, severities overridden, sorted, deduplicated."""
+    """The findings as reported: suppressions applied, severities overridden, the settings' dropped
+    codes left out, sorted, deduplicated."""
     suppressions = SuppressionIndex(find_suppressions(module.text, ((c.chunk.start_line, c.chunk.text) for c in module.chunks)))
     overrides = _severity_overrides(settings, rules)
     findings: list[Finding] = []
@@ -295,6 +325,8 @@ def _reported(
                 severity=Severity.WARNING, message=f"unused suppression: nothing here is reported for {what}",
                 help="remove the comment, or fix the code it names",
             ))
+    if settings.dropped:  # after the suppressions were read: what a dropped rule found still uses its comment
+        findings = [finding for finding in findings if finding.code not in settings.dropped]
     findings.sort(key=Finding.sort_key)
     return _deduplicate(findings)
 

@@ -17,6 +17,7 @@ import libcst as cst
 
 from . import torchapi
 from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_by_method
+from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
 from .names import dotted, imports_of, last_part
 from .quoting import quoted
@@ -88,6 +89,9 @@ class ScopeAnalysis:
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
         self.local_functions: dict[str, FunctionInfo] = {}
+        # a function defined in another: the scope whose names it reads and does not bind (a closure)
+        self._enclosing: ScopeAnalysis | None = None
+        self._own_names: frozenset[str] | None = None
         self.return_value: Value = UNKNOWN
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
@@ -119,6 +123,7 @@ class ScopeAnalysis:
         self._written = []
         self.branch_tests = []
         self.local_functions = {}
+        self._enclosing = None
         self.params = {}
         self._returns = []
         self._memo = {}
@@ -135,6 +140,8 @@ class ScopeAnalysis:
     @classmethod
     def of_function(cls, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis:
         scope = cls(info.chunk, summary, function=info)
+        if isinstance(info, LocalFunctionInfo):
+            scope._enclosing = info.enclosing
         node = info.node
         context = Context()
         for decorator in node.decorators:
@@ -281,7 +288,7 @@ class ScopeAnalysis:
             if statement.finalbody is not None:
                 self._walk_block(statement.finalbody.body.body, context)
         elif isinstance(statement, cst.FunctionDef):
-            self.local_functions[statement.name.value] = FunctionInfo(statement.name.value, statement, self.chunk, None)
+            self.local_functions[statement.name.value] = LocalFunctionInfo(statement.name.value, statement, self.chunk, self)
         elif isinstance(statement, cst.Match):
             self.evaluate(statement.subject, context)
             for case in statement.cases:
@@ -447,11 +454,22 @@ class ScopeAnalysis:
             found = owner.attribute(key, self.summary)
             if found is not None:
                 return found
+        if "." not in key and self._enclosing is not None and key not in self._names_bound_here():
+            return self._enclosing._lookup(key, context)  # read when the function is first called
         if "." not in key:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
                 return module_value
         return UNKNOWN
+
+    def _names_bound_here(self) -> frozenset[str]:
+        """The names this function binds (parameters, assignments, loop and `with` targets, imports,
+        local defs), which Python makes local to it wherever they are bound; the rest it reads from the
+        enclosing function. Names it declares `nonlocal` or `global` are not its own."""
+        if self._own_names is None:
+            assert self.function is not None, "only a function's scope has an enclosing one"
+            self._own_names = names_bound_in(self.function.node)
+        return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
         """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an
@@ -470,9 +488,12 @@ class ScopeAnalysis:
         return info.find_method(method, self.summary)
 
     def _is_bound(self, name: str) -> bool:
-        return name in self.env or name in self.params or (
-            self.summary.is_variable(name) and name not in self.summary.imports
-        )
+        """A variable (not an imported module or a class): bound here, in an enclosing function, or at module level."""
+        if name in self.env or name in self.params:
+            return True
+        if self._enclosing is not None and name not in self._names_bound_here() and name not in self.local_imports:
+            return self._enclosing._is_bound(name)
+        return self.summary.is_variable(name) and name not in self.summary.imports
 
     def canonical(self, raw: str) -> str:
         head, dot, rest = raw.partition(".")
@@ -827,6 +848,7 @@ _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not
     "criterion": Value((CRITERION,)),
     "scaler": Value((SCALER,)),
     "loader": Value((LOADER,)),
+    "accelerator": Value((ACCELERATOR,)),
 }
 
 
@@ -857,3 +879,4 @@ def _element_of_tuple(value: Value) -> Value:
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
+
