@@ -468,7 +468,11 @@ class ScopeAnalysis:
         enclosing function. Names it declares `nonlocal` or `global` are not its own."""
         if self._own_names is None:
             assert self.function is not None, "only a function's scope has an enclosing one"
-            self._own_names = names_bound_in(self.function.node)
+            node = self.function.node
+            kept = self.chunk.node_memo("names bound")  # per node: a key re-reads the functions it reached
+            self._own_names = kept.get(node)
+            if self._own_names is None:
+                self._own_names = kept[node] = names_bound_in(node)
         return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:

@@ -167,11 +167,8 @@ def _every_n(test) -> bool:
 
 
 def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop) -> bool:
-    for node in walk(loop.node):
-        if isinstance(node, cst.Attribute) and node.attr.value == "grad":
-            return True  # `p.grad` read or set: the loop works on each pass's gradients itself
-        if isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("autograd.grad"):
-            return True
+    if _reads_gradients(scope, loop.node):
+        return True
     for event in scope.events:
         if loop not in event.context.loops or not isinstance(event, CallEvent) or event.function is not None:
             continue
@@ -182,6 +179,20 @@ def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop) -> bool:
         if any(value.tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values())):
             return True
     return False
+
+
+def _reads_gradients(scope: ScopeAnalysis, loop: cst.CSTNode) -> bool:
+    """Whether a loop reads or sets `p.grad`, or calls `autograd.grad`: it works on each pass's
+    gradients itself. Kept per node: a key reads again only the loops it reached."""
+    kept = scope.chunk.node_memo("TL206 reads gradients")
+    found = kept.get(loop)
+    if found is None:
+        found = kept[loop] = any(
+            (isinstance(node, cst.Attribute) and node.attr.value == "grad")
+            or (isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("autograd.grad"))
+            for node in walk(loop)
+        )
+    return found
 
 
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
