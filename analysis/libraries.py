@@ -95,6 +95,7 @@ PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines
 DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
+LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,9 @@ CALL_FACTS: tuple[CallFact, ...] = (
     ),
     CallFact("datasets.DatasetDict.shuffle", DRAWS_GLOBAL_NUMPY, ("seed", "seeds", "generators"),
              "Hugging Face datasets: DatasetDict.shuffle shuffles each split as Dataset.shuffle does"),
+    CallFact("deepspeed.zero.GatheredParameters", LEAVES_GRADIENTS, (),
+             "DeepSpeed, deepspeed.zero.GatheredParameters: a context that gathers ZeRO-3-partitioned parameters so that "
+             "their values can be read or modified, and partitions them again on exit; gradients are not its concern"),
     *(
         CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, ("use_ddp",),
                  "DGL, dgl.dataloading.DataLoader: use_ddp=True splits the indices with "
