@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,12 +210,33 @@ def eval_mode_after_loading(owner: str, method: str) -> ModeFact | None:
     return ModeFact(f"`{owner.rpartition('.')[2]}.from_pretrained` returns the model in eval mode", source)
 
 
-def mode_layers(built_by: str, checkpoint: str | None = None) -> ModeFact | None:
+# Keywords of a library's model builder that set a dropout rate for the model it builds, and where the
+# library says so. timm.create_model passes them to the architecture, which applies them in training
+# mode only; transformers' from_pretrained passes keywords its configuration knows to the configuration.
+_TIMM_RATES = {
+    "drop_rate": "timm.create_model: drop_rate, \"classifier dropout rate for training\" (huggingface.co/docs/timm/reference/models)",
+    "drop_path_rate": "timm.create_model: drop_path_rate, \"stochastic depth drop rate for training\" (huggingface.co/docs/timm/reference/models)",
+}
+_TRANSFORMERS_RATE = re.compile(r"\w*(?:dropout|dropout_prob|pdrop|dropout_rate)")
+_TRANSFORMERS_RATES_SOURCE = ("transformers, PreTrainedModel.from_pretrained: keyword arguments that match configuration "
+                              "attributes update the configuration (huggingface.co/docs/transformers/main_classes/model)")
+
+
+def mode_layers(built_by: str, checkpoint: str | None = None, rates: Mapping[str, float] | None = None) -> ModeFact | None:
     """Whether a library model has dropout or batch-norm layers that act by default: ``built_by`` is the
     canonical function or class that built it (``torchvision.models.resnet50``, ``timm.create_model``,
-    ``transformers.AutoModel``), ``checkpoint`` the model name it was given as a literal, if any."""
+    ``transformers.AutoModel``), ``checkpoint`` the model name it was given (a literal, or what a name
+    passed for it is known to hold), ``rates`` the dropout keywords it was given with their known values
+    (``drop_rate=0.1``)."""
     top, _, rest = built_by.partition(".")
     name = built_by.rpartition(".")[2]
+    for keyword, rate in (rates or {}).items():
+        if rate <= 0:
+            continue
+        if built_by == "timm.create_model" and keyword in _TIMM_RATES:
+            return ModeFact(f"timm builds it with `{keyword}={rate:g}`: dropout in training mode", _TIMM_RATES[keyword])
+        if top == "transformers" and rest and _TRANSFORMERS_RATE.fullmatch(keyword):
+            return ModeFact(f"`from_pretrained` sets `{keyword}={rate:g}`: dropout in training mode", _TRANSFORMERS_RATES_SOURCE)
     if built_by.startswith("torchvision.models.") and _BATCH_NORM_FAMILIES.match(name):
         return ModeFact(f"torchvision's `{name}` has batch-norm or dropout layers",
                         "torchvision.models: the architecture's reference implementation (pytorch.org/vision/stable/models)")

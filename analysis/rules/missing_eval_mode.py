@@ -19,7 +19,7 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.patterns import evaluation_calls, library_model_facts, mode_parameter, smoke_test_forward
+from trainlint.analysis.patterns import evaluation_calls, library_model_facts, mode_parameter, name_words, smoke_test_forward
 from trainlint.rules import (
     CallEvent,
     ClassInfo,
@@ -32,6 +32,9 @@ from trainlint.rules import (
     Severity,
     Tag,
     Value,
+    calls_in,
+    is_backward,
+    is_optimizer_step,
     is_test_file,
     mentions,
     shortened,
@@ -44,6 +47,8 @@ _EVALUATION_FUNCTION = re.compile(
 )
 # At the start of a word (`val_loader`, `testloader`, `dataloaders['val']`): not `interval`, `latest`, `device`.
 _EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
+# A word naming held-out data, alone or fused with what holds it (`val`, `testloader`, `devset`).
+_HELD_OUT_WORD = re.compile(r"(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)(?:loader|set|data|dl|iter|batches)?s?")
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
 
 
@@ -62,7 +67,7 @@ class MissingEvalMode(Rule):
                     self._check_imported_evaluation(ctx, scope, call)
                 if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
                     continue
-                why = _evaluation_pass(scope, call)
+                why = _evaluation_pass(ctx.module, scope, call)
                 if why is None or smoke_test_forward(ctx.summary, call):
                     continue
                 layers = _mode_layers(ctx, scope, call)
@@ -92,7 +97,7 @@ class MissingEvalMode(Rule):
                 continue
             evaluation = evaluations[0]
             passed = _passed_for(evaluation, scope.function, key)
-            layers = _layers_of(ctx.summary, passed[0]) if passed is not None else None
+            layers = _layers_of(ctx.summary, passed[0], ctx.module) if passed is not None else None
             if layers is None:
                 return
             ctx.report(
@@ -124,7 +129,7 @@ class MissingEvalMode(Rule):
             if passed is None:
                 continue
             value, text = passed
-            layers = _layers_of(ctx.summary, value)
+            layers = _layers_of(ctx.summary, value, ctx.module)
             if layers is None or _switched_to_eval_named(ctx.module, text):
                 continue
             ctx.report(
@@ -216,16 +221,40 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
     return None
 
 
-def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _evaluation_pass(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     function = scope.function
     if function is not None and function.owner is None and _EVALUATION_FUNCTION.search(function.name):
         return ((scope.chunk, function.node.name), f"`{function.name}` is an evaluation function")
     if call.context.grad_off is None:
-        return None
+        return _scoring_loop(module, scope, call)
     for loop in reversed(call.context.loops):
         if _EVALUATION_DATA.search(loop.iterable_text):
             return ((scope.chunk, loop.node), f"a no-grad loop over `{loop.iterable_text}`: evaluation data")
     return None
+
+
+def _scoring_loop(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """A loop over held-out data (`test_loader`, `testloader`) that runs the forward with grad on (code
+    written before `no_grad`, or that forgot it) and trains nothing, in a file that trains: the loop
+    scores the trained model. A loop over such data that backwards or steps is training on it (test-time
+    adaptation), and a file that trains nothing may be a feature extractor: both stay quiet."""
+    if not module.backward_calls:
+        return None
+    for loop in reversed(call.context.loops):
+        if not isinstance(loop.node, cst.For) or not _names_held_out_data(loop.iterable_text):
+            continue
+        if any(is_backward(inner) or is_optimizer_step(inner) for inner in calls_in(scope, loop)):
+            return None
+        trained = module.backward_calls[0]
+        return ((scope.chunk, loop.node), f"a loop over `{loop.iterable_text}` that trains nothing: it scores the model "
+                f"this file trains (backward on line {trained.chunk.line_of(trained.node)})")
+    return None
+
+
+def _names_held_out_data(text: str) -> bool:
+    """`test_loader`, `testloader`, `dataloaders["val"]`: a word of the iterable names held-out data
+    (`values`, `device`, `latest` do not)."""
+    return any(_HELD_OUT_WORD.fullmatch(word) for word in name_words(text))
 
 
 def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -237,13 +266,13 @@ def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tup
         passed = ctx.module.arguments_for(scope.function, key) or []
         values = [value for _, value in passed]
     for value in values:
-        found = _layers_of(ctx.summary, value)
+        found = _layers_of(ctx.summary, value, ctx.module)
         if found is not None:
             return found
     return None
 
 
-def _layers_of(summary, value: Value) -> tuple | None:
+def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
     detail = value.detail
     if isinstance(detail, ClassInfo):
         holder = _class_with_layers(summary, detail, depth=0)
@@ -251,7 +280,7 @@ def _layers_of(summary, value: Value) -> tuple | None:
             return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
         return None
     if isinstance(detail, str):
-        _, layers = library_model_facts(value)
+        _, layers = library_model_facts(value, module)
         return (value.site, layers.says) if layers is not None else None
     if isinstance(detail, tuple) and detail and detail[0] == "sequential" and value.site is not None:
         chunk, node = value.site
@@ -593,6 +622,93 @@ MissingEvalMode.MUST_FIRE = (
             return np.concatenate(features)
         """,
     ),
+
+    Fires(  # written before no_grad existed: the test loop runs with grad on, and scores the model trained above
+        """
+        import torch
+        import torch.nn as nn
+
+        from model import ConvNet
+
+        model = ConvNet(num_classes=10)
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+
+        for epoch in range(5):
+            for images, labels in train_loader:
+                loss = criterion(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        correct = 0
+        for images, labels in testloader:
+            outputs = model(images)
+            correct += (outputs.argmax(1) == labels).sum().item()
+        print(correct)
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class ConvNet(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+                        self.fc = nn.Linear(14 * 14 * 16, num_classes)
+
+                    def forward(self, x):
+                        return self.fc(self.features(x).flatten(1))
+            """,
+        },
+        at="outputs = model(images)",
+    ),
+    Fires(  # a trainer class holds a timm model whose stochastic depth comes from the command line's default
+        """
+        import argparse
+
+        import timm
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, args, train_loader, val_loader):
+                self.model = timm.create_model(args.arch, num_classes=100, drop_path_rate=args.drop_path).cuda()
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr)
+                self.train_loader = train_loader
+                self.val_loader = val_loader
+
+            def train_one_epoch(self):
+                self.model.train()
+                for images, targets in self.train_loader:
+                    loss = F.cross_entropy(self.model(images.cuda()), targets.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                correct = 0
+                for images, targets in self.val_loader:
+                    correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()
+                return correct
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--arch", default="vit_small_patch16_224")
+            parser.add_argument("--drop-path", type=float, default=0.1)
+            parser.add_argument("--lr", type=float, default=5e-4)
+            args = parser.parse_args()
+            trainer = Trainer(args, train_loader, val_loader)
+            for epoch in range(100):
+                trainer.train_one_epoch()
+                print(epoch, trainer.validate())
+        """,
+        at="correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -794,6 +910,99 @@ MissingEvalMode.MUST_NOT_FIRE = (
         with torch.no_grad():
             for images, labels in val_loader:
                 model(images)
+        """
+    ),
+    Quiet(  # test-time adaptation: the loop over the test set trains on it (batch-norm statistics adapt on purpose)
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from model import ConvNet
+
+        model = ConvNet(num_classes=10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+        model.load_state_dict(torch.load("source.pt"))
+        for images, _ in test_loader:
+            probs = model(images).softmax(1)
+            entropy = -(probs * probs.log()).sum(1).mean()
+            optimizer.zero_grad()
+            entropy.backward()
+            optimizer.step()
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class ConvNet(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+                        self.fc = nn.Linear(14 * 14 * 16, num_classes)
+
+                    def forward(self, x):
+                        return self.fc(self.features(x).flatten(1))
+            """,
+        },
+    ),
+    Quiet(  # the loop is over a dictionary's values, not a validation set, in a file that trains
+        """
+        import torch
+        import torch.nn as nn
+
+        heads = {name: nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.1), nn.Linear(64, 2)) for name in ("a", "b")}
+        optimizer = torch.optim.Adam([p for head in heads.values() for p in head.parameters()])
+        for x, y in train_loader:
+            loss = sum(nn.functional.cross_entropy(head(x), y) for head in heads.values())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        for head in heads.values():
+            print(head(torch.zeros(1, 64)))
+        """
+    ),
+    Quiet(  # the same trainer with stochastic depth off by default: a ViT without dropout computes the same in both modes
+        """
+        import argparse
+
+        import timm
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, args, train_loader, val_loader):
+                self.model = timm.create_model(args.arch, num_classes=100, drop_path_rate=args.drop_path).cuda()
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr)
+                self.train_loader = train_loader
+                self.val_loader = val_loader
+
+            def train_one_epoch(self):
+                self.model.train()
+                for images, targets in self.train_loader:
+                    loss = F.cross_entropy(self.model(images.cuda()), targets.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                correct = 0
+                for images, targets in self.val_loader:
+                    correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()
+                return correct
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--arch", default="vit_small_patch16_224")
+            parser.add_argument("--drop-path", type=float, default=0.0)
+            parser.add_argument("--lr", type=float, default=5e-4)
+            args = parser.parse_args()
+            trainer = Trainer(args, train_loader, val_loader)
+            for epoch in range(100):
+                trainer.train_one_epoch()
+                print(epoch, trainer.validate())
         """
     ),
     Quiet(  # from_pretrained returned it in eval mode and nothing switches it back

@@ -152,7 +152,7 @@ def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEv
     values = [receiver]
     if receiver.detail is None and function is not None and forward.receiver_key in scope.params:
         values = [value for _, value in ctx.module.arguments_for(function, forward.receiver_key) or []]
-    found = [(value.site, *library_model_facts(value)) for value in values]
+    found = [(value.site, *library_model_facts(value, ctx.module)) for value in values]
     if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
         return None
     return found[0]  # type: ignore[return-value]  # checked above: no None in it
@@ -696,6 +696,30 @@ StuckEvalMode.MUST_FIRE = (
         """,
         at="loss = model(**batch).loss",
     ),
+    Fires(  # the checkpoint is named by a command-line option whose default is a BERT model: dropout by default
+        """
+        import argparse
+
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model-name-or-path", default="bert-base-uncased")
+            parser.add_argument("--epochs", type=int, default=3)
+            args = parser.parse_args()
+            model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, num_labels=2).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for epoch in range(args.epochs):
+                for batch in train_loader:
+                    loss = model(**{k: v.cuda() for k, v in batch.items()}).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        at="loss = model(**{k: v.cuda() for k, v in batch.items()}).loss",
+    ),
     Fires(  # the generator is switched to training mode; the discriminator, loaded the same way, never is
         """
         import torch
@@ -1214,6 +1238,27 @@ StuckEvalMode.MUST_NOT_FIRE = (
             loss.backward()
             optimizer.step()
             optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the option's default is overwritten before the model is built: what it names is not known
+        """
+        import argparse
+
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model-name-or-path", default="bert-base-uncased")
+            args = parser.parse_args()
+            args.model_name_or_path = resolve_checkpoint(args.model_name_or_path)
+            model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, num_labels=2)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for batch in train_loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
         """
     ),
     Quiet(  # Llama's configuration drops nothing out by default: eval and training mode compute the same
