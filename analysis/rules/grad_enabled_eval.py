@@ -7,7 +7,10 @@ of a training step — evaluation at a larger batch size is where runs die of ou
 runs measurably slower, every epoch, for gradients nobody uses. It also applies to one function
 used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when the evaluation
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
-`evaluation_loop` calls with grad enabled (the base method disables it itself).
+`evaluation_loop` calls with grad enabled (the base method disables it itself). An evaluation helper
+of another file (`eval_model(model, dev_data)`) that runs a method of what it is handed (a wrapper's
+`predict` calling `self.network.eval()` and then the network) is reported where this file calls it
+with grad on: the helper's own file cannot see what it is handed.
 
 An inference pass is also recognised by what it does, whatever its names: a model's forward in a
 loop whose graph nothing uses — no backward goes through its output, and nothing derived from it

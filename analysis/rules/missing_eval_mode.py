@@ -6,7 +6,12 @@ with the statistics of each evaluation batch while also updating its running ave
 evaluation data: validation numbers are wrong, checkpoint selection picks on noise, and the
 saved model's batch-norm statistics are polluted by the validation set. A function used for both
 (`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
-evaluation call.
+evaluation call. An evaluation pass is a function named for one (`evaluate`, `validate`), a no-grad
+loop over held-out data (`val_loader`, `testloader`), or, in a file that trains, a loop over held-out
+data that trains nothing (code written before `no_grad`, or that forgot it). The layers are read from
+the model's class, in whichever workspace file defines it, or from what a library documents for what
+built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
+command-line option's default.
 
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
