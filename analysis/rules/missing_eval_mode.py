@@ -714,6 +714,38 @@ MissingEvalMode.MUST_FIRE = (
         """,
         at="correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()",
     ),
+    Fires(  # the model class comes in through a star import of the project's own module
+        """
+        import torch
+
+        from models import *
+
+        model = SpeechClassifier(n_mels=80, n_classes=35).cuda()
+        model.load_state_dict(torch.load("speech.pt"))
+        with torch.no_grad():
+            for mels, labels in val_loader:
+                predictions = model(mels.cuda()).argmax(-1)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                __all__ = ["SpeechClassifier"]
+
+
+                class SpeechClassifier(nn.Module):
+                    def __init__(self, n_mels, n_classes):
+                        super().__init__()
+                        self.rnn = nn.GRU(n_mels, 256, batch_first=True)
+                        self.drop = nn.Dropout(0.2)
+                        self.out = nn.Linear(256, n_classes)
+
+                    def forward(self, mels):
+                        hidden, _ = self.rnn(mels)
+                        return self.out(self.drop(hidden[:, -1]))
+            """,
+        },
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -1009,6 +1041,49 @@ MissingEvalMode.MUST_NOT_FIRE = (
                 trainer.train_one_epoch()
                 print(epoch, trainer.validate())
         """
+    ),
+    Quiet(  # after the star import the file defines its own class of that name, without dropout: that one is built
+        """
+        import torch
+        import torch.nn as nn
+
+        from models import *
+
+
+        class SpeechClassifier(nn.Module):
+            def __init__(self, n_mels, n_classes):
+                super().__init__()
+                self.out = nn.Linear(n_mels, n_classes)
+
+            def forward(self, mels):
+                return self.out(mels.mean(1))
+
+
+        model = SpeechClassifier(n_mels=80, n_classes=35)
+        model.load_state_dict(torch.load("speech.pt"))
+        with torch.no_grad():
+            for mels, labels in val_loader:
+                predictions = model(mels).argmax(-1)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                __all__ = ["SpeechClassifier"]
+
+
+                class SpeechClassifier(nn.Module):
+                    def __init__(self, n_mels, n_classes):
+                        super().__init__()
+                        self.rnn = nn.GRU(n_mels, 256, batch_first=True)
+                        self.drop = nn.Dropout(0.2)
+                        self.out = nn.Linear(256, n_classes)
+
+                    def forward(self, mels):
+                        hidden, _ = self.rnn(mels)
+                        return self.out(self.drop(hidden[:, -1]))
+            """,
+        },
     ),
     Quiet(  # from_pretrained returned it in eval mode and nothing switches it back
         """
