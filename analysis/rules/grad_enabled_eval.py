@@ -388,7 +388,7 @@ class GradEnabledEval(Rule):
 # ---------------------------------------------------------------------- helpers
 def _inference_helper(
     ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, helper,
-) -> tuple[CallEvent, CallEvent | None, CallEvent] | None:
+) -> tuple[CallEvent, CallEvent, CallEvent] | None:
     """How ``helper`` (an evaluation function of another file, run by ``call``) evaluates with grad left to
     its caller through the object it is handed: the forward, the ``.eval()`` before it, and the helper's
     call of the object's method (``model.predict(batch)``, resolved by what ``call`` passes). A forward the

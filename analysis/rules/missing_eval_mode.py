@@ -24,7 +24,13 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.patterns import evaluation_calls, library_model_facts, mode_parameter, name_words, smoke_test_forward
+from trainlint.analysis.patterns import (
+    evaluation_calls,
+    library_model_facts,
+    mode_parameter,
+    name_words,
+    smoke_test_forward,
+)
 from trainlint.rules import (
     CallEvent,
     ClassInfo,
