@@ -202,7 +202,19 @@ def _check_statements(
     # another framework's code (MegEngine, TensorFlow, JAX, ...): the rules' PyTorch semantics do not apply
     checked = module.another_framework is None
     if checked:
-        module.prepare_scopes(superseded)
+        try:
+            module.prepare_scopes(superseded)
+        except Superseded:
+            raise
+        except Exception as error:  # a bug of the flow analysis must not end a run over many files
+            if strict:
+                raise
+            log.exception("the flow analysis failed on %s", module.path)
+            engine_findings.append(_engine_finding(
+                module.path, NOT_ANALYSED, 1, 1,
+                f"internal error while analysing this file ({type(error).__name__}); its checks were skipped", Severity.NOTE,
+            ))
+            checked = False
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
             problem = chunk.syntax_error
@@ -225,6 +237,18 @@ def _check_statements(
             engine_findings.append(_engine_finding(
                 module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
                 "statement is nested too deeply to analyse; its checks were skipped", Severity.NOTE,
+            ))
+            continue
+        except Superseded:
+            raise
+        except Exception as error:  # as above, for one statement
+            if strict:
+                raise
+            log.exception("the flow analysis failed on %s:%d", module.path, chunk.start_line + 1)
+            engine_findings.append(_engine_finding(
+                module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
+                f"internal error while analysing this statement ({type(error).__name__}); its checks were skipped",
+                Severity.NOTE,
             ))
             continue
         results: dict[str, KeptResult] = {}

@@ -30,7 +30,7 @@ from .statement_shapes import (
     target_names,
 )
 from .summary import FunctionInfo
-from .tree import literal_value
+from .tree import children, literal_value
 from .values import (
     ACCELERATOR,
     CONSTANT,
@@ -88,6 +88,9 @@ class ScopeAnalysis:
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
         self.local_functions: dict[str, FunctionInfo] = {}
+        # a function defined in another: the scope whose names it reads and does not bind (a closure)
+        self._enclosing: ScopeAnalysis | None = None
+        self._own_names: frozenset[str] | None = None
         self.return_value: Value = UNKNOWN
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
@@ -116,6 +119,7 @@ class ScopeAnalysis:
         self._written = []
         self.branch_tests = []
         self.local_functions = {}
+        self._enclosing = None
         self.params = {}
         self._returns = []
         self._memo = {}
@@ -131,6 +135,8 @@ class ScopeAnalysis:
     @classmethod
     def of_function(cls, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis:
         scope = cls(info.chunk, summary, function=info)
+        if isinstance(info, LocalFunctionInfo):
+            scope._enclosing = info.enclosing
         node = info.node
         context = Context()
         for decorator in node.decorators:
@@ -277,7 +283,7 @@ class ScopeAnalysis:
             if statement.finalbody is not None:
                 self._walk_block(statement.finalbody.body.body, context)
         elif isinstance(statement, cst.FunctionDef):
-            self.local_functions[statement.name.value] = FunctionInfo(statement.name.value, statement, self.chunk, None)
+            self.local_functions[statement.name.value] = LocalFunctionInfo(statement.name.value, statement, self.chunk, self)
         elif isinstance(statement, cst.Match):
             self.evaluate(statement.subject, context)
             for case in statement.cases:
@@ -443,11 +449,22 @@ class ScopeAnalysis:
             found = owner.attribute(key, self.summary)
             if found is not None:
                 return found
+        if "." not in key and self._enclosing is not None and key not in self._names_bound_here():
+            return self._enclosing._lookup(key, context)  # read when the function is first called
         if "." not in key:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
                 return module_value
         return UNKNOWN
+
+    def _names_bound_here(self) -> frozenset[str]:
+        """The names this function binds (parameters, assignments, loop and `with` targets, imports,
+        local defs), which Python makes local to it wherever they are bound; the rest it reads from the
+        enclosing function. Names it declares `nonlocal` or `global` are not its own."""
+        if self._own_names is None:
+            assert self.function is not None, "only a function's scope has an enclosing one"
+            self._own_names = _names_bound_in(self.function.node)
+        return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
         """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an
@@ -466,9 +483,12 @@ class ScopeAnalysis:
         return info.find_method(method, self.summary)
 
     def _is_bound(self, name: str) -> bool:
-        return name in self.env or name in self.params or (
-            self.summary.is_variable(name) and name not in self.summary.imports
-        )
+        """A variable (not an imported module or a class): bound here, in an enclosing function, or at module level."""
+        if name in self.env or name in self.params:
+            return True
+        if self._enclosing is not None and name not in self._names_bound_here() and name not in self.local_imports:
+            return self._enclosing._is_bound(name)
+        return self.summary.is_variable(name) and name not in self.summary.imports
 
     def canonical(self, raw: str) -> str:
         head, dot, rest = raw.partition(".")
@@ -853,3 +873,63 @@ def _element_of_tuple(value: Value) -> Value:
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
+
+
+class LocalFunctionInfo(FunctionInfo):
+    """A function defined inside another function: what it reads and does not bind is the enclosing
+    function's (``accelerator`` in a nested ``unwrap_model``), read as the enclosing walk has it when
+    the function is first called."""
+
+    __slots__ = ("enclosing",)
+
+    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, enclosing: ScopeAnalysis) -> None:
+        super().__init__(name, node, chunk, None)
+        self.enclosing: ScopeAnalysis | None = enclosing
+
+    def release(self) -> None:
+        super().release()
+        self.enclosing = None
+
+
+_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _names_bound_in(function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    bound = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    bound |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
+    declared: set[str] = set()
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            bound.add(node.name.value)
+            continue
+        if isinstance(node, _OWN_SCOPES):
+            continue
+        if isinstance(node, (cst.Nonlocal, cst.Global)):
+            declared |= {item.name.value for item in node.names}
+        elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)):
+            bound |= _target_names(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            bound |= _target_names(node.asname.name)
+        elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)) and node.name is not None:
+            bound |= _target_names(node.name.name)
+        elif isinstance(node, cst.NamedExpr):
+            bound |= _target_names(node.target)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound.add(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                          else (dotted(alias.name) or "").split(".")[0])
+        stack.extend(children(node))
+    return frozenset(bound - declared)
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in _target_names(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()  # an attribute or a subscript binds no name

@@ -31,7 +31,6 @@ import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -165,6 +164,10 @@ def installed_rules() -> tuple[type[Rule], ...]:
 
 def _installed_rules() -> tuple[type[Rule], ...]:
     if _loaded.installed is None:
+        # Imported here: importlib.metadata (zipfile, email, csv, ...) is a tenth of the language
+        # server's start-up, and the server looks for installed rules only on its analysis thread.
+        from importlib import metadata
+
         _loaded.installed = ()  # a plugin that imports this module while loading sees no loop
         found: list[type[Rule]] = []
         for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda entry: entry.value):

@@ -69,3 +69,23 @@ def measured_layer_coefficients(arch_id: str, attention: str) -> tuple[float, fl
         eager = entry.attention.eager
         return None if eager is None else (eager.linear, eager.scores)
     return None
+
+
+def measured_dropout_bytes(arch_id: str, attention: str, hidden: bool, scores: bool) -> tuple[float, float, float] | None:
+    """What dropout adds to a measured layer: (1-byte masks per token and hidden unit, 1-byte masks per score, bytes per
+    score of the dropout's output in 2-byte activations), from the measurement with dropout on every site (eager,
+    ``dropout_p``); None when dropout is on and was not measured. Each dropout keeps a 1-byte mask (CUDA's fused kernel);
+    on the hidden sites nothing else (the next linear keeps its input either way), on the attention probabilities
+    also its output, which the matmul with the values keeps. SDPA's fused kernels with dropout keep an RNG state,
+    not a mask (calibration/ACTIVATIONS.md), so only the hidden sites' masks count there."""
+    entry = load_activation_measurements().get(arch_id)
+    if entry is None or entry.attention.eager is None:
+        return None
+    if not (hidden or scores):
+        return 0.0, 0.0, 0.0
+    if entry.dropout_linear is None or entry.dropout_scores is None:
+        return None
+    masks = entry.dropout_linear - entry.attention.eager.linear if hidden else 0.0
+    if not scores or attention != "eager":
+        return masks, 0.0, 0.0
+    return masks, 1.0, entry.dropout_scores - entry.attention.eager.scores - 1.0

@@ -96,6 +96,10 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
     # How the implementation packs projections; changes what a LoRA adapter on them costs.
     fused_qkv: bool = False
     fused_gate_up: bool = False
+    # Dropout probabilities a config.json states (its hidden/residual sites, its attention probabilities); None: the
+    # config class's default for the family (layer_activations.config_dropout)
+    hidden_dropout: float | None = None
+    attention_dropout: float | None = None
 
 
 class Shape(msgspec.Struct, frozen=True, kw_only=True):

@@ -18,7 +18,7 @@ import dataclasses
 import math
 
 from . import litgpt
-from .activation_data import measured_layer_coefficients
+from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
@@ -26,10 +26,12 @@ from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
     compiled_layer_coefficient,
+    dropout_mask_bytes,
     formula_layer_coefficient,
     inference_layer_coefficient,
     kv_heads_per_gpu,
     selective_coefficient,
+    training_dropout,
 )
 from .plan import (
     OPTIMIZER_STATE,
@@ -59,8 +61,15 @@ _QUANT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-dq": 0.5 + 0.0159, "int8": 1.0 + 4 / 4
 # attention-score term; the MLP part is derived from the FFN width (see _layer_coefficient).
 _ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
 _NORMS = 4.0
-# Loss over the vocabulary: bytes per logit (fp32 logits kept for the loss, plus the backward's transients).
-_LOGIT_BYTES = (14.0, 16.0, 20.0)
+# Loss over the vocabulary, bytes per logit at its peak, the start of the backward: cross-entropy's fp32 log-softmax
+# output and, in its backward, the incoming gradient and the one it computes (12). A caller that still holds the
+# model's outputs then holds the logits too: fp32 (transformers before 4.46 upcast them, accelerate's autocast wrapper
+# converts them) 4 more. Replayed under FakeTensorMode with torch's MemTracker for transformers' three loss codes (the
+# upcast and shifted copy before 4.46, a remote-code model's 16-bit shift under autocast, today's padded labels):
+# 11.96-11.98 with the outputs dropped, 13.96-15.98 with them held (calibration/loss_peaks.py). The HF Trainer keeps
+# only the loss (compute_loss returns it alone), so its step is at 12; an unknown loop at 16 (the outputs bound).
+_LOGIT_BYTES = (12.0, 16.0, 16.0)
+_TRAINER_LOGIT_BYTES = (12.0, 12.0, 16.0)
 # A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
 # one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
 _CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
@@ -586,7 +595,7 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         kv.append(value[2])
         prompt_kv.append(value[3])
         prompt_logits.append(value[4])
-    measured = plan.dropout is not True and measured_layer_coefficients(arch.base or arch.id, plan.attention) is not None
+    measured = _measured_dropout(plan) is not None
     spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
     if plan.mode != "train":
         spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else _INFERENCE_SPREAD
@@ -605,7 +614,10 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     """Bytes per logit a training step's loss keeps (low, estimate, high)."""
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
-    return _CHUNKED_LOGIT_BYTES if plan.loss == "chunked" else _LOGIT_BYTES
+    if plan.loss == "chunked":
+        return _CHUNKED_LOGIT_BYTES
+    # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False) drops the outputs first
+    return _TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else _LOGIT_BYTES
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
@@ -667,7 +679,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
                          f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
-        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * 4
+        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
     kv = prompt_kv = 0.0
     if plan.mode == "generate":
         context = plan.max_context or seq
@@ -693,6 +705,18 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
     return live, logits_bytes, kv, prompt_kv, prompt_logits
+
+
+def _inference_logit_bytes(plan: Plan, act_bytes: int, end: int, notes: list[str]) -> float:
+    """Bytes per logit of a forward without a loss (transformers' causal LMs, every position): before 4.46 the LM
+    head's output was upcast (`self.lm_head(...).float()`, with a warning that 4.46 would stop), so the 16-bit logits
+    and their fp32 copy were alive at once; from 4.46 (read in 5.25's modeling_llama.py) they stay in the model's
+    dtype until a loss asks for fp32."""
+    upcast = plan.logits_upcast if plan.logits_upcast is not None else end == 2
+    if plan.logits_upcast is None and act_bytes == 2:
+        notes.append("transformers 4.46 and later return a forward's logits in the model's dtype (the estimate); earlier "
+                     f"versions upcast them to fp32 beside the 16-bit ones (the high end); {settled_by('transformers')}")
+    return act_bytes + 4.0 if upcast and act_bytes == 2 else float(act_bytes)
 
 
 # torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded
@@ -789,15 +813,25 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             notes.append(_quant_inputs_note(plan))
         return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
     measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
+    dropout = _measured_dropout(plan)
     if plan.attention == "eager":
         notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
-    if measured is not None and plan.dropout is not True:
+    hidden_dropout, attention_dropout = training_dropout(plan)
+    if plan.dropout is None and plan.mode == "train" and (hidden_dropout or attention_dropout):
+        notes.append("dropout on, as the model's config sets it (training runs in train mode): each dropout keeps a "
+                     "1-byte mask, and on the attention probabilities its output")
+    masks = 0.0
+    if measured is not None and dropout is not None:
         assert plan.model is not None, "measured for a model of the catalog"
         linear, scores = measured
-        coefficient = linear + scores * geometry.heads * seq / geometry.hidden
+        hidden_masks, score_masks, score_outputs = dropout
+        per_score = geometry.heads * seq / geometry.hidden
+        coefficient = linear + (scores + score_outputs) * per_score
+        masks = hidden_masks + score_masks * per_score  # one byte per element whatever the activations' dtype
         notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
     else:
         coefficient = formula_layer_coefficient(plan, geometry, seq)
+        masks = dropout_mask_bytes(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
     if plan.lora_rank is not None and plan.mode == "train":
         coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
@@ -807,7 +841,18 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
         coefficient += autocast_layer_adjustment(plan, geometry, seq)
         notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
-    return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
+    return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
+
+
+def _measured_dropout(plan: Plan) -> tuple[float, float, float] | None:
+    """What dropout adds to the model's measured layer (activation_data.measured_dropout_bytes), or None when the layer
+    was not measured in that configuration (the formula applies)."""
+    if plan.model is None or measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) is None:
+        return None
+    hidden, scores = training_dropout(plan)
+    if hidden is None or scores is None:  # unknown: the formula takes dropout halfway
+        return None
+    return measured_dropout_bytes(plan.model.base or plan.model.id, plan.attention, hidden, scores)
 
 
 def _quant_inputs_note(plan: Plan) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .architectures import LM_HEAD_NAMES, Shape
+from .architectures import LM_HEAD_NAMES, Architecture, Shape
 from .plan import Plan
 
 # Model types whose MLP activation is transformers' `gelu_new` (measured for gpt2 and phi).
@@ -15,6 +15,44 @@ _PYTHON_GELU_FAMILIES = frozenset({"gpt2", "phi", "gptj"})
 # Model types whose eager attention takes the softmax in the activation dtype (measured: gpt2, BERT-likes);
 # the others upcast to fp32 and keep both.
 _HALF_SOFTMAX_FAMILIES = frozenset({"gpt2", "bert", "roberta", "distilbert"})
+
+
+# transformers' configuration classes' default dropout probabilities (hidden/residual sites, attention
+# probabilities), read from transformers 5.25.0's configuration_*.py: BertConfig, RobertaConfig and XLMRobertaConfig
+# (hidden_dropout_prob, attention_probs_dropout_prob 0.1), DistilBertConfig (dropout, attention_dropout 0.1),
+# GPT2Config (resid_pdrop, embd_pdrop, attn_pdrop 0.1), T5Config (dropout_rate 0.1, the attention weights' too),
+# BartConfig (dropout 0.1, attention_dropout 0.0); every other family here defaults to 0.0 (ViT's and Whisper's
+# too). A model in train mode (the HF Trainer's, `model.train()`) runs these dropouts unless its config says otherwise.
+_CONFIG_DROPOUT: dict[str, tuple[float, float]] = {
+    "bert": (0.1, 0.1), "roberta": (0.1, 0.1), "xlm-roberta": (0.1, 0.1), "distilbert": (0.1, 0.1), "gpt2": (0.1, 0.1),
+    "t5": (0.1, 0.1), "bart": (0.1, 0.0),
+    **{family: (0.0, 0.0) for family in (
+        "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3",
+        "phimoe", "gptj", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "gpt_oss", "whisper", "vit", "clip",
+    )},
+}
+
+
+def config_dropout(arch: Architecture | None) -> tuple[float | None, float | None]:
+    """(hidden, attention) dropout probabilities of a model: what its config.json states, else its config class's
+    default; None where neither is known (a family outside the table)."""
+    if arch is None:
+        return None, None
+    hidden, attention = _CONFIG_DROPOUT.get(arch.family, (None, None))
+    return (arch.hidden_dropout if arch.hidden_dropout is not None else hidden,
+            arch.attention_dropout if arch.attention_dropout is not None else attention)
+
+
+def training_dropout(plan: Plan) -> tuple[bool | None, bool | None]:
+    """Whether a training step's layers run dropout (hidden/residual sites, attention probabilities): what the plan
+    says, else, for transformers' code, what the model's config does (dropout with p = 0 keeps nothing: torch returns
+    the input); None: unknown. Inference and generation run in eval mode: none."""
+    if plan.mode != "train":
+        return False, False
+    if plan.dropout is not None or plan.model_code != "transformers":
+        return plan.dropout, plan.dropout
+    hidden, attention = config_dropout(plan.model)
+    return (None if hidden is None else hidden > 0), (None if attention is None else attention > 0)
 
 
 def kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
@@ -53,7 +91,9 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
         extra += 6.0 * geometry.intermediate / hidden
     if plan.attention == "eager" and arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES:
-        extra += 4.0 * geometry.heads * seq / hidden
+        # with dropout on the probabilities, the matmul keeps the 16-bit cast of the fp32 dropout output in place of
+        # the dropout output itself, so only the fp32 softmax's 2 extra bytes remain
+        extra += (2.0 if training_dropout(plan)[1] else 4.0) * geometry.heads * seq / hidden
     return extra
 
 
@@ -212,10 +252,24 @@ def formula_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     norms = norm_bytes * (arch.norms_per_layer if arch is not None else 2)
     if arch is not None and arch.qk_norm:
         norms += 2 * norm_bytes * width / 2
-    # Dropout adds a 1-byte mask after attention and after the MLP, and keeps the scores' mask and output.
-    # Unknown dropout: halfway.
-    masks, score_bytes = {True: (2.0, 5.0), False: (0.0, 2.0), None: (1.0, 3.5)}[plan.dropout]
+    # Scores: a softmax taken in 16 bits keeps its output, and dropout on the probabilities its output too (the
+    # matmul with the values keeps it); a softmax taken in fp32 keeps its fp32 output and the 16-bit copy the matmul
+    # reads, whether that copy is a cast or the dropout's output. Unknown dropout: halfway. Dropout's masks are
+    # counted apart, a byte each whatever the activations' dtype (dropout_mask_bytes).
     if arch is not None and arch.family not in _HALF_SOFTMAX_FAMILIES:
-        score_bytes += 4.0  # softmax taken in fp32: its fp32 output is kept beside the 2-byte copy
+        score_bytes = 6.0
+    else:
+        score_bytes = {True: 4.0, False: 2.0, None: 3.0}[training_dropout(plan)[1]]
     scores = score_bytes * geometry.heads * seq / hidden if plan.attention == "eager" else 0.0
-    return attention + norms + mlp + masks + scores
+    return attention + norms + mlp + scores
+
+
+def dropout_mask_bytes(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit of the 1-byte masks a layer's dropouts keep (CUDA's fused dropout), whatever
+    the activations' dtype: after the attention and after the MLP, and with eager attention one per score (SDPA's
+    fused kernels keep an RNG state instead). Unknown dropout: halfway."""
+    hidden_dropout, attention_dropout = training_dropout(plan)
+    masks = {True: 2.0, False: 0.0, None: 1.0}[hidden_dropout]
+    if plan.attention == "eager":
+        masks += {True: 1.0, False: 0.0, None: 0.5}[attention_dropout] * geometry.heads * seq / geometry.hidden
+    return masks

@@ -252,6 +252,31 @@ def _t5(config: dict) -> dict[str, Any]:
     )
 
 
+# The keys a config.json states its dropout probabilities under, per model_type: (hidden/residual sites, attention
+# probabilities), as transformers' configuration classes name them. A key left out takes the class default
+# (layer_activations.config_dropout).
+_DROPOUT_KEYS: dict[str, tuple[str | None, str | None]] = {
+    "bert": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    "roberta": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    "xlm-roberta": ("hidden_dropout_prob", "attention_probs_dropout_prob"),
+    "distilbert": ("dropout", "attention_dropout"), "gpt2": ("resid_pdrop", "attn_pdrop"), "gptj": ("resid_pdrop", "attn_pdrop"),
+    "phi": ("resid_pdrop", "attention_dropout"), "phi3": ("resid_pdrop", "attention_dropout"),
+    "gpt_neox": ("hidden_dropout", "attention_dropout"), "falcon": ("hidden_dropout", "attention_dropout"),
+    "t5": ("dropout_rate", "dropout_rate"),
+}
+
+
+def _dropout_fields(model_type: str, config: dict) -> dict[str, Any]:
+    """The dropout probabilities the config states (a number in [0, 1)); the others are left to the family's default."""
+    hidden_key, attention_key = _DROPOUT_KEYS.get(model_type, (None, "attention_dropout"))
+    fields: dict[str, Any] = {}
+    for field, key in (("hidden_dropout", hidden_key), ("attention_dropout", attention_key)):
+        value = config.get(key) if key is not None else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1:
+            fields[field] = float(value)
+    return fields
+
+
 _FAMILIES: dict[str, Callable[[dict], dict[str, Any]]] = {
     "llama": _llama, "mistral": _mistral, "mixtral": _mixtral, "qwen2": _qwen2, "qwen3": _qwen3, "qwen3_moe": _qwen3_moe,
     "gemma": _gemma, "gemma2": _gemma2, "gemma3_text": _gemma3_text, "phi": _phi, "phi3": _phi3, "gpt2": _gpt2,
@@ -279,7 +304,7 @@ def architecture_from_config(config: Any, name: str, where: str) -> Architecture
         supported = ", ".join(SUPPORTED_TYPES)
         raise UnsupportedConfig(f"{where} has model_type {model_type!r}; the estimator reads configs of {supported}")
     assert isinstance(model_type, str), "a family is found for a string model_type only"
-    fields = build(config)
+    fields = build(config) | _dropout_fields(model_type, config)
     try:
         architecture = Architecture(id=name, family=model_type, published_params=0, source=f"read from {where}", **fields)
         count = parameter_count(architecture)

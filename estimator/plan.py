@@ -126,6 +126,10 @@ class Plan:
     # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
     # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
+    # Inference (a forward without a loss): transformers before 4.46 upcast the LM head's output to fp32 (`.float()`), so
+    # the 16-bit logits and their fp32 copy were alive at once; 4.46 and later return them in the model's dtype. None:
+    # the version is unknown; the estimate takes today's, the high end the old.
+    logits_upcast: bool | None = None
     # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
     # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
     # heads, one replicated where there are fewer KV heads than N.

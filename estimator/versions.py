@@ -17,6 +17,7 @@ ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0",
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
     ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("transformers", "4.46.0", "logits_upcast", True, False),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
 )
 LIBRARY_VERSION_FLAG = "--library-version"

@@ -267,7 +267,7 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
         for attention, rows in kernels.items():
             amp, pure = rows["amp"], rows["bf16"]
             for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
-                plan = Plan(model=arch, dtype="amp-bf16", attention=attention)
+                plan = Plan(model=arch, dtype="amp-bf16", attention=attention, dropout=False)  # measured without dropout
                 assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)
 
 
@@ -417,8 +417,8 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
-        "quant_keeps_inputs": False, "prompt_logits_whole": False}
-    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True}
+        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False}
+    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True, "logits_upcast": True}
     with pytest.raises(CannotEstimate):
         settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
@@ -499,7 +499,8 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     them; a stated version decides."""
     from trainlint.estimator.versions import settings_for_versions
 
-    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {"prompt_logits_whole": True, "rotary_cache": True}
+    assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
+        "prompt_logits_whole": True, "logits_upcast": True, "rotary_cache": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
@@ -594,3 +595,85 @@ def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
     assert report["inputs"]["tensor_parallel"] == {"value": 4, "source": "command line"}
     assert report["inputs"]["gpus"] == {"value": 4, "source": "command line (--tensor-parallel)"}
     assert report["breakdown"]["weights"] == pytest.approx(parameter_count(find_architecture("llama-3.1-70b")) * 2 / 4)
+
+
+def test_training_runs_the_dropout_the_models_config_sets():
+    """A model in train mode (the HF Trainer's, `model.train()`) runs its config's dropout: BERT's config class sets 0.1
+    on its hidden sites and its attention probabilities, Llama's 0.0. Counted from BERT-large's fp32 layer in
+    transformers' eager attention: each hidden dropout keeps a 1-byte mask (two per layer), the probabilities' dropout
+    a 1-byte mask and its fp32 output beside the fp32 softmax output (9 bytes per score instead of 4)."""
+    bert = find_architecture("bert-large-uncased")
+    geometry = shape(bert)
+    batch, seq = 4, 512
+
+    def activations(dropout, model=bert, **changes):
+        settings = dict(model=model, dtype="fp32", batch_size=batch, seq_len=seq, attention="eager", dropout=dropout,
+                        head="classifier")
+        return estimate(Plan(**(settings | changes))).breakdown.activations.estimate
+
+    unstated, off, on = activations(None), activations(False), activations(True)
+    assert unstated == on > off
+    tokens = batch * seq
+    masks_and_outputs = geometry.layers * tokens * (2 * geometry.hidden + (1 + 4) * geometry.heads * seq)
+    assert on - off == pytest.approx(masks_and_outputs, rel=1e-3)
+    # SDPA's fused kernels keep an RNG state for the probabilities' dropout: the hidden sites' masks only
+    assert activations(True, attention="sdpa") - activations(False, attention="sdpa") == pytest.approx(
+        geometry.layers * tokens * 2 * geometry.hidden, rel=1e-3)
+    # a config that sets no dropout (Llama's) keeps nothing more; inference runs in eval mode
+    assert activations(None, model=LLAMA, dtype="bf16") == activations(False, model=LLAMA, dtype="bf16")
+    assert activations(None, mode="infer") == activations(False, mode="infer")
+
+
+def test_autocast_with_dropout_on_the_probabilities_keeps_the_16_bit_cast_for_the_matmul():
+    """Under autocast BERT's softmax runs in fp32 (4 bytes kept per score); its dropout keeps a 1-byte mask, and the
+    matmul with the values keeps the 16-bit cast of the dropout's fp32 output (2): 7 bytes per score, 3 more than
+    without dropout (the fp32 softmax output and its 16-bit cast: 6)."""
+    bert = find_architecture("bert-base-uncased")
+    geometry = shape(bert)
+    batch, seq = 2, 512
+
+    def activations(dropout, attention):
+        plan = Plan(model=bert, dtype="amp-fp16", batch_size=batch, seq_len=seq, attention=attention, dropout=dropout,
+                    head="classifier")
+        return estimate(plan).breakdown.activations.estimate
+
+    scores_only = (activations(True, "eager") - activations(False, "eager")) - (activations(True, "sdpa") - activations(False, "sdpa"))
+    assert scores_only == pytest.approx(geometry.layers * batch * seq * geometry.heads * seq * (7 - 6), rel=1e-3)
+
+
+def test_a_forwards_logits_follow_the_transformers_release():
+    """transformers before 4.46 upcast a forward's logits to fp32 beside the 16-bit ones (6 bytes per logit while the
+    cast runs); 4.46 and later return them in the model's dtype (2). Unknown: the estimate today's, the high end the
+    old; a stated version decides both ends."""
+    from trainlint.estimator.versions import settings_for_versions
+
+    batch, seq = 2, 4096
+    logits = batch * seq * LLAMA.vocab
+
+    def prompt_logits(**changes):
+        return estimate(_plan(mode="infer", batch_size=batch, seq_len=seq, **changes)).breakdown.prompt_logits
+
+    unknown = prompt_logits()
+    assert (unknown.estimate, unknown.high) == (2 * logits, 6 * logits)
+    old, new = (prompt_logits(**settings_for_versions({"transformers": v}, LLAMA.family)) for v in ("4.45.2", "4.46.0"))
+    assert (old.low, old.high) == (6 * logits, 6 * logits) and (new.low, new.high) == (2 * logits, 2 * logits)
+    assert prompt_logits(dtype="fp32").high == 4 * logits  # an fp32 model's logits are fp32 either way
+
+
+def test_the_loss_keeps_what_the_replayed_loss_codes_keep():
+    """Bytes per logit at the loss's peak, replayed for transformers' three loss codes (calibration/loss_peaks.py): a
+    step that drops the model's outputs before its backward (the HF Trainer's) keeps 12, one that holds them (a loop's
+    `outputs = model(...)`) up to 16. The Trainer's step is at the first, an unknown loop at the second."""
+    from trainlint.estimator.costmodel import _LOGIT_BYTES, _TRAINER_LOGIT_BYTES
+
+    rows = _calibration("loss_peaks.json")["rows"]
+    dropped = [row["bytes_per_logit"] for row in rows if not row["outputs_held_through_backward"]]
+    held = [row["bytes_per_logit"] for row in rows if row["outputs_held_through_backward"]]
+    assert _TRAINER_LOGIT_BYTES[:2] == pytest.approx((min(dropped), max(dropped)), abs=0.05)
+    assert _LOGIT_BYTES[0] == pytest.approx(min(dropped), abs=0.05)
+    assert _LOGIT_BYTES[1] == _LOGIT_BYTES[2] == _TRAINER_LOGIT_BYTES[2] == pytest.approx(max(held), abs=0.05)
+    # what a user sees: the Trainer's step (read as freeing its graph) is estimated below the same step in a loop
+    loop, trainer = (estimate(_plan(batch_size=4, seq_len=1024, previous_graph_alive=alive)).breakdown.logits
+                     for alive in (None, False))
+    tokens_logits = 4 * 1024 * LLAMA.vocab
+    assert (trainer.estimate, loop.estimate) == (12 * tokens_logits, 16 * tokens_logits)

@@ -530,3 +530,21 @@ def test_a_test_helpers_epochs_over_a_loader_handed_in_are_not_a_run():
     )
     assert [f.code for f in analyze_source(helper, "torch/testing/_internal/common_training.py") if f.code == "TL502"] == []
     assert [f.severity for f in analyze_source(helper, "trainer.py") if f.code == "TL502"] == [Severity.NOTE]
+
+
+def test_a_bug_in_the_flow_analysis_is_a_note_not_a_crash(monkeypatch):
+    """A run over many files must not end at one file the flow analysis fails on: the file gets a
+    note saying its checks were skipped, and the next file is checked."""
+    from trainlint.analysis import engine
+    from trainlint.analysis.flow import ScopeAnalysis
+
+    def broken(cls, chunk, summary):
+        raise AttributeError("a bug of the flow analysis")
+
+    monkeypatch.delenv(engine.STRICT_ENV, raising=False)
+    with monkeypatch.context() as patched:
+        patched.setattr(ScopeAnalysis, "of_module_statement", classmethod(broken))
+        findings = analyze_source(RETAINED, "train.py")
+    assert [(f.code, f.severity) for f in findings] == [("TL002", Severity.NOTE)], findings
+    assert "internal error" in findings[0].message and "AttributeError" in findings[0].message
+    assert codes(analyze_source(RETAINED, "train.py")) == [("TL101", 7)]

@@ -50,7 +50,7 @@ def test_a_model_class_imported_from_the_next_file_is_counted(tmp_path, capsys):
     assert code == 2  # its activations are not modelled: the count, and no verdict
 
 
-TOO_BIG = ("--model", "meta-llama/Llama-3.2-1B", "--gpu", "a10g", "--batch-size", "4", "--seq-len", "1024", "--dtype", "amp-bf16")
+TOO_BIG = ("--model", "meta-llama/Llama-3.2-1B", "--gpu", "a10g", "--batch-size", "4", "--seq-len", "1280", "--dtype", "amp-bf16")
 
 
 def test_the_report_says_what_fits_means(capsys):

@@ -55,3 +55,40 @@ def test_names_calling_a_method_are_what_a_search_of_the_text_finds(words, name,
     # what the flow reads a parameter's role from, once per text rather than once per parameter
     text = words.replace("x", f".{method}(")
     assert calls_method(names_calling_in(text), text, name, method) == (f"{name}.{method}(" in text)
+
+
+CLOSURE = '''import torch
+
+
+def train(loader):
+    optimizer = torch.optim.SGD(torch.nn.Linear(8, 2).parameters(), lr=0.1)
+    scaler = torch.nn.Linear(2, 2)
+
+    def read_enclosing():
+        return optimizer
+
+    def shadowing():
+        scaler = torch.optim.Adam([], lr=0.1)
+        return scaler
+
+    def nonlocal_rebinding():
+        nonlocal optimizer
+        return optimizer
+
+    for x in loader:
+        read_enclosing()
+        shadowing()
+        nonlocal_rebinding()
+'''
+
+
+def test_a_nested_function_reads_what_it_does_not_bind_from_the_enclosing_function():
+    from trainlint.analysis.values import OPTIMIZER
+
+    module = ModuleAnalysis(CLOSURE, "train.py")
+    module.prepare_scopes()
+    (outer,) = [scope for scope in module.all_scopes if scope.name == "train"]
+    returned = {name: info.analysis(module.summary).return_value for name, info in outer.local_functions.items()}
+    assert OPTIMIZER in returned["read_enclosing"].tags  # a closure over the enclosing `optimizer`
+    assert OPTIMIZER in returned["nonlocal_rebinding"].tags  # `nonlocal` names the enclosing binding
+    assert OPTIMIZER in returned["shadowing"].tags and MODEL not in returned["shadowing"].tags  # its own `scaler`

@@ -106,3 +106,20 @@ def test_a_script_may_name_a_model_folder_only_inside_its_workspace(tmp_path):
     for outside in (str(elsewhere / "model"), "../elsewhere/model", "linked"):
         architecture, reason = resolved(outside)
         assert architecture is None and "outside the workspace" in reason, (outside, reason)
+
+
+def test_a_configs_dropout_decides_what_training_keeps():
+    """A config.json that turns a family's default dropout off (BERT's 0.1 by default) keeps no masks in training."""
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
+
+    bert = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+    default = architecture_from_config(bert, "bert", "config.json")
+    quiet = architecture_from_config(bert | {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, "quiet", "config.json")
+    assert (quiet.hidden_dropout, quiet.attention_dropout) == (0.0, 0.0)
+
+    def activations(model, dropout=None):
+        plan = Plan(model=model, dtype="bf16", batch_size=2, seq_len=256, attention="eager", dropout=dropout, head="classifier")
+        return estimate(plan).breakdown.activations.estimate
+
+    assert activations(quiet) == activations(default, dropout=False) < activations(default)

@@ -561,18 +561,19 @@ def _grad_off_anywhere(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
 
 
 def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
-    """Grad turned off (or frozen) by a call rather than a with-block: ``set_grad_enabled(False)``, ``requires_grad_(False)``."""
-    for call in calls:
-        if call.callee is not None and last_part(call.callee) == "set_grad_enabled" and not _is_with_item(call):
-            return True
-        if call.method == "requires_grad_" and call.arg_nodes and _is_false(call.arg_nodes[0].value):
-            return True
-    return any(
-        target.endswith(".requires_grad") and _is_false(event.value_node)
+    """Grad turned off (or frozen) by a call rather than a with-block: ``set_grad_enabled(False)``,
+    ``requires_grad_(False)``. Parameters frozen and others given back (``requires_grad = True``: the
+    base frozen, the head fine-tuned) are a choice of what trains, not of where grad is off."""
+    if any(call.callee is not None and last_part(call.callee) == "set_grad_enabled" and not _is_with_item(call) for call in calls):
+        return True
+    settings = [call.arg_nodes[0].value if call.arg_nodes else cst.Name("True") for call in calls if call.method == "requires_grad_"]
+    settings += [
+        event.value_node
         for event in scope.events
         if isinstance(event, AssignEvent)  # the events with targets
-        for target in event.targets
-    )
+        and any(target.endswith(".requires_grad") for target in event.targets)
+    ]
+    return any(_is_false(value) for value in settings) and not any(_is_true(value) for value in settings)
 
 
 def _is_with_item(call: CallEvent) -> bool:
@@ -764,24 +765,44 @@ def _callers(module, info) -> list[CallEvent]:
 def _frozen_models(module) -> frozenset[str]:
     """The models the file freezes as a whole (`teacher.requires_grad_(False)`, `for p in
     teacher.parameters(): p.requires_grad = False`): their forwards record no graph. Freezing a part
-    (`model.encoder.parameters()`) leaves the rest recording, and is not one of these."""
+    (`model.encoder.parameters()`) leaves the rest recording, and is not one of these; nor is a model
+    frozen and then given a trainable part back (`for p in model.get_classifier().parameters():
+    p.requires_grad = True`, `model.head.requires_grad_(True)`): fine-tuning only the head is the
+    common case, and its forward records the head's graph."""
     frozen: set[str] = set()
+    thawed: set[str] = set()  # what the file turns requires_grad back on for
     for chunk in module.chunks:
         if chunk.module is None:
             continue
         for node in _walk(chunk.module):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_":
+                target = _owner_path(node.func.value)
                 if node.args and not _is_true(node.args[0].value):
-                    frozen.add(dotted(node.func.value) or "")
+                    frozen.add(target)
+                else:
+                    thawed.add(target)
             elif isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute) \
-                    and node.iter.func.attr.value in {"parameters", "named_parameters"} and _turns_off_requires_grad(node.body):
-                frozen.add(dotted(node.iter.func.value) or "")
-    return frozenset(frozen)
+                    and node.iter.func.attr.value in {"parameters", "named_parameters"}:
+                target = _owner_path(node.iter.func.value)
+                if _sets_requires_grad(node.body, to=False):
+                    frozen.add(target)
+                if _sets_requires_grad(node.body, to=True):
+                    thawed.add(target)
+    return frozenset(name for name in frozen if not any(part == name or part.startswith(name + ".") for part in thawed))
 
 
-def _turns_off_requires_grad(body: cst.BaseSuite) -> bool:
+def _owner_path(node: cst.BaseExpression) -> str:
+    """The dotted name a module expression starts from: `model.fc` for `model.fc`, `model.get_classifier`
+    for `model.get_classifier()` (a part of `model` either way); "" when it starts elsewhere."""
+    while isinstance(node, (cst.Call, cst.Subscript)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return dotted(node) or ""
+
+
+def _sets_requires_grad(body: cst.BaseSuite, *, to: bool) -> bool:
+    is_value = _is_true if to else _is_false
     return any(
-        isinstance(node, cst.Assign) and _is_false(node.value)
+        isinstance(node, cst.Assign) and is_value(node.value)
         and any(isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" for target in node.targets)
         for node in _walk(body)
     )
@@ -890,6 +911,61 @@ def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> 
 
 
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the backbone is frozen but the head it gives back trains: the forward records the head's graph
+        """
+        import torch
+        from timm import create_model
+
+
+        def fine_tune_head(loader, eval_loader, epochs):
+            model = create_model("resnet50d", pretrained=True, num_classes=37).cuda()
+            for param in model.parameters():
+                param.requires_grad = False
+            for param in model.get_classifier().parameters():
+                param.requires_grad = True
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                model.train()
+                for images, labels in loader:
+                    loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                model.eval()
+                correct = 0
+                for images, labels in eval_loader:
+                    predictions = model(images.cuda()).argmax(dim=-1)
+                    correct += (predictions == labels.cuda()).sum().item()
+                print(epoch, correct)
+        """,
+        fixed="""
+        import torch
+        from timm import create_model
+
+
+        def fine_tune_head(loader, eval_loader, epochs):
+            model = create_model("resnet50d", pretrained=True, num_classes=37).cuda()
+            for param in model.parameters():
+                param.requires_grad = False
+            for param in model.get_classifier().parameters():
+                param.requires_grad = True
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                model.train()
+                for images, labels in loader:
+                    loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for images, labels in eval_loader:
+                        predictions = model(images.cuda()).argmax(dim=-1)
+                        correct += (predictions == labels.cuda()).sum().item()
+                print(epoch, correct)
+        """,
+    ),
     Fires(  # trained weights go into the freshly built model: running it is inference
         """
         import torch
@@ -1858,6 +1934,26 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # the teacher is frozen as a whole; only the student gets requires_grad back
+        """
+        import torch
+
+
+        def distil(teacher, student, loader):
+            for param in teacher.parameters():
+                param.requires_grad = False
+            for param in student.parameters():
+                param.requires_grad = True
+            teacher.eval()
+            optimizer = torch.optim.AdamW(student.parameters(), lr=1e-4)
+            for images in loader:
+                targets = teacher(images).softmax(-1)
+                loss = torch.nn.functional.cross_entropy(student(images), targets)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # `Model` is a class handed in (annotated as a module): calling it builds the agent, it runs no forward (cleanrl)
         """
         from typing import Callable

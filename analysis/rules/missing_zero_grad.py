@@ -31,6 +31,7 @@ from trainlint.rules import (
     RuleContext,
     Severity,
     Tag,
+    Value,
     accumulates_into_grad,
     clears_gradients,
     is_optimizer_step,
@@ -70,7 +71,7 @@ class MissingZeroGrad(Rule):
         items = list(ordered_events(scope, None))
         backwards = [event for event, _ in items if isinstance(event, CallEvent) and event.method == "manual_backward"]
         steps = [event for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)]
-        if not backwards or not steps or any(clears_gradients(event) or _may_clear(event) for event, _ in items):
+        if not backwards or not steps or any(clears_gradients(event) or _may_clear(event, chain) for event, chain in items):
             return
         backward, step = backwards[0], steps[0]
         ctx.report(
@@ -115,7 +116,7 @@ class MissingZeroGrad(Rule):
             return True
         if any(_fresh_leaves(step, in_loop) for step in steps):
             return True
-        return any(_may_clear(event) for event, _ in in_loop)
+        return any(_may_clear(event, chain) for event, chain in in_loop)
 
     def _report(self, ctx: RuleContext, backward: CallEvent, chain, loop: Loop, step: CallEvent, clearing: list[Item]) -> None:
         site = _site(backward, chain)
@@ -205,7 +206,7 @@ def _is_engine(ctx: RuleContext, call: CallEvent) -> bool:
     return ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower()
 
 
-def _may_clear(event: Event) -> bool:
+def _may_clear(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     """A call trainlint cannot follow that is handed the optimizer or the model: it may zero them."""
     if not isinstance(event, CallEvent) or event.function is not None or event.method in {"backward", "step"}:
         return False
@@ -213,7 +214,33 @@ def _may_clear(event: Event) -> bool:
         return False
     if event.receiver is not None and event.receiver.tags & _KNOWN_RECEIVERS:
         return False
-    return any(value.tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
+    if any(value is not None and Tag.PIPELINE in value.tags for value in (event.receiver, event.result)):
+        return False  # a diffusers/transformers pipeline is assembled from the models it is handed and runs them without grad
+    return any(_handed(value, chain).tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
+
+
+def _handed(value: Value, chain: tuple[CallEvent, ...]) -> Value:
+    """A helper's parameter as the loop's call hands it: the argument at the call site. The role a
+    parameter's name suggests (`generator`: a GAN's, or a `torch.Generator`?) yields to what it is given."""
+    while chain and value.site is not None and isinstance(value.site[1], cst.Param):
+        call, chain = chain[-1], chain[:-1]
+        function = call.function
+        name = value.site[1].name.value
+        if function is None or value.site[1] not in _parameters(function.node):
+            break
+        positional = function.positional_parameters
+        if name in call.kwargs:
+            value = call.kwargs[name]
+        elif name in positional and positional.index(name) < len(call.args) and not any(arg.star for arg in call.arg_nodes):
+            value = call.args[positional.index(name)]
+        else:
+            break
+    return value
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
 
 
 def _code(event: Event, limit: int = 60) -> str:
@@ -221,6 +248,39 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 MissingZeroGrad.MUST_FIRE = (
+    Fires(  # diffusers-style: a nested helper unwraps the model, a pipeline is built from it for validation
+        """
+        import torch
+        from accelerate import Accelerator
+        from diffusers import StableDiffusionPipeline, UNet2DConditionModel
+
+
+        def log_validation(pipeline, prompt, generator):
+            return pipeline(prompt, num_inference_steps=20, generator=generator).images
+
+
+        def main(args):
+            accelerator = Accelerator(gradient_accumulation_steps=args.accumulation)
+            unet = UNet2DConditionModel.from_pretrained(args.model, subfolder="unet")
+            optimizer = torch.optim.AdamW(unet.parameters(), lr=1e-5)
+            unet, optimizer, loader = accelerator.prepare(unet, optimizer, make_loader(args))
+            generator = torch.Generator(device=accelerator.device).manual_seed(args.seed)
+
+            def unwrap_model(model):
+                model = accelerator.unwrap_model(model)
+                return model
+
+            for step, batch in enumerate(loader):
+                with accelerator.accumulate(unet):
+                    loss = unet(batch["latents"], batch["timesteps"], batch["embeddings"]).sample.pow(2).mean()
+                    accelerator.backward(loss)
+                    optimizer.step()
+                if accelerator.sync_gradients and step % args.validation_steps == 0:
+                    pipeline = StableDiffusionPipeline.from_pretrained(args.model, unet=unwrap_model(unet))
+                    log_validation(pipeline, args.prompt, generator)
+        """,
+        severity=Severity.ERROR,
+    ),
     Fires(
         """
         import torch
