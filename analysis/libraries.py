@@ -35,7 +35,7 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -220,6 +220,34 @@ _TIMM_RATES = {
 _TRANSFORMERS_RATE = re.compile(r"\w*(?:dropout|dropout_prob|pdrop|dropout_rate)")
 _TRANSFORMERS_RATES_SOURCE = ("transformers, PreTrainedModel.from_pretrained: keyword arguments that match configuration "
                               "attributes update the configuration (huggingface.co/docs/transformers/main_classes/model)")
+
+
+# torch.nn layers that drop out by default, the position of their `dropout` parameter, and where
+# PyTorch documents the default.
+_TORCH_DROPOUT_DEFAULTS = {
+    "TransformerEncoderLayer": (3, "torch.nn.TransformerEncoderLayer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.TransformerEncoderLayer.html)"),
+    "TransformerDecoderLayer": (3, "torch.nn.TransformerDecoderLayer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.TransformerDecoderLayer.html)"),
+    "Transformer": (5, "torch.nn.Transformer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.Transformer.html)"),
+}
+
+
+def torch_layer_dropout(name: str, given: float | None, positional: Sequence[float | None], passed: bool) -> str | None:
+    """Where PyTorch says the torch.nn layer ``name`` (``TransformerEncoderLayer``) drops out in training
+    mode as built: ``given`` is its ``dropout=`` keyword's value when a number, ``positional`` the numbers
+    (None: not a number) passed by position, ``passed`` whether a ``dropout`` was passed at all. None when
+    the layer drops nothing or what it was given is not known."""
+    entry = _TORCH_DROPOUT_DEFAULTS.get(name)
+    if entry is None:
+        return None
+    position, source = entry
+    if given is None and len(positional) > position:
+        given, passed = positional[position], True
+    if given is None and passed:
+        return None  # a name or an expression: the rate is not known
+    return source if given is None or given > 0 else None
 
 
 def mode_layers(built_by: str, checkpoint: str | None = None, rates: Mapping[str, float] | None = None) -> ModeFact | None:

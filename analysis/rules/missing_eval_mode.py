@@ -24,6 +24,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.patterns import (
     evaluation_calls,
     library_model_facts,
@@ -44,11 +45,15 @@ from trainlint.rules import (
     Tag,
     Value,
     calls_in,
+    dotted,
     is_backward,
     is_optimizer_step,
     is_test_file,
+    last_part,
+    literal_value,
     mentions,
     shortened,
+    walk,
 )
 
 _EVALUATION_FUNCTION = re.compile(
@@ -287,9 +292,12 @@ def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
     detail = value.detail
     if isinstance(detail, ClassInfo):
         holder = _class_with_layers(summary, detail, depth=0)
-        if holder is not None:
-            return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
-        return None
+        if holder is None:
+            return None
+        default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
+        if default is not None:
+            return ((holder.chunk, holder.node.name), f"`{holder.name}` builds `{default[0]}`, which drops out by default; {default[1]}")
+        return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
     if isinstance(detail, str):
         _, layers = library_model_facts(value, module)
         return (value.site, layers.says) if layers is not None else None
@@ -302,7 +310,7 @@ def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
 
 def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None:
     code = info.chunk.code_for(info.node)
-    if _MODE_LAYERS.search(code):
+    if _MODE_LAYERS.search(code) or _dropping_torch_layer(summary, info) is not None:
         return info
     if depth >= 3:
         return None
@@ -311,6 +319,32 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
             found = _class_with_layers(summary, other, depth + 1)
             if found is not None:
                 return found
+    return None
+
+
+def _dropping_torch_layer(summary, info: ClassInfo) -> tuple[str, str] | None:
+    """A torch.nn layer the class builds that drops out by default (``nn.TransformerEncoderLayer(512, 8)``,
+    whose dropout is 0.1 unless given 0), read in the class's own file, and where PyTorch says so."""
+    home = info.home or summary
+    for node in walk(info.node):
+        if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):  # `**kwargs` may carry the rate
+            continue
+        raw = dotted(node.func)
+        target = home.canonical(raw) if raw is not None else ""
+        if not target.startswith("torch.nn."):
+            continue
+        keyword = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "dropout"), None)
+        positional = [_number(arg.value) for arg in node.args if arg.keyword is None]
+        source = torch_layer_dropout(last_part(target), _number(keyword.value) if keyword else None, positional, keyword is not None)
+        if source is not None:
+            return f"nn.{last_part(target)}", source
+    return None
+
+
+def _number(node: cst.BaseExpression) -> float | None:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        held = literal_value(node)
+        return float(held) if isinstance(held, (int, float)) else None
     return None
 
 
@@ -752,6 +786,47 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
     ),
+    Fires(  # PyTorch's transformer layer drops out 0.1 unless told otherwise: the class never says "Dropout"
+        """
+        import math
+
+        import torch
+        import torch.nn.functional as F
+
+        from model import TinyLM
+
+
+        def evaluate(model, loader):
+            total = 0.0
+            with torch.no_grad():
+                for tokens in loader:
+                    logits = model(tokens[:, :-1])
+                    total += F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).item()
+            return math.exp(total / len(loader))
+
+
+        model = TinyLM(vocab=32000)
+        model.load_state_dict(torch.load("lm.pt"))
+        print(evaluate(model, val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TinyLM(nn.Module):
+                    def __init__(self, vocab, d_model=256, dropout=None):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, d_model)
+                        layer = nn.TransformerEncoderLayer(d_model, nhead=4, batch_first=True)
+                        self.encoder = nn.TransformerEncoder(layer, num_layers=4)
+                        self.head = nn.Linear(d_model, vocab)
+
+                    def forward(self, tokens):
+                        return self.head(self.encoder(self.embed(tokens)))
+            """,
+        },
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -1088,6 +1163,38 @@ MissingEvalMode.MUST_NOT_FIRE = (
                     def forward(self, mels):
                         hidden, _ = self.rnn(mels)
                         return self.out(self.drop(hidden[:, -1]))
+            """,
+        },
+    ),
+    Quiet(  # the transformer layer is built with dropout 0: nothing in the model depends on the mode
+        """
+        import torch
+
+        from model import TinyLM
+
+
+        def evaluate(model, loader):
+            with torch.no_grad():
+                return [model(tokens).argmax(-1) for tokens in loader]
+
+
+        print(evaluate(TinyLM(vocab=32000), val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TinyLM(nn.Module):
+                    def __init__(self, vocab, d_model=256, dropout=None):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, d_model)
+                        layer = nn.TransformerEncoderLayer(d_model, nhead=4, dropout=0.0, batch_first=True)
+                        self.encoder = nn.TransformerEncoder(layer, num_layers=4)
+                        self.head = nn.Linear(d_model, vocab)
+
+                    def forward(self, tokens):
+                        return self.head(self.encoder(self.embed(tokens)))
             """,
         },
     ),
