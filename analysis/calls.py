@@ -320,6 +320,8 @@ def _torch_function_result(scope: ScopeAnalysis, event: CallEvent, callee: str, 
     if not torchapi.is_torch_name(callee):
         return None
     args = event.args
+    if callee in torchapi.VARIABLE_WRAPPERS and args:
+        return args[0]
     if head in torchapi.TENSOR_FACTORIES:
         constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))
         requires_grad = event.keyword("requires_grad")

@@ -153,18 +153,23 @@ def analyze_source(
     *,
     rules: Sequence[type[Rule]] | None = None,
     workspace: Workspace | None = None,
+    selected: Sequence[type[Rule]] | None = None,
 ) -> list[Finding]:
-    """All findings for one file, sorted by position. Never raises on bad input."""
+    """All findings for one file, sorted by position. Never raises on bad input.
+
+    The rules run are those ``settings`` select among ``rules`` (default: every rule), or
+    ``selected``, when the caller chose them already (``trainlint.linter.Linter.rules_for``)."""
     settings = settings or AnalysisSettings()
     try:
         text = decode_source(source)
     except DecodeError as error:
-        return [_engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)]
+        undecoded = _engine_finding(path, SYNTAX_ERROR, 1, 1, str(error), Severity.ERROR)
+        return [] if SYNTAX_ERROR.code in settings.dropped else [undecoded]
     with collector_paused():
         module = workspace.checked_analysis(path, text) if workspace is not None else None
         if module is None:
             module = ModuleAnalysis(text, path, workspace=workspace)
-        return findings_for(module, settings, select_rules(settings, rules))
+        return findings_for(module, settings, selected if selected is not None else select_rules(settings, rules))
 
 
 def findings_for(
@@ -292,7 +297,8 @@ def _reported(
     module: ModuleAnalysis, settings: AnalysisSettings, rules: list[type[Rule]],
     raw: list[RawFinding], engine_findings: list[Finding],
 ) -> list[Finding]:
-    """The findings as reported: suppressions applied, severities overridden, sorted, deduplicated."""
+    """The findings as reported: suppressions applied, severities overridden, the settings' dropped
+    codes left out, sorted, deduplicated."""
     suppressions = SuppressionIndex(find_suppressions(module.text, ((c.chunk.start_line, c.chunk.text) for c in module.chunks)))
     overrides = _severity_overrides(settings, rules)
     findings: list[Finding] = []
@@ -319,6 +325,8 @@ def _reported(
                 severity=Severity.WARNING, message=f"unused suppression: nothing here is reported for {what}",
                 help="remove the comment, or fix the code it names",
             ))
+    if settings.dropped:  # after the suppressions were read: what a dropped rule found still uses its comment
+        findings = [finding for finding in findings if finding.code not in settings.dropped]
     findings.sort(key=Finding.sort_key)
     return _deduplicate(findings)
 

@@ -17,6 +17,7 @@ import libcst as cst
 
 from . import torchapi
 from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_by_method
+from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
 from .names import dotted, imports_of, last_part
 from .quoting import quoted
@@ -30,7 +31,7 @@ from .statement_shapes import (
     target_names,
 )
 from .summary import FunctionInfo
-from .tree import children, literal_value
+from .tree import literal_value
 from .values import (
     ACCELERATOR,
     CONSTANT,
@@ -463,7 +464,7 @@ class ScopeAnalysis:
         enclosing function. Names it declares `nonlocal` or `global` are not its own."""
         if self._own_names is None:
             assert self.function is not None, "only a function's scope has an enclosing one"
-            self._own_names = _names_bound_in(self.function.node)
+            self._own_names = names_bound_in(self.function.node)
         return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
@@ -843,6 +844,7 @@ _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not
     "criterion": Value((CRITERION,)),
     "scaler": Value((SCALER,)),
     "loader": Value((LOADER,)),
+    "accelerator": Value((ACCELERATOR,)),
 }
 
 
@@ -874,62 +876,3 @@ def _element_of_tuple(value: Value) -> Value:
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
 
-
-class LocalFunctionInfo(FunctionInfo):
-    """A function defined inside another function: what it reads and does not bind is the enclosing
-    function's (``accelerator`` in a nested ``unwrap_model``), read as the enclosing walk has it when
-    the function is first called."""
-
-    __slots__ = ("enclosing",)
-
-    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, enclosing: ScopeAnalysis) -> None:
-        super().__init__(name, node, chunk, None)
-        self.enclosing: ScopeAnalysis | None = enclosing
-
-    def release(self) -> None:
-        super().release()
-        self.enclosing = None
-
-
-_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-
-
-def _names_bound_in(function: cst.FunctionDef) -> frozenset[str]:
-    params = function.params
-    bound = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
-    bound |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
-    declared: set[str] = set()
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-            bound.add(node.name.value)
-            continue
-        if isinstance(node, _OWN_SCOPES):
-            continue
-        if isinstance(node, (cst.Nonlocal, cst.Global)):
-            declared |= {item.name.value for item in node.names}
-        elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)):
-            bound |= _target_names(node.target)
-        elif isinstance(node, cst.WithItem) and node.asname is not None:
-            bound |= _target_names(node.asname.name)
-        elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)) and node.name is not None:
-            bound |= _target_names(node.name.name)
-        elif isinstance(node, cst.NamedExpr):
-            bound |= _target_names(node.target)
-        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                bound.add(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
-                          else (dotted(alias.name) or "").split(".")[0])
-        stack.extend(children(node))
-    return frozenset(bound - declared)
-
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {name for element in target.elements for name in _target_names(element.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()  # an attribute or a subscript binds no name

@@ -463,7 +463,13 @@ class ModuleAnalysis:
 
     @cached_property
     def uses_lightning(self) -> bool:
-        return self.summary.uses_module("lightning", "pytorch_lightning")
+        """Lightning's Trainer runs this file's training: it imports Lightning for more than Fabric,
+        which leaves the loop (and clearing, scaling, accumulating) to the code it accelerates."""
+        targets = [
+            (alias, target) for alias, target in self.summary.imports.items()
+            if target.split(".", 1)[0] in {"lightning", "pytorch_lightning", "lightning_fabric"}
+        ]
+        return bool(targets) and not all(_fabric_only(alias, target, self._text) for alias, target in targets)
 
     # What ModuleView promises a rule are properties, which a cached_property is not to a type
     # checker: each of these is computed once, in its cached `_` twin.
@@ -524,6 +530,17 @@ class ModuleAnalysis:
 _OTHER_FRAMEWORKS = ("megengine", "tensorflow", "jax", "flax", "paddle", "mindspore", "oneflow", "mxnet", "keras", "haiku")
 # torch imported only to log (cleanrl's JAX scripts write TensorBoard through torch's SummaryWriter).
 _LOGGING_ONLY = "torch.utils.tensorboard"
+
+
+def _fabric_only(alias: str, target: str, text: str) -> bool:
+    """An import of Lightning that serves Fabric alone: `from lightning.fabric import Fabric`, or
+    `import lightning as L` whose every use is `L.Fabric`, `L.fabric...` or `L.seed_everything`."""
+    if target.startswith(("lightning.fabric", "lightning_fabric")) or target in {"lightning.Fabric", "lightning.seed_everything"}:
+        return True
+    if target not in {"lightning", "pytorch_lightning"}:
+        return False
+    used = set(re.findall(rf"(?<![\w.]){re.escape(alias)}\.(\w+)", text))
+    return bool(used) and used <= {"Fabric", "fabric", "seed_everything"}
 
 
 def _definitions_reaching(facts: ChunkFacts, chunk: ParsedChunk, tainted: set[str]) -> set[str]:

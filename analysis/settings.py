@@ -17,3 +17,7 @@ class AnalysisSettings(msgspec.Struct, frozen=True):
     report_unused_ignores: bool = False
     # Local plugins the project's configuration names: absolute paths of .py files or module names.
     plugins: tuple[str, ...] = ()
+    # Codes not reported for this file whatever finds them, sorted: engine codes named in ``ignore``
+    # (TL000 and the like are no rules to leave unselected) and the file's per-file-ignores. The
+    # rules still run, so a suppression comment they use is not reported as unused.
+    dropped: tuple[str, ...] = ()

@@ -34,6 +34,9 @@ TENSOR_FACTORIES = frozenset(
         "LongTensor",
     }
 )
+# `Variable(t)` has returned `t`, a plain tensor, since PyTorch 0.4 ("Variable (deprecated)" in the
+# torch.autograd documentation); code written before then still wraps every tensor in it.
+VARIABLE_WRAPPERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 FUNCTIONAL_LOSSES = frozenset(
     {
         "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
@@ -206,6 +209,10 @@ def param_role(name: str, annotation: str | None) -> str | None:
             return "criterion"
         if head == "DataLoader":
             return "loader"
+        if (head == "Fabric" and annotation.startswith(("lightning", "lightning_fabric"))) or (
+            head == "Accelerator" and annotation.startswith("accelerate")
+        ):
+            return "accelerator"
         if head in _NOT_TRAINING_OBJECTS:
             return None  # `module: types.ModuleType`, `model: str`: the annotation says what the name does not
     lowered = name.lower()

@@ -1,6 +1,6 @@
 """What a key costs inside one method of a long file, what importing the server costs, and memory.
 
-    .venv/bin/python benchmarks/edit_cost.py FILE [FILE ...] [--keys 40] [--memory-keys 0]
+    .venv/bin/python benchmarks/edit_cost.py FILE [FILE ...] [--keys 40] [--memory-keys 0] [--anchors]
     .venv/bin/python benchmarks/edit_cost.py --import-only
 
 Three measures, each in CPU time of the process that does the work (``time.process_time``), so
@@ -13,11 +13,13 @@ that a busy machine changes them less than wall-clock times:
   starts, while the client greets it) and the first analysis of FILE (what the first diagnostics
   after ``didOpen`` cost).
 - **per key**: each FILE opened as a document of the language server (``DocumentState.analyse``,
-  what the server runs for every change: the incremental re-parse, the flow, the rules, the VRAM
-  anchors), then ``--keys`` one-character edits typed inside the method or function in the
-  middle of the file's longest class (else its longest function): a character appended to the
-  name an assignment there binds, then removed, and so on. Median and 95th percentile of the CPU
-  milliseconds per key. The last text's findings are checked against a fresh analysis.
+  what the server runs for every change: the incremental re-parse, the flow, the rules; with
+  ``--anchors``, the lines a VRAM estimate belongs to too, which the server finds only for a
+  document a hover or inlay hint has asked about), then ``--keys`` one-character edits typed
+  inside the method or function in the middle of the file's longest class (else its longest
+  function): a character appended to the name an assignment there binds, then removed, and so on.
+  Median and 95th percentile of the CPU milliseconds per key. The last text's findings are checked
+  against a fresh analysis.
 - **memory** (``--memory-keys N``): the resident set of this process after opening all FILEs and
   typing N keys, spread over them in turn, with the garbage collector run as the server runs it
   (``server/idle_gc.py``), then after the full collection of a long pause.
@@ -46,7 +48,7 @@ imported = time.process_time()
 import_analysis()  # what the server does on a thread of its own as it starts
 warmed = time.process_time()
 text = open(sys.argv[1], encoding="utf-8").read()
-DocumentState("file:///bench.py", None).analyse(text, 1, EffectiveSettings(AnalysisSettings(), frozenset()))
+DocumentState("file:///bench.py", None).analyse(text, 1, EffectiveSettings(AnalysisSettings()))
 print(imported - t, warmed - imported, time.process_time() - warmed)
 """
 
@@ -110,17 +112,18 @@ def rss_mib() -> float:
 class Typist:
     """One document and the key typed in it: a character appended to a name, then taken back."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, anchors: bool) -> None:
         from trainlint.analysis.settings import AnalysisSettings
         from trainlint.server.documents import DocumentState
         from trainlint.settings import EffectiveSettings
 
-        self.settings = EffectiveSettings(AnalysisSettings(), frozenset())
+        self.settings = EffectiveSettings(AnalysisSettings())
         self.path = path
         self.lines = path.read_text(encoding="utf-8").split("\n")
         self.line, self.column, self.where = edited_line("\n".join(self.lines))
         self.original = self.lines[self.line]
         self.document = DocumentState(path.as_uri(), path)
+        self.document.anchors_wanted = anchors  # as after a hover or inlay hint
         self.version = 0
         self.document.analyse("\n".join(self.lines), self.version, self.settings)
 
@@ -147,6 +150,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--memory-keys", type=int, default=0)
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--anchors", action="store_true", help="find the VRAM anchors at each key, as for a hovered document")
     args = parser.parse_args()
 
     print(f"import CPU, fastest of 5: trainlint.server.server {import_cpu('trainlint.server.server') * 1000:.0f} ms, "
@@ -160,13 +164,14 @@ def main() -> None:
 
     from trainlint.server.idle_gc import IdleGarbageCollector
 
-    typists = [Typist(path) for path in args.files]
+    typists = [Typist(path, args.anchors) for path in args.files]
     for typist in typists:
         costs = [typist.key() * 1000 for _ in range(args.keys)]
         costs.sort()
         p95 = costs[min(len(costs) - 1, round(0.95 * (len(costs) - 1)))]
         agrees = "same as a fresh analysis" if typist.fresh_agrees() else "DIFFERS FROM A FRESH ANALYSIS"
-        print(f"{typist.path.name} ({len(typist.lines)} lines), key in {typist.where}: CPU ms per key "
+        anchors = ", VRAM anchors found at each key" if args.anchors else ""
+        print(f"{typist.path.name} ({len(typist.lines)} lines), key in {typist.where}{anchors}: CPU ms per key "
               f"median {statistics.median(costs):.1f}, p95 {p95:.1f} over {args.keys} keys; {agrees}")
     if args.memory_keys:
         # as the server runs (server/idle_gc.py): no automatic collection, what lives after each

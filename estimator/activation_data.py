@@ -53,7 +53,7 @@ def load_activation_measurements() -> dict[str, ActivationMeasurement]:
     return msgspec.json.decode(_DATA_PATH.read_bytes(), type=dict[str, ActivationMeasurement])
 
 
-def measured_layer_coefficients(arch_id: str, attention: str) -> tuple[float, float] | None:
+def measured_layer_coefficients(arch_id: str, attention: str | None) -> tuple[float, float] | None:
     """(linear, scores) for 2-byte activations without dropout, or None when not measured.
 
     ``attention`` is "sdpa", "flash" (the SDPA measurement: it ran the fused flash kernel, which
@@ -71,7 +71,7 @@ def measured_layer_coefficients(arch_id: str, attention: str) -> tuple[float, fl
     return None
 
 
-def measured_dropout_bytes(arch_id: str, attention: str, hidden: bool, scores: bool) -> tuple[float, float, float] | None:
+def measured_dropout_bytes(arch_id: str, attention: str | None, hidden: bool, scores: bool) -> tuple[float, float, float] | None:
     """What dropout adds to a measured layer: (1-byte masks per token and hidden unit, 1-byte masks per score, bytes per
     score of the dropout's output in 2-byte activations), from the measurement with dropout on every site (eager,
     ``dropout_p``); None when dropout is on and was not measured. Each dropout keeps a 1-byte mask (CUDA's fused kernel);

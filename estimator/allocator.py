@@ -54,20 +54,20 @@ def block_overhead(size: float) -> float:
     return rounded - size
 
 
-def length_cache(plan: Plan, allocated: Interval, reserved: Interval, breakdown: Breakdown, room: float | None,
+def length_cache(plan: Plan, allocated: Interval, reserved: Interval, breakdown: Breakdown, room: Interval | None,
                  notes: list[str]) -> Interval:
     """What a training run over samples of varying length reserves beyond one shape's fragmentation: the replayed
     runs' reserved-over-allocated as a share of the activations and loss, the tensors whose size follows the length
     (LENGTH_CACHE), less `reserved` (one shape's), end by end; with `lengths_vary` unknown, at the high end only.
-    The allocator never reserves more than the device lets it (``room``: what it can reserve beside the context): it
-    frees its cache when cudaMalloc fails."""
+    The allocator never reserves more than the device lets it (``room``: what it can reserve beside the context, end by
+    end): it frees its cache when cudaMalloc fails."""
     if plan.mode != "train" or plan.lengths_vary is False:
         return ZERO
     varying = breakdown.activations + breakdown.logits
 
     def beyond(end: str, share: float) -> float:
         cache = max(0.0, getattr(allocated, end) + share * getattr(varying, end) - getattr(reserved, end))
-        return cache if room is None else max(0.0, min(cache, room - getattr(reserved, end)))
+        return cache if room is None else max(0.0, min(cache, getattr(room, end) - getattr(reserved, end)))
 
     expected, high = LENGTH_CACHE["adapters" if plan.lora_rank is not None else "full"]
     if plan.lengths_vary:

@@ -22,6 +22,7 @@ from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
+from .gpt_fast import gpt_fast_terms
 from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
@@ -46,6 +47,7 @@ from .plan import (
     validate,
 )
 from .units import GIB
+from .unstated import covered, cuda_context
 from .versions import ROTARY_CACHE_UNTIL, settled_by
 
 # Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
@@ -101,17 +103,19 @@ _SHORT_SEQUENCE = 256
 _TYPICAL_SEQUENCE = 2048
 
 
-def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
+def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
              compute_capability: str | None = None, usable_bytes: float | None = None) -> Estimate:
-    """Per-GPU peaks of one configuration. ``context_bytes``: the CUDA context of the target device;
-    ``workspace_bytes``: torch's cuBLAS workspace per handle and stream there; ``compute_capability``: an
-    NVIDIA device's ("7.0"), which decides the attention kernels it has (None: not known, or not NVIDIA);
-    ``usable_bytes``: what one process can allocate there, which bounds the cache the allocator keeps (None: not
-    known, no bound)."""
+    """Per-GPU peaks of one configuration. ``context_bytes``: the target device's CUDA context with lazy module
+    loading (unstated.cuda_context), or an interval where it was measured for the run; ``workspace_bytes``: torch's cuBLAS
+    workspace per handle and stream there; ``compute_capability``: an NVIDIA device's ("7.0"), which decides the
+    attention kernels it has (None: not known, or not NVIDIA); ``usable_bytes``: what one process can allocate
+    there, which bounds the cache the allocator keeps (None: not known, no bound)."""
     validate(plan)
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
+    if plan.model_code == "own" or plan.attention is None:  # an estimate whose interval covers the alternatives
+        return covered(plan, estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
     kernel = attention_kernel(plan, compute_capability, notes)
@@ -147,7 +151,7 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
             gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
             prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
             prompt_logits=prompt_logits,
-            **_gpt_fast_terms(plan, geometry, notes),
+            **gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
     if breakdown.causal_mask.estimate:
@@ -181,15 +185,16 @@ def estimate(plan: Plan, context_bytes: float = 0.14 * GIB, workspace_bytes: flo
     )
     # Where cuBLAS allocates its workspace itself (the low end), it is outside the allocator's count but on the device.
     outside_allocator = Interval(workspace.high - workspace.low, workspace.high - workspace.estimate, 0.0)
-    room = None if usable_bytes is None else usable_bytes - context_bytes - outside_allocator.high
+    context = cuda_context(plan, context_bytes, notes)
+    room = None if usable_bytes is None else Interval.exact(usable_bytes) + (context + outside_allocator).scaled(-1.0)
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
     reserved = reserved + cached
-    process = reserved + Interval.exact(context_bytes) + outside_allocator
+    process = reserved + context + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
 
-def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str:
+def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str | None:
     """The attention a device runs for what was asked, as far as memory goes (torch's sdp_utils: the flash
     kernel needs compute capability 8.0 or newer and 16-bit inputs, the memory-efficient kernel runs from 5.0
     on fp16 and fp32, bf16 from 8.0; otherwise SDPA falls back to the math kernel, which materialises the
@@ -681,6 +686,14 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
     kv = prompt_kv = 0.0
+    if plan.mode == "infer" and arch.kind == "decoder" and plan.model_code != "litgpt" and (plan.use_cache or (plan.use_cache is None and end)):
+        # a causal LM's forward fills and returns its KV cache (past_key_values) unless use_cache=False: transformers'
+        # configs default to True; it grows layer by layer and is whole beside the logits
+        kv = prompt_kv = (geometry.kv_cache_bytes_per_token_per_byte * (2 if plan.dtype != "fp32" else 4) * batch
+                          * (min(prompt, arch.sliding_window) if arch.sliding_window else prompt) / (plan.tensor_parallel if arch.kv_lora_rank is None else 1))
+        if plan.use_cache is None:
+            notes.append("the forward returns its KV cache (use_cache, transformers' default: the estimate); use_cache=False "
+                         "in the script or --no-use-cache keeps none (the low end)")
     if plan.mode == "generate":
         context = plan.max_context or seq
         static = plan.kv_cache_len is not None
@@ -733,29 +746,6 @@ def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
     notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
                  f"{_OFFLOAD_STASH} being copied and one layer's worth")
     return per_layer + stash
-
-
-def _gpt_fast_terms(plan: Plan, geometry: Shape | None, notes: list[str]) -> dict[str, Interval]:
-    """gpt-fast's generation (model.py and generate.py, as torchao's `_models/llama` copies them): `setup_caches`
-    registers a causal mask of the cache's length squared in bools (`torch.tril(torch.ones(n, n))`, n rounded up
-    to a multiple of 8), and every decoding step runs under `sdp_kernel(enable_math=True)` only: each layer
-    expands the whole static cache to every query head (`repeat_interleave`) and the math kernel copies keys and
-    values to fp32 (torch 2.5 and later, unless `allow_fp16_bf16_reduction_math_sdp`; before, no copy: the low
-    end)."""
-    if plan.model_code != "gpt-fast" or plan.mode != "generate" or geometry is None:
-        return {}
-    length = plan.kv_cache_len or plan.max_context or plan.seq_len or 0
-    length = 8 * math.ceil(length / 8)
-    # keys and values, every query head (of this GPU's, under tensor parallelism)
-    expanded = 2.0 * plan.batch_size * geometry.heads / plan.tensor_parallel * length * geometry.head_dim
-    act_bytes = 2 if plan.dtype != "fp32" else 4
-    upcast = 4.0 if act_bytes == 2 else 0.0
-    notes.append(f"gpt-fast: a causal mask of {length}x{length} bools; each decoding step expands the cache to every "
-                 "query head and the math attention kernel copies it to fp32 (torch 2.5 and later)")
-    return {
-        "causal_mask": Interval.exact(float(length * length)),
-        "decode_attention": Interval(expanded * act_bytes, expanded * (act_bytes + upcast), expanded * (act_bytes + upcast)),
-    }
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:

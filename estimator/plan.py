@@ -23,7 +23,7 @@ OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
-MODEL_CODES = ("transformers", "litgpt", "gpt-fast")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "own")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 PRECISION = {
@@ -86,7 +86,10 @@ class Plan:
     # matmul of a layer recomputed too (torchtitan's op-level policy)
     checkpoint_policy: str = "full"
     kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
-    attention: str = "sdpa"
+    # The attention kernel. None: not stated (no attn_implementation, no --attention); transformers then picks SDPA where
+    # the model and torch have it and eager attention elsewhere (and in its releases before SDPA): the estimate takes SDPA,
+    # the high end eager, which keeps the attention scores.
+    attention: str | None = "sdpa"
     max_context: int | None = None  # generation: prompt + new tokens
     kv_cache_len: int | None = None  # generation with a static cache: the tokens it is allocated for
     gpus: int = 1
@@ -108,7 +111,8 @@ class Plan:
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
-    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel)
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel) or "own" (the
+    # model's own code, trust_remote_code, or another framework's: not modelled; unstated.unmodelled_code covers it)
     model_code: str = "transformers"
     # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
     # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
@@ -146,6 +150,17 @@ class Plan:
     # transformers' Qwen2, Phi, Starcoder2 (before 4.45) and Mistral (before 4.42) build a rotary embedding per
     # layer with a cos and sin cache for the model's maximum length. None: unknown; the high end counts it.
     rotary_cache: bool | None = None
+    # Inference (a forward without a loss) of a causal LM: whether the forward fills and returns its KV cache
+    # (transformers' use_cache, True in its configs by default). None: unknown; the estimate counts it, the low end not.
+    use_cache: bool | None = None
+    # The CUDA context's kernel images: torch from 1.13 sets CUDA_MODULE_LOADING=LAZY where the user has not (PR 86509),
+    # so a kernel is loaded onto the device when first used; before, or with EAGER, every kernel of torch and its CUDA
+    # libraries is loaded when the context is made. None: the torch version is unknown; the high end loads them all.
+    lazy_module_loading: bool | None = None
+    # transformers' choice of attention kernel where nobody states one: SDPA from its 4.36 release (the dispatch in
+    # `_autoset_attn_implementation`, transformers PR #27940, cherry-picked into 4.36: SDPA where the model has it and
+    # torch is 2.1.1 or later), eager attention before. None: the version is unknown (the estimate SDPA, the high end eager).
+    sdpa_dispatch: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -244,7 +259,7 @@ def validate(plan: Plan) -> None:
     """Refuse a plan the cost model cannot read: an unknown choice, a count below one, a combination not modelled."""
     for value, allowed, what in (
         (plan.mode, MODES, "mode"), (plan.dtype, DTYPES, "dtype"), (plan.optimizer, OPTIMIZERS, "optimizer"),
-        (plan.attention, ATTENTIONS, "attention"), (plan.sharding, SHARDINGS, "sharding"),
+        (plan.attention or "sdpa", ATTENTIONS, "attention"), (plan.sharding, SHARDINGS, "sharding"),
     ):
         if value not in allowed:
             raise CannotEstimate(f"unknown {what} {value!r}: one of {', '.join(allowed)}")

@@ -132,6 +132,7 @@ class ScriptInputs:
     loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
     quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
     attention: Found | None = None
+    use_cache: Found | None = None  # use_cache=True/False in a call: whether a causal LM's forward returns its KV cache
     sharding: Found | None = None
     offload: Found | None = None
     max_new_tokens: Found | None = None
@@ -547,6 +548,8 @@ class _Reader:
             self._set("gradient_checkpointing", True, node, chunk)
         if head == "StaticCache":
             self._set("kv_cache_len", self.value(self.keyword(node, "max_cache_len"), chunk), node, chunk)
+        if isinstance(self.value(self.keyword(node, "use_cache"), chunk), bool):
+            self._set("use_cache", self.value(self.keyword(node, "use_cache"), chunk), node, chunk)
         if self.keyword(node, "attn_implementation") is not None:
             attention = self.value(self.keyword(node, "attn_implementation"), chunk)
             if isinstance(attention, str):

@@ -52,6 +52,8 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
         found.append(("fused AdamW (fused=True: no parameter-sized temporary in the step)", {"foreach": False}))
     if plan.attention == "eager" and transformer:
         found.append(("SDPA / flash attention", {"attention": "sdpa"}))
+    elif plan.attention is None and transformer:  # the high end is eager: stating the kernel settles it
+        found.append(("attn_implementation='sdpa' stated (the high end assumes eager attention)", {"attention": "sdpa"}))
     if training and plan.optimizer in ("adam", "adamw") and plan.lora_rank is None:
         found.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}))
     if training and plan.dtype in ("fp32", "amp-fp16", "amp-bf16") and target.gpu.bf16 and plan.lora_rank is None:

@@ -15,6 +15,7 @@ _PLAN_FIELDS = (
     "cpu_offload", "vae_tiling", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
     "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs", "lengths_vary",
+    "use_cache",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -54,6 +55,8 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     for name in ("lora_targets", "offload", "omitted_components"):
         if name in settings:
             settings[name] = tuple(settings[name])
+    if inputs["attention"][1] == "assumed":  # nobody chose the kernel: the estimate covers eager attention too
+        settings["attention"] = None
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)
     if overrides.get("max_context") is not None:
         settings["max_context"] = overrides["max_context"]

@@ -3,23 +3,23 @@
 The editor's settings come from ``initializationOptions``, then ``workspace/configuration`` (asked
 again on ``workspace/didChangeConfiguration`` and when workspace folders change), each folder's
 over the editor-wide ones. The project's come from the nearest ``[tool.trainlint]`` or
-``trainlint.toml``, re-read when it changes (``didChangeWatchedFiles`` where the client watches
-files; a check of the candidates' modification times before each analysis in any case).
-``trainlint.settings.effective_settings`` puts the two together, as ``trainlint check`` does.
+``trainlint.toml``. The server's ``Linter`` (``trainlint.linter``) puts the two together, as
+``trainlint check`` does, and keeps each document's settings until something changes: the editor's
+settings, the workspace folders, a configuration file (``didChangeWatchedFiles`` where the client
+watches files, a save in the editor, and in any case a check of the configuration files'
+modification times at most once a second: ``CONFIG_RECHECK_S``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from trainlint.config import PYPROJECT, TRAINLINT_TOML, Config, ConfigError, find_config_file, load_config
-from trainlint.settings import EditorSettings, EffectiveSettings, effective_settings, parse_editor_settings
+from trainlint.linter import CONFIG_FILES
+from trainlint.settings import EditorSettings, parse_editor_settings
 
 from . import diagnostics
 
@@ -28,19 +28,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("trainlint.server")
 
-CONFIG_FILES = (PYPROJECT, TRAINLINT_TOML)
+# How often, at most, the configuration files are checked for a change no message told of (the
+# Linter's ``recheck_s``): a file another program wrote, one above the workspace folders, a client
+# that watches no files. Sooner than a person switches back to the editor after such an edit.
+CONFIG_RECHECK_S = 1.0
 
 
 class SettingsStore:
-    """The editor's settings (editor-wide and per workspace folder) and the project configurations
-    read so far. ``problem`` tells the user about a value that was ignored."""
+    """The editor's settings, editor-wide and per workspace folder. ``problem`` tells the user about
+    a value that was ignored."""
 
     def __init__(self, problem: Callable[[str], None]) -> None:
         self.problem = problem
         self.editor = EditorSettings()
         # Multi-root workspaces: a folder's own `trainlint` settings, over the editor-wide ones.
         self.folders: dict[str, EditorSettings] = {}
-        self._configs: dict[tuple[str, tuple[tuple[str, int], ...]], Config] = {}
 
     def apply(self, raw: Any, origin: str) -> bool:
         """Read the editor-wide settings from a client payload; whether they changed."""
@@ -73,37 +75,6 @@ class SettingsStore:
                 best = folder
         return self.folders[best] if best is not None else self.editor
 
-    def project_config(self, path: Path | None) -> Config:
-        """The nearest [tool.trainlint] / trainlint.toml, re-read when any candidate file changes."""
-        if path is None:
-            return Config()
-        folder = path.parent
-        stamps: list[tuple[str, int]] = []
-        for directory in (folder, *folder.parents):
-            for name in (TRAINLINT_TOML, PYPROJECT):
-                try:
-                    stamps.append((str(directory / name), os.stat(directory / name).st_mtime_ns))
-                except OSError:
-                    continue
-        key = (str(folder), tuple(stamps))
-        config = self._configs.get(key)
-        if config is None:
-            try:
-                found = find_config_file(folder)
-                config = load_config(found) if found is not None else Config(root=folder)
-            except (ConfigError, OSError, ValueError) as error:
-                self.problem(f"trainlint: configuration ignored: {error}")
-                config = Config(root=folder)
-            self._configs = {k: v for k, v in self._configs.items() if k[0] != key[0]}
-            self._configs[key] = config
-        return config
-
-    def forget_project_configs(self) -> None:
-        self._configs.clear()
-
-    def for_document(self, uri: str, path: Path | None) -> EffectiveSettings:
-        return effective_settings(self.of(uri), self.project_config(path), path, self.problem)
-
 
 # ---------------------------------------------------------------------- handlers
 async def watch_config_files(ls: TrainlintServer) -> None:
@@ -118,7 +89,7 @@ async def watch_config_files(ls: TrainlintServer) -> None:
     )
     try:
         await ls.client_register_capability_async(types.RegistrationParams(registrations=[registration]))
-    except Exception as error:  # the mtime check before each analysis still notices edits
+    except Exception as error:  # the Linter's check of the files' modification times still notices edits
         log.info("file watching not registered: %s", error)
 
 
@@ -139,22 +110,24 @@ async def pull_configuration(ls: TrainlintServer) -> None:
     changed = answer[0] is not None and ls.settings.apply(answer[0], "workspace settings")
     changed = ls.settings.apply_folders({folder: raw for folder, raw in zip(folders, answer[1:]) if raw is not None}) or changed
     if changed:
+        ls.linter.configuration_changed()
         diagnostics.refresh_all(ls)
 
 
 async def did_change_configuration(ls: TrainlintServer, params: types.DidChangeConfigurationParams) -> None:
     if params.settings and not ls.client.configuration:
         ls.settings.apply(params.settings, "settings")
+        ls.linter.configuration_changed()
         diagnostics.refresh_all(ls)
         return
     await pull_configuration(ls)
 
 
 async def did_change_workspace_folders(ls: TrainlintServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
-    await pull_configuration(ls)
+    await pull_configuration(ls)  # a folder's own settings: what was resolved under the old ones is forgotten
 
 
 def did_change_watched_files(ls: TrainlintServer, params: types.DidChangeWatchedFilesParams) -> None:
-    ls.settings.forget_project_configs()
+    ls.linter.configuration_changed()
     ls.forget_lookups()
     diagnostics.refresh_all(ls)

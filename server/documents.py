@@ -25,6 +25,7 @@ from trainlint.analysis.engine_codes import NOT_ANALYSED
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.lines import split_lines
 from trainlint.analysis.workspace import Workspace
+from trainlint.linter import Linter
 from trainlint.settings import EffectiveSettings
 
 # The analysis (LibCST, the rules) and the estimator are imported where first used, or ahead of that
@@ -57,6 +58,7 @@ _TOKEN_MARKS = (string.punctuation.replace("_", "") + "\n").encode()
 
 
 _analysis_imported = threading.Lock()
+_analysis_ready = threading.Event()  # set once ``import_analysis`` is done: later calls return at once
 
 
 def import_analysis() -> None:
@@ -65,12 +67,15 @@ def import_analysis() -> None:
     analysis calls it first too. The lock keeps two threads from importing the same modules at
     once, where Python's import locks can hand one of them a module still half initialised."""
     with _analysis_imported:
+        if _analysis_ready.is_set():
+            return
         from trainlint.analysis.engine import select_rules
         from trainlint.analysis.settings import AnalysisSettings
         from trainlint.estimator.anchors import find_anchors  # noqa: F401 - imported for the analyses to come
         from trainlint.estimator.editor import estimate_module  # noqa: F401 - likewise
 
         select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
+        _analysis_ready.set()
 
 
 def token_estimate(text: str) -> int:
@@ -89,16 +94,24 @@ class Stopped(enum.Enum):
 STOPPED = Stopped.STOPPED
 
 
+@dataclass(eq=False)
+class Asked:
+    """What hovers and inlay hints ask of an analysed text, found when one first asks and, from then
+    on, by each analysis of the document as it ends, while its parse is at hand
+    (``DocumentState.anchors_wanted``, ``DocumentState.vram_wanted``)."""
+
+    anchors: list[Anchor] | None = None  # the lines a VRAM estimate belongs to; None: not looked for
+    # VRAM estimates of this text per (target GPU, model); shared with the analyses carried from it
+    vram: dict[tuple[str | None, str | None], EditorEstimate | None] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Analysis:
     version: int | None
     settings: EffectiveSettings
     text: str
     findings: list[Finding]
-    anchors: list[Anchor] = field(default_factory=list)  # lines a VRAM estimate belongs to
-    # VRAM estimates of this text, per target GPU and model: those asked for before, computed as the
-    # analysis ends (``DocumentState.vram_wanted``), and others when a hover or inlay hint first asks.
-    vram: dict = field(default_factory=dict, compare=False)
+    asked: Asked = field(default_factory=Asked, compare=False)
     changes: int = -1  # how many edits the editor's document had had when this text was read (-1: unknown)
     # An analysis of an older text whose positions were carried to this one (``carry``); None: this text's own.
     carried_from: Analysis | None = field(default=None, compare=False)
@@ -130,9 +143,12 @@ class DocumentState:
     edits: int = 0
     stopped: int = 0
     stopped_in_a_row: int = 0
-    # The (target GPU, model) pairs a hover or inlay hint asked a VRAM estimate for: each analysis
-    # computes them when it ends, while its parse is at hand (the next analysis consumes it), so
-    # that they answer from the last finished analysis without waiting for a running one.
+    linter: Linter = field(default_factory=Linter)  # chooses the rules the settings select
+    # What a hover or inlay hint asked of the document: the lines a VRAM estimate belongs to, and the
+    # estimates per (target GPU, model). Each analysis finds them when it ends, while its parse is at
+    # hand (the next analysis consumes it), so that they answer from the last finished analysis
+    # without waiting for a running one; a document nobody hovers spends nothing on them.
+    anchors_wanted: bool = False
     vram_wanted: set[tuple[str | None, str | None]] = field(default_factory=set)
     # The last analysis carried to a later text (``scheduling.carried``): (from, edit count, carried),
     # so that the pull, inlay-hint and hover requests of one key carry it once.
@@ -172,7 +188,7 @@ class DocumentState:
                     latest = replace(latest, version=version, changes=changes)
                     self.latest = latest
                 return latest
-            anchors: list[Anchor] = []
+            anchors: list[Anchor] | None = []  # a document too large to analyse has none
             self.analyses += 1
             started = time.perf_counter()
             self.tokens = token_estimate(text)
@@ -183,7 +199,7 @@ class DocumentState:
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
             estimates = self._wanted_estimates(text) if anchors else {}
-            self.latest = Analysis(version, settings, text, findings, anchors, estimates, changes=changes)
+            self.latest = Analysis(version, settings, text, findings, Asked(anchors, estimates), changes=changes)
             self.stopped_in_a_row = 0
             return self.latest
 
@@ -203,17 +219,39 @@ class DocumentState:
         from trainlint.estimator.editor import estimate_module
 
         key = (target_gpu, target_model)
+        vram = analysis.asked.vram
         with self.lock:
-            if key in analysis.vram:
-                return analysis.vram[key]
-            if self.latest is None or self.latest.vram is not analysis.vram or self.module is None:
+            if key in vram:
+                return vram[key]
+            if not self._module_of(analysis):
                 return None
-            if self.module.text != analysis.text.removeprefix(BOM):
-                return None  # a newer text's analysis stopped half-way: the module is of that text
+            assert self.module is not None
             with collector_paused():
                 estimate = estimate_module(self.module, target_gpu, target_model)
-            analysis.vram[key] = estimate
+            vram[key] = estimate
             return estimate
+
+    def anchors(self, analysis: Analysis) -> list[Anchor] | None:
+        """The lines a VRAM estimate belongs to in the analysed text, found now if no analysis found
+        them (the module is still of that text); None when they cannot be found any more: a newer
+        text has been analysed since, or ``analysis`` was carried to a newer text."""
+        from trainlint.analysis.engine import collector_paused
+        from trainlint.estimator.anchors import find_anchors
+
+        asked = analysis.asked
+        with self.lock:
+            if asked.anchors is None and analysis.carried_from is None and self._module_of(analysis):
+                assert self.module is not None
+                with collector_paused():
+                    asked.anchors = find_anchors(self.module)
+            return asked.anchors
+
+    def _module_of(self, analysis: Analysis) -> bool:
+        """Whether the document's module is the one the last analysis left, ``analysis`` (or the same
+        one under another version), still of its text (asked under the lock)."""
+        if self.latest is None or self.latest.asked is not analysis.asked or self.module is None:
+            return False
+        return self.module.text == analysis.text.removeprefix(BOM)  # else a newer text's analysis stopped half-way
 
     @property
     def display_path(self) -> str:
@@ -221,9 +259,9 @@ class DocumentState:
 
     def _findings(
         self, text: str, settings: EffectiveSettings, superseded: Callable[[], bool] | None,
-    ) -> tuple[list[Finding], list[Anchor]]:
+    ) -> tuple[list[Finding], list[Anchor] | None]:
         import_analysis()
-        from trainlint.analysis.engine import collector_paused, findings_for, select_rules
+        from trainlint.analysis.engine import collector_paused, findings_for
         from trainlint.analysis.module import ModuleAnalysis
         from trainlint.estimator.anchors import find_anchors
 
@@ -240,16 +278,15 @@ class DocumentState:
                 else ModuleAnalysis(text, self.display_path, workspace=self.workspace)
             )
             try:
-                findings = findings_for(module, settings.analysis, select_rules(settings.analysis), superseded)
+                findings = findings_for(module, settings.analysis, self.linter.rules_for(settings.analysis), superseded)
             except Superseded:
                 self.module = module  # what it parsed and checked is right for `text`: the next one goes on
                 self.stopped += 1
                 self.stopped_in_a_row += 1
                 raise
-            anchors = find_anchors(module)
+            anchors = find_anchors(module) if self.anchors_wanted else None
             self.module = module
-        kept = [finding for finding in findings if finding.code not in settings.dropped]
-        return ([_after_bom(finding) for finding in kept] if bom else kept), anchors
+        return ([_after_bom(finding) for finding in findings] if bom else findings), anchors
 
 
 def _after_bom(finding: Finding) -> Finding:

@@ -13,7 +13,7 @@ from trainlint.analysis.suppressions import find_suppressions
 
 from .positions import Positions
 from .scheduling import analysis as analysis_of
-from .scheduling import last_finished, vram
+from .scheduling import anchors, last_finished, vram
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -61,7 +61,7 @@ async def _vram_hover(ls: TrainlintServer, uri: str, line: int) -> types.Hover |
     from trainlint.estimator.editor import hover_text  # here: the server starts without the estimator
 
     analysis = (last_finished(ls, uri) or await analysis_of(ls, uri)) if uri in ls.documents else await analysis_of(ls, uri)
-    if analysis is None or not any(anchor.line == line for anchor in analysis.anchors):
+    if analysis is None or not any(anchor.line == line for anchor in await anchors(ls, uri, analysis)):
         return None
     estimate = await vram(ls, uri, analysis)
     if estimate is None:

@@ -9,6 +9,7 @@ from lsprotocol import types
 
 from .positions import Positions
 from .scheduling import analysis as analysis_of
+from .scheduling import anchors as anchors_of
 from .scheduling import last_finished, vram
 
 if TYPE_CHECKING:
@@ -36,7 +37,8 @@ async def inlay_hints(ls: TrainlintServer, params: types.InlayHintParams) -> lis
     if analysis is None:
         return None
     first, last = params.range.start.line + 1, params.range.end.line + 1
-    anchors = [anchor for anchor in analysis.anchors if first <= anchor.line <= last and anchor.kind in (MODEL, BATCH_SIZE)]
+    found = await anchors_of(ls, uri, analysis)
+    anchors = [anchor for anchor in found if first <= anchor.line <= last and anchor.kind in (MODEL, BATCH_SIZE)]
     if not anchors:
         return []
     estimate = await vram(ls, uri, analysis)

@@ -24,10 +24,11 @@ import trainlint
 from trainlint.analysis.registry import all_rules, take_problems
 from trainlint.analysis.rules.base import Rule
 from trainlint.analysis.workspace import Workspace
+from trainlint.linter import Linter
 from trainlint.settings import RUN_ON_SAVE, EffectiveSettings
 
 from .capabilities import ClientSupport
-from .configuration import SettingsStore
+from .configuration import CONFIG_RECHECK_S, SettingsStore
 from .documents import Analysis, DocumentState, Stopped
 from .framing import BinaryReader, StreamReader, log_message, serve
 from .idle_gc import IdleGarbageCollector
@@ -45,7 +46,9 @@ class TrainlintServer(LanguageServer):
             ]),
         )
         self.client = ClientSupport()  # resolved at initialize
-        self.settings = SettingsStore(self.problem)
+        self.settings = SettingsStore(self.problem)  # the editor's
+        # The project configurations, and each document's settings and rules under the editor's settings.
+        self.linter = Linter(problem=self.problem, recheck_s=CONFIG_RECHECK_S)
         self.documents: dict[str, DocumentState] = {}
         self.saved_text: dict[str, str] = {}
         self.pending: dict[str, asyncio.Task[None]] = {}  # each document's debounced publish (push mode)
@@ -148,7 +151,7 @@ class TrainlintServer(LanguageServer):
 
     def new_state(self, uri: str) -> DocumentState:
         path = file_path(uri)
-        return DocumentState(uri, path, self.workspace_for(path))
+        return DocumentState(uri, path, self.workspace_for(path), linter=self.linter)
 
     def workspace_for(self, path: Path | None) -> Workspace | None:
         """Imports resolve within the workspace folder holding the file (one shared index per folder)."""
@@ -200,7 +203,8 @@ class TrainlintServer(LanguageServer):
         return document.changes if version is not None and document is not None else -1
 
     def settings_for(self, state: DocumentState) -> EffectiveSettings:
-        return self.settings.for_document(state.uri, state.path)
+        """The document's settings: the Linter's, resolved once per change of settings or configuration."""
+        return self.linter.settings_for(state.path, self.settings.of(state.uri).overrides())
 
     def lane(self, state: DocumentState, text: str) -> ThreadPoolExecutor:
         """Where a document's analysis runs: the expensive lane once it is large or went over budget."""

@@ -18,10 +18,11 @@ from trainlint.analysis.dependencies import Superseded
 from trainlint.settings import EffectiveSettings
 
 from .carry import carry_anchor, carry_finding
-from .documents import STOPPED, Analysis, DocumentState, Stopped
+from .documents import STOPPED, Analysis, Asked, DocumentState, Stopped
 from .notebooks import cell_analysis
 
 if TYPE_CHECKING:
+    from trainlint.estimator.anchors import Anchor
     from trainlint.estimator.editor import EditorEstimate
 
     from .language_server import TrainlintServer
@@ -114,8 +115,11 @@ def carried(ls: TrainlintServer, uri: str, analysis: Analysis, text: str, versio
         return None
     lines = analysis.lines
     findings = [found for finding in analysis.findings if (found := carry_finding(changes, finding, lines)) is not None]
-    anchors = [found for anchor in analysis.anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
-    result = Analysis(version, analysis.settings, text, findings, anchors, analysis.vram, changes=count, carried_from=analysis)
+    anchors = analysis.asked.anchors
+    if anchors is not None:
+        anchors = [found for anchor in anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
+    asked = Asked(anchors, analysis.asked.vram)  # the estimates are the analysed text's, whatever its lines
+    result = Analysis(version, analysis.settings, text, findings, asked, changes=count, carried_from=analysis)
     if state is not None:
         state.carried = (analysis, count, result)
     return result
@@ -182,6 +186,31 @@ def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: b
         last_finished(ls, uri)  # starts the analysis of the text as it is now
 
 
+async def anchors(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[Anchor]:
+    """The lines of an analysed text a VRAM estimate belongs to (hover, inlay hints).
+
+    Never waits for a running analysis: they are found at the end of each analysis once a hover or
+    inlay hint has asked for them (``DocumentState.anchors_wanted``). The first ask finds them in the
+    analysed module, when it is still of the analysis' text; else (the text has moved on since) there
+    are none until the analysis of the text as it is now is done."""
+    state = ls.documents.get(uri)
+    if state is None:  # a notebook cell: no VRAM hover
+        return []
+    state.anchors_wanted = True
+    if analysis.asked.anchors is not None:
+        return analysis.asked.anchors
+    current = ls.current_text(uri)
+    if analysis.carried_from is not None or (uri in ls.jobs and (current is None or current[0] != analysis.text)):
+        return []  # the module is being replaced by a newer text's: the anchors will come with it
+    loop = asyncio.get_running_loop()
+    try:
+        found = await loop.run_in_executor(ls.lane(state, analysis.text), state.anchors, analysis)
+    except Exception:  # a bug of ours: no hover rather than a broken server
+        log.exception("VRAM anchors of %s failed", uri)
+        return []
+    return found or []
+
+
 async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstimate | None:
     """The VRAM estimate for an analysed text, against the target GPU of the document's settings.
 
@@ -196,8 +225,8 @@ async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstim
     source = analysis.source
     key = (source.settings.analysis.target_gpu, source.settings.target_model)
     state.vram_wanted.add(key)
-    if key in source.vram:
-        return source.vram[key]
+    if key in source.asked.vram:
+        return source.asked.vram[key]
     current = ls.current_text(uri)
     if uri in ls.jobs and (current is None or current[0] != source.text):
         return None  # the module is being replaced by a newer text's: its estimate will come with it

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from trainlint.linter import CONFIG_FILES
 from trainlint.settings import RUN_ON_SAVE
 
 from . import diagnostics
-from .configuration import CONFIG_FILES
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -49,7 +49,7 @@ def did_save(ls: TrainlintServer, params: types.DidSaveTextDocumentParams) -> No
         ls.text_changed(uri)
     ls.saved_text[uri] = saved
     if Path(to_fs_path(uri) or "").name in CONFIG_FILES:
-        ls.settings.forget_project_configs()
+        ls.linter.configuration_changed()
         diagnostics.refresh_all(ls)
     elif len(ls.documents) > 1:
         ls.forget_lookups()  # the saved file may be one an import could not find before

@@ -12,12 +12,12 @@ from trainlint.analysis.selection import resolve_selector
 from trainlint.cli import main
 from trainlint.config import (
     ConfigError,
-    ConfigFinder,
     engine_codes_in,
     find_config_file,
     load_config,
     without_engine_codes,
 )
+from trainlint.linter import Linter
 
 
 def write(path: Path, text: str) -> Path:
@@ -112,12 +112,12 @@ class TestFinding:
         write(tmp_path / "pyproject.toml", "[tool.trainlint]\nfail-on = 'note'\n")
         own = write(tmp_path / "trainlint.toml", "fail-on = 'warning'\n")
         assert find_config_file(tmp_path) == own
-        assert ConfigFinder().for_path(tmp_path / "a.py").fail_on is Severity.WARNING
+        assert Linter().config_for(tmp_path / "a.py").fail_on is Severity.WARNING
 
     def test_no_config_means_defaults_rooted_at_cwd(self, tmp_path, monkeypatch):
         monkeypatch.chdir(tmp_path)
         (tmp_path / "a.py").write_text("")
-        config = ConfigFinder().for_path(Path("a.py"))
+        config = Linter().config_for(Path("a.py"))
         assert config.source is None
         assert config.root == tmp_path
 
@@ -125,10 +125,10 @@ class TestFinding:
         top = write(tmp_path / "trainlint.toml", "")
         inner = write(tmp_path / "a" / "trainlint.toml", "")
         (tmp_path / "b").mkdir()
-        finder = ConfigFinder()
-        assert finder.for_path(tmp_path / "a" / "x.py").source == inner
-        assert finder.for_path(tmp_path / "b" / "y.py").source == top
-        assert finder.for_path(tmp_path / "a").source == inner  # a folder: its own configuration
+        linter = Linter()
+        assert linter.config_for(tmp_path / "a" / "x.py").source == inner
+        assert linter.config_for(tmp_path / "b" / "y.py").source == top
+        assert linter.config_for(tmp_path / "a").source == inner  # a folder: its own configuration
 
 
 class TestErrors:

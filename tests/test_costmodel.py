@@ -417,8 +417,9 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
-        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False}
-    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {"prompt_logits_whole": True, "logits_upcast": True}
+        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True}
+    assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {
+        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True}
     with pytest.raises(CannotEstimate):
         settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]
@@ -500,7 +501,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
-        "prompt_logits_whole": True, "logits_upcast": True, "rotary_cache": True}
+        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "rotary_cache": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
@@ -525,8 +526,8 @@ def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreac
     step = unknown.breakdown.optimizer_step
     assert (step.low, step.estimate, step.high) == (per_tensor.low, per_tensor.estimate, foreach.high)
     assert any("(adamw_torch_fused) with torch 2.8" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
-    assert settings_for_versions({"torch": "2.7.1+cu126"}) == {"trainer_fused_adamw": False}
-    assert settings_for_versions({"torch": "2.8.0"}) == {"trainer_fused_adamw": True}
+    assert settings_for_versions({"torch": "2.7.1+cu126"})["trainer_fused_adamw"] is False
+    assert settings_for_versions({"torch": "2.8.0"})["trainer_fused_adamw"] is True
     older = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"torch": "2.5.1"}))).breakdown.optimizer_step
     assert older == foreach
     # a script's own optimizer is not the Trainer's: the setting changes nothing then

@@ -10,9 +10,9 @@ import textwrap
 from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.config import Config
 from trainlint.estimator.editor import estimate_module, hover_text, inlay_label
-from trainlint.settings import EditorSettings, effective_settings, parse_editor_settings
+from trainlint.linter import Linter
+from trainlint.settings import EditorSettings, parse_editor_settings
 
 SCRIPT = textwrap.dedent(
     """\
@@ -56,7 +56,8 @@ def test_the_target_model_setting_names_the_model_a_script_leaves_unknown():
     assert commented.report.plan.model.id == "gpt2", "the file's own comment wins over the setting"
     settings, problems = parse_editor_settings({"targetModel": "  meta-llama/Meta-Llama-3-8B "})
     assert not problems and settings.target_model == "meta-llama/Meta-Llama-3-8B"
-    assert effective_settings(settings, Config(), None).target_model == "meta-llama/Meta-Llama-3-8B"
+    told: list[str] = []
+    assert Linter(problem=told.append).settings_for(None, settings.overrides()).target_model == "meta-llama/Meta-Llama-3-8B"
     _, problems = parse_editor_settings({"targetModel": 8})
     assert problems and "targetModel" in problems[0]
     assert EditorSettings().target_model is None

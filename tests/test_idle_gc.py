@@ -180,7 +180,7 @@ def test_typing_inside_a_method_leaves_no_reference_cycles(collector_state) -> N
     """A key typed in a class replaces the class's statement; what the replaced one held (its text,
     the path of its tree, its memos: 0.7 MB a key in a 3,300-line class) is freed by reference
     counting at once, not kept until the server's collection at a long pause."""
-    settings = EffectiveSettings(AnalysisSettings(), frozenset())
+    settings = EffectiveSettings(AnalysisSettings())
     document = DocumentState("file:///trainer.py", None)
     text = TRAINER_CLASS
     document.analyse(text, 0, settings)

@@ -29,7 +29,7 @@ SNIPPETS = [
     "with torch.no_grad():\n    ", "for x, y in loader:\n    ", "import torch\n", "@torch.no_grad()\n",
     "model.eval()\n", "total += criterion(model(x), y)\n",
 ]
-SETTINGS = EffectiveSettings(AnalysisSettings(), frozenset())
+SETTINGS = EffectiveSettings(AnalysisSettings())
 # The suite runs a short sequence; set TRAINLINT_EDIT_BATCHES=300 for a long soak (about 2,000 edits at random).
 BATCHES = int(os.environ.get("TRAINLINT_EDIT_BATCHES", "4"))
 

@@ -41,9 +41,9 @@ def test_server_estimator_and_notebooks_run_without_importing_torch(tmp_path):
 
         text = Path({str(script)!r}).read_text()
         state = DocumentState("file:///train.py", None)
-        analysis = state.analyse(text, 1, EffectiveSettings(AnalysisSettings(target_gpu="t4"), frozenset()))
+        analysis = state.analyse(text, 1, EffectiveSettings(AnalysisSettings(target_gpu="t4")))
         assert state.vram(analysis, "t4").report is not None
-        state.analyse(CellProgram([text]).text, 2, EffectiveSettings(AnalysisSettings(), frozenset()))
+        state.analyse(CellProgram([text]).text, 2, EffectiveSettings(AnalysisSettings()))
         status = main(["estimate", {str(script)!r}, "--gpu", "t4", "--format", "json"])
         print("torch" in sys.modules, status in (0, 1))
         """

@@ -288,11 +288,11 @@ def test_a_huge_document_is_answered_at_once_and_holds_up_nothing(tmp_path, shap
 
 
 def test_a_document_over_its_budget_moves_to_the_expensive_lane(monkeypatch):
-    from trainlint.config import Config
+    from trainlint.analysis.settings import AnalysisSettings
     from trainlint.server import documents
-    from trainlint.settings import EditorSettings, effective_settings
+    from trainlint.settings import EffectiveSettings
 
-    settings = effective_settings(EditorSettings(), Config(), None)
+    settings = EffectiveSettings(AnalysisSettings())
     state = documents.DocumentState("file:///t.py", None)
     text = "x = 1\n"
     assert not state.expensive(text)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from trainlint.analysis.findings import Severity
 from trainlint.config import Config
-from trainlint.settings import EditorSettings, effective_settings, parse_editor_settings
+from trainlint.linter import Linter
+from trainlint.settings import EditorSettings, parse_editor_settings
 
 
 def test_nested_flat_and_sectioned_forms_read_the_same():
@@ -38,11 +39,11 @@ def test_garbage_payloads_give_defaults_and_a_message():
 def test_editor_settings_override_the_project_file():
     project = Config(select=("TL2",), ignore=("TL000",), severity={"TL401": Severity.NOTE})
     editor, _ = parse_editor_settings({"ignore": ["TL101"], "severity": {"TL201": "warning"}})
-    effective = effective_settings(editor, project, Path("train.py"))
+    effective = Linter(config=project, problem=print).settings_for(Path("train.py"), editor.overrides())
     assert effective.analysis.select == ("TL2",)
     assert effective.analysis.ignore == ("TL101",)
     assert effective.analysis.severity == {"TL401": Severity.NOTE, "TL201": Severity.WARNING}
-    assert effective.dropped == frozenset()
+    assert effective.analysis.dropped == (), "the editor's ignore replaces the project's, TL000 with it"
 
 
 def test_a_plugin_code_in_the_editors_settings_is_checked_against_the_files_own_rules(tmp_path, monkeypatch):
@@ -53,16 +54,23 @@ def test_a_plugin_code_in_the_editors_settings_is_checked_against_the_files_own_
 
     monkeypatch.setattr(registry, "_loaded", registry._Loaded())
     registry.allow_local_plugins()  # as the server does when the user allowed them
-    root = project(tmp_path)
+    (tmp_path / "project").mkdir()
+    root = project(tmp_path / "project")
     editor, problems = parse_editor_settings({"select": ["ACME101", "TL101"], "severity": {"save-whole-model": "error"}})
     assert problems == []  # not a trainlint code: which rule it names depends on the file
     told: list[str] = []
-    with_plugin = effective_settings(editor, load_config(root / "pyproject.toml"), root / "train.py", told.append)
+    linter = Linter(problem=told.append)
+    assert linter.config_for(root / "train.py").plugins == load_config(root / "pyproject.toml").plugins
+    with_plugin = linter.settings_for(root / "train.py", editor.overrides())
     assert with_plugin.analysis.select == ("ACME101", "TL101") and with_plugin.analysis.severity == {"save-whole-model": Severity.ERROR}
     assert told == []
-    without = effective_settings(editor, Config(root=tmp_path / "elsewhere"), tmp_path / "elsewhere" / "train.py", told.append)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "trainlint.toml").write_text("", encoding="utf-8")  # a project without the plugin
+    without = linter.settings_for(tmp_path / "elsewhere" / "train.py", editor.overrides())
     assert without.analysis.select == ("TL101",) and without.analysis.severity == {}
     assert len(told) == 2 and all("left out" in message for message in told)
     assert any("ACME101" in message for message in told) and any("save-whole-model" in message for message in told)
-    effective_settings(editor, Config(root=tmp_path / "elsewhere"), tmp_path / "elsewhere" / "other.py", told.append)
+    linter.settings_for(tmp_path / "elsewhere" / "other.py", editor.overrides())
+    linter.configuration_changed()
+    linter.settings_for(tmp_path / "elsewhere" / "train.py", editor.overrides())
     assert len(told) == 2  # told once

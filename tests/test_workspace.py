@@ -116,7 +116,7 @@ def test_an_edit_that_adds_a_star_import_is_seen_by_the_statements_it_did_not_to
 def test_the_server_state_sees_a_change_saved_in_the_imported_file(tmp_path):
     root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
     state = DocumentState((root / "train.py").as_uri(), root / "train.py", Workspace([root]))
-    settings = EffectiveSettings(AnalysisSettings(), frozenset())
+    settings = EffectiveSettings(AnalysisSettings())
     assert "TL202" in [f.code for f in state.analyse(TRAIN, 1, settings).findings]
     fixed_model = MODEL.replace("F.softmax(self.fc(x), dim=1)", "self.fc(x)")
     (root / "model.py").write_text(fixed_model, encoding="utf-8")

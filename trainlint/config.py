@@ -226,10 +226,11 @@ def _present(path: Path) -> bool:
 
 
 class ConfigFinder:
-    """The settings for each file: those of the nearest configuration above it, as ruff does, so
-    ``trainlint check a b`` checks ``a/`` with ``a/pyproject.toml``. Each folder is looked at
-    and each configuration read once per run; with no configuration, the built-in defaults
-    rooted at the working directory."""
+    """The settings for each folder's files: those of the nearest configuration above it, as ruff
+    does, so ``trainlint check a b`` checks ``a/`` with ``a/pyproject.toml``. Each folder is looked
+    at and each configuration read once (per run; ``trainlint.linter.Linter`` starts a new finder
+    when the configuration changes); with no configuration, the built-in defaults rooted at the
+    working directory."""
 
     def __init__(self) -> None:
         self._nearest: dict[Path, Path | None] = {}
@@ -240,11 +241,6 @@ class ConfigFinder:
         if config_file not in self._loaded:
             self._loaded[config_file] = load_config(config_file) if config_file else Config(root=Path.cwd())
         return self._loaded[config_file]
-
-    def for_path(self, path: Path) -> Config:
-        """A file's settings (those of its folder); for a folder, those of the folder itself."""
-        absolute = Path(os.path.abspath(path))
-        return self.for_folder(absolute if absolute.is_dir() else absolute.parent)
 
     def _nearest_file(self, folder: Path) -> Path | None:
         passed: list[Path] = []

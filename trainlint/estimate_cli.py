@@ -70,7 +70,9 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
     )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
-    estimate.add_argument("--attention", choices=ATTENTIONS, help="default sdpa")
+    estimate.add_argument("--attention", choices=ATTENTIONS, help="default: not stated (sdpa, eager at the high end)")
+    estimate.add_argument("--no-use-cache", dest="use_cache", action="store_false", default=None,
+                          help="inference: the forward keeps no KV cache (use_cache=False; default: transformers' True)")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
     estimate.add_argument(
@@ -132,7 +134,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
-        "lengths_vary": args.lengths_vary,
+        "lengths_vary": args.lengths_vary, "use_cache": args.use_cache,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
@@ -159,6 +161,9 @@ def run_estimate(args: argparse.Namespace) -> int:
         except CannotEstimate as error:
             return _unknown(args, str(error))
         inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
+        if settings.get("attention") is None and "sdpa_dispatch" in settings:  # the release picks the kernel
+            kernel = "sdpa" if settings["sdpa_dispatch"] else "eager"
+            inputs["attention"] = (kernel, f"transformers {versions['transformers']}'s default")
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:

@@ -1,6 +1,7 @@
 """The settings one file is analysed with: the project's configuration under the command line's
 flags or the editor's settings. ``trainlint check`` and the language server both resolve them here
-(``resolve_settings``), so a key means the same in both.
+(``resolve_settings``, through their ``trainlint.linter.Linter``, which keeps what it resolved), so
+a key means the same in both.
 
 The editor's settings are declared once, in ``EDITOR_SETTINGS``; the VS Code extension's
 ``package.json`` and ``settings.ts`` and docs/editors.md are checked against that table by a test.
@@ -39,13 +40,11 @@ class Overrides(msgspec.Struct, frozen=True):
 
 
 class EffectiveSettings(msgspec.Struct, frozen=True):
-    """What one file is analysed with: the engine's settings and the codes dropped after it (engine
-    codes named in ``ignore``, which the engine reports whatever it is told, and the file's
-    per-file-ignores)."""
+    """What one file is analysed with: the engine's settings (the codes dropped for the file among
+    them) and, for the VRAM hover and inlay hints, the model to estimate."""
 
     analysis: AnalysisSettings
-    dropped: frozenset[str]
-    target_model: str | None = None  # for the VRAM hover and inlay hints
+    target_model: str | None = None
 
 
 def resolve_settings(config: Config, overrides: Overrides, path: Path | None) -> EffectiveSettings:
@@ -54,7 +53,7 @@ def resolve_settings(config: Config, overrides: Overrides, path: Path | None) ->
     if select:  # an empty select is every rule already
         select += overrides.extend_select
     ignore = overrides.ignore if overrides.ignore is not None else config.ignore
-    dropped = engine_codes_in(ignore)
+    dropped = engine_codes_in(ignore)  # no rules, so not deselected: the engine drops them
     if path is not None:
         dropped |= config.per_file_ignores.codes_for(path)
     analysis = AnalysisSettings(
@@ -64,8 +63,9 @@ def resolve_settings(config: Config, overrides: Overrides, path: Path | None) ->
         target_gpu=overrides.target_gpu or config.target_gpu,
         report_unused_ignores=overrides.report_unused_ignores,
         plugins=config.plugins,  # only the project's configuration names plugins (docs/writing-rules.md)
+        dropped=tuple(sorted(dropped)),
     )
-    return EffectiveSettings(analysis, frozenset(dropped), overrides.target_model)
+    return EffectiveSettings(analysis, overrides.target_model)
 
 
 # ---------------------------------------------------------------------------- editor settings
@@ -88,7 +88,7 @@ def _model(value: Any) -> str | None:
 
 # Which rule a code or name in the editor's settings means depends on the file: its project's
 # configuration may load plugins. So only what no plugin can change is checked here
-# (``check_before_plugins``); the rest is checked per file (``effective_settings``).
+# (``check_before_plugins``); the rest is checked per project (``known_overrides``).
 def _codes(key: str) -> Callable[[Any], tuple[str, ...]]:
     def convert(value: Any) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(token, str) and token.strip() for token in value):
@@ -243,21 +243,17 @@ def parse_editor_settings(raw: Any, base: EditorSettings | None = None) -> tuple
     return settings, problems
 
 
-def effective_settings(
-    editor: EditorSettings, project: Config, path: Path | None, problem: Callable[[str], None] | None = None,
-) -> EffectiveSettings:
-    """The settings for a file open in the editor. The rule codes and names of the editor's
-    settings are checked against the rules that file runs (its project's plugins included): one
-    that names none is left out and told to ``problem``, once per set of settings and plugins."""
+def known_overrides(overrides: Overrides, plugins: tuple[str, ...], problem: Callable[[str], None]) -> Overrides:
+    """The editor's overrides for the files of a project whose configuration loads ``plugins``: a rule
+    code or name that names none of their rules is left out and told to ``problem``, once per set of
+    settings and plugins."""
     select, ignore, severity, problems = _known_rule_tokens(
-        editor.select, editor.ignore, tuple(editor.severity.items()), project.plugins,
+        overrides.select, overrides.ignore, tuple(overrides.severity.items()), plugins,
     )
-    if problem is not None and problems:
-        for message in problems:
-            problem(message)
-        problems.clear()  # told once: the next file with these settings and plugins stays quiet
-    overrides = msgspec.structs.replace(editor.overrides(), select=select, ignore=ignore, severity=severity)
-    return resolve_settings(project, overrides, path)
+    for message in problems:
+        problem(message)
+    problems.clear()  # told once: the next project with these settings and plugins stays quiet
+    return msgspec.structs.replace(overrides, select=select, ignore=ignore, severity=severity)
 
 
 @functools.lru_cache(maxsize=64)

@@ -17,7 +17,20 @@ from typing import cast
 
 import libcst as cst
 
-from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Loop,
+    Quiet,
+    Rule,
+    RuleContext,
+    ScopeAnalysis,
+    Severity,
+    Tag,
+    is_known_tensor,
+    string_value,
+    walk,
+)
 
 _TRANSFERS = frozenset({"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "long", "int", "bool", "contiguous", "pin_memory"})
 # What shows a name holds a module rather than a tensor (modules move in place).
@@ -67,11 +80,16 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         return None
     for loop in call.context.loops:
         if key in loop.targets and key not in _unpacked_batch_names(loop.node):
-            return None  # a whole batch: maybe a dict or a `BatchEncoding`, whose `.to()` works in place
+            # a whole batch: maybe a dict or a `BatchEncoding`, whose `.to()` works in place, unless the
+            # loader's own `collate_fn` makes each batch one tensor
+            return _collated_tensor(scope, loop, key)
     if receiver.tags & {Tag.TENSOR, Tag.GRAPH}:
         note = receiver.note or f"`{key}`"
         site = receiver.site or (scope.chunk, call.node)
         return (site, f"{note} is a tensor")
+    encoded = _item_of_encoding(scope, call)
+    if encoded is not None:
+        return encoded
     if key is None or "." in key:
         return None
     for loop in call.context.loops:
@@ -79,6 +97,83 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         if iterates_a_loader and key in _unpacked_batch_names(loop.node):
             return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
     return None
+
+
+def _item_of_encoding(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """`inputs[name].to(device)` where `inputs` came from a call asking for PyTorch tensors,
+    `tokenizer(texts, return_tensors="pt")`: a Hugging Face `BatchEncoding` (or a processor's
+    `BatchFeature`), whose every item is then a `torch.Tensor` (transformers' `BatchEncoding.convert_to_tensors`)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    if not isinstance(receiver, cst.Subscript) or not isinstance(receiver.value, cst.Name):
+        return None
+    index = receiver.slice[0].slice if len(receiver.slice) == 1 else None
+    if not isinstance(index, cst.Index) or isinstance(index.value, (cst.Integer, cst.UnaryOperation)):
+        return None  # `encoding[0]` is the first text's `Encoding` (fast tokenizers), not a tensor
+    binding = scope.last_binding(receiver.value.value, before=call)
+    if binding is None or not isinstance(made := binding.value_node, cst.Call):
+        return None
+    asked = next((arg.value for arg in made.args if arg.keyword is not None and arg.keyword.value == "return_tensors"), None)
+    if asked is None or string_value(asked) != "pt":
+        return None
+    name = receiver.value.value
+    return ((binding.scope.chunk, made), f"`{name}` holds PyTorch tensors (`return_tensors=\"pt\"`), so each item of it is one")
+
+
+def _collated_tensor(scope: ScopeAnalysis, loop: Loop, key: str) -> tuple | None:
+    """Evidence that each batch of ``loop``, bound whole to ``key``, is one tensor: the loop iterates a
+    `DataLoader` built in sight whose `collate_fn` is a workspace function returning a tensor on every path."""
+    if not _binds_whole_batch(loop.node, key):
+        return None
+    loader = loop.iterable
+    while isinstance(loader.detail, tuple) and loader.detail and loader.detail[0] == "enumerate":
+        loader = loader.detail[1]
+    construction = loader.detail
+    if Tag.LOADER not in loader.tags or not isinstance(construction, CallEvent):
+        return None
+    collate = construction.keyword("collate_fn")
+    if collate is None or not isinstance(collate.value, cst.Name):
+        return None
+    name = collate.value.value
+    function = scope.summary.functions.get(name) or scope.summary.imported_function(name)
+    if function is None or function.owner is not None:
+        return None
+    analysis = function.analysis(scope.summary)
+    if analysis is None:
+        return None
+    returns = [node for node in walk(function.node.body) if isinstance(node, cst.Return)]
+    if not returns or _may_fall_off(function.node) or any(not _returns_tensor(analysis, node) for node in returns):
+        return None
+    return (
+        (construction.chunk, construction.node),
+        f"`{key}` is a whole batch of this loader, whose `collate_fn={name}` returns one tensor on every path",
+    )
+
+
+def _binds_whole_batch(node, key: str) -> bool:
+    """`for batch in loader` or `for i, batch in enumerate(loader)`."""
+    if not isinstance(node, cst.For):
+        return False
+    target = node.target
+    if isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "enumerate":
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
+            return False
+        target = target.elements[1].value
+    return isinstance(target, cst.Name) and target.value == key
+
+
+def _returns_tensor(analysis: ScopeAnalysis, node: cst.Return) -> bool:
+    if node.value is None:
+        return False
+    value = analysis.value_at(node.value)
+    return value is not None and is_known_tensor(value)
+
+
+def _may_fall_off(function: cst.FunctionDef) -> bool:
+    """The body can end without a `return` (a nested function's returns are not its own: not counted)."""
+    body = function.body
+    statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+    last = statements[-1] if statements else None
+    return not (isinstance(last, cst.SimpleStatementLine) and any(isinstance(small, cst.Return) for small in last.body))
 
 
 def _unpacked_batch_names(node) -> set[str]:
@@ -287,9 +382,164 @@ DiscardedTransfer.MUST_FIRE = (
         """,
         at="labels.to(device)",
     ),
+    Fires(  # the loader's collate function, in another file, makes each batch one padded tensor
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data import DialogueDataset, pad_batch
+
+
+        def train(model, optimizer, args, device):
+            dataset = DialogueDataset(args.train_path)
+            loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, collate_fn=pad_batch)
+            model.train()
+            for epoch in range(args.epochs):
+                for step, input_ids in enumerate(loader):
+                    input_ids.to(device)
+                    outputs = model(input_ids=input_ids, labels=input_ids)
+                    optimizer.zero_grad()
+                    outputs.loss.backward()
+                    optimizer.step()
+        """,
+        files={"data.py": """
+            import torch
+            from torch.utils.data import Dataset
+
+            PAD_ID = 0
+
+
+            class DialogueDataset(Dataset):
+                def __init__(self, path):
+                    with open(path) as f:
+                        self.samples = [[int(t) for t in line.split()] for line in f]
+
+                def __len__(self):
+                    return len(self.samples)
+
+                def __getitem__(self, index):
+                    return self.samples[index]
+
+
+            def pad_batch(batch):
+                longest = max(len(ids) for ids in batch)
+                padded = [ids + [PAD_ID] * (longest - len(ids)) for ids in batch]
+                return torch.tensor(padded, dtype=torch.long)
+            """},
+        fixed="""
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data import DialogueDataset, pad_batch
+
+
+        def train(model, optimizer, args, device):
+            dataset = DialogueDataset(args.train_path)
+            loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, collate_fn=pad_batch)
+            model.train()
+            for epoch in range(args.epochs):
+                for step, input_ids in enumerate(loader):
+                    input_ids = input_ids.to(device)
+                    outputs = model(input_ids=input_ids, labels=input_ids)
+                    optimizer.zero_grad()
+                    outputs.loss.backward()
+                    optimizer.step()
+        """,
+    ),
+    Fires(  # code from before PyTorch 0.4 wraps tensors in `Variable`, which returns the tensor itself
+        """
+        import torch
+        from torch.autograd import Variable
+
+        inputs = Variable(torch.Tensor([[0.0, 1.0], [1.0, 0.0]]))
+        labels = Variable(torch.LongTensor([1, 0]))
+        if torch.cuda.is_available():
+            inputs.cuda()
+            labels.cuda()
+        """,
+        fixed="""
+        import torch
+        from torch.autograd import Variable
+
+        inputs = Variable(torch.Tensor([[0.0, 1.0], [1.0, 0.0]]))
+        labels = Variable(torch.LongTensor([1, 0]))
+        if torch.cuda.is_available():
+            inputs = inputs.cuda()
+            labels = labels.cuda()
+        """,
+        count=2,
+    ),
+    Fires(  # an encoder class: the tokenizer's tensors are moved one by one, and each copy dropped
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+
+        class SentenceEncoder:
+            def __init__(self, name, device="cuda"):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModel.from_pretrained(name).to(device)
+                self.device = device
+
+            @torch.no_grad()
+            def encode(self, sentences):
+                inputs = self.tokenizer(sentences, padding=True, truncation=True, return_tensors="pt")
+                for name in inputs:
+                    inputs[name].to(self.device)
+                return self.model(**inputs).pooler_output.cpu()
+        """,
+        no_fix=True,
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
+    Quiet(  # a whole `BatchEncoding` moves in place
+        """
+        import torch
+
+
+        def embed(model, tokenizer, texts, device):
+            inputs = tokenizer(texts, padding=True, return_tensors="pt")
+            inputs.to(device)
+            with torch.no_grad():
+                return model(**inputs).last_hidden_state[:, 0]
+        """
+    ),
+    Quiet(  # the collate function returns a dict of tensors: a whole batch bound to a name may move in place
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def collate(samples):
+            ids = torch.stack([s["ids"] for s in samples])
+            return {"input_ids": ids, "labels": ids.clone()}
+
+
+        def train(model, dataset, device):
+            loader = DataLoader(dataset, batch_size=8, collate_fn=collate)
+            for batch in loader:
+                batch.to(device)
+        """
+    ),
+    Quiet(  # one path of the collate function returns something else
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def collate(samples, tokenizer=None):
+            if tokenizer is not None:
+                return tokenizer([s["text"] for s in samples], padding=True, return_tensors="pt")
+            return torch.stack([s["ids"] for s in samples])
+
+
+        def train(model, dataset, device):
+            loader = DataLoader(dataset, batch_size=8, collate_fn=collate)
+            for batch in loader:
+                batch.to(device)
+        """
+    ),
     Quiet(
         """
         import torch

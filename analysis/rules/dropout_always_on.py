@@ -4,17 +4,31 @@
 know whether its module is in training mode, so `model.eval()` does not turn it off: validation
 scores are computed with random units dropped (noisy, pessimistic, and they move run to run),
 checkpoint selection picks on noise, and the deployed model predicts with dropout on. Nothing
-fails; the numbers are just wrong.
+fails; the numbers are just wrong. The same holds for attention's own dropout,
+`F.scaled_dot_product_attention(q, k, v, dropout_p=p)`: the rate is a plain argument.
 
 How to fix: pass the module's mode, `F.dropout(x, p, training=self.training)`, or use an
-`nn.Dropout(p)` layer built in `__init__`.
+`nn.Dropout(p)` layer built in `__init__`; for attention, `dropout_p=p if self.training else 0.0`.
 """
 
 from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, dotted, shortened
+from trainlint.rules import (
+    AssignEvent,
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    RuleContext,
+    ScopeAnalysis,
+    Severity,
+    dotted,
+    literal_value,
+    shortened,
+    walk,
+)
 
 _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -39,6 +53,10 @@ class DropoutAlwaysOn(Rule):
                 if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
                         and not _asked_for_by_the_caller(scope, call):
                     self._report(ctx, scope, call, owner.name)
+                elif call.callee == _ATTENTION and not _only_while_training(call):
+                    rate = _attention_dropout(scope, call)
+                    if rate is not None:
+                        self._report_attention(ctx, scope, call, owner.name, rate)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
         assert call.callee is not None and scope.function is not None and scope.function.owner is not None, (
@@ -58,6 +76,67 @@ class DropoutAlwaysOn(Rule):
             help="pass `training=self.training` (or use an `nn.Dropout` layer)",
             fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)], safe=True) if _has_self(scope) else None,
         )
+
+
+    def _report_attention(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str, rate: cst.Arg) -> None:
+        assert scope.function is not None, "check() reports a call in a method of a module class"
+        method = scope.function.name
+        written = scope.chunk.code_for(rate.value)
+        guarded = f"{written} if self.training else 0.0"
+        fix = None
+        if _has_self(scope) and rate.keyword is not None:
+            value = guarded if not isinstance(rate.value, (cst.IfExp, cst.Lambda)) else f"({written}) if self.training else 0.0"
+            fix = ctx.fix("drop only in training mode", [ctx.edit_replace(rate.value, value)], safe=True)
+        ctx.report(
+            call.node,
+            f"`scaled_dot_product_attention(..., dropout_p={shortened(written, 40)})` in `{owner}.{method}` drops "
+            f"attention weights whatever the module's mode: `model.eval()` does not reach a function's argument, so "
+            f"evaluation and inference drop them at random",
+            evidence=[
+                ((scope.chunk, scope.function.owner.node.name) if scope.function.owner else None,
+                 f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
+                ((scope.chunk, rate.value), "the dropout rate, the same in training and evaluation"),
+            ],
+            help=f"pass `dropout_p={shortened(guarded, 60)}`",
+            fix=fix,
+        )
+
+
+_ATTENTION = "torch.nn.functional.scaled_dot_product_attention"
+_ATTENTION_DROPOUT_POSITION = 4  # (query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _attention_dropout(scope: ScopeAnalysis, call: CallEvent) -> cst.Arg | None:
+    """The `dropout_p` argument of an attention call when it can be non-zero in evaluation: not a zero
+    literal, not a test of `self.training` (`p if self.training else 0.0`, or a name bound to one),
+    not a parameter of the method (its caller decides, as Hugging Face's attention helpers do)."""
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None]
+    rate = call.keyword("dropout_p") or (positional[_ATTENTION_DROPOUT_POSITION] if len(positional) > _ATTENTION_DROPOUT_POSITION else None)
+    if rate is None:
+        return None
+    value = rate.value
+    if isinstance(value, (cst.Integer, cst.Float)) and not literal_value(value):
+        return None
+    if _tests_training(value):
+        return None
+    if isinstance(value, cst.Name):
+        if value.value in scope.params:
+            return None
+        binding = scope.last_binding(value.value)
+        if binding is None or binding.value_node is None or _tests_training(binding.value_node):
+            return None
+        if any(isinstance(event, AssignEvent) and value.value in event.targets for event in scope.events if event is not binding):
+            return None  # bound more than once: one binding may depend on the mode
+    return rate
+
+
+def _tests_training(node: cst.CSTNode) -> bool:
+    return any(
+        (isinstance(part, cst.Attribute) and dotted(part) == "self.training") or (isinstance(part, cst.Name) and part.value == "training")
+        for part in walk(node)
+    )
 
 
 def _sets_training(call: CallEvent) -> bool:
@@ -277,9 +356,97 @@ DropoutAlwaysOn.MUST_FIRE = (
                 return self.head(F.dropout(self.body(x), 0.3, training=self.training))
         """,
     ),
+    Fires(  # attention's own dropout: `dropout_p` is a plain argument, which `eval()` cannot reach
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class CausalSelfAttention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.n_head = config.n_head
+                self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+                self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+                self.attn_dropout = config.attn_pdrop
+
+            def forward(self, x):
+                B, T, C = x.size()
+                q, k, v = self.c_attn(x).split(C, dim=2)
+                q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout, is_causal=True)
+                return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class CausalSelfAttention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.n_head = config.n_head
+                self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+                self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+                self.attn_dropout = config.attn_pdrop
+
+            def forward(self, x):
+                B, T, C = x.size()
+                q, k, v = self.c_attn(x).split(C, dim=2)
+                q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_dropout if self.training else 0.0, is_causal=True)
+                return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        """,
+    ),
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(  # attention dropout only in training: inline, through a name, or zero
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, heads, dropout=0.1):
+                super().__init__()
+                self.heads = heads
+                self.qkv = nn.Linear(dim, dim * 3)
+                self.dropout = dropout
+
+            def forward(self, x, mask=None):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                a = torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+                dropout_p = 0.0 if not self.training else self.dropout
+                b = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+                c = torch.nn.functional.scaled_dot_product_attention(q, k, v, mask, 0.0, False)
+                return a + b + c
+        """
+    ),
+    Quiet(  # the caller decides the rate: it passes `self.attention_dropout if self.training else 0.0`
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class SdpaAttention(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.attention_dropout = config.attention_dropout
+                self.o_proj = nn.Linear(config.hidden_size, config.hidden_size)
+
+            def attend(self, query, key, value, mask, dropout=0.0):
+                return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout)
+
+            def forward(self, query, key, value, mask):
+                out = self.attend(query, key, value, mask, dropout=self.attention_dropout if self.training else 0.0)
+                return self.o_proj(out)
+        """
+    ),
     Quiet(  # a sampling method drops its noise when the caller asks for it: latent diffusion's p_sample
         """
         import torch

@@ -16,6 +16,8 @@ clear only when you step (`if (i + 1) % accum == 0: optimizer.step(); optimizer.
 from __future__ import annotations
 
 import builtins
+import re
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -26,6 +28,7 @@ from trainlint.rules import (
     Event,
     Fires,
     Loop,
+    ParsedChunk,
     Quiet,
     Rule,
     RuleContext,
@@ -34,6 +37,7 @@ from trainlint.rules import (
     Value,
     accumulates_into_grad,
     clears_gradients,
+    dotted,
     is_optimizer_step,
     is_test_file,
     is_torch_name,
@@ -103,17 +107,21 @@ class MissingZeroGrad(Rule):
             if loop in reported:
                 continue
             reported.add(loop)
-            if self._quiet(ctx, event, in_loop):
+            if self._handled_elsewhere(ctx, event, in_loop):
+                continue
+            if any(_clears(event, chain) for event, chain in in_loop):
+                uncleared = _uncleared_optimizer(in_loop)
+                if uncleared is not None:
+                    self._report_other_cleared(ctx, loop, in_loop, *uncleared)
                 continue
             self._report(ctx, event, chain, loop, step, clearing)
 
     @staticmethod
-    def _quiet(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
+    def _handled_elsewhere(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
+        """Something other than a visible clearing in the loop takes care of the gradients, or may."""
         steps = [event for event, _ in in_loop if isinstance(event, CallEvent) and is_optimizer_step(event)]
         if any(_is_engine(ctx, call) for call in (backward, *steps)):
             return True  # a DeepSpeed engine's step() zeroes the gradients itself
-        if any(_clears(event, chain) for event, chain in in_loop):
-            return True
         if any(_fresh_leaves(step, in_loop) for step in steps):
             return True
         return any(_may_clear(event, chain) for event, chain in in_loop)
@@ -146,6 +154,146 @@ class MissingZeroGrad(Rule):
             site.node, message, evidence=evidence,
             help="call `optimizer.zero_grad()` once per step, before the backward or right after `optimizer.step()`",
         )
+
+
+    def _report_other_cleared(self, ctx: RuleContext, loop: Loop, in_loop: list[Item], step: CallEvent,
+                              updated: Owner, cleared: list[tuple[Event, Owner]]) -> None:
+        """Gradients are cleared in the loop, but only another model's: ``step``'s optimizer applies its
+        parameters' sum of every gradient since the start (a GAN whose discriminator is never cleared)."""
+        backwards = [event for event, _ in in_loop if accumulates_into_grad(event)]
+        before = [event for event in backwards if _position(event, in_loop) < _position(step, in_loop)]
+        backward = before[-1] if before else backwards[0]
+        chain = next(chain for event, chain in in_loop if event is backward)
+        where = _site(backward, chain)
+        optimizer = _optimizer_of(step)
+        named = f"`{optimizer}`" if optimizer else "the optimizer"
+        first, owner = cleared[0]
+        others = " (every other clearing in it is another model's too)" if len(cleared) > 1 else ""
+        message = (
+            f"{named} updates `{updated.text}`'s parameters, whose gradients nothing in the loop on line "
+            f"{ctx.line_of((where.chunk, loop.node))} clears: `{_code(first)}` clears `{owner.text}`'s{others}, so "
+            f"each `{_code(step)}` applies the sum of every gradient of `{updated.text}` since the start"
+        )
+        evidence = [
+            ((updated.chunk, updated.node), f"{named} is built over `{updated.text}`'s parameters"),
+            *(((event.chunk, event.node), f"clears `{held.text}`'s gradients only") for event, held in cleared),
+            ((backward.chunk, backward.node), f"backward accumulates into `{updated.text}`'s `.grad`"),
+            ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
+        ]
+        if chain:
+            evidence.append(((where.chunk, where.node), f"the loop runs the backward through `{_code(where)}`"))
+        ctx.report(
+            where.node, message, evidence=evidence,
+            help=f"call `{optimizer or 'optimizer'}.zero_grad()` once per step, before its backward or right after `{_code(step)}`",
+        )
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The model whose parameters an optimizer updates or a clearing clears, as the code writes it."""
+
+    text: str  # `netD`, `self.discriminator`, `D.net`
+    chunk: ParsedChunk
+    node: cst.CSTNode  # where the text stands: the optimizer's construction, the clearing call
+    built: str | None  # the code that built the model, when the flow saw it (`Discriminator(...).to(device)`)
+
+
+def _uncleared_optimizer(in_loop: list[Item]) -> tuple[CallEvent, Owner, list[tuple[Event, Owner]]] | None:
+    """An optimizer stepped in the loop whose parameters no clearing in it reaches, every clearing being
+    known to clear another model's: ``(step, what it updates, the clearings)``. None when any clearing
+    or step is of a kind trainlint cannot place (a bare ``p.grad = None``, an optimizer over a chain of
+    parameters, a model the flow cannot see), or the models could share parameters."""
+    cleared: list[tuple[Event, Owner]] = []
+    for event, chain in in_loop:
+        if not _clears(event, chain):
+            continue
+        owner = _cleared_owner(event)
+        if owner is None:
+            return None
+        cleared.append((event, owner))
+    if not cleared:
+        return None
+    for event, _ in in_loop:
+        if not isinstance(event, CallEvent) or not is_optimizer_step(event):
+            continue
+        updated = _with_construction(_updated_owner(event), event)
+        if updated is not None and all(_distinct(updated, owner) for _, owner in cleared):
+            return event, updated, cleared
+    return None
+
+
+def _cleared_owner(event: Event) -> Owner | None:
+    """What ``opt.zero_grad()`` (an optimizer built here over one model) or ``model.zero_grad()`` clears."""
+    if not isinstance(event, CallEvent) or event.method != "zero_grad" or event.receiver is None or event.args:
+        return None
+    receiver = event.receiver
+    if Tag.OPTIMIZER in receiver.tags:
+        return _parameters_owner(receiver)
+    if Tag.MODEL in receiver.tags and event.receiver_key and receiver.site is not None:
+        return Owner(event.receiver_key, event.chunk, event.node, receiver.site[0].code_for(receiver.site[1]))
+    return None
+
+
+def _updated_owner(step: CallEvent) -> Owner | None:
+    """The model whose parameters the stepped optimizer updates (``opt.step()``, ``scaler.step(opt)``)."""
+    receiver = step.receiver
+    if receiver is not None and Tag.SCALER in receiver.tags:
+        receiver = step.args[0] if step.args else None
+    if receiver is None or Tag.OPTIMIZER not in receiver.tags or Tag.ENGINE in receiver.tags:
+        return None
+    return _parameters_owner(receiver)
+
+
+def _parameters_owner(optimizer: Value) -> Owner | None:
+    """``torch.optim.Adam(netD.parameters(), ...)``: ``netD``, when the construction is in sight."""
+    if optimizer.site is None:
+        return None
+    chunk, call = optimizer.site
+    if not isinstance(call, cst.Call):
+        return None
+    given = [arg for arg in call.args if arg.keyword is None or arg.keyword.value == "params"]
+    if not given or given[0].star:
+        return None
+    params = given[0].value
+    if not (isinstance(params, cst.Call) and isinstance(params.func, cst.Attribute) and params.func.attr.value == "parameters"):
+        return None
+    text = dotted(params.func.value)
+    if text is None:
+        return None
+    return Owner(text, chunk, params, None)
+
+
+def _with_construction(owner: Owner | None, step: CallEvent) -> Owner | None:
+    """``owner`` with the code that built it, when a plain name bound in the step's scope."""
+    if owner is None or "." in owner.text:
+        return owner
+    binding = step.scope.last_binding(owner.text)
+    if binding is None or binding.value_node is None:
+        return owner
+    return Owner(owner.text, owner.chunk, owner.node, binding.scope.chunk.code_for(binding.value_node))
+
+
+def _distinct(updated: Owner, cleared: Owner) -> bool:
+    """Two models that cannot share parameters: neither is the other or part of it (`model` and
+    `model.encoder`), and neither is built from the other (`DistributedDataParallel(net)`)."""
+    a, b = updated.text, cleared.text
+    if a == b or a.startswith(b + ".") or b.startswith(a + "."):
+        return False
+    return not (_mentions(cleared.built, a) or _mentions(updated.built, b))
+
+
+def _mentions(code: str | None, name: str) -> bool:
+    return code is not None and re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", code) is not None
+
+
+def _optimizer_of(step: CallEvent) -> str | None:
+    if step.receiver is not None and Tag.SCALER in step.receiver.tags:
+        return dotted(step.arg_nodes[0].value) if step.arg_nodes else None
+    return step.receiver_key
+
+
+def _position(event: Event, in_loop: list[Item]) -> int:
+    return next(index for index, (other, _) in enumerate(in_loop) if other is event)
 
 
 def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
@@ -450,9 +598,147 @@ MissingZeroGrad.MUST_FIRE = (
                     self.train_step(batch)
         """
     ),
+    Fires(  # two models: the generator's gradients are cleared every step, the discriminator's never
+        """
+        import torch
+        import torch.nn.functional as F
+        from models import Discriminator, Generator
+
+        def train(loader, device, epochs):
+            netG = Generator(latent_dim=100).to(device)
+            netD = Discriminator().to(device)
+            optimizer_G = torch.optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            optimizer_D = torch.optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(epochs):
+                for real, _ in loader:
+                    real = real.to(device)
+                    fake = netG(torch.randn(real.size(0), 100, device=device))
+                    real_score = netD(real)
+                    fake_score = netD(fake.detach())
+                    loss_real = F.binary_cross_entropy_with_logits(real_score, torch.ones_like(real_score))
+                    loss_fake = F.binary_cross_entropy_with_logits(fake_score, torch.zeros_like(fake_score))
+                    loss_D = loss_real + loss_fake
+                    loss_D.backward()
+                    optimizer_D.step()
+
+                    netG.zero_grad()
+                    gen_score = netD(fake)
+                    loss_G = F.binary_cross_entropy_with_logits(gen_score, torch.ones_like(gen_score))
+                    loss_G.backward()
+                    optimizer_G.step()
+        """,
+        files={"models.py": """
+            import torch.nn as nn
+
+            class Generator(nn.Module):
+                def __init__(self, latent_dim):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(latent_dim, 784), nn.Tanh())
+
+                def forward(self, z):
+                    return self.net(z)
+
+            class Discriminator(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(784, 1))
+
+                def forward(self, x):
+                    return self.net(x.flatten(1))
+            """},
+        at="loss_D.backward()",
+    ),
+    Fires(  # the models come in as arguments; their optimizers are built here
+        """
+        import torch
+
+        def train_encoder(E, D, G, loader, gan_loss, epochs):
+            optimizer_E = torch.optim.Adam(E.net.parameters(), lr=1e-4)
+            optimizer_D = torch.optim.Adam(D.net.parameters(), lr=1e-4)
+            for epoch in range(epochs):
+                for x in loader:
+                    x = x.cuda()
+                    x_rec = G.synthesis(E.net(x))
+                    loss_D = gan_loss(D.net(x), real=True) + gan_loss(D.net(x_rec.detach()), real=False)
+                    loss_D.backward()
+                    optimizer_D.step()
+
+                    loss_E = torch.mean((x - x_rec) ** 2) + gan_loss(D.net(x_rec), real=True)
+                    optimizer_E.zero_grad()
+                    loss_E.backward()
+                    optimizer_E.step()
+        """,
+        at="loss_D.backward()",
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # each optimizer's gradients are cleared, one through the optimizer, one through the model
+        """
+        import torch
+        import torch.nn as nn
+
+        def train(loader, device):
+            netG = nn.Sequential(nn.Linear(100, 784), nn.Tanh()).to(device)
+            netD = nn.Sequential(nn.Linear(784, 1)).to(device)
+            optimizer_G = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            optimizer_D = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            criterion = nn.BCEWithLogitsLoss()
+            for real in loader:
+                fake = netG(torch.randn(real.size(0), 100, device=device))
+                netD.zero_grad()
+                loss_D = criterion(netD(real), torch.ones(real.size(0), 1, device=device))
+                loss_D.backward()
+                optimizer_D.step()
+                optimizer_G.zero_grad()
+                loss_G = criterion(netD(fake), torch.ones(real.size(0), 1, device=device))
+                loss_G.backward()
+                optimizer_G.step()
+        """
+    ),
+    Quiet(  # the cleared wrapper holds the stepped network's parameters
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def train(net, loader, criterion, rank):
+            model = DDP(net.to(rank), device_ids=[rank])
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+            for x, y in loader:
+                model.zero_grad()
+                loss = criterion(model(x.to(rank)), y.to(rank))
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the cleared model is part of the stepped one
+        """
+        import torch
+
+        def train(model, loader, criterion):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            for x, y in loader:
+                model.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # an optimizer over several models: which parameters it holds is not one model's
+        """
+        import itertools
+        import torch
+
+        def train(encoder, decoder, loader, criterion):
+            optimizer = torch.optim.Adam(itertools.chain(encoder.parameters(), decoder.parameters()), lr=1e-3)
+            optimizer_enc = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+            for x in loader:
+                optimizer_enc.zero_grad()
+                loss = criterion(decoder(encoder(x)), x)
+                loss.backward()
+                optimizer.step()
+        """
+    ),
     Quiet(
         """
         import torch.nn.functional as F

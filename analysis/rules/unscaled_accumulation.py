@@ -60,7 +60,7 @@ _ATOMIC = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscr
 class Accumulation:
     """One loop that steps once per several backward passes."""
 
-    __slots__ = ("kind", "loop", "step", "guard", "guard_chunk", "divisor", "backwards", "in_loop")
+    __slots__ = ("kind", "loop", "step", "guard", "guard_chunk", "divisor", "backwards", "in_loop", "named_test")
 
     def __init__(self, kind: str, loop: Loop, step: CallEvent, guard: JumpEvent | Condition | Loop, guard_chunk, divisor, backwards, in_loop):
         self.kind = kind  # modulus | continue | micro-batch
@@ -71,6 +71,7 @@ class Accumulation:
         self.divisor: cst.BaseExpression | None = divisor  # N, when the text shows it
         self.backwards: list[tuple[int, CallEvent, tuple[CallEvent, ...]]] = backwards
         self.in_loop: list[tuple[int, Event, tuple[CallEvent, ...]]] = in_loop
+        self.named_test: AssignEvent | None = None  # where the step's test was computed, when it names it
 
 
 class UnscaledAccumulation(Rule):
@@ -110,7 +111,7 @@ class UnscaledAccumulation(Rule):
         divisor = accumulation.divisor
         n = _divisor_text(scope, divisor) if divisor is not None else None
         loss = backward_target(backward)
-        loss_text = _loss_node(backward)
+        loss_text = _loss_node(backward) or _handed_loss(backward)
         loss_name = f"`{_code(backward.scope, loss_text)}`" if loss_text is not None else "the loss"
         batches = "micro-batches" if accumulation.kind == "micro-batch" else "accumulated batches"
         how_many = f"`{n}`" if n else f"the number of {batches}"
@@ -149,6 +150,10 @@ class UnscaledAccumulation(Rule):
             (loss.site, f"the loss comes from {loss.note}" if loss.site and loss.note else ""),
             ((backward.chunk, backward.node), "backward of the undivided loss, every accumulation step"),
             (_guard_site(accumulation), _GUARD_NOTES[accumulation.kind]),
+            *(
+                [((named.chunk, named.node), f"`{named.targets[0]}` tests the iteration count, every iteration")]
+                if (named := accumulation.named_test) is not None else []
+            ),
             ((accumulation.step.chunk, accumulation.step.node), "the optimizer applies the summed gradients here"),
         ]
         if chain:
@@ -200,18 +205,22 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
         and not any(link.context.loops for link in (*chain[1:], event) if chain)
     ]
     for condition in path_conditions(step, step_chain, loop):
-        test = _modulus_test(condition.test)
+        owner = next(link for link in (*step_chain, step) if condition in link.context.conditions)
+        named = _named_tests(owner, loop)
+        test = _modulus_test(condition.test, named.get)
         if test is None or test[0] != (condition.branch == "if"):
             continue
         if any(_unconditional_clearing(event, chain, loop) for _, event, chain in in_loop):
             return None  # gradients are dropped every iteration: nothing accumulates
-        owner = next(link for link in (*step_chain, step) if condition in link.context.conditions)
         divisor = test[1] if owner is site else None  # N is spelled in the checked scope only then
         accumulating = [
             b for b in backwards
             if not _under(b[1], b[2], loop, condition.node, condition.branch) and not _apart(b[1], b[2], step, step_chain, loop)
         ]
-        return Accumulation("modulus", loop, step, condition, owner.chunk, divisor, accumulating, in_loop)
+        accumulation = Accumulation("modulus", loop, step, condition, owner.chunk, divisor, accumulating, in_loop)
+        accumulation.named_test = next((named[name.value] for name in _names_in(condition.test) if name.value in named), None) \
+            if condition.test is not None else None
+        return accumulation
     for position, event, chain in in_loop:
         if position >= index or not isinstance(event, JumpEvent) or event.kind != "continue" or chain:
             continue
@@ -253,16 +262,20 @@ def _micro_batches(step: CallEvent, index: int, loop: Loop, backwards, in_loop) 
     return None
 
 
-def _modulus_test(test: cst.BaseExpression | None) -> tuple[bool, cst.BaseExpression] | None:
+def _modulus_test(test: cst.BaseExpression | None, named=None) -> tuple[bool, cst.BaseExpression] | None:
     """(True, N) for a test that holds once every N iterations (``(i + 1) % N == 0``),
-    (False, N) for one that holds on the others (``i % N != 0``, ``i % N``)."""
+    (False, N) for one that holds on the others (``i % N != 0``, ``i % N``). ``named`` gives the
+    assignment of a name the iteration computes the test into (``is_accumulating = (i + 1) % N != 0``)."""
     if test is None:
         return None
+    if isinstance(test, cst.Name) and named is not None:
+        assignment = named(test.value)
+        return _modulus_test(assignment.value_node) if assignment is not None else None
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _modulus_test(test.expression)
+        inner = _modulus_test(test.expression, named)
         return (not inner[0], inner[1]) if inner else None
     if isinstance(test, cst.BooleanOperation):
-        sides = [side for side in (_modulus_test(test.left), _modulus_test(test.right)) if side]
+        sides = [side for side in (_modulus_test(test.left, named), _modulus_test(test.right, named)) if side]
         return sides[0] if len(sides) == 1 else None
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
         return False, test.right
@@ -275,6 +288,24 @@ def _modulus_test(test: cst.BaseExpression | None) -> tuple[bool, cst.BaseExpres
             if isinstance(target.operator, cst.NotEqual):
                 return False, left.right
     return None
+
+
+def _named_tests(event: Event, loop: Loop) -> dict[str, AssignEvent]:
+    """Names the loop's body binds, on every iteration and before ``event``, to a test of the
+    iteration count (``is_accumulating = (iter_num + 1) % accum_iters != 0``), by name."""
+    named: dict[str, AssignEvent] = {}
+    for other in event.scope.events:
+        if other is event:
+            break
+        if not isinstance(other, AssignEvent) or loop not in other.context.loops or other.context.conditions_inside(loop):
+            continue
+        if len(other.targets) == 1 and other.value_node is not None and isinstance(other.node, cst.Assign):
+            key = other.targets[0]
+            if _modulus_test(other.value_node) is not None:
+                named[key] = other
+            else:
+                named.pop(key, None)
+    return named
 
 
 def _apart(event: Event, chain, other: Event, other_chain, loop: Loop) -> bool:
@@ -352,6 +383,14 @@ def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
     if _is_scale_call(receiver):
         return receiver.args[0].value
     return receiver
+
+
+def _handed_loss(call: CallEvent) -> cst.BaseExpression | None:
+    """The loss handed to an accelerator's backward: ``loss`` in ``fabric.backward(loss)``."""
+    if call.receiver is None or Tag.ACCELERATOR not in call.receiver.tags:
+        return None
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    return positional[0].value if positional else None
 
 
 def _is_scale_call(node: cst.BaseExpression) -> TypeGuard[cst.Call]:
@@ -766,9 +805,84 @@ UnscaledAccumulation.MUST_FIRE = (
         """,
         severity=Severity.WARNING,
     ),
+    Fires(  # Fabric runs no loop for you; the step's test is computed into a name first
+        """
+        import lightning as L
+        import torch
+
+        from model import GPT
+
+
+        def train(fabric: L.Fabric, model, optimizer, get_batch, max_iters, accumulation_iters):
+            model.train()
+            for iter_num in range(max_iters):
+                is_accumulating = (iter_num + 1) % accumulation_iters != 0
+                with fabric.no_backward_sync(model, enabled=is_accumulating):
+                    input_ids, targets = get_batch()
+                    logits = model(input_ids)
+                    loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+                    fabric.backward(loss)
+                if not is_accumulating:
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+        def main():
+            fabric = L.Fabric(accelerator="cuda", devices=4, strategy="fsdp")
+            fabric.launch()
+            model = fabric.setup_module(GPT())
+            optimizer = fabric.setup_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+        """,
+        files={"model.py": """
+            import torch.nn as nn
+
+            class GPT(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.head = nn.Linear(64, 100)
+
+                def forward(self, x):
+                    return self.head(x)
+            """},
+        at="fabric.backward(loss)",
+        no_fix=True,
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the same Fabric loop, with the loss divided by the number of micro-batches
+        """
+        import lightning as L
+        import torch
+
+
+        def train(fabric: L.Fabric, model, optimizer, get_batch, max_iters, accumulation_iters):
+            for iter_num in range(max_iters):
+                is_accumulating = (iter_num + 1) % accumulation_iters != 0
+                with fabric.no_backward_sync(model, enabled=is_accumulating):
+                    input_ids, targets = get_batch()
+                    loss = torch.nn.functional.cross_entropy(model(input_ids), targets)
+                    fabric.backward(loss / accumulation_iters)
+                if not is_accumulating:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # a flag that does not follow the iteration count
+        """
+        import torch
+
+
+        def train(model, optimizer, loader, criterion, warmup_steps):
+            for step, (x, y) in enumerate(loader):
+                in_warmup = step < warmup_steps
+                loss = criterion(model(x), y)
+                loss.backward()
+                if not in_warmup:
+                    optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # apex: the loss is divided, and `amp.scale_loss` hands back that loss times the loss scale
         """
         from apex import amp

@@ -5,15 +5,25 @@ in between (`optimizer.zero_grad()`, `model.zero_grad()`, `p.grad = None`) throw
 gradients away, so `step()` applies nothing (or only weight decay and momentum from earlier
 steps): the loss does not move, the run burns its budget, and nothing crashes.
 
+The same happens across iterations under gradient accumulation: a clearing that runs on every
+iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
+the earlier passes accumulated, so each step applies the last backward's gradient alone.
+
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
+With accumulation, clear only where you step.
 """
 
 from __future__ import annotations
 
+import builtins
+
+import libcst as cst
+
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
+    Condition,
     Event,
     Fires,
     Loop,
@@ -26,9 +36,12 @@ from trainlint.rules import (
     TextEdit,
     accumulates_into_grad,
     clears_gradients,
+    dotted,
     is_optimizer_step,
+    is_torch_name,
     ordered_events,
     path_conditions,
+    walk,
     written,
 )
 
@@ -46,6 +59,36 @@ class ZeroGradBeforeStep(Rule):
                 items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
                 for backward, clear, step in _cleared_before_step(items, loop):
                     self._report(ctx, scope, loop, backward, clear, step)
+                undone = _accumulation_undone(scope, loop)
+                if undone is not None:
+                    self._report_undone(ctx, scope, loop, *undone)
+
+    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, clear: Event,
+                       step: CallEvent, accumulation: Loop | Condition) -> None:
+        """Gradients meant to add up over several backward passes are cleared before each of them."""
+        clearing, stepping = written(clear), written(step)
+        if isinstance(accumulation, Loop):
+            schedule = (
+                f"`{stepping}` runs once after the loop on line {ctx.line_of((scope.chunk, accumulation.node))}, whose "
+                f"every iteration runs `{clearing}` and then `{written(backward)}`"
+            )
+            where = ((scope.chunk, accumulation.node), "one backward per iteration, one step after the loop")
+        else:
+            test = " ".join(scope.chunk.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
+            schedule = f"`{stepping}` runs only when `{test}`, but `{clearing}` runs on every iteration"
+            where = ((scope.chunk, accumulation.node), "the optimizer steps only on some iterations")
+        ctx.report(
+            clear.node,
+            f"{schedule}: each clearing throws away the gradients the earlier backward passes accumulated, so every "
+            f"step applies the last backward's gradient alone and the accumulation does nothing",
+            evidence=[
+                ((clear.chunk, clear.node), "clears the gradients before each backward"),
+                ((backward.chunk, backward.node), "gradients meant to add up over several passes"),
+                where,
+                ((step.chunk, step.node), "the step that should apply their sum"),
+            ],
+            help=f"run `{clearing}` only right after `{stepping}` (in the same block)",
+        )
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
         clear_event, clear_chain = clear
@@ -72,6 +115,73 @@ class ZeroGradBeforeStep(Rule):
             help=f"move `{clearing}` after `{written(step_event)}` (or before the backward)",
             fix=ctx.fix(f"move `{clearing}` after the step", _move_after(ctx, clear, step), safe=True),
         )
+
+
+def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Event, CallEvent, Loop | Condition] | None:
+    """(backward, clearing, step, what spreads the step over several backwards) when the loop accumulates
+    gradients over several backward passes for one step and clears them before each pass: either a
+    micro-batch loop inside ``loop`` that runs the clearing and the backward on every iteration and no
+    step, with the step after it; or a step under an every-N test (``if (i + 1) % N == 0``) with the
+    clearing and the backward on every iteration. Quiet when anything in the loop reads or sets `.grad`
+    itself (gradient surgery keeps each pass's gradient before clearing), or calls what it cannot follow
+    with the model or the optimizer."""
+    own = [event for event in scope.events if event.context.loop is loop]
+    steps = [event for event in own if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if len(steps) != 1 or _handles_gradients_itself(scope, loop):
+        return None
+    step = steps[0]
+    every_n = [c for c in step.context.conditions_inside(loop) if c.branch == "if" and c.test is not None and _every_n(c.test)]
+    if every_n:
+        backward = next((e for e in own if accumulates_into_grad(e) and not e.context.conditions_inside(loop)), None)
+        clear = next((e for e in own if clears_gradients(e) and not e.context.conditions_inside(loop)), None)
+        if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
+            return backward, clear, step, every_n[0]
+        return None
+    for inner in scope.loops:
+        if inner.parent is not loop or not _runs_after(scope, step, inner):
+            continue
+        inside = [event for event in scope.events if inner in event.context.loops]
+        if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event in inside):
+            continue
+        direct = [event for event in inside if event.context.loop is inner and not event.context.conditions_inside(inner)]
+        backward = next((e for e in direct if accumulates_into_grad(e)), None)
+        clear = next((e for e in direct if clears_gradients(e)), None)
+        if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
+            return backward, clear, step, inner
+    return None
+
+
+def _runs_after(scope: ScopeAnalysis, step: CallEvent, inner: Loop) -> bool:
+    """The step comes after the inner loop in the iteration: the loop's backward passes feed it."""
+    for event in scope.events:
+        if event is step:
+            return False
+        if inner in event.context.loops:
+            return True
+    return False
+
+
+def _every_n(test) -> bool:
+    """A test that holds on some iterations only, by counting: it computes a remainder (``(i + 1) % N == 0``)."""
+    return any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) for node in walk(test))
+
+
+def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop) -> bool:
+    for node in walk(loop.node):
+        if isinstance(node, cst.Attribute) and node.attr.value == "grad":
+            return True  # `p.grad` read or set: the loop works on each pass's gradients itself
+        if isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("autograd.grad"):
+            return True
+    for event in scope.events:
+        if loop not in event.context.loops or not isinstance(event, CallEvent) or event.function is not None:
+            continue
+        if event.callee is not None and (is_torch_name(event.callee) or hasattr(builtins, event.callee)):
+            continue
+        if event.receiver is not None and event.receiver.tags & {Tag.OPTIMIZER, Tag.SCALER, Tag.MODEL, Tag.CRITERION}:
+            continue
+        if any(value.tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values())):
+            return True
+    return False
 
 
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
@@ -311,9 +421,101 @@ ZeroGradBeforeStep.MUST_FIRE = (
         """,
         at="self.optimizer.zero_grad(set_to_none=True)",
     ),
+    Fires(  # accumulation added to a loop that still clears every iteration: each step sees one batch
+        """
+        import torch
+
+
+        def train_epoch(model, loader, optimizer, criterion, accumulation_steps, device):
+            scaler = torch.cuda.amp.GradScaler()
+            model.train()
+            for i, (images, targets) in enumerate(loader):
+                optimizer.zero_grad()
+                with torch.autocast("cuda"):
+                    loss = criterion(model(images.to(device)), targets.to(device)) / accumulation_steps
+                scaler.scale(loss).backward()
+                if (i + 1) % accumulation_steps == 0:
+                    scaler.step(optimizer)
+                    scaler.update()
+        """,
+        at="optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # micro-batches: the clearing sits inside the micro-step loop
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, micro_batches):
+                self.model = model
+                self.optimizer = optimizer
+                self.micro_batches = micro_batches
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def fit(self, loader):
+                for inputs, labels in loader:
+                    for x, y in zip(inputs.chunk(self.micro_batches), labels.chunk(self.micro_batches)):
+                        self.optimizer.zero_grad(set_to_none=True)
+                        with torch.autocast("cuda", dtype=torch.float16):
+                            loss = torch.nn.functional.cross_entropy(self.model(x), y) / self.micro_batches
+                        self.scaler.scale(loss).backward()
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+        """,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # clearing right after the every-N step; a critic stepped every iteration, the generator every N
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, criterion, accumulation_steps):
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / accumulation_steps
+                loss.backward()
+                if (i + 1) % accumulation_steps == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    optimizer.zero_grad()
+
+
+        def train_wgan(generator, critic, loader, opt_g, opt_c, n_critic, z_dim):
+            for i, real in enumerate(loader):
+                opt_c.zero_grad()
+                fake = generator(torch.randn(real.size(0), z_dim))
+                loss_c = critic(fake.detach()).mean() - critic(real).mean()
+                loss_c.backward()
+                opt_c.step()
+                if i % n_critic == 0:
+                    opt_g.zero_grad()
+                    loss_g = -critic(generator(torch.randn(real.size(0), z_dim))).mean()
+                    loss_g.backward()
+                    opt_g.step()
+        """
+    ),
+    Quiet(  # gradient surgery: each task's gradient is kept before the next clearing, then written back
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, task_losses):
+            params = [p for p in model.parameters() if p.requires_grad]
+            for batch in loader:
+                grads = []
+                for task_loss in task_losses:
+                    optimizer.zero_grad()
+                    task_loss(model, batch).backward()
+                    grads.append([p.grad.detach().clone() for p in params])
+                for p, task_grads in zip(params, zip(*grads)):
+                    p.grad = torch.stack(task_grads).mean(0)
+                optimizer.step()
+        """
+    ),
     Quiet(
         """
         for x, y in loader:

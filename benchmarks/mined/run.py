@@ -267,7 +267,7 @@ class Tree:
             return None
         config = self.config_for(file)
         resolved = resolve_settings(config, Overrides(), file)
-        if Exclusions(config.exclude, config.root).excludes(file, is_dir=False) or rule in resolved.dropped:
+        if Exclusions(config.exclude, config.root).excludes(file, is_dir=False) or rule in resolved.analysis.dropped:
             return []  # `trainlint check TREE` skips the file, or drops the rule's findings in it
         roots = tuple(dict.fromkeys([self.root, config.root.resolve()]))
         workspace = self._workspaces.get(roots)

@@ -43,7 +43,6 @@ from trainlint.commands.check_files import Outcome, Progress, Task, run_all
 from trainlint.config import (
     BadGlob,
     Config,
-    ConfigFinder,
     check_before_plugins,
     display_path,
     glob_spec,
@@ -52,13 +51,14 @@ from trainlint.config import (
     target_gpu_problem,
 )
 from trainlint.discovery import Exclusions, MissingPathError, discover_files, repository_top
+from trainlint.linter import Linter
 from trainlint.output import Report, repository_root, visible
 from trainlint.output.github import render_github
 from trainlint.output.json_format import render_json
 from trainlint.output.sarif import render_sarif
 from trainlint.output.statistics import render_statistics, render_statistics_json
 from trainlint.output.terminal import render_terminal, wants_colour
-from trainlint.settings import Overrides, resolve_settings
+from trainlint.settings import Overrides
 
 STDIN = "-"
 PROJECTED_OOM = "TL601"
@@ -86,19 +86,15 @@ class _Options:
 
     config: Config
     overrides: Overrides  # the command line's flags
-    settings: AnalysisSettings  # any file's (``resolve_settings`` without a path)
-    always_ignored: frozenset[str]  # engine codes named in ignore, dropped after analysis
+    settings: AnalysisSettings  # any file's (without per-file-ignores)
     exclusions: Exclusions
     fail_on: Severity
-
-    def ignored_for(self, path: str) -> frozenset[str]:
-        """The codes dropped after analysis for one file: ``always_ignored`` and its per-file-ignores."""
-        return resolve_settings(self.config, self.overrides, Path(path)).dropped
 
 
 class _Settings:
     """The options for each file: its nearest configuration (or --config's, for every file)
-    under the command line's flags."""
+    under the command line's flags; the run's ``Linter`` finds the configurations and resolves
+    each file's settings."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self._args = args
@@ -114,15 +110,19 @@ class _Settings:
             problem = target_gpu_problem(args.target_gpu)
             if problem:
                 raise UsageError(f"argument --target-gpu: {problem}", CHECK_PROG)
-        self._explicit = load_config(Path(args.config)) if args.config else Config(root=Path.cwd()) if args.isolated else None
-        self._finder = ConfigFinder()
+        explicit = load_config(Path(args.config)) if args.config else Config(root=Path.cwd()) if args.isolated else None
+        self.linter = Linter(config=explicit)
         self._options: dict[int, _Options] = {}
 
     def for_path(self, path: Path) -> _Options:
-        return self._merged(self._explicit or self._finder.for_path(path))
+        return self._merged(self.linter.config_for(path))
 
     def for_folder(self, folder: Path) -> _Options:
-        return self._merged(self._explicit or self._finder.for_folder(folder))
+        return self._merged(self.linter.config_for_folder(folder))
+
+    def for_file(self, options: _Options, path: str) -> AnalysisSettings:
+        """The settings of one file: ``options``' under its per-file-ignores."""
+        return self.linter.settings(options.config, options.overrides, Path(path)).analysis
 
     def all(self) -> list[_Options]:
         """Every set of options handed out so far."""
@@ -148,12 +148,10 @@ class _Settings:
             target_gpu=args.target_gpu,
             report_unused_ignores=args.report_unused_ignores,
         )
-        resolved = resolve_settings(config, overrides, None)
         return _Options(
             config=config,
             overrides=overrides,
-            settings=resolved.analysis,
-            always_ignored=resolved.dropped,
+            settings=self.linter.settings(config, overrides).analysis,
             exclusions=Exclusions(
                 (*(args.exclude if args.exclude is not None else config.exclude), *(args.extend_exclude or ())), config.root,
             ),
@@ -192,10 +190,10 @@ def run_check(args: argparse.Namespace) -> int:
     if reading_stdin:
         name = args.stdin_filename or STDIN
         options = settings.for_path(Path(name)) if args.stdin_filename else settings.for_folder(Path.cwd())
-        ignored = options.ignored_for(name) if args.stdin_filename else options.always_ignored
+        analysis = settings.for_file(options, name) if args.stdin_filename else options.settings
         roots = (str(options.config.root),)
         data = sys.stdin.buffer.read()
-        tasks = [Task(name, options.settings, ignored, fixing, options.fail_on, unsafe, data=data, roots=roots)]
+        tasks = [Task(name, analysis, fixing, options.fail_on, unsafe, data=data, roots=roots)]
         cache = None
     else:
         files = discover_files(args.paths, _NearestExclusions(settings))
@@ -209,18 +207,20 @@ def run_check(args: argparse.Namespace) -> int:
         tasks = []
         for path in files:
             options = settings.for_path(Path(path))
-            ignored = options.ignored_for(path)
+            analysis = settings.for_file(options, path)
             roots = tuple(dict.fromkeys([*folders, str(options.config.root)]))
-            fingerprint = _fingerprint(path, options.settings, ignored, roots) if cache is not None else None
+            fingerprint = _fingerprint(path, analysis, roots) if cache is not None else None
             fixes = fixing and _may_write(path, writable)
-            tasks.append(Task(path, options.settings, ignored, fixes, options.fail_on, unsafe, roots=roots,
+            tasks.append(Task(path, analysis, fixes, options.fail_on, unsafe, roots=roots,
                                fingerprint=fingerprint, patch_name=_patch_path(path) if args.diff else ""))
     if args.show_settings:
         shown = tasks[0].path if tasks else args.paths[0]
-        _emit(args, _settings_text(shown, settings.for_path(Path(shown))), sys.stdout)
+        options = settings.for_path(Path(shown))
+        _emit(args, _settings_text(shown, options, settings.for_file(options, shown), settings.linter), sys.stdout)
         return 0
     _warn_about_idle_tl601(settings.all())
-    outcomes = run_all(tasks, args.jobs, cache, Progress(sys.stderr if shows_progress(args) else None, len(tasks)))
+    progress = Progress(sys.stderr if shows_progress(args) else None, len(tasks))
+    outcomes = run_all(tasks, args.jobs, cache, progress, settings.linter)
     if cache is not None:
         cache.prune()
     warn_about_plugins([*take_problems(), *(problem for outcome in outcomes for problem in outcome.plugin_problems)])
@@ -279,7 +279,7 @@ def _open_cache(args: argparse.Namespace, settings: _Settings) -> ResultCache | 
         return None
 
 
-def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str], roots: tuple[str, ...]) -> bytes | None:
+def _fingerprint(path: str, settings: AnalysisSettings, roots: tuple[str, ...]) -> bytes | None:
     """Everything but its bytes that a file's findings depend on, for its cache key; None when
     they depend on more than the cache can tell: TL601 with a target GPU reads model configs
     (a model folder's config.json, the Hugging Face cache) that no entry records."""
@@ -288,7 +288,7 @@ def _fingerprint(path: str, settings: AnalysisSettings, ignored: frozenset[str],
     strict = bool(os.environ.get(STRICT_ENV))  # rules raise instead of reporting
     paths = [os.fsencode(name) for name in (path, os.path.abspath(path), *roots)]  # bytes: any file name
     plugins = plugin_fingerprint(settings.plugins) if settings.plugins else b""  # a plugin edited: checked again
-    return msgspec.msgpack.encode([paths, settings, sorted(ignored), strict, plugins])
+    return msgspec.msgpack.encode([paths, settings, strict, plugins])  # the settings' dropped codes among them
 
 
 @functools.lru_cache(maxsize=64)
@@ -348,12 +348,12 @@ def _selected_codes(tokens: Sequence[str]) -> set[str]:
     return codes
 
 
-def _settings_text(path: str, options: _Options) -> str:
-    """What --show-settings prints: where the settings for ``path`` come from and what they are."""
+def _settings_text(path: str, options: _Options, own: AnalysisSettings, linter: Linter) -> str:
+    """What --show-settings prints: where the settings for ``path`` come from and what they are
+    (``own``: the file's, its per-file-ignores among the codes it drops)."""
     config, settings = options.config, options.settings
     source = display_path(config.source) if config.source else "none found: built-in defaults"
-    rules = [rule.code for rule in select_rules(settings)]
-    dropped = sorted(options.ignored_for(path))
+    rules = [rule.code for rule in linter.rules_for(settings)]
 
     def toml(value: object) -> str:
         """As a TOML value; a string's control characters escaped and a file name's bytes that
@@ -369,12 +369,12 @@ def _settings_text(path: str, options: _Options) -> str:
         f"configuration = {toml(source)}",
         f"root = {toml(str(config.root))}",
         f"select = {toml(list(settings.select))}",
-        f"ignore = {toml(list(settings.ignore) + sorted(options.always_ignored))}",
+        f"ignore = {toml(list(settings.ignore) + list(settings.dropped))}",  # any file's drops: the engine codes
         f"exclude = {toml(list(options.exclusions.patterns))}",
         f"fail-on = {toml(options.fail_on.label)}",
         f"target-gpu = {toml(settings.target_gpu or '')}",
         f"severity = {{{', '.join(f'{code} = {toml(level.label)}' for code, level in sorted(settings.severity.items()))}}}",
-        f"per-file-ignores = {toml(dropped)}  # dropped for this file",
+        f"per-file-ignores = {toml(list(own.dropped))}  # dropped for this file",
         f"rules = {toml(rules)}  # what runs on this file",
     ]
     return "\n".join(lines) + "\n"

@@ -39,6 +39,7 @@ from trainlint.analysis.workspace import Workspace
 from trainlint.cache import ResultCache
 from trainlint.commands import tell
 from trainlint.fixing import SourceFile, applicable, fix_until_stable, unified_diff
+from trainlint.linter import Linter
 from trainlint.notebooks import CellPosition, Notebook, NotebookError
 
 # Below this many files a process pool costs more to start than it saves.
@@ -52,8 +53,7 @@ MAX_BATCH = 16
 @dataclass(frozen=True)
 class Task:
     path: str  # as shown to the user and reported by the engine
-    settings: AnalysisSettings
-    ignored: frozenset[str]  # codes dropped after analysis (per-file-ignores, engine codes)
+    settings: AnalysisSettings  # the file's own: the codes its per-file-ignores drop among them
     fix: bool
     fail_on: Severity  # from the file's own configuration (or --fail-on)
     unsafe: bool = False  # unsafe fixes are applied too (--unsafe-fixes)
@@ -77,15 +77,15 @@ class Outcome:
     plugin_problems: tuple[PluginProblem, ...] = ()  # reported once by the main process, workers' too
 
 
-def _run_task(task: Task, cache: ResultCache | None = None) -> Outcome:
-    """Check one file (and fix it, when asked); with a cache, keep what the check found; with
-    the plugin problems this process met doing it."""
-    outcome = _checked(task, cache)
+def _run_task(task: Task, cache: ResultCache | None, linter: Linter) -> Outcome:
+    """Check one file (and fix it, when asked) with the rules ``linter`` chose for its settings; with
+    a cache, keep what the check found; with the plugin problems this process met doing it."""
+    outcome = _checked(task, cache, linter)
     problems = take_problems()
     return dataclasses.replace(outcome, plugin_problems=tuple(problems)) if problems else outcome
 
 
-def _checked(task: Task, cache: ResultCache | None) -> Outcome:
+def _checked(task: Task, cache: ResultCache | None, linter: Linter) -> Outcome:
     data = task.data
     if data is None:
         try:
@@ -94,9 +94,10 @@ def _checked(task: Task, cache: ResultCache | None) -> Outcome:
             return Outcome(task.path, [_unreadable(task.path, str(error))], None)
 
     workspace = workspace_of(task.roots)
+    rules = linter.rules_for(task.settings)
 
     def analyze(source: str | bytes) -> list[Finding]:
-        return [f for f in analyze_source(source, task.path, task.settings, workspace=workspace) if f.code not in task.ignored]
+        return analyze_source(source, task.path, task.settings, workspace=workspace, selected=rules)
 
     def keep(findings: list[Finding]) -> None:
         if cache is not None and task.fingerprint is not None:
@@ -238,9 +239,12 @@ def _default_jobs(file_count: int) -> int:
     return 1 if file_count < PARALLEL_THRESHOLD else min(os.cpu_count() or 1, MAX_DEFAULT_JOBS)
 
 
-def run_all(tasks: list[Task], jobs: int | None, cache: ResultCache | None, progress: Progress) -> list[Outcome]:
+def run_all(
+    tasks: list[Task], jobs: int | None, cache: ResultCache | None, progress: Progress, linter: Linter,
+) -> list[Outcome]:
     """Every task's outcome, in the order of the tasks whichever worker finished first: kept
-    results from the cache, the rest checked in this process or a pool of workers."""
+    results from the cache, the rest checked in this process (with the rules ``linter`` chooses)
+    or a pool of workers (a Linter to each batch)."""
     _WORKSPACES.clear()  # a run reads the workspace as it is now (main() may run more than once in a process)
     outcomes: list[Outcome | None] = [None] * len(tasks)
     remaining = []
@@ -254,7 +258,7 @@ def run_all(tasks: list[Task], jobs: int | None, cache: ResultCache | None, prog
     if jobs <= 1:
         with collector_paused():
             for index in remaining:
-                outcomes[index] = _run_task(tasks[index], cache)
+                outcomes[index] = _run_task(tasks[index], cache, linter)
                 gc.collect(1)  # once per file (see _run_batch)
                 progress.advance(outcomes[index])
     else:
@@ -287,11 +291,14 @@ def _run_batch(tasks: list[Task], cache: ResultCache | None) -> list[Outcome]:
     its passes walked all of them (13% of the CPU time of a run over litgpt). After a file, a
     young-generation pass costs only what survived it (the outcome, the workspace's parsed
     imports) and frees the file's cyclic garbage; long-lived survivors are never walked again (no
-    full pass), which a run of separate files can afford."""
+    full pass), which a run of separate files can afford.
+
+    The batch's files share a Linter, so that each selection of rules is made once per batch."""
     outcomes = []
+    linter = Linter()
     with collector_paused():
         for task in tasks:
-            outcomes.append(_run_task(task, cache))
+            outcomes.append(_run_task(task, cache, linter))
             gc.collect(1)
     return outcomes
 

@@ -1,0 +1,75 @@
+"""Functions defined inside other functions: what a nested function reads from the enclosing one (a closure)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .names import dotted
+from .summary import FunctionInfo
+from .tree import children
+
+if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
+    from .parsing import ParsedChunk
+
+
+class LocalFunctionInfo(FunctionInfo):
+    """A function defined inside another function: what it reads and does not bind is the enclosing
+    function's (``accelerator`` in a nested ``unwrap_model``), read as the enclosing walk has it when
+    the function is first called."""
+
+    __slots__ = ("enclosing",)
+
+    def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, enclosing: ScopeAnalysis) -> None:
+        super().__init__(name, node, chunk, None)
+        self.enclosing: ScopeAnalysis | None = enclosing
+
+    def release(self) -> None:
+        super().release()
+        self.enclosing = None
+
+
+_OWN_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def names_bound_in(function: cst.FunctionDef) -> frozenset[str]:
+    params = function.params
+    bound = {param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    bound |= {star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)}
+    declared: set[str] = set()
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            bound.add(node.name.value)
+            continue
+        if isinstance(node, _OWN_SCOPES):
+            continue
+        if isinstance(node, (cst.Nonlocal, cst.Global)):
+            declared |= {item.name.value for item in node.names}
+        elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)):
+            bound |= _target_names(node.target)
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            bound |= _target_names(node.asname.name)
+        elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)) and node.name is not None:
+            bound |= _target_names(node.name.name)
+        elif isinstance(node, cst.NamedExpr):
+            bound |= _target_names(node.target)
+        elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                bound.add(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                          else (dotted(alias.name) or "").split(".")[0])
+        stack.extend(children(node))
+    return frozenset(bound - declared)
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {name for element in target.elements for name in _target_names(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()  # an attribute or a subscript binds no name

@@ -1,0 +1,102 @@
+"""Settings a run depends on that nobody stated, and how the estimate covers their alternatives: the estimate takes
+one (today's releases, the usual choice), the interval's ends the others, and a note names the assumption and what
+settles it. The cost model (costmodel.py) asks these for the attention kernel and the CUDA context.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from .architectures import shape
+from .plan import Estimate, Interval, Plan
+from .units import GIB
+from .versions import settled_by
+
+# What the CUDA context adds without lazy module loading: every kernel image of torch and of the CUDA libraries it
+# loads goes onto the device when the context is made. torch's PR 86509 (1.13, which made lazy loading its default)
+# measured 287 MB with lazy loading against 667 MB without for one small tensor; torch's CUDA maintainer puts the
+# context "above 1000 MB" when all kernels were loaded (before CUDA 11.7), about 300-400 MB with lazy loading
+# (pytorch/pytorch#107667, #109888). The high end adds the larger difference to the device's lazy-loaded context.
+EAGER_KERNEL_IMAGES_BYTES = 700e6
+
+
+def cuda_context(plan: Plan, context_bytes: float | Interval, notes: list[str]) -> Interval:
+    """The CUDA context beside the allocator's memory: measured for the run (an interval), else the device's
+    lazy-loaded context, plus every kernel image without lazy loading (torch before 1.13): at the high end where the
+    torch version is not known."""
+    if isinstance(context_bytes, Interval):
+        return context_bytes
+    if plan.lazy_module_loading is None:
+        notes.append(f"CUDA context {context_bytes / GIB:.2f} GiB with lazy module loading (torch 1.13 and later, the "
+                     f"estimate); before, every kernel image is loaded with it, about {EAGER_KERNEL_IMAGES_BYTES / GIB:.1f} GiB "
+                     f"more (the high end); {settled_by('torch')}")
+        return Interval(context_bytes, context_bytes, context_bytes + EAGER_KERNEL_IMAGES_BYTES)
+    return Interval.exact(context_bytes + (0.0 if plan.lazy_module_loading else EAGER_KERNEL_IMAGES_BYTES))
+
+
+def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """An attention kernel nobody stated: transformers picks SDPA where the model and torch have it (the estimate)
+    and eager attention otherwise, as its releases before SDPA did (the high end, which keeps every head's scores).
+    LitGPT's and gpt-fast's code call SDPA themselves. ``estimate``: the cost model's, with the device's ``device``
+    arguments."""
+    transformers_layers = not (
+        plan.model_code != "transformers" or plan.model is None or shape(plan.model) is None or plan.model.kind == "diffusion"
+    )
+    if transformers_layers and plan.sdpa_dispatch is not None:  # a stated transformers release decides it
+        kernel = "sdpa" if plan.sdpa_dispatch else "eager"
+        return dataclasses.replace(estimate(dataclasses.replace(plan, attention=kernel), *device), plan=plan)
+    chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
+    if not transformers_layers:
+        return dataclasses.replace(chosen, plan=plan)
+    eager = estimate(dataclasses.replace(plan, attention="eager"), *device)
+    note = ("attention kernel not stated: SDPA at the estimate (transformers' default from 4.36 where the model and torch "
+            "have it), eager attention at the high end (older releases, models without SDPA), which keeps the attention "
+            f"scores; attn_implementation= in the script, --attention, or {settled_by('transformers')}")
+    return covering(chosen, [eager], plan, note)
+
+
+def covering(chosen: Estimate, alternatives: list[Estimate], plan: Plan, note: str) -> Estimate:
+    """``chosen``'s estimate in an interval that covers the alternatives of a setting nobody stated: at each end, the
+    peaks of whichever alternative needs the least (low) or the most (high), so that each end stays one run's."""
+    candidates = [chosen, *alternatives]
+    low = min(candidates, key=lambda result: result.needed.low)
+    high = max(candidates, key=lambda result: result.needed.high)
+
+    def spanning(name: str) -> Interval:
+        middle = getattr(chosen, name).estimate
+        return Interval(min(getattr(low, name).low, middle), middle, max(getattr(high, name).high, middle))
+
+    terms = {name: Interval(min(getattr(c.breakdown, name).low for c in candidates), value.estimate,
+                            max(getattr(c.breakdown, name).high for c in candidates))
+             for name, value in chosen.breakdown.items()}
+    return dataclasses.replace(
+        chosen, plan=plan, breakdown=dataclasses.replace(chosen.breakdown, **terms),
+        allocated=spanning("allocated"), reserved=spanning("reserved"), process=spanning("process"), cached=spanning("cached"),
+        assumptions=list(dict.fromkeys([*chosen.assumptions, note])),
+    )
+
+
+def unmodelled_code(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A model run by code the cost model does not read (its own, loaded with trust_remote_code, or another
+    framework's): the weights, gradients and optimizer state are the same whoever writes the layers; what the layers
+    keep is not. The estimate takes transformers' layers for the same shapes. Another implementation keeps at least
+    what its matmuls and attention kernel need (the compiled accounting, which recomputes everything else: the low end)
+    and, written plainly, up to transformers' eager layers with their attention scores (the high end)."""
+    usual = dataclasses.replace(plan, model_code="transformers")
+    chosen = estimate(dataclasses.replace(usual, attention=usual.attention or "sdpa"), *device)
+    alternatives = [estimate(dataclasses.replace(usual, attention="eager"), *device)]
+    if plan.mode == "train":
+        alternatives.append(estimate(dataclasses.replace(usual, attention="sdpa", compiled=True), *device))
+    note = ("the model's own code (not transformers', LitGPT's or gpt-fast's) is not read: its layers are estimated as "
+            "transformers' for the same shapes, between what the matmuls need (low) and eager layers keeping the attention "
+            "scores (high)")
+    return covering(chosen, alternatives, plan, note)
+
+
+def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel),
+    its interval covering the alternatives."""
+    if plan.model_code == "own":
+        return unmodelled_code(plan, estimate, *device)
+    return unstated_attention(plan, estimate, *device)

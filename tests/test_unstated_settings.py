@@ -1,0 +1,137 @@
+"""Settings nobody stated widen the interval to their alternatives, keep today's choice as the estimate, and the
+report names the assumption and what settles it (issue 32): the attention kernel, the CUDA context's kernel images,
+a model run by its own code, and the KV cache an inference forward returns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+from cli_process import TRAINLINT
+
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.estimator.architectures import find_architecture
+from trainlint.estimator.costmodel import estimate
+from trainlint.estimator.plan import Interval, Plan
+from trainlint.estimator.reading import read_inputs
+from trainlint.estimator.script_plan import plan_settings
+from trainlint.estimator.units import GIB
+from trainlint.estimator.unstated import EAGER_KERNEL_IMAGES_BYTES
+from trainlint.estimator.versions import settings_for_versions
+
+QWEN = find_architecture("qwen2.5-7b")
+
+
+def read_script(text: str):
+    return read_inputs(ModuleAnalysis(text, "train.py"))
+
+
+def _plan(**changes) -> Plan:
+    settings = {"model": QWEN, "batch_size": 1, "seq_len": 4096, "dtype": "bf16", "lora_rank": 8, "lengths_vary": False,
+                "lazy_module_loading": True}
+    settings.update(changes)
+    return Plan(**settings)
+
+
+def test_an_unstated_attention_kernel_keeps_sdpa_at_the_estimate_and_eager_at_the_high_end():
+    sdpa, eager, unstated = (estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager", None))
+    assert unstated.process.estimate == sdpa.process.estimate
+    assert unstated.process.low == sdpa.process.low
+    assert unstated.process.high == eager.process.high > sdpa.process.high + 10 * GIB  # 28 heads' scores at 4,096 tokens
+    assert unstated.breakdown.activations.high == eager.breakdown.activations.high
+    assert any("attention kernel not stated" in note and "--attention" in note for note in unstated.assumptions)
+    assert not any("attention kernel not stated" in note for note in sdpa.assumptions)
+
+
+def test_a_stated_transformers_release_picks_the_attention_kernel_nobody_named():
+    sdpa, eager = (estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager"))
+    current = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.40.0"})))
+    older = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.35.2"})))
+    assert current.process == sdpa.process  # SDPA by default from 4.36: nothing left to cover
+    assert older.process == eager.process  # before, eager attention with every head's scores
+    assert not any("attention kernel not stated" in note for note in (*current.assumptions, *older.assumptions))
+
+
+def test_the_estimate_command_names_the_kernel_the_stated_release_picks():
+    shown = subprocess.run(
+        [*TRAINLINT, "estimate", "--model", "qwen2.5-7b", "--seq-len", "4096", "--lora-rank", "8", "--dtype", "bf16",
+         "--gpu", "H100-80GB", "--library-version", "transformers=4.30.0"],
+        capture_output=True, text=True, check=False,
+    ).stdout
+    assert "attention: eager — transformers 4.30.0's default" in shown, shown
+
+
+def test_a_script_that_names_no_attention_kernel_leaves_it_unstated_and_one_that_does_is_read():
+    unstated = plan_settings(read_script("model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-7B')\n"), {})
+    assert unstated.settings["attention"] is None
+    assert unstated.inputs["attention"] == ("sdpa", "assumed")  # the estimate's note says the high end is eager
+    stated = plan_settings(read_script(
+        "model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-7B', attn_implementation='sdpa')\n"), {})
+    assert stated.settings["attention"] == "sdpa"
+    assert plan_settings(read_script("x = 1\n"), {"attention": "eager"}).settings["attention"] == "eager"
+
+
+def test_the_cuda_context_loads_every_kernel_image_at_the_high_end_until_torch_says_it_loads_them_lazily():
+    context = 0.14 * GIB
+    unknown = estimate(_plan(lazy_module_loading=None), context)
+    lazy = estimate(_plan(**settings_for_versions({"torch": "2.1.0"})), context)
+    eager = estimate(_plan(**settings_for_versions({"torch": "1.12.1"})), context)
+    assert settings_for_versions({"torch": "2.1.0"})["lazy_module_loading"] is True
+    assert lazy.process.high - lazy.reserved.high == pytest.approx(context)
+    assert eager.process.estimate - eager.reserved.estimate == pytest.approx(context + EAGER_KERNEL_IMAGES_BYTES)
+    assert unknown.process.estimate == lazy.process.estimate
+    assert unknown.process.high == pytest.approx(lazy.process.high + EAGER_KERNEL_IMAGES_BYTES)
+    assert any("lazy module loading" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
+    # a context measured for the run is the run's, whatever the torch version
+    measured = estimate(_plan(lazy_module_loading=None), Interval.exact(1.3 * GIB))
+    assert measured.process.high - measured.reserved.high == pytest.approx(1.3 * GIB)
+
+
+def test_a_model_running_its_own_code_spans_a_lean_implementation_and_eager_layers_around_transformers():
+    full = {"lora_rank": None, "seq_len": 2048}
+    transformers = estimate(_plan(**full))
+    own = estimate(_plan(model_code="own", **full))
+    compiled = estimate(_plan(compiled=True, **full))
+    eager = estimate(_plan(attention="eager", **full))
+    assert own.process.estimate == transformers.process.estimate
+    assert own.process.low == compiled.process.low < transformers.process.low
+    assert own.process.high == eager.process.high > transformers.process.high
+    assert any("own code" in note for note in own.assumptions)
+
+
+def test_an_inference_forward_keeps_the_kv_cache_it_returns_unless_use_cache_is_false():
+    infer = {"mode": "infer", "lora_rank": None, "seq_len": 4096, "batch_size": 8}
+    cached = estimate(_plan(use_cache=True, **infer))
+    uncached = estimate(_plan(use_cache=False, **infer))
+    unknown = estimate(_plan(**infer))
+    # Qwen2.5 7B: 28 layers x 4 KV heads x 128 x 2 (keys, values) x 2 bytes per token
+    per_token = 28 * 4 * 128 * 2 * 2
+    assert cached.allocated.estimate - uncached.allocated.estimate == pytest.approx(per_token * 4096 * 8, rel=0.01)
+    assert unknown.allocated.estimate == cached.allocated.estimate and unknown.allocated.low == uncached.allocated.low
+    assert any("--no-use-cache" in note for note in unknown.assumptions)
+    script = textwrap.dedent("""\
+        model = AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-7B', use_cache=False)
+        """)
+    assert plan_settings(read_script(script), {}).settings["use_cache"] is False
+
+
+def test_the_command_line_reports_the_unstated_settings_and_settles_them():
+    def run(*flags: str) -> dict:
+        result = subprocess.run(
+            [*TRAINLINT, "estimate", "--model", "qwen2.5-0.5b", "--mode", "infer", "--seq-len", "4096", "--batch-size", "8",
+             "--dtype", "bf16", "--gpu", "a100-80gb", "--format", "json", *flags],
+            capture_output=True, text=True, check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    unstated = run()
+    settled = run("--no-use-cache", "--attention", "sdpa", "--library-version", "torch=2.4.0")
+    assert unstated["breakdown"]["kv_cache"] > 0 and settled["breakdown"]["kv_cache"] == 0
+    assert any("attention kernel not stated" in note for note in unstated["notes"])
+    assert any("--library-version torch=VERSION" in note and "lazy module loading" in note for note in unstated["notes"])
+    assert not any("attention kernel not stated" in note or "lazy module loading" in note or "--no-use-cache" in note
+                   for note in settled["notes"])
+    assert settled["peak"]["process"]["high"] < unstated["peak"]["process"]["high"]
