@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,7 @@ PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines
 DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
+LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,9 @@ CALL_FACTS: tuple[CallFact, ...] = (
     ),
     CallFact("datasets.DatasetDict.shuffle", DRAWS_GLOBAL_NUMPY, ("seed", "seeds", "generators"),
              "Hugging Face datasets: DatasetDict.shuffle shuffles each split as Dataset.shuffle does"),
+    CallFact("deepspeed.zero.GatheredParameters", LEAVES_GRADIENTS, (),
+             "DeepSpeed, deepspeed.zero.GatheredParameters: a context that gathers ZeRO-3-partitioned parameters so that "
+             "their values can be read or modified, and partitions them again on exit; gradients are not its concern"),
     *(
         CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, ("use_ddp",),
                  "DGL, dgl.dataloading.DataLoader: use_ddp=True splits the indices with "
@@ -209,12 +214,61 @@ def eval_mode_after_loading(owner: str, method: str) -> ModeFact | None:
     return ModeFact(f"`{owner.rpartition('.')[2]}.from_pretrained` returns the model in eval mode", source)
 
 
-def mode_layers(built_by: str, checkpoint: str | None = None) -> ModeFact | None:
+# Keywords of a library's model builder that set a dropout rate for the model it builds, and where the
+# library says so. timm.create_model passes them to the architecture, which applies them in training
+# mode only; transformers' from_pretrained passes keywords its configuration knows to the configuration.
+_TIMM_RATES = {
+    "drop_rate": "timm.create_model: drop_rate, \"classifier dropout rate for training\" (huggingface.co/docs/timm/reference/models)",
+    "drop_path_rate": "timm.create_model: drop_path_rate, \"stochastic depth drop rate for training\" (huggingface.co/docs/timm/reference/models)",
+}
+_TRANSFORMERS_RATE = re.compile(r"\w*(?:dropout|dropout_prob|pdrop|dropout_rate)")
+_TRANSFORMERS_RATES_SOURCE = ("transformers, PreTrainedModel.from_pretrained: keyword arguments that match configuration "
+                              "attributes update the configuration (huggingface.co/docs/transformers/main_classes/model)")
+
+
+# torch.nn layers that drop out by default, the position of their `dropout` parameter, and where
+# PyTorch documents the default.
+_TORCH_DROPOUT_DEFAULTS = {
+    "TransformerEncoderLayer": (3, "torch.nn.TransformerEncoderLayer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.TransformerEncoderLayer.html)"),
+    "TransformerDecoderLayer": (3, "torch.nn.TransformerDecoderLayer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.TransformerDecoderLayer.html)"),
+    "Transformer": (5, "torch.nn.Transformer: dropout, \"the dropout value (default=0.1)\" "
+                   "(pytorch.org/docs/stable/generated/torch.nn.Transformer.html)"),
+}
+
+
+def torch_layer_dropout(name: str, given: float | None, positional: Sequence[float | None], passed: bool) -> str | None:
+    """Where PyTorch says the torch.nn layer ``name`` (``TransformerEncoderLayer``) drops out in training
+    mode as built: ``given`` is its ``dropout=`` keyword's value when a number, ``positional`` the numbers
+    (None: not a number) passed by position, ``passed`` whether a ``dropout`` was passed at all. None when
+    the layer drops nothing or what it was given is not known."""
+    entry = _TORCH_DROPOUT_DEFAULTS.get(name)
+    if entry is None:
+        return None
+    position, source = entry
+    if given is None and len(positional) > position:
+        given, passed = positional[position], True
+    if given is None and passed:
+        return None  # a name or an expression: the rate is not known
+    return source if given is None or given > 0 else None
+
+
+def mode_layers(built_by: str, checkpoint: str | None = None, rates: Mapping[str, float] | None = None) -> ModeFact | None:
     """Whether a library model has dropout or batch-norm layers that act by default: ``built_by`` is the
     canonical function or class that built it (``torchvision.models.resnet50``, ``timm.create_model``,
-    ``transformers.AutoModel``), ``checkpoint`` the model name it was given as a literal, if any."""
+    ``transformers.AutoModel``), ``checkpoint`` the model name it was given (a literal, or what a name
+    passed for it is known to hold), ``rates`` the dropout keywords it was given with their known values
+    (``drop_rate=0.1``)."""
     top, _, rest = built_by.partition(".")
     name = built_by.rpartition(".")[2]
+    for keyword, rate in (rates or {}).items():
+        if rate <= 0:
+            continue
+        if built_by == "timm.create_model" and keyword in _TIMM_RATES:
+            return ModeFact(f"timm builds it with `{keyword}={rate:g}`: dropout in training mode", _TIMM_RATES[keyword])
+        if top == "transformers" and rest and _TRANSFORMERS_RATE.fullmatch(keyword):
+            return ModeFact(f"`from_pretrained` sets `{keyword}={rate:g}`: dropout in training mode", _TRANSFORMERS_RATES_SOURCE)
     if built_by.startswith("torchvision.models.") and _BATCH_NORM_FAMILIES.match(name):
         return ModeFact(f"torchvision's `{name}` has batch-norm or dropout layers",
                         "torchvision.models: the architecture's reference implementation (pytorch.org/vision/stable/models)")

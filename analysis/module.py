@@ -313,7 +313,9 @@ class ModuleAnalysis:
         changed_old = [i for i in range(len(self._chunks)) if i not in unchanged]
         changed_new = [i for i in range(len(chunks)) if i not in unchanged]
         new_facts = {i: ChunkFacts(chunks[i]) for i in changed_new}
-        if any(self.summary.facts_at(i).imports for i in changed_old) or any(facts.imports for facts in new_facts.values()):
+        if any(self.summary.facts_at(i).imports or self.summary.facts_at(i).stars for i in changed_old) or any(
+            facts.imports or facts.stars for facts in new_facts.values()
+        ):
             return set(), new_facts
         tainted_names: set[str] = set()
         for i in changed_old:

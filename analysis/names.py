@@ -47,6 +47,20 @@ def imports_of(statement: cst.CSTNode) -> dict[str, str]:
     return table
 
 
+def star_imported(statement: cst.CSTNode) -> str | None:
+    """The module a ``from module import *`` statement takes every public name of (``.models``), or None."""
+    if not isinstance(statement, cst.ImportFrom) or not isinstance(statement.names, cst.ImportStar):
+        return None
+    module = dotted(statement.module) if statement.module is not None else ""
+    return "." * len(statement.relative) + (module or "") or None
+
+
+def star_target(module: str, name: str) -> str:
+    """The dotted name ``name`` stands for when ``from module import *`` brought it in (``.models`` and
+    ``Net``: ``.models.Net``)."""
+    return f"{module}{'' if module.endswith('.') else '.'}{name}"
+
+
 def canonical(raw: str, imports: dict[str, str]) -> str:
     head, dot, rest = raw.partition(".")
     target = imports.get(head)

@@ -8,6 +8,7 @@ Values of module-level names are computed on demand and memoised for one analysi
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -17,7 +18,7 @@ import libcst as cst
 from . import libraries, torchapi
 from .dependencies import WholeModuleDict
 from .events import CallEvent, backward_target, is_backward
-from .names import canonical, dotted, imports_of, last_part
+from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
 from .tree import small_statements
 from .values import UNKNOWN, Value
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .flow import ScopeAnalysis
     from .workspace import Workspace
 
+_BUILTINS = frozenset(dir(builtins))
 # Top-level packages that are never a workspace file: not worth a look on disk.
 _NEVER_LOCAL = frozenset({
     "torch", "torchvision", "torchaudio", "torchtext", "numpy", "np", "transformers", "accelerate", "datasets",
@@ -242,7 +244,7 @@ class ClassInfo:
 class ChunkFacts:
     """What one top-level statement contributes to the module summary."""
 
-    __slots__ = ("imports", "functions", "classes", "bindings")
+    __slots__ = ("imports", "stars", "functions", "classes", "bindings")
 
     @property
     def defined_names(self) -> set[str]:
@@ -251,6 +253,7 @@ class ChunkFacts:
 
     def __init__(self, chunk: ParsedChunk) -> None:
         self.imports: dict[str, str] = {}
+        self.stars: list[str] = []  # modules imported with `from module import *`
         self.functions: dict[str, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.bindings: list[tuple[str, cst.BaseExpression, int | None]] = []
@@ -275,6 +278,9 @@ class ChunkFacts:
             for small in statement.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     self.imports.update(imports_of(small))
+                    star = star_imported(small)
+                    if star is not None:
+                        self.stars.append(star)
                 elif isinstance(small, cst.Assign) :
                     for target in small.targets:
                         self._bind(target.target, small.value)
@@ -442,6 +448,8 @@ class ModuleSummary:
         self.resolved: dict[str, tuple[int, int] | None] = {}
         # Imports are not tracked: an edit that changes any import recomputes everything.
         self.imports: dict[str, str] = {}
+        # Modules imported with `from module import *`, in order: a name defined nowhere else may be theirs.
+        self.stars: list[str] = []
         # name -> [(chunk index, value expression, tuple index)], in order
         self.bindings: dict[str, list[tuple[int, cst.BaseExpression, int | None]]] = WholeModuleDict()
         self._facts = facts
@@ -454,6 +462,7 @@ class ModuleSummary:
                 self._unparsed.setdefault(chunk.defined_name, []).append(chunk.index)
                 continue
             self.imports.update(chunk_facts.imports)
+            self.stars.extend(chunk_facts.stars)
             for name, expression, index in chunk_facts.bindings:
                 self.bindings.setdefault(name, []).append((chunk.index, expression, index))
         # set once every definition is parsed and in the tables (another thread may be parsing them)
@@ -545,17 +554,39 @@ class ModuleSummary:
     def local_class(self, raw: str) -> ClassInfo | None:
         """A class defined in this module, or (``raw`` canonical and dotted) imported from a workspace file."""
         if "." not in raw:
-            return self.classes.get(raw)
+            found = self.classes.get(raw)
+            if found is None and self._from_star(raw):
+                for module in reversed(self.stars):  # the last star import wins, as in Python
+                    found = self.local_class(star_target(module, raw))
+                    if found is not None:
+                        break
+            return found
         if self.workspace is None or raw.split(".", 1)[0] in _NEVER_LOCAL:
             return None
         return self._note_resolved(self.workspace.resolve_class(self.path, raw))
 
     def imported_function(self, raw: str) -> FunctionInfo | None:
-        """A function imported from a workspace file (``from utils import evaluate``; ``utils.evaluate``)."""
+        """A function imported from a workspace file (``from utils import evaluate``; ``utils.evaluate``;
+        ``evaluate`` after ``from utils import *``)."""
         target = self.canonical(raw)
+        if "." not in target and self._from_star(target):
+            found = None
+            for module in reversed(self.stars):
+                found = self.imported_function(star_target(module, target))
+                if found is not None:
+                    break
+            return found
         if self.workspace is None or "." not in target or target.split(".", 1)[0] in _NEVER_LOCAL:
             return None
         return self._note_resolved(self.workspace.resolve_function(self.path, target))
+
+    def _from_star(self, name: str) -> bool:
+        """Whether a bare name may come from a star import: one is there, and nothing in this module binds
+        the name (a definition, an import, an assignment) and it is no builtin."""
+        return bool(self.stars) and self.workspace is not None and not (
+            name in self.functions or name in self.classes or name in self.imports or name in self.bindings
+            or name in _BUILTINS or name.startswith("_")
+        )
 
     def defined_elsewhere(self, info: FunctionInfo | ClassInfo) -> bool:
         """Whether a definition this module reaches is another workspace file's."""
@@ -597,7 +628,7 @@ class ModuleSummary:
 
     def kind_of(self, raw: str, depth: int = 0) -> libraries.ClassKind | None:
         """What instances of the class ``raw`` (as written here) are: an nn.Module, a pipeline, other."""
-        local = self.local_class(self.canonical(raw)) if "." in self.canonical(raw) else self.classes.get(raw)
+        local = self.local_class(self.canonical(raw))
         if local is not None:
             return self.local_class_kind(local, depth)
         return self.library_class_kind(self.canonical(raw))

@@ -55,6 +55,8 @@ class Workspace:
 
     # ------------------------------------------------------------------ lookups
     def resolve_class(self, importer: str, target: str, depth: int = 0) -> ClassInfo | None:
+        from .names import star_target  # here: the server starts without libcst, which names.py imports
+
         found = self._definition(importer, target, depth)
         if found is None:
             return None
@@ -62,9 +64,15 @@ class Workspace:
         info = module.summary.classes.get(name)
         if info is None and name in module.summary.imports:  # re-exported: `from .layers import Net`
             return self.resolve_class(module.summary.path, module.summary.imports[name], depth + 1)
+        for star in reversed(module.summary.stars if info is None else ()):  # re-exported: `from .layers import *`
+            info = self.resolve_class(module.summary.path, star_target(star, name), depth + 1)
+            if info is not None:
+                break
         return info
 
     def resolve_function(self, importer: str, target: str, depth: int = 0) -> FunctionInfo | None:
+        from .names import star_target  # here: the server starts without libcst, which names.py imports
+
         found = self._definition(importer, target, depth)
         if found is None:
             return None
@@ -72,6 +80,10 @@ class Workspace:
         info = module.summary.functions.get(name)
         if info is None and name in module.summary.imports:
             return self.resolve_function(module.summary.path, module.summary.imports[name], depth + 1)
+        for star in reversed(module.summary.stars if info is None else ()):
+            info = self.resolve_function(module.summary.path, star_target(star, name), depth + 1)
+            if info is not None:
+                break
         return info
 
     def checked_analysis(self, path: str, text: str) -> ModuleAnalysis | None:

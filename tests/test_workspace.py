@@ -83,6 +83,36 @@ def test_import_cycles_and_re_exports_do_not_hurt(tmp_path):
     assert "TL202" in _codes(root / "train.py", Workspace([root]))
 
 
+def test_a_star_import_brings_in_the_model_class_and_a_package_may_re_export_it_that_way(tmp_path):
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN.replace("from model import Net", "from model import *")})
+    assert "TL202" in _codes(root / "train.py", Workspace([root]))
+    package = _project(tmp_path / "pkg_project", {
+        "nets/__init__.py": "from .model import *\n",
+        "nets/model.py": MODEL,
+        "train.py": TRAIN.replace("from model import Net", "from nets import *"),
+    })
+    assert "TL202" in _codes(package / "train.py", Workspace([package]))
+
+
+def test_a_definition_of_the_file_wins_over_a_star_import_of_the_same_name(tmp_path):
+    train = TRAIN.replace(
+        "from model import Net",
+        "from model import *\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n",
+    )
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": train})
+    assert "TL202" not in _codes(root / "train.py", Workspace([root]))
+
+
+def test_an_edit_that_adds_a_star_import_is_seen_by_the_statements_it_did_not_touch(tmp_path):
+    without = TRAIN.replace("from model import Net", "")
+    root = _project(tmp_path, {"model.py": MODEL, "train.py": without})
+    state = DocumentState((root / "train.py").as_uri(), root / "train.py", Workspace([root]))
+    settings = EffectiveSettings(AnalysisSettings(), frozenset())
+    assert "TL202" not in [f.code for f in state.analyse(without, 1, settings).findings]
+    with_star = TRAIN.replace("from model import Net", "from model import *")
+    assert "TL202" in [f.code for f in state.analyse(with_star, 2, settings).findings]
+
+
 def test_the_server_state_sees_a_change_saved_in_the_imported_file(tmp_path):
     root = _project(tmp_path, {"model.py": MODEL, "train.py": TRAIN})
     state = DocumentState((root / "train.py").as_uri(), root / "train.py", Workspace([root]))

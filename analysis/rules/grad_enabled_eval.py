@@ -7,7 +7,10 @@ of a training step — evaluation at a larger batch size is where runs die of ou
 runs measurably slower, every epoch, for gradients nobody uses. It also applies to one function
 used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when the evaluation
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
-`evaluation_loop` calls with grad enabled (the base method disables it itself).
+`evaluation_loop` calls with grad enabled (the base method disables it itself). An evaluation helper
+of another file (`eval_model(model, dev_data)`) that runs a method of what it is handed (a wrapper's
+`predict` calling `self.network.eval()` and then the network) is reported where this file calls it
+with grad on: the helper's own file cannot see what it is handed.
 
 An inference pass is also recognised by what it does, whatever its names: a model's forward in a
 loop whose graph nothing uses — no backward goes through its output, and nothing derived from it
@@ -101,6 +104,8 @@ class GradEnabledEval(Rule):
             else:
                 reported = self._check_eval_loops(ctx, scope)
                 reported = self._check_shared_function(ctx, scope) or reported
+            if not reported:
+                reported = self._check_imported_evaluation(ctx, scope)
             if not reported:
                 self._check_unused_graph(ctx, scope)
 
@@ -253,6 +258,51 @@ class GradEnabledEval(Rule):
         return True
 
 
+    # ------------------------------------------------------------------ (e) evaluation helpers of other files
+    def _check_imported_evaluation(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """``eval_model(model, dev_data)`` where the evaluation helper lives in another workspace file and
+        leaves grad to its caller: it runs a method of the object it is handed (a wrapper's ``predict`` that
+        calls ``self.network.eval()`` and then the network) with no ``no_grad()``, no backward and no
+        optimizer step. The helper's file cannot see what it is handed; the caller's can. The call is reported where grad is known to be on:
+        a script's module level, a function that trains, or one this file runs itself with grad on."""
+        info = scope.function
+        module = ctx.module
+        if info is not None and (_framework_hook(ctx, info) or _test_function(info)):
+            return False
+        candidates = [
+            call for call in scope.calls()
+            if call.function is not None and ctx.summary.defined_elsewhere(call.function) and call.context.grad_off is None
+        ]
+        if not candidates or _grad_off_anywhere(scope, list(scope.calls())) or _grad_disabled_globally(module):
+            return False
+        for call in candidates:
+            helper = call.function
+            assert helper is not None, "the candidates call a function of another file"
+            found = _inference_helper(ctx, scope, call, helper)
+            if found is None or _output_backwarded(module, [call], frozenset()):
+                continue
+            if not _grad_known_on(module, scope):
+                return False
+            forward, switch, through = found
+            evidence: list[tuple[Site, str]] = [
+                ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
+                ((through.chunk, through.node), f"`{helper.name}` calls `{_text(through)}`"),
+                ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+            ]
+            ctx.report(
+                call.node,
+                f"`{_text(call)}` evaluates with autograd on: `{helper.name}` (in another file) calls `{_text(through)}`, "
+                f"which runs `{_text(forward)}` after `{_text(switch)}` without `no_grad()`/`inference_mode()` and never "
+                "backwards, so every forward records a graph and keeps its activations for nothing — training-step "
+                "memory and extra time on every evaluation",
+                evidence=evidence,
+                help=f"call `{helper.name}(...)` under `with torch.no_grad():` (or decorate `{helper.name}` with "
+                "`@torch.no_grad()`)",
+            )
+            return True
+        return False
+
     # ------------------------------------------------------------------ (d) inference passes by what they do
     def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
         """A forward in a loop whose graph nothing uses, whatever the code is called: no backward goes
@@ -336,6 +386,86 @@ class GradEnabledEval(Rule):
 
 
 # ---------------------------------------------------------------------- helpers
+def _inference_helper(
+    ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, helper,
+) -> tuple[CallEvent, CallEvent, CallEvent] | None:
+    """How ``helper`` (an evaluation function of another file, run by ``call``) evaluates with grad left to
+    its caller through the object it is handed: the forward, the ``.eval()`` before it, and the helper's
+    call of the object's method (``model.predict(batch)``, resolved by what ``call`` passes). A forward the
+    helper runs on its own is its file's finding; this is what only the caller's file can see."""
+    inner = helper.analysis(ctx.summary)
+    if inner is None or not is_eval_name(helper.name) or not _leaves_grad_to_caller(ctx, helper, inner):
+        return None
+    for through in inner.calls():
+        key = through.receiver_key
+        if key not in inner.params or through.method is None or through.function is not None:
+            continue
+        expression = passed_expression(call, helper, key)
+        owner = _instance_of(ctx, scope, call, expression) if expression is not None else None
+        method = owner.find_method(through.method, ctx.summary) if owner is not None else None
+        found = _evaluates(ctx, method) if method is not None else None
+        if found is not None:
+            return (*found, through)
+    return None
+
+
+def _instance_of(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, expression: cst.BaseExpression) -> ClassInfo | None:
+    """The workspace class ``expression`` is an instance of: its value says so, or the name was last bound
+    (in this scope before ``call``, or for a script, by an earlier top-level statement) by calling the class
+    (``model = MTDNNModel(config)``)."""
+    value = scope.value_at(expression)
+    if value is not None and isinstance(value.detail, ClassInfo):
+        return value.detail
+    if isinstance(expression, cst.Call):  # passed_expression already followed the name to what built it
+        raw = dotted(expression.func)
+        return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
+    if not isinstance(expression, cst.Name):
+        return None
+    binding = scope.last_binding(expression.value, before=call)
+    if binding is None and scope.function is None:
+        earlier = [
+            event for chunk in ctx.module.chunks[: scope.chunk.index] for other in ctx.module.scopes_of(chunk)
+            if other.function is None for event in other.events
+            if isinstance(event, AssignEvent) and event.targets == (expression.value,)
+        ]
+        binding = earlier[-1] if earlier else None
+    built = binding.value_node if binding is not None else None
+    raw = dotted(built.func) if isinstance(built, cst.Call) else None
+    return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
+
+
+def _evaluates(ctx: RuleContext, function) -> tuple[CallEvent, CallEvent] | None:
+    """The forward a method runs after switching its model to eval mode, with grad left to its caller, and
+    that switch: None when it controls grad itself, trains, or switches nothing to eval."""
+    inner = function.analysis(ctx.summary)
+    if inner is None or not _leaves_grad_to_caller(ctx, function, inner):
+        return None
+    calls = list(calls_in(inner, None))
+    switches = [c for c in calls if _is_mode_switch(c) and _mode(c) == "eval"]
+    switched = {_switched_model(c) for c in switches}
+    forward = next((c for c in calls if _is_model_forward(c, switched) and c.context.grad_off is None), None)
+    if forward is None or not switches:
+        return None
+    return forward, switches[0]
+
+
+def _leaves_grad_to_caller(ctx: RuleContext, function, inner: ScopeAnalysis) -> bool:
+    calls = list(calls_in(inner, None))
+    return not (
+        any(not _neutral(decorator, inner) for decorator in function.node.decorators)
+        or _grad_off_anywhere(inner, calls) or _trains(calls) or _framework_hook(ctx, function) or _test_function(function)
+    )
+
+
+def _grad_known_on(module: ModuleView, scope: ScopeAnalysis) -> bool:
+    """Grad is on where ``scope`` runs: a script's module level, a function that steps an optimizer (no
+    caller turns grad off around training), or one this file runs itself with grad on along the way."""
+    info = scope.function
+    if info is None:
+        return True
+    return any(is_optimizer_step(call) for call in calls_in(scope, None)) or _run_by_this_file(module, info, set())
+
+
 def _is_eval_data(iterable_text: str) -> bool:
     return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
 
@@ -1753,6 +1883,54 @@ GradEnabledEval.MUST_FIRE = (
         print(correct)
         """,
     ),
+    Fires(  # the evaluation helper of another file runs the wrapper's predict, which switches to eval mode but leaves grad on
+        """
+        import torch
+
+        from evaluation import evaluate
+        from wrapper import Tagger
+
+        tagger = Tagger(vocab=30000, tags=17)
+        tagger.network.load_state_dict(torch.load("tagger.pt"))
+        print(evaluate(tagger, test_batches))
+        """,
+        files={
+            "wrapper.py": """
+                import torch.nn as nn
+
+
+                class TaggerNetwork(nn.Module):
+                    def __init__(self, vocab, tags):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, 128)
+                        self.drop = nn.Dropout(0.1)
+                        self.out = nn.Linear(128, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+
+
+                class Tagger:
+                    def __init__(self, vocab, tags):
+                        self.network = TaggerNetwork(vocab, tags)
+
+                    def predict(self, tokens):
+                        self.network.eval()
+                        scores = self.network(tokens)
+                        return scores.argmax(-1).tolist()
+            """,
+            "evaluation.py": """
+                def evaluate(model, batches):
+                    correct = total = 0
+                    for tokens, tags in batches:
+                        predicted = model.predict(tokens)
+                        correct += sum(p == t for p, t in zip(predicted, tags.tolist()))
+                        total += len(predicted)
+                    return correct / total
+            """,
+        },
+        at="print(evaluate(tagger, test_batches))",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -2420,5 +2598,102 @@ GradEnabledEval.MUST_NOT_FIRE = (
             features.append(encoder(images.cuda()))
         torch.save(features, "feats.pt")
         """,
+    ),
+    Quiet(  # the same evaluation, called under no_grad
+        """
+        import torch
+
+        from evaluation import evaluate
+        from wrapper import Tagger
+
+        tagger = Tagger(vocab=30000, tags=17)
+        tagger.network.load_state_dict(torch.load("tagger.pt"))
+        with torch.no_grad():
+            print(evaluate(tagger, test_batches))
+        """,
+        files={
+            "wrapper.py": """
+                import torch.nn as nn
+
+
+                class TaggerNetwork(nn.Module):
+                    def __init__(self, vocab, tags):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, 128)
+                        self.drop = nn.Dropout(0.1)
+                        self.out = nn.Linear(128, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+
+
+                class Tagger:
+                    def __init__(self, vocab, tags):
+                        self.network = TaggerNetwork(vocab, tags)
+
+                    def predict(self, tokens):
+                        self.network.eval()
+                        scores = self.network(tokens)
+                        return scores.argmax(-1).tolist()
+            """,
+            "evaluation.py": """
+                def evaluate(model, batches):
+                    correct = total = 0
+                    for tokens, tags in batches:
+                        predicted = model.predict(tokens)
+                        correct += sum(p == t for p, t in zip(predicted, tags.tolist()))
+                        total += len(predicted)
+                    return correct / total
+            """,
+        },
+    ),
+    Quiet(  # the object handed to the evaluation helper turns grad off in its own predict
+        """
+        import torch
+
+        from evaluation import evaluate
+        from wrapper import Tagger
+
+        tagger = Tagger(vocab=30000, tags=17)
+        tagger.network.load_state_dict(torch.load("tagger.pt"))
+        print(evaluate(tagger, test_batches))
+        """,
+        files={
+            "wrapper.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class TaggerNetwork(nn.Module):
+                    def __init__(self, vocab, tags):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, 128)
+                        self.drop = nn.Dropout(0.1)
+                        self.out = nn.Linear(128, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+
+
+                class Tagger:
+                    def __init__(self, vocab, tags):
+                        self.network = TaggerNetwork(vocab, tags)
+
+                    @torch.no_grad()
+                    def predict(self, tokens):
+                        self.network.eval()
+                        scores = self.network(tokens)
+                        return scores.argmax(-1).tolist()
+            """,
+            "evaluation.py": """
+                def evaluate(model, batches):
+                    correct = total = 0
+                    for tokens, tags in batches:
+                        predicted = model.predict(tokens)
+                        correct += sum(p == t for p, t in zip(predicted, tags.tolist()))
+                        total += len(predicted)
+                    return correct / total
+            """,
+        },
     ),
 )

@@ -6,7 +6,12 @@ with the statistics of each evaluation batch while also updating its running ave
 evaluation data: validation numbers are wrong, checkpoint selection picks on noise, and the
 saved model's batch-norm statistics are polluted by the validation set. A function used for both
 (`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
-evaluation call.
+evaluation call. An evaluation pass is a function named for one (`evaluate`, `validate`), a no-grad
+loop over held-out data (`val_loader`, `testloader`), or, in a file that trains, a loop over held-out
+data that trains nothing (code written before `no_grad`, or that forgot it). The layers are read from
+the model's class, in whichever workspace file defines it, or from what a library documents for what
+built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
+command-line option's default.
 
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
@@ -19,7 +24,14 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.patterns import evaluation_calls, library_model_facts, mode_parameter, smoke_test_forward
+from trainlint.analysis.libraries import torch_layer_dropout
+from trainlint.analysis.patterns import (
+    evaluation_calls,
+    library_model_facts,
+    mode_parameter,
+    name_words,
+    smoke_test_forward,
+)
 from trainlint.rules import (
     CallEvent,
     ClassInfo,
@@ -32,9 +44,16 @@ from trainlint.rules import (
     Severity,
     Tag,
     Value,
+    calls_in,
+    dotted,
+    is_backward,
+    is_optimizer_step,
     is_test_file,
+    last_part,
+    literal_value,
     mentions,
     shortened,
+    walk,
 )
 
 _EVALUATION_FUNCTION = re.compile(
@@ -44,6 +63,8 @@ _EVALUATION_FUNCTION = re.compile(
 )
 # At the start of a word (`val_loader`, `testloader`, `dataloaders['val']`): not `interval`, `latest`, `device`.
 _EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
+# A word naming held-out data, alone or fused with what holds it (`val`, `testloader`, `devset`).
+_HELD_OUT_WORD = re.compile(r"(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)(?:loader|set|data|dl|iter|batches)?s?")
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
 
 
@@ -62,7 +83,7 @@ class MissingEvalMode(Rule):
                     self._check_imported_evaluation(ctx, scope, call)
                 if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
                     continue
-                why = _evaluation_pass(scope, call)
+                why = _evaluation_pass(ctx.module, scope, call)
                 if why is None or smoke_test_forward(ctx.summary, call):
                     continue
                 layers = _mode_layers(ctx, scope, call)
@@ -92,7 +113,7 @@ class MissingEvalMode(Rule):
                 continue
             evaluation = evaluations[0]
             passed = _passed_for(evaluation, scope.function, key)
-            layers = _layers_of(ctx.summary, passed[0]) if passed is not None else None
+            layers = _layers_of(ctx.summary, passed[0], ctx.module) if passed is not None else None
             if layers is None:
                 return
             ctx.report(
@@ -124,7 +145,7 @@ class MissingEvalMode(Rule):
             if passed is None:
                 continue
             value, text = passed
-            layers = _layers_of(ctx.summary, value)
+            layers = _layers_of(ctx.summary, value, ctx.module)
             if layers is None or _switched_to_eval_named(ctx.module, text):
                 continue
             ctx.report(
@@ -216,16 +237,40 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
     return None
 
 
-def _evaluation_pass(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _evaluation_pass(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     function = scope.function
     if function is not None and function.owner is None and _EVALUATION_FUNCTION.search(function.name):
         return ((scope.chunk, function.node.name), f"`{function.name}` is an evaluation function")
     if call.context.grad_off is None:
-        return None
+        return _scoring_loop(module, scope, call)
     for loop in reversed(call.context.loops):
         if _EVALUATION_DATA.search(loop.iterable_text):
             return ((scope.chunk, loop.node), f"a no-grad loop over `{loop.iterable_text}`: evaluation data")
     return None
+
+
+def _scoring_loop(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """A loop over held-out data (`test_loader`, `testloader`) that runs the forward with grad on (code
+    written before `no_grad`, or that forgot it) and trains nothing, in a file that trains: the loop
+    scores the trained model. A loop over such data that backwards or steps is training on it (test-time
+    adaptation), and a file that trains nothing may be a feature extractor: both stay quiet."""
+    if not module.backward_calls:
+        return None
+    for loop in reversed(call.context.loops):
+        if not isinstance(loop.node, cst.For) or not _names_held_out_data(loop.iterable_text):
+            continue
+        if any(is_backward(inner) or is_optimizer_step(inner) for inner in calls_in(scope, loop)):
+            return None
+        trained = module.backward_calls[0]
+        return ((scope.chunk, loop.node), f"a loop over `{loop.iterable_text}` that trains nothing: it scores the model "
+                f"this file trains (backward on line {trained.chunk.line_of(trained.node)})")
+    return None
+
+
+def _names_held_out_data(text: str) -> bool:
+    """`test_loader`, `testloader`, `dataloaders["val"]`: a word of the iterable names held-out data
+    (`values`, `device`, `latest` do not)."""
+    return any(_HELD_OUT_WORD.fullmatch(word) for word in name_words(text))
 
 
 def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -237,21 +282,24 @@ def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tup
         passed = ctx.module.arguments_for(scope.function, key) or []
         values = [value for _, value in passed]
     for value in values:
-        found = _layers_of(ctx.summary, value)
+        found = _layers_of(ctx.summary, value, ctx.module)
         if found is not None:
             return found
     return None
 
 
-def _layers_of(summary, value: Value) -> tuple | None:
+def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
     detail = value.detail
     if isinstance(detail, ClassInfo):
         holder = _class_with_layers(summary, detail, depth=0)
-        if holder is not None:
-            return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
-        return None
+        if holder is None:
+            return None
+        default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
+        if default is not None:
+            return ((holder.chunk, holder.node.name), f"`{holder.name}` builds `{default[0]}`, which drops out by default; {default[1]}")
+        return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
     if isinstance(detail, str):
-        _, layers = library_model_facts(value)
+        _, layers = library_model_facts(value, module)
         return (value.site, layers.says) if layers is not None else None
     if isinstance(detail, tuple) and detail and detail[0] == "sequential" and value.site is not None:
         chunk, node = value.site
@@ -262,7 +310,7 @@ def _layers_of(summary, value: Value) -> tuple | None:
 
 def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None:
     code = info.chunk.code_for(info.node)
-    if _MODE_LAYERS.search(code):
+    if _MODE_LAYERS.search(code) or _dropping_torch_layer(summary, info) is not None:
         return info
     if depth >= 3:
         return None
@@ -271,6 +319,32 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
             found = _class_with_layers(summary, other, depth + 1)
             if found is not None:
                 return found
+    return None
+
+
+def _dropping_torch_layer(summary, info: ClassInfo) -> tuple[str, str] | None:
+    """A torch.nn layer the class builds that drops out by default (``nn.TransformerEncoderLayer(512, 8)``,
+    whose dropout is 0.1 unless given 0), read in the class's own file, and where PyTorch says so."""
+    home = info.home or summary
+    for node in walk(info.node):
+        if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):  # `**kwargs` may carry the rate
+            continue
+        raw = dotted(node.func)
+        target = home.canonical(raw) if raw is not None else ""
+        if not target.startswith("torch.nn."):
+            continue
+        keyword = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == "dropout"), None)
+        positional = [_number(arg.value) for arg in node.args if arg.keyword is None]
+        source = torch_layer_dropout(last_part(target), _number(keyword.value) if keyword else None, positional, keyword is not None)
+        if source is not None:
+            return f"nn.{last_part(target)}", source
+    return None
+
+
+def _number(node: cst.BaseExpression) -> float | None:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        held = literal_value(node)
+        return float(held) if isinstance(held, (int, float)) else None
     return None
 
 
@@ -593,6 +667,166 @@ MissingEvalMode.MUST_FIRE = (
             return np.concatenate(features)
         """,
     ),
+
+    Fires(  # written before no_grad existed: the test loop runs with grad on, and scores the model trained above
+        """
+        import torch
+        import torch.nn as nn
+
+        from model import ConvNet
+
+        model = ConvNet(num_classes=10)
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+
+        for epoch in range(5):
+            for images, labels in train_loader:
+                loss = criterion(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+        correct = 0
+        for images, labels in testloader:
+            outputs = model(images)
+            correct += (outputs.argmax(1) == labels).sum().item()
+        print(correct)
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class ConvNet(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+                        self.fc = nn.Linear(14 * 14 * 16, num_classes)
+
+                    def forward(self, x):
+                        return self.fc(self.features(x).flatten(1))
+            """,
+        },
+        at="outputs = model(images)",
+    ),
+    Fires(  # a trainer class holds a timm model whose stochastic depth comes from the command line's default
+        """
+        import argparse
+
+        import timm
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, args, train_loader, val_loader):
+                self.model = timm.create_model(args.arch, num_classes=100, drop_path_rate=args.drop_path).cuda()
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr)
+                self.train_loader = train_loader
+                self.val_loader = val_loader
+
+            def train_one_epoch(self):
+                self.model.train()
+                for images, targets in self.train_loader:
+                    loss = F.cross_entropy(self.model(images.cuda()), targets.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                correct = 0
+                for images, targets in self.val_loader:
+                    correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()
+                return correct
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--arch", default="vit_small_patch16_224")
+            parser.add_argument("--drop-path", type=float, default=0.1)
+            parser.add_argument("--lr", type=float, default=5e-4)
+            args = parser.parse_args()
+            trainer = Trainer(args, train_loader, val_loader)
+            for epoch in range(100):
+                trainer.train_one_epoch()
+                print(epoch, trainer.validate())
+        """,
+        at="correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()",
+    ),
+    Fires(  # the model class comes in through a star import of the project's own module
+        """
+        import torch
+
+        from models import *
+
+        model = SpeechClassifier(n_mels=80, n_classes=35).cuda()
+        model.load_state_dict(torch.load("speech.pt"))
+        with torch.no_grad():
+            for mels, labels in val_loader:
+                predictions = model(mels.cuda()).argmax(-1)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                __all__ = ["SpeechClassifier"]
+
+
+                class SpeechClassifier(nn.Module):
+                    def __init__(self, n_mels, n_classes):
+                        super().__init__()
+                        self.rnn = nn.GRU(n_mels, 256, batch_first=True)
+                        self.drop = nn.Dropout(0.2)
+                        self.out = nn.Linear(256, n_classes)
+
+                    def forward(self, mels):
+                        hidden, _ = self.rnn(mels)
+                        return self.out(self.drop(hidden[:, -1]))
+            """,
+        },
+    ),
+    Fires(  # PyTorch's transformer layer drops out 0.1 unless told otherwise: the class never says "Dropout"
+        """
+        import math
+
+        import torch
+        import torch.nn.functional as F
+
+        from model import TinyLM
+
+
+        def evaluate(model, loader):
+            total = 0.0
+            with torch.no_grad():
+                for tokens in loader:
+                    logits = model(tokens[:, :-1])
+                    total += F.cross_entropy(logits.flatten(0, 1), tokens[:, 1:].flatten()).item()
+            return math.exp(total / len(loader))
+
+
+        model = TinyLM(vocab=32000)
+        model.load_state_dict(torch.load("lm.pt"))
+        print(evaluate(model, val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TinyLM(nn.Module):
+                    def __init__(self, vocab, d_model=256, dropout=None):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, d_model)
+                        layer = nn.TransformerEncoderLayer(d_model, nhead=4, batch_first=True)
+                        self.encoder = nn.TransformerEncoder(layer, num_layers=4)
+                        self.head = nn.Linear(d_model, vocab)
+
+                    def forward(self, tokens):
+                        return self.head(self.encoder(self.embed(tokens)))
+            """,
+        },
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -795,6 +1029,174 @@ MissingEvalMode.MUST_NOT_FIRE = (
             for images, labels in val_loader:
                 model(images)
         """
+    ),
+    Quiet(  # test-time adaptation: the loop over the test set trains on it (batch-norm statistics adapt on purpose)
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from model import ConvNet
+
+        model = ConvNet(num_classes=10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.001)
+        model.load_state_dict(torch.load("source.pt"))
+        for images, _ in test_loader:
+            probs = model(images).softmax(1)
+            entropy = -(probs * probs.log()).sum(1).mean()
+            optimizer.zero_grad()
+            entropy.backward()
+            optimizer.step()
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class ConvNet(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2))
+                        self.fc = nn.Linear(14 * 14 * 16, num_classes)
+
+                    def forward(self, x):
+                        return self.fc(self.features(x).flatten(1))
+            """,
+        },
+    ),
+    Quiet(  # the loop is over a dictionary's values, not a validation set, in a file that trains
+        """
+        import torch
+        import torch.nn as nn
+
+        heads = {name: nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.1), nn.Linear(64, 2)) for name in ("a", "b")}
+        optimizer = torch.optim.Adam([p for head in heads.values() for p in head.parameters()])
+        for x, y in train_loader:
+            loss = sum(nn.functional.cross_entropy(head(x), y) for head in heads.values())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        for head in heads.values():
+            print(head(torch.zeros(1, 64)))
+        """
+    ),
+    Quiet(  # the same trainer with stochastic depth off by default: a ViT without dropout computes the same in both modes
+        """
+        import argparse
+
+        import timm
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, args, train_loader, val_loader):
+                self.model = timm.create_model(args.arch, num_classes=100, drop_path_rate=args.drop_path).cuda()
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr)
+                self.train_loader = train_loader
+                self.val_loader = val_loader
+
+            def train_one_epoch(self):
+                self.model.train()
+                for images, targets in self.train_loader:
+                    loss = F.cross_entropy(self.model(images.cuda()), targets.cuda())
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                correct = 0
+                for images, targets in self.val_loader:
+                    correct += (self.model(images.cuda()).argmax(1) == targets.cuda()).sum().item()
+                return correct
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--arch", default="vit_small_patch16_224")
+            parser.add_argument("--drop-path", type=float, default=0.0)
+            parser.add_argument("--lr", type=float, default=5e-4)
+            args = parser.parse_args()
+            trainer = Trainer(args, train_loader, val_loader)
+            for epoch in range(100):
+                trainer.train_one_epoch()
+                print(epoch, trainer.validate())
+        """
+    ),
+    Quiet(  # after the star import the file defines its own class of that name, without dropout: that one is built
+        """
+        import torch
+        import torch.nn as nn
+
+        from models import *
+
+
+        class SpeechClassifier(nn.Module):
+            def __init__(self, n_mels, n_classes):
+                super().__init__()
+                self.out = nn.Linear(n_mels, n_classes)
+
+            def forward(self, mels):
+                return self.out(mels.mean(1))
+
+
+        model = SpeechClassifier(n_mels=80, n_classes=35)
+        model.load_state_dict(torch.load("speech.pt"))
+        with torch.no_grad():
+            for mels, labels in val_loader:
+                predictions = model(mels).argmax(-1)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                __all__ = ["SpeechClassifier"]
+
+
+                class SpeechClassifier(nn.Module):
+                    def __init__(self, n_mels, n_classes):
+                        super().__init__()
+                        self.rnn = nn.GRU(n_mels, 256, batch_first=True)
+                        self.drop = nn.Dropout(0.2)
+                        self.out = nn.Linear(256, n_classes)
+
+                    def forward(self, mels):
+                        hidden, _ = self.rnn(mels)
+                        return self.out(self.drop(hidden[:, -1]))
+            """,
+        },
+    ),
+    Quiet(  # the transformer layer is built with dropout 0: nothing in the model depends on the mode
+        """
+        import torch
+
+        from model import TinyLM
+
+
+        def evaluate(model, loader):
+            with torch.no_grad():
+                return [model(tokens).argmax(-1) for tokens in loader]
+
+
+        print(evaluate(TinyLM(vocab=32000), val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TinyLM(nn.Module):
+                    def __init__(self, vocab, d_model=256, dropout=None):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, d_model)
+                        layer = nn.TransformerEncoderLayer(d_model, nhead=4, dropout=0.0, batch_first=True)
+                        self.encoder = nn.TransformerEncoder(layer, num_layers=4)
+                        self.head = nn.Linear(d_model, vocab)
+
+                    def forward(self, tokens):
+                        return self.head(self.encoder(self.embed(tokens)))
+            """,
+        },
     ),
     Quiet(  # from_pretrained returned it in eval mode and nothing switches it back
         """

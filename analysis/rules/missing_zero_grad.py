@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.analysis.frameworks import manual_optimization
+from trainlint.analysis.libraries import LEAVES_GRADIENTS, call_fact
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -46,6 +47,13 @@ from trainlint.rules import (
     written,
 )
 
+# torch.Tensor's in-place arithmetic (docs: "Tensor.add_ ... in-place version of add()"): it writes the tensor it is
+# called on. Called on a parameter (an EMA update, a weight decay by hand) it leaves every `.grad` as it was.
+_WRITES_VALUES = frozenset({
+    "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_", "clamp_", "clamp_min_", "clamp_max_", "mul", "add",
+    "sub", "div", "lerp", "copy_", "data_ptr", "detach", "clone",
+})
+_GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
 _KNOWN_RECEIVERS = frozenset({Tag.SCALER, Tag.ACCELERATOR, Tag.OPTIMIZER, Tag.MODEL, Tag.ENGINE, Tag.CRITERION})
 
 Item = tuple[Event, tuple[CallEvent, ...]]
@@ -361,30 +369,51 @@ def _may_clear(event: Event, chain: tuple[CallEvent, ...]) -> bool:
         return False
     if event.callee is not None and (is_torch_name(event.callee) or hasattr(builtins, event.callee)):
         return False
-    if event.receiver is not None and event.receiver.tags & _KNOWN_RECEIVERS:
+    receiver = _handed_receiver(event, chain)
+    if receiver is not None and receiver.tags & _KNOWN_RECEIVERS:
         return False
-    if any(value is not None and Tag.PIPELINE in value.tags for value in (event.receiver, event.result)):
+    if call_fact(event.callee, LEAVES_GRADIENTS) is not None:
+        return False
+    if event.method in _WRITES_VALUES and not _GRADIENT_KEY.search(event.receiver_key or ""):
+        return False  # `ema_param.sub_(...)`: a tensor's in-place arithmetic writes its own values, not a `.grad`
+    if any(value is not None and Tag.PIPELINE in value.tags for value in (receiver, event.result)):
         return False  # a diffusers/transformers pipeline is assembled from the models it is handed and runs them without grad
     return any(_handed(value, chain).tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
 
 
-def _handed(value: Value, chain: tuple[CallEvent, ...]) -> Value:
+def _handed(value: Value, chain: tuple[CallEvent, ...], name: str | None = None) -> Value:
     """A helper's parameter as the loop's call hands it: the argument at the call site. The role a
-    parameter's name suggests (`generator`: a GAN's, or a `torch.Generator`?) yields to what it is given."""
-    while chain and value.site is not None and isinstance(value.site[1], cst.Param):
-        call, chain = chain[-1], chain[:-1]
-        function = call.function
-        name = value.site[1].name.value
-        if function is None or value.site[1] not in _parameters(function.node):
+    parameter's name suggests (`generator`: a GAN's, or a `torch.Generator`?), or its lack of one,
+    yields to what it is given. ``name``: the parameter, when ``value`` does not say it came from one."""
+    while chain:
+        param = value.site[1] if value.site is not None and isinstance(value.site[1], cst.Param) else None
+        call, function = chain[-1], chain[-1].function
+        if function is None:
             break
-        positional = function.positional_parameters
+        params = _parameters(function.node)
+        if param is None:
+            param = next((candidate for candidate in params if candidate.name.value == name), None)
+        if param is None or param not in params:
+            break
+        name, positional = param.name.value, function.positional_parameters
         if name in call.kwargs:
             value = call.kwargs[name]
         elif name in positional and positional.index(name) < len(call.args) and not any(arg.star for arg in call.arg_nodes):
             value = call.args[positional.index(name)]
         else:
             break
+        chain, name = chain[:-1], None
     return value
+
+
+def _handed_receiver(event: CallEvent, chain: tuple[CallEvent, ...]) -> Value | None:
+    """The object a method is called on, followed to the call site when it is a parameter of the helper
+    the loop calls (`accelerator.unwrap_model(...)` in `log_validation(..., accelerator, ...)`)."""
+    if event.receiver is None:
+        return None
+    key = event.receiver_key
+    rebound = key is not None and event.scope.last_binding(key, before=event) is not None
+    return _handed(event.receiver, chain, None if rebound or key is None or "." in key else key)
 
 
 def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
@@ -397,6 +426,33 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 MissingZeroGrad.MUST_FIRE = (
+    Fires(  # an EMA helper handed the model writes its shadow weights in place: it clears no gradient
+        """
+        import torch
+
+
+        class EMA:
+            def __init__(self, parameters, decay=0.999):
+                self.shadow = [p.detach().clone() for p in parameters]
+                self.decay = decay
+
+            @torch.no_grad()
+            def step(self, parameters):
+                for s_param, param in zip(self.shadow, parameters):
+                    s_param.sub_((1 - self.decay) * (s_param - param))
+
+
+        def train(model, loader, optimizer, epochs):
+            ema = EMA(model.parameters())
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    loss = torch.nn.functional.cross_entropy(model(images), labels)
+                    loss.backward()
+                    optimizer.step()
+                    ema.step(model.parameters())
+        """,
+        severity=Severity.ERROR,
+    ),
     Fires(  # diffusers-style: a nested helper unwraps the model, a pipeline is built from it for validation
         """
         import torch

@@ -152,7 +152,7 @@ def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEv
     values = [receiver]
     if receiver.detail is None and function is not None and forward.receiver_key in scope.params:
         values = [value for _, value in ctx.module.arguments_for(function, forward.receiver_key) or []]
-    found = [(value.site, *library_model_facts(value)) for value in values]
+    found = [(value.site, *library_model_facts(value, ctx.module)) for value in values]
     if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
         return None
     return found[0]  # type: ignore[return-value]  # checked above: no None in it
@@ -224,6 +224,9 @@ def _outer_key(key: str | None, chain: tuple[CallEvent, ...]) -> str | None:
         if key is None:
             return None
         root, dot, rest = key.partition(".")
+        attribute = _alias_of_attribute(call, root)
+        if attribute is not None:  # `model = self.model` in the helper: the object's own model
+            key, root, dot, rest = f"self.{attribute}{dot}{rest}", "self", ".", attribute + dot + rest
         if root == "self":
             if call.receiver_key != "self":
                 # a method of another object: its ``self`` is ours only where its constructor was handed ours
@@ -267,6 +270,40 @@ def _passed_at_construction(call: CallEvent, attribute: str) -> cst.BaseExpressi
     if parameter in names and names.index(parameter) < len(positional) and not any(arg.star for arg in built.args):
         return positional[names.index(parameter)].value
     return None
+
+
+def _alias_of_attribute(call: CallEvent, name: str) -> str | None:
+    """The attribute of ``self`` that the function ``call`` runs binds ``name`` to (``model = self.model``,
+    simpletransformers' ``evaluate``), when each of its bindings is that attribute or a wrapper of the name
+    itself (``model = torch.nn.DataParallel(model)``, ``model = model.to(device)``), which shares the
+    module's mode: the name is then the object's model under a local name."""
+    assert call.function is not None, "a call of the chain that ordered_events followed into a local function"
+    callee = call.function.analysis(call.scope.summary)
+    if callee is None or name == "self":
+        return None
+    attributes: set[str] = set()
+    for event in callee.events:
+        if not isinstance(event, AssignEvent) or name not in event.targets:
+            continue
+        if event.targets != (name,):
+            return None  # unpacked from something else
+        value = event.value_node
+        written = dotted(value) if value is not None else None
+        if written is not None and written.startswith("self.") and written.count(".") == 1:
+            attributes.add(written.partition(".")[2])
+        elif not _wraps_name(value, name):
+            return None
+    return attributes.pop() if len(attributes) == 1 else None
+
+
+def _wraps_name(value: cst.BaseExpression | None, name: str) -> bool:
+    """``Wrapper(name, ...)`` or ``name.method(...)``: the same module, wrapped or moved."""
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Name) and value.func.value.value == name:
+        return True
+    first = value.args[0] if value.args else None
+    return first is not None and first.keyword is None and isinstance(first.value, cst.Name) and first.value.value == name
 
 
 def _binds_locally(call: CallEvent, name: str) -> bool:
@@ -659,6 +696,30 @@ StuckEvalMode.MUST_FIRE = (
         """,
         at="loss = model(**batch).loss",
     ),
+    Fires(  # the checkpoint is named by a command-line option whose default is a BERT model: dropout by default
+        """
+        import argparse
+
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model-name-or-path", default="bert-base-uncased")
+            parser.add_argument("--epochs", type=int, default=3)
+            args = parser.parse_args()
+            model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, num_labels=2).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for epoch in range(args.epochs):
+                for batch in train_loader:
+                    loss = model(**{k: v.cuda() for k, v in batch.items()}).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        at="loss = model(**{k: v.cuda() for k, v in batch.items()}).loss",
+    ),
     Fires(  # the generator is switched to training mode; the discriminator, loaded the same way, never is
         """
         import torch
@@ -727,6 +788,66 @@ StuckEvalMode.MUST_FIRE = (
                     print(epoch, dev_evaluator.get_scores())
         """,
         at="self.model.eval()",
+    ),
+    Fires(  # the wrapper's evaluation reads its model under a local name, mid-epoch; `.train()` runs once per epoch
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from model import TextClassifier
+
+
+        class ClassificationModel:
+            def __init__(self, vocab_size, num_labels, n_gpu=1):
+                self.model = TextClassifier(vocab_size, num_labels)
+                self.n_gpu = n_gpu
+
+            def train(self, train_loader, eval_loader, epochs, evaluate_every):
+                model = self.model
+                optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+                step = 0
+                for epoch in range(epochs):
+                    model.train()
+                    for tokens, labels in train_loader:
+                        loss = F.cross_entropy(model(tokens), labels)
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        step += 1
+                        if step % evaluate_every == 0:
+                            print(step, self.eval_model(eval_loader))
+
+            def eval_model(self, eval_loader):
+                return self.evaluate(eval_loader)
+
+            def evaluate(self, eval_loader):
+                model = self.model
+                if self.n_gpu > 1:
+                    model = torch.nn.DataParallel(model)
+                model.eval()
+                correct = 0
+                with torch.no_grad():
+                    for tokens, labels in eval_loader:
+                        correct += (model(tokens).argmax(-1) == labels).sum().item()
+                return correct
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab_size, num_labels):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, 128)
+                        self.drop = nn.Dropout(0.1)
+                        self.out = nn.Linear(128, num_labels)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+        at="model.eval()",
     ),
 )
 
@@ -1119,6 +1240,27 @@ StuckEvalMode.MUST_NOT_FIRE = (
             optimizer.zero_grad()
         """
     ),
+    Quiet(  # the option's default is overwritten before the model is built: what it names is not known
+        """
+        import argparse
+
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model-name-or-path", default="bert-base-uncased")
+            args = parser.parse_args()
+            args.model_name_or_path = resolve_checkpoint(args.model_name_or_path)
+            model = AutoModelForSequenceClassification.from_pretrained(args.model_name_or_path, num_labels=2)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for batch in train_loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # Llama's configuration drops nothing out by default: eval and training mode compute the same
         """
         import torch
@@ -1166,6 +1308,41 @@ StuckEvalMode.MUST_NOT_FIRE = (
                             average.mul_(0.999).add_(current, alpha=0.001)
                 evaluator = Evaluator(ema, dev_loader)
                 print(epoch, evaluator.get_scores())
+        """
+    ),
+    Quiet(  # the wrapper's evaluation reads another of its models under the local name: the averaged copy
+        """
+        import copy
+
+        import torch
+        import torch.nn.functional as F
+
+
+        class ClassificationModel:
+            def __init__(self, model):
+                self.model = model
+                self.ema_model = copy.deepcopy(model)
+
+            def train(self, train_loader, eval_loader, epochs, evaluate_every):
+                model = self.model
+                optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+                step = 0
+                for epoch in range(epochs):
+                    model.train()
+                    for tokens, labels in train_loader:
+                        loss = F.cross_entropy(model(tokens), labels)
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        step += 1
+                        if step % evaluate_every == 0:
+                            print(step, self.evaluate(eval_loader))
+
+            def evaluate(self, eval_loader):
+                model = self.ema_model
+                model.eval()
+                with torch.no_grad():
+                    return sum((model(tokens).argmax(-1) == labels).sum().item() for tokens, labels in eval_loader)
         """
     ),
 )
