@@ -704,17 +704,16 @@ def _configured_literals(module) -> _ConfiguredLiterals:
         if tree is None:
             continue
         top = tree.body[0] if tree.body else None
-        for node in walk(tree):
-            for target in _bound_names(node):
-                bindings[target] = bindings.get(target, 0) + 1
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                found.assigned_attributes.update(t.attr.value for t in targets if isinstance(t, cst.Attribute))
-                if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
-                        and node.value.func.attr.value == "parse_args":
-                    found.parsed.update(t.value for t in targets if isinstance(t, cst.Name))
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
-                option = _option(chunk, node)
+        # kept per statement: a key reads again the statements it reached, not every tree of the file
+        for kind, fact in chunk.facts_by_statement("configured literals", _literal_facts):
+            if kind == "bound":
+                bindings[fact] = bindings.get(fact, 0) + 1
+            elif kind == "attribute":
+                found.assigned_attributes.add(fact)
+            elif kind == "parsed":
+                found.parsed.add(fact)
+            else:
+                option = _option(chunk, fact)  # its message names its line: made for this text
                 if option is not None:
                     options.setdefault(option[0], []).append(option[1])
         if isinstance(top, cst.SimpleStatementLine) and len(top.body) == 1 and isinstance(top.body[0], cst.Assign):
@@ -727,6 +726,21 @@ def _configured_literals(module) -> _ConfiguredLiterals:
     found.constants = {name: held for name, held in candidates.items() if bindings.get(name) == 1}
     found.options = {dest: held[0] for dest, held in options.items() if len(held) == 1 and held[0] is not None}
     return found
+
+
+def _literal_facts(node: cst.CSTNode) -> list[tuple[str, object]]:
+    """What one node tells ``_configured_literals``: the names it binds, the attributes it assigns, the
+    names a `parse_args()` result is bound to, and an `add_argument(...)` call."""
+    facts: list[tuple[str, object]] = [("bound", target) for target in _bound_names(node)]
+    if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        facts.extend(("attribute", t.attr.value) for t in targets if isinstance(t, cst.Attribute))
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
+                and node.value.func.attr.value == "parse_args":
+            facts.extend(("parsed", t.value) for t in targets if isinstance(t, cst.Name))
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+        facts.append(("option", node))
+    return facts
 
 
 def _plain_literal(node: cst.BaseExpression | None) -> str | int | float | None:
