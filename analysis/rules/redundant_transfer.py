@@ -372,12 +372,34 @@ def _bound_to(call: CallEvent) -> set[str]:
 
 
 def _function_bound_names(scope: ScopeAnalysis, function: cst.FunctionDef) -> frozenset[str]:
-    """``_bound_names`` of a function, kept per node: a key typed in another method of the class reads
-    this one's tree again only if the edit reached it."""
-    memo = scope.chunk.node_memo("TL303 function bound names")
-    known = memo.get(function)
+    """``_bound_names`` of a function's body, from its statements', each kept per node: a key typed in
+    a long method walks only the statements the edit reached (and their headers), not the method."""
+    memo = scope.chunk.node_memo("TL303 body bound names")
+    body = function.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        return frozenset(name for small in body.body for name in _bound_names(small))
+    names: set[str] = set()
+    for statement in body.body:
+        names |= _body_statement_bound_names(memo, statement)
+    return frozenset(names)
+
+
+def _body_statement_bound_names(memo: dict, statement: cst.CSTNode) -> frozenset[str]:
+    """As ``_statement_bound_names``, but a nested function or class binds nothing of the function's."""
+    known = memo.get(statement)
     if known is None:
-        known = memo[function] = frozenset(_bound_names(function))
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            known = frozenset()
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            blocks = [block for _, block in blocks_of(statement)]
+            names = set(_bound_names(statement, skip=frozenset(blocks)))
+            for block in blocks:
+                for inner in block.body:
+                    names |= _body_statement_bound_names(memo, inner)
+            known = frozenset(names)
+        else:
+            known = frozenset(_bound_names(statement))
+        memo[statement] = known
     return known
 
 
