@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .names import dotted
+from .statement_shapes import target_names
 from .summary import FunctionInfo
 from .tree import children
 
@@ -50,13 +51,13 @@ def names_bound_in(function: cst.FunctionDef) -> frozenset[str]:
         if isinstance(node, (cst.Nonlocal, cst.Global)):
             declared |= {item.name.value for item in node.names}
         elif isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)):
-            bound |= _target_names(node.target)
+            bound.update(target_names(node.target))
         elif isinstance(node, cst.WithItem) and node.asname is not None:
-            bound |= _target_names(node.asname.name)
+            bound.update(target_names(node.asname.name))
         elif isinstance(node, (cst.ExceptHandler, cst.ExceptStarHandler)) and node.name is not None:
-            bound |= _target_names(node.name.name)
+            bound.update(target_names(node.name.name))
         elif isinstance(node, cst.NamedExpr):
-            bound |= _target_names(node.target)
+            bound.update(target_names(node.target))
         elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
             for alias in node.names:
                 bound.add(alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
@@ -64,12 +65,3 @@ def names_bound_in(function: cst.FunctionDef) -> frozenset[str]:
         stack.extend(children(node))
     return frozenset(bound - declared)
 
-
-def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return {name for element in target.elements for name in _target_names(element.value)}
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()  # an attribute or a subscript binds no name

@@ -255,7 +255,12 @@ def clears_gradients(event: Event) -> bool:
     name = event.method or (event.callee or "").rpartition(".")[2]
     if _CLEARING_NAME.match(name) or event.keyword("set_to_none") is not None:
         return True
-    return event.method in {"zero_", "fill_", "copy_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
+    return event.method in {"zero_", "fill_", "copy_"} and is_gradient_key(event.receiver_key)
+
+
+def is_gradient_key(key: str | None) -> bool:
+    """A flow key naming a parameter's gradient: ``p.grad``, ``p.grad.data``."""
+    return key is not None and _GRADIENT_KEY.search(key) is not None
 
 
 def mentions(scope: ScopeAnalysis, node: cst.CSTNode, name: str) -> bool:

@@ -22,6 +22,7 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
+from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -52,7 +53,6 @@ Item = tuple[Event, tuple[CallEvent, ...]]
 
 # ``range(accum_steps)``, ``batch.chunk(4)``, ``torch.split(x, n)``, ``split_batch(...)``; not ``train_split``
 _MICRO_BATCHES = re.compile(r"micro|accum|sub_?batch|chunk|split\(|split_batch", re.I)
-_GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
 _RESCALING_HELPER = re.compile(r"^_?(?:re)?(?:scale|normali[sz]e|divide)_?(?:grads?|gradients?)_?$")
 _ATOMIC = (cst.Name, cst.Attribute, cst.Integer, cst.Float, cst.Call, cst.Subscript)
 
@@ -363,13 +363,13 @@ def _rescales_gradients(event: Event) -> bool:
     """``p.grad /= N``, ``p.grad = p.grad / N``, ``p.grad.div_(N)``, ``torch._foreach_div_(grads, N)``,
     or a helper named for it (``training.scale_grads(model, 1 / num_tokens)``)."""
     if isinstance(event, AssignEvent):
-        return any(_GRADIENT_KEY.search(key) for key in event.targets) and not clears_gradients(event)
+        return any(is_gradient_key(key) for key in event.targets) and not clears_gradients(event)
     if not isinstance(event, CallEvent):
         return False
     name = event.method or (last_part(event.callee) if event.callee else "")
     if name in {"_foreach_div_", "_foreach_mul_"} or _RESCALING_HELPER.match(name):
         return True
-    return event.method in {"div_", "mul_"} and bool(_GRADIENT_KEY.search(event.receiver_key or ""))
+    return event.method in {"div_", "mul_"} and is_gradient_key(event.receiver_key)
 
 
 def _loss_node(call: CallEvent) -> cst.BaseExpression | None:
