@@ -214,11 +214,7 @@ def _check_statements(
         except Exception as error:  # a bug of the flow analysis must not end a run over many files
             if strict:
                 raise
-            log.exception("the flow analysis failed on %s", module.path)
-            engine_findings.append(_engine_finding(
-                module.path, NOT_ANALYSED, 1, 1,
-                f"internal error while analysing this file ({type(error).__name__}); its checks were skipped", Severity.NOTE,
-            ))
+            engine_findings.append(_flow_failed(module.path, 1, "this file", error))
             checked = False
     for chunk in module.chunks:
         if chunk.syntax_error is not None:
@@ -249,12 +245,7 @@ def _check_statements(
         except Exception as error:  # as above, for one statement
             if strict:
                 raise
-            log.exception("the flow analysis failed on %s:%d", module.path, chunk.start_line + 1)
-            engine_findings.append(_engine_finding(
-                module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
-                f"internal error while analysing this statement ({type(error).__name__}); its checks were skipped",
-                Severity.NOTE,
-            ))
+            engine_findings.append(_flow_failed(module.path, chunk.start_line + 1, "this statement", error))
             continue
         results: dict[str, KeptResult] = {}
         for rule_class in rules:
@@ -349,6 +340,15 @@ def _deduplicate(findings: list[Finding]) -> list[Finding]:
             seen.add(key)
             unique.append(finding)
     return unique
+
+
+def _flow_failed(path: str, line: int, what: str, error: Exception) -> Finding:
+    """The note for a part of a file whose flow analysis raised (logged with its traceback)."""
+    log.exception("the flow analysis failed on %s:%d", path, line)
+    return _engine_finding(
+        path, NOT_ANALYSED, line, 1,
+        f"internal error while analysing {what} ({type(error).__name__}); its checks were skipped", Severity.NOTE,
+    )
 
 
 def _engine_finding(path: str, engine: EngineCode, line: int, column: int, message: str, severity: Severity) -> Finding:

@@ -35,6 +35,11 @@ def cuda_context(plan: Plan, context_bytes: float | Interval, notes: list[str]) 
     return Interval.exact(context_bytes + (0.0 if plan.lazy_module_loading else EAGER_KERNEL_IMAGES_BYTES))
 
 
+def released_kernel(sdpa_dispatch: bool) -> str:
+    """The attention kernel transformers picks where nobody names one, by whether its release dispatches to SDPA."""
+    return "sdpa" if sdpa_dispatch else "eager"
+
+
 def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
     """An attention kernel nobody stated: transformers picks SDPA where the model and torch have it (the estimate)
     and eager attention otherwise, as its releases before SDPA did (the high end, which keeps every head's scores).
@@ -44,7 +49,7 @@ def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -
         plan.model_code != "transformers" or plan.model is None or shape(plan.model) is None or plan.model.kind == "diffusion"
     )
     if transformers_layers and plan.sdpa_dispatch is not None:  # a stated transformers release decides it
-        kernel = "sdpa" if plan.sdpa_dispatch else "eager"
+        kernel = released_kernel(plan.sdpa_dispatch)
         return dataclasses.replace(estimate(dataclasses.replace(plan, attention=kernel), *device), plan=plan)
     chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
     if not transformers_layers:

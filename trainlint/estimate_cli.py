@@ -162,8 +162,9 @@ def run_estimate(args: argparse.Namespace) -> int:
             return _unknown(args, str(error))
         inputs.update({f"{library} version": (version, "command line") for library, version in versions.items()})
         if settings.get("attention") is None and "sdpa_dispatch" in settings:  # the release picks the kernel
-            kernel = "sdpa" if settings["sdpa_dispatch"] else "eager"
-            inputs["attention"] = (kernel, f"transformers {versions['transformers']}'s default")
+            from trainlint.estimator.unstated import released_kernel
+
+            inputs["attention"] = (released_kernel(settings["sdpa_dispatch"]), f"transformers {versions['transformers']}'s default")
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
