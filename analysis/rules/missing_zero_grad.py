@@ -23,6 +23,7 @@ import libcst as cst
 
 from trainlint.analysis.frameworks import manual_optimization
 from trainlint.analysis.libraries import LEAVES_GRADIENTS, call_fact
+from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -47,13 +48,13 @@ from trainlint.rules import (
     written,
 )
 
-# torch.Tensor's in-place arithmetic (docs: "Tensor.add_ ... in-place version of add()"): it writes the tensor it is
-# called on. Called on a parameter (an EMA update, a weight decay by hand) it leaves every `.grad` as it was.
+# torch.Tensor's arithmetic (in place: "Tensor.add_ ... in-place version of add()", it writes the tensor it is called
+# on; out of place, it makes a new one) and its copies: called on a parameter (an EMA update, a weight decay by hand)
+# none of them touches a `.grad`.
 _WRITES_VALUES = frozenset({
     "add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_", "clamp_", "clamp_min_", "clamp_max_", "mul", "add",
     "sub", "div", "lerp", "copy_", "data_ptr", "detach", "clone",
 })
-_GRADIENT_KEY = re.compile(r"\.grad(?:\.data)?$")
 _KNOWN_RECEIVERS = frozenset({Tag.SCALER, Tag.ACCELERATOR, Tag.OPTIMIZER, Tag.MODEL, Tag.ENGINE, Tag.CRITERION})
 
 Item = tuple[Event, tuple[CallEvent, ...]]
@@ -369,13 +370,13 @@ def _may_clear(event: Event, chain: tuple[CallEvent, ...]) -> bool:
         return False
     if event.callee is not None and (is_torch_name(event.callee) or hasattr(builtins, event.callee)):
         return False
+    if call_fact(event.callee, LEAVES_GRADIENTS) is not None:
+        return False
+    if event.method in _WRITES_VALUES and not is_gradient_key(event.receiver_key):
+        return False  # `ema_param.sub_(...)`: a tensor's in-place arithmetic writes its own values, not a `.grad`
     receiver = _handed_receiver(event, chain)
     if receiver is not None and receiver.tags & _KNOWN_RECEIVERS:
         return False
-    if call_fact(event.callee, LEAVES_GRADIENTS) is not None:
-        return False
-    if event.method in _WRITES_VALUES and not _GRADIENT_KEY.search(event.receiver_key or ""):
-        return False  # `ema_param.sub_(...)`: a tensor's in-place arithmetic writes its own values, not a `.grad`
     if any(value is not None and Tag.PIPELINE in value.tags for value in (receiver, event.result)):
         return False  # a diffusers/transformers pipeline is assembled from the models it is handed and runs them without grad
     return any(_handed(value, chain).tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
@@ -409,8 +410,8 @@ def _handed(value: Value, chain: tuple[CallEvent, ...], name: str | None = None)
 def _handed_receiver(event: CallEvent, chain: tuple[CallEvent, ...]) -> Value | None:
     """The object a method is called on, followed to the call site when it is a parameter of the helper
     the loop calls (`accelerator.unwrap_model(...)` in `log_validation(..., accelerator, ...)`)."""
-    if event.receiver is None:
-        return None
+    if event.receiver is None or not chain or event.receiver.tags & _KNOWN_RECEIVERS:
+        return event.receiver  # nothing to follow (the scan for a rebinding below is linear in the scope)
     key = event.receiver_key
     rebound = key is not None and event.scope.last_binding(key, before=event) is not None
     return _handed(event.receiver, chain, None if rebound or key is None or "." in key else key)
