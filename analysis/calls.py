@@ -9,7 +9,7 @@ what it returns).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -18,6 +18,7 @@ from . import libraries, torchapi
 from .events import CallEvent, backward_target, is_backward
 from .names import dotted, last_part
 from .quoting import quoted
+from .statement_shapes import target_names
 from .summary import ClassInfo
 from .values import (
     ACCELERATOR,
@@ -688,6 +689,55 @@ def _kept_form(parameter: str, body: cst.BaseSuite) -> int:
 
     walk(body.body if isinstance(body, cst.IndentedBlock) else [body], False)
     return kept
+
+
+def attribute_keeping(function, parameter: str) -> str | None:
+    """The attribute of ``self`` (``self._stored_metrics``) where a method keeps what it is handed as
+    ``parameter``, as it is: the parameter itself, or an entry of it (``for key, value in
+    metrics.items(): self._stored[key].append(value)``), appended to or assigned into the attribute.
+    None when it keeps only host copies (``value.item()``), detached ones, or nothing."""
+    held = {parameter}
+    body = function.node.body
+    for node in _walk_nodes(body):
+        if isinstance(node, cst.For) and _entries_of(node.iter, held):
+            held.update(target_names(node.target))
+    for node in _walk_nodes(body):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend", "insert", "add"}:
+            positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+            stored = positional[-1] if positional else None
+            target = node.func.value
+        elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+            stored, target = node.value, node.targets[0].target
+        else:
+            continue
+        if isinstance(stored, cst.Name) and stored.value in held and (container := _self_container(target)) is not None:
+            return container
+    return None
+
+
+def _walk_nodes(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of a function's body, not those of functions or classes defined in it."""
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        yield child
+        yield from _walk_nodes(child)
+
+
+def _entries_of(iterable: cst.BaseExpression, held: set[str]) -> bool:
+    """``metrics``, ``metrics.items()``, ``metrics.values()``: iterating it yields what ``held`` holds."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args \
+            and iterable.func.attr.value in {"items", "values"}:
+        iterable = iterable.func.value
+    return isinstance(iterable, cst.Name) and iterable.value in held
+
+
+def _self_container(target: cst.BaseExpression) -> str | None:
+    """``self.history`` for ``self.history``, ``self.history[key]``, ``self.stats[mode][key]``."""
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    key = dotted(target) if isinstance(target, cst.Attribute) else None
+    return key if key is not None and key.startswith("self.") and key.count(".") == 1 else None
 
 
 def _form_of(node: cst.CSTNode, forms: dict[str, int]) -> int:

@@ -49,6 +49,7 @@ from trainlint.rules import (
     is_known_tensor,
     is_test_file,
     mentions,
+    quoted,
     repeats_per_step,
 )
 
@@ -179,25 +180,32 @@ class RetainedGraph(Rule):
         ``compute_loss``): the framework's loop calls the method once per step, and the attribute keeps
         every step's graph after the framework has run backward on it."""
         hook = training_step_hook(ctx.summary, scope.function)
-        if hook is None or not store.container.startswith("self.") or not is_known_tensor(store.value):
+        if hook is None or not store.container.startswith("self.") or not _known_to_hold_a_graph(store.value):
             return
         assert scope.function is not None, "training_step_hook names a method"
         container = store.container
         origin = store.value.note or "a graph-carrying value"
         verb = {"augassign": "accumulated into", "accumulate": "accumulated into", "subscript": "stored in"}.get(store.kind, "appended to")
+        evidence = [(store.value.site, f"{origin} carries the autograd graph")]
+        fix = ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True)
+        if not is_known_tensor(store.value):  # a dict of stats: its entries are kept, and no `.detach()` fits it
+            held = quoted(scope.chunk, store.value_node)
+            origin = f"`{held}`, which holds {origin},"
+            evidence += [(site, f"a graph-carrying entry of `{held}`") for site in _graph_entries(ctx, scope, store)[:1]]
+            fix = None
         ctx.report(
             store.value_node,
             f"`{container}` keeps the autograd graph of every training step alive: {origin} carries a graph and is "
             f"{verb} `{container}` each step; the framework runs backward on the step's loss, so the activations "
             "are freed, but every step's graph nodes stay referenced in host memory until the attribute is emptied",
             evidence=[
-                (store.value.site, f"{origin} carries the autograd graph"),
+                *evidence,
                 ((scope.chunk, store.node), f"{verb} `{container}`, which outlives the step"),
                 ((scope.chunk, scope.function.node.name), hook),
             ],
             severity=Severity.WARNING,
             help="store `.detach()` (or `.item()` for logging) in the attribute",
-            fix=ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True),
+            fix=fix,
         )
 
     def _fix(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent):
@@ -223,6 +231,31 @@ class RetainedGraph(Rule):
             # agree on a host copy, unsafe because later code may expect the tensors on the device.
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
+
+
+def _graph_entries(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> list:
+    """Where a graph-carrying entry went into the dict a store keeps, when a function of this file
+    called before the store filled and returned it (``metrics["nll"] = nll.cpu().mean()``)."""
+    sites = []
+    for call in scope.calls():
+        if call.function is None or call.chunk.line_of(call.node) > scope.chunk.line_of(store.node):
+            continue
+        inner = call.function.analysis(ctx.summary)
+        if inner is None or Tag.GRAPH not in inner.return_value.tags:
+            continue
+        sites += [
+            (inner.chunk, event.value_node) for event in inner.events
+            if isinstance(event, StoreEvent) and event.kind == "subscript" and "." not in event.container
+            and Tag.GRAPH in event.value.tags and event.context.grad_off is None
+        ]
+    return sites
+
+
+def _known_to_hold_a_graph(value) -> bool:
+    """One tensor, or a dict or list of them that the analysis saw a graph-carrying entry put into
+    (``metrics["nll_loss"] = nll_loss.cpu().mean()``); a model's output of unknown structure is neither."""
+    tags = value.tags
+    return is_known_tensor(value) or (Tag.CONTAINER in tags and Tag.GRAPH in tags and Tag.STRUCTURED not in tags)
 
 
 def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
@@ -1125,6 +1158,40 @@ RetainedGraph.MUST_FIRE = (
         severity=Severity.WARNING,
         at="all_stats.append(self.train_minibatch(states, actions, advantages, old_logprobs))",
     ),
+    Fires(  # the step's metrics dict goes to a helper of the class that appends its entries to an attribute
+        """
+        from collections import defaultdict
+
+        import torch.nn.functional as F
+        from transformers import Trainer
+
+
+        class DistillTrainer(Trainer):
+            def __init__(self, *args, teacher=None, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.teacher = teacher
+                self._stored_metrics = defaultdict(lambda: defaultdict(list))
+
+            def batch_metrics(self, model, inputs):
+                outputs = model(**inputs)
+                kd_loss = F.kl_div(F.log_softmax(outputs.logits, -1), inputs["teacher_probs"], reduction="batchmean")
+                metrics = {}
+                metrics["kd_loss"] = kd_loss.cpu()
+                metrics["ce_loss"] = outputs.loss.detach().cpu()
+                return outputs.loss + kd_loss, metrics
+
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                loss, metrics = self.batch_metrics(model, inputs)
+                self.store_metrics(metrics, split="train")
+                return loss
+
+            def store_metrics(self, metrics, split="train"):
+                for key, value in metrics.items():
+                    self._stored_metrics[split][key].append(value)
+        """,
+        severity=Severity.WARNING,
+        at='self.store_metrics(metrics, split="train")',
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
@@ -1624,6 +1691,58 @@ RetainedGraph.MUST_NOT_FIRE = (
             optimizer.zero_grad()
             torch.stack(micro_batch_losses(model, micro_batches)).mean().backward()
             optimizer.step()
+        """
+    ),
+    Quiet(  # every entry is detached before the helper keeps it
+        """
+        from collections import defaultdict
+
+        import torch.nn.functional as F
+        from transformers import Trainer
+
+
+        class DistillTrainer(Trainer):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self._stored_metrics = defaultdict(lambda: defaultdict(list))
+
+            def batch_metrics(self, model, inputs):
+                outputs = model(**inputs)
+                kd_loss = F.kl_div(F.log_softmax(outputs.logits, -1), inputs["teacher_probs"], reduction="batchmean")
+                metrics = {}
+                metrics["kd_loss"] = kd_loss.detach().cpu()
+                metrics["ce_loss"] = outputs.loss.detach().cpu()
+                return outputs.loss + kd_loss, metrics
+
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                loss, metrics = self.batch_metrics(model, inputs)
+                self.store_metrics(metrics, split="train")
+                return loss
+
+            def store_metrics(self, metrics, split="train"):
+                for key, value in metrics.items():
+                    self._stored_metrics[split][key].append(value)
+        """
+    ),
+    Quiet(  # the helper keeps numbers, not the tensors it is handed
+        """
+        import torch.nn.functional as F
+        from transformers import Trainer
+
+
+        class LoggingTrainer(Trainer):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.history = {"kd_loss": []}
+
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                outputs = model(**inputs)
+                kd_loss = F.kl_div(F.log_softmax(outputs.logits, -1), inputs["teacher_probs"], reduction="batchmean")
+                self.remember(kd_loss)
+                return outputs.loss + kd_loss
+
+            def remember(self, kd_loss):
+                self.history["kd_loss"].append(kd_loss.item())
         """
     ),
 )
