@@ -97,6 +97,7 @@ DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
 LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
+SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,13 @@ CALL_FACTS: tuple[CallFact, ...] = (
     CallFact("deepspeed.zero.GatheredParameters", LEAVES_GRADIENTS, (),
              "DeepSpeed, deepspeed.zero.GatheredParameters: a context that gathers ZeRO-3-partitioned parameters so that "
              "their values can be read or modified, and partitions them again on exit; gradients are not its concern"),
+    *(
+        CallFact(f"{app}.{method}", SERVES_REQUESTS, (),
+                 f"{app}.{method} registers a path operation: the server calls the function for every request, "
+                 "with no torch grad context of its own (FastAPI, Flask: routing)")
+        for app in ("fastapi.FastAPI", "fastapi.APIRouter", "flask.Flask", "flask.Blueprint")
+        for method in ("get", "post", "put", "patch", "delete", "route", "websocket", "api_route")
+    ),
     *(
         CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, ("use_ddp",),
                  "DGL, dgl.dataloading.DataLoader: use_ddp=True splits the indices with "

@@ -36,7 +36,7 @@ import libcst as cst
 
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
-from trainlint.analysis.libraries import ModeFact
+from trainlint.analysis.libraries import SERVES_REQUESTS, ModeFact, call_fact
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
     evaluation_calls,
@@ -107,7 +107,11 @@ class GradEnabledEval(Rule):
             if not reported:
                 reported = self._check_imported_evaluation(ctx, scope)
             if not reported:
-                self._check_unused_graph(ctx, scope)
+                reported = self._check_evaluating_method(ctx, scope)
+            if not reported:
+                reported = self._check_unused_graph(ctx, scope)
+            if not reported:
+                self._check_single_forward(ctx, scope)
 
     # ------------------------------------------------------------------ (c) one function for both
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
@@ -303,6 +307,48 @@ class GradEnabledEval(Rule):
             return True
         return False
 
+    # ------------------------------------------------------------------ (f) an object's evaluating method
+    def _check_evaluating_method(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """``trainer.predict(batch)`` over a data set, where ``trainer`` is an instance of a workspace class
+        (built here, or handed in by this file's callers) whose ``predict`` switches its model to eval and
+        runs it with grad left to its caller: the call is the forward, under another name and in another
+        class. Reported where grad is known to be on (a script's module level, a function that trains, one
+        this file runs itself with grad on); a caller that turns grad off somewhere chose where."""
+        info = scope.function
+        module = ctx.module
+        if info is not None and (_framework_hook(ctx, info) or _test_function(info)):
+            return False
+        candidates = [
+            call for call in scope.calls()
+            if call.method is not None and call.receiver_key is not None and not call.receiver_key.startswith("self")
+            and call.context.grad_off is None and call.context.loops
+        ]
+        if not candidates or _grad_off_anywhere(scope, list(scope.calls())) or _grad_disabled_globally(module):
+            return False
+        for call in candidates:
+            owner = _receiver_class(ctx, scope, call)
+            method = owner.find_method(call.method, ctx.summary) if owner is not None and call.method is not None else None
+            found = _evaluates(ctx, method) if method is not None else None
+            if found is None or _output_backwarded(module, [call], frozenset()) or _trains(list(calls_in(scope, None))):
+                continue
+            if not _grad_known_on(module, scope):
+                return False
+            forward, switch = found
+            ctx.report(
+                call.node,
+                f"`{_text(call)}` runs the model with autograd on: `{owner.name}.{call.method}` runs `{_text(forward)}` after "
+                f"`{_text(switch)}` without `no_grad()`/`inference_mode()` and never backwards, so every call in the loop "
+                "records a graph and keeps its activations for nothing: training-step memory and extra time on every pass",
+                evidence=[
+                    ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
+                    ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                    ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+                ],
+                help=f"run the loop under `with torch.no_grad():` (or decorate `{owner.name}.{call.method}` with `@torch.no_grad()`)",
+            )
+            return True
+        return False
+
     # ------------------------------------------------------------------ (d) inference passes by what they do
     def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
         """A forward in a loop whose graph nothing uses, whatever the code is called: no backward goes
@@ -385,6 +431,69 @@ class GradEnabledEval(Rule):
         )
 
 
+    # ------------------------------------------------------------------ (e) one inference forward
+    def _check_single_forward(self, ctx, scope: ScopeAnalysis) -> bool:
+        """One forward, outside any loop, whose graph nothing uses, in a file that runs no backward and
+        steps no optimizer (an inference script, a model server): a vocoder run over a whole utterance,
+        an embedding request. Only where grad is known on: this file runs the function with grad on
+        along the way, or a web framework calls it for every request. Turning grad off around another
+        forward of the function does not cover this one, which the author left outside."""
+        info = scope.function
+        module = ctx.module
+        if info is None or _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
+            return False
+        if module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls()):
+            return False
+        forwards = [
+            call for call in scope.calls()
+            if not call.context.loops and call.context.grad_off is None and Tag.GRAPH in call.result.tags
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
+            and not _built_untrained(module, scope, call)
+        ]
+        if not forwards:
+            return False
+        calls = list(calls_in(scope, None))
+        if _trains(calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
+            return False
+        served = _served_per_request(ctx, info)
+        if served is None and not _run_by_this_file(module, info, set()):
+            return False
+        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        for forward in forwards:
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            if dropped is None:
+                continue
+            text = _text(forward)
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
+            cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+            cut = ""
+            if cuts:
+                evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+                cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
+            if served is not None:
+                site, decorator = served
+                evidence.append(((site.chunk, decorator), "the web server calls this handler for every request, with grad on"))
+                evidence.append(((site.chunk, site.node), "the handler calls it here"))
+            else:
+                evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(module, info)[:1])
+            no_grad = ctx.name_for("torch.no_grad")
+            line = _statement_line(info.node, forward.statement)
+            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+            ctx.report(
+                forward.node,
+                f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
+                f"nothing derived from it leaves `{info.qualified_name}()`{cut}, and nothing in this file trains. "
+                "An inference pass: it keeps every layer's activations until it returns, for gradients nobody computes",
+                evidence=evidence,
+                severity=Severity.WARNING,
+                help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
+                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            )
+            return True
+        return False
+
+
 # ---------------------------------------------------------------------- helpers
 def _inference_helper(
     ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, helper,
@@ -432,6 +541,69 @@ def _instance_of(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, expres
     built = binding.value_node if binding is not None else None
     raw = dotted(built.func) if isinstance(built, cst.Call) else None
     return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
+
+
+def _receiver_class(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> ClassInfo | None:
+    """The workspace class the receiver of ``call`` (a name) is an instance of: bound here by building it,
+    or a parameter that a call of the function in this file fills with an instance of a class whose
+    method of that name is the same one."""
+    assert call.receiver_key is not None and call.method is not None, "the candidates call a method of a name"
+    name = call.receiver_key
+    info = scope.function
+    if "." in name:
+        return None
+    if info is None or name not in scope.params:
+        return _built_instance(ctx, scope, call, cst.Name(name))
+    owners = [
+        owner for site in _callers(ctx.module, info)
+        if (expression := passed_expression(site, info, name)) is not None
+        and (owner := _built_instance(ctx, site.scope, site, expression)) is not None
+    ]
+    methods = {id(owner.find_method(call.method, ctx.summary)) for owner in owners}
+    return owners[0] if len(methods) == 1 else None
+
+
+def _built_instance(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, expression: cst.BaseExpression) -> ClassInfo | None:
+    """``_instance_of``, and two more ways a name gets an instance: a class picked into a name first
+    (``model_type = GraphTrainer``, then ``model_type(args)``), and a class method that builds one
+    (``Trainer.load(path)`` whose body returns ``cls(...)``)."""
+    found = _instance_of(ctx, scope, call, expression)
+    if found is not None or not isinstance(expression, cst.Name):
+        return found
+    binding = scope.last_binding(expression.value, before=call)
+    built = binding.value_node if binding is not None else None
+    if not isinstance(built, cst.Call):
+        return None
+    if isinstance(built.func, cst.Name):
+        picked = scope.last_binding(built.func.value, before=binding)
+        raw = dotted(picked.value_node) if picked is not None and picked.value_node is not None else None
+        return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
+    if isinstance(built.func, cst.Attribute) and (raw := dotted(built.func.value)) is not None:
+        owner = ctx.summary.local_class(ctx.summary.canonical(raw))
+        factory = owner.find_method(built.func.attr.value, ctx.summary) if owner is not None else None
+        return owner if factory is not None and _builds_own_class(factory) else None
+    return None
+
+
+def _builds_own_class(factory) -> bool:
+    """A ``@classmethod`` whose every ``return`` hands back ``cls(...)`` (or a name bound to it)."""
+    node = factory.node
+    if not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod" for d in node.decorators):
+        return False
+    first = node.params.params[0].name.value if node.params.params else None
+    built_names = {
+        target.target.value for inner in _walk(node) if isinstance(inner, cst.Assign) and _calls_name(inner.value, first)
+        for target in inner.targets if isinstance(target.target, cst.Name)
+    }
+    returns = [inner for inner in _walk(node) if isinstance(inner, cst.Return)]
+    return bool(returns) and all(
+        r.value is not None and (_calls_name(r.value, first) or isinstance(r.value, cst.Name) and r.value.value in built_names)
+        for r in returns
+    )
+
+
+def _calls_name(node: cst.BaseExpression | None, name: str | None) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
 
 
 def _evaluates(ctx: RuleContext, function) -> tuple[CallEvent, CallEvent] | None:
@@ -754,6 +926,34 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     if not sites or any(site.context.grad_off is not None for site in sites):
         return False
     return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
+    """Where a request handler of this file (``@app.post(...)`` of a FastAPI or Flask app) calls the
+    function with grad on, and the decorator that registers it: the server runs it for every request."""
+    for site in _callers(ctx.module, info):
+        handler = site.scope.function
+        if handler is None or site.context.grad_off is not None:
+            continue
+        decorator = next((d for d in handler.node.decorators if _registers_handler(ctx, d)), None)
+        if decorator is not None:
+            return site, decorator
+    return None
+
+
+def _registers_handler(ctx: RuleContext, decorator: cst.Decorator) -> bool:
+    """``@app.post("/embed")`` where the module binds ``app = FastAPI()`` (the library facts' table)."""
+    expression = decorator.decorator
+    func = expression.func if isinstance(expression, cst.Call) else None
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
+        return False
+    app = func.value.value
+    built = [
+        event.value_node for scope in ctx.module.all_scopes if scope.function is None for event in scope.events
+        if isinstance(event, AssignEvent) and event.targets == (app,) and isinstance(event.value_node, cst.Call)
+    ]
+    raw = dotted(built[-1].func) if built else None
+    return raw is not None and call_fact(f"{ctx.summary.canonical(raw)}.{func.attr.value}", SERVES_REQUESTS) is not None
 
 
 def _callers(module, info) -> list[CallEvent]:
@@ -1931,6 +2131,126 @@ GradEnabledEval.MUST_FIRE = (
         },
         at="print(evaluate(tagger, test_batches))",
     ),
+    Fires(  # the trainer object's `predict` switches its network to eval and runs it; the dev loop leaves grad on
+        """
+        import argparse
+
+        from tagger.trainer import TaggerTrainer
+
+
+        def predict_dataset(trainer, dev_batches):
+            predictions = []
+            for batch in dev_batches:
+                predictions += trainer.predict(batch)
+            return predictions
+
+
+        def train(args):
+            if args.checkpoint is None:
+                trainer = TaggerTrainer(args.hidden)
+            else:
+                trainer = TaggerTrainer.load(args.checkpoint)
+            for step, batch in enumerate(args.train_batches):
+                trainer.update(batch)
+                if step % 1000 == 0:
+                    print(step, predict_dataset(trainer, args.dev_batches))
+
+
+        if __name__ == "__main__":
+            train(argparse.ArgumentParser().parse_args())
+        """,
+        files={
+            "tagger/__init__.py": "",
+            "tagger/trainer.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class TaggerTrainer:
+                    def __init__(self, hidden):
+                        self.model = nn.Sequential(nn.Embedding(1000, hidden), nn.Dropout(0.3), nn.Linear(hidden, 17))
+                        self.optimizer = torch.optim.Adam(self.model.parameters())
+
+                    @classmethod
+                    def load(cls, path):
+                        trainer = cls(256)
+                        trainer.model.load_state_dict(torch.load(path))
+                        return trainer
+
+                    def update(self, batch):
+                        words, tags = batch
+                        self.model.train()
+                        loss = nn.functional.cross_entropy(self.model(words).flatten(0, 1), tags.flatten())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+                    def predict(self, batch):
+                        words, _ = batch
+                        self.model.eval()
+                        return self.model(words).argmax(-1).tolist()
+            """,
+        },
+        at="trainer.predict(batch)",
+    ),
+    Fires(  # a model server's request handler runs one forward per request with grad on
+        """
+        import torch
+        from fastapi import FastAPI
+        from transformers import AutoModel, AutoTokenizer
+
+        app = FastAPI()
+
+
+        class EmbeddingWorker:
+            def __init__(self, name):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModel.from_pretrained(name).cuda()
+
+            def embed(self, text):
+                tokens = self.tokenizer(text, return_tensors="pt").to("cuda")
+                hidden = self.model(**tokens).last_hidden_state
+                return {"embedding": hidden[0].mean(0).tolist()}
+
+
+        worker = EmbeddingWorker("bert-base-uncased")
+
+
+        @app.post("/embed")
+        async def embed(request: dict):
+            return worker.embed(request["text"])
+        """,
+        severity=Severity.WARNING,
+        at="self.model(**tokens)",
+        fixed="""
+        import torch
+        from fastapi import FastAPI
+        from transformers import AutoModel, AutoTokenizer
+
+        app = FastAPI()
+
+
+        class EmbeddingWorker:
+            def __init__(self, name):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModel.from_pretrained(name).cuda()
+
+            def embed(self, text):
+                tokens = self.tokenizer(text, return_tensors="pt").to("cuda")
+                with torch.no_grad():
+                    hidden = self.model(**tokens).last_hidden_state
+                return {"embedding": hidden[0].mean(0).tolist()}
+
+
+        worker = EmbeddingWorker("bert-base-uncased")
+
+
+        @app.post("/embed")
+        async def embed(request: dict):
+            return worker.embed(request["text"])
+        """,
+        unsafe=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -2695,5 +3015,101 @@ GradEnabledEval.MUST_NOT_FIRE = (
                     return correct / total
             """,
         },
+    ),
+    Quiet(  # the dev loop runs under no_grad() in the caller: the trainer's `predict` leaves grad to it
+        """
+        import argparse
+
+        import torch
+
+        from tagger.trainer import TaggerTrainer
+
+
+        def predict_dataset(trainer, dev_batches):
+            predictions = []
+            for batch in dev_batches:
+                predictions += trainer.predict(batch)
+            return predictions
+
+
+        def train(args):
+            trainer = TaggerTrainer(args.hidden)
+            for step, batch in enumerate(args.train_batches):
+                trainer.update(batch)
+                if step % 1000 == 0:
+                    with torch.no_grad():
+                        print(step, predict_dataset(trainer, args.dev_batches))
+
+
+        if __name__ == "__main__":
+            train(argparse.ArgumentParser().parse_args())
+        """,
+        files={
+            "tagger/__init__.py": "",
+            "tagger/trainer.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class TaggerTrainer:
+                    def __init__(self, hidden):
+                        self.model = nn.Sequential(nn.Embedding(1000, hidden), nn.Dropout(0.3), nn.Linear(hidden, 17))
+                        self.optimizer = torch.optim.Adam(self.model.parameters())
+
+                    def update(self, batch):
+                        words, tags = batch
+                        self.model.train()
+                        loss = nn.functional.cross_entropy(self.model(words).flatten(0, 1), tags.flatten())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+                    def predict(self, batch):
+                        words, _ = batch
+                        self.model.eval()
+                        return self.model(words).argmax(-1).tolist()
+            """,
+        },
+    ),
+    Quiet(  # the handler's forward runs under inference_mode(); the server trains nothing, and nothing else runs
+        """
+        import torch
+        from fastapi import FastAPI
+        from transformers import AutoModel, AutoTokenizer
+
+        app = FastAPI()
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+        model = AutoModel.from_pretrained("bert-base-uncased").cuda()
+
+
+        def embed_text(text):
+            tokens = tokenizer(text, return_tensors="pt").to("cuda")
+            with torch.inference_mode():
+                hidden = model(**tokens).last_hidden_state
+            return hidden[0].mean(0).tolist()
+
+
+        @app.post("/embed")
+        async def embed(request: dict):
+            return {"embedding": embed_text(request["text"])}
+        """
+    ),
+    Quiet(  # the forward's output is handed back to the caller, who may backward it: not a dropped graph
+        """
+        from fastapi import FastAPI
+        from transformers import AutoModel
+
+        app = FastAPI()
+        model = AutoModel.from_pretrained("bert-base-uncased")
+
+
+        def encode(tokens):
+            return model(**tokens).last_hidden_state
+
+
+        @app.post("/encode")
+        async def handle(request: dict):
+            return {"shape": list(encode(request["tokens"]).shape)}
+        """
     ),
 )
