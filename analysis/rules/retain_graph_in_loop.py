@@ -19,6 +19,7 @@ import libcst as cst
 
 from trainlint.rules import (
     CallEvent,
+    ClassInfo,
     Fires,
     Loop,
     Quiet,
@@ -42,27 +43,57 @@ class RetainGraphInLoop(Rule):
             return  # tests run backward repeatedly on one graph to check gradients and accumulation
         for scope in ctx.scopes:
             for call in scope.calls():
-                if not _retains(call) or not call.context.loops:
+                if not _retains(call):
                     continue
-                loop = call.context.loops[-1]
-                others = [other for other in calls_in(scope, loop) if is_backward(other) and other is not call]
-                if not others:
-                    self._report(ctx, scope, call, loop)
+                if call.context.loops:
+                    loop = call.context.loops[-1]
+                    others = [other for other in calls_in(scope, loop) if is_backward(other) and other is not call]
+                    if not others:
+                        self._report(ctx, scope, call, scope, loop)
+                elif (site := _called_in_a_loop(ctx, scope, call)) is not None:
+                    self._report(ctx, scope, call, site.scope, site.context.loops[-1], site)
 
-    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
+    def _report(
+        self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop_scope: ScopeAnalysis, loop: Loop,
+        site: CallEvent | None = None,
+    ) -> None:
         written = " ".join(scope.chunk.code_for(call.node).split())
+        evidence = [((loop_scope.chunk, loop.node), "the loop: this backward runs every iteration")]
+        if site is not None:
+            evidence.append(((site.chunk, site.node), "the function with the backward is called here, once per iteration"))
         ctx.report(
             call.node,
             f"`{written}` keeps the graph's saved activations after every backward, but nothing in the loop runs a "
             f"second backward or `autograd.grad` through it: each step's activations stay in memory at least until "
             f"the next step, and for as long as anything refers to the graph",
             evidence=[
-                ((scope.chunk, loop.node), "the loop: this backward runs every iteration"),
+                *evidence,
                 ((scope.chunk, call.node), "the only backward in the loop, with `retain_graph=True`"),
             ],
             help="remove `retain_graph=True`; if autograd then complains about a second backward, `.detach()` the "
             "tensor that carries the graph into the next iteration",
         )
+
+
+def _called_in_a_loop(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> CallEvent | None:
+    """A call, in a loop of this file, of the function that runs ``call`` (its only backward), when nothing
+    else in that loop backwards: a model's ``train()`` method called once per episode."""
+    info = scope.function
+    if info is None or any(is_backward(other) and other is not call for other in calls_in(scope, None)):
+        return None
+    sites = list(ctx.module.calls_of(info))
+    if info.owner is not None:  # `model.train()` of a model class that overrides `train`: a call of the method
+        sites += [
+            other for other in ctx.module.all_calls() if other.function is None and other.method == info.name
+            and other.receiver is not None and isinstance(other.receiver.detail, ClassInfo)
+            and other.receiver.detail.find_method(info.name, ctx.summary) is info
+        ]
+    for site in sites:
+        if site.context.loops and site.context.grad_off is None and not any(
+            is_backward(other) and other is not call for other in calls_in(site.scope, site.context.loops[-1])
+        ):
+            return site
+    return None
 
 
 def _retains(call: CallEvent) -> bool:
@@ -144,6 +175,47 @@ RetainGraphInLoop.MUST_FIRE = (
             optimizer.zero_grad()
         """
     ),
+    Fires(  # the agent's `train` (overriding nn.Module's) runs once per episode, its only backward retaining the graph
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ActorCritic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 128)
+                self.pi = nn.Linear(128, 2)
+                self.v = nn.Linear(128, 1)
+                self.optimizer = torch.optim.Adam(self.parameters(), lr=2e-3)
+                self.losses = []
+
+            def forward(self, x):
+                h = F.relu(self.body(x))
+                return F.softmax(self.pi(h), dim=-1), self.v(h)
+
+            def train(self):
+                loss = torch.stack(self.losses).sum()
+                self.optimizer.zero_grad()
+                loss.backward(retain_graph=True)
+                self.optimizer.step()
+                self.losses = []
+
+
+        def main(env, episodes=1000):
+            agent = ActorCritic()
+            for episode in range(episodes):
+                state, done = env.reset(), False
+                while not done:
+                    probs, value = agent(torch.as_tensor(state, dtype=torch.float32))
+                    action = torch.multinomial(probs, 1).item()
+                    state, reward, done, _ = env.step(action)
+                    agent.losses.append(-torch.log(probs[action]) * (reward - value.item()) + (reward - value) ** 2)
+                agent.train()
+        """,
+        at="loss.backward(retain_graph=True)",
+    ),
 )
 
 RetainGraphInLoop.MUST_NOT_FIRE = (
@@ -220,6 +292,35 @@ RetainGraphInLoop.MUST_NOT_FIRE = (
             loss = step(model, x)
             (loss * 2).backward()
             optimizer.step()
+        """
+    ),
+    Quiet(  # the discriminator's helper retains the graph that the generator's helper backwards through next
+        """
+        import torch.nn.functional as F
+
+
+        class GANTrainer:
+            def __init__(self, generator, discriminator, opt_g, opt_d):
+                self.generator, self.discriminator = generator, discriminator
+                self.opt_g, self.opt_d = opt_g, opt_d
+
+            def discriminator_step(self, fake, real):
+                d_loss = F.softplus(self.discriminator(fake)).mean() + F.softplus(-self.discriminator(real)).mean()
+                self.opt_d.zero_grad()
+                d_loss.backward(retain_graph=True)
+                self.opt_d.step()
+
+            def generator_step(self, fake):
+                g_loss = F.softplus(-self.discriminator(fake)).mean()
+                self.opt_g.zero_grad()
+                g_loss.backward()
+                self.opt_g.step()
+
+            def fit(self, loader, noise):
+                for real in loader:
+                    fake = self.generator(noise(real.size(0)))
+                    self.discriminator_step(fake, real)
+                    self.generator_step(fake)
         """
     ),
 )
