@@ -696,8 +696,14 @@ def attribute_keeping(function, parameter: str) -> str | None:
     ``parameter``, as it is: the parameter itself, or an entry of it (``for key, value in
     metrics.items(): self._stored[key].append(value)``), appended to or assigned into the attribute.
     None when it keeps only host copies (``value.item()``), detached ones, or nothing."""
+    by_parameter = function.chunk.node_memo("parameters kept in attributes").setdefault(function.node, {})
+    if parameter not in by_parameter:
+        by_parameter[parameter] = _attribute_keeping(function.node.body, parameter)
+    return by_parameter[parameter]
+
+
+def _attribute_keeping(body: cst.BaseSuite, parameter: str) -> str | None:
     held = {parameter}
-    body = function.node.body
     for node in _walk_nodes(body):
         if isinstance(node, cst.For) and _entries_of(node.iter, held):
             held.update(target_names(node.target))
