@@ -19,7 +19,12 @@ drawn with the generator inside the training loop and saved as an image, a predi
 writes its results out). That needs grad to be known on there: the function steps an optimizer (no
 caller can turn grad off around training), this file runs it itself, or it is a script's module-level
 loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
-module without parameters records nothing and is left alone.
+module without parameters records nothing and is left alone. The forward may also sit in another
+class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
+network to eval and runs it with grad left to the caller. In a file that trains nothing (an inference
+script, a model server), one such forward outside any loop is a warning when this file runs it with
+grad on or a web framework's request handler calls it (FastAPI's or Flask's `@app.post(...)`: the
+server runs it for every request).
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
@@ -329,7 +334,7 @@ class GradEnabledEval(Rule):
             owner = _receiver_class(ctx, scope, call)
             method = owner.find_method(call.method, ctx.summary) if owner is not None and call.method is not None else None
             found = _evaluates(ctx, method) if method is not None else None
-            if found is None or _output_backwarded(module, [call], frozenset()) or _trains(list(calls_in(scope, None))):
+            if owner is None or found is None or _output_backwarded(module, [call], frozenset()) or _trains(list(calls_in(scope, None))):
                 continue
             if not _grad_known_on(module, scope):
                 return False

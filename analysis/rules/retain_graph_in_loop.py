@@ -5,6 +5,8 @@ that another backward (or `torch.autograd.grad`) can run through it. When nothin
 activations are only freed when the graph's last reference goes: at best one step later, which
 doubles the activation memory of every step (often the difference between fitting and OOM),
 and at worst never, when the loss or an output is kept, so memory grows until the run dies.
+The backward may sit in a function the loop calls (an agent's `train()` once per episode), as
+long as nothing else the loop runs backwards.
 It is usually copied from a tutorial or added to silence "Trying to backward through the graph
 a second time", which means the real bug (a tensor carried across iterations without
 `.detach()`) is still there.

@@ -6,9 +6,11 @@ run dies with CUDA out-of-memory hundreds of steps in — after the GPU hours ar
 backward already ran on the stored value its activations are freed, but the graph's nodes
 still pile up in host memory for the whole run. The same holds for a running total returned to
 the caller (`return total / n`), a running average (`avg = 0.98 * avg + 0.02 * loss`), a list
-kept in an attribute by a Lightning `training_step`, and a recurrent state carried from one batch
-to the next (`out, hidden = model(x, hidden)` without `hidden.detach()`): each new value is
-built on the previous one, so it holds the graph of every step since the loop began.
+kept in an attribute by a Lightning `training_step` (or by a method of the class it hands a dict of
+stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_metrics`), and a
+recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
+`hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
+step since the loop began.
 
 How to fix: store `loss.item()` (a Python float) for logging, or `tensor.detach()` when you
 need the tensor; `.cpu()` alone keeps the graph. It is fine to keep graph-carrying values on
