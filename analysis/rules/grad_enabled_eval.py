@@ -21,10 +21,9 @@ caller can turn grad off around training), this file runs it itself, or it is a 
 loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
-network to eval and runs it with grad left to the caller. In a file that trains nothing (an inference
-script, a model server), one such forward outside any loop is a warning when this file runs it with
-grad on or a web framework's request handler calls it (FastAPI's or Flask's `@app.post(...)`: the
-server runs it for every request).
+network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
+such forward outside any loop is a warning when a web framework's request handler calls it (FastAPI's
+or Flask's `@app.post(...)`: the server runs it for every request, as a loop would).
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
@@ -439,10 +438,10 @@ class GradEnabledEval(Rule):
     # ------------------------------------------------------------------ (e) one inference forward
     def _check_single_forward(self, ctx, scope: ScopeAnalysis) -> bool:
         """One forward, outside any loop, whose graph nothing uses, in a file that runs no backward and
-        steps no optimizer (an inference script, a model server): a vocoder run over a whole utterance,
-        an embedding request. Only where grad is known on: this file runs the function with grad on
-        along the way, or a web framework calls it for every request. Turning grad off around another
-        forward of the function does not cover this one, which the author left outside."""
+        steps no optimizer, where a web framework's request handler of this file calls the function with
+        grad on: the server runs it for every request (an embedding endpoint), as a loop would. A script's
+        one forward run once (a warm-up, a check after exporting a model) costs one graph, and is left
+        alone. Turning grad off around another forward of the function does not cover this one."""
         info = scope.function
         module = ctx.module
         if info is None or _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
@@ -461,7 +460,7 @@ class GradEnabledEval(Rule):
         if _trains(calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
             return False
         served = _served_per_request(ctx, info)
-        if served is None and not _run_by_this_file(module, info, set()):
+        if served is None:
             return False
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
         for forward in forwards:
@@ -475,12 +474,9 @@ class GradEnabledEval(Rule):
             if cuts:
                 evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
                 cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
-            if served is not None:
-                site, decorator = served
-                evidence.append(((site.chunk, decorator), "the web server calls this handler for every request, with grad on"))
-                evidence.append(((site.chunk, site.node), "the handler calls it here"))
-            else:
-                evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(module, info)[:1])
+            site, decorator = served
+            evidence.append(((site.chunk, decorator), "the web server calls this handler for every request, with grad on"))
+            evidence.append(((site.chunk, site.node), "the handler calls it here"))
             no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(info.node, forward.statement)
             edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
@@ -488,7 +484,8 @@ class GradEnabledEval(Rule):
                 forward.node,
                 f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
                 f"nothing derived from it leaves `{info.qualified_name}()`{cut}, and nothing in this file trains. "
-                "An inference pass: it keeps every layer's activations until it returns, for gradients nobody computes",
+                "An inference pass the server runs for every request: each keeps every layer's activations until it "
+                "returns, for gradients nobody computes",
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
@@ -3116,5 +3113,40 @@ GradEnabledEval.MUST_NOT_FIRE = (
         async def handle(request: dict):
             return {"shape": list(encode(request["tokens"]).shape)}
         """
+    ),
+    Quiet(  # an export script runs the model once to check it: one graph, not an inference pass repeated
+        """
+        import argparse
+
+        import torch
+
+        from models.experimental import attempt_load
+
+
+        def run(weights, imgsz=(640, 640)):
+            im = torch.zeros((1, 3, *imgsz))
+            model = attempt_load(weights, device=torch.device("cpu"))
+            _ = model(im)
+            torch.onnx.export(model, im, str(weights).replace(".pt", ".onnx"))
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--weights", default="yolov5s.pt")
+            run(parser.parse_args().weights)
+        """,
+        files={
+            "models/__init__.py": "",
+            "models/experimental.py": """
+                import torch
+                import torch.nn as nn
+
+
+                def attempt_load(weights, device=None):
+                    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.BatchNorm2d(16), nn.SiLU())
+                    model.load_state_dict(torch.load(weights, map_location=device))
+                    return model.eval()
+            """,
+        },
     ),
 )
