@@ -131,6 +131,7 @@ class ScriptInputs:
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
     loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
     quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
+    lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     attention: Found | None = None
     use_cache: Found | None = None  # use_cache=True/False in a call: whether a causal LM's forward returns its KV cache
     sharding: Found | None = None
