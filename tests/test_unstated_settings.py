@@ -54,6 +54,28 @@ def test_a_stated_transformers_release_picks_the_attention_kernel_nobody_named()
     assert not any("attention kernel not stated" in note for note in (*current.assumptions, *older.assumptions))
 
 
+def test_a_family_whose_sdpa_came_later_runs_eager_attention_on_the_releases_before():
+    """BERT's modeling file has SDPA from transformers 4.41.0: a BERT under 4.40.2 keeps every head's attention
+    probabilities (batch x heads x seq^2, with its dropout's output and mask), and the remedy names the release."""
+    from trainlint.estimator.hardware import resolve_target
+    from trainlint.estimator.report import build
+
+    bert = find_architecture("bert-large-uncased")
+    settings = {"model": bert, "batch_size": 4, "seq_len": 512, "dtype": "fp32", "attention": None, "lengths_vary": False}
+    assert settings_for_versions({"transformers": "4.40.2"}, "bert")["sdpa_dispatch"] is False
+    assert settings_for_versions({"transformers": "4.41.0"}, "bert")["sdpa_dispatch"] is True
+    assert settings_for_versions({"transformers": "4.40.2"}, "llama")["sdpa_dispatch"] is True  # from 4.36
+    older = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")))
+    newer = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.41.0"}, "bert")))
+    assert older.process == estimate(Plan(**{**settings, "attention": "eager"})).process
+    assert newer.process == estimate(Plan(**{**settings, "attention": "sdpa"})).process
+    probabilities = 4 * 16 * 512 * 512 * 24  # batch x heads x seq^2 x layers
+    assert older.breakdown.activations.estimate - newer.breakdown.activations.estimate > 8 * probabilities
+    assert any("SDPA only from 4.41.0" in note for note in older.assumptions)
+    report = build(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")), resolve_target("v100-16gb"), {})
+    assert any(remedy.change.startswith("SDPA (transformers 4.41.0 or later") for remedy in report.remedies)
+
+
 def test_the_estimate_command_names_the_kernel_the_stated_release_picks():
     shown = subprocess.run(
         [*TRAINLINT, "estimate", "--model", "qwen2.5-7b", "--seq-len", "4096", "--lora-rank", "8", "--dtype", "bf16",
