@@ -51,10 +51,10 @@ def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -
     if transformers_layers and plan.sdpa_dispatch is not None:  # a stated transformers release decides it
         kernel = released_kernel(plan.sdpa_dispatch)
         result = estimate(dataclasses.replace(plan, attention=kernel), *device)
-        if kernel == "eager":
-            since = SDPA_SINCE.get(plan.model.family, "4.36.0")
+        if kernel == "eager" and plan.model is not None:
+            family = plan.model.family
             note = (f"attention: eager, which keeps the attention scores: the stated transformers release runs "
-                    f"{plan.model.family} models with SDPA only from {since}")
+                    f"{family} models with SDPA only from {SDPA_SINCE.get(family, '4.36.0')}")
             result = dataclasses.replace(result, assumptions=[*result.assumptions, note])
         return dataclasses.replace(result, plan=plan)
     chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
