@@ -114,7 +114,8 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
-    if plan.model_code == "own" or plan.attention is None:  # an estimate whose interval covers the alternatives
+    trl_default = plan.trl_default_checkpointing and plan.mode == "train"
+    if plan.model_code == "own" or plan.attention is None or trl_default:  # an estimate whose interval covers the alternatives
         return covered(plan, estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan

@@ -106,9 +106,25 @@ def unmodelled_code(plan: Plan, estimate: Callable[..., Estimate], *device) -> E
     return covering(chosen, alternatives, plan, note)
 
 
+def trl_default_checkpointing(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A TRL SFTConfig that leaves gradient checkpointing to TRL: on from TRL 0.22 (PR 3510 made it the default of its
+    training configs; the estimate), off before, as in TrainingArguments (the high end); a stated release decides."""
+    settled = dataclasses.replace(plan, trl_default_checkpointing=False)
+    if plan.trl_checkpointing is not None:
+        return dataclasses.replace(estimate(dataclasses.replace(settled, gradient_checkpointing=plan.trl_checkpointing), *device),
+                                   plan=plan)
+    chosen = estimate(dataclasses.replace(settled, gradient_checkpointing=True), *device)
+    older = estimate(dataclasses.replace(settled, gradient_checkpointing=False), *device)
+    note = ("gradient checkpointing: TRL's SFTConfig turns it on by default from TRL 0.22 (the estimate); before, off "
+            f"(the high end); gradient_checkpointing= in the SFTConfig or {settled_by('trl')}")
+    return covering(chosen, [older], plan, note)
+
+
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
-    """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel),
-    its interval covering the alternatives."""
+    """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
+    TRL's default gradient checkpointing), its interval covering the alternatives."""
+    if plan.trl_default_checkpointing and plan.mode == "train":
+        return trl_default_checkpointing(plan, estimate, *device)
     if plan.model_code == "own":
         return unmodelled_code(plan, estimate, *device)
     return unstated_attention(plan, estimate, *device)

@@ -4,6 +4,7 @@ a model run by its own code, and the KV cache an inference forward returns."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import textwrap
@@ -157,3 +158,39 @@ def test_the_command_line_reports_the_unstated_settings_and_settles_them():
     assert not any("attention kernel not stated" in note or "lazy module loading" in note or "--no-use-cache" in note
                    for note in settled["notes"])
     assert settled["peak"]["process"]["high"] < unstated["peak"]["process"]["high"]
+
+
+TRL_SCRIPT = textwrap.dedent(
+    """\
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B", torch_dtype="bfloat16")
+    config = SFTConfig(output_dir="out", per_device_train_batch_size=4, max_length=2048{extra})
+    trainer = SFTTrainer(model=model, args=config, train_dataset=data, peft_config=LoraConfig(r=8))
+    trainer.train()
+    """
+)
+
+
+def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_not():
+    """TRL 0.22 made gradient_checkpointing=True the default of its SFTConfig: a config that leaves it out is
+    checkpointed at the estimate and not at the high end, and a stated TRL release decides; a config that states it,
+    or transformers' TrainingArguments (default off), is read as written."""
+    planned = plan_settings(read_script(TRL_SCRIPT.format(extra="")), {})
+    assert planned.settings["gradient_checkpointing"] is True and planned.settings["trl_default_checkpointing"] is True
+    plan = Plan(model=QWEN, **{**planned.settings, "lengths_vary": False, "attention": "sdpa"})
+    default = estimate(plan)
+    on = estimate(dataclasses.replace(plan, trl_default_checkpointing=False))
+    off = estimate(dataclasses.replace(plan, trl_default_checkpointing=False, gradient_checkpointing=False))
+    assert default.allocated.estimate == on.allocated.estimate < off.allocated.estimate
+    assert default.allocated.high == off.allocated.high and default.allocated.low == on.allocated.low
+    assert any("TRL's SFTConfig turns it on by default from TRL 0.22" in note for note in default.assumptions)
+    older = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.21.0"})))
+    newer = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.22.0"})))
+    assert older.allocated == off.allocated and newer.allocated == on.allocated
+    stated = plan_settings(read_script(TRL_SCRIPT.format(extra=", gradient_checkpointing=False")), {}).settings
+    assert stated["gradient_checkpointing"] is False and "trl_default_checkpointing" not in stated
+    transformers_args = TRL_SCRIPT.format(extra="").replace("SFTConfig(", "TrainingArguments(")
+    assert "gradient_checkpointing" not in plan_settings(read_script(transformers_args), {}).settings

@@ -165,6 +165,8 @@ def run_estimate(args: argparse.Namespace) -> int:
             from trainlint.estimator.unstated import released_kernel
 
             inputs["attention"] = (released_kernel(settings["sdpa_dispatch"]), f"transformers {versions['transformers']}'s default")
+        if settings.get("trl_default_checkpointing") and "trl_checkpointing" in settings:  # the release's SFTConfig default
+            inputs["gradient_checkpointing"] = (settings["trl_checkpointing"], f"trl {versions['trl']}'s SFTConfig default")
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
