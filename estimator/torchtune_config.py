@@ -310,6 +310,9 @@ class _ConfigReader:
             self._set("max_new_tokens", new_tokens, new_tokens.value)
         elif optimizer is not None:
             self._set("mode", optimizer, "train")
+            # the recipes take the loss in `_loss_step`, which deletes the model's outputs before returning it: the
+            # backward starts with the loss alone, as in the HF Trainer's step
+            self._set("previous_graph_alive", config["loss"] if "loss" in config else optimizer, False)
 
     def _read_sharding(self) -> None:
         """The distributed recipes shard with FSDP2's fully_shard: their configs set its options."""
