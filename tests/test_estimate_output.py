@@ -186,3 +186,16 @@ def test_sharding_over_one_gpu_says_it_saves_nothing():
         assert any("over 1 GPU (a single shard saves nothing; give --gpus N" in note for note in alone.assumptions), sharding
         spread = estimate(Plan(model=llama, dtype="bf16", sharding=sharding, gpus=4, attention="sdpa"))
         assert any(f"{sharding.split('-')[0]}" in note and "over 4 GPUs" in note for note in spread.assumptions), sharding
+
+
+def test_a_classifier_head_is_stated_on_the_command_line(capsys):
+    """--head classifier: a BERT fine-tuned for classification keeps no vocabulary logits, and the input says so."""
+    args = ["--model", "bert-large-uncased", "--batch-size", "4", "--seq-len", "512", "--gpu", "v100-16gb", "--format", "json"]
+    code, masked_lm, _ = _estimate(capsys, *args)
+    assert code == 0
+    code, classifier, _ = _estimate(capsys, *args, "--head", "classifier")
+    assert code == 0
+    masked_lm, classifier = json.loads(masked_lm), json.loads(classifier)
+    assert masked_lm["breakdown"]["logits"] > 0.5 * 2**30 and classifier["breakdown"]["logits"] == 0
+    assert classifier["peak"]["allocated"]["estimate"] < masked_lm["peak"]["allocated"]["estimate"]
+    assert classifier["inputs"]["head"] == {"value": "classifier", "source": "command line"}
