@@ -1,4 +1,4 @@
-"""Functional dropout inside a module ignores `model.eval()`: it stays on at evaluation and inference.
+"""Dropout that `model.eval()` cannot reach: functional dropout in a module, or dropout layers kept in a plain list.
 
 `F.dropout(x, p)` defaults to `training=True`. Unlike the `nn.Dropout` layer, the function does not
 know whether its module is in training mode, so `model.eval()` does not turn it off: validation
