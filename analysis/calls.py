@@ -691,6 +691,30 @@ def _kept_form(parameter: str, body: cst.BaseSuite) -> int:
     return kept
 
 
+def kept_by_own_method(event: CallEvent, method) -> list[tuple[str, Value, cst.BaseExpression]]:
+    """``self.store_metrics(metrics)`` where the method appends what it is handed (or its entries) to
+    ``self._stored_metrics``: each graph-carrying argument so kept, with the attribute, as if the caller
+    had appended it itself."""
+    if any(arg.star for arg in event.arg_nodes):
+        return []  # which parameter an argument fills is not known
+    positional = [arg.value for arg in event.arg_nodes if arg.keyword is None]
+    handed = list(zip(method.positional_parameters, event.args, positional))
+    handed += [(arg.keyword.value, event.kwargs[arg.keyword.value], arg.value) for arg in event.arg_nodes if arg.keyword is not None]
+    return [
+        (container, value, node) for name, value, node in handed
+        if GRAPH in value.tags and (container := attribute_keeping(method, name)) is not None
+    ]
+
+
+def reads(node: cst.CSTNode | None, key: str) -> bool:
+    """Whether the expression reads ``key`` (a name or a dotted attribute), or is not known (None)."""
+    if node is None:
+        return True
+    if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == key:
+        return True
+    return any(reads(child, key) for child in node.children)
+
+
 def attribute_keeping(function, parameter: str) -> str | None:
     """The attribute of ``self`` (``self._stored_metrics``) where a method keeps what it is handed as
     ``parameter``, as it is: the parameter itself, or an entry of it (``for key, value in

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import libcst as cst
 
 from . import torchapi
-from .calls import KEEPS_DETACHED, KEEPS_NOTHING, attribute_keeping, call_result, element_of, kept_by_method
+from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_by_method, kept_by_own_method, reads
 from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
 from .names import dotted, imports_of, last_part
@@ -416,7 +416,7 @@ class ScopeAnalysis:
                 self._record_store("subscript", container, value, value_node or target, node, context)
                 held = self.env.get(container)
                 if held is not None and GRAPH in held.tags and GRAPH not in value.tags and not is_known_tensor(held) and (
-                    _reads(value_node, container)
+                    reads(value_node, container)
                 ):
                     # `output["loss"] = output["loss"].detach()`: the part that carried a graph was replaced
                     # (`metrics["acc"] = acc.item()` beside a graph-carrying entry replaces nothing)
@@ -755,7 +755,8 @@ class ScopeAnalysis:
         if method in {"backward", "manual_backward"}:
             self._note_backwarded(event)
         if own_method is not None and function is own_method and context.grad_off is None:
-            self._record_kept_by_own_method(event, own_method, args, kwargs, context)
+            for container, value, node in kept_by_own_method(event, own_method):
+                self._record_store("append", container, value, node, call, context)
         if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
             position = 1 if method == "insert" else 0
             stored_args = [a for a in call.args if a.keyword is None]
@@ -769,21 +770,6 @@ class ScopeAnalysis:
                     )
         return event.result
 
-
-    def _record_kept_by_own_method(self, event: CallEvent, method: FunctionInfo, args, kwargs, context: Context) -> None:
-        """``self.store_metrics(metrics)`` where the method appends what it is handed (or its entries) to
-        ``self._stored_metrics``: the caller keeps it there, as if it had appended it itself."""
-        if any(arg.star for arg in event.arg_nodes):
-            return  # which parameter an argument fills is not known
-        positional = [arg.value for arg in event.arg_nodes if arg.keyword is None]
-        handed = list(zip(method.positional_parameters, args, positional))
-        handed += [(arg.keyword.value, kwargs[arg.keyword.value], arg.value) for arg in event.arg_nodes if arg.keyword is not None]
-        for name, value, node in handed:
-            if GRAPH not in value.tags:
-                continue
-            container = attribute_keeping(method, name)
-            if container is not None:
-                self._record_store("append", container, value, node, event.node, context)
 
     def _note_backwarded(self, event: CallEvent) -> None:
         """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
@@ -864,15 +850,6 @@ _PIPELINE_MODULES = frozenset({
     "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
     "image_encoder", "decoder", "model", "adapter",
 })
-
-
-def _reads(node: cst.CSTNode | None, key: str) -> bool:
-    """Whether the expression reads ``key`` (a name or a dotted attribute), or is not known (None)."""
-    if node is None:
-        return True
-    if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == key:
-        return True
-    return any(_reads(child, key) for child in node.children)
 
 
 _ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
