@@ -323,8 +323,16 @@ def _uncalled_seed_helper(module: ModuleView) -> tuple[FunctionInfo, str, tuple[
         for candidate in candidates:
             seeded = _seeded_by(candidate, module)
             if TORCH in seeded and len(seeded) > 1 and not _named_in(module, candidate.name, imported_as=name):
-                return candidate, name if candidate is function else f"{name}.{candidate.name}", seeded
+                if not _seeds_on_import(workspace, candidate, module):
+                    return candidate, name if candidate is function else f"{name}.{candidate.name}", seeded
     return None
+
+
+def _seeds_on_import(workspace, helper: FunctionInfo, module: ModuleView) -> bool:
+    """Whether the helper's file seeds anything when it is imported (`fix_seed(0)` at its top level):
+    the import itself then seeds the run."""
+    home = workspace.analysis_of(helper.home.path) if helper.home is not None else None
+    return home is None or any(call.scope.function is None and _seeds(call, module) for call in home.all_calls())
 
 
 def _seeded_by(function: FunctionInfo, module: ModuleView) -> tuple[str, ...]:
