@@ -9,7 +9,9 @@ a dataset class of another file of the project, in a library that uses numpy's g
 Two more ways to look seeded and not be: a seed drawn at random on every launch
 (`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, and
 seeding in a parent process whose `mp.spawn` workers start with fresh generators (they inherit
-none). A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
+none). A script that seeds nothing while it imports the project's own helper that seeds torch and
+the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
+one was left out. A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
 nothing else. A training entry point that seeds
 nothing at all starts every run from different initial weights, dropout masks and batch orders
 (a note, on its `__main__` block or, without one, on the script's first statement).
@@ -336,8 +338,9 @@ def _seeds_on_import(workspace, helper: FunctionInfo, module: ModuleView) -> boo
 
 
 def _seeded_by(function: FunctionInfo, module: ModuleView) -> tuple[str, ...]:
-    if "initial_seed" in function.chunk.code_for(function.node):
-        return ()
+    code = function.chunk.code_for(function.node)
+    if "seed" not in code or "initial_seed" in code:
+        return ()  # no seeding written in it (its flow is not worth walking), or a worker's re-seeding
     inner = function.analysis(module.summary)
     calls = [call for call in calls_in(inner, None) if not _seeds_per_process(call) and not _private_generator(call)] if inner else []
     seeded = {library for call in calls for library in _seeds(call, module)}
