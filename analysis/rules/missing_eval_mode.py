@@ -78,6 +78,7 @@ class MissingEvalMode(Rule):
             return
         for scope in ctx.scopes:
             self._check_shared_function(ctx, scope)
+            reported = False
             for call in scope.calls():
                 if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
@@ -90,7 +91,10 @@ class MissingEvalMode(Rule):
                 if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
                     continue
                 self._report(ctx, scope, call, why, layers)
+                reported = True
                 break  # one finding per evaluation pass
+            if not reported:
+                self._check_handed_from_training(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -162,6 +166,54 @@ class MissingEvalMode(Rule):
             )
             return
 
+    def _check_handed_from_training(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """``evaluate_accuracy(test_iter, net)`` called by the function that has just trained ``net`` (it calls
+        ``net.train()``, or backwards a loss while running it) and switches nothing to eval mode: the
+        evaluation function, which does not switch it either, runs it in training mode. This holds whatever
+        the rest of the file does to other models of that name. An inference pass is a function named for
+        one, or a forward under no-grad in a function that computes no gradient; with the layers unknown (a
+        model handed in from elsewhere) it is a note, and only for a function named for evaluation, since a
+        no-grad forward of the trained model inside training (pseudo-labels, an action to take) may want
+        training mode."""
+        function = scope.function
+        if function is None or function.owner is not None or is_test_file(ctx.module.path):
+            return
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return  # it trains: not an inference pass
+        named = bool(_EVALUATION_FUNCTION.search(function.name))
+        for key, forward in _forwards_on_parameters(scope, models_only=False).items():
+            if not named and forward.context.grad_off is None:
+                continue
+            for outer in ctx.module.calls_of(function):
+                passed = _passed_for(outer, function, key)
+                if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1]):
+                    continue
+                value, text = passed
+                layers = _layers_of(ctx.summary, value, ctx.module)
+                if layers is None and not named:
+                    continue
+                caller = outer.scope.function.name if outer.scope.function is not None else "the module"
+                unknown = "" if layers is not None else (
+                    f" Whether `{text}` has dropout or batch-norm layers is not known in this file; if it has,"
+                )
+                ctx.report(
+                    forward.node,
+                    f"`{function.name}` runs `{key}` without switching it to eval mode, and `{caller}` hands it over "
+                    f"straight from training (line {outer.chunk.line_of(outer.node)}): it runs in training mode.{unknown}"
+                    f"{' the' if unknown else ' With its dropout or batch-norm layers, the'} scores are computed with "
+                    "dropout on and batch-norm updating its statistics on evaluation data",
+                    severity=None if layers is not None else Severity.NOTE,
+                    evidence=[
+                        layers,
+                        ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                        ((scope.chunk, function.node.body.body[0]), "where the pass starts in training mode"),
+                        ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
+                    ],
+                    help=f"call `{key}.eval()` at the start of `{function.name}` (and `{text}.train()` when training resumes)",
+                )
+                return
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -208,8 +260,9 @@ def _sets_train_mode(call: CallEvent) -> bool:
     return not args or (isinstance(args[0].value, cst.Name) and args[0].value.value == "True")
 
 
-def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
-    """The first forward of each model parameter of an evaluation function, unless it switches that model to eval."""
+def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -> dict[str, CallEvent]:
+    """The first forward of each model parameter of an evaluation function, unless it switches that model to eval
+    (with ``models_only`` false, of each parameter it calls, known to be a model or not)."""
     forwards: dict[str, CallEvent] = {}
     switched: set[str] = set()
     for call in scope.calls():
@@ -218,9 +271,26 @@ def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
             switched.add(key)
-        elif call.method is None and call.receiver is not None and Tag.MODEL in call.receiver.tags:
+        elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str) -> bool:
+    """The function making ``call`` puts ``text`` in training mode (``text.train()``, or a loss from its forward
+    backwarded there) and nothing in it switches ``text`` to eval mode, itself or through a local helper."""
+    calls = list(call.scope.calls())
+    trains = any(other.method == "train" and other.receiver_key == text and _sets_train_mode(other) for other in calls) or (
+        any(other.method is None and other.receiver_key == text for other in calls) and any(is_backward(other) for other in calls)
+    )
+    if not trains:
+        return False
+    key = text.rpartition(".")[2]
+    return not any(
+        (other.receiver_key == text and _sets_eval_mode(other))
+        or (other.function is not None and other is not call and _helper_sets_eval_mode(other, key, module.summary))
+        for other in calls
+    )
 
 
 def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str | None] | None:
@@ -827,9 +897,136 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
     ),
+    Fires(  # the training function hands its model to `val` straight from training; the `.eval()` in `test` runs elsewhere
+        """
+        import torch
+
+        from networks import HyperspectralCNN
+
+
+        def val(net, loader, device="cpu"):
+            correct, total = 0, 0
+            for data, target in loader:
+                with torch.no_grad():
+                    output = net(data.to(device))
+                correct += (output.argmax(1) == target.to(device)).sum().item()
+                total += target.numel()
+            return correct / total
+
+
+        def test(net, loader):
+            net.eval()
+            with torch.no_grad():
+                return [net(data).argmax(1) for data, _ in loader]
+
+
+        def train(train_loader, val_loader, epochs, device="cpu"):
+            net = HyperspectralCNN(bands=103, classes=9).to(device)
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+            criterion = torch.nn.CrossEntropyLoss()
+            for epoch in range(epochs):
+                net.train()
+                for data, target in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(net(data.to(device)), target.to(device))
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, val(net, val_loader, device=device))
+            return net
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class HyperspectralCNN(nn.Module):
+                    def __init__(self, bands, classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv1d(1, 20, 24), nn.BatchNorm1d(20), nn.ReLU(), nn.AdaptiveAvgPool1d(8))
+                        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(160, classes))
+
+                    def forward(self, x):
+                        return self.classifier(self.features(x.unsqueeze(1)).flatten(1))
+            """,
+        },
+        at="output = net(data.to(device))",
+    ),
+    Fires(  # a library of training helpers: the model comes from the user, so its layers are unknown here (a note)
+        """
+        import torch
+
+
+        def evaluate_accuracy(data_iter, net, device=torch.device("cpu")):
+            correct, n = 0, 0
+            for X, y in data_iter:
+                X, y = X.to(device), y.to(device)
+                correct += (net(X).argmax(dim=1) == y).sum().item()
+                n += y.numel()
+            return correct / n
+
+
+        def train_classifier(net, train_iter, test_iter, loss_fn, num_epochs, lr, device):
+            net = net.to(device)
+            optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+            for epoch in range(num_epochs):
+                for X, y in train_iter:
+                    X, y = X.to(device), y.to(device)
+                    loss = loss_fn(net(X), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(f"epoch {epoch + 1}, test acc {evaluate_accuracy(test_iter, net, device):.3f}")
+        """,
+        severity=Severity.NOTE,
+        at="correct += (net(X).argmax(dim=1) == y).sum().item()",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the training function switches the model to eval mode itself before handing it over
+        """
+        import torch
+
+
+        def evaluate_accuracy(data_iter, net):
+            with torch.no_grad():
+                return sum((net(X).argmax(1) == y).sum().item() for X, y in data_iter)
+
+
+        def train_classifier(net, train_iter, test_iter, loss_fn, optimizer, num_epochs):
+            for epoch in range(num_epochs):
+                net.train()
+                for X, y in train_iter:
+                    optimizer.zero_grad()
+                    loss_fn(net(X), y).backward()
+                    optimizer.step()
+                net.eval()
+                print(epoch, evaluate_accuracy(test_iter, net))
+        """
+    ),
+    Quiet(  # pseudo-labels from the model being trained, in a helper not named for evaluation: the mode may be wanted
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def pseudo_labels(net, images, threshold):
+            with torch.no_grad():
+                probs = net(images).softmax(1)
+            confidence, labels = probs.max(1)
+            return labels, confidence > threshold
+
+
+        def train_semi_supervised(net, labeled_loader, unlabeled_loader, optimizer, threshold=0.95):
+            net.train()
+            for (images, targets), unlabeled in zip(labeled_loader, unlabeled_loader):
+                labels, keep = pseudo_labels(net, unlabeled, threshold)
+                loss = F.cross_entropy(net(images), targets) + F.cross_entropy(net(unlabeled[keep]), labels[keep])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
     Quiet(  # a model's own decoding method under no_grad: `device=` in its loop is not a dev set, and the caller sets the mode (audiocraft's MAGNeT)
         """
         import math
