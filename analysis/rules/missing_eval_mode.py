@@ -25,8 +25,10 @@ import re
 import libcst as cst
 
 from trainlint.analysis.libraries import torch_layer_dropout
+from trainlint.analysis.torchapi import is_ddp_wrapper
 from trainlint.analysis.patterns import (
     evaluation_calls,
+    is_eval_name,
     library_model_facts,
     mode_parameter,
     name_words,
@@ -95,6 +97,7 @@ class MissingEvalMode(Rule):
                 break  # one finding per evaluation pass
             if not reported:
                 self._check_handed_from_training(ctx, scope)
+                self._check_class_managed_mode(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -191,8 +194,8 @@ class MissingEvalMode(Rule):
                     continue
                 value, text = passed
                 layers = _layers_of(ctx.summary, value, ctx.module)
-                if layers is None and not named:
-                    continue
+                if layers is None and (not named or not _kind_unknown(value)):
+                    continue  # a model known to have no such layers, or a pass whose training mode may be wanted
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
                 unknown = "" if layers is not None else (
                     f" Whether `{text}` has dropout or batch-norm layers is not known in this file; if it has,"
@@ -207,12 +210,65 @@ class MissingEvalMode(Rule):
                     evidence=[
                         layers,
                         ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
-                        ((scope.chunk, function.node.body.body[0]), "where the pass starts in training mode"),
+                        ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
                         ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
                     ],
                     help=f"call `{key}.eval()` at the start of `{function.name}` (and `{text}.train()` when training resumes)",
                 )
                 return
+
+    def _check_class_managed_mode(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A class that switches its model's mode itself (``self.model.train()`` in its training method) and
+        whose inference method (``infer``, ``predict``, or a no-grad forward) runs the model without switching
+        it: called after training, as a fitted object's inference method is, it runs in training mode. The
+        method must be an entry point (no other method of the class calls it and sets the mode for it) that
+        computes no gradient. With the model's layers unknown it is a note, and only for a method named for
+        inference."""
+        function = scope.function
+        if function is None or function.owner is None or function.name in {"forward", "__call__", "__init__"}:
+            return
+        owner = function.owner
+        named = bool(_EVALUATION_FUNCTION.search(function.name) or is_eval_name(function.name))
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
+            return  # it sets the mode itself
+        others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
+        if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
+            return  # a helper of another method, which decides the mode it runs in
+        for forward in calls:
+            key = forward.receiver_key
+            if forward.method is not None or forward.receiver is None or key is None or not key.startswith("self."):
+                continue
+            if not named and forward.context.grad_off is None:
+                continue
+            switch = _training_switch(others, key)
+            if switch is None:
+                continue
+            layers = _layers_of(ctx.summary, forward.receiver, ctx.module)
+            if layers is None and (not named or not _kind_unknown(forward.receiver)):
+                continue
+            trainer, call = switch
+            unknown = "" if layers is not None else (
+                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
+            )
+            ctx.report(
+                forward.node,
+                f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
+                f"training mode (line {call.chunk.line_of(call.node)}): called after training, it runs in training mode."
+                f"{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} results are computed "
+                "with dropout on and batch-norm updating its statistics on the data",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                    ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
+                    ((call.chunk, call.node), f"`{trainer}` switches to training mode"),
+                ],
+                help=f"call `self.eval()` or `{key}.eval()` at the start of `{function.name}`",
+            )
+            return
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
@@ -274,6 +330,32 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
         elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
+    """The first of a class's other methods that puts ``key`` (``self.model``) in training mode, directly or
+    through the object holding it (``self.train()``), with that switch."""
+    for method, analysis in methods:
+        if analysis is None:
+            continue
+        for call in analysis.calls():
+            if call.method == "train" and call.receiver_key in {key, "self"} and _sets_train_mode(call):
+                return method.name, call
+    return None
+
+
+def _kind_unknown(value: Value) -> bool:
+    """Nothing in the file tells what model this is (a parameter, an attribute bound elsewhere, or a
+    data-parallel wrapper around one): whether it has dropout or batch-norm is unknown, not absent."""
+    detail = value.detail
+    return detail is None or (isinstance(detail, str) and (is_ddp_wrapper(detail) or last_part(detail) == "DataParallel"))
+
+
+def _first_statement(node: cst.FunctionDef) -> cst.CSTNode:
+    """The first statement of a function's body after its docstring: where a mode switch would go."""
+    body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    docstring = node.get_docstring(clean=False) is not None
+    return body[1] if docstring and len(body) > 1 else body[0]
 
 
 def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str) -> bool:
@@ -980,9 +1062,127 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="correct += (net(X).argmax(dim=1) == y).sum().item()",
     ),
+    Fires(  # a fitted object's predict method: `fit` leaves the classifier in training mode, `predict` never switches it
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from text_models import TextClassifier
+
+
+        class SentimentModel:
+            def __init__(self, vocab_size, num_labels, device="cuda"):
+                self.device = device
+                self.model = TextClassifier(vocab_size, num_labels).to(device)
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+            def fit(self, loader, epochs=3):
+                self.model.train()
+                for _ in range(epochs):
+                    for tokens, labels in loader:
+                        loss = F.cross_entropy(self.model(tokens.to(self.device)), labels.to(self.device))
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+            def score(self, loader):
+                self.model.eval()
+                with torch.no_grad():
+                    return sum((self.model(t.to(self.device)).argmax(-1).cpu() == y).sum().item() for t, y in loader)
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                logits = self.model(tokens.to(self.device))
+                return logits.softmax(-1).cpu()
+        """,
+        files={
+            "text_models.py": """
+                import torch.nn as nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab_size, num_labels, dim=128):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, num_labels)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+        at="logits = self.model(tokens.to(self.device))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the batch helper runs only from `evaluate`, which switches the mode first
+        """
+        import torch
+
+        from text_models import TextClassifier
+
+
+        class SentimentModel:
+            def __init__(self, vocab_size, num_labels):
+                self.model = TextClassifier(vocab_size, num_labels)
+
+            def fit(self, loader, optimizer, loss_fn):
+                self.model.train()
+                for tokens, labels in loader:
+                    optimizer.zero_grad()
+                    loss_fn(self.model(tokens), labels).backward()
+                    optimizer.step()
+
+            @torch.no_grad()
+            def _predict_batch(self, tokens):
+                return self.model(tokens).argmax(-1)
+
+            def evaluate(self, loader):
+                self.model.eval()
+                return sum((self._predict_batch(tokens) == labels).sum().item() for tokens, labels in loader)
+        """,
+        files={
+            "text_models.py": """
+                import torch.nn as nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab_size, num_labels, dim=128):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, num_labels)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+    ),
+    Quiet(  # an agent acting with the policy it trains, of a kind not known here: acting is not an evaluation
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Agent:
+            def __init__(self, policy, lr=1e-3):
+                self.policy = policy
+                self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+
+            @torch.no_grad()
+            def act(self, state):
+                return self.policy(state.unsqueeze(0)).argmax(-1).item()
+
+            def learn(self, states, actions, returns):
+                self.policy.train()
+                log_probs = F.log_softmax(self.policy(states), -1).gather(1, actions[:, None]).squeeze(1)
+                loss = -(log_probs * returns).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """
+    ),
     Quiet(  # the training function switches the model to eval mode itself before handing it over
         """
         import torch
