@@ -98,6 +98,7 @@ class MissingEvalMode(Rule):
             if not reported:
                 self._check_handed_from_training(ctx, scope)
                 self._check_class_managed_mode(ctx, scope)
+                self._check_restored_and_run(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -270,6 +271,50 @@ class MissingEvalMode(Rule):
             )
             return
 
+    def _check_restored_and_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model whose trained weights are loaded (``load_state_dict``) and that is then only run without grad,
+        itself or by a helper it is handed to, in a function that trains nothing and switches nothing to eval:
+        an inference pass, whatever its data is called. A module is built in training mode and loading weights
+        keeps the mode. With its layers unknown (a factory from elsewhere) it is a note."""
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if scope.function is None and ctx.module.backward_calls:
+            return
+        for load in calls:
+            key = load.receiver_key
+            if load.method != "load_state_dict" or load.receiver is None or key is None or "." in key:
+                continue
+            if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls):
+                continue
+            if _switched_to_eval_named(ctx.module, key) or _loaded_in_eval_mode(ctx, scope, load):
+                continue
+            run = next((call for call in calls if call.context.grad_off is not None and _runs_named(ctx, call, key)), None)
+            if run is None:
+                continue
+            layers = _layers_of(ctx.summary, load.receiver, ctx.module)
+            if layers is None and not _kind_unknown(load.receiver):
+                continue
+            unknown = "" if layers is not None else (
+                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
+            )
+            grad_off = run.context.grad_off
+            ctx.report(
+                run.node,
+                f"`{key}` gets its trained weights (line {load.chunk.line_of(load.node)}) and is then run without grad, "
+                f"for inference, in training mode: nothing switches it to eval mode, and loading weights keeps the mode "
+                f"it was built in.{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} outputs "
+                "are computed with dropout on and batch-norm normalising with the statistics of each batch",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((load.chunk, load.node), "the trained weights are loaded here"),
+                    ((run.chunk, grad_off), "the inference runs without grad from here, in training mode"),
+                ],
+                help=f"call `{key}.eval()` after loading the weights",
+            )
+            return
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -330,6 +375,25 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
         elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
+    """``call`` runs the model named ``key``: it calls it, or hands it to a function of the workspace that calls
+    it or hands it on."""
+    if call.method is None and call.receiver_key == key:
+        return True
+    function = call.function
+    if function is None or not any(call.chunk.code_for(arg.value) == key for arg in call.arg_nodes if not arg.star):
+        return False
+    inner = function.analysis(ctx.summary)
+    if inner is None:
+        return False
+    parameters = [name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key]
+    return any(
+        other.receiver_key in parameters and other.method is None
+        or any(other.chunk.code_for(arg.value) in parameters for arg in other.arg_nodes)
+        for other in inner.calls()
+    )
 
 
 def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
@@ -1113,9 +1177,148 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="logits = self.model(tokens.to(self.device))",
     ),
+    Fires(  # weights restored, then the model segments every input file without grad: the data is not named held-out, the pass is inference all the same
+        """
+        import torch
+
+        from networks import UNet
+
+
+        def segment_folder(checkpoint, volumes):
+            network = UNet(in_channels=1, classes=3)
+            network.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+            results = {}
+            with torch.no_grad():
+                for name, volume in volumes.items():
+                    results[name] = network(volume[None]).argmax(1)[0]
+            return results
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class UNet(nn.Module):
+                    def __init__(self, in_channels, classes, width=32):
+                        super().__init__()
+                        self.encode = nn.Sequential(nn.Conv3d(in_channels, width, 3, padding=1), nn.BatchNorm3d(width), nn.ReLU())
+                        self.head = nn.Conv3d(width, classes, 1)
+
+                    def forward(self, x):
+                        return self.head(self.encode(x))
+            """,
+        },
+        at="results[name] = network(volume[None]).argmax(1)[0]",
+    ),
+    Fires(  # the network comes from a factory of another file and runs inside a helper: its layers are unknown here (a note)
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        def predict_cases(config, checkpoint, cases):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint)["weights"])
+            predictions = []
+            with torch.no_grad():
+                for case in cases:
+                    predictions.append(predict_sliding_window(network, case, tile=(128, 128, 128)))
+            return predictions
+        """,
+        files={
+            "sliding_window.py": """
+                import torch
+
+
+                def predict_sliding_window(network, volume, tile):
+                    logits = torch.zeros_like(volume)
+                    for z in range(0, volume.shape[-3], tile[0]):
+                        logits[..., z:z + tile[0], :, :] = network(volume[None, ..., z:z + tile[0], :, :])[0]
+                    return logits
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+        severity=Severity.NOTE,
+        at="predictions.append(predict_sliding_window(network, case, tile=(128, 128, 128)))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # restored weights and switched to eval mode by the project's helper before predicting
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        def prepare(network):
+            network.eval()
+            return network
+
+
+        def predict_cases(config, checkpoint, cases):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint)["weights"])
+            prepare(network)
+            with torch.no_grad():
+                return [predict_sliding_window(network, case, tile=(128, 128, 128)) for case in cases]
+        """,
+        files={
+            "sliding_window.py": """
+                def predict_sliding_window(network, volume, tile):
+                    return network(volume[None])[0]
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+    ),
+    Quiet(  # restored weights fine-tuned on new data: the no-grad pass is the training loop's monitoring
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from architectures import network_from_config
+
+
+        def finetune(config, checkpoint, loader, probe):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint))
+            optimizer = torch.optim.SGD(network.parameters(), lr=1e-3)
+            for images, labels in loader:
+                loss = F.cross_entropy(network(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    print(network(probe).softmax(1)[:, 1].mean().item())
+        """,
+        files={
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+    ),
     Quiet(  # the batch helper runs only from `evaluate`, which switches the mode first
         """
         import torch
