@@ -239,16 +239,15 @@ class MissingEvalMode(Rule):
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
             return  # a helper of another method, which decides the mode it runs in
         for forward in calls:
-            key = forward.receiver_key
-            if forward.method is not None or forward.receiver is None or key is None or not key.startswith("self."):
+            held = _held_model_run(ctx, forward)
+            if held is None or (not named and forward.context.grad_off is None):
                 continue
-            if not named and forward.context.grad_off is None:
-                continue
+            key, model = held
             switch = _training_switch(others, key)
             if switch is None:
                 continue
-            layers = _layers_of(ctx.summary, forward.receiver, ctx.module)
-            if layers is None and (not named or not _kind_unknown(forward.receiver)):
+            layers = _layers_of(ctx.summary, model, ctx.module)
+            if layers is None and (not named or not _kind_unknown(model)):
                 continue
             trainer, call = switch
             unknown = "" if layers is not None else (
@@ -257,7 +256,7 @@ class MissingEvalMode(Rule):
             ctx.report(
                 forward.node,
                 f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
-                f"training mode (line {call.chunk.line_of(call.node)}): called after training, it runs in training mode."
+                f"training mode (line {call.chunk.line_of(call.node)}): run after `{trainer}`, it runs in training mode."
                 f"{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} results are computed "
                 "with dropout on and batch-norm updating its statistics on the data",
                 severity=None if layers is not None else Severity.NOTE,
@@ -267,7 +266,7 @@ class MissingEvalMode(Rule):
                     ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
                     ((call.chunk, call.node), f"`{trainer}` switches to training mode"),
                 ],
-                help=f"call `self.eval()` or `{key}.eval()` at the start of `{function.name}`",
+                help=f"call `{key}.eval()` at the start of `{function.name}`",
             )
             return
 
@@ -375,6 +374,22 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
         elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | None:
+    """The attribute model (``self.model``) that ``call`` runs, itself or by handing it to a workspace helper
+    that runs it, with its value."""
+    if call.method is None and call.receiver is not None and (call.receiver_key or "").startswith("self."):
+        return call.receiver_key, call.receiver
+    if call.function is None:
+        return None
+    for position, arg in enumerate(call.arg_nodes):
+        text = call.chunk.code_for(arg.value)
+        if arg.star or not text.startswith("self.") or not _runs_named(ctx, call, text):
+            continue
+        value = call.kwargs.get(arg.keyword.value) if arg.keyword is not None else (call.args[position] if position < len(call.args) else None)
+        return (text, value) if value is not None else None
+    return None
 
 
 def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
