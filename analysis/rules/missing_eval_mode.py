@@ -8,7 +8,13 @@ saved model's batch-norm statistics are polluted by the validation set. A functi
 (`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
 evaluation call. An evaluation pass is a function named for one (`evaluate`, `validate`), a no-grad
 loop over held-out data (`val_loader`, `testloader`), or, in a file that trains, a loop over held-out
-data that trains nothing (code written before `no_grad`, or that forgot it). The layers are read from
+data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
+to where it is known: an evaluation function handed the model straight from the function that trains it
+(`net.train()`, or a backwarded forward, and no `.eval()` there); a class that puts its model in training
+mode in one method and runs it in an inference method (`predict`, `infer`, a no-grad forward) that never
+switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
+without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
+a factory of another file) and its layers cannot be read, these are notes. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
