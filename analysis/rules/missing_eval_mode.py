@@ -1271,6 +1271,53 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="predictions.append(predict_sliding_window(network, case, tile=(128, 128, 128)))",
     ),
+    Fires(  # a trainer class switches its network per epoch, and its final validation hands it to a helper without switching (a note: the network comes from a factory)
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        class SegmentationTrainer:
+            def __init__(self, config):
+                self.network = network_from_config(config)
+                self.optimizer = torch.optim.SGD(self.network.parameters(), lr=0.01, momentum=0.99)
+
+            def on_train_epoch_start(self):
+                self.network.train()
+
+            def train_step(self, batch):
+                loss = self.network(batch["data"]).sub(batch["target"]).pow(2).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+
+            def perform_final_validation(self, cases):
+                results = {}
+                with torch.no_grad():
+                    for name, volume in cases.items():
+                        results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))
+                return results
+        """,
+        files={
+            "sliding_window.py": """
+                def predict_sliding_window(network, volume, tile):
+                    return network(volume[None])[0]
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+        severity=Severity.NOTE,
+        at="results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
