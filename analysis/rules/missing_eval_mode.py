@@ -41,6 +41,7 @@ from trainlint.analysis.patterns import (
     smoke_test_forward,
 )
 from trainlint.rules import (
+    AssignEvent,
     CallEvent,
     ClassInfo,
     Fires,
@@ -193,11 +194,11 @@ class MissingEvalMode(Rule):
             return  # it trains: not an inference pass
         named = bool(_EVALUATION_FUNCTION.search(function.name))
         for key, forward in _forwards_on_parameters(scope, models_only=False).items():
-            if not named and forward.context.grad_off is None:
+            if (not named and forward.context.grad_off is None) or _rebound(scope, key):
                 continue
             for outer in ctx.module.calls_of(function):
                 passed = _passed_for(outer, function, key)
-                if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1]):
+                if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1], passed[0]):
                     continue
                 value, text = passed
                 layers = _layers_of(ctx.summary, value, ctx.module)
@@ -417,6 +418,20 @@ def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
     )
 
 
+def _trained_in_loop(forward: CallEvent, calls: list[CallEvent]) -> bool:
+    """A backward runs in the loop that runs ``forward``: the model is trained there."""
+    if not forward.context.loops:
+        return False
+    loop = forward.context.loops[-1]
+    return any(is_backward(other) and loop in other.context.loops for other in calls)
+
+
+def _rebound(scope: ScopeAnalysis, name: str) -> bool:
+    """The function binds ``name`` again (``vae = accelerator.unwrap_model(vae)``, or a reloaded model): what it
+    runs under that name may not be what it was handed."""
+    return any(isinstance(event, AssignEvent) and name in event.targets for event in scope.events)
+
+
 def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
     """The first of a class's other methods that puts ``key`` (``self.model``) in training mode, directly or
     through the object holding it (``self.train()``), with that switch."""
@@ -443,12 +458,13 @@ def _first_statement(node: cst.FunctionDef) -> cst.CSTNode:
     return body[1] if docstring and len(body) > 1 else body[0]
 
 
-def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str) -> bool:
-    """The function making ``call`` puts ``text`` in training mode (``text.train()``, or a loss from its forward
-    backwarded there) and nothing in it switches ``text`` to eval mode, itself or through a local helper."""
+def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, value: Value) -> bool:
+    """The function making ``call`` puts ``text`` in training mode (``text.train()``, or, for a value known to be
+    a model, runs it in a loop that backwards) and nothing in it switches ``text`` to eval mode, itself or
+    through a local helper."""
     calls = list(call.scope.calls())
     trains = any(other.method == "train" and other.receiver_key == text and _sets_train_mode(other) for other in calls) or (
-        any(other.method is None and other.receiver_key == text for other in calls) and any(is_backward(other) for other in calls)
+        Tag.MODEL in value.tags and any(_trained_in_loop(other, calls) for other in calls if other.method is None and other.receiver_key == text)
     )
     if not trains:
         return False
