@@ -31,7 +31,6 @@ import re
 import libcst as cst
 
 from trainlint.analysis.libraries import torch_layer_dropout
-from trainlint.analysis.torchapi import is_ddp_wrapper
 from trainlint.analysis.patterns import (
     evaluation_calls,
     is_eval_name,
@@ -40,6 +39,7 @@ from trainlint.analysis.patterns import (
     name_words,
     smoke_test_forward,
 )
+from trainlint.analysis.torchapi import is_ddp_wrapper
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -305,6 +305,7 @@ class MissingEvalMode(Rule):
                 f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
             )
             grad_off = run.context.grad_off
+            assert grad_off is not None, "the run was picked for running without grad"
             ctx.report(
                 run.node,
                 f"`{key}` gets its trained weights (line {load.chunk.line_of(load.node)}) and is then run without grad, "
@@ -386,8 +387,9 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
 def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | None:
     """The attribute model (``self.model``) that ``call`` runs, itself or by handing it to a workspace helper
     that runs it, with its value."""
-    if call.method is None and call.receiver is not None and (call.receiver_key or "").startswith("self."):
-        return call.receiver_key, call.receiver
+    key = call.receiver_key
+    if call.method is None and call.receiver is not None and key is not None and key.startswith("self."):
+        return key, call.receiver
     if call.function is None:
         return None
     for position, arg in enumerate(call.arg_nodes):
