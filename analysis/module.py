@@ -80,6 +80,10 @@ class ModuleAnalysis:
         self._kept_walks: tuple[int, ClassInfo] | None = None
         # Statements whose analysis and rule results were carried over from the previous text.
         self.kept: frozenset[int] = frozenset()
+        # The class statement edited inside one method whose other methods kept their flows
+        # (``_methods_kept``), -1 if none; and the lines the edit touched (first, last, lines added).
+        self.methods_edited = -1
+        self.edited_lines: tuple[int, int, int] | None = None
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
 
@@ -105,10 +109,10 @@ class ModuleAnalysis:
         text = normalize_line_breaks(text)
         spliced = self._spliced(text)
         if spliced is not None:
-            chunks, unchanged = spliced
+            chunks, unchanged, edited_lines = spliced
         else:
-            chunks, unchanged = self._rechunked(text)
-        result = self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
+            (chunks, unchanged), edited_lines = self._rechunked(text), None
+        result = self._with_chunks(text, chunks, unchanged, edited_lines)
         if "_cuda_found" in self.__dict__:  # a search of 3,900 lines takes 3.7 ms: not again where the text is as it was
             result.__dict__["_cuda_found"] = self._cuda_after_edit(text)
         return result
@@ -133,10 +137,11 @@ class ModuleAnalysis:
         lines_added = text.count("\n", prefix, len(text) - suffix) - old.count("\n", prefix, len(old) - suffix)
         return found[0] + lines_added, found[1] + shift  # on a line after the edit, moved with it
 
-    def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
+    def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int], tuple[int, int, int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
         innermost statement it touched (ParsedChunk.spliced); the others keep their chunks and move
-        by the lines the edit added or removed. None for any other edit."""
+        by the lines the edit added or removed. None for any other edit. With the chunks, the
+        first and last line of the new text the edit touched, and how many lines it added."""
         old = self._text
         prefix = common_prefix(old, text)
         suffix = common_suffix(old, text, limit=min(len(old), len(text)) - prefix)
@@ -161,7 +166,8 @@ class ModuleAnalysis:
                 for later in range(index + 1, len(chunks)):
                     moved = chunks[later]
                     moved.relocate(Chunk(start_line=moved.start_line + shift, text=moved.chunk.text))
-                return chunks, set(range(len(chunks))) - {index}
+                first = text.count("\n", 0, prefix) + 1
+                return chunks, set(range(len(chunks))) - {index}, (first, first + text.count("\n", prefix, new_end), shift)
             offset += length
         return None
 
@@ -188,13 +194,15 @@ class ModuleAnalysis:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
         return chunks, unchanged
 
-    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int], *, spliced: bool = False) -> ModuleAnalysis:
+    def _with_chunks(
+        self, text: str, chunks: list[ParsedChunk], unchanged: set[int], edited_lines: tuple[int, int, int] | None,
+    ) -> ModuleAnalysis:
         kept, new_facts = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
         kept_methods: list[FunctionInfo] = []
         edited = -1
-        if spliced and len(unchanged) == len(chunks) - 1:
+        if edited_lines is not None and len(unchanged) == len(chunks) - 1:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
@@ -221,7 +229,11 @@ class ModuleAnalysis:
         result._calls_by_function = None
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
-        result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
+        result.methods_edited = edited
+        result.edited_lines = edited_lines if edited >= 0 else None
+        result.rule_results = {
+            index: results for index, results in self.rule_results.items() if index in kept or index == edited
+        }
         result.rule_results_key = self.rule_results_key
         for index, facts in enumerate(self.facts):
             if index not in kept and facts is not None and index != edited:
@@ -366,13 +378,15 @@ class ModuleAnalysis:
             chunk = reads.chunk
             if not chunk.start_line < number <= chunk.start_line + chunk.chunk.line_count:
                 note_whole_module()
+            elif reads.scope is not None:
+                dependencies.note_position(chunk, number, number)
         return self._all_lines()[number - 1]
 
     def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]:
         """The module-level code of a statement, and every function and method it defines."""
         reads = dependencies.current()
-        if reads is not None and reads.chunk is not chunk:
-            note_whole_module()
+        if reads is not None and (reads.chunk is not chunk or reads.scope is not None):
+            note_whole_module()  # checking one scope, all of its statement's is beyond it
         return self._scopes_at(chunk.index)
 
     def _scopes_at(self, index: int) -> list[ScopeAnalysis]:
@@ -562,6 +576,23 @@ class ModuleAnalysis:
         return all(
             self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
         )
+
+    def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
+        """Whether one scope's kept result (of the statement ``methods_edited``, whose scope it is and
+        still the same flow) holds: the module-wide values and other statements' lines it read are
+        unchanged, every flow it asked for is the same, and the lines of its statement it read are
+        neither lines the edit touched nor after them when the edit added or removed lines."""
+        if not self.still_holds(result):
+            return False
+        if any(function._analysis is not analysis for function, analysis in result.flows):
+            return False
+        if result.own_lines is None or self.edited_lines is None:
+            return True
+        first_read, last_read = result.own_lines
+        first_edited, last_edited, added = self.edited_lines
+        if added:
+            return last_read < first_edited
+        return last_read < first_edited or first_read > last_edited
 
     @property
     def backward_calls(self) -> list[CallEvent]:

@@ -44,19 +44,18 @@ class DropoutAlwaysOn(Rule):
     name = "dropout-always-on"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            owner = scope.function.owner if scope.function is not None else None
-            if owner is None or not ctx.summary.is_module_class(owner):
-                continue
-            for call in scope.calls():
-                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
-                        and not _asked_for_by_the_caller(scope, call):
-                    self._report(ctx, scope, call, owner.name)
-                elif call.callee == _ATTENTION and not _only_while_training(call):
-                    rate = _attention_dropout(scope, call)
-                    if rate is not None:
-                        self._report_attention(ctx, scope, call, owner.name, rate)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        owner = scope.function.owner if scope.function is not None else None
+        if owner is None or not ctx.summary.is_module_class(owner):
+            return
+        for call in scope.calls():
+            if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
+                    and not _asked_for_by_the_caller(scope, call):
+                self._report(ctx, scope, call, owner.name)
+            elif call.callee == _ATTENTION and not _only_while_training(call):
+                rate = _attention_dropout(scope, call)
+                if rate is not None:
+                    self._report_attention(ctx, scope, call, owner.name, rate)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
         assert call.callee is not None and scope.function is not None and scope.function.owner is not None, (

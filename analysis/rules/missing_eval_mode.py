@@ -73,24 +73,23 @@ class MissingEvalMode(Rule):
     name = "missing-eval-mode"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
-        for scope in ctx.scopes:
-            self._check_shared_function(ctx, scope)
-            for call in scope.calls():
-                if call.function is not None and ctx.summary.defined_elsewhere(call.function):
-                    self._check_imported_evaluation(ctx, scope, call)
-                if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
-                    continue
-                why = _evaluation_pass(ctx.module, scope, call)
-                if why is None or smoke_test_forward(ctx.summary, call):
-                    continue
-                layers = _mode_layers(ctx, scope, call)
-                if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
-                    continue
-                self._report(ctx, scope, call, why, layers)
-                break  # one finding per evaluation pass
+        self._check_shared_function(ctx, scope)
+        for call in scope.calls():
+            if call.function is not None and ctx.summary.defined_elsewhere(call.function):
+                self._check_imported_evaluation(ctx, scope, call)
+            if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
+                continue
+            why = _evaluation_pass(ctx.module, scope, call)
+            if why is None or smoke_test_forward(ctx.summary, call):
+                continue
+            layers = _mode_layers(ctx, scope, call)
+            if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
+                continue
+            self._report(ctx, scope, call, why, layers)
+            break  # one finding per evaluation pass
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
