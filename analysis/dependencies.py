@@ -87,9 +87,10 @@ class KeptResult:
 
 
 class ScopeResult:
-    """One rule's findings for one scope, and what the check of that scope read beyond it."""
+    """One rule's findings for one scope, and what the check of that scope read beyond it
+    (``bare``: nothing, so it holds while its scope is the same flow)."""
 
-    __slots__ = ("findings", "facts", "placed", "flows", "own_lines")
+    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "bare")
 
     def __init__(self, findings: Sequence, reads: Reads) -> None:
         self.findings = findings
@@ -97,6 +98,23 @@ class ScopeResult:
         self.placed = tuple(reads.placed.values())
         self.flows = tuple(reads.flows.items())
         self.own_lines = reads.own_lines
+        self.bare = not (self.facts or self.placed or self.flows or self.own_lines)
+
+    @staticmethod
+    def of(findings: Sequence, reads: Reads) -> ScopeResult:
+        if findings or reads.facts or reads.placed or reads.flows or reads.own_lines:
+            return ScopeResult(findings, reads)
+        return NOTHING_IN_SCOPE
+
+
+def _nothing_in_scope() -> ScopeResult:
+    result = ScopeResult.__new__(ScopeResult)
+    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.bare = (), {}, (), (), None, True
+    return result
+
+
+# What most scopes' checks come to: nothing found, nothing read beyond the scope.
+NOTHING_IN_SCOPE = _nothing_in_scope()
 
 
 def _nothing_found() -> KeptResult:
@@ -145,6 +163,20 @@ class recording:
         _local.reads = self._outer
         if self._outer is not None and self.reads.whole_module:
             self._outer.whole_module = True
+
+
+class unrecorded:
+    """Compute, for the duration of a ``with`` block, what is recorded otherwise (a module fact's
+    value, which is recorded with the value instead): nothing read in it counts for the running rule."""
+
+    __slots__ = ("_outer",)
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "reads", None)
+        _local.reads = None
+
+    def __exit__(self, *exc_info) -> None:
+        _local.reads = self._outer
 
 
 def current() -> Reads | None:

@@ -306,9 +306,10 @@ def _checked_by_scope(
     whole = True
     for scope in scopes:
         previous = kept.get(scope)
-        if previous is not None and module.scope_result_holds(previous):
+        if previous is not None and (previous.bare or module.scope_result_holds(previous)):
             results[scope] = previous
-            context.findings.extend(previous.findings)
+            if previous.findings:
+                context.findings.extend(previous.findings)
             continue
         start = len(context.findings)
         with recording(chunk, scope) as reads:
@@ -316,7 +317,7 @@ def _checked_by_scope(
         if reads.whole_module:
             whole = False
         else:
-            results[scope] = ScopeResult(context.findings[start:], reads)
+            results[scope] = ScopeResult.of(context.findings[start:], reads)
     return KeptResult.of_scopes(chunk, context.findings, results, whole)
 
 

@@ -556,9 +556,12 @@ class ModuleAnalysis:
         Recorded with its value rather than as a module-wide read: findings computed with it are
         kept after an edit that leaves it equal. ``compute`` must be a module-level function.
         """
-        value = self._module_wide_unrecorded(key, compute)
+        if key not in self._module_wide:
+            with dependencies.unrecorded():  # what computing it reads is what the value stands for
+                self._module_wide[key] = compute(self)
+        value = self._module_wide[key]
         note_fact(key, (compute, value))
-        return value
+        return value  # type: ignore[return-value]
 
     def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
