@@ -50,9 +50,9 @@ class Reads:
         # Statements whose line numbers the rule read, with the first line and the revision each had then.
         self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         # Checking one scope: the functions whose flow it asked for, with the flow it got, and the
-        # first and last line of its own statement it read (None: none), which are not in ``placed``.
+        # lines of its own statement it read (first and last of each read), which are not in ``placed``.
         self.flows: dict[FunctionInfo, ScopeAnalysis | None] = {}
-        self.own_lines: tuple[int, int] | None = None
+        self.own_lines: set[tuple[int, int]] = set()
 
 
 class KeptResult:
@@ -79,7 +79,7 @@ class KeptResult:
             reads.facts.update(result.facts)
             for where in result.placed:
                 reads.placed[id(where[0])] = where
-            if result.own_lines is not None:
+            if result.own_lines:
                 reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line, chunk.revision)
         combined = cls(findings, reads)
         combined.scopes, combined.whole = scopes, whole
@@ -97,7 +97,7 @@ class ScopeResult:
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())
         self.flows = tuple(reads.flows.items())
-        self.own_lines = reads.own_lines
+        self.own_lines = tuple(reads.own_lines)
         self.bare = not (self.facts or self.placed or self.flows or self.own_lines)
 
     @staticmethod
@@ -109,7 +109,7 @@ class ScopeResult:
 
 def _nothing_in_scope() -> ScopeResult:
     result = ScopeResult.__new__(ScopeResult)
-    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.bare = (), {}, (), (), None, True
+    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.bare = (), {}, (), (), (), True
     return result
 
 
@@ -195,8 +195,7 @@ def note_position(chunk: ParsedChunk, first: int, last: int) -> None:
     if reads is None:
         return
     if reads.scope is not None and chunk is reads.chunk:
-        own = reads.own_lines
-        reads.own_lines = (first, last) if own is None else (min(own[0], first), max(own[1], last))
+        reads.own_lines.add((first, last))
     elif id(chunk) not in reads.placed:
         reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line, chunk.revision)
 

@@ -589,13 +589,12 @@ class ModuleAnalysis:
             return False
         if any(function._analysis is not analysis for function, analysis in result.flows):
             return False
-        if result.own_lines is None or self.edited_lines is None:
+        if not result.own_lines or self.edited_lines is None:
             return True
-        first_read, last_read = result.own_lines
         first_edited, last_edited, added = self.edited_lines
         if added:
-            return last_read < first_edited
-        return last_read < first_edited or first_read > last_edited
+            return all(last_read < first_edited for _, last_read in result.own_lines)
+        return all(last_read < first_edited or first_read > last_edited for first_read, last_read in result.own_lines)
 
     @property
     def backward_calls(self) -> list[CallEvent]:
