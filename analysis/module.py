@@ -266,7 +266,8 @@ class ModuleAnalysis:
         walked now when it was not then (recursion: the order of the walks changed), it is walked
         again. The statement object is kept too, taking over the edited tree
         (``ParsedChunk.adopt``), so that the kept flows, their events and values name the
-        statement as it is now."""
+        statement as it is now. An edit of lines that do not parse, whose tree is the one before
+        (the lines blanked alike), edits no method: every flow is kept that way."""
         old_chunk, new_chunk = self._chunks[index], chunks[index]
         if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
             return None
@@ -279,20 +280,25 @@ class ModuleAnalysis:
         if not _same_but(old_block, new_block, "body") or len(old_block.body) != len(new_block.body):
             return None
         changed = [(old, new) for old, new in zip(old_block.body, new_block.body) if old is not new]
-        if len(changed) != 1:
-            return None
-        old_def, new_def = changed[0]
-        if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(old_def, new_def, "body"):
+        if len(changed) > 1:
             return None
         facts = self.summary.facts_at(index)
         info = facts.classes.get(old_class.name.value)
         if len(facts.classes) != 1 or info is None or info.node is not old_class:
             return None
-        edited = info.methods.get(old_def.name.value)
-        if edited is None or edited.node is not old_def:
-            return None  # a method defined twice: the class keeps the later one
-        if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
-            return None  # what `self.x` the method assigns decides what other methods read for it
+        # none changed: the edit is on lines that do not parse, blanked in the tree as they were before
+        edited: FunctionInfo | None = None
+        edited_words: frozenset[str] = frozenset()
+        if changed:
+            old_def, new_def = changed[0]
+            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(old_def, new_def, "body"):
+                return None
+            edited = info.methods.get(old_def.name.value)
+            if edited is None or edited.node is not old_def:
+                return None  # a method defined twice: the class keeps the later one
+            if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
+                return None  # what `self.x` the method assigns decides what other methods read for it
+            edited_words = words_in(new_chunk.code_for(new_def))
         if names_calling(old_chunk) != names_calling(new_chunk):
             return None  # the names parameters' roles are read from
         others_changed: set[str] = set()
@@ -301,17 +307,19 @@ class ModuleAnalysis:
                 others_changed |= self.summary.facts_at(other).defined_names
         # what the class may use: the words of its text before the edit and of the edited method now
         # (a superset, kept for the next edit: all the words of a 3,700-line class take 7 ms to find)
-        words = old_chunk.words | words_in(new_chunk.code_for(new_def))
+        words = old_chunk.words | edited_words
         if not words.isdisjoint(others_changed):
             return None  # the class uses a name of a statement analysed again: its flows may read it
         kept_chunks = {id(chunks[other]) for other in kept}
-        walked_again = {edited} | {
+        walked_again = {
             method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
         }
+        if edited is not None:
+            walked_again.add(edited)
+            edited.node = new_def
         old_chunk.adopt(new_chunk, words)
         info.node = new_class
         info.forget_flows(walked_again)
-        edited.node = new_def
         for method in walked_again:
             method.previous = exported(method._analysis) if method._analysis is not None else ()
             method.release()
