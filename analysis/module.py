@@ -291,7 +291,9 @@ class ModuleAnalysis:
         edited_words: frozenset[str] = frozenset()
         if changed:
             old_def, new_def = changed[0]
-            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(old_def, new_def, "body"):
+            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(
+                old_def, new_def, "body", alike=True,
+            ):
                 return None
             edited = info.methods.get(old_def.name.value)
             if edited is None or edited.node is not old_def:
@@ -735,9 +737,10 @@ def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:
     return body[0] if len(body) == 1 and isinstance(body[0], cst.ClassDef) else None
 
 
-def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str) -> bool:
+def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str, *, alike: bool = False) -> bool:
     """Whether two nodes of the same kind hold the very same children but in ``field`` (a splice keeps
-    the nodes an edit did not reach)."""
+    the nodes an edit did not reach); with ``alike``, children equal in every detail count too (a
+    statement added to a method's body re-parses the whole method, its header included)."""
     if type(old) is not type(new):
         return False
     for name in old.__dataclass_fields__:
@@ -747,8 +750,10 @@ def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str) -> bool:
         if before is after:
             continue
         if not isinstance(before, (tuple, list)) or not isinstance(after, (tuple, list)) or len(before) != len(after):
+            if alike and isinstance(before, cst.CSTNode) and isinstance(after, cst.CSTNode) and before.deep_equals(after):
+                continue
             return False
-        if any(one is not other for one, other in zip(before, after)):
+        if any(one is not other and not (alike and one.deep_equals(other)) for one, other in zip(before, after)):
             return False
     return True
 
