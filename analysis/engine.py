@@ -23,6 +23,7 @@ from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
 
 if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
     from .workspace import Workspace
 
 log = logging.getLogger("trainlint")
@@ -265,8 +266,7 @@ def _check_statements(
             try:
                 if by_scope:
                     # only where the edit was, in one method: their lines are checked against it
-                    in_edited = kept_result is not None and kept_result.scopes and chunk.index == module.methods_edited
-                    kept_scopes = kept_result.scopes if in_edited else {}
+                    kept_scopes = kept_result.scopes if kept_result is not None and chunk.index == module.methods_edited else None
                     results[rule_class.code] = _checked_by_scope(module, context, scopes, kept_scopes)
                     raw.extend(context.findings)
                     continue
@@ -295,17 +295,17 @@ def _check_statements(
 
 
 def _checked_by_scope(
-    module: ModuleAnalysis, context: RuleContext, scopes: list, kept: dict[object, ScopeResult],
+    module: ModuleAnalysis, context: RuleContext, scopes: list[ScopeAnalysis], kept: dict[ScopeAnalysis, ScopeResult] | None,
 ) -> KeptResult:
     """A rule that checks scope by scope (``Rule.check_scope``), run over a statement of several
     scopes: each scope's result is kept from ``kept`` when it still holds, else checked and recorded
     on its own. ``context.findings`` ends as the statement's findings."""
     rule = context.rule()
     chunk = context.chunk
-    results: dict[object, ScopeResult] = {}
+    results: dict[ScopeAnalysis, ScopeResult] = {}
     whole = True
     for scope in scopes:
-        previous = kept.get(scope)
+        previous = kept.get(scope) if kept else None
         if previous is not None and (previous.bare or module.scope_result_holds(previous)):
             results[scope] = previous
             if previous.findings:

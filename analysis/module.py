@@ -288,6 +288,7 @@ class ModuleAnalysis:
             return None
         # none changed: the edit is on lines that do not parse, blanked in the tree as they were before
         edited: FunctionInfo | None = None
+        edited_def: cst.FunctionDef | None = None
         edited_words: frozenset[str] = frozenset()
         if changed:
             old_def, new_def = changed[0]
@@ -300,7 +301,7 @@ class ModuleAnalysis:
                 return None  # a method defined twice: the class keeps the later one
             if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
                 return None  # what `self.x` the method assigns decides what other methods read for it
-            edited_words = words_in(new_chunk.code_for(new_def))
+            edited_words, edited_def = words_in(new_chunk.code_for(new_def)), new_def
         if names_calling(old_chunk) != names_calling(new_chunk):
             return None  # the names parameters' roles are read from
         others_changed: set[str] = set()
@@ -316,9 +317,9 @@ class ModuleAnalysis:
         walked_again = {
             method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
         }
-        if edited is not None:
+        if edited is not None and edited_def is not None:
             walked_again.add(edited)
-            edited.node = new_def
+            edited.node = edited_def
         old_chunk.adopt(new_chunk, words)
         info.node = new_class
         info.forget_flows(walked_again)
@@ -578,7 +579,7 @@ class ModuleAnalysis:
             self._module_wide[key] = compute(self)
         return self._module_wide[key]  # type: ignore[return-value]
 
-    def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement) -> bool:
+    def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement | dependencies.ScopeResult) -> bool:
         """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
         for chunk, start_line, revision in kept.placed:
             if (
