@@ -131,7 +131,7 @@ class MissingZeroGrad(Rule):
             self._report(ctx, event, chain, loop, step, clearing)
 
     def _check_branch_without_clearing(
-        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item],
+        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item]
     ) -> None:
         for event, chain in backwards:
             site = _site(event, chain)

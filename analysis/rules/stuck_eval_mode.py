@@ -30,6 +30,7 @@ from trainlint.rules import (
     AssignEvent,
     CallEvent,
     Event,
+    Evidence,
     Fires,
     JumpEvent,
     Loop,
@@ -134,6 +135,11 @@ class StuckEvalMode(Rule):
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop calls `{_code(site)}`, which switches to eval mode"))
+        block = next((condition for condition in site.context.conditions if condition.loop is loop), None)
+        if block is not None:  # a periodic evaluation: where its block ends is where the mode should be restored
+            end = site.chunk.range_of(block.node)[2]
+            origin = site.chunk.origin if ctx.in_another_file(site.chunk) else None
+            evidence.append(Evidence(end, f"the evaluation block ends here, with `{key}` still in eval mode", origin))
         placed = site if ctx.in_another_file(event.chunk) else event  # the helper is in another file: its call site
         ctx.report(
             placed.node, message, evidence=evidence, chunk=placed.chunk,
