@@ -242,14 +242,14 @@ class MissingEvalMode(Rule):
             return
         if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
             return  # it sets the mode itself
+        runs = [(forward, held) for forward in calls if (named or forward.context.grad_off is not None)
+                and (held := _held_model_run(ctx, forward)) is not None]
+        if not runs:
+            return  # most methods of a long class: the other methods are not read (a key costs this method only)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
             return  # a helper of another method, which decides the mode it runs in
-        for forward in calls:
-            held = _held_model_run(ctx, forward)
-            if held is None or (not named and forward.context.grad_off is None):
-                continue
-            key, model = held
+        for forward, (key, model) in runs:
             switch = _training_switch(others, key)
             if switch is None:
                 continue
