@@ -161,13 +161,15 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
     register them (`nn.ModuleList(self.layers)`, `add_module`)."""
     scopes = [scope for scope in ctx.scopes if scope.function is not None and scope.function.owner is owner]
     plain: dict[str, tuple[str, cst.CSTNode]] = {}
+    # read per method and kept with its tree: a key in one method of a long class reads that method only
+    memo = owner.chunk.node_memo("TL211 plain containers bound")
     for scope in scopes:
-        for event in scope.events:
-            if isinstance(event, AssignEvent) and event.value_node is not None:
-                for target in event.targets:
-                    kind = _PLAIN_CONTAINERS.get(type(event.value_node))
-                    if _is_self_attribute(target) and kind is not None:
-                        plain.setdefault(target, (kind, event.node))
+        assert scope.function is not None, "the scopes of the class's methods"
+        bound = memo.get(scope.function.node)
+        if bound is None:
+            bound = memo[scope.function.node] = _plain_containers_bound(scope)
+        for target, kind, node in bound:
+            plain.setdefault(target, (kind, node))
     if not plain:
         return []
     handed_on = _attributes_handed_on(owner)
@@ -180,6 +182,16 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
         if member is not None and use is not None:
             found.append(_Unregistered(attribute, kind, bound, member[0], member[1], use))
     return found
+
+
+def _plain_containers_bound(scope: ScopeAnalysis) -> tuple[tuple[str, str, cst.CSTNode], ...]:
+    """The `self.x = []` (a list or dict literal or comprehension) of one method, in order."""
+    return tuple(
+        (target, kind, event.node)
+        for event in scope.events if isinstance(event, AssignEvent) and event.value_node is not None
+        for kind in (_PLAIN_CONTAINERS.get(type(event.value_node)),) if kind is not None
+        for target in event.targets if _is_self_attribute(target)
+    )
 
 
 def _is_self_attribute(key: str) -> bool:
