@@ -153,6 +153,11 @@ class ModuleAnalysis:
                 if replacement.broken is not None:
                     if first_statement(text, offset) != piece_text:
                         return None  # the broken lines change where statements begin: split as a fresh analysis does
+                    if replacement.module is chunk.module and replacement.broken == chunk.broken:
+                        # a key on a line that stays broken: the analysed tree is as it was, and so is
+                        # every statement's analysis; only the statement's text and its TL000 change
+                        chunk.retyped(replacement)
+                        return list(self._chunks), set(range(len(self._chunks)))
                 elif not one_statement(piece_text, prefix - offset):
                     return None  # the edit made a new top-level statement start inside this one
                 shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
@@ -364,8 +369,11 @@ class ModuleAnalysis:
         reads = dependencies.current()
         if reads is not None:
             chunk = reads.chunk
-            if not chunk.start_line < number <= chunk.start_line + chunk.chunk.line_count:
+            relative = number - chunk.start_line
+            if not 0 < relative <= chunk.chunk.line_count:
                 note_whole_module()
+            elif chunk.broken is not None and chunk.broken[0] <= relative <= chunk.broken[1]:
+                note_whole_module()  # a broken line's text is not in the tree: a key typed on it keeps the tree
         return self._all_lines()[number - 1]
 
     def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]:
@@ -592,7 +600,10 @@ class ModuleAnalysis:
             (alias, target) for alias, target in self.summary.imports.items()
             if target.split(".", 1)[0] in {"lightning", "pytorch_lightning", "lightning_fabric"}
         ]
-        return bool(targets) and not all(_fabric_only(alias, target, self._text) for alias, target in targets)
+        if not targets:
+            return False
+        analysed = "".join(chunk.tree_text() for chunk in self._chunks)  # broken lines, blanked in the trees, are not code
+        return not all(_fabric_only(alias, target, analysed) for alias, target in targets)
 
     # What ModuleView promises a rule are properties, which a cached_property is not to a type
     # checker: each of these is computed once, in its cached `_` twin.
