@@ -11,7 +11,7 @@ import libcst as cst
 
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, one_statement, split_statements
-from .dependencies import Superseded, note_fact, note_whole_module
+from .dependencies import Superseded, count_text_read, note_fact, note_whole_module, note_whole_text, text_reads
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
@@ -74,6 +74,10 @@ class ModuleAnalysis:
         self._backward_calls: list[CallEvent] | None = None
         self._ddp_wraps: list[CallEvent] | None = None
         self._module_wide: dict[str, object] = {}
+        self._module_wide_text: set[str] = set()  # the keys of those computed from the text
+        # The analysed program: every statement's tree. Kept by an edit that changes no tree (a key
+        # typed on a line that stays broken, blanked in its statement's tree), new for any other.
+        self.program = object()
         self._calls_by_function: dict[int, list[CallEvent]] | None = None
         # The class whose methods' flows were kept across an edit of one of them (``_methods_kept``),
         # and its statement: once its scopes are computed, no walk compares with the replaced flows.
@@ -222,7 +226,11 @@ class ModuleAnalysis:
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
-        result._module_wide = {}
+        same_program = spliced and len(unchanged) == len(chunks) and len(kept) == len(chunks)
+        result.program = self.program if same_program else object()
+        # values computed from the trees alone are the same program's: those from the text are not
+        result._module_wide = {key: value for key, value in self._module_wide.items() if key not in self._module_wide_text} if same_program else {}
+        result._module_wide_text = set()
         result._calls_by_function = None
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
@@ -351,12 +359,12 @@ class ModuleAnalysis:
 
     @property
     def text(self) -> str:
-        note_whole_module()
+        note_whole_text()
         return self._text
 
     @property
     def lines(self) -> list[str]:
-        note_whole_module()
+        note_whole_text()
         return self._all_lines()
 
     def _all_lines(self) -> list[str]:
@@ -371,9 +379,9 @@ class ModuleAnalysis:
             chunk = reads.chunk
             relative = number - chunk.start_line
             if not 0 < relative <= chunk.chunk.line_count:
-                note_whole_module()
+                note_whole_text()
             elif chunk.broken is not None and chunk.broken[0] <= relative <= chunk.broken[1]:
-                note_whole_module()  # a broken line's text is not in the tree: a key typed on it keeps the tree
+                note_whole_text()  # a broken line's text is not in the tree: a key typed on it keeps the tree
         return self._all_lines()[number - 1]
 
     def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]:
@@ -512,6 +520,7 @@ class ModuleAnalysis:
     @property
     def cuda_line(self) -> int | None:
         """First line showing the script runs on a GPU."""
+        count_text_read()  # searched in the text: a module-wide value computed with it is the text's
         note_fact("cuda_line", (_cuda_line, self._cuda_line))
         return self._cuda_line
 
@@ -542,7 +551,10 @@ class ModuleAnalysis:
         Every read counts as a module-wide read, even when the value is already computed.
         """
         note_whole_module()
-        return self._module_wide_unrecorded(key, compute)
+        value = self._module_wide_unrecorded(key, compute)
+        if key in self._module_wide_text:
+            note_whole_text()  # computed from the text: so is what this reader makes of it
+        return value
 
     def module_fact(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A small module-wide value (a line, a count, an index) that a rule's findings depend on.
@@ -556,11 +568,17 @@ class ModuleAnalysis:
 
     def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
+            before = text_reads()
             self._module_wide[key] = compute(self)
+            if text_reads() != before:
+                self._module_wide_text.add(key)
         return self._module_wide[key]  # type: ignore[return-value]
 
     def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement) -> bool:
-        """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
+        """Whether the module-wide values and the lines a kept result was computed with are unchanged,
+        and, for one that read the module's trees beyond its statement, the program (``program``)."""
+        if kept.program is not None and kept.program is not self.program:
+            return False
         for chunk, start_line, revision in kept.placed:
             if (
                 chunk.start_line != start_line or chunk.revision != revision

@@ -10,7 +10,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from trainlint.analysis import parsing
+from trainlint.analysis import engine, parsing
 from trainlint.analysis.engine import findings_for, select_rules
 from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.module import ModuleAnalysis
@@ -337,26 +337,37 @@ def _typed_key_by_key(text: str, after: str, indent: str, statement: str):
 
 def test_keys_typed_on_a_line_that_stays_broken_walk_nothing_again_and_match_a_fresh_analysis(monkeypatch):
     """While a statement is half typed, its line is blanked in the tree: each key leaves the analysed
-    code as it was, so main()'s flow is not walked again, and the findings are a fresh analysis'."""
+    code as it was, so main()'s flow is not walked again, no rule checks a statement again (those
+    that read the whole module included), and the findings are a fresh analysis'."""
     walks: list[str] = []
     real = ScopeAnalysis.of_function.__func__
     monkeypatch.setattr(ScopeAnalysis, "of_function", classmethod(
         lambda cls, info, summary: (walks.append(info.name), real(cls, info, summary))[1]
     ))
+    checks: list[str] = []
+    real_context = engine.RuleContext
+
+    def counted_context(module, chunk, rule_class, settings):
+        checks.append(rule_class.code)
+        return real_context(module, chunk, rule_class, settings)
+
+    monkeypatch.setattr(engine, "RuleContext", counted_context)
     texts = list(_typed_key_by_key(_script(6), "history_3.append(loss)", " " * 16, 'print(f"loss={loss.item():.4f}")'))
     module = ModuleAnalysis(texts[0], "train.py")
     findings_for(module, SETTINGS, RULES)
-    walked_while_broken, broken_keys = 0, 0
+    walked_while_broken, checked_while_broken, broken_keys = 0, 0, 0
     for text in texts[1:]:
         walks.clear()
+        checks.clear()
         was_broken = module.chunks[-2].broken is not None
         module = module.updated(text)
         findings = findings_for(module, SETTINGS, RULES)
         if was_broken and module.chunks[-2].broken is not None:
             broken_keys += 1
             walked_while_broken += walks.count("main")
+            checked_while_broken += len(checks)
         assert _key(findings) == _key(findings_for(ModuleAnalysis(text, "train.py"), SETTINGS, RULES)), text.split("\n")[-8:]
-    assert broken_keys > 20 and walked_while_broken == 0
+    assert broken_keys > 20 and walked_while_broken == 0 and checked_while_broken == 0
     assert [f.code for f in findings].count("TL101") == 6
 
 
