@@ -473,6 +473,7 @@ class ModuleSummary:
         self._values: dict[tuple[str, int], Value] = {}
         self._evaluating: set[tuple[str, int]] = set()
         self._module_classes: dict[str, bool] = {}
+        self._star_names: dict[str, str | None] = {}  # a name from a star import -> the import it stands for there
 
     def _merge_definitions(self) -> None:
         """``functions`` and ``classes`` from the facts made so far, in statement order (a later
@@ -521,7 +522,45 @@ class ModuleSummary:
         return chunk_facts
 
     def canonical(self, raw: str) -> str:
+        head = raw.partition(".")[0]
+        if self.stars and head not in self.imports and self._from_star(head):
+            imported = self._star_imported_name(head)
+            if imported is not None:
+                return canonical(raw, {head: imported})
         return canonical(raw, self.imports)
+
+    def star_exports(self, name: str) -> bool:
+        """Whether ``from this_module import *`` copies ``name`` as far as the text shows: no ``__all__``,
+        or an ``__all__`` of string literals that lists it (one built otherwise is not known: no)."""
+        entries = self.bindings.get("__all__")
+        if not entries:
+            return True
+        if len(entries) > 1:
+            return False  # extended or rebuilt: what it ends up listing is not read here
+        listed = entries[0][1]
+        if not isinstance(listed, (cst.List, cst.Tuple)):
+            return False
+        return any(isinstance(element.value, cst.SimpleString) and element.value.evaluated_value == name
+                   for element in listed.elements)
+
+    def _star_imported_name(self, name: str) -> str | None:
+        """What ``name`` stands for when a star-imported workspace module binds it by an import of its own
+        (``from utils import *`` where utils.py has ``import torch.nn.functional as F``: ``F`` is
+        ``torch.nn.functional`` here too, as Python's star import copies every public name, imported
+        modules included, unless ``__all__`` leaves it out)."""
+        if name not in self._star_names:
+            self._star_names[name] = self._find_star_import(name)
+        return self._star_names[name]
+
+    def _find_star_import(self, name: str) -> str | None:
+        assert self.workspace is not None, "_from_star holds only in a workspace"
+        for module in reversed(self.stars):  # the last star import wins, as in Python
+            found = self.workspace.star_imported_name(self.path, star_target(module, name))
+            if found is not None:
+                target, path = found
+                self._note_resolved_path(path)
+                return target
+        return None
 
     def is_variable(self, name: str) -> bool:
         return name in self.bindings
@@ -594,11 +633,13 @@ class ModuleSummary:
 
     def _note_resolved(self, info):
         if info is not None and self.defined_elsewhere(info):
-            assert self.workspace is not None, "a function from another file was resolved in the workspace"
-            path = info.home.path
-            if path not in self.resolved:
-                self.resolved[path] = self.workspace.stamps([path])[path]
+            self._note_resolved_path(info.home.path)
         return info
+
+    def _note_resolved_path(self, path: str) -> None:
+        assert self.workspace is not None, "a name was resolved to another workspace file"
+        if path not in self.resolved:
+            self.resolved[path] = self.workspace.stamps([path])[path]
 
     def is_module_class(self, info: ClassInfo, depth: int = 0) -> bool:
         if info.home is not None and info.home is not self:

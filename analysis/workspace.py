@@ -86,6 +86,29 @@ class Workspace:
                 break
         return info
 
+    def star_imported_name(self, importer: str, target: str, depth: int = 0) -> tuple[str, str] | None:
+        """When the module of ``target`` (``utils.F``) binds its last name by an import (``import
+        torch.nn.functional as F``) and a star import of it copies that name (no ``__all__`` leaves it
+        out): the dotted name it stands for and the file that says so. None otherwise."""
+        from .names import star_target  # here: the server starts without libcst, which names.py imports
+
+        found = self._definition(importer, target, depth)
+        if found is None:
+            return None
+        module, name = found
+        summary = module.summary
+        if name.startswith("_") or not summary.star_exports(name):
+            return None
+        if name in summary.imports:
+            return summary.imports[name], summary.path
+        if name in summary.functions or name in summary.classes or name in summary.bindings:
+            return None
+        for star in reversed(summary.stars):  # passed on: `from .common import *` in the module itself
+            passed = self.star_imported_name(summary.path, star_target(star, name), depth + 1)
+            if passed is not None:
+                return passed
+        return None
+
     def checked_analysis(self, path: str, text: str) -> ModuleAnalysis | None:
         """The analysis of a file to be checked, when an import elsewhere already led to that file in
         this process and it still holds ``text``: a batch run then parses and analyses each file once,

@@ -114,7 +114,8 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
-    if plan.model_code == "own" or plan.attention is None:  # an estimate whose interval covers the alternatives
+    trl_default = plan.trl_default_checkpointing and plan.mode == "train"
+    if plan.model_code == "own" or plan.attention is None or trl_default:  # an estimate whose interval covers the alternatives
         return covered(plan, estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
@@ -331,7 +332,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         in_flight = _largest_layer_bytes(geometry, weight_bytes) + _layer_bytes_of(geometry, weight_bytes)
         weights = weights_high = weights / plan.gpus + in_flight
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
-        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; "
+        notes.append(f"{plan.sharding} over {_gpus(plan)}: weights, gradients and optimizer state sharded; "
                      "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
     if plan.sharding in ("fsdp", "fsdp-grad-op"):
         low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
@@ -346,7 +347,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             cache = 0.0
             notes.append(f"{plan.sharding}: autocast keeps no cast copies of gathered parameters (they are not leaves); casts are per layer")
     elif plan.sharding in ("zero1", "zero2"):
-        notes.append(f"{plan.sharding} over {plan.gpus} GPUs: optimizer state{' and gradients' if plan.sharding == 'zero2' else ''} sharded")
+        notes.append(f"{plan.sharding} over {_gpus(plan)}: optimizer state{' and gradients' if plan.sharding == 'zero2' else ''} sharded")
     if "optimizer" in plan.offload:
         optimizer = 0.0
         notes.append("optimizer state offloaded to the CPU")
@@ -412,10 +413,10 @@ def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes
         layers, per_layer = 1, float(params)
     gathered = root + layers * per_layer
     if plan.sharding == "fsdp-grad-op":
-        notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {plan.gpus} GPUs: gradients and optimizer state sharded; "
+        notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {_gpus(plan)}: gradients and optimizer state sharded; "
                      "every unit stays gathered from its forward to its backward")
     else:
-        notes.append(f"fsdp over {plan.gpus} GPUs: weights, gradients and optimizer state sharded; the root unit "
+        notes.append(f"fsdp over {_gpus(plan)}: weights, gradients and optimizer state sharded; the root unit "
                      "(embeddings, LM head) stays gathered through the step, beside the unit being computed and the "
                      "next one (prefetched); one unit's gradient being reduce-scattered")
     if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
@@ -613,6 +614,13 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
         Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
     )
+
+
+def _gpus(plan: Plan) -> str:
+    """The GPUs a sharded run is spread over, as a note says it: one GPU shards nothing, and the note says how to give more."""
+    if plan.gpus == 1:
+        return "1 GPU (a single shard saves nothing; give --gpus N or --gpu Nx<gpu> for the run's count)"
+    return f"{plan.gpus} GPUs"
 
 
 def _logit_bytes(plan: Plan) -> tuple[float, float, float]:

@@ -41,6 +41,9 @@ class Pipeline(msgspec.Struct, frozen=True):
     # Per text encoder, the parameters transformers keeps in fp32 when fp16 is asked for (`_keep_in_fp32_modules`:
     # T5's `wo`); the other dtypes load them as asked.
     kept_fp32_under_fp16: dict[str, int] = msgspec.field(default_factory=dict)
+    # The pipeline's code casts its VAE to fp32 for the decode when the VAE is in fp16 and its config sets
+    # `force_upcast` (diffusers' SDXL pipelines: `needs_upcasting`; the stock SDXL VAE's config sets it).
+    vae_upcast_under_fp16: bool = False
 
 
 class _Data(msgspec.Struct, frozen=True):
@@ -92,22 +95,43 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
         one, two = pipeline.denoise_bytes["1"], pipeline.denoise_bytes["2"]
         denoise = (one + (two - one) * (per_call - 1)) * scale
         decode_area = min(area, 1.0) if plan.vae_tiling else area
-        decode = pipeline.vae_decode_bytes * decode_area * work_bytes / 2 * (1 if plan.vae_tiling else plan.batch_size)
+
+        def peak_phase(decode_bytes: int) -> tuple[str, list[str], float, float]:
+            """The phase with the most on the device: its name, the components then on the device, their weights
+            and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide)."""
+            decode = pipeline.vae_decode_bytes * decode_area * decode_bytes / 2 * (1 if plan.vae_tiling else plan.batch_size)
+            vae_cast = components.get("vae", 0) * (decode_bytes - weight_bytes)
+            if plan.cpu_offload:
+                phases = _offloaded_phases(pipeline, encoders, denoise, decode)
+            else:
+                phases = {"text encoding": (list(components), pipeline.text_encode_bytes),
+                          "denoising": (list(components), denoise), "VAE decode": (list(components), decode)}
+            sized = {name: (names, resident(names) + (vae_cast if name == "VAE decode" else 0), work)
+                     for name, (names, work) in phases.items()}
+            name, (names, weights, work) = max(sized.items(), key=lambda item: item[1][1] + item[1][2])
+            return name, names, weights, work
+
         if plan.vae_tiling:
             notes.append("VAE tiling: the decode works one reference-sized tile at a time")
         if pipeline.guidance_batch > 1:
             notes.append("classifier-free guidance: each denoising step runs two samples per image")
         encoders = [name for name in components if name.startswith("text_encoder")]
+        name, names, weights, work = peak_phase(work_bytes)
+        working, weights_interval = Interval.spread(work, _WORK_SPREAD), Interval.exact(weights)
+        if plan.dtype == "fp16" and pipeline.vae_upcast_under_fp16:
+            low_weights, low_work = weights, work
+            name, names, weights, work = peak_phase(4)
+            working = Interval(min(low_work, work) * _WORK_SPREAD[0], work * _WORK_SPREAD[1], work * _WORK_SPREAD[2])
+            weights_interval = Interval(min(low_weights, weights), weights, weights)
+            notes.append("fp16: the pipeline casts its VAE to fp32 for the decode (force_upcast in the VAE's config, as the "
+                         "stock VAE sets it), so the decode works in fp32; a VAE whose config turns it off (an fp16-fixed "
+                         "VAE) decodes in fp16 (the low end)")
         if plan.cpu_offload:
-            phases = _offloaded_phases(pipeline, encoders, denoise, decode)
-            name, (names, work) = max(phases.items(), key=lambda item: resident(item[1][0]) + item[1][1])
             notes.append(f"model CPU offload: a component leaves the device when the next one in the pipeline's order "
                          f"runs; the largest phase is {name} ({', '.join(names)} on the device)")
-            return total, 0, {"weights": Interval.exact(resident(names)), "activations": Interval.spread(work, _WORK_SPREAD)}
-        phases = {"text encoding": pipeline.text_encode_bytes, "denoising": denoise, "VAE decode": decode}
-        name, work = max(phases.items(), key=lambda item: item[1])
-        notes.append(f"all components on the device ({total:,} parameters); the working memory peaks in the {name}")
-        return total, 0, {"weights": Interval.exact(resident(components)), "activations": Interval.spread(work, _WORK_SPREAD)}
+        else:
+            notes.append(f"all components on the device ({total:,} parameters); the working memory peaks in the {name}")
+        return total, 0, {"weights": weights_interval, "activations": working}
     frozen = resident(name for name in components if name != "denoiser")
     lora = plan.lora_rank is not None
     saved = pipeline.train_saved_bytes["lora" if lora else "checkpointing" if plan.gradient_checkpointing else "full"]

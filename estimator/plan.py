@@ -161,6 +161,11 @@ class Plan:
     # `_autoset_attn_implementation`, transformers PR #27940, cherry-picked into 4.36: SDPA where the model has it and
     # torch is 2.1.1 or later), eager attention before. None: the version is unknown (the estimate SDPA, the high end eager).
     sdpa_dispatch: bool | None = None
+    # TRL's training configs (SFTConfig) turn gradient checkpointing on by default from TRL 0.22 (PR 3510); before, off
+    # as in TrainingArguments. trl_default_checkpointing: the script's SFTConfig leaves it to that default;
+    # trl_checkpointing: the default of the stated TRL release. None: the version is unknown (the estimate on, the high end off).
+    trl_default_checkpointing: bool = False
+    trl_checkpointing: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,8 @@ class ScriptInputs:
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
     loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
     quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
+    lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
+    trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
     attention: Found | None = None
     use_cache: Found | None = None  # use_cache=True/False in a call: whether a causal LM's forward returns its KV cache
     sharding: Found | None = None
@@ -176,6 +178,7 @@ class _Reader:
         # definition that keeps it off (an option, a field, a constant), the call and the test around it
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
+        self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -298,6 +301,9 @@ class _Reader:
         if self.trainer_arguments is not None and inputs.optimizer is None:  # no optimizer of the script's own either
             self._set("optimizer", "adamw", *self.trainer_arguments)
             self._set("trainer_default_optimizer", True, *self.trainer_arguments)
+        if self.trl_config is not None and inputs.gradient_checkpointing is None:  # nothing else turns it on or off
+            self._set("gradient_checkpointing", True, *self.trl_config)
+            self._set("trl_default_checkpointing", True, *self.trl_config)
         self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
@@ -483,7 +489,7 @@ class _Reader:
         elif head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
-            self._read_trainer_arguments(node, chunk)
+            self._read_trainer_arguments(node, chunk, head)
         if self.keyword(node, _LENGTH_KEYWORDS) is not None:
             self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
         if head == "autocast" and not (call.receiver is not None and Tag.ACCELERATOR in call.receiver.tags):
@@ -691,12 +697,14 @@ class _Reader:
         if isinstance(attention, str):
             self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
 
-    def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk) -> None:
+    def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
         if self.value(self.keyword(node, "bf16"), chunk) is True:
             self._set("dtype", "amp-bf16", node, chunk)
         elif self.value(self.keyword(node, "fp16"), chunk) is True:
             self._set("dtype", "amp-fp16", node, chunk)
         checkpointing = self.keyword(node, "gradient_checkpointing")
+        if checkpointing is None and head == "SFTConfig" and not any(arg.star == "**" for arg in node.args):
+            self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
         if self.value(checkpointing, chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
         elif checkpointing is not None and self.value(checkpointing, chunk) is False:

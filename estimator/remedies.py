@@ -15,6 +15,7 @@ from .costmodel import FITS, estimate, verdict
 from .hardware import Gpu, Target, smallest_fitting
 from .plan import CannotEstimate, Estimate, Plan
 from .units import GIB
+from .versions import SDPA_SINCE
 
 MAX_COMBINED = 3
 MAX_BATCH = 1 << 16
@@ -52,7 +53,10 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
         found.append(("fused AdamW (fused=True: no parameter-sized temporary in the step)", {"foreach": False}))
     if plan.attention == "eager" and transformer:
         found.append(("SDPA / flash attention", {"attention": "sdpa"}))
-    elif plan.attention is None and transformer:  # the high end is eager: stating the kernel settles it
+    elif plan.attention is None and transformer and plan.sdpa_dispatch is False:  # the stated release runs eager attention
+        since = SDPA_SINCE.get(plan.model.family, "4.36.0") if plan.model is not None else "4.36.0"
+        found.append((f"SDPA (transformers {since} or later runs this model with it)", {"attention": "sdpa"}))
+    elif plan.attention is None and transformer and plan.sdpa_dispatch is None:  # the high end is eager: stating it settles it
         found.append(("attn_implementation='sdpa' stated (the high end assumes eager attention)", {"attention": "sdpa"}))
     if training and plan.optimizer in ("adam", "adamw") and plan.lora_rank is None:
         found.append(("8-bit AdamW", {"optimizer": "adamw-8bit"}))

@@ -236,6 +236,8 @@ class _ConfigReader:
             self.inputs.notes.append(f"torchtune's model builder {builder} (line {component_entry.line}) is not in the catalog: give --model")
         self.inputs.notes.append("torchtune's own model code is estimated as transformers' (torchtune keeps LoRA adapters in the "
                                  "model's dtype, counted in fp32 here)")
+        if component.startswith("torchtune.models."):  # its attention modules call SDPA (flex attention on packed samples)
+            self._set("attention", component_entry, "sdpa")
         if quantised:  # torchao's NF4: blocks of 64 with 8-bit scales (as double quantisation); its linear keeps no input
             self._set("quant", component_entry, "nf4-dq")
             self._set("quant_keeps_inputs", component_entry, False)
@@ -268,10 +270,14 @@ class _ConfigReader:
                 self._set(name, entry, entry.value)
         tokenizer = config.get("tokenizer")
         length = tokenizer.value.get("max_seq_len") if tokenizer is not None and isinstance(tokenizer.value, dict) else None
+        dataset = config.get("dataset")
+        packed = dataset.value.get("packed") if dataset is not None and isinstance(dataset.value, dict) else None
+        if dataset is not None and isinstance(dataset.value, dict) and (packed is None or isinstance(packed.value, bool)):
+            # torchtune's datasets are unpacked unless `packed: True`, and its SFT collate pads each batch to its own
+            # longest sample, so the batches differ in length; packed samples are all max_seq_len long
+            self._set("lengths_vary", packed or dataset, packed is None or packed.value is False)
         if length is not None and isinstance(length.value, int) and not isinstance(length.value, bool) and length.value >= 1:
             self._set("seq_len", length, length.value)
-            dataset = config.get("dataset")
-            packed = dataset.value.get("packed") if dataset is not None and isinstance(dataset.value, dict) else None
             if packed is None or packed.value is not True:
                 self.inputs.notes.append(f"max_seq_len (line {length.line}) caps each sample; unpacked samples are often shorter, "
                                          "so the estimate is for the longest batch")
@@ -304,6 +310,9 @@ class _ConfigReader:
             self._set("max_new_tokens", new_tokens, new_tokens.value)
         elif optimizer is not None:
             self._set("mode", optimizer, "train")
+            # the recipes take the loss in `_loss_step`, which deletes the model's outputs before returning it: the
+            # backward starts with the loss alone, as in the HF Trainer's step
+            self._set("previous_graph_alive", config["loss"] if "loss" in config else optimizer, False)
 
     def _read_sharding(self) -> None:
         """The distributed recipes shard with FSDP2's fully_shard: their configs set its options."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from .architectures import shape
 from .plan import Estimate, Interval, Plan
 from .units import GIB
-from .versions import settled_by
+from .versions import SDPA_SINCE, settled_by
 
 # What the CUDA context adds without lazy module loading: every kernel image of torch and of the CUDA libraries it
 # loads goes onto the device when the context is made. torch's PR 86509 (1.13, which made lazy loading its default)
@@ -50,12 +50,19 @@ def unstated_attention(plan: Plan, estimate: Callable[..., Estimate], *device) -
     )
     if transformers_layers and plan.sdpa_dispatch is not None:  # a stated transformers release decides it
         kernel = released_kernel(plan.sdpa_dispatch)
-        return dataclasses.replace(estimate(dataclasses.replace(plan, attention=kernel), *device), plan=plan)
+        result = estimate(dataclasses.replace(plan, attention=kernel), *device)
+        if kernel == "eager" and plan.model is not None:
+            family = plan.model.family
+            note = (f"attention: eager, which keeps the attention scores: the stated transformers release runs "
+                    f"{family} models with SDPA only from {SDPA_SINCE.get(family, '4.36.0')}")
+            result = dataclasses.replace(result, assumptions=[*result.assumptions, note])
+        return dataclasses.replace(result, plan=plan)
     chosen = estimate(dataclasses.replace(plan, attention="sdpa"), *device)
     if not transformers_layers:
         return dataclasses.replace(chosen, plan=plan)
     eager = estimate(dataclasses.replace(plan, attention="eager"), *device)
-    note = ("attention kernel not stated: SDPA at the estimate (transformers' default from 4.36 where the model and torch "
+    since = SDPA_SINCE.get(plan.model.family, "4.36") if plan.model is not None else "4.36"
+    note = (f"attention kernel not stated: SDPA at the estimate (transformers' default from {since} where the model and torch "
             "have it), eager attention at the high end (older releases, models without SDPA), which keeps the attention "
             f"scores; attn_implementation= in the script, --attention, or {settled_by('transformers')}")
     return covering(chosen, [eager], plan, note)
@@ -99,9 +106,25 @@ def unmodelled_code(plan: Plan, estimate: Callable[..., Estimate], *device) -> E
     return covering(chosen, alternatives, plan, note)
 
 
+def trl_default_checkpointing(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A TRL SFTConfig that leaves gradient checkpointing to TRL: on from TRL 0.22 (PR 3510 made it the default of its
+    training configs; the estimate), off before, as in TrainingArguments (the high end); a stated release decides."""
+    settled = dataclasses.replace(plan, trl_default_checkpointing=False)
+    if plan.trl_checkpointing is not None:
+        return dataclasses.replace(estimate(dataclasses.replace(settled, gradient_checkpointing=plan.trl_checkpointing), *device),
+                                   plan=plan)
+    chosen = estimate(dataclasses.replace(settled, gradient_checkpointing=True), *device)
+    older = estimate(dataclasses.replace(settled, gradient_checkpointing=False), *device)
+    note = ("gradient checkpointing: TRL's SFTConfig turns it on by default from TRL 0.22 (the estimate); before, off "
+            f"(the high end); gradient_checkpointing= in the SFTConfig or {settled_by('trl')}")
+    return covering(chosen, [older], plan, note)
+
+
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
-    """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel),
-    its interval covering the alternatives."""
+    """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
+    TRL's default gradient checkpointing), its interval covering the alternatives."""
+    if plan.trl_default_checkpointing and plan.mode == "train":
+        return trl_default_checkpointing(plan, estimate, *device)
     if plan.model_code == "own":
         return unmodelled_code(plan, estimate, *device)
     return unstated_attention(plan, estimate, *device)

@@ -11,6 +11,11 @@ from .plan import CannotEstimate
 # them (read from the releases' modeling files: 4.38.2 to 4.46.0).
 ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0", "starcoder2": "4.45.0", "mistral": "4.42.0"}
 
+# transformers' model families whose SDPA attention came after the 4.36 dispatch, and the first release with it (each
+# family's modeling file sets `_supports_sdpa = True` from that release on: read from the releases' modeling files,
+# 4.36.0 to 4.45.0); before it, transformers runs them with eager attention whatever torch offers.
+SDPA_SINCE = {"bert": "4.41.0", "vit": "4.41.0", "gpt2": "4.42.0", "gpt_neox": "4.42.0", "roberta": "4.45.0", "xlm-roberta": "4.45.0"}
+
 # Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
 # behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
 # the command line says, the estimate takes today's behaviour and the interval's other end the older one.
@@ -21,6 +26,7 @@ VERSIONED_BEHAVIOURS = (
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
     ("torch", "1.13.0", "lazy_module_loading", False, True),
+    ("trl", "0.22.0", "trl_checkpointing", False, True),
 )
 LIBRARY_VERSION_FLAG = "--library-version"
 
@@ -46,7 +52,8 @@ def _release(text: str) -> tuple[int, ...]:
 
 def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
     """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
-    family, transformers' per-layer rotary caches too); a library the estimator does not follow is refused,
+    family, transformers' per-layer rotary caches and the family's first release with SDPA too); a library the
+    estimator does not follow is refused,
     so that a misspelt name is not silently ignored."""
     known = {library for library, *_ in VERSIONED_BEHAVIOURS}
     unknown = sorted(set(versions) - known)
@@ -60,4 +67,6 @@ def settings_for_versions(versions: dict[str, str], family: str | None = None) -
     if "transformers" in versions and family is not None:
         until = ROTARY_CACHE_UNTIL.get(family)
         settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
+        if family in SDPA_SINCE:
+            settings["sdpa_dispatch"] = _release(versions["transformers"]) >= _release(SDPA_SINCE[family])
     return settings

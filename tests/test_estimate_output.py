@@ -172,3 +172,30 @@ def test_lora_on_the_lm_head_is_estimated(capsys):
     assert any(f"= {head:,} parameters" in note for note in report["notes"]), report["notes"]
     neox = _estimate(capsys, "--model", "pythia-1b", "--lora-rank", "8", "--lora-targets", "query_key_value,embed_out", "--seq-len", "512")
     assert neox[0] == 0, neox[2]
+
+
+def test_sharding_over_one_gpu_says_it_saves_nothing():
+    """FSDP or ZeRO over the one GPU nobody counted: the note says a single shard saves nothing and how to give the count."""
+    from trainlint.estimator.architectures import find_architecture
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
+
+    llama = find_architecture("llama-3.1-8b")
+    for sharding in ("fsdp", "fsdp-grad-op", "zero2", "zero3"):
+        alone = estimate(Plan(model=llama, dtype="bf16", sharding=sharding, gpus=1, attention="sdpa"))
+        assert any("over 1 GPU (a single shard saves nothing; give --gpus N" in note for note in alone.assumptions), sharding
+        spread = estimate(Plan(model=llama, dtype="bf16", sharding=sharding, gpus=4, attention="sdpa"))
+        assert any(f"{sharding.split('-')[0]}" in note and "over 4 GPUs" in note for note in spread.assumptions), sharding
+
+
+def test_a_classifier_head_is_stated_on_the_command_line(capsys):
+    """--head classifier: a BERT fine-tuned for classification keeps no vocabulary logits, and the input says so."""
+    args = ["--model", "bert-large-uncased", "--batch-size", "4", "--seq-len", "512", "--gpu", "v100-16gb", "--format", "json"]
+    code, masked_lm, _ = _estimate(capsys, *args)
+    assert code == 0
+    code, classifier, _ = _estimate(capsys, *args, "--head", "classifier")
+    assert code == 0
+    masked_lm, classifier = json.loads(masked_lm), json.loads(classifier)
+    assert masked_lm["breakdown"]["logits"] > 0.5 * 2**30 and classifier["breakdown"]["logits"] == 0
+    assert classifier["peak"]["allocated"]["estimate"] < masked_lm["peak"]["allocated"]["estimate"]
+    assert classifier["inputs"]["head"] == {"value": "classifier", "source": "command line"}

@@ -82,6 +82,9 @@ def test_a_lora_configuration_is_read_with_its_lines():
     assert found["loss"] == ("chunked", 37) and found["mode"] == ("train", 32)
     assert found["gradient_checkpointing"] == (True, 46) and found["activation_offloading"] == (False, 47)
     assert found["compiled"] == (False, 41) and "quant" not in found and "sharding" not in found
+    assert found["attention"] == ("sdpa", 5), "torchtune's attention modules call SDPA: no eager high end"
+    assert found["lengths_vary"] == (False, 29), "packed samples are all max_seq_len long"
+    assert found["previous_graph_alive"] == (False, 36), "the recipe's _loss_step deletes the outputs before the backward"
 
 
 def test_torchtunes_memory_switches_qlora_and_the_lm_head():
@@ -106,6 +109,12 @@ def test_a_distributed_configuration_shards_and_an_unpacked_dataset_is_a_cap():
     assert grad_op["sharding"] == ("fsdp-grad-op", 48) and grad_op["offload"] == (("optimizer", "params"), 48)
     unpacked = read_config(LORA_SINGLE_DEVICE.replace("packed: True", "packed: False"))
     assert any("max_seq_len (line 16) caps each sample" in note for note in unpacked.notes)
+    assert unpacked.found()["lengths_vary"].value is True, "each batch padded to its own longest: the lengths vary"
+    default = read_config(LORA_SINGLE_DEVICE.replace("  packed: True\n", ""))
+    assert (default.found()["lengths_vary"].value, default.found()["lengths_vary"].line) == (True, 27)
+    several = read_config(LORA_SINGLE_DEVICE.replace("  _component_: torchtune.datasets.alpaca_cleaned_dataset\n  packed: True",
+                                                     "  - _component_: torchtune.datasets.alpaca_cleaned_dataset"))
+    assert "lengths_vary" not in several.found(), "a list of datasets is not read"
     open_length = read_config(LORA_SINGLE_DEVICE.replace("max_seq_len: 2048", "max_seq_len: null"))
     assert "seq_len" not in open_length.found()
     assert any("max_seq_len is not set" in note for note in plan_settings(open_length, {}).notes)

@@ -4,6 +4,7 @@ a model run by its own code, and the KV cache an inference forward returns."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import textwrap
@@ -52,6 +53,28 @@ def test_a_stated_transformers_release_picks_the_attention_kernel_nobody_named()
     assert current.process == sdpa.process  # SDPA by default from 4.36: nothing left to cover
     assert older.process == eager.process  # before, eager attention with every head's scores
     assert not any("attention kernel not stated" in note for note in (*current.assumptions, *older.assumptions))
+
+
+def test_a_family_whose_sdpa_came_later_runs_eager_attention_on_the_releases_before():
+    """BERT's modeling file has SDPA from transformers 4.41.0: a BERT under 4.40.2 keeps every head's attention
+    probabilities (batch x heads x seq^2, with its dropout's output and mask), and the remedy names the release."""
+    from trainlint.estimator.hardware import resolve_target
+    from trainlint.estimator.report import build
+
+    bert = find_architecture("bert-large-uncased")
+    settings = {"model": bert, "batch_size": 4, "seq_len": 512, "dtype": "fp32", "attention": None, "lengths_vary": False}
+    assert settings_for_versions({"transformers": "4.40.2"}, "bert")["sdpa_dispatch"] is False
+    assert settings_for_versions({"transformers": "4.41.0"}, "bert")["sdpa_dispatch"] is True
+    assert settings_for_versions({"transformers": "4.40.2"}, "llama")["sdpa_dispatch"] is True  # from 4.36
+    older = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")))
+    newer = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.41.0"}, "bert")))
+    assert older.process == estimate(Plan(**{**settings, "attention": "eager"})).process
+    assert newer.process == estimate(Plan(**{**settings, "attention": "sdpa"})).process
+    probabilities = 4 * 16 * 512 * 512 * 24  # batch x heads x seq^2 x layers
+    assert older.breakdown.activations.estimate - newer.breakdown.activations.estimate > 8 * probabilities
+    assert any("SDPA only from 4.41.0" in note for note in older.assumptions)
+    report = build(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")), resolve_target("v100-16gb"), {})
+    assert any(remedy.change.startswith("SDPA (transformers 4.41.0 or later") for remedy in report.remedies)
 
 
 def test_the_estimate_command_names_the_kernel_the_stated_release_picks():
@@ -135,3 +158,39 @@ def test_the_command_line_reports_the_unstated_settings_and_settles_them():
     assert not any("attention kernel not stated" in note or "lazy module loading" in note or "--no-use-cache" in note
                    for note in settled["notes"])
     assert settled["peak"]["process"]["high"] < unstated["peak"]["process"]["high"]
+
+
+TRL_SCRIPT = textwrap.dedent(
+    """\
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B", torch_dtype="bfloat16")
+    config = SFTConfig(output_dir="out", per_device_train_batch_size=4, max_length=2048{extra})
+    trainer = SFTTrainer(model=model, args=config, train_dataset=data, peft_config=LoraConfig(r=8))
+    trainer.train()
+    """
+)
+
+
+def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_not():
+    """TRL 0.22 made gradient_checkpointing=True the default of its SFTConfig: a config that leaves it out is
+    checkpointed at the estimate and not at the high end, and a stated TRL release decides; a config that states it,
+    or transformers' TrainingArguments (default off), is read as written."""
+    planned = plan_settings(read_script(TRL_SCRIPT.format(extra="")), {})
+    assert planned.settings["gradient_checkpointing"] is True and planned.settings["trl_default_checkpointing"] is True
+    plan = Plan(model=QWEN, **{**planned.settings, "lengths_vary": False, "attention": "sdpa"})
+    default = estimate(plan)
+    on = estimate(dataclasses.replace(plan, trl_default_checkpointing=False))
+    off = estimate(dataclasses.replace(plan, trl_default_checkpointing=False, gradient_checkpointing=False))
+    assert default.allocated.estimate == on.allocated.estimate < off.allocated.estimate
+    assert default.allocated.high == off.allocated.high and default.allocated.low == on.allocated.low
+    assert any("TRL's SFTConfig turns it on by default from TRL 0.22" in note for note in default.assumptions)
+    older = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.21.0"})))
+    newer = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.22.0"})))
+    assert older.allocated == off.allocated and newer.allocated == on.allocated
+    stated = plan_settings(read_script(TRL_SCRIPT.format(extra=", gradient_checkpointing=False")), {}).settings
+    assert stated["gradient_checkpointing"] is False and "trl_default_checkpointing" not in stated
+    transformers_args = TRL_SCRIPT.format(extra="").replace("SFTConfig(", "TrainingArguments(")
+    assert "gradient_checkpointing" not in plan_settings(read_script(transformers_args), {}).settings

@@ -94,6 +94,64 @@ def test_a_star_import_brings_in_the_model_class_and_a_package_may_re_export_it_
     assert "TL202" in _codes(package / "train.py", Workspace([package]))
 
 
+_LAYERS_WITH_ITS_IMPORTS = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ConvBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x):
+        return F.relu(self.conv(x))
+"""
+_NET_USING_THE_STAR_IMPORTED_F = """\
+import torch.nn as nn
+
+from layers import *
+
+
+class SegNet(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.block = ConvBlock(64)
+        self.head = nn.Conv2d(64, classes, 1)
+
+    def forward(self, x):
+        x = F.dropout2d(self.block(x), p=0.1)
+        return self.head(x)
+"""
+
+
+def test_a_module_a_star_import_copies_is_known_by_its_name_there(tmp_path):
+    # `F` comes from layers.py's own `import torch.nn.functional as F`: Python's star import copies it
+    root = _project(tmp_path, {"layers.py": _LAYERS_WITH_ITS_IMPORTS, "net.py": _NET_USING_THE_STAR_IMPORTED_F})
+    findings = analyze_source(_NET_USING_THE_STAR_IMPORTED_F, str(root / "net.py"), workspace=Workspace([root]))
+    assert [(f.code, f.line) for f in findings if f.code == "TL211"] == [("TL211", 13)]
+    assert "TL211" not in _codes(root / "net.py", None), "without the workspace `F` is unknown: no finding"
+
+
+def test_an_all_that_leaves_the_import_out_keeps_it_unknown(tmp_path):
+    listed = _LAYERS_WITH_ITS_IMPORTS.replace("import torch\n", "import torch\n\n__all__ = ['ConvBlock']\n", 1)
+    root = _project(tmp_path, {"layers.py": listed, "net.py": _NET_USING_THE_STAR_IMPORTED_F})
+    assert "TL211" not in _codes(root / "net.py", Workspace([root]))
+    listing_f = listed.replace("['ConvBlock']", "['ConvBlock', 'F']")
+    (root / "layers.py").write_text(listing_f, encoding="utf-8")
+    assert "TL211" in _codes(root / "net.py", Workspace([root]))
+
+
+def test_a_star_import_passed_on_by_a_package_brings_the_module_name_too(tmp_path):
+    root = _project(tmp_path, {
+        "nets/__init__.py": "from .layers import *\n",
+        "nets/layers.py": _LAYERS_WITH_ITS_IMPORTS,
+        "net.py": _NET_USING_THE_STAR_IMPORTED_F.replace("from layers import *", "from nets import *"),
+    })
+    assert "TL211" in _codes(root / "net.py", Workspace([root]))
+
+
 def test_a_definition_of_the_file_wins_over_a_star_import_of_the_same_name(tmp_path):
     train = TRAIN.replace(
         "from model import Net",

@@ -14,7 +14,7 @@ DEFAULT_GPU = "h100-sxm"
 
 
 def add_parsers(commands, positive_int, comma_list) -> None:
-    from trainlint.estimator.plan import ATTENTIONS, DTYPES, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
+    from trainlint.estimator.plan import ATTENTIONS, DTYPES, HEADS, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
     estimate.add_argument(
@@ -71,6 +71,9 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     )
     estimate.add_argument("--kv-cache-len", type=positive_int, metavar="N", help="generation: a static KV cache allocated for N tokens")
     estimate.add_argument("--attention", choices=ATTENTIONS, help="default: not stated (sdpa, eager at the high end)")
+    estimate.add_argument("--head", choices=HEADS,
+                          help="what the model's output feeds: lm, a loss over the vocabulary (a causal or masked LM: the "
+                               "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
     estimate.add_argument("--no-use-cache", dest="use_cache", action="store_false", default=None,
                           help="inference: the forward keeps no KV cache (use_cache=False; default: transformers' True)")
     estimate.add_argument("--mode", choices=MODES)
@@ -89,7 +92,7 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     )
     estimate.add_argument(
         "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
-        help="an installed library whose memory use changed between releases (bitsandbytes, transformers, torch), "
+        help="an installed library whose memory use changed between releases (bitsandbytes, transformers, torch, trl), "
         "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
     )
     estimate.add_argument("--format", choices=("text", "json"), default="text")
@@ -134,7 +137,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
-        "lengths_vary": args.lengths_vary, "use_cache": args.use_cache,
+        "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
@@ -165,6 +168,8 @@ def run_estimate(args: argparse.Namespace) -> int:
             from trainlint.estimator.unstated import released_kernel
 
             inputs["attention"] = (released_kernel(settings["sdpa_dispatch"]), f"transformers {versions['transformers']}'s default")
+        if settings.get("trl_default_checkpointing") and "trl_checkpointing" in settings:  # the release's SFTConfig default
+            inputs["gradient_checkpointing"] = (settings["trl_checkpointing"], f"trl {versions['trl']}'s SFTConfig default")
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:

@@ -1,4 +1,4 @@
-"""Functional dropout inside a module ignores `model.eval()`: it stays on at evaluation and inference.
+"""Dropout that `model.eval()` cannot reach: functional dropout in a module, or dropout layers kept in a plain list.
 
 `F.dropout(x, p)` defaults to `training=True`. Unlike the `nn.Dropout` layer, the function does not
 know whether its module is in training mode, so `model.eval()` does not turn it off: validation
@@ -7,8 +7,14 @@ checkpoint selection picks on noise, and the deployed model predicts with dropou
 fails; the numbers are just wrong. The same holds for attention's own dropout,
 `F.scaled_dot_product_attention(q, k, v, dropout_p=p)`: the rate is a plain argument.
 
+A dropout layer kept in a plain Python list or dict (`self.drops = []`, then
+`self.drops.append(nn.Dropout(p))`) is the same bug by another road: `nn.Module` registers only the
+modules, `nn.ModuleList`s and `nn.ModuleDict`s assigned to it, so `model.eval()` never reaches the
+layers in the list and they drop out at evaluation too.
+
 How to fix: pass the module's mode, `F.dropout(x, p, training=self.training)`, or use an
-`nn.Dropout(p)` layer built in `__init__`; for attention, `dropout_p=p if self.training else 0.0`.
+`nn.Dropout(p)` layer built in `__init__`; for attention, `dropout_p=p if self.training else 0.0`;
+for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`.
 """
 
 from __future__ import annotations
@@ -18,13 +24,17 @@ import libcst as cst
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
+    ClassInfo,
     Fires,
     Quiet,
     Rule,
     RuleContext,
     ScopeAnalysis,
     Severity,
+    Tag,
+    Value,
     dotted,
+    last_part,
     literal_value,
     shortened,
     walk,
@@ -57,6 +67,11 @@ class DropoutAlwaysOn(Rule):
                     rate = _attention_dropout(scope, call)
                     if rate is not None:
                         self._report_attention(ctx, scope, call, owner.name, rate)
+        for owner in {id(scope.function.owner): scope.function.owner for scope in ctx.scopes
+                      if scope.function is not None and scope.function.owner is not None}.values():
+            if ctx.summary.is_module_class(owner):
+                for unregistered in _dropout_in_plain_containers(ctx, owner):
+                    self._report_unregistered(ctx, owner, unregistered)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str) -> None:
         assert call.callee is not None and scope.function is not None and scope.function.owner is not None, (
@@ -100,6 +115,195 @@ class DropoutAlwaysOn(Rule):
             help=f"pass `dropout_p={shortened(guarded, 60)}`",
             fix=fix,
         )
+
+
+    def _report_unregistered(self, ctx: RuleContext, owner: ClassInfo, found: _Unregistered) -> None:
+        kind = "dict" if found.container_kind == "dict" else "list"
+        ctx.report(
+            found.use,
+            f"`{found.attribute}` is a plain Python {kind}, so `{owner.name}` never registers the dropout layers in it: "
+            f"`model.eval()` does not reach them, and `{shortened(ctx.chunk.code_for(found.use), 50)}` drops units "
+            f"at evaluation and inference too",
+            evidence=[
+                ((ctx.chunk, found.bound), f"`{found.attribute}` holds a plain {kind}: an `nn.Module` registers only "
+                                           f"modules, `nn.ModuleList`s and `nn.ModuleDict`s assigned to it"),
+                ((ctx.chunk, found.member), f"a layer that drops out in training mode goes into it ({found.why})"),
+            ],
+            help=f"hold the layers in an `nn.Module{'Dict' if kind == 'dict' else 'List'}` so that `eval()` and `train()` reach them",
+        )
+
+
+class _Unregistered:
+    """A plain container attribute of a module class that holds dropout layers and is called through."""
+
+    __slots__ = ("attribute", "container_kind", "bound", "member", "why", "use")
+
+    def __init__(self, attribute: str, container_kind: str, bound: cst.CSTNode, member: cst.CSTNode, why: str, use: cst.CSTNode):
+        self.attribute = attribute
+        self.container_kind = container_kind
+        self.bound = bound  # the assignment of the plain container
+        self.member = member  # where a dropout layer goes into it
+        self.why = why
+        self.use = use  # a call of one of its elements
+
+
+_TORCH_DROPOUT_LAYERS = frozenset({
+    "torch.nn.Dropout", "torch.nn.Dropout1d", "torch.nn.Dropout2d", "torch.nn.Dropout3d",
+    "torch.nn.AlphaDropout", "torch.nn.FeatureAlphaDropout",
+})
+_PLAIN_CONTAINERS = {cst.List: "list", cst.ListComp: "list", cst.Dict: "dict", cst.DictComp: "dict"}
+_ADDING = frozenset({"append", "insert"})
+
+
+def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Unregistered]:
+    """Attributes of a module class bound to a list or dict literal (or comprehension) that receive a
+    layer dropping out in training mode, are called through, and are never handed to anything that could
+    register them (`nn.ModuleList(self.layers)`, `add_module`)."""
+    scopes = [scope for scope in ctx.scopes if scope.function is not None and scope.function.owner is owner]
+    plain: dict[str, tuple[str, cst.CSTNode]] = {}
+    for scope in scopes:
+        for event in scope.events:
+            if isinstance(event, AssignEvent) and event.value_node is not None:
+                for target in event.targets:
+                    kind = _PLAIN_CONTAINERS.get(type(event.value_node))
+                    if _is_self_attribute(target) and kind is not None:
+                        plain.setdefault(target, (kind, event.node))
+    if not plain:
+        return []
+    handed_on = _attributes_handed_on(owner.node)
+    found: list[_Unregistered] = []
+    for attribute, (kind, bound) in plain.items():
+        if attribute in handed_on:
+            continue
+        member = _dropout_member(ctx, scopes, attribute)
+        use = _call_through(owner.node, attribute) if member is not None else None
+        if member is not None and use is not None:
+            found.append(_Unregistered(attribute, kind, bound, member[0], member[1], use))
+    return found
+
+
+def _is_self_attribute(key: str) -> bool:
+    head, dot, name = key.partition(".")
+    return head == "self" and bool(dot) and "." not in name
+
+
+def _attributes_handed_on(class_node: cst.ClassDef) -> set[str]:
+    """`self.x` used in the class other than by indexing it, looping over it, measuring it or adding
+    to it: passed to a call (`nn.ModuleList(self.x)`, `nn.Sequential(*self.x)`), bound again to
+    something else, or the class registers modules by name (`add_module`, `setattr`), which may be
+    how they are registered."""
+    handed: set[str] = set()
+    for node in walk(class_node):
+        if isinstance(node, cst.Call):
+            name = dotted(node.func)
+            if name is not None and last_part(name) in {"add_module", "register_module", "setattr"}:
+                return {"*"} | _every_self_attribute(class_node)
+            reader = last_part(name) if name is not None else None
+            if reader in {"len", "enumerate", "zip", "range", "reversed", "iter"}:
+                continue
+            for arg in node.args:
+                key = dotted(arg.value)
+                if key is not None and _is_self_attribute(key):
+                    handed.add(key)
+        elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                key = dotted(target)
+                value = node.value
+                if key is not None and _is_self_attribute(key) and value is not None and type(value) not in _PLAIN_CONTAINERS:
+                    handed.add(key)
+    return handed
+
+
+def _every_self_attribute(class_node: cst.ClassDef) -> set[str]:
+    return {key for node in walk(class_node) if isinstance(node, cst.Attribute)
+            for key in (dotted(node),) if key is not None and _is_self_attribute(key)}
+
+
+def _dropout_member(ctx: RuleContext, scopes: list[ScopeAnalysis], attribute: str) -> tuple[cst.CSTNode, str] | None:
+    """Where a layer that drops out in training mode goes into the container: `append`ed or `insert`ed
+    (the layer itself, or a name bound to it that nothing else in the method takes on every path the
+    append runs on), or built in its literal."""
+    for scope in scopes:
+        calls = {id(call.node): call for call in scope.calls()}
+        for call in scope.calls():
+            if call.method in _ADDING and call.receiver_key == attribute and call.args and call.arg_nodes:
+                why = _drops_out(ctx, call.args[-1])
+                if why is not None and not _also_kept_elsewhere(scope, call):
+                    return call.node, why
+        for event in scope.events:
+            if isinstance(event, AssignEvent) and attribute in event.targets and event.value_node is not None:
+                for element in _literal_members(event.value_node):
+                    built = calls.get(id(element))
+                    why = _drops_out(ctx, built.result) if built is not None else None
+                    if why is not None and built is not None:
+                        return built.node, why
+    return None
+
+
+def _literal_members(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(node, cst.List):
+        return [element.value for element in node.elements if isinstance(element, cst.Element)]
+    if isinstance(node, cst.ListComp):
+        return [node.elt]
+    if isinstance(node, cst.Dict):
+        return [element.value for element in node.elements if isinstance(element, cst.DictElement)]
+    if isinstance(node, cst.DictComp):
+        return [node.value]
+    return []
+
+
+def _also_kept_elsewhere(scope: ScopeAnalysis, adding: CallEvent) -> bool:
+    """The appended name is also bound to `self.x` or passed to another call wherever the append runs
+    (a module built with it may register it): then `eval()` may reach it another way."""
+    member = adding.arg_nodes[-1].value
+    if not isinstance(member, cst.Name):
+        return False
+    on_its_path = {(id(condition.node), condition.branch) for condition in adding.context.conditions}
+    for event in scope.events:
+        if event is adding:
+            continue
+        takes = False
+        if isinstance(event, CallEvent):
+            takes = any(isinstance(arg.value, cst.Name) and arg.value.value == member.value for arg in event.arg_nodes)
+        elif isinstance(event, AssignEvent) and isinstance(event.value_node, cst.Name):
+            takes = event.value_node.value == member.value and any(_is_self_attribute(t) for t in event.targets)
+        if takes and {(id(c.node), c.branch) for c in event.context.conditions} <= on_its_path:
+            return True
+    return False
+
+
+def _drops_out(ctx: RuleContext, value: Value) -> str | None:
+    """Why a layer drops out in training mode: a torch dropout layer, or a module class of the
+    workspace that reads `self.training` or builds one."""
+    if Tag.MODEL not in value.tags:
+        return None
+    detail = value.detail
+    if isinstance(detail, str) and detail in _TORCH_DROPOUT_LAYERS:
+        return f"`{last_part(detail)}`"
+    if isinstance(detail, ClassInfo) and ctx.summary.is_module_class(detail):
+        summary = detail.home or ctx.summary
+        for node in walk(detail.node):
+            if isinstance(node, cst.Attribute) and dotted(node) == "self.training":
+                return f"`{detail.name}` acts on `self.training`"
+            if isinstance(node, cst.Call):
+                name = dotted(node.func)
+                if name is not None and (summary.canonical(name) in _TORCH_DROPOUT_LAYERS or summary.canonical(name) in _FUNCTIONAL_DROPOUT):
+                    return f"`{detail.name}` applies `{last_part(name)}`"
+    return None
+
+
+def _call_through(class_node: cst.ClassDef, attribute: str) -> cst.CSTNode | None:
+    """A call of an element of the container: `self.x[i](h)`, or a loop over it calling its variable."""
+    for node in walk(class_node):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Subscript) and dotted(node.func.value) == attribute:
+            return node
+        if isinstance(node, cst.For) and isinstance(node.target, cst.Name) and dotted(node.iter) == attribute:
+            called = node.target.value
+            for inner in walk(node.body):
+                if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Name) and inner.func.value == called:
+                    return inner
+    return None
 
 
 _ATTENTION = "torch.nn.functional.scaled_dot_product_attention"
@@ -356,6 +560,68 @@ DropoutAlwaysOn.MUST_FIRE = (
                 return self.head(F.dropout(self.body(x), 0.3, training=self.training))
         """,
     ),
+    Fires(  # a per-task dropout kept in a plain list: `eval()` on the network never reaches it
+        """
+        import torch.nn as nn
+
+        from layers import StochasticMask
+
+
+        class MultiTaskHead(nn.Module):
+            def __init__(self, encoder, hidden, label_counts, task_rates):
+                super().__init__()
+                self.encoder = encoder
+                self.task_masks = []
+                self.classifiers = nn.ModuleList()
+                for task, labels in enumerate(label_counts):
+                    mask = StochasticMask(task_rates[task])
+                    self.task_masks.append(mask)
+                    self.classifiers.append(nn.Linear(hidden, labels))
+
+            def forward(self, tokens, task_id):
+                pooled = self.encoder(tokens)[:, 0]
+                pooled = self.task_masks[task_id](pooled)
+                return self.classifiers[task_id](pooled)
+        """,
+        files={"layers.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class StochasticMask(nn.Module):
+                def __init__(self, rate):
+                    super().__init__()
+                    self.rate = rate
+
+                def forward(self, x):
+                    if not self.training or self.rate == 0:
+                        return x
+                    keep = torch.bernoulli(torch.full_like(x, 1 - self.rate))
+                    return x * keep / (1 - self.rate)
+            """},
+        no_fix=True,
+        at="pooled = self.task_masks[task_id](pooled)",
+    ),
+    Fires(  # torch's own dropout layers in a list comprehension, called in a loop
+        """
+        import torch.nn as nn
+
+
+        class ResidualMLP(nn.Module):
+            def __init__(self, width, depth, rate):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(width, width) for _ in range(depth))
+                self.drops = [nn.Dropout(rate) for _ in range(depth)]
+
+            def forward(self, x):
+                for layer, drop in zip(self.layers, self.drops):
+                    x = x + layer(x).relu()
+                for drop in self.drops:
+                    x = drop(x)
+                return x
+        """,
+        no_fix=True,
+    ),
     Fires(  # attention's own dropout: `dropout_p` is a plain argument, which `eval()` cannot reach
         """
         import torch.nn as nn
@@ -405,6 +671,72 @@ DropoutAlwaysOn.MUST_FIRE = (
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(  # the same layers registered: a ModuleList made from the list, or the list unpacked into Sequential
+        """
+        import torch.nn as nn
+
+
+        class Tower(nn.Module):
+            def __init__(self, width, depth, rate):
+                super().__init__()
+                self.drops = [nn.Dropout(rate) for _ in range(depth)]
+                self.registered = nn.ModuleList(self.drops)
+                self.stages = []
+                for _ in range(depth):
+                    self.stages.append(nn.Dropout(rate))
+                self.body = nn.Sequential(*self.stages)
+
+            def forward(self, x):
+                for drop in self.drops:
+                    x = drop(x)
+                return self.stages[0](x)
+        """
+    ),
+    Quiet(  # the mask is also given to the classifier that registers it, wherever it is appended
+        """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, hidden, labels, dropout):
+                super().__init__()
+                self.dropout = dropout
+                self.out = nn.Linear(hidden, labels)
+
+            def forward(self, x):
+                return self.out(self.dropout(x))
+
+
+        class Heads(nn.Module):
+            def __init__(self, hidden, label_counts, rate):
+                super().__init__()
+                self.masks = []
+                self.heads = nn.ModuleList()
+                for labels in label_counts:
+                    mask = nn.Dropout(rate)
+                    self.masks.append(mask)
+                    self.heads.append(Classifier(hidden, labels, mask))
+
+            def forward(self, x, task):
+                return self.heads[task](self.masks[task](x))
+        """
+    ),
+    Quiet(  # a plain list of layers that do not drop out: not this rule's matter
+        """
+        import torch.nn as nn
+
+
+        class Stack(nn.Module):
+            def __init__(self, width, depth):
+                super().__init__()
+                self.norms = [nn.LayerNorm(width) for _ in range(depth)]
+
+            def forward(self, x):
+                for norm in self.norms:
+                    x = norm(x)
+                return x
+        """
+    ),
     Quiet(  # attention dropout only in training: inline, through a name, or zero
         """
         import torch

@@ -27,6 +27,7 @@ from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
+    Condition,
     Event,
     Fires,
     Loop,
@@ -45,6 +46,7 @@ from trainlint.rules import (
     is_torch_name,
     ordered_events,
     path_conditions,
+    shortened,
     written,
 )
 
@@ -106,7 +108,11 @@ class MissingZeroGrad(Rule):
             return  # most scopes (a long class's methods): nothing to look further at
         clearing = [(event, chain) for event, chain in items if clears_gradients(event)]
         if any(_conditional(event, chain) for event, chain in clearing if _clears(event, chain)):
-            return  # zeroing on some iterations only: deliberate accumulation
+            # zeroing on some iterations only is deliberate accumulation, unless the clearing sits on
+            # one branch of an `if` and a whole training step on the other (`if use_amp: ... else:
+            # optimizer.zero_grad() ...`): that branch's steps never clear
+            self._check_branch_without_clearing(ctx, items, backwards, clearing)
+            return
         reported: set[Loop] = set()
         for event, chain in backwards:
             site = _site(event, chain)
@@ -125,6 +131,42 @@ class MissingZeroGrad(Rule):
                     self._report_other_cleared(ctx, loop, in_loop, *uncleared)
                 continue
             self._report(ctx, event, chain, loop, step, clearing)
+
+    def _check_branch_without_clearing(self, ctx: RuleContext, items: list[Item], backwards: list[Item], clearing: list[Item]) -> None:
+        for event, chain in backwards:
+            site = _site(event, chain)
+            found = _step_loop(items, site)
+            if found is None:
+                continue
+            loop, in_loop, _ = found
+            clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
+            backward_path = path_conditions(event, chain, loop)
+            steps = [(step, step_chain) for step, step_chain in in_loop if isinstance(step, CallEvent) and is_optimizer_step(step)
+                     and not _exclusive(backward_path, path_conditions(step, step_chain, loop))]
+            if not clears or not steps or self._handled_elsewhere(ctx, event, in_loop):
+                continue
+            branch = _branch_excluding(backward_path, [path_conditions(clear, clear_chain, loop) for clear, clear_chain in clears])
+            if branch is None:
+                continue
+            step = steps[0][0]
+            clear = clears[0][0]
+            test = branch.test
+            shown = f"`if {shortened(site.chunk.code_for(test), 40)}:`" if test is not None else "the branch"
+            side = "branch" if branch.branch == "if" else "`else` branch"
+            ctx.report(
+                site.node,
+                f"on the {side} of {shown}, `{_code(event)}` adds to `.grad` every iteration and `{_code(step)}` applies it, "
+                f"but the loop's only clearing, `{_code(clear)}` on line {ctx.line_of((clear.chunk, clear.node))}, runs on the "
+                f"other branch: whenever this branch is taken, each step applies the sum of every gradient since the start",
+                evidence=[
+                    ((site.chunk, branch.node), f"the {side} with no gradient clearing"),
+                    ((clear.chunk, clear.node), "gradients are cleared only on the other branch"),
+                    ((event.chunk, event.node), "backward accumulates into `.grad`"),
+                    ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
+                ],
+                help=f"clear on both branches: call `{_optimizer_of(step) or 'optimizer'}.zero_grad()` before the `if`, or on this branch too",
+            )
+            return
 
     @staticmethod
     def _handled_elsewhere(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
@@ -354,6 +396,22 @@ def _clears(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return not any(condition.branch == "except" for condition in path_conditions(event, chain, None))
 
 
+def _exclusive(one: tuple[Condition, ...], other: tuple[Condition, ...]) -> bool:
+    """Two paths that never run in the same iteration: opposite branches of one `if`."""
+    return _branch_excluding(one, [other]) is not None
+
+
+def _branch_excluding(path: tuple[Condition, ...], others: list[tuple[Condition, ...]]) -> Condition | None:
+    """The condition on ``path`` whose `if` each of the ``others`` takes the other way, if one does for all."""
+    for condition in path:
+        if condition.branch in {"if", "else"} and all(
+            any(theirs.node is condition.node and theirs.branch in {"if", "else"} and theirs.branch != condition.branch for theirs in other)
+            for other in others
+        ):
+            return condition
+    return None
+
+
 def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return any(condition.branch != "except" for condition in path_conditions(event, chain, None))
 
@@ -427,6 +485,35 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 MissingZeroGrad.MUST_FIRE = (
+    Fires(  # the clearing is on the full-precision branch only: the mixed-precision steps never clear
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, use_amp):
+                self.model = model
+                self.optimizer = optimizer
+                self.use_amp = use_amp
+                self.scaler = torch.cuda.amp.GradScaler(enabled=use_amp)
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    for images, labels in loader:
+                        if self.use_amp:
+                            with torch.autocast("cuda", dtype=torch.float16):
+                                loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                            self.scaler.scale(loss).backward()
+                            self.scaler.step(self.optimizer)
+                            self.scaler.update()
+                        else:
+                            self.optimizer.zero_grad()
+                            loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                            loss.backward()
+                            self.optimizer.step()
+        """,
+        at="self.scaler.scale(loss).backward()",
+    ),
     Fires(  # an EMA helper handed the model writes its shadow weights in place: it clears no gradient
         """
         import torch
@@ -731,6 +818,28 @@ MissingZeroGrad.MUST_FIRE = (
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # each branch clears its own steps; and accumulation clears under the same `if` as its step
+        """
+        import torch
+
+
+        def fit(model, optimizer, scaler, loader, use_amp, accumulation_steps):
+            for step, (images, labels) in enumerate(loader):
+                if use_amp:
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = torch.nn.functional.cross_entropy(model(images), labels)
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+                else:
+                    loss = torch.nn.functional.cross_entropy(model(images), labels) / accumulation_steps
+                    loss.backward()
+                    if (step + 1) % accumulation_steps == 0:
+                        optimizer.step()
+                        optimizer.zero_grad(set_to_none=True)
+        """
+    ),
     Quiet(  # each optimizer's gradients are cleared, one through the optimizer, one through the model
         """
         import torch

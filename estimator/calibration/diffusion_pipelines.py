@@ -8,8 +8,10 @@ match the published counts). Then, at the pipeline's reference resolution:
 
 - inference: ``MemTracker``'s peak beyond the parameters for one denoiser call at batch 1 and 2
   (classifier-free guidance runs 2 per image), for a VAE decode of one image, and for the text
-  encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``; and the text encoders'
-  parameters that transformers keeps in fp32 when fp16 is asked for (T5's ``wo``);
+  encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``; the text encoders'
+  parameters that transformers keeps in fp32 when fp16 is asked for (T5's ``wo``); and whether the
+  pipeline's class casts an fp16 VAE to fp32 for the decode (SDXL's ``upcast_vae``, when the VAE's
+  config sets ``force_upcast``, as diffusers' default and the stock SDXL VAE do);
 - training the denoiser: the bytes the forward keeps for the backward (saved-tensor hooks, unique
   storages, parameters excluded, as in ``activations.py``) at batch 1, trained in full, with
   gradient checkpointing, and frozen with LoRA adapters (peft, rank 4) on the attention projections,
@@ -65,16 +67,16 @@ FLUX_TRANSFORMER = dict(patch_size=1, in_channels=64, num_layers=19, num_single_
                         axes_dims_rope=[16, 56, 56])
 
 PIPELINES = {
-    "sd-1.5": {"resolution": 512, "guidance_batch": 2, "denoiser": ("unet", SD15_UNET),
+    "sd-1.5": {"class": "StableDiffusionPipeline", "resolution": 512, "guidance_batch": 2, "denoiser": ("unet", SD15_UNET),
                "text_encoders": [("clip", CLIP_L)], "vae": SD_VAE, "context": (77, 768)},
-    "sd-2.1": {"resolution": 768, "guidance_batch": 2, "denoiser": ("unet", SD21_UNET),
+    "sd-2.1": {"class": "StableDiffusionPipeline", "resolution": 768, "guidance_batch": 2, "denoiser": ("unet", SD21_UNET),
                "text_encoders": [("clip", OPENCLIP_H)], "vae": SD_VAE, "context": (77, 1024)},
-    "sdxl": {"resolution": 1024, "guidance_batch": 2, "denoiser": ("unet", SDXL_UNET),
+    "sdxl": {"class": "StableDiffusionXLPipeline", "resolution": 1024, "guidance_batch": 2, "denoiser": ("unet", SDXL_UNET),
              "text_encoders": [("clip", CLIP_L), ("clip-projection", OPENCLIP_BIGG)], "vae": SD_VAE, "context": (77, 2048)},
-    "sd-3-medium": {"resolution": 1024, "guidance_batch": 2, "denoiser": ("sd3", SD3_TRANSFORMER),
+    "sd-3-medium": {"class": "StableDiffusion3Pipeline", "resolution": 1024, "guidance_batch": 2, "denoiser": ("sd3", SD3_TRANSFORMER),
                     "text_encoders": [("clip-projection", dict(CLIP_L, projection_dim=768)), ("clip-projection", OPENCLIP_BIGG),
                                       ("t5", T5_XXL)], "vae": SD3_VAE, "context": (333, 4096)},
-    "flux.1-dev": {"resolution": 1024, "guidance_batch": 1, "denoiser": ("flux", FLUX_TRANSFORMER),
+    "flux.1-dev": {"class": "FluxPipeline", "resolution": 1024, "guidance_batch": 1, "denoiser": ("flux", FLUX_TRANSFORMER),
                    "text_encoders": [("clip", CLIP_L), ("t5", T5_XXL)], "vae": SD3_VAE, "context": (512, 4096)},
 }
 
@@ -184,6 +186,8 @@ def measure(name: str, pipeline: dict) -> dict:
         for index, encoder in enumerate(encoders):
             result["components"][f"text_encoder_{index + 1}"] = sum(p.numel() for p in encoder.parameters())
         result["kept_fp32_under_fp16"] = kept_fp32_under_fp16(encoders)
+        # the SDXL pipelines cast an fp16 VAE to fp32 for the decode when its config sets force_upcast (`upcast_vae`)
+        result["vae_upcast_under_fp16"] = hasattr(getattr(diffusers, pipeline["class"]), "upcast_vae") and vae.config.force_upcast
         denoiser.eval()
         result["denoise_bytes"] = {
             str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))
