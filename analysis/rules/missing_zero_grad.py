@@ -132,7 +132,7 @@ class MissingZeroGrad(Rule):
                 continue
             self._report(ctx, event, chain, loop, step, clearing)
 
-    def _check_branch_without_clearing(self, ctx: RuleContext, items: list[Item], backwards: list[Item], clearing: list[Item]) -> None:
+    def _check_branch_without_clearing(self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item]) -> None:
         for event, chain in backwards:
             site = _site(event, chain)
             found = _step_loop(items, site)
