@@ -9,6 +9,12 @@ recorded here as depending on the whole module, and its findings for that statem
 recomputed after every edit. A few module-wide facts are small values (the first line that shows
 CUDA); those are recorded with the value seen, and a kept finding is valid while the value is.
 
+A rule that checks one scope at a time (``Rule.check_scope``) is recorded per scope of a statement
+that holds several (the methods of a class): what it read of the flows of other functions, and the
+lines of its own statement it read. After an edit inside one method, the results of the other
+methods are kept while those flows are the same objects and those lines did not move
+(``ModuleAnalysis.scope_result_holds``).
+
 A key typed on a line that stays broken leaves every statement's tree as it was (the line is
 blanked in it): the analysed program is the same. A result that read the module's trees
 beyond its statement, but not the module's text (which holds the broken line as typed), is kept
@@ -22,7 +28,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
     from .parsing import ParsedChunk
+    from .summary import FunctionInfo
 
 _local = threading.local()
 
@@ -35,37 +43,92 @@ class Superseded(Exception):
 
 
 class Reads:
-    """What one rule read while checking one statement."""
+    """What one rule read while checking one statement, or one scope of it."""
 
-    __slots__ = ("chunk", "whole_module", "text", "facts", "placed")
+    __slots__ = ("chunk", "scope", "whole_module", "text", "facts", "placed", "flows", "own_lines")
 
-    def __init__(self, chunk: ParsedChunk) -> None:
+    def __init__(self, chunk: ParsedChunk, scope: ScopeAnalysis | None = None) -> None:
         self.chunk = chunk
+        self.scope = scope
         self.whole_module = False
         self.text = False  # read the module's text beyond the statement's own unbroken lines
         self.facts: dict[str, Any] = {}
         # Statements whose line numbers the rule read, with the first line and the revision each had then.
         self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
+        # Checking one scope: the functions whose flow it asked for, with the flow it got, and the
+        # lines of its own statement it read (first and last of each read), which are not in ``placed``.
+        self.flows: dict[FunctionInfo, ScopeAnalysis | None] = {}
+        self.own_lines: set[tuple[int, int]] = set()
 
 
 class KeptResult:
     """One rule's findings for one statement, the module-wide values they were computed with, and
     the statements whose lines they cite (a message may quote a line number: a statement that
-    moved makes the result stale). ``program``: for a result that read the module's trees beyond
-    its statement, the program it was computed on (``ModuleAnalysis.program``), which it is kept for."""
+    moved makes the result stale). For a rule checked scope by scope, ``scopes`` holds each
+    scope's own result (those that read nothing module-wide), and ``whole`` says whether the
+    statement's result may be kept as a whole (no scope read anything module-wide). ``program``: for
+    a result that read the module's trees beyond its statement, the program it was computed on
+    (``ModuleAnalysis.program``), which it is kept for."""
 
-    __slots__ = ("findings", "facts", "placed", "program")
+    __slots__ = ("findings", "facts", "placed", "scopes", "whole", "program")
 
     def __init__(self, findings: Sequence, reads: Reads, program: object | None = None) -> None:
         self.findings = findings
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())
         self.program = program
+        self.scopes: dict[ScopeAnalysis, ScopeResult] | None = None
+        self.whole = True
+
+    @classmethod
+    def of_scopes(cls, chunk: ParsedChunk, findings: Sequence, scopes: dict[ScopeAnalysis, ScopeResult], whole: bool) -> KeptResult:
+        """The result of a rule checked scope by scope: what each scope's check read, together."""
+        reads = Reads(chunk)
+        for result in scopes.values():
+            reads.facts.update(result.facts)
+            for where in result.placed:
+                reads.placed[id(where[0])] = where
+            if result.own_lines:
+                reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line, chunk.revision)
+        combined = cls(findings, reads)
+        combined.scopes, combined.whole = scopes, whole
+        return combined
+
+
+class ScopeResult:
+    """One rule's findings for one scope, and what the check of that scope read beyond it
+    (``bare``: nothing, so it holds while its scope is the same flow)."""
+
+    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "bare")
+
+    def __init__(self, findings: Sequence, reads: Reads) -> None:
+        self.findings = findings
+        self.facts = reads.facts
+        self.placed = tuple(reads.placed.values())
+        self.flows = tuple(reads.flows.items())
+        self.own_lines = tuple(reads.own_lines)
+        self.bare = not (self.facts or self.placed or self.flows or self.own_lines)
+
+    @staticmethod
+    def of(findings: Sequence, reads: Reads) -> ScopeResult:
+        if findings or reads.facts or reads.placed or reads.flows or reads.own_lines:
+            return ScopeResult(findings, reads)
+        return NOTHING_IN_SCOPE
+
+
+def _nothing_in_scope() -> ScopeResult:
+    result = ScopeResult.__new__(ScopeResult)
+    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.bare = (), {}, (), (), (), True
+    return result
+
+
+# What most scopes' checks come to: nothing found, nothing read beyond the scope.
+NOTHING_IN_SCOPE = _nothing_in_scope()
 
 
 def _nothing_found() -> KeptResult:
     result = KeptResult.__new__(KeptResult)
-    result.findings, result.facts, result.placed, result.program = (), {}, (), None
+    result.findings, result.facts, result.placed, result.scopes, result.whole, result.program = (), {}, (), None, True, None
     return result
 
 
@@ -74,12 +137,13 @@ NOTHING_FOUND = _nothing_found()
 
 
 class KeptStatement:
-    """Every selected rule's kept result for one statement."""
+    """Every selected rule's kept result for one statement (``complete``: each may be kept as a whole)."""
 
-    __slots__ = ("results", "facts", "placed", "program")
+    __slots__ = ("results", "facts", "placed", "complete", "program")
 
-    def __init__(self, results: dict[str, KeptResult]) -> None:
+    def __init__(self, results: dict[str, KeptResult], rule_count: int) -> None:
         self.results = results
+        self.complete = len(results) == rule_count and all(result.whole for result in results.values())
         # the program the results that read beyond the statement were computed on (all the same one)
         self.program = next((result.program for result in results.values() if result.program is not None), None)
         # What all of them depend on together: checked once, they can be kept at once.
@@ -93,12 +157,13 @@ class KeptStatement:
 
 
 class recording:
-    """Record, for the duration of a ``with`` block, what the running rule reads."""
+    """Record, for the duration of a ``with`` block, what the running rule reads (of one of the
+    statement's scopes, when ``scope`` is given)."""
 
     __slots__ = ("reads", "_outer")
 
-    def __init__(self, chunk: ParsedChunk) -> None:
-        self.reads = Reads(chunk)
+    def __init__(self, chunk: ParsedChunk, scope: ScopeAnalysis | None = None) -> None:
+        self.reads = Reads(chunk, scope)
 
     def __enter__(self) -> Reads:
         self._outer = getattr(_local, "reads", None)
@@ -110,6 +175,20 @@ class recording:
         if self._outer is not None and self.reads.whole_module:
             self._outer.whole_module = True
             self._outer.text = self._outer.text or self.reads.text
+
+
+class unrecorded:
+    """Compute, for the duration of a ``with`` block, what is recorded otherwise (a module fact's
+    value, which is recorded with the value instead): nothing read in it counts for the running rule."""
+
+    __slots__ = ("_outer",)
+
+    def __enter__(self) -> None:
+        self._outer = getattr(_local, "reads", None)
+        _local.reads = None
+
+    def __exit__(self, *exc_info) -> None:
+        _local.reads = self._outer
 
 
 def current() -> Reads | None:
@@ -141,10 +220,28 @@ def text_reads() -> int:
     return getattr(_local, "text_reads", 0)
 
 
-def note_position(chunk: ParsedChunk) -> None:
+def note_position(chunk: ParsedChunk, first: int, last: int) -> None:
+    """The rule read the lines ``first`` to ``last`` of a statement (module coordinates)."""
     reads = getattr(_local, "reads", None)
-    if reads is not None and id(chunk) not in reads.placed:
+    if reads is None:
+        return
+    if reads.scope is not None and chunk is reads.chunk:
+        reads.own_lines.add((first, last))
+    elif id(chunk) not in reads.placed:
         reads.placed[id(chunk)] = (chunk, chunk.chunk.start_line, chunk.revision)
+
+
+def note_flow(function: FunctionInfo, analysis: ScopeAnalysis | None) -> None:
+    """The rule asked for a function's flow: a scope's kept result holds while the function has that flow."""
+    reads = getattr(_local, "reads", None)
+    if reads is not None and reads.scope is not None:
+        reads.flows.setdefault(function, analysis)
+
+
+def scoped() -> bool:
+    """Whether the running rule checks one scope of its statement (``Rule.check_scope``)."""
+    reads = getattr(_local, "reads", None)
+    return reads is not None and reads.scope is not None
 
 
 def note_fact(name: str, value: Any) -> None:

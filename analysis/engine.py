@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .context import RawFinding, RuleContext
-from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, recording
+from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, ScopeResult, recording
 from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
@@ -23,6 +23,7 @@ from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
 
 if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
     from .workspace import Workspace
 
 log = logging.getLogger("trainlint")
@@ -226,14 +227,16 @@ def _check_statements(
             # else only a statement inside it is broken, blanked in its tree: the rest is checked
         if not checked:
             continue
-        previous = inherited.get(chunk.index) if chunk.index in module.kept else None
-        if previous is not None and len(previous.results) == len(rules) and module.still_holds(previous):
+        whole_kept = chunk.index in module.kept
+        # an edit inside one method of a class: the scopes of its other methods may keep their results
+        previous = inherited.get(chunk.index) if whole_kept or chunk.index == module.methods_edited else None
+        if previous is not None and whole_kept and previous.complete and module.still_holds(previous):
             module.rule_results[chunk.index] = previous  # the common case after an edit: nothing to re-check
             for kept_result in previous.results.values():
                 raw.extend(kept_result.findings)
             continue
         try:
-            module.scopes_of(chunk)
+            scopes = module.scopes_of(chunk)
         except RecursionError:
             engine_findings.append(_engine_finding(
                 module.path, NOT_ANALYSED, chunk.start_line + 1, 1,
@@ -252,14 +255,21 @@ def _check_statements(
             if has_failed(rule_class):
                 continue
             kept_result = previous.results.get(rule_class.code) if previous is not None else None
-            if kept_result is not None and module.still_holds(kept_result):
+            if kept_result is not None and whole_kept and kept_result.whole and module.still_holds(kept_result):
                 results[rule_class.code] = kept_result
                 raw.extend(kept_result.findings)
                 continue
             if superseded is not None and superseded():
                 raise Superseded
             context = RuleContext(module, chunk, rule_class, settings)
+            by_scope = rule_class.checks_by_scope() and len(scopes) > 1
             try:
+                if by_scope:
+                    # only where the edit was, in one method: their lines are checked against it
+                    kept_scopes = kept_result.scopes if kept_result is not None and chunk.index == module.methods_edited else None
+                    results[rule_class.code] = _checked_by_scope(module, context, scopes, kept_scopes)
+                    raw.extend(context.findings)
+                    continue
                 with recording(chunk) as reads:
                     rule_class().check(context)
             except RecursionError:
@@ -283,7 +293,34 @@ def _check_statements(
             elif not reads.text:  # kept while no statement's tree changes (a key on a line that stays broken)
                 results[rule_class.code] = KeptResult(context.findings, reads, program=module.program)
             raw.extend(context.findings)
-        module.rule_results[chunk.index] = KeptStatement(results)
+        module.rule_results[chunk.index] = KeptStatement(results, len(rules))
+
+
+def _checked_by_scope(
+    module: ModuleAnalysis, context: RuleContext, scopes: list[ScopeAnalysis], kept: dict[ScopeAnalysis, ScopeResult] | None,
+) -> KeptResult:
+    """A rule that checks scope by scope (``Rule.check_scope``), run over a statement of several
+    scopes: each scope's result is kept from ``kept`` when it still holds, else checked and recorded
+    on its own. ``context.findings`` ends as the statement's findings."""
+    rule = context.rule()
+    chunk = context.chunk
+    results: dict[ScopeAnalysis, ScopeResult] = {}
+    whole = True
+    for scope in scopes:
+        previous = kept.get(scope) if kept else None
+        if previous is not None and (previous.bare or module.scope_result_holds(previous)):
+            results[scope] = previous
+            if previous.findings:
+                context.findings.extend(previous.findings)
+            continue
+        start = len(context.findings)
+        with recording(chunk, scope) as reads:
+            rule.check_scope(context, scope)
+        if reads.whole_module:
+            whole = False
+        else:
+            results[scope] = ScopeResult.of(context.findings[start:], reads)
+    return KeptResult.of_scopes(chunk, context.findings, results, whole)
 
 
 def _reported(

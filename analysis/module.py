@@ -84,6 +84,10 @@ class ModuleAnalysis:
         self._kept_walks: tuple[int, ClassInfo] | None = None
         # Statements whose analysis and rule results were carried over from the previous text.
         self.kept: frozenset[int] = frozenset()
+        # The class statement edited inside one method whose other methods kept their flows
+        # (``_methods_kept``), -1 if none; and the lines the edit touched (first, last, lines added).
+        self.methods_edited = -1
+        self.edited_lines: tuple[int, int, int] | None = None
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
 
@@ -109,10 +113,10 @@ class ModuleAnalysis:
         text = normalize_line_breaks(text)
         spliced = self._spliced(text)
         if spliced is not None:
-            chunks, unchanged = spliced
+            chunks, unchanged, edited_lines = spliced
         else:
-            chunks, unchanged = self._rechunked(text)
-        result = self._with_chunks(text, chunks, unchanged, spliced=spliced is not None)
+            (chunks, unchanged), edited_lines = self._rechunked(text), None
+        result = self._with_chunks(text, chunks, unchanged, edited_lines)
         if "_cuda_found" in self.__dict__:  # a search of 3,900 lines takes 3.7 ms: not again where the text is as it was
             result.__dict__["_cuda_found"] = self._cuda_after_edit(text)
         return result
@@ -137,10 +141,11 @@ class ModuleAnalysis:
         lines_added = text.count("\n", prefix, len(text) - suffix) - old.count("\n", prefix, len(old) - suffix)
         return found[0] + lines_added, found[1] + shift  # on a line after the edit, moved with it
 
-    def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int]] | None:
+    def _spliced(self, text: str) -> tuple[list[ParsedChunk], set[int], tuple[int, int, int]] | None:
         """An edit inside one statement's lines: that statement alone changes, re-parsing only the
         innermost statement it touched (ParsedChunk.spliced); the others keep their chunks and move
-        by the lines the edit added or removed. None for any other edit."""
+        by the lines the edit added or removed. None for any other edit. With the chunks, the
+        first and last line of the new text the edit touched, and how many lines it added."""
         old = self._text
         prefix = common_prefix(old, text)
         suffix = common_suffix(old, text, limit=min(len(old), len(text)) - prefix)
@@ -161,7 +166,8 @@ class ModuleAnalysis:
                         # a key on a line that stays broken: the analysed tree is as it was, and so is
                         # every statement's analysis; only the statement's text and its TL000 change
                         chunk.retyped(replacement)
-                        return list(self._chunks), set(range(len(self._chunks)))
+                        first = text.count("\n", 0, prefix) + 1
+                        return list(self._chunks), set(range(len(self._chunks))), (first, first + text.count("\n", prefix, new_end), 0)
                 elif not one_statement(piece_text, prefix - offset):
                     return None  # the edit made a new top-level statement start inside this one
                 shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
@@ -170,7 +176,8 @@ class ModuleAnalysis:
                 for later in range(index + 1, len(chunks)):
                     moved = chunks[later]
                     moved.relocate(Chunk(start_line=moved.start_line + shift, text=moved.chunk.text))
-                return chunks, set(range(len(chunks))) - {index}
+                first = text.count("\n", 0, prefix) + 1
+                return chunks, set(range(len(chunks))) - {index}, (first, first + text.count("\n", prefix, new_end), shift)
             offset += length
         return None
 
@@ -197,13 +204,15 @@ class ModuleAnalysis:
                 chunks.append(self._chunks[candidates.pop(0)].moved(piece, index))
         return chunks, unchanged
 
-    def _with_chunks(self, text: str, chunks: list[ParsedChunk], unchanged: set[int], *, spliced: bool = False) -> ModuleAnalysis:
+    def _with_chunks(
+        self, text: str, chunks: list[ParsedChunk], unchanged: set[int], edited_lines: tuple[int, int, int] | None,
+    ) -> ModuleAnalysis:
         kept, new_facts = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
         kept_methods: list[FunctionInfo] = []
         edited = -1
-        if spliced and len(unchanged) == len(chunks) - 1:
+        if edited_lines is not None and len(unchanged) == len(chunks) - 1:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
@@ -226,7 +235,7 @@ class ModuleAnalysis:
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
-        same_program = spliced and len(unchanged) == len(chunks) and len(kept) == len(chunks)
+        same_program = edited_lines is not None and len(unchanged) == len(chunks) and len(kept) == len(chunks)
         result.program = self.program if same_program else object()
         # values computed from the trees alone are the same program's: those from the text are not
         result._module_wide = {key: value for key, value in self._module_wide.items() if key not in self._module_wide_text} if same_program else {}
@@ -234,7 +243,11 @@ class ModuleAnalysis:
         result._calls_by_function = None
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
-        result.rule_results = {index: results for index, results in self.rule_results.items() if index in kept}
+        result.methods_edited = edited
+        result.edited_lines = edited_lines if edited >= 0 else None
+        result.rule_results = {
+            index: results for index, results in self.rule_results.items() if index in kept or index == edited
+        }
         result.rule_results_key = self.rule_results_key
         for index, facts in enumerate(self.facts):
             if index not in kept and facts is not None and index != edited:
@@ -267,7 +280,8 @@ class ModuleAnalysis:
         walked now when it was not then (recursion: the order of the walks changed), it is walked
         again. The statement object is kept too, taking over the edited tree
         (``ParsedChunk.adopt``), so that the kept flows, their events and values name the
-        statement as it is now."""
+        statement as it is now. An edit of lines that do not parse, whose tree is the one before
+        (the lines blanked alike), edits no method: every flow is kept that way."""
         old_chunk, new_chunk = self._chunks[index], chunks[index]
         if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
             return None
@@ -280,20 +294,28 @@ class ModuleAnalysis:
         if not _same_but(old_block, new_block, "body") or len(old_block.body) != len(new_block.body):
             return None
         changed = [(old, new) for old, new in zip(old_block.body, new_block.body) if old is not new]
-        if len(changed) != 1:
-            return None
-        old_def, new_def = changed[0]
-        if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(old_def, new_def, "body"):
+        if len(changed) > 1:
             return None
         facts = self.summary.facts_at(index)
         info = facts.classes.get(old_class.name.value)
         if len(facts.classes) != 1 or info is None or info.node is not old_class:
             return None
-        edited = info.methods.get(old_def.name.value)
-        if edited is None or edited.node is not old_def:
-            return None  # a method defined twice: the class keeps the later one
-        if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
-            return None  # what `self.x` the method assigns decides what other methods read for it
+        # none changed: the edit is on lines that do not parse, blanked in the tree as they were before
+        edited: FunctionInfo | None = None
+        edited_def: cst.FunctionDef | None = None
+        edited_words: frozenset[str] = frozenset()
+        if changed:
+            old_def, new_def = changed[0]
+            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(
+                old_def, new_def, "body", alike=True,
+            ):
+                return None
+            edited = info.methods.get(old_def.name.value)
+            if edited is None or edited.node is not old_def:
+                return None  # a method defined twice: the class keeps the later one
+            if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
+                return None  # what `self.x` the method assigns decides what other methods read for it
+            edited_words, edited_def = words_in(new_chunk.code_for(new_def)), new_def
         if names_calling(old_chunk) != names_calling(new_chunk):
             return None  # the names parameters' roles are read from
         others_changed: set[str] = set()
@@ -302,17 +324,19 @@ class ModuleAnalysis:
                 others_changed |= self.summary.facts_at(other).defined_names
         # what the class may use: the words of its text before the edit and of the edited method now
         # (a superset, kept for the next edit: all the words of a 3,700-line class take 7 ms to find)
-        words = old_chunk.words | words_in(new_chunk.code_for(new_def))
+        words = old_chunk.words | edited_words
         if not words.isdisjoint(others_changed):
             return None  # the class uses a name of a statement analysed again: its flows may read it
         kept_chunks = {id(chunks[other]) for other in kept}
-        walked_again = {edited} | {
+        walked_again = {
             method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
         }
+        if edited is not None and edited_def is not None:
+            walked_again.add(edited)
+            edited.node = edited_def
         old_chunk.adopt(new_chunk, words)
         info.node = new_class
         info.forget_flows(walked_again)
-        edited.node = new_def
         for method in walked_again:
             method.previous = exported(method._analysis) if method._analysis is not None else ()
             method.release()
@@ -382,13 +406,15 @@ class ModuleAnalysis:
                 note_whole_text()
             elif chunk.broken is not None and chunk.broken[0] <= relative <= chunk.broken[1]:
                 note_whole_text()  # a broken line's text is not in the tree: a key typed on it keeps the tree
+            elif reads.scope is not None:
+                dependencies.note_position(chunk, number, number)
         return self._all_lines()[number - 1]
 
     def scopes_of(self, chunk: ParsedChunk) -> list[ScopeAnalysis]:
         """The module-level code of a statement, and every function and method it defines."""
         reads = dependencies.current()
-        if reads is not None and reads.chunk is not chunk:
-            note_whole_module()
+        if reads is not None and (reads.chunk is not chunk or reads.scope is not None):
+            note_whole_module()  # checking one scope, all of its statement's is beyond it
         return self._scopes_at(chunk.index)
 
     def _scopes_at(self, index: int) -> list[ScopeAnalysis]:
@@ -562,9 +588,12 @@ class ModuleAnalysis:
         Recorded with its value rather than as a module-wide read: findings computed with it are
         kept after an edit that leaves it equal. ``compute`` must be a module-level function.
         """
-        value = self._module_wide_unrecorded(key, compute)
+        if key not in self._module_wide:
+            with dependencies.unrecorded():  # what computing it reads is what the value stands for
+                self._module_wide[key] = compute(self)
+        value = self._module_wide[key]
         note_fact(key, (compute, value))
-        return value
+        return value  # type: ignore[return-value]
 
     def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
@@ -574,10 +603,10 @@ class ModuleAnalysis:
                 self._module_wide_text.add(key)
         return self._module_wide[key]  # type: ignore[return-value]
 
-    def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement) -> bool:
+    def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement | dependencies.ScopeResult) -> bool:
         """Whether the module-wide values and the lines a kept result was computed with are unchanged,
         and, for one that read the module's trees beyond its statement, the program (``program``)."""
-        if kept.program is not None and kept.program is not self.program:
+        if getattr(kept, "program", None) is not None and kept.program is not self.program:  # type: ignore[union-attr]
             return False
         for chunk, start_line, revision in kept.placed:
             if (
@@ -588,6 +617,22 @@ class ModuleAnalysis:
         return all(
             self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
         )
+
+    def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
+        """Whether one scope's kept result (of the statement ``methods_edited``, whose scope it is and
+        still the same flow) holds: the module-wide values and other statements' lines it read are
+        unchanged, every flow it asked for is the same, and the lines of its statement it read are
+        neither lines the edit touched nor after them when the edit added or removed lines."""
+        if not self.still_holds(result):
+            return False
+        if any(function._analysis is not analysis for function, analysis in result.flows):
+            return False
+        if not result.own_lines or self.edited_lines is None:
+            return True
+        first_edited, last_edited, added = self.edited_lines
+        if added:
+            return all(last_read < first_edited for _, last_read in result.own_lines)
+        return all(last_read < first_edited or first_read > last_edited for first_read, last_read in result.own_lines)
 
     @property
     def backward_calls(self) -> list[CallEvent]:
@@ -723,9 +768,10 @@ def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:
     return body[0] if len(body) == 1 and isinstance(body[0], cst.ClassDef) else None
 
 
-def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str) -> bool:
+def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str, *, alike: bool = False) -> bool:
     """Whether two nodes of the same kind hold the very same children but in ``field`` (a splice keeps
-    the nodes an edit did not reach)."""
+    the nodes an edit did not reach); with ``alike``, children equal in every detail count too (a
+    statement added to a method's body re-parses the whole method, its header included)."""
     if type(old) is not type(new):
         return False
     for name in old.__dataclass_fields__:
@@ -735,8 +781,10 @@ def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str) -> bool:
         if before is after:
             continue
         if not isinstance(before, (tuple, list)) or not isinstance(after, (tuple, list)) or len(before) != len(after):
+            if alike and isinstance(before, cst.CSTNode) and isinstance(after, cst.CSTNode) and before.deep_equals(after):
+                continue
             return False
-        if any(one is not other for one, other in zip(before, after)):
+        if any(one is not other and not (alike and one.deep_equals(other)) for one, other in zip(before, after)):
             return False
     return True
 

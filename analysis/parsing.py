@@ -529,9 +529,9 @@ class ParsedChunk:
 
     def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
         """(line, column, end_line, end_column), 1-based, in module coordinates."""
-        note_position(self)
         offset = self.chunk.start_line
         line, column, end_line, end_column = self._span(node)
+        note_position(self, line + offset, end_line + offset)
         return line + offset, column + 1, end_line + offset, end_column + 1
 
     def _span(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
@@ -564,7 +564,6 @@ class ParsedChunk:
         positions of a whole statement cost more memory than its tree, so unless a rule already
         needed them they are computed, read and dropped; the lines asked for are remembered.
         """
-        note_position(self)
         known: dict[int, int] = self.memo.setdefault("relative_lines", {})
         missing = [node for node in nodes if id(node) not in known]
         positions = self._positions
@@ -577,11 +576,15 @@ class ParsedChunk:
                 known[id(node)] = positions[node].start.line
             else:
                 known[id(node)] = span[0]
-        return [known[id(node)] + self.chunk.start_line for node in nodes]
+        lines = [known[id(node)] + self.chunk.start_line for node in nodes]
+        if lines:
+            note_position(self, min(lines), max(lines))
+        return lines
 
     def line_of(self, node: cst.CSTNode) -> int:
-        note_position(self)
-        return self._span(node)[0] + self.chunk.start_line
+        line = self._span(node)[0] + self.chunk.start_line
+        note_position(self, line, line)
+        return line
 
     def node_memo(self, name: str) -> dict:
         """Facts memoised per node of this tree under ``name``; an edit's splice hands them on to

@@ -9,6 +9,7 @@ from typing import Any, TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
+from .dependencies import note_flow
 from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
@@ -157,6 +158,8 @@ def _followed(scope: ScopeAnalysis, kind: str) -> list:
     this of every method again)."""
     kept = scope.followed.get(kind)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
+        for function, analysis in kept[1]:
+            note_flow(function, analysis)  # what asking for them again would have recorded
         return kept[0]
     reads: dict = {}
     items = list(_ordered(scope, None, MAX_CALL_DEPTH, (), reads, calls_only=kind == "calls"))

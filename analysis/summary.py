@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import libcst as cst
 
 from . import libraries, torchapi
-from .dependencies import WholeModuleDict
+from .dependencies import WholeModuleDict, note_flow
 from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
@@ -100,6 +100,7 @@ class FunctionInfo:
                 self._analysing = False
                 walking.pop()
             self.reads = tuple(reads.items())
+        note_flow(self, self._analysis)
         return self._analysis
 
     def _still_holds(self, summary: ModuleSummary) -> bool:

@@ -1,6 +1,6 @@
 """What a key costs inside one method of a long file, what importing the server costs, and memory.
 
-    .venv/bin/python benchmarks/edit_cost.py FILE [FILE ...] [--keys 40] [--memory-keys 0] [--anchors]
+    .venv/bin/python benchmarks/edit_cost.py FILE [FILE ...] [--keys 40] [--memory-keys 0] [--anchors] [--new-statement]
     .venv/bin/python benchmarks/edit_cost.py --import-only
 
 Three measures, each in CPU time of the process that does the work (``time.process_time``), so
@@ -17,7 +17,10 @@ that a busy machine changes them less than wall-clock times:
   ``--anchors``, the lines a VRAM estimate belongs to too, which the server finds only for a
   document a hover or inlay hint has asked about), then ``--keys`` one-character edits typed
   inside the method or function in the middle of the file's longest class (else its longest
-  function): a character appended to the name an assignment there binds, then removed, and so on.
+  function): a character appended to the name an assignment there binds, then removed, and so on;
+  with ``--new-statement``, a new statement typed on a new line after that assignment, as an editor
+  sends it (Enter with the line's indentation, then one character a key; once typed, taken back a
+  key at a time), so that most keys leave the method's body not parsing.
   Median and 95th percentile of the CPU milliseconds per key. The last text's findings are checked
   against a fresh analysis.
 - **memory** (``--memory-keys N``): the resident set of this process after opening all FILEs and
@@ -37,6 +40,8 @@ import time
 from pathlib import Path
 
 IMPORT = "import time; t = time.process_time(); import {module}; print(time.process_time() - t)"
+# What --new-statement types: a call of a method on `self`, its argument read back from an attribute.
+NEW_STATEMENT = "checked_value = self.state_dict(destination=self.module)"
 FIRST_ANALYSIS = """
 import sys, time
 t = time.process_time()
@@ -112,7 +117,7 @@ def rss_mib() -> float:
 class Typist:
     """One document and the key typed in it: a character appended to a name, then taken back."""
 
-    def __init__(self, path: Path, anchors: bool) -> None:
+    def __init__(self, path: Path, anchors: bool, new_statement: bool = False) -> None:
         from trainlint.analysis.settings import AnalysisSettings
         from trainlint.server.documents import DocumentState
         from trainlint.settings import EffectiveSettings
@@ -122,6 +127,9 @@ class Typist:
         self.lines = path.read_text(encoding="utf-8").split("\n")
         self.line, self.column, self.where = edited_line("\n".join(self.lines))
         self.original = self.lines[self.line]
+        self.new_statement = new_statement
+        self.typed = 0  # characters of NEW_STATEMENT typed so far, with the Enter before them
+        self.growing = True
         self.document = DocumentState(path.as_uri(), path)
         self.document.anchors_wanted = anchors  # as after a hover or inlay hint
         self.version = 0
@@ -129,11 +137,31 @@ class Typist:
 
     def key(self) -> float:
         self.version += 1
-        typed = "x" if self.version % 2 else ""
-        self.lines[self.line] = self.original[: self.column] + typed + self.original[self.column:]
+        if self.new_statement:
+            self._type_new_statement()
+        else:
+            typed = "x" if self.version % 2 else ""
+            self.lines[self.line] = self.original[: self.column] + typed + self.original[self.column:]
         started = time.process_time()
         self.document.analyse("\n".join(self.lines), self.version, self.settings)
         return time.process_time() - started
+
+    def _type_new_statement(self) -> None:
+        """One key of NEW_STATEMENT typed on a line of its own after the edited one, or taken back."""
+        if self.growing and self.typed > len(NEW_STATEMENT):
+            self.growing = False
+        elif not self.growing and self.typed == 0:
+            self.growing = True
+        self.typed += 1 if self.growing else -1
+        if self.typed == 0:
+            self.lines[self.line + 1:] = self.lines[self.line + 2:]  # the Enter taken back
+            return
+        indentation = self.original[: len(self.original) - len(self.original.lstrip())]
+        text = indentation + NEW_STATEMENT[: self.typed - 1]
+        if self.growing and self.typed == 1:
+            self.lines.insert(self.line + 1, text)
+        else:
+            self.lines[self.line + 1] = text
 
     def fresh_agrees(self) -> bool:
         from trainlint.server.documents import DocumentState
@@ -150,6 +178,8 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=40)
     parser.add_argument("--memory-keys", type=int, default=0)
     parser.add_argument("--import-only", action="store_true")
+    parser.add_argument("--new-statement", action="store_true",
+                        help="type a new statement on a new line in the method, instead of editing a name")
     parser.add_argument("--anchors", action="store_true", help="find the VRAM anchors at each key, as for a hovered document")
     args = parser.parse_args()
 
@@ -164,14 +194,15 @@ def main() -> None:
 
     from trainlint.server.idle_gc import IdleGarbageCollector
 
-    typists = [Typist(path, args.anchors) for path in args.files]
+    typists = [Typist(path, args.anchors, args.new_statement) for path in args.files]
     for typist in typists:
         costs = [typist.key() * 1000 for _ in range(args.keys)]
         costs.sort()
         p95 = costs[min(len(costs) - 1, round(0.95 * (len(costs) - 1)))]
         agrees = "same as a fresh analysis" if typist.fresh_agrees() else "DIFFERS FROM A FRESH ANALYSIS"
         anchors = ", VRAM anchors found at each key" if args.anchors else ""
-        print(f"{typist.path.name} ({len(typist.lines)} lines), key in {typist.where}{anchors}: CPU ms per key "
+        typed = ", a new statement typed" if args.new_statement else ""
+        print(f"{typist.path.name} ({len(typist.lines)} lines), key in {typist.where}{typed}{anchors}: CPU ms per key "
               f"median {statistics.median(costs):.1f}, p95 {p95:.1f} over {args.keys} keys; {agrees}")
     if args.memory_keys:
         # as the server runs (server/idle_gc.py): no automatic collection, what lives after each

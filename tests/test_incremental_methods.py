@@ -172,3 +172,83 @@ def test_methods_that_call_each_other_give_what_a_fresh_analysis_gives(old, new)
     assert state.analyse(RECURSIVE, 0, SETTINGS).findings == _fresh(RECURSIVE)
     edited, _, version = _typed(state, RECURSIVE, RECURSIVE.replace(old, new), 1)
     _typed(state, edited, RECURSIVE, version + 1)
+
+
+def test_typing_a_new_statement_moves_the_findings_of_the_methods_below():
+    """Enter and a statement typed in an early method, a key at a time: every key's findings, those of
+    the later methods on their moved lines included, are a fresh analysis' (``_typed`` checks each)."""
+    target = TRAINER.replace(
+        "        return torch.softmax(self.model(x), dim=-1)\n",
+        "        scores = self.model(x).float()\n        return torch.softmax(self.model(x), dim=-1)\n",
+    )
+    state = DocumentState(PATH, None)
+    typed, findings, version = _typed(state, TRAINER, target, 0)
+    assert ("TL101", "total += self.criterion(self.model(x), y)") in _codes_by_line(findings, typed)
+    _typed(state, typed, TRAINER, version + 1)
+
+
+STEPPER = '''import torch
+
+
+class Stepper:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def _apply(self):
+        self.optimizer.step()
+
+    def evaluate(self, loader):
+        return [self.model(x).detach() for x in loader]
+
+    def train(self, loader):
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(self.model(x), y)
+            loss.backward()
+            self._apply()
+'''
+
+
+def test_a_method_whose_findings_read_another_methods_events_is_checked_again_after_an_edit_of_it():
+    """``train`` never clears its gradients (TL201) until the helper it calls does: its finding was
+    found through the helper's events, so an edit of the helper alone takes it away."""
+    state = DocumentState(PATH, None)
+    before = state.analyse(STEPPER, 0, SETTINGS).findings
+    assert ("TL201", "loss.backward()") in _codes_by_line(before, STEPPER)
+    cleared = STEPPER.replace("        self.optimizer.step()\n", "        self.optimizer.step()\n        self.optimizer.zero_grad()\n")
+    typed, findings, version = _typed(state, STEPPER, cleared, 1)
+    assert not any(code == "TL201" for code, _ in _codes_by_line(findings, typed))
+    back, findings, _ = _typed(state, typed, STEPPER, version + 1)
+    assert ("TL201", "loss.backward()") in _codes_by_line(findings, back)
+
+
+def test_renaming_a_method_that_another_calls_gives_what_a_fresh_analysis_gives():
+    """Renamed, the helper is no longer the method ``train`` calls: ``train`` steps no optimizer the
+    analysis knows of, and is not told to clear its gradients; named back, it is again."""
+    renamed = STEPPER.replace("def _apply(self):", "def _update(self):")
+    state = DocumentState(PATH, None)
+    typed, findings, version = _typed(state, STEPPER, renamed, 0)
+    assert not any(code == "TL201" for code, _ in _codes_by_line(findings, typed))
+    back, findings, _ = _typed(state, typed, STEPPER, version + 1)
+    assert ("TL201", "loss.backward()") in _codes_by_line(findings, back)
+
+
+def test_a_key_in_one_method_checks_the_rules_on_that_method_alone(monkeypatch):
+    """A rule that checks scope by scope checks again only the edited method's scope (and those
+    whose check read its flow): the other methods keep their findings."""
+    from trainlint.analysis.rules.missing_zero_grad import MissingZeroGrad
+
+    state = DocumentState(PATH, None)
+    state.analyse(STEPPER, 0, SETTINGS)
+    checked: list[str] = []
+    check_scope = MissingZeroGrad.check_scope
+
+    def counting(self, ctx, scope):
+        checked.append(scope.function.qualified_name if scope.function is not None else "<module>")
+        return check_scope(self, ctx, scope)
+
+    monkeypatch.setattr(MissingZeroGrad, "check_scope", counting)
+    typed = STEPPER.replace("return [self.model(x).detach() for x in loader]", "return [self.model(x).detach() for x in loader if x]")
+    findings = state.analyse(typed, 1, SETTINGS).findings
+    assert checked == ["Stepper.evaluate"]
+    assert findings == _fresh(typed)

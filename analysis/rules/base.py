@@ -16,6 +16,7 @@ from ..findings import Severity
 
 if TYPE_CHECKING:
     from ..context import RuleContext
+    from ..flow import ScopeAnalysis
 
 DOCS_URL = "https://trainlint.dev/rules/"
 
@@ -92,7 +93,22 @@ class Rule(metaclass=_RuleType):
     MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
 
     def check(self, ctx: RuleContext) -> None:
+        """Check one top-level statement; by default, each of its scopes on its own (``check_scope``)."""
+        for scope in ctx.scopes:
+            self.check_scope(ctx, scope)
+
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """Check one scope of the statement (its module-level code, a function, a method): for a
+        rule whose findings for a statement are those it finds in each of its scopes looked at
+        alone. What it reads of other scopes goes through their flows (``FunctionInfo.analysis``),
+        never ``ctx.scopes`` or the statement's whole tree; the engine then keeps each method's
+        findings across an edit of another method of its class (``dependencies``)."""
         raise NotImplementedError
+
+    @classmethod
+    def checks_by_scope(cls) -> bool:
+        """Whether the rule defines ``check_scope`` rather than ``check``."""
+        return cls.check is Rule.check and cls.check_scope is not Rule.check_scope
 
     @classmethod
     def explain(cls) -> str:

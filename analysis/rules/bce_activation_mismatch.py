@@ -30,7 +30,7 @@ from trainlint.analysis.activations import (
     remove_activation,
 )
 from trainlint.analysis.torchapi import LOSSES_WANTING_BINARY_LOGITS, LOSSES_WANTING_BINARY_PROBS
-from trainlint.rules import Fires, ModuleView, Quiet, Rule, RuleContext, Severity, Tag, quoted
+from trainlint.rules import Fires, ModuleView, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag, quoted
 
 # What BCELoss / F.binary_cross_entropy accept that their with-logits versions also accept.
 _SHARED_CLASS_KEYWORDS = frozenset({"weight", "size_average", "reduce", "reduction"})
@@ -42,13 +42,12 @@ class BceActivationMismatch(Rule):
     name = "bce-activation-mismatch"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            for loss in loss_calls(ctx.module, scope, LOSSES_WANTING_BINARY_LOGITS | LOSSES_WANTING_BINARY_PROBS):
-                if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == Tag.SIGMOID:
-                    self._report_sigmoid(ctx, loss)
-                elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
-                    self._report_logits(ctx, loss)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        for loss in loss_calls(ctx.module, scope, LOSSES_WANTING_BINARY_LOGITS | LOSSES_WANTING_BINARY_PROBS):
+            if loss.loss in LOSSES_WANTING_BINARY_LOGITS and loss.kind == Tag.SIGMOID:
+                self._report_sigmoid(ctx, loss)
+            elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
+                self._report_logits(ctx, loss)
 
     def _report_sigmoid(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)

@@ -24,6 +24,7 @@ from trainlint.rules import (
     Quiet,
     Rule,
     RuleContext,
+    ScopeAnalysis,
     Severity,
     Tag,
     TextEdit,
@@ -41,21 +42,20 @@ class ClipBeforeUnscale(Rule):
     name = "clip-before-unscale"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            items = list(ordered_events(scope, None))
-            scaled = None
-            for event, chain in items:
-                if accumulates_into_grad(event):
-                    scaled = (event, chain) if _scaler_of(event) is not None else None
-                elif _is_scaler_call(event, "unscale_"):
-                    scaled = None
-                elif isinstance(event, CallEvent) and event.callee in _CLIPS and scaled is not None:
-                    # both inside one helper: the helper's own scope reports it
-                    if not (chain and scaled[1] and chain[0] is scaled[1][0]):
-                        step = _later_scaler_step(items, event)
-                        self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
-                    scaled = None
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        items = list(ordered_events(scope, None))
+        scaled = None
+        for event, chain in items:
+            if accumulates_into_grad(event):
+                scaled = (event, chain) if _scaler_of(event) is not None else None
+            elif _is_scaler_call(event, "unscale_"):
+                scaled = None
+            elif isinstance(event, CallEvent) and event.callee in _CLIPS and scaled is not None:
+                # both inside one helper: the helper's own scope reports it
+                if not (chain and scaled[1] and chain[0] is scaled[1][0]):
+                    step = _later_scaler_step(items, event)
+                    self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
+                scaled = None
 
     def _report(self, ctx: RuleContext, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip

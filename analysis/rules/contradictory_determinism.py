@@ -28,6 +28,7 @@ from trainlint.rules import (
     Quiet,
     Rule,
     RuleContext,
+    ScopeAnalysis,
     Severity,
 )
 
@@ -41,8 +42,8 @@ class ContradictoryDeterminism(Rule):
     name = "contradictory-determinism"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
-        benchmarks = [event for scope in ctx.scopes for event in scope.events if _sets(event, _BENCHMARK)]
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        benchmarks = [event for event in scope.events if _sets(event, _BENCHMARK)]
         if not benchmarks:
             return
         requests = ctx.module.module_wide("TL402 determinism requests", _determinism_requests)

@@ -53,28 +53,27 @@ class DeviceAccumulation(Rule):
     name = "device-accumulation"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test collects a few tiny batches on purpose
-        for scope in ctx.scopes:
-            for event in scope.events:
-                if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
-                    continue
-                loop = next(
-                    (enclosing for enclosing in event.context.loops
-                     if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
-                    None,
-                )
-                if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
-                    continue  # graph-carrying values are TL101's
-                if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
-                    continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
-                why = kept_on_the_gpu(ctx.module, scope, event)
-                if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
-                    continue
-                if keeps_one_number(scope, event):
-                    continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
-                self._report(ctx, scope, event, loop, why)
+        for event in scope.events:
+            if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
+                continue
+            loop = next(
+                (enclosing for enclosing in event.context.loops
+                 if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
+                None,
+            )
+            if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
+                continue  # graph-carrying values are TL101's
+            if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
+                continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
+            why = kept_on_the_gpu(ctx.module, scope, event)
+            if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
+                continue
+            if keeps_one_number(scope, event):
+                continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
+            self._report(ctx, scope, event, loop, why)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
         stored = " ".join(scope.chunk.code_for(event.value_node).split())

@@ -42,15 +42,14 @@ class DiscardedTransfer(Rule):
     name = "discarded-transfer"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            for call in scope.calls():
-                statement = call.statement
-                bare = isinstance(statement, cst.Expr) and statement.value is call.node
-                if call.method in _TRANSFERS and bare and isinstance(call.node.func, cst.Attribute):
-                    why = _why_a_tensor(scope, call)
-                    if why is not None:
-                        self._report(ctx, scope, call, why)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        for call in scope.calls():
+            statement = call.statement
+            bare = isinstance(statement, cst.Expr) and statement.value is call.node
+            if call.method in _TRANSFERS and bare and isinstance(call.node.func, cst.Attribute):
+                why = _why_a_tensor(scope, call)
+                if why is not None:
+                    self._report(ctx, scope, call, why)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple) -> None:
         key = call.receiver_key

@@ -161,16 +161,18 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
     register them (`nn.ModuleList(self.layers)`, `add_module`)."""
     scopes = [scope for scope in ctx.scopes if scope.function is not None and scope.function.owner is owner]
     plain: dict[str, tuple[str, cst.CSTNode]] = {}
+    # read per method and kept with its tree: a key in one method of a long class reads that method only
+    memo = owner.chunk.node_memo("TL211 plain containers bound")
     for scope in scopes:
-        for event in scope.events:
-            if isinstance(event, AssignEvent) and event.value_node is not None:
-                for target in event.targets:
-                    kind = _PLAIN_CONTAINERS.get(type(event.value_node))
-                    if _is_self_attribute(target) and kind is not None:
-                        plain.setdefault(target, (kind, event.node))
+        assert scope.function is not None, "the scopes of the class's methods"
+        bound = memo.get(scope.function.node)
+        if bound is None:
+            bound = memo[scope.function.node] = _plain_containers_bound(scope)
+        for target, kind, node in bound:
+            plain.setdefault(target, (kind, node))
     if not plain:
         return []
-    handed_on = _attributes_handed_on(owner.node)
+    handed_on = _attributes_handed_on(owner)
     found: list[_Unregistered] = []
     for attribute, (kind, bound) in plain.items():
         if attribute in handed_on:
@@ -182,37 +184,66 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
     return found
 
 
+def _plain_containers_bound(scope: ScopeAnalysis) -> tuple[tuple[str, str, cst.CSTNode], ...]:
+    """The `self.x = []` (a list or dict literal or comprehension) of one method, in order."""
+    return tuple(
+        (target, kind, event.node)
+        for event in scope.events if isinstance(event, AssignEvent) and event.value_node is not None
+        for kind in (_PLAIN_CONTAINERS.get(type(event.value_node)),) if kind is not None
+        for target in event.targets if _is_self_attribute(target)
+    )
+
+
 def _is_self_attribute(key: str) -> bool:
     head, dot, name = key.partition(".")
     return head == "self" and bool(dot) and "." not in name
 
 
-def _attributes_handed_on(class_node: cst.ClassDef) -> set[str]:
+def _attributes_handed_on(owner: ClassInfo) -> set[str]:
     """`self.x` used in the class other than by indexing it, looping over it, measuring it or adding
     to it: passed to a call (`nn.ModuleList(self.x)`, `nn.Sequential(*self.x)`), bound again to
     something else, or the class registers modules by name (`add_module`, `setattr`), which may be
-    how they are registered."""
+    how they are registered. Read per statement of the class body and kept with it, so that a key
+    typed in one method of a long class reads that method again, not the whole class."""
+    class_node = owner.node
+    memo = owner.chunk.node_memo("TL211 attributes handed on")
     handed: set[str] = set()
-    for node in walk(class_node):
-        if isinstance(node, cst.Call):
-            name = dotted(node.func)
+    header = (*class_node.decorators, *class_node.bases, *class_node.keywords)
+    for part in (*header, *class_node.body.body):
+        found = memo.get(part)
+        if found is None:
+            found = memo[part] = _handed_on_in(part)
+        registers, names = found
+        if registers:
+            return {"*"} | _every_self_attribute(class_node)
+        handed |= names
+    return handed
+
+
+def _handed_on_in(node: cst.CSTNode) -> tuple[bool, frozenset[str]]:
+    """Whether a part of a class registers modules by name, and else the `self.x` it hands on
+    (``_attributes_handed_on``)."""
+    handed: set[str] = set()
+    for inner in walk(node):
+        if isinstance(inner, cst.Call):
+            name = dotted(inner.func)
             if name is not None and last_part(name) in {"add_module", "register_module", "setattr"}:
-                return {"*"} | _every_self_attribute(class_node)
+                return True, frozenset()
             reader = last_part(name) if name is not None else None
             if reader in {"len", "enumerate", "zip", "range", "reversed", "iter"}:
                 continue
-            for arg in node.args:
+            for arg in inner.args:
                 key = dotted(arg.value)
                 if key is not None and _is_self_attribute(key):
                     handed.add(key)
-        elif isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
-            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        elif isinstance(inner, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [t.target for t in inner.targets] if isinstance(inner, cst.Assign) else [inner.target]
             for target in targets:
                 key = dotted(target)
-                value = node.value
+                value = inner.value
                 if key is not None and _is_self_attribute(key) and value is not None and type(value) not in _PLAIN_CONTAINERS:
                     handed.add(key)
-    return handed
+    return False, frozenset(handed)
 
 
 def _every_self_attribute(class_node: cst.ClassDef) -> set[str]:

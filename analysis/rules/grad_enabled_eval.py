@@ -94,20 +94,19 @@ class GradEnabledEval(Rule):
     name = "grad-enabled-eval"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         module = ctx.module
         if is_test_file(module.path):
             return
-        for scope in ctx.scopes:
-            if scope.function is not None and is_eval_name(scope.function.name):
-                reported = self._check_eval_function(ctx, scope)
-            else:
-                reported = self._check_eval_loops(ctx, scope)
-                reported = self._check_shared_function(ctx, scope) or reported
-            if not reported:
-                reported = self._check_imported_evaluation(ctx, scope)
-            if not reported:
-                self._check_unused_graph(ctx, scope)
+        if scope.function is not None and is_eval_name(scope.function.name):
+            reported = self._check_eval_function(ctx, scope)
+        else:
+            reported = self._check_eval_loops(ctx, scope)
+            reported = self._check_shared_function(ctx, scope) or reported
+        if not reported:
+            reported = self._check_imported_evaluation(ctx, scope)
+        if not reported:
+            self._check_unused_graph(ctx, scope)
 
     # ------------------------------------------------------------------ (c) one function for both
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:

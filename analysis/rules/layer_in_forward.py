@@ -30,17 +30,16 @@ class LayerInForward(Rule):
     name = "layer-in-forward"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            function = scope.function
-            if function is None or function.name != "forward" or function.owner is None:
-                continue
-            if not ctx.summary.is_module_class(function.owner):
-                continue
-            for call in scope.calls():
-                layer = _layer(call)
-                if layer is not None and not _built_once(scope, call):
-                    self._report(ctx, scope, call, layer)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        function = scope.function
+        if function is None or function.name != "forward" or function.owner is None:
+            return
+        if not ctx.summary.is_module_class(function.owner):
+            return
+        for call in scope.calls():
+            layer = _layer(call)
+            if layer is not None and not _built_once(scope, call):
+                self._report(ctx, scope, call, layer)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
         assert scope.function is not None and scope.function.owner is not None, "check() looks into module classes' forward"

@@ -8,7 +8,13 @@ saved model's batch-norm statistics are polluted by the validation set. A functi
 (`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
 evaluation call. An evaluation pass is a function named for one (`evaluate`, `validate`), a no-grad
 loop over held-out data (`val_loader`, `testloader`), or, in a file that trains, a loop over held-out
-data that trains nothing (code written before `no_grad`, or that forgot it). The layers are read from
+data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
+to where it is known: an evaluation function handed the model straight from the function that trains it
+(`net.train()`, or a backwarded forward, and no `.eval()` there); a class that puts its model in training
+mode in one method and runs it in an inference method (`predict`, `infer`, a no-grad forward) that never
+switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
+without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
+a factory of another file) and its layers cannot be read, these are notes. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
@@ -27,12 +33,15 @@ import libcst as cst
 from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.patterns import (
     evaluation_calls,
+    is_eval_name,
     library_model_facts,
     mode_parameter,
     name_words,
     smoke_test_forward,
 )
+from trainlint.analysis.torchapi import is_ddp_wrapper
 from trainlint.rules import (
+    AssignEvent,
     CallEvent,
     ClassInfo,
     Fires,
@@ -78,6 +87,7 @@ class MissingEvalMode(Rule):
             return
         for scope in ctx.scopes:
             self._check_shared_function(ctx, scope)
+            reported = False
             for call in scope.calls():
                 if call.function is not None and ctx.summary.defined_elsewhere(call.function):
                     self._check_imported_evaluation(ctx, scope, call)
@@ -90,7 +100,12 @@ class MissingEvalMode(Rule):
                 if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
                     continue
                 self._report(ctx, scope, call, why, layers)
+                reported = True
                 break  # one finding per evaluation pass
+            if not reported:
+                self._check_handed_from_training(ctx, scope)
+                self._check_class_managed_mode(ctx, scope)
+                self._check_restored_and_run(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -162,6 +177,151 @@ class MissingEvalMode(Rule):
             )
             return
 
+    def _check_handed_from_training(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """``evaluate_accuracy(test_iter, net)`` called by the function that has just trained ``net`` (it calls
+        ``net.train()``, or backwards a loss while running it) and switches nothing to eval mode: the
+        evaluation function, which does not switch it either, runs it in training mode. This holds whatever
+        the rest of the file does to other models of that name. An inference pass is a function named for
+        one, or a forward under no-grad in a function that computes no gradient; with the layers unknown (a
+        model handed in from elsewhere) it is a note, and only for a function named for evaluation, since a
+        no-grad forward of the trained model inside training (pseudo-labels, an action to take) may want
+        training mode."""
+        function = scope.function
+        if function is None or function.owner is not None or is_test_file(ctx.module.path):
+            return
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return  # it trains: not an inference pass
+        named = bool(_EVALUATION_FUNCTION.search(function.name))
+        for key, forward in _forwards_on_parameters(scope, models_only=False).items():
+            if (not named and forward.context.grad_off is None) or _rebound(scope, key):
+                continue
+            for outer in ctx.module.calls_of(function):
+                passed = _passed_for(outer, function, key)
+                if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1], passed[0]):
+                    continue
+                value, text = passed
+                layers = _layers_of(ctx.summary, value, ctx.module)
+                if layers is None and (not named or not _kind_unknown(value)):
+                    continue  # a model known to have no such layers, or a pass whose training mode may be wanted
+                caller = outer.scope.function.name if outer.scope.function is not None else "the module"
+                unknown = "" if layers is not None else (
+                    f" Whether `{text}` has dropout or batch-norm layers is not known in this file; if it has,"
+                )
+                ctx.report(
+                    forward.node,
+                    f"`{function.name}` runs `{key}` without switching it to eval mode, and `{caller}` hands it over "
+                    f"straight from training (line {outer.chunk.line_of(outer.node)}): it runs in training mode.{unknown}"
+                    f"{' the' if unknown else ' With its dropout or batch-norm layers, the'} scores are computed with "
+                    "dropout on and batch-norm updating its statistics on evaluation data",
+                    severity=None if layers is not None else Severity.NOTE,
+                    evidence=[
+                        layers,
+                        ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                        ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
+                        ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
+                    ],
+                    help=f"call `{key}.eval()` at the start of `{function.name}` (and `{text}.train()` when training resumes)",
+                )
+                return
+
+    def _check_class_managed_mode(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A class that switches its model's mode itself (``self.model.train()`` in its training method) and
+        whose inference method (``infer``, ``predict``, or a no-grad forward) runs the model without switching
+        it: called after training, as a fitted object's inference method is, it runs in training mode. The
+        method must be an entry point (no other method of the class calls it and sets the mode for it) that
+        computes no gradient. With the model's layers unknown it is a note, and only for a method named for
+        inference."""
+        function = scope.function
+        if function is None or function.owner is None or function.name in {"forward", "__call__", "__init__"}:
+            return
+        owner = function.owner
+        named = bool(_EVALUATION_FUNCTION.search(function.name) or is_eval_name(function.name))
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
+            return  # it sets the mode itself
+        runs = [(forward, held) for forward in calls if (named or forward.context.grad_off is not None)
+                and (held := _held_model_run(ctx, forward)) is not None]
+        if not runs:
+            return  # most methods of a long class: the other methods are not read (a key costs this method only)
+        others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
+        if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
+            return  # a helper of another method, which decides the mode it runs in
+        for forward, (key, model) in runs:
+            switch = _training_switch(others, key)
+            if switch is None:
+                continue
+            layers = _layers_of(ctx.summary, model, ctx.module)
+            if layers is None and (not named or not _kind_unknown(model)):
+                continue
+            trainer, call = switch
+            unknown = "" if layers is not None else (
+                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
+            )
+            ctx.report(
+                forward.node,
+                f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
+                f"training mode (line {call.chunk.line_of(call.node)}): run after `{trainer}`, it runs in training mode."
+                f"{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} results are computed "
+                "with dropout on and batch-norm updating its statistics on the data",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                    ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
+                    ((call.chunk, call.node), f"`{trainer}` switches to training mode"),
+                ],
+                help=f"call `{key}.eval()` at the start of `{function.name}`",
+            )
+            return
+
+    def _check_restored_and_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model whose trained weights are loaded (``load_state_dict``) and that is then only run without grad,
+        itself or by a helper it is handed to, in a function that trains nothing and switches nothing to eval:
+        an inference pass, whatever its data is called. A module is built in training mode and loading weights
+        keeps the mode. With its layers unknown (a factory from elsewhere) it is a note."""
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if scope.function is None and ctx.module.backward_calls:
+            return
+        for load in calls:
+            key = load.receiver_key
+            if load.method != "load_state_dict" or load.receiver is None or key is None or "." in key:
+                continue
+            if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls):
+                continue
+            if _switched_to_eval_named(ctx.module, key) or _loaded_in_eval_mode(ctx, scope, load):
+                continue
+            run = next((call for call in calls if call.context.grad_off is not None and _runs_named(ctx, call, key)), None)
+            if run is None:
+                continue
+            layers = _layers_of(ctx.summary, load.receiver, ctx.module)
+            if layers is None and not _kind_unknown(load.receiver):
+                continue
+            unknown = "" if layers is not None else (
+                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
+            )
+            grad_off = run.context.grad_off
+            assert grad_off is not None, "the run was picked for running without grad"
+            ctx.report(
+                run.node,
+                f"`{key}` gets its trained weights (line {load.chunk.line_of(load.node)}) and is then run without grad, "
+                f"for inference, in training mode: nothing switches it to eval mode, and loading weights keeps the mode "
+                f"it was built in.{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} outputs "
+                "are computed with dropout on and batch-norm normalising with the statistics of each batch",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((load.chunk, load.node), "the trained weights are loaded here"),
+                    ((run.chunk, grad_off), "the inference runs without grad from here, in training mode"),
+                ],
+                help=f"call `{key}.eval()` after loading the weights",
+            )
+            return
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -208,8 +368,9 @@ def _sets_train_mode(call: CallEvent) -> bool:
     return not args or (isinstance(args[0].value, cst.Name) and args[0].value.value == "True")
 
 
-def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
-    """The first forward of each model parameter of an evaluation function, unless it switches that model to eval."""
+def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -> dict[str, CallEvent]:
+    """The first forward of each model parameter of an evaluation function, unless it switches that model to eval
+    (with ``models_only`` false, of each parameter it calls, known to be a model or not)."""
     forwards: dict[str, CallEvent] = {}
     switched: set[str] = set()
     for call in scope.calls():
@@ -218,9 +379,103 @@ def _forwards_on_parameters(scope: ScopeAnalysis) -> dict[str, CallEvent]:
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
             switched.add(key)
-        elif call.method is None and call.receiver is not None and Tag.MODEL in call.receiver.tags:
+        elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | None:
+    """The attribute model (``self.model``) that ``call`` runs, itself or by handing it to a workspace helper
+    that runs it, with its value."""
+    key = call.receiver_key
+    if call.method is None and call.receiver is not None and key is not None and key.startswith("self."):
+        return key, call.receiver
+    if call.function is None:
+        return None
+    for position, arg in enumerate(call.arg_nodes):
+        text = call.chunk.code_for(arg.value)
+        if arg.star or not text.startswith("self.") or not _runs_named(ctx, call, text):
+            continue
+        value = call.kwargs.get(arg.keyword.value) if arg.keyword is not None else (call.args[position] if position < len(call.args) else None)
+        return (text, value) if value is not None else None
+    return None
+
+
+def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
+    """``call`` runs the model named ``key``: it calls it, or hands it to a function of the workspace that calls
+    it or hands it on."""
+    if call.method is None and call.receiver_key == key:
+        return True
+    function = call.function
+    if function is None or not any(call.chunk.code_for(arg.value) == key for arg in call.arg_nodes if not arg.star):
+        return False
+    inner = function.analysis(ctx.summary)
+    if inner is None:
+        return False
+    parameters = [name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key]
+    return any(
+        other.receiver_key in parameters and other.method is None
+        or any(other.chunk.code_for(arg.value) in parameters for arg in other.arg_nodes)
+        for other in inner.calls()
+    )
+
+
+def _trained_in_loop(forward: CallEvent, calls: list[CallEvent]) -> bool:
+    """A backward runs in the loop that runs ``forward``: the model is trained there."""
+    if not forward.context.loops:
+        return False
+    loop = forward.context.loops[-1]
+    return any(is_backward(other) and loop in other.context.loops for other in calls)
+
+
+def _rebound(scope: ScopeAnalysis, name: str) -> bool:
+    """The function binds ``name`` again (``vae = accelerator.unwrap_model(vae)``, or a reloaded model): what it
+    runs under that name may not be what it was handed."""
+    return any(isinstance(event, AssignEvent) and name in event.targets for event in scope.events)
+
+
+def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
+    """The first of a class's other methods that puts ``key`` (``self.model``) in training mode, directly or
+    through the object holding it (``self.train()``), with that switch."""
+    for method, analysis in methods:
+        if analysis is None:
+            continue
+        for call in analysis.calls():
+            if call.method == "train" and call.receiver_key in {key, "self"} and _sets_train_mode(call):
+                return method.name, call
+    return None
+
+
+def _kind_unknown(value: Value) -> bool:
+    """Nothing in the file tells what model this is (a parameter, an attribute bound elsewhere, or a
+    data-parallel wrapper around one): whether it has dropout or batch-norm is unknown, not absent."""
+    detail = value.detail
+    return detail is None or (isinstance(detail, str) and (is_ddp_wrapper(detail) or last_part(detail) == "DataParallel"))
+
+
+def _first_statement(node: cst.FunctionDef) -> cst.CSTNode:
+    """The first statement of a function's body after its docstring: where a mode switch would go."""
+    body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else [node.body]
+    docstring = node.get_docstring(clean=False) is not None
+    return body[1] if docstring and len(body) > 1 else body[0]
+
+
+def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, value: Value) -> bool:
+    """The function making ``call`` puts ``text`` in training mode (``text.train()``, or, for a value known to be
+    a model, runs it in a loop that backwards) and nothing in it switches ``text`` to eval mode, itself or
+    through a local helper."""
+    calls = list(call.scope.calls())
+    trains = any(other.method == "train" and other.receiver_key == text and _sets_train_mode(other) for other in calls) or (
+        Tag.MODEL in value.tags and any(_trained_in_loop(other, calls) for other in calls if other.method is None and other.receiver_key == text)
+    )
+    if not trains:
+        return False
+    key = text.rpartition(".")[2]
+    return not any(
+        (other.receiver_key == text and _sets_eval_mode(other))
+        or (other.function is not None and other is not call and _helper_sets_eval_mode(other, key, module.summary))
+        for other in calls
+    )
 
 
 def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str | None] | None:
@@ -827,9 +1082,440 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
     ),
+    Fires(  # the training function hands its model to `val` straight from training; the `.eval()` in `test` runs elsewhere
+        """
+        import torch
+
+        from networks import HyperspectralCNN
+
+
+        def val(net, loader, device="cpu"):
+            correct, total = 0, 0
+            for data, target in loader:
+                with torch.no_grad():
+                    output = net(data.to(device))
+                correct += (output.argmax(1) == target.to(device)).sum().item()
+                total += target.numel()
+            return correct / total
+
+
+        def test(net, loader):
+            net.eval()
+            with torch.no_grad():
+                return [net(data).argmax(1) for data, _ in loader]
+
+
+        def train(train_loader, val_loader, epochs, device="cpu"):
+            net = HyperspectralCNN(bands=103, classes=9).to(device)
+            optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+            criterion = torch.nn.CrossEntropyLoss()
+            for epoch in range(epochs):
+                net.train()
+                for data, target in train_loader:
+                    optimizer.zero_grad()
+                    loss = criterion(net(data.to(device)), target.to(device))
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, val(net, val_loader, device=device))
+            return net
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class HyperspectralCNN(nn.Module):
+                    def __init__(self, bands, classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv1d(1, 20, 24), nn.BatchNorm1d(20), nn.ReLU(), nn.AdaptiveAvgPool1d(8))
+                        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(160, classes))
+
+                    def forward(self, x):
+                        return self.classifier(self.features(x.unsqueeze(1)).flatten(1))
+            """,
+        },
+        at="output = net(data.to(device))",
+    ),
+    Fires(  # a library of training helpers: the model comes from the user, so its layers are unknown here (a note)
+        """
+        import torch
+
+
+        def evaluate_accuracy(data_iter, net, device=torch.device("cpu")):
+            correct, n = 0, 0
+            for X, y in data_iter:
+                X, y = X.to(device), y.to(device)
+                correct += (net(X).argmax(dim=1) == y).sum().item()
+                n += y.numel()
+            return correct / n
+
+
+        def train_classifier(net, train_iter, test_iter, loss_fn, num_epochs, lr, device):
+            net = net.to(device)
+            optimizer = torch.optim.SGD(net.parameters(), lr=lr)
+            for epoch in range(num_epochs):
+                for X, y in train_iter:
+                    X, y = X.to(device), y.to(device)
+                    loss = loss_fn(net(X), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(f"epoch {epoch + 1}, test acc {evaluate_accuracy(test_iter, net, device):.3f}")
+        """,
+        severity=Severity.NOTE,
+        at="correct += (net(X).argmax(dim=1) == y).sum().item()",
+    ),
+    Fires(  # a fitted object's predict method: `fit` leaves the classifier in training mode, `predict` never switches it
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from text_models import TextClassifier
+
+
+        class SentimentModel:
+            def __init__(self, vocab_size, num_labels, device="cuda"):
+                self.device = device
+                self.model = TextClassifier(vocab_size, num_labels).to(device)
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+            def fit(self, loader, epochs=3):
+                self.model.train()
+                for _ in range(epochs):
+                    for tokens, labels in loader:
+                        loss = F.cross_entropy(self.model(tokens.to(self.device)), labels.to(self.device))
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+            def score(self, loader):
+                self.model.eval()
+                with torch.no_grad():
+                    return sum((self.model(t.to(self.device)).argmax(-1).cpu() == y).sum().item() for t, y in loader)
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                logits = self.model(tokens.to(self.device))
+                return logits.softmax(-1).cpu()
+        """,
+        files={
+            "text_models.py": """
+                import torch.nn as nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab_size, num_labels, dim=128):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, num_labels)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+        at="logits = self.model(tokens.to(self.device))",
+    ),
+    Fires(  # weights restored, then the model segments every input file without grad: the data is not named held-out, the pass is inference all the same
+        """
+        import torch
+
+        from networks import UNet
+
+
+        def segment_folder(checkpoint, volumes):
+            network = UNet(in_channels=1, classes=3)
+            network.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+            results = {}
+            with torch.no_grad():
+                for name, volume in volumes.items():
+                    results[name] = network(volume[None]).argmax(1)[0]
+            return results
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class UNet(nn.Module):
+                    def __init__(self, in_channels, classes, width=32):
+                        super().__init__()
+                        self.encode = nn.Sequential(nn.Conv3d(in_channels, width, 3, padding=1), nn.BatchNorm3d(width), nn.ReLU())
+                        self.head = nn.Conv3d(width, classes, 1)
+
+                    def forward(self, x):
+                        return self.head(self.encode(x))
+            """,
+        },
+        at="results[name] = network(volume[None]).argmax(1)[0]",
+    ),
+    Fires(  # the network comes from a factory of another file and runs inside a helper: its layers are unknown here (a note)
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        def predict_cases(config, checkpoint, cases):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint)["weights"])
+            predictions = []
+            with torch.no_grad():
+                for case in cases:
+                    predictions.append(predict_sliding_window(network, case, tile=(128, 128, 128)))
+            return predictions
+        """,
+        files={
+            "sliding_window.py": """
+                import torch
+
+
+                def predict_sliding_window(network, volume, tile):
+                    logits = torch.zeros_like(volume)
+                    for z in range(0, volume.shape[-3], tile[0]):
+                        logits[..., z:z + tile[0], :, :] = network(volume[None, ..., z:z + tile[0], :, :])[0]
+                    return logits
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+        severity=Severity.NOTE,
+        at="predictions.append(predict_sliding_window(network, case, tile=(128, 128, 128)))",
+    ),
+    Fires(  # a trainer class switches its network per epoch, and its final validation hands it to a helper without switching (a note: the network comes from a factory)
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        class SegmentationTrainer:
+            def __init__(self, config):
+                self.network = network_from_config(config)
+                self.optimizer = torch.optim.SGD(self.network.parameters(), lr=0.01, momentum=0.99)
+
+            def on_train_epoch_start(self):
+                self.network.train()
+
+            def train_step(self, batch):
+                loss = self.network(batch["data"]).sub(batch["target"]).pow(2).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+
+            def perform_final_validation(self, cases):
+                results = {}
+                with torch.no_grad():
+                    for name, volume in cases.items():
+                        results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))
+                return results
+        """,
+        files={
+            "sliding_window.py": """
+                def predict_sliding_window(network, volume, tile):
+                    return network(volume[None])[0]
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+        severity=Severity.NOTE,
+        at="results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # restored weights and switched to eval mode by the project's helper before predicting
+        """
+        import torch
+
+        from architectures import network_from_config
+        from sliding_window import predict_sliding_window
+
+
+        def prepare(network):
+            network.eval()
+            return network
+
+
+        def predict_cases(config, checkpoint, cases):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint)["weights"])
+            prepare(network)
+            with torch.no_grad():
+                return [predict_sliding_window(network, case, tile=(128, 128, 128)) for case in cases]
+        """,
+        files={
+            "sliding_window.py": """
+                def predict_sliding_window(network, volume, tile):
+                    return network(volume[None])[0]
+            """,
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+    ),
+    Quiet(  # restored weights fine-tuned on new data: the no-grad pass is the training loop's monitoring
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from architectures import network_from_config
+
+
+        def finetune(config, checkpoint, loader, probe):
+            network = network_from_config(config)
+            network.load_state_dict(torch.load(checkpoint))
+            optimizer = torch.optim.SGD(network.parameters(), lr=1e-3)
+            for images, labels in loader:
+                loss = F.cross_entropy(network(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    print(network(probe).softmax(1)[:, 1].mean().item())
+        """,
+        files={
+            "architectures.py": """
+                import importlib
+
+
+                def network_from_config(config):
+                    module = importlib.import_module(config["module"])
+                    return getattr(module, config["class"])(**config["kwargs"])
+            """,
+        },
+    ),
+    Quiet(  # the batch helper runs only from `evaluate`, which switches the mode first
+        """
+        import torch
+
+        from text_models import TextClassifier
+
+
+        class SentimentModel:
+            def __init__(self, vocab_size, num_labels):
+                self.model = TextClassifier(vocab_size, num_labels)
+
+            def fit(self, loader, optimizer, loss_fn):
+                self.model.train()
+                for tokens, labels in loader:
+                    optimizer.zero_grad()
+                    loss_fn(self.model(tokens), labels).backward()
+                    optimizer.step()
+
+            @torch.no_grad()
+            def _predict_batch(self, tokens):
+                return self.model(tokens).argmax(-1)
+
+            def evaluate(self, loader):
+                self.model.eval()
+                return sum((self._predict_batch(tokens) == labels).sum().item() for tokens, labels in loader)
+        """,
+        files={
+            "text_models.py": """
+                import torch.nn as nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab_size, num_labels, dim=128):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, num_labels)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+    ),
+    Quiet(  # an agent acting with the policy it trains, of a kind not known here: acting is not an evaluation
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Agent:
+            def __init__(self, policy, lr=1e-3):
+                self.policy = policy
+                self.optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
+
+            @torch.no_grad()
+            def act(self, state):
+                return self.policy(state.unsqueeze(0)).argmax(-1).item()
+
+            def learn(self, states, actions, returns):
+                self.policy.train()
+                log_probs = F.log_softmax(self.policy(states), -1).gather(1, actions[:, None]).squeeze(1)
+                loss = -(log_probs * returns).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """
+    ),
+    Quiet(  # the training function switches the model to eval mode itself before handing it over
+        """
+        import torch
+
+
+        def evaluate_accuracy(data_iter, net):
+            with torch.no_grad():
+                return sum((net(X).argmax(1) == y).sum().item() for X, y in data_iter)
+
+
+        def train_classifier(net, train_iter, test_iter, loss_fn, optimizer, num_epochs):
+            for epoch in range(num_epochs):
+                net.train()
+                for X, y in train_iter:
+                    optimizer.zero_grad()
+                    loss_fn(net(X), y).backward()
+                    optimizer.step()
+                net.eval()
+                print(epoch, evaluate_accuracy(test_iter, net))
+        """
+    ),
+    Quiet(  # pseudo-labels from the model being trained, in a helper not named for evaluation: the mode may be wanted
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def pseudo_labels(net, images, threshold):
+            with torch.no_grad():
+                probs = net(images).softmax(1)
+            confidence, labels = probs.max(1)
+            return labels, confidence > threshold
+
+
+        def train_semi_supervised(net, labeled_loader, unlabeled_loader, optimizer, threshold=0.95):
+            net.train()
+            for (images, targets), unlabeled in zip(labeled_loader, unlabeled_loader):
+                labels, keep = pseudo_labels(net, unlabeled, threshold)
+                loss = F.cross_entropy(net(images), targets) + F.cross_entropy(net(unlabeled[keep]), labels[keep])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
     Quiet(  # a model's own decoding method under no_grad: `device=` in its loop is not a dev set, and the caller sets the mode (audiocraft's MAGNeT)
         """
         import math

@@ -59,7 +59,8 @@ class MissingSetEpoch(Rule):
     severity = Severity.WARNING
 
     def check(self, ctx: RuleContext) -> None:
-        parallel = ctx.module.module_wide("TL502 data-parallel evidence", _data_parallel_evidence)
+        # the call itself, kept while it is the same (an edit elsewhere in the file leaves it be)
+        parallel = ctx.module.module_fact("TL502 data-parallel evidence", _data_parallel_evidence)
         if parallel is not None:
             self._check_unseen_loaders(ctx, parallel)
         for scope in ctx.scopes:

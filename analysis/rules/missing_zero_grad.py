@@ -35,6 +35,7 @@ from trainlint.rules import (
     Quiet,
     Rule,
     RuleContext,
+    ScopeAnalysis,
     Severity,
     Tag,
     Value,
@@ -67,15 +68,12 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's mock training runs a few steps to exercise code, not to train a model
-        for scope in ctx.scopes:
-            if scope.function is not None and manual_optimization(ctx.summary, scope.function.owner):
-                self._check_manual_step(ctx, scope)
-        if ctx.module.framework_runs_loop is not None:
-            return
-        for scope in ctx.scopes:
+        if scope.function is not None and manual_optimization(ctx.summary, scope.function.owner):
+            self._check_manual_step(ctx, scope)
+        if ctx.module.framework_runs_loop is None:
             self._check_scope(ctx, list(ordered_events(scope, None)))
 
     def _check_manual_step(self, ctx: RuleContext, scope) -> None:
@@ -132,7 +130,9 @@ class MissingZeroGrad(Rule):
                 continue
             self._report(ctx, event, chain, loop, step, clearing)
 
-    def _check_branch_without_clearing(self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item]) -> None:
+    def _check_branch_without_clearing(
+        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item]
+    ) -> None:
         for event, chain in backwards:
             site = _site(event, chain)
             found = _step_loop(items, site)

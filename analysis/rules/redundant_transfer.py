@@ -61,25 +61,24 @@ class RedundantTransfer(Rule):
     name = "redundant-transfer"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a copy per step costs nothing
-        for scope in ctx.scopes:
-            if _is_module_forward(ctx, scope):
-                self._check_forward(ctx, scope)
-            hot = _hot_loops(scope)
-            if not hot:
+        if _is_module_forward(ctx, scope):
+            self._check_forward(ctx, scope)
+        hot = _hot_loops(scope)
+        if not hot:
+            return
+        changed: dict[Loop, set[str]] = {}
+        for call in scope.calls():
+            if call.method not in {"to", "cuda"} or transfer_destination(call) != "device":
                 continue
-            changed: dict[Loop, set[str]] = {}
-            for call in scope.calls():
-                if call.method not in {"to", "cuda"} or transfer_destination(call) != "device":
-                    continue
-                loop = next((enclosing for enclosing in reversed(call.context.loops) if enclosing in hot), None)
-                if loop is None:
-                    continue
-                if loop not in changed:
-                    changed[loop] = _changed_in(scope, loop)
-                self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
+            loop = next((enclosing for enclosing in reversed(call.context.loops) if enclosing in hot), None)
+            if loop is None:
+                continue
+            if loop not in changed:
+                changed[loop] = _changed_in(scope, loop)
+            self._check_transfer(ctx, scope, call, loop, hot[loop], changed[loop])
 
     def _check_transfer(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop, hot_call: CallEvent | None, changed: set[str]) -> None:
         receiver = call.receiver

@@ -37,17 +37,16 @@ class RetainGraphInLoop(Rule):
     name = "retain-graph-in-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # tests run backward repeatedly on one graph to check gradients and accumulation
-        for scope in ctx.scopes:
-            for call in scope.calls():
-                if not _retains(call) or not call.context.loops:
-                    continue
-                loop = call.context.loops[-1]
-                others = [other for other in calls_in(scope, loop) if is_backward(other) and other is not call]
-                if not others:
-                    self._report(ctx, scope, call, loop)
+        for call in scope.calls():
+            if not _retains(call) or not call.context.loops:
+                continue
+            loop = call.context.loops[-1]
+            others = [other for other in calls_in(scope, loop) if is_backward(other) and other is not call]
+            if not others:
+                self._report(ctx, scope, call, loop)
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, loop: Loop) -> None:
         written = " ".join(scope.chunk.code_for(call.node).split())

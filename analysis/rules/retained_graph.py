@@ -58,15 +58,14 @@ class RetainedGraph(Rule):
     name = "retained-graph"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test keeps a few steps' losses to compare them, on purpose
-        for scope in ctx.scopes:
-            for event in scope.events:
-                if isinstance(event, StoreEvent):
-                    self._check_store(ctx, scope, event)
-                elif isinstance(event, AssignEvent):
-                    self._check_carried_state(ctx, scope, event)
+        for event in scope.events:
+            if isinstance(event, StoreEvent):
+                self._check_store(ctx, scope, event)
+            elif isinstance(event, AssignEvent):
+                self._check_carried_state(ctx, scope, event)
 
     def _check_carried_state(self, ctx: RuleContext, scope: ScopeAnalysis, assign: AssignEvent) -> None:
         """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built

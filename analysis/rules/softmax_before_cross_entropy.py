@@ -25,7 +25,7 @@ from trainlint.analysis.activations import (
     rename_activation,
 )
 from trainlint.analysis.torchapi import LOSSES_WANTING_LOG_PROBS, LOSSES_WANTING_LOGITS
-from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, Tag, quoted
+from trainlint.rules import Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, Tag, quoted
 
 _CLASSIFICATION_LOSSES = LOSSES_WANTING_LOGITS | LOSSES_WANTING_LOG_PROBS
 
@@ -35,14 +35,13 @@ class SoftmaxBeforeCrossEntropy(Rule):
     name = "softmax-before-cross-entropy"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            for loss in loss_calls(ctx.module, scope, _CLASSIFICATION_LOSSES):
-                kind = loss.kind
-                if loss.loss in LOSSES_WANTING_LOGITS and kind in {Tag.PROBS, Tag.LOG_PROBS}:
-                    self._report_cross_entropy(ctx, loss, kind)
-                elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
-                    self._report_nll(ctx, loss, kind)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        for loss in loss_calls(ctx.module, scope, _CLASSIFICATION_LOSSES):
+            kind = loss.kind
+            if loss.loss in LOSSES_WANTING_LOGITS and kind in {Tag.PROBS, Tag.LOG_PROBS}:
+                self._report_cross_entropy(ctx, loss, kind)
+            elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
+                self._report_nll(ctx, loss, kind)
 
     def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)

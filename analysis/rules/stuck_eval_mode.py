@@ -30,6 +30,7 @@ from trainlint.rules import (
     AssignEvent,
     CallEvent,
     Event,
+    Evidence,
     Fires,
     JumpEvent,
     Loop,
@@ -57,28 +58,27 @@ class StuckEvalMode(Rule):
     name = "stuck-eval-mode"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None:
             return
-        for scope in ctx.scopes:
-            items = [(index, event, chain) for index, (event, chain) in enumerate(ordered_events(scope, None))]
-            reported: set[Loop] = set()
-            for index, event, chain in items:
-                if not _sets_eval(event) or any(link.context.loops for link in (*chain[1:], event) if chain):
-                    continue
-                key = _outer_key(_receiver_key(event), chain)
-                site = chain[0] if chain else event
-                found = _training_loop(items, site, key) if key is not None else None
-                if found is None or found[0] in reported or _runs_on_last_iteration(event, chain, found[0]):
-                    continue
-                loop, in_loop, forward = found
-                assert key is not None, "a training loop is looked for with a key only"
-                step = _next_training_step(in_loop, index, event, chain, loop)
-                if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
-                    reported.add(loop)
-                    self._report(ctx, event, chain, key, loop, step, forward)
-            if not reported:
-                self._check_loaded_in_eval_mode(ctx, scope, items)
+        items = [(index, event, chain) for index, (event, chain) in enumerate(ordered_events(scope, None))]
+        reported: set[Loop] = set()
+        for index, event, chain in items:
+            if not _sets_eval(event) or any(link.context.loops for link in (*chain[1:], event) if chain):
+                continue
+            key = _outer_key(_receiver_key(event), chain)
+            site = chain[0] if chain else event
+            found = _training_loop(items, site, key) if key is not None else None
+            if found is None or found[0] in reported or _runs_on_last_iteration(event, chain, found[0]):
+                continue
+            loop, in_loop, forward = found
+            assert key is not None, "a training loop is looked for with a key only"
+            step = _next_training_step(in_loop, index, event, chain, loop)
+            if step is not None and not _frozen_by_its_class(ctx, forward) and not _parameters_frozen(scope, key):
+                reported.add(loop)
+                self._report(ctx, event, chain, key, loop, step, forward)
+        if not reported:
+            self._check_loaded_in_eval_mode(ctx, scope, items)
 
     def _check_loaded_in_eval_mode(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
         """A model that ``from_pretrained`` returned in eval mode is trained by a loop, and nothing switches it
@@ -135,6 +135,11 @@ class StuckEvalMode(Rule):
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop calls `{_code(site)}`, which switches to eval mode"))
+        block = next((condition for condition in site.context.conditions if condition.loop is loop), None)
+        if block is not None:  # a periodic evaluation: where its block ends is where the mode should be restored
+            end = site.chunk.range_of(block.node)[2]
+            origin = site.chunk.origin if ctx.in_another_file(site.chunk) else None
+            evidence.append(Evidence(end, f"the evaluation block ends here, with `{key}` still in eval mode", origin))
         placed = site if ctx.in_another_file(event.chunk) else event  # the helper is in another file: its call site
         ctx.report(
             placed.node, message, evidence=evidence, chunk=placed.chunk,

@@ -96,22 +96,21 @@ class SyncInHotLoop(Rule):
     name = "sync-in-hot-loop"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test's loop runs a few tiny steps: a sync per step costs it nothing
-        for scope in ctx.scopes:
-            copies = [call for call in scope.calls() if _asks_for_overlap(call)]
-            steps = loops_running(scope, is_backward) if ctx.module.cuda_line is not None else {}
-            trains: bool | None = None  # asked once per function, when it has a loop that runs backward
-            for loop, backward in steps.items():
-                if trains is None:
-                    trains = _trains(ctx.module, scope)
-                if trains:
-                    self._check_step_loop(ctx, scope, loop, backward, steps, _copy_in(copies, loop))
-            for loop in scope.loops if copies else ():
-                copy = _copy_in(copies, loop)
-                if copy is not None and copy.context.loop is loop and not _inside_any(loop, steps):
-                    self._check_copy_loop(ctx, scope, loop, copy)
+        copies = [call for call in scope.calls() if _asks_for_overlap(call)]
+        steps = loops_running(scope, is_backward) if ctx.module.cuda_line is not None else {}
+        trains: bool | None = None  # asked once per function, when it has a loop that runs backward
+        for loop, backward in steps.items():
+            if trains is None:
+                trains = _trains(ctx.module, scope)
+            if trains:
+                self._check_step_loop(ctx, scope, loop, backward, steps, _copy_in(copies, loop))
+        for loop in scope.loops if copies else ():
+            copy = _copy_in(copies, loop)
+            if copy is not None and copy.context.loop is loop and not _inside_any(loop, steps):
+                self._check_copy_loop(ctx, scope, loop, copy)
 
     def _check_copy_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, copy: CallEvent) -> None:
         """A loop that is no training step (an evaluation or inference pass) but copies each batch with

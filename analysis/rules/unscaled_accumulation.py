@@ -79,20 +79,19 @@ class UnscaledAccumulation(Rule):
     name = "unscaled-accumulation"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None:
             return
-        for scope in ctx.scopes:
-            items = list(ordered_events(scope, None))
-            reported: set[Loop] = set()
-            for index, (event, _chain) in enumerate(items):
-                if not (isinstance(event, CallEvent) and is_optimizer_step(event)):
-                    continue
-                accumulation = _accumulation(items, index)
-                if accumulation is None or accumulation.loop in reported or not accumulation.backwards:
-                    continue
-                reported.add(accumulation.loop)
-                self._check(ctx, scope, accumulation)
+        items = list(ordered_events(scope, None))
+        reported: set[Loop] = set()
+        for index, (event, _chain) in enumerate(items):
+            if not (isinstance(event, CallEvent) and is_optimizer_step(event)):
+                continue
+            accumulation = _accumulation(items, index)
+            if accumulation is None or accumulation.loop in reported or not accumulation.backwards:
+                continue
+            reported.add(accumulation.loop)
+            self._check(ctx, scope, accumulation)
 
     def _check(self, ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
         calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]

@@ -9,7 +9,9 @@ a dataset class of another file of the project, in a library that uses numpy's g
 Two more ways to look seeded and not be: a seed drawn at random on every launch
 (`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, and
 seeding in a parent process whose `mp.spawn` workers start with fresh generators (they inherit
-none). A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
+none). A script that seeds nothing while it imports the project's own helper that seeds torch and
+the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
+one was left out. A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
 nothing else. A training entry point that seeds
 nothing at all starts every run from different initial weights, dropout masks and batch orders
 (a note, on its `__main__` block or, without one, on the script's first statement).
@@ -106,6 +108,8 @@ _NON_RANDOM_INIT = frozenset({"calculate_gain", "zeros_", "ones_", "constant_", 
 # What a verdict says: some libraries seeded and others drawn from; nothing seeded at all; the seed
 # itself drawn at random on every launch; seeded in a parent whose workers start with fresh generators.
 PARTIAL, UNSEEDED, DRAWN_SEED, SPAWNED = "partial", "unseeded", "drawn seed", "spawned"
+# Nothing seeded, while the project's seeding helper, imported here, is never called.
+UNCALLED_HELPER = "uncalled helper"
 
 
 class _Verdict(NamedTuple):
@@ -117,6 +121,8 @@ class _Verdict(NamedTuple):
     used: dict[str, list[tuple[CallEvent, str]]]  # library -> (call, what it draws for)
     unseeded: tuple[str, ...]
     cause: CallEvent | None = None  # DRAWN_SEED: the seeding call that applies it; SPAWNED: the spawn call
+    # UNCALLED_HELPER: the helper, how this script would call it, what it seeds
+    helper: tuple[FunctionInfo, str, tuple[str, ...]] | None = None
 
 
 # One verdict per module: the rule runs once per statement but the question is module-wide.
@@ -137,6 +143,8 @@ class UnseededRun(Rule):
             self._report_drawn_seed(ctx, verdict)
         elif verdict.kind == SPAWNED:
             self._report_spawned(ctx, verdict)
+        elif verdict.kind == UNCALLED_HELPER:
+            self._report_unseeded(ctx, verdict)
         else:
             self._report_unseeded(ctx, verdict)
 
@@ -216,10 +224,22 @@ class UnseededRun(Rule):
             "this training script never seeds torch, numpy or `random`, so nothing fixes "
             f"{_join(draws)}: every launch differs and two runs of the same configuration cannot be compared"
         )
+        if verdict.helper is None:
+            ctx.report(
+                verdict.node, message, evidence=evidence, severity=Severity.NOTE,
+                help="seed torch, numpy and `random` at start-up (e.g. `transformers.set_seed(args.seed)` "
+                "or `lightning.seed_everything(args.seed)`)",
+            )
+            return
+        helper, spelled, seeded = verdict.helper
+        message += (
+            f"; the project's `{spelled}`, imported here, seeds {_join([_DISPLAY[library] for library in seeded])}, "
+            "but this script never calls it"
+        )
+        evidence.append(((helper.chunk, helper.node.name), f"seeds {_join([_DISPLAY[library] for library in seeded])}; never called here"))
         ctx.report(
-            verdict.node, message, evidence=evidence, severity=Severity.NOTE,
-            help="seed torch, numpy and `random` at start-up (e.g. `transformers.set_seed(args.seed)` "
-            "or `lightning.seed_everything(args.seed)`)",
+            verdict.node, message, evidence=evidence, severity=Severity.WARNING,
+            help=f"call `{spelled}(seed)` at start-up, with a seed the run can be given",
         )
 
 
@@ -279,7 +299,59 @@ def _verdict(module: ModuleView) -> _Verdict | None:
         chunk, node = guard
     else:
         chunk, node = _run_start(module, module_level_training)
+    helper = _uncalled_seed_helper(module)
+    if helper is not None:
+        return _Verdict(UNCALLED_HELPER, Severity.WARNING, chunk, node, seeded, used, (), helper=helper)
     return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
+
+
+def _uncalled_seed_helper(module: ModuleView) -> tuple[FunctionInfo, str, tuple[str, ...]] | None:
+    """A function of another workspace file that this script imports (by name, or through its module:
+    `import opennre` reaches `opennre/__init__.py`'s `fix_seed`) which seeds torch and another library,
+    while this script never names it: the project's own way of seeding its runs, left out here. A
+    worker's re-seeding from `torch.initial_seed()` seeds nothing of the run and does not count."""
+    summary, workspace = module.summary, module.summary.workspace
+    if workspace is None:
+        return None
+    for name, target in summary.imports.items():
+        candidates: list[FunctionInfo] = []
+        function = summary.imported_function(name)
+        if function is not None and summary.defined_elsewhere(function):
+            candidates.append(function)
+        elif (path := workspace.find_module(module.path, target)) is not None:
+            imported = workspace.analysis_of(path)
+            if imported is not None:
+                candidates.extend(info for info in imported.summary.functions.values() if info.owner is None)
+        for candidate in candidates:
+            seeded = _seeded_by(candidate, module)
+            if TORCH in seeded and len(seeded) > 1 and not _named_in(module, candidate.name, imported_as=name):
+                if not _seeds_on_import(workspace, candidate, module):
+                    return candidate, name if candidate is function else f"{name}.{candidate.name}", seeded
+    return None
+
+
+def _seeds_on_import(workspace, helper: FunctionInfo, module: ModuleView) -> bool:
+    """Whether the helper's file seeds anything when it is imported (`fix_seed(0)` at its top level):
+    the import itself then seeds the run."""
+    home = workspace.analysis_of(helper.home.path) if helper.home is not None else None
+    return home is None or any(call.scope.function is None and _seeds(call, module) for call in home.all_calls())
+
+
+def _seeded_by(function: FunctionInfo, module: ModuleView) -> tuple[str, ...]:
+    code = function.chunk.code_for(function.node)
+    if "seed" not in code or "initial_seed" in code:
+        return ()  # no seeding written in it (its flow is not worth walking), or a worker's re-seeding
+    inner = function.analysis(module.summary)
+    calls = [call for call in calls_in(inner, None) if not _seeds_per_process(call) and not _private_generator(call)] if inner else []
+    seeded = {library for call in calls for library in _seeds(call, module)}
+    return tuple(library for library in LIBRARIES if library in seeded)
+
+
+def _named_in(module: ModuleView, name: str, imported_as: str) -> bool:
+    """Whether the script uses ``name`` anywhere but in the import that binds it (a call, a callback
+    `worker_init_fn=seed_worker`, a `partial(...)`)."""
+    uses = len(re.findall(rf"(?<![\w]){re.escape(name)}(?!\w)", module.text))
+    return uses > (1 if name == imported_as else 0)
 
 
 def _training_elsewhere(module: ModuleView, calls: list[CallEvent]) -> list[CallEvent]:
@@ -1165,6 +1237,122 @@ UnseededRun.MUST_FIRE = (
         """,
         severity=Severity.WARNING,
         at="for train_idx, val_idx in StratifiedKFold(n_splits=5, shuffle=True).split(features, labels):",
+    ),
+    Fires(  # the package the script imports seeds all three in a helper, which this training script never calls
+        """
+        import argparse
+        import json
+
+        import numpy as np
+        import torch
+
+        import relex
+        from relex import encoder, framework
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--train_file")
+        parser.add_argument("--batch_size", type=int, default=160)
+        args = parser.parse_args()
+
+        word2vec = np.load("glove.6B.50d_mat.npy")
+        sentence_encoder = relex.encoder.CNNEncoder(word2vec=word2vec, hidden_size=230, dropout=0.5)
+        trainer = relex.framework.BagTrainer(args.train_file, sentence_encoder, batch_size=args.batch_size)
+        trainer.train_model()
+        torch.save(sentence_encoder.state_dict(), "ckpt/encoder.pth")
+        """,
+        files={
+            "relex/__init__.py": """
+                import random
+
+                import numpy as np
+                import torch
+
+
+                def fix_seed(seed=12345):
+                    random.seed(seed)
+                    np.random.seed(seed)
+                    torch.manual_seed(seed)
+                    torch.cuda.manual_seed_all(seed)
+            """,
+            "relex/encoder.py": """
+                import torch
+
+
+                class CNNEncoder(torch.nn.Module):
+                    def __init__(self, word2vec, hidden_size, dropout):
+                        super().__init__()
+                        self.embed = torch.nn.Embedding.from_pretrained(torch.from_numpy(word2vec))
+                        self.conv = torch.nn.Conv1d(word2vec.shape[1], hidden_size, 3, padding=1)
+                        self.drop = torch.nn.Dropout(dropout)
+
+                    def forward(self, tokens):
+                        return self.drop(self.conv(self.embed(tokens).transpose(1, 2)).max(-1).values)
+            """,
+            "relex/framework.py": """
+                import torch
+
+
+                class BagTrainer:
+                    def __init__(self, path, model, batch_size):
+                        self.model = model
+                        self.loader = torch.utils.data.DataLoader(load_bags(path), batch_size=batch_size, shuffle=True)
+                        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+                    def train_model(self):
+                        for tokens, labels in self.loader:
+                            loss = torch.nn.functional.cross_entropy(self.model(tokens), labels)
+                            self.optimizer.zero_grad()
+                            loss.backward()
+                            self.optimizer.step()
+            """,
+        },
+        severity=Severity.WARNING,
+        at="parser = argparse.ArgumentParser()",
+    ),
+    Fires(  # a worker's re-seeding from torch's own seed is no way of seeding the run: unseeded stays a note
+        """
+        import torch
+
+        from utils import data
+
+
+        def main(args):
+            model = torch.nn.Linear(32, 10)
+            optimizer = torch.optim.Adam(model.parameters())
+            for x, y in data.loader(args.path):
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(data.parse())
+        """,
+        files={"utils/__init__.py": "", "utils/data.py": """
+            import argparse
+            import random
+
+            import numpy as np
+            import torch
+
+
+            def reseed_worker(worker_id):
+                worker_seed = torch.initial_seed() % 2**32
+                np.random.seed(worker_seed)
+                random.seed(worker_seed)
+                torch.manual_seed(worker_seed)
+
+
+            def loader(path):
+                return torch.utils.data.DataLoader(torch.load(path), batch_size=64, shuffle=True, worker_init_fn=reseed_worker)
+
+
+            def parse():
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--path")
+                return parser.parse_args()
+        """},
+        severity=Severity.NOTE,
     ),
 )
 

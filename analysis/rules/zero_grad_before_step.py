@@ -53,15 +53,14 @@ class ZeroGradBeforeStep(Rule):
     name = "zero-grad-before-step"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        for scope in ctx.scopes:
-            for loop in scope.loops:
-                items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
-                for backward, clear, step in _cleared_before_step(items, loop):
-                    self._report(ctx, scope, loop, backward, clear, step)
-                undone = _accumulation_undone(scope, loop)
-                if undone is not None:
-                    self._report_undone(ctx, scope, loop, *undone)
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        for loop in scope.loops:
+            items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
+            for backward, clear, step in _cleared_before_step(items, loop):
+                self._report(ctx, scope, loop, backward, clear, step)
+            undone = _accumulation_undone(scope, loop)
+            if undone is not None:
+                self._report_undone(ctx, scope, loop, *undone)
 
     def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, clear: Event,
                        step: CallEvent, accumulation: Loop | Condition) -> None:
