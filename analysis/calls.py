@@ -455,7 +455,7 @@ def _created_on_host(event: CallEvent, factory: str) -> bool:
     neither sets a default device nor opens a ``with torch.device(...)`` block."""
     if event.keyword("device") is not None or factory.endswith("_like") or factory in {"tensor", "as_tensor", "from_numpy"}:
         return False
-    text = event.scope.chunk.chunk.text
+    text = event.scope.chunk.tree_text()
     return "set_default_device" not in text and "with torch.device" not in text
 
 

@@ -192,7 +192,7 @@ class RuleContext:
             return None
         if any(indentation_start(text, 0) for text in lines[1:] if text.strip()):
             return None
-        unit = _indent_unit(chunk.chunk.text.split("\n")) or _indent_unit(self._analysis.lines) or "    "
+        unit = _indent_unit(chunk.tree_text().split("\n")) or _indent_unit(self._analysis.lines) or "    "
         # The header starts as the first line did (a form feed before the statement stays before it).
         first = indentation(lines[0]) + unit + lines[0][column - 1 :]
         body = "\n".join([first, *((unit + text) if text.strip() else text for text in lines[1:])])

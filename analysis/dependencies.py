@@ -14,6 +14,11 @@ that holds several (the methods of a class): what it read of the flows of other 
 lines of its own statement it read. After an edit inside one method, the results of the other
 methods are kept while those flows are the same objects and those lines did not move
 (``ModuleAnalysis.scope_result_holds``).
+
+A key typed on a line that stays broken leaves every statement's tree as it was (the line is
+blanked in it): the analysed program is the same. A result that read the module's trees
+beyond its statement, but not the module's text (which holds the broken line as typed), is kept
+for as long as the program is (``KeptResult.program``, ``ModuleAnalysis.program``).
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ class Superseded(Exception):
 class Reads:
     """What one rule read while checking one statement, or one scope of it."""
 
-    __slots__ = ("chunk", "scope", "whole_module", "facts", "placed", "flows", "own_lines")
+    __slots__ = ("chunk", "scope", "whole_module", "text", "facts", "placed", "flows", "own_lines")
 
     def __init__(self, chunk: ParsedChunk, scope: ScopeAnalysis | None = None) -> None:
         self.chunk = chunk
         self.scope = scope
         self.whole_module = False
+        self.text = False  # read the module's text beyond the statement's own unbroken lines
         self.facts: dict[str, Any] = {}
         # Statements whose line numbers the rule read, with the first line and the revision each had then.
         self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
@@ -60,14 +66,17 @@ class KeptResult:
     the statements whose lines they cite (a message may quote a line number: a statement that
     moved makes the result stale). For a rule checked scope by scope, ``scopes`` holds each
     scope's own result (those that read nothing module-wide), and ``whole`` says whether the
-    statement's result may be kept as a whole (no scope read anything module-wide)."""
+    statement's result may be kept as a whole (no scope read anything module-wide). ``program``: for
+    a result that read the module's trees beyond its statement, the program it was computed on
+    (``ModuleAnalysis.program``), which it is kept for."""
 
-    __slots__ = ("findings", "facts", "placed", "scopes", "whole")
+    __slots__ = ("findings", "facts", "placed", "scopes", "whole", "program")
 
-    def __init__(self, findings: Sequence, reads: Reads) -> None:
+    def __init__(self, findings: Sequence, reads: Reads, program: object | None = None) -> None:
         self.findings = findings
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())
+        self.program = program
         self.scopes: dict[ScopeAnalysis, ScopeResult] | None = None
         self.whole = True
 
@@ -119,7 +128,7 @@ NOTHING_IN_SCOPE = _nothing_in_scope()
 
 def _nothing_found() -> KeptResult:
     result = KeptResult.__new__(KeptResult)
-    result.findings, result.facts, result.placed, result.scopes, result.whole = (), {}, (), None, True
+    result.findings, result.facts, result.placed, result.scopes, result.whole, result.program = (), {}, (), None, True, None
     return result
 
 
@@ -130,11 +139,13 @@ NOTHING_FOUND = _nothing_found()
 class KeptStatement:
     """Every selected rule's kept result for one statement (``complete``: each may be kept as a whole)."""
 
-    __slots__ = ("results", "facts", "placed", "complete")
+    __slots__ = ("results", "facts", "placed", "complete", "program")
 
     def __init__(self, results: dict[str, KeptResult], rule_count: int) -> None:
         self.results = results
         self.complete = len(results) == rule_count and all(result.whole for result in results.values())
+        # the program the results that read beyond the statement were computed on (all the same one)
+        self.program = next((result.program for result in results.values() if result.program is not None), None)
         # What all of them depend on together: checked once, they can be kept at once.
         self.facts: dict[str, Any] = {}
         placed: dict[int, tuple[ParsedChunk, int, int]] = {}
@@ -163,6 +174,7 @@ class recording:
         _local.reads = self._outer
         if self._outer is not None and self.reads.whole_module:
             self._outer.whole_module = True
+            self._outer.text = self._outer.text or self.reads.text
 
 
 class unrecorded:
@@ -187,6 +199,25 @@ def note_whole_module() -> None:
     reads = getattr(_local, "reads", None)
     if reads is not None:
         reads.whole_module = True
+
+
+def note_whole_text() -> None:
+    """A read of the module's text (which holds a broken line as typed, not as analysed)."""
+    count_text_read()
+    reads = getattr(_local, "reads", None)
+    if reads is not None:
+        reads.whole_module = reads.text = True
+
+
+def count_text_read() -> None:
+    """A value read off the module's text: it is counted (``text_reads``), and a rule that reads it
+    records it as a module-wide value (``note_fact``), not as a read of the text."""
+    _local.text_reads = getattr(_local, "text_reads", 0) + 1
+
+
+def text_reads() -> int:
+    """How many times this thread has read a module's text: a value computed in between read it."""
+    return getattr(_local, "text_reads", 0)
 
 
 def note_position(chunk: ParsedChunk, first: int, last: int) -> None:

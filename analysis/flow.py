@@ -202,7 +202,7 @@ class ScopeAnalysis:
     # ------------------------------------------------------------------ parameters
     def _bind_parameters(self, node: cst.FunctionDef, owner: ClassInfo | None) -> None:
         params = list(node.params.posonly_params) + list(node.params.params) + list(node.params.kwonly_params)
-        text = self.chunk.chunk.text
+        text = self.chunk.tree_text()  # a broken line (blanked in the tree) is not code
         calling = names_calling(self.chunk)
         for index, param in enumerate(params):
             name = param.name.value

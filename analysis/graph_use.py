@@ -63,8 +63,7 @@ class _Follower:
         self.cuts: list[cst.CSTNode] = []
 
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
-        nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
-        own = [node for node in _in_source_order(root) if id(node) not in nested]
+        own, nested = _own_and_nested(self.scope, root)
         for _ in range(_ROUNDS):
             before = len(self.names)
             for node in own:
@@ -181,6 +180,17 @@ class _Follower:
         if is_backward(call) or callee.startswith("torch.autograd"):
             return False
         return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] in {"numpy", "torchvision"}
+
+
+def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.CSTNode], set[int]]:
+    """The nodes of ``root`` outside its nested functions and classes, in source order, and the ids
+    of those inside them: once per tree, not once per forward followed (a training loop has many)."""
+    kept: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], set[int]]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
+    found = kept.get(id(root))
+    if found is None or found[0] is not root:
+        nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
+        found = kept[id(root)] = (root, [node for node in _in_source_order(root) if id(node) not in nested], nested)
+    return found[1], found[2]
 
 
 def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -11,7 +11,7 @@ import libcst as cst
 
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, one_statement, split_statements
-from .dependencies import Superseded, note_fact, note_whole_module
+from .dependencies import Superseded, count_text_read, note_fact, note_whole_module, note_whole_text, text_reads
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
 from .lines import normalize_line_breaks
@@ -74,6 +74,10 @@ class ModuleAnalysis:
         self._backward_calls: list[CallEvent] | None = None
         self._ddp_wraps: list[CallEvent] | None = None
         self._module_wide: dict[str, object] = {}
+        self._module_wide_text: set[str] = set()  # the keys of those computed from the text
+        # The analysed program: every statement's tree. Kept by an edit that changes no tree (a key
+        # typed on a line that stays broken, blanked in its statement's tree), new for any other.
+        self.program = object()
         self._calls_by_function: dict[int, list[CallEvent]] | None = None
         # The class whose methods' flows were kept across an edit of one of them (``_methods_kept``),
         # and its statement: once its scopes are computed, no walk compares with the replaced flows.
@@ -158,6 +162,12 @@ class ModuleAnalysis:
                 if replacement.broken is not None:
                     if first_statement(text, offset) != piece_text:
                         return None  # the broken lines change where statements begin: split as a fresh analysis does
+                    if replacement.module is chunk.module and replacement.broken == chunk.broken:
+                        # a key on a line that stays broken: the analysed tree is as it was, and so is
+                        # every statement's analysis; only the statement's text and its TL000 change
+                        chunk.retyped(replacement)
+                        first = text.count("\n", 0, prefix) + 1
+                        return list(self._chunks), set(range(len(self._chunks))), (first, first + text.count("\n", prefix, new_end), 0)
                 elif not one_statement(piece_text, prefix - offset):
                     return None  # the edit made a new top-level statement start inside this one
                 shift = text.count("\n", prefix, new_end) - old.count("\n", prefix, old_end)
@@ -225,7 +235,11 @@ class ModuleAnalysis:
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
         result._lines = None
         result._all_scopes = result._backward_calls = result._ddp_wraps = None
-        result._module_wide = {}
+        same_program = edited_lines is not None and len(unchanged) == len(chunks) and len(kept) == len(chunks)
+        result.program = self.program if same_program else object()
+        # values computed from the trees alone are the same program's: those from the text are not
+        result._module_wide = {key: value for key, value in self._module_wide.items() if key not in self._module_wide_text} if same_program else {}
+        result._module_wide_text = set()
         result._calls_by_function = None
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
@@ -369,12 +383,12 @@ class ModuleAnalysis:
 
     @property
     def text(self) -> str:
-        note_whole_module()
+        note_whole_text()
         return self._text
 
     @property
     def lines(self) -> list[str]:
-        note_whole_module()
+        note_whole_text()
         return self._all_lines()
 
     def _all_lines(self) -> list[str]:
@@ -387,8 +401,11 @@ class ModuleAnalysis:
         reads = dependencies.current()
         if reads is not None:
             chunk = reads.chunk
-            if not chunk.start_line < number <= chunk.start_line + chunk.chunk.line_count:
-                note_whole_module()
+            relative = number - chunk.start_line
+            if not 0 < relative <= chunk.chunk.line_count:
+                note_whole_text()
+            elif chunk.broken is not None and chunk.broken[0] <= relative <= chunk.broken[1]:
+                note_whole_text()  # a broken line's text is not in the tree: a key typed on it keeps the tree
             elif reads.scope is not None:
                 dependencies.note_position(chunk, number, number)
         return self._all_lines()[number - 1]
@@ -529,6 +546,7 @@ class ModuleAnalysis:
     @property
     def cuda_line(self) -> int | None:
         """First line showing the script runs on a GPU."""
+        count_text_read()  # searched in the text: a module-wide value computed with it is the text's
         note_fact("cuda_line", (_cuda_line, self._cuda_line))
         return self._cuda_line
 
@@ -559,7 +577,10 @@ class ModuleAnalysis:
         Every read counts as a module-wide read, even when the value is already computed.
         """
         note_whole_module()
-        return self._module_wide_unrecorded(key, compute)
+        value = self._module_wide_unrecorded(key, compute)
+        if key in self._module_wide_text:
+            note_whole_text()  # computed from the text: so is what this reader makes of it
+        return value
 
     def module_fact(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A small module-wide value (a line, a count, an index) that a rule's findings depend on.
@@ -576,11 +597,17 @@ class ModuleAnalysis:
 
     def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
+            before = text_reads()
             self._module_wide[key] = compute(self)
+            if text_reads() != before:
+                self._module_wide_text.add(key)
         return self._module_wide[key]  # type: ignore[return-value]
 
     def still_holds(self, kept: dependencies.KeptResult | dependencies.KeptStatement | dependencies.ScopeResult) -> bool:
-        """Whether the module-wide values and the lines a kept result was computed with are unchanged."""
+        """Whether the module-wide values and the lines a kept result was computed with are unchanged,
+        and, for one that read the module's trees beyond its statement, the program (``program``)."""
+        if getattr(kept, "program", None) is not None and kept.program is not self.program:  # type: ignore[union-attr]
+            return False
         for chunk, start_line, revision in kept.placed:
             if (
                 chunk.start_line != start_line or chunk.revision != revision
@@ -636,7 +663,10 @@ class ModuleAnalysis:
             (alias, target) for alias, target in self.summary.imports.items()
             if target.split(".", 1)[0] in {"lightning", "pytorch_lightning", "lightning_fabric"}
         ]
-        return bool(targets) and not all(_fabric_only(alias, target, self._text) for alias, target in targets)
+        if not targets:
+            return False
+        analysed = "".join(chunk.tree_text() for chunk in self._chunks)  # broken lines, blanked in the trees, are not code
+        return not all(_fabric_only(alias, target, analysed) for alias, target in targets)
 
     # What ModuleView promises a rule are properties, which a cached_property is not to a type
     # checker: each of these is computed once, in its cached `_` twin.

@@ -406,7 +406,7 @@ class ParsedChunk:
     @property
     def words(self) -> frozenset[str]:
         """Every name this statement could refer to (an over-approximation: words in f-strings count,
-        and after ``adopt`` the words of the text before the edit)."""
+        and after ``adopt`` or ``retyped`` the words of the text before the edit)."""
         if self._words is None:
             self._words = words_in(self.chunk.text)
         return self._words
@@ -507,6 +507,14 @@ class ParsedChunk:
             setattr(self, name, getattr(edited, name))
         self.revision += 1
         self._words = words
+
+    def retyped(self, edited: ParsedChunk) -> None:
+        """Take the text of ``edited``, this statement after a key typed on a line that stays broken
+        (``spliced`` gave it this tree, ``_same_tree``): the tree, its positions and every fact read
+        from it are this one's, so what names this object (flows, rule results, their line reads)
+        stays true. The words are this text's: a superset of the tree's names, all ``words`` is for."""
+        assert edited.module is self.module and edited.tree_text() == self.tree_text()
+        self.chunk, self.broken, self.syntax_error = edited.chunk, edited.broken, edited.syntax_error
 
     def _same_tree(self, piece: Chunk, broken: tuple[int, int], blanked: str, problem: SyntaxError) -> ParsedChunk:
         """This statement's tree, for a new text whose broken lines blank to the same text."""

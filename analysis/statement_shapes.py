@@ -26,7 +26,7 @@ def names_calling(chunk: ParsedChunk) -> dict[str, set[str]]:
     """For each method ``_bind_parameters`` asks about, every NAME for which the statement's text holds
     ``NAME.method(``: each end of the word before an occurrence. Read once per text, not once per
     parameter of every method (a 3,300-line class has hundreds)."""
-    text = chunk.chunk.text
+    text = chunk.tree_text()  # the analysed code: a broken line, blanked in the tree, is not read
     kept = chunk.memo.get("names calling")
     if kept is not None and kept[0] is text:  # a broken line's new text may keep the tree
         return kept[1]

@@ -22,7 +22,7 @@ def argparse_defaults(module: ModuleAnalysis) -> dict[str, tuple[cst.BaseExpress
 def _options_in(chunk: ParsedChunk) -> list[tuple[str, cst.BaseExpression, cst.Call]]:
     """One statement's `add_argument` calls with a default, kept with its tree and per statement (the
     editor asks on every edit: only the statements on the edit's path are read again)."""
-    if "add_argument" not in chunk.chunk.text:
+    if "add_argument" not in chunk.tree_text():
         return []
     return chunk.facts_by_statement("argparse_options", _option_at)
 

@@ -10,8 +10,9 @@ import textwrap
 import libcst as cst
 import pytest
 
-from trainlint.analysis import parsing
+from trainlint.analysis import engine, parsing
 from trainlint.analysis.engine import findings_for, select_rules
+from trainlint.analysis.flow import ScopeAnalysis
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.tree import walk
@@ -321,3 +322,82 @@ def test_facts_memoised_per_node_are_handed_on_for_the_statements_an_edit_did_no
     kept = module.chunks[main.index].node_memo("facts of a statement")
     assert edited not in kept
     assert [node for node in statements if node is not edited] == list(kept)  # the others, still in the tree
+
+
+def _typed_key_by_key(text: str, after: str, indent: str, statement: str):
+    """Each text as a statement is typed on a new line below the first line holding ``after``."""
+    lines = text.split("\n")
+    row = next(i for i, line in enumerate(lines) if after in line) + 1
+    lines.insert(row, indent)
+    yield "\n".join(lines)
+    for ch in statement:
+        lines[row] += ch
+        yield "\n".join(lines)
+
+
+def test_keys_typed_on_a_line_that_stays_broken_walk_nothing_again_and_match_a_fresh_analysis(monkeypatch):
+    """While a statement is half typed, its line is blanked in the tree: each key leaves the analysed
+    code as it was, so main()'s flow is not walked again, no rule checks a statement again (those
+    that read the whole module included), and the findings are a fresh analysis'."""
+    walks: list[str] = []
+    real = ScopeAnalysis.of_function.__func__
+    monkeypatch.setattr(ScopeAnalysis, "of_function", classmethod(
+        lambda cls, info, summary: (walks.append(info.name), real(cls, info, summary))[1]
+    ))
+    checks: list[str] = []
+    real_context = engine.RuleContext
+
+    def counted_context(module, chunk, rule_class, settings):
+        checks.append(rule_class.code)
+        return real_context(module, chunk, rule_class, settings)
+
+    monkeypatch.setattr(engine, "RuleContext", counted_context)
+    texts = list(_typed_key_by_key(_script(6), "history_3.append(loss)", " " * 16, 'print(f"loss={loss.item():.4f}")'))
+    module = ModuleAnalysis(texts[0], "train.py")
+    findings_for(module, SETTINGS, RULES)
+    walked_while_broken, checked_while_broken, broken_keys = 0, 0, 0
+    for text in texts[1:]:
+        walks.clear()
+        checks.clear()
+        was_broken = module.chunks[-2].broken is not None
+        module = module.updated(text)
+        findings = findings_for(module, SETTINGS, RULES)
+        if was_broken and module.chunks[-2].broken is not None:
+            broken_keys += 1
+            walked_while_broken += walks.count("main")
+            checked_while_broken += len(checks)
+        assert _key(findings) == _key(findings_for(ModuleAnalysis(text, "train.py"), SETTINGS, RULES)), text.split("\n")[-8:]
+    assert broken_keys > 20 and walked_while_broken == 0 and checked_while_broken == 0
+    assert [f.code for f in findings].count("TL101") == 6
+
+
+def test_a_fix_that_quotes_a_broken_line_follows_each_key_typed_on_it():
+    """A fix that wraps a loop holds the text of its lines: a key typed on a broken line inside the
+    loop changes the fix, though not the analysed tree."""
+    script = textwrap.dedent(
+        """\
+        import torch
+
+
+        def main(model, loader, val_loader, optimizer):
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            model.eval()
+            for x, y in val_loader:
+                out = model(x)
+                print(out.sum().item())
+        """
+    )
+    texts = list(_typed_key_by_key(script, "out = model(x)", " " * 8, "total = sum(out.tolist("))
+    module = ModuleAnalysis(texts[0], "eval.py")
+    findings_for(module, SETTINGS, RULES)
+    fixes = []
+    for text in texts[1:]:
+        module = module.updated(text)
+        findings = findings_for(module, SETTINGS, RULES)
+        assert _key(findings) == _key(findings_for(ModuleAnalysis(text, "eval.py"), SETTINGS, RULES))
+        fixes.extend(f.fix.edits[0].new_text for f in findings if f.code == "TL102" and f.fix is not None)
+    assert any("total = sum(out.tolist(" in fix for fix in fixes), "the fix wraps the line as it is typed"

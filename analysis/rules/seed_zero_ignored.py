@@ -26,7 +26,7 @@ class SeedZeroIgnored(Rule):
     severity = Severity.ERROR
 
     def check(self, ctx: RuleContext) -> None:
-        if ctx.chunk.module is None or "seed" not in ctx.chunk.chunk.text.lower():
+        if ctx.chunk.module is None or "seed" not in ctx.chunk.tree_text().lower():
             return
         for node in (node for scope in ctx.scopes for node in scope.branch_tests):
             if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
