@@ -393,15 +393,18 @@ def test_built_in_rules_and_tl601_take_from_the_public_api_all_it_has():
 
 
 def test_every_built_in_rule_annotates_its_check():
+    # a rule checks a statement (`check`) or each of its scopes (`check_scope`), as writing-rules.md documents
+    signatures = {"check": [None, "RuleContext"], "check_scope": [None, "RuleContext", "ScopeAnalysis"]}
     for path in _rule_files():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         checks = [
             node for rule in tree.body if isinstance(rule, ast.ClassDef)
-            for node in rule.body if isinstance(node, ast.FunctionDef) and node.name == "check"
+            for node in rule.body if isinstance(node, ast.FunctionDef) and node.name in signatures
         ]
-        assert checks, path.name
+        assert len(checks) == 1, path.name
         for check in checks:
-            assert [ast.unparse(arg.annotation) if arg.annotation else None for arg in check.args.args] == [None, "RuleContext"]
+            annotations = [ast.unparse(arg.annotation) if arg.annotation else None for arg in check.args.args]
+            assert annotations == signatures[check.name], path.name
             assert check.returns is not None and ast.unparse(check.returns) == "None", path.name
 
 

@@ -33,7 +33,6 @@ import libcst as cst
 from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.patterns import (
     evaluation_calls,
-    is_eval_name,
     library_model_facts,
     mode_parameter,
     name_words,
@@ -56,6 +55,7 @@ from trainlint.rules import (
     calls_in,
     dotted,
     is_backward,
+    is_eval_name,
     is_optimizer_step,
     is_test_file,
     last_part,
