@@ -445,7 +445,7 @@ class GradEnabledEval(Rule):
         module = ctx.module
         if info is None or _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
             return False
-        if module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls()):
+        if module.module_fact("TL102 the file trains", _trains_anywhere):
             return False
         forwards = [
             call for call in scope.calls()
@@ -763,12 +763,24 @@ def _is_false(node) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
 
 
+def _trains_anywhere(module: ModuleView) -> bool:
+    """The file backwards or steps an optimizer somewhere."""
+    return bool(module.backward_calls) or any(is_optimizer_step(call) for call in module.all_calls())
+
+
 def _grad_disabled_globally(module: ModuleView) -> bool:
-    """An inference script that turns grad off for the whole process at module level."""
+    """An inference script that turns grad off for the whole process at module level. Recorded as a
+    module fact (its value, not a read of every call): a key typed in one method keeps the others'
+    results while the answer stays the same."""
+    return module.module_fact("TL102 grad disabled globally", _turns_grad_off_at_module_level)
+
+
+def _turns_grad_off_at_module_level(module: ModuleView) -> bool:
     return any(
-        call.callee is not None and last_part(call.callee) == "set_grad_enabled" and call.scope.function is None
+        call.callee is not None and last_part(call.callee) == "set_grad_enabled"
         and call.context.grad_off is None and not call.context.loops
-        for call in module.all_calls()
+        for scope in module.all_scopes if scope.function is None
+        for call in scope.calls()
     )
 
 
