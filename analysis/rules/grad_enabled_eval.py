@@ -328,11 +328,13 @@ class GradEnabledEval(Rule):
         ]
         if not candidates or _grad_off_anywhere(scope, list(scope.calls())) or _grad_disabled_globally(module):
             return False
+        if _trains(list(calls_in(scope, None))):
+            return False  # before resolving each receiver's class: a training function's calls are many
         for call in candidates:
             owner = _receiver_class(ctx, scope, call)
             method = owner.find_method(call.method, ctx.summary) if owner is not None and call.method is not None else None
             found = _evaluates(ctx, method) if method is not None else None
-            if owner is None or found is None or _output_backwarded(module, [call], frozenset()) or _trains(list(calls_in(scope, None))):
+            if owner is None or found is None or _output_backwarded(module, [call], frozenset()):
                 continue
             if not _grad_known_on(module, scope):
                 return False
