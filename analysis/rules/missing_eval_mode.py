@@ -205,14 +205,11 @@ class MissingEvalMode(Rule):
                 if layers is None and (not named or not _kind_unknown(value)):
                     continue  # a model known to have no such layers, or a pass whose training mode may be wanted
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
-                unknown = "" if layers is not None else (
-                    f" Whether `{text}` has dropout or batch-norm layers is not known in this file; if it has,"
-                )
                 ctx.report(
                     forward.node,
                     f"`{function.name}` runs `{key}` without switching it to eval mode, and `{caller}` hands it over "
-                    f"straight from training (line {outer.chunk.line_of(outer.node)}): it runs in training mode.{unknown}"
-                    f"{' the' if unknown else ' With its dropout or batch-norm layers, the'} scores are computed with "
+                    f"straight from training (line {outer.chunk.line_of(outer.node)}): it runs in training mode."
+                    f"{_with_its_layers(text, layers)} scores are computed with "
                     "dropout on and batch-norm updating its statistics on evaluation data",
                     severity=None if layers is not None else Severity.NOTE,
                     evidence=[
@@ -257,14 +254,11 @@ class MissingEvalMode(Rule):
             if layers is None and (not named or not _kind_unknown(model)):
                 continue
             trainer, call = switch
-            unknown = "" if layers is not None else (
-                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
-            )
             ctx.report(
                 forward.node,
                 f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
                 f"training mode (line {call.chunk.line_of(call.node)}): run after `{trainer}`, it runs in training mode."
-                f"{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} results are computed "
+                f"{_with_its_layers(key, layers)} results are computed "
                 "with dropout on and batch-norm updating its statistics on the data",
                 severity=None if layers is not None else Severity.NOTE,
                 evidence=[
@@ -301,16 +295,13 @@ class MissingEvalMode(Rule):
             layers = _layers_of(ctx.summary, load.receiver, ctx.module)
             if layers is None and not _kind_unknown(load.receiver):
                 continue
-            unknown = "" if layers is not None else (
-                f" Whether `{key}` has dropout or batch-norm layers is not known in this file; if it has,"
-            )
             grad_off = run.context.grad_off
             assert grad_off is not None, "the run was picked for running without grad"
             ctx.report(
                 run.node,
                 f"`{key}` gets its trained weights (line {load.chunk.line_of(load.node)}) and is then run without grad, "
                 f"for inference, in training mode: nothing switches it to eval mode, and loading weights keeps the mode "
-                f"it was built in.{unknown}{' the' if unknown else ' With its dropout or batch-norm layers, the'} outputs "
+                f"it was built in.{_with_its_layers(key, layers)} outputs "
                 "are computed with dropout on and batch-norm normalising with the statistics of each batch",
                 severity=None if layers is not None else Severity.NOTE,
                 evidence=[
@@ -444,6 +435,14 @@ def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
             if call.method == "train" and call.receiver_key in {key, "self"} and _sets_train_mode(call):
                 return method.name, call
     return None
+
+
+def _with_its_layers(name: str, layers: tuple | None) -> str:
+    """How a message goes on to what the layers do: as a fact when they are known, or as a condition
+    (a note) when the file does not tell whether ``name`` has dropout or batch-norm."""
+    if layers is not None:
+        return " With its dropout or batch-norm layers, the"
+    return f" Whether `{name}` has dropout or batch-norm layers is not known in this file; if it has, the"
 
 
 def _kind_unknown(value: Value) -> bool:
