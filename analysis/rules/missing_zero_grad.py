@@ -109,7 +109,7 @@ class MissingZeroGrad(Rule):
             # zeroing on some iterations only is deliberate accumulation, unless the clearing sits on
             # one branch of an `if` and a whole training step on the other (`if use_amp: ... else:
             # optimizer.zero_grad() ...`): that branch's steps never clear
-            self._check_branch_without_clearing(ctx, items, backwards, clearing)
+            self._check_branch_without_clearing(ctx, items, backwards)
             return
         reported: set[Loop] = set()
         for event, chain in backwards:
@@ -131,7 +131,7 @@ class MissingZeroGrad(Rule):
             self._report(ctx, event, chain, loop, step, clearing)
 
     def _check_branch_without_clearing(
-        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]], clearing: list[Item]
+        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]]
     ) -> None:
         for event, chain in backwards:
             site = _site(event, chain)
