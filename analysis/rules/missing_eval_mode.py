@@ -201,6 +201,7 @@ class MissingEvalMode(Rule):
                 if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1], passed[0]):
                     continue
                 value, text = passed
+                assert text is not None, "a call whose argument has no text was skipped above"
                 layers = _layers_of(ctx.summary, value, ctx.module)
                 if layers is None and (not named or not _kind_unknown(value)):
                     continue  # a model known to have no such layers, or a pass whose training mode may be wanted
