@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import re
 import statistics
+from functools import cache
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -143,11 +145,13 @@ UNSTATED = (
 )
 
 
-def published_results(unstated: tuple[str, ...] = ()) -> list[dict]:
-    """Each published measurement beside the estimate for its configuration, with its split and method.
-    A configuration the estimator cannot answer (a model outside the catalog) is kept, as `unanswered`.
-    ``unstated``: plan settings (and `context_bytes`) to forget, as if the source had not stated them."""
-    from .costmodel import estimate, verdict
+@cache
+def _mechanism_results(unstated: tuple[str, ...] = ()) -> list[dict]:
+    """Each published measurement beside the cost model's estimate for its configuration (its own interval only, see
+    error_bands.py), with its split, source group and method. A configuration the estimator cannot answer (a model
+    outside the catalog) is kept, as `unanswered`. ``unstated``: plan settings (and `context_bytes`) to forget, as if
+    the source had not stated them."""
+    from .costmodel import mechanism_estimate
     from .hardware import resolve_target
     from .model_configs import architecture_from_config
     from .plan import CannotEstimate, Interval, Plan
@@ -170,19 +174,84 @@ def published_results(unstated: tuple[str, ...] = ()) -> list[dict]:
         context = Interval.exact(row["context_bytes"]) if "context_bytes" in row else target.gpu.context_bytes
         measured = row["value"] * _UNITS[row["unit"]] if row["value"] is not None else None
         try:
-            result = estimate(Plan(model=arch, gpus=row["gpus"], **settings), context, target.gpu.blas_workspace_bytes,
-                              target.gpu.compute_capability, usable)
+            result = mechanism_estimate(Plan(model=arch, gpus=row["gpus"], **settings), context,
+                                        target.gpu.blas_workspace_bytes, target.gpu.compute_capability, usable)
         except CannotEstimate as reason:
-            peak, band, why = None, UNANSWERED, str(reason)
+            result, why = None, str(reason)
         else:
-            peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[row["measured"]]
-            band, why = verdict(result, usable), None
+            why = None
         results.append({
             "row": row, "split": row["split"], "group": source_group(row["source"]["url"]),
-            "method": method_of(row["plan"], arch), "estimate": peak, "measured": measured, "verdict": band,
+            "method": method_of(row["plan"], arch), "mechanism": result, "usable": usable, "measured": measured,
             "unanswered": why, "did_not_fit": row["outcome"] == "oom" or (measured is not None and measured > usable),
         })
     return results
+
+
+def _judged(r: dict, bands) -> dict:
+    """A result of `_mechanism_results` with its interval widened by ``bands`` (error_bands.py) and its verdict."""
+    from .costmodel import verdict
+    from .error_bands import widened
+
+    if r["mechanism"] is None:
+        return {**r, "estimate": None, "verdict": UNANSWERED}
+    result = widened(r["mechanism"], bands)
+    peak = {"allocated": result.allocated, "reserved": result.reserved, "process": result.process}[r["row"]["measured"]]
+    return {**r, "estimate": peak, "verdict": verdict(result, r["usable"])}
+
+
+def published_results(unstated: tuple[str, ...] = ()) -> list[dict]:
+    """Each published measurement beside the estimate for its configuration as `trainlint estimate` gives it (the
+    stored error bands), with its split and method; see `_mechanism_results`."""
+    from .error_bands import stored_bands
+
+    return [_judged(r, stored_bands()) for r in _mechanism_results(unstated)]
+
+
+def _residuals(results: list[dict]) -> list[tuple[str, str, float]]:
+    """(error band cell, source group, ln(measured / estimate)) of each answered peak among ``results``."""
+    from .error_bands import cell_of
+
+    return [
+        (cell_of(r["mechanism"].plan), r["group"], math.log(r["measured"] / _peak_of(r).estimate))
+        for r in results if r["mechanism"] is not None and r["measured"] is not None
+    ]
+
+
+def _peak_of(r: dict):
+    return {"allocated": r["mechanism"].allocated, "reserved": r["mechanism"].reserved,
+            "process": r["mechanism"].process}[r["row"]["measured"]]
+
+
+def _calibration_residuals(leaving_out: str | None = None) -> list[tuple[str, str, float]]:
+    """The calibration half's residuals, as its sources state their runs and with UNSTATED forgotten (a row that
+    states none of them counted once), without the group ``leaving_out``."""
+    stated = [r for r in _mechanism_results() if r["split"] == "calibration" and r["group"] != leaving_out]
+    forgotten = [r for r in _mechanism_results(UNSTATED) if r["split"] == "calibration" and r["group"] != leaving_out]
+    changed = [b for a, b in zip(stated, forgotten, strict=True)
+               if any(name in a["row"] or name in a["row"]["plan"] for name in UNSTATED)]
+    return _residuals(stated) + _residuals(changed)
+
+
+def derived_bands():
+    """The error bands of every kind of run, from the calibration half only (error_bands.derive)."""
+    from .error_bands import derive
+
+    return derive(_calibration_residuals(), "the calibration half of estimator/calibration/published_peaks.json, as "
+                  "published and with the settings of accuracy.UNSTATED forgotten")
+
+
+def held_out_results() -> list[dict]:
+    """The calibration half, each source group's rows judged with the bands derived without that group: how the
+    bands cover a source they were not derived from."""
+    from .error_bands import derive
+
+    calibration = [r for r in _mechanism_results() if r["split"] == "calibration"]
+    judged = []
+    for group in sorted({r["group"] for r in calibration}):
+        bands = derive(_calibration_residuals(leaving_out=group), f"the calibration half without {group}")
+        judged += [_judged(r, bands) for r in calibration if r["group"] == group]
+    return judged
 
 
 def summarise(results: list[dict]) -> dict:
@@ -328,12 +397,63 @@ def unstated_table() -> str:
     return "\n".join(lines)
 
 
+def bands_table() -> str:
+    """The error bands each kind of run's interval reaches, as stored (error_bands.py), and how often a plan of each
+    half falls in each (the test half counted, never read)."""
+    from .error_bands import KIND_NAMES, STATED, band_of, stored_bands
+
+    bands = stored_bands()
+    results = published_results()
+    lines = [
+        f"The {bands.quantile:.0%} quantile of |ln(measured / estimate)| over {bands.derived_from}; each source group "
+        f"weighs alike; a kind with measurements from fewer than {bands.min_groups} groups takes every kind's, pooled.",
+        "",
+        "| kind of run | settings | band | source groups | measurements | calibration peaks using it | test peaks using it |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for kind in (*KIND_NAMES,):
+        for stated in STATED:
+            cell = f"{kind}/{stated}"
+            users = [r for r in results if r["mechanism"] is not None and r["measured"] is not None
+                     and band_of(r["mechanism"].plan, bands)[0] == cell]
+            if cell not in bands.cells and not users:
+                continue
+            band = bands.cells.get(cell)
+            shown = (f"×/÷{math.exp(band.spread):.2f} | {band.groups} | {band.peaks}" if band is not None
+                     else "pooled | | ")
+            lines.append(f"| {KIND_NAMES[kind]} | {stated} | {shown} | "
+                         f"{sum(r['split'] == 'calibration' for r in users)} | {sum(r['split'] == 'test' for r in users)} |")
+    return "\n".join(lines)
+
+
+def held_out_table() -> str:
+    """The calibration half with each source group judged by bands derived without it (`held_out_results`)."""
+    results = held_out_results()
+    total = summarise(results)
+    lines = [
+        f"Each calibration group's rows with the bands derived from the other groups: "
+        f"**{_share(total['inside'], total['peaks'])}** inside the interval, false fits "
+        f"{_share(total['false_fits'], total['did_not_fit'])}, false OOMs {_share(total['false_ooms'], total['completed'])}.",
+        "",
+        "| verdict band " + _HEADER,
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for band in ("fits", "tight", "oom", "unknown", UNANSWERED):
+        members = [r for r in results if r["verdict"] == band]
+        if members:
+            lines.append(f"| {band} | {_cells(summarise(members))} |")
+    lines += ["", "| source group " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for group in sorted({r["group"] for r in results}):
+        lines.append(f"| {group} | {_cells(summarise([r for r in results if r['group'] == group]))} |")
+    return "\n".join(lines)
+
+
 def tables() -> dict[str, str]:
     return {
         "parameter-counts": parameter_table(), "activations": activation_table(),
         "published-calibration": published_table("calibration", every_row=True),
         "published-test": published_table("test", every_row=False),
-        "published-unstated": unstated_table(),
+        "published-unstated": unstated_table(), "error-bands": bands_table(), "published-held-out": held_out_table(),
     }
 
 
@@ -352,6 +472,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help=f"rewrite the tables in {DOCS}")
     if parser.parse_args().write:
+        from .error_bands import BANDS_PATH, encoded, stored_bands
+
+        BANDS_PATH.write_bytes(encoded(derived_bands()))
+        stored_bands.cache_clear()
         DOCS.write_text(rewrite(DOCS.read_text(encoding="utf-8")), encoding="utf-8")
     else:
         for name, table in tables().items():

@@ -22,6 +22,7 @@ from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
 from .diffusion import diffusion_terms, pipeline_of
+from .error_bands import widened
 from .gpt_fast import gpt_fast_terms
 from .layer_activations import (
     adapter_layer_adjustment,
@@ -105,7 +106,15 @@ _TYPICAL_SEQUENCE = 2048
 
 def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
              compute_capability: str | None = None, usable_bytes: float | None = None) -> Estimate:
-    """Per-GPU peaks of one configuration. ``context_bytes``: the target device's CUDA context with lazy module
+    """Per-GPU peaks of one configuration (see `mechanism_estimate` for the arguments), each interval reaching at
+    least the error band its kind of run has shown on published measurements (error_bands.py)."""
+    return widened(mechanism_estimate(plan, context_bytes, workspace_bytes, compute_capability, usable_bytes))
+
+
+def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
+                       workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES, compute_capability: str | None = None,
+                       usable_bytes: float | None = None) -> Estimate:
+    """Per-GPU peaks of one configuration, the interval covering only the alternatives the cost model knows of. ``context_bytes``: the target device's CUDA context with lazy module
     loading (unstated.cuda_context), or an interval where it was measured for the run; ``workspace_bytes``: torch's cuBLAS
     workspace per handle and stream there; ``compute_capability``: an NVIDIA device's ("7.0"), which decides the
     attention kernels it has (None: not known, or not NVIDIA); ``usable_bytes``: what one process can allocate
@@ -116,7 +125,7 @@ def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     trl_default = plan.trl_default_checkpointing and plan.mode == "train"
     if plan.model_code == "own" or plan.attention is None or trl_default:  # an estimate whose interval covers the alternatives
-        return covered(plan, estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
+        return covered(plan, mechanism_estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
     kernel = attention_kernel(plan, compute_capability, notes)

@@ -16,7 +16,7 @@ from cli_process import TRAINLINT
 
 from trainlint.estimator import allocator
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import estimate, verdict
+from trainlint.estimator.costmodel import mechanism_estimate, verdict
 from trainlint.estimator.plan import ZERO, Plan
 from trainlint.estimator.units import GIB
 
@@ -54,7 +54,7 @@ def test_the_replays_reserve_more_as_the_run_goes_on():
 
 
 def test_varying_lengths_reserve_a_share_of_the_activations_and_loss_beyond_the_allocated_peak():
-    fixed, varying = estimate(_plan(lengths_vary=False)), estimate(_plan(lengths_vary=True))
+    fixed, varying = mechanism_estimate(_plan(lengths_vary=False)), mechanism_estimate(_plan(lengths_vary=True))
     parts = fixed.breakdown
     # the tensors whose size follows the length: activations and the loss over a 151,936-token vocabulary at 2,048 tokens
     following_length = parts.activations.estimate + parts.logits.estimate
@@ -75,7 +75,7 @@ def test_varying_lengths_reserve_a_share_of_the_activations_and_loss_beyond_the_
 
 
 def test_full_training_keeps_its_own_share_cached():
-    full = estimate(_plan(lora_rank=None, lengths_vary=True))
+    full = mechanism_estimate(_plan(lora_rank=None, lengths_vary=True))
     parts = full.breakdown
     share = allocator.LENGTH_CACHE["full"][0]
     assert share < allocator.LENGTH_CACHE["adapters"][0]
@@ -85,18 +85,18 @@ def test_full_training_keeps_its_own_share_cached():
 
 
 def test_the_cache_never_takes_more_than_the_device_has():
-    fixed = estimate(_plan(lengths_vary=False))
-    unbounded = estimate(_plan(lengths_vary=True))
+    fixed = mechanism_estimate(_plan(lengths_vary=False))
+    unbounded = mechanism_estimate(_plan(lengths_vary=True))
     usable = fixed.process.high + 0.5 * GIB  # less than the cache would take
     assert unbounded.process.high > usable
-    bounded = estimate(_plan(lengths_vary=True), usable_bytes=usable)
+    bounded = mechanism_estimate(_plan(lengths_vary=True), usable_bytes=usable)
     assert bounded.process.high == pytest.approx(usable)
     assert bounded.needed == unbounded.needed
     assert verdict(bounded, usable) == "fits"
 
 
 def test_unknown_lengths_widen_only_the_high_end_and_never_the_verdict():
-    fixed, unknown = estimate(_plan(lengths_vary=False)), estimate(_plan())
+    fixed, unknown = mechanism_estimate(_plan(lengths_vary=False)), mechanism_estimate(_plan())
     assert unknown.reserved.estimate == fixed.reserved.estimate and unknown.reserved.low == fixed.reserved.low
     assert unknown.reserved.high > fixed.reserved.high
     assert any("--lengths-vary" in note for note in unknown.assumptions)
@@ -105,7 +105,7 @@ def test_unknown_lengths_widen_only_the_high_end_and_never_the_verdict():
 
 
 def test_inference_keeps_no_length_cache():
-    result = estimate(_plan(mode="infer", lora_rank=None, gradient_checkpointing=False, grad_accum=1, lengths_vary=True))
+    result = mechanism_estimate(_plan(mode="infer", lora_rank=None, gradient_checkpointing=False, grad_accum=1, lengths_vary=True))
     assert result.cached == ZERO
 
 

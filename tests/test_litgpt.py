@@ -14,7 +14,7 @@ from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator import allocator
 from trainlint.estimator.allocator import block_overhead
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
-from trainlint.estimator.costmodel import estimate
+from trainlint.estimator.costmodel import mechanism_estimate
 from trainlint.estimator.hardware import resolve_target
 from trainlint.estimator.litgpt import architecture_for_litgpt_name, layer_coefficient, litgpt_architecture
 from trainlint.estimator.model_configs import architecture_from_config
@@ -68,7 +68,7 @@ def test_the_estimate_of_a_litgpt_fine_tuning_step_is_within_three_percent_of_it
             previous_graph_alive={"fit": True, "first": False}[row["peak_in"]],
         )
         replayed = row["replayed"]["allocated"]
-        assert estimate(plan).allocated.estimate == pytest.approx(replayed, rel=0.03), row
+        assert mechanism_estimate(plan).allocated.estimate == pytest.approx(replayed, rel=0.03), row
         compared += 1
     assert compared >= 10
 
@@ -79,8 +79,8 @@ def test_litgpt_keeps_its_own_lm_head_and_pads_the_vocabulary():
     built, notes = litgpt_architecture(falcon)
     assert parameter_count(built) == parameter_count(falcon) + falcon.vocab * falcon.hidden
     assert any("LM head" in note for note in notes)
-    hf = estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60))
-    lit = estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60, model_code="litgpt"))
+    hf = mechanism_estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60))
+    lit = mechanism_estimate(Plan(model=falcon, mode="generate", dtype="bf16", seq_len=10, max_context=60, model_code="litgpt"))
     assert lit.params - hf.params == falcon.vocab * falcon.hidden
 
 
@@ -105,9 +105,9 @@ def test_a_script_that_loads_a_litgpt_model_is_estimated_as_litgpt_code():
 def test_bitsandbytes_versions_that_kept_the_inputs_are_the_high_end():
     llama = find_architecture("llama-2-7b")
     common = dict(model=llama, dtype="bf16", batch_size=2, seq_len=1024, lora_rank=16, quant="nf4")
-    unknown = estimate(Plan(**common)).allocated
-    today = estimate(Plan(**common, quant_keeps_inputs=False)).allocated
-    old = estimate(Plan(**common, quant_keeps_inputs=True)).allocated
+    unknown = mechanism_estimate(Plan(**common)).allocated
+    today = mechanism_estimate(Plan(**common, quant_keeps_inputs=False)).allocated
+    old = mechanism_estimate(Plan(**common, quant_keeps_inputs=True)).allocated
     assert unknown.estimate == pytest.approx(today.estimate)
     assert old.estimate > today.estimate + 1 * GIB  # four linear inputs per layer, 32 layers, 2k tokens
     assert unknown.high >= old.estimate
@@ -119,26 +119,26 @@ def test_a_later_step_of_litgpts_loop_holds_the_previous_graphs_kept_inputs_too(
     llama = find_architecture("llama-3-8b")
     common = dict(model=llama, model_code="litgpt", dtype="bf16", batch_size=2, seq_len=512, lora_rank=32,
                   lora_targets=("q_proj", "v_proj"), lora_dropout=0.05, quant="nf4", grad_accum=4)
-    first = estimate(Plan(**common, quant_keeps_inputs=True, previous_graph_alive=False))
-    later = estimate(Plan(**common, quant_keeps_inputs=True))
-    today = estimate(Plan(**common, quant_keeps_inputs=False))
+    first = mechanism_estimate(Plan(**common, quant_keeps_inputs=True, previous_graph_alive=False))
+    later = mechanism_estimate(Plan(**common, quant_keeps_inputs=True))
+    today = mechanism_estimate(Plan(**common, quant_keeps_inputs=False))
     one_copy = first.allocated.estimate - today.allocated.estimate
     assert one_copy > 1 * GIB  # 32 layers of 1,024 tokens' linear inputs
     assert later.allocated.estimate - first.allocated.estimate == pytest.approx(one_copy, rel=0.02)
     assert any("previous micro-batch" in note for note in later.assumptions)
     # bitsandbytes 0.43.2 and later keep nothing, so the previous graph holds nothing either
-    assert estimate(Plan(**common, quant_keeps_inputs=False, previous_graph_alive=True)).allocated == today.allocated
+    assert mechanism_estimate(Plan(**common, quant_keeps_inputs=False, previous_graph_alive=True)).allocated == today.allocated
     # nor does a base that is not quantised
     lora = {key: value for key, value in common.items() if key != "quant"}
-    assert estimate(Plan(**lora, previous_graph_alive=True)).allocated == estimate(Plan(**lora, previous_graph_alive=False)).allocated
+    assert mechanism_estimate(Plan(**lora, previous_graph_alive=True)).allocated == mechanism_estimate(Plan(**lora, previous_graph_alive=False)).allocated
 
 
 def test_an_unknown_loop_and_bitsandbytes_version_reach_both_copies_at_the_high_end():
     llama = find_architecture("llama-2-7b")
     common = dict(model=llama, dtype="bf16", batch_size=2, seq_len=1024, lora_rank=16, quant="nf4")
-    unknown = estimate(Plan(**common)).allocated
-    both = estimate(Plan(**common, quant_keeps_inputs=True, previous_graph_alive=True)).allocated
-    assert unknown.estimate == estimate(Plan(**common, quant_keeps_inputs=False)).allocated.estimate
+    unknown = mechanism_estimate(Plan(**common)).allocated
+    both = mechanism_estimate(Plan(**common, quant_keeps_inputs=True, previous_graph_alive=True)).allocated
+    assert unknown.estimate == mechanism_estimate(Plan(**common, quant_keeps_inputs=False)).allocated.estimate
     assert unknown.high >= both.estimate
 
 
@@ -147,12 +147,12 @@ def test_the_blas_workspace_follows_the_gpu_and_the_threads_that_run_matmuls():
     assert h100.blas_workspace_bytes == 32 * 2**20
     assert a100.blas_workspace_bytes == 4096 * 1024 * 2 + 16 * 1024 * 8
     plan = Plan(model=find_architecture("gpt2"), seq_len=512)
-    training = estimate(plan, workspace_bytes=h100.blas_workspace_bytes).breakdown.cublas_workspace
-    inference = estimate(Plan(model=plan.model, seq_len=512, mode="infer"), workspace_bytes=h100.blas_workspace_bytes)
+    training = mechanism_estimate(plan, workspace_bytes=h100.blas_workspace_bytes).breakdown.cublas_workspace
+    inference = mechanism_estimate(Plan(model=plan.model, seq_len=512, mode="infer"), workspace_bytes=h100.blas_workspace_bytes)
     assert training.estimate == 2 * h100.blas_workspace_bytes  # the forward's thread and autograd's
     assert inference.breakdown.cublas_workspace.estimate == h100.blas_workspace_bytes
     assert training.low == 0.0  # cuBLAS's own allocation, outside max_memory_allocated: on the device all the same
-    result = estimate(plan, workspace_bytes=h100.blas_workspace_bytes)
+    result = mechanism_estimate(plan, workspace_bytes=h100.blas_workspace_bytes)
     assert result.process.low - result.reserved.low == pytest.approx(0.14 * GIB + training.high)
 
 

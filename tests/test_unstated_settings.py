@@ -14,7 +14,7 @@ from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.architectures import find_architecture
-from trainlint.estimator.costmodel import estimate
+from trainlint.estimator.costmodel import mechanism_estimate
 from trainlint.estimator.plan import Interval, Plan
 from trainlint.estimator.reading import read_inputs
 from trainlint.estimator.script_plan import plan_settings
@@ -37,7 +37,7 @@ def _plan(**changes) -> Plan:
 
 
 def test_an_unstated_attention_kernel_keeps_sdpa_at_the_estimate_and_eager_at_the_high_end():
-    sdpa, eager, unstated = (estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager", None))
+    sdpa, eager, unstated = (mechanism_estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager", None))
     assert unstated.process.estimate == sdpa.process.estimate
     assert unstated.process.low == sdpa.process.low
     assert unstated.process.high == eager.process.high > sdpa.process.high + 10 * GIB  # 28 heads' scores at 4,096 tokens
@@ -47,9 +47,9 @@ def test_an_unstated_attention_kernel_keeps_sdpa_at_the_estimate_and_eager_at_th
 
 
 def test_a_stated_transformers_release_picks_the_attention_kernel_nobody_named():
-    sdpa, eager = (estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager"))
-    current = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.40.0"})))
-    older = estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.35.2"})))
+    sdpa, eager = (mechanism_estimate(_plan(attention=kernel)) for kernel in ("sdpa", "eager"))
+    current = mechanism_estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.40.0"})))
+    older = mechanism_estimate(_plan(attention=None, **settings_for_versions({"transformers": "4.35.2"})))
     assert current.process == sdpa.process  # SDPA by default from 4.36: nothing left to cover
     assert older.process == eager.process  # before, eager attention with every head's scores
     assert not any("attention kernel not stated" in note for note in (*current.assumptions, *older.assumptions))
@@ -66,10 +66,10 @@ def test_a_family_whose_sdpa_came_later_runs_eager_attention_on_the_releases_bef
     assert settings_for_versions({"transformers": "4.40.2"}, "bert")["sdpa_dispatch"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "bert")["sdpa_dispatch"] is True
     assert settings_for_versions({"transformers": "4.40.2"}, "llama")["sdpa_dispatch"] is True  # from 4.36
-    older = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")))
-    newer = estimate(Plan(**settings, **settings_for_versions({"transformers": "4.41.0"}, "bert")))
-    assert older.process == estimate(Plan(**{**settings, "attention": "eager"})).process
-    assert newer.process == estimate(Plan(**{**settings, "attention": "sdpa"})).process
+    older = mechanism_estimate(Plan(**settings, **settings_for_versions({"transformers": "4.40.2"}, "bert")))
+    newer = mechanism_estimate(Plan(**settings, **settings_for_versions({"transformers": "4.41.0"}, "bert")))
+    assert older.process == mechanism_estimate(Plan(**{**settings, "attention": "eager"})).process
+    assert newer.process == mechanism_estimate(Plan(**{**settings, "attention": "sdpa"})).process
     probabilities = 4 * 16 * 512 * 512 * 24  # batch x heads x seq^2 x layers
     assert older.breakdown.activations.estimate - newer.breakdown.activations.estimate > 8 * probabilities
     assert any("SDPA only from 4.41.0" in note for note in older.assumptions)
@@ -98,9 +98,9 @@ def test_a_script_that_names_no_attention_kernel_leaves_it_unstated_and_one_that
 
 def test_the_cuda_context_loads_every_kernel_image_at_the_high_end_until_torch_says_it_loads_them_lazily():
     context = 0.14 * GIB
-    unknown = estimate(_plan(lazy_module_loading=None), context)
-    lazy = estimate(_plan(**settings_for_versions({"torch": "2.1.0"})), context)
-    eager = estimate(_plan(**settings_for_versions({"torch": "1.12.1"})), context)
+    unknown = mechanism_estimate(_plan(lazy_module_loading=None), context)
+    lazy = mechanism_estimate(_plan(**settings_for_versions({"torch": "2.1.0"})), context)
+    eager = mechanism_estimate(_plan(**settings_for_versions({"torch": "1.12.1"})), context)
     assert settings_for_versions({"torch": "2.1.0"})["lazy_module_loading"] is True
     assert lazy.process.high - lazy.reserved.high == pytest.approx(context)
     assert eager.process.estimate - eager.reserved.estimate == pytest.approx(context + EAGER_KERNEL_IMAGES_BYTES)
@@ -108,16 +108,16 @@ def test_the_cuda_context_loads_every_kernel_image_at_the_high_end_until_torch_s
     assert unknown.process.high == pytest.approx(lazy.process.high + EAGER_KERNEL_IMAGES_BYTES)
     assert any("lazy module loading" in note and "--library-version torch=VERSION" in note for note in unknown.assumptions)
     # a context measured for the run is the run's, whatever the torch version
-    measured = estimate(_plan(lazy_module_loading=None), Interval.exact(1.3 * GIB))
+    measured = mechanism_estimate(_plan(lazy_module_loading=None), Interval.exact(1.3 * GIB))
     assert measured.process.high - measured.reserved.high == pytest.approx(1.3 * GIB)
 
 
 def test_a_model_running_its_own_code_spans_a_lean_implementation_and_eager_layers_around_transformers():
     full = {"lora_rank": None, "seq_len": 2048}
-    transformers = estimate(_plan(**full))
-    own = estimate(_plan(model_code="own", **full))
-    compiled = estimate(_plan(compiled=True, **full))
-    eager = estimate(_plan(attention="eager", **full))
+    transformers = mechanism_estimate(_plan(**full))
+    own = mechanism_estimate(_plan(model_code="own", **full))
+    compiled = mechanism_estimate(_plan(compiled=True, **full))
+    eager = mechanism_estimate(_plan(attention="eager", **full))
     assert own.process.estimate == transformers.process.estimate
     assert own.process.low == compiled.process.low < transformers.process.low
     assert own.process.high == eager.process.high > transformers.process.high
@@ -126,9 +126,9 @@ def test_a_model_running_its_own_code_spans_a_lean_implementation_and_eager_laye
 
 def test_an_inference_forward_keeps_the_kv_cache_it_returns_unless_use_cache_is_false():
     infer = {"mode": "infer", "lora_rank": None, "seq_len": 4096, "batch_size": 8}
-    cached = estimate(_plan(use_cache=True, **infer))
-    uncached = estimate(_plan(use_cache=False, **infer))
-    unknown = estimate(_plan(**infer))
+    cached = mechanism_estimate(_plan(use_cache=True, **infer))
+    uncached = mechanism_estimate(_plan(use_cache=False, **infer))
+    unknown = mechanism_estimate(_plan(**infer))
     # Qwen2.5 7B: 28 layers x 4 KV heads x 128 x 2 (keys, values) x 2 bytes per token
     per_token = 28 * 4 * 128 * 2 * 2
     assert cached.allocated.estimate - uncached.allocated.estimate == pytest.approx(per_token * 4096 * 8, rel=0.01)
@@ -181,14 +181,14 @@ def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_
     planned = plan_settings(read_script(TRL_SCRIPT.format(extra="")), {})
     assert planned.settings["gradient_checkpointing"] is True and planned.settings["trl_default_checkpointing"] is True
     plan = Plan(model=QWEN, **{**planned.settings, "lengths_vary": False, "attention": "sdpa"})
-    default = estimate(plan)
-    on = estimate(dataclasses.replace(plan, trl_default_checkpointing=False))
-    off = estimate(dataclasses.replace(plan, trl_default_checkpointing=False, gradient_checkpointing=False))
+    default = mechanism_estimate(plan)
+    on = mechanism_estimate(dataclasses.replace(plan, trl_default_checkpointing=False))
+    off = mechanism_estimate(dataclasses.replace(plan, trl_default_checkpointing=False, gradient_checkpointing=False))
     assert default.allocated.estimate == on.allocated.estimate < off.allocated.estimate
     assert default.allocated.high == off.allocated.high and default.allocated.low == on.allocated.low
     assert any("TRL's SFTConfig turns it on by default from TRL 0.22" in note for note in default.assumptions)
-    older = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.21.0"})))
-    newer = estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.22.0"})))
+    older = mechanism_estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.21.0"})))
+    newer = mechanism_estimate(dataclasses.replace(plan, **settings_for_versions({"trl": "0.22.0"})))
     assert older.allocated == off.allocated and newer.allocated == on.allocated
     stated = plan_settings(read_script(TRL_SCRIPT.format(extra=", gradient_checkpointing=False")), {}).settings
     assert stated["gradient_checkpointing"] is False and "trl_default_checkpointing" not in stated
