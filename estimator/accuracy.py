@@ -398,9 +398,9 @@ def unstated_table() -> str:
 
 
 def bands_table() -> str:
-    """The error bands each kind of run's interval reaches, as stored (error_bands.py), and how often a plan of each
-    half falls in each (the test half counted, never read)."""
-    from .error_bands import KIND_NAMES, STATED, band_of, stored_bands
+    """The error bands each kind of run's interval reaches, as stored (error_bands.py), and per band how both halves
+    fare with it (the test half in aggregate)."""
+    from .error_bands import KIND_NAMES, KINDS, STATED, band_of, cell_of, stored_bands
 
     bands = stored_bands()
     results = published_results()
@@ -408,21 +408,24 @@ def bands_table() -> str:
         f"The {bands.quantile:.0%} quantile of |ln(measured / estimate)| over {bands.derived_from}; each source group "
         f"weighs alike; a kind with measurements from fewer than {bands.min_groups} groups takes every kind's, pooled.",
         "",
-        "| kind of run | settings | band | source groups | measurements | calibration peaks using it | test peaks using it |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| kind of run | settings | band | its source groups | its estimates | calibration: inside | false fits | false OOMs "
+        "| test: inside | false fits | false OOMs |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for kind in (*KIND_NAMES,):
+    for kind in KINDS:
         for stated in STATED:
-            cell = f"{kind}/{stated}"
-            users = [r for r in results if r["mechanism"] is not None and r["measured"] is not None
-                     and band_of(r["mechanism"].plan, bands)[0] == cell]
-            if cell not in bands.cells and not users:
+            users = [r for r in results if r["mechanism"] is not None and cell_of(r["mechanism"].plan) == f"{kind}/{stated}"]
+            if not users:
                 continue
-            band = bands.cells.get(cell)
-            shown = (f"×/÷{math.exp(band.spread):.2f} | {band.groups} | {band.peaks}" if band is not None
-                     else "pooled | | ")
-            lines.append(f"| {KIND_NAMES[kind]} | {stated} | {shown} | "
-                         f"{sum(r['split'] == 'calibration' for r in users)} | {sum(r['split'] == 'test' for r in users)} |")
+            cell, band = band_of(users[0]["mechanism"].plan, bands)
+            shown = f"×/÷{math.exp(band.spread):.2f} ({'pooled' if cell.startswith('pooled/') else 'its own'}) | {band.groups} | {band.peaks}"
+            halves = []
+            for split in SPLITS:
+                summary = summarise([r for r in users if r["split"] == split])
+                halves.append(f"{_share(summary['inside'], summary['peaks'])} | "
+                              f"{_share(summary['false_fits'], summary['did_not_fit'])} | "
+                              f"{_share(summary['false_ooms'], summary['completed'])}")
+            lines.append(f"| {KIND_NAMES[kind]} | {stated} | {shown} | {' | '.join(halves)} |")
     return "\n".join(lines)
 
 
