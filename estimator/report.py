@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from .architectures import lora_target_linears
 from .costmodel import estimate, verdict
+from .error_bands import band_of, left_unstated, stored_bands
 from .hardware import Target, load_instances
 from .plan import Estimate, Plan
 from .remedies import MIN_SAVING_BYTES, Remedy, max_batch_size, remedies, smallest_gpu
@@ -93,11 +94,21 @@ def to_json(report: MemoryReport) -> dict:
             for remedy in report.remedies
         ],
         "verdict_rule": VERDICT_RULE,
+        "error_band": error_band(report.plan),
         "max_batch_size": report.max_batch_size,
         "smallest_gpu": report.smallest_gpu,
         "smallest_gpu_instances": report.smallest_instances,
         "notes": report.notes,
     }
+
+
+def error_band(plan: Plan) -> dict:
+    """The error band the peaks' interval reaches (error_bands.py), for programs: which cell it was read from, the factor
+    around the estimate, the quantile and the source groups it was measured on, and the settings left unstated."""
+    bands = stored_bands()
+    cell, band = band_of(plan, bands)
+    return {"cell": cell, "factor": round(math.exp(band.spread), 4), "quantile": bands.quantile,
+            "source_groups": band.groups, "left_unstated": left_unstated(plan)}
 
 
 def to_text(report: MemoryReport) -> str:

@@ -16,7 +16,9 @@ from trainlint.estimator.error_bands import (
     stored_bands,
     weighted_quantile,
 )
+from trainlint.estimator.hardware import resolve_target
 from trainlint.estimator.plan import Plan
+from trainlint.estimator.report import build, to_json
 
 LLAMA = find_architecture("llama-3.2-1b")
 QWEN = find_architecture("qwen2.5-7b")
@@ -90,3 +92,11 @@ def test_the_verdict_judges_the_widened_interval():
     assert widened.needed.low < between < mechanisms.needed.low
     assert verdict(mechanisms, between) == OOM and verdict(widened, between) == TIGHT
     assert verdict(widened, widened.needed.high * 1.01) == FITS
+
+
+def test_the_json_report_names_the_band_and_what_was_left_unstated():
+    plan = _stated_lora(attention=None)
+    shown = to_json(build(plan, resolve_target("a10g", 1), {}))["error_band"]
+    cell, band = band_of(plan, stored_bands())
+    assert shown == {"cell": cell, "factor": round(math.exp(band.spread), 4), "quantile": QUANTILE,
+                     "source_groups": band.groups, "left_unstated": ["attention kernel"]}
