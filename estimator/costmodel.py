@@ -143,7 +143,8 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
         terms.setdefault("gradients", ZERO)
         step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
         breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=workspace,
-                              gradients_in_backward=plan.mode == "train" and plan.grad_accum > 1)
+                              gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.zero_grad_frees is False),
+                              gradients_zeroed_high=plan.mode == "train" and plan.zero_grad_frees is None)
     else:
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
@@ -158,7 +159,9 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
             cublas_workspace=workspace, dequantised=_dequantised(plan, geometry, notes),
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
-            gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.optimizer_in_backward),
+            gradients_in_backward=plan.mode == "train" and (
+                plan.grad_accum > 1 or plan.optimizer_in_backward or plan.zero_grad_frees is False),
+            gradients_zeroed_high=plan.mode == "train" and plan.zero_grad_frees is None and not plan.optimizer_in_backward,
             prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
             prompt_logits=prompt_logits,
             **gpt_fast_terms(plan, geometry, notes),
@@ -182,7 +185,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
             notes.append("the peak is reached while the 16-bit checkpoint is quantised on loading")
     if plan.mode == "train":
         phase = "the optimizer step" if breakdown.step().estimate > breakdown.forward_backward().estimate else "the forward and backward"
-        notes.append(f"the peak is reached in {phase} (gradients are freed by zero_grad before each forward"
+        notes.append(f"the peak is reached in {phase} ({_gradients_between_steps(plan)}"
                      + (f"; they accumulate over {plan.grad_accum} micro-batches here)" if plan.grad_accum > 1 else ")"))
     allocated = Interval(allocated.low, allocated.estimate, allocated.high * (1 + BLOCKS_OVER_LIVE))
     reserved = Interval(
@@ -202,6 +205,18 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     process = reserved + context + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
+
+
+def _gradients_between_steps(plan: Plan) -> str:
+    """What happens to the gradients between one step and the next forward, as the plan's torch release decides."""
+    if plan.zero_grad_frees is False:
+        return ("zero_grad zeroes the gradients in place (set_to_none=False, its default before torch 2.0), so they stay "
+                "allocated through every forward")
+    if plan.zero_grad_frees:
+        return "gradients are freed by zero_grad before each forward"
+    return ("gradients are freed by zero_grad before each forward, as torch 2.0 and later do (set_to_none=True); "
+            "before, zero_grad zeroed them in place and they stayed allocated through every forward (the high end); "
+            + settled_by("torch"))
 
 
 def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str]) -> str | None:

@@ -166,6 +166,11 @@ class Plan:
     # trl_checkpointing: the default of the stated TRL release. None: the version is unknown (the estimate on, the high end off).
     trl_default_checkpointing: bool = False
     trl_checkpointing: bool | None = None
+    # What zero_grad does with the gradients: torch 2.0 made set_to_none=True the default of Optimizer.zero_grad and
+    # Module.zero_grad (PR 92731), so they are freed before the next forward; before, both zeroed them in place and
+    # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,
+    # most hand-written loops). None: the torch version is unknown (the estimate frees them, the high end keeps them).
+    zero_grad_frees: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,9 @@ class Breakdown:
     # Which terms are alive during the forward and backward (the optimizer step has weights, gradients,
     # optimizer state, its temporaries and DDP's buckets): gradients only while they accumulate.
     gradients_in_backward: bool = False
+    # zero_grad may zero the gradients in place rather than free them (Plan.zero_grad_frees unknown): the high end of
+    # the forward and backward keeps them.
+    gradients_zeroed_high: bool = False
     # A forward without backward (inference, generation; transformers' code): the KV cache while the prompt is
     # read (its own tokens only). The prompt's working memory (`activations`), then the logits its LM head
     # computes (`prompt_logits`, after the layers are done), are alive then, not while the new tokens are
@@ -210,7 +218,7 @@ class Breakdown:
         """Alive while the forward and backward run: the model states without the step's temporaries,
         the autocast cache, activations, logits and KV cache; gradients only when they accumulate
         (otherwise they appear as the activations they replace are freed, and are released by
-        zero_grad(set_to_none=True) before the next forward)."""
+        zero_grad(set_to_none=True) before the next forward) or while zero_grad keeps them (torch before 2.0)."""
         loss = larger(self.logits, self.dequantised + self.loss_beside_dequantised)
         if self.prompt_kv_cache is None:
             working = self.activations + self.kv_cache
@@ -219,7 +227,9 @@ class Breakdown:
             working = larger(prompt, self.kv_cache + self.decode_attention)
         total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
         total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
-        return total + self.gradients if self.gradients_in_backward else total
+        if self.gradients_in_backward:
+            return total + self.gradients
+        return total + Interval(0.0, 0.0, self.gradients.high) if self.gradients_zeroed_high else total
 
     def step(self) -> Interval:
         """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""

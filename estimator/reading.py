@@ -126,6 +126,8 @@ class ScriptInputs:
     fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
     omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
     trainer_default_optimizer: Found | None = None  # True: TrainingArguments leaves the optimizer to the Trainer
+    # zero_grad(set_to_none=...) stated: True frees the gradients before the next forward, False zeroes them in place
+    zero_grad_frees: Found | None = None
     # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)
     optimizer_in_backward: Found | None = None
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
@@ -490,6 +492,10 @@ class _Reader:
             self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._read_trainer_arguments(node, chunk, head)
+        if head == "zero_grad":  # Optimizer.zero_grad and Module.zero_grad: set_to_none is their first argument
+            frees = self.value(self.keyword(node, "set_to_none", 0), chunk)
+            if isinstance(frees, bool):
+                self._set("zero_grad_frees", frees, node, chunk)
         if self.keyword(node, _LENGTH_KEYWORDS) is not None:
             self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
         if head == "autocast" and not (call.receiver is not None and Tag.ACCELERATOR in call.receiver.tags):

@@ -26,6 +26,7 @@ VERSIONED_BEHAVIOURS = (
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
     ("torch", "1.13.0", "lazy_module_loading", False, True),
+    ("torch", "2.0.0", "zero_grad_frees", False, True),
     ("trl", "0.22.0", "trl_checkpointing", False, True),
 )
 LIBRARY_VERSION_FLAG = "--library-version"

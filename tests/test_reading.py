@@ -6,6 +6,7 @@ import json
 import subprocess
 import textwrap
 
+import pytest
 from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
@@ -753,3 +754,40 @@ def test_the_cli_takes_the_optimizer_in_the_backward_and_activation_offloading()
     assert in_backward["optimizer_step"] == 0 and in_backward["gradients"] < plain["gradients"] / 2  # one tensor at a time
     assert offloaded["inputs"]["activation_offloading"] == {"value": True, "source": "command line"}
     assert offloaded["activations"] < plain["activations"]
+
+
+def test_a_stated_set_to_none_decides_whether_the_gradients_live_through_the_forward():
+    """zero_grad(set_to_none=False) keeps every gradient allocated into the next forward; set_to_none=True frees it;
+    a bare zero_grad() leaves it to the torch release (unknown: only the high end keeps them)."""
+    from trainlint.estimator.architectures import find_architecture
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
+
+    def loop(zero_grad: str) -> str:
+        return textwrap.dedent(
+            f"""\
+            import torch
+            from transformers import AutoModelForSequenceClassification
+            model = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased").cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+            loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)
+            for batch in loader:
+                model(**batch).loss.backward()
+                optimizer.step()
+                {zero_grad}
+            """
+        )
+
+    def allocated(text: str):
+        settings = plan_settings(_read(text), {}).settings
+        return estimate(Plan(model=find_architecture("bert-large-uncased"), seq_len=512, **settings)).allocated
+
+    in_place = _read(loop("optimizer.zero_grad(set_to_none=False)")).found()["zero_grad_frees"]
+    assert in_place.value is False and in_place.line == 9
+    assert _read(loop("model.zero_grad(True)")).found()["zero_grad_frees"].value is True
+    assert "zero_grad_frees" not in _read(loop("optimizer.zero_grad()")).found()
+    gradients = 335_141_888 * 4  # fp32
+    frees, kept = allocated(loop("optimizer.zero_grad(set_to_none=True)")), allocated(loop("optimizer.zero_grad(set_to_none=False)"))
+    assert kept.estimate == pytest.approx(frees.estimate + gradients, rel=0.01)
+    unknown = allocated(loop("optimizer.zero_grad()"))
+    assert unknown.estimate == frees.estimate and unknown.high >= kept.high
