@@ -143,8 +143,8 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
         terms.setdefault("gradients", ZERO)
         step, buckets = _step_terms(plan, geometry, trainable, terms["gradients"], notes)
         breakdown = Breakdown(**terms, optimizer_step=step, gradient_buckets=buckets, cublas_workspace=workspace,
-                              gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or plan.zero_grad_frees is False),
-                              gradients_zeroed_high=plan.mode == "train" and plan.zero_grad_frees is None)
+                              gradients_in_backward=plan.mode == "train" and (plan.grad_accum > 1 or _zero_grad_frees(plan) is False),
+                              gradients_zeroed_high=plan.mode == "train" and _zero_grad_frees(plan) is None)
     else:
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
@@ -160,8 +160,8 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
             loss_beside_dequantised=_loss_beside_dequantised(plan, geometry),
             block_rounding=_block_rounding(plan, geometry, trainable == params),
             gradients_in_backward=plan.mode == "train" and (
-                plan.grad_accum > 1 or plan.optimizer_in_backward or plan.zero_grad_frees is False),
-            gradients_zeroed_high=plan.mode == "train" and plan.zero_grad_frees is None and not plan.optimizer_in_backward,
+                plan.grad_accum > 1 or plan.optimizer_in_backward or _zero_grad_frees(plan) is False),
+            gradients_zeroed_high=plan.mode == "train" and _zero_grad_frees(plan) is None and not plan.optimizer_in_backward,
             prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
             prompt_logits=prompt_logits,
             **gpt_fast_terms(plan, geometry, notes),
@@ -207,12 +207,21 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
 
+def _zero_grad_frees(plan: Plan) -> bool | None:
+    """Whether zero_grad frees the gradients (Plan.zero_grad_frees); LitGPT's loops call `optimizer.zero_grad()` and
+    LitGPT has required torch 2 or later (its pyproject), whose default frees them."""
+    if plan.zero_grad_frees is None and plan.model_code == "litgpt":
+        return True
+    return plan.zero_grad_frees
+
+
 def _gradients_between_steps(plan: Plan) -> str:
     """What happens to the gradients between one step and the next forward, as the plan's torch release decides."""
-    if plan.zero_grad_frees is False:
+    frees = _zero_grad_frees(plan)
+    if frees is False:
         return ("zero_grad zeroes the gradients in place (set_to_none=False, its default before torch 2.0), so they stay "
                 "allocated through every forward")
-    if plan.zero_grad_frees:
+    if frees:
         return "gradients are freed by zero_grad before each forward"
     return ("gradients are freed by zero_grad before each forward, as torch 2.0 and later do (set_to_none=True); "
             "before, zero_grad zeroed them in place and they stayed allocated through every forward (the high end); "

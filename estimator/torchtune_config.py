@@ -313,6 +313,8 @@ class _ConfigReader:
             # the recipes take the loss in `_loss_step`, which deletes the model's outputs before returning it: the
             # backward starts with the loss alone, as in the HF Trainer's step
             self._set("previous_graph_alive", config["loss"] if "loss" in config else optimizer, False)
+            # and they zero the gradients with `zero_grad(set_to_none=True)` after each step
+            self._set("zero_grad_frees", optimizer, True)
 
     def _read_sharding(self) -> None:
         """The distributed recipes shard with FSDP2's fully_shard: their configs set its options."""

@@ -176,3 +176,15 @@ def test_the_fragmentation_interval_is_read_from_the_replayed_runs():
     over_live = [row["allocated"] / row["live"] - 1 for row in REPLAYS["rows"]]
     over_live += [row["replayed"]["allocated"] / row["replayed"]["live"] - 1 for row in PEAKS["rows"]]
     assert allocator.BLOCKS_OVER_LIVE == pytest.approx(max(over_live), abs=0.0001)
+
+
+def test_litgpts_loops_free_their_gradients_and_another_loop_of_unknown_torch_may_not():
+    """LitGPT requires torch 2 or later, whose zero_grad frees the gradients: its full fine-tuning keeps no gradients
+    through the forward at either end; the same run in code of unknown torch keeps them at the high end."""
+    tiny = find_architecture("tinyllama-1.1b")
+    common = dict(model=tiny, dtype="bf16", batch_size=1, seq_len=512, lengths_vary=False, lazy_module_loading=True)
+    litgpt = mechanism_estimate(Plan(model_code="litgpt", **common))
+    assert litgpt.allocated == mechanism_estimate(Plan(model_code="litgpt", zero_grad_frees=True, **common)).allocated
+    unknown, freed = mechanism_estimate(Plan(**common)), mechanism_estimate(Plan(zero_grad_frees=True, **common))
+    gradients = unknown.breakdown.gradients.high
+    assert unknown.breakdown.forward_backward().high == pytest.approx(freed.breakdown.forward_backward().high + gradients)

@@ -85,6 +85,7 @@ def test_a_lora_configuration_is_read_with_its_lines():
     assert found["attention"] == ("sdpa", 5), "torchtune's attention modules call SDPA: no eager high end"
     assert found["lengths_vary"] == (False, 29), "packed samples are all max_seq_len long"
     assert found["previous_graph_alive"] == (False, 36), "the recipe's _loss_step deletes the outputs before the backward"
+    assert found["zero_grad_frees"][0] is True, "the recipes call zero_grad(set_to_none=True) after each step"
 
 
 def test_torchtunes_memory_switches_qlora_and_the_lm_head():
