@@ -170,16 +170,18 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
             bound = memo[scope.function.node] = _plain_containers_bound(scope)
         for target, kind, node in bound:
             plain.setdefault(target, (kind, node))
-    if not plain:
-        return []
-    handed_on = _attributes_handed_on(owner)
     found: list[_Unregistered] = []
+    handed_on: set[str] | None = None  # read from every statement of the class: only once a container gets a dropout layer
     for attribute, (kind, bound) in plain.items():
+        member = _dropout_member(ctx, scopes, attribute)
+        if member is None:
+            continue
+        if handed_on is None:
+            handed_on = _attributes_handed_on(owner)
         if attribute in handed_on:
             continue
-        member = _dropout_member(ctx, scopes, attribute)
-        use = _call_through(owner.node, attribute) if member is not None else None
-        if member is not None and use is not None:
+        use = _call_through(owner.node, attribute)
+        if use is not None:
             found.append(_Unregistered(attribute, kind, bound, member[0], member[1], use))
     return found
 
