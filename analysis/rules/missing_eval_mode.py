@@ -106,6 +106,7 @@ class MissingEvalMode(Rule):
                 self._check_handed_from_training(ctx, scope)
                 self._check_class_managed_mode(ctx, scope)
                 self._check_restored_and_run(ctx, scope)
+                self._check_own_inference(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -314,6 +315,56 @@ class MissingEvalMode(Rule):
             )
             return
 
+    def _check_own_inference(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A module's own inference method (``SoftmaxClassifier.infer``, ``predict``) runs the module's forward
+        (``self(...)``, ``self.forward(...)``) and switches nothing: it runs in whatever mode the module was
+        left in, and a module is built in training mode and left there by training. Whoever calls the method
+        may switch the module to eval mode first, which this file cannot tell: a note, that says so, about a
+        module with dropout or batch-norm layers or with parts handed to its constructor (their layers unknown).
+        A method another method of the class calls is that method's helper, which decides the mode."""
+        function = scope.function
+        if function is None or function.owner is None or not _EVALUATION_FUNCTION.search(function.name):
+            return
+        owner = function.owner
+        if not ctx.summary.is_module_class(owner):
+            return
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
+            return  # it sets the mode itself
+        forward = next((call for call in calls if call.receiver_key == "self" and call.method in {None, "forward"}), None)
+        if forward is None:
+            return
+        others = [method.analysis(ctx.summary) for method in owner.methods.values() if method is not function]
+        if any(analysis is not None and any(call.function is function for call in analysis.calls()) for analysis in others):
+            return
+        holder = _class_with_layers(ctx.summary, owner, depth=0)
+        if holder is not None:
+            known = f"`{owner.name}` has dropout or batch-norm layers"
+            layers = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
+        else:
+            handed = _part_handed_in(owner)
+            if handed is None:
+                return  # a module known to have no such layers behaves the same in both modes
+            bound, part = handed
+            known = f"whether `{owner.name}` has dropout or batch-norm layers is not known in this file (its `{part}` is handed to its constructor)"
+            layers = ((owner.chunk, bound), f"`{part}` is a part of unknown kind")
+        ctx.report(
+            forward.node,
+            f"`{function.name}` runs the module's own forward without switching it to eval mode: it runs in whatever mode "
+            f"the module was left in, training mode after training, unless every caller calls `.eval()` first (not known in "
+            f"this file). {known[0].upper()}{known[1:]}; in training mode its outputs are computed with dropout on and "
+            "batch-norm normalising with the statistics of each input",
+            severity=Severity.NOTE,
+            evidence=[
+                layers,
+                ((scope.chunk, function.node.name), f"`{function.name}` is an inference method that does not call `self.eval()`"),
+                ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
+            ],
+            help=f"call `self.eval()` at the start of `{function.name}` (and `self.train()` before training resumes)",
+        )
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -444,6 +495,29 @@ def _with_its_layers(name: str, layers: tuple | None) -> str:
     if layers is not None:
         return " With its dropout or batch-norm layers, the"
     return f" Whether `{name}` has dropout or batch-norm layers is not known in this file; if it has, the"
+
+
+def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
+    """The first attribute a module's ``__init__`` binds to one of its parameters (``self.encoder = encoder``)
+    and that the class calls (``self.encoder(tokens)``): a part built elsewhere, whose layers this file does
+    not show, with where it is bound. A number or a setting handed in the same way is never called."""
+    init = owner.methods.get("__init__")
+    if init is None:
+        return None
+    parameters = {param.name.value for param in init.node.params.params}
+    called = {
+        node.func.attr.value for node in walk(owner.node)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+        and node.func.value.value == "self"
+    }
+    for node in walk(init.node.body):
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                and target.attr.value in called and isinstance(node.value, cst.Name) and node.value.value in parameters):
+            return node, f"self.{target.attr.value}"
+    return None
 
 
 def _kind_unknown(value: Value) -> bool:
@@ -1336,9 +1410,119 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))",
     ),
+    Fires(  # a relation classifier's own `infer`: the sentence encoder is handed in, and the module is never switched to eval
+        """
+        from torch import nn
+
+        from .base_model import SentenceRE
+
+
+        class SoftmaxNN(SentenceRE):
+            def __init__(self, sentence_encoder, num_class, rel2id):
+                super().__init__()
+                self.sentence_encoder = sentence_encoder
+                self.num_class = num_class
+                self.fc = nn.Linear(self.sentence_encoder.hidden_size, num_class)
+                self.id2rel = {index: relation for relation, index in rel2id.items()}
+
+            def infer(self, item):
+                item = self.sentence_encoder.tokenize(item)
+                logits = self.forward(*item).softmax(-1)
+                score, pred = logits.max(-1)
+                return self.id2rel[pred.item()], score.item()
+
+            def forward(self, *args):
+                return self.fc(self.sentence_encoder(*args))
+        """,
+        files={
+            "base_model.py": """
+                from torch import nn
+
+
+                class SentenceRE(nn.Module):
+                    def infer(self, item):
+                        raise NotImplementedError
+            """,
+        },
+        severity=Severity.NOTE,
+        at="logits = self.forward(*item).softmax(-1)",
+    ),
+    Fires(  # a tagger with dropout whose `predict` runs its forward in the mode training left
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab_size, num_tags, dim=128):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, dim)
+                self.drop = nn.Dropout(0.5)
+                self.out = nn.Linear(dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.embed(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                return self(tokens).argmax(-1)
+        """,
+        severity=Severity.NOTE,
+        at="return self(tokens).argmax(-1)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the module's `predict` switches itself to eval mode; `decode` is a helper `evaluate` calls after `self.eval()`
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, encoder, num_tags):
+                super().__init__()
+                self.encoder = encoder
+                self.drop = nn.Dropout(0.5)
+                self.out = nn.Linear(encoder.dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.encoder(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                self.eval()
+                return self(tokens).argmax(-1)
+
+            def infer_tags(self, tokens):
+                return self(tokens).argmax(-1)
+
+            @torch.no_grad()
+            def evaluate(self, loader):
+                self.eval()
+                return sum((self.infer_tags(tokens) == tags).float().mean().item() for tokens, tags in loader)
+        """
+    ),
+    Quiet(  # a regression module with no dropout or batch-norm, and no part of unknown kind: both modes are the same
+        """
+        import torch
+        from torch import nn
+
+
+        class LinearForecaster(nn.Module):
+            def __init__(self, window, horizon):
+                super().__init__()
+                self.window = window
+                self.proj = nn.Linear(window, horizon)
+
+            def forward(self, history):
+                return self.proj(history[:, -self.window:])
+
+            @torch.no_grad()
+            def predict(self, history):
+                return self(history)
+        """
+    ),
     Quiet(  # restored weights and switched to eval mode by the project's helper before predicting
         """
         import torch
