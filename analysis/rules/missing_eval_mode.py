@@ -251,6 +251,8 @@ class MissingEvalMode(Rule):
         for forward, (key, model) in runs:
             switch = _training_switch(others, key)
             if switch is None:
+                if named and self._check_handed_model(ctx, scope, forward, key, model, others):
+                    return
                 continue
             layers = _layers_of(ctx.summary, model, ctx.module)
             if layers is None and (not named or not _kind_unknown(model)):
@@ -272,6 +274,47 @@ class MissingEvalMode(Rule):
                 help=f"call `{key}.eval()` at the start of `{function.name}`",
             )
             return
+
+    def _check_handed_model(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, model: Value,
+                            others: list) -> bool:
+        """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
+        (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
+        over in, training mode when it comes straight from training. Whoever builds the object may switch the
+        model to eval first, which this file cannot tell: a note. A module's submodule follows the module's own
+        mode switches, so only classes that are not modules are read."""
+        function = scope.function
+        assert function is not None and function.owner is not None, "_check_class_managed_mode passes a method"
+        owner = function.owner
+        attribute = key.removeprefix("self.")
+        if "." in attribute or ctx.summary.is_module_class(owner):
+            return False
+        if any(analysis is not None and any(call.method in {"eval", "train"} and call.receiver_key in {key, "self"}
+                                            for call in analysis.calls()) for _, analysis in others):
+            return False  # the class sets the mode somewhere (its constructor, a loading method)
+        bound = _bound_from_parameter(owner, attribute)
+        if bound is None:
+            return False
+        layers = _layers_of(ctx.summary, model, ctx.module)
+        if layers is None and not _kind_unknown(model):
+            return False  # a model known to have no such layers
+        ctx.report(
+            forward.node,
+            f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
+            f"{ctx.line_of((owner.chunk, bound))}), without switching it to eval mode, and no method of `{owner.name}` "
+            f"switches it: it runs in the mode it was handed over in, training mode when it comes straight from "
+            f"training, unless whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
+            f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
+            "statistics of each input",
+            severity=Severity.NOTE,
+            evidence=[
+                layers,
+                ((owner.chunk, bound), "the model is handed in here, in whatever mode its builder left"),
+                ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                ((forward.chunk, forward.node), "the forward, in the mode the model was handed over in"),
+            ],
+            help=f"call `{key}.eval()` in `{function.name}` (or in `{owner.name}.__init__`)",
+        )
+        return True
 
     def _check_restored_and_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A model whose trained weights are loaded (``load_state_dict``) and that is then only run without grad,
@@ -497,27 +540,36 @@ def _with_its_layers(name: str, layers: tuple | None) -> str:
     return f" Whether `{name}` has dropout or batch-norm layers is not known in this file; if it has, the"
 
 
-def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
-    """The first attribute a module's ``__init__`` binds to one of its parameters (``self.encoder = encoder``)
-    and that the class calls (``self.encoder(tokens)``): a part built elsewhere, whose layers this file does
-    not show, with where it is bound. A number or a setting handed in the same way is never called."""
+def _bound_from_parameter(owner: ClassInfo, attribute: str) -> cst.Assign | None:
+    """Where a class's ``__init__`` binds ``self.<attribute>`` to one of its parameters (``self.model = model``)."""
     init = owner.methods.get("__init__")
     if init is None:
         return None
     parameters = {param.name.value for param in init.node.params.params}
-    called = {
-        node.func.attr.value for node in walk(owner.node)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
-        and node.func.value.value == "self"
-    }
     for node in walk(init.node.body):
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             continue
         target = node.targets[0].target
         if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
-                and target.attr.value in called and isinstance(node.value, cst.Name) and node.value.value in parameters):
-            return node, f"self.{target.attr.value}"
+                and target.attr.value == attribute and isinstance(node.value, cst.Name) and node.value.value in parameters):
+            return node
     return None
+
+
+def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
+    """The first attribute a module's ``__init__`` binds to one of its parameters (``self.encoder = encoder``)
+    and that the class calls (``self.encoder(tokens)``): a part built elsewhere, whose layers this file does
+    not show, with where it is bound. A number or a setting handed in the same way is never called."""
+    called = {
+        node.func.attr.value for node in walk(owner.node)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+        and node.func.value.value == "self"
+    }
+    bindings = [(bound, attribute) for attribute in called if (bound := _bound_from_parameter(owner, attribute)) is not None]
+    if not bindings:
+        return None
+    bound, attribute = min(bindings, key=lambda binding: owner.chunk.line_of(binding[0]))
+    return bound, f"self.{attribute}"
 
 
 def _kind_unknown(value: Value) -> bool:
@@ -1470,9 +1522,48 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="return self(tokens).argmax(-1)",
     ),
+    Fires(  # a predictor object handed the trained seq2seq model: nothing in it switches the model to eval mode
+        """
+        import torch
+
+
+        class Predictor:
+            def __init__(self, model, src_vocab, tgt_vocab):
+                self.model = model
+                self.src_vocab = src_vocab
+                self.tgt_vocab = tgt_vocab
+
+            def predict(self, src_seq):
+                src_ids = torch.tensor([self.src_vocab.indices(src_seq)])
+                with torch.no_grad():
+                    logits, _ = self.model(src_ids)
+                return self.tgt_vocab.tokens(logits.argmax(-1)[0].tolist())
+        """,
+        severity=Severity.NOTE,
+        at="logits, _ = self.model(src_ids)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the predictor switches the model it is handed to eval mode in its constructor
+        """
+        import torch
+
+
+        class Predictor:
+            def __init__(self, model, src_vocab, tgt_vocab):
+                self.model = model
+                self.model.eval()
+                self.src_vocab = src_vocab
+                self.tgt_vocab = tgt_vocab
+
+            def predict(self, src_seq):
+                src_ids = torch.tensor([self.src_vocab.indices(src_seq)])
+                with torch.no_grad():
+                    logits, _ = self.model(src_ids)
+                return self.tgt_vocab.tokens(logits.argmax(-1)[0].tolist())
+        """
+    ),
     Quiet(  # the module's `predict` switches itself to eval mode; `decode` is a helper `evaluate` calls after `self.eval()`
         """
         import torch
