@@ -14,7 +14,10 @@ to where it is known: an evaluation function handed the model straight from the 
 mode in one method and runs it in an inference method (`predict`, `infer`, a no-grad forward) that never
 switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
-a factory of another file) and its layers cannot be read, these are notes. The layers are read from
+a factory of another file) and its layers cannot be read, these are notes. Two passes whose mode depends on a
+caller this file does not show are notes too: a module's own inference method (`infer`, `predict`) that runs its
+forward without `self.eval()`, and an inference method of a plain class (`Predictor.predict`) that runs the model
+its constructor was handed while no method of the class switches it. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
