@@ -77,6 +77,8 @@ _EVALUATION_FUNCTION = re.compile(
 _EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
 # A word naming held-out data, alone or fused with what holds it (`val`, `testloader`, `devset`).
 _HELD_OUT_WORD = re.compile(r"(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)(?:loader|set|data|dl|iter|batches)?s?")
+# Methods only a module has (`self.model.parameters()`): what shows an attribute holds one.
+_MODULE_USES = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "children", "zero_grad", "to", "cuda"})
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
 
 
@@ -283,8 +285,9 @@ class MissingEvalMode(Rule):
         """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
         (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
         over in, training mode when it comes straight from training. Whoever builds the object may switch the
-        model to eval first, which this file cannot tell: a note. A module's submodule follows the module's own
-        mode switches, so only classes that are not modules are read."""
+        model to eval first, which this file cannot tell: a note. What is handed in must be known to be a model
+        (its value, what this file's constructions pass, or a method using it as a module), not any callable. A
+        module's submodule follows the module's own mode switches, so only classes that are not modules are read."""
         function = scope.function
         assert function is not None and function.owner is not None, "_check_class_managed_mode passes a method"
         owner = function.owner
@@ -295,7 +298,7 @@ class MissingEvalMode(Rule):
                                             for call in analysis.calls()) for _, analysis in others):
             return False  # the class sets the mode somewhere (its constructor, a loading method)
         bound = _bound_from_parameter(owner, attribute)
-        if bound is None:
+        if bound is None or not _known_model(ctx.module, owner, key, model, others):
             return False
         layers = _layers_of(ctx.summary, model, ctx.module)
         if layers is None and not _kind_unknown(model):
@@ -371,6 +374,8 @@ class MissingEvalMode(Rule):
         function = scope.function
         if function is None or function.owner is None or not _EVALUATION_FUNCTION.search(function.name):
             return
+        if function.name.endswith("_step"):
+            return  # a runner's hook (`val_step`, `predict_step`): the runner that calls it sets the mode
         owner = function.owner
         if not ctx.summary.is_module_class(owner):
             return
@@ -541,6 +546,18 @@ def _with_its_layers(name: str, layers: tuple | None) -> str:
     if layers is not None:
         return " With its dropout or batch-norm layers, the"
     return f" Whether `{name}` has dropout or batch-norm layers is not known in this file; if it has, the"
+
+
+def _known_model(module: ModuleView, owner: ClassInfo, key: str, model: Value, others: list) -> bool:
+    """Evidence that the attribute ``key`` holds a model, not any callable handed in: its value is one, every
+    construction of the class in this file passes one, or a method of the class uses it as a module."""
+    if Tag.MODEL in model.tags:
+        return True
+    passed = module.constructor_arguments(owner, key.removeprefix("self."))
+    if passed and all(Tag.MODEL in value.tags for _, value in passed):
+        return True
+    return any(analysis is not None and any(call.receiver_key == key and call.method in _MODULE_USES for call in analysis.calls())
+               for _, analysis in others)
 
 
 def _bound_from_parameter(owner: ClassInfo, attribute: str) -> cst.Assign | None:
@@ -1537,7 +1554,8 @@ MissingEvalMode.MUST_FIRE = (
                 self.tgt_vocab = tgt_vocab
 
             def predict(self, src_seq):
-                src_ids = torch.tensor([self.src_vocab.indices(src_seq)])
+                device = next(self.model.parameters()).device
+                src_ids = torch.tensor([self.src_vocab.indices(src_seq)], device=device)
                 with torch.no_grad():
                     logits, _ = self.model(src_ids)
                 return self.tgt_vocab.tokens(logits.argmax(-1)[0].tolist())
@@ -1548,6 +1566,17 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the callable a scorer is handed is a metric, not a model: nothing shows it is a module
+        """
+        class Scorer:
+            def __init__(self, metric, threshold=0.5):
+                self.metric = metric
+                self.threshold = threshold
+
+            def evaluate(self, predictions, references):
+                return self.metric([p > self.threshold for p in predictions], references)
+        """
+    ),
     Quiet(  # the predictor switches the model it is handed to eval mode in its constructor
         """
         import torch
