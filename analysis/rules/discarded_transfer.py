@@ -89,6 +89,9 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     encoded = _item_of_encoding(scope, call)
     if encoded is not None:
         return encoded
+    item = _item_of_unpacked_batch(scope, call)
+    if item is not None:
+        return item
     if key is None or "." in key:
         return None
     for loop in call.context.loops:
@@ -116,6 +119,25 @@ def _item_of_encoding(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         return None
     name = receiver.value.value
     return ((binding.scope.chunk, made), f"`{name}` holds PyTorch tensors (`return_tensors=\"pt\"`), so each item of it is one")
+
+
+def _item_of_unpacked_batch(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """`x[name].to(device)` where `x` is one of the parts a loader's batch is unpacked into
+    (`for x, y in loader`): a loader yields data, never modules, and the default collation turns a
+    part that is a dict of samples' tensors into a dict of batched tensors, so the item moved is a
+    tensor (the `BatchEncoding` whose `.to()` works in place is a whole batch, left to `_collated_tensor`)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    if not isinstance(receiver, cst.Subscript) or not isinstance(receiver.value, cst.Name):
+        return None
+    name = receiver.value.value
+    binding = scope.last_binding(name, before=call)
+    for loop in call.context.loops:
+        if binding is not None and loop in binding.context.loops:
+            return None  # bound again inside the loop: no longer the batch's part
+        iterates_a_loader = Tag.LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
+        if iterates_a_loader and name in _unpacked_batch_names(loop.node):
+            return ((call.chunk, loop.node), f"`{name}` is a part of each batch of `{loop.iterable_text}`, so its items are tensors")
+    return None
 
 
 def _collated_tensor(scope: ScopeAnalysis, loop: Loop, key: str) -> tuple | None:
@@ -489,9 +511,80 @@ DiscardedTransfer.MUST_FIRE = (
         """,
         no_fix=True,
     ),
+    Fires(  # a forecasting model's predict method: each batch's inputs are a dict, moved item by item, and each copy dropped
+        """
+        import torch
+        from torch import nn
+
+
+        class Forecaster(nn.Module):
+            def __init__(self, hidden_size):
+                super().__init__()
+                self.encoder = nn.LSTM(1, hidden_size, batch_first=True)
+                self.head = nn.Linear(hidden_size, 1)
+
+            @property
+            def device(self):
+                return next(self.parameters()).device
+
+            def forward(self, x):
+                output, _ = self.encoder(x["encoder_target"])
+                return self.head(output[:, -1])
+
+            def predict(self, dataloader):
+                self.eval()
+                predictions = []
+                with torch.no_grad():
+                    for x, _ in dataloader:
+                        for name in x.keys():
+                            if x[name].device != self.device:
+                                x[name].to(self.device)
+                        predictions.append(self(x))
+                return torch.cat(predictions)
+        """,
+        no_fix=True,
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
+    Quiet(  # the encoders a batch's keys pick are modules, which move in place; the batch's own items are assigned back
+        """
+        import torch
+        from torch import nn
+
+
+        class MultiModalNet(nn.Module):
+            def __init__(self, encoders):
+                super().__init__()
+                self.encoders = nn.ModuleDict(encoders)
+
+            def fit(self, train_loader, optimizer, device):
+                for inputs, target in train_loader:
+                    for name in inputs:
+                        self.encoders[name].to(device)
+                        inputs[name] = inputs[name].to(device)
+                    features = torch.cat([self.encoders[name](inputs[name]) for name in inputs], dim=-1)
+                    loss = nn.functional.mse_loss(features.mean(-1), target.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """
+    ),
+    Quiet(  # the part is bound again in the loop (to a model's outputs): what is moved is no longer the batch's
+        """
+        import torch
+
+
+        def collect(model, loader, device):
+            kept = []
+            for inputs, _ in loader:
+                inputs = model.summarise(inputs)
+                for name in inputs:
+                    inputs[name].cpu()
+                kept.append(inputs)
+            return kept
+        """
+    ),
     Quiet(  # a whole `BatchEncoding` moves in place
         """
         import torch

@@ -14,7 +14,10 @@ to where it is known: an evaluation function handed the model straight from the 
 mode in one method and runs it in an inference method (`predict`, `infer`, a no-grad forward) that never
 switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
-a factory of another file) and its layers cannot be read, these are notes. The layers are read from
+a factory of another file) and its layers cannot be read, these are notes. Two passes whose mode depends on a
+caller this file does not show are notes too: a module's own inference method (`infer`, `predict`) that runs its
+forward without `self.eval()`, and an inference method of a plain class (`Predictor.predict`) that runs the model
+its constructor was handed while no method of the class switches it. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
@@ -74,6 +77,8 @@ _EVALUATION_FUNCTION = re.compile(
 _EVALUATION_DATA = re.compile(r"(?<![a-z])(?:val|valid|test|eval|holdout|dev(?!ice))", re.I)
 # A word naming held-out data, alone or fused with what holds it (`val`, `testloader`, `devset`).
 _HELD_OUT_WORD = re.compile(r"(?:val|valid|validation|test|testing|eval|evaluation|dev|holdout)(?:loader|set|data|dl|iter|batches)?s?")
+# Methods only a module has (`self.model.parameters()`): what shows an attribute holds one.
+_MODULE_USES = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "children", "zero_grad", "to", "cuda"})
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
 
 
@@ -106,6 +111,7 @@ class MissingEvalMode(Rule):
                 self._check_handed_from_training(ctx, scope)
                 self._check_class_managed_mode(ctx, scope)
                 self._check_restored_and_run(ctx, scope)
+                self._check_own_inference(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -250,6 +256,8 @@ class MissingEvalMode(Rule):
         for forward, (key, model) in runs:
             switch = _training_switch(others, key)
             if switch is None:
+                if named and self._check_handed_model(ctx, scope, forward, key, model, others):
+                    return
                 continue
             layers = _layers_of(ctx.summary, model, ctx.module)
             if layers is None and (not named or not _kind_unknown(model)):
@@ -271,6 +279,48 @@ class MissingEvalMode(Rule):
                 help=f"call `{key}.eval()` at the start of `{function.name}`",
             )
             return
+
+    def _check_handed_model(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, model: Value,
+                            others: list) -> bool:
+        """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
+        (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
+        over in, training mode when it comes straight from training. Whoever builds the object may switch the
+        model to eval first, which this file cannot tell: a note. What is handed in must be known to be a model
+        (its value, what this file's constructions pass, or a method using it as a module), not any callable. A
+        module's submodule follows the module's own mode switches, so only classes that are not modules are read."""
+        function = scope.function
+        assert function is not None and function.owner is not None, "_check_class_managed_mode passes a method"
+        owner = function.owner
+        attribute = key.removeprefix("self.")
+        if "." in attribute or ctx.summary.is_module_class(owner):
+            return False
+        if any(analysis is not None and any(call.method in {"eval", "train"} and call.receiver_key in {key, "self"}
+                                            for call in analysis.calls()) for _, analysis in others):
+            return False  # the class sets the mode somewhere (its constructor, a loading method)
+        bound = _bound_from_parameter(owner, attribute)
+        if bound is None or not _known_model(ctx.module, owner, key, model, others):
+            return False
+        layers = _layers_of(ctx.summary, model, ctx.module)
+        if layers is None and not _kind_unknown(model):
+            return False  # a model known to have no such layers
+        ctx.report(
+            forward.node,
+            f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
+            f"{ctx.line_of((owner.chunk, bound))}), without switching it to eval mode, and no method of `{owner.name}` "
+            f"switches it: it runs in the mode it was handed over in, training mode when it comes straight from "
+            f"training, unless whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
+            f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
+            "statistics of each input",
+            severity=Severity.NOTE,
+            evidence=[
+                layers,
+                ((owner.chunk, bound), "the model is handed in here, in whatever mode its builder left"),
+                ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                ((forward.chunk, forward.node), "the forward, in the mode the model was handed over in"),
+            ],
+            help=f"call `{key}.eval()` in `{function.name}` (or in `{owner.name}.__init__`)",
+        )
+        return True
 
     def _check_restored_and_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A model whose trained weights are loaded (``load_state_dict``) and that is then only run without grad,
@@ -313,6 +363,58 @@ class MissingEvalMode(Rule):
                 help=f"call `{key}.eval()` after loading the weights",
             )
             return
+
+    def _check_own_inference(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A module's own inference method (``SoftmaxClassifier.infer``, ``predict``) runs the module's forward
+        (``self(...)``, ``self.forward(...)``) and switches nothing: it runs in whatever mode the module was
+        left in, and a module is built in training mode and left there by training. Whoever calls the method
+        may switch the module to eval mode first, which this file cannot tell: a note, that says so, about a
+        module with dropout or batch-norm layers or with parts handed to its constructor (their layers unknown).
+        A method another method of the class calls is that method's helper, which decides the mode."""
+        function = scope.function
+        if function is None or function.owner is None or not _EVALUATION_FUNCTION.search(function.name):
+            return
+        if function.name.endswith("_step"):
+            return  # a runner's hook (`val_step`, `predict_step`): the runner that calls it sets the mode
+        owner = function.owner
+        if not ctx.summary.is_module_class(owner):
+            return
+        calls = list(scope.calls())
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls):
+            return
+        if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
+            return  # it sets the mode itself
+        forward = next((call for call in calls if call.receiver_key == "self" and call.method in {None, "forward"}), None)
+        if forward is None:
+            return
+        others = [method.analysis(ctx.summary) for method in owner.methods.values() if method is not function]
+        if any(analysis is not None and any(call.function is function for call in analysis.calls()) for analysis in others):
+            return
+        holder = _class_with_layers(ctx.summary, owner, depth=0)
+        if holder is not None:
+            known = f"`{owner.name}` has dropout or batch-norm layers"
+            layers = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
+        else:
+            handed = _part_handed_in(owner)
+            if handed is None:
+                return  # a module known to have no such layers behaves the same in both modes
+            bound, part = handed
+            known = f"whether `{owner.name}` has dropout or batch-norm layers is not known in this file (its `{part}` is handed to its constructor)"
+            layers = ((owner.chunk, bound), f"`{part}` is a part of unknown kind")
+        ctx.report(
+            forward.node,
+            f"`{function.name}` runs the module's own forward without switching it to eval mode: it runs in whatever mode "
+            f"the module was left in, training mode after training, unless every caller calls `.eval()` first (not known in "
+            f"this file). {known[0].upper()}{known[1:]}; in training mode its outputs are computed with dropout on and "
+            "batch-norm normalising with the statistics of each input",
+            severity=Severity.NOTE,
+            evidence=[
+                layers,
+                ((scope.chunk, function.node.name), f"`{function.name}` is an inference method that does not call `self.eval()`"),
+                ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
+            ],
+            help=f"call `self.eval()` at the start of `{function.name}` (and `self.train()` before training resumes)",
+        )
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
@@ -444,6 +546,50 @@ def _with_its_layers(name: str, layers: tuple | None) -> str:
     if layers is not None:
         return " With its dropout or batch-norm layers, the"
     return f" Whether `{name}` has dropout or batch-norm layers is not known in this file; if it has, the"
+
+
+def _known_model(module: ModuleView, owner: ClassInfo, key: str, model: Value, others: list) -> bool:
+    """Evidence that the attribute ``key`` holds a model, not any callable handed in: its value is one, every
+    construction of the class in this file passes one, or a method of the class uses it as a module."""
+    if Tag.MODEL in model.tags:
+        return True
+    passed = module.constructor_arguments(owner, key.removeprefix("self."))
+    if passed and all(Tag.MODEL in value.tags for _, value in passed):
+        return True
+    return any(analysis is not None and any(call.receiver_key == key and call.method in _MODULE_USES for call in analysis.calls())
+               for _, analysis in others)
+
+
+def _bound_from_parameter(owner: ClassInfo, attribute: str) -> cst.Assign | None:
+    """Where a class's ``__init__`` binds ``self.<attribute>`` to one of its parameters (``self.model = model``)."""
+    init = owner.methods.get("__init__")
+    if init is None:
+        return None
+    parameters = {param.name.value for param in init.node.params.params}
+    for node in walk(init.node.body):
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                and target.attr.value == attribute and isinstance(node.value, cst.Name) and node.value.value in parameters):
+            return node
+    return None
+
+
+def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
+    """The first attribute a module's ``__init__`` binds to one of its parameters (``self.encoder = encoder``)
+    and that the class calls (``self.encoder(tokens)``): a part built elsewhere, whose layers this file does
+    not show, with where it is bound. A number or a setting handed in the same way is never called."""
+    called = {
+        node.func.attr.value for node in walk(owner.node)
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)
+        and node.func.value.value == "self"
+    }
+    bindings = [(bound, attribute) for attribute in called if (bound := _bound_from_parameter(owner, attribute)) is not None]
+    if not bindings:
+        return None
+    bound, attribute = min(bindings, key=lambda binding: owner.chunk.line_of(binding[0]))
+    return bound, f"self.{attribute}"
 
 
 def _kind_unknown(value: Value) -> bool:
@@ -1336,9 +1482,170 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))",
     ),
+    Fires(  # a relation classifier's own `infer`: the sentence encoder is handed in, and the module is never switched to eval
+        """
+        from torch import nn
+
+        from .base_model import SentenceRE
+
+
+        class SoftmaxNN(SentenceRE):
+            def __init__(self, sentence_encoder, num_class, rel2id):
+                super().__init__()
+                self.sentence_encoder = sentence_encoder
+                self.num_class = num_class
+                self.fc = nn.Linear(self.sentence_encoder.hidden_size, num_class)
+                self.id2rel = {index: relation for relation, index in rel2id.items()}
+
+            def infer(self, item):
+                item = self.sentence_encoder.tokenize(item)
+                logits = self.forward(*item).softmax(-1)
+                score, pred = logits.max(-1)
+                return self.id2rel[pred.item()], score.item()
+
+            def forward(self, *args):
+                return self.fc(self.sentence_encoder(*args))
+        """,
+        files={
+            "base_model.py": """
+                from torch import nn
+
+
+                class SentenceRE(nn.Module):
+                    def infer(self, item):
+                        raise NotImplementedError
+            """,
+        },
+        severity=Severity.NOTE,
+        at="logits = self.forward(*item).softmax(-1)",
+    ),
+    Fires(  # a tagger with dropout whose `predict` runs its forward in the mode training left
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab_size, num_tags, dim=128):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, dim)
+                self.drop = nn.Dropout(0.5)
+                self.out = nn.Linear(dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.embed(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                return self(tokens).argmax(-1)
+        """,
+        severity=Severity.NOTE,
+        at="return self(tokens).argmax(-1)",
+    ),
+    Fires(  # a predictor object handed the trained seq2seq model: nothing in it switches the model to eval mode
+        """
+        import torch
+
+
+        class Predictor:
+            def __init__(self, model, src_vocab, tgt_vocab):
+                self.model = model
+                self.src_vocab = src_vocab
+                self.tgt_vocab = tgt_vocab
+
+            def predict(self, src_seq):
+                device = next(self.model.parameters()).device
+                src_ids = torch.tensor([self.src_vocab.indices(src_seq)], device=device)
+                with torch.no_grad():
+                    logits, _ = self.model(src_ids)
+                return self.tgt_vocab.tokens(logits.argmax(-1)[0].tolist())
+        """,
+        severity=Severity.NOTE,
+        at="logits, _ = self.model(src_ids)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the callable a scorer is handed is a metric, not a model: nothing shows it is a module
+        """
+        class Scorer:
+            def __init__(self, metric, threshold=0.5):
+                self.metric = metric
+                self.threshold = threshold
+
+            def evaluate(self, predictions, references):
+                return self.metric([p > self.threshold for p in predictions], references)
+        """
+    ),
+    Quiet(  # the predictor switches the model it is handed to eval mode in its constructor
+        """
+        import torch
+
+
+        class Predictor:
+            def __init__(self, model, src_vocab, tgt_vocab):
+                self.model = model
+                self.model.eval()
+                self.src_vocab = src_vocab
+                self.tgt_vocab = tgt_vocab
+
+            def predict(self, src_seq):
+                src_ids = torch.tensor([self.src_vocab.indices(src_seq)])
+                with torch.no_grad():
+                    logits, _ = self.model(src_ids)
+                return self.tgt_vocab.tokens(logits.argmax(-1)[0].tolist())
+        """
+    ),
+    Quiet(  # the module's `predict` switches itself to eval mode; `decode` is a helper `evaluate` calls after `self.eval()`
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, encoder, num_tags):
+                super().__init__()
+                self.encoder = encoder
+                self.drop = nn.Dropout(0.5)
+                self.out = nn.Linear(encoder.dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.encoder(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                self.eval()
+                return self(tokens).argmax(-1)
+
+            def infer_tags(self, tokens):
+                return self(tokens).argmax(-1)
+
+            @torch.no_grad()
+            def evaluate(self, loader):
+                self.eval()
+                return sum((self.infer_tags(tokens) == tags).float().mean().item() for tokens, tags in loader)
+        """
+    ),
+    Quiet(  # a regression module with no dropout or batch-norm, and no part of unknown kind: both modes are the same
+        """
+        import torch
+        from torch import nn
+
+
+        class LinearForecaster(nn.Module):
+            def __init__(self, window, horizon):
+                super().__init__()
+                self.window = window
+                self.proj = nn.Linear(window, horizon)
+
+            def forward(self, history):
+                return self.proj(history[:, -self.window:])
+
+            @torch.no_grad()
+            def predict(self, history):
+                return self(history)
+        """
+    ),
     Quiet(  # restored weights and switched to eval mode by the project's helper before predicting
         """
         import torch

@@ -199,6 +199,8 @@ class MissingZeroGrad(Rule):
             ((backward.chunk, backward.node), "backward accumulates into `.grad`"),
             ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
             ((site.chunk, loop.node), "the loop with no gradient clearing"),
+            ((site.chunk, _first_in_body(loop.node)), "each iteration starts here with the gradients the last one left: "
+             "a clearing here, or right after the step, starts every step from zero"),
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site)}`"))
@@ -238,6 +240,13 @@ class MissingZeroGrad(Rule):
             where.node, message, evidence=evidence,
             help=f"call `{optimizer or 'optimizer'}.zero_grad()` once per step, before its backward or right after `{_code(step)}`",
         )
+
+
+def _first_in_body(loop: cst.CSTNode) -> cst.CSTNode:
+    """The first statement a loop runs each iteration: where a clearing at the start of the step goes."""
+    body = getattr(loop, "body", None)
+    statements = body.body if isinstance(body, cst.IndentedBlock) else ()
+    return statements[0] if statements else loop
 
 
 @dataclass(frozen=True)
