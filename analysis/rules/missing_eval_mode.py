@@ -1482,42 +1482,40 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="results[name] = predict_sliding_window(self.network, volume, tile=(96, 96, 96))",
     ),
-    Fires(  # a relation classifier's own `infer`: the sentence encoder is handed in, and the module is never switched to eval
+    Fires(  # an intent classifier's own `infer`: the text encoder is handed in, and the module is never switched to eval
         """
         from torch import nn
 
-        from .base_model import SentenceRE
+        from .base import TextClassifierBase
 
 
-        class SoftmaxNN(SentenceRE):
-            def __init__(self, sentence_encoder, num_class, rel2id):
+        class IntentClassifier(TextClassifierBase):
+            def __init__(self, encoder, labels):
                 super().__init__()
-                self.sentence_encoder = sentence_encoder
-                self.num_class = num_class
-                self.fc = nn.Linear(self.sentence_encoder.hidden_size, num_class)
-                self.id2rel = {index: relation for relation, index in rel2id.items()}
+                self.encoder = encoder
+                self.head = nn.Linear(encoder.hidden_size, len(labels))
+                self.labels = list(labels)
 
-            def infer(self, item):
-                item = self.sentence_encoder.tokenize(item)
-                logits = self.forward(*item).softmax(-1)
-                score, pred = logits.max(-1)
-                return self.id2rel[pred.item()], score.item()
+            def forward(self, input_ids, attention_mask):
+                return self.head(self.encoder(input_ids, attention_mask))
 
-            def forward(self, *args):
-                return self.fc(self.sentence_encoder(*args))
+            def infer(self, batch):
+                probabilities = self.forward(batch["input_ids"], batch["attention_mask"]).softmax(-1)
+                confidence, index = probabilities.max(-1)
+                return self.labels[index.item()], confidence.item()
         """,
         files={
-            "base_model.py": """
+            "base.py": """
                 from torch import nn
 
 
-                class SentenceRE(nn.Module):
-                    def infer(self, item):
+                class TextClassifierBase(nn.Module):
+                    def infer(self, batch):
                         raise NotImplementedError
             """,
         },
         severity=Severity.NOTE,
-        at="logits = self.forward(*item).softmax(-1)",
+        at='probabilities = self.forward(batch["input_ids"], batch["attention_mask"]).softmax(-1)',
     ),
     Fires(  # a tagger with dropout whose `predict` runs its forward in the mode training left
         """
