@@ -409,7 +409,7 @@ class GradEnabledEval(Rule):
             if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
-            if dropped is not None and unknown is None:
+            if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
                 unknown = (forward, dropped)
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
             self._report_unknown_grad(ctx, scope, *unknown)
@@ -1046,6 +1046,15 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     if not sites or any(site.context.grad_off is not None for site in sites):
         return False
     return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _built_on_the_spot(module: ModuleView, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """The module ``forward`` runs is built where it runs (``ROIAlign(size, 1.0, 0)(masks, boxes)``) or in
+    the function with no weights loaded into it: fresh parameters, if it has any, and a pass that is a
+    computation with a layer (resampling a mask), not a trained model's inference."""
+    func = forward.node.func
+    built_inline = isinstance(func, cst.Call) or isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+    return built_inline or _built_untrained(module, scope, forward)
 
 
 def _grad_left_to_other_files(module, info, seen: set[int] | None = None) -> bool:
@@ -2668,6 +2677,39 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # a layer built where it runs resamples each mask: a computation, not a trained model's inference
+        """
+        import torch
+
+        from .layers import MaskResampler
+
+
+        class InstanceMapper:
+            def __init__(self, mask_size):
+                self.mask_size = mask_size
+
+            def masks_to_image(self, annotations, image_size):
+                for annotation in annotations:
+                    mask = annotation["mask"].float()[None, None]
+                    resampled = MaskResampler(self.mask_size).forward(mask).squeeze()
+                    annotation["segmentation"] = (resampled >= 0.5).numpy()
+        """,
+        files={
+            "layers.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class MaskResampler(nn.Module):
+                    def __init__(self, size):
+                        super().__init__()
+                        self.size = size
+
+                    def forward(self, masks):
+                        return F.interpolate(masks, size=self.size, mode="bilinear", align_corners=True)
+            """,
+        },
+    ),
     Quiet(  # a perceptual loss: the frozen-by-eval network's input is the generator's output, whose graph it must keep
         """
         import torch
