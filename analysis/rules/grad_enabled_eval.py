@@ -23,12 +23,23 @@ module without parameters records nothing and is left alone. The forward may als
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
 network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
 such forward outside any loop is a warning when a web framework's request handler calls it (FastAPI's
-or Flask's `@app.post(...)`: the server runs it for every request, as a loop would).
+or Flask's `@app.post(...)`: the server runs it for every request, as a loop would). Where only other
+files call the function (a library's `encode_sentences`, a model's own `slide` over windows), whether
+grad is on is theirs to decide and this file cannot see it: the same forward is then a note that says so.
+
+A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
+a preference trainer's reference model. When the file puts that model in eval mode (or its library
+returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
+parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
+through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
+clear it. A perceptual loss, whose network takes the trained model's output, must keep its graph and
+is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
 on only where the evaluation needs gradients (adversarial attacks, saliency, test-time
-adaptation) — those call `backward`/`autograd.grad`, which keeps this rule quiet.
+adaptation) — those call `backward`/`autograd.grad`, which keeps this rule quiet. A model that nothing trains is
+better frozen once (`teacher.requires_grad_(False)`): it then records no graph anywhere.
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ from trainlint.analysis.patterns import (
     name_words,
     smoke_test_forward,
 )
-from trainlint.analysis.torchapi import is_parameterless_layer
+from trainlint.analysis.torchapi import is_optimizer_class, is_parameterless_layer
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
@@ -113,6 +124,8 @@ class GradEnabledEval(Rule):
             reported = self._check_evaluating_method(ctx, scope)
         if not reported:
             reported = self._check_unused_graph(ctx, scope)
+        if not reported:
+            reported = self._check_unstepped_model(ctx, scope)
         if not reported:
             self._check_single_forward(ctx, scope)
 
@@ -385,6 +398,7 @@ class GradEnabledEval(Rule):
         if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
             return False  # a later statement of the script may backward what this one leaves in its names
         frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is not None and info is None and _read_elsewhere(module, scope.chunk, dropped.names):
@@ -395,7 +409,43 @@ class GradEnabledEval(Rule):
             if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
+            if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
+                unknown = (forward, dropped)
+        if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
+            self._report_unknown_grad(ctx, scope, *unknown)
+            return True
         return False
+
+    def _report_unknown_grad(self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph) -> None:
+        """The inference pass of ``_check_unused_graph`` in a function whose callers are all in other files
+        (or nowhere in the workspace: a library's public method): whether grad is on depends on them, which
+        this file cannot see, so it is a note that says so."""
+        info = scope.function
+        assert info is not None, "a function's scope"
+        loop = forward.context.loops[-1]
+        named = f"the loop over `{quoted(scope.chunk, loop.node.iter)}`" if isinstance(loop.node, cst.For) else f"the `while {loop.iterable_text}` loop"
+        text = _text(forward)
+        evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph when grad is on")]
+        cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+        cut = ""
+        if cuts:
+            evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+            cut = f" (`{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it)"
+        no_grad = ctx.name_for("torch.no_grad")
+        line = _statement_line(info.node, forward.statement)
+        edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        ctx.report(
+            forward.node,
+            f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
+            f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function, but no call "
+            "in this file says how grad stands (its callers are in other files, or it is a library's entry point). "
+            f"Called with grad on, every pass of {named} records a graph and keeps its activations for nothing",
+            evidence=evidence,
+            severity=Severity.NOTE,
+            help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
+            # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+            fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+        )
 
     def _report_unused_graph(
         self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, training: CallEvent | None,
@@ -435,6 +485,61 @@ class GradEnabledEval(Rule):
             fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
         )
 
+
+    # ------------------------------------------------------------------ (g) a model no optimizer steps
+    def _check_unstepped_model(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """A training step that runs, with grad on, a second model that nothing trains: a teacher, a
+        reference or target network. The file puts it in eval mode (or its library returns it so) and never
+        back in training mode, no optimizer stepped here holds its parameters, and its input carries no
+        graph, so nothing needs the graph its forward records; yet the backward through the loss built
+        from it computes gradients for all its parameters, kept in their ``.grad`` with nothing to clear
+        them, and its activations live until then. A model frozen as a whole records nothing; one whose
+        input comes from the trained model (a perceptual loss) must keep its graph."""
+        info = scope.function
+        module = ctx.module
+        if info is not None and (
+            _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators)
+        ):
+            return False
+        calls = list(scope.calls())
+        steps = [call for call in calls if is_optimizer_step(call)]
+        if not steps or not any(is_backward(call) for call in calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
+            return False
+        stepped = _stepped_parameters(ctx, scope, steps)
+        if not stepped:
+            return False  # an optimizer built elsewhere: what it trains is not known
+        owners, sources = stepped
+        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        for forward in calls:
+            key = forward.receiver_key
+            if (
+                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags
+                or not _is_model_forward(forward, set()) or _parameterless(ctx, forward) or key in frozen
+                or any(Tag.GRAPH in value.tags for value in [*forward.args, *forward.kwargs.values()])
+                or _shares_parameters(ctx, scope, forward, key, owners)
+            ):
+                continue
+            kept_in_eval = _kept_in_eval_mode(ctx, forward, key)
+            if kept_in_eval is None:
+                continue
+            step = steps[0]
+            text = _text(forward)
+            ctx.report(
+                forward.node,
+                f"`{text}` runs with autograd on in a training step, but nothing trains `{key}`: {kept_in_eval[1]}, and "
+                f"the optimizers stepped here hold only the parameters of {', '.join(f'`{source}`' for source in sources)}. Its input "
+                "carries no graph, so the graph it records serves nothing: the backward computes a gradient for each of "
+                f"`{key}`'s parameters, kept in `.grad` with nothing to clear it, and its activations live until then",
+                evidence=[
+                    ((forward.chunk, forward.node), f"`{text}` records the autograd graph here"),
+                    (kept_in_eval[0], kept_in_eval[1]),
+                    ((step.chunk, step.node), f"`{_text(step)}` does not step `{key}`"),
+                ],
+                severity=Severity.WARNING,
+                help=f"run `{text}` under `with torch.no_grad():` (or freeze it once: `{key}.requires_grad_(False)`)",
+            )
+            return True
+        return False
 
     # ------------------------------------------------------------------ (e) one inference forward
     def _check_single_forward(self, ctx, scope: ScopeAnalysis) -> bool:
@@ -941,6 +1046,164 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     if not sites or any(site.context.grad_off is not None for site in sites):
         return False
     return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+
+
+def _built_on_the_spot(module: ModuleView, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """The module ``forward`` runs is built where it runs (``ROIAlign(size, 1.0, 0)(masks, boxes)``) or in
+    the function with no weights loaded into it: fresh parameters, if it has any, and a pass that is a
+    computation with a layer (resampling a mask), not a trained model's inference."""
+    func = forward.node.func
+    built_inline = isinstance(func, cst.Call) or isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+    return built_inline or _built_untrained(module, scope, forward)
+
+
+def _grad_left_to_other_files(module, info, seen: set[int] | None = None) -> bool:
+    """Only callers outside this file decide how grad stands in the function: this file calls it nowhere,
+    or only with grad on from functions of which the same holds (``embed_corpus`` calling
+    ``encode_sentences``), and never hands it on as a value (a callback, whose caller is unknown). A call
+    here under ``no_grad()`` is this file's own answer; one that reaches module level with grad on is
+    ``_run_by_this_file``'s."""
+    seen = set() if seen is None else seen
+    if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
+        return False
+    seen.add(id(info))
+    return all(
+        site.context.grad_off is None and site.scope.function is not None
+        and _grad_left_to_other_files(module, site.scope.function, seen)
+        for site in _callers(module, info)
+    )
+
+
+def _stepped_parameters(ctx: RuleContext, scope: ScopeAnalysis, steps: list[CallEvent]) -> tuple[set[str], list[str]] | None:
+    """The models whose parameters the optimizers of ``steps`` hold (``torch.optim.AdamW(student.parameters())``,
+    param groups of ``model.head.parameters()``, a list of them built first), as keys (``student``,
+    ``self.model``), and the expressions that name them; None when one optimizer was built where this
+    scope cannot read it (a parameter, another file, ``accelerator.prepare``) or from what it cannot follow."""
+    owners: set[str] = set()
+    sources: list[str] = []
+    for step in steps:
+        if step.method != "step":
+            return None
+        optimizer = step.arg_nodes[0].value if step.receiver is not None and Tag.SCALER in step.receiver.tags and step.arg_nodes else None
+        key = dotted(optimizer) if optimizer is not None else step.receiver_key
+        binding = _bound_value(ctx, scope, key, step) if key is not None else None
+        built = binding.value_node if binding is not None else None
+        if not isinstance(built, cst.Call) or not is_optimizer_class(ctx.summary.canonical(dotted(built.func) or "")):
+            return None
+        found = _parameter_sources(ctx, scope, [arg.value for arg in built.args], step, depth=0)
+        if not found:
+            return None
+        for source in found:
+            owners.add(source)
+            if source not in sources:
+                sources.append(source)
+    return owners, sources
+
+
+def _parameter_sources(ctx: RuleContext, scope: ScopeAnalysis, expressions: list[cst.BaseExpression], before: CallEvent, depth: int) -> list[str] | None:
+    """The receivers of ``.parameters()`` (or ``named_parameters()``) calls in ``expressions``, following names
+    bound in the scope to what they were built from; None when a name leads where this cannot follow."""
+    found: list[str] = []
+    for expression in expressions:
+        for node in _walk(expression):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"parameters", "named_parameters"}:
+                receiver = dotted(node.func.value)
+                if receiver is None:
+                    return None
+                found.append(receiver)
+            elif isinstance(node, cst.Name) and depth < 3 and _is_value_name(expression, node):
+                bound = _bound_value(ctx, scope, node.value, before)
+                if bound is None or bound.value_node is None:
+                    if node.value in scope.params:
+                        return None  # handed in: what it holds is the caller's
+                    continue  # a builtin or a function (`list`, `filter`), or a setting (`lr`)
+                inner = _parameter_sources(ctx, scope, [bound.value_node], before, depth + 1)
+                if inner is None:
+                    return None
+                found.extend(inner)
+    return found
+
+
+def _is_value_name(root: cst.BaseExpression, name: cst.Name) -> bool:
+    """``name`` is read as a value in ``root``: not the attribute of another object, a keyword or a lambda's parameter."""
+    for node in _walk(root):
+        if isinstance(node, cst.Attribute) and node.attr is name:
+            return False
+        if isinstance(node, cst.Arg) and node.keyword is name:
+            return False
+        if isinstance(node, cst.Param) and node.name is name:
+            return False
+    return True
+
+
+def _bound_value(ctx: RuleContext, scope: ScopeAnalysis, key: str, before: CallEvent) -> AssignEvent | None:
+    """Where ``key`` was last bound: in this scope before ``before``; for ``self.<name>``, in the method of the
+    class that assigns it; for a script's name, by an earlier top-level statement."""
+    binding = scope.last_binding(key, before=before)
+    if binding is not None:
+        return binding
+    info = scope.function
+    if key.startswith("self.") and key.count(".") == 1 and info is not None and info.owner is not None:
+        binder = info.owner.assigned_attributes().get(key)
+        method = info.owner.methods.get(binder) if binder else None
+        inner = method.analysis(ctx.summary) if method is not None else None
+        return inner.last_binding(key) if inner is not None else None
+    if info is None and "." not in key:
+        earlier = [
+            event for chunk in ctx.module.chunks[: scope.chunk.index] for other in ctx.module.scopes_of(chunk)
+            if other.function is None for event in other.events
+            if isinstance(event, AssignEvent) and event.targets == (key,)
+        ]
+        return earlier[-1] if earlier else None
+    return None
+
+
+def _shares_parameters(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, owners: set[str]) -> bool:
+    """The model ``key`` may hold parameters an optimizer steps, or be held by a model whose parameters it
+    steps: the same name, a part or a whole of one (``model.backbone``), a wrapper built from one
+    (``DDP(model)``), or one built from it (``Student(teacher)``)."""
+    if any(key == owner or key.startswith(owner + ".") or owner.startswith(key + ".") for owner in owners):
+        return True
+    binding = _bound_value(ctx, scope, key, forward)
+    built = binding.value_node if binding is not None else None
+    if built is not None and _names_in(built) & ({owner.partition(".")[0] for owner in owners} | owners):
+        return True
+    root = key.split(".")[0] if not key.startswith("self.") else ".".join(key.split(".")[:2])
+    return any(
+        (bound := _bound_value(ctx, scope, owner, forward)) is not None and bound.value_node is not None
+        and (key in _names_in(bound.value_node) or root in _names_in(bound.value_node))
+        for owner in owners
+    )
+
+
+def _names_in(expression: cst.BaseExpression) -> set[str]:
+    """The names and dotted names ``expression`` reads."""
+    names: set[str] = set()
+    for node in _walk(expression):
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            text = dotted(node)
+            if text is not None:
+                names.add(text)
+    return names
+
+
+def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str) -> tuple[Site, str] | None:
+    """Where the file shows that the model ``key`` is not trained: it switches it to eval mode (or its library
+    returns it so, `from_pretrained`), and nothing in the file switches it back to training mode."""
+    name = key.rpartition(".")[2]
+    switches = [call for call in ctx.module.all_calls() if _is_mode_switch(call) and (_switched_model(call) or "").rpartition(".")[2] == name]
+    if any(_mode(call) != "eval" for call in switches):
+        return None
+    if switches:
+        return (switches[0].chunk, switches[0].node), f"`{_text(switches[0])}` puts it in eval mode, and nothing in this file back in training mode"
+    binding = _bound_value(ctx, forward.scope, key, forward)
+    built = binding.value_node if binding is not None else None
+    if binding is not None and isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value == "eval" and not built.args:
+        return (binding.chunk, built), f"`{quoted(binding.chunk, built)}` puts it in eval mode, and nothing in this file back in training mode"
+    loaded = _left_in_eval_mode(ctx, forward)
+    if loaded is not None:
+        return loaded[0], f"{loaded[1].says}, and nothing in this file puts it in training mode"
+    return None
 
 
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
@@ -2266,9 +2529,333 @@ GradEnabledEval.MUST_FIRE = (
         """,
         unsafe=True,
     ),
+    Fires(  # a library's public encoder: its callers, in other files, decide the grad mode
+        """
+        import numpy as np
+        import torch
+
+        from .modeling import SentenceEncoder
+
+
+        class RepresentationModel:
+            def __init__(self, checkpoint, device="cuda"):
+                self.device = device
+                self.model = SentenceEncoder(vocab_size=30522, hidden=768)
+                self.model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                self.model.to(device).eval()
+
+            def encode_sentences(self, token_batches):
+                embeddings = []
+                for tokens in token_batches:
+                    vectors = self.model(tokens.to(self.device))
+                    embeddings.append(vectors.mean(dim=1).detach().cpu().numpy())
+                return np.concatenate(embeddings)
+        """,
+        files={
+            "modeling.py": """
+                import torch.nn as nn
+
+
+                class SentenceEncoder(nn.Module):
+                    def __init__(self, vocab_size, hidden):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab_size, hidden)
+                        self.layers = nn.TransformerEncoder(nn.TransformerEncoderLayer(hidden, 12, batch_first=True), 6)
+
+                    def forward(self, tokens):
+                        return self.layers(self.embed(tokens))
+            """,
+        },
+        severity=Severity.NOTE,
+        at="vectors = self.model(tokens.to(self.device))",
+        fixed="""
+        import numpy as np
+        import torch
+
+        from .modeling import SentenceEncoder
+
+
+        class RepresentationModel:
+            def __init__(self, checkpoint, device="cuda"):
+                self.device = device
+                self.model = SentenceEncoder(vocab_size=30522, hidden=768)
+                self.model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                self.model.to(device).eval()
+
+            def encode_sentences(self, token_batches):
+                embeddings = []
+                for tokens in token_batches:
+                    with torch.no_grad():
+                        vectors = self.model(tokens.to(self.device))
+                    embeddings.append(vectors.mean(dim=1).detach().cpu().numpy())
+                return np.concatenate(embeddings)
+        """,
+        unsafe=True,
+    ),
+    Fires(  # a distillation step runs the teacher with grad on: no optimizer steps it, its input is data
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Student, Teacher
+
+
+        def distill(loader, epochs, teacher_checkpoint):
+            teacher = Teacher()
+            teacher.load_state_dict(torch.load(teacher_checkpoint))
+            teacher.eval()
+            student = Student()
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.1, momentum=0.9)
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    soft_targets = F.softmax(teacher(images) / 4.0, dim=1)
+                    logits = student(images)
+                    loss = F.kl_div(F.log_softmax(logits / 4.0, dim=1), soft_targets, reduction="batchmean")
+                    loss = loss + F.cross_entropy(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Teacher(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(784, 512), nn.Dropout(0.1), nn.Linear(512, 10))
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+
+
+                class Student(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Linear(784, 10)
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+            """,
+        },
+        severity=Severity.WARNING,
+        at="soft_targets = F.softmax(teacher(images) / 4.0, dim=1)",
+        no_fix=True,
+    ),
+    Fires(  # a preference trainer's reference model, from `from_pretrained` (eval mode), run with grad on
+        """
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForCausalLM
+
+
+        class PreferenceTrainer:
+            def __init__(self, name, beta=0.1):
+                self.model = AutoModelForCausalLM.from_pretrained(name)
+                self.ref_model = AutoModelForCausalLM.from_pretrained(name)
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=5e-7)
+                self.beta = beta
+
+            def sequence_logps(self, logits, labels):
+                return torch.gather(logits.log_softmax(-1), 2, labels.unsqueeze(2)).squeeze(2).sum(-1)
+
+            def step(self, chosen, rejected):
+                self.model.train()
+                policy = self.sequence_logps(self.model(chosen).logits, chosen) - self.sequence_logps(self.model(rejected).logits, rejected)
+                reference = self.sequence_logps(self.ref_model(chosen).logits, chosen) - self.sequence_logps(self.ref_model(rejected).logits, rejected)
+                loss = -F.logsigmoid(self.beta * (policy - reference)).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+        """,
+        severity=Severity.WARNING,
+        at="reference = self.sequence_logps(self.ref_model(chosen).logits, chosen) - self.sequence_logps(self.ref_model(rejected).logits, rejected)",
+        no_fix=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # a layer built where it runs resamples each mask: a computation, not a trained model's inference
+        """
+        import torch
+
+        from .layers import MaskResampler
+
+
+        class InstanceMapper:
+            def __init__(self, mask_size):
+                self.mask_size = mask_size
+
+            def masks_to_image(self, annotations, image_size):
+                for annotation in annotations:
+                    mask = annotation["mask"].float()[None, None]
+                    resampled = MaskResampler(self.mask_size).forward(mask).squeeze()
+                    annotation["segmentation"] = (resampled >= 0.5).numpy()
+        """,
+        files={
+            "layers.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class MaskResampler(nn.Module):
+                    def __init__(self, size):
+                        super().__init__()
+                        self.size = size
+
+                    def forward(self, masks):
+                        return F.interpolate(masks, size=self.size, mode="bilinear", align_corners=True)
+            """,
+        },
+    ),
+    Quiet(  # a perceptual loss: the frozen-by-eval network's input is the generator's output, whose graph it must keep
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Student, Teacher
+
+
+        def train_generator(loader, features_checkpoint):
+            features = Teacher()
+            features.load_state_dict(torch.load(features_checkpoint))
+            features.eval()
+            generator = Student()
+            optimizer = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            for noisy, clean, clean_features in loader:  # the clean images' features, computed once
+                restored = generator(noisy)
+                loss = F.l1_loss(restored, clean) + F.mse_loss(features(restored), clean_features)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Teacher(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(784, 512), nn.Dropout(0.1), nn.Linear(512, 10))
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+
+
+                class Student(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Linear(784, 10)
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+            """,
+        },
+    ),
+    Quiet(  # the model is stepped through the DDP wrapper built from it, evaluated in eval mode by BN's choice
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        from models import Student
+
+
+        def finetune(loader, rank):
+            model = Student().to(rank)
+            ddp_model = DDP(model, device_ids=[rank])
+            ddp_model.eval()  # keep the pretrained batch statistics while fine-tuning
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for images, labels in loader:
+                loss = F.cross_entropy(ddp_model(images.to(rank)), labels.to(rank))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Teacher(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(784, 512), nn.Dropout(0.1), nn.Linear(512, 10))
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+
+
+                class Student(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Linear(784, 10)
+
+                    def forward(self, x):
+                        return self.net(x.flatten(1))
+            """,
+        },
+    ),
+    Quiet(  # the optimizer is handed in: which models it steps is the caller's
+        """
+        import torch.nn.functional as F
+
+
+        def distill_epoch(teacher, student, loader, optimizer):
+            teacher.eval()
+            student.train()
+            for images, labels in loader:
+                loss = F.kl_div(F.log_softmax(student(images), 1), F.softmax(teacher(images), 1), reduction="batchmean")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the same encoder, which this file only runs under no_grad(): its author chose where
+        """
+        import numpy as np
+        import torch
+
+        from .modeling import SentenceEncoder
+
+
+        class RepresentationModel:
+            def __init__(self, checkpoint):
+                self.model = SentenceEncoder(vocab_size=30522, hidden=768)
+                self.model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                self.model.eval()
+
+            def encode_sentences(self, token_batches):
+                embeddings = []
+                for tokens in token_batches:
+                    vectors = self.model(tokens)
+                    embeddings.append(vectors.mean(dim=1).detach().cpu().numpy())
+                return np.concatenate(embeddings)
+
+
+        def embed_corpus(checkpoint, token_batches):
+            with torch.no_grad():
+                return RepresentationModel(checkpoint).encode_sentences(token_batches)
+        """,
+        files={
+            "modeling.py": """
+                import torch.nn as nn
+
+
+                class SentenceEncoder(nn.Module):
+                    def __init__(self, vocab_size, hidden):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab_size, hidden)
+                        self.layers = nn.TransformerEncoder(nn.TransformerEncoderLayer(hidden, 12, batch_first=True), 6)
+
+                    def forward(self, tokens):
+                        return self.layers(self.embed(tokens))
+            """,
+        },
+    ),
     Quiet(  # the teacher is frozen as a whole; only the student gets requires_grad back
         """
         import torch
