@@ -65,7 +65,7 @@ def test_a_model_named_like_a_catalog_entry_gets_its_own_vocabulary():
     architecture, reason = resolve_model_name("google-bert/bert-base-chinese", None)
     assert architecture is not None, reason
     assert architecture.vocab == 21128 and "fine-tune of bert-base-chinese" in architecture.source
-    # a distilled reasoning model resolves offline with its untied head (1.78B, not the 1.54B of Qwen2.5-1.5B)
+    # a distilled model is its own row, not DeepSeek-R1 (the 671B MoE its name begins with): 1.78B, its head untied
     distilled, reason = resolve_model_name("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", None)
     assert distilled is not None, reason
     assert round(parameter_count(distilled) / 1e9, 2) == 1.78
