@@ -37,7 +37,7 @@ def test_the_coder_models_of_the_issue_resolve_offline():
 
 def test_every_row_is_sourced_and_builds():
     rows = load_hub_models()
-    assert len(rows) >= 206
+    assert len(rows) >= 266
     assert len({row.id.lower() for row in rows}) == len(rows)
     for row in rows:
         assert len(row.source) > 40 and ("config" in row.source or "report" in row.source), row.id
@@ -48,7 +48,7 @@ def test_every_row_is_sourced_and_builds():
 def test_hub_ids_resolvable_offline():
     table = {row.id.lower() for row in load_hub_models()}
     catalog = {name.lower() for arch in load_architectures() for name in (arch.id, *arch.aliases) if "/" in name}
-    assert len(table | catalog) >= 402
+    assert len(table | catalog) >= 462
 
 
 def test_derived_counts_match_the_published_counts():
@@ -58,6 +58,17 @@ def test_derived_counts_match_the_published_counts():
         assert row.stated_params is not None
         derived = parameter_count(hub_architecture(row))
         assert abs(derived / _published(row.stated_params) - 1) <= 0.02, (row.id, derived, row.stated_params)
+
+
+def test_a_model_named_like_a_catalog_entry_gets_its_own_vocabulary():
+    # `bert-base-chinese` begins like `bert-base`; its row keeps its 21,128-token vocabulary, not BERT's 30,522
+    architecture, reason = resolve_model_name("google-bert/bert-base-chinese", None)
+    assert architecture is not None, reason
+    assert architecture.vocab == 21128 and "fine-tune of bert-base-chinese" in architecture.source
+    # a distilled model is its own row, not DeepSeek-R1 (the 671B MoE its name begins with): 1.78B, its head untied
+    distilled, reason = resolve_model_name("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", None)
+    assert distilled is not None, reason
+    assert round(parameter_count(distilled) / 1e9, 2) == 1.78
 
 
 def test_a_fine_tune_resolves_through_its_base_and_says_so():
