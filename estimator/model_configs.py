@@ -68,7 +68,10 @@ def _decoder(config: dict, defaults: dict[str, Any], **structure: Any) -> dict[s
 
 
 def _window(config: dict, default: int | None = None) -> int | None:
-    value = _get(config, "sliding_window", default)
+    """The attention window a config sets. The family's default applies only where the key is absent: an
+    explicit ``"sliding_window": null`` (Mistral v0.2 and later, Codestral) turns the window off, and
+    every token stays in the KV cache."""
+    value = config["sliding_window"] if "sliding_window" in config else default
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 

@@ -123,3 +123,13 @@ def test_a_configs_dropout_decides_what_training_keeps():
         return estimate(plan).breakdown.activations.estimate
 
     assert activations(quiet) == activations(default, dropout=False) < activations(default)
+
+
+def test_an_explicit_null_sliding_window_keeps_every_token_in_the_cache():
+    """Mistral v0.1's config sets a 4,096-token window; v0.2 and later write `"sliding_window": null`, which
+    turns it off, so a 32k-token generation caches all 32k tokens, not 4,096."""
+    mistral = {"model_type": "mistral", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+               "num_hidden_layers": 32, "intermediate_size": 14336, "vocab_size": 32768, "max_position_embeddings": 32768}
+    assert architecture_from_config(mistral | {"sliding_window": 4096}, "v01", "config.json").sliding_window == 4096
+    assert architecture_from_config(mistral, "absent", "config.json").sliding_window == 4096
+    assert architecture_from_config(mistral | {"sliding_window": None}, "v03", "config.json").sliding_window is None
