@@ -32,6 +32,7 @@ from trainlint.rules import (
     Fires,
     JumpEvent,
     Loop,
+    ParsedChunk,
     Quiet,
     Rule,
     RuleContext,
@@ -503,18 +504,35 @@ def _adaptive_name(optimizer: Value | None) -> str | None:
 
 
 def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool:
-    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it."""
+    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it,
+    also through a name bound to that quotient in the function that steps (``lr = args.lr / accum_steps``)."""
     if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
         return False
     chunk, call = optimizer.site[0], cast(cst.Call, optimizer.site[1])  # tested above
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "lr" and isinstance(arg.value, cst.BinaryOperation) \
-                and isinstance(arg.value.operator, cst.Divide):
-            by = " ".join(chunk.code_for(arg.value.right).split())
+        if arg.keyword is None or arg.keyword.value != "lr":
+            continue
+        rate = arg.value
+        if isinstance(rate, cst.Name):
+            bound = _quotient_bound_to(accumulation.step.scope, rate.value)
+            if bound is not None:
+                chunk, rate = bound
+        if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
+            by = " ".join(chunk.code_for(rate.right).split())
             divisor = accumulation.divisor
             wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
             return by == wanted or _MICRO_BATCHES.search(by) is not None
     return False
+
+
+def _quotient_bound_to(scope: ScopeAnalysis, name: str) -> tuple[ParsedChunk, cst.BinaryOperation] | None:
+    """The division last bound to ``name`` in this function, outside its loops (``lr = args.lr / accum_steps``)."""
+    found = None
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and event.targets == (name,) and not event.context.loops:
+            value = event.value_node
+            found = (event.chunk, value) if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) else None
+    return found
 
 
 def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
@@ -1059,6 +1077,24 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     scaler.scale(loss).backward()
                     scaler.step(optimizer)
                     scaler.update()
+        """
+    ),
+    Quiet(  # the same, with the divided learning rate computed into a name first
+        """
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            lr = base_lr / args.accum_steps
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
+            model.train()
+            for i, (images, target) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), target.cuda())
+                loss.backward()
+                if (i + 1) % args.accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
         """
     ),
     Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead
