@@ -63,9 +63,12 @@ class ZeroGradBeforeStep(Rule):
             if undone is not None:
                 self._report_undone(ctx, scope, loop, *undone)
 
-    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, clear: Event,
+    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, cleared: Item,
                        step: CallEvent, accumulation: Loop | Condition, holds: bool) -> None:
         """Gradients meant to add up over several backward passes are cleared before each of them."""
+        clear, chain = cleared
+        # reported at the clearing, also inside a helper of this file; at the call of a helper in another file
+        site = chain[0] if chain and ctx.in_another_file(clear.chunk) else clear
         clearing, stepping = written(clear), written(step)
         if isinstance(accumulation, Loop):
             schedule = (
@@ -79,15 +82,17 @@ class ZeroGradBeforeStep(Rule):
             schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every iteration"
             where = ((scope.chunk, accumulation.node), "the optimizer steps only on some iterations")
         ctx.report(
-            clear.node,
+            site.node,
             f"{schedule}: each clearing throws away the gradients the earlier backward passes accumulated, so every "
             f"step applies the last backward's gradient alone and the accumulation does nothing",
             evidence=[
                 ((clear.chunk, clear.node), "clears the gradients before each backward"),
+                *(((link.chunk, link.node), f"`{written(link)}` runs it here, every iteration") for link in chain),
                 ((backward.chunk, backward.node), "gradients meant to add up over several passes"),
                 where,
                 ((step.chunk, step.node), "the step that should apply their sum"),
             ],
+            chunk=site.chunk,
             help=f"run `{clearing}` only right after `{stepping}` (in the same block)",
         )
 
@@ -118,7 +123,7 @@ class ZeroGradBeforeStep(Rule):
         )
 
 
-def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Event, CallEvent, Loop | Condition, bool] | None:
+def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Loop | Condition, bool] | None:
     """(backward, clearing, step, what spreads the step over several backwards) when the loop accumulates
     gradients over several backward passes for one step and clears them before each pass: either a
     micro-batch loop inside ``loop`` that runs the clearing and the backward on every iteration and no
@@ -146,13 +151,15 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, E
             every_iteration, condition = skips[0]
             every_n, holds = [condition], condition.branch != "if"
     if every_n:
+        # what runs on every iteration, also inside a helper the loop calls (`self.train_step(batch)`)
         unconditional = [
-            e for e in own
-            if not e.context.conditions_inside(loop) and (every_iteration is step or _before(scope, e, every_iteration))
+            (event, chain) for event, chain in ordered_events(scope, loop)
+            if _runs_in_iteration((event, chain), loop) and not path_conditions(event, chain, loop)
+            and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
         ]
-        backward = next((e for e in unconditional if accumulates_into_grad(e)), None)
-        clear = next((e for e in unconditional if clears_gradients(e)), None)
-        if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
+        backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+        clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
+        if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
             return backward, clear, step, every_n[0], holds
         return None
     for inner in scope.loops:
@@ -165,7 +172,7 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, E
         backward = next((e for e in direct if accumulates_into_grad(e)), None)
         clear = next((e for e in direct if clears_gradients(e)), None)
         if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
-            return backward, clear, step, inner, True
+            return backward, (clear, ()), step, inner, True
     return None
 
 
@@ -579,9 +586,61 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.optimizer.zero_grad()",
         no_fix=True,
     ),
+    Fires(  # the clearing and the backward sit in a method the loop calls; the loop steps every N
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulate):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulate = accumulate
+
+            def training_pass(self, images, labels):
+                self.optimizer.zero_grad()
+                logits = self.model(images)
+                loss = torch.nn.functional.cross_entropy(logits, labels) / self.accumulate
+                loss.backward()
+                return loss.item()
+
+            def fit(self, loader):
+                for it, (images, labels) in enumerate(loader):
+                    self.training_pass(images.cuda(), labels.cuda())
+                    if (it + 1) % self.accumulate == 0:
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
+                        self.optimizer.step()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # the method only runs the backward; the loop clears where it steps
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulate):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulate = accumulate
+
+            def training_pass(self, images, labels):
+                loss = torch.nn.functional.cross_entropy(self.model(images), labels) / self.accumulate
+                loss.backward()
+                return loss.item()
+
+            def fit(self, loader):
+                for it, (images, labels) in enumerate(loader):
+                    self.training_pass(images.cuda(), labels.cuda())
+                    if (it + 1) % self.accumulate == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """
+    ),
     Quiet(  # the same two loops, clearing only where they step
         """
         import torch
