@@ -12,7 +12,9 @@ clipped with a threshold meant for one batch's (a warning: the clip cuts N times
 How to fix: divide the loss you backward by the number of accumulated batches,
 `(loss / N).backward()` or `scaler.scale(loss / N).backward()`, or rescale the gradients once
 before the step (`p.grad /= N`). `accelerator.accumulate`, the Hugging Face `Trainer`,
-Lightning and DeepSpeed engines do this for you.
+Lightning and DeepSpeed engines do this for you, with one catch: the `Trainer` skips the division
+when the model takes loss keywords, trusting the loss to be normalised by `num_items_in_batch`, so a
+subclass whose own `compute_loss` ignores that count must set `self.model_accepts_loss_kwargs = False`.
 """
 
 from __future__ import annotations
