@@ -19,7 +19,9 @@ Two sources, in this order:
 
 Below them, ``CALL_FACTS``: what some library calls do that their names do not say (which ones draw
 from numpy's global generator, start fresh processes, or shard the data with a DistributedSampler),
-one documented fact a row, for the rules that depend on them (``call_fact``).
+one documented fact a row, for the rules that depend on them (``call_fact``); ``TRAINERS_TRUSTING_LOSS``:
+which trainers leave an overriding ``compute_loss`` undivided by the accumulation count
+(``trainer_trusting_loss``).
 
 jedi was the first candidate for (1); on this project's machines it took 10 s to infer one
 diffusers name and 95 s for one transformers name (it follows every star import of their lazy
@@ -169,6 +171,42 @@ def call_fact(callee: str | None, fact: str) -> CallFact | None:
     """The row saying that the library call ``callee`` (canonical: ``dgl.dataloading.NodeDataLoader``)
     has ``fact``, or None."""
     return _CALL_FACTS.get((callee, fact)) if callee else None
+
+
+# ------------------------------------------------------------------------------------------- trainers
+# Trainers whose training step divides the loss by the gradient-accumulation count only when the model
+# cannot normalise it itself: transformers' `Trainer.training_step` runs
+# `if (not self.model_accepts_loss_kwargs or num_items_in_batch is None) and self.compute_loss_func is None:
+# loss = loss / self.current_gradient_accumulation_steps`, and `model_accepts_loss_kwargs` is True for a
+# model whose `forward` takes `**kwargs` (transformers' models do). An overriding `compute_loss` is then
+# trusted to normalise by `num_items_in_batch`. trl's preference and RL trainers (DPO, GRPO, KTO, RLOO,
+# Reward) set `self.model_accepts_loss_kwargs = False` in their `__init__`; SFTTrainer does not.
+@dataclass(frozen=True)
+class TrainerFact:
+    trainer: str  # canonical dotted name of the trainer class
+    trains: str  # for messages: what models it is given
+    transformers_models_only: bool  # its model is a transformers model (forward takes **kwargs), not any nn.Module
+    source: str
+
+
+_GA_SOURCE = ("transformers, Trainer.training_step: the loss is divided by current_gradient_accumulation_steps only "
+              "`if (not self.model_accepts_loss_kwargs or num_items_in_batch is None) and self.compute_loss_func is None`")
+TRAINERS_TRUSTING_LOSS: tuple[TrainerFact, ...] = (
+    *(TrainerFact(name, "any nn.Module", False, _GA_SOURCE)
+      for name in ("transformers.Trainer", "transformers.trainer.Trainer", "transformers.Seq2SeqTrainer",
+                   "transformers.trainer_seq2seq.Seq2SeqTrainer")),
+    *(TrainerFact(name, "a transformers model", True,
+                  _GA_SOURCE + "; trl.SFTTrainer subclasses it, loads a transformers model and leaves "
+                  "model_accepts_loss_kwargs as the model's signature sets it (trl/trainer/sft_trainer.py)")
+      for name in ("trl.SFTTrainer", "trl.trainer.SFTTrainer", "trl.trainer.sft_trainer.SFTTrainer")),
+)
+_TRAINERS_TRUSTING_LOSS = {row.trainer: row for row in TRAINERS_TRUSTING_LOSS}
+
+
+def trainer_trusting_loss(canonical: str) -> TrainerFact | None:
+    """The row saying that the trainer class ``canonical`` leaves the loss of an overriding
+    ``compute_loss`` undivided by the accumulation count when the model takes loss keywords, or None."""
+    return _TRAINERS_TRUSTING_LOSS.get(canonical)
 
 
 # ---------------------------------------------------------------------------------------------- modes

@@ -12,7 +12,9 @@ clipped with a threshold meant for one batch's (a warning: the clip cuts N times
 How to fix: divide the loss you backward by the number of accumulated batches,
 `(loss / N).backward()` or `scaler.scale(loss / N).backward()`, or rescale the gradients once
 before the step (`p.grad /= N`). `accelerator.accumulate`, the Hugging Face `Trainer`,
-Lightning and DeepSpeed engines do this for you.
+Lightning and DeepSpeed engines do this for you, with one catch: the `Trainer` skips the division
+when the model takes loss keywords, trusting the loss to be normalised by `num_items_in_batch`, so a
+subclass whose own `compute_loss` ignores that count must set `self.model_accepts_loss_kwargs = False`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
+from trainlint.analysis.libraries import trainer_trusting_loss
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
@@ -31,6 +34,7 @@ from trainlint.rules import (
     Fires,
     JumpEvent,
     Loop,
+    ParsedChunk,
     Quiet,
     Rule,
     RuleContext,
@@ -80,6 +84,7 @@ class UnscaledAccumulation(Rule):
     severity = Severity.ERROR
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        self._check_trainer_loss(ctx, scope)
         if ctx.module.framework_runs_loop is not None:
             return
         items = list(ordered_events(scope, None))
@@ -92,6 +97,44 @@ class UnscaledAccumulation(Rule):
                 continue
             reported.add(accumulation.loop)
             self._check(ctx, scope, accumulation)
+
+    def _check_trainer_loss(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A Trainer subclass whose ``compute_loss`` takes ``num_items_in_batch`` and never reads it: the
+        base class trusts the model to normalise the loss by the batch's item count and skips the
+        division by the accumulation count, so this per-batch loss is summed over the accumulated batches."""
+        function = scope.function
+        if function is None or function.name != "compute_loss" or function.owner is None:
+            return
+        owner = function.owner
+        fact = next((row for base in owner.bases if (row := trainer_trusting_loss(ctx.summary.canonical(base))) is not None), None)
+        parameter = next((p for p in _all_parameters(function.node.params) if p.name.value == _ITEM_COUNT), None)
+        if fact is None or parameter is None or _reads_name(function.node.body, _ITEM_COUNT):
+            return
+        if any(isinstance(node, cst.Attribute) and node.attr.value in _SCALING_ATTRIBUTES for node in _walk(owner.node)):
+            return  # the class sets `model_accepts_loss_kwargs` or `compute_loss_func`, or divides by the count itself
+        init = owner.methods.get("__init__")
+        where = init.node if init is not None and init.chunk is owner.chunk else owner.node
+        trainer = last_part(fact.trainer)
+        models = (
+            "its model is a transformers model, whose `forward` takes `**kwargs`" if fact.transformers_models_only
+            else "the model's `forward` takes `**kwargs` (transformers' models do)"
+        )
+        ctx.report(
+            function.node.name,
+            f"`compute_loss` overrides `{trainer}`'s and never reads `{_ITEM_COUNT}`: `{trainer}` divides the loss by "
+            f"`gradient_accumulation_steps` only when `model_accepts_loss_kwargs` is False, and it is True when "
+            f"{models}, trusting `compute_loss` to normalise by the item count; this override does not, so with gradient "
+            "accumulation each step applies the sum of the accumulated batches' gradients (the learning rate "
+            "multiplied by the accumulation count, and the Trainer's default clipping cuts it that much harder)",
+            evidence=[
+                ((scope.chunk, parameter), f"`{_ITEM_COUNT}` is given and never read"),
+                ((owner.chunk, where), "`self.model_accepts_loss_kwargs = False` here would let the Trainer divide the loss"),
+            ],
+            chunk=scope.chunk,
+            severity=Severity.WARNING if fact.transformers_models_only else Severity.NOTE,
+            help=f"set `self.model_accepts_loss_kwargs = False` in `__init__` (after `super().__init__`), or divide the "
+                 f"summed loss by `{_ITEM_COUNT}`",
+        )
 
     def _check(self, ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
         calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]
@@ -182,6 +225,21 @@ class UnscaledAccumulation(Rule):
             edits.append(ctx.edit_replace(target, scaled if _inside_scale(call) else f"({scaled})"))
         # the backward proves the loss is a tensor, and the divisor is the one the step condition uses
         return ctx.fix(f"divide the loss by `{n}` before the backward", edits, safe=True)
+
+
+_ITEM_COUNT = "num_items_in_batch"
+# Attributes through which a Trainer subclass restores the division by the accumulation count, or does it itself.
+_SCALING_ATTRIBUTES = frozenset({
+    "model_accepts_loss_kwargs", "compute_loss_func", "gradient_accumulation_steps", "current_gradient_accumulation_steps",
+})
+
+
+def _all_parameters(params: cst.Parameters) -> list[cst.Param]:
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _reads_name(body: cst.CSTNode, name: str) -> bool:
+    return any(isinstance(node, cst.Name) and node.value == name for node in _walk(body))
 
 
 def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
@@ -448,18 +506,35 @@ def _adaptive_name(optimizer: Value | None) -> str | None:
 
 
 def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool:
-    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it."""
+    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it,
+    also through a name bound to that quotient in the function that steps (``lr = args.lr / accum_steps``)."""
     if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
         return False
     chunk, call = optimizer.site[0], cast(cst.Call, optimizer.site[1])  # tested above
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "lr" and isinstance(arg.value, cst.BinaryOperation) \
-                and isinstance(arg.value.operator, cst.Divide):
-            by = " ".join(chunk.code_for(arg.value.right).split())
+        if arg.keyword is None or arg.keyword.value != "lr":
+            continue
+        rate = arg.value
+        if isinstance(rate, cst.Name):
+            bound = _quotient_bound_to(accumulation.step.scope, rate.value)
+            if bound is not None:
+                chunk, rate = bound
+        if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
+            by = " ".join(chunk.code_for(rate.right).split())
             divisor = accumulation.divisor
             wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
             return by == wanted or _MICRO_BATCHES.search(by) is not None
     return False
+
+
+def _quotient_bound_to(scope: ScopeAnalysis, name: str) -> tuple[ParsedChunk, cst.BinaryOperation] | None:
+    """The division last bound to ``name`` in this function, outside its loops (``lr = args.lr / accum_steps``)."""
+    found = None
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and event.targets == (name,) and not event.context.loops:
+            value = event.value_node
+            found = (event.chunk, value) if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) else None
+    return found
 
 
 def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
@@ -846,9 +921,91 @@ UnscaledAccumulation.MUST_FIRE = (
         at="fabric.backward(loss)",
         no_fix=True,
     ),
+    Fires(  # trl's SFTTrainer trusts the model to normalise the loss; this override returns a per-batch mean
+        """
+        import torch
+        import torch.nn.functional as F
+        from trl import SFTConfig, SFTTrainer
+
+
+        class MaskedSFTTrainer(SFTTrainer):
+            def __init__(self, *args, mask_prob=0.15, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.mask_prob = mask_prob
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                labels = inputs.pop("labels")
+                outputs = model(**inputs)
+                logits = outputs.logits[:, :-1]
+                loss = F.cross_entropy(logits.flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
+                return (loss, outputs) if return_outputs else loss
+
+
+        def main(dataset):
+            args = SFTConfig(output_dir="out", gradient_accumulation_steps=8, per_device_train_batch_size=2)
+            MaskedSFTTrainer(model="Qwen/Qwen2.5-0.5B", args=args, train_dataset=dataset).train()
+        """,
+        at="compute_loss",
+        severity=Severity.WARNING,
+        no_fix=True,
+    ),
+    Fires(  # transformers' Trainer is given any nn.Module: whether it divides depends on the model's forward, a note
+        """
+        import torch
+        from transformers import Trainer
+
+
+        class ContrastiveTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                anchors = model(input_ids=inputs["anchor_ids"]).pooler_output
+                positives = model(input_ids=inputs["positive_ids"]).pooler_output
+                scores = anchors @ positives.T / 0.05
+                loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
+                return (loss, scores) if return_outputs else loss
+        """,
+        at="compute_loss",
+        severity=Severity.NOTE,
+        no_fix=True,
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the subclass tells the Trainer that its loss needs the division; another normalises by the item count
+        """
+        import torch.nn.functional as F
+        from trl import SFTTrainer
+
+
+        class MaskedSFTTrainer(SFTTrainer):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.model_accepts_loss_kwargs = False
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                labels = inputs.pop("labels")
+                logits = model(**inputs).logits[:, :-1]
+                return F.cross_entropy(logits.flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
+
+
+        class SummedSFTTrainer(SFTTrainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                labels = inputs.pop("labels")
+                logits = model(**inputs).logits[:, :-1]
+                loss = F.cross_entropy(logits.flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum")
+                return loss / num_items_in_batch
+        """
+    ),
+    Quiet(  # trl's DPOTrainer sets model_accepts_loss_kwargs = False itself: the Trainer divides
+        """
+        from trl import DPOTrainer
+
+
+        class WeightedDPOTrainer(DPOTrainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                loss, metrics = self.get_batch_loss_metrics(model, inputs, train_eval="train")
+                return (loss * inputs["weight"].mean(), metrics) if return_outputs else loss * inputs["weight"].mean()
+        """
+    ),
     Quiet(  # the same Fabric loop, with the loss divided by the number of micro-batches
         """
         import lightning as L
@@ -922,6 +1079,24 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     scaler.scale(loss).backward()
                     scaler.step(optimizer)
                     scaler.update()
+        """
+    ),
+    Quiet(  # the same, with the divided learning rate computed into a name first
+        """
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            lr = base_lr / args.accum_steps
+            optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
+            model.train()
+            for i, (images, target) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), target.cuda())
+                loss.backward()
+                if (i + 1) % args.accum_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
         """
     ),
     Quiet(  # plain SGD with the learning rate divided by the accumulation count: the step is scaled instead

@@ -26,6 +26,7 @@ from trainlint.rules import (
     Condition,
     Event,
     Fires,
+    JumpEvent,
     Loop,
     Quiet,
     Rule,
@@ -62,9 +63,12 @@ class ZeroGradBeforeStep(Rule):
             if undone is not None:
                 self._report_undone(ctx, scope, loop, *undone)
 
-    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, clear: Event,
-                       step: CallEvent, accumulation: Loop | Condition) -> None:
+    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, cleared: Item,
+                       step: CallEvent, accumulation: Loop | Condition, holds: bool) -> None:
         """Gradients meant to add up over several backward passes are cleared before each of them."""
+        clear, chain = cleared
+        # reported at the clearing, also inside a helper of this file; at the call of a helper in another file
+        site = chain[0] if chain and ctx.in_another_file(clear.chunk) else clear
         clearing, stepping = written(clear), written(step)
         if isinstance(accumulation, Loop):
             schedule = (
@@ -74,18 +78,21 @@ class ZeroGradBeforeStep(Rule):
             where = ((scope.chunk, accumulation.node), "one backward per iteration, one step after the loop")
         else:
             test = " ".join(scope.chunk.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
-            schedule = f"`{stepping}` runs only when `{test}`, but `{clearing}` runs on every iteration"
+            when = f"when `{test}`" if holds else f"when `{test}` does not hold"
+            schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every iteration"
             where = ((scope.chunk, accumulation.node), "the optimizer steps only on some iterations")
         ctx.report(
-            clear.node,
+            site.node,
             f"{schedule}: each clearing throws away the gradients the earlier backward passes accumulated, so every "
             f"step applies the last backward's gradient alone and the accumulation does nothing",
             evidence=[
                 ((clear.chunk, clear.node), "clears the gradients before each backward"),
+                *(((link.chunk, link.node), f"`{written(link)}` runs it here, every iteration") for link in chain),
                 ((backward.chunk, backward.node), "gradients meant to add up over several passes"),
                 where,
                 ((step.chunk, step.node), "the step that should apply their sum"),
             ],
+            chunk=site.chunk,
             help=f"run `{clearing}` only right after `{stepping}` (in the same block)",
         )
 
@@ -116,12 +123,13 @@ class ZeroGradBeforeStep(Rule):
         )
 
 
-def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Event, CallEvent, Loop | Condition] | None:
+def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Loop | Condition, bool] | None:
     """(backward, clearing, step, what spreads the step over several backwards) when the loop accumulates
     gradients over several backward passes for one step and clears them before each pass: either a
     micro-batch loop inside ``loop`` that runs the clearing and the backward on every iteration and no
-    step, with the step after it; or a step under an every-N test (``if (i + 1) % N == 0``) with the
-    clearing and the backward on every iteration. Quiet when anything in the loop reads or sets `.grad`
+    step, with the step after it; or a step under an every-N test (``if (i + 1) % N == 0``, a name bound to
+    one, or a ``continue`` under one that skips the step) with the clearing and the backward on every
+    iteration; the last item says whether the step runs when the test holds. Quiet when anything in the loop reads or sets `.grad`
     itself (gradient surgery keeps each pass's gradient before clearing), or calls what it cannot follow
     with the model or the optimizer."""
     own = [event for event in scope.events if event.context.loop is loop]
@@ -129,12 +137,30 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, E
     if len(steps) != 1 or _handles_gradients_itself(scope, loop):
         return None
     step = steps[0]
-    every_n = [c for c in step.context.conditions_inside(loop) if c.branch == "if" and c.test is not None and _every_n(c.test)]
+    counted = _counted_tests(scope, loop, step)
+    every_n = [c for c in step.context.conditions_inside(loop) if c.test is not None and _every_n(c.test, counted)]
+    holds = bool(every_n) and every_n[0].branch == "if"
+    every_iteration = step  # what runs on every iteration comes before this
+    if not every_n:
+        # `if (i + 1) % N != 0: continue` before the step: the step runs on the other iterations only
+        skips = [
+            (event, c) for event in own if isinstance(event, JumpEvent) and event.kind == "continue" and _before(scope, event, step)
+            for c in event.context.conditions_inside(loop) if c.test is not None and _every_n(c.test, counted)
+        ]
+        if skips:
+            every_iteration, condition = skips[0]
+            every_n, holds = [condition], condition.branch != "if"
     if every_n:
-        backward = next((e for e in own if accumulates_into_grad(e) and not e.context.conditions_inside(loop)), None)
-        clear = next((e for e in own if clears_gradients(e) and not e.context.conditions_inside(loop)), None)
-        if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
-            return backward, clear, step, every_n[0]
+        # what runs on every iteration, also inside a helper the loop calls (`self.train_step(batch)`)
+        unconditional = [
+            (event, chain) for event, chain in ordered_events(scope, loop)
+            if _runs_in_iteration((event, chain), loop) and not path_conditions(event, chain, loop)
+            and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
+        ]
+        backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+        clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
+        if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
+            return backward, clear, step, every_n[0], holds
         return None
     for inner in scope.loops:
         if inner.parent is not loop or not _runs_after(scope, step, inner):
@@ -146,7 +172,7 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, E
         backward = next((e for e in direct if accumulates_into_grad(e)), None)
         clear = next((e for e in direct if clears_gradients(e)), None)
         if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
-            return backward, clear, step, inner
+            return backward, (clear, ()), step, inner, True
     return None
 
 
@@ -160,9 +186,40 @@ def _runs_after(scope: ScopeAnalysis, step: CallEvent, inner: Loop) -> bool:
     return False
 
 
-def _every_n(test) -> bool:
-    """A test that holds on some iterations only, by counting: it computes a remainder (``(i + 1) % N == 0``)."""
-    return any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) for node in walk(test))
+def _every_n(test, counted: frozenset[str] = frozenset()) -> bool:
+    """A test that holds on some iterations only, by counting: it computes a remainder (``(i + 1) % N == 0``),
+    or reads a name the iteration binds to one (``is_accumulating = (step + 1) % N != 0``)."""
+    return any(
+        (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo))
+        or (isinstance(node, cst.Name) and node.value in counted)
+        for node in walk(test)
+    )
+
+
+def _counted_tests(scope: ScopeAnalysis, loop: Loop, step: CallEvent) -> frozenset[str]:
+    """Names the loop's body binds, on every iteration before the step, to a remainder test."""
+    counted: set[str] = set()
+    for event in scope.events:
+        if event is step:
+            break
+        if not isinstance(event, AssignEvent) or event.context.loop is not loop or event.context.conditions_inside(loop):
+            continue
+        if len(event.targets) == 1 and event.value_node is not None:
+            if _every_n(event.value_node):
+                counted.add(event.targets[0])
+            else:
+                counted.discard(event.targets[0])
+    return frozenset(counted)
+
+
+def _before(scope: ScopeAnalysis, event: Event, later: Event) -> bool:
+    """The event comes before ``later`` in the loop's body."""
+    for other in scope.events:
+        if other is later:
+            return False
+        if other is event:
+            return True
+    return False
 
 
 def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -476,9 +533,144 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.optimizer.zero_grad(set_to_none=True)",
         no_fix=True,
     ),
+    Fires(  # the every-N test computed into a name first, as nanoGPT-style scripts write it
+        """
+        import torch
+
+
+        def train(model, optimizer, get_batch, max_iters, accumulation_iters):
+            scaler = torch.cuda.amp.GradScaler()
+            model.train()
+            for iter_num in range(max_iters):
+                optimizer.zero_grad(set_to_none=True)
+                is_accumulating = (iter_num + 1) % accumulation_iters != 0
+                x, y = get_batch("train")
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits, loss = model(x, y)
+                scaler.scale(loss / accumulation_iters).backward()
+                if not is_accumulating:
+                    scaler.step(optimizer)
+                    scaler.update()
+        """,
+        at="optimizer.zero_grad(set_to_none=True)",
+        no_fix=True,
+    ),
+    Fires(  # a `continue` skips the step on the accumulating iterations; the clearing runs before it every time
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, scheduler, grad_accum_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.scheduler = scheduler
+                self.grad_accum_steps = grad_accum_steps
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for step, batch in enumerate(loader):
+                    self.optimizer.zero_grad()
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = self.model(**batch).loss / self.grad_accum_steps
+                    self.scaler.scale(loss).backward()
+                    if (step + 1) % self.grad_accum_steps != 0:
+                        continue
+                    self.scaler.unscale_(self.optimizer)
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                    self.scheduler.step()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # the clearing and the backward sit in a method the loop calls; the loop steps every N
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulate):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulate = accumulate
+
+            def training_pass(self, images, labels):
+                self.optimizer.zero_grad()
+                logits = self.model(images)
+                loss = torch.nn.functional.cross_entropy(logits, labels) / self.accumulate
+                loss.backward()
+                return loss.item()
+
+            def fit(self, loader):
+                for it, (images, labels) in enumerate(loader):
+                    self.training_pass(images.cuda(), labels.cuda())
+                    if (it + 1) % self.accumulate == 0:
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 5.0)
+                        self.optimizer.step()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # the method only runs the backward; the loop clears where it steps
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulate):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulate = accumulate
+
+            def training_pass(self, images, labels):
+                loss = torch.nn.functional.cross_entropy(self.model(images), labels) / self.accumulate
+                loss.backward()
+                return loss.item()
+
+            def fit(self, loader):
+                for it, (images, labels) in enumerate(loader):
+                    self.training_pass(images.cuda(), labels.cuda())
+                    if (it + 1) % self.accumulate == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the same two loops, clearing only where they step
+        """
+        import torch
+
+
+        def train(model, optimizer, get_batch, max_iters, accumulation_iters):
+            scaler = torch.cuda.amp.GradScaler()
+            model.train()
+            for iter_num in range(max_iters):
+                is_accumulating = (iter_num + 1) % accumulation_iters != 0
+                x, y = get_batch("train")
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    logits, loss = model(x, y)
+                scaler.scale(loss / accumulation_iters).backward()
+                if not is_accumulating:
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad(set_to_none=True)
+
+
+        def train_epoch(model, optimizer, loader, grad_accum_steps):
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss / grad_accum_steps
+                loss.backward()
+                if (step + 1) % grad_accum_steps != 0:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # clearing right after the every-N step; a critic stepped every iteration, the generator every N
         """
         import torch
