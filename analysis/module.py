@@ -217,7 +217,7 @@ class ModuleAnalysis:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
-                resumed_facts = self._function_resumed(chunks, edited, tainted) if tainted is not None and kept else None
+                resumed_facts = self._function_resumed(chunks, edited, tainted) if tainted is not None else None
                 if resumed_facts is not None:
                     resumed = edited
                     new_facts[resumed].release()
@@ -322,7 +322,9 @@ class ModuleAnalysis:
         old_chunk.adopt(new_chunk, words)
         info.node = new_def
         info.checkpointed = True
-        if flow is None or flow.checkpoints is None or start >= len(flow.checkpoints):
+        # a header parsed again (alike, not the same nodes) is not what the kept parameters' values name
+        same_header = _same_but(old_def, new_def, "body")
+        if flow is None or flow.checkpoints is None or not same_header or start >= len(flow.checkpoints):
             info.release()
             return facts, []
         flow.rewind(start)
