@@ -217,7 +217,7 @@ class ModuleAnalysis:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
-                resumed_facts = self._function_resumed(chunks, edited, tainted) if tainted is not None else None
+                resumed_facts = self._function_resumed(chunks, edited, tainted, _edited_text(text, edited_lines)) if tainted is not None else None
                 if resumed_facts is not None:
                     resumed = edited
                     new_facts[resumed].release()
@@ -273,7 +273,7 @@ class ModuleAnalysis:
         return result
 
     def _function_resumed(
-        self, chunks: list[ParsedChunk], index: int, tainted: set[str],
+        self, chunks: list[ParsedChunk], index: int, tainted: set[str], edited_text: str,
     ) -> tuple[ChunkFacts, list[ScopeAnalysis]] | None:
         """After an edit inside the body of a top-level function (a top-level statement of one
         ``def``), the statement's facts, with the function's flow rewound to before the first
@@ -310,12 +310,9 @@ class ModuleAnalysis:
         start = 0
         while start < shortest and old_body[start] is new_body[start]:
             start += 1
-        end = 0
-        while end < shortest - start and old_body[-1 - end] is new_body[-1 - end]:
-            end += 1
-        # what the function may use: the words of its text before the edit and of the statements it changed
-        changed = new_body[start:len(new_body) - end]
-        words = old_chunk.words | frozenset().union(*(words_in(new_chunk.code_for(statement)) for statement in changed))
+        # what the function may use: the words of its text before the edit and of the lines the edit touched
+        # (not of the statement it changed, whose text would be generated anew from its tree at each key)
+        words = old_chunk.words | frozenset(_WORDS.findall(edited_text))
         if not words.isdisjoint(tainted - facts.defined_names):
             return None  # it uses a name whose meaning may have changed: its walk may read it
         flow = info._analysis
@@ -830,6 +827,19 @@ def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[i
         if "#" not in text[line_start:match.start()]:
             return text.count("\n", 0, line_start) + 1, match.end()
     return None
+
+
+def _edited_text(text: str, edited_lines: tuple[int, int, int]) -> str:
+    """The lines of ``text`` an edit touched (``edited_lines``: the first and last, 1-based)."""
+    first, last, _ = edited_lines
+    start = 0
+    for _ in range(first - 1):
+        start = text.find("\n", start) + 1
+    end = start
+    for _ in range(last - first + 1):
+        found = text.find("\n", end)
+        end = len(text) if found < 0 else found + 1
+    return text[start:end]
 
 
 def _only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:
