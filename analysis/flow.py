@@ -11,6 +11,7 @@ instead of walking the tree again. What a call evaluates to is calls.py's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
@@ -30,7 +31,7 @@ from .statement_shapes import (
     self_accumulation,
     target_names,
 )
-from .summary import FunctionInfo
+from .summary import FunctionInfo, asked_so_far
 from .tree import literal_value
 from .values import (
     ACCELERATOR,
@@ -65,6 +66,25 @@ if TYPE_CHECKING:
 
 
 _BINDING_OUTER = "outer"
+
+
+class _Checkpoint:
+    """A function's walk before one statement of its body (``ScopeAnalysis.checkpoints``): copies of
+    what later statements change in place, and how long each list that they add to was."""
+
+    __slots__ = (
+        "context", "env", "binding_loop", "dotted_heads", "local_imports", "local_functions", "walked",
+        "events", "loops", "branch_tests", "returns", "memo", "reads",
+    )
+
+    def __init__(self, scope: ScopeAnalysis, context: Context) -> None:
+        self.context = context
+        self.env, self.binding_loop, self.dotted_heads = dict(scope.env), dict(scope.binding_loop), frozenset(scope._dotted_heads)
+        self.local_imports, self.local_functions = dict(scope.local_imports), dict(scope.local_functions)
+        # the functions defined in it whose flow was walked by then (each is walked once, when first asked for)
+        self.walked = frozenset(inner for inner in scope.local_functions.values() if inner._analysis is not None)
+        self.events, self.loops, self.branch_tests = len(scope.events), len(scope.loops), len(scope.branch_tests)
+        self.returns, self.memo, self.reads = len(scope._returns), len(scope._memo), asked_so_far()
 
 
 class ScopeAnalysis:
@@ -103,6 +123,9 @@ class ScopeAnalysis:
         # What the rules' walks through this scope's events and its callees' gave (patterns.py), with
         # the callees' flows they read: a scope kept across an edit keeps them while those are kept.
         self.followed: dict[str, tuple[list, tuple]] = {}
+        # For a function being edited (``FunctionInfo.checkpointed``): the walk's state before each
+        # statement of the function's body, which a walk of the edited body goes on from (``resumed``).
+        self.checkpoints: list[_Checkpoint] | None = None
 
     def release(self, *, whole: bool = True) -> None:
         """Drop what this scope refers to, once no analysis uses it any more: its events refer back
@@ -128,6 +151,7 @@ class ScopeAnalysis:
         self._returns = []
         self._memo = {}
         self.followed = {}
+        self.checkpoints = None
         if whole:
             self.return_value = UNKNOWN  # may name a call of this scope, whose event names the scope
             if self.function is not None and self.function._analysis is self:
@@ -149,10 +173,70 @@ class ScopeAnalysis:
                 context = context.without_grad(decorator)
         scope._bind_parameters(node, info.owner)
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
-        scope._walk_block(body, context)
+        if info.checkpointed:
+            scope.checkpoints = []
+            scope._walk_body(body, 0, context)
+        else:
+            scope._walk_block(body, context)
         scope._written.clear()  # no `if` is being walked
         scope.return_value = join(scope._returns) if scope._returns else UNKNOWN
         return scope
+
+    def _walk_body(self, body, start: int, context: Context) -> None:
+        """``_walk_block`` over a function's body from its statement ``start`` on, keeping the state
+        before each statement (``checkpoints``)."""
+        assert self.checkpoints is not None and len(self.checkpoints) == start
+        for statement in body[start:]:
+            self.checkpoints.append(_Checkpoint(self, context))
+            self._walk_statement(statement, context)
+            if context.grad_off is None and self._enters_no_grad(statement):
+                context = context.without_grad(statement)
+
+    def rewind(self, start: int) -> None:
+        """Go back to the state before statement ``start`` of the function's body, to walk its edited
+        body on from there (``resumed``): what the walk of the statements before it did stays as it
+        was, which is what a walk of the edited body does (a loop is walked once, in order, and an
+        edit inside it changes the statement of the body that holds it). The flows of functions
+        defined in this one that were walked after that point are let go of: a closure reads the
+        names of this scope as they are when it is first walked."""
+        assert self.checkpoints is not None
+        point = self.checkpoints[start]
+        del self.checkpoints[start + 1:]
+        for name, inner in self.local_functions.items():
+            if point.local_functions.get(name) is not inner:
+                inner.release()
+        for inner in point.local_functions.values():
+            if inner not in point.walked:
+                FunctionInfo.release(inner)  # its flow only: it is still defined in this scope, which it reads
+        self.env, self.binding_loop, self._dotted_heads = dict(point.env), dict(point.binding_loop), set(point.dotted_heads)
+        self.local_imports, self.local_functions = dict(point.local_imports), dict(point.local_functions)
+        del self.events[point.events:]
+        del self.loops[point.loops:]
+        del self.branch_tests[point.branch_tests:]
+        del self._returns[point.returns:]
+        self._memo = dict(islice(self._memo.items(), point.memo))
+        self._calls, self._calls_counted = [], -1
+        self._written = []  # an `if` reads only what was written since it began
+        self.followed = {}
+        self.return_value = UNKNOWN
+
+    def reads_before(self, start: int) -> int:
+        """How many functions' flows the walk had asked for before statement ``start`` (``rewind``)."""
+        assert self.checkpoints is not None
+        return self.checkpoints[start].reads
+
+    def resumed(self, info: FunctionInfo, start: int, summary: ModuleSummary) -> ScopeAnalysis:
+        """This flow, rewound to before statement ``start`` of the body (``rewind``), walked on through
+        the function's body as it is now, in the module ``summary`` describes."""
+        assert self.checkpoints is not None
+        context = self.checkpoints.pop().context
+        self.function, self.summary = info, summary
+        node = info.node
+        body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
+        self._walk_body(body, start, context)
+        self._written.clear()  # no `if` is being walked
+        self.return_value = join(self._returns) if self._returns else UNKNOWN
+        return self
 
     @classmethod
     def of_module_statement(cls, chunk: ParsedChunk, summary: ModuleSummary) -> ScopeAnalysis:

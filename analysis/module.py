@@ -207,15 +207,22 @@ class ModuleAnalysis:
     def _with_chunks(
         self, text: str, chunks: list[ParsedChunk], unchanged: set[int], edited_lines: tuple[int, int, int] | None,
     ) -> ModuleAnalysis:
-        kept, new_facts = self._reachable_unchanged(chunks, unchanged)
+        kept, new_facts, tainted = self._reachable_unchanged(chunks, unchanged)
         if not self.imports_unchanged():
             kept = set()  # an imported file changed on disk: what it defines may have changed
         kept_methods: list[FunctionInfo] = []
-        edited = -1
+        edited = resumed = -1
+        kept_flows: list[ScopeAnalysis] = []  # of the function edited inside its body: what its walk goes on from
         if edited_lines is not None and len(unchanged) == len(chunks) - 1:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
+                resumed_facts = self._function_resumed(chunks, edited, tainted, _edited_text(text, edited_lines)) if tainted is not None else None
+                if resumed_facts is not None:
+                    resumed = edited
+                    new_facts[resumed].release()
+                    new_facts[resumed], kept_flows = resumed_facts
+                    chunks[resumed] = self._chunks[resumed]  # the statement object the kept flow names, now of the new text
                 edited = -1
             else:
                 new_facts[edited].release()  # read for its names only: its methods name their class, a cycle
@@ -250,9 +257,9 @@ class ModuleAnalysis:
         }
         result.rule_results_key = self.rule_results_key
         for index, facts in enumerate(self.facts):
-            if index not in kept and facts is not None and index != edited:
+            if index not in kept and facts is not None and index != edited and index != resumed:
                 facts.release()  # first: through the functions' flows, the functions defined in them
-        kept_scopes = {id(method._analysis) for method in kept_methods}
+        kept_scopes = {id(method._analysis) for method in kept_methods} | {id(flow) for flow in kept_flows}
         for index, scopes in self._scopes.items():
             if index not in kept:
                 for scope in scopes:
@@ -261,7 +268,65 @@ class ModuleAnalysis:
         for method in kept_methods:
             assert method._analysis is not None
             method._analysis.summary = result.summary  # what it reads of the module from now on
+        for flow in kept_flows:
+            flow.summary = result.summary
         return result
+
+    def _function_resumed(
+        self, chunks: list[ParsedChunk], index: int, tainted: set[str], edited_text: str,
+    ) -> tuple[ChunkFacts, list[ScopeAnalysis]] | None:
+        """After an edit inside the body of a top-level function (a top-level statement of one
+        ``def``), the statement's facts, with the function's flow rewound to before the first
+        statement of its body the edit changed (``ScopeAnalysis.rewind``), to be walked on from
+        there when it is asked for (``FunctionInfo.resume``); and the flows kept: that one, and
+        those of the functions defined in it that its walk before that statement walked. None when
+        the edit reached further (the function's header, the names parameters' roles are read from, a
+        name whose meaning may have changed: ``tainted``, those of ``_reachable_unchanged`` but the
+        function's own), and the function is walked afresh.
+
+        The first edit of a function walks it whole, keeping its state before each statement of its
+        body (``FunctionInfo.checkpointed``); from the next one on, the statements before the edited
+        one are not walked again. The statement object is kept, taking over the edited tree
+        (``ParsedChunk.adopt``), so that the kept events and values name the statement as it is now."""
+        old_chunk, new_chunk = self._chunks[index], chunks[index]
+        if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
+            return None
+        old_def, new_def = _only_function(old_chunk), _only_function(new_chunk)
+        if old_def is None or new_def is None or not _same_but(old_def, new_def, "body", alike=True):
+            return None
+        old_block, new_block = old_def.body, new_def.body
+        if not isinstance(old_block, cst.IndentedBlock) or not isinstance(new_block, cst.IndentedBlock):
+            return None
+        if not _same_but(old_block, new_block, "body", alike=True):
+            return None
+        facts = self.summary.facts_at(index)
+        info = facts.functions.get(old_def.name.value)
+        if len(facts.functions) != 1 or info is None or info.node is not old_def:
+            return None
+        if names_calling(old_chunk) != names_calling(new_chunk):
+            return None  # the names parameters' roles are read from
+        old_body, new_body = old_block.body, new_block.body
+        shortest = min(len(old_body), len(new_body))
+        start = 0
+        while start < shortest and old_body[start] is new_body[start]:
+            start += 1
+        # what the function may use: the words of its text before the edit and of the lines the edit touched
+        # (not of the statement it changed, whose text would be generated anew from its tree at each key)
+        words = old_chunk.words | frozenset(_WORDS.findall(edited_text))
+        if not words.isdisjoint(tainted - facts.defined_names):
+            return None  # it uses a name whose meaning may have changed: its walk may read it
+        flow = info._analysis
+        old_chunk.adopt(new_chunk, words)
+        info.node = new_def
+        info.checkpointed = True
+        # a header parsed again (alike, not the same nodes) is not what the kept parameters' values name
+        same_header = _same_but(old_def, new_def, "body")
+        if flow is None or flow.checkpoints is None or not same_header or start >= len(flow.checkpoints):
+            info.release()
+            return facts, []
+        flow.rewind(start)
+        info._analysis, info.resume = None, (flow, start)
+        return facts, [flow, *_kept_inner_flows(flow)]
 
     def _methods_kept(
         self, chunks: list[ParsedChunk], index: int, kept: set[int],
@@ -344,16 +409,17 @@ class ModuleAnalysis:
             method.pending = method._analysis is not None
         return facts, [method for method in info.methods.values() if method._analysis is not None]
 
-    def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> tuple[set[int], dict[int, ChunkFacts]]:
-        """Unchanged statements that reach no changed statement through any name, directly or not; and
-        the facts of the changed statements, read to tell (the new analysis keeps them)."""
+    def _reachable_unchanged(self, chunks: list[ParsedChunk], unchanged: set[int]) -> tuple[set[int], dict[int, ChunkFacts], set[str] | None]:
+        """Unchanged statements that reach no changed statement through any name, directly or not; the
+        facts of the changed statements, read to tell (the new analysis keeps them); and the names
+        whose meaning may have changed (None: any name's, an import changed)."""
         changed_old = [i for i in range(len(self._chunks)) if i not in unchanged]
         changed_new = [i for i in range(len(chunks)) if i not in unchanged]
         new_facts = {i: ChunkFacts(chunks[i]) for i in changed_new}
         if any(self.summary.facts_at(i).imports or self.summary.facts_at(i).stars for i in changed_old) or any(
             facts.imports or facts.stars for facts in new_facts.values()
         ):
-            return set(), new_facts
+            return set(), new_facts, None
         tainted_names: set[str] = set()
         for i in changed_old:
             tainted_names |= self.summary.facts_at(i).defined_names
@@ -370,7 +436,7 @@ class ModuleAnalysis:
                     if not defined <= tainted_names:
                         tainted_names |= defined
                         grew = True
-        return clean, new_facts
+        return clean, new_facts, tainted_names
 
     def imports_unchanged(self) -> bool:
         """Whether every workspace file this module's imports resolved to is as it was on disk."""
@@ -761,6 +827,34 @@ def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[i
         if "#" not in text[line_start:match.start()]:
             return text.count("\n", 0, line_start) + 1, match.end()
     return None
+
+
+def _edited_text(text: str, edited_lines: tuple[int, int, int]) -> str:
+    """The lines of ``text`` an edit touched (``edited_lines``: the first and last, 1-based)."""
+    first, last, _ = edited_lines
+    start = 0
+    for _ in range(first - 1):
+        start = text.find("\n", start) + 1
+    end = start
+    for _ in range(last - first + 1):
+        found = text.find("\n", end)
+        end = len(text) if found < 0 else found + 1
+    return text[start:end]
+
+
+def _only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:
+    body = chunk.body
+    return body[0] if len(body) == 1 and isinstance(body[0], cst.FunctionDef) else None
+
+
+def _kept_inner_flows(flow: ScopeAnalysis) -> list[ScopeAnalysis]:
+    """The flows of the functions defined in a scope that have one, and of those defined in them."""
+    found: list[ScopeAnalysis] = []
+    for inner in flow.local_functions.values():
+        if inner._analysis is not None:
+            found.append(inner._analysis)
+            found.extend(_kept_inner_flows(inner._analysis))
+    return found
 
 
 def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:

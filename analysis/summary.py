@@ -51,8 +51,16 @@ class Flow(Protocol):
 _walks = threading.local()
 
 
+def asked_so_far() -> int:
+    """How many functions' flows the innermost walk in progress has asked for."""
+    walking = getattr(_walks, "reads", None)
+    return len(walking[-1]) if walking else 0
+
+
 class FunctionInfo:
-    __slots__ = ("name", "node", "chunk", "owner", "home", "reads", "pending", "previous", "_analysis", "_analysing")
+    __slots__ = (
+        "name", "node", "chunk", "owner", "home", "reads", "pending", "previous", "checkpointed", "resume", "_analysis", "_analysing",
+    )
 
     def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: ClassInfo | None) -> None:
         self.name = name
@@ -70,6 +78,11 @@ class FunctionInfo:
         self.pending = False
         # What other walks read of this function's flow before it was walked again (``exported``).
         self.previous: tuple | None = None
+        # A function being edited (``ModuleAnalysis._function_resumed``): its walk keeps the state at
+        # each statement of its body, and ``resume`` (its flow, rewound to the first statement the
+        # edit changed, and that statement's index) is where the next ask goes on from.
+        self.checkpointed = False
+        self.resume: tuple[ScopeAnalysis, int] | None = None
         self._analysis: ScopeAnalysis | None = None
         self._analysing = False
 
@@ -91,11 +104,15 @@ class FunctionInfo:
             summary = self.home or summary
             if walking is None:
                 walking = _walks.reads = []
-            reads: dict[FunctionInfo, bool] = {}
+            resume, self.resume = self.resume, None
+            # a resumed walk asked, before the statement it goes on from, for what the walk it goes on asked for then
+            reads: dict[FunctionInfo, bool] = dict(self.reads[: resume[0].reads_before(resume[1])]) if resume else {}
             walking.append(reads)
             self._analysing = True
             try:
-                self._analysis = summary.flow.of_function(self, summary)
+                self._analysis = (
+                    resume[0].resumed(self, resume[1], summary) if resume is not None else summary.flow.of_function(self, summary)
+                )
             finally:
                 self._analysing = False
                 walking.pop()
@@ -136,6 +153,12 @@ class FunctionInfo:
                 inner.release()
             self._analysis.release()
         self._analysis = None
+        if self.resume is not None:
+            rewound = self.resume[0]
+            for inner in rewound.local_functions.values():
+                inner.release()
+            rewound.release()
+            self.resume = None
         self.reads = ()
 
     @property

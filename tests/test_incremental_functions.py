@@ -1,0 +1,166 @@
+"""Typing inside one long top-level function: the walk goes on from the statement of its body the
+edit changed (``ScopeAnalysis.rewind``, ``FunctionInfo.resume``) instead of walking the whole
+function again, and what is shown is what a fresh analysis shows, key after key, also when the
+edit changes what a function defined before it reads when it is first called after it."""
+
+from __future__ import annotations
+
+import os
+
+import libcst as cst
+import pytest
+
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.flow import ScopeAnalysis
+from trainlint.analysis.settings import AnalysisSettings
+from trainlint.server.documents import DocumentState
+from trainlint.settings import EffectiveSettings
+
+SETTINGS = EffectiveSettings(AnalysisSettings(), frozenset())
+PATH = "file:///train.py"
+
+SCRIPT = '''import argparse
+
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+
+def build(width):
+    return nn.Sequential(nn.Linear(width, width), nn.Dropout(0.1), nn.Linear(width, 2))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--width", type=int, default=8)
+    args = parser.parse_args()
+    model = build(args.width).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    loader = DataLoader(torch.randn(64, 8), batch_size=8)
+    history = []
+
+    def log(value):
+        history.append(value)
+
+    def evaluate():
+        with torch.no_grad():
+            return [model(x) for x in loader]
+
+    log(0)
+    if args.width > 4:
+        scale = 2
+    else:
+        scale = 1
+    for epoch in range(3):
+        for x, y in loader:
+            outputs = model(x)
+            loss = criterion(outputs, y) * scale
+            loss.backward()
+            optimizer.step()
+            history.append(loss)
+        log(epoch)
+    evaluate()
+    torch.save(model.state_dict(), "model.pt")
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _fresh(text: str) -> list:
+    return analyze_source(text, PATH, SETTINGS.analysis)
+
+
+def _one_key_towards(text: str, target: str) -> str:
+    prefix = len(os.path.commonprefix([text, target]))
+    if len(text) > len(target):
+        return text[:prefix] + text[prefix + 1:]
+    return text[:prefix] + target[prefix] + text[prefix:]
+
+
+def _typed(state: DocumentState, text: str, target: str, version: int) -> tuple[str, list, int]:
+    """``target`` typed into ``text`` one key at a time, each key's findings checked against a fresh analysis."""
+    while text != target:
+        text = _one_key_towards(text, target)
+        version += 1
+        findings = state.analyse(text, version, SETTINGS).findings
+        assert findings == _fresh(text), f"after typing towards the target, at: {text[-120:]!r}"
+    return text, state.analyse(text, version, SETTINGS).findings, version
+
+
+def _codes_by_line(findings: list, text: str) -> set[tuple[str, str]]:
+    lines = text.split("\n")
+    return {(finding.code, lines[finding.line - 1].strip()) for finding in findings}
+
+
+def _opened(text: str = SCRIPT) -> DocumentState:
+    state = DocumentState(PATH, None)
+    assert state.analyse(text, 0, SETTINGS).findings == _fresh(text)
+    return state
+
+
+def test_the_script_shows_what_the_edits_below_change():
+    shown = _codes_by_line(_fresh(SCRIPT), SCRIPT)
+    assert ("TL201", "loss.backward()") in shown  # the loop never clears its gradients
+    assert ("TL101", "history.append(loss)") in shown  # each step's graph kept alive
+
+
+@pytest.mark.parametrize("edit", [
+    # in the inner loop: the walk goes on from the outer loop
+    ("            optimizer.step()\n", "            optimizer.step()\n            optimizer.zero_grad()\n"),
+    # the first statement of the body
+    ("    parser = argparse.ArgumentParser()\n", "    parser = argparse.ArgumentParser(description='train')\n"),
+    # the last one
+    ('torch.save(model.state_dict(), "model.pt")', 'torch.save(model.state_dict(), args.output)'),
+    # a statement of the body taken out, then typed back below
+    ("    log(0)\n", ""),
+    # a binding before a function defined earlier is first called: what it reads changes
+    ("    evaluate()\n", "    model = build(4)\n    evaluate()\n"),
+    # the branch a later statement reads the merged value of
+    ("        scale = 1\n", "        scale = loss\n"),
+    # what a function defined earlier and already called reads of the scope
+    ("    history = []\n", "    history = [torch.zeros(1)]\n"),
+], ids=["inner loop", "first statement", "last statement", "statement removed", "closure called later",
+        "if branch", "closure called earlier"])
+def test_typing_in_a_long_function_gives_what_a_fresh_analysis_gives(edit):
+    old, new = edit
+    state = _opened()
+    edited, _, version = _typed(state, SCRIPT, SCRIPT.replace(old, new), 0)
+    back, findings, _ = _typed(state, edited, SCRIPT, version)
+    assert findings == _fresh(SCRIPT)
+
+
+def test_clearing_the_gradients_typed_in_the_loop_ends_the_finding_and_keeps_the_others():
+    state = _opened()
+    cleared = SCRIPT.replace("            optimizer.step()\n", "            optimizer.step()\n            optimizer.zero_grad()\n")
+    typed, findings, _ = _typed(state, SCRIPT, cleared, 0)
+    shown = _codes_by_line(findings, typed)
+    assert not any(code == "TL201" for code, _ in shown)
+    assert ("TL101", "history.append(loss)") in shown
+
+
+def test_a_key_walks_the_function_on_from_the_statement_it_changed(monkeypatch):
+    """The first edit walks the function whole (keeping its state before each statement); the next
+    one walks it from the statement of its body that holds the edit, the outer loop."""
+    state = _opened()
+    main_walked: list[cst.CSTNode] = []
+    walk = ScopeAnalysis._walk_statement
+
+    def counting(self, statement, context):
+        if self.function is not None and self.function.name == "main":
+            main_walked.append(statement)
+        return walk(self, statement, context)
+
+    monkeypatch.setattr(ScopeAnalysis, "_walk_statement", counting)
+    first = SCRIPT.replace("outputs = model(x)", "outputs = model(x) ")
+    assert state.analyse(first, 1, SETTINGS).findings == _fresh(first)
+    second = first.replace("outputs = model(x) ", "outputs = model(x)  ")
+    main_walked.clear()
+    findings = state.analyse(second, 2, SETTINGS).findings
+    walked_lines = {cst.Module([statement]).code.strip().split("\n")[0] for statement in main_walked}
+    assert findings == _fresh(second)
+    assert "for epoch in range(3):" in walked_lines
+    assert "args = parser.parse_args()" not in walked_lines
+    assert "log(0)" not in walked_lines
