@@ -292,7 +292,7 @@ class ScopeAnalysis:
             name = param.name.value
             if index == 0 and owner is not None and name in {"self", "cls"}:
                 continue
-            annotation = dotted(param.annotation.annotation) if param.annotation is not None else None
+            annotation = _annotated_type(param.annotation.annotation) if param.annotation is not None else None
             role = torchapi.param_role(name, self.summary.canonical(annotation) if annotation else None)
             if role is None and calls_method(calling, text, name, "zero_grad") and calls_method(calling, text, name, "step"):
                 role = "optimizer"
@@ -922,6 +922,14 @@ _EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
     cst.NamedExpr: ScopeAnalysis._evaluate_named_expression,
     cst.StarredElement: ScopeAnalysis._evaluate_starred,
 }
+
+def _annotated_type(annotation: cst.BaseExpression) -> str | None:
+    """The dotted name of a parameter's annotated type; for a subscripted one (``Callable[..., Any]``,
+    ``Optional[nn.Module]``) the name subscripted."""
+    if type(annotation) is cst.Subscript:
+        annotation = annotation.value
+    return dotted(annotation)
+
 
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
 # Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).

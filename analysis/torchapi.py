@@ -215,6 +215,8 @@ def param_role(name: str, annotation: str | None) -> str | None:
             return "accelerator"
         if head in _NOT_TRAINING_OBJECTS:
             return None  # `module: types.ModuleType`, `model: str`: the annotation says what the name does not
+        if head == "Callable":
+            return None  # `model: Callable[..., Any]`: any callable, a compiled function as much as a module
     lowered = name.lower()
     if _CRITERION_PARAM.search(lowered):
         return "criterion"

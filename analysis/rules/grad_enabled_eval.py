@@ -2677,6 +2677,25 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # a benchmark helper typed to take any callable: a compiled function as much as a module, so not a model
+        """
+        import time
+        from typing import Any, Callable, Sequence
+
+        import torch
+
+
+        def best_of(model: Callable[..., Any], inputs: Sequence[Any], repeats: int = 5) -> float:
+            timings = []
+            for _ in range(repeats):
+                torch.cuda.synchronize()
+                start = time.perf_counter()
+                model(*inputs)
+                torch.cuda.synchronize()
+                timings.append(time.perf_counter() - start)
+            return min(timings)
+        """
+    ),
     Quiet(  # a layer built where it runs resamples each mask: a computation, not a trained model's inference
         """
         import torch
