@@ -491,6 +491,13 @@ def _activation(value: Value, kind: str, site, chunk, node) -> Value:
     return Value(base.tags | {add}, site=site, note=note, roots=value.roots, detail=value.detail)
 
 
+def element_of_tuple(value: Value) -> Value:
+    """One element of a tuple unpacked from ``value``: a tensor stays the tensor it came from."""
+    if GRAPH in value.tags or TENSOR in value.tags:
+        return value
+    return element_of(value) if value.tags else UNKNOWN
+
+
 def element_of(value: Value) -> Value:
     """One element of an iterable value (a batch of a loader, an item of a list)."""
     if isinstance(value.detail, tuple) and value.detail and value.detail[0] == "enumerate":

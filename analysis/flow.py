@@ -11,16 +11,25 @@ instead of walking the tree again. What a call evaluates to is calls.py's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 
 from . import torchapi
-from .calls import KEEPS_DETACHED, KEEPS_NOTHING, call_result, element_of, kept_by_method, kept_by_own_method, reads
+from .calls import (
+    KEEPS_DETACHED,
+    KEEPS_NOTHING,
+    call_result,
+    element_of,
+    element_of_tuple,
+    kept_by_method,
+    kept_by_own_method,
+    reads,
+)
 from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
-from .names import dotted, imports_of, last_part
+from .flow_checkpoints import Checkpoint
+from .names import annotated_type, dotted, imports_of, last_part
 from .quoting import quoted
 from .statement_shapes import (
     calls_method,
@@ -31,7 +40,7 @@ from .statement_shapes import (
     self_accumulation,
     target_names,
 )
-from .summary import FunctionInfo, asked_so_far
+from .summary import FunctionInfo
 from .tree import literal_value
 from .values import (
     ACCELERATOR,
@@ -41,21 +50,19 @@ from .values import (
     DEVICE,
     ENGINE,
     GRAPH,
-    LOADER,
-    LOGITS,
     LOSS,
     MODEL,
     NUMBER,
-    OPTIMIZER,
     OUTPUT_KINDS,
     PIPELINE,
+    ROLE_VALUES,
     SCALED,
-    SCALER,
     SHARDED,
     STRUCTURED,
     TENSOR,
     UNKNOWN,
     Value,
+    attribute_of,
     is_known_tensor,
     join,
 )
@@ -66,25 +73,6 @@ if TYPE_CHECKING:
 
 
 _BINDING_OUTER = "outer"
-
-
-class _Checkpoint:
-    """A function's walk before one statement of its body (``ScopeAnalysis.checkpoints``): copies of
-    what later statements change in place, and how long each list that they add to was."""
-
-    __slots__ = (
-        "context", "env", "binding_loop", "dotted_heads", "local_imports", "local_functions", "walked",
-        "events", "loops", "branch_tests", "returns", "memo", "reads",
-    )
-
-    def __init__(self, scope: ScopeAnalysis, context: Context) -> None:
-        self.context = context
-        self.env, self.binding_loop, self.dotted_heads = dict(scope.env), dict(scope.binding_loop), frozenset(scope._dotted_heads)
-        self.local_imports, self.local_functions = dict(scope.local_imports), dict(scope.local_functions)
-        # the functions defined in it whose flow was walked by then (each is walked once, when first asked for)
-        self.walked = frozenset(inner for inner in scope.local_functions.values() if inner._analysis is not None)
-        self.events, self.loops, self.branch_tests = len(scope.events), len(scope.loops), len(scope.branch_tests)
-        self.returns, self.memo, self.reads = len(scope._returns), len(scope._memo), asked_so_far()
 
 
 class ScopeAnalysis:
@@ -125,7 +113,7 @@ class ScopeAnalysis:
         self.followed: dict[str, tuple[list, tuple]] = {}
         # For a function being edited (``FunctionInfo.checkpointed``): the walk's state before each
         # statement of the function's body, which a walk of the edited body goes on from (``resumed``).
-        self.checkpoints: list[_Checkpoint] | None = None
+        self.checkpoints: list[Checkpoint] | None = None
 
     def release(self, *, whole: bool = True) -> None:
         """Drop what this scope refers to, once no analysis uses it any more: its events refer back
@@ -187,38 +175,10 @@ class ScopeAnalysis:
         before each statement (``checkpoints``)."""
         assert self.checkpoints is not None and len(self.checkpoints) == start
         for statement in body[start:]:
-            self.checkpoints.append(_Checkpoint(self, context))
+            self.checkpoints.append(Checkpoint(self, context))
             self._walk_statement(statement, context)
             if context.grad_off is None and self._enters_no_grad(statement):
                 context = context.without_grad(statement)
-
-    def rewind(self, start: int) -> None:
-        """Go back to the state before statement ``start`` of the function's body, to walk its edited
-        body on from there (``resumed``): what the walk of the statements before it did stays as it
-        was, which is what a walk of the edited body does (a loop is walked once, in order, and an
-        edit inside it changes the statement of the body that holds it). The flows of functions
-        defined in this one that were walked after that point are let go of: a closure reads the
-        names of this scope as they are when it is first walked."""
-        assert self.checkpoints is not None
-        point = self.checkpoints[start]
-        del self.checkpoints[start + 1:]
-        for name, inner in self.local_functions.items():
-            if point.local_functions.get(name) is not inner:
-                inner.release()
-        for inner in point.local_functions.values():
-            if inner not in point.walked:
-                FunctionInfo.release(inner)  # its flow only: it is still defined in this scope, which it reads
-        self.env, self.binding_loop, self._dotted_heads = dict(point.env), dict(point.binding_loop), set(point.dotted_heads)
-        self.local_imports, self.local_functions = dict(point.local_imports), dict(point.local_functions)
-        del self.events[point.events:]
-        del self.loops[point.loops:]
-        del self.branch_tests[point.branch_tests:]
-        del self._returns[point.returns:]
-        self._memo = dict(islice(self._memo.items(), point.memo))
-        self._calls, self._calls_counted = [], -1
-        self._written = []  # an `if` reads only what was written since it began
-        self.followed = {}
-        self.return_value = UNKNOWN
 
     def reads_before(self, start: int) -> int:
         """How many functions' flows the walk had asked for before statement ``start`` (``rewind``)."""
@@ -292,13 +252,13 @@ class ScopeAnalysis:
             name = param.name.value
             if index == 0 and owner is not None and name in {"self", "cls"}:
                 continue
-            annotation = _annotated_type(param.annotation.annotation) if param.annotation is not None else None
+            annotation = annotated_type(param.annotation.annotation) if param.annotation is not None else None
             role = torchapi.param_role(name, self.summary.canonical(annotation) if annotation else None)
             if role is None and calls_method(calling, text, name, "zero_grad") and calls_method(calling, text, name, "step"):
                 role = "optimizer"
             if role is None and any(calls_method(calling, text, name, method) for method in ("parameters", "named_parameters", "train", "eval")):
                 role = "model"
-            value = _ROLE_VALUES.get(role, UNKNOWN)
+            value = ROLE_VALUES.get(role, UNKNOWN)
             if value is not UNKNOWN:
                 value = Value(value.tags, site=(self.chunk, param), note=f"parameter `{name}`")
             self.params[name] = value
@@ -488,7 +448,7 @@ class ScopeAnalysis:
                     # comes first; what follows it is not known to be a tensor, let alone carry the graph
                     item = UNKNOWN
                 else:
-                    item = _element_of_tuple(value)
+                    item = element_of_tuple(value)
                 inner_target = element.value
                 if isinstance(element, cst.StarredElement):
                     inner_target = element.value
@@ -634,7 +594,7 @@ class ScopeAnalysis:
             if found is not UNKNOWN:
                 return found
         base = self.evaluate(expression.value, context)
-        return _attribute_of(base, expression.attr.value)
+        return attribute_of(base, expression.attr.value)
 
     def _evaluate_number(self, expression: cst.Integer | cst.Float | cst.Imaginary, context: Context) -> Value:
         return Value((NUMBER, CONSTANT))
@@ -923,60 +883,7 @@ _EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
     cst.StarredElement: ScopeAnalysis._evaluate_starred,
 }
 
-def _annotated_type(annotation: cst.BaseExpression) -> str | None:
-    """The dotted name of a parameter's annotated type; for a subscripted one (``Callable[..., Any]``,
-    ``Optional[nn.Module]``) the name subscripted."""
-    if type(annotation) is cst.Subscript:
-        annotation = annotation.value
-    return dotted(annotation)
-
-
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
-# Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).
-_TENSOR_FIELDS = frozenset({
-    "loss", "logits", "last_hidden_state", "pooler_output", "sample", "prev_sample", "pred_original_sample",
-    "image_embeds", "text_embeds", "T", "mT", "H", "real", "imag",
-})
-# A pipeline's components that are nn.Modules: `pipeline.unet(...)` runs a forward.
-_PIPELINE_MODULES = frozenset({
-    "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
-    "image_encoder", "decoder", "model", "adapter",
-})
-
-
-_ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
-    "model": Value((MODEL,)),
-    "optimizer": Value((OPTIMIZER,)),
-    "criterion": Value((CRITERION,)),
-    "scaler": Value((SCALER,)),
-    "loader": Value((LOADER,)),
-    "accelerator": Value((ACCELERATOR,)),
-}
-
-
-def _attribute_of(base: Value, attribute: str) -> Value:
-    if PIPELINE in base.tags:
-        return Value((MODEL,), site=base.site, note=f"the pipeline's `{attribute}`") if attribute in _PIPELINE_MODULES else UNKNOWN
-    if attribute in torchapi.GRAPH_FREE_ATTRIBUTES:
-        return Value((TENSOR,)) if attribute in {"grad", "data"} else UNKNOWN
-    if MODEL in base.tags:
-        return base if attribute == "module" else UNKNOWN
-    if GRAPH in base.tags or TENSOR in base.tags:
-        kept = base.with_tags(remove=(CONTAINER, CONSTANT))
-        if attribute in _TENSOR_FIELDS:
-            kept = kept.with_tags(remove=(STRUCTURED,))
-        if attribute == "logits":
-            return kept.with_tags(add=(LOGITS,), remove=OUTPUT_KINDS - {LOGITS})
-        if attribute == "loss":
-            return kept.with_tags(add=(LOSS,), remove=OUTPUT_KINDS)
-        return kept
-    return UNKNOWN
-
-
-def _element_of_tuple(value: Value) -> Value:
-    if GRAPH in value.tags or TENSOR in value.tags:
-        return value
-    return element_of(value) if value.tags else UNKNOWN
 
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:

@@ -12,8 +12,10 @@ import libcst as cst
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, one_statement, split_statements
 from .dependencies import Superseded, count_text_read, note_fact, note_whole_module, note_whole_text, text_reads
+from .edit_reuse import edited_text, kept_inner_flows, only_class, only_function, reads_kept_statements, same_but
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
+from .flow_checkpoints import rewind
 from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name, words_in
@@ -217,7 +219,7 @@ class ModuleAnalysis:
             edited = next(index for index in range(len(chunks)) if index not in unchanged)
             reused = self._methods_kept(chunks, edited, kept)
             if reused is None:
-                resumed_facts = self._function_resumed(chunks, edited, tainted, _edited_text(text, edited_lines)) if tainted is not None else None
+                resumed_facts = self._function_resumed(chunks, edited, tainted, edited_text(text, edited_lines)) if tainted is not None else None
                 if resumed_facts is not None:
                     resumed = edited
                     new_facts[resumed].release()
@@ -273,11 +275,11 @@ class ModuleAnalysis:
         return result
 
     def _function_resumed(
-        self, chunks: list[ParsedChunk], index: int, tainted: set[str], edited_text: str,
+        self, chunks: list[ParsedChunk], index: int, tainted: set[str], touched_text: str,
     ) -> tuple[ChunkFacts, list[ScopeAnalysis]] | None:
         """After an edit inside the body of a top-level function (a top-level statement of one
         ``def``), the statement's facts, with the function's flow rewound to before the first
-        statement of its body the edit changed (``ScopeAnalysis.rewind``), to be walked on from
+        statement of its body the edit changed (``flow_checkpoints.rewind``), to be walked on from
         there when it is asked for (``FunctionInfo.resume``); and the flows kept: that one, and
         those of the functions defined in it that its walk before that statement walked. None when
         the edit reached further (the function's header, the names parameters' roles are read from, a
@@ -291,13 +293,13 @@ class ModuleAnalysis:
         old_chunk, new_chunk = self._chunks[index], chunks[index]
         if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
             return None
-        old_def, new_def = _only_function(old_chunk), _only_function(new_chunk)
-        if old_def is None or new_def is None or not _same_but(old_def, new_def, "body", alike=True):
+        old_def, new_def = only_function(old_chunk), only_function(new_chunk)
+        if old_def is None or new_def is None or not same_but(old_def, new_def, "body", alike=True):
             return None
         old_block, new_block = old_def.body, new_def.body
         if not isinstance(old_block, cst.IndentedBlock) or not isinstance(new_block, cst.IndentedBlock):
             return None
-        if not _same_but(old_block, new_block, "body", alike=True):
+        if not same_but(old_block, new_block, "body", alike=True):
             return None
         facts = self.summary.facts_at(index)
         info = facts.functions.get(old_def.name.value)
@@ -312,7 +314,7 @@ class ModuleAnalysis:
             start += 1
         # what the function may use: the words of its text before the edit and of the lines the edit touched
         # (not of the statement it changed, whose text would be generated anew from its tree at each key)
-        words = old_chunk.words | frozenset(_WORDS.findall(edited_text))
+        words = old_chunk.words | frozenset(_WORDS.findall(touched_text))
         if not words.isdisjoint(tainted - facts.defined_names):
             return None  # it uses a name whose meaning may have changed: its walk may read it
         flow = info._analysis
@@ -320,13 +322,13 @@ class ModuleAnalysis:
         info.node = new_def
         info.checkpointed = True
         # a header parsed again (alike, not the same nodes) is not what the kept parameters' values name
-        same_header = _same_but(old_def, new_def, "body")
+        same_header = same_but(old_def, new_def, "body")
         if flow is None or flow.checkpoints is None or not same_header or start >= len(flow.checkpoints):
             info.release()
             return facts, []
-        flow.rewind(start)
+        rewind(flow, start)
         info._analysis, info.resume = None, (flow, start)
-        return facts, [flow, *_kept_inner_flows(flow)]
+        return facts, [flow, *kept_inner_flows(flow)]
 
     def _methods_kept(
         self, chunks: list[ParsedChunk], index: int, kept: set[int],
@@ -350,13 +352,13 @@ class ModuleAnalysis:
         old_chunk, new_chunk = self._chunks[index], chunks[index]
         if not self.imports_unchanged() or old_chunk.module is None or new_chunk.module is None:
             return None
-        old_class, new_class = _only_class(old_chunk), _only_class(new_chunk)
-        if old_class is None or new_class is None or not _same_but(old_class, new_class, "body"):
+        old_class, new_class = only_class(old_chunk), only_class(new_chunk)
+        if old_class is None or new_class is None or not same_but(old_class, new_class, "body"):
             return None
         old_block, new_block = old_class.body, new_class.body
         if not isinstance(old_block, cst.IndentedBlock) or not isinstance(new_block, cst.IndentedBlock):
             return None
-        if not _same_but(old_block, new_block, "body") or len(old_block.body) != len(new_block.body):
+        if not same_but(old_block, new_block, "body") or len(old_block.body) != len(new_block.body):
             return None
         changed = [(old, new) for old, new in zip(old_block.body, new_block.body) if old is not new]
         if len(changed) > 1:
@@ -371,7 +373,7 @@ class ModuleAnalysis:
         edited_words: frozenset[str] = frozenset()
         if changed:
             old_def, new_def = changed[0]
-            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not _same_but(
+            if not isinstance(old_def, cst.FunctionDef) or not isinstance(new_def, cst.FunctionDef) or not same_but(
                 old_def, new_def, "body", alike=True,
             ):
                 return None
@@ -394,7 +396,7 @@ class ModuleAnalysis:
             return None  # the class uses a name of a statement analysed again: its flows may read it
         kept_chunks = {id(chunks[other]) for other in kept}
         walked_again = {
-            method for method in info.methods.values() if not _reads_kept_statements(method, info, kept_chunks)
+            method for method in info.methods.values() if not reads_kept_statements(method, info, kept_chunks)
         }
         if edited is not None and edited_def is not None:
             walked_again.add(edited)
@@ -827,84 +829,6 @@ def _cuda_evidence(text: str, start: int = 0, end: int | None = None) -> tuple[i
         if "#" not in text[line_start:match.start()]:
             return text.count("\n", 0, line_start) + 1, match.end()
     return None
-
-
-def _edited_text(text: str, edited_lines: tuple[int, int, int]) -> str:
-    """The lines of ``text`` an edit touched (``edited_lines``: the first and last, 1-based)."""
-    first, last, _ = edited_lines
-    start = 0
-    for _ in range(first - 1):
-        start = text.find("\n", start) + 1
-    end = start
-    for _ in range(last - first + 1):
-        found = text.find("\n", end)
-        end = len(text) if found < 0 else found + 1
-    return text[start:end]
-
-
-def _only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:
-    body = chunk.body
-    return body[0] if len(body) == 1 and isinstance(body[0], cst.FunctionDef) else None
-
-
-def _kept_inner_flows(flow: ScopeAnalysis) -> list[ScopeAnalysis]:
-    """The flows of the functions defined in a scope that have one, and of those defined in them."""
-    found: list[ScopeAnalysis] = []
-    for inner in flow.local_functions.values():
-        if inner._analysis is not None:
-            found.append(inner._analysis)
-            found.extend(_kept_inner_flows(inner._analysis))
-    return found
-
-
-def _only_class(chunk: ParsedChunk) -> cst.ClassDef | None:
-    body = chunk.body
-    return body[0] if len(body) == 1 and isinstance(body[0], cst.ClassDef) else None
-
-
-def _same_but(old: cst.CSTNode, new: cst.CSTNode, field: str, *, alike: bool = False) -> bool:
-    """Whether two nodes of the same kind hold the very same children but in ``field`` (a splice keeps
-    the nodes an edit did not reach); with ``alike``, children equal in every detail count too (a
-    statement added to a method's body re-parses the whole method, its header included)."""
-    if type(old) is not type(new):
-        return False
-    for name in old.__dataclass_fields__:
-        if name == field:
-            continue
-        before, after = getattr(old, name), getattr(new, name)
-        if before is after:
-            continue
-        if not isinstance(before, (tuple, list)) or not isinstance(after, (tuple, list)) or len(before) != len(after):
-            if alike and isinstance(before, cst.CSTNode) and isinstance(after, cst.CSTNode) and before.deep_equals(after):
-                continue
-            return False
-        if any(one is not other and not (alike and one.deep_equals(other)) for one, other in zip(before, after)):
-            return False
-    return True
-
-
-def _reads_kept_statements(method: FunctionInfo, owner: ClassInfo, kept_chunks: set[int]) -> bool:
-    """Whether a method's flow asked only for the flows of its own local functions, of methods of its
-    class (checked when it is asked for: ``FunctionInfo.pending``), of other files' functions, and of
-    functions of statements the edit left alone."""
-    analysis = method._analysis
-    if analysis is None:
-        return True  # nothing to keep: walked when asked
-    local = _local_functions(analysis)
-    return all(
-        read.owner is owner or read in local or read.home is not None or id(read.chunk) in kept_chunks
-        for read, _ in method.reads
-    )
-
-
-def _local_functions(analysis: ScopeAnalysis) -> set[FunctionInfo]:
-    found: set[FunctionInfo] = set()
-    for info in analysis.local_functions.values():
-        found.add(info)
-        inner = info._analysis
-        if inner is not None:
-            found |= _local_functions(inner)
-    return found
 
 
 def _cuda_line(module: ModuleAnalysis) -> int | None:

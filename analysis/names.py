@@ -71,3 +71,11 @@ def canonical(raw: str, imports: dict[str, str]) -> str:
 
 def last_part(name: str) -> str:
     return name.rsplit(".", 1)[-1]
+
+
+def annotated_type(annotation: cst.BaseExpression) -> str | None:
+    """The dotted name of a parameter's annotated type; for a subscripted one (``Callable[..., Any]``,
+    ``Optional[nn.Module]``) the name subscripted."""
+    if type(annotation) is cst.Subscript:
+        annotation = annotation.value
+    return dotted(annotation)

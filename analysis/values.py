@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from . import torchapi
+
 if TYPE_CHECKING:
     import libcst as cst
 
@@ -145,3 +147,45 @@ def join(values: Iterable[Value]) -> Value:
             primary = value
     primary = primary or next((value for value in values if value.tags), values[0])
     return Value(tags, site=primary.site, note=primary.note, roots=roots, detail=primary.detail)
+
+
+# Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).
+_TENSOR_FIELDS = frozenset({
+    "loss", "logits", "last_hidden_state", "pooler_output", "sample", "prev_sample", "pred_original_sample",
+    "image_embeds", "text_embeds", "T", "mT", "H", "real", "imag",
+})
+# A pipeline's components that are nn.Modules: `pipeline.unet(...)` runs a forward.
+_PIPELINE_MODULES = frozenset({
+    "unet", "vae", "text_encoder", "text_encoder_2", "text_encoder_3", "transformer", "controlnet", "prior",
+    "image_encoder", "decoder", "model", "adapter",
+})
+
+
+def attribute_of(base: Value, attribute: str) -> Value:
+    """What `base.attribute` holds: a pipeline's module, a tensor's field, nothing known otherwise."""
+    if PIPELINE in base.tags:
+        return Value((MODEL,), site=base.site, note=f"the pipeline's `{attribute}`") if attribute in _PIPELINE_MODULES else UNKNOWN
+    if attribute in torchapi.GRAPH_FREE_ATTRIBUTES:
+        return Value((TENSOR,)) if attribute in {"grad", "data"} else UNKNOWN
+    if MODEL in base.tags:
+        return base if attribute == "module" else UNKNOWN
+    if GRAPH in base.tags or TENSOR in base.tags:
+        kept = base.with_tags(remove=(CONTAINER, CONSTANT))
+        if attribute in _TENSOR_FIELDS:
+            kept = kept.with_tags(remove=(STRUCTURED,))
+        if attribute == "logits":
+            return kept.with_tags(add=(LOGITS,), remove=OUTPUT_KINDS - {LOGITS})
+        if attribute == "loss":
+            return kept.with_tags(add=(LOSS,), remove=OUTPUT_KINDS)
+        return kept
+    return UNKNOWN
+
+
+ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not known
+    "model": Value((MODEL,)),
+    "optimizer": Value((OPTIMIZER,)),
+    "criterion": Value((CRITERION,)),
+    "scaler": Value((SCALER,)),
+    "loader": Value((LOADER,)),
+    "accelerator": Value((ACCELERATOR,)),
+}

@@ -21,6 +21,24 @@ from . import litgpt
 from .activation_data import measured_dropout_bytes, measured_layer_coefficients
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
+from .cost_constants import (
+    CHUNKED_LOGIT_BYTES,
+    DEFAULT_BLAS_WORKSPACE_BYTES,
+    FORMULA_SPREAD,
+    IMAGE_SPREAD,
+    INFERENCE_SPREAD,
+    LITGPT_SPREAD,
+    LOGIT_BYTES,
+    MEASURED_SPREAD,
+    QUANT_BYTES,
+    SAMPLING_BYTES,
+    SHARDED_GRADIENTS,
+    SHARDED_OPTIMIZER,
+    SHARDED_PARAMETERS,
+    SHORT_SEQUENCE,
+    TRAINER_LOGIT_BYTES,
+    TYPICAL_SEQUENCE,
+)
 from .diffusion import diffusion_terms, pipeline_of
 from .error_bands import widened
 from .gpt_fast import gpt_fast_terms
@@ -50,58 +68,6 @@ from .plan import (
 from .units import GIB
 from .unstated import covered, cuda_context
 from .versions import ROTARY_CACHE_UNTIL, settled_by
-
-# Shardings that divide the parameters across GPUs and gather each unit's while it runs (ZeRO-3 and FSDP's
-# FULL_SHARD; FSDP's SHARD_GRAD_OP keeps a unit gathered from its forward to its backward)
-_SHARDED_PARAMETERS = ("fsdp", "fsdp-grad-op", "zero3")
-_SHARDED_GRADIENTS = ("zero2", *_SHARDED_PARAMETERS)
-_SHARDED_OPTIMIZER = ("zero1", *_SHARDED_GRADIENTS)
-
-# Quantized base weights: bytes per quantized parameter (4-bit packed + fp32 absmax per 64-block; double
-# quantization stores the absmax in 8 bits with a second-level constant).
-_QUANT_BYTES = {"nf4": 0.5 + 4 / 64, "nf4-dq": 0.5 + 0.0159, "int8": 1.0 + 4 / 4096}
-# Retained activation bytes per (token x hidden) per layer, 2-byte activations, excluding the
-# attention-score term; the MLP part is derived from the FFN width (see _layer_coefficient).
-_ATTENTION_LINEAR = 10.0  # q/k/v input, q and k, v, output-projection input
-_NORMS = 4.0
-# Loss over the vocabulary, bytes per logit at its peak, the start of the backward: cross-entropy's fp32 log-softmax
-# output and, in its backward, the incoming gradient and the one it computes (12). A caller that still holds the
-# model's outputs then holds the logits too: fp32 (transformers before 4.46 upcast them, accelerate's autocast wrapper
-# converts them) 4 more. Replayed under FakeTensorMode with torch's MemTracker for transformers' three loss codes (the
-# upcast and shifted copy before 4.46, a remote-code model's 16-bit shift under autocast, today's padded labels):
-# 11.96-11.98 with the outputs dropped, 13.96-15.98 with them held (calibration/loss_peaks.py). The HF Trainer keeps
-# only the loss (compute_loss returns it alone), so its step is at 12; an unknown loop at 16 (the outputs bound).
-_LOGIT_BYTES = (12.0, 16.0, 16.0)
-_TRAINER_LOGIT_BYTES = (12.0, 12.0, 16.0)
-# A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
-# one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
-_CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
-# Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
-# sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
-# top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks
-# and the probabilities (38). The prompt's own logits: since transformers 4.42 only the last position's.
-_SAMPLING_BYTES = (8.0, 38.0, 38.0)
-# torch's default cuBLAS workspace of one handle and stream on an A100 (hardware.Gpu.blas_workspace_bytes
-# gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".
-DEFAULT_BLAS_WORKSPACE_BYTES = 4096 * 1024 * 2 + 16 * 1024 * 8
-# Interval around activation estimates. Measured coefficients (transformers' modules on the CPU) still
-# leave the GPU kernels' choices open; the formula is within 15 % of 21 of 22 measured architectures
-# and 28 % off the worst (an MoE). CNN figures are per-sample measurements at one resolution.
-_IMAGE_SPREAD = (0.8, 1.0, 1.25)
-_MEASURED_SPREAD = (0.9, 1.0, 1.15)
-_FORMULA_SPREAD = (0.8, 1.0, 1.4)
-# The working memory of a forward without a backward (inference, a generation's prompt): the accounting of
-# inference_layer_coefficient equals a fake-tensor replay of transformers' generate path within 5 % for 13
-# models (calibration/inference_peaks.py); GPU kernels' workspaces (flash attention's) are left to the high end.
-_INFERENCE_SPREAD = (0.9, 1.0, 1.15)
-# LitGPT's layers: the formula equals what its modules keep under FakeTensorMode to within 0.2 % for six
-# models (calibration/litgpt_activations.py); the caching allocator's block rounding adds up to 0.5 %
-# (calibration/allocator_replay.py over whole LitGPT runs). Its versions' differences are the interval's
-# ends instead (see litgpt.layer_coefficient's fp32_norm, the cached heads, bitsandbytes' kept inputs).
-_LITGPT_SPREAD = (0.99, 1.0, 1.02)
-# Sequence lengths used when the script does not say: low end, estimate (the high end is the model's maximum).
-_SHORT_SEQUENCE = 256
-_TYPICAL_SEQUENCE = 2048
 
 
 def estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB, workspace_bytes: float = DEFAULT_BLAS_WORKSPACE_BYTES,
@@ -315,7 +281,7 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
 
 def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: int, notes: list[str]):
     weight_bytes, grad_bytes, _, cache_bytes = PRECISION[plan.dtype]
-    shards = plan.gpus if plan.sharding in _SHARDED_PARAMETERS else 1
+    shards = plan.gpus if plan.sharding in SHARDED_PARAMETERS else 1
     lora = plan.lora_rank is not None and plan.mode == "train"
     if plan.quant is not None:
         if geometry is None:
@@ -325,7 +291,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         kept = geometry.embedding_params + (0 if quantised_head else geometry.lm_head_params)  # stay in 16-bit
         quantised = params - kept
         kept_bytes = 4 if plan.kbit_prepared else 2
-        base = quantised * _QUANT_BYTES[plan.quant] + kept * kept_bytes
+        base = quantised * QUANT_BYTES[plan.quant] + kept * kept_bytes
         notes.append(f"{plan.quant}: {quantised:,} parameters quantised, " + ("the LM head too, " if quantised_head else "")
                      + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
@@ -347,7 +313,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
     cache = params * cache_bytes if not lora and plan.quant is None else 0
-    if cache and plan.sharding not in _SHARDED_PARAMETERS:
+    if cache and plan.sharding not in SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
@@ -356,9 +322,9 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
     weights_high = weights
     unsharded_gradients = gradients
-    if plan.sharding in _SHARDED_OPTIMIZER:
+    if plan.sharding in SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
-    if plan.sharding in _SHARDED_GRADIENTS:
+    if plan.sharding in SHARDED_GRADIENTS:
         gradients /= plan.gpus
     if plan.sharding == "zero3":
         # All-gathered: the unit being computed and the next, prefetched; reduce-scattered: one unit's gradient.
@@ -372,7 +338,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
         gradients += _layer_bytes_of(geometry, _fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
-    if plan.sharding in _SHARDED_PARAMETERS:
+    if plan.sharding in SHARDED_PARAMETERS:
         if plan.sharding != "zero3" and plan.grad_accum > 1:
             gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
             notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
@@ -385,7 +351,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         optimizer = 0.0
         notes.append("optimizer state offloaded to the CPU")
     if "params" in plan.offload:
-        if plan.sharding not in _SHARDED_PARAMETERS:
+        if plan.sharding not in SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
@@ -440,7 +406,7 @@ def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes
     root = _fsdp_root_params(geometry)
     layers = (geometry.layers if geometry is not None else 0) if plan.sharding == "fsdp-grad-op" else 2
     if plan.quant is not None:  # the units gather the packed 4-bit (or 8-bit) storage; embeddings and head in 16 bits
-        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * _QUANT_BYTES[plan.quant]
+        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * QUANT_BYTES[plan.quant]
         return gathered, gathered
     if plan.sharding == "fsdp-grad-op" and geometry is None:
         layers, per_layer = 1, float(params)
@@ -471,7 +437,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         return ZERO, ZERO
     lora = plan.lora_rank is not None
     state_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][0]
-    shards = plan.gpus if plan.sharding in _SHARDED_OPTIMIZER else 1
+    shards = plan.gpus if plan.sharding in SHARDED_OPTIMIZER else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
     if share and "optimizer" not in plan.offload:
@@ -519,7 +485,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
     """The blocks' rounding over the model's weight matrices (and, in full training, their gradients and
     optimizer states: tensors of the same shapes), each in a fresh segment as when they are created.
     Low end 0: expandable segments (PYTORCH_CUDA_ALLOC_CONF) map memory without these segments."""
-    if geometry is None or plan.sharding in _SHARDED_PARAMETERS:
+    if geometry is None or plan.sharding in SHARDED_PARAMETERS:
         return ZERO
     dims = geometry.lora_dims
     fused = "qkv_proj" in dims  # one matrix where the model fuses them (LitGPT, GPT-NeoX)
@@ -585,7 +551,7 @@ def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interv
 def _loss_beside_dequantised(plan: Plan, geometry: Shape | None) -> Interval:
     if plan.quant is None or geometry is None or plan.model_code != "litgpt" or plan.mode != "train":
         return ZERO
-    logits = plan.batch_size * (plan.seq_len or _TYPICAL_SEQUENCE) * geometry.vocab
+    logits = plan.batch_size * (plan.seq_len or TYPICAL_SEQUENCE) * geometry.vocab
     return Interval(*(logits * per_logit for per_logit in litgpt.LOSS_BESIDE_DEQUANTISED_BYTES))
 
 
@@ -621,7 +587,7 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         if longest is None:
             raise CannotEstimate("the sequence length is unknown: give --seq-len")
         # Unknown length: the interval spans short sequences to the model's maximum.
-        lengths = (min(_SHORT_SEQUENCE, longest), min(_TYPICAL_SEQUENCE, longest), longest)
+        lengths = (min(SHORT_SEQUENCE, longest), min(TYPICAL_SEQUENCE, longest), longest)
         notes.append(
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
@@ -635,9 +601,9 @@ def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: 
         prompt_kv.append(value[3])
         prompt_logits.append(value[4])
     measured = _measured_dropout(plan) is not None
-    spread = _LITGPT_SPREAD if plan.model_code == "litgpt" else _MEASURED_SPREAD if measured else _FORMULA_SPREAD
+    spread = LITGPT_SPREAD if plan.model_code == "litgpt" else MEASURED_SPREAD if measured else FORMULA_SPREAD
     if plan.mode != "train":
-        spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else _INFERENCE_SPREAD
+        spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else INFERENCE_SPREAD
     per_logit = _logit_bytes(plan)
     logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
     return (
@@ -661,9 +627,9 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
     if plan.loss == "chunked":
-        return _CHUNKED_LOGIT_BYTES
+        return CHUNKED_LOGIT_BYTES
     # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False) drops the outputs first
-    return _TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else _LOGIT_BYTES
+    return TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else LOGIT_BYTES
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
@@ -717,7 +683,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
         logits_bytes = batch * prompt * geometry.vocab * 6
     elif plan.mode == "generate":
-        logits_bytes = batch * geometry.vocab * _SAMPLING_BYTES[end]
+        logits_bytes = batch * geometry.vocab * SAMPLING_BYTES[end]
         whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
         if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
             prompt_logits = batch * prompt * geometry.vocab * 6
@@ -903,11 +869,11 @@ def _image_activations(plan: Plan, arch: Architecture, act_bytes: int, notes: li
     size = plan.image_size or reference
     scale = (size / reference) ** 2 * (act_bytes / 2) * plan.batch_size
     if plan.mode != "train":
-        return Interval.spread(per_sample * scale * 0.2, _IMAGE_SPREAD)
+        return Interval.spread(per_sample * scale * 0.2, IMAGE_SPREAD)
     factor = 0.3 if plan.gradient_checkpointing else 1.0
     if plan.image_size is None:
         notes.append(f"image size assumed {reference}x{reference}")
-    return Interval.spread(per_sample * scale * factor, _IMAGE_SPREAD)
+    return Interval.spread(per_sample * scale * factor, IMAGE_SPREAD)
 
 
 # ---------------------------------------------------------------------- verdicts

@@ -665,14 +665,14 @@ def test_the_loss_keeps_what_the_replayed_loss_codes_keep():
     """Bytes per logit at the loss's peak, replayed for transformers' three loss codes (calibration/loss_peaks.py): a
     step that drops the model's outputs before its backward (the HF Trainer's) keeps 12, one that holds them (a loop's
     `outputs = model(...)`) up to 16. The Trainer's step is at the first, an unknown loop at the second."""
-    from trainlint.estimator.costmodel import _LOGIT_BYTES, _TRAINER_LOGIT_BYTES
+    from trainlint.estimator.cost_constants import LOGIT_BYTES, TRAINER_LOGIT_BYTES
 
     rows = _calibration("loss_peaks.json")["rows"]
     dropped = [row["bytes_per_logit"] for row in rows if not row["outputs_held_through_backward"]]
     held = [row["bytes_per_logit"] for row in rows if row["outputs_held_through_backward"]]
-    assert _TRAINER_LOGIT_BYTES[:2] == pytest.approx((min(dropped), max(dropped)), abs=0.05)
-    assert _LOGIT_BYTES[0] == pytest.approx(min(dropped), abs=0.05)
-    assert _LOGIT_BYTES[1] == _LOGIT_BYTES[2] == _TRAINER_LOGIT_BYTES[2] == pytest.approx(max(held), abs=0.05)
+    assert TRAINER_LOGIT_BYTES[:2] == pytest.approx((min(dropped), max(dropped)), abs=0.05)
+    assert LOGIT_BYTES[0] == pytest.approx(min(dropped), abs=0.05)
+    assert LOGIT_BYTES[1] == LOGIT_BYTES[2] == TRAINER_LOGIT_BYTES[2] == pytest.approx(max(held), abs=0.05)
     # what a user sees: the Trainer's step (read as freeing its graph) is estimated below the same step in a loop
     loop, trainer = (estimate(_plan(batch_size=4, seq_len=1024, previous_graph_alive=alive)).breakdown.logits
                      for alive in (None, False))

@@ -1,5 +1,5 @@
 """Typing inside one long top-level function: the walk goes on from the statement of its body the
-edit changed (``ScopeAnalysis.rewind``, ``FunctionInfo.resume``) instead of walking the whole
+edit changed (``flow_checkpoints.rewind``, ``FunctionInfo.resume``) instead of walking the whole
 function again, and what is shown is what a fresh analysis shows, key after key, also when the
 edit changes what a function defined before it reads when it is first called after it."""
 

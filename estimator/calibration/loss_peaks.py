@@ -16,7 +16,7 @@ Each runs with the model's outputs converted to fp32 after the forward (accelera
 ``convert_outputs_to_fp32`` under mixed precision) or not, and with the caller dropping the outputs before the
 backward (the HF Trainer: ``compute_loss`` returns the loss alone) or holding them through it (a loop that
 binds ``outputs = model(...)``). The peak over forward and backward, less the head's weight, its input and
-that input's gradient and the labels, divided by the logits, is what ``costmodel._LOGIT_BYTES`` and
+that input's gradient and the labels, divided by the logits, is what ``cost_constants.LOGIT_BYTES`` and
 ``_TRAINER_LOGIT_BYTES`` take. Needs torch only (no transformers):
 
     python loss_peaks.py OUT.json
