@@ -302,6 +302,18 @@ _HEADER = (
     "| rows | peaks | mean abs. error | median | mean abs. error, nothing unmodelled (peaks) | inside the interval | false fits (of runs that did not fit) "
     "| false OOMs (of runs that completed) | unanswered |"
 )
+_ALIGNMENT = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+_VERDICT_BANDS = ("fits", "tight", "oom", "unknown", UNANSWERED)
+
+
+def _summary_rows(label: str, results: list[dict], field: str, values) -> list[str]:
+    """A table of ``summarise`` per value of ``field``, in the order of ``values``, leaving out values no row has."""
+    lines = [f"| {label} " + _HEADER, _ALIGNMENT]
+    for value in values:
+        members = [r for r in results if r[field] == value]
+        if members:
+            lines.append(f"| {value} | {_cells(summarise(members))} |")
+    return lines
 
 
 def published_table(split: str, every_row: bool) -> str:
@@ -330,19 +342,11 @@ def published_table(split: str, every_row: bool) -> str:
         "of the runs that completed",
         f"- unanswered (the estimator cannot resolve the model): **{total['unanswered']}**",
         "",
-        "| verdict band " + _HEADER,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *_summary_rows("verdict band", results, "verdict", _VERDICT_BANDS),
+        "",
+        *_summary_rows("method", results, "method", METHODS),
     ]
-    for band in ("fits", "tight", "oom", "unknown", UNANSWERED):
-        members = [r for r in results if r["verdict"] == band]
-        if members:
-            lines.append(f"| {band} | {_cells(summarise(members))} |")
-    lines += ["", "| method " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for method in METHODS:
-        members = [r for r in results if r["method"] == method]
-        if members:
-            lines.append(f"| {method} | {_cells(summarise(members))} |")
-    lines += ["", "| source " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += ["", "| source " + _HEADER, _ALIGNMENT]
     for url in sources:
         members = [r for r in results if r["row"]["source"]["url"] == url]
         mark = " (seen before the split)" if url in seen else ""
@@ -439,16 +443,10 @@ def held_out_table() -> str:
         f"**{_share(total['inside'], total['peaks'])}** inside the interval, false fits "
         f"{_share(total['false_fits'], total['did_not_fit'])}, false OOMs {_share(total['false_ooms'], total['completed'])}.",
         "",
-        "| verdict band " + _HEADER,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *_summary_rows("verdict band", results, "verdict", _VERDICT_BANDS),
+        "",
+        *_summary_rows("source group", results, "group", sorted({r["group"] for r in results})),
     ]
-    for band in ("fits", "tight", "oom", "unknown", UNANSWERED):
-        members = [r for r in results if r["verdict"] == band]
-        if members:
-            lines.append(f"| {band} | {_cells(summarise(members))} |")
-    lines += ["", "| source group " + _HEADER, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for group in sorted({r["group"] for r in results}):
-        lines.append(f"| {group} | {_cells(summarise([r for r in results if r['group'] == group]))} |")
     return "\n".join(lines)
 
 
