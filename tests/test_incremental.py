@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from typing_keys import one_key_towards
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.settings import AnalysisSettings
@@ -279,19 +280,11 @@ def test_an_edit_inside_one_method_of_a_long_class_shows_what_a_fresh_analysis_s
     for version, target in enumerate((kept_graph, text, kept_graph), start=1):
         # one key at a time: `.item()` deleted from the end backwards, or typed back
         while typed != target:
-            typed = _one_key_towards(typed, target)
+            typed = one_key_towards(typed, target)
             findings = state.analyse(typed, version, SETTINGS).findings
         assert findings == _fresh(target, "trainer.py")
         retained = [finding.line for finding in findings if finding.code == "TL101"]
         assert retained == ([train_line] if target == kept_graph else [])
-
-
-def _one_key_towards(text: str, target: str) -> str:
-    """``text`` one character closer to ``target``, where they differ by what one place holds."""
-    prefix = len(os.path.commonprefix([text, target]))
-    if len(text) > len(target):
-        return text[:prefix] + text[prefix + 1:]
-    return text[:prefix] + target[prefix] + text[prefix:]
 
 
 def test_a_key_inside_one_method_of_a_long_class_costs_a_fraction_of_a_fresh_analysis():
@@ -344,7 +337,7 @@ def test_typing_around_the_first_cuda_line_gives_what_a_fresh_analysis_gives(old
     shown = []
     for version, target in enumerate((_CUDA_SCRIPT.replace(old, new), _CUDA_SCRIPT), start=1):
         while text != target:
-            text = _one_key_towards(text, target)
+            text = one_key_towards(text, target)
             findings = state.analyse(text, version, SETTINGS).findings
             assert findings == _fresh(text, "file:///train.py")
         shown.append(findings)
@@ -378,7 +371,7 @@ def test_freezing_a_model_key_by_key_gives_what_a_fresh_analysis_gives():
     version = 0
     for target in (frozen, thawed):
         while text != target:
-            text = _one_key_towards(text, target)
+            text = one_key_towards(text, target)
             version += 1
             findings = state.analyse(text, version, SETTINGS).findings
             assert findings == _fresh(text, "file:///label.py")

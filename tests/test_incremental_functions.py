@@ -5,10 +5,9 @@ edit changes what a function defined before it reads when it is first called aft
 
 from __future__ import annotations
 
-import os
-
 import libcst as cst
 import pytest
+from typing_keys import one_key_towards
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.flow import ScopeAnalysis
@@ -73,17 +72,10 @@ def _fresh(text: str) -> list:
     return analyze_source(text, PATH, SETTINGS.analysis)
 
 
-def _one_key_towards(text: str, target: str) -> str:
-    prefix = len(os.path.commonprefix([text, target]))
-    if len(text) > len(target):
-        return text[:prefix] + text[prefix + 1:]
-    return text[:prefix] + target[prefix] + text[prefix:]
-
-
 def _typed(state: DocumentState, text: str, target: str, version: int) -> tuple[str, list, int]:
     """``target`` typed into ``text`` one key at a time, each key's findings checked against a fresh analysis."""
     while text != target:
-        text = _one_key_towards(text, target)
+        text = one_key_towards(text, target)
         version += 1
         findings = state.analyse(text, version, SETTINGS).findings
         assert findings == _fresh(text), f"after typing towards the target, at: {text[-120:]!r}"

@@ -4,9 +4,8 @@ one (what it returns, what ``__init__`` binds to ``self``)."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from typing_keys import one_key_towards
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.flow import ScopeAnalysis
@@ -58,18 +57,11 @@ def _fresh(text: str) -> list:
     return analyze_source(text, PATH, SETTINGS.analysis)
 
 
-def _one_key_towards(text: str, target: str) -> str:
-    prefix = len(os.path.commonprefix([text, target]))
-    if len(text) > len(target):
-        return text[:prefix] + text[prefix + 1:]
-    return text[:prefix] + target[prefix] + text[prefix:]
-
-
 def _typed(state: DocumentState, text: str, target: str, version: int) -> tuple[str, list, int]:
     """``target`` typed into ``text`` one key at a time, each key's findings checked against a fresh analysis."""
     findings = state.analyse(text, version, SETTINGS).findings
     while text != target:
-        text = _one_key_towards(text, target)
+        text = one_key_towards(text, target)
         version += 1
         findings = state.analyse(text, version, SETTINGS).findings
         assert findings == _fresh(text), f"after typing towards the target, at: {text[-80:]!r}"
