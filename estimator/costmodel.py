@@ -49,6 +49,7 @@ from .layer_activations import (
     dropout_mask_bytes,
     formula_layer_coefficient,
     inference_layer_coefficient,
+    kbit_prepared_kept,
     kv_heads_per_gpu,
     selective_coefficient,
     training_dropout,
@@ -640,6 +641,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
+        logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
             per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0
@@ -649,10 +651,12 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             elif plan.checkpoint_policy == "alternate":
                 notes.append("selective checkpointing (torchtitan's op policy): each layer keeps its input, its attention "
                              "output and every other matmul's output")
-            activations = kept + per_layer * (geometry.layers - checkpointed) + per_layer
+            # the backward recomputes a layer only after the loss's tensors are freed: the two peaks do not add up
+            recomputed = max(0.0, per_layer - logits)
+            activations = kept + per_layer * (geometry.layers - checkpointed) + recomputed
             if plan.activation_offloading:
                 layer_input = 2.0 * tokens * geometry.hidden * (act_bytes / 2)
-                activations = _offloaded(per_layer, min(_OFFLOAD_STASH, geometry.layers) * layer_input, notes)
+                activations = _offloaded(recomputed, min(_OFFLOAD_STASH, geometry.layers) * layer_input, notes)
             if plan.checkpoint_every > 1:
                 notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
                              f"{geometry.layers}); the others keep all their activations")
@@ -669,8 +673,9 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 without = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=False), geometry, seq, batch, act_bytes, [], end)
                 activations += (per_layer - without) * geometry.layers
                 notes.append(_previous_graph_note(plan))
-        logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        return activations + _head_adapter_kept(plan, geometry, tokens), logits, 0.0, 0.0, 0.0
+        checkpointed = geometry.layers // max(1, plan.checkpoint_every) if plan.gradient_checkpointing else 0
+        activations += _head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
+        return activations, logits, 0.0, 0.0, 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep

@@ -136,7 +136,10 @@ def widened(result: Estimate, bands: Bands | None = None) -> Estimate:
            else "with every setting it depends on stated")
     )
     return dataclasses.replace(
-        result, allocated=reaching(result.allocated), reserved=reaching(result.reserved), process=reaching(result.process),
+        # the process peak's band applies to what the run needs; the cache it gives back (samples of varying length)
+        # is added after, so that whether lengths vary never changes what must fit
+        result, allocated=reaching(result.allocated), reserved=reaching(result.reserved),
+        process=reaching(result.needed) + result.cached,
         assumptions=[*result.assumptions, note],
     )
 

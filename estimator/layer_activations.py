@@ -97,6 +97,25 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     return extra
 
 
+def kbit_prepared_kept(plan: Plan, geometry: Shape, tokens: int, checkpointed: int, notes: list[str]) -> float:
+    """Bytes a 4-bit base's training step keeps because peft's `prepare_model_for_kbit_training` ran, beyond the fp32
+    weights it makes (replayed with peft's, transformers' and bitsandbytes' code, calibration/qlora_peaks.py). The
+    embeddings and norms in fp32 carry an fp32 hidden stream (each `Linear4bit` casts its input to the compute dtype
+    and its output back), so each layer input that gradient checkpointing keeps is 4 bytes, not 2. Under autocast
+    (the Trainer's bf16/fp16) the fp32 LM head is cast to 16 bits for its matmul, and the linear keeps that cast for
+    its input's gradient (a frozen weight's cast is not cached, but saved): 2 bytes per head parameter until the
+    backward reaches the head. Not under DeepSpeed or FSDP: DeepSpeed's engine casts the module to its 16-bit dtype
+    (`module.half()`/`bfloat16()` in `_configure_distributed_model`) and FSDP computes with its MixedPrecision
+    `param_dtype`, so the stream and the head are 16-bit again."""
+    if (not plan.kbit_prepared or plan.quant is None or plan.mode != "train" or plan.model_code == "litgpt"
+            or plan.sharding != "ddp"):
+        return 0.0
+    notes.append("prepare_model_for_kbit_training: an fp32 hidden stream (4-byte checkpointed layer inputs) and the "
+                 "fp32 LM head's 16-bit cast kept for the backward")
+    stream = 2.0 * tokens * geometry.hidden * checkpointed if plan.gradient_checkpointing else 0.0
+    return stream + (2.0 * geometry.vocab * geometry.hidden if plan.head == "lm" else 0.0)
+
+
 def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
     in one layer, minus what the same layer keeps when trained in full.

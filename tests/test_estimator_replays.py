@@ -53,3 +53,35 @@ def test_a_stated_torch_release_decides_what_zero_grad_does():
 
     assert settings_for_versions({"torch": "1.12.1+cu113"})["zero_grad_frees"] is False
     assert settings_for_versions({"torch": "2.0.0"})["zero_grad_frees"] is True
+
+
+QLORA = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "qlora_peaks.json").read_text())
+
+
+def _qlora_plan(row) -> Plan:
+    return Plan(model=find_architecture(row["model"]), batch_size=row["batch"], seq_len=row["seq"], dtype=QLORA["dtype"],
+                quant=QLORA["quant"], quant_keeps_inputs=False, kbit_prepared=row["kbit_prepared"], gradient_checkpointing=True,
+                lora_rank=QLORA["lora_rank"], lora_targets=tuple(QLORA["lora_targets"]), lora_dropout=QLORA["lora_dropout"],
+                attention=QLORA["attention"], lengths_vary=False, previous_graph_alive=False, zero_grad_frees=True)
+
+
+@pytest.mark.parametrize("row", QLORA["rows"], ids=lambda row: f"b{row['batch']}-prepared{row['kbit_prepared']}")
+def test_a_checkpointed_qlora_step_matches_its_replay(row):
+    """TinyLlama with bitsandbytes' 4-bit linears, peft adapters and checkpointing under the Trainer's step
+    (estimator/calibration/qlora_peaks.py): the point is within 2 % of each replayed max_memory_allocated, with
+    prepare_model_for_kbit_training (its fp32 hidden stream and the LM head's kept cast) and without."""
+    allocated = estimate(_qlora_plan(row)).allocated
+    assert allocated.estimate == pytest.approx(row["allocated"], rel=0.02)
+    assert allocated.low <= row["allocated"] <= allocated.high
+
+
+def test_prepare_model_for_kbit_training_keeps_more_than_its_fp32_weights():
+    """What preparing adds at the peak is more than the 2 bytes per embedding and head parameter it casts up: the
+    replays differ by the checkpointed layers' fp32 inputs and the head's 16-bit cast as well."""
+    rows = {(row["batch"], row["kbit_prepared"]): row for row in QLORA["rows"]}
+    for batch in (1, 4):
+        prepared, plain = (estimate(_qlora_plan(rows[batch, flag])) for flag in (True, False))
+        replayed = rows[batch, True]["allocated"] - rows[batch, False]["allocated"]
+        weights_only = prepared.breakdown.weights.estimate - plain.breakdown.weights.estimate
+        assert replayed > 1.4 * weights_only
+        assert prepared.allocated.estimate - plain.allocated.estimate == pytest.approx(replayed, rel=0.05)
