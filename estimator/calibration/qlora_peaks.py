@@ -7,12 +7,13 @@ whose ops have fake kernels), peft LoRA adapters (rank 16 on q_proj and v_proj, 
 checkpointing as transformers enables it, AdamW on the adapters, the HF Trainer's step (outputs dropped before the
 backward, forward and loss under bf16 autocast), two iterations at 512 tokens and batch 1 and 4, each with and
 without ``prepare_model_for_kbit_training`` first (which casts every 16-bit parameter that is not a ``Params4bit``
-to fp32: embeddings, norms, LM head). The autocast is torch's CPU one: its policy differs from CUDA's for softmax,
-layer norm and pow, which a Llama layer takes on fp32 tensors it casts itself (RMSNorm, transformers' loss) or inside
-SDPA, so what is kept is what CUDA's would keep. Recorded under FakeTensorMode and replayed through
-``allocator_replay.py``. A 4-bit matmul's forward on CUDA dequantises the weight inside bitsandbytes' op (the fake
-kernel allocates only the output), so the replay holds the backward's dequantised weight only; the estimator counts
-one. ``tests/test_estimator_replays.py`` compares the estimator's allocated point with each.
+to fp32: embeddings, norms, LM head), and the same step over the bf16 base unquantised at batch 4. The autocast is
+torch's CPU one: its policy differs from CUDA's for softmax, layer norm and pow, which a Llama layer takes on fp32
+tensors it casts itself (RMSNorm, transformers' loss) or inside SDPA, so what is kept is what CUDA's would keep.
+Recorded under FakeTensorMode and replayed through ``allocator_replay.py``. A 4-bit matmul's forward on CUDA
+dequantises the weight inside bitsandbytes' op (the fake kernel allocates only the output), so the replay holds the
+backward's dequantised weight only; the estimator counts one. ``tests/test_estimator_replays.py`` compares the
+estimator's allocated point with each.
 
 Runs in a calibration venv (torch, transformers, peft, bitsandbytes), never the product's:
 
@@ -91,13 +92,14 @@ def _held(model: torch.nn.Module) -> list[torch.Tensor]:
     return [tensor for tensor in tensors if isinstance(tensor, torch.Tensor)]
 
 
-def run(batch: int, prepared: bool) -> dict:
+def run(batch: int, prepared: bool, quantised: bool = True) -> dict:
     config = transformers.AutoConfig.for_model("llama", **FIELDS)
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=True), activations._gpu_like_dropout(), activations._not_tracing():
         with no_init_weights():
             model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
-        _quantised(model)
+        if quantised:
+            _quantised(model)
         if prepared:
             model = peft.prepare_model_for_kbit_training(model)
         else:
@@ -124,7 +126,8 @@ def run(batch: int, prepared: bool) -> dict:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
     peaks = replay(recorder.events)
-    return {"model": "tinyllama-1.1b", "batch": batch, "seq": SEQ, "kbit_prepared": prepared,
+    return {"model": "tinyllama-1.1b", "batch": batch, "seq": SEQ, "quant": "nf4-dq" if quantised else None,
+            "kbit_prepared": prepared,
             "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
 
 
@@ -138,8 +141,10 @@ def main() -> None:
         for prepared in (False, True):
             rows.append(run(batch, prepared))
             print(rows[-1], flush=True)
+    rows.append(run(4, prepared=False, quantised=False))  # the same checkpointed LoRA step over a bf16 base
+    print(rows[-1], flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
-            "bitsandbytes": bitsandbytes.__version__, "dtype": "bf16", "quant": "nf4-dq", "lora_rank": RANK,
+            "bitsandbytes": bitsandbytes.__version__, "dtype": "bf16", "lora_rank": RANK,
             "lora_targets": TARGETS, "lora_dropout": DROPOUT, "attention": "sdpa", "autocast": "bf16",
             "measured_with": "FakeTensorMode, CPU autocast (bf16), GPU-like dropout masks, allocator_replay.py"}
     args.out.write_text(json.dumps({**meta, "rows": rows}, indent=1) + "\n")
