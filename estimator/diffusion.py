@@ -22,6 +22,7 @@ import msgspec
 
 from .architectures import Architecture
 from .plan import OPTIMIZER_STATE, PRECISION, CannotEstimate, Interval
+from .versions import settled_by
 
 _DATA_PATH = Path(__file__).parent / "data" / "diffusion_pipelines.json"
 # GPU kernels (cuDNN's convolution workspaces above all) add to what fake tensors count.
@@ -44,6 +45,9 @@ class Pipeline(msgspec.Struct, frozen=True):
     # The pipeline's code casts its VAE to fp32 for the decode when the VAE is in fp16 and its config sets
     # `force_upcast` (diffusers' SDXL pipelines: `needs_upcasting`; the stock SDXL VAE's config sets it).
     vae_upcast_under_fp16: bool = False
+    # A bf16 decode's working memory (bytes, one image) as diffusers before 0.31 ran it: each Upsample2D casts to fp32
+    # around its interpolation (plan.vae_upsampling_fp32).
+    vae_decode_bytes_fp32_upsampling: int = 0
 
 
 class _Data(msgspec.Struct, frozen=True):
@@ -96,10 +100,12 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
         denoise = (one + (two - one) * (per_call - 1)) * scale
         decode_area = min(area, 1.0) if plan.vae_tiling else area
 
-        def peak_phase(decode_bytes: int) -> tuple[str, list[str], float, float]:
+        def peak_phase(decode_bytes: int, fp32_upsampling: bool = False) -> tuple[str, list[str], float, float]:
             """The phase with the most on the device: its name, the components then on the device, their weights
-            and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide)."""
-            decode = pipeline.vae_decode_bytes * decode_area * decode_bytes / 2 * (1 if plan.vae_tiling else plan.batch_size)
+            and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide),
+            or in bf16 upsampling in fp32 (``fp32_upsampling``: diffusers before 0.31)."""
+            per_image = pipeline.vae_decode_bytes_fp32_upsampling if fp32_upsampling else pipeline.vae_decode_bytes * decode_bytes / 2
+            decode = per_image * decode_area * (1 if plan.vae_tiling else plan.batch_size)
             vae_cast = components.get("vae", 0) * (decode_bytes - weight_bytes)
             if plan.cpu_offload:
                 phases = _offloaded_phases(pipeline, encoders, denoise, decode)
@@ -126,6 +132,17 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             notes.append("fp16: the pipeline casts its VAE to fp32 for the decode (force_upcast in the VAE's config, as the "
                          "stock VAE sets it), so the decode works in fp32; a VAE whose config turns it off (an fp16-fixed "
                          "VAE) decodes in fp16 (the low end)")
+        if plan.dtype == "bf16" and pipeline.vae_decode_bytes_fp32_upsampling and plan.vae_upsampling_fp32 is not False:
+            old = peak_phase(work_bytes, fp32_upsampling=True)
+            if plan.vae_upsampling_fp32:
+                name, names, weights, work = old
+                working = Interval.spread(work, _WORK_SPREAD)
+                notes.append("diffusers before 0.31: a bf16 decode casts each upsampler's input to fp32 around the "
+                             "interpolation (Upsample2D), so the upsampled maps are held in fp32 as well")
+            else:
+                working = Interval(working.low, working.estimate, max(working.high, old[3] * _WORK_SPREAD[2]))
+                notes.append("bf16 decode as diffusers 0.31 and later run it (the estimate); before, each upsampler cast "
+                             f"to fp32 around the interpolation (the high end); {settled_by('diffusers')}")
         if plan.cpu_offload:
             notes.append(f"model CPU offload: a component leaves the device when the next one in the pipeline's order "
                          f"runs; the largest phase is {name} ({', '.join(names)} on the device)")

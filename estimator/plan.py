@@ -171,6 +171,10 @@ class Plan:
     # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,
     # most hand-written loops). None: the torch version is unknown (the estimate frees them, the high end keeps them).
     zero_grad_frees: bool | None = None
+    # diffusers before 0.31 cast a bf16 tensor to fp32 around each Upsample2D's nearest-neighbour interpolation (and
+    # back), so a bf16 VAE decode held its upsampled maps in fp32 (0.31: only under torch older than 2.1, PR 9480).
+    # None: the diffusers version is unknown (the estimate today's, the high end the cast).
+    vae_upsampling_fp32: bool | None = None
 
 
 @dataclass(frozen=True)

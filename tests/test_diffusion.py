@@ -50,8 +50,32 @@ def test_sdxl_decodes_in_fp32_under_fp16():
     assert any("decode works in fp32" in note for note in fp16.assumptions)
     sd15 = find_architecture("sd-1.5")
     sd15_fp16 = estimate(Plan(model=sd15, mode="infer", dtype="fp16"))
-    assert sd15_fp16.breakdown.activations == estimate(Plan(model=sd15, mode="infer", dtype="bf16")).breakdown.activations
+    today_bf16 = Plan(model=sd15, mode="infer", dtype="bf16", vae_upsampling_fp32=False)  # diffusers 0.31 and later
+    assert sd15_fp16.breakdown.activations == estimate(today_bf16).breakdown.activations
     assert not any("decode works in fp32" in note for note in sd15_fp16.assumptions)
+
+
+def test_a_bf16_decode_before_diffusers_0_31_upsamples_in_fp32():
+    """diffusers before 0.31 cast bf16 to fp32 around each Upsample2D's interpolation: a replay of the VAE's decode
+    that way holds more (the fp32 upsampled maps); a plan that says so (or a diffusers release before 0.31) is
+    estimated with it, an unknown release at the high end only, and fp16, which was never cast, not at all."""
+    from trainlint.estimator.versions import settings_for_versions
+
+    for name, pipeline in DATA["pipelines"].items():
+        assert pipeline["vae_decode_bytes_fp32_upsampling"] > 1.2 * pipeline["vae_decode_bytes"], name
+    flux = find_architecture("flux.1-dev")
+    decode = DATA["pipelines"]["flux.1-dev"]["vae_decode_bytes_fp32_upsampling"]
+    common = dict(model=flux, mode="infer", batch_size=8, image_size=1024)
+    cast = estimate(Plan(**common, dtype="bf16", vae_upsampling_fp32=True)).breakdown.activations
+    today = estimate(Plan(**common, dtype="bf16", vae_upsampling_fp32=False)).breakdown.activations
+    unknown = estimate(Plan(**common, dtype="bf16")).breakdown.activations
+    assert cast.estimate == pytest.approx(8 * decode)
+    assert unknown.estimate == today.estimate < cast.estimate <= unknown.high
+    assert today.high < unknown.high
+    fp16 = Plan(**common, dtype="fp16")
+    assert estimate(fp16).breakdown.activations == estimate(Plan(**common, dtype="fp16", vae_upsampling_fp32=True)).breakdown.activations
+    assert settings_for_versions({"diffusers": "0.30.3"})["vae_upsampling_fp32"] is True
+    assert settings_for_versions({"diffusers": "0.31.0"})["vae_upsampling_fp32"] is False
 
 
 def test_resolution_guidance_offload_and_tiling():
