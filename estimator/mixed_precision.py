@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from .plan import Plan
 
+# Model types whose layers end in a LayerNorm (post-LN: the norm's output is the next layer's input). Under autocast
+# `layer_norm` returns fp32 whatever its weights' width, so their residual stream is fp32 over 16-bit weights too.
+_POST_LN_FAMILIES = frozenset({"bert", "roberta", "xlm-roberta", "distilbert", "bart"})
+
 
 def fsdp_param_bytes(plan: Plan, weight_bytes: int, end: int) -> int:
     """Bytes per gathered parameter under FSDP: the weights' own dtype, or under autocast the MixedPrecision
@@ -28,7 +32,8 @@ def forward_weights_16bit(plan: Plan, end: int) -> bool:
 
 
 def fp32_residual_stream(plan: Plan, end: int) -> bool:
-    """Whether a training step's residual stream is fp32: autocast over fp32 weights, whose embeddings are fp32
-    (a frozen base under adapters or quantised is read by its own terms)."""
+    """Whether a training step's residual stream is fp32: autocast over fp32 weights, whose embeddings are fp32, or
+    a post-LN model's, whose LayerNorm outputs are (a frozen base under adapters or quantised is read by its own terms)."""
+    post_ln = plan.model is not None and plan.model.family in _POST_LN_FAMILIES
     return (plan.dtype.startswith("amp") and plan.quant is None and plan.lora_rank is None
-            and not forward_weights_16bit(plan, end))
+            and (post_ln or not forward_weights_16bit(plan, end)))

@@ -293,6 +293,13 @@ def test_under_autocast_the_layers_keep_the_residual_stream_as_wide_as_the_weigh
     assert alone - gathered_16 == pytest.approx(wider_inputs + recast)
     pure = estimate(Plan(**{**common, "dtype": "bf16"}, sharding="fsdp", gpus=8)).breakdown.activations.estimate
     assert gathered_16 == pytest.approx(pure)
+    # a post-LN layer's input is its predecessor's LayerNorm output, fp32 under autocast over 16-bit weights too
+    bert = find_architecture("bert-base-uncased")
+    post_ln = dict(common, model=bert, seq_len=512, head="classifier")
+    pure_bert = estimate(Plan(**{**post_ln, "dtype": "bf16"}, sharding="fsdp", gpus=8)).breakdown.activations.estimate
+    gathered_bert = estimate(Plan(**post_ln, sharding="fsdp", gpus=8, fsdp_param_dtype="bf16")).breakdown.activations.estimate
+    adjustment = autocast_layer_adjustment(Plan(**post_ln), shape(bert), 512, weights_16bit=True)
+    assert gathered_bert - pure_bert == pytest.approx((2 * bert.layers + adjustment) * 2 * 512 * bert.hidden)
 
 
 def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_fp32_logits():
