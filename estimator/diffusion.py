@@ -8,7 +8,8 @@ checkpointing, frozen with LoRA adapters). Working memory scales with the latent
 
 Inference keeps every component on the device (unless ``enable_model_cpu_offload``: one at a time, see
 ``_offloaded_phases``) and peaks in the larger of a denoising step (classifier-free guidance doubles its
-batch) and the VAE decode (``enable_vae_tiling``: one reference-sized tile at a time). A component left
+batch) and the VAE decode (``enable_vae_tiling``: one reference-sized tile of each image at a time;
+``enable_vae_slicing``: one image at a time). A component left
 out of the pipeline (``text_encoder_3=None``: ``Plan.omitted_components``) is not loaded. Training updates
 the denoiser; the text encoders and the VAE stay resident and frozen.
 """
@@ -105,7 +106,11 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide),
             or in bf16 upsampling in fp32 (``fp32_upsampling``: diffusers before 0.31)."""
             per_image = pipeline.vae_decode_bytes_fp32_upsampling if fp32_upsampling else pipeline.vae_decode_bytes * decode_bytes / 2
-            decode = per_image * decode_area * (1 if plan.vae_tiling else plan.batch_size)
+            # a tile carries every image of the batch (tiled_decode slices the latents' height and width only);
+            # slicing decodes one image at a time, the earlier images' pixels kept for the final concatenation
+            decode = per_image * decode_area * (1 if plan.vae_slicing else plan.batch_size)
+            if plan.vae_slicing:
+                decode += (plan.batch_size - 1) * 3 * (plan.image_size or pipeline.resolution) ** 2 * decode_bytes
             vae_cast = components.get("vae", 0) * (decode_bytes - weight_bytes)
             if plan.cpu_offload:
                 phases = _offloaded_phases(pipeline, encoders, denoise, decode)
@@ -118,7 +123,9 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             return name, names, weights, work
 
         if plan.vae_tiling:
-            notes.append("VAE tiling: the decode works one reference-sized tile at a time")
+            notes.append("VAE tiling: the decode works one reference-sized tile at a time (of every image in the batch)")
+        if plan.vae_slicing and plan.batch_size > 1:
+            notes.append("VAE slicing: the decode works one image at a time")
         if pipeline.guidance_batch > 1:
             notes.append("classifier-free guidance: each denoising step runs two samples per image")
         encoders = [name for name in components if name.startswith("text_encoder")]

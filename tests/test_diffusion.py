@@ -78,6 +78,24 @@ def test_a_bf16_decode_before_diffusers_0_31_upsamples_in_fp32():
     assert settings_for_versions({"diffusers": "0.31.0"})["vae_upsampling_fp32"] is False
 
 
+def test_vae_slicing_decodes_one_image_at_a_time_and_a_tile_holds_every_image_of_the_batch():
+    """AutoencoderKL.decode: with slicing, one image's latents at a time (the decoded images concatenated at the end);
+    tiled_decode cuts the latents' height and width, each tile keeping the whole batch."""
+    flux = find_architecture("flux.1-dev")
+    decode = DATA["pipelines"]["flux.1-dev"]["vae_decode_bytes"]
+    common = dict(model=flux, mode="infer", dtype="bf16", vae_upsampling_fp32=False)
+    whole = estimate(Plan(**common, batch_size=2, image_size=1024)).breakdown.activations.estimate
+    sliced = estimate(Plan(**common, batch_size=2, image_size=1024, vae_slicing=True)).breakdown.activations.estimate
+    assert whole == pytest.approx(2 * decode)
+    assert sliced == pytest.approx(decode + 3 * 1024 * 1024 * 2)  # the first image's pixels wait for the second's
+    tiled = estimate(Plan(**common, batch_size=2, image_size=1536, vae_tiling=True)).breakdown.activations.estimate
+    assert tiled == pytest.approx(2 * decode)
+    report = build(Plan(**common, batch_size=2, image_size=1024), resolve_target("a10g"), {})
+    assert any("VAE slicing" in remedy.change for remedy in report.remedies)
+    single = build(Plan(**common, batch_size=1, image_size=1024), resolve_target("a10g"), {})
+    assert not any("VAE slicing" in remedy.change for remedy in single.remedies)  # one image: nothing to slice
+
+
 def test_resolution_guidance_offload_and_tiling():
     sdxl = find_architecture("stabilityai/stable-diffusion-xl-base-1.0")
     base = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", image_size=1024))
@@ -131,13 +149,14 @@ def test_a_diffusers_script_is_read():
         pipe = DiffusionPipeline.from_pretrained("stabilityai/stable-diffusion-xl-base-1.0", torch_dtype=torch.float16)
         pipe.enable_model_cpu_offload()
         pipe.enable_vae_tiling()
+        pipe.enable_vae_slicing()
         images = pipe("a lighthouse at dusk", height=1536, width=1536, num_images_per_prompt=2).images
         """
     )
     found = read_inputs(ModuleAnalysis(script, "generate.py")).found()
     assert found["model"].value == "stabilityai/stable-diffusion-xl-base-1.0" and found["dtype"].value == "fp16"
     assert found["mode"].value == "infer" and found["image_size"].value == 1536 and found["batch_size"].value == 2
-    assert found["cpu_offload"].value is True and found["vae_tiling"].value is True
+    assert found["cpu_offload"].value is True and found["vae_tiling"].value is True and found["vae_slicing"].value is True
     planned = plan_settings(read_inputs(ModuleAnalysis(script, "generate.py")), {})
     result = estimate(Plan(model=find_architecture(planned.model_name), **planned.settings))
     assert result.process.high < 16 * GIB
