@@ -49,6 +49,9 @@ class Pipeline(msgspec.Struct, frozen=True):
     # A bf16 decode's working memory (bytes, one image) as diffusers before 0.31 ran it: each Upsample2D casts to fp32
     # around its interpolation (plan.vae_upsampling_fp32).
     vae_decode_bytes_fp32_upsampling: int = 0
+    # A denoiser call at batch 1 and 2 with diffusers' sliced attention processor (`enable_attention_slicing()`,
+    # slice "auto"; a UNet's `set_attention_slice`); empty where not replayed or the denoiser has none.
+    denoise_bytes_sliced: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class _Data(msgspec.Struct, frozen=True):
@@ -99,6 +102,16 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
         per_call = plan.batch_size * pipeline.guidance_batch
         one, two = pipeline.denoise_bytes["1"], pipeline.denoise_bytes["2"]
         denoise = (one + (two - one) * (per_call - 1)) * scale
+        if plan.attention_slicing and pipeline.denoise_bytes_sliced:
+            # the sliced processor computes each slice's scores in full (baddbmm, softmax): tokens squared, so the
+            # latent area squared, where SDPA keeps none
+            extra = max(pipeline.denoise_bytes_sliced[batch] - pipeline.denoise_bytes[batch] for batch in ("1", "2"))
+            denoise += extra * area * scale
+            notes.append("attention slicing (enable_attention_slicing): the sliced processor holds each slice's attention "
+                         "scores and probabilities, which SDPA never makes: more memory on torch 2, not less (as diffusers warns)")
+        elif plan.attention_slicing:
+            notes.append("attention slicing: not counted (no replay with the sliced processor for this pipeline's denoiser; "
+                         "SD3's and FLUX's transformers have none)")
         decode_area = min(area, 1.0) if plan.vae_tiling else area
 
         def peak_phase(decode_bytes: int, fp32_upsampling: bool = False) -> tuple[str, list[str], float, float]:

@@ -102,6 +102,7 @@ class Plan:
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     vae_slicing: bool = False  # diffusion: enable_vae_slicing (the decode works one image at a time)
+    attention_slicing: bool = False  # diffusion: enable_attention_slicing (a UNet's sliced attention processor)
     omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
     # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
     compiled: bool = False

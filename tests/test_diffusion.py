@@ -96,6 +96,23 @@ def test_vae_slicing_decodes_one_image_at_a_time_and_a_tile_holds_every_image_of
     assert not any("VAE slicing" in remedy.change for remedy in single.remedies)  # one image: nothing to slice
 
 
+def test_attention_slicing_holds_each_slices_scores_where_sdpa_holds_none():
+    """enable_attention_slicing() gives a UNet diffusers' sliced processor, which computes each slice's attention scores
+    in full (replayed: more than SDPA's call holds, growing with the tokens squared); a transformer denoiser has none."""
+    sd15 = find_architecture("sd-1.5")
+    measured = DATA["pipelines"]["sd-1.5"]
+    extra = max(measured["denoise_bytes_sliced"][batch] - measured["denoise_bytes"][batch] for batch in ("1", "2"))
+    assert extra > 0
+    common = dict(model=sd15, mode="infer", dtype="fp16", batch_size=4, vae_slicing=True)  # the denoising step peaks
+    for side in (512, 768):
+        plain = estimate(Plan(**common, image_size=side)).breakdown.activations.estimate
+        sliced = estimate(Plan(**common, image_size=side, attention_slicing=True))
+        assert sliced.breakdown.activations.estimate - plain == pytest.approx(extra * (side / 512) ** 4)
+        assert any("more memory on torch 2" in note for note in sliced.assumptions)
+    flux = dict(model=find_architecture("flux.1-dev"), mode="infer", dtype="bf16", vae_upsampling_fp32=False)
+    assert estimate(Plan(**flux, attention_slicing=True)).breakdown == estimate(Plan(**flux)).breakdown
+
+
 def test_resolution_guidance_offload_and_tiling():
     sdxl = find_architecture("stabilityai/stable-diffusion-xl-base-1.0")
     base = estimate(Plan(model=sdxl, mode="infer", dtype="fp16", image_size=1024))
@@ -150,6 +167,7 @@ def test_a_diffusers_script_is_read():
         pipe.enable_model_cpu_offload()
         pipe.enable_vae_tiling()
         pipe.enable_vae_slicing()
+        pipe.enable_attention_slicing()
         images = pipe("a lighthouse at dusk", height=1536, width=1536, num_images_per_prompt=2).images
         """
     )
@@ -157,6 +175,7 @@ def test_a_diffusers_script_is_read():
     assert found["model"].value == "stabilityai/stable-diffusion-xl-base-1.0" and found["dtype"].value == "fp16"
     assert found["mode"].value == "infer" and found["image_size"].value == 1536 and found["batch_size"].value == 2
     assert found["cpu_offload"].value is True and found["vae_tiling"].value is True and found["vae_slicing"].value is True
+    assert found["attention_slicing"].value is True
     planned = plan_settings(read_inputs(ModuleAnalysis(script, "generate.py")), {})
     result = estimate(Plan(model=find_architecture(planned.model_name), **planned.settings))
     assert result.process.high < 16 * GIB

@@ -7,7 +7,8 @@ with diffusers and transformers under ``FakeTensorMode`` in 16-bit, and its para
 match the published counts). Then, at the pipeline's reference resolution:
 
 - inference: ``MemTracker``'s peak beyond the parameters for one denoiser call at batch 1 and 2
-  (classifier-free guidance runs 2 per image), for a VAE decode of one image (and of one image in bf16 as
+  (classifier-free guidance runs 2 per image; a UNet's also with diffusers' sliced attention processor, slice
+  "auto", as ``enable_attention_slicing()`` sets it), for a VAE decode of one image (and of one image in bf16 as
   diffusers before 0.31 decoded it, upsampling in fp32), and for the text
   encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``; the text encoders'
   parameters that transformers keeps in fp32 when fp16 is asked for (T5's ``wo``); and whether the
@@ -213,6 +214,14 @@ def measure(name: str, pipeline: dict) -> dict:
             str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))
             for batch in (1, 2)
         }
+        if hasattr(denoiser, "set_attention_slice"):  # a UNet: the pipeline's enable_attention_slicing() reaches it
+            processors = denoiser.attn_processors
+            denoiser.set_attention_slice("auto")
+            result["denoise_bytes_sliced"] = {
+                str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))
+                for batch in (1, 2)
+            }
+            denoiser.set_attn_processor(processors)
         channels = pipeline["vae"]["latent_channels"]
         result["vae_decode_bytes"] = _peak_beyond_parameters(
             vae, lambda: vae.decode(torch.randn(1, channels, latent, latent, dtype=DTYPE)))
