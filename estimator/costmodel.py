@@ -54,6 +54,7 @@ from .layer_activations import (
     selective_coefficient,
     training_dropout,
 )
+from .mixed_precision import forward_weights_16bit, fp32_residual_stream, fsdp_param_bytes
 from .plan import (
     OPTIMIZER_STATE,
     PRECISION,
@@ -338,7 +339,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
         weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
-        gradients += _layer_bytes_of(geometry, _fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
+        gradients += _layer_bytes_of(geometry, fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
     if plan.sharding in SHARDED_PARAMETERS:
         if plan.sharding != "zero3" and plan.grad_accum > 1:
             gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
@@ -378,16 +379,6 @@ def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes:
     return Interval(0.0, 0.0, size)
 
 
-def _fsdp_param_bytes(plan: Plan, weight_bytes: int, end: int) -> int:
-    """Bytes per gathered parameter under FSDP: the weights' own dtype, or under autocast the MixedPrecision
-    policy's param_dtype (16 bits at the estimate, fp32 at the high end where the plan does not say)."""
-    if not plan.dtype.startswith("amp"):
-        return weight_bytes
-    if plan.fsdp_param_dtype is not None:
-        return 4 if plan.fsdp_param_dtype == "fp32" else 2
-    return 4 if end == 2 else 2
-
-
 def _fsdp_root_params(geometry: Shape | None) -> float:
     """The root unit's parameters under the usual wrapping (one unit per transformer layer): the embeddings
     and an untied LM head."""
@@ -422,7 +413,7 @@ def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes
     if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
         notes.append("FSDP mixed precision: gathered parameters in 16 bits (param_dtype=bf16, accelerate's and "
                      "torchtitan's policy) at the estimate, fp32 (Lightning's, autocast casting) at the high end")
-    return (gathered * _fsdp_param_bytes(plan, weight_bytes, 1), gathered * _fsdp_param_bytes(plan, weight_bytes, 2))
+    return (gathered * fsdp_param_bytes(plan, weight_bytes, 1), gathered * fsdp_param_bytes(plan, weight_bytes, 2))
 
 
 # torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
@@ -645,6 +636,8 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
             per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0
+            if fp32_residual_stream(plan, end):
+                per_token += 2.0  # each checkpoint keeps its layer's input: the fp32 residual stream, 4 bytes wide
             kept = per_token * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
             if plan.checkpoint_policy == "selective":
                 notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
@@ -841,8 +834,12 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         if plan.quant is not None:
             notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
-        coefficient += autocast_layer_adjustment(plan, geometry, seq)
-        notes.append("autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
+        weights_16bit = forward_weights_16bit(plan, end)
+        coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=weights_16bit)
+        if weights_16bit or end != 2:  # the high end of an unstated FSDP policy gathers fp32 (its own note)
+            notes.append("autocast over FSDP's 16-bit gathered weights: a 16-bit residual stream, as in pure 16 bits; "
+                         "LayerNorm, pow and softmax still run in fp32" if weights_16bit else
+                         "autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
     return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
 
 

@@ -8,7 +8,8 @@ checkpointing, frozen with LoRA adapters). Working memory scales with the latent
 
 Inference keeps every component on the device (unless ``enable_model_cpu_offload``: one at a time, see
 ``_offloaded_phases``) and peaks in the larger of a denoising step (classifier-free guidance doubles its
-batch) and the VAE decode (``enable_vae_tiling``: one reference-sized tile at a time). A component left
+batch) and the VAE decode (``enable_vae_tiling``: one reference-sized tile of each image at a time;
+``enable_vae_slicing``: one image at a time). A component left
 out of the pipeline (``text_encoder_3=None``: ``Plan.omitted_components``) is not loaded. Training updates
 the denoiser; the text encoders and the VAE stay resident and frozen.
 """
@@ -22,6 +23,7 @@ import msgspec
 
 from .architectures import Architecture
 from .plan import OPTIMIZER_STATE, PRECISION, CannotEstimate, Interval
+from .versions import settled_by
 
 _DATA_PATH = Path(__file__).parent / "data" / "diffusion_pipelines.json"
 # GPU kernels (cuDNN's convolution workspaces above all) add to what fake tensors count.
@@ -44,6 +46,12 @@ class Pipeline(msgspec.Struct, frozen=True):
     # The pipeline's code casts its VAE to fp32 for the decode when the VAE is in fp16 and its config sets
     # `force_upcast` (diffusers' SDXL pipelines: `needs_upcasting`; the stock SDXL VAE's config sets it).
     vae_upcast_under_fp16: bool = False
+    # A bf16 decode's working memory (bytes, one image) as diffusers before 0.31 ran it: each Upsample2D casts to fp32
+    # around its interpolation (plan.vae_upsampling_fp32).
+    vae_decode_bytes_fp32_upsampling: int = 0
+    # A denoiser call at batch 1 and 2 with diffusers' sliced attention processor (`enable_attention_slicing()`,
+    # slice "auto"; a UNet's `set_attention_slice`); empty where not replayed or the denoiser has none.
+    denoise_bytes_sliced: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class _Data(msgspec.Struct, frozen=True):
@@ -94,12 +102,28 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
         per_call = plan.batch_size * pipeline.guidance_batch
         one, two = pipeline.denoise_bytes["1"], pipeline.denoise_bytes["2"]
         denoise = (one + (two - one) * (per_call - 1)) * scale
+        if plan.attention_slicing and pipeline.denoise_bytes_sliced:
+            # the sliced processor computes each slice's scores in full (baddbmm, softmax): tokens squared, so the
+            # latent area squared, where SDPA keeps none
+            extra = max(pipeline.denoise_bytes_sliced[batch] - pipeline.denoise_bytes[batch] for batch in ("1", "2"))
+            denoise += extra * area * scale
+            notes.append("attention slicing (enable_attention_slicing): the sliced processor holds each slice's attention "
+                         "scores and probabilities, which SDPA never makes: more memory on torch 2, not less (as diffusers warns)")
+        elif plan.attention_slicing:
+            notes.append("attention slicing: not counted (no replay with the sliced processor for this pipeline's denoiser; "
+                         "SD3's and FLUX's transformers have none)")
         decode_area = min(area, 1.0) if plan.vae_tiling else area
 
-        def peak_phase(decode_bytes: int) -> tuple[str, list[str], float, float]:
+        def peak_phase(decode_bytes: int, fp32_upsampling: bool = False) -> tuple[str, list[str], float, float]:
             """The phase with the most on the device: its name, the components then on the device, their weights
-            and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide)."""
-            decode = pipeline.vae_decode_bytes * decode_area * decode_bytes / 2 * (1 if plan.vae_tiling else plan.batch_size)
+            and its working memory, the VAE decoding with ``decode_bytes`` per element (its weights then as wide),
+            or in bf16 upsampling in fp32 (``fp32_upsampling``: diffusers before 0.31)."""
+            per_image = pipeline.vae_decode_bytes_fp32_upsampling if fp32_upsampling else pipeline.vae_decode_bytes * decode_bytes / 2
+            # a tile carries every image of the batch (tiled_decode slices the latents' height and width only);
+            # slicing decodes one image at a time, the earlier images' pixels kept for the final concatenation
+            decode = per_image * decode_area * (1 if plan.vae_slicing else plan.batch_size)
+            if plan.vae_slicing:
+                decode += (plan.batch_size - 1) * 3 * (plan.image_size or pipeline.resolution) ** 2 * decode_bytes
             vae_cast = components.get("vae", 0) * (decode_bytes - weight_bytes)
             if plan.cpu_offload:
                 phases = _offloaded_phases(pipeline, encoders, denoise, decode)
@@ -112,7 +136,9 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             return name, names, weights, work
 
         if plan.vae_tiling:
-            notes.append("VAE tiling: the decode works one reference-sized tile at a time")
+            notes.append("VAE tiling: the decode works one reference-sized tile at a time (of every image in the batch)")
+        if plan.vae_slicing and plan.batch_size > 1:
+            notes.append("VAE slicing: the decode works one image at a time")
         if pipeline.guidance_batch > 1:
             notes.append("classifier-free guidance: each denoising step runs two samples per image")
         encoders = [name for name in components if name.startswith("text_encoder")]
@@ -126,6 +152,17 @@ def diffusion_terms(plan, arch: Architecture, pipeline: Pipeline, notes: list[st
             notes.append("fp16: the pipeline casts its VAE to fp32 for the decode (force_upcast in the VAE's config, as the "
                          "stock VAE sets it), so the decode works in fp32; a VAE whose config turns it off (an fp16-fixed "
                          "VAE) decodes in fp16 (the low end)")
+        if plan.dtype == "bf16" and pipeline.vae_decode_bytes_fp32_upsampling and plan.vae_upsampling_fp32 is not False:
+            old = peak_phase(work_bytes, fp32_upsampling=True)
+            if plan.vae_upsampling_fp32:
+                name, names, weights, work = old
+                working = Interval.spread(work, _WORK_SPREAD)
+                notes.append("diffusers before 0.31: a bf16 decode casts each upsampler's input to fp32 around the "
+                             "interpolation (Upsample2D), so the upsampled maps are held in fp32 as well")
+            else:
+                working = Interval(working.low, working.estimate, max(working.high, old[3] * _WORK_SPREAD[2]))
+                notes.append("bf16 decode as diffusers 0.31 and later run it (the estimate); before, each upsampler cast "
+                             f"to fp32 around the interpolation (the high end); {settled_by('diffusers')}")
         if plan.cpu_offload:
             notes.append(f"model CPU offload: a component leaves the device when the next one in the pipeline's order "
                          f"runs; the largest phase is {name} ({', '.join(names)} on the device)")

@@ -67,7 +67,7 @@ def kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
 _FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
 
 
-def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
+def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int, weights_16bit: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
     beyond what it keeps in pure 16 bits.
 
@@ -77,16 +77,23 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int) -> float:
     16-bit copy; `pow` is on autocast's fp32 list, so a Python tanh-GELU runs in fp32 (6 more bytes per
     FFN element); softmax is too, so eager attention in the families that take it in 16 bits keeps the
     fp32 probabilities and their 16-bit cast (4 more bytes per score). Checked against an emulation of
-    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py)."""
+    CUDA's autocast policy under FakeTensorMode for seven architectures (calibration/amp_activations.py).
+
+    ``weights_16bit``: the forward sees 16-bit weights under autocast (FSDP's MixedPrecision(param_dtype=bf16)
+    gathers each unit in 16 bits): the embeddings, and so the residual stream, are 16-bit, and a Python RMSNorm
+    returns its input's dtype, so a Llama-like layer keeps what pure 16 bits keeps. What stays is what autocast
+    itself runs in fp32: `layer_norm` (a LayerNorm keeps a 4-byte input and returns fp32, so the linears that
+    read it cast anew, as with fp32 weights), `pow` and softmax. The same emulation with 16-bit weights checks it."""
     arch = plan.model
     hidden = geometry.hidden
     extra = 0.0
-    if arch is not None and arch.family not in _FP32_NORM_FAMILIES:
+    fp32_norm_output = not weights_16bit or (arch is not None and arch.norm == "layernorm")
+    if arch is not None and arch.family not in _FP32_NORM_FAMILIES and fp32_norm_output:
         extra += 2.0 * arch.norms_per_layer
     dims = geometry.lora_dims
-    if "qkv_proj" not in dims:  # three projections of one fp32 input
+    if "qkv_proj" not in dims and fp32_norm_output:  # three projections of one fp32 input
         extra += 4.0
-    if "gate_proj" in dims:
+    if "gate_proj" in dims and fp32_norm_output:
         extra += 2.0
     if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
         extra += 6.0 * geometry.intermediate / hidden

@@ -101,6 +101,8 @@ class Plan:
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
+    vae_slicing: bool = False  # diffusion: enable_vae_slicing (the decode works one image at a time)
+    attention_slicing: bool = False  # diffusion: enable_attention_slicing (a UNet's sliced attention processor)
     omitted_components: tuple[str, ...] = ()  # diffusion: components left out of the pipeline (text_encoder_3=None)
     # torch.compile (or Lightning Thunder) around the model: the partitioner keeps fewer tensors for the backward
     compiled: bool = False
@@ -171,6 +173,10 @@ class Plan:
     # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,
     # most hand-written loops). None: the torch version is unknown (the estimate frees them, the high end keeps them).
     zero_grad_frees: bool | None = None
+    # diffusers before 0.31 cast a bf16 tensor to fp32 around each Upsample2D's nearest-neighbour interpolation (and
+    # back), so a bf16 VAE decode held its upsampled maps in fp32 (0.31: only under torch older than 2.1, PR 9480).
+    # None: the diffusers version is unknown (the estimate today's, the high end the cast).
+    vae_upsampling_fp32: bool | None = None
 
 
 @dataclass(frozen=True)

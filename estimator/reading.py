@@ -114,6 +114,8 @@ class ScriptInputs:
     head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends
     cpu_offload: Found | None = None  # diffusers' enable_model_cpu_offload / enable_sequential_cpu_offload
     vae_tiling: Found | None = None
+    vae_slicing: Found | None = None
+    attention_slicing: Found | None = None
     kv_cache_len: Found | None = None  # StaticCache(max_cache_len=...)
     kbit_prepared: Found | None = None  # peft's prepare_model_for_kbit_training(model)
     model_code: Found | None = None  # "litgpt": the script runs LitGPT's own model classes
@@ -543,6 +545,8 @@ class _Reader:
             self._set("cpu_offload", True, node, chunk)
         if call.method == "enable_vae_tiling":
             self._set("vae_tiling", True, node, chunk)
+        if call.method in ("enable_vae_slicing", "enable_attention_slicing"):
+            self._set(call.method.removeprefix("enable_"), True, node, chunk)
         if self.pipeline is not None and call.method is None and call.callee is None:
             for keyword in ("height", "width"):
                 self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)

@@ -68,6 +68,8 @@ def candidates(plan: Plan, target: Target) -> list[tuple[str, dict]]:
     diffusion = plan.model is not None and plan.model.pipeline is not None
     if diffusion and not training and not plan.vae_tiling:
         found.append(("VAE tiling (pipe.enable_vae_tiling())", {"vae_tiling": True}))
+    if diffusion and not training and not plan.vae_slicing and plan.batch_size > 1:
+        found.append(("VAE slicing (pipe.enable_vae_slicing())", {"vae_slicing": True}))
     if diffusion and not training and not plan.cpu_offload:
         found.append(("model CPU offload (pipe.enable_model_cpu_offload())", {"cpu_offload": True}))
     if diffusion and plan.dtype == "fp32":

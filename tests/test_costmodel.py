@@ -269,6 +269,38 @@ def test_autocast_keeps_what_cuda_autocast_keeps():
             for extra, tokens, seq in ((amp[0] - pure[0], t1, s1), (amp[1] - pure[1], t2, s2)):
                 plan = Plan(model=arch, dtype="amp-bf16", attention=attention, dropout=False)  # measured without dropout
                 assert extra - casts / tokens == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq), abs=0.05), (arch_id, attention, seq)
+            # 16-bit weights under the same autocast (FSDP's param_dtype=bf16): nothing to cast, so no constant
+            for extra, seq in ((rows["amp16"][0] - pure[0], s1), (rows["amp16"][1] - pure[1], s2)):
+                plan = Plan(model=arch, dtype="amp-bf16", attention=attention, dropout=False)
+                assert extra == pytest.approx(autocast_layer_adjustment(plan, shape(arch), seq, weights_16bit=True), abs=0.05), (arch_id, attention, seq)
+
+
+def test_under_autocast_the_layers_keep_the_residual_stream_as_wide_as_the_weights_the_forward_sees():
+    """fp32 weights: an fp32 residual stream (a checkpoint keeps a 4-byte input) and one cast per linear; FSDP's
+    16-bit gathered units: a Llama layer keeps what pure 16 bits keeps; an fp32 policy is autocast over fp32."""
+    from trainlint.estimator.layer_activations import autocast_layer_adjustment
+
+    llama = find_architecture("llama-3-8b")
+    tokens = 2 * 1024
+    common = dict(model=llama, dtype="amp-bf16", batch_size=2, seq_len=1024, attention="sdpa", dropout=False, gradient_checkpointing=True)
+    alone = estimate(Plan(**common)).breakdown.activations.estimate
+    gathered_16 = estimate(Plan(**common, sharding="fsdp", gpus=8, fsdp_param_dtype="bf16")).breakdown.activations.estimate
+    gathered_32 = estimate(Plan(**common, sharding="fsdp", gpus=8, fsdp_param_dtype="fp32")).breakdown.activations.estimate
+    assert gathered_32 == pytest.approx(alone)
+    wider_inputs = 2 * tokens * llama.hidden * llama.layers
+    assert autocast_layer_adjustment(Plan(**common), shape(llama), 1024, weights_16bit=True) == 0
+    # the layer being recomputed (where autocast's casts live) peaks after the loss has freed its logits, which at
+    # a 128k vocabulary are the larger: only the checkpointed inputs' width tells the two apart
+    assert alone - gathered_16 == pytest.approx(wider_inputs)
+    pure = estimate(Plan(**{**common, "dtype": "bf16"}, sharding="fsdp", gpus=8)).breakdown.activations.estimate
+    assert gathered_16 == pytest.approx(pure)
+    # a post-LN layer's input is its predecessor's LayerNorm output, fp32 under autocast over 16-bit weights too
+    bert = find_architecture("bert-base-uncased")
+    post_ln = dict(common, model=bert, seq_len=512, head="classifier")
+    pure_bert = estimate(Plan(**{**post_ln, "dtype": "bf16"}, sharding="fsdp", gpus=8)).breakdown.activations.estimate
+    gathered_bert = estimate(Plan(**post_ln, sharding="fsdp", gpus=8, fsdp_param_dtype="bf16")).breakdown.activations.estimate
+    adjustment = autocast_layer_adjustment(Plan(**post_ln), shape(bert), 512, weights_16bit=True)
+    assert gathered_bert - pure_bert == pytest.approx((2 * bert.layers + adjustment) * 2 * 512 * bert.hidden)
 
 
 def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_fp32_logits():

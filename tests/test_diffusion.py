@@ -50,8 +50,67 @@ def test_sdxl_decodes_in_fp32_under_fp16():
     assert any("decode works in fp32" in note for note in fp16.assumptions)
     sd15 = find_architecture("sd-1.5")
     sd15_fp16 = estimate(Plan(model=sd15, mode="infer", dtype="fp16"))
-    assert sd15_fp16.breakdown.activations == estimate(Plan(model=sd15, mode="infer", dtype="bf16")).breakdown.activations
+    today_bf16 = Plan(model=sd15, mode="infer", dtype="bf16", vae_upsampling_fp32=False)  # diffusers 0.31 and later
+    assert sd15_fp16.breakdown.activations == estimate(today_bf16).breakdown.activations
     assert not any("decode works in fp32" in note for note in sd15_fp16.assumptions)
+
+
+def test_a_bf16_decode_before_diffusers_0_31_upsamples_in_fp32():
+    """diffusers before 0.31 cast bf16 to fp32 around each Upsample2D's interpolation: a replay of the VAE's decode
+    that way holds more (the fp32 upsampled maps); a plan that says so (or a diffusers release before 0.31) is
+    estimated with it, an unknown release at the high end only, and fp16, which was never cast, not at all."""
+    from trainlint.estimator.versions import settings_for_versions
+
+    for name, pipeline in DATA["pipelines"].items():
+        assert pipeline["vae_decode_bytes_fp32_upsampling"] > 1.2 * pipeline["vae_decode_bytes"], name
+    flux = find_architecture("flux.1-dev")
+    decode = DATA["pipelines"]["flux.1-dev"]["vae_decode_bytes_fp32_upsampling"]
+    common = dict(model=flux, mode="infer", batch_size=8, image_size=1024)
+    cast = estimate(Plan(**common, dtype="bf16", vae_upsampling_fp32=True)).breakdown.activations
+    today = estimate(Plan(**common, dtype="bf16", vae_upsampling_fp32=False)).breakdown.activations
+    unknown = estimate(Plan(**common, dtype="bf16")).breakdown.activations
+    assert cast.estimate == pytest.approx(8 * decode)
+    assert unknown.estimate == today.estimate < cast.estimate <= unknown.high
+    assert today.high < unknown.high
+    fp16 = Plan(**common, dtype="fp16")
+    assert estimate(fp16).breakdown.activations == estimate(Plan(**common, dtype="fp16", vae_upsampling_fp32=True)).breakdown.activations
+    assert settings_for_versions({"diffusers": "0.30.3"})["vae_upsampling_fp32"] is True
+    assert settings_for_versions({"diffusers": "0.31.0"})["vae_upsampling_fp32"] is False
+
+
+def test_vae_slicing_decodes_one_image_at_a_time_and_a_tile_holds_every_image_of_the_batch():
+    """AutoencoderKL.decode: with slicing, one image's latents at a time (the decoded images concatenated at the end);
+    tiled_decode cuts the latents' height and width, each tile keeping the whole batch."""
+    flux = find_architecture("flux.1-dev")
+    decode = DATA["pipelines"]["flux.1-dev"]["vae_decode_bytes"]
+    common = dict(model=flux, mode="infer", dtype="bf16", vae_upsampling_fp32=False)
+    whole = estimate(Plan(**common, batch_size=2, image_size=1024)).breakdown.activations.estimate
+    sliced = estimate(Plan(**common, batch_size=2, image_size=1024, vae_slicing=True)).breakdown.activations.estimate
+    assert whole == pytest.approx(2 * decode)
+    assert sliced == pytest.approx(decode + 3 * 1024 * 1024 * 2)  # the first image's pixels wait for the second's
+    tiled = estimate(Plan(**common, batch_size=2, image_size=1536, vae_tiling=True)).breakdown.activations.estimate
+    assert tiled == pytest.approx(2 * decode)
+    report = build(Plan(**common, batch_size=2, image_size=1024), resolve_target("a10g"), {})
+    assert any("VAE slicing" in remedy.change for remedy in report.remedies)
+    single = build(Plan(**common, batch_size=1, image_size=1024), resolve_target("a10g"), {})
+    assert not any("VAE slicing" in remedy.change for remedy in single.remedies)  # one image: nothing to slice
+
+
+def test_attention_slicing_holds_each_slices_scores_where_sdpa_holds_none():
+    """enable_attention_slicing() gives a UNet diffusers' sliced processor, which computes each slice's attention scores
+    in full (replayed: more than SDPA's call holds, growing with the tokens squared); a transformer denoiser has none."""
+    sd15 = find_architecture("sd-1.5")
+    measured = DATA["pipelines"]["sd-1.5"]
+    extra = max(measured["denoise_bytes_sliced"][batch] - measured["denoise_bytes"][batch] for batch in ("1", "2"))
+    assert extra > 0
+    common = dict(model=sd15, mode="infer", dtype="fp16", batch_size=4, vae_slicing=True)  # the denoising step peaks
+    for side in (512, 768):
+        plain = estimate(Plan(**common, image_size=side)).breakdown.activations.estimate
+        sliced = estimate(Plan(**common, image_size=side, attention_slicing=True))
+        assert sliced.breakdown.activations.estimate - plain == pytest.approx(extra * (side / 512) ** 4)
+        assert any("more memory on torch 2" in note for note in sliced.assumptions)
+    flux = dict(model=find_architecture("flux.1-dev"), mode="infer", dtype="bf16", vae_upsampling_fp32=False)
+    assert estimate(Plan(**flux, attention_slicing=True)).breakdown == estimate(Plan(**flux)).breakdown
 
 
 def test_resolution_guidance_offload_and_tiling():
@@ -107,13 +166,16 @@ def test_a_diffusers_script_is_read():
         pipe = DiffusionPipeline.from_pretrained("stabilityai/stable-diffusion-xl-base-1.0", torch_dtype=torch.float16)
         pipe.enable_model_cpu_offload()
         pipe.enable_vae_tiling()
+        pipe.enable_vae_slicing()
+        pipe.enable_attention_slicing()
         images = pipe("a lighthouse at dusk", height=1536, width=1536, num_images_per_prompt=2).images
         """
     )
     found = read_inputs(ModuleAnalysis(script, "generate.py")).found()
     assert found["model"].value == "stabilityai/stable-diffusion-xl-base-1.0" and found["dtype"].value == "fp16"
     assert found["mode"].value == "infer" and found["image_size"].value == 1536 and found["batch_size"].value == 2
-    assert found["cpu_offload"].value is True and found["vae_tiling"].value is True
+    assert found["cpu_offload"].value is True and found["vae_tiling"].value is True and found["vae_slicing"].value is True
+    assert found["attention_slicing"].value is True
     planned = plan_settings(read_inputs(ModuleAnalysis(script, "generate.py")), {})
     result = estimate(Plan(model=find_architecture(planned.model_name), **planned.settings))
     assert result.process.high < 16 * GIB

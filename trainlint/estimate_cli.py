@@ -92,7 +92,7 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     )
     estimate.add_argument(
         "--library-version", action="append", type=_library_version, metavar="NAME=VERSION",
-        help="an installed library whose memory use changed between releases (bitsandbytes, transformers, torch, trl), "
+        help="an installed library whose memory use changed between releases (bitsandbytes, transformers, torch, trl, diffusers), "
         "e.g. bitsandbytes=0.41.1; repeatable. Without it the estimate takes current releases",
     )
     estimate.add_argument("--format", choices=("text", "json"), default="text")

@@ -5,9 +5,10 @@ norm in 16 bits; CUDA's runs them in fp32. So this emulates CUDA's policy at the
 the ops a transformer layer calls: matmuls, linears and attention take 16-bit inputs (a parameter's
 cast is cached, as autocast caches casts of leaf tensors that require grad; an activation is cast
 again at every op), and the ops on CUDA's fp32 list (softmax, log_softmax, layer_norm, pow, rsqrt,
-exp, sum, cross_entropy, ...) take fp32. The model keeps fp32 weights, as under AMP. Then the same
-saved-tensor count as ``activations.py`` (the second of three layers).
-``layer_activations.autocast_layer_adjustment`` derives the difference from the config; this checks it.
+exp, sum, cross_entropy, ...) take fp32. The model keeps fp32 weights, as under AMP ("amp"), or 16-bit
+weights, as FSDP's MixedPrecision(param_dtype=bf16) gathers them under the same autocast ("amp16"). Then the
+same saved-tensor count as ``activations.py`` (the second of three layers).
+``layer_activations.autocast_layer_adjustment`` derives both differences from the config; this checks it.
 
     python amp_activations.py OUT.json
 """
@@ -83,7 +84,7 @@ def main() -> None:
         entry = {}
         for attention in ("sdpa", "eager"):
             rows = {}
-            for name, transform, mode in (("bf16", None, None), ("amp", _fp32_weights, CudaAutocast)):
+            for name, transform, mode in (("bf16", None, None), ("amp", _fp32_weights, CudaAutocast), ("amp16", None, CudaAutocast)):
                 per_token = []
                 for batch, seq in SHAPES:
                     if mode is None:

@@ -7,7 +7,9 @@ with diffusers and transformers under ``FakeTensorMode`` in 16-bit, and its para
 match the published counts). Then, at the pipeline's reference resolution:
 
 - inference: ``MemTracker``'s peak beyond the parameters for one denoiser call at batch 1 and 2
-  (classifier-free guidance runs 2 per image), for a VAE decode of one image, and for the text
+  (classifier-free guidance runs 2 per image; a UNet's also with diffusers' sliced attention processor, slice
+  "auto", as ``enable_attention_slicing()`` sets it), for a VAE decode of one image (and of one image in bf16 as
+  diffusers before 0.31 decoded it, upsampling in fp32), and for the text
   encoders on a 77-token (T5: 256-token) prompt, all under ``torch.no_grad()``; the text encoders'
   parameters that transformers keeps in fp32 when fp16 is asked for (T5's ``wo``); and whether the
   pipeline's class casts an fp16 VAE to fp32 for the decode (SDXL's ``upcast_vae``, when the VAE's
@@ -31,6 +33,7 @@ import json
 from pathlib import Path
 
 import diffusers
+import diffusers.models.upsampling
 import peft
 import torch
 import transformers
@@ -139,6 +142,24 @@ def _peak_beyond_parameters(module: torch.nn.Module, call) -> int:
     return int(sum(value for name, value in peak.items() if str(name).rsplit(".", 1)[-1] not in ("PARAM", "BUFFER", "Total")))
 
 
+def _decode_with_fp32_upsampling(vae_config: dict, latent: int) -> int:
+    """The peak of a bf16 VAE's decode as diffusers before 0.31 ran it: ``Upsample2D`` cast bf16 to fp32 around
+    the nearest-neighbour interpolation and back (from 0.31 only under torch older than 2.1, where the CUDA kernel
+    lacks bf16), so each upsampler held its input upsampled in fp32 beside the 16-bit copy."""
+    today = diffusers.models.upsampling.is_torch_version
+    diffusers.models.upsampling.is_torch_version = lambda *_: True  # the release before 0.31 cast unconditionally
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        vae = diffusers.AutoencoderKL(**vae_config)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    try:
+        channels = vae_config["latent_channels"]
+        return _peak_beyond_parameters(vae, lambda: vae.decode(torch.randn(1, channels, latent, latent, dtype=torch.bfloat16)))
+    finally:
+        diffusers.models.upsampling.is_torch_version = today
+
+
 def _saved_bytes(module: torch.nn.Module, call) -> int:
     """Bytes of unique storages the forward keeps for the backward, parameters excluded."""
     params = {p.untyped_storage()._cdata for p in module.parameters()} | {b.untyped_storage()._cdata for b in module.buffers()}
@@ -193,9 +214,18 @@ def measure(name: str, pipeline: dict) -> dict:
             str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))
             for batch in (1, 2)
         }
+        if hasattr(denoiser, "set_attention_slice"):  # a UNet: the pipeline's enable_attention_slicing() reaches it
+            processors = denoiser.attn_processors
+            denoiser.set_attention_slice("auto")
+            result["denoise_bytes_sliced"] = {
+                str(batch): _peak_beyond_parameters(denoiser, lambda batch=batch: denoiser(**_denoiser_inputs(pipeline, batch)))
+                for batch in (1, 2)
+            }
+            denoiser.set_attn_processor(processors)
         channels = pipeline["vae"]["latent_channels"]
         result["vae_decode_bytes"] = _peak_beyond_parameters(
             vae, lambda: vae.decode(torch.randn(1, channels, latent, latent, dtype=DTYPE)))
+        result["vae_decode_bytes_fp32_upsampling"] = _decode_with_fp32_upsampling(pipeline["vae"], latent)
         result["text_encode_bytes"] = max(
             _peak_beyond_parameters(encoder, lambda encoder=encoder, kind_=kind_: encoder(
                 input_ids=torch.randint(0, 1000, (1, 256 if kind_ == "t5" else 77))))
