@@ -57,7 +57,7 @@ def walk_body(scope: ScopeAnalysis, body, start: int, context: Context) -> None:
     for index in range(start, len(body)):
         statement = body[index]
         scope.checkpoints.append(Checkpoint(scope, context))
-        scope._path = (index,) if index == scope.record_inside else None
+        scope._path = (index,) if index == scope.record_inside and type(statement) in DESCENDED else None
         scope._walk_statement(statement, context)
         scope._path = None
         if context.grad_off is None and scope._enters_no_grad(statement):
