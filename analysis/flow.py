@@ -28,7 +28,7 @@ from .calls import (
 )
 from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
-from .flow_checkpoints import Checkpoint
+from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
 from .quoting import quoted
 from .statement_shapes import (
@@ -114,6 +114,11 @@ class ScopeAnalysis:
         # For a function being edited (``FunctionInfo.checkpointed``): the walk's state before each
         # statement of the function's body, which a walk of the edited body goes on from (``resumed``).
         self.checkpoints: list[Checkpoint] | None = None
+        # and before each statement of the loop and ``with`` bodies inside the body statement
+        # ``record_inside`` (the one last edited), by their path of indices (``flow_checkpoints``)
+        self.inner_checkpoints: dict[tuple[int, ...], Checkpoint] = {}
+        self.record_inside = -1
+        self._path: tuple[int, ...] | None = None  # the path of the loop or `with` being walked and recorded
 
     def release(self, *, whole: bool = True) -> None:
         """Drop what this scope refers to, once no analysis uses it any more: its events refer back
@@ -140,6 +145,7 @@ class ScopeAnalysis:
         self._memo = {}
         self.followed = {}
         self.checkpoints = None
+        self.inner_checkpoints = {}
         if whole:
             self.return_value = UNKNOWN  # may name a call of this scope, whose event names the scope
             if self.function is not None and self.function._analysis is self:
@@ -163,37 +169,32 @@ class ScopeAnalysis:
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
         if info.checkpointed:
             scope.checkpoints = []
-            scope._walk_body(body, 0, context)
+            walk_body(scope, body, 0, context)
         else:
             scope._walk_block(body, context)
         scope._written.clear()  # no `if` is being walked
         scope.return_value = join(scope._returns) if scope._returns else UNKNOWN
         return scope
 
-    def _walk_body(self, body, start: int, context: Context) -> None:
-        """``_walk_block`` over a function's body from its statement ``start`` on, keeping the state
-        before each statement (``checkpoints``)."""
-        assert self.checkpoints is not None and len(self.checkpoints) == start
-        for statement in body[start:]:
-            self.checkpoints.append(Checkpoint(self, context))
-            self._walk_statement(statement, context)
-            if context.grad_off is None and self._enters_no_grad(statement):
-                context = context.without_grad(statement)
-
-    def reads_before(self, start: int) -> int:
-        """How many functions' flows the walk had asked for before statement ``start`` (``rewind``)."""
+    def reads_before(self, path: tuple[int, ...]) -> int:
+        """How many functions' flows the walk had asked for before the statement at ``path`` (``rewind``)."""
         assert self.checkpoints is not None
-        return self.checkpoints[start].reads
+        return (self.checkpoints[path[0]] if len(path) == 1 else self.inner_checkpoints[path]).reads
 
-    def resumed(self, info: FunctionInfo, start: int, summary: ModuleSummary) -> ScopeAnalysis:
-        """This flow, rewound to before statement ``start`` of the body (``rewind``), walked on through
-        the function's body as it is now, in the module ``summary`` describes."""
+    def resumed(self, info: FunctionInfo, path: tuple[int, ...], summary: ModuleSummary) -> ScopeAnalysis:
+        """This flow, rewound to before the statement at ``path`` (``rewind``: a statement of the body,
+        or one inside its loops), walked on through the function's body as it is now, in the module
+        ``summary`` describes."""
         assert self.checkpoints is not None
-        context = self.checkpoints.pop().context
+        start = path[0]
         self.function, self.summary = info, summary
         node = info.node
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
-        self._walk_body(body, start, context)
+        if len(path) == 1:
+            walk_body(self, body, start, self.checkpoints.pop().context)
+        else:  # the rest of the blocks that hold the statement, then the body after them
+            walk_on_inside(self, body[start], path, self.checkpoints[start].context)
+            walk_body(self, body, start + 1, self.checkpoints[start].context)
         self._written.clear()  # no `if` is being walked
         self.return_value = join(self._returns) if self._returns else UNKNOWN
         return self
@@ -266,6 +267,13 @@ class ScopeAnalysis:
             self.binding_loop[name] = None
 
     # ------------------------------------------------------------------ statements
+    def _walk_inner(self, statements, context: Context) -> None:
+        """The body of a loop or ``with``: recorded statement by statement when it holds the last edit."""
+        if self._path is None:
+            self._walk_block(statements, context)
+        else:
+            walk_recorded(self, statements, context, self._path)
+
     def _walk_block(self, statements, context: Context) -> None:
         for statement in statements:
             self._walk_statement(statement, context)
@@ -295,14 +303,14 @@ class ScopeAnalysis:
             self.loops.append(loop)
             inner = context.entering_loop(loop)
             self._bind_target(statement.target, element_of(iterable), inner, statement, record=False)
-            self._walk_block(statement.body.body, inner)
+            self._walk_inner(statement.body.body, inner)
             if statement.orelse is not None:
                 self._walk_block(statement.orelse.body.body, context)
         elif isinstance(statement, cst.While):
             self.evaluate(statement.test, context)
             loop = Loop(statement, context.loop, UNKNOWN, _text(self.chunk, statement.test), ())
             self.loops.append(loop)
-            self._walk_block(statement.body.body, context.entering_loop(loop))
+            self._walk_inner(statement.body.body, context.entering_loop(loop))
             if statement.orelse is not None:
                 self._walk_block(statement.orelse.body.body, context)
         elif isinstance(statement, cst.If):
@@ -322,7 +330,7 @@ class ScopeAnalysis:
                     value = self.value_at(manager.args[0].value) or value
                 if item.asname is not None:
                     self._bind_target(item.asname.name, value, context, statement, record=False)
-            self._walk_block(statement.body.body, inner)
+            self._walk_inner(statement.body.body, inner)
         elif isinstance(statement, cst.Try):
             self._walk_block(statement.body.body, context)
             for handler in statement.handlers:

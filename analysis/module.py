@@ -15,7 +15,7 @@ from .dependencies import Superseded, count_text_read, note_fact, note_whole_mod
 from .edit_reuse import edited_text, kept_inner_flows, only_class, only_function, reads_kept_statements, same_but
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
-from .flow_checkpoints import rewind
+from .flow_checkpoints import inner_path, retarget, rewind
 from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name, words_in
@@ -326,8 +326,10 @@ class ModuleAnalysis:
         if flow is None or flow.checkpoints is None or not same_header or start >= len(flow.checkpoints):
             info.release()
             return facts, []
-        rewind(flow, start)
-        info._analysis, info.resume = None, (flow, start)
+        path, replaced = inner_path(flow, old_body[start], new_body[start], start) if start < len(new_body) else ((start,), {})
+        rewind(flow, path)
+        retarget(flow, replaced)
+        info._analysis, info.resume = None, (flow, path)
         return facts, [flow, *kept_inner_flows(flow)]
 
     def _methods_kept(

@@ -80,9 +80,9 @@ class FunctionInfo:
         self.previous: tuple | None = None
         # A function being edited (``ModuleAnalysis._function_resumed``): its walk keeps the state at
         # each statement of its body, and ``resume`` (its flow, rewound to the first statement the
-        # edit changed, and that statement's index) is where the next ask goes on from.
+        # edit changed, and that statement's path: ``flow_checkpoints``) is where the next ask goes on from.
         self.checkpointed = False
-        self.resume: tuple[ScopeAnalysis, int] | None = None
+        self.resume: tuple[ScopeAnalysis, tuple[int, ...]] | None = None
         self._analysis: ScopeAnalysis | None = None
         self._analysing = False
 

@@ -59,6 +59,14 @@ def main():
             optimizer.step()
             history.append(loss)
         log(epoch)
+    with torch.no_grad():
+        for batch in loader:
+            val_outputs = model(batch)
+        else:
+            log(-1)
+    steps = 0
+    while steps < 3:
+        steps += 1
     evaluate()
     torch.save(model.state_dict(), "model.pt")
 
@@ -114,8 +122,20 @@ def test_the_script_shows_what_the_edits_below_change():
     ("        scale = 1\n", "        scale = loss\n"),
     # what a function defined earlier and already called reads of the scope
     ("    history = []\n", "    history = [torch.zeros(1)]\n"),
+    # inside the loops, statement by statement (``flow_checkpoints.inner_path``): in the middle of a body,
+    # a binding the loop's head reads, an exit from the loop, a statement taken out
+    ("            loss = criterion(outputs, y) * scale\n", "            loss = criterion(outputs, y) * scale\n            scale = loss\n"),
+    ("            history.append(loss)\n", "            history.append(loss)\n            loader = [torch.randn(8)]\n"),
+    ("            optimizer.step()\n", "            optimizer.step()\n            if loss.item() < 0.1:\n                break\n"),
+    ("            optimizer.step()\n", "            optimizer.step()\n            continue\n"),
+    ("            outputs = model(x)\n", ""),
+    # in a loop inside `with torch.no_grad():`, in a loop's `else:`, in a `while`
+    ("            val_outputs = model(batch)\n", "            val_outputs = model(batch)\n            history.append(val_outputs)\n"),
+    ("            log(-1)\n", "            log(-2)\n"),
+    ("        steps += 1\n", "        steps += 1\n        history.append(loss)\n"),
 ], ids=["inner loop", "first statement", "last statement", "statement removed", "closure called later",
-        "if branch", "closure called earlier"])
+        "if branch", "closure called earlier", "rebound in the loop", "loop head rebound", "break", "continue",
+        "loop statement removed", "loop under no_grad", "loop else", "while"])
 def test_typing_in_a_long_function_gives_what_a_fresh_analysis_gives(edit):
     old, new = edit
     state = _opened()
@@ -156,3 +176,29 @@ def test_a_key_walks_the_function_on_from_the_statement_it_changed(monkeypatch):
     assert "for epoch in range(3):" in walked_lines
     assert "args = parser.parse_args()" not in walked_lines
     assert "log(0)" not in walked_lines
+
+
+def test_a_key_in_a_loop_walks_on_from_the_statement_of_the_loop_it_changed(monkeypatch):
+    """From the third key in a loop on, the walk goes on from the edited statement inside the loops
+    (``flow_checkpoints.inner_path``): the statements of the loop bodies before it are not walked
+    again, those after it and after the loops are."""
+    state = _opened()
+    main_walked: list[cst.CSTNode] = []
+    walk = ScopeAnalysis._walk_statement
+
+    def counting(self, statement, context):
+        if self.function is not None and self.function.name == "main":
+            main_walked.append(statement)
+        return walk(self, statement, context)
+
+    monkeypatch.setattr(ScopeAnalysis, "_walk_statement", counting)
+    text, findings = SCRIPT, []
+    for spaces in range(1, 4):
+        text = text.replace("optimizer.step()" + " " * (spaces - 1) + "\n", "optimizer.step()" + " " * spaces + "\n")
+        main_walked.clear()
+        findings = state.analyse(text, spaces, SETTINGS).findings
+    walked_lines = {cst.Module([statement]).code.strip().split("\n")[0] for statement in main_walked}
+    assert findings == _fresh(text)
+    assert "optimizer.step()" in walked_lines
+    assert {"history.append(loss)", "log(epoch)", "evaluate()"} <= walked_lines
+    assert not walked_lines & {"for epoch in range(3):", "for x, y in loader:", "outputs = model(x)", "loss.backward()", "log(0)"}

@@ -87,31 +87,30 @@ class MissingEvalMode(Rule):
     name = "missing-eval-mode"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None or is_test_file(ctx.module.path):
             return
-        for scope in ctx.scopes:
-            self._check_shared_function(ctx, scope)
-            reported = False
-            for call in scope.calls():
-                if call.function is not None and ctx.summary.defined_elsewhere(call.function):
-                    self._check_imported_evaluation(ctx, scope, call)
-                if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
-                    continue
-                why = _evaluation_pass(ctx.module, scope, call)
-                if why is None or smoke_test_forward(ctx.summary, call):
-                    continue
-                layers = _mode_layers(ctx, scope, call)
-                if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
-                    continue
-                self._report(ctx, scope, call, why, layers)
-                reported = True
-                break  # one finding per evaluation pass
-            if not reported:
-                self._check_handed_from_training(ctx, scope)
-                self._check_class_managed_mode(ctx, scope)
-                self._check_restored_and_run(ctx, scope)
-                self._check_own_inference(ctx, scope)
+        self._check_shared_function(ctx, scope)
+        reported = False
+        for call in scope.calls():
+            if call.function is not None and ctx.summary.defined_elsewhere(call.function):
+                self._check_imported_evaluation(ctx, scope, call)
+            if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
+                continue
+            why = _evaluation_pass(ctx.module, scope, call)
+            if why is None or smoke_test_forward(ctx.summary, call):
+                continue
+            layers = _mode_layers(ctx, scope, call)
+            if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
+                continue
+            self._report(ctx, scope, call, why, layers)
+            reported = True
+            break  # one finding per evaluation pass
+        if not reported:
+            self._check_handed_from_training(ctx, scope)
+            self._check_class_managed_mode(ctx, scope)
+            self._check_restored_and_run(ctx, scope)
+            self._check_own_inference(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -328,6 +327,8 @@ class MissingEvalMode(Rule):
         an inference pass, whatever its data is called. A module is built in training mode and loading weights
         keeps the mode. With its layers unknown (a factory from elsewhere) it is a note."""
         calls = list(scope.calls())
+        if not any(call.method == "load_state_dict" for call in calls):
+            return  # first: the module's backward calls are a module-wide read, which a kept result must not depend on
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return
         if scope.function is None and ctx.module.backward_calls:
