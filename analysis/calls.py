@@ -36,6 +36,7 @@ from .values import (
     LOGITS,
     LOSS,
     MODEL,
+    MODEL_CLASS,
     NUMBER,
     ON_DEVICE,
     ON_HOST,
@@ -117,6 +118,8 @@ def _called_value_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value
             {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(scope.chunk, event.node)}` (a loss)",
             roots=roots, detail=receiver,
         )
+    if MODEL_CLASS in tags:  # `encoder_class(hidden)`, the class picked into a name or out of a table first
+        return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
 
 
@@ -130,6 +133,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return result if grad_on else result.without_graph()
     if PIPELINE in tags:
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
+    if MODEL_CLASS in tags and method in _FACTORY_METHODS:  # `model_class.from_pretrained(name)`
+        return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     if method == "backward":
         return UNKNOWN
     if MODEL in tags or ENGINE in tags:
@@ -210,6 +215,24 @@ def _built_by(summary: ModuleSummary, callee: str, head: str) -> tuple[libraries
         return None
     kind = summary.library_class_kind(callee)
     return (kind, callee) if kind is not None and kind.kind != libraries.OTHER else None
+
+
+def class_value(summary: ModuleSummary, name: str) -> Value:
+    """A name read as a value (``encoder_class = TextEncoder``, an entry of ``{"base": (TextEncoder, 256)}``)
+    that stands for a class whose instances are nn.Modules: a workspace module class, or a library's
+    model class (from its source or the table). Calling it, or its ``from_pretrained``, builds a model.
+    Only a capitalised last part is looked up, as for calls (``_built_by``): names of functions and
+    modules, read everywhere, are not worth a look in another file."""
+    if not last_part(name)[:1].isupper():
+        return UNKNOWN
+    local = summary.local_class(name)
+    if local is not None:
+        module = summary.is_module_class(local) if local.home is None else local.home.is_module_class(local)
+        return Value((MODEL_CLASS,), note=f"`{local.name}` (an nn.Module class)", detail=local) if module else UNKNOWN
+    kind = summary.library_class_kind(name)
+    if kind is not None and kind.kind == libraries.MODULE:
+        return Value((MODEL_CLASS,), note=f"`{name}` ({kind.evidence})", detail=name)
+    return UNKNOWN
 
 
 def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site, grad_on: bool) -> Value:

@@ -20,6 +20,7 @@ from .calls import (
     KEEPS_DETACHED,
     KEEPS_NOTHING,
     call_result,
+    class_value,
     element_of,
     element_of_tuple,
     kept_by_method,
@@ -65,6 +66,8 @@ from .values import (
     attribute_of,
     is_known_tensor,
     join,
+    literal_dict,
+    table_value,
 )
 
 if TYPE_CHECKING:
@@ -507,7 +510,7 @@ class ScopeAnalysis:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
                 return module_value
-        return UNKNOWN
+        return class_value(self.summary, self.canonical(key)) if "." not in key else UNKNOWN
 
     def _names_bound_here(self) -> frozenset[str]:
         """The names this function binds (parameters, assignments, loop and `with` targets, imports,
@@ -594,7 +597,8 @@ class ScopeAnalysis:
             if found is not UNKNOWN:
                 return found
         base = self.evaluate(expression.value, context)
-        return attribute_of(base, expression.attr.value)
+        found = attribute_of(base, expression.attr.value)
+        return class_value(self.summary, self.canonical(key)) if found is UNKNOWN and not base.tags and key is not None else found
 
     def _evaluate_number(self, expression: cst.Integer | cst.Float | cst.Imaginary, context: Context) -> Value:
         return Value((NUMBER, CONSTANT))
@@ -653,6 +657,8 @@ class ScopeAnalysis:
         for element in expression.slice:
             if isinstance(element.slice, cst.Index):
                 self.evaluate(element.slice.value, context)
+        if len(expression.slice) == 1 and (entry := table_value(base)) is not None:
+            return entry  # `MODELS[name]`
         if base.items and len(expression.slice) == 1:
             index = expression.slice[0].slice
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
@@ -687,10 +693,11 @@ class ScopeAnalysis:
                 values.append(self.evaluate(element.value, context))
                 if carrier is None and GRAPH in values[-1].tags:
                     carrier = element
+        complete = len(values) == len(expression.elements)  # no `**spread`
         if carrier is None:
-            return Value(join(values).tags | {CONTAINER})
-        return Value(
-            join(values).tags | {CONTAINER}, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
+            return literal_dict(values, complete)
+        return literal_dict(
+            values, complete, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
         )
 
     def _evaluate_comprehension(
