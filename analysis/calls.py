@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
 from . import libraries, torchapi
-from .events import CallEvent, backward_target, is_backward
+from .events import CallEvent, backward_target, is_backward, names_owner
 from .names import dotted, last_part
 from .quoting import quoted
-from .statement_shapes import target_names
+from .statement_shapes import method_name, target_names
 from .summary import ClassInfo
 from .values import (
     ACCELERATOR,
@@ -36,6 +36,7 @@ from .values import (
     LOGITS,
     LOSS,
     MODEL,
+    MODEL_CLASS,
     NUMBER,
     ON_DEVICE,
     ON_HOST,
@@ -117,6 +118,8 @@ def _called_value_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value
             {TENSOR, LOSS} | ({GRAPH} if grad_on else set()), site=site, note=f"`{quoted(scope.chunk, event.node)}` (a loss)",
             roots=roots, detail=receiver,
         )
+    if MODEL_CLASS in tags:  # `encoder_class(hidden)`, the class picked into a name or out of a table first
+        return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     return UNKNOWN  # a pipeline's output (images, text) carries no graph; anything else is unknown
 
 
@@ -130,6 +133,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return result if grad_on else result.without_graph()
     if PIPELINE in tags:
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
+    if MODEL_CLASS in tags and method in _FACTORY_METHODS:  # `model_class.from_pretrained(name)`
+        return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     if method == "backward":
         return UNKNOWN
     if MODEL in tags or ENGINE in tags:
@@ -210,6 +215,24 @@ def _built_by(summary: ModuleSummary, callee: str, head: str) -> tuple[libraries
         return None
     kind = summary.library_class_kind(callee)
     return (kind, callee) if kind is not None and kind.kind != libraries.OTHER else None
+
+
+def class_value(summary: ModuleSummary, name: str) -> Value:
+    """A name read as a value (``encoder_class = TextEncoder``, an entry of ``{"base": (TextEncoder, 256)}``)
+    that stands for a class whose instances are nn.Modules: a workspace module class, or a library's
+    model class (from its source or the table). Calling it, or its ``from_pretrained``, builds a model.
+    Only a capitalised last part is looked up, as for calls (``_built_by``): names of functions and
+    modules, read everywhere, are not worth a look in another file."""
+    if not last_part(name)[:1].isupper():
+        return UNKNOWN
+    local = summary.local_class(name)
+    if local is not None:
+        module = summary.is_module_class(local) if local.home is None else local.home.is_module_class(local)
+        return Value((MODEL_CLASS,), note=f"`{local.name}` (an nn.Module class)", detail=local) if module else UNKNOWN
+    kind = summary.library_class_kind(name)
+    if kind is not None and kind.kind == libraries.MODULE:
+        return Value((MODEL_CLASS,), note=f"`{name}` ({kind.evidence})", detail=name)
+    return UNKNOWN
 
 
 def _named_call_result(scope: ScopeAnalysis, event: CallEvent, callee: str, site, grad_on: bool) -> Value:
@@ -800,3 +823,39 @@ def _form_of(node: cst.CSTNode, forms: dict[str, int]) -> int:
         return _form_of(node.value, forms)  # a keyword's name is not a use
     return max((_form_of(child, forms) for child in node.children), default=KEEPS_NOTHING)
 
+
+def note_backwarded(scope: ScopeAnalysis, event: CallEvent) -> None:
+    """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
+    ``output["loss"].backward()`` proves ``output`` holds one, ``accelerator.backward(loss)`` that ``loss`` is one."""
+    receiver = event.receiver or UNKNOWN
+    positional = [arg.value for arg in event.arg_nodes if arg.keyword is None and not arg.star]
+    if event.method == "manual_backward" or receiver.tags & {ACCELERATOR, ENGINE} or (
+        positional and receiver is UNKNOWN and event.receiver_key and names_owner(event.receiver_key)
+    ):
+        target = positional[0] if positional else None
+    elif isinstance(event.node.func, cst.Attribute):
+        target = event.node.func.value
+    else:
+        return
+    while isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
+        target = target.args[0].value  # `scaler.scale(loss).backward()`
+    part_of = isinstance(target, (cst.Subscript, cst.Attribute)) and not (
+        isinstance(target, cst.Attribute) and dotted(target) in scope.env
+    )
+    base = cast("cst.Subscript | cst.Attribute", target).value if part_of else target
+    key = dotted(base) if isinstance(base, (cst.Name, cst.Attribute)) else None
+    if key is None or key not in scope.env or GRAPH in scope.env[key].tags:
+        return
+    assert target is not None, "the key is the target's (or the name it is part of)"
+    known = scope.env[key]
+    keyed = isinstance(target, cst.Subscript) and any(
+        isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.SimpleString) for element in target.slice
+    )
+    # `output["loss"]`: a dict of results; `outputs.loss`: a model output object; `loss`: a tensor
+    shape = {CONTAINER} if keyed else {STRUCTURED} if part_of else {TENSOR}
+    scope._written.append(key)
+    scope.env[key] = Value(
+        known.tags | {GRAPH} | shape, site=known.site or (scope.chunk, event.node),
+        note=known.note or f"`{quoted(scope.chunk, target)}` (something calls `backward` on it)",
+        roots=known.roots, detail=known.detail,
+    )

@@ -20,14 +20,16 @@ from .calls import (
     KEEPS_DETACHED,
     KEEPS_NOTHING,
     call_result,
+    class_value,
     element_of,
     element_of_tuple,
     kept_by_method,
     kept_by_own_method,
+    note_backwarded,
     reads,
 )
 from .closures import LocalFunctionInfo, names_bound_in
-from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent, names_owner
+from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
 from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
 from .quoting import quoted
@@ -43,12 +45,10 @@ from .statement_shapes import (
 from .summary import FunctionInfo
 from .tree import literal_value
 from .values import (
-    ACCELERATOR,
     CONSTANT,
     CONTAINER,
     CRITERION,
     DEVICE,
-    ENGINE,
     GRAPH,
     LOSS,
     MODEL,
@@ -65,6 +65,8 @@ from .values import (
     attribute_of,
     is_known_tensor,
     join,
+    literal_dict,
+    table_value,
 )
 
 if TYPE_CHECKING:
@@ -515,7 +517,7 @@ class ScopeAnalysis:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
                 return module_value
-        return UNKNOWN
+        return class_value(self.summary, self.canonical(key)) if "." not in key else UNKNOWN
 
     def _names_bound_here(self) -> frozenset[str]:
         """The names this function binds (parameters, assignments, loop and `with` targets, imports,
@@ -602,7 +604,8 @@ class ScopeAnalysis:
             if found is not UNKNOWN:
                 return found
         base = self.evaluate(expression.value, context)
-        return attribute_of(base, expression.attr.value)
+        found = attribute_of(base, expression.attr.value)
+        return class_value(self.summary, self.canonical(key)) if found is UNKNOWN and not base.tags and key is not None else found
 
     def _evaluate_number(self, expression: cst.Integer | cst.Float | cst.Imaginary, context: Context) -> Value:
         return Value((NUMBER, CONSTANT))
@@ -661,6 +664,8 @@ class ScopeAnalysis:
         for element in expression.slice:
             if isinstance(element.slice, cst.Index):
                 self.evaluate(element.slice.value, context)
+        if len(expression.slice) == 1 and (entry := table_value(base)) is not None:
+            return entry  # `MODELS[name]`
         if base.items and len(expression.slice) == 1:
             index = expression.slice[0].slice
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
@@ -695,10 +700,11 @@ class ScopeAnalysis:
                 values.append(self.evaluate(element.value, context))
                 if carrier is None and GRAPH in values[-1].tags:
                     carrier = element
+        complete = len(values) == len(expression.elements)  # no `**spread`
         if carrier is None:
-            return Value(join(values).tags | {CONTAINER})
-        return Value(
-            join(values).tags | {CONTAINER}, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
+            return literal_dict(values, complete)
+        return literal_dict(
+            values, complete, site=(self.chunk, carrier), note=f"the dict entry `{quoted(self.chunk, carrier.key)}: {quoted(self.chunk, carrier.value)}`",
         )
 
     def _evaluate_comprehension(
@@ -805,7 +811,7 @@ class ScopeAnalysis:
         self.events.append(event)
         event.result = call_result(self, event, context)
         if method in {"backward", "manual_backward"}:
-            self._note_backwarded(event)
+            note_backwarded(self, event)
         if own_method is not None and function is own_method and context.grad_off is None:
             for container, value, node in kept_by_own_method(event, own_method):
                 self._record_store("append", container, value, node, call, context)
@@ -822,42 +828,6 @@ class ScopeAnalysis:
                     )
         return event.result
 
-
-    def _note_backwarded(self, event: CallEvent) -> None:
-        """A value something calls ``backward`` on carries a graph, whatever the analysis knew of it:
-        ``output["loss"].backward()`` proves ``output`` holds one, ``accelerator.backward(loss)`` that ``loss`` is one."""
-        receiver = event.receiver or UNKNOWN
-        positional = [arg.value for arg in event.arg_nodes if arg.keyword is None and not arg.star]
-        if event.method == "manual_backward" or receiver.tags & {ACCELERATOR, ENGINE} or (
-            positional and receiver is UNKNOWN and event.receiver_key and names_owner(event.receiver_key)
-        ):
-            target = positional[0] if positional else None
-        elif isinstance(event.node.func, cst.Attribute):
-            target = event.node.func.value
-        else:
-            return
-        while isinstance(target, cst.Call) and method_name(target) == "scale" and target.args:
-            target = target.args[0].value  # `scaler.scale(loss).backward()`
-        part_of = isinstance(target, (cst.Subscript, cst.Attribute)) and not (
-            isinstance(target, cst.Attribute) and dotted(target) in self.env
-        )
-        base = cast("cst.Subscript | cst.Attribute", target).value if part_of else target
-        key = dotted(base) if isinstance(base, (cst.Name, cst.Attribute)) else None
-        if key is None or key not in self.env or GRAPH in self.env[key].tags:
-            return
-        assert target is not None, "the key is the target's (or the name it is part of)"
-        known = self.env[key]
-        keyed = isinstance(target, cst.Subscript) and any(
-            isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.SimpleString) for element in target.slice
-        )
-        # `output["loss"]`: a dict of results; `outputs.loss`: a model output object; `loss`: a tensor
-        shape = {CONTAINER} if keyed else {STRUCTURED} if part_of else {TENSOR}
-        self._written.append(key)
-        self.env[key] = Value(
-            known.tags | {GRAPH} | shape, site=known.site or (self.chunk, event.node),
-            note=known.note or f"`{quoted(self.chunk, target)}` (something calls `backward` on it)",
-            roots=known.roots, detail=known.detail,
-        )
 
     # ------------------------------------------------------------------ transfer functions
 

@@ -173,13 +173,35 @@ class _Follower:
         call = self.calls.get(id(node))
         if call is None:
             return False
-        if call.function is not None:
-            inner = call.function.analysis(self.scope.summary)
-            return inner is not None and not any(is_backward(reached) for reached in calls_in(inner, None))
+        picked = self._picked_functions(func, call) if call.function is None and isinstance(func, cst.Name) else None
+        if call.function is not None or picked:
+            inners = [function.analysis(self.scope.summary) for function in picked or [call.function]]
+            return all(inner is not None and not any(is_backward(reached) for reached in calls_in(inner, None)) for inner in inners)
         callee = call.callee or ""
         if is_backward(call) or callee.startswith("torch.autograd"):
             return False
         return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] in {"numpy", "torchvision"}
+
+
+    def _picked_functions(self, func: cst.Name, call) -> list | None:
+        """The functions of this module a local name was picked from by key: ``reduce = REDUCERS[mode]``
+        (or ``{"mean": mean_tokens, ...}[mode]``), every value of the dict literal one of them. None
+        when anything else could be picked."""
+        binding = self.scope.last_binding(func.value, before=call)
+        picked = binding.value_node if binding is not None else None
+        if not isinstance(picked, cst.Subscript):
+            return None
+        table = picked.value
+        if isinstance(table, cst.Name):
+            local = self.scope.last_binding(table.value, before=binding)
+            entries = self.scope.summary.bindings.get(table.value) if local is None else None
+            table = local.value_node if local is not None else entries[-1][1] if entries and entries[-1][2] is None else None
+        if not isinstance(table, cst.Dict) or not table.elements:
+            return None
+        functions = self.scope.summary.functions
+        values = [element.value for element in table.elements if isinstance(element, cst.DictElement)]
+        found = [functions.get(value.value) for value in values if isinstance(value, cst.Name)]
+        return found if len(found) == len(table.elements) and all(found) else None
 
 
 def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.CSTNode], set[int]]:

@@ -21,6 +21,7 @@ GRAPH = "graph"  # carries a live autograd graph
 TENSOR = "tensor"
 NUMBER = "number"  # a Python number (host value)
 MODEL = "model"  # an nn.Module (or a wrapper of one)
+MODEL_CLASS = "model-class"  # a class whose instances are nn.Modules: calling it (or its from_pretrained) builds a model
 DDP = "ddp"  # a model wrapped for data parallelism (DDP/FSDP)
 ENGINE = "engine"  # a DeepSpeed engine: backward/step/zero_grad handled by it
 PIPELINE = "pipeline"  # a diffusers/transformers pipeline: not an nn.Module; calling it runs without grad
@@ -71,6 +72,7 @@ class Tag:
     LOGITS = LOGITS
     LOSS = LOSS
     MODEL = MODEL
+    MODEL_CLASS = MODEL_CLASS
     NUMBER = NUMBER
     ON_DEVICE = ON_DEVICE
     ON_HOST = ON_HOST
@@ -145,8 +147,47 @@ def join(values: Iterable[Value]) -> Value:
         roots |= value.roots
         if primary is None and GRAPH in value.tags:
             primary = value
+    if not all(MODEL_CLASS in value.tags for value in values):
+        tags.discard(MODEL_CLASS)  # a class picked among others builds a model only when every one of them does
     primary = primary or next((value for value in values if value.tags), values[0])
+    if MODEL_CLASS in tags and any(value.detail is not primary.detail for value in values) or is_table(primary.detail):
+        # which class (its forward) is not known; a dict joined with what is stored in it later holds more than its literal
+        return Value(tags, site=primary.site, note=primary.note, roots=roots)
     return Value(tags, site=primary.site, note=primary.note, roots=roots, detail=primary.detail)
+
+
+def is_table(detail: object) -> bool:
+    """The detail of a dict literal: ``("table", entry)``, what subscripting it by an unknown key gives."""
+    return isinstance(detail, tuple) and len(detail) == 2 and detail[0] == "table"
+
+
+def literal_dict(values: list[Value], complete: bool, *, site: Site | None = None, note: str = "") -> Value:
+    """A dict literal holding ``values`` (``complete``: nothing spread into it): what its values may hold,
+    and, as its detail, what subscripting it by a key not known here gives (``table_value``)."""
+    tags = (join(values).tags | {CONTAINER}) - {MODEL_CLASS}  # iterating a dict gives its keys
+    return Value(tags, site=site, note=note, detail=("table", table_entry(values)) if complete else None)
+
+
+def table_value(base: Value) -> Value | None:
+    """``base[key]`` for a dict literal whose values agree on being model classes or tuples of known items
+    (``{"bert": (BertConfig, BertModel)}``); None where the dict's usual element says as much."""
+    detail = base.detail
+    if not isinstance(detail, tuple) or not is_table(detail):
+        return None
+    entry: Value = detail[1]
+    return entry if MODEL_CLASS in entry.tags or entry.items else None
+
+
+def table_entry(entries: list[Value]) -> Value:
+    """What subscripting a dict literal by a key not known here gives: one of its values, known as far as
+    all of them agree (a table of model classes, ``{"bert": (BertConfig, BertModel)}``, position by
+    position when every value is a tuple of the same length)."""
+    if not entries:
+        return UNKNOWN
+    if all(entry.items is not None for entry in entries) and len({len(entry.items or ()) for entry in entries}) == 1:
+        items = tuple(table_entry([entry.items[index] for entry in entries if entry.items]) for index in range(len(entries[0].items or ())))
+        return Value(join(items).tags - {MODEL_CLASS}, items=items)
+    return join(entries)
 
 
 # Fields of a model's output object that hold one tensor (Hugging Face ModelOutput conventions).

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.statement_shapes import calls_method, names_calling_in
-from trainlint.analysis.values import CONTAINER, GRAPH, MODEL
+from trainlint.analysis.values import CONTAINER, GRAPH, MODEL, MODEL_CLASS
 
 SOURCE = '''import torch
 
@@ -92,3 +92,46 @@ def test_a_nested_function_reads_what_it_does_not_bind_from_the_enclosing_functi
     assert OPTIMIZER in returned["read_enclosing"].tags  # a closure over the enclosing `optimizer`
     assert OPTIMIZER in returned["nonlocal_rebinding"].tags  # `nonlocal` names the enclosing binding
     assert OPTIMIZER in returned["shadowing"].tags and MODEL not in returned["shadowing"].tags  # its own `scaler`
+
+
+CLASS_TABLES = '''import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+
+class Tokenizer:
+    def __init__(self, width):
+        self.width = width
+
+
+ENCODERS = {"small": (Encoder, 128), "large": (Encoder, 1024)}
+MIXED = {"encoder": Encoder, "tokenizer": Tokenizer}
+
+
+def build(name, flag):
+    encoder_class, width = ENCODERS[name]
+    encoder = encoder_class(width)
+    picked = MIXED[name](width)
+    branch_class = Encoder if flag else Tokenizer
+    either = branch_class(width)
+    for key in ENCODERS:
+        print(key)
+'''
+
+
+def test_a_class_read_out_of_a_table_or_a_name_builds_a_model_only_when_every_candidate_is_a_module():
+    module = ModuleAnalysis(CLASS_TABLES, "build.py")
+    module.prepare_scopes()
+    (scope,) = [scope for scope in module.all_scopes if scope.name == "build"]
+    env = scope.final_env
+    assert MODEL_CLASS in env["encoder_class"].tags
+    assert MODEL in env["encoder"].tags
+    # one candidate is a plain class: what calling it builds is not known
+    assert MODEL not in env["picked"].tags
+    assert MODEL not in env["either"].tags
+    # iterating the dict gives its keys, not its classes
+    assert MODEL_CLASS not in env["key"].tags

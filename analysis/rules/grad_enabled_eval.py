@@ -26,6 +26,10 @@ such forward outside any loop is a warning when a web framework's request handle
 or Flask's `@app.post(...)`: the server runs it for every request, as a loop would). Where only other
 files call the function (a library's `encode_sentences`, a model's own `slide` over windows), whether
 grad is on is theirs to decide and this file cannot see it: the same forward is then a note that says so.
+The model may be built from a class picked first, by a branch or out of a table of the project's model
+classes (`backbone_class, dim = BACKBONES[arch]`, `model_class.from_pretrained(name)`), and its output
+may pass through a function picked out of a table of the file's own functions (`pool = POOLINGS[mode]`):
+every candidate is read, and one that is not a module (or that backwards) keeps the rule quiet.
 
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
@@ -2674,9 +2678,305 @@ GradEnabledEval.MUST_FIRE = (
         at="reference = self.sequence_logps(self.ref_model(chosen).logits, chosen) - self.sequence_logps(self.ref_model(rejected).logits, rejected)",
         no_fix=True,
     ),
+    Fires(  # the backbone class comes out of a table of the package's model classes, the pooling out of a table of functions
+        """
+        import numpy as np
+        import torch
+
+        from .backbones import ConvBackbone, ResidualBackbone
+
+        BACKBONES = {
+            "conv": (ConvBackbone, 512),
+            "resnet": (ResidualBackbone, 2048),
+        }
+
+
+        def average_pool(features):
+            return features.mean(dim=(2, 3))
+
+
+        def max_pool(features):
+            return features.amax(dim=(2, 3))
+
+
+        POOLINGS = {"avg": average_pool, "max": max_pool}
+
+
+        class FeatureExtractor:
+            def __init__(self, arch, weights, pooling="avg", device="cuda"):
+                backbone_class, self.dim = BACKBONES[arch]
+                self.backbone = backbone_class(width=64)
+                self.backbone.load_state_dict(torch.load(weights, map_location="cpu"))
+                self.backbone.to(device).eval()
+                self.pooling = pooling
+                self.device = device
+
+            def extract(self, image_batches):
+                pool = POOLINGS[self.pooling]
+                rows = []
+                for images in image_batches:
+                    features = self.backbone(images.to(self.device))
+                    rows.append(pool(features).detach().cpu().numpy())
+                return np.concatenate(rows)
+        """,
+        files={
+            "backbones.py": """
+                import torch.nn as nn
+
+
+                class ConvBackbone(nn.Module):
+                    def __init__(self, width):
+                        super().__init__()
+                        self.stem = nn.Conv2d(3, width, 3, padding=1)
+                        self.body = nn.Sequential(nn.Conv2d(width, 512, 3, padding=1), nn.BatchNorm2d(512), nn.ReLU())
+
+                    def forward(self, images):
+                        return self.body(self.stem(images))
+
+
+                class ResidualBackbone(ConvBackbone):
+                    def forward(self, images):
+                        stem = self.stem(images)
+                        return self.body(stem) + stem.mean(dim=1, keepdim=True)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="features = self.backbone(images.to(self.device))",
+        fixed="""
+        import numpy as np
+        import torch
+
+        from .backbones import ConvBackbone, ResidualBackbone
+
+        BACKBONES = {
+            "conv": (ConvBackbone, 512),
+            "resnet": (ResidualBackbone, 2048),
+        }
+
+
+        def average_pool(features):
+            return features.mean(dim=(2, 3))
+
+
+        def max_pool(features):
+            return features.amax(dim=(2, 3))
+
+
+        POOLINGS = {"avg": average_pool, "max": max_pool}
+
+
+        class FeatureExtractor:
+            def __init__(self, arch, weights, pooling="avg", device="cuda"):
+                backbone_class, self.dim = BACKBONES[arch]
+                self.backbone = backbone_class(width=64)
+                self.backbone.load_state_dict(torch.load(weights, map_location="cpu"))
+                self.backbone.to(device).eval()
+                self.pooling = pooling
+                self.device = device
+
+            def extract(self, image_batches):
+                pool = POOLINGS[self.pooling]
+                rows = []
+                for images in image_batches:
+                    with torch.no_grad():
+                        features = self.backbone(images.to(self.device))
+                    rows.append(pool(features).detach().cpu().numpy())
+                return np.concatenate(rows)
+        """,
+        unsafe=True,
+    ),
+    Fires(  # the generator class is picked by the run's options; its sample grid inside the training loop keeps grad on
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from gan.networks import Critic, DeepGenerator, ShallowGenerator
+
+
+        def train(args, loader):
+            generator_class = DeepGenerator if args.deep else ShallowGenerator
+            generator = generator_class(args.latent).cuda()
+            critic = Critic().cuda()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            d_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+            fixed = torch.randn(64, args.latent, device="cuda")
+            for step, real in enumerate(loader):
+                fake = generator(torch.randn(real.size(0), args.latent, device="cuda"))
+                d_loss = F.softplus(critic(fake.detach())).mean() + F.softplus(-critic(real.cuda())).mean()
+                d_opt.zero_grad()
+                d_loss.backward()
+                d_opt.step()
+                g_loss = F.softplus(-critic(fake)).mean()
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+                if step % 500 == 0:
+                    for row in range(4):
+                        grid = generator(fixed[row * 16:(row + 1) * 16])
+                        save_image(grid.detach().cpu(), f"samples/{step}_{row}.png")
+        """,
+        files={
+            "gan/__init__.py": "",
+            "gan/networks.py": """
+                import torch.nn as nn
+
+
+                class ShallowGenerator(nn.Module):
+                    def __init__(self, latent):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent, 784), nn.Tanh())
+
+                    def forward(self, z):
+                        return self.net(z).view(-1, 1, 28, 28)
+
+
+                class DeepGenerator(ShallowGenerator):
+                    def __init__(self, latent):
+                        super().__init__(latent)
+                        self.net = nn.Sequential(nn.Linear(latent, 256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+
+                class Critic(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(784, 1))
+
+                    def forward(self, images):
+                        return self.net(images)
+            """,
+        },
+        at="grid = generator(fixed[row * 16:(row + 1) * 16])",
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from gan.networks import Critic, DeepGenerator, ShallowGenerator
+
+
+        def train(args, loader):
+            generator_class = DeepGenerator if args.deep else ShallowGenerator
+            generator = generator_class(args.latent).cuda()
+            critic = Critic().cuda()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            d_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+            fixed = torch.randn(64, args.latent, device="cuda")
+            for step, real in enumerate(loader):
+                fake = generator(torch.randn(real.size(0), args.latent, device="cuda"))
+                d_loss = F.softplus(critic(fake.detach())).mean() + F.softplus(-critic(real.cuda())).mean()
+                d_opt.zero_grad()
+                d_loss.backward()
+                d_opt.step()
+                g_loss = F.softplus(-critic(fake)).mean()
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+                if step % 500 == 0:
+                    for row in range(4):
+                        with torch.no_grad():
+                            grid = generator(fixed[row * 16:(row + 1) * 16])
+                        save_image(grid.detach().cpu(), f"samples/{step}_{row}.png")
+        """,
+        unsafe=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # one class of the table is no nn.Module: what the table builds is not known to be a model
+        """
+        import numpy as np
+
+        from .scorers import BagOfWordsScorer, NeuralScorer
+
+        SCORERS = {"bow": BagOfWordsScorer, "neural": NeuralScorer}
+
+
+        class Ranker:
+            def __init__(self, kind, device="cuda"):
+                self.scorer = SCORERS[kind](dim=300)
+                self.device = device
+
+            def rank(self, query_batches):
+                scores = []
+                for queries in query_batches:
+                    scores.append(self.scorer(queries.to(self.device)).detach().cpu().numpy())
+                return np.concatenate(scores)
+        """,
+        files={
+            "scorers.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class BagOfWordsScorer:
+                    def __init__(self, dim):
+                        self.weights = torch.ones(dim)
+
+                    def __call__(self, queries):
+                        return queries.float() @ self.weights
+
+
+                class NeuralScorer(nn.Module):
+                    def __init__(self, dim):
+                        super().__init__()
+                        self.out = nn.Linear(dim, 1)
+
+                    def forward(self, queries):
+                        return self.out(queries.float()).squeeze(-1)
+            """,
+        },
+    ),
+    Quiet(  # one of the attributions picked from the table backwards through the output: the graph is used
+        """
+        import torch
+
+        from .nets import Classifier
+
+
+        def input_gradients(logits, images):
+            logits.max(dim=1).values.sum().backward()
+            return images.grad.abs()
+
+
+        def activation_map(logits, images):
+            return logits.softmax(dim=1)[:, :1, None, None].expand_as(images)
+
+
+        ATTRIBUTIONS = {"gradients": input_gradients, "activations": activation_map}
+
+
+        class Explainer:
+            def __init__(self, weights, method):
+                self.model = Classifier()
+                self.model.load_state_dict(torch.load(weights))
+                self.model.eval()
+                self.method = method
+
+            def explain(self, batches):
+                attribute = ATTRIBUTIONS[self.method]
+                maps = []
+                for images in batches:
+                    images.requires_grad_(True)
+                    logits = self.model(images)
+                    maps.append(attribute(logits, images).detach().cpu())
+                return maps
+        """,
+        files={
+            "nets.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
+
+                    def forward(self, images):
+                        return self.net(images)
+            """,
+        },
+    ),
     Quiet(  # a benchmark helper typed to take any callable: a compiled function as much as a module, so not a model
         """
         import time
