@@ -56,6 +56,39 @@ class ClipBeforeUnscale(Rule):
                     step = _later_scaler_step(items, event)
                     self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
                 scaled = None
+        self._check_stepping_helper(ctx, scope, items)
+
+    def _check_stepping_helper(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """A function that clips and then calls ``scaler.step(...)`` on gradients its caller computed
+        (``Updater.step(grad_scaler)``): ``GradScaler.step`` unscales them itself only when no
+        ``unscale_`` ran, so the clip between saw them still scaled."""
+        if scope.function is None or ctx.module.calls_of(scope.function):
+            return  # the callers' scopes follow this function and judge it with their backward
+        for index, (event, chain) in enumerate(items):
+            if accumulates_into_grad(event) or _is_scaler_call(event, "unscale_"):
+                return  # gradients made or unscaled here: the walk in check_scope judges them
+            if chain or not isinstance(event, CallEvent) or event.callee not in _CLIPS:
+                continue
+            step = _stepping_scaler_after(items[index + 1:])
+            if step is not None:
+                self._report_helper(ctx, event, step)
+            return
+
+    def _report_helper(self, ctx: RuleContext, clip: CallEvent, step: CallEvent) -> None:
+        scaler = _receiver(step)
+        optimizer = step.chunk.code_for(step.arg_nodes[0].value) if step.arg_nodes else "optimizer"
+        ctx.report(
+            clip.node,
+            f"`{written(clip)}` clips gradients that `{scaler}.step(...)` on line {ctx.line_of((step.chunk, step.node))} "
+            f"then unscales: they reach this function still multiplied by the loss scale of `{scaler}` (no "
+            f"`unscale_` runs before the clip), so the threshold is off by that factor (65,536 at first)",
+            evidence=[
+                ((clip.chunk, clip.node), f"clipped with no `{scaler}.unscale_(...)` before it in this function"),
+                ((step.chunk, step.node), f"`{scaler}` steps the optimizer here: it unscales only the gradients no `unscale_` reached"),
+            ],
+            severity=Severity.WARNING,
+            help=f"call `{scaler}.unscale_({optimizer})` just before the clip",
+        )
 
     def _report(self, ctx: RuleContext, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
@@ -110,6 +143,17 @@ def _later_scaler_step(items: list[Item], clip: CallEvent) -> CallEvent | None:
         if event is clip:
             seen = True
         elif seen and _is_scaler_call(event, "step"):
+            return event
+    return None
+
+
+def _stepping_scaler_after(items: list[Item]) -> CallEvent | None:
+    """The first ``scaler.step(...)`` of ``items`` on a value known to be a GradScaler, unless an
+    ``unscale_`` or a backward runs before it."""
+    for event, _ in items:
+        if accumulates_into_grad(event) or _is_scaler_call(event, "unscale_"):
+            return None
+        if _is_scaler_call(event, "step") and event.receiver is not None and Tag.SCALER in event.receiver.tags:
             return event
     return None
 
@@ -337,6 +381,54 @@ ClipBeforeUnscale.MUST_FIRE = (
             scaler.update()
         """
     ),
+    Fires(  # the step lives in a class of its own; the loop that scales the loss is in another file
+        """
+        from typing import Optional
+
+        import torch
+
+
+        class OptimizerStep:
+            def __init__(self, network, max_grad_norm):
+                self.network = network
+                self.max_grad_norm = max_grad_norm
+                self.optimizer = torch.optim.AdamW(network.parameters(), lr=3e-4)
+
+            def apply(self, grad_scaler: Optional[torch.amp.GradScaler] = None):
+                if self.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(self.network.parameters(), self.max_grad_norm)
+                if grad_scaler is not None:
+                    grad_scaler.step(self.optimizer)
+                    grad_scaler.update()
+                else:
+                    self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        """,
+        files={"engine.py": """
+            import torch
+
+            from train import OptimizerStep
+
+
+            class Engine:
+                def __init__(self, network, use_amp):
+                    self.network = network
+                    self.grad_scaler = torch.amp.GradScaler("cuda") if use_amp else None
+                    self.stepper = OptimizerStep(network, max_grad_norm=1.0)
+
+                def train_epoch(self, batches):
+                    for inputs, targets in batches:
+                        with torch.autocast("cuda", enabled=self.grad_scaler is not None):
+                            loss = torch.nn.functional.cross_entropy(self.network(inputs), targets)
+                        if self.grad_scaler is not None:
+                            self.grad_scaler.scale(loss).backward()
+                        else:
+                            loss.backward()
+                        self.stepper.apply(self.grad_scaler)
+        """},
+        severity=Severity.WARNING,
+        at="torch.nn.utils.clip_grad_norm_",
+    ),
 )
 
 ClipBeforeUnscale.MUST_NOT_FIRE = (
@@ -418,6 +510,41 @@ ClipBeforeUnscale.MUST_NOT_FIRE = (
             unscale_and_clip(scaler, optimizer, model)
             scaler.step(optimizer)
             scaler.update()
+        """
+    ),
+    Quiet(  # the helper that clips and steps is called after the caller unscaled
+        """
+        import torch
+
+        def step_with_clipping(model, optimizer, scaler, max_norm):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+        def train(model, loader, optimizer):
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                step_with_clipping(model, optimizer, scaler, 1.0)
+        """
+    ),
+    Quiet(  # a step helper that unscales before it clips
+        """
+        import torch
+
+        class Stepper:
+            def __init__(self, model, optimizer, scaler):
+                self.model, self.optimizer, self.scaler = model, optimizer, scaler
+
+            def step(self):
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
         """
     ),
 )
