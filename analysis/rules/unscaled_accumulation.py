@@ -299,7 +299,7 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
     in_loop = [(i, event, chain) for i, (event, chain) in enumerate(items) if loop in _site(event, chain).context.loops]
     backwards = [
         (i, event, chain) for i, event, chain in in_loop
-        if accumulates_into_grad(event)
+        if accumulates_into_grad(event) and not _runs_local_function(event)
         and not any(link.context.loops for link in (*chain[1:], event) if chain)
     ]
     for condition in path_conditions(step, step_chain, loop):
@@ -455,6 +455,12 @@ def _scales_for_you(ctx: RuleContext, call: CallEvent) -> bool:
     if ctx.module.uses_accelerate:
         return call.context.accumulating or (receiver is not None and Tag.ACCELERATOR in receiver.tags)
     return False
+
+
+def _runs_local_function(event: Event) -> bool:
+    """A call of the project's own `backward` method (`self.backward(loss)`): the backward it runs is
+    followed into its body, where the loss it differentiates is written."""
+    return isinstance(event, CallEvent) and event.function is not None
 
 
 def _enters_accumulate(module) -> bool:
@@ -1418,6 +1424,26 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                 if (step + 1) % accumulation_steps == 0:
                     optimizer.step()
                     optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the project's own `backward` method divides the loss before its backward
+        """
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model, self.optimizer = model, optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def backward(self, loss):
+                (loss / self.accumulation_steps).backward()
+
+            def fit(self, loader, criterion):
+                for inputs, labels in loader:
+                    self.backward(criterion(self.model(inputs), labels))
+                    self.micro_steps += 1
+                    if self.micro_steps % self.accumulation_steps == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
         """
     ),
 )
