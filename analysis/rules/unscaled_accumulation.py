@@ -148,7 +148,11 @@ class UnscaledAccumulation(Rule):
             return
         reported: set[int] = set()
         for loop in scope.loops:
-            items = list(ordered_events(scope, loop))
+            # both in this loop's own iterations: a backward in a micro-batch loop before the step accumulates by hand
+            items = [
+                (event, chain) for event, chain in ordered_events(scope, loop)
+                if _site(event, chain).context.loop is loop and not any(link.context.loops for link in (*chain[1:], event) if chain)
+            ]
             backward = next((event for event, _ in items if _accelerator_backward(event)), None)
             if backward is None or id(backward.node) in reported:
                 continue
@@ -1444,6 +1448,21 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     if self.micro_steps % self.accumulation_steps == 0:
                         self.optimizer.step()
                         self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # micro-batches accumulated by hand in an inner loop, one step after it
+        """
+        from accelerate import Accelerator
+
+        def train(model, optimizer, loader, accumulation_steps, updates):
+            accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            batches = iter(loader)
+            for update in range(updates):
+                for _ in range(accumulation_steps):
+                    accelerator.backward(model(**next(batches)).loss)
+                optimizer.step()
+                optimizer.zero_grad()
         """
     ),
 )
