@@ -6,6 +6,9 @@ and clips those inflated gradients, so the threshold is off by that factor: the 
 never triggers (gradient explosions go through and the run diverges) or, with a value clip,
 cuts every gradient to almost nothing. The training looks like it has clipping and does not.
 
+The same holds in a step helper that clips and then calls `scaler.step(optimizer)` on gradients its
+caller scaled (an `Updater.step(grad_scaler)` whose training loop is in another file).
+
 How to fix: unscale first, in the same iteration: `scaler.unscale_(optimizer)`, then clip, then
 `scaler.step(optimizer)` (which knows the gradients are already unscaled). Not needed with bf16
 autocast and no scaler, nor with `accelerator.clip_grad_norm_`, which unscales for you.

@@ -8,6 +8,10 @@ spent. Nothing crashes, so the bug usually surfaces as "the model does not learn
 clears gradients for you, except under manual optimisation (`self.automatic_optimization =
 False`), where `training_step` must call `opt.zero_grad()` itself.
 
+A function that runs one whole training step per call (a GAN's `update(batch)`, its loop in another
+file) and clears one model's gradients but not those of another model whose optimizer it steps is
+reported too (a warning: the loop that repeats it is out of sight).
+
 How to fix: call `optimizer.zero_grad()` (set_to_none is the default) once per optimizer step,
 either right before the backward or right after `optimizer.step()`. For gradient accumulation,
 clear only when you step (`if (i + 1) % accum == 0: optimizer.step(); optimizer.zero_grad()`).

@@ -15,6 +15,9 @@ before the step (`p.grad /= N`). `accelerator.accumulate`, the Hugging Face `Tra
 Lightning and DeepSpeed engines do this for you, with one catch: the `Trainer` skips the division
 when the model takes loss keywords, trusting the loss to be normalised by `num_items_in_batch`, so a
 subclass whose own `compute_loss` ignores that count must set `self.model_accepts_loss_kwargs = False`.
+The reverse trap: an `Accelerator(gradient_accumulation_steps=N)` divides every loss its `backward`
+is given by N, but its prepared optimizer skips steps only inside `with accelerator.accumulate(model):`;
+a loop that never enters it steps on every batch with 1/N of the gradient, and accumulates nothing.
 """
 
 from __future__ import annotations
