@@ -100,6 +100,10 @@ STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
 LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
+ACCUMULATES_ONLY_INSIDE = (
+    "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
+    "inside its `accumulate` context"
+)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,10 @@ class CallFact:
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
+    CallFact("accelerate.Accelerator", ACCUMULATES_ONLY_INSIDE, ("gradient_accumulation_steps",),
+             "Accelerate, Accelerator.backward: `loss = loss / self.gradient_accumulation_steps` (all but DeepSpeed); "
+             "AcceleratedOptimizer.step steps when `gradient_state.sync_gradients`, True unless "
+             "`Accelerator.accumulate` set it (usage guide 'Performing gradient accumulation with Accelerate')"),
     CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn glossary, random_state: None uses the global RandomState instance of numpy.random"),
     CallFact("sklearn.utils.shuffle", DRAWS_GLOBAL_NUMPY, ("random_state",),

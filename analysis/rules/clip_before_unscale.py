@@ -6,6 +6,10 @@ and clips those inflated gradients, so the threshold is off by that factor: the 
 never triggers (gradient explosions go through and the run diverges) or, with a value clip,
 cuts every gradient to almost nothing. The training looks like it has clipping and does not.
 
+So does a gradient hook that clamps (`param.register_hook(lambda g: g.clamp(-c, c))`): it runs inside
+the backward of the scaled loss. The same holds in a step helper that clips and then calls `scaler.step(optimizer)` on gradients its
+caller scaled (an `Updater.step(grad_scaler)` whose training loop is in another file).
+
 How to fix: unscale first, in the same iteration: `scaler.unscale_(optimizer)`, then clip, then
 `scaler.step(optimizer)` (which knows the gradients are already unscaled). Not needed with bf16
 autocast and no scaler, nor with `accelerator.clip_grad_norm_`, which unscales for you.
@@ -29,12 +33,16 @@ from trainlint.rules import (
     Tag,
     TextEdit,
     accumulates_into_grad,
+    dotted,
     ordered_events,
+    walk,
     written,
 )
 
 _CLIPS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"})
 Item = tuple[Event, tuple[CallEvent, ...]]
+# Tensor methods and torch functions that clamp a gradient to fixed bounds.
+_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_"})
 
 
 class ClipBeforeUnscale(Rule):
@@ -56,6 +64,67 @@ class ClipBeforeUnscale(Rule):
                     step = _later_scaler_step(items, event)
                     self._report(ctx, scaled[0], (event, chain), step, _unscaled_between(items, event, step))
                 scaled = None
+        self._check_stepping_helper(ctx, scope, items)
+        self._check_clipping_hooks(ctx, scope)
+
+    def _check_clipping_hooks(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """`p.register_hook(lambda g: g.clamp(-c, c))` on each parameter, in a file whose backward runs on
+        `scaler.scale(loss)`: the hook runs during that backward, on the gradient still multiplied by the
+        loss scale, so it clamps at c / scale of the true gradient."""
+        for call in scope.calls():
+            if call.method != "register_hook" or not call.arg_nodes or not _clamps(call.arg_nodes[0].value):
+                continue
+            loop = next((loop for loop in reversed(call.context.loops) if _iterates_parameters(loop.node, call.receiver_key)), None)
+            scaled = next((backward for backward in ctx.module.backward_calls if _scaler_of(backward) is not None), None)
+            if loop is None or scaled is None:
+                continue
+            scaler = _scaler_of(scaled)
+            ctx.report(
+                call.node,
+                f"`{written(call)}` clamps each parameter's gradient while backward computes it, and the backward on "
+                f"line {ctx.line_of((scaled.chunk, scaled.node))} runs on `{scaler}.scale(...)`: the hook sees the gradient "
+                f"still multiplied by the loss scale (65,536 at first), so its bound cuts the true gradient that many times "
+                "below the bound meant",
+                evidence=[
+                    ((scope.chunk, loop.node), "a hook on every parameter: it runs inside each backward"),
+                    ((scaled.chunk, scaled.node), f"backward of the scaled loss: gradients multiplied by `{scaler}`'s scale"),
+                ],
+                severity=Severity.WARNING,
+                help=f"clip after `{scaler}.unscale_(optimizer)`, before `{scaler}.step(optimizer)` "
+                     "(`torch.nn.utils.clip_grad_value_`), instead of in a gradient hook",
+            )
+
+    def _check_stepping_helper(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """A function that clips and then calls ``scaler.step(...)`` on gradients its caller computed
+        (``Updater.step(grad_scaler)``): ``GradScaler.step`` unscales them itself only when no
+        ``unscale_`` ran, so the clip between saw them still scaled."""
+        if scope.function is None or ctx.module.calls_of(scope.function):
+            return  # the callers' scopes follow this function and judge it with their backward
+        for index, (event, chain) in enumerate(items):
+            if accumulates_into_grad(event) or _is_scaler_call(event, "unscale_"):
+                return  # gradients made or unscaled here: the walk in check_scope judges them
+            if chain or not isinstance(event, CallEvent) or event.callee not in _CLIPS:
+                continue
+            step = _stepping_scaler_after(items[index + 1:])
+            if step is not None:
+                self._report_helper(ctx, event, step)
+            return
+
+    def _report_helper(self, ctx: RuleContext, clip: CallEvent, step: CallEvent) -> None:
+        scaler = _receiver(step)
+        optimizer = step.chunk.code_for(step.arg_nodes[0].value) if step.arg_nodes else "optimizer"
+        ctx.report(
+            clip.node,
+            f"`{written(clip)}` clips gradients that `{scaler}.step(...)` on line {ctx.line_of((step.chunk, step.node))} "
+            f"then unscales: they reach this function still multiplied by the loss scale of `{scaler}` (no "
+            f"`unscale_` runs before the clip), so the threshold is off by that factor (65,536 at first)",
+            evidence=[
+                ((clip.chunk, clip.node), f"clipped with no `{scaler}.unscale_(...)` before it in this function"),
+                ((step.chunk, step.node), f"`{scaler}` steps the optimizer here: it unscales only the gradients no `unscale_` reached"),
+            ],
+            severity=Severity.WARNING,
+            help=f"call `{scaler}.unscale_({optimizer})` just before the clip",
+        )
 
     def _report(self, ctx: RuleContext, backward: CallEvent, clip: Item, step: CallEvent | None, unscaled_later: bool) -> None:
         clip_event, chain = clip
@@ -110,6 +179,39 @@ def _later_scaler_step(items: list[Item], clip: CallEvent) -> CallEvent | None:
         if event is clip:
             seen = True
         elif seen and _is_scaler_call(event, "step"):
+            return event
+    return None
+
+
+def _clamps(hook: cst.BaseExpression) -> bool:
+    """A lambda whose result clamps its argument: `lambda g: g.clamp(-1, 1)`, `lambda g: torch.clamp(g, -c, c)`."""
+    if not isinstance(hook, cst.Lambda):
+        return False
+    return any(
+        isinstance(node, cst.Call) and (dotted(node.func) or "").rpartition(".")[2] in _CLAMPS for node in walk(hook.body)
+    )
+
+
+def _iterates_parameters(loop: cst.CSTNode, name: str | None) -> bool:
+    """`for p in model.parameters():` (or `for n, p in model.named_parameters():`) binding ``name``."""
+    if name is None or not isinstance(loop, cst.For) or not isinstance(loop.iter, cst.Call):
+        return False
+    func = loop.iter.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in {"parameters", "named_parameters"}:
+        return False
+    target = loop.target
+    if isinstance(target, cst.Tuple) and target.elements:
+        target = target.elements[-1].value
+    return isinstance(target, cst.Name) and target.value == name
+
+
+def _stepping_scaler_after(items: list[Item]) -> CallEvent | None:
+    """The first ``scaler.step(...)`` of ``items`` on a value known to be a GradScaler, unless an
+    ``unscale_`` or a backward runs before it."""
+    for event, _ in items:
+        if accumulates_into_grad(event) or _is_scaler_call(event, "unscale_"):
+            return None
+        if _is_scaler_call(event, "step") and event.receiver is not None and Tag.SCALER in event.receiver.tags:
             return event
     return None
 
@@ -337,6 +439,81 @@ ClipBeforeUnscale.MUST_FIRE = (
             scaler.update()
         """
     ),
+    Fires(  # the step lives in a class of its own; the loop that scales the loss is in another file
+        """
+        from typing import Optional
+
+        import torch
+
+
+        class OptimizerStep:
+            def __init__(self, network, max_grad_norm):
+                self.network = network
+                self.max_grad_norm = max_grad_norm
+                self.optimizer = torch.optim.AdamW(network.parameters(), lr=3e-4)
+
+            def apply(self, grad_scaler: Optional[torch.amp.GradScaler] = None):
+                if self.max_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(self.network.parameters(), self.max_grad_norm)
+                if grad_scaler is not None:
+                    grad_scaler.step(self.optimizer)
+                    grad_scaler.update()
+                else:
+                    self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        """,
+        files={"engine.py": """
+            import torch
+
+            from train import OptimizerStep
+
+
+            class Engine:
+                def __init__(self, network, use_amp):
+                    self.network = network
+                    self.grad_scaler = torch.amp.GradScaler("cuda") if use_amp else None
+                    self.stepper = OptimizerStep(network, max_grad_norm=1.0)
+
+                def train_epoch(self, batches):
+                    for inputs, targets in batches:
+                        with torch.autocast("cuda", enabled=self.grad_scaler is not None):
+                            loss = torch.nn.functional.cross_entropy(self.network(inputs), targets)
+                        if self.grad_scaler is not None:
+                            self.grad_scaler.scale(loss).backward()
+                        else:
+                            loss.backward()
+                        self.stepper.apply(self.grad_scaler)
+        """},
+        severity=Severity.WARNING,
+        at="torch.nn.utils.clip_grad_norm_",
+    ),
+    Fires(  # gradient clipping by hooks on the parameters, with a GradScaler in the loop
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class MixedPrecisionTrainer:
+            def __init__(self, model, optimizer, grad_clip=1.0):
+                self.model = model
+                self.optimizer = optimizer
+                self.scaler = torch.cuda.amp.GradScaler()
+                for name, param in model.named_parameters():
+                    if param.requires_grad:
+                        param.register_hook(lambda grad: grad.clamp(-grad_clip, grad_clip))
+
+            def train_epoch(self, loader):
+                for images, labels in loader:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = F.cross_entropy(self.model(images), labels)
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+        """,
+        severity=Severity.WARNING,
+        at="param.register_hook(lambda grad: grad.clamp(-grad_clip, grad_clip))",
+    ),
 )
 
 ClipBeforeUnscale.MUST_NOT_FIRE = (
@@ -418,6 +595,60 @@ ClipBeforeUnscale.MUST_NOT_FIRE = (
             unscale_and_clip(scaler, optimizer, model)
             scaler.step(optimizer)
             scaler.update()
+        """
+    ),
+    Quiet(  # the helper that clips and steps is called after the caller unscaled
+        """
+        import torch
+
+        def step_with_clipping(model, optimizer, scaler, max_norm):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+        def train(model, loader, optimizer):
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                step_with_clipping(model, optimizer, scaler, 1.0)
+        """
+    ),
+    Quiet(  # a step helper that unscales before it clips
+        """
+        import torch
+
+        class Stepper:
+            def __init__(self, model, optimizer, scaler):
+                self.model, self.optimizer, self.scaler = model, optimizer, scaler
+
+            def step(self):
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """
+    ),
+    Quiet(  # the same hooks in full precision: the gradients they see are the true ones
+        """
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, grad_clip=1.0):
+                self.model = model
+                self.optimizer = optimizer
+                for param in model.parameters():
+                    param.register_hook(lambda grad: grad.clamp(-grad_clip, grad_clip))
+
+            def train_epoch(self, loader):
+                for images, labels in loader:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    F.cross_entropy(self.model(images), labels).backward()
+                    self.optimizer.step()
         """
     ),
 )

@@ -8,6 +8,10 @@ spent. Nothing crashes, so the bug usually surfaces as "the model does not learn
 clears gradients for you, except under manual optimisation (`self.automatic_optimization =
 False`), where `training_step` must call `opt.zero_grad()` itself.
 
+A function that runs one whole training step per call (a GAN's `update(batch)`, its loop in another
+file) and clears one model's gradients but not those of another model whose optimizer it steps is
+reported too (a warning: the loop that repeats it is out of sight).
+
 How to fix: call `optimizer.zero_grad()` (set_to_none is the default) once per optimizer step,
 either right before the backward or right after `optimizer.step()`. For gradient accumulation,
 clear only when you step (`if (i + 1) % accum == 0: optimizer.step(); optimizer.zero_grad()`).
@@ -74,7 +78,9 @@ class MissingZeroGrad(Rule):
         if scope.function is not None and manual_optimization(ctx.summary, scope.function.owner):
             self._check_manual_step(ctx, scope)
         if ctx.module.framework_runs_loop is None:
-            self._check_scope(ctx, list(ordered_events(scope, None)))
+            items = list(ordered_events(scope, None))
+            self._check_scope(ctx, items)
+            self._check_step_function(ctx, scope, items)
 
     def _check_manual_step(self, ctx: RuleContext, scope) -> None:
         """Lightning with ``automatic_optimization = False``: ``training_step`` runs once per batch and
@@ -167,6 +173,51 @@ class MissingZeroGrad(Rule):
                 help=f"clear on both branches: call `{_optimizer_of(step) or 'optimizer'}.zero_grad()` before the `if`, or on this branch too",
             )
             return
+
+    def _check_step_function(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """A function with no loop that runs one whole training step (`GAN.update(batch)`, called per batch
+        from another file): it clears some model's gradients, so clearing is its job, but not those of a
+        model whose optimizer it steps."""
+        function = scope.function
+        if function is None or ctx.module.calls_of(function):
+            return  # a caller in this file runs it in its loop, and that loop's check judges it
+        step_items = [(event, chain) for event, chain in items if not _site(event, chain).context.loops]
+        if len(step_items) != len(items) or any(_conditional(event, chain) for event, chain in step_items if _clears(event, chain)):
+            return
+        backwards = [event for event, _ in step_items if accumulates_into_grad(event)]
+        if not backwards or self._handled_elsewhere(ctx, backwards[0], step_items):
+            return
+        uncleared = _uncleared_optimizer(step_items)
+        if uncleared is None:
+            return
+        step, updated, cleared = uncleared
+        backward = next((event for event in backwards if _position(event, step_items) < _position(step, step_items)), None)
+        if backward is None:
+            return
+        optimizer = _optimizer_of(step)
+        named = f"`{optimizer}`" if optimizer else "the optimizer"
+        first, owner = cleared[0]
+        forward = next((
+            event for event, _ in step_items
+            if isinstance(event, CallEvent) and event.chunk.code_for(event.node.func) == updated.text
+        ), None)
+        ctx.report(
+            backward.node,
+            f"`{function.qualified_name}` runs one training step and clears `{owner.text}`'s gradients "
+            f"(`{_code(first)}`, line {ctx.line_of((first.chunk, first.node))}), but never those of `{updated.text}`, "
+            f"whose parameters {named} updates: each call's `{_code(step)}` applies the sum of every gradient of "
+            f"`{updated.text}` since the first call (and what later backward passes of the step leave in it)",
+            evidence=[
+                ((updated.chunk, updated.node), f"{named} is built over `{updated.text}`'s parameters"),
+                *(((event.chunk, event.node), f"clears `{held.text}`'s gradients only") for event, held in cleared),
+                ((backward.chunk, backward.node), f"backward accumulates into `{updated.text}`'s `.grad`"),
+                ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
+                ((forward.chunk, forward.node), f"the step's first pass through `{updated.text}`: its gradients still hold "
+                 "the last call's; clearing them before this starts the step from zero") if forward is not None else None,
+            ],
+            severity=Severity.WARNING,
+            help=f"call `{optimizer or 'optimizer'}.zero_grad()` before this backward or right after `{_code(step)}`",
+        )
 
     @staticmethod
     def _handled_elsewhere(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
@@ -300,9 +351,40 @@ def _updated_owner(step: CallEvent) -> Owner | None:
     receiver = step.receiver
     if receiver is not None and Tag.SCALER in receiver.tags:
         receiver = step.args[0] if step.args else None
+    if receiver is not None and not receiver.tags:
+        receiver = _held_optimizer(step) or receiver
     if receiver is None or Tag.OPTIMIZER not in receiver.tags or Tag.ENGINE in receiver.tags:
         return None
-    return _parameters_owner(receiver)
+    owner = _parameters_owner(receiver)
+    holder, _, _ = (_optimizer_of(step) or "").rpartition(".")
+    if owner is not None and owner.text == "self" and holder not in {"", "self"}:
+        # `self.critic.opt`, built as `self.opt = Adam(self.parameters())` in the critic's class: that `self` is the critic
+        return Owner(holder, owner.chunk, owner.node, owner.built)
+    return owner
+
+
+def _held_optimizer(step: CallEvent) -> Value | None:
+    """``self.critic.opt.step()`` where ``self.critic`` was built from a class of this file whose
+    ``__init__`` binds ``self.opt`` to an optimizer: that optimizer's value."""
+    func = step.node.func
+    held = func.value if isinstance(func, cst.Attribute) else None
+    if not isinstance(held, cst.Attribute):
+        return None
+    holder = step.scope.value_at(held.value)
+    if holder is None or Tag.MODEL not in holder.tags or holder.site is None:
+        return None
+    built = holder.site[1]
+    while isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value in {"to", "cuda", "cpu"}:
+        built = built.func.value  # `Critic(...).to(device)`
+    name = dotted(built.func) if isinstance(built, cst.Call) else None
+    summary = step.scope.summary
+    owner = summary.local_class(summary.canonical(name)) if name else None
+    init = owner.methods.get("__init__") if owner is not None else None
+    analysis = init.analysis(summary) if init is not None else None
+    if analysis is None:
+        return None
+    bound = [event.value for event in analysis.events if isinstance(event, AssignEvent) and f"self.{held.attr.value}" in event.targets]
+    return bound[-1] if bound and Tag.OPTIMIZER in bound[-1].tags else None
 
 
 def _parameters_owner(optimizer: Value) -> Owner | None:
@@ -824,6 +906,64 @@ MissingZeroGrad.MUST_FIRE = (
         """,
         at="loss_D.backward()",
     ),
+    Fires(  # one training step per call, its loop in another file: the critic's gradients are never cleared
+        """
+        import torch
+        from torch import nn
+
+        from nets import Critic, Painter
+
+
+        class AdversarialPair:
+            def __init__(self, z_dim, lr, device):
+                self.z_dim = z_dim
+                self.device = device
+                self.painter = Painter(z_dim, lr).to(device)
+                self.critic = Critic(lr).to(device)
+                self.bce = nn.BCEWithLogitsLoss()
+
+            def update(self, real):
+                real = real.to(self.device)
+                ones = torch.ones(real.size(0), 1, device=self.device)
+                zeros = torch.zeros(real.size(0), 1, device=self.device)
+                fake = self.painter(torch.randn(real.size(0), self.z_dim, device=self.device))
+                critic_loss = self.bce(self.critic(real), ones) + self.bce(self.critic(fake.detach()), zeros)
+                critic_loss.backward()
+                self.critic.opt.step()
+
+                self.painter.zero_grad()
+                painter_loss = self.bce(self.critic(fake), ones)
+                painter_loss.backward()
+                self.painter.opt.step()
+                return critic_loss.item(), painter_loss.item()
+        """,
+        files={"nets.py": """
+            import torch
+            from torch import nn
+
+
+            class Critic(nn.Module):
+                def __init__(self, lr):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(784, 256), nn.LeakyReLU(0.2), nn.Linear(256, 1))
+                    self.opt = torch.optim.Adam(self.parameters(), lr=lr, betas=(0.5, 0.999))
+
+                def forward(self, x):
+                    return self.net(x)
+
+
+            class Painter(nn.Module):
+                def __init__(self, z_dim, lr):
+                    super().__init__()
+                    self.net = nn.Sequential(nn.Linear(z_dim, 256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+                    self.opt = torch.optim.Adam(self.parameters(), lr=lr, betas=(0.5, 0.999))
+
+                def forward(self, z):
+                    return self.net(z)
+        """},
+        severity=Severity.WARNING,
+        at="critic_loss.backward()",
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
@@ -1126,6 +1266,50 @@ MissingZeroGrad.MUST_NOT_FIRE = (
                 accelerator.backward(loss)
                 optimizer.step()
                 optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the same step, clearing each model's gradients through the optimizer it holds
+        """
+        import torch
+        from torch import nn
+
+
+        class Critic(nn.Module):
+            def __init__(self, lr):
+                super().__init__()
+                self.net = nn.Linear(784, 1)
+                self.opt = torch.optim.Adam(self.parameters(), lr=lr)
+
+            def forward(self, x):
+                return self.net(x)
+
+
+        class Painter(nn.Module):
+            def __init__(self, z_dim, lr):
+                super().__init__()
+                self.net = nn.Linear(z_dim, 784)
+                self.opt = torch.optim.Adam(self.parameters(), lr=lr)
+
+            def forward(self, z):
+                return self.net(z)
+
+
+        class AdversarialPair:
+            def __init__(self, z_dim, lr):
+                self.z_dim = z_dim
+                self.painter = Painter(z_dim, lr)
+                self.critic = Critic(lr)
+
+            def update(self, real):
+                fake = self.painter(torch.randn(real.size(0), self.z_dim))
+                self.critic.opt.zero_grad()
+                critic_loss = self.critic(fake.detach()).mean() - self.critic(real).mean()
+                critic_loss.backward()
+                self.critic.opt.step()
+                self.painter.opt.zero_grad()
+                painter_loss = -self.critic(fake).mean()
+                painter_loss.backward()
+                self.painter.opt.step()
         """
     ),
 )

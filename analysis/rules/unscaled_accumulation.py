@@ -15,6 +15,9 @@ before the step (`p.grad /= N`). `accelerator.accumulate`, the Hugging Face `Tra
 Lightning and DeepSpeed engines do this for you, with one catch: the `Trainer` skips the division
 when the model takes loss keywords, trusting the loss to be normalised by `num_items_in_batch`, so a
 subclass whose own `compute_loss` ignores that count must set `self.model_accepts_loss_kwargs = False`.
+The reverse trap: an `Accelerator(gradient_accumulation_steps=N)` divides every loss its `backward`
+is given by N, but its prepared optimizer skips steps only inside `with accelerator.accumulate(model):`;
+a loop that never enters it steps on every batch with 1/N of the gradient, and accumulates nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
-from trainlint.analysis.libraries import trainer_trusting_loss
+from trainlint.analysis.libraries import ACCUMULATES_ONLY_INSIDE, call_fact, trainer_trusting_loss
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
@@ -85,6 +88,7 @@ class UnscaledAccumulation(Rule):
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         self._check_trainer_loss(ctx, scope)
+        self._check_accumulate_missing(ctx, scope)
         if ctx.module.framework_runs_loop is not None:
             return
         items = list(ordered_events(scope, None))
@@ -135,6 +139,50 @@ class UnscaledAccumulation(Rule):
             help=f"set `self.model_accepts_loss_kwargs = False` in `__init__` (after `super().__init__`), or divide the "
                  f"summed loss by `{_ITEM_COUNT}`",
         )
+
+    def _check_accumulate_missing(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """An `Accelerator(gradient_accumulation_steps=N)` whose loop never enters `accelerator.accumulate`:
+        `accelerator.backward` divides every loss by N, while the prepared optimizer steps whenever
+        `sync_gradients` is true, which only `accumulate` ever makes false: it steps every batch on a
+        gradient N times too small, and nothing accumulates."""
+        if not ctx.module.uses_accelerate or ctx.module.uses_deepspeed:
+            return  # under DeepSpeed the engine, stepped inside `backward`, accumulates by itself
+        if ctx.module.module_fact("TL204 enters accumulate", _enters_accumulate):
+            return
+        reported: set[int] = set()
+        for loop in scope.loops:
+            # both in this loop's own iterations: a backward in a micro-batch loop before the step accumulates by hand
+            items = [
+                (event, chain) for event, chain in ordered_events(scope, loop)
+                if _site(event, chain).context.loop is loop and not any(link.context.loops for link in (*chain[1:], event) if chain)
+            ]
+            backward = next((event for event, _ in items if _accelerator_backward(event)), None)
+            if backward is None or id(backward.node) in reported:
+                continue
+            steps = _accumulation_steps_given(ctx, backward)
+            step = next((
+                event for event, chain in items
+                if isinstance(event, CallEvent) and is_optimizer_step(event) and not path_conditions(event, chain, loop)
+            ), None)
+            if steps is None or step is None:
+                continue
+            reported.add(id(backward.node))
+            accelerator, given = steps
+            code = _code(scope, given)
+            ctx.report(
+                backward.node,
+                f"`{_code(scope, backward.node)}` divides the loss by `gradient_accumulation_steps` (`{code}`), but "
+                f"no `with {accelerator}.accumulate(model):` wraps this loop's step, so `{_code(scope, step.node)}` "
+                f"on line {ctx.line_of((step.chunk, step.node))} runs on every batch: nothing accumulates, and each "
+                f"step applies 1/`{code}` of one batch's gradient (with SGD, the learning rate divided by it)",
+                evidence=[
+                    (_accelerator_site(backward), f"`gradient_accumulation_steps={code}`: `backward` divides every loss by it"),
+                    ((step.chunk, step.node), "steps on every batch: only `accumulate` lets the prepared optimizer skip"),
+                ],
+                chunk=backward.chunk,
+                severity=Severity.WARNING,
+                help=f"put the forward, backward and step under `with {accelerator}.accumulate(model):`",
+            )
 
     def _check(self, ctx: RuleContext, scope: ScopeAnalysis, accumulation: Accumulation) -> None:
         calls = [accumulation.step, *(call for _, call, _ in accumulation.backwards)]
@@ -258,7 +306,7 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
     in_loop = [(i, event, chain) for i, (event, chain) in enumerate(items) if loop in _site(event, chain).context.loops]
     backwards = [
         (i, event, chain) for i, event, chain in in_loop
-        if accumulates_into_grad(event)
+        if accumulates_into_grad(event) and not _runs_local_function(event)
         and not any(link.context.loops for link in (*chain[1:], event) if chain)
     ]
     for condition in path_conditions(step, step_chain, loop):
@@ -414,6 +462,50 @@ def _scales_for_you(ctx: RuleContext, call: CallEvent) -> bool:
     if ctx.module.uses_accelerate:
         return call.context.accumulating or (receiver is not None and Tag.ACCELERATOR in receiver.tags)
     return False
+
+
+def _runs_local_function(event: Event) -> bool:
+    """A call of the project's own `backward` method (`self.backward(loss)`): the backward it runs is
+    followed into its body, where the loss it differentiates is written."""
+    return isinstance(event, CallEvent) and event.function is not None
+
+
+def _enters_accumulate(module) -> bool:
+    """Whether any code of the file enters an accelerator's `accumulate` (or `no_sync`): then the
+    file manages accumulation through the accelerator, perhaps in a helper this walk does not follow."""
+    return any(
+        call.method in {"accumulate", "no_sync"} or call.context.accumulating for call in module.all_calls()
+    )
+
+
+def _accelerator_backward(event: Event) -> TypeGuard[CallEvent]:
+    return (
+        isinstance(event, CallEvent) and event.method == "backward" and not event.context.accumulating
+        and event.receiver is not None and Tag.ACCELERATOR in event.receiver.tags
+    )
+
+
+def _accelerator_site(backward: CallEvent) -> tuple[ParsedChunk, cst.CSTNode] | None:
+    receiver = backward.receiver
+    return receiver.site if receiver is not None else None
+
+
+def _accumulation_steps_given(ctx: RuleContext, backward: CallEvent) -> tuple[str, cst.BaseExpression] | None:
+    """The accelerator's name and the `gradient_accumulation_steps` its `accelerate.Accelerator(...)`
+    was built with, when that is not the literal 1."""
+    site = _accelerator_site(backward)
+    if site is None or not isinstance(site[1], cst.Call):
+        return None
+    call = site[1]
+    fact = call_fact(ctx.summary.canonical(dotted(call.func) or ""), ACCUMULATES_ONLY_INSIDE)
+    if fact is None:
+        return None
+    keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+    given = next((keywords[name] for name in fact.arguments if name in keywords), None)
+    if "deepspeed_plugin" in keywords or given is None or (isinstance(given, cst.Integer) and given.value == "1"):
+        return None
+    func = backward.node.func
+    return (backward.chunk.code_for(func.value) if isinstance(func, cst.Attribute) else "accelerator"), given
 
 
 def _rescales_gradients(event: Event) -> bool:
@@ -967,6 +1059,32 @@ UnscaledAccumulation.MUST_FIRE = (
         severity=Severity.NOTE,
         no_fix=True,
     ),
+    Fires(  # accumulation configured on the Accelerator, the trainer class never enters `accumulate`
+        """
+        from accelerate import Accelerator
+        from torch.optim import AdamW
+
+
+        class Finetuner:
+            def __init__(self, model, train_loader, config):
+                self.accelerator = Accelerator(
+                    mixed_precision="bf16", gradient_accumulation_steps=config.accumulation_steps,
+                )
+                optimizer = AdamW(model.parameters(), lr=config.lr)
+                self.model, self.optimizer, self.train_loader = self.accelerator.prepare(model, optimizer, train_loader)
+
+            def train_epoch(self):
+                self.model.train()
+                for batch in self.train_loader:
+                    outputs = self.model(**batch)
+                    self.accelerator.backward(outputs.loss)
+                    self.accelerator.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+        at="self.accelerator.backward(outputs.loss)",
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
@@ -1280,6 +1398,74 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     torch._foreach_div_(grads, accum)
                     optimizer.step()
                     optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the same trainer, its step under `accumulate`
+        """
+        from accelerate import Accelerator
+
+
+        class Finetuner:
+            def __init__(self, model, optimizer, train_loader, accumulation_steps):
+                self.accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps)
+                self.model, self.optimizer, self.train_loader = self.accelerator.prepare(model, optimizer, train_loader)
+
+            def train_epoch(self):
+                for batch in self.train_loader:
+                    with self.accelerator.accumulate(self.model):
+                        loss = self.model(**batch).loss
+                        self.accelerator.backward(loss)
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # stepping gated by hand on the accumulation count: accumulates, on losses accelerate divided
+        """
+        from accelerate import Accelerator
+
+        def train(model, optimizer, loader, accumulation_steps):
+            accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                accelerator.backward(model(**batch).loss)
+                if (step + 1) % accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the project's own `backward` method divides the loss before its backward
+        """
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model, self.optimizer = model, optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def backward(self, loss):
+                (loss / self.accumulation_steps).backward()
+
+            def fit(self, loader, criterion):
+                for inputs, labels in loader:
+                    self.backward(criterion(self.model(inputs), labels))
+                    self.micro_steps += 1
+                    if self.micro_steps % self.accumulation_steps == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # micro-batches accumulated by hand in an inner loop, one step after it
+        """
+        from accelerate import Accelerator
+
+        def train(model, optimizer, loader, accumulation_steps, updates):
+            accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            batches = iter(loader)
+            for update in range(updates):
+                for _ in range(accumulation_steps):
+                    accelerator.backward(model(**next(batches)).loss)
+                optimizer.step()
+                optimizer.zero_grad()
         """
     ),
 )

@@ -57,10 +57,12 @@ class ZeroGradBeforeStep(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         for loop in scope.loops:
             items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
+            reported = set()
             for backward, clear, step in _cleared_before_step(items, loop):
                 self._report(ctx, scope, loop, backward, clear, step)
+                reported.add(id(clear[0].node))
             undone = _accumulation_undone(scope, loop)
-            if undone is not None:
+            if undone is not None and id(undone[1][0].node) not in reported:  # one finding a clearing
                 self._report_undone(ctx, scope, loop, *undone)
 
     def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, cleared: Item,
@@ -77,10 +79,12 @@ class ZeroGradBeforeStep(Rule):
             )
             where = ((scope.chunk, accumulation.node), "one backward per iteration, one step after the loop")
         else:
-            test = " ".join(scope.chunk.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
+            # the test stands in the loop, or in the helper that steps (its chunk is the step's)
+            tested = step.chunk if any(condition is accumulation for condition in step.context.conditions) else scope.chunk
+            test = " ".join(tested.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
             when = f"when `{test}`" if holds else f"when `{test}` does not hold"
             schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every iteration"
-            where = ((scope.chunk, accumulation.node), "the optimizer steps only on some iterations")
+            where = ((tested, accumulation.node), "the optimizer steps only on some iterations")
         ctx.report(
             site.node,
             f"{schedule}: each clearing throws away the gradients the earlier backward passes accumulated, so every "
@@ -134,6 +138,8 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
     with the model or the optimizer."""
     own = [event for event in scope.events if event.context.loop is loop]
     steps = [event for event in own if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if not steps and not _handles_gradients_itself(scope, loop):
+        return _stepped_by_helper_every_n(scope, loop)
     if len(steps) != 1 or _handles_gradients_itself(scope, loop):
         return None
     step = steps[0]
@@ -174,6 +180,32 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
         if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
             return backward, (clear, ()), step, inner, True
     return None
+
+
+def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
+    """The loop steps only through a helper it calls every iteration, which steps under an every-N test of
+    its own (`self.optimizer_step()`, counting micro-steps on the object), while the clearing and the
+    backward run on every iteration."""
+    items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
+    steps = [(event, chain) for event, chain in items if chain and isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if len(steps) != 1:
+        return None
+    step, chain = steps[0]
+    if chain[0].context.conditions_inside(loop):
+        return None  # the helper itself runs on some iterations only: the loop's own test decides
+    inside = [condition for link in (*chain[1:], step) for condition in link.context.conditions]
+    every_n = [condition for condition in inside if condition.test is not None and _every_n(condition.test)]
+    if len(every_n) != 1 or len(inside) != 1:
+        return None
+    unconditional = [
+        (event, event_chain) for event, event_chain in items
+        if not path_conditions(event, event_chain, loop) and _before(scope, event_chain[0] if event_chain else event, chain[0])
+    ]
+    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    clear = next(((event, event_chain) for event, event_chain in unconditional if clears_gradients(event)), None)
+    if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
+        return None
+    return backward, clear, step, every_n[0], every_n[0].branch == "if"
 
 
 def _runs_after(scope: ScopeAnalysis, step: CallEvent, inner: Loop) -> bool:
@@ -614,6 +646,34 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.optimizer.zero_grad()",
         no_fix=True,
     ),
+    Fires(  # the step is gated in a helper that counts micro-steps on the object; the clearing runs every batch
+        """
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def backward(self, loss):
+                self.optimizer.zero_grad(set_to_none=True)
+                (loss / self.accumulation_steps).backward()
+
+            def maybe_step(self):
+                self.micro_steps += 1
+                if self.micro_steps % self.accumulation_steps == 0:
+                    self.optimizer.step()
+
+            def fit(self, loader):
+                for inputs, labels in loader:
+                    self.backward(F.cross_entropy(self.model(inputs), labels))
+                    self.maybe_step()
+        """,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -787,6 +847,33 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
             decoder_loss = dec(x)
             decoder_loss.backward()
             dec_opt.step()
+        """
+    ),
+    Quiet(  # the same learner clearing where it steps
+        """
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def backward(self, loss):
+                (loss / self.accumulation_steps).backward()
+
+            def maybe_step(self):
+                self.micro_steps += 1
+                if self.micro_steps % self.accumulation_steps == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad(set_to_none=True)
+
+            def fit(self, loader):
+                for inputs, labels in loader:
+                    self.backward(F.cross_entropy(self.model(inputs), labels))
+                    self.maybe_step()
         """
     ),
 )
