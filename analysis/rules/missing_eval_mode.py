@@ -251,7 +251,7 @@ class MissingEvalMode(Rule):
         if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
             return  # it sets the mode itself
         runs = [(forward, held, why) for forward in calls if (held := _held_model_run(ctx, forward)) is not None
-                and (why := _inference_pass(ctx, scope, forward)) is not None]
+                and _forward_or_helper_forward(ctx, forward, held[0]) and (why := _inference_pass(ctx, scope, forward)) is not None]
         if not runs:
             return  # most methods of a long class: the other methods are not read (a key costs this method only)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
@@ -501,6 +501,20 @@ def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | No
         value = call.kwargs.get(arg.keyword.value) if arg.keyword is not None else (call.args[position] if position < len(call.args) else None)
         return (text, value) if value is not None else None
     return None
+
+
+def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str) -> bool:
+    """``call`` runs the model ``key`` for an answer: it is the forward itself, or a workspace helper it is handed
+    to calls it (``predict_sliding_window(self.network, volume)``) and trains nothing. A helper that
+    only hands it on (``resize_token_embeddings(self.model, n)``, a hook remover, an RNG synchroniser) runs no forward."""
+    if call.method is None and call.receiver_key == key:
+        return True
+    function = call.function
+    inner = function.analysis(ctx.summary) if function is not None else None
+    if function is None or inner is None:
+        return False
+    parameters = {name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key}
+    return not _trains(inner) and any(other.method is None and other.receiver_key in parameters for other in inner.calls())
 
 
 def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
@@ -1844,6 +1858,39 @@ MissingEvalMode.MUST_NOT_FIRE = (
             @torch.no_grad()
             def features(self, images):
                 return self.backbone(images).flatten(1).cpu()
+        """
+    ),
+    Quiet(  # a trainer hands its model to a helper that resizes it, without grad: the helper runs no forward
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def grow_embeddings(model, vocab_size):
+            old = model.embed.weight
+            with torch.no_grad():
+                model.embed.weight = torch.nn.Parameter(torch.cat([old, old.new_zeros(vocab_size - len(old), old.size(1))]))
+
+
+        class Finetuner:
+            def __init__(self, model, tokenizer, loader):
+                self.model = model
+                self.tokenizer = tokenizer
+                self.loader = loader
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+            def setup(self):
+                with torch.no_grad():
+                    grow_embeddings(self.model, len(self.tokenizer))
+
+            def train(self, epochs):
+                self.model.train()
+                for epoch in range(epochs):
+                    for tokens, labels in self.loader:
+                        loss = F.cross_entropy(self.model(tokens).flatten(0, 1), labels.flatten())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
         """
     ),
     Quiet(  # no-grad fakes from the generator feed the discriminator's loss: that is training, in training mode
