@@ -260,7 +260,7 @@ class MissingEvalMode(Rule):
         for forward, (key, model), why in runs:
             switch = _training_switch(others, key)
             if switch is None:
-                if self._check_handed_model(ctx, scope, forward, key, model, others, why):
+                if forward.context.grad_off is not None and self._check_handed_model(ctx, scope, forward, key, model, others, why):
                     return
                 continue
             trainer, call = switch
@@ -292,7 +292,8 @@ class MissingEvalMode(Rule):
         """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
         (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
         over in, training mode when it comes straight from training. Whoever builds the object may switch the
-        model to eval first, which this file cannot tell: a note. What is handed in must be known to be a model
+        model to eval first, which this file cannot tell: a note, for a pass the method declares by running it
+        without grad (a sampler or a visualiser that merely keeps none of the graph may want it any way). What is handed in must be known to be a model
         (its value, what this file's constructions pass, or a method using it as a module), not any callable. A
         module's submodule follows the module's own mode switches, so only classes that are not modules are read."""
         function = scope.function
