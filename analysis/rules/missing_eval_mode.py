@@ -292,8 +292,8 @@ class MissingEvalMode(Rule):
         """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
         (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
         over in, training mode when it comes straight from training. Whoever builds the object may switch the
-        model to eval first, which this file cannot tell: a note, for a pass the method declares by running it
-        without grad (a sampler or a visualiser that merely keeps none of the graph may want it any way). What is handed in must be known to be a model
+        model to eval first, which this file cannot tell: a note, for a pass that runs it without grad (a sampler
+        or a visualiser that merely keeps none of the graph may want it either way). What is handed in must be known to be a model
         (its value, what this file's constructions pass, or a method using it as a module), not any callable. A
         module's submodule follows the module's own mode switches, so only classes that are not modules are read."""
         function = scope.function
@@ -504,9 +504,10 @@ def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | No
     return None
 
 
-def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str) -> bool:
+def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str, depth: int = 0) -> bool:
     """``call`` runs the model ``key`` for an answer: it is the forward itself, or a workspace helper it is handed
-    to calls it (``predict_sliding_window(self.network, volume)``) and trains nothing. A helper that
+    to calls it (``predict_sliding_window(self.network, volume)``), itself or through the helpers of the workspace
+    it hands it on to, and trains nothing. A helper that
     only hands it on (``resize_token_embeddings(self.model, n)``, a hook remover, an RNG synchroniser) runs no forward."""
     if call.method is None and call.receiver_key == key:
         return True
@@ -515,7 +516,14 @@ def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str) -> b
     if function is None or inner is None:
         return False
     parameters = {name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key}
-    return not _trains(inner) and any(other.method is None and other.receiver_key in parameters for other in inner.calls())
+    if _trains(inner) or depth > 2:
+        return False
+    return any(
+        (other.method is None and other.receiver_key in parameters)
+        or any(other.chunk.code_for(arg.value) == name and _forward_or_helper_forward(ctx, other, name, depth + 1)
+               for arg in other.arg_nodes if not arg.star for name in parameters if other.function is not None)
+        for other in inner.calls()
+    )
 
 
 def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
