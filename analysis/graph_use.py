@@ -227,3 +227,98 @@ def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
     return [node for node in walk(root) if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+
+
+def feeds_backward(scope: ScopeAnalysis, produced: cst.Call) -> bool:
+    """Whether something derived from the value of ``produced`` (a forward, or a call of a helper that runs
+    one) is backwarded in ``scope``'s function: a loss built from it, or targets picked from it (pseudo-labels),
+    that a ``backward`` goes through. Names, containers and tensor operations are followed as
+    ``dropped_graph`` follows them, through graph-free operations too (this asks whether the value trains
+    something here, not whether its graph may live on)."""
+    follower = _value_follower(scope, produced)
+    if follower is None:
+        return False
+    for call in scope.calls():
+        if not is_backward(call) or not isinstance(call.node.func, cst.Attribute):
+            continue
+        if follower._carries(call.node.func.value) or any(follower._carries(arg.value) for arg in call.node.args):
+            return True
+    return False
+
+
+def value_returned(scope: ScopeAnalysis, produced: cst.Call) -> bool:
+    """Whether something derived from the value of ``produced`` is returned or yielded by ``scope``'s function."""
+    follower = _value_follower(scope, produced)
+    if follower is None:
+        return False
+    own, _ = _own_and_nested(scope, follower.root)
+    return any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value) for node in own)
+
+
+def graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
+    """Whether the graph of ``forward`` may leave ``scope``'s function for someone to backward: something
+    derived from it (a name, a container, a tensor operation, a call it is handed to) is returned or yielded,
+    kept in an attribute or a global, or captured by a nested function. Calls it is handed to are followed
+    through, not counted as keeping it (whether the function itself backwards is the caller's question).
+    A name rebound to something graph-free outside any loop (``score = score.item()``) no longer holds it
+    after that line; inside a loop a later statement may feed an earlier one, so there it keeps holding it."""
+    function = scope.function
+    if function is None:
+        return True
+    root = function.node.body
+    own, nested = _own_and_nested(scope, root)
+    looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)}
+    follower = _Follower(scope, forward)
+    for _ in range(_ROUNDS):
+        before = set(follower.names)
+        for node in own:
+            if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
+                follower.names.difference_update(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
+            elif not follower._follow(node):
+                return True
+            if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value):
+                return True
+        if follower.names == before:
+            break
+    else:
+        return True  # still spreading: too tangled to say it stays
+    if follower.names & _declared(own):
+        return True
+    return any(isinstance(node, cst.Name) and node.value in follower.names for node in walk(root) if id(node) in nested)
+
+
+def _declared(own: list[cst.CSTNode]) -> set[str]:
+    return {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+
+
+def _value_follower(scope: ScopeAnalysis, produced: cst.Call) -> _ValueFollower | None:
+    function = scope.function
+    root = function.node.body if function is not None else scope.chunk.module
+    if root is None:
+        return None
+    follower = _ValueFollower(scope, produced, root)
+    own, _ = _own_and_nested(scope, root)
+    for _ in range(_ROUNDS):
+        before = len(follower.names)
+        for node in own:
+            follower._follow(node)
+        if len(follower.names) == before:
+            break
+    return follower
+
+
+class _ValueFollower(_Follower):
+    """Follows the value itself, not its graph: `logits.argmax(1)` still carries what the forward computed."""
+
+    def __init__(self, scope: ScopeAnalysis, forward: cst.Call, root: cst.CSTNode) -> None:
+        super().__init__(scope, forward)
+        self.root = root
+
+    def _carries(self, node: cst.CSTNode) -> bool:
+        if node is self.forward:
+            return True
+        if isinstance(node, cst.Name):
+            return node.value in self.names
+        if isinstance(node, (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)):
+            return False
+        return any(self._carries(child) for child in node.children)

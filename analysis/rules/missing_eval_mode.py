@@ -6,16 +6,19 @@ with the statistics of each evaluation batch while also updating its running ave
 evaluation data: validation numbers are wrong, checkpoint selection picks on noise, and the
 saved model's batch-norm statistics are polluted by the validation set. A function used for both
 (`run_epoch(model, loader, optimizer=None)`) that starts with `model.train()` does this to every
-evaluation call. An evaluation pass is a function named for one (`evaluate`, `validate`), a no-grad
-loop over held-out data (`val_loader`, `testloader`), or, in a file that trains, a loop over held-out
-data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
+evaluation call. An inference pass is known by what it does, not by its name: a function that trains
+nothing (no backward, no optimizer step, in it or in the helpers it calls) and whose forward feeds no
+backward (it runs without grad, or returns and keeps none of its graph, and what it returns no caller in
+the file backwards): scoring, sampling an image grid, extracting features for a metric, decoding. A no-grad
+loop over held-out data (`val_loader`, `testloader`) is one too, and so, in a file that trains, is a loop over
+held-out data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there); a class that puts its model in training
-mode in one method and runs it in an inference method (`predict`, `infer`, a no-grad forward) that never
+mode in one method and runs it in an inference pass that never
 switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
 a factory of another file) and its layers cannot be read, these are notes. Two passes whose mode depends on a
-caller this file does not show are notes too: a module's own inference method (`infer`, `predict`) that runs its
+caller this file does not show are notes too: a module's own inference method that runs its
 forward without `self.eval()`, and an inference method of a plain class (`Predictor.predict`) that runs the model
 its constructor was handed while no method of the class switches it. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
@@ -33,6 +36,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
 from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.patterns import (
     evaluation_calls,
@@ -58,7 +62,6 @@ from trainlint.rules import (
     calls_in,
     dotted,
     is_backward,
-    is_eval_name,
     is_optimizer_step,
     is_test_file,
     last_part,
@@ -68,7 +71,8 @@ from trainlint.rules import (
     walk,
 )
 
-_EVALUATION_FUNCTION = re.compile(
+# Only ever a supporting word in a message: what makes a pass an inference pass is what it does.
+_EVALUATION_WORDS = re.compile(
     r"^_?(?:evaluate|evaluation|eval|validate|validation|valid|val|test|testing|predict|inference|infer)(?:_|$)"
     r"|_(?:eval|evaluate|evaluation|validate|validation|val|test)$",
     re.I,
@@ -97,11 +101,11 @@ class MissingEvalMode(Rule):
                 self._check_imported_evaluation(ctx, scope, call)
             if call.method is not None or call.receiver is None or not _runs_a_model(ctx, scope, call):
                 continue
-            why = _evaluation_pass(ctx.module, scope, call)
+            why = _evaluation_pass(ctx, scope, call)
             if why is None or smoke_test_forward(ctx.summary, call):
                 continue
             layers = _mode_layers(ctx, scope, call)
-            if layers is None or _switched_to_eval(ctx.module, call) or _loaded_in_eval_mode(ctx, scope, call):
+            if layers is None or _switched_to_eval(ctx.module, scope, call) or _loaded_in_eval_mode(ctx, scope, call):
                 continue
             self._report(ctx, scope, call, why, layers)
             reported = True
@@ -152,17 +156,17 @@ class MissingEvalMode(Rule):
             return
 
     def _check_imported_evaluation(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> None:
-        """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace."""
+        """``evaluate(model, val_loader)`` where `evaluate` comes from another file of the workspace and is an
+        inference pass over the model it is handed (it trains nothing and what it computes feeds no backward)."""
         function = call.function
         assert function is not None, "check() passes a call of a function from another file"
-        if not _EVALUATION_FUNCTION.search(function.name):
-            return
         inner = function.analysis(ctx.summary)
         if inner is None:
             return
         for parameter, forward in _forwards_on_parameters(inner).items():
             passed = _passed_for(call, function, parameter)
-            if passed is None:
+            why = _inference_pass(ctx, inner, forward) if passed is not None else None
+            if passed is None or why is None:
                 continue
             value, text = passed
             layers = _layers_of(ctx.summary, value, ctx.module)
@@ -175,7 +179,7 @@ class MissingEvalMode(Rule):
                 f"computed with dropout on and batch-norm updating its statistics on evaluation data",
                 evidence=[
                     layers,
-                    ((forward.chunk, function.node.name), f"`{function.name}` is an evaluation function"),
+                    ((forward.chunk, function.node.name), why),
                     ((forward.chunk, forward.node), f"it runs `{parameter}` without `.eval()`"),
                 ],
                 help=f"call `{text}.eval()` before `{function.name}(...)` (and `{text}.train()` after it)",
@@ -186,30 +190,31 @@ class MissingEvalMode(Rule):
         """``evaluate_accuracy(test_iter, net)`` called by the function that has just trained ``net`` (it calls
         ``net.train()``, or backwards a loss while running it) and switches nothing to eval mode: the
         evaluation function, which does not switch it either, runs it in training mode. This holds whatever
-        the rest of the file does to other models of that name. An inference pass is a function named for
-        one, or a forward under no-grad in a function that computes no gradient; with the layers unknown (a
-        model handed in from elsewhere) it is a note, and only for a function named for evaluation, since a
-        no-grad forward of the trained model inside training (pseudo-labels, an action to take) may want
-        training mode."""
+        the rest of the file does to other models of that name. An inference pass is known by what it does
+        (``_inference_pass``); with the layers unknown (a model handed in from elsewhere) it is a note. A pass
+        run inside a training step, or whose result the caller backwards (pseudo-labels for the model's own
+        loss), may want training mode and is left alone."""
         function = scope.function
         if function is None or function.owner is not None or is_test_file(ctx.module.path):
             return
         calls = list(scope.calls())
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return  # it trains: not an inference pass
-        named = bool(_EVALUATION_FUNCTION.search(function.name))
         for key, forward in _forwards_on_parameters(scope, models_only=False).items():
-            if (not named and forward.context.grad_off is None) or _rebound(scope, key):
+            why = None if _rebound(scope, key) else _inference_pass(ctx, scope, forward)
+            if why is None:
                 continue
             for outer in ctx.module.calls_of(function):
                 passed = _passed_for(outer, function, key)
                 if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1], passed[0]):
                     continue
+                if _in_training_step(outer):
+                    continue  # part of the step that trains it (an action to take, targets): its mode may be wanted
                 value, text = passed
                 assert text is not None, "a call whose argument has no text was skipped above"
                 layers = _layers_of(ctx.summary, value, ctx.module)
-                if layers is None and (not named or not _kind_unknown(value)):
-                    continue  # a model known to have no such layers, or a pass whose training mode may be wanted
+                if layers is None and not _kind_unknown(value):
+                    continue  # a model known to have no such layers
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
                 ctx.report(
                     forward.node,
@@ -220,7 +225,7 @@ class MissingEvalMode(Rule):
                     severity=None if layers is not None else Severity.NOTE,
                     evidence=[
                         layers,
-                        ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                        ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                         ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
                         ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
                     ],
@@ -230,38 +235,40 @@ class MissingEvalMode(Rule):
 
     def _check_class_managed_mode(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A class that switches its model's mode itself (``self.model.train()`` in its training method) and
-        whose inference method (``infer``, ``predict``, or a no-grad forward) runs the model without switching
+        whose inference method (``_inference_pass``: it trains nothing and its forward feeds no backward) runs the model without switching
         it: called after training, as a fitted object's inference method is, it runs in training mode. The
         method must be an entry point (no other method of the class calls it and sets the mode for it) that
-        computes no gradient. With the model's layers unknown it is a note, and only for a method named for
-        inference."""
+        computes no gradient. With the model's layers unknown it is a note, unless the class trains one update per
+        call and the method runs one input (an agent's ``act`` beside its ``learn``: acting is part of training)."""
         function = scope.function
         if function is None or function.owner is None or function.name in {"forward", "__call__", "__init__"}:
             return
         owner = function.owner
-        named = bool(_EVALUATION_FUNCTION.search(function.name) or is_eval_name(function.name))
         calls = list(scope.calls())
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return
         if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
             return  # it sets the mode itself
-        runs = [(forward, held) for forward in calls if (named or forward.context.grad_off is not None)
-                and (held := _held_model_run(ctx, forward)) is not None]
+        runs = [(forward, held, why) for forward in calls if (held := _held_model_run(ctx, forward)) is not None
+                and _forward_or_helper_forward(ctx, forward, held[0]) and (why := _inference_pass(ctx, scope, forward)) is not None]
         if not runs:
             return  # most methods of a long class: the other methods are not read (a key costs this method only)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
             return  # a helper of another method, which decides the mode it runs in
-        for forward, (key, model) in runs:
+        for forward, (key, model), why in runs:
             switch = _training_switch(others, key)
             if switch is None:
-                if named and self._check_handed_model(ctx, scope, forward, key, model, others):
+                if forward.context.grad_off is not None and self._check_handed_model(ctx, scope, forward, key, model, others, why):
                     return
                 continue
-            layers = _layers_of(ctx.summary, model, ctx.module)
-            if layers is None and (not named or not _kind_unknown(model)):
-                continue
             trainer, call = switch
+            layers = _layers_of(ctx.summary, model, ctx.module)
+            if layers is None and (not _kind_unknown(model) or not forward.context.loops and not any(
+                    analysis is not None and _runs_training_loop(ctx, analysis) for _, analysis in others)):
+                # known to have no such layers; or unknown, for one input at a time in a class whose training is one
+                # update per call: acting between updates is part of training (an agent's `act` beside its `learn`)
+                continue
             ctx.report(
                 forward.node,
                 f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
@@ -271,7 +278,7 @@ class MissingEvalMode(Rule):
                 severity=None if layers is not None else Severity.NOTE,
                 evidence=[
                     layers,
-                    ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                    ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                     ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
                     ((call.chunk, call.node), f"`{trainer}` switches to training mode"),
                 ],
@@ -280,11 +287,12 @@ class MissingEvalMode(Rule):
             return
 
     def _check_handed_model(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, model: Value,
-                            others: list) -> bool:
+                            others: list, why: str) -> bool:
         """An inference method of a plain class (``Predictor.predict``) runs a model its constructor was handed
         (``self.model = model``), and no method of the class switches its mode: it runs in the mode it was handed
         over in, training mode when it comes straight from training. Whoever builds the object may switch the
-        model to eval first, which this file cannot tell: a note. What is handed in must be known to be a model
+        model to eval first, which this file cannot tell: a note, for a pass that runs it without grad (a sampler
+        or a visualiser that merely keeps none of the graph may want it either way). What is handed in must be known to be a model
         (its value, what this file's constructions pass, or a method using it as a module), not any callable. A
         module's submodule follows the module's own mode switches, so only classes that are not modules are read."""
         function = scope.function
@@ -314,7 +322,7 @@ class MissingEvalMode(Rule):
             evidence=[
                 layers,
                 ((owner.chunk, bound), "the model is handed in here, in whatever mode its builder left"),
-                ((scope.chunk, function.node.name), f"`{function.name}` is an inference pass that does not call `{key}.eval()`"),
+                ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                 ((forward.chunk, forward.node), "the forward, in the mode the model was handed over in"),
             ],
             help=f"call `{key}.eval()` in `{function.name}` (or in `{owner.name}.__init__`)",
@@ -373,7 +381,7 @@ class MissingEvalMode(Rule):
         module with dropout or batch-norm layers or with parts handed to its constructor (their layers unknown).
         A method another method of the class calls is that method's helper, which decides the mode."""
         function = scope.function
-        if function is None or function.owner is None or not _EVALUATION_FUNCTION.search(function.name):
+        if function is None or function.owner is None or function.name in {"forward", "__call__"}:
             return
         if function.name.endswith("_step"):
             return  # a runner's hook (`val_step`, `predict_step`): the runner that calls it sets the mode
@@ -386,7 +394,8 @@ class MissingEvalMode(Rule):
         if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
             return  # it sets the mode itself
         forward = next((call for call in calls if call.receiver_key == "self" and call.method in {None, "forward"}), None)
-        if forward is None:
+        why = _inference_pass(ctx, scope, forward) if forward is not None else None
+        if forward is None or why is None:
             return
         others = [method.analysis(ctx.summary) for method in owner.methods.values() if method is not function]
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for analysis in others):
@@ -411,7 +420,7 @@ class MissingEvalMode(Rule):
             severity=Severity.NOTE,
             evidence=[
                 layers,
-                ((scope.chunk, function.node.name), f"`{function.name}` is an inference method that does not call `self.eval()`"),
+                ((scope.chunk, function.node.name), f"{why}; it does not call `self.eval()`"),
                 ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
             ],
             help=f"call `self.eval()` at the start of `{function.name}` (and `self.train()` before training resumes)",
@@ -494,6 +503,28 @@ def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | No
         value = call.kwargs.get(arg.keyword.value) if arg.keyword is not None else (call.args[position] if position < len(call.args) else None)
         return (text, value) if value is not None else None
     return None
+
+
+def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str, depth: int = 0) -> bool:
+    """``call`` runs the model ``key`` for an answer: it is the forward itself, or a workspace helper it is handed
+    to calls it (``predict_sliding_window(self.network, volume)``), itself or through the helpers of the workspace
+    it hands it on to, and trains nothing. A helper that
+    only hands it on (``resize_token_embeddings(self.model, n)``, a hook remover, an RNG synchroniser) runs no forward."""
+    if call.method is None and call.receiver_key == key:
+        return True
+    function = call.function
+    inner = function.analysis(ctx.summary) if function is not None else None
+    if function is None or inner is None:
+        return False
+    parameters = {name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key}
+    if _trains(inner) or depth > 2:
+        return False
+    return any(
+        (other.method is None and other.receiver_key in parameters)
+        or any(other.chunk.code_for(arg.value) == name and _forward_or_helper_forward(ctx, other, name, depth + 1)
+               for arg in other.arg_nodes if not arg.star for name in parameters if other.function is not None)
+        for other in inner.calls()
+    )
 
 
 def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
@@ -639,10 +670,65 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
     return None
 
 
-def _evaluation_pass(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> str | None:
+    """Why the function of ``scope`` is an inference pass for ``forward``, by what it does, or None: it trains
+    nothing (no backward or optimizer step, in it or in the local helpers it calls), and what the forward
+    computes feeds no backward: it runs without grad, or its graph dies in the function (scores, features,
+    samples taken as numbers). An output it returns must feed no backward in any caller this file shows (a
+    no-grad sample handed to a discriminator's loss, pseudo-labels for the model's own loss are training).
+    Its name is never the reason, only said alongside."""
     function = scope.function
-    if function is not None and function.owner is None and _EVALUATION_FUNCTION.search(function.name):
-        return ((scope.chunk, function.node.name), f"`{function.name}` is an evaluation function")
+    if function is None or _trains(scope):
+        return None
+    off = forward.context.grad_off is not None
+    if not off and graph_kept(scope, forward.node):
+        return None
+    if value_returned(scope, forward.node) and any(feeds_backward(outer.scope, outer.node) for outer in ctx.module.calls_of(function)):
+        return None
+    how = "runs the model without grad" if off else "returns or keeps none of the forward's graph"
+    named = " (its name says so too)" if _EVALUATION_WORDS.search(function.name) else ""
+    return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
+
+
+def _in_training_step(call: CallEvent) -> bool:
+    """``call`` runs in the same loop iteration as a backward (its innermost loop backwards directly, not in a
+    nested loop): part of a training step, like an action the trained policy takes or targets it makes."""
+    if not call.context.loops:
+        return False
+    loop = call.context.loops[-1]
+    return any(is_backward(other) and other.context.loops and other.context.loops[-1] is loop for other in call.scope.calls())
+
+
+def _runs_training_loop(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+    """The function runs a whole training loop (a loop that backwards or steps, itself or through a local
+    helper), not one update: what runs after it runs after training, not between two updates."""
+    for call in scope.calls():
+        if not call.context.loops:
+            continue
+        if is_backward(call) or is_optimizer_step(call):
+            return True
+        inner = call.function.analysis(ctx.summary) if call.function is not None else None
+        if inner is not None and _trains(inner):
+            return True
+    return False
+
+
+def _trains(scope: ScopeAnalysis) -> bool:
+    """A backward or an optimizer step runs in the function or in a local helper it calls."""
+    found = scope.chunk.memo.setdefault("tl208 trains", {})
+    key = id(scope)
+    if key not in found:
+        found[key] = (scope, any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)))
+    return found[key][1]
+
+
+def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    module = ctx.module
+    function = scope.function
+    if function is not None and function.owner is None:
+        why = _inference_pass(ctx, scope, call)
+        if why is not None:
+            return ((scope.chunk, function.node.name), why)
     if call.context.grad_off is None:
         return _scoring_loop(module, scope, call)
     for loop in reversed(call.context.loops):
@@ -750,8 +836,16 @@ def _number(node: cst.BaseExpression) -> float | None:
     return None
 
 
-def _switched_to_eval(module: ModuleView, forward: CallEvent) -> bool:
-    return _switched_to_eval_named(module, forward.receiver_key)
+def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """The model is switched to eval mode in this file: under its own name, or, for a parameter, under the name
+    every caller in this file passes for it (a helper each of whose callers calls ``.eval()`` first)."""
+    if _switched_to_eval_named(module, forward.receiver_key):
+        return True
+    key = forward.receiver_key
+    if scope.function is None or key is None or key not in scope.params:
+        return False
+    passed = [_passed_for(outer, scope.function, key) for outer in module.calls_of(scope.function)]
+    return bool(passed) and all(found is not None and _switched_to_eval_named(module, found[1]) for found in passed)
 
 
 def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
@@ -1562,9 +1656,287 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="logits, _ = self.model(src_ids)",
     ),
+    Fires(  # a sample grid from the generator after each epoch: a helper that trains nothing and saves pictures, not named for evaluation
+        """
+        import torch
+        import torch.nn as nn
+        from torchvision.utils import save_image
+
+
+        class Generator(nn.Module):
+            def __init__(self, latent=100):
+                super().__init__()
+                self.net = nn.Sequential(
+                    nn.ConvTranspose2d(latent, 128, 4, 1, 0), nn.BatchNorm2d(128), nn.ReLU(),
+                    nn.ConvTranspose2d(128, 3, 4, 2, 1), nn.Tanh(),
+                )
+
+            def forward(self, z):
+                return self.net(z)
+
+
+        def save_grid(generator, noise, path):
+            with torch.no_grad():
+                images = generator(noise)
+            save_image(images * 0.5 + 0.5, path, nrow=8)
+
+
+        def train_gan(generator, discriminator, loader, g_opt, d_opt, epochs, fixed_noise):
+            criterion = nn.BCEWithLogitsLoss()
+            for epoch in range(epochs):
+                generator.train()
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), 100, 1, 1))
+                    g_loss = criterion(discriminator(fake), torch.ones(real.size(0), 1))
+                    g_opt.zero_grad()
+                    g_loss.backward()
+                    g_opt.step()
+                save_grid(generator, fixed_noise, f"samples/{epoch:03d}.png")
+
+
+        train_gan(Generator(), None, None, None, None, 10, torch.randn(64, 100, 1, 1))
+        """,
+        at="images = generator(noise)",
+    ),
+    Fires(  # image features for a metric from a torchvision network built in training mode, in a helper of its own
+        """
+        import numpy as np
+        import torch
+        from torchvision import models
+
+        backbone = models.inception_v3(weights="IMAGENET1K_V1", aux_logits=True)
+        backbone.fc = torch.nn.Identity()
+
+
+        def image_statistics(images, batch_size=50):
+            features = []
+            with torch.no_grad():
+                for start in range(0, len(images), batch_size):
+                    features.append(backbone(images[start:start + batch_size]).cpu().numpy())
+            features = np.concatenate(features)
+            return features.mean(0), np.cov(features, rowvar=False)
+        """,
+        at="features.append(backbone(images[start:start + batch_size]).cpu().numpy())",
+    ),
+    Fires(  # two files: the caller hands its freshly built tagger to a decoding helper of another file that never switches it
+        """
+        import torch
+
+        from decoding import decode_sentences
+        from tagger import Tagger
+
+        tagger = Tagger(vocab_size=20000, num_tags=17)
+        tagger.load_state_dict(torch.load("tagger.pt"))
+        for sentence, tags in zip(decode_sentences(tagger, sentences), gold):
+            print(sentence, tags)
+        """,
+        files={
+            "tagger.py": """
+                import torch.nn as nn
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, vocab_size, num_tags):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab_size, 128)
+                        self.drop = nn.Dropout(0.5)
+                        self.out = nn.Linear(128, num_tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+            "decoding.py": """
+                import torch
+
+
+                def decode_sentences(model, sentences):
+                    decoded = []
+                    with torch.no_grad():
+                        for tokens in sentences:
+                            decoded.append(model(tokens).argmax(-1).tolist())
+                    return decoded
+            """,
+        },
+        at="for sentence, tags in zip(decode_sentences(tagger, sentences), gold):",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a helper that runs the forward and backwards it is a training step, whatever it is called
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(32, 64), nn.Dropout(0.2), nn.Linear(64, 4))
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def evaluate_and_update(model, batch, optimizer):
+            x, y = batch
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss.item()
+
+
+        model = Classifier()
+        optimizer = torch.optim.Adam(model.parameters())
+        for batch in loader:
+            evaluate_and_update(model, batch, optimizer)
+        """
+    ),
+    Quiet(  # an embedding helper whose every caller switches the encoder to eval mode before handing it over
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(300, 256), nn.BatchNorm1d(256), nn.ReLU())
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def embed_corpus(encoder, batches):
+            with torch.no_grad():
+                return torch.cat([encoder(batch).cpu() for batch in batches])
+
+
+        def build_index(encoder, corpus):
+            encoder.eval()
+            return embed_corpus(encoder, corpus)
+
+
+        def refresh_index(net, corpus):
+            net.eval()
+            vectors = embed_corpus(net, corpus)
+            net.train()
+            return vectors
+
+
+        build_index(Encoder(), corpus)
+        """
+    ),
+    Quiet(  # a model without dropout or batch-norm computes the same in both modes
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Regressor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1))
+
+            def forward(self, x):
+                return self.body(x)
+
+
+        def predictions(model, loader):
+            with torch.no_grad():
+                return torch.cat([model(x).squeeze(-1).cpu() for x, _ in loader])
+
+
+        model = Regressor()
+        model.load_state_dict(torch.load("regressor.pt"))
+        print(predictions(model, loader))
+        """
+    ),
+    Quiet(  # a frozen pretrained backbone, switched to eval mode where it is built, used as a feature extractor
+        """
+        import torch
+        from torchvision import models
+
+
+        class FeatureBank:
+            def __init__(self):
+                self.backbone = models.resnet50(weights="IMAGENET1K_V2")
+                self.backbone.fc = torch.nn.Identity()
+                self.backbone.eval()
+                self.backbone.requires_grad_(False)
+
+            @torch.no_grad()
+            def features(self, images):
+                return self.backbone(images).flatten(1).cpu()
+        """
+    ),
+    Quiet(  # a trainer hands its model to a helper that resizes it, without grad: the helper runs no forward
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def grow_embeddings(model, vocab_size):
+            old = model.embed.weight
+            with torch.no_grad():
+                model.embed.weight = torch.nn.Parameter(torch.cat([old, old.new_zeros(vocab_size - len(old), old.size(1))]))
+
+
+        class Finetuner:
+            def __init__(self, model, tokenizer, loader):
+                self.model = model
+                self.tokenizer = tokenizer
+                self.loader = loader
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+            def setup(self):
+                with torch.no_grad():
+                    grow_embeddings(self.model, len(self.tokenizer))
+
+            def train(self, epochs):
+                self.model.train()
+                for epoch in range(epochs):
+                    for tokens, labels in self.loader:
+                        loss = F.cross_entropy(self.model(tokens).flatten(0, 1), labels.flatten())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+        """
+    ),
+    Quiet(  # no-grad fakes from the generator feed the discriminator's loss: that is training, in training mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Generator(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Linear(128, 784))
+
+            def forward(self, z):
+                return self.net(z)
+
+
+        def fake_batch(generator, size):
+            with torch.no_grad():
+                return generator(torch.randn(size, 64))
+
+
+        def train_discriminator(generator, discriminator, loader, optimizer):
+            generator.train()
+            for real in loader:
+                logits = discriminator(torch.cat([real, fake_batch(generator, real.size(0))]))
+                targets = torch.cat([torch.ones(real.size(0), 1), torch.zeros(real.size(0), 1)])
+                loss = nn.functional.binary_cross_entropy_with_logits(logits, targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        train_discriminator(Generator(), discriminator, loader, optimizer)
+        """
+    ),
     Quiet(  # the callable a scorer is handed is a metric, not a model: nothing shows it is a module
         """
         class Scorer:

@@ -179,8 +179,8 @@ class MissingZeroGrad(Rule):
         from another file): it clears some model's gradients, so clearing is its job, but not those of a
         model whose optimizer it steps."""
         function = scope.function
-        if function is None or ctx.module.calls_of(function):
-            return  # a caller in this file runs it in its loop, and that loop's check judges it
+        if function is None:
+            return
         step_items = [(event, chain) for event, chain in items if not _site(event, chain).context.loops]
         if len(step_items) != len(items) or any(_conditional(event, chain) for event, chain in step_items if _clears(event, chain)):
             return
@@ -188,8 +188,9 @@ class MissingZeroGrad(Rule):
         if not backwards or self._handled_elsewhere(ctx, backwards[0], step_items):
             return
         uncleared = _uncleared_optimizer(step_items)
-        if uncleared is None:
-            return
+        # asked last: the calls of the whole file are a module-wide read, which a key anywhere invalidates
+        if uncleared is None or ctx.module.calls_of(function):
+            return  # (a caller in this file runs it in its loop, and that loop's check judges it)
         step, updated, cleared = uncleared
         backward = next((event for event in backwards if _position(event, step_items) < _position(step, step_items)), None)
         if backward is None:
