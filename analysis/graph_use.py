@@ -12,6 +12,8 @@ happens is the graph known to die inside the function.
 
 from __future__ import annotations
 
+import weakref
+
 import libcst as cst
 
 from . import torchapi
@@ -255,7 +257,27 @@ def value_returned(scope: ScopeAnalysis, produced: cst.Call) -> bool:
     return any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value) for node in own)
 
 
+# graph_kept's answers per flow: a key in one method of a long class leaves the other methods' flows (and
+# their trees) as they were, and the rules that ask again about them get the answer they got before
+_KEPT_ANSWERS: weakref.WeakKeyDictionary[ScopeAnalysis, dict[int, tuple[cst.CSTNode, cst.Call, bool]]] = weakref.WeakKeyDictionary()
+
+
 def graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
+    """Whether the graph of ``forward`` may leave ``scope``'s function (``_graph_kept``), answered once per flow,
+    function tree and call."""
+    function = scope.function
+    if function is None:
+        return True
+    answers = _KEPT_ANSWERS.setdefault(scope, {})
+    known = answers.get(id(forward))
+    if known is not None and known[0] is function.node and known[1] is forward:
+        return known[2]
+    kept = _graph_kept(scope, forward)
+    answers[id(forward)] = (function.node, forward, kept)  # the nodes held, so their ids are not reused
+    return kept
+
+
+def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
     """Whether the graph of ``forward`` may leave ``scope``'s function for someone to backward: something
     derived from it (a name, a container, a tensor operation, a call it is handed to) is returned or yielded,
     kept in an attribute or a global, or captured by a nested function. Calls it is handed to are followed

@@ -75,8 +75,10 @@ class ClipBeforeUnscale(Rule):
             if call.method != "register_hook" or not call.arg_nodes or not _clamps(call.arg_nodes[0].value):
                 continue
             loop = next((loop for loop in reversed(call.context.loops) if _iterates_parameters(loop.node, call.receiver_key)), None)
+            if loop is None:
+                continue
             scaled = next((backward for backward in ctx.module.backward_calls if _scaler_of(backward) is not None), None)
-            if loop is None or scaled is None:
+            if scaled is None:
                 continue
             scaler = _scaler_of(scaled)
             ctx.report(
@@ -98,16 +100,17 @@ class ClipBeforeUnscale(Rule):
         """A function that clips and then calls ``scaler.step(...)`` on gradients its caller computed
         (``Updater.step(grad_scaler)``): ``GradScaler.step`` unscales them itself only when no
         ``unscale_`` ran, so the clip between saw them still scaled."""
-        if scope.function is None or ctx.module.calls_of(scope.function):
-            return  # the callers' scopes follow this function and judge it with their backward
+        if scope.function is None:
+            return
         for index, (event, chain) in enumerate(items):
             if accumulates_into_grad(event) or _is_scaler_call(event, "unscale_"):
                 return  # gradients made or unscaled here: the walk in check_scope judges them
             if chain or not isinstance(event, CallEvent) or event.callee not in _CLIPS:
                 continue
             step = _stepping_scaler_after(items[index + 1:])
-            if step is not None:
-                self._report_helper(ctx, event, step)
+            # the file's calls asked last: a module-wide read, which a key anywhere invalidates
+            if step is not None and not ctx.module.calls_of(scope.function):
+                self._report_helper(ctx, event, step)  # (with a caller here, the caller's scope judges it)
             return
 
     def _report_helper(self, ctx: RuleContext, clip: CallEvent, step: CallEvent) -> None:

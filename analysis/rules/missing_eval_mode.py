@@ -250,13 +250,16 @@ class MissingEvalMode(Rule):
         if any(call.method in {"eval", "train"} and (call.receiver_key or "").startswith("self") for call in calls):
             return  # it sets the mode itself
         runs = [(forward, held, why) for forward in calls if (held := _held_model_run(ctx, forward)) is not None
-                and _forward_or_helper_forward(ctx, forward, held[0]) and (why := _inference_pass(ctx, scope, forward)) is not None]
+                and _forward_or_helper_forward(ctx, forward, held[0])
+                and (why := _inference_pass(ctx, scope, forward, callers=False)) is not None]
         if not runs:
             return  # most methods of a long class: the other methods are not read (a key costs this method only)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
             return  # a helper of another method, which decides the mode it runs in
         for forward, (key, model), why in runs:
+            if _returned_into_backward(ctx, scope, forward):
+                continue  # asked here, after the method's own facts (see _inference_pass)
             switch = _training_switch(others, key)
             if switch is None:
                 if forward.context.grad_off is not None and self._check_handed_model(ctx, scope, forward, key, model, others, why):
@@ -670,7 +673,7 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
     return None
 
 
-def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> str | None:
+def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, *, callers: bool = True) -> str | None:
     """Why the function of ``scope`` is an inference pass for ``forward``, by what it does, or None: it trains
     nothing (no backward or optimizer step, in it or in the local helpers it calls), and what the forward
     computes feeds no backward: it runs without grad, or its graph dies in the function (scores, features,
@@ -683,11 +686,20 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) 
     off = forward.context.grad_off is not None
     if not off and graph_kept(scope, forward.node):
         return None
-    if value_returned(scope, forward.node) and any(feeds_backward(outer.scope, outer.node) for outer in ctx.module.calls_of(function)):
+    if callers and _returned_into_backward(ctx, scope, forward):
         return None
     how = "runs the model without grad" if off else "returns or keeps none of the forward's graph"
     named = " (its name says so too)" if _EVALUATION_WORDS.search(function.name) else ""
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
+
+
+def _returned_into_backward(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """What the forward computes is returned, and a caller in this file backwards it. The file's calls are a
+    module-wide read (a key anywhere asks again), so a check over every method of a class asks this last."""
+    assert scope.function is not None, "asked of a function's forward"
+    return value_returned(scope, forward.node) and any(
+        feeds_backward(outer.scope, outer.node) for outer in ctx.module.calls_of(scope.function)
+    )
 
 
 def _in_training_step(call: CallEvent) -> bool:
