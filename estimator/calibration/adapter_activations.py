@@ -24,6 +24,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import activations  # noqa: E402
+from fake_peft import lora_model  # noqa: E402
 from param_counts import DEFAULT_CATALOG  # noqa: E402
 
 ARCHITECTURES = ("llama-3.2-1b", "llama-3-8b", "mistral-7b-v0.1", "qwen2.5-0.5b", "qwen3-0.6b", "tinyllama-1.1b", "gemma-2b")
@@ -35,10 +36,6 @@ SHAPES = ((1, 256), (2, 512))
 RANK = 16
 
 
-# Under FakeTensorMode peft's moves of each adapter to its base layer's device (no-ops here: all is on
-# the CPU) cannot swap fake parameters; they are skipped. The adapters keep peft's default dtype, fp32.
-peft.tuners.tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *args, **kwargs: None
-
 
 def _adapters(targets: list[str] | None, dropout: float):
     def transform(model: torch.nn.Module) -> torch.nn.Module:
@@ -48,13 +45,8 @@ def _adapters(targets: list[str] | None, dropout: float):
         model.enable_input_require_grads()
         if targets is None:
             return model
-        config = peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, target_modules=targets, lora_dropout=dropout)
-        move = torch.nn.Module.to
-        torch.nn.Module.to = lambda self, *args, **kwargs: self  # every module is on the CPU already
-        try:
-            return peft.get_peft_model(model, config)
-        finally:
-            torch.nn.Module.to = move
+        # the adapters keep peft's default dtype, fp32
+        return lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, target_modules=targets, lora_dropout=dropout))
     return transform
 
 

@@ -38,6 +38,7 @@ from transformers.initialization import no_init_weights
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import activations  # noqa: E402
 from allocator_replay import Recorder, replay  # noqa: E402
+from fake_peft import lora_model  # noqa: E402
 
 FIELDS = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
               vocab_size=32000, max_position_embeddings=2048, rms_norm_eps=1e-5)
@@ -107,13 +108,7 @@ def run(batch: int, prepared: bool, quantised: bool = True) -> dict:
                 parameter.requires_grad = False
             model.gradient_checkpointing_enable()
             model.enable_input_require_grads()
-        move = torch.nn.Module.to
-        torch.nn.Module.to = lambda self, *args, **kwargs: self  # fake parameters cannot be moved; all are on the CPU
-        try:
-            model = peft.get_peft_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT,
-                                                               target_modules=TARGETS))
-        finally:
-            torch.nn.Module.to = move
+        model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=TARGETS))
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         with recorder:  # from the loaded model on: what it holds, then two iterations
@@ -135,7 +130,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
-    peft.tuners.tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
     rows = []
     for batch in (1, 4):
         for prepared in (False, True):
