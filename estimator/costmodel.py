@@ -829,8 +829,12 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
         masks = dropout_mask_bytes(plan, geometry, seq)
         notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
     if plan.lora_rank is not None and plan.mode == "train":
-        coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end))
-        notes.append("frozen base: its linears keep no inputs, each adapter keeps an fp32 copy of its own")
+        autocast = plan.dtype.startswith("amp")
+        coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end), autocast=autocast)
+        if autocast and plan.quant is None:  # over the 16-bit base assumed in _model_states
+            coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=True, frozen_linears=True)
+        notes.append("frozen base: its linears keep no inputs, each adapter keeps " + (
+            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else "an fp32 copy of its own"))
         if plan.quant is not None:
             notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":

@@ -67,7 +67,8 @@ def kv_heads_per_gpu(plan: Plan, geometry: Shape) -> int:
 _FP32_NORM_FAMILIES = frozenset({"gemma", "gemma2", "gemma3_text"})
 
 
-def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int, weights_16bit: bool = False) -> float:
+def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int, weights_16bit: bool = False,
+                              frozen_linears: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte units) a layer keeps under CUDA autocast with fp32 weights,
     beyond what it keeps in pure 16 bits.
 
@@ -83,7 +84,10 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int, weights_16b
     gathers each unit in 16 bits): the embeddings, and so the residual stream, are 16-bit, and a Python RMSNorm
     returns its input's dtype, so a Llama-like layer keeps what pure 16 bits keeps. What stays is what autocast
     itself runs in fp32: `layer_norm` (a LayerNorm keeps a 4-byte input and returns fp32, so the linears that
-    read it cast anew, as with fp32 weights), `pow` and softmax. The same emulation with 16-bit weights checks it."""
+    read it cast anew, as with fp32 weights), `pow` and softmax. The same emulation with 16-bit weights checks it.
+
+    ``frozen_linears``: the base is frozen (LoRA), so a linear keeps no input and no cast of one; what autocast
+    runs in fp32 stays (replayed with peft's adapters, calibration/lora_peaks.py)."""
     arch = plan.model
     hidden = geometry.hidden
     extra = 0.0
@@ -91,9 +95,10 @@ def autocast_layer_adjustment(plan: Plan, geometry: Shape, seq: int, weights_16b
     if arch is not None and arch.family not in _FP32_NORM_FAMILIES and fp32_norm_output:
         extra += 2.0 * arch.norms_per_layer
     dims = geometry.lora_dims
-    if "qkv_proj" not in dims and fp32_norm_output:  # three projections of one fp32 input
+    casts_kept = fp32_norm_output and not frozen_linears
+    if "qkv_proj" not in dims and casts_kept:  # three projections of one fp32 input
         extra += 4.0
-    if "gate_proj" in dims and fp32_norm_output:
+    if "gate_proj" in dims and casts_kept:
         extra += 2.0
     if arch is not None and arch.family in _PYTHON_GELU_FAMILIES:
         extra += 6.0 * geometry.intermediate / hidden
@@ -123,7 +128,8 @@ def kbit_prepared_kept(plan: Plan, geometry: Shape, tokens: int, checkpointed: i
     return stream + (2.0 * geometry.vocab * geometry.hidden if plan.head == "lm" else 0.0)
 
 
-def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False) -> float:
+def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False,
+                             autocast: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps
     in one layer, minus what the same layer keeps when trained in full.
 
@@ -132,7 +138,12 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     the normalised tensor. Each
     adapter keeps its input in its own dtype (peft keeps adapters in fp32: a 4-byte copy per adapter),
     with a 1-byte dropout mask when lora_dropout > 0, and its r-wide inner activation. Checked under
-    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py)."""
+    FakeTensorMode against peft for seven architectures (calibration/adapter_activations.py).
+
+    Under autocast (``autocast``) `lora_A` is on autocast's 16-bit list: it casts the fp32 copy (or the dropout's
+    fp32 output) to 16 bits and keeps that cast, and its r-wide output is 16-bit; the fp32 copy itself is freed
+    (dropout's backward needs only its mask). bitsandbytes' LoRA layers skip the fp32 copy under autocast: the
+    same 16-bit input is kept. Replayed with CUDA's autocast policy (calibration/lora_peaks.py)."""
     assert plan.lora_rank is not None, "a plan with LoRA adapters"
     arch = plan.model
     hidden = geometry.hidden
@@ -152,7 +163,8 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
         if target in LM_HEAD_NAMES:
             continue  # not a layer's: _head_adapter_kept
         d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
-        kept += (4.0 + mask) * d_in / hidden + 4.0 * plan.lora_rank / hidden
+        adapter_bytes = 2.0 if autocast else 4.0
+        kept += (adapter_bytes + mask) * d_in / hidden + adapter_bytes * plan.lora_rank / hidden
     return kept - saving
 
 

@@ -105,6 +105,7 @@ class ScriptInputs:
     seq_len: Found | None = None
     image_size: Found | None = None
     dtype: Found | None = None
+    autocast: Found | None = None  # the training's autocast (Trainer's bf16/fp16, accelerate's, torch.autocast): amp-*
     optimizer: Found | None = None
     lora_rank: Found | None = None
     lora_targets: Found | None = None
@@ -510,6 +511,7 @@ class _Reader:
             precision = self.value(self.keyword(node, "mixed_precision"), chunk)
             if isinstance(precision, str) and precision in _ACCELERATE_PRECISION:
                 self._set("dtype", _ACCELERATE_PRECISION[precision], node, chunk)
+                self._set("autocast", _ACCELERATE_PRECISION[precision] if precision != "no" else None, node, chunk)
             elif self.accelerator is None:
                 self.accelerator = (node, chunk)
         elif head == "GradScaler" and self.scaler is None:
@@ -688,7 +690,8 @@ class _Reader:
     def _read_autocast(self, node: cst.Call, chunk: ParsedChunk) -> None:
         dtype = self.value(self.keyword(node, "dtype"), chunk)
         kind = _DTYPE_NAMES.get(last_part(dtype)) if isinstance(dtype, str) else None
-        self._set("dtype", "amp-bf16" if kind == "bf16" else "amp-fp16", node, chunk)
+        for name in ("dtype", "autocast"):
+            self._set(name, "amp-bf16" if kind == "bf16" else "amp-fp16", node, chunk)
 
     def _inside_a_model(self, call) -> bool:
         """Built inside a model class's method: a part of that model, not the model."""
@@ -708,10 +711,11 @@ class _Reader:
             self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
 
     def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
-        if self.value(self.keyword(node, "bf16"), chunk) is True:
-            self._set("dtype", "amp-bf16", node, chunk)
-        elif self.value(self.keyword(node, "fp16"), chunk) is True:
-            self._set("dtype", "amp-fp16", node, chunk)
+        for flag in ("bf16", "fp16"):
+            if self.value(self.keyword(node, flag), chunk) is True:
+                self._set("dtype", f"amp-{flag}", node, chunk)
+                self._set("autocast", f"amp-{flag}", node, chunk)
+                break
         checkpointing = self.keyword(node, "gradient_checkpointing")
         if checkpointing is None and head == "SFTConfig" and not any(arg.star == "**" for arg in node.args):
             self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
@@ -766,6 +770,7 @@ class _Reader:
         """Options and module-level constants, where no call set the value directly."""
         if self.scaler is not None:
             self._set("dtype", "amp-fp16", *self.scaler)
+            self._set("autocast", "amp-fp16", *self.scaler)
         for option, (expression, node, chunk) in self.options.items():
             value = self.value(expression, chunk)
             if _BATCH_OPTIONS.match(option):

@@ -55,6 +55,12 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
     for name in ("lora_targets", "offload", "omitted_components"):
         if name in settings:
             settings[name] = tuple(settings[name])
+    autocast = found.get("autocast")
+    if (autocast is not None and "dtype" in found and found["dtype"].value in ("bf16", "fp16") and overrides.get("dtype") is None
+            and settings.get("lora_rank") is not None and settings.get("quant") is None):
+        # a 16-bit base loaded for adapters and trained under an autocast: amp with adapters is that (costmodel)
+        settings["dtype"] = autocast.value
+        inputs["dtype"] = (autocast.value, f"{found['dtype'].source}, under the autocast of {autocast.source}")
     if inputs["attention"][1] == "assumed":  # nobody chose the kernel: the estimate covers eager attention too
         settings["attention"] = None
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)

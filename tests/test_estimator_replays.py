@@ -1,6 +1,6 @@
 """The estimator against whole training iterations replayed through the caching allocator's rules: LoRA on small models
 (estimator/calibration/lora_peaks.py: TinyLlama 1.1B and Phi-2 with peft adapters, batch 1 to 8, the outputs dropped
-before the backward or held through it) and BERT-large with zero_grad freeing its gradients or zeroing them in place
+before the backward or held through it, and the Trainer's bf16 autocast over the bf16 base) and BERT-large with zero_grad freeing its gradients or zeroing them in place
 (zero_grad_peaks.py). Every term of the estimate is alive in the replay: the point is within 3 % of each replayed
 max_memory_allocated, and each replay is inside the interval."""
 
@@ -18,12 +18,18 @@ from trainlint.estimator.plan import Plan
 REPLAYS = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "lora_peaks.json").read_text())
 
 
-@pytest.mark.parametrize("row", REPLAYS["rows"], ids=lambda row: f"{row['model']}-b{row['batch']}-held{row['outputs_held']}")
-def test_small_model_lora_matches_its_replay(row):
-    plan = Plan(model=find_architecture(row["model"]), batch_size=row["batch"], seq_len=row["seq"], dtype=REPLAYS["dtype"],
+def _lora_plan(row, dtype: str) -> Plan:
+    return Plan(model=find_architecture(row["model"]), batch_size=row["batch"], seq_len=row["seq"], dtype=dtype,
                 lora_rank=REPLAYS["lora_rank"], lora_targets=tuple(REPLAYS["lora_targets"]), lora_dropout=REPLAYS["lora_dropout"],
                 attention=REPLAYS["attention"], lengths_vary=False, previous_graph_alive=row["outputs_held"])
-    allocated = estimate(plan).allocated
+
+
+@pytest.mark.parametrize("row", REPLAYS["rows"],
+                         ids=lambda row: f"{row['model']}-b{row['batch']}-held{row['outputs_held']}-autocast{row['autocast']}")
+def test_small_model_lora_matches_its_replay(row):
+    """Under autocast (amp-bf16: the Trainer's bf16=True, the base assumed loaded in 16 bits) each adapter keeps a 16-bit
+    cast of its input, and a LayerNorm model's norms and Python GELU run in fp32."""
+    allocated = estimate(_lora_plan(row, "amp-bf16" if row["autocast"] else REPLAYS["dtype"])).allocated
     assert allocated.estimate == pytest.approx(row["allocated"], rel=0.03)
     assert allocated.low <= row["allocated"] <= allocated.high
 

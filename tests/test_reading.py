@@ -791,3 +791,19 @@ def test_a_stated_set_to_none_decides_whether_the_gradients_live_through_the_for
     assert kept.estimate == pytest.approx(frees.estimate + gradients, rel=0.01)
     unknown = allocated(loop("optimizer.zero_grad()"))
     assert unknown.estimate == frees.estimate and unknown.high >= kept.high
+
+
+def test_a_16_bit_base_trained_with_adapters_under_the_trainers_autocast_is_read_as_autocast():
+    """`torch_dtype=torch.bfloat16` loads the base in 16 bits and `TrainingArguments(bf16=True)` runs each forward under
+    autocast: with adapters that is amp-bf16 (a 16-bit frozen base, adapters casting their inputs to 16 bits), whichever
+    line comes first. Without adapters, or under the command line's dtype, the loaded dtype stays."""
+    lora = QLORA.replace("quantization_config=bnb,", "torch_dtype=torch.bfloat16,").replace(
+        "bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_use_double_quant=True)", "")
+    read = plan_settings(_read(lora), {})
+    assert read.settings["dtype"] == "amp-bf16"
+    assert "line 13" in read.inputs["dtype"][1] and "line 16" in read.inputs["dtype"][1]
+    full = lora.replace('lora = LoraConfig(r=32, target_modules=["q_proj", "v_proj"])\n', "")
+    assert plan_settings(_read(full), {}).settings["dtype"] == "bf16"
+    assert plan_settings(_read(lora), {"dtype": "bf16"}).settings["dtype"] == "bf16"
+    fp16 = lora.replace("bf16=True", "fp16=True")
+    assert plan_settings(_read(fp16), {}).settings["dtype"] == "amp-fp16"

@@ -4,9 +4,12 @@ For TinyLlama 1.1B and Phi-2 (configs written out below, random weights, nothing
 frozen, peft LoRA adapters (rank 16 on q_proj and v_proj, dropout 0.05) in peft's default dtype, AdamW on the
 adapters, transformers' SDPA, two iterations of forward, backward, step and ``zero_grad`` at 512 tokens and batch 1,
 4 and 8, with the model's outputs dropped before the backward (the HF Trainer's step) or held through it (a loop that
-keeps them bound). Each run is recorded under FakeTensorMode with GPU-like dropout masks (``activations.py``) and
-replayed through ``allocator_replay.py``: the peaks of live bytes, allocated blocks and reserved segments.
-``tests/test_estimator_replays.py`` compares the estimator's allocated point with each.
+keeps them bound); and the Trainer's step with ``bf16=True`` over the same bf16 base, its forward and loss under
+autocast (CUDA's policy as ``amp_activations.py`` emulates it: LayerNorm, ``pow`` and softmax in fp32, linears and
+attention in bf16, parameter casts cached only for trainable leaves). Each run is recorded under FakeTensorMode with
+GPU-like dropout masks (``activations.py``) and replayed through ``allocator_replay.py``: the peaks of live bytes,
+allocated blocks and reserved segments. ``tests/test_estimator_replays.py`` compares the estimator's allocated point
+with each.
 
 Runs in the calibration venv (torch, transformers, peft), never the product's:
 
@@ -16,6 +19,7 @@ Runs in the calibration venv (torch, transformers, peft), never the product's:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from pathlib import Path
 
@@ -24,6 +28,8 @@ import peft
 import torch
 import transformers
 from allocator_replay import Recorder, replay
+from amp_activations import CudaAutocast
+from fake_peft import lora_model
 from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers.initialization import no_init_weights
 
@@ -38,26 +44,21 @@ MODELS = {
 RANK, TARGETS, DROPOUT, SEQ = 16, ["q_proj", "v_proj"], 0.05, 512
 
 
-def run(name: str, batch: int, outputs_held: bool) -> dict:
+def run(name: str, batch: int, outputs_held: bool, autocast: bool = False) -> dict:
     kind, fields = MODELS[name]
     config = transformers.AutoConfig.for_model(kind, **fields)
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=False), activations._gpu_like_dropout(), activations._not_tracing(), recorder:
         with no_init_weights():
             model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
-        move = torch.nn.Module.to
-        torch.nn.Module.to = lambda self, *args, **kwargs: self  # fake parameters cannot be moved; all are on the CPU
-        try:
-            model = peft.get_peft_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT,
-                                                               target_modules=TARGETS))
-        finally:
-            torch.nn.Module.to = move
+        model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=TARGETS))
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         held = None
         for _ in range(2):
             ids = torch.randint(0, config.vocab_size, (batch, SEQ))
-            outputs = model(input_ids=ids, labels=ids, use_cache=False)
+            with CudaAutocast() if autocast else contextlib.nullcontext():
+                outputs = model(input_ids=ids, labels=ids, use_cache=False)
             loss = outputs.loss
             held = outputs if outputs_held else None  # noqa: F841 (what a loop keeps bound through the backward)
             del outputs
@@ -65,7 +66,7 @@ def run(name: str, batch: int, outputs_held: bool) -> dict:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
     peaks = replay(recorder.events)
-    return {"model": name, "batch": batch, "seq": SEQ, "outputs_held": outputs_held,
+    return {"model": name, "batch": batch, "seq": SEQ, "outputs_held": outputs_held, "autocast": "bf16" if autocast else None,
             "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
 
 
@@ -73,12 +74,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
     args = parser.parse_args()
-    peft.tuners.tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda self, *a, **k: None
     rows = []
     for name in MODELS:
         for batch in (1, 4, 8):
-            for held in (False, True):
-                rows.append(run(name, batch, held))
+            for held, autocast in ((False, False), (True, False), (False, True)):
+                rows.append(run(name, batch, held, autocast))
                 print(rows[-1], flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__, "dtype": "bf16",
             "lora_rank": RANK, "lora_targets": TARGETS, "lora_dropout": DROPOUT, "attention": "sdpa",
