@@ -620,8 +620,9 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
     if plan.loss == "chunked":
         return CHUNKED_LOGIT_BYTES
-    # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False) drops the outputs first
-    return TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else LOGIT_BYTES
+    # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False; `del` of the output before
+    # the backward) drops the outputs first
+    return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):

@@ -129,6 +129,11 @@ class Plan:
     # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
     # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
     previous_graph_alive: bool | None = None
+    # Whether the training step drops the model's output (the logits) before its backward and keeps only the loss
+    # (`del pred` before `loss.backward()`): the loss's peak then holds its own tensors alone. None: not stated (a
+    # loop that binds the outputs holds them through the backward; the HF Trainer's step is read as
+    # previous_graph_alive False, which drops them too).
+    outputs_freed: bool | None = None
     # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
     # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None

@@ -122,6 +122,7 @@ class ScriptInputs:
     # False where a Trainer runs each step inside a method (transformers', TRL's, Lightning's): the
     # step's graph is gone when it returns, so the next step never holds the previous one's
     previous_graph_alive: Found | None = None
+    outputs_freed: Found | None = None  # True: the training step deletes the model's output before its backward
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
@@ -316,6 +317,8 @@ class _Reader:
                 f"the Accelerator at line {chunk.line_of(node)} takes its mixed precision from accelerate's own configuration "
                 "(`accelerate config` or `accelerate launch --mixed_precision`), not from the script: give --dtype"
             )
+        for deleted, scope in self.training.outputs_freed[:1]:
+            self._set("outputs_freed", True, deleted, scope.chunk)
         if trainer is not None and not backward:
             self._set("previous_graph_alive", False, *trainer)
         if training is not None:
