@@ -323,7 +323,6 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
     weights_high = weights
-    unsharded_gradients = gradients
     if plan.sharding in SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
     if plan.sharding in SHARDED_GRADIENTS:
@@ -340,10 +339,13 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
         gradients += _layer_bytes_of(geometry, fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
+    gradients_high = None
     if plan.sharding in SHARDED_PARAMETERS:
         if plan.sharding != "zero3" and plan.grad_accum > 1:
-            gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
-            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
+            # unsharded until the last micro-batch (no_sync; FSDP2: set_requires_gradient_sync(False)), as autograd computes
+            # them for the gathered parameters: in param_dtype (FSDP2 upcasts to a wider reduce_dtype; accelerate sets both)
+            gradients, gradients_high = (trainable * fsdp_param_bytes(plan, trainable_bytes, end) for end in (1, 2))
+            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync), in the gathered parameters' dtype")
         if cache:
             cache = 0.0
             notes.append(f"{plan.sharding}: autocast keeps no cast copies of gathered parameters (they are not leaves); casts are per layer")
@@ -357,8 +359,8 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
-    return (Interval(weights, weights, weights_high), Interval.exact(gradients), Interval.exact(optimizer),
-            Interval.exact(cache))
+    return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
+            Interval.exact(optimizer), Interval.exact(cache))
 
 
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
