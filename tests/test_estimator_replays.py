@@ -106,3 +106,20 @@ def test_fsdp_accumulates_unsynced_gradients_in_the_gathered_dtype(row):
     if row["fsdp"] == "fsdp1" or row["reduce_dtype"] == row["param_dtype"]:
         assert stated.estimate / params == row["bytes_per_parameter"]
     assert unknown.low / params <= row["bytes_per_parameter"] <= unknown.high / params
+
+
+INFERENCE_FORWARD = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "inference_forward_peaks.json").read_text())
+
+
+@pytest.mark.parametrize("row", INFERENCE_FORWARD["rows"], ids=lambda row: f"{row['model']}-b{row['batch']}-cache{row['use_cache']}")
+def test_an_inference_forward_matches_its_replay(row):
+    """A forward without a loss, replayed from transformers' code on fake tensors (inference_forward_peaks.py): every
+    position's logits after the layers, the KV cache filled layer by layer or none. The forward phase beyond the
+    weights (and the allocator's and cuBLAS's own terms, which a storage trace does not hold) is within 2 % of it."""
+    plan = Plan(model=find_architecture(row["model"]), mode="infer", batch_size=row["batch"], seq_len=row["tokens"], dtype="bf16",
+                attention=row["attention"], use_cache=row["use_cache"], logits_upcast=False)
+    breakdown = estimate(plan).breakdown
+    beyond_weights = breakdown.forward_backward().estimate - sum(
+        getattr(breakdown, name).estimate for name in ("weights", "cublas_workspace", "block_rounding"))
+    assert beyond_weights == pytest.approx(row["peak_beyond_weights"], rel=0.02)
+    assert breakdown.kv_cache.estimate == row["kv_cache"]
