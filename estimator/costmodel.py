@@ -686,10 +686,10 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     elif plan.mode == "generate":
         logits_bytes = batch * geometry.vocab * SAMPLING_BYTES[end]
         whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
-        if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
+        if whole:  # transformers before 4.45 computed the whole prompt's logits and upcast them to fp32
             prompt_logits = batch * prompt * geometry.vocab * 6
         if plan.prompt_logits_whole is None and prompt > 1:
-            notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
+            notes.append("transformers 4.45 and later compute the logits of the prompt's last position only (the estimate); "
                          f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)

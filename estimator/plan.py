@@ -134,8 +134,8 @@ class Plan:
     # loop that binds the outputs holds them through the backward; the HF Trainer's step is read as
     # previous_graph_alive False, which drops them too).
     outputs_freed: bool | None = None
-    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
-    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
+    # Generation: transformers before 4.45 computed the logits of every prompt position (and upcast them to fp32),
+    # 4.45 and later the last one's only (a few families later: versions.PROMPT_LOGITS_LAST_SINCE). None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
     # Inference (a forward without a loss): transformers before 4.46 upcast the LM head's output to fp32 (`.float()`), so
     # the 16-bit logits and their fp32 copy were alive at once; 4.46 and later return them in the model's dtype. None:
