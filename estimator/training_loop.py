@@ -88,9 +88,10 @@ def _is_forward(call: CallEvent) -> bool:
 
 def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, ScopeAnalysis]]:
     """The ``del NAME`` statements of a training step that drop what its model's forward returned before the
-    backward runs: the forward's result bound to NAME alone (``pred = model(x)``), the ``del`` in a block that
-    holds the backward and after the forward, and NAME read into no other name than the one the backward runs
-    on (``loss = loss_fn(pred, y)``, ``loss = outputs.loss``; ``logits = outputs.logits`` would keep them)."""
+    backward runs: the forward's result bound to NAME alone (``pred = model(x)``), the ``del`` after the forward in a
+    block that holds the backward (or, in a helper the step calls, the ``return`` of the loss: torchtune's
+    ``_loss_step``), and NAME read into no other name than the loss (``loss = loss_fn(pred, y)``, ``loss =
+    outputs.loss``; ``logits = outputs.logits`` or ``history.append(pred)`` would keep them)."""
     found: list[tuple[cst.Del, ScopeAnalysis]] = []
     homes: dict[int, tuple[ScopeAnalysis, cst.CSTNode, list[CallEvent], list[CallEvent]]] = {}
     for event, chain in ordered_events(scope, loop):
@@ -103,8 +104,13 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
         (backwards if is_backward(event) else forwards).append(event)
     for event_scope, home, forwards, backwards in homes.values():
         order = {id(node): index for index, node in enumerate(_in_source_order(home))}
+        # where the loss goes next: its backward, or (a helper with none) the return that hands it to the caller
+        sinks: list[cst.CSTNode] = [event.node for event in backwards]
         losses = {event.node.func.value.value for event in backwards
                   if isinstance(event.node.func, cst.Attribute) and isinstance(event.node.func.value, cst.Name)}
+        if not backwards and home is not loop.node:
+            sinks = [node for node in walk(home) if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)]
+            losses = {node.value.value for node in sinks}  # type: ignore[union-attr]
         for forward in forwards:
             statement = forward.statement
             if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
@@ -121,8 +127,7 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
                     for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
                         if (isinstance(small, cst.Del) and name in _deleted_names(small.target)
                                 and order.get(id(small), -1) > order.get(id(forward.node), len(order))
-                                and any(id(backward.node) in inside and order[id(backward.node)] > order[id(small)]
-                                        for backward in backwards)):
+                                and any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)):
                             found.append((small, event_scope))
     return found
 
@@ -151,14 +156,19 @@ def _deleted_names(target: cst.BaseDelTargetExpression) -> set[str]:
 
 
 def _read_only_into(home: cst.CSTNode, name: str, losses: set[str]) -> bool:
-    """Whether every assignment in ``home`` that reads ``name`` binds one of ``losses`` (and nothing else)."""
+    """Whether ``name`` is read in ``home`` only where an assignment binds one of ``losses`` or ``name`` itself (and
+    nothing else: ``outputs = outputs.reshape(...)``) and in ``del``: read anywhere else (appended to a list, passed to
+    a logger, bound to another name) it may be kept."""
+    allowed: set[int] = set()
     for node in walk(home):
         if isinstance(node, cst.Assign):
-            reads = any(isinstance(inner, cst.Name) and inner.value == name for inner in walk(node.value))
             binds = {target.target.value for target in node.targets if isinstance(target.target, cst.Name)}
-            if reads and (len(binds) != len(node.targets) or not binds <= losses):
-                return False
-    return True
+            if len(binds) == len(node.targets) and binds <= losses | {name}:
+                allowed |= {id(inner) for inner in walk(node.value)}
+            allowed |= {id(target.target) for target in node.targets}  # rebinding a name reads nothing
+        elif isinstance(node, cst.Del):
+            allowed |= {id(inner) for inner in walk(node.target)}
+    return all(id(node) in allowed for node in walk(home) if isinstance(node, cst.Name) and node.value == name)
 
 
 def _is_autocast(call: CallEvent) -> bool:

@@ -280,7 +280,8 @@ def test_an_output_still_bound_elsewhere_or_deleted_after_the_backward_is_not_fr
     )
     after_backward = STEP_DROPS_OUTPUT.replace("        del pred\n        loss.backward()\n", "        loss.backward()\n        del pred\n")
     only_sometimes = STEP_DROPS_OUTPUT.replace("        del pred\n", "        if labels is None:\n            del pred\n")
-    for script in (kept_alias, after_backward, only_sometimes):
+    stored = STEP_DROPS_OUTPUT.replace("        del pred\n", "        self.history.append(pred)\n        del pred\n")
+    for script in (kept_alias, after_backward, only_sometimes, stored):
         assert script != STEP_DROPS_OUTPUT
         assert "outputs_freed" not in _found(script)
 
@@ -300,3 +301,46 @@ def test_freed_outputs_take_the_loss_down_to_its_own_tensors(tmp_path):
     assert logits_bytes(dropped) == 12 * logits
     assert logits_bytes(held) == 16 * logits
     assert logits_bytes(held, "--outputs-freed") == 12 * logits
+
+
+def test_a_loss_helper_that_deletes_the_output_before_returning_the_loss_frees_it():
+    """torchtune's recipes: `_loss_step` runs the model, reshapes its output, takes the loss, deletes the output and
+    returns the loss, which the training loop backwards."""
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
+
+
+        class Recipe:
+            def __init__(self, model, loss_fn, optimizer):
+                self._model, self._loss_fn, self._optimizer = model, loss_fn, optimizer
+
+            def _loss_step(self, batch):
+                labels = batch.pop("labels")
+                outputs = self._model(**batch).logits
+                labels = labels.reshape(-1)
+                outputs = outputs.reshape(-1, outputs.size(-1))
+                loss = self._loss_fn(outputs, labels)
+                # free outputs otherwise it peaks backward memory
+                del outputs
+                return loss
+
+            def train(self, loader):
+                for batch in loader:
+                    current_loss = self._loss_step(batch)
+                    current_loss.backward()
+                    self._optimizer.step()
+                    self._optimizer.zero_grad(set_to_none=True)
+
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+        Recipe(model, torch.nn.CrossEntropyLoss(), torch.optim.AdamW(model.parameters())).train(DataLoader(data, batch_size=4))
+        """
+    )
+    found = _found(script)
+    assert found["outputs_freed"].value is True
+    assert found["outputs_freed"].line == _line_of(script, "del outputs")
+    logged = script.replace("        del outputs\n", "        self.last = outputs\n        del outputs\n")
+    assert "outputs_freed" not in _found(logged)
