@@ -122,13 +122,12 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
             for block in walk(home):
                 if not isinstance(block, cst.IndentedBlock):
                     continue
-                inside = {id(node) for node in walk(block)}
-                for line in block.body:
-                    for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
-                        if (isinstance(small, cst.Del) and name in _deleted_names(small.target)
-                                and order.get(id(small), -1) > order.get(id(forward.node), len(order))
-                                and any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)):
-                            found.append((small, event_scope))
+                deletes = [small for line in block.body if isinstance(line, cst.SimpleStatementLine) for small in line.body
+                           if isinstance(small, cst.Del) and name in _deleted_names(small.target)
+                           and order.get(id(small), -1) > order.get(id(forward.node), len(order))]
+                inside = {id(node) for node in walk(block)} if deletes else set()
+                found += [(small, event_scope) for small in deletes
+                          if any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)]
     return found
 
 
