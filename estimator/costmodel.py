@@ -536,9 +536,10 @@ def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interv
     if plan.model_code == "litgpt":
         largest = max(layer_linear, geometry.vocab * hidden)
         value = Interval.exact(largest * litgpt.DEQUANTISED_BYTES)
-    else:
-        value = Interval(2.0 * layer_linear, 2.0 * layer_linear, 6.0 * layer_linear)
-    notes.append("each 4-bit matmul dequantises its weight while it runs: the largest one is counted")
+    else:  # bnb_4bit_compute_dtype unknown: 16-bit compute at the estimate, fp32 at the high end
+        fp32 = plan.quant_compute_fp32
+        value = Interval(*(layer_linear * (6.0 if (end == 2 if fp32 is None else fp32) else 2.0) for end in (0, 1, 2)))
+    notes.append("each 4-bit matmul dequantises its weight while it runs: the largest one is counted" + (" (and its fp32 cast: bnb_4bit_compute_dtype fp32, transformers' default)" if plan.quant_compute_fp32 else ""))
     return value
 
 

@@ -123,6 +123,10 @@ class Plan:
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
+    # bitsandbytes' 4-bit linears compute in BitsAndBytesConfig's bnb_4bit_compute_dtype, fp32 where the config leaves it
+    # out (transformers' default): each matmul's dequantised 16-bit weight is cast to fp32 beside it. None: not known
+    # (the estimate 16-bit compute, the high end fp32).
+    quant_compute_fp32: bool | None = None
     # Whether the previous micro-batch's graph is still alive while the next one runs: a loop whose output
     # or loss stays bound to a name until the next forward returns (LitGPT's fit, most hand-written loops)
     # keeps it; a step inside a function (transformers' Trainer) or `del loss` frees it. It holds memory only

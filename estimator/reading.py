@@ -136,6 +136,7 @@ class ScriptInputs:
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
     loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
     quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
+    quant_compute_fp32: Found | None = None  # BitsAndBytesConfig's bnb_4bit_compute_dtype is fp32 (or left to its default)
     lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
     attention: Found | None = None
@@ -762,6 +763,10 @@ class _Reader:
         if self.value(self.keyword(node, "load_in_4bit"), chunk) is True:
             double = self.value(self.keyword(node, "bnb_4bit_use_double_quant"), chunk) is True
             self._set("quant", "nf4-dq" if double else "nf4", node, chunk)
+            compute = self.keyword(node, "bnb_4bit_compute_dtype")
+            dtype = self.value(compute, chunk)
+            if compute is None or (isinstance(dtype, str) and last_part(dtype) in _DTYPE_NAMES):  # left out: fp32
+                self._set("quant_compute_fp32", compute is None or _DTYPE_NAMES[last_part(dtype)] == "fp32", node, chunk)
         elif self.value(self.keyword(node, "load_in_8bit"), chunk) is True:
             self._set("quant", "int8", node, chunk)
 

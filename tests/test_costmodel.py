@@ -330,6 +330,11 @@ def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
     litgpt = estimate(Plan(**plan, model_code="litgpt")).breakdown.dequantised
     assert litgpt.estimate == 4 * llama.vocab * llama.hidden  # every linear quantised, the LM head the largest
     assert estimate(Plan(**{**plan, "quant": None})).breakdown.dequantised.high == 0
+    # bnb_4bit_compute_dtype fp32 (transformers' default where the config leaves it out): the 16-bit weight and its fp32 cast
+    fp32 = estimate(Plan(**plan, quant_compute_fp32=True)).breakdown.dequantised
+    assert (fp32.low, fp32.estimate, fp32.high) == (6 * layer_linear,) * 3
+    bf16 = estimate(Plan(**plan, quant_compute_fp32=False)).breakdown.dequantised
+    assert (bf16.low, bf16.estimate, bf16.high) == (2 * layer_linear,) * 3
 
 
 def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds():
