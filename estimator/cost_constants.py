@@ -32,7 +32,7 @@ CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
 # Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
 # sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
 # top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks
-# and the probabilities (38). The prompt's own logits: since transformers 4.42 only the last position's.
+# and the probabilities (38). The prompt's own logits: since transformers 4.45 only the last position's.
 SAMPLING_BYTES = (8.0, 38.0, 38.0)
 # torch's default cuBLAS workspace of one handle and stream on an A100 (hardware.Gpu.blas_workspace_bytes
 # gives each device's): CUBLAS_WORKSPACE_CONFIG unset, ":4096:2:16:8".

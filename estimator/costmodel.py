@@ -308,8 +308,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
                          "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
         return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO
     adapter_bytes = _adapter_bytes(plan)
-    trainable_bytes = adapter_bytes if lora else grad_bytes
-    state_dtype = adapter_bytes if lora else weight_bytes
+    trainable_bytes, state_dtype = (adapter_bytes, adapter_bytes) if lora else (grad_bytes, weight_bytes)
     states, fixed = OPTIMIZER_STATE[plan.optimizer]
     optimizer = trainable * (states * state_dtype + fixed)
     weights = base + (trainable * adapter_bytes if lora else 0)
@@ -323,7 +322,6 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
     weights_high = weights
-    unsharded_gradients = gradients
     if plan.sharding in SHARDED_OPTIMIZER:
         optimizer /= plan.gpus
     if plan.sharding in SHARDED_GRADIENTS:
@@ -340,10 +338,12 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
         gradients += _layer_bytes_of(geometry, fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
+    gradients_high = None
     if plan.sharding in SHARDED_PARAMETERS:
         if plan.sharding != "zero3" and plan.grad_accum > 1:
-            gradients = unsharded_gradients  # accumulated under no_sync: unsharded until the last micro-batch
-            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync)")
+            # unsharded until the last micro-batch (no_sync), in the gathered param_dtype (FSDP2 upcasts to a wider reduce_dtype)
+            gradients, gradients_high = (trainable * fsdp_param_bytes(plan, trainable_bytes, end) for end in (1, 2))
+            notes.append("FSDP accumulates gradients unsharded between micro-batches (no_sync), in the gathered parameters' dtype")
         if cache:
             cache = 0.0
             notes.append(f"{plan.sharding}: autocast keeps no cast copies of gathered parameters (they are not leaves); casts are per layer")
@@ -357,8 +357,8 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
-    return (Interval(weights, weights, weights_high), Interval.exact(gradients), Interval.exact(optimizer),
-            Interval.exact(cache))
+    return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
+            Interval.exact(optimizer), Interval.exact(cache))
 
 
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
@@ -534,9 +534,10 @@ def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interv
     if plan.model_code == "litgpt":
         largest = max(layer_linear, geometry.vocab * hidden)
         value = Interval.exact(largest * litgpt.DEQUANTISED_BYTES)
-    else:
-        value = Interval(2.0 * layer_linear, 2.0 * layer_linear, 6.0 * layer_linear)
-    notes.append("each 4-bit matmul dequantises its weight while it runs: the largest one is counted")
+    else:  # bnb_4bit_compute_dtype unknown: 16-bit compute at the estimate, fp32 at the high end
+        fp32 = plan.quant_compute_fp32
+        value = Interval(*(layer_linear * (6.0 if (end == 2 if fp32 is None else fp32) else 2.0) for end in (0, 1, 2)))
+    notes.append("each 4-bit matmul dequantises its weight while it runs: the largest one is counted" + (" (and its fp32 cast: bnb_4bit_compute_dtype fp32, transformers' default)" if plan.quant_compute_fp32 else ""))
     return value
 
 
@@ -620,8 +621,8 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
     if plan.loss == "chunked":
         return CHUNKED_LOGIT_BYTES
-    # a step that keeps only the loss (the HF Trainer's, read as previous_graph_alive False) drops the outputs first
-    return TRAINER_LOGIT_BYTES if _stated_previous_graph(plan) is False else LOGIT_BYTES
+    # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
+    return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
@@ -683,10 +684,10 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     elif plan.mode == "generate":
         logits_bytes = batch * geometry.vocab * SAMPLING_BYTES[end]
         whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
-        if whole:  # transformers before 4.42 computed the whole prompt's logits and upcast them to fp32
+        if whole:  # transformers before 4.45 computed the whole prompt's logits and upcast them to fp32
             prompt_logits = batch * prompt * geometry.vocab * 6
         if plan.prompt_logits_whole is None and prompt > 1:
-            notes.append("transformers 4.42 and later compute the logits of the prompt's last position only (the estimate); "
+            notes.append("transformers 4.45 and later compute the logits of the prompt's last position only (the estimate); "
                          f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)

@@ -123,14 +123,23 @@ class Plan:
     # bitsandbytes before 0.43.2 kept each 4-bit linear's input for the backward (MatMul4Bit's ctx.tensors),
     # 0.43.2 and later keep none. None: the version is unknown; the estimate takes today's, the high end the old.
     quant_keeps_inputs: bool | None = None
+    # bitsandbytes' 4-bit linears compute in BitsAndBytesConfig's bnb_4bit_compute_dtype, fp32 where the config leaves it
+    # out (transformers' default): each matmul's dequantised 16-bit weight is cast to fp32 beside it. None: not known
+    # (the estimate 16-bit compute, the high end fp32).
+    quant_compute_fp32: bool | None = None
     # Whether the previous micro-batch's graph is still alive while the next one runs: a loop whose output
     # or loss stays bound to a name until the next forward returns (LitGPT's fit, most hand-written loops)
     # keeps it; a step inside a function (transformers' Trainer) or `del loss` frees it. It holds memory only
     # where a tensor outlives the backward (bitsandbytes' kept inputs, ctx attributes rather than saved
     # tensors). None: unknown; LitGPT's loop keeps it, elsewhere the high end assumes it.
     previous_graph_alive: bool | None = None
-    # Generation: transformers before 4.42 computed the logits of every prompt position (and upcast them to fp32),
-    # 4.42 and later the last one's only. None: the version is unknown; the estimate takes today's, the high end the old.
+    # Whether the training step drops the model's output (the logits) before its backward and keeps only the loss
+    # (`del pred` before `loss.backward()`): the loss's peak then holds its own tensors alone. None: not stated (a
+    # loop that binds the outputs holds them through the backward; the HF Trainer's step is read as
+    # previous_graph_alive False, which drops them too).
+    outputs_freed: bool | None = None
+    # Generation: transformers before 4.45 computed the logits of every prompt position (and upcast them to fp32),
+    # 4.45 and later the last one's only (a few families later: versions.PROMPT_LOGITS_LAST_SINCE). None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
     # Inference (a forward without a loss): transformers before 4.46 upcast the LM head's output to fp32 (`.float()`), so
     # the 16-bit logits and their fp32 copy were alive at once; 4.46 and later return them in the model's dtype. None:

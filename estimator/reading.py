@@ -123,6 +123,7 @@ class ScriptInputs:
     # False where a Trainer runs each step inside a method (transformers', TRL's, Lightning's): the
     # step's graph is gone when it returns, so the next step never holds the previous one's
     previous_graph_alive: Found | None = None
+    outputs_freed: Found | None = None  # True: the training step deletes the model's output before its backward
     quant: Found | None = None
     gradient_checkpointing: Found | None = None
     compiled: Found | None = None  # torch.compile (or nn.Module.compile) of the model
@@ -136,6 +137,7 @@ class ScriptInputs:
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)
     loss: Found | None = None  # "chunked": the loss over the vocabulary a chunk of tokens at a time
     quant_keeps_inputs: Found | None = None  # whether the quantised linears keep their inputs (a known library's)
+    quant_compute_fp32: Found | None = None  # BitsAndBytesConfig's bnb_4bit_compute_dtype is fp32 (or left to its default)
     lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
     attention: Found | None = None
@@ -317,6 +319,8 @@ class _Reader:
                 f"the Accelerator at line {chunk.line_of(node)} takes its mixed precision from accelerate's own configuration "
                 "(`accelerate config` or `accelerate launch --mixed_precision`), not from the script: give --dtype"
             )
+        for deleted, scope in self.training.outputs_freed[:1]:
+            self._set("outputs_freed", True, deleted, scope.chunk)
         if trainer is not None and not backward:
             self._set("previous_graph_alive", False, *trainer)
         if training is not None:
@@ -763,6 +767,10 @@ class _Reader:
         if self.value(self.keyword(node, "load_in_4bit"), chunk) is True:
             double = self.value(self.keyword(node, "bnb_4bit_use_double_quant"), chunk) is True
             self._set("quant", "nf4-dq" if double else "nf4", node, chunk)
+            compute = self.keyword(node, "bnb_4bit_compute_dtype")
+            dtype = self.value(compute, chunk)
+            if compute is None or (isinstance(dtype, str) and last_part(dtype) in _DTYPE_NAMES):  # left out: fp32
+                self._set("quant_compute_fp32", compute is None or _DTYPE_NAMES[last_part(dtype)] == "fp32", node, chunk)
         elif self.value(self.keyword(node, "load_in_8bit"), chunk) is True:
             self._set("quant", "int8", node, chunk)
 

@@ -11,12 +11,24 @@ what the dataflow says it does, never by its name.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.rules import CallEvent, Loop, ScopeAnalysis, Tag, Value, is_backward, loops_running, ordered_events, walk
+from trainlint.rules import (
+    CallEvent,
+    Loop,
+    ScopeAnalysis,
+    Tag,
+    Value,
+    children,
+    is_backward,
+    loops_running,
+    ordered_events,
+    walk,
+)
 
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
@@ -30,6 +42,9 @@ class TrainingLoop:
     other_loaders: set[int] = field(default_factory=set)  # id() of constructions only other loops iterate
     autocasts: list[CallEvent] = field(default_factory=list)  # autocast calls around a training forward
     other_autocasts: set[int] = field(default_factory=set)  # id() of autocast calls around no training forward
+    # `del` statements that drop the model's output before the backward (`del pred` before `loss.backward()`), with
+    # their scope: the loss then holds only its own tensors, not the logits beside them
+    outputs_freed: list[tuple[cst.Del, ScopeAnalysis]] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
@@ -54,6 +69,8 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
         for loop in scope.loops:
             if id(loop) not in trained_loops:
                 found.other_loaders |= {id(loader.node) for loader in _loaders_iterated(module, scope, loop)} - trained
+    for scope, loop in training:
+        found.outputs_freed += _outputs_deleted(scope, loop)
     steps = _training_nodes(training)
     for scope in module.all_scopes:
         for call in scope.calls():
@@ -63,6 +80,94 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
                 else:
                     found.other_autocasts.add(id(call.node))
     return found
+
+
+def _is_forward(call: CallEvent) -> bool:
+    return call.receiver is not None and Tag.MODEL in call.receiver.tags and call.method in (None, "forward")
+
+
+def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, ScopeAnalysis]]:
+    """The ``del NAME`` statements of a training step that drop what its model's forward returned before the
+    backward runs: the forward's result bound to NAME alone (``pred = model(x)``), the ``del`` after the forward in a
+    block that holds the backward (or, in a helper the step calls, the ``return`` of the loss: torchtune's
+    ``_loss_step``), and NAME read into no other name than the loss (``loss = loss_fn(pred, y)``, ``loss =
+    outputs.loss``; ``logits = outputs.logits`` or ``history.append(pred)`` would keep them)."""
+    found: list[tuple[cst.Del, ScopeAnalysis]] = []
+    homes: dict[int, tuple[ScopeAnalysis, cst.CSTNode, list[CallEvent], list[CallEvent]]] = {}
+    for event, chain in ordered_events(scope, loop):
+        if not isinstance(event, CallEvent) or not (is_backward(event) or _is_forward(event)):
+            continue
+        home = loop.node if not chain else (event.scope.function.node if event.scope.function is not None else None)
+        if home is None:
+            continue
+        _, _, forwards, backwards = homes.setdefault(id(home), (event.scope, home, [], []))
+        (backwards if is_backward(event) else forwards).append(event)
+    for event_scope, home, forwards, backwards in homes.values():
+        order = {id(node): index for index, node in enumerate(_in_source_order(home))}
+        # where the loss goes next: its backward, or (a helper with none) the return that hands it to the caller
+        sinks: list[cst.CSTNode] = [event.node for event in backwards]
+        losses = {event.node.func.value.value for event in backwards
+                  if isinstance(event.node.func, cst.Attribute) and isinstance(event.node.func.value, cst.Name)}
+        if not backwards and home is not loop.node:
+            sinks = [node for node in walk(home) if isinstance(node, cst.Return) and isinstance(node.value, cst.Name)]
+            losses = {node.value.value for node in sinks}  # type: ignore[union-attr]
+        for forward in forwards:
+            statement = forward.statement
+            if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0].target, cst.Name) and _output_of(statement.value) is forward.node):
+                continue
+            name = statement.targets[0].target.value
+            if not _read_only_into(home, name, losses):
+                continue
+            for block in walk(home):
+                if not isinstance(block, cst.IndentedBlock):
+                    continue
+                deletes = [small for line in block.body if isinstance(line, cst.SimpleStatementLine) for small in line.body
+                           if isinstance(small, cst.Del) and name in _deleted_names(small.target)
+                           and order.get(id(small), -1) > order.get(id(forward.node), len(order))]
+                inside = {id(node) for node in walk(block)} if deletes else set()
+                found += [(small, event_scope) for small in deletes
+                          if any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)]
+    return found
+
+
+def _in_source_order(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(list(children(current))))
+
+
+def _output_of(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The call whose output an expression is, through attributes and subscripts (``model(x).logits``)."""
+    while isinstance(value, (cst.Attribute, cst.Subscript)):
+        value = value.value
+    return value
+
+
+def _deleted_names(target: cst.BaseDelTargetExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple):
+        return {element.value.value for element in target.elements if isinstance(element.value, cst.Name)}
+    return set()
+
+
+def _read_only_into(home: cst.CSTNode, name: str, losses: set[str]) -> bool:
+    """Whether ``name`` is read in ``home`` only where an assignment binds one of ``losses`` or ``name`` itself (and
+    nothing else: ``outputs = outputs.reshape(...)``) and in ``del``: read anywhere else (appended to a list, passed to
+    a logger, bound to another name) it may be kept."""
+    allowed: set[int] = set()
+    for node in walk(home):
+        if isinstance(node, cst.Assign):
+            binds = {target.target.value for target in node.targets if isinstance(target.target, cst.Name)}
+            if len(binds) == len(node.targets) and binds <= losses | {name}:
+                allowed |= {id(inner) for inner in walk(node.value)}
+            allowed |= {id(target.target) for target in node.targets}  # rebinding a name reads nothing
+        elif isinstance(node, cst.Del):
+            allowed |= {id(inner) for inner in walk(node.target)}
+    return all(id(node) in allowed for node in walk(home) if isinstance(node, cst.Name) and node.value == name)
 
 
 def _is_autocast(call: CallEvent) -> bool:

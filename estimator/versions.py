@@ -16,12 +16,18 @@ ROTARY_CACHE_UNTIL = {"qwen2": "4.45.0", "qwen2_moe": "4.45.0", "phi": "4.45.0",
 # 4.36.0 to 4.45.0); before it, transformers runs them with eager attention whatever torch offers.
 SDPA_SINCE = {"bert": "4.41.0", "vit": "4.41.0", "gpt2": "4.42.0", "gpt_neox": "4.42.0", "roberta": "4.45.0", "xlm-roberta": "4.45.0"}
 
+# transformers' generate computes the prompt's logits for its last position only where the model's forward takes
+# `num_logits_to_keep` (PR 31292, released in 4.45.0 for Llama, Mistral, Mixtral, Gemma 1/2, Phi, Phi-3, Qwen2 and
+# others); the families that took it later, and their first release with it (read from the releases' modeling files,
+# 4.42.0 to 5.0.0). Before it, every prompt position's logits.
+PROMPT_LOGITS_LAST_SINCE = {"falcon": "4.47.0", "gpt_neox": "4.49.0", "gpt2": "4.53.0", "gptj": "5.0.0"}
+
 # Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
 # behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
 # the command line says, the estimate takes today's behaviour and the interval's other end the older one.
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
-    ("transformers", "4.42.0", "prompt_logits_whole", True, False),
+    ("transformers", "4.45.0", "prompt_logits_whole", True, False),
     ("transformers", "4.46.0", "logits_upcast", True, False),
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
@@ -54,7 +60,8 @@ def _release(text: str) -> tuple[int, ...]:
 
 def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
     """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
-    family, transformers' per-layer rotary caches and the family's first release with SDPA too); a library the
+    family, transformers' per-layer rotary caches and the family's first releases with SDPA and with the prompt's last
+    logits only, too); a library the
     estimator does not follow is refused,
     so that a misspelt name is not silently ignored."""
     known = {library for library, *_ in VERSIONED_BEHAVIOURS}
@@ -71,4 +78,6 @@ def settings_for_versions(versions: dict[str, str], family: str | None = None) -
         settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
         if family in SDPA_SINCE:
             settings["sdpa_dispatch"] = _release(versions["transformers"]) >= _release(SDPA_SINCE[family])
+        if family in PROMPT_LOGITS_LAST_SINCE:
+            settings["prompt_logits_whole"] = _release(versions["transformers"]) < _release(PROMPT_LOGITS_LAST_SINCE[family])
     return settings

@@ -206,7 +206,9 @@ def test_fsdp_gathers_two_units_and_accumulates_unsharded_gradients():
     sharded = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16")).breakdown
     assert sharded.autocast_cache.estimate == 0, "gathered parameters are not leaves: no cast cache"
     accumulating = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", grad_accum=4)).breakdown
-    assert accumulating.gradients.estimate == pytest.approx(4 * parameter_count(LLAMA))  # fp32, unsharded under no_sync
+    # unsharded under no_sync, in the gathered 16-bit param_dtype (fsdp_accumulation.py); fp32 at the high end
+    assert accumulating.gradients.estimate == pytest.approx(2 * parameter_count(LLAMA))
+    assert accumulating.gradients.high == pytest.approx(4 * parameter_count(LLAMA))
     assert accumulating.gradients_in_backward
 
 
@@ -309,7 +311,7 @@ def test_generation_counts_the_sampling_buffers_and_at_the_high_end_the_prompts_
     logits = breakdown.logits
     assert logits.low == 8 * llama.vocab * 8  # greedy: the fp32 next-token logits and their scores
     assert logits.estimate == logits.high == 8 * llama.vocab * 38  # top-k/top-p sampling's copies, sorted indices, probabilities
-    prompt = breakdown.prompt_logits  # transformers before 4.42: every prompt position's, after the layers
+    prompt = breakdown.prompt_logits  # transformers before 4.45: every prompt position's, after the layers
     assert (prompt.low, prompt.estimate, prompt.high) == (0, 0, 8 * 4096 * llama.vocab * 6)
     whole = estimate(Plan(model=llama, mode="generate", dtype="bf16", batch_size=8, seq_len=4096, max_context=4160,
                           prompt_logits_whole=True)).breakdown
@@ -328,6 +330,11 @@ def test_a_4bit_matmul_dequantises_its_largest_weight_while_it_runs():
     litgpt = estimate(Plan(**plan, model_code="litgpt")).breakdown.dequantised
     assert litgpt.estimate == 4 * llama.vocab * llama.hidden  # every linear quantised, the LM head the largest
     assert estimate(Plan(**{**plan, "quant": None})).breakdown.dequantised.high == 0
+    # bnb_4bit_compute_dtype fp32 (transformers' default where the config leaves it out): the 16-bit weight and its fp32 cast
+    fp32 = estimate(Plan(**plan, quant_compute_fp32=True)).breakdown.dequantised
+    assert (fp32.low, fp32.estimate, fp32.high) == (6 * layer_linear,) * 3
+    bf16 = estimate(Plan(**plan, quant_compute_fp32=False)).breakdown.dequantised
+    assert (bf16.low, bf16.estimate, bf16.high) == (2 * layer_linear,) * 3
 
 
 def test_a_forward_without_backward_holds_what_transformers_prompt_forward_holds():
@@ -442,7 +449,7 @@ def test_torchtunes_optimizer_in_backward_and_activation_offloading():
 
 
 def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_and_names_the_flag():
-    """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.42 computed every prompt
+    """bitsandbytes before 0.43.2 kept each 4-bit linear's input; transformers before 4.45 computed every prompt
     position's logits. Unstated, the estimate takes today's behaviour, the high end the old one, and the note
     names --library-version; stated, the version decides both ends."""
     from trainlint.estimator.versions import settings_for_versions
@@ -452,6 +459,13 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
         "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {
         "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True}
+    # generate's last-position logits (num_logits_to_keep) came in 4.45.0, later for a few families
+    assert settings_for_versions({"transformers": "4.44.2"}, "llama")["prompt_logits_whole"] is True
+    assert settings_for_versions({"transformers": "4.45.0"}, "llama")["prompt_logits_whole"] is False
+    assert settings_for_versions({"transformers": "4.46.1"}, "falcon")["prompt_logits_whole"] is True
+    assert settings_for_versions({"transformers": "4.47.0"}, "falcon")["prompt_logits_whole"] is False
+    assert settings_for_versions({"transformers": "4.52.1"}, "gpt2")["prompt_logits_whole"] is True
+    assert settings_for_versions({"transformers": "4.53.0"}, "gpt2")["prompt_logits_whole"] is False
     with pytest.raises(CannotEstimate):
         settings_for_versions({"numpy": "2.1"})  # no memory behaviour of it is followed
     qlora = ["--model", "llama-3-8b", "--lora-rank", "16", "--quant", "nf4", "--seq-len", "512", "--gpu", "a10g", "--format", "json"]

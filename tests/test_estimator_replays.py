@@ -2,7 +2,8 @@
 (estimator/calibration/lora_peaks.py: TinyLlama 1.1B and Phi-2 with peft adapters, batch 1 to 8, the outputs dropped
 before the backward or held through it, and the Trainer's bf16 autocast over the bf16 base) and BERT-large with zero_grad freeing its gradients or zeroing them in place
 (zero_grad_peaks.py). Every term of the estimate is alive in the replay: the point is within 3 % of each replayed
-max_memory_allocated, and each replay is inside the interval."""
+max_memory_allocated, and each replay is inside the interval. And one term alone: the gradients torch's FSDP holds while
+it accumulates them unsynced (fsdp_accumulation.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.estimator.architectures import find_architecture
+from trainlint.estimator.architectures import find_architecture, parameter_count
 from trainlint.estimator.costmodel import estimate
 from trainlint.estimator.plan import Plan
 
@@ -95,3 +96,39 @@ def test_prepare_model_for_kbit_training_keeps_more_than_its_fp32_weights():
         weights_only = prepared.breakdown.weights.estimate - plain.breakdown.weights.estimate
         assert replayed > 1.4 * weights_only
         assert prepared.allocated.estimate - plain.allocated.estimate == pytest.approx(replayed, rel=0.05)
+
+
+FSDP_ACCUMULATION = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "fsdp_accumulation.json").read_text())
+
+
+@pytest.mark.parametrize("row", FSDP_ACCUMULATION["rows"], ids=lambda row: f"{row['fsdp']}-{row['param_dtype']}-{row['reduce_dtype']}")
+def test_fsdp_accumulates_unsynced_gradients_in_the_gathered_dtype(row):
+    """torch's FSDP on the CPU (estimator/calibration/fsdp_accumulation.py): between micro-batches FSDP1 holds each unit's
+    unsharded gradient in its param_dtype, FSDP2 in a wider reduce_dtype where one is set. With the gathered dtype
+    stated the estimate holds as many bytes per parameter (the reduce dtype is not a setting: FSDP2's upcast to a
+    wider one is the high end); with it unknown, every policy replayed is inside the interval."""
+    arch = find_architecture("llama-3.2-1b")
+    common = {"model": arch, "seq_len": 512, "dtype": "amp-bf16", "sharding": "fsdp", "gpus": 4, "grad_accum": 2}
+    stated = estimate(Plan(**common, fsdp_param_dtype=row["param_dtype"])).breakdown.gradients
+    unknown = estimate(Plan(**common)).breakdown.gradients
+    params = parameter_count(arch)
+    if row["fsdp"] == "fsdp1" or row["reduce_dtype"] == row["param_dtype"]:
+        assert stated.estimate / params == row["bytes_per_parameter"]
+    assert unknown.low / params <= row["bytes_per_parameter"] <= unknown.high / params
+
+
+INFERENCE_FORWARD = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "inference_forward_peaks.json").read_text())
+
+
+@pytest.mark.parametrize("row", INFERENCE_FORWARD["rows"], ids=lambda row: f"{row['model']}-b{row['batch']}-cache{row['use_cache']}")
+def test_an_inference_forward_matches_its_replay(row):
+    """A forward without a loss, replayed from transformers' code on fake tensors (inference_forward_peaks.py): every
+    position's logits after the layers, the KV cache filled layer by layer or none. The forward phase beyond the
+    weights (and the allocator's and cuBLAS's own terms, which a storage trace does not hold) is within 2 % of it."""
+    plan = Plan(model=find_architecture(row["model"]), mode="infer", batch_size=row["batch"], seq_len=row["tokens"], dtype="bf16",
+                attention=row["attention"], use_cache=row["use_cache"], logits_upcast=False)
+    breakdown = estimate(plan).breakdown
+    beyond_weights = breakdown.forward_backward().estimate - sum(
+        getattr(breakdown, name).estimate for name in ("weights", "cublas_workspace", "block_rounding"))
+    assert beyond_weights == pytest.approx(row["peak_beyond_weights"], rel=0.02)
+    assert breakdown.kv_cache.estimate == row["kv_cache"]

@@ -72,6 +72,10 @@ def test_a_hugging_face_qlora_script():
     assert found["batch_size"].value == 4 and found["batch_size"].line == 16
     assert found["seq_len"].value == 1024 and found["seq_len"].line == 9
     assert found["quant"].value == "nf4-dq"
+    # no bnb_4bit_compute_dtype: transformers' BitsAndBytesConfig computes in fp32
+    assert found["quant_compute_fp32"].value is True and found["quant_compute_fp32"].line == 12
+    stated = _read(QLORA.replace("bnb_4bit_use_double_quant=True)", "bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)"))
+    assert stated.found()["quant_compute_fp32"].value is False
     assert found["lora_rank"].value == 32 and found["lora_targets"].value == ("q_proj", "v_proj")
     assert found["gradient_checkpointing"].value is True
     assert found["attention"].value == "flash"

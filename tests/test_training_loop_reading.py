@@ -222,3 +222,125 @@ def test_the_dreambooth_estimate_does_not_move_with_the_sampling_batch(tmp_path)
         assert report["inputs"]["batch_size"]["source"].startswith(f"line {_line_of(DREAMBOOTH, 'train_dataloader = torch')}:")
         peaks.append(report["peak"]["process"]["estimate"])
     assert peaks[0] == peaks[1]
+
+
+# A trainer class whose step deletes the model's output before the backward, keeping only the loss: the
+# loss over the vocabulary then holds its own tensors (12 bytes per logit), not the logits beside them.
+STEP_DROPS_OUTPUT = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+    from transformers import AutoModelForCausalLM
+
+
+    def cross_entropy_loss(pred, labels):
+        return F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+    class Trainer:
+        def __init__(self, model, optimizer, loader):
+            self.model = model
+            self.optimizer = optimizer
+            self.loader = loader
+
+        def train_step(self, inputs, labels):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                pred = self.model(inputs).logits
+                loss = cross_entropy_loss(pred, labels)
+            # free the logits before the backward
+            del pred
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            return loss
+
+        def train(self):
+            for inputs, labels in self.loader:
+                self.train_step(inputs, labels)
+
+
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    Trainer(model, optimizer, DataLoader(dataset, batch_size=2)).train()
+    """
+)
+
+
+def test_a_step_that_deletes_the_models_output_before_the_backward_frees_the_logits():
+    found = _found(STEP_DROPS_OUTPUT)
+    assert found["outputs_freed"].value is True
+    assert found["outputs_freed"].line == _line_of(STEP_DROPS_OUTPUT, "del pred")
+
+
+def test_an_output_still_bound_elsewhere_or_deleted_after_the_backward_is_not_freed():
+    kept_alias = STEP_DROPS_OUTPUT.replace(
+        "            loss = cross_entropy_loss(pred, labels)\n",
+        "            loss = cross_entropy_loss(pred, labels)\n            logged = pred[:, -1]\n",
+    )
+    after_backward = STEP_DROPS_OUTPUT.replace("        del pred\n        loss.backward()\n", "        loss.backward()\n        del pred\n")
+    only_sometimes = STEP_DROPS_OUTPUT.replace("        del pred\n", "        if labels is None:\n            del pred\n")
+    stored = STEP_DROPS_OUTPUT.replace("        del pred\n", "        self.history.append(pred)\n        del pred\n")
+    for script in (kept_alias, after_backward, only_sometimes, stored):
+        assert script != STEP_DROPS_OUTPUT
+        assert "outputs_freed" not in _found(script)
+
+
+def test_freed_outputs_take_the_loss_down_to_its_own_tensors(tmp_path):
+    """The loss's replay (calibration/loss_peaks.py): 11.97 bytes per logit with the outputs dropped, 15.96 held."""
+    dropped, held = tmp_path / "dropped.py", tmp_path / "held.py"
+    dropped.write_text(STEP_DROPS_OUTPUT, encoding="utf-8")
+    held.write_text(STEP_DROPS_OUTPUT.replace("        del pred\n", ""), encoding="utf-8")
+
+    def logits_bytes(script, *flags):
+        run = subprocess.run([*TRAINLINT, "estimate", str(script), "--seq-len", "4096", "--gpu", "h100-sxm", "--format", "json", *flags],
+                             capture_output=True, text=True, check=False)
+        return json.loads(run.stdout)["breakdown"]["logits"]
+
+    logits = 2 * 4096 * 128256  # batch, tokens, Llama 3's vocabulary
+    assert logits_bytes(dropped) == 12 * logits
+    assert logits_bytes(held) == 16 * logits
+    assert logits_bytes(held, "--outputs-freed") == 12 * logits
+
+
+def test_a_loss_helper_that_deletes_the_output_before_returning_the_loss_frees_it():
+    """torchtune's recipes: `_loss_step` runs the model, reshapes its output, takes the loss, deletes the output and
+    returns the loss, which the training loop backwards."""
+    script = textwrap.dedent(
+        """\
+        import torch
+        from torch.utils.data import DataLoader
+        from transformers import AutoModelForCausalLM
+
+
+        class Recipe:
+            def __init__(self, model, loss_fn, optimizer):
+                self._model, self._loss_fn, self._optimizer = model, loss_fn, optimizer
+
+            def _loss_step(self, batch):
+                labels = batch.pop("labels")
+                outputs = self._model(**batch).logits
+                labels = labels.reshape(-1)
+                outputs = outputs.reshape(-1, outputs.size(-1))
+                loss = self._loss_fn(outputs, labels)
+                # free outputs otherwise it peaks backward memory
+                del outputs
+                return loss
+
+            def train(self, loader):
+                for batch in loader:
+                    current_loss = self._loss_step(batch)
+                    current_loss.backward()
+                    self._optimizer.step()
+                    self._optimizer.zero_grad(set_to_none=True)
+
+
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+        Recipe(model, torch.nn.CrossEntropyLoss(), torch.optim.AdamW(model.parameters())).train(DataLoader(data, batch_size=4))
+        """
+    )
+    found = _found(script)
+    assert found["outputs_freed"].value is True
+    assert found["outputs_freed"].line == _line_of(script, "del outputs")
+    logged = script.replace("        del outputs\n", "        self.last = outputs\n        del outputs\n")
+    assert "outputs_freed" not in _found(logged)

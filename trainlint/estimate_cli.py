@@ -76,6 +76,10 @@ def add_parsers(commands, positive_int, comma_list) -> None:
                                "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
     estimate.add_argument("--no-use-cache", dest="use_cache", action="store_false", default=None,
                           help="inference: the forward keeps no KV cache (use_cache=False; default: transformers' True)")
+    estimate.add_argument("--outputs-freed", dest="outputs_freed", action="store_const", const=True,
+                          help="training: the step deletes the model's output before the backward and keeps only the "
+                               "loss (`del pred` before `loss.backward()`, as the HF Trainer's step does): the loss holds "
+                               "12 bytes per logit, not the 16 of a loop that holds the logits through the backward")
     estimate.add_argument("--mode", choices=MODES)
     estimate.add_argument("--max-context", type=positive_int, help="generation: prompt plus new tokens")
     estimate.add_argument(
@@ -137,7 +141,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
-        "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head,
+        "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head, "outputs_freed": args.outputs_freed,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
