@@ -16,7 +16,11 @@ to where it is known: an evaluation function handed the model straight from the 
 (`net.train()`, or a backwarded forward, and no `.eval()` there); a class that puts its model in training
 mode in one method and runs it in an inference pass that never
 switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
-without grad, by itself or by a helper it is handed to. When the model comes from elsewhere (a parameter,
+without grad, by itself or by a helper it is handed to. A model the file builds and never trains (a distillation
+teacher, a target network, a frozen encoder: no optimizer is given its parameters, every forward of it runs without
+grad, it is handed whole to nothing) is run for inference even inside a training step or a loss: built in training
+mode, it stays there unless switched, and as a submodule its holder's `.train()` switches it back, whatever
+`.eval()` its constructor called (unless the holder overrides `train`). When the model comes from elsewhere (a parameter,
 a factory of another file) and its layers cannot be read, these are notes. Two passes whose mode depends on a
 caller this file does not show are notes too: a module's own inference method that runs its
 forward without `self.eval()`, and an inference method of a plain class (`Predictor.predict`) that runs the model
@@ -111,10 +115,13 @@ class MissingEvalMode(Rule):
             reported = True
             break  # one finding per evaluation pass
         if not reported:
+            found = len(ctx.findings)
             self._check_handed_from_training(ctx, scope)
             self._check_class_managed_mode(ctx, scope)
             self._check_restored_and_run(ctx, scope)
             self._check_own_inference(ctx, scope)
+            if len(ctx.findings) == found:
+                self._check_frozen_model(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -429,6 +436,57 @@ class MissingEvalMode(Rule):
             help=f"call `self.eval()` at the start of `{function.name}` (and `self.train()` before training resumes)",
         )
 
+    def _check_frozen_model(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model this file builds and never trains (a teacher for distillation, a target network, a feature
+        extractor for a perceptual loss or a metric), run without grad, here inside a training step or a loss:
+        no optimizer is given its parameters, every forward of it runs without grad, and nothing switches it to
+        eval mode. A module is built in training mode, so its dropout drops and its batch-norm normalises with
+        each batch's statistics while updating its running averages: the targets it gives are noisy and
+        drift. Only a model whose layers are known (its class, or what its library documents) and that is not
+        handed whole to another function (which could switch or train it) is reported."""
+        for forward in scope.calls():
+            model = forward.receiver
+            key = forward.receiver_key
+            if forward.method is not None or model is None or key is None or Tag.MODEL not in model.tags:
+                continue
+            if forward.context.grad_off is None or _kind_unknown(model) or model.site is None or not isinstance(model.site[1], cst.Call):
+                continue  # run with grad, or not built here (a parameter, `model = self`): its mode is its builder's
+            layers = _layers_of(ctx.summary, model, ctx.module)
+            if layers is None:
+                continue
+            # the file's calls last: a module-wide read (see _returned_into_backward)
+            holder = _holder_put_in_training(ctx, scope, key)
+            if holder is None and (_switched_to_eval_named(ctx.module, key) or _loaded_in_eval_mode(ctx, scope, forward)
+                                   or _built_in_eval_mode(ctx.module, model)):
+                continue
+            if holder is not None and any(other.receiver_key == key and _sets_eval_mode(other) for other in scope.calls()):
+                continue  # switched back where it runs
+            if not ctx.module.backward_calls or _trained_or_handed_on(ctx.module, key):
+                continue  # a file that trains nothing may only extract features; or the model's mode is set or decided elsewhere
+            grad_off = forward.context.grad_off
+            frozen = (f"`{key}` is never trained in this file (no optimizer is given its parameters and every forward of it "
+                      "runs without grad)")
+            if holder is None:
+                mode = "nothing switches it to eval mode: built in training mode, it runs here"
+                switch = (model.site, "built here, in training mode")
+                advice = f"call `{key}.eval()` once after building it"
+            else:
+                assert scope.function is not None and scope.function.owner is not None, "a holder is the method's class"
+                owner = scope.function.owner.name
+                mode = (f"`{shortened(holder.chunk.code_for(holder.node), 40)}` (line {holder.chunk.line_of(holder.node)}) puts "
+                        f"every submodule of `{owner}` in training mode, `{key}` included, whatever mode it "
+                        "was built or switched in: it runs here")
+                switch = ((holder.chunk, holder.node), f"switches `{key}` to training mode with its holder")
+                advice = f"override `train()` in `{owner}` to keep `{key}` in eval mode, or call `{key}.eval()` before running it"
+            ctx.report(
+                forward.node,
+                f"{frozen}, and {mode} with its dropout on and its batch-norm normalising with each batch's statistics and "
+                "updating its running averages, so what it computes is noisy and drifts",
+                evidence=[layers, switch, ((forward.chunk, grad_off), "run without grad: it is not trained here")],
+                help=advice,
+            )
+            return
+
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, why: tuple, layers: tuple) -> None:
         key = call.receiver_key or "the model"
         ctx.report(
@@ -657,6 +715,54 @@ def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, v
         or (other.function is not None and other is not call and _helper_sets_eval_mode(other, key, module.summary))
         for other in calls
     )
+
+
+def _holder_put_in_training(ctx: RuleContext, scope: ScopeAnalysis, key: str) -> CallEvent | None:
+    """For a submodule of the module class whose method runs it (``self.teacher``), a call in this file that
+    puts an instance of that class in training mode (``model.train()``, ``self.train()``): `Module.train`
+    switches every submodule, a frozen one switched to eval mode at construction included. None when the
+    class overrides ``train`` (it may keep its frozen part in eval mode) or nothing here switches it."""
+    function = scope.function
+    owner = function.owner if function is not None else None
+    if owner is None or not key.startswith("self.") or key.count(".") != 1 or not ctx.summary.is_module_class(owner):
+        return None
+    if owner.find_method("train", ctx.summary) is not None:
+        return None
+    for call in ctx.module.all_calls():
+        if call.method != "train" or not _sets_train_mode(call) or call.receiver is None:
+            continue
+        holder = call.receiver.detail
+        mine = call.receiver_key == "self" and call.scope.function is not None and call.scope.function.owner is owner
+        if mine or (isinstance(holder, ClassInfo) and holder.name == owner.name):
+            return call
+    return None
+
+
+def _built_in_eval_mode(module: ModuleView, model: Value) -> bool:
+    """The expression that builds the model switches it on the way (``resnet50(weights=...).eval()``,
+    ``Net().to(device).eval()``): the `.eval()` has no name to be found by."""
+    if model.site is None:
+        return False
+    built = model.site[1]
+    return any(_sets_eval_mode(call) and isinstance(call.node.func, cst.Attribute)
+               and any(node is built for node in walk(call.node.func.value)) for call in module.all_calls())
+
+
+def _trained_or_handed_on(module: ModuleView, key: str) -> bool:
+    """Whether the file may train the model named ``key`` or lets something else decide its mode: a forward of it
+    runs with grad, a call is given its parameters (an optimizer, a parameter group) or the model itself (a
+    wrapper, an engine, a helper that may switch or train it)."""
+    last = key.rpartition(".")[2]
+    # `teacher`, `[student, teacher]`, `teacher.parameters()`; not its forward (`teacher(x)`) nor a field (`teacher.config`)
+    handed = re.compile(rf"(?<!\w){re.escape(last)}(?:\.(?:named_)?parameters\(|\b(?!\s*[(.]))")
+    for call in module.all_calls():
+        if (call.receiver_key or "").rpartition(".")[2] == last:
+            if call.method is None and call.context.grad_off is None:
+                return True
+            continue
+        if any(handed.search(call.chunk.code_for(arg.value)) for arg in call.arg_nodes):
+            return True
+    return False
 
 
 def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str | None] | None:
@@ -1771,6 +1877,131 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="for sentence, tags in zip(decode_sentences(tagger, sentences), gold):",
     ),
+    Fires(  # a distillation trainer's frozen teacher, run without grad inside the loss: nothing switches it to eval mode
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from networks import WideResNet, SmallResNet
+
+
+        class DistillationTrainer:
+            def __init__(self, teacher_checkpoint, device="cuda", temperature=4.0):
+                self.teacher = WideResNet(depth=28, widen=4).to(device)
+                self.teacher.load_state_dict(torch.load(teacher_checkpoint, map_location=device))
+                self.teacher.requires_grad_(False)
+                self.student = SmallResNet().to(device)
+                self.optimizer = torch.optim.SGD(self.student.parameters(), lr=0.05, momentum=0.9)
+                self.temperature = temperature
+
+            def distillation_loss(self, images, labels):
+                with torch.no_grad():
+                    soft_targets = (self.teacher(images) / self.temperature).softmax(-1)
+                logits = self.student(images)
+                kd = F.kl_div((logits / self.temperature).log_softmax(-1), soft_targets, reduction="batchmean")
+                return kd * self.temperature ** 2 + F.cross_entropy(logits, labels)
+
+            def train_epoch(self, loader):
+                self.student.train()
+                for images, labels in loader:
+                    loss = self.distillation_loss(images, labels)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                def block(channels_in, channels_out):
+                    return nn.Sequential(nn.Conv2d(channels_in, channels_out, 3, padding=1), nn.BatchNorm2d(channels_out), nn.ReLU())
+
+
+                class WideResNet(nn.Module):
+                    def __init__(self, depth, widen, classes=100):
+                        super().__init__()
+                        width = 16 * widen
+                        self.body = nn.Sequential(block(3, width), *[block(width, width) for _ in range((depth - 4) // 6)])
+                        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.3), nn.Linear(width, classes))
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                class SmallResNet(nn.Module):
+                    def __init__(self, classes=100):
+                        super().__init__()
+                        self.body = nn.Sequential(block(3, 32), block(32, 64), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(64, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+            """,
+        },
+        at="soft_targets = (self.teacher(images) / self.temperature).softmax(-1)",
+    ),
+    Fires(  # pseudo-labels from a pretrained torchvision network inside the training loop: torchvision builds it in training mode
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.models import ResNet50_Weights, resnet18, resnet50
+
+
+        def train_on_unlabelled(unlabelled_loader, epochs, device="cuda"):
+            labeller = resnet50(weights=ResNet50_Weights.IMAGENET1K_V2).to(device)
+            student = resnet18(num_classes=1000).to(device)
+            optimizer = torch.optim.AdamW(student.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                student.train()
+                for images in unlabelled_loader:
+                    images = images.to(device)
+                    with torch.no_grad():
+                        pseudo_labels = labeller(images).argmax(-1)
+                    loss = F.cross_entropy(student(images), pseudo_labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return student
+        """,
+        at="pseudo_labels = labeller(images).argmax(-1)",
+    ),
+    Fires(  # the frozen encoder is switched to eval mode in `__init__`, and `model.train()` switches it back with its holder
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from transformers import AutoModel
+
+
+        class CaptionScorer(nn.Module):
+            def __init__(self, image_dim=512):
+                super().__init__()
+                self.text_encoder = AutoModel.from_pretrained("bert-base-uncased")
+                self.text_encoder.requires_grad_(False)
+                self.text_encoder.eval()
+                self.image_proj = nn.Linear(image_dim, self.text_encoder.config.hidden_size)
+
+            def forward(self, image_features, input_ids, attention_mask):
+                with torch.no_grad():
+                    text = self.text_encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+                return F.cosine_similarity(self.image_proj(image_features), text)
+
+
+        def train(loader, epochs, device="cuda"):
+            model = CaptionScorer().to(device)
+            optimizer = torch.optim.AdamW(model.image_proj.parameters(), lr=1e-4)
+            for epoch in range(epochs):
+                model.train()
+                for batch in loader:
+                    scores = model(batch["image_features"], batch["input_ids"], batch["attention_mask"])
+                    loss = F.binary_cross_entropy_with_logits(scores, batch["matches"].float())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        at="text = self.text_encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -2585,6 +2816,164 @@ MissingEvalMode.MUST_NOT_FIRE = (
         def predict(loader):
             with torch.no_grad():
                 return [model(**batch).logits.argmax(-1).cpu() for batch in loader]
+        """
+    ),
+    Quiet(  # the teacher is switched to eval mode where it is built, in the same expression
+        """
+        import torch
+        import torch.nn.functional as F
+        import torchvision
+
+
+        def distill(student, loader, epochs, device="cuda"):
+            teacher = torchvision.models.resnet50(weights="IMAGENET1K_V2").to(device).eval()
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+            for _ in range(epochs):
+                for images, labels in loader:
+                    with torch.no_grad():
+                        targets = teacher(images).softmax(-1)
+                    loss = F.kl_div(student(images).log_softmax(-1), targets, reduction="batchmean")
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """
+    ),
+    Quiet(  # a rollout runs the policy without grad, and the policy's loss is stepped afterwards: it is trained, in training mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Policy(nn.Module):
+            def __init__(self, observations, actions):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(observations, 128), nn.Dropout(0.1), nn.ReLU(), nn.Linear(128, actions))
+
+            def forward(self, obs):
+                return self.body(obs)
+
+
+        class Reinforce:
+            def __init__(self, env):
+                self.env = env
+                self.policy = Policy(env.observation_size, env.action_count)
+                self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=3e-4)
+
+            def rollout(self, steps):
+                obs, trajectory = self.env.reset(), []
+                for _ in range(steps):
+                    with torch.no_grad():
+                        action = torch.distributions.Categorical(logits=self.policy(obs)).sample()
+                    next_obs, reward = self.env.step(action)
+                    trajectory.append((obs, action, reward))
+                    obs = next_obs
+                return trajectory
+
+            def update(self, trajectory):
+                obs = torch.stack([step[0] for step in trajectory])
+                actions = torch.stack([step[1] for step in trajectory])
+                returns = torch.tensor([step[2] for step in trajectory]).flip(0).cumsum(0).flip(0)
+                log_probs = self.policy(obs).log_softmax(-1).gather(1, actions[:, None])[:, 0]
+                loss = -(log_probs * returns).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """
+    ),
+    Quiet(  # a frozen target network without dropout or batch-norm computes the same in either mode
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        from nets import QNetwork
+
+
+        def train_dqn(replay, steps, gamma=0.99):
+            online, target = QNetwork(), QNetwork()
+            target.load_state_dict(online.state_dict())
+            optimizer = torch.optim.Adam(online.parameters(), lr=1e-4)
+            for step in range(steps):
+                obs, actions, rewards, next_obs, done = replay.sample(64)
+                with torch.no_grad():
+                    bootstrap = rewards + gamma * (1 - done) * target(next_obs).max(1).values
+                loss = F.smooth_l1_loss(online(obs).gather(1, actions[:, None])[:, 0], bootstrap)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "nets.py": """
+                import torch.nn as nn
+
+
+                class QNetwork(nn.Module):
+                    def __init__(self, observations=8, actions=4):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.Linear(observations, 256), nn.ReLU(), nn.Linear(256, actions))
+
+                    def forward(self, obs):
+                        return self.body(obs)
+            """,
+        },
+    ),
+    Quiet(  # the teacher is handed to a helper of another file that may switch its mode (it freezes it): not known here
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.models import resnet50
+
+        from training_utils import freeze
+
+
+        def distill(student, loader, device="cuda"):
+            teacher = resnet50(weights="IMAGENET1K_V2").to(device)
+            freeze(teacher)
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.1)
+            for images, _ in loader:
+                with torch.no_grad():
+                    targets = teacher(images)
+                loss = F.mse_loss(student(images), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the module keeps its frozen encoder in eval mode whenever it is switched to training
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        from transformers import AutoModel
+
+
+        class CaptionScorer(nn.Module):
+            def __init__(self, image_dim=512):
+                super().__init__()
+                self.text_encoder = AutoModel.from_pretrained("bert-base-uncased").requires_grad_(False)
+                self.image_proj = nn.Linear(image_dim, self.text_encoder.config.hidden_size)
+
+            def train(self, mode=True):
+                super().train(mode)
+                self.text_encoder.eval()
+                return self
+
+            def forward(self, image_features, input_ids, attention_mask):
+                with torch.no_grad():
+                    text = self.text_encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+                return F.cosine_similarity(self.image_proj(image_features), text)
+
+
+        def train(loader, device="cuda"):
+            model = CaptionScorer().to(device)
+            optimizer = torch.optim.AdamW(model.image_proj.parameters(), lr=1e-4)
+            model.train()
+            for batch in loader:
+                scores = model(batch["image_features"], batch["input_ids"], batch["attention_mask"])
+                loss = F.binary_cross_entropy_with_logits(scores, batch["matches"].float())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
         """
     ),
 )
