@@ -796,6 +796,23 @@ def _switched_model_method(ctx: RuleContext, call: CallEvent, switched: set[str 
     return owner is None or _runs_own_forward(ctx, owner, call.method)
 
 
+def _runs_own_forward(ctx: RuleContext, owner: ClassInfo, name: str) -> bool:
+    """Whether the workspace model class's method ``name`` runs the model with grad left to its caller:
+    the model itself (``self(x)``, ``self.forward(x)``), whatever it makes of the output (``.argmax(-1)``),
+    or its layers (``return self.decoder(self.embed(tokens), memory)``)."""
+    method = owner.find_method(name, ctx.summary)
+    inner = method.analysis(ctx.summary) if method is not None else None
+    if method is None or inner is None or not _leaves_grad_to_caller(ctx, method, inner):
+        return False
+    return Tag.GRAPH in inner.return_value.tags or any(
+        call.context.grad_off is None and (
+            call.receiver_key == "self" and (call.method is None or call.method == "forward")
+            or (call.receiver_key or "").startswith("self.") and _is_model_forward(call, set())
+        )
+        for call in calls_in(inner, None)
+    )
+
+
 def _model_class_of(ctx: RuleContext, call: CallEvent) -> ClassInfo | None:
     """The workspace class of the model ``call`` runs a method of: its value says so, or (a parameter or
     a name built in the function) what this file's callers hand in or the function built."""
@@ -805,19 +822,6 @@ def _model_class_of(ctx: RuleContext, call: CallEvent) -> ClassInfo | None:
     if call.receiver_key is None or "." in call.receiver_key:
         return None
     return _receiver_class(ctx, call.scope, call)
-
-
-def _runs_own_forward(ctx: RuleContext, owner: ClassInfo, name: str) -> bool:
-    """Whether the workspace model class's method ``name`` runs the model itself (``self(x)``,
-    ``self.forward(x)``) with grad left to its caller, whatever it makes of the output (``.argmax(-1)``)."""
-    method = owner.find_method(name, ctx.summary)
-    inner = method.analysis(ctx.summary) if method is not None else None
-    if method is None or inner is None or not _leaves_grad_to_caller(ctx, method, inner):
-        return False
-    return any(
-        call.receiver_key == "self" and (call.method is None or call.method == "forward") and call.context.grad_off is None
-        for call in calls_in(inner, None)
-    )
 
 
 def _unknown_model_method(ctx: RuleContext, forward: CallEvent) -> bool:
