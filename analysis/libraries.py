@@ -181,6 +181,13 @@ def call_fact(callee: str | None, fact: str) -> CallFact | None:
     return _CALL_FACTS.get((callee, fact)) if callee else None
 
 
+# Model methods that a library runs without grad itself, whatever model they belong to: a model whose class
+# is not known here may be one of that library's. One method a row, with its source.
+LIBRARY_NO_GRAD_METHODS = {
+    "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
+}
+
+
 # ------------------------------------------------------------------------------------------- trainers
 # Trainers whose training step divides the loss by the gradient-accumulation count only when the model
 # cannot normalise it itself: transformers' `Trainer.training_step` runs

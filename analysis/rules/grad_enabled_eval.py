@@ -30,6 +30,11 @@ The model may be built from a class picked first, by a branch or out of a table 
 classes (`backbone_class, dim = BACKBONES[arch]`, `model_class.from_pretrained(name)`), and its output
 may pass through a function picked out of a table of the file's own functions (`pool = POOLINGS[mode]`):
 every candidate is read, and one that is not a module (or that backwards) keeps the rule quiet.
+The forward may be a method of the model the function switched to eval (`model.eval()` then
+`model.decode(words)`, a trainer's `self.network.eval()` then `self.network.score(batch)`): a workspace
+class's method counts when it runs the model itself or returns what its layers compute; a model whose class
+is not known here counts, as a warning that says so, unless the method is `nn.Module`'s own, is fed
+nothing, has its result dropped, or is one its library runs without grad (transformers' `generate`).
 
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
@@ -55,7 +60,7 @@ import libcst as cst
 
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
-from trainlint.analysis.libraries import SERVES_REQUESTS, ModeFact, call_fact
+from trainlint.analysis.libraries import LIBRARY_NO_GRAD_METHODS, SERVES_REQUESTS, ModeFact, call_fact
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
     evaluation_calls,
@@ -104,6 +109,22 @@ _EVAL_DATA_WORDS = frozenset(
 )
 # What a method or function that puts trained weights into a model is called.
 _LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
+# nn.Module's own methods (torch.nn.Module's documented API): bookkeeping, moving, hooks; none runs the
+# model's forward, so calling one after `.eval()` is not an inference pass.
+_MODULE_OWN_METHODS = frozenset({
+    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda", "double", "eval",
+    "extra_repr", "float", "get_buffer", "get_extra_state", "get_parameter", "get_submodule", "half", "ipu",
+    "load_state_dict", "modules", "mtia", "named_buffers", "named_children", "named_modules", "named_parameters",
+    "parameters", "register_backward_hook", "register_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook", "register_module", "register_parameter",
+    "requires_grad_", "set_extra_state", "share_memory", "state_dict", "to", "to_empty", "train", "type", "xpu",
+    "zero_grad",
+})
+# Said of a forward taken from a method of a model whose class is not known here (a warning, not an error).
+_UNKNOWN_CLASS_NOTE = (
+    " (the model's class is not known here: `{method}()`, a method of the module switched to eval whose result is "
+    "kept, is taken to run its layers)"
+)
 # Decorators known not to change grad mode; any other decorator may, so the rule stays quiet.
 _NEUTRAL_DECORATORS = frozenset({"staticmethod", "classmethod", "torch.compile", "functools.wraps", "wraps"})
 
@@ -177,8 +198,8 @@ class GradEnabledEval(Rule):
         switched = {_switched_model(call) for call in eval_calls}
         forwards = [
             call for call in calls
-            if _is_model_forward(call, switched) and call.context.grad_off is None and not _builds_a_module(ctx, call, calls)
-            and not smoke_test_forward(ctx.summary, call)
+            if (_is_model_forward(call, switched) or _switched_model_method(ctx, call, switched)) and call.context.grad_off is None
+            and not _builds_a_module(ctx, call, calls) and not smoke_test_forward(ctx.summary, call)
         ]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
             return False
@@ -198,7 +219,10 @@ class GradEnabledEval(Rule):
         returned = scope.return_value.roots | {site.node for site in sites}
         if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
             return False
-        forward = forwards[0]
+        forward = next((call for call in forwards if not _unknown_model_method(ctx, call)), forwards[0])
+        unknown = _unknown_model_method(ctx, forward)
+        if unknown and not sites:
+            return False  # a model of unknown class, handed in by callers elsewhere: too little to go on
         evidence = [((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here")]
         if forward.scope is not scope:  # reached through a call: the statement of this function that runs it
             chain = next((chain for event, chain in ordered_events(scope, None) if event is forward and chain), ())
@@ -211,9 +235,10 @@ class GradEnabledEval(Rule):
             f"`{info.qualified_name}()` looks like an evaluation pass but runs `{_text(forward)}` with autograd on: "
             f"no `no_grad()`/`inference_mode()` and no backward or optimizer step{called}. Each forward keeps its "
             "activations for a graph nobody uses: training-step memory and extra time on every evaluation"
+            + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else "")
         )
         ctx.report(
-            node.name, message, evidence=evidence,
+            node.name, message, evidence=evidence, severity=Severity.WARNING if unknown else None,
             help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
             # safe when what it returns carries no graph, or its callers (all in this file) backward
             # through none of it; a caller in another file might need the graph it returns
@@ -244,7 +269,11 @@ class GradEnabledEval(Rule):
             return False
         calls = list(calls_in(scope, loop))
         if mode is not None:
-            forwards = [call for call in calls if _is_model_forward(call, {_switched_model(mode)}) and call.context.grad_off is None]
+            switched = {_switched_model(mode)}
+            forwards = [
+                call for call in calls
+                if (_is_model_forward(call, switched) or _switched_model_method(ctx, call, switched)) and call.context.grad_off is None
+            ]
         else:  # no switch: a model its library returned in eval mode, which nothing switches to training
             forwards = [
                 call for call in calls
@@ -254,7 +283,8 @@ class GradEnabledEval(Rule):
             return False
         if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
             return False
-        forward = forwards[0]
+        forward = next((call for call in forwards if not _unknown_model_method(ctx, call)), forwards[0])
+        unknown = _unknown_model_method(ctx, forward)
         header = quoted(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
         if mode is not None:
             switched = f"after `{_text(mode)}`"
@@ -270,12 +300,14 @@ class GradEnabledEval(Rule):
             f"the loop over `{header}` runs `{_text(forward)}` {switched} with autograd on and no "
             f"backward: {why}, so every batch records a graph and keeps its "
             "activations — training-step memory and extra time on every validation pass"
+            + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else "")
         )
         evidence.append(((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"))
         no_grad = ctx.name_for("torch.no_grad")
         edit = ctx.indent_block(loop.node, f"with {no_grad}()") if no_grad else None
         ctx.report(
             loop.node.iter if isinstance(loop.node, cst.For) else loop.node.test, message, evidence=evidence,
+            severity=Severity.WARNING if unknown else None,
             help="wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)",
             fix=ctx.fix("wrap the loop in torch.no_grad()", [edit], safe=True),
         )
@@ -319,8 +351,10 @@ class GradEnabledEval(Rule):
                 f"`{_text(call)}` evaluates with autograd on: `{helper.name}` (in another file) calls `{_text(through)}`, "
                 f"which runs `{_text(forward)}` after `{_text(switch)}` without `no_grad()`/`inference_mode()` and never "
                 "backwards, so every forward records a graph and keeps its activations for nothing — training-step "
-                "memory and extra time on every evaluation",
+                "memory and extra time on every evaluation"
+                + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
                 evidence=evidence,
+                severity=Severity.WARNING if _unknown_model_method(ctx, forward) else None,
                 help=f"call `{helper.name}(...)` under `with torch.no_grad():` (or decorate `{helper.name}` with "
                 "`@torch.no_grad()`)",
             )
@@ -356,11 +390,14 @@ class GradEnabledEval(Rule):
             if not _grad_known_on(module, scope):
                 return False
             forward, switch = found
+            unknown = _unknown_model_method(ctx, forward)
             ctx.report(
                 call.node,
                 f"`{_text(call)}` runs the model with autograd on: `{owner.name}.{call.method}` runs `{_text(forward)}` after "
                 f"`{_text(switch)}` without `no_grad()`/`inference_mode()` and never backwards, so every call in the loop "
-                "records a graph and keeps its activations for nothing: training-step memory and extra time on every pass",
+                "records a graph and keeps its activations for nothing: training-step memory and extra time on every pass"
+                + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else ""),
+                severity=Severity.WARNING if unknown else None,
                 evidence=[
                     ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
                     ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
@@ -727,10 +764,79 @@ def _evaluates(ctx: RuleContext, function) -> tuple[CallEvent, CallEvent] | None
     calls = list(calls_in(inner, None))
     switches = [c for c in calls if _is_mode_switch(c) and _mode(c) == "eval"]
     switched = {_switched_model(c) for c in switches}
-    forward = next((c for c in calls if _is_model_forward(c, switched) and c.context.grad_off is None), None)
+    forward = next(
+        (c for c in calls if (_is_model_forward(c, switched) or _switched_model_method(ctx, c, switched)) and c.context.grad_off is None),
+        None,
+    )
     if forward is None or not switches:
         return None
     return forward, switches[0]
+
+
+def _switched_model_method(ctx: RuleContext, call: CallEvent, switched: set[str | None]) -> bool:
+    """``self.network.predict(batch)`` right after ``self.network.eval()``: a method of the module the
+    function switched to inference, fed data, whose result the function goes on with. A workspace class's method
+    counts when it returns what the model's layers compute (``_runs_model_layers``); a model whose class is
+    not known here (built by a subclass's factory, loaded from another file) counts unless the method is
+    one of ``nn.Module``'s own (``parameters()``, ``to()``, ``state_dict()``) or one its library runs
+    without grad (``LIBRARY_NO_GRAD_METHODS``); a library class's is never guessed."""
+    if call.method is None or call.receiver_key is None or call.receiver_key not in switched:
+        return False
+    if call.method in _MODULE_OWN_METHODS or call.method in LIBRARY_NO_GRAD_METHODS or not _result_used(call):
+        return False
+    if not any(isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript, cst.Call)) for arg in call.arg_nodes):
+        return False  # `model.get_input_embeddings()`, `model.num_parameters(True)`: nothing is fed to the model
+    receiver = call.receiver
+    detail = receiver.detail if receiver is not None else None
+    if isinstance(detail, ClassInfo):
+        return _runs_model_layers(ctx, call) or _runs_own_forward(ctx, detail, call.method)
+    if detail is not None:
+        return False
+    owner = _model_class_of(ctx, call)
+    return owner is None or _runs_own_forward(ctx, owner, call.method)
+
+
+def _runs_own_forward(ctx: RuleContext, owner: ClassInfo, name: str) -> bool:
+    """Whether the workspace model class's method ``name`` runs the model with grad left to its caller:
+    the model itself (``self(x)``, ``self.forward(x)``), whatever it makes of the output (``.argmax(-1)``),
+    or its layers (``return self.decoder(self.embed(tokens), memory)``)."""
+    method = owner.find_method(name, ctx.summary)
+    inner = method.analysis(ctx.summary) if method is not None else None
+    if method is None or inner is None or not _leaves_grad_to_caller(ctx, method, inner):
+        return False
+    return Tag.GRAPH in inner.return_value.tags or any(
+        call.context.grad_off is None and (
+            call.receiver_key == "self" and (call.method is None or call.method == "forward")
+            or (call.receiver_key or "").startswith("self.") and _is_model_forward(call, set())
+        )
+        for call in calls_in(inner, None)
+    )
+
+
+def _model_class_of(ctx: RuleContext, call: CallEvent) -> ClassInfo | None:
+    """The workspace class of the model ``call`` runs a method of: its value says so, or (a parameter or
+    a name built in the function) what this file's callers hand in or the function built."""
+    receiver = call.receiver
+    if receiver is not None and isinstance(receiver.detail, ClassInfo):
+        return receiver.detail
+    if call.receiver_key is None or "." in call.receiver_key:
+        return None
+    return _receiver_class(ctx, call.scope, call)
+
+
+def _unknown_model_method(ctx: RuleContext, forward: CallEvent) -> bool:
+    """A forward taken from ``_switched_model_method`` on a model of unknown class: a warning, not an error."""
+    receiver = forward.receiver
+    return (
+        forward.method is not None and "forward" not in name_words(forward.method)
+        and (receiver is None or receiver.detail is None) and _model_class_of(ctx, forward) is None
+    )
+
+
+def _result_used(call: CallEvent) -> bool:
+    """Whether the statement keeps or passes on what ``call`` returns (not a bare ``model.method(...)``)."""
+    statement = call.statement
+    return not (isinstance(statement, cst.Expr) and statement.value is call.node)
 
 
 def _leaves_grad_to_caller(ctx: RuleContext, function, inner: ScopeAnalysis) -> bool:
@@ -2880,6 +2986,140 @@ GradEnabledEval.MUST_FIRE = (
         """,
         unsafe=True,
     ),
+    Fires(  # the model's own decoding method runs its forward: calling it after `eval()` is an inference pass
+        """
+        import torch
+        from torch import nn
+
+
+        class SpeechRecognizer(nn.Module):
+            def __init__(self, n_mels, vocab_size):
+                super().__init__()
+                self.encoder = nn.GRU(n_mels, 256, batch_first=True)
+                self.classifier = nn.Linear(256, vocab_size)
+
+            def forward(self, features):
+                hidden, _ = self.encoder(features)
+                return self.classifier(hidden)
+
+            def transcribe(self, features):
+                return self(features).argmax(dim=-1)
+
+
+        def fit(train_loader, dev_loader, epochs):
+            model = SpeechRecognizer(80, 32)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for epoch in range(epochs):
+                model.train()
+                for features, targets in train_loader:
+                    logits = model(features)
+                    loss = nn.functional.cross_entropy(logits.transpose(1, 2), targets)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                model.eval()
+                errors = 0
+                for features, targets in dev_loader:
+                    hypotheses = model.transcribe(features)
+                    errors += (hypotheses != targets).sum().item()
+                print(epoch, errors)
+        """,
+        fixed="""
+        import torch
+        from torch import nn
+
+
+        class SpeechRecognizer(nn.Module):
+            def __init__(self, n_mels, vocab_size):
+                super().__init__()
+                self.encoder = nn.GRU(n_mels, 256, batch_first=True)
+                self.classifier = nn.Linear(256, vocab_size)
+
+            def forward(self, features):
+                hidden, _ = self.encoder(features)
+                return self.classifier(hidden)
+
+            def transcribe(self, features):
+                return self(features).argmax(dim=-1)
+
+
+        def fit(train_loader, dev_loader, epochs):
+            model = SpeechRecognizer(80, 32)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+            for epoch in range(epochs):
+                model.train()
+                for features, targets in train_loader:
+                    logits = model(features)
+                    loss = nn.functional.cross_entropy(logits.transpose(1, 2), targets)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                model.eval()
+                errors = 0
+                with torch.no_grad():
+                    for features, targets in dev_loader:
+                        hypotheses = model.transcribe(features)
+                        errors += (hypotheses != targets).sum().item()
+                print(epoch, errors)
+        """,
+    ),
+    Fires(  # a wrapper of another file switches its network to eval and runs one of its methods: the
+        # network's class comes from a factory, so the method is taken to run it (a warning)
+        """
+        import torch
+
+        from corpus import load_batches, parse_options
+        from tagging import TaggerWrapper
+
+
+        def tag_all(tagger, batches):
+            predictions = []
+            for batch in batches:
+                predictions += tagger.predict(batch)
+            return predictions
+
+
+        def train(args, train_batches, dev_batches):
+            tagger = TaggerWrapper(args)
+            for step, batch in enumerate(train_batches):
+                tagger.update(batch)
+                if step % args.eval_every == 0:
+                    print(step, len(tag_all(tagger, dev_batches)))
+
+
+        if __name__ == "__main__":
+            options = parse_options()
+            train(options, load_batches(options.train_file), load_batches(options.dev_file))
+        """,
+        files={
+            "tagging.py": """
+                import torch
+
+                from networks import build_network
+
+
+                class TaggerWrapper:
+                    def __init__(self, args):
+                        self.network = build_network(args)
+                        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=args.lr)
+
+                    def update(self, batch):
+                        self.network.train()
+                        loss = self.network.loss(batch)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+                    def predict(self, batch):
+                        self.network.eval()
+                        scores = self.network.score(batch["words"], batch["lengths"])
+                        return scores.argmax(-1).tolist()
+            """,
+        },
+        severity=Severity.WARNING,
+        at="predictions += tagger.predict(batch)",
+        no_fix=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -4067,5 +4307,48 @@ GradEnabledEval.MUST_NOT_FIRE = (
                     return model.eval()
             """,
         },
+    ),
+    Quiet(  # what the model's method returns is bookkeeping, not its layers' output; `generate` runs without grad
+        """
+        import torch
+        from torch import nn
+
+
+        class Captioner(nn.Module):
+            def __init__(self, vocab_size):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, 128)
+                self.head = nn.Linear(128, vocab_size)
+
+            def forward(self, tokens):
+                return self.head(self.embed(tokens))
+
+            def footprint(self, tokens):
+                return sum(p.numel() for p in self.parameters()) + tokens.numel()
+
+
+        def validate(model, val_loader):
+            model.eval()
+            sizes = []
+            for tokens in val_loader:
+                sizes.append(model.footprint(tokens))
+            return sizes
+
+
+        def sample_captions(language_model, val_prompts):
+            language_model.eval()
+            return [language_model.generate(prompt, max_new_tokens=20) for prompt in val_prompts]
+
+
+        def fit(loader, val_loader):
+            model = Captioner(1000)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for tokens in loader:
+                loss = nn.functional.cross_entropy(model(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            print(validate(model, val_loader))
+        """,
     ),
 )
