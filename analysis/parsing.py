@@ -28,7 +28,7 @@ from libcst._nodes.base import CSTNode
 
 from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, statement_starts
 from .dependencies import note_position
-from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, splice
+from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, spans_inside, splice, unique_span
 from .tree import facts_by_statement, walk
 
 # Every identifier-like word outside comments and plain strings (f-strings hold code, so their words
@@ -490,10 +490,7 @@ class ParsedChunk:
         result._positions, result._starts = tree.positions, tree.starts
         result._words = None
         # facts memoised per node stay valid for the nodes both trees share; per-tree facts do not
-        result.memo = {
-            key: {node: value for node, value in kept.items() if node not in tree.removed}
-            for key, kept in self.memo.items() if isinstance(key, NodeMemo) and kept
-        }
+        result.memo = {key: tree.still_in_tree(kept) for key, kept in self.memo.items() if isinstance(key, NodeMemo) and kept}
         result.revision = self.revision
         self._positions = self._starts = None
         return result
@@ -527,10 +524,13 @@ class ParsedChunk:
         result.memo = self.memo  # facts of the tree, which has not changed
         return result
 
-    def range_of(self, node: cst.CSTNode) -> tuple[int, int, int, int]:
-        """(line, column, end_line, end_column), 1-based, in module coordinates."""
+    def range_of(self, node: cst.CSTNode, within: cst.CSTNode | None = None) -> tuple[int, int, int, int]:
+        """(line, column, end_line, end_column), 1-based, in module coordinates. ``within``: a node
+        holding ``node`` (the call of an argument): if the text tells where it is (``_text_span``), the
+        positions of its code alone are generated, not the whole statement's (``spans_inside``)."""
         offset = self.chunk.start_line
-        line, column, end_line, end_column = self._span(node)
+        inside = self._spans_inside(within) if within is not None and self._positions is None else None
+        line, column, end_line, end_column = (inside.get(node) if inside else None) or self._span(node)
         note_position(self, line + offset, end_line + offset)
         return line + offset, column + 1, end_line + offset, end_column + 1
 
@@ -544,6 +544,14 @@ class ParsedChunk:
             span = (code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
         return span
 
+    def _spans_inside(self, within: cst.CSTNode) -> dict[cst.CSTNode, tuple[int, int, int, int]] | None:
+        spans = self.memo.setdefault("spans inside", {})
+        if id(within) not in spans:
+            outer = self._text_span(within)
+            assert self.module is not None
+            spans[id(within)] = spans_inside(self.tree_text(), outer, within, self.code_for(within), self.module) if outer else None
+        return spans[id(within)]
+
     def _text_span(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
         """The node's (line, column, end_line, end_column), chunk-relative as LibCST's positions are
         (lines from 1, columns from 0), read off the statement's text without generating the
@@ -554,7 +562,7 @@ class ParsedChunk:
         spans: dict[int, tuple[int, int, int, int] | None] = self.memo.setdefault("text spans", {})
         key = id(node)
         if key not in spans:
-            spans[key] = _unique_span(self.tree_text(), self.code_for(node)) if _spelled_as_its_text(node) else None
+            spans[key] = unique_span(self.tree_text(), self.code_for(node)) if _spelled_as_its_text(node) else None
         return spans[key]
 
     def start_lines(self, nodes: list[cst.CSTNode]) -> list[int]:
@@ -598,7 +606,8 @@ class ParsedChunk:
         node's subtree alone."""
         found = self.memo.get(name)
         if found is None:
-            found = [] if self.module is None else facts_by_statement(self.module, self.node_memo(name), fact_of)
+            found = [] if self.module is None else facts_by_statement(
+                self.module, self.node_memo(name), fact_of, self.node_memo("statement levels"))
             self.memo[name] = found
         return found
 
@@ -687,32 +696,6 @@ def _spelled_as_its_text(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.BaseSmallStatement):
         return node.semicolon is cst.MaybeSentinel.DEFAULT
     return False
-
-
-def _unique_span(text: str, code: str) -> tuple[int, int, int, int] | None:
-    """Where ``code`` occurs in ``text`` if it occurs exactly once: (line, column, end_line,
-    end_column), lines from 1, columns from 0.
-
-    A node's code spanning lines is generated without the indentation of the blocks around it (a
-    call inside a method, one argument a line: LibCST adds the block's indentation to such lines
-    only when it prints the whole statement), so its later lines are looked for with any run of
-    spaces and tabs before them. The node's own text always matches; a single match is the node."""
-    if not code:
-        return None
-    if "\n" in code:
-        lines = code.split("\n")
-        pattern = re.compile(re.escape(lines[0]) + "".join("\n[ \t]*" + re.escape(line) for line in lines[1:]))
-        found = pattern.search(text)
-        if found is None or pattern.search(text, found.start() + 1) is not None:
-            return None
-        at, end = found.span()
-    else:
-        at = text.find(code)
-        if at < 0 or text.find(code, at + 1) >= 0:
-            return None
-        end = at + len(code)
-    line = text.count("\n", 0, at) + 1
-    return line, at - (text.rfind("\n", 0, at) + 1), line + code.count("\n"), end - (text.rfind("\n", 0, end) + 1)
 
 
 def common_prefix(one: str, other: str) -> int:

@@ -739,6 +739,8 @@ def _configured_literals(module) -> _ConfiguredLiterals:
 def _literal_facts(node: cst.CSTNode) -> list[tuple[str, object]]:
     """What one node tells ``_configured_literals``: the names it binds, the attributes it assigns, the
     names a `parse_args()` result is bound to, and an `add_argument(...)` call."""
+    if type(node) not in _LITERAL_FACT_NODES:  # most nodes: one look-up, not a dozen isinstance tests
+        return []
     facts: list[tuple[str, object]] = [("bound", target) for target in _bound_names(node)]
     if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -762,6 +764,15 @@ def _plain_literal(node: cst.BaseExpression | None) -> str | int | float | None:
             return None
         return held if isinstance(held, (int, float)) else None
     return None
+
+
+# The node classes ``_bound_names`` reads (LibCST's node classes have no subclasses), and with calls,
+# those ``_literal_facts`` reads.
+_BINDING_NODES = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.AsName, cst.Param,
+    cst.FunctionDef, cst.ClassDef, cst.Global, cst.Nonlocal,
+})
+_LITERAL_FACT_NODES = _BINDING_NODES | {cst.Call}
 
 
 def _bound_names(node: cst.CSTNode) -> Iterator[str]:

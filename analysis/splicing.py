@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -283,6 +284,57 @@ def all_positions(module: cst.Module, text: str) -> tuple[NodeRanges, NodeLines]
     return NodeRanges(positions), NodeLines(starts)
 
 
+def unique_span(text: str, code: str) -> tuple[int, int, int, int] | None:
+    """Where ``code`` occurs in ``text`` if it occurs exactly once: (line, column, end_line,
+    end_column), lines from 1, columns from 0.
+
+    A node's code spanning lines is generated without the indentation of the blocks around it (a
+    call inside a method, one argument a line: LibCST adds the block's indentation to such lines
+    only when it prints the whole statement), so its later lines are looked for with any run of
+    spaces and tabs before them. The node's own text always matches; a single match is the node."""
+    if not code:
+        return None
+    if "\n" in code:
+        lines = code.split("\n")
+        pattern = re.compile(re.escape(lines[0]) + "".join("\n[ \t]*" + re.escape(line) for line in lines[1:]))
+        found = pattern.search(text)
+        if found is None or pattern.search(text, found.start() + 1) is not None:
+            return None
+        at, end = found.span()
+    else:
+        at = text.find(code)
+        if at < 0 or text.find(code, at + 1) >= 0:
+            return None
+        end = at + len(code)
+    line = text.count("\n", 0, at) + 1
+    return line, at - (text.rfind("\n", 0, at) + 1), line + code.count("\n"), end - (text.rfind("\n", 0, end) + 1)
+
+
+def spans_inside(
+    text: str, outer: tuple[int, int, int, int], container: cst.CSTNode, code: str, module: cst.Module,
+) -> dict[cst.CSTNode, tuple[int, int, int, int]] | None:
+    """The span of every node inside ``container``, a node whose code ``code`` is at ``outer`` in
+    ``text`` (``unique_span``), as the positions of the whole statement give it (lines from 1,
+    columns from 0), from the positions of ``container``'s code alone. Its later lines are
+    generated with the indentation of the blocks around it, which a node's code leaves out (read
+    off the text: what its lines have before their code), so that they are printed as the whole
+    statement prints them; None unless what is printed is the text."""
+    code_lines, text_lines = code.split("\n"), text.split("\n")[outer[0] - 1 : outer[2]]
+    written = [text_lines[0][outer[1] :], *text_lines[1:-1], text_lines[-1][: outer[3]]] if len(text_lines) > 1 else [code]
+    indents = {line[: len(line) - len(printed)] for line, printed in zip(written[1:], code_lines[1:])} - {""}
+    if len(indents) > 1:
+        return None
+    generated, positions, _ = generate_positions([container], module.default_indent, module.default_newline, [*indents], 1)
+    if generated.split("\n") != written:
+        return None
+    first = outer[0] - 1
+    return {
+        node: (first + at.start.line, at.start.column + (outer[1] if at.start.line == 1 else 0),
+               first + at.end.line, at.end.column + (outer[1] if at.end.line == 1 else 0))
+        for node, at in positions.items()
+    }
+
+
 def _as_written(code: str, text: str) -> list[tuple[int, int, int]] | None:
     """Per line of the code LibCST prints for a tree of ``text``: the line of ``text`` it stands
     for, the width of its leading whitespace, and what to add to a column past it; None when the
@@ -329,6 +381,18 @@ class SplicedTree:
         self.positions = positions
         self.starts = starts
         self.removed = removed  # nodes no longer in the tree (their memoised facts must go)
+
+    def still_in_tree(self, memo: dict) -> dict:
+        """The entries of a per-node memo of the tree before the edit whose node this tree still holds.
+        An edit removes the nodes of one statement or so: the memo (a node's text for every node a
+        rule quoted, each statement's facts) is copied and those taken out, not read entry by entry."""
+        removed = self.removed
+        if len(removed) > len(memo):
+            return {node: value for node, value in memo.items() if node not in removed}
+        kept = dict(memo)
+        for node in removed:
+            kept.pop(node, None)
+        return kept
 
 
 def splice(chunk: ParsedChunk, old_text: str, new_text: str, start: int, old_end: int, new_end: int, parse) -> SplicedTree | None:

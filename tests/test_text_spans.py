@@ -53,6 +53,27 @@ def test_every_span_read_off_the_text_is_the_generated_position(path: Path) -> N
     assert read > 50
 
 
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(EXAMPLES_ROOT)))
+def test_every_span_inside_a_call_read_off_the_text_is_the_generated_position(path: Path) -> None:
+    """``range_of(node, within=call)``: the positions of the call's code alone, placed where the text
+    has the call, are those of the whole statement for every node inside it (its arguments, commas,
+    the whitespace and comments between them)."""
+    module = ModuleAnalysis(path.read_text(encoding="utf-8"), path.name)
+    read = 0
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        inside = {call: chunk._spans_inside(call) for call in walk(chunk.module) if isinstance(call, cst.Call)}
+        assert chunk._positions is None
+        positions = chunk.positions()
+        for call, spans in inside.items():
+            for node, span in (spans or {}).items():
+                position = positions[node]
+                assert span == (position.start.line, position.start.column, position.end.line, position.end.column), chunk.code_for(call)
+                read += 1
+    assert read > 50
+
+
 RECIPE_WITH_A_LOADER = '''\
 class Recipe:
     def setup_data(self, ds, sampler, batch_size):
@@ -101,3 +122,12 @@ def test_a_call_over_several_lines_written_twice_is_not_read_off_the_text() -> N
     loaders = _calls_named(chunk, "DataLoader")
     assert [chunk._text_span(loader) for loader in loaders] == [None, None]
     assert sorted(chunk.line_of(loader) for loader in loaders) == [17, 21]  # from the generated positions
+
+
+def test_the_arguments_of_a_call_over_several_lines_inside_a_method_are_placed_without_the_class_positions() -> None:
+    chunk = ModuleAnalysis(RECIPE_WITH_A_LOADER, "recipe.py").chunks[0]
+    (loader,) = _calls_named(chunk, "StatefulDataLoader")
+    inner = [loader.func, loader.args[-1], loader.args[-1].value.args[-1]]
+    ranges = [chunk.range_of(node, within=loader) for node in inner]
+    assert chunk._positions is None
+    assert ranges == [chunk.range_of(node) for node in inner] == [(3, 18, 3, 36), (9, 13, 12, 14), (11, 17, 11, 51)]

@@ -156,8 +156,9 @@ def _append_keyword(ctx: RuleContext, call: cst.Call, keyword: str) -> list[Text
     """Add ``keyword`` after the call's last argument, in the layout the call already uses."""
     chunk = ctx.chunk
     last = call.args[-1]
-    first_line = chunk.range_of(call.func)[2]
-    start_line, start_column, end_line, end_column = chunk.range_of(last)
+    # read inside the call: the positions of its code alone, not of a 1,000-line main() around it
+    first_line = chunk.range_of(call.func, within=call)[2]
+    start_line, start_column, end_line, end_column = chunk.range_of(last, within=call)
     comma = last.comma if isinstance(last.comma, cst.Comma) else None
     if start_line == first_line:
         if comma is not None:
@@ -168,7 +169,7 @@ def _append_keyword(ctx: RuleContext, call: cst.Call, keyword: str) -> list[Text
     prefix = line_text[: start_column - 1]
     indent = prefix if not prefix.strip() else line_text[: len(line_text) - len(line_text.lstrip())]
     if comma is not None:
-        comma_line, _, _, comma_end = chunk.range_of(comma)
+        comma_line, _, _, comma_end = chunk.range_of(comma, within=call)
         rest = ctx.module.line(comma_line)[comma_end - 1 :]
         if not rest.strip() or rest.strip().startswith("#"):
             line_end = len(ctx.module.line(comma_line)) + 1
