@@ -333,11 +333,12 @@ _LOADS_WEIGHTS = frozenset({"load_state_dict", "load_checkpoint", "from_pretrain
 
 
 def _seeded_after_init(seeds: list[CallEvent], uses: list[tuple[CallEvent, str]]) -> tuple[CallEvent, CallEvent] | None:
-    """(model built, seeding) when torch is seeded in one function only (or only at module level), and a
-    model is built there earlier, unconditionally and outside loops, than the first seeding: its initial
+    """(model built, seeding) when torch is seeded in one function only (or only at module level), outside
+    loops, and a model is built there earlier, unconditionally and outside loops, than the first seeding: its initial
     weights are drawn before any seed applies. Quiet when that function loads weights (a checkpoint's
     replace the drawn ones)."""
-    if not seeds or len({id(seed.scope.function) for seed in seeds}) != 1:
+    # a seeding inside a loop (`torch.manual_seed(step)`, the same inputs on every rank) is not the run's seed
+    if not seeds or len({id(seed.scope.function) for seed in seeds}) != 1 or any(seed.context.loops for seed in seeds):
         return None
     first = min(seeds, key=_position)
     if any(isinstance(event, CallEvent) and event.method in _LOADS_WEIGHTS for event in first.scope.events):
