@@ -5,7 +5,9 @@ GPU as long as the list holds them. Without a graph each is small, but the list 
 memory climbs for hours and the run dies with CUDA out-of-memory near the end of an epoch (or of
 the first evaluation), after the GPU time is spent. It is the device cousin of the retained-graph
 leak and just as silent: probabilities kept for a whole validation set, Accelerate's
-`gather_for_metrics` results (they live on the device), rewards of an RL rollout.
+`gather_for_metrics` results (they live on the device), rewards of an RL rollout. A method the loop
+calls every batch that appends to a list the object keeps (`self.outputs.append(logits)`) grows it
+for the object's lifetime, unless the class empties it somewhere.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -36,10 +38,14 @@ from trainlint.rules import (
     StoreEvent,
     Tag,
     calls_in,
+    dotted,
     is_backward,
     is_known_tensor,
     is_test_file,
+    ordered_events,
     repeats_per_step,
+    walk,
+    written,
 )
 
 _DATA_WORDS = re.compile(r"loader|batches|dataset|\bdata\b|eval_sets|prompts|episodes|rollouts|env", re.I)
@@ -74,6 +80,29 @@ class DeviceAccumulation(Rule):
             if keeps_one_number(scope, event):
                 continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
             self._report(ctx, scope, event, loop, why)
+        for loop in scope.loops:
+            if _steps_through_data(scope, loop):
+                for store, chain, why in _kept_by_a_method(ctx, scope, loop):
+                    self._report_method(ctx, scope, loop, store, chain, why)
+
+    def _report_method(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, chain: tuple, why: tuple) -> None:
+        """A method the loop calls every iteration appends to a list the object keeps for its lifetime."""
+        stored = " ".join(store.chunk.code_for(store.value_node).split())
+        ctx.report(
+            store.node,
+            f"`{stored}` stays on the GPU in `{store.container}`, which `{written(chain[0])}` adds to on every "
+            f"iteration of the loop on line {ctx.line_of((scope.chunk, loop.node))}, and which nothing in the class "
+            f"empties: VRAM use climbs until the run runs out of memory",
+            evidence=[
+                why,
+                ((scope.chunk, chain[0].node), f"`{written(chain[0])}` runs it on every iteration"),
+                ((scope.chunk, loop.node), "the loop"),
+                ((store.chunk, store.node), f"kept in `{store.container}`, an attribute bound once"),
+            ],
+            chunk=store.chunk,
+            help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
+                 f"or empty `{store.container}` where its contents are used",
+        )
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
         stored = " ".join(scope.chunk.code_for(event.value_node).split())
@@ -108,6 +137,50 @@ def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
         if call.receiver is not None and Tag.MODEL in call.receiver.tags and call.method in {None, "forward"}:
             return True
     return False
+
+
+def _kept_by_a_method(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
+    """(store, chain, evidence) for each append to an attribute of the object (`self.outputs.append(...)`) made
+    by a method of this class that the loop calls, outside that method's own loops, of a tensor on the GPU,
+    where the class binds the attribute once and never clears it: it grows for the object's lifetime."""
+    for event, chain in ordered_events(scope, loop):
+        if not chain or not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert"):
+            continue
+        if chain[0].context.loop is not loop or any(link.context.loops for link in (*chain[1:], event)):
+            continue  # a nested loop's, or the helper's own loop: the checks above see those
+        if not event.container.startswith("self.") or event.container.count(".") != 1 or event.chunk is not ctx.chunk:
+            continue
+        if Tag.GRAPH in event.value.tags or _CACHE_NAME.search(event.container):
+            continue
+        why = kept_on_the_gpu(ctx.module, event.scope, event)
+        if why is None or keeps_one_number(event.scope, event) or _emptied_by_the_class(ctx, event.container):
+            continue
+        yield event, chain, why
+
+
+def _emptied_by_the_class(ctx: RuleContext, container: str) -> bool:
+    """The class rebinds the attribute besides binding it (`self.outputs = []` at each epoch's start, in a hook),
+    clears it, or deletes from it: what it holds does not grow for the object's lifetime."""
+    handled = ctx.chunk.facts_by_statement("TL104 attribute bindings", _attribute_binding)
+    return handled.count((container, "bound")) > 1 or (container, "emptied") in handled
+
+
+def _attribute_binding(node: cst.CSTNode):
+    """``(self.x, "bound")`` for an assignment to ``self.x``; ``(self.x, "emptied")`` for ``self.x.clear()``,
+    ``self.x.pop(...)``, ``del self.x[...]`` or a slice assignment."""
+    if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+        targets = [target.target for target in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, cst.Subscript):
+                yield dotted(target.value), "emptied"
+            elif isinstance(target, cst.Attribute):
+                yield dotted(target), "bound"
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"clear", "pop", "popleft"}:
+        yield dotted(node.func.value), "emptied"
+    elif isinstance(node, cst.Del):
+        for target in walk(node.target):
+            if isinstance(target, cst.Subscript):
+                yield dotted(target.value), "emptied"
 
 
 def _writes_into_tensor(scope: ScopeAnalysis, store: StoreEvent) -> bool:
@@ -274,9 +347,79 @@ DeviceAccumulation.MUST_FIRE = (
                 self.optimizer.step()
         """
     ),
+    Fires(  # a method the loop calls per batch keeps its outputs on the object, and nothing in the class empties them
+        """
+        import torch
+
+
+        class Distiller:
+            def __init__(self, student, teacher, optimizer, temperature):
+                self.student = student
+                self.teacher = teacher
+                self.optimizer = optimizer
+                self.temperature = temperature
+                self.teacher_scores = []
+
+            def distill_batch(self, images):
+                images = images.cuda(non_blocking=True)
+                with torch.no_grad():
+                    teacher_logits = self.teacher(images)
+                soft_targets = teacher_logits.div(self.temperature).softmax(-1)
+                log_probs = self.student(images).div(self.temperature).log_softmax(-1)
+                loss = torch.nn.functional.kl_div(log_probs, soft_targets, reduction="batchmean")
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                self.teacher_scores.append(teacher_logits.amax(-1))
+                return loss.item()
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    for images, _ in loader:
+                        self.distill_batch(images)
+        """,
+        at="self.teacher_scores.append(teacher_logits.amax(-1))",
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the same distiller, emptying its list at each epoch's end, or keeping host copies
+        """
+        import torch
+
+
+        class Distiller:
+            def __init__(self, student, teacher, optimizer):
+                self.student = student
+                self.teacher = teacher
+                self.optimizer = optimizer
+                self.teacher_scores = []
+                self.confidences = []
+
+            def distill_batch(self, images):
+                images = images.cuda(non_blocking=True)
+                with torch.no_grad():
+                    teacher_logits = self.teacher(images)
+                soft_targets = teacher_logits.softmax(-1)
+                loss = torch.nn.functional.kl_div(self.student(images).log_softmax(-1), soft_targets, reduction="batchmean")
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                self.teacher_scores.append(teacher_logits.amax(-1))
+                self.confidences.append(teacher_logits.amax(-1).cpu())
+
+            def end_epoch(self):
+                mean_score = torch.cat(self.teacher_scores).mean().item()
+                self.teacher_scores = []
+                return mean_score
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    for images, _ in loader:
+                        self.distill_batch(images)
+                    print(epoch, self.end_epoch())
+        """
+    ),
     Quiet(  # one detached loss a step: a 512-byte block each, what TL101's fix writes; TL104 must not report it
         """
         import torch

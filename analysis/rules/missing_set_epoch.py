@@ -94,7 +94,7 @@ class MissingSetEpoch(Rule):
         found = _epoch_loop(ctx.module, loader, built_by=factory)
         if found is None:
             return
-        (epoch_scope, epoch_loop), (inner_site, inner_note) = found
+        (epoch_scope, epoch_loop), inner = found
         name = _bound_name(scope, factory)
         ctx.report(
             factory.node,
@@ -104,7 +104,7 @@ class MissingSetEpoch(Rule):
             evidence=[
                 (sampler.site, "a shuffling DistributedSampler"),
                 ((loader.chunk, loader.node), "the DataLoader that draws from it"),
-                (inner_site, inner_note),
+                *inner,
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
             help=f"call `{name or 'loader'}.sampler.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
@@ -175,9 +175,8 @@ class MissingSetEpoch(Rule):
             ) if always else None,
         )
 
-    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: tuple) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, sampler: CallEvent, loader: CallEvent, epoch: tuple, inner: list) -> None:
         epoch_scope, epoch_loop = epoch
-        inner_site, inner_note = inner
         name = _bound_name(scope, sampler)
         ctx.report(
             sampler.node,
@@ -187,7 +186,7 @@ class MissingSetEpoch(Rule):
             evidence=[
                 ((sampler.chunk, sampler.node), "a shuffling DistributedSampler"),
                 ((loader.chunk, loader.node), "the DataLoader that draws from it"),
-                (inner_site, inner_note),
+                *inner,
                 ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
             ],
             help=f"call `{name or 'sampler'}.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
@@ -331,21 +330,43 @@ def _epoch_loop(module: ModuleView, loader: CallEvent, built_by: CallEvent | Non
                 call.callee == "iter" and call.args and loop is not None and not call.context.conditions_inside(loop)
                 and _iterates(call.args[0], loader) and not _builds_one_loader_per_iteration(scope, loop, built)
             ):
-                return (scope, loop), ((call.chunk, call.node), "a new iterator over it every epoch")
+                return (scope, loop), [((call.chunk, call.node), "a new iterator over it every epoch")]
         for loop in scope.loops:
             handed = _iteration_of(module, scope, loop, loader)
             if handed is None:
                 continue
             if loop.parent is not None:
                 if not _builds_one_loader_per_iteration(scope, loop.parent, built):
-                    return (scope, loop.parent), ((scope.chunk, loop.node), "iterated once per epoch")
+                    return (scope, loop.parent), [((scope.chunk, loop.node), "iterated once per epoch")]
                 continue
             caller = _called_in_loop(module, scope)
             if caller is not None:
-                return (caller.scope, caller.context.loops[-1]), (
-                    (caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch",
-                )
+                return (caller.scope, caller.context.loops[-1]), [
+                    ((caller.chunk, caller.node), f"`{written(caller)}` iterates it once per epoch"),
+                    *_pass_counted(scope, loop),
+                ]
     return None
+
+
+def _pass_counted(scope: ScopeAnalysis, loop: Loop) -> list:
+    """Where the function that iterates the loader once per call counts that pass (`self.epochs += 1` after
+    its loop): the epoch number `set_epoch` wants is at hand there."""
+    function = scope.function
+    if function is None or not isinstance(function.node.body, cst.IndentedBlock):
+        return []
+    statements = list(function.node.body.body)
+    after = statements[statements.index(loop.node) + 1:] if loop.node in statements else []
+    for statement in after:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+                and isinstance(small.value, cst.Integer) and small.value.value == "1"
+                and isinstance(small.target, cst.Attribute)
+            ):
+                return [((scope.chunk, small), f"`{scope.chunk.code_for(small.target)}` counts each pass over it: the epoch `set_epoch` needs")]
+    return []
 
 
 def _builds_one_loader_per_iteration(scope: ScopeAnalysis, loop: Loop, loader: CallEvent) -> bool:

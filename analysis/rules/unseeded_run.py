@@ -9,7 +9,7 @@ a dataset class of another file of the project, in a library that uses numpy's g
 Two more ways to look seeded and not be: a seed drawn at random on every launch
 (`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, and
 seeding in a parent process whose `mp.spawn` workers start with fresh generators (they inherit
-none). A script that seeds nothing while it imports the project's own helper that seeds torch and
+none), and seeding torch only after the model was built (its initial weights were drawn unseeded). A script that seeds nothing while it imports the project's own helper that seeds torch and
 the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
 one was left out. A private generator seeded with a literal (`random.Random(12345)` for a fixed split) seeds
 nothing else. A training entry point that seeds
@@ -108,6 +108,8 @@ _NON_RANDOM_INIT = frozenset({"calculate_gain", "zeros_", "ones_", "constant_", 
 # What a verdict says: some libraries seeded and others drawn from; nothing seeded at all; the seed
 # itself drawn at random on every launch; seeded in a parent whose workers start with fresh generators.
 PARTIAL, UNSEEDED, DRAWN_SEED, SPAWNED = "partial", "unseeded", "drawn seed", "spawned"
+# torch seeded only after the model drew its initial weights.
+LATE = "seeded after init"
 # Nothing seeded, while the project's seeding helper, imported here, is never called.
 UNCALLED_HELPER = "uncalled helper"
 
@@ -143,6 +145,8 @@ class UnseededRun(Rule):
             self._report_drawn_seed(ctx, verdict)
         elif verdict.kind == SPAWNED:
             self._report_spawned(ctx, verdict)
+        elif verdict.kind == LATE:
+            self._report_late(ctx, verdict)
         elif verdict.kind == UNCALLED_HELPER:
             self._report_unseeded(ctx, verdict)
         else:
@@ -209,6 +213,21 @@ class UnseededRun(Rule):
             spawn.node, message, evidence=evidence, severity=Severity.WARNING,
             help="seed at the start of the function every worker runs (torch, numpy and `random`, from the seed "
             "passed in its arguments)",
+        )
+
+    def _report_late(self, ctx: RuleContext, verdict: _Verdict) -> None:
+        assert verdict.cause is not None, "a LATE verdict names the seeding call"
+        seeding = verdict.cause
+        built = " ".join(verdict.chunk.code_for(verdict.node).split())
+        message = (
+            f"`{built}` draws the model's initial weights before `{quoted(seeding.chunk, seeding.node)}` (line "
+            f"{_line(seeding)}) seeds torch: the seed fixes what comes after it, not the initialisation, so every "
+            "launch starts from different weights and runs with the same seed differ"
+        )
+        ctx.report(
+            verdict.node, message, severity=Severity.WARNING,
+            evidence=[((verdict.chunk, verdict.node), "draws the initial weights, unseeded"), ((seeding.chunk, seeding.node), "torch is seeded only here, later")],
+            help="seed before building the model (move the seeding to the start of the run)",
         )
 
     def _report_unseeded(self, ctx: RuleContext, verdict: _Verdict) -> None:
@@ -289,7 +308,11 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if any(seeded.values()):
         unseeded = tuple(library for library in LIBRARIES if used[library] and not seeded[library])
         if not unseeded:
-            return None
+            late = _seeded_after_init(seeded[TORCH], used[TORCH])
+            if late is None:
+                return None
+            built, seeding = late
+            return _Verdict(LATE, Severity.WARNING, built.chunk, built.node, seeded, used, (), cause=seeding)
         first, _ = _first_use([use for library in unseeded for use in used[library]])
         return _Verdict(PARTIAL, Severity.WARNING, first.chunk, first.node, seeded, used, unseeded)
     module_level_training = [call for call in training if call.scope.function is None]
@@ -303,6 +326,34 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if helper is not None:
         return _Verdict(UNCALLED_HELPER, Severity.WARNING, chunk, node, seeded, used, (), helper=helper)
     return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
+
+
+# Calls that replace a model's weights with stored ones.
+_LOADS_WEIGHTS = frozenset({"load_state_dict", "load_checkpoint", "from_pretrained", "load"})
+
+
+def _seeded_after_init(seeds: list[CallEvent], uses: list[tuple[CallEvent, str]]) -> tuple[CallEvent, CallEvent] | None:
+    """(model built, seeding) when torch is seeded in one function only (or only at module level), outside
+    loops, and a model is built there earlier, unconditionally and outside loops, than the first seeding: its initial
+    weights are drawn before any seed applies. Quiet when that function loads weights (a checkpoint's
+    replace the drawn ones)."""
+    # a seeding inside a loop (`torch.manual_seed(step)`, the same inputs on every rank) is not the run's seed
+    if not seeds or len({id(seed.scope.function) for seed in seeds}) != 1 or any(seed.context.loops for seed in seeds):
+        return None
+    first = min(seeds, key=_position)
+    if any(isinstance(event, CallEvent) and event.method in _LOADS_WEIGHTS for event in first.scope.events):
+        return None  # the initial weights are overwritten by a checkpoint's: their draw does not matter
+    built = [
+        call for call, purpose in uses
+        if purpose == "weight initialisation" and call.scope.function is first.scope.function and call.scope.summary is first.scope.summary
+        and not call.context.loops and not call.context.conditions and _position(call) < _position(first)
+    ]
+    return (min(built, key=_position), first) if built else None
+
+
+def _position(call: CallEvent) -> tuple[int, int]:
+    """Where a call runs in its file: its statement, then its place in the statement's flow."""
+    return call.chunk.index, call.scope.events.index(call)
 
 
 def _uncalled_seed_helper(module: ModuleView) -> tuple[FunctionInfo, str, tuple[str, ...]] | None:
@@ -1354,9 +1405,108 @@ UnseededRun.MUST_FIRE = (
         """},
         severity=Severity.NOTE,
     ),
+    Fires(  # the model is built, and draws its weights, before the seed is set
+        """
+        import argparse
+        import random
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class TextCNN(nn.Module):
+            def __init__(self, vocab, dim, classes):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, dim)
+                self.conv = nn.Conv1d(dim, 100, 3)
+                self.out = nn.Linear(100, classes)
+
+            def forward(self, tokens):
+                hidden = torch.relu(self.conv(self.embed(tokens).transpose(1, 2)))
+                return self.out(hidden.max(-1).values)
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=13)
+            parser.add_argument("--epochs", type=int, default=5)
+            args = parser.parse_args()
+            model = TextCNN(30000, 128, 2).cuda()
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            random.seed(args.seed)
+            np.random.seed(args.seed)
+            torch.manual_seed(args.seed)
+            for epoch in range(args.epochs):
+                tokens = torch.randint(0, 30000, (32, 50)).cuda()
+                labels = torch.randint(0, 2, (32,)).cuda()
+                loss = nn.functional.cross_entropy(model(tokens), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        at="    model = TextCNN(30000, 128, 2).cuda()",
+    ),
 )
 
 UnseededRun.MUST_NOT_FIRE = (
+    Quiet(  # seeded before the model is built
+        """
+        import random
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        def train(seed, epochs):
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(epochs):
+                loss = model(torch.randn(16, 64)).logsumexp(-1).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            train(0, 10)
+        """
+    ),
+    Quiet(  # built first, then given a checkpoint's weights: the drawn ones do not matter
+        """
+        import random
+
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        def finetune(checkpoint, seed, epochs):
+            model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+            model.load_state_dict(torch.load(checkpoint))
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(epochs):
+                loss = model(torch.randn(16, 64)).logsumexp(-1).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            finetune("base.pt", 0, 10)
+        """
+    ),
     Quiet(  # the replay buffer of another file seeds `random` itself when it is built
         """
         import numpy as np

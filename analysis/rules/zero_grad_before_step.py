@@ -7,7 +7,10 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone.
+the earlier passes accumulated, so each step applies the last backward's gradient alone. A step
+function with no loop of its own (`training_step(self, batch)`, run per batch by a loop elsewhere
+or by a framework) is read the same way, one call for one iteration, and so is the closure an
+`optimizer.step(closure)` runs before it reads the gradients.
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
@@ -59,14 +62,47 @@ class ZeroGradBeforeStep(Rule):
             items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
             reported = set()
             for backward, clear, step in _cleared_before_step(items, loop):
-                self._report(ctx, scope, loop, backward, clear, step)
                 reported.add(id(clear[0].node))
+                if not _inside_one_helper(ctx, backward, clear, step):  # that helper's own check reports it
+                    self._report(ctx, scope, loop, backward, clear, step)
             undone = _accumulation_undone(scope, loop)
             if undone is not None and id(undone[1][0].node) not in reported:  # one finding a clearing
-                self._report_undone(ctx, scope, loop, *undone)
+                self._report_undone(ctx, scope, *undone)
+        # a step function with no loop of its own (`train_step(batch)`, called by a loop elsewhere or by a
+        # framework): between its backward and its step nothing may clear either
+        straight = [item for item in ordered_events(scope, None) if _runs_outside_loops(item)]
+        reported = set()
+        for backward, clear, step in _cleared_before_step(straight, None):
+            self._report(ctx, scope, None, backward, clear, step)
+            reported.add(id(clear[0].node))
+        undone = _micro_batches_of_step_function(scope)
+        if undone is not None and id(undone[1][0].node) not in reported:
+            self._report_undone(ctx, scope, *undone)
+        gated = _every_n_calls_undone(scope)
+        if gated is not None and id(gated[1][0].node) not in reported:
+            self._report_undone(ctx, scope, *gated, unit="call")
+        for step, backward, clear in _closures_cleared_last(scope):
+            self._report_closure(ctx, step, backward, clear)
 
-    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, cleared: Item,
-                       step: CallEvent, accumulation: Loop | Condition, holds: bool) -> None:
+    def _report_closure(self, ctx: RuleContext, step: CallEvent, backward: CallEvent, clear: Event) -> None:
+        """`optimizer.step(closure)` runs the closure and then reads `.grad`: a closure that clears after its
+        backward hands the step zeros."""
+        clearing = written(clear)
+        ctx.report(
+            clear.node,
+            f"`{clearing}` runs after `{written(backward)}` in the closure that `{written(step)}` calls: the step "
+            f"reads the gradients once the closure returns, so it applies zero gradients and the model does not learn",
+            evidence=[
+                ((backward.chunk, backward.node), "gradients computed here"),
+                ((clear.chunk, clear.node), "and cleared here, before the closure returns"),
+                ((step.chunk, step.node), "the step runs the closure, then reads the gradients"),
+            ],
+            chunk=clear.chunk,
+            help=f"move `{clearing}` to the start of the closure, before the forward pass",
+        )
+
+    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, backward: CallEvent, cleared: Item,
+                       step: CallEvent, accumulation: Loop | Condition, holds: bool, unit: str = "iteration") -> None:
         """Gradients meant to add up over several backward passes are cleared before each of them."""
         clear, chain = cleared
         # reported at the clearing, also inside a helper of this file; at the call of a helper in another file
@@ -83,15 +119,15 @@ class ZeroGradBeforeStep(Rule):
             tested = step.chunk if any(condition is accumulation for condition in step.context.conditions) else scope.chunk
             test = " ".join(tested.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
             when = f"when `{test}`" if holds else f"when `{test}` does not hold"
-            schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every iteration"
-            where = ((tested, accumulation.node), "the optimizer steps only on some iterations")
+            schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every {unit}"
+            where = ((tested, accumulation.node), f"the optimizer steps only on some {unit}s")
         ctx.report(
             site.node,
             f"{schedule}: each clearing throws away the gradients the earlier backward passes accumulated, so every "
             f"step applies the last backward's gradient alone and the accumulation does nothing",
             evidence=[
                 ((clear.chunk, clear.node), "clears the gradients before each backward"),
-                *(((link.chunk, link.node), f"`{written(link)}` runs it here, every iteration") for link in chain),
+                *(((link.chunk, link.node), f"`{written(link)}` runs it here, every {unit}") for link in chain),
                 ((backward.chunk, backward.node), "gradients meant to add up over several passes"),
                 where,
                 ((step.chunk, step.node), "the step that should apply their sum"),
@@ -100,7 +136,7 @@ class ZeroGradBeforeStep(Rule):
             help=f"run `{clearing}` only right after `{stepping}` (in the same block)",
         )
 
-    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: Item, clear: Item, step: Item) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop | None, backward: Item, clear: Item, step: Item) -> None:
         clear_event, clear_chain = clear
         step_event, _ = step
         backward_event, _ = backward
@@ -119,7 +155,7 @@ class ZeroGradBeforeStep(Rule):
                 ((clear_event.chunk, clear_event.node), "and cleared here"),
                 *called,
                 ((step_event.chunk, step_event.node), "before the step reads them"),
-                ((scope.chunk, loop.node), "in each iteration of this loop"),
+                ((scope.chunk, loop.node) if loop is not None else None, "in each iteration of this loop"),
             ],
             chunk=site.chunk,
             help=f"move `{clearing}` after `{written(step_event)}` (or before the backward)",
@@ -144,7 +180,10 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
         return None
     step = steps[0]
     counted = _counted_tests(scope, loop, step)
-    every_n = [c for c in step.context.conditions_inside(loop) if c.test is not None and _every_n(c.test, counted)]
+    every_n = [
+        c for c in step.context.conditions_inside(loop)
+        if c.test is not None and (_every_n(c.test, counted) or _counter_reset(c, loop))
+    ]
     holds = bool(every_n) and every_n[0].branch == "if"
     every_iteration = step  # what runs on every iteration comes before this
     if not every_n:
@@ -168,8 +207,14 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
         if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
             return backward, clear, step, every_n[0], holds
         return None
+    return _micro_batches_undone(scope, loop, step)
+
+
+def _micro_batches_undone(scope: ScopeAnalysis, outer: Loop | None, step: CallEvent) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
+    """A micro-batch loop directly inside ``outer`` (or at the scope's top, ``None``) that runs the clearing
+    and the backward on every iteration and no step, with ``step`` after it."""
     for inner in scope.loops:
-        if inner.parent is not loop or not _runs_after(scope, step, inner):
+        if inner.parent is not outer or not _runs_after(scope, step, inner):
             continue
         inside = [event for event in scope.events if inner in event.context.loops]
         if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event in inside):
@@ -182,19 +227,70 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
     return None
 
 
+def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
+    """A step function with no loop (`training_step(self, batch)`) that steps only on every N-th call
+    (`if self.calls % self.accumulation == 0:`, or an early `return` under such a test), while it clears
+    and runs the backward on every call: each clearing throws the earlier calls' gradients away."""
+    own = [event for event in scope.events if not event.context.loops]
+    steps = [event for event in own if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if len(steps) != 1:
+        return None
+    step = steps[0]
+    gated = [(step, c) for c in step.context.conditions if c.test is not None and _every_n(c.test)]
+    if not gated:
+        gated = [
+            (event, c) for event in own if isinstance(event, JumpEvent) and event.kind == "return" and _before(scope, event, step)
+            for c in event.context.conditions if c.test is not None and _every_n(c.test, _counted_tests(scope, None, event))
+        ]
+    if len(gated) != 1 or _handles_gradients_itself(scope, None):
+        return None
+    until, condition = gated[0]
+    holds = condition.branch == "if" if until is step else condition.branch != "if"
+    unconditional = [
+        (event, chain) for event, chain in ordered_events(scope, None)
+        if _runs_outside_loops((event, chain)) and not path_conditions(event, chain, None)
+        and _before(scope, chain[0] if chain else event, until)
+    ]
+    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
+    if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
+        return None
+    return backward, clear, step, condition, holds
+
+
+def _micro_batches_of_step_function(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
+    """A step function with no outer loop (`train_step(self, micro_batches)`): its micro-batch loop clears
+    before each backward and its one step after the loop applies the last pass alone. Quiet when the
+    micro-batch loop reads or sets `.grad` itself, or hands the model or the optimizer to what it cannot follow."""
+    steps = [
+        event for event in scope.events
+        if event.context.loop is None and isinstance(event, CallEvent) and is_optimizer_step(event)
+    ]
+    if len(steps) != 1:
+        return None
+    undone = _micro_batches_undone(scope, None, steps[0])
+    if undone is None or _handles_gradients_itself(scope, undone[3]):
+        return None
+    return undone
+
+
 def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
-    """The loop steps only through a helper it calls every iteration, which steps under an every-N test of
-    its own (`self.optimizer_step()`, counting micro-steps on the object), while the clearing and the
-    backward run on every iteration."""
+    """The loop steps only through a helper, which steps under an every-N test of its own
+    (`self.optimizer_step()`, counting micro-steps on the object) or which the loop calls under one, while
+    the clearing and the backward run on every iteration."""
     items = [item for item in ordered_events(scope, loop) if _runs_in_iteration(item, loop)]
     steps = [(event, chain) for event, chain in items if chain and isinstance(event, CallEvent) and is_optimizer_step(event)]
     if len(steps) != 1:
         return None
     step, chain = steps[0]
-    if chain[0].context.conditions_inside(loop):
-        return None  # the helper itself runs on some iterations only: the loop's own test decides
-    inside = [condition for link in (*chain[1:], step) for condition in link.context.conditions]
-    every_n = [condition for condition in inside if condition.test is not None and _every_n(condition.test)]
+    # the helper runs under the loop's every-N test (`if (i + 1) % accum == 0: self.optimizer_step()`),
+    # or steps under one of its own
+    counted = _counted_tests(scope, loop, chain[0])
+    inside = [
+        *chain[0].context.conditions_inside(loop),
+        *(condition for link in (*chain[1:], step) for condition in link.context.conditions),
+    ]
+    every_n = [condition for condition in inside if condition.test is not None and _every_n(condition.test, counted)]
     if len(every_n) != 1 or len(inside) != 1:
         return None
     unconditional = [
@@ -223,18 +319,40 @@ def _every_n(test, counted: frozenset[str] = frozenset()) -> bool:
     or reads a name the iteration binds to one (``is_accumulating = (step + 1) % N != 0``)."""
     return any(
         (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo))
-        or (isinstance(node, cst.Name) and node.value in counted)
+        or (isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) in counted)
         for node in walk(test)
     )
 
 
-def _counted_tests(scope: ScopeAnalysis, loop: Loop, step: CallEvent) -> frozenset[str]:
-    """Names the loop's body binds, on every iteration before the step, to a remainder test."""
+def _counter_reset(condition: Condition, loop: Loop) -> bool:
+    """A branch taken once a counter reaches a bound: its test reads a name the loop adds to (``count += 1``)
+    and the branch sets back to a number (``if count == accum: ...; count = 0``), so it holds every N
+    iterations."""
+    if condition.branch != "if" or not isinstance(condition.node, cst.If):
+        return False
+    tested = {node.value for node in walk(condition.test) if isinstance(node, cst.Name)} if condition.test is not None else set()
+    reset = {
+        target.target.value for node in walk(condition.node.body) if isinstance(node, cst.Assign)
+        and isinstance(node.value, cst.Integer) for target in node.targets if isinstance(target.target, cst.Name)
+    }
+    counted = {
+        node.target.value for node in walk(loop.node.body) if isinstance(node, cst.AugAssign)
+        and isinstance(node.operator, cst.AddAssign) and isinstance(node.target, cst.Name)
+    }
+    return bool(tested & reset & counted)
+
+
+def _counted_tests(scope: ScopeAnalysis, loop: Loop | None, step: Event) -> frozenset[str]:
+    """Names (and `self.` attributes) the loop's body (the function's, ``None``) binds to a remainder test before
+    the step, wherever the step runs (`self.micro = (self.micro + 1) % n`)."""
     counted: set[str] = set()
+    around_step = set(map(id, step.context.conditions_inside(loop)))
     for event in scope.events:
         if event is step:
             break
-        if not isinstance(event, AssignEvent) or event.context.loop is not loop or event.context.conditions_inside(loop):
+        if not isinstance(event, AssignEvent) or event.context.loop is not loop:
+            continue
+        if not set(map(id, event.context.conditions_inside(loop))) <= around_step:
             continue
         if len(event.targets) == 1 and event.value_node is not None:
             if _every_n(event.value_node):
@@ -254,11 +372,14 @@ def _before(scope: ScopeAnalysis, event: Event, later: Event) -> bool:
     return False
 
 
-def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop) -> bool:
-    if _reads_gradients(scope, loop.node):
+def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop | None) -> bool:
+    """Whether the loop (the whole function, ``None``) reads or sets `.grad`, or hands the model or the
+    optimizer to a call it cannot follow."""
+    node = loop.node if loop is not None else (scope.function.node if scope.function is not None else None)
+    if node is None or _reads_gradients(scope, node):
         return True
     for event in scope.events:
-        if loop not in event.context.loops or not isinstance(event, CallEvent) or event.function is not None:
+        if (loop is not None and loop not in event.context.loops) or not isinstance(event, CallEvent) or event.function is not None:
             continue
         if event.callee is not None and (is_torch_name(event.callee) or hasattr(builtins, event.callee)):
             continue
@@ -283,6 +404,45 @@ def _reads_gradients(scope: ScopeAnalysis, loop: cst.CSTNode) -> bool:
     return found
 
 
+def _inside_one_helper(ctx: RuleContext, backward: Item, clear: Item, step: Item) -> bool:
+    """The backward, the clearing and the step all run inside one helper of this file that the loop calls,
+    outside its loops: the helper's own scope reports them once, whoever calls it."""
+    chains = [chain for _, chain in (backward, clear, step)]
+    if not all(chains) or len({id(chain[0].node) for chain in chains}) != 1:
+        return False
+    return not ctx.in_another_file(clear[0].chunk)
+
+
+def _closures_cleared_last(scope: ScopeAnalysis):
+    """(step, backward, clearing) for each `optimizer.step(closure)` of the scope whose closure, a function of
+    defined in the scope, clears the gradients after its last backward on the way out (outside loops and branches)."""
+    for step in scope.events:
+        if not isinstance(step, CallEvent) or not is_optimizer_step(step) or not step.arg_nodes:
+            continue
+        given = step.keyword("closure") or step.arg_nodes[0]
+        if not isinstance(given.value, cst.Name) or (given.keyword is not None and given.keyword.value != "closure"):
+            continue
+        function = scope.local_functions.get(given.value.value)
+        closure = function.analysis(scope.summary) if function is not None else None
+        if closure is None:
+            continue
+        last_backward = None
+        for event in closure.events:
+            if event.context.loop is not None or event.context.conditions:
+                continue
+            if accumulates_into_grad(event):
+                last_backward = event
+            elif last_backward is not None and clears_gradients(event) and _same_gradients(event, step, [(step, ())]):
+                yield step, last_backward, event
+                break
+
+
+def _runs_outside_loops(item: Item) -> bool:
+    """Events the scope runs once per call: outside its loops and the loops of the helpers it calls."""
+    event, chain = item
+    return not any(link.context.loops for link in (*chain, event))
+
+
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
     """Events of this loop's own iterations, not of loops nested in it."""
     event, chain = item
@@ -292,7 +452,7 @@ def _runs_in_iteration(item: Item, loop: Loop) -> bool:
     return not any(link.context.loops for link in (*chain[1:], event)) if chain else True
 
 
-def _cleared_before_step(items: list[Item], loop: Loop):
+def _cleared_before_step(items: list[Item], loop: Loop | None):
     for index, (event, _chain) in enumerate(items):
         if not accumulates_into_grad(event):
             continue
@@ -344,7 +504,7 @@ def _clears_a_model(event: Event) -> bool:
     return isinstance(event, CallEvent) and event.receiver is not None and Tag.MODEL in event.receiver.tags
 
 
-def _runs_whenever(clear: Item, step: Item, loop: Loop) -> bool:
+def _runs_whenever(clear: Item, step: Item, loop: Loop | None) -> bool:
     """The clearing runs on every iteration on which the step runs."""
     needed = set(map(id, path_conditions(*clear, loop)))
     return needed <= set(map(id, path_conditions(*step, loop)))
@@ -674,9 +834,243 @@ ZeroGradBeforeStep.MUST_FIRE = (
         """,
         at="self.optimizer.zero_grad(set_to_none=True)",
     ),
+    Fires(  # a step method with no loop of its own: the trainer's loop, or a framework, calls it per batch
+        """
+        import torch.nn.functional as F
+
+
+        class SegmentationTask:
+            def __init__(self, network, optimizer, class_weights):
+                self.network = network
+                self.optimizer = optimizer
+                self.class_weights = class_weights
+
+            def training_step(self, images, masks):
+                self.network.train()
+                logits = self.network(images)
+                loss = F.cross_entropy(logits, masks, weight=self.class_weights)
+                loss.backward()
+                self.network.zero_grad(set_to_none=True)
+                self.optimizer.step()
+                return {"loss": loss.item()}
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+
+        class SegmentationTask:
+            def __init__(self, network, optimizer, class_weights):
+                self.network = network
+                self.optimizer = optimizer
+                self.class_weights = class_weights
+
+            def training_step(self, images, masks):
+                self.network.train()
+                logits = self.network(images)
+                loss = F.cross_entropy(logits, masks, weight=self.class_weights)
+                loss.backward()
+                self.optimizer.step()
+                self.network.zero_grad(set_to_none=True)
+                return {"loss": loss.item()}
+        """,
+    ),
+    Fires(  # the step method splits its batch into micro-batches and clears before each one's backward
+        """
+        import torch
+
+
+        class Engine:
+            def __init__(self, model, optimizer, chunks):
+                self.model = model
+                self.optimizer = optimizer
+                self.chunks = chunks
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def train_batch(self, tokens, targets):
+                for part, part_targets in zip(tokens.chunk(self.chunks), targets.chunk(self.chunks)):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    with torch.autocast("cuda", dtype=torch.float16):
+                        loss = self.model(part, labels=part_targets).loss / self.chunks
+                    self.scaler.scale(loss).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+        no_fix=True,
+    ),
+    Fires(  # the step waits for a counter that the branch resets: every `accum` batches
+        """
+        import torch
+
+
+        def train(model, optimizer, loader, accum, device):
+            pending = 0
+            for waveform, target in loader:
+                optimizer.zero_grad()
+                loss = torch.nn.functional.l1_loss(model(waveform.to(device)), target.to(device)) / accum
+                loss.backward()
+                pending += 1
+                if pending == accum:
+                    optimizer.step()
+                    pending = 0
+        """,
+        at="optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # the loop calls the stepping helper every N batches and clears on every batch
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, accumulation, max_norm):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation = accumulation
+                self.max_norm = max_norm
+
+            def apply_gradients(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+                self.optimizer.step()
+
+            def train_epoch(self, loader):
+                for index, (features, labels) in enumerate(loader):
+                    self.optimizer.zero_grad()
+                    loss = torch.nn.functional.mse_loss(self.model(features), labels) / self.accumulation
+                    loss.backward()
+                    if (index + 1) % self.accumulation == 0:
+                        self.apply_gradients()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # L-BFGS: `step` runs the closure, then reads the gradients it left
+        """
+        import torch
+
+
+        def fit_style(image, target_features, extractor, steps):
+            optimizer = torch.optim.LBFGS([image.requires_grad_()])
+            for _ in range(steps):
+                def closure():
+                    loss = torch.nn.functional.mse_loss(extractor(image), target_features)
+                    loss.backward()
+                    optimizer.zero_grad()
+                    return loss
+
+                optimizer.step(closure)
+        """,
+        at="optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # a step method that steps on every N-th call counts the calls on the object, yet clears on every call
+        """
+        import torch.nn.functional as F
+
+
+        class DialogueAgent:
+            def __init__(self, model, optimizer, update_freq):
+                self.model = model
+                self.optimizer = optimizer
+                self.update_freq = update_freq
+                self.pending_updates = 0
+
+            def train_step(self, batch):
+                self.model.train()
+                self.optimizer.zero_grad()
+                scores = self.model(batch["text"])
+                loss = F.cross_entropy(scores.view(-1, scores.size(-1)), batch["labels"].view(-1)) / self.update_freq
+                loss.backward()
+                if self.update_freq > 1:
+                    self.pending_updates = (self.pending_updates + 1) % self.update_freq
+                    if self.pending_updates != 0:
+                        return
+                self.optimizer.step()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # the same agent clearing only once it has stepped
+        """
+        import torch.nn.functional as F
+
+
+        class DialogueAgent:
+            def __init__(self, model, optimizer, update_freq):
+                self.model = model
+                self.optimizer = optimizer
+                self.update_freq = update_freq
+                self.pending_updates = 0
+
+            def train_step(self, batch):
+                self.model.train()
+                scores = self.model(batch["text"])
+                loss = F.cross_entropy(scores.view(-1, scores.size(-1)), batch["labels"].view(-1)) / self.update_freq
+                loss.backward()
+                if self.update_freq > 1:
+                    self.pending_updates = (self.pending_updates + 1) % self.update_freq
+                    if self.pending_updates != 0:
+                        return
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the same step method, closure, counter and helper, each clearing where it should
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class SegmentationTask:
+            def __init__(self, network, optimizer, accumulation):
+                self.network = network
+                self.optimizer = optimizer
+                self.accumulation = accumulation
+
+            def training_step(self, images, masks):
+                self.optimizer.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(self.network(images), masks)
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+
+            def apply_gradients(self):
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+            def train_epoch(self, loader):
+                for index, (images, masks) in enumerate(loader):
+                    (F.cross_entropy(self.network(images), masks) / self.accumulation).backward()
+                    if (index + 1) % self.accumulation == 0:
+                        self.apply_gradients()
+
+
+        def fit_style(image, target_features, extractor, steps):
+            optimizer = torch.optim.LBFGS([image.requires_grad_()])
+            for _ in range(steps):
+                def closure():
+                    optimizer.zero_grad()
+                    loss = F.mse_loss(extractor(image), target_features)
+                    loss.backward()
+                    return loss
+
+                optimizer.step(closure)
+
+
+        def train(model, optimizer, loader, accum):
+            pending = 0
+            for waveform, target in loader:
+                (F.l1_loss(model(waveform), target) / accum).backward()
+                pending += 1
+                if pending == accum:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    pending = 0
+        """
+    ),
     Quiet(  # the method only runs the backward; the loop clears where it steps
         """
         import torch
