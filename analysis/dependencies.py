@@ -10,7 +10,8 @@ recomputed after every edit. A few module-wide facts are small values (the first
 CUDA); those are recorded with the value seen, and a kept finding is valid while the value is.
 A few module-wide lists of calls (the calls of one local function, the file's backward calls) are
 recorded with the call events seen: a kept finding is valid while the list holds the same events
-(a caller walked again, or a call added or gone, makes new ones), whatever happened elsewhere.
+(a caller walked again, or a call added or gone, makes new ones), each in a statement kept as it
+was or in a class edited inside one method (``same_calls``), whatever happened elsewhere.
 
 A rule that checks one scope at a time (``Rule.check_scope``) is recorded per scope of a statement
 that holds several (the methods of a class): what it read of the flows of other functions, and the
@@ -314,9 +315,15 @@ def note_calls(key: object, calls: Sequence[CallEvent]) -> None:
         reads.calls[key] = tuple(calls)
 
 
-def same_calls(now: Sequence[CallEvent], then: Sequence[CallEvent]) -> bool:
-    """Whether a list of calls holds the same call events it held when a kept result read it."""
-    return len(now) == len(then) and all(call is seen for call, seen in zip(now, then))
+def same_calls(now: Sequence[CallEvent], then: Sequence[CallEvent], kept: frozenset[int], edited_class: int) -> bool:
+    """Whether a list of calls holds the same call events it held when a kept result read it, each in a
+    statement kept as it was (``kept``) or in the class edited inside one method (``edited_class``,
+    whose methods walked again make new events). A function walked on from its edited statement
+    (``FunctionInfo.resume``) keeps its events before the edit but not what follows them, which the
+    rule may have read of the caller (what it does with the call's result)."""
+    return len(now) == len(then) and all(
+        call is seen and (call.chunk.index in kept or call.chunk.index == edited_class) for call, seen in zip(now, then)
+    )
 
 
 def note_fact(name: str, value: Any) -> None:

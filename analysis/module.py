@@ -698,7 +698,9 @@ class ModuleAnalysis:
                 return False
         return all(
             self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
-        ) and all(dependencies.same_calls(self.calls_read(key), calls) for key, calls in kept.calls)
+        ) and all(
+            dependencies.same_calls(self.calls_read(key), calls, self.kept, self.methods_edited) for key, calls in kept.calls
+        )
 
     def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
         """Whether one scope's kept result (of the statement ``methods_edited``, whose scope it is and
