@@ -8,6 +8,10 @@ module-wide (every call in the file, the whole text, all scopes): a rule that re
 recorded here as depending on the whole module, and its findings for that statement are
 recomputed after every edit. A few module-wide facts are small values (the first line that shows
 CUDA); those are recorded with the value seen, and a kept finding is valid while the value is.
+A few module-wide lists of calls (the calls of one local function, the file's backward calls) are
+recorded with the call events seen: a kept finding is valid while the list holds the same events
+(a caller walked again, or a call added or gone, makes new ones), each in a statement kept as it
+was or in a class edited inside one method (``same_calls``), whatever happened elsewhere.
 
 A rule that checks one scope at a time (``Rule.check_scope``) is recorded per scope of a statement
 that holds several (the methods of a class): what it read of the flows of other functions, and the
@@ -24,15 +28,17 @@ for as long as the program is (``KeptResult.program``, ``ModuleAnalysis.program`
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from .events import CallEvent
     from .flow import ScopeAnalysis
     from .parsing import ParsedChunk
     from .summary import FunctionInfo
 
 _local = threading.local()
+T = TypeVar("T")
 
 
 class Superseded(Exception):
@@ -45,7 +51,7 @@ class Superseded(Exception):
 class Reads:
     """What one rule read while checking one statement, or one scope of it."""
 
-    __slots__ = ("chunk", "scope", "whole_module", "text", "facts", "placed", "flows", "own_lines")
+    __slots__ = ("chunk", "scope", "whole_module", "text", "facts", "placed", "flows", "own_lines", "calls")
 
     def __init__(self, chunk: ParsedChunk, scope: ScopeAnalysis | None = None) -> None:
         self.chunk = chunk
@@ -59,6 +65,12 @@ class Reads:
         # lines of its own statement it read (first and last of each read), which are not in ``placed``.
         self.flows: dict[FunctionInfo, ScopeAnalysis | None] = {}
         self.own_lines: set[tuple[int, int]] = set()
+        # Module-wide lists of calls it read (``note_calls``): what each list was then.
+        self.calls: dict[object, tuple[CallEvent, ...]] = {}
+
+    def read_beyond(self) -> bool:
+        """Whether the rule read anything beyond its statement (its scope) that is not module-wide."""
+        return bool(self.facts or self.placed or self.flows or self.own_lines or self.calls)
 
 
 class KeptResult:
@@ -70,12 +82,13 @@ class KeptResult:
     a result that read the module's trees beyond its statement, the program it was computed on
     (``ModuleAnalysis.program``), which it is kept for."""
 
-    __slots__ = ("findings", "facts", "placed", "scopes", "whole", "program")
+    __slots__ = ("findings", "facts", "placed", "calls", "scopes", "whole", "program")
 
     def __init__(self, findings: Sequence, reads: Reads, program: object | None = None) -> None:
         self.findings = findings
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())
+        self.calls = tuple(reads.calls.items())
         self.program = program
         self.scopes: dict[ScopeAnalysis, ScopeResult] | None = None
         self.whole = True
@@ -86,6 +99,7 @@ class KeptResult:
         reads = Reads(chunk)
         for result in scopes.values():
             reads.facts.update(result.facts)
+            reads.calls.update(result.calls)
             for where in result.placed:
                 reads.placed[id(where[0])] = where
             if result.own_lines:
@@ -99,7 +113,7 @@ class ScopeResult:
     """One rule's findings for one scope, and what the check of that scope read beyond it
     (``bare``: nothing, so it holds while its scope is the same flow)."""
 
-    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "bare")
+    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "calls", "bare")
 
     def __init__(self, findings: Sequence, reads: Reads) -> None:
         self.findings = findings
@@ -107,18 +121,19 @@ class ScopeResult:
         self.placed = tuple(reads.placed.values())
         self.flows = tuple(reads.flows.items())
         self.own_lines = tuple(reads.own_lines)
-        self.bare = not (self.facts or self.placed or self.flows or self.own_lines)
+        self.calls = tuple(reads.calls.items())
+        self.bare = not (self.facts or self.placed or self.flows or self.own_lines or self.calls)
 
     @staticmethod
     def of(findings: Sequence, reads: Reads) -> ScopeResult:
-        if findings or reads.facts or reads.placed or reads.flows or reads.own_lines:
+        if findings or reads.read_beyond():
             return ScopeResult(findings, reads)
         return NOTHING_IN_SCOPE
 
 
 def _nothing_in_scope() -> ScopeResult:
     result = ScopeResult.__new__(ScopeResult)
-    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.bare = (), {}, (), (), (), True
+    result.findings, result.facts, result.placed, result.flows, result.own_lines, result.calls, result.bare = (), {}, (), (), (), (), True
     return result
 
 
@@ -128,7 +143,7 @@ NOTHING_IN_SCOPE = _nothing_in_scope()
 
 def _nothing_found() -> KeptResult:
     result = KeptResult.__new__(KeptResult)
-    result.findings, result.facts, result.placed, result.scopes, result.whole, result.program = (), {}, (), None, True, None
+    result.findings, result.facts, result.placed, result.calls, result.scopes, result.whole, result.program = (), {}, (), (), None, True, None
     return result
 
 
@@ -139,7 +154,7 @@ NOTHING_FOUND = _nothing_found()
 class KeptStatement:
     """Every selected rule's kept result for one statement (``complete``: each may be kept as a whole)."""
 
-    __slots__ = ("results", "facts", "placed", "complete", "program")
+    __slots__ = ("results", "facts", "placed", "calls", "complete", "program")
 
     def __init__(self, results: dict[str, KeptResult], rule_count: int) -> None:
         self.results = results
@@ -149,11 +164,14 @@ class KeptStatement:
         # What all of them depend on together: checked once, they can be kept at once.
         self.facts: dict[str, Any] = {}
         placed: dict[int, tuple[ParsedChunk, int, int]] = {}
+        calls: dict[object, tuple[CallEvent, ...]] = {}
         for result in results.values():
             self.facts.update(result.facts)
+            calls.update(result.calls)
             for where in result.placed:
                 placed[id(where[0])] = where
         self.placed = tuple(placed.values())
+        self.calls = tuple(calls.items())
 
 
 class recording:
@@ -238,10 +256,74 @@ def note_flow(function: FunctionInfo, analysis: ScopeAnalysis | None) -> None:
         reads.flows.setdefault(function, analysis)
 
 
+def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T]) -> T:
+    """A value computed from one scope's flow and the flows of the local functions it asks for, kept
+    with the scope (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty) while
+    those functions have the same flows: a key elsewhere in the file asks it again of a kept scope.
+    What computing it read counts for the running rule each time it is asked; a value whose
+    computation read anything else beyond the scope (a module-wide value, another statement's lines)
+    is computed again at every ask."""
+    kept = scope.followed.get(key)
+    if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
+        for function, analysis in kept[1]:
+            note_flow(function, analysis)  # what asking for them again would have recorded
+        return kept[0]
+    outer = getattr(_local, "reads", None)
+    captured = _local.reads = Reads(scope.chunk, scope)
+    try:
+        value = compute()
+    finally:
+        _local.reads = outer
+    flows = tuple(captured.flows.items())
+    if captured.whole_module or captured.facts or captured.placed or captured.own_lines or captured.calls:
+        scope.followed.pop(key, None)
+        _replay(captured, outer)
+    else:
+        scope.followed[key] = (value, flows)
+    for function, analysis in flows:
+        note_flow(function, analysis)
+    return value
+
+
+def _replay(captured: Reads, outer: Reads | None) -> None:
+    """Record for the running rule what a computation recorded on its own read beyond the flows."""
+    if outer is None:
+        return
+    outer.whole_module = outer.whole_module or captured.whole_module
+    outer.text = outer.text or captured.text
+    outer.facts.update(captured.facts)
+    for key, calls in captured.calls.items():
+        outer.calls.setdefault(key, calls)
+    for chunk_id, where in captured.placed.items():
+        outer.placed.setdefault(chunk_id, where)
+    for first, last in captured.own_lines:
+        note_position(captured.chunk, first, last)
+
+
 def scoped() -> bool:
     """Whether the running rule checks one scope of its statement (``Rule.check_scope``)."""
     reads = getattr(_local, "reads", None)
     return reads is not None and reads.scope is not None
+
+
+def note_calls(key: object, calls: Sequence[CallEvent]) -> None:
+    """The rule read a module-wide list of calls (``ModuleAnalysis.calls_read`` names them by ``key``:
+    a local function for its calls, or the name of the list): a kept result holds while the list
+    holds the same call events."""
+    reads = getattr(_local, "reads", None)
+    if reads is not None and key not in reads.calls:
+        reads.calls[key] = tuple(calls)
+
+
+def same_calls(now: Sequence[CallEvent], then: Sequence[CallEvent], kept: frozenset[int], edited_class: int) -> bool:
+    """Whether a list of calls holds the same call events it held when a kept result read it, each in a
+    statement kept as it was (``kept``) or in the class edited inside one method (``edited_class``,
+    whose methods walked again make new events). A function walked on from its edited statement
+    (``FunctionInfo.resume``) keeps its events before the edit but not what follows them, which the
+    rule may have read of the caller (what it does with the call's result)."""
+    return len(now) == len(then) and all(
+        call is seen and (call.chunk.index in kept or call.chunk.index == edited_class) for call, seen in zip(now, then)
+    )
 
 
 def note_fact(name: str, value: Any) -> None:

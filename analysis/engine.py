@@ -288,7 +288,7 @@ def _check_statements(
                 ))
                 continue
             if not reads.whole_module:
-                nothing = not context.findings and not reads.facts and not reads.placed
+                nothing = not context.findings and not reads.facts and not reads.placed and not reads.calls
                 results[rule_class.code] = NOTHING_FOUND if nothing else KeptResult(context.findings, reads)
             elif not reads.text:  # kept while no statement's tree changes (a key on a line that stays broken)
                 results[rule_class.code] = KeptResult(context.findings, reads, program=module.program)

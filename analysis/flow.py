@@ -110,9 +110,10 @@ class ScopeAnalysis:
         # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
         # scope's tree, which outlives the scope's use.
         self._memo: dict[int, Value] = {}
-        # What the rules' walks through this scope's events and its callees' gave (patterns.py), with
-        # the callees' flows they read: a scope kept across an edit keeps them while those are kept.
-        self.followed: dict[str, tuple[list, tuple]] = {}
+        # What the rules' walks through this scope's events and its callees' gave (patterns.py), and
+        # other answers computed from them (``dependencies.kept_with_scope``), with the callees' flows
+        # they read: a scope kept across an edit keeps them while those are kept.
+        self.followed: dict[object, tuple[Any, tuple]] = {}
         # For a function being edited (``FunctionInfo.checkpointed``): the walk's state before each
         # statement of the function's body, which a walk of the edited body goes on from (``resumed``).
         self.checkpoints: list[Checkpoint] | None = None

@@ -17,6 +17,7 @@ import weakref
 import libcst as cst
 
 from . import torchapi
+from .dependencies import kept_with_scope
 from .events import is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
@@ -48,12 +49,13 @@ def dropped_graph(scope: ScopeAnalysis, forward: cst.Call) -> DroppedGraph | Non
     """How the graph of ``forward`` (a call in ``scope``'s function, or in its module-level statement)
     dies there, or None when something derived from it may be used after all: backwarded, returned,
     kept or handed on. For a module-level statement, names it binds are followed within it only:
-    whether another statement reads them is for the caller to rule out (``DroppedGraph.names``)."""
+    whether another statement reads them is for the caller to rule out (``DroppedGraph.names``).
+    Kept with the scope: a key elsewhere asks it again of a training loop's every forward."""
     function = scope.function
     root = function.node.body if function is not None else scope.chunk.module
     if root is None:
         return None
-    return _Follower(scope, forward).dropped(root)
+    return kept_with_scope(scope, ("dropped graph", id(forward)), lambda: _Follower(scope, forward).dropped(root))
 
 
 class _Follower:

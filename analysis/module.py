@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import libcst as cst
 
@@ -567,8 +567,13 @@ class ModuleAnalysis:
             yield from scope.calls()
 
     def calls_of(self, function: FunctionInfo) -> list[CallEvent]:
-        """Every call the analysis resolved to this local function, in statement order."""
-        note_whole_module()
+        """Every call the analysis resolved to this local function, in statement order (a read of
+        these calls only: ``dependencies.note_calls``)."""
+        calls = self._calls_of_unrecorded(function)
+        dependencies.note_calls(function, calls)
+        return calls
+
+    def _calls_of_unrecorded(self, function: FunctionInfo) -> list[CallEvent]:
         if self._calls_by_function is None:
             index: dict[int, list[CallEvent]] = {}
             for call in self._all_calls_unrecorded():
@@ -665,6 +670,13 @@ class ModuleAnalysis:
         note_fact(key, (compute, value))
         return value  # type: ignore[return-value]
 
+    def calls_indexed(self, key: str, compute: Callable[[ModuleAnalysis], dict[Any, list[CallEvent]]], entry: object) -> list[CallEvent]:
+        """One entry of a module-wide index of calls (``compute``, a module-level function, makes it once
+        per file), read as the calls it holds (``dependencies.note_calls``), not as the whole module."""
+        calls = self.calls_read((key, compute, entry))
+        dependencies.note_calls((key, compute, entry), calls)
+        return calls
+
     def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
             before = text_reads()
@@ -686,6 +698,8 @@ class ModuleAnalysis:
                 return False
         return all(
             self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
+        ) and all(
+            dependencies.same_calls(self.calls_read(key), calls, self.kept, self.methods_edited) for key, calls in kept.calls
         )
 
     def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
@@ -704,10 +718,20 @@ class ModuleAnalysis:
             return all(last_read < first_edited for _, last_read in result.own_lines)
         return all(last_read < first_edited or first_read > last_edited for first_read, last_read in result.own_lines)
 
+    def calls_read(self, key: object) -> list[CallEvent]:
+        """The module-wide list of calls a kept result read (``dependencies.note_calls``), as it is now."""
+        if isinstance(key, str):  # "backward_calls"
+            return self._backward_calls_unrecorded()
+        if isinstance(key, tuple):  # an entry of an index (``calls_indexed``): what reading the index reads is not the reader's
+            with dependencies.unrecorded():
+                return self._module_wide_unrecorded(key[0], key[1]).get(key[2], [])
+        return self._calls_of_unrecorded(key)  # type: ignore[arg-type]
+
     @property
     def backward_calls(self) -> list[CallEvent]:
-        note_whole_module()
-        return self._backward_calls_unrecorded()
+        calls = self._backward_calls_unrecorded()
+        dependencies.note_calls("backward_calls", calls)
+        return calls
 
     def _backward_calls_unrecorded(self) -> list[CallEvent]:
         if self._backward_calls is None:

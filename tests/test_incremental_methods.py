@@ -244,3 +244,57 @@ def test_a_key_in_one_method_checks_the_rules_on_that_method_alone(monkeypatch):
     findings = state.analyse(typed, 1, SETTINGS).findings
     assert checked == ["Stepper.evaluate"]
     assert findings == _fresh(typed)
+
+
+SCORER = '''import torch
+import torch.nn as nn
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+        self.criterion = nn.CrossEntropyLoss()
+
+    def loss_of(self, scores, labels):
+        return self.criterion(scores, labels)
+
+    def step(self, x, y):
+        loss = self.loss_of(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+
+    def evaluate(self, loader):
+        total = 0
+        for x, y in loader:
+            total += 1
+        return total
+'''
+
+
+def test_a_method_checked_through_its_callers_keeps_its_result_until_a_call_of_it_changes(monkeypatch):
+    """TL202 judges ``loss_of``'s loss by what its callers pass (the calls of one method, not every
+    call in the file): a key in ``evaluate``, which does not call it, leaves its result as it was; a
+    key in ``step``, which does, checks it again, and what it passes then is reported there."""
+    from trainlint.analysis.rules.softmax_before_cross_entropy import SoftmaxBeforeCrossEntropy
+
+    state = DocumentState(PATH, None)
+    state.analyse(SCORER, 0, SETTINGS)
+    checked: list[str] = []
+    check_scope = SoftmaxBeforeCrossEntropy.check_scope
+
+    def counting(self, ctx, scope):
+        checked.append(scope.function.qualified_name if scope.function is not None else "<module>")
+        return check_scope(self, ctx, scope)
+
+    monkeypatch.setattr(SoftmaxBeforeCrossEntropy, "check_scope", counting)
+    typed = SCORER.replace("total += 1", "total += 2")
+    findings = state.analyse(typed, 1, SETTINGS).findings
+    assert checked == ["Trainer.evaluate"]
+    assert findings == _fresh(typed)
+    softmax = typed.replace("self.loss_of(self.model(x), y)", "self.loss_of(torch.softmax(self.model(x), dim=-1), y)")
+    checked.clear()
+    softmax, findings, _ = _typed(state, typed, softmax, 2)
+    assert "Trainer.loss_of" in checked
+    assert ("TL202", "return self.criterion(scores, labels)") in _codes_by_line(findings, softmax)

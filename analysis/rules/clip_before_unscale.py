@@ -108,7 +108,6 @@ class ClipBeforeUnscale(Rule):
             if chain or not isinstance(event, CallEvent) or event.callee not in _CLIPS:
                 continue
             step = _stepping_scaler_after(items[index + 1:])
-            # the file's calls asked last: a module-wide read, which a key anywhere invalidates
             if step is not None and not ctx.module.calls_of(scope.function):
                 self._report_helper(ctx, event, step)  # (with a caller here, the caller's scope judges it)
             return

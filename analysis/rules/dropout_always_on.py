@@ -19,8 +19,11 @@ for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -59,7 +62,7 @@ class DropoutAlwaysOn(Rule):
             owner = scope.function.owner if scope.function is not None else None
             if owner is None or not ctx.summary.is_module_class(owner):
                 continue
-            for call in scope.calls():
+            for call in kept_with_scope(scope, "TL211 dropout calls", lambda scope=scope: _dropout_calls(scope)):
                 if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
                         and not _asked_for_by_the_caller(scope, call):
                     self._report(ctx, scope, call, owner.name)
@@ -153,6 +156,8 @@ _TORCH_DROPOUT_LAYERS = frozenset({
 })
 _PLAIN_CONTAINERS = {cst.List: "list", cst.ListComp: "list", cst.Dict: "dict", cst.DictComp: "dict"}
 _ADDING = frozenset({"append", "insert"})
+# A method, its `append`/`insert` calls by what they add to and its assignments by what they bind.
+_Filled = tuple[ScopeAnalysis, dict[str, list[CallEvent]], dict[str, list[AssignEvent]]]
 
 
 def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Unregistered]:
@@ -172,8 +177,13 @@ def _dropout_in_plain_containers(ctx: RuleContext, owner: ClassInfo) -> list[_Un
             plain.setdefault(target, (kind, node))
     found: list[_Unregistered] = []
     handed_on: set[str] | None = None  # read from every statement of the class: only once a container gets a dropout layer
+    filled: list[_Filled] = [
+        (scope, *found) for scope in scopes if plain
+        for found in (kept_with_scope(scope, "TL211 containers filled", lambda scope=scope: _containers_filled(scope)),)
+        if found[0] or found[1]
+    ]
     for attribute, (kind, bound) in plain.items():
-        member = _dropout_member(ctx, scopes, attribute)
+        member = _dropout_member(ctx, filled, attribute)
         if member is None:
             continue
         if handed_on is None:
@@ -253,27 +263,49 @@ def _every_self_attribute(class_node: cst.ClassDef) -> set[str]:
             for key in (dotted(node),) if key is not None and _is_self_attribute(key)}
 
 
-def _dropout_member(ctx: RuleContext, scopes: list[ScopeAnalysis], attribute: str) -> tuple[cst.CSTNode, str] | None:
+def _dropout_member(ctx: RuleContext, filled: list[_Filled], attribute: str) -> tuple[cst.CSTNode, str] | None:
     """Where a layer that drops out in training mode goes into the container: `append`ed or `insert`ed
     (the layer itself, or a name bound to it that nothing else in the method takes on every path the
-    append runs on), or built in its literal."""
-    for scope in scopes:
-        for call in scope.calls():
-            if call.method in _ADDING and call.receiver_key == attribute and call.args and call.arg_nodes:
-                why = _drops_out(ctx, call.args[-1])
-                if why is not None and not _also_kept_elsewhere(scope, call):
-                    return call.node, why
+    append runs on), or built in its literal. ``filled``: each method with its ``_containers_filled``."""
+    for scope, adding, binding in filled:
+        for call in adding.get(attribute, ()):
+            why = _drops_out(ctx, call.args[-1])
+            if why is not None and not _also_kept_elsewhere(scope, call):
+                return call.node, why
         calls: dict[int, CallEvent] | None = None  # only for a method that binds the attribute
-        for event in scope.events:
-            if isinstance(event, AssignEvent) and attribute in event.targets and event.value_node is not None:
-                if calls is None:
-                    calls = {id(call.node): call for call in scope.calls()}
-                for element in _literal_members(event.value_node):
-                    built = calls.get(id(element))
-                    why = _drops_out(ctx, built.result) if built is not None else None
-                    if why is not None and built is not None:
-                        return built.node, why
+        for event in binding.get(attribute, ()):
+            members = _literal_members(cast(cst.BaseExpression, event.value_node))
+            if members and calls is None:
+                calls = {id(call.node): call for call in scope.calls()}
+            for element in members:
+                built = calls.get(id(element)) if calls is not None else None
+                why = _drops_out(ctx, built.result) if built is not None else None
+                if why is not None and built is not None:
+                    return built.node, why
     return None
+
+
+def _dropout_calls(scope: ScopeAnalysis) -> list[CallEvent]:
+    """One method's calls of functional or attention dropout, kept with its flow (read per method)."""
+    return [call for call in scope.calls() if call.callee in _FUNCTIONAL_DROPOUT or call.callee == _ATTENTION]
+
+
+def _containers_filled(scope: ScopeAnalysis) -> tuple[dict[str, list[CallEvent]], dict[str, list[AssignEvent]]]:
+    """One method's `append`/`insert` calls by the `self.x` they add to, and its assignments by the
+    `self.x` they bind, in order: kept with the method's flow, so that a key in one method of a long
+    class reads that method again, not every method once per container."""
+    adding: dict[str, list[CallEvent]] = {}
+    binding: dict[str, list[AssignEvent]] = {}
+    for call in scope.calls():
+        key = call.receiver_key
+        if call.method in _ADDING and key is not None and _is_self_attribute(key) and call.args and call.arg_nodes:
+            adding.setdefault(key, []).append(call)
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and event.value_node is not None:
+            for target in dict.fromkeys(event.targets):
+                if _is_self_attribute(target):
+                    binding.setdefault(target, []).append(event)
+    return adding, binding
 
 
 def _literal_members(node: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -438,7 +438,7 @@ class GradEnabledEval(Rule):
             return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
         if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
             return False  # a later statement of the script may backward what this one leaves in its names
-        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
@@ -550,7 +550,7 @@ class GradEnabledEval(Rule):
         if not stepped:
             return False  # an optimizer built elsewhere: what it trains is not known
         owners, sources = stepped
-        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in calls:
             key = forward.receiver_key
             if (
@@ -609,7 +609,7 @@ class GradEnabledEval(Rule):
         served = _served_per_request(ctx, info)
         if served is None:
             return False
-        frozen = module.module_wide("tl102-frozen-models", _frozen_models)
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is None:
@@ -1027,10 +1027,21 @@ def _neutral(decorator: cst.Decorator, scope: ScopeAnalysis) -> bool:
 def _call_sites(module: ModuleView, info) -> list[CallEvent]:
     """Where the function is called in this module (by identity, or by name for methods)."""
     return [
-        call for call in module.all_calls()
+        call for call in module.calls_indexed("TL102 calls by name", _calls_by_name, info.name)
         if call.function is info
         or (info.owner is not None and call.method == info.name and call.function is None)
     ]
+
+
+def _calls_by_name(module: ModuleView) -> dict[str, list[CallEvent]]:
+    """The file's calls by the name of the method or local function they call (a call resolved to a
+    function has its name), in statement order: the call sites of a function are among its name's."""
+    index: dict[str, list[CallEvent]] = {}
+    for call in module.all_calls():
+        for name in {call.method, call.function.name if call.function is not None else None}:
+            if name is not None:
+                index.setdefault(name, []).append(call)
+    return index
 
 
 def _passed_around(module: ModuleView, info) -> bool:

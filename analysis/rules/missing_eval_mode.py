@@ -261,9 +261,9 @@ class MissingEvalMode(Rule):
                 and (why := _inference_pass(ctx, scope, forward, callers=False)) is not None]
         if not runs:
             return  # most methods of a long class: the other methods are not read (a key costs this method only)
+        if any(_another_method(call, owner, function) for call in ctx.module.calls_of(function)):
+            return  # a helper of another method, which decides the mode it runs in (its calls only are read)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
-        if any(analysis is not None and any(call.function is function for call in analysis.calls()) for _, analysis in others):
-            return  # a helper of another method, which decides the mode it runs in
         for forward, (key, model), why in runs:
             if _returned_into_backward(ctx, scope, forward):
                 continue  # asked here, after the method's own facts (see _inference_pass)
@@ -346,7 +346,7 @@ class MissingEvalMode(Rule):
         keeps the mode. With its layers unknown (a factory from elsewhere) it is a note."""
         calls = list(scope.calls())
         if not any(call.method == "load_state_dict" for call in calls):
-            return  # first: the module's backward calls are a module-wide read, which a kept result must not depend on
+            return
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return
         if scope.function is None and ctx.module.backward_calls:
@@ -799,9 +799,14 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
 
 
+def _another_method(call: CallEvent, owner, function) -> bool:
+    """The call is made by another method of ``owner`` than ``function``, in the method's own flow."""
+    caller = call.scope.function
+    return caller is not None and caller is not function and owner.methods.get(caller.name) is caller
+
+
 def _returned_into_backward(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> bool:
-    """What the forward computes is returned, and a caller in this file backwards it. The file's calls are a
-    module-wide read (a key anywhere asks again), so a check over every method of a class asks this last."""
+    """What the forward computes is returned, and a caller in this file backwards it."""
     assert scope.function is not None, "asked of a function's forward"
     return value_returned(scope, forward.node) and any(
         feeds_backward(outer.scope, outer.node) for outer in ctx.module.calls_of(scope.function)

@@ -188,7 +188,6 @@ class MissingZeroGrad(Rule):
         if not backwards or self._handled_elsewhere(ctx, backwards[0], step_items):
             return
         uncleared = _uncleared_optimizer(step_items)
-        # asked last: the calls of the whole file are a module-wide read, which a key anywhere invalidates
         if uncleared is None or ctx.module.calls_of(function):
             return  # (a caller in this file runs it in its loop, and that loop's check judges it)
         step, updated, cleared = uncleared
