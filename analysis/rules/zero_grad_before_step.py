@@ -440,7 +440,7 @@ def _closures_cleared_last(scope: ScopeAnalysis):
 def _runs_outside_loops(item: Item) -> bool:
     """Events the scope runs once per call: outside its loops and the loops of the helpers it calls."""
     event, chain = item
-    return not any(link.context.loops for link in (*chain, event))
+    return not event.context.loops and not any(link.context.loops for link in chain)
 
 
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
