@@ -22,7 +22,7 @@ from .events import is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
 from .patterns import calls_in
-from .tree import walk
+from .tree import in_source_order, walk
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
 _GRAPH_FREE_CALLS = torchapi.GRAPH_FREE_BUILTINS | {"print", "hasattr", "callable"}
@@ -215,18 +215,8 @@ def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.C
     found = kept.get(id(root))
     if found is None or found[0] is not root:
         nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
-        found = kept[id(root)] = (root, [node for node in _in_source_order(root) if id(node) not in nested], nested)
+        found = kept[id(root)] = (root, [node for node in in_source_order(root) if id(node) not in nested], nested)
     return found[1], found[2]
-
-
-def _in_source_order(node: cst.CSTNode) -> list[cst.CSTNode]:
-    ordered: list[cst.CSTNode] = []
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        ordered.append(current)
-        stack.extend(reversed(current.children))
-    return ordered
 
 
 def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:

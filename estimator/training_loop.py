@@ -11,19 +11,18 @@ what the dataflow says it does, never by its name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.tree import in_source_order
 from trainlint.rules import (
     CallEvent,
     Loop,
     ScopeAnalysis,
     Tag,
     Value,
-    children,
     is_backward,
     loops_running,
     ordered_events,
@@ -103,7 +102,7 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
         _, _, forwards, backwards = homes.setdefault(id(home), (event.scope, home, [], []))
         (backwards if is_backward(event) else forwards).append(event)
     for event_scope, home, forwards, backwards in homes.values():
-        order = {id(node): index for index, node in enumerate(_in_source_order(home))}
+        order = {id(node): index for index, node in enumerate(in_source_order(home))}
         # where the loss goes next: its backward, or (a helper with none) the return that hands it to the caller
         sinks: list[cst.CSTNode] = [event.node for event in backwards]
         losses = {event.node.func.value.value for event in backwards
@@ -129,14 +128,6 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
                 found += [(small, event_scope) for small in deletes
                           if any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)]
     return found
-
-
-def _in_source_order(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(list(children(current))))
 
 
 def _output_of(value: cst.BaseExpression) -> cst.BaseExpression:
