@@ -35,6 +35,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fake_linear4bit  # noqa: E402
 from activations import SavedByRegion, _gpu_like_dropout  # noqa: E402
 
 LAYERS = 3
@@ -94,9 +95,7 @@ def measure(modules, model_name: str, batch: int, seq: int, adapters: bool, quan
         if adapters:
             lora.mark_only_lora_as_trainable(model)
         if quantise:
-            from litgpt_peaks import _quantise
-
-            _quantise(model)
+            fake_linear4bit.quantise(model)
         model.train()
         saved = SavedByRegion(model, model.transformer.h)
         ids = torch.randint(0, config.padded_vocab_size, (batch, seq))

@@ -43,6 +43,7 @@ from torch.distributed._tools.mem_tracker import MemTracker
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from activations import _gpu_like_dropout  # noqa: E402
 from allocator_replay import Recorder, replay  # noqa: E402
+from fake_linear4bit import quantise  # noqa: E402
 from litgpt_activations import _lora_fields, arguments  # noqa: E402
 
 # (LitGPT config name, micro-batch, sequence length, LoRA rank or None for finetune_full, quantisation,
@@ -57,54 +58,9 @@ CASES = [
 ]
 
 
-class _MatMul4Bit(torch.autograd.Function):
-    """bitsandbytes' MatMul4Bit, memory-wise: dequantise (a new tensor of the stored dtype), cast to the
-    input's dtype, multiply; the input is kept for the backward, which dequantises and casts again."""
-
-    @staticmethod
-    def forward(ctx, A, packed, shape, stored_dtype, bias):
-        weight = torch.empty(shape, dtype=stored_dtype, device=A.device).to(A.dtype)
-        output = torch.nn.functional.linear(A, weight, bias)
-        ctx.shape, ctx.stored_dtype = shape, stored_dtype
-        # bitsandbytes keeps (A, B) as ctx.tensors: alive until the graph is freed, whatever the backward
-        # does. Saved as well (the same storage, no more memory) so that saved-tensor hooks see it.
-        ctx.kept_input = A
-        ctx.save_for_backward(A)
-        return output
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        weight = torch.empty(ctx.shape, dtype=ctx.stored_dtype, device=grad_output.device).to(grad_output.dtype)
-        return grad_output @ weight, None, None, None, None
-
-
-class _Linear4bit(torch.nn.Module):
-    def __init__(self, linear: torch.nn.Linear, stored_dtype: torch.dtype = torch.float16) -> None:
-        super().__init__()
-        out_features, in_features = linear.weight.shape
-        elements = out_features * in_features
-        self.weight = torch.nn.Parameter(torch.empty(elements // 2, 1, dtype=torch.uint8), requires_grad=False)
-        self.register_buffer("absmax", torch.empty(elements // 64, dtype=torch.float32))
-        self.bias = None if linear.bias is None else torch.nn.Parameter(linear.bias.detach(), requires_grad=False)
-        self.shape = (out_features, in_features)
-        self.in_features, self.out_features = in_features, out_features
-        self.stored_dtype = stored_dtype
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _MatMul4Bit.apply(x, self.weight, self.shape, self.stored_dtype, self.bias)
-
-
 class _NoHook:
     def remove(self) -> None:
         pass
-
-
-def _quantise(module: torch.nn.Module) -> None:
-    for name, child in module.named_children():
-        if isinstance(child, torch.nn.Linear) and not child.weight.requires_grad:
-            setattr(module, name, _Linear4bit(child))
-        else:
-            _quantise(child)
 
 
 def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: str | None, peak_in: str) -> dict:
@@ -127,7 +83,7 @@ def run(modules, name: str, batch: int, seq: int, rank: int | None, quantize: st
         if not full:
             lora.mark_only_lora_as_trainable(model)
         if quantize:  # Lightning's plugin quantises each linear as it is built: the 16-bit model never exists
-            _quantise(model)
+            quantise(model)
         # the trace starts with the model's parameters and buffers, in the order they were created
         recorder.track([*model.parameters(), *model.buffers()])
         recorder.__enter__()
