@@ -43,9 +43,11 @@ from .versions import settled_by
 
 
 def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
+    """(activations, logits, KV cache, the KV cache while a prompt is read, the prompt's logits, the layer a
+    checkpointed backward recomputes: counted in the activations, beside which the loss's tensors are gone)."""
     act_bytes = PRECISION[plan.dtype][2]
     if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO, ZERO
     if plan.seq_len is not None:
         lengths = (plan.seq_len,) * 3
     else:
@@ -58,7 +60,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
         )
-    activations, logits, kv, prompt_kv, prompt_logits = [], [], [], [], []
+    activations, logits, kv, prompt_kv, prompt_logits, layer_phase = [], [], [], [], [], []
     for end, seq in enumerate(lengths):
         value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
@@ -66,6 +68,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
         kv.append(value[2])
         prompt_kv.append(value[3])
         prompt_logits.append(value[4])
+        layer_phase.append(value[5])
     measured = _measured_dropout(plan) is not None
     spread = LITGPT_SPREAD if plan.model_code == "litgpt" else MEASURED_SPREAD if measured else FORMULA_SPREAD
     if plan.mode != "train":
@@ -78,6 +81,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
         Interval(kv[0], kv[1], kv[2]),
         Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
         Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
+        Interval(layer_phase[0], layer_phase[1], layer_phase[2]),
     )
 
 
@@ -92,9 +96,9 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
-    """(activations, logits, KV cache, the KV cache while a generation's prompt is read) point estimates for
-    one sequence length, at one end of the interval (0 low, 1 estimate, 2 high: where versions of the code
-    differ, the end picks the variant)."""
+    """(activations, logits, KV cache, the KV cache while a generation's prompt is read, the prompt's logits, a
+    checkpointed layer's recomputed activations) point estimates for one sequence length, at one end of the
+    interval (0 low, 1 estimate, 2 high: where versions of the code differ, the end picks the variant)."""
     batch = plan.batch_size
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
@@ -135,7 +139,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 notes.append(_previous_graph_note(plan))
         checkpointed = geometry.layers // max(1, plan.checkpoint_every) if plan.gradient_checkpointing else 0
         activations += head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
-        return activations, logits, 0.0, 0.0, 0.0
+        return activations, logits, 0.0, 0.0, 0.0, per_layer if plan.gradient_checkpointing else 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
@@ -189,7 +193,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         kv = cached(context)
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv, prompt_kv, prompt_logits
+    return live, logits_bytes, kv, prompt_kv, prompt_logits, 0.0
 
 
 def _inference_logit_bytes(plan: Plan, act_bytes: int, end: int, notes: list[str]) -> float:

@@ -95,9 +95,10 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     else:
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
-        weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
+        weights, gradients, optimizer, cache, gathered_layers = _model_states(plan, geometry, params, trainable, notes)
         weights = weights + _rotary_cache(plan, arch, geometry, notes)
-        activations, logits, kv, prompt_kv, prompt_logits = activation_terms(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv, prompt_logits, layer_phase = activation_terms(plan, arch, geometry, notes)
+        weights = weights + _beyond_the_loss(gathered_layers, layer_phase, logits)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         if plan.optimizer_in_backward and plan.mode == "train":
             gradients, step = _optimizer_in_backward(plan, geometry, trainable, notes), ZERO
@@ -152,6 +153,17 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     process = reserved + context + outside_allocator
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
+
+
+def _beyond_the_loss(gathered_layers: Interval, layer_phase: Interval, logits: Interval) -> Interval:
+    """What FSDP's gathered layer units add to the forward and backward's peak (counted with the weights), end by end. The activations count
+    the loss phase (the kept activations and the logits) and a layer's backward (the kept activations and, under
+    checkpointing, the recomputed layer: ``layer_phase``) as the larger of the two; the layer units are gathered
+    only in the second (resharded after their forward, gathered again after the loss's tensors are freed), so the
+    peak grows by max(layer + units, logits) - max(layer, logits)."""
+    ends = ((gathered_layers.low, layer_phase.low, logits.low), (gathered_layers.estimate, layer_phase.estimate, logits.estimate),
+            (gathered_layers.high, layer_phase.high, logits.high))
+    return Interval(*(max(layer + units, loss) - max(layer, loss) for units, layer, loss in ends))
 
 
 def _zero_grad_frees(plan: Plan) -> bool | None:
@@ -243,7 +255,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if plan.tensor_parallel > 1:
             notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
                          "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
-        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO
+        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO, ZERO
     adapter_bytes = bytes_per_adapter_param(plan)
     trainable_bytes, state_dtype = (adapter_bytes, adapter_bytes) if lora else (grad_bytes, weight_bytes)
     states, fixed = OPTIMIZER_STATE[plan.optimizer]
@@ -270,9 +282,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
         notes.append(f"{plan.sharding} over {_gpus(plan)}: weights, gradients and optimizer state sharded; "
                      "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
+    gathered_layers = ZERO
     if plan.sharding in ("fsdp", "fsdp-grad-op"):
-        low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
-        weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
+        root, layers = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
+        if plan.sharding == "fsdp":  # resharded after each layer's forward: not alive beside the loss (_beyond_the_loss)
+            gathered_layers = layers
+        else:
+            root = root + layers
+        weights, weights_high = weights / plan.gpus + root.estimate, weights / plan.gpus + root.high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
         gradients += _layer_bytes_of(geometry, fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
     gradients_high = None
@@ -295,7 +312,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
-            Interval.exact(optimizer), Interval.exact(cache))
+            Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
 
 
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
@@ -322,35 +339,37 @@ def _fsdp_root_params(geometry: Shape | None) -> float:
     return 0.0 if geometry is None else float(geometry.embedding_params + geometry.lm_head_params)
 
 
-def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[float, float]:
-    """Gathered (unsharded) parameters alive at the peak under FSDP, at the estimate and the high end.
+def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[Interval, Interval]:
+    """Gathered (unsharded) parameters under FSDP, (the root unit, the layer units) at the estimate and the high end.
 
     FULL_SHARD: FSDP (1 and 2) does not reshard the root unit after its forward (`_post_forward_reshard`: not
     `state._is_root`; fully_shard's root: "the parameters would be freed and all-gathered immediately"), so
     the embeddings and LM head stay gathered through the forward and backward; beside them the unit being
     computed and the next one, prefetched (backward_prefetch=BACKWARD_PRE, the default; limit_all_gathers
     allows two in flight). SHARD_GRAD_OP does not reshard any unit after its forward: at the turn from the
-    forward to the backward every unit is gathered."""
+    forward to the backward every unit is gathered. Under FULL_SHARD the other units are resharded after their
+    forward (fully_shard's reshard_after_forward=True, its default; FSDP1's FULL_SHARD alike): by the time the
+    loss is computed only the root is gathered, and the layer units are gathered again in the backward, after the
+    loss's tensors are freed (_beyond_the_loss)."""
     per_layer = _layer_bytes_of(geometry, 1)
     root = _fsdp_root_params(geometry)
     layers = (geometry.layers if geometry is not None else 0) if plan.sharding == "fsdp-grad-op" else 2
     if plan.quant is not None:  # the units gather the packed 4-bit (or 8-bit) storage; embeddings and head in 16 bits
-        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * QUANT_BYTES[plan.quant]
-        return gathered, gathered
+        return Interval.exact(root * (4 if plan.kbit_prepared else 2)), Interval.exact(layers * per_layer * QUANT_BYTES[plan.quant])
     if plan.sharding == "fsdp-grad-op" and geometry is None:
         layers, per_layer = 1, float(params)
-    gathered = root + layers * per_layer
     if plan.sharding == "fsdp-grad-op":
         notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {_gpus(plan)}: gradients and optimizer state sharded; "
                      "every unit stays gathered from its forward to its backward")
     else:
         notes.append(f"fsdp over {_gpus(plan)}: weights, gradients and optimizer state sharded; the root unit "
                      "(embeddings, LM head) stays gathered through the step, beside the unit being computed and the "
-                     "next one (prefetched); one unit's gradient being reduce-scattered")
+                     "next one (prefetched), which are resharded before the loss; one unit's gradient being reduce-scattered")
     if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
         notes.append("FSDP mixed precision: gathered parameters in 16 bits (param_dtype=bf16, accelerate's and "
                      "torchtitan's policy) at the estimate, fp32 (Lightning's, autocast casting) at the high end")
-    return (gathered * fsdp_param_bytes(plan, weight_bytes, 1), gathered * fsdp_param_bytes(plan, weight_bytes, 2))
+    estimate, high = fsdp_param_bytes(plan, weight_bytes, 1), fsdp_param_bytes(plan, weight_bytes, 2)
+    return Interval(root * estimate, root * estimate, root * high), Interval(*(layers * per_layer * width for width in (estimate, estimate, high)))
 
 
 # torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
