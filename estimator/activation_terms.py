@@ -302,7 +302,9 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     if plan.lora_rank is not None and plan.mode == "train":
         autocast = plan.dtype.startswith("amp")
         coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end), autocast=autocast)
-        if autocast and plan.quant is None:  # over the 16-bit base assumed in _model_states
+        if autocast and plan.quant is None:
+            # a frozen base keeps the same in 16 bits and in fp32 (replayed, calibration/lora_peaks.py): its linears save
+            # no input, and its norms work in fp32 either way; an fp32 base's weight casts are the states' (_model_states)
             coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=True, frozen_linears=True)
         notes.append("frozen base: its linears keep no inputs, each adapter keeps " + (
             "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else "an fp32 copy of its own"))

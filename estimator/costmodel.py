@@ -47,7 +47,7 @@ from .plan import (
     validate,
 )
 from .units import GIB
-from .unstated import covered, cuda_context
+from .unstated import covered, cuda_context, unstated_lora_base
 from .versions import ROTARY_CACHE_UNTIL, settled_by
 
 
@@ -71,7 +71,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     trl_default = plan.trl_default_checkpointing and plan.mode == "train"
-    if plan.model_code == "own" or plan.attention is None or trl_default:  # an estimate whose interval covers the alternatives
+    if plan.model_code == "own" or plan.attention is None or trl_default or unstated_lora_base(plan):  # an estimate whose interval covers the alternatives
         return covered(plan, mechanism_estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
@@ -247,10 +247,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
                      + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
-        base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
-        base = params * base_bytes
+        base_16bit = lora and plan.dtype.startswith("amp") and plan.lora_base_16bit is not False
+        base = params * (2 if base_16bit else weight_bytes)
         if lora and plan.dtype.startswith("amp"):
-            notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
+            notes.append(f"LoRA under autocast: the frozen base loaded in {'16 bits' if base_16bit else 'fp32'}")
     if plan.mode != "train":
         if plan.tensor_parallel > 1:
             notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
@@ -265,6 +265,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     cache = params * cache_bytes if not lora and plan.quant is None else 0
     if cache and plan.sharding not in SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
+    if lora and plan.quant is None and plan.dtype.startswith("amp") and plan.lora_base_16bit is False:
+        cache = _frozen_casts_saved(geometry, params)
+        notes.append("autocast over the frozen fp32 base: each linear's backward keeps the 16-bit cast of its weight "
+                     "(autocast caches no cast of a frozen weight, the matmul saves it for the input's gradient)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
@@ -313,6 +317,16 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
             Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
+
+
+def _frozen_casts_saved(geometry: Shape | None, params: int) -> float:
+    """Bytes of the 16-bit weight casts an fp32 frozen base's linears save for the backward under autocast: every
+    linear after the first adapter (whose input needs a gradient) and the LM head (the embedding matrix, where tied),
+    2 bytes a weight; the embeddings are looked up, not cast. Replayed with peft on TinyLlama and Phi-2
+    (calibration/lora_peaks.py)."""
+    if geometry is None:
+        return 2.0 * params
+    return 2.0 * (params - geometry.embedding_params - geometry.lm_head_params + geometry.vocab * geometry.hidden)
 
 
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
