@@ -314,6 +314,7 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if plan.sharding not in SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
+        gathered_layers = ZERO  # the resident layer stands for what is gathered
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
             Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
