@@ -57,6 +57,7 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
 
     # -- structure the exact count needs --
     norm: str = "rms"  # "rms" (weight only) | "layernorm" (weight and bias)
+    norm_affine: bool = True  # False: norms without weight or bias (OLMo's LayerNorm)
     norms_per_layer: int = 2  # 1: parallel-attention blocks with one shared norm; 4: Gemma 2/3 sandwich norms
     final_norm: bool = True  # a norm after the last layer (encoder-decoder: one per stack)
     qkv_bias: bool = False
@@ -189,6 +190,7 @@ class _Derivable(Protocol):
     image_size: int
     published_params: int
     norm: str
+    norm_affine: bool
     norms_per_layer: int
     final_norm: bool
     qkv_bias: bool
@@ -231,6 +233,8 @@ def _derivable(arch: Architecture) -> _Derivable:
 
 
 def _norm(arch: _Derivable, width: int) -> int:
+    if not arch.norm_affine:
+        return 0
     return 2 * width if arch.norm == "layernorm" else width
 
 
@@ -311,6 +315,7 @@ def _decoder_counts(arch: _Derivable) -> tuple[int, int]:
     per_layer = _attention(arch) + arch.norms_per_layer * _norm(arch, h)
     shared = _embeddings(arch) + _lm_head(arch) + layers * per_layer
     shared += _norm(arch, h) if arch.final_norm else 0
+    shared += _norm(arch, h) if arch.embedding_norm else 0  # BLOOM's word_embeddings_layernorm
     if not arch.experts:
         total = shared + layers * _mlp(arch, h, arch.intermediate)
         return total, total

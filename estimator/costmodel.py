@@ -18,43 +18,22 @@ import dataclasses
 import math
 
 from . import litgpt
-from .activation_data import measured_dropout_bytes, measured_layer_coefficients
+from .activation_terms import activation_terms
+from .adapters import bytes_per_adapter_param, head_adapter_params, lora_params
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
-from .architectures import LM_HEAD_NAMES, Architecture, Shape, parameter_count, shape
+from .architectures import Architecture, Shape, parameter_count, shape
 from .cost_constants import (
-    CHUNKED_LOGIT_BYTES,
     DEFAULT_BLAS_WORKSPACE_BYTES,
-    FORMULA_SPREAD,
-    IMAGE_SPREAD,
-    INFERENCE_SPREAD,
-    LITGPT_SPREAD,
-    LOGIT_BYTES,
-    MEASURED_SPREAD,
     QUANT_BYTES,
-    SAMPLING_BYTES,
     SHARDED_GRADIENTS,
     SHARDED_OPTIMIZER,
     SHARDED_PARAMETERS,
-    SHORT_SEQUENCE,
-    TRAINER_LOGIT_BYTES,
     TYPICAL_SEQUENCE,
 )
 from .diffusion import diffusion_terms, pipeline_of
 from .error_bands import widened
 from .gpt_fast import gpt_fast_terms
-from .layer_activations import (
-    adapter_layer_adjustment,
-    autocast_layer_adjustment,
-    compiled_layer_coefficient,
-    dropout_mask_bytes,
-    formula_layer_coefficient,
-    inference_layer_coefficient,
-    kbit_prepared_kept,
-    kv_heads_per_gpu,
-    selective_coefficient,
-    training_dropout,
-)
-from .mixed_precision import forward_weights_16bit, fp32_residual_stream, fsdp_param_bytes
+from .mixed_precision import fsdp_param_bytes
 from .plan import (
     OPTIMIZER_STATE,
     PRECISION,
@@ -68,7 +47,7 @@ from .plan import (
     validate,
 )
 from .units import GIB
-from .unstated import covered, cuda_context
+from .unstated import covered, cuda_context, unstated_lora_base
 from .versions import ROTARY_CACHE_UNTIL, settled_by
 
 
@@ -92,7 +71,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     trl_default = plan.trl_default_checkpointing and plan.mode == "train"
-    if plan.model_code == "own" or plan.attention is None or trl_default:  # an estimate whose interval covers the alternatives
+    if plan.model_code == "own" or plan.attention is None or trl_default or unstated_lora_base(plan):  # an estimate whose interval covers the alternatives
         return covered(plan, mechanism_estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []
     asked = plan
@@ -116,9 +95,10 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     else:
         params = parameter_count(arch)
         trainable = _trainable_params(plan, geometry, params, notes)
-        weights, gradients, optimizer, cache = _model_states(plan, geometry, params, trainable, notes)
+        weights, gradients, optimizer, cache, gathered_layers = _model_states(plan, geometry, params, trainable, notes)
         weights = weights + _rotary_cache(plan, arch, geometry, notes)
-        activations, logits, kv, prompt_kv, prompt_logits = _activations(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv, prompt_logits, layer_phase = activation_terms(plan, arch, geometry, notes)
+        weights = weights + _beyond_the_loss(gathered_layers, layer_phase, logits)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         if plan.optimizer_in_backward and plan.mode == "train":
             gradients, step = _optimizer_in_backward(plan, geometry, trainable, notes), ZERO
@@ -175,6 +155,17 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
 
+def _beyond_the_loss(gathered_layers: Interval, layer_phase: Interval, logits: Interval) -> Interval:
+    """What FSDP's gathered layer units add to the forward and backward's peak (counted with the weights), end by end. The activations count
+    the loss phase (the kept activations and the logits) and a layer's backward (the kept activations and, under
+    checkpointing, the recomputed layer: ``layer_phase``) as the larger of the two; the layer units are gathered
+    only in the second (resharded after their forward, gathered again after the loss's tensors are freed), so the
+    peak grows by max(layer + units, logits) - max(layer, logits)."""
+    ends = ((gathered_layers.low, layer_phase.low, logits.low), (gathered_layers.estimate, layer_phase.estimate, logits.estimate),
+            (gathered_layers.high, layer_phase.high, logits.high))
+    return Interval(*(max(layer + units, loss) - max(layer, loss) for units, layer, loss in ends))
+
+
 def _zero_grad_frees(plan: Plan) -> bool | None:
     """Whether zero_grad frees the gradients (Plan.zero_grad_frees); LitGPT's loops call `optimizer.zero_grad()` and
     LitGPT has required torch 2 or later (its pyproject), whose default frees them."""
@@ -223,57 +214,15 @@ def attention_kernel(plan: Plan, compute_capability: str | None, notes: list[str
 
 
 # ---------------------------------------------------------------------- parameters and states
-def _lora_params(plan: Plan, geometry: Shape | None) -> int:
-    if plan.lora_rank is None or geometry is None:
-        return 0
-    per_layer = 0
-    for target in plan.lora_targets:
-        if target in LM_HEAD_NAMES:
-            continue  # once, not per layer: _head_adapter_params
-        dims = geometry.lora_dims.get(target)
-        if dims is None:
-            raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
-        per_layer += plan.lora_rank * (dims[0] + dims[1])
-    return geometry.layers * per_layer + _head_adapter_params(plan, geometry)
-
-
-def _targets_the_head(plan: Plan) -> bool:
-    return plan.lora_rank is not None and any(target in LM_HEAD_NAMES for target in plan.lora_targets)
-
-
-def _head_adapter_params(plan: Plan, geometry: Shape) -> int:
-    """LoRA on the LM head (`lm_head`, GPT-NeoX's `embed_out`): one adapter from the hidden size to the vocabulary,
-    A (rank x hidden) and B (vocab x rank)."""
-    if not _targets_the_head(plan):
-        return 0
-    kind = plan.model.kind if plan.model is not None else None
-    if not geometry.vocab or kind not in ("decoder", "encoder-decoder") or plan.head != "lm":
-        raise CannotEstimate("LoRA on the LM head: this model has no LM head over a vocabulary")
-    assert plan.lora_rank is not None, "a plan with adapters"
-    return plan.lora_rank * (geometry.hidden + geometry.vocab)
-
-
-def _head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
-    """What the LM head's adapter keeps for the backward, as a layer's adapters do: its input (the final norm's
-    output) cast to the adapter's dtype (peft: fp32), a dropout mask of a byte per element when lora_dropout > 0,
-    and its rank-wide inner activation. Its vocabulary-wide output is added to the frozen head's logits and freed."""
-    if not _targets_the_head(plan) or plan.mode != "train":
-        return 0.0
-    assert plan.lora_rank is not None, "a plan with adapters"
-    adapter = _adapter_bytes(plan)
-    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
-    return tokens * ((adapter + mask) * geometry.hidden + adapter * plan.lora_rank)
-
-
 def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: list[str]) -> int:
     if plan.mode != "train":
         return 0
     if plan.lora_rank is not None:
         if geometry is None:
             raise CannotEstimate("LoRA is modelled for transformer models only")
-        lora = _lora_params(plan, geometry)
+        lora = lora_params(plan, geometry)
         notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
-        head = _head_adapter_params(plan, geometry)
+        head = head_adapter_params(plan, geometry)
         if head:
             notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "
                          "of the final hidden states for the backward")
@@ -298,16 +247,16 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
                      + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
-        base_bytes = 2 if lora and plan.dtype.startswith("amp") else weight_bytes
-        base = params * base_bytes
+        base_16bit = lora and plan.dtype.startswith("amp") and plan.lora_base_16bit is not False
+        base = params * (2 if base_16bit else weight_bytes)
         if lora and plan.dtype.startswith("amp"):
-            notes.append("LoRA under autocast: the frozen base is assumed loaded in 16-bit")
+            notes.append(f"LoRA under autocast: the frozen base loaded in {'16 bits' if base_16bit else 'fp32'}")
     if plan.mode != "train":
         if plan.tensor_parallel > 1:
             notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
                          "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
-        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO
-    adapter_bytes = _adapter_bytes(plan)
+        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO, ZERO
+    adapter_bytes = bytes_per_adapter_param(plan)
     trainable_bytes, state_dtype = (adapter_bytes, adapter_bytes) if lora else (grad_bytes, weight_bytes)
     states, fixed = OPTIMIZER_STATE[plan.optimizer]
     optimizer = trainable * (states * state_dtype + fixed)
@@ -316,6 +265,10 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     cache = params * cache_bytes if not lora and plan.quant is None else 0
     if cache and plan.sharding not in SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
+    if lora and plan.quant is None and plan.dtype.startswith("amp") and plan.lora_base_16bit is False:
+        cache = _frozen_casts_saved(geometry, params)
+        notes.append("autocast over the frozen fp32 base: each linear's backward keeps the 16-bit cast of its weight "
+                     "(autocast caches no cast of a frozen weight, the matmul saves it for the input's gradient)")
     if plan.optimizer == "paged-adamw-8bit":
         notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
@@ -333,9 +286,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         gradients += _layer_bytes_of(geometry, grad_bytes) if not lora else 0.0
         notes.append(f"{plan.sharding} over {_gpus(plan)}: weights, gradients and optimizer state sharded; "
                      "two units gathered at a time (one prefetched) and one unit's gradient being reduce-scattered")
+    gathered_layers = ZERO
     if plan.sharding in ("fsdp", "fsdp-grad-op"):
-        low, high = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
-        weights, weights_high = weights / plan.gpus + low, weights / plan.gpus + high
+        root, layers = _fsdp_gathered(plan, geometry, params, weight_bytes, notes)
+        if plan.sharding == "fsdp":  # resharded after each layer's forward: not alive beside the loss (_beyond_the_loss)
+            gathered_layers = layers
+        else:
+            root = root + layers
+        weights, weights_high = weights / plan.gpus + root.estimate, weights / plan.gpus + root.high
         # one unit's unsharded gradient, in the gathered parameters' dtype, being reduce-scattered
         gradients += _layer_bytes_of(geometry, fsdp_param_bytes(plan, grad_bytes, 1)) if not lora else 0.0
     gradients_high = None
@@ -356,9 +314,20 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if plan.sharding not in SHARDED_PARAMETERS:
             raise CannotEstimate("parameter offload needs ZeRO-3 or FSDP sharding")
         weights = weights_high = _largest_layer_bytes(geometry, weight_bytes)
+        gathered_layers = ZERO  # the resident layer stands for what is gathered
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
-            Interval.exact(optimizer), Interval.exact(cache))
+            Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
+
+
+def _frozen_casts_saved(geometry: Shape | None, params: int) -> float:
+    """Bytes of the 16-bit weight casts an fp32 frozen base's linears save for the backward under autocast: every
+    linear after the first adapter (whose input needs a gradient) and the LM head (the embedding matrix, where tied),
+    2 bytes a weight; the embeddings are looked up, not cast. Replayed with peft on TinyLlama and Phi-2
+    (calibration/lora_peaks.py)."""
+    if geometry is None:
+        return 2.0 * params
+    return 2.0 * (params - geometry.embedding_params - geometry.lm_head_params + geometry.vocab * geometry.hidden)
 
 
 def _rotary_cache(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]) -> Interval:
@@ -385,35 +354,37 @@ def _fsdp_root_params(geometry: Shape | None) -> float:
     return 0.0 if geometry is None else float(geometry.embedding_params + geometry.lm_head_params)
 
 
-def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[float, float]:
-    """Gathered (unsharded) parameters alive at the peak under FSDP, at the estimate and the high end.
+def _fsdp_gathered(plan: Plan, geometry: Shape | None, params: int, weight_bytes: int, notes: list[str]) -> tuple[Interval, Interval]:
+    """Gathered (unsharded) parameters under FSDP, (the root unit, the layer units) at the estimate and the high end.
 
     FULL_SHARD: FSDP (1 and 2) does not reshard the root unit after its forward (`_post_forward_reshard`: not
     `state._is_root`; fully_shard's root: "the parameters would be freed and all-gathered immediately"), so
     the embeddings and LM head stay gathered through the forward and backward; beside them the unit being
     computed and the next one, prefetched (backward_prefetch=BACKWARD_PRE, the default; limit_all_gathers
     allows two in flight). SHARD_GRAD_OP does not reshard any unit after its forward: at the turn from the
-    forward to the backward every unit is gathered."""
+    forward to the backward every unit is gathered. Under FULL_SHARD the other units are resharded after their
+    forward (fully_shard's reshard_after_forward=True, its default; FSDP1's FULL_SHARD alike): by the time the
+    loss is computed only the root is gathered, and the layer units are gathered again in the backward, after the
+    loss's tensors are freed (_beyond_the_loss)."""
     per_layer = _layer_bytes_of(geometry, 1)
     root = _fsdp_root_params(geometry)
     layers = (geometry.layers if geometry is not None else 0) if plan.sharding == "fsdp-grad-op" else 2
     if plan.quant is not None:  # the units gather the packed 4-bit (or 8-bit) storage; embeddings and head in 16 bits
-        gathered = root * (4 if plan.kbit_prepared else 2) + layers * per_layer * QUANT_BYTES[plan.quant]
-        return gathered, gathered
+        return Interval.exact(root * (4 if plan.kbit_prepared else 2)), Interval.exact(layers * per_layer * QUANT_BYTES[plan.quant])
     if plan.sharding == "fsdp-grad-op" and geometry is None:
         layers, per_layer = 1, float(params)
-    gathered = root + layers * per_layer
     if plan.sharding == "fsdp-grad-op":
         notes.append(f"fsdp-grad-op (SHARD_GRAD_OP) over {_gpus(plan)}: gradients and optimizer state sharded; "
                      "every unit stays gathered from its forward to its backward")
     else:
         notes.append(f"fsdp over {_gpus(plan)}: weights, gradients and optimizer state sharded; the root unit "
                      "(embeddings, LM head) stays gathered through the step, beside the unit being computed and the "
-                     "next one (prefetched); one unit's gradient being reduce-scattered")
+                     "next one (prefetched), which are resharded before the loss; one unit's gradient being reduce-scattered")
     if plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
         notes.append("FSDP mixed precision: gathered parameters in 16 bits (param_dtype=bf16, accelerate's and "
                      "torchtitan's policy) at the estimate, fp32 (Lightning's, autocast casting) at the high end")
-    return (gathered * fsdp_param_bytes(plan, weight_bytes, 1), gathered * fsdp_param_bytes(plan, weight_bytes, 2))
+    estimate, high = fsdp_param_bytes(plan, weight_bytes, 1), fsdp_param_bytes(plan, weight_bytes, 2)
+    return Interval(root * estimate, root * estimate, root * high), Interval(*(layers * per_layer * width for width in (estimate, estimate, high)))
 
 
 # torch's optimizers whose foreach implementation (the default on CUDA) computes a temporary the size of
@@ -428,7 +399,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
     if plan.mode != "train":
         return ZERO, ZERO
     lora = plan.lora_rank is not None
-    state_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][0]
+    state_bytes = bytes_per_adapter_param(plan) if lora else PRECISION[plan.dtype][0]
     shards = plan.gpus if plan.sharding in SHARDED_OPTIMIZER else 1
     temporary = ZERO
     share = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0)
@@ -464,8 +435,8 @@ def _optimizer_in_backward(plan: Plan, geometry: Shape | None, trainable: int, n
     and zeroed (set to None) in the parameter's post-accumulate-grad hook. Gradients never coexist: the largest
     parameter's gradient and its step's temporary are alive during the backward, and there is no step phase."""
     lora = plan.lora_rank is not None
-    state_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][0]
-    grad_bytes = _adapter_bytes(plan) if lora else PRECISION[plan.dtype][1]
+    state_bytes = bytes_per_adapter_param(plan) if lora else PRECISION[plan.dtype][0]
+    grad_bytes = bytes_per_adapter_param(plan) if lora else PRECISION[plan.dtype][1]
     largest = _largest_tensor(geometry, trainable) if not lora else trainable / max(1, geometry.layers if geometry else 1)
     temporary = _FOREACH_TEMPORARY.get(plan.optimizer, 0.0) * state_bytes
     notes.append("optimizer step in the backward (one optimizer per parameter, stepped as its gradient is ready): "
@@ -513,11 +484,6 @@ def _blas_workspace(plan: Plan, per_handle: float) -> Interval:
     leave them to cuBLAS itself (CUDA 12.2 and later before torch set them again: the low end)."""
     count = 2 if plan.mode == "train" else 1
     return Interval(0.0, count * per_handle, count * per_handle)
-
-
-def _adapter_bytes(plan: Plan) -> int:
-    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype."""
-    return PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
 
 
 def _dequantised(plan: Plan, geometry: Shape | None, notes: list[str]) -> Interval:
@@ -568,319 +534,11 @@ def _largest_layer_bytes(geometry: Shape | None, weight_bytes: int) -> float:
     return max(per_layer, geometry.embedding_params, geometry.lm_head_params) * weight_bytes
 
 
-# ---------------------------------------------------------------------- activations
-def _activations(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
-    act_bytes = PRECISION[plan.dtype][2]
-    if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO
-    if plan.seq_len is not None:
-        lengths = (plan.seq_len,) * 3
-    else:
-        longest = arch.max_positions
-        if longest is None:
-            raise CannotEstimate("the sequence length is unknown: give --seq-len")
-        # Unknown length: the interval spans short sequences to the model's maximum.
-        lengths = (min(SHORT_SEQUENCE, longest), min(TYPICAL_SEQUENCE, longest), longest)
-        notes.append(
-            f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
-            f"the model's maximum {lengths[2]} at the high end"
-        )
-    activations, logits, kv, prompt_kv, prompt_logits = [], [], [], [], []
-    for end, seq in enumerate(lengths):
-        value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
-        activations.append(value[0])
-        logits.append(value[1])
-        kv.append(value[2])
-        prompt_kv.append(value[3])
-        prompt_logits.append(value[4])
-    measured = _measured_dropout(plan) is not None
-    spread = LITGPT_SPREAD if plan.model_code == "litgpt" else MEASURED_SPREAD if measured else FORMULA_SPREAD
-    if plan.mode != "train":
-        spread = (0.5, 1.0, 1.25) if plan.model_code == "litgpt" else INFERENCE_SPREAD
-    per_logit = _logit_bytes(plan)
-    logit_low, logit_high = (per_logit[0] / per_logit[1], per_logit[2] / per_logit[1]) if plan.mode == "train" else (1.0, 1.0)
-    return (
-        Interval(activations[0] * spread[0], activations[1], activations[2] * spread[2]),
-        Interval(logits[0] * logit_low, logits[1], logits[2] * logit_high),
-        Interval(kv[0], kv[1], kv[2]),
-        Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
-        Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
-    )
-
-
 def _gpus(plan: Plan) -> str:
     """The GPUs a sharded run is spread over, as a note says it: one GPU shards nothing, and the note says how to give more."""
     if plan.gpus == 1:
         return "1 GPU (a single shard saves nothing; give --gpus N or --gpu Nx<gpu> for the run's count)"
     return f"{plan.gpus} GPUs"
-
-
-def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
-    """Bytes per logit a training step's loss keeps (low, estimate, high)."""
-    if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
-        return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
-    if plan.loss == "chunked":
-        return CHUNKED_LOGIT_BYTES
-    # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
-    return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
-
-
-def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
-    """(activations, logits, KV cache, the KV cache while a generation's prompt is read) point estimates for
-    one sequence length, at one end of the interval (0 low, 1 estimate, 2 high: where versions of the code
-    differ, the end picks the variant)."""
-    batch = plan.batch_size
-    tokens = batch * seq
-    per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
-    if plan.mode == "train":
-        logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
-        if plan.gradient_checkpointing:
-            checkpointed = geometry.layers // max(1, plan.checkpoint_every)
-            per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0
-            if fp32_residual_stream(plan, end):
-                per_token += 2.0  # each checkpoint keeps its layer's input: the fp32 residual stream, 4 bytes wide
-            kept = per_token * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
-            if plan.checkpoint_policy == "selective":
-                notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
-            elif plan.checkpoint_policy == "alternate":
-                notes.append("selective checkpointing (torchtitan's op policy): each layer keeps its input, its attention "
-                             "output and every other matmul's output")
-            # the backward recomputes a layer only after the loss's tensors are freed: the two peaks do not add up
-            recomputed = max(0.0, per_layer - logits)
-            activations = kept + per_layer * (geometry.layers - checkpointed) + recomputed
-            if plan.activation_offloading:
-                layer_input = 2.0 * tokens * geometry.hidden * (act_bytes / 2)
-                activations = _offloaded(recomputed, min(_OFFLOAD_STASH, geometry.layers) * layer_input, notes)
-            if plan.checkpoint_every > 1:
-                notes.append(f"activation checkpointing on every {plan.checkpoint_every}th layer ({checkpointed} of "
-                             f"{geometry.layers}); the others keep all their activations")
-            else:
-                notes.append("gradient checkpointing: each layer keeps its input; one layer's activations live at a time")
-        elif plan.activation_offloading:
-            activations = _offloaded(per_layer, per_layer, notes)
-        else:
-            activations = per_layer * geometry.layers
-            if _keeps_quantised_inputs(plan, end) and _previous_graph_alive(plan, end):
-                # what the previous graph holds after its backward: bitsandbytes before 0.43.2 keeps each
-                # 4-bit linear's input as an attribute of the autograd context, which the backward does
-                # not free (saved tensors it does), so one more copy of every layer's kept inputs
-                without = _layer_bytes(dataclasses.replace(plan, quant_keeps_inputs=False), geometry, seq, batch, act_bytes, [], end)
-                activations += (per_layer - without) * geometry.layers
-                notes.append(_previous_graph_note(plan))
-        checkpointed = geometry.layers // max(1, plan.checkpoint_every) if plan.gradient_checkpointing else 0
-        activations += _head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
-        return activations, logits, 0.0, 0.0, 0.0
-    # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
-    prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
-    if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
-        live = _layer_bytes(plan, geometry, prompt, batch, act_bytes, [], end) * 2
-    else:
-        live = prompt * batch * geometry.hidden * inference_layer_coefficient(plan, geometry, prompt) * (act_bytes / 2)
-        notes.append("working memory of the forward: the peak of one layer (the MLP's intermediate tensors, or the "
-                     "attention scores with eager attention), beside the embeddings and the residual stream")
-    prompt_logits = 0.0  # transformers: computed after the layers, not alive beside their working memory
-    if plan.model_code == "litgpt":  # every position's logits, 16-bit and Fabric's fp32 copy
-        logits_bytes = batch * prompt * geometry.vocab * 6
-    elif plan.mode == "generate":
-        logits_bytes = batch * geometry.vocab * SAMPLING_BYTES[end]
-        whole = plan.prompt_logits_whole if plan.prompt_logits_whole is not None else end == 2
-        if whole:  # transformers before 4.45 computed the whole prompt's logits and upcast them to fp32
-            prompt_logits = batch * prompt * geometry.vocab * 6
-        if plan.prompt_logits_whole is None and prompt > 1:
-            notes.append("transformers 4.45 and later compute the logits of the prompt's last position only (the estimate); "
-                         f"earlier versions every position's (the high end); {settled_by('transformers')}")
-    else:
-        logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
-    kv = prompt_kv = 0.0
-    if plan.mode == "infer" and arch.kind == "decoder" and plan.model_code != "litgpt" and (plan.use_cache or (plan.use_cache is None and end)):
-        # a causal LM's forward fills and returns its KV cache (past_key_values) unless use_cache=False: transformers'
-        # configs default to True; it grows layer by layer and is whole beside the logits
-        kv = prompt_kv = (geometry.kv_cache_bytes_per_token_per_byte * (2 if plan.dtype != "fp32" else 4) * batch
-                          * (min(prompt, arch.sliding_window) if arch.sliding_window else prompt) / (plan.tensor_parallel if arch.kv_lora_rank is None else 1))
-        if plan.use_cache is None:
-            notes.append("the forward returns its KV cache (use_cache, transformers' default: the estimate); use_cache=False "
-                         "in the script or --no-use-cache keeps none (the low end)")
-    if plan.mode == "generate":
-        context = plan.max_context or seq
-        static = plan.kv_cache_len is not None
-        if static:  # a static cache is allocated whole, whatever is generated
-            context = max(context, plan.kv_cache_len or 0)
-            notes.append(f"static KV cache allocated for {plan.kv_cache_len} tokens")
-        dtype = 2 if plan.dtype != "fp32" else 4
-        per_token = geometry.kv_cache_bytes_per_token_per_byte * dtype * batch
-        if plan.tensor_parallel > 1 and arch.kv_lora_rank is None:
-            per_token *= kv_heads_per_gpu(plan, geometry) / geometry.kv_heads
-            notes.append(f"tensor parallel: each GPU caches {kv_heads_per_gpu(plan, geometry)} of {geometry.kv_heads} KV heads"
-                         + (" (fewer KV heads than GPUs: each is held by several)" if geometry.kv_heads < plan.tensor_parallel else ""))
-        elif plan.tensor_parallel > 1:
-            notes.append("tensor parallel: the compressed latent cache (MLA) is not split by heads; every GPU holds all of it")
-        if plan.model_code == "litgpt" and end == 2 and arch.kv_lora_rank is None:
-            per_token *= geometry.heads / geometry.kv_heads  # LitGPT before December 2024 cached every query head
-
-        def cached(tokens: int) -> float:
-            return per_token * (min(tokens, arch.sliding_window) if arch.sliding_window else tokens)
-
-        kv = cached(context)
-        prompt_kv = kv if static else cached(prompt)
-        notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv, prompt_kv, prompt_logits
-
-
-def _inference_logit_bytes(plan: Plan, act_bytes: int, end: int, notes: list[str]) -> float:
-    """Bytes per logit of a forward without a loss (transformers' causal LMs, every position): before 4.46 the LM
-    head's output was upcast (`self.lm_head(...).float()`, with a warning that 4.46 would stop), so the 16-bit logits
-    and their fp32 copy were alive at once; from 4.46 (read in 5.25's modeling_llama.py) they stay in the model's
-    dtype until a loss asks for fp32."""
-    upcast = plan.logits_upcast if plan.logits_upcast is not None else end == 2
-    if plan.logits_upcast is None and act_bytes == 2:
-        notes.append("transformers 4.46 and later return a forward's logits in the model's dtype (the estimate); earlier "
-                     f"versions upcast them to fp32 beside the 16-bit ones (the high end); {settled_by('transformers')}")
-    return act_bytes + 4.0 if upcast and act_bytes == 2 else float(act_bytes)
-
-
-# torchtune's OffloadActivations keeps an offloaded tensor on the device until this many later ones were offloaded
-# (max_fwd_stash_size, its default), so that the copy on the side stream can finish.
-_OFFLOAD_STASH = 5
-
-
-def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
-    """Activations on the device with torchtune's activation offloading (training.OffloadActivations, a
-    saved-tensors hook): every saved tensor of 1 KiB or more is copied to pinned CPU memory in the forward and
-    brought back when the backward needs it. The device holds one layer's saved tensors (recomputed, or
-    brought back) and the forward stash, the last five offloaded tensors kept until their copies finish: with
-    checkpointing five layer inputs, without at most a layer's worth (counted whole, an upper bound)."""
-    notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
-                 f"{_OFFLOAD_STASH} being copied and one layer's worth")
-    return per_layer + stash
-
-
-def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:
-    """Whether the 4-bit linears keep their inputs at this end of the interval (bitsandbytes < 0.43.2 did)."""
-    if plan.quant is None:
-        return False
-    return plan.quant_keeps_inputs if plan.quant_keeps_inputs is not None else end == 2
-
-
-def _stated_previous_graph(plan: Plan) -> bool | None:
-    """Whether the previous micro-batch's graph lives into the next one's forward, where it is known."""
-    if plan.previous_graph_alive is not None:
-        return plan.previous_graph_alive
-    # LitGPT's fit() binds `logits` until the next `model(...)` returns (calibration/litgpt_peaks.py)
-    return True if plan.model_code == "litgpt" else None
-
-
-def _previous_graph_alive(plan: Plan, end: int) -> bool:
-    """The same at this end of the interval: where it is unknown, the high end assumes it."""
-    stated = _stated_previous_graph(plan)
-    return stated if stated is not None else end == 2
-
-
-def _previous_graph_note(plan: Plan) -> str:
-    note = "the previous micro-batch's graph lives until the next forward returns, with a second copy of the 4-bit linears' kept inputs"
-    unknown = [what for what, known in (
-        ("bitsandbytes before 0.43.2", plan.quant_keeps_inputs is not None),
-        ("a loop that keeps the previous step's output or loss bound", _stated_previous_graph(plan) is not None),
-    ) if not known]
-    return note + (f" (the high end: {' and '.join(unknown)})" if unknown else "")
-
-
-def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: int, notes: list[str], end: int = 1) -> float:
-    """Retained activations of one transformer layer: measured for the architecture when the
-    calibration has it (no dropout), else Korthikanti et al.'s accounting with the config's widths;
-    LitGPT's modules by their own accounting (litgpt.layer_coefficient). A compiled full training step keeps
-    what AOTAutograd's partitioner keeps (compiled_layer_coefficient), eager's accounting at the high end."""
-    if plan.compiled and plan.mode == "train":
-        if plan.lora_rank is None and end != 2:
-            notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
-                         "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
-            return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
-        if plan.lora_rank is not None:
-            notes.append("compiled with adapters: not modelled, eager's accounting (an upper bound)")
-    if plan.model_code == "litgpt" and plan.model is not None:
-        lora = plan.lora_rank is not None and plan.mode == "train"
-        coefficient = litgpt.layer_coefficient(
-            plan.model, geometry, trains_base=plan.mode == "train" and not lora,
-            keeps_linear_inputs=plan.mode == "train" and _keeps_quantised_inputs(plan, end),
-            lora_targets=plan.lora_targets if lora else None, lora_dropout=plan.lora_dropout,
-            lora_rank=plan.lora_rank or 0, fp32_norm=end != 0,
-        )
-        notes.append("activations per layer from LitGPT's modules (fused qkv, its RMSNorm and GELU, adapters in the model's dtype)")
-        if plan.quant is not None and plan.mode == "train":
-            notes.append(_quant_inputs_note(plan))
-        return seq * batch * geometry.hidden * coefficient * (act_bytes / 2)
-    measured = measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) if plan.model is not None else None
-    dropout = _measured_dropout(plan)
-    if plan.attention == "eager":
-        notes.append("eager attention keeps the attention scores (grows with the square of the sequence length)")
-    hidden_dropout, attention_dropout = training_dropout(plan)
-    if plan.dropout is None and plan.mode == "train" and (hidden_dropout or attention_dropout):
-        notes.append("dropout on, as the model's config sets it (training runs in train mode): each dropout keeps a "
-                     "1-byte mask, and on the attention probabilities its output")
-    masks = 0.0
-    if measured is not None and dropout is not None:
-        assert plan.model is not None, "measured for a model of the catalog"
-        linear, scores = measured
-        hidden_masks, score_masks, score_outputs = dropout
-        per_score = geometry.heads * seq / geometry.hidden
-        coefficient = linear + (scores + score_outputs) * per_score
-        masks = hidden_masks + score_masks * per_score  # one byte per element whatever the activations' dtype
-        notes.append(f"activations per layer measured for {plan.model.base or plan.model.id} (transformers' modules, saved-tensor hooks)")
-    else:
-        coefficient = formula_layer_coefficient(plan, geometry, seq)
-        masks = dropout_mask_bytes(plan, geometry, seq)
-        notes.append("activations per layer from the formula (no measurement for this architecture): less certain")
-    if plan.lora_rank is not None and plan.mode == "train":
-        autocast = plan.dtype.startswith("amp")
-        coefficient += adapter_layer_adjustment(plan, geometry, _keeps_quantised_inputs(plan, end), autocast=autocast)
-        if autocast and plan.quant is None:  # over the 16-bit base assumed in _model_states
-            coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=True, frozen_linears=True)
-        notes.append("frozen base: its linears keep no inputs, each adapter keeps " + (
-            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else "an fp32 copy of its own"))
-        if plan.quant is not None:
-            notes.append(_quant_inputs_note(plan))
-    elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":
-        weights_16bit = forward_weights_16bit(plan, end)
-        coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=weights_16bit)
-        if weights_16bit or end != 2:  # the high end of an unstated FSDP policy gathers fp32 (its own note)
-            notes.append("autocast over FSDP's 16-bit gathered weights: a 16-bit residual stream, as in pure 16 bits; "
-                         "LayerNorm, pow and softmax still run in fp32" if weights_16bit else
-                         "autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
-    return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
-
-
-def _measured_dropout(plan: Plan) -> tuple[float, float, float] | None:
-    """What dropout adds to the model's measured layer (activation_data.measured_dropout_bytes), or None when the layer
-    was not measured in that configuration (the formula applies)."""
-    if plan.model is None or measured_layer_coefficients(plan.model.base or plan.model.id, plan.attention) is None:
-        return None
-    hidden, scores = training_dropout(plan)
-    if hidden is None or scores is None:  # unknown: the formula takes dropout halfway
-        return None
-    return measured_dropout_bytes(plan.model.base or plan.model.id, plan.attention, hidden, scores)
-
-
-def _quant_inputs_note(plan: Plan) -> str:
-    if plan.quant_keeps_inputs is not None:
-        kept = "keeps each linear's input (before 0.43.2)" if plan.quant_keeps_inputs else "keeps no linear inputs (0.43.2 and later)"
-        return f"4-bit base: bitsandbytes {kept}"
-    return ("4-bit base: bitsandbytes 0.43.2 and later keep no linear inputs (the estimate), earlier versions kept "
-            f"each one (the high end); {settled_by('bitsandbytes')}")
-
-
-def _image_activations(plan: Plan, arch: Architecture, act_bytes: int, notes: list[str]) -> Interval:
-    per_sample = arch.activation_bytes_per_sample
-    if per_sample is None:
-        notes.append(f"no activation measurement for {arch.id}: activations not counted (the interval is open-ended)")
-        return Interval(0.0, 0.0, math.inf)
-    reference = arch.image_size or 224
-    size = plan.image_size or reference
-    scale = (size / reference) ** 2 * (act_bytes / 2) * plan.batch_size
-    if plan.mode != "train":
-        return Interval.spread(per_sample * scale * 0.2, IMAGE_SPREAD)
-    factor = 0.3 if plan.gradient_checkpointing else 1.0
-    if plan.image_size is None:
-        notes.append(f"image size assumed {reference}x{reference}")
-    return Interval.spread(per_sample * scale * factor, IMAGE_SPREAD)
 
 
 # ---------------------------------------------------------------------- verdicts

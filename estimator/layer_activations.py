@@ -21,15 +21,18 @@ _HALF_SOFTMAX_FAMILIES = frozenset({"gpt2", "bert", "roberta", "distilbert"})
 # probabilities), read from transformers 5.25.0's configuration_*.py: BertConfig, RobertaConfig and XLMRobertaConfig
 # (hidden_dropout_prob, attention_probs_dropout_prob 0.1), DistilBertConfig (dropout, attention_dropout 0.1),
 # GPT2Config (resid_pdrop, embd_pdrop, attn_pdrop 0.1), T5Config (dropout_rate 0.1, the attention weights' too),
-# BartConfig (dropout 0.1, attention_dropout 0.0); every other family here defaults to 0.0 (ViT's and Whisper's
-# too). A model in train mode (the HF Trainer's, `model.train()`) runs these dropouts unless its config says otherwise.
+# BartConfig (dropout 0.1, attention_dropout 0.0), OPTConfig (dropout 0.1, attention_dropout 0.0); every other family
+# here defaults to 0.0 (ViT's and Whisper's too). A model in train mode (the HF Trainer's, `model.train()`) runs these
+# dropouts unless its config says otherwise.
 _CONFIG_DROPOUT: dict[str, tuple[float, float]] = {
     "bert": (0.1, 0.1), "roberta": (0.1, 0.1), "xlm-roberta": (0.1, 0.1), "distilbert": (0.1, 0.1), "gpt2": (0.1, 0.1),
     "t5": (0.1, 0.1), "bart": (0.1, 0.0),
     **{family: (0.0, 0.0) for family in (
         "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3",
         "phimoe", "gptj", "gpt_neox", "falcon", "deepseek_v2", "deepseek_v3", "gpt_oss", "whisper", "vit", "clip",
+        "starcoder2", "granite", "olmo", "stablelm", "bloom", "gpt_neo",
     )},
+    "opt": (0.1, 0.0),
 }
 
 

@@ -215,6 +215,87 @@ def _falcon(config: dict) -> dict[str, Any]:
     )
 
 
+def _starcoder2(config: dict) -> dict[str, Any]:
+    """StarCoder2: grouped-query attention and an fc1/fc2 MLP, biases everywhere (use_bias), LayerNorms."""
+    defaults = dict(hidden_size=3072, num_attention_heads=24, num_key_value_heads=2, num_hidden_layers=30,
+                    intermediate_size=12288, vocab_size=49152, max_position_embeddings=4096, tie_word_embeddings=True)
+    bias = bool(_get(config, "use_bias", True))
+    return _decoder(config, defaults, norm="layernorm", qkv_bias=bias, o_bias=bias, mlp_bias=bias, gated_mlp=False,
+                    sliding_window=_window(config))
+
+
+def _granite(config: dict) -> dict[str, Any]:
+    """Granite: Llama's layers (its multipliers scale activations, not parameters)."""
+    return _llama(config)
+
+
+def _olmo(config: dict) -> dict[str, Any]:
+    """OLMo (the first): Llama's layers with LayerNorms that have neither weight nor bias (OlmoLayerNorm)."""
+    defaults = dict(hidden_size=4096, num_attention_heads=32, num_hidden_layers=32, intermediate_size=11008,
+                    vocab_size=50304, max_position_embeddings=2048)
+    bias = bool(_get(config, "attention_bias", False))
+    return _decoder(config, defaults, norm="layernorm", norm_affine=False, qkv_bias=bias, o_bias=bias)
+
+
+def _stablelm(config: dict) -> dict[str, Any]:
+    """StableLM: a gated MLP without biases, LayerNorms, query/key/value biases where use_qkv_bias; one norm
+    per layer with the parallel residual."""
+    defaults = dict(hidden_size=2560, num_attention_heads=32, num_hidden_layers=32, intermediate_size=6912,
+                    vocab_size=50304, max_position_embeddings=4096)
+    if _get(config, "qk_layernorm", False):
+        raise UnsupportedConfig("StableLM with per-head query/key layer norms is not modelled")
+    parallel = bool(_get(config, "use_parallel_residual", False))
+    return _decoder(config, defaults, norm="layernorm", norms_per_layer=1 if parallel else 2,
+                    qkv_bias=bool(_get(config, "use_qkv_bias", False)))
+
+
+def _opt(config: dict) -> dict[str, Any]:
+    """OPT: learned positions (two rows more than max_position_embeddings: OPT's offset), fc1/fc2, biases
+    everywhere, LayerNorms. The variants that project embeddings to another width (opt-350m) are refused."""
+    hidden = _positive(config, "hidden_size", 768)
+    heads = _positive(config, "num_attention_heads", 12)
+    positions = _positive(config, "max_position_embeddings", 2048)
+    if _get(config, "word_embed_proj_dim", hidden) != hidden or not _get(config, "do_layer_norm_before", True):
+        raise UnsupportedConfig("OPT with projected embeddings or post-layer norms (opt-350m) is not modelled")
+    if not _get(config, "layer_norm_elementwise_affine", True):
+        raise UnsupportedConfig("OPT without affine layer norms is not modelled")
+    bias = bool(_get(config, "enable_bias", True))
+    return dict(
+        kind="decoder", layers=_positive(config, "num_hidden_layers", 12), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, intermediate=_positive(config, "ffn_dim", 3072), vocab=_positive(config, "vocab_size", 50272),
+        max_positions=positions, learned_positions=positions + 2, tied_embeddings=bool(_get(config, "tie_word_embeddings", True)),
+        norm="layernorm", qkv_bias=bias, o_bias=bias, mlp_bias=bias, gated_mlp=False,
+        final_norm=not _get(config, "_remove_final_layer_norm", False),
+    )
+
+
+def _bloom(config: dict) -> dict[str, Any]:
+    """BLOOM: ALiBi (no position table), a LayerNorm on the embeddings, a fused query/key/value, a 4h MLP, biases
+    everywhere. No maximum length: ALiBi extrapolates."""
+    hidden = _positive(config, "hidden_size", _get(config, "n_embed", 64))
+    heads = _positive(config, "n_head", 8)
+    return dict(
+        kind="decoder", layers=_positive(config, "n_layer", 2), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, intermediate=4 * hidden, vocab=_positive(config, "vocab_size", 250880), max_positions=None,
+        tied_embeddings=bool(_get(config, "tie_word_embeddings", True)), norm="layernorm", embedding_norm=True,
+        qkv_bias=True, o_bias=True, mlp_bias=True, gated_mlp=False, fused_qkv=True,
+    )
+
+
+def _gpt_neo(config: dict) -> dict[str, Any]:
+    """GPT-Neo: learned positions, query/key/value without biases, the output projection and the MLP with them."""
+    hidden = _positive(config, "hidden_size", 2048)
+    heads = _positive(config, "num_heads", 16)
+    positions = _positive(config, "max_position_embeddings", 2048)
+    return dict(
+        kind="decoder", layers=_positive(config, "num_layers", 24), hidden=hidden, heads=heads, kv_heads=heads,
+        head_dim=hidden // heads, intermediate=_positive(config, "intermediate_size", 4 * hidden),
+        vocab=_positive(config, "vocab_size", 50257), max_positions=positions, learned_positions=positions,
+        tied_embeddings=bool(_get(config, "tie_word_embeddings", True)), norm="layernorm", o_bias=True, mlp_bias=True,
+        gated_mlp=False,
+    )
+
+
 def _encoder(layers: int, hidden: int, heads: int, intermediate: int, vocab: int, positions: int, **extra: Any) -> dict[str, Any]:
     """A BERT-like encoder: learned positions, biases everywhere, LayerNorm, tied embeddings."""
     return dict(
@@ -265,7 +346,9 @@ _DROPOUT_KEYS: dict[str, tuple[str | None, str | None]] = {
     "distilbert": ("dropout", "attention_dropout"), "gpt2": ("resid_pdrop", "attn_pdrop"), "gptj": ("resid_pdrop", "attn_pdrop"),
     "phi": ("resid_pdrop", "attention_dropout"), "phi3": ("resid_pdrop", "attention_dropout"),
     "gpt_neox": ("hidden_dropout", "attention_dropout"), "falcon": ("hidden_dropout", "attention_dropout"),
-    "t5": ("dropout_rate", "dropout_rate"),
+    "t5": ("dropout_rate", "dropout_rate"), "starcoder2": ("residual_dropout", "attention_dropout"),
+    "stablelm": ("hidden_dropout", "attention_dropout"), "opt": ("dropout", "attention_dropout"),
+    "bloom": ("hidden_dropout", "attention_dropout"), "gpt_neo": ("resid_dropout", "attention_dropout"),
 }
 
 
@@ -285,7 +368,8 @@ _FAMILIES: dict[str, Callable[[dict], dict[str, Any]]] = {
     "gemma": _gemma, "gemma2": _gemma2, "gemma3_text": _gemma3_text, "phi": _phi, "phi3": _phi3, "gpt2": _gpt2,
     "gptj": _gptj, "gpt_neox": _gpt_neox, "falcon": _falcon, "bert": lambda c: _bert_like(c, 512, 2),
     "roberta": lambda c: _bert_like(c, 512, 2), "xlm-roberta": lambda c: _bert_like(c, 512, 2), "distilbert": _distilbert,
-    "t5": _t5,
+    "t5": _t5, "starcoder2": _starcoder2, "granite": _granite, "olmo": _olmo, "stablelm": _stablelm, "opt": _opt,
+    "bloom": _bloom, "gpt_neo": _gpt_neo,
 }
 SUPPORTED_TYPES = tuple(sorted(_FAMILIES))
 # Structural fields that make two architectures the same for the memory model.

@@ -145,6 +145,11 @@ class Plan:
     # the 16-bit logits and their fp32 copy were alive at once; 4.46 and later return them in the model's dtype. None:
     # the version is unknown; the estimate takes today's, the high end the old.
     logits_upcast: bool | None = None
+    # LoRA under autocast (amp-*): whether the frozen base is loaded in 16 bits. `from_pretrained` without a dtype loads
+    # the checkpoint's own dtype from transformers 5 on (dtype="auto", its default; 16 bits for a 16-bit checkpoint) and
+    # fp32 before (torch's default dtype). None: neither the script's dtype= nor the release is known; the estimate
+    # takes today's 16 bits, the high end an fp32 base (fp32 weights, an fp32 residual stream and norms).
+    lora_base_16bit: bool | None = None
     # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
     # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
     # heads, one replicated where there are fewer KV heads than N.

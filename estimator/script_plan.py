@@ -61,6 +61,7 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
             and settings.get("lora_rank") is not None and settings.get("quant") is None):
         # a 16-bit base loaded for adapters and trained under an autocast: amp with adapters is that (costmodel)
         settings["dtype"] = autocast.value
+        settings["lora_base_16bit"] = True
         inputs["dtype"] = (autocast.value, f"{found['dtype'].source}, under the autocast of {autocast.source}")
     if inputs["attention"][1] == "assumed":  # nobody chose the kernel: the estimate covers eager attention too
         settings["attention"] = None

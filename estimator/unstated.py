@@ -120,11 +120,31 @@ def trl_default_checkpointing(plan: Plan, estimate: Callable[..., Estimate], *de
     return covering(chosen, [older], plan, note)
 
 
+def unstated_lora_base(plan: Plan) -> bool:
+    """Whether a LoRA run under autocast leaves the dtype its frozen base is loaded in unstated (Plan.lora_base_16bit)."""
+    return (plan.mode == "train" and plan.lora_rank is not None and plan.dtype.startswith("amp") and plan.quant is None
+            and plan.model_code == "transformers" and plan.lora_base_16bit is None)
+
+
+def lora_base(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A LoRA run under autocast whose base's load dtype nobody stated: `from_pretrained` loads the checkpoint's dtype
+    from transformers 5 on (dtype="auto", 16 bits for the usual checkpoint: the estimate) and fp32 before (the high end:
+    fp32 weights, and the fp32 residual stream and norms autocast leaves them)."""
+    chosen = estimate(dataclasses.replace(plan, lora_base_16bit=True), *device)
+    older = estimate(dataclasses.replace(plan, lora_base_16bit=False), *device)
+    note = ("LoRA base's load dtype not stated: the checkpoint's own, 16 bits, as `from_pretrained` loads it from "
+            "transformers 5 on (dtype=\"auto\"; the estimate); fp32 before 5, or for an fp32 checkpoint (the high end); "
+            f"dtype= in from_pretrained or {settled_by('transformers')}")
+    return covering(chosen, [older], plan, note)
+
+
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
     """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
-    TRL's default gradient checkpointing), its interval covering the alternatives."""
+    TRL's default gradient checkpointing, a LoRA base's load dtype), its interval covering the alternatives."""
     if plan.trl_default_checkpointing and plan.mode == "train":
         return trl_default_checkpointing(plan, estimate, *device)
+    if unstated_lora_base(plan):
+        return lora_base(plan, estimate, *device)
     if plan.model_code == "own":
         return unmodelled_code(plan, estimate, *device)
     return unstated_attention(plan, estimate, *device)

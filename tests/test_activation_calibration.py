@@ -2,7 +2,7 @@
 
 `estimator/data/activation_coefficients.json` comes from `estimator/calibration/activations.py`
 (saved-tensor hooks under FakeTensorMode, transformers' own modules; see ACTIVATIONS.md). For every
-measured architecture the SDPA prediction of `costmodel._layer_bytes` (no dropout, 2-byte
+measured architecture the SDPA prediction of `activation_terms._layer_bytes` (no dropout, 2-byte
 activations) must be within TOLERANCE of the measurement, for SDPA and for eager attention. The
 estimate itself uses the measurement where there is one; the formula is what unmeasured
 architectures get. The test ids carry each architecture's error; `pytest -s` prints the table.

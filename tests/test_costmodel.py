@@ -456,9 +456,10 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
 
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
-        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True}
+        "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True,
+        "lora_base_16bit": False}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {
-        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True}
+        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "lora_base_16bit": False}
     # generate's last-position logits (num_logits_to_keep) came in 4.45.0, later for a few families
     assert settings_for_versions({"transformers": "4.44.2"}, "llama")["prompt_logits_whole"] is True
     assert settings_for_versions({"transformers": "4.45.0"}, "llama")["prompt_logits_whole"] is False
@@ -487,23 +488,48 @@ def test_fsdp_keeps_the_root_unit_gathered_and_gathers_units_in_the_mixed_precis
     """FSDP does not reshard the root unit after its forward (the embeddings and LM head under the usual
     one-unit-per-layer wrapping) and keeps the unit being computed and the prefetched next one gathered;
     under autocast the gathered units are in MixedPrecision's param_dtype (16 bits at the estimate, as
-    accelerate sets it; fp32 at the high end); SHARD_GRAD_OP keeps every unit gathered into the backward."""
+    accelerate sets it; fp32 at the high end); SHARD_GRAD_OP keeps every unit gathered into the backward.
+    A classifier's loss keeps no vocabulary-wide logits, so the layer units count whole (see the next test)."""
     geometry = shape(LLAMA)
     params = parameter_count(LLAMA)
     root = geometry.embedding_params + geometry.lm_head_params
     layer = (params - root) / geometry.layers
-    bf16 = estimate(_plan(gpus=8, sharding="fsdp")).breakdown.weights
+    bf16 = estimate(_plan(gpus=8, sharding="fsdp", head="classifier")).breakdown.weights
     assert bf16.estimate == pytest.approx(params * 2 / 8 + (root + 2 * layer) * 2)
-    amp = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16"))
+    amp = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", head="classifier"))
     weights = amp.breakdown.weights
     assert (weights.estimate, weights.high) == pytest.approx((params * 4 / 8 + (root + 2 * layer) * 2, params * 4 / 8 + (root + 2 * layer) * 4))
     assert any("param_dtype=bf16" in note for note in amp.assumptions)
-    stated = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", fsdp_param_dtype="fp32")).breakdown.weights
+    stated = estimate(_plan(gpus=8, sharding="fsdp", dtype="amp-bf16", fsdp_param_dtype="fp32", head="classifier")).breakdown.weights
     assert stated.estimate == stated.high == pytest.approx(weights.high)
     grad_op = estimate(_plan(gpus=8, sharding="fsdp-grad-op")).breakdown.weights
     assert grad_op.estimate == pytest.approx(params * 2 / 8 + params * 2)
-    qlora = estimate(_plan(gpus=8, sharding="fsdp", lora_rank=16, quant="nf4")).breakdown.weights
+    qlora = estimate(_plan(gpus=8, sharding="fsdp", lora_rank=16, quant="nf4", head="classifier")).breakdown.weights
     assert qlora.estimate - 2 * root < (bf16.estimate - 2 * root) / 2  # the layers' units gather the packed 4-bit storage
+
+
+def test_fsdp_reshards_the_layer_units_before_the_loss():
+    """FULL_SHARD reshards every unit but the root after its forward (fully_shard's reshard_after_forward=True):
+    the loss is computed beside the root alone, and the layer units are gathered again in the backward, once the
+    loss's tensors are freed. Where the vocabulary-wide logits outweigh two units, the units add nothing to the
+    peak; where they do not, only what the units exceed them by; with checkpointing the recomputed layer is
+    alive beside the units. SHARD_GRAD_OP keeps every unit gathered through the loss."""
+    geometry = shape(LLAMA)
+    params = parameter_count(LLAMA)
+    root = geometry.embedding_params + geometry.lm_head_params
+    units = 2 * (params - root) / geometry.layers * 2  # two layer units in bf16
+    sharded_and_root = params * 2 / 8 + root * 2
+    long = estimate(_plan(gpus=8, sharding="fsdp", seq_len=2048)).breakdown
+    assert long.logits.estimate > units
+    assert long.weights.estimate == pytest.approx(sharded_and_root)
+    short = estimate(_plan(gpus=8, sharding="fsdp", seq_len=128)).breakdown
+    assert short.logits.estimate < units
+    assert short.weights.estimate == pytest.approx(sharded_and_root + units - short.logits.estimate)
+    both = estimate(_plan(gpus=8, sharding="fsdp", seq_len=128, gradient_checkpointing=True)).breakdown
+    # the recomputed layer (smaller than the logits at 128 tokens) is alive beside the units
+    assert short.weights.estimate < both.weights.estimate < sharded_and_root + units
+    grad_op = estimate(_plan(gpus=8, sharding="fsdp-grad-op", seq_len=2048)).breakdown
+    assert grad_op.weights.estimate == pytest.approx(params * 2 / 8 + params * 2)
 
 
 def test_the_attention_kernel_follows_the_gpu_generation():
@@ -547,7 +573,8 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
     from trainlint.estimator.versions import settings_for_versions
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
-        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "rotary_cache": True}
+        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "rotary_cache": True,
+        "lora_base_16bit": False}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False

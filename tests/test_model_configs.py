@@ -44,6 +44,15 @@ def test_unknown_model_types_and_bad_sizes_are_refused_with_the_reason():
         architecture_from_config([1, 2], "m", "config.json")
 
 
+def test_structures_the_counts_do_not_cover_are_refused_with_the_reason():
+    # opt-350m projects its 512-wide embeddings to 1024 and normalises after each sublayer
+    opt_350m = {"model_type": "opt", "hidden_size": 1024, "word_embed_proj_dim": 512, "do_layer_norm_before": False}
+    with pytest.raises(UnsupportedConfig, match="opt-350m"):
+        architecture_from_config(opt_350m, "facebook/opt-350m", "config.json")
+    with pytest.raises(UnsupportedConfig, match="per-head query/key layer norms"):
+        architecture_from_config({"model_type": "stablelm", "qk_layernorm": True}, "m", "config.json")
+
+
 def _hub_snapshot(cache: Path, model_id: str, config: dict) -> Path:
     repository = cache / ("models--" + model_id.replace("/", "--"))
     blob = repository / "blobs" / "abc123"

@@ -811,3 +811,25 @@ def test_a_16_bit_base_trained_with_adapters_under_the_trainers_autocast_is_read
     assert plan_settings(_read(lora), {"dtype": "bf16"}).settings["dtype"] == "bf16"
     fp16 = lora.replace("bf16=True", "fp16=True")
     assert plan_settings(_read(fp16), {}).settings["dtype"] == "amp-fp16"
+    assert read.settings["lora_base_16bit"] is True, "the load dtype is the script's"
+
+
+def test_adapters_under_autocast_over_a_base_loaded_without_a_dtype_cover_an_fp32_base():
+    """`from_pretrained` without a dtype: transformers 5 loads the checkpoint's own (16 bits here: the estimate),
+    earlier releases fp32, whose frozen linears each save a 16-bit cast of their weight for the backward (the high end);
+    the note names the flag that settles it."""
+    from trainlint.estimator.architectures import find_architecture, parameter_count
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
+
+    lora = QLORA.replace("quantization_config=bnb,", "").replace(
+        "bnb = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_use_double_quant=True)", "")
+    read = plan_settings(_read(lora), {"seq_len": 512})
+    assert read.settings["dtype"] == "amp-bf16" and "lora_base_16bit" not in read.settings
+    model = find_architecture("llama-2-7b")
+    unstated = estimate(Plan(model=model, **read.settings))
+    sixteen = estimate(Plan(model=model, **read.settings, lora_base_16bit=True)).allocated
+    fp32 = estimate(Plan(model=model, **read.settings, lora_base_16bit=False)).allocated
+    assert unstated.allocated.estimate == sixteen.estimate and unstated.allocated.high >= fp32.estimate
+    assert fp32.estimate > sixteen.estimate + 2 * parameter_count(model) * 1.5  # fp32 weights and their saved casts
+    assert any("--library-version transformers=VERSION" in note and "dtype=" in note for note in unstated.assumptions)

@@ -28,6 +28,7 @@ from param_counts import DEFAULT_CATALOG, _decoder_config, encoder_config, meta_
 FAMILIES = (
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi", "phi3",
     "gpt2", "gptj", "gpt_neox", "falcon", "bert", "roberta", "xlm-roberta", "distilbert", "t5",
+    "starcoder2", "granite", "olmo", "stablelm", "opt", "bloom", "gpt_neo",
 )
 # Variants with keys the catalog entries leave at their defaults.
 VARIANTS = {
@@ -35,6 +36,10 @@ VARIANTS = {
     "qwen2-sliding-window": ("qwen2", {"use_sliding_window": True, "sliding_window": 1024, "num_hidden_layers": 2}),
     "falcon-rw-style": ("falcon", {"multi_query": False, "parallel_attn": False, "num_hidden_layers": 2}),
     "gpt-neox-no-attention-bias": ("gpt_neox", {"attention_bias": False, "num_hidden_layers": 2}),
+    "stablelm-parallel-qkv-bias": ("stablelm", {"use_parallel_residual": True, "use_qkv_bias": True, "num_hidden_layers": 2}),
+    "starcoder2-no-bias": ("starcoder2", {"use_bias": False, "tie_word_embeddings": False, "num_hidden_layers": 2}),
+    "olmo-attention-bias": ("olmo", {"attention_bias": True, "num_hidden_layers": 2}),
+    "opt-untied": ("opt", {"tie_word_embeddings": False, "num_hidden_layers": 2}),
 }
 
 
@@ -57,7 +62,7 @@ def main() -> None:
             configs[arch["id"]] = _decoder_config(arch) if arch["kind"] == "decoder" else encoder_config(arch)
     for family in FAMILIES:
         configs[f"{family}-defaults"] = transformers.CONFIG_MAPPING[family](num_hidden_layers=2) if family not in (
-            "gpt2", "gptj", "distilbert", "t5") else transformers.CONFIG_MAPPING[family]()
+            "gpt2", "gptj", "distilbert", "t5", "bloom", "gpt_neo") else transformers.CONFIG_MAPPING[family]()
     for name, (family, changes) in VARIANTS.items():
         configs[name] = transformers.CONFIG_MAPPING[family](**changes)
     rows = {}

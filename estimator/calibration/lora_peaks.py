@@ -6,7 +6,8 @@ adapters, transformers' SDPA, two iterations of forward, backward, step and ``ze
 4 and 8, with the model's outputs dropped before the backward (the HF Trainer's step) or held through it (a loop that
 keeps them bound); and the Trainer's step with ``bf16=True`` over the same bf16 base, its forward and loss under
 autocast (CUDA's policy as ``amp_activations.py`` emulates it: LayerNorm, ``pow`` and softmax in fp32, linears and
-attention in bf16, parameter casts cached only for trainable leaves). Each run is recorded under FakeTensorMode with
+attention in bf16, parameter casts cached only for trainable leaves), and the same step over an fp32 base (what
+``from_pretrained`` without a dtype loaded before transformers 5). Each run is recorded under FakeTensorMode with
 GPU-like dropout masks (``activations.py``) and replayed through ``allocator_replay.py``: the peaks of live bytes,
 allocated blocks and reserved segments. ``tests/test_estimator_replays.py`` compares the estimator's allocated point
 with each.
@@ -44,13 +45,13 @@ MODELS = {
 RANK, TARGETS, DROPOUT, SEQ = 16, ["q_proj", "v_proj"], 0.05, 512
 
 
-def run(name: str, batch: int, outputs_held: bool, autocast: bool = False) -> dict:
+def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base: torch.dtype = torch.bfloat16) -> dict:
     kind, fields = MODELS[name]
     config = transformers.AutoConfig.for_model(kind, **fields)
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=False), activations._gpu_like_dropout(), activations._not_tracing(), recorder:
         with no_init_weights():
-            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
+            model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=base)
         model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=TARGETS))
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
@@ -67,7 +68,7 @@ def run(name: str, batch: int, outputs_held: bool, autocast: bool = False) -> di
             optimizer.zero_grad(set_to_none=True)
     peaks = replay(recorder.events)
     return {"model": name, "batch": batch, "seq": SEQ, "outputs_held": outputs_held, "autocast": "bf16" if autocast else None,
-            "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
+            "base": str(base).removeprefix("torch."), "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
 
 
 def main() -> None:
@@ -77,8 +78,9 @@ def main() -> None:
     rows = []
     for name in MODELS:
         for batch in (1, 4, 8):
-            for held, autocast in ((False, False), (True, False), (False, True)):
-                rows.append(run(name, batch, held, autocast))
+            for held, autocast, base in ((False, False, torch.bfloat16), (True, False, torch.bfloat16),
+                                         (False, True, torch.bfloat16), (False, True, torch.float32)):
+                rows.append(run(name, batch, held, autocast, base))
                 print(rows[-1], flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__, "dtype": "bf16",
             "lora_rank": RANK, "lora_targets": TARGETS, "lora_dropout": DROPOUT, "attention": "sdpa",

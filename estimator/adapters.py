@@ -1,0 +1,55 @@
+"""LoRA adapters as the cost model counts them: their parameters (per layer, and once on the LM head), the bytes
+each parameter takes, and what the LM head's adapter keeps for the backward. The states (costmodel.py) and the
+activations (activation_terms.py) both ask."""
+
+from __future__ import annotations
+
+from .architectures import LM_HEAD_NAMES, Shape
+from .plan import PRECISION, CannotEstimate, Plan
+
+
+def lora_params(plan: Plan, geometry: Shape | None) -> int:
+    if plan.lora_rank is None or geometry is None:
+        return 0
+    per_layer = 0
+    for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # once, not per layer: head_adapter_params
+        dims = geometry.lora_dims.get(target)
+        if dims is None:
+            raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
+        per_layer += plan.lora_rank * (dims[0] + dims[1])
+    return geometry.layers * per_layer + head_adapter_params(plan, geometry)
+
+
+def targets_the_head(plan: Plan) -> bool:
+    return plan.lora_rank is not None and any(target in LM_HEAD_NAMES for target in plan.lora_targets)
+
+
+def head_adapter_params(plan: Plan, geometry: Shape) -> int:
+    """LoRA on the LM head (`lm_head`, GPT-NeoX's `embed_out`): one adapter from the hidden size to the vocabulary,
+    A (rank x hidden) and B (vocab x rank)."""
+    if not targets_the_head(plan):
+        return 0
+    kind = plan.model.kind if plan.model is not None else None
+    if not geometry.vocab or kind not in ("decoder", "encoder-decoder") or plan.head != "lm":
+        raise CannotEstimate("LoRA on the LM head: this model has no LM head over a vocabulary")
+    assert plan.lora_rank is not None, "a plan with adapters"
+    return plan.lora_rank * (geometry.hidden + geometry.vocab)
+
+
+def head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
+    """What the LM head's adapter keeps for the backward, as a layer's adapters do: its input (the final norm's
+    output) cast to the adapter's dtype (peft: fp32), a dropout mask of a byte per element when lora_dropout > 0,
+    and its rank-wide inner activation. Its vocabulary-wide output is added to the frozen head's logits and freed."""
+    if not targets_the_head(plan) or plan.mode != "train":
+        return 0.0
+    assert plan.lora_rank is not None, "a plan with adapters"
+    adapter = bytes_per_adapter_param(plan)
+    mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
+    return tokens * ((adapter + mask) * geometry.hidden + adapter * plan.lora_rank)
+
+
+def bytes_per_adapter_param(plan: Plan) -> int:
+    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype."""
+    return PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
