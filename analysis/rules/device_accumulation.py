@@ -25,6 +25,7 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
@@ -72,8 +73,11 @@ class DeviceAccumulation(Rule):
             )
             if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
                 continue  # graph-carrying values are TL101's
-            if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
-                continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
+            if event.kind == "subscript" and (
+                _writes_into_tensor(scope, event) or replaces_a_list_item(scope, event) or overwrites_its_keys(scope, event, loop)
+            ):
+                continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item, `data[key] = x`
+                # under `for key, val in batch.items()` overwrites last step's entry: none grows
             why = kept_on_the_gpu(ctx.module, scope, event)
             if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
                 continue
@@ -383,6 +387,31 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the batch's fields moved into a dict bound once: each step overwrites the same keys
+        """
+        import torch
+
+
+        class Finetuner:
+            def __init__(self, model, optimizer, device):
+                self.model = model.to(device)
+                self.optimizer = optimizer
+                self.device = device
+
+            def fit(self, loader, text_fields):
+                inputs = {}
+                for batch in loader:
+                    for key, value in batch.items():
+                        inputs[key] = value.to(self.device)
+                    for field in text_fields:
+                        inputs[field] = batch[field].to(self.device)
+                    inputs["labels"] = batch["labels"].to(self.device)
+                    loss = self.model(**inputs).loss
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """
+    ),
     Quiet(  # the same distiller, emptying its list at each epoch's end, or keeping host copies
         """
         import torch

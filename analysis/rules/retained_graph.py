@@ -28,6 +28,7 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
@@ -132,8 +133,8 @@ class RetainedGraph(Rule):
             ((loop, why) for loop in outlived if not kept_for_one_step(store, loop) and (why := repeats_per_step(scope, loop))),
             (None, None),
         )
-        if loop is None or bounded_or_emptied(scope, store.container, loop):
-            return
+        if loop is None or overwrites_its_keys(scope, store, loop) or bounded_or_emptied(scope, store.container, loop):
+            return  # `last["loss"] = loss` holds one step's graph, replaced by the next
         backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
         later_scopes = ctx.module.scopes_from(scope)
         if any(_consumed(ctx.module, later, store.container, backward_in_loop) for later in later_scopes):
@@ -1196,6 +1197,28 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the latest step's losses under fixed keys: each step replaces the last one's, so one graph is held
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, criterion):
+                self.model = model
+                self.optimizer = optimizer
+                self.criterion = criterion
+
+            def fit(self, loader):
+                latest = {}
+                for images, labels in loader:
+                    loss = self.criterion(self.model(images), labels)
+                    latest["loss"] = loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                return latest
+        """
+    ),
     Quiet(  # a parameter named `make_net` builds the model: calling it runs no forward (cifar10-airbench)
         """
         import torch
