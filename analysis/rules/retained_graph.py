@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis import libraries
 from trainlint.analysis.frameworks import training_step_hook
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
@@ -45,8 +46,10 @@ from trainlint.rules import (
     Severity,
     StoreEvent,
     Tag,
+    Value,
     backward_target,
     calls_in,
+    dotted,
     is_backward,
     is_eval_name,
     is_known_tensor,
@@ -54,6 +57,7 @@ from trainlint.rules import (
     mentions,
     quoted,
     repeats_per_step,
+    string_value,
 )
 
 
@@ -65,11 +69,42 @@ class RetainedGraph(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test keeps a few steps' losses to compare them, on purpose
+        buffers = _registered_buffers(ctx, scope)
         for event in scope.events:
             if isinstance(event, StoreEvent):
                 self._check_store(ctx, scope, event)
             elif isinstance(event, AssignEvent):
                 self._check_carried_state(ctx, scope, event)
+            if buffers and event.context.grad_off is None:
+                self._check_buffer_update(ctx, scope, event, buffers)
+
+    def _check_buffer_update(self, ctx: RuleContext, scope: ScopeAnalysis, event, buffers: dict[str, cst.CSTNode]) -> None:
+        """``self.running_mean = 0.9 * self.running_mean + 0.1 * h.mean(0)`` (or ``.mul_(0.9).add_(...)``,
+        ``.lerp_(...)``, ``.copy_(...)``) in a module's ``forward``, from a value that carries the step's graph:
+        the buffer's new value is built on its previous one, so it chains every step's graph onto the
+        last and the module keeps them all for its lifetime; with grad on, nothing frees them."""
+        update = _buffer_update(scope, event)
+        if update is None or update[0] not in buffers:
+            return
+        buffer, graph_node, value = update
+        if _detached_before(scope, event, buffer):
+            return  # `self.memory = self.memory.detach()` first: truncated, as truncated BPTT does on purpose
+        name = buffer.partition(".")[2]
+        ctx.report(
+            event.node,
+            f"`{buffer}`, a buffer of the module, is updated from its own previous value and from "
+            f"{value.note or 'a graph-carrying value'}, which carries the autograd graph, in every forward with grad "
+            f"enabled: each step's graph is chained onto the previous ones and the module keeps them all, so memory "
+            f"grows with every training step",
+            evidence=[
+                (value.site, f"{value.note or 'the new value'} carries the autograd graph"),
+                ((scope.chunk, graph_node), f"folded into `{buffer}`"),
+                ((scope.chunk, buffers[buffer]), f"`{name}` registered as a buffer: it lives as long as the module"),
+            ],
+            severity=Severity.ERROR,
+            help=f"update `{buffer}` under `with torch.no_grad():` (or from `.detach()`ed values), as batch-norm "
+                 "does with its running statistics",
+        )
 
     def _check_carried_state(self, ctx: RuleContext, scope: ScopeAnalysis, assign: AssignEvent) -> None:
         """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built
@@ -235,6 +270,67 @@ class RetainedGraph(Rule):
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
 
 
+def _registered_buffers(ctx: RuleContext, scope: ScopeAnalysis) -> dict[str, cst.CSTNode]:
+    """``self.<name>`` -> its ``register_buffer`` call, for the buffers the module's ``__init__`` registers
+    by a literal name, when ``scope`` is the ``forward`` of a module class (it runs every training step)."""
+    function = scope.function
+    owner = function.owner if function is not None else None
+    if function is None or owner is None or function.name != "forward" or scope.summary.local_class_kind(owner).kind != libraries.MODULE:
+        return {}
+    init = owner.find_method("__init__", scope.summary)
+    analysis = init.analysis(scope.summary) if init is not None else None
+    if analysis is None:
+        return {}
+    return {
+        f"self.{string_value(call.arg_nodes[0].value)}": call.node for call in analysis.calls()
+        if call.method == "register_buffer" and call.receiver_key == "self" and call.arg_nodes
+        and string_value(call.arg_nodes[0].value) is not None
+    }
+
+
+def _detached_before(scope: ScopeAnalysis, update, buffer: str) -> bool:
+    """Earlier in the function, ``buffer`` is rebound to a value without a graph or detached in place."""
+    for event in scope.events:
+        if event is update:
+            return False
+        if isinstance(event, AssignEvent) and event.targets == (buffer,) and Tag.GRAPH not in event.value.tags:
+            return True
+        if isinstance(event, CallEvent) and event.receiver_key == buffer and event.method in {"detach_", "zero_", "fill_"}:
+            return True
+    return False
+
+
+# In-place updates that fold their arguments into the tensor (its old value stays in the graph).
+_FOLDING_METHODS = frozenset({"add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_"})
+
+
+def _buffer_update(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, Value] | None:
+    """(buffer, node, graph-carrying value) when ``event`` rebinds or updates ``self.<attribute>`` in place
+    from its own previous value and a value that carries a graph; None otherwise."""
+    if isinstance(event, AssignEvent):
+        if len(event.targets) != 1 or not event.targets[0].startswith("self.") or event.value_node is None:
+            return None
+        buffer = event.targets[0]
+        if Tag.GRAPH not in event.value.tags or not mentions(scope, event.value_node, buffer):
+            return None
+        return buffer, event.value_node, event.value
+    if not isinstance(event, CallEvent) or not isinstance(event.node.func, cst.Attribute):
+        return None
+    method = event.method
+    receiver = event.node.func.value
+    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value in _FOLDING_METHODS:
+        receiver = receiver.func.value  # `self.avg.mul_(0.9).add_(x)`: the buffer at the chain's root
+    buffer = dotted(receiver)
+    if buffer is None or not buffer.startswith("self.") or buffer.count(".") != 1:
+        return None
+    graph = next(((arg, value) for arg, value in zip(event.arg_nodes, event.args) if Tag.GRAPH in value.tags), None)
+    if graph is None:
+        return None
+    if method in _FOLDING_METHODS or (method == "copy_" and mentions(scope, graph[0].value, buffer)):
+        return buffer, graph[0].value, graph[1]
+    return None
+
+
 def _graph_entries(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> list:
     """Where a graph-carrying entry went into the dict a store keeps, when a function of this file
     called before the store filled and returned it (``metrics["nll"] = nll.cpu().mean()``)."""
@@ -374,6 +470,28 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
 
 
 RetainedGraph.MUST_FIRE = (
+    Fires(  # running statistics folded from the layer's output with grad on: each step's graph chains onto the last
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class AdaptiveNorm(nn.Module):
+            def __init__(self, dim, momentum=0.01):
+                super().__init__()
+                self.project = nn.Linear(dim, dim)
+                self.momentum = momentum
+                self.register_buffer("running_mean", torch.zeros(dim))
+
+            def forward(self, x):
+                h = self.project(x)
+                if self.training:
+                    self.running_mean.mul_(1 - self.momentum).add_(h.mean(0), alpha=self.momentum)
+                return h - self.running_mean
+        """,
+        no_fix=True,
+        at="self.running_mean.mul_(1 - self.momentum).add_(h.mean(0), alpha=self.momentum)",
+    ),
     Fires(
         """
         import torch
@@ -1197,6 +1315,31 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the running statistics updated without a graph: under no_grad, from detached values, through `.data`
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class CodebookEMA(nn.Module):
+            def __init__(self, num_codes, dim, decay=0.99):
+                super().__init__()
+                self.project = nn.Linear(dim, dim)
+                self.decay = decay
+                self.register_buffer("cluster_size", torch.zeros(num_codes))
+                self.register_buffer("feature_mean", torch.zeros(dim))
+                self.register_buffer("feature_scale", torch.ones(dim))
+
+            def forward(self, x):
+                z = self.project(x)
+                if self.training:
+                    with torch.no_grad():
+                        self.feature_mean.mul_(self.decay).add_(z.mean(0), alpha=1 - self.decay)
+                    self.feature_scale.lerp_(z.detach().std(0), 1 - self.decay)
+                    self.cluster_size.data.mul_(self.decay).add_(z.sum(0).mean(), alpha=1 - self.decay)
+                return (z - self.feature_mean) / self.feature_scale
+        """
+    ),
     Quiet(  # the latest step's losses under fixed keys: each step replaces the last one's, so one graph is held
         """
         import torch
