@@ -55,9 +55,11 @@ from trainlint.rules import (
     is_known_tensor,
     is_test_file,
     mentions,
+    ordered_events,
     quoted,
     repeats_per_step,
     string_value,
+    written,
 )
 
 
@@ -77,6 +79,34 @@ class RetainedGraph(Rule):
                 self._check_carried_state(ctx, scope, event)
             if buffers and event.context.grad_off is None:
                 self._check_buffer_update(ctx, scope, event, buffers)
+        for loop in scope.loops:
+            if repeats_per_step(scope, loop) is not None:
+                for call, store, container, carried in _kept_by_a_helper(scope, loop):
+                    self._report_helper(ctx, scope, loop, call, store, container, carried)
+
+    def _report_helper(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, call: CallEvent, store: StoreEvent, container: str, carried: Value) -> None:
+        """``record(history, loss)`` every step, where ``record`` appends its argument to the list it is
+        handed: the caller's list keeps every step's graph."""
+        backwards = [event for event in calls_in(scope, loop) if is_backward(event)]
+        named = "" if store.container == container else f" (its `{store.container}`)"
+        consequence = (
+            "a backward already ran on it, so its activations are freed, but every step's graph nodes stay referenced "
+            "in host memory for the rest of the run" if backwards else
+            "nothing runs backward through it, so each iteration's activations stay in GPU memory until the run runs out of it"
+        )
+        ctx.report(
+            call.node,
+            f"`{container}` keeps the autograd graph of every iteration alive: `{written(call)}` puts "
+            f"{carried.note or 'a graph-carrying value'}, which carries a graph, into it{named} each time "
+            f"round the loop on line {ctx.line_of((scope.chunk, loop.node))}; {consequence}",
+            evidence=[
+                (carried.site, f"{carried.note or 'the value'} carries the autograd graph"),
+                ((store.chunk, store.node), f"kept in `{store.container}`, the caller's `{container}`"),
+                ((scope.chunk, loop.node), "the loop it accumulates across"),
+            ],
+            severity=Severity.WARNING if backwards else Severity.ERROR,
+            help=f"pass `.item()` (for logging) or `.detach()` to `{written(call)}`, or keep a detached copy in the helper",
+        )
 
     def _check_buffer_update(self, ctx: RuleContext, scope: ScopeAnalysis, event, buffers: dict[str, cst.CSTNode]) -> None:
         """``self.running_mean = 0.9 * self.running_mean + 0.1 * h.mean(0)`` (or ``.mul_(0.9).add_(...)``,
@@ -268,6 +298,56 @@ class RetainedGraph(Rule):
             # agree on a host copy, unsafe because later code may expect the tensors on the device.
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
+
+
+def _kept_by_a_helper(scope: ScopeAnalysis, loop: Loop):
+    """(call, store, container, value) for each function the loop calls directly that appends one of its
+    parameters, given a graph-carrying value by the call, to another parameter, given a container the
+    caller binds before the loop and does not empty or run backward through (``record(history, loss)``)."""
+    for event, chain in ordered_events(scope, loop):
+        if len(chain) != 1 or not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert"):
+            continue
+        call, params = chain[0], event.scope.params
+        if call.context.loop is not loop or call.context.grad_off is not None or event.context.loops or call.function is None:
+            continue
+        if event.container not in params or not isinstance(event.value_node, cst.Name) or event.value_node.value not in params:
+            continue
+        container = _name_passed(call, event.container)
+        carried = _value_passed(call, event.value_node.value)
+        if container is None or carried is None or Tag.GRAPH not in carried.tags:
+            continue
+        bindings = [other for other in scope.events if isinstance(other, AssignEvent) and container in other.targets]
+        if not bindings or any(loop in binding.context.loops for binding in bindings) or bounded_or_emptied(scope, container, loop):
+            continue
+        if any(is_backward(other) and mentions(scope, other.node, container) for other in scope.calls()):
+            continue  # `torch.stack(history).mean().backward()`: kept for a backward on purpose
+        yield call, event, container, carried
+
+
+def _argument(call: CallEvent, parameter: str) -> tuple[cst.Arg, Value | None] | None:
+    """The argument ``call`` passes for ``parameter`` of its local function, and its value."""
+    assert call.function is not None, "asked of calls of local functions"
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    if passed is not None:
+        return passed, call.kwargs.get(parameter)
+    positional = call.function.positional_parameters
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    if parameter not in positional or positional.index(parameter) >= len(plain):
+        return None
+    index = positional.index(parameter)
+    return plain[index], call.args[index] if index < len(call.args) else None
+
+
+def _name_passed(call: CallEvent, parameter: str) -> str | None:
+    found = _argument(call, parameter)
+    return found[0].value.value if found is not None and isinstance(found[0].value, cst.Name) else None
+
+
+def _value_passed(call: CallEvent, parameter: str) -> Value | None:
+    found = _argument(call, parameter)
+    return found[1] if found is not None else None
 
 
 def _registered_buffers(ctx: RuleContext, scope: ScopeAnalysis) -> dict[str, cst.CSTNode]:
@@ -470,6 +550,32 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
 
 
 RetainedGraph.MUST_FIRE = (
+    Fires(  # a helper appends the step's loss to the list the loop hands it: the caller's list keeps every graph
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def remember(losses, loss):
+            losses.append(loss)
+
+
+        def train(model, loader, optimizer, epochs):
+            criterion = nn.CrossEntropyLoss()
+            losses = []
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    logits = model(images)
+                    loss = criterion(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    remember(losses, loss)
+            return losses
+        """,
+        no_fix=True,
+        at="remember(losses, loss)",
+    ),
     Fires(  # running statistics folded from the layer's output with grad on: each step's graph chains onto the last
         """
         import torch
@@ -1315,6 +1421,39 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the helper is handed a number; the second keeps the micro-batch losses for one backward through them
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def remember(losses, loss):
+            losses.append(loss)
+
+
+        def train(model, loader, optimizer, epochs):
+            criterion = nn.CrossEntropyLoss()
+            losses = []
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    logits = model(images)
+                    loss = criterion(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    remember(losses, loss.item())
+            return losses
+
+
+        def accumulate(model, micro_batches, optimizer):
+            criterion = nn.CrossEntropyLoss()
+            micro_losses = []
+            for images, labels in micro_batches:
+                remember(micro_losses, criterion(model(images), labels))
+            torch.stack(micro_losses).mean().backward()
+            optimizer.step()
+        """
+    ),
     Quiet(  # the running statistics updated without a graph: under no_grad, from detached values, through `.data`
         """
         import torch
