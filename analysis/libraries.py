@@ -187,6 +187,16 @@ LIBRARY_NO_GRAD_METHODS = {
     "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
 }
 
+# Model methods that a library leaves the model in eval mode after, whatever model they belong to (the
+# library switches it and does not switch it back). One method a row, with its source.
+_CONTINUOUS_BATCHING = (
+    "transformers, generation/continuous_batching/continuous_api.py: ContinuousMixin.{method} builds a "
+    "ContinuousBatchingManager, whose __init__ runs `self.model = model.eval()`; nothing restores training mode"
+)
+LIBRARY_EVAL_METHODS = {
+    method: _CONTINUOUS_BATCHING.format(method=method) for method in ("generate_batch", "init_continuous_batching")
+}
+
 
 # ------------------------------------------------------------------------------------------- trainers
 # Trainers whose training step divides the loss by the gradient-accumulation count only when the model

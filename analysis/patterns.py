@@ -429,6 +429,38 @@ def replaces_a_list_item(scope: ScopeAnalysis, store: StoreEvent) -> bool:
     return isinstance(bound, (cst.List, cst.ListComp)) or (isinstance(bound, cst.Call) and dotted(bound.func) == "list")
 
 
+_KEY_VIEWS = frozenset({"items", "keys"})
+
+
+def overwrites_its_keys(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> bool:
+    """``inputs["input_ids"] = ids.to(device)``, or ``data[key] = val.to(device)`` under
+    ``for key, val in batch.items():``: the key takes the same few values on every iteration of
+    ``loop`` (a literal, a mapping's keys, a collection bound before the loop), so each iteration
+    overwrites what the last one wrote and the dict does not grow with the run. A key counted by the
+    loop (``outputs[step] = ...``, a sample's id) is growth."""
+    if store.kind != "subscript" or not isinstance(store.node, cst.Assign) or len(store.node.targets) != 1:
+        return False
+    target = store.node.targets[0].target
+    if not isinstance(target, cst.Subscript) or len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
+        return False
+    key = target.slice[0].slice.value
+    if isinstance(key, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if not isinstance(key, cst.Name):
+        return False
+    for inner in store.context.loops:
+        if inner is loop or not loop.encloses(inner) or key.value not in inner.targets or not isinstance(inner.node, cst.For):
+            continue
+        iterable = inner.node.iter
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in _KEY_VIEWS:
+            return not iterable.args and len(inner.targets) <= 2 and inner.targets[:1] == (key.value,)
+        return isinstance(iterable, cst.Name) and iterable.value not in loop.targets and not any(
+            isinstance(event, AssignEvent) and loop in event.context.loops and iterable.value in event.targets
+            for event in scope.events
+        )
+    return False
+
+
 def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
     """The loop breaks once a container it fills reaches a size (``if len(images) >= n: break``): it
     collects a few examples, and everything it fills grows in step with that one."""

@@ -25,9 +25,11 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
+    AssignEvent,
     Fires,
     Loop,
     Quiet,
@@ -72,8 +74,11 @@ class DeviceAccumulation(Rule):
             )
             if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
                 continue  # graph-carrying values are TL101's
-            if event.kind == "subscript" and (_writes_into_tensor(scope, event) or replaces_a_list_item(scope, event)):
-                continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item: neither grows
+            if event.kind == "subscript" and (
+                _writes_into_tensor(scope, event) or replaces_a_list_item(scope, event) or overwrites_its_keys(scope, event, loop)
+            ):
+                continue  # `buffer[i:j] = x` fills a preallocated tensor, `window[-1] = x` replaces an item, `data[key] = x`
+                # under `for key, val in batch.items()` overwrites last step's entry: none grows
             why = kept_on_the_gpu(ctx.module, scope, event)
             if why is None or bounded_or_emptied(scope, event.container, loop) or _CACHE_NAME.search(event.container):
                 continue
@@ -84,6 +89,8 @@ class DeviceAccumulation(Rule):
             if _steps_through_data(scope, loop):
                 for store, chain, why in _kept_by_a_method(ctx, scope, loop):
                     self._report_method(ctx, scope, loop, store, chain, why)
+                for store, call, passed, why in _kept_by_a_helper(ctx, scope, loop):
+                    self._report_helper(ctx, scope, loop, store, call, passed, why)
 
     def _report_method(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, chain: tuple, why: tuple) -> None:
         """A method the loop calls every iteration appends to a list the object keeps for its lifetime."""
@@ -102,6 +109,26 @@ class DeviceAccumulation(Rule):
             chunk=store.chunk,
             help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
                  f"or empty `{store.container}` where its contents are used",
+        )
+
+    def _report_helper(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, call, passed: str, why: tuple) -> None:
+        """A function the loop calls every iteration appends to a container the caller handed it, bound
+        before the loop: the caller's container grows with the run."""
+        stored = " ".join(store.chunk.code_for(store.value_node).split())
+        named = "" if store.container == passed else f" (its `{store.container}`)"
+        ctx.report(
+            call.node,
+            f"`{passed}` grows every iteration of the loop on line {ctx.line_of((scope.chunk, loop.node))} and outlives it: "
+            f"`{written(call)}` appends `{stored}`, which stays on the GPU, to it{named}: VRAM use climbs until the "
+            f"run runs out of memory",
+            evidence=[
+                why,
+                ((store.chunk, store.node), f"kept in `{store.container}`, the caller's `{passed}`"),
+                ((scope.chunk, call.node), f"`{written(call)}` runs it on every iteration"),
+                ((scope.chunk, loop.node), "the loop"),
+            ],
+            help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`) "
+                 f"in the helper, or clear `{passed}` periodically",
         )
 
     def _report(self, ctx: RuleContext, scope: ScopeAnalysis, event: StoreEvent, loop: Loop, why: tuple) -> None:
@@ -158,6 +185,45 @@ def _kept_by_a_method(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
         yield event, chain, why
 
 
+def _kept_by_a_helper(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
+    """(store, call, container, evidence) for each append of a tensor on the GPU, by a function the loop
+    calls directly (outside that function's own loops), to a container it was handed as an argument
+    (``eval_step(model, batch, outputs)`` appending to ``outputs``) that the caller binds before the loop
+    and never empties in it: the caller's container grows with the run."""
+    for event, chain in ordered_events(scope, loop):
+        if len(chain) != 1 or not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert"):
+            continue
+        call = chain[0]
+        function = call.function
+        if call.context.loop is not loop or event.context.loops or function is None or event.container not in event.scope.params:
+            continue
+        name = _name_passed(call, function, event.container)
+        if name is None or any(loop in binding.context.loops for binding in _bindings(scope, name)) or not _bindings(scope, name):
+            continue  # not a container of the caller's that lives across the loop
+        if Tag.GRAPH in event.value.tags or _CACHE_NAME.search(name) or bounded_or_emptied(scope, name, loop):
+            continue
+        why = kept_on_the_gpu(ctx.module, event.scope, event)
+        if why is None or keeps_one_number(event.scope, event):
+            continue
+        yield event, call, name, why
+
+
+def _name_passed(call, function, parameter: str) -> str | None:
+    """The caller's name that ``call`` passes for ``parameter`` of ``function``, by keyword or position."""
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    positional = function.positional_parameters
+    if passed is None and parameter in positional and positional.index(parameter) < len(plain):
+        passed = plain[positional.index(parameter)]
+    return passed.value.value if passed is not None and isinstance(passed.value, cst.Name) else None
+
+
+def _bindings(scope: ScopeAnalysis, name: str) -> list[AssignEvent]:
+    return [event for event in scope.events if isinstance(event, AssignEvent) and name in event.targets]
+
+
 def _emptied_by_the_class(ctx: RuleContext, container: str) -> bool:
     """The class rebinds the attribute besides binding it (`self.outputs = []` at each epoch's start, in a hook),
     clears it, or deletes from it: what it holds does not grow for the object's lifetime."""
@@ -195,6 +261,33 @@ def _without_host_copy_suffix(text: str) -> str:
 
 
 DeviceAccumulation.MUST_FIRE = (
+    Fires(  # the helper appends each batch's probabilities, on the GPU, to the list the loop hands it
+        """
+        import torch
+
+
+        def eval_step(model, batch, device, probabilities):
+            images, _ = batch
+            with torch.no_grad():
+                logits = model(images.to(device))
+            probabilities.append(logits.softmax(-1))
+
+
+        def evaluate(model, loader, device):
+            model.eval()
+            probabilities = []
+            for batch in loader:
+                eval_step(model, batch, device, probabilities)
+            return torch.cat(probabilities)
+
+
+        def main():
+            device = torch.device("cuda")
+            model = torch.nn.Linear(32, 10).to(device)
+            evaluate(model, torch.utils.data.DataLoader(range(8)), device)
+        """,
+        no_fix=True,
+    ),
     Fires(
         """
         import torch
@@ -383,6 +476,67 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the helper keeps host copies in the caller's list; the second caller's list is emptied every 50 batches
+        """
+        import torch
+
+
+        def eval_step(model, batch, device, predictions):
+            images, _ = batch
+            with torch.no_grad():
+                logits = model(images.to(device))
+            predictions.append(logits.argmax(-1).cpu())
+
+
+        def score_step(model, batch, device, scores):
+            images, _ = batch
+            with torch.no_grad():
+                scores.append(model(images.to(device)).softmax(-1))
+
+
+        def evaluate(model, loader, device):
+            model.eval()
+            predictions, scores = [], []
+            for index, batch in enumerate(loader):
+                eval_step(model, batch, device, predictions)
+                score_step(model, batch, device, scores)
+                if index % 50 == 0:
+                    print(torch.cat(scores).mean().item())
+                    scores.clear()
+            return torch.cat(predictions)
+
+
+        def main():
+            device = torch.device("cuda")
+            model = torch.nn.Linear(32, 10).to(device)
+            evaluate(model, torch.utils.data.DataLoader(range(8)), device)
+        """
+    ),
+    Quiet(  # the batch's fields moved into a dict bound once: each step overwrites the same keys
+        """
+        import torch
+
+
+        class Finetuner:
+            def __init__(self, model, optimizer, device):
+                self.model = model.to(device)
+                self.optimizer = optimizer
+                self.device = device
+
+            def fit(self, loader, text_fields):
+                inputs = {}
+                for batch in loader:
+                    for key, value in batch.items():
+                        inputs[key] = value.to(self.device)
+                    for field in text_fields:
+                        inputs[field] = batch[field].to(self.device)
+                    inputs["labels"] = batch["labels"].to(self.device)
+                    loss = self.model(**inputs).loss
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """
+    ),
     Quiet(  # the same distiller, emptying its list at each epoch's end, or keeping host copies
         """
         import torch

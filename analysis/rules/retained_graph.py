@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis import libraries
 from trainlint.analysis.frameworks import training_step_hook
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
@@ -28,6 +29,7 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
@@ -44,15 +46,20 @@ from trainlint.rules import (
     Severity,
     StoreEvent,
     Tag,
+    Value,
     backward_target,
     calls_in,
+    dotted,
     is_backward,
     is_eval_name,
     is_known_tensor,
     is_test_file,
     mentions,
+    ordered_events,
     quoted,
     repeats_per_step,
+    string_value,
+    written,
 )
 
 
@@ -64,11 +71,70 @@ class RetainedGraph(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test keeps a few steps' losses to compare them, on purpose
+        buffers = _registered_buffers(ctx, scope)
         for event in scope.events:
             if isinstance(event, StoreEvent):
                 self._check_store(ctx, scope, event)
             elif isinstance(event, AssignEvent):
                 self._check_carried_state(ctx, scope, event)
+            if buffers and event.context.grad_off is None:
+                self._check_buffer_update(ctx, scope, event, buffers)
+        for loop in scope.loops:
+            if repeats_per_step(scope, loop) is not None:
+                for call, store, container, carried in _kept_by_a_helper(scope, loop):
+                    self._report_helper(ctx, scope, loop, call, store, container, carried)
+
+    def _report_helper(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, call: CallEvent, store: StoreEvent, container: str, carried: Value) -> None:
+        """``record(history, loss)`` every step, where ``record`` appends its argument to the list it is
+        handed: the caller's list keeps every step's graph."""
+        backwards = [event for event in calls_in(scope, loop) if is_backward(event)]
+        named = "" if store.container == container else f" (its `{store.container}`)"
+        consequence = (
+            "a backward already ran on it, so its activations are freed, but every step's graph nodes stay referenced "
+            "in host memory for the rest of the run" if backwards else
+            "nothing runs backward through it, so each iteration's activations stay in GPU memory until the run runs out of it"
+        )
+        ctx.report(
+            call.node,
+            f"`{container}` keeps the autograd graph of every iteration alive: `{written(call)}` puts "
+            f"{carried.note or 'a graph-carrying value'}, which carries a graph, into it{named} each time "
+            f"round the loop on line {ctx.line_of((scope.chunk, loop.node))}; {consequence}",
+            evidence=[
+                (carried.site, f"{carried.note or 'the value'} carries the autograd graph"),
+                ((store.chunk, store.node), f"kept in `{store.container}`, the caller's `{container}`"),
+                ((scope.chunk, loop.node), "the loop it accumulates across"),
+            ],
+            severity=Severity.WARNING if backwards else Severity.ERROR,
+            help=f"pass `.item()` (for logging) or `.detach()` to `{written(call)}`, or keep a detached copy in the helper",
+        )
+
+    def _check_buffer_update(self, ctx: RuleContext, scope: ScopeAnalysis, event, buffers: dict[str, cst.CSTNode]) -> None:
+        """``self.running_mean = 0.9 * self.running_mean + 0.1 * h.mean(0)`` (or ``.mul_(0.9).add_(...)``,
+        ``.lerp_(...)``, ``.copy_(...)``) in a module's ``forward``, from a value that carries the step's graph:
+        the buffer's new value is built on its previous one, so it chains every step's graph onto the
+        last and the module keeps them all for its lifetime; with grad on, nothing frees them."""
+        update = _buffer_update(scope, event)
+        if update is None or update[0] not in buffers:
+            return
+        buffer, graph_node, value = update
+        if _detached_before(scope, event, buffer):
+            return  # `self.memory = self.memory.detach()` first: truncated, as truncated BPTT does on purpose
+        name = buffer.partition(".")[2]
+        ctx.report(
+            event.node,
+            f"`{buffer}`, a buffer of the module, is updated from its own previous value and from "
+            f"{value.note or 'a graph-carrying value'}, which carries the autograd graph, in every forward with grad "
+            f"enabled: each step's graph is chained onto the previous ones and the module keeps them all, so memory "
+            f"grows with every training step",
+            evidence=[
+                (value.site, f"{value.note or 'the new value'} carries the autograd graph"),
+                ((scope.chunk, graph_node), f"folded into `{buffer}`"),
+                ((scope.chunk, buffers[buffer]), f"`{name}` registered as a buffer: it lives as long as the module"),
+            ],
+            severity=Severity.ERROR,
+            help=f"update `{buffer}` under `with torch.no_grad():` (or from `.detach()`ed values), as batch-norm "
+                 "does with its running statistics",
+        )
 
     def _check_carried_state(self, ctx: RuleContext, scope: ScopeAnalysis, assign: AssignEvent) -> None:
         """``out, hidden = model(x, hidden)`` every step with no ``hidden.detach()``: the new state is built
@@ -132,8 +198,8 @@ class RetainedGraph(Rule):
             ((loop, why) for loop in outlived if not kept_for_one_step(store, loop) and (why := repeats_per_step(scope, loop))),
             (None, None),
         )
-        if loop is None or bounded_or_emptied(scope, store.container, loop):
-            return
+        if loop is None or overwrites_its_keys(scope, store, loop) or bounded_or_emptied(scope, store.container, loop):
+            return  # `last["loss"] = loss` holds one step's graph, replaced by the next
         backward_in_loop = [call for call in calls_in(scope, loop) if is_backward(call)]
         later_scopes = ctx.module.scopes_from(scope)
         if any(_consumed(ctx.module, later, store.container, backward_in_loop) for later in later_scopes):
@@ -232,6 +298,117 @@ class RetainedGraph(Rule):
             # agree on a host copy, unsafe because later code may expect the tensors on the device.
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
+
+
+def _kept_by_a_helper(scope: ScopeAnalysis, loop: Loop):
+    """(call, store, container, value) for each function the loop calls directly that appends one of its
+    parameters, given a graph-carrying value by the call, to another parameter, given a container the
+    caller binds before the loop and does not empty or run backward through (``record(history, loss)``)."""
+    for event, chain in ordered_events(scope, loop):
+        if len(chain) != 1 or not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert"):
+            continue
+        call, params = chain[0], event.scope.params
+        if call.context.loop is not loop or call.context.grad_off is not None or event.context.loops or call.function is None:
+            continue
+        if event.container not in params or not isinstance(event.value_node, cst.Name) or event.value_node.value not in params:
+            continue
+        container = _name_passed(call, event.container)
+        carried = _value_passed(call, event.value_node.value)
+        if container is None or carried is None or Tag.GRAPH not in carried.tags:
+            continue
+        bindings = [other for other in scope.events if isinstance(other, AssignEvent) and container in other.targets]
+        if not bindings or any(loop in binding.context.loops for binding in bindings) or bounded_or_emptied(scope, container, loop):
+            continue
+        if any(is_backward(other) and mentions(scope, other.node, container) for other in scope.calls()):
+            continue  # `torch.stack(history).mean().backward()`: kept for a backward on purpose
+        yield call, event, container, carried
+
+
+def _argument(call: CallEvent, parameter: str) -> tuple[cst.Arg, Value | None] | None:
+    """The argument ``call`` passes for ``parameter`` of its local function, and its value."""
+    assert call.function is not None, "asked of calls of local functions"
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    if passed is not None:
+        return passed, call.kwargs.get(parameter)
+    positional = call.function.positional_parameters
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    if parameter not in positional or positional.index(parameter) >= len(plain):
+        return None
+    index = positional.index(parameter)
+    return plain[index], call.args[index] if index < len(call.args) else None
+
+
+def _name_passed(call: CallEvent, parameter: str) -> str | None:
+    found = _argument(call, parameter)
+    return found[0].value.value if found is not None and isinstance(found[0].value, cst.Name) else None
+
+
+def _value_passed(call: CallEvent, parameter: str) -> Value | None:
+    found = _argument(call, parameter)
+    return found[1] if found is not None else None
+
+
+def _registered_buffers(ctx: RuleContext, scope: ScopeAnalysis) -> dict[str, cst.CSTNode]:
+    """``self.<name>`` -> its ``register_buffer`` call, for the buffers the module's ``__init__`` registers
+    by a literal name, when ``scope`` is the ``forward`` of a module class (it runs every training step)."""
+    function = scope.function
+    owner = function.owner if function is not None else None
+    if function is None or owner is None or function.name != "forward" or scope.summary.local_class_kind(owner).kind != libraries.MODULE:
+        return {}
+    init = owner.find_method("__init__", scope.summary)
+    analysis = init.analysis(scope.summary) if init is not None else None
+    if analysis is None:
+        return {}
+    return {
+        f"self.{string_value(call.arg_nodes[0].value)}": call.node for call in analysis.calls()
+        if call.method == "register_buffer" and call.receiver_key == "self" and call.arg_nodes
+        and string_value(call.arg_nodes[0].value) is not None
+    }
+
+
+def _detached_before(scope: ScopeAnalysis, update, buffer: str) -> bool:
+    """Earlier in the function, ``buffer`` is rebound to a value without a graph or detached in place."""
+    for event in scope.events:
+        if event is update:
+            return False
+        if isinstance(event, AssignEvent) and event.targets == (buffer,) and Tag.GRAPH not in event.value.tags:
+            return True
+        if isinstance(event, CallEvent) and event.receiver_key == buffer and event.method in {"detach_", "zero_", "fill_"}:
+            return True
+    return False
+
+
+# In-place updates that fold their arguments into the tensor (its old value stays in the graph).
+_FOLDING_METHODS = frozenset({"add_", "sub_", "mul_", "div_", "lerp_", "addcmul_", "addcdiv_"})
+
+
+def _buffer_update(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, Value] | None:
+    """(buffer, node, graph-carrying value) when ``event`` rebinds or updates ``self.<attribute>`` in place
+    from its own previous value and a value that carries a graph; None otherwise."""
+    if isinstance(event, AssignEvent):
+        if len(event.targets) != 1 or not event.targets[0].startswith("self.") or event.value_node is None:
+            return None
+        buffer = event.targets[0]
+        if Tag.GRAPH not in event.value.tags or not mentions(scope, event.value_node, buffer):
+            return None
+        return buffer, event.value_node, event.value
+    if not isinstance(event, CallEvent) or not isinstance(event.node.func, cst.Attribute):
+        return None
+    method = event.method
+    receiver = event.node.func.value
+    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value in _FOLDING_METHODS:
+        receiver = receiver.func.value  # `self.avg.mul_(0.9).add_(x)`: the buffer at the chain's root
+    buffer = dotted(receiver)
+    if buffer is None or not buffer.startswith("self.") or buffer.count(".") != 1:
+        return None
+    graph = next(((arg, value) for arg, value in zip(event.arg_nodes, event.args) if Tag.GRAPH in value.tags), None)
+    if graph is None:
+        return None
+    if method in _FOLDING_METHODS or (method == "copy_" and mentions(scope, graph[0].value, buffer)):
+        return buffer, graph[0].value, graph[1]
+    return None
 
 
 def _graph_entries(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> list:
@@ -373,6 +550,54 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
 
 
 RetainedGraph.MUST_FIRE = (
+    Fires(  # a helper appends the step's loss to the list the loop hands it: the caller's list keeps every graph
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def remember(losses, loss):
+            losses.append(loss)
+
+
+        def train(model, loader, optimizer, epochs):
+            criterion = nn.CrossEntropyLoss()
+            losses = []
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    logits = model(images)
+                    loss = criterion(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    remember(losses, loss)
+            return losses
+        """,
+        no_fix=True,
+        at="remember(losses, loss)",
+    ),
+    Fires(  # running statistics folded from the layer's output with grad on: each step's graph chains onto the last
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class AdaptiveNorm(nn.Module):
+            def __init__(self, dim, momentum=0.01):
+                super().__init__()
+                self.project = nn.Linear(dim, dim)
+                self.momentum = momentum
+                self.register_buffer("running_mean", torch.zeros(dim))
+
+            def forward(self, x):
+                h = self.project(x)
+                if self.training:
+                    self.running_mean.mul_(1 - self.momentum).add_(h.mean(0), alpha=self.momentum)
+                return h - self.running_mean
+        """,
+        no_fix=True,
+        at="self.running_mean.mul_(1 - self.momentum).add_(h.mean(0), alpha=self.momentum)",
+    ),
     Fires(
         """
         import torch
@@ -1196,6 +1421,86 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the helper is handed a number; the second keeps the micro-batch losses for one backward through them
+        """
+        import torch
+        import torch.nn as nn
+
+
+        def remember(losses, loss):
+            losses.append(loss)
+
+
+        def train(model, loader, optimizer, epochs):
+            criterion = nn.CrossEntropyLoss()
+            losses = []
+            for epoch in range(epochs):
+                for images, labels in loader:
+                    logits = model(images)
+                    loss = criterion(logits, labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    remember(losses, loss.item())
+            return losses
+
+
+        def accumulate(model, micro_batches, optimizer):
+            criterion = nn.CrossEntropyLoss()
+            micro_losses = []
+            for images, labels in micro_batches:
+                remember(micro_losses, criterion(model(images), labels))
+            torch.stack(micro_losses).mean().backward()
+            optimizer.step()
+        """
+    ),
+    Quiet(  # the running statistics updated without a graph: under no_grad, from detached values, through `.data`
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class CodebookEMA(nn.Module):
+            def __init__(self, num_codes, dim, decay=0.99):
+                super().__init__()
+                self.project = nn.Linear(dim, dim)
+                self.decay = decay
+                self.register_buffer("cluster_size", torch.zeros(num_codes))
+                self.register_buffer("feature_mean", torch.zeros(dim))
+                self.register_buffer("feature_scale", torch.ones(dim))
+
+            def forward(self, x):
+                z = self.project(x)
+                if self.training:
+                    with torch.no_grad():
+                        self.feature_mean.mul_(self.decay).add_(z.mean(0), alpha=1 - self.decay)
+                    self.feature_scale.lerp_(z.detach().std(0), 1 - self.decay)
+                    self.cluster_size.data.mul_(self.decay).add_(z.sum(0).mean(), alpha=1 - self.decay)
+                return (z - self.feature_mean) / self.feature_scale
+        """
+    ),
+    Quiet(  # the latest step's losses under fixed keys: each step replaces the last one's, so one graph is held
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, criterion):
+                self.model = model
+                self.optimizer = optimizer
+                self.criterion = criterion
+
+            def fit(self, loader):
+                latest = {}
+                for images, labels in loader:
+                    loss = self.criterion(self.model(images), labels)
+                    latest["loss"] = loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                return latest
+        """
+    ),
     Quiet(  # a parameter named `make_net` builds the model: calling it runs no forward (cifar10-airbench)
         """
         import torch

@@ -23,7 +23,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from trainlint.analysis.libraries import ModeFact
+from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, ModeFact
 from trainlint.analysis.patterns import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
@@ -127,8 +127,11 @@ class StuckEvalMode(Rule):
             f"`{_code(training_step)}` on line {ctx.line_of((training_step.chunk, training_step.node))} {when}: "
             f"dropout stays off and batch-norm stops updating its statistics for the rest of training"
         )
+        switched = f"`{key}` switched to eval mode"
+        if event.method in LIBRARY_EVAL_METHODS:
+            switched = f"`{key}` left in eval mode: {LIBRARY_EVAL_METHODS[event.method]}"
         evidence = [
-            ((event.chunk, event.node), f"`{key}` switched to eval mode"),
+            ((event.chunk, event.node), switched),
             ((forward.chunk, forward.node), f"`{key}` is the model being trained: it runs with grad enabled here"),
             ((training_step.chunk, training_step.node), "the next training step, still in eval mode"),
             ((site.chunk, loop.node), "the training loop"),
@@ -192,11 +195,14 @@ def _optimized(ctx, scope: ScopeAnalysis, forward: CallEvent) -> bool:
 
 
 def _sets_eval(event: Event) -> TypeGuard[CallEvent]:
-    """``m.eval()`` or ``m.train(False)``."""
+    """``m.eval()``, ``m.train(False)``, or a library method that leaves its model in eval mode
+    (``model.generate_batch(...)``, ``LIBRARY_EVAL_METHODS``)."""
     if not isinstance(event, CallEvent) or _receiver_key(event) is None:
         return False
     if event.method == "eval":
         return not event.arg_nodes
+    if event.method in LIBRARY_EVAL_METHODS:
+        return event.function is None  # the project's own method of that name is not the library's
     return event.method == "train" and _false_mode(event)
 
 
@@ -471,6 +477,36 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 StuckEvalMode.MUST_FIRE = (
+    Fires(  # transformers' continuous batching leaves the policy in eval mode, and the update runs in it
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+        class OnlineTrainer:
+            def __init__(self, model_name, lr=1e-5):
+                self.policy = AutoModelForCausalLM.from_pretrained(model_name).cuda()
+                self.tokenizer = AutoTokenizer.from_pretrained(model_name)
+                self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
+
+            def sample(self, prompts):
+                ids = self.tokenizer(prompts).input_ids
+                with torch.no_grad():
+                    outputs = self.policy.generate_batch(ids)
+                completions = [torch.tensor(output.generated_tokens) for output in outputs.values()]
+                return torch.nn.utils.rnn.pad_sequence(completions, batch_first=True).cuda()
+
+            def fit(self, prompt_loader):
+                self.policy.train()
+                for prompts in prompt_loader:
+                    batch = self.sample(prompts)
+                    loss = self.policy(batch, labels=batch).loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+        """,
+        no_fix=True,
+    ),
     Fires(  # the wrapper's forward runs with grad: the backbone is fine-tuned, and stays in eval mode
         """
         import torch
@@ -857,6 +893,36 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the same trainer switching the policy back to training mode after sampling
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+        class OnlineTrainer:
+            def __init__(self, model_name, lr=1e-5):
+                self.policy = AutoModelForCausalLM.from_pretrained(model_name).cuda()
+                self.tokenizer = AutoTokenizer.from_pretrained(model_name)
+                self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
+
+            def sample(self, prompts):
+                ids = self.tokenizer(prompts).input_ids
+                with torch.no_grad():
+                    outputs = self.policy.generate_batch(ids)
+                completions = [torch.tensor(output.generated_tokens) for output in outputs.values()]
+                return torch.nn.utils.rnn.pad_sequence(completions, batch_first=True).cuda()
+
+            def fit(self, prompt_loader):
+                self.policy.train()
+                for prompts in prompt_loader:
+                    batch = self.sample(prompts)
+                    self.policy.train()
+                    loss = self.policy(batch, labels=batch).loss
+                    loss.backward()
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+        """
+    ),
     Quiet(  # the evaluation helper builds its own model from the checkpoint and puts that one in eval mode (cleanrl)
         """
         import torch
