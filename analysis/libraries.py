@@ -198,6 +198,45 @@ LIBRARY_EVAL_METHODS = {
 }
 
 
+
+# Attention functions whose dropout rate is a plain argument: they drop whenever it is non-zero, as a function
+# cannot see the mode of the module that calls it. One function a row: where the rate goes (keyword, position).
+@dataclass(frozen=True)
+class AttentionDropout:
+    function: str  # canonical dotted name
+    keyword: str  # the rate's keyword
+    position: int  # the rate's position among the positional arguments
+    source: str
+
+
+_FLASH_SOURCE = ("flash-attn, flash_attn_interface.py: `dropout_p: float. Dropout probability.`; README: \"dropout_p should be "
+                 "set to 0.0 during evaluation\"")
+ATTENTION_DROPOUT: tuple[AttentionDropout, ...] = (
+    AttentionDropout("torch.nn.functional.scaled_dot_product_attention", "dropout_p", 4,
+                     "PyTorch, torch.nn.functional.scaled_dot_product_attention: `dropout_p (float) - Dropout probability; "
+                     "if greater than 0.0, dropout is applied`"),
+    *(
+        AttentionDropout(f"{module}.{name}", "dropout_p", position, _FLASH_SOURCE)
+        for module in ("flash_attn", "flash_attn.flash_attn_interface")
+        for name, position in (("flash_attn_func", 3), ("flash_attn_qkvpacked_func", 1), ("flash_attn_kvpacked_func", 2),
+                               ("flash_attn_varlen_func", 7), ("flash_attn_varlen_qkvpacked_func", 3),
+                               ("flash_attn_varlen_kvpacked_func", 6))
+    ),
+    *(
+        AttentionDropout(f"{module}.memory_efficient_attention", "p", 4,
+                         "xformers, xformers.ops.memory_efficient_attention: `p (float) - Dropout probability. Disabled if "
+                         "set to 0.0`")
+        for module in ("xformers.ops", "xformers.ops.fmha")
+    ),
+)
+_ATTENTION_DROPOUT = {row.function: row for row in ATTENTION_DROPOUT}
+
+
+def attention_dropout(canonical: str | None) -> AttentionDropout | None:
+    """The row saying that the attention function ``canonical`` drops at the rate it is given, or None."""
+    return _ATTENTION_DROPOUT.get(canonical) if canonical else None
+
+
 # ------------------------------------------------------------------------------------------- trainers
 # Trainers whose training step divides the loss by the gradient-accumulation count only when the model
 # cannot normalise it itself: transformers' `Trainer.training_step` runs

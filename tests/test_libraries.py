@@ -137,6 +137,17 @@ def test_each_call_fact_is_one_documented_fact_a_row():
     assert libraries.call_fact(None, libraries.DRAWS_GLOBAL_NUMPY) is None
 
 
+def test_each_attention_dropout_row_names_where_its_rate_goes():
+    names = [row.function for row in libraries.ATTENTION_DROPOUT]
+    assert len(names) == len(set(names))
+    for row in libraries.ATTENTION_DROPOUT:
+        assert row.keyword in {"dropout_p", "p"} and row.position >= 1 and len(row.source) > 30, row
+        assert libraries.attention_dropout(row.function) is row
+    assert libraries.attention_dropout("flash_attn.flash_attn_func").position == 3  # (q, k, v, dropout_p, ...)
+    assert libraries.attention_dropout("torch.nn.functional.dropout") is None
+    assert libraries.attention_dropout(None) is None
+
+
 @pytest.mark.parametrize(("built_by", "checkpoint", "acts"), [
     ("torchvision.models.resnet50", None, True),
     ("torchvision.models.vit_b_16", None, False),  # layer norm; its dropout defaults to 0

@@ -7,6 +7,8 @@ varies from run to run: results change between runs that were meant to be identi
 debugging of "non-reproducible" experiments starts. When both are set on the same path, the
 reproducibility request is not met. A request switched off again before benchmark mode is turned
 on (`use_deterministic_algorithms(False)` after a reproducibility check) is no longer in force.
+A request made in a seeding helper of another file counts where the script calls it, when it is
+unconditional there or under `if deterministic:` with the call passing `deterministic=True`.
 
 How to fix: set `cudnn.benchmark = True` only when determinism is not asked for (in the `else`
 branch of the seeding code), or set it to `False` when seeding.
@@ -30,6 +32,7 @@ from trainlint.rules import (
     RuleContext,
     ScopeAnalysis,
     Severity,
+    ordered_events,
 )
 
 _BENCHMARK = "torch.backends.cudnn.benchmark"
@@ -54,21 +57,62 @@ class ContradictoryDeterminism(Rule):
             )
             if request is not None:
                 self._report(ctx, benchmark, request)
+            elif (helper := _requested_in_another_file(ctx, scope, benchmark)) is not None:
+                self._report(ctx, benchmark, *helper)
 
-    def _report(self, ctx: RuleContext, benchmark: AssignEvent, request: Event) -> None:
+    def _report(self, ctx: RuleContext, benchmark: AssignEvent, request: Event, call: CallEvent | None = None) -> None:
         asked = " ".join(request.chunk.code_for(request.node).split())
+        where = f"line {request.chunk.line_of(request.node)}"
+        if call is not None:
+            where = f"in `{_code(call)}`, called on line {call.chunk.line_of(call.node)}"
         ctx.report(
             benchmark.node,
             f"`{_code(benchmark)}` lets cuDNN pick convolution algorithms by timing them, which differs from run to "
-            f"run, while `{asked}` (line {request.chunk.line_of(request.node)}) asks for deterministic results on the "
+            f"run, while `{asked}` ({where}) asks for deterministic results on the "
             f"same path: the runs meant to be reproducible are not",
             evidence=[
+                ((call.chunk, call.node) if call is not None else None, "runs the helper that requests determinism"),
                 ((request.chunk, request.node), "determinism requested here"),
                 ((benchmark.chunk, benchmark.node), "and benchmark mode turned on on the same path"),
             ],
             chunk=benchmark.chunk,
             help="turn benchmark mode on only when determinism is not requested (or set it to False when seeding)",
         )
+
+
+def _requested_in_another_file(ctx: RuleContext, scope: ScopeAnalysis, benchmark: AssignEvent) -> tuple[Event, CallEvent] | None:
+    """A request in a helper of another workspace file that this scope calls before turning benchmark mode on
+    (`init_seeds(seed, deterministic=True)`, then `cudnn.benchmark = True`), on the benchmark's path: the
+    request is unconditional in the helper, or under `if <parameter>:` with the call passing `True` for it."""
+    for event, chain in ordered_events(scope, None):
+        if not chain or chain[0].chunk.line_of(chain[0].node) >= _line(benchmark) or _switch(event, "True") is None:
+            continue
+        if not ctx.in_another_file(event.chunk) or not _same_path(benchmark, chain[0]):
+            continue
+        if all(_given_true(link, condition) for link, condition in _conditions_on_the_way(chain, event)):
+            return event, chain[0]
+    return None
+
+
+def _conditions_on_the_way(chain: tuple[CallEvent, ...], event: Event) -> list[tuple[CallEvent, Condition]]:
+    """Each condition inside the helpers an event runs under, with the call that entered that helper."""
+    return [(link, condition) for link, inner in zip(chain, (*chain[1:], event), strict=True) for condition in inner.context.conditions]
+
+
+def _given_true(call: CallEvent, condition: Condition) -> bool:
+    """`if deterministic:` in the helper, with the call passing the literal `True` for that parameter."""
+    test = condition.test
+    if condition.branch != "if" or not isinstance(test, cst.Name) or call.function is None:
+        return False
+    params = call.function.node.params
+    names = [param.name.value for param in (*params.posonly_params, *params.params)]
+    for position, arg in enumerate(call.arg_nodes):
+        if arg.star:
+            return False
+        given = arg.keyword.value if arg.keyword is not None else (names[position] if position < len(names) else None)
+        if given == test.value:
+            return isinstance(arg.value, cst.Name) and arg.value.value == "True"
+    return False
 
 
 def _sets(event: Event, target: str) -> TypeGuard[AssignEvent]:
@@ -235,9 +279,68 @@ ContradictoryDeterminism.MUST_FIRE = (
                 torch.use_deterministic_algorithms(True)
         """
     ),
+    Fires(  # the seeding helper lives in another file and is asked for determinism; the script then benchmarks
+        """
+        import torch
+        from utils.general import init_seeds
+
+
+        def train(opt, model, loader):
+            init_seeds(opt.seed + 1, deterministic=True)
+            torch.backends.cudnn.benchmark = True
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.937)
+            for images, targets in loader:
+                loss = model(images.cuda(), targets.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={"utils/general.py": """
+        import random
+
+        import numpy as np
+        import torch
+
+
+        def init_seeds(seed=0, deterministic=False):
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            if deterministic:
+                torch.use_deterministic_algorithms(True)
+                torch.backends.cudnn.deterministic = True
+        """},
+        at="torch.backends.cudnn.benchmark = True",
+    ),
 )
 
 ContradictoryDeterminism.MUST_NOT_FIRE = (
+    Quiet(  # the same helper, not asked for determinism: benchmark mode contradicts nothing
+        """
+        import torch
+        from utils.general import init_seeds
+
+
+        def train(opt, model):
+            init_seeds(opt.seed + 1, deterministic=False)
+            torch.backends.cudnn.benchmark = True
+        """,
+        files={"utils/general.py": """
+        import random
+
+        import numpy as np
+        import torch
+
+
+        def init_seeds(seed=0, deterministic=False):
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
+            if deterministic:
+                torch.use_deterministic_algorithms(True)
+                torch.backends.cudnn.deterministic = True
+        """},
+    ),
     Quiet(
         """
         import torch

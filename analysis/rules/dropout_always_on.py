@@ -5,7 +5,9 @@ know whether its module is in training mode, so `model.eval()` does not turn it 
 scores are computed with random units dropped (noisy, pessimistic, and they move run to run),
 checkpoint selection picks on noise, and the deployed model predicts with dropout on. Nothing
 fails; the numbers are just wrong. The same holds for attention's own dropout,
-`F.scaled_dot_product_attention(q, k, v, dropout_p=p)`: the rate is a plain argument.
+`F.scaled_dot_product_attention(q, k, v, dropout_p=p)`: the rate is a plain argument (so is flash-attn's
+`dropout_p` and xformers' `memory_efficient_attention(..., p=p)`). `training=self.train` passes the method
+that sets the mode, which is always true, not the mode.
 
 A dropout layer kept in a plain Python list or dict (`self.drops = []`, then
 `self.drops.append(nn.Dropout(p))`) is the same bug by another road: `nn.Module` registers only the
@@ -24,6 +26,7 @@ from typing import cast
 import libcst as cst
 
 from trainlint.analysis.dependencies import kept_with_scope
+from trainlint.analysis.libraries import AttentionDropout, attention_dropout
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -63,13 +66,15 @@ class DropoutAlwaysOn(Rule):
             if owner is None or not ctx.summary.is_module_class(owner):
                 continue
             for call in kept_with_scope(scope, "TL211 dropout calls", lambda scope=scope: _dropout_calls(scope)):
-                if call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
+                if call.callee in _FUNCTIONAL_DROPOUT and (method := _train_method_given(call)) is not None:
+                    self._report_train_method(ctx, scope, call, owner.name, method)
+                elif call.callee in _FUNCTIONAL_DROPOUT and not _sets_training(call) and not _only_while_training(call) \
                         and not _asked_for_by_the_caller(scope, call):
                     self._report(ctx, scope, call, owner.name)
-                elif call.callee == _ATTENTION and not _only_while_training(call):
-                    rate = _attention_dropout(scope, call)
+                elif (attention := attention_dropout(call.callee)) is not None and not _only_while_training(call):
+                    rate = _attention_dropout(scope, call, attention)
                     if rate is not None:
-                        self._report_attention(ctx, scope, call, owner.name, rate)
+                        self._report_attention(ctx, scope, call, owner.name, rate, attention)
         for owner in {id(scope.function.owner): scope.function.owner for scope in ctx.scopes
                       if scope.function is not None and scope.function.owner is not None}.values():
             if ctx.summary.is_module_class(owner):
@@ -96,7 +101,24 @@ class DropoutAlwaysOn(Rule):
         )
 
 
-    def _report_attention(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str, rate: cst.Arg) -> None:
+    def _report_train_method(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str,
+                             method: cst.Attribute) -> None:
+        """`training=self.train` hands the function the bound method `Module.train`, which is always true."""
+        assert scope.function is not None, "check() reports a call in a method of a module class"
+        ctx.report(
+            call.node,
+            f"`training={scope.chunk.code_for(method)}` in `{owner}.{scope.function.name}` passes the method "
+            "`nn.Module.train`, not the mode: a bound method is always true, so the dropout runs in evaluation and "
+            "inference too",
+            evidence=[
+                ((scope.chunk, method), "`train` is the method that sets the mode; `training` is the mode"),
+            ],
+            help="pass `training=self.training`",
+            fix=ctx.fix("pass `self.training`", [ctx.edit_replace(method.attr, "training")], safe=True),
+        )
+
+    def _report_attention(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str, rate: cst.Arg,
+                          attention: AttentionDropout) -> None:
         assert scope.function is not None, "check() reports a call in a method of a module class"
         method = scope.function.name
         written = scope.chunk.code_for(rate.value)
@@ -107,15 +129,15 @@ class DropoutAlwaysOn(Rule):
             fix = ctx.fix("drop only in training mode", [ctx.edit_replace(rate.value, value)], safe=True)
         ctx.report(
             call.node,
-            f"`scaled_dot_product_attention(..., dropout_p={shortened(written, 40)})` in `{owner}.{method}` drops "
+            f"`{last_part(attention.function)}(..., {attention.keyword}={shortened(written, 40)})` in `{owner}.{method}` drops "
             f"attention weights whatever the module's mode: `model.eval()` does not reach a function's argument, so "
             f"evaluation and inference drop them at random",
             evidence=[
                 ((scope.chunk, scope.function.owner.node.name) if scope.function.owner else None,
                  f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
-                ((scope.chunk, rate.value), "the dropout rate, the same in training and evaluation"),
+                ((scope.chunk, rate.value), f"the dropout rate, the same in training and evaluation ({attention.source})"),
             ],
-            help=f"pass `dropout_p={shortened(guarded, 60)}`",
+            help=f"pass `{attention.keyword}={shortened(guarded, 60)}`",
             fix=fix,
         )
 
@@ -287,7 +309,7 @@ def _dropout_member(ctx: RuleContext, filled: list[_Filled], attribute: str) -> 
 
 def _dropout_calls(scope: ScopeAnalysis) -> list[CallEvent]:
     """One method's calls of functional or attention dropout, kept with its flow (read per method)."""
-    return [call for call in scope.calls() if call.callee in _FUNCTIONAL_DROPOUT or call.callee == _ATTENTION]
+    return [call for call in scope.calls() if call.callee in _FUNCTIONAL_DROPOUT or attention_dropout(call.callee) is not None]
 
 
 def _containers_filled(scope: ScopeAnalysis) -> tuple[dict[str, list[CallEvent]], dict[str, list[AssignEvent]]]:
@@ -373,18 +395,14 @@ def _call_through(class_node: cst.ClassDef, attribute: str) -> cst.CSTNode | Non
     return None
 
 
-_ATTENTION = "torch.nn.functional.scaled_dot_product_attention"
-_ATTENTION_DROPOUT_POSITION = 4  # (query, key, value, attn_mask, dropout_p, is_causal, scale)
-
-
-def _attention_dropout(scope: ScopeAnalysis, call: CallEvent) -> cst.Arg | None:
+def _attention_dropout(scope: ScopeAnalysis, call: CallEvent, attention: AttentionDropout) -> cst.Arg | None:
     """The `dropout_p` argument of an attention call when it can be non-zero in evaluation: not a zero
     literal, not a test of `self.training` (`p if self.training else 0.0`, or a name bound to one),
     not a parameter of the method (its caller decides, as Hugging Face's attention helpers do)."""
     if any(arg.star for arg in call.arg_nodes):
         return None
     positional = [arg for arg in call.arg_nodes if arg.keyword is None]
-    rate = call.keyword("dropout_p") or (positional[_ATTENTION_DROPOUT_POSITION] if len(positional) > _ATTENTION_DROPOUT_POSITION else None)
+    rate = call.keyword(attention.keyword) or (positional[attention.position] if len(positional) > attention.position else None)
     if rate is None:
         return None
     value = rate.value
@@ -408,6 +426,15 @@ def _tests_training(node: cst.CSTNode) -> bool:
         (isinstance(part, cst.Attribute) and dotted(part) == "self.training") or (isinstance(part, cst.Name) and part.value == "training")
         for part in walk(node)
     )
+
+
+def _train_method_given(call: CallEvent) -> cst.Attribute | None:
+    """``self.train`` given as the ``training`` argument (by keyword or position): the method, not the mode."""
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    given = call.keyword("training") or (positional[_TRAINING_POSITION] if len(positional) > _TRAINING_POSITION else None)
+    if given is not None and isinstance(given.value, cst.Attribute) and dotted(given.value) == "self.train":
+        return given.value
+    return None
 
 
 def _sets_training(call: CallEvent) -> bool:
@@ -735,9 +762,125 @@ DropoutAlwaysOn.MUST_FIRE = (
                 return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
         """,
     ),
+    Fires(  # flash-attn's kernel takes the rate as an argument too, and its README asks for 0.0 in evaluation
+        """
+        import torch.nn as nn
+        from flash_attn import flash_attn_qkvpacked_func
+
+
+        class FlashBlock(nn.Module):
+            def __init__(self, width, heads, attention_dropout=0.1):
+                super().__init__()
+                self.heads = heads
+                self.to_qkv = nn.Linear(width, 3 * width, bias=False)
+                self.out = nn.Linear(width, width)
+                self.attention_dropout = attention_dropout
+
+            def forward(self, hidden):
+                batch, length, width = hidden.shape
+                qkv = self.to_qkv(hidden).view(batch, length, 3, self.heads, width // self.heads)
+                mixed = flash_attn_qkvpacked_func(qkv, self.attention_dropout, causal=True)
+                return self.out(mixed.reshape(batch, length, width))
+        """,
+        no_fix=True,
+        at="mixed = flash_attn_qkvpacked_func(qkv, self.attention_dropout, causal=True)",
+    ),
+    Fires(  # xformers' memory-efficient attention: `p` is the dropout rate
+        """
+        import torch.nn as nn
+        from xformers.ops import memory_efficient_attention
+
+
+        class CrossAttention(nn.Module):
+            def __init__(self, query_dim, context_dim, heads=8, dropout=0.0):
+                super().__init__()
+                self.heads = heads
+                self.to_q = nn.Linear(query_dim, query_dim, bias=False)
+                self.to_kv = nn.Linear(context_dim, 2 * query_dim, bias=False)
+                self.dropout = dropout
+
+            def forward(self, x, context):
+                q = self.to_q(x)
+                k, v = self.to_kv(context).chunk(2, dim=-1)
+                return memory_efficient_attention(q, k, v, p=self.dropout)
+        """,
+        fixed="""
+        import torch.nn as nn
+        from xformers.ops import memory_efficient_attention
+
+
+        class CrossAttention(nn.Module):
+            def __init__(self, query_dim, context_dim, heads=8, dropout=0.0):
+                super().__init__()
+                self.heads = heads
+                self.to_q = nn.Linear(query_dim, query_dim, bias=False)
+                self.to_kv = nn.Linear(context_dim, 2 * query_dim, bias=False)
+                self.dropout = dropout
+
+            def forward(self, x, context):
+                q = self.to_q(x)
+                k, v = self.to_kv(context).chunk(2, dim=-1)
+                return memory_efficient_attention(q, k, v, p=self.dropout if self.training else 0.0)
+        """,
+    ),
+    Fires(  # `self.train` is the method that switches the mode; a bound method is always true
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ResidualMLP(nn.Module):
+            def __init__(self, width, rate=0.2):
+                super().__init__()
+                self.inner = nn.Linear(width, 4 * width)
+                self.outer = nn.Linear(4 * width, width)
+                self.rate = rate
+
+            def forward(self, x):
+                hidden = F.dropout(F.gelu(self.inner(x)), self.rate, self.train)
+                return x + self.outer(hidden)
+        """,
+        fixed="""
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ResidualMLP(nn.Module):
+            def __init__(self, width, rate=0.2):
+                super().__init__()
+                self.inner = nn.Linear(width, 4 * width)
+                self.outer = nn.Linear(4 * width, width)
+                self.rate = rate
+
+            def forward(self, x):
+                hidden = F.dropout(F.gelu(self.inner(x)), self.rate, self.training)
+                return x + self.outer(hidden)
+        """,
+    ),
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
+    Quiet(  # flash-attn and xformers given a rate that follows the mode
+        """
+        import torch.nn as nn
+        from flash_attn import flash_attn_func
+        import xformers.ops as xops
+
+
+        class DualAttention(nn.Module):
+            def __init__(self, width, heads, dropout=0.1):
+                super().__init__()
+                self.heads, self.dropout = heads, dropout
+                self.qkv = nn.Linear(width, 3 * width)
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).unflatten(-1, (3, self.heads, -1)).unbind(2)
+                rate = self.dropout if self.training else 0.0
+                local = flash_attn_func(q, k, v, dropout_p=rate, causal=True)
+                glob = xops.memory_efficient_attention(q, k, v, p=self.dropout if self.training else 0.0)
+                return local + glob
+        """
+    ),
     Quiet(  # the same layers registered: a ModuleList made from the list, or the list unpacked into Sequential
         """
         import torch.nn as nn

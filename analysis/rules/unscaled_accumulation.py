@@ -18,6 +18,8 @@ subclass whose own `compute_loss` ignores that count must set `self.model_accept
 The reverse trap: an `Accelerator(gradient_accumulation_steps=N)` divides every loss its `backward`
 is given by N, but its prepared optimizer skips steps only inside `with accelerator.accumulate(model):`;
 a loop that never enters it steps on every batch with 1/N of the gradient, and accumulates nothing.
+A training class whose stepping method returns early on all but every N-th call while its `backward`
+method backwards the loss it is handed undivided gets a note: its callers may divide the loss.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class UnscaledAccumulation(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         self._check_trainer_loss(ctx, scope)
         self._check_accumulate_missing(ctx, scope)
+        self._check_stepped_every_n_calls(ctx, scope)
         if ctx.module.framework_runs_loop is not None:
             return
         items = list(ordered_events(scope, None))
@@ -139,6 +142,51 @@ class UnscaledAccumulation(Rule):
             help=f"set `self.model_accepts_loss_kwargs = False` in `__init__` (after `super().__init__`), or divide the "
                  f"summed loss by `{_ITEM_COUNT}`",
         )
+
+    def _check_stepped_every_n_calls(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A class whose stepping method returns early on all but every N-th call (`self.accum = (self.accum + 1)
+        % n; if self.accum != 0: return`), while its backward method backwards the loss it is handed undivided:
+        whoever calls the two once per batch sums N batches' gradients into each step. A note: the callers, in
+        any file, may divide the loss before they hand it over."""
+        function = scope.function
+        if function is None or function.owner is None or ctx.module.framework_runs_loop is not None:
+            return
+        parameters = {param.name.value for param in _all_parameters(function.node.params)}
+        backward = next((
+            event for event in scope.events
+            if not event.context.loops and isinstance(event, CallEvent) and accumulates_into_grad(event)
+            and not _runs_local_function(event) and not _scaled(event) and not _scales_for_you(ctx, event)
+            and isinstance(loss := (_loss_node(event) or _handed_loss(event)), cst.Name) and loss.value in parameters
+            and scope.last_binding(loss.value, before=event) is None
+        ), None)
+        if backward is None:
+            return
+        for name, method in function.owner.methods.items():
+            if method is function or method.chunk is not function.chunk:
+                continue
+            stepping = method.analysis(ctx.summary)
+            gated = _stepped_every_n_calls(stepping) if stepping is not None else None
+            if stepping is None or gated is None:
+                continue
+            early_return, condition, step = gated
+            loss = _code(scope, cast(cst.BaseExpression, _loss_node(backward) or _handed_loss(backward)))
+            test = _code(stepping, cast(cst.BaseExpression, condition.test))
+            ctx.report(
+                backward.node,
+                f"`{name}` steps the optimizer only on every N-th call (it returns early while `{test}`), so the "
+                f"gradients of N calls of `{function.name}` are summed into each step; `{_code(scope, backward.node)}` "
+                f"backwards `{loss}` as it is handed over, undivided, so unless every caller divides it by N each "
+                "update is N times too large (as if the learning rate were multiplied by it)",
+                evidence=[
+                    ((backward.chunk, backward.node), f"backward of the loss `{function.name}` is given, not divided here"),
+                    ((early_return.chunk, early_return.node), "returns before the step on all but every N-th call"),
+                    ((step.chunk, step.node), "the optimizer applies the summed gradients here"),
+                ],
+                severity=Severity.NOTE,
+                help=f"divide the loss by the accumulation count in `{function.name}` before the backward, as the "
+                     "stepping method counts the calls",
+            )
+            return
 
     def _check_accumulate_missing(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """An `Accelerator(gradient_accumulation_steps=N)` whose loop never enters `accelerator.accumulate`:
@@ -343,6 +391,35 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
             ]
             return Accumulation("continue", loop, step, event, event.chunk, test[1], accumulating, in_loop)
     return _micro_batches(step, index, loop, backwards, in_loop)
+
+
+def _stepped_every_n_calls(scope: ScopeAnalysis) -> tuple[JumpEvent, Condition, CallEvent] | None:
+    """(the early return, its condition, the step) when a method with no loop around its one optimizer step
+    returns before it under a test of a call count: a remainder (`if self.calls % n != 0: return`), or a key the
+    method bound to one just before (`self.accum = (self.accum + 1) % n; if self.accum != 0: return`). None when
+    the method rescales the gradients itself."""
+    outside = [event for event in scope.events if not event.context.loops]
+    steps = [event for event in outside if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if len(steps) != 1 or steps[0].context.conditions or any(_rescales_gradients(event) for event in scope.events):
+        return None
+    step = steps[0]
+    counted: set[str] = set()
+    for event in outside:
+        if event is step:
+            return None
+        if isinstance(event, AssignEvent) and len(event.targets) == 1 and event.value_node is not None:
+            if any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo) for node in _walk(event.value_node)):
+                counted.add(event.targets[0])
+            else:
+                counted.discard(event.targets[0])
+        if not isinstance(event, JumpEvent) or event.kind != "return" or not event.context.conditions:
+            continue
+        condition = event.context.conditions[-1]  # the test right around the return
+        if condition.branch == "if" and condition.test is not None and (_modulus_test(condition.test) is not None or any(
+            isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) in counted for node in _walk(condition.test)
+        )):
+            return event, condition, step
+    return None
 
 
 def _micro_batches(step: CallEvent, index: int, loop: Loop, backwards, in_loop) -> Accumulation | None:
@@ -1085,6 +1162,40 @@ UnscaledAccumulation.MUST_FIRE = (
         severity=Severity.WARNING,
         at="self.accelerator.backward(outputs.loss)",
     ),
+    Fires(  # a training API split across methods: one counts the calls and steps every N-th, the other backwards as given
+        """
+        import torch
+
+
+        class BaseLearner:
+            def __init__(self, model, config):
+                self.model = model
+                self.config = config
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=0.9)
+                self.pending = 0
+
+            def backward(self, loss):
+                loss.backward()
+
+            def optimizer_step(self):
+                accumulate = self.config.get("accumulate", 1)
+                if accumulate > 1:
+                    self.pending = (self.pending + 1) % accumulate
+                    if self.pending:
+                        return
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+
+
+        class Classifier(BaseLearner):
+            def train_batch(self, images, labels):
+                loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                self.backward(loss)
+                self.optimizer_step()
+        """,
+        severity=Severity.NOTE,
+        at="loss.backward()",
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
@@ -1431,6 +1542,51 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                 if (step + 1) % accumulation_steps == 0:
                     optimizer.step()
                     optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the backward method divides what it is handed by the count its stepping method uses
+        """
+        import torch
+
+
+        class BaseLearner:
+            def __init__(self, model, config):
+                self.model = model
+                self.accumulate = config.get("accumulate", 1)
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+                self.pending = 0
+
+            def backward(self, loss):
+                if self.accumulate > 1:
+                    loss = loss / self.accumulate
+                loss.backward()
+
+            def optimizer_step(self):
+                self.pending = (self.pending + 1) % self.accumulate
+                if self.pending != 0:
+                    return
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the stepping method returns early on a flag, not on a count: it steps whenever it is called
+        """
+        import torch
+
+
+        class BaseLearner:
+            def __init__(self, model, lr, frozen=False):
+                self.model, self.frozen = model, frozen
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+
+            def backward(self, loss):
+                loss.backward()
+
+            def optimizer_step(self):
+                if self.frozen:
+                    return
+                self.optimizer.step()
+                self.optimizer.zero_grad()
         """
     ),
     Quiet(  # the project's own `backward` method divides the loss before its backward

@@ -10,7 +10,10 @@ iteration (or in every pass of a micro-batch loop) while the step runs only ever
 the earlier passes accumulated, so each step applies the last backward's gradient alone. A step
 function with no loop of its own (`training_step(self, batch)`, run per batch by a loop elsewhere
 or by a framework) is read the same way, one call for one iteration, and so is the closure an
-`optimizer.step(closure)` runs before it reads the gradients.
+`optimizer.step(closure)` runs before it reads the gradients. A clearing between two backward passes
+of one iteration, with nothing stepping or reading `.grad` in between, throws the first pass away: the
+step applies the second loss alone (a warning; with one optimizer only, as two may clear each other's
+share on purpose).
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
@@ -68,6 +71,10 @@ class ZeroGradBeforeStep(Rule):
             undone = _accumulation_undone(scope, loop)
             if undone is not None and id(undone[1][0].node) not in reported:  # one finding a clearing
                 self._report_undone(ctx, scope, *undone)
+                reported.add(id(undone[1][0].node))
+            wasted = _cleared_between_backwards(scope, items, loop)
+            if wasted is not None and id(wasted[1][0].node) not in reported:
+                self._report_wasted(ctx, scope, loop, *wasted)
         # a step function with no loop of its own (`train_step(batch)`, called by a loop elsewhere or by a
         # framework): between its backward and its step nothing may clear either
         straight = [item for item in ordered_events(scope, None) if _runs_outside_loops(item)]
@@ -78,11 +85,41 @@ class ZeroGradBeforeStep(Rule):
         undone = _micro_batches_of_step_function(scope)
         if undone is not None and id(undone[1][0].node) not in reported:
             self._report_undone(ctx, scope, *undone)
+            reported.add(id(undone[1][0].node))
+        wasted = _cleared_between_backwards(scope, straight, None)
+        if wasted is not None and id(wasted[1][0].node) not in reported:
+            self._report_wasted(ctx, scope, None, *wasted)
         gated = _every_n_calls_undone(scope)
         if gated is not None and id(gated[1][0].node) not in reported:
             self._report_undone(ctx, scope, *gated, unit="call")
         for step, backward, clear in _closures_cleared_last(scope):
             self._report_closure(ctx, step, backward, clear)
+
+    def _report_wasted(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop | None, first: Item, clear: Item, second: Item,
+                       step: Item) -> None:
+        """A clearing between two backward passes of one iteration, with no step and no read of `.grad` before it:
+        the first pass's gradients are thrown away, and the step applies the second's alone (in a loop, or in a step function with no loop of its own)."""
+        clear_event, clear_chain = clear
+        site = clear_chain[0] if clear_chain and ctx.in_another_file(clear_event.chunk) else clear_event
+        clearing, dropped, kept = written(clear_event), written(first[0]), written(second[0])
+        ctx.report(
+            site.node,
+            f"`{clearing}` clears the gradients that `{dropped}` computed before anything reads them: nothing steps "
+            f"or reads `.grad` in between, so `{written(step[0])}` applies the gradients of `{kept}` alone, and the "
+            f"backward pass of `{dropped}` is computed and thrown away on every iteration",
+            evidence=[
+                ((first[0].chunk, first[0].node), "gradients computed here"),
+                ((clear_event.chunk, clear_event.node), "cleared here, before any step or read"),
+                *[((link.chunk, link.node), f"`{written(link)}` runs it here") for link in clear_chain],
+                ((second[0].chunk, second[0].node), "only these gradients remain"),
+                ((step[0].chunk, step[0].node), "the step applies them"),
+                ((scope.chunk, loop.node) if loop is not None else None, "in each iteration of this loop"),
+            ],
+            chunk=site.chunk,
+            severity=Severity.WARNING,
+            help=f"clear once, before `{dropped}`, so that both backward passes add into the step (or drop the first "
+                 "backward if its gradients are not wanted)",
+        )
 
     def _report_closure(self, ctx: RuleContext, step: CallEvent, backward: CallEvent, clear: Event) -> None:
         """`optimizer.step(closure)` runs the closure and then reads `.grad`: a closure that clears after its
@@ -466,6 +503,34 @@ def _cleared_before_step(items: list[Item], loop: Loop | None):
             if step is not None and _same_gradients(candidate, step[0], items) and _runs_whenever(items[later], step, loop):
                 yield items[index], items[later], step
             break
+
+
+def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Loop | None) -> tuple[Item, Item, Item, Item] | None:
+    """(first backward, clearing, second backward, step) when one iteration runs a backward, clears the gradients
+    with nothing stepping in between, runs another backward and then steps; the loop steps one optimizer only
+    (with two, a clearing between backward passes drops one network's share of the other's loss on purpose), and
+    nothing in it reads or sets `.grad` or hands the model or the optimizer to a call it cannot follow."""
+    steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
+    if len(steppers) != 1:
+        return None
+    first: Item | None = None
+    clear: Item | None = None
+    for item in items:
+        event = item[0]
+        if isinstance(event, CallEvent) and is_optimizer_step(event):
+            return None
+        if accumulates_into_grad(event):
+            if first is not None and clear is not None:
+                step = _next_step(items, items.index(item))
+                if step is None or not _same_gradients(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
+                    return None
+                if not _runs_whenever(clear, step, loop):
+                    return None
+                return first, clear, item, step
+            first, clear = item, None
+        elif first is not None and clears_gradients(event):
+            clear = item
+    return None
 
 
 def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
@@ -990,9 +1055,71 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.optimizer.zero_grad()",
         no_fix=True,
     ),
+    Fires(  # a clearing left between the two halves of the discriminator's loss: the real half never trains it
+        """
+        import torch
+        from torch import nn
+
+
+        class GANTrainer:
+            def __init__(self, generator, discriminator, latent_dim):
+                self.generator, self.discriminator = generator, discriminator
+                self.latent_dim = latent_dim
+                self.criterion = nn.BCEWithLogitsLoss()
+                self.d_optimizer = torch.optim.Adam(discriminator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+
+            def discriminator_epoch(self, loader):
+                for images in loader:
+                    images = images.cuda()
+                    self.d_optimizer.zero_grad()
+                    real = self.criterion(self.discriminator(images), torch.ones(len(images), 1, device="cuda"))
+                    real.backward()
+                    self.d_optimizer.zero_grad()
+                    noise = torch.randn(len(images), self.latent_dim, device="cuda")
+                    fake_images = self.generator(noise).detach()
+                    fake = self.criterion(self.discriminator(fake_images), torch.zeros(len(images), 1, device="cuda"))
+                    fake.backward()
+                    self.d_optimizer.step()
+        """,
+        severity=Severity.WARNING,
+        at="self.d_optimizer.zero_grad()",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # two optimizers: clearing the discriminator's share of the generator's loss before its own backward
+        """
+        import torch
+
+
+        def adversarial_step(generator, discriminator, g_optimizer, d_optimizer, real, noise):
+            fake = generator(noise)
+            g_optimizer.zero_grad()
+            g_loss = -discriminator(fake).mean()
+            g_loss.backward()
+            d_optimizer.zero_grad()
+            d_loss = discriminator(fake.detach()).mean() - discriminator(real).mean()
+            d_loss.backward()
+            d_optimizer.step()
+            g_optimizer.step()
+        """
+    ),
+    Quiet(  # the first backward's gradients are read (their norm logged) before the clearing
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, log):
+            for inputs, aux_inputs in loader:
+                optimizer.zero_grad()
+                model(aux_inputs).mean().backward()
+                log(sum(p.grad.norm() for p in model.parameters() if p.grad is not None))
+                optimizer.zero_grad()
+                model(inputs).mean().backward()
+                optimizer.step()
+        """
+    ),
     Quiet(  # the same agent clearing only once it has stepped
         """
         import torch.nn.functional as F
