@@ -14,17 +14,11 @@ if TYPE_CHECKING:
     from .summary import ClassInfo, FunctionInfo
 
 
-def edited_text(text: str, edited_lines: tuple[int, int, int]) -> str:
-    """The lines of ``text`` an edit touched (``edited_lines``: the first and last, 1-based)."""
-    first, last, _ = edited_lines
-    start = 0
-    for _ in range(first - 1):
-        start = text.find("\n", start) + 1
-    end = start
-    for _ in range(last - first + 1):
-        found = text.find("\n", end)
-        end = len(text) if found < 0 else found + 1
-    return text[start:end]
+def edited_text(text: str, start: int, end: int) -> str:
+    """The lines of ``text`` an edit touched: those holding offsets ``start`` to ``end``, found from
+    them (not by counting lines from the top of the file)."""
+    line_end = text.find("\n", end)
+    return text[text.rfind("\n", 0, start) + 1 : len(text) if line_end < 0 else line_end + 1]
 
 
 def only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:

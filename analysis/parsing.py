@@ -478,7 +478,7 @@ class ParsedChunk:
                 return None
         except (TooDeeplyNested, RecursionError, MemoryError, ValueError):
             return None
-        if tree is None or (broken is None and _rejected_literal(piece) is not None):
+        if tree is None or (broken is None and _rejected_literal(piece, tree.region) is not None):
             return None  # a string Python rejects: the whole statement is TL000, as a fresh parse says
         result = ParsedChunk.__new__(ParsedChunk)
         result.chunk = piece
@@ -846,12 +846,14 @@ def _python_syntax_error(chunk: Chunk) -> SyntaxProblem | None:
     return None
 
 
-def _rejected_literal(chunk: Chunk) -> SyntaxProblem | None:
+def _rejected_literal(chunk: Chunk, changed: str | None = None) -> SyntaxProblem | None:
     """Python's error for a string literal it cannot evaluate and LibCST parsed anyway (a ``\\N{...}``
     name it does not know, a short ``\\u``, ``\\U`` or ``\\x`` escape, a bytes literal with non-ASCII
     text); the analysis evaluates literals, which would raise. Only a statement that may hold one
-    is compiled."""
-    text = chunk.text
+    is compiled. ``changed``: the only text of the statement that may hold a new literal (the lines a
+    splice parsed again, in a statement whose analysed text held none that Python rejects), so
+    that a key in a 1,000-line ``main()`` with a bytes literal and non-ASCII text compiles nothing."""
+    text = chunk.text if changed is None else changed
     if not _RISKY_ESCAPE.search(text) and (text.isascii() or not _BYTES_PREFIX.search(text)):
         return None
     problem = _python_syntax_error(chunk)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .names import dotted
+from .parsing import common_prefix, common_suffix
 
 if TYPE_CHECKING:
     from .parsing import ParsedChunk
@@ -33,6 +34,30 @@ def names_calling(chunk: ParsedChunk) -> dict[str, set[str]]:
     calling = names_calling_in(text)
     chunk.memo["names calling"] = (text, calling)
     return calling
+
+
+def same_names_calling(old: ParsedChunk, new: ParsedChunk) -> bool:
+    """Whether ``names_calling`` is the same for a statement after an edit (``new``) as before it
+    (``old``). Read from the lines the edit changed: every line outside them is the same text, and a
+    line's names are its own, so when those lines hold the same names before and after, ``new`` is
+    given ``old``'s answer without reading its whole text (a 3,700-line class, 0.6 ms of a key)."""
+    before = names_calling(old)
+    old_text, new_text = old.tree_text(), new.tree_text()
+    start = common_prefix(old_text, new_text)
+    suffix = common_suffix(old_text, new_text, min(len(old_text), len(new_text)) - start)
+    first = old_text.rfind("\n", 0, start) + 1  # the texts agree up to start
+    if names_calling_in(old_text[first:_line_end(old_text, len(old_text) - suffix)]) == names_calling_in(
+        new_text[first:_line_end(new_text, len(new_text) - suffix)],
+    ):
+        new.memo["names calling"] = (new_text, before)
+        return True
+    return before == names_calling(new)
+
+
+def _line_end(text: str, offset: int) -> int:
+    """Where the line holding ``offset`` ends."""
+    end = text.find("\n", offset)
+    return len(text) if end < 0 else end
 
 
 def names_calling_in(text: str) -> dict[str, set[str]]:

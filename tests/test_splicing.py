@@ -262,6 +262,31 @@ def test_a_key_typed_on_a_line_that_stays_broken_compiles_main_once(monkeypatch)
     assert _key(findings) == _key(findings_for(ModuleAnalysis(typed, "train.py"), SETTINGS, RULES))
 
 
+def test_a_key_in_main_with_a_bytes_literal_and_non_ascii_text_compiles_nothing_and_a_new_rejected_literal_is_found(monkeypatch):
+    """A statement holding a bytes literal and non-ASCII text may hold a literal Python rejects, which
+    only compiling it tells; after an edit only the lines parsed again can hold a new one."""
+    lines = _script(6).split("\n")
+    row = next(i for i, line in enumerate(lines) if "history_3.append(loss)" in line)
+    indent = lines[row][: len(lines[row]) - len(lines[row].lstrip())]
+    lines[row:row] = [indent + 'header = b"PNG"  # l\u2019en-t\u00eate']
+    row += 1
+    module = ModuleAnalysis("\n".join(lines), "train.py")
+    findings_for(module, SETTINGS, RULES)
+    compiled: list[str] = []
+    real = parsing.check_syntax
+    monkeypatch.setattr(parsing, "check_syntax", lambda source: (compiled.append(source), real(source))[1])
+    lines[row] = lines[row].replace("history_3", "history_3x")  # the line still parses
+    module = module.updated("\n".join(lines))
+    findings_for(module, SETTINGS, RULES)
+    assert compiled == [], "a key whose lines hold no risky literal compiles nothing"
+    lines.insert(row + 1, indent + 'marker = b"t\u00eate"')  # bytes with non-ASCII text: Python rejects it
+    typed = "\n".join(lines)
+    module = module.updated(typed)
+    findings = findings_for(module, SETTINGS, RULES)
+    assert [f.code for f in findings if f.code == "TL000"] == ["TL000"]
+    assert _key(findings) == _key(findings_for(ModuleAnalysis(typed, "train.py"), SETTINGS, RULES))
+
+
 def test_an_edit_that_dedents_to_the_top_level_is_not_spliced():
     text = _script(3)
     module = ModuleAnalysis(text, "train.py")
