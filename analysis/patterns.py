@@ -708,32 +708,64 @@ def _configured_literals(module) -> _ConfiguredLiterals:
     candidates: dict[str, tuple[object, str]] = {}
     options: dict[str, list[tuple[object, str] | None]] = {}
     for chunk in module.chunks:
-        tree = chunk.module
-        if tree is None:
-            continue
-        top = tree.body[0] if tree.body else None
-        # kept per statement: a key reads again the statements it reached, not every tree of the file
-        for kind, fact in chunk.facts_by_statement("configured literals", _literal_facts):
-            if kind == "bound":
-                bindings[fact] = bindings.get(fact, 0) + 1
-            elif kind == "attribute":
-                found.assigned_attributes.add(fact)
-            elif kind == "parsed":
-                found.parsed.add(fact)
-            else:
-                option = _option(chunk, fact)  # its message names its line: made for this text
-                if option is not None:
-                    options.setdefault(option[0], []).append(option[1])
-        if isinstance(top, cst.SimpleStatementLine) and len(top.body) == 1 and isinstance(top.body[0], cst.Assign):
-            assign = top.body[0]
-            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
-                held = _plain_literal(assign.value)
-                if held is not None:
-                    name = assign.targets[0].target.value
-                    candidates[name] = (held, f"`{name}` holds {shortened(chunk.code_for(assign.value), 40)} (line {chunk.line_of(assign)})")
+        bound, attributes, parsed, declared, candidate = _statement_literals(chunk)
+        for name in bound:
+            bindings[name] = bindings.get(name, 0) + 1
+        found.assigned_attributes.update(attributes)
+        found.parsed.update(parsed)
+        for dest, held in declared:
+            options.setdefault(dest, []).append(held)
+        if candidate is not None:
+            candidates[candidate[0]] = candidate[1]
     found.constants = {name: held for name, held in candidates.items() if bindings.get(name) == 1}
     found.options = {dest: held[0] for dest, held in options.items() if len(held) == 1 and held[0] is not None}
     return found
+
+
+def _statement_literals(chunk) -> tuple:
+    """What one top-level statement tells ``_configured_literals``: the names it binds, the attributes it
+    assigns, the names it binds to ``parse_args()``, its options (each with its literal default), and the
+    literal a plain ``NAME = literal`` statement binds. Kept with the statement's tree at its first line
+    (the options' and the literal's messages name their lines): a key reads again only the statements
+    it changed or moved, not the hundred options of a script's ``parse_args``."""
+    tree = chunk.module
+    if tree is None:
+        return (), (), (), (), None
+    kept = chunk.memo.get(_STATEMENT_LITERALS)
+    if kept is not None and kept[0] == chunk.start_line:
+        return kept[1]
+    bound: list[str] = []
+    attributes: list[str] = []
+    parsed: list[str] = []
+    declared: list[tuple[str, tuple[object, str] | None]] = []
+    # kept per statement: a key reads again the statements it reached, not every tree of the file
+    for kind, fact in chunk.facts_by_statement("configured literals", _literal_facts):
+        if kind == "bound":
+            bound.append(fact)
+        elif kind == "attribute":
+            attributes.append(fact)
+        elif kind == "parsed":
+            parsed.append(fact)
+        else:
+            option = _option(chunk, fact)  # its message names its line: made for this text
+            if option is not None:
+                declared.append(option)
+    candidate = None
+    top = tree.body[0] if tree.body else None
+    if isinstance(top, cst.SimpleStatementLine) and len(top.body) == 1 and isinstance(top.body[0], cst.Assign):
+        assign = top.body[0]
+        if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+            held = _plain_literal(assign.value)
+            if held is not None:
+                name = assign.targets[0].target.value
+                candidate = (name, (held, f"`{name}` holds {shortened(chunk.code_for(assign.value), 40)} (line {chunk.line_of(assign)})"))
+    literals = (tuple(bound), tuple(attributes), tuple(parsed), tuple(declared), candidate)
+    chunk.memo[_STATEMENT_LITERALS] = (chunk.start_line, literals)
+    return literals
+
+
+# The key of ``_statement_literals`` in a statement's per-tree memo.
+_STATEMENT_LITERALS = "configured literals of the statement"
 
 
 def _literal_facts(node: cst.CSTNode) -> list[tuple[str, object]]:
