@@ -40,6 +40,8 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     ``torch.distributed.autograd.backward``, which fills a fresh context every iteration."""
     if not isinstance(event, CallEvent):
         return False
+    if event.method != "backward" and event.callee != "torch.autograd.backward":
+        return False  # most calls: asked of every event of a long function by several rules
     if event.callee is not None and torchapi.is_torch_name(event.callee):
         return event.callee == "torch.autograd.backward"
     return event.method == "backward"
@@ -61,9 +63,28 @@ def is_optimizer_step(call: CallEvent) -> bool:
 
 def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:
     """Events in ``loop`` (or the whole scope when None), in program order."""
+    if loop is None:
+        return iter(scope.events)
+    return iter(_events_by_loop(scope).get(loop, ()))
+
+
+def _events_by_loop(scope: ScopeAnalysis) -> dict[Loop, list[Event]]:
+    """Each loop of ``scope`` with the events inside it, in program order: kept with the scope's flow
+    (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty), so that the rules'
+    questions about one loop each read its events, not every event of a long ``main()``."""
+    kept = scope.followed.get(_EVENTS_BY_LOOP)
+    if kept is not None and kept[0][1] == len(scope.events):  # (a scope asked for while it is walked grows)
+        return kept[0][0]
+    index: dict[Loop, list[Event]] = {}
     for event in scope.events:
-        if loop is None or loop in event.context.loops:
-            yield event
+        for loop in event.context.loops:
+            index.setdefault(loop, []).append(event)
+    scope.followed[_EVENTS_BY_LOOP] = ((index, len(scope.events)), ())  # read no other function's flow
+    return index
+
+
+# The key of ``_events_by_loop`` in ``ScopeAnalysis.followed``.
+_EVENTS_BY_LOOP = "events by loop"
 
 
 # torch factories that make a tensor up (random or constant): no data goes in.
