@@ -9,7 +9,7 @@ from typing import Any, TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .dependencies import note_flow
+from .dependencies import note_flows
 from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
@@ -176,16 +176,36 @@ def ordered_events(
 def _followed(scope: ScopeAnalysis, kind: str) -> list:
     """``ordered_calls`` or ``ordered_events`` of a whole scope, kept with the scope while the flows of
     the functions it followed are the same (a key in one method of a long class: every rule asked
-    this of every method again)."""
+    this of every method again). The calls are the events' calls: a walk that skips the other events
+    follows the same calls, in the same order, into the same flows."""
     kept = scope.followed.get(kind)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
-        for function, analysis in kept[1]:
-            note_flow(function, analysis)  # what asking for them again would have recorded
+        note_flows(kept[1])  # what asking for them again would have recorded
         return kept[0]
+    events = _followed(scope, "events") if kind == "calls" else None
+    if events is not None:
+        items = [item for item in events if isinstance(item[0], CallEvent)]
+        scope.followed[kind] = (items, scope.followed["events"][1])
+        return items
     reads: dict = {}
-    items = list(_ordered(scope, None, MAX_CALL_DEPTH, (), reads, calls_only=kind == "calls"))
+    items = []
+    _ordered_into(items, scope, MAX_CALL_DEPTH, (), reads)
     scope.followed[kind] = (items, tuple(reads.items()))
     return items
+
+
+def _ordered_into(items: list, scope: ScopeAnalysis, depth: int, stack: tuple, reads: dict) -> None:
+    """``_ordered`` of a whole scope, every event, appended to ``items``: the same items in the same
+    order, without a generator per level of calls for every item (``__init__`` of a long class follows
+    hundreds of methods)."""
+    summary = scope.summary
+    for event in scope.events:
+        items.append((event, stack))
+        function = event.function if isinstance(event, CallEvent) else None
+        if depth > 0 and function is not None:
+            inner = reads[function] = function.analysis(summary)
+            if inner is not None and all(call.function is not function for call in stack):
+                _ordered_into(items, inner, depth - 1, (*stack, event), reads)
 
 
 def _ordered(
