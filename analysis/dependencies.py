@@ -256,6 +256,16 @@ def note_flow(function: FunctionInfo, analysis: ScopeAnalysis | None) -> None:
         reads.flows.setdefault(function, analysis)
 
 
+def note_flows(read: Sequence[tuple[FunctionInfo, ScopeAnalysis | None]]) -> None:
+    """``note_flow`` for each function of ``read`` (what a kept value's computation asked for): once for
+    all of them, since a kept list of the calls a method makes may have followed hundreds."""
+    reads = getattr(_local, "reads", None)
+    if reads is not None and reads.scope is not None:
+        flows = reads.flows
+        for function, analysis in read:
+            flows.setdefault(function, analysis)
+
+
 def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T]) -> T:
     """A value computed from one scope's flow and the flows of the local functions it asks for, kept
     with the scope (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty) while
@@ -265,8 +275,7 @@ def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T])
     is computed again at every ask."""
     kept = scope.followed.get(key)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
-        for function, analysis in kept[1]:
-            note_flow(function, analysis)  # what asking for them again would have recorded
+        note_flows(kept[1])  # what asking for them again would have recorded
         return kept[0]
     outer = getattr(_local, "reads", None)
     captured = _local.reads = Reads(scope.chunk, scope)
@@ -280,8 +289,7 @@ def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T])
         _replay(captured, outer)
     else:
         scope.followed[key] = (value, flows)
-    for function, analysis in flows:
-        note_flow(function, analysis)
+    note_flows(flows)
     return value
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .dependencies import note_flow
+from .dependencies import note_flows
 from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
@@ -40,6 +40,8 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
     ``torch.distributed.autograd.backward``, which fills a fresh context every iteration."""
     if not isinstance(event, CallEvent):
         return False
+    if event.method != "backward" and event.callee != "torch.autograd.backward":
+        return False  # most calls: asked of every event of a long function by several rules
     if event.callee is not None and torchapi.is_torch_name(event.callee):
         return event.callee == "torch.autograd.backward"
     return event.method == "backward"
@@ -61,9 +63,28 @@ def is_optimizer_step(call: CallEvent) -> bool:
 
 def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:
     """Events in ``loop`` (or the whole scope when None), in program order."""
+    if loop is None:
+        return iter(scope.events)
+    return iter(_events_by_loop(scope).get(loop, ()))
+
+
+def _events_by_loop(scope: ScopeAnalysis) -> dict[Loop, list[Event]]:
+    """Each loop of ``scope`` with the events inside it, in program order: kept with the scope's flow
+    (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty), so that the rules'
+    questions about one loop each read its events, not every event of a long ``main()``."""
+    kept = scope.followed.get(_EVENTS_BY_LOOP)
+    if kept is not None and kept[0][1] == len(scope.events):  # (a scope asked for while it is walked grows)
+        return kept[0][0]
+    index: dict[Loop, list[Event]] = {}
     for event in scope.events:
-        if loop is None or loop in event.context.loops:
-            yield event
+        for loop in event.context.loops:
+            index.setdefault(loop, []).append(event)
+    scope.followed[_EVENTS_BY_LOOP] = ((index, len(scope.events)), ())  # read no other function's flow
+    return index
+
+
+# The key of ``_events_by_loop`` in ``ScopeAnalysis.followed``.
+_EVENTS_BY_LOOP = "events by loop"
 
 
 # torch factories that make a tensor up (random or constant): no data goes in.
@@ -155,16 +176,36 @@ def ordered_events(
 def _followed(scope: ScopeAnalysis, kind: str) -> list:
     """``ordered_calls`` or ``ordered_events`` of a whole scope, kept with the scope while the flows of
     the functions it followed are the same (a key in one method of a long class: every rule asked
-    this of every method again)."""
+    this of every method again). The calls are the events' calls: a walk that skips the other events
+    follows the same calls, in the same order, into the same flows."""
     kept = scope.followed.get(kind)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
-        for function, analysis in kept[1]:
-            note_flow(function, analysis)  # what asking for them again would have recorded
+        note_flows(kept[1])  # what asking for them again would have recorded
         return kept[0]
+    events = _followed(scope, "events") if kind == "calls" else None
+    if events is not None:
+        items = [item for item in events if isinstance(item[0], CallEvent)]
+        scope.followed[kind] = (items, scope.followed["events"][1])
+        return items
     reads: dict = {}
-    items = list(_ordered(scope, None, MAX_CALL_DEPTH, (), reads, calls_only=kind == "calls"))
+    items = []
+    _ordered_into(items, scope, MAX_CALL_DEPTH, (), reads)
     scope.followed[kind] = (items, tuple(reads.items()))
     return items
+
+
+def _ordered_into(items: list, scope: ScopeAnalysis, depth: int, stack: tuple, reads: dict) -> None:
+    """``_ordered`` of a whole scope, every event, appended to ``items``: the same items in the same
+    order, without a generator per level of calls for every item (``__init__`` of a long class follows
+    hundreds of methods)."""
+    summary = scope.summary
+    for event in scope.events:
+        items.append((event, stack))
+        function = event.function if isinstance(event, CallEvent) else None
+        if depth > 0 and function is not None:
+            inner = reads[function] = function.analysis(summary)
+            if inner is not None and all(call.function is not function for call in stack):
+                _ordered_into(items, inner, depth - 1, (*stack, event), reads)
 
 
 def _ordered(
@@ -740,32 +781,64 @@ def _configured_literals(module) -> _ConfiguredLiterals:
     candidates: dict[str, tuple[object, str]] = {}
     options: dict[str, list[tuple[object, str] | None]] = {}
     for chunk in module.chunks:
-        tree = chunk.module
-        if tree is None:
-            continue
-        top = tree.body[0] if tree.body else None
-        # kept per statement: a key reads again the statements it reached, not every tree of the file
-        for kind, fact in chunk.facts_by_statement("configured literals", _literal_facts):
-            if kind == "bound":
-                bindings[fact] = bindings.get(fact, 0) + 1
-            elif kind == "attribute":
-                found.assigned_attributes.add(fact)
-            elif kind == "parsed":
-                found.parsed.add(fact)
-            else:
-                option = _option(chunk, fact)  # its message names its line: made for this text
-                if option is not None:
-                    options.setdefault(option[0], []).append(option[1])
-        if isinstance(top, cst.SimpleStatementLine) and len(top.body) == 1 and isinstance(top.body[0], cst.Assign):
-            assign = top.body[0]
-            if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
-                held = _plain_literal(assign.value)
-                if held is not None:
-                    name = assign.targets[0].target.value
-                    candidates[name] = (held, f"`{name}` holds {shortened(chunk.code_for(assign.value), 40)} (line {chunk.line_of(assign)})")
+        bound, attributes, parsed, declared, candidate = _statement_literals(chunk)
+        for name in bound:
+            bindings[name] = bindings.get(name, 0) + 1
+        found.assigned_attributes.update(attributes)
+        found.parsed.update(parsed)
+        for dest, held in declared:
+            options.setdefault(dest, []).append(held)
+        if candidate is not None:
+            candidates[candidate[0]] = candidate[1]
     found.constants = {name: held for name, held in candidates.items() if bindings.get(name) == 1}
     found.options = {dest: held[0] for dest, held in options.items() if len(held) == 1 and held[0] is not None}
     return found
+
+
+def _statement_literals(chunk) -> tuple:
+    """What one top-level statement tells ``_configured_literals``: the names it binds, the attributes it
+    assigns, the names it binds to ``parse_args()``, its options (each with its literal default), and the
+    literal a plain ``NAME = literal`` statement binds. Kept with the statement's tree at its first line
+    (the options' and the literal's messages name their lines): a key reads again only the statements
+    it changed or moved, not the hundred options of a script's ``parse_args``."""
+    tree = chunk.module
+    if tree is None:
+        return (), (), (), (), None
+    kept = chunk.memo.get(_STATEMENT_LITERALS)
+    if kept is not None and kept[0] == chunk.start_line:
+        return kept[1]
+    bound: list[str] = []
+    attributes: list[str] = []
+    parsed: list[str] = []
+    declared: list[tuple[str, tuple[object, str] | None]] = []
+    # kept per statement: a key reads again the statements it reached, not every tree of the file
+    for kind, fact in chunk.facts_by_statement("configured literals", _literal_facts):
+        if kind == "bound":
+            bound.append(fact)
+        elif kind == "attribute":
+            attributes.append(fact)
+        elif kind == "parsed":
+            parsed.append(fact)
+        else:
+            option = _option(chunk, fact)  # its message names its line: made for this text
+            if option is not None:
+                declared.append(option)
+    candidate = None
+    top = tree.body[0] if tree.body else None
+    if isinstance(top, cst.SimpleStatementLine) and len(top.body) == 1 and isinstance(top.body[0], cst.Assign):
+        assign = top.body[0]
+        if len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+            held = _plain_literal(assign.value)
+            if held is not None:
+                name = assign.targets[0].target.value
+                candidate = (name, (held, f"`{name}` holds {shortened(chunk.code_for(assign.value), 40)} (line {chunk.line_of(assign)})"))
+    literals = (tuple(bound), tuple(attributes), tuple(parsed), tuple(declared), candidate)
+    chunk.memo[_STATEMENT_LITERALS] = (chunk.start_line, literals)
+    return literals
+
+
+# The key of ``_statement_literals`` in a statement's per-tree memo.
+_STATEMENT_LITERALS = "configured literals of the statement"
 
 
 def _literal_facts(node: cst.CSTNode) -> list[tuple[str, object]]:

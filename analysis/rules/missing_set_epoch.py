@@ -58,27 +58,27 @@ class MissingSetEpoch(Rule):
     name = "missing-set-epoch"
     severity = Severity.WARNING
 
-    def check(self, ctx: RuleContext) -> None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         # the call itself, kept while it is the same (an edit elsewhere in the file leaves it be)
         parallel = ctx.module.module_fact("TL502 data-parallel evidence", _data_parallel_evidence)
         if parallel is not None:
-            self._check_unseen_loaders(ctx, parallel)
-        for scope in ctx.scopes:
-            for call in scope.calls():
-                if _imported_loader_factory(ctx, call):
-                    self._check_factory(ctx, scope, call)
-                use_ddp = _shards_with_its_own_sampler(call)
-                if use_ddp is not None:
-                    self._check_sharding_loader(ctx, scope, call, use_ddp)
-                if not _builds_shuffling_sampler(call):
-                    continue
-                if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
-                    return
-                for loader in _loaders_using(ctx.module, call):
-                    found = _epoch_loop(ctx.module, loader)
-                    if found is not None:
-                        self._report(ctx, scope, call, loader, *found)
-                        break
+            self._check_unseen_loaders(ctx, scope, parallel)
+        for call in scope.calls():
+            if _imported_loader_factory(ctx, call):
+                self._check_factory(ctx, scope, call)
+            use_ddp = _shards_with_its_own_sampler(call)
+            if use_ddp is not None:
+                self._check_sharding_loader(ctx, scope, call, use_ddp)
+            if not _builds_shuffling_sampler(call):
+                continue
+            # (each check of this rule ends here when something calls `set_epoch`)
+            if ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
+                return
+            for loader in _loaders_using(ctx.module, call):
+                found = _epoch_loop(ctx.module, loader)
+                if found is not None:
+                    self._report(ctx, scope, call, loader, *found)
+                    break
 
     def _check_factory(self, ctx: RuleContext, scope: ScopeAnalysis, factory: CallEvent) -> None:
         """`loader = make_loader(...)` from another file, which builds a shuffling DistributedSampler."""
@@ -114,7 +114,7 @@ class MissingSetEpoch(Rule):
             ) if name else None,
         )
 
-    def _check_unseen_loaders(self, ctx: RuleContext, parallel: CallEvent) -> None:
+    def _check_unseen_loaders(self, ctx: RuleContext, scope: ScopeAnalysis, parallel: CallEvent) -> None:
         """The uncertain tier: a data-parallel training file that builds no loader and no sampler of its
         own iterates one handed to it (`data.train_loader`) once per epoch, and nothing calls `set_epoch`.
         Whether its sampler is a shuffling DistributedSampler is decided elsewhere: a note that says so."""
@@ -123,25 +123,24 @@ class MissingSetEpoch(Rule):
             "TL502 set_epoch anywhere", _sets_epoch_anywhere
         ):
             return  # (a test suite's helpers run a few tiny epochs: not a run that an unseen sampler would cost)
-        for scope in ctx.scopes:
-            for loop in scope.loops:
-                part = _unseen_loader(scope, loop)
-                if part is None or loop.parent is None:
-                    continue
-                text = shortened(scope.chunk.code_for(part), 48)
-                ctx.report(
-                    part,
-                    f"each epoch of the loop on line {ctx.line_of((scope.chunk, loop.parent.node))} trains on `{text}`, whose "
-                    f"sampler this file cannot see, and {_describe_parallel(parallel)}: if it is a shuffling "
-                    "`DistributedSampler`, nothing calls `set_epoch` and every epoch replays the same order on every rank",
-                    evidence=[
-                        ((parallel.chunk, parallel.node), "data-parallel training"),
-                        ((scope.chunk, loop.parent.node), "the epoch loop, with no `set_epoch`"),
-                        ((scope.chunk, loop.node), "iterated once per epoch, with a backward in each step"),
-                    ],
-                    severity=Severity.NOTE,
-                    help=f"if `{text}` has a DistributedSampler, call `{text}.sampler.set_epoch(epoch)` at the top of the epoch loop",
-                )
+        for loop in scope.loops:
+            part = _unseen_loader(scope, loop)
+            if part is None or loop.parent is None:
+                continue
+            text = shortened(scope.chunk.code_for(part), 48)
+            ctx.report(
+                part,
+                f"each epoch of the loop on line {ctx.line_of((scope.chunk, loop.parent.node))} trains on `{text}`, whose "
+                f"sampler this file cannot see, and {_describe_parallel(parallel)}: if it is a shuffling "
+                "`DistributedSampler`, nothing calls `set_epoch` and every epoch replays the same order on every rank",
+                evidence=[
+                    ((parallel.chunk, parallel.node), "data-parallel training"),
+                    ((scope.chunk, loop.parent.node), "the epoch loop, with no `set_epoch`"),
+                    ((scope.chunk, loop.node), "iterated once per epoch, with a backward in each step"),
+                ],
+                severity=Severity.NOTE,
+                help=f"if `{text}` has a DistributedSampler, call `{text}.sampler.set_epoch(epoch)` at the top of the epoch loop",
+            )
 
     def _check_sharding_loader(self, ctx: RuleContext, scope: ScopeAnalysis, loader: CallEvent, use_ddp: cst.Arg) -> None:
         """A loader that builds its own shuffling DistributedSampler (DGL's with `use_ddp=True`), iterated

@@ -588,7 +588,28 @@ def _seeds(call: CallEvent, module: ModuleView) -> tuple[str, ...]:
 
 
 def _draw(call: CallEvent) -> tuple[str, str] | None:
-    """(library, what for) when this call draws from a generator that the library's seed controls."""
+    """(library, what for) when this call draws from a generator that the library's seed controls.
+
+    Kept with the call's flow (``ScopeAnalysis.followed``, which a new walk or a resumed one starts
+    empty): the verdict asks it of every call of the file at every key, and a key makes new call
+    events only where a flow was walked again."""
+    kept = call.scope.followed.get(_DRAWS)
+    if kept is None:
+        kept = call.scope.followed[_DRAWS] = ({}, ())  # read no other function's flow
+    draws = kept[0]
+    asked = draws.get(id(call))
+    if asked is not None and asked[0] is call:
+        return asked[1]
+    drawn = _drawn_by(call)
+    draws[id(call)] = (call, drawn)
+    return drawn
+
+
+# The key of ``_draw``'s answers in a scope's ``followed``: each call event's, by its id, with the event.
+_DRAWS = "TL401 draws"
+
+
+def _drawn_by(call: CallEvent) -> tuple[str, str] | None:
     callee, method = call.callee, call.method
     if _initialises_weights(call):
         return TORCH, "dropout" if "Dropout" in last_part(call.callee or "") else "weight initialisation"
