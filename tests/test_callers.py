@@ -1,0 +1,144 @@
+"""Evidence from the files that call in (analysis/callers.py): a pass of one file whose callers are in
+another, run there with grad on or under ``no_grad()``; what the index reads, its limits, and a result
+kept across runs that a change of a caller file makes stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import trainlint.analysis.callers as callers
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.workspace import Workspace
+from trainlint.cli import main
+
+SAMPLING = textwrap.dedent('''\
+    import torch
+
+
+    class Sampler:
+        def __init__(self, generator, latent_dim, device):
+            self.generator = generator
+            self.latent_dim = latent_dim
+            self.device = device
+
+        def sample_grid(self, rows):
+            grid = []
+            for _ in range(rows):
+                noise = torch.randn(rows, self.latent_dim, device=self.device)
+                grid.append(self.generator(noise).cpu().numpy())
+            return len(grid)
+''')
+
+# A script: its module level runs the sampler with grad on.
+RUN = textwrap.dedent('''\
+    import torch
+
+    from models import Generator
+    from sampling import Sampler
+
+    generator = Generator().cuda()
+    sampler = Sampler(generator, 128, "cuda")
+    for epoch in range(10):
+        sampler.sample_grid(8)
+''')
+RUN_WITHOUT_GRAD = RUN.replace("    sampler.sample_grid(8)\n", "    with torch.no_grad():\n        sampler.sample_grid(8)\n")
+
+# Calls a method of the same name, but imports nothing from sampling.py.
+UNRELATED = textwrap.dedent('''\
+    from plotting import Grid
+
+    Grid().sample_grid(4)
+''')
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def _tl102(root: Path, workspace: Workspace) -> list:
+    path = root / "sampling.py"
+    return [f for f in analyze_source(path.read_text(), str(path), workspace=workspace) if f.code == "TL102"]
+
+
+def test_a_caller_in_another_file_with_grad_on_makes_the_pass_a_warning(tmp_path):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN})
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "warning"
+    assert "`run.py` calls it on line 9 with grad on (a script's module level)" in finding.message
+    assert any(item.path == str((root / "run.py").resolve()) and item.line == 9 for item in finding.evidence)
+
+
+def test_callers_that_all_turn_grad_off_keep_the_pass_quiet(tmp_path):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN_WITHOUT_GRAD})
+    assert _tl102(root, Workspace([root])) == []
+
+
+def test_without_a_caller_found_the_pass_stays_a_note(tmp_path):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "plots.py": UNRELATED})
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "note"
+    assert str((root / "plots.py").resolve()) not in Workspace([root]).dependencies(str(root / "sampling.py"))
+
+
+def test_a_caller_file_is_a_dependency_and_is_read_again_when_it_changes(tmp_path):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN, "notes.py": "print('no calls here')\n"})
+    workspace = Workspace([root])  # the server's kind: files may change while it is used
+    assert _tl102(root, workspace)[0].severity.label == "warning"
+    reached = workspace.dependencies(str(root / "sampling.py"))
+    assert str((root / "run.py").resolve()) in reached
+    assert str((root / "notes.py").resolve()) not in reached, "a file that does not call the name is not read"
+    (root / "run.py").write_text(RUN_WITHOUT_GRAD, encoding="utf-8")
+    workspace.forget_lookups()  # what the server does when a file is saved
+    assert _tl102(root, workspace) == []
+
+
+def test_a_kept_result_is_checked_again_when_a_caller_file_changes(tmp_path, monkeypatch, capsys):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN})
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("TRAINLINT_CACHE_DIR", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+
+    def tl102_in_sampling() -> list[str]:
+        main(["check", "--format", "json", "--select", "TL102", "sampling.py"])
+        findings = json.loads(capsys.readouterr().out)["findings"]
+        return [finding["severity"] for finding in findings if finding["path"] == "sampling.py"]
+
+    assert tl102_in_sampling() == ["warning"]
+    assert tl102_in_sampling() == ["warning"]  # from the cache
+    (root / "run.py").write_text(RUN_WITHOUT_GRAD, encoding="utf-8")
+    stat = (root / "run.py").stat()
+    os.utime(root / "run.py", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert tl102_in_sampling() == []
+
+
+def test_a_broken_file_among_the_callers_is_skipped(tmp_path):
+    root = _project(tmp_path, {
+        "sampling.py": SAMPLING,
+        "aaa_broken.py": "from sampling import Sampler\nSampler(None, 1, 'cpu').sample_grid(2\n",
+        "run.py": RUN,
+    })
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "warning" and "`run.py` calls it" in finding.message
+
+
+@pytest.mark.parametrize("limit", ["MAX_FILES", "MAX_CALLER_FILES"])
+def test_past_its_limits_the_index_finds_nothing_and_the_pass_stays_a_note(tmp_path, monkeypatch, limit):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "aaa.py": UNRELATED, "run.py": RUN})
+    # listed in path order: aaa.py, run.py, sampling.py; one file listed, or one analysed, is aaa.py
+    monkeypatch.setattr(callers, limit, 1)
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "note"
+
+
+def test_a_large_file_is_not_read_for_its_calls(tmp_path, monkeypatch):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN})
+    monkeypatch.setattr(callers, "MAX_CALLER_BYTES", len(RUN) - 1)
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "note"
