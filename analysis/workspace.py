@@ -144,8 +144,9 @@ class Workspace:
         the files that call a checked file's functions."""
         with self._lock:
             self._files = {key: path for key, path in self._files.items() if path is not None}
-            if self._caller_index is not None:
-                self._caller_index.forget()
+            index = self._caller_index
+        if index is not None:  # outside this lock: the index holds its own while it analyses files, which takes this one
+            index.forget()
 
     def caller_index(self) -> CallerIndex:
         """Where the workspace's files call the functions of a file (built on first use)."""

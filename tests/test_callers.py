@@ -13,8 +13,11 @@ import pytest
 
 import trainlint.analysis.callers as callers
 from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.settings import AnalysisSettings
 from trainlint.analysis.workspace import Workspace
 from trainlint.cli import main
+from trainlint.server.documents import DocumentState
+from trainlint.settings import EffectiveSettings
 
 SAMPLING = textwrap.dedent('''\
     import torch
@@ -142,3 +145,19 @@ def test_a_large_file_is_not_read_for_its_calls(tmp_path, monkeypatch):
     monkeypatch.setattr(callers, "MAX_CALLER_BYTES", len(RUN) - 1)
     [finding] = _tl102(root, Workspace([root]))
     assert finding.severity.label == "note"
+
+
+def test_the_server_state_sees_a_caller_file_saved_with_no_grad(tmp_path):
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN})
+    workspace = Workspace([root])
+    state = DocumentState((root / "sampling.py").as_uri(), root / "sampling.py", workspace)
+    settings = EffectiveSettings(AnalysisSettings())
+
+    def tl102(version: int) -> list[str]:
+        return [f.severity.label for f in state.analyse(SAMPLING, version, settings).findings if f.code == "TL102"]
+
+    assert tl102(1) == ["warning"]
+    (root / "run.py").write_text(RUN_WITHOUT_GRAD, encoding="utf-8")
+    os.utime(root / "run.py", ns=(1, 1))  # a different stamp even on a coarse clock
+    workspace.forget_lookups()  # the server does so when a file is saved
+    assert tl102(1) == []
