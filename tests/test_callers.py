@@ -90,6 +90,15 @@ def test_without_a_caller_found_the_pass_stays_a_note(tmp_path):
     assert str((root / "plots.py").resolve()) not in Workspace([root]).dependencies(str(root / "sampling.py"))
 
 
+def test_a_caller_whose_own_callers_decide_is_named_in_the_note(tmp_path):
+    helper = "from sampling import Sampler\n\n\ndef preview(sampler):\n    return sampler.sample_grid(8)\n"
+    root = _project(tmp_path, {"sampling.py": SAMPLING, "preview.py": helper})
+    [finding] = _tl102(root, Workspace([root]))
+    assert finding.severity.label == "note"
+    assert "`preview.py` calls it on line 5 without `no_grad()`" in finding.message
+    assert any(item.path == str((root / "preview.py").resolve()) and item.line == 5 for item in finding.evidence)
+
+
 def test_a_caller_file_is_a_dependency_and_is_read_again_when_it_changes(tmp_path):
     root = _project(tmp_path, {"sampling.py": SAMPLING, "run.py": RUN, "notes.py": "print('no calls here')\n"})
     workspace = Workspace([root])  # the server's kind: files may change while it is used

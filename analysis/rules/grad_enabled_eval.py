@@ -466,7 +466,8 @@ class GradEnabledEval(Rule):
             if elsewhere and all(caller.grad == "off" for caller in elsewhere):
                 return False  # every caller, in other files, runs it under no_grad()/inference_mode()
             with_grad = next((caller for caller in elsewhere if caller.grad == "on"), None)
-            self._report_unknown_grad(ctx, scope, *unknown, with_grad)
+            undecided = next((caller for caller in elsewhere if caller.grad == "unknown"), None)
+            self._report_unknown_grad(ctx, scope, *unknown, with_grad or undecided)
             return True
         return False
 
@@ -476,7 +477,8 @@ class GradEnabledEval(Rule):
         """The inference pass of ``_check_unused_graph`` in a function whose callers are all in other files
         (or nowhere in the workspace: a library's public method): whether grad is on depends on them. When
         one of them is found running it with grad on (in a function that trains, or at a script's module
-        level), a warning that shows that call; otherwise a note that says what is not known."""
+        level), a warning that shows that call; otherwise a note that says what is not known (naming a caller
+        found whose own callers decide)."""
         info = scope.function
         assert info is not None, "a function's scope"
         loop = forward.context.loops[-1]
@@ -491,7 +493,15 @@ class GradEnabledEval(Rule):
         no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
-        if caller is not None:
+        if caller is not None and caller.grad == "unknown":
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it; grad there is its own callers' to decide"))
+            message = (
+                f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
+                f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function. `{caller.path}` "
+                f"calls it on line {caller.line} without `no_grad()`, in a function whose own callers decide how grad stands "
+                f"(not known here). Called with grad on, every pass of {named} records a graph and keeps its activations for nothing"
+            )
+        elif caller is not None:
             evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` runs it with grad on: {caller.why}"))
             message = (
                 f"`{text}` runs with autograd on, but nothing uses its graph{cut}: no backward goes through it and nothing "
@@ -509,7 +519,7 @@ class GradEnabledEval(Rule):
             forward.node,
             message,
             evidence=evidence,
-            severity=Severity.NOTE if caller is None else Severity.WARNING,
+            severity=Severity.WARNING if caller is not None and caller.grad == "on" else Severity.NOTE,
             help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
             # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
             fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
