@@ -4,7 +4,7 @@
 An evaluation helper in `utils.py` does not say whether grad is on where it runs; `train.py`, which
 calls it inside `with torch.no_grad():` or in the loop that steps the optimizer, does. The rules ask
 this index for the calls of a function (or of a method, by its name) in the workspace's other files:
-each file's names followed by `(` are read from its text first, and only a file that calls the name
+each file's text is searched for the name followed by `(` first, and only a file that calls the name
 and imports the defining file is analysed, as an import target is (``Workspace.analysis_of``: bounded,
 cached by its (mtime, size)). Nothing is imported or run.
 
@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .dependencies import unrecorded
-from .lines import normalize_line_breaks
 
 if TYPE_CHECKING:
     from .flow import CallEvent
     from .module import ModuleAnalysis
     from .summary import FunctionInfo, ModuleSummary
-    from .workspace import Stamp, Workspace
+    from .workspace import Workspace
 
 T = TypeVar("T")
 
@@ -46,17 +45,15 @@ MAX_CALLER_BYTES = 1_000_000
 _SKIPPED_FOLDERS = frozenset({
     "__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "env", ".venv",
 })
-_CALLED_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 class CallerIndex:
-    """The names each workspace file calls, read from its text; the files that call a name and import
-    the defining file, analysed on demand."""
+    """The workspace's files that call a name, found in their text; those that import the defining file,
+    analysed on demand."""
 
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
         self._listed: list[Path] | None = None
-        self._called: dict[Path, tuple[Stamp, frozenset[str]]] = {}
         # The answers given, until the workspace is listed again: the server asks at each key.
         self._answers: dict[tuple[Path, str, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
         self._lock = threading.RLock()
@@ -81,7 +78,7 @@ class CallerIndex:
     def _find(self, defined_in: Path, name: str, *, method: bool):
         analysed = 0
         for path in self._files():
-            if path == defined_in or name not in self._called_names(path):
+            if path == defined_in or not self._calls_name(path, name):
                 continue
             if analysed == MAX_CALLER_FILES:
                 return
@@ -105,24 +102,19 @@ class CallerIndex:
             self._listed = list(dict.fromkeys(listed))[:MAX_FILES]
         return self._listed
 
-    def _called_names(self, path: Path) -> frozenset[str]:
-        from .engine import DecodeError, decode_source
+    def _calls_name(self, path: Path, name: str) -> bool:
+        """Whether the file's text has ``name`` followed by ``(``: read as bytes, searched as a substring
+        first (the files are read again for each new question; the answers are kept)."""
         from .files import UnreadableFile, read_bounded
 
-        stamp = self._workspace.stamps([str(path)])[str(path)]
-        if stamp is None or stamp[1] > MAX_CALLER_BYTES:
-            return frozenset()
-        cached = self._called.get(path)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
         try:
-            text = normalize_line_breaks(decode_source(read_bounded(path, MAX_CALLER_BYTES)))
-        except (OSError, UnreadableFile, DecodeError, ValueError):
-            names = frozenset()
-        else:
-            names = frozenset(_CALLED_NAME.findall(text))
-        self._called[path] = (stamp, names)
-        return names
+            if path.stat().st_size > MAX_CALLER_BYTES:
+                return False
+            data = read_bounded(path, MAX_CALLER_BYTES)
+        except (OSError, UnreadableFile, ValueError):
+            return False
+        encoded = name.encode()
+        return encoded in data and re.search(rb"\b" + re.escape(encoded) + rb"\s*\(", data) is not None
 
 
 def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
