@@ -170,3 +170,52 @@ def test_the_server_state_sees_a_caller_file_saved_with_no_grad(tmp_path):
     os.utime(root / "run.py", ns=(1, 1))  # a different stamp even on a coarse clock
     workspace.forget_lookups()  # the server does so when a file is saved
     assert tl102(1) == []
+
+
+LANGUAGE_MODEL = textwrap.dedent('''\
+    import torch
+    import torch.nn as nn
+
+
+    class TinyLM(nn.Module):
+        def __init__(self, vocab, dim=64):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.drop = nn.Dropout(0.1)
+            self.head = nn.Linear(dim, vocab)
+
+        def forward(self, tokens):
+            return self.head(self.drop(self.embed(tokens)))
+
+        @torch.no_grad()
+        def generate(self, tokens, steps):
+            for _ in range(steps):
+                next_token = self(tokens)[:, -1].argmax(dim=-1, keepdim=True)
+                tokens = torch.cat([tokens, next_token], dim=1)
+            return tokens
+''')
+
+# A sampling script: its statements are scopes of their own; the switch to eval is an earlier one.
+SAMPLE_SCRIPT = textwrap.dedent('''\
+    import torch
+
+    from lm import TinyLM
+
+    model = TinyLM(256)
+    model.load_state_dict(torch.load("ckpt.pt"))
+    model.eval()
+    print(model.generate(torch.zeros(1, 1, dtype=torch.long), 100))
+''')
+
+
+def test_a_script_that_switches_the_module_to_eval_first_keeps_its_own_inference_method_quiet(tmp_path):
+    root = _project(tmp_path, {"lm.py": LANGUAGE_MODEL, "sample.py": SAMPLE_SCRIPT})
+    path = root / "lm.py"
+
+    def tl208() -> list[str]:
+        findings = analyze_source(path.read_text(), str(path), workspace=Workspace([root]))
+        return [f.severity.label for f in findings if f.code == "TL208"]
+
+    assert tl208() == []
+    (root / "sample.py").write_text(SAMPLE_SCRIPT.replace("model.eval()\n", ""), encoding="utf-8")
+    assert tl208() == ["note"], "no switch before the call: its mode is not known, as before"

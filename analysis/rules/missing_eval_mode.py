@@ -415,7 +415,7 @@ class MissingEvalMode(Rule):
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for analysis in others):
             return
         folder = os.path.dirname(os.path.abspath(ctx.module.path))
-        elsewhere = callers_elsewhere(ctx.summary, function, lambda module, call: _mode_at_call(call, os.path.relpath(module.path, folder)))
+        elsewhere = callers_elsewhere(ctx.summary, function, lambda module, call: _mode_at_call(module, call, os.path.relpath(module.path, folder)))
         if elsewhere and all(mode == "eval" for mode, _, _ in elsewhere):
             return  # every caller, in other files, switches the module to eval mode first
         holder = _class_with_layers(ctx.summary, owner, depth=0)
@@ -824,20 +824,23 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
 
 
-def _mode_at_call(call: CallEvent, path: str) -> tuple[str, CallEvent, str]:
+def _mode_at_call(module: ModuleView, call: CallEvent, path: str) -> tuple[str, CallEvent, str]:
     """The mode of the module a call of another file runs a method of (``classifier.infer(batch)``): "eval"
     or "train" when its function switched that receiver last before the call (or runs and trains it and never
     switches it: a module stays in training mode after training), "unknown" otherwise; with where the call is."""
     key = call.receiver_key
     line = call.chunk.line_of(call.node)
     where = f"{path}:{line}"
+    # a script's statements are scopes of their own: its module-level calls before this one, in order
+    calls = list(call.scope.calls()) if call.scope.function is not None else [
+        other for other in module.all_calls() if other.scope.function is None and other.chunk.line_of(other.node) <= line
+    ]
     switches = [
-        other for other in call.scope.calls()
+        other for other in calls
         if key is not None and other.receiver_key == key and other.method in {"eval", "train"} and other.chunk.line_of(other.node) < line
     ]
     if switches:
         return switches[-1].method or "unknown", call, where
-    calls = list(call.scope.calls())
     if key is not None and any(other.receiver_key == key and other.method is None for other in calls) and any(
         is_backward(other) or is_optimizer_step(other) for other in calls
     ):
