@@ -660,6 +660,13 @@ class ModuleSummary:
             self._note_resolved_path(info.home.path)
         return info
 
+    def note_caller_file(self, path: str) -> None:
+        """This module's analysis read how another workspace file calls its functions (analysis/callers.py):
+        a change of that file makes what was read stale, as a change of an imported file does."""
+        assert self.workspace is not None, "callers are looked for in a workspace"
+        self._note_resolved_path(path)
+        self.workspace.note_caller_read(self.path, path)
+
     def _note_resolved_path(self, path: str) -> None:
         assert self.workspace is not None, "a name was resolved to another workspace file"
         if path not in self.resolved:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from .lines import normalize_line_breaks
 
 if TYPE_CHECKING:
+    from .callers import CallerIndex
     from .module import ModuleAnalysis
     from .summary import ClassInfo, FunctionInfo
 
@@ -51,6 +52,9 @@ class Workspace:
         # A checked file whose check used its analysis as an import target (checked_analysis): the
         # path it was checked under -> the resolved path that analysis looked up imports from.
         self._checked_as: dict[Path, Path] = {}
+        # The files whose calls of a checked file's functions an analysis of it read (analysis/callers.py).
+        self._callers_read: dict[Path, set[Path]] = {}
+        self._caller_index: CallerIndex | None = None
         self._lock = threading.RLock()
 
     # ------------------------------------------------------------------ lookups
@@ -136,9 +140,27 @@ class Workspace:
         return self._analysis(Path(path), 0)
 
     def forget_lookups(self) -> None:
-        """Look on disk again for modules not found before (a file was created or renamed)."""
+        """Look on disk again for modules not found before (a file was created or renamed), and for
+        the files that call a checked file's functions."""
         with self._lock:
             self._files = {key: path for key, path in self._files.items() if path is not None}
+            index = self._caller_index
+        if index is not None:  # outside this lock: the index holds its own while it analyses files, which takes this one
+            index.forget()
+
+    def caller_index(self) -> CallerIndex:
+        """Where the workspace's files call the functions of a file (built on first use)."""
+        from .callers import CallerIndex
+
+        with self._lock:
+            if self._caller_index is None:
+                self._caller_index = CallerIndex(self)
+            return self._caller_index
+
+    def note_caller_read(self, importer: str, caller: str) -> None:
+        """An analysis of ``importer`` read how ``caller`` calls one of its functions: a dependency."""
+        with self._lock:
+            self._callers_read.setdefault(Path(importer), set()).add(Path(caller))
 
     def stamps(self, paths) -> dict[str, Stamp | None]:
         return {path: self._stamp(path) for path in paths}
@@ -160,7 +182,8 @@ class Workspace:
                                  for name, path in self._lookups.get(looked_up_from, {}).items())
                 cached = self._modules.get(current)
                 found_files[str(current)] = (cached[0] if cached is not None else self._stamp(current), lookups)
-                for _, path in lookups:
+                callers = sorted(str(path) for path in self._callers_read.get(current, ()))
+                for path in [path for _, path in lookups] + callers:
                     if path is not None and path not in found_files:
                         found_files[path] = (None, [])  # a placeholder until it is visited
                         pending.append(Path(path))

@@ -25,7 +25,10 @@ network to eval and runs it with grad left to the caller. In a model server that
 such forward outside any loop is a warning when a web framework's request handler calls it (FastAPI's
 or Flask's `@app.post(...)`: the server runs it for every request, as a loop would). Where only other
 files call the function (a library's `encode_sentences`, a model's own `slide` over windows), whether
-grad is on is theirs to decide and this file cannot see it: the same forward is then a note that says so.
+grad is on is theirs to decide: their calls are read (analysis/callers.py). One at a script's module level or in a
+function that steps an optimizer makes the forward a warning that shows that call; callers that all run it under
+`no_grad()` keep the rule quiet (so do they for an evaluation helper whose only callers, in other files, wrap it in
+`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so.
 The model may be built from a class picked first, by a branch or out of a table of the project's model
 classes (`backbone_class, dim = BACKBONES[arch]`, `model_class.from_pretrained(name)`), and its output
 may pass through a function picked out of a table of the file's own functions (`pool = POOLINGS[mode]`):
@@ -53,11 +56,14 @@ better frozen once (`teacher.requires_grad_(False)`): it then records no graph a
 
 from __future__ import annotations
 
+import os
 import re
+from dataclasses import dataclass
 from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import LIBRARY_NO_GRAD_METHODS, SERVES_REQUESTS, ModeFact, call_fact
@@ -216,6 +222,8 @@ class GradEnabledEval(Rule):
         sites = _call_sites(ctx.module, info)
         if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
             return False
+        if not sites and _only_called_without_grad(ctx, info):
+            return False  # its callers, all in other files, turn grad off around it
         returned = scope.return_value.roots | {site.node for site in sites}
         if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
             return False
@@ -252,6 +260,7 @@ class GradEnabledEval(Rule):
         if not candidates or scope.function is not None and (
             _framework_hook(ctx, scope.function)
             or any(site.context.grad_off is not None for site in _call_sites(ctx.module, scope.function))
+            or _only_called_without_grad(ctx, scope.function)
         ):
             return False
         reported: list[Loop] = []
@@ -453,14 +462,23 @@ class GradEnabledEval(Rule):
             if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
                 unknown = (forward, dropped)
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
-            self._report_unknown_grad(ctx, scope, *unknown)
+            elsewhere = _callers_elsewhere(ctx, info)
+            if elsewhere and all(caller.grad == "off" for caller in elsewhere):
+                return False  # every caller, in other files, runs it under no_grad()/inference_mode()
+            with_grad = next((caller for caller in elsewhere if caller.grad == "on"), None)
+            undecided = next((caller for caller in elsewhere if caller.grad == "unknown"), None)
+            self._report_unknown_grad(ctx, scope, *unknown, with_grad or undecided)
             return True
         return False
 
-    def _report_unknown_grad(self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph) -> None:
+    def _report_unknown_grad(
+        self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, caller: CallerElsewhere | None,
+    ) -> None:
         """The inference pass of ``_check_unused_graph`` in a function whose callers are all in other files
-        (or nowhere in the workspace: a library's public method): whether grad is on depends on them, which
-        this file cannot see, so it is a note that says so."""
+        (or nowhere in the workspace: a library's public method): whether grad is on depends on them. When
+        one of them is found running it with grad on (in a function that trains, or at a script's module
+        level), a warning that shows that call; otherwise a note that says what is not known (naming a caller
+        found whose own callers decide)."""
         info = scope.function
         assert info is not None, "a function's scope"
         loop = forward.context.loops[-1]
@@ -475,14 +493,33 @@ class GradEnabledEval(Rule):
         no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+        if caller is not None and caller.grad == "unknown":
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it; grad there is its own callers' to decide"))
+            message = (
+                f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
+                f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function. `{caller.path}` "
+                f"calls it on line {caller.line} without `no_grad()`, in a function whose own callers decide how grad stands "
+                f"(not known here). Called with grad on, every pass of {named} records a graph and keeps its activations for nothing"
+            )
+        elif caller is not None:
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` runs it with grad on: {caller.why}"))
+            message = (
+                f"`{text}` runs with autograd on, but nothing uses its graph{cut}: no backward goes through it and nothing "
+                f"derived from it leaves `{info.qualified_name}()`. `{caller.path}` calls it on line {caller.line} with grad "
+                f"on ({caller.why}), so every pass of {named} records a graph and keeps its activations for nothing"
+            )
+        else:
+            message = (
+                f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
+                f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function, but no call "
+                "in this file says how grad stands (its callers are in other files, or it is a library's entry point). "
+                f"Called with grad on, every pass of {named} records a graph and keeps its activations for nothing"
+            )
         ctx.report(
             forward.node,
-            f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
-            f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function, but no call "
-            "in this file says how grad stands (its callers are in other files, or it is a library's entry point). "
-            f"Called with grad on, every pass of {named} records a graph and keeps its activations for nothing",
+            message,
             evidence=evidence,
-            severity=Severity.NOTE,
+            severity=Severity.WARNING if caller is not None and caller.grad == "on" else Severity.NOTE,
             help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
             # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
             fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
@@ -1042,6 +1079,45 @@ def _calls_by_name(module: ModuleView) -> dict[str, list[CallEvent]]:
             if name is not None:
                 index.setdefault(name, []).append(call)
     return index
+
+
+@dataclass(frozen=True)
+class CallerElsewhere:
+    """A call of a function of the checked file in another workspace file, and how grad stands there."""
+
+    call: CallEvent
+    path: str
+    line: int
+    grad: str  # "off": under no_grad()/inference_mode(); "on": known on there; "unknown": that file's callers decide
+    why: str  # how grad is known to be on there
+
+
+def _callers_elsewhere(ctx: RuleContext, info) -> list[CallerElsewhere]:
+    """The calls of ``info`` in the workspace's other files (analysis/callers.py), each with its grad mode."""
+    folder = os.path.dirname(os.path.abspath(ctx.module.path))
+    return callers_elsewhere(ctx.summary, info, lambda module, call: _grad_at_call(module, call, folder))
+
+
+def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerElsewhere:
+    grad, why = "unknown", ""
+    if call.context.grad_off is not None or _grad_disabled_globally(module):
+        grad = "off"
+    elif call.scope.function is None:
+        grad, why = "on", "a script's module level"
+    elif step := next((other for other in calls_in(call.scope, None) if is_optimizer_step(other)), None):
+        grad, why = "on", f"`{call.scope.function.qualified_name}()` steps an optimizer (`{_text(step)}`), so grad is on there"
+    elif _run_by_this_file(module, call.scope.function, set()):
+        grad, why = "on", f"`{call.scope.function.qualified_name}()` is run from that file's module level with grad on"
+    return CallerElsewhere(call, os.path.relpath(module.path, folder), call.chunk.line_of(call.node), grad, why)
+
+
+def _only_called_without_grad(ctx: RuleContext, info) -> bool:
+    """Every call of the function is in other files, each under ``no_grad()``/``inference_mode()``: an
+    evaluation helper whose callers chose where grad is off. Not known when a call here or none is found."""
+    if _call_sites(ctx.module, info):
+        return False
+    elsewhere = _callers_elsewhere(ctx, info)
+    return bool(elsewhere) and all(caller.grad == "off" for caller in elsewhere)
 
 
 def _passed_around(module: ModuleView, info) -> bool:
@@ -3131,6 +3207,103 @@ GradEnabledEval.MUST_FIRE = (
         at="predictions += tagger.predict(batch)",
         no_fix=True,
     ),
+    Fires(  # a sampling method only another file calls, from a script's training loop: grad is on there
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class GanTrainer:
+            def __init__(self, generator, discriminator, g_optimizer, d_optimizer, latent_dim=128, device="cuda"):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.g_optimizer = g_optimizer
+                self.d_optimizer = d_optimizer
+                self.latent_dim = latent_dim
+                self.device = device
+
+            def train_epoch(self, loader):
+                for real in loader:
+                    real = real.to(self.device)
+                    noise = torch.randn(real.size(0), self.latent_dim, device=self.device)
+                    fake = self.generator(noise)
+                    d_loss = F.softplus(self.discriminator(fake.detach())).mean() + F.softplus(-self.discriminator(real)).mean()
+                    self.d_optimizer.zero_grad()
+                    d_loss.backward()
+                    self.d_optimizer.step()
+                    g_loss = F.softplus(-self.discriminator(fake)).mean()
+                    self.g_optimizer.zero_grad()
+                    g_loss.backward()
+                    self.g_optimizer.step()
+
+            def save_samples(self, folder, rows=8):
+                self.generator.eval()
+                for row in range(rows):
+                    noise = torch.randn(rows, self.latent_dim, device=self.device)
+                    save_image(self.generator(noise), f"{folder}/row{row}.png", nrow=rows)
+                self.generator.train()
+        """,
+        files={
+            "main.py": """
+                import argparse
+
+                from data import image_loader
+                from models import Discriminator, Generator
+                from torch.optim import Adam
+                from train import GanTrainer
+
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--epochs", type=int, default=50)
+                args = parser.parse_args()
+
+                generator, discriminator = Generator().cuda(), Discriminator().cuda()
+                trainer = GanTrainer(generator, discriminator, Adam(generator.parameters(), 2e-4), Adam(discriminator.parameters(), 2e-4))
+                for epoch in range(args.epochs):
+                    trainer.train_epoch(image_loader("data/faces", batch_size=64))
+                    trainer.save_samples(f"samples/epoch{epoch:03d}")
+            """,
+        },
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class GanTrainer:
+            def __init__(self, generator, discriminator, g_optimizer, d_optimizer, latent_dim=128, device="cuda"):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.g_optimizer = g_optimizer
+                self.d_optimizer = d_optimizer
+                self.latent_dim = latent_dim
+                self.device = device
+
+            def train_epoch(self, loader):
+                for real in loader:
+                    real = real.to(self.device)
+                    noise = torch.randn(real.size(0), self.latent_dim, device=self.device)
+                    fake = self.generator(noise)
+                    d_loss = F.softplus(self.discriminator(fake.detach())).mean() + F.softplus(-self.discriminator(real)).mean()
+                    self.d_optimizer.zero_grad()
+                    d_loss.backward()
+                    self.d_optimizer.step()
+                    g_loss = F.softplus(-self.discriminator(fake)).mean()
+                    self.g_optimizer.zero_grad()
+                    g_loss.backward()
+                    self.g_optimizer.step()
+
+            def save_samples(self, folder, rows=8):
+                self.generator.eval()
+                for row in range(rows):
+                    noise = torch.randn(rows, self.latent_dim, device=self.device)
+                    with torch.no_grad():
+                        save_image(self.generator(noise), f"{folder}/row{row}.png", nrow=rows)
+                self.generator.train()
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -4361,5 +4534,116 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 optimizer.zero_grad()
             print(validate(model, val_loader))
         """,
+    ),
+    Quiet(  # the same sampling method, which its only caller (another file) runs under no_grad()
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class GanTrainer:
+            def __init__(self, generator, discriminator, g_optimizer, d_optimizer, latent_dim=128, device="cuda"):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.g_optimizer = g_optimizer
+                self.d_optimizer = d_optimizer
+                self.latent_dim = latent_dim
+                self.device = device
+
+            def train_epoch(self, loader):
+                for real in loader:
+                    real = real.to(self.device)
+                    noise = torch.randn(real.size(0), self.latent_dim, device=self.device)
+                    fake = self.generator(noise)
+                    d_loss = F.softplus(self.discriminator(fake.detach())).mean() + F.softplus(-self.discriminator(real)).mean()
+                    self.d_optimizer.zero_grad()
+                    d_loss.backward()
+                    self.d_optimizer.step()
+                    g_loss = F.softplus(-self.discriminator(fake)).mean()
+                    self.g_optimizer.zero_grad()
+                    g_loss.backward()
+                    self.g_optimizer.step()
+
+            def save_samples(self, folder, rows=8):
+                self.generator.eval()
+                for row in range(rows):
+                    noise = torch.randn(rows, self.latent_dim, device=self.device)
+                    save_image(self.generator(noise), f"{folder}/row{row}.png", nrow=rows)
+                self.generator.train()
+        """,
+        files={
+            "main.py": """
+                import argparse
+
+                import torch
+
+                from data import image_loader
+                from models import Discriminator, Generator
+                from torch.optim import Adam
+                from train import GanTrainer
+
+                parser = argparse.ArgumentParser()
+                parser.add_argument("--epochs", type=int, default=50)
+                args = parser.parse_args()
+
+                generator, discriminator = Generator().cuda(), Discriminator().cuda()
+                trainer = GanTrainer(generator, discriminator, Adam(generator.parameters(), 2e-4), Adam(discriminator.parameters(), 2e-4))
+                for epoch in range(args.epochs):
+                    trainer.train_epoch(image_loader("data/faces", batch_size=64))
+                    with torch.no_grad():
+                        trainer.save_samples(f"samples/epoch{epoch:03d}")
+            """,
+        },
+    ),
+    Quiet(  # an evaluation helper whose only caller, in another file, wraps it in no_grad()
+        """
+        import torch.nn.functional as F
+
+
+        def train_one_epoch(model, loader, optimizer, device):
+            model.train()
+            for images, labels in loader:
+                images, labels = images.to(device), labels.to(device)
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        def evaluate(model, loader, device):
+            model.eval()
+            correct = total = 0
+            for images, labels in loader:
+                logits = model(images.to(device))
+                correct += (logits.argmax(dim=1) == labels.to(device)).sum().item()
+                total += labels.size(0)
+            return correct / total
+        """,
+        files={
+            "main.py": """
+                import torch
+                from torch.optim import SGD
+                from torchvision.models import resnet18
+
+                from data import cifar_loaders
+                from train import evaluate, train_one_epoch
+
+
+                def main(epochs=30, device="cuda"):
+                    model = resnet18(num_classes=10).to(device)
+                    optimizer = SGD(model.parameters(), lr=0.1, momentum=0.9)
+                    train_loader, val_loader = cifar_loaders(batch_size=128)
+                    for epoch in range(epochs):
+                        train_one_epoch(model, train_loader, optimizer, device)
+                        with torch.no_grad():
+                            accuracy = evaluate(model, val_loader, device)
+                        print(f"epoch {epoch}: val accuracy {accuracy:.3f}")
+
+
+                if __name__ == "__main__":
+                    main()
+            """,
+        },
     ),
 )

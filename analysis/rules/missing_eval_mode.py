@@ -23,7 +23,9 @@ mode, it stays there unless switched, and as a submodule its holder's `.train()`
 `.eval()` its constructor called (unless the holder overrides `train`). When the model comes from elsewhere (a parameter,
 a factory of another file) and its layers cannot be read, these are notes. Two passes whose mode depends on a
 caller this file does not show are notes too: a module's own inference method that runs its
-forward without `self.eval()`, and an inference method of a plain class (`Predictor.predict`) that runs the model
+forward without `self.eval()` (its calls in the workspace's other files are read: when each switches the module to
+eval first it is quiet; one that trains it, or calls `.train()` last, before calling it makes it a warning, for a
+module with dropout or batch-norm), and an inference method of a plain class (`Predictor.predict`) that runs the model
 its constructor was handed while no method of the class switches it. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
@@ -36,10 +38,12 @@ not reported.
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
 
+from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
 from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.patterns import (
@@ -410,7 +414,28 @@ class MissingEvalMode(Rule):
         others = [method.analysis(ctx.summary) for method in owner.methods.values() if method is not function]
         if any(analysis is not None and any(call.function is function for call in analysis.calls()) for analysis in others):
             return
+        folder = os.path.dirname(os.path.abspath(ctx.module.path))
+        elsewhere = callers_elsewhere(ctx.summary, function, lambda module, call: _mode_at_call(module, call, os.path.relpath(module.path, folder)))
+        if elsewhere and all(mode == "eval" for mode, _, _ in elsewhere):
+            return  # every caller, in other files, switches the module to eval mode first
         holder = _class_with_layers(ctx.summary, owner, depth=0)
+        in_training = next(((call, where) for mode, call, where in elsewhere if mode == "train"), None)
+        if holder is not None and in_training is not None:
+            call, where = in_training
+            ctx.report(
+                forward.node,
+                f"`{function.name}` runs the module's own forward without switching it to eval mode, and `{where}` calls it "
+                f"while the module is in training mode: `{holder.name}` has dropout or batch-norm layers, so its outputs are "
+                "computed with dropout on and batch-norm normalising with the statistics of each input",
+                evidence=[
+                    ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers"),
+                    ((scope.chunk, function.node.name), f"{why}; it does not call `self.eval()`"),
+                    ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
+                    ((call.chunk, call.node), f"`{shortened(call.chunk.code_for(call.node))}` runs it in training mode"),
+                ],
+                help=f"call `self.eval()` at the start of `{function.name}` (or `.eval()` before calling it)",
+            )
+            return
         if holder is not None:
             known = f"`{owner.name}` has dropout or batch-norm layers"
             layers = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
@@ -797,6 +822,30 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     how = "runs the model without grad" if off else "returns or keeps none of the forward's graph"
     named = " (its name says so too)" if _EVALUATION_WORDS.search(function.name) else ""
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
+
+
+def _mode_at_call(module: ModuleView, call: CallEvent, path: str) -> tuple[str, CallEvent, str]:
+    """The mode of the module a call of another file runs a method of (``classifier.infer(batch)``): "eval"
+    or "train" when its function switched that receiver last before the call (or runs and trains it and never
+    switches it: a module stays in training mode after training), "unknown" otherwise; with where the call is."""
+    key = call.receiver_key
+    line = call.chunk.line_of(call.node)
+    where = f"{path}:{line}"
+    # a script's statements are scopes of their own: its module-level calls before this one, in order
+    calls = list(call.scope.calls()) if call.scope.function is not None else [
+        other for other in module.all_calls() if other.scope.function is None and other.chunk.line_of(other.node) <= line
+    ]
+    switches = [
+        other for other in calls
+        if key is not None and other.receiver_key == key and other.method in {"eval", "train"} and other.chunk.line_of(other.node) < line
+    ]
+    if switches:
+        return switches[-1].method or "unknown", call, where
+    if key is not None and any(other.receiver_key == key and other.method is None for other in calls) and any(
+        is_backward(other) or is_optimizer_step(other) for other in calls
+    ):
+        return "train", call, where  # the function trains that module and leaves its mode as training left it
+    return "unknown", call, where
 
 
 def _another_method(call: CallEvent, owner, function) -> bool:
@@ -2007,6 +2056,45 @@ MissingEvalMode.MUST_FIRE = (
         """,
         at="text = self.text_encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]",
     ),
+    Fires(  # a module's own predict, which another file runs right after training it: training mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class TextClassifier(nn.Module):
+            def __init__(self, vocab_size, num_labels, dim=128):
+                super().__init__()
+                self.embed = nn.EmbeddingBag(vocab_size, dim)
+                self.dropout = nn.Dropout(0.3)
+                self.head = nn.Linear(dim, num_labels)
+
+            def forward(self, tokens):
+                return self.head(self.dropout(self.embed(tokens)))
+
+            def predict(self, tokens):
+                with torch.no_grad():
+                    return self(tokens).argmax(dim=-1)
+        """,
+        files={
+            "fit.py": """
+                import torch.nn.functional as F
+
+                from train import TextClassifier
+
+
+                def fit(model: TextClassifier, loader, optimizer, preview_tokens):
+                    model.train()
+                    for tokens, labels in loader:
+                        loss = F.cross_entropy(model(tokens), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    return model.predict(preview_tokens)
+            """,
+        },
+        severity=Severity.WARNING,
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -2980,5 +3068,44 @@ MissingEvalMode.MUST_NOT_FIRE = (
                 loss.backward()
                 optimizer.step()
         """
+    ),
+    Quiet(  # the same predict, whose only caller (another file) switches the module to eval first
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class TextClassifier(nn.Module):
+            def __init__(self, vocab_size, num_labels, dim=128):
+                super().__init__()
+                self.embed = nn.EmbeddingBag(vocab_size, dim)
+                self.dropout = nn.Dropout(0.3)
+                self.head = nn.Linear(dim, num_labels)
+
+            def forward(self, tokens):
+                return self.head(self.dropout(self.embed(tokens)))
+
+            def predict(self, tokens):
+                with torch.no_grad():
+                    return self(tokens).argmax(dim=-1)
+        """,
+        files={
+            "fit.py": """
+                import torch.nn.functional as F
+
+                from train import TextClassifier
+
+
+                def fit(model: TextClassifier, loader, optimizer, preview_tokens):
+                    model.train()
+                    for tokens, labels in loader:
+                        loss = F.cross_entropy(model(tokens), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    return model.predict(preview_tokens)
+            """,
+        },
     ),
 )

@@ -1,0 +1,155 @@
+"""Who calls a function of one workspace file from the others: the reverse of the imports that
+``workspace.py`` follows forward.
+
+An evaluation helper in `utils.py` does not say whether grad is on where it runs; `train.py`, which
+calls it inside `with torch.no_grad():` or in the loop that steps the optimizer, does. The rules ask
+this index for the calls of a function (or of a method, by its name) in the workspace's other files:
+each file's text is searched for the name followed by `(` first, and only a file that calls the name
+and imports the defining file is analysed, as an import target is (``Workspace.analysis_of``: bounded,
+cached by its (mtime, size)). Nothing is imported or run.
+
+Limits: the files listed under the workspace roots (``MAX_FILES`` of them, hidden folders, virtual
+environments and build output left out), at most ``MAX_CALLER_FILES`` analysed for one name; a call
+through a value passed around (a callback, a registry) is not found. The files found are recorded
+as read by the checked file (a result kept across runs is checked again when one changes); a file
+that does not call the name yet and starts to is seen when the workspace is listed again (a new
+batch run; in the server, after a file is saved).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from .dependencies import unrecorded
+
+if TYPE_CHECKING:
+    from .flow import CallEvent
+    from .module import ModuleAnalysis
+    from .summary import FunctionInfo, ModuleSummary
+    from .workspace import Workspace
+
+T = TypeVar("T")
+
+# Python files listed under the workspace roots; a larger tree is read up to this many.
+MAX_FILES = 5000
+# Files analysed to answer one question (the first ones in path order): each is a full parse.
+MAX_CALLER_FILES = 12
+# A file larger than this is not read for its calls (generated code, vendored blobs).
+MAX_CALLER_BYTES = 1_000_000
+# Folders that hold no project code: environments, caches, build output.
+_SKIPPED_FOLDERS = frozenset({
+    "__pycache__", "node_modules", "site-packages", "build", "dist", "venv", "env", ".venv",
+})
+
+
+class CallerIndex:
+    """The workspace's files that call a name, found in their text; those that import the defining file,
+    analysed on demand."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
+        self._listed: list[Path] | None = None
+        # The answers given, until the workspace is listed again: the server asks at each key.
+        self._answers: dict[tuple[Path, str, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
+        self._lock = threading.RLock()
+
+    def forget(self) -> None:
+        """List the files again at the next question (a file was saved, created or renamed)."""
+        with self._lock:
+            self._listed = None
+            self._answers.clear()
+
+    def calls_of(self, defined_in: Path, name: str, *, method: bool) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
+        """The calls of ``name`` in the other workspace files that import ``defined_in``: a call resolved
+        to that file's function of this name, or (``method``) any call of a method of this name."""
+        defined_in = defined_in.resolve()
+        key = (defined_in, name, method)
+        with self._lock:
+            if key not in self._answers:
+                with unrecorded():  # other files: nothing here is a read of the file being checked
+                    self._answers[key] = tuple(self._find(defined_in, name, method=method))
+            return self._answers[key]
+
+    def _find(self, defined_in: Path, name: str, *, method: bool):
+        analysed = 0
+        for path in self._files():
+            if path == defined_in or not self._calls_name(path, name):
+                continue
+            if analysed == MAX_CALLER_FILES:
+                return
+            analysed += 1
+            module = self._workspace.analysis_of(str(path))
+            if module is None or not _imports(self._workspace, module.summary, defined_in):
+                continue
+            for call in module.all_calls():
+                if _calls(call, defined_in, name, method=method):
+                    yield module, call
+
+    def _files(self) -> list[Path]:
+        if self._listed is None:
+            listed: list[Path] = []
+            for root in self._workspace.roots:
+                for folder, folders, files in os.walk(root):
+                    folders[:] = sorted(f for f in folders if not f.startswith(".") and f not in _SKIPPED_FOLDERS)
+                    listed.extend(Path(folder, file).resolve() for file in sorted(files) if file.endswith(".py"))
+                    if len(listed) >= MAX_FILES:
+                        break
+            self._listed = list(dict.fromkeys(listed))[:MAX_FILES]
+        return self._listed
+
+    def _calls_name(self, path: Path, name: str) -> bool:
+        """Whether the file's text has ``name`` followed by ``(``: read as bytes, searched as a substring
+        first (the files are read again for each new question; the answers are kept)."""
+        from .files import UnreadableFile, read_bounded
+
+        try:
+            if path.stat().st_size > MAX_CALLER_BYTES:
+                return False
+            data = read_bounded(path, MAX_CALLER_BYTES)
+        except (OSError, UnreadableFile, ValueError):
+            return False
+        encoded = name.encode()
+        return encoded in data and re.search(rb"\b" + re.escape(encoded) + rb"\s*\(", data) is not None
+
+
+def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
+    """What ``read`` says of each call of ``info`` (a function or method of the checked file) in the
+    workspace's other files, in path order; empty outside a workspace. The files are recorded as read
+    by the checked file, and ``read`` runs unrecorded (it reads another file's analysis)."""
+    workspace = summary.workspace
+    if workspace is None or summary.path is None:
+        return []
+    found = workspace.caller_index().calls_of(Path(summary.path), info.name, method=info.owner is not None)
+    results = []
+    with unrecorded():
+        for module, call in found:
+            summary.note_caller_file(module.summary.path)
+            results.append(read(module, call))
+    return results
+
+
+def _imports(workspace: Workspace, summary: ModuleSummary, target: Path) -> bool:
+    """Whether one of the file's imports leads to ``target``: ``import utils``, ``from .predict import
+    Predictor``, or a name a package's ``__init__`` re-exports from it."""
+    for imported in summary.imports.values():
+        module_name, _, _ = imported.rpartition(".")
+        for candidate in (imported, module_name):
+            if candidate and workspace.find_module(summary.path, candidate) == str(target):
+                return True
+        if module_name:
+            found = workspace.resolve_class(summary.path, imported) or workspace.resolve_function(summary.path, imported)
+            if found is not None and found.home is not None and Path(found.home.path) == target:
+                return True
+    return False
+
+
+def _calls(call: CallEvent, defined_in: Path, name: str, *, method: bool) -> bool:
+    function = call.function
+    if function is not None:
+        return function.name == name and function.home is not None and Path(function.home.path).resolve() == defined_in
+    return method and call.method == name
