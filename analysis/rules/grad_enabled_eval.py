@@ -67,10 +67,10 @@ from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import LIBRARY_NO_GRAD_METHODS, SERVES_REQUESTS, ModeFact, call_fact
+from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
     evaluation_calls,
-    library_model_facts,
     mode_parameter,
     name_words,
     smoke_test_forward,

@@ -46,9 +46,9 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
 from trainlint.analysis.libraries import torch_layer_dropout
+from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
-    library_model_facts,
     mode_parameter,
     name_words,
     smoke_test_forward,

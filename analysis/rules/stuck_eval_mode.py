@@ -24,7 +24,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, ModeFact
-from trainlint.analysis.patterns import library_model_facts
+from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
     AssignEvent,
