@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.analysis import libraries
 from trainlint.analysis.frameworks import training_step_hook
+from trainlint.analysis.libraries import MODULE
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
     is_scalar_loss,
@@ -355,7 +355,7 @@ def _registered_buffers(ctx: RuleContext, scope: ScopeAnalysis) -> dict[str, cst
     by a literal name, when ``scope`` is the ``forward`` of a module class (it runs every training step)."""
     function = scope.function
     owner = function.owner if function is not None else None
-    if function is None or owner is None or function.name != "forward" or scope.summary.local_class_kind(owner).kind != libraries.MODULE:
+    if function is None or owner is None or function.name != "forward" or scope.summary.local_class_kind(owner).kind != MODULE:
         return {}
     init = owner.find_method("__init__", scope.summary)
     analysis = init.analysis(scope.summary) if init is not None else None
