@@ -108,9 +108,7 @@ class CallerIndex:
         from .files import UnreadableFile, read_bounded
 
         try:
-            if path.stat().st_size > MAX_CALLER_BYTES:
-                return False
-            data = read_bounded(path, MAX_CALLER_BYTES)
+            data = read_bounded(path, MAX_CALLER_BYTES)  # refuses a larger file, or one that is not a regular file
         except (OSError, UnreadableFile, ValueError):
             return False
         encoded = name.encode()
