@@ -496,8 +496,7 @@ def overwrites_its_keys(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> 
         if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in _KEY_VIEWS:
             return not iterable.args and len(inner.targets) <= 2 and inner.targets[:1] == (key.value,)
         return isinstance(iterable, cst.Name) and iterable.value not in loop.targets and not any(
-            isinstance(event, AssignEvent) and loop in event.context.loops and iterable.value in event.targets
-            for event in scope.events
+            isinstance(event, AssignEvent) and iterable.value in event.targets for event in events_in(scope, loop)
         )
     return False
 
@@ -505,8 +504,9 @@ def overwrites_its_keys(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> 
 def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
     """The loop breaks once a container it fills reaches a size (``if len(images) >= n: break``): it
     collects a few examples, and everything it fills grows in step with that one."""
-    filled = {event.container for event in scope.events if isinstance(event, StoreEvent) and loop in event.context.loops}
-    for event in scope.events:
+    in_loop = list(events_in(scope, loop))
+    filled = {event.container for event in in_loop if isinstance(event, StoreEvent)}
+    for event in in_loop:
         if not (isinstance(event, JumpEvent) and event.kind == "break" and event.context.loop is loop):
             continue
         for condition in event.context.conditions_inside(loop):
