@@ -49,6 +49,17 @@ class UnreadableFile(Exception):
         self.missing = missing  # nothing of that name (or a dangling link)
 
 
+def user_cache_folder() -> str | None:
+    """trainlint's own folder in the user's cache (never in a workspace): $TRAINLINT_CACHE_DIR, else
+    $XDG_CACHE_HOME/trainlint or ~/.cache/trainlint; None where the user has no home folder."""
+    explicit = os.environ.get("TRAINLINT_CACHE_DIR")
+    if explicit:
+        return explicit
+    home = os.path.expanduser("~")
+    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
+    return os.path.join(base, "trainlint") if base else None
+
+
 def limit_for(path: str) -> int:
     return MAX_NOTEBOOK_BYTES if path.endswith(".ipynb") else MAX_SOURCE_BYTES
 

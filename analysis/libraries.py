@@ -41,6 +41,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainlint.analysis.files import user_cache_folder
+
 MODULE = "module"  # an nn.Module: calling it runs forward, which records a graph when grad is on
 PIPELINE = "pipeline"  # a callable that runs without grad and returns host objects (images, text)
 OTHER = "other"  # a class that is neither (a tokenizer, a scheduler, a config, an EMA helper)
@@ -415,11 +417,8 @@ def table_kind(canonical: str) -> ClassKind | None:
 # ---------------------------------------------------------------------------------------------- source
 def cache_folder() -> Path | None:
     """Where package indexes are kept between runs: $TRAINLINT_CACHE_DIR, else the user's cache folder."""
-    explicit = os.environ.get("TRAINLINT_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "libraries"
-    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.path.expanduser("~"), ".cache") if os.path.expanduser("~") != "~" else "")
-    return Path(base) / "trainlint" / "libraries" if base else None
+    folder = user_cache_folder()
+    return Path(folder) / "libraries" if folder else None
 
 
 def library_paths() -> tuple[Path, ...]:

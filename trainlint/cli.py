@@ -208,8 +208,10 @@ def _dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> in
         if args.command == "gpus":
             return estimate_cli.run_gpus(args)
         if args.command == "server":
-            from trainlint.server.server import start  # pygls is only imported by the server
+            from trainlint.server.compiled_code_cache import compiled_code_cache
 
+            with compiled_code_cache():  # lsprotocol's classes compiled at the last launch are reused
+                from trainlint.server.server import start  # pygls is only imported by the server
             start(args.tcp)
             return 0
         return run_explain(args)
