@@ -117,12 +117,12 @@ def rss_mib() -> float:
 class Typist:
     """One document and the key typed in it: a character appended to a name, then taken back."""
 
-    def __init__(self, path: Path, anchors: bool, new_statement: bool = False) -> None:
+    def __init__(self, path: Path, anchors: bool, new_statement: bool = False, target_gpu: str | None = None) -> None:
         from trainlint.analysis.settings import AnalysisSettings
         from trainlint.server.documents import DocumentState
         from trainlint.settings import EffectiveSettings
 
-        self.settings = EffectiveSettings(AnalysisSettings())
+        self.settings = EffectiveSettings(AnalysisSettings(target_gpu=target_gpu))
         self.path = path
         self.lines = path.read_text(encoding="utf-8").split("\n")
         self.line, self.column, self.where = edited_line("\n".join(self.lines))
@@ -180,6 +180,8 @@ def main() -> None:
     parser.add_argument("--import-only", action="store_true")
     parser.add_argument("--new-statement", action="store_true",
                         help="type a new statement on a new line in the method, instead of editing a name")
+    parser.add_argument("--target-gpu", metavar="GPU",
+                        help="the editor's targetGpu setting (docs/editors.md sets one): TL601 then reads the script at each key")
     parser.add_argument("--anchors", action="store_true", help="find the VRAM anchors at each key, as for a hovered document")
     parser.add_argument("--keys-only", action="store_true",
                         help="measure the keys alone, not the import and first analysis (quicker side-by-side runs)")
@@ -203,7 +205,7 @@ def main() -> None:
 def typed_keys(args: argparse.Namespace) -> None:
     from trainlint.server.idle_gc import IdleGarbageCollector
 
-    typists = [Typist(path, args.anchors, args.new_statement) for path in args.files]
+    typists = [Typist(path, args.anchors, args.new_statement, args.target_gpu) for path in args.files]
     for typist in typists:
         costs = [typist.key() * 1000 for _ in range(args.keys)]
         costs.sort()

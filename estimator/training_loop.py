@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.tree import in_source_order
+from trainlint.analysis.parsing import ParsedChunk
+from trainlint.analysis.tree import facts_by_statement, in_source_order
 from trainlint.rules import (
     CallEvent,
     Loop,
@@ -102,7 +103,10 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
         _, _, forwards, backwards = homes.setdefault(id(home), (event.scope, home, [], []))
         (backwards if is_backward(event) else forwards).append(event)
     for event_scope, home, forwards, backwards in homes.values():
-        order = {id(node): index for index, node in enumerate(in_source_order(home))}
+        deleted = {name for small in _deletes_in(event_scope.chunk, home) for name in _deleted_names(small.target)}
+        if not deleted:
+            continue
+        order: dict[int, int] | None = None
         # where the loss goes next: its backward, or (a helper with none) the return that hands it to the caller
         sinks: list[cst.CSTNode] = [event.node for event in backwards]
         losses = {event.node.func.value.value for event in backwards
@@ -116,8 +120,10 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
                     and isinstance(statement.targets[0].target, cst.Name) and _output_of(statement.value) is forward.node):
                 continue
             name = statement.targets[0].target.value
-            if not _read_only_into(home, name, losses):
+            if name not in deleted or not _read_only_into(home, name, losses):
                 continue
+            if order is None:
+                order = {id(node): index for index, node in enumerate(in_source_order(home))}
             for block in walk(home):
                 if not isinstance(block, cst.IndentedBlock):
                     continue
@@ -128,6 +134,21 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
                 found += [(small, event_scope) for small in deletes
                           if any(id(sink) in inside and order[id(sink)] > order[id(small)] for sink in sinks)]
     return found
+
+
+def _deletes_in(chunk: ParsedChunk, home: cst.CSTNode) -> list[cst.Del]:
+    """The ``del`` statements under ``home``, read per statement and kept with the tree: after a key only
+    the edited statement is read again, not the whole training loop (the script is read at every key
+    where the editor has a target GPU, for TL601)."""
+    return facts_by_statement(home, chunk.node_memo("del statements"), _the_delete, chunk.node_memo("statement levels"))
+
+
+def _the_delete(node: cst.CSTNode) -> list[cst.Del]:
+    return [node] if isinstance(node, cst.Del) else []
+
+
+def _the_with(node: cst.CSTNode) -> list[cst.With]:
+    return [node] if isinstance(node, cst.With) else []
 
 
 def _output_of(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -194,10 +215,10 @@ def _wraps_any(scope: ScopeAnalysis, call: CallEvent, nodes: set[int]) -> bool:
     elif isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name):
         name = statement.targets[0].target.value
         home = scope.function.node if scope.function is not None else scope.chunk.module
-        blocks = [
-            node.body for node in walk(home) if isinstance(node, cst.With)
-            and any(isinstance(item.item, cst.Name) and item.item.value == name for item in node.items)
-        ] if home is not None else []
+        withs = facts_by_statement(home, scope.chunk.node_memo("with statements"), _the_with,
+                                   scope.chunk.node_memo("statement levels")) if home is not None else []
+        blocks = [node.body for node in withs
+                  if any(isinstance(item.item, cst.Name) and item.item.value == name for item in node.items)]
     else:
         return False
     return any(id(node) in nodes for block in blocks for node in walk(block))
