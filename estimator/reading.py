@@ -80,13 +80,21 @@ _FSDP_STRATEGIES: dict[str | int, str] = {
 _ACCELERATE_PRECISION = {"no": "fp32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Found:
     value: Any
-    line: int
+    known_line: int | None  # None: read off ``node`` when asked (placing a node of a long class can cost a second)
     code: str
-    node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
-    chunk: ParsedChunk | None = field(default=None, compare=False, repr=False)
+    node: cst.CSTNode | None = field(default=None, repr=False)
+    chunk: ParsedChunk | None = field(default=None, repr=False)
+
+    @property
+    def line(self) -> int:
+        assert self.known_line is not None or (self.node is not None and self.chunk is not None)
+        return self.known_line if self.known_line is not None else self.chunk.line_of(self.node)  # type: ignore[union-attr,arg-type]
+
+    def __eq__(self, other: object) -> bool:  # by the line, read or not yet
+        return isinstance(other, Found) and (self.value, self.line, self.code) == (other.value, other.line, other.code)
 
     @property
     def source(self) -> str:
@@ -456,7 +464,7 @@ class _Reader:
                 shown = code if len(code) <= 50 else code[:47] + "..."
                 self.inputs.notes.append(f"{name.replace('_', ' ')} at line {chunk.line_of(node)} (`{shown}`) is not a usable size: ignored")
                 return
-        setattr(self.inputs, name, Found(value, chunk.line_of(node), code if len(code) <= 70 else code[:67] + "...", node, chunk))
+        setattr(self.inputs, name, Found(value, None, code if len(code) <= 70 else code[:67] + "...", node, chunk))
 
     def _read_call(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
         if head == "from_pretrained" and "Pipeline" in name.rsplit(".", 1)[0]:  # diffusers: the whole pipeline

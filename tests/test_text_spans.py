@@ -117,11 +117,43 @@ def test_a_call_over_several_lines_inside_a_method_is_read_off_the_text() -> Non
     assert span == (position.start.line, position.start.column, position.end.line, position.end.column) == (3, 17, 13, 9)
 
 
-def test_a_call_over_several_lines_written_twice_is_not_read_off_the_text() -> None:
+def test_a_call_over_several_lines_written_twice_is_placed_by_the_assignment_that_holds_it() -> None:
     chunk = ModuleAnalysis(RECIPE_WITH_A_LOADER, "recipe.py").chunks[0]
     loaders = _calls_named(chunk, "DataLoader")
     assert [chunk._text_span(loader) for loader in loaders] == [None, None]
-    assert sorted(chunk.line_of(loader) for loader in loaders) == [17, 21]  # from the generated positions
+    assert sorted(chunk.line_of(loader) for loader in loaders) == [17, 21]
+    assert chunk._positions is None  # without generating the positions of the class
+
+
+def test_a_node_no_small_statement_holds_is_placed_by_the_positions_of_the_whole_statement() -> None:
+    loop = "\n    def {}(self, ds):\n        for item in DataLoader(ds):\n            yield item\n"
+    source = RECIPE_WITH_A_LOADER + loop.format("train_batches") + loop.format("eval_batches")
+    chunk = ModuleAnalysis(source, "recipe.py").chunks[0]
+    in_loop_headers = [call for call in _calls_named(chunk, "DataLoader") if chunk.code_for(call) == "DataLoader(ds)"]
+    assert sorted(chunk.line_of(call) for call in in_loop_headers) == [28, 32]
+    assert chunk._positions is not None
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: str(path.relative_to(EXAMPLES_ROOT)))
+def test_every_span_placed_inside_its_small_statement_is_the_generated_position(path: Path) -> None:
+    """A node whose code is not unique in the text is placed by the small statement that holds it:
+    the positions of that statement's code alone, where the text has it, are the whole chunk's."""
+    module = ModuleAnalysis(path.read_text(encoding="utf-8"), path.name)
+    read = 0
+    for chunk in module.chunks:
+        if chunk.module is None:
+            continue
+        holders = {node: parsing._small_statement_holding(chunk.module, node) for node in walk(chunk.module)}
+        inside = {id(holder): chunk._spans_inside(holder) for holder in holders.values() if holder is not None}
+        assert chunk._positions is None
+        positions = chunk.positions()
+        for node, holder in holders.items():
+            span = (inside[id(holder)] or {}).get(node) if holder is not None else None
+            if span is not None:
+                position = positions[node]
+                assert span == (position.start.line, position.start.column, position.end.line, position.end.column), chunk.code_for(node)
+                read += 1
+    assert read > 50
 
 
 def test_the_arguments_of_a_call_over_several_lines_inside_a_method_are_placed_without_the_class_positions() -> None:
