@@ -140,6 +140,9 @@ class ScriptInputs:
     quant_compute_fp32: Found | None = None  # BitsAndBytesConfig's bnb_4bit_compute_dtype is fp32 (or left to its default)
     lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
+    # True: a model loaded by `from_pretrained` without a dtype, so in the checkpoint's from transformers 5 on (Plan's)
+    default_load_dtype: Found | None = None
+    loads_checkpoint_dtype: Found | None = None  # True: `dtype="auto"` stated, the checkpoint's dtype in every release
     attention: Found | None = None
     use_cache: Found | None = None  # use_cache=True/False in a call: whether a causal LM's forward returns its KV cache
     sharding: Found | None = None
@@ -474,6 +477,7 @@ class _Reader:
             if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
                 self._set("head", "classifier", node, chunk)
             self._read_precision_keywords(node, chunk)
+            self._read_load_dtype(node, chunk)
         elif name.startswith("timm.") and head == "create_model":
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
         elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
@@ -713,6 +717,21 @@ class _Reader:
         attention = self.value(self.keyword(node, "attn_implementation"), chunk)
         if isinstance(attention, str):
             self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
+
+    def _read_load_dtype(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        """A transformers model loaded without a dtype, or with `dtype="auto"`: its weights are in the checkpoint's dtype
+        (transformers 5's default, and "auto" in every release) or fp32 (an earlier release's default). A quantised load
+        and keyword arguments passed on (`**kwargs`) say nothing here."""
+        if any(arg.star == "**" for arg in node.args):
+            return
+        if self.keyword(node, ("quantization_config", "load_in_4bit", "load_in_8bit")) is not None:
+            return
+        stated = self.keyword(node, ("torch_dtype", "dtype"))
+        if stated is None:
+            self._set("default_load_dtype", True, node, chunk)
+        elif self.value(stated, chunk) == "auto":
+            self._set("default_load_dtype", True, node, chunk)
+            self._set("loads_checkpoint_dtype", True, node, chunk)
 
     def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
         for flag in ("bf16", "fp16"):
