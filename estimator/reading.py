@@ -189,6 +189,7 @@ class _Reader:
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
         self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
+        self.cast_to_fp32 = False
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -314,6 +315,8 @@ class _Reader:
         if self.trl_config is not None and inputs.gradient_checkpointing is None:  # nothing else turns it on or off
             self._set("gradient_checkpointing", True, *self.trl_config)
             self._set("trl_default_checkpointing", True, *self.trl_config)
+        if self.cast_to_fp32:  # the weights' dtype is the script's, not the release's default
+            inputs.default_load_dtype = inputs.loads_checkpoint_dtype = None
         self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
@@ -607,6 +610,14 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+        if call.method in ("float", "to") and call.receiver is not None and "model" in call.receiver.tags:
+            # `model.float()`, `model.to(device, torch.bfloat16)`: the weights' dtype whatever from_pretrained loaded
+            named = [self.value(arg.value, chunk) for arg in node.args if arg.keyword is None or arg.keyword.value == "dtype"]
+            kinds = [_DTYPE_NAMES.get(last_part(value)) for value in named if isinstance(value, str)]
+            cast = "fp32" if call.method == "float" else next((kind for kind in kinds if kind is not None), None)
+            self.cast_to_fp32 = self.cast_to_fp32 or cast == "fp32"
+            if cast in ("bf16", "fp16"):
+                self._set("dtype", cast, node, chunk)
 
     def _read_torchtune_features(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
         """torchtune's memory features as its recipes call them, and the plain torch forms of the same: an optimizer

@@ -277,9 +277,15 @@ def test_a_load_without_a_dtype_is_read_wherever_the_script_loads_the_model(scri
 
 
 @pytest.mark.parametrize("load", [", torch_dtype=torch.float32", ", **model_kwargs",
-                                  ", quantization_config=BitsAndBytesConfig(load_in_4bit=True)"])
-def test_a_stated_dtype_keywords_passed_on_and_a_quantised_load_leave_nothing_to_the_release(load):
+                                  ", quantization_config=BitsAndBytesConfig(load_in_4bit=True)", ").float(",
+                                  ").to('cuda', dtype=torch.float32"])
+def test_a_stated_dtype_keywords_passed_on_a_quantised_load_and_a_cast_leave_nothing_to_the_release(load):
     assert "default_load_dtype" not in plan_settings(read_script(FULL_FINETUNE.format(load=load)), {}).settings
+
+
+def test_a_model_cast_to_16_bits_after_loading_is_read_as_16_bit_weights():
+    script = FULL_FINETUNE.format(load=").to(torch.device('cuda'), torch.bfloat16").replace("bf16=True, ", "")
+    assert plan_settings(read_script(script), {}).settings["dtype"] == "bf16"
 
 
 def test_an_fp32_checkpoint_loads_in_fp32_either_way_and_an_unknown_one_keeps_fp32_at_the_estimate():
