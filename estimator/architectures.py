@@ -101,6 +101,9 @@ class Architecture(msgspec.Struct, frozen=True, kw_only=True):
     # config class's default for the family (layer_activations.config_dropout)
     hidden_dropout: float | None = None
     attention_dropout: float | None = None
+    # The dtype its published weights are stored in (config.json's torch_dtype): "bf16", "fp16" or "fp32".
+    # `from_pretrained` without a dtype loads it from transformers 5 on (dtype="auto"). None: not known.
+    checkpoint_dtype: str | None = None
 
 
 class Shape(msgspec.Struct, frozen=True, kw_only=True):

@@ -26,6 +26,7 @@ import msgspec
 
 from .architectures import shape
 from .plan import Estimate, Interval, Plan
+from .unstated import unstated_load_dtype
 from .versions import ROTARY_CACHE_UNTIL
 
 BANDS_PATH = Path(__file__).parent / "data" / "error_bands.json"
@@ -88,6 +89,8 @@ def left_unstated(plan: Plan) -> list[str]:
             unstated.append("TRL's default checkpointing (TRL version)")
         if plan.sharding in ("fsdp", "fsdp-grad-op") and plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
             unstated.append("FSDP's param_dtype")
+    if unstated_load_dtype(plan) and plan.loads_checkpoint_dtype is None:
+        unstated.append("the weights' load dtype (transformers version)")
     if plan.mode == "generate" and plan.prompt_logits_whole is None:
         unstated.append("the prompt's logits (transformers version)")
     if plan.mode == "infer" and plan.logits_upcast is None:

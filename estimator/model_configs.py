@@ -363,6 +363,16 @@ def _dropout_fields(model_type: str, config: dict) -> dict[str, Any]:
     return fields
 
 
+# config.json's name for the dtype its weights were saved in (transformers 5 writes `dtype`, earlier releases `torch_dtype`)
+_CHECKPOINT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _checkpoint_dtype(config: dict) -> dict[str, Any]:
+    """The dtype the config says the weights are stored in, which `from_pretrained` loads by default from transformers 5."""
+    stated = config.get("dtype", config.get("torch_dtype"))
+    return {"checkpoint_dtype": _CHECKPOINT_DTYPES[stated]} if isinstance(stated, str) and stated in _CHECKPOINT_DTYPES else {}
+
+
 _FAMILIES: dict[str, Callable[[dict], dict[str, Any]]] = {
     "llama": _llama, "mistral": _mistral, "mixtral": _mixtral, "qwen2": _qwen2, "qwen3": _qwen3, "qwen3_moe": _qwen3_moe,
     "gemma": _gemma, "gemma2": _gemma2, "gemma3_text": _gemma3_text, "phi": _phi, "phi3": _phi3, "gpt2": _gpt2,
@@ -391,7 +401,7 @@ def architecture_from_config(config: Any, name: str, where: str) -> Architecture
         supported = ", ".join(SUPPORTED_TYPES)
         raise UnsupportedConfig(f"{where} has model_type {model_type!r}; the estimator reads configs of {supported}")
     assert isinstance(model_type, str), "a family is found for a string model_type only"
-    fields = build(config) | _dropout_fields(model_type, config)
+    fields = build(config) | _dropout_fields(model_type, config) | _checkpoint_dtype(config)
     try:
         architecture = Architecture(id=name, family=model_type, published_params=0, source=f"read from {where}", **fields)
         count = parameter_count(architecture)

@@ -150,6 +150,13 @@ class Plan:
     # fp32 before (torch's default dtype). None: neither the script's dtype= nor the release is known; the estimate
     # takes today's 16 bits, the high end an fp32 base (fp32 weights, an fp32 residual stream and norms).
     lora_base_16bit: bool | None = None
+    # A model the script loads with `from_pretrained` and no dtype (nor a quantisation, nor a later cast): transformers 5
+    # loads the checkpoint's own dtype (dtype="auto", its default; the model's checkpoint_dtype), so a 16-bit checkpoint
+    # trains or runs in 16 bits even under an autocast; earlier releases load fp32 (torch's default dtype).
+    # loads_checkpoint_dtype: the stated release's behaviour. None: the version is unknown (the estimate the checkpoint's
+    # dtype where the model's is known, the other end fp32). Adapters have their own setting (lora_base_16bit).
+    default_load_dtype: bool = False
+    loads_checkpoint_dtype: bool | None = None
     # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
     # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
     # heads, one replicated where there are fewer KV heads than N.

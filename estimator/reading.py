@@ -148,6 +148,9 @@ class ScriptInputs:
     quant_compute_fp32: Found | None = None  # BitsAndBytesConfig's bnb_4bit_compute_dtype is fp32 (or left to its default)
     lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
+    # True: a model loaded by `from_pretrained` without a dtype, so in the checkpoint's from transformers 5 on (Plan's)
+    default_load_dtype: Found | None = None
+    loads_checkpoint_dtype: Found | None = None  # True: `dtype="auto"` stated, the checkpoint's dtype in every release
     attention: Found | None = None
     use_cache: Found | None = None  # use_cache=True/False in a call: whether a causal LM's forward returns its KV cache
     sharding: Found | None = None
@@ -194,6 +197,7 @@ class _Reader:
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
         self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
+        self.cast_to_fp32 = False
 
     # ------------------------------------------------------------------ values
     def value(self, node: cst.BaseExpression | None, chunk: ParsedChunk, depth: int = 0) -> Any:
@@ -319,6 +323,8 @@ class _Reader:
         if self.trl_config is not None and inputs.gradient_checkpointing is None:  # nothing else turns it on or off
             self._set("gradient_checkpointing", True, *self.trl_config)
             self._set("trl_default_checkpointing", True, *self.trl_config)
+        if self.cast_to_fp32:  # the weights' dtype is the script's, not the release's default
+            inputs.default_load_dtype = inputs.loads_checkpoint_dtype = None
         self._read_switched_off()
         self._read_model_comment()
         if inputs.dtype is None and self.accelerator is not None:
@@ -482,6 +488,7 @@ class _Reader:
             if re.search(r"For(?:Sequence|Token|Image|Audio)Classification|ForMultipleChoice", name):
                 self._set("head", "classifier", node, chunk)
             self._read_precision_keywords(node, chunk)
+            self._read_load_dtype(node, chunk)
         elif name.startswith("timm.") and head == "create_model":
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
         elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
@@ -611,6 +618,14 @@ class _Reader:
             self._set("max_new_tokens", self.value(self.keyword(node, "max_new_tokens"), chunk), node, chunk)
         if head in ("half", "bfloat16") and call.method in ("half", "bfloat16") and call.receiver is not None and "model" in call.receiver.tags:
             self._set("dtype", "fp16" if head == "half" else "bf16", node, chunk)
+        if call.method in ("float", "to") and call.receiver is not None and "model" in call.receiver.tags:
+            # `model.float()`, `model.to(device, torch.bfloat16)`: the weights' dtype whatever from_pretrained loaded
+            named = [self.value(arg.value, chunk) for arg in node.args if arg.keyword is None or arg.keyword.value == "dtype"]
+            kinds = [_DTYPE_NAMES.get(last_part(value)) for value in named if isinstance(value, str)]
+            cast = "fp32" if call.method == "float" else next((kind for kind in kinds if kind is not None), None)
+            self.cast_to_fp32 = self.cast_to_fp32 or cast == "fp32"
+            if cast in ("bf16", "fp16"):
+                self._set("dtype", cast, node, chunk)
 
     def _read_torchtune_features(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
         """torchtune's memory features as its recipes call them, and the plain torch forms of the same: an optimizer
@@ -721,6 +736,21 @@ class _Reader:
         attention = self.value(self.keyword(node, "attn_implementation"), chunk)
         if isinstance(attention, str):
             self._set("attention", "flash" if "flash" in attention else attention if attention in ("eager", "sdpa") else "sdpa", node, chunk)
+
+    def _read_load_dtype(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        """A transformers model loaded without a dtype, or with `dtype="auto"`: its weights are in the checkpoint's dtype
+        (transformers 5's default, and "auto" in every release) or fp32 (an earlier release's default). A quantised load
+        and keyword arguments passed on (`**kwargs`) say nothing here."""
+        if any(arg.star == "**" for arg in node.args):
+            return
+        if self.keyword(node, ("quantization_config", "load_in_4bit", "load_in_8bit")) is not None:
+            return
+        stated = self.keyword(node, ("torch_dtype", "dtype"))
+        if stated is None:
+            self._set("default_load_dtype", True, node, chunk)
+        elif self.value(stated, chunk) == "auto":
+            self._set("default_load_dtype", True, node, chunk)
+            self._set("loads_checkpoint_dtype", True, node, chunk)
 
     def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
         for flag in ("bf16", "fp16"):

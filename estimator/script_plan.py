@@ -16,7 +16,7 @@ _PLAN_FIELDS = (
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
     "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs", "lengths_vary",
     "use_cache", "trl_default_checkpointing", "zero_grad_frees", "outputs_freed",
-    "quant_compute_fp32",
+    "quant_compute_fp32", "default_load_dtype", "loads_checkpoint_dtype",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}
 
@@ -63,6 +63,10 @@ def plan_settings(read: ScriptInputs | None, overrides: dict[str, Any], fallback
         settings["dtype"] = autocast.value
         settings["lora_base_16bit"] = True
         inputs["dtype"] = (autocast.value, f"{found['dtype'].source}, under the autocast of {autocast.source}")
+    if overrides.get("dtype") is not None:  # the command line states the weights' dtype
+        for name in ("default_load_dtype", "loads_checkpoint_dtype"):
+            settings.pop(name, None)
+            inputs.pop(name, None)
     if inputs["attention"][1] == "assumed":  # nobody chose the kernel: the estimate covers eager attention too
         settings["attention"] = None
     new_tokens = overrides.get("max_new_tokens") or (found["max_new_tokens"].value if "max_new_tokens" in found else None)

@@ -138,6 +138,46 @@ def lora_base(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimat
     return covering(chosen, [older], plan, note)
 
 
+def unstated_load_dtype(plan: Plan) -> bool:
+    """Whether the script loads a transformers model (no adapters, no quantisation) with `from_pretrained` and no dtype,
+    and nothing else makes its weights 16-bit: their dtype is the release's default (Plan.default_load_dtype)."""
+    return (plan.default_load_dtype and plan.lora_rank is None and plan.quant is None and plan.model_code == "transformers"
+            and plan.model is not None and plan.model.kind != "diffusion" and plan.dtype in ("fp32", "amp-bf16", "amp-fp16"))
+
+
+def load_dtype(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A model loaded by `from_pretrained` without a dtype: transformers 5 loads the checkpoint's own (dtype="auto", its
+    default), so a 16-bit checkpoint's weights, gradients and optimizer states are 16-bit and an autocast over them
+    keeps what pure 16 bits keeps; earlier releases load fp32, which the script's autocast (or none) then runs on. The
+    estimate takes transformers 5 where the checkpoint's dtype is known, the interval's other end the fp32 load; where
+    the checkpoint's dtype is not known, the estimate keeps fp32 and the low end takes a 16-bit checkpoint."""
+    assert plan.model is not None, "unstated_load_dtype asks for a model"
+    settled = dataclasses.replace(plan, default_load_dtype=False)  # loaded in fp32
+    checkpoint = plan.model.checkpoint_dtype
+    sixteen = dataclasses.replace(settled, dtype=checkpoint or "bf16")  # loaded in the checkpoint's 16 bits
+    if checkpoint == "fp32" or plan.loads_checkpoint_dtype is False:
+        return dataclasses.replace(estimate(settled, *device), plan=plan)
+    if plan.loads_checkpoint_dtype and checkpoint is not None:
+        return dataclasses.replace(estimate(sixteen, *device), plan=plan)
+    flags = f"dtype= in from_pretrained or {settled_by('transformers')}"
+    if checkpoint is None:
+        note = ("weights' dtype not stated and the checkpoint's not known: fp32, as `from_pretrained` loads before "
+                f"transformers 5 (the estimate); transformers 5 loads the checkpoint's own, 16 bits for most (the low end); {flags}")
+        return covering(estimate(settled, *device), [estimate(sixteen, *device)], plan, note)
+    under = f", and the autocast over them keeps what pure {checkpoint} keeps" if plan.dtype.startswith("amp") else ""
+    note = (f"weights' dtype not stated: the checkpoint's {checkpoint}, as `from_pretrained` loads it from transformers 5 on "
+            f"(dtype=\"auto\"; the estimate: weights{', gradients and optimizer state' if plan.mode == 'train' else ''} in 16 "
+            f"bits{under}); fp32 before 5 (the high end); {flags}")
+    result = covering(estimate(sixteen, *device), [estimate(settled, *device)], plan, note)
+    if plan.mode == "train" and checkpoint == "fp16" and plan.dtype == "amp-fp16":
+        # torch's GradScaler.unscale_ raises on fp16 gradients (_unscale_grads_ with allow_fp16=False)
+        stop = ("an fp16 checkpoint loaded as transformers 5 loads it and trained under fp16 mixed precision stops at the "
+                "first optimizer step: torch's GradScaler refuses fp16 gradients (\"Attempting to unscale FP16 gradients\"); "
+                "load it with dtype=torch.float32")
+        result = dataclasses.replace(result, assumptions=[*result.assumptions, stop])
+    return result
+
+
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
     """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
     TRL's default gradient checkpointing, a LoRA base's load dtype), its interval covering the alternatives."""
@@ -145,6 +185,8 @@ def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
         return trl_default_checkpointing(plan, estimate, *device)
     if unstated_lora_base(plan):
         return lora_base(plan, estimate, *device)
+    if unstated_load_dtype(plan):
+        return load_dtype(plan, estimate, *device)
     if plan.model_code == "own":
         return unmodelled_code(plan, estimate, *device)
     return unstated_attention(plan, estimate, *device)

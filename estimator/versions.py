@@ -30,6 +30,7 @@ VERSIONED_BEHAVIOURS = (
     ("transformers", "4.45.0", "prompt_logits_whole", True, False),
     ("transformers", "4.46.0", "logits_upcast", True, False),
     ("transformers", "5.0.0", "lora_base_16bit", False, True),
+    ("transformers", "5.0.0", "loads_checkpoint_dtype", False, True),
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
     ("torch", "1.13.0", "lazy_module_loading", False, True),

@@ -457,9 +457,10 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
         "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True,
-        "lora_base_16bit": False}
+        "lora_base_16bit": False, "loads_checkpoint_dtype": False}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {
-        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "lora_base_16bit": False}
+        "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "lora_base_16bit": False,
+        "loads_checkpoint_dtype": False}
     # generate's last-position logits (num_logits_to_keep) came in 4.45.0, later for a few families
     assert settings_for_versions({"transformers": "4.44.2"}, "llama")["prompt_logits_whole"] is True
     assert settings_for_versions({"transformers": "4.45.0"}, "llama")["prompt_logits_whole"] is False
@@ -574,7 +575,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
         "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "rotary_cache": True,
-        "lora_base_16bit": False}
+        "lora_base_16bit": False, "loads_checkpoint_dtype": False}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False

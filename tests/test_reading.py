@@ -592,8 +592,10 @@ def test_the_cli_takes_the_fsdp_mixed_precision_dtype(tmp_path):
 
     def weights(*flags: str):
         result = subprocess.run(
+            # transformers 4 loads the weights in fp32, so FSDP's param_dtype decides the gathered units' width (from
+            # transformers 5 the bf16 checkpoint's weights are bf16 whatever the policy)
             [*TRAINLINT, "estimate", str(script), "--gpu", "8xa100-80gb", "--seq-len", "2048",
-             "--format", "json", *flags], capture_output=True, text=True, check=False,
+             "--library-version", "transformers=4.57.0", "--format", "json", *flags], capture_output=True, text=True, check=False,
         )
         report = json.loads(result.stdout)
         return report["inputs"]["fsdp_param_dtype"], report["breakdown"]["weights"]

@@ -1,6 +1,6 @@
 """Settings nobody stated widen the interval to their alternatives, keep today's choice as the estimate, and the
 report names the assumption and what settles it (issue 32): the attention kernel, the CUDA context's kernel images,
-a model run by its own code, and the KV cache an inference forward returns."""
+a model run by its own code, the KV cache an inference forward returns, and the dtype `from_pretrained` loads."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import json
 import subprocess
 import textwrap
 
+import msgspec
 import pytest
 from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.architectures import find_architecture
 from trainlint.estimator.costmodel import mechanism_estimate
+from trainlint.estimator.model_configs import architecture_from_config
 from trainlint.estimator.plan import Interval, Plan
 from trainlint.estimator.reading import read_inputs
 from trainlint.estimator.script_plan import plan_settings
@@ -194,3 +196,119 @@ def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_
     assert stated["gradient_checkpointing"] is False and "trl_default_checkpointing" not in stated
     transformers_args = TRL_SCRIPT.format(extra="").replace("SFTConfig(", "TrainingArguments(")
     assert "gradient_checkpointing" not in plan_settings(read_script(transformers_args), {}).settings
+
+
+FULL_FINETUNE = textwrap.dedent(
+    """\
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B"{load})
+    args = TrainingArguments(output_dir="out", per_device_train_batch_size=2, bf16=True, optim="adamw_torch_fused")
+    Trainer(model=model, args=args, train_dataset=data).train()
+    """
+)
+LOOP_IN_MAIN = textwrap.dedent(
+    """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+
+    def main():
+        model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B").cuda()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        for batch in loader:
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(**batch).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+)
+LOADED_IN_A_CLASS = textwrap.dedent(
+    """\
+    import torch
+    from transformers import AutoModelForCausalLM
+
+
+    class Finetuner:
+        def __init__(self):
+            self.model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B")
+            self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
+
+        def step(self, batch):
+            self.model(**batch).loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+    """
+)
+
+
+def _full_plan(script: str) -> Plan:
+    planned = plan_settings(read_script(script), {})
+    model = find_architecture(planned.model_name or "")
+    return Plan(model=model, **{**planned.settings, "seq_len": 2048, "lengths_vary": False, "attention": "sdpa",
+                                "lazy_module_loading": True, "zero_grad_frees": True})
+
+
+def test_a_model_loaded_without_a_dtype_is_in_its_checkpoints_dtype_from_transformers_5_and_fp32_before():
+    """transformers 5 loads `from_pretrained` in the checkpoint's dtype (dtype="auto"): Qwen2.5's bf16 checkpoint under
+    the Trainer's bf16=True trains its weights, gradients and AdamW state in bf16, which the estimate takes; the fp32
+    load of earlier releases (autocast over fp32 weights) is the high end, and a stated release decides."""
+    plan = _full_plan(FULL_FINETUNE.format(load=""))
+    assert plan.dtype == "amp-bf16" and plan.default_load_dtype and plan.model is not None
+    assert plan.model.checkpoint_dtype == "bf16"
+    unstated = mechanism_estimate(plan)
+    settled = dataclasses.replace(plan, default_load_dtype=False)
+    sixteen, fp32 = mechanism_estimate(dataclasses.replace(settled, dtype="bf16")), mechanism_estimate(settled)
+    assert unstated.breakdown.weights.estimate == sixteen.breakdown.weights.estimate < fp32.breakdown.weights.estimate
+    assert unstated.allocated.estimate == sixteen.allocated.estimate and unstated.allocated.high == fp32.allocated.high
+    assert any("the checkpoint's bf16" in note and "--library-version transformers=VERSION" in note for note in unstated.assumptions)
+    older = mechanism_estimate(dataclasses.replace(plan, **settings_for_versions({"transformers": "4.57.1"})))
+    newer = mechanism_estimate(dataclasses.replace(plan, **settings_for_versions({"transformers": "5.0.0"})))
+    assert older.allocated == fp32.allocated and newer.allocated == sixteen.allocated
+    stated = dataclasses.replace(_full_plan(FULL_FINETUNE.format(load=', torch_dtype="auto"')), lengths_vary=False)
+    assert stated.loads_checkpoint_dtype is True and mechanism_estimate(stated).allocated == sixteen.allocated
+
+
+@pytest.mark.parametrize("script", [LOOP_IN_MAIN, LOADED_IN_A_CLASS], ids=["loop in main", "method of a class"])
+def test_a_load_without_a_dtype_is_read_wherever_the_script_loads_the_model(script):
+    planned = plan_settings(read_script(script), {"model": "Qwen/Qwen2.5-0.5B"} if "class" in script else {})
+    assert planned.settings["default_load_dtype"] is True and "loads_checkpoint_dtype" not in planned.settings
+
+
+@pytest.mark.parametrize("load", [", torch_dtype=torch.float32", ", **model_kwargs",
+                                  ", quantization_config=BitsAndBytesConfig(load_in_4bit=True)", ").float(",
+                                  ").to('cuda', dtype=torch.float32"])
+def test_a_stated_dtype_keywords_passed_on_a_quantised_load_and_a_cast_leave_nothing_to_the_release(load):
+    assert "default_load_dtype" not in plan_settings(read_script(FULL_FINETUNE.format(load=load)), {}).settings
+
+
+def test_a_model_cast_to_16_bits_after_loading_is_read_as_16_bit_weights():
+    script = FULL_FINETUNE.format(load=").to(torch.device('cuda'), torch.bfloat16").replace("bf16=True, ", "")
+    assert plan_settings(read_script(script), {}).settings["dtype"] == "bf16"
+
+
+def test_an_fp32_checkpoint_loads_in_fp32_either_way_and_an_unknown_one_keeps_fp32_at_the_estimate():
+    """BERT's checkpoint is fp32: nothing changes with the release. A model whose checkpoint dtype nobody knows keeps the
+    fp32 load at the estimate, a 16-bit checkpoint at the low end."""
+    bert = find_architecture("bert-large-uncased")
+    assert bert is not None and bert.checkpoint_dtype == "fp32"
+    plan = Plan(model=bert, batch_size=4, seq_len=512, dtype="amp-fp16", attention="sdpa", lengths_vary=False,
+                lazy_module_loading=True, default_load_dtype=True)
+    assert mechanism_estimate(plan).allocated == mechanism_estimate(dataclasses.replace(plan, default_load_dtype=False)).allocated
+    unknown = dataclasses.replace(plan, model=msgspec.structs.replace(QWEN, checkpoint_dtype=None), dtype="amp-bf16")
+    result, fp32 = mechanism_estimate(unknown), mechanism_estimate(dataclasses.replace(unknown, default_load_dtype=False))
+    assert result.allocated.estimate == fp32.allocated.estimate and result.allocated.low < fp32.allocated.low
+    assert any("the checkpoint's not known" in note for note in result.assumptions)
+
+
+def test_a_config_states_the_checkpoints_dtype_and_an_fp16_one_under_a_grad_scaler_is_named():
+    config = {"model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 8192, "vocab_size": 128256, "max_position_embeddings": 8192}
+    assert architecture_from_config(config, "local", "a test").checkpoint_dtype is None
+    assert architecture_from_config({**config, "torch_dtype": "float16"}, "local", "a test").checkpoint_dtype == "fp16"
+    local = architecture_from_config({**config, "dtype": "bfloat16"}, "local", "a test")
+    assert local.checkpoint_dtype == "bf16"
+    scaled = Plan(model=msgspec.structs.replace(local, checkpoint_dtype="fp16"), batch_size=1, seq_len=1024, dtype="amp-fp16",
+                  attention="sdpa", lengths_vary=False, lazy_module_loading=True, default_load_dtype=True)
+    assert any("GradScaler refuses fp16 gradients" in note for note in mechanism_estimate(scaled).assumptions)

@@ -4,7 +4,8 @@ For TinyLlama 1.1B and Phi-2 (configs written out below, random weights, nothing
 frozen, peft LoRA adapters (rank 16 on q_proj and v_proj, dropout 0.05) in peft's default dtype, AdamW on the
 adapters, transformers' SDPA, two iterations of forward, backward, step and ``zero_grad`` at 512 tokens and batch 1,
 4 and 8, with the model's outputs dropped before the backward (the HF Trainer's step) or held through it (a loop that
-keeps them bound); and the Trainer's step with ``bf16=True`` over the same bf16 base, its forward and loss under
+keeps them bound); the same step with gradient checkpointing as transformers enables it (batch 1 and 4; TRL's SFTConfig
+turns it on by default from 0.22, peft's prepare_model_for_kbit_training too); and the Trainer's step with ``bf16=True`` over the same bf16 base, its forward and loss under
 autocast (CUDA's policy as ``amp_activations.py`` emulates it: LayerNorm, ``pow`` and softmax in fp32, linears and
 attention in bf16, parameter casts cached only for trainable leaves), and the same step over an fp32 base (what
 ``from_pretrained`` without a dtype loaded before transformers 5). Each run is recorded under FakeTensorMode with
@@ -45,13 +46,19 @@ MODELS = {
 RANK, TARGETS, DROPOUT, SEQ = 16, ["q_proj", "v_proj"], 0.05, 512
 
 
-def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base: torch.dtype = torch.bfloat16) -> dict:
+def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base: torch.dtype = torch.bfloat16,
+        checkpointed: bool = False) -> dict:
     kind, fields = MODELS[name]
     config = transformers.AutoConfig.for_model(kind, **fields)
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=False), activations._gpu_like_dropout(), activations._not_tracing(), recorder:
         with no_init_weights():
             model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=base)
+        if checkpointed:  # as TRL's SFTConfig (0.22 on) and prepare_model_for_kbit_training turn it on
+            for parameter in model.parameters():
+                parameter.requires_grad = False
+            model.gradient_checkpointing_enable()
+            model.enable_input_require_grads()
         model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=TARGETS))
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
@@ -68,7 +75,7 @@ def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base:
             optimizer.zero_grad(set_to_none=True)
     peaks = replay(recorder.events)
     return {"model": name, "batch": batch, "seq": SEQ, "outputs_held": outputs_held, "autocast": "bf16" if autocast else None,
-            "base": str(base).removeprefix("torch."), "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
+            "base": str(base).removeprefix("torch."), "checkpointed": checkpointed, "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
 
 
 def main() -> None:
@@ -82,6 +89,10 @@ def main() -> None:
                                          (False, True, torch.bfloat16), (False, True, torch.float32)):
                 rows.append(run(name, batch, held, autocast, base))
                 print(rows[-1], flush=True)
+    for name in MODELS:  # checkpointed (without autocast: the recomputation runs outside the emulated CUDA policy)
+        for batch in (1, 4):
+            rows.append(run(name, batch, False, checkpointed=True))
+            print(rows[-1], flush=True)
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__, "dtype": "bf16",
             "lora_rank": RANK, "lora_targets": TARGETS, "lora_dropout": DROPOUT, "attention": "sdpa",
             "measured_with": "FakeTensorMode, GPU-like dropout masks, allocator_replay.py"}
