@@ -106,6 +106,9 @@ class ScopeAnalysis:
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
         self._returns: list[Value] = []
+        # What the function returns when a call hands a graph-carrying value to these parameters
+        # (``calls.returned_by_call``), walked once per set of parameters and kept with this flow
+        self.returned_with_graph: dict[frozenset, tuple[Value, set]] = {}
         # Each expression is evaluated once, in order. Keyed by the node's id, which costs less than
         # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
         # scope's tree, which outlives the scope's use.
@@ -145,6 +148,7 @@ class ScopeAnalysis:
         self._enclosing = None
         self.params = {}
         self._returns = []
+        self.returned_with_graph = {}
         self._memo = {}
         self.followed = {}
         self.checkpoints = None
@@ -159,7 +163,9 @@ class ScopeAnalysis:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def of_function(cls, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis:
+    def of_function(cls, info: FunctionInfo, summary: ModuleSummary, passed: dict[str, Value] | None = None) -> ScopeAnalysis:
+        """The function's flow; with ``passed``, walked as one call runs it, those parameters bound to
+        what the call gives them (``calls.returned_by_call``: a graph-carrying tensor handed to a helper)."""
         scope = cls(info.chunk, summary, function=info)
         if isinstance(info, LocalFunctionInfo):
             scope._enclosing = info.enclosing
@@ -169,8 +175,10 @@ class ScopeAnalysis:
             if scope._is_no_grad(decorator.decorator):
                 context = context.without_grad(decorator)
         scope._bind_parameters(node, info.owner)
+        for name, value in (passed or {}).items():
+            scope.params[name] = scope.env[name] = value
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
-        if info.checkpointed:
+        if info.checkpointed and passed is None:
             scope.checkpoints = []
             walk_body(scope, body, 0, context)
         else:

@@ -1418,6 +1418,51 @@ RetainedGraph.MUST_FIRE = (
         severity=Severity.WARNING,
         at='self.store_metrics(metrics, split="train")',
     ),
+    Fires(  # the statistics helper is handed the policy's log-probabilities: the dict it returns holds their graph
+        """
+        import torch
+
+        from ppo_utils import policy_stats
+
+
+        class PPOTrainer:
+            def __init__(self, policy, optimizer, ppo_epochs=4):
+                self.policy = policy
+                self.optimizer = optimizer
+                self.ppo_epochs = ppo_epochs
+
+            def train_minibatch(self, batch):
+                logprobs = self.policy(batch["input_ids"]).log_softmax(-1)
+                loss, stats = policy_stats(logprobs, batch["old_logprobs"], batch["advantages"])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return stats
+
+            def step(self, minibatches):
+                all_stats = []
+                for _ in range(self.ppo_epochs):
+                    for batch in minibatches:
+                        all_stats.append(self.train_minibatch(batch))
+                return all_stats
+        """,
+        files={
+            "ppo_utils.py": """
+                import torch
+
+
+                def policy_stats(logprobs, old_logprobs, advantages, clip=0.2):
+                    ratio = torch.exp(logprobs - old_logprobs)
+                    clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+                    loss = -torch.min(advantages * ratio, advantages * clipped).mean()
+                    stats = dict(policy_loss=loss, ratio=ratio.mean(), clipfrac=(ratio != clipped).float().mean())
+                    return loss, stats
+            """,
+        },
+        no_fix=True,
+        severity=Severity.WARNING,
+        at="self.train_minibatch(batch)",
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
@@ -2050,5 +2095,47 @@ RetainedGraph.MUST_NOT_FIRE = (
             def remember(self, kd_loss):
                 self.history["kd_loss"].append(kd_loss.item())
         """
+    ),
+    Quiet(  # the statistics helper detaches what it returns: the list keeps numbers
+        """
+        import torch
+
+        from ppo_utils import policy_stats
+
+
+        class PPOTrainer:
+            def __init__(self, policy, optimizer, ppo_epochs=4):
+                self.policy = policy
+                self.optimizer = optimizer
+                self.ppo_epochs = ppo_epochs
+
+            def train_minibatch(self, batch):
+                logprobs = self.policy(batch["input_ids"]).log_softmax(-1)
+                loss, stats = policy_stats(logprobs, batch["old_logprobs"], batch["advantages"])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return stats
+
+            def step(self, minibatches):
+                all_stats = []
+                for _ in range(self.ppo_epochs):
+                    for batch in minibatches:
+                        all_stats.append(self.train_minibatch(batch))
+                return all_stats
+        """,
+        files={
+            "ppo_utils.py": """
+                import torch
+
+
+                def policy_stats(logprobs, old_logprobs, advantages, clip=0.2):
+                    ratio = torch.exp(logprobs - old_logprobs)
+                    clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+                    loss = -torch.min(advantages * ratio, advantages * clipped).mean()
+                    stats = dict(policy_loss=loss.detach(), ratio=ratio.mean().item(), clipfrac=(ratio != clipped).float().mean().item())
+                    return loss, stats
+            """,
+        },
     ),
 )
