@@ -32,6 +32,7 @@ from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
 from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
+from .passed_values import accumulated_by_helper
 from .quoting import quoted
 from .statement_shapes import (
     calls_method,
@@ -401,6 +402,8 @@ class ScopeAnalysis:
                     # _self_accumulation finds one for a Name target only
                     container = cast(cst.Name, target.target).value
                     self._record_store("accumulate", container, self.evaluate(accumulated, context), accumulated, small, context)
+                elif isinstance(target.target, cst.Name) and isinstance(small.value, cst.Call):
+                    self._record_helper_accumulation(target.target.value, small, context)
                 self._bind_target(target.target, value, context, small, value_node=small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -424,6 +427,13 @@ class ScopeAnalysis:
             self.local_imports.update(imports_of(small))
         elif isinstance(small, cst.Assert):
             self.evaluate(small.test, context)
+
+    def _record_helper_accumulation(self, name: str, small: cst.Assign, context: Context) -> None:
+        """``avg = ema(avg, loss)``: what the helper accumulates into ``avg`` (``passed_values``)."""
+        call = next((event for event in reversed(self.events) if isinstance(event, CallEvent) and event.node is small.value), None)
+        found = accumulated_by_helper(call, name) if call is not None else None
+        if found is not None:
+            self._record_store("accumulate", name, found[1], found[0], small, context)
 
     def _walk_augassign(self, small: cst.AugAssign, context: Context) -> None:
         value = self.evaluate(small.value, context)

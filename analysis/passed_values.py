@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .events import CallEvent, backward_target, is_backward
-from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, Value
+from .statement_shapes import accumulating_parameters
+from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -112,3 +113,28 @@ def _with_roots_at(value: Value, created: set, call_node: cst.Call, replaced: di
         roots = roots | {call_node}
     roots = roots.union(*(replaced[root] for root in value.roots & replaced.keys()))
     return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
+
+
+def accumulated_by_helper(call: CallEvent, name: str) -> tuple[cst.BaseExpression, Value] | None:
+    """(the argument, its value) that ``name = helper(name, term)`` accumulates into ``name``, when the local
+    helper returns a running total or average of the parameter ``name`` fills
+    (``statement_shapes.accumulating_parameters``): ``avg = ema(avg, loss)`` keeps ``loss`` like
+    ``avg = 0.98 * avg + 0.02 * loss`` does."""
+    if call.function is None or any(arg.star for arg in call.arg_nodes):
+        return None
+    found = accumulating_parameters(call.function.node)
+    if found is None:
+        return None
+    total, term = found
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    passed = dict(zip(call.function.positional_parameters, zip(plain, call.args)))
+    passed.update({arg.keyword.value: (arg, call.kwargs.get(arg.keyword.value, UNKNOWN)) for arg in call.arg_nodes if arg.keyword is not None})
+    given = passed.get(total)
+    if given is None or not isinstance(given[0].value, cst.Name) or given[0].value.value != name:
+        return None
+    mentioned = [(arg.value, value) for param, (arg, value) in passed.items() if param != total and _reads_name(term, param)]
+    return mentioned[0] if len(mentioned) == 1 else None
+
+
+def _reads_name(node: cst.CSTNode, name: str) -> bool:
+    return (isinstance(node, cst.Name) and node.value == name) or any(_reads_name(child, name) for child in node.children)

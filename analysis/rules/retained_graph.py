@@ -1463,6 +1463,48 @@ RetainedGraph.MUST_FIRE = (
         severity=Severity.WARNING,
         at="self.train_minibatch(batch)",
     ),
+    Fires(  # a smoothing helper returns a running average of its first argument: the average chains every step's loss
+        """
+        import torch.nn.functional as F
+
+
+        def smooth(average, value, beta=0.98):
+            return value if average is None else beta * average + (1 - beta) * value
+
+
+        def train(model, loader, optimizer, log_every=100):
+            running_loss = None
+            for step, (images, labels) in enumerate(loader):
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running_loss = smooth(running_loss, loss)
+                if step % log_every == 0:
+                    print(f"step {step}: loss {float(running_loss):.4f}")
+        """,
+        severity=Severity.WARNING,
+        at="loss",
+        fixed="""
+        import torch.nn.functional as F
+
+
+        def smooth(average, value, beta=0.98):
+            return value if average is None else beta * average + (1 - beta) * value
+
+
+        def train(model, loader, optimizer, log_every=100):
+            running_loss = None
+            for step, (images, labels) in enumerate(loader):
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running_loss = smooth(running_loss, loss.detach())
+                if step % log_every == 0:
+                    print(f"step {step}: loss {float(running_loss):.4f}")
+        """,
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
