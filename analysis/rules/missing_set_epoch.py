@@ -10,7 +10,8 @@ The loader is followed where trainer classes put it: into a constructor and out 
 `self.<attribute>`, into a method an epoch loop calls, into a fresh `iter(loader)` at the top of
 each epoch, and into a dict of loaders a trainer takes (`self.data_loader["train"]`). torchdata's
 `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's recipes) count as the loader and
-the sampler they replace. DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
+the sampler they replace. A loader factory of another file is followed when it returns the loader,
+alone or in a tuple (`return loader, sampler`). DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
 and want `loader.set_epoch(epoch)`. A data-parallel trainer (it wraps or unwraps DDP, or averages
 with Horovod's optimizer) that is handed its loaders and never sets an epoch gets a note: their
 sampler is decided in another file.

@@ -10,7 +10,9 @@ kept in an attribute by a Lightning `training_step` (or by a method of the class
 stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_metrics`), and a
 recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
 `hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
-step since the loop began.
+step since the loop began. Values are followed through helpers: a dict of statistics that
+`compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
+handed, and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
 
 How to fix: store `loss.item()` (a Python float) for logging, or `tensor.detach()` when you
 need the tensor; `.cpu()` alone keeps the graph. It is fine to keep graph-carrying values on
