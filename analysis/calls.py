@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from . import libraries, torchapi
-from .events import CallEvent, backward_target, is_backward, names_owner
+from .events import CallEvent, names_owner
 from .names import dotted, last_part
+from .passed_values import returned_by_call
 from .quoting import quoted
 from .statement_shapes import method_name, target_names
 from .summary import ClassInfo
@@ -129,7 +130,7 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
     tags = receiver.tags
     if event.function is not None:  # `self.helper(...)`: what the method returns
         analysis = event.function.analysis(scope.summary)
-        result = _returned_by_call(analysis, event) if analysis is not None else UNKNOWN
+        result = returned_by_call(analysis, event) if analysis is not None else UNKNOWN
         return result if grad_on else result.without_graph()
     if PIPELINE in tags:
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
@@ -270,7 +271,7 @@ def _workspace_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head:
         analysis = event.function.analysis(scope.summary)
         if analysis is None:
             return UNKNOWN
-        result = _returned_by_call(analysis, event)
+        result = returned_by_call(analysis, event)
         if not grad_on:
             result = result.without_graph()
         return result
@@ -558,30 +559,6 @@ def _returns_one_tensor(model: Value, summary: ModuleSummary) -> bool:
         # torchvision's classification models return logits; detection and segmentation ones return dicts
         return detail.startswith("torchvision.models.") and detail.count(".") == 2
     return False
-
-
-def _returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
-    """What one call of a local function returns. The graph seeds the function creates (its
-    forwards, its losses) are new on every call, so this call stands for them: seen as the
-    function's own nodes they would be shared by every call, and a validation call of the loss
-    helper would look backwarded by the training call's backward. Seeds the function runs a
-    backward through itself stay: that backward runs in the same call."""
-    value = callee.return_value
-    if not value.roots and value.items is None:
-        return value
-    backwarded = frozenset().union(*(backward_target(event).roots for event in callee.calls() if is_backward(event)))
-    created = {event.node for event in callee.calls()} - backwarded
-    return _with_roots_at(value, created, call.node)
-
-
-def _with_roots_at(value: Value, created: set, call_node: cst.Call) -> Value:
-    roots = value.roots - created
-    items = None if value.items is None else tuple(_with_roots_at(item, created, call_node) for item in value.items)
-    if roots == value.roots and items == value.items:
-        return value
-    if roots != value.roots:
-        roots = roots | {call_node}
-    return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
 
 
 def _output_items(model: Value, summary: ModuleSummary, grad_on: bool, site, note: str, roots) -> tuple[Value, ...] | None:

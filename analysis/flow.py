@@ -32,6 +32,7 @@ from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
 from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
+from .passed_values import accumulated_by_helper
 from .quoting import quoted
 from .statement_shapes import (
     calls_method,
@@ -106,6 +107,9 @@ class ScopeAnalysis:
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
         self._returns: list[Value] = []
+        # What the function returns when a call hands a graph-carrying value to these parameters
+        # (``calls.returned_by_call``), walked once per set of parameters and kept with this flow
+        self.returned_with_graph: dict[frozenset, tuple[Value, set]] = {}
         # Each expression is evaluated once, in order. Keyed by the node's id, which costs less than
         # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
         # scope's tree, which outlives the scope's use.
@@ -145,6 +149,7 @@ class ScopeAnalysis:
         self._enclosing = None
         self.params = {}
         self._returns = []
+        self.returned_with_graph = {}
         self._memo = {}
         self.followed = {}
         self.checkpoints = None
@@ -159,7 +164,9 @@ class ScopeAnalysis:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def of_function(cls, info: FunctionInfo, summary: ModuleSummary) -> ScopeAnalysis:
+    def of_function(cls, info: FunctionInfo, summary: ModuleSummary, passed: dict[str, Value] | None = None) -> ScopeAnalysis:
+        """The function's flow; with ``passed``, walked as one call runs it, those parameters bound to
+        what the call gives them (``calls.returned_by_call``: a graph-carrying tensor handed to a helper)."""
         scope = cls(info.chunk, summary, function=info)
         if isinstance(info, LocalFunctionInfo):
             scope._enclosing = info.enclosing
@@ -169,8 +176,10 @@ class ScopeAnalysis:
             if scope._is_no_grad(decorator.decorator):
                 context = context.without_grad(decorator)
         scope._bind_parameters(node, info.owner)
+        for name, value in (passed or {}).items():
+            scope.params[name] = scope.env[name] = value
         body = node.body.body if isinstance(node.body, cst.IndentedBlock) else node.body.body
-        if info.checkpointed:
+        if info.checkpointed and passed is None:
             scope.checkpoints = []
             walk_body(scope, body, 0, context)
         else:
@@ -393,6 +402,8 @@ class ScopeAnalysis:
                     # _self_accumulation finds one for a Name target only
                     container = cast(cst.Name, target.target).value
                     self._record_store("accumulate", container, self.evaluate(accumulated, context), accumulated, small, context)
+                elif isinstance(target.target, cst.Name) and isinstance(small.value, cst.Call):
+                    self._record_helper_accumulation(target.target.value, small, context)
                 self._bind_target(target.target, value, context, small, value_node=small.value)
         elif isinstance(small, cst.AnnAssign):
             if small.value is not None:
@@ -416,6 +427,13 @@ class ScopeAnalysis:
             self.local_imports.update(imports_of(small))
         elif isinstance(small, cst.Assert):
             self.evaluate(small.test, context)
+
+    def _record_helper_accumulation(self, name: str, small: cst.Assign, context: Context) -> None:
+        """``avg = ema(avg, loss)``: what the helper accumulates into ``avg`` (``passed_values``)."""
+        call = next((event for event in reversed(self.events) if isinstance(event, CallEvent) and event.node is small.value), None)
+        found = accumulated_by_helper(call, name) if call is not None else None
+        if found is not None:
+            self._record_store("accumulate", name, found[1], found[0], small, context)
 
     def _walk_augassign(self, small: cst.AugAssign, context: Context) -> None:
         value = self.evaluate(small.value, context)

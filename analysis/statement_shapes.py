@@ -94,6 +94,33 @@ def self_accumulation(target: cst.BaseExpression, value: cst.BaseExpression) -> 
     return None
 
 
+def accumulating_parameters(function: cst.FunctionDef) -> tuple[str, cst.BaseExpression] | None:
+    """(the parameter, the term accumulated into it) for a helper that returns a running total or average
+    of one of its parameters (``def ema(avg, x, beta=0.98): return beta * avg + (1 - beta) * x``, also as
+    one branch of ``x if avg is None else ...``): ``avg = ema(avg, loss)`` accumulates like ``avg = 0.98 *
+    avg + 0.02 * loss``. Only a body of a single ``return`` (docstring aside) is read."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+    statements = [
+        statement for statement in body
+        if not (isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr)
+                and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString)))
+    ]
+    if len(statements) != 1 or not isinstance(statements[0], cst.SimpleStatementLine):
+        return None
+    returned = statements[0].body[0]
+    if not isinstance(returned, cst.Return) or returned.value is None:
+        return None
+    value = returned.value
+    branches = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+    params = [param.name.value for param in (*function.params.posonly_params, *function.params.params)]
+    for branch in branches:
+        for name in params:
+            term = self_accumulation(cst.Name(name), branch)
+            if term is not None:
+                return name, term
+    return None
+
+
 def scaled_name(expression: cst.BaseExpression, name: str) -> bool:
     """``name``, or ``name`` times (or divided by) something: ``avg``, ``0.98 * avg``, ``avg * decay``."""
     if isinstance(expression, cst.Name):

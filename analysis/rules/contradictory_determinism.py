@@ -51,9 +51,13 @@ class ContradictoryDeterminism(Rule):
             return
         requests = ctx.module.module_wide("TL402 determinism requests", _determinism_requests)
         withdrawals = ctx.module.module_wide("TL402 determinism withdrawals", _determinism_withdrawals)
+        seen_elsewhere = ctx.module.module_wide("TL402 determinism requests other functions see", _requests_seen_elsewhere)
         for benchmark in benchmarks:
-            request = next(
-                (r for r in requests if _same_path(benchmark, r) and not _withdrawn(r, benchmark, withdrawals)), None
+            candidates = [r for r in requests if _same_path(benchmark, r) and not _withdrawn(r, benchmark, withdrawals)]
+            # the request on the benchmark's own path first; one in another function only while it stays in
+            # force when that function returns, and is not already paired with a benchmark of its own there
+            request = next((r for r in candidates if r.scope is scope), None) or next(
+                (r for r in candidates if any(r is seen for seen in seen_elsewhere)), None
             )
             if request is not None:
                 self._report(ctx, benchmark, request)
@@ -160,6 +164,36 @@ def _withdrawn(request: Event, benchmark: Event, withdrawals: list[Event]) -> bo
         and _line(request) < _line(withdrawal) < _line(benchmark)
         and _branch(withdrawal.context.conditions) <= _branch(benchmark.context.conditions)
         for withdrawal in withdrawals
+    )
+
+
+def _requests_seen_elsewhere(module: ModuleView) -> list[Event]:
+    """The requests still in force when their function returns and not already paired with a benchmark of
+    their own function: those a benchmark in another function is reported with."""
+    withdrawals = _determinism_withdrawals(module)
+    return [
+        request for request in _determinism_requests(module)
+        if not _ends_in_its_function(request, withdrawals) and not _paired_at_home(request)
+    ]
+
+
+def _ends_in_its_function(request: Event, withdrawals: list[Event]) -> bool:
+    """The request's own function switches it off again later on the request's path
+    (`use_deterministic_algorithms(True)` for a check, then `(False)`): it is not in force after the call."""
+    switch = _switch(request, "True")
+    return any(
+        _switch(withdrawal, "False") == switch and withdrawal.scope is request.scope and _line(request) < _line(withdrawal)
+        and _branch(withdrawal.context.conditions) <= _branch(request.context.conditions)
+        for withdrawal in withdrawals
+    )
+
+
+def _paired_at_home(request: Event) -> bool:
+    """The request's own function turns benchmark mode on after it, on its path: that benchmark is reported
+    with it, and a benchmark in another function adds no second report of the same request."""
+    return any(
+        _sets(event, _BENCHMARK) and _line(request) < _line(event) and _same_path(event, request)
+        for event in request.scope.events
     )
 
 
@@ -414,6 +448,32 @@ ContradictoryDeterminism.MUST_NOT_FIRE = (
             cudnn.deterministic = False
             cudnn.benchmark = True
             train(args, model)
+        """
+    ),
+    Quiet(  # the check switches deterministic algorithms off again before it returns: the training run is free to benchmark
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def outputs_reproducible(model, batch):
+            torch.use_deterministic_algorithms(True)
+            first = model(batch)
+            second = model(batch)
+            torch.use_deterministic_algorithms(False)
+            return torch.equal(first, second)
+
+
+        def train(model, loader, optimizer):
+            images, _ = next(iter(loader))
+            if not outputs_reproducible(model, images.cuda()):
+                print("warning: the model's forward is not reproducible")
+            torch.backends.cudnn.benchmark = True
+            for images, labels in loader:
+                loss = F.cross_entropy(model(images.cuda()), labels.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
         """
     ),
 )

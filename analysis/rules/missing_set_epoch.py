@@ -10,7 +10,8 @@ The loader is followed where trainer classes put it: into a constructor and out 
 `self.<attribute>`, into a method an epoch loop calls, into a fresh `iter(loader)` at the top of
 each epoch, and into a dict of loaders a trainer takes (`self.data_loader["train"]`). torchdata's
 `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's recipes) count as the loader and
-the sampler they replace. DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
+the sampler they replace. A loader factory of another file is followed when it returns the loader,
+alone or in a tuple (`return loader, sampler`). DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
 and want `loader.set_epoch(epoch)`. A data-parallel trainer (it wraps or unwraps DDP, or averages
 with Horovod's optimizer) that is handed its loaders and never sets an epoch gets a note: their
 sampler is decided in another file.
@@ -64,8 +65,9 @@ class MissingSetEpoch(Rule):
         if parallel is not None:
             self._check_unseen_loaders(ctx, scope, parallel)
         for call in scope.calls():
-            if _imported_loader_factory(ctx, call):
-                self._check_factory(ctx, scope, call)
+            built = _imported_loader_factory(ctx, call)
+            if built is not None:
+                self._check_factory(ctx, scope, call, built)
             use_ddp = _shards_with_its_own_sampler(call)
             if use_ddp is not None:
                 self._check_sharding_loader(ctx, scope, call, use_ddp)
@@ -80,10 +82,9 @@ class MissingSetEpoch(Rule):
                     self._report(ctx, scope, call, loader, *found)
                     break
 
-    def _check_factory(self, ctx: RuleContext, scope: ScopeAnalysis, factory: CallEvent) -> None:
-        """`loader = make_loader(...)` from another file, which builds a shuffling DistributedSampler."""
-        loader = factory.result.detail
-        assert isinstance(loader, CallEvent), "_imported_loader_factory: the factory returns the DataLoader call"
+    def _check_factory(self, ctx: RuleContext, scope: ScopeAnalysis, factory: CallEvent, loader: CallEvent) -> None:
+        """`loader = make_loader(...)` (or `loader, sampler = make_loader(...)`) from another file, which
+        builds a shuffling DistributedSampler."""
         sampler = loader.kwargs.get("sampler")
         if sampler is None or Tag.SAMPLER_DISTRIBUTED not in sampler.tags or sampler.site is None:
             return
@@ -95,7 +96,11 @@ class MissingSetEpoch(Rule):
         if found is None:
             return
         (epoch_scope, epoch_loop), inner = found
-        name = _bound_name(scope, factory)
+        name = next((
+            event.targets[0] for event in scope.events
+            if isinstance(event, AssignEvent) and isinstance(event.node, (cst.Assign, cst.AnnAssign)) and event.node.value is factory.node
+            and len(event.targets) == 1 and _iterates(event.value, loader)
+        ), None)  # `loader, sampler = make_loader(...)`: the name the loader is bound to
         ctx.report(
             factory.node,
             f"`{written(factory)}` returns a DataLoader with a shuffling `DistributedSampler`, and nothing calls "
@@ -233,7 +238,7 @@ def _describe_parallel(call: CallEvent) -> str:
 def _builds_loaders_or_samplers(module: ModuleView) -> bool:
     return any(
         (call.callee is not None and is_dataloader(call.callee)) or Tag.SAMPLER_DISTRIBUTED in call.result.tags
-        or _imported_loader_factory_of(module, call) or call_fact(call.callee, DDP_SAMPLER_WHEN) is not None
+        or _imported_loader_factory_of(module, call) is not None or call_fact(call.callee, DDP_SAMPLER_WHEN) is not None
         for call in module.all_calls()
     )
 
@@ -265,17 +270,23 @@ def _false(node: cst.BaseExpression) -> bool:
     return (isinstance(node, cst.Name) and node.value in {"False", "None"}) or (isinstance(node, cst.Integer) and node.value == "0")
 
 
-def _imported_loader_factory(ctx: RuleContext, call: CallEvent) -> bool:
+def _imported_loader_factory(ctx: RuleContext, call: CallEvent) -> CallEvent | None:
     return _imported_loader_factory_of(ctx.module, call)
 
 
-def _imported_loader_factory_of(module: ModuleView, call: CallEvent) -> bool:
-    detail = call.result.detail
-    return (
-        call.function is not None and module.summary.defined_elsewhere(call.function) and isinstance(detail, CallEvent)
-        and detail.chunk.origin is not None and detail.chunk.origin != module.origin
-        and detail.callee is not None and is_dataloader(detail.callee)
-    )
+def _imported_loader_factory_of(module: ModuleView, call: CallEvent) -> CallEvent | None:
+    """The DataLoader call of another file that ``call`` (a function defined there) returns: its result,
+    or one element of the tuple it returns (``return loader, sampler``)."""
+    if call.function is None or not module.summary.defined_elsewhere(call.function):
+        return None
+    for returned in (call.result, *(call.result.items or ())):
+        detail = returned.detail
+        if (
+            isinstance(detail, CallEvent) and detail.chunk.origin is not None and detail.chunk.origin != module.origin
+            and detail.callee is not None and is_dataloader(detail.callee)
+        ):
+            return detail
+    return None
 
 
 def _shuffles(node: cst.Call) -> bool:
@@ -865,6 +876,64 @@ MissingSetEpoch.MUST_FIRE = (
         """,
         severity=Severity.NOTE,
         at="for this_iter, batch in enumerate(data.train_loader, 0):",
+    ),
+    Fires(  # the data module hands back the sampler beside the loader; the epoch loop uses the loader only
+        """
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+        from torch.nn.parallel import DistributedDataParallel
+
+        from data import get_dataloader
+
+
+        def train(model, dataset, args):
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            model = DistributedDataParallel(model.cuda(rank), device_ids=[rank])
+            train_loader, train_sampler = get_dataloader(dataset, args.batch_size, rank, dist.get_world_size())
+            optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+            for epoch in range(args.epochs):
+                for images, labels in train_loader:
+                    loss = F.cross_entropy(model(images.cuda(rank)), labels.cuda(rank))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={"data.py": """
+            from torch.utils.data import DataLoader
+            from torch.utils.data.distributed import DistributedSampler
+
+
+            def get_dataloader(dataset, batch_size, rank, world_size):
+                sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True)
+                loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, pin_memory=True, num_workers=4)
+                return loader, sampler
+        """},
+        fixed="""
+        import torch
+        import torch.distributed as dist
+        import torch.nn.functional as F
+        from torch.nn.parallel import DistributedDataParallel
+
+        from data import get_dataloader
+
+
+        def train(model, dataset, args):
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            model = DistributedDataParallel(model.cuda(rank), device_ids=[rank])
+            train_loader, train_sampler = get_dataloader(dataset, args.batch_size, rank, dist.get_world_size())
+            optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+            for epoch in range(args.epochs):
+                train_loader.sampler.set_epoch(epoch)
+                for images, labels in train_loader:
+                    loss = F.cross_entropy(model(images.cuda(rank)), labels.cuda(rank))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        at="get_dataloader(dataset, args.batch_size, rank, dist.get_world_size())",
     ),
 )
 

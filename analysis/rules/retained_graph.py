@@ -10,7 +10,9 @@ kept in an attribute by a Lightning `training_step` (or by a method of the class
 stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_metrics`), and a
 recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
 `hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
-step since the loop began.
+step since the loop began. Values are followed through helpers: a dict of statistics that
+`compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
+handed, and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
 
 How to fix: store `loss.item()` (a Python float) for logging, or `tensor.detach()` when you
 need the tensor; `.cpu()` alone keeps the graph. It is fine to keep graph-carrying values on
@@ -1418,6 +1420,93 @@ RetainedGraph.MUST_FIRE = (
         severity=Severity.WARNING,
         at='self.store_metrics(metrics, split="train")',
     ),
+    Fires(  # the statistics helper is handed the policy's log-probabilities: the dict it returns holds their graph
+        """
+        import torch
+
+        from ppo_utils import policy_stats
+
+
+        class PPOTrainer:
+            def __init__(self, policy, optimizer, ppo_epochs=4):
+                self.policy = policy
+                self.optimizer = optimizer
+                self.ppo_epochs = ppo_epochs
+
+            def train_minibatch(self, batch):
+                logprobs = self.policy(batch["input_ids"]).log_softmax(-1)
+                loss, stats = policy_stats(logprobs, batch["old_logprobs"], batch["advantages"])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return stats
+
+            def step(self, minibatches):
+                all_stats = []
+                for _ in range(self.ppo_epochs):
+                    for batch in minibatches:
+                        all_stats.append(self.train_minibatch(batch))
+                return all_stats
+        """,
+        files={
+            "ppo_utils.py": """
+                import torch
+
+
+                def policy_stats(logprobs, old_logprobs, advantages, clip=0.2):
+                    ratio = torch.exp(logprobs - old_logprobs)
+                    clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+                    loss = -torch.min(advantages * ratio, advantages * clipped).mean()
+                    stats = dict(policy_loss=loss, ratio=ratio.mean(), clipfrac=(ratio != clipped).float().mean())
+                    return loss, stats
+            """,
+        },
+        no_fix=True,
+        severity=Severity.WARNING,
+        at="self.train_minibatch(batch)",
+    ),
+    Fires(  # a smoothing helper returns a running average of its first argument: the average chains every step's loss
+        """
+        import torch.nn.functional as F
+
+
+        def smooth(average, value, beta=0.98):
+            return value if average is None else beta * average + (1 - beta) * value
+
+
+        def train(model, loader, optimizer, log_every=100):
+            running_loss = None
+            for step, (images, labels) in enumerate(loader):
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running_loss = smooth(running_loss, loss)
+                if step % log_every == 0:
+                    print(f"step {step}: loss {float(running_loss):.4f}")
+        """,
+        severity=Severity.WARNING,
+        at="loss",
+        fixed="""
+        import torch.nn.functional as F
+
+
+        def smooth(average, value, beta=0.98):
+            return value if average is None else beta * average + (1 - beta) * value
+
+
+        def train(model, loader, optimizer, log_every=100):
+            running_loss = None
+            for step, (images, labels) in enumerate(loader):
+                loss = F.cross_entropy(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                running_loss = smooth(running_loss, loss.detach())
+                if step % log_every == 0:
+                    print(f"step {step}: loss {float(running_loss):.4f}")
+        """,
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
@@ -2050,5 +2139,47 @@ RetainedGraph.MUST_NOT_FIRE = (
             def remember(self, kd_loss):
                 self.history["kd_loss"].append(kd_loss.item())
         """
+    ),
+    Quiet(  # the statistics helper detaches what it returns: the list keeps numbers
+        """
+        import torch
+
+        from ppo_utils import policy_stats
+
+
+        class PPOTrainer:
+            def __init__(self, policy, optimizer, ppo_epochs=4):
+                self.policy = policy
+                self.optimizer = optimizer
+                self.ppo_epochs = ppo_epochs
+
+            def train_minibatch(self, batch):
+                logprobs = self.policy(batch["input_ids"]).log_softmax(-1)
+                loss, stats = policy_stats(logprobs, batch["old_logprobs"], batch["advantages"])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return stats
+
+            def step(self, minibatches):
+                all_stats = []
+                for _ in range(self.ppo_epochs):
+                    for batch in minibatches:
+                        all_stats.append(self.train_minibatch(batch))
+                return all_stats
+        """,
+        files={
+            "ppo_utils.py": """
+                import torch
+
+
+                def policy_stats(logprobs, old_logprobs, advantages, clip=0.2):
+                    ratio = torch.exp(logprobs - old_logprobs)
+                    clipped = torch.clamp(ratio, 1 - clip, 1 + clip)
+                    loss = -torch.min(advantages * ratio, advantages * clipped).mean()
+                    stats = dict(policy_loss=loss.detach(), ratio=ratio.mean().item(), clipfrac=(ratio != clipped).float().mean().item())
+                    return loss, stats
+            """,
+        },
     ),
 )

@@ -1,0 +1,140 @@
+"""What a call of a local function returns, its graph seeds traced to the call (``calls.call_result``).
+
+A graph-carrying value that a call hands to a parameter of unknown role flows into what the function
+returns from it (``compute_stats(logits, labels)`` returning a dict of statistics built from the
+logits): the function is walked once more with those parameters bound, once per flow and set of
+parameters, and kept with the flow (``ScopeAnalysis.returned_with_graph``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from .events import CallEvent, backward_target, is_backward
+from .statement_shapes import accumulating_parameters
+from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value
+
+if TYPE_CHECKING:
+    from .flow import ScopeAnalysis
+
+
+def returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
+    """What one call of a local function returns. The graph seeds the function creates (its
+    forwards, its losses) are new on every call, so this call stands for them: seen as the
+    function's own nodes they would be shared by every call, and a validation call of the loss
+    helper would look backwarded by the training call's backward. Seeds the function runs a
+    backward through itself stay: that backward runs in the same call. A graph-carrying value the
+    call hands to a parameter of unknown role flows on into what the function returns from it
+    (``compute_stats(logits, labels)`` returning a dict of statistics built from ``logits``): the
+    function is walked once more with those parameters bound, and what it then returns stands, its
+    seeds the caller's argument's."""
+    passed = _graph_arguments(callee, call) if call.context.grad_off is None else {}
+    walked = _returned_with_graph(callee, passed) if passed else None
+    if walked is not None:
+        value, created = walked
+        return _with_roots_at(value, created, call.node, {root: passed[name].roots for name, root in _parameter_nodes(callee, passed)})
+    value = callee.return_value
+    if not value.roots and value.items is None:
+        return value
+    return _with_roots_at(value, _created_seeds(callee), call.node, {})
+
+
+def _created_seeds(callee: ScopeAnalysis) -> set:
+    backwarded = frozenset().union(*(backward_target(event).roots for event in callee.calls() if is_backward(event)))
+    return {event.node for event in callee.calls()} - backwarded
+
+
+def _graph_arguments(callee: ScopeAnalysis, call: CallEvent) -> dict[str, Value]:
+    """The parameters of the called function whose role is not known (``ROLE_VALUES``) and that the call
+    hands a graph-carrying value, each with that value."""
+    function = callee.function
+    if function is None or any(arg.star for arg in call.arg_nodes):
+        return {}
+    positional = function.positional_parameters
+    given = dict(zip(positional, call.args))
+    given.update(call.kwargs)
+    return {
+        name: value for name, value in given.items()
+        if GRAPH in value.tags and name in callee.params and not callee.params[name].tags
+    }
+
+
+# (flow, parameters) walked with a graph-carrying value bound to those parameters right now: a call of
+# the function in its own walk (recursion) gets what it returns without them
+_WALKING_WITH_GRAPH: set[tuple[int, frozenset[str]]] = set()
+# What a parameter bound by such a walk holds: the tags a caller's value keeps in the callee
+_PASSED_TAGS = frozenset({GRAPH, TENSOR, STRUCTURED, CONTAINER, LOSS})
+
+
+def _returned_with_graph(callee: ScopeAnalysis, passed: dict[str, Value]) -> tuple[Value, set] | None:
+    """(what the function returns, the graph seeds it creates) when the parameters in ``passed`` hold
+    graph-carrying values, computed once per flow and set of parameters; None while that walk runs."""
+    key = frozenset((name, value.tags & _PASSED_TAGS) for name, value in passed.items())
+    names = frozenset(passed)
+    found = callee.returned_with_graph.get(key)
+    if found is not None:
+        return found
+    function = callee.function
+    if function is None or (id(callee), names) in _WALKING_WITH_GRAPH:
+        return None
+    bound = {
+        name: Value(value.tags & _PASSED_TAGS, site=(callee.chunk, node), note=f"parameter `{name}` (given a graph-carrying value)", roots=frozenset({node}))
+        for (name, node), value in zip(_parameter_nodes(callee, passed), passed.values())
+    }
+    _WALKING_WITH_GRAPH.add((id(callee), names))
+    try:
+        walked = type(callee).of_function(function, callee.summary, bound)
+    finally:
+        _WALKING_WITH_GRAPH.discard((id(callee), names))
+    found = (walked.return_value, _created_seeds(walked))
+    walked.release(whole=False)
+    callee.returned_with_graph[key] = found
+    return found
+
+
+def _parameter_nodes(callee: ScopeAnalysis, passed: dict[str, Value]) -> list[tuple[str, cst.Param]]:
+    """Each parameter of ``passed``, in its order, with its node in the function's definition."""
+    assert callee.function is not None, "asked of a function's flow"
+    params = callee.function.node.params
+    nodes = {param.name.value: param for param in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    return [(name, nodes[name]) for name in passed]
+
+
+def _with_roots_at(value: Value, created: set, call_node: cst.Call, replaced: dict) -> Value:
+    """``value`` as one call returns it: the seeds in ``created`` become the call, each seed in ``replaced``
+    (a parameter) what the call passed it."""
+    roots = value.roots - created - replaced.keys()
+    items = None if value.items is None else tuple(_with_roots_at(item, created, call_node, replaced) for item in value.items)
+    if roots == value.roots and items == value.items:
+        return value
+    if value.roots & created:
+        roots = roots | {call_node}
+    roots = roots.union(*(replaced[root] for root in value.roots & replaced.keys()))
+    return Value(value.tags, site=value.site, note=value.note, roots=roots, items=items, detail=value.detail)
+
+
+def accumulated_by_helper(call: CallEvent, name: str) -> tuple[cst.BaseExpression, Value] | None:
+    """(the argument, its value) that ``name = helper(name, term)`` accumulates into ``name``, when the local
+    helper returns a running total or average of the parameter ``name`` fills
+    (``statement_shapes.accumulating_parameters``): ``avg = ema(avg, loss)`` keeps ``loss`` like
+    ``avg = 0.98 * avg + 0.02 * loss`` does."""
+    if call.function is None or any(arg.star for arg in call.arg_nodes):
+        return None
+    found = accumulating_parameters(call.function.node)
+    if found is None:
+        return None
+    total, term = found
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    passed = dict(zip(call.function.positional_parameters, zip(plain, call.args)))
+    passed.update({arg.keyword.value: (arg, call.kwargs.get(arg.keyword.value, UNKNOWN)) for arg in call.arg_nodes if arg.keyword is not None})
+    given = passed.get(total)
+    if given is None or not isinstance(given[0].value, cst.Name) or given[0].value.value != name:
+        return None
+    mentioned = [(arg.value, value) for param, (arg, value) in passed.items() if param != total and _reads_name(term, param)]
+    return mentioned[0] if len(mentioned) == 1 else None
+
+
+def _reads_name(node: cst.CSTNode, name: str) -> bool:
+    return (isinstance(node, cst.Name) and node.value == name) or any(_reads_name(child, name) for child in node.children)
