@@ -173,4 +173,5 @@ def rewind(scope: ScopeAnalysis, path: tuple[int, ...]) -> None:
     scope._calls, scope._calls_counted = [], -1
     scope._written = []  # an `if` reads only what was written since it began
     scope.followed = {}
+    scope.returned_with_graph = {}  # walks of the body as it was, with graph-carrying parameters
     scope.return_value = UNKNOWN

@@ -202,3 +202,42 @@ def test_a_key_in_a_loop_walks_on_from_the_statement_of_the_loop_it_changed(monk
     assert "optimizer.step()" in walked_lines
     assert {"history.append(loss)", "log(epoch)", "evaluate()"} <= walked_lines
     assert not walked_lines & {"for epoch in range(3):", "for x, y in loader:", "outputs = model(x)", "loss.backward()", "log(0)"}
+
+
+PPO_STATS = '''\
+import torch
+
+
+def policy_stats(logprobs, old_logprobs, advantages):
+    ratio = torch.exp(logprobs - old_logprobs)
+    loss = -(ratio * advantages).mean()
+    return dict(policy_loss=loss.detach(), ratio=ratio.detach().mean())
+
+
+def train(policy, optimizer, batches):
+    all_stats = []
+    for batch in batches:
+        for minibatch in batch:
+            logprobs = policy(minibatch["input_ids"]).log_softmax(-1)
+            stats = policy_stats(logprobs, minibatch["old_logprobs"], minibatch["advantages"])
+            optimizer.zero_grad()
+            (-(logprobs * minibatch["advantages"]).mean()).backward()
+            optimizer.step()
+            all_stats.append(stats)
+    return all_stats
+'''
+
+
+def test_editing_a_helper_twice_re_reads_what_it_returns_when_given_a_graph():
+    """The helper's walk with a graph-carrying argument is kept with its flow; a key in the helper walks
+    the flow on from the edited statement, and what the earlier walk returned (built from the helper's
+    old statements) goes with it: the second edit of the helper neither reports nor crashes on the first's."""
+    state = DocumentState(PATH, None)
+    assert state.analyse(PPO_STATS, 0, SETTINGS).findings == _fresh(PPO_STATS) == []
+    kept_graph = PPO_STATS.replace("policy_loss=loss.detach()", "policy_loss=loss")
+    text, findings, version = _typed(state, PPO_STATS, kept_graph, 0)
+    assert [finding.code for finding in findings] == ["TL101"]
+    text, findings, version = _typed(state, text, kept_graph.replace("ratio=ratio.detach().mean()", "ratio=ratio.mean()"), version)
+    assert [finding.code for finding in findings] == ["TL101"]
+    _, findings, _ = _typed(state, text, PPO_STATS, version)
+    assert findings == []
