@@ -23,6 +23,7 @@ With accumulation, clear only where you step.
 from __future__ import annotations
 
 import builtins
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -239,7 +240,7 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
             if _runs_in_iteration((event, chain), loop) and not path_conditions(event, chain, loop)
             and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
         ]
-        backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+        backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
         clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
         if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
             return backward, clear, step, every_n[0], holds
@@ -259,7 +260,7 @@ def _micro_batches_undone(scope: ScopeAnalysis, outer: Loop | None, step: CallEv
         if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event, _ in items):
             continue
         every_pass = [item for item in items if _runs_every_pass(item, inner)]
-        backward = next((event for event, _ in every_pass if accumulates_into_grad(event)), None)
+        backward = next((event for event, _ in every_pass if _adds_to_grad(event)), None)
         clear = next((item for item in every_pass if clears_gradients(item[0])), None)
         if backward is not None and clear is not None and _clears_what_steps(clear, step):
             return backward, clear, step, inner, True
@@ -344,7 +345,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
         if _runs_outside_loops((event, chain)) and not path_conditions(event, chain, None)
         and _before(scope, chain[0] if chain else event, until)
     ]
-    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
@@ -390,7 +391,7 @@ def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEv
         (event, event_chain) for event, event_chain in items
         if not path_conditions(event, event_chain, loop) and _before(scope, event_chain[0] if event_chain else event, chain[0])
     ]
-    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, event_chain) for event, event_chain in unconditional if clears_gradients(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
@@ -545,11 +546,20 @@ def _closures_cleared_last(scope: ScopeAnalysis):
         for event in closure.events:
             if event.context.loop is not None or event.context.conditions:
                 continue
-            if accumulates_into_grad(event):
+            if _adds_to_grad(event):
                 last_backward = event
             elif last_backward is not None and clears_gradients(event) and _same_gradients(event, step, [(step, ())]):
                 yield step, last_backward, event
                 break
+
+
+def _adds_to_grad(event: Event) -> TypeGuard[CallEvent]:
+    """A backward that adds into `.grad`, also Lightning's `self.manual_backward(loss)` under manual
+    optimisation ("Call this directly from your training_step() when doing optimizations manually":
+    it runs the loss's backward, through the precision plugin's scaling)."""
+    return accumulates_into_grad(event) or (
+        isinstance(event, CallEvent) and event.method == "manual_backward" and event.receiver_key == "self"
+    )
 
 
 def _runs_outside_loops(item: Item) -> bool:
@@ -569,11 +579,11 @@ def _runs_in_iteration(item: Item, loop: Loop) -> bool:
 
 def _cleared_before_step(items: list[Item], loop: Loop | None):
     for index, (event, _chain) in enumerate(items):
-        if not accumulates_into_grad(event):
+        if not _adds_to_grad(event):
             continue
         for later in range(index + 1, len(items)):
             candidate, candidate_chain = items[later]
-            if accumulates_into_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
+            if _adds_to_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
                 break
             if not clears_gradients(candidate):
                 continue
@@ -597,7 +607,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
         event = item[0]
         if isinstance(event, CallEvent) and is_optimizer_step(event):
             return None
-        if accumulates_into_grad(event):
+        if _adds_to_grad(event):
             if first is not None and clear is not None:
                 step = _next_step(items, items.index(item))
                 if step is None or not _same_gradients(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
@@ -613,7 +623,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
 
 def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
     for event, chain in items[start + 1:]:
-        if accumulates_into_grad(event):
+        if _adds_to_grad(event):
             return None
         if isinstance(event, CallEvent) and is_optimizer_step(event):
             return event, chain
@@ -1216,6 +1226,61 @@ ZeroGradBeforeStep.MUST_FIRE = (
         """,
         no_fix=True,
         at="param.grad = None",
+    ),
+    Fires(  # Lightning manual optimisation: `manual_backward` fills the gradients the clearing then drops
+        """
+        import lightning as L
+        import torch
+
+
+        class GAN(L.LightningModule):
+            def __init__(self, generator, discriminator):
+                super().__init__()
+                self.generator, self.discriminator = generator, discriminator
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.size(0), 128, device=self.device))
+                d_loss = self.discriminator(fake.detach()).mean() - self.discriminator(batch).mean()
+                opt_d.zero_grad()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.discriminator(fake).mean()
+                self.manual_backward(g_loss)
+                opt_g.zero_grad()
+                opt_g.step()
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.generator.parameters()), torch.optim.Adam(self.discriminator.parameters())
+        """,
+        fixed="""
+        import lightning as L
+        import torch
+
+
+        class GAN(L.LightningModule):
+            def __init__(self, generator, discriminator):
+                super().__init__()
+                self.generator, self.discriminator = generator, discriminator
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.size(0), 128, device=self.device))
+                d_loss = self.discriminator(fake.detach()).mean() - self.discriminator(batch).mean()
+                opt_d.zero_grad()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.discriminator(fake).mean()
+                self.manual_backward(g_loss)
+                opt_g.step()
+                opt_g.zero_grad()
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.generator.parameters()), torch.optim.Adam(self.discriminator.parameters())
+        """,
+        at="opt_g.zero_grad()",
     ),
 )
 
