@@ -75,6 +75,8 @@ class DropoutAlwaysOn(Rule):
                     rate = _attention_dropout(scope, call, attention)
                     if rate is not None:
                         self._report_attention(ctx, scope, call, owner.name, rate, attention)
+            for handed in kept_with_scope(scope, "TL211 rates handed to helpers", lambda scope=scope: _rates_handed_to_helpers(scope)):
+                self._report_handed(ctx, scope, owner.name, handed)
         for owner in {id(scope.function.owner): scope.function.owner for scope in ctx.scopes
                       if scope.function is not None and scope.function.owner is not None}.values():
             if ctx.summary.is_module_class(owner):
@@ -141,6 +143,30 @@ class DropoutAlwaysOn(Rule):
             fix=fix,
         )
 
+
+    def _report_handed(self, ctx: RuleContext, scope: ScopeAnalysis, owner: str, handed: _HandedRate) -> None:
+        """A method hands a fixed rate to a helper that drops out with it, unconditionally: the helper leaves
+        the mode to its caller, and this caller does not pass it."""
+        assert scope.function is not None, "check() reports a call in a method of a module class"
+        written = scope.chunk.code_for(handed.rate.value)
+        dropping = handed.dropout.chunk.code_for(handed.dropout.node)
+        guarded = f"{written} if self.training else 0.0"
+        value = guarded if not isinstance(handed.rate.value, (cst.IfExp, cst.Lambda)) else f"({written}) if self.training else 0.0"
+        ctx.report(
+            handed.call.node,
+            f"`{shortened(scope.chunk.code_for(handed.call.node), 50)}` in `{owner}.{scope.function.name}` hands the rate "
+            f"`{shortened(written, 40)}` to `{handed.parameter}`, which `{shortened(dropping, 50)}` drops out with whatever "
+            f"the module's mode: `model.eval()` does not reach a function's argument, so evaluation and inference drop "
+            f"at random too",
+            evidence=[
+                ((scope.chunk, scope.function.owner.node.name) if scope.function.owner else None,
+                 f"`{owner}` is an `nn.Module`: `eval()` only switches its layers"),
+                ((scope.chunk, handed.rate.value), "the same rate in training and evaluation"),
+                ((handed.dropout.chunk, handed.dropout.node), f"`{handed.parameter}` is the dropout rate here, under no test of the mode"),
+            ],
+            help=f"pass `{shortened(guarded, 60)}`",
+            fix=ctx.fix("drop only in training mode", [ctx.edit_replace(handed.rate.value, value)], safe=True) if _has_self(scope) else None,
+        )
 
     def _report_unregistered(self, ctx: RuleContext, owner: ClassInfo, found: _Unregistered) -> None:
         kind = "dict" if found.container_kind == "dict" else "list"
@@ -419,6 +445,75 @@ def _attention_dropout(scope: ScopeAnalysis, call: CallEvent, attention: Attenti
         if any(isinstance(event, AssignEvent) and value.value in event.targets for event in scope.events if event is not binding):
             return None  # bound more than once: one binding may depend on the mode
     return rate
+
+
+class _HandedRate:
+    """A call in a module's method (`attention(q, k, v, self.dropout)`) whose argument ``rate`` becomes the
+    parameter ``parameter`` of the called helper, which hands it as the rate of the dropout call ``dropout``."""
+
+    __slots__ = ("call", "rate", "parameter", "dropout")
+
+    def __init__(self, call: CallEvent, rate: cst.Arg, parameter: str, dropout: CallEvent):
+        self.call, self.rate, self.parameter, self.dropout = call, rate, parameter, dropout
+
+
+def _rates_handed_to_helpers(scope: ScopeAnalysis) -> list[_HandedRate]:
+    """The calls of this method that hand a fixed dropout rate to a function of the project (a plain
+    function or another method) whose functional or attention dropout takes that parameter as its rate
+    under no test of the mode: the helper leaves the mode to its caller, as Hugging Face's attention
+    functions do, and this caller passes a rate that is the same in evaluation."""
+    found = []
+    for call in scope.calls():
+        function = call.function
+        if function is None or _only_while_training(call) or any(arg.star for arg in call.arg_nodes):
+            continue
+        helper = function.analysis(scope.summary)
+        if helper is None:
+            continue
+        for dropout in kept_with_scope(helper, "TL211 dropout calls", lambda helper=helper: _dropout_calls(helper)):
+            parameter = _rate_parameter(helper, dropout)
+            rate = _argument_for(call, function.positional_parameters, parameter) if parameter is not None else None
+            if parameter is not None and rate is not None and _fixed_rate(scope, rate.value):
+                found.append(_HandedRate(call, rate, parameter, dropout))
+    return found
+
+
+def _rate_parameter(helper: ScopeAnalysis, dropout: CallEvent) -> str | None:
+    """The helper's parameter that ``dropout`` drops out with, when nothing in the helper ties it to the mode."""
+    if _only_while_training(dropout) or any(arg.star for arg in dropout.arg_nodes):
+        return None
+    positional = [arg for arg in dropout.arg_nodes if arg.keyword is None]
+    attention = attention_dropout(dropout.callee)
+    if attention is not None:
+        keyword, position = attention.keyword, attention.position
+    elif dropout.callee in _FUNCTIONAL_DROPOUT and not _sets_training(dropout):
+        keyword, position = "p", _RATE_POSITION
+    else:
+        return None
+    rate = dropout.keyword(keyword) or (positional[position] if len(positional) > position else None)
+    if rate is None or not isinstance(rate.value, cst.Name) or rate.value.value not in helper.params:
+        return None
+    name = rate.value.value
+    if helper.last_binding(name) is not None or _tests_training(helper.function.node if helper.function is not None else dropout.node):
+        return None  # rebound (`dropout_p = dropout_p if training else 0.0`), or the helper reads a mode itself
+    return name
+
+
+def _argument_for(call: CallEvent, positional: list[str], parameter: str) -> cst.Arg | None:
+    given = call.keyword(parameter)
+    if given is not None:
+        return given
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    index = positional.index(parameter) if parameter in positional else None
+    return plain[index] if index is not None and index < len(plain) else None
+
+
+def _fixed_rate(scope: ScopeAnalysis, value: cst.BaseExpression) -> bool:
+    """A rate the caller fixes for both modes: a non-zero number or one of the module's attributes
+    (`self.attn_pdrop`), not a test of the mode and not the method's own parameter (its caller decides)."""
+    if isinstance(value, (cst.Integer, cst.Float)):
+        return bool(literal_value(value))
+    return isinstance(value, cst.Attribute) and (dotted(value) or "").startswith("self.") and not _tests_training(value)
 
 
 def _tests_training(node: cst.CSTNode) -> bool:
@@ -857,6 +952,52 @@ DropoutAlwaysOn.MUST_FIRE = (
                 return x + self.outer(hidden)
         """,
     ),
+    Fires(  # the rate handed to an attention helper in another file, which leaves the mode to its caller
+        """
+        import torch.nn as nn
+        from layers.attention import attend
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, dim, heads, attn_dropout=0.1):
+                super().__init__()
+                self.heads = heads
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.proj = nn.Linear(dim, dim)
+                self.attn_dropout = attn_dropout
+
+            def forward(self, x, mask=None):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                out = attend(q, k, v, mask=mask, dropout_p=self.attn_dropout)
+                return x + self.proj(out)
+        """,
+        files={"layers/attention.py": """
+        import torch.nn.functional as F
+
+
+        def attend(q, k, v, mask=None, dropout_p=0.0):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        """},
+        fixed="""
+        import torch.nn as nn
+        from layers.attention import attend
+
+
+        class EncoderLayer(nn.Module):
+            def __init__(self, dim, heads, attn_dropout=0.1):
+                super().__init__()
+                self.heads = heads
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.proj = nn.Linear(dim, dim)
+                self.attn_dropout = attn_dropout
+
+            def forward(self, x, mask=None):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                out = attend(q, k, v, mask=mask, dropout_p=self.attn_dropout if self.training else 0.0)
+                return x + self.proj(out)
+        """,
+        at="out = attend(",
+    ),
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
@@ -1101,5 +1242,34 @@ DropoutAlwaysOn.MUST_NOT_FIRE = (
                 import torch.nn.functional as F
                 return F.dropout(x, 0.5)
         """
+    ),
+    Quiet(  # the caller passes the mode's rate (`0.0` in evaluation), as Hugging Face's attention layers do
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        def eager_attention(q, k, v, dropout=0.0):
+            weights = F.softmax(q @ k.transpose(-1, -2), dim=-1)
+            weights = F.dropout(weights, p=dropout, training=True)
+            return weights @ v
+
+
+        def sdpa_attention(q, k, v, dropout=0.0):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout)
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim, dropout):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.attention_dropout = dropout
+
+            def forward(self, x):
+                q, k, v = self.qkv(x).chunk(3, dim=-1)
+                rate = 0.0 if not self.training else self.attention_dropout
+                eager = eager_attention(q, k, v, dropout=rate)
+                return sdpa_attention(q, k, v, dropout=self.attention_dropout if self.training else 0.0) + eager
+        """,
     ),
 )

@@ -52,6 +52,7 @@ from trainlint.rules import (
     ordered_events,
     path_conditions,
     shortened,
+    walk,
     written,
 )
 
@@ -146,18 +147,19 @@ class MissingZeroGrad(Rule):
                 continue
             loop, in_loop, _ = found
             clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
-            backward_path = path_conditions(event, chain, loop)
+            backward_path = _scoped_path(event, chain, loop)
             steps = [(step, step_chain) for step, step_chain in in_loop if isinstance(step, CallEvent) and is_optimizer_step(step)
-                     and not _exclusive(backward_path, path_conditions(step, step_chain, loop))]
+                     and not _exclusive(backward_path, _scoped_path(step, step_chain, loop))]
             if not clears or not steps or self._handled_elsewhere(ctx, event, in_loop):
                 continue
-            branch = _branch_excluding(backward_path, [path_conditions(clear, clear_chain, loop) for clear, clear_chain in clears])
-            if branch is None:
+            found_branch = _branch_excluding(backward_path, [_scoped_path(clear, clear_chain, loop) for clear, clear_chain in clears])
+            if found_branch is None:
                 continue
+            branch, branch_scope = found_branch
             step = steps[0][0]
             clear = clears[0][0]
             test = branch.test
-            shown = f"`if {shortened(site.chunk.code_for(test), 40)}:`" if test is not None else "the branch"
+            shown = f"`if {shortened(branch_scope.chunk.code_for(test), 40)}:`" if test is not None else "the branch"
             side = "branch" if branch.branch == "if" else "`else` branch"
             ctx.report(
                 site.node,
@@ -165,7 +167,7 @@ class MissingZeroGrad(Rule):
                 f"but the loop's only clearing, `{_code(clear)}` on line {ctx.line_of((clear.chunk, clear.node))}, runs on the "
                 f"other branch: whenever this branch is taken, each step applies the sum of every gradient since the start",
                 evidence=[
-                    ((site.chunk, branch.node), f"the {side} with no gradient clearing"),
+                    ((branch_scope.chunk, branch.node), f"the {side} with no gradient clearing"),
                     ((clear.chunk, clear.node), "gradients are cleared only on the other branch"),
                     ((event.chunk, event.node), "backward accumulates into `.grad`"),
                     ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
@@ -487,20 +489,50 @@ def _clears(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return not any(condition.branch == "except" for condition in path_conditions(event, chain, None))
 
 
-def _exclusive(one: tuple[Condition, ...], other: tuple[Condition, ...]) -> bool:
-    """Two paths that never run in the same iteration: opposite branches of one `if`."""
+ScopedPath = tuple[tuple[Condition, ScopeAnalysis], ...]
+
+
+def _scoped_path(event: Event, chain: tuple[CallEvent, ...], loop: Loop | None) -> ScopedPath:
+    """``path_conditions``, each condition with the scope whose code tests it."""
+    first, *rest = (*chain, event)
+    return (
+        *((condition, first.scope) for condition in first.context.conditions_inside(loop)),
+        *((condition, link.scope) for link in rest for condition in link.context.conditions),
+    )
+
+
+def _exclusive(one: ScopedPath, other: ScopedPath) -> bool:
+    """Two paths that never run in the same iteration: opposite branches of one `if`, or of two `if`s testing one setting."""
     return _branch_excluding(one, [other]) is not None
 
 
-def _branch_excluding(path: tuple[Condition, ...], others: list[tuple[Condition, ...]]) -> Condition | None:
-    """The condition on ``path`` whose `if` each of the ``others`` takes the other way, if one does for all."""
-    for condition in path:
+def _branch_excluding(path: ScopedPath, others: list[ScopedPath]) -> tuple[Condition, ScopeAnalysis] | None:
+    """The condition on ``path`` whose `if` (or one testing the same setting) each of the ``others`` takes the other way."""
+    for condition, scope in path:
         if condition.branch in {"if", "else"} and all(
-            any(theirs.node is condition.node and theirs.branch in {"if", "else"} and theirs.branch != condition.branch for theirs in other)
+            any(theirs.branch in {"if", "else"} and theirs.branch != condition.branch and _same_test(condition, scope, theirs, where)
+                for theirs, where in other)
             for other in others
         ):
-            return condition
+            return condition, scope
     return None
+
+
+def _same_test(one: Condition, one_scope: ScopeAnalysis, other: Condition, other_scope: ScopeAnalysis) -> bool:
+    """One `if`, or two `if`s that test one setting the same way, with no call in the test: `if args.amp:` twice in a
+    function, or `if self.use_amp:` in two methods of one class (the backward in one, the step in another)."""
+    if one.node is other.node:
+        return True
+    if one.test is None or other.test is None or any(isinstance(node, cst.Call) for node in (*walk(one.test), *walk(other.test))):
+        return False
+    text = one_scope.chunk.code_for(one.test)
+    if text != other_scope.chunk.code_for(other.test):
+        return False
+    if one_scope is other_scope:
+        return True
+    owner = one_scope.function.owner if one_scope.function is not None else None
+    return (owner is not None and text.startswith("self.") and other_scope.function is not None
+            and other_scope.function.owner is owner)
 
 
 def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
@@ -964,6 +996,64 @@ MissingZeroGrad.MUST_FIRE = (
         severity=Severity.WARNING,
         at="critic_loss.backward()",
     ),
+    Fires(  # the AMP path split over a trainer's methods: each tests the same setting, only the fp32 step clears
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, args):
+                self.model, self.optimizer, self.args = model, optimizer, args
+                self.scaler = torch.cuda.amp.GradScaler(enabled=args.amp)
+
+            def backward(self, loss):
+                if self.args.amp:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+
+            def optimizer_step(self):
+                if self.args.amp:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for batch in loader:
+                    with torch.autocast("cuda", enabled=self.args.amp):
+                        loss = self.model(**batch).loss
+                    self.backward(loss)
+                    self.optimizer_step()
+        """,
+        no_fix=True,
+    ),
+    Fires(  # two `if args.amp:` in one loop: the backward's and the step's; the clearing only on the fp32 side
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, scaler, args):
+            model.train()
+            for images, targets in loader:
+                with torch.autocast("cuda", enabled=args.amp):
+                    loss = torch.nn.functional.cross_entropy(model(images.cuda()), targets.cuda())
+                if args.amp:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if args.amp:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        no_fix=True,
+        at="scaler.scale(loss).backward()",
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
@@ -1311,5 +1401,27 @@ MissingZeroGrad.MUST_NOT_FIRE = (
                 painter_loss.backward()
                 self.painter.opt.step()
         """
+    ),
+    Quiet(  # the AMP and fp32 steps under two tests of one setting, both followed by the same clearing
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, scaler, args):
+            for step, (images, targets) in enumerate(loader):
+                with torch.autocast("cuda", enabled=args.amp):
+                    loss = torch.nn.functional.cross_entropy(model(images), targets) / args.accum
+                if args.amp:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (step + 1) % args.accum == 0:
+                    if args.amp:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    optimizer.zero_grad()
+        """,
     ),
 )

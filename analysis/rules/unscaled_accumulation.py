@@ -360,7 +360,7 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
     for condition in path_conditions(step, step_chain, loop):
         owner = next(link for link in (*step_chain, step) if condition in link.context.conditions)
         named = _named_tests(owner, loop)
-        test = _modulus_test(condition.test, named.get)
+        test = _modulus_test(condition.test, named.get) or _counter_reset_test(condition, loop)
         if test is None or test[0] != (condition.branch == "if"):
             continue
         if any(_unconditional_clearing(event, chain, loop) for _, event, chain in in_loop):
@@ -470,6 +470,29 @@ def _modulus_test(test: cst.BaseExpression | None, named=None) -> tuple[bool, cs
             if isinstance(target.operator, cst.NotEqual):
                 return False, left.right
     return None
+
+
+def _counter_reset_test(condition: Condition, loop: Loop) -> tuple[bool, cst.BaseExpression] | None:
+    """(True, N) for a branch taken once a counter the loop adds to reaches N and set back there:
+    `self.count += 1`, then `if self.count == self.accum: ...; self.count = 0` holds every N iterations."""
+    test = condition.test
+    if not isinstance(condition.node, cst.If) or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    counter = dotted(test.left)
+    if counter is None or not isinstance(comparison.operator, (cst.Equal, cst.GreaterThanEqual)):
+        return None
+    counted = any(
+        isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.AddAssign) and dotted(node.target) == counter
+        and isinstance(node.value, cst.Integer) and node.value.value == "1"
+        for node in _walk(loop.node.body)
+    )
+    reset = any(
+        isinstance(node, cst.Assign) and isinstance(node.value, cst.Integer) and node.value.value == "0"
+        and any(dotted(target.target) == counter for target in node.targets)
+        for node in _walk(condition.node.body)
+    )
+    return (True, comparison.comparator) if counted and reset else None
 
 
 def _named_tests(event: Event, loop: Loop) -> dict[str, AssignEvent]:
@@ -1196,6 +1219,31 @@ UnscaledAccumulation.MUST_FIRE = (
         severity=Severity.NOTE,
         at="loss.backward()",
     ),
+    Fires(  # every N by a counter the trainer resets, not by a remainder
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model, self.optimizer = model, optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for images, labels in loader:
+                    loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                    loss.backward()
+                    self.micro_steps += 1
+                    if self.micro_steps == self.accumulation_steps:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        self.micro_steps = 0
+        """,
+        no_fix=True,
+        at="loss.backward()",
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
@@ -1623,5 +1671,27 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                 optimizer.step()
                 optimizer.zero_grad()
         """
+    ),
+    Quiet(  # the counter form with the loss divided by the count it waits for
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, accumulation_steps):
+                self.model, self.optimizer = model, optimizer
+                self.accumulation_steps = accumulation_steps
+                self.micro_steps = 0
+
+            def train_epoch(self, loader):
+                for images, labels in loader:
+                    loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+                    (loss / self.accumulation_steps).backward()
+                    self.micro_steps += 1
+                    if self.micro_steps == self.accumulation_steps:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        self.micro_steps = 0
+        """,
     ),
 )

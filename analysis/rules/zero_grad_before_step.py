@@ -23,6 +23,7 @@ With accumulation, clear only where you step.
 from __future__ import annotations
 
 import builtins
+from typing import TypeGuard
 
 import libcst as cst
 
@@ -239,7 +240,7 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
             if _runs_in_iteration((event, chain), loop) and not path_conditions(event, chain, loop)
             and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
         ]
-        backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+        backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
         clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
         if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
             return backward, clear, step, every_n[0], holds
@@ -249,19 +250,75 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
 
 def _micro_batches_undone(scope: ScopeAnalysis, outer: Loop | None, step: CallEvent) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
     """A micro-batch loop directly inside ``outer`` (or at the scope's top, ``None``) that runs the clearing
-    and the backward on every iteration and no step, with ``step`` after it."""
+    and the backward on every iteration and no step, with ``step`` after it. Both may run in a helper the
+    loop calls (`forward_backward(model, micro, optimizer, scaler)`), and the clearing may be a loop over
+    the parameters (`for p in model.parameters(): p.grad = None`)."""
     for inner in scope.loops:
         if inner.parent is not outer or not _runs_after(scope, step, inner):
             continue
-        inside = [event for event in scope.events if inner in event.context.loops]
-        if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event in inside):
+        items = list(ordered_events(scope, inner))
+        if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event, _ in items):
             continue
-        direct = [event for event in inside if event.context.loop is inner and not event.context.conditions_inside(inner)]
-        backward = next((e for e in direct if accumulates_into_grad(e)), None)
-        clear = next((e for e in direct if clears_gradients(e)), None)
-        if backward is not None and clear is not None and _same_gradients(clear, step, [(step, ())]):
-            return backward, (clear, ()), step, inner, True
+        every_pass = [item for item in items if _runs_every_pass(item, inner)]
+        backward = next((event for event, _ in every_pass if _adds_to_grad(event)), None)
+        clear = next((item for item in every_pass if clears_gradients(item[0])), None)
+        if backward is not None and clear is not None and _clears_what_steps(clear, step):
+            return backward, clear, step, inner, True
     return None
+
+
+def _runs_every_pass(item: Item, inner: Loop) -> bool:
+    """An event that runs on every iteration of ``inner``: in its body or in a helper called there, under
+    no test; a clearing of `.grad` may also sit in a loop over the parameters in that body."""
+    event, chain = item
+    site = chain[0] if chain else event
+    if site.context.conditions_inside(inner) or any(link.context.loops or link.context.conditions for link in (*chain[1:], event) if chain):
+        return False
+    if site.context.loop is inner:
+        return True
+    loops = site.context.loops
+    return (
+        not chain and len(loops) >= 2 and loops[-2] is inner and not site.context.conditions_inside(loops[-1])
+        and _iterates_parameters(site.scope, loops[-1]) and clears_gradients(event)
+    )
+
+
+def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """A `for` over a module's parameters (`model.parameters()`, `named_parameters()`): its body runs for each."""
+    return isinstance(loop.node, cst.For) and any(
+        isinstance(node, cst.Call) and (dotted(node.func) or "").rpartition(".")[2] in _PARAMETER_LISTS
+        for node in walk(loop.node.iter)
+    )
+
+
+# torch.nn.Module's methods that yield every parameter ("Returns an iterator over module parameters").
+_PARAMETER_LISTS = frozenset({"parameters", "named_parameters"})
+
+
+def _clears_what_steps(cleared: Item, step: CallEvent) -> bool:
+    """The clearing empties the gradients ``step`` reads; a helper's `optimizer.zero_grad()` whose
+    `optimizer` is its parameter is compared as the call hands it (`forward_backward(model, micro, opt)`)."""
+    clear, chain = cleared
+    handed = _handed_name(clear, chain)
+    if handed is not None:
+        return handed == _optimizer_key(step)
+    return _same_gradients(clear, step, [(step, ())])
+
+
+def _handed_name(clear: Event, chain: tuple[CallEvent, ...]) -> str | None:
+    """What the loop's call of a helper passes for the parameter the helper's clearing is called on."""
+    if len(chain) != 1 or not isinstance(clear, CallEvent) or clear.receiver_key is None or chain[0].function is None:
+        return None
+    call, function, name = chain[0], chain[0].function, clear.receiver_key
+    if name not in clear.scope.params or clear.scope.last_binding(name, before=clear) is not None:
+        return None  # the helper binds the name itself
+    handed = call.keyword(name)
+    if handed is None and name in function.positional_parameters:
+        index = function.positional_parameters.index(name)
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+        if index < len(plain) and not any(arg.star for arg in call.arg_nodes):
+            handed = plain[index]
+    return dotted(handed.value) if handed is not None else None
 
 
 def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEvent, Condition, bool] | None:
@@ -288,7 +345,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
         if _runs_outside_loops((event, chain)) and not path_conditions(event, chain, None)
         and _before(scope, chain[0] if chain else event, until)
     ]
-    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
@@ -334,7 +391,7 @@ def _stepped_by_helper_every_n(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEv
         (event, event_chain) for event, event_chain in items
         if not path_conditions(event, event_chain, loop) and _before(scope, event_chain[0] if event_chain else event, chain[0])
     ]
-    backward = next((event for event, _ in unconditional if accumulates_into_grad(event)), None)
+    backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, event_chain) for event, event_chain in unconditional if clears_gradients(event)), None)
     if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
@@ -429,16 +486,38 @@ def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop | None) -> bool:
 
 def _reads_gradients(scope: ScopeAnalysis, loop: cst.CSTNode) -> bool:
     """Whether a loop reads or sets `p.grad`, or calls `autograd.grad`: it works on each pass's
-    gradients itself. Kept per node: a key reads again only the loops it reached."""
+    gradients itself. Clearing them (`p.grad = None`, `p.grad.zero_()`) is not working on them.
+    Kept per node: a key reads again only the loops it reached."""
     kept = scope.chunk.node_memo("TL206 reads gradients")
     found = kept.get(loop)
     if found is None:
+        clearing = _clearing_grad_nodes(loop)
         found = kept[loop] = any(
-            (isinstance(node, cst.Attribute) and node.attr.value == "grad")
+            (isinstance(node, cst.Attribute) and node.attr.value == "grad" and node not in clearing)
             or (isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("autograd.grad"))
             for node in walk(loop)
         )
     return found
+
+
+def _clearing_grad_nodes(loop: cst.CSTNode) -> set[cst.CSTNode]:
+    """The `x.grad` attributes of a loop that only clear a gradient: `p.grad = None`, `p.grad.zero_()`,
+    `p.grad.data.zero_()` (the same statements `clears_gradients` reads as clearing)."""
+    found: set[cst.CSTNode] = set()
+    for node in walk(loop):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None":
+            found.update(target.target for target in node.targets if _names_grad(target.target))
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_":
+            receiver = node.func.value
+            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+                receiver = receiver.value
+            if _names_grad(receiver):
+                found.add(receiver)
+    return found
+
+
+def _names_grad(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Attribute) and node.attr.value == "grad"
 
 
 def _inside_one_helper(ctx: RuleContext, backward: Item, clear: Item, step: Item) -> bool:
@@ -467,11 +546,20 @@ def _closures_cleared_last(scope: ScopeAnalysis):
         for event in closure.events:
             if event.context.loop is not None or event.context.conditions:
                 continue
-            if accumulates_into_grad(event):
+            if _adds_to_grad(event):
                 last_backward = event
             elif last_backward is not None and clears_gradients(event) and _same_gradients(event, step, [(step, ())]):
                 yield step, last_backward, event
                 break
+
+
+def _adds_to_grad(event: Event) -> TypeGuard[CallEvent]:
+    """A backward that adds into `.grad`, also Lightning's `self.manual_backward(loss)` under manual
+    optimisation ("Call this directly from your training_step() when doing optimizations manually":
+    it runs the loss's backward, through the precision plugin's scaling)."""
+    return accumulates_into_grad(event) or (
+        isinstance(event, CallEvent) and event.method == "manual_backward" and event.receiver_key == "self"
+    )
 
 
 def _runs_outside_loops(item: Item) -> bool:
@@ -491,11 +579,11 @@ def _runs_in_iteration(item: Item, loop: Loop) -> bool:
 
 def _cleared_before_step(items: list[Item], loop: Loop | None):
     for index, (event, _chain) in enumerate(items):
-        if not accumulates_into_grad(event):
+        if not _adds_to_grad(event):
             continue
         for later in range(index + 1, len(items)):
             candidate, candidate_chain = items[later]
-            if accumulates_into_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
+            if _adds_to_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
                 break
             if not clears_gradients(candidate):
                 continue
@@ -519,7 +607,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
         event = item[0]
         if isinstance(event, CallEvent) and is_optimizer_step(event):
             return None
-        if accumulates_into_grad(event):
+        if _adds_to_grad(event):
             if first is not None and clear is not None:
                 step = _next_step(items, items.index(item))
                 if step is None or not _same_gradients(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
@@ -535,7 +623,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
 
 def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
     for event, chain in items[start + 1:]:
-        if accumulates_into_grad(event):
+        if _adds_to_grad(event):
             return None
         if isinstance(event, CallEvent) and is_optimizer_step(event):
             return event, chain
@@ -1085,6 +1173,115 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.d_optimizer.zero_grad()",
         no_fix=True,
     ),
+    Fires(  # AMP accumulation: a helper in another file clears at the start of each micro-batch's forward-backward
+        """
+        import torch
+        from engine import forward_backward
+
+
+        def train(model, loader, optimizer, args):
+            scaler = torch.cuda.amp.GradScaler()
+            model.train()
+            for batch in loader:
+                for micro in batch.chunk(args.grad_accum):
+                    forward_backward(model, micro.cuda(), optimizer, scaler, args.grad_accum)
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+        files={"engine.py": """
+        import torch
+
+
+        def forward_backward(model, micro, opt, scaler, accum):
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(micro).mean() / accum
+            scaler.scale(loss).backward()
+            return loss.detach()
+        """},
+        no_fix=True,
+        at="forward_backward(model, micro.cuda()",
+    ),
+    Fires(  # the clearing a loop over the parameters, in every micro-batch of the accumulation
+        """
+        import torch
+
+
+        def main(args):
+            model = build_model(args).cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+            scaler = torch.cuda.amp.GradScaler()
+            for batch in get_loader(args):
+                for i in range(args.grad_accum):
+                    inputs = batch[i::args.grad_accum].cuda()
+                    for param in model.parameters():
+                        param.grad = None
+                    with torch.cuda.amp.autocast():
+                        loss = model(inputs).mean() / args.grad_accum
+                    scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+        no_fix=True,
+        at="param.grad = None",
+    ),
+    Fires(  # Lightning manual optimisation: `manual_backward` fills the gradients the clearing then drops
+        """
+        import lightning as L
+        import torch
+
+
+        class GAN(L.LightningModule):
+            def __init__(self, generator, discriminator):
+                super().__init__()
+                self.generator, self.discriminator = generator, discriminator
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.size(0), 128, device=self.device))
+                d_loss = self.discriminator(fake.detach()).mean() - self.discriminator(batch).mean()
+                opt_d.zero_grad()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.discriminator(fake).mean()
+                self.manual_backward(g_loss)
+                opt_g.zero_grad()
+                opt_g.step()
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.generator.parameters()), torch.optim.Adam(self.discriminator.parameters())
+        """,
+        fixed="""
+        import lightning as L
+        import torch
+
+
+        class GAN(L.LightningModule):
+            def __init__(self, generator, discriminator):
+                super().__init__()
+                self.generator, self.discriminator = generator, discriminator
+                self.automatic_optimization = False
+
+            def training_step(self, batch, batch_idx):
+                opt_g, opt_d = self.optimizers()
+                fake = self.generator(torch.randn(batch.size(0), 128, device=self.device))
+                d_loss = self.discriminator(fake.detach()).mean() - self.discriminator(batch).mean()
+                opt_d.zero_grad()
+                self.manual_backward(d_loss)
+                opt_d.step()
+                g_loss = -self.discriminator(fake).mean()
+                self.manual_backward(g_loss)
+                opt_g.step()
+                opt_g.zero_grad()
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.generator.parameters()), torch.optim.Adam(self.discriminator.parameters())
+        """,
+        at="opt_g.zero_grad()",
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -1396,5 +1593,47 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
                     self.backward(F.cross_entropy(self.model(inputs), labels))
                     self.maybe_step()
         """
+    ),
+    Quiet(  # each micro-batch's gradient is kept before the next pass clears it (per-sample clipping by hand)
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, scaler, accum, max_norm):
+            for batch in loader:
+                summed = [torch.zeros_like(p) for p in model.parameters()]
+                for micro in batch.chunk(accum):
+                    for p in model.parameters():
+                        p.grad = None
+                    scaler.scale(model(micro).mean()).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+                    for total, p in zip(summed, model.parameters()):
+                        total.add_(p.grad)
+                for total, p in zip(summed, model.parameters()):
+                    p.grad = total / accum
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+    ),
+    Quiet(  # the helper the micro-batch loop calls clears and steps the critic's optimizer, not the one stepped after the loop
+        """
+        import torch
+        from engine import critic_pass
+
+
+        def train(actor, critic, loader, actor_opt, critic_opt, scaler, accum):
+            for batch in loader:
+                for micro in batch.chunk(accum):
+                    critic_pass(critic, micro, critic_opt, scaler)
+                    scaler.scale(actor(micro).mean() / accum).backward()
+                scaler.step(actor_opt)
+                scaler.update()
+        """,
+        files={"engine.py": """
+        def critic_pass(critic, micro, optimizer, scaler):
+            optimizer.zero_grad()
+            scaler.scale(critic(micro).mean()).backward()
+            scaler.step(optimizer)
+        """},
     ),
 )
