@@ -65,6 +65,7 @@ class _Follower:
         self.calls = {id(call.node): call for call in scope.calls()}
         self.names: set[str] = set()  # local names that may hold the graph
         self.cuts: list[cst.CSTNode] = []
+        self.graph_free_helpers: dict[int, tuple[cst.FunctionDef, bool]] = {}
 
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
         """Followed in source order, round after round (a loop's later statement feeds its earlier ones); a
@@ -157,10 +158,17 @@ class _Follower:
             if name is not None and "." in name and last_part(name) in torchapi.GRAPH_FREE_METHODS:
                 return False  # `torch.argmax(out, 1)`
             helper = self.calls.get(id(node))
-            if helper is not None and helper.function is not None and _returns_graph_free(helper.function.node):
+            if helper is not None and helper.function is not None and self._graph_free_helper(helper.function.node):
                 self._note_cut(node, *(arg.value for arg in node.args))
                 return False  # a local helper whose every `return` drops the graph: `features.cpu().numpy()`, `float(fid)`
         return any(self._carries(child) for child in node.children)
+
+    def _graph_free_helper(self, function: cst.FunctionDef) -> bool:
+        """``_returns_graph_free``, read once per follower (its rounds ask again of every call they pass)."""
+        known = self.graph_free_helpers.get(id(function))
+        if known is None or known[0] is not function:
+            known = self.graph_free_helpers[id(function)] = (function, _returns_graph_free(function))
+        return known[1]
 
     def _note_cut(self, cut: cst.CSTNode, *inputs: cst.CSTNode) -> None:
         if any(self._carries(value) for value in inputs):

@@ -669,8 +669,8 @@ class GradEnabledEval(Rule):
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
-            if dropped is None or script and not dropped.cuts:
-                continue
+            if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
+                continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             text = _text(forward)
             evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
             cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
@@ -1496,6 +1496,23 @@ def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str, receiver:
     if loaded is not None:
         return loaded[0], f"{loaded[1].says}, and nothing in this file puts it in training mode"
     return None
+
+
+# What a tensor says about itself rather than its values: reading only these, a script checks shapes.
+_METADATA = frozenset({
+    "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "size", "dim", "numel", "stride",
+    "element_size", "nelement", "get_device", "is_contiguous", "data_ptr",
+})
+
+
+def _reads_values(cut: cst.CSTNode) -> bool:
+    """A cut of the graph that still reads the output's values (``.numpy()``, ``.argmax(1)``, ``float(x)``), not
+    only its metadata (``.shape``, ``.size(0)``)."""
+    if isinstance(cut, cst.Attribute):
+        return cut.attr.value not in _METADATA
+    if isinstance(cut, cst.Call) and isinstance(cut.func, cst.Attribute):
+        return cut.func.attr.value not in _METADATA
+    return True
 
 
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
@@ -5503,5 +5520,54 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 optimizer.step()
                 optimizer.zero_grad()
         """,
+    ),
+    Quiet(  # an export script's one forward, of which it reads only the shape and device: a check, not an inference pass
+        """
+        import argparse
+
+        import torch
+
+        from models import Upscaler
+
+
+        def check(checkpoint, size=64):
+            model = Upscaler()
+            model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+            model.eval()
+            sample = torch.rand(1, 3, size, size)
+            output = model.upscale(sample)
+            print("output shape", tuple(output.shape), "on", output.device)
+            torch.onnx.export(model, sample, checkpoint.replace(".pt", ".onnx"))
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("checkpoint")
+            check(parser.parse_args().checkpoint)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Denoiser(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 3, 3, padding=1))
+
+                    def forward(self, x):
+                        return x - self.net(x)
+
+
+                class Upscaler(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.body = nn.Conv2d(3, 48, 3, padding=1)
+                        self.shuffle = nn.PixelShuffle(4)
+
+                    def upscale(self, x, factor=4):
+                        return self.shuffle(self.body(x))
+            """,
+        },
     ),
 )
