@@ -18,7 +18,13 @@ leaves the function (a rollout that turns the policy's output into an action num
 drawn with the generator inside the training loop and saved as an image, a prediction loop that
 writes its results out). That needs grad to be known on there: the function steps an optimizer (no
 caller can turn grad off around training), this file runs it itself, or it is a script's module-level
-loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
+loop in a file that runs no backward; a function whose caller in this file steps an optimizer runs with grad on
+too (an FID pass between epochs). The pass may sit in a helper that hands the model's output back (a sampling
+loop, `trainer.sample(16)`, `render_grid(generator, noise)`): the training function that only saves or prints
+what it returns is where its graph dies. A script's one forward outside any loop counts when the file trains
+nothing, its module level runs the function, and the script reads the output's values (a waveform written
+out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
+forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
 network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
@@ -44,7 +50,8 @@ a preference trainer's reference model. When the file puts that model in eval mo
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
-clear it. A perceptual loss, whose network takes the trained model's output, must keep its graph and
+clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`). A perceptual loss,
+whose network takes the trained model's output, must keep its graph and
 is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
