@@ -65,29 +65,40 @@ class _Follower:
         self.calls = {id(call.node): call for call in scope.calls()}
         self.names: set[str] = set()  # local names that may hold the graph
         self.cuts: list[cst.CSTNode] = []
+        self.graph_free_helpers: dict[int, tuple[cst.FunctionDef, bool]] = {}
 
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
+        """Followed in source order, round after round (a loop's later statement feeds its earlier ones); a
+        name rebound to something graph-free outside any loop (``audio = audio.cpu().numpy()``) no longer
+        holds the graph after that line. Each round checks what the names hold where they are used."""
         own, nested = _own_and_nested(self.scope, root)
+        looped = _looped_nodes(self.scope, root, own)
+        held: set[str] = set()  # every name that held it somewhere
+        start: set[str] = set()
         for _ in range(_ROUNDS):
-            before = len(self.names)
+            self.names = set(start)
             for node in own:
-                if not self._follow(node):
+                if isinstance(node, cst.Assign) and id(node) not in looped and not self._carries(node.value):
+                    self.names.difference_update(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
+                elif not self._follow(node):
                     return None
-            if len(self.names) == before:
+                if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and self._carries(node.value):
+                    return None
+                if isinstance(node, cst.Call) and not self._stays_inside(node):
+                    return None
+            held |= self.names
+            end = self.names & {name for node in own if id(node) in looped for name in _bound_names(node)}
+            if end <= start:
                 break
+            start |= end  # what a loop's later statement binds reaches its earlier ones on the next pass
         else:
             return None  # still spreading: too tangled to say it dies
         declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
-        if self.names & declared:
+        if held & declared:
             return None  # kept in a module-level name
-        if any(isinstance(node, cst.Name) and node.value in self.names for node in walk(root) if id(node) in nested):
+        if any(isinstance(node, cst.Name) and node.value in held for node in walk(root) if id(node) in nested):
             return None  # a nested function or class captures it and may run later
-        for node in own:
-            if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and self._carries(node.value):
-                return None
-            if isinstance(node, cst.Call) and not self._stays_inside(node):
-                return None
-        return DroppedGraph(tuple(self.cuts), frozenset(self.names))
+        return DroppedGraph(tuple(dict.fromkeys(self.cuts)), frozenset(held))
 
     def _follow(self, node: cst.CSTNode) -> bool:
         """Bind the names an assignment gives the graph; False when it keeps it outside the function."""
@@ -146,7 +157,18 @@ class _Follower:
             name = dotted(func)
             if name is not None and "." in name and last_part(name) in torchapi.GRAPH_FREE_METHODS:
                 return False  # `torch.argmax(out, 1)`
+            helper = self.calls.get(id(node))
+            if helper is not None and helper.function is not None and self._graph_free_helper(helper.function.node):
+                self._note_cut(node, *(arg.value for arg in node.args))
+                return False  # a local helper whose every `return` drops the graph: `features.cpu().numpy()`, `float(fid)`
         return any(self._carries(child) for child in node.children)
+
+    def _graph_free_helper(self, function: cst.FunctionDef) -> bool:
+        """``_returns_graph_free``, read once per follower (its rounds ask again of every call they pass)."""
+        known = self.graph_free_helpers.get(id(function))
+        if known is None or known[0] is not function:
+            known = self.graph_free_helpers[id(function)] = (function, _returns_graph_free(function))
+        return known[1]
 
     def _note_cut(self, cut: cst.CSTNode, *inputs: cst.CSTNode) -> None:
         if any(self._carries(value) for value in inputs):
@@ -206,6 +228,68 @@ class _Follower:
         values = [element.value for element in table.elements if isinstance(element, cst.DictElement)]
         found = [functions.get(value.value) for value in values if isinstance(value, cst.Name)]
         return found if len(found) == len(table.elements) and all(found) else None
+
+
+def _looped_nodes(scope: ScopeAnalysis, root: cst.CSTNode, own: list[cst.CSTNode]) -> set[int]:
+    """The ids of the nodes inside a loop's body (kept once per tree, as ``_own_and_nested``)."""
+    kept: dict[int, tuple[cst.CSTNode, set[int]]] = scope.chunk.memo.setdefault("graph_use looped nodes", {})
+    found = kept.get(id(root))
+    if found is None or found[0] is not root:
+        found = kept[id(root)] = (root, {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)})
+    return found[1]
+
+
+def _bound_names(node: cst.CSTNode) -> list[str]:
+    """The plain names an assignment-like node binds (what may carry over to a loop's next pass)."""
+    targets: list[cst.BaseExpression]
+    if isinstance(node, cst.Assign):
+        targets = [target.target for target in node.targets]
+    elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        targets = [node.target]
+    elif isinstance(node, (cst.For, cst.CompFor)):
+        targets = [node.target]
+    elif isinstance(node, cst.NamedExpr):
+        targets = [node.target]
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        targets = [node.asname.name]
+    elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _STORING_METHODS:
+        targets = [node.func.value]
+    else:
+        return []
+    names: list[str] = []
+    while targets:
+        target = targets.pop()
+        if isinstance(target, cst.Name):
+            names.append(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            targets.extend(element.value for element in target.elements)
+        elif isinstance(target, (cst.StarredElement, cst.Subscript)):
+            targets.append(target.value)
+    return names
+
+
+def _returns_graph_free(function: cst.FunctionDef) -> bool:
+    """Every ``return`` of the function (none nested) hands back something that holds no graph, whatever it
+    was given: a number, text, or a tensor cut off by a graph-free method (``x.cpu().numpy()``, ``float(d)``)."""
+    returns = [node for node in walk(function.body) if isinstance(node, (cst.Return, cst.Yield))]
+    nested = {id(node) for inner in _nested_definitions(function.body) for node in walk(inner)}
+    returns = [node for node in returns if id(node) not in nested]
+    return bool(returns) and all(node.value is not None and _graph_free_expression(node.value) for node in returns)
+
+
+def _graph_free_expression(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return bool(node.elements) and all(_graph_free_expression(element.value) for element in node.elements)
+    if isinstance(node, (cst.Comparison, cst.FormattedString, cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Attribute):
+        return node.attr.value in torchapi.GRAPH_FREE_ATTRIBUTES
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            return func.attr.value in torchapi.GRAPH_FREE_METHODS
+        return isinstance(func, cst.Name) and func.value in _GRAPH_FREE_CALLS
+    return False
 
 
 def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.CSTNode], set[int]]:

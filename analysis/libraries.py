@@ -189,6 +189,16 @@ LIBRARY_NO_GRAD_METHODS = {
     "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
 }
 
+# Keyword arguments that only a library model's forward takes: calling a value with one of them runs that
+# model, whatever the value was loaded by (a project's own `load_model` helper hands back a transformers
+# model the analysis cannot see built). One keyword a row, with its source.
+MODEL_FORWARD_KEYWORDS = {
+    "output_hidden_states": "transformers, PreTrainedModel subclasses' forward: `output_hidden_states (bool, optional)`, "
+    "returns the hidden states of all layers (docs: model outputs)",
+    "output_attentions": "transformers, PreTrainedModel subclasses' forward: `output_attentions (bool, optional)`, "
+    "returns the attention weights of all layers (docs: model outputs)",
+}
+
 # Model methods that a library leaves the model in eval mode after, whatever model they belong to (the
 # library switches it and does not switch it back). One method a row, with its source.
 _CONTINUOUS_BATCHING = (

@@ -18,7 +18,13 @@ leaves the function (a rollout that turns the policy's output into an action num
 drawn with the generator inside the training loop and saved as an image, a prediction loop that
 writes its results out). That needs grad to be known on there: the function steps an optimizer (no
 caller can turn grad off around training), this file runs it itself, or it is a script's module-level
-loop in a file that runs no backward. A frozen model (`requires_grad_(False)` on it as a whole) or a
+loop in a file that runs no backward; a function whose caller in this file steps an optimizer runs with grad on
+too (an FID pass between epochs). The pass may sit in a helper that hands the model's output back (a sampling
+loop, `trainer.sample(16)`, `render_grid(generator, noise)`): the training function that only saves or prints
+what it returns is where its graph dies. A script's one forward outside any loop counts when the file trains
+nothing, its module level runs the function, and the script reads the output's values (a waveform written
+out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
+forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
 network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
@@ -44,7 +50,8 @@ a preference trainer's reference model. When the file puts that model in eval mo
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
-clear it. A perceptual loss, whose network takes the trained model's output, must keep its graph and
+clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`). A perceptual loss,
+whose network takes the trained model's output, must keep its graph and
 is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
@@ -66,7 +73,13 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
-from trainlint.analysis.libraries import LIBRARY_NO_GRAD_METHODS, SERVES_REQUESTS, ModeFact, call_fact
+from trainlint.analysis.libraries import (
+    LIBRARY_NO_GRAD_METHODS,
+    MODEL_FORWARD_KEYWORDS,
+    SERVES_REQUESTS,
+    ModeFact,
+    call_fact,
+)
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
@@ -94,6 +107,7 @@ from trainlint.rules import (
     StoreEvent,
     Tag,
     TextEdit,
+    Value,
     backward_target,
     calls_in,
     dotted,
@@ -286,7 +300,7 @@ class GradEnabledEval(Rule):
         else:  # no switch: a model its library returned in eval mode, which nothing switches to training
             forwards = [
                 call for call in calls
-                if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call) is not None
+                if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
             ]
         if not forwards or _trains(calls) or _disables_grad(scope, list(scope.calls())):
             return False
@@ -300,7 +314,7 @@ class GradEnabledEval(Rule):
             why = "`eval()` does not turn autograd off"
             evidence = [((mode.chunk, mode.node), f"`{_text(mode)}` switches layers to inference, not autograd")]
         else:
-            loaded = _left_in_eval_mode(ctx, forward)
+            loaded = _left_in_eval_mode(ctx, forward.receiver, forward.receiver_key)
             assert loaded is not None, "the forwards were chosen for it"
             switched = f"in eval mode ({loaded[1].says})"
             why = "eval mode does not turn autograd off"
@@ -435,7 +449,7 @@ class GradEnabledEval(Rule):
             return False
         forwards = [
             call for call in scope.calls()
-            if call.context.loops and call.context.grad_off is None and Tag.GRAPH in call.result.tags
+            if call.context.loops and call.context.grad_off is None and _records_graph(call)
             and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
             and not (not module.backward_calls and _built_untrained(module, scope, call))
         ]
@@ -581,7 +595,8 @@ class GradEnabledEval(Rule):
             return False
         calls = list(scope.calls())
         steps = [call for call in calls if is_optimizer_step(call)]
-        if not steps or not any(is_backward(call) for call in calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
+        # what the function freezes (`vae.requires_grad_(False)`) is read per model below, as `_frozen_models`
+        if not steps or not any(is_backward(call) for call in calls) or _sets_grad_mode(calls) or _grad_disabled_globally(module):
             return False
         stepped = _stepped_parameters(ctx, scope, steps)
         if not stepped:
@@ -589,15 +604,18 @@ class GradEnabledEval(Rule):
         owners, sources = stepped
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in calls:
-            key = forward.receiver_key
+            key, receiver, inputs = forward.receiver_key, forward.receiver, [*forward.args, *forward.kwargs.values()]
             if (
-                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags
-                or not _is_model_forward(forward, set()) or _parameterless(ctx, forward) or key in frozen
-                or any(Tag.GRAPH in value.tags for value in [*forward.args, *forward.kwargs.values()])
-                or _shares_parameters(ctx, scope, forward, key, owners)
+                key is not None and (not _is_model_forward(forward, set()) or _parameterless(ctx, forward))
+                or key is None and forward.function is not None
+            ):
+                key, receiver, inputs = _model_run_by_helper(ctx, scope, forward)
+            if (
+                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags or key in frozen
+                or any(Tag.GRAPH in value.tags for value in inputs) or _shares_parameters(ctx, scope, forward, key, owners)
             ):
                 continue
-            kept_in_eval = _kept_in_eval_mode(ctx, forward, key)
+            kept_in_eval = _kept_in_eval_mode(ctx, forward, key, receiver)
             if kept_in_eval is None:
                 continue
             step = steps[0]
@@ -622,35 +640,44 @@ class GradEnabledEval(Rule):
     # ------------------------------------------------------------------ (e) one inference forward
     def _check_single_forward(self, ctx, scope: ScopeAnalysis) -> bool:
         """One forward, outside any loop, whose graph nothing uses, in a file that runs no backward and
-        steps no optimizer, where a web framework's request handler of this file calls the function with
-        grad on: the server runs it for every request (an embedding endpoint), as a loop would. A script's
-        one forward run once (a warm-up, a check after exporting a model) costs one graph, and is left
-        alone. Turning grad off around another forward of the function does not cover this one."""
+        steps no optimizer, where grad is known on and the pass is the program's work: a web framework's
+        request handler of this file calls the function (the server runs it for every request, an
+        embedding endpoint, as a loop would), or the file's own module level runs it (an inference
+        script's `synthesize()`) and turns what the forward computes into results (`.cpu().numpy()`,
+        `.tolist()`: a waveform written out, labels printed). A script's one forward whose output is
+        dropped (a warm-up, a check after exporting a model) costs one graph, and is left alone. Turning
+        grad off around another forward of the function does not cover this one. The forward may be a
+        method of the model the function switched to eval (`vocoder.eval()`, then `vocoder.infer(mels)`)."""
         info = scope.function
         module = ctx.module
         if info is None or _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
             return False
         if module.module_fact("TL102 the file trains", _trains_anywhere):
             return False
+        calls = list(calls_in(scope, None))
+        switched = {_switched_model(call) for call in calls if _is_mode_switch(call) and _mode(call) == "eval"}
         forwards = [
             call for call in scope.calls()
-            if not call.context.loops and call.context.grad_off is None and Tag.GRAPH in call.result.tags
-            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
-            and not _built_untrained(module, scope, call)
+            if not call.context.loops and call.context.grad_off is None
+            and (
+                _records_graph(call) and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
+                or _switched_model_method(ctx, call, switched)
+            )
+            and not _parameterless(ctx, call) and not _built_untrained(module, scope, call)
         ]
         if not forwards:
             return False
-        calls = list(calls_in(scope, None))
         if _trains(calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
             return False
         served = _served_per_request(ctx, info)
-        if served is None:
+        script = served is None and _run_by_this_file(module, info, set())
+        if served is None and not script:
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
-            if dropped is None:
-                continue
+            if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
+                continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             text = _text(forward)
             evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
             cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
@@ -658,18 +685,29 @@ class GradEnabledEval(Rule):
             if cuts:
                 evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
                 cut = f"; `{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])} drops it"
-            site, decorator = served
-            evidence.append(((site.chunk, decorator), "the web server calls this handler for every request, with grad on"))
-            evidence.append(((site.chunk, site.node), "the handler calls it here"))
+            if served is not None:
+                site, decorator = served
+                evidence.append(((site.chunk, decorator), "the web server calls this handler for every request, with grad on"))
+                evidence.append(((site.chunk, site.node), "the handler calls it here"))
+                evidence.append(((forward.chunk, info.node.name), f"`@torch.inference_mode()` on `{info.name}` covers every request it serves"))
+                why = (
+                    "An inference pass the server runs for every request: each keeps every layer's activations until it "
+                    "returns, for gradients nobody computes"
+                )
+            else:
+                evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(module, info)[:1])
+                why = (
+                    "An inference script's pass: it keeps every layer's activations until the function returns, for "
+                    "gradients nobody computes (a long input's graph is what runs it out of memory)"
+                )
             no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(info.node, forward.statement)
             edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
             ctx.report(
                 forward.node,
                 f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
-                f"nothing derived from it leaves `{info.qualified_name}()`{cut}, and nothing in this file trains. "
-                "An inference pass the server runs for every request: each keeps every layer's activations until it "
-                "returns, for gradients nobody computes",
+                f"nothing derived from it leaves `{info.qualified_name}()`{cut}, and nothing in this file trains. {why}"
+                + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
@@ -897,14 +935,13 @@ def _is_eval_data(iterable_text: str) -> bool:
     return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
 
 
-def _left_in_eval_mode(ctx: RuleContext, forward: CallEvent) -> tuple[tuple, ModeFact] | None:
-    """Where the model ``forward`` runs was returned in eval mode by its library (``from_pretrained``), and
-    what says so, when nothing in the file switches it to training mode."""
-    receiver = forward.receiver
+def _left_in_eval_mode(ctx: RuleContext, receiver: Value | None, receiver_key: str | None) -> tuple[tuple, ModeFact] | None:
+    """Where the model ``receiver`` (named ``receiver_key``) was returned in eval mode by its library
+    (``from_pretrained``), and what says so, when nothing in the file switches it to training mode."""
     mode = library_model_facts(receiver)[0] if receiver is not None else None
     if mode is None or receiver is None or receiver.site is None:
         return None
-    key = (forward.receiver_key or "").rpartition(".")[2]
+    key = (receiver_key or "").rpartition(".")[2]
     if any(call.method == "train" and (call.receiver_key or "").rpartition(".")[2] == key for call in ctx.module.all_calls()):
         return None
     return receiver.site, mode
@@ -912,14 +949,28 @@ def _left_in_eval_mode(ctx: RuleContext, forward: CallEvent) -> tuple[tuple, Mod
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
     """A forward of a known model (calling it, `forward`, or a variant of it a model defines under that
-    word: `incremental_forward`, `forward_features`), or a call of something that was switched to
-    ``eval()`` (so a module)."""
+    word: `incremental_forward`, `forward_features`), a call of something that was switched to
+    ``eval()`` (so a module), or a call passing a keyword only a library model's forward takes."""
     receiver = call.receiver
     if receiver is not None and Tag.MODEL in receiver.tags:
         if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
             return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
         return call.method is None or "forward" in name_words(call.method)
-    return call.method is None and (call.receiver_key or call.callee) in switched - {None}
+    return call.method is None and (call.receiver_key or call.callee) in switched - {None} or _forward_by_keyword(call)
+
+
+def _forward_by_keyword(call: CallEvent) -> bool:
+    """``self.model(input_ids, output_hidden_states=True)``: calling a value (of unknown kind) with a keyword
+    that only a library model's forward takes (``MODEL_FORWARD_KEYWORDS``)."""
+    if call.method not in {None, "forward"} or call.function is not None:
+        return False  # a workspace function taking the flag on is followed as one
+    return any(arg.keyword is not None and arg.keyword.value in MODEL_FORWARD_KEYWORDS for arg in call.arg_nodes)
+
+
+def _records_graph(call: CallEvent) -> bool:
+    """The call's result carries an autograd graph: the dataflow says so, or it is a library model's forward
+    (by its keywords) run with grad on."""
+    return Tag.GRAPH in call.result.tags or call.context.grad_off is None and _forward_by_keyword(call)
 
 
 def _builds_a_module(ctx: RuleContext, forward: CallEvent, calls: list[CallEvent]) -> bool:
@@ -991,7 +1042,7 @@ def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
     """Grad turned off (or frozen) by a call rather than a with-block: ``set_grad_enabled(False)``,
     ``requires_grad_(False)``. Parameters frozen and others given back (``requires_grad = True``: the
     base frozen, the head fine-tuned) are a choice of what trains, not of where grad is off."""
-    if any(call.callee is not None and last_part(call.callee) == "set_grad_enabled" and not _is_with_item(call) for call in calls):
+    if _sets_grad_mode(calls):
         return True
     settings = [call.arg_nodes[0].value if call.arg_nodes else cst.Name("True") for call in calls if call.method == "requires_grad_"]
     settings += [
@@ -1001,6 +1052,11 @@ def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
         and any(target.endswith(".requires_grad") for target in event.targets)
     ]
     return any(_is_false(value) for value in settings) and not any(_is_true(value) for value in settings)
+
+
+def _sets_grad_mode(calls: list[CallEvent]) -> bool:
+    """``torch.set_grad_enabled(False)`` called as a statement, not as a with-block's item."""
+    return any(call.callee is not None and last_part(call.callee) == "set_grad_enabled" and not _is_with_item(call) for call in calls)
 
 
 def _is_with_item(call: CallEvent) -> bool:
@@ -1207,9 +1263,13 @@ def _mode(event: CallEvent) -> str:
 
 
 def _switched_model(event: CallEvent) -> str | None:
-    """The dotted name of what a mode switch was called on."""
+    """The dotted name of what a mode switch was called on; for one that ends a chain whose value a name
+    takes (``vocoder = torch.load(path)["model"].cuda().eval()``), that name."""
     if event.callee is not None:
         return event.callee.rpartition(".")[0]
+    statement = event.statement
+    if event.receiver_key is None and isinstance(statement, cst.Assign) and statement.value is event.node and len(statement.targets) == 1:
+        return dotted(statement.targets[0].target)
     return event.receiver_key
 
 
@@ -1233,16 +1293,24 @@ def _text(call: CallEvent) -> str:
 
 
 def _run_by_this_file(module, info, seen: set[int]) -> bool:
-    """The function runs as part of this file's own program: called from module level (a script's
-    `main()`), directly or through functions of this file, with grad on at every call. A helper only
-    other files call may run under their `no_grad()`, which this file cannot see."""
+    """The function runs as part of this file's own program with grad on: called from module level (a
+    script's `main()`) or from a function that steps an optimizer (no caller turns grad off around
+    training: an FID pass between epochs), directly or through functions of this file, with grad on at
+    every call. A helper only other files call may run under their `no_grad()`, which this file cannot see."""
     if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
         return False
     seen.add(id(info))
     sites = _callers(module, info)
     if not sites or any(site.context.grad_off is not None for site in sites):
         return False
-    return any(site.scope.function is None or _run_by_this_file(module, site.scope.function, seen) for site in sites)
+    return any(
+        site.scope.function is None or _steps_optimizer(site.scope) or _run_by_this_file(module, site.scope.function, seen)
+        for site in sites
+    )
+
+
+def _steps_optimizer(scope: ScopeAnalysis) -> bool:
+    return any(is_optimizer_step(call) for call in calls_in(scope, None))
 
 
 def _built_on_the_spot(module: ModuleView, scope: ScopeAnalysis, forward: CallEvent) -> bool:
@@ -1302,13 +1370,15 @@ def _parameter_sources(ctx: RuleContext, scope: ScopeAnalysis, expressions: list
     bound in the scope to what they were built from; None when a name leads where this cannot follow."""
     found: list[str] = []
     for expression in expressions:
+        named = set()  # the nodes of the receivers found: `unet` of `unet.parameters()` is the answer, not a name to follow
         for node in _walk(expression):
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"parameters", "named_parameters"}:
                 receiver = dotted(node.func.value)
                 if receiver is None:
                     return None
                 found.append(receiver)
-            elif isinstance(node, cst.Name) and depth < 3 and _is_value_name(expression, node):
+                named.update(id(part) for part in _walk(node.func.value))
+            elif isinstance(node, cst.Name) and id(node) not in named and depth < 3 and _is_value_name(expression, node):
                 bound = _bound_value(ctx, scope, node.value, before)
                 if bound is None or bound.value_node is None:
                     if node.value in scope.params:
@@ -1384,7 +1454,39 @@ def _names_in(expression: cst.BaseExpression) -> set[str]:
     return names
 
 
-def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str) -> tuple[Site, str] | None:
+def _model_run_by_helper(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple[str | None, Value | None, list[Value]]:
+    """The model a workspace helper runs for ``call`` and hands the output of back (``encode_prompt(text_encoder,
+    tokenizer, prompts)``, whose forward is of its parameter ``text_encoder``): the name passed for it here, its
+    value, and the values of the other arguments (the model's inputs, as far as this call shows them)."""
+    helper = call.function
+    inner = helper.analysis(ctx.summary) if helper is not None else None
+    if helper is None or inner is None or Tag.GRAPH not in inner.return_value.tags or not _leaves_grad_to_caller(ctx, helper, inner):
+        return None, None, []
+    inner_calls = list(calls_in(inner, None))
+    if _trains(inner_calls):
+        return None, None, []
+    run = {
+        inner_call.receiver_key for inner_call in inner_calls
+        if inner_call.scope is inner and inner_call.receiver_key in inner.params and inner_call.context.grad_off is None
+        and _is_model_forward(inner_call, set()) and not _parameterless(ctx, inner_call)
+    }
+    if len(run) != 1:
+        return None, None, []
+    parameter = run.pop()
+    assert parameter is not None, "a parameter's name"
+    passed = call.keyword(parameter)
+    if passed is None:
+        positional = helper.positional_parameters
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+        passed = plain[positional.index(parameter)] if parameter in positional and positional.index(parameter) < len(plain) else None
+    key = dotted(passed.value) if passed is not None else None
+    if passed is None or key is None:
+        return None, None, []
+    others = [scope.value_at(arg.value) for arg in call.arg_nodes if arg is not passed]
+    return key, scope.value_at(passed.value), [value for value in others if value is not None]
+
+
+def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str, receiver: Value | None) -> tuple[Site, str] | None:
     """Where the file shows that the model ``key`` is not trained: it switches it to eval mode (or its library
     returns it so, `from_pretrained`), and nothing in the file switches it back to training mode."""
     name = key.rpartition(".")[2]
@@ -1397,10 +1499,27 @@ def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str) -> tuple[
     built = binding.value_node if binding is not None else None
     if binding is not None and isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value == "eval" and not built.args:
         return (binding.chunk, built), f"`{quoted(binding.chunk, built)}` puts it in eval mode, and nothing in this file back in training mode"
-    loaded = _left_in_eval_mode(ctx, forward)
+    loaded = _left_in_eval_mode(ctx, receiver, key)
     if loaded is not None:
         return loaded[0], f"{loaded[1].says}, and nothing in this file puts it in training mode"
     return None
+
+
+# What a tensor says about itself rather than its values: reading only these, a script checks shapes.
+_METADATA = frozenset({
+    "shape", "device", "dtype", "ndim", "is_cuda", "requires_grad", "grad_fn", "size", "dim", "numel", "stride",
+    "element_size", "nelement", "get_device", "is_contiguous", "data_ptr",
+})
+
+
+def _reads_values(cut: cst.CSTNode) -> bool:
+    """A cut of the graph that still reads the output's values (``.numpy()``, ``.argmax(1)``, ``float(x)``), not
+    only its metadata (``.shape``, ``.size(0)``)."""
+    if isinstance(cut, cst.Attribute):
+        return cut.attr.value not in _METADATA
+    if isinstance(cut, cst.Call) and isinstance(cut.func, cst.Attribute):
+        return cut.func.attr.value not in _METADATA
+    return True
 
 
 def _served_per_request(ctx: RuleContext, info) -> tuple[CallEvent, cst.Decorator] | None:
@@ -1489,20 +1608,29 @@ def _is_true(node) -> bool:
 
 def _runs_model_layers(ctx, call: CallEvent) -> bool:
     """A method of a workspace model class that returns what its layers compute (`policy.pi(state)`,
-    `self.encode(x)`), or a helper of the workspace without a loop of its own that returns what a
-    model it runs computes (`generate_images(generator, noise)`): a forward under another name. One
-    that backwards or steps an optimizer is a training step, whatever it returns."""
+    `self.encode(x)`), or a helper of the workspace (a function, or a method of another object: a
+    trainer's `self.sample(16)`) that returns what a model it runs computes (`generate_images(generator,
+    noise)`, a sampling loop handing back its last step): a forward under another name, whose graph the
+    helper's own check cannot see dropped, since it hands it back. One that backwards or steps an
+    optimizer is a training step, whatever it returns."""
     receiver = call.receiver
     helper = call.function
-    if receiver is None:
-        if helper is None or call.callee is None:
+    if receiver is None or helper is not None and Tag.MODEL not in receiver.tags:
+        if helper is None or receiver is None and call.callee is None:
             return False
         analysis = helper.analysis(ctx.summary)
-        # one pass through the model, handed back; a helper with a loop of its own is a pass of its own
-        return analysis is not None and not analysis.loops and Tag.GRAPH in analysis.return_value.tags and any(
-            _is_model_forward(inner, set()) for inner in calls_in(analysis, None)
-        ) and not _trains(list(calls_in(analysis, None)))
-    if Tag.MODEL not in receiver.tags or call.method is None:
+        if analysis is None or Tag.GRAPH not in analysis.return_value.tags or analysis.loops and is_eval_name(helper.name):
+            return False  # an evaluation function's own pass is reported where it is defined
+        inner_calls = list(calls_in(analysis, None))
+        return any(_is_model_forward(inner, set()) or _model_method_returns_graph(ctx, inner) for inner in inner_calls) and not _trains(inner_calls)
+    return _model_method_returns_graph(ctx, call)
+
+
+def _model_method_returns_graph(ctx, call: CallEvent) -> bool:
+    """A method of a workspace model class (other than its forward) that returns what its layers compute."""
+    receiver = call.receiver
+    helper = call.function
+    if receiver is None or Tag.MODEL not in receiver.tags or call.method is None:
         return False
     if helper is None and isinstance(receiver.detail, ClassInfo):
         helper = receiver.detail.find_method(call.method, ctx.summary)
@@ -3304,6 +3432,505 @@ GradEnabledEval.MUST_FIRE = (
         unsafe=True,
         severity=Severity.WARNING,
     ),
+    Fires(  # a trainer's sampling method hands its last step back; the training method saves it as an image: the graph of every denoising step is recorded for nothing
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class DenoiserTrainer:
+            def __init__(self, model, loader, lr=1e-4, device="cuda"):
+                self.model = model.to(device)
+                self.loader = loader
+                self.device = device
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+            def sample(self, count, steps=50):
+                x = torch.randn(count, 3, 32, 32, device=self.device)
+                for step in reversed(range(steps)):
+                    level = torch.full((count,), step, device=self.device)
+                    x = x - self.model(x, level) / steps
+                return x.clamp(-1, 1)
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    for images in self.loader:
+                        images = images.to(self.device)
+                        noise = torch.randn_like(images)
+                        level = torch.randint(0, 50, (images.size(0),), device=self.device)
+                        loss = F.mse_loss(self.model(images + noise, level), noise)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                    save_image(self.sample(16), f"samples/epoch{epoch:03d}.png", nrow=4)
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class DenoiserTrainer:
+            def __init__(self, model, loader, lr=1e-4, device="cuda"):
+                self.model = model.to(device)
+                self.loader = loader
+                self.device = device
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+            def sample(self, count, steps=50):
+                x = torch.randn(count, 3, 32, 32, device=self.device)
+                for step in reversed(range(steps)):
+                    level = torch.full((count,), step, device=self.device)
+                    x = x - self.model(x, level) / steps
+                return x.clamp(-1, 1)
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    for images in self.loader:
+                        images = images.to(self.device)
+                        noise = torch.randn_like(images)
+                        level = torch.randint(0, 50, (images.size(0),), device=self.device)
+                        loss = F.mse_loss(self.model(images + noise, level), noise)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                    with torch.no_grad():
+                        save_image(self.sample(16), f"samples/epoch{epoch:03d}.png", nrow=4)
+        """,
+        unsafe=True,
+    ),
+    Fires(  # a sampling helper of another file returns the generator's images; the training loop only saves them
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from sampling import render_grid
+        from networks import Generator, Critic
+
+
+        def main(loader, iterations=20000, every=500, latent_dim=64):
+            generator, critic = Generator(latent_dim).cuda(), Critic().cuda()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.9))
+            c_opt = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.9))
+            fixed = torch.randn(64, latent_dim, device="cuda")
+            for iteration, real in zip(range(iterations), loader):
+                real = real.cuda()
+                fake = generator(torch.randn(real.size(0), latent_dim, device="cuda"))
+                c_loss = critic(fake.detach()).mean() - critic(real).mean()
+                c_opt.zero_grad()
+                c_loss.backward()
+                c_opt.step()
+                g_loss = -critic(fake).mean()
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+                if iteration % every == 0:
+                    save_image(render_grid(generator, fixed), f"progress/{iteration:06d}.png")
+
+
+        if __name__ == "__main__":
+            main(torch.load("faces.pt"))
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from sampling import render_grid
+        from networks import Generator, Critic
+
+
+        def main(loader, iterations=20000, every=500, latent_dim=64):
+            generator, critic = Generator(latent_dim).cuda(), Critic().cuda()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.9))
+            c_opt = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.9))
+            fixed = torch.randn(64, latent_dim, device="cuda")
+            for iteration, real in zip(range(iterations), loader):
+                real = real.cuda()
+                fake = generator(torch.randn(real.size(0), latent_dim, device="cuda"))
+                c_loss = critic(fake.detach()).mean() - critic(real).mean()
+                c_opt.zero_grad()
+                c_loss.backward()
+                c_opt.step()
+                g_loss = -critic(fake).mean()
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+                if iteration % every == 0:
+                    with torch.no_grad():
+                        save_image(render_grid(generator, fixed), f"progress/{iteration:06d}.png")
+
+
+        if __name__ == "__main__":
+            main(torch.load("faces.pt"))
+        """,
+        unsafe=True,
+        files={
+            "sampling.py": """
+                import torch
+
+
+                def render_grid(generator, latents, chunk=16):
+                    images = [generator(part) for part in latents.split(chunk)]
+                    return torch.cat(images) * 0.5 + 0.5
+            """,
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, latent_dim):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent_dim, 3 * 32 * 32), nn.Tanh())
+
+                    def forward(self, z):
+                        return self.net(z).view(-1, 3, 32, 32)
+
+
+                class Critic(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1))
+
+                    def forward(self, x):
+                        return self.net(x)
+            """,
+        },
+    ),
+    Fires(  # an FID pass between epochs: its only caller trains, so grad is on in it
+        """
+        import numpy as np
+        import torch
+        from scipy import linalg
+        from torchvision.models import inception_v3
+
+        from networks import Critic, Generator
+
+
+        def pooled_features(inception, images):
+            return inception(torch.nn.functional.interpolate(images, size=299)).cpu().numpy()
+
+
+        def frechet_distance(real, fake):
+            mean_gap = ((real.mean(0) - fake.mean(0)) ** 2).sum()
+            covariance, _ = linalg.sqrtm(np.cov(real, rowvar=False) @ np.cov(fake, rowvar=False), disp=False)
+            return float(mean_gap + np.trace(np.cov(real, rowvar=False) + np.cov(fake, rowvar=False) - 2 * covariance.real))
+
+
+        def fid(generator, inception, reference_batches, latent_dim):
+            real, fake = [], []
+            for batch in reference_batches:
+                real.append(pooled_features(inception, batch.cuda()))
+                fake.append(pooled_features(inception, generator(torch.randn(batch.size(0), latent_dim, device="cuda"))))
+            return frechet_distance(np.concatenate(real), np.concatenate(fake))
+
+
+        def train(loader, reference_batches, epochs=100, latent_dim=64):
+            generator, critic = Generator(latent_dim).cuda(), Critic().cuda()
+            inception = inception_v3(weights="IMAGENET1K_V1", aux_logits=True).cuda().eval()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            c_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), latent_dim, device="cuda"))
+                    c_loss = critic(fake.detach()).mean() - critic(real.cuda()).mean()
+                    c_opt.zero_grad()
+                    c_loss.backward()
+                    c_opt.step()
+                    g_loss = -critic(fake).mean()
+                    g_opt.zero_grad()
+                    g_loss.backward()
+                    g_opt.step()
+                print(f"epoch {epoch}: FID {fid(generator, inception, reference_batches, latent_dim):.2f}")
+        """,
+        fixed="""
+        import numpy as np
+        import torch
+        from scipy import linalg
+        from torchvision.models import inception_v3
+
+        from networks import Critic, Generator
+
+
+        def pooled_features(inception, images):
+            return inception(torch.nn.functional.interpolate(images, size=299)).cpu().numpy()
+
+
+        def frechet_distance(real, fake):
+            mean_gap = ((real.mean(0) - fake.mean(0)) ** 2).sum()
+            covariance, _ = linalg.sqrtm(np.cov(real, rowvar=False) @ np.cov(fake, rowvar=False), disp=False)
+            return float(mean_gap + np.trace(np.cov(real, rowvar=False) + np.cov(fake, rowvar=False) - 2 * covariance.real))
+
+
+        def fid(generator, inception, reference_batches, latent_dim):
+            real, fake = [], []
+            for batch in reference_batches:
+                real.append(pooled_features(inception, batch.cuda()))
+                with torch.no_grad():
+                    fake.append(pooled_features(inception, generator(torch.randn(batch.size(0), latent_dim, device="cuda"))))
+            return frechet_distance(np.concatenate(real), np.concatenate(fake))
+
+
+        def train(loader, reference_batches, epochs=100, latent_dim=64):
+            generator, critic = Generator(latent_dim).cuda(), Critic().cuda()
+            inception = inception_v3(weights="IMAGENET1K_V1", aux_logits=True).cuda().eval()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            c_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+            for epoch in range(epochs):
+                for real in loader:
+                    fake = generator(torch.randn(real.size(0), latent_dim, device="cuda"))
+                    c_loss = critic(fake.detach()).mean() - critic(real.cuda()).mean()
+                    c_opt.zero_grad()
+                    c_loss.backward()
+                    c_opt.step()
+                    g_loss = -critic(fake).mean()
+                    g_opt.zero_grad()
+                    g_loss.backward()
+                    g_opt.step()
+                print(f"epoch {epoch}: FID {fid(generator, inception, reference_batches, latent_dim):.2f}")
+        """,
+        unsafe=True,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, latent_dim):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent_dim, 3 * 32 * 32), nn.Tanh())
+
+                    def forward(self, z):
+                        return self.net(z).view(-1, 3, 32, 32)
+
+
+                class Critic(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1))
+
+                    def forward(self, x):
+                        return self.net(x)
+            """,
+        },
+    ),
+    Fires(  # an inference script guards one forward and forgets the other, whose result it writes out
+        """
+        import argparse
+
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        from models import Denoiser, Upscaler
+
+
+        def enhance(denoiser_path, upscaler_path, image_path, output_path):
+            denoiser = Denoiser()
+            denoiser.load_state_dict(torch.load(denoiser_path, map_location="cuda"))
+            denoiser.cuda().eval()
+            upscaler = torch.load(upscaler_path, map_location="cuda").eval()
+            image = torch.from_numpy(np.asarray(Image.open(image_path))).permute(2, 0, 1).float().div(255).unsqueeze(0).cuda()
+            with torch.no_grad():
+                clean = denoiser(image)
+            large = upscaler.upscale(clean, factor=4).clamp(0, 1)
+            pixels = (large[0].permute(1, 2, 0).cpu().numpy() * 255).astype(np.uint8)
+            Image.fromarray(pixels).save(output_path)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--denoiser", default="denoiser.pt")
+            parser.add_argument("--upscaler", default="upscaler.pt")
+            parser.add_argument("image")
+            parser.add_argument("output")
+            args = parser.parse_args()
+            enhance(args.denoiser, args.upscaler, args.image, args.output)
+        """,
+        fixed="""
+        import argparse
+
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        from models import Denoiser, Upscaler
+
+
+        def enhance(denoiser_path, upscaler_path, image_path, output_path):
+            denoiser = Denoiser()
+            denoiser.load_state_dict(torch.load(denoiser_path, map_location="cuda"))
+            denoiser.cuda().eval()
+            upscaler = torch.load(upscaler_path, map_location="cuda").eval()
+            image = torch.from_numpy(np.asarray(Image.open(image_path))).permute(2, 0, 1).float().div(255).unsqueeze(0).cuda()
+            with torch.no_grad():
+                clean = denoiser(image)
+            with torch.no_grad():
+                large = upscaler.upscale(clean, factor=4).clamp(0, 1)
+            pixels = (large[0].permute(1, 2, 0).cpu().numpy() * 255).astype(np.uint8)
+            Image.fromarray(pixels).save(output_path)
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--denoiser", default="denoiser.pt")
+            parser.add_argument("--upscaler", default="upscaler.pt")
+            parser.add_argument("image")
+            parser.add_argument("output")
+            args = parser.parse_args()
+            enhance(args.denoiser, args.upscaler, args.image, args.output)
+        """,
+        unsafe=True,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Denoiser(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 3, 3, padding=1))
+
+                    def forward(self, x):
+                        return x - self.net(x)
+
+
+                class Upscaler(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.body = nn.Conv2d(3, 48, 3, padding=1)
+                        self.shuffle = nn.PixelShuffle(4)
+
+                    def upscale(self, x, factor=4):
+                        return self.shuffle(self.body(x))
+            """,
+        },
+    ),
+    Fires(  # a model loaded by the project's own helper, recognised as a transformers model by `output_hidden_states`, run per request
+        """
+        import argparse
+
+        import torch
+        import uvicorn
+        from fastapi import FastAPI, Request
+
+        from serving.loading import load_checkpoint
+
+        app = FastAPI()
+
+
+        class EncoderService:
+            def __init__(self, checkpoint, device="cuda"):
+                self.model, self.tokenizer = load_checkpoint(checkpoint, device)
+                self.device = device
+
+            def embed(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").input_ids.to(self.device)
+                outputs = self.model(ids, output_hidden_states=True)
+                vector = outputs.hidden_states[-1][0].mean(dim=0)
+                return {"embedding": vector.tolist(), "tokens": ids.size(1)}
+
+
+        @app.post("/embed")
+        async def embed(request: Request):
+            payload = await request.json()
+            return service.embed(payload["text"])
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--checkpoint", required=True)
+            args = parser.parse_args()
+            service = EncoderService(args.checkpoint)
+            uvicorn.run(app, port=8080)
+        """,
+        fixed="""
+        import argparse
+
+        import torch
+        import uvicorn
+        from fastapi import FastAPI, Request
+
+        from serving.loading import load_checkpoint
+
+        app = FastAPI()
+
+
+        class EncoderService:
+            def __init__(self, checkpoint, device="cuda"):
+                self.model, self.tokenizer = load_checkpoint(checkpoint, device)
+                self.device = device
+
+            def embed(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").input_ids.to(self.device)
+                with torch.no_grad():
+                    outputs = self.model(ids, output_hidden_states=True)
+                vector = outputs.hidden_states[-1][0].mean(dim=0)
+                return {"embedding": vector.tolist(), "tokens": ids.size(1)}
+
+
+        @app.post("/embed")
+        async def embed(request: Request):
+            payload = await request.json()
+            return service.embed(payload["text"])
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--checkpoint", required=True)
+            args = parser.parse_args()
+            service = EncoderService(args.checkpoint)
+            uvicorn.run(app, port=8080)
+        """,
+        unsafe=True,
+        files={
+            "serving/__init__.py": "",
+            "serving/loading.py": """
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+                def load_checkpoint(path, device):
+                    tokenizer = AutoTokenizer.from_pretrained(path)
+                    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device)
+                    return model, tokenizer
+            """,
+        },
+    ),
+    Fires(  # a caption encoder that nothing trains, run through a helper in the training step: the backward fills its `.grad` for nothing
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import AutoencoderKL, DDPMScheduler, UNet2DConditionModel
+        from transformers import CLIPTextModel, CLIPTokenizer
+
+
+        def embed_captions(encoder, tokenizer, captions):
+            tokens = tokenizer(captions, padding="max_length", max_length=77, truncation=True, return_tensors="pt")
+            return encoder(tokens.input_ids.to(encoder.device))[0]
+
+
+        def fine_tune(loader, base="stabilityai/sd-turbo", steps=2000):
+            tokenizer = CLIPTokenizer.from_pretrained(base, subfolder="tokenizer")
+            encoder = CLIPTextModel.from_pretrained(base, subfolder="text_encoder").cuda()
+            autoencoder = AutoencoderKL.from_pretrained(base, subfolder="vae").cuda()
+            autoencoder.requires_grad_(False)
+            denoiser = UNet2DConditionModel.from_pretrained(base, subfolder="unet").cuda()
+            noise_schedule = DDPMScheduler.from_pretrained(base, subfolder="scheduler")
+            optimizer = torch.optim.AdamW(denoiser.parameters(), lr=1e-5)
+            for step, batch in zip(range(steps), loader):
+                latents = autoencoder.encode(batch["images"].cuda()).latent_dist.sample() * 0.18215
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, 1000, (latents.size(0),), device=latents.device)
+                context = embed_captions(encoder, tokenizer, batch["captions"])
+                prediction = denoiser(noise_schedule.add_noise(latents, noise, timesteps), timesteps, context).sample
+                loss = F.mse_loss(prediction, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -4643,6 +5270,310 @@ GradEnabledEval.MUST_NOT_FIRE = (
 
                 if __name__ == "__main__":
                     main()
+            """,
+        },
+    ),
+    Quiet(  # the helper's images feed the generator's loss, which is backwarded: not an inference pass
+        """
+        import torch
+
+        from networks import Critic, Generator
+        from sampling import render_batch
+
+
+        def main(loader, iterations=20000, latent_dim=64):
+            generator, critic = Generator(latent_dim).cuda(), Critic().cuda()
+            g_opt = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            c_opt = torch.optim.Adam(critic.parameters(), lr=2e-4)
+            for iteration, real in zip(range(iterations), loader):
+                real = real.cuda()
+                fake = render_batch(generator, torch.randn(real.size(0), latent_dim, device="cuda"))
+                c_loss = critic(fake.detach()).mean() - critic(real).mean()
+                c_opt.zero_grad()
+                c_loss.backward()
+                c_opt.step()
+                g_loss = -critic(fake).mean()
+                g_opt.zero_grad()
+                g_loss.backward()
+                g_opt.step()
+
+
+        if __name__ == "__main__":
+            main(torch.load("faces.pt"))
+        """,
+        files={
+            "sampling.py": """
+                import torch
+
+
+                def render_batch(generator, latents, chunk=16):
+                    images = [generator(part) for part in latents.split(chunk)]
+                    return torch.cat(images)
+            """,
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, latent_dim):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent_dim, 3 * 32 * 32), nn.Tanh())
+
+                    def forward(self, z):
+                        return self.net(z).view(-1, 3, 32, 32)
+
+
+                class Critic(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 1))
+
+                    def forward(self, x):
+                        return self.net(x)
+            """,
+        },
+    ),
+    Quiet(  # the sampling method runs under no_grad() where the training method calls it
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+
+        class DenoiserTrainer:
+            def __init__(self, model, loader, lr=1e-4, device="cuda"):
+                self.model = model.to(device)
+                self.loader = loader
+                self.device = device
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=lr)
+
+            def sample(self, count, steps=50):
+                x = torch.randn(count, 3, 32, 32, device=self.device)
+                for step in reversed(range(steps)):
+                    level = torch.full((count,), step, device=self.device)
+                    x = x - self.model(x, level) / steps
+                return x.clamp(-1, 1)
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    for images in self.loader:
+                        images = images.to(self.device)
+                        noise = torch.randn_like(images)
+                        level = torch.randint(0, 50, (images.size(0),), device=self.device)
+                        loss = F.mse_loss(self.model(images + noise, level), noise)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                    with torch.no_grad():
+                        save_image(self.sample(16), f"samples/epoch{epoch:03d}.png", nrow=4)
+        """,
+    ),
+    Quiet(  # an inference script's one unguarded forward is a warm-up whose output is dropped
+        """
+        import argparse
+        import time
+
+        import torch
+
+        from models import Upscaler
+
+
+        def measure(checkpoint, size=256, runs=50):
+            model = Upscaler()
+            model.load_state_dict(torch.load(checkpoint, map_location="cuda"))
+            model.cuda().eval()
+            image = torch.rand(1, 3, size, size, device="cuda")
+            model.upscale(image)
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            with torch.no_grad():
+                for _ in range(runs):
+                    model.upscale(image)
+            torch.cuda.synchronize()
+            print(f"{(time.perf_counter() - start) / runs * 1000:.1f} ms")
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("checkpoint")
+            measure(parser.parse_args().checkpoint)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Denoiser(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 3, 3, padding=1))
+
+                    def forward(self, x):
+                        return x - self.net(x)
+
+
+                class Upscaler(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.body = nn.Conv2d(3, 48, 3, padding=1)
+                        self.shuffle = nn.PixelShuffle(4)
+
+                    def upscale(self, x, factor=4):
+                        return self.shuffle(self.body(x))
+            """,
+        },
+    ),
+    Quiet(  # the hidden states of a keyword-recognised forward feed a loss that is backwarded
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from loading import load_checkpoint
+
+
+        class ContrastiveTuner:
+            def __init__(self, path, device="cuda"):
+                self.model, self.tokenizer = load_checkpoint(path, device)
+                self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
+
+            def embed(self, ids):
+                outputs = self.model(ids, output_hidden_states=True)
+                return outputs.hidden_states[-1].mean(dim=1)
+
+            def step(self, anchors, positives):
+                a, p = self.embed(anchors), self.embed(positives)
+                loss = F.cross_entropy(a @ p.T, torch.arange(a.size(0), device=a.device))
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                return loss.item()
+        """,
+        files={
+            "loading.py": """
+                from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+                def load_checkpoint(path, device):
+                    tokenizer = AutoTokenizer.from_pretrained(path)
+                    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype="auto").to(device)
+                    return model, tokenizer
+            """,
+        },
+    ),
+    Quiet(  # the same caption encoder frozen as a whole: it records nothing
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import AutoencoderKL, DDPMScheduler, UNet2DConditionModel
+        from transformers import CLIPTextModel, CLIPTokenizer
+
+
+        def embed_captions(encoder, tokenizer, captions):
+            tokens = tokenizer(captions, padding="max_length", max_length=77, truncation=True, return_tensors="pt")
+            return encoder(tokens.input_ids.to(encoder.device))[0]
+
+
+        def fine_tune(loader, base="stabilityai/sd-turbo", steps=2000):
+            tokenizer = CLIPTokenizer.from_pretrained(base, subfolder="tokenizer")
+            encoder = CLIPTextModel.from_pretrained(base, subfolder="text_encoder").cuda()
+            autoencoder = AutoencoderKL.from_pretrained(base, subfolder="vae").cuda()
+            autoencoder.requires_grad_(False)
+            encoder.requires_grad_(False)
+            denoiser = UNet2DConditionModel.from_pretrained(base, subfolder="unet").cuda()
+            noise_schedule = DDPMScheduler.from_pretrained(base, subfolder="scheduler")
+            optimizer = torch.optim.AdamW(denoiser.parameters(), lr=1e-5)
+            for step, batch in zip(range(steps), loader):
+                latents = autoencoder.encode(batch["images"].cuda()).latent_dist.sample() * 0.18215
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, 1000, (latents.size(0),), device=latents.device)
+                context = embed_captions(encoder, tokenizer, batch["captions"])
+                prediction = denoiser(noise_schedule.add_noise(latents, noise, timesteps), timesteps, context).sample
+                loss = F.mse_loss(prediction, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # the caption encoder trains with the denoiser: its graph is needed
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import AutoencoderKL, DDPMScheduler, UNet2DConditionModel
+        from transformers import CLIPTextModel, CLIPTokenizer
+
+
+        def embed_captions(encoder, tokenizer, captions):
+            tokens = tokenizer(captions, padding="max_length", max_length=77, truncation=True, return_tensors="pt")
+            return encoder(tokens.input_ids.to(encoder.device))[0]
+
+
+        def fine_tune(loader, base="stabilityai/sd-turbo", steps=2000):
+            tokenizer = CLIPTokenizer.from_pretrained(base, subfolder="tokenizer")
+            encoder = CLIPTextModel.from_pretrained(base, subfolder="text_encoder").cuda()
+            autoencoder = AutoencoderKL.from_pretrained(base, subfolder="vae").cuda()
+            autoencoder.requires_grad_(False)
+            denoiser = UNet2DConditionModel.from_pretrained(base, subfolder="unet").cuda()
+            noise_schedule = DDPMScheduler.from_pretrained(base, subfolder="scheduler")
+            encoder.train()
+            optimizer = torch.optim.AdamW([*denoiser.parameters(), *encoder.parameters()], lr=1e-5)
+            for step, batch in zip(range(steps), loader):
+                latents = autoencoder.encode(batch["images"].cuda()).latent_dist.sample() * 0.18215
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, 1000, (latents.size(0),), device=latents.device)
+                context = embed_captions(encoder, tokenizer, batch["captions"])
+                prediction = denoiser(noise_schedule.add_noise(latents, noise, timesteps), timesteps, context).sample
+                loss = F.mse_loss(prediction, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # an export script's one forward, of which it reads only the shape and device: a check, not an inference pass
+        """
+        import argparse
+
+        import torch
+
+        from models import Upscaler
+
+
+        def check(checkpoint, size=64):
+            model = Upscaler()
+            model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+            model.eval()
+            sample = torch.rand(1, 3, size, size)
+            output = model.upscale(sample)
+            print("output shape", tuple(output.shape), "on", output.device)
+            torch.onnx.export(model, sample, checkpoint.replace(".pt", ".onnx"))
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("checkpoint")
+            check(parser.parse_args().checkpoint)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Denoiser(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 3, 3, padding=1))
+
+                    def forward(self, x):
+                        return x - self.net(x)
+
+
+                class Upscaler(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.body = nn.Conv2d(3, 48, 3, padding=1)
+                        self.shuffle = nn.PixelShuffle(4)
+
+                    def upscale(self, x, factor=4):
+                        return self.shuffle(self.body(x))
             """,
         },
     ),
