@@ -352,8 +352,8 @@ class MissingEvalMode(Rule):
     def _check_built_model(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, model: Value,
                            others: list, why: str) -> bool:
         """An inference method of a plain class (``Predictor.predict``, a metric's feature extractor) runs, without
-        grad, a model the class builds itself (``self.model = timm.create_model(...)`` in its constructor, a
-        checkpoint loaded into it), and nothing switches it to eval mode: not the class, not this file. A module is
+        grad, a model the class builds itself (``self.model = timm.create_model(...)`` in its constructor or a loading
+        method, a checkpoint loaded into it), and nothing switches it to eval mode: not the class, not this file. A module is
         built in training mode and loading weights keeps the mode, so every prediction runs with dropout on and
         batch-norm normalising with the statistics of each input. Built from a known class or library model it is a
         warning; a whole module restored by ``torch.load`` or a hub entry point whose layers are not known is a note.
@@ -364,12 +364,19 @@ class MissingEvalMode(Rule):
         attribute = key.removeprefix("self.")
         if "." in attribute or ctx.summary.is_module_class(owner) or _bound_from_parameter(owner, attribute) is not None:
             return False
-        built = _built_by_constructor(owner, attribute)
-        if built is None:
+        found = _built_by_the_class(owner, attribute)
+        if found is None:
             return False
-        if any(analysis is not None and any(call.method in {"eval", "train"} and call.receiver_key in {key, "self"}
+        builder, built = found
+        analysis = owner.methods[builder].analysis(ctx.summary)
+        bound = next((event.value for event in analysis.events if isinstance(event, AssignEvent) and event.node is built
+                      and key in event.targets), None) if analysis is not None else None
+        model = bound if bound is not None and Tag.MODEL in bound.tags else model  # bound outside `__init__`: `self.model = None` there
+        if any(analysis is not None and any(call.method in {"eval", "train"} and _switched_name(call) in {key, "self"}
                                             for call in analysis.calls()) for _, analysis in others):
             return False  # the class sets the mode somewhere (its constructor, a loading method)
+        if library_model_facts(model)[0] is not None:
+            return False  # `from_pretrained` hands the model over in eval mode
         restored = _restores_whole_module(ctx.summary, built.value)
         layers = None if restored is not None else _layers_of(ctx.summary, model, ctx.module)
         if layers is None and restored is None and not _unknown_hub_model(model):
@@ -381,8 +388,9 @@ class MissingEvalMode(Rule):
         how = restored or "it is built here, in training mode"
         ctx.report(
             forward.node,
-            f"`{function.name}` runs `{key}` for inference in training mode: `{owner.name}` builds it in its constructor "
-            f"(line {ctx.line_of((owner.chunk, built))}) and nothing switches it to eval mode, neither the class nor this file."
+            f"`{function.name}` runs `{key}` for inference in {'the mode it was saved in' if restored else 'training mode'}: "
+            f"`{owner.name}.{builder}` {'restores' if restored else 'builds'} it (line {ctx.line_of((owner.chunk, built))}) and "
+            "nothing switches it to eval mode, neither the class nor this file."
             f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
             "statistics of each input",
             severity=None if layers is not None else Severity.NOTE,
@@ -392,7 +400,7 @@ class MissingEvalMode(Rule):
                 ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                 ((forward.chunk, forward.node), "the forward, in training mode"),
             ],
-            help=f"call `{key}.eval()` in `{owner.name}.__init__` once the model is built and loaded",
+            help=f"call `{key}.eval()` in `{owner.name}.{builder}` once the model is built and loaded",
         )
         return True
 
@@ -790,22 +798,21 @@ def _bound_from_parameter(owner: ClassInfo, attribute: str) -> cst.Assign | None
     return None
 
 
-def _built_by_constructor(owner: ClassInfo, attribute: str) -> cst.Assign | None:
-    """Where a class's ``__init__`` binds ``self.<attribute>`` to a call (``self.model = timm.create_model(...)``,
-    ``self.net = torch.load(path)``): a model the class builds itself; None when it binds it to anything else too."""
-    init = owner.methods.get("__init__")
-    if init is None:
-        return None
+def _built_by_the_class(owner: ClassInfo, attribute: str) -> tuple[str, cst.Assign] | None:
+    """The method and the statement that bind ``self.<attribute>`` to a call (``self.model = timm.create_model(...)``
+    in ``__init__``, ``self.net = torch.load(path)`` in a ``load`` method): a model the class builds itself. None when
+    it is bound to anything else too (a ``None`` placeholder aside)."""
     bindings = []
-    for node in walk(init.node.body):
-        if not isinstance(node, cst.Assign):
-            continue
-        for target in node.targets:
-            target = target.target
-            if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
-                    and target.attr.value == attribute):
-                bindings.append(node)
-    if len(bindings) != 1 or not isinstance(bindings[0].value, cst.Call):
+    for method in owner.methods.values():
+        for node in walk(method.node.body):
+            if not isinstance(node, cst.Assign) or (isinstance(node.value, cst.Name) and node.value.value == "None"):
+                continue
+            for target in node.targets:
+                target = target.target
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                        and target.attr.value == attribute):
+                    bindings.append((method.name, node))
+    if len(bindings) != 1 or not isinstance(bindings[0][1].value, cst.Call):
         return None
     return bindings[0]
 
@@ -920,6 +927,8 @@ def _trained_or_handed_on(module: ModuleView, key: str) -> bool:
             if call.method is None and call.context.grad_off is None:
                 return True
             continue
+        if call.callee == "zip":
+            continue  # `zip(ema.parameters(), model.parameters())`: iterated in place, an average or a copy, not handed on
         if any(handed.search(call.chunk.code_for(arg.value)) for arg in call.arg_nodes):
             return True
     return False
@@ -1155,11 +1164,26 @@ def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEve
     return bool(passed) and all(found is not None and _switched_to_eval_named(module, found[1]) for found in passed)
 
 
+def _switched_name(call: CallEvent) -> str | None:
+    """The name a mode switch acts on: its receiver's, or, for one at the end of a chain of moves
+    (``self.model.to(device).eval()``), the name the chain starts from."""
+    if call.receiver_key is not None or not isinstance(call.node.func, cst.Attribute):
+        return call.receiver_key
+    base = call.node.func.value
+    while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _MOVES:
+        base = base.func.value
+    return dotted(base)
+
+
+# Methods of a module that return the module itself, moved or cast: a mode switch chained after them switches it.
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "requires_grad_"})
+
+
 def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
-        receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
+        receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
         if receiver == key and _sets_eval_mode(call):
             return True
         if call.function is not None and _helper_sets_eval_mode(call, key, module.summary):
@@ -2321,9 +2345,92 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="predictions.append(model(images).argmax(1))",
     ),
+    Fires(  # the model is built by a loading method, not the constructor
+        """
+        import torch
+        from torchvision import models
+
+
+        class ChestXrayService:
+            def __init__(self):
+                self.model = None
+
+            def load(self, weights_path):
+                self.model = models.densenet121(num_classes=14)
+                self.model.load_state_dict(torch.load(weights_path, map_location="cpu"))
+
+            @torch.no_grad()
+            def classify(self, images):
+                return torch.sigmoid(self.model(images))
+        """,
+        at="return torch.sigmoid(self.model(images))",
+    ),
+    Fires(  # an EMA copy of the generator, averaged by hand and sampled from, is never switched to eval mode
+        """
+        import copy
+
+        import torch
+        from torchvision.utils import save_image
+
+        from networks import Generator
+
+
+        def train(loader, fixed_noise, steps, ema_decay=0.999):
+            generator = Generator(latent_dim=128).cuda()
+            generator_ema = copy.deepcopy(generator)
+            optimizer = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            for step, (noise, target) in enumerate(loader):
+                loss = (generator(noise) - target).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    for averaged, current in zip(generator_ema.parameters(), generator.parameters()):
+                        averaged.lerp_(current, 1 - ema_decay)
+                if step % 1000 == 0:
+                    with torch.no_grad():
+                        samples = generator_ema(fixed_noise)
+                    save_image(samples, f"samples/{step:06d}.png")
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, latent_dim):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent_dim, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 784))
+
+                    def forward(self, z):
+                        return self.net(z).tanh()
+            """,
+        },
+        at="samples = generator_ema(fixed_noise)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # `from_pretrained` hands the model over in eval mode, whichever method loads it
+        """
+        import torch
+        from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+
+        class Tagger:
+            def __init__(self):
+                self.model = None
+
+            def load(self, name="bert-base-cased"):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModelForTokenClassification.from_pretrained(name)
+
+            @torch.no_grad()
+            def tag(self, text):
+                encoded = self.tokenizer(text, return_tensors="pt")
+                return self.model(**encoded).logits.argmax(-1)
+        """
+    ),
     Quiet(  # the predictor switches the network it builds to eval mode once loaded
         """
         import torch
