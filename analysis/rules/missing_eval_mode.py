@@ -26,7 +26,11 @@ caller this file does not show are notes too: a module's own inference method th
 forward without `self.eval()` (its calls in the workspace's other files are read: when each switches the module to
 eval first it is quiet; one that trains it, or calls `.train()` last, before calling it makes it a warning, for a
 module with dropout or batch-norm), and an inference method of a plain class (`Predictor.predict`) that runs the model
-its constructor was handed while no method of the class switches it. The layers are read from
+its constructor was handed while no method of the class switches it. A plain class that builds its model itself (in its
+constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
+for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
+in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
+copy) is a model of the same class, built in the mode the original was in. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
