@@ -329,6 +329,9 @@ def _training_object_result(scope: ScopeAnalysis, event: CallEvent, callee: str,
         return Value((ACCELERATOR,), site=site, note=f"`{_short(scope, event)}`")
     if callee == "torch.compile" and args:
         return args[0]
+    if callee == "copy.deepcopy" and args and MODEL in args[0].tags:
+        # a copy of a model (an EMA or target network): the same class and layers, in the mode the original was in
+        return Value((MODEL,), site=site, note=f"`{_short(scope, event)}` (a copy of a model)", detail=args[0].detail)
     if head == "Sequential" and torchapi.is_torch_layer(callee):
         last = args[-1] if args else UNKNOWN
         last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]

@@ -413,6 +413,20 @@ def mode_layers(built_by: str, checkpoint: str | None = None, rates: Mapping[str
     return None
 
 
+# Hub repositories whose `hubconf.py` entry points are a library's model builders, by name: torch.hub.load
+# on them builds what the library function of the same name builds.
+_HUB_LIBRARIES = {
+    "pytorch/vision": "torchvision.models",  # pytorch/vision, hubconf.py: its entry points are imported from torchvision.models
+}
+
+
+def hub_builder(repository: str, entry: str) -> str | None:
+    """The library function ``torch.hub.load(repository, entry)`` runs (``torchvision.models.resnet18`` for
+    ``("pytorch/vision:v0.10.0", "resnet18")``), or None for a repository whose entry points are not known."""
+    package = _HUB_LIBRARIES.get(repository.partition(":")[0].lower())
+    return f"{package}.{entry}" if package is not None and entry.isidentifier() else None
+
+
 def table_kind(canonical: str) -> ClassKind | None:
     top, _, rest = canonical.partition(".")
     name = canonical.rsplit(".", 1)[-1]

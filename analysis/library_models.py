@@ -55,12 +55,28 @@ def library_model_facts(value: Value, module=None) -> tuple[libraries.ModeFact |
             rates[keyword] = float(rate)
             if origin is not None:
                 rate_origins[keyword] = origin
-    by_name = libraries.mode_layers(value.detail, checkpoint)
-    layers = by_name or libraries.mode_layers(value.detail, None, rates)
+    built_by = value.detail
+    if built_by == "torch.hub.load":
+        built_by, checkpoint = _hub_entry(built, checkpoint, resolve)
+    by_name = libraries.mode_layers(built_by, checkpoint)
+    layers = by_name or libraries.mode_layers(built_by, None, rates)
     said = [checkpoint_origin] if by_name is not None else [rate_origins.get(keyword) for keyword, rate in rates.items() if rate > 0]
     if layers is not None and any(said):
         layers = libraries.ModeFact(f"{layers.says}; {'; '.join(origin for origin in said if origin)}", layers.source)
     return loaded, layers
+
+
+def _hub_entry(built: cst.Call, repository: str | None, resolve) -> tuple[str, str | None]:
+    """What ``torch.hub.load(repository, entry, ...)`` builds, as ``mode_layers`` reads it: the library function a
+    hub repository's entry point is (``libraries.hub_builder``), or the hub call itself when it is not known."""
+    second = [arg.value for arg in built.args if arg.keyword is None][1:2] or [
+        arg.value for arg in built.args if arg.keyword is not None and arg.keyword.value == "model"]
+    entry = string_value(second[0]) if second else None
+    if entry is None and second and resolve is not None:
+        held, _ = resolve(second[0]) or (None, None)
+        entry = held if isinstance(held, str) else None
+    builder = libraries.hub_builder(repository, entry) if repository is not None and entry is not None else None
+    return (builder, None) if builder is not None else ("torch.hub.load", repository)
 
 
 # The keywords a library's model builder takes the checkpoint's name by, and those of dropout rates.

@@ -176,3 +176,13 @@ def test_from_pretrained_of_transformers_and_diffusers_returns_eval_mode():
     assert libraries.eval_mode_after_loading("diffusers.UNet2DConditionModel", "from_pretrained") is not None
     assert libraries.eval_mode_after_loading("transformers.BertModel", "from_config") is None
     assert libraries.eval_mode_after_loading("timm.create_model", "from_pretrained") is None
+
+
+@pytest.mark.parametrize(("repository", "entry", "builder"), [
+    ("pytorch/vision", "resnet18", "torchvision.models.resnet18"),
+    ("pytorch/vision:v0.10.0", "mobilenet_v2", "torchvision.models.mobilenet_v2"),
+    ("ultralytics/yolov5", "yolov5s", None),  # a repository whose entry points no row tells
+    ("pytorch/vision", "get_model(name)", None),  # not an entry point's name
+])
+def test_a_hub_entry_point_of_pytorch_vision_is_torchvisions_builder(repository: str, entry: str, builder: str | None):
+    assert libraries.hub_builder(repository, entry) == builder

@@ -26,7 +26,11 @@ caller this file does not show are notes too: a module's own inference method th
 forward without `self.eval()` (its calls in the workspace's other files are read: when each switches the module to
 eval first it is quiet; one that trains it, or calls `.train()` last, before calling it makes it a warning, for a
 module with dropout or batch-norm), and an inference method of a plain class (`Predictor.predict`) that runs the model
-its constructor was handed while no method of the class switches it. The layers are read from
+its constructor was handed while no method of the class switches it. A plain class that builds its model itself (in its
+constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
+for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
+in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
+copy) is a model of the same class, built in the mode the original was in. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
@@ -123,6 +127,7 @@ class MissingEvalMode(Rule):
             self._check_handed_from_training(ctx, scope)
             self._check_class_managed_mode(ctx, scope)
             self._check_restored_and_run(ctx, scope)
+            self._check_whole_module_restored(ctx, scope)
             self._check_own_inference(ctx, scope)
             if len(ctx.findings) == found:
                 self._check_frozen_model(ctx, scope)
@@ -252,9 +257,11 @@ class MissingEvalMode(Rule):
         computes no gradient. With the model's layers unknown it is a note, unless the class trains one update per
         call and the method runs one input (an agent's ``act`` beside its ``learn``: acting is part of training)."""
         function = scope.function
-        if function is None or function.owner is None or function.name in {"forward", "__call__", "__init__"}:
+        if function is None or function.owner is None or function.name in {"forward", "__init__"}:
             return
         owner = function.owner
+        if function.name == "__call__" and ctx.summary.is_module_class(owner):
+            return  # a module's `__call__` is its forward; a plain class's (a predictor's) is its inference entry point
         calls = list(scope.calls())
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
             return
@@ -273,10 +280,13 @@ class MissingEvalMode(Rule):
                 continue  # asked here, after the method's own facts (see _inference_pass)
             switch = _training_switch(others, key)
             if switch is None:
-                if forward.context.grad_off is not None and self._check_handed_model(ctx, scope, forward, key, model, others, why):
+                if forward.context.grad_off is not None and (self._check_handed_model(ctx, scope, forward, key, model, others, why)
+                                                             or self._check_built_model(ctx, scope, forward, key, model, others, why)):
                     return
                 continue
             trainer, call = switch
+            if trainer == "__init__" and not any(analysis is not None and _trains(analysis) for _, analysis in others):
+                continue  # a class that trains nothing and keeps its model in training mode on purpose (Monte Carlo dropout)
             layers = _layers_of(ctx.summary, model, ctx.module)
             if layers is None and (not _kind_unknown(model) or not forward.context.loops and not any(
                     analysis is not None and _runs_training_loop(ctx, analysis) for _, analysis in others)):
@@ -343,6 +353,61 @@ class MissingEvalMode(Rule):
         )
         return True
 
+    def _check_built_model(self, ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, model: Value,
+                           others: list, why: str) -> bool:
+        """An inference method of a plain class (``Predictor.predict``, a metric's feature extractor) runs, without
+        grad, a model the class builds itself (``self.model = timm.create_model(...)`` in its constructor or a loading
+        method, a checkpoint loaded into it), and nothing switches it to eval mode: not the class, not this file. A module is
+        built in training mode and loading weights keeps the mode, so every prediction runs with dropout on and
+        batch-norm normalising with the statistics of each input. Built from a known class or library model it is a
+        warning; a whole module restored by ``torch.load`` or a hub entry point whose layers are not known is a note.
+        A model handed to anything (a wrapper, a trainer) may be switched there and is left alone."""
+        function = scope.function
+        assert function is not None and function.owner is not None, "_check_class_managed_mode passes a method"
+        owner = function.owner
+        attribute = key.removeprefix("self.")
+        if "." in attribute or ctx.summary.is_module_class(owner) or _bound_from_parameter(owner, attribute) is not None:
+            return False
+        found = _built_by_the_class(owner, attribute)
+        if found is None:
+            return False
+        builder, built = found
+        analysis = owner.methods[builder].analysis(ctx.summary)
+        bound = next((event.value for event in analysis.events if isinstance(event, AssignEvent) and event.node is built
+                      and key in event.targets), None) if analysis is not None else None
+        model = bound if bound is not None and Tag.MODEL in bound.tags else model  # bound outside `__init__`: `self.model = None` there
+        if any(analysis is not None and any(call.method in {"eval", "train"} and _switched_name(call) in {key, "self"}
+                                            for call in analysis.calls()) for _, analysis in others):
+            return False  # the class sets the mode somewhere (its constructor, a loading method)
+        if library_model_facts(model)[0] is not None:
+            return False  # `from_pretrained` hands the model over in eval mode
+        restored = _restores_whole_module(ctx.summary, built.value)
+        layers = None if restored is not None else _layers_of(ctx.summary, model, ctx.module)
+        if layers is None and restored is None and not _unknown_hub_model(model):
+            return False  # a model known to have no such layers, or of no known kind
+        # the file's calls last: module-wide reads, for a method already known to run a model it built for inference
+        if _switched_to_eval_named(ctx.module, key) or _loaded_in_eval_mode(ctx, scope, forward) or _built_in_eval_mode(ctx.module, model) \
+                or _trained_or_handed_on(ctx.module, key):
+            return False
+        how = restored or "it is built here, in training mode"
+        ctx.report(
+            forward.node,
+            f"`{function.name}` runs `{key}` for inference in {'the mode it was saved in' if restored else 'training mode'}: "
+            f"`{owner.name}.{builder}` {'restores' if restored else 'builds'} it (line {ctx.line_of((owner.chunk, built))}) and "
+            "nothing switches it to eval mode, neither the class nor this file."
+            f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
+            "statistics of each input",
+            severity=None if layers is not None else Severity.NOTE,
+            evidence=[
+                layers,
+                ((owner.chunk, built), how),
+                ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
+                ((forward.chunk, forward.node), "the forward, in training mode"),
+            ],
+            help=f"call `{key}.eval()` in `{owner.name}.{builder}` once the model is built and loaded",
+        )
+        return True
+
     def _check_restored_and_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A model whose trained weights are loaded (``load_state_dict``) and that is then only run without grad,
         itself or by a helper it is handed to, in a function that trains nothing and switches nothing to eval:
@@ -384,6 +449,44 @@ class MissingEvalMode(Rule):
                     ((run.chunk, grad_off), "the inference runs without grad from here, in training mode"),
                 ],
                 help=f"call `{key}.eval()` after loading the weights",
+            )
+            return
+
+    def _check_whole_module_restored(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """``model = torch.load(path)`` in a function that then runs ``model`` without grad, trains nothing and switches
+        nothing to eval mode (a prediction script's ``main``, a serving entry point): a whole module comes back in the
+        mode it was saved in, training mode for one its training loop saved, so the inference may run with dropout on
+        and batch-norm normalising with each batch's statistics. What layers it has is not in the code: a note."""
+        if scope.function is None:
+            return
+        restored = [(event, event.targets[0]) for event in scope.events if isinstance(event, AssignEvent)
+                    and len(event.targets) == 1 and "." not in event.targets[0] and isinstance(event.value_node, cst.Call)
+                    and _restores_whole_module(ctx.summary, event.value_node) is not None]
+        if not restored:
+            return
+        calls = list(scope.calls())
+        if _trains(scope):
+            return
+        for event, key in restored:
+            if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls) or _rebound_twice(scope, key):
+                continue
+            run = next((call for call in calls if call.context.grad_off is not None and _runs_named(ctx, call, key)), None)
+            if run is None or _switched_to_eval_named(ctx.module, key):
+                continue
+            grad_off = run.context.grad_off
+            assert grad_off is not None, "the run was picked for running without grad"
+            ctx.report(
+                run.node,
+                f"`{key}` is a whole module restored by `torch.load` (line {event.chunk.line_of(event.node)}) and run without "
+                f"grad, for inference, while nothing switches it to eval mode: it runs in the mode it was saved in, training "
+                f"mode for a module its training loop saved.{_with_its_layers(key, None)} outputs are computed with dropout "
+                "on and batch-norm normalising with the statistics of each batch",
+                severity=Severity.NOTE,
+                evidence=[
+                    ((event.chunk, event.node), "the whole module is restored here, in the mode it was saved in"),
+                    ((run.chunk, grad_off), "the inference runs without grad from here"),
+                ],
+                help=f"call `{key}.eval()` after loading it",
             )
             return
 
@@ -640,6 +743,11 @@ def _trained_in_loop(forward: CallEvent, calls: list[CallEvent]) -> bool:
     return any(is_backward(other) and loop in other.context.loops for other in calls)
 
 
+def _rebound_twice(scope: ScopeAnalysis, name: str) -> bool:
+    """The function binds ``name`` more than once: what it runs may be another value than the restored module."""
+    return sum(1 for event in scope.events if isinstance(event, AssignEvent) and name in event.targets) > 1
+
+
 def _rebound(scope: ScopeAnalysis, name: str) -> bool:
     """The function binds ``name`` again (``vae = accelerator.unwrap_model(vae)``, or a reloaded model): what it
     runs under that name may not be what it was handed."""
@@ -692,6 +800,44 @@ def _bound_from_parameter(owner: ClassInfo, attribute: str) -> cst.Assign | None
                 and target.attr.value == attribute and isinstance(node.value, cst.Name) and node.value.value in parameters):
             return node
     return None
+
+
+def _built_by_the_class(owner: ClassInfo, attribute: str) -> tuple[str, cst.Assign] | None:
+    """The method and the statement that bind ``self.<attribute>`` to a call (``self.model = timm.create_model(...)``
+    in ``__init__``, ``self.net = torch.load(path)`` in a ``load`` method): a model the class builds itself. None when
+    it is bound to anything else too (a ``None`` placeholder aside)."""
+    bindings = []
+    for method in owner.methods.values():
+        for node in walk(method.node.body):
+            if not isinstance(node, cst.Assign) or (isinstance(node.value, cst.Name) and node.value.value == "None"):
+                continue
+            for target in node.targets:
+                target = target.target
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                        and target.attr.value == attribute):
+                    bindings.append((method.name, node))
+    if len(bindings) != 1 or not isinstance(bindings[0][1].value, cst.Call):
+        return None
+    return bindings[0]
+
+
+def _restores_whole_module(summary, built: cst.BaseExpression) -> str | None:
+    """``torch.load(path)`` (through ``.to(device)`` and the like) bound as the model: a whole module restored as it
+    was saved, with whatever dropout and batch-norm it has and the mode it was saved in (training mode, for one
+    saved by its training loop). None for anything else."""
+    while isinstance(built, cst.Call) and isinstance(built.func, cst.Attribute) and built.func.attr.value in {"to", "cuda", "cpu", "float", "half"}:
+        built = built.func.value
+    if not isinstance(built, cst.Call):
+        return None
+    raw = dotted(built.func)
+    if raw is None or summary.canonical(raw) != "torch.load":
+        return None
+    return "a whole module restored by `torch.load`, in the mode it was saved in"
+
+
+def _unknown_hub_model(value: Value) -> bool:
+    """A model a hub entry point built whose layers no library fact tells (``torch.hub.load("user/repo", ...)``)."""
+    return value.detail == "torch.hub.load"
 
 
 def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
@@ -785,6 +931,8 @@ def _trained_or_handed_on(module: ModuleView, key: str) -> bool:
             if call.method is None and call.context.grad_off is None:
                 return True
             continue
+        if call.callee == "zip":
+            continue  # `zip(ema.parameters(), model.parameters())`: iterated in place, an average or a copy, not handed on
         if any(handed.search(call.chunk.code_for(arg.value)) for arg in call.arg_nodes):
             return True
     return False
@@ -1020,11 +1168,26 @@ def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEve
     return bool(passed) and all(found is not None and _switched_to_eval_named(module, found[1]) for found in passed)
 
 
+def _switched_name(call: CallEvent) -> str | None:
+    """The name a mode switch acts on: its receiver's, or, for one at the end of a chain of moves
+    (``self.model.to(device).eval()``), the name the chain starts from."""
+    if call.receiver_key is not None or not isinstance(call.node.func, cst.Attribute):
+        return call.receiver_key
+    base = call.node.func.value
+    while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _MOVES:
+        base = base.func.value
+    return dotted(base)
+
+
+# Methods of a module that return the module itself, moved or cast: a mode switch chained after them switches it.
+_MOVES = frozenset({"to", "cuda", "cpu", "float", "half", "bfloat16", "double", "requires_grad_"})
+
+
 def _switched_to_eval_named(module: ModuleView, name: str | None) -> bool:
     """`.eval()`, or `.train(x)` with anything but a literal True, on the same name anywhere in the module."""
     key = (name or "").rpartition(".")[2]
     for call in module.all_calls():
-        receiver = (call.receiver_key or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
+        receiver = (_switched_name(call) or (call.callee or "").rpartition(".")[0]).rpartition(".")[2]
         if receiver == key and _sets_eval_mode(call):
             return True
         if call.function is not None and _helper_sets_eval_mode(call, key, module.summary):
@@ -2095,9 +2258,262 @@ MissingEvalMode.MUST_FIRE = (
         },
         severity=Severity.WARNING,
     ),
+    Fires(  # a predictor that builds and loads its network itself, the class in another file: no `.eval()` anywhere
+        """
+        import torch
+
+        from models import SegNet
+
+
+        class Predictor:
+            def __init__(self, checkpoint, device="cuda"):
+                self.device = device
+                self.model = SegNet(in_channels=3, n_classes=2).to(device)
+                self.model.load_state_dict(torch.load(checkpoint, map_location=device)["model"])
+
+            @torch.no_grad()
+            def predict(self, image):
+                logits = self.model(image.unsqueeze(0).to(self.device))
+                return logits.argmax(1).squeeze(0).cpu().numpy()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class SegNet(nn.Module):
+                    def __init__(self, in_channels, n_classes):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.Conv2d(in_channels, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Conv2d(32, n_classes, 1)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+            """,
+        },
+        at="logits = self.model(image.unsqueeze(0).to(self.device))",
+    ),
+    Fires(  # a metric's feature extractor around pytorch_fid's InceptionV3, called from `__call__`
+        """
+        import torch
+        from pytorch_fid.inception import InceptionV3
+
+
+        class FIDFeatures:
+            def __init__(self, dims=2048):
+                block = InceptionV3.BLOCK_INDEX_BY_DIM[dims]
+                self.inception = InceptionV3([block]).cuda()
+
+            def __call__(self, images):
+                with torch.no_grad():
+                    features = self.inception(images)[0]
+                return features.squeeze(3).squeeze(2).cpu().numpy()
+        """,
+        at="features = self.inception(images)[0]",
+    ),
+    Fires(  # a hub entry point of pytorch/vision is torchvision's builder of that name
+        """
+        import torch
+
+        model = torch.hub.load("pytorch/vision:v0.10.0", "resnet18", pretrained=True).cuda()
+        correct = 0
+        with torch.no_grad():
+            for images, labels in test_loader:
+                correct += (model(images.cuda()).argmax(1) == labels.cuda()).sum().item()
+        print(correct / len(test_loader.dataset))
+        """,
+        at="correct += (model(images.cuda()).argmax(1) == labels.cuda()).sum().item()",
+    ),
+    Fires(  # a prediction script restores a whole module: it comes back in the mode it was saved in
+        """
+        import argparse
+
+        import torch
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--checkpoint", required=True)
+            args = parser.parse_args()
+            model = torch.load(args.checkpoint, map_location="cpu")
+            predictions = []
+            with torch.no_grad():
+                for images in torch.utils.data.DataLoader(dataset, batch_size=64):
+                    predictions.append(model(images).argmax(1))
+            torch.save(torch.cat(predictions), "predictions.pt")
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.NOTE,
+        at="predictions.append(model(images).argmax(1))",
+    ),
+    Fires(  # the model is built by a loading method, not the constructor
+        """
+        import torch
+        from torchvision import models
+
+
+        class ChestXrayService:
+            def __init__(self):
+                self.model = None
+
+            def load(self, weights_path):
+                self.model = models.densenet121(num_classes=14)
+                self.model.load_state_dict(torch.load(weights_path, map_location="cpu"))
+
+            @torch.no_grad()
+            def classify(self, images):
+                return torch.sigmoid(self.model(images))
+        """,
+        at="return torch.sigmoid(self.model(images))",
+    ),
+    Fires(  # an EMA copy of the generator, averaged by hand and sampled from, is never switched to eval mode
+        """
+        import copy
+
+        import torch
+        from torchvision.utils import save_image
+
+        from networks import Generator
+
+
+        def train(loader, fixed_noise, steps, ema_decay=0.999):
+            generator = Generator(latent_dim=128).cuda()
+            generator_ema = copy.deepcopy(generator)
+            optimizer = torch.optim.Adam(generator.parameters(), lr=2e-4)
+            for step, (noise, target) in enumerate(loader):
+                loss = (generator(noise) - target).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    for averaged, current in zip(generator_ema.parameters(), generator.parameters()):
+                        averaged.lerp_(current, 1 - ema_decay)
+                if step % 1000 == 0:
+                    with torch.no_grad():
+                        samples = generator_ema(fixed_noise)
+                    save_image(samples, f"samples/{step:06d}.png")
+        """,
+        files={
+            "networks.py": """
+                import torch.nn as nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, latent_dim):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(latent_dim, 256), nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, 784))
+
+                    def forward(self, z):
+                        return self.net(z).tanh()
+            """,
+        },
+        at="samples = generator_ema(fixed_noise)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # `from_pretrained` hands the model over in eval mode, whichever method loads it
+        """
+        import torch
+        from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+
+        class Tagger:
+            def __init__(self):
+                self.model = None
+
+            def load(self, name="bert-base-cased"):
+                self.tokenizer = AutoTokenizer.from_pretrained(name)
+                self.model = AutoModelForTokenClassification.from_pretrained(name)
+
+            @torch.no_grad()
+            def tag(self, text):
+                encoded = self.tokenizer(text, return_tensors="pt")
+                return self.model(**encoded).logits.argmax(-1)
+        """
+    ),
+    Quiet(  # the predictor switches the network it builds to eval mode once loaded
+        """
+        import torch
+        from torchvision.models import resnet50
+
+
+        class Classifier:
+            def __init__(self, checkpoint):
+                self.model = resnet50(num_classes=5)
+                self.model.load_state_dict(torch.load(checkpoint, map_location="cpu"))
+                self.model.eval()
+
+            @torch.no_grad()
+            def predict(self, images):
+                return self.model(images).softmax(-1)
+        """
+    ),
+    Quiet(  # Monte Carlo dropout on purpose: the class trains nothing and keeps its model in training mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class UncertaintyEstimator:
+            def __init__(self, checkpoint, samples=20):
+                self.samples = samples
+                self.model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Dropout(0.3), nn.Linear(128, 1))
+                self.model.load_state_dict(torch.load(checkpoint))
+                self.model.train()  # dropout stays on: each pass is one sample
+
+            @torch.no_grad()
+            def predict(self, x):
+                draws = torch.stack([self.model(x) for _ in range(self.samples)])
+                return draws.mean(0), draws.std(0)
+        """
+    ),
+    Quiet(  # a network without dropout or batch-norm computes the same in both modes
+        """
+        import torch
+
+        from models import MLP
+
+
+        class Scorer:
+            def __init__(self, checkpoint):
+                self.net = MLP(32, 1)
+                self.net.load_state_dict(torch.load(checkpoint))
+
+            @torch.no_grad()
+            def score(self, features):
+                return self.net(features).sigmoid()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class MLP(nn.Module):
+                    def __init__(self, n_in, n_out):
+                        super().__init__()
+                        self.layers = nn.Sequential(nn.Linear(n_in, 64), nn.ReLU(), nn.Linear(64, n_out))
+
+                    def forward(self, x):
+                        return self.layers(x)
+            """,
+        },
+    ),
+    Quiet(  # the restored module is switched to eval mode before predicting
+        """
+        import torch
+
+
+        def predict(path, batches):
+            model = torch.load(path, map_location="cpu")
+            model.eval()
+            with torch.no_grad():
+                return [model(batch).argmax(1) for batch in batches]
+        """
+    ),
     Quiet(  # a helper that runs the forward and backwards it is a training step, whatever it is called
         """
         import torch

@@ -10,7 +10,8 @@ worse, and nothing in the logs says why. The compute for those epochs is wasted.
 The same holds for a model that starts in eval mode: transformers' and diffusers' `from_pretrained`
 return the model with `.eval()` already called, so a hand-written fine-tuning loop that never calls
 `model.train()` trains with dropout off from its first step (reported when the library documents
-dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`).
+dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`), whether the loop is in the
+same file or in a training helper another file hands the loaded model to.
 
 How to fix: call `model.train()` at the start of each epoch (or of `train_one_epoch()`), or at
 the end of the validation helper, so the next training step always runs in training mode.
@@ -23,6 +24,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
@@ -88,11 +90,14 @@ class StuckEvalMode(Rule):
                 continue
             key = event.receiver_key
             loaded = _loaded_in_eval_mode(ctx, scope, event)
-            found = _training_loop(items, event, key) if key is not None and loaded is not None else None
+            handed = loaded is None and _handed_from_another_file(ctx, scope, event)
+            found = _training_loop(items, event, key) if key is not None and (loaded is not None or handed) else None
+            if found is not None and handed:
+                loaded = _loaded_elsewhere(ctx, scope, event)  # the other files last: asked for a loop that trains
             if found is None or loaded is None or key is None:
                 continue
             loop, in_loop, forward = found
-            if _parameters_frozen(scope, key) or not _optimized(ctx, scope, event) or _frozen_by_its_class(ctx, forward):
+            if _parameters_frozen(scope, key) or not (handed or _optimized(ctx, scope, event)) or _frozen_by_its_class(ctx, forward):
                 continue
             if _may_switch_to_training(ctx, items, key, loaded[0]):
                 return
@@ -164,6 +169,49 @@ def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEv
     if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
         return None
     return found[0]  # type: ignore[return-value]  # checked above: no None in it
+
+
+def _handed_from_another_file(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """``forward`` runs a parameter of a function that no call in this file passes anything for (a training helper
+    in ``engine.py`` that ``main.py`` hands the model to): what it runs is decided by the callers in other files."""
+    function, key = scope.function, forward.receiver_key
+    return (function is not None and key in scope.params and forward.receiver is not None and forward.receiver.detail is None
+            and not ctx.module.arguments_for(function, key))
+
+
+def _loaded_elsewhere(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> tuple[tuple, ModeFact, ModeFact] | None:
+    """For a training helper handed its model by other files: where the model was loaded in eval mode, what says so,
+    and what in it acts differently in training mode, when every such call passes a model ``from_pretrained``
+    returned, whose parameters the caller's file optimizes and that nothing there switches to training mode."""
+    function, key = scope.function, forward.receiver_key
+    assert function is not None and key is not None, "_handed_from_another_file checked both"
+
+    def read(module, call: CallEvent) -> tuple[tuple, ModeFact, ModeFact] | None:
+        argument = _argument_for(call, key)
+        name = (dotted(argument) or "").rpartition(".")[2] if argument is not None else ""
+        value = call.kwargs.get(key) if key in call.kwargs else _positional_value(call, function, key)
+        if not name or value is None or value.site is None:
+            return None
+        mode, layers = library_model_facts(value, module)
+        if mode is None or layers is None or not re.search(rf"\b{re.escape(name)}\.(?:named_)?parameters\(", module.text):
+            return None
+        if any(other.method == "train" and (other.receiver_key or "").rpartition(".")[2] == name for other in module.all_calls()):
+            return None
+        return value.site, mode, layers
+
+    found = callers_elsewhere(ctx.summary, function, read)
+    if not found or any(item is None for item in found):
+        return None
+    return found[0]
+
+
+def _positional_value(call: CallEvent, function, parameter: str):
+    """The value a call passes by position for ``parameter`` of ``function``, or None."""
+    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    if parameter not in params or params.index(parameter) >= len(positional) or len(positional) > len(call.args):
+        return None
+    return call.args[params.index(parameter)]
 
 
 def _may_switch_to_training(ctx, items: list[Item], key: str, site: tuple) -> bool:
@@ -477,6 +525,35 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 StuckEvalMode.MUST_FIRE = (
+    Fires(  # a training helper that another file hands the model `from_pretrained` returned
+        """
+        def train_one_epoch(model, loader, optimizer, scheduler):
+            for batch in loader:
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+        """,
+        files={
+            "main.py": """
+                import torch
+                from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
+
+                from train import train_one_epoch
+
+
+                def main(train_loader, epochs=3):
+                    model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2)
+                    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+                    scheduler = get_linear_schedule_with_warmup(optimizer, 100, epochs * len(train_loader))
+                    for epoch in range(epochs):
+                        train_one_epoch(model, train_loader, optimizer, scheduler)
+                        model.save_pretrained(f"checkpoints/epoch-{epoch}")
+            """,
+        },
+        at="loss = model(**batch).loss",
+    ),
     Fires(  # transformers' continuous batching leaves the policy in eval mode, and the update runs in it
         """
         import torch
@@ -893,6 +970,34 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the caller in another file switches the model to training mode before handing it to the helper
+        """
+        def train_one_epoch(model, loader, optimizer, scheduler):
+            for batch in loader:
+                loss = model(**batch).loss
+                loss.backward()
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+        """,
+        files={
+            "main.py": """
+                import torch
+                from transformers import AutoModelForSequenceClassification, get_linear_schedule_with_warmup
+
+                from train import train_one_epoch
+
+
+                def main(train_loader, epochs=3):
+                    model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2)
+                    model.train()
+                    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+                    scheduler = get_linear_schedule_with_warmup(optimizer, 100, epochs * len(train_loader))
+                    for epoch in range(epochs):
+                        train_one_epoch(model, train_loader, optimizer, scheduler)
+            """,
+        },
+    ),
     Quiet(  # the same trainer switching the policy back to training mode after sampling
         """
         import torch
