@@ -14,6 +14,7 @@ from .tree import children
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
     from .parsing import ParsedChunk
+    from .summary import ModuleSummary
 
 
 class LocalFunctionInfo(FunctionInfo):
@@ -26,6 +27,15 @@ class LocalFunctionInfo(FunctionInfo):
     def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, enclosing: ScopeAnalysis) -> None:
         super().__init__(name, node, chunk, None)
         self.enclosing: ScopeAnalysis | None = enclosing
+
+    def _still_holds(self, summary: ModuleSummary) -> bool:
+        """A kept flow of a function walked after the point the enclosing function's walk went on from
+        (``flow_checkpoints.rewind``) holds while what it read of the enclosing scope reads the same, and
+        it asked for no function's flow that is walked on from an edit (its flow is the same object, changed)."""
+        return (
+            self._analysis is not None and self._analysis.reads_enclosing_as_before()
+            and not any(read.checkpointed for read, _ in self.reads) and super()._still_holds(summary)
+        )
 
     def release(self) -> None:
         super().release()

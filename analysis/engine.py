@@ -228,8 +228,9 @@ def _check_statements(
         if not checked:
             continue
         whole_kept = chunk.index in module.kept
-        # an edit inside one method of a class: the scopes of its other methods may keep their results
-        previous = inherited.get(chunk.index) if whole_kept or chunk.index == module.methods_edited else None
+        # an edit inside one method of a class, or one function walked on from the edited statement: the
+        # scopes of its other methods, or of the functions defined in it and kept, may keep their results
+        previous = inherited.get(chunk.index) if whole_kept or chunk.index == module.scopes_edited else None
         if previous is not None and whole_kept and previous.complete and module.still_holds(previous):
             module.rule_results[chunk.index] = previous  # the common case after an edit: nothing to re-check
             for kept_result in previous.results.values():
@@ -266,7 +267,7 @@ def _check_statements(
             try:
                 if by_scope:
                     # only where the edit was, in one method: their lines are checked against it
-                    kept_scopes = kept_result.scopes if kept_result is not None and chunk.index == module.methods_edited else None
+                    kept_scopes = kept_result.scopes if kept_result is not None and chunk.index == module.scopes_edited else None
                     results[rule_class.code] = _checked_by_scope(module, context, scopes, kept_scopes)
                     raw.extend(context.findings)
                     continue
@@ -307,7 +308,7 @@ def _checked_by_scope(
     results: dict[ScopeAnalysis, ScopeResult] = {}
     whole = True
     for scope in scopes:
-        previous = kept.get(scope) if kept else None
+        previous = kept.get(scope) if kept and scope is not module.resumed_flow else None
         if previous is not None and (previous.bare or module.scope_result_holds(previous)):
             results[scope] = previous
             if previous.findings:

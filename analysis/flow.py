@@ -102,6 +102,9 @@ class ScopeAnalysis:
         self.local_functions: dict[str, FunctionInfo] = {}
         # a function defined in another: the scope whose names it reads and does not bind (a closure)
         self._enclosing: ScopeAnalysis | None = None
+        # what its walk read of the enclosing scope, by name (a value, or whether the name is bound there):
+        # the walk is the same while each name reads the same (``reads_enclosing_as_before``)
+        self._enclosing_reads: dict[tuple[str, bool], Value | bool] = {}
         self._own_names: frozenset[str] | None = None
         self.return_value: Value = UNKNOWN
         self.params: dict[str, Value] = {}
@@ -146,7 +149,7 @@ class ScopeAnalysis:
         self._written = []
         self.branch_tests = []
         self.local_functions = {}
-        self._enclosing = None
+        self._enclosing, self._enclosing_reads = None, {}
         self.params = {}
         self._returns = []
         self.returned_with_graph = {}
@@ -531,12 +534,24 @@ class ScopeAnalysis:
             if found is not None:
                 return found
         if "." not in key and self._enclosing is not None and key not in self._names_bound_here():
-            return self._enclosing._lookup(key, context)  # read when the function is first called
+            value = self._enclosing._lookup(key, context)  # read when the function is first called
+            self._enclosing_reads[key, False] = value
+            return value
         if "." not in key:
             module_value = self.summary.value_of(key, self._module_chunk_index)
             if module_value is not None:
                 return module_value
         return class_value(self.summary, self.canonical(key)) if "." not in key else UNKNOWN
+
+    def reads_enclosing_as_before(self) -> bool:
+        """Whether every name this function's walk read of the enclosing scope reads the same there now (the
+        same value object, or bound as it was): the enclosing function walked on from an edit before it
+        was first called (``flow_checkpoints.rewind``) may have rebound them."""
+        enclosing = self._enclosing
+        return enclosing is not None and all(
+            (enclosing._is_bound(name) if bound else enclosing._lookup(name, Context())) is found
+            for (name, bound), found in self._enclosing_reads.items()
+        )
 
     def _names_bound_here(self) -> frozenset[str]:
         """The names this function binds (parameters, assignments, loop and `with` targets, imports,
@@ -572,7 +587,8 @@ class ScopeAnalysis:
         if name in self.env or name in self.params:
             return True
         if self._enclosing is not None and name not in self._names_bound_here() and name not in self.local_imports:
-            return self._enclosing._is_bound(name)
+            bound = self._enclosing_reads[name, True] = self._enclosing._is_bound(name)
+            return bound
         return self.summary.is_variable(name) and name not in self.summary.imports
 
     def canonical(self, raw: str) -> str:

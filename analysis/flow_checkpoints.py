@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .edit_reuse import same_but
-from .summary import FunctionInfo, asked_so_far
+from .summary import asked_so_far
 from .values import UNKNOWN
 
 if TYPE_CHECKING:
@@ -39,8 +39,11 @@ class Checkpoint:
         self.context = context
         self.env, self.binding_loop, self.dotted_heads = dict(scope.env), dict(scope.binding_loop), frozenset(scope._dotted_heads)
         self.local_imports, self.local_functions = dict(scope.local_imports), dict(scope.local_functions)
-        # the functions defined in it whose flow was walked by then (each is walked once, when first asked for)
-        self.walked = frozenset(inner for inner in scope.local_functions.values() if inner._analysis is not None)
+        # the functions defined in it whose flow was walked by then (each is walked once, when first asked
+        # for; a flow kept from before an edit, not asked for again yet, is not: ``rewind``)
+        self.walked = frozenset(
+            inner for inner in scope.local_functions.values() if inner._analysis is not None and not inner.pending
+        )
         self.events, self.loops, self.branch_tests = len(scope.events), len(scope.loops), len(scope.branch_tests)
         self.returns, self.memo, self.reads = len(scope._returns), len(scope._memo), asked_so_far()
 
@@ -149,7 +152,8 @@ def rewind(scope: ScopeAnalysis, path: tuple[int, ...]) -> None:
     body on from there (``resumed``): what the walk of the statements before it did stays as it
     was, which is what a walk of the edited body does (a loop is walked once, in order). The flows of functions
     defined in this one that were walked after that point are let go of: a closure reads the
-    names of this scope as they are when it is first walked."""
+    names of this scope as they are when it is first walked; those defined before that point and walked
+    after it are kept, checked when they are first asked for again."""
     assert scope.checkpoints is not None
     start = path[0]
     point = scope.checkpoints[start] if len(path) == 1 else scope.inner_checkpoints[path]
@@ -162,7 +166,10 @@ def rewind(scope: ScopeAnalysis, path: tuple[int, ...]) -> None:
             inner.release()
     for inner in point.local_functions.values():
         if inner not in point.walked:
-            FunctionInfo.release(inner)  # its flow only: it is still defined in this scope, which it reads
+            # walked later (first called after the point, or asked for once the walk was over): kept while
+            # what it read of this scope and the flows it asked for are as before when it is first asked
+            # for again (``LocalFunctionInfo._still_holds``), where a fresh walk would walk it
+            inner.pending = inner._analysis is not None
     scope.env, scope.binding_loop, scope._dotted_heads = dict(point.env), dict(point.binding_loop), set(point.dotted_heads)
     scope.local_imports, scope.local_functions = dict(point.local_imports), dict(point.local_functions)
     del scope.events[point.events:]

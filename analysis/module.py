@@ -86,9 +86,11 @@ class ModuleAnalysis:
         self._kept_walks: tuple[int, ClassInfo] | None = None
         # Statements whose analysis and rule results were carried over from the previous text.
         self.kept: frozenset[int] = frozenset()
-        # The class statement edited inside one method whose other methods kept their flows
-        # (``_methods_kept``), -1 if none; and the lines the edit touched (first, last, lines added).
-        self.methods_edited = -1
+        # The class statement edited inside one method whose other methods kept their flows (``_methods_kept``);
+        # the one whose scopes may keep their rule results (it, or the function walked on from the edited
+        # statement, ``resumed_flow``, not one of them), -1 if none; the lines the edit touched (first, last, added).
+        self.methods_edited = self.scopes_edited = -1
+        self.resumed_flow: ScopeAnalysis | None = None
         self.edited_lines: tuple[int, int, int] | None = None
         self.rule_results: dict[int, dependencies.KeptStatement] = {}
         self.rule_results_key: object = None
@@ -245,8 +247,7 @@ class ModuleAnalysis:
         result.summary = ModuleSummary(chunks, result.facts, ScopeAnalysis, self.path, self.workspace)
         result.summary.resolved = dict(self.summary.resolved) if kept else {}
         result._scopes = {i: self._scopes[i] for i in kept if i in self._scopes}
-        result._lines = None
-        result._all_scopes = result._backward_calls = result._ddp_wraps = None
+        result._lines = result._all_scopes = result._backward_calls = result._ddp_wraps = None
         same_program = edited_lines is not None and len(unchanged) == len(chunks) and len(kept) == len(chunks)
         result.program = self.program if same_program else object()
         # values computed from the trees alone are the same program's: those from the text are not
@@ -255,10 +256,11 @@ class ModuleAnalysis:
         result._calls_by_function = None
         result._kept_walks = (edited, next(iter(new_facts[edited].classes.values()))) if edited >= 0 else None
         result.kept = frozenset(kept)
-        result.methods_edited = edited
-        result.edited_lines = edited_lines if edited >= 0 else None
+        result.methods_edited, result.scopes_edited = edited, max(edited, resumed)
+        result.resumed_flow = kept_flows[0] if kept_flows else None
+        result.edited_lines = edited_lines if result.scopes_edited >= 0 else None
         result.rule_results = {
-            index: results for index, results in self.rule_results.items() if index in kept or index == edited
+            index: results for index, results in self.rule_results.items() if index in kept or index == result.scopes_edited
         }
         result.rule_results_key = self.rule_results_key
         for index, facts in enumerate(self.facts):
@@ -270,11 +272,8 @@ class ModuleAnalysis:
                 for scope in scopes:
                     if id(scope) not in kept_scopes:
                         scope.release()
-        for method in kept_methods:
-            assert method._analysis is not None
-            method._analysis.summary = result.summary  # what it reads of the module from now on
-        for flow in kept_flows:
-            flow.summary = result.summary
+        for flow in [*(method._analysis for method in kept_methods), *kept_flows]:
+            flow.summary = result.summary  # type: ignore[union-attr]  # what it reads of the module from now on
         return result
 
     def _function_resumed(
@@ -708,14 +707,14 @@ class ModuleAnalysis:
         )
 
     def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
-        """Whether one scope's kept result (of the statement ``methods_edited``, whose scope it is and
+        """Whether one scope's kept result (of the statement ``scopes_edited``, whose scope it is and
         still the same flow) holds: the module-wide values and other statements' lines it read are
         unchanged, every flow it asked for is the same, and the lines of its statement it read are
         neither lines the edit touched nor after them when the edit added or removed lines."""
         if not self.still_holds(result):
             return False
-        if any(function._analysis is not analysis for function, analysis in result.flows):
-            return False
+        if any(function._analysis is not analysis or analysis is self.resumed_flow for function, analysis in result.flows):
+            return False  # the flow walked on from the edited statement is the same object, changed
         if not result.own_lines or self.edited_lines is None:
             return True
         first_edited, last_edited, added = self.edited_lines

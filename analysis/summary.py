@@ -97,7 +97,7 @@ class FunctionInfo:
                 self.previous = exported(self._analysis)
                 if self.owner is not None:
                     self.owner.forget_flows({self})
-                self.release()
+                FunctionInfo.release(self)  # its flow only: a local function is still defined where it was
         if self._analysis is None:
             if self._analysing:
                 return None

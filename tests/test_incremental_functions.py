@@ -11,6 +11,7 @@ from typing_keys import one_key_towards
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.flow import ScopeAnalysis
+from trainlint.analysis.rules.missing_zero_grad import MissingZeroGrad
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.server.documents import DocumentState
 from trainlint.settings import EffectiveSettings
@@ -118,6 +119,8 @@ def test_the_script_shows_what_the_edits_below_change():
     ("    log(0)\n", ""),
     # a binding before a function defined earlier is first called: what it reads changes
     ("    evaluate()\n", "    model = build(4)\n    evaluate()\n"),
+    # ... a binding of another model (no dropout) there: its flow kept from before the edit does not hold
+    ("    evaluate()\n", "    model = nn.Linear(8, 2)\n    evaluate()\n"),
     # the branch a later statement reads the merged value of
     ("        scale = 1\n", "        scale = loss\n"),
     # what a function defined earlier and already called reads of the scope
@@ -133,7 +136,7 @@ def test_the_script_shows_what_the_edits_below_change():
     ("            val_outputs = model(batch)\n", "            val_outputs = model(batch)\n            history.append(val_outputs)\n"),
     ("            log(-1)\n", "            log(-2)\n"),
     ("        steps += 1\n", "        steps += 1\n        history.append(loss)\n"),
-], ids=["inner loop", "first statement", "last statement", "statement removed", "closure called later",
+], ids=["inner loop", "first statement", "last statement", "statement removed", "closure called later", "closure reads anew",
         "if branch", "closure called earlier", "rebound in the loop", "loop head rebound", "break", "continue",
         "loop statement removed", "loop under no_grad", "loop else", "while"])
 def test_typing_in_a_long_function_gives_what_a_fresh_analysis_gives(edit):
@@ -241,3 +244,36 @@ def test_editing_a_helper_twice_re_reads_what_it_returns_when_given_a_graph():
     assert [finding.code for finding in findings] == ["TL101"]
     _, findings, _ = _typed(state, text, PPO_STATS, version)
     assert findings == []
+def _flow_of(state: DocumentState, name: str) -> ScopeAnalysis:
+    assert state.module is not None
+    return next(scope for scope in state.module.all_scopes if scope.name == name)
+
+
+def test_a_function_defined_before_the_edit_and_first_called_after_it_keeps_its_flow_and_findings(monkeypatch):
+    """``evaluate`` is defined before the training loop and first called after it: a key in the loop
+    keeps its flow (what it reads of ``main``, ``model`` and ``loader``, is as it was) and the rules'
+    results for it; rebinding ``model`` before the call walks it again, and its finding (an evaluation
+    pass in training mode, of a model with dropout) goes with the dropout."""
+    state = _opened()
+    first = SCRIPT.replace("outputs = model(x)", "outputs = model(x) ")
+    assert state.analyse(first, 1, SETTINGS).findings == _fresh(first)
+    before = _flow_of(state, "evaluate")
+    checked: list[str] = []
+    check_scope = MissingZeroGrad.check_scope
+
+    def counting_check(self, ctx, scope):
+        checked.append(scope.name)
+        return check_scope(self, ctx, scope)
+
+    monkeypatch.setattr(MissingZeroGrad, "check_scope", counting_check)
+    second = first.replace("outputs = model(x) ", "outputs = model(x)  ")
+    findings = state.analyse(second, 2, SETTINGS).findings
+    assert _flow_of(state, "evaluate") is before
+    assert "evaluate" not in checked and "main" in checked
+    assert findings == _fresh(second)
+    assert ("TL208", "return [model(x) for x in loader]") in _codes_by_line(findings, second)
+    rebound = second.replace("    evaluate()\n", "    model = nn.Linear(8, 2)\n    evaluate()\n")
+    findings = state.analyse(rebound, 3, SETTINGS).findings
+    assert _flow_of(state, "evaluate") is not before
+    assert findings == _fresh(rebound)
+    assert ("TL208", "return [model(x) for x in loader]") not in _codes_by_line(findings, rebound)
