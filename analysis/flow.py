@@ -102,16 +102,14 @@ class ScopeAnalysis:
         self.local_functions: dict[str, FunctionInfo] = {}
         # a function defined in another: the scope whose names it reads and does not bind (a closure)
         self._enclosing: ScopeAnalysis | None = None
-        # what its walk read of the enclosing scope, by name (a value, or whether the name is bound there):
-        # the walk is the same while each name reads the same (``reads_enclosing_as_before``)
+        # what its walk read of the enclosing scope by name (a value, or whether bound): ``reads_enclosing_as_before``
         self._enclosing_reads: dict[tuple[str, bool], Value | bool] = {}
         self._own_names: frozenset[str] | None = None
         self.return_value: Value = UNKNOWN
         self.params: dict[str, Value] = {}
         self._module_chunk_index = chunk_index  # for module-level scopes: names bound before this chunk
         self._returns: list[Value] = []
-        # What the function returns when a call hands a graph-carrying value to these parameters
-        # (``calls.returned_by_call``), walked once per set of parameters and kept with this flow
+        # what it returns when a call hands graph-carrying values to these parameters (``passed_values``)
         self.returned_with_graph: dict[frozenset, tuple[Value, set]] = {}
         # Each expression is evaluated once, in order. Keyed by the node's id, which costs less than
         # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
@@ -168,8 +166,7 @@ class ScopeAnalysis:
     # ------------------------------------------------------------------ construction
     @classmethod
     def of_function(cls, info: FunctionInfo, summary: ModuleSummary, passed: dict[str, Value] | None = None) -> ScopeAnalysis:
-        """The function's flow; with ``passed``, walked as one call runs it, those parameters bound to
-        what the call gives them (``calls.returned_by_call``: a graph-carrying tensor handed to a helper)."""
+        """The function's flow; with ``passed``, as one call runs it, those parameters bound (``passed_values``)."""
         scope = cls(info.chunk, summary, function=info)
         if isinstance(info, LocalFunctionInfo):
             scope._enclosing = info.enclosing
@@ -544,9 +541,8 @@ class ScopeAnalysis:
         return class_value(self.summary, self.canonical(key)) if "." not in key else UNKNOWN
 
     def reads_enclosing_as_before(self) -> bool:
-        """Whether every name this function's walk read of the enclosing scope reads the same there now (the
-        same value object, or bound as it was): the enclosing function walked on from an edit before it
-        was first called (``flow_checkpoints.rewind``) may have rebound them."""
+        """Whether each name this walk read of the enclosing scope reads the same object (or binding) now: the
+        enclosing function walked on from an edit before this one's first call may have rebound it."""
         enclosing = self._enclosing
         return enclosing is not None and all(
             (enclosing._is_bound(name) if bound else enclosing._lookup(name, Context())) is found

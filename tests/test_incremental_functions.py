@@ -244,6 +244,8 @@ def test_editing_a_helper_twice_re_reads_what_it_returns_when_given_a_graph():
     assert [finding.code for finding in findings] == ["TL101"]
     _, findings, _ = _typed(state, text, PPO_STATS, version)
     assert findings == []
+
+
 def _flow_of(state: DocumentState, name: str) -> ScopeAnalysis:
     assert state.module is not None
     return next(scope for scope in state.module.all_scopes if scope.name == name)
