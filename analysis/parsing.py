@@ -542,9 +542,12 @@ class ParsedChunk:
         a second for a 3,700-line class, against a walk of a tenth of that to find the holder)."""
         span = self._text_span(node) if self._positions is None else None
         if span is None and self._positions is None and self.module is not None:
-            holder = _small_statement_holding(self.module, node)
-            inside = self._spans_inside(holder) if holder is not None and holder is not node else None
-            span = inside.get(node) if inside else None
+            placed = self.memo.setdefault("spans inside holders", {})  # the walk to the holder: once per node
+            if id(node) not in placed:
+                holder = _small_statement_holding(self.module, node)
+                inside = self._spans_inside(holder) if holder is not None and holder is not node else None
+                placed[id(node)] = inside.get(node) if inside else None
+            span = placed[id(node)]
         if span is None:
             code_range = self.positions()[node]
             span = (code_range.start.line, code_range.start.column, code_range.end.line, code_range.end.column)
