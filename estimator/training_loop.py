@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from trainlint.analysis.module import ModuleAnalysis
-from trainlint.analysis.parsing import ParsedChunk
 from trainlint.analysis.tree import facts_by_statement, in_source_order
 from trainlint.rules import (
     CallEvent,
     Loop,
+    ParsedChunk,
     ScopeAnalysis,
     Tag,
     Value,

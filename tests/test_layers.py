@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # memory model, which knows numbers, catalogs and configs, never syntax trees.
 SCRIPT_READER = {
     "reading", "script_defaults", "script_plan", "training_loop", "anchors", "custom_models", "editor", "projected_oom",
-    "torchtune_config",
+    "torchtune_config", "script_inputs",
 }
 MEMORY_MODEL = sorted(
     path.stem for path in (ROOT / "estimator").glob("*.py") if path.stem not in SCRIPT_READER | {"__init__"}
