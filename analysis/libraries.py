@@ -210,7 +210,6 @@ LIBRARY_EVAL_METHODS = {
 }
 
 
-
 # Attention functions whose dropout rate is a plain argument: they drop whenever it is non-zero, as a function
 # cannot see the mode of the module that calls it. One function a row: where the rate goes (keyword, position).
 @dataclass(frozen=True)

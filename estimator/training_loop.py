@@ -12,6 +12,7 @@ what the dataflow says it does, never by its name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -30,6 +31,7 @@ from trainlint.rules import (
     walk,
 )
 
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
 
@@ -103,7 +105,7 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
         _, _, forwards, backwards = homes.setdefault(id(home), (event.scope, home, [], []))
         (backwards if is_backward(event) else forwards).append(event)
     for event_scope, home, forwards, backwards in homes.values():
-        deleted = {name for small in _deletes_in(event_scope.chunk, home) for name in _deleted_names(small.target)}
+        deleted = {name for small in _nodes_under(event_scope.chunk, home, cst.Del) for name in _deleted_names(small.target)}
         if not deleted:
             continue
         order: dict[int, int] | None = None
@@ -136,19 +138,12 @@ def _outputs_deleted(scope: ScopeAnalysis, loop: Loop) -> list[tuple[cst.Del, Sc
     return found
 
 
-def _deletes_in(chunk: ParsedChunk, home: cst.CSTNode) -> list[cst.Del]:
-    """The ``del`` statements under ``home``, read per statement and kept with the tree: after a key only
-    the edited statement is read again, not the whole training loop (the script is read at every key
-    where the editor has a target GPU, for TL601)."""
-    return facts_by_statement(home, chunk.node_memo("del statements"), _the_delete, chunk.node_memo("statement levels"))
-
-
-def _the_delete(node: cst.CSTNode) -> list[cst.Del]:
-    return [node] if isinstance(node, cst.Del) else []
-
-
-def _the_with(node: cst.CSTNode) -> list[cst.With]:
-    return [node] if isinstance(node, cst.With) else []
+def _nodes_under(chunk: ParsedChunk, home: cst.CSTNode, kind: type[_Node]) -> list[_Node]:
+    """The ``kind`` nodes under ``home`` (its ``del`` or ``with`` statements), read per statement and kept
+    with the tree: after a key only the edited statement is read again, not the whole training loop
+    (the script is read at every key where the editor has a target GPU, for TL601)."""
+    return facts_by_statement(home, chunk.node_memo(f"{kind.__name__} nodes"),
+                              lambda node: [node] if isinstance(node, kind) else [], chunk.node_memo("statement levels"))
 
 
 def _output_of(value: cst.BaseExpression) -> cst.BaseExpression:
@@ -215,8 +210,7 @@ def _wraps_any(scope: ScopeAnalysis, call: CallEvent, nodes: set[int]) -> bool:
     elif isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name):
         name = statement.targets[0].target.value
         home = scope.function.node if scope.function is not None else scope.chunk.module
-        withs = facts_by_statement(home, scope.chunk.node_memo("with statements"), _the_with,
-                                   scope.chunk.node_memo("statement levels")) if home is not None else []
+        withs = _nodes_under(scope.chunk, home, cst.With) if home is not None else []
         blocks = [node.body for node in withs
                   if any(isinstance(item.item, cst.Name) and item.item.value == name for item in node.items)]
     else:
