@@ -15,9 +15,10 @@ from typing import Any
 
 import libcst as cst
 
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.tree import evaluate_literal
-from trainlint.rules import ModuleView, ParsedChunk, Tag, dotted, last_part, walk
+from trainlint.rules import CallEvent, ModuleView, ParsedChunk, ScopeAnalysis, Tag, dotted, last_part, walk
 
 from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
@@ -218,11 +219,15 @@ class _Reader:
         for autocast in self.training.autocasts[:1]:
             self._read_autocast(autocast.node, autocast.chunk)
         for scope in self.module.all_scopes:
-            for call in scope.calls():
-                if not isinstance(call.node, cst.Call):
-                    continue
+            for call, kind in kept_with_scope(scope, _CALLS_READ, lambda scope=scope: _calls_read(scope)):
                 name = call.callee or ""
                 head = last_part(name) if name else (call.method or "")
+                if kind is _LOCAL_CLASS:
+                    self._read_local_class(call, call.node, call.chunk, name)
+                    continue
+                if kind is _PIPELINE_CALL:
+                    self._read_pipeline_call(call.node, call.chunk)
+                    continue
                 self._read_call(call, call.node, call.chunk, name, head)
                 builds_trainer = head.endswith("Trainer") or name.endswith("Trainer")
                 if training is None and (builds_trainer or head == "TrainingArguments"):
@@ -409,14 +414,8 @@ class _Reader:
             self._set("model", self.value(self.keyword(node, ("model_name",), 0), chunk), node, chunk)
         elif name.startswith("torchvision.models.") and head[:1].islower() and head != "get_model":
             self._set("model", head, node, chunk)
-        elif call.function is None and name and not self._inside_a_model(call):
-            info = self.summary.local_class(name)
-            if info is not None and self.summary.is_module_class(info) and self.inputs.local_model_class is None:
-                elsewhere = self.summary.defined_elsewhere(info) and info.home is not None
-                # a class of another workspace file keeps the dotted name it is reached by (`model.GPT`)
-                self._set("local_model_class", name if elsewhere else info.name, node, chunk)
-                if elsewhere and info.home is not None:
-                    self.inputs.local_class_home = Path(info.home.path).name
+        elif call.function is None and name:
+            self._read_local_class(call, node, chunk, name)
         if name.startswith(("litgpt.", "lit_gpt.")):
             self._set("model_code", "litgpt", node, chunk)
             if head in _LITGPT_MODEL_CALLS:
@@ -484,10 +483,8 @@ class _Reader:
             self._set("vae_tiling", True, node, chunk)
         if call.method in ("enable_vae_slicing", "enable_attention_slicing"):
             self._set(call.method.removeprefix("enable_"), True, node, chunk)
-        if self.pipeline is not None and call.method is None and call.callee is None:
-            for keyword in ("height", "width"):
-                self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
-            self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
+        if call.method is None and call.callee is None:
+            self._read_pipeline_call(node, chunk)
         if self._compiles_the_model(call, name, head):
             self._switch("compiled", call, node, chunk)
             mode = self.value(self.keyword(node, "mode"), chunk)
@@ -542,6 +539,26 @@ class _Reader:
             self.cast_to_fp32 = self.cast_to_fp32 or cast == "fp32"
             if cast in ("bf16", "fp16"):
                 self._set("dtype", cast, node, chunk)
+
+    def _read_local_class(self, call, node: cst.Call, chunk: ParsedChunk, name: str) -> None:
+        """A model class of the workspace built outside any model: the model the script trains."""
+        if self._inside_a_model(call):
+            return
+        info = self.summary.local_class(name)
+        if info is not None and self.summary.is_module_class(info) and self.inputs.local_model_class is None:
+            elsewhere = self.summary.defined_elsewhere(info) and info.home is not None
+            # a class of another workspace file keeps the dotted name it is reached by (`model.GPT`)
+            self._set("local_model_class", name if elsewhere else info.name, node, chunk)
+            if elsewhere and info.home is not None:
+                self.inputs.local_class_home = Path(info.home.path).name
+
+    def _read_pipeline_call(self, node: cst.Call, chunk: ParsedChunk) -> None:
+        """A call of a value (`pipe(prompt, height=1024)`) after a diffusers pipeline was loaded: its image size and count."""
+        if self.pipeline is None:
+            return
+        for keyword in ("height", "width"):
+            self._set("image_size", self.value(self.keyword(node, keyword), chunk), node, chunk)
+        self._set("batch_size", self.value(self.keyword(node, "num_images_per_prompt"), chunk), node, chunk)
 
     def _read_torchtune_features(self, call, node: cst.Call, chunk: ParsedChunk, name: str, head: str) -> None:
         """torchtune's memory features as its recipes call them, and the plain torch forms of the same: an optimizer
@@ -769,6 +786,55 @@ class _Reader:
                 self._set("seq_len", value, node, chunk)
             elif _ACCUMULATION_NAMES.match(name):
                 self._set("grad_accum", value, node, chunk)
+
+
+# What can make a call tell the reader something (``_Reader._read_call`` and ``read``): the last part of its name or
+# its method, the start of its name, a keyword it is given. A call with none of them teaches nothing, unless it
+# builds a class of the workspace (a model, perhaps) or calls a value (a loaded pipeline, perhaps): ``_calls_read``
+# keeps a scope's calls worth reading with the scope, so that a key elsewhere in a long file reads none again.
+# Keep these in step with ``_read_call``: tests/test_reading.py reads scripts both ways.
+_HEADS_READ = frozenset({
+    "from_pretrained", "create_model", "DataLoader", "TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments",
+    "zero_grad", "autocast", "Accelerator", "GradScaler", "LoraConfig", "BitsAndBytesConfig",
+    "prepare_model_for_kbit_training", "gradient_checkpointing_enable", "enable_gradient_checkpointing",
+    "apply_activation_checkpointing", "StaticCache", "DeepSpeedPlugin", "DistributedDataParallel", "DDP",
+    "FullyShardedDataParallel", "FSDP", "fully_shard", "FullyShardedDataParallelPlugin", "FSDPStrategy", "MixedPrecision",
+    "MixedPrecisionPolicy", "generate", "half", "bfloat16", "register_optim_in_bwd_hooks", "OffloadActivations",
+    "get_act_offloading_ctx_manager", "compile_model", *_OPTIMIZERS, *_LITGPT_MODEL_CALLS,
+})
+_METHODS_READ = frozenset({
+    "enable_model_cpu_offload", "enable_sequential_cpu_offload", "enable_vae_tiling", "enable_vae_slicing",
+    "enable_attention_slicing", "register_post_accumulate_grad_hook", "compile", "float", "to", "half", "bfloat16", "generate",
+})
+_NAMES_READ = ("torchvision.models.", "litgpt.", "lit_gpt.", "torch.utils.checkpoint.", "torchtune", "deepspeed.initialize",
+               "torch.compile", "torch.autograd.graph.save_on_cpu")
+_KEYWORDS_READ = frozenset({
+    "precision", "activation_checkpointing", "enable_activation_checkpointing", "use_cache", "attn_implementation",
+    *_LENGTH_KEYWORDS,
+})
+_CALLS_READ = "the script reader's calls"
+_LOCAL_CLASS = "a class of the workspace, perhaps"
+_PIPELINE_CALL = "a call of a value, perhaps a pipeline"
+
+
+def _calls_read(scope: ScopeAnalysis) -> list[tuple[CallEvent, str | None]]:
+    """The calls of ``scope`` that can tell the reader something, in order, each with what only it can be (a workspace
+    class's construction, a call of a value) or None, for a call ``_read_call`` reads whole."""
+    found: list[tuple[CallEvent, str | None]] = []
+    for call in scope.calls():
+        node = call.node
+        if not isinstance(node, cst.Call):
+            continue
+        name = call.callee or ""
+        head = last_part(name) if name else (call.method or "")
+        if (head in _HEADS_READ or call.method in _METHODS_READ or name.startswith(_NAMES_READ) or head.endswith("Trainer")
+                or any(arg.keyword is not None and arg.keyword.value in _KEYWORDS_READ for arg in node.args)):
+            found.append((call, None))
+        elif call.function is None and name:
+            found.append((call, _LOCAL_CLASS))
+        elif call.method is None and call.callee is None:
+            found.append((call, _PIPELINE_CALL))
+    return found
 
 
 def _conditions_around(call) -> list[tuple[cst.BaseExpression, bool]]:

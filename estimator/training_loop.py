@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import libcst as cst
 
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.tree import facts_by_statement, in_source_order
 from trainlint.rules import (
@@ -33,6 +34,9 @@ from trainlint.rules import (
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
+# What is kept with each scope across keys elsewhere in the file (``kept_with_scope``).
+_BACKWARD_LOOPS = "the loops whose iterations run a backward"
+_AUTOCASTS = "torch's autocast calls"
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
 
 
@@ -58,7 +62,8 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
     found = TrainingLoop()
     training: list[tuple[ScopeAnalysis, Loop]] = []
     for scope in module.all_scopes:
-        training += [(scope, loop) for loop in loops_running(scope, is_backward)]
+        backward_loops = kept_with_scope(scope, _BACKWARD_LOOPS, lambda scope=scope: list(loops_running(scope, is_backward)))
+        training += [(scope, loop) for loop in backward_loops]
     if not training:
         return found
     trained_loops = {id(loop) for _, loop in training}
@@ -75,12 +80,12 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
         found.outputs_freed += _outputs_deleted(scope, loop)
     steps = _training_nodes(training)
     for scope in module.all_scopes:
-        for call in scope.calls():
-            if _is_autocast(call):
-                if _wraps_any(scope, call, steps):
-                    found.autocasts.append(call)
-                else:
-                    found.other_autocasts.add(id(call.node))
+        autocasts = kept_with_scope(scope, _AUTOCASTS, lambda scope=scope: [event for event in scope.calls() if _is_autocast(event)])
+        for call in autocasts:
+            if _wraps_any(scope, call, steps):
+                found.autocasts.append(call)
+            else:
+                found.other_autocasts.add(id(call.node))
     return found
 
 

@@ -835,3 +835,72 @@ def test_adapters_under_autocast_over_a_base_loaded_without_a_dtype_cover_an_fp3
     assert unstated.allocated.estimate == sixteen.estimate and unstated.allocated.high >= fp32.estimate
     assert fp32.estimate > sixteen.estimate + 2 * parameter_count(model) * 1.5  # fp32 weights and their saved casts
     assert any("--library-version transformers=VERSION" in note and "dtype=" in note for note in unstated.assumptions)
+
+
+def test_a_cast_of_the_loaded_model_sets_the_weights_dtype():
+    """`model.to(torch.bfloat16)` after a load without a dtype: the weights are bf16 whatever the release loads;
+    `model.float()`: fp32, so no release's default load dtype is assumed."""
+    load = textwrap.dedent(
+        """\
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B")
+        {cast}
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        """
+    )
+    cast = _read(load.format(cast="model = model.to(torch.bfloat16)")).found()
+    assert cast["dtype"].value == "bf16" and cast["dtype"].line == 5
+    assert _read(load.format(cast="model.float()")).default_load_dtype is None
+    assert _read(load.format(cast="")).default_load_dtype is not None
+
+def _scripts_read_in_tests() -> list[tuple[str, str]]:
+    """The bundled examples and every script the estimator's tests and rule examples give the reader."""
+    import ast
+    from pathlib import Path
+
+    from trainlint.analysis.registry import builtin_rules
+
+    root = Path(__file__).parent
+    scripts = [(str(path), path.read_text()) for path in sorted((root.parent / "examples").rglob("*.py"))]
+    for name in ("test_reading.py", "test_training_loop_reading.py", "test_unstated_settings.py", "test_diffusion.py", "test_litgpt.py",
+                 "test_estimate_output.py", "test_editor_estimate.py", "test_model_configs.py"):
+        for node in ast.walk(ast.parse((root / name).read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "import " in node.value and "\n" in node.value:
+                scripts.append((f"{name}:{node.lineno}", textwrap.dedent(node.value)))
+    for rule in builtin_rules():  # every rule's examples: training scripts as projects write them
+        scripts += [(f"{rule.code} example {index}", textwrap.dedent(example.code))
+                    for index, example in enumerate((*rule.MUST_FIRE, *rule.MUST_NOT_FIRE))]
+    return scripts
+
+
+def test_reading_only_the_calls_that_can_tell_something_reads_what_reading_every_call_reads(monkeypatch):
+    """The reader keeps, with each scope, the calls its names or keywords can make tell something (a key elsewhere in
+    a long file reads none of the others again): every script the tests give it reads the same as with every call."""
+    import libcst as cst
+
+    from trainlint.estimator import reading
+
+    def every_call(scope):
+        return [(call, None) for call in scope.calls() if isinstance(call.node, cst.Call)]
+
+    scripts = _scripts_read_in_tests()
+    assert len(scripts) > 500
+    compared = 0
+    for where, script in scripts:
+        module = ModuleAnalysis(script, "train.py")
+        try:
+            filtered = read_inputs(module)
+        except SyntaxError:
+            continue
+        for scope in module.all_scopes:  # the same flows, read again without the calls kept with them
+            scope.followed.pop(reading._CALLS_READ, None)
+        with monkeypatch.context() as patched:
+            patched.setattr(reading, "_calls_read", every_call)
+            whole = read_inputs(module)
+        shown = {name: (found.value, found.line) for name, found in filtered.found().items()}
+        assert shown == {name: (found.value, found.line) for name, found in whole.found().items()}, where
+        assert (filtered.notes, filtered.setting_notes, filtered.local_class_home) == (whole.notes, whole.setting_notes, whole.local_class_home), where
+        compared += bool(shown)
+    assert compared > 300
