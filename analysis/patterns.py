@@ -9,7 +9,7 @@ from typing import Any, TypeGuard, TypeVar
 import libcst as cst
 
 from . import libraries, torchapi
-from .dependencies import note_flows
+from .dependencies import kept_with_scope, note_flows
 from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
 from .flow import ScopeAnalysis
 from .names import dotted, last_part
@@ -229,7 +229,16 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
 
     The call counts when it sits in the loop's body or in a local function called there without
     another loop in between: a loop that only holds the training loop (an epoch loop) is not one.
+    For a predicate defined at a module's top level (``is_backward``) the answer is kept with the
+    scope: rules and the script reader ask it of every scope at every key. Callers do not change it.
     """
+    qualified = getattr(predicate, "__qualname__", "<>")
+    if "<" not in qualified and "." not in qualified:
+        return kept_with_scope(scope, (loops_running, predicate), lambda: _loops_running(scope, predicate))
+    return _loops_running(scope, predicate)
+
+
+def _loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) -> dict[Loop, CallEvent]:
     found: dict[Loop, CallEvent] = {}
     for call, chain in ordered_calls(scope, None):
         called_from_loop = (*chain[1:], call) if chain else ()

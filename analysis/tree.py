@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
@@ -46,6 +47,7 @@ def string_value(node: cst.CSTNode | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@functools.lru_cache(maxsize=4096)  # a script's literals are read again at every key; their values are immutable
 def evaluate_literal(code: str):
     """What ``ast.literal_eval`` gives for the code of a literal (a number, a string or bytes, strings
     written one after another), raising what it raises (ValueError when the code is something else).

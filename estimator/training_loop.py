@@ -34,8 +34,7 @@ from trainlint.rules import (
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
-# What is kept with each scope across keys elsewhere in the file (``kept_with_scope``).
-_BACKWARD_LOOPS = "the loops whose iterations run a backward"
+# Kept with each scope across keys elsewhere in the file (``kept_with_scope``).
 _AUTOCASTS = "torch's autocast calls"
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
 
@@ -62,8 +61,7 @@ def training_loop(module: ModuleAnalysis) -> TrainingLoop:
     found = TrainingLoop()
     training: list[tuple[ScopeAnalysis, Loop]] = []
     for scope in module.all_scopes:
-        backward_loops = kept_with_scope(scope, _BACKWARD_LOOPS, lambda scope=scope: list(loops_running(scope, is_backward)))
-        training += [(scope, loop) for loop in backward_loops]
+        training += [(scope, loop) for loop in loops_running(scope, is_backward)]
     if not training:
         return found
     trained_loops = {id(loop) for _, loop in training}
