@@ -7,6 +7,7 @@ it accumulates them unsynced (fsdp_accumulation.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -179,3 +180,19 @@ def test_a_generation_growing_its_cache_matches_its_replay(row):
     if row["kv_cache"] / (2 * find_architecture(row["model"]).layers) >= 10 * 2**20:  # keys and values in segments of their own
         assert row["reserved"] - row["allocated"] < 0.7 * row["cache_alone_reserved_beyond"]
     assert result.cached.high == 0
+
+
+def test_an_unstated_kbit_preparation_keeps_the_point_and_reaches_the_prepared_replay():
+    """Nobody says whether peft's prepare_model_for_kbit_training ran: the point keeps the base's unquantised parameters
+    in 16 bits (get_peft_model alone, LitGPT, torchtune) and the cost model's own interval, before any error band,
+    reaches the prepared step's replay (TRL's SFTTrainer prepares a quantised model)."""
+    from trainlint.estimator.costmodel import mechanism_estimate
+
+    rows = {(row["batch"], row["kbit_prepared"]): row for row in QLORA["rows"] if row["quant"]}
+    for batch in (1, 4):
+        unstated = mechanism_estimate(dataclasses.replace(_qlora_plan(rows[batch, True]), kbit_prepared=None))
+        plain = mechanism_estimate(_qlora_plan(rows[batch, False]))
+        assert unstated.allocated.estimate == plain.allocated.estimate
+        assert unstated.allocated.low <= rows[batch, False]["allocated"]
+        assert plain.allocated.high < rows[batch, True]["allocated"] <= unstated.allocated.high
+        assert any("prepare_model_for_kbit_training not stated" in note for note in unstated.assumptions)
