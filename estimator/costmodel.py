@@ -47,7 +47,7 @@ from .plan import (
     validate,
 )
 from .units import GIB
-from .unstated import covered, cuda_context, unstated_load_dtype, unstated_lora_base
+from .unstated import covered, cuda_context, unstated_kbit_preparation, unstated_load_dtype, unstated_lora_base
 from .versions import ROTARY_CACHE_UNTIL, settled_by
 
 
@@ -71,7 +71,8 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
     trl_default = plan.trl_default_checkpointing and plan.mode == "train"
-    if plan.model_code == "own" or plan.attention is None or trl_default or unstated_lora_base(plan) or unstated_load_dtype(plan):
+    if (plan.model_code == "own" or plan.attention is None or trl_default or unstated_lora_base(plan) or unstated_load_dtype(plan)
+            or unstated_kbit_preparation(plan)):
         # an estimate whose interval covers the alternatives
         return covered(plan, mechanism_estimate, context_bytes, workspace_bytes, compute_capability, usable_bytes)
     notes: list[str] = []

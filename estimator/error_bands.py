@@ -26,7 +26,7 @@ import msgspec
 
 from .architectures import shape
 from .plan import Estimate, Interval, Plan
-from .unstated import unstated_load_dtype
+from .unstated import unstated_kbit_preparation, unstated_load_dtype
 from .versions import ROTARY_CACHE_UNTIL
 
 BANDS_PATH = Path(__file__).parent / "data" / "error_bands.json"
@@ -81,6 +81,8 @@ def left_unstated(plan: Plan) -> list[str]:
     if plan.mode == "train":
         if plan.quant is not None and plan.quant_keeps_inputs is None:
             unstated.append("bitsandbytes version")
+        if unstated_kbit_preparation(plan):
+            unstated.append("peft's kbit preparation")
         if plan.lengths_vary is None:
             unstated.append("whether the samples vary in length")
         if plan.trainer_default_optimizer and plan.trainer_fused_adamw is None:

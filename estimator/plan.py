@@ -85,7 +85,7 @@ class Plan:
     # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
     # matmul of a layer recomputed too (torchtitan's op-level policy)
     checkpoint_policy: str = "full"
-    kbit_prepared: bool = False  # peft's prepare_model_for_kbit_training: the unquantised parameters in fp32
+    kbit_prepared: bool | None = None  # peft's prepare_model_for_kbit_training (unquantised parameters in fp32); None: not stated
     # The attention kernel. None: not stated (no attn_implementation, no --attention); transformers then picks SDPA where
     # the model and torch have it and eager attention elsewhere (and in its releases before SDPA): the estimate takes SDPA,
     # the high end eager, which keeps the attention scores.

@@ -242,6 +242,7 @@ class _ConfigReader:
         if quantised:  # torchao's NF4: blocks of 64 with 8-bit scales (as double quantisation); its linear keeps no input
             self._set("quant", component_entry, "nf4-dq")
             self._set("quant_keeps_inputs", component_entry, False)
+            self._set("kbit_prepared", component_entry, False)  # torchtune's recipes do not use peft: nothing cast to fp32
             self.inputs.notes.append("torchtune's QLoRA quantises with torchao's NF4 (blocks of 64, 8-bit scales), whose linear "
                                      "keeps no input for the backward (LinearNF4 saves only the weight)")
         if not adapters:

@@ -178,11 +178,35 @@ def load_dtype(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estima
     return result
 
 
+def unstated_kbit_preparation(plan: Plan) -> bool:
+    """Whether adapters trained over a quantised transformers (or own-code) base leave peft's
+    prepare_model_for_kbit_training unstated (Plan.kbit_prepared); LitGPT's and gpt-fast's code never call it."""
+    return (plan.mode == "train" and plan.quant is not None and plan.lora_rank is not None and plan.kbit_prepared is None
+            and plan.model_code in ("transformers", "own"))
+
+
+def kbit_preparation(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """Adapters over a quantised base with no word on peft's prepare_model_for_kbit_training, which casts every
+    unquantised parameter (embeddings, LM head, norms) to fp32 and keeps the checkpointed layers' inputs in fp32. A
+    script that wraps the model with get_peft_model alone, LitGPT and torchtune keep them in 16 bits (the estimate);
+    TRL's SFTTrainer calls it for a model loaded in 4 or 8 bits that it wraps with a peft config, as peft's QLoRA
+    guide does (the high end)."""
+    chosen = estimate(dataclasses.replace(plan, kbit_prepared=False), *device)
+    prepared = estimate(dataclasses.replace(plan, kbit_prepared=True), *device)
+    note = ("peft's prepare_model_for_kbit_training not stated: not called (the estimate), the unquantised parameters "
+            "in 16 bits; called (TRL's SFTTrainer does for a quantised model with a peft config), they and the "
+            "checkpointed layers' inputs are fp32 (the high end); --kbit-prepared or --no-kbit-prepared settles it")
+    return covering(chosen, [prepared], plan, note)
+
+
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
     """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
-    TRL's default gradient checkpointing, a LoRA base's load dtype), its interval covering the alternatives."""
+    TRL's default gradient checkpointing, a LoRA base's load dtype, peft's kbit preparation), its interval covering the
+    alternatives."""
     if plan.trl_default_checkpointing and plan.mode == "train":
         return trl_default_checkpointing(plan, estimate, *device)
+    if unstated_kbit_preparation(plan):
+        return kbit_preparation(plan, estimate, *device)
     if unstated_lora_base(plan):
         return lora_base(plan, estimate, *device)
     if unstated_load_dtype(plan):

@@ -65,7 +65,9 @@ def test_a_plan_that_leaves_a_setting_to_the_estimator_is_banded_as_unstated():
     assert left_unstated(_stated_lora(attention=None)) == ["attention kernel"]
     assert "whether the samples vary in length" in left_unstated(_stated_lora(lengths_vary=None))
     assert cell_of(_stated_lora(quant="nf4")) == "qlora/unstated"  # the bitsandbytes release decides its kept inputs
-    assert cell_of(_stated_lora(quant="nf4", quant_keeps_inputs=False)) == "qlora/stated"
+    assert cell_of(_stated_lora(quant="nf4", quant_keeps_inputs=False)) == "qlora/unstated"  # peft's kbit preparation
+    assert left_unstated(_stated_lora(quant="nf4", quant_keeps_inputs=False)) == ["peft's kbit preparation"]
+    assert cell_of(_stated_lora(quant="nf4", quant_keeps_inputs=False, kbit_prepared=False)) == "qlora/stated"
     assert cell_of(Plan(model=QWEN, mode="generate", seq_len=512, attention="sdpa", rotary_cache=False)) == "inference/unstated"
     assert cell_of(Plan(model=QWEN, mode="generate", seq_len=512, attention="sdpa", rotary_cache=False,
                         prompt_logits_whole=False)) == "inference/stated"

@@ -97,6 +97,7 @@ def test_torchtunes_memory_switches_qlora_and_the_lm_head():
     assert found["activation_offloading"] == (True, 47) and "lora_rank" not in found
     qlora = _found(LORA_SINGLE_DEVICE.replace("lora_llama3_1_8b", "qlora_llama3_1_8b"))
     assert qlora["quant"] == ("nf4-dq", 5) and qlora["quant_keeps_inputs"] == (False, 5), "torchao's LinearNF4 saves no input"
+    assert qlora["kbit_prepared"] == (False, 5), "torchtune does not use peft: nothing casts the base to fp32"
     head = _found(LORA_SINGLE_DEVICE.replace("apply_lora_to_output: False", "apply_lora_to_output: True"))
     assert head["lora_targets"][0][-1] == "lm_head"
     paged = _found(LORA_SINGLE_DEVICE.replace("torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit"))

@@ -74,6 +74,12 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--head", choices=HEADS,
                           help="what the model's output feeds: lm, a loss over the vocabulary (a causal or masked LM: the "
                                "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
+    kbit = estimate.add_mutually_exclusive_group()
+    kbit.add_argument("--kbit-prepared", dest="kbit_prepared", action="store_const", const=True,
+                      help="QLoRA: peft's prepare_model_for_kbit_training is called (TRL's SFTTrainer calls it for a quantised "
+                           "model): the unquantised parameters and checkpointed inputs in fp32")
+    kbit.add_argument("--no-kbit-prepared", dest="kbit_prepared", action="store_const", const=False,
+                      help="QLoRA: it is not called (get_peft_model alone, LitGPT, torchtune): they stay in 16 bits")
     estimate.add_argument("--no-use-cache", dest="use_cache", action="store_false", default=None,
                           help="inference: the forward keeps no KV cache (use_cache=False; default: transformers' True)")
     estimate.add_argument("--outputs-freed", dest="outputs_freed", action="store_const", const=True,
@@ -142,6 +148,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
         "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head, "outputs_freed": args.outputs_freed,
+        "kbit_prepared": args.kbit_prepared,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
