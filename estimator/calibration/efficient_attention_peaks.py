@@ -13,8 +13,11 @@ matrix anywhere: the kernel tiles it in registers and shared memory).
 The rest is ``zero_grad_peaks.py``'s run: BERT-large for sequence classification (config written out, random weights,
 nothing downloaded), the config's dropout on, AdamW (foreach), three iterations of forward, backward, step and
 ``model.zero_grad()`` at 512 tokens, outputs dropped before the backward (the HF Trainer's step); fp32 at batch 1 and
-4, and the Trainer's ``fp16=True`` (CUDA's autocast emulated) at batch 4. ``tests/test_estimator_replays.py``
-compares the estimator's allocated point (``attention="sdpa"``, a V100) with each.
+4, and the Trainer's ``fp16=True`` (CUDA's autocast emulated) at batch 4, for classification and, at batch 4, the
+masked-LM head (every position's logits); and batch 1 with four micro-batches accumulated (the Trainer's
+``gradient_accumulation_steps``: the loss divided, the gradients alive through each later forward) under SDPA and
+under eager attention. ``tests/test_estimator_replays.py`` compares the estimator's allocated point for a V100
+(compute capability 7.0) with each.
 
 Runs in the calibration venv (torch, transformers), never the product's:
 
@@ -80,28 +83,31 @@ def _v100_sdpa():
         torch.nn.functional.scaled_dot_product_attention = original
 
 
-def run(batch: int, autocast: bool = False, head: str = "classifier") -> dict:
+def run(batch: int, autocast: bool = False, head: str = "classifier", accumulation: int = 1,
+        attention: str = "sdpa") -> dict:
     config = transformers.AutoConfig.for_model("bert", **FIELDS)
     recorder = Recorder()
     with (FakeTensorMode(allow_non_fake_inputs=False), activations._gpu_like_dropout(), activations._not_tracing(),
           _v100_sdpa(), recorder):
         with no_init_weights():
             auto = transformers.AutoModelForMaskedLM if head == "lm" else transformers.AutoModelForSequenceClassification
-            model = auto.from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+            model = auto.from_config(config, attn_implementation=attention, dtype=torch.float32)
         model.train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)  # its default on a GPU
         for _ in range(ITERATIONS):
-            ids = torch.randint(0, config.vocab_size, (batch, SEQ))
-            labels = (torch.randint(0, config.vocab_size, (batch, SEQ)) if head == "lm"  # every position's logits
-                      else torch.randint(0, config.num_labels, (batch,)))
-            with CudaAutocast() if autocast else contextlib.nullcontext():
-                loss = model(input_ids=ids, labels=labels).loss
-            loss.backward()
+            for _ in range(accumulation):  # the Trainer's micro-batches: the gradients accumulate between them
+                ids = torch.randint(0, config.vocab_size, (batch, SEQ))
+                labels = (torch.randint(0, config.vocab_size, (batch, SEQ)) if head == "lm"  # every position's logits
+                          else torch.randint(0, config.num_labels, (batch,)))
+                with CudaAutocast() if autocast else contextlib.nullcontext():
+                    loss = model(input_ids=ids, labels=labels).loss / accumulation
+                loss.backward()
             optimizer.step()
             model.zero_grad()
             del loss
     peaks = replay(recorder.events)
-    return {"model": MODEL, "head": head, "batch": batch, "seq": SEQ, "autocast": "fp16" if autocast else None,
+    return {"model": MODEL, "head": head, "attention": attention, "batch": batch, "accumulation": accumulation, "seq": SEQ,
+            "autocast": "fp16" if autocast else None,
             "live": peaks.live, "allocated": peaks.allocated, "reserved": peaks.reserved}
 
 
@@ -114,7 +120,10 @@ def main() -> None:
                                   (4, False, "lm"), (4, True, "lm")):
         rows.append(run(batch, autocast, head))
         print(rows[-1], flush=True)
-    meta = {"torch": torch.__version__, "transformers": transformers.__version__, "dtype": "fp32", "attention": "sdpa",
+    for attention in ("sdpa", "eager"):  # batch 1 with accumulation: the gradients alive through each forward
+        rows.append(run(1, accumulation=4, attention=attention))
+        print(rows[-1], flush=True)
+    meta = {"torch": torch.__version__, "transformers": transformers.__version__, "dtype": "fp32",
             "gpu": "V100", "optimizer": "adamw", "iterations": ITERATIONS,
             "measured_with": "FakeTensorMode, GPU-like dropout masks, the memory-efficient kernel's allocations, "
                              "allocator_replay.py"}
