@@ -344,7 +344,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
     unconditional = [
         (event, chain) for event, chain in ordered_events(scope, None)
         if _runs_outside_loops((event, chain)) and not path_conditions(event, chain, None)
-        and _before(scope, chain[0] if chain else event, until)
+        and (until is step or _before(scope, chain[0] if chain else event, until))  # after an early return: not every call
     ]
     backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
@@ -1545,6 +1545,33 @@ ZeroGradBeforeStep.MUST_FIRE = (
                     self.optimizer_G.step()
                     self.netG.zero_grad()
         """,
+    ),
+    Fires(  # a step method gated on every N-th call that clears after the gate, on every call
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, args):
+                self.model = model
+                self.optimizer = optimizer
+                self.args = args
+                self.global_step = 0
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def training_step(self, batch):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = self.model(**batch).loss / self.args.gradient_accumulation_steps
+                self.scaler.scale(loss).backward()
+                self.global_step += 1
+                if self.global_step % self.args.gradient_accumulation_steps == 0:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                self.optimizer.zero_grad()
+                return loss.detach()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
     ),
 )
 
