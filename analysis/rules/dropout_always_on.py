@@ -12,11 +12,13 @@ that sets the mode, which is always true, not the mode.
 A dropout layer kept in a plain Python list or dict (`self.drops = []`, then
 `self.drops.append(nn.Dropout(p))`) is the same bug by another road: `nn.Module` registers only the
 modules, `nn.ModuleList`s and `nn.ModuleDict`s assigned to it, so `model.eval()` never reaches the
-layers in the list and they drop out at evaluation too.
+layers in the list and they drop out at evaluation too. So does a dropout layer built inside `forward`
+(`nn.Dropout(p)(x)`): a new module on every call, and a new module is in training mode.
 
 How to fix: pass the module's mode, `F.dropout(x, p, training=self.training)`, or use an
 `nn.Dropout(p)` layer built in `__init__`; for attention, `dropout_p=p if self.training else 0.0`;
-for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`.
+for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`; build a layer once, in
+`__init__`.
 """
 
 from __future__ import annotations

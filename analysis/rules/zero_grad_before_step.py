@@ -12,8 +12,12 @@ function with no loop of its own (`training_step(self, batch)`, run per batch by
 or by a framework) is read the same way, one call for one iteration, and so is the closure an
 `optimizer.step(closure)` runs before it reads the gradients. A clearing between two backward passes
 of one iteration, with nothing stepping or reading `.grad` in between, throws the first pass away: the
-step applies the second loss alone (a warning; with one optimizer only, as two may clear each other's
-share on purpose).
+step applies the second loss alone (a warning; with several optimizers only when every step after the
+first backward follows a clearing of its own gradients, as two may clear each other's share on purpose).
+The body of a loop or a step function is read round: a clearing right before the step with the
+backward after it (`optimizer.zero_grad(); optimizer.step(); loss.backward()`) hands each step the
+gradients it has just cleared. A model's `zero_grad()` clears what the optimizer built over its
+parameters steps, and a loop over several optimizers clears or steps each of them once.
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
