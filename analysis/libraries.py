@@ -119,7 +119,8 @@ class CallFact:
 
 CALL_FACTS: tuple[CallFact, ...] = (
     CallFact("accelerate.Accelerator", ACCUMULATES_ONLY_INSIDE, ("gradient_accumulation_steps",),
-             "Accelerate, Accelerator.backward: `loss = loss / self.gradient_accumulation_steps` (all but DeepSpeed); "
+             "Accelerate, Accelerator.backward: `loss = loss / self.gradient_accumulation_steps` (all but DeepSpeed; "
+             "the count defaults to 1, or ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which `accelerate launch` sets for DeepSpeed); "
              "AcceleratedOptimizer.step steps when `gradient_state.sync_gradients`, True unless "
              "`Accelerator.accumulate` set it (usage guide 'Performing gradient accumulation with Accelerate')"),
     CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, ("random_state",),

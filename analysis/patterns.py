@@ -57,8 +57,18 @@ def is_optimizer_step(call: CallEvent) -> bool:
     if SCALER in receiver.tags and call.args:
         return True
     # an unbound receiver (a global defined elsewhere) comes as callee "optimizer.step"
-    key = (call.receiver_key or (call.callee or "").rpartition(".")[0]).lower()
+    key = optimizer_text(call).lower()
     return "optim" in key or key in {"opt", "scaler", "engine", "model_engine"} or key.endswith(("_opt", ".opt"))
+
+
+def optimizer_text(call: CallEvent) -> str:
+    """What a method is called on, as the code names it: ``optimizer``, ``self.optimizer``, and also
+    ``optimizers["G"]`` or ``self.optims[i]`` (one optimizer of several kept in a dict or a list), which
+    have no dotted key."""
+    key = call.receiver_key or (call.callee or "").rpartition(".")[0]
+    if not key and type(call.node.func) is cst.Attribute and type(call.node.func.value) is cst.Subscript:
+        return call.scope.chunk.code_for(call.node.func.value)
+    return key
 
 
 def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:

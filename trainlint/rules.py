@@ -50,6 +50,7 @@ from trainlint.analysis.patterns import (
     is_test_file,
     loops_running,
     mentions,
+    optimizer_text,
     ordered_events,
     passed_expression,
     path_conditions,
@@ -86,7 +87,7 @@ __all__ = [
     "Value", "Tag", "UNKNOWN", "is_known_tensor",
     # queries over the events
     "calls_in", "events_in", "ordered_events", "path_conditions", "loops_running", "repeats_per_step",
-    "is_backward", "backward_target", "is_optimizer_step", "clears_gradients", "accumulates_into_grad",
+    "is_backward", "backward_target", "is_optimizer_step", "optimizer_text", "clears_gradients", "accumulates_into_grad",
     "comes_from_call", "mentions", "passed_expression", "is_eval_name", "is_test_file",
     # syntax, and quoting code in messages
     "walk", "children", "dotted", "last_part", "literal_value", "string_value", "peeled", "indentation",

@@ -12,11 +12,13 @@ that sets the mode, which is always true, not the mode.
 A dropout layer kept in a plain Python list or dict (`self.drops = []`, then
 `self.drops.append(nn.Dropout(p))`) is the same bug by another road: `nn.Module` registers only the
 modules, `nn.ModuleList`s and `nn.ModuleDict`s assigned to it, so `model.eval()` never reaches the
-layers in the list and they drop out at evaluation too.
+layers in the list and they drop out at evaluation too. So does a dropout layer built inside `forward`
+(`nn.Dropout(p)(x)`): a new module on every call, and a new module is in training mode.
 
 How to fix: pass the module's mode, `F.dropout(x, p, training=self.training)`, or use an
 `nn.Dropout(p)` layer built in `__init__`; for attention, `dropout_p=p if self.training else 0.0`;
-for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`.
+for layers in a list or dict, hold them in an `nn.ModuleList` or `nn.ModuleDict`; build a layer once, in
+`__init__`.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ _FUNCTIONAL_DROPOUT = frozenset({
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
     "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout", "torch.nn.functional.feature_alpha_dropout",
 })
+# Functional dropouts whose `training` defaults to False (torch.nn.functional's signatures: `alpha_dropout(input,
+# p=0.5, training=False, inplace=False)`, the same for `feature_alpha_dropout`): without the argument they never drop.
+_OFF_BY_DEFAULT = frozenset({"torch.nn.functional.alpha_dropout", "torch.nn.functional.feature_alpha_dropout"})
 # Positions of `p` and `training` in those functions: (input, p, training, inplace).
 _RATE_POSITION = 1
 _TRAINING_POSITION = 2
@@ -77,6 +82,8 @@ class DropoutAlwaysOn(Rule):
                         self._report_attention(ctx, scope, call, owner.name, rate, attention)
             for handed in kept_with_scope(scope, "TL211 rates handed to helpers", lambda scope=scope: _rates_handed_to_helpers(scope)):
                 self._report_handed(ctx, scope, owner.name, handed)
+            for built, used in kept_with_scope(scope, "TL211 layers built per call", lambda scope=scope: _layers_built_per_call(scope)):
+                self._report_built_per_call(ctx, scope, owner.name, built, used)
         for owner in {id(scope.function.owner): scope.function.owner for scope in ctx.scopes
                       if scope.function is not None and scope.function.owner is not None}.values():
             if ctx.summary.is_module_class(owner):
@@ -166,6 +173,23 @@ class DropoutAlwaysOn(Rule):
             ],
             help=f"pass `{shortened(guarded, 60)}`",
             fix=ctx.fix("drop only in training mode", [ctx.edit_replace(handed.rate.value, value)], safe=True) if _has_self(scope) else None,
+        )
+
+    def _report_built_per_call(self, ctx: RuleContext, scope: ScopeAnalysis, owner: str, built: cst.Call, used: cst.Call) -> None:
+        """`nn.Dropout(p)(x)` in `forward`: a new layer every call, in training mode as every new module is."""
+        assert scope.function is not None, "check() reports a call in a method of a module class"
+        layer = shortened(scope.chunk.code_for(built), 40)
+        ctx.report(
+            used,
+            f"`{layer}` is built anew on every call of `{owner}.{scope.function.name}`, and a new module starts in training "
+            "mode: `model.eval()` switches only the layers the model holds, so this one drops units at evaluation and "
+            "inference too",
+            evidence=[
+                ((scope.chunk, built), "a new dropout layer on every call, in training mode"),
+                ((scope.chunk, used), "drops units whatever the model's mode"),
+            ],
+            help=f"build the layer once in `__init__` (`self.dropout = {layer}`) and call `self.dropout(x)` here, or use "
+                 "`F.dropout(x, p, training=self.training)`",
         )
 
     def _report_unregistered(self, ctx: RuleContext, owner: ClassInfo, found: _Unregistered) -> None:
@@ -532,8 +556,43 @@ def _train_method_given(call: CallEvent) -> cst.Attribute | None:
     return None
 
 
+def _layers_built_per_call(scope: ScopeAnalysis) -> list[tuple[cst.Call, cst.Call]]:
+    """(the construction, the call through it) for each torch dropout layer that `forward` builds and applies itself:
+    `nn.Dropout(p)(x)`, or a local name bound to one and called (`drop = nn.Dropout(0.1)`, `drop(x)`). A rate of a
+    literal 0 drops nothing, and under `if self.training:` it drops in training only, as it should."""
+    assert scope.function is not None, "asked of a method's scope"
+    if scope.function.name not in {"forward", "__call__"}:
+        return []
+    summary = scope.summary
+    layers: dict[str, cst.Call] = {}
+    found: list[tuple[cst.Call, cst.Call]] = []
+    for event in scope.events:
+        if isinstance(event, AssignEvent) and len(event.targets) == 1 and "." not in event.targets[0]:
+            value = event.value_node
+            if isinstance(value, cst.Call) and _builds_dropping_layer(summary, value):
+                layers[event.targets[0]] = value
+            else:
+                layers.pop(event.targets[0], None)
+        elif isinstance(event, CallEvent) and not _only_while_training(event):
+            func = event.node.func
+            if isinstance(func, cst.Call) and _builds_dropping_layer(summary, func):
+                found.append((func, event.node))
+            elif isinstance(func, cst.Name) and func.value in layers:
+                found.append((layers[func.value], event.node))
+    return found
+
+
+def _builds_dropping_layer(summary, call: cst.Call) -> bool:
+    name = dotted(call.func)
+    if name is None or summary.canonical(name) not in _TORCH_DROPOUT_LAYERS:
+        return False
+    rate = next((arg.value for arg in call.args if arg.keyword is None or arg.keyword.value == "p"), None)
+    return not (isinstance(rate, (cst.Integer, cst.Float)) and literal_value(rate) == 0)
+
+
 def _sets_training(call: CallEvent) -> bool:
-    if call.keyword("training") is not None or any(arg.star for arg in call.arg_nodes):
+    """The call says whether it drops: `training=` given, or a function whose default is off."""
+    if call.callee in _OFF_BY_DEFAULT or call.keyword("training") is not None or any(arg.star for arg in call.arg_nodes):
         return True
     positional = [arg for arg in call.arg_nodes if arg.keyword is None]
     return len(positional) > _TRAINING_POSITION
@@ -711,7 +770,7 @@ DropoutAlwaysOn.MUST_FIRE = (
 
         class Head(Base):
             def forward(self, x):
-                return F.alpha_dropout(
+                return F.dropout3d(
                     x,
                     0.2,
                 )
@@ -725,7 +784,7 @@ DropoutAlwaysOn.MUST_FIRE = (
 
         class Head(Base):
             def forward(self, x):
-                return F.alpha_dropout(
+                return F.dropout3d(
                     x,
                     0.2, training=self.training,
                 )
@@ -997,6 +1056,42 @@ DropoutAlwaysOn.MUST_FIRE = (
                 return x + self.proj(out)
         """,
         at="out = attend(",
+    ),
+    Fires(  # a dropout layer built inside `forward`: a new module on every call, in training mode
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class ConvBlock(nn.Module):
+            def __init__(self, channels, drop_rate):
+                super().__init__()
+                self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+                self.norm = nn.BatchNorm2d(channels)
+                self.drop_rate = drop_rate
+
+            def forward(self, x):
+                x = F.relu(self.norm(self.conv(x)))
+                return nn.Dropout2d(self.drop_rate)(x)
+        """,
+        at="return nn.Dropout2d(self.drop_rate)(x)",
+    ),
+    Fires(  # the same through a local name
+        """
+        import torch
+        from torch import nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, features, classes):
+                super().__init__()
+                self.fc = nn.Linear(features, classes)
+
+            def forward(self, x):
+                dropout = nn.Dropout(p=0.5)
+                return self.fc(dropout(torch.flatten(x, 1)))
+        """,
+        at="return self.fc(dropout(torch.flatten(x, 1)))",
     ),
 )
 
@@ -1271,5 +1366,41 @@ DropoutAlwaysOn.MUST_NOT_FIRE = (
                 eager = eager_attention(q, k, v, dropout=rate)
                 return sdpa_attention(q, k, v, dropout=self.attention_dropout if self.training else 0.0) + eager
         """,
+    ),
+    Quiet(  # `alpha_dropout` defaults to `training=False`: without the argument it never drops, in evaluation neither
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class SelfNormalizingNet(nn.Module):
+            def __init__(self, dims, p):
+                super().__init__()
+                self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+                self.p = p
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = F.alpha_dropout(F.selu(layer(x)), self.p)
+                return x
+        """
+    ),
+    Quiet(  # built in `forward` but run only in training mode; a rate of 0 drops nothing
+        """
+        import torch.nn as nn
+
+
+        class Head(nn.Module):
+            def __init__(self, features, classes, p):
+                super().__init__()
+                self.fc = nn.Linear(features, classes)
+                self.p = p
+
+            def forward(self, x):
+                if self.training:
+                    x = nn.Dropout(self.p)(x)
+                x = nn.Dropout(0.0)(x)
+                return self.fc(x)
+        """
     ),
 )

@@ -18,6 +18,9 @@ subclass whose own `compute_loss` ignores that count must set `self.model_accept
 The reverse trap: an `Accelerator(gradient_accumulation_steps=N)` divides every loss its `backward`
 is given by N, but its prepared optimizer skips steps only inside `with accelerator.accumulate(model):`;
 a loop that never enters it steps on every batch with 1/N of the gradient, and accumulates nothing.
+And the trap the other way round: an `Accelerator()` built without a count divides by 1, so a loop that
+counts the accumulation itself and hands `accelerator.backward` the undivided loss sums N batches (a
+warning: an `accelerate launch` DeepSpeed config can still set the count).
 A training class whose stepping method returns early on all but every N-th call while its `backward`
 method backwards the loss it is handed undivided gets a note: its callers may divide the loss.
 """
@@ -284,8 +287,17 @@ class UnscaledAccumulation(Rule):
             # the loss comes from something the analysis cannot see into: it may be divided there
             severity = Severity.NOTE
             message += f"; trainlint cannot see how {loss_name} is computed, so check that it is not already divided"
+        built_without = _accelerator_site(backward) if _accelerator_backward(backward) and _divides_by_one(ctx, backward) else None
+        if built_without is not None:
+            # the count could still come from an `accelerate launch` DeepSpeed config, which the text does not show
+            severity = min(severity, Severity.WARNING)
+            message += (
+                f"; `{_code(backward.scope, backward.node.func)}` divides by the accelerator's `gradient_accumulation_steps`, "
+                "and this `Accelerator` is built without one, so it divides by 1"
+            )
         evidence = [
             (loss.site, f"the loss comes from {loss.note}" if loss.site and loss.note else ""),
+            (built_without, "built without `gradient_accumulation_steps`: its `backward` divides by 1"),
             ((backward.chunk, backward.node), "backward of the undivided loss, every accumulation step"),
             (_guard_site(accumulation), _GUARD_NOTES[accumulation.kind]),
             *(
@@ -296,8 +308,7 @@ class UnscaledAccumulation(Rule):
         ]
         if chain:
             evidence.append(((site.chunk, site.node), f"the loop runs the backward through `{_code(site.scope, site.node)}`"))
-        if severity == Severity.WARNING:
-            assert clip is not None, "the warning is for a clipped adaptive step"
+        if adaptive is not None and clip is not None:
             evidence.append(((clip.chunk, clip.node), "clips the summed gradients with a threshold meant for one batch's"))
         ctx.report(
             site.node, message, evidence=[item for item in evidence if item[1]], severity=severity,
@@ -560,8 +571,36 @@ def _scales_for_you(ctx: RuleContext, call: CallEvent) -> bool:
     if ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower():
         return True
     if ctx.module.uses_accelerate:
-        return call.context.accumulating or (receiver is not None and Tag.ACCELERATOR in receiver.tags)
+        return call.context.accumulating or (
+            receiver is not None and Tag.ACCELERATOR in receiver.tags and not _divides_by_one(ctx, call)
+        )
     return False
+
+
+# What else sets an `accelerate.Accelerator`'s accumulation count (its `gradient_accumulation_plugin`, a DeepSpeed
+# plugin's config) or hands the constructor keywords the text does not show.
+_ACCUMULATION_SOURCES = frozenset({"gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins"})
+
+
+def _divides_by_one(ctx: RuleContext, backward: CallEvent) -> bool:
+    """`accelerator.backward(loss)` of an `Accelerator(...)` built in sight with no accumulation count: it divides
+    the loss by the default count, 1 (unless `accelerate launch` sets one in the environment), and its optimizer
+    steps on every call outside `accumulate`, so a loop that steps every N itself gets the loss undivided.
+    Quiet when the scope sets `accelerator.gradient_accumulation_steps`, or the module runs DeepSpeed."""
+    site = _accelerator_site(backward)
+    if site is None or not isinstance(site[1], cst.Call) or ctx.module.uses_deepspeed:
+        return False
+    call = site[1]
+    fact = call_fact(ctx.summary.canonical(dotted(call.func) or ""), ACCUMULATES_ONLY_INSIDE)
+    if fact is None or any(arg.star for arg in call.args):
+        return False
+    keywords = {arg.keyword.value for arg in call.args if arg.keyword is not None}
+    if keywords & (set(fact.arguments) | _ACCUMULATION_SOURCES):
+        return False
+    return not any(
+        isinstance(event, AssignEvent) and any(target.endswith(".gradient_accumulation_steps") for target in event.targets)
+        for event in backward.scope.events
+    )
 
 
 def _runs_local_function(event: Event) -> bool:
@@ -658,7 +697,8 @@ def _scaled(call: CallEvent) -> bool:
     if Tag.SCALED in backward_target(call).tags:
         return True
     node = _loss_node(call)
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.Divide)):
+    handed = _handed_loss(call)
+    if any(isinstance(loss, cst.BinaryOperation) and isinstance(loss.operator, (cst.Multiply, cst.Divide)) for loss in (node, handed)):
         return True
     key = dotted(node) if node is not None else None
     if key is None:
@@ -1244,6 +1284,30 @@ UnscaledAccumulation.MUST_FIRE = (
         no_fix=True,
         at="loss.backward()",
     ),
+    Fires(  # accumulation counted by the trainer while its `Accelerator` is built without a count: `backward` divides by 1
+        """
+        from accelerate import Accelerator
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader, config):
+                self.accelerator = Accelerator(mixed_precision=config.mixed_precision)
+                self.model, self.optimizer, self.loader = self.accelerator.prepare(model, optimizer, loader)
+                self.grad_accum = config.grad_accum
+
+            def train_epoch(self):
+                self.model.train()
+                for step, batch in enumerate(self.loader):
+                    outputs = self.model(**batch)
+                    self.accelerator.backward(outputs.loss)
+                    if (step + 1) % self.grad_accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+        at="self.accelerator.backward(outputs.loss)",
+        no_fix=True,
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
@@ -1693,5 +1757,37 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                         self.optimizer.zero_grad()
                         self.micro_steps = 0
         """,
+    ),
+    Quiet(  # the same `Accelerator` with no count, the loss divided by the trainer's own count before `backward`
+        """
+        from accelerate import Accelerator
+
+
+        def main(args, model, optimizer, loader):
+            accelerator = Accelerator()
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                accelerator.backward(loss / args.gradient_accumulation_steps)
+                if (step + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the count given to the `Accelerator`, whose `backward` divides by it; the loop steps every N itself
+        """
+        from accelerate import Accelerator
+
+
+        def main(args, model, optimizer, loader):
+            accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for step, batch in enumerate(loader):
+                loss = model(**batch).loss
+                accelerator.backward(loss)
+                if (step + 1) % args.gradient_accumulation_steps == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
     ),
 )

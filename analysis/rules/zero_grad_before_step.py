@@ -12,8 +12,12 @@ function with no loop of its own (`training_step(self, batch)`, run per batch by
 or by a framework) is read the same way, one call for one iteration, and so is the closure an
 `optimizer.step(closure)` runs before it reads the gradients. A clearing between two backward passes
 of one iteration, with nothing stepping or reading `.grad` in between, throws the first pass away: the
-step applies the second loss alone (a warning; with one optimizer only, as two may clear each other's
-share on purpose).
+step applies the second loss alone (a warning; with several optimizers only when every step after the
+first backward follows a clearing of its own gradients, as two may clear each other's share on purpose).
+The body of a loop or a step function is read round: a clearing right before the step with the
+backward after it (`optimizer.zero_grad(); optimizer.step(); loss.backward()`) hands each step the
+gradients it has just cleared. A model's `zero_grad()` clears what the optimizer built over its
+parameters steps, and a loop over several optimizers clears or steps each of them once.
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
@@ -47,6 +51,7 @@ from trainlint.rules import (
     dotted,
     is_optimizer_step,
     is_torch_name,
+    optimizer_text,
     ordered_events,
     path_conditions,
     walk,
@@ -343,7 +348,7 @@ def _every_n_calls_undone(scope: ScopeAnalysis) -> tuple[CallEvent, Item, CallEv
     unconditional = [
         (event, chain) for event, chain in ordered_events(scope, None)
         if _runs_outside_loops((event, chain)) and not path_conditions(event, chain, None)
-        and _before(scope, chain[0] if chain else event, until)
+        and (until is step or _before(scope, chain[0] if chain else event, until))  # after an early return: not every call
     ]
     backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
     clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
@@ -569,27 +574,45 @@ def _runs_outside_loops(item: Item) -> bool:
 
 
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
-    """Events of this loop's own iterations, not of loops nested in it."""
+    """Events of this loop's own iterations, not of loops nested in it, but for the clearing or the step
+    of a loop over several optimizers (`for opt in optimizers: opt.zero_grad()`), which runs once too."""
     event, chain = item
     site = chain[0] if chain else event
-    if not site.context.loops or site.context.loops[-1] is not loop:
+    loops = site.context.loops
+    if loops and loops[-1] is not loop and len(loops) >= 2 and loops[-2] is loop and isinstance(site, CallEvent):
+        return not chain and _over_optimizers(loops[-1], site)
+    if not loops or loops[-1] is not loop:
         return False
     return not any(link.context.loops for link in (*chain[1:], event)) if chain else True
 
 
+def _over_optimizers(loop: Loop, call: CallEvent) -> bool:
+    """A `for` over several optimizers whose pass clears or steps the one it holds (`for opt in self.optimizers:
+    opt.zero_grad()`, `for name, opt in optimizers.items()`): the iterable is named for optimizers, as
+    `is_optimizer_step` reads a receiver's name."""
+    return (
+        isinstance(loop.node, cst.For) and call.receiver_key in loop.targets
+        and (call.method == "step" or clears_gradients(call)) and "optim" in loop.iterable_text.lower()
+    )
+
+
 def _cleared_before_step(items: list[Item], loop: Loop | None):
+    """(backward, clearing, step) where the clearing runs after the backward and before the step reads its gradients.
+    The body of a loop or of a step function runs again and again, so the order is read round it: a step at the top
+    of the body after a clearing at its bottom (or a clearing at the top and the step before the backward) reads
+    what the clearing left, nothing."""
     for index, (event, _chain) in enumerate(items):
         if not _adds_to_grad(event):
             continue
-        for later in range(index + 1, len(items)):
-            candidate, candidate_chain = items[later]
+        around = items[index + 1:] + items[:index]  # the rest of this pass, then the next pass up to the backward
+        for later, (candidate, _) in enumerate(around):
             if _adds_to_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
                 break
             if not clears_gradients(candidate):
                 continue
-            step = _next_step(items, later)
-            if step is not None and _same_gradients(candidate, step[0], items) and _runs_whenever(items[later], step, loop):
-                yield items[index], items[later], step
+            step = _next_step(around, later)
+            if step is not None and _clears_for(candidate, step[0], items) and _runs_whenever(around[later], step, loop):
+                yield items[index], around[later], step
             break
 
 
@@ -599,7 +622,7 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
     (with two, a clearing between backward passes drops one network's share of the other's loss on purpose), and
     nothing in it reads or sets `.grad` or hands the model or the optimizer to a call it cannot follow."""
     steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
-    if len(steppers) != 1:
+    if not steppers:
         return None
     first: Item | None = None
     clear: Item | None = None
@@ -610,15 +633,60 @@ def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Lo
         if _adds_to_grad(event):
             if first is not None and clear is not None:
                 step = _next_step(items, items.index(item))
-                if step is None or not _same_gradients(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
+                if step is None or not _clears_for(clear[0], step[0], items) or _handles_gradients_itself(scope, loop):
                     return None
                 if not _runs_whenever(clear, step, loop):
+                    return None
+                if len(steppers) > 1 and not _lost_to_every_step(items, items.index(first)):
                     return None
                 return first, clear, item, step
             first, clear = item, None
         elif first is not None and clears_gradients(event):
             clear = item
     return None
+
+
+def _clears_for(clear: Event, step: CallEvent, items: list[Item]) -> bool:
+    """The clearing empties the gradients the step reads: the same optimizer, or with one optimizer stepped, any
+    clearing of a model; or the model whose parameters the stepped optimizer was built over (`netD.zero_grad()` and
+    `optimizerD = Adam(netD.parameters())`)."""
+    if _same_gradients(clear, step, items):
+        return True
+    trained = _model_stepped(step)
+    return trained is not None and _clears_a_model(clear) and isinstance(clear, CallEvent) and clear.receiver_key == trained
+
+
+def _model_stepped(step: CallEvent) -> str | None:
+    """`netD` for a step of `torch.optim.Adam(netD.parameters(), ...)` (also through `scaler.step(optimizerD)`),
+    when the flow saw the optimizer built."""
+    optimizer = step.args[0] if step.receiver is not None and Tag.SCALER in step.receiver.tags and step.args else step.receiver
+    site = optimizer.site if optimizer is not None and Tag.OPTIMIZER in optimizer.tags else None
+    built = site[1] if site is not None else None
+    if not isinstance(built, cst.Call) or not built.args or built.args[0].keyword is not None:
+        return None
+    given = built.args[0].value
+    if isinstance(given, cst.Call) and isinstance(given.func, cst.Attribute) and given.func.attr.value == "parameters":
+        return dotted(given.func.value)
+    return None
+
+
+def _lost_to_every_step(items: list[Item], first: int) -> bool:
+    """With several optimizers: no step comes before the backward at ``first`` in the iteration, and each step after
+    it runs after a clearing of its own gradients that follows that backward, so none applies what it computed (not
+    the generator's share of a loss whose discriminator share is cleared on purpose)."""
+    if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event, _ in items[:first]):
+        return False
+    clearings = [event for event, _ in items[first + 1:] if clears_gradients(event)]
+    for position, (event, _) in enumerate(items[first + 1:], start=first + 1):
+        if isinstance(event, CallEvent) and is_optimizer_step(event) and not any(
+            _clears_for(clear, event, items) and _before_in(items, clear, position) for clear in clearings
+        ):
+            return False
+    return True
+
+
+def _before_in(items: list[Item], event: Event, position: int) -> bool:
+    return any(other is event for other, _ in items[:position])
 
 
 def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEvent, ...]] | None:
@@ -644,7 +712,10 @@ def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
 def _optimizer_key(event: Event) -> str | None:
     if not isinstance(event, CallEvent):
         return None
-    key = event.receiver_key or (event.callee or "").rpartition(".")[0]
+    key = optimizer_text(event)
+    loops = event.context.loops
+    if key and loops and key in loops[-1].targets and _over_optimizers(loops[-1], event):
+        return loops[-1].iterable_text  # `for opt in optimizers: opt.step()` steps the whole list
     scaler = (event.receiver is not None and Tag.SCALER in event.receiver.tags) or "scaler" in key.lower()
     if event.method == "step" and scaler and event.arg_nodes:
         return event.scope.chunk.code_for(event.arg_nodes[0].value)
@@ -669,6 +740,8 @@ def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | No
     (clear_event, clear_chain), (step_event, step_chain) = clear, step
     if clear_chain or step_chain or clear_event.chunk is not step_event.chunk:
         return [None]
+    if clear_event.context.loop is not step_event.context.loop:
+        return [None]  # each in a loop over the optimizers of its own: moving one line would empty a loop's body
     line, _, end_line, _ = clear_event.chunk.range_of(clear_event.node)
     step_line, _, step_end_line, _ = step_event.chunk.range_of(step_event.node)
     clear_text, step_text = ctx.module.line(line), ctx.module.line(step_end_line)
@@ -1282,6 +1355,228 @@ ZeroGradBeforeStep.MUST_FIRE = (
         """,
         at="opt_g.zero_grad()",
     ),
+    Fires(  # clearing, then stepping, then the forward and backward: each step reads the gradients just cleared
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = loader
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def train_step(self, batch):
+                self.optimizer.zero_grad()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = self.model(**batch).loss
+                self.scaler.scale(loss).backward()
+                return loss.detach()
+
+            def fit(self):
+                for batch in self.loader:
+                    self.train_step(batch)
+        """,
+        fixed="""
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = loader
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def train_step(self, batch):
+                self.scaler.step(self.optimizer)
+                self.optimizer.zero_grad()
+                self.scaler.update()
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = self.model(**batch).loss
+                self.scaler.scale(loss).backward()
+                return loss.detach()
+
+            def fit(self):
+                for batch in self.loader:
+                    self.train_step(batch)
+        """,
+    ),
+    Fires(  # the same order in a loop of main(): the backward's gradients wait for the next pass, which clears them first
+        """
+        def main(model, loader, optimizer, criterion, epochs):
+            for epoch in range(epochs):
+                for images, targets in loader:
+                    optimizer.zero_grad()
+                    optimizer.step()
+                    loss = criterion(model(images.cuda()), targets.cuda())
+                    loss.backward()
+        """,
+        fixed="""
+        def main(model, loader, optimizer, criterion, epochs):
+            for epoch in range(epochs):
+                for images, targets in loader:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    loss = criterion(model(images.cuda()), targets.cuda())
+                    loss.backward()
+        """,
+    ),
+    Fires(  # several optimizers kept in a dict, each cleared and stepped by a loop over them
+        """
+        def train_epoch(model, loader, optimizers, criterion):
+            model.train()
+            for inputs, labels in loader:
+                loss = criterion(model(inputs), labels)
+                loss.backward()
+                for optimizer in optimizers.values():
+                    optimizer.zero_grad()
+                for optimizer in optimizers.values():
+                    optimizer.step()
+        """,
+        at="optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # one optimizer of a dict, reached by its key
+        """
+        class MultiTaskRunner:
+            def __init__(self, model, optimizers):
+                self.model = model
+                self.optimizers = optimizers
+
+            def run_epoch(self, loader):
+                for batch in loader:
+                    loss = self.model(batch["x"], batch["y"])
+                    loss.backward()
+                    self.optimizers["backbone"].zero_grad()
+                    self.optimizers["backbone"].step()
+        """,
+        fixed="""
+        class MultiTaskRunner:
+            def __init__(self, model, optimizers):
+                self.model = model
+                self.optimizers = optimizers
+
+            def run_epoch(self, loader):
+                for batch in loader:
+                    loss = self.model(batch["x"], batch["y"])
+                    loss.backward()
+                    self.optimizers["backbone"].step()
+                    self.optimizers["backbone"].zero_grad()
+        """,
+    ),
+    Fires(  # DCGAN: the discriminator cleared again between its real and its fake half, then the generator's turn
+        """
+        import torch
+        import torch.nn as nn
+        import torch.optim as optim
+
+
+        def train(netG, netD, dataloader, nz, epochs, device):
+            criterion = nn.BCELoss()
+            optimizerD = optim.Adam(netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            optimizerG = optim.Adam(netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+            for epoch in range(epochs):
+                for real, _ in dataloader:
+                    real = real.to(device)
+                    netD.zero_grad()
+                    output = netD(real).view(-1)
+                    errD_real = criterion(output, torch.ones_like(output))
+                    errD_real.backward()
+                    fake = netG(torch.randn(real.size(0), nz, 1, 1, device=device))
+                    netD.zero_grad()
+                    output = netD(fake.detach()).view(-1)
+                    errD_fake = criterion(output, torch.zeros_like(output))
+                    errD_fake.backward()
+                    optimizerD.step()
+                    netG.zero_grad()
+                    output = netD(fake).view(-1)
+                    errG = criterion(output, torch.ones_like(output))
+                    errG.backward()
+                    optimizerG.step()
+        """,
+        at="netD.zero_grad()",
+        severity=Severity.WARNING,
+        no_fix=True,
+    ),
+    Fires(  # a GAN's generator cleared through its model after its backward; the optimizer was built over that model
+        """
+        import torch
+
+
+        class GAN:
+            def __init__(self, generator, discriminator, lr):
+                self.netG = generator
+                self.netD = discriminator
+                self.optimizer_G = torch.optim.Adam(self.netG.parameters(), lr=lr)
+                self.optimizer_D = torch.optim.Adam(self.netD.parameters(), lr=lr)
+
+            def train(self, loader, nz):
+                for real in loader:
+                    fake = self.netG(torch.randn(real.size(0), nz))
+                    self.netD.zero_grad()
+                    loss_d = self.netD(fake.detach()).mean() - self.netD(real).mean()
+                    loss_d.backward()
+                    self.optimizer_D.step()
+                    loss_g = -self.netD(fake).mean()
+                    loss_g.backward()
+                    self.netG.zero_grad()
+                    self.optimizer_G.step()
+        """,
+        fixed="""
+        import torch
+
+
+        class GAN:
+            def __init__(self, generator, discriminator, lr):
+                self.netG = generator
+                self.netD = discriminator
+                self.optimizer_G = torch.optim.Adam(self.netG.parameters(), lr=lr)
+                self.optimizer_D = torch.optim.Adam(self.netD.parameters(), lr=lr)
+
+            def train(self, loader, nz):
+                for real in loader:
+                    fake = self.netG(torch.randn(real.size(0), nz))
+                    self.netD.zero_grad()
+                    loss_d = self.netD(fake.detach()).mean() - self.netD(real).mean()
+                    loss_d.backward()
+                    self.optimizer_D.step()
+                    loss_g = -self.netD(fake).mean()
+                    loss_g.backward()
+                    self.optimizer_G.step()
+                    self.netG.zero_grad()
+        """,
+    ),
+    Fires(  # a step method gated on every N-th call that clears after the gate, on every call
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, args):
+                self.model = model
+                self.optimizer = optimizer
+                self.args = args
+                self.global_step = 0
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def training_step(self, batch):
+                with torch.autocast("cuda", dtype=torch.float16):
+                    loss = self.model(**batch).loss / self.args.gradient_accumulation_steps
+                self.scaler.scale(loss).backward()
+                self.global_step += 1
+                if self.global_step % self.args.gradient_accumulation_steps == 0:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                self.optimizer.zero_grad()
+                return loss.detach()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -1635,5 +1930,81 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
             scaler.scale(critic(micro).mean()).backward()
             scaler.step(optimizer)
         """},
+    ),
+    Quiet(  # several optimizers in a dict, each cleared before the backward and stepped after it, in loops over them
+        """
+        def train_epoch(model, loader, optimizers, criterion):
+            for inputs, labels in loader:
+                for optimizer in optimizers.values():
+                    optimizer.zero_grad()
+                loss = criterion(model(inputs), labels)
+                loss.backward()
+                for optimizer in optimizers.values():
+                    optimizer.step()
+        """
+    ),
+    Quiet(  # a GAN's two optimizers by key, each cleared before its own network's backward
+        """
+        def train(generator, discriminator, optimizers, loader, noise_dim):
+            for real in loader:
+                fake = generator(torch.randn(real.size(0), noise_dim))
+                optimizers["D"].zero_grad()
+                d_loss = discriminator(fake.detach()).mean() - discriminator(real).mean()
+                d_loss.backward()
+                optimizers["D"].step()
+                optimizers["G"].zero_grad()
+                g_loss = -discriminator(fake).mean()
+                g_loss.backward()
+                optimizers["G"].step()
+        """
+    ),
+    Quiet(  # a step on empty gradients before training, to build the optimizer's state before loading a checkpoint
+        """
+        import torch
+
+
+        def resume(model, optimizer, loader, path):
+            optimizer.zero_grad()
+            optimizer.step()
+            optimizer.load_state_dict(torch.load(path)["optimizer"])
+            for x, y in loader:
+                optimizer.zero_grad()
+                model(x, y).backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the step at the top of each pass applies what the previous pass's backward left, then clears
+        """
+        def train(model, loader, optimizer):
+            for step, batch in enumerate(loader):
+                if step > 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+                loss = model(**batch).loss
+                loss.backward()
+        """
+    ),
+    Quiet(  # DCGAN as written: the discriminator cleared once before both halves, the generator before its own backward
+        """
+        import torch
+        import torch.optim as optim
+
+
+        def train(netG, netD, dataloader, criterion, nz):
+            optimizerD = optim.Adam(netD.parameters(), lr=2e-4)
+            optimizerG = optim.Adam(netG.parameters(), lr=2e-4)
+            for real, _ in dataloader:
+                netD.zero_grad()
+                output = netD(real).view(-1)
+                criterion(output, torch.ones_like(output)).backward()
+                fake = netG(torch.randn(real.size(0), nz, 1, 1))
+                output = netD(fake.detach()).view(-1)
+                criterion(output, torch.zeros_like(output)).backward()
+                optimizerD.step()
+                netG.zero_grad()
+                output = netD(fake).view(-1)
+                criterion(output, torch.ones_like(output)).backward()
+                optimizerG.step()
+        """
     ),
 )
