@@ -189,12 +189,12 @@ def kbit_preparation(plan: Plan, estimate: Callable[..., Estimate], *device) -> 
     """Adapters over a quantised base with no word on peft's prepare_model_for_kbit_training, which casts every
     unquantised parameter (embeddings, LM head, norms) to fp32 and keeps the checkpointed layers' inputs in fp32. A
     script that wraps the model with get_peft_model alone, LitGPT and torchtune keep them in 16 bits (the estimate);
-    TRL's SFTTrainer calls it for a model loaded in 4 or 8 bits that it wraps with a peft config, as peft's QLoRA
-    guide does (the high end)."""
+    TRL's SFTTrainer called it, up to TRL 0.26, for a model loaded in 4 or 8 bits that it wrapped with a peft config,
+    as peft's QLoRA guide does (the high end; huggingface/trl#4704 moved it to trl.experimental in 0.27)."""
     chosen = estimate(dataclasses.replace(plan, kbit_prepared=False), *device)
     prepared = estimate(dataclasses.replace(plan, kbit_prepared=True), *device)
     note = ("peft's prepare_model_for_kbit_training not stated: not called (the estimate), the unquantised parameters "
-            "in 16 bits; called (TRL's SFTTrainer does for a quantised model with a peft config), they and the "
+            "in 16 bits; called (TRL's SFTTrainer did up to 0.26 for a quantised model with a peft config), they and the "
             "checkpointed layers' inputs are fp32 (the high end); --kbit-prepared or --no-kbit-prepared settles it")
     return covering(chosen, [prepared], plan, note)
 
