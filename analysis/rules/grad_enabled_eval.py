@@ -682,11 +682,15 @@ class GradEnabledEval(Rule):
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in calls:
             key, receiver, inputs = forward.receiver_key, forward.receiver, [*forward.args, *forward.kwargs.values()]
+            held: CallEvent | None = None  # the held model's own forward, for a module that runs one inside
             if (
                 key is not None and (not _is_model_forward(forward, set()) or _parameterless(ctx, forward))
                 or key is None and forward.function is not None
             ):
                 key, receiver, inputs = _model_run_by_helper(ctx, scope, forward)
+            elif key is not None and any(Tag.GRAPH in value.tags for value in inputs):
+                # a loss module holding a teacher (`DistillationLoss(teacher)`): its forward runs it on some inputs only
+                key, receiver, inputs, held = _model_held_by_module(ctx, scope, forward)
             if (
                 key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags or key in frozen
                 or any(Tag.GRAPH in value.tags for value in inputs) or _shares_parameters(ctx, scope, forward, key, owners)
@@ -697,19 +701,20 @@ class GradEnabledEval(Rule):
                 continue
             step = steps[0]
             text = _text(forward)
+            inside = f" (the module's forward runs `{_text(held)}`)" if held else ""
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph here")]
+            if held is not None:
+                evidence.append(((held.chunk, held.node), f"`{_text(held)}` runs `{key}` on inputs that carry no graph"))
             ctx.report(
                 forward.node,
-                f"`{text}` runs with autograd on in a training step, but nothing trains `{key}`: {kept_in_eval[1]}, and "
+                f"`{text}` runs with autograd on in a training step, but nothing trains `{key}`{inside}: {kept_in_eval[1]}, and "
                 f"the optimizers stepped here hold only the parameters of {', '.join(f'`{source}`' for source in sources)}. Its input "
                 "carries no graph, so the graph it records serves nothing: the backward computes a gradient for each of "
                 f"`{key}`'s parameters, kept in `.grad` with nothing to clear it, and its activations live until then",
-                evidence=[
-                    ((forward.chunk, forward.node), f"`{text}` records the autograd graph here"),
-                    (kept_in_eval[0], kept_in_eval[1]),
-                    ((step.chunk, step.node), f"`{_text(step)}` does not step `{key}`"),
-                ],
+                evidence=[*evidence, (kept_in_eval[0], kept_in_eval[1]), ((step.chunk, step.node), f"`{_text(step)}` does not step `{key}`")],
                 severity=Severity.WARNING,
-                help=f"run `{text}` under `with torch.no_grad():` (or freeze it once: `{key}.requires_grad_(False)`)",
+                help=f"freeze it once: `{key}.requires_grad_(False)` (or run `{_text(held)}` under `with torch.no_grad():`)" if held else
+                f"run `{text}` under `with torch.no_grad():` (or freeze it once: `{key}.requires_grad_(False)`)",
             )
             return True
         return False
@@ -1653,6 +1658,66 @@ def _model_run_by_helper(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent
         return None, None, []
     others = [scope.value_at(arg.value) for arg in call.arg_nodes if arg is not passed]
     return key, scope.value_at(passed.value), [value for value in others if value is not None]
+
+
+def _model_held_by_module(
+    ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent,
+) -> tuple[str | None, Value | None, list[Value], CallEvent | None]:
+    """The model a workspace module's ``forward`` runs for ``call`` when the module was built here around it
+    (``criterion = DistillationLoss(teacher)``, whose ``__init__`` keeps ``self.teacher = teacher`` and whose forward
+    runs ``self.teacher(images)`` on some of its own inputs): the name passed for it when the module was built, its
+    value, the values ``call`` passes for the inputs the held model is run on, and its forward there. Nothing when the
+    forward runs it on anything but its plain parameters, or runs more than one held model."""
+    nothing: tuple[str | None, Value | None, list[Value], CallEvent | None] = (None, None, [], None)
+    owner = call.receiver.detail if call.receiver is not None else None
+    if call.method is not None or not isinstance(owner, ClassInfo) or call.receiver_key is None:
+        return nothing
+    forward, init = owner.find_method("forward", ctx.summary), owner.find_method("__init__", ctx.summary)
+    inner = forward.analysis(ctx.summary) if forward is not None else None
+    built = scope.last_binding(call.receiver_key, before=call)
+    if forward is None or inner is None or init is None or built is None or not isinstance(built.value_node, cst.Call):
+        return nothing
+    runs = [
+        held for held in inner.calls()
+        if held.method is None and (held.receiver_key or "").startswith("self.") and held.context.grad_off is None
+        and _is_model_forward(held, set()) and not _parameterless(ctx, held)
+    ]
+    if len({held.receiver_key for held in runs}) != 1:
+        return nothing
+    attribute = runs[0].receiver_key
+    assert attribute is not None, "chosen for its receiver"
+    arguments = [arg.value for held in runs for arg in held.arg_nodes]
+    fed = {argument.value for argument in arguments if isinstance(argument, cst.Name)}
+    if not all(isinstance(argument, cst.Name) for argument in arguments) or not fed <= set(forward.positional_parameters):
+        return nothing
+    init_analysis = init.analysis(ctx.summary)
+    kept_from = next((
+        event.value_node.value for event in (init_analysis.events if init_analysis is not None else ())
+        if isinstance(event, AssignEvent) and event.targets == (attribute,) and isinstance(event.value_node, cst.Name)
+    ), None)
+    built_call = next((other for other in scope.calls() if other.node is built.value_node), None)
+    passed = _argument_for(built_call, init, kept_from) if built_call is not None and kept_from is not None else None
+    key = dotted(passed) if passed is not None else None
+    inputs = [found for name in fed if (found := _argument_for(call, forward, name)) is not None]
+    if passed is None or key is None or len(inputs) != len(fed):
+        return nothing
+    values = [scope.value_at(expression) for expression in inputs]
+    return key, scope.value_at(passed), [value for value in values if value is not None], runs[0]
+
+
+def _argument_for(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression ``call`` writes for ``parameter`` of ``function``, by keyword or position (not followed
+    to what built it: the name is the key the rule reads); None when hidden by ``*args``/``**kwargs``."""
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    if passed is None:
+        positional = function.positional_parameters
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+        if parameter not in positional or positional.index(parameter) >= len(plain):
+            return None
+        passed = plain[positional.index(parameter)]
+    return passed.value
 
 
 def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str, receiver: Value | None) -> tuple[Site, str] | None:
@@ -4353,6 +4418,48 @@ GradEnabledEval.MUST_FIRE = (
         at="reconstructions = autoencoder(images)",
         no_fix=True,
     ),
+    Fires(  # a distillation loss module holding the teacher runs it inside its forward, on the images only
+        """
+        import torch
+        import torchvision
+
+        from losses import SoftTargetLoss
+
+
+        def distill(loader, epochs):
+            teacher = torchvision.models.resnet101(weights="IMAGENET1K_V2").cuda().eval()
+            student = torchvision.models.mobilenet_v3_small(num_classes=1000).cuda()
+            criterion = SoftTargetLoss(teacher, temperature=3.0)
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.05, momentum=0.9)
+            for _ in range(epochs):
+                for images, labels in loader:
+                    images, labels = images.cuda(), labels.cuda()
+                    loss = criterion(images, student(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+                from torch import nn
+
+
+                class SoftTargetLoss(nn.Module):
+                    def __init__(self, teacher, temperature):
+                        super().__init__()
+                        self.teacher = teacher
+                        self.temperature = temperature
+
+                    def forward(self, images, student_logits, labels):
+                        soft_targets = F.softmax(self.teacher(images) / self.temperature, dim=-1)
+                        distill = F.kl_div(F.log_softmax(student_logits / self.temperature, dim=-1), soft_targets, reduction="batchmean")
+                        return distill + F.cross_entropy(student_logits, labels)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="loss = criterion(images, student(images), labels)",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -6097,6 +6204,35 @@ GradEnabledEval.MUST_NOT_FIRE = (
             for _ in range(epochs):
                 for noise, real in loader:
                     loss = feature_distance(extractor, generator(noise), real)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    ),
+    Quiet(  # a perceptual loss module: its network runs on the restorer's output, whose graph the backward needs
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from torchvision.models import vgg16
+
+
+        class PerceptualLoss(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.features = features
+
+            def forward(self, restored, target):
+                return F.l1_loss(self.features(restored), self.features(target))
+
+
+        def train(restorer, loader, epochs):
+            extractor = vgg16(weights="IMAGENET1K_V1").features[:16].cuda().eval()
+            criterion = PerceptualLoss(extractor)
+            optimizer = torch.optim.Adam(restorer.parameters(), lr=1e-4)
+            for _ in range(epochs):
+                for degraded, clean in loader:
+                    loss = criterion(restorer(degraded), clean)
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
