@@ -45,12 +45,24 @@ class's method counts when it runs the model itself or returns what its layers c
 is not known here counts, as a warning that says so, unless the method is `nn.Module`'s own, is fed
 nothing, has its result dropped, or is one its library runs without grad (transformers' `generate`).
 
+A script that trains nothing (`detect.py`, `inference.py`) needs no dataflow at all: when its module level (or
+a command-line library it hands the function to, `fire.Fire(main)`, `typer.run(main)`: library facts) runs a loop
+of a model's forward with grad on, and nothing the program runs, in this file or in the workspace functions it
+calls, backwards, steps an optimizer or calls `torch.autograd`, no graph it records is ever used, wherever the
+output goes (a post-processing function the analysis cannot read, a list of results). The model is one the
+dataflow knows, one the function switched to eval (`net = load_detector(weights); net.eval()`), or one its
+library returns in eval mode; a warning, as the program's reach is followed only so deep. A helper's one forward
+outside any loop counts too when the helper is called inside the loop of a function that steps an optimizer,
+in this file or another (`self.write_preview(epoch)` once per epoch, a sample grid saved as an image), and its
+graph dies in the helper.
+
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
-clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`). A perceptual loss,
+clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`, or a loss module built
+around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). A perceptual loss,
 whose network takes the trained model's output, must keep its graph and
 is left alone.
 
