@@ -1340,6 +1340,8 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
             continue
         if _parameterless(ctx, call) or _built_on_the_spot(module, scope, call):
             continue
+        if info is not None and _builds_a_module(ctx, call, _callers(module, info)):
+            continue  # the "model" is a class (or a `partial` of one) every caller hands in: calling it builds one
         graph = _records_graph(call) and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
         loaded = call.method is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
         if graph or loaded or call.method is None and call.receiver_key in switched:
@@ -6248,6 +6250,42 @@ GradEnabledEval.MUST_NOT_FIRE = (
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
+        """,
+    ),
+    Quiet(  # a script's helper calls what it is handed, a `partial` of a classifier class: each call builds a module
+        """
+        from functools import partial
+
+        import torch
+        from torch import nn
+
+
+        class NearestCentroid(nn.Module):
+            def __init__(self, bank, labels, temperature):
+                super().__init__()
+                self.register_buffer("bank", bank)
+                self.register_buffer("labels", labels)
+                self.temperature = temperature
+
+            def forward(self, features):
+                return (features @ self.bank.T / self.temperature).softmax(-1) @ self.labels
+
+
+        def build_per_split(*, module, banks, labels):
+            built = {}
+            for name, bank in banks.items():
+                built[name] = nn.ModuleList([module(bank=bank, labels=labels[name])])
+            return built
+
+
+        def main():
+            banks, labels = torch.load("banks.pt"), torch.load("labels.pt")
+            classifiers = build_per_split(module=partial(NearestCentroid, temperature=0.07), banks=banks, labels=labels)
+            torch.save(classifiers, "classifiers.pt")
+
+
+        if __name__ == "__main__":
+            main()
         """,
     ),
 )
