@@ -102,6 +102,8 @@ STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
 LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
+RUNS_ENTRY_POINT = "runs the function it is handed as the program's command, with no torch grad context of its own"
+ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function and calls it unchanged (grad mode untouched)"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -167,6 +169,18 @@ CALL_FACTS: tuple[CallFact, ...] = (
                  "with no torch grad context of its own (FastAPI, Flask: routing)")
         for app in ("fastapi.FastAPI", "fastapi.APIRouter", "flask.Flask", "flask.Blueprint")
         for method in ("get", "post", "put", "patch", "delete", "route", "websocket", "api_route")
+    ),
+    CallFact("fire.Fire", RUNS_ENTRY_POINT, (),
+             "Python Fire, fire.Fire(component): calls the function with the command line's arguments (guide: 'Calling Functions')"),
+    CallFact("typer.run", RUNS_ENTRY_POINT, (),
+             "Typer, typer.run(main): builds a command from the function and calls it (docs: 'First Steps')"),
+    CallFact("jsonargparse.CLI", RUNS_ENTRY_POINT, (),
+             "jsonargparse, CLI(components): parses the arguments from the function's signature and calls it"),
+    *(
+        CallFact(f"click.{decorator}", ARGUMENT_PARSING_DECORATOR, (),
+                 f"Click, click.{decorator}: builds a command whose callback is the decorated function, called with "
+                 "the parsed values when the command runs")
+        for decorator in ("command", "option", "argument", "group", "pass_context")
     ),
     *(
         CallFact(f"dgl.dataloading.{loader}", DDP_SAMPLER_WHEN, ("use_ddp",),

@@ -45,12 +45,24 @@ class's method counts when it runs the model itself or returns what its layers c
 is not known here counts, as a warning that says so, unless the method is `nn.Module`'s own, is fed
 nothing, has its result dropped, or is one its library runs without grad (transformers' `generate`).
 
+A script that trains nothing (`detect.py`, `inference.py`) needs no dataflow at all: when its module level (or
+a command-line library it hands the function to, `fire.Fire(main)`, `typer.run(main)`: library facts) runs a loop
+of a model's forward with grad on, and nothing the program runs, in this file or in the workspace functions it
+calls, backwards, steps an optimizer or calls `torch.autograd`, no graph it records is ever used, wherever the
+output goes (a post-processing function the analysis cannot read, a list of results). The model is one the
+dataflow knows, one the function switched to eval (`net = load_detector(weights); net.eval()`), or one its
+library returns in eval mode; a warning, as the program's reach is followed only so deep. A helper's one forward
+outside any loop counts too when the helper is called inside the loop of a function that steps an optimizer,
+in this file or another (`self.write_preview(epoch)` once per epoch, a sample grid saved as an image), and its
+graph dies in the helper.
+
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
-clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`). A perceptual loss,
+clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`, or a loss module built
+around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). A perceptual loss,
 whose network takes the trained model's output, must keep its graph and
 is left alone.
 
@@ -74,8 +86,10 @@ from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import (
+    ARGUMENT_PARSING_DECORATOR,
     LIBRARY_NO_GRAD_METHODS,
     MODEL_FORWARD_KEYWORDS,
+    RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
     ModeFact,
     call_fact,
@@ -128,7 +142,7 @@ _EVAL_DATA_WORDS = frozenset(
     {"val", "valid", "validation", "test", "testing", "eval", "evaluation", "dev", "holdout"}
 )
 # What a method or function that puts trained weights into a model is called.
-_LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
+_LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained|from_checkpoint", re.I)
 # nn.Module's own methods (torch.nn.Module's documented API): bookkeeping, moving, hooks; none runs the
 # model's forward, so calling one after `.eval()` is not an inference pass.
 _MODULE_OWN_METHODS = frozenset({
@@ -170,9 +184,71 @@ class GradEnabledEval(Rule):
         if not reported:
             reported = self._check_unused_graph(ctx, scope)
         if not reported:
+            reported = self._check_pass_per_step(ctx, scope)
+        if not reported:
             reported = self._check_unstepped_model(ctx, scope)
         if not reported:
             self._check_single_forward(ctx, scope)
+
+    # ------------------------------------------------------------------ (d') a helper's one pass, per training step
+    def _check_pass_per_step(self, ctx, scope: ScopeAnalysis) -> bool:
+        """One forward outside any loop, whose graph dies in the helper (a sample grid saved as an image, a
+        metric printed), where the helper is called inside a loop of a function that steps an optimizer, in this
+        file or another (``self.save_samples(epoch)`` at the end of every epoch): grad is on there, as no caller
+        turns it off around training, and every call records a graph and keeps its activations for nothing. A
+        helper some call runs under ``no_grad()``, or one handed around as a value, is left to its callers."""
+        info = scope.function
+        module = ctx.module
+        if info is None or scope.loops or _framework_hook(ctx, info) or _test_function(info) or any(
+            not _neutral(d, scope) for d in info.node.decorators
+        ):
+            return False
+        forwards = [
+            call for call in scope.calls()
+            if call.context.grad_off is None and _records_graph(call)
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
+        ]
+        if not forwards or _passed_around(module, info):
+            return False
+        if info.owner is not None and ctx.summary.is_module_class(info.owner):
+            return False  # a model's own method (`transcribe`): the pass is reported where the training loop calls it
+        calls = list(calls_in(scope, None))
+        if _trains(calls) or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
+            return False
+        per_step = _called_per_training_step(ctx, info)
+        if per_step is None:
+            return False
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
+        for forward in forwards:
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            if dropped is None or _built_on_the_spot(module, scope, forward):
+                continue
+            site, step = per_step
+            text = _text(forward)
+            where = "" if not ctx.in_another_file(site.chunk) else " (in another file)"
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
+            cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+            if cuts:
+                evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+            evidence.append(((site.chunk, site.node), f"`{_text(site)}` runs it in the training loop, with grad on"))
+            evidence.append(((step.chunk, step.node), f"`{_text(step)}`: the loop trains, so grad is on there"))
+            no_grad = ctx.name_for("torch.no_grad")
+            line = _statement_line(info.node, forward.statement)
+            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+            ctx.report(
+                forward.node,
+                f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output and "
+                f"nothing derived from it leaves `{info.qualified_name}()`. `{_text(site)}`{where} calls it inside a "
+                "training loop, where grad is on, so every call records a graph and keeps its activations for nothing: "
+                "an inference pass in the middle of training, at the memory of a training step",
+                evidence=evidence,
+                severity=Severity.WARNING,
+                help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.no_grad()`)",
+                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            )
+            return True
+        return False
 
     # ------------------------------------------------------------------ (c) one function for both
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
@@ -454,7 +530,7 @@ class GradEnabledEval(Rule):
             and not (not module.backward_calls and _built_untrained(module, scope, call))
         ]
         calls = list(calls_in(scope, None))
-        if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
+        if _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
             return False
         training = next((call for call in calls if is_optimizer_step(call)), None)
         if training is None and any(is_backward(call) for call in calls):
@@ -462,6 +538,9 @@ class GradEnabledEval(Rule):
         if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
             return False  # a later statement of the script may backward what this one leaves in its names
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
+        if training is None and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
+            self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
+            return True
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
@@ -541,6 +620,7 @@ class GradEnabledEval(Rule):
 
     def _report_unused_graph(
         self, ctx, scope: ScopeAnalysis, forward: CallEvent, dropped: DroppedGraph, training: CallEvent | None,
+        *, program: bool = False,
     ) -> None:
         info = scope.function
         where = f"`{info.qualified_name}()`" if info is not None else "this statement, and nothing in the file runs a backward"
@@ -562,16 +642,25 @@ class GradEnabledEval(Rule):
             evidence.append(((training.chunk, training.node), f"`{_text(training)}`: the function trains, so grad is on here"))
         elif training is None and info is not None:
             evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in _callers(ctx.module, info)[:1])
-        message = (
-            f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
-            f"and nothing derived from it leaves {where}{cut}. An inference pass: every pass of "
-            f"{named} records a graph and keeps its activations for nothing"
-        )
+        if program:
+            message = (
+                f"`{text}` runs with autograd on in a program that trains nothing: "
+                + (f"`{info.qualified_name}()` runs from the script's module level with grad on" if info is not None else "a script's module-level loop")
+                + ", and nothing the script runs (in this file or the workspace functions it calls) backwards, steps an "
+                f"optimizer or calls `torch.autograd`. An inference pass: every pass of {named} records a graph and keeps "
+                "its activations for nothing"
+            )
+        else:
+            message = (
+                f"`{text}` runs with autograd on, but nothing uses its graph: no backward goes through its output, "
+                f"and nothing derived from it leaves {where}{cut}. An inference pass: every pass of "
+                f"{named} records a graph and keeps its activations for nothing"
+            )
         no_grad = ctx.name_for("torch.no_grad")
         line = _statement_line(info.node if info is not None else scope.chunk.module, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         ctx.report(
-            forward.node, message, evidence=evidence,
+            forward.node, message, evidence=evidence, severity=Severity.WARNING if program else None,
             help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
             # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
             fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
@@ -605,11 +694,15 @@ class GradEnabledEval(Rule):
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in calls:
             key, receiver, inputs = forward.receiver_key, forward.receiver, [*forward.args, *forward.kwargs.values()]
+            held: CallEvent | None = None  # the held model's own forward, for a module that runs one inside
             if (
                 key is not None and (not _is_model_forward(forward, set()) or _parameterless(ctx, forward))
                 or key is None and forward.function is not None
             ):
                 key, receiver, inputs = _model_run_by_helper(ctx, scope, forward)
+            elif key is not None and any(Tag.GRAPH in value.tags for value in inputs):
+                # a loss module holding a teacher (`DistillationLoss(teacher)`): its forward runs it on some inputs only
+                key, receiver, inputs, held = _model_held_by_module(ctx, scope, forward)
             if (
                 key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags or key in frozen
                 or any(Tag.GRAPH in value.tags for value in inputs) or _shares_parameters(ctx, scope, forward, key, owners)
@@ -620,19 +713,20 @@ class GradEnabledEval(Rule):
                 continue
             step = steps[0]
             text = _text(forward)
+            inside = f" (the module's forward runs `{_text(held)}`)" if held else ""
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph here")]
+            if held is not None:
+                evidence.append(((held.chunk, held.node), f"`{_text(held)}` runs `{key}` on inputs that carry no graph"))
             ctx.report(
                 forward.node,
-                f"`{text}` runs with autograd on in a training step, but nothing trains `{key}`: {kept_in_eval[1]}, and "
+                f"`{text}` runs with autograd on in a training step, but nothing trains `{key}`{inside}: {kept_in_eval[1]}, and "
                 f"the optimizers stepped here hold only the parameters of {', '.join(f'`{source}`' for source in sources)}. Its input "
                 "carries no graph, so the graph it records serves nothing: the backward computes a gradient for each of "
                 f"`{key}`'s parameters, kept in `.grad` with nothing to clear it, and its activations live until then",
-                evidence=[
-                    ((forward.chunk, forward.node), f"`{text}` records the autograd graph here"),
-                    (kept_in_eval[0], kept_in_eval[1]),
-                    ((step.chunk, step.node), f"`{_text(step)}` does not step `{key}`"),
-                ],
+                evidence=[*evidence, (kept_in_eval[0], kept_in_eval[1]), ((step.chunk, step.node), f"`{_text(step)}` does not step `{key}`")],
                 severity=Severity.WARNING,
-                help=f"run `{text}` under `with torch.no_grad():` (or freeze it once: `{key}.requires_grad_(False)`)",
+                help=f"freeze it once: `{key}.requires_grad_(False)` (or run `{_text(held)}` under `with torch.no_grad():`)" if held else
+                f"run `{text}` under `with torch.no_grad():` (or freeze it once: `{key}.requires_grad_(False)`)",
             )
             return True
         return False
@@ -1114,7 +1208,10 @@ def _test_function(info) -> bool:
 def _neutral(decorator: cst.Decorator, scope: ScopeAnalysis) -> bool:
     expression = decorator.decorator
     name = dotted(expression.func if isinstance(expression, cst.Call) else expression)
-    return name is not None and scope.canonical(name) in _NEUTRAL_DECORATORS
+    if name is None:
+        return False
+    canonical = scope.canonical(name)
+    return canonical in _NEUTRAL_DECORATORS or call_fact(canonical, ARGUMENT_PARSING_DECORATOR) is not None
 
 
 def _call_sites(module: ModuleView, info) -> list[CallEvent]:
@@ -1219,6 +1316,64 @@ def _values_named_in_statement(node: cst.CSTNode) -> frozenset[str]:
     return frozenset(inner.value for inner in nodes if isinstance(inner, cst.Name) and id(inner) not in excluded)
 
 
+def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: frozenset[str]) -> CallEvent | None:
+    """A model's forward in a loop of a script that trains nothing (``detect.py``, ``inference.py``): the
+    function runs from this file's module level with grad on at every call (or the loop is the module level's),
+    and nothing the program runs backwards, steps an optimizer or calls ``torch.autograd``, in this file or in
+    the workspace functions it calls. Then no graph is ever used, wherever the forward's output goes (an unknown
+    post-processing call, a list of results): the one question is whether it is a trained model's forward. It
+    is when the dataflow says the call records a graph, or when it calls what the function switched to eval
+    (``model = load_detector(weights); model.eval()``), or a model its library returns in eval mode. A function
+    that hands a graph back to callers in other files may feed their backward: left to them."""
+    module = ctx.module
+    info = scope.function
+    if module.module_fact("TL102 the program trains", _program_trains):
+        return None
+    if info is not None and not _run_by_this_file(module, info, set()):
+        return None
+    if info is None:  # a script's model is switched by another top-level statement
+        switched = module.module_fact("TL102 switched to eval at module level", _switched_at_module_level)
+    else:
+        switched = _switched_to_eval(scope.calls())
+    for call in scope.calls():
+        if not call.context.loops or call.context.grad_off is not None or call.receiver_key in frozen:
+            continue
+        if _parameterless(ctx, call) or _built_on_the_spot(module, scope, call):
+            continue
+        if info is not None and _builds_a_module(ctx, call, _callers(module, info)):
+            continue  # the "model" is a class (or a `partial` of one) every caller hands in: calling it builds one
+        graph = _records_graph(call) and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call))
+        loaded = call.method is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
+        if graph or loaded or call.method is None and call.receiver_key in switched:
+            dropped = dropped_graph(scope, call.node)
+            if dropped is not None and _collected_detached(scope, call, dropped) or _graph_kept_across(scope, call):
+                continue  # TL101's finding (a graph kept across the loop), or its fix: as `_check_unused_graph` reads them
+            if info is not None and Tag.GRAPH in scope.return_value.tags and _callers_elsewhere(ctx, info):
+                return None  # what it hands back may be backwarded by another file's caller
+            return call
+    return None
+
+
+def _switched_to_eval(calls) -> frozenset[str]:
+    return frozenset(key for call in calls if _is_mode_switch(call) and _mode(call) == "eval" and (key := _switched_model(call)))
+
+
+def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
+    return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
+
+
+def _program_trains(module: ModuleView) -> bool:
+    """The file, or what its module level runs in the workspace (followed ``MAX_CALL_DEPTH`` calls deep), backwards,
+    steps an optimizer or asks ``torch.autograd`` for gradients: a graph recorded in it may be used."""
+    if _trains_anywhere(module):
+        return True
+    return any(
+        _trains([call]) or (call.callee or "").startswith("torch.autograd.")
+        for scope in module.all_scopes if scope.function is None
+        for call in calls_in(scope, None)
+    )
+
+
 def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
     """A backward somewhere runs through these forwards (or what the function returns, or one of
     its calls: a call's result stands for the graph the function builds)."""
@@ -1297,6 +1452,8 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     script's `main()`) or from a function that steps an optimizer (no caller turns grad off around
     training: an FID pass between epochs), directly or through functions of this file, with grad on at
     every call. A helper only other files call may run under their `no_grad()`, which this file cannot see."""
+    if info.owner is None and info.name in module.module_fact("TL102 entry points", _entry_points):
+        return True  # `fire.Fire(main)` at module level: the command line runs it, with grad on
     if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
         return False
     seen.add(id(info))
@@ -1306,6 +1463,37 @@ def _run_by_this_file(module, info, seen: set[int]) -> bool:
     return any(
         site.scope.function is None or _steps_optimizer(site.scope) or _run_by_this_file(module, site.scope.function, seen)
         for site in sites
+    )
+
+
+def _called_per_training_step(ctx: RuleContext, info) -> tuple[CallEvent, CallEvent] | None:
+    """A call of ``info`` inside a loop of a function that steps an optimizer (this file's calls, else those of the
+    workspace's other files), and that step, when no call of it, here or elsewhere, runs under ``no_grad()``."""
+    sites = _callers(ctx.module, info)
+    if any(site.context.grad_off is not None for site in sites):
+        return None
+    if not sites:
+        elsewhere = _callers_elsewhere(ctx, info)
+        if any(caller.grad == "off" for caller in elsewhere):
+            return None
+        sites = [caller.call for caller in elsewhere]
+    for site in sites:
+        if site.context.loops and site.scope.function is not None:
+            step = next((call for call in calls_in(site.scope, None) if is_optimizer_step(call)), None)
+            if step is not None:
+                return site, step
+    return None
+
+
+def _entry_points(module: ModuleView) -> frozenset[str]:
+    """The functions the script's module level hands, with grad on, to a library that runs them as the program's
+    command (``fire.Fire(main)``, ``typer.run(main)``: ``RUNS_ENTRY_POINT``)."""
+    return frozenset(
+        call.arg_nodes[0].value.value
+        for scope in module.all_scopes if scope.function is None
+        for call in scope.calls()
+        if call.context.grad_off is None and call_fact(call.callee, RUNS_ENTRY_POINT) is not None
+        and call.arg_nodes and isinstance(call.arg_nodes[0].value, cst.Name)
     )
 
 
@@ -1484,6 +1672,66 @@ def _model_run_by_helper(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent
         return None, None, []
     others = [scope.value_at(arg.value) for arg in call.arg_nodes if arg is not passed]
     return key, scope.value_at(passed.value), [value for value in others if value is not None]
+
+
+def _model_held_by_module(
+    ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent,
+) -> tuple[str | None, Value | None, list[Value], CallEvent | None]:
+    """The model a workspace module's ``forward`` runs for ``call`` when the module was built here around it
+    (``criterion = DistillationLoss(teacher)``, whose ``__init__`` keeps ``self.teacher = teacher`` and whose forward
+    runs ``self.teacher(images)`` on some of its own inputs): the name passed for it when the module was built, its
+    value, the values ``call`` passes for the inputs the held model is run on, and its forward there. Nothing when the
+    forward runs it on anything but its plain parameters, or runs more than one held model."""
+    nothing: tuple[str | None, Value | None, list[Value], CallEvent | None] = (None, None, [], None)
+    owner = call.receiver.detail if call.receiver is not None else None
+    if call.method is not None or not isinstance(owner, ClassInfo) or call.receiver_key is None:
+        return nothing
+    forward, init = owner.find_method("forward", ctx.summary), owner.find_method("__init__", ctx.summary)
+    inner = forward.analysis(ctx.summary) if forward is not None else None
+    built = scope.last_binding(call.receiver_key, before=call)
+    if forward is None or inner is None or init is None or built is None or not isinstance(built.value_node, cst.Call):
+        return nothing
+    runs = [
+        held for held in inner.calls()
+        if held.method is None and (held.receiver_key or "").startswith("self.") and held.context.grad_off is None
+        and _is_model_forward(held, set()) and not _parameterless(ctx, held)
+    ]
+    if len({held.receiver_key for held in runs}) != 1:
+        return nothing
+    attribute = runs[0].receiver_key
+    assert attribute is not None, "chosen for its receiver"
+    arguments = [arg.value for held in runs for arg in held.arg_nodes]
+    fed = {argument.value for argument in arguments if isinstance(argument, cst.Name)}
+    if not all(isinstance(argument, cst.Name) for argument in arguments) or not fed <= set(forward.positional_parameters):
+        return nothing
+    init_analysis = init.analysis(ctx.summary)
+    kept_from = next((
+        event.value_node.value for event in (init_analysis.events if init_analysis is not None else ())
+        if isinstance(event, AssignEvent) and event.targets == (attribute,) and isinstance(event.value_node, cst.Name)
+    ), None)
+    built_call = next((other for other in scope.calls() if other.node is built.value_node), None)
+    passed = _argument_for(built_call, init, kept_from) if built_call is not None and kept_from is not None else None
+    key = dotted(passed) if passed is not None else None
+    inputs = [found for name in fed if (found := _argument_for(call, forward, name)) is not None]
+    if passed is None or key is None or len(inputs) != len(fed):
+        return nothing
+    values = [scope.value_at(expression) for expression in inputs]
+    return key, scope.value_at(passed), [value for value in values if value is not None], runs[0]
+
+
+def _argument_for(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression ``call`` writes for ``parameter`` of ``function``, by keyword or position (not followed
+    to what built it: the name is the key the rule reads); None when hidden by ``*args``/``**kwargs``."""
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    passed = call.keyword(parameter)
+    if passed is None:
+        positional = function.positional_parameters
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+        if parameter not in positional or positional.index(parameter) >= len(plain):
+            return None
+        passed = plain[positional.index(parameter)]
+    return passed.value
 
 
 def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str, receiver: Value | None) -> tuple[Site, str] | None:
@@ -1701,6 +1949,17 @@ def _collected_detached(scope: ScopeAnalysis, forward: CallEvent, dropped: Dropp
     return any(
         isinstance(event, StoreEvent) and event.kind in _COLLECTING and event.outlives(loop)
         and any(id(node) in cuts for node in _walk(event.value_node))
+        for event in scope.events
+    )
+
+
+def _graph_kept_across(scope: ScopeAnalysis, forward: CallEvent) -> bool:
+    """A graph-carrying value is collected in the forward's loop into a container that outlives it: TL101 reports
+    that graph as kept, and its fix (``.detach()``) is the one the rules agree on."""
+    loop = forward.context.loops[-1]
+    return any(
+        isinstance(event, StoreEvent) and event.kind in _COLLECTING and loop in event.context.loops
+        and event.outlives(loop) and Tag.GRAPH in event.value.tags
         for event in scope.events
     )
 
@@ -3931,6 +4190,290 @@ GradEnabledEval.MUST_FIRE = (
                 optimizer.zero_grad()
         """,
     ),
+    Fires(  # an inference script: its module level runs `main()`, and nothing the program runs trains; the boxes go
+        # through post-processing the analysis cannot read, but no graph is ever used in a program that never backwards
+        """
+        import argparse
+        from pathlib import Path
+
+        import cv2
+        import torch
+
+        from detector.weights import load_detector
+        from detector.postprocess import suppress_overlaps
+
+
+        def run(weights, source, out_dir, threshold=0.3):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            net = load_detector(weights, device)
+            net.eval()
+            for image_path in sorted(Path(source).glob("*.jpg")):
+                frame = cv2.imread(str(image_path))
+                tensor = torch.from_numpy(frame).permute(2, 0, 1).float().div(255).unsqueeze(0).to(device)
+                raw = net(tensor)
+                for x1, y1, x2, y2, score in suppress_overlaps(raw, threshold):
+                    cv2.rectangle(frame, (int(x1), int(y1)), (int(x2), int(y2)), (0, 0, 255), 2)
+                cv2.imwrite(str(Path(out_dir) / image_path.name), frame)
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--weights", default="best.pt")
+            parser.add_argument("--source", default="images")
+            parser.add_argument("--out", default="out")
+            args = parser.parse_args()
+            run(args.weights, args.source, args.out)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        severity=Severity.WARNING,
+        unsafe=True,
+        fixed="""
+        import argparse
+        from pathlib import Path
+
+        import cv2
+        import torch
+
+        from detector.weights import load_detector
+        from detector.postprocess import suppress_overlaps
+
+
+        def run(weights, source, out_dir, threshold=0.3):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            net = load_detector(weights, device)
+            net.eval()
+            for image_path in sorted(Path(source).glob("*.jpg")):
+                frame = cv2.imread(str(image_path))
+                tensor = torch.from_numpy(frame).permute(2, 0, 1).float().div(255).unsqueeze(0).to(device)
+                with torch.no_grad():
+                    raw = net(tensor)
+                for x1, y1, x2, y2, score in suppress_overlaps(raw, threshold):
+                    cv2.rectangle(frame, (int(x1), int(y1)), (int(x2), int(y2)), (0, 0, 255), 2)
+                cv2.imwrite(str(Path(out_dir) / image_path.name), frame)
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--weights", default="best.pt")
+            parser.add_argument("--source", default="images")
+            parser.add_argument("--out", default="out")
+            args = parser.parse_args()
+            run(args.weights, args.source, args.out)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+    ),
+    Fires(  # a vocoder script run by Python Fire: the command line calls `synthesize`, with grad on
+        """
+        from glob import glob
+
+        import fire
+        import numpy as np
+        import soundfile
+        import torch
+
+        from vocoder.model import Vocoder
+
+
+        def synthesize(checkpoint, mel_dir, out_dir, sample_rate=22050):
+            vocoder = Vocoder.from_checkpoint(checkpoint).cuda()
+            vocoder.eval()
+            for mel_path in sorted(glob(f"{mel_dir}/*.npy")):
+                mel = torch.from_numpy(np.load(mel_path)).unsqueeze(0).cuda()
+                waveform = vocoder(mel)
+                soundfile.write(mel_path.replace(mel_dir, out_dir).replace(".npy", ".wav"), waveform.squeeze().detach().cpu().numpy(), sample_rate)
+
+
+        if __name__ == "__main__":
+            fire.Fire(synthesize)
+        """,
+        fixed="""
+        from glob import glob
+
+        import fire
+        import numpy as np
+        import soundfile
+        import torch
+
+        from vocoder.model import Vocoder
+
+
+        def synthesize(checkpoint, mel_dir, out_dir, sample_rate=22050):
+            vocoder = Vocoder.from_checkpoint(checkpoint).cuda()
+            vocoder.eval()
+            for mel_path in sorted(glob(f"{mel_dir}/*.npy")):
+                mel = torch.from_numpy(np.load(mel_path)).unsqueeze(0).cuda()
+                with torch.no_grad():
+                    waveform = vocoder(mel)
+                soundfile.write(mel_path.replace(mel_dir, out_dir).replace(".npy", ".wav"), waveform.squeeze().detach().cpu().numpy(), sample_rate)
+
+
+        if __name__ == "__main__":
+            fire.Fire(synthesize)
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+        at="waveform = vocoder(mel)",
+    ),
+    Fires(  # a sample grid drawn by a helper method once per epoch of the loop that steps the optimizers
+        """
+        import torch
+        from torch import nn
+        from torchvision.utils import save_image
+
+
+        class AdversarialTrainer:
+            def __init__(self, generator, critic, loader, latent_dim=128):
+                self.generator = generator
+                self.critic = critic
+                self.loader = loader
+                self.gen_optimizer = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.preview_noise = torch.randn(64, latent_dim)
+                self.latent_dim = latent_dim
+
+            def write_preview(self, epoch):
+                grid = self.generator(self.preview_noise)
+                save_image(grid, f"previews/{epoch:04d}.png", nrow=8, normalize=True)
+
+            def train(self, epochs):
+                bce = nn.BCEWithLogitsLoss()
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        fake = self.generator(torch.randn(real.size(0), self.latent_dim))
+                        real_logits, fake_logits = self.critic(real), self.critic(fake.detach())
+                        critic_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
+                        self.critic_optimizer.zero_grad()
+                        critic_loss.backward()
+                        self.critic_optimizer.step()
+                        gen_logits = self.critic(fake)
+                        gen_loss = bce(gen_logits, torch.ones_like(gen_logits))
+                        self.gen_optimizer.zero_grad()
+                        gen_loss.backward()
+                        self.gen_optimizer.step()
+                    self.write_preview(epoch)
+        """,
+        fixed="""
+        import torch
+        from torch import nn
+        from torchvision.utils import save_image
+
+
+        class AdversarialTrainer:
+            def __init__(self, generator, critic, loader, latent_dim=128):
+                self.generator = generator
+                self.critic = critic
+                self.loader = loader
+                self.gen_optimizer = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.critic_optimizer = torch.optim.Adam(critic.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.preview_noise = torch.randn(64, latent_dim)
+                self.latent_dim = latent_dim
+
+            def write_preview(self, epoch):
+                with torch.no_grad():
+                    grid = self.generator(self.preview_noise)
+                save_image(grid, f"previews/{epoch:04d}.png", nrow=8, normalize=True)
+
+            def train(self, epochs):
+                bce = nn.BCEWithLogitsLoss()
+                for epoch in range(epochs):
+                    for real, _ in self.loader:
+                        fake = self.generator(torch.randn(real.size(0), self.latent_dim))
+                        real_logits, fake_logits = self.critic(real), self.critic(fake.detach())
+                        critic_loss = bce(real_logits, torch.ones_like(real_logits)) + bce(fake_logits, torch.zeros_like(fake_logits))
+                        self.critic_optimizer.zero_grad()
+                        critic_loss.backward()
+                        self.critic_optimizer.step()
+                        gen_logits = self.critic(fake)
+                        gen_loss = bce(gen_logits, torch.ones_like(gen_logits))
+                        self.gen_optimizer.zero_grad()
+                        gen_loss.backward()
+                        self.gen_optimizer.step()
+                    self.write_preview(epoch)
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+        at="grid = self.generator(self.preview_noise)",
+    ),
+    Fires(  # a preview helper (of `train.py`) whose only caller, in `main.py`, runs it inside the loop that steps the optimizer
+        """
+        from torchvision.utils import save_image
+
+
+        def render_samples(autoencoder, images, path):
+            reconstructions = autoencoder(images)
+            save_image(reconstructions, path, nrow=4)
+        """,
+        files={
+            "main.py": """
+                import torch
+
+                from train import render_samples
+
+
+                def train(autoencoder, loader, steps):
+                    optimizer = torch.optim.AdamW(autoencoder.parameters(), lr=3e-4)
+                    probe = torch.randn(16, 3, 64, 64)
+                    for step, images in zip(range(steps), loader):
+                        loss = torch.nn.functional.mse_loss(autoencoder(images), images)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                        if step % 500 == 0:
+                            render_samples(autoencoder, probe, f"recon/{step}.png")
+            """,
+        },
+        severity=Severity.WARNING,
+        at="reconstructions = autoencoder(images)",
+        no_fix=True,
+    ),
+    Fires(  # a distillation loss module holding the teacher runs it inside its forward, on the images only
+        """
+        import torch
+        import torchvision
+
+        from losses import SoftTargetLoss
+
+
+        def distill(loader, epochs):
+            teacher = torchvision.models.resnet101(weights="IMAGENET1K_V2").cuda().eval()
+            student = torchvision.models.mobilenet_v3_small(num_classes=1000).cuda()
+            criterion = SoftTargetLoss(teacher, temperature=3.0)
+            optimizer = torch.optim.SGD(student.parameters(), lr=0.05, momentum=0.9)
+            for _ in range(epochs):
+                for images, labels in loader:
+                    images, labels = images.cuda(), labels.cuda()
+                    loss = criterion(images, student(images), labels)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+                from torch import nn
+
+
+                class SoftTargetLoss(nn.Module):
+                    def __init__(self, teacher, temperature):
+                        super().__init__()
+                        self.teacher = teacher
+                        self.temperature = temperature
+
+                    def forward(self, images, student_logits, labels):
+                        soft_targets = F.softmax(self.teacher(images) / self.temperature, dim=-1)
+                        distill = F.kl_div(F.log_softmax(student_logits / self.temperature, dim=-1), soft_targets, reduction="batchmean")
+                        return distill + F.cross_entropy(student_logits, labels)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="loss = criterion(images, student(images), labels)",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -5576,5 +6119,173 @@ GradEnabledEval.MUST_NOT_FIRE = (
                         return self.shuffle(self.body(x))
             """,
         },
+    ),
+    Quiet(  # an inference script whose module level runs a fine-tuning step from another file: the program trains,
+        # and a graph handed to code the analysis cannot read may be backwarded there
+        """
+        import torch
+
+        from finetune import adapt_on
+        from scoring import score_predictions
+
+        def main(checkpoint, batches):
+            model = torch.load(checkpoint)
+            model.eval()
+            for inputs, targets in batches:
+                adapt_on(model, inputs)
+                score_predictions(model(inputs), targets)
+
+
+        if __name__ == "__main__":
+            main("model.pt", torch.load("batches.pt"))
+        """,
+        files={
+            "finetune.py": """
+                import torch
+
+
+                def adapt_on(model, inputs):
+                    entropy = -(model(inputs).softmax(-1) * model(inputs).log_softmax(-1)).sum(-1).mean()
+                    entropy.backward()
+                    torch.optim.SGD(model.parameters(), lr=1e-4).step()
+            """,
+        },
+    ),
+    Quiet(  # the script runs its pass under `@torch.inference_mode()`: the entry point turns grad off
+        """
+        import torch
+
+        from detector.weights import load_detector
+        from detector.postprocess import draw_boxes
+
+
+        @torch.inference_mode()
+        def detect(weights, frames):
+            net = load_detector(weights)
+            net.eval()
+            for frame in frames:
+                draw_boxes(frame, net(frame))
+
+
+        def main():
+            for _ in range(3):
+                detect("best.pt", torch.load("frames.pt"))
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+    ),
+    Quiet(  # the preview helper's call sits under `no_grad()` in the training loop: the caller chose where grad is off
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class ReconstructionTrainer:
+            def __init__(self, model, loader):
+                self.model = model
+                self.loader = loader
+                self.optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+            def report(self, batch, epoch):
+                reconstruction = self.model(batch)
+                print(epoch, F.mse_loss(reconstruction, batch).item())
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    for batch in self.loader:
+                        loss = F.mse_loss(self.model(batch), batch)
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+                    with torch.no_grad():
+                        self.report(batch, epoch)
+        """,
+    ),
+    Quiet(  # a helper called in the training loop whose output feeds the loss (a perceptual term): its graph is used
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def feature_distance(extractor, fake, real):
+            return F.l1_loss(extractor(fake), extractor(real))
+
+
+        def train(generator, extractor, loader, epochs):
+            optimizer = torch.optim.Adam(generator.parameters(), lr=1e-4)
+            for _ in range(epochs):
+                for noise, real in loader:
+                    loss = feature_distance(extractor, generator(noise), real)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    ),
+    Quiet(  # a perceptual loss module: its network runs on the restorer's output, whose graph the backward needs
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+        from torchvision.models import vgg16
+
+
+        class PerceptualLoss(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.features = features
+
+            def forward(self, restored, target):
+                return F.l1_loss(self.features(restored), self.features(target))
+
+
+        def train(restorer, loader, epochs):
+            extractor = vgg16(weights="IMAGENET1K_V1").features[:16].cuda().eval()
+            criterion = PerceptualLoss(extractor)
+            optimizer = torch.optim.Adam(restorer.parameters(), lr=1e-4)
+            for _ in range(epochs):
+                for degraded, clean in loader:
+                    loss = criterion(restorer(degraded), clean)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+        """,
+    ),
+    Quiet(  # a script's helper calls what it is handed, a `partial` of a classifier class: each call builds a module
+        """
+        from functools import partial
+
+        import torch
+        from torch import nn
+
+
+        class NearestCentroid(nn.Module):
+            def __init__(self, bank, labels, temperature):
+                super().__init__()
+                self.register_buffer("bank", bank)
+                self.register_buffer("labels", labels)
+                self.temperature = temperature
+
+            def forward(self, features):
+                return (features @ self.bank.T / self.temperature).softmax(-1) @ self.labels
+
+
+        def build_per_split(*, module, banks, labels):
+            built = {}
+            for name, bank in banks.items():
+                built[name] = nn.ModuleList([module(bank=bank, labels=labels[name])])
+            return built
+
+
+        def main():
+            banks, labels = torch.load("banks.pt"), torch.load("labels.pt")
+            classifiers = build_per_split(module=partial(NearestCentroid, temperature=0.07), banks=banks, labels=labels)
+            torch.save(classifiers, "classifiers.pt")
+
+
+        if __name__ == "__main__":
+            main()
+        """,
     ),
 )
