@@ -28,9 +28,10 @@ def only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:
 
 
 def kept_inner_flows(flow: ScopeAnalysis) -> list[ScopeAnalysis]:
-    """The flows of the functions defined in a scope that have one, and of those defined in them."""
+    """The flows of the functions defined in a scope that have one, and of those defined in them (those
+    defined after the point a rewound walk goes on from too: ``flow_checkpoints.rewind``)."""
     found: list[ScopeAnalysis] = []
-    for inner in flow.local_functions.values():
+    for inner in (*flow.local_functions.values(), *flow.defined_later.values()):
         if inner._analysis is not None:
             found.append(inner._analysis)
             found.extend(kept_inner_flows(inner._analysis))
