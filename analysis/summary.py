@@ -230,13 +230,8 @@ class ClassInfo:
         if self._assigned is None:
             assigned: dict[str, str] = {}
             order = sorted(self.methods.values(), key=lambda m: m.name not in ("__init__", "setup", "build"))
-            # kept per method: a key typed in one method of a long class reads that method again, not all
-            targets_of = self.chunk.node_memo("self targets")
-            for method in order:
-                targets = targets_of.get(method.node)
-                if targets is None:
-                    targets = targets_of[method.node] = tuple(self_targets(method.node))
-                for target in targets:
+            for method in order:  # kept per method: a key in one method of a long class reads that method again
+                for target in self_targets_kept(self.chunk, method.node):
                     assigned.setdefault(target, method.name)
             self._assigned = assigned
         return self._assigned
@@ -346,6 +341,16 @@ def exported(analysis: ScopeAnalysis) -> tuple:
 
 def _event_key(event: CallEvent) -> tuple:
     return event.node, event.method, event.callee, backward_target(event).roots if is_backward(event) else None
+
+
+def self_targets_kept(chunk: ParsedChunk, node: cst.FunctionDef) -> tuple[str, ...]:
+    """``self_targets`` of a method of ``chunk``'s tree, kept per node (a key in a method asks it of the
+    method before the edit, read at the key before, and after)."""
+    kept = chunk.node_memo("self targets")
+    found = kept.get(node)
+    if found is None:
+        found = kept[node] = tuple(self_targets(node))
+    return found
 
 
 def self_targets(node: cst.FunctionDef):
