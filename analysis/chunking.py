@@ -14,7 +14,9 @@ Line breaks are ``\n`` only: ``ModuleAnalysis`` reads ``\r\n`` and ``\r`` as ``\
 from __future__ import annotations
 
 import ast
+import bisect
 import re
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -50,14 +52,17 @@ def statement_starts(text: str) -> list[int]:
     return list(_statement_starts(text))
 
 
-def _statement_starts(text: str) -> Iterator[int]:
-    yield 0
-    last = 0  # the last offset given
+def _statement_starts(text: str, start: int = 0, top_level: int = 0, marks: list | None = None) -> Iterator[int]:
+    """``statement_starts``, from ``start``: 0, or a line the scan reached with no bracket open, with
+    ``top_level`` as it was before that line. ``marks`` gets each such line's, just before it is given,
+    until the scan decides a line by the text after it (``_continues_validly``)."""
+    yield start
+    last = start  # the last offset given
     depth = 0
-    pos = 0
-    line_start = 0
+    pos = line_start = start
     opened_indented = False  # the outermost open bracket was opened on an indented line
-    top_level = 0  # where the top-level statement being read began
+    if start and _CODE_AT_COLUMN_0.match(text, indentation_start(text, start)):
+        top_level = start  # where the top-level statement being read began
     length = len(text)
     while pos < length:
         match = _TOKEN.search(text, pos)
@@ -69,13 +74,18 @@ def _statement_starts(text: str) -> Iterator[int]:
             line_start = pos
             code = indentation_start(text, pos)
             if depth == 0:
+                if marks is not None:
+                    marks.append((pos, top_level))
                 yield pos
                 last = pos
                 if _CODE_AT_COLUMN_0.match(text, code):
                     top_level = pos
-            elif _HARD_START.match(text, code) or (
-                opened_indented and _CODE_AT_COLUMN_0.match(text, code) and not _continues_validly(text, top_level, pos, depth)
-            ):
+                continue
+            cut = bool(_HARD_START.match(text, code))
+            if not cut and opened_indented and _CODE_AT_COLUMN_0.match(text, code):
+                marks = None  # decided by the text after this line: the state of a later line is not of the text before it
+                cut = not _continues_validly(text, top_level, pos, depth)
+            if cut:
                 # a bracket left open inside a function does not run on into the code after it; the
                 # blank and comment lines just above belong to what follows, as they would at top level
                 depth = 0
@@ -250,18 +260,56 @@ def blank_or_comment(line: str) -> bool:
 def first_statement(text: str, start: int = 0) -> str:
     """The text of the first chunk ``split_statements(text[start:])`` gives, read only as far as the
     next top-level statement (an edit checks the statement it touched without splitting the rest
-    of the file)."""
+    of the file).
+
+    The scan goes on from the last line that this thread's scan before (``_last_scan``) reached with
+    no bracket open and that both texts reach with the same text before it: the scan's state at
+    such a line is a function of the text before it (``_statement_starts``' ``marks``), so a key that
+    leaves a bracket open in one method of a long class scans from the method's lines on, not from
+    the class's first line."""
     rest = text[start:]
-    end = next((boundary for boundary in _boundaries(rest) if boundary > 0), len(rest))
+    resume: _ScanPoint = (0, 0, None, False)
+    points: list[_ScanPoint] = []
+    before = getattr(_last_scan, "scan", None)
+    if before is not None:
+        kept = bisect.bisect_right(before[1], (common_prefix(rest, before[0]) + 1,))  # the points where the texts agree before them
+        if kept:
+            points = before[1][:kept]
+            resume = points[-1]
+    end = next((boundary for boundary in _boundaries(rest, resume, points) if boundary > 0), len(rest))
+    _last_scan.scan = (rest, points)
     return rest[:end]
 
 
-def _boundaries(text: str) -> Iterator[int]:
+# A line a scan of ``_boundaries`` reached with no bracket open, and the scan's state before it: its
+# offset, where the top-level statement being read began, the pending comment line, after a decorator.
+_ScanPoint = tuple[int, int, "int | None", bool]
+_last_scan = threading.local()
+
+
+def common_prefix(one: str, other: str) -> int:
+    """Length of the longest common prefix, compared in halving slices (C speed, no per-character loop)."""
+    low, high = 0, min(len(one), len(other))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[low:middle] == other[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _boundaries(text: str, resume: _ScanPoint = (0, 0, None, False), points: list[_ScanPoint] | None = None) -> Iterator[int]:
     """Where each chunk after the first begins (and 0 when the first begins with a statement): a
-    top-level statement, with the comment and blank lines just above it."""
-    pending_comment_start: int | None = None
-    previous_was_decorator = False
-    for offset in _statement_starts(text):
+    top-level statement, with the comment and blank lines just above it. From ``resume`` on (a point
+    a scan of the same text before it recorded), adding to ``points`` each point the scan reaches."""
+    start, top_level, pending_comment_start, previous_was_decorator = resume
+    marks: list[tuple[int, int]] | None = [] if points is not None else None
+    for offset in _statement_starts(text, start, top_level, marks):
+        if marks:
+            marked, level = marks.pop()
+            assert points is not None and marked == offset, "marked just before it is given"
+            points.append((offset, level, pending_comment_start, previous_was_decorator))
         if offset >= len(text):
             continue
         line_end = text.find("\n", offset)

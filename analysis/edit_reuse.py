@@ -28,9 +28,10 @@ def only_function(chunk: ParsedChunk) -> cst.FunctionDef | None:
 
 
 def kept_inner_flows(flow: ScopeAnalysis) -> list[ScopeAnalysis]:
-    """The flows of the functions defined in a scope that have one, and of those defined in them."""
+    """The flows of the functions defined in a scope that have one, and of those defined in them (those
+    defined after the point a rewound walk goes on from too: ``flow_checkpoints.rewind``)."""
     found: list[ScopeAnalysis] = []
-    for inner in flow.local_functions.values():
+    for inner in (*flow.local_functions.values(), *flow.defined_later.values()):
         if inner._analysis is not None:
             found.append(inner._analysis)
             found.extend(kept_inner_flows(inner._analysis))
@@ -71,11 +72,15 @@ def reads_kept_statements(method: FunctionInfo, owner: ClassInfo, kept_chunks: s
     analysis = method._analysis
     if analysis is None:
         return True  # nothing to keep: walked when asked
-    local = local_functions(analysis)
-    return all(
-        read.owner is owner or read in local or read.home is not None or id(read.chunk) in kept_chunks
-        for read, _ in method.reads
-    )
+    local: set[FunctionInfo] | None = None  # listed only for a read of the statement's own functions (most read none)
+    for read, _ in method.reads:
+        if read.owner is owner or read.home is not None or id(read.chunk) in kept_chunks:
+            continue
+        if local is None:
+            local = local_functions(analysis)
+        if read not in local:
+            return False
+    return True
 
 
 def local_functions(analysis: ScopeAnalysis) -> set[FunctionInfo]:

@@ -30,7 +30,7 @@ from .calls import (
 )
 from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
-from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
+from .flow_checkpoints import Checkpoint, defined_function, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
 from .passed_values import accumulated_by_helper
 from .quoting import quoted
@@ -63,6 +63,7 @@ from .values import (
     TENSOR,
     UNKNOWN,
     Value,
+    alike,
     attribute_of,
     is_known_tensor,
     join,
@@ -100,6 +101,7 @@ class ScopeAnalysis:
         self.branch_tests: list[cst.If | cst.IfExp | cst.BooleanOperation] = []
         self.local_imports: dict[str, str] = {}
         self.local_functions: dict[str, FunctionInfo] = {}
+        self.defined_later: dict[int, FunctionInfo] = {}  # walked on from an edit: ``flow_checkpoints.rewind``
         # a function defined in another: the scope whose names it reads and does not bind (a closure)
         self._enclosing: ScopeAnalysis | None = None
         # what its walk read of the enclosing scope by name (a value, or whether bound): ``reads_enclosing_as_before``
@@ -111,13 +113,11 @@ class ScopeAnalysis:
         self._returns: list[Value] = []
         # what it returns when a call hands graph-carrying values to these parameters (``passed_values``)
         self.returned_with_graph: dict[frozenset, tuple[Value, set]] = {}
-        # Each expression is evaluated once, in order. Keyed by the node's id, which costs less than
-        # hashing it (LibCST's __hash__ is a Python method): every node evaluated is one of this
-        # scope's tree, which outlives the scope's use.
+        # Each expression is evaluated once, in order, keyed by the node's id (cheaper than LibCST's
+        # Python-level __hash__): every node evaluated is of this scope's tree, which outlives the scope.
         self._memo: dict[int, Value] = {}
-        # What the rules' walks through this scope's events and its callees' gave (patterns.py), and
-        # other answers computed from them (``dependencies.kept_with_scope``), with the callees' flows
-        # they read: a scope kept across an edit keeps them while those are kept.
+        # What the rules' walks through this scope's events and its callees' gave (patterns.py), and other
+        # answers from them (``dependencies.kept_with_scope``), kept with the callees' flows they read.
         self.followed: dict[object, tuple[Any, tuple]] = {}
         # For a function being edited (``FunctionInfo.checkpointed``): the walk's state before each
         # statement of the function's body, which a walk of the edited body goes on from (``resumed``).
@@ -146,7 +146,7 @@ class ScopeAnalysis:
         self.binding_loop = {}
         self._written = []
         self.branch_tests = []
-        self.local_functions = {}
+        self.local_functions, self.defined_later = {}, {}
         self._enclosing, self._enclosing_reads = None, {}
         self.params = {}
         self._returns = []
@@ -352,7 +352,7 @@ class ScopeAnalysis:
             if statement.finalbody is not None:
                 self._walk_block(statement.finalbody.body.body, context)
         elif isinstance(statement, cst.FunctionDef):
-            self.local_functions[statement.name.value] = LocalFunctionInfo(statement.name.value, statement, self.chunk, self)
+            self.local_functions[statement.name.value] = defined_function(self, statement)
         elif isinstance(statement, cst.Match):
             self.evaluate(statement.subject, context)
             for case in statement.cases:
@@ -541,11 +541,11 @@ class ScopeAnalysis:
         return class_value(self.summary, self.canonical(key)) if "." not in key else UNKNOWN
 
     def reads_enclosing_as_before(self) -> bool:
-        """Whether each name this walk read of the enclosing scope reads the same object (or binding) now: the
+        """Whether each name this walk read of the enclosing scope reads a value alike (or binding) now: the
         enclosing function walked on from an edit before this one's first call may have rebound it."""
         enclosing = self._enclosing
         return enclosing is not None and all(
-            (enclosing._is_bound(name) if bound else enclosing._lookup(name, Context())) is found
+            alike(enclosing._is_bound(name) if bound else enclosing._lookup(name, Context()), found)
             for (name, bound), found in self._enclosing_reads.items()
         )
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from .closures import LocalFunctionInfo
 from .edit_reuse import same_but
 from .summary import asked_so_far
 from .values import UNKNOWN
@@ -24,6 +25,7 @@ from .values import UNKNOWN
 if TYPE_CHECKING:
     from .events import Context
     from .flow import ScopeAnalysis
+    from .summary import FunctionInfo
 
 
 class Checkpoint:
@@ -55,7 +57,8 @@ DESCENDED = (cst.For, cst.While, cst.With)
 
 def walk_body(scope: ScopeAnalysis, body, start: int, context: Context) -> None:
     """``_walk_block`` over a function's body from its statement ``start`` on, keeping the state
-    before each statement (``checkpoints``), and inside the statement ``record_inside``."""
+    before each statement (``checkpoints``), and inside the statement ``record_inside``. The functions
+    defined after a rewound walk's point that it did not meet again are let go of at the end."""
     assert scope.checkpoints is not None and len(scope.checkpoints) == start
     for index in range(start, len(body)):
         statement = body[index]
@@ -65,6 +68,21 @@ def walk_body(scope: ScopeAnalysis, body, start: int, context: Context) -> None:
         scope._path = None
         if context.grad_off is None and scope._enters_no_grad(statement):
             context = context.without_grad(statement)
+    for unmet in scope.defined_later.values():
+        unmet.release()
+    scope.defined_later = {}
+
+
+def defined_function(scope: ScopeAnalysis, statement: cst.FunctionDef) -> FunctionInfo:
+    """The function a ``def`` in a function's body defines. A walk going on from an edit (``rewind``) meets
+    again the ``def`` statements after its point that the edit did not reach: each keeps the function
+    and its flow, checked when it is first asked for again (``LocalFunctionInfo._still_holds``: what it
+    read of this scope reads values alike), where a fresh walk would walk it."""
+    kept = scope.defined_later.pop(id(statement), None)  # its node, alive while it is kept: no id reused
+    if kept is not None:
+        kept.pending = True
+        return kept
+    return LocalFunctionInfo(statement.name.value, statement, scope.chunk, scope)
 
 
 def walk_recorded(scope: ScopeAnalysis, statements, context: Context, path: tuple[int, ...], start: int = 0) -> None:
@@ -162,7 +180,12 @@ def rewind(scope: ScopeAnalysis, path: tuple[int, ...]) -> None:
     scope.inner_checkpoints = {at: kept for at, kept in scope.inner_checkpoints.items() if at[0] == start and at <= path}
     scope.record_inside = start
     for name, inner in scope.local_functions.items():
-        if point.local_functions.get(name) is not inner:
+        if point.local_functions.get(name) is inner:
+            continue
+        if inner._analysis is not None and inner.resume is None:
+            # defined after the point: kept for its `def`, if the walk meets the same node again (``defined_function``)
+            scope.defined_later[id(inner.node)] = inner
+        else:
             inner.release()
     for inner in point.local_functions.values():
         if inner not in point.walked:

@@ -20,7 +20,7 @@ from .lines import normalize_line_breaks
 from .names import last_part
 from .parsing import ParsedChunk, UnparsedChunk, common_prefix, common_suffix, definition_name
 from .statement_shapes import same_names_calling
-from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary, exported, self_targets
+from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary, exported, self_targets_kept
 from .values import Value
 
 # What shows a script runs on a GPU, on a line where no `#` comes before it.
@@ -384,7 +384,7 @@ class ModuleAnalysis:
             edited = info.methods.get(old_def.name.value)
             if edited is None or edited.node is not old_def:
                 return None  # a method defined twice: the class keeps the later one
-            if tuple(self_targets(old_def)) != tuple(self_targets(new_def)):
+            if self_targets_kept(old_chunk, old_def) != self_targets_kept(new_chunk, new_def):
                 return None  # what `self.x` the method assigns decides what other methods read for it
             # the lines the edit touched hold every word of the method's text that is new (its code
             # generated from the tree at each key: 1 ms in DeepSpeed's class)

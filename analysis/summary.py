@@ -21,7 +21,7 @@ from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
 from .tree import small_statements
-from .values import UNKNOWN, Value
+from .values import UNKNOWN, Value, value_key
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -149,13 +149,13 @@ class FunctionInfo:
         """Let go of the function's flow, which refers back to it, and of the functions defined in it
         (``ChunkFacts.release``)."""
         if self._analysis is not None:
-            for inner in self._analysis.local_functions.values():
+            for inner in (*self._analysis.local_functions.values(), *self._analysis.defined_later.values()):
                 inner.release()
             self._analysis.release()
         self._analysis = None
         if self.resume is not None:
             rewound = self.resume[0]
-            for inner in rewound.local_functions.values():
+            for inner in (*rewound.local_functions.values(), *rewound.defined_later.values()):
                 inner.release()
             rewound.release()
             self.resume = None
@@ -230,13 +230,8 @@ class ClassInfo:
         if self._assigned is None:
             assigned: dict[str, str] = {}
             order = sorted(self.methods.values(), key=lambda m: m.name not in ("__init__", "setup", "build"))
-            # kept per method: a key typed in one method of a long class reads that method again, not all
-            targets_of = self.chunk.node_memo("self targets")
-            for method in order:
-                targets = targets_of.get(method.node)
-                if targets is None:
-                    targets = targets_of[method.node] = tuple(self_targets(method.node))
-                for target in targets:
+            for method in order:  # kept per method: a key in one method of a long class reads that method again
+                for target in self_targets_kept(self.chunk, method.node):
                     assigned.setdefault(target, method.name)
             self._assigned = assigned
         return self._assigned
@@ -340,19 +335,22 @@ def exported(analysis: ScopeAnalysis) -> tuple:
     ``self.x``; compared by identity (a value made anew, or of a node parsed anew, differs)."""
     value = analysis.return_value
     calls = tuple(map(_event_key, analysis.calls())) if value.roots or value.items is not None else ()
-    bound = tuple((key, _value_key(found)) for key, found in analysis.final_env.items() if key.startswith("self."))
-    return _value_key(value), calls, bound
-
-
-def _value_key(value: Value) -> tuple:
-    # the objects themselves, compared by identity (none of them defines equality), not their ids:
-    # the previous flow's objects may be gone and their ids reused
-    items = None if value.items is None else tuple(map(_value_key, value.items))
-    return value.tags, value.site, value.note, value.roots, items, value.detail
+    bound = tuple((key, value_key(found)) for key, found in analysis.final_env.items() if key.startswith("self."))
+    return value_key(value), calls, bound
 
 
 def _event_key(event: CallEvent) -> tuple:
     return event.node, event.method, event.callee, backward_target(event).roots if is_backward(event) else None
+
+
+def self_targets_kept(chunk: ParsedChunk, node: cst.FunctionDef) -> tuple[str, ...]:
+    """``self_targets`` of a method of ``chunk``'s tree, kept per node (a key in a method asks it of the
+    method before the edit, read at the key before, and after)."""
+    kept = chunk.node_memo("self targets")
+    found = kept.get(node)
+    if found is None:
+        found = kept[node] = tuple(self_targets(node))
+    return found
 
 
 def self_targets(node: cst.FunctionDef):

@@ -127,6 +127,21 @@ class Value:
 UNKNOWN = Value()
 
 
+def value_key(value: Value) -> tuple:
+    """What a value says, field by field: two walks of the same statements make values alike in every
+    field but made anew. The fields are compared as the objects themselves, by identity (none of
+    them defines equality), not their ids: an earlier walk's objects may be gone and their ids reused."""
+    items = None if value.items is None else tuple(map(value_key, value.items))
+    return value.tags, value.site, value.note, value.roots, items, value.detail
+
+
+def alike(one: Value | bool, other: Value | bool) -> bool:
+    """Whether two values (or two answers to whether a name is bound) say the same (``value_key``)."""
+    if one is other:
+        return True
+    return isinstance(one, Value) and isinstance(other, Value) and value_key(one) == value_key(other)
+
+
 def is_known_tensor(value: Value) -> bool:
     """Positive evidence that the value is one tensor: not a list, a tuple, a dict or a ModelOutput."""
     return TENSOR in value.tags and not value.tags & {CONTAINER, STRUCTURED} and value.items is None

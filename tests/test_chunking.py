@@ -85,3 +85,36 @@ def test_one_statement_says_what_the_split_says_after_an_edit_inside_a_definitio
     text = definition[:at] + typed + definition[at + removed:]
     assert one_statement(text, at) == (len(split_statements(text)) == 1)
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sampled_from(DEFINITIONS), st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=60),
+    st.lists(
+        st.tuples(st.integers(min_value=0, max_value=260), st.integers(min_value=0, max_value=4),
+                  st.text(alphabet="ab (){}[]'\"#\\\n\t:=@defclass", max_size=6)),
+        min_size=2, max_size=8,
+    ),
+)
+def test_the_first_statement_going_on_from_the_scan_before_ends_where_the_split_does(definition, after, edits):
+    """Keys typed one after another in a definition with more code after it: each scan goes on from the
+    last line the scan before reached with no bracket open and the same text before it; what it finds
+    must be what a split of the whole text finds, brackets and strings left open included."""
+    text = definition + after
+    for at, removed, typed in edits:
+        at = min(at, len(text))
+        text = text[:at] + typed + text[at + removed:]
+        rest = split_statements(text)
+        assert first_statement(text) == (rest[0].text if rest else "")
+
+
+def test_a_scan_goes_on_from_no_line_decided_by_the_text_after_it():
+    """A line at column 0 inside a bracket opened on an indented line is a continuation while the
+    statement compiles with it (``X())])``), which depends on the lines after it: once the method
+    below stops compiling, the line after the blank one above ``X`` starts a statement, though the
+    text up to the edit is as it was."""
+    valid = "class A:\n    def f(self):\n        model = M(layers=[L(\n\nX())])\n        return model\n\n    def g(self):\n        return 1\n"
+    broken = valid.replace("    def g(self):", "    de[f g(self):")
+    for text in (valid, broken, valid):
+        assert first_statement(text) == split_statements(text)[0].text
+    assert split_statements(broken)[0].text != broken

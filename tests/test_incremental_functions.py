@@ -279,3 +279,41 @@ def test_a_function_defined_before_the_edit_and_first_called_after_it_keeps_its_
     assert _flow_of(state, "evaluate") is not before
     assert findings == _fresh(rebound)
     assert ("TL208", "return [model(x) for x in loader]") not in _codes_by_line(findings, rebound)
+
+
+def test_a_function_defined_after_the_edit_keeps_its_flow_while_what_it_reads_is_alike(monkeypatch):
+    """``report`` is defined after the training loop, and reads ``model`` as ``model = model.cuda()``
+    after the loop binds it: a key in the loop walks both statements again (a value made anew, alike in
+    every field), and ``report`` keeps its flow and the rules' results; binding another value there,
+    or editing ``report`` itself, walks it again."""
+    script = SCRIPT.replace(
+        '    torch.save(model.state_dict(), "model.pt")\n',
+        '    model = model.cuda()\n\n    def report():\n        with torch.no_grad():\n'
+        '            return [model(x) for x in loader]\n\n    report()\n    torch.save(model.state_dict(), "model.pt")\n',
+    )
+    state = _opened(script)
+    first = script.replace("outputs = model(x)", "outputs = model(x) ")
+    assert state.analyse(first, 1, SETTINGS).findings == _fresh(first)
+    before = _flow_of(state, "report")
+    checked: list[str] = []
+    check_scope = MissingZeroGrad.check_scope
+
+    def counting_check(self, ctx, scope):
+        checked.append(scope.name)
+        return check_scope(self, ctx, scope)
+
+    monkeypatch.setattr(MissingZeroGrad, "check_scope", counting_check)
+    second = first.replace("outputs = model(x) ", "outputs = model(x)  ")
+    findings = state.analyse(second, 2, SETTINGS).findings
+    assert _flow_of(state, "report") is before
+    assert "report" not in checked and "main" in checked
+    assert findings == _fresh(second)
+    assert ("TL208", "return [model(x) for x in loader]") in _codes_by_line(findings, second)
+    rebound = second.replace("    model = model.cuda()\n", "    model = nn.Linear(8, 2)\n")
+    findings = state.analyse(rebound, 3, SETTINGS).findings
+    assert _flow_of(state, "report") is not before
+    assert findings == _fresh(rebound)
+    kept = _flow_of(state, "report")
+    edited = rebound.replace("return [model(x) for x in loader]", "return [model(x) for x in loader][0]")
+    assert state.analyse(edited, 4, SETTINGS).findings == _fresh(edited)
+    assert _flow_of(state, "report") is not kept
