@@ -31,7 +31,7 @@ from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
 from .flow_checkpoints import Checkpoint, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
-from .passed_values import accumulated_by_helper, concatenated_onto, kept_by_instance, subscripted_container
+from .passed_values import accumulated_by_helper, filled_by_call, holder_of_item, joined_onto, kept_by_instance
 from .quoting import quoted
 from .statement_shapes import (
     calls_method,
@@ -397,7 +397,7 @@ class ScopeAnalysis:
                     # _self_accumulation finds one for a Name target only
                     container = cast(cst.Name, target.target).value
                     self._record_store("accumulate", container, self.evaluate(accumulated, context), accumulated, small, context)
-                elif (joined := concatenated_onto(target.target, small.value, self.canonical)) is not None:
+                elif (joined := joined_onto(target.target, small.value, self.canonical)) is not None:
                     self._record_store("extend", cast(cst.Name, target.target).value, self.evaluate(joined, context), joined, small, context)
                 elif isinstance(target.target, cst.Name) and isinstance(small.value, cst.Call):
                     self._record_helper_accumulation(target.target.value, small, context)
@@ -428,8 +428,7 @@ class ScopeAnalysis:
     def _record_helper_accumulation(self, name: str, small: cst.Assign, context: Context) -> None:
         """``avg = ema(avg, loss)``: what the helper accumulates into ``avg`` (``passed_values``)."""
         call = next((event for event in reversed(self.events) if isinstance(event, CallEvent) and event.node is small.value), None)
-        found = accumulated_by_helper(call, name) if call is not None else None
-        if found is not None:
+        if call is not None and (found := accumulated_by_helper(call, name)) is not None:
             self._record_store("accumulate", name, found[1], found[0], small, context)
 
     def _walk_augassign(self, small: cst.AugAssign, context: Context) -> None:
@@ -548,9 +547,8 @@ class ScopeAnalysis:
         )
 
     def _names_bound_here(self) -> frozenset[str]:
-        """The names this function binds (parameters, assignments, loop and `with` targets, imports, local defs), which
-        Python makes local to it wherever they are bound; the rest it reads from the enclosing function. Names it
-        declares `nonlocal` or `global` are not its own."""
+        """The names this function binds (parameters, assignments, loop and `with` targets, imports, local defs, not
+        those it declares `nonlocal` or `global`): Python makes them local; the rest it reads from the enclosing function."""
         if self._own_names is None:
             assert self.function is not None, "only a function's scope has an enclosing one"
             node = self.function.node
@@ -845,7 +843,9 @@ class ScopeAnalysis:
         elif function is not None and own_method is None and receiver_key:
             for container, value, node in kept_by_instance(event):
                 self._record_store("append", container, value, node, call, context, bound=receiver_key)
-        receiver_key = receiver_key or subscripted_container(func)  # `history["logits"].append(x)` keeps x in `history`
+        for name, value in filled_by_call(event):  # `rec(nested, "", flat)` fills `flat` with `nested`'s entries
+            self._assign_key(name, join([self._lookup(name, context), value.with_tags(add=(CONTAINER,))]), context, keep_loop=True)
+        receiver_key = receiver_key or holder_of_item(func)  # `history["logits"].append(x)` keeps x in `history`
         if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
             position = 1 if method == "insert" else 0
             stored_args = [a for a in call.args if a.keyword is None]

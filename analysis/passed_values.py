@@ -15,7 +15,7 @@ import libcst as cst
 from .events import CallEvent, backward_target, is_backward
 from .names import dotted
 from .statement_shapes import accumulating_parameters
-from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value
+from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value, join
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -35,7 +35,11 @@ def returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
     walked = _returned_with_graph(callee, passed) if passed else None
     if walked is not None:
         value, created = walked
-        return _with_roots_at(value, created, call.node, {root: passed[name].roots for name, root in _parameter_nodes(callee, passed)})
+        parameters = dict(_parameter_nodes(callee, passed))
+        given = next((passed[name] for name, node in parameters.items() if value.site is not None and value.site[1] is node), None)
+        if given is not None:  # what the function returns is what the call handed it: the caller's evidence stands
+            value = Value(value.tags, site=given.site, note=given.note, roots=value.roots, items=value.items, detail=value.detail)
+        return _with_roots_at(value, created, call.node, {root: passed[name].roots for name, root in parameters.items()})
     value = callee.return_value
     if not value.roots and value.items is None:
         return value
@@ -234,7 +238,7 @@ def _nodes_of(node: cst.CSTNode, *, into_functions: bool = False):
         yield from _nodes_of(child, into_functions=into_functions)
 
 
-def concatenated_onto(target: cst.BaseExpression, value: cst.BaseExpression, canonical) -> cst.BaseExpression | None:
+def joined_onto(target: cst.BaseExpression, value: cst.BaseExpression, canonical) -> cst.BaseExpression | None:
     """For ``preds = torch.cat([preds, out])`` (``torch.cat((preds, out), dim=0)``, ``torch.vstack``), the
     ``out`` joined onto ``preds``: every run of the statement makes ``preds`` longer, as an append does."""
     if not isinstance(target, cst.Name) or not isinstance(value, cst.Call) or not value.args:
@@ -248,7 +252,7 @@ def concatenated_onto(target: cst.BaseExpression, value: cst.BaseExpression, can
     return others[0] if len(parts) == 2 and len(others) == 1 else None
 
 
-def subscripted_container(func: cst.BaseExpression) -> str | None:
+def holder_of_item(func: cst.BaseExpression) -> str | None:
     """``history`` for the method ``history["logits"].append`` (``self.stats[mode][key].append``): an item of
     a container of lists, which the container keeps as long as it lives."""
     if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Subscript):
@@ -266,3 +270,70 @@ def empties_attribute(call: CallEvent, attribute: str) -> bool:
         return False
     bound, emptied = _attribute_handling(function.node, attribute)
     return bound > 0 or emptied
+
+
+def filled_by_call(call: CallEvent) -> list[tuple[str, Value]]:
+    """(the caller's name, what it now holds) for each container a call of a function (a plain one or a
+    nested one) hands over and the function fills with another argument or its entries: a stats helper's
+    ``rec(nested, "", flat)`` that sets ``into[prefix + k] = v`` for ``for k, v in nest.items()`` leaves
+    ``flat`` holding what ``nested`` held (its graph too)."""
+    function = call.function
+    if function is None or call.receiver is not None or any(arg.star for arg in call.arg_nodes):
+        return []
+    plain = [arg.value for arg in call.arg_nodes if arg.keyword is None]
+    given = dict(zip(function.positional_parameters, zip(plain, call.args)))
+    given.update({arg.keyword.value: (arg.value, call.kwargs.get(arg.keyword.value, UNKNOWN)) for arg in call.arg_nodes if arg.keyword is not None})
+    filled = []
+    for container, sources in _parameters_filled(function).items():
+        target = given.get(container)
+        values = [given[source][1] for source in sources if source in given and given[source][1].tags]
+        if target is not None and isinstance(target[0], cst.Name) and values:
+            filled.append((target[0].value, join(values)))
+    return filled
+
+
+def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
+    """Each parameter of ``function`` that its body stores another parameter into (``into[k] = v``,
+    ``into.append(v)``), as it is or as its entries (``for k, v in nest.items()``), with those parameters.
+    Read once per function."""
+    memo = function.chunk.node_memo("parameters filled from others")
+    if function.node not in memo:
+        params = function.node.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
+        holders = {name: {name} for name in names}
+        for node in _nodes_of(function.node.body):
+            if isinstance(node, cst.For):
+                for held in holders.values():
+                    if _entries_iterated(node.iter, held):
+                        held.update(_names_in(node.target))
+        filled: dict[str, set[str]] = {}
+        for node in _nodes_of(function.node.body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+                target, stored = node.targets[0].target.value, node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"} and len(node.args) == 1:
+                target, stored = node.func.value, node.args[0].value
+            else:
+                continue
+            if not (isinstance(target, cst.Name) and target.value in holders and isinstance(stored, cst.Name)):
+                continue
+            for name, held in holders.items():
+                if name != target.value and stored.value in held:
+                    filled.setdefault(target.value, set()).add(name)
+        memo[function.node] = {container: tuple(sorted(sources)) for container, sources in filled.items()}
+    return memo[function.node]
+
+
+def _entries_iterated(iterable: cst.BaseExpression, held: set[str]) -> bool:
+    """``nest``, ``nest.items()``, ``nest.values()`` for a name in ``held``: iterating it yields what it holds."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args \
+            and iterable.func.attr.value in {"items", "values"}:
+        iterable = iterable.func.value
+    return isinstance(iterable, cst.Name) and iterable.value in held
+
+
+def _names_in(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_names_in(element.value) for element in target.elements))
+    return set()
