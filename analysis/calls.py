@@ -82,6 +82,12 @@ _SCORING_LAYERS = frozenset({
     "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
 })
 _CLAMPS = frozenset({"clamp", "clamp_", "clip"})
+# torch functions whose result is taken from their first argument's elements (selected, reordered, reshaped): it
+# carries that argument's graph (``torch.gather(log_probs, 2, ids)`` is differentiable in ``log_probs``)
+_SELECTIONS = frozenset({
+    "gather", "take_along_dim", "index_select", "masked_select", "take", "narrow", "flatten", "squeeze", "unsqueeze",
+    "reshape", "transpose", "permute", "movedim", "flip", "roll", "clone", "diagonal", "tril", "triu", "logsumexp", "cumsum",
+})
 
 _DEVICE_WORDS = re.compile(r"device|cuda|gpu|rank", re.I)
 
@@ -376,6 +382,8 @@ def _torch_function_result(scope: ScopeAnalysis, event: CallEvent, callee: str, 
         return args[0].with_tags(add=(SCALED,))
     if head in _MATRIX_PRODUCTS and args:
         return join(args).with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED})
+    if head in _SELECTIONS and args:
+        return args[0].with_tags(add=(TENSOR,), remove=OUTPUT_KINDS | {CONTAINER, CONSTANT, STRUCTURED, LOSS})
     if head in _CLAMPS and args:
         return join(args).with_tags(add=(TENSOR,), remove=(LOGITS, CONTAINER, CONSTANT, STRUCTURED))
     if head in {"stack", "cat", "sum", "mean", "where", "abs", "sqrt", "norm", "max", "min", "square"} and args:
@@ -408,9 +416,12 @@ def _builtin_result(scope: ScopeAnalysis, event: CallEvent, callee: str, head: s
         positional = [arg for arg in event.arg_nodes if arg.keyword is None and not arg.star][:1]
         entries = [*zip(positional, args[:1]), *zip([arg for arg in event.arg_nodes if arg.keyword is not None], event.kwargs.values())]
         values = [value for _, value in entries]
-        carrier = next((arg for arg, value in entries if GRAPH in value.tags), None)
+        carrier, carried = next(((arg, value) for arg, value in entries if GRAPH in value.tags), (None, UNKNOWN))
         if carrier is None:
             return Value(join(values).tags | {CONTAINER}, detail=event)
+        if isinstance(carried.detail, CallEvent) and carried.detail.callee == "dict" and carried.site is not None:
+            # a dict of dicts (`policy=dict(ratio=ratio, ...)`): the inner entry that carries the graph is the evidence
+            return Value(join(values).tags | {CONTAINER}, site=carried.site, note=carried.note, detail=event)
         return Value(
             join(values).tags | {CONTAINER}, site=(scope.chunk, carrier),
             note=f"the dict entry `{_entry_text(scope, carrier)}`", detail=event,

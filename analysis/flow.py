@@ -1,11 +1,10 @@
 """Statement-ordered dataflow over one scope (a function, or a module-level statement).
 
-The walk visits statements in program order with an environment of abstract values, so the
-answer to "does this value carry a live autograd graph here?" is per program point: the same
-``outputs`` can carry a graph in the training loop and none in the ``no_grad`` loop below it.
-Along the way it records events (events.py: calls, stores into containers, assignments, jumps)
-with their context (enclosing loops, conditions, whether grad is disabled), which the rules read
-instead of walking the tree again. What a call evaluates to is calls.py's.
+The walk visits statements in program order with an environment of abstract values, so the answer to "does this
+value carry a live autograd graph here?" is per program point: the same ``outputs`` can carry a graph in the training
+loop and none in the ``no_grad`` loop below it. Along the way it records events (events.py: calls, stores into
+containers, assignments, jumps) with their context (enclosing loops, conditions, whether grad is disabled), which the
+rules read instead of walking the tree again. What a call evaluates to is calls.py's.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from .closures import LocalFunctionInfo, names_bound_in
 from .events import AssignEvent, CallEvent, Condition, Context, Event, JumpEvent, Loop, StoreEvent
 from .flow_checkpoints import Checkpoint, defined_function, walk_body, walk_on_inside, walk_recorded
 from .names import annotated_type, dotted, imports_of, last_part
-from .passed_values import accumulated_by_helper
+from .passed_values import accumulated_by_helper, filled_by_call, holder_of_item, joined_onto, kept_by_instance
 from .quoting import quoted
 from .statement_shapes import (
     calls_method,
@@ -129,12 +128,11 @@ class ScopeAnalysis:
         self._path: tuple[int, ...] | None = None  # the path of the loop or `with` being walked and recorded
 
     def release(self, *, whole: bool = True) -> None:
-        """Drop what this scope refers to, once no analysis uses it any more: its events refer back
-        to it, a reference cycle that only the cyclic collector frees, and the server runs that only
-        when the user pauses (an edit in a long function left its old tree and texts behind, about
-        half a megabyte a keystroke). ``whole`` also lets go of its statement, summary and function,
-        for a scope of a replaced analysis; without it, events and values taken from the scope keep
-        working (a module-level expression's)."""
+        """Drop what this scope refers to, once no analysis uses it any more: its events refer back to it, a reference
+        cycle that only the cyclic collector frees, and the server runs that only when the user pauses (an edit in a
+        long function left its old tree and texts behind, about half a megabyte a keystroke). ``whole`` also lets go of
+        its statement, summary and function, for a scope of a replaced analysis; without it, events and values taken
+        from the scope keep working (a module-level expression's)."""
         if whole:
             for event in self.events:
                 if isinstance(event, CallEvent):
@@ -194,9 +192,8 @@ class ScopeAnalysis:
         return (self.checkpoints[path[0]] if len(path) == 1 else self.inner_checkpoints[path]).reads
 
     def resumed(self, info: FunctionInfo, path: tuple[int, ...], summary: ModuleSummary) -> ScopeAnalysis:
-        """This flow, rewound to before the statement at ``path`` (``rewind``: a statement of the body,
-        or one inside its loops), walked on through the function's body as it is now, in the module
-        ``summary`` describes."""
+        """This flow, rewound to before the statement at ``path`` (``rewind``: a statement of the body, or one inside
+        its loops), walked on through the function's body as it is now, in the module ``summary`` describes."""
         assert self.checkpoints is not None
         start = path[0]
         self.function, self.summary = info, summary
@@ -242,8 +239,7 @@ class ScopeAnalysis:
         return iter(self._calls)
 
     def last_binding(self, name: str, before: Event | None = None) -> AssignEvent | None:
-        """The last assignment of ``name`` as a whole target in the scope, before the event ``before``
-        (anywhere in the scope, or so far while it is being walked, when None)."""
+        """The last assignment of ``name`` as a whole target, before the event ``before`` (or so far, when None)."""
         found = None
         for event in self.events:
             if event is before:
@@ -293,8 +289,7 @@ class ScopeAnalysis:
                 context = context.without_grad(statement)  # the rest of the block runs without grad
 
     def _enters_no_grad(self, statement: cst.CSTNode) -> bool:
-        """``stack.enter_context(torch.no_grad())`` on an ExitStack: grad is off until the stack closes,
-        which is the end of the ``with ExitStack() as stack:`` block this statement sits in."""
+        """``stack.enter_context(torch.no_grad())``: grad is off until the ``with ExitStack() as stack:`` block ends."""
         if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
             return False
         small = statement.body[0]
@@ -402,6 +397,8 @@ class ScopeAnalysis:
                     # _self_accumulation finds one for a Name target only
                     container = cast(cst.Name, target.target).value
                     self._record_store("accumulate", container, self.evaluate(accumulated, context), accumulated, small, context)
+                elif (joined := joined_onto(target.target, small.value, self.canonical)) is not None:
+                    self._record_store("extend", cast(cst.Name, target.target).value, self.evaluate(joined, context), joined, small, context)
                 elif isinstance(target.target, cst.Name) and isinstance(small.value, cst.Call):
                     self._record_helper_accumulation(target.target.value, small, context)
                 self._bind_target(target.target, value, context, small, value_node=small.value)
@@ -431,8 +428,7 @@ class ScopeAnalysis:
     def _record_helper_accumulation(self, name: str, small: cst.Assign, context: Context) -> None:
         """``avg = ema(avg, loss)``: what the helper accumulates into ``avg`` (``passed_values``)."""
         call = next((event for event in reversed(self.events) if isinstance(event, CallEvent) and event.node is small.value), None)
-        found = accumulated_by_helper(call, name) if call is not None else None
-        if found is not None:
+        if call is not None and (found := accumulated_by_helper(call, name)) is not None:
             self._record_store("accumulate", name, found[1], found[0], small, context)
 
     def _walk_augassign(self, small: cst.AugAssign, context: Context) -> None:
@@ -453,8 +449,9 @@ class ScopeAnalysis:
             self._record_store("augassign", key, value, small.value, small, context)
         self._assign_key(key, join([current, value]), context, keep_loop=True)
 
-    def _record_store(self, kind, container, value, value_node, node, context) -> None:
-        container_loop = self.binding_loop.get(container, _BINDING_OUTER) if container in self.env else _BINDING_OUTER
+    def _record_store(self, kind, container, value, value_node, node, context, bound=None) -> None:
+        bound = bound or container  # what the container lives as long as (an instance's list: the instance)
+        container_loop = self.binding_loop.get(bound, _BINDING_OUTER) if bound in self.env else _BINDING_OUTER
         if container.startswith("self."):
             container_loop = _BINDING_OUTER
         self.events.append(
@@ -550,9 +547,8 @@ class ScopeAnalysis:
         )
 
     def _names_bound_here(self) -> frozenset[str]:
-        """The names this function binds (parameters, assignments, loop and `with` targets, imports,
-        local defs), which Python makes local to it wherever they are bound; the rest it reads from the
-        enclosing function. Names it declares `nonlocal` or `global` are not its own."""
+        """The names this function binds (parameters, assignments, loop and `with` targets, imports, local defs, not
+        those it declares `nonlocal` or `global`): Python makes them local; the rest it reads from the enclosing function."""
         if self._own_names is None:
             assert self.function is not None, "only a function's scope has an enclosing one"
             node = self.function.node
@@ -563,9 +559,8 @@ class ScopeAnalysis:
         return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
-        """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an
-        instance of a workspace class that is not an nn.Module (a trainer, an evaluator, a predictor):
-        the method that runs, so that what it does (``self.model.eval()``, a forward) is followed."""
+        """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an instance of a
+        workspace class that is not an nn.Module: the method that runs, so that what it does is followed."""
         if receiver.tags or not isinstance(receiver_node, cst.Name):
             return None
         binding = self.last_binding(receiver_node.value)
@@ -765,8 +760,7 @@ class ScopeAnalysis:
         return self.evaluate(expression.value, context)
 
     def _comprehension_element(self, for_in: cst.CompFor, element: cst.BaseExpression, context: Context) -> Value:
-        """The value of a comprehension's element, its targets bound to the iterables' elements in
-        the comprehension's own scope (the enclosing names are as they were afterwards)."""
+        """A comprehension's element, its targets bound to the iterables' elements in its own scope."""
         saved = dict(self.env)
         saved_loops = dict(self.binding_loop)
         try:
@@ -846,6 +840,12 @@ class ScopeAnalysis:
         if own_method is not None and function is own_method and context.grad_off is None:
             for container, value, node in kept_by_own_method(event, own_method):
                 self._record_store("append", container, value, node, call, context)
+        elif function is not None and own_method is None and receiver_key:
+            for container, value, node in kept_by_instance(event):
+                self._record_store("append", container, value, node, call, context, bound=receiver_key)
+        for name, value in filled_by_call(event):  # `rec(nested, "", flat)` fills `flat` with `nested`'s entries
+            self._assign_key(name, join([self._lookup(name, context), value.with_tags(add=(CONTAINER,))]), context, keep_loop=True)
+        receiver_key = receiver_key or holder_of_item(func)  # `history["logits"].append(x)` keeps x in `history`
         if method in {"append", "extend", "insert", "appendleft", "add", "update", "put"} and receiver_key:
             position = 1 if method == "insert" else 0
             stored_args = [a for a in call.args if a.keyword is None]

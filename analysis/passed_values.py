@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .events import CallEvent, backward_target, is_backward
+from .names import dotted
 from .statement_shapes import accumulating_parameters
-from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value
+from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value, join
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -34,7 +35,11 @@ def returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
     walked = _returned_with_graph(callee, passed) if passed else None
     if walked is not None:
         value, created = walked
-        return _with_roots_at(value, created, call.node, {root: passed[name].roots for name, root in _parameter_nodes(callee, passed)})
+        parameters = dict(_parameter_nodes(callee, passed))
+        given = next((passed[name] for name, node in parameters.items() if value.site is not None and value.site[1] is node), None)
+        if given is not None:  # what the function returns is what the call handed it: the caller's evidence stands
+            value = Value(value.tags, site=given.site, note=given.note, roots=value.roots, items=value.items, detail=value.detail)
+        return _with_roots_at(value, created, call.node, {root: passed[name].roots for name, root in parameters.items()})
     value = callee.return_value
     if not value.roots and value.items is None:
         return value
@@ -138,3 +143,197 @@ def accumulated_by_helper(call: CallEvent, name: str) -> tuple[cst.BaseExpressio
 
 def _reads_name(node: cst.CSTNode, name: str) -> bool:
     return (isinstance(node, cst.Name) and node.value == name) or any(_reads_name(child, name) for child in node.children)
+
+
+# Methods that return a copy on the host (or a Python number): what they return no longer holds device memory.
+_OFF_THE_DEVICE = frozenset({"cpu", "item", "tolist", "numpy"})
+# The torch functions that join tensors end to end: `x = torch.cat([x, y])` grows `x` by `y`.
+_CONCATENATING = frozenset({"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack", "torch.row_stack"})
+
+
+def kept_by_instance(call: CallEvent) -> list[tuple[str, Value, cst.BaseExpression]]:
+    """``tracker.update(logits, labels)`` on an instance of a workspace class (this file's or another's)
+    whose method appends what it is handed, or a tensor computed from it on the device
+    (``self.preds.append(logits.argmax(-1))``), to an attribute the class binds once and never empties:
+    (``tracker.preds``, the argument's value, its node) for each argument so kept, as if the caller had
+    appended it. Graph-carrying arguments are left to what follows graphs (``kept_by_own_method``)."""
+    function = call.function
+    if function is None or function.owner is None or call.receiver_key is None or "." in call.receiver_key:
+        return []
+    if any(arg.star for arg in call.arg_nodes):
+        return []
+    positional = [arg.value for arg in call.arg_nodes if arg.keyword is None]
+    handed = list(zip(function.positional_parameters, call.args, positional))
+    handed += [(arg.keyword.value, call.kwargs.get(arg.keyword.value, UNKNOWN), arg.value) for arg in call.arg_nodes if arg.keyword is not None]
+    kept = []
+    for name, value, node in handed:
+        attribute = _attribute_growing_with(function, name)
+        if attribute is not None and GRAPH not in value.tags:
+            kept.append((f"{call.receiver_key}.{attribute}", value, node))
+    return kept
+
+
+def _attribute_growing_with(function, parameter: str) -> str | None:
+    """The attribute (``preds`` of ``self.preds``) a method appends ``parameter`` to, as it is or as a
+    tensor computed from it by methods and indexing that stay on its device, when the class binds that
+    attribute once and never clears, pops or deletes from it. Read once per method and parameter."""
+    memo = function.chunk.node_memo("attributes growing with a parameter").setdefault(function.node, {})
+    if parameter not in memo:
+        memo[parameter] = _growing_attribute(function, parameter)
+    return memo[parameter]
+
+
+def _growing_attribute(function, parameter: str) -> str | None:
+    for node in _nodes_of(function.node.body):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"}):
+            continue
+        target = node.func.value
+        attribute = target.attr.value if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self" else None
+        if attribute is None or len(node.args) != 1 or _device_source(node.args[0].value) != parameter:
+            continue
+        bound, emptied = _attribute_handling(function.owner.node, attribute)
+        return attribute if bound <= 1 and not emptied else None
+    return None
+
+
+def _device_source(expression: cst.BaseExpression) -> str | None:
+    """The name a tensor expression is computed from by methods and indexing that keep it on its device
+    (``logits`` in ``logits.detach().argmax(-1)``); None through a host copy (``.cpu()``, ``.item()``)."""
+    while True:
+        if isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute):
+            if expression.func.attr.value in _OFF_THE_DEVICE or (expression.func.attr.value == "to" and expression.args):
+                return None
+            expression = expression.func.value
+        elif isinstance(expression, cst.Subscript):
+            expression = expression.value
+        else:
+            return expression.value if isinstance(expression, cst.Name) else None
+
+
+def _attribute_handling(owner: cst.ClassDef | cst.FunctionDef, attribute: str) -> tuple[int, bool]:
+    """How many times a class's methods (or one method) bind ``self.<attribute>``, and whether any clears
+    it, pops or deletes from it, or assigns into it by index or slice."""
+    bound, emptied = 0, False
+    for node in _nodes_of(owner.body, into_functions=True):
+        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            targets = [target.target for target in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, cst.Subscript):
+                    emptied = emptied or dotted(target.value) == f"self.{attribute}"
+                elif dotted(target) == f"self.{attribute}":
+                    bound += 1
+        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"clear", "pop", "popleft"}:
+            emptied = emptied or dotted(node.func.value) == f"self.{attribute}"
+        elif isinstance(node, cst.Del):
+            emptied = emptied or f"self.{attribute}" in {dotted(target) for target in _nodes_of(node) if isinstance(target, cst.Attribute)}
+    return bound, emptied
+
+
+def _nodes_of(node: cst.CSTNode, *, into_functions: bool = False):
+    """The nodes under ``node``; those of nested functions, classes and lambdas only with ``into_functions``."""
+    for child in node.children:
+        if not into_functions and isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        yield child
+        yield from _nodes_of(child, into_functions=into_functions)
+
+
+def joined_onto(target: cst.BaseExpression, value: cst.BaseExpression, canonical) -> cst.BaseExpression | None:
+    """For ``preds = torch.cat([preds, out])`` (``torch.cat((preds, out), dim=0)``, ``torch.vstack``), the
+    ``out`` joined onto ``preds``: every run of the statement makes ``preds`` longer, as an append does."""
+    if not isinstance(target, cst.Name) or not isinstance(value, cst.Call) or not value.args:
+        return None
+    name = dotted(value.func)
+    joined = value.args[0].value
+    if name is None or canonical(name) not in _CONCATENATING or not isinstance(joined, (cst.List, cst.Tuple)):
+        return None
+    parts = [element.value for element in joined.elements]
+    others = [part for part in parts if not (isinstance(part, cst.Name) and part.value == target.value)]
+    return others[0] if len(parts) == 2 and len(others) == 1 else None
+
+
+def holder_of_item(func: cst.BaseExpression) -> str | None:
+    """``history`` for the method ``history["logits"].append`` (``self.stats[mode][key].append``): an item of
+    a container of lists, which the container keeps as long as it lives."""
+    if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Subscript):
+        return None
+    target = func.value
+    while isinstance(target, cst.Subscript):
+        target = target.value
+    return dotted(target)
+
+
+def empties_attribute(call: CallEvent, attribute: str) -> bool:
+    """The method ``call`` runs (``tracker.reset()``) binds ``self.<attribute>`` afresh or empties it."""
+    function = call.function
+    if function is None or function.owner is None:
+        return False
+    bound, emptied = _attribute_handling(function.node, attribute)
+    return bound > 0 or emptied
+
+
+def filled_by_call(call: CallEvent) -> list[tuple[str, Value]]:
+    """(the caller's name, what it now holds) for each container a call of a function (a plain one or a
+    nested one) hands over and the function fills with another argument or its entries: a stats helper's
+    ``rec(nested, "", flat)`` that sets ``into[prefix + k] = v`` for ``for k, v in nest.items()`` leaves
+    ``flat`` holding what ``nested`` held (its graph too)."""
+    function = call.function
+    if function is None or call.receiver is not None or any(arg.star for arg in call.arg_nodes):
+        return []
+    plain = [arg.value for arg in call.arg_nodes if arg.keyword is None]
+    given = dict(zip(function.positional_parameters, zip(plain, call.args)))
+    given.update({arg.keyword.value: (arg.value, call.kwargs.get(arg.keyword.value, UNKNOWN)) for arg in call.arg_nodes if arg.keyword is not None})
+    filled = []
+    for container, sources in _parameters_filled(function).items():
+        target = given.get(container)
+        values = [given[source][1] for source in sources if source in given and given[source][1].tags]
+        if target is not None and isinstance(target[0], cst.Name) and values:
+            filled.append((target[0].value, join(values)))
+    return filled
+
+
+def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
+    """Each parameter of ``function`` that its body stores another parameter into (``into[k] = v``,
+    ``into.append(v)``), as it is or as its entries (``for k, v in nest.items()``), with those parameters.
+    Read once per function."""
+    memo = function.chunk.node_memo("parameters filled from others")
+    if function.node not in memo:
+        params = function.node.params
+        names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
+        holders = {name: {name} for name in names}
+        for node in _nodes_of(function.node.body):
+            if isinstance(node, cst.For):
+                for held in holders.values():
+                    if _entries_iterated(node.iter, held):
+                        held.update(_names_in(node.target))
+        filled: dict[str, set[str]] = {}
+        for node in _nodes_of(function.node.body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+                target, stored = node.targets[0].target.value, node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"} and len(node.args) == 1:
+                target, stored = node.func.value, node.args[0].value
+            else:
+                continue
+            if not (isinstance(target, cst.Name) and target.value in holders and isinstance(stored, cst.Name)):
+                continue
+            for name, held in holders.items():
+                if name != target.value and stored.value in held:
+                    filled.setdefault(target.value, set()).add(name)
+        memo[function.node] = {container: tuple(sorted(sources)) for container, sources in filled.items()}
+    return memo[function.node]
+
+
+def _entries_iterated(iterable: cst.BaseExpression, held: set[str]) -> bool:
+    """``nest``, ``nest.items()``, ``nest.values()`` for a name in ``held``: iterating it yields what it holds."""
+    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args \
+            and iterable.func.attr.value in {"items", "values"}:
+        iterable = iterable.func.value
+    return isinstance(iterable, cst.Name) and iterable.value in held
+
+
+def _names_in(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_names_in(element.value) for element in target.elements))
+    return set()

@@ -20,6 +20,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
     keeps_one_number,
@@ -84,6 +85,8 @@ class DeviceAccumulation(Rule):
                 continue
             if keeps_one_number(scope, event):
                 continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
+            if _reset_by_its_object(scope, event, loop):
+                continue
             self._report(ctx, scope, event, loop, why)
         for loop in scope.loops:
             if _steps_through_data(scope, loop):
@@ -218,6 +221,15 @@ def _name_passed(call, function, parameter: str) -> str | None:
     if passed is None and parameter in positional and positional.index(parameter) < len(plain):
         passed = plain[positional.index(parameter)]
     return passed.value.value if passed is not None and isinstance(passed.value, cst.Name) else None
+
+
+def _reset_by_its_object(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) -> bool:
+    """A list an object of the workspace keeps (``tracker.preds``, filled by ``tracker.update(...)``) that a
+    method the loop calls on the same object binds afresh or empties (``tracker.reset()`` every epoch)."""
+    owner, _, attribute = store.container.partition(".")
+    if not attribute or "." in attribute or owner == "self":
+        return False
+    return any(call.receiver_key == owner and empties_attribute(call, attribute) for call in calls_in(scope, loop, depth=0))
 
 
 def _bindings(scope: ScopeAnalysis, name: str) -> list[AssignEvent]:
@@ -472,6 +484,81 @@ DeviceAccumulation.MUST_FIRE = (
                         self.distill_batch(images)
         """,
         at="self.teacher_scores.append(teacher_logits.amax(-1))",
+    ),
+    Fires(  # a metrics object of another file keeps each batch's predictions, on the GPU, for the whole run
+        """
+        import torch
+        from metrics import Accuracy
+
+
+        def train(model, loader, optimizer, device):
+            accuracy = Accuracy()
+            for images, labels in loader:
+                logits = model(images.to(device))
+                loss = torch.nn.functional.cross_entropy(logits, labels.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                accuracy.add_batch(logits.detach())
+            return accuracy.compute()
+
+
+        def main():
+            device = torch.device("cuda")
+            model = torch.nn.Linear(32, 10).to(device)
+            train(model, torch.utils.data.DataLoader(range(8)), torch.optim.SGD(model.parameters(), lr=0.1), device)
+        """,
+        files={"metrics.py": """
+            import torch
+
+
+            class Accuracy:
+                def __init__(self):
+                    self.predictions = []
+
+                def add_batch(self, logits):
+                    self.predictions.append(logits.argmax(-1))
+
+                def compute(self):
+                    return torch.cat(self.predictions).float().mean().item()
+            """},
+        no_fix=True,
+    ),
+    Fires(  # a dict of lists, one per kind of output: each list grows every batch
+        """
+        import torch
+        from collections import defaultdict
+
+
+        def evaluate(model, loader, device):
+            outputs = defaultdict(list)
+            with torch.no_grad():
+                for batch in loader:
+                    logits = model(batch["input_ids"].to(device))
+                    outputs["logits"].append(logits)
+            return outputs
+
+
+        model = torch.nn.Linear(32, 10).to(torch.device("cuda"))
+        """,
+    ),
+    Fires(  # the concatenation grows by a batch of outputs, on the GPU, every iteration
+        """
+        import torch
+
+
+        def predict(model, loader, device):
+            predictions = torch.empty(0, 10, device=device)
+            with torch.no_grad():
+                for x, _ in loader:
+                    out = model(x.to(device))
+                    predictions = torch.cat([predictions, out])
+            return predictions
+
+
+        model = torch.nn.Linear(32, 10).to(torch.device("cuda"))
+        """,
+        no_fix=True,
     ),
 )
 
@@ -789,5 +876,68 @@ DeviceAccumulation.MUST_NOT_FIRE = (
                 outputs = model(**batch)
             all_predictions.append(accelerator.gather_for_metrics(outputs.logits.argmax(dim=-1)).cpu())
         """
+    ),
+    Quiet(  # the metrics object keeps host copies; the other one is reset every epoch by the loop
+        """
+        import torch
+        from metrics import HostAccuracy, Accuracy
+
+
+        def train(model, loader, optimizer, device, epochs):
+            on_host, on_device = HostAccuracy(), Accuracy()
+            for epoch in range(epochs):
+                on_device.reset()
+                for step in range(len(loader)):
+                    images, labels = next(iter(loader))
+                    logits = model(images.to(device))
+                    loss = torch.nn.functional.cross_entropy(logits, labels.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                    on_host.add_batch(logits.detach())
+                    on_device.add_batch(logits.detach())
+                    on_device.reset()
+
+
+        model = torch.nn.Linear(32, 10).to(torch.device("cuda"))
+        """,
+        files={"metrics.py": """
+            class HostAccuracy:
+                def __init__(self):
+                    self.predictions = []
+
+                def add_batch(self, logits):
+                    self.predictions.append(logits.argmax(-1).cpu())
+
+
+            class Accuracy:
+                def __init__(self):
+                    self.reset()
+
+                def reset(self):
+                    self.predictions = []
+
+                def add_batch(self, logits):
+                    self.predictions.append(logits.argmax(-1))
+            """},
+    ),
+    Quiet(  # features joined on the host with numpy; a sequence built from one batch's pieces
+        """
+        import numpy as np
+        import torch
+
+
+        def features(model, loader, device):
+            found = np.zeros((0, 10))
+            with torch.no_grad():
+                for x, _ in loader:
+                    found = np.concatenate([found, model(x.to(device)).cpu().numpy()])
+                    pair = torch.cat([x.to(device), x.to(device)])
+                    pair = torch.cat([pair, x.to(device)])
+            return found
+
+
+        model = torch.nn.Linear(32, 10).to(torch.device("cuda"))
+        """,
     ),
 )

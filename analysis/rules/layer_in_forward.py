@@ -5,7 +5,9 @@ fresh, randomly initialised parameters each time they are constructed. Built ins
 the layer is rebuilt on every step: its weights are not in `model.parameters()` when the
 optimizer is created, so they are never updated, and every forward uses different random
 weights. The loss plateaus at chance while the GPU hours run; the layer is also allocated on the
-CPU, so on a GPU model the forward fails or silently copies.
+CPU, so on a GPU model the forward fails or silently copies. The same holds for a layer built by a
+method or function that `forward` calls (`self.classify(features)`, a builder of another file), two
+calls deep; it is reported where `forward` makes the call.
 
 How to fix: build the layer once in `__init__` (`self.proj = nn.Linear(...)`) and call it in
 `forward`. If its size is only known from the first input, use a lazy module (`nn.LazyLinear`)
@@ -14,7 +16,17 @@ or build it once behind `if self.proj is None:`.
 
 from __future__ import annotations
 
-from trainlint.rules import CallEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, shortened
+from trainlint.rules import (
+    CallEvent,
+    Fires,
+    Quiet,
+    Rule,
+    RuleContext,
+    ScopeAnalysis,
+    Severity,
+    ordered_events,
+    shortened,
+)
 
 _PARAMETERISED = frozenset({
     "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -23,6 +35,8 @@ _PARAMETERISED = frozenset({
     "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer",
 })
 _LAZY_GUARD_WORDS = ("None", "hasattr", "getattr", "_initialized", "_built")
+# How deep into the helpers `forward` calls (its own methods, functions of the workspace) layers are looked for.
+_HELPER_DEPTH = 2
 
 
 class LayerInForward(Rule):
@@ -36,22 +50,29 @@ class LayerInForward(Rule):
             return
         if not ctx.summary.is_module_class(function.owner):
             return
-        for call in scope.calls():
+        helpers_reported = set()  # a helper that builds several layers is reported once, where forward calls it
+        for call, chain in ordered_events(scope, None):
+            if not isinstance(call, CallEvent) or len(chain) > _HELPER_DEPTH or (chain and chain[0] in helpers_reported):
+                continue
             layer = _layer(call)
-            if layer is not None and not _built_once(scope, call):
-                self._report(ctx, scope, call, layer)
+            if layer is not None and not any(_built_once(link) for link in (*chain, call)):
+                self._report(ctx, scope, call, chain, layer)
+                helpers_reported.update(chain[:1])
 
-    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, layer: str) -> None:
+    def _report(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, chain: tuple[CallEvent, ...], layer: str) -> None:
         assert scope.function is not None and scope.function.owner is not None, "check() looks into module classes' forward"
         owner = scope.function.owner
+        reported = chain[0] if chain else call  # a helper's layer is reported where `forward` calls the helper
+        through = f", through `{shortened(scope.chunk.code_for(reported.node), 60)}`," if chain else ""
         ctx.report(
-            call.node,
-            f"`{shortened(scope.chunk.code_for(call.node), 60)}` builds a new `{layer}` with fresh random weights every time "
-            f"`{owner.name}.forward` runs: they are not among the parameters the optimizer updates, so this layer "
+            reported.node,
+            f"`{shortened(call.chunk.code_for(call.node), 60)}` builds a new `{layer}` with fresh random weights every time "
+            f"`{owner.name}.forward` runs{through}: they are not among the parameters the optimizer updates, so this layer "
             f"never trains and every step uses different weights",
             evidence=[
                 ((scope.chunk, scope.function.node.name), f"`{owner.name}.forward` runs on every step"),
-                ((scope.chunk, call.node), f"a `{layer}` with parameters is constructed here"),
+                *(((link.chunk, link.node), f"`{shortened(link.chunk.code_for(link.node), 40)}` runs on every forward") for link in chain),
+                ((call.chunk, call.node), f"a `{layer}` with parameters is constructed here"),
             ],
             help=f"build it once in `__init__` (`self.<name> = nn.{layer}(...)`) and call it in `forward`",
         )
@@ -65,15 +86,62 @@ def _layer(call: CallEvent) -> str | None:
     return None
 
 
-def _built_once(scope: ScopeAnalysis, call: CallEvent) -> bool:
-    """``if self.proj is None: self.proj = nn.Linear(...)`` and similar lazy initialisation."""
+def _built_once(call: CallEvent) -> bool:
+    """``if self.proj is None: self.proj = nn.Linear(...)`` and similar lazy initialisation, around the layer or
+    around the call of the helper that builds it."""
     for condition in call.context.conditions:
-        if condition.test is not None and any(word in scope.chunk.code_for(condition.test) for word in _LAZY_GUARD_WORDS):
+        if condition.test is not None and any(word in call.chunk.code_for(condition.test) for word in _LAZY_GUARD_WORDS):
             return True
     return False
 
 
 LayerInForward.MUST_FIRE = (
+    Fires(  # the head is built by a method that forward calls: a new one every step
+        """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, backbone, num_classes):
+                super().__init__()
+                self.backbone = backbone
+                self.num_classes = num_classes
+
+            def classify(self, features):
+                head = nn.Linear(features.shape[-1], self.num_classes)
+                return head(features)
+
+            def forward(self, x):
+                return self.classify(self.backbone(x))
+        """,
+        at="self.classify(self.backbone(x))",
+    ),
+    Fires(  # a builder of another file, called in forward instead of __init__
+        """
+        import torch.nn as nn
+
+        from blocks import mlp
+
+
+        class Critic(nn.Module):
+            def __init__(self, encoder, hidden):
+                super().__init__()
+                self.encoder = encoder
+                self.hidden = hidden
+
+            def forward(self, state):
+                features = self.encoder(state)
+                return mlp(features.shape[-1], self.hidden)(features)
+        """,
+        files={"blocks.py": """
+            import torch.nn as nn
+
+
+            def mlp(dim, hidden):
+                return nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+            """},
+        at="mlp(features.shape[-1], self.hidden)(features)",
+    ),
     Fires(
         """
         import torch.nn as nn
@@ -237,6 +305,27 @@ LayerInForward.MUST_NOT_FIRE = (
                 if not hasattr(self, "head"):
                     self.head = nn.Linear(x.shape[-1], 10).to(x.device)
                 return self.head(x)
+        """
+    ),
+    Quiet(  # the helper builds the head once, the first time forward runs
+        """
+        import torch.nn as nn
+
+
+        class Classifier(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+                self.head = None
+
+            def build_head(self, width):
+                return nn.Linear(width, 10)
+
+            def forward(self, x):
+                features = self.backbone(x)
+                if self.head is None:
+                    self.head = self.build_head(features.shape[-1]).to(features.device)
+                return self.head(features)
         """
     ),
 )

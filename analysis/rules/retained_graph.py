@@ -1507,6 +1507,67 @@ RetainedGraph.MUST_FIRE = (
                     print(f"step {step}: loss {float(running_loss):.4f}")
         """,
     ),
+    Fires(  # log-probabilities gathered per token keep the graph, and a flattening helper that fills the dict it
+        # builds through a nested function keeps the ratio's graph in the stats kept for every mini-batch
+        """
+        import torch
+
+        from core import flatten_dict, logprobs_from_logits
+
+
+        class PPOTrainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = loader
+
+            def step(self):
+                all_stats = []
+                for batch in self.loader:
+                    logits = self.model(batch["input_ids"])
+                    logprobs = logprobs_from_logits(logits[:, :-1, :], batch["input_ids"][:, 1:])
+                    all_stats.append(self.train_minibatch(batch["old_logprobs"], logprobs))
+                return all_stats
+
+            def train_minibatch(self, old_logprobs, logprobs):
+                ratio = torch.exp(logprobs - old_logprobs)
+                loss = -ratio.mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                stats = dict(loss=dict(policy=loss.detach()), policy=dict(ratio=ratio, approxkl=(logprobs - old_logprobs).detach()))
+                return flatten_dict(stats)
+        """,
+        files={
+            "core.py": """
+                from collections.abc import Mapping
+
+                import torch
+                import torch.nn.functional as F
+
+
+                def flatten_dict(nested, sep="/"):
+                    def rec(nest, prefix, into):
+                        for key, value in nest.items():
+                            if isinstance(value, Mapping):
+                                rec(value, prefix + key + sep, into)
+                            else:
+                                into[prefix + key] = value
+
+                    flat = {}
+                    rec(nested, "", flat)
+                    return flat
+
+
+                def logprobs_from_logits(logits, labels):
+                    logp = F.log_softmax(logits, dim=2)
+                    return torch.gather(logp, 2, labels.unsqueeze(2)).squeeze(-1)
+            """,
+        },
+        no_fix=True,
+        severity=Severity.WARNING,
+        at='self.train_minibatch(batch["old_logprobs"], logprobs)',
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
