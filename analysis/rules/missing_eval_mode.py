@@ -229,6 +229,11 @@ class MissingEvalMode(Rule):
                 value, text = passed
                 assert text is not None, "a call whose argument has no text was skipped above"
                 layers = _layers_of(ctx.summary, value, ctx.module)
+                passed_in = None
+                if layers is None and _kind_unknown(value) and outer.scope.function is not None and text in outer.scope.params:
+                    layers, passed_in = _layers_from_callers(ctx, outer.scope.function, text) or (None, None)
+                    if layers is None and _known_without_layers(_passed_to_function(ctx, outer.scope.function, text)):
+                        continue  # every caller hands it a model known to have no such layers
                 if layers is None and not _kind_unknown(value):
                     continue  # a model known to have no such layers
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
@@ -241,6 +246,7 @@ class MissingEvalMode(Rule):
                     severity=None if layers is not None else Severity.NOTE,
                     evidence=[
                         layers,
+                        passed_in,
                         ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                         ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
                         ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
@@ -291,7 +297,7 @@ class MissingEvalMode(Rule):
             construction = None
             if layers is None and _kind_unknown(model) and "." not in key.removeprefix("self."):
                 layers, construction = _layers_handed_in(ctx, owner, key.removeprefix("self.")) or (None, None)
-                if layers is None and _handed_in_without_layers(ctx, owner, key.removeprefix("self.")):
+                if layers is None and _known_without_layers(_passed_at_constructions(ctx, owner, key.removeprefix("self."))):
                     continue  # every construction hands it a model known to have no such layers
             if layers is None and (not _kind_unknown(model) or not forward.context.loops and not any(
                     analysis is not None and _runs_training_loop(ctx, analysis) for _, analysis in others)):
@@ -537,7 +543,7 @@ class MissingEvalMode(Rule):
         elif built_with is not None and handed is not None:
             layers, construction = built_with
             known = f"`{owner.name}` is built with a `{handed[1]}` that has dropout or batch-norm layers"
-        elif handed is not None and _handed_in_without_layers(ctx, owner, handed[1].removeprefix("self.")):
+        elif handed is not None and _known_without_layers(_passed_at_constructions(ctx, owner, handed[1].removeprefix("self."))):
             return  # every construction hands it a part known to have no such layers: both modes agree
         elif handed is not None:
             bound, part = handed
@@ -891,14 +897,6 @@ def _layers_handed_in(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tup
     return None
 
 
-def _handed_in_without_layers(ctx: RuleContext, owner: ClassInfo, attribute: str) -> bool:
-    """Every construction of the class (one at least) hands it, for ``self.<attribute>``, a model known to have no
-    dropout or batch-norm (an ``nn.Sequential`` of linear layers, a workspace class without them): both modes agree."""
-    passed = _passed_at_constructions(ctx, owner, attribute)
-    return bool(passed) and all(Tag.MODEL in value.tags and not _kind_unknown(value) and _layers_of(module.summary, value, module) is None
-                                for module, _, value in passed)
-
-
 def _passed_at_constructions(ctx: RuleContext, owner: ClassInfo, attribute: str) -> list[tuple[ModuleView, CallEvent, Value]]:
     """What each construction of the class, in this file and in the workspace's other files, passes for the
     parameter ``self.<attribute>`` is bound from; empty when that binding is not read or a construction hides it."""
@@ -919,6 +917,41 @@ def _passed_at_constructions(ctx: RuleContext, owner: ClassInfo, attribute: str)
     if any(found is None for found in elsewhere):
         return []
     return [*here, *filter(None, elsewhere)]
+
+
+def _layers_from_callers(ctx: RuleContext, function, parameter: str) -> tuple[tuple, tuple] | None:
+    """The layers of a model a function is handed (``train(net, ...)``), read from what its calls pass for it, in
+    this file and in the workspace's other files (``train(model, ...)`` in ``main.py``, the model a factory of the
+    project built): the first passed model with dropout or batch-norm, with the call as evidence."""
+    for module, call, value in _passed_to_function(ctx, function, parameter):
+        layers = _layers_of(module.summary, value, module)
+        if layers is not None:
+            return layers, ((call.chunk, call.node), f"`{function.name}` is handed here a `{parameter}` that has them")
+    return None
+
+
+def _passed_to_function(ctx: RuleContext, function, parameter: str) -> list[tuple[ModuleView, CallEvent, Value]]:
+    """What each call of a function of this file, here and in the workspace's other files, passes for one of its
+    parameters; empty when a call hides it."""
+    here = ctx.module.arguments_for(function, parameter)
+    if here is None:
+        return []
+
+    def read(module: ModuleView, call: CallEvent) -> tuple[ModuleView, CallEvent, Value] | None:
+        passed = _passed_for(call, function, parameter)
+        return (module, call, passed[0]) if passed is not None else None
+
+    elsewhere = callers_elsewhere(ctx.summary, function, read)
+    if any(found is None for found in elsewhere):
+        return []
+    return [*((ctx.module, call, value) for call, value in here), *filter(None, elsewhere)]
+
+
+def _known_without_layers(passed: list[tuple[ModuleView, CallEvent, Value]]) -> bool:
+    """Every value passed (one at least) is a model known to have no dropout or batch-norm (an ``nn.Sequential`` of
+    linear layers, a workspace class without them): it behaves the same in both modes."""
+    return bool(passed) and all(Tag.MODEL in value.tags and not _kind_unknown(value) and _layers_of(module.summary, value, module) is None
+                                for module, _, value in passed)
 
 
 def _parameter_wrapped(summary, owner: ClassInfo, attribute: str) -> str | None:
@@ -2645,6 +2678,68 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.WARNING,
         at="logits = self.model(bag.cuda())",
     ),
+    Fires(  # the training helper's model comes from the script, which builds it with the project's model factory
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def validate(net, loader, device):
+            correct = total = 0
+            with torch.no_grad():
+                for data, target in loader:
+                    output = net(data.to(device))
+                    correct += (output.argmax(1) == target.to(device)).sum().item()
+                    total += target.numel()
+            return correct / total
+
+
+        def train(net, optimizer, loader, epochs, device, val_loader=None):
+            net.train()
+            for epoch in range(epochs):
+                for data, target in loader:
+                    loss = F.cross_entropy(net(data.to(device)), target.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if val_loader is not None:
+                    print(epoch, validate(net, val_loader, device))
+        """,
+        files={
+            "models.py": """
+                from torch import nn
+
+
+                class SpectralMLP(nn.Module):
+                    def __init__(self, n_bands, n_classes):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(n_bands, 2048), nn.ReLU(), nn.Dropout(0.5), nn.Linear(2048, n_classes))
+
+                    def forward(self, x):
+                        return self.net(x)
+
+
+                def get_model(name, n_bands, n_classes):
+                    if name == "mlp":
+                        model = SpectralMLP(n_bands, n_classes)
+                    else:
+                        raise KeyError(name)
+                    return model.cuda()
+            """,
+            "main.py": """
+                import torch
+
+                from models import get_model
+                from train import train
+
+                model = get_model("mlp", n_bands=103, n_classes=9)
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                train(model, optimizer, train_loader, 100, "cuda", val_loader=val_loader)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="output = net(data.to(device))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -3847,6 +3942,46 @@ MissingEvalMode.MUST_NOT_FIRE = (
                     model = RelationClassifier(BagOfWordsEncoder(word2id), len(rel2id), rel2id)
                     model.load_state_dict(torch.load(checkpoint, map_location="cpu")["state_dict"])
                     return model
+            """,
+        },
+    ),
+    Quiet(  # every script hands the training helper a linear model: no dropout or batch-norm, both modes agree
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def validate(net, loader, device):
+            correct = total = 0
+            with torch.no_grad():
+                for data, target in loader:
+                    output = net(data.to(device))
+                    correct += (output.argmax(1) == target.to(device)).sum().item()
+                    total += target.numel()
+            return correct / total
+
+
+        def train(net, optimizer, loader, epochs, device, val_loader=None):
+            net.train()
+            for epoch in range(epochs):
+                for data, target in loader:
+                    loss = F.cross_entropy(net(data.to(device)), target.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if val_loader is not None:
+                    print(epoch, validate(net, val_loader, device))
+        """,
+        files={
+            "main.py": """
+                import torch
+                from torch import nn
+
+                from train import train
+
+                model = nn.Sequential(nn.Linear(103, 256), nn.ReLU(), nn.Linear(256, 9)).cuda()
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                train(model, optimizer, train_loader, 100, "cuda", val_loader=val_loader)
             """,
         },
     ),
