@@ -99,22 +99,28 @@ class StuckEvalMode(Rule):
         if function is None or function.owner is None or function.name not in TRAINER_STEP_HOOKS or not function.owner.bases:
             return
         items = list(ordered_events(scope, None))
+        hook_model = "model" if function.name == "training_step" and "model" in scope.params else None
         for index, (event, chain) in enumerate(items):
             if not _sets_eval(event):
                 continue
-            model = _trainer_model(event, chain)
+            model = _trainer_model(event, chain, hook_model)
             if model is None:
                 continue
-            if any(_sets_train(later) for later, _ in items[index + 1:]):
+            later = [item for item, _ in items[index + 1:]]
+            until = next((position for position, item in enumerate(later) if _sets_train(item)), len(later))
+            if function.name == "training_step" and not any(isinstance(item, CallEvent) and is_backward(item) for item in later[:until]):
+                continue  # the step's own backward runs after a switch back to training mode, or not at all
+            if function.name != "training_step" and until < len(later):
                 return
             switched = (f"leaves `{model}` in eval mode: {LIBRARY_EVAL_METHODS[event.method]}" if event.method in LIBRARY_EVAL_METHODS
                         else f"switches `{model}` to eval mode")
             site = chain[0] if chain else event
             ctx.report(
                 event.node,
-                f"`{_code(event)}` {switched.partition(':')[0]} inside `{function.owner.name}.{function.name}`, which the "
-                f"trainer's training step calls after `model.train()` and before it computes the loss; nothing switches it "
-                "back, so every step's loss is computed with dropout off and batch-norm frozen",
+                f"`{_code(event)}` {switched.partition(':')[0]} inside `{function.owner.name}.{function.name}`, "
+                + ("the step the trainer runs for every batch, before its backward" if function.name == "training_step" else
+                   "which the trainer's training step calls after `model.train()` and before it computes the loss")
+                + "; nothing switches it back, so every step's loss is computed with dropout off and batch-norm frozen",
                 severity=Severity.WARNING,
                 evidence=[
                     ((event.chunk, event.node), switched),
@@ -215,26 +221,32 @@ def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEv
     return found[0]  # type: ignore[return-value]  # checked above: no None in it
 
 
-def _trainer_model(event: CallEvent, chain: tuple[CallEvent, ...]) -> str | None:
-    """The trainer's own model that ``event`` switches, as the hook names it: ``self.model``/``self.model_wrapped``,
-    directly or through the called methods, or the name a ``with`` over an unwrapping context binds for it."""
+def _trainer_model(event: CallEvent, chain: tuple[CallEvent, ...], hook_model: str | None) -> str | None:
+    """The trainer's own model that ``event`` switches, as the hook names it (``self.model``, ``self.model_wrapped``,
+    or ``hook_model``, the model a ``training_step`` is handed), directly, through the methods it calls, or through
+    the name a ``with`` over an unwrapping context binds for it (``MODEL_UNWRAPPERS``)."""
     key = _receiver_key(event)
-    outer = _outer_key(key, chain) if key is not None else None
-    if outer in _TRAINER_MODELS:
-        return outer
-    function = event.scope.function
-    if key is None or "." in key or function is None:
+    if key is None:
+        return None
+    unwrapped = _unwrapped_by(event.scope, key) if "." not in key else None
+    outer = _outer_key(unwrapped or key, chain)
+    return outer if outer is not None and (outer in _TRAINER_MODELS or outer == hook_model) else None
+
+
+def _unwrapped_by(scope: ScopeAnalysis, name: str) -> str | None:
+    """What a ``with unwrap_model_for_generation(model, ...) as name:`` of the scope's function unwraps."""
+    function = scope.function
+    if function is None:
         return None
     for node in walk(function.node.body):
         for item in node.items if isinstance(node, cst.With) else ():
             call = item.item
             if not (isinstance(call, cst.Call) and item.asname is not None and isinstance(item.asname.name, cst.Name)
-                    and item.asname.name.value == key and call.args):
+                    and item.asname.name.value == name and call.args):
                 continue
             raw = dotted(call.func)
-            unwrapped = dotted(call.args[0].value)
-            if raw is not None and _library_name(event.scope.summary, raw) in MODEL_UNWRAPPERS and unwrapped in _TRAINER_MODELS:
-                return unwrapped
+            if raw is not None and _library_name(scope.summary, raw) in MODEL_UNWRAPPERS:
+                return dotted(call.args[0].value)
     return None
 
 
@@ -1090,6 +1102,30 @@ StuckEvalMode.MUST_FIRE = (
         severity=Severity.WARNING,
         at="self.model.eval()",
     ),
+    Fires(  # the trainer's own step generates with the model it is handed, then computes the loss in eval mode
+        """
+        import torch
+        from transformers import Trainer
+        from trl.models import unwrap_model_for_generation
+
+
+        class OnlinePreferenceTrainer(Trainer):
+            def _generate(self, model, prompt_ids):
+                with unwrap_model_for_generation(model, self.accelerator) as unwrapped_model:
+                    outputs = unwrapped_model.generate_batch(prompt_ids.tolist(), generation_config=self.generation_config)
+                return [torch.tensor(output.generated_tokens) for output in outputs.values()]
+
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.train()
+                completions = self._generate(model, inputs["prompt_ids"])
+                batch = self.collate(inputs["prompt_ids"], completions)
+                loss = model(**batch).loss
+                self.accelerator.backward(loss)
+                return loss.detach()
+        """,
+        severity=Severity.WARNING,
+        at="outputs = unwrapped_model.generate_batch(prompt_ids.tolist(), generation_config=self.generation_config)",
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -1677,6 +1713,23 @@ StuckEvalMode.MUST_NOT_FIRE = (
                     with torch.no_grad():
                         outputs = unwrapped_model.generate_batch(inputs["input_ids"].tolist())
                 return None, [output.generated_tokens for output in outputs.values()], None
+        """,
+    ),
+    Quiet(  # the step samples in eval mode on purpose and switches back before computing its loss
+        """
+        import torch
+        from transformers import Trainer
+
+
+        class OnlinePreferenceTrainer(Trainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.eval()
+                with torch.no_grad():
+                    completions = model.generate(inputs["prompt_ids"], max_new_tokens=64)
+                model.train()
+                loss = model(input_ids=completions, labels=completions).loss
+                self.accelerator.backward(loss)
+                return loss.detach()
         """,
     ),
 )
