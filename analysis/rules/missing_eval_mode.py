@@ -555,8 +555,12 @@ class MissingEvalMode(Rule):
         handed_out = in_training is None
         if in_training is None and (holder is not None or built_with is not None) and not elsewhere:
             # no caller in the workspace: a loader of the workspace that hands the module out in training mode decides it
-            in_training = next((found for found in constructions_elsewhere(ctx.summary, owner, lambda module, call: _handed_out_in_training(
-                module, call, os.path.relpath(module.path, folder))) if found is not None), None)
+            here = os.path.basename(ctx.module.path)
+            loaders = [_handed_out_in_training(ctx.module, call, here) for call in ctx.module.all_calls()
+                       if call.callee is not None and ctx.summary.local_class(call.callee) is owner]
+            loaders += constructions_elsewhere(ctx.summary, owner, lambda module, call: _handed_out_in_training(
+                module, call, os.path.relpath(module.path, folder)))
+            in_training = next((found for found in loaders if found is not None), None)
         if in_training is not None and (holder is not None or built_with is not None):
             call, where = in_training
             ctx.report(
@@ -955,25 +959,30 @@ def _known_without_layers(passed: list[tuple[ModuleView, CallEvent, Value]]) -> 
 
 
 def _parameter_wrapped(summary, owner: ClassInfo, attribute: str) -> str | None:
-    """The parameter of ``__init__`` that ``self.<attribute>`` holds, as it is (``self.model = model``) or in a
-    data-parallel wrapper (``self.model = nn.DataParallel(model)``, which runs the module it wraps)."""
-    bound = _bound_from_parameter(owner, attribute)
-    if bound is not None:
-        return bound.value.value if isinstance(bound.value, cst.Name) else None
+    """The parameter of ``__init__`` that ``self.<attribute>`` holds: as it is (``self.model = model``), moved
+    (``model.to(device)``, ``model.cuda()``: the same module) or in a data-parallel wrapper
+    (``nn.DataParallel(model)``, which runs the module it wraps)."""
     init = owner.methods.get("__init__")
     if init is None:
         return None
     home = owner.home or summary
     parameters = {param.name.value for param in init.node.params.params}
     for node in walk(init.node.body):
-        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.value, cst.Call) or not node.value.args:
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             continue
-        target, wrapped = node.targets[0].target, node.value.args[0].value
-        raw = dotted(node.value.func)
-        if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
-                and target.attr.value == attribute and raw is not None and isinstance(wrapped, cst.Name) and wrapped.value in parameters
-                and (is_ddp_wrapper(home.canonical(raw)) or last_part(raw) == "DataParallel")):
-            return wrapped.value
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                and target.attr.value == attribute):
+            continue
+        held = node.value
+        while isinstance(held, cst.Call) and isinstance(held.func, cst.Attribute) and held.func.attr.value in {"to", "cuda"}:
+            held = held.func.value
+        if isinstance(held, cst.Call) and held.args:
+            raw = dotted(held.func)
+            if raw is not None and (is_ddp_wrapper(home.canonical(raw)) or last_part(raw) == "DataParallel"):
+                held = held.args[0].value
+        if isinstance(held, cst.Name) and held.value in parameters:
+            return held.value
     return None
 
 
@@ -2739,6 +2748,35 @@ MissingEvalMode.MUST_FIRE = (
         },
         severity=Severity.WARNING,
         at="output = net(data.to(device))",
+    ),
+    Fires(  # the module's own loader restores its weights and returns it in training mode; `predict` never switches it
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab_size, num_tags, dim=128):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, dim)
+                self.drop = nn.Dropout(0.3)
+                self.out = nn.Linear(dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.embed(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                return self(tokens).argmax(-1).tolist()
+
+
+        def load_tagger(path, vocab_size, num_tags):
+            tagger = Tagger(vocab_size, num_tags)
+            tagger.load_state_dict(torch.load(path, map_location="cpu"))
+            return tagger
+        """,
+        severity=Severity.WARNING,
+        at="return self(tokens).argmax(-1).tolist()",
     ),
 )
 
