@@ -30,7 +30,11 @@ its constructor was handed while no method of the class switches it. A plain cla
 constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
 for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
 in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
-copy) is a model of the same class, built in the mode the original was in. The layers are read from
+copy) is a model of the same class, built in the mode the original was in. A model a class or a training function
+is handed has the layers of what its constructions or calls pass, in this file or another (`BagTrainer(model)` in a
+script, `train(model, ...)` with a model the project's factory built), and a module's own inference method that the
+project's loader (`get_model`: built, given its weights, returned without `.eval()`) hands out runs in training mode:
+warnings, with the construction or call as evidence. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.

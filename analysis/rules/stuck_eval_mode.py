@@ -13,6 +13,13 @@ return the model with `.eval()` already called, so a hand-written fine-tuning lo
 dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`), whether the loop is in the
 same file or in a training helper another file hands the loaded model to.
 
+Under a Hugging Face `Trainer`, the library's `training_step` calls `model.train()` and then the
+subclass's `_prepare_inputs` before computing the loss: an override that generates there (an online RL
+trainer's completions through `generate_batch`, which leaves the model in eval mode) or scores with
+`.eval()`, and does not switch back, makes every step's loss run in eval mode; so does an overriding
+`training_step` that does it before its own backward (reported as a warning: the facts are the
+libraries', `TRAINER_STEP_HOOKS` and `MODEL_UNWRAPPERS` in analysis/libraries.py).
+
 How to fix: call `model.train()` at the start of each epoch (or of `train_one_epoch()`), or at
 the end of the validation helper, so the next training step always runs in training mode.
 """
