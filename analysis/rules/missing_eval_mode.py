@@ -899,7 +899,7 @@ def _layers_handed_in(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tup
     construction shows what one use of the class runs; the others may pass other parts, which is why one is enough
     to know the layers the pass can meet, and none means unknown."""
     for module, call, value in _passed_at_constructions(ctx, owner, attribute):
-        layers = _layers_of(module.summary, value, module)
+        layers = _layers_of(module.summary, value, module, imported=True)
         if layers is not None:
             return layers, ((call.chunk, call.node), f"`{owner.name}` is built here with a `{attribute}` that has them")
     return None
@@ -932,7 +932,7 @@ def _layers_from_callers(ctx: RuleContext, function, parameter: str) -> tuple[tu
     this file and in the workspace's other files (``train(model, ...)`` in ``main.py``, the model a factory of the
     project built): the first passed model with dropout or batch-norm, with the call as evidence."""
     for module, call, value in _passed_to_function(ctx, function, parameter):
-        layers = _layers_of(module.summary, value, module)
+        layers = _layers_of(module.summary, value, module, imported=True)
         if layers is not None:
             return layers, ((call.chunk, call.node), f"`{function.name}` is handed here a `{parameter}` that has them")
     return None
@@ -958,7 +958,7 @@ def _passed_to_function(ctx: RuleContext, function, parameter: str) -> list[tupl
 def _known_without_layers(passed: list[tuple[ModuleView, CallEvent, Value]]) -> bool:
     """Every value passed (one at least) is a model known to have no dropout or batch-norm (an ``nn.Sequential`` of
     linear layers, a workspace class without them): it behaves the same in both modes."""
-    return bool(passed) and all(Tag.MODEL in value.tags and not _kind_unknown(value) and _layers_of(module.summary, value, module) is None
+    return bool(passed) and all(Tag.MODEL in value.tags and not _kind_unknown(value) and _layers_of(module.summary, value, module, imported=True) is None
                                 for module, _, value in passed)
 
 
@@ -1251,10 +1251,10 @@ def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tup
     return None
 
 
-def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
+def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = False) -> tuple | None:
     detail = value.detail
     if isinstance(detail, ClassInfo):
-        holder = _class_with_layers(summary, detail, depth=0)
+        holder = _class_with_layers(summary, detail, depth=0, imported=imported)
         if holder is None:
             return None
         default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
@@ -1271,7 +1271,11 @@ def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
     return None
 
 
-def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None:
+def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool = False) -> ClassInfo | None:
+    """The class (this one, or a local class it builds or derives from; with ``imported``, one of another workspace
+    file too) whose code builds dropout or batch-norm. An imported part's dropout is often a rate its caller sets
+    (``nn.Dropout(dropout)``, 0 by default): it is read only for a model a construction or call hands over
+    (``_layers_handed_in``, ``_layers_from_callers``), never for a class merely imported."""
     code = info.chunk.code_for(info.node)
     if _MODE_LAYERS.search(code) or _dropping_torch_layer(summary, info) is not None:
         return info
@@ -1279,9 +1283,11 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
         return None
     for name, other in summary.classes.items():  # local classes it builds or derives from
         if other is not info and re.search(rf"\b{re.escape(name)}\b", code):
-            found = _class_with_layers(summary, other, depth + 1)
+            found = _class_with_layers(summary, other, depth + 1, imported=imported)
             if found is not None:
                 return found
+    if not imported:
+        return None
     home = info.home or summary
     built = [raw for node in walk(info.node) if isinstance(node, cst.Call) and (raw := dotted(node.func)) is not None]
     for raw in dict.fromkeys([*info.bases, *built]):  # classes of other workspace files it derives from or builds
@@ -1289,7 +1295,7 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
             continue
         other = home.local_class(home.canonical(raw))
         if other is not None and other is not info and other.home is not None:
-            found = _class_with_layers(other.home, other, depth + 1)
+            found = _class_with_layers(other.home, other, depth + 1, imported=True)
             if found is not None:
                 return found
     return None
