@@ -30,7 +30,7 @@ from .dependencies import unrecorded
 if TYPE_CHECKING:
     from .flow import CallEvent
     from .module import ModuleAnalysis
-    from .summary import FunctionInfo, ModuleSummary
+    from .summary import ClassInfo, FunctionInfo, ModuleSummary
     from .workspace import Workspace
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ class CallerIndex:
         self._workspace = workspace
         self._listed: list[Path] | None = None
         # The answers given, until the workspace is listed again: the server asks at each key.
-        self._answers: dict[tuple[Path, str, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
+        self._answers: dict[tuple[Path, str, bool, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
         self._lock = threading.RLock()
 
     def forget(self) -> None:
@@ -64,18 +64,20 @@ class CallerIndex:
             self._listed = None
             self._answers.clear()
 
-    def calls_of(self, defined_in: Path, name: str, *, method: bool) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
+    def calls_of(self, defined_in: Path, name: str, *, method: bool,
+                 constructs: bool = False) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
         """The calls of ``name`` in the other workspace files that import ``defined_in``: a call resolved
-        to that file's function of this name, or (``method``) any call of a method of this name."""
+        to that file's function of this name, (``method``) any call of a method of this name, or
+        (``constructs``) a construction of that file's class of this name."""
         defined_in = defined_in.resolve()
-        key = (defined_in, name, method)
+        key = (defined_in, name, method, constructs)
         with self._lock:
             if key not in self._answers:
                 with unrecorded():  # other files: nothing here is a read of the file being checked
-                    self._answers[key] = tuple(self._find(defined_in, name, method=method))
+                    self._answers[key] = tuple(self._find(defined_in, name, method=method, constructs=constructs))
             return self._answers[key]
 
-    def _find(self, defined_in: Path, name: str, *, method: bool):
+    def _find(self, defined_in: Path, name: str, *, method: bool, constructs: bool):
         analysed = 0
         for path in self._files():
             if path == defined_in or not self._calls_name(path, name):
@@ -84,10 +86,10 @@ class CallerIndex:
                 return
             analysed += 1
             module = self._workspace.analysis_of(str(path))
-            if module is None or not _imports(self._workspace, module.summary, defined_in):
-                continue
+            if module is None or not constructs and not _imports(self._workspace, module.summary, defined_in):
+                continue  # a construction is resolved to its class, through a package too (`opennre.model.SoftmaxNN`)
             for call in module.all_calls():
-                if _calls(call, defined_in, name, method=method):
+                if _constructs(self._workspace, module, call, defined_in, name) if constructs else _calls(call, defined_in, name, method=method):
                     yield module, call
 
     def _files(self) -> list[Path]:
@@ -131,6 +133,21 @@ def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable
     return results
 
 
+def constructions_elsewhere(summary: ModuleSummary, info: ClassInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
+    """What ``read`` says of each construction of ``info`` (a class of the checked file: ``Predictor(model)``,
+    ``opennre.model.SoftmaxNN(encoder, ...)``) in the workspace's other files, as ``callers_elsewhere``."""
+    workspace = summary.workspace
+    if workspace is None or summary.path is None:
+        return []
+    found = workspace.caller_index().calls_of(Path(summary.path), info.name, method=False, constructs=True)
+    results = []
+    with unrecorded():
+        for module, call in found:
+            summary.note_caller_file(module.summary.path)
+            results.append(read(module, call))
+    return results
+
+
 def _imports(workspace: Workspace, summary: ModuleSummary, target: Path) -> bool:
     """Whether one of the file's imports leads to ``target``: ``import utils``, ``from .predict import
     Predictor``, or a name a package's ``__init__`` re-exports from it."""
@@ -144,6 +161,15 @@ def _imports(workspace: Workspace, summary: ModuleSummary, target: Path) -> bool
             if found is not None and found.home is not None and Path(found.home.path) == target:
                 return True
     return False
+
+
+def _constructs(workspace: Workspace, module: ModuleAnalysis, call: CallEvent, defined_in: Path, name: str) -> bool:
+    """Whether the call builds ``defined_in``'s class ``name`` (imported by any path: ``opennre.model.SoftmaxNN``)."""
+    callee = call.callee
+    if callee is None or call.function is not None or callee.rpartition(".")[2] != name:
+        return False
+    found = workspace.resolve_class(module.summary.path, callee) if module.summary.path is not None else None
+    return found is not None and found.name == name and found.home is not None and Path(found.home.path).resolve() == defined_in
 
 
 def _calls(call: CallEvent, defined_in: Path, name: str, *, method: bool) -> bool:

@@ -225,6 +225,25 @@ LIBRARY_EVAL_METHODS = {
 }
 
 
+# Methods of a trainer class that its training loop calls for every step, after switching the model to training
+# mode and before computing the loss (or that are the step): whatever such a method (an override) leaves in eval
+# mode before the step's backward, the step's loss is computed in. One method a row, with its source.
+TRAINER_STEP_HOOKS = {
+    "_prepare_inputs": "transformers, Trainer.training_step (trainer.py): `model.train()`, then "
+                       "`inputs = self._prepare_inputs(inputs)`, then `loss = self.compute_loss(model, inputs, ...)`",
+    # an override is the whole step: what it leaves in eval mode before its own backward, that backward runs in
+    "training_step": "transformers, Trainer._inner_training_loop (trainer.py) calls `self.training_step(model, inputs, "
+                     "num_items_in_batch)` once per step; the override computes the step's loss and runs its backward",
+}
+
+# Functions that hand back the module they are given, unwrapped from its distributed or accelerated wrapper:
+# switching the mode of what they yield switches the trained model's. One function a row, with its source.
+MODEL_UNWRAPPERS = {
+    name: "trl, models/utils.py: unwrap_model_for_generation is a context manager that yields "
+          "`accelerator.unwrap_model(model)` (the same module, its DeepSpeed ZeRO-3 parameters gathered)"
+    for name in ("trl.models.unwrap_model_for_generation", "trl.models.utils.unwrap_model_for_generation")
+}
+
 # Attention functions whose dropout rate is a plain argument: they drop whenever it is non-zero, as a function
 # cannot see the mode of the module that calls it. One function a row: where the rate goes (keyword, position).
 @dataclass(frozen=True)

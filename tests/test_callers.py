@@ -219,3 +219,70 @@ def test_a_script_that_switches_the_module_to_eval_first_keeps_its_own_inference
     assert tl208() == []
     (root / "sample.py").write_text(SAMPLE_SCRIPT.replace("model.eval()\n", ""), encoding="utf-8")
     assert tl208() == ["note"], "no switch before the call: its mode is not known, as before"
+
+
+# A framework class that wraps whatever model it is handed; a package script builds it by its dotted path.
+FRAMEWORK = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    class BagTrainer:
+        def __init__(self, model, loader):
+            self.model = nn.DataParallel(model)
+            self.loader = loader
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+        def train_model(self, epochs):
+            for epoch in range(epochs):
+                self.model.train()
+                for bags, labels in self.loader:
+                    loss = nn.functional.cross_entropy(self.model(bags), labels)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+
+        def infer(self, bag):
+            with torch.no_grad():
+                return self.model(bag).argmax(-1).tolist()
+''')
+MODELS = textwrap.dedent('''\
+    from torch import nn
+
+
+    class BagAttention(nn.Module):
+        def __init__(self, vocab_size, num_classes):
+            super().__init__()
+            self.embed = nn.EmbeddingBag(vocab_size, 64)
+            self.drop = nn.Dropout(0.5)
+            self.fc = nn.Linear(64, num_classes)
+
+        def forward(self, bag):
+            return self.fc(self.drop(self.embed(bag)))
+''')
+SCRIPT = textwrap.dedent('''\
+    import relnet
+
+    model = relnet.models.BagAttention(30000, 53)
+    trainer = relnet.framework.BagTrainer(model, loader)
+    trainer.train_model(60)
+''')
+
+
+def test_a_construction_in_a_script_that_imports_only_the_package_tells_the_layers_handed_in(tmp_path):
+    package = tmp_path / "relnet"
+    package.mkdir()
+    _project(package, {"__init__.py": "from . import framework, models\n", "framework.py": FRAMEWORK, "models.py": MODELS})
+    _project(tmp_path, {"run.py": SCRIPT})
+    workspace = Workspace([tmp_path])
+    path = package / "framework.py"
+
+    def tl208() -> list:
+        return [f for f in analyze_source(path.read_text(), str(path), workspace=workspace) if f.code == "TL208"]
+
+    [finding] = tl208()
+    assert finding.severity.label == "warning"
+    assert any(item.path == str((tmp_path / "run.py").resolve()) and item.line == 4 for item in finding.evidence)
+    (tmp_path / "run.py").write_text(SCRIPT.replace("relnet.models.BagAttention(30000, 53)", "nn.Sequential(nn.EmbeddingBag(30000, 64), nn.Linear(64, 53))").replace("import relnet\n", "import relnet\nfrom torch import nn\n"), encoding="utf-8")
+    workspace.forget_lookups()  # what the server does when a file is saved
+    assert tl208() == [], "a model with no dropout or batch-norm behaves the same in both modes"

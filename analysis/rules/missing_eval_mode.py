@@ -30,7 +30,11 @@ its constructor was handed while no method of the class switches it. A plain cla
 constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
 for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
 in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
-copy) is a model of the same class, built in the mode the original was in. The layers are read from
+copy) is a model of the same class, built in the mode the original was in. A model a class or a training function
+is handed has the layers of what its constructions or calls pass, in this file or another (`BagTrainer(model)` in a
+script, `train(model, ...)` with a model the project's factory built), and a module's own inference method that the
+project's loader (`get_model`: built, given its weights, returned without `.eval()`) hands out runs in training mode:
+warnings, with the construction or call as evidence. The layers are read from
 the model's class, in whichever workspace file defines it, or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
@@ -47,7 +51,7 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
 from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.library_models import library_model_facts
@@ -229,6 +233,11 @@ class MissingEvalMode(Rule):
                 value, text = passed
                 assert text is not None, "a call whose argument has no text was skipped above"
                 layers = _layers_of(ctx.summary, value, ctx.module)
+                passed_in = None
+                if layers is None and _kind_unknown(value) and outer.scope.function is not None and text in outer.scope.params:
+                    layers, passed_in = _layers_from_callers(ctx, outer.scope.function, text) or (None, None)
+                    if layers is None and _known_without_layers(_passed_to_function(ctx, outer.scope.function, text)):
+                        continue  # every caller hands it a model known to have no such layers
                 if layers is None and not _kind_unknown(value):
                     continue  # a model known to have no such layers
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
@@ -241,6 +250,7 @@ class MissingEvalMode(Rule):
                     severity=None if layers is not None else Severity.NOTE,
                     evidence=[
                         layers,
+                        passed_in,
                         ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                         ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
                         ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
@@ -288,6 +298,11 @@ class MissingEvalMode(Rule):
             if trainer == "__init__" and not any(analysis is not None and _trains(analysis) for _, analysis in others):
                 continue  # a class that trains nothing and keeps its model in training mode on purpose (Monte Carlo dropout)
             layers = _layers_of(ctx.summary, model, ctx.module)
+            construction = None
+            if layers is None and _kind_unknown(model) and "." not in key.removeprefix("self."):
+                layers, construction = _layers_handed_in(ctx, owner, key.removeprefix("self.")) or (None, None)
+                if layers is None and _known_without_layers(_passed_at_constructions(ctx, owner, key.removeprefix("self."))):
+                    continue  # every construction hands it a model known to have no such layers
             if layers is None and (not _kind_unknown(model) or not forward.context.loops and not any(
                     analysis is not None and _runs_training_loop(ctx, analysis) for _, analysis in others)):
                 # known to have no such layers; or unknown, for one input at a time in a class whose training is one
@@ -302,6 +317,7 @@ class MissingEvalMode(Rule):
                 severity=None if layers is not None else Severity.NOTE,
                 evidence=[
                     layers,
+                    construction,
                     ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                     ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
                     ((call.chunk, call.node), f"`{trainer}` switches to training mode"),
@@ -522,33 +538,52 @@ class MissingEvalMode(Rule):
         if elsewhere and all(mode == "eval" for mode, _, _ in elsewhere):
             return  # every caller, in other files, switches the module to eval mode first
         holder = _class_with_layers(ctx.summary, owner, depth=0)
+        handed = _part_handed_in(owner) if holder is None else None
+        built_with = _layers_handed_in(ctx, owner, handed[1].removeprefix("self.")) if handed is not None else None
+        construction = None
+        if holder is not None:
+            known = f"`{owner.name}` has dropout or batch-norm layers"
+            layers: tuple | None = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
+        elif built_with is not None and handed is not None:
+            layers, construction = built_with
+            known = f"`{owner.name}` is built with a `{handed[1]}` that has dropout or batch-norm layers"
+        elif handed is not None and _known_without_layers(_passed_at_constructions(ctx, owner, handed[1].removeprefix("self."))):
+            return  # every construction hands it a part known to have no such layers: both modes agree
+        elif handed is not None:
+            bound, part = handed
+            known = f"whether `{owner.name}` has dropout or batch-norm layers is not known in this file (its `{part}` is handed to its constructor)"
+            layers = ((owner.chunk, bound), f"`{part}` is a part of unknown kind")
+        else:
+            return  # a module known to have no such layers behaves the same in both modes
         in_training = next(((call, where) for mode, call, where in elsewhere if mode == "train"), None)
-        if holder is not None and in_training is not None:
+        handed_out = in_training is None
+        if in_training is None and (holder is not None or built_with is not None) and not elsewhere:
+            # no caller in the workspace: a loader of the workspace that hands the module out in training mode decides it
+            here = os.path.basename(ctx.module.path)
+            loaders = [_handed_out_in_training(ctx.module, call, here) for call in ctx.module.all_calls()
+                       if call.callee is not None and ctx.summary.local_class(call.callee) is owner]
+            loaders += constructions_elsewhere(ctx.summary, owner, lambda module, call: _handed_out_in_training(
+                module, call, os.path.relpath(module.path, folder)))
+            in_training = next((found for found in loaders if found is not None), None)
+        if in_training is not None and (holder is not None or built_with is not None):
             call, where = in_training
             ctx.report(
                 forward.node,
-                f"`{function.name}` runs the module's own forward without switching it to eval mode, and `{where}` calls it "
-                f"while the module is in training mode: `{holder.name}` has dropout or batch-norm layers, so its outputs are "
+                f"`{function.name}` runs the module's own forward without switching it to eval mode, and `{where}` "
+                f"{'hands the module out' if handed_out else 'calls it'} "
+                f"while the module is in training mode: {known}, so its outputs are "
                 "computed with dropout on and batch-norm normalising with the statistics of each input",
                 evidence=[
-                    ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers"),
+                    layers,
+                    construction,
                     ((scope.chunk, function.node.name), f"{why}; it does not call `self.eval()`"),
                     ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
-                    ((call.chunk, call.node), f"`{shortened(call.chunk.code_for(call.node))}` runs it in training mode"),
+                    ((call.chunk, call.node), "built here, given its trained weights and returned, in training mode" if handed_out
+                     else f"`{shortened(call.chunk.code_for(call.node))}` runs it in training mode"),
                 ],
                 help=f"call `self.eval()` at the start of `{function.name}` (or `.eval()` before calling it)",
             )
             return
-        if holder is not None:
-            known = f"`{owner.name}` has dropout or batch-norm layers"
-            layers = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
-        else:
-            handed = _part_handed_in(owner)
-            if handed is None:
-                return  # a module known to have no such layers behaves the same in both modes
-            bound, part = handed
-            known = f"whether `{owner.name}` has dropout or batch-norm layers is not known in this file (its `{part}` is handed to its constructor)"
-            layers = ((owner.chunk, bound), f"`{part}` is a part of unknown kind")
         ctx.report(
             forward.node,
             f"`{function.name}` runs the module's own forward without switching it to eval mode: it runs in whatever mode "
@@ -558,6 +593,7 @@ class MissingEvalMode(Rule):
             severity=Severity.NOTE,
             evidence=[
                 layers,
+                construction,
                 ((scope.chunk, function.node.name), f"{why}; it does not call `self.eval()`"),
                 ((forward.chunk, forward.node), "the module's forward, in the mode it was left in"),
             ],
@@ -856,6 +892,125 @@ def _part_handed_in(owner: ClassInfo) -> tuple[cst.CSTNode, str] | None:
     return bound, f"self.{attribute}"
 
 
+def _layers_handed_in(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tuple[tuple, tuple] | None:
+    """The layers of a part a class's constructor is handed (``self.model = model``), read from what the class's
+    constructions pass for it, in this file or in the workspace's other files (``SoftmaxNN(CNNEncoder(...), ...)``
+    in a script): the first passed value with dropout or batch-norm, with the construction as evidence. A
+    construction shows what one use of the class runs; the others may pass other parts, which is why one is enough
+    to know the layers the pass can meet, and none means unknown."""
+    for module, call, value in _passed_at_constructions(ctx, owner, attribute):
+        layers = _layers_of(module.summary, value, module, imported=True)
+        if layers is not None:
+            return layers, ((call.chunk, call.node), f"`{owner.name}` is built here with a `{attribute}` that has them")
+    return None
+
+
+def _passed_at_constructions(ctx: RuleContext, owner: ClassInfo, attribute: str) -> list[tuple[ModuleView, CallEvent, Value]]:
+    """What each construction of the class, in this file and in the workspace's other files, passes for the
+    parameter ``self.<attribute>`` is bound from; empty when that binding is not read or a construction hides it."""
+    init = owner.methods.get("__init__")
+    parameter = _parameter_wrapped(ctx.summary, owner, attribute)
+    if init is None or parameter is None:
+        return []
+    positional = [param.name.value for param in (*init.node.params.posonly_params, *init.node.params.params)][1:]
+
+    def read(module: ModuleView, call: CallEvent) -> tuple[ModuleView, CallEvent, Value] | None:
+        if parameter in call.kwargs:
+            return module, call, call.kwargs[parameter]
+        index = positional.index(parameter) if parameter in positional else len(call.args)
+        return (module, call, call.args[index]) if index < len(call.args) and not any(arg.star for arg in call.arg_nodes) else None
+
+    here = [(ctx.module, call, value) for call, value in ctx.module.constructor_arguments(owner, attribute) or []]
+    elsewhere = constructions_elsewhere(ctx.summary, owner, read)
+    if any(found is None for found in elsewhere):
+        return []
+    return [*here, *filter(None, elsewhere)]
+
+
+def _layers_from_callers(ctx: RuleContext, function, parameter: str) -> tuple[tuple, tuple] | None:
+    """The layers of a model a function is handed (``train(net, ...)``), read from what its calls pass for it, in
+    this file and in the workspace's other files (``train(model, ...)`` in ``main.py``, the model a factory of the
+    project built): the first passed model with dropout or batch-norm, with the call as evidence."""
+    for module, call, value in _passed_to_function(ctx, function, parameter):
+        layers = _layers_of(module.summary, value, module, imported=True)
+        if layers is not None:
+            return layers, ((call.chunk, call.node), f"`{function.name}` is handed here a `{parameter}` that has them")
+    return None
+
+
+def _passed_to_function(ctx: RuleContext, function, parameter: str) -> list[tuple[ModuleView, CallEvent, Value]]:
+    """What each call of a function of this file, here and in the workspace's other files, passes for one of its
+    parameters; empty when a call hides it."""
+    here = ctx.module.arguments_for(function, parameter)
+    if here is None:
+        return []
+
+    def read(module: ModuleView, call: CallEvent) -> tuple[ModuleView, CallEvent, Value] | None:
+        passed = _passed_for(call, function, parameter)
+        return (module, call, passed[0]) if passed is not None else None
+
+    elsewhere = callers_elsewhere(ctx.summary, function, read)
+    if any(found is None for found in elsewhere):
+        return []
+    return [*((ctx.module, call, value) for call, value in here), *filter(None, elsewhere)]
+
+
+def _known_without_layers(passed: list[tuple[ModuleView, CallEvent, Value]]) -> bool:
+    """Every value passed (one at least) is a model known to have no dropout or batch-norm (an ``nn.Sequential`` of
+    linear layers, a workspace class without them): it behaves the same in both modes."""
+    return bool(passed) and all(Tag.MODEL in value.tags and not _kind_unknown(value) and _layers_of(module.summary, value, module, imported=True) is None
+                                for module, _, value in passed)
+
+
+def _parameter_wrapped(summary, owner: ClassInfo, attribute: str) -> str | None:
+    """The parameter of ``__init__`` that ``self.<attribute>`` holds: as it is (``self.model = model``), moved
+    (``model.to(device)``, ``model.cuda()``: the same module) or in a data-parallel wrapper
+    (``nn.DataParallel(model)``, which runs the module it wraps)."""
+    init = owner.methods.get("__init__")
+    if init is None:
+        return None
+    home = owner.home or summary
+    parameters = {param.name.value for param in init.node.params.params}
+    for node in walk(init.node.body):
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+                and target.attr.value == attribute):
+            continue
+        held = node.value
+        while isinstance(held, cst.Call) and isinstance(held.func, cst.Attribute) and held.func.attr.value in {"to", "cuda"}:
+            held = held.func.value
+        if isinstance(held, cst.Call) and held.args:
+            raw = dotted(held.func)
+            if raw is not None and (is_ddp_wrapper(home.canonical(raw)) or last_part(raw) == "DataParallel"):
+                held = held.args[0].value
+        if isinstance(held, cst.Name) and held.value in parameters:
+            return held.value
+    return None
+
+
+def _handed_out_in_training(module: ModuleView, call: CallEvent, path: str) -> tuple[CallEvent, str] | None:
+    """A construction of a module in another file's function that gives it its trained weights (``load_state_dict``)
+    and returns it without switching its mode (``get_model(name)`` of a package): whoever takes the model gets it in
+    training mode. With where the construction is."""
+    function = call.scope.function
+    if function is None:
+        return None
+    built = next((event.targets[0] for event in call.scope.events if isinstance(event, AssignEvent)
+                  and len(event.targets) == 1 and event.value_node is call.node), None)
+    if built is None or "." in built:
+        return None
+    calls = list(call.scope.calls())
+    if not any(other.receiver_key == built and other.method == "load_state_dict" for other in calls):
+        return None
+    if any(other.receiver_key == built and other.method in {"eval", "train"} for other in calls) or _trains(call.scope):
+        return None
+    returned = any(isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value == built
+                   for node in walk(function.node.body))
+    return (call, f"{path}:{call.chunk.line_of(call.node)}") if returned else None
+
+
 def _kind_unknown(value: Value) -> bool:
     """Nothing in the file tells what model this is (a parameter, an attribute bound elsewhere, or a
     data-parallel wrapper around one): whether it has dropout or batch-norm is unknown, not absent."""
@@ -1096,10 +1251,10 @@ def _mode_layers(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tup
     return None
 
 
-def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
+def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = False) -> tuple | None:
     detail = value.detail
     if isinstance(detail, ClassInfo):
-        holder = _class_with_layers(summary, detail, depth=0)
+        holder = _class_with_layers(summary, detail, depth=0, imported=imported)
         if holder is None:
             return None
         default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
@@ -1116,7 +1271,11 @@ def _layers_of(summary, value: Value, module: ModuleView) -> tuple | None:
     return None
 
 
-def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None:
+def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool = False) -> ClassInfo | None:
+    """The class (this one, or a local class it builds or derives from; with ``imported``, one of another workspace
+    file too) whose code builds dropout or batch-norm. An imported part's dropout is often a rate its caller sets
+    (``nn.Dropout(dropout)``, 0 by default): it is read only for a model a construction or call hands over
+    (``_layers_handed_in``, ``_layers_from_callers``), never for a class merely imported."""
     code = info.chunk.code_for(info.node)
     if _MODE_LAYERS.search(code) or _dropping_torch_layer(summary, info) is not None:
         return info
@@ -1124,7 +1283,19 @@ def _class_with_layers(summary, info: ClassInfo, depth: int) -> ClassInfo | None
         return None
     for name, other in summary.classes.items():  # local classes it builds or derives from
         if other is not info and re.search(rf"\b{re.escape(name)}\b", code):
-            found = _class_with_layers(summary, other, depth + 1)
+            found = _class_with_layers(summary, other, depth + 1, imported=imported)
+            if found is not None:
+                return found
+    if not imported:
+        return None
+    home = info.home or summary
+    built = [raw for node in walk(info.node) if isinstance(node, cst.Call) and (raw := dotted(node.func)) is not None]
+    for raw in dict.fromkeys([*info.bases, *built]):  # classes of other workspace files it derives from or builds
+        if raw.split(".", 1)[0] not in home.imports:
+            continue
+        other = home.local_class(home.canonical(raw))
+        if other is not None and other is not info and other.home is not None:
+            found = _class_with_layers(other.home, other, depth + 1, imported=True)
             if found is not None:
                 return found
     return None
@@ -2412,6 +2583,211 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="samples = generator_ema(fixed_noise)",
     ),
+    Fires(  # the package's loader restores a classifier whose encoder has dropout and hands it out in training mode
+        """
+        from torch import nn
+
+
+        class RelationClassifier(nn.Module):
+            def __init__(self, sentence_encoder, num_class, rel2id):
+                super().__init__()
+                self.sentence_encoder = sentence_encoder
+                self.fc = nn.Linear(sentence_encoder.hidden_size, num_class)
+                self.id2rel = {index: relation for relation, index in rel2id.items()}
+
+            def forward(self, tokens, mask):
+                return self.fc(self.sentence_encoder(tokens, mask))
+
+            def infer(self, sentence):
+                tokens, mask = self.sentence_encoder.tokenize(sentence)
+                score, pred = self.forward(tokens, mask).softmax(-1).max(-1)
+                return self.id2rel[pred.item()], score.item()
+        """,
+        files={
+            "encoders.py": """
+                import torch
+                from torch import nn
+
+
+                class CNNEncoder(nn.Module):
+                    def __init__(self, word2id, hidden_size=230, dropout=0.0):
+                        super().__init__()
+                        self.word2id = word2id
+                        self.hidden_size = hidden_size
+                        self.embed = nn.Embedding(len(word2id), 50)
+                        self.conv = nn.Conv1d(50, hidden_size, 3, padding=1)
+                        self.drop = nn.Dropout(dropout)
+
+                    def forward(self, tokens, mask):
+                        hidden = self.conv(self.embed(tokens).transpose(1, 2)).max(-1).values
+                        return self.drop(hidden)
+
+                    def tokenize(self, sentence):
+                        ids = [self.word2id.get(word, 0) for word in sentence.split()]
+                        return torch.tensor([ids]), torch.ones(1, len(ids))
+            """,
+            "hub.py": """
+                import torch
+
+                from encoders import CNNEncoder
+                from train import RelationClassifier
+
+
+                def get_model(checkpoint, word2id, rel2id):
+                    encoder = CNNEncoder(word2id, hidden_size=230, dropout=0.5)
+                    model = RelationClassifier(encoder, len(rel2id), rel2id)
+                    model.load_state_dict(torch.load(checkpoint, map_location="cpu")["state_dict"])
+                    return model
+            """,
+        },
+        severity=Severity.WARNING,
+        at="score, pred = self.forward(tokens, mask).softmax(-1).max(-1)",
+    ),
+    Fires(  # a training framework wraps whatever model it is handed; the script hands it one with dropout
+        """
+        import torch
+        from torch import nn
+
+
+        class BagTrainer:
+            def __init__(self, model, train_loader, lr=0.1):
+                self.model = nn.DataParallel(model)
+                self.train_loader = train_loader
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+                self.criterion = nn.CrossEntropyLoss()
+
+            def train_model(self, epochs):
+                for epoch in range(epochs):
+                    self.model.train()
+                    for tokens, labels in self.train_loader:
+                        loss = self.criterion(self.model(tokens.cuda()), labels.cuda())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+            def infer(self, bag):
+                with torch.no_grad():
+                    logits = self.model(bag.cuda())
+                return logits.softmax(-1).argmax(-1).tolist()
+        """,
+        files={
+            "models.py": """
+                from torch import nn
+
+
+                class BagAttention(nn.Module):
+                    def __init__(self, vocab_size, num_classes, dim=230):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab_size, dim)
+                        self.drop = nn.Dropout(0.5)
+                        self.fc = nn.Linear(dim, num_classes)
+
+                    def forward(self, bag):
+                        return self.fc(self.drop(self.embed(bag)))
+            """,
+            "run.py": """
+                from models import BagAttention
+                from train import BagTrainer
+
+                model = BagAttention(vocab_size=30000, num_classes=53)
+                trainer = BagTrainer(model, train_loader)
+                trainer.train_model(epochs=60)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="logits = self.model(bag.cuda())",
+    ),
+    Fires(  # the training helper's model comes from the script, which builds it with the project's model factory
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def validate(net, loader, device):
+            correct = total = 0
+            with torch.no_grad():
+                for data, target in loader:
+                    output = net(data.to(device))
+                    correct += (output.argmax(1) == target.to(device)).sum().item()
+                    total += target.numel()
+            return correct / total
+
+
+        def train(net, optimizer, loader, epochs, device, val_loader=None):
+            net.train()
+            for epoch in range(epochs):
+                for data, target in loader:
+                    loss = F.cross_entropy(net(data.to(device)), target.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if val_loader is not None:
+                    print(epoch, validate(net, val_loader, device))
+        """,
+        files={
+            "models.py": """
+                from torch import nn
+
+
+                class SpectralMLP(nn.Module):
+                    def __init__(self, n_bands, n_classes):
+                        super().__init__()
+                        self.net = nn.Sequential(nn.Linear(n_bands, 2048), nn.ReLU(), nn.Dropout(0.5), nn.Linear(2048, n_classes))
+
+                    def forward(self, x):
+                        return self.net(x)
+
+
+                def get_model(name, n_bands, n_classes):
+                    if name == "mlp":
+                        model = SpectralMLP(n_bands, n_classes)
+                    else:
+                        raise KeyError(name)
+                    return model.cuda()
+            """,
+            "main.py": """
+                import torch
+
+                from models import get_model
+                from train import train
+
+                model = get_model("mlp", n_bands=103, n_classes=9)
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                train(model, optimizer, train_loader, 100, "cuda", val_loader=val_loader)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="output = net(data.to(device))",
+    ),
+    Fires(  # the module's own loader restores its weights and returns it in training mode; `predict` never switches it
+        """
+        import torch
+        from torch import nn
+
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab_size, num_tags, dim=128):
+                super().__init__()
+                self.embed = nn.Embedding(vocab_size, dim)
+                self.drop = nn.Dropout(0.3)
+                self.out = nn.Linear(dim, num_tags)
+
+            def forward(self, tokens):
+                return self.out(self.drop(self.embed(tokens)))
+
+            @torch.no_grad()
+            def predict(self, tokens):
+                return self(tokens).argmax(-1).tolist()
+
+
+        def load_tagger(path, vocab_size, num_tags):
+            tagger = Tagger(vocab_size, num_tags)
+            tagger.load_state_dict(torch.load(path, map_location="cpu"))
+            return tagger
+        """,
+        severity=Severity.WARNING,
+        at="return self(tokens).argmax(-1).tolist()",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -3521,6 +3897,139 @@ MissingEvalMode.MUST_NOT_FIRE = (
                         optimizer.step()
                     model.eval()
                     return model.predict(preview_tokens)
+            """,
+        },
+    ),
+    Quiet(  # the framework is handed, by its only script, a model with no dropout or batch-norm: both modes agree
+        """
+        import torch
+        from torch import nn
+
+
+        class BagTrainer:
+            def __init__(self, model, train_loader, lr=0.1):
+                self.model = nn.DataParallel(model)
+                self.train_loader = train_loader
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+                self.criterion = nn.CrossEntropyLoss()
+
+            def train_model(self, epochs):
+                for epoch in range(epochs):
+                    self.model.train()
+                    for tokens, labels in self.train_loader:
+                        loss = self.criterion(self.model(tokens.cuda()), labels.cuda())
+                        self.optimizer.zero_grad()
+                        loss.backward()
+                        self.optimizer.step()
+
+            def infer(self, bag):
+                with torch.no_grad():
+                    logits = self.model(bag.cuda())
+                return logits.softmax(-1).argmax(-1).tolist()
+        """,
+        files={
+            "run.py": """
+                from torch import nn
+
+                from train import BagTrainer
+
+                model = nn.Sequential(nn.EmbeddingBag(30000, 128), nn.Linear(128, 53))
+                trainer = BagTrainer(model, train_loader)
+                trainer.train_model(epochs=60)
+            """,
+        },
+    ),
+    Quiet(  # the loader builds the classifier around an encoder with no dropout or batch-norm: both modes agree
+        """
+        from torch import nn
+
+
+        class RelationClassifier(nn.Module):
+            def __init__(self, sentence_encoder, num_class, rel2id):
+                super().__init__()
+                self.sentence_encoder = sentence_encoder
+                self.fc = nn.Linear(sentence_encoder.hidden_size, num_class)
+                self.id2rel = {index: relation for relation, index in rel2id.items()}
+
+            def forward(self, tokens, mask):
+                return self.fc(self.sentence_encoder(tokens, mask))
+
+            def infer(self, sentence):
+                tokens, mask = self.sentence_encoder.tokenize(sentence)
+                score, pred = self.forward(tokens, mask).softmax(-1).max(-1)
+                return self.id2rel[pred.item()], score.item()
+        """,
+        files={
+            "encoders.py": """
+                import torch
+                from torch import nn
+
+
+                class BagOfWordsEncoder(nn.Module):
+                    def __init__(self, word2id, hidden_size=230):
+                        super().__init__()
+                        self.word2id = word2id
+                        self.hidden_size = hidden_size
+                        self.embed = nn.EmbeddingBag(len(word2id), hidden_size)
+
+                    def forward(self, tokens, mask):
+                        return self.embed(tokens, per_sample_weights=mask, mode="sum")
+
+                    def tokenize(self, sentence):
+                        ids = [self.word2id.get(word, 0) for word in sentence.split()]
+                        return torch.tensor([ids]), torch.ones(1, len(ids))
+            """,
+            "hub.py": """
+                import torch
+
+                from encoders import BagOfWordsEncoder
+                from train import RelationClassifier
+
+
+                def get_model(checkpoint, word2id, rel2id):
+                    model = RelationClassifier(BagOfWordsEncoder(word2id), len(rel2id), rel2id)
+                    model.load_state_dict(torch.load(checkpoint, map_location="cpu")["state_dict"])
+                    return model
+            """,
+        },
+    ),
+    Quiet(  # every script hands the training helper a linear model: no dropout or batch-norm, both modes agree
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def validate(net, loader, device):
+            correct = total = 0
+            with torch.no_grad():
+                for data, target in loader:
+                    output = net(data.to(device))
+                    correct += (output.argmax(1) == target.to(device)).sum().item()
+                    total += target.numel()
+            return correct / total
+
+
+        def train(net, optimizer, loader, epochs, device, val_loader=None):
+            net.train()
+            for epoch in range(epochs):
+                for data, target in loader:
+                    loss = F.cross_entropy(net(data.to(device)), target.to(device))
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                if val_loader is not None:
+                    print(epoch, validate(net, val_loader, device))
+        """,
+        files={
+            "main.py": """
+                import torch
+                from torch import nn
+
+                from train import train
+
+                model = nn.Sequential(nn.Linear(103, 256), nn.ReLU(), nn.Linear(256, 9)).cuda()
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                train(model, optimizer, train_loader, 100, "cuda", val_loader=val_loader)
             """,
         },
     ),

@@ -13,6 +13,13 @@ return the model with `.eval()` already called, so a hand-written fine-tuning lo
 dropout for that architecture, e.g. BERT's `hidden_dropout_prob=0.1`), whether the loop is in the
 same file or in a training helper another file hands the loaded model to.
 
+Under a Hugging Face `Trainer`, the library's `training_step` calls `model.train()` and then the
+subclass's `_prepare_inputs` before computing the loss: an override that generates there (an online RL
+trainer's completions through `generate_batch`, which leaves the model in eval mode) or scores with
+`.eval()`, and does not switch back, makes every step's loss run in eval mode; so does an overriding
+`training_step` that does it before its own backward (reported as a warning: the facts are the
+libraries', `TRAINER_STEP_HOOKS` and `MODEL_UNWRAPPERS` in analysis/libraries.py).
+
 How to fix: call `model.train()` at the start of each epoch (or of `train_one_epoch()`), or at
 the end of the validation helper, so the next training step always runs in training mode.
 """
@@ -20,12 +27,13 @@ the end of the validation helper, so the next training step always runs in train
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TypeGuard
 
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
-from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, ModeFact
+from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, MODEL_UNWRAPPERS, TRAINER_STEP_HOOKS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
@@ -47,11 +55,14 @@ from trainlint.rules import (
     is_optimizer_step,
     last_part,
     ordered_events,
+    walk,
     written,
 )
 
 Item = tuple[int, Event, tuple[CallEvent, ...]]
 
+# The attributes under which a transformers Trainer holds the model it trains (wrapped or not).
+_TRAINER_MODELS = frozenset({"self.model", "self.model_wrapped"})
 _WRAPPERS = re.compile(r"^self\.|(?:\.module|\._orig_mod)+$")
 
 
@@ -62,6 +73,8 @@ class StuckEvalMode(Rule):
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None:
+            if ctx.module.uses_hf_trainer:
+                self._check_trainer_hook(ctx, scope)
             return
         items = [(index, event, chain) for index, (event, chain) in enumerate(ordered_events(scope, None))]
         reported: set[Loop] = set()
@@ -81,6 +94,50 @@ class StuckEvalMode(Rule):
                 self._report(ctx, event, chain, key, loop, step, forward)
         if not reported:
             self._check_loaded_in_eval_mode(ctx, scope, items)
+
+    def _check_trainer_hook(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A trainer subclass's override of a method the library's training step calls between switching the model
+        to training mode and computing the loss (``_prepare_inputs``: an online RL trainer generates its completions
+        there, ``TRAINER_STEP_HOOKS``) that leaves the trained model in eval mode (``.eval()``, a library method such
+        as ``generate_batch``) and does not switch it back: every step's loss is computed with dropout off. The
+        model is the trainer's (``self.model``, ``self.model_wrapped``) or what an unwrapping context yields for it
+        (``MODEL_UNWRAPPERS``)."""
+        function = scope.function
+        if function is None or function.owner is None or function.name not in TRAINER_STEP_HOOKS or not function.owner.bases:
+            return
+        items = list(ordered_events(scope, None))
+        hook_model = "model" if function.name == "training_step" and "model" in scope.params else None
+        for index, (event, chain) in enumerate(items):
+            if not _sets_eval(event):
+                continue
+            model = _trainer_model(event, chain, hook_model)
+            if model is None:
+                continue
+            later = [item for item, _ in items[index + 1:]]
+            until = next((position for position, item in enumerate(later) if _sets_train(item)), len(later))
+            if function.name == "training_step" and not any(isinstance(item, CallEvent) and is_backward(item) for item in later[:until]):
+                continue  # the step's own backward runs after a switch back to training mode, or not at all
+            if function.name != "training_step" and until < len(later):
+                return
+            switched = (f"leaves `{model}` in eval mode: {LIBRARY_EVAL_METHODS[event.method]}" if event.method in LIBRARY_EVAL_METHODS
+                        else f"switches `{model}` to eval mode")
+            site = chain[0] if chain else event
+            ctx.report(
+                event.node,
+                f"`{_code(event)}` {switched.partition(':')[0]} inside `{function.owner.name}.{function.name}`, "
+                + ("the step the trainer runs for every batch, before its backward" if function.name == "training_step" else
+                   "which the trainer's training step calls after `model.train()` and before it computes the loss")
+                + "; nothing switches it back, so every step's loss is computed with dropout off and batch-norm frozen",
+                severity=Severity.WARNING,
+                evidence=[
+                    ((event.chunk, event.node), switched),
+                    ((scope.chunk, function.node.name), f"`{function.name}`: {TRAINER_STEP_HOOKS[function.name]}"),
+                    ((site.chunk, site.node), f"`{function.name}` calls `{_code(site)}`, which switches to eval mode") if chain else None,
+                ],
+                chunk=event.chunk,
+                help=f"call `{model}.train()` after it (before `{function.name}` returns)",
+            )
+            return
 
     def _check_loaded_in_eval_mode(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
         """A model that ``from_pretrained`` returned in eval mode is trained by a loop, and nothing switches it
@@ -169,6 +226,52 @@ def _loaded_in_eval_mode(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEv
     if not found or any(mode is None or layers is None or site is None for site, mode, layers in found):
         return None
     return found[0]  # type: ignore[return-value]  # checked above: no None in it
+
+
+def _trainer_model(event: CallEvent, chain: tuple[CallEvent, ...], hook_model: str | None) -> str | None:
+    """The trainer's own model that ``event`` switches, as the hook names it (``self.model``, ``self.model_wrapped``,
+    or ``hook_model``, the model a ``training_step`` is handed), directly, through the methods it calls, or through
+    the name a ``with`` over an unwrapping context binds for it (``MODEL_UNWRAPPERS``)."""
+    key = _receiver_key(event)
+    if key is None:
+        return None
+    unwrapped = _unwrapped_by(event.scope, key) if "." not in key else None
+    outer = _outer_key(unwrapped or key, chain)
+    return outer if outer is not None and (outer in _TRAINER_MODELS or outer == hook_model) else None
+
+
+def _unwrapped_by(scope: ScopeAnalysis, name: str) -> str | None:
+    """What a ``with unwrap_model_for_generation(model, ...) as name:`` of the scope's function unwraps."""
+    function = scope.function
+    if function is None:
+        return None
+    for node in walk(function.node.body):
+        for item in node.items if isinstance(node, cst.With) else ():
+            call = item.item
+            if not (isinstance(call, cst.Call) and item.asname is not None and isinstance(item.asname.name, cst.Name)
+                    and item.asname.name.value == name and call.args):
+                continue
+            raw = dotted(call.func)
+            if raw is not None and _library_name(scope.summary, raw) in MODEL_UNWRAPPERS:
+                return dotted(call.args[0].value)
+    return None
+
+
+def _library_name(summary, raw: str) -> str:
+    """The canonical dotted name of what ``raw`` calls, a relative import inside the library's own tree
+    (``..models.unwrap_model_for_generation`` in trl's trainers) named by the workspace file that defines it."""
+    canonical = summary.canonical(raw)
+    if not canonical.startswith("."):
+        return canonical
+    found = summary.imported_function(raw)
+    workspace = summary.workspace
+    if found is None or found.home is None or found.home.path is None or workspace is None:
+        return canonical
+    path = Path(found.home.path).resolve()
+    for root in workspace.roots:
+        if path.is_relative_to(Path(root).resolve()):
+            return ".".join((*path.relative_to(Path(root).resolve()).with_suffix("").parts, found.name))
+    return canonical
 
 
 def _handed_from_another_file(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> bool:
@@ -967,6 +1070,69 @@ StuckEvalMode.MUST_FIRE = (
         },
         at="model.eval()",
     ),
+    Fires(  # an online RL trainer generates its completions with continuous batching before each step's loss
+        """
+        import torch
+        from transformers import Trainer
+        from trl.models import unwrap_model_for_generation
+
+
+        class OnlineRLTrainer(Trainer):
+            def _prepare_inputs(self, inputs):
+                prompts = inputs["input_ids"].tolist()
+                with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped_model:
+                    with torch.no_grad():
+                        outputs = unwrapped_model.generate_batch(prompts, generation_config=self.generation_config)
+                completions = [torch.tensor(output.generated_tokens) for output in outputs.values()]
+                return {"input_ids": inputs["input_ids"], "completions": completions}
+        """,
+        severity=Severity.WARNING,
+        at="outputs = unwrapped_model.generate_batch(prompts, generation_config=self.generation_config)",
+    ),
+    Fires(  # a helper scores the batch with the policy in eval mode; the loss computed next runs in eval mode too
+        """
+        import torch
+        from transformers import Trainer
+
+
+        class RewardWeightedTrainer(Trainer):
+            def _score(self, batch):
+                self.model.eval()
+                with torch.no_grad():
+                    return self.model(**batch).logits[:, -1, 0]
+
+            def _prepare_inputs(self, inputs):
+                inputs = super()._prepare_inputs(inputs)
+                inputs["weights"] = self._score(inputs).softmax(0)
+                return inputs
+        """,
+        severity=Severity.WARNING,
+        at="self.model.eval()",
+    ),
+    Fires(  # the trainer's own step generates with the model it is handed, then computes the loss in eval mode
+        """
+        import torch
+        from transformers import Trainer
+        from trl.models import unwrap_model_for_generation
+
+
+        class OnlinePreferenceTrainer(Trainer):
+            def _generate(self, model, prompt_ids):
+                with unwrap_model_for_generation(model, self.accelerator) as unwrapped_model:
+                    outputs = unwrapped_model.generate_batch(prompt_ids.tolist(), generation_config=self.generation_config)
+                return [torch.tensor(output.generated_tokens) for output in outputs.values()]
+
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.train()
+                completions = self._generate(model, inputs["prompt_ids"])
+                batch = self.collate(inputs["prompt_ids"], completions)
+                loss = model(**batch).loss
+                self.accelerator.backward(loss)
+                return loss.detach()
+        """,
+        severity=Severity.WARNING,
+        at="outputs = unwrapped_model.generate_batch(prompt_ids.tolist(), generation_config=self.generation_config)",
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -1520,5 +1686,57 @@ StuckEvalMode.MUST_NOT_FIRE = (
                 with torch.no_grad():
                     return sum((model(tokens).argmax(-1) == labels).sum().item() for tokens, labels in eval_loader)
         """
+    ),
+    Quiet(  # the scoring helper switches the policy back to training mode before the step computes its loss
+        """
+        import torch
+        from transformers import Trainer
+
+
+        class RewardWeightedTrainer(Trainer):
+            def _score(self, batch):
+                self.model.eval()
+                with torch.no_grad():
+                    scores = self.model(**batch).logits[:, -1, 0]
+                self.model.train()
+                return scores
+
+            def _prepare_inputs(self, inputs):
+                inputs = super()._prepare_inputs(inputs)
+                inputs["weights"] = self._score(inputs).softmax(0)
+                return inputs
+        """,
+    ),
+    Quiet(  # generation in the evaluation hook: the trainer switches back to training mode at the next step
+        """
+        import torch
+        from transformers import Trainer
+        from trl.models import unwrap_model_for_generation
+
+
+        class OnlineRLTrainer(Trainer):
+            def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                with unwrap_model_for_generation(self.model_wrapped, self.accelerator) as unwrapped_model:
+                    with torch.no_grad():
+                        outputs = unwrapped_model.generate_batch(inputs["input_ids"].tolist())
+                return None, [output.generated_tokens for output in outputs.values()], None
+        """,
+    ),
+    Quiet(  # the step samples in eval mode on purpose and switches back before computing its loss
+        """
+        import torch
+        from transformers import Trainer
+
+
+        class OnlinePreferenceTrainer(Trainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.eval()
+                with torch.no_grad():
+                    completions = model.generate(inputs["prompt_ids"], max_new_tokens=64)
+                model.train()
+                loss = model(input_ids=completions, labels=completions).loss
+                self.accelerator.backward(loss)
+                return loss.detach()
+        """,
     ),
 )
