@@ -538,9 +538,6 @@ class GradEnabledEval(Rule):
         if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
             return False  # a later statement of the script may backward what this one leaves in its names
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
-        if training is None and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
-            self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
-            return True
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
@@ -554,6 +551,11 @@ class GradEnabledEval(Rule):
                 return True
             if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
                 unknown = (forward, dropped)
+        # after the forwards whose graph is dropped in sight (an error): a pass of a program that trains nothing is
+        # a warning whatever its output feeds
+        if training is None and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
+            self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
+            return True
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
             elsewhere = _callers_elsewhere(ctx, info)
             if elsewhere and all(caller.grad == "off" for caller in elsewhere):
