@@ -1370,10 +1370,19 @@ def _program_trains(module: ModuleView) -> bool:
     if _trains_anywhere(module):
         return True
     return any(
-        _trains([call]) or (call.callee or "").startswith("torch.autograd.")
+        _trains([call]) or (call.callee or "").startswith("torch.autograd.") or _handles_an_optimizer(call)
         for scope in module.all_scopes if scope.function is None
         for call in calls_in(scope, None)
     )
+
+
+def _handles_an_optimizer(call: CallEvent) -> bool:
+    """An optimizer's gradients cleared, or an optimizer handed to code that may step it (Swin's
+    ``loss_scaler(loss, optimizer, ...)``, an object whose ``__call__`` backwards and steps): a program
+    that does either trains."""
+    if call.method == "zero_grad" and call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags:
+        return True
+    return any(Tag.OPTIMIZER in value.tags for value in (*call.args, *call.kwargs.values()))
 
 
 def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
@@ -6150,6 +6159,43 @@ GradEnabledEval.MUST_NOT_FIRE = (
                     entropy = -(model(inputs).softmax(-1) * model(inputs).log_softmax(-1)).sum(-1).mean()
                     entropy.backward()
                     torch.optim.SGD(model.parameters(), lr=1e-4).step()
+            """,
+        },
+    ),
+    Quiet(  # the epoch clears the optimizer and hands it, with the loss, to a scaler object whose `__call__` steps it
+        """
+        import torch
+
+        from helpers import GradScaleStepper, build_model, build_loader
+
+
+        def run_epoch(model, loader, optimizer, stepper):
+            model.train()
+            for images, labels in loader:
+                optimizer.zero_grad()
+                loss = torch.nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                stepper(loss, optimizer, parameters=model.parameters())
+
+
+        if __name__ == "__main__":
+            model = build_model().cuda()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for epoch in range(90):
+                run_epoch(model, build_loader(), optimizer, GradScaleStepper())
+        """,
+        files={
+            "helpers.py": """
+                import torch
+
+
+                class GradScaleStepper:
+                    def __init__(self):
+                        self.scaler = torch.cuda.amp.GradScaler()
+
+                    def __call__(self, loss, optimizer, parameters=None):
+                        self.scaler.scale(loss).backward()
+                        self.scaler.step(optimizer)
+                        self.scaler.update()
             """,
         },
     ),
