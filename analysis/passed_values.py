@@ -15,7 +15,7 @@ import libcst as cst
 from .events import CallEvent, backward_target, is_backward
 from .names import dotted
 from .statement_shapes import accumulating_parameters
-from .tree import children
+from .tree import children, facts_by_statement
 from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value, join
 
 if TYPE_CHECKING:
@@ -291,6 +291,8 @@ def filled_by_call(call: CallEvent) -> list[tuple[str, Value]]:
     plain = [arg.value for arg in call.arg_nodes if arg.keyword is None]
     given = dict(zip(function.positional_parameters, zip(plain, call.args)))
     given.update({arg.keyword.value: (arg.value, call.kwargs.get(arg.keyword.value, UNKNOWN)) for arg in call.arg_nodes if arg.keyword is not None})
+    if not any(isinstance(node, cst.Name) for node, _ in given.values()) or not any(value.tags for _, value in given.values()):
+        return []  # no name handed over to be filled, or nothing known to fill it with: the body is not read
     filled = []
     for container, sources in _parameters_filled(function).items():
         target = given.get(container)
@@ -309,7 +311,10 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
         params = function.node.params
         names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
         holders = {name: {name} for name in names}
-        nodes = list(_nodes_of(function.node.body)) if len(names) > 1 else []  # one parameter fills no other
+        nodes = facts_by_statement(  # per statement, kept with the tree: a key in a long function reads its own again
+            function.node.body, function.chunk.node_memo("nodes that may fill a parameter"), _may_fill,
+            function.chunk.node_memo("statement levels"),
+        ) if len(names) > 1 else []  # one parameter fills no other
         loops = [node for node in nodes if isinstance(node, cst.For)]
         grown = True
         while grown:  # to a fixed point: a loop over what an outer loop's target holds, in any order
@@ -334,6 +339,18 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
                     filled.setdefault(target.value, set()).add(name)
         memo[function.node] = {container: tuple(sorted(sources)) for container, sources in filled.items()}
     return memo[function.node]
+
+
+def _may_fill(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """``node`` when it is a ``for`` loop, an assignment to an item or a one-argument ``append``/``extend``."""
+    if isinstance(node, cst.For):
+        return [node]
+    if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
+        return [node]
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"} \
+            and len(node.args) == 1:
+        return [node]
+    return []
 
 
 def _entries_iterated(iterable: cst.BaseExpression, held: set[str]) -> bool:
