@@ -121,25 +121,21 @@ def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable
     """What ``read`` says of each call of ``info`` (a function or method of the checked file) in the
     workspace's other files, in path order; empty outside a workspace. The files are recorded as read
     by the checked file, and ``read`` runs unrecorded (it reads another file's analysis)."""
-    workspace = summary.workspace
-    if workspace is None or summary.path is None:
-        return []
-    found = workspace.caller_index().calls_of(Path(summary.path), info.name, method=info.owner is not None)
-    results = []
-    with unrecorded():
-        for module, call in found:
-            summary.note_caller_file(module.summary.path)
-            results.append(read(module, call))
-    return results
+    return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False)
 
 
 def constructions_elsewhere(summary: ModuleSummary, info: ClassInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
     """What ``read`` says of each construction of ``info`` (a class of the checked file: ``Predictor(model)``,
     ``opennre.model.SoftmaxNN(encoder, ...)``) in the workspace's other files, as ``callers_elsewhere``."""
+    return _read_elsewhere(summary, info.name, read, method=False, constructs=True)
+
+
+def _read_elsewhere(summary: ModuleSummary, name: str, read: Callable[[ModuleAnalysis, CallEvent], T], *,
+                    method: bool, constructs: bool) -> list[T]:
     workspace = summary.workspace
     if workspace is None or summary.path is None:
         return []
-    found = workspace.caller_index().calls_of(Path(summary.path), info.name, method=False, constructs=True)
+    found = workspace.caller_index().calls_of(Path(summary.path), name, method=method, constructs=constructs)
     results = []
     with unrecorded():
         for module, call in found:

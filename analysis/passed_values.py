@@ -311,11 +311,11 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
         params = function.node.params
         names = [param.name.value for param in (*params.posonly_params, *params.params, *params.kwonly_params)]
         holders = {name: {name} for name in names}
-        nodes = facts_by_statement(  # per statement, kept with the tree: a key in a long function reads its own again
-            function.node.body, function.chunk.node_memo("nodes that may fill a parameter"), _may_fill,
+        facts = facts_by_statement(  # per statement, kept with the tree: a key in a long function reads its own again
+            function.node.body, function.chunk.node_memo("loops and stores that may fill a parameter"), _may_fill,
             function.chunk.node_memo("statement levels"),
         ) if len(names) > 1 else []  # one parameter fills no other
-        loops = [node for node in nodes if isinstance(node, cst.For)]
+        loops = [fact for fact in facts if isinstance(fact, cst.For)]
         grown = True
         while grown:  # to a fixed point: a loop over what an outer loop's target holds, in any order
             grown = False
@@ -325,13 +325,10 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
                         held.update(_names_in(loop.target))
                         grown = True
         filled: dict[str, set[str]] = {}
-        for node in nodes:
-            if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
-                target, stored = node.targets[0].target.value, node.value
-            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"} and len(node.args) == 1:
-                target, stored = node.func.value, node.args[0].value
-            else:
+        for fact in facts:
+            if isinstance(fact, cst.For):
                 continue
+            target, stored = fact
             if not (isinstance(target, cst.Name) and target.value in holders and isinstance(stored, cst.Name)):
                 continue
             for name, held in holders.items():
@@ -341,15 +338,16 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
     return memo[function.node]
 
 
-def _may_fill(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """``node`` when it is a ``for`` loop, an assignment to an item or a one-argument ``append``/``extend``."""
+def _may_fill(node: cst.CSTNode) -> list[cst.For | tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """A ``for`` loop as it is; for ``into[k] = v`` or a one-argument ``into.append(v)`` (``extend``), what is
+    stored into (``into``) and what is stored (``v``)."""
     if isinstance(node, cst.For):
         return [node]
     if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Subscript):
-        return [node]
+        return [(node.targets[0].target.value, node.value)]
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"} \
             and len(node.args) == 1:
-        return [node]
+        return [(node.func.value, node.args[0].value)]
     return []
 
 

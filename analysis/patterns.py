@@ -127,11 +127,9 @@ def smoke_test_forward(summary, call: CallEvent) -> bool:
     )
 
 
-def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
-    """The expression ``call`` passes for ``parameter`` of ``function`` (a ``FunctionInfo``), by keyword
-    or by position; None when it passes none there or hides it (``*args``, ``**kwargs``). A name
-    passed stands for what the calling function gave it before the call, when it gave it exactly
-    once and outside any loop (``module=partial_module``)."""
+def argument_passed(call: CallEvent, function, parameter: str) -> cst.Arg | None:
+    """The argument ``call`` writes for ``parameter`` of ``function`` (a ``FunctionInfo``), by keyword or by
+    position; None when it passes none there or hides it (``*args``, ``**kwargs``)."""
     if any(arg.star for arg in call.arg_nodes):
         return None
     passed = call.keyword(parameter)
@@ -141,6 +139,17 @@ def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpr
         if parameter not in positional or positional.index(parameter) >= len(plain):
             return None
         passed = plain[positional.index(parameter)]
+    return passed
+
+
+def passed_expression(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
+    """The expression ``call`` passes for ``parameter`` of ``function`` (a ``FunctionInfo``), by keyword
+    or by position; None when it passes none there or hides it (``*args``, ``**kwargs``). A name
+    passed stands for what the calling function gave it before the call, when it gave it exactly
+    once and outside any loop (``module=partial_module``)."""
+    passed = argument_passed(call, function, parameter)
+    if passed is None:
+        return None
     expression = passed.value
     if isinstance(expression, cst.Name):
         events = call.scope.events

@@ -33,9 +33,9 @@ from trainlint.rules import (
 )
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
-# Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 # Kept with each scope across keys elsewhere in the file (``kept_with_scope``).
 _AUTOCASTS = "torch's autocast calls"
+# Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
 
 

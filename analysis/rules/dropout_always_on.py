@@ -29,6 +29,7 @@ import libcst as cst
 
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.libraries import AttentionDropout, attention_dropout
+from trainlint.analysis.patterns import argument_passed
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -496,7 +497,7 @@ def _rates_handed_to_helpers(scope: ScopeAnalysis) -> list[_HandedRate]:
             continue
         for dropout in kept_with_scope(helper, "TL211 dropout calls", lambda helper=helper: _dropout_calls(helper)):
             parameter = _rate_parameter(helper, dropout)
-            rate = _argument_for(call, function.positional_parameters, parameter) if parameter is not None else None
+            rate = argument_passed(call, function, parameter) if parameter is not None else None
             if parameter is not None and rate is not None and _fixed_rate(scope, rate.value):
                 found.append(_HandedRate(call, rate, parameter, dropout))
     return found
@@ -521,15 +522,6 @@ def _rate_parameter(helper: ScopeAnalysis, dropout: CallEvent) -> str | None:
     if helper.last_binding(name) is not None or _tests_training(helper.function.node if helper.function is not None else dropout.node):
         return None  # rebound (`dropout_p = dropout_p if training else 0.0`), or the helper reads a mode itself
     return name
-
-
-def _argument_for(call: CallEvent, positional: list[str], parameter: str) -> cst.Arg | None:
-    given = call.keyword(parameter)
-    if given is not None:
-        return given
-    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
-    index = positional.index(parameter) if parameter in positional else None
-    return plain[index] if index is not None and index < len(plain) else None
 
 
 def _fixed_rate(scope: ScopeAnalysis, value: cst.BaseExpression) -> bool:

@@ -97,6 +97,7 @@ from trainlint.analysis.libraries import (
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
+    argument_passed,
     evaluation_calls,
     mode_parameter,
     name_words,
@@ -1731,18 +1732,10 @@ def _model_held_by_module(
 
 
 def _argument_for(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
-    """The expression ``call`` writes for ``parameter`` of ``function``, by keyword or position (not followed
-    to what built it: the name is the key the rule reads); None when hidden by ``*args``/``**kwargs``."""
-    if any(arg.star for arg in call.arg_nodes):
-        return None
-    passed = call.keyword(parameter)
-    if passed is None:
-        positional = function.positional_parameters
-        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
-        if parameter not in positional or positional.index(parameter) >= len(plain):
-            return None
-        passed = plain[positional.index(parameter)]
-    return passed.value
+    """The expression ``call`` writes for ``parameter`` of ``function`` (not followed to what built it: the name
+    is the key the rule reads); None when hidden by ``*args``/``**kwargs``."""
+    passed = argument_passed(call, function, parameter)
+    return passed.value if passed is not None else None
 
 
 def _kept_in_eval_mode(ctx: RuleContext, forward: CallEvent, key: str, receiver: Value | None) -> tuple[Site, str] | None:
