@@ -20,7 +20,7 @@ from .names import dotted, last_part
 from .passed_values import returned_by_call
 from .quoting import quoted
 from .statement_shapes import method_name, target_names
-from .summary import ClassInfo
+from .summary import ClassInfo, note_text_read
 from .values import (
     ACCELERATOR,
     CONSTANT,
@@ -741,6 +741,7 @@ def attribute_keeping(function, parameter: str) -> str | None:
     ``parameter``, as it is: the parameter itself, or an entry of it (``for key, value in
     metrics.items(): self._stored[key].append(value)``), appended to or assigned into the attribute.
     None when it keeps only host copies (``value.item()``), detached ones, or nothing."""
+    note_text_read(function)
     by_parameter = function.chunk.node_memo("parameters kept in attributes").setdefault(function.node, {})
     if parameter not in by_parameter:
         by_parameter[parameter] = _attribute_keeping(function.node.body, parameter)

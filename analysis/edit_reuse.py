@@ -66,14 +66,14 @@ def same_but(old: cst.CSTNode, new: cst.CSTNode, field: str, *, alike: bool = Fa
 
 
 def reads_kept_statements(method: FunctionInfo, owner: ClassInfo, kept_chunks: set[int]) -> bool:
-    """Whether a method's flow asked only for the flows of its own local functions, of methods of its
-    class (checked when it is asked for: ``FunctionInfo.pending``), of other files' functions, and of
-    functions of statements the edit left alone."""
+    """Whether a method's flow asked only for the flows (or read the texts) of its own local functions,
+    of methods of its class (checked when it is asked for: ``FunctionInfo.pending``), of other files'
+    functions, and of functions of statements the edit left alone."""
     analysis = method._analysis
     if analysis is None:
         return True  # nothing to keep: walked when asked
     local: set[FunctionInfo] | None = None  # listed only for a read of the statement's own functions (most read none)
-    for read, _ in method.reads:
+    for read, _ in (*method.reads, *method.texts_read):
         if read.owner is owner or read.home is not None or id(read.chunk) in kept_chunks:
             continue
         if local is None:

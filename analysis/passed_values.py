@@ -15,6 +15,7 @@ import libcst as cst
 from .events import CallEvent, backward_target, is_backward
 from .names import dotted
 from .statement_shapes import accumulating_parameters
+from .summary import note_text_read
 from .tree import children, facts_by_statement
 from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value, join
 
@@ -128,6 +129,7 @@ def accumulated_by_helper(call: CallEvent, name: str) -> tuple[cst.BaseExpressio
     ``avg = 0.98 * avg + 0.02 * loss`` does."""
     if call.function is None or any(arg.star for arg in call.arg_nodes):
         return None
+    note_text_read(call.function)
     found = accumulating_parameters(call.function.node)
     if found is None:
         return None
@@ -181,10 +183,14 @@ def _attribute_growing_with(function, parameter: str) -> str | None:
     memo = function.chunk.node_memo("attributes growing with a parameter").setdefault(function.node, {})
     if parameter not in memo:
         memo[parameter] = _growing_attribute(function, parameter)
-    return memo[parameter]
+    attribute, read_class = memo[parameter]
+    for read in function.owner.methods.values() if read_class else (function,):
+        note_text_read(read)
+    return attribute
 
 
-def _growing_attribute(function, parameter: str) -> str | None:
+def _growing_attribute(function, parameter: str) -> tuple[str | None, bool]:
+    """``_attribute_growing_with``'s answer, and whether finding it read the whole class's text."""
     for node in _nodes_of(function.node.body):
         if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"append", "extend"}):
             continue
@@ -192,9 +198,9 @@ def _growing_attribute(function, parameter: str) -> str | None:
         attribute = target.attr.value if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self" else None
         if attribute is None or len(node.args) != 1 or _device_source(node.args[0].value) != parameter:
             continue
-        bound, emptied = _attribute_handling(function.owner.node, attribute)
-        return attribute if bound <= 1 and not emptied else None
-    return None
+        bound, emptied = _attribute_handling(function.owner.node, attribute)  # every method's text
+        return (attribute if bound <= 1 and not emptied else None), True
+    return None, False
 
 
 def _device_source(expression: cst.BaseExpression) -> str | None:
@@ -276,6 +282,7 @@ def empties_attribute(call: CallEvent, attribute: str) -> bool:
     function = call.function
     if function is None or function.owner is None:
         return False
+    note_text_read(function)
     bound, emptied = _attribute_handling(function.node, attribute)
     return bound > 0 or emptied
 
@@ -306,6 +313,7 @@ def _parameters_filled(function) -> dict[str, tuple[str, ...]]:
     """Each parameter of ``function`` that its body stores another parameter into (``into[k] = v``,
     ``into.append(v)``), as it is or as its entries (``for k, v in nest.items()``), with those parameters.
     Read once per function."""
+    note_text_read(function)
     memo = function.chunk.node_memo("parameters filled from others")
     if function.node not in memo:
         params = function.node.params

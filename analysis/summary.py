@@ -47,7 +47,8 @@ class Flow(Protocol):
     def value_of_expression(self, expression: cst.BaseExpression, chunk: ParsedChunk, summary: ModuleSummary) -> Value: ...
 
 
-# The functions whose flow each walk in progress on this thread has asked for (innermost last).
+# The functions whose flow each walk in progress on this thread has asked for (innermost last), and
+# those whose text it read (``texts``).
 _walks = threading.local()
 
 
@@ -57,9 +58,18 @@ def asked_so_far() -> int:
     return len(walking[-1]) if walking else 0
 
 
+def note_text_read(function: FunctionInfo) -> None:
+    """The walk in progress read a function's text rather than its flow (which of its parameters a
+    method appends to ``self``: ``calls.attribute_keeping``). Its kept flow holds while the function has
+    the tree it read: after an edit of that method, its callers in the class are walked again."""
+    texts = getattr(_walks, "texts", None)
+    if texts:
+        texts[-1].setdefault(function, function.node)
+
+
 class FunctionInfo:
     __slots__ = (
-        "name", "node", "chunk", "owner", "home", "reads", "pending", "previous", "checkpointed", "resume", "_analysis", "_analysing",
+        "name", "node", "chunk", "owner", "home", "reads", "texts_read", "pending", "previous", "checkpointed", "resume", "_analysis", "_analysing",
     )
 
     def __init__(self, name: str, node: cst.FunctionDef, chunk: ParsedChunk, owner: ClassInfo | None) -> None:
@@ -73,6 +83,8 @@ class FunctionInfo:
         # the other methods whose walk read none of what changed keep theirs, if the walks would
         # come in the same order (``ModuleAnalysis._methods_kept``).
         self.reads: tuple[tuple[FunctionInfo, bool], ...] = ()
+        # The functions whose text (not flow) the walk read, each with the tree it read (``note_text_read``).
+        self.texts_read: tuple[tuple[FunctionInfo, cst.FunctionDef], ...] = ()
         # Set on the kept flow of a method after an edit of another method of its class: checked
         # (``_still_holds``) the first time it is asked for, walked again if it does not hold.
         self.pending = False
@@ -107,7 +119,14 @@ class FunctionInfo:
             resume, self.resume = self.resume, None
             # a resumed walk asked, before the statement it goes on from, for what the walk it goes on asked for then
             reads: dict[FunctionInfo, bool] = dict(self.reads[: resume[0].reads_before(resume[1])]) if resume else {}
+            # and of the texts it read, all of them (those read after that statement too: kept, they can
+            # only make the flow walked again)
+            texts: dict[FunctionInfo, cst.FunctionDef] = dict(self.texts_read) if resume else {}
             walking.append(reads)
+            texts_walking = getattr(_walks, "texts", None)
+            if texts_walking is None:
+                texts_walking = _walks.texts = []
+            texts_walking.append(texts)
             self._analysing = True
             try:
                 self._analysis = (
@@ -116,7 +135,9 @@ class FunctionInfo:
             finally:
                 self._analysing = False
                 walking.pop()
+                texts_walking.pop()
             self.reads = tuple(reads.items())
+            self.texts_read = tuple(texts.items())
         note_flow(self, self._analysis)
         return self._analysis
 
@@ -124,7 +145,10 @@ class FunctionInfo:
         """Whether this kept flow is what walking the function again would give: every flow its walk
         asked for is, as far as a walk reads it (``exported``), what it was then, and is being walked
         now exactly when it was then. Asked with this function counted as being walked, as its walk
-        would be; the flows it asks for are walked now if they have to be, as its walk would."""
+        would be; the flows it asks for are walked now if they have to be, as its walk would. The
+        functions whose text it read have the trees it read."""
+        if any(read.node is not node for read, node in self.texts_read):
+            return False
         walking = getattr(_walks, "reads", None)
         if walking is None:
             walking = _walks.reads = []
@@ -160,6 +184,7 @@ class FunctionInfo:
             rewound.release()
             self.resume = None
         self.reads = ()
+        self.texts_read = ()
 
     @property
     def positional_parameters(self) -> list[str]:

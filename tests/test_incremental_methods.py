@@ -214,6 +214,45 @@ def test_a_method_whose_findings_read_another_methods_events_is_checked_again_af
     assert ("TL201", "loss.backward()") in _codes_by_line(findings, back)
 
 
+RECORDER = '''from collections import defaultdict
+
+import torch.nn.functional as F
+from transformers import Trainer
+
+
+class DistillTrainer(Trainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._stored = defaultdict(list)
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        outputs = model(**inputs)
+        kd_loss = F.kl_div(F.log_softmax(outputs.logits, -1), inputs["teacher_probs"], reduction="batchmean")
+        metrics = {}
+        metrics["kd_loss"] = kd_loss
+        self.store_metrics(metrics)
+        return outputs.loss + kd_loss
+
+    def store_metrics(self, metrics):
+        for key, value in metrics.items():
+            self._stored[key].append(value)
+'''
+
+
+def test_a_caller_whose_walk_read_the_text_of_the_edited_method_is_walked_again():
+    """``compute_loss`` keeps the graph of every step's ``kd_loss`` because ``store_metrics`` appends
+    what it is handed to ``self._stored``: that is read from the helper's text, not its flow. Typing
+    the append away leaves the caller with nothing kept, as a fresh analysis says; typed back, kept again."""
+    state = DocumentState(PATH, None)
+    before = state.analyse(RECORDER, 0, SETTINGS).findings
+    assert ("TL101", 'self.store_metrics(metrics)') in _codes_by_line(before, RECORDER)
+    dropped = RECORDER.replace("            self._stored[key].append(value)", "            pass")
+    typed, findings, version = _typed(state, RECORDER, dropped, 1)
+    assert not any(code == "TL101" for code, _ in _codes_by_line(findings, typed))
+    back, findings, _ = _typed(state, typed, RECORDER, version + 1)
+    assert ("TL101", 'self.store_metrics(metrics)') in _codes_by_line(findings, back)
+
+
 def test_renaming_a_method_that_another_calls_gives_what_a_fresh_analysis_gives():
     """Renamed, the helper is no longer the method ``train`` calls: ``train`` steps no optimizer the
     analysis knows of, and is not told to clear its gradients; named back, it is again."""
