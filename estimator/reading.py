@@ -434,6 +434,8 @@ class _Reader:
             self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._read_trainer_arguments(node, chunk, head)
+        elif head == "SFTTrainer" and self.keyword(node, "args", 1) is None:  # TRL makes an SFTConfig of its defaults
+            self._read_trainer_arguments(node, chunk, "SFTConfig")
         if head == "zero_grad":  # Optimizer.zero_grad and Module.zero_grad: set_to_none is their first argument
             frees = self.value(self.keyword(node, "set_to_none", 0), chunk)
             if isinstance(frees, bool):

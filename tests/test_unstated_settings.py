@@ -213,6 +213,9 @@ def test_trls_sft_config_trains_in_bf16_on_samples_truncated_at_1024_tokens_by_d
     assert stated["seq_len"] == 512 and stated["dtype"] == "bf16"  # the load's dtype, no autocast
     transformers_args = plan_settings(read_script(script.format(extra="").replace("SFTConfig(", "TrainingArguments(")), {})
     assert "seq_len" not in transformers_args.settings and transformers_args.settings["dtype"] == "bf16"
+    no_config = "\n".join(line for line in script.replace("args=config, ", "").splitlines() if "SFTConfig(" not in line)
+    defaults = plan_settings(read_script(no_config.format(extra="")), {}).settings  # TRL builds a default SFTConfig
+    assert defaults["seq_len"] == 1024 and defaults["dtype"] == "amp-bf16" and defaults["trl_default_checkpointing"] is True
 
 
 FULL_FINETUNE = textwrap.dedent(
