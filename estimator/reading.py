@@ -114,7 +114,7 @@ class _Reader:
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
         self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
-        self.sft_defaults: list[tuple[str, Any, cst.CSTNode, ParsedChunk, str]] = []  # what an SFTConfig leaves to TRL
+        self.arguments_defaults: list[tuple[str, Any, cst.CSTNode, ParsedChunk, str]] = []  # left to a Trainer's defaults
         self.cast_to_fp32 = False
 
     # ------------------------------------------------------------------ values
@@ -245,7 +245,7 @@ class _Reader:
         if self.trl_config is not None and inputs.gradient_checkpointing is None:  # nothing else turns it on or off
             self._set("gradient_checkpointing", True, *self.trl_config)
             self._set("trl_default_checkpointing", True, *self.trl_config)
-        for name, value, node, chunk, note in self.sft_defaults:  # after everything the script says itself
+        for name, value, node, chunk, note in self.arguments_defaults:  # after everything the script says itself
             if getattr(inputs, name) is None:
                 self._set(name, value, node, chunk)
                 inputs.notes += [note] if note not in inputs.notes else []
@@ -699,16 +699,19 @@ class _Reader:
                 self._set("autocast", f"amp-{flag}", node, chunk)
                 break
         checkpointing = self.keyword(node, "gradient_checkpointing")
-        if head == "SFTConfig" and not any(arg.star == "**" for arg in node.args):
+        unpacked = any(arg.star == "**" for arg in node.args)
+        if not unpacked and self.keyword(node, _BATCH_KEYWORDS) is None:  # transformers' TrainingArguments default
+            self.arguments_defaults.append(("batch_size", 8, node, chunk, "batch size 8: the default per_device_train_batch_size"))
+        if head == "SFTConfig" and not unpacked:
             if checkpointing is None:
                 self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
             # TRL's SFTConfig: bf16 unless fp16 (0.19 on; fp32 before), samples truncated at max_length=1024 (SFTTrainer's
             # cap since 0.7, the field's default since 0.15)
             if self.keyword(node, ("bf16", "fp16")) is None:
-                self.sft_defaults += [(name, "amp-bf16", node, chunk, "bf16 autocast: TRL's SFTConfig default without bf16= or "
+                self.arguments_defaults += [(name, "amp-bf16", node, chunk, "bf16 autocast: TRL's SFTConfig default without bf16= or "
                                        "fp16= (TRL 0.19 on; fp32 before: give --dtype fp32)") for name in ("dtype", "autocast")]
             if self.keyword(node, ("max_length", "max_seq_length")) is None:
-                self.sft_defaults.append(("seq_len", 1024, node, chunk, "sequence length 1024: TRL's SFTConfig truncates samples "
+                self.arguments_defaults.append(("seq_len", 1024, node, chunk, "sequence length 1024: TRL's SFTConfig truncates samples "
                                           "at max_length=1024 by default; each batch is padded to its longest"))
         if self.value(checkpointing, chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
