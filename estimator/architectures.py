@@ -463,6 +463,32 @@ _FAMILY_TARGET_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
 ALL_LINEAR = ("all-linear", "all_linear")
 # The output projection to the vocabulary, as the families' code names it.
 LM_HEAD_NAMES = ("lm_head", "embed_out")
+# What a LoraConfig that names no target_modules adapts: peft's default for the model type
+# (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING in peft's utils/constants.py, read in peft 0.21.2), in the names
+# the models' code gives its linears. A model type it lacks (Phi-3, Qwen3-MoE, DeepSeek, ...) makes peft raise
+# ("Please specify `target_modules` in `peft_config`").
+_PEFT_DEFAULT_TARGETS: dict[str, tuple[str, ...]] = {
+    **{family: ("q_proj", "v_proj") for family in (
+        "llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "gptj", "gpt_neo", "opt", "bart",
+        "stablelm",
+    )},
+    "phi": ("q_proj", "v_proj", "fc1", "fc2"),
+    "gpt2": ("c_attn",),
+    **{family: ("query_key_value",) for family in ("gpt_neox", "falcon", "bloom")},
+    **{family: ("query", "value") for family in ("bert", "roberta", "xlm-roberta")},
+    "t5": ("q", "v"),
+}
+LORA_FALLBACK_TARGETS = ("q_proj", "v_proj")
+
+
+def default_lora_targets(arch: Architecture) -> tuple[tuple[str, ...], str]:
+    """The LoRA targets of a run that names none, as its code names them, and where they come from: peft's default
+    for the model's type, else (peft has none and would ask for them) the attention's query and value."""
+    targets = _PEFT_DEFAULT_TARGETS.get(arch.family)
+    if targets is not None:
+        return targets, f"assumed: peft's default for {arch.family} models (LoraConfig without target_modules)"
+    return LORA_FALLBACK_TARGETS, (f"assumed: peft has no default for {arch.family} models (a LoraConfig without target_modules "
+                                   "stops with an error); give --lora-targets")
 
 
 def lora_target_linears(arch: Architecture, targets: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:

@@ -114,6 +114,7 @@ class _Reader:
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
         self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
+        self.arguments_defaults: list[tuple[str, Any, cst.CSTNode, ParsedChunk, str]] = []  # left to a Trainer's defaults
         self.cast_to_fp32 = False
 
     # ------------------------------------------------------------------ values
@@ -244,6 +245,10 @@ class _Reader:
         if self.trl_config is not None and inputs.gradient_checkpointing is None:  # nothing else turns it on or off
             self._set("gradient_checkpointing", True, *self.trl_config)
             self._set("trl_default_checkpointing", True, *self.trl_config)
+        for name, value, node, chunk, note in self.arguments_defaults:  # after everything the script says itself
+            if getattr(inputs, name) is None:
+                self._set(name, value, node, chunk)
+                inputs.notes += [note] if note not in inputs.notes else []
         if self.cast_to_fp32:  # the weights' dtype is the script's, not the release's default
             inputs.default_load_dtype = inputs.loads_checkpoint_dtype = None
         self._read_switched_off()
@@ -429,6 +434,8 @@ class _Reader:
             self._set("batch_size", self.value(self.keyword(node, _BATCH_KEYWORDS), chunk), node, chunk)
         if head in ("TrainingArguments", "SFTConfig", "Seq2SeqTrainingArguments"):
             self._read_trainer_arguments(node, chunk, head)
+        elif head == "SFTTrainer" and self.keyword(node, "args", 1) is None:  # TRL makes an SFTConfig of its defaults
+            self._read_trainer_arguments(node, chunk, "SFTConfig")
         if head == "zero_grad":  # Optimizer.zero_grad and Module.zero_grad: set_to_none is their first argument
             frees = self.value(self.keyword(node, "set_to_none", 0), chunk)
             if isinstance(frees, bool):
@@ -692,8 +699,20 @@ class _Reader:
                 self._set("autocast", f"amp-{flag}", node, chunk)
                 break
         checkpointing = self.keyword(node, "gradient_checkpointing")
-        if checkpointing is None and head == "SFTConfig" and not any(arg.star == "**" for arg in node.args):
-            self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
+        unpacked = any(arg.star == "**" for arg in node.args)
+        if not unpacked and self.keyword(node, _BATCH_KEYWORDS) is None:  # transformers' TrainingArguments default
+            self.arguments_defaults.append(("batch_size", 8, node, chunk, "batch size 8: the default per_device_train_batch_size"))
+        if head == "SFTConfig" and not unpacked:
+            if checkpointing is None:
+                self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
+            # TRL's SFTConfig: bf16 unless fp16 (0.19 on; fp32 before), samples truncated at max_length=1024 (SFTTrainer's
+            # cap since 0.7, the field's default since 0.15)
+            if self.keyword(node, ("bf16", "fp16")) is None:
+                self.arguments_defaults += [(name, "amp-bf16", node, chunk, "bf16 autocast: TRL's SFTConfig default without bf16= or "
+                                       "fp16= (TRL 0.19 on; fp32 before: give --dtype fp32)") for name in ("dtype", "autocast")]
+            if self.keyword(node, ("max_length", "max_seq_length")) is None:
+                self.arguments_defaults.append(("seq_len", 1024, node, chunk, "sequence length 1024: TRL's SFTConfig truncates samples "
+                                          "at max_length=1024 by default; each batch is padded to its longest"))
         if self.value(checkpointing, chunk) is True:
             self._set("gradient_checkpointing", True, node, chunk)
         elif checkpointing is not None and self.value(checkpointing, chunk) is False:

@@ -7,7 +7,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from .architectures import lora_target_linears
+from .architectures import default_lora_targets, lora_target_linears
 from .costmodel import estimate, verdict
 from .error_bands import band_of, left_unstated, stored_bands
 from .hardware import Target, load_instances
@@ -48,8 +48,13 @@ def build(plan: Plan, target: Target, inputs: dict[str, tuple[object, str]], scr
     script_notes = list(script_notes or [])
     if plan.model is not None and plan.model.source.startswith("assumed:"):
         script_notes.append(plan.model.source.removeprefix("assumed: "))
-    if plan.lora_rank is not None and plan.model is not None:
-        linears, renamed = lora_target_linears(plan.model, plan.lora_targets)
+    model = plan.model
+    if plan.lora_rank is not None and model is not None:
+        if "lora_targets" not in inputs and plan.model_code == "transformers":
+            # peft's default for the model's type; LitGPT's and torchtune's defaults are the query and value (Plan's)
+            targets, source = default_lora_targets(model)
+            plan, inputs = dataclasses.replace(plan, lora_targets=targets), {**inputs, "lora_targets": (targets, source)}
+        linears, renamed = lora_target_linears(model, plan.lora_targets)
         plan = dataclasses.replace(plan, lora_targets=linears)
         script_notes += renamed
     context = target.gpu.context_bytes

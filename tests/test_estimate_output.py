@@ -199,3 +199,19 @@ def test_a_classifier_head_is_stated_on_the_command_line(capsys):
     assert masked_lm["breakdown"]["logits"] > 0.5 * 2**30 and classifier["breakdown"]["logits"] == 0
     assert classifier["peak"]["allocated"]["estimate"] < masked_lm["peak"]["allocated"]["estimate"]
     assert classifier["inputs"]["head"] == {"value": "classifier", "source": "command line"}
+
+
+def test_whose_code_runs_the_model_is_stated_on_the_command_line(capsys):
+    """--model-code litgpt: a LoRA fine-tune that `litgpt finetune_lora` runs keeps what LitGPT's modules keep (its fused
+    GELU, adapters in the model's dtype, a chunked loss), far less than transformers' Python GELU for Phi-2, and the
+    input says whose code it took; asked without it, transformers' modules, as before."""
+    args = ["--model", "phi-2", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj", "--batch-size", "4", "--seq-len", "512",
+            "--dtype", "bf16", "--gpu", "a100-40gb", "--format", "json"]
+    code, transformers_layers, err = _estimate(capsys, *args)
+    assert code in (0, 1), err
+    code, litgpt_layers, err = _estimate(capsys, *args, "--model-code", "litgpt")
+    assert code in (0, 1), err
+    transformers_layers, litgpt_layers = json.loads(transformers_layers), json.loads(litgpt_layers)
+    assert litgpt_layers["inputs"]["model_code"] == {"value": "litgpt", "source": "command line"}
+    assert litgpt_layers["breakdown"]["activations"] < 0.7 * transformers_layers["breakdown"]["activations"]
+    assert any("LitGPT's modules" in note for note in litgpt_layers["notes"])

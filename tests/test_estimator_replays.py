@@ -56,6 +56,30 @@ def test_a_stated_transformers_release_decides_the_lora_base_dtype():
     assert settings_for_versions({"transformers": "5.0.0"})["lora_base_16bit"] is True
 
 
+DEFAULT_TARGETS = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "lora_default_peaks.json").read_text())
+
+
+@pytest.mark.parametrize("row", DEFAULT_TARGETS["rows"], ids=lambda row: f"{row['model']}-b{row['batch']}")
+def test_a_lora_config_naming_no_targets_adapts_peft_default_for_the_model(row):
+    """A LoraConfig without target_modules adapts peft's default for the model type: for Phi the MLP's fc1 and fc2 beside
+    q_proj and v_proj (estimator/calibration/lora_default_peaks.py, Phi-1.5 under the Trainer's bf16 autocast). Asked
+    without targets, the report takes that default and names it; the point is within 3 % of each replay, where the
+    query and value alone would fall short."""
+    from trainlint.estimator.hardware import resolve_target
+    from trainlint.estimator.report import build
+
+    arch = find_architecture(row["model"])
+    plan = Plan(model=arch, batch_size=row["batch"], seq_len=row["seq"], dtype="amp-bf16", lora_rank=DEFAULT_TARGETS["lora_rank"],
+                lora_dropout=DEFAULT_TARGETS["lora_dropout"], attention=DEFAULT_TARGETS["attention"], lengths_vary=False,
+                previous_graph_alive=False, lora_base_16bit=True)
+    report = build(plan, resolve_target("a100-80gb"), {})
+    assert report.inputs["lora_targets"][0] == tuple(DEFAULT_TARGETS["lora_targets"])
+    assert "peft's default" in report.inputs["lora_targets"][1]
+    assert report.result.allocated.estimate == pytest.approx(row["allocated"], rel=0.03)
+    query_and_value = estimate(plan).allocated.estimate  # Plan's own targets: q_proj and v_proj
+    assert query_and_value < 0.95 * row["allocated"]
+
+
 ZERO_GRAD = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "zero_grad_peaks.json").read_text())
 
 

@@ -198,6 +198,30 @@ def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_
     assert "gradient_checkpointing" not in plan_settings(read_script(transformers_args), {}).settings
 
 
+
+def test_trls_sft_config_trains_in_bf16_on_samples_truncated_at_1024_tokens_by_default():
+    """An SFTConfig that names neither bf16 nor fp16 trains under bf16 autocast (TRL 0.19 on), and one without max_length
+    truncates its samples at 1,024 tokens: read so, each with a note saying it is TRL's default; stated values win, and
+    transformers' TrainingArguments keeps its own defaults (fp32, no length); a batch size stated nowhere is the
+    default per_device_train_batch_size, 8."""
+    script = TRL_SCRIPT.replace(", max_length=2048{extra}", "{extra}")
+    planned = plan_settings(read_script(script.format(extra="")), {})
+    assert planned.settings["seq_len"] == 1024 and planned.settings["dtype"] == "amp-bf16"
+    assert planned.settings["lora_base_16bit"] is True  # the bf16 load under TRL's autocast
+    assert any("TRL's SFTConfig truncates samples at max_length=1024" in note for note in planned.notes)
+    assert any("bf16 autocast: TRL's SFTConfig default" in note for note in planned.notes)
+    stated = plan_settings(read_script(script.format(extra=", bf16=False, fp16=False, max_length=512")), {}).settings
+    assert stated["seq_len"] == 512 and stated["dtype"] == "bf16"  # the load's dtype, no autocast
+    transformers_args = plan_settings(read_script(script.format(extra="").replace("SFTConfig(", "TrainingArguments(")), {})
+    assert "seq_len" not in transformers_args.settings and transformers_args.settings["dtype"] == "bf16"
+    assert planned.settings["batch_size"] == 4 and transformers_args.settings["batch_size"] == 4
+    unbatched = script.format(extra="").replace(", per_device_train_batch_size=4", "")
+    assert plan_settings(read_script(unbatched), {}).settings["batch_size"] == 8  # TrainingArguments' default
+    no_config = "\n".join(line for line in script.replace("args=config, ", "").splitlines() if "SFTConfig(" not in line)
+    defaults = plan_settings(read_script(no_config.format(extra="")), {}).settings  # TRL builds a default SFTConfig
+    assert defaults["seq_len"] == 1024 and defaults["dtype"] == "amp-bf16" and defaults["trl_default_checkpointing"] is True
+
+
 FULL_FINETUNE = textwrap.dedent(
     """\
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments

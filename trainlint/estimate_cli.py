@@ -14,7 +14,17 @@ DEFAULT_GPU = "h100-sxm"
 
 
 def add_parsers(commands, positive_int, comma_list) -> None:
-    from trainlint.estimator.plan import ATTENTIONS, DTYPES, HEADS, MODES, OFFLOADS, OPTIMIZERS, QUANTS, SHARDINGS
+    from trainlint.estimator.plan import (
+        ATTENTIONS,
+        DTYPES,
+        HEADS,
+        MODEL_CODES,
+        MODES,
+        OFFLOADS,
+        OPTIMIZERS,
+        QUANTS,
+        SHARDINGS,
+    )
 
     estimate = commands.add_parser("estimate", help="estimate the GPU memory a training or inference run needs")
     estimate.add_argument(
@@ -74,6 +84,11 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--head", choices=HEADS,
                           help="what the model's output feeds: lm, a loss over the vocabulary (a causal or masked LM: the "
                                "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
+    estimate.add_argument("--model-code", choices=MODEL_CODES,
+                          help="whose code runs the model: transformers' modules (the default), LitGPT's (`litgpt finetune_lora`, "
+                               "`litgpt pretrain`: its fused GELU, adapters in the model's dtype, chunked loss), gpt-fast's, or the "
+                               "model's own (trust_remote_code: estimated between a compiled and an eager layer); a script says it "
+                               "by what it calls")
     kbit = estimate.add_mutually_exclusive_group()
     kbit.add_argument("--kbit-prepared", dest="kbit_prepared", action="store_const", const=True,
                       help="QLoRA: peft's prepare_model_for_kbit_training is called (TRL's SFTTrainer calls it for a quantised "
@@ -148,7 +163,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
         "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head, "outputs_freed": args.outputs_freed,
-        "kbit_prepared": args.kbit_prepared,
+        "kbit_prepared": args.kbit_prepared, "model_code": args.model_code,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):

@@ -47,7 +47,8 @@ RANK, TARGETS, DROPOUT, SEQ = 16, ["q_proj", "v_proj"], 0.05, 512
 
 
 def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base: torch.dtype = torch.bfloat16,
-        checkpointed: bool = False) -> dict:
+        checkpointed: bool = False, targets: list[str] | None = TARGETS) -> dict:
+    """One configuration's peaks; ``targets`` None leaves LoraConfig's target_modules to peft's default for the model type."""
     kind, fields = MODELS[name]
     config = transformers.AutoConfig.for_model(kind, **fields)
     recorder = Recorder()
@@ -59,7 +60,7 @@ def run(name: str, batch: int, outputs_held: bool, autocast: bool = False, base:
                 parameter.requires_grad = False
             model.gradient_checkpointing_enable()
             model.enable_input_require_grads()
-        model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=TARGETS))
+        model = lora_model(model, peft.LoraConfig(r=RANK, lora_alpha=2 * RANK, lora_dropout=DROPOUT, target_modules=targets))
         model.train()
         optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
         held = None
