@@ -91,6 +91,7 @@ from trainlint.analysis.libraries import (
     MODEL_FORWARD_KEYWORDS,
     RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
+    UNPICKLES_OBJECT,
     ModeFact,
     call_fact,
 )
@@ -103,7 +104,7 @@ from trainlint.analysis.patterns import (
     name_words,
     smoke_test_forward,
 )
-from trainlint.analysis.torchapi import is_optimizer_class, is_parameterless_layer
+from trainlint.analysis.torchapi import VARIABLE_WRAPPERS, is_optimizer_class, is_parameterless_layer
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
@@ -1447,10 +1448,11 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
         return None
     if info is not None and not _run_by_this_file(module, info, set()):
         return None
-    if info is None:  # a script's model is switched by another top-level statement
+    if info is None:  # a script's model is switched (or loaded) by another top-level statement
         switched = module.module_fact("TL102 switched to eval at module level", _switched_at_module_level)
+        switched |= module.module_fact("TL102 unpickled at module level", _unpickled_at_module_level)
     else:
-        switched = _switched_to_eval(scope.calls())
+        switched = _switched_to_eval(scope.calls()) | _unpickled(scope.calls())
     for call in scope.calls():
         if not call.context.loops or call.context.grad_off is not None or call.receiver_key in frozen:
             continue
@@ -1474,6 +1476,28 @@ def _switched_to_eval(calls) -> frozenset[str]:
     return frozenset(key for call in calls if _is_mode_switch(call) and _mode(call) == "eval" and (key := _switched_model(call)))
 
 
+def _unpickled(calls) -> frozenset[str]:
+    """The names bound to what ``torch.load`` returns (``model = torch.load(path).cuda()``): called with inputs, such
+    an object is a whole module saved by ``torch.save(model)`` (``UNPICKLES_OBJECT``), whose call runs its forward."""
+    names = set()
+    for call in calls:
+        statement = call.statement
+        if call_fact(call.callee, UNPICKLES_OBJECT) is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            continue
+        value = statement.value
+        while value is not call.node and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+            value.func.attr.value in _MODULE_OWN_METHODS
+        ):
+            value = value.func.value  # `.cuda()`, `.to(device)`, `.eval()` give the module back
+        if value is call.node and (name := dotted(statement.targets[0].target)) is not None:
+            names.add(name)
+    return frozenset(names)
+
+
+def _unpickled_at_module_level(module: ModuleView) -> frozenset[str]:
+    return _unpickled(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
+
+
 def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
     return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
 
@@ -1484,10 +1508,17 @@ def _program_trains(module: ModuleView) -> bool:
     if _trains_anywhere(module):
         return True
     return any(
-        _trains([call]) or (call.callee or "").startswith("torch.autograd.") or _handles_an_optimizer(call)
+        _trains([call]) or _asks_autograd(call) or _handles_an_optimizer(call)
         for scope in module.all_scopes if scope.function is None
         for call in calls_in(scope, None)
     )
+
+
+def _asks_autograd(call: CallEvent) -> bool:
+    """A call of ``torch.autograd`` (``grad``, ``backward``, a ``Function``), not its ``Variable`` wrapper, which
+    has only wrapped a tensor (old code wraps every input in it)."""
+    callee = call.callee or ""
+    return callee.startswith("torch.autograd.") and callee not in VARIABLE_WRAPPERS
 
 
 def _handles_an_optimizer(call: CallEvent) -> bool:
