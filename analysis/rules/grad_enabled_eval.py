@@ -56,6 +56,16 @@ outside any loop counts too when the helper is called inside the loop of a funct
 in this file or another (`self.write_preview(epoch)` once per epoch, a sample grid saved as an image), and its
 graph dies in the helper.
 
+A helper that runs a model it is handed in a loop (`decode_batches(model, batches)`, whatever its name) is reported
+at its `def`, as a warning, when every call of it in this file hands it a model the caller switched to eval just
+before, with grad on, in code that trains nothing: the helper's loop is where the grad mode belongs. The models
+may sit in a container (`self.nets[name].eval()` for each name): calling another of its elements is a forward.
+A script that trains at its module level and then runs a test loop there is reported too when no later statement
+(nor any function, which runs later) reads what the loop leaves. A whole module that `torch.load` gives back
+(`torch.save(model)` saved it) is a model when a program that trains nothing calls it in a loop. Code written
+before PyTorch 0.4 turned the graph off with `Variable(x, volatile=True)`: every computation fed from such a value
+runs as under `no_grad()`, and `Variable` alone is no sign that a program trains.
+
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
