@@ -54,6 +54,7 @@ from .values import (
     STRUCTURED,
     TENSOR,
     UNKNOWN,
+    VOLATILE,
     Value,
     is_known_tensor,
     join,
@@ -355,6 +356,9 @@ def _torch_function_result(scope: ScopeAnalysis, event: CallEvent, callee: str, 
         return None
     args = event.args
     if callee in torchapi.VARIABLE_WRAPPERS and args:
+        volatile = event.keyword("volatile")
+        if volatile is not None and isinstance(volatile.value, cst.Name) and volatile.value.value == "True":
+            return Value(args[0].tags - {GRAPH} | {TENSOR, VOLATILE}, site=site, note=f"`{_short(scope, event)}` (volatile)")
         return args[0]
     if head in torchapi.TENSOR_FACTORIES:
         constant = all(CONSTANT in a.tags or _is_literal(arg.value) for a, arg in zip(args, event.arg_nodes))

@@ -61,6 +61,7 @@ from .values import (
     STRUCTURED,
     TENSOR,
     UNKNOWN,
+    VOLATILE,
     Value,
     alike,
     attribute_of,
@@ -829,12 +830,17 @@ class ScopeAnalysis:
                 kwargs[arg.keyword.value] = value
             elif not arg.star:
                 args.append(value)
+        volatile = _volatile_input(receiver, args, kwargs) if context.grad_off is None else None
+        if volatile is not None:  # PyTorch < 0.4: a computation with one volatile input records no graph
+            context = context.without_grad(volatile.site[1] if volatile.site is not None else call)
         event = CallEvent(
             call, context, self, callee=callee, method=method, receiver=receiver, receiver_key=receiver_key,
             args=args, kwargs=kwargs, function=function, arg_nodes=list(call.args),
         )
         self.events.append(event)
         event.result = call_result(self, event, context)
+        if volatile is not None and TENSOR in event.result.tags:
+            event.result = event.result.with_tags(add=(VOLATILE,))
         if method in {"backward", "manual_backward"}:
             note_backwarded(self, event)
         if own_method is not None and function is own_method and context.grad_off is None:
@@ -897,4 +903,10 @@ _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
 
 def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
     return chunk.code_for(node)
+
+
+def _volatile_input(receiver: Value | None, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """The first input of a call computed from ``Variable(t, volatile=True)``: the call records no graph."""
+    inputs = [receiver] if receiver is not None else []
+    return next((value for value in (*inputs, *args, *kwargs.values()) if VOLATILE in value.tags), None)
 

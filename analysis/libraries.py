@@ -104,6 +104,7 @@ LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone
 SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
 RUNS_ENTRY_POINT = "runs the function it is handed as the program's command, with no torch grad context of its own"
 ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function and calls it unchanged (grad mode untouched)"
+UNPICKLES_OBJECT = "returns the object saved, as saved: called, only a whole module (nn.Module) runs, its forward with grad on"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -120,6 +121,10 @@ class CallFact:
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
+    CallFact("torch.load", UNPICKLES_OBJECT, (),
+             "PyTorch, torch.load: 'Loads an object saved with torch.save() from a file'; the serialization notes: "
+             "`torch.save(model)` saves the entire module, which `torch.load` returns (weights_only=False, the default "
+             "before 2.6)"),
     CallFact("accelerate.Accelerator", ACCUMULATES_ONLY_INSIDE, ("gradient_accumulation_steps",),
              "Accelerate, Accelerator.backward: `loss = loss / self.gradient_accumulation_steps` (all but DeepSpeed; "
              "the count defaults to 1, or ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which `accelerate launch` sets for DeepSpeed); "

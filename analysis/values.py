@@ -50,6 +50,9 @@ LOG_PROBS = "log-probs"  # log_softmax output
 SIGMOID = "sigmoid"  # sigmoid output
 LOGITS = "logits"  # raw scores from a layer known to be linear
 SCALED = "scaled"  # divided (or multiplied by a fraction) after it was computed
+# Computed from `Variable(t, volatile=True)` (PyTorch before 0.4, whose torch.autograd documentation says a
+# volatile input makes the whole computation on it record no graph): what consumes it runs as under no_grad().
+VOLATILE = "volatile"
 
 OUTPUT_KINDS = frozenset({PROBS, LOG_PROBS, SIGMOID, LOGITS})
 
@@ -87,6 +90,7 @@ class Tag:
     STRUCTURED = STRUCTURED
     SIGMOID = SIGMOID
     TENSOR = TENSOR
+    VOLATILE = VOLATILE
 
 Site = tuple["ParsedChunk", "cst.CSTNode"]
 

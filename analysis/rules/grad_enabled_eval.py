@@ -56,6 +56,16 @@ outside any loop counts too when the helper is called inside the loop of a funct
 in this file or another (`self.write_preview(epoch)` once per epoch, a sample grid saved as an image), and its
 graph dies in the helper.
 
+A helper that runs a model it is handed in a loop (`decode_batches(model, batches)`, whatever its name) is reported
+at its `def`, as a warning, when every call of it in this file hands it a model the caller switched to eval just
+before, with grad on, in code that trains nothing: the helper's loop is where the grad mode belongs. The models
+may sit in a container (`self.nets[name].eval()` for each name): calling another of its elements is a forward.
+A script that trains at its module level and then runs a test loop there is reported too when no later statement
+(nor any function, which runs later) reads what the loop leaves. A whole module that `torch.load` gives back
+(`torch.save(model)` saved it) is a model when a program that trains nothing calls it in a loop. Code written
+before PyTorch 0.4 turned the graph off with `Variable(x, volatile=True)`: every computation fed from such a value
+runs as under `no_grad()`, and `Variable` alone is no sign that a program trains.
+
 A training step may also run a second model that nothing trains, with grad on: a distillation teacher,
 a preference trainer's reference model. When the file puts that model in eval mode (or its library
 returns it so, `from_pretrained`) and never back in training mode, no optimizer stepped there holds its
@@ -91,6 +101,7 @@ from trainlint.analysis.libraries import (
     MODEL_FORWARD_KEYWORDS,
     RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
+    UNPICKLES_OBJECT,
     ModeFact,
     call_fact,
 )
@@ -103,7 +114,7 @@ from trainlint.analysis.patterns import (
     name_words,
     smoke_test_forward,
 )
-from trainlint.analysis.torchapi import is_optimizer_class, is_parameterless_layer
+from trainlint.analysis.torchapi import VARIABLE_WRAPPERS, is_optimizer_class, is_parameterless_layer
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
@@ -185,6 +196,8 @@ class GradEnabledEval(Rule):
         if not reported:
             reported = self._check_unused_graph(ctx, scope)
         if not reported:
+            reported = self._check_helper_of_evaluations(ctx, scope)
+        if not reported:
             reported = self._check_pass_per_step(ctx, scope)
         if not reported:
             reported = self._check_unstepped_model(ctx, scope)
@@ -251,6 +264,64 @@ class GradEnabledEval(Rule):
             return True
         return False
 
+    # ------------------------------------------------------------------ (d'') a loop its callers run as evaluation
+    def _check_helper_of_evaluations(self, ctx, scope: ScopeAnalysis) -> bool:
+        """A helper that runs a model it is handed in a loop (``parse_sentences(batches, model)``, whatever its
+        name), where every call in this file hands it a model the caller switched to eval just before, with grad
+        on, in a caller that trains nothing: each caller is an inference pass, and the helper is where the grad
+        mode belongs (its loop is the one that records a graph per batch). A caller that some call runs under
+        ``no_grad()``, or a helper that turns grad off itself, trains, or is handed around, is left alone."""
+        info = scope.function
+        module = ctx.module
+        if info is None or not scope.loops or _framework_hook(ctx, info) or _test_function(info) or any(
+            not _neutral(d, scope) for d in info.node.decorators
+        ):
+            return False
+        if info.owner is not None and ctx.summary.is_module_class(info.owner):
+            return False  # a model's own method: its caller decides the grad mode
+        parameters = {param.name.value for param in info.node.params.params}
+        loop_calls = [
+            call for call in scope.calls()
+            if call.context.loops and call.context.grad_off is None and call.receiver_key in parameters
+        ]
+        if not loop_calls:
+            return False
+        calls = list(calls_in(scope, None))
+        if _grad_off_anywhere(scope, calls) or _trains(calls) or _grad_disabled_globally(module) or _passed_around(module, info):
+            return False
+        sites = _call_sites(module, info)
+        if not sites:
+            return False
+        for forward in loop_calls:
+            key = forward.receiver_key
+            assert key is not None, "chosen by its receiver's name"
+            if not (_is_model_forward(forward, {key}) or _switched_model_method(ctx, forward, {key})):
+                continue
+            switches = [_evaluated_before(ctx, site, info, key) for site in sites]
+            if not all(switches):
+                return False
+            unknown = _unknown_model_method(ctx, forward)
+            text = _text(forward)
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph on every pass")]
+            for site, switch in list(zip(sites, switches))[:2]:
+                assert switch is not None, "every call was checked"
+                evidence.append(((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"))
+                evidence.append(((site.chunk, site.node), f"`{_text(site)}` runs it with grad enabled and trains nothing"))
+            calls_here = "its only call in this file hands" if len(sites) == 1 else f"all {len(sites)} of its calls in this file hand"
+            ctx.report(
+                info.node.name,
+                f"`{info.qualified_name}()` runs `{text}` in a loop with autograd on, and {calls_here} it a model "
+                "switched to eval, with grad enabled, from code that trains nothing: an inference pass whose every "
+                "batch records a graph and keeps its activations for nothing"
+                + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else ""),
+                evidence=evidence, severity=Severity.WARNING,
+                help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
+                # unsafe: what it returns no longer says `requires_grad`, which a caller elsewhere could read
+                fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, info.node)], safe=False),
+            )
+            return True
+        return False
+
     # ------------------------------------------------------------------ (c) one function for both
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
         """``run_epoch(model, loader, optimizer=None)`` used for training and, without an optimizer, for
@@ -302,7 +373,8 @@ class GradEnabledEval(Rule):
             return False
         if any(call.scope is not scope for call in forwards):
             with_grad = _reached_with_grad(scope)
-            forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad]
+            inner = _reached_through_evaluation(ctx, scope, eval_calls)
+            forwards = [call for call in forwards if call.scope is scope or id(call) in with_grad and id(call) not in inner]
         if forwards:
             decorated = _decorated_reach(ctx, calls)
             forwards = [call for call in forwards if call.scope not in decorated]
@@ -536,13 +608,14 @@ class GradEnabledEval(Rule):
         training = next((call for call in calls if is_optimizer_step(call)), None)
         if training is None and any(is_backward(call) for call in calls):
             return False  # gradients for an attack, a saliency map, test-time adaptation: grad is managed on purpose
-        if info is None and (module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls())):
-            return False  # a later statement of the script may backward what this one leaves in its names
+        # a script that trains elsewhere (a test loop after the training loop): no later statement may read what this
+        # one leaves in its names, as a later backward could go through it
+        script_trains = info is None and _trains_anywhere(module)
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
             dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
-            if dropped is not None and info is None and _read_elsewhere(module, scope.chunk, dropped.names):
+            if dropped is not None and info is None and _read_later(module, scope.chunk, dropped.names):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
             if dropped is not None and _collected_detached(scope, forward, dropped):
                 continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
@@ -554,7 +627,7 @@ class GradEnabledEval(Rule):
                 unknown = (forward, dropped)
         # after the forwards whose graph is dropped in sight (an error): a pass of a program that trains nothing is
         # a warning whatever its output feeds
-        if training is None and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
+        if training is None and not script_trains and (found := _inference_program_pass(ctx, scope, frozen)) is not None:
             self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
             return True
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
@@ -626,7 +699,12 @@ class GradEnabledEval(Rule):
         *, program: bool = False,
     ) -> None:
         info = scope.function
-        where = f"`{info.qualified_name}()`" if info is not None else "this statement, and nothing in the file runs a backward"
+        if info is not None:
+            where = f"`{info.qualified_name}()`"
+        elif _trains_anywhere(ctx.module):
+            where = "this statement, and no later statement of the script reads what it leaves"
+        else:
+            where = "this statement, and nothing in the file runs a backward"
         loop = forward.context.loops[-1]
         if isinstance(loop.node, cst.For):
             named = f"the loop over `{quoted(scope.chunk, loop.node.iter)}`"
@@ -1053,6 +1131,8 @@ def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
         if isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail):
             return False  # `nn.CosineSimilarity()(a, b)` records a graph only if `a` or `b` came from a forward
         return call.method is None or "forward" in name_words(call.method)
+    if call.method is None and _element_of(call.node.func) in switched - {None}:
+        return True
     return call.method is None and (call.receiver_key or call.callee) in switched - {None} or _forward_by_keyword(call)
 
 
@@ -1106,6 +1186,50 @@ def _reached_with_grad(scope: ScopeAnalysis) -> set[int]:
     return {
         id(event) for event, chain in ordered_events(scope, None)
         if isinstance(event, CallEvent) and all(link.context.grad_off is None for link in chain)
+    }
+
+
+def _evaluated_before(ctx: RuleContext, site: CallEvent, helper, parameter: str) -> CallEvent | None:
+    """The ``model.eval()`` with which the caller at ``site`` switched the model it hands to ``helper``'s
+    ``parameter`` to inference, when the call runs with grad on in a caller that trains nothing and that no
+    call in this file runs under ``no_grad()``."""
+    passed = _argument_for(site, helper, parameter)
+    name = dotted(passed) if passed is not None else None
+    caller = site.scope
+    if name is None or site.context.grad_off is not None:
+        return None
+    calls = list(calls_in(caller, None))
+    if _trains(calls) or _grad_off_anywhere(caller, calls):
+        return None
+    if caller.function is not None and (
+        _framework_hook(ctx, caller.function)
+        or any(call.context.grad_off is not None for call in _call_sites(ctx.module, caller.function))
+        or _only_called_without_grad(ctx, caller.function)
+    ):
+        return None
+    line = site.chunk.line_of(site.node)
+    return next(
+        (
+            call for call in caller.calls()
+            if _is_mode_switch(call) and _mode(call) == "eval" and _switched_model(call) == name
+            and call.chunk is site.chunk and call.chunk.line_of(call.node) < line
+        ),
+        None,
+    )
+
+
+def _reached_through_evaluation(ctx: RuleContext, scope: ScopeAnalysis, eval_calls: list[CallEvent]) -> set[int]:
+    """The calls the function reaches through a helper of this file that looks like an evaluation pass and
+    switches the model to eval itself (``self._eval_epoch()`` called by ``_check_eval_interval``): that helper
+    reports them, once."""
+    switching = {id(call.scope.function) for call in eval_calls if call.scope is not scope and call.scope.function is not None}
+    return {
+        id(event) for event, chain in ordered_events(scope, None)
+        if isinstance(event, CallEvent) and any(
+            link.function is not None and id(link.function) in switching and is_eval_name(link.function.name)
+            and not ctx.in_another_file(link.function.chunk)
+            for link in chain
+        )
     }
 
 
@@ -1334,10 +1458,11 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
         return None
     if info is not None and not _run_by_this_file(module, info, set()):
         return None
-    if info is None:  # a script's model is switched by another top-level statement
+    if info is None:  # a script's model is switched (or loaded) by another top-level statement
         switched = module.module_fact("TL102 switched to eval at module level", _switched_at_module_level)
+        switched |= module.module_fact("TL102 unpickled at module level", _unpickled_at_module_level)
     else:
-        switched = _switched_to_eval(scope.calls())
+        switched = _switched_to_eval(scope.calls()) | _unpickled(scope.calls())
     for call in scope.calls():
         if not call.context.loops or call.context.grad_off is not None or call.receiver_key in frozen:
             continue
@@ -1361,6 +1486,28 @@ def _switched_to_eval(calls) -> frozenset[str]:
     return frozenset(key for call in calls if _is_mode_switch(call) and _mode(call) == "eval" and (key := _switched_model(call)))
 
 
+def _unpickled(calls) -> frozenset[str]:
+    """The names bound to what ``torch.load`` returns (``model = torch.load(path).cuda()``): called with inputs, such
+    an object is a whole module saved by ``torch.save(model)`` (``UNPICKLES_OBJECT``), whose call runs its forward."""
+    names = set()
+    for call in calls:
+        statement = call.statement
+        if call_fact(call.callee, UNPICKLES_OBJECT) is None or not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+            continue
+        value = statement.value
+        while value is not call.node and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and (
+            value.func.attr.value in _MODULE_OWN_METHODS
+        ):
+            value = value.func.value  # `.cuda()`, `.to(device)`, `.eval()` give the module back
+        if value is call.node and (name := dotted(statement.targets[0].target)) is not None:
+            names.add(name)
+    return frozenset(names)
+
+
+def _unpickled_at_module_level(module: ModuleView) -> frozenset[str]:
+    return _unpickled(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
+
+
 def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
     return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
 
@@ -1371,10 +1518,17 @@ def _program_trains(module: ModuleView) -> bool:
     if _trains_anywhere(module):
         return True
     return any(
-        _trains([call]) or (call.callee or "").startswith("torch.autograd.") or _handles_an_optimizer(call)
+        _trains([call]) or _asks_autograd(call) or _handles_an_optimizer(call)
         for scope in module.all_scopes if scope.function is None
         for call in calls_in(scope, None)
     )
+
+
+def _asks_autograd(call: CallEvent) -> bool:
+    """A call of ``torch.autograd`` (``grad``, ``backward``, a ``Function``), not its ``Variable`` wrapper, which
+    has only wrapped a tensor (old code wraps every input in it)."""
+    callee = call.callee or ""
+    return callee.startswith("torch.autograd.") and callee not in VARIABLE_WRAPPERS
 
 
 def _handles_an_optimizer(call: CallEvent) -> bool:
@@ -1437,7 +1591,19 @@ def _switched_model(event: CallEvent) -> str | None:
     statement = event.statement
     if event.receiver_key is None and isinstance(statement, cst.Assign) and statement.value is event.node and len(statement.targets) == 1:
         return dotted(statement.targets[0].target)
+    if event.receiver_key is None and isinstance(event.node.func, cst.Attribute):
+        return _element_of(event.node.func.value)
     return event.receiver_key
+
+
+def _element_of(expression: cst.BaseExpression) -> str | None:
+    """``self.model[key]`` as ``self.model[]``: an element of a container of modules (a GAN trainer's
+    ``self.model["generator"]``). Switching one element to eval (``for key in self.model: self.model[key].eval()``)
+    says the container holds modules, so calling another of its elements is a forward too."""
+    if not isinstance(expression, cst.Subscript):
+        return None
+    base = dotted(expression.value)
+    return f"{base}[]" if base is not None else None
 
 
 def _decorate(ctx: RuleContext, node: cst.FunctionDef) -> TextEdit | None:
@@ -1925,11 +2091,20 @@ def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) 
     )
 
 
-def _read_elsewhere(module: ModuleView, chunk: ParsedChunk, names: frozenset[str]) -> bool:
-    """Whether another top-level statement of the module uses one of ``names`` (each statement's names
-    are kept with its tree: an edit re-reads only the statements it changed)."""
+def _read_later(module: ModuleView, chunk: ParsedChunk, names: frozenset[str]) -> bool:
+    """Whether a top-level statement that may run after ``chunk`` uses one of ``names``: a later statement, or a
+    function or class defined anywhere (called later, it reads the module's names then). An earlier statement of
+    the script has run by the time ``chunk`` runs."""
     wanted = set(names)
-    return any(other is not chunk and other.refers_to_any(wanted) for other in module.chunks)
+    return any(
+        other is not chunk and (other.index > chunk.index or _defines(other)) and other.refers_to_any(wanted)
+        for other in module.chunks
+    )
+
+
+def _defines(chunk: ParsedChunk) -> bool:
+    tree = chunk.module
+    return tree is None or any(isinstance(statement, (cst.FunctionDef, cst.ClassDef)) for statement in tree.body)
 
 
 # The stores that keep one item per pass in a container (flow's StoreEvent kinds), as TL101's fix writes them.
@@ -4478,9 +4653,262 @@ GradEnabledEval.MUST_FIRE = (
         severity=Severity.WARNING,
         at="loss = criterion(images, student(images), labels)",
     ),
+    Fires(  # PyTorch 0.3: the test loop after training wraps its batches without `volatile=True`
+        """
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+
+        from data import mnist_loaders
+
+        train_loader, test_loader = mnist_loaders(batch_size=100)
+        net = nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.001)
+
+        for epoch in range(5):
+            for images, labels in train_loader:
+                images = Variable(images.view(-1, 784))
+                optimizer.zero_grad()
+                loss = criterion(net(images), Variable(labels))
+                loss.backward()
+                optimizer.step()
+
+        correct = 0
+        for images, labels in test_loader:
+            images = Variable(images.view(-1, 784))
+            _, predicted = torch.max(net(images).data, 1)
+            correct += (predicted.cpu() == labels).sum()
+        print("accuracy: %d %%" % (100 * correct / len(test_loader.dataset)))
+        """,
+        fixed="""
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+
+        from data import mnist_loaders
+
+        train_loader, test_loader = mnist_loaders(batch_size=100)
+        net = nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.001)
+
+        for epoch in range(5):
+            for images, labels in train_loader:
+                images = Variable(images.view(-1, 784))
+                optimizer.zero_grad()
+                loss = criterion(net(images), Variable(labels))
+                loss.backward()
+                optimizer.step()
+
+        correct = 0
+        for images, labels in test_loader:
+            images = Variable(images.view(-1, 784))
+            with torch.no_grad():
+                _, predicted = torch.max(net(images).data, 1)
+            correct += (predicted.cpu() == labels).sum()
+        print("accuracy: %d %%" % (100 * correct / len(test_loader.dataset)))
+        """,
+        unsafe=True,
+        at="_, predicted = torch.max(net(images).data, 1)",
+    ),
+    Fires(  # a decoding loop whatever its name: every caller hands it a tagger switched to eval, with grad on
+        """
+        import torch
+
+        from tagging.io import read_sentences, write_tags
+
+
+        def tag_in_batches(tagger, sentences, batch_size=32):
+            tags = []
+            for start in range(0, len(sentences), batch_size):
+                scores = tagger.score(sentences[start:start + batch_size])
+                tags.extend(scores.argmax(-1).tolist())
+            return tags
+
+
+        def tag_file(tagger, path, out_path):
+            tagger.eval()
+            write_tags(out_path, tag_in_batches(tagger, read_sentences(path)))
+
+
+        def tag_stdin(tagger, lines):
+            tagger.eval()
+            return tag_in_batches(tagger, [line.split() for line in lines])
+        """,
+        fixed="""
+        import torch
+
+        from tagging.io import read_sentences, write_tags
+
+
+        @torch.no_grad()
+        def tag_in_batches(tagger, sentences, batch_size=32):
+            tags = []
+            for start in range(0, len(sentences), batch_size):
+                scores = tagger.score(sentences[start:start + batch_size])
+                tags.extend(scores.argmax(-1).tolist())
+            return tags
+
+
+        def tag_file(tagger, path, out_path):
+            tagger.eval()
+            write_tags(out_path, tag_in_batches(tagger, read_sentences(path)))
+
+
+        def tag_stdin(tagger, lines):
+            tagger.eval()
+            return tag_in_batches(tagger, [line.split() for line in lines])
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+        at="def tag_in_batches(tagger, sentences, batch_size=32):",
+    ),
+    Fires(  # the networks live in a dict: switching each entry to eval says the dict holds modules
+        """
+        import torch
+
+
+        class GanTrainer:
+            def __init__(self, nets, optimizers, loaders, criterion):
+                self.nets = nets
+                self.optimizers = optimizers
+                self.loaders = loaders
+                self.criterion = criterion
+
+            def _step(self, batch):
+                noise, real = batch
+                fake = self.nets["generator"](noise)
+                loss = self.criterion(self.nets["critic"](fake), torch.ones(len(real)))
+                self.optimizers["generator"].zero_grad()
+                loss.backward()
+                self.optimizers["generator"].step()
+
+            def _valid_step(self, batch):
+                noise, real = batch
+                fake = self.nets["generator"](noise)
+                return self.criterion(self.nets["critic"](fake), torch.ones(len(real))).item()
+
+            def _valid_epoch(self):
+                for name in self.nets:
+                    self.nets[name].eval()
+                total = 0.0
+                for batch in self.loaders["valid"]:
+                    total += self._valid_step(batch)
+                for name in self.nets:
+                    self.nets[name].train()
+                return total
+
+            def run(self, epochs):
+                for epoch in range(epochs):
+                    for batch in self.loaders["train"]:
+                        self._step(batch)
+                    print(epoch, self._valid_epoch())
+        """,
+        fixed="""
+        import torch
+
+
+        class GanTrainer:
+            def __init__(self, nets, optimizers, loaders, criterion):
+                self.nets = nets
+                self.optimizers = optimizers
+                self.loaders = loaders
+                self.criterion = criterion
+
+            def _step(self, batch):
+                noise, real = batch
+                fake = self.nets["generator"](noise)
+                loss = self.criterion(self.nets["critic"](fake), torch.ones(len(real)))
+                self.optimizers["generator"].zero_grad()
+                loss.backward()
+                self.optimizers["generator"].step()
+
+            def _valid_step(self, batch):
+                noise, real = batch
+                fake = self.nets["generator"](noise)
+                return self.criterion(self.nets["critic"](fake), torch.ones(len(real))).item()
+
+            @torch.no_grad()
+            def _valid_epoch(self):
+                for name in self.nets:
+                    self.nets[name].eval()
+                total = 0.0
+                for batch in self.loaders["valid"]:
+                    total += self._valid_step(batch)
+                for name in self.nets:
+                    self.nets[name].train()
+                return total
+
+            def run(self, epochs):
+                for epoch in range(epochs):
+                    for batch in self.loaders["train"]:
+                        self._step(batch)
+                    print(epoch, self._valid_epoch())
+        """,
+        at="def _valid_epoch(self):",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # PyTorch 0.3: a volatile input records no graph, in every computation made from it
+        """
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+
+        from data import mnist_loaders
+
+        train_loader, test_loader = mnist_loaders(batch_size=100)
+        net = nn.Sequential(nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+        criterion = nn.CrossEntropyLoss()
+        optimizer = torch.optim.Adam(net.parameters(), lr=0.001)
+
+        for epoch in range(5):
+            for images, labels in train_loader:
+                images = Variable(images.view(-1, 784))
+                optimizer.zero_grad()
+                loss = criterion(net(images), Variable(labels))
+                loss.backward()
+                optimizer.step()
+
+        correct = 0
+        for images, labels in test_loader:
+            images = Variable(images.view(-1, 784), volatile=True)
+            _, predicted = torch.max(net(images).data, 1)
+            correct += (predicted.cpu() == labels).sum()
+        print("accuracy: %d %%" % (100 * correct / len(test_loader.dataset)))
+        """,
+    ),
+    Quiet(  # the decoding loop's one caller runs it under no_grad(): the caller chose where grad is off
+        """
+        import torch
+
+
+        def logits_in_batches(classifier, inputs, batch_size=64):
+            chunks = []
+            for start in range(0, len(inputs), batch_size):
+                chunks.append(classifier(inputs[start:start + batch_size]))
+            return torch.cat(chunks)
+
+
+        def fit_temperature(classifier, inputs, labels):
+            classifier.eval()
+            with torch.no_grad():
+                logits = logits_in_batches(classifier, inputs)
+            temperature = torch.ones(1, requires_grad=True)
+            optimizer = torch.optim.LBFGS([temperature], lr=0.01)
+
+            def closure():
+                optimizer.zero_grad()
+                loss = torch.nn.functional.cross_entropy(logits / temperature, labels)
+                loss.backward()
+                return loss
+
+            optimizer.step(closure)
+            return temperature.item()
+        """,
+    ),
     Quiet(  # one class of the table is no nn.Module: what the table builds is not known to be a model
         """
         import numpy as np
