@@ -146,7 +146,9 @@ def _read_elsewhere(summary: ModuleSummary, name: str, read: Callable[[ModuleAna
 
 def _imports(workspace: Workspace, summary: ModuleSummary, target: Path) -> bool:
     """Whether one of the file's imports leads to ``target``: ``import utils``, ``from .predict import
-    Predictor``, or a name a package's ``__init__`` re-exports from it."""
+    Predictor``, ``from utils import *``, or a name a package's ``__init__`` re-exports from it."""
+    if any(workspace.find_module(summary.path, star) == str(target) for star in summary.stars):
+        return True
     for imported in summary.imports.values():
         module_name, _, _ = imported.rpartition(".")
         for candidate in (imported, module_name):

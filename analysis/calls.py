@@ -328,7 +328,9 @@ def _training_object_result(scope: ScopeAnalysis, event: CallEvent, callee: str,
         wrapped = args[0] if args else UNKNOWN
         return Value({MODEL, DDP}, site=site, note=f"`{_short(scope, event)}`", detail=wrapped.detail)
     if callee in {"deepspeed.initialize"}:
-        engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{_short(scope, event)}`")
+        # the engine runs the forward of the module it is given (`model=`, or the second positional argument)
+        wrapped = event.kwargs.get("model") or (args[1] if len(args) > 1 else UNKNOWN)
+        engine = Value({MODEL, ENGINE, DDP}, site=site, note=f"`{_short(scope, event)}`", detail=wrapped.detail)
         return Value({MODEL, ENGINE}, items=(engine, Value((OPTIMIZER, ENGINE)), Value((LOADER, SHARDED)), UNKNOWN))
     if head == "Accelerator" and callee.startswith("accelerate"):
         return Value((ACCELERATOR,), site=site, note=f"`{_short(scope, event)}`")

@@ -816,10 +816,9 @@ class ScopeAnalysis:
                 receiver_key = func.value
             else:
                 callee = self.canonical(func.value)
-                function = self.local_functions.get(func.value) or (
-                    self.summary.functions.get(func.value) if "." not in callee or callee == func.value
-                    else self.summary.imported_function(func.value)
-                )
+                function = self.local_functions.get(func.value) or (  # a bare name: this file's, or a star import's
+                    self.summary.functions.get(func.value) if "." not in callee or callee == func.value else None
+                ) or self.summary.imported_function(func.value)
         else:
             receiver = self.evaluate(func, context)
         args: list[Value] = []

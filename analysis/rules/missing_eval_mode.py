@@ -13,7 +13,8 @@ the file backwards): scoring, sampling an image grid, extracting features for a 
 loop over held-out data (`val_loader`, `testloader`) is one too, and so, in a file that trains, is a loop over
 held-out data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
 to where it is known: an evaluation function handed the model straight from the function that trains it
-(`net.train()`, or a backwarded forward, and no `.eval()` there); a class that puts its model in training
+(`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
+`do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs); a class that puts its model in training
 mode in one method and runs it in an inference pass that never
 switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. A model the file builds and never trains (a distillation
@@ -35,7 +36,8 @@ is handed has the layers of what its constructions or calls pass, in this file o
 script, `train(model, ...)` with a model the project's factory built), and a module's own inference method that the
 project's loader (`get_model`: built, given its weights, returned without `.eval()`) hands out runs in training mode:
 warnings, with the construction or call as evidence. The layers are read from
-the model's class, in whichever workspace file defines it, or from what a library documents for what
+the model's class, in whichever workspace file defines it (a workspace copy of a library class built by its
+`from_pretrained` too, which returns eval mode unless its factory shows no `.eval()`), or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
 
@@ -100,6 +102,8 @@ _HELD_OUT_WORD = re.compile(r"(?:val|valid|validation|test|testing|eval|evaluati
 # Methods only a module has (`self.model.parameters()`): what shows an attribute holds one.
 _MODULE_USES = frozenset({"parameters", "named_parameters", "state_dict", "load_state_dict", "modules", "children", "zero_grad", "to", "cuda"})
 _MODE_LAYERS = re.compile(r"Dropout|BatchNorm|dropout\(|batch_norm\(")
+# Class methods that build a model and load its weights (`from_pretrained`): named as the libraries name them.
+_FACTORY_METHODS = frozenset({"from_pretrained", "from_single_file", "from_config"})
 
 
 class MissingEvalMode(Rule):
@@ -192,6 +196,10 @@ class MissingEvalMode(Rule):
             layers = _layers_of(ctx.summary, value, ctx.module)
             if layers is None or _switched_to_eval_named(ctx.module, text):
                 continue
+            if text is not None and not _in_training_step(call) and _trains_and_keeps_training(ctx.module, call, text, value):
+                continue  # handed over straight from training: reported on the pass itself (_check_handed_from_training)
+            if text is not None and any(_still_in_eval_mode(ctx, [loaded], text) for loaded in (value, *_bound_values(scope, text))):
+                continue
             ctx.report(
                 call.node,
                 f"`{shortened(scope.chunk.code_for(call.node), 50)}` evaluates `{text}` in training mode: neither this file nor "
@@ -224,23 +232,29 @@ class MissingEvalMode(Rule):
             why = None if _rebound(scope, key) else _inference_pass(ctx, scope, forward)
             if why is None:
                 continue
-            for outer in ctx.module.calls_of(function):
+            # the callers in this file, then (the file's own pass being known) those of the workspace's other files
+            here = [(ctx.module, outer) for outer in ctx.module.calls_of(function)]
+            for module, outer in (*here, *callers_elsewhere(ctx.summary, function, lambda module, call: (module, call))):
                 passed = _passed_for(outer, function, key)
-                if passed is None or passed[1] is None or not _trains_and_keeps_training(ctx.module, outer, passed[1], passed[0]):
+                if passed is None or passed[1] is None or not _trains_and_keeps_training(module, outer, passed[1], passed[0]):
                     continue
                 if _in_training_step(outer):
                     continue  # part of the step that trains it (an action to take, targets): its mode may be wanted
                 value, text = passed
                 assert text is not None, "a call whose argument has no text was skipped above"
-                layers = _layers_of(ctx.summary, value, ctx.module)
+                layers = next((found for bound in (value, *_bound_values(outer.scope, text))
+                               if (found := _layers_of(module.summary, bound, module)) is not None), None)
                 passed_in = None
-                if layers is None and _kind_unknown(value) and outer.scope.function is not None and text in outer.scope.params:
+                if layers is None and _kind_unknown(value) and module is ctx.module and outer.scope.function is not None \
+                        and text in outer.scope.params:
                     layers, passed_in = _layers_from_callers(ctx, outer.scope.function, text) or (None, None)
                     if layers is None and _known_without_layers(_passed_to_function(ctx, outer.scope.function, text)):
                         continue  # every caller hands it a model known to have no such layers
                 if layers is None and not _kind_unknown(value):
                     continue  # a model known to have no such layers
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
+                if module is not ctx.module:
+                    caller = f"{caller}` in `{os.path.basename(module.path)}"
                 ctx.report(
                     forward.node,
                     f"`{function.name}` runs `{key}` without switching it to eval mode, and `{caller}` hands it over "
@@ -470,38 +484,46 @@ class MissingEvalMode(Rule):
 
     def _check_whole_module_restored(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``model = torch.load(path)`` in a function that then runs ``model`` without grad, trains nothing and switches
-        nothing to eval mode (a prediction script's ``main``, a serving entry point): a whole module comes back in the
-        mode it was saved in, training mode for one its training loop saved, so the inference may run with dropout on
-        and batch-norm normalising with each batch's statistics. What layers it has is not in the code: a note."""
-        if scope.function is None:
-            return
+        nothing to eval mode (a prediction script's ``main``, a serving entry point), or in a script's statements that
+        run it afterwards: a whole module comes back in the mode it was saved in, training mode for one its training
+        loop saved, so the inference may run with dropout on and batch-norm normalising with each batch's statistics.
+        In a file that backwards nothing a run with grad on is an inference too (code older than ``no_grad``, or that
+        forgot it), when the function keeps none of its graph. What layers it has is not in the code: a note."""
         restored = [(event, event.targets[0]) for event in scope.events if isinstance(event, AssignEvent)
                     and len(event.targets) == 1 and "." not in event.targets[0] and isinstance(event.value_node, cst.Call)
                     and _restores_whole_module(ctx.summary, event.value_node) is not None]
         if not restored:
             return
-        calls = list(scope.calls())
-        if _trains(scope):
-            return
+        if scope.function is not None:
+            if _trains(scope):
+                return
+            calls = list(scope.calls())
+        elif ctx.module.backward_calls:
+            return  # a script that trains: what it restores may be trained on
+        else:
+            # a script's statements are scopes of their own: the restoring statement and the ones after it
+            line = restored[0][0].chunk.line_of(restored[0][0].node)
+            calls = [call for call in ctx.module.all_calls() if call.scope.function is None and call.chunk.line_of(call.node) >= line]
         for event, key in restored:
             if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls) or _rebound_twice(scope, key):
                 continue
-            run = next((call for call in calls if call.context.grad_off is not None and _runs_named(ctx, call, key)), None)
+            run = next((call for call in calls if _run_for_inference(ctx, call) and _runs_named(ctx, call, key)), None)
             if run is None or _switched_to_eval_named(ctx.module, key):
                 continue
             grad_off = run.context.grad_off
-            assert grad_off is not None, "the run was picked for running without grad"
+            how = "without grad" if grad_off is not None else "in a file that trains nothing"
+            ran = ((run.chunk, grad_off), "the inference runs without grad from here") if grad_off is not None \
+                else ((run.chunk, run.node), "the inference runs here, its result feeding no backward")
+            here = run.chunk is scope.chunk  # a script's later statement is another chunk: reported where it is restored
             ctx.report(
-                run.node,
-                f"`{key}` is a whole module restored by `torch.load` (line {event.chunk.line_of(event.node)}) and run without "
-                f"grad, for inference, while nothing switches it to eval mode: it runs in the mode it was saved in, training "
+                run.node if here else event.node,
+                f"`{key}` is a whole module restored by `torch.load` (line {event.chunk.line_of(event.node)}) and run {how}, "
+                f"for inference, while nothing switches it to eval mode: it runs in the mode it was saved in, training "
                 f"mode for a module its training loop saved.{_with_its_layers(key, None)} outputs are computed with dropout "
                 "on and batch-norm normalising with the statistics of each batch",
                 severity=Severity.NOTE,
-                evidence=[
-                    ((event.chunk, event.node), "the whole module is restored here, in the mode it was saved in"),
-                    ((run.chunk, grad_off), "the inference runs without grad from here"),
-                ],
+                evidence=[((event.chunk, event.node), "the whole module is restored here, in the mode it was saved in"), ran]
+                if here else [ran],
                 help=f"call `{key}.eval()` after loading it",
             )
             return
@@ -683,12 +705,43 @@ def _loaded_in_eval_mode(ctx, scope: ScopeAnalysis, call: CallEvent) -> bool:
     values = [call.receiver]
     if call.receiver.detail is None and scope.function is not None and call.receiver_key in scope.params:
         values = [value for _, value in ctx.module.arguments_for(scope.function, call.receiver_key) or []]
-    if not values or not all(library_model_facts(value)[0] is not None for value in values):
+    return _still_in_eval_mode(ctx, values, call.receiver_key or "")
+
+
+def _bound_values(scope: ScopeAnalysis, name: str) -> list[Value]:
+    """What the function binds ``name`` to: a wrapper (``deepspeed.initialize``, DDP) rebinds the model it wraps, whose
+    layers and mode it keeps, so each binding tells what the model is."""
+    return [event.value for event in scope.events if isinstance(event, AssignEvent) and name in event.targets]
+
+
+def _still_in_eval_mode(ctx, values: list[Value], key: str) -> bool:
+    """Every value is a model its loader returned in eval mode (``from_pretrained``: a library's, or the workspace's
+    own copy of one unless its factory shows no ``.eval()``) and nothing in the file switches ``key`` to training mode."""
+    if not values or not all(library_model_facts(value)[0] is not None or _factory_in_eval_mode(ctx.summary, value) for value in values):
         return False
-    key = (call.receiver_key or "").rpartition(".")[2]
+    key = key.rpartition(".")[2]
     return not any(
         other.method == "train" and (other.receiver_key or "").rpartition(".")[2] == key for other in ctx.module.all_calls()
     )
+
+
+def _factory_in_eval_mode(summary, value: Value) -> bool:
+    """A workspace class's factory (``from_pretrained``) built the model: it returns it in eval mode when the factory
+    the class defines or inherits in the workspace calls ``.eval()``, or when the class inherits it from a library."""
+    if not isinstance(value.detail, str) or value.site is None or not isinstance(value.site[1], cst.Call):
+        return False
+    built = value.site[1].func
+    method = built.attr.value if isinstance(built, cst.Attribute) else None
+    info = _workspace_class(summary, value.detail) if method in _FACTORY_METHODS else None
+    for _ in range(6):
+        if info is None:
+            return method in _FACTORY_METHODS  # inherited from a library: `from_pretrained` returns eval mode there
+        factory = info.methods.get(method or "")
+        if factory is not None:
+            return ".eval()" in info.chunk.code_for(factory.node)
+        home = info.home or summary
+        info = next((found for base in info.bases if (found := home.local_class(home.canonical(base))) is not None), None)
+    return False
 
 
 def _sets_train_mode(call: CallEvent) -> bool:
@@ -750,6 +803,16 @@ def _forward_or_helper_forward(ctx: RuleContext, call: CallEvent, key: str, dept
                for arg in other.arg_nodes if not arg.star for name in parameters if other.function is not None)
         for other in inner.calls()
     )
+
+
+def _run_for_inference(ctx: RuleContext, call: CallEvent) -> bool:
+    """The call runs without grad, or in a file that backwards nothing, where the function making it keeps none
+    of its graph (a script's statements keep nothing for a backward that never comes)."""
+    if call.context.grad_off is not None:
+        return True
+    if ctx.module.backward_calls:
+        return False
+    return call.scope.function is None or not graph_kept(call.scope, call.node)
 
 
 def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
@@ -1167,11 +1230,21 @@ def _returned_into_backward(ctx: RuleContext, scope: ScopeAnalysis, forward: Cal
 
 def _in_training_step(call: CallEvent) -> bool:
     """``call`` runs in the same loop iteration as a backward (its innermost loop backwards directly, not in a
-    nested loop): part of a training step, like an action the trained policy takes or targets it makes."""
+    nested loop): part of a training step, like an action the trained policy takes or targets it makes. A call
+    under a test of the step count (``if step % args.eval_step == 0``) runs every N steps beside the training
+    step, not as a part of it: a periodic evaluation."""
     if not call.context.loops:
         return False
     loop = call.context.loops[-1]
+    if any(_counts_steps(condition.test) for condition in call.context.conditions_inside(loop)):
+        return False
     return any(is_backward(other) and other.context.loops and other.context.loops[-1] is loop for other in call.scope.calls())
+
+
+def _counts_steps(test: cst.BaseExpression | None) -> bool:
+    """A test of a count modulo a period (``step % 100 == 0``, ``(i + 1) % args.log_interval``), in any part of it."""
+    return test is not None and any(isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+                                    for node in walk(test))
 
 
 def _runs_training_loop(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
@@ -1263,12 +1336,29 @@ def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = Fa
         return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
     if isinstance(detail, str):
         _, layers = library_model_facts(value, module)
-        return (value.site, layers.says) if layers is not None else None
+        if layers is not None:
+            return (value.site, layers.says)
+        info = _workspace_class(summary, detail)
+        holder = _class_with_layers(info.home or summary, info, depth=0) if info is not None else None
+        if holder is not None:  # built by the class's own factory (`from_pretrained`), or wrapped by an engine
+            return ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers")
+        return None
     if isinstance(detail, tuple) and detail and detail[0] == "sequential" and value.site is not None:
         chunk, node = value.site
         if _MODE_LAYERS.search(chunk.code_for(node)):
             return (value.site, "this `nn.Sequential` has dropout or batch-norm layers")
     return None
+
+
+def _workspace_class(summary, detail: str) -> ClassInfo | None:
+    """The workspace class a model was built from by its own factory (``BertForSequenceClassification.from_pretrained``
+    of a copy of a library kept in the project), or None."""
+    head, _, method = detail.rpartition(".")
+    name = head if method in _FACTORY_METHODS else detail
+    if "." not in name:
+        return None
+    info = summary.local_class(name)
+    return info if info is not None and info.home is not None else None
 
 
 def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool = False) -> ClassInfo | None:
@@ -2788,6 +2878,70 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.WARNING,
         at="return self(tokens).argmax(-1).tolist()",
     ),
+    Fires(  # an evaluation helper in one file, called every N steps by a training loop of another (a star import)
+        """
+        import torch
+
+
+        def do_eval(model, eval_dataloader, device):
+            correct = total = 0
+            for batch in eval_dataloader:
+                batch = {key: value.to(device) for key, value in batch.items()}
+                predictions = model(**batch).logits.argmax(dim=-1)
+                correct += (predictions == batch["labels"]).sum().item()
+                total += batch["labels"].numel()
+            return correct / total
+        """,
+        files={
+            "run_glue.py": """
+                import deepspeed
+                from transformers import BertForSequenceClassification
+
+                from train import *
+
+
+                def main(args, train_dataloader, eval_dataloader, device):
+                    model = BertForSequenceClassification.from_pretrained(args.model_name_or_path, num_labels=2)
+                    model, optimizer, _, _ = deepspeed.initialize(args=args, model=model, model_parameters=model.parameters())
+                    for epoch in range(args.num_train_epochs):
+                        model.train()
+                        for step, batch in enumerate(train_dataloader):
+                            loss = model(**batch).loss
+                            model.backward(loss)
+                            model.step()
+                            if step % args.eval_step == 0:
+                                print(epoch, step, do_eval(model, eval_dataloader, device))
+            """,
+        },
+        severity=Severity.WARNING,
+        at='predictions = model(**batch).logits.argmax(dim=-1)',
+    ),
+    Fires(  # a sampling script restores the whole trained module and generates from it, in the mode it was saved in
+        """
+        import argparse
+
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--checkpoint", default="model.pt")
+        parser.add_argument("--words", type=int, default=1000)
+        args = parser.parse_args()
+
+        with open(args.checkpoint, "rb") as f:
+            model = torch.load(f, map_location="cpu")
+
+        hidden = model.init_hidden(1)
+        token = torch.randint(100, (1, 1))
+        with open("generated.txt", "w") as out:
+            for i in range(args.words):
+                output, hidden = model(token, hidden)
+                weights = output.squeeze().div(0.8).exp()
+                token.fill_(torch.multinomial(weights, 1)[0])
+                out.write(f"{token.item()} ")
+        """,
+        severity=Severity.NOTE,
+        at='model = torch.load(f, map_location="cpu")',
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -4032,5 +4186,89 @@ MissingEvalMode.MUST_NOT_FIRE = (
                 train(model, optimizer, train_loader, 100, "cuda", val_loader=val_loader)
             """,
         },
+    ),
+    Quiet(  # the training script switches the model to eval mode before the helper of another file scores it
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            correct = 0
+            for images, labels in loader:
+                correct += (model(images.to(device)).argmax(1) == labels.to(device)).sum().item()
+            return correct / len(loader.dataset)
+        """,
+        files={
+            "main.py": """
+                import torch
+                from torch import nn
+
+                from train import evaluate
+
+                model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Dropout(0.5), nn.Linear(256, 10)).cuda()
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                for epoch in range(10):
+                    model.train()
+                    for images, labels in train_loader:
+                        loss = nn.functional.cross_entropy(model(images.cuda()), labels.cuda())
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    model.eval()
+                    print(epoch, evaluate(model, val_loader, "cuda"))
+            """,
+        },
+    ),
+    Quiet(  # `from_pretrained` returns the model in eval mode, and nothing here trains it before the imported helper scores it
+        """
+        from transformers import AutoModelForSequenceClassification
+
+        from utils import evaluate
+
+
+        def main(val_loader, device):
+            model = AutoModelForSequenceClassification.from_pretrained("bert-base-uncased", num_labels=2).to(device)
+            print(evaluate(model, val_loader, device))
+        """,
+        files={
+            "utils.py": """
+                import torch
+
+
+                @torch.no_grad()
+                def evaluate(model, loader, device):
+                    correct = 0
+                    for batch in loader:
+                        batch = {key: value.to(device) for key, value in batch.items()}
+                        correct += (model(**batch).logits.argmax(-1) == batch["labels"]).sum().item()
+                    return correct / len(loader.dataset)
+            """,
+        },
+    ),
+    Quiet(  # the sampling script switches the restored module to eval mode before generating
+        """
+        import argparse
+
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--checkpoint", default="model.pt")
+        parser.add_argument("--words", type=int, default=1000)
+        args = parser.parse_args()
+
+        with open(args.checkpoint, "rb") as f:
+            model = torch.load(f, map_location="cpu")
+
+        model.eval()
+        hidden = model.init_hidden(1)
+        token = torch.randint(100, (1, 1))
+        with open("generated.txt", "w") as out:
+            for i in range(args.words):
+                output, hidden = model(token, hidden)
+                weights = output.squeeze().div(0.8).exp()
+                token.fill_(torch.multinomial(weights, 1)[0])
+                out.write(f"{token.item()} ")
+        """,
     ),
 )

@@ -157,7 +157,7 @@ class StuckEvalMode(Rule):
             if _parameters_frozen(scope, key) or not (handed or _optimized(ctx, scope, event)) or _frozen_by_its_class(ctx, forward):
                 continue
             if _may_switch_to_training(ctx, items, key, loaded[0]):
-                return
+                continue  # this model may be switched; another the loop trains (a second encoder) may not
             step = next(item for _, item, _ in in_loop if _is_training_step(item))
             site, mode, layers = loaded
             message = (
@@ -1133,6 +1133,34 @@ StuckEvalMode.MUST_FIRE = (
         severity=Severity.WARNING,
         at="outputs = unwrapped_model.generate_batch(prompt_ids.tolist(), generation_config=self.generation_config)",
     ),
+    Fires(  # two encoders from `from_pretrained`, trained together; only the query encoder is switched to training mode
+        """
+        import torch
+        from transformers import BertModel
+
+
+        class Trainer:
+            def __init__(self, args):
+                self.query_encoder = BertModel.from_pretrained(args.query_model)
+                self.context_encoder = BertModel.from_pretrained(args.context_model)
+                self.optimizer = torch.optim.AdamW(
+                    list(self.query_encoder.parameters()) + list(self.context_encoder.parameters()), lr=args.lr
+                )
+
+            def train(self, loader, epochs):
+                self.query_encoder.train()
+                for epoch in range(epochs):
+                    for batch in loader:
+                        q = self.query_encoder(**batch["query"]).pooler_output
+                        c = self.context_encoder(**batch["context"]).pooler_output
+                        scores = q @ c.T
+                        loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(q)))
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        at='c = self.context_encoder(**batch["context"]).pooler_output',
+    ),
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
@@ -1737,6 +1765,34 @@ StuckEvalMode.MUST_NOT_FIRE = (
                 loss = model(input_ids=completions, labels=completions).loss
                 self.accelerator.backward(loss)
                 return loss.detach()
+        """,
+    ),
+    Quiet(  # both encoders `from_pretrained` returned in eval mode are switched to training mode before the loop
+        """
+        import torch
+        from transformers import BertModel
+
+
+        class Trainer:
+            def __init__(self, args):
+                self.query_encoder = BertModel.from_pretrained(args.query_model)
+                self.context_encoder = BertModel.from_pretrained(args.context_model)
+                self.optimizer = torch.optim.AdamW(
+                    list(self.query_encoder.parameters()) + list(self.context_encoder.parameters()), lr=args.lr
+                )
+
+            def train(self, loader, epochs):
+                self.query_encoder.train()
+                self.context_encoder.train()
+                for epoch in range(epochs):
+                    for batch in loader:
+                        q = self.query_encoder(**batch["query"]).pooler_output
+                        c = self.context_encoder(**batch["context"]).pooler_output
+                        scores = q @ c.T
+                        loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(q)))
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
         """,
     ),
 )
