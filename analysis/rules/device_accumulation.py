@@ -20,17 +20,20 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    on_the_host,
     overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
     AssignEvent,
+    CallEvent,
     Fires,
     Loop,
     Quiet,
@@ -65,8 +68,12 @@ class DeviceAccumulation(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test collects a few tiny batches on purpose
+        hook = per_batch_hook(ctx.summary, scope.function)
         for event in scope.events:
             if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
+                continue
+            if hook is not None and not any(_steps_through_data(scope, loop) for loop in event.context.loops):
+                self._check_hook_store(ctx, scope, event, hook)
                 continue
             loop = next(
                 (enclosing for enclosing in event.context.loops
@@ -94,6 +101,39 @@ class DeviceAccumulation(Rule):
                     self._report_method(ctx, scope, loop, store, chain, why)
                 for store, call, passed, why in _kept_by_a_helper(ctx, scope, loop):
                     self._report_helper(ctx, scope, loop, store, call, passed, why)
+
+    def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent, hook: str) -> None:
+        """``self.predictions.append(outputs)`` in a method Lightning calls once per batch (a step method, a
+        batch-end hook of the module or of a callback): the attribute gathers the whole epoch's tensors, on
+        the device Lightning moved the batch to, until an epoch-end hook empties it. A warning where the
+        file shows the GPU, a note where only the framework does (the Trainer may run on the CPU)."""
+        if store.kind not in ("append", "extend", "insert") or Tag.GRAPH in store.value.tags:
+            return  # graph-carrying values are TL101's
+        container = store.container
+        if not container.startswith("self.") or _CACHE_NAME.search(container) or keeps_one_number(scope, store):
+            return
+        if _emptied_in_the_hook(scope, container.partition("[")[0]):
+            return
+        stored = " ".join(scope.chunk.code_for(store.value_node).split())
+        why = kept_on_the_gpu(ctx.module, scope, store)
+        severity = Severity.WARNING
+        if why is None:
+            handed = _handed_by_the_framework(scope, store)
+            if handed is None:
+                return
+            why = ((scope.chunk, handed), f"`{stored}` comes from what Lightning hands the hook, on the module's device")
+            severity = Severity.NOTE
+        where = "on the GPU" if severity is Severity.WARNING else "on the module's device (the GPU when the Trainer runs on one)"
+        ctx.report(
+            store.node,
+            f"`{stored}` is kept {where} in `{container}` every batch: {hook}, so the attribute gathers the "
+            f"tensors of every batch until it is emptied, and VRAM grows with the size of the dataset",
+            evidence=[why, ((scope.chunk, store.node), f"kept in `{container}`, which outlives the batch"),
+                      ((scope.chunk, scope.function.node.name), hook)] if scope.function is not None else [why],
+            severity=severity,
+            help=f"keep a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
+                 "or reduce each batch to the numbers you need (a torchmetrics metric's `update`)",
+        )
 
     def _report_method(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, chain: tuple, why: tuple) -> None:
         """A method the loop calls every iteration appends to a list the object keeps for its lifetime."""
@@ -144,6 +184,55 @@ class DeviceAccumulation(Rule):
             help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
                  f"or clear `{event.container}` periodically",
         )
+
+
+_TO_THE_HOST = re.compile(r"""["']cpu["']""")  # `.to("cpu")`, `move_to_device(x, "cpu")`
+# Parameters of Lightning's hooks that hold no batch data.
+_HOOK_BOOKKEEPING = frozenset({"self", "trainer", "pl_module", "batch_idx", "dataloader_idx", "optimizer_idx"})
+
+
+def _handed_by_the_framework(scope: ScopeAnalysis, store: StoreEvent) -> cst.CSTNode | None:
+    """The expression that makes what ``store`` keeps from the batch or outputs Lightning hands the hook
+    (``x, y = batch`` then ``append(y)``, ``logits = self.net(x)`` then ``append(logits.argmax(1))``),
+    followed back through the names it reads, or None; a host copy is neither."""
+    data = {name for name in scope.params if name not in _HOOK_BOOKKEEPING}
+    pending: list[cst.CSTNode] = [store.value_node]
+    seen: set[str] = set()
+    while pending:
+        node = pending.pop()
+        text = scope.chunk.code_for(node)
+        if on_the_host(text) or _TO_THE_HOST.search(text):
+            continue
+        names = {child.value for child in walk(node) if isinstance(child, cst.Name)}
+        if names & data:
+            return node
+        for name in names - seen:
+            seen.add(name)
+            binding = _bound_last(scope, name, store)
+            if binding is not None and len(seen) < 12:
+                pending.append(binding)
+    return None
+
+
+def _bound_last(scope: ScopeAnalysis, name: str, before: StoreEvent) -> cst.CSTNode | None:
+    """The value last assigned to ``name`` (alone or unpacked with others) before ``before``."""
+    found = None
+    for event in scope.events:
+        if event is before:
+            break
+        if isinstance(event, AssignEvent) and name in event.targets:
+            # an unpacking (`image, mask = batch`) records no value node of its own: the statement's value
+            found = event.value_node if event.value_node is not None else (event.node.value if isinstance(event.node, cst.Assign) else None)
+    return found
+
+
+def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
+    """The hook itself rebinds or clears the attribute (it keeps one batch at a time)."""
+    return any(
+        (isinstance(event, AssignEvent) and container in event.targets)
+        or (isinstance(event, CallEvent) and event.receiver_key == container and event.method in {"clear", "pop"})
+        for event in scope.events
+    )
 
 
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -560,9 +649,93 @@ DeviceAccumulation.MUST_FIRE = (
         """,
         no_fix=True,
     ),
+    Fires(  # a callback's batch-end hook keeps what Lightning hands it: a whole prediction epoch on the device
+        """
+        import torch
+        from lightning.pytorch.callbacks import BasePredictionWriter
+
+        from postprocess import to_quantiles
+
+
+        class QuantileWriter(BasePredictionWriter):
+            def __init__(self, path):
+                super().__init__(write_interval="epoch")
+                self.path = path
+                self.quantiles = []
+
+            def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+                self.quantiles.append(to_quantiles(outputs["prediction"]))
+
+            def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices):
+                torch.save(torch.cat(self.quantiles), self.path)
+                self.quantiles = []
+        """,
+        files={
+            "postprocess.py": """
+                def to_quantiles(prediction, levels=(0.1, 0.5, 0.9)):
+                    return prediction.quantile(prediction.new_tensor(levels), dim=-1)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="self.quantiles.append(to_quantiles(outputs[\"prediction\"]))",
+    ),
+    Fires(  # a LightningModule's validation_step keeps every batch's masks for the epoch-end metric
+        """
+        import torch
+        import lightning as L
+
+
+        class Segmenter(L.LightningModule):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+                self.masks = []
+
+            def validation_step(self, batch, batch_idx):
+                image, target = batch
+                logits = self.backbone(image)
+                self.masks.append((logits.argmax(1), target))
+
+            def on_validation_epoch_end(self):
+                iou = torch.stack([(p == t).float().mean() for p, t in self.masks]).mean()
+                self.log("val_iou", iou)
+                self.masks.clear()
+        """,
+        severity=Severity.NOTE,
+        at="self.masks.append((logits.argmax(1), target))",
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # host copies, or one number per batch, kept by Lightning hooks; a callback that keeps only the last batch
+        """
+        import lightning as L
+        from lightning.pytorch.callbacks import Callback
+
+
+        class Tagger(L.LightningModule):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+                self.tags = []
+                self.losses = []
+
+            def validation_step(self, batch, batch_idx):
+                tokens, labels = batch
+                logits = self.encoder(tokens)
+                self.tags.append(logits.argmax(-1).cpu())
+                self.losses.append(logits.logsumexp(-1).mean())
+
+
+        class LastBatch(Callback):
+            def __init__(self):
+                self.latest = []
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                self.latest = [outputs["loss"].detach()]
+                self.latest.append(batch[0].to("cpu"))
+        """
+    ),
     Quiet(  # the helper keeps host copies in the caller's list; the second caller's list is emptied every 50 batches
         """
         import torch
