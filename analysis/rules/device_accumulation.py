@@ -7,7 +7,10 @@ the first evaluation), after the GPU time is spent. It is the device cousin of t
 leak and just as silent: probabilities kept for a whole validation set, Accelerate's
 `gather_for_metrics` results (they live on the device), rewards of an RL rollout. A method the loop
 calls every batch that appends to a list the object keeps (`self.outputs.append(logits)`) grows it
-for the object's lifetime, unless the class empties it somewhere.
+for the object's lifetime, unless the class empties it somewhere. A method Lightning calls once per batch
+(`validation_step`, a callback's `on_predict_batch_end`) that keeps what it is handed in an attribute
+gathers a whole epoch on the module's device before the epoch-end hook empties it: a note, or a warning
+where the file shows CUDA.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -115,6 +118,8 @@ class DeviceAccumulation(Rule):
         if _emptied_in_the_hook(scope, container.partition("[")[0]):
             return
         stored = " ".join(scope.chunk.code_for(store.value_node).split())
+        if _TO_THE_HOST.search(stored):
+            return  # `move_to_device(out, "cpu")`: a host copy, whatever the helper's name says of devices
         why = kept_on_the_gpu(ctx.module, scope, store)
         severity = Severity.WARNING
         if why is None:

@@ -10,7 +10,10 @@ kept in an attribute by a Lightning `training_step` (or by a method of the class
 stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_metrics`), and a
 recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
 `hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
-step since the loop began. Values are followed through helpers: a dict of statistics that
+step since the loop began. What a loop backwards carries a graph whatever produced it: a history whose
+last item is backwarded (`history.append(objective(*params))`, `history[-1].backward()`), and the value a
+Lightning `training_step` keeps and also returns (Lightning backwards it, or its "loss" entry). Values
+are followed through helpers: a dict of statistics that
 `compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
 handed, and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
 
