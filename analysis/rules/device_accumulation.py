@@ -30,6 +30,7 @@ from trainlint.analysis.patterns import (
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    mentions,
     on_the_host,
     overwrites_its_keys,
     replaces_a_list_item,
@@ -104,6 +105,8 @@ class DeviceAccumulation(Rule):
                     self._report_method(ctx, scope, loop, store, chain, why)
                 for store, call, passed, why in _kept_by_a_helper(ctx, scope, loop):
                     self._report_helper(ctx, scope, loop, store, call, passed, why)
+                for stores, call, why in _kept_by_a_held_object(ctx, scope, loop):
+                    self._report_held(ctx, scope, loop, stores, call, why)
 
     def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent, hook: str) -> None:
         """``self.predictions.append(outputs)`` in a method Lightning calls once per batch (a step method, a
@@ -138,6 +141,26 @@ class DeviceAccumulation(Rule):
             severity=severity,
             help=f"keep a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
                  "or reduce each batch to the numbers you need (a torchmetrics metric's `update`)",
+        )
+
+    def _report_held(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, stores: list[StoreEvent], call, why: tuple) -> None:
+        """``self.tracker.add_batch(logits, labels)`` every batch, where the object the trainer holds appends what
+        it is handed to lists of its own: they grow with every batch of every pass."""
+        holders = ", ".join(f"`{call.receiver_key}.{store.container.partition('.')[2]}`" for store in stores)
+        stored = ", ".join(f"`{' '.join(store.chunk.code_for(store.value_node).split())}`" for store in stores)
+        ctx.report(
+            call.node,
+            f"{holders} {'grows' if len(stores) == 1 else 'grow'} every iteration of the loop on line "
+            f"{ctx.line_of((scope.chunk, loop.node))}: `{written(call)}` appends {stored}, made from what it is handed, "
+            f"which stays on the GPU: VRAM use climbs until the run runs out of memory",
+            evidence=[
+                why,
+                *(((store.chunk, store.node), f"kept in `{store.container}` of the object `{call.receiver_key}` holds")
+                  for store in stores),
+                ((scope.chunk, call.node), f"`{written(call)}` runs it on every iteration"),
+                ((scope.chunk, loop.node), "the loop"),
+            ],
+            help=f"pass host copies (`.detach().cpu()`) to `{written(call)}`, or have it keep them",
         )
 
     def _report_method(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, chain: tuple, why: tuple) -> None:
@@ -219,7 +242,7 @@ def _handed_by_the_framework(scope: ScopeAnalysis, store: StoreEvent) -> cst.CST
     return None
 
 
-def _bound_last(scope: ScopeAnalysis, name: str, before: StoreEvent) -> cst.CSTNode | None:
+def _bound_last(scope: ScopeAnalysis, name: str, before) -> cst.CSTNode | None:
     """The value last assigned to ``name`` (alone or unpacked with others) before ``before``."""
     found = None
     for event in scope.events:
@@ -232,7 +255,7 @@ def _bound_last(scope: ScopeAnalysis, name: str, before: StoreEvent) -> cst.CSTN
 
 
 def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
-    """The hook itself rebinds or clears the attribute (it keeps one batch at a time)."""
+    """The method rebinds or clears the attribute (a hook that keeps one batch at a time, a reset)."""
     return any(
         (isinstance(event, AssignEvent) and container in event.targets)
         or (isinstance(event, CallEvent) and event.receiver_key == container and event.method in {"clear", "pop"})
@@ -303,6 +326,93 @@ def _kept_by_a_helper(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
         if why is None or keeps_one_number(event.scope, event):
             continue
         yield event, call, name, why
+
+
+def _kept_by_a_held_object(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
+    """(store, call, evidence) for ``self.tracker.add_batch(out, y)`` called directly in ``loop``, where this
+    class's ``__init__`` binds ``self.tracker`` to an instance of a workspace class (not a module) whose
+    method appends a parameter it is handed to a list of its own, and the caller hands a tensor on the GPU
+    for it; the caller does not empty the object in the loop."""
+    owner = scope.function.owner if scope.function is not None else None
+    if owner is None:
+        return
+    for call in calls_in(scope, loop, depth=0):
+        key = call.receiver_key
+        if call.function is not None or call.method is None or key is None or not key.startswith("self.") or key.count(".") != 1:
+            continue
+        method = _method_of_held(ctx, owner, key, call.method)
+        inner = method.analysis(ctx.summary) if method is not None else None
+        if inner is None:
+            continue
+        resets = [
+            flow for other in calls_in(scope, loop, depth=0)
+            if other.receiver_key == key and other.method is not None and other.method != call.method
+            and (flow := _flow_of(ctx, _method_of_held(ctx, owner, key, other.method))) is not None
+        ]
+        kept = []
+        for store in inner.events:
+            if not isinstance(store, StoreEvent) or store.kind not in ("append", "extend", "insert") or store.context.loops:
+                continue
+            if not store.container.startswith("self.") or store.container.count(".") != 1 or _CACHE_NAME.search(store.container):
+                continue
+            if Tag.ON_HOST in store.value.tags or keeps_one_number(inner, store):
+                continue  # the object keeps host copies, or one number a batch
+            if any(_emptied_in_the_hook(flow, store.container) for flow in resets):
+                continue  # `self.tracker.reset()` in the loop empties it (every N batches, say)
+            parameter = next((name for name in inner.params if mentions(inner, store.value_node, name)), None)
+            why = _handed_on_the_gpu(ctx, scope, call, method, parameter) if parameter is not None else None
+            if why is not None and not on_the_host(store.chunk.code_for(store.value_node)):
+                kept.append((store, why))
+        if kept:
+            yield [store for store, _ in kept], call, kept[0][1]
+
+
+def _flow_of(ctx: RuleContext, method):
+    return method.analysis(ctx.summary) if method is not None else None
+
+
+def _method_of_held(ctx: RuleContext, owner, attribute: str, name: str):
+    """The method ``name`` of the workspace class (not an nn.Module) that ``owner.__init__`` binds ``attribute`` to."""
+    init = owner.find_method("__init__", ctx.summary)
+    flow = init.analysis(ctx.summary) if init is not None else None
+    if flow is None:
+        return None
+    built = next((event.value_node for event in flow.events if isinstance(event, AssignEvent) and event.targets == (attribute,)), None)
+    if not isinstance(built, cst.Call) or dotted(built.func) is None:
+        return None
+    info = ctx.summary.local_class(ctx.summary.canonical(dotted(built.func) or ""))
+    if info is None or ctx.summary.is_module_class(info):
+        return None
+    return info.find_method(name, ctx.summary)
+
+
+def _handed_on_the_gpu(ctx: RuleContext, scope: ScopeAnalysis, call, method, parameter: str) -> tuple | None:
+    """Evidence that the argument ``call`` passes for ``parameter`` lives on the GPU: moved there, or the
+    model's output in a script that runs on CUDA."""
+    positional = method.positional_parameters
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    if call.keyword(parameter) is not None:
+        node, value = call.keyword(parameter).value, call.kwargs.get(parameter)
+    elif parameter in positional and positional.index(parameter) < len(plain):
+        index = positional.index(parameter)
+        node, value = plain[index].value, call.args[index] if index < len(call.args) else None
+    else:
+        return None
+    text = scope.chunk.code_for(node).strip()
+    if on_the_host(text) or _TO_THE_HOST.search(text):
+        return None
+    if value is not None and Tag.ON_DEVICE in value.tags and Tag.MODEL not in value.tags:
+        return ((scope.chunk, node), f"`{text}` is on the accelerator")
+    if ctx.module.cuda_line is None or not isinstance(node, cst.Name):
+        return None
+    producer = _bound_last(scope, node.value, call)
+    if isinstance(producer, cst.Call):
+        made = next((other for other in scope.calls() if other.node is producer), None)
+        if made is not None and made.receiver is not None and Tag.MODEL in made.receiver.tags:
+            return ((scope.chunk, producer), f"the model's output, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
+    return None
 
 
 def _name_passed(call, function, parameter: str) -> str | None:
@@ -654,6 +764,49 @@ DeviceAccumulation.MUST_FIRE = (
         """,
         no_fix=True,
     ),
+    Fires(  # the metrics object a trainer holds keeps every batch's probabilities on the GPU
+        """
+        import torch
+
+        from metrics import CalibrationMeter
+
+
+        class Trainer:
+            def __init__(self, model, val_loader):
+                self.model = model.cuda()
+                self.val_loader = val_loader
+                self.calibration = CalibrationMeter(bins=15)
+
+            def validate(self):
+                self.model.eval()
+                with torch.no_grad():
+                    for batch in self.val_loader:
+                        logits = self.model(batch["pixels"].cuda())
+                        self.calibration.update(logits, batch["label"].cuda())
+                return self.calibration.error()
+        """,
+        files={
+            "metrics.py": """
+                import torch
+
+
+                class CalibrationMeter:
+                    def __init__(self, bins):
+                        self.bins = bins
+                        self.probs, self.labels = [], []
+
+                    def update(self, logits, labels):
+                        self.probs.append(logits.softmax(-1))
+                        self.labels.append(labels)
+
+                    def error(self):
+                        probs, labels = torch.cat(self.probs), torch.cat(self.labels)
+                        confidence, predicted = probs.max(-1)
+                        return (confidence - (predicted == labels).float()).abs().mean().item()
+            """,
+        },
+        at='self.calibration.update(logits, batch["label"].cuda())',
+    ),
     Fires(  # a callback's batch-end hook keeps what Lightning hands it: a whole prediction epoch on the device
         """
         import torch
@@ -712,6 +865,44 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the metrics object the trainer holds keeps host copies, or one count a batch
+        """
+        import torch
+
+        from scoring import TopKScorer
+
+
+        class Evaluator:
+            def __init__(self, model, loader):
+                self.model = model.cuda()
+                self.loader = loader
+                self.scorer = TopKScorer(k=5)
+
+            @torch.no_grad()
+            def run(self):
+                for images, labels in self.loader:
+                    logits = self.model(images.cuda())
+                    self.scorer.add(logits, labels.cuda())
+                return self.scorer.result()
+        """,
+        files={
+            "scoring.py": """
+                class TopKScorer:
+                    def __init__(self, k):
+                        self.k = k
+                        self.hits = []
+                        self.ranks = []
+
+                    def add(self, logits, labels):
+                        top = logits.topk(self.k, dim=-1).indices
+                        self.hits.append((top == labels[:, None]).any(-1).sum())
+                        self.ranks.append(top.cpu())
+
+                    def result(self):
+                        return sum(int(h) for h in self.hits)
+            """,
+        },
+    ),
     Quiet(  # host copies, or one number per batch, kept by Lightning hooks; a callback that keeps only the last batch
         """
         import lightning as L
