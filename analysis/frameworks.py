@@ -14,6 +14,11 @@ batch without disabling grad: the base ``prediction_step`` wraps its forward in
 ``torch.no_grad()`` itself, so an override must do the same. ``compute_loss`` is also called from
 the base ``prediction_step``, under that ``no_grad``: whoever calls it decides.
 
+Lightning also calls the step methods and the ``on_{train,validation,test,predict}_batch_end`` hooks
+(of the module and of every ``Callback``, ``BasePredictionWriter`` among them) once per batch, with the
+batch moved to the module's device and, in the batch-end hooks, the step's ``outputs`` as it returned
+them: what such a method keeps in an attribute piles up for as long as the attribute lives.
+
 fairseq: its ``Trainer.valid_step`` calls the task's ``valid_step`` inside ``torch.no_grad()``.
 
 Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``),
@@ -79,6 +84,29 @@ def training_step_hook(summary: ModuleSummary, function: FunctionInfo | None) ->
         return None
     who = "Lightning" if framework == LIGHTNING else "the Hugging Face Trainer"
     return f"{who} calls `{function.name}` once per training step"
+
+
+_PER_BATCH = frozenset({
+    "training_step", "validation_step", "test_step", "predict_step",
+    "on_train_batch_end", "on_validation_batch_end", "on_test_batch_end", "on_predict_batch_end",
+})
+_CALLBACK_BASES = frozenset({"Callback", "BasePredictionWriter"})
+
+
+def per_batch_hook(summary: ModuleSummary, function: FunctionInfo | None) -> str | None:
+    """Evidence that Lightning calls this method once per batch (a LightningModule's step method or
+    batch-end hook, or a Callback's batch-end hook), or None."""
+    if function is None or function.owner is None or function.name not in _PER_BATCH:
+        return None
+    owner = function.owner
+    if framework_of(summary, owner) == LIGHTNING:
+        return f"Lightning calls `{function.name}` once per batch"
+    if function.name.startswith("on_") and any(
+        summary.canonical(base).startswith(("lightning.", "pytorch_lightning.")) and last_part(base) in _CALLBACK_BASES
+        for base in owner.bases
+    ):
+        return f"Lightning calls the callback's `{function.name}` once per batch"
+    return None
 
 
 def manual_optimization(summary: ModuleSummary, owner: ClassInfo | None) -> bool:

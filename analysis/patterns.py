@@ -538,13 +538,24 @@ def _stops_at_a_length(scope: ScopeAnalysis, loop: Loop) -> bool:
         if not (isinstance(event, JumpEvent) and event.kind == "break" and event.context.loop is loop):
             continue
         for condition in event.context.conditions_inside(loop):
-            for node in walk(condition.test) if condition.test is not None else ():
+            nodes = list(walk(condition.test)) if condition.test is not None else []
+            guards = {id(node.left) for node in nodes if isinstance(node, cst.Comparison) and _against_a_few(node)}
+            for node in nodes:
                 if (
                     isinstance(node, cst.Call) and dotted(node.func) == "len" and len(node.args) == 1
-                    and dotted(node.args[0].value) in filled
+                    and dotted(node.args[0].value) in filled and id(node) not in guards
                 ):
                     return True
     return False
+
+
+def _against_a_few(comparison: cst.Comparison) -> bool:
+    """``len(history) > 1``: a guard before reading the last items (a convergence test), not a size the
+    loop stops at."""
+    return all(
+        isinstance(target.comparator, cst.Integer) and int(target.comparator.value) <= 2
+        for target in comparison.comparisons
+    )
 
 
 # ------------------------------------------------------------------------------- mode by argument
@@ -642,6 +653,11 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
             what = "generated ids" if producer.method == "generate" else "the model's output"
             return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
     return None
+
+
+def on_the_host(text: str) -> bool:
+    """``x.cpu()``, ``x.item()``, ``x.tolist()``, ``float(x)``: an expression whose value is kept off the GPU."""
+    return _ON_HOST_TEXT.search(text.strip()) is not None
 
 
 def keeps_one_number(scope: ScopeAnalysis, store: StoreEvent) -> bool:

@@ -7,7 +7,10 @@ the first evaluation), after the GPU time is spent. It is the device cousin of t
 leak and just as silent: probabilities kept for a whole validation set, Accelerate's
 `gather_for_metrics` results (they live on the device), rewards of an RL rollout. A method the loop
 calls every batch that appends to a list the object keeps (`self.outputs.append(logits)`) grows it
-for the object's lifetime, unless the class empties it somewhere.
+for the object's lifetime, unless the class empties it somewhere. A method Lightning calls once per batch
+(`validation_step`, a callback's `on_predict_batch_end`) that keeps what it is handed in an attribute
+gathers a whole epoch on the module's device before the epoch-end hook empties it: a note, or a warning
+where the file shows CUDA.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -20,17 +23,21 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
     keeps_one_number,
     kept_for_one_step,
     kept_on_the_gpu,
+    mentions,
+    on_the_host,
     overwrites_its_keys,
     replaces_a_list_item,
 )
 from trainlint.rules import (
     AssignEvent,
+    CallEvent,
     Fires,
     Loop,
     Quiet,
@@ -65,8 +72,12 @@ class DeviceAccumulation(Rule):
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):
             return  # a test collects a few tiny batches on purpose
+        hook = per_batch_hook(ctx.summary, scope.function)
         for event in scope.events:
             if not isinstance(event, StoreEvent) or event.kind not in ("append", "extend", "insert", "subscript"):
+                continue
+            if hook is not None and not any(_steps_through_data(scope, loop) for loop in event.context.loops):
+                self._check_hook_store(ctx, scope, event, hook)
                 continue
             loop = next(
                 (enclosing for enclosing in event.context.loops
@@ -94,6 +105,63 @@ class DeviceAccumulation(Rule):
                     self._report_method(ctx, scope, loop, store, chain, why)
                 for store, call, passed, why in _kept_by_a_helper(ctx, scope, loop):
                     self._report_helper(ctx, scope, loop, store, call, passed, why)
+                for stores, call, why in _kept_by_a_held_object(ctx, scope, loop):
+                    self._report_held(ctx, scope, loop, stores, call, why)
+
+    def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent, hook: str) -> None:
+        """``self.predictions.append(outputs)`` in a method Lightning calls once per batch (a step method, a
+        batch-end hook of the module or of a callback): the attribute gathers the whole epoch's tensors, on
+        the device Lightning moved the batch to, until an epoch-end hook empties it. A warning where the
+        file shows the GPU, a note where only the framework does (the Trainer may run on the CPU)."""
+        if store.kind not in ("append", "extend", "insert") or Tag.GRAPH in store.value.tags:
+            return  # graph-carrying values are TL101's
+        container = store.container
+        if not container.startswith("self.") or _CACHE_NAME.search(container) or keeps_one_number(scope, store):
+            return
+        if _emptied_in_the_hook(scope, container.partition("[")[0]):
+            return
+        stored = " ".join(scope.chunk.code_for(store.value_node).split())
+        if _TO_THE_HOST.search(stored):
+            return  # `move_to_device(out, "cpu")`: a host copy, whatever the helper's name says of devices
+        why = kept_on_the_gpu(ctx.module, scope, store)
+        severity = Severity.WARNING
+        if why is None:
+            handed = _handed_by_the_framework(scope, store)
+            if handed is None:
+                return
+            why = ((scope.chunk, handed), f"`{stored}` comes from what Lightning hands the hook, on the module's device")
+            severity = Severity.NOTE
+        where = "on the GPU" if severity is Severity.WARNING else "on the module's device (the GPU when the Trainer runs on one)"
+        ctx.report(
+            store.node,
+            f"`{stored}` is kept {where} in `{container}` every batch: {hook}, so the attribute gathers the "
+            f"tensors of every batch until it is emptied, and VRAM grows with the size of the dataset",
+            evidence=[why, ((scope.chunk, store.node), f"kept in `{container}`, which outlives the batch"),
+                      ((scope.chunk, scope.function.node.name), hook)] if scope.function is not None else [why],
+            severity=severity,
+            help=f"keep a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
+                 "or reduce each batch to the numbers you need (a torchmetrics metric's `update`)",
+        )
+
+    def _report_held(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, stores: list[StoreEvent], call, why: tuple) -> None:
+        """``self.tracker.add_batch(logits, labels)`` every batch, where the object the trainer holds appends what
+        it is handed to lists of its own: they grow with every batch of every pass."""
+        holders = ", ".join(f"`{call.receiver_key}.{store.container.partition('.')[2]}`" for store in stores)
+        stored = ", ".join(f"`{' '.join(store.chunk.code_for(store.value_node).split())}`" for store in stores)
+        ctx.report(
+            call.node,
+            f"{holders} {'grows' if len(stores) == 1 else 'grow'} every iteration of the loop on line "
+            f"{ctx.line_of((scope.chunk, loop.node))}: `{written(call)}` appends {stored}, made from what it is handed, "
+            f"which stays on the GPU: VRAM use climbs until the run runs out of memory",
+            evidence=[
+                why,
+                *(((store.chunk, store.node), f"kept in `{store.container}` of the object `{call.receiver_key}` holds")
+                  for store in stores),
+                ((scope.chunk, call.node), f"`{written(call)}` runs it on every iteration"),
+                ((scope.chunk, loop.node), "the loop"),
+            ],
+            help=f"pass host copies (`.detach().cpu()`) to `{written(call)}`, or have it keep them",
+        )
 
     def _report_method(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, store: StoreEvent, chain: tuple, why: tuple) -> None:
         """A method the loop calls every iteration appends to a list the object keeps for its lifetime."""
@@ -144,6 +212,55 @@ class DeviceAccumulation(Rule):
             help=f"store a host copy (`{_without_host_copy_suffix(stored)}.detach().cpu()`, or `.item()` / `.tolist()`), "
                  f"or clear `{event.container}` periodically",
         )
+
+
+_TO_THE_HOST = re.compile(r"""["']cpu["']""")  # `.to("cpu")`, `move_to_device(x, "cpu")`
+# Parameters of Lightning's hooks that hold no batch data.
+_HOOK_BOOKKEEPING = frozenset({"self", "trainer", "pl_module", "batch_idx", "dataloader_idx", "optimizer_idx"})
+
+
+def _handed_by_the_framework(scope: ScopeAnalysis, store: StoreEvent) -> cst.CSTNode | None:
+    """The expression that makes what ``store`` keeps from the batch or outputs Lightning hands the hook
+    (``x, y = batch`` then ``append(y)``, ``logits = self.net(x)`` then ``append(logits.argmax(1))``),
+    followed back through the names it reads, or None; a host copy is neither."""
+    data = {name for name in scope.params if name not in _HOOK_BOOKKEEPING}
+    pending: list[cst.CSTNode] = [store.value_node]
+    seen: set[str] = set()
+    while pending:
+        node = pending.pop()
+        text = scope.chunk.code_for(node)
+        if on_the_host(text) or _TO_THE_HOST.search(text):
+            continue
+        names = {child.value for child in walk(node) if isinstance(child, cst.Name)}
+        if names & data:
+            return node
+        for name in names - seen:
+            seen.add(name)
+            binding = _bound_last(scope, name, store)
+            if binding is not None and len(seen) < 12:
+                pending.append(binding)
+    return None
+
+
+def _bound_last(scope: ScopeAnalysis, name: str, before) -> cst.CSTNode | None:
+    """The value last assigned to ``name`` (alone or unpacked with others) before ``before``."""
+    found = None
+    for event in scope.events:
+        if event is before:
+            break
+        if isinstance(event, AssignEvent) and name in event.targets:
+            # an unpacking (`image, mask = batch`) records no value node of its own: the statement's value
+            found = event.value_node if event.value_node is not None else (event.node.value if isinstance(event.node, cst.Assign) else None)
+    return found
+
+
+def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
+    """The method rebinds or clears the attribute (a hook that keeps one batch at a time, a reset)."""
+    return any(
+        (isinstance(event, AssignEvent) and container in event.targets)
+        or (isinstance(event, CallEvent) and event.receiver_key == container and event.method in {"clear", "pop"})
+        for event in scope.events
+    )
 
 
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -209,6 +326,93 @@ def _kept_by_a_helper(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
         if why is None or keeps_one_number(event.scope, event):
             continue
         yield event, call, name, why
+
+
+def _kept_by_a_held_object(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop):
+    """(store, call, evidence) for ``self.tracker.add_batch(out, y)`` called directly in ``loop``, where this
+    class's ``__init__`` binds ``self.tracker`` to an instance of a workspace class (not a module) whose
+    method appends a parameter it is handed to a list of its own, and the caller hands a tensor on the GPU
+    for it; the caller does not empty the object in the loop."""
+    owner = scope.function.owner if scope.function is not None else None
+    if owner is None:
+        return
+    for call in calls_in(scope, loop, depth=0):
+        key = call.receiver_key
+        if call.function is not None or call.method is None or key is None or not key.startswith("self.") or key.count(".") != 1:
+            continue
+        method = _method_of_held(ctx, owner, key, call.method)
+        inner = method.analysis(ctx.summary) if method is not None else None
+        if inner is None:
+            continue
+        resets = [
+            flow for other in calls_in(scope, loop, depth=0)
+            if other.receiver_key == key and other.method is not None and other.method != call.method
+            and (flow := _flow_of(ctx, _method_of_held(ctx, owner, key, other.method))) is not None
+        ]
+        kept = []
+        for store in inner.events:
+            if not isinstance(store, StoreEvent) or store.kind not in ("append", "extend", "insert") or store.context.loops:
+                continue
+            if not store.container.startswith("self.") or store.container.count(".") != 1 or _CACHE_NAME.search(store.container):
+                continue
+            if Tag.ON_HOST in store.value.tags or keeps_one_number(inner, store):
+                continue  # the object keeps host copies, or one number a batch
+            if any(_emptied_in_the_hook(flow, store.container) for flow in resets):
+                continue  # `self.tracker.reset()` in the loop empties it (every N batches, say)
+            parameter = next((name for name in inner.params if mentions(inner, store.value_node, name)), None)
+            why = _handed_on_the_gpu(ctx, scope, call, method, parameter) if parameter is not None else None
+            if why is not None and not on_the_host(store.chunk.code_for(store.value_node)):
+                kept.append((store, why))
+        if kept:
+            yield [store for store, _ in kept], call, kept[0][1]
+
+
+def _flow_of(ctx: RuleContext, method):
+    return method.analysis(ctx.summary) if method is not None else None
+
+
+def _method_of_held(ctx: RuleContext, owner, attribute: str, name: str):
+    """The method ``name`` of the workspace class (not an nn.Module) that ``owner.__init__`` binds ``attribute`` to."""
+    init = owner.find_method("__init__", ctx.summary)
+    flow = init.analysis(ctx.summary) if init is not None else None
+    if flow is None:
+        return None
+    built = next((event.value_node for event in flow.events if isinstance(event, AssignEvent) and event.targets == (attribute,)), None)
+    if not isinstance(built, cst.Call) or dotted(built.func) is None:
+        return None
+    info = ctx.summary.local_class(ctx.summary.canonical(dotted(built.func) or ""))
+    if info is None or ctx.summary.is_module_class(info):
+        return None
+    return info.find_method(name, ctx.summary)
+
+
+def _handed_on_the_gpu(ctx: RuleContext, scope: ScopeAnalysis, call, method, parameter: str) -> tuple | None:
+    """Evidence that the argument ``call`` passes for ``parameter`` lives on the GPU: moved there, or the
+    model's output in a script that runs on CUDA."""
+    positional = method.positional_parameters
+    if any(arg.star for arg in call.arg_nodes):
+        return None
+    plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+    if call.keyword(parameter) is not None:
+        node, value = call.keyword(parameter).value, call.kwargs.get(parameter)
+    elif parameter in positional and positional.index(parameter) < len(plain):
+        index = positional.index(parameter)
+        node, value = plain[index].value, call.args[index] if index < len(call.args) else None
+    else:
+        return None
+    text = scope.chunk.code_for(node).strip()
+    if on_the_host(text) or _TO_THE_HOST.search(text):
+        return None
+    if value is not None and Tag.ON_DEVICE in value.tags and Tag.MODEL not in value.tags:
+        return ((scope.chunk, node), f"`{text}` is on the accelerator")
+    if ctx.module.cuda_line is None or not isinstance(node, cst.Name):
+        return None
+    producer = _bound_last(scope, node.value, call)
+    if isinstance(producer, cst.Call):
+        made = next((other for other in scope.calls() if other.node is producer), None)
+        if made is not None and made.receiver is not None and Tag.MODEL in made.receiver.tags:
+            return ((scope.chunk, producer), f"the model's output, on the GPU (the script runs on CUDA, line {ctx.module.cuda_line})")
+    return None
 
 
 def _name_passed(call, function, parameter: str) -> str | None:
@@ -560,9 +764,174 @@ DeviceAccumulation.MUST_FIRE = (
         """,
         no_fix=True,
     ),
+    Fires(  # the metrics object a trainer holds keeps every batch's probabilities on the GPU
+        """
+        import torch
+
+        from metrics import CalibrationMeter
+
+
+        class Trainer:
+            def __init__(self, model, val_loader):
+                self.model = model.cuda()
+                self.val_loader = val_loader
+                self.calibration = CalibrationMeter(bins=15)
+
+            def validate(self):
+                self.model.eval()
+                with torch.no_grad():
+                    for batch in self.val_loader:
+                        logits = self.model(batch["pixels"].cuda())
+                        self.calibration.update(logits, batch["label"].cuda())
+                return self.calibration.error()
+        """,
+        files={
+            "metrics.py": """
+                import torch
+
+
+                class CalibrationMeter:
+                    def __init__(self, bins):
+                        self.bins = bins
+                        self.probs, self.labels = [], []
+
+                    def update(self, logits, labels):
+                        self.probs.append(logits.softmax(-1))
+                        self.labels.append(labels)
+
+                    def error(self):
+                        probs, labels = torch.cat(self.probs), torch.cat(self.labels)
+                        confidence, predicted = probs.max(-1)
+                        return (confidence - (predicted == labels).float()).abs().mean().item()
+            """,
+        },
+        at='self.calibration.update(logits, batch["label"].cuda())',
+    ),
+    Fires(  # a callback's batch-end hook keeps what Lightning hands it: a whole prediction epoch on the device
+        """
+        import torch
+        from lightning.pytorch.callbacks import BasePredictionWriter
+
+        from postprocess import to_quantiles
+
+
+        class QuantileWriter(BasePredictionWriter):
+            def __init__(self, path):
+                super().__init__(write_interval="epoch")
+                self.path = path
+                self.quantiles = []
+
+            def on_predict_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+                self.quantiles.append(to_quantiles(outputs["prediction"]))
+
+            def write_on_epoch_end(self, trainer, pl_module, predictions, batch_indices):
+                torch.save(torch.cat(self.quantiles), self.path)
+                self.quantiles = []
+        """,
+        files={
+            "postprocess.py": """
+                def to_quantiles(prediction, levels=(0.1, 0.5, 0.9)):
+                    return prediction.quantile(prediction.new_tensor(levels), dim=-1)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="self.quantiles.append(to_quantiles(outputs[\"prediction\"]))",
+    ),
+    Fires(  # a LightningModule's validation_step keeps every batch's masks for the epoch-end metric
+        """
+        import torch
+        import lightning as L
+
+
+        class Segmenter(L.LightningModule):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+                self.masks = []
+
+            def validation_step(self, batch, batch_idx):
+                image, target = batch
+                logits = self.backbone(image)
+                self.masks.append((logits.argmax(1), target))
+
+            def on_validation_epoch_end(self):
+                iou = torch.stack([(p == t).float().mean() for p, t in self.masks]).mean()
+                self.log("val_iou", iou)
+                self.masks.clear()
+        """,
+        severity=Severity.NOTE,
+        at="self.masks.append((logits.argmax(1), target))",
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the metrics object the trainer holds keeps host copies, or one count a batch
+        """
+        import torch
+
+        from scoring import TopKScorer
+
+
+        class Evaluator:
+            def __init__(self, model, loader):
+                self.model = model.cuda()
+                self.loader = loader
+                self.scorer = TopKScorer(k=5)
+
+            @torch.no_grad()
+            def run(self):
+                for images, labels in self.loader:
+                    logits = self.model(images.cuda())
+                    self.scorer.add(logits, labels.cuda())
+                return self.scorer.result()
+        """,
+        files={
+            "scoring.py": """
+                class TopKScorer:
+                    def __init__(self, k):
+                        self.k = k
+                        self.hits = []
+                        self.ranks = []
+
+                    def add(self, logits, labels):
+                        top = logits.topk(self.k, dim=-1).indices
+                        self.hits.append((top == labels[:, None]).any(-1).sum())
+                        self.ranks.append(top.cpu())
+
+                    def result(self):
+                        return sum(int(h) for h in self.hits)
+            """,
+        },
+    ),
+    Quiet(  # host copies, or one number per batch, kept by Lightning hooks; a callback that keeps only the last batch
+        """
+        import lightning as L
+        from lightning.pytorch.callbacks import Callback
+
+
+        class Tagger(L.LightningModule):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+                self.tags = []
+                self.losses = []
+
+            def validation_step(self, batch, batch_idx):
+                tokens, labels = batch
+                logits = self.encoder(tokens)
+                self.tags.append(logits.argmax(-1).cpu())
+                self.losses.append(logits.logsumexp(-1).mean())
+
+
+        class LastBatch(Callback):
+            def __init__(self):
+                self.latest = []
+
+            def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+                self.latest = [outputs["loss"].detach()]
+                self.latest.append(batch[0].to("cpu"))
+        """
+    ),
     Quiet(  # the helper keeps host copies in the caller's list; the second caller's list is emptied every 50 batches
         """
         import torch

@@ -10,7 +10,10 @@ kept in an attribute by a Lightning `training_step` (or by a method of the class
 stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_metrics`), and a
 recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
 `hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
-step since the loop began. Values are followed through helpers: a dict of statistics that
+step since the loop began. What a loop backwards carries a graph whatever produced it: a history whose
+last item is backwarded (`history.append(objective(*params))`, `history[-1].backward()`), and the value a
+Lightning `training_step` keeps and also returns (Lightning backwards it, or its "loss" entry). Values
+are followed through helpers: a dict of statistics that
 `compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
 handed, and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
 
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.analysis.frameworks import training_step_hook
+from trainlint.analysis.frameworks import manual_optimization, training_step_hook
 from trainlint.analysis.libraries import MODULE
 from trainlint.analysis.patterns import (
     bounded_or_emptied,
@@ -186,14 +189,27 @@ class RetainedGraph(Rule):
 
     def _check_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         value = store.value
-        if Tag.GRAPH not in value.tags or store.context.grad_off is not None or replaces_a_list_item(scope, store):
+        if store.context.grad_off is not None:
+            return
+        if not store.context.loops:
+            if Tag.GRAPH in value.tags or (scope.function is not None and isinstance(store.value_node, cst.Name)):
+                self._check_hook_store(ctx, scope, store)  # a name the hook returns carries the framework's graph
+            return
+        item_backward = None
+        if Tag.GRAPH not in value.tags and store.kind in ("append", "insert"):
+            # `history.append(objective(*params))` then `history[-1].backward()`: whatever the analysis could not
+            # tell of the objective, what the loop backwards through the list's last item carries a graph
+            item_backward = _item_backwarded(scope, store)
+            if item_backward is not None:
+                value = Value(
+                    value.tags | {Tag.GRAPH}, site=(scope.chunk, item_backward.node),
+                    note=f"what `{store.container}` receives (`{written(item_backward)}` runs backward through it)",
+                )
+        if Tag.GRAPH not in value.tags or replaces_a_list_item(scope, store):
             return
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
         outlived = [loop for loop in reversed(store.context.loops) if store.outlives(loop)]
-        if not store.context.loops:
-            self._check_hook_store(ctx, scope, store)
-            return
         if not outlived or _walks_structure(outlived[0]):
             return
         loop, per_step = next(
@@ -214,7 +230,13 @@ class RetainedGraph(Rule):
         )
         container = store.container
         origin = value.note or "a graph-carrying value"
-        if backwarded:
+        if backwarded and any(_retains_graph(call) for call in backward_in_loop):
+            severity = Severity.ERROR
+            consequence = (
+                "the backward keeps the graph's saved activations (`retain_graph=True`), so every iteration's "
+                "activations stay in GPU memory and the run grows until it hits out-of-memory"
+            )
+        elif backwarded:
             severity = Severity.WARNING
             consequence = (
                 "a backward already ran on it, so its activations are freed, but every step's graph "
@@ -238,26 +260,36 @@ class RetainedGraph(Rule):
             f"`{container}` keeps the autograd graph of every iteration alive: {origin} carries a graph and "
             f"is {verb} `{container}` each time round the loop; {consequence}"
         )
-        fix = self._fix(ctx, scope, store)
-        ctx.report(
-            store.value_node, message, evidence=evidence, severity=severity,
-            help="store `.item()` for logging or `.detach()` the tensor before keeping it", fix=fix,
-        )
+        if item_backward is not None:  # the backward needs the graph: keep a detached copy after it instead
+            fix, advice = None, f"backward the value itself and keep `.item()` (or `.detach()`) of it in `{container}`"
+        else:
+            fix, advice = self._fix(ctx, scope, store), "store `.item()` for logging or `.detach()` the tensor before keeping it"
+        ctx.report(store.value_node, message, evidence=evidence, severity=severity, help=advice, fix=fix)
 
     def _check_hook_store(self, ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> None:
         """``self.train_losses.append(loss)`` in a Lightning ``training_step`` (or a Trainer's
         ``compute_loss``): the framework's loop calls the method once per step, and the attribute keeps
         every step's graph after the framework has run backward on it."""
         hook = training_step_hook(ctx.summary, scope.function)
-        if hook is None or not store.container.startswith("self.") or not _known_to_hold_a_graph(store.value):
+        if hook is None or not store.container.startswith("self."):
             return
         assert scope.function is not None, "training_step_hook names a method"
+        returned = _returned_to_the_framework(ctx, scope, store)
+        if not _known_to_hold_a_graph(store.value) and returned is None:
+            return
         container = store.container
         origin = store.value.note or "a graph-carrying value"
         verb = {"augassign": "accumulated into", "accumulate": "accumulated into", "subscript": "stored in"}.get(store.kind, "appended to")
         evidence = [(store.value.site, f"{origin} carries the autograd graph")]
         fix = ctx.fix("detach before storing", [_append_method(ctx, store.value_node, "detach")], safe=True)
-        if not is_known_tensor(store.value):  # a dict of stats: its entries are kept, and no `.detach()` fits it
+        if returned is not None and not _known_to_hold_a_graph(store.value):
+            # The framework backwards what the step returns (the loss, or a dict's "loss"): whatever the
+            # analysis could not tell of the loss function, the value kept is the one the backward runs on.
+            held = quoted(scope.chunk, store.value_node)
+            origin = f"`{held}`, the value `{scope.function.name}` returns for the framework's backward,"
+            evidence = [((scope.chunk, returned), "returned: the framework runs backward on it (or on its \"loss\" entry)")]
+            fix = None
+        elif not is_known_tensor(store.value):  # a dict of stats: its entries are kept, and no `.detach()` fits it
             held = quoted(scope.chunk, store.value_node)
             origin = f"`{held}`, which holds {origin},"
             evidence += [(site, f"a graph-carrying entry of `{held}`") for site in _graph_entries(ctx, scope, store)[:1]]
@@ -431,6 +463,30 @@ def _graph_entries(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) ->
     return sites
 
 
+def _returned_to_the_framework(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> cst.Return | None:
+    """The ``return`` of a training-step hook that hands back the very name the store keeps
+    (``self.outputs.append(log)`` then ``return log``), unless the module steps its own optimizers
+    (Lightning's manual optimization: then nothing backwards what the step returns)."""
+    function = scope.function
+    if function is None or not isinstance(store.value_node, cst.Name) or manual_optimization(ctx.summary, function.owner):
+        return None
+    name = store.value_node.value
+    return next(
+        (statement for statement in _returns_of(function.node.body)
+         if isinstance(statement.value, cst.Name) and statement.value.value == name),
+        None,
+    )
+
+
+def _returns_of(node: cst.CSTNode):
+    """The ``return`` statements of a function's body, not of the functions and classes it defines."""
+    for child in node.children:
+        if isinstance(child, cst.Return):
+            yield child
+        elif not isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _returns_of(child)
+
+
 def _known_to_hold_a_graph(value) -> bool:
     """One tensor, or a dict or list of them that the analysis saw a graph-carrying entry put into
     (``metrics["nll_loss"] = nll_loss.cpu().mean()``); a model's output of unknown structure is neither."""
@@ -441,7 +497,7 @@ def _known_to_hold_a_graph(value) -> bool:
 def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward_in_loop: list) -> bool:
     """A backward runs through the container later, or it is handed back to a caller that runs one."""
     for event in scope.events:
-        if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container):
+        if isinstance(event, CallEvent) and is_backward(event) and mentions(scope, event.node, container) and not _backwards_an_item(event, container):
             return True
         if isinstance(event, JumpEvent) and isinstance(event.node, cst.Return) and event.node.value is not None:
             returned = scope.evaluate(event.node.value, event.context)
@@ -454,6 +510,28 @@ def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward
             if inner is not None and any(is_backward(call) for call in calls_in(inner, None)):
                 return True
     return False
+
+
+def _item_backwarded(scope: ScopeAnalysis, store: StoreEvent) -> CallEvent | None:
+    """A backward the store's innermost loop runs through an item of the list it appends to (``losses[-1].backward()``)."""
+    loop = store.context.loop
+    if loop is None:
+        return None
+    if any(
+        isinstance(other, StoreEvent) and other.kind == "subscript" and other.container == store.container
+        and loop in other.context.loops for other in scope.events
+    ):
+        return None  # `losses[-1] = losses[-1].item()` after the backward: the list keeps numbers
+    return next((call for call in calls_in(scope, loop, depth=0) if is_backward(call) and _backwards_an_item(call, store.container)), None)
+
+
+def _backwards_an_item(call: CallEvent, container: str) -> bool:
+    """``container[i].backward(...)``: one step's item, not the whole container, is backwarded."""
+    func = call.node.func if isinstance(call.node, cst.Call) else None
+    return (
+        isinstance(func, cst.Attribute) and func.attr.value == "backward"
+        and isinstance(func.value, cst.Subscript) and dotted(func.value.value) == container
+    )
 
 
 def _returned_for_backward(module: ModuleView, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
@@ -1568,9 +1646,104 @@ RetainedGraph.MUST_FIRE = (
         severity=Severity.WARNING,
         at='self.train_minibatch(batch["old_logprobs"], logprobs)',
     ),
+    Fires(  # what the loop backwards through the history's last item carries a graph, whatever the objective is
+        """
+        import torch
+
+        from energies import pair_energy
+
+
+        def relax(positions, steps=5000, tol=1e-7):
+            positions.requires_grad_(True)
+            optimizer = torch.optim.Adam([positions], lr=1e-3)
+            energies = []
+            for _ in range(steps):
+                optimizer.zero_grad()
+                energies.append(pair_energy(positions))
+                if len(energies) > 1 and abs(energies[-2] - energies[-1]) < tol:
+                    break
+                energies[-1].backward(retain_graph=True)
+                optimizer.step()
+            return positions.detach()
+        """,
+        files={
+            "energies.py": """
+                def pair_energy(positions):
+                    distances = (positions[:, None] - positions[None]).norm(dim=-1) + 1e-3
+                    return (1.0 / distances).triu(1).sum()
+            """,
+        },
+        severity=Severity.ERROR,
+        at="pair_energy(positions)",
+    ),
+    Fires(  # Lightning backwards what training_step returns: the dict it also keeps holds that graph
+        """
+        import lightning.pytorch as pl
+
+
+        class SequenceForecaster(pl.LightningModule):
+            def __init__(self, encoder, objective):
+                super().__init__()
+                self.encoder = encoder
+                self.objective = objective
+                self.epoch_logs = []
+
+            def shared_step(self, batch):
+                window, target = batch
+                prediction = self.encoder(window)
+                return {"loss": self.objective(prediction, target), "count": len(window)}, prediction
+
+            def training_step(self, batch, batch_idx):
+                log, _ = self.shared_step(batch)
+                self.epoch_logs.append(log)
+                return log
+
+            def on_train_epoch_end(self):
+                self.epoch_logs.clear()
+        """,
+        severity=Severity.WARNING,
+        no_fix=True,
+        at="log",
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the history's last item becomes a number once it is backwarded: the list keeps floats
+        """
+        import torch
+
+
+        def minimise(objective, params, iterations=200):
+            optimizer = torch.optim.SGD(params, lr=0.01)
+            trace = []
+            for _ in range(iterations):
+                optimizer.zero_grad()
+                trace.append(objective(*params))
+                trace[-1].backward()
+                optimizer.step()
+                trace[-1] = trace[-1].item()
+            return trace
+        """
+    ),
+    Quiet(  # a module that steps its own optimizers: what training_step returns is not backwarded by Lightning
+        """
+        import lightning.pytorch as pl
+
+
+        class TwoPlayer(pl.LightningModule):
+            def __init__(self, generator, critic, objective):
+                super().__init__()
+                self.automatic_optimization = False
+                self.generator, self.critic, self.objective = generator, critic, objective
+                self.history = []
+
+            def training_step(self, batch, batch_idx):
+                g_opt, c_opt = self.optimizers()
+                stats = self.objective.summary(self.generator, self.critic, batch)
+                self.history.append(stats)
+                return stats
+        """
+    ),
     Quiet(  # the helper is handed a number; the second keeps the micro-batch losses for one backward through them
         """
         import torch
