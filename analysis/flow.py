@@ -69,6 +69,7 @@ from .values import (
     join,
     literal_dict,
     table_value,
+    volatile_input,
 )
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ class ScopeAnalysis:
                 self._walk_small(small, context)
         elif isinstance(statement, cst.For):
             iterable = self.evaluate(statement.iter, context)
-            loop = Loop(statement, context.loop, iterable, _text(self.chunk, statement.iter), target_names(statement.target))
+            loop = Loop(statement, context.loop, iterable, self.chunk.code_for(statement.iter), target_names(statement.target))
             self.loops.append(loop)
             inner = context.entering_loop(loop)
             self._bind_target(statement.target, element_of(iterable), inner, statement, record=False)
@@ -316,7 +317,7 @@ class ScopeAnalysis:
                 self._walk_block(statement.orelse.body.body, context)
         elif isinstance(statement, cst.While):
             self.evaluate(statement.test, context)
-            loop = Loop(statement, context.loop, UNKNOWN, _text(self.chunk, statement.test), ())
+            loop = Loop(statement, context.loop, UNKNOWN, self.chunk.code_for(statement.test), ())
             self.loops.append(loop)
             self._walk_inner(statement.body.body, context.entering_loop(loop))
             if statement.orelse is not None:
@@ -700,7 +701,7 @@ class ScopeAnalysis:
                 if position < len(base.items):
                     return base.items[position]
         if any(
-            isinstance(element.slice, cst.Slice) and torchapi.mentions_rank(_text(self.chunk, element.slice))
+            isinstance(element.slice, cst.Slice) and torchapi.mentions_rank(self.chunk.code_for(element.slice))
             for element in expression.slice
         ):
             return base.with_tags(add=(SHARDED,))  # `samples[rank::world_size]`: this process's share
@@ -829,7 +830,7 @@ class ScopeAnalysis:
                 kwargs[arg.keyword.value] = value
             elif not arg.star:
                 args.append(value)
-        volatile = _volatile_input(receiver, args, kwargs) if context.grad_off is None else None
+        volatile = volatile_input(receiver, *args, *kwargs.values()) if context.grad_off is None else None
         if volatile is not None:  # PyTorch < 0.4: a computation with one volatile input records no graph
             context = context.without_grad(volatile.site[1] if volatile.site is not None else call)
         event = CallEvent(
@@ -864,7 +865,6 @@ class ScopeAnalysis:
                     )
         return event.result
 
-
     # ------------------------------------------------------------------ transfer functions
 
 # What each kind of expression evaluates to (a node of any other class: unknown, a lambda too).
@@ -898,14 +898,4 @@ _EVALUATORS: dict[type, Callable[[ScopeAnalysis, Any, Context], Value]] = {
 }
 
 _CALLABLE_VALUES = frozenset({MODEL, CRITERION, PIPELINE})
-
-
-def _text(chunk: ParsedChunk, node: cst.CSTNode) -> str:
-    return chunk.code_for(node)
-
-
-def _volatile_input(receiver: Value | None, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
-    """The first input of a call computed from ``Variable(t, volatile=True)``: the call records no graph."""
-    inputs = [receiver] if receiver is not None else []
-    return next((value for value in (*inputs, *args, *kwargs.values()) if VOLATILE in value.tags), None)
 

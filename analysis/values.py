@@ -249,3 +249,9 @@ ROLE_VALUES: dict[str | None, Value] = {  # None: a parameter whose role is not 
     "loader": Value((LOADER,)),
     "accelerator": Value((ACCELERATOR,)),
 }
+
+
+def volatile_input(*inputs: Value | None) -> Value | None:
+    """The first of a call's inputs computed from ``Variable(t, volatile=True)`` (PyTorch < 0.4): the call
+    records no graph."""
+    return next((value for value in inputs if value is not None and VOLATILE in value.tags), None)
