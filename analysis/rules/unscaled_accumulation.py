@@ -515,7 +515,7 @@ def _named_tests(event: Event, loop: Loop) -> dict[str, AssignEvent]:
             break
         if not isinstance(other, AssignEvent) or loop not in other.context.loops or other.context.conditions_inside(loop):
             continue
-        if len(other.targets) == 1 and other.value_node is not None and isinstance(other.node, cst.Assign):
+        if len(other.targets) == 1 and other.value_node is not None and isinstance(other.node, (cst.Assign, cst.AnnAssign)):
             key = other.targets[0]
             if _modulus_test(other.value_node) is not None:
                 named[key] = other
@@ -833,6 +833,47 @@ def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
 
 
 UnscaledAccumulation.MUST_FIRE = (
+    Fires(  # the step's test named in an annotated assignment
+        """
+        import torch
+
+
+        class Runner:
+            def __init__(self, net, cfg):
+                self.net = net
+                self.accum = cfg.effective_batch // cfg.batch
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9)
+
+            def run_epoch(self, loader):
+                for index, (x, y) in enumerate(loader):
+                    update_now: bool = (index + 1) % self.accum == 0
+                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                    loss.backward()
+                    if update_now:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        class Runner:
+            def __init__(self, net, cfg):
+                self.net = net
+                self.accum = cfg.effective_batch // cfg.batch
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9)
+
+            def run_epoch(self, loader):
+                for index, (x, y) in enumerate(loader):
+                    update_now: bool = (index + 1) % self.accum == 0
+                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                    (loss / self.accum).backward()
+                    if update_now:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        at="loss.backward()",
+    ),
     Fires(  # apex without the division: the scaled loss is the undivided one, times the loss scale
         """
         import torch
