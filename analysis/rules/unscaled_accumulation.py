@@ -707,8 +707,8 @@ def _scaled(call: CallEvent) -> bool:
         if event is call:
             return False
         if isinstance(event, AssignEvent) and key in event.targets and isinstance(event.value_node, cst.BinaryOperation) \
-                and isinstance(event.value_node.operator, cst.Multiply):
-            return True
+                and isinstance(event.value_node.operator, (cst.Multiply, cst.Divide)):
+            return True  # (`loss = loss / n` before `scaler.scale(loss).backward()`, whose target carries no tag of it)
     return False
 
 
@@ -1352,6 +1352,35 @@ UnscaledAccumulation.MUST_FIRE = (
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the loss divided by a reassignment, then handed to the AMP scaler on one branch
+        """
+        import torch
+        from torch import nn
+
+
+        class Classifier(nn.Module):
+            def forward_batch(self, batch):
+                logits = self(batch["x"])
+                return logits, nn.functional.cross_entropy(logits, batch["y"])
+
+            def learn(self, batch):
+                _, loss = self.forward_batch(batch)
+                loss = loss / self.accum
+                if self.amp:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (self.seen + 1) % self.accum == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                return loss
+
+            def run(self, loader):
+                for index, batch in enumerate(loader):
+                    self.seen = index
+                    self.learn(batch)
+        """
+    ),
     Quiet(  # the subclass tells the Trainer that its loss needs the division; another normalises by the item count
         """
         import torch.nn.functional as F
