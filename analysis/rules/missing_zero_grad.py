@@ -116,7 +116,8 @@ class MissingZeroGrad(Rule):
             # zeroing on some iterations only is deliberate accumulation, unless the clearing sits on
             # one branch of an `if` and a whole training step on the other (`if use_amp: ... else:
             # optimizer.zero_grad() ...`): that branch's steps never clear
-            self._check_branch_without_clearing(ctx, items, backwards)
+            if not self._check_branch_without_clearing(ctx, items, backwards):
+                self._check_setting_gated(ctx, items, backwards)
             return
         reported: set[Loop] = set()
         for event, chain in backwards:
@@ -139,7 +140,7 @@ class MissingZeroGrad(Rule):
 
     def _check_branch_without_clearing(
         self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]]
-    ) -> None:
+    ) -> bool:
         for event, chain in backwards:
             site = _site(event, chain)
             found = _step_loop(items, site)
@@ -173,6 +174,56 @@ class MissingZeroGrad(Rule):
                     ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
                 ],
                 help=f"clear on both branches: call `{_optimizer_of(step) or 'optimizer'}.zero_grad()` before the `if`, or on this branch too",
+            )
+            return True
+        return False
+
+    def _check_setting_gated(
+        self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]]
+    ) -> None:
+        """Every clearing sits under an `if` on a setting that no iteration changes and that neither the backward
+        nor the step waits for (`if self.scheduler:`, `if ema is not None:`): a run with that setting off never
+        clears, and each step applies the sum of every gradient since the start."""
+        for event, chain in backwards:
+            site = _site(event, chain)
+            found = _step_loop(items, site)
+            if found is None:
+                continue
+            loop, in_loop, _ = found
+            clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
+            steps = [(step, step_chain) for step, step_chain in in_loop if isinstance(step, CallEvent) and is_optimizer_step(step)]
+            if not clears or not steps or self._handled_elsewhere(ctx, event, in_loop):
+                continue
+            step, step_chain = steps[0]
+            waited = (*_scoped_path(event, chain, loop), *_scoped_path(step, step_chain, loop))
+            gated = []
+            for clear, clear_chain in clears:
+                gate = _setting_gate(_scoped_path(clear, clear_chain, loop), waited, in_loop)
+                if gate is None:
+                    break
+                gated.append((clear, *gate))
+            if len(gated) != len(clears):
+                continue
+            shown = "; ".join(
+                f"`{_code(clear)}` on line {ctx.line_of((clear.chunk, clear.node))} under "
+                f"`if {shortened(gate_scope.chunk.code_for(gate.test), 40)}:`" for clear, gate, gate_scope in gated[:2]
+            )
+            more = f" and {len(gated) - 2} more" if len(gated) > 2 else ""
+            clear = gated[0][0]
+            ctx.report(
+                site.node,
+                f"`{_code(event)}` adds to `.grad` every iteration and `{_code(step)}` applies it, but every clearing waits "
+                f"for a setting no iteration changes and the step does not wait for ({shown}{more}): a run with those "
+                f"settings off never clears, and each step applies the sum of every gradient since the start",
+                evidence=[
+                    *(evidence for clear, gate, gate_scope in gated for evidence in (
+                        ((gate_scope.chunk, gate.node), "a setting the clearing waits for"),
+                        ((clear.chunk, clear.node), "gradients are cleared only when the setting is on"),
+                    )),
+                    ((event.chunk, event.node), "backward accumulates into `.grad`"),
+                    ((step.chunk, step.node), "the optimizer step that applies the accumulated gradients"),
+                ],
+                help=f"clear whatever the setting: move `{_code(clear)}` out of the `if`, next to `{_code(step)}`",
             )
             return
 
@@ -535,6 +586,36 @@ def _same_test(one: Condition, one_scope: ScopeAnalysis, other: Condition, other
             and other_scope.function.owner is owner)
 
 
+def _setting_gate(path: ScopedPath, waited: ScopedPath, in_loop: list[Item]) -> tuple[Condition, ScopeAnalysis] | None:
+    """The `if` on ``path`` that tests a setting (`if self.scheduler:`, `if not args.frozen:`, `if ema is not None:`)
+    which nothing in the loop assigns and none of the ``waited`` conditions tests."""
+    assigned = {key for event, _ in in_loop if isinstance(event, AssignEvent) for key in event.targets}
+    for condition, scope in path:
+        if condition.branch != "if" or condition.test is None:
+            continue
+        settings = [setting for setting in _settings_tested(condition.test) if setting is not None]
+        if not any(setting not in assigned and setting.split(".", 1)[0] not in assigned for setting in settings):
+            continue
+        if not any(_same_test(condition, scope, theirs, where) for theirs, where in waited):
+            return condition, scope
+    return None
+
+
+def _settings_tested(test: cst.BaseExpression) -> list[str | None]:
+    """The dotted names a test reads as switches, each of which must hold for it to pass: `x`, `not x`,
+    `x is not None`, `x == 1`, and each side of an `and`."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return [*_settings_tested(test.left), *_settings_tested(test.right)]
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        against = test.comparisons[0].comparator
+        if not (isinstance(against, (cst.Integer, cst.SimpleString)) or (isinstance(against, cst.Name) and against.value == "None")):
+            return [None]
+        test = test.left
+    return [dotted(test) if isinstance(test, (cst.Name, cst.Attribute)) else None]
+
+
 def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     return any(condition.branch != "except" for condition in path_conditions(event, chain, None))
 
@@ -608,6 +689,29 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 MissingZeroGrad.MUST_FIRE = (
+    Fires(  # the clearing sits under the warm-up scheduler's `if`: a run without a scheduler never clears
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, net, lr, warmup=None):
+                self.net = net
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+                self.warmup = warmup
+
+            def fit(self, loader, epochs):
+                for _ in range(epochs):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                        loss.backward()
+                        self.optimizer.step()
+                        if self.warmup is not None:
+                            self.warmup.step()
+                            self.optimizer.zero_grad()
+        """,
+        at="loss.backward()",
+    ),
     Fires(  # the clearing is on the full-precision branch only: the mixed-precision steps never clear
         """
         import torch
@@ -1057,6 +1161,35 @@ MissingZeroGrad.MUST_FIRE = (
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # the clearing waits for the same switch as the whole step: with it off nothing trains
+        """
+        import torch
+
+
+        def tune(head, loader, optimizer, args):
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(head(x), y)
+                if args.train_head:
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the clearing waits only for the accumulation boundary the step waits for
+        """
+        import torch
+
+
+        def train(model, loader, optimizer, accumulation, scheduler=None):
+            for i, (x, y) in enumerate(loader):
+                (torch.nn.functional.mse_loss(model(x), y) / accumulation).backward()
+                if (i + 1) % accumulation == 0:
+                    optimizer.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                    optimizer.zero_grad()
+        """
+    ),
     Quiet(  # each branch clears its own steps; and accumulation clears under the same `if` as its step
         """
         import torch

@@ -515,7 +515,7 @@ def _named_tests(event: Event, loop: Loop) -> dict[str, AssignEvent]:
             break
         if not isinstance(other, AssignEvent) or loop not in other.context.loops or other.context.conditions_inside(loop):
             continue
-        if len(other.targets) == 1 and other.value_node is not None and isinstance(other.node, cst.Assign):
+        if len(other.targets) == 1 and other.value_node is not None and isinstance(other.node, (cst.Assign, cst.AnnAssign)):
             key = other.targets[0]
             if _modulus_test(other.value_node) is not None:
                 named[key] = other
@@ -707,8 +707,8 @@ def _scaled(call: CallEvent) -> bool:
         if event is call:
             return False
         if isinstance(event, AssignEvent) and key in event.targets and isinstance(event.value_node, cst.BinaryOperation) \
-                and isinstance(event.value_node.operator, cst.Multiply):
-            return True
+                and isinstance(event.value_node.operator, (cst.Multiply, cst.Divide)):
+            return True  # (`loss = loss / n` before `scaler.scale(loss).backward()`, whose target carries no tag of it)
     return False
 
 
@@ -833,6 +833,47 @@ def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
 
 
 UnscaledAccumulation.MUST_FIRE = (
+    Fires(  # the step's test named in an annotated assignment
+        """
+        import torch
+
+
+        class Runner:
+            def __init__(self, net, cfg):
+                self.net = net
+                self.accum = cfg.effective_batch // cfg.batch
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9)
+
+            def run_epoch(self, loader):
+                for index, (x, y) in enumerate(loader):
+                    update_now: bool = (index + 1) % self.accum == 0
+                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                    loss.backward()
+                    if update_now:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        class Runner:
+            def __init__(self, net, cfg):
+                self.net = net
+                self.accum = cfg.effective_batch // cfg.batch
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=0.9)
+
+            def run_epoch(self, loader):
+                for index, (x, y) in enumerate(loader):
+                    update_now: bool = (index + 1) % self.accum == 0
+                    loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                    (loss / self.accum).backward()
+                    if update_now:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        at="loss.backward()",
+    ),
     Fires(  # apex without the division: the scaled loss is the undivided one, times the loss scale
         """
         import torch
@@ -1311,6 +1352,35 @@ UnscaledAccumulation.MUST_FIRE = (
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the loss divided by a reassignment, then handed to the AMP scaler on one branch
+        """
+        import torch
+        from torch import nn
+
+
+        class Classifier(nn.Module):
+            def forward_batch(self, batch):
+                logits = self(batch["x"])
+                return logits, nn.functional.cross_entropy(logits, batch["y"])
+
+            def learn(self, batch):
+                _, loss = self.forward_batch(batch)
+                loss = loss / self.accum
+                if self.amp:
+                    self.scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                if (self.seen + 1) % self.accum == 0:
+                    self.optimizer.step()
+                    self.optimizer.zero_grad()
+                return loss
+
+            def run(self, loader):
+                for index, batch in enumerate(loader):
+                    self.seen = index
+                    self.learn(batch)
+        """
+    ),
     Quiet(  # the subclass tells the Trainer that its loss needs the division; another normalises by the item count
         """
         import torch.nn.functional as F

@@ -588,12 +588,29 @@ def _runs_in_iteration(item: Item, loop: Loop) -> bool:
 
 def _over_optimizers(loop: Loop, call: CallEvent) -> bool:
     """A `for` over several optimizers whose pass clears or steps the one it holds (`for opt in self.optimizers:
-    opt.zero_grad()`, `for name, opt in optimizers.items()`): the iterable is named for optimizers, as
-    `is_optimizer_step` reads a receiver's name."""
-    return (
-        isinstance(loop.node, cst.For) and call.receiver_key in loop.targets
-        and (call.method == "step" or clears_gradients(call)) and "optim" in loop.iterable_text.lower()
-    )
+    opt.zero_grad()`, `for name, opt in optimizers.items()`, `for opt in (opt_g, opt_d)`, `for name in optimizers:
+    optimizers[name].step()`): the iterable is named for optimizers, as `is_optimizer_step` reads a receiver's name,
+    or what the pass holds is an optimizer to the flow."""
+    if not isinstance(loop.node, cst.For) or not (call.method == "step" or clears_gradients(call)):
+        return False
+    if call.receiver_key in loop.targets:
+        held = call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags
+        return held or "optim" in loop.iterable_text.lower()
+    return _indexed_by_pass(loop, call) and "optim" in loop.iterable_text.lower()
+
+
+def _indexed_by_pass(loop: Loop, call: CallEvent) -> bool:
+    """`optimizers[name].step()` in `for name in optimizers:`: the container iterated over, indexed by the pass's key."""
+    func = call.node.func
+    if type(func) is not cst.Attribute or type(func.value) is not cst.Subscript:
+        return False
+    indexed = func.value
+    if len(indexed.slice) != 1 or type(indexed.slice[0].slice) is not cst.Index:
+        return False
+    key = indexed.slice[0].slice.value
+    container = call.scope.chunk.code_for(indexed.value)
+    iterated = loop.iterable_text.removesuffix(".keys()")
+    return type(key) is cst.Name and key.value in loop.targets and container == iterated
 
 
 def _cleared_before_step(items: list[Item], loop: Loop | None):
@@ -608,12 +625,18 @@ def _cleared_before_step(items: list[Item], loop: Loop | None):
         for later, (candidate, _) in enumerate(around):
             if _adds_to_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
                 break
-            if not clears_gradients(candidate):
+            if not clears_gradients(candidate) or _followed_helper(candidate):
                 continue
             step = _next_step(around, later)
             if step is not None and _clears_for(candidate, step[0], items) and _runs_whenever(around[later], step, loop):
                 yield items[index], around[later], step
             break
+
+
+def _followed_helper(event: Event) -> bool:
+    """A call of a local function named for clearing (`self.zero_grad()` of a trainer whose method clears its
+    optimizer): what it clears is read from its body, whose events follow it."""
+    return isinstance(event, CallEvent) and event.function is not None
 
 
 def _cleared_between_backwards(scope: ScopeAnalysis, items: list[Item], loop: Loop | None) -> tuple[Item, Item, Item, Item] | None:
@@ -700,6 +723,8 @@ def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEven
 
 def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
     """The clearing call empties the gradients this step reads."""
+    if _engines_optimizer(clear, step, items):
+        return True
     cleared = _optimizer_key(clear)
     stepped = _optimizer_key(step)
     if cleared is not None and stepped is not None:
@@ -709,12 +734,23 @@ def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
     return len(steppers) == 1 and (isinstance(clear, AssignEvent) or _clears_a_model(clear))
 
 
+def _engines_optimizer(clear: Event, step: CallEvent, items: list[Item]) -> bool:
+    """The optimizer an engine was built with (`engine, optimizer, _, _ = deepspeed.initialize(...)`) cleared while
+    the engine steps, and nothing else steps in the loop: `engine.step()` steps that optimizer."""
+    if not isinstance(clear, CallEvent) or clear.receiver is None or step.receiver is None:
+        return False
+    if not {Tag.ENGINE, Tag.OPTIMIZER} <= clear.receiver.tags or Tag.ENGINE not in step.receiver.tags:
+        return False
+    steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
+    return len(steppers) == 1
+
+
 def _optimizer_key(event: Event) -> str | None:
     if not isinstance(event, CallEvent):
         return None
     key = optimizer_text(event)
     loops = event.context.loops
-    if key and loops and key in loops[-1].targets and _over_optimizers(loops[-1], event):
+    if key and loops and _over_optimizers(loops[-1], event):
         return loops[-1].iterable_text  # `for opt in optimizers: opt.step()` steps the whole list
     scaler = (event.receiver is not None and Tag.SCALER in event.receiver.tags) or "scaler" in key.lower()
     if event.method == "step" and scaler and event.arg_nodes:
@@ -1577,9 +1613,163 @@ ZeroGradBeforeStep.MUST_FIRE = (
         at="self.optimizer.zero_grad()",
         no_fix=True,
     ),
+    Fires(  # a joint loss trains an encoder and a decoder, each pass of the loop clears then steps one of them
+        """
+        import torch
+
+
+        def train(encoder, decoder, loader, epochs):
+            enc_opt = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+            dec_opt = torch.optim.Adam(decoder.parameters(), lr=1e-3)
+            for _ in range(epochs):
+                for images in loader:
+                    loss = torch.nn.functional.mse_loss(decoder(encoder(images)), images)
+                    loss.backward()
+                    for opt in (enc_opt, dec_opt):
+                        opt.zero_grad()
+                        opt.step()
+        """,
+        fixed="""
+        import torch
+
+
+        def train(encoder, decoder, loader, epochs):
+            enc_opt = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+            dec_opt = torch.optim.Adam(decoder.parameters(), lr=1e-3)
+            for _ in range(epochs):
+                for images in loader:
+                    loss = torch.nn.functional.mse_loss(decoder(encoder(images)), images)
+                    loss.backward()
+                    for opt in (enc_opt, dec_opt):
+                        opt.step()
+                        opt.zero_grad()
+        """,
+    ),
+    Fires(  # optimizers kept by name, cleared and stepped by their key
+        """
+        import torch
+
+
+        def fit(nets, batches, lr):
+            optimizers = {key: torch.optim.SGD(net.parameters(), lr=lr) for key, net in nets.items()}
+            for x, y in batches:
+                loss = torch.nn.functional.cross_entropy(nets["head"](nets["body"](x)), y)
+                loss.backward()
+                for key in optimizers:
+                    optimizers[key].zero_grad()
+                for key in optimizers:
+                    optimizers[key].step()
+        """,
+        at="optimizers[key].zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # the trainer's own `zero_grad` method clears its optimizer between the backward and the update
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, net, lr):
+                self.net = net
+                self.optimizer = torch.optim.AdamW(net.parameters(), lr=lr)
+
+            def zero_grad(self):
+                self.optimizer.zero_grad()
+
+            def update(self):
+                torch.nn.utils.clip_grad_norm_(self.net.parameters(), 1.0)
+                self.optimizer.step()
+
+            def learn(self, batch):
+                loss = self.net(batch).mean()
+                loss.backward()
+                self.zero_grad()
+                self.update()
+                return loss.item()
+        """,
+        at="self.optimizer.zero_grad()",
+        no_fix=True,
+    ),
+    Fires(  # DeepSpeed: the optimizer `initialize` hands back is the one `engine.step()` steps
+        """
+        import deepspeed
+
+
+        def main(args, net, loader):
+            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=net, model_parameters=net.parameters())
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                optimizer.zero_grad()
+                engine.step()
+        """,
+        fixed="""
+        import deepspeed
+
+
+        def main(args, net, loader):
+            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=net, model_parameters=net.parameters())
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                engine.step()
+                optimizer.zero_grad()
+        """,
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # optimizers kept by name: all cleared before the backward, all stepped after it
+        """
+        import torch
+
+
+        def fit(nets, batches, lr):
+            optimizers = {key: torch.optim.SGD(net.parameters(), lr=lr) for key, net in nets.items()}
+            for x, y in batches:
+                for key in optimizers:
+                    optimizers[key].zero_grad()
+                loss = torch.nn.functional.cross_entropy(nets["head"](nets["body"](x)), y)
+                loss.backward()
+                for key in optimizers:
+                    optimizers[key].step()
+        """
+    ),
+    Quiet(  # the class's `zero_grad` clears the critic's optimizer; the actor's gradients reach its step
+        """
+        import torch
+
+
+        class ActorCritic:
+            def __init__(self, actor, critic):
+                self.actor, self.critic = actor, critic
+                self.actor_opt = torch.optim.Adam(actor.parameters())
+                self.critic_opt = torch.optim.Adam(critic.parameters())
+
+            def zero_grad(self):
+                self.critic_opt.zero_grad()
+
+            def update_actor(self, states):
+                loss = -self.critic(states, self.actor(states)).mean()
+                loss.backward()
+                self.zero_grad()
+                self.actor_opt.step()
+        """
+    ),
+    Quiet(  # DeepSpeed: the engine steps, then the optimizer it handed back is cleared
+        """
+        import deepspeed
+
+
+        def main(args, net, loader):
+            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=net, model_parameters=net.parameters())
+            for batch in loader:
+                loss = engine(batch)
+                engine.backward(loss)
+                engine.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # two optimizers: clearing the discriminator's share of the generator's loss before its own backward
         """
         import torch
