@@ -859,10 +859,8 @@ class ScopeAnalysis:
                 stored = args[position] if position < len(args) else UNKNOWN
                 kept = kept_by_method(self, receiver_key, method, position)
                 if kept != KEEPS_NOTHING:
-                    self._record_store(
-                        method, receiver_key, stored.without_graph() if kept == KEEPS_DETACHED else stored,
-                        stored_args[position].value, call, context,
-                    )
+                    stored = stored.without_graph() if kept == KEEPS_DETACHED else stored
+                    self._record_store(method, receiver_key, stored, stored_args[position].value, call, context)
         return event.result
 
     # ------------------------------------------------------------------ transfer functions
