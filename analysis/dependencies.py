@@ -113,10 +113,13 @@ class ScopeResult:
     """One rule's findings for one scope, and what the check of that scope read beyond it
     (``bare``: nothing, so it holds while its scope is the same flow)."""
 
-    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "calls", "bare")
+    __slots__ = ("findings", "facts", "placed", "flows", "own_lines", "calls", "bare", "needs_absent")
+    program = None  # what ``ModuleAnalysis.still_holds`` asks of every kept result: a scope's reads none
 
     def __init__(self, findings: Sequence, reads: Reads) -> None:
         self.findings = findings
+        # the rule declares what its check needs (``Rule.scope_needs``) and the scope's followed events held none
+        self.needs_absent = False
         self.facts = reads.facts
         self.placed = tuple(reads.placed.values())
         self.flows = tuple(reads.flows.items())
@@ -134,11 +137,39 @@ class ScopeResult:
 def _nothing_in_scope() -> ScopeResult:
     result = ScopeResult.__new__(ScopeResult)
     result.findings, result.facts, result.placed, result.flows, result.own_lines, result.calls, result.bare = (), {}, (), (), (), (), True
+    result.needs_absent = False
     return result
 
 
 # What most scopes' checks come to: nothing found, nothing read beyond the scope.
 NOTHING_IN_SCOPE = _nothing_in_scope()
+
+
+def flows_hold(result: ScopeResult, resumed: ScopeAnalysis | None, none_needed: Callable[[ScopeAnalysis], bool] | None) -> ScopeResult | None:
+    """``result`` if every flow its check asked for is the same (``resumed``, the flow walked on from the
+    edited statement, is the same object, changed), else None; but a result that found nothing because
+    none of the events it followed was one its rule needs (``Rule.scope_needs``, ``needs_absent``) is
+    kept while none of the functions whose flow changed now follows one either (``none_needed``, asked
+    of each one's flow; ``patterns.follows_none``): the events the scope
+    follows now are those of flows that did not change, which it followed before, and those each
+    changed function follows from itself, as deep or deeper. Kept, it names the flows as they are now,
+    with those the changed ones follow, so that a later change of any of them is seen."""
+    if all(function._analysis is analysis and analysis is not resumed for function, analysis in result.flows):
+        return result
+    changed = [function for function, analysis in result.flows if function._analysis is not analysis or analysis is resumed]
+    if none_needed is None or not result.needs_absent:
+        return None
+    flows = dict(result.flows)
+    for function in changed:
+        analysis = function._analysis
+        if analysis is None or not none_needed(analysis):
+            return None
+        flows[function] = analysis
+        flows.update(analysis.followed["events"][1])
+    kept = ScopeResult.__new__(ScopeResult)
+    kept.findings, kept.facts, kept.placed, kept.own_lines, kept.calls = result.findings, result.facts, result.placed, result.own_lines, result.calls
+    kept.flows, kept.bare, kept.needs_absent = tuple(flows.items()), False, True
+    return kept
 
 
 def _nothing_found() -> KeptResult:

@@ -17,6 +17,7 @@ from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, ScopeResult,
 from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
+from .patterns import follows_none
 from .registry import RESERVED_PREFIX, has_failed, local_plugins_allowed, rule_failed, rules_for
 from .rules.base import Rule
 from .settings import AnalysisSettings
@@ -307,9 +308,13 @@ def _checked_by_scope(
     chunk = context.chunk
     results: dict[ScopeAnalysis, ScopeResult] = {}
     whole = True
+    needs = type(rule).scope_needs
+    none_needed = (lambda flow: follows_none(flow, needs)) if needs is not None else None
     for scope in scopes:
         previous = kept.get(scope) if kept and scope is not module.resumed_flow else None
-        if previous is not None and (previous.bare or module.scope_result_holds(previous)):
+        if previous is not None and not previous.bare:
+            previous = module.scope_result_holds(previous, none_needed)
+        if previous is not None:
             results[scope] = previous
             if previous.findings:
                 context.findings.extend(previous.findings)
@@ -319,8 +324,10 @@ def _checked_by_scope(
             rule.check_scope(context, scope)
         if reads.whole_module:
             whole = False
-        else:
-            results[scope] = ScopeResult.of(context.findings[start:], reads)
+            continue
+        result = results[scope] = ScopeResult.of(context.findings[start:], reads)
+        if needs is not None and result.flows and not result.findings:
+            result.needs_absent = follows_none(scope, needs)  # what lets it be kept when a flow it followed changes
     return KeptResult.of_scopes(chunk, context.findings, results, whole)
 
 

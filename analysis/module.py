@@ -706,21 +706,19 @@ class ModuleAnalysis:
             dependencies.same_calls(self.calls_read(key), calls, self.kept, self.methods_edited) for key, calls in kept.calls
         )
 
-    def scope_result_holds(self, result: dependencies.ScopeResult) -> bool:
-        """Whether one scope's kept result (of the statement ``scopes_edited``, whose scope it is and
-        still the same flow) holds: the module-wide values and other statements' lines it read are
-        unchanged, every flow it asked for is the same, and the lines of its statement it read are
-        neither lines the edit touched nor after them when the edit added or removed lines."""
-        if not self.still_holds(result):
-            return False
-        if any(function._analysis is not analysis or analysis is self.resumed_flow for function, analysis in result.flows):
-            return False  # the flow walked on from the edited statement is the same object, changed
-        if not result.own_lines or self.edited_lines is None:
-            return True
+    def scope_result_holds(self, result: dependencies.ScopeResult, none_needed: Callable | None) -> dependencies.ScopeResult | None:
+        """One scope's kept result (of the statement ``scopes_edited``, whose scope it is and still the
+        same flow) if it holds, else None: the module-wide values and other statements' lines it read
+        are unchanged, every flow it asked for is the same (or holds none of what its rule needs,
+        ``dependencies.flows_hold``), and the lines of its statement it read are neither lines the edit
+        touched nor after them when the edit added or removed lines."""
+        kept = dependencies.flows_hold(result, self.resumed_flow, none_needed) if self.still_holds(result) else None
+        if kept is None or not kept.own_lines or self.edited_lines is None:
+            return kept
         first_edited, last_edited, added = self.edited_lines
         if added:
-            return all(last_read < first_edited for _, last_read in result.own_lines)
-        return all(last_read < first_edited or first_read > last_edited for first_read, last_read in result.own_lines)
+            return kept if all(last_read < first_edited for _, last_read in kept.own_lines) else None
+        return kept if all(last_read < first_edited or first_read > last_edited for first_read, last_read in kept.own_lines) else None
 
     def calls_read(self, key: object) -> list[CallEvent]:
         """The module-wide list of calls a kept result read (``dependencies.note_calls``), as it is now."""

@@ -213,6 +213,16 @@ def _followed(scope: ScopeAnalysis, kind: str) -> list:
     return items
 
 
+def follows_none(scope: ScopeAnalysis, needs: Callable[[Event], bool]) -> bool:
+    """Whether none of the events ``ordered_events(scope, None)`` gives (the scope's own, and those of
+    the local functions it calls) is one ``needs`` picks out; kept with the scope's list of them."""
+    events = _followed(scope, "events")
+    kept = scope.followed.get((follows_none, needs))
+    if kept is None or kept[1][0] is not events:  # (the answer, (the list it was read from,))
+        kept = scope.followed[(follows_none, needs)] = (not any(needs(event) for event, _ in events), (events,))
+    return kept[0]
+
+
 def _ordered_into(items: list, scope: ScopeAnalysis, depth: int, stack: tuple, reads: dict) -> None:
     """``_ordered`` of a whole scope, every event, appended to ``items``: the same items in the same
     order, without a generator per level of calls for every item (``__init__`` of a long class follows

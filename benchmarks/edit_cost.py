@@ -140,6 +140,8 @@ class Typist:
         self.document.anchors_wanted = anchors  # as after a hover or inlay hint
         self.version = 0
         self.document.analyse("\n".join(self.lines), self.version, self.settings)
+        # what the server does once the first report is out (``scheduling``), off the typing path
+        self.document.warm_positions(self.document.edits)
 
     def key(self) -> float:
         self.version += 1

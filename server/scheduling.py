@@ -32,6 +32,9 @@ log = logging.getLogger("trainlint.server")
 # An analysis is stopped for a newer text at most this many times in a row; the next one finishes,
 # so that someone typing without a pause still sees diagnostics of a text a few keys old.
 MAX_STOPS_IN_A_ROW = 3
+# How long after a document's first report its long statements' positions are worked out: the
+# report is sent first (``DocumentState.warm_positions``).
+WARM_AFTER_S = 0.2
 
 
 async def analysis(ls: TrainlintServer, uri: str) -> Analysis | None:
@@ -154,6 +157,9 @@ def _start_analysis(
             if ls.jobs.get(uri) is job:
                 del ls.jobs[uri]
             _after_analysis(ls, uri, text, finished=isinstance(result, Analysis))
+        if isinstance(result, Analysis) and not state.warmed:
+            state.warmed = True  # once the report is out, on the document's lane, which its next analysis waits for
+            loop.call_later(WARM_AFTER_S, loop.run_in_executor, ls.lane(state, text), state.warm_positions, edits)
         return result
 
     job = ls.jobs[uri] = asyncio.ensure_future(run())

@@ -337,3 +337,52 @@ def test_a_method_checked_through_its_callers_keeps_its_result_until_a_call_of_i
     softmax, findings, _ = _typed(state, typed, softmax, 2)
     assert "Trainer.loss_of" in checked
     assert ("TL202", "return self.criterion(scores, labels)") in _codes_by_line(findings, softmax)
+
+
+RECORDER = '''import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+        self.seen = []
+
+    def _record(self, loss):
+        value = float(loss)
+        self.seen.append(value)
+
+    def fit(self, loader):
+        for x, y in loader:
+            loss = (self.model(x) - y).pow(2).mean()
+            self._record(loss)
+            self.optimizer.step()
+'''
+
+
+def test_a_caller_that_runs_no_backward_keeps_its_result_until_the_helper_it_calls_gets_one(monkeypatch):
+    """TL201 needs a backward (``scope_needs``): ``fit`` runs none, nor does the helper it calls, so a
+    key in the helper checks the helper alone; once the helper backwards the loss, ``fit`` is checked
+    again and its loop, which steps without clearing, is reported as a fresh analysis reports it."""
+    from trainlint.analysis.rules.missing_zero_grad import MissingZeroGrad
+
+    state = DocumentState(PATH, None)
+    state.analyse(RECORDER, 0, SETTINGS)
+    checked: list[str] = []
+    check_scope = MissingZeroGrad.check_scope
+
+    def counting(self, ctx, scope):
+        checked.append(scope.function.qualified_name if scope.function is not None else "<module>")
+        return check_scope(self, ctx, scope)
+
+    monkeypatch.setattr(MissingZeroGrad, "check_scope", counting)
+    typed = RECORDER.replace("value = float(loss)", "value = float(loss) * 2")
+    findings = state.analyse(typed, 1, SETTINGS).findings
+    assert checked == ["Trainer._record"]
+    assert findings == _fresh(typed)
+    backward = typed.replace("        value = float(loss) * 2\n", "        value = float(loss) * 2\n        loss.backward()\n")
+    checked.clear()
+    backward, findings, _ = _typed(state, typed, backward, 2)
+    assert "Trainer.fit" in checked
+    assert findings == _fresh(backward)
+    assert any(finding.code == "TL201" for finding in findings)

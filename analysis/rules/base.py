@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, ClassVar
 from ..findings import Severity
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..context import RuleContext
+    from ..events import Event
     from ..flow import ScopeAnalysis
 
 DOCS_URL = "https://trainlint.dev/rules/"
@@ -114,6 +117,11 @@ class Rule(metaclass=_RuleType):
     help_url: ClassVar[str | None] = None  # a plugin's documentation page; trainlint's rules have theirs
     MUST_FIRE: ClassVar[tuple[Fires, ...]] = ()
     MUST_NOT_FIRE: ClassVar[tuple[Quiet, ...]] = ()
+    # For a rule that checks scope by scope and follows calls (``patterns.ordered_events``): the events
+    # without one of which, among those a scope follows, its ``check_scope`` reports nothing (a backward
+    # for a rule about gradients). A caller's result that found none is kept after an edit of a function
+    # it follows while that function's events still hold none (``dependencies.flows_hold``).
+    scope_needs: ClassVar[Callable[[Event], bool] | None] = None
 
     def check(self, ctx: RuleContext) -> None:
         """Check one top-level statement; by default, each of its scopes on its own (``check_scope``)."""

@@ -45,10 +45,16 @@ Item = tuple[Event, tuple[CallEvent, ...]]
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_"})
 
 
+def _needed(event: Event) -> bool:
+    """What every finding needs: a backward of a scaled loss, a clip, or a gradient hook."""
+    return accumulates_into_grad(event) or (isinstance(event, CallEvent) and (event.callee in _CLIPS or event.method == "register_hook"))
+
+
 class ClipBeforeUnscale(Rule):
     code = "TL207"
     name = "clip-before-unscale"
     severity = Severity.ERROR
+    scope_needs = _needed
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         items = list(ordered_events(scope, None))

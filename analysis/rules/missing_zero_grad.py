@@ -68,10 +68,16 @@ _KNOWN_RECEIVERS = frozenset({Tag.SCALER, Tag.ACCELERATOR, Tag.OPTIMIZER, Tag.MO
 Item = tuple[Event, tuple[CallEvent, ...]]
 
 
+def _needed(event: Event) -> bool:
+    """What every finding starts from: a backward that adds into ``.grad`` (Lightning's ``manual_backward`` too)."""
+    return accumulates_into_grad(event) or (isinstance(event, CallEvent) and event.method == "manual_backward")
+
+
 class MissingZeroGrad(Rule):
     code = "TL201"
     name = "missing-zero-grad"
     severity = Severity.ERROR
+    scope_needs = _needed
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):

@@ -29,6 +29,7 @@ from trainlint.analysis.tree import blocks_of
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
+    Event,
     Fires,
     Loop,
     Quiet,
@@ -56,10 +57,18 @@ _DETERMINISTIC_FACTORIES = frozenset(
 )
 
 
+def _needed(event: Event) -> bool:
+    """What every finding is reported at: a ``.to()``/``.cuda()`` call, or a torch factory of host data."""
+    return isinstance(event, CallEvent) and (
+        event.method in {"to", "cuda"} or ((event.callee or "").startswith("torch.") and last_part(event.callee or "") in _HOST_DATA_FACTORIES)
+    )
+
+
 class RedundantTransfer(Rule):
     code = "TL303"
     name = "redundant-transfer"
     severity = Severity.WARNING
+    scope_needs = _needed
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if is_test_file(ctx.module.path):

@@ -66,10 +66,16 @@ _TRAINER_MODELS = frozenset({"self.model", "self.model_wrapped"})
 _WRAPPERS = re.compile(r"^self\.|(?:\.module|\._orig_mod)+$")
 
 
+def _needed(event: Event) -> bool:
+    """What every finding needs: a switch to eval mode, or the optimizer step of a loop that trains."""
+    return _sets_eval(event) or (isinstance(event, CallEvent) and is_optimizer_step(event))
+
+
 class StuckEvalMode(Rule):
     code = "TL205"
     name = "stuck-eval-mode"
     severity = Severity.ERROR
+    scope_needs = _needed
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         if ctx.module.framework_runs_loop is not None:

@@ -61,10 +61,16 @@ from trainlint.rules import (
 Item = tuple[Event, tuple[CallEvent, ...]]
 
 
+def _needed(event: Event) -> bool:
+    """What every finding needs: a clearing of gradients, or the optimizer step a closure is handed to."""
+    return clears_gradients(event) or (isinstance(event, CallEvent) and is_optimizer_step(event))
+
+
 class ZeroGradBeforeStep(Rule):
     code = "TL206"
     name = "zero-grad-before-step"
     severity = Severity.ERROR
+    scope_needs = _needed
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         for loop in scope.loops:
