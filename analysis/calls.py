@@ -747,10 +747,10 @@ def attribute_keeping(function, parameter: str) -> str | None:
     ``parameter``, as it is: the parameter itself, or an entry of it (``for key, value in
     metrics.items(): self._stored[key].append(value)``), appended to or assigned into the attribute.
     None when it keeps only host copies (``value.item()``), detached ones, or nothing."""
-    note_text_read(function)
     by_parameter = function.chunk.node_memo("parameters kept in attributes").setdefault(function.node, {})
     if parameter not in by_parameter:
         by_parameter[parameter] = _attribute_keeping(function.node.body, parameter)
+    note_text_read(function, (attribute_keeping, parameter), by_parameter[parameter])
     return by_parameter[parameter]
 
 

@@ -58,13 +58,23 @@ def asked_so_far() -> int:
     return len(walking[-1]) if walking else 0
 
 
-def note_text_read(function: FunctionInfo) -> None:
+# A question a walk asked of a function's text: a function of it and further arguments, with those arguments.
+TextQuestion = tuple  # (ask, *arguments): ask(function, *arguments)
+
+
+def note_text_read(function: FunctionInfo, question: TextQuestion | None = None, answer: object = None) -> None:
     """The walk in progress read a function's text rather than its flow (which of its parameters a
-    method appends to ``self``: ``calls.attribute_keeping``). Its kept flow holds while the function has
-    the tree it read: after an edit of that method, its callers in the class are walked again."""
+    method appends to ``self``: ``calls.attribute_keeping``), asking it ``question`` and getting
+    ``answer``. Its kept flow holds while the question asked of the function as it is now gets the
+    same answer (with no question: while the function has the tree it read), so that after an edit
+    of that method the callers in its class whose answer changed are walked again, and only those."""
     texts = getattr(_walks, "texts", None)
     if texts:
-        texts[-1].setdefault(function, function.node)
+        texts[-1].setdefault((function, question), function.node if question is None else answer)
+
+
+def _text_answer(function: FunctionInfo, question: TextQuestion | None) -> object:
+    return function.node if question is None else question[0](function, *question[1:])
 
 
 class FunctionInfo:
@@ -83,8 +93,9 @@ class FunctionInfo:
         # the other methods whose walk read none of what changed keep theirs, if the walks would
         # come in the same order (``ModuleAnalysis._methods_kept``).
         self.reads: tuple[tuple[FunctionInfo, bool], ...] = ()
-        # The functions whose text (not flow) the walk read, each with the tree it read (``note_text_read``).
-        self.texts_read: tuple[tuple[FunctionInfo, cst.FunctionDef], ...] = ()
+        # The functions whose text (not flow) the walk read, each with the question it asked of it and the
+        # answer (``note_text_read``).
+        self.texts_read: tuple[tuple[FunctionInfo, tuple[TextQuestion | None, object]], ...] = ()
         # Set on the kept flow of a method after an edit of another method of its class: checked
         # (``_still_holds``) the first time it is asked for, walked again if it does not hold.
         self.pending = False
@@ -121,7 +132,7 @@ class FunctionInfo:
             reads: dict[FunctionInfo, bool] = dict(self.reads[: resume[0].reads_before(resume[1])]) if resume else {}
             # and of the texts it read, all of them (those read after that statement too: kept, they can
             # only make the flow walked again)
-            texts: dict[FunctionInfo, cst.FunctionDef] = dict(self.texts_read) if resume else {}
+            texts: dict[tuple, object] = {(read, question): answer for read, (question, answer) in self.texts_read} if resume else {}
             walking.append(reads)
             texts_walking = getattr(_walks, "texts", None)
             if texts_walking is None:
@@ -137,7 +148,7 @@ class FunctionInfo:
                 walking.pop()
                 texts_walking.pop()
             self.reads = tuple(reads.items())
-            self.texts_read = tuple(texts.items())
+            self.texts_read = tuple((read, (question, answer)) for (read, question), answer in texts.items())
         note_flow(self, self._analysis)
         return self._analysis
 
@@ -145,16 +156,22 @@ class FunctionInfo:
         """Whether this kept flow is what walking the function again would give: every flow its walk
         asked for is, as far as a walk reads it (``exported``), what it was then, and is being walked
         now exactly when it was then. Asked with this function counted as being walked, as its walk
-        would be; the flows it asks for are walked now if they have to be, as its walk would. The
-        functions whose text it read have the trees it read."""
-        if any(read.node is not node for read, node in self.texts_read):
-            return False
+        would be; the flows it asks for are walked now if they have to be, as its walk would. What it
+        asked of functions' texts gets the same answers."""
         walking = getattr(_walks, "reads", None)
         if walking is None:
             walking = _walks.reads = []
+        texts_walking = getattr(_walks, "texts", None)
+        if texts_walking is None:
+            texts_walking = _walks.texts = []
         walking.append({})  # what is asked here is not a new walk's reads
+        texts_walking.append({})
         self._analysing = True
         try:
+            for read, (question, answer) in self.texts_read:
+                now = _text_answer(read, question)
+                if now is not answer and now != answer:
+                    return False
             for read, was_walking in self.reads:
                 if read is self:
                     continue
@@ -168,6 +185,7 @@ class FunctionInfo:
         finally:
             self._analysing = False
             walking.pop()
+            texts_walking.pop()
 
     def release(self) -> None:
         """Let go of the function's flow, which refers back to it, and of the functions defined in it

@@ -214,7 +214,7 @@ def test_a_method_whose_findings_read_another_methods_events_is_checked_again_af
     assert ("TL201", "loss.backward()") in _codes_by_line(findings, back)
 
 
-RECORDER = '''from collections import defaultdict
+METRICS_STORE = '''from collections import defaultdict
 
 import torch.nn.functional as F
 from transformers import Trainer
@@ -244,12 +244,12 @@ def test_a_caller_whose_walk_read_the_text_of_the_edited_method_is_walked_again(
     what it is handed to ``self._stored``: that is read from the helper's text, not its flow. Typing
     the append away leaves the caller with nothing kept, as a fresh analysis says; typed back, kept again."""
     state = DocumentState(PATH, None)
-    before = state.analyse(RECORDER, 0, SETTINGS).findings
-    assert ("TL101", 'self.store_metrics(metrics)') in _codes_by_line(before, RECORDER)
-    dropped = RECORDER.replace("            self._stored[key].append(value)", "            pass")
-    typed, findings, version = _typed(state, RECORDER, dropped, 1)
+    before = state.analyse(METRICS_STORE, 0, SETTINGS).findings
+    assert ("TL101", 'self.store_metrics(metrics)') in _codes_by_line(before, METRICS_STORE)
+    dropped = METRICS_STORE.replace("            self._stored[key].append(value)", "            pass")
+    typed, findings, version = _typed(state, METRICS_STORE, dropped, 1)
     assert not any(code == "TL101" for code, _ in _codes_by_line(findings, typed))
-    back, findings, _ = _typed(state, typed, RECORDER, version + 1)
+    back, findings, _ = _typed(state, typed, METRICS_STORE, version + 1)
     assert ("TL101", 'self.store_metrics(metrics)') in _codes_by_line(findings, back)
 
 
