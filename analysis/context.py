@@ -182,9 +182,10 @@ class RuleContext:
         """Wrap a statement (with all its lines) in ``header:``, indenting it one level.
 
         None when the statement holds a multi-line string, whose text would change if indented, or
-        has a form feed in the indentation of a line after its first: Python reads the result, but
-        LibCST, which checks every fix's result, misreads a block whose lines do not all start
-        alike, and a result it rejects drops every fix of its round.
+        has a form feed in the indentation of a line after its first, or of its first when it is
+        indented: Python reads the result, but LibCST, which checks every fix's result, misreads a
+        block whose lines do not all start alike, or one opened on an indented line that starts with a
+        form feed (depending on the lines before it), and a result it rejects drops every fix of its round.
         """
         chunk = chunk or self.chunk
         line, column, end_line, _ = chunk.range_of(node)
@@ -193,8 +194,10 @@ class RuleContext:
             return None
         if any(indentation_start(text, 0) for text in lines[1:] if text.strip()):
             return None
+        if indentation_start(lines[0], 0) and indentation(lines[0]):
+            return None
         unit = _indent_unit(chunk.tree_text().split("\n")) or _indent_unit(self._analysis.lines) or "    "
-        # The header starts as the first line did (a form feed before the statement stays before it).
+        # The header starts as the first line did (a form feed before a top-level statement stays before it).
         first = indentation(lines[0]) + unit + lines[0][column - 1 :]
         body = "\n".join([first, *((unit + text) if text.strip() else text for text in lines[1:])])
         new_text = f"{lines[0][: column - 1]}{header}:\n{body}"

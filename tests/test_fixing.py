@@ -528,6 +528,19 @@ class TestOddWhitespace:
         assert "\fwith torch.no_grad():\n    for images, labels in test_dataloader:\n        logits = model(" in outcome.text
         assert fix_until_stable(outcome.text, _analyze).text == outcome.text
 
+    def test_an_indented_statement_after_a_form_feed_is_not_wrapped(self):
+        # Wrapped, `\f        with torch.no_grad():` opened a block LibCST misreads after `    for ...:`
+        # (Python reads it), which rejected the round and the detach beside it.
+        text = (
+            "import torch\n\ndef collect(net_g, noise_batches):\n\f    samples = {}\n"
+            "    for step, z in enumerate(noise_batches):\n\f        fake = net_g(z)\n"
+            "        samples[step] = fake.cpu()\n    torch.save(samples, 'samples.pt')\n"
+        )
+        assert [(f.code, f.fix is None) for f in _analyze(text) if f.code == "TL102"] == [("TL102", True)]
+        outcome = fix_until_stable(text, _analyze, unsafe=True)
+        assert not outcome.rejected
+        assert outcome.text == text.replace("fake.cpu()", "fake.detach().cpu()")
+
     def test_a_loop_with_a_form_feed_inside_is_not_wrapped(self, tmp_path, monkeypatch, capsys):
         # The wrap indented `\f    correct += ...` before its form feed, where Python does not count
         # it: the line left the loop, and the "safe" fix summed once instead of per batch.
