@@ -147,17 +147,11 @@ class MissingZeroGrad(Rule):
     def _check_branch_without_clearing(
         self, ctx: RuleContext, items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]]
     ) -> bool:
-        for event, chain in backwards:
-            site = _site(event, chain)
-            found = _step_loop(items, site)
-            if found is None:
-                continue
-            loop, in_loop, _ = found
-            clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
+        for event, chain, site, loop, in_loop, clears in _clearing_step_loops(items, backwards):
             backward_path = _scoped_path(event, chain, loop)
             steps = [(step, step_chain) for step, step_chain in in_loop if isinstance(step, CallEvent) and is_optimizer_step(step)
                      and not _exclusive(backward_path, _scoped_path(step, step_chain, loop))]
-            if not clears or not steps or self._handled_elsewhere(ctx, event, in_loop):
+            if not steps or self._handled_elsewhere(ctx, event, in_loop):
                 continue
             found_branch = _branch_excluding(backward_path, [_scoped_path(clear, clear_chain, loop) for clear, clear_chain in clears])
             if found_branch is None:
@@ -190,15 +184,9 @@ class MissingZeroGrad(Rule):
         """Every clearing sits under an `if` on a setting that no iteration changes and that neither the backward
         nor the step waits for (`if self.scheduler:`, `if ema is not None:`): a run with that setting off never
         clears, and each step applies the sum of every gradient since the start."""
-        for event, chain in backwards:
-            site = _site(event, chain)
-            found = _step_loop(items, site)
-            if found is None:
-                continue
-            loop, in_loop, _ = found
-            clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
+        for event, chain, site, loop, in_loop, clears in _clearing_step_loops(items, backwards):
             steps = [(step, step_chain) for step, step_chain in in_loop if isinstance(step, CallEvent) and is_optimizer_step(step)]
-            if not clears or not steps or self._handled_elsewhere(ctx, event, in_loop):
+            if not steps or self._handled_elsewhere(ctx, event, in_loop):
                 continue
             step, step_chain = steps[0]
             waited = (*_scoped_path(event, chain, loop), *_scoped_path(step, step_chain, loop))
@@ -506,6 +494,20 @@ def _site(event: Event, chain: tuple[CallEvent, ...]) -> Event:
 def _without_inner_loops(event: Event, chain: tuple[CallEvent, ...]) -> bool:
     """No loop of a called function lies between the call site and ``event`` (that function's own check covers it)."""
     return not any(link.context.loops for link in (*chain[1:], event)) if chain else True
+
+
+def _clearing_step_loops(items: list[Item], backwards: list[tuple[CallEvent, tuple[CallEvent, ...]]]):
+    """(backward, its chain, its site, the loop it runs in, the loop's items, the clearings among them) for
+    each backward in a loop that steps an optimizer (``_step_loop``) and clears some gradients."""
+    for event, chain in backwards:
+        site = _site(event, chain)
+        found = _step_loop(items, site)
+        if found is None:
+            continue
+        loop, in_loop, _ = found
+        clears = [(clear, clear_chain) for clear, clear_chain in in_loop if _clears(clear, clear_chain)]
+        if clears:
+            yield event, chain, site, loop, in_loop, clears
 
 
 def _step_loop(items: list[Item], site: Event) -> tuple[Loop, list[Item], CallEvent] | None:
