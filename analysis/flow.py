@@ -831,8 +831,8 @@ class ScopeAnalysis:
             elif not arg.star:
                 args.append(value)
         volatile = volatile_input(receiver, *args, *kwargs.values()) if context.grad_off is None else None
-        if volatile is not None:  # PyTorch < 0.4: a computation with one volatile input records no graph
-            context = context.without_grad(volatile.site[1] if volatile.site is not None else call)
+        if volatile is not None:  # PyTorch < 0.4: one volatile input, no graph (shown where made if in this chunk)
+            context = context.without_grad(volatile.site[1] if volatile.site and volatile.site[0] is self.chunk else call)
         event = CallEvent(
             call, context, self, callee=callee, method=method, receiver=receiver, receiver_key=receiver_key,
             args=args, kwargs=kwargs, function=function, arg_nodes=list(call.args),

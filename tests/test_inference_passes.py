@@ -92,3 +92,31 @@ def test_a_volatile_input_records_no_graph(tmp_path):
 def test_a_later_statement_reading_the_output_keeps_the_graph_in_use(tmp_path):
     source = OLD_SCRIPT + "outputs.sum().backward()\n"
     assert _tl102(source, tmp_path) == []
+
+
+GENERATOR_SCRIPT = textwrap.dedent('''
+    import torch
+    from torch.autograd import Variable
+
+    with open("model.pt", "rb") as f:
+        model = torch.load(f)
+
+    hidden = model.init_hidden(1)
+    input = Variable(torch.rand(1, 1).mul(100).long(), volatile=True)
+
+    with open("out.txt", "w") as outf:
+        for i in range(20):
+            output, hidden = model(input, hidden)
+            outf.write(str(output.argmax().item()))
+''')
+
+
+def test_a_volatile_input_made_in_an_earlier_statement_is_evidence_where_the_forward_runs(tmp_path):
+    # the input is made volatile in one statement of the script and run in a later one: the note on the restored
+    # module's mode shows the forward it runs without grad (it once crashed the rule, placing the earlier
+    # statement's node in the later one)
+    path = tmp_path / "generate.py"
+    path.write_text(GENERATOR_SCRIPT)
+    findings = analyze_source(GENERATOR_SCRIPT, str(path))
+    assert [(f.code, f.line, f.severity) for f in findings] == [("TL208", 6, Severity.NOTE)]
+    assert [e.line for e in findings[0].evidence] == [13]
