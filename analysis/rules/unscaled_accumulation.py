@@ -32,7 +32,7 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
-from trainlint.analysis.libraries import ACCUMULATES_ONLY_INSIDE, call_fact, trainer_trusting_loss
+from trainlint.analysis.libraries import ACCUMULATES_ONLY_INSIDE, MODULE, call_fact, trainer_trusting_loss
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
@@ -123,12 +123,17 @@ class UnscaledAccumulation(Rule):
         if any(isinstance(node, cst.Attribute) and node.attr.value in _SCALING_ATTRIBUTES for node in _walk(owner.node)):
             return  # the class sets `model_accepts_loss_kwargs` or `compute_loss_func`, or divides by the count itself
         init = owner.methods.get("__init__")
-        where = init.node if init is not None and init.chunk is owner.chunk else owner.node
+        where = _after_base_init(init.node) if init is not None and init.chunk is owner.chunk else owner.node
         trainer = last_part(fact.trainer)
-        models = (
-            "its model is a transformers model, whose `forward` takes `**kwargs`" if fact.transformers_models_only
-            else "the model's `forward` takes `**kwargs` (transformers' models do)"
-        )
+        loaded = None if fact.transformers_models_only else _transformers_model_load(ctx, owner.node)
+        if fact.transformers_models_only:
+            models = "its model is a transformers model, whose `forward` takes `**kwargs`"
+        elif loaded is not None:
+            models = ("the model's `forward` takes `**kwargs`, as the transformers model this class loads with "
+                      f"`{dotted(loaded.func) or 'from_pretrained'}` does")
+        else:
+            models = "the model's `forward` takes `**kwargs` (transformers' models do)"
+        loading = [((owner.chunk, loaded), "a transformers model loaded here: its `forward` takes `**kwargs`")] if loaded else []
         ctx.report(
             function.node.name,
             f"`compute_loss` overrides `{trainer}`'s and never reads `{_ITEM_COUNT}`: `{trainer}` divides the loss by "
@@ -139,9 +144,10 @@ class UnscaledAccumulation(Rule):
             evidence=[
                 ((scope.chunk, parameter), f"`{_ITEM_COUNT}` is given and never read"),
                 ((owner.chunk, where), "`self.model_accepts_loss_kwargs = False` here would let the Trainer divide the loss"),
+                *loading,
             ],
             chunk=scope.chunk,
-            severity=Severity.WARNING if fact.transformers_models_only else Severity.NOTE,
+            severity=Severity.WARNING if fact.transformers_models_only or loaded is not None else Severity.NOTE,
             help=f"set `self.model_accepts_loss_kwargs = False` in `__init__` (after `super().__init__`), or divide the "
                  f"summed loss by `{_ITEM_COUNT}`",
         )
@@ -343,6 +349,35 @@ _SCALING_ATTRIBUTES = frozenset({
 
 def _all_parameters(params: cst.Parameters) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _after_base_init(init: cst.FunctionDef) -> cst.CSTNode:
+    """Where a Trainer subclass's ``__init__`` can override what the base's ``__init__`` set: the statement
+    after its ``super().__init__(...)`` (that call itself when it comes last), else the ``def``."""
+    body = list(init.body.body) if isinstance(init.body, cst.IndentedBlock) else []
+    for index, statement in enumerate(body):
+        if any(isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__"
+               and isinstance(node.func.value, cst.Call) and dotted(node.func.value.func) == "super"
+               for node in _walk(statement)):
+            return body[index + 1] if index + 1 < len(body) else statement
+    return init
+
+
+def _transformers_model_load(ctx: RuleContext, owner: cst.ClassDef) -> cst.Call | None:
+    """A ``X.from_pretrained(...)`` in the class whose X is a transformers model class (an nn.Module by
+    the library's source or the table, ``AutoModelForCausalLM`` included): the model the class trains may
+    be that one, and transformers' models take loss keywords (``**kwargs``) in their ``forward``."""
+    for node in _walk(owner):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "from_pretrained"):
+            continue
+        name = dotted(node.func.value)
+        canonical = ctx.summary.canonical(name) if name else None
+        if not canonical or canonical.partition(".")[0] != "transformers":
+            continue
+        kind = ctx.summary.library_class_kind(canonical)
+        if kind is not None and kind.kind == MODULE:
+            return node
+    return None
 
 
 def _reads_name(body: cst.CSTNode, name: str) -> bool:
@@ -1234,6 +1269,49 @@ UnscaledAccumulation.MUST_FIRE = (
                 positives = model(input_ids=inputs["positive_ids"]).pooler_output
                 scores = anchors @ positives.T / 0.05
                 loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(scores), device=scores.device))
+                return (loss, scores) if return_outputs else loss
+        """,
+        at="compute_loss",
+        severity=Severity.NOTE,
+        no_fix=True,
+    ),
+    Fires(  # a Trainer subclass that loads a transformers model itself: that model's forward takes **kwargs
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, Trainer
+
+
+        class PairwiseTrainer(Trainer):
+            def __init__(self, model, args, margin=0.5, **kwargs):
+                if isinstance(model, str):
+                    model = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.bfloat16)
+                super().__init__(model=model, args=args, **kwargs)
+                self.margin = margin
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                chosen = model(input_ids=inputs["chosen_ids"], attention_mask=inputs["chosen_mask"]).logits.mean(-1)
+                rejected = model(input_ids=inputs["rejected_ids"], attention_mask=inputs["rejected_mask"]).logits.mean(-1)
+                loss = torch.relu(self.margin - (chosen - rejected).mean(-1)).mean()
+                return (loss, {"margin": (chosen - rejected).mean()}) if return_outputs else loss
+        """,
+        at="compute_loss",
+        severity=Severity.WARNING,
+        no_fix=True,
+    ),
+    Fires(  # what it loads with transformers is a tokenizer, not a model: the model is anyone's, a note
+        """
+        import torch
+        from transformers import AutoTokenizer, Trainer
+
+
+        class PromptTrainer(Trainer):
+            def __init__(self, model, args, tokenizer_name="gpt2", **kwargs):
+                super().__init__(model=model, args=args, **kwargs)
+                self.prompt_tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                scores = model(inputs["features"])
+                loss = torch.nn.functional.mse_loss(scores, inputs["targets"])
                 return (loss, scores) if return_outputs else loss
         """,
         at="compute_loss",
