@@ -58,6 +58,7 @@ from trainlint.rules import (
     last_part,
     ordered_events,
     path_conditions,
+    string_value,
 )
 from trainlint.rules import walk as _walk
 
@@ -773,35 +774,83 @@ def _adaptive_name(optimizer: Value | None) -> str | None:
 
 
 def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool:
-    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it,
-    also through a name bound to that quotient in the function that steps (``lr = args.lr / accum_steps``)."""
+    """A plain (not Adam-like) optimizer whose every learning rate is a quotient by N (N the accumulation
+    count or named for it), written in the call (``lr=args.lr / accum_steps``) or reaching it through names
+    bound in the function that builds the optimizer (``lr = base_lr / accum_steps``), through products of
+    the quotient (``lr * 0.1``) and through the ``"lr"`` entries of the parameter groups it is given."""
     if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
         return False
     chunk, call = optimizer.site[0], cast(cst.Call, optimizer.site[1])  # tested above
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value != "lr":
-            continue
-        rate = arg.value
-        if isinstance(rate, cst.Name):
-            bound = _quotient_bound_to(accumulation.step.scope, rate.value)
-            if bound is not None:
-                chunk, rate = bound
-        if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
-            by = " ".join(chunk.code_for(rate.right).split())
-            divisor = accumulation.divisor
-            wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
-            return by == wanted or _MICRO_BATCHES.search(by) is not None
+    if chunk.module is None:
+        return False
+    divisor = accumulation.divisor
+    wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
+    bindings = _bindings_around(chunk.module, call)
+    default = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "lr"), None)
+    groups = _parameter_groups(call, bindings)
+    rates = [] if groups is None else [rate for group in groups if (rate := _group_rate(group)) is not None]
+    if groups is None or any(_group_rate(group) is None for group in groups):
+        if default is None:
+            return False
+        rates.append(default)
+    return all(_divided_by(chunk, rate, bindings, wanted, 0) for rate in rates)
+
+
+def _divided_by(chunk: ParsedChunk, rate: cst.BaseExpression, bindings: dict[str, cst.BaseExpression],
+                wanted: str | None, depth: int) -> bool:
+    """``rate`` is a quotient by N, a product with one, or a name bound to either (a few names deep)."""
+    if depth > 4:
+        return False
+    if isinstance(rate, cst.Name) and rate.value in bindings:
+        return _divided_by(chunk, bindings[rate.value], bindings, wanted, depth + 1)
+    if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
+        by = " ".join(chunk.code_for(rate.right).split())
+        if by == wanted or _MICRO_BATCHES.search(by) is not None:
+            return True
+        return _divided_by(chunk, rate.left, bindings, wanted, depth + 1)
+    if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Multiply):
+        return any(_divided_by(chunk, side, bindings, wanted, depth + 1) for side in (rate.left, rate.right))
     return False
 
 
-def _quotient_bound_to(scope: ScopeAnalysis, name: str) -> tuple[ParsedChunk, cst.BinaryOperation] | None:
-    """The division last bound to ``name`` in this function, outside its loops (``lr = args.lr / accum_steps``)."""
-    found = None
-    for event in scope.events:
-        if isinstance(event, AssignEvent) and event.targets == (name,) and not event.context.loops:
-            value = event.value_node
-            found = (event.chunk, value) if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) else None
-    return found
+def _parameter_groups(call: cst.Call, bindings: dict[str, cst.BaseExpression]) -> list[cst.Dict] | None:
+    """The dict literals of the parameter groups the optimizer is given (``SGD([{"params": ..., "lr": ...}])``),
+    also through a name bound to the list; None when its parameters are not such a list."""
+    first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    if isinstance(first, cst.Name):
+        first = bindings.get(first.value)
+    if not isinstance(first, (cst.List, cst.Tuple)) or not first.elements:
+        return None
+    groups = [element.value for element in first.elements]
+    return [group for group in groups if isinstance(group, cst.Dict)] if all(isinstance(g, cst.Dict) for g in groups) else None
+
+
+def _group_rate(group: cst.Dict) -> cst.BaseExpression | None:
+    return next((
+        element.value for element in group.elements
+        if isinstance(element, cst.DictElement) and string_value(element.key) == "lr"
+    ), None)
+
+
+def _bindings_around(module: cst.Module, call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """The names the innermost function holding ``call`` (else the module) binds by plain assignment
+    outside its loops, each to the last value bound."""
+    holder: cst.CSTNode = module
+    for node in _walk(module):
+        if isinstance(node, cst.FunctionDef) and any(inner is call for inner in _walk(node.body)):
+            holder = node  # later in the walk is deeper
+    bindings: dict[str, cst.BaseExpression] = {}
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(child, cst.Assign) and len(child.targets) == 1 and isinstance(child.targets[0].target, cst.Name):
+                bindings[child.targets[0].target.value] = child.value
+            visit(child)
+
+    visit(holder.body if isinstance(holder, cst.FunctionDef) else holder)
+    return bindings
 
 
 def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
@@ -868,6 +917,46 @@ def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
 
 
 UnscaledAccumulation.MUST_FIRE = (
+    Fires(  # parameter groups whose rates are products of the base rate, none divided by the count
+        """
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            optimizer = torch.optim.SGD(
+                [{"params": model.backbone.parameters(), "lr": base_lr * 0.1}, {"params": model.head.parameters()}],
+                lr=base_lr,
+                momentum=0.9,
+            )
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                if (i + 1) % args.grad_accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            optimizer = torch.optim.SGD(
+                [{"params": model.backbone.parameters(), "lr": base_lr * 0.1}, {"params": model.head.parameters()}],
+                lr=base_lr,
+                momentum=0.9,
+            )
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                (loss / args.grad_accum).backward()
+                if (i + 1) % args.grad_accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        at="loss.backward()",
+        severity=Severity.ERROR,
+    ),
     Fires(  # the step's test named in an annotated assignment
         """
         import torch
@@ -1569,6 +1658,43 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     scaler.step(optimizer)
                     scaler.update()
         """
+    ),
+    Quiet(  # SGD built in another file's helper, every parameter group's rate a product of the divided rate
+        """
+        import torch
+
+        from optim_factory import build_sgd
+
+
+        class Runner:
+            def __init__(self, model, cfg):
+                self.model = model
+                self.cfg = cfg
+                self.optimizer = build_sgd(model, cfg)
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    if (i + 1) % self.cfg.grad_accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        files={
+            "optim_factory.py": """
+                import torch
+
+
+                def build_sgd(model, cfg):
+                    effective_lr = cfg.lr / cfg.grad_accum
+                    groups = [
+                        {"params": model.backbone.parameters(), "lr": effective_lr * cfg.backbone_lr_mult},
+                        {"params": model.head.parameters(), "lr": effective_lr},
+                    ]
+                    return torch.optim.SGD(groups, momentum=0.9, weight_decay=1e-4)
+            """,
+        },
     ),
     Quiet(  # the same, with the divided learning rate computed into a name first
         """
