@@ -32,7 +32,7 @@ from typing import TypeGuard, cast
 
 import libcst as cst
 
-from trainlint.analysis.libraries import ACCUMULATES_ONLY_INSIDE, call_fact, trainer_trusting_loss
+from trainlint.analysis.libraries import ACCUMULATES_ONLY_INSIDE, MODULE, call_fact, trainer_trusting_loss
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
@@ -58,6 +58,7 @@ from trainlint.rules import (
     last_part,
     ordered_events,
     path_conditions,
+    string_value,
 )
 from trainlint.rules import walk as _walk
 
@@ -123,12 +124,17 @@ class UnscaledAccumulation(Rule):
         if any(isinstance(node, cst.Attribute) and node.attr.value in _SCALING_ATTRIBUTES for node in _walk(owner.node)):
             return  # the class sets `model_accepts_loss_kwargs` or `compute_loss_func`, or divides by the count itself
         init = owner.methods.get("__init__")
-        where = init.node if init is not None and init.chunk is owner.chunk else owner.node
+        where = _after_base_init(init.node) if init is not None and init.chunk is owner.chunk else owner.node
         trainer = last_part(fact.trainer)
-        models = (
-            "its model is a transformers model, whose `forward` takes `**kwargs`" if fact.transformers_models_only
-            else "the model's `forward` takes `**kwargs` (transformers' models do)"
-        )
+        loaded = None if fact.transformers_models_only else _transformers_model_load(ctx, owner.node)
+        if fact.transformers_models_only:
+            models = "its model is a transformers model, whose `forward` takes `**kwargs`"
+        elif loaded is not None:
+            models = ("the model's `forward` takes `**kwargs`, as the transformers model this class loads with "
+                      f"`{dotted(loaded.func) or 'from_pretrained'}` does")
+        else:
+            models = "the model's `forward` takes `**kwargs` (transformers' models do)"
+        loading = [((owner.chunk, loaded), "a transformers model loaded here: its `forward` takes `**kwargs`")] if loaded else []
         ctx.report(
             function.node.name,
             f"`compute_loss` overrides `{trainer}`'s and never reads `{_ITEM_COUNT}`: `{trainer}` divides the loss by "
@@ -139,9 +145,10 @@ class UnscaledAccumulation(Rule):
             evidence=[
                 ((scope.chunk, parameter), f"`{_ITEM_COUNT}` is given and never read"),
                 ((owner.chunk, where), "`self.model_accepts_loss_kwargs = False` here would let the Trainer divide the loss"),
+                *loading,
             ],
             chunk=scope.chunk,
-            severity=Severity.WARNING if fact.transformers_models_only else Severity.NOTE,
+            severity=Severity.WARNING if fact.transformers_models_only or loaded is not None else Severity.NOTE,
             help=f"set `self.model_accepts_loss_kwargs = False` in `__init__` (after `super().__init__`), or divide the "
                  f"summed loss by `{_ITEM_COUNT}`",
         )
@@ -343,6 +350,35 @@ _SCALING_ATTRIBUTES = frozenset({
 
 def _all_parameters(params: cst.Parameters) -> list[cst.Param]:
     return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _after_base_init(init: cst.FunctionDef) -> cst.CSTNode:
+    """Where a Trainer subclass's ``__init__`` can override what the base's ``__init__`` set: the statement
+    after its ``super().__init__(...)`` (that call itself when it comes last), else the ``def``."""
+    body = list(init.body.body) if isinstance(init.body, cst.IndentedBlock) else []
+    for index, statement in enumerate(body):
+        if any(isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "__init__"
+               and isinstance(node.func.value, cst.Call) and dotted(node.func.value.func) == "super"
+               for node in _walk(statement)):
+            return body[index + 1] if index + 1 < len(body) else statement
+    return init
+
+
+def _transformers_model_load(ctx: RuleContext, owner: cst.ClassDef) -> cst.Call | None:
+    """A ``X.from_pretrained(...)`` in the class whose X is a transformers model class (an nn.Module by
+    the library's source or the table, ``AutoModelForCausalLM`` included): the model the class trains may
+    be that one, and transformers' models take loss keywords (``**kwargs``) in their ``forward``."""
+    for node in _walk(owner):
+        if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "from_pretrained"):
+            continue
+        name = dotted(node.func.value)
+        canonical = ctx.summary.canonical(name) if name else None
+        if not canonical or canonical.partition(".")[0] != "transformers":
+            continue
+        kind = ctx.summary.library_class_kind(canonical)
+        if kind is not None and kind.kind == MODULE:
+            return node
+    return None
 
 
 def _reads_name(body: cst.CSTNode, name: str) -> bool:
@@ -738,35 +774,83 @@ def _adaptive_name(optimizer: Value | None) -> str | None:
 
 
 def _learning_rate_divided(optimizer: Value, accumulation: Accumulation) -> bool:
-    """A plain (not Adam-like) optimizer built with ``lr=... / N``, N the accumulation count or named for it,
-    also through a name bound to that quotient in the function that steps (``lr = args.lr / accum_steps``)."""
+    """A plain (not Adam-like) optimizer whose every learning rate is a quotient by N (N the accumulation
+    count or named for it), written in the call (``lr=args.lr / accum_steps``) or reaching it through names
+    bound in the function that builds the optimizer (``lr = base_lr / accum_steps``), through products of
+    the quotient (``lr * 0.1``) and through the ``"lr"`` entries of the parameter groups it is given."""
     if _adaptive_name(optimizer) is not None or optimizer.site is None or not isinstance(optimizer.site[1], cst.Call):
         return False
     chunk, call = optimizer.site[0], cast(cst.Call, optimizer.site[1])  # tested above
-    for arg in call.args:
-        if arg.keyword is None or arg.keyword.value != "lr":
-            continue
-        rate = arg.value
-        if isinstance(rate, cst.Name):
-            bound = _quotient_bound_to(accumulation.step.scope, rate.value)
-            if bound is not None:
-                chunk, rate = bound
-        if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
-            by = " ".join(chunk.code_for(rate.right).split())
-            divisor = accumulation.divisor
-            wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
-            return by == wanted or _MICRO_BATCHES.search(by) is not None
+    if chunk.module is None:
+        return False
+    divisor = accumulation.divisor
+    wanted = " ".join(accumulation.guard_chunk.code_for(divisor).split()) if divisor is not None else None
+    bindings = _bindings_around(chunk.module, call)
+    default = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == "lr"), None)
+    groups = _parameter_groups(call, bindings)
+    rates = [] if groups is None else [rate for group in groups if (rate := _group_rate(group)) is not None]
+    if groups is None or any(_group_rate(group) is None for group in groups):
+        if default is None:
+            return False
+        rates.append(default)
+    return all(_divided_by(chunk, rate, bindings, wanted, 0) for rate in rates)
+
+
+def _divided_by(chunk: ParsedChunk, rate: cst.BaseExpression, bindings: dict[str, cst.BaseExpression],
+                wanted: str | None, depth: int) -> bool:
+    """``rate`` is a quotient by N, a product with one, or a name bound to either (a few names deep)."""
+    if depth > 4:
+        return False
+    if isinstance(rate, cst.Name) and rate.value in bindings:
+        return _divided_by(chunk, bindings[rate.value], bindings, wanted, depth + 1)
+    if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Divide):
+        by = " ".join(chunk.code_for(rate.right).split())
+        if by == wanted or _MICRO_BATCHES.search(by) is not None:
+            return True
+        return _divided_by(chunk, rate.left, bindings, wanted, depth + 1)
+    if isinstance(rate, cst.BinaryOperation) and isinstance(rate.operator, cst.Multiply):
+        return any(_divided_by(chunk, side, bindings, wanted, depth + 1) for side in (rate.left, rate.right))
     return False
 
 
-def _quotient_bound_to(scope: ScopeAnalysis, name: str) -> tuple[ParsedChunk, cst.BinaryOperation] | None:
-    """The division last bound to ``name`` in this function, outside its loops (``lr = args.lr / accum_steps``)."""
-    found = None
-    for event in scope.events:
-        if isinstance(event, AssignEvent) and event.targets == (name,) and not event.context.loops:
-            value = event.value_node
-            found = (event.chunk, value) if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Divide) else None
-    return found
+def _parameter_groups(call: cst.Call, bindings: dict[str, cst.BaseExpression]) -> list[cst.Dict] | None:
+    """The dict literals of the parameter groups the optimizer is given (``SGD([{"params": ..., "lr": ...}])``),
+    also through a name bound to the list; None when its parameters are not such a list."""
+    first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    if isinstance(first, cst.Name):
+        first = bindings.get(first.value)
+    if not isinstance(first, (cst.List, cst.Tuple)) or not first.elements:
+        return None
+    groups = [element.value for element in first.elements]
+    return [group for group in groups if isinstance(group, cst.Dict)] if all(isinstance(g, cst.Dict) for g in groups) else None
+
+
+def _group_rate(group: cst.Dict) -> cst.BaseExpression | None:
+    return next((
+        element.value for element in group.elements
+        if isinstance(element, cst.DictElement) and string_value(element.key) == "lr"
+    ), None)
+
+
+def _bindings_around(module: cst.Module, call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """The names the innermost function holding ``call`` (else the module) binds by plain assignment
+    outside its loops, each to the last value bound."""
+    holder: cst.CSTNode = module
+    for node in _walk(module):
+        if isinstance(node, cst.FunctionDef) and any(inner is call for inner in _walk(node.body)):
+            holder = node  # later in the walk is deeper
+    bindings: dict[str, cst.BaseExpression] = {}
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(child, cst.Assign) and len(child.targets) == 1 and isinstance(child.targets[0].target, cst.Name):
+                bindings[child.targets[0].target.value] = child.value
+            visit(child)
+
+    visit(holder.body if isinstance(holder, cst.FunctionDef) else holder)
+    return bindings
 
 
 def _divisor_text(scope: ScopeAnalysis, divisor: cst.BaseExpression) -> str:
@@ -833,6 +917,46 @@ def _code_exact(scope: ScopeAnalysis, node: cst.CSTNode) -> str:
 
 
 UnscaledAccumulation.MUST_FIRE = (
+    Fires(  # parameter groups whose rates are products of the base rate, none divided by the count
+        """
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            optimizer = torch.optim.SGD(
+                [{"params": model.backbone.parameters(), "lr": base_lr * 0.1}, {"params": model.head.parameters()}],
+                lr=base_lr,
+                momentum=0.9,
+            )
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                if (i + 1) % args.grad_accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        def train(model, loader, args):
+            base_lr = args.lr * args.batch_size / 256
+            optimizer = torch.optim.SGD(
+                [{"params": model.backbone.parameters(), "lr": base_lr * 0.1}, {"params": model.head.parameters()}],
+                lr=base_lr,
+                momentum=0.9,
+            )
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                (loss / args.grad_accum).backward()
+                if (i + 1) % args.grad_accum == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """,
+        at="loss.backward()",
+        severity=Severity.ERROR,
+    ),
     Fires(  # the step's test named in an annotated assignment
         """
         import torch
@@ -1240,6 +1364,49 @@ UnscaledAccumulation.MUST_FIRE = (
         severity=Severity.NOTE,
         no_fix=True,
     ),
+    Fires(  # a Trainer subclass that loads a transformers model itself: that model's forward takes **kwargs
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, Trainer
+
+
+        class PairwiseTrainer(Trainer):
+            def __init__(self, model, args, margin=0.5, **kwargs):
+                if isinstance(model, str):
+                    model = AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.bfloat16)
+                super().__init__(model=model, args=args, **kwargs)
+                self.margin = margin
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                chosen = model(input_ids=inputs["chosen_ids"], attention_mask=inputs["chosen_mask"]).logits.mean(-1)
+                rejected = model(input_ids=inputs["rejected_ids"], attention_mask=inputs["rejected_mask"]).logits.mean(-1)
+                loss = torch.relu(self.margin - (chosen - rejected).mean(-1)).mean()
+                return (loss, {"margin": (chosen - rejected).mean()}) if return_outputs else loss
+        """,
+        at="compute_loss",
+        severity=Severity.WARNING,
+        no_fix=True,
+    ),
+    Fires(  # what it loads with transformers is a tokenizer, not a model: the model is anyone's, a note
+        """
+        import torch
+        from transformers import AutoTokenizer, Trainer
+
+
+        class PromptTrainer(Trainer):
+            def __init__(self, model, args, tokenizer_name="gpt2", **kwargs):
+                super().__init__(model=model, args=args, **kwargs)
+                self.prompt_tokenizer = AutoTokenizer.from_pretrained(tokenizer_name)
+
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                scores = model(inputs["features"])
+                loss = torch.nn.functional.mse_loss(scores, inputs["targets"])
+                return (loss, scores) if return_outputs else loss
+        """,
+        at="compute_loss",
+        severity=Severity.NOTE,
+        no_fix=True,
+    ),
     Fires(  # accumulation configured on the Accelerator, the trainer class never enters `accumulate`
         """
         from accelerate import Accelerator
@@ -1491,6 +1658,43 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                     scaler.step(optimizer)
                     scaler.update()
         """
+    ),
+    Quiet(  # SGD built in another file's helper, every parameter group's rate a product of the divided rate
+        """
+        import torch
+
+        from optim_factory import build_sgd
+
+
+        class Runner:
+            def __init__(self, model, cfg):
+                self.model = model
+                self.cfg = cfg
+                self.optimizer = build_sgd(model, cfg)
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for i, (x, y) in enumerate(loader):
+                    loss = torch.nn.functional.cross_entropy(self.model(x), y)
+                    loss.backward()
+                    if (i + 1) % self.cfg.grad_accum == 0:
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+        """,
+        files={
+            "optim_factory.py": """
+                import torch
+
+
+                def build_sgd(model, cfg):
+                    effective_lr = cfg.lr / cfg.grad_accum
+                    groups = [
+                        {"params": model.backbone.parameters(), "lr": effective_lr * cfg.backbone_lr_mult},
+                        {"params": model.head.parameters(), "lr": effective_lr},
+                    ]
+                    return torch.optim.SGD(groups, momentum=0.9, weight_decay=1e-4)
+            """,
+        },
     ),
     Quiet(  # the same, with the divided learning rate computed into a name first
         """
