@@ -120,3 +120,44 @@ def test_a_volatile_input_made_in_an_earlier_statement_is_evidence_where_the_for
     findings = analyze_source(GENERATOR_SCRIPT, str(path))
     assert [(f.code, f.line, f.severity) for f in findings] == [("TL208", 6, Severity.NOTE)]
     assert [e.line for e in findings[0].evidence] == [13]
+
+
+SHARED_EPOCH = textwrap.dedent('''
+    import torch
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters())
+
+
+    def forward(model, batch, train=True):
+        if train:
+            return model(batch)
+        with torch.no_grad():
+            return model(batch)
+
+
+    def run(batches, train=True):
+        for batch in batches:
+            loss = forward(model, batch, train).mean()
+            if train:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+
+
+    for epoch in range(10):
+        run(train_batches, True)
+        run(valid_batches, False)
+''')
+
+
+def test_a_shared_epoch_whose_forward_helper_turns_grad_off_when_evaluating_is_quiet(tmp_path):
+    assert _tl102(SHARED_EPOCH, tmp_path) == []
+
+
+def test_a_shared_epochs_forward_in_a_helper_is_reported_at_the_call_of_the_helper(tmp_path):
+    # the helper's forward lies in another statement of the file: the finding goes on this function's call of it
+    source = SHARED_EPOCH.replace("    with torch.no_grad():\n        return model(batch)\n", "    return model(batch)\n")
+    findings = _tl102(source, tmp_path)
+    assert [(f.line, f.severity) for f in findings] == [(16, Severity.ERROR)]
+    assert "records the autograd graph even when `run()` only evaluates" in findings[0].message

@@ -112,6 +112,7 @@ from trainlint.analysis.patterns import (
     evaluation_calls,
     mode_parameter,
     name_words,
+    ordered_calls,
     smoke_test_forward,
 )
 from trainlint.analysis.torchapi import VARIABLE_WRAPPERS, is_optimizer_class, is_parameterless_layer
@@ -333,14 +334,18 @@ class GradEnabledEval(Rule):
         evaluations = [call for call in evaluation_calls(ctx.module, scope, parameter) if call.context.grad_off is None]
         if not evaluations:
             return False
-        calls = list(calls_in(scope, None))
-        forwards = [call for call in calls if _is_model_forward(call, set()) and call.context.grad_off is None]
-        if not forwards or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(ctx.module):
+        followed = list(ordered_calls(scope, None))
+        calls = [call for call, _chain in followed]
+        forwards = [(call, chain) for call, chain in followed if _is_model_forward(call, set()) and call.context.grad_off is None]
+        # a helper it calls that turns grad off on some path (`forward(model, x, train)` with a no_grad branch): the
+        # author chose where grad is off, as in the function itself
+        if not forwards or _grad_off_anywhere(scope, calls) or any(c.context.grad_off is not None for c in calls) \
+                or _grad_disabled_globally(ctx.module):
             return False
-        forward, call = forwards[0], evaluations[0]
+        (forward, chain), call = forwards[0], evaluations[0]
         guarded = next(c for c in calls if is_backward(c) or is_optimizer_step(c))
         ctx.report(
-            forward.node,
+            (chain[0] if chain else forward).node,  # a forward in a helper: reported at this function's call of it
             f"`{_text(forward)}` records the autograd graph even when `{scope.function.qualified_name}()` only evaluates: "
             f"`{_text(call)}` on line {call.chunk.line_of(call.node)} leaves `{parameter}` off, so nothing backwards, "
             "yet every batch keeps its activations for a graph nobody uses",
