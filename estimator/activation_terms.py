@@ -10,7 +10,7 @@ import math
 
 from . import litgpt
 from .activation_data import measured_dropout_bytes, measured_layer_coefficients
-from .adapters import head_adapter_kept
+from .adapters import adapters_in_model_dtype, head_adapter_kept
 from .architectures import Architecture, Shape
 from .cost_constants import (
     CHUNKED_LOGIT_BYTES,
@@ -307,7 +307,9 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             # no input, and its norms work in fp32 either way; an fp32 base's weight casts are the states' (_model_states)
             coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=True, frozen_linears=True)
         notes.append("frozen base: its linears keep no inputs, each adapter keeps " + (
-            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else "an fp32 copy of its own"))
+            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else
+            "its input in the model's dtype, shared by adapters that read one tensor" if adapters_in_model_dtype(plan) else
+            "an fp32 copy of its own"))
         if plan.quant is not None:
             notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":

@@ -51,5 +51,12 @@ def head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
 
 
 def bytes_per_adapter_param(plan: Plan) -> int:
-    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype."""
-    return PRECISION[plan.dtype][0] if plan.model_code == "litgpt" else 4
+    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype, and so does
+    torchtune (its recipes build the model under `training.set_default_dtype(self._dtype)`, the LoRALinear's
+    `lora_a`/`lora_b` included, and check it with `validate_expected_param_dtype`: recipes/lora_finetune_single_device.py)."""
+    return PRECISION[plan.dtype][0] if adapters_in_model_dtype(plan) else 4
+
+
+def adapters_in_model_dtype(plan: Plan) -> bool:
+    """Whether the plan's code builds its LoRA adapters in the model's dtype rather than peft's fp32."""
+    return plan.model_code in ("litgpt", "torchtune")

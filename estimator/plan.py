@@ -23,7 +23,7 @@ OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
-MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "own")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "torchtune", "own")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 PRECISION = {
@@ -113,8 +113,10 @@ class Plan:
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
-    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel) or "own" (the
-    # model's own code, trust_remote_code, or another framework's: not modelled; unstated.unmodelled_code covers it)
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel), "torchtune"
+    # (torchtune's TransformerDecoder: transformers' layers for memory, no dropout unless stated, LoRA adapters built in
+    # the model's dtype) or "own" (the model's own code, trust_remote_code, or another framework's: not modelled;
+    # unstated.unmodelled_code covers it)
     model_code: str = "transformers"
     # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
     # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32

@@ -86,7 +86,8 @@ def add_parsers(commands, positive_int, comma_list) -> None:
                                "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
     estimate.add_argument("--model-code", choices=MODEL_CODES,
                           help="whose code runs the model: transformers' modules (the default), LitGPT's (`litgpt finetune_lora`, "
-                               "`litgpt pretrain`: its fused GELU, adapters in the model's dtype, chunked loss), gpt-fast's, or the "
+                               "`litgpt pretrain`: its fused GELU, adapters in the model's dtype, chunked loss), gpt-fast's, torchtune's "
+                               "(transformers' layers, adapters in the model's dtype, no dropout unless stated), or the "
                                "model's own (trust_remote_code: estimated between a compiled and an eager layer); a script says it "
                                "by what it calls")
     kbit = estimate.add_mutually_exclusive_group()
