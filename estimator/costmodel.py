@@ -34,6 +34,7 @@ from .diffusion import diffusion_terms, pipeline_of
 from .error_bands import widened
 from .gpt_fast import gpt_fast_terms
 from .mixed_precision import fsdp_param_bytes
+from .paged import paged_share
 from .plan import (
     OPTIMIZER_STATE,
     PRECISION,
@@ -117,6 +118,12 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
             **gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
+    paged = breakdown.optimizer.scaled(paged_share(plan, geometry, trainable))
+    if paged.high:
+        allocated = allocated + paged.scaled(-1.0)
+        notes.append(f"paged optimizer: {paged.estimate / GIB:.2f} GiB of its state in CUDA managed memory (bitsandbytes' "
+                     "get_paged), outside torch's allocator: on the device while the optimizer touches it (the process "
+                     "peak), not in max_memory_allocated or max_memory_reserved")
     if breakdown.causal_mask.estimate:
         # gpt-fast builds its mask as torch.tril(torch.ones(n, n)): both are alive before the KV cache exists
         allocated = larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
@@ -152,7 +159,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     room = None if usable_bytes is None else Interval.exact(usable_bytes) + (context + outside_allocator).scaled(-1.0)
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
     reserved = reserved + cached
-    process = reserved + context + outside_allocator
+    process = reserved + context + outside_allocator + Interval(0.0, paged.estimate, paged.high)
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
@@ -271,8 +278,6 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         cache = _frozen_casts_saved(geometry, params)
         notes.append("autocast over the frozen fp32 base: each linear's backward keeps the 16-bit cast of its weight "
                      "(autocast caches no cast of a frozen weight, the matmul saves it for the input's gradient)")
-    if plan.optimizer == "paged-adamw-8bit":
-        notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)
