@@ -139,6 +139,8 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 notes.append(_previous_graph_note(plan))
         checkpointed = geometry.layers // max(1, plan.checkpoint_every) if plan.gradient_checkpointing else 0
         activations += head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
+        if "lm_head" in plan.modules_to_save and plan.lora_rank is not None:  # a trained head keeps its input
+            activations += tokens * geometry.hidden * act_bytes
         return activations, logits, 0.0, 0.0, 0.0, per_layer if plan.gradient_checkpointing else 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)

@@ -60,3 +60,17 @@ def bytes_per_adapter_param(plan: Plan) -> int:
 def adapters_in_model_dtype(plan: Plan) -> bool:
     """Whether the plan's code builds its LoRA adapters in the model's dtype rather than peft's fp32."""
     return plan.model_code in ("litgpt", "torchtune")
+
+
+def saved_module_params(plan: Plan, geometry: Shape | None) -> int:
+    """Parameters of the trainable copies peft makes for `modules_to_save` (ModulesToSaveWrapper.update:
+    `copy.deepcopy(self.original_module)`, the original frozen beside it, src/peft/utils/other.py): the input
+    embeddings and the LM head (an untied head's own matrix; a tied one shares the embeddings')."""
+    if plan.lora_rank is None or plan.mode != "train" or not plan.modules_to_save:
+        return 0
+    if geometry is None or not geometry.vocab:
+        raise CannotEstimate("modules to save: modelled for models with a vocabulary's embeddings and LM head")
+    saved = geometry.embedding_params if "embeddings" in plan.modules_to_save else 0
+    if "lm_head" in plan.modules_to_save:
+        saved += geometry.lm_head_params or (0 if "embeddings" in plan.modules_to_save else geometry.embedding_params)
+    return saved

@@ -19,7 +19,7 @@ import math
 
 from . import litgpt
 from .activation_terms import activation_terms
-from .adapters import bytes_per_adapter_param, head_adapter_params, lora_params
+from .adapters import bytes_per_adapter_param, head_adapter_params, lora_params, saved_module_params
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import Architecture, Shape, parameter_count, shape
 from .cost_constants import (
@@ -252,12 +252,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         quantised = params - kept
         kept_bytes = 4 if plan.kbit_prepared else 2
         base = quantised * QUANT_BYTES[plan.quant] + kept * kept_bytes
+        unquantised_bytes = kept_bytes
         notes.append(f"{plan.quant}: {quantised:,} parameters quantised, " + ("the LM head too, " if quantised_head else "")
                      + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
         base_16bit = lora and plan.dtype.startswith("amp") and plan.lora_base_16bit is not False
         base = params * (2 if base_16bit else weight_bytes)
+        unquantised_bytes = 2 if base_16bit else weight_bytes
         if lora and plan.dtype.startswith("amp"):
             notes.append(f"LoRA under autocast: the frozen base loaded in {'16 bits' if base_16bit else 'fp32'}")
     if plan.mode != "train":
@@ -271,6 +273,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     optimizer = trainable * (states * state_dtype + fixed)
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
+    saved = saved_module_params(plan, geometry)
+    if saved:  # trainable copies in the base's 16-bit or fp32 dtype, their gradients and state alike
+        copy_bytes = unquantised_bytes
+        weights += saved * copy_bytes
+        gradients += saved * copy_bytes
+        optimizer += saved * (states * copy_bytes + fixed)
+        notes.append(f"modules to save ({', '.join(plan.modules_to_save)}): peft trains a copy beside the frozen original, "
+                     f"{saved:,} parameters in {copy_bytes * 8}-bit with their gradients and optimizer state")
     cache = params * cache_bytes if not lora and plan.quant is None else 0
     if cache and plan.sharding not in SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")

@@ -23,6 +23,7 @@ OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
+SAVED_MODULES = ("embeddings", "lm_head")
 MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "torchtune", "own")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
@@ -79,6 +80,9 @@ class Plan:
     optimizer: str = "adamw"
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    # LoraConfig(modules_to_save=[...]): whole modules trained beside the adapters, "embeddings" and/or "lm_head" (peft's
+    # ModulesToSaveWrapper keeps the frozen original and a trainable copy)
+    modules_to_save: tuple[str, ...] = ()
     quant: str | None = None
     gradient_checkpointing: bool = False
     checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
@@ -315,6 +319,8 @@ def validate(plan: Plan) -> None:
         raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
     if plan.head not in HEADS:
         raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
+    if set(plan.modules_to_save) - set(SAVED_MODULES):
+        raise CannotEstimate(f"modules to save: {', '.join(SAVED_MODULES)} (got {', '.join(plan.modules_to_save)})")
     if plan.model_code not in MODEL_CODES:
         raise CannotEstimate(f"unknown model code {plan.model_code!r}: one of {', '.join(MODEL_CODES)}")
     if plan.quant is not None and plan.quant not in QUANTS:
