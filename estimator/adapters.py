@@ -15,11 +15,22 @@ def lora_params(plan: Plan, geometry: Shape | None) -> int:
     for target in plan.lora_targets:
         if target in LM_HEAD_NAMES:
             continue  # once, not per layer: head_adapter_params
-        dims = geometry.lora_dims.get(target)
+        dims = adapter_dims(geometry, target)
         if dims is None:
             raise CannotEstimate(f"LoRA target {target!r} is not a linear of this model: {', '.join(sorted(geometry.lora_dims))}")
         per_layer += plan.lora_rank * (dims[0] + dims[1])
     return geometry.layers * per_layer + head_adapter_params(plan, geometry)
+
+
+def adapter_dims(geometry: Shape, target: str) -> tuple[int, int] | None:
+    """(d_in, d_out) of the linear an adapter on ``target`` wraps. `qkv_proj` on a model whose config has separate
+    query, key and value projections is one adapter over the three fused (GPT-2's and Qwen 1.0's `c_attn`, Baichuan's
+    `W_pack`): the hidden size in, the three widths out, one input kept instead of three."""
+    dims = geometry.lora_dims.get(target)
+    if dims is None and target == "qkv_proj" and {"q_proj", "k_proj", "v_proj"} <= geometry.lora_dims.keys():
+        query, key, value = (geometry.lora_dims[name] for name in ("q_proj", "k_proj", "v_proj"))
+        return query[0], query[1] + key[1] + value[1]
+    return dims
 
 
 def targets_the_head(plan: Plan) -> bool:

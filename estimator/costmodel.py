@@ -19,7 +19,13 @@ import math
 
 from . import litgpt
 from .activation_terms import activation_terms
-from .adapters import bytes_per_adapter_param, head_adapter_params, lora_params, saved_module_params
+from .adapters import (
+    adapters_in_model_dtype,
+    bytes_per_adapter_param,
+    head_adapter_params,
+    lora_params,
+    saved_module_params,
+)
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import Architecture, Shape, parameter_count, shape
 from .cost_constants import (
@@ -230,7 +236,8 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
         if geometry is None:
             raise CannotEstimate("LoRA is modelled for transformer models only")
         lora = lora_params(plan, geometry)
-        notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in "
+                     + ("the model's dtype" if adapters_in_model_dtype(plan) else "fp32"))
         head = head_adapter_params(plan, geometry)
         if head:
             notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .adapters import adapters_in_model_dtype
+from .adapters import adapter_dims, adapters_in_model_dtype
 from .architectures import LM_HEAD_NAMES, Architecture, Shape
 from .plan import Plan
 
@@ -170,7 +170,7 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     for target in plan.lora_targets:
         if target in LM_HEAD_NAMES:
             continue  # not a layer's: _head_adapter_kept
-        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
+        d_in, _ = adapter_dims(geometry, target) or (hidden, hidden)
         adapter_bytes = 2.0 if autocast else 4.0
         kept += (adapter_bytes + mask) * d_in / hidden + adapter_bytes * plan.lora_rank / hidden
     return kept - saving
@@ -193,7 +193,7 @@ def _model_dtype_adapters_kept(plan: Plan, geometry: Shape) -> float:
     hidden = geometry.hidden
     layer_targets = [target for target in plan.lora_targets if target not in LM_HEAD_NAMES]
     inner = sum(2.0 * plan.lora_rank / hidden for _ in layer_targets)
-    widths = {target: geometry.lora_dims.get(target, (hidden, hidden))[0] / hidden for target in layer_targets}
+    widths = {target: (adapter_dims(geometry, target) or (hidden, hidden))[0] / hidden for target in layer_targets}
     with_dropout = sum(3.0 * width for width in widths.values())
     inputs = {_SHARED_INPUTS.get(target, target): width for target, width in widths.items()
               if target != "o_proj" or plan.attention == "eager"}

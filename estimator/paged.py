@@ -11,6 +11,7 @@ pressure: the process peak counts them at its estimate and high end, not at its 
 
 from __future__ import annotations
 
+from .adapters import adapter_dims
 from .architectures import LM_HEAD_NAMES, Shape
 from .plan import Plan
 
@@ -34,7 +35,7 @@ def paged_share(plan: Plan, geometry: Shape | None, trainable: int) -> float:
         if target in LM_HEAD_NAMES:
             matrices, count = (rank * geometry.hidden, geometry.vocab * rank), 1
         else:
-            d_in, d_out = geometry.lora_dims.get(target, (geometry.hidden, geometry.hidden))
+            d_in, d_out = adapter_dims(geometry, target) or (geometry.hidden, geometry.hidden)
             matrices, count = (rank * d_in, d_out * rank), geometry.layers
         paged += count * sum(size for size in matrices if size >= PAGED_MIN_ELEMENTS)
     return min(1.0, paged / trainable)
