@@ -1,6 +1,6 @@
 """bitsandbytes' paged optimizers: state outside torch's caching allocator.
 
-A paged optimizer (`PagedAdamW8bit`, `paged_adamw_8bit`) allocates the state of every parameter of at least 100,000
+A paged optimizer (`PagedAdamW8bit`, `paged_adamw_8bit`, `PagedAdamW`, `paged_adamw_32bit`) allocates the state of every parameter of at least 100,000
 elements with `F.get_paged` (bitsandbytes/optim/optimizer.py, `Optimizer8bit.get_state_buffer`: `p.numel() < 1e5`
 stays `torch.zeros_like`), which takes CUDA managed memory from the library's own `cget_managed_ptr`
 (`cudaMallocManaged(&ptr, bytes, cudaMemAttachHost)`, csrc/pythonInterface.cpp) and wraps it with
@@ -15,7 +15,7 @@ from .adapters import adapter_dims
 from .architectures import LM_HEAD_NAMES, Shape
 from .plan import Plan
 
-PAGED_OPTIMIZERS = ("paged-adamw-8bit",)
+PAGED_OPTIMIZERS = ("paged-adamw-8bit", "paged-adamw")
 # bitsandbytes pages the state of a parameter of this many elements or more (get_state_buffer)
 PAGED_MIN_ELEMENTS = 100_000
 

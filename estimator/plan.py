@@ -13,7 +13,7 @@ from .architectures import Architecture, shape
 
 DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
 OPTIMIZERS = (
-    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "adafactor", "lion", "rmsprop", "adagrad",
+    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adafactor", "lion", "rmsprop", "adagrad",
 )
 QUANTS = ("nf4", "nf4-dq", "int8")
 ATTENTIONS = ("eager", "sdpa", "flash")
@@ -35,10 +35,11 @@ PRECISION = {
     "bf16": (2, 2, 2, 0),
 }
 # Optimizer state per trainable parameter: (number of states kept in the parameter's dtype, fixed bytes).
-# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each.
+# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each, its 32-bit paged
+# AdamW two fp32 states whatever the parameter's dtype (Optimizer2State.init_state: optim_bits 32 is torch.float32).
 OPTIMIZER_STATE = {
     "sgd": (0, 0.0), "sgd-momentum": (1, 0.0), "adam": (2, 0.0), "adamw": (2, 0.0),
-    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
+    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "paged-adamw": (0, 8.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
     "rmsprop": (1, 0.0), "adagrad": (1, 0.0),
 }
 

@@ -44,12 +44,12 @@ _LENGTH_OPTIONS = re.compile(r"^(?:max_seq_len(?:gth)?|max_len(?:gth)?|block_siz
 _BATCH_OPTIONS = re.compile(r"^(?:(?:per_device_)?(?:train_)?batch_size|micro_batch_size|bs|batch)$")
 _OPTIMIZERS = {
     "AdamW": "adamw", "Adam": "adam", "SGD": "sgd", "RMSprop": "rmsprop", "Adagrad": "adagrad", "Adafactor": "adafactor",
-    "AdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "PagedAdamW8bit": "paged-adamw-8bit", "PagedAdamW": "adamw",
+    "AdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "PagedAdamW8bit": "paged-adamw-8bit", "PagedAdamW": "paged-adamw",
     "Lion": "lion", "Lion8bit": "lion",
 }
 _TRAINER_OPTIM = {
     "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adamw_bnb_8bit": "adamw-8bit",
-    "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "adamw", "adafactor": "adafactor",
+    "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "paged-adamw", "adafactor": "adafactor",
     "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
 }
 # `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to

@@ -39,7 +39,7 @@ _LORA_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "ou
 _OPTIMIZERS = {
     "torch.optim.AdamW": "adamw", "torch.optim.Adam": "adam", "torch.optim.SGD": "sgd",
     "bitsandbytes.optim.PagedAdamW8bit": "paged-adamw-8bit", "bitsandbytes.optim.AdamW8bit": "adamw-8bit",
-    "bitsandbytes.optim.PagedAdamW": "adamw", "torchao.optim.AdamW8bit": "adamw-8bit",
+    "bitsandbytes.optim.PagedAdamW": "paged-adamw", "torchao.optim.AdamW8bit": "adamw-8bit",
 }
 # torchtune's losses that take the output projection and the cross-entropy a chunk of tokens at a time
 _CHUNKED_LOSSES = ("LinearCrossEntropyLoss", "CEWithChunkedOutputLoss")

@@ -35,3 +35,12 @@ def test_small_adapters_stay_in_the_allocator():
     # rank 64: A (64 x 2,048) is paged on both; B is 2,048 x 64 for q, 512 x 64 (32,768, not paged) for v
     share = (2 * 64 * 2048 + 2048 * 64) / (64 * (2048 + 2048) + 64 * (2048 + 512))
     assert unpaged.allocated.estimate - large.allocated.estimate == pytest.approx(share * unpaged.breakdown.optimizer.estimate)
+
+
+def test_the_32_bit_paged_adamw_keeps_fp32_state_for_bf16_parameters():
+    paged = mechanism_estimate(Plan(**COMMON, optimizer="paged-adamw"))
+    torch_adamw = mechanism_estimate(Plan(**COMMON, optimizer="adamw"))
+    assert paged.breakdown.optimizer.estimate == pytest.approx(2 * torch_adamw.breakdown.optimizer.estimate), (
+        "two fp32 states where torch's AdamW keeps bf16 ones"
+    )
+    assert paged.allocated.estimate < torch_adamw.allocated.estimate, "all of it outside the allocator"
