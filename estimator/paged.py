@@ -11,7 +11,7 @@ pressure: the process peak counts them at its estimate and high end, not at its 
 
 from __future__ import annotations
 
-from .adapters import adapter_dims
+from .adapters import adapter_dims, saved_module_params
 from .architectures import LM_HEAD_NAMES, Shape
 from .plan import Plan
 
@@ -23,7 +23,8 @@ PAGED_MIN_ELEMENTS = 100_000
 def paged_share(plan: Plan, geometry: Shape | None, trainable: int) -> float:
     """The share of the optimizer's state that a paged optimizer keeps in managed memory: that of the trainable
     tensors of at least PAGED_MIN_ELEMENTS elements. An adapter's two matrices (rank x in, out x rank) are
-    counted one by one; a model trained in full is taken as all paged (its norms and biases are a fraction of
+    counted one by one, modules trained whole beside them (`modules_to_save`) are paged; a model trained in full is
+    taken as all paged (its norms and biases are a fraction of
     a percent)."""
     if plan.optimizer not in PAGED_OPTIMIZERS or plan.mode != "train" or trainable <= 0:
         return 0.0
@@ -38,4 +39,5 @@ def paged_share(plan: Plan, geometry: Shape | None, trainable: int) -> float:
             d_in, d_out = adapter_dims(geometry, target) or (geometry.hidden, geometry.hidden)
             matrices, count = (rank * d_in, d_out * rank), geometry.layers
         paged += count * sum(size for size in matrices if size >= PAGED_MIN_ELEMENTS)
-    return min(1.0, paged / trainable)
+    saved = saved_module_params(plan, geometry)  # whole embeddings and LM heads trained beside the adapters: paged
+    return min(1.0, (paged + saved) / (trainable + saved))

@@ -44,3 +44,12 @@ def test_the_32_bit_paged_adamw_keeps_fp32_state_for_bf16_parameters():
         "two fp32 states where torch's AdamW keeps bf16 ones"
     )
     assert paged.allocated.estimate < torch_adamw.allocated.estimate, "all of it outside the allocator"
+
+
+def test_modules_trained_beside_small_adapters_are_paged():
+    lora = dict(COMMON, lora_rank=8, lora_targets=("q_proj", "v_proj"), lora_dropout=0.0, modules_to_save=("embeddings", "lm_head"))
+    paged = mechanism_estimate(Plan(**lora, optimizer="paged-adamw-8bit"))
+    plain = mechanism_estimate(Plan(**lora, optimizer="adamw-8bit"))
+    adapters = mechanism_estimate(Plan(**{**lora, "modules_to_save": ()}, optimizer="adamw-8bit")).breakdown.optimizer.estimate
+    # the adapters' 16,384-element matrices stay in the allocator; the embeddings' and head's copies do not
+    assert plain.allocated.estimate - paged.allocated.estimate == pytest.approx(plain.breakdown.optimizer.estimate - adapters)
