@@ -165,7 +165,7 @@ def _mechanism_results(unstated: tuple[str, ...] = ()) -> list[dict]:
         config = settings.pop("config", None)
         name = settings.pop("model", None)
         arch = architecture_from_config(config, row["id"], "the row's config") if config else find_architecture(name)
-        for key in ("lora_targets", "offload", "omitted_components"):
+        for key in ("lora_targets", "offload", "omitted_components", "modules_to_save"):
             if key in settings:
                 settings[key] = tuple(settings[key])
         settings.setdefault("attention", None)  # a kernel the row does not state is unknown, as in a script

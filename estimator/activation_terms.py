@@ -10,7 +10,7 @@ import math
 
 from . import litgpt
 from .activation_data import measured_dropout_bytes, measured_layer_coefficients
-from .adapters import head_adapter_kept
+from .adapters import adapters_in_model_dtype, head_adapter_kept
 from .architectures import Architecture, Shape
 from .cost_constants import (
     CHUNKED_LOGIT_BYTES,
@@ -139,6 +139,8 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                 notes.append(_previous_graph_note(plan))
         checkpointed = geometry.layers // max(1, plan.checkpoint_every) if plan.gradient_checkpointing else 0
         activations += head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
+        if "lm_head" in plan.modules_to_save and plan.lora_rank is not None:  # a trained head keeps its input
+            activations += tokens * geometry.hidden * act_bytes
         return activations, logits, 0.0, 0.0, 0.0, per_layer if plan.gradient_checkpointing else 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
@@ -307,7 +309,9 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             # no input, and its norms work in fp32 either way; an fp32 base's weight casts are the states' (_model_states)
             coefficient += autocast_layer_adjustment(plan, geometry, seq, weights_16bit=True, frozen_linears=True)
         notes.append("frozen base: its linears keep no inputs, each adapter keeps " + (
-            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else "an fp32 copy of its own"))
+            "a 16-bit cast of its input (autocast); LayerNorm, pow and softmax run in fp32" if autocast else
+            "its input in the model's dtype, shared by adapters that read one tensor" if adapters_in_model_dtype(plan) else
+            "an fp32 copy of its own"))
         if plan.quant is not None:
             notes.append(_quant_inputs_note(plan))
     elif plan.dtype.startswith("amp") and plan.quant is None and plan.mode == "train":

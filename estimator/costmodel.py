@@ -19,7 +19,13 @@ import math
 
 from . import litgpt
 from .activation_terms import activation_terms
-from .adapters import bytes_per_adapter_param, head_adapter_params, lora_params
+from .adapters import (
+    adapters_in_model_dtype,
+    bytes_per_adapter_param,
+    head_adapter_params,
+    lora_params,
+    saved_module_params,
+)
 from .allocator import BLOCKS_OVER_LIVE, FRAGMENTATION, block_overhead, length_cache
 from .architectures import Architecture, Shape, parameter_count, shape
 from .cost_constants import (
@@ -34,6 +40,7 @@ from .diffusion import diffusion_terms, pipeline_of
 from .error_bands import widened
 from .gpt_fast import gpt_fast_terms
 from .mixed_precision import fsdp_param_bytes
+from .paged import paged_share
 from .plan import (
     OPTIMIZER_STATE,
     PRECISION,
@@ -117,6 +124,12 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
             **gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()
+    paged = breakdown.optimizer.scaled(paged_share(plan, geometry, trainable))
+    if paged.high:
+        allocated = allocated + paged.scaled(-1.0)
+        notes.append(f"paged optimizer: {paged.estimate / GIB:.2f} GiB of its state in CUDA managed memory (bitsandbytes' "
+                     "get_paged), outside torch's allocator: on the device while the optimizer touches it (the process "
+                     "peak), not in max_memory_allocated or max_memory_reserved")
     if breakdown.causal_mask.estimate:
         # gpt-fast builds its mask as torch.tril(torch.ones(n, n)): both are alive before the KV cache exists
         allocated = larger(allocated, breakdown.weights + breakdown.causal_mask.scaled(2.0))
@@ -152,7 +165,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     room = None if usable_bytes is None else Interval.exact(usable_bytes) + (context + outside_allocator).scaled(-1.0)
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
     reserved = reserved + cached
-    process = reserved + context + outside_allocator
+    process = reserved + context + outside_allocator + Interval(0.0, paged.estimate, paged.high)
     plan = dataclasses.replace(plan, attention=asked.attention)
     return Estimate(plan, params, trainable, breakdown, allocated, reserved, process, list(dict.fromkeys(notes)), cached)
 
@@ -223,7 +236,8 @@ def _trainable_params(plan: Plan, geometry: Shape | None, params: int, notes: li
         if geometry is None:
             raise CannotEstimate("LoRA is modelled for transformer models only")
         lora = lora_params(plan, geometry)
-        notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in fp32")
+        notes.append(f"LoRA rank {plan.lora_rank} on {', '.join(plan.lora_targets)}: {lora:,} trainable parameters, kept in "
+                     + ("the model's dtype" if adapters_in_model_dtype(plan) else "fp32"))
         head = head_adapter_params(plan, geometry)
         if head:
             notes.append(f"LoRA on the LM head: one adapter of rank x (hidden + vocabulary) = {head:,} parameters; it keeps a copy "
@@ -245,12 +259,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         quantised = params - kept
         kept_bytes = 4 if plan.kbit_prepared else 2
         base = quantised * QUANT_BYTES[plan.quant] + kept * kept_bytes
+        unquantised_bytes = kept_bytes
         notes.append(f"{plan.quant}: {quantised:,} parameters quantised, " + ("the LM head too, " if quantised_head else "")
                      + ("embeddings" if quantised_head else "embeddings and LM head") + " kept in "
                      + ("fp32 (prepare_model_for_kbit_training casts them up)" if plan.kbit_prepared else "16-bit"))
     else:
         base_16bit = lora and plan.dtype.startswith("amp") and plan.lora_base_16bit is not False
         base = params * (2 if base_16bit else weight_bytes)
+        unquantised_bytes = 2 if base_16bit else weight_bytes
         if lora and plan.dtype.startswith("amp"):
             notes.append(f"LoRA under autocast: the frozen base loaded in {'16 bits' if base_16bit else 'fp32'}")
     if plan.mode != "train":
@@ -264,6 +280,14 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
     optimizer = trainable * (states * state_dtype + fixed)
     weights = base + (trainable * adapter_bytes if lora else 0)
     gradients = trainable * trainable_bytes
+    saved = saved_module_params(plan, geometry)
+    if saved:  # trainable copies in the base's 16-bit or fp32 dtype, their gradients and state alike
+        copy_bytes = unquantised_bytes
+        weights += saved * copy_bytes
+        gradients += saved * copy_bytes
+        optimizer += saved * (states * copy_bytes + fixed)
+        notes.append(f"modules to save ({', '.join(plan.modules_to_save)}): peft trains a copy beside the frozen original, "
+                     f"{saved:,} parameters in {copy_bytes * 8}-bit with their gradients and optimizer state")
     cache = params * cache_bytes if not lora and plan.quant is None else 0
     if cache and plan.sharding not in SHARDED_PARAMETERS:
         notes.append("autocast keeps a 16-bit copy of the weights it casts (about 2 bytes per parameter)")
@@ -271,8 +295,6 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         cache = _frozen_casts_saved(geometry, params)
         notes.append("autocast over the frozen fp32 base: each linear's backward keeps the 16-bit cast of its weight "
                      "(autocast caches no cast of a frozen weight, the matmul saves it for the input's gradient)")
-    if plan.optimizer == "paged-adamw-8bit":
-        notes.append("paged optimizer: its state may move to host memory under pressure; counted on the GPU here")
     if plan.optimizer == "adafactor":
         notes.append("Adafactor's factored state is taken as 0.4 bytes per parameter (it depends on the matrix shapes)")
     # sharding of model states across data-parallel ranks (ZeRO paper's stages)

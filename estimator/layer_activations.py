@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from .adapters import adapter_dims, adapters_in_model_dtype
 from .architectures import LM_HEAD_NAMES, Architecture, Shape
 from .plan import Plan
 
@@ -51,6 +52,8 @@ def training_dropout(plan: Plan) -> tuple[bool | None, bool | None]:
     says, else, for transformers' code, what the model's config does (dropout with p = 0 keeps nothing: torch returns
     the input); None: unknown. Inference and generation run in eval mode: none."""
     if plan.mode != "train":
+        return False, False
+    if plan.dropout is None and plan.model_code == "torchtune":  # its builders: attn_dropout=0.0, no residual dropout
         return False, False
     if plan.dropout is not None or plan.model_code != "transformers":
         return plan.dropout, plan.dropout
@@ -160,15 +163,44 @@ def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs
     # bitsandbytes' 4-bit matmul kept its input for the backward whether or not the weight needs a gradient
     # (MatMul4Bit stored (A, B) in ctx.tensors) until 0.43.2, which keeps only B: then no linear input is spared.
     saving = norm_saving + (0.0 if keeps_quantised_inputs else 2.0 + 2.0 + 2.0 * ffn / hidden)
+    if adapters_in_model_dtype(plan) and not autocast:
+        return _model_dtype_adapters_kept(plan, geometry) - saving
     mask = 0.5 if plan.lora_dropout is None else (1.0 if plan.lora_dropout > 0 else 0.0)
     kept = 0.0
     for target in plan.lora_targets:
         if target in LM_HEAD_NAMES:
             continue  # not a layer's: _head_adapter_kept
-        d_in, _ = geometry.lora_dims.get(target, (hidden, hidden))
+        d_in, _ = adapter_dims(geometry, target) or (hidden, hidden)
         adapter_bytes = 2.0 if autocast else 4.0
         kept += (adapter_bytes + mask) * d_in / hidden + adapter_bytes * plan.lora_rank / hidden
     return kept - saving
+
+
+# The linears of a layer that read one tensor: the attention's projections read the attention norm's output, the
+# MLP's gate and up projections the MLP norm's output.
+_SHARED_INPUTS = {"q_proj": "attention", "k_proj": "attention", "v_proj": "attention", "qkv_proj": "attention",
+                  "gate_proj": "mlp", "up_proj": "mlp", "gate_up_proj": "mlp"}
+
+
+def _model_dtype_adapters_kept(plan: Plan, geometry: Shape) -> float:
+    """Bytes per token and hidden unit that a layer's adapters keep when they are built in the activations' own dtype
+    (torchtune's LoRALinear in a bf16 recipe: `lora_b(lora_a(dropout(x)))`, torchtune/modules/peft/lora.py). With
+    no dropout (`nn.Identity`, torchtune's default p = 0) `lora_a` keeps `x` itself, no copy: adapters that read one
+    tensor (q, k and v; gate and up) keep it once, and the output projection's input is the attention kernel's
+    output, which SDPA keeps anyway (eager attention's is a reshaped copy). With dropout each adapter keeps its own
+    dropout output and a 1-byte mask. Each keeps its r-wide inner activation. lora_dropout unknown: the mean of both."""
+    assert plan.lora_rank is not None, "a plan with LoRA adapters"
+    hidden = geometry.hidden
+    layer_targets = [target for target in plan.lora_targets if target not in LM_HEAD_NAMES]
+    inner = sum(2.0 * plan.lora_rank / hidden for _ in layer_targets)
+    widths = {target: (adapter_dims(geometry, target) or (hidden, hidden))[0] / hidden for target in layer_targets}
+    with_dropout = sum(3.0 * width for width in widths.values())
+    inputs = {_SHARED_INPUTS.get(target, target): width for target, width in widths.items()
+              if target != "o_proj" or plan.attention == "eager"}
+    without = sum(2.0 * width for width in inputs.values())
+    if plan.lora_dropout is None:
+        return inner + (with_dropout + without) / 2
+    return inner + (with_dropout if plan.lora_dropout > 0 else without)
 
 
 def selective_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:

@@ -13,7 +13,7 @@ from .architectures import Architecture, shape
 
 DTYPES = ("fp32", "amp-fp16", "amp-bf16", "fp16", "bf16")
 OPTIMIZERS = (
-    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "adafactor", "lion", "rmsprop", "adagrad",
+    "sgd", "sgd-momentum", "adam", "adamw", "adamw-8bit", "paged-adamw-8bit", "paged-adamw", "adafactor", "lion", "rmsprop", "adagrad",
 )
 QUANTS = ("nf4", "nf4-dq", "int8")
 ATTENTIONS = ("eager", "sdpa", "flash")
@@ -23,7 +23,8 @@ OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
 LOSSES = ("standard", "chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
-MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "own")
+SAVED_MODULES = ("embeddings", "lm_head")
+MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "torchtune", "own")
 
 # bytes per element: (weights, gradients, activations, autocast cast cache per parameter)
 PRECISION = {
@@ -34,10 +35,11 @@ PRECISION = {
     "bf16": (2, 2, 2, 0),
 }
 # Optimizer state per trainable parameter: (number of states kept in the parameter's dtype, fixed bytes).
-# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each.
+# torch's optimizers keep their states in the parameter's dtype; bitsandbytes' 8-bit ones 1 byte each, its 32-bit paged
+# AdamW two fp32 states whatever the parameter's dtype (Optimizer2State.init_state: optim_bits 32 is torch.float32).
 OPTIMIZER_STATE = {
     "sgd": (0, 0.0), "sgd-momentum": (1, 0.0), "adam": (2, 0.0), "adamw": (2, 0.0),
-    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
+    "adamw-8bit": (0, 2.0), "paged-adamw-8bit": (0, 2.0), "paged-adamw": (0, 8.0), "adafactor": (0, 0.4), "lion": (1, 0.0),
     "rmsprop": (1, 0.0), "adagrad": (1, 0.0),
 }
 
@@ -79,6 +81,9 @@ class Plan:
     optimizer: str = "adamw"
     lora_rank: int | None = None
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    # LoraConfig(modules_to_save=[...]): whole modules trained beside the adapters, "embeddings" and/or "lm_head" (peft's
+    # ModulesToSaveWrapper keeps the frozen original and a trainable copy)
+    modules_to_save: tuple[str, ...] = ()
     quant: str | None = None
     gradient_checkpointing: bool = False
     checkpoint_every: int = 1  # with checkpointing: every N-th layer is checkpointed (1: all of them)
@@ -113,8 +118,10 @@ class Plan:
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
-    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel) or "own" (the
-    # model's own code, trust_remote_code, or another framework's: not modelled; unstated.unmodelled_code covers it)
+    # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel), "torchtune"
+    # (torchtune's TransformerDecoder: transformers' layers for memory, no dropout unless stated, LoRA adapters built in
+    # the model's dtype) or "own" (the model's own code, trust_remote_code, or another framework's: not modelled;
+    # unstated.unmodelled_code covers it)
     model_code: str = "transformers"
     # FSDP's MixedPrecision(param_dtype=...) under autocast: the dtype of the gathered units ("bf16" or "fp16": 16-bit;
     # "fp32"). None: unknown; the estimate takes 16 bits (accelerate's and torchtitan's policy), the high end fp32
@@ -313,6 +320,8 @@ def validate(plan: Plan) -> None:
         raise CannotEstimate(f"unknown loss {plan.loss!r}: one of {', '.join(LOSSES)}")
     if plan.head not in HEADS:
         raise CannotEstimate(f"unknown head {plan.head!r}: one of {', '.join(HEADS)}")
+    if set(plan.modules_to_save) - set(SAVED_MODULES):
+        raise CannotEstimate(f"modules to save: {', '.join(SAVED_MODULES)} (got {', '.join(plan.modules_to_save)})")
     if plan.model_code not in MODEL_CODES:
         raise CannotEstimate(f"unknown model code {plan.model_code!r}: one of {', '.join(MODEL_CODES)}")
     if plan.quant is not None and plan.quant not in QUANTS:

@@ -20,8 +20,8 @@ from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.tree import evaluate_literal
 from trainlint.rules import CallEvent, ModuleView, ParsedChunk, ScopeAnalysis, Tag, dotted, last_part, walk
 
-from .architectures import ALL_LINEAR
 from .local_files import Unreadable, read_json
+from .lora_config import read_lora_config
 from .script_defaults import argparse_defaults, dataclass_defaults
 from .script_inputs import Found, ScriptInputs
 from .training_loop import training_loop
@@ -44,12 +44,12 @@ _LENGTH_OPTIONS = re.compile(r"^(?:max_seq_len(?:gth)?|max_len(?:gth)?|block_siz
 _BATCH_OPTIONS = re.compile(r"^(?:(?:per_device_)?(?:train_)?batch_size|micro_batch_size|bs|batch)$")
 _OPTIMIZERS = {
     "AdamW": "adamw", "Adam": "adam", "SGD": "sgd", "RMSprop": "rmsprop", "Adagrad": "adagrad", "Adafactor": "adafactor",
-    "AdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "PagedAdamW8bit": "paged-adamw-8bit", "PagedAdamW": "adamw",
+    "AdamW8bit": "adamw-8bit", "Adam8bit": "adamw-8bit", "PagedAdamW8bit": "paged-adamw-8bit", "PagedAdamW": "paged-adamw",
     "Lion": "lion", "Lion8bit": "lion",
 }
 _TRAINER_OPTIM = {
     "adamw_torch": "adamw", "adamw_torch_fused": "adamw", "adamw_hf": "adamw", "adamw_bnb_8bit": "adamw-8bit",
-    "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "adamw", "adafactor": "adafactor",
+    "adamw_8bit": "adamw-8bit", "paged_adamw_8bit": "paged-adamw-8bit", "paged_adamw_32bit": "paged-adamw", "adafactor": "adafactor",
     "sgd": "sgd", "adagrad": "adagrad", "lion_32bit": "lion", "lion_8bit": "lion", "rmsprop": "rmsprop",
 }
 # `# trainlint: model=meta-llama/Meta-Llama-3-8B` (or a catalog id, or a path to a config.json): the model to
@@ -469,15 +469,7 @@ class _Reader:
                 elif isinstance(self.value(self.keyword(node, "foreach"), chunk), bool):
                     self._set("foreach", self.value(self.keyword(node, "foreach"), chunk), node, chunk)
         if head == "LoraConfig":
-            self._set("lora_rank", self.value(self.keyword(node, "r"), chunk) if self.keyword(node, "r") is not None else 8, node, chunk)
-            targets = self.value(self.keyword(node, "target_modules"), chunk)
-            if isinstance(targets, (tuple, list)) and all(isinstance(t, str) for t in targets):
-                self._set("lora_targets", tuple(targets), node, chunk)
-            elif targets in ALL_LINEAR:  # peft's shorthand; any other string is a regular expression over names
-                self._set("lora_targets", (targets,), node, chunk)
-            dropout = self.value(self.keyword(node, "lora_dropout"), chunk) if self.keyword(node, "lora_dropout") is not None else 0.0
-            if isinstance(dropout, (int, float)) and not isinstance(dropout, bool) and 0 <= dropout < 1:
-                self._set("lora_dropout", float(dropout), node, chunk)  # peft's default is 0.0
+            read_lora_config(self, node, chunk)
         if head == "BitsAndBytesConfig":
             self._read_quantisation(node, chunk)
         if head == "prepare_model_for_kbit_training":

@@ -49,6 +49,7 @@ class ScriptInputs:
     lora_rank: Found | None = None
     lora_targets: Found | None = None
     lora_dropout: Found | None = None
+    modules_to_save: Found | None = None  # LoraConfig(modules_to_save=...): "embeddings" and/or "lm_head"
     grad_accum: Found | None = None
     foreach: Found | None = None  # False for fused=True or foreach=False optimizers
     head: Found | None = None  # "classifier" for ...ForSequenceClassification and friends

@@ -39,7 +39,7 @@ _LORA_MODULES = {"q_proj": "q_proj", "k_proj": "k_proj", "v_proj": "v_proj", "ou
 _OPTIMIZERS = {
     "torch.optim.AdamW": "adamw", "torch.optim.Adam": "adam", "torch.optim.SGD": "sgd",
     "bitsandbytes.optim.PagedAdamW8bit": "paged-adamw-8bit", "bitsandbytes.optim.AdamW8bit": "adamw-8bit",
-    "bitsandbytes.optim.PagedAdamW": "adamw", "torchao.optim.AdamW8bit": "adamw-8bit",
+    "bitsandbytes.optim.PagedAdamW": "paged-adamw", "torchao.optim.AdamW8bit": "adamw-8bit",
 }
 # torchtune's losses that take the output projection and the cross-entropy a chunk of tokens at a time
 _CHUNKED_LOSSES = ("LinearCrossEntropyLoss", "CEWithChunkedOutputLoss")
@@ -235,8 +235,8 @@ class _ConfigReader:
             self._set("model", component_entry, model_id)
         else:
             self.inputs.notes.append(f"torchtune's model builder {builder} (line {component_entry.line}) is not in the catalog: give --model")
-        self.inputs.notes.append("torchtune's own model code is estimated as transformers' (torchtune keeps LoRA adapters in the "
-                                 "model's dtype, counted in fp32 here)")
+        # torchtune's TransformerDecoder: transformers' layers as memory sees them, adapters in the model's dtype
+        self._set("model_code", component_entry, "torchtune")
         if component.startswith("torchtune.models."):  # its attention modules call SDPA (flex attention on packed samples)
             self._set("attention", component_entry, "sdpa")
         if quantised:  # torchao's NF4: blocks of 64 with 8-bit scales (as double quantisation); its linear keeps no input
@@ -253,6 +253,8 @@ class _ConfigReader:
         dropout = options.get("lora_dropout")
         if dropout is not None and isinstance(dropout.value, (int, float)) and not isinstance(dropout.value, bool):
             self._set("lora_dropout", dropout, float(dropout.value))
+        elif dropout is None and component.startswith("torchtune.models."):  # the builders' default: lora_dropout=0.0
+            self._set("lora_dropout", component_entry, 0.0)
         targets: list[str] = []
         attention = options.get("lora_attn_modules")
         if attention is not None and isinstance(attention.value, list):

@@ -354,6 +354,28 @@ def test_accumulation_adapter_dropout_and_the_optimizer_implementation_are_read(
     assert _read(QLORA).found()["lora_dropout"].value == 0.0, "peft's default"
 
 
+def test_modules_trained_beside_the_adapters_are_read_and_counted():
+    from trainlint.estimator.architectures import find_architecture, shape
+    from trainlint.estimator.costmodel import mechanism_estimate
+    from trainlint.estimator.plan import Plan
+
+    script = QLORA.replace("LoraConfig(r=32,", 'LoraConfig(r=32, modules_to_save=["model.embed_tokens", "lm_head", "score"],')
+    found = _read(script).found()["modules_to_save"]
+    assert (found.value, found.line) == (("embeddings", "lm_head"), 15)
+    assert "modules_to_save" not in _read(QLORA.replace("LoraConfig(r=32,", 'LoraConfig(r=32, modules_to_save=["classifier"],')).found()
+    llama = find_architecture("llama-3-8b")
+    geometry = shape(llama)
+    common = dict(model=llama, lora_rank=16, lora_dropout=0.0, dtype="bf16", batch_size=1, seq_len=1024, attention="sdpa")
+    plain = mechanism_estimate(Plan(**common)).breakdown
+    saved = mechanism_estimate(Plan(**common, modules_to_save=("embeddings", "lm_head"))).breakdown
+    copies = geometry.embedding_params + geometry.lm_head_params
+    # peft's ModulesToSaveWrapper: a bf16 copy beside the frozen original, its bf16 gradient and AdamW's two bf16 states
+    assert saved.weights.estimate - plain.weights.estimate == pytest.approx(2 * copies)
+    assert saved.gradients.estimate - plain.gradients.estimate == pytest.approx(2 * copies)
+    assert saved.optimizer.estimate - plain.optimizer.estimate == pytest.approx(4 * copies)
+    assert saved.activations.estimate - plain.activations.estimate == pytest.approx(2 * 1024 * geometry.hidden), "the head's input"
+
+
 def test_prepare_model_for_kbit_training_upcasts_and_checkpoints():
     from trainlint.estimator.architectures import find_architecture
     from trainlint.estimator.costmodel import estimate

@@ -86,6 +86,9 @@ def test_a_lora_configuration_is_read_with_its_lines():
     assert found["lengths_vary"] == (False, 29), "packed samples are all max_seq_len long"
     assert found["previous_graph_alive"] == (False, 36), "the recipe's _loss_step deletes the outputs before the backward"
     assert found["zero_grad_frees"][0] is True, "the recipes call zero_grad(set_to_none=True) after each step"
+    assert found["model_code"] == ("torchtune", 5), "torchtune's modules: adapters in the model's dtype"
+    no_dropout = _found(LORA_SINGLE_DEVICE.replace("  lora_dropout: 0.0\n", ""))
+    assert no_dropout["lora_dropout"] == (0.0, 5), "the builders' default, lora_dropout=0.0"
 
 
 def test_torchtunes_memory_switches_qlora_and_the_lm_head():

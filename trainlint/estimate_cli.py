@@ -44,6 +44,8 @@ def add_parsers(commands, positive_int, comma_list) -> None:
     estimate.add_argument("--lora-rank", type=positive_int)
     estimate.add_argument("--lora-targets", type=comma_list, metavar="NAMES", help="e.g. q_proj,v_proj")
     estimate.add_argument("--lora-dropout", type=float, metavar="P", help="LoraConfig's lora_dropout (default: unknown)")
+    estimate.add_argument("--modules-to-save", type=comma_list, metavar="MODULES",
+                          help="LoraConfig's modules_to_save: embeddings and/or lm_head, trained whole beside the adapters")
     estimate.add_argument("--grad-accum", type=positive_int, metavar="N", help="gradient accumulation steps (default 1)")
     estimate.add_argument("--quant", choices=QUANTS, help="quantised base weights (with --lora-rank to train)")
     estimate.add_argument("--gradient-checkpointing", action="store_true")
@@ -86,7 +88,8 @@ def add_parsers(commands, positive_int, comma_list) -> None:
                                "default), or classifier, a few labels (sequence or token classification: no vocabulary logits)")
     estimate.add_argument("--model-code", choices=MODEL_CODES,
                           help="whose code runs the model: transformers' modules (the default), LitGPT's (`litgpt finetune_lora`, "
-                               "`litgpt pretrain`: its fused GELU, adapters in the model's dtype, chunked loss), gpt-fast's, or the "
+                               "`litgpt pretrain`: its fused GELU, adapters in the model's dtype, chunked loss), gpt-fast's, torchtune's "
+                               "(transformers' layers, adapters in the model's dtype, no dropout unless stated), or the "
                                "model's own (trust_remote_code: estimated between a compiled and an eager layer); a script says it "
                                "by what it calls")
     kbit = estimate.add_mutually_exclusive_group()
@@ -156,7 +159,8 @@ def run_estimate(args: argparse.Namespace) -> int:
         "model": args.model, "batch_size": args.batch_size, "seq_len": args.seq_len, "image_size": args.image_size,
         "dtype": args.dtype, "optimizer": args.optimizer, "lora_rank": args.lora_rank,
         "lora_targets": tuple(args.lora_targets) if args.lora_targets else None, "quant": args.quant,
-        "lora_dropout": args.lora_dropout, "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
+        "lora_dropout": args.lora_dropout, "modules_to_save": tuple(args.modules_to_save) if args.modules_to_save else None,
+        "grad_accum": args.grad_accum, "kv_cache_len": args.kv_cache_len,
         "gradient_checkpointing": True if args.gradient_checkpointing else None, "attention": args.attention,
         "mode": args.mode, "max_context": args.max_context, "sharding": args.sharding,
         "offload": tuple(args.offload) if args.offload else None, "compiled": True if args.compile else None,
