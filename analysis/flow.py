@@ -832,7 +832,7 @@ class ScopeAnalysis:
                 args.append(value)
         volatile = volatile_input(receiver, *args, *kwargs.values()) if context.grad_off is None else None
         if volatile is not None:  # PyTorch < 0.4: a computation with one volatile input records no graph
-            context = context.without_grad(volatile.site[1] if volatile.site is not None else call)
+            context = context.without_grad(volatile.site[1] if volatile.site is not None and volatile.site[0] is self.chunk else call)
         event = CallEvent(
             call, context, self, callee=callee, method=method, receiver=receiver, receiver_key=receiver_key,
             args=args, kwargs=kwargs, function=function, arg_nodes=list(call.args),
