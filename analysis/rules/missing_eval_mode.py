@@ -15,8 +15,9 @@ held-out data that trains nothing (code written before `no_grad`, or that forgot
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
 `do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs); a class that puts its model in training
-mode in one method and runs it in an inference pass that never
-switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
+mode in one method (its own, or one it inherits from a base class of the workspace: a forecaster's `predict` after
+the base class's `_train_model`) and runs it in an inference pass that never switches it, itself or behind a wrapper
+method that sets no mode; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. A model the file builds and never trains (a distillation
 teacher, a target network, a frozen encoder: no optimizer is given its parameters, every forward of it runs without
 grad, it is handed whole to nothing) is run for inference even inside a training step or a loss: built in training
@@ -40,6 +41,12 @@ the model's class, in whichever workspace file defines it (a workspace copy of a
 `from_pretrained` too, which returns eval mode unless its factory shows no `.eval()`), or from what a library documents for what
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
+
+A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
+runs it in the mode its caller left: when no call of it in the workspace shows the model switched to eval first, a
+note saying so (not for a probe on random or constant input, nor when the helper switches some module's mode itself).
+A model whose class is known but whose dropout lives in a part from another workspace file, at a rate its caller
+sets, is a note that names the part.
 
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
