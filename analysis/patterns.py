@@ -98,7 +98,7 @@ _EVENTS_BY_LOOP = "events by loop"
 
 
 # torch factories that make a tensor up (random or constant): no data goes in.
-_MADE_UP_TENSORS = frozenset({"randn", "rand", "randint", "zeros", "ones", "empty", "full", "arange"})
+_MADE_UP_TENSORS = frozenset({"randn", "rand", "randint", "normal", "zeros", "ones", "empty", "full", "arange"})
 # What a method or function that puts trained weights into a model is called.
 _LOADS_WEIGHTS = re.compile(r"load|restore|from_pretrained", re.I)
 
@@ -119,6 +119,12 @@ def smoke_test_forward(summary, call: CallEvent) -> bool:
             isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes
         )):
             return False
+    return made_up_inputs(summary, call)
+
+
+def made_up_inputs(summary, call: CallEvent) -> bool:
+    """Every argument of the call is a tensor a torch factory makes up (random or constant): no data goes in, so
+    the forward probes shapes or activations rather than infers anything."""
     inputs = [value.site[1] if value.site is not None else None for value in call.args]
     return bool(inputs) and all(
         isinstance(node, cst.Call) and (name := dotted(node.func)) is not None

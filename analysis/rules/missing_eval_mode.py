@@ -15,8 +15,9 @@ held-out data that trains nothing (code written before `no_grad`, or that forgot
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
 `do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs); a class that puts its model in training
-mode in one method and runs it in an inference pass that never
-switches it; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
+mode in one method (its own, or one it inherits from a base class of the workspace: a forecaster's `predict` after
+the base class's `_train_model`) and runs it in an inference pass that never switches it, itself or behind a wrapper
+method that sets no mode; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
 without grad, by itself or by a helper it is handed to. A model the file builds and never trains (a distillation
 teacher, a target network, a frozen encoder: no optimizer is given its parameters, every forward of it runs without
 grad, it is handed whole to nothing) is run for inference even inside a training step or a loss: built in training
@@ -41,6 +42,12 @@ the model's class, in whichever workspace file defines it (a workspace copy of a
 built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
 command-line option's default.
 
+A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
+runs it in the mode its caller left: when no call of it in the workspace shows the model switched to eval first, a
+note saying so (not for a probe on random or constant input, nor when the helper switches some module's mode itself).
+A model whose class is known but whose dropout lives in a part from another workspace file, at a rate its caller
+sets, is a note that names the part.
+
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
 not reported.
@@ -59,6 +66,7 @@ from trainlint.analysis.libraries import torch_layer_dropout
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
+    made_up_inputs,
     mode_parameter,
     name_words,
     smoke_test_forward,
@@ -139,6 +147,8 @@ class MissingEvalMode(Rule):
             self._check_own_inference(ctx, scope)
             if len(ctx.findings) == found:
                 self._check_frozen_model(ctx, scope)
+            if len(ctx.findings) == found:
+                self._check_parameter_inference(ctx, scope)
 
     def _check_shared_function(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """``run_epoch(model, loader, optimizer=None)`` that starts with ``model.train()``, called without an
@@ -296,9 +306,10 @@ class MissingEvalMode(Rule):
                 and (why := _inference_pass(ctx, scope, forward, callers=False)) is not None]
         if not runs:
             return  # most methods of a long class: the other methods are not read (a key costs this method only)
-        if any(_another_method(call, owner, function) for call in ctx.module.calls_of(function)):
+        if any(_another_method(call, owner, function) and _decides_mode(call.scope) for call in ctx.module.calls_of(function)):
             return  # a helper of another method, which decides the mode it runs in (its calls only are read)
         others = [(method, method.analysis(ctx.summary)) for method in owner.methods.values() if method is not function]
+        others += _inherited_methods(ctx.summary, owner)
         for forward, (key, model), why in runs:
             if _returned_into_backward(ctx, scope, forward):
                 continue  # asked here, after the method's own facts (see _inference_pass)
@@ -317,20 +328,23 @@ class MissingEvalMode(Rule):
                 layers, construction = _layers_handed_in(ctx, owner, key.removeprefix("self.")) or (None, None)
                 if layers is None and _known_without_layers(_passed_at_constructions(ctx, owner, key.removeprefix("self."))):
                     continue  # every construction hands it a model known to have no such layers
-            if layers is None and (not _kind_unknown(model) or not forward.context.loops and not any(
+            parts = _parts_with_layers(ctx.summary, model) if layers is None else None
+            if layers is None and parts is None and (not _kind_unknown(model) or not forward.context.loops and not any(
                     analysis is not None and _runs_training_loop(ctx, analysis) for _, analysis in others)):
                 # known to have no such layers; or unknown, for one input at a time in a class whose training is one
                 # update per call: acting between updates is part of training (an agent's `act` beside its `learn`)
                 continue
+            where = f"{os.path.basename(call.chunk.origin)}, " if ctx.in_another_file(call.chunk) and call.chunk.origin else ""
             ctx.report(
                 forward.node,
                 f"`{function.name}` runs `{key}` without switching it to eval mode, while `{trainer}` puts it in "
-                f"training mode (line {call.chunk.line_of(call.node)}): run after `{trainer}`, it runs in training mode."
+                f"training mode ({where}line {call.chunk.line_of(call.node)}): run after `{trainer}`, it runs in training mode."
                 f"{_with_its_layers(key, layers)} results are computed "
                 "with dropout on and batch-norm updating its statistics on the data",
                 severity=None if layers is not None else Severity.NOTE,
                 evidence=[
                     layers,
+                    parts,
                     construction,
                     ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                     ((scope.chunk, _first_statement(function.node)), "where the pass starts in whatever mode training left"),
@@ -622,6 +636,63 @@ class MissingEvalMode(Rule):
             help=f"call `self.eval()` at the start of `{function.name}` (and `self.train()` before training resumes)",
         )
 
+    def _check_parameter_inference(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A helper handed a model (``evaluate(model, loader)``, ``extract_features(net, batches)``) runs it as an
+        inference pass (``_inference_pass``: it trains nothing, and its forward of a batch feeds no backward) and
+        never switches its mode: it runs in whatever mode its caller left, training mode after a training loop.
+        What the model is and how each caller leaves it are not in the function: when every call of it this file
+        or the workspace's other files show switches the model to eval mode first it is quiet; otherwise a note
+        that says which of the two is unknown. A function that switches some module's mode manages what it runs as its
+        model (another callable it is handed, a loss object, is no module); a module's own methods, a script's
+        statements and a function a caller of this file hands a model are read by the other checks."""
+        function = scope.function
+        if function is None or function.name in {"forward", "__call__"} or _trains(scope):
+            return
+        if function.owner is not None and ctx.summary.is_module_class(function.owner):
+            return  # a module's method: its submodules follow the module's own switches
+        calls = list(scope.calls())
+        if any(call.method in {"eval", "train"} for call in calls):
+            return  # it switches the mode of what it runs as its model; other callables it is handed are not modules
+        for forward in calls:
+            key = forward.receiver_key
+            if forward.method is not None or key is None or key not in scope.params or key in {"self", "cls"}:
+                continue
+            if forward.receiver is not None and forward.receiver.tags & {Tag.LOSS, Tag.CRITERION}:
+                continue
+            if not any(Tag.TENSOR in value.tags or Tag.ON_DEVICE in value.tags for value in forward.args):
+                continue  # a forward runs a batch of tensors; any other callable handed in is not known to be a model
+            if made_up_inputs(ctx.summary, forward):
+                continue  # a probe on random or constant input (shapes, activation statistics), not an inference over data
+            why = _inference_pass(ctx, scope, forward)
+            if why is None:
+                continue
+            here = os.path.basename(ctx.module.path)
+            folder = os.path.dirname(os.path.abspath(ctx.module.path))
+            modes = [_mode_at_call(ctx.module, call, here, key=passed[1]) for call in ctx.module.calls_of(function)
+                     if (passed := _passed_for(call, function, key)) is not None]
+            if modes and (len(modes) < len(ctx.module.calls_of(function)) or any(mode != "eval" for mode, _, _ in modes)):
+                return  # a caller in this file hands it a model in a mode it shows (the main check reads it), or hides it
+            modes += callers_elsewhere(ctx.summary, function, _passed_mode_reader(function, key, folder))
+            if modes and all(mode == "eval" for mode, _, _ in modes):
+                return  # every caller switches the model to eval mode first
+            unknown = [f"the call at {where} leaves it in {'training' if mode == 'train' else 'an unknown'} mode"
+                       for mode, _, where in modes if mode != "eval"]
+            callers = "; " + ", ".join(unknown[:2]) if unknown else "; no call of it in the workspace shows the mode it is called in"
+            ctx.report(
+                forward.node,
+                f"`{function.name}` runs `{key}` for inference without switching it to eval mode: it runs in the mode its "
+                f"caller left it in, training mode after training{callers}. Whether `{key}` has dropout or batch-norm layers "
+                "is not known in this file; if it has, the outputs are computed with dropout on and batch-norm normalising "
+                "with the statistics of each batch",
+                severity=Severity.NOTE,
+                evidence=[
+                    ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
+                    ((forward.chunk, forward.node), f"`{key}` is handed in and run here on a batch"),
+                ],
+                help=f"call `{key}.eval()` at the start of `{function.name}` (and `{key}.train()` where training resumes)",
+            )
+            return
+
     def _check_frozen_model(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """A model this file builds and never trains (a teacher for distillation, a target network, a feature
         extractor for a perceptual loss or a metric), run without grad, here inside a training step or a loss:
@@ -851,6 +922,27 @@ def _rebound(scope: ScopeAnalysis, name: str) -> bool:
     """The function binds ``name`` again (``vae = accelerator.unwrap_model(vae)``, or a reloaded model): what it
     runs under that name may not be what it was handed."""
     return any(isinstance(event, AssignEvent) and name in event.targets for event in scope.events)
+
+
+def _inherited_methods(summary, owner: ClassInfo) -> list[tuple]:
+    """The methods ``owner`` inherits from its base classes in the workspace (this file or another) and does not
+    override, each with its flow: a base class's training method (``_train_model``, called by the subclass's ``fit``)
+    switches the model that the subclass's inference method runs, as the class's own methods do."""
+    found: dict[str, tuple] = {}
+    seen, pending = [owner], [owner]
+    while pending and len(seen) < 9:
+        info = pending.pop(0)
+        home = info.home or summary
+        for base in info.bases:
+            parent = home.local_class(home.canonical(base)) if base else None
+            if parent is None or any(parent is other for other in seen):
+                continue
+            seen.append(parent)
+            pending.append(parent)
+            for name, method in parent.methods.items():
+                if name not in owner.methods and name not in found:
+                    found[name] = (method, method.analysis(parent.home or summary))
+    return list(found.values())
 
 
 def _training_switch(methods: list, key: str) -> tuple[str, CallEvent] | None:
@@ -1190,11 +1282,12 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
 
 
-def _mode_at_call(module: ModuleView, call: CallEvent, path: str) -> tuple[str, CallEvent, str]:
-    """The mode of the module a call of another file runs a method of (``classifier.infer(batch)``): "eval"
-    or "train" when its function switched that receiver last before the call (or runs and trains it and never
-    switches it: a module stays in training mode after training), "unknown" otherwise; with where the call is."""
-    key = call.receiver_key
+def _mode_at_call(module: ModuleView, call: CallEvent, path: str, *, key: str | None = None) -> tuple[str, CallEvent, str]:
+    """The mode of the module a call of another file runs a method of (``classifier.infer(batch)``), or of the model
+    named ``key`` it hands over (``evaluate(model, loader)``): "eval" or "train" when its function switched that
+    receiver last before the call (or runs and trains it and never switches it: a module stays in training mode
+    after training), "unknown" otherwise; with where the call is."""
+    key = key if key is not None else call.receiver_key
     line = call.chunk.line_of(call.node)
     where = f"{path}:{line}"
     # a script's statements are scopes of their own: its module-level calls before this one, in order
@@ -1214,10 +1307,24 @@ def _mode_at_call(module: ModuleView, call: CallEvent, path: str) -> tuple[str, 
     return "unknown", call, where
 
 
+def _passed_mode_reader(function, parameter: str, folder: str):
+    """How a call of ``function`` in another file leaves the model it passes for ``parameter`` (``_mode_at_call``)."""
+    def read(module: ModuleView, call: CallEvent) -> tuple[str, CallEvent, str]:
+        passed = _passed_for(call, function, parameter)
+        return _mode_at_call(module, call, os.path.relpath(module.path, folder), key=passed[1] if passed is not None else None)
+    return read
+
+
 def _another_method(call: CallEvent, owner, function) -> bool:
     """The call is made by another method of ``owner`` than ``function``, in the method's own flow."""
     caller = call.scope.function
     return caller is not None and caller is not function and owner.methods.get(caller.name) is caller
+
+
+def _decides_mode(scope: ScopeAnalysis) -> bool:
+    """The method switches a mode or trains: what it calls runs in the mode it sets. A method that does neither
+    (``forecast`` returning one field of ``predict``) is a wrapper, and the mode is its own caller's to decide."""
+    return _trains(scope) or any(call.method in {"eval", "train"} for call in scope.calls())
 
 
 def _returned_into_backward(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent) -> bool:
@@ -1389,6 +1496,19 @@ def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool =
             if found is not None:
                 return found
     return None
+
+
+def _parts_with_layers(summary, model: Value) -> tuple | None:
+    """Where a model of a workspace class builds, through a class of another workspace file, dropout or batch-norm
+    whose rate or use that part's caller sets (``nn.Dropout(dropout)``): whether the model has them is not known, so
+    what runs it in the wrong mode is a note that names the part."""
+    if not isinstance(model.detail, ClassInfo):
+        return None
+    holder = _class_with_layers(model.detail.home or summary, model.detail, depth=0, imported=True)
+    if holder is None:
+        return None
+    return ((holder.chunk, holder.node.name), f"`{holder.name}`, a part of `{model.detail.name}`, builds dropout or batch-norm "
+            "that its caller's arguments may switch on")
 
 
 def _dropping_torch_layer(summary, info: ClassInfo) -> tuple[str, str] | None:
@@ -2942,9 +3062,404 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at='model = torch.load(f, map_location="cpu")',
     ),
+    Fires(  # the training loop is the base class's (another file); the subclass's predict, behind a wrapper, never switches
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from base import BaseForecaster
+        from core import ForecastNet
+
+
+        class TransformerForecaster(BaseForecaster):
+            def __init__(self, n_features, d_model=64, n_heads=4, dropout=0.1, epochs=10, device="cuda"):
+                super().__init__(epochs, device)
+                self.model = ForecastNet(n_features, d_model, n_heads, dropout).to(device)
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+            def _assemble_input(self, batch):
+                return {"X": batch[0].to(self.device), "y": batch[1].to(self.device)}
+
+            def fit(self, train_set):
+                self._train_model(DataLoader(train_set, batch_size=32, shuffle=True))
+                self.model.load_state_dict(self.best_state)
+
+            @torch.no_grad()
+            def predict(self, test_set):
+                collected = []
+                for batch in DataLoader(test_set, batch_size=32):
+                    results = self.model(self._assemble_input(batch))
+                    collected.append(results["forecast"].cpu())
+                return {"forecast": torch.cat(collected).numpy()}
+
+            def forecast(self, test_set):
+                return self.predict(test_set)["forecast"]
+        """,
+        files={
+            "base.py": """
+                import torch
+
+
+                class BaseForecaster:
+                    def __init__(self, epochs, device):
+                        self.epochs = epochs
+                        self.device = device
+                        self.model = None
+                        self.optimizer = None
+
+                    def _train_model(self, train_loader):
+                        for epoch in range(self.epochs):
+                            self.model.train()
+                            for batch in train_loader:
+                                inputs = self._assemble_input(batch)
+                                loss = self.model(inputs)["loss"]
+                                self.optimizer.zero_grad()
+                                loss.backward()
+                                self.optimizer.step()
+                        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            """,
+            "core.py": """
+                import torch.nn as nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.attention = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+                        self.dropout = nn.Dropout(dropout)
+
+                    def forward(self, x):
+                        return self.dropout(self.attention(x, x, x)[0])
+
+
+                class ForecastNet(nn.Module):
+                    def __init__(self, n_features, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.embedding = nn.Linear(n_features, d_model)
+                        self.encoder = Encoder(d_model, n_heads, dropout)
+                        self.head = nn.Linear(d_model, n_features)
+
+                    def forward(self, inputs):
+                        out = self.head(self.encoder(self.embedding(inputs["X"])))
+                        return {"forecast": out, "loss": ((out - inputs["y"]) ** 2).mean()}
+            """,
+        },
+        severity=Severity.NOTE,
+        at='results = self.model(self._assemble_input(batch))',
+    ),
+    Fires(  # a whole module restored by torch.load and sampled from through a volatile input (PyTorch < 0.4)
+        """
+        import torch
+        from torch.autograd import Variable
+
+        with open("model.pt", "rb") as f:
+            model = torch.load(f)
+        model.cuda()
+
+        hidden = model.init_hidden(1)
+        token = Variable(torch.rand(1, 1).mul(10000).long(), volatile=True).cuda()
+
+        with open("generated.txt", "w") as out:
+            for i in range(1000):
+                output, hidden = model(token, hidden)
+                weights = output.squeeze().data.exp().cpu()
+                token.data.fill_(torch.multinomial(weights, 1)[0])
+                out.write(f"{i} ")
+        """,
+        severity=Severity.NOTE,
+        at="model = torch.load(f)",
+    ),
+    Fires(  # an evaluation helper handed its model runs it in the mode its caller (another file) left it in
+        """
+        import torch
+
+
+        def train_one_epoch(model, loader, optimizer, device):
+            model.train()
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            correct = total = 0
+            for images, labels in loader:
+                logits = model(images.to(device))
+                correct += (logits.argmax(1) == labels.to(device)).sum().item()
+                total += labels.numel()
+            return correct / total
+        """,
+        files={
+            "main.py": """
+                import torch
+                import torchvision
+
+                from train import evaluate, train_one_epoch
+
+
+                def main(args):
+                    model = getattr(torchvision.models, args.arch)(num_classes=10).cuda()
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                    train_loader, val_loader = build_loaders(args)
+                    for epoch in range(args.epochs):
+                        train_one_epoch(model, train_loader, optimizer, "cuda")
+                        print(epoch, evaluate(model, val_loader, "cuda"))
+            """,
+        },
+        severity=Severity.NOTE,
+        at="logits = model(images.to(device))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the caller (another file) switches the model to eval mode before the evaluation helper runs it
+        """
+        import torch
+
+
+        def train_one_epoch(model, loader, optimizer, device):
+            model.train()
+            for images, labels in loader:
+                loss = torch.nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            correct = total = 0
+            for images, labels in loader:
+                logits = model(images.to(device))
+                correct += (logits.argmax(1) == labels.to(device)).sum().item()
+                total += labels.numel()
+            return correct / total
+        """,
+        files={
+            "main.py": """
+                import torch
+                import torchvision
+
+                from train import evaluate, train_one_epoch
+
+
+                def main(args):
+                    model = getattr(torchvision.models, args.arch)(num_classes=10).cuda()
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                    train_loader, val_loader = build_loaders(args)
+                    for epoch in range(args.epochs):
+                        train_one_epoch(model, train_loader, optimizer, "cuda")
+                        model.eval()
+                        print(epoch, evaluate(model, val_loader, "cuda"))
+            """,
+        },
+    ),
+    Quiet(  # a probe of activation statistics on random input: no data is inferred
+        """
+        import torch
+
+
+        def activation_stats(model, layer_names, input_shape=(8, 3, 224, 224)):
+            stats = {}
+            handles = [
+                module.register_forward_hook(lambda m, i, o, name=name: stats.setdefault(name, o.pow(2).mean().item()))
+                for name, module in model.named_modules() if name in layer_names
+            ]
+            x = torch.normal(0.0, 1.0, input_shape)
+            _ = model(x)
+            for handle in handles:
+                handle.remove()
+            return stats
+        """,
+    ),
+    Quiet(  # the helper switches the model it runs; the loss object it is also handed is not a module
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def run(data_loader, model, compute_loss, device):
+            model.eval()
+            loss = torch.zeros(3, device=device)
+            for images, targets in data_loader:
+                images = images.to(device).float() / 255
+                preds, train_out = model(images)
+                loss += compute_loss(train_out, targets.to(device))[1]
+            model.float()
+            return (loss.cpu() / len(data_loader)).tolist()
+        """,
+    ),
+    Quiet(  # the subclass's predict switches the model the base class (another file) trains
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from base import BaseForecaster
+        from core import ForecastNet
+
+
+        class TransformerForecaster(BaseForecaster):
+            def __init__(self, n_features, d_model=64, n_heads=4, dropout=0.1, epochs=10, device="cuda"):
+                super().__init__(epochs, device)
+                self.model = ForecastNet(n_features, d_model, n_heads, dropout).to(device)
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+            def _assemble_input(self, batch):
+                return {"X": batch[0].to(self.device), "y": batch[1].to(self.device)}
+
+            def fit(self, train_set):
+                self._train_model(DataLoader(train_set, batch_size=32, shuffle=True))
+                self.model.load_state_dict(self.best_state)
+
+            @torch.no_grad()
+            def predict(self, test_set):
+                self.model.eval()
+                collected = []
+                for batch in DataLoader(test_set, batch_size=32):
+                    results = self.model(self._assemble_input(batch))
+                    collected.append(results["forecast"].cpu())
+                return {"forecast": torch.cat(collected).numpy()}
+
+            def forecast(self, test_set):
+                return self.predict(test_set)["forecast"]
+        """,
+        files={
+            "base.py": """
+                import torch
+
+
+                class BaseForecaster:
+                    def __init__(self, epochs, device):
+                        self.epochs = epochs
+                        self.device = device
+                        self.model = None
+                        self.optimizer = None
+
+                    def _train_model(self, train_loader):
+                        for epoch in range(self.epochs):
+                            self.model.train()
+                            for batch in train_loader:
+                                inputs = self._assemble_input(batch)
+                                loss = self.model(inputs)["loss"]
+                                self.optimizer.zero_grad()
+                                loss.backward()
+                                self.optimizer.step()
+                        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            """,
+            "core.py": """
+                import torch.nn as nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.attention = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+                        self.dropout = nn.Dropout(dropout)
+
+                    def forward(self, x):
+                        return self.dropout(self.attention(x, x, x)[0])
+
+
+                class ForecastNet(nn.Module):
+                    def __init__(self, n_features, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.embedding = nn.Linear(n_features, d_model)
+                        self.encoder = Encoder(d_model, n_heads, dropout)
+                        self.head = nn.Linear(d_model, n_features)
+
+                    def forward(self, inputs):
+                        out = self.head(self.encoder(self.embedding(inputs["X"])))
+                        return {"forecast": out, "loss": ((out - inputs["y"]) ** 2).mean()}
+            """,
+        },
+    ),
+    Quiet(  # the method that calls the inference helper decides the mode: it switches to eval first
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from base import BaseForecaster
+        from core import ForecastNet
+
+
+        class TransformerForecaster(BaseForecaster):
+            def __init__(self, n_features, d_model=64, n_heads=4, dropout=0.1, epochs=10, device="cuda"):
+                super().__init__(epochs, device)
+                self.model = ForecastNet(n_features, d_model, n_heads, dropout).to(device)
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+            def _assemble_input(self, batch):
+                return {"X": batch[0].to(self.device), "y": batch[1].to(self.device)}
+
+            def fit(self, train_set):
+                self._train_model(DataLoader(train_set, batch_size=32, shuffle=True))
+                self.model.load_state_dict(self.best_state)
+
+            @torch.no_grad()
+            def _predict_batches(self, test_set):
+                collected = []
+                for batch in DataLoader(test_set, batch_size=32):
+                    results = self.model(self._assemble_input(batch))
+                    collected.append(results["forecast"].cpu())
+                return {"forecast": torch.cat(collected).numpy()}
+
+            def forecast(self, test_set):
+                self.model.eval()
+                return self._predict_batches(test_set)["forecast"]
+        """,
+        files={
+            "base.py": """
+                import torch
+
+
+                class BaseForecaster:
+                    def __init__(self, epochs, device):
+                        self.epochs = epochs
+                        self.device = device
+                        self.model = None
+                        self.optimizer = None
+
+                    def _train_model(self, train_loader):
+                        for epoch in range(self.epochs):
+                            self.model.train()
+                            for batch in train_loader:
+                                inputs = self._assemble_input(batch)
+                                loss = self.model(inputs)["loss"]
+                                self.optimizer.zero_grad()
+                                loss.backward()
+                                self.optimizer.step()
+                        self.best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            """,
+            "core.py": """
+                import torch.nn as nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.attention = nn.MultiheadAttention(d_model, n_heads, batch_first=True)
+                        self.dropout = nn.Dropout(dropout)
+
+                    def forward(self, x):
+                        return self.dropout(self.attention(x, x, x)[0])
+
+
+                class ForecastNet(nn.Module):
+                    def __init__(self, n_features, d_model, n_heads, dropout):
+                        super().__init__()
+                        self.embedding = nn.Linear(n_features, d_model)
+                        self.encoder = Encoder(d_model, n_heads, dropout)
+                        self.head = nn.Linear(d_model, n_features)
+
+                    def forward(self, inputs):
+                        out = self.head(self.encoder(self.embedding(inputs["X"])))
+                        return {"forecast": out, "loss": ((out - inputs["y"]) ** 2).mean()}
+            """,
+        },
+    ),
     Quiet(  # `from_pretrained` hands the model over in eval mode, whichever method loads it
         """
         import torch
