@@ -105,6 +105,7 @@ SERVES_REQUESTS = "registers the decorated function as a request handler, which 
 RUNS_ENTRY_POINT = "runs the function it is handed as the program's command, with no torch grad context of its own"
 ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function and calls it unchanged (grad mode untouched)"
 UNPICKLES_OBJECT = "returns the object saved, as saved: called, only a whole module (nn.Module) runs, its forward with grad on"
+KEEPS_NO_GRAPH = "takes a tensor and keeps none of its autograd graph: it detaches it and keeps host data (an image)"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -175,6 +176,9 @@ CALL_FACTS: tuple[CallFact, ...] = (
         for app in ("fastapi.FastAPI", "fastapi.APIRouter", "flask.Flask", "flask.Blueprint")
         for method in ("get", "post", "put", "patch", "delete", "route", "websocket", "api_route")
     ),
+    CallFact("wandb.Image", KEEPS_NO_GRAPH, (),
+             "Weights & Biases, wandb/sdk/data_types/image.py, Image._initialize_from_data: a torch tensor that requires grad "
+             "is detached, made a grid and kept as a PIL image"),
     CallFact("fire.Fire", RUNS_ENTRY_POINT, (),
              "Python Fire, fire.Fire(component): calls the function with the command line's arguments (guide: 'Calling Functions')"),
     CallFact("typer.run", RUNS_ENTRY_POINT, (),
