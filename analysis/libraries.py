@@ -213,6 +213,23 @@ LIBRARY_NO_GRAD_METHODS = {
     "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
 }
 
+# Methods of a diffusers pipeline that run some of its component models with the grad mode the caller leaves on (only
+# the pipeline's `__call__` is decorated `@torch.no_grad()`): the method, the components it runs, the source. One a row.
+PIPELINE_COMPONENT_METHODS = {
+    "encode_prompt": (("text_encoder", "text_encoder_2", "text_encoder_3"),
+                      "diffusers, StableDiffusionPipeline.encode_prompt (and the XL and 3 pipelines'): undecorated, it runs "
+                      "`self.text_encoder(text_input_ids.to(device), ...)`; `__call__` alone is `@torch.no_grad()`"),
+}
+# Methods of a library model, other than its forward, that run its layers with the grad mode the caller leaves on.
+LIBRARY_LAYER_METHODS = {
+    "encode": "diffusers, AutoencoderKL.encode / VQModel.encode: the encoder's layers, decorated only `@apply_forward_hook`",
+    "decode": "diffusers, AutoencoderKL.decode / VQModel.decode: the decoder's layers, decorated only `@apply_forward_hook`",
+    "get_text_features": "transformers, CLIPModel.get_text_features: runs the text model and its projection",
+    "get_image_features": "transformers, CLIPModel.get_image_features: runs the vision model and its projection",
+}
+# A pipeline's model components come in eval mode: diffusers, DiffusionPipeline.from_pretrained loads each with that
+# component's own `from_pretrained` (pipeline_loading_utils.load_sub_model), which returns it in eval mode (above).
+
 # Keyword arguments that only a library model's forward takes: calling a value with one of them runs that
 # model, whatever the value was loaded by (a project's own `load_model` helper hands back a transformers
 # model the analysis cannot see built). One keyword a row, with its source.

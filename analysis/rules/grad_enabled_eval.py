@@ -97,8 +97,10 @@ from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
+    LIBRARY_LAYER_METHODS,
     LIBRARY_NO_GRAD_METHODS,
     MODEL_FORWARD_KEYWORDS,
+    PIPELINE_COMPONENT_METHODS,
     RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
     UNPICKLES_OBJECT,
@@ -114,7 +116,12 @@ from trainlint.analysis.patterns import (
     name_words,
     smoke_test_forward,
 )
-from trainlint.analysis.torchapi import VARIABLE_WRAPPERS, is_optimizer_class, is_parameterless_layer
+from trainlint.analysis.torchapi import (
+    MODULE_SELF_METHODS,
+    VARIABLE_WRAPPERS,
+    is_optimizer_class,
+    is_parameterless_layer,
+)
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
@@ -777,7 +784,10 @@ class GradEnabledEval(Rule):
             key, receiver, inputs = forward.receiver_key, forward.receiver, [*forward.args, *forward.kwargs.values()]
             held: CallEvent | None = None  # the held model's own forward, for a module that runs one inside
             held_as: str | None = None  # its name there (`self.teacher`), for a model run one level in
-            if (
+            component = _pipeline_component_run(scope, forward)  # `pipe.encode_prompt(...)`, `pipe.vae.encode(pixels)`
+            if component is not None:
+                key, receiver = component
+            elif (
                 key is not None and (not _is_model_forward(forward, set()) or _parameterless(ctx, forward))
                 or key is None and forward.function is not None
             ):
@@ -786,7 +796,8 @@ class GradEnabledEval(Rule):
                 # a loss module holding a teacher (`DistillationLoss(teacher)`): its forward runs it on some inputs only
                 key, receiver, inputs, held = _model_held_by_module(ctx, scope, forward)
             if (
-                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags or key in frozen
+                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags and component is None
+                or key in frozen or component is not None and _frozen_through_name(ctx, scope, forward, key, frozen)
                 or any(Tag.GRAPH in value.tags for value in inputs) or _shares_parameters(ctx, scope, forward, key, owners)
             ):
                 # the model may run one level in: a method of this object (`self.loss(batch)` running `self.ref_model`),
@@ -801,6 +812,8 @@ class GradEnabledEval(Rule):
             kept_in_eval = _kept_in_eval_mode(ctx, forward, key, receiver)
             if kept_in_eval is None and held_as is not None and held is not None:
                 kept_in_eval = _kept_in_eval_by_holder(ctx, held, held_as, key)
+            if kept_in_eval is None and component is not None:
+                kept_in_eval = _component_loaded_in_eval(ctx, key, receiver)
             if kept_in_eval is None:
                 continue
             step = steps[0]
@@ -1816,10 +1829,71 @@ def _shares_parameters(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEven
     if built is not None and _names_in(built) & ({owner.partition(".")[0] for owner in owners} | owners):
         return True
     root = key.split(".")[0] if not key.startswith("self.") else ".".join(key.split(".")[:2])
+    for owner in owners:
+        bound = _bound_value(ctx, scope, owner, forward)
+        if bound is None or bound.value_node is None:
+            continue
+        path = _module_path(bound.value_node)
+        if path is not None and path != root:
+            # a part taken out of a whole (`unet = pipe.unet`): it shares parameters with the parts it holds or is part of,
+            # not with its siblings (`pipe.text_encoder`)
+            if path == key or key.startswith(path + ".") or path.startswith(key + "."):
+                return True
+        elif key in _names_in(bound.value_node) or root in _names_in(bound.value_node):
+            return True
+    return False
+
+
+def _module_path(node: cst.BaseExpression) -> str | None:
+    """The dotted name a module expression reads, past the module's own methods that return it (``pipe.unet`` for
+    ``pipe.unet.to(device)``); None for anything else (a wrapper built around it, a call)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MODULE_SELF_METHODS:
+        node = node.func.value
+    return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+
+
+def _pipeline_component_run(scope: ScopeAnalysis, forward: CallEvent) -> tuple[str, Value] | None:
+    """A diffusers pipeline's component model run outside the pipeline's ``__call__`` (which alone disables grad):
+    a pipeline method that runs one (``pipe.encode_prompt(prompts, ...)`` runs ``pipe.text_encoder``:
+    ``PIPELINE_COMPONENT_METHODS``), or a layer-running method of a component (``pipe.vae.encode(pixels)``:
+    ``LIBRARY_LAYER_METHODS``). The component's name here, and the value of the pipeline or the component."""
+    func = forward.node.func
+    if not isinstance(func, cst.Attribute) or forward.receiver_key is None:
+        return None
+    base = scope.value_at(func.value)
+    if base is not None and Tag.PIPELINE in base.tags and forward.method in PIPELINE_COMPONENT_METHODS:
+        return f"{forward.receiver_key}.{PIPELINE_COMPONENT_METHODS[forward.method][0][0]}", base
+    owner = scope.value_at(func.value.value) if isinstance(func.value, cst.Attribute) else None
+    if base is not None and owner is not None and Tag.PIPELINE in owner.tags and forward.method in LIBRARY_LAYER_METHODS:
+        return forward.receiver_key, base
+    return None
+
+
+def _frozen_through_name(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, frozen: frozenset[str]) -> bool:
+    """The component ``key`` (``pipe.vae``) was frozen under a name bound to it (``vae = pipe.vae``, then
+    ``vae.requires_grad_(False)``)."""
     return any(
-        (bound := _bound_value(ctx, scope, owner, forward)) is not None and bound.value_node is not None
-        and (key in _names_in(bound.value_node) or root in _names_in(bound.value_node))
-        for owner in owners
+        (bound := _bound_value(ctx, scope, name, forward)) is not None and bound.value_node is not None
+        and _module_path(bound.value_node) == key
+        for name in frozen
+    )
+
+
+def _component_loaded_in_eval(ctx: RuleContext, key: str, pipeline: Value | None) -> tuple[Site, str] | None:
+    """Where the pipeline holding the component ``key`` was loaded (``StableDiffusionPipeline.from_pretrained``), which
+    loads each model component with its own ``from_pretrained``, in eval mode (libraries.py), when nothing in the file
+    switches one of that name to training mode."""
+    if pipeline is None or pipeline.site is None:
+        return None
+    chunk, built = pipeline.site
+    if not isinstance(built, cst.Call) or not isinstance(built.func, cst.Attribute) or built.func.attr.value != "from_pretrained":
+        return None
+    name = key.rpartition(".")[2]
+    if any(_is_mode_switch(call) and (_switched_model(call) or "").rpartition(".")[2] == name for call in ctx.module.all_calls()):
+        return None
+    return (chunk, built), (
+        f"`{quoted(chunk, built.func)}` loads `{name}` in eval mode (each component through its own `from_pretrained`), and "
+        "nothing in this file puts it in training mode"
     )
 
 
@@ -5155,6 +5229,34 @@ GradEnabledEval.MUST_FIRE = (
         at='wandb.log({"samples": wandb.Image(netG(fixed_noise)), "lossD": lossD.item()}, step=step)',
         unsafe=True,
     ),
+    Fires(  # a LoRA script encodes each batch's prompts with the pipeline's method: the text encoder records a graph
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import DDPMScheduler, StableDiffusionPipeline
+
+
+        def train_lora(args, loader):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model, torch_dtype=torch.float32).to("cuda")
+            vae = pipe.vae
+            vae.requires_grad_(False)
+            pipe.unet.train()
+            noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
+            optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, pipe.unet.parameters()), lr=args.learning_rate)
+            for batch in loader:
+                latents = vae.encode(batch["pixel_values"].to("cuda")).latent_dist.sample() * vae.config.scaling_factor
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (latents.shape[0],), device="cuda")
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                model_pred = pipe.unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample
+                loss = F.mse_loss(model_pred.float(), noise.float())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+        at='prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)',
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -7225,6 +7327,53 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 optimizer.step()
                 if step % 100 == 0:
                     wandb.log({"prediction": wandb.Image(logits.sigmoid()), "loss": loss.item()})
+        """,
+    ),
+    Quiet(  # the pipeline's text encoder and VAE are frozen; only the UNet's parameters are stepped
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import DDPMScheduler, StableDiffusionPipeline
+
+
+        def train_unet(args, loader):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model).to("cuda")
+            pipe.text_encoder.requires_grad_(False)
+            pipe.vae.requires_grad_(False)
+            unet = pipe.unet
+            unet.train()
+            noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
+            optimizer = torch.optim.AdamW(unet.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+            for batch in loader:
+                latents = pipe.vae.encode(batch["pixel_values"].to("cuda")).latent_dist.sample() * pipe.vae.config.scaling_factor
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (latents.shape[0],), device="cuda")
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                loss = F.mse_loss(unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # the text encoder is trained with the UNet: the optimizer holds both
+        """
+        import itertools
+
+        import torch
+        import torch.nn.functional as F
+        from diffusers import StableDiffusionPipeline
+
+
+        def train_both(args, loader, noise_scheduler):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model).to("cuda")
+            optimizer = torch.optim.AdamW(itertools.chain(pipe.unet.parameters(), pipe.text_encoder.parameters()), lr=args.lr)
+            for batch in loader:
+                latents, noise, timesteps = batch["latents"], batch["noise"], batch["timesteps"]
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                loss = F.mse_loss(pipe.unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
         """,
     ),
 )
