@@ -21,9 +21,9 @@ caller can turn grad off around training), this file runs it itself, or it is a 
 loop in a file that runs no backward; a function whose caller in this file steps an optimizer runs with grad on
 too (an FID pass between epochs). The pass may sit in a helper that hands the model's output back (a sampling
 loop, `trainer.sample(16)`, `render_grid(generator, noise)`): the training function that only saves or prints
-what it returns is where its graph dies. A script's one forward outside any loop counts when the file trains
-nothing, its module level runs the function, and the script reads the output's values (a waveform written
-out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
+what it returns (or logs it as `wandb.Image(...)`, which detaches it: a library fact) is where its graph dies.
+A script's one forward outside any loop counts when the file trains nothing, its module level runs the function,
+and the script reads the output's values (a waveform written out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
 forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
@@ -72,8 +72,16 @@ returns it so, `from_pretrained`) and never back in training mode, no optimizer 
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
 clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`, or a loss module built
-around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). A perceptual loss,
-whose network takes the trained model's output, must keep its graph and
+around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). The model
+may run one level in: a method of the trainer object (`self.compute_loss(batch)` handing `self.reference` to a helper),
+or the forward of a workspace module built around it (`model(images, labels)`, a `DistillationModel` whose `__init__`
+calls `self.teacher.eval()`, perhaps in another file, and whose forward runs `self.teacher(images)`); its inputs carry no
+graph when nothing in that body gave them one and the arguments passed for them carry none. A diffusers pipeline's
+components are models too, loaded in eval mode, and run with grad on outside its `__call__`: `pipe.encode_prompt(...)`
+runs `pipe.text_encoder`, `pipe.vae.encode(pixels)` the VAE (library facts); a component frozen under a name bound to it
+(`vae = pipe.vae`) records nothing, and an optimizer holding `pipe.unet` does not hold its sibling `pipe.text_encoder`.
+What an optimizer holds is read from its parameters (the first argument or `params=`), not its settings (`lr=args.lr`).
+A perceptual loss, whose network takes the trained model's output, must keep its graph and
 is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
