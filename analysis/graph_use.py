@@ -20,6 +20,7 @@ from . import torchapi
 from .dependencies import kept_with_scope
 from .events import is_backward
 from .flow import ScopeAnalysis
+from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in
 from .tree import in_source_order, walk
@@ -158,6 +159,9 @@ class _Follower:
             if name is not None and "." in name and last_part(name) in torchapi.GRAPH_FREE_METHODS:
                 return False  # `torch.argmax(out, 1)`
             helper = self.calls.get(id(node))
+            if helper is not None and call_fact(helper.callee, KEEPS_NO_GRAPH) is not None:
+                self._note_cut(node, *(arg.value for arg in node.args))
+                return False  # `wandb.Image(samples)`: the library detaches what it is given
             if helper is not None and helper.function is not None and self._graph_free_helper(helper.function.node):
                 self._note_cut(node, *(arg.value for arg in node.args))
                 return False  # a local helper whose every `return` drops the graph: `features.cpu().numpy()`, `float(fid)`
@@ -204,6 +208,8 @@ class _Follower:
             inners = [function.analysis(self.scope.summary) for function in picked or [call.function]]
             return all(inner is not None and not any(is_backward(reached) for reached in calls_in(inner, None)) for inner in inners)
         callee = call.callee or ""
+        if call_fact(callee, KEEPS_NO_GRAPH) is not None:
+            return True
         if is_backward(call) or callee.startswith("torch.autograd"):
             return False
         return torchapi.is_torch_name(callee) or callee.split(".", 1)[0] in {"numpy", "torchvision"}

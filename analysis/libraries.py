@@ -105,6 +105,7 @@ SERVES_REQUESTS = "registers the decorated function as a request handler, which 
 RUNS_ENTRY_POINT = "runs the function it is handed as the program's command, with no torch grad context of its own"
 ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function and calls it unchanged (grad mode untouched)"
 UNPICKLES_OBJECT = "returns the object saved, as saved: called, only a whole module (nn.Module) runs, its forward with grad on"
+KEEPS_NO_GRAPH = "takes a tensor and keeps none of its autograd graph: it detaches it and keeps host data (an image)"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -175,6 +176,9 @@ CALL_FACTS: tuple[CallFact, ...] = (
         for app in ("fastapi.FastAPI", "fastapi.APIRouter", "flask.Flask", "flask.Blueprint")
         for method in ("get", "post", "put", "patch", "delete", "route", "websocket", "api_route")
     ),
+    CallFact("wandb.Image", KEEPS_NO_GRAPH, (),
+             "Weights & Biases, wandb/sdk/data_types/image.py, Image._initialize_from_data: a torch tensor that requires grad "
+             "is detached, made a grid and kept as a PIL image"),
     CallFact("fire.Fire", RUNS_ENTRY_POINT, (),
              "Python Fire, fire.Fire(component): calls the function with the command line's arguments (guide: 'Calling Functions')"),
     CallFact("typer.run", RUNS_ENTRY_POINT, (),
@@ -208,6 +212,23 @@ def call_fact(callee: str | None, fact: str) -> CallFact | None:
 LIBRARY_NO_GRAD_METHODS = {
     "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
 }
+
+# Methods of a diffusers pipeline that run some of its component models with the grad mode the caller leaves on (only
+# the pipeline's `__call__` is decorated `@torch.no_grad()`): the method, the components it runs, the source. One a row.
+PIPELINE_COMPONENT_METHODS = {
+    "encode_prompt": (("text_encoder", "text_encoder_2", "text_encoder_3"),
+                      "diffusers, StableDiffusionPipeline.encode_prompt (and the XL and 3 pipelines'): undecorated, it runs "
+                      "`self.text_encoder(text_input_ids.to(device), ...)`; `__call__` alone is `@torch.no_grad()`"),
+}
+# Methods of a library model, other than its forward, that run its layers with the grad mode the caller leaves on.
+LIBRARY_LAYER_METHODS = {
+    "encode": "diffusers, AutoencoderKL.encode / VQModel.encode: the encoder's layers, decorated only `@apply_forward_hook`",
+    "decode": "diffusers, AutoencoderKL.decode / VQModel.decode: the decoder's layers, decorated only `@apply_forward_hook`",
+    "get_text_features": "transformers, CLIPModel.get_text_features: runs the text model and its projection",
+    "get_image_features": "transformers, CLIPModel.get_image_features: runs the vision model and its projection",
+}
+# A pipeline's model components come in eval mode: diffusers, DiffusionPipeline.from_pretrained loads each with that
+# component's own `from_pretrained` (pipeline_loading_utils.load_sub_model), which returns it in eval mode (above).
 
 # Keyword arguments that only a library model's forward takes: calling a value with one of them runs that
 # model, whatever the value was loaded by (a project's own `load_model` helper hands back a transformers

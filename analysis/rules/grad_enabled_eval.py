@@ -21,9 +21,9 @@ caller can turn grad off around training), this file runs it itself, or it is a 
 loop in a file that runs no backward; a function whose caller in this file steps an optimizer runs with grad on
 too (an FID pass between epochs). The pass may sit in a helper that hands the model's output back (a sampling
 loop, `trainer.sample(16)`, `render_grid(generator, noise)`): the training function that only saves or prints
-what it returns is where its graph dies. A script's one forward outside any loop counts when the file trains
-nothing, its module level runs the function, and the script reads the output's values (a waveform written
-out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
+what it returns (or logs it as `wandb.Image(...)`, which detaches it: a library fact) is where its graph dies.
+A script's one forward outside any loop counts when the file trains nothing, its module level runs the function,
+and the script reads the output's values (a waveform written out), not only its shape. A model the analysis cannot see built is known by a keyword only a library model's
 forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
@@ -72,8 +72,16 @@ returns it so, `from_pretrained`) and never back in training mode, no optimizer 
 parameters, and its input carries no graph, the graph it records serves nothing, yet the backward
 through the loss computes a gradient for every one of its parameters, kept in `.grad` with nothing to
 clear it (so too when a helper runs it: `encode_prompt(text_encoder, tokenizer, prompts)`, or a loss module built
-around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). A perceptual loss,
-whose network takes the trained model's output, must keep its graph and
+around it, `SoftTargetLoss(teacher)`, whose forward runs `self.teacher(images)` on inputs that carry no graph). The model
+may run one level in: a method of the trainer object (`self.compute_loss(batch)` handing `self.reference` to a helper),
+or the forward of a workspace module built around it (`model(images, labels)`, a `DistillationModel` whose `__init__`
+calls `self.teacher.eval()`, perhaps in another file, and whose forward runs `self.teacher(images)`); its inputs carry no
+graph when nothing in that body gave them one and the arguments passed for them carry none. A diffusers pipeline's
+components are models too, loaded in eval mode, and run with grad on outside its `__call__`: `pipe.encode_prompt(...)`
+runs `pipe.text_encoder`, `pipe.vae.encode(pixels)` the VAE (library facts); a component frozen under a name bound to it
+(`vae = pipe.vae`) records nothing, and an optimizer holding `pipe.unet` does not hold its sibling `pipe.text_encoder`.
+What an optimizer holds is read from its parameters (the first argument or `params=`), not its settings (`lr=args.lr`).
+A perceptual loss, whose network takes the trained model's output, must keep its graph and
 is left alone.
 
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
@@ -97,8 +105,10 @@ from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
+    LIBRARY_LAYER_METHODS,
     LIBRARY_NO_GRAD_METHODS,
     MODEL_FORWARD_KEYWORDS,
+    PIPELINE_COMPONENT_METHODS,
     RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
     UNPICKLES_OBJECT,
@@ -115,7 +125,12 @@ from trainlint.analysis.patterns import (
     ordered_calls,
     smoke_test_forward,
 )
-from trainlint.analysis.torchapi import VARIABLE_WRAPPERS, is_optimizer_class, is_parameterless_layer
+from trainlint.analysis.torchapi import (
+    MODULE_SELF_METHODS,
+    VARIABLE_WRAPPERS,
+    is_optimizer_class,
+    is_parameterless_layer,
+)
 from trainlint.analysis.tree import STATEMENT_NODES, statement_level
 from trainlint.rules import (
     AssignEvent,
@@ -781,7 +796,11 @@ class GradEnabledEval(Rule):
         for forward in calls:
             key, receiver, inputs = forward.receiver_key, forward.receiver, [*forward.args, *forward.kwargs.values()]
             held: CallEvent | None = None  # the held model's own forward, for a module that runs one inside
-            if (
+            held_as: str | None = None  # its name there (`self.teacher`), for a model run one level in
+            component = _pipeline_component_run(scope, forward)  # `pipe.encode_prompt(...)`, `pipe.vae.encode(pixels)`
+            if component is not None:
+                key, receiver = component
+            elif (
                 key is not None and (not _is_model_forward(forward, set()) or _parameterless(ctx, forward))
                 or key is None and forward.function is not None
             ):
@@ -790,16 +809,30 @@ class GradEnabledEval(Rule):
                 # a loss module holding a teacher (`DistillationLoss(teacher)`): its forward runs it on some inputs only
                 key, receiver, inputs, held = _model_held_by_module(ctx, scope, forward)
             if (
-                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags or key in frozen
+                key is None or forward.context.grad_off is not None or Tag.GRAPH not in forward.result.tags and component is None
+                or key in frozen or component is not None and _frozen_through_name(ctx, scope, forward, key, frozen)
                 or any(Tag.GRAPH in value.tags for value in inputs) or _shares_parameters(ctx, scope, forward, key, owners)
             ):
-                continue
+                # the model may run one level in: a method of this object (`self.loss(batch)` running `self.ref_model`),
+                # or the forward of a module built here that holds it (`model(images)` running `self.teacher`)
+                inside = [
+                    found for found in _models_run_inside(ctx, scope, forward)
+                    if not {found[0], found[1]} & frozen and not _shares_parameters(ctx, scope, forward, found[0], owners)
+                ] if forward.context.grad_off is None and Tag.GRAPH in forward.result.tags else []
+                if not inside:
+                    continue
+                key, held_as, receiver, held = inside[0]
             kept_in_eval = _kept_in_eval_mode(ctx, forward, key, receiver)
+            if kept_in_eval is None and held_as is not None and held is not None:
+                kept_in_eval = _kept_in_eval_by_holder(ctx, held, held_as, key)
+            if kept_in_eval is None and component is not None:
+                kept_in_eval = _component_loaded_in_eval(ctx, key, receiver)
             if kept_in_eval is None:
                 continue
             step = steps[0]
             text = _text(forward)
-            inside = f" (the module's forward runs `{_text(held)}`)" if held else ""
+            runner = held.scope.function.qualified_name if held is not None and held.scope.function is not None else None
+            inside = f" (`{runner}()` runs `{_text(held)}`)" if held is not None else ""
             evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph here")]
             if held is not None:
                 evidence.append(((held.chunk, held.node), f"`{_text(held)}` runs `{key}` on inputs that carry no graph"))
@@ -1726,7 +1759,9 @@ def _stepped_parameters(ctx: RuleContext, scope: ScopeAnalysis, steps: list[Call
         built = binding.value_node if binding is not None else None
         if not isinstance(built, cst.Call) or not is_optimizer_class(ctx.summary.canonical(dotted(built.func) or "")):
             return None
-        found = _parameter_sources(ctx, scope, [arg.value for arg in built.args], step, depth=0)
+        # torch.optim's optimizers take the parameters first or as `params=`; their other keywords are settings
+        held = [arg.value for arg in built.args if arg.keyword is None and not arg.star or arg.keyword is not None and arg.keyword.value == "params"]
+        found = _parameter_sources(ctx, scope, held[:1], step, depth=0)
         if not found:
             return None
         for source in found:
@@ -1807,10 +1842,71 @@ def _shares_parameters(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEven
     if built is not None and _names_in(built) & ({owner.partition(".")[0] for owner in owners} | owners):
         return True
     root = key.split(".")[0] if not key.startswith("self.") else ".".join(key.split(".")[:2])
+    for owner in owners:
+        bound = _bound_value(ctx, scope, owner, forward)
+        if bound is None or bound.value_node is None:
+            continue
+        path = _module_path(bound.value_node)
+        if path is not None and path != root:
+            # a part taken out of a whole (`unet = pipe.unet`): it shares parameters with the parts it holds or is part of,
+            # not with its siblings (`pipe.text_encoder`)
+            if path == key or key.startswith(path + ".") or path.startswith(key + "."):
+                return True
+        elif key in _names_in(bound.value_node) or root in _names_in(bound.value_node):
+            return True
+    return False
+
+
+def _module_path(node: cst.BaseExpression) -> str | None:
+    """The dotted name a module expression reads, past the module's own methods that return it (``pipe.unet`` for
+    ``pipe.unet.to(device)``); None for anything else (a wrapper built around it, a call)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in MODULE_SELF_METHODS:
+        node = node.func.value
+    return dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+
+
+def _pipeline_component_run(scope: ScopeAnalysis, forward: CallEvent) -> tuple[str, Value] | None:
+    """A diffusers pipeline's component model run outside the pipeline's ``__call__`` (which alone disables grad):
+    a pipeline method that runs one (``pipe.encode_prompt(prompts, ...)`` runs ``pipe.text_encoder``:
+    ``PIPELINE_COMPONENT_METHODS``), or a layer-running method of a component (``pipe.vae.encode(pixels)``:
+    ``LIBRARY_LAYER_METHODS``). The component's name here, and the value of the pipeline or the component."""
+    func = forward.node.func
+    if not isinstance(func, cst.Attribute) or forward.receiver_key is None:
+        return None
+    base = scope.value_at(func.value)
+    if base is not None and Tag.PIPELINE in base.tags and forward.method in PIPELINE_COMPONENT_METHODS:
+        return f"{forward.receiver_key}.{PIPELINE_COMPONENT_METHODS[forward.method][0][0]}", base
+    owner = scope.value_at(func.value.value) if isinstance(func.value, cst.Attribute) else None
+    if base is not None and owner is not None and Tag.PIPELINE in owner.tags and forward.method in LIBRARY_LAYER_METHODS:
+        return forward.receiver_key, base
+    return None
+
+
+def _frozen_through_name(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, key: str, frozen: frozenset[str]) -> bool:
+    """The component ``key`` (``pipe.vae``) was frozen under a name bound to it (``vae = pipe.vae``, then
+    ``vae.requires_grad_(False)``)."""
     return any(
-        (bound := _bound_value(ctx, scope, owner, forward)) is not None and bound.value_node is not None
-        and (key in _names_in(bound.value_node) or root in _names_in(bound.value_node))
-        for owner in owners
+        (bound := _bound_value(ctx, scope, name, forward)) is not None and bound.value_node is not None
+        and _module_path(bound.value_node) == key
+        for name in frozen
+    )
+
+
+def _component_loaded_in_eval(ctx: RuleContext, key: str, pipeline: Value | None) -> tuple[Site, str] | None:
+    """Where the pipeline holding the component ``key`` was loaded (``StableDiffusionPipeline.from_pretrained``), which
+    loads each model component with its own ``from_pretrained``, in eval mode (libraries.py), when nothing in the file
+    switches one of that name to training mode."""
+    if pipeline is None or pipeline.site is None:
+        return None
+    chunk, built = pipeline.site
+    if not isinstance(built, cst.Call) or not isinstance(built.func, cst.Attribute) or built.func.attr.value != "from_pretrained":
+        return None
+    name = key.rpartition(".")[2]
+    if any(_is_mode_switch(call) and (_switched_model(call) or "").rpartition(".")[2] == name for call in ctx.module.all_calls()):
+        return None
+    return (chunk, built), (
+        f"`{quoted(chunk, built.func)}` loads `{name}` in eval mode (each component through its own `from_pretrained`), and "
+        "nothing in this file puts it in training mode"
     )
 
 
@@ -1900,6 +1996,83 @@ def _model_held_by_module(
         return nothing
     values = [scope.value_at(expression) for expression in inputs]
     return key, scope.value_at(passed), [value for value in values if value is not None], runs[0]
+
+
+def _models_run_inside(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> list[tuple[str, str, Value | None, CallEvent]]:
+    """The models that ``call`` runs one level in, with grad left to it, on inputs that carry no graph: a method of
+    this object (``self.compute_loss(batch)``, whose body runs ``self.ref_model(...)`` or hands it to a helper,
+    ``sequence_logps(self.ref_model, ...)``), or the ``forward`` of a workspace module built here
+    (``model(images, labels)``, whose forward runs ``self.teacher(images)``). Each is given as its name here
+    (``self.ref_model``, ``model.teacher``), its name in that body, its value there, and the call that runs it.
+    An input counts as carrying no graph when nothing in the body gave it one and the arguments ``call`` passes
+    for the parameters it is computed from carry none (a perceptual loss's network, run on the prediction, is
+    not one of these)."""
+    owner = call.receiver.detail if call.receiver is not None else None
+    if call.method is None and isinstance(owner, ClassInfo) and call.receiver_key is not None:
+        helper, prefix = owner.find_method("forward", ctx.summary), call.receiver_key
+    elif call.function is not None and call.function.owner is not None and call.receiver_key == "self":
+        helper, prefix = call.function, "self"
+    else:
+        return []
+    inner = helper.analysis(ctx.summary) if helper is not None else None
+    if helper is None or inner is None or not _leaves_grad_to_caller(ctx, helper, inner) or _trains(list(calls_in(inner, None))):
+        return []
+    found: list[tuple[str, str, Value | None, CallEvent]] = []
+    fed_a_graph: set[str] = set()  # a model also run on what carries a graph (a perceptual loss's network) must keep it
+    for run in inner.calls():
+        if run.context.grad_off is not None or Tag.GRAPH not in run.result.tags:
+            continue
+        fed = [arg.value for arg in run.arg_nodes]
+        if run.method is None and (run.receiver_key or "").startswith("self.") and _is_model_forward(run, set()) and not _parameterless(ctx, run):
+            key, receiver = run.receiver_key, run.receiver
+        elif run.function is not None:
+            key, receiver, _ = _model_run_by_helper(ctx, inner, run)
+            fed = [expression for expression in fed if dotted(expression) != key]
+        else:
+            continue
+        if key is None or not key.startswith("self."):
+            continue
+        if not _fed_without_graph(scope, call, helper, inner, fed):
+            fed_a_graph.add(key)
+            continue
+        found.append((prefix + key[len("self"):], key, receiver, run))
+    return [model for model in found if model[1] not in fed_a_graph]
+
+
+def _kept_in_eval_by_holder(ctx: RuleContext, held: CallEvent, held_as: str, key: str) -> tuple[Site, str] | None:
+    """Where the class whose method runs the model as ``held_as`` (``self.teacher``), perhaps in another file,
+    switches it to eval mode (``self.teacher.eval()`` in its ``__init__``), when none of its methods, nor this
+    file for ``key``, switches it back to training mode."""
+    owner = held.scope.function.owner if held.scope.function is not None else None
+    if owner is None:
+        return None
+    switches = [
+        call for method in owner.methods.values() if (inner := method.analysis(ctx.summary)) is not None
+        for call in inner.calls() if _is_mode_switch(call) and _switched_model(call) == held_as
+    ]
+    name = key.rpartition(".")[2]
+    here = [call for call in ctx.module.all_calls() if _is_mode_switch(call) and (_switched_model(call) or "").rpartition(".")[2] == name]
+    if not switches or any(_mode(call) != "eval" for call in (*switches, *here)):
+        return None
+    return (switches[0].chunk, switches[0].node), f"`{_text(switches[0])}` puts it in eval mode, and nothing switches it back to training mode"
+
+
+def _fed_without_graph(scope: ScopeAnalysis, call: CallEvent, helper, inner: ScopeAnalysis, fed: list[cst.BaseExpression]) -> bool:
+    """No expression of ``fed`` (in ``helper``'s body, called by ``call``) carries a graph: not by what the body
+    computed, nor through a parameter whose argument carries one at ``call``."""
+    parameters = set(helper.positional_parameters) | {param.name.value for param in helper.node.params.kwonly_params}
+    for expression in fed:
+        value = inner.value_at(expression)
+        if value is None or Tag.GRAPH in value.tags:
+            return False
+        for name in _names_in(expression) & parameters:
+            passed = _argument_for(call, helper, name)
+            if passed is None and any(arg.star for arg in call.arg_nodes):
+                return False  # hidden by `*args`: what it carries is not known
+            given = scope.value_at(passed) if passed is not None else None
+            if given is not None and Tag.GRAPH in given.tags:
+                return False
+    return True
 
 
 def _argument_for(call: CallEvent, function, parameter: str) -> cst.BaseExpression | None:
@@ -4853,6 +5026,250 @@ GradEnabledEval.MUST_FIRE = (
         """,
         at="def _valid_epoch(self):",
     ),
+    Fires(  # the distillation model's forward runs its teacher with grad on; the optimizer holds the student only
+        """
+        import torch
+
+        from models import DistillationModel, build_backbone
+
+
+        def train(args, loader):
+            model = DistillationModel(build_backbone(args.student), build_backbone(args.teacher, args.teacher_weights)).cuda()
+            optimizer = torch.optim.AdamW(model.student.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+            for epoch in range(args.epochs):
+                for images, labels in loader:
+                    loss = model(images.cuda(non_blocking=True), labels.cuda(non_blocking=True))
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch
+                import torch.nn.functional as F
+                import torchvision
+                from torch import nn
+
+
+                def build_backbone(name, weights=None):
+                    net = getattr(torchvision.models, name)(num_classes=100)
+                    if weights is not None:
+                        net.load_state_dict(torch.load(weights, map_location="cpu"))
+                    return net
+
+
+                class DistillationModel(nn.Module):
+                    def __init__(self, student, teacher, temperature=4.0, alpha=0.9):
+                        super().__init__()
+                        self.student = student
+                        self.teacher = teacher
+                        self.teacher.eval()
+                        self.temperature = temperature
+                        self.alpha = alpha
+
+                    def forward(self, images, labels):
+                        logits = self.student(images)
+                        teacher_logits = self.teacher(images)
+                        soft = F.kl_div(
+                            F.log_softmax(logits / self.temperature, dim=-1),
+                            F.softmax(teacher_logits / self.temperature, dim=-1),
+                            reduction="batchmean",
+                        )
+                        return self.alpha * soft * self.temperature**2 + (1 - self.alpha) * F.cross_entropy(logits, labels)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="loss = model(images.cuda(non_blocking=True), labels.cuda(non_blocking=True))",
+    ),
+    Fires(  # a preference trainer's loss method hands its reference model to a helper, with grad on
+        """
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForCausalLM
+
+
+        def sequence_logps(model, input_ids, attention_mask):
+            logits = model(input_ids, attention_mask=attention_mask).logits[:, :-1]
+            logps = torch.gather(logits.log_softmax(-1), 2, input_ids[:, 1:].unsqueeze(2)).squeeze(2)
+            return (logps * attention_mask[:, 1:]).sum(-1)
+
+
+        class PreferenceTrainer:
+            def __init__(self, config):
+                self.policy = AutoModelForCausalLM.from_pretrained(config.model_name)
+                self.policy.train()
+                self.reference = AutoModelForCausalLM.from_pretrained(config.model_name)
+                self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr)
+                self.beta = config.beta
+
+            def compute_loss(self, batch):
+                chosen = sequence_logps(self.policy, batch["chosen_ids"], batch["chosen_mask"])
+                rejected = sequence_logps(self.policy, batch["rejected_ids"], batch["rejected_mask"])
+                ref_chosen = sequence_logps(self.reference, batch["chosen_ids"], batch["chosen_mask"])
+                ref_rejected = sequence_logps(self.reference, batch["rejected_ids"], batch["rejected_mask"])
+                margin = (chosen - ref_chosen) - (rejected - ref_rejected)
+                return -F.logsigmoid(self.beta * margin).mean()
+
+            def train(self, loader):
+                for batch in loader:
+                    loss = self.compute_loss(batch)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        severity=Severity.WARNING,
+        at="loss = self.compute_loss(batch)",
+    ),
+    Fires(  # the text encoder `from_pretrained` gives back in eval mode runs in the helper; the optimizer's settings come from args
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import DDPMScheduler, UNet2DConditionModel
+        from transformers import CLIPTextModel, CLIPTokenizer
+
+
+        def encode_prompt(text_encoder, tokenizer, prompts):
+            ids = tokenizer(prompts, padding="max_length", max_length=tokenizer.model_max_length, truncation=True, return_tensors="pt").input_ids
+            return text_encoder(ids.to(text_encoder.device))[0]
+
+
+        def main(args, loader):
+            tokenizer = CLIPTokenizer.from_pretrained(args.pretrained, subfolder="tokenizer")
+            text_encoder = CLIPTextModel.from_pretrained(args.pretrained, subfolder="text_encoder").cuda()
+            unet = UNet2DConditionModel.from_pretrained(args.pretrained, subfolder="unet").cuda()
+            unet.train()
+            scheduler = DDPMScheduler.from_pretrained(args.pretrained, subfolder="scheduler")
+            optimizer = torch.optim.AdamW(unet.parameters(), lr=args.learning_rate, weight_decay=args.adam_weight_decay)
+            for batch in loader:
+                latents = batch["latents"].cuda()
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, scheduler.config.num_train_timesteps, (latents.shape[0],), device=latents.device)
+                states = encode_prompt(text_encoder, tokenizer, batch["captions"])
+                prediction = unet(scheduler.add_noise(latents, noise, timesteps), timesteps, states).sample
+                loss = F.mse_loss(prediction.float(), noise.float())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+        at='states = encode_prompt(text_encoder, tokenizer, batch["captions"])',
+    ),
+    Fires(  # a sample grid logged to Weights & Biases every few hundred steps: wandb.Image detaches it, nothing else reads it
+        """
+        import torch
+        import torch.nn.functional as F
+        import wandb
+
+        from networks import Discriminator, Generator
+
+
+        def train(cfg, loader):
+            netG, netD = Generator(cfg.nz).cuda(), Discriminator().cuda()
+            optG = torch.optim.Adam(netG.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+            optD = torch.optim.Adam(netD.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+            fixed_noise = torch.randn(64, cfg.nz, device="cuda")
+            step = 0
+            for epoch in range(cfg.epochs):
+                for real, _ in loader:
+                    real = real.cuda()
+                    fake = netG(torch.randn(real.size(0), cfg.nz, device="cuda"))
+                    lossD = F.softplus(-netD(real)).mean() + F.softplus(netD(fake.detach())).mean()
+                    optD.zero_grad()
+                    lossD.backward()
+                    optD.step()
+                    lossG = F.softplus(-netD(fake)).mean()
+                    optG.zero_grad()
+                    lossG.backward()
+                    optG.step()
+                    if step % cfg.sample_every == 0:
+                        wandb.log({"samples": wandb.Image(netG(fixed_noise)), "lossD": lossD.item()}, step=step)
+                    step += 1
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+        import wandb
+
+        from networks import Discriminator, Generator
+
+
+        def train(cfg, loader):
+            netG, netD = Generator(cfg.nz).cuda(), Discriminator().cuda()
+            optG = torch.optim.Adam(netG.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+            optD = torch.optim.Adam(netD.parameters(), lr=cfg.lr, betas=(0.5, 0.999))
+            fixed_noise = torch.randn(64, cfg.nz, device="cuda")
+            step = 0
+            for epoch in range(cfg.epochs):
+                for real, _ in loader:
+                    real = real.cuda()
+                    fake = netG(torch.randn(real.size(0), cfg.nz, device="cuda"))
+                    lossD = F.softplus(-netD(real)).mean() + F.softplus(netD(fake.detach())).mean()
+                    optD.zero_grad()
+                    lossD.backward()
+                    optD.step()
+                    lossG = F.softplus(-netD(fake)).mean()
+                    optG.zero_grad()
+                    lossG.backward()
+                    optG.step()
+                    if step % cfg.sample_every == 0:
+                        with torch.no_grad():
+                            wandb.log({"samples": wandb.Image(netG(fixed_noise)), "lossD": lossD.item()}, step=step)
+                    step += 1
+        """,
+        files={
+            "networks.py": """
+                from torch import nn
+
+
+                class Generator(nn.Module):
+                    def __init__(self, nz):
+                        super().__init__()
+                        self.main = nn.Sequential(nn.Linear(nz, 1024), nn.ReLU(True), nn.Linear(1024, 3 * 32 * 32), nn.Tanh())
+
+                    def forward(self, z):
+                        return self.main(z).view(-1, 3, 32, 32)
+
+
+                class Discriminator(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.main = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 512), nn.LeakyReLU(0.2), nn.Linear(512, 1))
+
+                    def forward(self, x):
+                        return self.main(x)
+            """,
+        },
+        at='wandb.log({"samples": wandb.Image(netG(fixed_noise)), "lossD": lossD.item()}, step=step)',
+        unsafe=True,
+    ),
+    Fires(  # a LoRA script encodes each batch's prompts with the pipeline's method: the text encoder records a graph
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import DDPMScheduler, StableDiffusionPipeline
+
+
+        def train_lora(args, loader):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model, torch_dtype=torch.float32).to("cuda")
+            vae = pipe.vae
+            vae.requires_grad_(False)
+            pipe.unet.train()
+            noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
+            optimizer = torch.optim.AdamW(filter(lambda p: p.requires_grad, pipe.unet.parameters()), lr=args.learning_rate)
+            for batch in loader:
+                latents = vae.encode(batch["pixel_values"].to("cuda")).latent_dist.sample() * vae.config.scaling_factor
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (latents.shape[0],), device="cuda")
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                model_pred = pipe.unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample
+                loss = F.mse_loss(model_pred.float(), noise.float())
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+        severity=Severity.WARNING,
+        at='prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)',
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -6760,6 +7177,216 @@ GradEnabledEval.MUST_NOT_FIRE = (
 
         if __name__ == "__main__":
             main()
+        """,
+    ),
+    Quiet(  # the distillation model runs its teacher under no_grad inside its forward
+        """
+        import torch
+
+        from models import DistillationModel, build_backbone
+
+
+        def train(args, loader):
+            model = DistillationModel(build_backbone(args.student), build_backbone(args.teacher)).cuda()
+            optimizer = torch.optim.AdamW(model.student.parameters(), lr=args.lr)
+            for images, labels in loader:
+                loss = model(images.cuda(), labels.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch
+                import torch.nn.functional as F
+                import torchvision
+                from torch import nn
+
+
+                def build_backbone(name):
+                    return getattr(torchvision.models, name)(num_classes=100)
+
+
+                class DistillationModel(nn.Module):
+                    def __init__(self, student, teacher):
+                        super().__init__()
+                        self.student = student
+                        self.teacher = teacher
+                        self.teacher.eval()
+
+                    def forward(self, images, labels):
+                        logits = self.student(images)
+                        with torch.no_grad():
+                            teacher_logits = self.teacher(images)
+                        soft = F.kl_div(F.log_softmax(logits, dim=-1), F.softmax(teacher_logits, dim=-1), reduction="batchmean")
+                        return soft + F.cross_entropy(logits, labels)
+            """,
+        },
+    ),
+    Quiet(  # the class freezes its teacher as a whole: its forward records no graph
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Distiller(nn.Module):
+            def __init__(self, student, teacher):
+                super().__init__()
+                self.student = student
+                self.teacher = teacher.eval()
+                self.teacher.requires_grad_(False)
+
+            def forward(self, images):
+                logits = self.student(images)
+                return F.kl_div(F.log_softmax(logits, -1), F.softmax(self.teacher(images), -1), reduction="batchmean")
+
+
+        def fit(student, teacher, loader, lr):
+            model = Distiller(student, teacher)
+            optimizer = torch.optim.SGD(model.student.parameters(), lr=lr, momentum=0.9)
+            for images, _ in loader:
+                loss = model(images)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    Quiet(  # a perceptual loss: its network also runs on the prediction, whose gradient goes through it
+        """
+        import torch
+        import torch.nn.functional as F
+        import torchvision
+        from torch import nn
+
+
+        class PerceptualLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = torchvision.models.vgg16(weights="IMAGENET1K_V1").features[:16].eval()
+
+            def forward(self, prediction, target):
+                return F.l1_loss(self.features(prediction), self.features(target))
+
+
+        def train(generator, loader, lr):
+            criterion = PerceptualLoss().cuda()
+            optimizer = torch.optim.Adam(generator.parameters(), lr=lr, betas=(0.5, 0.999))
+            for low, high in loader:
+                loss = criterion(generator(low.cuda()), high.cuda())
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    Quiet(  # the loss method runs the reference model under no_grad; the policy's forward is what trains
+        """
+        import torch
+        import torch.nn.functional as F
+        from transformers import AutoModelForCausalLM
+
+
+        class PreferenceTrainer:
+            def __init__(self, name, lr):
+                self.policy = AutoModelForCausalLM.from_pretrained(name)
+                self.policy.train()
+                self.reference = AutoModelForCausalLM.from_pretrained(name)
+                self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
+
+            def compute_loss(self, batch):
+                logps = self.policy(batch["input_ids"]).logits.log_softmax(-1)
+                with torch.no_grad():
+                    ref_logps = self.reference(batch["input_ids"]).logits.log_softmax(-1)
+                return F.kl_div(ref_logps, logps, log_target=True, reduction="batchmean")
+
+            def train(self, loader):
+                for batch in loader:
+                    loss = self.compute_loss(batch)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+    ),
+    Quiet(  # the logged grid is drawn under no_grad
+        """
+        import torch
+        import wandb
+
+
+        def train(netG, netD, loader, optimizer, fixed_noise, sample_every):
+            for step, (real, _) in enumerate(loader):
+                loss = netD(netG(torch.randn_like(fixed_noise))).mean() - netD(real).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if step % sample_every == 0:
+                    with torch.no_grad():
+                        grid = netG(fixed_noise)
+                    wandb.log({"samples": wandb.Image(grid)}, step=step)
+        """,
+    ),
+    Quiet(  # the prediction logged as an image is the one the loss backwards through
+        """
+        import torch.nn.functional as F
+        import wandb
+
+
+        def train_epoch(model, loader, optimizer):
+            for step, (images, masks) in enumerate(loader):
+                logits = model(images)
+                loss = F.binary_cross_entropy_with_logits(logits, masks)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if step % 100 == 0:
+                    wandb.log({"prediction": wandb.Image(logits.sigmoid()), "loss": loss.item()})
+        """,
+    ),
+    Quiet(  # the pipeline's text encoder and VAE are frozen; only the UNet's parameters are stepped
+        """
+        import torch
+        import torch.nn.functional as F
+        from diffusers import DDPMScheduler, StableDiffusionPipeline
+
+
+        def train_unet(args, loader):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model).to("cuda")
+            pipe.text_encoder.requires_grad_(False)
+            pipe.vae.requires_grad_(False)
+            unet = pipe.unet
+            unet.train()
+            noise_scheduler = DDPMScheduler.from_config(pipe.scheduler.config)
+            optimizer = torch.optim.AdamW(unet.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+            for batch in loader:
+                latents = pipe.vae.encode(batch["pixel_values"].to("cuda")).latent_dist.sample() * pipe.vae.config.scaling_factor
+                noise = torch.randn_like(latents)
+                timesteps = torch.randint(0, noise_scheduler.config.num_train_timesteps, (latents.shape[0],), device="cuda")
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                loss = F.mse_loss(unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # the text encoder is trained with the UNet: the optimizer holds both
+        """
+        import itertools
+
+        import torch
+        import torch.nn.functional as F
+        from diffusers import StableDiffusionPipeline
+
+
+        def train_both(args, loader, noise_scheduler):
+            pipe = StableDiffusionPipeline.from_pretrained(args.pretrained_model).to("cuda")
+            optimizer = torch.optim.AdamW(itertools.chain(pipe.unet.parameters(), pipe.text_encoder.parameters()), lr=args.lr)
+            for batch in loader:
+                latents, noise, timesteps = batch["latents"], batch["noise"], batch["timesteps"]
+                prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)
+                loss = F.mse_loss(pipe.unet(noise_scheduler.add_noise(latents, noise, timesteps), timesteps, prompt_embeds).sample, noise)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
         """,
     ),
 )
