@@ -52,10 +52,13 @@ def statement_starts(text: str) -> list[int]:
     return list(_statement_starts(text))
 
 
-def _statement_starts(text: str, start: int = 0, top_level: int = 0, marks: list | None = None) -> Iterator[int]:
+def _statement_starts(text: str, start: int = 0, top_level: int = 0, marks: _Marks | None = None) -> Iterator[int]:
     """``statement_starts``, from ``start``: 0, or a line the scan reached with no bracket open, with
-    ``top_level`` as it was before that line. ``marks`` gets each such line's, just before it is given,
-    until the scan decides a line by the text after it (``_continues_validly``)."""
+    ``top_level`` as it was before that line. ``marks`` gets each such line's state (offset, top level,
+    open brackets, whether the outermost was opened on an indented line, the last offset given), just
+    before it is given, until the scan decides a line by the text after it (``_continues_validly``):
+    then it is ``stopped``. With ``marks``, a line reached inside brackets is marked too and given as
+    ``-1 - offset``, a line no statement starts at (``first_statement`` joins the scan before there)."""
     yield start
     last = start  # the last offset given
     depth = 0
@@ -75,15 +78,20 @@ def _statement_starts(text: str, start: int = 0, top_level: int = 0, marks: list
             code = indentation_start(text, pos)
             if depth == 0:
                 if marks is not None:
-                    marks.append((pos, top_level))
+                    marks.append((pos, top_level, 0, False, pos))  # the brackets and last offset given matter no more
                 yield pos
                 last = pos
                 if _CODE_AT_COLUMN_0.match(text, code):
                     top_level = pos
                 continue
+            if marks is not None:
+                marks.append((pos, top_level, depth, opened_indented, last))
+                yield -1 - pos
             cut = bool(_HARD_START.match(text, code))
             if not cut and opened_indented and _CODE_AT_COLUMN_0.match(text, code):
-                marks = None  # decided by the text after this line: the state of a later line is not of the text before it
+                if marks is not None:  # decided by the text after this line: the state of a later line is not of the text before it
+                    marks.stopped = True
+                marks = None
                 cut = not _continues_validly(text, top_level, pos, depth)
             if cut:
                 # a bracket left open inside a function does not run on into the code after it; the
@@ -266,24 +274,106 @@ def first_statement(text: str, start: int = 0) -> str:
     no bracket open and that both texts reach with the same text before it: the scan's state at
     such a line is a function of the text before it (``_statement_starts``' ``marks``), so a key that
     leaves a bracket open in one method of a long class scans from the method's lines on, not from
-    the class's first line."""
+    the class's first line. It stops at the first line after the edit that it reaches in the state the
+    scan before reached it in (moved by the edit; brackets left open included), when no line of the
+    scan before was decided by the text after it: from there on both scans read the same text the
+    same way, so the statement ends where the one before did, moved by the edit (``_Ahead``)."""
     rest = text[start:]
-    resume: _ScanPoint = (0, 0, None, False)
+    resume: _ScanPoint = (0, 0, None, False, 0, False, 0)
     points: list[_ScanPoint] = []
+    ahead = None
     before = getattr(_last_scan, "scan", None)
     if before is not None:
-        kept = bisect.bisect_right(before[1], (common_prefix(rest, before[0]) + 1,))  # the points where the texts agree before them
+        before_rest, before_points, before_end, before_whole = before
+        prefix = common_prefix(rest, before_rest)
+        kept = bisect.bisect_right(before_points, (prefix + 1,))  # the points where the texts agree before them
+        while kept and before_points[kept - 1][4]:  # a scan goes on from a line reached with no bracket open
+            kept -= 1
         if kept:
-            points = before[1][:kept]
+            points = before_points[:kept]
             resume = points[-1]
-    end = next((boundary for boundary in _boundaries(rest, resume, points) if boundary > 0), len(rest))
-    _last_scan.scan = (rest, points)
+        if before_whole and prefix > 0:
+            suffix = common_suffix(rest, before_rest, min(len(rest), len(before_rest)) - prefix)
+            ahead = _Ahead(rest, prefix, len(before_rest) - suffix, len(rest) - len(before_rest), before_points[kept:], before_end)
+    marks = _Marks()
+    end = len(rest)
+    for boundary in _boundaries(rest, resume, points, marks, ahead):
+        if boundary > 0:
+            end = boundary
+            break
+    _last_scan.scan = (rest, points, end, not marks.stopped)
     return rest[:end]
 
 
-# A line a scan of ``_boundaries`` reached with no bracket open, and the scan's state before it: its
-# offset, where the top-level statement being read began, the pending comment line, after a decorator.
-_ScanPoint = tuple[int, int, "int | None", bool]
+class _Marks(list):
+    """The state of each line ``_statement_starts`` reached, just before it is given; ``stopped`` once a
+    line was decided by the text after it (no line after that is marked)."""
+
+    __slots__ = ("stopped",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopped = False
+
+
+class _Ahead:
+    """What the scan before found after an edit (the texts differ in ``[prefix, old_end)`` of the old
+    one, by ``shift`` characters): its points from the edit on and its end. A point the new scan
+    reaches in the state the one before reached the same text after the edit in is where the two
+    scans join (``joined``)."""
+
+    def __init__(self, text: str, prefix: int, old_end: int, shift: int, points: list[_ScanPoint], end: int) -> None:
+        self.text, self.prefix, self.old_end, self.shift, self.points = text, prefix, old_end, shift, points
+        self.end = self._offset(end)
+
+    def _offset(self, offset: int | None) -> int | None:
+        """An offset of the old text in the new one; -1 for one inside the edit (none of the new text)."""
+        if offset is None or offset < self.prefix:
+            return offset
+        return offset + self.shift if offset >= self.old_end else -1
+
+    def joined(self, point: _ScanPoint) -> list[_ScanPoint] | None:
+        """The points after ``point`` (the new scan's, just reached) the scan before gave, moved, when
+        it reached the same text in the same state; else None. Inside brackets opened before the edit,
+        only after a line of code after the edit: a cut further on reads the blank lines above it back
+        to the last offset given, and stops at such a line."""
+        offset, level, pending, decorator, depth, opened, last = point
+        old_offset = offset - self.shift
+        if old_offset < self.old_end or self.end == -1:
+            return None
+        index = bisect.bisect_left(self.points, (old_offset,))
+        if index == len(self.points) or self.points[index] != (
+            old_offset, *(self._old(value) for value in (level, pending)), decorator, depth, opened, self._old(last),
+        ):
+            return None
+        if last < self.old_end + self.shift and not self._code_above(offset):
+            return None
+        shift, prefix = self.shift, self.prefix
+        return [
+            (later + shift, top if top < prefix else top + shift, comment if comment is None or comment < prefix else comment + shift,
+             after_decorator, brackets, indented, given if given < prefix else given + shift)
+            for later, top, comment, after_decorator, brackets, indented, given in self.points[index + 1:]
+        ]
+
+    def _old(self, offset: int | None) -> int | None:
+        """An offset of the new text in the old one; -1 for one inside the edit."""
+        if offset is None or offset < self.prefix:
+            return offset
+        return offset - self.shift if offset >= self.old_end + self.shift else -1
+
+    def _code_above(self, offset: int) -> bool:
+        """Whether the line above ``offset`` is code (not blank, not only a comment) after the edit."""
+        start = self.text.rfind("\n", 0, offset - 1) + 1
+        stripped = self.text[start : offset - 1].strip()
+        return start >= self.old_end + self.shift and bool(stripped) and not stripped.startswith("#")
+
+
+# A line a scan of ``_boundaries`` reached, and the scan's state before it: its offset, where the
+# top-level statement being read began, the pending comment line, after a decorator, the brackets open,
+# whether the outermost was opened on an indented line, and the last offset given (``_statement_starts``).
+_ScanPoint = tuple[int, int, "int | None", bool, int, bool, int]
+# This thread's last scan: its text, its points, where its first statement ends, and whether no line of
+# it was decided by the text after it.
 _last_scan = threading.local()
 
 
@@ -299,19 +389,43 @@ def common_prefix(one: str, other: str) -> int:
     return low
 
 
-def _boundaries(text: str, resume: _ScanPoint = (0, 0, None, False), points: list[_ScanPoint] | None = None) -> Iterator[int]:
+def common_suffix(one: str, other: str, limit: int) -> int:
+    """Length of the longest common suffix, at most ``limit`` characters (so it never overlaps the prefix)."""
+    low, high = 0, max(0, limit)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if one[len(one) - middle : len(one) - low] == other[len(other) - middle : len(other) - low]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _boundaries(
+    text: str, resume: _ScanPoint = (0, 0, None, False, 0, False, 0), points: list[_ScanPoint] | None = None,
+    marks: _Marks | None = None, ahead: _Ahead | None = None,
+) -> Iterator[int]:
     """Where each chunk after the first begins (and 0 when the first begins with a statement): a
     top-level statement, with the comment and blank lines just above it. From ``resume`` on (a point
-    a scan of the same text before it recorded), adding to ``points`` each point the scan reaches."""
-    start, top_level, pending_comment_start, previous_was_decorator = resume
-    marks: list[tuple[int, int]] | None = [] if points is not None else None
+    a scan of the same text before it recorded), adding to ``points`` each point the scan reaches;
+    with ``ahead``, once the scan joins the one before (``first_statement``), the points and the end
+    that one found instead of the rest."""
+    start, top_level, pending_comment_start, previous_was_decorator = resume[:4]
+    if points is not None and marks is None:
+        marks = _Marks()
     for offset in _statement_starts(text, start, top_level, marks):
         if marks:
-            marked, level = marks.pop()
-            assert points is not None and marked == offset, "marked just before it is given"
-            points.append((offset, level, pending_comment_start, previous_was_decorator))
-        if offset >= len(text):
-            continue
+            marked, level, depth, opened, last = marks.pop()
+            assert points is not None and marked in (offset, -1 - offset), "marked just before it is given"
+            point = (marked, level, pending_comment_start, previous_was_decorator, depth, opened, last)
+            points.append(point)
+            joined = ahead.joined(point) if ahead is not None else None
+            if joined is not None:
+                points.extend(joined)
+                yield ahead.end  # type: ignore[union-attr,misc]
+                return
+        if offset < 0 or offset >= len(text):
+            continue  # a line inside brackets, or the end
         line_end = text.find("\n", offset)
         line = text[offset : len(text) if line_end < 0 else line_end]
         if blank_or_comment(line):

@@ -26,7 +26,7 @@ from typing import NamedTuple, TypeVar
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
-from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, common_prefix, statement_starts
+from .chunking import BLOCK_CONTINUATION, Chunk, check_syntax, common_prefix, common_suffix, statement_starts
 from .dependencies import note_position
 from .splicing import NodeLines, NodeRanges, all_positions, parse_in_context, spans_inside, splice, unique_span
 from .tree import children, facts_by_statement, walk
@@ -719,18 +719,6 @@ def _spelled_as_its_text(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.BaseSmallStatement):
         return node.semicolon is cst.MaybeSentinel.DEFAULT
     return False
-
-
-def common_suffix(one: str, other: str, limit: int) -> int:
-    """Length of the longest common suffix, at most ``limit`` characters (so it never overlaps the prefix)."""
-    low, high = 0, max(0, limit)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if one[len(one) - middle : len(one) - low] == other[len(other) - middle : len(other) - low]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 def _splice_text(chunk: ParsedChunk, old_text: str, new_text: str):

@@ -118,3 +118,29 @@ def test_a_scan_goes_on_from_no_line_decided_by_the_text_after_it():
     for text in (valid, broken, valid):
         assert first_statement(text) == split_statements(text)[0].text
     assert split_statements(broken)[0].text != broken
+
+
+TRAINER = (
+    "class Trainer:\n    def step(self, batch):\n        x, y = batch\n        loss = self.model(x, y)\n\n"
+    "        # the update\n        loss.backward()\n        return loss\n\n"
+    "    def evaluate(self, loader):\n        for x in loader:\n            self.model(\n                x)\n        return (1,\n2)\n"
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["", "\n\ndef after():\n    return 1\n", "\n\nif __name__ == '__main__':\n    main()\n", "\n# c\n@deco\nclass B:\n    pass\n"]),
+    st.integers(min_value=0, max_value=len(TRAINER)), st.sampled_from(['print(f"step={step} loss={loss.item():.4f}")', "x = f(a, [b, (c", "'''doc\n  ("]),
+    st.integers(min_value=0, max_value=3),
+)
+def test_keys_typed_inside_brackets_left_open_end_the_statement_where_the_split_does(after, at, typed, taken_back):
+    """A statement typed a key at a time, its brackets open for most keys: each scan joins the one
+    before a line or two after the edit, inside the brackets too, and takes the end that one found;
+    taking keys back, and a text after the definition that the scan reads or cuts at, included."""
+    text = TRAINER + after
+    at = text.rfind("\n", 0, at) + 1  # typed on a line of its own
+    text = text[:at] + "\n" + text[at:]
+    for count in [*range(1, len(typed) + 1), *range(len(typed) - 1, len(typed) - 1 - taken_back, -1)]:
+        edited = text[:at] + typed[:count] + text[at:]
+        rest = split_statements(edited)
+        assert first_statement(edited) == (rest[0].text if rest else "")
