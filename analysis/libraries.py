@@ -111,6 +111,19 @@ ACCUMULATES_ONLY_INSIDE = (
 )
 
 
+# What holds a tensor by torch's own contract, whatever the code around it is named. The annotated types:
+# PyTorch, torch.Tensor and its legacy typed aliases (`torch.FloatTensor`, ...; "Tensor Attributes" and the
+# `torch.Tensor` page); a parameter annotated so (or `Optional[...]` of one) is a tensor or None.
+TENSOR_TYPES = frozenset({
+    "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.BFloat16Tensor",
+    "torch.LongTensor", "torch.IntTensor", "torch.ShortTensor", "torch.ByteTensor", "torch.CharTensor",
+    "torch.BoolTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor",
+})
+REGISTERED_BUFFER = ("PyTorch, nn.Module.register_buffer: `tensor (Tensor or None)`, any other value raises TypeError "
+                     "('torch Tensor or None required'); Module.__setattr__ enforces the same for a later assignment to "
+                     "the buffer's name: a registered buffer holds a tensor or None")
+
+
 @dataclass(frozen=True)
 class CallFact:
     callee: str  # canonical dotted name of the library call
