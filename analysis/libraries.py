@@ -210,6 +210,34 @@ CALL_FACTS: tuple[CallFact, ...] = (
 _CALL_FACTS = {(row.callee, row.fact): row for row in CALL_FACTS}
 
 
+@dataclass(frozen=True)
+class ShardedLoaderFact:
+    """A library call that, handed a dataset, returns (in a tuple) a loader whose shuffling DistributedSampler
+    only an explicit `set_epoch` advances, and nothing in the library calls it."""
+
+    callee: str  # canonical dotted name
+    dataset: str  # the keyword that hands it the dataset
+    position: int  # the element of the returned tuple that is the loader
+    sampler: str  # the loader's attribute holding the sampler
+    source: str
+
+
+SHARDED_LOADERS: tuple[ShardedLoaderFact, ...] = (
+    ShardedLoaderFact(
+        "deepspeed.initialize", "training_data", 2, "data_sampler",
+        "DeepSpeed, deepspeed.initialize: returns `engine, optimizer, training_dataloader, lr_scheduler`, the loader "
+        "a DeepSpeedDataLoader when `training_data` is given; runtime/dataloader.py: its `data_sampler` is "
+        "`DistributedSampler(dataset, num_replicas, rank)` (shuffle=True) whenever local_rank >= 0 (any launch by "
+        "its launcher) and curriculum learning is off; nothing in the deepspeed package calls `set_epoch`",
+    ),
+)
+_SHARDED_LOADERS = {row.callee: row for row in SHARDED_LOADERS}
+
+
+def sharded_loader(callee: str | None) -> ShardedLoaderFact | None:
+    return _SHARDED_LOADERS.get(callee) if callee is not None else None
+
+
 def call_fact(callee: str | None, fact: str) -> CallFact | None:
     """The row saying that the library call ``callee`` (canonical: ``dgl.dataloading.NodeDataLoader``)
     has ``fact``, or None."""
