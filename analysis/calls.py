@@ -190,6 +190,9 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return _activation(receiver, method, site, scope.chunk, event.node)
     if method in {"div", "div_", "true_divide"} and receiver.tags:
         return receiver.with_tags(add=(SCALED,))
+    if CONTAINER in tags and method == "items":  # iterated, each element is a (key, entry) pair
+        entry = element_of(receiver)
+        return Value(entry.tags, site=entry.site, note=entry.note, roots=entry.roots, items=(Value((), items=(UNKNOWN, entry)),))
     if GRAPH in tags or TENSOR in tags:
         if method in {"to", "cuda", "cpu"}:
             return _moved(receiver, method, transfer_destination(event))

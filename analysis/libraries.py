@@ -112,6 +112,19 @@ ACCUMULATES_ONLY_INSIDE = (
 )
 
 
+# What holds a tensor by torch's own contract, whatever the code around it is named. The annotated types:
+# PyTorch, torch.Tensor and its legacy typed aliases (`torch.FloatTensor`, ...; "Tensor Attributes" and the
+# `torch.Tensor` page); a parameter annotated so (or `Optional[...]` of one) is a tensor or None.
+TENSOR_TYPES = frozenset({
+    "torch.Tensor", "torch.FloatTensor", "torch.DoubleTensor", "torch.HalfTensor", "torch.BFloat16Tensor",
+    "torch.LongTensor", "torch.IntTensor", "torch.ShortTensor", "torch.ByteTensor", "torch.CharTensor",
+    "torch.BoolTensor", "torch.cuda.FloatTensor", "torch.cuda.LongTensor",
+})
+REGISTERED_BUFFER = ("PyTorch, nn.Module.register_buffer: `tensor (Tensor or None)`, any other value raises TypeError "
+                     "('torch Tensor or None required'); Module.__setattr__ enforces the same for a later assignment to "
+                     "the buffer's name: a registered buffer holds a tensor or None")
+
+
 @dataclass(frozen=True)
 class CallFact:
     callee: str  # canonical dotted name of the library call
@@ -199,6 +212,34 @@ CALL_FACTS: tuple[CallFact, ...] = (
     ),
 )
 _CALL_FACTS = {(row.callee, row.fact): row for row in CALL_FACTS}
+
+
+@dataclass(frozen=True)
+class ShardedLoaderFact:
+    """A library call that, handed a dataset, returns (in a tuple) a loader whose shuffling DistributedSampler
+    only an explicit `set_epoch` advances, and nothing in the library calls it."""
+
+    callee: str  # canonical dotted name
+    dataset: str  # the keyword that hands it the dataset
+    position: int  # the element of the returned tuple that is the loader
+    sampler: str  # the loader's attribute holding the sampler
+    source: str
+
+
+SHARDED_LOADERS: tuple[ShardedLoaderFact, ...] = (
+    ShardedLoaderFact(
+        "deepspeed.initialize", "training_data", 2, "data_sampler",
+        "DeepSpeed, deepspeed.initialize: returns `engine, optimizer, training_dataloader, lr_scheduler`, the loader "
+        "a DeepSpeedDataLoader when `training_data` is given; runtime/dataloader.py: its `data_sampler` is "
+        "`DistributedSampler(dataset, num_replicas, rank)` (shuffle=True) whenever local_rank >= 0 (any launch by "
+        "its launcher) and curriculum learning is off; nothing in the deepspeed package calls `set_epoch`",
+    ),
+)
+_SHARDED_LOADERS = {row.callee: row for row in SHARDED_LOADERS}
+
+
+def sharded_loader(callee: str | None) -> ShardedLoaderFact | None:
+    return _SHARDED_LOADERS.get(callee) if callee is not None else None
 
 
 def call_fact(callee: str | None, fact: str) -> CallFact | None:

@@ -138,6 +138,17 @@ def test_each_call_fact_is_one_documented_fact_a_row():
     assert libraries.call_fact(None, libraries.DRAWS_GLOBAL_NUMPY) is None
 
 
+def test_each_sharded_loader_row_names_the_loader_and_its_sampler():
+    callees = [row.callee for row in libraries.SHARDED_LOADERS]
+    assert len(callees) == len(set(callees))
+    for row in libraries.SHARDED_LOADERS:
+        assert row.position >= 0 and row.sampler.isidentifier() and row.dataset.isidentifier() and len(row.source) > 30, row
+        assert libraries.sharded_loader(row.callee) is row
+    assert libraries.sharded_loader("torch.utils.data.DataLoader") is None
+    assert libraries.sharded_loader(None) is None
+    assert {"torch.Tensor", "torch.LongTensor"} <= libraries.TENSOR_TYPES and "torch.nn.Module" not in libraries.TENSOR_TYPES
+
+
 def test_each_attention_dropout_row_names_where_its_rate_goes():
     names = [row.function for row in libraries.ATTENTION_DROPOUT]
     assert len(names) == len(set(names))

@@ -6,7 +6,10 @@ the code goes on with the original: the batch stays on the CPU (the forward then
 a model that is on the CPU too, the run trains at CPU speed while the GPU idles), or the tensor
 keeps the dtype the line was meant to change. Modules are different: `model.to(device)` moves
 the module in place, so it is not reported, nor is any receiver trainlint cannot tell is a
-tensor.
+tensor. A part of a loader's batch is one (`inputs, labels = data` or `batch["mask"]`, in the loop
+or in a helper that every call in the file hands the batch): the default collation makes each part
+a batched tensor, and a part that were anything else would have no `.to()`. A whole batch may be a
+`BatchEncoding` or a graph batch whose `.to()` works in place, so it is left alone.
 
 How to fix: assign the result back, `x = x.to(device)`, or use it where it is needed.
 """
@@ -17,16 +20,21 @@ from typing import cast
 
 import libcst as cst
 
+from trainlint.analysis.libraries import TENSOR_TYPES
+from trainlint.analysis.patterns import argument_passed
 from trainlint.rules import (
+    AssignEvent,
     CallEvent,
     Fires,
     Loop,
+    ModuleView,
     Quiet,
     Rule,
     RuleContext,
     ScopeAnalysis,
     Severity,
     Tag,
+    dotted,
     is_known_tensor,
     string_value,
     walk,
@@ -47,7 +55,7 @@ class DiscardedTransfer(Rule):
             statement = call.statement
             bare = isinstance(statement, cst.Expr) and statement.value is call.node
             if call.method in _TRANSFERS and bare and isinstance(call.node.func, cst.Attribute):
-                why = _why_a_tensor(scope, call)
+                why = _why_a_tensor(ctx.module, scope, call)
                 if why is not None:
                     self._report(ctx, scope, call, why)
 
@@ -69,7 +77,7 @@ class DiscardedTransfer(Rule):
         )
 
 
-def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+def _why_a_tensor(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     """Evidence that the receiver is a tensor (not a module, not something unknown)."""
     receiver = call.receiver
     if receiver is None or Tag.MODEL in receiver.tags:
@@ -86,19 +94,170 @@ def _why_a_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         note = receiver.note or f"`{key}`"
         site = receiver.site or (scope.chunk, call.node)
         return (site, f"{note} is a tensor")
+    declared = _annotated_tensor(scope, call) or _registered_buffer(scope, call)
+    if declared is not None:
+        return declared
     encoded = _item_of_encoding(scope, call)
     if encoded is not None:
         return encoded
     item = _item_of_unpacked_batch(scope, call)
     if item is not None:
         return item
+    part = _part_of_a_whole_batch(module, scope, call)
+    if part is not None:
+        return part
     if key is None or "." in key:
         return None
     for loop in call.context.loops:
-        iterates_a_loader = Tag.LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
-        if iterates_a_loader and key in _unpacked_batch_names(loop.node):
+        if _iterates_a_loader(loop) and key in _unpacked_batch_names(loop.node):
             return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
     return None
+
+
+def _annotated_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """The receiver is a parameter annotated as a tensor (`x: torch.Tensor`, `Optional[Tensor]`), not bound
+    again before the call."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    function = scope.function
+    if not isinstance(receiver, cst.Name) or function is None or receiver.value not in scope.params:
+        return None
+    if any(isinstance(event, AssignEvent) and receiver.value in event.targets for event in scope.events[: _index(scope, call)]):
+        return None
+    params = function.node.params
+    param = next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params) if p.name.value == receiver.value), None)
+    if param is None or param.annotation is None:
+        return None
+    written = _declared_type(param.annotation.annotation)
+    if written is None or scope.summary.canonical(written) not in TENSOR_TYPES:
+        return None
+    return ((scope.chunk, param), f"`{receiver.value}` is annotated `{scope.chunk.code_for(param.annotation.annotation)}`")
+
+
+def _declared_type(annotation: cst.BaseExpression) -> str | None:
+    """`torch.Tensor`, and the type inside `Optional[...]` or `... | None`."""
+    if isinstance(annotation, cst.Subscript) and dotted(annotation.value) in {"Optional", "typing.Optional"} and len(annotation.slice) == 1:
+        element = annotation.slice[0].slice
+        annotation = element.value if isinstance(element, cst.Index) else annotation
+    if isinstance(annotation, cst.BinaryOperation) and isinstance(annotation.operator, cst.BitOr):
+        sides = [side for side in (annotation.left, annotation.right) if not (isinstance(side, cst.Name) and side.value == "None")]
+        annotation = sides[0] if len(sides) == 1 else annotation
+    return dotted(annotation)
+
+
+def _registered_buffer(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """The receiver is `self.<name>` in a method of a class whose `__init__` registers the buffer `<name>`:
+    torch lets a buffer hold only a tensor or None (libraries.REGISTERED_BUFFER)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    function = scope.function
+    owner = function.owner if function is not None else None
+    if owner is None or not (isinstance(receiver, cst.Attribute) and isinstance(receiver.value, cst.Name) and receiver.value.value == "self"):
+        return None
+    init = owner.find_method("__init__", scope.summary)
+    analysis = init.analysis(scope.summary) if init is not None else None
+    if analysis is None:
+        return None
+    name = receiver.attr.value
+    for registered in analysis.calls():
+        if registered.method == "register_buffer" and registered.receiver_key == "self" and registered.arg_nodes:
+            if string_value(registered.arg_nodes[0].value) == name:
+                return ((analysis.chunk, registered.node), f"`self.{name}` is a registered buffer, which holds a tensor")
+    return None
+
+
+def _index(scope: ScopeAnalysis, event) -> int:
+    return scope.events.index(event) if event in scope.events else len(scope.events)
+
+
+def _iterates_a_loader(loop: Loop) -> bool:
+    return Tag.LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
+
+
+def _part_of_a_whole_batch(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """The receiver is a part of a batch bound whole (`for batch in loader`, or a helper's parameter every call
+    in the file hands such a batch): `batch[0]`, `batch["image"]`, `batch.x`, or a name the batch is unpacked
+    into in the body (`images, labels = batch`, `x = batch[0]`). A loader yields data, and the default
+    collation turns each part of a sample into a batched tensor; a part that were a dict or a list would
+    have no `.to()` at all, so the part moved is a tensor (a whole batch, whose `.to()` may work in place,
+    is left to `_collated_tensor`)."""
+    receiver = cast(cst.Attribute, call.node.func).value
+    if isinstance(receiver, (cst.Subscript, cst.Attribute)) and isinstance(receiver.value, cst.Name):
+        if isinstance(receiver, cst.Subscript) and not _plain_index(receiver):
+            return None
+        batch = receiver.value.value
+        unpacked_at = None
+    elif isinstance(receiver, cst.Name):
+        binding = _unpacking_of(scope, receiver.value, call)
+        if binding is None:
+            return None
+        batch, unpacked_at = binding
+    else:
+        return None
+    part = scope.chunk.code_for(receiver)
+    for loop in call.context.loops:
+        if _binds_whole_batch(loop.node, batch) and _iterates_a_loader(loop):
+            if unpacked_at is not None and loop not in unpacked_at.context.loops:
+                return None  # unpacked before the loop: not this batch
+            if _rebound_in(scope, batch, loop, before=call):
+                return None
+            return ((scope.chunk, loop.node), f"`{batch}` is a whole batch of `{loop.iterable_text}`, and `{part}` one of its parts")
+    if batch not in scope.params or call.context.loops or (unpacked_at is not None and unpacked_at.context.loops):
+        return None
+    return _handed_a_batch(module, scope, batch, part)
+
+
+def _plain_index(subscript: cst.Subscript) -> bool:
+    """`batch[0]`, `batch["image"]`: one item by a literal key, not a slice or a computed key."""
+    if len(subscript.slice) != 1 or not isinstance(element := subscript.slice[0].slice, cst.Index):
+        return False
+    return isinstance(element.value, cst.Integer) or string_value(element.value) is not None
+
+
+def _unpacking_of(scope: ScopeAnalysis, name: str, call: CallEvent) -> tuple[str, AssignEvent] | None:
+    """(the batch's name, the assignment) where the last binding of ``name`` before ``call`` takes it from a
+    name by unpacking (`images, labels = batch`) or by a literal index (`x = batch[0]`)."""
+    binding = next(
+        (event for event in reversed(scope.events[: _index(scope, call)]) if isinstance(event, AssignEvent) and name in event.targets),
+        None,
+    )
+    if binding is None or not isinstance(binding.node, cst.Assign) or len(binding.node.targets) != 1:
+        return None
+    target = binding.node.targets[0].target
+    value = binding.node.value
+    if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, cst.Name):
+        if not all(isinstance(element.value, cst.Name) for element in target.elements):
+            return None
+        return value.value, binding
+    if isinstance(target, cst.Name) and isinstance(value, cst.Subscript) and isinstance(value.value, cst.Name) and _plain_index(value):
+        return value.value.value, binding
+    return None
+
+
+def _rebound_in(scope: ScopeAnalysis, name: str, loop: Loop, before: CallEvent) -> bool:
+    for event in scope.events:
+        if event is before:
+            return False
+        if isinstance(event, AssignEvent) and name in event.targets and loop in event.context.loops:
+            return True
+    return False
+
+
+def _handed_a_batch(module: ModuleView, scope: ScopeAnalysis, parameter: str, part: str) -> tuple | None:
+    """Every call of this function in the file passes a whole batch of a loader for ``parameter``
+    (`for batch in loader: inputs, targets = self._prepare(batch)`)."""
+    function = scope.function
+    if function is None or parameter not in function.positional_parameters:
+        return None
+    found = None
+    for outer in module.calls_of(function):
+        passed = argument_passed(outer, function, parameter)
+        if passed is None or not isinstance(passed.value, cst.Name):
+            return None
+        name = passed.value.value
+        loop = next((loop for loop in outer.context.loops if _binds_whole_batch(loop.node, name) and _iterates_a_loader(loop)), None)
+        if loop is None or _rebound_in(outer.scope, name, loop, before=outer):
+            return None
+        found = found or ((outer.scope.chunk, outer.node), f"every call hands `{parameter}` a whole batch of `{loop.iterable_text}`, so `{part}` is one of its parts")
+    return found
 
 
 def _item_of_encoding(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -134,8 +293,7 @@ def _item_of_unpacked_batch(scope: ScopeAnalysis, call: CallEvent) -> tuple | No
     for loop in call.context.loops:
         if binding is not None and loop in binding.context.loops:
             return None  # bound again inside the loop: no longer the batch's part
-        iterates_a_loader = Tag.LOADER in loop.iterable.tags or "loader" in loop.iterable_text.lower()
-        if iterates_a_loader and name in _unpacked_batch_names(loop.node):
+        if _iterates_a_loader(loop) and name in _unpacked_batch_names(loop.node):
             return ((call.chunk, loop.node), f"`{name}` is a part of each batch of `{loop.iterable_text}`, so its items are tensors")
     return None
 
@@ -544,6 +702,141 @@ DiscardedTransfer.MUST_FIRE = (
         """,
         no_fix=True,
     ),
+    Fires(  # a tutorial-style loop: the whole batch is unpacked in the body, and one part's copy is dropped
+        """
+        import torch
+        import torchvision
+
+
+        def train(net, trainloader, criterion, optimizer, device):
+            for epoch in range(2):
+                for i, data in enumerate(trainloader, 0):
+                    inputs, labels = data
+                    inputs.to(device)
+                    labels = labels.to(device)
+                    optimizer.zero_grad()
+                    loss = criterion(net(inputs), labels)
+                    loss.backward()
+                    optimizer.step()
+        """,
+        fixed="""
+        import torch
+        import torchvision
+
+
+        def train(net, trainloader, criterion, optimizer, device):
+            for epoch in range(2):
+                for i, data in enumerate(trainloader, 0):
+                    inputs, labels = data
+                    inputs = inputs.to(device)
+                    labels = labels.to(device)
+                    optimizer.zero_grad()
+                    loss = criterion(net(inputs), labels)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    ),
+    Fires(  # a trainer's helper unpacks the batch its loop hands it; the mask is an item of the batch's dict
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class SegmentationTrainer:
+            def __init__(self, model, train_loader, optimizer, device):
+                self.model = model
+                self.train_loader = train_loader
+                self.optimizer = optimizer
+                self.device = device
+
+            def _unpack(self, batch):
+                images = batch["image"].to(self.device)
+                batch["mask"].to(self.device)
+                return images, batch["mask"]
+
+            def train_epoch(self):
+                for batch in self.train_loader:
+                    images, masks = self._unpack(batch)
+                    loss = F.cross_entropy(self.model(images), masks)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+        """,
+        no_fix=True,
+        at='batch["mask"].to(self.device)',
+    ),
+    Fires(  # a positional encoding: the registered table is cast and the copy dropped
+        """
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class PositionalEncoding(nn.Module):
+            def __init__(self, dim, max_len=4096):
+                super().__init__()
+                position = torch.arange(max_len).unsqueeze(1)
+                div = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+                table = torch.zeros(max_len, dim)
+                table[:, 0::2] = torch.sin(position * div)
+                table[:, 1::2] = torch.cos(position * div)
+                self.register_buffer("table", table)
+
+            def forward(self, x):
+                self.table.to(x.dtype)
+                return x + self.table[: x.size(1)]
+        """,
+        fixed="""
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class PositionalEncoding(nn.Module):
+            def __init__(self, dim, max_len=4096):
+                super().__init__()
+                position = torch.arange(max_len).unsqueeze(1)
+                div = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+                table = torch.zeros(max_len, dim)
+                table[:, 0::2] = torch.sin(position * div)
+                table[:, 1::2] = torch.cos(position * div)
+                self.register_buffer("table", table)
+
+            def forward(self, x):
+                self.table = self.table.to(x.dtype)
+                return x + self.table[: x.size(1)]
+        """,
+    ),
+    Fires(  # a typed helper: its parameter is a tensor by annotation, and the cast is dropped
+        """
+        from typing import Optional
+
+        import torch
+        from torch import Tensor
+
+
+        def masked_mean(values: Tensor, mask: Optional[torch.Tensor] = None) -> Tensor:
+            if mask is None:
+                return values.mean()
+            mask.float()
+            return (values * mask).sum() / mask.sum()
+        """,
+        fixed="""
+        from typing import Optional
+
+        import torch
+        from torch import Tensor
+
+
+        def masked_mean(values: Tensor, mask: Optional[torch.Tensor] = None) -> Tensor:
+            if mask is None:
+                return values.mean()
+            mask = mask.float()
+            return (values * mask).sum() / mask.sum()
+        """,
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
@@ -740,5 +1033,60 @@ DiscardedTransfer.MUST_NOT_FIRE = (
                     return cls(*args, **kwargs)
             """,
         },
+    ),
+    Quiet(  # a whole graph batch (torch_geometric's `Batch.to` moves it in place) handed to a helper
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def _step(model, data, device):
+            data.to(device)
+            return F.nll_loss(model(data.x, data.edge_index), data.y)
+
+
+        def train(model, loader, optimizer, device):
+            for data in loader:
+                loss = _step(model, data, device)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the helper is also handed a list built by hand, not only a loader's batch: what its parts are is unknown
+        """
+        import torch
+
+
+        def to_inputs(sample, device):
+            features, extra = sample
+            features.to(device)
+            return features, extra
+
+
+        def run(model, loader, records, device):
+            for batch in loader:
+                model(*to_inputs(batch, device))
+            for record in records:
+                model(*to_inputs([record.tokens, record.meta], device))
+        """
+    ),
+    Quiet(  # annotated as a graph batch (its `.to()` moves it in place), and a buffer-free attribute of unknown kind
+        """
+        import torch
+        from torch_geometric.data import Batch
+
+
+        class GraphRegressor(torch.nn.Module):
+            def __init__(self, encoder, head):
+                super().__init__()
+                self.encoder = encoder
+                self.head = head
+
+            def predict(self, batch: Batch, device: torch.device) -> torch.Tensor:
+                batch.to(device)
+                self.encoder.to(device)
+                return self.head(self.encoder(batch.x, batch.edge_index))
+        """
     ),
 )

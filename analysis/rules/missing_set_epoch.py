@@ -12,7 +12,8 @@ each epoch, and into a dict of loaders a trainer takes (`self.data_loader["train
 `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's recipes) count as the loader and
 the sampler they replace. A loader factory of another file is followed when it returns the loader,
 alone or in a tuple (`return loader, sampler`). DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
-and want `loader.set_epoch(epoch)`. A data-parallel trainer (it wraps or unwraps DDP, or averages
+and want `loader.set_epoch(epoch)`. The loader `deepspeed.initialize(..., training_data=dataset)` returns
+draws from a shuffling DistributedSampler DeepSpeed builds and never advances (`loader.data_sampler`). A data-parallel trainer (it wraps or unwraps DDP, or averages
 with Horovod's optimizer) that is handed its loaders and never sets an epoch gets a note: their
 sampler is decided in another file.
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, call_fact
+from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, ShardedLoaderFact, call_fact, sharded_loader
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -68,6 +69,9 @@ class MissingSetEpoch(Rule):
             built = _imported_loader_factory(ctx, call)
             if built is not None:
                 self._check_factory(ctx, scope, call, built)
+            returned = sharded_loader(call.callee)
+            if returned is not None and call.keyword(returned.dataset) is not None:
+                self._check_returned_loader(ctx, scope, call, returned)
             use_ddp = _shards_with_its_own_sampler(call)
             if use_ddp is not None:
                 self._check_sharding_loader(ctx, scope, call, use_ddp)
@@ -117,6 +121,43 @@ class MissingSetEpoch(Rule):
                 f"call `{name}.sampler.set_epoch(...)` at the top of the epoch loop",
                 [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.sampler")], safe=True,
             ) if name else None,
+        )
+
+    def _check_returned_loader(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, fact: ShardedLoaderFact) -> None:
+        """`engine, optimizer, loader, _ = deepspeed.initialize(..., training_data=dataset)`: the library builds the
+        loader and its shuffling DistributedSampler, and leaves the sampler's epoch to the caller."""
+        dataset = call.keyword(fact.dataset)
+        if dataset is None or _false(dataset.value) or ctx.module.module_fact("TL502 set_epoch anywhere", _sets_epoch_anywhere):
+            return
+        name = _unpacked_at(scope, call, fact.position)
+        if name is None:
+            return
+        epoch_loop = next((
+            loop.parent for loop in scope.loops
+            if loop.parent is not None and isinstance(loop.node, cst.For)
+            and any(isinstance(part, cst.Name) and part.value == name for part in peeled(loop.node.iter))
+            and not _bound_inside(scope, loop.parent, name)
+        ), None)
+        if epoch_loop is None:
+            return
+        epoch_scope = scope
+        inner = [((scope.chunk, loop.node), "iterated once per epoch") for loop in scope.loops if loop.parent is epoch_loop][:1]
+        library = fact.callee.split(".", 1)[0]
+        ctx.report(
+            call.node,
+            f"`{name}`, the loader `{written(call)}` returns, draws from a shuffling `DistributedSampler` ({library} builds it "
+            f"in `{name}.{fact.sampler}`) whose order only `set_epoch` changes, and nothing calls it: every epoch of the "
+            f"loop on line {ctx.line_of((epoch_scope.chunk, epoch_loop.node))} replays the same order on every rank",
+            evidence=[
+                ((call.chunk, dataset), f"the dataset, which {library} loads through a DistributedSampler ({fact.source.split(':', 1)[0]})"),
+                *inner,
+                ((epoch_scope.chunk, epoch_loop.node), "the epoch loop, with no `set_epoch`"),
+            ],
+            help=f"call `{name}.{fact.sampler}.set_epoch(epoch)` {_where_to_set(epoch_scope, epoch_loop, name)}",
+            fix=ctx.fix(
+                f"call `{name}.{fact.sampler}.set_epoch(...)` at the top of the epoch loop",
+                [_insert_set_epoch(ctx, epoch_scope, epoch_loop, f"{name}.{fact.sampler}")], safe=True,
+            ),
         )
 
     def _check_unseen_loaders(self, ctx: RuleContext, scope: ScopeAnalysis, parallel: CallEvent) -> None:
@@ -478,6 +519,18 @@ def _called_in_loop(module: ModuleView, scope: ScopeAnalysis, depth: int = 0) ->
         outer = _called_in_loop(module, caller.scope, depth + 1)
         if outer is not None:
             return outer
+    return None
+
+
+def _unpacked_at(scope: ScopeAnalysis, call: CallEvent, position: int) -> str | None:
+    """The name the element ``position`` of ``call``'s returned tuple is unpacked into (`a, b, loader, c = call(...)`)."""
+    for event in scope.events:
+        node = event.node
+        if isinstance(event, AssignEvent) and isinstance(node, cst.Assign) and node.value is call.node and len(node.targets) == 1:
+            target = node.targets[0].target
+            if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) > position:
+                element = target.elements[position].value
+                return element.value if isinstance(element, cst.Name) and element.value != "_" else None
     return None
 
 
@@ -935,6 +988,63 @@ MissingSetEpoch.MUST_FIRE = (
         """,
         at="get_dataloader(dataset, args.batch_size, rank, dist.get_world_size())",
     ),
+    Fires(  # DeepSpeed builds the loader from `training_data`, with a DistributedSampler whose epoch it never sets
+        """
+        import argparse
+
+        import deepspeed
+        import torch
+
+        from models import ResNet18
+        from data import cifar10
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--local_rank", type=int, default=-1)
+            parser.add_argument("--epochs", type=int, default=30)
+            parser = deepspeed.add_config_arguments(parser)
+            args = parser.parse_args()
+            net = ResNet18()
+            engine, optimizer, trainloader, _ = deepspeed.initialize(
+                args=args, model=net, model_parameters=net.parameters(), training_data=cifar10(train=True)
+            )
+            criterion = torch.nn.CrossEntropyLoss()
+            for epoch in range(args.epochs):
+                for images, labels in trainloader:
+                    loss = criterion(engine(images.to(engine.local_rank)), labels.to(engine.local_rank))
+                    engine.backward(loss)
+                    engine.step()
+        """,
+        fixed="""
+        import argparse
+
+        import deepspeed
+        import torch
+
+        from models import ResNet18
+        from data import cifar10
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--local_rank", type=int, default=-1)
+            parser.add_argument("--epochs", type=int, default=30)
+            parser = deepspeed.add_config_arguments(parser)
+            args = parser.parse_args()
+            net = ResNet18()
+            engine, optimizer, trainloader, _ = deepspeed.initialize(
+                args=args, model=net, model_parameters=net.parameters(), training_data=cifar10(train=True)
+            )
+            criterion = torch.nn.CrossEntropyLoss()
+            for epoch in range(args.epochs):
+                trainloader.data_sampler.set_epoch(epoch)
+                for images, labels in trainloader:
+                    loss = criterion(engine(images.to(engine.local_rank)), labels.to(engine.local_rank))
+                    engine.backward(loss)
+                    engine.step()
+        """,
+    ),
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
@@ -1170,5 +1280,36 @@ MissingSetEpoch.MUST_NOT_FIRE = (
                 sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=1234)
                 return DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, num_workers=num_workers, drop_last=True)
         """},
+    ),
+    Quiet(  # the DeepSpeed loader's sampler gets its epoch; a second script hands DeepSpeed no dataset and builds its own loader
+        """
+        import deepspeed
+        import torch
+
+
+        def train(args, net, dataset, epochs):
+            engine, optimizer, trainloader, _ = deepspeed.initialize(args=args, model=net, training_data=dataset)
+            for epoch in range(epochs):
+                trainloader.data_sampler.set_epoch(epoch)
+                for batch in trainloader:
+                    engine.backward(engine(batch))
+                    engine.step()
+        """,
+    ),
+    Quiet(
+        """
+        import deepspeed
+        import torch
+        from torch.utils.data import DataLoader
+
+
+        def train(args, net, dataset, epochs):
+            engine, optimizer, _, _ = deepspeed.initialize(args=args, model=net, model_parameters=net.parameters())
+            loader = DataLoader(dataset, batch_size=8, shuffle=True)
+            for epoch in range(epochs):
+                for batch in loader:
+                    engine.backward(engine(batch))
+                    engine.step()
+        """,
     ),
 )

@@ -15,7 +15,8 @@ last item is backwarded (`history.append(objective(*params))`, `history[-1].back
 Lightning `training_step` keeps and also returns (Lightning backwards it, or its "loss" entry). Values
 are followed through helpers: a dict of statistics that
 `compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
-handed, and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
+handed, also when the loop walks it entry by entry (`for name, value in stats.items(): totals[name] += value`),
+and a running average kept by a smoothing helper (`avg = smooth(avg, loss)`).
 
 How to fix: store `loss.item()` (a Python float) for logging, or `tensor.detach()` when you
 need the tensor; `.cpu()` alone keeps the graph. It is fine to keep graph-carrying values on
@@ -210,6 +211,8 @@ class RetainedGraph(Rule):
         # The container must outlive a loop that repeats per training or evaluation step: a list of
         # two text encoders' embeddings, or of an image's tiles, is not kept across steps.
         outlived = [loop for loop in reversed(store.context.loops) if store.outlives(loop)]
+        while len(outlived) > 1 and _walks_entries_of_a_step(scope, outlived[0], outlived[1:]):
+            outlived = outlived[1:]  # `for name, value in stats.items()`: each step's dict of statistics, kept entry by entry
         if not outlived or _walks_structure(outlived[0]):
             return
         loop, per_step = next(
@@ -584,6 +587,20 @@ _STRUCTURE_METHODS = frozenset({
     "items", "values", "keys", "children", "named_children", "modules", "named_modules",
     "parameters", "named_parameters",
 })
+
+
+def _walks_entries_of_a_step(scope: ScopeAnalysis, loop: Loop, outer: list[Loop]) -> bool:
+    """``loop`` walks the entries of a dict bound anew in one of the ``outer`` loops (`for name, value in
+    stats.items()` under `stats = compute_stats(...)`): what it keeps, it keeps once per outer iteration."""
+    iterable = loop.node.iter if isinstance(loop.node, cst.For) else None
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute) and not iterable.args
+            and iterable.func.attr.value in {"items", "values"} and isinstance(iterable.func.value, cst.Name)):
+        return False
+    name = iterable.func.value.value
+    return any(
+        isinstance(event, AssignEvent) and name in event.targets and any(enclosing in event.context.loops for enclosing in outer)
+        for event in scope.events
+    )
 
 
 def _walks_structure(loop: Loop) -> bool:
@@ -1705,6 +1722,66 @@ RetainedGraph.MUST_FIRE = (
         no_fix=True,
         at="log",
     ),
+    Fires(  # the loss helper of another file returns its parts in a dict; the trainer sums each entry over the epoch
+        """
+        from collections import defaultdict
+
+        from losses import detection_loss
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = loader
+
+            def train_epoch(self):
+                totals = defaultdict(float)
+                for images, targets in self.loader:
+                    loss, parts = detection_loss(self.model(images), targets)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    for name, value in parts.items():
+                        totals[name] += value
+                return {name: total / len(self.loader) for name, total in totals.items()}
+        """,
+        fixed="""
+        from collections import defaultdict
+
+        from losses import detection_loss
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader):
+                self.model = model
+                self.optimizer = optimizer
+                self.loader = loader
+
+            def train_epoch(self):
+                totals = defaultdict(float)
+                for images, targets in self.loader:
+                    loss, parts = detection_loss(self.model(images), targets)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    for name, value in parts.items():
+                        totals[name] += value.detach()
+                return {name: total / len(self.loader) for name, total in totals.items()}
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+
+
+                def detection_loss(outputs, targets, box_weight=5.0):
+                    cls_loss = F.cross_entropy(outputs["logits"], targets["labels"])
+                    box_loss = F.l1_loss(outputs["boxes"], targets["boxes"])
+                    total = cls_loss + box_weight * box_loss
+                    return total, {"cls": cls_loss, "box": box_loss, "total": total}
+            """,
+        },
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
@@ -2413,6 +2490,35 @@ RetainedGraph.MUST_NOT_FIRE = (
                     loss = -torch.min(advantages * ratio, advantages * clipped).mean()
                     stats = dict(policy_loss=loss.detach(), ratio=ratio.mean().item(), clipfrac=(ratio != clipped).float().mean().item())
                     return loss, stats
+            """,
+        },
+    ),
+    Quiet(  # the same parts, each entry overwritten by the next step's (the last step's values kept for a log line)
+        """
+        from losses import detection_loss
+
+
+        def train_epoch(model, optimizer, loader):
+            last = {}
+            for images, targets in loader:
+                loss, parts = detection_loss(model(images), targets)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                for name, value in parts.items():
+                    last[name] = value
+            return last
+        """,
+        files={
+            "losses.py": """
+                import torch.nn.functional as F
+
+
+                def detection_loss(outputs, targets, box_weight=5.0):
+                    cls_loss = F.cross_entropy(outputs["logits"], targets["labels"])
+                    box_loss = F.l1_loss(outputs["boxes"], targets["boxes"])
+                    total = cls_loss + box_weight * box_loss
+                    return total, {"cls": cls_loss, "box": box_loss, "total": total}
             """,
         },
     ),

@@ -7,7 +7,9 @@ augmentations on every launch. The draws count wherever the run makes them: in a
 a dataset class of another file of the project, in a library that uses numpy's global generator
 (`train_test_split` without `random_state`, a Hugging Face dataset's `shuffle()` without `seed`).
 Two more ways to look seeded and not be: a seed drawn at random on every launch
-(`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, and
+(`opt.seed = random.randint(...)` then `torch.manual_seed(opt.seed)`) with no way to pass one, or
+drawn by the project's seeding helper when it is handed none (`if seed is None: seed = random_seed()`)
+and called with none, and
 seeding in a parent process whose `mp.spawn` workers start with fresh generators (they inherit
 none), and seeding torch only after the model was built (its initial weights were drawn unseeded). A script that seeds nothing while it imports the project's own helper that seeds torch and
 the others (`opennre.fix_seed`), never calling it, is a warning: the project seeds its runs and this
@@ -38,8 +40,10 @@ from typing import NamedTuple, cast
 import libcst as cst
 
 from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.patterns import argument_passed
 from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
+    AssignEvent,
     CallEvent,
     Fires,
     FunctionInfo,
@@ -112,6 +116,8 @@ PARTIAL, UNSEEDED, DRAWN_SEED, SPAWNED = "partial", "unseeded", "drawn seed", "s
 LATE = "seeded after init"
 # Nothing seeded, while the project's seeding helper, imported here, is never called.
 UNCALLED_HELPER = "uncalled helper"
+# Seeded through a helper that draws the seed itself when it is given none, called with none.
+HELPER_DRAWN = "seed drawn by the helper"
 
 
 class _Verdict(NamedTuple):
@@ -125,6 +131,7 @@ class _Verdict(NamedTuple):
     cause: CallEvent | None = None  # DRAWN_SEED: the seeding call that applies it; SPAWNED: the spawn call
     # UNCALLED_HELPER: the helper, how this script would call it, what it seeds
     helper: tuple[FunctionInfo, str, tuple[str, ...]] | None = None
+    drawn: tuple[AssignEvent, str] | None = None  # HELPER_DRAWN: the helper's draw and the parameter it replaces
 
 
 # One verdict per module: the rule runs once per statement but the question is module-wide.
@@ -143,6 +150,8 @@ class UnseededRun(Rule):
             self._report_partial(ctx, verdict)
         elif verdict.kind == DRAWN_SEED:
             self._report_drawn_seed(ctx, verdict)
+        elif verdict.kind == HELPER_DRAWN:
+            self._report_helper_drawn(ctx, verdict)
         elif verdict.kind == SPAWNED:
             self._report_spawned(ctx, verdict)
         elif verdict.kind == LATE:
@@ -192,6 +201,21 @@ class UnseededRun(Rule):
             evidence=[((verdict.chunk, draw), "a random seed, drawn unconditionally"), ((seeding.chunk, seeding.node), "the run is seeded with it")],
             help="take the seed from the command line or the configuration, and draw one only when none is given "
             "(`if args.seed is None:`), logging it",
+        )
+
+    def _report_helper_drawn(self, ctx: RuleContext, verdict: _Verdict) -> None:
+        assert verdict.cause is not None and verdict.drawn is not None, "a HELPER_DRAWN verdict names the call and the draw"
+        seeding, (draw, parameter) = verdict.cause, verdict.drawn
+        message = (
+            f"`{quoted(seeding.chunk, seeding.node)}` passes no `{parameter}`, and the helper then seeds the run with "
+            f"one it draws at random (`{' '.join(draw.chunk.code_for(draw.node).split())}`): every launch differs and "
+            "none can be repeated without editing the code"
+        )
+        ctx.report(
+            seeding.node, message, severity=Severity.WARNING,
+            evidence=[((draw.chunk, draw.node), f"a seed drawn at random when `{parameter}` is missing"),
+                      ((seeding.chunk, seeding.node), f"called without `{parameter}`")],
+            help=f"pass `{parameter}` from the command line or the configuration (and log the one drawn when none is given)",
         )
 
     def _report_spawned(self, ctx: RuleContext, verdict: _Verdict) -> None:
@@ -301,6 +325,10 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if spawned is not None:
         spawn, worker_used, unseeded = spawned
         return _Verdict(SPAWNED, Severity.WARNING, spawn.chunk, spawn.node, seeded, worker_used, unseeded, cause=spawn)
+    helper_drawn = _seed_drawn_by_helper(module, seeded)
+    if helper_drawn is not None:
+        seeding, draw, parameter = helper_drawn
+        return _Verdict(HELPER_DRAWN, Severity.WARNING, seeding.chunk, seeding.node, seeded, used, (), cause=seeding, drawn=(draw, parameter))
     drawn_seed = _drawn_seed(calls, seeded)
     if drawn_seed is not None:
         draw, seeding = drawn_seed
@@ -528,6 +556,65 @@ def _drawn_seed(calls: list[CallEvent], seeded: dict[str, list[CallEvent]]) -> t
             ):
                 return call, seeding
     return None
+
+
+def _seed_drawn_by_helper(module: ModuleView, seeded: dict[str, list[CallEvent]]) -> tuple[CallEvent, AssignEvent, str] | None:
+    """(the call, the draw, the parameter) for a call of this file to a seeding helper of the project whose seed
+    parameter defaults to None (or 0) and which, when it is missing (`if not seed:`, `if seed is None:`), binds it
+    to a number drawn at random: called without that argument, it seeds every launch with a new seed."""
+    for seeding in {id(call): call for calls in seeded.values() for call in calls}.values():
+        function = seeding.function
+        if function is None or seeding.chunk.origin != module.origin or any(arg.star for arg in seeding.arg_nodes):
+            continue
+        analysis = function.analysis(module.summary)
+        if analysis is None:
+            continue
+        for parameter in _defaults_to_missing(function.node):
+            if argument_passed(seeding, function, parameter) is not None:
+                continue
+            draw = next((
+                event for event in analysis.events
+                if isinstance(event, AssignEvent) and event.targets == (parameter,) and _tests(event, parameter)
+                and event.value_node is not None and _draws_a_number(module, analysis, event.value_node)
+            ), None)
+            if draw is not None:
+                return seeding, draw, parameter
+    return None
+
+
+def _tests(event: AssignEvent, parameter: str) -> bool:
+    """The assignment runs under a condition that reads the parameter (`if not seed:`, `if seed is None:`)."""
+    return any(
+        condition.test is not None and condition.branch == "if"
+        and any(isinstance(node, cst.Name) and node.value == parameter for node in _walk(condition.test))
+        for condition in event.context.conditions
+    )
+
+
+def _defaults_to_missing(function: cst.FunctionDef) -> list[str]:
+    """The parameters whose default is None or 0."""
+    params = function.params
+    return [
+        param.name.value for param in (*params.params, *params.kwonly_params)
+        if param.default is not None and (
+            (isinstance(param.default, cst.Name) and param.default.value == "None")
+            or (isinstance(param.default, cst.Integer) and param.default.value == "0")
+        )
+    ]
+
+
+def _draws_a_number(module: ModuleView, analysis, value: cst.BaseExpression) -> bool:
+    """The expression draws from a generator, or calls a function of the project that does (`random_seed()`)."""
+    nodes = {id(node) for node in _walk(value)}
+    for call in analysis.calls():
+        if id(call.node) not in nodes:
+            continue
+        if _draw(call) is not None:
+            return True
+        inner = call.function.analysis(module.summary) if call.function is not None else None
+        if inner is not None and any(_draw(nested) is not None for nested in calls_in(inner, None)):
+            return True
+    return False
 
 
 def _run_start(module: ModuleView, training: list[CallEvent]) -> tuple[ParsedChunk, cst.CSTNode]:
@@ -1472,6 +1559,54 @@ UnseededRun.MUST_FIRE = (
         """,
         at="    model = TextCNN(30000, 128, 2).cuda()",
     ),
+    Fires(  # the project's helper draws a seed when handed none, and the script hands it none
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from common.utils import seed_everything
+
+
+        def main(dataset, epochs):
+            seed_everything()
+            model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.Dropout(0.1), torch.nn.Linear(64, 2))
+            optimizer = torch.optim.AdamW(model.parameters())
+            for epoch in range(epochs):
+                for x, y in DataLoader(dataset, batch_size=16, shuffle=True):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(torch.load("data.pt"), 10)
+        """,
+        files={
+            "common/__init__.py": "",
+            "common/utils.py": """
+                import random
+                from typing import Optional
+
+                import numpy as np
+                import torch
+
+
+                def random_seed() -> int:
+                    return random.randint(0, 2**31 - 1)
+
+
+                def seed_everything(seed: Optional[int] = None) -> int:
+                    if seed is None:
+                        seed = random_seed()
+                    random.seed(seed)
+                    np.random.seed(seed)
+                    torch.manual_seed(seed)
+                    return seed
+            """,
+        },
+        at="    seed_everything()",
+    ),
 )
 
 UnseededRun.MUST_NOT_FIRE = (
@@ -1938,5 +2073,47 @@ UnseededRun.MUST_NOT_FIRE = (
                     loss.backward()
                     optimizer.step()
         """
+    ),
+    Quiet(  # the same helper, handed the seed the command line gives (it draws one only when none is given)
+        """
+        import argparse
+
+        import torch
+
+        from common.utils import seed_everything
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--seed", type=int, default=None)
+            args = parser.parse_args()
+            seed_everything(args.seed)
+            model = torch.nn.Linear(32, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loss = model(torch.randn(4, 32)).sum()
+            loss.backward()
+            optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "common/__init__.py": "",
+            "common/utils.py": """
+                import random
+
+                import numpy as np
+                import torch
+
+
+                def seed_everything(seed=None):
+                    if seed is None:
+                        seed = random.randint(0, 2**31 - 1)
+                    random.seed(seed)
+                    np.random.seed(seed)
+                    torch.manual_seed(seed)
+            """,
+        },
     ),
 )
