@@ -28,7 +28,7 @@ for as long as the program is (``KeptResult.program``, ``ModuleAnalysis.program`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Reads:
         self.scope = scope
         self.whole_module = False
         self.text = False  # read the module's text beyond the statement's own unbroken lines
-        self.facts: dict[str, Any] = {}
+        self.facts: dict[Hashable, Any] = {}
         # Statements whose line numbers the rule read, with the first line and the revision each had then.
         self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         # Checking one scope: the functions whose flow it asked for, with the flow it got, and the
@@ -193,7 +193,7 @@ class KeptStatement:
         # the program the results that read beyond the statement were computed on (all the same one)
         self.program = next((result.program for result in results.values() if result.program is not None), None)
         # What all of them depend on together: checked once, they can be kept at once.
-        self.facts: dict[str, Any] = {}
+        self.facts: dict[Hashable, Any] = {}
         placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         calls: dict[object, tuple[CallEvent, ...]] = {}
         for result in results.values():
@@ -365,7 +365,7 @@ def same_calls(now: Sequence[CallEvent], then: Sequence[CallEvent], kept: frozen
     )
 
 
-def note_fact(name: str, value: Any) -> None:
+def note_fact(name: Hashable, value: Any) -> None:
     reads = getattr(_local, "reads", None)
     if reads is not None:
         reads.facts[name] = value
