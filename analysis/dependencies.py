@@ -297,17 +297,27 @@ def note_flows(read: Sequence[tuple[FunctionInfo, ScopeAnalysis | None]]) -> Non
             flows.setdefault(function, analysis)
 
 
-def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T]) -> T:
+def kept_with_scope(
+    scope: ScopeAnalysis, key: object, compute: Callable[[], T], none_found: Callable[[ScopeAnalysis], bool] | None = None,
+) -> T:
     """A value computed from one scope's flow and the flows of the local functions it asks for, kept
     with the scope (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty) while
     those functions have the same flows: a key elsewhere in the file asks it again of a kept scope.
     What computing it read counts for the running rule each time it is asked; a value whose
     computation read anything else beyond the scope (a module-wide value, another statement's lines)
-    is computed again at every ask."""
+    is computed again at every ask. With ``none_found`` (asked of a function's new flow: nothing it
+    follows is what the value looks for), an empty value is also kept while every function whose
+    flow changed finds none, as ``flows_hold`` keeps a scope's result that found nothing."""
     kept = scope.followed.get(key)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
         note_flows(kept[1])  # what asking for them again would have recorded
         return kept[0]
+    if kept is not None and none_found is not None and not kept[0]:
+        flows = _none_found_still(kept[1], none_found)
+        if flows is not None:
+            scope.followed[key] = (kept[0], flows)
+            note_flows(flows)
+            return kept[0]
     outer = getattr(_local, "reads", None)
     captured = _local.reads = Reads(scope.chunk, scope)
     try:
@@ -322,6 +332,26 @@ def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T])
         scope.followed[key] = (value, flows)
     note_flows(flows)
     return value
+
+
+def _none_found_still(
+    flows: tuple[tuple[FunctionInfo, ScopeAnalysis | None], ...], none_found: Callable[[ScopeAnalysis], bool],
+) -> tuple[tuple[FunctionInfo, ScopeAnalysis | None], ...] | None:
+    """The flows an empty kept value read, as they are now, with those each changed one follows, if every
+    function whose flow changed finds none of what the value looks for (``none_found``); else None. What
+    the scope follows now is what it followed before through the flows that did not change, and through a
+    changed one part of what that one follows on its own (as deep or less, past fewer functions already
+    on the way)."""
+    now = dict(flows)
+    for function, analysis in flows:
+        current = function._analysis
+        if current is analysis:
+            continue
+        if current is None or not none_found(current):
+            return None
+        now[function] = current
+        now.update(current.followed["events"][1])
+    return tuple(now.items())
 
 
 def _replay(captured: Reads, outer: Reads | None) -> None:
