@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import libcst as cst
@@ -77,7 +77,7 @@ class ModuleView(Protocol):
 
     # values a rule computes once per file
     def module_wide(self, key: str, compute: Callable[[Self], T]) -> T: ...
-    def module_fact(self, key: str, compute: Callable[[Self], T]) -> T: ...
+    def module_fact(self, key: Hashable, compute: Callable[[Self], T]) -> T: ...
     def calls_indexed(self, key: str, compute: Callable[[Self], dict[Any, list[CallEvent]]], entry: object) -> list[CallEvent]: ...
 
 

@@ -28,7 +28,7 @@ for as long as the program is (``KeptResult.program``, ``ModuleAnalysis.program`
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Reads:
         self.scope = scope
         self.whole_module = False
         self.text = False  # read the module's text beyond the statement's own unbroken lines
-        self.facts: dict[str, Any] = {}
+        self.facts: dict[Hashable, Any] = {}
         # Statements whose line numbers the rule read, with the first line and the revision each had then.
         self.placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         # Checking one scope: the functions whose flow it asked for, with the flow it got, and the
@@ -193,7 +193,7 @@ class KeptStatement:
         # the program the results that read beyond the statement were computed on (all the same one)
         self.program = next((result.program for result in results.values() if result.program is not None), None)
         # What all of them depend on together: checked once, they can be kept at once.
-        self.facts: dict[str, Any] = {}
+        self.facts: dict[Hashable, Any] = {}
         placed: dict[int, tuple[ParsedChunk, int, int]] = {}
         calls: dict[object, tuple[CallEvent, ...]] = {}
         for result in results.values():
@@ -297,17 +297,27 @@ def note_flows(read: Sequence[tuple[FunctionInfo, ScopeAnalysis | None]]) -> Non
             flows.setdefault(function, analysis)
 
 
-def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T]) -> T:
+def kept_with_scope(
+    scope: ScopeAnalysis, key: object, compute: Callable[[], T], none_found: Callable[[ScopeAnalysis], bool] | None = None,
+) -> T:
     """A value computed from one scope's flow and the flows of the local functions it asks for, kept
     with the scope (``ScopeAnalysis.followed``, which a new walk or a resumed one starts empty) while
     those functions have the same flows: a key elsewhere in the file asks it again of a kept scope.
     What computing it read counts for the running rule each time it is asked; a value whose
     computation read anything else beyond the scope (a module-wide value, another statement's lines)
-    is computed again at every ask."""
+    is computed again at every ask. With ``none_found`` (asked of a function's new flow: nothing it
+    follows is what the value looks for), an empty value is also kept while every function whose
+    flow changed finds none, as ``flows_hold`` keeps a scope's result that found nothing."""
     kept = scope.followed.get(key)
     if kept is not None and all(function._analysis is analysis for function, analysis in kept[1]):
         note_flows(kept[1])  # what asking for them again would have recorded
         return kept[0]
+    if kept is not None and none_found is not None and not kept[0]:
+        flows = _none_found_still(kept[1], none_found)
+        if flows is not None:
+            scope.followed[key] = (kept[0], flows)
+            note_flows(flows)
+            return kept[0]
     outer = getattr(_local, "reads", None)
     captured = _local.reads = Reads(scope.chunk, scope)
     try:
@@ -322,6 +332,26 @@ def kept_with_scope(scope: ScopeAnalysis, key: object, compute: Callable[[], T])
         scope.followed[key] = (value, flows)
     note_flows(flows)
     return value
+
+
+def _none_found_still(
+    flows: tuple[tuple[FunctionInfo, ScopeAnalysis | None], ...], none_found: Callable[[ScopeAnalysis], bool],
+) -> tuple[tuple[FunctionInfo, ScopeAnalysis | None], ...] | None:
+    """The flows an empty kept value read, as they are now, with those each changed one follows, if every
+    function whose flow changed finds none of what the value looks for (``none_found``); else None. What
+    the scope follows now is what it followed before through the flows that did not change, and through a
+    changed one part of what that one follows on its own (as deep or less, past fewer functions already
+    on the way)."""
+    now = dict(flows)
+    for function, analysis in flows:
+        current = function._analysis
+        if current is analysis:
+            continue
+        if current is None or not none_found(current):
+            return None
+        now[function] = current
+        now.update(current.followed["events"][1])
+    return tuple(now.items())
 
 
 def _replay(captured: Reads, outer: Reads | None) -> None:
@@ -365,7 +395,7 @@ def same_calls(now: Sequence[CallEvent], then: Sequence[CallEvent], kept: frozen
     )
 
 
-def note_fact(name: str, value: Any) -> None:
+def note_fact(name: Hashable, value: Any) -> None:
     reads = getattr(_local, "reads", None)
     if reads is not None:
         reads.facts[name] = value

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -75,8 +75,8 @@ class ModuleAnalysis:
         self._all_scopes: list[ScopeAnalysis] | None = None
         self._backward_calls: list[CallEvent] | None = None
         self._ddp_wraps: list[CallEvent] | None = None
-        self._module_wide: dict[str, object] = {}
-        self._module_wide_text: set[str] = set()  # the keys of those computed from the text
+        self._module_wide: dict[Hashable, object] = {}
+        self._module_wide_text: set[Hashable] = set()  # the keys of those computed from the text
         # The analysed program: every statement's tree. Kept by an edit that changes no tree (a key
         # typed on a line that stays broken, blanked in its statement's tree), new for any other.
         self.program = object()
@@ -661,7 +661,7 @@ class ModuleAnalysis:
             note_whole_text()  # computed from the text: so is what this reader makes of it
         return value
 
-    def module_fact(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
+    def module_fact(self, key: Hashable, compute: Callable[[ModuleAnalysis], T]) -> T:
         """A small module-wide value (a line, a count, an index) that a rule's findings depend on.
 
         Recorded with its value rather than as a module-wide read: findings computed with it are
@@ -681,7 +681,7 @@ class ModuleAnalysis:
         dependencies.note_calls((key, compute, entry), calls)
         return calls
 
-    def _module_wide_unrecorded(self, key: str, compute: Callable[[ModuleAnalysis], T]) -> T:
+    def _module_wide_unrecorded(self, key: Hashable, compute: Callable[[ModuleAnalysis], T]) -> T:
         if key not in self._module_wide:
             before = text_reads()
             self._module_wide[key] = compute(self)

@@ -269,8 +269,19 @@ def loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) 
     """
     qualified = getattr(predicate, "__qualname__", "<>")
     if "<" not in qualified and "." not in qualified:
-        return kept_with_scope(scope, (loops_running, predicate), lambda: _loops_running(scope, predicate))
+        # none found: kept while each function walked again follows no matching call either
+        matching = _CALLS_MATCHING.get(predicate)
+        if matching is None:
+            matching = _CALLS_MATCHING[predicate] = lambda event: isinstance(event, CallEvent) and predicate(event)
+        return kept_with_scope(
+            scope, (loops_running, predicate), lambda: _loops_running(scope, predicate), lambda flow: follows_none(flow, matching),
+        )
     return _loops_running(scope, predicate)
+
+
+# ``loops_running``'s predicates (module-level functions) as questions of any event, one object each: ``follows_none``
+# keeps its answer under the question it was asked.
+_CALLS_MATCHING: dict[Callable[[CallEvent], bool], Callable[[Event], bool]] = {}
 
 
 def _loops_running(scope: ScopeAnalysis, predicate: Callable[[CallEvent], bool]) -> dict[Loop, CallEvent]:

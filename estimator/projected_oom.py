@@ -29,6 +29,10 @@ class ProjectedOom(Rule):
         gpu = ctx.settings.target_gpu if ctx.settings is not None else None
         if not gpu:
             return
+        # Only the statement the model is read from can be reported: every other statement's (empty)
+        # result is kept while the model is read from the same statement, not recomputed at each key.
+        if ctx.module.module_fact("TL601 model statement", _model_statement) != ctx.chunk.index:
+            return
         from .reading import read_inputs
 
         read = ctx.module.module_wide("TL601 inputs", read_inputs)
@@ -57,6 +61,18 @@ class ProjectedOom(Rule):
             chunk=model.chunk,
             help=f"run `trainlint estimate {ctx.module.path} --gpu {gpu}` for the breakdown and every remedy",
         )
+
+
+def _model_statement(module) -> int | None:
+    """The index of the statement of this file the script's model is read from (None: none, or another file's)."""
+    from .reading import read_inputs
+
+    read = module.module_wide("TL601 inputs", read_inputs)
+    model = read.model or read.local_model_class
+    if model is None or model.node is None or model.chunk is None:
+        return None
+    index = model.chunk.index
+    return index if index < len(module.chunks) and module.chunks[index] is model.chunk else None
 
 
 def _report(module, read, gpu: str):

@@ -96,11 +96,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeGuard
 
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.libraries import (
@@ -640,7 +642,7 @@ class GradEnabledEval(Rule):
             if dropped is not None and _collected_detached(scope, forward, dropped):
                 continue  # TL101's fix wrote this: the rules agree on one fix for outputs kept across the loop
             # a function that trains runs with grad on wherever it is called from
-            if dropped is not None and (info is None or training is not None or _run_by_this_file(module, info, set())):
+            if dropped is not None and (info is None or training is not None or _runs_from_this_file(module, info)):
                 self._report_unused_graph(ctx, scope, forward, dropped, training)
                 return True
             if dropped is not None and unknown is None and not _built_on_the_spot(module, scope, forward):
@@ -883,7 +885,7 @@ class GradEnabledEval(Rule):
         if _trains(calls) or _disables_grad(scope, calls) or _grad_disabled_globally(module):
             return False
         served = _served_per_request(ctx, info)
-        script = served is None and _run_by_this_file(module, info, set())
+        script = served is None and _runs_from_this_file(module, info)
         if served is None and not script:
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
@@ -1141,7 +1143,7 @@ def _grad_known_on(module: ModuleView, scope: ScopeAnalysis) -> bool:
     info = scope.function
     if info is None:
         return True
-    return any(is_optimizer_step(call) for call in calls_in(scope, None)) or _run_by_this_file(module, info, set())
+    return any(is_optimizer_step(call) for call in calls_in(scope, None)) or _runs_from_this_file(module, info)
 
 
 def _is_eval_data(iterable_text: str) -> bool:
@@ -1439,8 +1441,17 @@ def _only_called_without_grad(ctx: RuleContext, info) -> bool:
 
 
 def _passed_around(module: ModuleView, info) -> bool:
-    """The function is referenced without being called (a callback, a registry): its caller is unknown."""
-    return any(info.name in _names_not_called(chunk) for chunk in module.chunks if chunk.module is not None)
+    """The function is referenced without being called (a callback, a registry): its caller is unknown.
+    Recorded as a fact of its name, so a result that asked it is kept while the answer stays the same."""
+    return module.module_fact(f"TL102 passed around: {info.name}", partial(_named_as_a_value, info.name))
+
+
+def _named_as_a_value(name: str, module: ModuleView) -> bool:
+    return name in module.module_wide("TL102 names not called", _every_name_not_called)
+
+
+def _every_name_not_called(module: ModuleView) -> frozenset[str]:
+    return frozenset().union(*(_names_not_called(chunk) for chunk in module.chunks if chunk.module is not None))
 
 
 def _names_not_called(chunk) -> frozenset[str]:
@@ -1494,7 +1505,7 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
     info = scope.function
     if module.module_fact("TL102 the program trains", _program_trains):
         return None
-    if info is not None and not _run_by_this_file(module, info, set()):
+    if info is not None and not _runs_from_this_file(module, info):
         return None
     if info is None:  # a script's model is switched (or loaded) by another top-level statement
         switched = module.module_fact("TL102 switched to eval at module level", _switched_at_module_level)
@@ -1663,6 +1674,17 @@ def _text(call: CallEvent) -> str:
     return quoted(call.chunk, call.node)
 
 
+def _runs_from_this_file(module, info) -> bool:
+    """``_run_by_this_file`` of a function of the checked file, recorded as a fact of the function: a result
+    that asked it holds while the answer does, whatever the callers it went through read (a key in the
+    function that calls it, which walks that function again, rarely changes the answer)."""
+    return module.module_fact(("TL102 run by this file", info), partial(_run_by_this_file_alone, info))
+
+
+def _run_by_this_file_alone(info, module) -> bool:
+    return _run_by_this_file(module, info, set())
+
+
 def _run_by_this_file(module, info, seen: set[int]) -> bool:
     """The function runs as part of this file's own program with grad on: called from module level (a
     script's `main()`) or from a function that steps an optimizer (no caller turns grad off around
@@ -1714,7 +1736,8 @@ def _entry_points(module: ModuleView) -> frozenset[str]:
 
 
 def _steps_optimizer(scope: ScopeAnalysis) -> bool:
-    return any(is_optimizer_step(call) for call in calls_in(scope, None))
+    # kept with the scope: asked of a long caller once for each function it calls (``_run_by_this_file``)
+    return kept_with_scope(scope, "TL102 steps an optimizer", lambda: any(is_optimizer_step(call) for call in calls_in(scope, None)))
 
 
 def _built_on_the_spot(module: ModuleView, scope: ScopeAnalysis, forward: CallEvent) -> bool:
