@@ -886,23 +886,20 @@ def _run_for_inference(ctx: RuleContext, call: CallEvent) -> bool:
     return call.scope.function is None or not graph_kept(call.scope, call.node)
 
 
-def _runs_named(ctx: RuleContext, call: CallEvent, key: str) -> bool:
-    """``call`` runs the model named ``key``: it calls it, or hands it to a function of the workspace that calls
-    it or hands it on."""
+def _runs_named(ctx: RuleContext, call: CallEvent, key: str, depth: int = 3) -> bool:
+    """``call`` runs the model named ``key``: it calls it, or hands it to a function of the workspace that runs it
+    (itself or through the functions it hands it on to). Handed only to functions that index it or read its keys, as
+    a checkpoint converter does with what ``torch.load`` returned, it is data, not a model that runs."""
     if call.method is None and call.receiver_key == key:
         return True
     function = call.function
-    if function is None or not any(call.chunk.code_for(arg.value) == key for arg in call.arg_nodes if not arg.star):
+    if depth == 0 or function is None or not any(call.chunk.code_for(arg.value) == key for arg in call.arg_nodes if not arg.star):
         return False
     inner = function.analysis(ctx.summary)
     if inner is None:
         return False
     parameters = [name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key]
-    return any(
-        other.receiver_key in parameters and other.method is None
-        or any(other.chunk.code_for(arg.value) in parameters for arg in other.arg_nodes)
-        for other in inner.calls()
-    )
+    return any(_runs_named(ctx, other, parameter, depth - 1) for other in inner.calls() for parameter in parameters)
 
 
 def _trained_in_loop(forward: CallEvent, calls: list[CallEvent]) -> bool:
@@ -3169,6 +3166,31 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="model = torch.load(f)",
     ),
+    Fires(  # a restored whole module handed to a helper that hands it on to the function that runs it
+        """
+        import torch
+
+
+        def predict(net, images):
+            with torch.no_grad():
+                return net(images).argmax(dim=1)
+
+
+        def label_folder(net, folder):
+            images = torch.stack([torch.load(path) for path in sorted(folder.glob("*.pt"))])
+            return predict(net, images)
+
+
+        if __name__ == "__main__":
+            import sys
+            from pathlib import Path
+
+            classifier = torch.load(sys.argv[1], map_location="cpu")
+            print(label_folder(classifier, Path(sys.argv[2])).tolist())
+        """,
+        severity=Severity.NOTE,
+        at="print(label_folder(classifier, Path(sys.argv[2])).tolist())",
+    ),
     Fires(  # an evaluation helper handed its model runs it in the mode its caller (another file) left it in
         """
         import torch
@@ -3256,6 +3278,32 @@ MissingEvalMode.MUST_NOT_FIRE = (
                         print(epoch, evaluate(model, val_loader, "cuda"))
             """,
         },
+    ),
+    Quiet(  # a checkpoint converter: what torch.load returns is a state dict its helpers index and rename
+        """
+        import argparse
+
+        import torch
+
+
+        def rename_keys(state_dict, old_prefix, new_prefix):
+            return {key.replace(old_prefix, new_prefix, 1): value for key, value in state_dict.items()}
+
+
+        def convert_unet(checkpoint, config):
+            converted = rename_keys(checkpoint, "model.diffusion_model.", "")
+            converted["config"] = config
+            return converted
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--checkpoint_path", required=True)
+            parser.add_argument("--dump_path", required=True)
+            args = parser.parse_args()
+            checkpoint = torch.load(args.checkpoint_path, map_location="cpu")
+            torch.save(convert_unet(checkpoint, {"sample_size": 64}), args.dump_path)
+        """,
     ),
     Quiet(  # a probe of activation statistics on random input: no data is inferred
         """
