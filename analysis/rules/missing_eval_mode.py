@@ -43,8 +43,9 @@ built it, with the checkpoint or dropout rate it was given as a literal, a modul
 command-line option's default.
 
 A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
-runs it in the mode its caller left: when no call of it in the workspace shows the model switched to eval first, a
-note saying so (not for a probe on random or constant input, nor when the helper switches some module's mode itself).
+runs it in the mode its caller left: when a call of it in the workspace hands the model in training mode or in a mode
+it does not show, a note saying so (not for a probe on random or constant input, nor when the helper switches some
+module's mode itself, nor for a helper no call of the workspace reaches: its callers are elsewhere).
 A model whose class is known but whose dropout lives in a part from another workspace file, at a rate its caller
 sets, is a note that names the part.
 
@@ -641,8 +642,8 @@ class MissingEvalMode(Rule):
         inference pass (``_inference_pass``: it trains nothing, and its forward of a batch feeds no backward) and
         never switches its mode: it runs in whatever mode its caller left, training mode after a training loop.
         What the model is and how each caller leaves it are not in the function: when every call of it this file
-        or the workspace's other files show switches the model to eval mode first it is quiet; otherwise a note
-        that says which of the two is unknown. A function that switches some module's mode manages what it runs as its
+        or the workspace's other files show switches the model to eval mode first it is quiet, and so it is when
+        none is in the workspace (an API whose callers are elsewhere); otherwise a note naming the calls that do not. A function that switches some module's mode manages what it runs as its
         model (another callable it is handed, a loss object, is no module); a module's own methods, a script's
         statements and a function a caller of this file hands a model are read by the other checks."""
         function = scope.function
@@ -673,11 +674,13 @@ class MissingEvalMode(Rule):
             if modes and (len(modes) < len(ctx.module.calls_of(function)) or any(mode != "eval" for mode, _, _ in modes)):
                 return  # a caller in this file hands it a model in a mode it shows (the main check reads it), or hides it
             modes += callers_elsewhere(ctx.summary, function, _passed_mode_reader(function, key, folder))
-            if modes and all(mode == "eval" for mode, _, _ in modes):
-                return  # every caller switches the model to eval mode first
+            if not modes or all(mode == "eval" for mode, _, _ in modes):
+                # every caller switches the model to eval mode first, or no call of it is in the workspace (an API
+                # whose callers, and the mode they hand it in, are elsewhere: nothing to show)
+                return
             unknown = [f"the call at {where} leaves it in {'training' if mode == 'train' else 'an unknown'} mode"
                        for mode, _, where in modes if mode != "eval"]
-            callers = "; " + ", ".join(unknown[:2]) if unknown else "; no call of it in the workspace shows the mode it is called in"
+            callers = "; " + ", ".join(unknown[:2])
             ctx.report(
                 forward.node,
                 f"`{function.name}` runs `{key}` for inference without switching it to eval mode: it runs in the mode its "
@@ -3303,6 +3306,16 @@ MissingEvalMode.MUST_NOT_FIRE = (
             args = parser.parse_args()
             checkpoint = torch.load(args.checkpoint_path, map_location="cpu")
             torch.save(convert_unet(checkpoint, {"sample_size": 64}), args.dump_path)
+        """,
+    ),
+    Quiet(  # a library's helper that no code of the workspace calls: how its callers hand the model in is not here
+        """
+        import torch
+
+
+        def embed_images(encoder, pixel_values, device):
+            features = encoder(pixel_values.to(device))
+            return (features / features.norm(dim=-1, keepdim=True)).cpu().numpy()
         """,
     ),
     Quiet(  # a probe of activation statistics on random input: no data is inferred
