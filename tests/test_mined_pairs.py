@@ -4,6 +4,7 @@ split into dev and test halves is the fixed one. No network and no mirrors: only
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,3 +76,53 @@ def test_a_finding_on_the_def_counts_where_its_evidence_points():
     assert reported_on_def.at((80, 81))
     assert not reported_on_def.at((80, 81), own_line_only=True)
     assert not reported_on_def.at((120,))
+
+
+def _commit_all(work: Path, message: str) -> str:
+    subprocess.run(["git", "-C", str(work), "add", "-A"], check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message],
+                   check=True, capture_output=True)
+    return subprocess.run(["git", "-C", str(work), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+TRAINS = """\
+import torch
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+HELPER = """\
+def describe(model):
+    return str(model)
+"""
+BROKEN = """\
+def describe(model)
+    return str(model)
+"""
+
+
+@pytest.mark.parametrize(("parent_text", "why"), [
+    (TRAINS, "silent"),  # the file trains, and the rule says nothing about it
+    (HELPER, "silent, no backward"),  # nothing in the file trains: what the bug touches lives elsewhere
+    (BROKEN, "not analysed"),  # the statement at the bug does not parse
+])
+def test_a_miss_says_why_without_showing_the_pair(tmp_path, parent_text, why):
+    work = tmp_path / "work"
+    work.mkdir()
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "train.py").write_text(parent_text, encoding="utf-8")
+    parent = _commit_all(work, "parent")
+    (work / "train.py").write_text(parent_text + "# fixed\n", encoding="utf-8")
+    commit = _commit_all(work, "fix")
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirrors / "owner+name" / "repo")], check=True)
+    pair = run.Pair(run.pair_id("owner/name", commit), "owner/name", commit, parent, "fix", "TL205", "a bug", "a test",
+                    (run.PairFile("train.py", (1, 2), (1, 2)),))
+    result = run.score(pair, mirrors, tmp_path / "trees")
+    assert not result.flagged and result.miss == why
+    assert run.summary([result])["rules"]["TL205"]["misses"] == {why: 1}

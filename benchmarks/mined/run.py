@@ -41,6 +41,7 @@ from pathlib import Path
 from split import DEV, TEST, half
 
 from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.engine_codes import NOT_ANALYSED, SYNTAX_ERROR
 from trainlint.analysis.findings import Severity
 from trainlint.analysis.registry import all_rules, forbid_local_plugins
 from trainlint.analysis.workspace import Workspace
@@ -242,6 +243,8 @@ class Tree:
         self.root = root.resolve()
         self._workspaces: dict[tuple[Path, ...], Workspace] = {}
         self.problems: list[str] = []
+        self.unchecked: dict[str, list[int]] = {}  # per file, the lines of its syntax errors and not-analysed notes
+        self.skipped: set[str] = set()  # files the tree's settings exclude, or where they drop the rule
 
     def config_for(self, file: Path) -> Config:
         """The nearest configuration at or above ``file``'s folder, inside the tree; else the defaults
@@ -268,6 +271,7 @@ class Tree:
         config = self.config_for(file)
         resolved = resolve_settings(config, Overrides(), file)
         if Exclusions(config.exclude, config.root).excludes(file, is_dir=False) or rule in resolved.analysis.dropped:
+            self.skipped.add(relative)
             return []  # `trainlint check TREE` skips the file, or drops the rule's findings in it
         roots = tuple(dict.fromkeys([self.root, config.root.resolve()]))
         workspace = self._workspaces.get(roots)
@@ -283,11 +287,14 @@ class Tree:
             if not notebook.is_python or not notebook.cells:
                 return []
             data = notebook.text.encode("utf-8")
-        hits = []
+        hits, unchecked = [], self.unchecked.setdefault(relative, [])
         for finding in analyze_source(data, str(file), resolved.analysis, workspace=workspace):
-            if finding.code != rule:
+            if finding.code not in (rule, SYNTAX_ERROR.code, NOT_ANALYSED.code):
                 continue
             line = notebook.file_position(finding.line, finding.column)[0] if notebook is not None else finding.line
+            if finding.code != rule:
+                unchecked.append(line)
+                continue
             evidence = tuple(item.line if notebook is None else notebook.file_position(item.line, 1)[0]
                              for item in finding.evidence if item.path is None)
             hits.append(Hit(line, finding.severity.label, evidence))
@@ -309,6 +316,7 @@ class Result:
     parent_hits: list[Hit] = field(default_factory=list)  # the rule's findings near the bug
     fix_hits: list[Hit] = field(default_factory=list)  # its warnings and errors near the fix
     problems: list[str] = field(default_factory=list)
+    miss: str = ""  # why a pair not flagged at warning/error was missed (MISSES' keys)
 
     def as_json(self) -> dict:
         return {
@@ -316,7 +324,7 @@ class Result:
             "half": self.pair.half, "flagged": self.flagged, "flagged_on_own_line": self.flagged_on_own_line,
             "flagged_with_notes": self.flagged_with_notes,
             "fix_quiet": self.fix_quiet, "parent_hits": [hit.__dict__ for hit in self.parent_hits],
-            "fix_hits": [hit.__dict__ for hit in self.fix_hits], "problems": self.problems,
+            "fix_hits": [hit.__dict__ for hit in self.fix_hits], "problems": self.problems, "miss": self.miss,
         }
 
 
@@ -332,12 +340,14 @@ def score(pair: Pair, mirrors: Path, work: Path) -> Result:
     except subprocess.CalledProcessError as error:
         result.problems.append(f"git failed: {error.stderr.decode(errors='replace').strip()}")
         return result
+    parent_findings: dict[str, list[Hit]] = {}
     for file in pair.files:
         parent_hits = parent.findings(file.path, pair.rule)
         fix_hits = fix.findings(file.path, pair.rule)
         if parent_hits is None:
             result.problems.append(f"{file.path} is not in the parent's tree")
         else:
+            parent_findings[file.path] = parent_hits
             found = near(parent_hits, file.parent_lines, Severity.NOTE)
             result.parent_hits += found
             result.flagged_on_own_line |= any(
@@ -349,7 +359,38 @@ def score(pair: Pair, mirrors: Path, work: Path) -> Result:
     result.flagged_with_notes = bool(result.parent_hits)
     result.flagged = any(Severity.parse(hit.severity) >= Severity.WARNING for hit in result.parent_hits)
     result.fix_quiet = not result.fix_hits
+    if not result.flagged:
+        result.miss = _miss(result, parent, parent_findings)
     return result
+
+
+MISSES = {
+    "problem": "the pair could not be scored (a mirror, a commit or a file missing)",
+    "note only": "a note of the rule near the bug, no warning or error",
+    "settings": "the project's own trainlint settings exclude the file or drop the rule",
+    "not analysed": "a syntax error or a not-analysed note (TL000/TL002) within 3 lines of the bug",
+    "reported elsewhere": "the rule warns in the pair's files, but not near the bug",
+    "silent": "no warning or error of the rule anywhere in the pair's files, which call backward()",
+    "silent, no backward": "no warning or error of the rule, and no backward() call in the pair's files (training elsewhere)",
+}
+
+
+def _miss(result: Result, parent: Tree, parent_findings: dict[str, list[Hit]]) -> str:
+    """Why a pair was not flagged, from what the parent's analysis showed: counts of these say where
+    the misses of a half lie without showing any of its pairs."""
+    if result.problems and not parent_findings:
+        return "problem"
+    if result.flagged_with_notes:
+        return "note only"
+    if parent.skipped:
+        return "settings"
+    lines = {file.path: file.parent_lines for file in result.pair.files}
+    if any(abs(line - n) <= NEAR for path, found in parent.unchecked.items() for line in found for n in lines.get(path, ())):
+        return "not analysed"
+    if any(Severity.parse(hit.severity) >= Severity.WARNING for hits in parent_findings.values() for hit in hits):
+        return "reported elsewhere"
+    texts = (parent.root / path for path in parent_findings)
+    return "silent" if any("backward(" in text.read_text(errors="replace") for text in texts) else "silent, no backward"
 
 
 # ---------------------------------------------------------------------------- --check
@@ -412,6 +453,10 @@ def table(results: list[Result]) -> list[str]:
     rows.append(_row("**all**", results))
     own_line = sum(result.flagged_on_own_line for result in results)
     rows.append(f"\n(flagged at warning/error by the finding's own line alone, evidence lines not counted: {own_line})")
+    misses = collections.Counter(result.miss for result in results if not result.flagged)
+    if misses:
+        rows.append("\nNot flagged at warning/error, by why:")
+        rows += [f"- {kind}: {misses[kind]} ({MISSES[kind]})" for kind in MISSES if misses[kind]]
     return rows
 
 
@@ -438,6 +483,7 @@ def summary(results: list[Result]) -> dict:
             "flagged_on_own_line": sum(r.flagged_on_own_line for r in group),
             "flagged_with_notes": sum(r.flagged_with_notes for r in group), "fixes_quiet": sum(r.fix_quiet for r in group),
             "repositories": len({r.pair.repository.lower() for r in group}),
+            "misses": dict(collections.Counter(r.miss for r in group if not r.flagged)),
         }
 
     return {"all": counts(results), "rules": {rule: counts(group) for rule, group in sorted(by_rule.items())}}
