@@ -17,7 +17,11 @@ first backward follows a clearing of its own gradients, as two may clear each ot
 The body of a loop or a step function is read round: a clearing right before the step with the
 backward after it (`optimizer.zero_grad(); optimizer.step(); loss.backward()`) hands each step the
 gradients it has just cleared. A model's `zero_grad()` clears what the optimizer built over its
-parameters steps, and a loop over several optimizers clears or steps each of them once.
+parameters steps, and a loop over several optimizers clears or steps each of them once. Zeroing each
+parameter's gradient in a loop over them all (`for p in model.parameters(): p.grad = None`, over an
+optimizer's `param_groups`, in a helper the step calls) is one `zero_grad()`; a loop over a part of the
+model (`model.embeddings.parameters()`) or one that picks parameters by name holds that part still on
+purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing.
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
@@ -27,10 +31,12 @@ With accumulation, clear only where you step.
 from __future__ import annotations
 
 import builtins
+import re
 from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -574,16 +580,86 @@ def _adds_to_grad(event: Event) -> TypeGuard[CallEvent]:
 
 
 def _runs_outside_loops(item: Item) -> bool:
-    """Events the scope runs once per call: outside its loops and the loops of the helpers it calls."""
+    """Events the scope runs once per call: outside its loops and the loops of the helpers it calls (but for a
+    clearing that zeroes every parameter's gradient one by one)."""
     event, chain = item
-    return not event.context.loops and not any(link.context.loops for link in chain)
+    return (not event.context.loops and not any(link.context.loops for link in chain)) or _zeroes_every_parameter(item, None)
+
+
+def _zeroes_every_parameter(item: Item, loop: Loop | None) -> bool:
+    """A gradient zeroed in loops over the parameters, here or in a helper the iteration calls (`for p in
+    model.parameters(): p.grad = None`, `for group in optimizer.param_groups: for p in group["params"]:
+    p.grad.data.zero_()`): the loops run for every parameter, so the clearing is one `zero_grad()`. Only
+    zeroing counts (`None`, `zero_()`, `fill_(0)`): writing other gradients in (`p.grad = synced`) is how
+    gradients are set by hand, not cleared."""
+    event, chain = item
+    if not _zeroes_a_gradient(event):
+        return False
+    site = chain[0] if chain else event
+    outer = site.context.loops
+    if loop is not None:
+        outer = outer[outer.index(loop) + 1:] if loop in outer else ()
+    links = (*chain[1:], event) if chain else ()
+    inner = (*outer, *(nested for link in links for nested in link.context.loops))
+    if not inner or not all(_over_parameters(nested) for nested in inner):
+        return False
+    tests = [*site.context.conditions, *(condition for link in links for condition in link.context.conditions)]
+    return all(_guards_the_gradient(condition) for condition in tests if condition.loop in inner)
+
+
+def _zeroes_a_gradient(event: Event) -> bool:
+    if isinstance(event, AssignEvent):
+        return (any(key.endswith(".grad") for key in event.targets) and isinstance(event.value_node, cst.Name)
+                and event.value_node.value == "None")
+    if not isinstance(event, CallEvent) or not is_gradient_key(event.receiver_key):
+        return False
+    if event.method == "zero_":
+        return True
+    zero = event.arg_nodes[0].value if event.method == "fill_" and len(event.arg_nodes) == 1 else None
+    return isinstance(zero, (cst.Integer, cst.Float)) and float(zero.value) == 0
+
+
+def _over_parameters(loop: Loop) -> bool:
+    """A `for` whose body runs for every parameter: over `parameters()`, `named_parameters()`, an optimizer's
+    `param_groups` or a group's `["params"]` (torch.optim's layout: each group a dict holding its "params")."""
+    return isinstance(loop.node, cst.For) and _PARAMETER_ITERABLE.search(loop.iterable_text) is not None
+
+
+_PARAMETER_ITERABLE = re.compile(r"""(\.(named_)?parameters\([^()]*\)|\.param_groups|\[\s*["']params["']\s*\])\s*$""")
+
+
+def _iterates_what_steps(loop: Loop, step: CallEvent, trained: str | None) -> bool:
+    """The loop goes over all the parameters the step updates: the stepped optimizer's `param_groups`, or the
+    parameters of the model it was built over (when the flow saw it built), of a whole model otherwise
+    (`model.parameters()`, `self.net.module.parameters()`; not a part, `model.encoder.parameters()`, which a
+    script may clear on purpose to hold that part still)."""
+    iterated = loop.iterable_text
+    if iterated.endswith(".param_groups"):
+        stepped = _optimizer_key(step)
+        return stepped is None or iterated.removesuffix(".param_groups") == stepped
+    owner = re.sub(r"\.(named_)?parameters\([^()]*\)\s*$", "", iterated)
+    if owner == iterated:
+        return True  # a group's `["params"]`, inside a loop over `param_groups` that was read above
+    owner = owner.removesuffix(".module")
+    return owner == trained if trained is not None else re.fullmatch(r"(self\.)?\w+", owner) is not None
+
+
+def _guards_the_gradient(condition: Condition) -> bool:
+    """`if p.grad is not None:` inside a loop over the parameters: it skips parameters that have no gradient to
+    clear, so the clearing still runs wherever there is one."""
+    return (condition.loop is not None and _over_parameters(condition.loop) and condition.branch == "if"
+            and condition.test is not None
+            and any(isinstance(node, cst.Attribute) and node.attr.value == "grad" for node in walk(condition.test)))
 
 
 def _runs_in_iteration(item: Item, loop: Loop) -> bool:
     """Events of this loop's own iterations, not of loops nested in it, but for the clearing or the step
-    of a loop over several optimizers (`for opt in optimizers: opt.zero_grad()`), which runs once too."""
+    of a loop over several optimizers (`for opt in optimizers: opt.zero_grad()`), which runs once too, and
+    a clearing that zeroes every parameter's gradient one by one."""
     event, chain = item
     site = chain[0] if chain else event
+    if loop in site.context.loops and _zeroes_every_parameter(item, loop):
+        return True
     loops = site.context.loops
     if loops and loops[-1] is not loop and len(loops) >= 2 and loops[-2] is loop and isinstance(site, CallEvent):
         return not chain and _over_optimizers(loops[-1], site)
@@ -679,9 +755,12 @@ def _clears_for(clear: Event, step: CallEvent, items: list[Item]) -> bool:
     """The clearing empties the gradients the step reads: the same optimizer, or with one optimizer stepped, any
     clearing of a model; or the model whose parameters the stepped optimizer was built over (`netD.zero_grad()` and
     `optimizerD = Adam(netD.parameters())`)."""
+    trained = _model_stepped(step)
+    over = next((loop for loop in clear.context.loops if _over_parameters(loop)), None)
+    if over is not None and _zeroes_a_gradient(clear):  # every parameter of what, the stepped model's or a part's?
+        return _iterates_what_steps(over, step, trained) and _same_gradients(clear, step, items)
     if _same_gradients(clear, step, items):
         return True
-    trained = _model_stepped(step)
     return trained is not None and _clears_a_model(clear) and isinstance(clear, CallEvent) and clear.receiver_key == trained
 
 
@@ -731,13 +810,13 @@ def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
     """The clearing call empties the gradients this step reads."""
     if _engines_optimizer(clear, step, items):
         return True
-    cleared = _optimizer_key(clear)
+    cleared = None if _zeroes_a_gradient(clear) else _optimizer_key(clear)  # `p.grad.zero_()` names no optimizer
     stepped = _optimizer_key(step)
     if cleared is not None and stepped is not None:
         return cleared == stepped
-    # `model.zero_grad()`, `p.grad = None`: the same gradients when the loop steps one optimizer only
+    # `model.zero_grad()`, `p.grad = None`, `p.grad.zero_()`: the same gradients when the loop steps one optimizer only
     steppers = {_optimizer_key(event) for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)}
-    return len(steppers) == 1 and (isinstance(clear, AssignEvent) or _clears_a_model(clear))
+    return len(steppers) == 1 and (isinstance(clear, AssignEvent) or _clears_a_model(clear) or _zeroes_a_gradient(clear))
 
 
 def _engines_optimizer(clear: Event, step: CallEvent, items: list[Item]) -> bool:
@@ -772,7 +851,7 @@ def _clears_a_model(event: Event) -> bool:
 
 def _runs_whenever(clear: Item, step: Item, loop: Loop | None) -> bool:
     """The clearing runs on every iteration on which the step runs."""
-    needed = set(map(id, path_conditions(*clear, loop)))
+    needed = {id(condition) for condition in path_conditions(*clear, loop) if not _guards_the_gradient(condition)}
     return needed <= set(map(id, path_conditions(*step, loop)))
 
 
@@ -800,6 +879,45 @@ def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | No
 
 
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # a trainer's own helper zeroes each parameter's gradient: one `zero_grad()` between backward and step
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+                self.scaler = torch.cuda.amp.GradScaler()
+
+            def clear_gradients(self):
+                for group in self.optimizer.param_groups:
+                    for param in group["params"]:
+                        if param.grad is not None:
+                            param.grad.detach_()
+                            param.grad.zero_()
+
+            def train_epoch(self, loader):
+                for images, targets in loader:
+                    with torch.autocast("cuda"):
+                        loss = torch.nn.functional.cross_entropy(self.model(images), targets)
+                    self.scaler.scale(loss).backward()
+                    self.clear_gradients()
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+        """
+    ),
+    Fires(
+        """
+        def train(model, optimizer, loader):
+            for x, y in loader:
+                loss = (model(x) - y).pow(2).mean()
+                loss.backward()
+                for p in model.parameters():
+                    p.grad = None
+                optimizer.step()
+        """
+    ),
     Fires(
         """
         for x, y in loader:
@@ -1725,6 +1843,43 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # part of the model held still on purpose: its gradients zeroed, the rest stepped
+        """
+        import torch
+
+
+        def finetune(model, loader, epochs, freeze_embeddings=True):
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for epoch in range(epochs):
+                for batch in loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    if freeze_embeddings:
+                        for param in model.embeddings.parameters():
+                            param.grad = None
+                    for name, param in model.named_parameters():
+                        if "lm_head" in name:
+                            param.grad.zero_()
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # gradients averaged by hand across ranks: written, not cleared
+        """
+        import torch.distributed as dist
+
+
+        def train(model, optimizer, loader, world_size):
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                for param in model.parameters():
+                    dist.all_reduce(param.grad)
+                    param.grad.div_(world_size)
+                optimizer.step()
+                optimizer.zero_grad()
+        """
+    ),
     Quiet(  # optimizers kept by name: all cleared before the backward, all stepped after it
         """
         import torch
