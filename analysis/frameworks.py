@@ -19,10 +19,18 @@ Lightning also calls the step methods and the ``on_{train,validation,test,predic
 batch moved to the module's device and, in the batch-end hooks, the step's ``outputs`` as it returned
 them: what such a method keeps in an attribute piles up for as long as the attribute lives.
 
+Between a training step's backward and its optimizer step, Lightning (automatic optimisation) calls
+``on_after_backward``, ``on_before_optimizer_step`` and ``configure_gradient_clipping`` of the module
+(the first two of every ``Callback`` too), in the documented hook order (``backward``,
+``on_after_backward``, ``on_before_optimizer_step``, ``configure_gradient_clipping``,
+``optimizer_step``, ``optimizer_zero_grad``); the Hugging Face Trainer calls a ``TrainerCallback``'s
+``on_pre_optimizer_step`` after clipping and before ``optimizer.step()``, and steps the optimizer
+after ``training_step`` returns (at each accumulation boundary, then ``model.zero_grad()``).
+
 fairseq: its ``Trainer.valid_step`` calls the task's ``valid_step`` inside ``torch.no_grad()``.
 
-Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``),
-Lightning's loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
+Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``,
+``_inner_training_loop``) and ``trainer_callback.py``, Lightning's hooks page and loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
 installed.
 """
 
@@ -115,3 +123,37 @@ def manual_optimization(summary: ModuleSummary, owner: ClassInfo | None) -> bool
         return False
     text = owner.chunk.code_for(owner.node)
     return "automatic_optimization = False" in text or "automatic_optimization=False" in text
+
+
+_LIGHTNING_BEFORE_STEP = frozenset({"on_after_backward", "on_before_optimizer_step", "configure_gradient_clipping"})
+_LIGHTNING_CALLBACK_BEFORE_STEP = frozenset({"on_after_backward", "on_before_optimizer_step"})
+
+
+def runs_between_backward_and_step(summary: ModuleSummary, function: FunctionInfo | None) -> str | None:
+    """Evidence that the framework calls this method after a training step's backward and before its optimizer
+    step (what it clears, the step finds cleared), or None."""
+    if function is None or function.owner is None:
+        return None
+    owner = function.owner
+    if framework_of(summary, owner) == LIGHTNING:
+        if function.name in _LIGHTNING_BEFORE_STEP and not manual_optimization(summary, owner):
+            return f"Lightning calls `{function.name}` after the training step's backward and before the optimizer step"
+        return None
+    bases = [(summary.canonical(base), last_part(base)) for base in owner.bases]
+    if function.name in _LIGHTNING_CALLBACK_BEFORE_STEP and any(
+        canonical.startswith(("lightning.", "pytorch_lightning.")) and name == "Callback" for canonical, name in bases
+    ):
+        return f"Lightning calls the callback's `{function.name}` after the training step's backward and before the optimizer step"
+    if function.name == "on_pre_optimizer_step" and any(
+        canonical.startswith("transformers.") and name == "TrainerCallback" for canonical, name in bases
+    ):
+        return "the Hugging Face Trainer calls the callback's `on_pre_optimizer_step` right before the optimizer step"
+    return None
+
+
+def stepped_after_return(summary: ModuleSummary, function: FunctionInfo | None) -> str | None:
+    """Evidence that the framework steps the optimizer after this method returns, on the gradients its backward
+    left (a Hugging Face Trainer's ``training_step``), or None."""
+    if function is None or function.name != "training_step" or framework_of(summary, function.owner) != HF_TRAINER:
+        return None
+    return "the Hugging Face Trainer steps the optimizer after `training_step` returns, on the gradients its backward left"

@@ -21,7 +21,12 @@ parameters steps, and a loop over several optimizers clears or steps each of the
 parameter's gradient in a loop over them all (`for p in model.parameters(): p.grad = None`, over an
 optimizer's `param_groups`, in a helper the step calls) is one `zero_grad()`; a loop over a part of the
 model (`model.embeddings.parameters()`) or one that picks parameters by name holds that part still on
-purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing.
+purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing. A framework runs some
+methods between the backward and the step (framework facts): Lightning's `on_after_backward`,
+`on_before_optimizer_step` and `configure_gradient_clipping` (a `Callback`'s first two), a Hugging
+Face `TrainerCallback`'s `on_pre_optimizer_step`, and an HF Trainer's `training_step` after its own
+backward, as the Trainer steps once it returns: clearing all the gradients there (the module's, the
+model or optimizer it is handed) leaves the framework's step nothing.
 
 How to fix: clear before the backward or after the step, e.g. `optimizer.zero_grad()`,
 `loss.backward()`, `optimizer.step()`. The quick fix moves the clearing call to just after the step.
@@ -36,6 +41,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.rules import (
     AssignEvent,
@@ -107,11 +113,49 @@ class ZeroGradBeforeStep(Rule):
         wasted = _cleared_between_backwards(scope, straight, None)
         if wasted is not None and id(wasted[1][0].node) not in reported:
             self._report_wasted(ctx, scope, None, *wasted)
+        self._check_framework_order(ctx, scope, straight)
         gated = _every_n_calls_undone(scope)
         if gated is not None and id(gated[1][0].node) not in reported:
             self._report_undone(ctx, scope, *gated, unit="call")
         for step, backward, clear in _closures_cleared_last(scope):
             self._report_closure(ctx, step, backward, clear)
+
+    def _check_framework_order(self, ctx: RuleContext, scope: ScopeAnalysis, straight: list[Item]) -> None:
+        """A method the framework runs between the backward and the step (Lightning's `on_after_backward`, an HF
+        `training_step` after its own backward) that clears all the gradients on every call: the framework's step
+        then applies zeros. Clearing a part of the model (holding it still) is left alone."""
+        hook = runs_between_backward_and_step(ctx.summary, scope.function)
+        after_return = None if hook is not None else stepped_after_return(ctx.summary, scope.function)
+        if hook is None and after_return is None:
+            return
+        assert scope.function is not None, "the framework's facts name a method"
+        why = hook or after_return or ""
+        if after_return is not None:  # only what is cleared after the method's own last backward
+            backwards = [index for index, (event, _) in enumerate(straight) if _adds_to_grad(event)]
+            if not backwards:
+                return
+            straight = straight[backwards[-1] + 1:]
+            if any(isinstance(event, CallEvent) and is_optimizer_step(event) for event, _ in straight):
+                return
+        for event, chain in straight:
+            if not clears_gradients(event) or _followed_helper(event) or not _clears_everything(scope, (event, chain)):
+                continue
+            if any(not _guards_the_gradient(condition) for condition in path_conditions(event, chain, None)):
+                continue
+            site = chain[0] if chain and ctx.in_another_file(event.chunk) else event
+            ctx.report(
+                site.node,
+                f"`{written(event)}` clears every gradient where {why}: the step applies zeros, so the "
+                "model does not learn",
+                evidence=[
+                    ((scope.chunk, scope.function.node.name), why),
+                    ((event.chunk, event.node), "the gradients cleared here"),
+                    *(((link.chunk, link.node), f"`{written(link)}` runs it here") for link in chain),
+                ],
+                chunk=site.chunk,
+                help="clear the gradients after the optimizer step (the framework does it itself), or drop the clearing",
+            )
+            return
 
     def _report_wasted(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop | None, first: Item, clear: Item, second: Item,
                        step: Item) -> None:
@@ -644,6 +688,24 @@ def _iterates_what_steps(loop: Loop, step: CallEvent, trained: str | None) -> bo
     return owner == trained if trained is not None else re.fullmatch(r"(self\.)?\w+", owner) is not None
 
 
+def _clears_everything(scope: ScopeAnalysis, item: Item) -> bool:
+    """A clearing of all the gradients a framework steps: the module's own (`self.zero_grad()`), the model or
+    optimizer the method is handed or holds (`model.zero_grad()`, `self.optimizer.zero_grad()`,
+    `self.optimizers().zero_grad()`), or every parameter of one of them one by one; not a part of the model."""
+    event, _ = item
+    function = scope.function
+    handed = set(function.positional_parameters) if function is not None else set()
+    whole = {"self", "self.model", "self.optimizer", "self.optimizers()", *handed}
+    over = next((loop for loop in event.context.loops if _over_parameters(loop)), None)
+    if over is not None:
+        owner = re.sub(r"(\.(named_)?parameters\([^()]*\)|\.param_groups)\s*$", "", over.iterable_text)
+        return _zeroes_a_gradient(event) and owner in whole
+    if not isinstance(event, CallEvent) or event.context.loops:
+        return False
+    func = event.node.func
+    return isinstance(func, cst.Attribute) and event.scope.chunk.code_for(func.value) in whole
+
+
 def _guards_the_gradient(condition: Condition) -> bool:
     """`if p.grad is not None:` inside a loop over the parameters: it skips parameters that have no gradient to
     clear, so the clearing still runs wherever there is one."""
@@ -879,6 +941,39 @@ def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | No
 
 
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # the Trainer steps after training_step returns: the override clears what its backward left
+        """
+        from transformers import Trainer
+
+
+        class DistillationTrainer(Trainer):
+            def __init__(self, *args, teacher=None, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.teacher = teacher
+
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.train()
+                inputs = self._prepare_inputs(inputs)
+                loss = self.compute_loss(model, inputs)
+                self.accelerator.backward(loss)
+                model.zero_grad()
+                return loss.detach()
+        """
+    ),
+    Fires(  # Lightning runs the callback's hook between the backward and the step
+        """
+        import lightning.pytorch as pl
+
+
+        class GradientNoise(pl.Callback):
+            def __init__(self, scale):
+                self.scale = scale
+
+            def on_after_backward(self, trainer, pl_module):
+                for param in pl_module.parameters():
+                    param.grad = None
+        """
+    ),
     Fires(  # a trainer's own helper zeroes each parameter's gradient: one `zero_grad()` between backward and step
         """
         import torch
@@ -1843,6 +1938,35 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # Lightning: the encoder held still after each backward; an HF override clearing before its backward
+        """
+        import lightning.pytorch as pl
+        from transformers import Trainer
+
+
+        class Classifier(pl.LightningModule):
+            def __init__(self, encoder, head):
+                super().__init__()
+                self.encoder = encoder
+                self.head = head
+
+            def training_step(self, batch, batch_idx):
+                images, labels = batch
+                return self.head(self.encoder(images)).cross_entropy(labels)
+
+            def on_after_backward(self):
+                if self.current_epoch < 2:  # a frozen backbone for the first epochs
+                    self.encoder.zero_grad()
+
+
+        class ResetFirst(Trainer):
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                model.zero_grad()
+                loss = self.compute_loss(model, inputs)
+                self.accelerator.backward(loss)
+                return loss.detach()
+        """
+    ),
     Quiet(  # part of the model held still on purpose: its gradients zeroed, the rest stepped
         """
         import torch
