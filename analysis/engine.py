@@ -70,7 +70,10 @@ def read_source(data: bytes) -> tuple[str, str]:
     try:
         encoding, _ = tokenize.detect_encoding(_first_lines(data).__next__)
     except SyntaxError as error:
-        raise DecodeError(_encoding_problem(data, str(error))) from None
+        declared = str(error).rpartition("unknown encoding: ")[2] if str(error).startswith("unknown encoding") else ""
+        if declared.lower().replace("-", "_") not in _UTF8_SOURCE_CODECS:
+            raise DecodeError(_encoding_problem(data, str(error))) from None
+        encoding = "utf-8"  # a package's codec that rewrites UTF-8 source as it is imported
     if codecs.lookup(encoding).name.startswith(_REFUSED_ENCODINGS):
         raise DecodeError(f"Python does not read source files in {encoding!r}, which the coding declaration names")
     try:
@@ -82,6 +85,13 @@ def read_source(data: bytes) -> tuple[str, str]:
         raise DecodeError(f"cannot decode the file as {encoding}: {error}") from None
     except LookupError:  # a codec from bytes to bytes or str to str (zlib_codec, rot13)
         raise DecodeError(f"{encoding!r}, which the coding declaration names, is not a text encoding") from None
+
+
+# Codecs that packages register to rewrite a module's source as it is imported, reading UTF-8 Python: the
+# file is the source the project wrote, valid Python 3.6+ as it stands (future-fstrings: "# -*- coding:
+# future_fstrings -*-" backports f-strings to older interpreters; future-annotations does the same for
+# annotations). Their codecs are never looked up or run here.
+_UTF8_SOURCE_CODECS = frozenset({"future_fstrings", "future_annotations"})
 
 
 def _first_lines(data: bytes):

@@ -69,6 +69,11 @@ def test_decoding_follows_pythons_cookie_rules():
         read_source(b"\xef\xbb\xbf# coding: latin-1\n")
     with pytest.raises(DecodeError, match="unknown encoding 'klingon' in the coding declaration"):
         read_source(b"# coding: klingon\n")
+    # a package's codec that rewrites UTF-8 source on import (future-fstrings): read as the UTF-8 it is
+    fstrings = "# -*- coding: future_fstrings -*-\nname = 'é'\nprint(f'{name}')\n"
+    assert read_source(fstrings.encode()) == (fstrings, "utf-8")
+    with pytest.raises(DecodeError, match="cannot decode line 2 as utf-8"):
+        read_source(b"# coding: future-fstrings\nx = '\xe9'\n")
     with pytest.raises(DecodeError, match="cannot decode line 3 as utf-8"):
         read_source(b"x = 1\ny = 2\nz = '\xff'\n")
     # lines end at \r too, as the interpreter reads them (tokenize's own reader splits at \n only)
