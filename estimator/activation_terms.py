@@ -14,6 +14,7 @@ from .adapters import adapters_in_model_dtype, head_adapter_kept
 from .architectures import Architecture, Shape
 from .cost_constants import (
     CHUNKED_LOGIT_BYTES,
+    COMPILED_CHUNKED_LOGIT_BYTES,
     FORMULA_SPREAD,
     IMAGE_SPREAD,
     INFERENCE_SPREAD,
@@ -90,7 +91,8 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
     if plan.loss == "chunked":
-        return CHUNKED_LOGIT_BYTES
+        # torchtune's compile: True compiles each layer and the loss's per-chunk function (training.compile_loss)
+        return COMPILED_CHUNKED_LOGIT_BYTES if plan.compiled and plan.model_code == "torchtune" else CHUNKED_LOGIT_BYTES
     # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
     return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
 

@@ -423,6 +423,23 @@ def test_a_compiled_training_step_keeps_fewer_activations_with_eager_at_the_high
     assert with_adapters.estimate == estimate(_plan(batch_size=4, lora_rank=16)).breakdown.activations.estimate
 
 
+def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
+    """torchtune's compile: True compiles the chunked loss's per-chunk function: the partitioner keeps the 16-bit
+    logits and recomputes the fp32 log-softmax (replayed: 2 bytes per logit against eager's 6); a compiled model
+    with another code's chunked loss (not compiled with it) keeps eager's, and eager's is the high end."""
+    from trainlint.estimator.cost_constants import CHUNKED_LOGIT_BYTES, COMPILED_CHUNKED_LOGIT_BYTES
+
+    (row,) = _calibration("compiled_loss_activations.json")["rows"]
+    assert row["eager"] == pytest.approx(CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    assert row["compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    common = dict(batch_size=2, lora_rank=8, loss="chunked", gradient_checkpointing=True)
+    torchtune = estimate(_plan(**common, compiled=True, model_code="torchtune")).breakdown.logits
+    eager = estimate(_plan(**common, model_code="torchtune")).breakdown.logits
+    assert torchtune.estimate == pytest.approx(eager.estimate * COMPILED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
+    assert torchtune.high == eager.high
+    assert estimate(_plan(**common, compiled=True)).breakdown.logits.estimate == eager.estimate
+
+
 def test_torchtunes_optimizer_in_backward_and_activation_offloading():
     """optimizer_in_bwd steps each parameter in its post-accumulate-grad hook and frees its gradient: one
     gradient at a time, no step phase; activation offloading moves saved tensors to pinned CPU memory,
