@@ -30,6 +30,7 @@ from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
     compiled_layer_coefficient,
+    compiled_lora_layer_coefficient,
     dropout_mask_bytes,
     formula_layer_coefficient,
     inference_layer_coefficient,
@@ -268,8 +269,14 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
                          "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
             return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
-        if plan.lora_rank is not None:
-            notes.append("compiled with adapters: not modelled, eager's accounting (an upper bound)")
+        if plan.lora_rank is not None and _compiled_adapters_replayed(plan):
+            if end != 2:
+                notes.append("compiled with adapters: the partitioner keeps what the attention kernel, the frozen MLP's "
+                             "activation and the adapters need and recomputes the rest; eager's accounting at the high end")
+                return seq * batch * geometry.hidden * compiled_lora_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
+        elif plan.lora_rank is not None:
+            notes.append("compiled with adapters: replayed only without adapter dropout, autocast or a quantised base; "
+                         "eager's accounting (an upper bound)")
     if plan.model_code == "litgpt" and plan.model is not None:
         lora = plan.lora_rank is not None and plan.mode == "train"
         coefficient = litgpt.layer_coefficient(
@@ -324,6 +331,13 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
                          "LayerNorm, pow and softmax still run in fp32" if weights_16bit else
                          "autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
     return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
+
+
+def _compiled_adapters_replayed(plan: Plan) -> bool:
+    """Whether a compiled step with adapters is one calibration/compiled_lora_activations.py replayed: adapters with
+    no dropout on a 16-bit base that is not quantised, in transformers' or torchtune's modules (LitGPT's are not)."""
+    return (plan.lora_dropout == 0.0 and plan.quant is None and plan.dtype in ("bf16", "fp16")
+            and plan.model_code in ("transformers", "torchtune"))
 
 
 def _measured_dropout(plan: Plan) -> tuple[float, float, float] | None:
