@@ -107,6 +107,9 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
+        if logits and _logit_bytes(plan) is COMPILED_CHUNKED_LOGIT_BYTES and end == 1:
+            notes.append("chunked loss, compiled per chunk (torchtune's compile: True): the backward keeps the 16-bit logits "
+                         "and recomputes each chunk's fp32 log-softmax; an uncompiled loss's at the high end")
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
             per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0

@@ -462,7 +462,9 @@ def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
     assert row["eager"] == pytest.approx(CHUNKED_LOGIT_BYTES[0], abs=0.01)
     assert row["compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
     common = dict(batch_size=2, lora_rank=8, loss="chunked", gradient_checkpointing=True)
-    torchtune = estimate(_plan(**common, compiled=True, model_code="torchtune")).breakdown.logits
+    compiled = estimate(_plan(**common, compiled=True, model_code="torchtune"))
+    assert any("compiled per chunk" in note for note in compiled.assumptions)
+    torchtune = compiled.breakdown.logits
     eager = estimate(_plan(**common, model_code="torchtune")).breakdown.logits
     assert torchtune.estimate == pytest.approx(eager.estimate * COMPILED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
     assert torchtune.high == eager.high
