@@ -461,6 +461,7 @@ def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
     (row,) = _calibration("compiled_loss_activations.json")["rows"]
     assert row["eager"] == pytest.approx(CHUNKED_LOGIT_BYTES[0], abs=0.01)
     assert row["compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    assert row["projected_compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)  # LinearCrossEntropyLoss
     common = dict(batch_size=2, lora_rank=8, loss="chunked", gradient_checkpointing=True)
     compiled = estimate(_plan(**common, compiled=True, model_code="torchtune"))
     assert any("compiled per chunk" in note for note in compiled.assumptions)
