@@ -21,6 +21,7 @@ from .cost_constants import (
     LITGPT_SPREAD,
     LOGIT_BYTES,
     MEASURED_SPREAD,
+    PROJECTED_CHUNKED_LOGIT_BYTES,
     SAMPLING_BYTES,
     SHORT_SEQUENCE,
     TRAINER_LOGIT_BYTES,
@@ -91,9 +92,11 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     """Bytes per logit a training step's loss keeps (low, estimate, high)."""
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
-    if plan.loss == "chunked":
+    if plan.loss in ("chunked", "projected-chunked"):
         # torchtune's compile: True compiles each layer and the loss's per-chunk function (training.compile_loss)
-        return COMPILED_CHUNKED_LOGIT_BYTES if plan.compiled and plan.model_code == "torchtune" else CHUNKED_LOGIT_BYTES
+        if plan.compiled and plan.model_code == "torchtune":
+            return COMPILED_CHUNKED_LOGIT_BYTES
+        return PROJECTED_CHUNKED_LOGIT_BYTES if plan.loss == "projected-chunked" else CHUNKED_LOGIT_BYTES
     # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
     return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
 

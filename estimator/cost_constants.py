@@ -34,6 +34,10 @@ CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
 # backward, 2.00 bytes per logit against eager's 6.00 (calibration/compiled_loss_activations.py); one chunk's
 # backward as above; eager's at the high end, where the loss is not compiled.
 COMPILED_CHUNKED_LOGIT_BYTES = (2.0, 3.0, 8.0)
+# A chunked loss that applies the output projection to each chunk itself (torchtune's LinearCrossEntropyLoss), eager:
+# no logits outside it, each chunk's 16-bit logits freed once upcast, its fp32 log-softmax kept, 4.00 bytes per logit
+# (the same replay); one chunk's backward as above; the other chunked loss's 8 at the high end.
+PROJECTED_CHUNKED_LOGIT_BYTES = (4.0, 5.0, 8.0)
 # Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
 # sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
 # top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks

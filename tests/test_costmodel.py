@@ -456,12 +456,17 @@ def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
     """torchtune's compile: True compiles the chunked loss's per-chunk function: the partitioner keeps the 16-bit
     logits and recomputes the fp32 log-softmax (replayed: 2 bytes per logit against eager's 6); a compiled model
     with another code's chunked loss (not compiled with it) keeps eager's, and eager's is the high end."""
-    from trainlint.estimator.cost_constants import CHUNKED_LOGIT_BYTES, COMPILED_CHUNKED_LOGIT_BYTES
+    from trainlint.estimator.cost_constants import (
+        CHUNKED_LOGIT_BYTES,
+        COMPILED_CHUNKED_LOGIT_BYTES,
+        PROJECTED_CHUNKED_LOGIT_BYTES,
+    )
 
     (row,) = _calibration("compiled_loss_activations.json")["rows"]
     assert row["eager"] == pytest.approx(CHUNKED_LOGIT_BYTES[0], abs=0.01)
     assert row["compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
     assert row["projected_compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)  # LinearCrossEntropyLoss
+    assert row["projected_eager"] == pytest.approx(PROJECTED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
     common = dict(batch_size=2, lora_rank=8, loss="chunked", gradient_checkpointing=True)
     compiled = estimate(_plan(**common, compiled=True, model_code="torchtune"))
     assert any("compiled per chunk" in note for note in compiled.assumptions)
@@ -470,6 +475,11 @@ def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
     assert torchtune.estimate == pytest.approx(eager.estimate * COMPILED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
     assert torchtune.high == eager.high
     assert estimate(_plan(**common, compiled=True)).breakdown.logits.estimate == eager.estimate
+    projected = estimate(_plan(**{**common, "loss": "projected-chunked"}, model_code="torchtune")).breakdown.logits
+    assert projected.estimate == pytest.approx(eager.estimate * PROJECTED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
+    assert projected.high == eager.high
+    projected_compiled = estimate(_plan(**{**common, "loss": "projected-chunked"}, compiled=True, model_code="torchtune"))
+    assert projected_compiled.breakdown.logits.estimate == torchtune.estimate
 
 
 def test_torchtunes_optimizer_in_backward_and_activation_offloading():
