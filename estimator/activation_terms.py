@@ -275,14 +275,14 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
                          "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
             return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
-        if plan.lora_rank is not None and _compiled_adapters_replayed(plan):
+        if plan.lora_rank is not None and _compiled_adapters_replayed(plan, geometry):
             if end != 2:
                 notes.append("compiled with adapters: the partitioner keeps what the attention kernel, the frozen MLP's "
                              "activation and the adapters need and recomputes the rest; eager's accounting at the high end")
                 return seq * batch * geometry.hidden * compiled_lora_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
         elif plan.lora_rank is not None:
-            notes.append("compiled with adapters: replayed only without adapter dropout, autocast or a quantised base; "
-                         "eager's accounting (an upper bound)")
+            notes.append("compiled with adapters: replayed only for gated decoders without adapter dropout, autocast or a "
+                         "quantised base; eager's accounting (an upper bound)")
     if plan.model_code == "litgpt" and plan.model is not None:
         lora = plan.lora_rank is not None and plan.mode == "train"
         coefficient = litgpt.layer_coefficient(
@@ -339,10 +339,12 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
     return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
 
 
-def _compiled_adapters_replayed(plan: Plan) -> bool:
+def _compiled_adapters_replayed(plan: Plan, geometry: Shape) -> bool:
     """Whether a compiled step with adapters is one calibration/compiled_lora_activations.py replayed: adapters with
-    no dropout on a 16-bit base that is not quantised, in transformers' or torchtune's modules (LitGPT's are not)."""
-    return (plan.lora_dropout == 0.0 and plan.quant is None and plan.dtype in ("bf16", "fp16")
+    no dropout on a 16-bit base that is not quantised, a gated decoder's layers (GPT-2's and Phi-2's keep more under
+    the partitioner than its accounting, compiled_layer_coefficient), in transformers' or torchtune's modules."""
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    return (gated and plan.lora_dropout == 0.0 and plan.quant is None and plan.dtype in ("bf16", "fp16")
             and plan.model_code in ("transformers", "torchtune"))
 
 

@@ -450,6 +450,8 @@ def test_a_compiled_layer_with_adapters_keeps_what_the_partitioner_keeps():
     assert any("compiled with adapters: the partitioner" in note for note in compiled.assumptions)
     with_dropout = estimate(_plan(**{**common, "lora_dropout": 0.05}, compiled=True))  # not replayed: eager's accounting
     assert with_dropout.breakdown.activations.estimate == estimate(_plan(**{**common, "lora_dropout": 0.05})).breakdown.activations.estimate
+    ungated = dict(common, model=find_architecture("gpt2"), seq_len=1024, lora_targets=("qkv_proj",))  # not replayed either
+    assert estimate(_plan(**ungated, compiled=True)).breakdown.activations.estimate == estimate(_plan(**ungated)).breakdown.activations.estimate
 
 
 def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
