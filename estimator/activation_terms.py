@@ -14,12 +14,14 @@ from .adapters import adapters_in_model_dtype, head_adapter_kept
 from .architectures import Architecture, Shape
 from .cost_constants import (
     CHUNKED_LOGIT_BYTES,
+    COMPILED_CHUNKED_LOGIT_BYTES,
     FORMULA_SPREAD,
     IMAGE_SPREAD,
     INFERENCE_SPREAD,
     LITGPT_SPREAD,
     LOGIT_BYTES,
     MEASURED_SPREAD,
+    PROJECTED_CHUNKED_LOGIT_BYTES,
     SAMPLING_BYTES,
     SHORT_SEQUENCE,
     TRAINER_LOGIT_BYTES,
@@ -29,6 +31,7 @@ from .layer_activations import (
     adapter_layer_adjustment,
     autocast_layer_adjustment,
     compiled_layer_coefficient,
+    compiled_lora_layer_coefficient,
     dropout_mask_bytes,
     formula_layer_coefficient,
     inference_layer_coefficient,
@@ -89,8 +92,11 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     """Bytes per logit a training step's loss keeps (low, estimate, high)."""
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
-    if plan.loss == "chunked":
-        return CHUNKED_LOGIT_BYTES
+    if plan.loss in ("chunked", "projected-chunked"):
+        # torchtune's compile: True compiles each layer and the loss's per-chunk function (training.compile_loss)
+        if plan.compiled and plan.model_code == "torchtune":
+            return COMPILED_CHUNKED_LOGIT_BYTES
+        return PROJECTED_CHUNKED_LOGIT_BYTES if plan.loss == "projected-chunked" else CHUNKED_LOGIT_BYTES
     # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
     return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
 
@@ -104,6 +110,9 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
         logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
+        if logits and _logit_bytes(plan) is COMPILED_CHUNKED_LOGIT_BYTES and end == 1:
+            notes.append("chunked loss, compiled per chunk (torchtune's compile: True): the backward keeps the 16-bit logits "
+                         "and recomputes each chunk's fp32 log-softmax; an uncompiled loss's at the high end")
         if plan.gradient_checkpointing:
             checkpointed = geometry.layers // max(1, plan.checkpoint_every)
             per_token = selective_coefficient(plan, geometry, seq) if plan.checkpoint_policy != "full" else 2.0
@@ -266,8 +275,14 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
             notes.append("compiled (torch.compile, or Thunder taken alike): the partitioner keeps the matmuls' and attention's "
                          "inputs and outputs and recomputes norms and activation functions; eager's accounting at the high end")
             return seq * batch * geometry.hidden * compiled_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
-        if plan.lora_rank is not None:
-            notes.append("compiled with adapters: not modelled, eager's accounting (an upper bound)")
+        if plan.lora_rank is not None and _compiled_adapters_replayed(plan, geometry):
+            if end != 2:
+                notes.append("compiled with adapters: the partitioner keeps what the attention kernel, the frozen MLP's "
+                             "activation and the adapters need and recomputes the rest; eager's accounting at the high end")
+                return seq * batch * geometry.hidden * compiled_lora_layer_coefficient(plan, geometry, seq) * (act_bytes / 2)
+        elif plan.lora_rank is not None:
+            notes.append("compiled with adapters: replayed only for gated decoders without adapter dropout, autocast or a "
+                         "quantised base; eager's accounting (an upper bound)")
     if plan.model_code == "litgpt" and plan.model is not None:
         lora = plan.lora_rank is not None and plan.mode == "train"
         coefficient = litgpt.layer_coefficient(
@@ -322,6 +337,15 @@ def _layer_bytes(plan: Plan, geometry: Shape, seq: int, batch: int, act_bytes: i
                          "LayerNorm, pow and softmax still run in fp32" if weights_16bit else
                          "autocast: fp32 residual stream and norms, one 16-bit cast per linear, fp32 softmax and pow")
     return seq * batch * geometry.hidden * (coefficient * (act_bytes / 2) + masks)
+
+
+def _compiled_adapters_replayed(plan: Plan, geometry: Shape) -> bool:
+    """Whether a compiled step with adapters is one calibration/compiled_lora_activations.py replayed: adapters with
+    no dropout on a 16-bit base that is not quantised, a gated decoder's layers (GPT-2's and Phi-2's keep more under
+    the partitioner than its accounting, compiled_layer_coefficient), in transformers' or torchtune's modules."""
+    gated = "gate_proj" in geometry.lora_dims or "gate_up_proj" in geometry.lora_dims
+    return (gated and plan.lora_dropout == 0.0 and plan.quant is None and plan.dtype in ("bf16", "fp16")
+            and plan.model_code in ("transformers", "torchtune"))
 
 
 def _measured_dropout(plan: Plan) -> tuple[float, float, float] | None:

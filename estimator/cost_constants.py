@@ -29,6 +29,15 @@ TRAINER_LOGIT_BYTES = (12.0, 12.0, 16.0)
 # A chunked loss (litgpt's chunked_cross_entropy, fused/Liger-style kernels) keeps the 16-bit logits and
 # one fp32 log-softmax per chunk (6 bytes per logit), and its backward works a chunk at a time.
 CHUNKED_LOGIT_BYTES = (6.0, 7.0, 8.0)
+# Its per-chunk function compiled (torchtune's recipes with compile: True; the class's documentation recommends it):
+# AOTAutograd's partitioner keeps the 16-bit chunk and a log-sum-exp per token and recomputes the softmax in the
+# backward, 2.00 bytes per logit against eager's 6.00 (calibration/compiled_loss_activations.py); one chunk's
+# backward as above; eager's at the high end, where the loss is not compiled.
+COMPILED_CHUNKED_LOGIT_BYTES = (2.0, 3.0, 8.0)
+# A chunked loss that applies the output projection to each chunk itself (torchtune's LinearCrossEntropyLoss), eager:
+# no logits outside it, each chunk's 16-bit logits freed once upcast, its fp32 log-softmax kept, 4.00 bytes per logit
+# (the same replay); one chunk's backward as above; the other chunked loss's 8 at the high end.
+PROJECTED_CHUNKED_LOGIT_BYTES = (4.0, 5.0, 8.0)
 # Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
 # sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
 # top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks

@@ -269,6 +269,40 @@ def compiled_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     return kept
 
 
+def compiled_lora_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
+    """Bytes per token and hidden unit (2-byte activations) a layer with LoRA adapters on a frozen base keeps for its
+    backward under torch.compile (no adapter dropout, no quantised base, no autocast): what the partitioner keeps
+    for the layer trained in full (compiled_layer_coefficient) less what only the frozen weights' gradients would
+    need, the norms' outputs and the down projection's input, plus the adapters' own.
+
+    An adapter needs its input for its A matrix's gradient and its r-wide inner output for B's. In the model's
+    dtype (torchtune's LoRALinear) it keeps the tensor it reads, once for the adapters that read one tensor (q, k
+    and v the attention norm's output, gate and up the MLP norm's), nothing more for the output projection's
+    (the attention kernel's output, kept anyway). In fp32 (peft's default) it keeps the fp32 cast of its input
+    instead, which the partitioner does not recompute, once per tensor read, the output projection's too. Equal to
+    the replay to 0.001 bytes for three decoders, three target sets and both adapter dtypes (calibration/compiled_lora_activations.py)."""
+    assert plan.lora_rank is not None, "a plan with LoRA adapters"
+    hidden = geometry.hidden
+    width = geometry.heads * geometry.head_dim / hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    norms = plan.model.norms_per_layer if plan.model is not None else 2
+    kept = compiled_layer_coefficient(plan, geometry, seq) - 2.0 * norms - 2.0 * ffn
+    element = 2.0 if adapters_in_model_dtype(plan) else 4.0
+    inputs: dict[str, float] = {}
+    for target in plan.lora_targets:
+        if target in LM_HEAD_NAMES:
+            continue  # not a layer's: head_adapter_kept
+        d_in, _ = adapter_dims(geometry, target) or (hidden, hidden)
+        kept += element * plan.lora_rank / hidden
+        if target == "o_proj":
+            inputs[target] = 0.0 if element == 2.0 else element * width  # the attention output: kept anyway in 16 bits
+        elif target == "down_proj":
+            inputs[target] = element * ffn
+        else:
+            inputs[_SHARED_INPUTS.get(target, target)] = element * d_in / hidden
+    return kept + sum(inputs.values())
+
+
 def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     """Bytes per token and hidden unit (2-byte activations) alive at the peak of one layer's forward when
     nothing is kept for a backward (inference, a generation's prompt), beyond the weights and the KV cache.

@@ -21,7 +21,7 @@ MODES = ("train", "infer", "generate")
 SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
-LOSSES = ("standard", "chunked")
+LOSSES = ("standard", "chunked", "projected-chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
 SAVED_MODULES = ("embeddings", "lm_head")
 MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "torchtune", "own")
@@ -116,7 +116,9 @@ class Plan:
     optimizer_in_backward: bool = False
     activation_offloading: bool = False
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
-    loss: str = "standard"  # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time
+    # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time; "projected-chunked": the loss also
+    # applies the output projection to each chunk itself, so no logits exist outside it
+    loss: str = "standard"
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
     # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel), "torchtune"
     # (torchtune's TransformerDecoder: transformers' layers for memory, no dropout unless stated, LoRA adapters built in

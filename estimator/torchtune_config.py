@@ -41,8 +41,9 @@ _OPTIMIZERS = {
     "bitsandbytes.optim.PagedAdamW8bit": "paged-adamw-8bit", "bitsandbytes.optim.AdamW8bit": "adamw-8bit",
     "bitsandbytes.optim.PagedAdamW": "paged-adamw", "torchao.optim.AdamW8bit": "adamw-8bit",
 }
-# torchtune's losses that take the output projection and the cross-entropy a chunk of tokens at a time
-_CHUNKED_LOSSES = ("LinearCrossEntropyLoss", "CEWithChunkedOutputLoss")
+# torchtune's losses that take the cross-entropy a chunk of tokens at a time: over the model's chunked output, or
+# applying the output projection to each chunk of hidden states itself
+_CHUNKED_LOSSES = {"CEWithChunkedOutputLoss": "chunked", "LinearCrossEntropyLoss": "projected-chunked"}
 _DTYPES = {"bf16": "bf16", "fp32": "fp32"}  # torchtune refuses fp16
 _MAX_LINES = 20_000
 # A configuration's header names the recipe it is for (`# Config for multi-device full finetuning in
@@ -306,7 +307,7 @@ class _ConfigReader:
         loss = _component(config.get("loss"))
         if loss is not None:
             loss_entry = config["loss"].value["_component_"]
-            self._set("loss", loss_entry, "chunked" if loss.rsplit(".", 1)[-1] in _CHUNKED_LOSSES else "standard")
+            self._set("loss", loss_entry, _CHUNKED_LOSSES.get(loss.rsplit(".", 1)[-1], "standard"))
         self._read_sharding()
         new_tokens = config.get("max_new_tokens")
         if new_tokens is not None and "optimizer" not in config and isinstance(new_tokens.value, int):

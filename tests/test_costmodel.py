@@ -423,6 +423,67 @@ def test_a_compiled_training_step_keeps_fewer_activations_with_eager_at_the_high
     assert with_adapters.estimate == estimate(_plan(batch_size=4, lora_rank=16)).breakdown.activations.estimate
 
 
+def test_a_compiled_layer_with_adapters_keeps_what_the_partitioner_keeps():
+    """A frozen base with adapters under torch.compile (replayed with aot_eager_decomp_partition and peft, adapters in
+    the model's dtype and in fp32): the accounting equals the replay, below eager's; eager stays the high end."""
+    import msgspec
+
+    from trainlint.estimator.layer_activations import compiled_lora_layer_coefficient
+
+    measured = _calibration("compiled_lora_activations.json")
+    assert len({row["model"] for row in measured["rows"]}) >= 3
+    for row in measured["rows"]:
+        arch = find_architecture(row["model"])
+        factor = arch.hidden // row["scaled_hidden"]
+        scaled = msgspec.structs.replace(arch, hidden=row["scaled_hidden"], intermediate=arch.intermediate // factor,
+                                         head_dim=shape(arch).head_dim // factor if arch.head_dim else None)
+        plan = Plan(model=scaled, dtype="bf16", compiled=True, lora_rank=row["rank"], lora_targets=tuple(row["targets"]),
+                    lora_dropout=0.0, model_code="torchtune" if row["adapters"] == "model dtype" else "transformers")
+        coefficient = compiled_lora_layer_coefficient(plan, shape(scaled), measured["seq"])
+        assert coefficient == pytest.approx(row["compiled"], abs=0.01), row
+        assert row["compiled"] < row["eager"]
+    common = dict(batch_size=4, lora_rank=16, lora_dropout=0.0)
+    eager = estimate(_plan(**common)).breakdown.activations
+    compiled = estimate(_plan(**common, compiled=True))
+    assert compiled.breakdown.activations.estimate < 0.85 * eager.estimate
+    assert compiled.breakdown.activations.high == eager.high
+    assert any("compiled with adapters: the partitioner" in note for note in compiled.assumptions)
+    with_dropout = estimate(_plan(**{**common, "lora_dropout": 0.05}, compiled=True))  # not replayed: eager's accounting
+    assert with_dropout.breakdown.activations.estimate == estimate(_plan(**{**common, "lora_dropout": 0.05})).breakdown.activations.estimate
+    ungated = dict(common, model=find_architecture("gpt2"), seq_len=1024, lora_targets=("qkv_proj",))  # not replayed either
+    assert estimate(_plan(**ungated, compiled=True)).breakdown.activations.estimate == estimate(_plan(**ungated)).breakdown.activations.estimate
+
+
+def test_torchtunes_compiled_chunked_loss_keeps_the_16bit_logits_only():
+    """torchtune's compile: True compiles the chunked loss's per-chunk function: the partitioner keeps the 16-bit
+    logits and recomputes the fp32 log-softmax (replayed: 2 bytes per logit against eager's 6); a compiled model
+    with another code's chunked loss (not compiled with it) keeps eager's, and eager's is the high end."""
+    from trainlint.estimator.cost_constants import (
+        CHUNKED_LOGIT_BYTES,
+        COMPILED_CHUNKED_LOGIT_BYTES,
+        PROJECTED_CHUNKED_LOGIT_BYTES,
+    )
+
+    (row,) = _calibration("compiled_loss_activations.json")["rows"]
+    assert row["eager"] == pytest.approx(CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    assert row["compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    assert row["projected_compiled"] == pytest.approx(COMPILED_CHUNKED_LOGIT_BYTES[0], abs=0.01)  # LinearCrossEntropyLoss
+    assert row["projected_eager"] == pytest.approx(PROJECTED_CHUNKED_LOGIT_BYTES[0], abs=0.01)
+    common = dict(batch_size=2, lora_rank=8, loss="chunked", gradient_checkpointing=True)
+    compiled = estimate(_plan(**common, compiled=True, model_code="torchtune"))
+    assert any("compiled per chunk" in note for note in compiled.assumptions)
+    torchtune = compiled.breakdown.logits
+    eager = estimate(_plan(**common, model_code="torchtune")).breakdown.logits
+    assert torchtune.estimate == pytest.approx(eager.estimate * COMPILED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
+    assert torchtune.high == eager.high
+    assert estimate(_plan(**common, compiled=True)).breakdown.logits.estimate == eager.estimate
+    projected = estimate(_plan(**{**common, "loss": "projected-chunked"}, model_code="torchtune")).breakdown.logits
+    assert projected.estimate == pytest.approx(eager.estimate * PROJECTED_CHUNKED_LOGIT_BYTES[1] / CHUNKED_LOGIT_BYTES[1])
+    assert projected.high == eager.high
+    projected_compiled = estimate(_plan(**{**common, "loss": "projected-chunked"}, compiled=True, model_code="torchtune"))
+    assert projected_compiled.breakdown.logits.estimate == torchtune.estimate
+
+
 def test_torchtunes_optimizer_in_backward_and_activation_offloading():
     """optimizer_in_bwd steps each parameter in its post-accumulate-grad hook and frees its gradient: one
     gradient at a time, no step phase; activation offloading moves saved tensors to pinned CPU memory,

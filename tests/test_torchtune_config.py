@@ -79,7 +79,7 @@ def test_a_lora_configuration_is_read_with_its_lines():
     assert found["lora_targets"] == (("q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"), 6)
     assert found["seq_len"] == (2048, 16) and found["batch_size"] == (2, 30) and found["grad_accum"] == (8, 40)
     assert found["dtype"] == ("bf16", 44) and found["optimizer"] == ("adamw", 33) and found["foreach"] == (False, 34)
-    assert found["loss"] == ("chunked", 37) and found["mode"] == ("train", 32)
+    assert found["loss"] == ("projected-chunked", 37) and found["mode"] == ("train", 32)
     assert found["gradient_checkpointing"] == (True, 46) and found["activation_offloading"] == (False, 47)
     assert found["compiled"] == (False, 41) and "quant" not in found and "sharding" not in found
     assert found["attention"] == ("sdpa", 5), "torchtune's attention modules call SDPA: no eager high end"
