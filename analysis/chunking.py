@@ -160,6 +160,10 @@ def _continues_validly(text: str, start: int, pos: int, depth: int) -> bool:
             depth = max(0, depth - 1)
         else:
             scan = _past_comment_or_string(text, token, scan)
+    if depth > 0:
+        # a bracket still open at the end of the text, which Python refuses: not compiled (a call half
+        # typed in a long `main()` followed by `if __name__ == "__main__":` would compile all of `main()`)
+        return False
     try:
         check_syntax(text[start:end])
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -19,7 +19,7 @@ from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
 from .patterns import follows_none
 from .registry import RESERVED_PREFIX, has_failed, local_plugins_allowed, rule_failed, rules_for
-from .rules.base import Rule
+from .rules.base import Rule, needs_none
 from .settings import AnalysisSettings
 from .suppressions import SuppressionIndex, find_suppressions
 
@@ -331,7 +331,8 @@ def _checked_by_scope(
             continue
         start = len(context.findings)
         with recording(chunk, scope) as reads:
-            rule.check_scope(context, scope)
+            if not needs_none(type(rule), scope):
+                rule.check_scope(context, scope)
         if reads.whole_module:
             whole = False
             continue

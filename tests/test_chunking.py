@@ -31,6 +31,22 @@ def test_a_bracket_left_open_inside_a_function_stops_at_the_next_top_level_code(
     assert starts("x = (1,\n2)\ny = 3\n") == [0, 2], "at top level a continuation at column 0 stays one statement"
 
 
+def test_a_bracket_open_to_the_end_of_the_text_splits_without_compiling_the_statement(monkeypatch):
+    # a call half typed in a long `main()` followed by the `__main__` block: Python refuses any text that
+    # ends with a bracket open, so the statement is not compiled to learn that the line goes on from it
+    from trainlint.analysis import chunking
+
+    compiled = []
+    monkeypatch.setattr(chunking, "check_syntax", compiled.append)
+    body = "".join(f"    step_{index} = train(step_{index - 1})\n" for index in range(1, 200))
+    text = f"def main():\n{body}    print(f'loss={{loss}}'\n\n\nif __name__ == '__main__':\n    main()\n"
+    assert starts(text) == [0, 201]
+    assert compiled == []
+    closed = text.replace("if __name__", "loss)\nif __name__")  # closed by a line at column 0: Python decides
+    assert starts(closed) == [0, 204]
+    assert len(compiled) == 1
+
+
 def test_a_continuation_line_at_column_0_inside_brackets_is_not_split_when_the_code_is_valid():
     # legal Python, found by the server fuzzer: splitting it reported two false syntax errors
     text = "class MLP:\n    def forward(self, x):\n        return self.net(\nx).squeeze(-1)\n\n\nloss = 1\n"

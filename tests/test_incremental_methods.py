@@ -279,10 +279,16 @@ def test_a_key_in_one_method_checks_the_rules_on_that_method_alone(monkeypatch):
         return check_scope(self, ctx, scope)
 
     monkeypatch.setattr(MissingZeroGrad, "check_scope", counting)
-    typed = STEPPER.replace("return [self.model(x).detach() for x in loader]", "return [self.model(x).detach() for x in loader if x]")
+    typed = STEPPER.replace("mse_loss(self.model(x), y)", "mse_loss(self.model(x), y * 2)")
     findings = state.analyse(typed, 1, SETTINGS).findings
-    assert checked == ["Stepper.evaluate"]
+    assert checked == ["Stepper.train"]
     assert findings == _fresh(typed)
+    # a method that follows no backward, the one event every TL201 finding needs (``scope_needs``), is not checked
+    evaluated = typed.replace("return [self.model(x).detach() for x in loader]", "return [self.model(x).detach() for x in loader if x]")
+    checked.clear()  # the fresh analysis above checked `train` too
+    findings = state.analyse(evaluated, 2, SETTINGS).findings
+    assert checked == []
+    assert findings == _fresh(evaluated)
 
 
 SCORER = '''import torch
@@ -362,8 +368,9 @@ class Trainer:
 
 def test_a_caller_that_runs_no_backward_keeps_its_result_until_the_helper_it_calls_gets_one(monkeypatch):
     """TL201 needs a backward (``scope_needs``): ``fit`` runs none, nor does the helper it calls, so a
-    key in the helper checks the helper alone; once the helper backwards the loss, ``fit`` is checked
-    again and its loop, which steps without clearing, is reported as a fresh analysis reports it."""
+    key in the helper checks neither (``rules.base.needs_none``); once the helper backwards the loss,
+    ``fit`` is checked again and its loop, which steps without clearing, is reported as a fresh analysis
+    reports it."""
     from trainlint.analysis.rules.missing_zero_grad import MissingZeroGrad
 
     state = DocumentState(PATH, None)
@@ -378,7 +385,7 @@ def test_a_caller_that_runs_no_backward_keeps_its_result_until_the_helper_it_cal
     monkeypatch.setattr(MissingZeroGrad, "check_scope", counting)
     typed = RECORDER.replace("value = float(loss)", "value = float(loss) * 2")
     findings = state.analyse(typed, 1, SETTINGS).findings
-    assert checked == ["Trainer._record"]
+    assert checked == []
     assert findings == _fresh(typed)
     backward = typed.replace("        value = float(loss) * 2\n", "        value = float(loss) * 2\n        loss.backward()\n")
     checked.clear()

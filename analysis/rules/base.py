@@ -13,6 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING, ClassVar
 
 from ..findings import Severity
+from ..patterns import follows_none
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -124,9 +125,11 @@ class Rule(metaclass=_RuleType):
     scope_needs: ClassVar[Callable[[Event], bool] | None] = None
 
     def check(self, ctx: RuleContext) -> None:
-        """Check one top-level statement; by default, each of its scopes on its own (``check_scope``)."""
+        """Check one top-level statement; by default, each of its scopes on its own (``check_scope``), but
+        not a scope whose followed events hold none of what its findings need (``scope_needs``)."""
         for scope in ctx.scopes:
-            self.check_scope(ctx, scope)
+            if not needs_none(type(self), scope):
+                self.check_scope(ctx, scope)
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         """Check one scope of the statement (its module-level code, a function, a method): for a
@@ -157,3 +160,10 @@ class Rule(metaclass=_RuleType):
         if cls.help_url is not None:
             return cls.help_url
         return f"{DOCS_URL}{cls.code}-{cls.name}" if cls.code.startswith("TL") else None
+
+
+def needs_none(rule: type[Rule], scope: ScopeAnalysis) -> bool:
+    """Whether none of the events ``scope`` follows is one the rule's findings need (``Rule.scope_needs``),
+    so that its ``check_scope`` would report nothing there: a key in a long function that trains nothing
+    does not run the gradient rules' searches over its loops. Asking it reads the flows the scope follows."""
+    return rule.scope_needs is not None and follows_none(scope, rule.scope_needs)

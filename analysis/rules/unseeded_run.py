@@ -34,11 +34,12 @@ alone: it seeds all three from `TrainingArguments.seed`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import NamedTuple, cast
+from collections.abc import Callable, Iterator
+from typing import NamedTuple, TypeVar, cast
 
 import libcst as cst
 
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
 from trainlint.analysis.patterns import argument_passed
 from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
@@ -52,6 +53,7 @@ from trainlint.rules import (
     Quiet,
     Rule,
     RuleContext,
+    ScopeAnalysis,
     Severity,
     Tag,
     calls_in,
@@ -295,33 +297,39 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if module.uses_hf_trainer or is_test_file(module.path):
         return None  # the Trainer seeds all three; a test suite is not a training run
     guard = _main_guard(module)
-    calls = list(module.all_calls())
+    scopes = module.all_scopes
     local_training = list(module.backward_calls)
-    training = local_training or _training_elsewhere(module, calls)
+    training = local_training or [call for scope in scopes for call in _per_scope(module, scope, _training_elsewhere)]
     if guard is None and not training:
         return None  # a library: its callers own the seeding
     seeded: dict[str, list[CallEvent]] = {library: [] for library in LIBRARIES}
     used: dict[str, list[tuple[CallEvent, str]]] = {library: [] for library in LIBRARIES}
-    seed_arguments = {id(node) for call in calls if call.method == "manual_seed" for arg in call.arg_nodes for node in _walk(arg.value)}
-    for call in calls:
-        if not _seeds_per_process(call):
-            for library in _seeds(call, module):
+    parts = [_per_scope(module, scope, _randomness) for scope in scopes]
+    seed_arguments = frozenset().union(*(part.seed_arguments for part in parts))
+    for part in parts:
+        for call, libraries in part.seeding:
+            for library in libraries:
                 seeded[library].append(call)
-        drawn = _draw(call)
-        if drawn is not None and not _draws_a_seed_or_port(call) and id(call.node) not in seed_arguments:
-            # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
-            used[drawn[0]].append((call, drawn[1]))
+        for call, (library, purpose) in part.drawing:
+            if id(call.node) not in seed_arguments:
+                # `generator.manual_seed(random.randint(...))` picks a random seed on purpose: not a use
+                used[library].append((call, purpose))
     if training and not used[TORCH]:
         # training draws from torch anyway: weight initialisation, dropout. Every backward call (or call of
         # another file's training) is a use; the one written first is picked only if a finding quotes it.
         used[TORCH].extend((call, "weight initialisation and dropout in training") for call in training)
     if not all(seeded.values()):
-        reached_seeds, reached_draws = _reached_in_other_files(module, calls)
+        reached_seeds: dict[str, CallEvent] = {}
+        for scope in scopes:
+            for call, libraries, draws in _per_scope(module, scope, _reached_in_other_files):
+                for library in libraries:
+                    reached_seeds.setdefault(library, call)
+                for library, purpose in draws:
+                    used[library].append((call, purpose))
         for library, call in reached_seeds.items():
             seeded[library].append(call)
-        for library, uses in reached_draws.items():
-            used[library].extend(uses)
-    spawned = _spawned_unseeded(module, calls, guard, seeded) if any(seeded.values()) else None
+    spawns = [spawn for part in parts for spawn in part.spawns]
+    spawned = _spawned_unseeded(module, spawns, guard, seeded) if any(seeded.values()) else None
     if spawned is not None:
         spawn, worker_used, unseeded = spawned
         return _Verdict(SPAWNED, Severity.WARNING, spawn.chunk, spawn.node, seeded, worker_used, unseeded, cause=spawn)
@@ -329,7 +337,7 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if helper_drawn is not None:
         seeding, draw, parameter = helper_drawn
         return _Verdict(HELPER_DRAWN, Severity.WARNING, seeding.chunk, seeding.node, seeded, used, (), cause=seeding, drawn=(draw, parameter))
-    drawn_seed = _drawn_seed(calls, seeded)
+    drawn_seed = _drawn_seed([drawn for part in parts for drawn in part.seeds_drawn], seeded)
     if drawn_seed is not None:
         draw, seeding = drawn_seed
         return _Verdict(DRAWN_SEED, Severity.WARNING, draw.chunk, cast(cst.CSTNode, draw.statement), seeded, used, (), cause=seeding)
@@ -433,13 +441,53 @@ def _named_in(module: ModuleView, name: str, imported_as: str) -> bool:
     return uses > (1 if name == imported_as else 0)
 
 
-def _training_elsewhere(module: ModuleView, calls: list[CallEvent]) -> list[CallEvent]:
-    """Calls of this file that train through another workspace file: a function of it that runs a
+class _Randomness(NamedTuple):
+    """What one scope's calls do with the generators, each list in the order of its calls."""
+    seeding: list[tuple[CallEvent, tuple[str, ...]]]  # a call that seeds the run, with the libraries it seeds
+    drawing: list[tuple[CallEvent, tuple[str, str]]]  # a draw (not of a seed or a port), with (library, what for)
+    seed_arguments: frozenset[int]  # the nodes of every `manual_seed(...)`'s arguments
+    seeds_drawn: list[tuple[CallEvent, str]]  # a draw bound whole, unconditionally, to one name of a seed (``_drawn_seed``)
+    spawns: list[CallEvent]  # calls that start fresh processes
+
+
+def _per_scope(module: ModuleView, scope: ScopeAnalysis, part: Callable[[ModuleView, ScopeAnalysis], T]) -> T:
+    """One scope's part of the verdict, kept with the scope's flow (``kept_with_scope``) while the flows it
+    asked for are the same: a key walks a scope or two again, and the verdict reads the others' parts as
+    they were, not every call of the file."""
+    return kept_with_scope(scope, (_PARTS, part), lambda: part(module, scope))
+
+
+_PARTS = "TL401 verdict part"
+T = TypeVar("T")
+
+
+def _randomness(module: ModuleView, scope: ScopeAnalysis) -> _Randomness:
+    found = _Randomness([], [], frozenset(
+        id(node) for call in scope.calls() if call.method == "manual_seed" for arg in call.arg_nodes for node in _walk(arg.value)
+    ), [], [])
+    for call in scope.calls():
+        if not _seeds_per_process(call):
+            seeded = _seeds(call, module)
+            if seeded:
+                found.seeding.append((call, seeded))
+        drawn = _draw(call)
+        if drawn is not None and not _draws_a_seed_or_port(call):
+            found.drawing.append((call, drawn))
+        target = _seed_drawn(call)
+        if target is not None:
+            found.seeds_drawn.append((call, target))
+        if call_fact(call.callee, STARTS_FRESH_PROCESSES) is not None:
+            found.spawns.append(call)
+    return found
+
+
+def _training_elsewhere(module: ModuleView, scope: ScopeAnalysis) -> list[CallEvent]:
+    """Calls of the scope that train through another workspace file: a function of it that runs a
     backward and steps an optimizer, or a class of it built here whose methods do (a
     `framework.BagRE(...)` whose `train_model` holds the loop). A backward alone times kernels or
     probes gradients (yolov5's `profile`); the script's own `backward` is none of them."""
     found = []
-    for call in calls:
+    for call in scope.calls():
         reached = [inner for _, inner in _runs_elsewhere(module, call)]
         if any(_is_backward_call(inner) for inner in reached) and any(is_optimizer_step(inner) for inner in reached):
             found.append(call)
@@ -472,37 +520,39 @@ def _is_backward_call(call: CallEvent) -> bool:
 
 
 def _reached_in_other_files(
-    module: ModuleView, calls: list[CallEvent],
-) -> tuple[dict[str, CallEvent], dict[str, list[tuple[CallEvent, str]]]]:
-    """The libraries seeded, and those drawn from, by what the script's calls run in its other files,
-    each with the call of this file that leads there. dinov2's `linear.py` calls `setup_and_build_model(args)`,
+    module: ModuleView, scope: ScopeAnalysis,
+) -> list[tuple[CallEvent, tuple[str, ...], list[tuple[str, str]]]]:
+    """For each call of the scope that runs code in the script's other files, the libraries what it runs
+    there seeds, and its draws there (library, what for). dinov2's `linear.py` calls `setup_and_build_model(args)`,
     which reaches `fix_random_seeds` three files away; a replay buffer built from `replay_memory.py`
     samples its batches with `random.sample` there."""
-    seeds: dict[str, CallEvent] = {}
-    draws: dict[str, list[tuple[CallEvent, str]]] = {}
-    for call in calls:
+    found = []
+    for call in scope.calls():
+        seeds: dict[str, None] = {}  # in the order they are reached
+        draws: list[tuple[str, str]] = []
         for function, reached in _runs_elsewhere(module, call):
             if reached.function is None and not _seeds_per_process(reached) and not _private_generator(reached):
                 # a library's own generator (a sampler's `generator.manual_seed(seed)`) is not the run's seeding
-                for library in _seeds(reached, module):
-                    seeds.setdefault(library, call)
+                seeds.update(dict.fromkeys(_seeds(reached, module)))
             drawn = _draw(reached)
             if drawn is not None and not _draws_a_seed_or_port(reached):
                 where = f"`{function.qualified_name}`, {_file_name(reached)} line {_line(reached)}"
-                draws.setdefault(drawn[0], []).append((call, f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}"))
-    return seeds, draws
+                draws.append((drawn[0], f"{drawn[1]}: `{quoted(reached.chunk, reached.node, 40)}` in {where}"))
+        if seeds or draws:
+            found.append((call, tuple(seeds), draws))
+    return found
 
 
 def _spawned_unseeded(
-    module: ModuleView, calls: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
+    module: ModuleView, spawns: list[CallEvent], guard, seeded: dict[str, list[CallEvent]],
 ) -> tuple[CallEvent, dict[str, list[tuple[CallEvent, str]]], tuple[str, ...]] | None:
-    """``mp.spawn(train, ...)`` where ``train`` trains and draws, nothing it runs seeds, and the only seeding
-    runs in the parent (inside a function or the `__main__` block; a module-level seeding statement
-    outside it runs again in every spawned worker, which imports the module)."""
+    """``mp.spawn(train, ...)`` (one of ``spawns``, the calls that start fresh processes) where ``train`` trains
+    and draws, nothing it runs seeds, and the only seeding runs in the parent (inside a function or the
+    `__main__` block; a module-level seeding statement outside it runs again in every spawned worker, which
+    imports the module)."""
     guard_test = guard[1] if guard is not None else None
-    for spawn in calls:
-        fact = call_fact(spawn.callee, STARTS_FRESH_PROCESSES)
-        worker = _spawned_function(module, spawn) if fact is not None else None
+    for spawn in spawns:
+        worker = _spawned_function(module, spawn)
         inner = worker.analysis(module.summary) if worker is not None else None
         if inner is None:
             continue
@@ -536,26 +586,30 @@ def _under(call: CallEvent, test: cst.CSTNode | None) -> bool:
     return test is not None and any(condition.test is test for condition in call.context.conditions)
 
 
-def _drawn_seed(calls: list[CallEvent], seeded: dict[str, list[CallEvent]]) -> tuple[CallEvent, CallEvent] | None:
+def _drawn_seed(drawn: list[tuple[CallEvent, str]], seeded: dict[str, list[CallEvent]]) -> tuple[CallEvent, CallEvent] | None:
     """``opt.manualSeed = random.randint(1, 10000)`` on every launch (not only when no seed is given), and a
-    seeding call in the same function applies it: the run is seeded with a number nobody chose."""
+    seeding call in the same function applies it: the run is seeded with a number nobody chose. ``drawn``:
+    the draws bound so (``_seed_drawn``), with the name each is bound to."""
     seedings = [call for library_calls in seeded.values() for call in library_calls]
-    for call in calls:
-        statement = call.statement
-        if (
-            _draw(call) is None or call.context.conditions or not isinstance(statement, cst.Assign)
-            or statement.value is not call.node or len(statement.targets) != 1
-        ):
-            continue
-        target = dotted(statement.targets[0].target)
-        if target is None or "seed" not in last_part(target).lower():
-            continue
+    for call, target in drawn:
         for seeding in seedings:
             if seeding.scope.function is call.scope.function and _line(seeding) > _line(call) and any(
                 dotted(arg.value) == target for arg in seeding.arg_nodes
             ):
                 return call, seeding
     return None
+
+
+def _seed_drawn(call: CallEvent) -> str | None:
+    """The name a draw is bound to, whole and unconditionally, when it names a seed (`opt.manualSeed = random.randint(...)`)."""
+    statement = call.statement
+    if (
+        _draw(call) is None or call.context.conditions or not isinstance(statement, cst.Assign)
+        or statement.value is not call.node or len(statement.targets) != 1
+    ):
+        return None
+    target = dotted(statement.targets[0].target)
+    return target if target is not None and "seed" in last_part(target).lower() else None
 
 
 def _seed_drawn_by_helper(module: ModuleView, seeded: dict[str, list[CallEvent]]) -> tuple[CallEvent, AssignEvent, str] | None:
