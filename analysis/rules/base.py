@@ -13,7 +13,6 @@ import textwrap
 from typing import TYPE_CHECKING, ClassVar
 
 from ..findings import Severity
-from ..patterns import follows_none
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -166,4 +165,6 @@ def needs_none(rule: type[Rule], scope: ScopeAnalysis) -> bool:
     """Whether none of the events ``scope`` follows is one the rule's findings need (``Rule.scope_needs``),
     so that its ``check_scope`` would report nothing there: a key in a long function that trains nothing
     does not run the gradient rules' searches over its loops. Asking it reads the flows the scope follows."""
+    from ..patterns import follows_none  # here, not at the top: the server imports this module before LibCST
+
     return rule.scope_needs is not None and follows_none(scope, rule.scope_needs)
