@@ -63,7 +63,7 @@ import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
-from trainlint.analysis.libraries import torch_layer_dropout
+from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
@@ -144,6 +144,7 @@ class MissingEvalMode(Rule):
             self._check_handed_from_training(ctx, scope)
             self._check_class_managed_mode(ctx, scope)
             self._check_restored_and_run(ctx, scope)
+            self._check_built_from_weights(ctx, scope)
             self._check_whole_module_restored(ctx, scope)
             self._check_own_inference(ctx, scope)
             if len(ctx.findings) == found:
@@ -379,6 +380,9 @@ class MissingEvalMode(Rule):
         layers = _layers_of(ctx.summary, model, ctx.module)
         if layers is None and not _kind_unknown(model):
             return False  # a model known to have no such layers
+        if layers is None and any(analysis is not None and any(_disables_dropout(call, key) for call in analysis.calls())
+                                  for _, analysis in others):
+            return False  # the class takes its dropout out (trl's reference model): no layer of it is known to need the mode
         ctx.report(
             forward.node,
             f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
@@ -494,6 +498,60 @@ class MissingEvalMode(Rule):
                     ((run.chunk, grad_off), "the inference runs without grad from here, in training mode"),
                 ],
                 help=f"call `{key}.eval()` after loading the weights",
+            )
+            return
+
+    def _check_built_from_weights(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model built by a factory handed trained weights (``get_unetr(..., decoder_state=state)``, ``state`` taken
+        from what ``torch.load`` returned) and then run for inference (without grad, or in a file that backwards nothing
+        where the function keeps none of its graph) in a function that trains nothing and switches nothing to eval mode.
+        A module is built in training mode and its weights do not change that; a factory that returns it in eval mode
+        calls ``.eval()`` itself (a workspace factory that does is quiet). The factory's model comes from elsewhere, so
+        whether it has dropout or batch-norm is not known here: a note, or a warning where its layers are read."""
+        if scope.function is None or _trains(scope):
+            return
+        loaded: set[str] = set()
+        calls = list(scope.calls())
+        for event in scope.events:
+            if not isinstance(event, AssignEvent) or event.value_node is None:
+                continue
+            built = event.value_node
+            weights = _trained_weights_in(ctx, scope, built, loaded)
+            if weights is None:
+                continue
+            if _restores_whole_module(ctx.summary, built) is not None or not _builds_from(ctx, scope, built, loaded):
+                loaded.update(target for target in event.targets if "." not in target)
+                continue
+            if len(event.targets) != 1 or "." in event.targets[0]:
+                continue
+            key = event.targets[0]
+            factory = next((call for call in calls if call.node is built), None)
+            if factory is None or (factory.function is not None and _returns_in_eval_mode(factory.function)):
+                continue
+            if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls):
+                continue
+            if _rebound_twice(scope, key) or _switched_to_eval_named(ctx.module, key):
+                continue
+            run = next((call for call in calls if call.context.loops and _run_for_inference(ctx, call) and _runs_named(ctx, call, key)), None)
+            if run is None:
+                continue
+            layers = _layers_of(ctx.summary, event.value, ctx.module)
+            loop = run.context.loops[-1]
+            name = dotted(built.func) if isinstance(built, cst.Call) else None
+            ctx.report(
+                run.node,
+                f"`{key}` is built by `{name or 'a factory'}` from trained weights ({weights}, line "
+                f"{event.chunk.line_of(event.node)}) and run for inference in a loop that trains nothing, while nothing "
+                "switches it to eval mode: a module is built in training mode and loading weights keeps that mode."
+                f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with "
+                "the statistics of each batch",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((event.chunk, event.node), "the model is built here from trained weights, in training mode"),
+                    ((run.chunk, loop.node), "the inference loop starts here, with the model in training mode"),
+                ],
+                help=f"call `{key}.eval()` after building it",
             )
             return
 
@@ -779,7 +837,20 @@ def _loaded_in_eval_mode(ctx, scope: ScopeAnalysis, call: CallEvent) -> bool:
     values = [call.receiver]
     if call.receiver.detail is None and scope.function is not None and call.receiver_key in scope.params:
         values = [value for _, value in ctx.module.arguments_for(scope.function, call.receiver_key) or []]
-    return _still_in_eval_mode(ctx, values, call.receiver_key or "")
+    return _still_in_eval_mode(ctx, values, call.receiver_key or "") or _bound_by_eval_factory(ctx, scope, call.receiver_key or "")
+
+
+def _bound_by_eval_factory(ctx: RuleContext, scope: ScopeAnalysis, key: str) -> bool:
+    """Every binding of ``key`` in the scope is a call of a workspace function (``build_classifier(weights)``) that returns
+    the model in eval mode, and nothing in the file switches ``key`` to training mode."""
+    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
+    if not bound or not all(isinstance(node, cst.Call) for node in bound):
+        return False
+    calls = {id(call.node): call for call in scope.calls()}
+    factories = [calls[id(node)].function if id(node) in calls else None for node in bound]
+    if not all(function is not None and _returns_in_eval_mode(function) for function in factories):
+        return False
+    return not any(other.method == "train" and other.receiver_key == key for other in ctx.module.all_calls())
 
 
 def _bound_values(scope: ScopeAnalysis, name: str) -> list[Value]:
@@ -815,6 +886,20 @@ def _factory_in_eval_mode(summary, value: Value) -> bool:
             return ".eval()" in info.chunk.code_for(factory.node)
         home = info.home or summary
         info = next((found for base in info.bases if (found := home.local_class(home.canonical(base))) is not None), None)
+    return False
+
+
+def _returns_in_eval_mode(function) -> bool:
+    """``function`` returns what it built switched to eval mode: ``return model.eval()`` (through ``.to(device)`` and the
+    like), or ``model.eval()`` on the name it returns."""
+    code = function.chunk.code_for
+    for node in walk(function.node.body):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        if ".eval()" in code(node.value):
+            return True
+        if isinstance(node.value, cst.Name) and f"{node.value.value}.eval()" in code(function.node):
+            return True
     return False
 
 
@@ -1024,6 +1109,44 @@ def _restores_whole_module(summary, built: cst.BaseExpression) -> str | None:
     if raw is None or summary.canonical(raw) != "torch.load":
         return None
     return "a whole module restored by `torch.load`, in the mode it was saved in"
+
+
+def _trained_weights_in(ctx: RuleContext, scope: ScopeAnalysis, node: cst.BaseExpression, loaded: set[str]) -> str | None:
+    """How ``node`` holds trained weights, for a message: it calls ``torch.load``, or it reads a name bound to what
+    ``torch.load`` returned (``state["model_state"]``, a comprehension over its items). None when it holds none."""
+    for inner in walk(node):
+        if isinstance(inner, cst.Call) and _restores_whole_module(ctx.summary, inner) is not None:
+            return "`torch.load`"
+    found = next((name for name in sorted(loaded) if mentions(scope, node, name)), None)
+    return f"`{found}`, from `torch.load`" if found is not None else None
+
+
+def _builds_from(ctx: RuleContext, scope: ScopeAnalysis, node: cst.BaseExpression, loaded: set[str]) -> bool:
+    """``node`` calls a function or class (not a method of the loaded data: ``state.items()``) and hands it the trained
+    weights as an argument: a factory that builds something from them."""
+    if not isinstance(node, cst.Call) or dotted(node.func) is None:
+        return False
+    if isinstance(node.func, cst.Attribute) and _trained_weights_in(ctx, scope, node.func.value, loaded) is not None:
+        return False
+    return any(not arg.star and _trained_weights_in(ctx, scope, arg.value, loaded) is not None for arg in node.args)
+
+
+def _disables_dropout(call: CallEvent, key: str) -> bool:
+    """``call`` hands the model ``key`` to a function that sets the rate of its dropout layers to 0: a library's
+    (trl's ``disable_dropout_in_model``, a row of ``libraries.CALL_FACTS``) or the workspace's own, which walks the
+    model's ``modules()`` and assigns 0 to their ``p``."""
+    if not any(not arg.star and call.chunk.code_for(arg.value) == key for arg in call.arg_nodes):
+        return False
+    if call_fact(call.callee, DISABLES_DROPOUT) is not None:
+        return True
+    function = call.function
+    if function is None or ".modules()" not in function.chunk.code_for(function.node):
+        return False
+    return any(
+        isinstance(node, cst.Assign) and _number(node.value) == 0
+        and any(isinstance(target.target, cst.Attribute) and target.target.attr.value == "p" for target in node.targets)
+        for node in walk(function.node)
+    )
 
 
 def _unknown_hub_model(value: Value) -> bool:
@@ -3237,9 +3360,169 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="logits = model(images.to(device))",
     ),
+    Fires(  # a segmentation head built by a library factory from a checkpoint's decoder weights, then predicted with
+        """
+        import torch
+        from tqdm import tqdm
+
+        from segment_lib.heads import build_decoder_head
+
+        from data import test_loader
+
+
+        def predict_masks(args):
+            checkpoint = torch.load(args.checkpoint, map_location="cpu")
+            decoder_state = {k: v for k, v in checkpoint["model_state"].items() if not k.startswith("encoder")}
+            head = build_decoder_head(out_channels=args.num_classes, decoder_state=decoder_state, device=args.device)
+            saved = []
+            for images, _ in tqdm(test_loader(args.data, batch_size=1)):
+                logits = head(images.to(args.device))
+                saved.append(torch.argmax(logits, dim=1).detach().cpu().numpy())
+            return saved
+        """,
+        files={
+            "data.py": """
+                from torch.utils.data import DataLoader
+                from torchvision import datasets, transforms
+
+
+                def test_loader(root, batch_size):
+                    dataset = datasets.ImageFolder(root, transforms.ToTensor())
+                    return DataLoader(dataset, batch_size=batch_size)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="logits = head(images.to(args.device))",
+    ),
+    Fires(  # the project's own factory (another file) builds a model with dropout from the restored weights
+        """
+        import torch
+
+        from models import build_classifier
+
+
+        def export_predictions(checkpoint_path, loader, out_path):
+            weights = torch.load(checkpoint_path, map_location="cpu")["state_dict"]
+            classifier = build_classifier(weights, num_classes=10)
+            rows = []
+            for images, names in loader:
+                rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))
+            with open(out_path, "w") as out:
+                out.writelines(f"{name},{label}" for name, label in rows)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.3))
+                        self.head = nn.Linear(256, num_classes)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+
+
+                def build_classifier(state_dict, num_classes):
+                    model = Classifier(num_classes)
+                    model.load_state_dict(state_dict)
+                    return model
+            """,
+        },
+        at="rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the project's factory returns the model it builds from the restored weights in eval mode
+        """
+        import torch
+
+        from models import build_classifier
+
+
+        def export_predictions(checkpoint_path, loader, out_path):
+            weights = torch.load(checkpoint_path, map_location="cpu")["state_dict"]
+            classifier = build_classifier(weights, num_classes=10)
+            rows = []
+            for images, names in loader:
+                rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))
+            with open(out_path, "w") as out:
+                out.writelines(f"{name},{label}" for name, label in rows)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.3))
+                        self.head = nn.Linear(256, num_classes)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+
+
+                def build_classifier(state_dict, num_classes):
+                    model = Classifier(num_classes)
+                    model.load_state_dict(state_dict)
+                    return model.eval()
+            """,
+        },
+    ),
+    Quiet(  # a preference loss takes the dropout out of the reference model it is handed (the project's own helper)
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from utils import disable_dropout
+
+
+        class PreferenceLoss:
+            def __init__(self, policy, ref_policy, beta=0.1):
+                self.policy = policy
+                self.ref_policy = ref_policy
+                self.beta = beta
+                disable_dropout(self.ref_policy)
+
+            def reference_logits(self, chosen, rejected):
+                with torch.no_grad():
+                    return self.ref_policy(chosen).logits, self.ref_policy(rejected).logits
+        """,
+        files={
+            "utils.py": """
+                import torch.nn as nn
+
+
+                def disable_dropout(model):
+                    for module in model.modules():
+                        if isinstance(module, nn.Dropout):
+                            module.p = 0
+            """,
+        },
+    ),
+    Quiet(  # trl's `disable_dropout_in_model` zeroes the dropout of the reference model the scorer is handed
+        """
+        import torch
+        from trl.trainer.utils import disable_dropout_in_model
+
+
+        class RewardGapScorer:
+            def __init__(self, model, ref_model):
+                self.model = model
+                self.ref_model = ref_model
+                disable_dropout_in_model(self.ref_model)
+
+            def score(self, batch):
+                with torch.no_grad():
+                    ref_logits = self.ref_model(input_ids=batch["input_ids"].cuda()).logits
+                return ref_logits.log_softmax(-1).gather(-1, batch["labels"].cuda().unsqueeze(-1)).sum()
+        """,
+    ),
     Quiet(  # the caller (another file) switches the model to eval mode before the evaluation helper runs it
         """
         import torch
