@@ -21,7 +21,11 @@ method that sets no mode; and a model whose trained weights are loaded (`load_st
 without grad, by itself or by a helper it is handed to; so is a model a factory builds from trained weights it is
 handed (`get_unetr(..., decoder_state=state)`, `state` taken from what `torch.load` returned) and runs in a loop of a
 function that trains nothing (a note when the factory is not read; a factory of the workspace that returns its model
-with `.eval()` is eval mode). A model the file builds and never trains (a distillation
+with `.eval()` is eval mode). A model the project's loader hands out (`Trainer.load(path)`, a function or static
+method of the workspace that builds it, loads its weights with `load_state_dict` and returns it, or an object keeping it
+as an attribute, without `.eval()`) is in training mode too: run for inference by a function that trains nothing (a
+method of its class that runs it without grad, `model.parse_sentences_no_grad(...)`, or a helper it is handed to that
+does so and switches nothing), a warning for a class with dropout or batch-norm. A model the file builds and never trains (a distillation
 teacher, a target network, a frozen encoder: no optimizer is given its parameters, every forward of it runs without
 grad, it is handed whole to nothing) is run for inference even inside a training step or a loss: built in training
 mode, it stays there unless switched, and as a submodule its holder's `.train()` switches it back, whatever
@@ -538,10 +542,13 @@ class MissingEvalMode(Rule):
                 continue
             if _rebound_twice(scope, key) or _switched_to_eval_named(ctx.module, key):
                 continue
-            run = next((call for call in calls if call.context.loops and _run_for_inference(ctx, call) and _runs_named(ctx, call, key)), None)
+            run = next((call for call in calls if call.context.loops and _run_for_inference(ctx, call) and _runs_named(ctx, call, key)
+                        and any(Tag.TENSOR in value.tags or Tag.ON_DEVICE in value.tags for value in call.args)), None)
             if run is None:
-                continue
+                continue  # a forward runs batches of tensors: a tokenizer or a vocabulary rebuilt from a saved file does not
             layers = _layers_of(ctx.summary, event.value, ctx.module)
+            if layers is None and not _kind_unknown(event.value):
+                continue  # known to have no such layers
             loop = run.context.loops[-1]
             name = dotted(built.func) if isinstance(built, cst.Call) else None
             ctx.report(
