@@ -1197,14 +1197,9 @@ def _hands_out_restored(summary, function, depth: int) -> tuple[str | None, list
     from a loader it calls, without switching its mode: None as the attribute when it returns the model, or the
     attribute of the object it returns that holds it (``return Trainer(model=model)``, whose ``__init__`` keeps
     ``self.model = model``); with the classes the model is built from."""
-    if depth == 0:
-        memo = function.chunk.memo.setdefault("tl208 hands out restored", {})
-        if id(function) not in memo:
-            memo[id(function)] = (function, _hands_out_restored(summary, function, 1))
-        return memo[id(function)][1]
     home = function.home or summary
     inner = function.analysis(home)
-    if inner is None or depth > 3:
+    if inner is None or depth > 2:
         return None
     calls = list(inner.calls())
     for node in walk(function.node.body):
