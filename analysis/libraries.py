@@ -106,6 +106,7 @@ RUNS_ENTRY_POINT = "runs the function it is handed as the program's command, wit
 ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function and calls it unchanged (grad mode untouched)"
 UNPICKLES_OBJECT = "returns the object saved, as saved: called, only a whole module (nn.Module) runs, its forward with grad on"
 KEEPS_NO_GRAPH = "takes a tensor and keeps none of its autograd graph: it detaches it and keeps host data (an image)"
+DISABLES_DROPOUT = "sets the rate of every nn.Dropout in the module it is handed to 0: dropout is off in either mode"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -192,6 +193,13 @@ CALL_FACTS: tuple[CallFact, ...] = (
     CallFact("wandb.Image", KEEPS_NO_GRAPH, (),
              "Weights & Biases, wandb/sdk/data_types/image.py, Image._initialize_from_data: a torch tensor that requires grad "
              "is detached, made a grid and kept as a PIL image"),
+    *(
+        CallFact(f"{package}.disable_dropout_in_model", DISABLES_DROPOUT, (),
+                 "TRL, trl/trainer/utils.py, disable_dropout_in_model: `for module in model.modules(): if isinstance(module, "
+                 "torch.nn.Dropout): module.p = 0`; DPOConfig, KTOConfig and RewardConfig default `disable_dropout=True` (GRPOConfig "
+                 "and RLOOConfig False), and the trainers call it on the model and the reference model when it is set")
+        for package in ("trl", "trl.trainer", "trl.trainer.utils")
+    ),
     CallFact("fire.Fire", RUNS_ENTRY_POINT, (),
              "Python Fire, fire.Fire(component): calls the function with the command line's arguments (guide: 'Calling Functions')"),
     CallFact("typer.run", RUNS_ENTRY_POINT, (),

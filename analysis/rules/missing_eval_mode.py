@@ -18,7 +18,14 @@ to where it is known: an evaluation function handed the model straight from the 
 mode in one method (its own, or one it inherits from a base class of the workspace: a forecaster's `predict` after
 the base class's `_train_model`) and runs it in an inference pass that never switches it, itself or behind a wrapper
 method that sets no mode; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
-without grad, by itself or by a helper it is handed to. A model the file builds and never trains (a distillation
+without grad, by itself or by a helper it is handed to; so is a model a factory builds from trained weights it is
+handed (`get_unetr(..., decoder_state=state)`, `state` taken from what `torch.load` returned) and runs in a loop of a
+function that trains nothing (a note when the factory is not read; a factory of the workspace that returns its model
+with `.eval()` is eval mode). A model the project's loader hands out (`Trainer.load(path)`, a function or static
+method of the workspace that builds it, loads its weights with `load_state_dict` and returns it, or an object keeping it
+as an attribute, without `.eval()`) is in training mode too: run for inference by a function that trains nothing (a
+method of its class that runs it without grad, `model.parse_sentences_no_grad(...)`, or a helper it is handed to that
+does so and switches nothing), a warning for a class with dropout or batch-norm. A model the file builds and never trains (a distillation
 teacher, a target network, a frozen encoder: no optimizer is given its parameters, every forward of it runs without
 grad, it is handed whole to nothing) is run for inference even inside a training step or a loss: built in training
 mode, it stays there unless switched, and as a submodule its holder's `.train()` switches it back, whatever
@@ -47,7 +54,9 @@ runs it in the mode its caller left: when a call of it in the workspace hands th
 it does not show, a note saying so (not for a probe on random or constant input, nor when the helper switches some
 module's mode itself, nor for a helper no call of the workspace reaches: its callers are elsewhere).
 A model whose class is known but whose dropout lives in a part from another workspace file, at a rate its caller
-sets, is a note that names the part.
+sets, is a note that names the part. A model of unknown kind whose dropout a function takes out (trl's
+`disable_dropout_in_model`, or the project's own that sets `p = 0` on each `Dropout` of its `modules()`) gets no note:
+no layer of it is known to behave differently in the two modes.
 
 How to fix: call `model.eval()` before the evaluation loop and `model.train()` before training
 resumes. Models without dropout or batch-norm layers behave the same in both modes, so they are
@@ -63,7 +72,7 @@ import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
-from trainlint.analysis.libraries import torch_layer_dropout
+from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
@@ -144,6 +153,8 @@ class MissingEvalMode(Rule):
             self._check_handed_from_training(ctx, scope)
             self._check_class_managed_mode(ctx, scope)
             self._check_restored_and_run(ctx, scope)
+            self._check_built_from_weights(ctx, scope)
+            self._check_loader_handed_out(ctx, scope)
             self._check_whole_module_restored(ctx, scope)
             self._check_own_inference(ctx, scope)
             if len(ctx.findings) == found:
@@ -379,6 +390,9 @@ class MissingEvalMode(Rule):
         layers = _layers_of(ctx.summary, model, ctx.module)
         if layers is None and not _kind_unknown(model):
             return False  # a model known to have no such layers
+        if layers is None and any(analysis is not None and any(_disables_dropout(call, key) for call in analysis.calls())
+                                  for _, analysis in others):
+            return False  # the class takes its dropout out (trl's reference model): no layer of it is known to need the mode
         ctx.report(
             forward.node,
             f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
@@ -494,6 +508,118 @@ class MissingEvalMode(Rule):
                     ((run.chunk, grad_off), "the inference runs without grad from here, in training mode"),
                 ],
                 help=f"call `{key}.eval()` after loading the weights",
+            )
+            return
+
+    def _check_built_from_weights(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model built by a factory handed trained weights (``get_unetr(..., decoder_state=state)``, ``state`` taken
+        from what ``torch.load`` returned) and then run for inference (without grad, or in a file that backwards nothing
+        where the function keeps none of its graph) in a function that trains nothing and switches nothing to eval mode.
+        A module is built in training mode and its weights do not change that; a factory that returns it in eval mode
+        calls ``.eval()`` itself (a workspace factory that does is quiet). The factory's model comes from elsewhere, so
+        whether it has dropout or batch-norm is not known here: a note, or a warning where its layers are read."""
+        if scope.function is None or _trains(scope):
+            return
+        loaded: set[str] = set()
+        calls = list(scope.calls())
+        for event in scope.events:
+            if not isinstance(event, AssignEvent) or event.value_node is None:
+                continue
+            built = event.value_node
+            weights = _trained_weights_in(ctx, scope, built, loaded)
+            if weights is None:
+                continue
+            if _restores_whole_module(ctx.summary, built) is not None or not _builds_from(ctx, scope, built, loaded):
+                loaded.update(target for target in event.targets if "." not in target)
+                continue
+            if len(event.targets) != 1 or "." in event.targets[0]:
+                continue
+            key = event.targets[0]
+            factory = next((call for call in calls if call.node is built), None)
+            if factory is None or (factory.function is not None and _returns_in_eval_mode(factory.function)):
+                continue
+            if any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls):
+                continue
+            if _rebound_twice(scope, key) or _switched_to_eval_named(ctx.module, key):
+                continue
+            run = next((call for call in calls if call.context.loops and _run_for_inference(ctx, call) and _runs_named(ctx, call, key)
+                        and any(Tag.TENSOR in value.tags or Tag.ON_DEVICE in value.tags for value in call.args)), None)
+            if run is None:
+                continue  # a forward runs batches of tensors: a tokenizer or a vocabulary rebuilt from a saved file does not
+            layers = _layers_of(ctx.summary, event.value, ctx.module)
+            if layers is None and not _kind_unknown(event.value):
+                continue  # known to have no such layers
+            loop = run.context.loops[-1]
+            name = dotted(built.func) if isinstance(built, cst.Call) else None
+            ctx.report(
+                run.node,
+                f"`{key}` is built by `{name or 'a factory'}` from trained weights ({weights}, line "
+                f"{event.chunk.line_of(event.node)}) and run for inference in a loop that trains nothing, while nothing "
+                "switches it to eval mode: a module is built in training mode and loading weights keeps that mode."
+                f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with "
+                "the statistics of each batch",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((event.chunk, event.node), "the model is built here from trained weights, in training mode"),
+                    ((run.chunk, loop.node), "the inference loop starts here, with the model in training mode"),
+                ],
+                help=f"call `{key}.eval()` after building it",
+            )
+            return
+
+    def _check_loader_handed_out(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """A model the project's loader hands out (``Trainer.load(path)``: a function of the workspace that builds the
+        model, gives it its trained weights with ``load_state_dict`` and returns it, or an object holding it, without
+        switching its mode) and that a function training nothing then runs for inference: by a method of the model's
+        class that runs it without grad (``model.parse_sentences_no_grad(...)``), or by a helper it is handed to that
+        does so or runs it without grad, and that switches nothing itself. The model is in training mode: a warning
+        for a class with dropout or batch-norm, a note for one whose layers are not read."""
+        if scope.function is None or _trains(scope):
+            return
+        calls = list(scope.calls())
+        restored: dict[str, tuple[AssignEvent, list[ClassInfo], str | None]] = {}  # the attribute holding it, for a holder
+        for event in scope.events:
+            if not isinstance(event, AssignEvent) or len(event.targets) != 1 or "." in event.targets[0]:
+                continue
+            node = event.value_node
+            key = event.targets[0]
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in restored:
+                held = restored[node.value.value]
+                if held[2] == node.attr.value:  # `model = trainer.model`: the loader's holder hands it over
+                    restored[key] = (held[0], held[1], None)
+                continue
+            factory = next((call for call in calls if call.node is node), None) if isinstance(node, cst.Call) else None
+            loader = _workspace_callee(ctx.summary, factory) if factory is not None else None
+            found = _hands_out_restored(ctx.summary, loader, depth=0) if loader is not None else None
+            if found is not None:
+                restored[key] = (event, found[1], found[0])
+        for key, (event, classes, attribute) in restored.items():
+            if attribute is not None or any(other.receiver_key == key and other.method in {"train", "eval"} for other in calls):
+                continue  # a holder (its model is read where it is taken out), or a model this function switches
+            if any((_switched_name(call) == key and _sets_eval_mode(call))
+                   or (call.function is not None and _helper_sets_eval_mode(call, key, ctx.summary)) for call in calls):
+                continue  # switched here, or by a helper it is handed to (`set_eval(model)`)
+            run = next((call for call in calls if _runs_restored(ctx.summary, call, key, classes, depth=2)), None)
+            if run is None:
+                continue
+            holder = next((with_layers for info in classes
+                           if (with_layers := _class_with_layers(info.home or ctx.summary, info, depth=0)) is not None), None)
+            layers = ((holder.chunk, holder.node.name), f"`{holder.name}` has dropout or batch-norm layers") if holder is not None else None
+            ctx.report(
+                run.node,
+                f"`{key}` comes from the project's loader (line {event.chunk.line_of(event.node)}), which builds it, loads its "
+                "trained weights and hands it out without switching it to eval mode, and it is run here for inference "
+                f"while nothing switches it: it runs in training mode.{_with_its_layers(key, layers)} outputs are computed "
+                "with dropout on and batch-norm normalising with the statistics of each batch",
+                severity=None if layers is not None else Severity.NOTE,
+                evidence=[
+                    layers,
+                    ((event.chunk, event.node), "the loader hands the model out here, in training mode"),
+                    ((run.chunk, run.node), "run here without grad, in training mode" if run.receiver_key == key else
+                     f"handed here to `{run.function.name if run.function else 'a helper'}`, which runs it without grad"),
+                ],
+                help=f"call `{key}.eval()` after loading it",
             )
             return
 
@@ -779,7 +905,20 @@ def _loaded_in_eval_mode(ctx, scope: ScopeAnalysis, call: CallEvent) -> bool:
     values = [call.receiver]
     if call.receiver.detail is None and scope.function is not None and call.receiver_key in scope.params:
         values = [value for _, value in ctx.module.arguments_for(scope.function, call.receiver_key) or []]
-    return _still_in_eval_mode(ctx, values, call.receiver_key or "")
+    return _still_in_eval_mode(ctx, values, call.receiver_key or "") or _bound_by_eval_factory(ctx, scope, call.receiver_key or "")
+
+
+def _bound_by_eval_factory(ctx: RuleContext, scope: ScopeAnalysis, key: str) -> bool:
+    """Every binding of ``key`` in the scope is a call of a workspace function (``build_classifier(weights)``) that returns
+    the model in eval mode, and nothing in the file switches ``key`` to training mode."""
+    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
+    if not bound or not all(isinstance(node, cst.Call) for node in bound):
+        return False
+    calls = {id(call.node): call for call in scope.calls()}
+    factories = [calls[id(node)].function if id(node) in calls else None for node in bound]
+    if not all(function is not None and _returns_in_eval_mode(function) for function in factories):
+        return False
+    return not any(other.method == "train" and other.receiver_key == key for other in ctx.module.all_calls())
 
 
 def _bound_values(scope: ScopeAnalysis, name: str) -> list[Value]:
@@ -815,6 +954,20 @@ def _factory_in_eval_mode(summary, value: Value) -> bool:
             return ".eval()" in info.chunk.code_for(factory.node)
         home = info.home or summary
         info = next((found for base in info.bases if (found := home.local_class(home.canonical(base))) is not None), None)
+    return False
+
+
+def _returns_in_eval_mode(function) -> bool:
+    """``function`` returns what it built switched to eval mode: ``return model.eval()`` (through ``.to(device)`` and the
+    like), or ``model.eval()`` on the name it returns."""
+    code = function.chunk.code_for
+    for node in walk(function.node.body):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        if ".eval()" in code(node.value):
+            return True
+        if isinstance(node.value, cst.Name) and f"{node.value.value}.eval()" in code(function.node):
+            return True
     return False
 
 
@@ -1024,6 +1177,162 @@ def _restores_whole_module(summary, built: cst.BaseExpression) -> str | None:
     if raw is None or summary.canonical(raw) != "torch.load":
         return None
     return "a whole module restored by `torch.load`, in the mode it was saved in"
+
+
+def _workspace_callee(summary, call: CallEvent):
+    """The workspace function ``call`` calls: a function, or a method named through its class (``Trainer.load(...)``,
+    a static or class method)."""
+    if call.function is not None:
+        return call.function
+    callee = call.callee
+    if callee is None or "." not in callee:
+        return None
+    owner, _, name = callee.rpartition(".")
+    info = summary.local_class(owner)
+    return info.methods.get(name) if info is not None else None
+
+
+def _hands_out_restored(summary, function, depth: int) -> tuple[str | None, list[ClassInfo]] | None:
+    """``function`` (a loader) returns a model it built and gave its trained weights (``load_state_dict``), or got
+    from a loader it calls, without switching its mode: None as the attribute when it returns the model, or the
+    attribute of the object it returns that holds it (``return Trainer(model=model)``, whose ``__init__`` keeps
+    ``self.model = model``); with the classes the model is built from."""
+    home = function.home or summary
+    inner = function.analysis(home)
+    if inner is None or depth > 2:
+        return None
+    calls = list(inner.calls())
+    for node in walk(function.node.body):
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        value = node.value
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in {"to", "cuda", "cpu"}:
+            value = value.func.value
+        if isinstance(value, cst.Name):
+            classes = _restored_name(home, inner, calls, value.value, depth)
+            if classes is not None:
+                return None, classes
+        elif isinstance(value, cst.Call) and (built := _workspace_class_called(home, value)) is not None:
+            for arg in value.args:
+                if arg.star or not isinstance(arg.value, cst.Name):
+                    continue
+                classes = _restored_name(home, inner, calls, arg.value.value, depth)
+                kept = _kept_as(built, arg, value.args.index(arg)) if classes is not None else None
+                if kept is not None and classes is not None:
+                    return kept, classes
+    return None
+
+
+def _restored_name(home, inner: ScopeAnalysis, calls: list[CallEvent], name: str, depth: int) -> list[ClassInfo] | None:
+    """The classes a loader's local ``name`` is built from, when it holds a model with its trained weights loaded (here,
+    or by a loader it calls) and nothing here switches its mode; None otherwise."""
+    if any(call.receiver_key == name and call.method in {"eval", "train"} for call in calls):
+        return None
+    bound = [event for event in inner.events if isinstance(event, AssignEvent) and name in event.targets]
+    classes = [event.value.detail for event in bound if isinstance(event.value.detail, ClassInfo)]
+    if any(call.receiver_key == name and call.method == "load_state_dict" for call in calls):
+        return classes
+    for event in bound:
+        factory = next((call for call in calls if call.node is event.value_node), None)
+        loader = _workspace_callee(home, factory) if factory is not None else None
+        found = _hands_out_restored(home, loader, depth + 1) if loader is not None else None
+        if found is not None and found[0] is None:
+            return found[1]
+    return None
+
+
+def _workspace_class_called(home, node: cst.Call) -> ClassInfo | None:
+    raw = dotted(node.func)
+    return home.local_class(home.canonical(raw)) if raw is not None else None
+
+
+def _kept_as(info: ClassInfo, arg: cst.Arg, position: int) -> str | None:
+    """The attribute the class's ``__init__`` keeps the argument in (``self.model = model``)."""
+    init = info.methods.get("__init__")
+    if init is None:
+        return None
+    params = [param.name.value for param in init.node.params.params][1:]
+    parameter = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
+    for node in walk(init.node.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == parameter:
+            for target in node.targets:
+                if isinstance(target.target, cst.Attribute) and dotted(target.target.value) == "self":
+                    return target.target.attr.value
+    return None
+
+
+def _runs_restored(summary, call: CallEvent, key: str, classes: list[ClassInfo], depth: int) -> bool:
+    """``call`` runs the model ``key`` for inference: a method of its class (or a base class of the workspace) that runs it
+    without grad, a forward without grad, or a helper it is handed to that does one of these and switches nothing."""
+    if call.receiver_key == key:
+        if call.method is None:
+            return call.context.grad_off is not None
+        return any(_inference_method(summary, info, call.method) for info in classes)
+    function = call.function
+    if depth == 0 or function is None or not any(call.chunk.code_for(arg.value) == key for arg in call.arg_nodes if not arg.star):
+        return False
+    inner = function.analysis(function.home or summary)
+    if inner is None or _trains(inner):
+        return False
+    parameters = [name for name in inner.params if (passed := _passed_for(call, function, name)) is not None and passed[1] == key]
+    inner_calls = list(inner.calls())
+    if any(other.method in {"eval", "train"} and other.receiver_key in parameters for other in inner_calls):
+        return False
+    return any(_runs_restored(summary, other, parameter, classes, depth - 1) for other in inner_calls for parameter in parameters)
+
+
+def _inference_method(summary, info: ClassInfo, name: str) -> bool:
+    """The class (or a workspace base class) defines ``name`` as a method that runs the module without grad
+    (``with torch.no_grad(): return self.parse_sentences(...)``) and switches no mode."""
+    method = info.methods.get(name)
+    home = info.home or summary
+    if method is None:
+        method = next((found for found, _ in _inherited_methods(summary, info) if found.name == name), None)
+    inner = method.analysis(method.home or home) if method is not None else None
+    if inner is None:
+        return False
+    calls = list(inner.calls())
+    if any(call.method in {"eval", "train"} for call in calls):
+        return False
+    return any(call.context.grad_off is not None and (call.receiver_key or "").split(".")[0] == "self" for call in calls)
+
+
+def _trained_weights_in(ctx: RuleContext, scope: ScopeAnalysis, node: cst.BaseExpression, loaded: set[str]) -> str | None:
+    """How ``node`` holds trained weights, for a message: it calls ``torch.load``, or it reads a name bound to what
+    ``torch.load`` returned (``state["model_state"]``, a comprehension over its items). None when it holds none."""
+    for inner in walk(node):
+        if isinstance(inner, cst.Call) and _restores_whole_module(ctx.summary, inner) is not None:
+            return "`torch.load`"
+    found = next((name for name in sorted(loaded) if mentions(scope, node, name)), None)
+    return f"`{found}`, from `torch.load`" if found is not None else None
+
+
+def _builds_from(ctx: RuleContext, scope: ScopeAnalysis, node: cst.BaseExpression, loaded: set[str]) -> bool:
+    """``node`` calls a function or class (not a method of the loaded data: ``state.items()``) and hands it the trained
+    weights as an argument: a factory that builds something from them."""
+    if not isinstance(node, cst.Call) or dotted(node.func) is None:
+        return False
+    if isinstance(node.func, cst.Attribute) and _trained_weights_in(ctx, scope, node.func.value, loaded) is not None:
+        return False
+    return any(not arg.star and _trained_weights_in(ctx, scope, arg.value, loaded) is not None for arg in node.args)
+
+
+def _disables_dropout(call: CallEvent, key: str) -> bool:
+    """``call`` hands the model ``key`` to a function that sets the rate of its dropout layers to 0: a library's
+    (trl's ``disable_dropout_in_model``, a row of ``libraries.CALL_FACTS``) or the workspace's own, which walks the
+    model's ``modules()`` and assigns 0 to their ``p``."""
+    if not any(not arg.star and call.chunk.code_for(arg.value) == key for arg in call.arg_nodes):
+        return False
+    if call_fact(call.callee, DISABLES_DROPOUT) is not None:
+        return True
+    function = call.function
+    if function is None or ".modules()" not in function.chunk.code_for(function.node):
+        return False
+    return any(
+        isinstance(node, cst.Assign) and _number(node.value) == 0
+        and any(isinstance(target.target, cst.Attribute) and target.target.attr.value == "p" for target in node.targets)
+        for node in walk(function.node)
+    )
 
 
 def _unknown_hub_model(value: Value) -> bool:
@@ -3237,9 +3546,297 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="logits = model(images.to(device))",
     ),
+    Fires(  # a segmentation head built by a library factory from a checkpoint's decoder weights, then predicted with
+        """
+        import torch
+        from tqdm import tqdm
+
+        from segment_lib.heads import build_decoder_head
+
+        from data import test_loader
+
+
+        def predict_masks(args):
+            checkpoint = torch.load(args.checkpoint, map_location="cpu")
+            decoder_state = {k: v for k, v in checkpoint["model_state"].items() if not k.startswith("encoder")}
+            head = build_decoder_head(out_channels=args.num_classes, decoder_state=decoder_state, device=args.device)
+            saved = []
+            for images, _ in tqdm(test_loader(args.data, batch_size=1)):
+                logits = head(images.to(args.device))
+                saved.append(torch.argmax(logits, dim=1).detach().cpu().numpy())
+            return saved
+        """,
+        files={
+            "data.py": """
+                from torch.utils.data import DataLoader
+                from torchvision import datasets, transforms
+
+
+                def test_loader(root, batch_size):
+                    dataset = datasets.ImageFolder(root, transforms.ToTensor())
+                    return DataLoader(dataset, batch_size=batch_size)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="logits = head(images.to(args.device))",
+    ),
+    Fires(  # the project's own factory (another file) builds a model with dropout from the restored weights
+        """
+        import torch
+
+        from models import build_classifier
+
+
+        def export_predictions(checkpoint_path, loader, out_path):
+            weights = torch.load(checkpoint_path, map_location="cpu")["state_dict"]
+            classifier = build_classifier(weights, num_classes=10)
+            rows = []
+            for images, names in loader:
+                rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))
+            with open(out_path, "w") as out:
+                out.writelines(f"{name},{label}" for name, label in rows)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.3))
+                        self.head = nn.Linear(256, num_classes)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+
+
+                def build_classifier(state_dict, num_classes):
+                    model = Classifier(num_classes)
+                    model.load_state_dict(state_dict)
+                    return model
+            """,
+        },
+        at="rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))",
+    ),
+    Fires(  # the project's loader builds the tagger, loads its weights and hands it out in training mode
+        """
+        import torch
+
+        from tagger.model import LSTMTagger
+
+
+        class Trainer:
+            def __init__(self, model, optimizer=None):
+                self.model = model
+                self.optimizer = optimizer
+
+            @staticmethod
+            def model_from_params(params):
+                model = LSTMTagger(params["vocab_size"], params["num_tags"])
+                model.load_state_dict(params["model"])
+                return model
+
+            @staticmethod
+            def load(filename):
+                params = torch.load(filename, map_location="cpu")
+                model = Trainer.model_from_params(params)
+                return Trainer(model=model)
+
+
+        def tag_file(model, batches):
+            return model.tag_sentences_no_grad(batches)
+
+
+        def load_model_tag_text(model_file, batches):
+            trainer = Trainer.load(model_file)
+            model = trainer.model
+            return tag_file(model, batches)
+        """,
+        files={
+            "tagger/model.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class BaseTagger:
+                    def tag_sentences(self, batches):
+                        return [self(batch).argmax(-1) for batch in batches]
+
+                    def tag_sentences_no_grad(self, batches):
+                        with torch.no_grad():
+                            return self.tag_sentences(batches)
+
+
+                class LSTMTagger(BaseTagger, nn.Module):
+                    def __init__(self, vocab_size, num_tags, dropout=0.3):
+                        super().__init__()
+                        self.embedding = nn.Embedding(vocab_size, 128)
+                        self.lstm = nn.LSTM(128, 256, batch_first=True, bidirectional=True)
+                        self.drop = nn.Dropout(dropout)
+                        self.out = nn.Linear(512, num_tags)
+
+                    def forward(self, tokens):
+                        hidden, _ = self.lstm(self.embedding(tokens))
+                        return self.out(self.drop(hidden))
+            """,
+        },
+        at="return tag_file(model, batches)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the helper the loaded tagger is handed to switches it to eval mode before tagging
+        """
+        import torch
+
+        from tagger.model import LSTMTagger
+
+
+        class Trainer:
+            def __init__(self, model, optimizer=None):
+                self.model = model
+                self.optimizer = optimizer
+
+            @staticmethod
+            def model_from_params(params):
+                model = LSTMTagger(params["vocab_size"], params["num_tags"])
+                model.load_state_dict(params["model"])
+                return model
+
+            @staticmethod
+            def load(filename):
+                params = torch.load(filename, map_location="cpu")
+                model = Trainer.model_from_params(params)
+                return Trainer(model=model)
+
+
+        def tag_file(model, batches):
+            model.eval()
+            return model.tag_sentences_no_grad(batches)
+
+
+        def load_model_tag_text(model_file, batches):
+            trainer = Trainer.load(model_file)
+            model = trainer.model
+            return tag_file(model, batches)
+        """,
+        files={
+            "tagger/model.py": """
+                import torch
+                import torch.nn as nn
+
+
+                class BaseTagger:
+                    def tag_sentences(self, batches):
+                        return [self(batch).argmax(-1) for batch in batches]
+
+                    def tag_sentences_no_grad(self, batches):
+                        with torch.no_grad():
+                            return self.tag_sentences(batches)
+
+
+                class LSTMTagger(BaseTagger, nn.Module):
+                    def __init__(self, vocab_size, num_tags, dropout=0.3):
+                        super().__init__()
+                        self.embedding = nn.Embedding(vocab_size, 128)
+                        self.lstm = nn.LSTM(128, 256, batch_first=True, bidirectional=True)
+                        self.drop = nn.Dropout(dropout)
+                        self.out = nn.Linear(512, num_tags)
+
+                    def forward(self, tokens):
+                        hidden, _ = self.lstm(self.embedding(tokens))
+                        return self.out(self.drop(hidden))
+            """,
+        },
+    ),
+    Quiet(  # the project's factory returns the model it builds from the restored weights in eval mode
+        """
+        import torch
+
+        from models import build_classifier
+
+
+        def export_predictions(checkpoint_path, loader, out_path):
+            weights = torch.load(checkpoint_path, map_location="cpu")["state_dict"]
+            classifier = build_classifier(weights, num_classes=10)
+            rows = []
+            for images, names in loader:
+                rows.extend(zip(names, classifier(images).argmax(dim=1).tolist()))
+            with open(out_path, "w") as out:
+                out.writelines(f"{name},{label}" for name, label in rows)
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, num_classes):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Dropout(0.3))
+                        self.head = nn.Linear(256, num_classes)
+
+                    def forward(self, x):
+                        return self.head(self.features(x))
+
+
+                def build_classifier(state_dict, num_classes):
+                    model = Classifier(num_classes)
+                    model.load_state_dict(state_dict)
+                    return model.eval()
+            """,
+        },
+    ),
+    Quiet(  # a preference loss takes the dropout out of the reference model it is handed (the project's own helper)
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from utils import disable_dropout
+
+
+        class PreferenceLoss:
+            def __init__(self, policy, ref_policy, beta=0.1):
+                self.policy = policy
+                self.ref_policy = ref_policy
+                self.beta = beta
+                disable_dropout(self.ref_policy)
+
+            def reference_logits(self, chosen, rejected):
+                with torch.no_grad():
+                    return self.ref_policy(chosen).logits, self.ref_policy(rejected).logits
+        """,
+        files={
+            "utils.py": """
+                import torch.nn as nn
+
+
+                def disable_dropout(model):
+                    for module in model.modules():
+                        if isinstance(module, nn.Dropout):
+                            module.p = 0
+            """,
+        },
+    ),
+    Quiet(  # trl's `disable_dropout_in_model` zeroes the dropout of the reference model the scorer is handed
+        """
+        import torch
+        from trl.trainer.utils import disable_dropout_in_model
+
+
+        class RewardGapScorer:
+            def __init__(self, model, ref_model):
+                self.model = model
+                self.ref_model = ref_model
+                disable_dropout_in_model(self.ref_model)
+
+            def score(self, batch):
+                with torch.no_grad():
+                    ref_logits = self.ref_model(input_ids=batch["input_ids"].cuda()).logits
+                return ref_logits.log_softmax(-1).gather(-1, batch["labels"].cuda().unsqueeze(-1)).sum()
+        """,
+    ),
     Quiet(  # the caller (another file) switches the model to eval mode before the evaluation helper runs it
         """
         import torch
