@@ -7412,4 +7412,36 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 optimizer.zero_grad()
         """,
     ),
+    Quiet(  # the loop's output is rebound in the other branch only: the list it was stored in is returned
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class RegionEncoder(nn.Module):
+            def __init__(self, channels, width, max_regions=64):
+                super().__init__()
+                self.stem = nn.Conv2d(channels, width, kernel_size=4, stride=4)
+                self.norm = nn.LayerNorm(width)
+                self.slots = nn.Parameter(torch.zeros(1, max_regions, width))
+
+            def _tokens(self, crop):
+                return self.norm(self.stem(crop).flatten(2).transpose(1, 2))
+
+            def forward(self, crops, masks=None):
+                if isinstance(crops, (list, tuple)):
+                    masks = masks if masks is not None else [None] * len(crops)
+                    encoded = []
+                    for crop, mask in zip(crops, masks):
+                        count = crop.shape[-1] // 4
+                        crop = self._tokens(crop)
+                        crop = crop + self.slots[:, :crop.shape[1]]
+                        if mask is not None:
+                            crop = crop * mask.unsqueeze(-1)
+                        encoded.append(crop[:, :count * count])
+                else:
+                    encoded = self._tokens(crops) + self.slots[:, :1]
+                return encoded
+        """,
+    ),
 )
