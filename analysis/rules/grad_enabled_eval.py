@@ -105,6 +105,7 @@ from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
+from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
     LIBRARY_LAYER_METHODS,
@@ -568,7 +569,7 @@ class GradEnabledEval(Rule):
             return False
         candidates = [
             call for call in scope.calls()
-            if call.method is not None and call.receiver_key is not None and not call.receiver_key.startswith("self")
+            if call.method is not None and call.receiver_key is not None and _held_or_named(call.receiver_key, info)
             and call.context.grad_off is None and call.context.loops
         ]
         if not candidates or _grad_off_anywhere(scope, list(scope.calls())) or _grad_disabled_globally(module):
@@ -576,31 +577,69 @@ class GradEnabledEval(Rule):
         if _trains(list(calls_in(scope, None))):
             return False  # before resolving each receiver's class: a training function's calls are many
         for call in candidates:
-            owner = _receiver_class(ctx, scope, call)
+            owner = _evaluator_class(ctx, scope, call)
             method = owner.find_method(call.method, ctx.summary) if owner is not None and call.method is not None else None
             found = _evaluates(ctx, method) if method is not None else None
             if owner is None or found is None or _output_backwarded(module, [call], frozenset()):
                 continue
+            caller: CallerElsewhere | None = None
             if not _grad_known_on(module, scope):
-                return False
+                if info is None or not _grad_left_to_other_files(module, info):
+                    return False  # a call in this file chose how grad stands
+                elsewhere = _callers_elsewhere(ctx, info)
+                if elsewhere and all(other.grad == "off" for other in elsewhere):
+                    return False  # every caller, in other files, runs it under no_grad()/inference_mode()
+                caller = next((other for other in elsewhere if other.grad == "on"), None)
+                if caller is None:
+                    self._report_evaluating_method_unknown_grad(ctx, scope, call, owner, found)
+                    return True
             forward, switch = found
             unknown = _unknown_model_method(ctx, forward)
+            evidence: list[tuple[Site, str]] = [
+                ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
+                ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+            ]
+            if caller is not None:
+                evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` runs it with grad on: {caller.why}"))
             ctx.report(
                 call.node,
                 f"`{_text(call)}` runs the model with autograd on: `{owner.name}.{call.method}` runs `{_text(forward)}` after "
                 f"`{_text(switch)}` without `no_grad()`/`inference_mode()` and never backwards, so every call in the loop "
                 "records a graph and keeps its activations for nothing: training-step memory and extra time on every pass"
+                + (f" (`{caller.path}` calls `{info.qualified_name}()` on line {caller.line} with grad on)" if caller is not None and info is not None else "")
                 + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else ""),
-                severity=Severity.WARNING if unknown else None,
-                evidence=[
-                    ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
-                    ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
-                    ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
-                ],
+                severity=Severity.WARNING if unknown or caller is not None else None,
+                evidence=evidence,
                 help=f"run the loop under `with torch.no_grad():` (or decorate `{owner.name}.{call.method}` with `@torch.no_grad()`)",
             )
             return True
         return False
+
+    def _report_evaluating_method_unknown_grad(
+        self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: ClassInfo, found: tuple[CallEvent, CallEvent],
+    ) -> None:
+        """``_check_evaluating_method``'s pass in a function that only other files call, none found with grad on
+        (a pipeline stage's ``process(document)``, run by a pipeline that picks it from a table): a note that says
+        what is not known."""
+        info = scope.function
+        assert info is not None, "a function's scope"
+        forward, switch = found
+        ctx.report(
+            call.node,
+            f"`{_text(call)}` runs the model with autograd on unless the caller of `{info.qualified_name}()` turns it off: "
+            f"`{owner.name}.{call.method}` runs `{_text(forward)}` after `{_text(switch)}` without `no_grad()`/"
+            "`inference_mode()` and never backwards, but no call in this file says how grad stands (its callers are in "
+            "other files, or it is a library's entry point). Called with grad on, every call in the loop records a graph "
+            "and keeps its activations for nothing",
+            severity=Severity.NOTE,
+            evidence=[
+                ((call.chunk, call.node), f"`{_text(call)}` runs with the grad mode of `{info.qualified_name}()`'s callers"),
+                ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph when grad is on"),
+            ],
+            help=f"run the loop under `with torch.no_grad():` (or decorate `{owner.name}.{call.method}` with `@torch.no_grad()`)",
+        )
 
     # ------------------------------------------------------------------ (d) inference passes by what they do
     def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
@@ -982,6 +1021,25 @@ def _instance_of(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, expres
     return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
 
 
+def _held_or_named(receiver: str, info) -> bool:
+    """A receiver ``_evaluator_class`` may resolve: a plain name, or one attribute of ``self`` in a method."""
+    if not receiver.startswith("self"):
+        return True
+    return info is not None and info.owner is not None and receiver.count(".") == 1 and receiver.startswith("self.")
+
+
+def _evaluator_class(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> ClassInfo | None:
+    """The workspace class of the object whose method ``call`` runs: a name's (``_receiver_class``), or what the
+    class keeps in ``self.<attribute>`` (analysis/held_instances.py: ``self._trainer = Trainer(...)`` in a set-up
+    method, read through a base class's ``trainer`` property)."""
+    receiver = call.receiver_key
+    assert receiver is not None, "the candidates call a method of a receiver"
+    if receiver.startswith("self."):
+        info = scope.function
+        return held_instance(ctx.summary, info.owner, receiver.split(".", 1)[1]) if info is not None and info.owner is not None else None
+    return _receiver_class(ctx, scope, call)
+
+
 def _receiver_class(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> ClassInfo | None:
     """The workspace class the receiver of ``call`` (a name) is an instance of: bound here by building it,
     or a parameter that a call of the function in this file fills with an instance of a class whose
@@ -1020,29 +1078,8 @@ def _built_instance(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, exp
     if isinstance(built.func, cst.Attribute) and (raw := dotted(built.func.value)) is not None:
         owner = ctx.summary.local_class(ctx.summary.canonical(raw))
         factory = owner.find_method(built.func.attr.value, ctx.summary) if owner is not None else None
-        return owner if factory is not None and _builds_own_class(factory) else None
+        return owner if factory is not None and builds_own_class(factory.node) else None
     return None
-
-
-def _builds_own_class(factory) -> bool:
-    """A ``@classmethod`` whose every ``return`` hands back ``cls(...)`` (or a name bound to it)."""
-    node = factory.node
-    if not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod" for d in node.decorators):
-        return False
-    first = node.params.params[0].name.value if node.params.params else None
-    built_names = {
-        target.target.value for inner in _walk(node) if isinstance(inner, cst.Assign) and _calls_name(inner.value, first)
-        for target in inner.targets if isinstance(target.target, cst.Name)
-    }
-    returns = [inner for inner in _walk(node) if isinstance(inner, cst.Return)]
-    return bool(returns) and all(
-        r.value is not None and (_calls_name(r.value, first) or isinstance(r.value, cst.Name) and r.value.value in built_names)
-        for r in returns
-    )
-
-
-def _calls_name(node: cst.BaseExpression | None, name: str | None) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
 
 
 def _evaluates(ctx: RuleContext, function) -> tuple[CallEvent, CallEvent] | None:
@@ -1756,7 +1793,9 @@ def _grad_left_to_other_files(module, info, seen: set[int] | None = None) -> boo
     here under ``no_grad()`` is this file's own answer; one that reaches module level with grad on is
     ``_run_by_this_file``'s."""
     seen = set() if seen is None else seen
-    if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
+    if id(info) in seen:
+        return True  # a call from inside the chain (a method calling itself on another object) answers nothing new
+    if len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
         return False
     seen.add(id(info))
     return all(
@@ -5293,6 +5332,180 @@ GradEnabledEval.MUST_FIRE = (
         severity=Severity.WARNING,
         at='prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)',
     ),
+    Fires(  # a pipeline stage runs its trainer object's predict over a document's batches; only other files call it
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+        },
+        severity=Severity.NOTE,
+        at="tags += self.trainer.predict(batch)",
+    ),
+    Fires(  # the same stage, run by a script's module level in another file: grad is on there
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+            "annotate.py": """
+                import json
+                import sys
+
+                from train import TaggingStage
+
+                stage = TaggingStage(json.load(open(sys.argv[1])))
+                for line in open(sys.argv[2]):
+                    print(stage.process(json.loads(line)))
+            """,
+        },
+        severity=Severity.WARNING,
+        at="tags += self.trainer.predict(batch)",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -7443,5 +7656,98 @@ GradEnabledEval.MUST_NOT_FIRE = (
                     encoded = self._tokens(crops) + self.slots[:, :1]
                 return encoded
         """,
+    ),
+    Quiet(  # the stage's one caller, in another file, runs it under inference_mode()
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+            "annotate.py": """
+                import json
+                import sys
+
+                import torch
+
+                from train import TaggingStage
+
+                stage = TaggingStage(json.load(open(sys.argv[1])))
+                with torch.inference_mode():
+                    for line in open(sys.argv[2]):
+                        print(stage.process(json.loads(line)))
+            """,
+        },
     ),
 )
