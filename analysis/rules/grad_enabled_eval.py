@@ -406,8 +406,16 @@ class GradEnabledEval(Rule):
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
             return False  # a model's own method: its caller decides the grad mode
         sites = _call_sites(ctx.module, info)
-        if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
+        if _passed_around(ctx.module, info):
             return False
+        elsewhere: CallerElsewhere | None = None
+        if any(site.context.grad_off is not None for site in sites):
+            # this file chose where grad is off: only when each of its calls turns it off, a caller in another file
+            # that leaves it on is what is left to report
+            elsewhere = _caller_elsewhere_with_grad(ctx, info) if all(site.context.grad_off is not None for site in sites) else None
+            if elsewhere is None:
+                return False
+            sites = []
         if not sites and _only_called_without_grad(ctx, info):
             return False  # its callers, all in other files, turn grad off around it
         returned = scope.return_value.roots | {site.node for site in sites}
@@ -425,6 +433,19 @@ class GradEnabledEval(Rule):
             evidence.append(((eval_calls[0].chunk, eval_calls[0].node), f"`{_text(eval_calls[0])}` does not turn autograd off"))
         evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
         called = f"; it is called on line {sites[0].chunk.line_of(sites[0].node)} with grad enabled" if sites else ""
+        severity = Severity.WARNING if unknown else None
+        if elsewhere is not None:
+            # this file's calls turn grad off: only the other file's call runs it with grad on (or may)
+            known = elsewhere.grad == "on"
+            evidence.append(((elsewhere.call.chunk, elsewhere.call.node), (
+                f"`{_text(elsewhere.call)}` runs it with grad on: {elsewhere.why}" if known
+                else f"`{_text(elsewhere.call)}` calls it without `no_grad()`; grad there is its own callers' to decide"
+            )))
+            called = (
+                f"; this file calls it under `no_grad()`/`inference_mode()`, but `{elsewhere.path}` calls it on line "
+                f"{elsewhere.line} without, " + ("with grad on there" if known else "in a function whose own callers decide how grad stands (not known here)")
+            )
+            severity = Severity.WARNING if known else Severity.NOTE
         message = (
             f"`{info.qualified_name}()` looks like an evaluation pass but runs `{_text(forward)}` with autograd on: "
             f"no `no_grad()`/`inference_mode()` and no backward or optimizer step{called}. Each forward keeps its "
@@ -432,11 +453,14 @@ class GradEnabledEval(Rule):
             + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else "")
         )
         ctx.report(
-            node.name, message, evidence=evidence, severity=Severity.WARNING if unknown else None,
+            node.name, message, evidence=evidence, severity=severity,
             help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
             # safe when what it returns carries no graph, or its callers (all in this file) backward
             # through none of it; a caller in another file might need the graph it returns
-            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=Tag.GRAPH not in scope.return_value.tags or bool(sites)),
+            fix=ctx.fix(
+                "decorate with torch.no_grad()", [_decorate(ctx, node)],
+                safe=elsewhere is None and (Tag.GRAPH not in scope.return_value.tags or bool(sites)),
+            ),
         )
         return True
 
@@ -1466,6 +1490,13 @@ def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerEls
     elif _run_by_this_file(module, call.scope.function, set()):
         grad, why = "on", f"`{call.scope.function.qualified_name}()` is run from that file's module level with grad on"
     return CallerElsewhere(call, os.path.relpath(module.path, folder), call.chunk.line_of(call.node), grad, why)
+
+
+def _caller_elsewhere_with_grad(ctx: RuleContext, info) -> CallerElsewhere | None:
+    """A call of ``info`` in another workspace file that does not turn grad off: one known to run with grad on
+    first, else one whose own callers decide; None when every call elsewhere turns it off, or there is none."""
+    elsewhere = [caller for caller in _callers_elsewhere(ctx, info) if caller.grad != "off"]
+    return next((caller for caller in elsewhere if caller.grad == "on"), elsewhere[0] if elsewhere else None)
 
 
 def _only_called_without_grad(ctx: RuleContext, info) -> bool:
@@ -5506,6 +5537,174 @@ GradEnabledEval.MUST_FIRE = (
         severity=Severity.WARNING,
         at="tags += self.trainer.predict(batch)",
     ),
+    Fires(  # a predictor's pass that this file runs under inference_mode(), called by a trainer's validation in another file
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "segtrain/trainer.py": """
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+
+                class SegmentationTrainer:
+                    def __init__(self, config):
+                        self.config = config
+                        self.network = build_unet(config["channels"], config["classes"]).cuda()
+                        self.optimizer = torch.optim.SGD(self.network.parameters(), lr=config["lr"], momentum=0.99)
+
+                    def run_final_validation(self, cases, out_dir):
+                        predictor = VolumePredictor(self.network, self.config["patch_size"])
+                        for name, volume in cases:
+                            logits = predictor.predict_volume_logits(volume, self.config["classes"])
+                            np.save(f"{out_dir}/{name}.npy", logits.argmax(0).cpu().numpy())
+            """,
+        },
+        severity=Severity.NOTE,
+        at="def predict_volume_logits(self, volume, n_classes):",
+        fixed="""
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            @torch.no_grad()
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        unsafe=True,
+    ),
+    Fires(  # the same pass, called by a script's module-level loop in another file: grad is on there
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "export.py": """
+                import sys
+
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+                network = build_unet(1, 4)
+                network.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+                predictor = VolumePredictor(network.cuda(), 128)
+                for path in sys.argv[2:]:
+                    logits = predictor.predict_volume_logits(torch.from_numpy(np.load(path)), 4)
+                    np.save(path.replace(".npy", "_seg.npy"), logits.argmax(0).cpu().numpy())
+            """,
+        },
+        severity=Severity.WARNING,
+        at="def predict_volume_logits(self, volume, n_classes):",
+        fixed="""
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            @torch.no_grad()
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        unsafe=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -7747,6 +7946,60 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 with torch.inference_mode():
                     for line in open(sys.argv[2]):
                         print(stage.process(json.loads(line)))
+            """,
+        },
+    ),
+    Quiet(  # the predictor's pass: this file runs it under inference_mode(), and so does the trainer's validation elsewhere
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "segtrain/trainer.py": """
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+
+                class SegmentationTrainer:
+                    def __init__(self, config):
+                        self.config = config
+                        self.network = build_unet(config["channels"], config["classes"]).cuda()
+                        self.optimizer = torch.optim.SGD(self.network.parameters(), lr=config["lr"], momentum=0.99)
+
+                    def run_final_validation(self, cases, out_dir):
+                        predictor = VolumePredictor(self.network, self.config["patch_size"])
+                        for name, volume in cases:
+                            with torch.no_grad():
+                                logits = predictor.predict_volume_logits(volume, self.config["classes"])
+                            np.save(f"{out_dir}/{name}.npy", logits.argmax(0).cpu().numpy())
             """,
         },
     ),
