@@ -75,7 +75,8 @@ class _Follower:
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
         """Followed in source order, round after round (a loop's later statement feeds its earlier ones); a
         name rebound to something graph-free outside any loop (``audio = audio.cpu().numpy()``) no longer
-        holds the graph after that line. Each round checks what the names hold where they are used."""
+        holds the graph after that line, unless the rebinding sits in a branch that the path which gave it the
+        graph goes around (``_rebind``). Each round checks what the names hold where they are used."""
         own, nested = _own_and_nested(self.scope, root)
         looped = _looped_nodes(self.scope, root, own)
         self.branches = _branch_paths(self.scope, root)

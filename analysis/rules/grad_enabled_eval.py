@@ -27,14 +27,20 @@ and the script reads the output's values (a waveform written out), not only its 
 forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
-network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
+network to eval and runs it with grad left to the caller; the trainer object may be one the class keeps in an attribute
+(`self.trainer.predict(b)` in a pipeline stage, where a set-up method bound `self._trainer = Trainer(...)` and a base
+class's property hands it back: analysis/held_instances.py reads every assignment of the attribute in the class and
+its workspace bases). In a model server that trains nothing, one
 such forward outside any loop is a warning when a web framework's request handler calls it (FastAPI's
 or Flask's `@app.post(...)`: the server runs it for every request, as a loop would). Where only other
 files call the function (a library's `encode_sentences`, a model's own `slide` over windows), whether
 grad is on is theirs to decide: their calls are read (analysis/callers.py). One at a script's module level or in a
 function that steps an optimizer makes the forward a warning that shows that call; callers that all run it under
 `no_grad()` keep the rule quiet (so do they for an evaluation helper whose only callers, in other files, wrap it in
-`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so.
+`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. An evaluation
+function that this file calls only under `no_grad()` is still reported when a caller in another file leaves grad on (a
+predictor's sliding-window pass that its own `predict` wraps in `inference_mode()`, called by a trainer's final
+validation): a warning where grad is known on there, a note where that caller's own callers decide.
 The model may be built from a class picked first, by a branch or out of a table of the project's model
 classes (`backbone_class, dim = BACKBONES[arch]`, `model_class.from_pretrained(name)`), and its output
 may pass through a function picked out of a table of the file's own functions (`pool = POOLINGS[mode]`):
