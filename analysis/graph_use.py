@@ -23,7 +23,7 @@ from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in
-from .tree import in_source_order, walk
+from .tree import blocks_of, children, in_source_order, walk
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
 _GRAPH_FREE_CALLS = torchapi.GRAPH_FREE_BUILTINS | {"print", "hasattr", "callable"}
@@ -67,20 +67,26 @@ class _Follower:
         self.names: set[str] = set()  # local names that may hold the graph
         self.cuts: list[cst.CSTNode] = []
         self.graph_free_helpers: dict[int, tuple[cst.FunctionDef, bool]] = {}
+        # the branches (ids of the blocks, outermost first) each node sits in, and where each name was given the graph
+        self.branches: dict[int, tuple[int, ...]] = {}
+        self.bound_in: dict[str, set[tuple[int, ...]]] = {}
+        self.binding: cst.CSTNode | None = None
 
     def dropped(self, root: cst.CSTNode) -> DroppedGraph | None:
         """Followed in source order, round after round (a loop's later statement feeds its earlier ones); a
         name rebound to something graph-free outside any loop (``audio = audio.cpu().numpy()``) no longer
-        holds the graph after that line. Each round checks what the names hold where they are used."""
+        holds the graph after that line, unless the rebinding sits in a branch that the path which gave it the
+        graph goes around (``_rebind``). Each round checks what the names hold where they are used."""
         own, nested = _own_and_nested(self.scope, root)
         looped = _looped_nodes(self.scope, root, own)
+        self.branches = _branch_paths(self.scope, root)
         held: set[str] = set()  # every name that held it somewhere
         start: set[str] = set()
         for _ in range(_ROUNDS):
             self.names = set(start)
             for node in own:
                 if isinstance(node, cst.Assign) and id(node) not in looped and not self._carries(node.value):
-                    self.names.difference_update(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
+                    self._rebind(node)
                 elif not self._follow(node):
                     return None
                 if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and self._carries(node.value):
@@ -101,8 +107,23 @@ class _Follower:
             return None  # a nested function or class captures it and may run later
         return DroppedGraph(tuple(dict.fromkeys(self.cuts)), frozenset(held))
 
+    def _rebind(self, node: cst.Assign) -> None:
+        """An assignment of something graph-free, outside any loop: the names it binds no longer hold the graph
+        after it, unless it sits in a branch that a path holding the graph goes around (``out = embed(x)`` in the
+        ``else`` of an ``if`` whose body put the forward's output in ``out``: one branch rebinding a name leaves the
+        other's value in it)."""
+        path = self.branches.get(id(node), ())
+        for target in node.targets:
+            name = target.target.value if isinstance(target.target, cst.Name) else None
+            if name is None or name not in self.names:
+                continue
+            if all(bound[: len(path)] == path for bound in self.bound_in.get(name, {()})):
+                self.names.discard(name)
+                self.bound_in.pop(name, None)
+
     def _follow(self, node: cst.CSTNode) -> bool:
         """Bind the names an assignment gives the graph; False when it keeps it outside the function."""
+        self.binding = node
         if isinstance(node, cst.Assign) and self._carries(node.value):
             return all(self._bind(target.target) for target in node.targets)
         if isinstance(node, (cst.AnnAssign, cst.AugAssign)) and node.value is not None and self._carries(node.value):
@@ -121,6 +142,7 @@ class _Follower:
     def _bind(self, target: cst.BaseExpression) -> bool:
         if isinstance(target, cst.Name):
             self.names.add(target.value)
+            self.bound_in.setdefault(target.value, set()).add(self.branches.get(id(self.binding), ()))
             return True
         if isinstance(target, (cst.Tuple, cst.List)):
             return all(self._bind(element.value) for element in target.elements)
@@ -242,6 +264,37 @@ def _looped_nodes(scope: ScopeAnalysis, root: cst.CSTNode, own: list[cst.CSTNode
     found = kept.get(id(root))
     if found is None or found[0] is not root:
         found = kept[id(root)] = (root, {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)})
+    return found[1]
+
+
+# Statements whose blocks run on some paths only: a branch's body, ``else``, ``except`` and ``case`` blocks, a ``try``'s body.
+_BRANCHING = (cst.If, cst.Try, cst.TryStar, cst.Match)
+
+
+def _branch_paths(scope: ScopeAnalysis, root: cst.CSTNode) -> dict[int, tuple[int, ...]]:
+    """For each node of ``root`` inside a block that runs on some paths only, the ids of those blocks,
+    outermost first (kept once per tree, as ``_own_and_nested``); a ``finally`` runs on every path."""
+    kept: dict[int, tuple[cst.CSTNode, dict[int, tuple[int, ...]]]] = scope.chunk.memo.setdefault("graph_use branch paths", {})
+    found = kept.get(id(root))
+    if found is None or found[0] is not root:
+        paths: dict[int, tuple[int, ...]] = {}
+        stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, ())]
+        while stack:
+            node, path = stack.pop()
+            if path:
+                paths[id(node)] = path
+            if isinstance(node, _BRANCHING):
+                for between, block in blocks_of(node):
+                    inner = path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))
+                    stack.append((block, inner))
+                    stack.extend((clause.test, path) for clause in between if isinstance(clause, cst.If))
+                if isinstance(node, cst.If):
+                    stack.append((node.test, path))
+                elif isinstance(node, cst.Match):
+                    stack.append((node.subject, path))
+                continue
+            stack.extend((child, path) for child in children(node))
+        found = kept[id(root)] = (root, paths)
     return found[1]
 
 
@@ -373,11 +426,12 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
     own, nested = _own_and_nested(scope, root)
     looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)}
     follower = _Follower(scope, forward)
+    follower.branches = _branch_paths(scope, root)
     for _ in range(_ROUNDS):
         before = set(follower.names)
         for node in own:
             if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
-                follower.names.difference_update(target.target.value for target in node.targets if isinstance(target.target, cst.Name))
+                follower._rebind(node)
             elif not follower._follow(node):
                 return True
             if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value):

@@ -27,14 +27,20 @@ and the script reads the output's values (a waveform written out), not only its 
 forward takes (`output_hidden_states=True`). A frozen model (`requires_grad_(False)` on it as a whole) or a
 module without parameters records nothing and is left alone. The forward may also sit in another
 class: `trainer.predict(batch)` over the dev set, where the trainer object's `predict` switches its
-network to eval and runs it with grad left to the caller. In a model server that trains nothing, one
+network to eval and runs it with grad left to the caller; the trainer object may be one the class keeps in an attribute
+(`self.trainer.predict(b)` in a pipeline stage, where a set-up method bound `self._trainer = Trainer(...)` and a base
+class's property hands it back: analysis/held_instances.py reads every assignment of the attribute in the class and
+its workspace bases). In a model server that trains nothing, one
 such forward outside any loop is a warning when a web framework's request handler calls it (FastAPI's
 or Flask's `@app.post(...)`: the server runs it for every request, as a loop would). Where only other
 files call the function (a library's `encode_sentences`, a model's own `slide` over windows), whether
 grad is on is theirs to decide: their calls are read (analysis/callers.py). One at a script's module level or in a
 function that steps an optimizer makes the forward a warning that shows that call; callers that all run it under
 `no_grad()` keep the rule quiet (so do they for an evaluation helper whose only callers, in other files, wrap it in
-`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so.
+`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. An evaluation
+function that this file calls only under `no_grad()` is still reported when a caller in another file leaves grad on (a
+predictor's sliding-window pass that its own `predict` wraps in `inference_mode()`, called by a trainer's final
+validation): a warning where grad is known on there, a note where that caller's own callers decide.
 The model may be built from a class picked first, by a branch or out of a table of the project's model
 classes (`backbone_class, dim = BACKBONES[arch]`, `model_class.from_pretrained(name)`), and its output
 may pass through a function picked out of a table of the file's own functions (`pool = POOLINGS[mode]`):
@@ -105,6 +111,7 @@ from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
+from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
     LIBRARY_LAYER_METHODS,
@@ -405,8 +412,16 @@ class GradEnabledEval(Rule):
         if info.owner is not None and ctx.summary.is_module_class(info.owner) and not eval_calls:
             return False  # a model's own method: its caller decides the grad mode
         sites = _call_sites(ctx.module, info)
-        if any(site.context.grad_off is not None for site in sites) or _passed_around(ctx.module, info):
+        if _passed_around(ctx.module, info):
             return False
+        elsewhere: CallerElsewhere | None = None
+        if any(site.context.grad_off is not None for site in sites):
+            # this file chose where grad is off: only when each of its calls turns it off, a caller in another file
+            # that leaves it on is what is left to report
+            elsewhere = _caller_elsewhere_with_grad(ctx, info) if all(site.context.grad_off is not None for site in sites) else None
+            if elsewhere is None:
+                return False
+            sites = []
         if not sites and _only_called_without_grad(ctx, info):
             return False  # its callers, all in other files, turn grad off around it
         returned = scope.return_value.roots | {site.node for site in sites}
@@ -424,6 +439,19 @@ class GradEnabledEval(Rule):
             evidence.append(((eval_calls[0].chunk, eval_calls[0].node), f"`{_text(eval_calls[0])}` does not turn autograd off"))
         evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
         called = f"; it is called on line {sites[0].chunk.line_of(sites[0].node)} with grad enabled" if sites else ""
+        severity = Severity.WARNING if unknown else None
+        if elsewhere is not None:
+            # this file's calls turn grad off: only the other file's call runs it with grad on (or may)
+            known = elsewhere.grad == "on"
+            evidence.append(((elsewhere.call.chunk, elsewhere.call.node), (
+                f"`{_text(elsewhere.call)}` runs it with grad on: {elsewhere.why}" if known
+                else f"`{_text(elsewhere.call)}` calls it without `no_grad()`; grad there is its own callers' to decide"
+            )))
+            called = (
+                f"; this file calls it under `no_grad()`/`inference_mode()`, but `{elsewhere.path}` calls it on line "
+                f"{elsewhere.line} without, " + ("with grad on there" if known else "in a function whose own callers decide how grad stands (not known here)")
+            )
+            severity = Severity.WARNING if known else Severity.NOTE
         message = (
             f"`{info.qualified_name}()` looks like an evaluation pass but runs `{_text(forward)}` with autograd on: "
             f"no `no_grad()`/`inference_mode()` and no backward or optimizer step{called}. Each forward keeps its "
@@ -431,11 +459,14 @@ class GradEnabledEval(Rule):
             + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else "")
         )
         ctx.report(
-            node.name, message, evidence=evidence, severity=Severity.WARNING if unknown else None,
+            node.name, message, evidence=evidence, severity=severity,
             help="decorate the function with `@torch.no_grad()` (or `@torch.inference_mode()`)",
             # safe when what it returns carries no graph, or its callers (all in this file) backward
             # through none of it; a caller in another file might need the graph it returns
-            fix=ctx.fix("decorate with torch.no_grad()", [_decorate(ctx, node)], safe=Tag.GRAPH not in scope.return_value.tags or bool(sites)),
+            fix=ctx.fix(
+                "decorate with torch.no_grad()", [_decorate(ctx, node)],
+                safe=elsewhere is None and (Tag.GRAPH not in scope.return_value.tags or bool(sites)),
+            ),
         )
         return True
 
@@ -568,7 +599,7 @@ class GradEnabledEval(Rule):
             return False
         candidates = [
             call for call in scope.calls()
-            if call.method is not None and call.receiver_key is not None and not call.receiver_key.startswith("self")
+            if call.method is not None and call.receiver_key is not None and _held_or_named(call.receiver_key, info)
             and call.context.grad_off is None and call.context.loops
         ]
         if not candidates or _grad_off_anywhere(scope, list(scope.calls())) or _grad_disabled_globally(module):
@@ -576,31 +607,69 @@ class GradEnabledEval(Rule):
         if _trains(list(calls_in(scope, None))):
             return False  # before resolving each receiver's class: a training function's calls are many
         for call in candidates:
-            owner = _receiver_class(ctx, scope, call)
+            owner = _evaluator_class(ctx, scope, call)
             method = owner.find_method(call.method, ctx.summary) if owner is not None and call.method is not None else None
             found = _evaluates(ctx, method) if method is not None else None
             if owner is None or found is None or _output_backwarded(module, [call], frozenset()):
                 continue
+            caller: CallerElsewhere | None = None
             if not _grad_known_on(module, scope):
-                return False
+                if info is None or not _grad_left_to_other_files(module, info):
+                    return False  # a call in this file chose how grad stands
+                elsewhere = _callers_elsewhere(ctx, info)
+                if elsewhere and all(other.grad == "off" for other in elsewhere):
+                    return False  # every caller, in other files, runs it under no_grad()/inference_mode()
+                caller = next((other for other in elsewhere if other.grad == "on"), None)
+                if caller is None:
+                    self._report_evaluating_method_unknown_grad(ctx, scope, call, owner, found)
+                    return True
             forward, switch = found
             unknown = _unknown_model_method(ctx, forward)
+            evidence: list[tuple[Site, str]] = [
+                ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
+                ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
+            ]
+            if caller is not None:
+                evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` runs it with grad on: {caller.why}"))
             ctx.report(
                 call.node,
                 f"`{_text(call)}` runs the model with autograd on: `{owner.name}.{call.method}` runs `{_text(forward)}` after "
                 f"`{_text(switch)}` without `no_grad()`/`inference_mode()` and never backwards, so every call in the loop "
                 "records a graph and keeps its activations for nothing: training-step memory and extra time on every pass"
+                + (f" (`{caller.path}` calls `{info.qualified_name}()` on line {caller.line} with grad on)" if caller is not None and info is not None else "")
                 + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if unknown else ""),
-                severity=Severity.WARNING if unknown else None,
-                evidence=[
-                    ((call.chunk, call.node), f"`{_text(call)}` runs with grad enabled"),
-                    ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
-                    ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph here"),
-                ],
+                severity=Severity.WARNING if unknown or caller is not None else None,
+                evidence=evidence,
                 help=f"run the loop under `with torch.no_grad():` (or decorate `{owner.name}.{call.method}` with `@torch.no_grad()`)",
             )
             return True
         return False
+
+    def _report_evaluating_method_unknown_grad(
+        self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: ClassInfo, found: tuple[CallEvent, CallEvent],
+    ) -> None:
+        """``_check_evaluating_method``'s pass in a function that only other files call, none found with grad on
+        (a pipeline stage's ``process(document)``, run by a pipeline that picks it from a table): a note that says
+        what is not known."""
+        info = scope.function
+        assert info is not None, "a function's scope"
+        forward, switch = found
+        ctx.report(
+            call.node,
+            f"`{_text(call)}` runs the model with autograd on unless the caller of `{info.qualified_name}()` turns it off: "
+            f"`{owner.name}.{call.method}` runs `{_text(forward)}` after `{_text(switch)}` without `no_grad()`/"
+            "`inference_mode()` and never backwards, but no call in this file says how grad stands (its callers are in "
+            "other files, or it is a library's entry point). Called with grad on, every call in the loop records a graph "
+            "and keeps its activations for nothing",
+            severity=Severity.NOTE,
+            evidence=[
+                ((call.chunk, call.node), f"`{_text(call)}` runs with the grad mode of `{info.qualified_name}()`'s callers"),
+                ((switch.chunk, switch.node), f"`{_text(switch)}` switches layers to inference, not autograd"),
+                ((forward.chunk, forward.node), f"`{_text(forward)}` records the autograd graph when grad is on"),
+            ],
+            help=f"run the loop under `with torch.no_grad():` (or decorate `{owner.name}.{call.method}` with `@torch.no_grad()`)",
+        )
 
     # ------------------------------------------------------------------ (d) inference passes by what they do
     def _check_unused_graph(self, ctx, scope: ScopeAnalysis) -> bool:
@@ -982,6 +1051,25 @@ def _instance_of(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, expres
     return ctx.summary.local_class(ctx.summary.canonical(raw)) if raw is not None else None
 
 
+def _held_or_named(receiver: str, info) -> bool:
+    """A receiver ``_evaluator_class`` may resolve: a plain name, or one attribute of ``self`` in a method."""
+    if not receiver.startswith("self"):
+        return True
+    return info is not None and info.owner is not None and receiver.count(".") == 1 and receiver.startswith("self.")
+
+
+def _evaluator_class(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> ClassInfo | None:
+    """The workspace class of the object whose method ``call`` runs: a name's (``_receiver_class``), or what the
+    class keeps in ``self.<attribute>`` (analysis/held_instances.py: ``self._trainer = Trainer(...)`` in a set-up
+    method, read through a base class's ``trainer`` property)."""
+    receiver = call.receiver_key
+    assert receiver is not None, "the candidates call a method of a receiver"
+    if receiver.startswith("self."):
+        info = scope.function
+        return held_instance(ctx.summary, info.owner, receiver.split(".", 1)[1]) if info is not None and info.owner is not None else None
+    return _receiver_class(ctx, scope, call)
+
+
 def _receiver_class(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> ClassInfo | None:
     """The workspace class the receiver of ``call`` (a name) is an instance of: bound here by building it,
     or a parameter that a call of the function in this file fills with an instance of a class whose
@@ -1020,29 +1108,8 @@ def _built_instance(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, exp
     if isinstance(built.func, cst.Attribute) and (raw := dotted(built.func.value)) is not None:
         owner = ctx.summary.local_class(ctx.summary.canonical(raw))
         factory = owner.find_method(built.func.attr.value, ctx.summary) if owner is not None else None
-        return owner if factory is not None and _builds_own_class(factory) else None
+        return owner if factory is not None and builds_own_class(factory.node) else None
     return None
-
-
-def _builds_own_class(factory) -> bool:
-    """A ``@classmethod`` whose every ``return`` hands back ``cls(...)`` (or a name bound to it)."""
-    node = factory.node
-    if not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "classmethod" for d in node.decorators):
-        return False
-    first = node.params.params[0].name.value if node.params.params else None
-    built_names = {
-        target.target.value for inner in _walk(node) if isinstance(inner, cst.Assign) and _calls_name(inner.value, first)
-        for target in inner.targets if isinstance(target.target, cst.Name)
-    }
-    returns = [inner for inner in _walk(node) if isinstance(inner, cst.Return)]
-    return bool(returns) and all(
-        r.value is not None and (_calls_name(r.value, first) or isinstance(r.value, cst.Name) and r.value.value in built_names)
-        for r in returns
-    )
-
-
-def _calls_name(node: cst.BaseExpression | None, name: str | None) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == name
 
 
 def _evaluates(ctx: RuleContext, function) -> tuple[CallEvent, CallEvent] | None:
@@ -1431,6 +1498,13 @@ def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerEls
     return CallerElsewhere(call, os.path.relpath(module.path, folder), call.chunk.line_of(call.node), grad, why)
 
 
+def _caller_elsewhere_with_grad(ctx: RuleContext, info) -> CallerElsewhere | None:
+    """A call of ``info`` in another workspace file that does not turn grad off: one known to run with grad on
+    first, else one whose own callers decide; None when every call elsewhere turns it off, or there is none."""
+    elsewhere = [caller for caller in _callers_elsewhere(ctx, info) if caller.grad != "off"]
+    return next((caller for caller in elsewhere if caller.grad == "on"), elsewhere[0] if elsewhere else None)
+
+
 def _only_called_without_grad(ctx: RuleContext, info) -> bool:
     """Every call of the function is in other files, each under ``no_grad()``/``inference_mode()``: an
     evaluation helper whose callers chose where grad is off. Not known when a call here or none is found."""
@@ -1756,7 +1830,9 @@ def _grad_left_to_other_files(module, info, seen: set[int] | None = None) -> boo
     here under ``no_grad()`` is this file's own answer; one that reaches module level with grad on is
     ``_run_by_this_file``'s."""
     seen = set() if seen is None else seen
-    if id(info) in seen or len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
+    if id(info) in seen:
+        return True  # a call from inside the chain (a method calling itself on another object) answers nothing new
+    if len(seen) > MAX_CALL_DEPTH or _passed_around(module, info):
         return False
     seen.add(id(info))
     return all(
@@ -5293,6 +5369,348 @@ GradEnabledEval.MUST_FIRE = (
         severity=Severity.WARNING,
         at='prompt_embeds, _ = pipe.encode_prompt(batch["prompts"], "cuda", 1, False)',
     ),
+    Fires(  # a pipeline stage runs its trainer object's predict over a document's batches; only other files call it
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+        },
+        severity=Severity.NOTE,
+        at="tags += self.trainer.predict(batch)",
+    ),
+    Fires(  # the same stage, run by a script's module level in another file: grad is on there
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+            "annotate.py": """
+                import json
+                import sys
+
+                from train import TaggingStage
+
+                stage = TaggingStage(json.load(open(sys.argv[1])))
+                for line in open(sys.argv[2]):
+                    print(stage.process(json.loads(line)))
+            """,
+        },
+        severity=Severity.WARNING,
+        at="tags += self.trainer.predict(batch)",
+    ),
+    Fires(  # a predictor's pass that this file runs under inference_mode(), called by a trainer's validation in another file
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "segtrain/trainer.py": """
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+
+                class SegmentationTrainer:
+                    def __init__(self, config):
+                        self.config = config
+                        self.network = build_unet(config["channels"], config["classes"]).cuda()
+                        self.optimizer = torch.optim.SGD(self.network.parameters(), lr=config["lr"], momentum=0.99)
+
+                    def run_final_validation(self, cases, out_dir):
+                        predictor = VolumePredictor(self.network, self.config["patch_size"])
+                        for name, volume in cases:
+                            logits = predictor.predict_volume_logits(volume, self.config["classes"])
+                            np.save(f"{out_dir}/{name}.npy", logits.argmax(0).cpu().numpy())
+            """,
+        },
+        severity=Severity.NOTE,
+        at="def predict_volume_logits(self, volume, n_classes):",
+        fixed="""
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            @torch.no_grad()
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        unsafe=True,
+    ),
+    Fires(  # the same pass, called by a script's module-level loop in another file: grad is on there
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "export.py": """
+                import sys
+
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+                network = build_unet(1, 4)
+                network.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+                predictor = VolumePredictor(network.cuda(), 128)
+                for path in sys.argv[2:]:
+                    logits = predictor.predict_volume_logits(torch.from_numpy(np.load(path)), 4)
+                    np.save(path.replace(".npy", "_seg.npy"), logits.argmax(0).cpu().numpy())
+            """,
+        },
+        severity=Severity.WARNING,
+        at="def predict_volume_logits(self, volume, n_classes):",
+        fixed="""
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            @torch.no_grad()
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        unsafe=True,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -7411,5 +7829,184 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 optimizer.step()
                 optimizer.zero_grad()
         """,
+    ),
+    Quiet(  # the loop's output is rebound in the other branch only: the list it was stored in is returned
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class RegionEncoder(nn.Module):
+            def __init__(self, channels, width, max_regions=64):
+                super().__init__()
+                self.stem = nn.Conv2d(channels, width, kernel_size=4, stride=4)
+                self.norm = nn.LayerNorm(width)
+                self.slots = nn.Parameter(torch.zeros(1, max_regions, width))
+
+            def _tokens(self, crop):
+                return self.norm(self.stem(crop).flatten(2).transpose(1, 2))
+
+            def forward(self, crops, masks=None):
+                if isinstance(crops, (list, tuple)):
+                    masks = masks if masks is not None else [None] * len(crops)
+                    encoded = []
+                    for crop, mask in zip(crops, masks):
+                        count = crop.shape[-1] // 4
+                        crop = self._tokens(crop)
+                        crop = crop + self.slots[:, :crop.shape[1]]
+                        if mask is not None:
+                            crop = crop * mask.unsqueeze(-1)
+                        encoded.append(crop[:, :count * count])
+                else:
+                    encoded = self._tokens(crops) + self.slots[:, :1]
+                return encoded
+        """,
+    ),
+    Quiet(  # the stage's one caller, in another file, runs it under inference_mode()
+        """
+        from pipeline.base import Stage
+        from tagger.data import batches_of
+        from tagger.trainer import Trainer
+
+
+        class TaggingStage(Stage):
+            def _set_up(self, config):
+                self._trainer = Trainer(config["model_path"], device=config["device"])
+
+            def process(self, document):
+                tags = []
+                for batch in batches_of(document, self.config["batch_size"]):
+                    tags += self.trainer.predict(batch)
+                document.set_tags(tags)
+                return document
+        """,
+        files={
+            "tagger/trainer.py": """
+                import torch
+
+                from tagger.model import Tagger
+
+
+                class Trainer:
+                    def __init__(self, model_file, device="cpu"):
+                        checkpoint = torch.load(model_file, map_location="cpu")
+                        self.vocab = checkpoint["vocab"]
+                        self.model = Tagger(len(self.vocab), checkpoint["hidden"]).to(device)
+                        self.model.load_state_dict(checkpoint["model"])
+                        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-3)
+
+                    def update(self, batch):
+                        self.model.train()
+                        loss = self.model.loss(batch["words"], batch["tags"])
+                        loss.backward()
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+                        return loss.item()
+
+                    def predict(self, batch):
+                        self.model.eval()
+                        scores = self.model(batch["words"], batch["chars"])
+                        return [self.vocab.unmap(row) for row in scores.argmax(-1).tolist()]
+            """,
+            "tagger/model.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, n_tags, hidden):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(50000, hidden)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(hidden, n_tags)
+
+                    def forward(self, words, chars):
+                        return self.out(self.drop(self.embed(words)))
+
+                    def loss(self, words, tags):
+                        return F.cross_entropy(self(words, None), tags)
+            """,
+            "pipeline/base.py": """
+                class Stage:
+                    def __init__(self, config):
+                        self.config = config
+                        self._trainer = None
+                        self._set_up(config)
+
+                    def _set_up(self, config):
+                        raise NotImplementedError
+
+                    @property
+                    def trainer(self):
+                        return self._trainer
+            """,
+            "annotate.py": """
+                import json
+                import sys
+
+                import torch
+
+                from train import TaggingStage
+
+                stage = TaggingStage(json.load(open(sys.argv[1])))
+                with torch.inference_mode():
+                    for line in open(sys.argv[2]):
+                        print(stage.process(json.loads(line)))
+            """,
+        },
+    ),
+    Quiet(  # the predictor's pass: this file runs it under inference_mode(), and so does the trainer's validation elsewhere
+        """
+        import torch
+
+
+        class VolumePredictor:
+            def __init__(self, network, patch_size, device="cuda"):
+                self.network = network
+                self.patch_size = patch_size
+                self.device = device
+
+            def _windows(self, shape):
+                step = self.patch_size // 2
+                return [
+                    (slice(None), slice(y, y + self.patch_size), slice(x, x + self.patch_size))
+                    for y in range(0, shape[1] - self.patch_size + 1, step)
+                    for x in range(0, shape[2] - self.patch_size + 1, step)
+                ]
+
+            def predict_volume_logits(self, volume, n_classes):
+                self.network.eval()
+                logits = torch.zeros((n_classes, *volume.shape[1:]), device=self.device)
+                for window in self._windows(volume.shape):
+                    logits[window] += self.network(volume[window][None].to(self.device))[0]
+                return logits
+
+            @torch.inference_mode()
+            def predict_files(self, volumes, n_classes):
+                return [self.predict_volume_logits(volume, n_classes).argmax(0).cpu() for volume in volumes]
+        """,
+        files={
+            "segtrain/trainer.py": """
+                import numpy as np
+                import torch
+
+                from segtrain.network import build_unet
+                from train import VolumePredictor
+
+
+                class SegmentationTrainer:
+                    def __init__(self, config):
+                        self.config = config
+                        self.network = build_unet(config["channels"], config["classes"]).cuda()
+                        self.optimizer = torch.optim.SGD(self.network.parameters(), lr=config["lr"], momentum=0.99)
+
+                    def run_final_validation(self, cases, out_dir):
+                        predictor = VolumePredictor(self.network, self.config["patch_size"])
+                        for name, volume in cases:
+                            with torch.no_grad():
+                                logits = predictor.predict_volume_logits(volume, self.config["classes"])
+                            np.save(f"{out_dir}/{name}.npy", logits.argmax(0).cpu().numpy())
+            """,
+        },
     ),
 )
