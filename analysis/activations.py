@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from . import torchapi
+from .callers import argument_at, arguments_elsewhere
 from .calls import model_output_kind
 from .events import AssignEvent, CallEvent
 from .findings import TextEdit
 from .flow import ScopeAnalysis
+from .libraries import RUNS_WRAPPED_MODULE, call_fact
 from .names import last_part
 from .quoting import quoted
 from .summary import ClassInfo
@@ -121,13 +123,15 @@ def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: Los
     if not isinstance(producer, cst.Call) or not isinstance(producer.func, cst.Name):
         return
     model_call = next((event for event in scope.calls() if event.node is producer), None)
-    handed = argument_of(module, scope, producer.func.value)
-    if model_call is None or handed is None or MODEL not in handed[0].tags:
+    handed = arguments_passed(module, scope, producer.func.value)
+    if model_call is None or not handed or any(MODEL not in value.tags for value, _ in handed):
         return
-    kind = model_output_kind(handed[0], scope.summary)
-    if kind is not None:
+    kinds = {model_output_kind(value, scope.summary) for value, _ in handed}  # the models may differ: their outputs must agree
+    kind = kinds.pop()
+    if kind is not None and not kinds:
         loss.kind = kind
-        loss.model_argument = (handed[0], handed[1], model_call)
+        loss.model_argument = (handed[0][0], handed[0][1], model_call)
+        loss.passed.extend(((call.chunk, call.node), f"{value.note} is passed in as `{producer.func.value}` here") for value, call in handed[1:3])
 
 
 def _resolve_value_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:
@@ -149,9 +153,10 @@ def _resolve_value_parameter(module: ModuleView, scope: ScopeAnalysis, loss: Los
 
 
 def arguments_passed(module: ModuleView, scope: ScopeAnalysis, name: str, depth: int = 0) -> list[tuple[Value, CallEvent]] | None:
-    """What each call in this module passes for parameter ``name`` of the function ``scope`` runs (a
-    caller's own parameter is followed to what its callers pass); None when a call hides it
-    (``*args``), leaves it at its default, or the function rebinds the name."""
+    """What each call of the function ``scope`` runs passes for its parameter ``name``: the calls in this module
+    (a caller's own parameter followed to what its callers pass) and those in the workspace's other files
+    (``callers.arguments_elsewhere``), a wrapper that runs the module handed to it (``nn.DataParallel(model)``)
+    seen through; None when a call hides it (``*args``), leaves it at its default, or the function rebinds the name."""
     function = scope.function
     if function is None or name not in scope.params or depth > _MAX_DEPTH:
         return None
@@ -159,18 +164,34 @@ def arguments_passed(module: ModuleView, scope: ScopeAnalysis, name: str, depth:
         return None
     positional = function.positional_parameters
     index = positional.index(name) if name in positional else None
+    here = [(call, argument_at(call.node, name, index)) for call in module.calls_of(function)]
+    elsewhere = arguments_elsewhere(scope.summary, function, name)
+    if elsewhere is None:
+        return None
     found: list[tuple[Value, CallEvent]] = []
-    for call in module.calls_of(function):
-        callers = call.scope
-        argument = _argument_at(call.node, name, index)
+    for call, argument in (*here, *elsewhere):
         if argument is None:
             return None
-        value = callers.evaluate(argument, call.context)
-        if isinstance(argument, cst.Name) and argument.value in callers.params:
+        callers = call.scope
+        value = _unwrapped(callers, callers.evaluate(argument, call.context))
+        if isinstance(argument, cst.Name) and argument.value in callers.params and callers.summary is scope.summary:
             handed = argument_of(module, callers, argument.value, depth + 1)
             value = handed[0] if handed is not None else value
         found.append((value, call))
     return found
+
+
+def _unwrapped(scope: ScopeAnalysis, value: Value) -> Value:
+    """The module a wrapper that runs it was handed where ``scope`` built it (``nn.DataParallel(model, device_ids=ids)``:
+    the wrapper returns that module's outputs), else the value as it is."""
+    while isinstance(value.detail, str) and call_fact(value.detail, RUNS_WRAPPED_MODULE) and value.site is not None:
+        built = value.site[1]
+        event = next((event for event in scope.calls() if event.node is built), None)
+        wrapped = argument_at(event.node, "module", 0) if event is not None else None
+        if event is None or wrapped is None:
+            break
+        value = scope.evaluate(wrapped, event.context)
+    return value
 
 
 def argument_of(module: ModuleView, scope: ScopeAnalysis, name: str, depth: int = 0) -> tuple[Value, CallEvent] | None:
@@ -186,21 +207,6 @@ def argument_of(module: ModuleView, scope: ScopeAnalysis, name: str, depth: int 
     if len(sites) != 1 or None in sites:
         return None
     return found[0]
-
-
-def _argument_at(call: cst.Call, name: str, index: int | None) -> cst.BaseExpression | None:
-    position = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            if arg.keyword.value == name:
-                return arg.value
-            continue
-        if position == index:
-            return arg.value
-        position += 1
-    return None
 
 
 def _input_argument(call: cst.Call) -> cst.BaseExpression | None:

@@ -25,7 +25,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+import libcst as cst
+
 from .dependencies import unrecorded
+from .values import MODEL
 
 if TYPE_CHECKING:
     from .flow import CallEvent
@@ -175,3 +178,49 @@ def _calls(call: CallEvent, defined_in: Path, name: str, *, method: bool) -> boo
     if function is not None:
         return function.name == name and function.home is not None and Path(function.home.path).resolve() == defined_in
     return method and call.method == name
+
+
+def arguments_elsewhere(summary: ModuleSummary, info: FunctionInfo, parameter: str) -> list[tuple[CallEvent, cst.BaseExpression]] | None:
+    """The expression each call of ``info`` in the workspace's other files hands its ``parameter`` (by keyword or
+    by position), with the call (its scope evaluates it); None when one of them hides it (``*args``) or leaves it
+    at its default. A method's name called on a model of another class (``net.train()`` beside
+    ``LocalUpdate(args).train(net=...)``) is not a call of the method."""
+    positional = info.positional_parameters
+    index = positional.index(parameter) if parameter in positional else None
+
+    def read(module: ModuleAnalysis, call: CallEvent) -> tuple[tuple[CallEvent, cst.BaseExpression], ...] | None:
+        receiver = call.receiver
+        if call.function is None and info.owner is not None and receiver is not None and MODEL in receiver.tags \
+                and _of_another_class(receiver.detail, info.owner):
+            return ()
+        argument = argument_at(call.node, parameter, index)
+        return None if argument is None else ((call, argument),)
+
+    found = callers_elsewhere(summary, info, read)
+    if any(item is None for item in found):
+        return None
+    return [passed for item in found if item is not None for passed in item]
+
+
+def argument_at(call: cst.Call, name: str, index: int | None) -> cst.BaseExpression | None:
+    """The expression a call passes for parameter ``name`` (by keyword, or at positional ``index``); None when
+    it does not pass it or hides it behind ``*args``/``**kwargs``."""
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == name:
+                return arg.value
+            continue
+        if position == index:
+            return arg.value
+        position += 1
+    return None
+
+
+def _of_another_class(detail: object, owner: ClassInfo) -> bool:
+    """Whether a model's known class (a library's, by name; a workspace class) is not ``owner``."""
+    if isinstance(detail, str) or isinstance(detail, tuple) and detail and detail[0] == "sequential":
+        return True
+    return getattr(detail, "name", owner.name) != owner.name

@@ -141,6 +141,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return result if grad_on else result.without_graph()
     if PIPELINE in tags:
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
+    if CRITERION in tags and method in torchapi.MODULE_SELF_METHODS:
+        return receiver  # a loss module: `nn.CrossEntropyLoss().cuda()` returns the module
     if MODEL_CLASS in tags and method in _FACTORY_METHODS:  # `model_class.from_pretrained(name)`
         return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     if method == "backward":

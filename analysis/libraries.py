@@ -107,6 +107,7 @@ ARGUMENT_PARSING_DECORATOR = "parses the command line for the decorated function
 UNPICKLES_OBJECT = "returns the object saved, as saved: called, only a whole module (nn.Module) runs, its forward with grad on"
 KEEPS_NO_GRAPH = "takes a tensor and keeps none of its autograd graph: it detaches it and keeps host data (an image)"
 DISABLES_DROPOUT = "sets the rate of every nn.Dropout in the module it is handed to 0: dropout is off in either mode"
+RUNS_WRAPPED_MODULE = "wraps the module it is handed (first argument, `module`): calling the wrapper returns that module's forward output"
 ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
@@ -136,6 +137,14 @@ class CallFact:
 
 
 CALL_FACTS: tuple[CallFact, ...] = (
+    *(
+        CallFact(wrapper, RUNS_WRAPPED_MODULE, (),
+                 "PyTorch, DataParallel and DistributedDataParallel (`module (Module) – module to be parallelized`): "
+                 "forward scatters the input, runs the module (its replicas) and returns its outputs, gathered "
+                 "(DataParallel) or as they are (DistributedDataParallel)")
+        for wrapper in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel",
+                        "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel")
+    ),
     CallFact("torch.load", UNPICKLES_OBJECT, (),
              "PyTorch, torch.load: 'Loads an object saved with torch.save() from a file'; the serialization notes: "
              "`torch.save(model)` saves the entire module, which `torch.load` returns (weights_only=False, the default "

@@ -489,6 +489,53 @@ BceActivationMismatch.MUST_FIRE = (
         """},
         severity=Severity.ERROR,
     ),
+    Fires(  # a trainer method of train.py is handed, from the entry script, a detector whose forward ends in a sigmoid
+        """
+        import torch
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, loader, epochs):
+                self.loader = loader
+                self.epochs = epochs
+                self.criterion = nn.BCEWithLogitsLoss()
+
+            def fit(self, detector, optimizer):
+                for epoch in range(self.epochs):
+                    for images, labels in self.loader:
+                        optimizer.zero_grad()
+                        scores = detector(images).squeeze(1)
+                        loss = self.criterion(scores, labels.float())
+                        loss.backward()
+                        optimizer.step()
+        """,
+        files={
+            "model.py": """
+                import torch
+                import torch.nn as nn
+
+                class SpoofDetector(nn.Module):
+                    def __init__(self, backbone, features):
+                        super().__init__()
+                        self.backbone = backbone
+                        self.cls = nn.Linear(features, 1)
+
+                    def forward(self, x):
+                        return torch.sigmoid(self.cls(self.backbone(x)))
+                """,
+            "main.py": """
+                import torch
+                import torchvision
+                from model import SpoofDetector
+                from train import Trainer
+
+                detector = SpoofDetector(torchvision.models.resnet18(num_classes=256), 256).cuda()
+                trainer = Trainer(train_loader, epochs=30)
+                trainer.fit(detector, torch.optim.Adam(detector.parameters(), lr=1e-4))
+                """,
+        },
+        severity=Severity.ERROR,
+    ),
 )
 
 BceActivationMismatch.MUST_NOT_FIRE = (

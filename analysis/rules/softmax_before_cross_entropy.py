@@ -388,6 +388,106 @@ SoftmaxBeforeCrossEntropy.MUST_FIRE = (
             """},
         severity=Severity.ERROR,
     ),
+    Fires(  # three files: the training function's callers, in main.py, all hand it a model whose forward ends in a softmax
+        """
+        import torch
+        import torch.nn as nn
+
+        def train_epoch(classifier, loader, optimizer, device):
+            criterion = nn.CrossEntropyLoss().to(device)
+            classifier.train()
+            for images, labels in loader:
+                images, labels = images.to(device), labels.to(device)
+                optimizer.zero_grad()
+                class_pred = classifier(images)
+                loss = criterion(class_pred, labels)
+                loss.backward()
+                optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+                class Classifier(nn.Module):
+                    def __init__(self, hidden=100, classes=10):
+                        super().__init__()
+                        self.layers = nn.Sequential(nn.Linear(3 * 28 * 28, hidden), nn.ReLU(), nn.Linear(hidden, classes))
+
+                    def forward(self, x):
+                        return F.softmax(self.layers(x.flatten(1)), dim=1)
+                """,
+            "main.py": """
+                import torch
+                import torch.nn as nn
+                import models
+                import train
+
+                def main(args, loader):
+                    classifier = models.Classifier().cuda()
+                    optimizer = torch.optim.SGD(classifier.parameters(), lr=0.01)
+                    for epoch in range(args.epochs):
+                        train.train_epoch(classifier, loader, optimizer, "cuda")
+                    wide = nn.DataParallel(models.Classifier(hidden=400), device_ids=args.gpus).cuda()
+                    train.train_epoch(wide, loader, torch.optim.SGD(wide.parameters(), lr=0.01), "cuda")
+                """,
+        },
+        severity=Severity.ERROR,
+    ),
+    Fires(  # a federated client's update method is handed a copy of the global model by keyword, from another file
+        """
+        import torch
+        import torch.nn as nn
+
+        class LocalUpdate:
+            def __init__(self, args, loader):
+                self.args = args
+                self.loader = loader
+                self.loss_func = nn.CrossEntropyLoss()
+
+            def train(self, net):
+                net.train()
+                optimizer = torch.optim.SGD(net.parameters(), lr=self.args.lr, momentum=0.5)
+                for images, labels in self.loader:
+                    net.zero_grad()
+                    log_probs = net(images)
+                    loss = self.loss_func(log_probs, labels)
+                    loss.backward()
+                    optimizer.step()
+                return net.state_dict()
+        """,
+        files={
+            "nets.py": """
+                import torch.nn as nn
+
+                class MLP(nn.Module):
+                    def __init__(self, dim_in, dim_hidden, dim_out):
+                        super().__init__()
+                        self.layer_input = nn.Linear(dim_in, dim_hidden)
+                        self.relu = nn.ReLU()
+                        self.layer_hidden = nn.Linear(dim_hidden, dim_out)
+                        self.softmax = nn.Softmax(dim=1)
+
+                    def forward(self, x):
+                        x = self.relu(self.layer_input(x.flatten(1)))
+                        return self.softmax(self.layer_hidden(x))
+                """,
+            "main_fed.py": """
+                import copy
+                from nets import MLP
+                from train import LocalUpdate
+
+                net_glob = MLP(dim_in=784, dim_hidden=200, dim_out=10).to(args.device)
+                net_glob.train()
+                for round in range(args.rounds):
+                    for user in range(args.num_users):
+                        local = LocalUpdate(args=args, loader=loaders[user])
+                        weights = local.train(net=copy.deepcopy(net_glob).to(args.device))
+                    net_glob.load_state_dict(weights)
+                """,
+        },
+        severity=Severity.ERROR,
+    ),
 )
 
 SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
@@ -564,5 +664,92 @@ SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
             distilled = classification_loss(teacher(batch).softmax(dim=-1), labels)
             return student + distilled
         """
+    ),
+    Quiet(  # the model's forward gives probabilities only outside training: the training loss gets logits
+        """
+        import torch
+        import torch.nn as nn
+
+        def fit(model, loader, epochs):
+            criterion = nn.CrossEntropyLoss()
+            optimizer = torch.optim.Adam(model.parameters())
+            for _ in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    criterion(model(x), y).backward()
+                    optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+                class Classifier(nn.Module):
+                    def __init__(self):
+                        super().__init__()
+                        self.fc = nn.Linear(128, 10)
+
+                    def forward(self, x):
+                        logits = self.fc(x)
+                        if not self.training:
+                            return F.softmax(logits, dim=1)
+                        return logits
+                """,
+            "main.py": """
+                from models import Classifier
+                from train import fit
+
+                fit(Classifier().cuda(), loader, epochs=5)
+                """,
+        },
+    ),
+    Quiet(  # two scripts hand the trainer different models, one ending in softmax: which one is meant is unknown
+        """
+        import torch.nn as nn
+
+        class Trainer:
+            def __init__(self, loader):
+                self.loader = loader
+                self.criterion = nn.CrossEntropyLoss()
+
+            def fit(self, model, optimizer):
+                for x, y in self.loader:
+                    optimizer.zero_grad()
+                    self.criterion(model(x), y).backward()
+                    optimizer.step()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                def head(classes):
+                    return nn.Linear(512, classes)
+
+                class ProbabilityHead(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.fc = nn.Linear(512, classes)
+                        self.softmax = nn.Softmax(dim=-1)
+
+                    def forward(self, x):
+                        return self.softmax(self.fc(x))
+                """,
+            "train_linear.py": """
+                import torch
+                import torch.nn as nn
+                from train import Trainer
+
+                model = nn.Linear(512, 10)
+                Trainer(loader).fit(model, torch.optim.SGD(model.parameters(), lr=0.1))
+                """,
+            "train_probs.py": """
+                import torch
+                from models import ProbabilityHead
+                from train import Trainer
+
+                model = ProbabilityHead(10)
+                Trainer(loader).fit(model, torch.optim.SGD(model.parameters(), lr=0.1))
+                """,
+        },
     ),
 )

@@ -296,6 +296,8 @@ def _loaded_elsewhere(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent
     assert function is not None and key is not None, "_handed_from_another_file checked both"
 
     def read(module, call: CallEvent) -> tuple[tuple, ModeFact, ModeFact] | None:
+        if call.function is None:
+            return None  # a method's name on an object of unknown class (`net.train()` beside `LocalUpdate.train(net)`)
         argument = _argument_for(call, key)
         name = (dotted(argument) or "").rpartition(".")[2] if argument is not None else ""
         value = call.kwargs.get(key) if key in call.kwargs else _positional_value(call, function, key)
