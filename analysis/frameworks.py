@@ -109,12 +109,17 @@ def per_batch_hook(summary: ModuleSummary, function: FunctionInfo | None) -> str
     owner = function.owner
     if framework_of(summary, owner) == LIGHTNING:
         return f"Lightning calls `{function.name}` once per batch"
-    if function.name.startswith("on_") and any(
-        summary.canonical(base).startswith(("lightning.", "pytorch_lightning.")) and last_part(base) in _CALLBACK_BASES
-        for base in owner.bases
-    ):
+    if function.name.startswith("on_") and _lightning_callback(summary, owner, _CALLBACK_BASES):
         return f"Lightning calls the callback's `{function.name}` once per batch"
     return None
+
+
+def _lightning_callback(summary: ModuleSummary, owner: ClassInfo, bases: frozenset[str]) -> bool:
+    """A class deriving from one of Lightning's callback ``bases`` (``Callback``, ``BasePredictionWriter``)."""
+    return any(
+        summary.canonical(base).startswith(("lightning.", "pytorch_lightning.")) and last_part(base) in bases
+        for base in owner.bases
+    )
 
 
 def manual_optimization(summary: ModuleSummary, owner: ClassInfo | None) -> bool:
@@ -139,13 +144,10 @@ def runs_between_backward_and_step(summary: ModuleSummary, function: FunctionInf
         if function.name in _LIGHTNING_BEFORE_STEP and not manual_optimization(summary, owner):
             return f"Lightning calls `{function.name}` after the training step's backward and before the optimizer step"
         return None
-    bases = [(summary.canonical(base), last_part(base)) for base in owner.bases]
-    if function.name in _LIGHTNING_CALLBACK_BEFORE_STEP and any(
-        canonical.startswith(("lightning.", "pytorch_lightning.")) and name == "Callback" for canonical, name in bases
-    ):
+    if function.name in _LIGHTNING_CALLBACK_BEFORE_STEP and _lightning_callback(summary, owner, frozenset({"Callback"})):
         return f"Lightning calls the callback's `{function.name}` after the training step's backward and before the optimizer step"
     if function.name == "on_pre_optimizer_step" and any(
-        canonical.startswith("transformers.") and name == "TrainerCallback" for canonical, name in bases
+        summary.canonical(base).startswith("transformers.") and last_part(base) == "TrainerCallback" for base in owner.bases
     ):
         return "the Hugging Face Trainer calls the callback's `on_pre_optimizer_step` right before the optimizer step"
     return None

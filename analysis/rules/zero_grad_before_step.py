@@ -666,23 +666,41 @@ def _zeroes_a_gradient(event: Event) -> bool:
 def _over_parameters(loop: Loop) -> bool:
     """A `for` whose body runs for every parameter: over `parameters()`, `named_parameters()`, an optimizer's
     `param_groups` or a group's `["params"]` (torch.optim's layout: each group a dict holding its "params")."""
-    return isinstance(loop.node, cst.For) and _PARAMETER_ITERABLE.search(loop.iterable_text) is not None
+    return _parameters_of(loop) is not None
 
 
-_PARAMETER_ITERABLE = re.compile(r"""(\.(named_)?parameters\([^()]*\)|\.param_groups|\[\s*["']params["']\s*\])\s*$""")
+def _parameters_of(loop: Loop) -> tuple[str, str] | None:
+    """For a loop over every parameter, whose parameters and how: ("module", `model`) for `model.parameters()`,
+    ("optimizer", `optimizer`) for `optimizer.param_groups`, ("group", `group`) for a group's `["params"]`."""
+    if not isinstance(loop.node, cst.For):
+        return None
+    match = _PARAMETER_ITERABLE.search(loop.iterable_text)
+    if match is None:
+        return None
+    kind = "module" if match.group("module") else "optimizer" if match.group("optimizer") else "group"
+    return kind, loop.iterable_text[:match.start()]
 
 
-def _iterates_what_steps(loop: Loop, step: CallEvent, trained: str | None) -> bool:
+def _parameters_around(event: Event) -> tuple[str, str] | None:
+    """What the outermost loop over every parameter around ``event`` iterates (``_parameters_of``), if any."""
+    return next((found for loop in event.context.loops if (found := _parameters_of(loop)) is not None), None)
+
+
+_PARAMETER_ITERABLE = re.compile(
+    r"""((?P<module>\.(named_)?parameters\([^()]*\))|(?P<optimizer>\.param_groups)|\[\s*["']params["']\s*\])\s*$"""
+)
+
+
+def _iterates_what_steps(parameters: tuple[str, str], step: CallEvent, trained: str | None) -> bool:
     """The loop goes over all the parameters the step updates: the stepped optimizer's `param_groups`, or the
     parameters of the model it was built over (when the flow saw it built), of a whole model otherwise
     (`model.parameters()`, `self.net.module.parameters()`; not a part, `model.encoder.parameters()`, which a
     script may clear on purpose to hold that part still)."""
-    iterated = loop.iterable_text
-    if iterated.endswith(".param_groups"):
+    kind, owner = parameters
+    if kind == "optimizer":
         stepped = _optimizer_key(step)
-        return stepped is None or iterated.removesuffix(".param_groups") == stepped
-    owner = re.sub(r"\.(named_)?parameters\([^()]*\)\s*$", "", iterated)
-    if owner == iterated:
+        return stepped is None or owner == stepped
+    if kind == "group":
         return True  # a group's `["params"]`, inside a loop over `param_groups` that was read above
     owner = owner.removesuffix(".module")
     return owner == trained if trained is not None else re.fullmatch(r"(self\.)?\w+", owner) is not None
@@ -696,10 +714,10 @@ def _clears_everything(scope: ScopeAnalysis, item: Item) -> bool:
     function = scope.function
     handed = set(function.positional_parameters) if function is not None else set()
     whole = {"self", "self.model", "self.optimizer", "self.optimizers()", *handed}
-    over = next((loop for loop in event.context.loops if _over_parameters(loop)), None)
+    over = _parameters_around(event)
     if over is not None:
-        owner = re.sub(r"(\.(named_)?parameters\([^()]*\)|\.param_groups)\s*$", "", over.iterable_text)
-        return _zeroes_a_gradient(event) and owner in whole
+        kind, owner = over
+        return _zeroes_a_gradient(event) and kind != "group" and owner in whole
     if not isinstance(event, CallEvent) or event.context.loops:
         return False
     func = event.node.func
@@ -818,7 +836,7 @@ def _clears_for(clear: Event, step: CallEvent, items: list[Item]) -> bool:
     clearing of a model; or the model whose parameters the stepped optimizer was built over (`netD.zero_grad()` and
     `optimizerD = Adam(netD.parameters())`)."""
     trained = _model_stepped(step)
-    over = next((loop for loop in clear.context.loops if _over_parameters(loop)), None)
+    over = _parameters_around(clear)
     if over is not None and _zeroes_a_gradient(clear):  # every parameter of what, the stepped model's or a part's?
         return _iterates_what_steps(over, step, trained) and _same_gradients(clear, step, items)
     if _same_gradients(clear, step, items):
