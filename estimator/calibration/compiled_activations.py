@@ -60,6 +60,12 @@ def _saved_bytes(a: dict, layers: int, compiled: bool) -> int:
     _set_dropout(config, 0.0)
     model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", dtype=torch.bfloat16)
     body = model.base_model  # the layers without the LM head and loss, which compile alike
+    return bytes_saved_for_backward(body, compiled)
+
+
+def bytes_saved_for_backward(body: torch.nn.Module, compiled: bool) -> int:
+    """The bytes of the tensors a training-mode forward of ``body`` keeps for its backward (its parameters and
+    buffers left out), run eagerly or compiled."""
     body.train()
     excluded = {p.untyped_storage()._cdata for p in body.parameters()} | {b.untyped_storage()._cdata for b in body.buffers()}
     seen: dict[int, int] = {}

@@ -28,7 +28,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from activations import _set_dropout  # noqa: E402
-from compiled_activations import BATCH, SEQ, _scaled  # noqa: E402
+from compiled_activations import BATCH, SEQ, _scaled, bytes_saved_for_backward  # noqa: E402
 from param_counts import DEFAULT_CATALOG, _decoder_config  # noqa: E402
 
 ARCHITECTURES = ("llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b")
@@ -48,23 +48,7 @@ def _saved_bytes(a: dict, layers: int, targets: tuple[str, ...], model_dtype_ada
     if model_dtype_adapters:
         model.to(torch.bfloat16)
     body = model.base_model.model.model  # the layers without the LM head and loss
-    body.train()
-    excluded = {p.untyped_storage()._cdata for p in body.parameters()} | {b.untyped_storage()._cdata for b in body.buffers()}
-    seen: dict[int, int] = {}
-
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        key = tensor.untyped_storage()._cdata
-        if key not in excluded and key not in seen:
-            seen[key] = tensor.untyped_storage().nbytes()
-        return tensor
-
-    run = torch.compile(body, backend="aot_eager_decomp_partition") if compiled else body
-    ids = torch.randint(0, 1000, (BATCH, SEQ))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        out = run(input_ids=ids).last_hidden_state
-    del out
-    torch._dynamo.reset()
-    return sum(seen.values())
+    return bytes_saved_for_backward(body, compiled)
 
 
 def measure(a: dict, targets: tuple[str, ...], model_dtype_adapters: bool) -> dict:
