@@ -47,10 +47,11 @@ from .versions import settled_by
 
 def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, notes: list[str]):
     """(activations, logits, KV cache, the KV cache while a prompt is read, the prompt's logits, the layer a
-    checkpointed backward recomputes: counted in the activations, beside which the loss's tensors are gone)."""
+    checkpointed backward recomputes: counted in the activations, beside which the loss's tensors are gone, the previous
+    step's KV cache that generate keeps while a step builds the next)."""
     act_bytes = PRECISION[plan.dtype][2]
     if geometry is None:
-        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO, ZERO
+        return _image_activations(plan, arch, act_bytes, notes), ZERO, ZERO, ZERO, ZERO, ZERO, ZERO
     if plan.seq_len is not None:
         lengths = (plan.seq_len,) * 3
     else:
@@ -63,7 +64,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
             f"sequence length unknown: {lengths[0]} tokens at the low end, {lengths[1]} for the estimate, "
             f"the model's maximum {lengths[2]} at the high end"
         )
-    activations, logits, kv, prompt_kv, prompt_logits, layer_phase = [], [], [], [], [], []
+    activations, logits, kv, prompt_kv, prompt_logits, layer_phase, previous_kv = [], [], [], [], [], [], []
     for end, seq in enumerate(lengths):
         value = _activations_at(plan, arch, geometry, seq, act_bytes, notes, end)
         activations.append(value[0])
@@ -72,6 +73,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
         prompt_kv.append(value[3])
         prompt_logits.append(value[4])
         layer_phase.append(value[5])
+        previous_kv.append(value[6])
     measured = _measured_dropout(plan) is not None
     spread = LITGPT_SPREAD if plan.model_code == "litgpt" else MEASURED_SPREAD if measured else FORMULA_SPREAD
     if plan.mode != "train":
@@ -85,6 +87,7 @@ def activation_terms(plan: Plan, arch: Architecture, geometry: Shape | None, not
         Interval(prompt_kv[0], prompt_kv[1], prompt_kv[2]),
         Interval(prompt_logits[0], prompt_logits[1], prompt_logits[2]),
         Interval(layer_phase[0], layer_phase[1], layer_phase[2]),
+        Interval(previous_kv[0], previous_kv[1], previous_kv[2]),
     )
 
 
@@ -103,7 +106,7 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
     """(activations, logits, KV cache, the KV cache while a generation's prompt is read, the prompt's logits, a
-    checkpointed layer's recomputed activations) point estimates for one sequence length, at one end of the
+    checkpointed layer's recomputed activations, the previous step's KV cache) point estimates for one sequence length, at one end of the
     interval (0 low, 1 estimate, 2 high: where versions of the code differ, the end picks the variant)."""
     batch = plan.batch_size
     tokens = batch * seq
@@ -150,7 +153,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         activations += head_adapter_kept(plan, geometry, tokens) + kbit_prepared_kept(plan, geometry, tokens, checkpointed, notes)
         if "lm_head" in plan.modules_to_save and plan.lora_rank is not None:  # a trained head keeps its input
             activations += tokens * geometry.hidden * act_bytes
-        return activations, logits, 0.0, 0.0, 0.0, per_layer if plan.gradient_checkpointing else 0.0
+        return activations, logits, 0.0, 0.0, 0.0, per_layer if plan.gradient_checkpointing else 0.0, 0.0
     # inference and generation: nothing is kept for a backward; what one layer's forward holds at once
     prompt = seq if plan.mode == "infer" else min(seq, plan.max_context or seq)
     if plan.model_code == "litgpt":  # about two layers' worth of what LitGPT's modules keep
@@ -172,7 +175,7 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
                          f"earlier versions every position's (the high end); {settled_by('transformers')}")
     else:
         logits_bytes, prompt_logits = 0.0, batch * prompt * geometry.vocab * _inference_logit_bytes(plan, act_bytes, end, notes)
-    kv = prompt_kv = 0.0
+    kv = prompt_kv = previous_kv = 0.0
     if plan.mode == "infer" and arch.kind == "decoder" and plan.model_code != "litgpt" and (plan.use_cache or (plan.use_cache is None and end)):
         # a causal LM's forward fills and returns its KV cache (past_key_values) unless use_cache=False: transformers'
         # configs default to True; it grows layer by layer and is whole beside the logits
@@ -204,7 +207,28 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
         kv = cached(context)
         prompt_kv = kv if static else cached(prompt)
         notes.append(f"KV cache for {context} tokens of context per sequence")
-    return live, logits_bytes, kv, prompt_kv, prompt_logits, 0.0
+        if not static and context > prompt and _cache_copied(plan, arch, end, notes):
+            previous_kv = cached(context - 1)
+    return live, logits_bytes, kv, prompt_kv, prompt_logits, 0.0, previous_kv
+
+
+def _cache_copied(plan: Plan, arch: Architecture, end: int, notes: list[str]) -> bool:
+    """Whether transformers' generate holds the previous step's KV cache while a step builds the next (Plan.cache_copied):
+    its decoders before the release that passes one Cache object between steps (4.42, versions.CACHE_OBJECT_SINCE for
+    the families that came later; transformers 4.42's generate says why: "back and forth from legacy format ... keeps
+    copying the cache thus using much more memory"). Unknown: today's at the estimate, the old at the high end.
+    LitGPT's, gpt-fast's and torchtune's caches are allocated once and written in place."""
+    if plan.model_code != "transformers" or arch.kind != "decoder":
+        return False
+    if plan.cache_copied is not None:
+        if plan.cache_copied:
+            notes.append("generate keeps the previous step's KV cache (tuples of tensors, transformers before 4.42) while "
+                         "each step concatenates the next: two caches at the end of a step")
+        return plan.cache_copied
+    notes.append("generate passes one DynamicCache between steps, whose layers are replaced one at a time (transformers 4.42 "
+                 "and later, the estimate); earlier releases kept the previous step's cache tuple beside the new one "
+                 f"(the high end); {settled_by('transformers')}")
+    return end == 2
 
 
 def _inference_logit_bytes(plan: Plan, act_bytes: int, end: int, notes: list[str]) -> float:

@@ -106,7 +106,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
         trainable = _trainable_params(plan, geometry, params, notes)
         weights, gradients, optimizer, cache, gathered_layers = _model_states(plan, geometry, params, trainable, notes)
         weights = weights + _rotary_cache(plan, arch, geometry, notes)
-        activations, logits, kv, prompt_kv, prompt_logits, layer_phase = activation_terms(plan, arch, geometry, notes)
+        activations, logits, kv, prompt_kv, prompt_logits, layer_phase, previous_kv = activation_terms(plan, arch, geometry, notes)
         weights = weights + _beyond_the_loss(gathered_layers, layer_phase, logits)
         step, buckets = _step_terms(plan, geometry, trainable, gradients, notes)
         if plan.optimizer_in_backward and plan.mode == "train":
@@ -120,7 +120,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
                 plan.grad_accum > 1 or plan.optimizer_in_backward or _zero_grad_frees(plan) is False),
             gradients_zeroed_high=plan.mode == "train" and _zero_grad_frees(plan) is None and not plan.optimizer_in_backward,
             prompt_kv_cache=prompt_kv if plan.mode != "train" and plan.model_code != "litgpt" else None,
-            prompt_logits=prompt_logits,
+            prompt_logits=prompt_logits, previous_kv_cache=previous_kv,
             **gpt_fast_terms(plan, geometry, notes),
         )
     allocated = breakdown.peak()

@@ -95,6 +95,8 @@ def left_unstated(plan: Plan) -> list[str]:
         unstated.append("the weights' load dtype (transformers version)")
     if plan.mode == "generate" and plan.prompt_logits_whole is None:
         unstated.append("the prompt's logits (transformers version)")
+    if plan.mode == "generate" and plan.cache_copied is None and plan.model_code == "transformers":
+        unstated.append("generate's cache between steps (transformers version)")
     if plan.mode == "infer" and plan.logits_upcast is None:
         unstated.append("the logits' dtype (transformers version)")
     return unstated

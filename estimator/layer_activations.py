@@ -314,9 +314,12 @@ def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     activation returns), plain, the first projection's output and its activation, a GELU written out in
     Python four FFN-wide temporaries; a parallel block (one shared norm) keeps the attention's output beside
     it. Attention: its normed input, q, k and v, and RoPE's temporaries on q; eager attention adds the scores,
-    8 bytes per head and pair of positions (16-bit scores, fp32 softmax and its 16-bit cast) or 4 in the
-    families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
-    forward (calibration/inference_peaks.py)."""
+    8 bytes per head and pair of positions for fp16 (16-bit scores, fp32 softmax and its 16-bit cast), 10 for bf16
+    (torch's softmax(x, dtype=float32) takes its fused half-to-float kernel for CUDA fp16 inputs only and converts
+    bf16 scores to an fp32 copy first, aten/src/ATen/native/SoftMax.cpp: scores, copy and fp32 output at once), or 4
+    in the families that take the softmax in 16 bits. Checked against fake-tensor replays of transformers' prompt
+    forward (calibration/inference_peaks.py) and of transformers 4.35's whole forward
+    (calibration/old_release_forward_peaks.py)."""
     hidden = geometry.hidden
     arch = plan.model
     degree = plan.tensor_parallel  # a GPU computes its share of the heads and of the MLP; hidden-wide tensors are whole
@@ -336,7 +339,8 @@ def inference_layer_coefficient(plan: Plan, geometry: Shape, seq: int) -> float:
     attention = 2.0 + 2.0 * (width + 2.0 * kv_width) + 4.0 * width
     if plan.attention == "eager":
         half_softmax = arch is not None and arch.family in _HALF_SOFTMAX_FAMILIES
-        attention += (4.0 if half_softmax else 8.0) * geometry.heads / degree * seq / hidden
+        per_score = 4.0 if half_softmax else 10.0 if plan.dtype == "bf16" else 8.0
+        attention += per_score * geometry.heads / degree * seq / hidden
     return held + rope + max(mlp, attention)
 
 

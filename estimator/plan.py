@@ -150,6 +150,12 @@ class Plan:
     # Generation: transformers before 4.45 computed the logits of every prompt position (and upcast them to fp32),
     # 4.45 and later the last one's only (a few families later: versions.PROMPT_LOGITS_LAST_SINCE). None: the version is unknown; the estimate takes today's, the high end the old.
     prompt_logits_whole: bool | None = None
+    # Generation (transformers' generate): before 4.42 (versions.CACHE_OBJECT_SINCE for the families that came to it
+    # later) generate kept the KV cache as tuples of tensors between steps, and a step's torch.cat built each layer's
+    # longer keys and values while the previous step's tuple was still held (model_kwargs["past_key_values"]): two
+    # caches alive at the end of every step. From then on generate passes one DynamicCache object, whose layers are
+    # replaced one at a time. None: the version is unknown; the estimate takes today's, the high end the old.
+    cache_copied: bool | None = None
     # Inference (a forward without a loss): transformers before 4.46 upcast the LM head's output to fp32 (`.float()`), so
     # the 16-bit logits and their fp32 copy were alive at once; 4.46 and later return them in the model's dtype. None:
     # the version is unknown; the estimate takes today's, the high end the old.
@@ -242,9 +248,12 @@ class Breakdown:
     # holds at once (the whole static cache expanded to every query head, and the math kernel's fp32 copies)
     causal_mask: Interval = ZERO
     decode_attention: Interval = ZERO
+    # transformers' generate before 4.42 (Plan.cache_copied): the previous step's KV cache, alive while a step builds
+    # the next one, one token shorter
+    previous_kv_cache: Interval = ZERO
 
     NAMES = ("weights", "gradients", "optimizer", "autocast_cache", "activations", "prompt_logits", "logits", "kv_cache",
-             "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
+             "previous_kv_cache", "causal_mask", "decode_attention", "dequantised", "optimizer_step", "gradient_buckets",
              "cublas_workspace", "block_rounding")
 
     def items(self) -> list[tuple[str, Interval]]:
@@ -260,12 +269,23 @@ class Breakdown:
             working = self.activations + self.kv_cache
         else:  # reading the prompt (its layers, then its logits), or generating with the whole cache
             prompt = self.prompt_kv_cache + larger(self.activations, self.prompt_logits)
-            working = larger(prompt, self.kv_cache + self.decode_attention)
+            working = larger(prompt, larger(self.kv_cache + self.previous_kv_cache + self.decode_attention, self._first_step()))
         total = self.weights + self.optimizer + self.autocast_cache + working + loss + self.causal_mask
         total = total + self.gradient_buckets + self.cublas_workspace + self.block_rounding
         if self.gradients_in_backward:
             return total + self.gradients
         return total + Interval(0.0, 0.0, self.gradients.high) if self.gradients_zeroed_high else total
+
+    def _first_step(self) -> Interval:
+        """generate before 4.42 (previous_kv_cache), end by end: its first decoding step holds the prompt's cache twice
+        (the tuple it keeps and the one the step builds, a token longer) and the prompt's fp32 logits, which the prefill's
+        output (`outputs`, with `next_token_logits` a view of it) keeps until the step returns: 4 of the 6 bytes per logit
+        that the upcast prompt logits take."""
+        prompt_kv = self.prompt_kv_cache or ZERO
+        ends = zip((prompt_kv.low, prompt_kv.estimate, prompt_kv.high),
+                   (self.prompt_logits.low, self.prompt_logits.estimate, self.prompt_logits.high),
+                   (self.previous_kv_cache.low, self.previous_kv_cache.estimate, self.previous_kv_cache.high))
+        return Interval(*(2.0 * kv + logits * 4.0 / 6.0 if previous else 0.0 for kv, logits, previous in ends))
 
     def step(self) -> Interval:
         """Alive during the optimizer step: weights, gradients, optimizer state and its temporaries."""

@@ -22,6 +22,13 @@ SDPA_SINCE = {"bert": "4.41.0", "vit": "4.41.0", "gpt2": "4.42.0", "gpt_neox": "
 # 4.42.0 to 5.0.0). Before it, every prompt position's logits.
 PROMPT_LOGITS_LAST_SINCE = {"falcon": "4.47.0", "gpt_neox": "4.49.0", "gpt2": "4.53.0", "gptj": "5.0.0"}
 
+# transformers' generate passes one Cache object between decoding steps from 4.42.0 for the families whose models
+# declared `_supports_cache_class` then (Llama, Mistral, Mixtral, Gemma, Phi, Phi-3, Qwen2 and others: read from 4.42.4's
+# modeling files and generation/utils.py); before it, and for other families until their first release with it, the
+# previous step's cache tuple is held while the next is built (Plan.cache_copied). The families that came later, and
+# their first release with it (read from the releases' modeling files, 4.44.2 to 4.52.4).
+CACHE_OBJECT_SINCE = {"gptj": "4.45.0", "gpt_neox": "4.45.0", "falcon": "4.45.0", "gpt2": "4.52.0"}
+
 # Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
 # behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
 # the command line says, the estimate takes today's behaviour and the interval's other end the older one.
@@ -29,6 +36,7 @@ VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
     ("transformers", "4.45.0", "prompt_logits_whole", True, False),
     ("transformers", "4.46.0", "logits_upcast", True, False),
+    ("transformers", "4.42.0", "cache_copied", True, False),
     ("transformers", "5.0.0", "lora_base_16bit", False, True),
     ("transformers", "5.0.0", "loads_checkpoint_dtype", False, True),
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
@@ -62,8 +70,8 @@ def _release(text: str) -> tuple[int, ...]:
 
 def settings_for_versions(versions: dict[str, str], family: str | None = None) -> dict[str, bool]:
     """The plan settings that the given library versions decide (see VERSIONED_BEHAVIOURS; with the model's
-    family, transformers' per-layer rotary caches and the family's first releases with SDPA and with the prompt's last
-    logits only, too); a library the
+    family, transformers' per-layer rotary caches and the family's first releases with SDPA, with the prompt's last
+    logits only and with one cache object in generate, too); a library the
     estimator does not follow is refused,
     so that a misspelt name is not silently ignored."""
     known = {library for library, *_ in VERSIONED_BEHAVIOURS}
@@ -82,4 +90,6 @@ def settings_for_versions(versions: dict[str, str], family: str | None = None) -
             settings["sdpa_dispatch"] = _release(versions["transformers"]) >= _release(SDPA_SINCE[family])
         if family in PROMPT_LOGITS_LAST_SINCE:
             settings["prompt_logits_whole"] = _release(versions["transformers"]) < _release(PROMPT_LOGITS_LAST_SINCE[family])
+        if family in CACHE_OBJECT_SINCE:
+            settings["cache_copied"] = _release(versions["transformers"]) < _release(CACHE_OBJECT_SINCE[family])
     return settings

@@ -70,7 +70,9 @@ def test_a_plan_that_leaves_a_setting_to_the_estimator_is_banded_as_unstated():
     assert cell_of(_stated_lora(quant="nf4", quant_keeps_inputs=False, kbit_prepared=False)) == "qlora/stated"
     assert cell_of(Plan(model=QWEN, mode="generate", seq_len=512, attention="sdpa", rotary_cache=False)) == "inference/unstated"
     assert cell_of(Plan(model=QWEN, mode="generate", seq_len=512, attention="sdpa", rotary_cache=False,
-                        prompt_logits_whole=False)) == "inference/stated"
+                        prompt_logits_whole=False)) == "inference/unstated"  # generate's cache between steps
+    assert cell_of(Plan(model=QWEN, mode="generate", seq_len=512, attention="sdpa", rotary_cache=False,
+                        prompt_logits_whole=False, cache_copied=False)) == "inference/stated"
 
 
 def test_the_interval_reaches_the_band_and_the_point_estimate_stays():

@@ -261,3 +261,62 @@ def test_sdpa_on_a_v100_keeps_far_less_than_eager_attention():
     unstated = estimate(_v100_bert(sdpa, None), compute_capability="7.0").allocated
     assert unstated.estimate == stated.estimate
     assert eager["allocated"] <= unstated.high
+
+
+OLD_RELEASE = json.loads((Path(__file__).resolve().parent.parent / "estimator" / "calibration"
+                          / "old_release_forward_peaks.json").read_text())
+
+
+@pytest.mark.parametrize("row", OLD_RELEASE["rows"], ids=lambda row: f"{row['model']}-b{row['batch']}-{row['tokens']}")
+def test_a_forward_as_transformers_4_35_ran_it_matches_its_replay(row):
+    """transformers 4.35's forward without a loss (eager attention with its fp32 softmax over bf16 scores, the additive
+    4-D mask, a tuple cache, the logits upcast to fp32), replayed on fake tensors (old_release_forward_peaks.py): the
+    estimate with those settings is within 6 % of the replay's peak beyond the weights, and not under it; the trace
+    through the allocator's rules reserves beyond what it allocates within the estimate's range."""
+    assert OLD_RELEASE["transformers"] == "4.35.2" and row["attention"] == "eager" and row["logits_dtype"] == "torch.float32"
+    plan = Plan(model=find_architecture(row["model"]), mode="infer", batch_size=row["batch"], seq_len=row["tokens"], dtype="bf16",
+                attention="eager", use_cache=True, logits_upcast=True)
+    breakdown = estimate(plan).breakdown
+    assert breakdown.kv_cache.estimate == row["kv_cache"]
+    beyond_weights = breakdown.forward_backward().estimate - sum(
+        getattr(breakdown, name).estimate for name in ("weights", "cublas_workspace", "block_rounding"))
+    assert row["peak_beyond_weights"] <= beyond_weights <= 1.06 * row["peak_beyond_weights"]
+    overhead = row["reserved_peak"] / row["allocated_peak"] - 1
+    assert FRAGMENTATION[0] <= overhead <= FRAGMENTATION[2]
+
+
+def test_bf16_scores_keep_an_fp32_copy_through_an_eager_softmax_and_fp16_scores_do_not():
+    """torch's softmax(x, dtype=float32) converts bf16 input to an fp32 copy first; only CUDA fp16 input takes the fused
+    half-to-float kernel: two bytes more per head and pair of positions at an eager prompt's peak in bf16."""
+    from trainlint.estimator.architectures import shape
+    from trainlint.estimator.layer_activations import inference_layer_coefficient
+
+    llama = find_architecture("llama-2-7b")
+    geometry = shape(llama)
+    bf16, fp16 = (inference_layer_coefficient(Plan(model=llama, mode="infer", dtype=dtype, attention="eager"), geometry, 2048)
+                  for dtype in ("bf16", "fp16"))
+    assert bf16 - fp16 == pytest.approx(2.0 * geometry.heads * 2048 / geometry.hidden)
+
+
+@pytest.mark.parametrize("row", OLD_RELEASE["generate"], ids=lambda row: f"{row['model']}-b{row['batch']}-{row['prompt']}+{row['new_tokens']}")
+def test_generate_before_4_42_holds_the_previous_steps_cache_as_its_replay_does(row):
+    """4.35's greedy generate, replayed on fake tensors: its peak beyond the weights holds the previous step's cache tuple
+    beside the new one. The estimate with the copy (cache_copied) is within 3 % of it; today's generate (one
+    DynamicCache) is well under it; unstated, the interval's high end reaches it."""
+    from trainlint.estimator.costmodel import mechanism_estimate
+
+    common = dict(model=find_architecture(row["model"]), mode="generate", batch_size=row["batch"], seq_len=row["prompt"],
+                  max_context=row["prompt"] + row["new_tokens"], dtype="bf16", attention="eager", prompt_logits_whole=True)
+
+    def beyond_weights(result):
+        breakdown = result.breakdown
+        return breakdown.forward_backward().estimate - sum(
+            getattr(breakdown, name).estimate for name in ("weights", "cublas_workspace", "block_rounding"))
+
+    copied = estimate(Plan(**common, cache_copied=True))
+    assert copied.breakdown.previous_kv_cache.estimate == row["kv_cache"]
+    assert beyond_weights(copied) == pytest.approx(row["peak_beyond_weights"], rel=0.03)
+    assert beyond_weights(estimate(Plan(**common, cache_copied=False))) < 0.75 * row["peak_beyond_weights"]
+    unstated = mechanism_estimate(Plan(**common))
+    assert unstated.allocated.estimate == estimate(Plan(**common, cache_copied=False)).allocated.estimate
+    assert unstated.allocated.high >= copied.allocated.estimate
