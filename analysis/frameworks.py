@@ -29,6 +29,11 @@ after ``training_step`` returns (at each accumulation boundary, then ``model.zer
 
 fairseq: its ``Trainer.valid_step`` calls the task's ``valid_step`` inside ``torch.no_grad()``.
 
+Lightning's ``Trainer`` applies two of its arguments to torch's global state when it is built:
+``deterministic=True`` (or ``"warn"``) calls ``torch.use_deterministic_algorithms(True)``, and
+``benchmark`` sets ``torch.backends.cudnn.benchmark`` (left unset, it is False under
+``deterministic=True``): ``TRAINER_CUDNN_SETTINGS``.
+
 Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``,
 ``_inner_training_loop``) and ``trainer_callback.py``, Lightning's hooks page and loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
 installed.
@@ -37,6 +42,8 @@ installed.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+import libcst as cst
 
 from .names import last_part
 
@@ -55,6 +62,37 @@ _TRAINING_STEPS = {
 # Hugging Face Trainer methods that run with grad enabled when overridden (the base versions
 # disable it inside themselves, or leave it to prediction_step).
 _HF_GRAD_ON_EVALUATION = frozenset({"prediction_step", "evaluation_loop", "prediction_loop", "evaluate", "predict"})
+
+
+# Keyword arguments of a framework's trainer that set torch's cuDNN and determinism state when it is built: one row
+# a keyword, what it sets, and the source. (Lightning's package names: `lightning`, `lightning.pytorch` and the older
+# `pytorch_lightning`.)
+_LIGHTNING_TRAINERS = frozenset({
+    "lightning.Trainer", "lightning.pytorch.Trainer", "lightning.pytorch.trainer.Trainer",
+    "pytorch_lightning.Trainer", "pytorch_lightning.trainer.Trainer", "pytorch_lightning.trainer.trainer.Trainer",
+})
+_LIGHTNING_TRAINER_DOCS = "Lightning docs, Trainer API (common/trainer.html), "
+TRAINER_CUDNN_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("deterministic", "torch.use_deterministic_algorithms",
+     _LIGHTNING_TRAINER_DOCS + "`deterministic`: 'If True, sets whether PyTorch operations must use deterministic "
+     "algorithms'; 'warn' does the same with warn_only"),
+    ("benchmark", "torch.backends.cudnn.benchmark",
+     _LIGHTNING_TRAINER_DOCS + "`benchmark`: 'The value (True or False) to set torch.backends.cudnn.benchmark to'; "
+     "unset, 'if deterministic is set to True, this will default to False'"),
+)
+
+
+def trainer_cudnn_argument(callee: str | None, setting: str, node: cst.Call) -> tuple[cst.Arg, str] | None:
+    """The keyword argument of a framework trainer's construction (``Trainer(deterministic=True)``) that sets the torch
+    switch ``setting`` (``torch.backends.cudnn.benchmark``, ``torch.use_deterministic_algorithms``), with the source
+    that says so, or None."""
+    if callee not in _LIGHTNING_TRAINERS:
+        return None
+    for keyword, sets, source in TRAINER_CUDNN_SETTINGS:
+        if sets == setting:
+            arg = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword), None)
+            return (arg, source) if arg is not None else None
+    return None
 
 
 def framework_of(summary: ModuleSummary, owner: ClassInfo | None) -> str | None:
