@@ -34,6 +34,13 @@ Lightning's ``Trainer`` applies two of its arguments to torch's global state whe
 ``benchmark`` sets ``torch.backends.cudnn.benchmark`` (left unset, it is False under
 ``deterministic=True``): ``TRAINER_CUDNN_SETTINGS``.
 
+PyTorch-Ignite: ``engine.run(data, max_epochs=N)`` iterates ``data`` once per epoch, N epochs, and
+between them calls only the handlers registered on the engine's events (``@engine.on(Events.X)``,
+``engine.add_event_handler(Events.X, f)``; ``Events.EPOCH_STARTED`` at the start of each epoch): a
+statement of the function that calls ``run`` runs once, not per epoch (ignite docs, ``Engine.run``
+and "Events and Handlers"). A receiver that such a handler is registered on, with an ``Events`` of
+ignite, is an ignite engine.
+
 Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``,
 ``_inner_training_loop``) and ``trainer_callback.py``, Lightning's hooks page and loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
 installed.
@@ -41,13 +48,15 @@ installed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from .names import last_part
+from .names import dotted, last_part
 
 if TYPE_CHECKING:
+    from .events import CallEvent
     from .summary import ClassInfo, FunctionInfo, ModuleSummary
 
 LIGHTNING = "lightning"
@@ -93,6 +102,50 @@ def trainer_cudnn_argument(callee: str | None, setting: str, node: cst.Call) -> 
             arg = next((arg for arg in node.args if arg.keyword is not None and arg.keyword.value == keyword), None)
             return (arg, source) if arg is not None else None
     return None
+
+
+_IGNITE_EVENTS = frozenset({"ignite.engine.Events", "ignite.engine.events.Events"})
+_IGNITE_REGISTRATIONS = frozenset({"on", "add_event_handler"})
+
+
+def _ignite_event(summary: ModuleSummary, node: cst.BaseExpression) -> bool:
+    """``Events.EPOCH_STARTED``, ``Events.ITERATION_COMPLETED(every=10)``, ``Events.STARTED | Events.COMPLETED``."""
+    if isinstance(node, cst.BinaryOperation):
+        return _ignite_event(summary, node.left) and _ignite_event(summary, node.right)
+    if isinstance(node, cst.Call):
+        node = node.func
+    return isinstance(node, cst.Attribute) and summary.canonical(dotted(node.value) or "") in _IGNITE_EVENTS
+
+
+def ignite_registrations(calls: Iterable[CallEvent], definitions: Iterable[cst.CSTNode]) -> list[tuple[str, cst.Call]]:
+    """Each ``engine.on(...)``/``engine.add_event_handler(...)`` among ``calls`` and the decorators of the function
+    definitions among ``definitions`` (``@trainer.on(Events.EPOCH_STARTED)``), as (receiver text, the call)."""
+    found = [(call.receiver_key, call.node) for call in calls if call.method in _IGNITE_REGISTRATIONS and call.receiver_key]
+    for node in definitions:
+        if not isinstance(node, cst.FunctionDef):
+            continue
+        for decorator in node.decorators:
+            called = decorator.decorator
+            if isinstance(called, cst.Call) and isinstance(called.func, cst.Attribute) and called.func.attr.value in _IGNITE_REGISTRATIONS:
+                receiver = dotted(called.func.value)
+                if receiver is not None:
+                    found.append((receiver, called))
+    return found
+
+
+def ignite_engine_runs(summary: ModuleSummary, run: CallEvent, registrations: Iterable[tuple[str, cst.Call]]) -> cst.Call | None:
+    """The registration of an ignite event handler on the receiver of ``run`` (``trainer.run(loader, max_epochs=...)``, more
+    than one epoch) that shows it is an ignite engine, or None."""
+    epochs = run.keyword("max_epochs")
+    if run.method != "run" or run.receiver_key is None or epochs is None or not run.arg_nodes or run.arg_nodes[0].keyword is not None:
+        return None
+    value = epochs.value
+    if (isinstance(value, cst.Integer) and int(value.value) <= 1) or (isinstance(value, cst.Name) and value.value == "None"):
+        return None
+    return next((
+        call for receiver, call in registrations
+        if receiver == run.receiver_key and call.args and _ignite_event(summary, call.args[0].value)
+    ), None)
 
 
 def framework_of(summary: ModuleSummary, owner: ClassInfo | None) -> str | None:
