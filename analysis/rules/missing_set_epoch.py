@@ -26,6 +26,8 @@ loader (`loader.sampler.set_epoch(epoch)` works too); under ignite, in a handler
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from trainlint.analysis.frameworks import ignite_engine_runs, ignite_registrations
@@ -386,20 +388,28 @@ def _shuffles(node: cst.Call) -> bool:
 def _sets_epoch_anywhere(module: ModuleView) -> bool:
     """A `set_epoch` call in this file, or in a helper of the project's other files that it calls
     (pycls' `data_loader.shuffle(loader, cur_epoch)` sets the sampler's epoch in `loader.py`)."""
-    return _set_epoch_calls(module) != []
+    return next(_epoch_setters(module), False) is not False
 
 
 def _set_epoch_calls(module: ModuleView) -> list[CallEvent] | None:
     """The file's `set_epoch` calls, or None when a helper of another file it calls sets an epoch too."""
     setters = []
+    for setter in _epoch_setters(module):
+        if setter is None:
+            return None
+        setters.append(setter)
+    return setters
+
+
+def _epoch_setters(module: ModuleView) -> Iterator[CallEvent | None]:
+    """Each `set_epoch` call of the file, in order, and None for each call of another file's helper that makes one."""
     for call in module.all_calls():
         if call.method == "set_epoch":
-            setters.append(call)
+            yield call
         elif call.function is not None and module.summary.defined_elsewhere(call.function):
             helper = call.function.analysis(module.summary)
             if helper is not None and any(inner.method == "set_epoch" for inner in calls_in(helper, None)):
-                return None
-    return setters
+                yield None
 
 
 def _loaders_using(module: ModuleView, sampler: CallEvent) -> list[CallEvent]:
