@@ -39,7 +39,11 @@ between them calls only the handlers registered on the engine's events (``@engin
 ``engine.add_event_handler(Events.X, f)``; ``Events.EPOCH_STARTED`` at the start of each epoch): a
 statement of the function that calls ``run`` runs once, not per epoch (ignite docs, ``Engine.run``
 and "Events and Handlers"). A receiver that such a handler is registered on, with an ``Events`` of
-ignite, is an ignite engine.
+ignite, is an ignite engine. ``Engine(process_function)`` calls ``process_function(engine, batch)`` once per
+batch inside ``run``, in the grad mode in force where ``run`` is called: ignite changes none (its
+``create_supervised_evaluator`` builds a step that wraps its forward in ``torch.no_grad()`` itself; ignite
+docs, "Engine" concepts and ``create_supervised_evaluator``), and the handlers of an engine run inside its
+``run``, in the grad mode its training steps run in.
 
 Read from transformers' ``trainer.py`` (``Trainer.evaluation_loop``, ``Trainer.prediction_step``,
 ``_inner_training_loop``) and ``trainer_callback.py``, Lightning's hooks page and loops and fairseq's ``trainer.py``; kept as a table so that no framework needs to be
@@ -131,6 +135,24 @@ def ignite_registrations(calls: Iterable[CallEvent], definitions: Iterable[cst.C
                 if receiver is not None:
                     found.append((receiver, called))
     return found
+
+
+_IGNITE_ENGINE_CLASSES = frozenset({
+    "ignite.engine.Engine", "ignite.engine.engine.Engine",
+    "ignite.engine.DeterministicEngine", "ignite.engine.deterministic.DeterministicEngine",
+})
+
+
+def ignite_engines(calls: Iterable[CallEvent], assignments: Iterable[tuple[str, cst.CSTNode | None]]) -> dict[str, tuple[str, CallEvent]]:
+    """The ignite engines among ``calls`` built from a function of the file (``evaluator = Engine(validation_step)``),
+    by the name each is bound to (``assignments``: each target with the value node assigned to it): the name of its
+    process function and the construction."""
+    built: dict[cst.CSTNode, tuple[str, CallEvent]] = {
+        call.node: (call.arg_nodes[0].value.value, call) for call in calls
+        if call.callee in _IGNITE_ENGINE_CLASSES and call.arg_nodes and call.arg_nodes[0].keyword is None
+        and isinstance(call.arg_nodes[0].value, cst.Name)
+    }
+    return {target: built[value] for target, value in assignments if value is not None and value in built}
 
 
 def ignite_engine_runs(summary: ModuleSummary, run: CallEvent, registrations: Iterable[tuple[str, cst.Call]]) -> cst.Call | None:
