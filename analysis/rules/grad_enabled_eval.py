@@ -242,7 +242,7 @@ class GradEnabledEval(Rule):
         in the grad mode of that call, and ignite disables none (analysis/frameworks.py). Every run under
         ``no_grad()``: quiet. A run in a handler of an engine that trains (it runs inside that engine's ``run``, with
         grad on for training) or at a script's module level: a warning; otherwise a note, the run's callers deciding.
-        True when the function is such a process function (no other check of the rule reads it then)."""
+        True when it reported, or when every run is under ``no_grad()`` (no other check of the rule reads it then)."""
         info = scope.function
         if info is None or info.owner is not None or not any(target.startswith("ignite") for target in ctx.summary.imports.values()):
             return False
@@ -255,7 +255,7 @@ class GradEnabledEval(Rule):
             return False
         name, built = bound
         if any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)):
-            return True  # a training step: its grad is meant to be on
+            return False  # a training step: the other checks read it as any training function
         forward = next((
             call for call in scope.calls()
             if call.context.grad_off is None and _records_graph(call) and _is_model_forward(call, set()) and not _parameterless(ctx, call)
@@ -263,7 +263,7 @@ class GradEnabledEval(Rule):
         runs = [call for call in ctx.module.all_calls() if call.receiver_key == name and call.method == "run" and call.chunk is built.chunk]
         open_runs = [run for run in runs if run.context.grad_off is None]
         if forward is None or not open_runs:
-            return True
+            return bool(runs) and forward is not None  # every run under no_grad(): grad is off where it runs
         run = open_runs[0]
         trainer = _run_by_a_training_engine(ctx, run, engines)
         known = run.scope.function is None or trainer is not None
