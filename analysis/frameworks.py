@@ -87,11 +87,11 @@ _LIGHTNING_TRAINERS = frozenset({
 _LIGHTNING_TRAINER_DOCS = "Lightning docs, Trainer API (common/trainer.html), "
 TRAINER_CUDNN_SETTINGS: tuple[tuple[str, str, str], ...] = (
     ("deterministic", "torch.use_deterministic_algorithms",
-     _LIGHTNING_TRAINER_DOCS + "`deterministic`: 'If True, sets whether PyTorch operations must use deterministic "
-     "algorithms'; 'warn' does the same with warn_only"),
+     _LIGHTNING_TRAINER_DOCS + "`deterministic`: True makes PyTorch operations use deterministic algorithms "
+     "(torch.use_deterministic_algorithms); \"warn\" does so with warnings only"),
     ("benchmark", "torch.backends.cudnn.benchmark",
-     _LIGHTNING_TRAINER_DOCS + "`benchmark`: 'The value (True or False) to set torch.backends.cudnn.benchmark to'; "
-     "unset, 'if deterministic is set to True, this will default to False'"),
+     _LIGHTNING_TRAINER_DOCS + "`benchmark`: the value the Trainer sets torch.backends.cudnn.benchmark to; "
+     "left unset, it is False when deterministic is True"),
 )
 
 
