@@ -104,6 +104,13 @@ class MissingSetEpoch(Rule):
         setters = ctx.module.module_wide("TL502 set_epoch calls", _set_epoch_calls)
         if setters is None or any(setter.scope is not scope or setter.context.loop is not None for setter in setters):
             return  # a set_epoch in a handler, a helper or a loop: whether it runs per epoch is theirs to say
+        tree = [scope.function.node] if scope.function is not None else [scope.chunk.module] if scope.chunk.module is not None else []
+        written_calls = [
+            node for root in tree for node in walk(root)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_epoch"
+        ]
+        if len(written_calls) > len(setters):
+            return  # one the analysis does not follow (in a lambda handed to `add_event_handler`): it may run per epoch
         definitions = (
             [node for node in walk(scope.function.node.body) if isinstance(node, cst.FunctionDef)] if scope.function is not None
             else [statement for chunk in ctx.module.chunks if chunk.module is not None for statement in chunk.module.body]
@@ -1154,6 +1161,17 @@ MissingSetEpoch.MUST_FIRE = (
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(  # the epoch is set once for the start, and again by a handler at the start of every epoch
+        """
+        from ignite.engine import Events
+
+
+        def run(config, loader, trainer):
+            loader.sampler.set_epoch(0)
+            trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: loader.sampler.set_epoch(engine.state.epoch - 1))
+            trainer.run(loader, max_epochs=config.max_epochs)
+        """
+    ),
     Quiet(  # the fix: a handler of EPOCH_STARTED sets the epoch at the start of every epoch
         """
         import ignite.distributed as idist
