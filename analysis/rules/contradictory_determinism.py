@@ -9,6 +9,9 @@ reproducibility request is not met. A request switched off again before benchmar
 on (`use_deterministic_algorithms(False)` after a reproducibility check) is no longer in force.
 A request made in a seeding helper of another file counts where the script calls it, when it is
 unconditional there or under `if deterministic:` with the call passing `deterministic=True`.
+A framework trainer that sets both from its arguments counts as well: Lightning's
+`Trainer(deterministic=True, benchmark=True)` asks for deterministic algorithms and turns benchmark
+mode on in one call (analysis/frameworks.py, `TRAINER_CUDNN_SETTINGS`).
 
 How to fix: set `cudnn.benchmark = True` only when determinism is not asked for (in the `else`
 branch of the seeding code), or set it to `False` when seeding.
@@ -20,6 +23,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
+from trainlint.analysis.frameworks import trainer_cudnn_argument
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -46,6 +50,8 @@ class ContradictoryDeterminism(Rule):
     severity = Severity.WARNING
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        for call in scope.calls():
+            self._check_trainer(ctx, call)
         benchmarks = [event for event in scope.events if _sets(event, _BENCHMARK)]
         if not benchmarks:
             return
@@ -63,6 +69,30 @@ class ContradictoryDeterminism(Rule):
                 self._report(ctx, benchmark, request)
             elif (helper := _requested_in_another_file(ctx, scope, benchmark)) is not None:
                 self._report(ctx, benchmark, *helper)
+
+    def _check_trainer(self, ctx: RuleContext, call: CallEvent) -> None:
+        """A framework trainer built with a literal request for determinism and a literal `benchmark=True` in the same
+        call (Lightning's `Trainer(deterministic=True, benchmark=True)`): it applies both to torch when it is built."""
+        requested = trainer_cudnn_argument(call.callee, _ALGORITHMS, call.node)
+        benchmark = trainer_cudnn_argument(call.callee, _BENCHMARK, call.node)
+        if requested is None or benchmark is None or not _literal_true(benchmark[0].value):
+            return
+        value = requested[0].value
+        if not (_literal_true(value) or (isinstance(value, cst.SimpleString) and value.evaluated_value == "warn")):
+            return
+        asked = call.chunk.code_for(requested[0]).strip().rstrip(",")
+        ctx.report(
+            benchmark[0],
+            f"`benchmark=True` makes the trainer turn `torch.backends.cudnn.benchmark` on, which picks convolution algorithms by "
+            f"timing them and differs from run to run, while `{asked}` in the same call asks it for deterministic algorithms: "
+            "the runs meant to be reproducible are not",
+            evidence=[
+                ((call.chunk, requested[0]), f"determinism requested here ({requested[1]})"),
+                ((call.chunk, benchmark[0]), f"and benchmark mode turned on in the same call ({benchmark[1]})"),
+            ],
+            chunk=call.chunk,
+            help="leave `benchmark` unset (it is then False under `deterministic=True`) or set it to False",
+        )
 
     def _report(self, ctx: RuleContext, benchmark: AssignEvent, request: Event, call: CallEvent | None = None) -> None:
         asked = " ".join(request.chunk.code_for(request.node).split())
@@ -117,6 +147,10 @@ def _given_true(call: CallEvent, condition: Condition) -> bool:
         if given == test.value:
             return isinstance(arg.value, cst.Name) and arg.value.value == "True"
     return False
+
+
+def _literal_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
 
 
 def _sets(event: Event, target: str) -> TypeGuard[AssignEvent]:
@@ -346,9 +380,97 @@ ContradictoryDeterminism.MUST_FIRE = (
         """},
         at="torch.backends.cudnn.benchmark = True",
     ),
+    Fires(  # Lightning applies both Trainer arguments to torch: determinism asked for and benchmark mode on, in one call
+        """
+        from pytorch_lightning import Trainer
+        from pytorch_lightning.callbacks import ModelCheckpoint
+
+        from models import SegmentationModel
+
+
+        class ActiveLearningPipeline:
+            def __init__(self, data_module, epochs, gpus=1):
+                self.data_module = data_module
+                self.epochs = epochs
+                self.gpus = gpus
+
+            def setup_trainer(self, checkpoint_dir):
+                callbacks = [ModelCheckpoint(dirpath=checkpoint_dir, monitor="val/loss")]
+                return Trainer(
+                    deterministic=True,
+                    max_epochs=self.epochs,
+                    gpus=self.gpus,
+                    benchmark=True,
+                    callbacks=callbacks,
+                )
+
+            def run(self):
+                model = SegmentationModel()
+                self.setup_trainer("checkpoints").fit(model, self.data_module)
+        """,
+        files={"models.py": """
+        import pytorch_lightning as pl
+        import torch.nn.functional as F
+        from torch import nn, optim
+
+
+        class SegmentationModel(pl.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Conv2d(1, 2, 3, padding=1)
+
+            def training_step(self, batch, batch_idx):
+                images, masks = batch
+                return F.cross_entropy(self.net(images), masks)
+
+            def configure_optimizers(self):
+                return optim.Adam(self.parameters())
+        """},
+        at="benchmark=True,",
+        no_fix=True,
+    ),
+    Fires(  # `deterministic="warn"` asks for deterministic algorithms too (warning where one is missing)
+        """
+        import lightning as L
+
+
+        def main(model, datamodule):
+            trainer = L.Trainer(max_epochs=50, deterministic="warn", benchmark=True)
+            trainer.fit(model, datamodule=datamodule)
+        """
+    ),
 )
 
 ContradictoryDeterminism.MUST_NOT_FIRE = (
+    Quiet(  # benchmark mode only where determinism is not asked for, both from one option
+        """
+        from pytorch_lightning import Trainer
+
+
+        class Pipeline:
+            def __init__(self, epochs, deterministic_mode=True):
+                self.epochs = epochs
+                self.deterministic_mode = deterministic_mode
+
+            def setup_trainer(self):
+                return Trainer(
+                    deterministic=self.deterministic_mode,
+                    max_epochs=self.epochs,
+                    benchmark=not self.deterministic_mode,
+                )
+        """
+    ),
+    Quiet(  # benchmark mode asked for with determinism off; and a Trainer that is not Lightning's
+        """
+        import lightning as L
+        from trainers import Trainer
+
+
+        def main(model, datamodule, args):
+            L.Trainer(deterministic=False, benchmark=True).fit(model, datamodule=datamodule)
+            Trainer(deterministic=True, benchmark=True).train(model, args)
+        """
+    ),
     Quiet(  # the same helper, not asked for determinism: benchmark mode contradicts nothing
         """
         import torch

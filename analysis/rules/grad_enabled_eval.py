@@ -12,6 +12,11 @@ of another file (`eval_model(model, dev_data)`) that runs a method of what it is
 `predict` calling `self.network.eval()` and then the network) is reported where this file calls it
 with grad on: the helper's own file cannot see what it is handed.
 
+A function handed to ignite's `Engine` that steps nothing (`evaluator = Engine(validation_step)`) runs once per batch of
+the engine's `run`, in the grad mode of that call (ignite turns none off; analysis/frameworks.py): a warning when a
+`run` of it sits in a handler of an engine that trains or at a script's module level, a note when that call's own
+callers decide, quiet when every `run` is under `no_grad()`.
+
 An inference pass is also recognised by what it does, whatever its names: a model's forward in a
 loop whose graph nothing uses — no backward goes through its output, and nothing derived from it
 leaves the function (a rollout that turns the policy's output into an action number, a sample grid
@@ -109,7 +114,7 @@ import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.frameworks import grad_handled_by_framework
+from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
 from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.libraries import (
@@ -171,6 +176,7 @@ from trainlint.rules import (
     ordered_events,
     passed_expression,
     quoted,
+    written,
 )
 from trainlint.rules import walk as _walk
 
@@ -207,7 +213,7 @@ class GradEnabledEval(Rule):
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         module = ctx.module
-        if is_test_file(module.path):
+        if is_test_file(module.path) or self._check_engine_step(ctx, scope):
             return
         if scope.function is not None and is_eval_name(scope.function.name):
             reported = self._check_eval_function(ctx, scope)
@@ -228,6 +234,57 @@ class GradEnabledEval(Rule):
             reported = self._check_unstepped_model(ctx, scope)
         if not reported:
             self._check_single_forward(ctx, scope)
+
+    # ------------------------------------------------------------------ an ignite engine's process function
+    def _check_engine_step(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """A function of the file handed to ignite's ``Engine`` (``evaluator = Engine(validation_step)``) that trains
+        nothing and runs a model's forward with grad on: the engine calls it once per batch of ``evaluator.run(...)``,
+        in the grad mode of that call, and ignite disables none (analysis/frameworks.py). Every run under
+        ``no_grad()``: quiet. A run in a handler of an engine that trains (it runs inside that engine's ``run``, with
+        grad on for training) or at a script's module level: a warning; otherwise a note, the run's callers deciding.
+        True when it reported, or when every run is under ``no_grad()`` (no other check of the rule reads it then)."""
+        info = scope.function
+        if info is None or info.owner is not None or not any(target.startswith("ignite") for target in ctx.summary.imports.values()):
+            return False
+        engines = ctx.module.module_wide("TL102 ignite engines", _ignite_engines)
+        bound = next((
+            (name, built) for name, (function, built) in engines.items()
+            if function == info.name and (built.chunk is info.chunk or ctx.summary.functions.get(info.name) is info)
+        ), None)
+        if bound is None:
+            return False
+        name, built = bound
+        if any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)):
+            return False  # a training step: the other checks read it as any training function
+        forward = next((
+            call for call in scope.calls()
+            if call.context.grad_off is None and _records_graph(call) and _is_model_forward(call, set()) and not _parameterless(ctx, call)
+        ), None)
+        runs = [call for call in ctx.module.all_calls() if call.receiver_key == name and call.method == "run" and call.chunk is built.chunk]
+        open_runs = [run for run in runs if run.context.grad_off is None]
+        if forward is None or not open_runs:
+            return bool(runs) and forward is not None  # every run under no_grad(): grad is off where it runs
+        run = open_runs[0]
+        trainer = _run_by_a_training_engine(ctx, run, engines)
+        known = run.scope.function is None or trainer is not None
+        why = (f"which runs inside `{trainer}.run`, an engine that trains, with grad on" if trainer is not None
+               else "at the script's module level, with grad on" if run.scope.function is None
+               else "whose grad is decided by its callers")
+        ctx.report(
+            forward.node,
+            f"`{info.name}` is the process function of the ignite engine `{name}`, which calls it once per batch of "
+            f"`{written(run)}` (line {ctx.line_of((run.chunk, run.node))}), {why}; nothing here turns grad off, so every "
+            f"batch's forward `{written(forward)}` records a graph nobody uses"
+            + ("" if known else " (if those callers leave grad on)"),
+            evidence=[
+                ((built.chunk, built.node), f"`{name}` runs `{info.name}` once per batch, in the grad mode of its `run`"),
+                ((run.chunk, run.node), "the engine's run, not under `no_grad()`"),
+                ((forward.chunk, forward.node), "a forward with grad on; the function steps nothing"),
+            ],
+            severity=Severity.WARNING if known else Severity.NOTE,
+            help=f"decorate `{info.name}` with `@torch.no_grad()` (ignite's `create_supervised_evaluator` does the same)",
+        )
+        return True
 
     # ------------------------------------------------------------------ (d') a helper's one pass, per training step
     def _check_pass_per_step(self, ctx, scope: ScopeAnalysis) -> bool:
@@ -1227,6 +1284,35 @@ def _left_in_eval_mode(ctx: RuleContext, receiver: Value | None, receiver_key: s
     if any(call.method == "train" and (call.receiver_key or "").rpartition(".")[2] == key for call in ctx.module.all_calls()):
         return None
     return receiver.site, mode
+
+
+def _ignite_engines(module: ModuleView) -> dict[str, tuple[str, CallEvent]]:
+    assignments = [
+        (event.targets[0], event.value_node) for scope in module.all_scopes for event in scope.events
+        if isinstance(event, AssignEvent) and len(event.targets) == 1
+    ]
+    return ignite_engines(module.all_calls(), assignments)
+
+
+def _run_by_a_training_engine(ctx: RuleContext, run: CallEvent, engines: dict[str, tuple[str, CallEvent]]) -> str | None:
+    """The ignite engine that runs the function making ``run`` as a handler of its events (``@trainer.on(Events.X)``,
+    ``trainer.add_event_handler(Events.X, handler)``) and whose process function backwards, or None."""
+    handler = run.scope.function
+    if handler is None:
+        return None
+    registered = {receiver for receiver, _ in ignite_registrations((), [handler.node])}
+    registered |= {
+        call.receiver_key for call in ctx.module.all_calls()
+        if call.method == "add_event_handler" and call.receiver_key is not None and len(call.arg_nodes) > 1
+        and isinstance(call.arg_nodes[1].value, cst.Name) and call.arg_nodes[1].value.value == handler.name
+    }
+    for name in sorted(name for name in registered if name in engines):
+        function, built = engines[name]
+        steps = next((scope for scope in ctx.module.all_scopes if scope.function is not None and scope.function.name == function
+                      and scope.chunk is built.chunk), None)
+        if steps is not None and any(is_backward(call) for call in calls_in(steps, None)):
+            return name
+    return None
 
 
 def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
@@ -2429,6 +2515,62 @@ def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> 
 
 
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # ignite calls the evaluator's process function once per batch of its run, inside the trainer's handler: grad on
+        """
+        import torch
+        from ignite.engine import Engine, Events
+        from ignite.metrics import Accuracy
+
+        from model import Net
+
+
+        def run(train_loader, val_loader, epochs, device):
+            model = Net().to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            criterion = torch.nn.CrossEntropyLoss()
+
+            def train_step(engine, batch):
+                model.train()
+                x, y = batch[0].to(device), batch[1].to(device)
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            def validation_step(engine, batch):
+                model.eval()
+                x, y = batch[0].to(device), batch[1].to(device)
+                y_pred = model(x)
+                return y_pred, y
+
+            trainer = Engine(train_step)
+            evaluator = Engine(validation_step)
+            Accuracy().attach(evaluator, "accuracy")
+
+            @trainer.on(Events.EPOCH_COMPLETED)
+            def log_validation(engine):
+                evaluator.run(val_loader)
+                print(evaluator.state.metrics["accuracy"])
+
+            trainer.run(train_loader, max_epochs=epochs)
+        """,
+        files={"model.py": """
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Sequential(nn.Linear(784, 256), nn.Dropout(0.5), nn.Linear(256, 10))
+
+            def forward(self, x):
+                return self.fc(x.flatten(1))
+        """},
+        at="y_pred = model(x)",
+        severity=Severity.WARNING,
+        no_fix=True,
+    ),
     Fires(  # the backbone is frozen but the head it gives back trains: the forward records the head's graph
         """
         import torch
@@ -5714,6 +5856,114 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # the fix: the process function disables grad itself, as ignite's create_supervised_evaluator does
+        """
+        import torch
+        from ignite.engine import Engine, Events
+        from ignite.metrics import Accuracy
+
+        from model import Net
+
+
+        def run(train_loader, val_loader, epochs, device):
+            model = Net().to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            criterion = torch.nn.CrossEntropyLoss()
+
+            def train_step(engine, batch):
+                model.train()
+                x, y = batch[0].to(device), batch[1].to(device)
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            @torch.no_grad()
+            def validation_step(engine, batch):
+                model.eval()
+                x, y = batch[0].to(device), batch[1].to(device)
+                y_pred = model(x)
+                return y_pred, y
+
+            trainer = Engine(train_step)
+            evaluator = Engine(validation_step)
+            Accuracy().attach(evaluator, "accuracy")
+
+            @trainer.on(Events.EPOCH_COMPLETED)
+            def log_validation(engine):
+                evaluator.run(val_loader)
+                print(evaluator.state.metrics["accuracy"])
+
+            trainer.run(train_loader, max_epochs=epochs)
+        """,
+        files={"model.py": """
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Sequential(nn.Linear(784, 256), nn.Dropout(0.5), nn.Linear(256, 10))
+
+            def forward(self, x):
+                return self.fc(x.flatten(1))
+        """},
+    ),
+    Quiet(  # the evaluator runs under no_grad() where the handler calls it
+        """
+        import torch
+        from ignite.engine import Engine, Events
+        from ignite.metrics import Accuracy
+
+        from model import Net
+
+
+        def run(train_loader, val_loader, epochs, device):
+            model = Net().to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            criterion = torch.nn.CrossEntropyLoss()
+
+            def train_step(engine, batch):
+                model.train()
+                x, y = batch[0].to(device), batch[1].to(device)
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            def validation_step(engine, batch):
+                model.eval()
+                x, y = batch[0].to(device), batch[1].to(device)
+                y_pred = model(x)
+                return y_pred, y
+
+            trainer = Engine(train_step)
+            evaluator = Engine(validation_step)
+            Accuracy().attach(evaluator, "accuracy")
+
+            @trainer.on(Events.EPOCH_COMPLETED)
+            def log_validation(engine):
+                with torch.no_grad():
+                    evaluator.run(val_loader)
+                print(evaluator.state.metrics["accuracy"])
+
+            trainer.run(train_loader, max_epochs=epochs)
+        """,
+        files={"model.py": """
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Sequential(nn.Linear(784, 256), nn.Dropout(0.5), nn.Linear(256, 10))
+
+            def forward(self, x):
+                return self.fc(x.flatten(1))
+        """},
+    ),
     Quiet(  # PyTorch 0.3: a volatile input records no graph, in every computation made from it
         """
         import torch

@@ -11,20 +11,26 @@ The loader is followed where trainer classes put it: into a constructor and out 
 each epoch, and into a dict of loaders a trainer takes (`self.data_loader["train"]`). torchdata's
 `StatefulDataLoader` and `StatefulDistributedSampler` (torchtune's recipes) count as the loader and
 the sampler they replace. A loader factory of another file is followed when it returns the loader,
-alone or in a tuple (`return loader, sampler`). DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
+alone or in a tuple (`return loader, sampler`). A `set_epoch` call made once, in the function that then hands the loader to a
+framework that runs every epoch of it (PyTorch-Ignite's `trainer.run(loader, max_epochs=...)`; analysis/frameworks.py),
+and nowhere else, sets the first epoch only. DGL's loaders with `use_ddp=True` build the DistributedSampler themselves
 and want `loader.set_epoch(epoch)`. The loader `deepspeed.initialize(..., training_data=dataset)` returns
 draws from a shuffling DistributedSampler DeepSpeed builds and never advances (`loader.data_sampler`). A data-parallel trainer (it wraps or unwraps DDP, or averages
 with Horovod's optimizer) that is handed its loaders and never sets an epoch gets a note: their
 sampler is decided in another file.
 
 How to fix: call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the
-loader (`loader.sampler.set_epoch(epoch)` works too).
+loader (`loader.sampler.set_epoch(epoch)` works too); under ignite, in a handler of
+`Events.EPOCH_STARTED`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
+from trainlint.analysis.frameworks import ignite_engine_runs, ignite_registrations
 from trainlint.analysis.libraries import DDP_SAMPLER_WHEN, ShardedLoaderFact, call_fact, sharded_loader
 from trainlint.rules import (
     AssignEvent,
@@ -51,6 +57,7 @@ from trainlint.rules import (
     repeats_per_step,
     shortened,
     string_value,
+    walk,
     written,
 )
 
@@ -62,6 +69,7 @@ class MissingSetEpoch(Rule):
 
     def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
         # the call itself, kept while it is the same (an edit elsewhere in the file leaves it be)
+        self._check_set_once_before_run(ctx, scope)
         parallel = ctx.module.module_fact("TL502 data-parallel evidence", _data_parallel_evidence)
         if parallel is not None:
             self._check_unseen_loaders(ctx, scope, parallel)
@@ -85,6 +93,53 @@ class MissingSetEpoch(Rule):
                 if found is not None:
                     self._report(ctx, scope, call, loader, *found)
                     break
+
+    def _check_set_once_before_run(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        """`loader.sampler.set_epoch(...)` once, before `trainer.run(loader, max_epochs=...)` of an ignite engine in the
+        same function, with no other `set_epoch` in the file or in the helpers it calls: epochs after the first replay
+        its order."""
+        runs = [call for call in scope.calls() if call.method == "run" and call.keyword("max_epochs") is not None]
+        if not runs:
+            return
+        setters = ctx.module.module_wide("TL502 set_epoch calls", _set_epoch_calls)
+        if setters is None or any(setter.scope is not scope or setter.context.loop is not None for setter in setters):
+            return  # a set_epoch in a handler, a helper or a loop: whether it runs per epoch is theirs to say
+        tree = [scope.function.node] if scope.function is not None else [scope.chunk.module] if scope.chunk.module is not None else []
+        written_calls = [
+            node for root in tree for node in walk(root)
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "set_epoch"
+        ]
+        if len(written_calls) > len(setters):
+            return  # one the analysis does not follow (in a lambda handed to `add_event_handler`): it may run per epoch
+        definitions = (
+            [node for node in walk(scope.function.node.body) if isinstance(node, cst.FunctionDef)] if scope.function is not None
+            else [statement for chunk in ctx.module.chunks if chunk.module is not None for statement in chunk.module.body]
+        )
+        registrations = ignite_registrations(scope.calls(), definitions)
+        for run in runs:
+            engine = ignite_engine_runs(ctx.summary, run, registrations)
+            loader = dotted(run.arg_nodes[0].value) if engine is not None else None
+            once = next((
+                setter for setter in setters
+                if loader is not None and setter.receiver_key is not None
+                and (setter.receiver_key == loader or setter.receiver_key.startswith(f"{loader}."))
+                and setter.chunk.line_of(setter.node) < run.chunk.line_of(run.node)
+            ), None)
+            if once is None or engine is None:
+                continue
+            ctx.report(
+                once.node,
+                f"`{written(once)}` runs once, before `{written(run)}` runs every epoch of `{loader}`: the engine calls "
+                "no `set_epoch` between epochs, so every epoch after the first replays the same order on every rank",
+                evidence=[
+                    ((once.chunk, once.node), "the sampler's epoch, set once"),
+                    ((run.chunk, engine), f"an ignite handler registered on `{run.receiver_key}`'s events: an ignite engine"),
+                    ((run.chunk, run.node), "which runs `max_epochs` epochs of the loader, calling only its handlers between them"),
+                ],
+                help=f"set it at the start of every epoch: `@{run.receiver_key}.on(Events.EPOCH_STARTED)` on a function that "
+                f"calls `{once.receiver_key}.set_epoch({run.receiver_key}.state.epoch - 1)`",
+            )
+            return
 
     def _check_factory(self, ctx: RuleContext, scope: ScopeAnalysis, factory: CallEvent, loader: CallEvent) -> None:
         """`loader = make_loader(...)` (or `loader, sampler = make_loader(...)`) from another file, which
@@ -340,14 +395,28 @@ def _shuffles(node: cst.Call) -> bool:
 def _sets_epoch_anywhere(module: ModuleView) -> bool:
     """A `set_epoch` call in this file, or in a helper of the project's other files that it calls
     (pycls' `data_loader.shuffle(loader, cur_epoch)` sets the sampler's epoch in `loader.py`)."""
+    return next(_epoch_setters(module), False) is not False
+
+
+def _set_epoch_calls(module: ModuleView) -> list[CallEvent] | None:
+    """The file's `set_epoch` calls, or None when a helper of another file it calls sets an epoch too."""
+    setters = []
+    for setter in _epoch_setters(module):
+        if setter is None:
+            return None
+        setters.append(setter)
+    return setters
+
+
+def _epoch_setters(module: ModuleView) -> Iterator[CallEvent | None]:
+    """Each `set_epoch` call of the file, in order, and None for each call of another file's helper that makes one."""
     for call in module.all_calls():
         if call.method == "set_epoch":
-            return True
-        if call.function is not None and module.summary.defined_elsewhere(call.function):
+            yield call
+        elif call.function is not None and module.summary.defined_elsewhere(call.function):
             helper = call.function.analysis(module.summary)
             if helper is not None and any(inner.method == "set_epoch" for inner in calls_in(helper, None)):
-                return True
-    return False
+                yield None
 
 
 def _loaders_using(module: ModuleView, sampler: CallEvent) -> list[CallEvent]:
@@ -557,6 +626,50 @@ def _insert_set_epoch(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, sample
 
 
 MissingSetEpoch.MUST_FIRE = (
+    Fires(  # ignite runs every epoch of the loader inside `trainer.run`; the epoch is set once, before it
+        """
+        import ignite.distributed as idist
+        from ignite.engine import Events
+        from torch import nn, optim
+        from torch.utils.data.distributed import DistributedSampler
+
+        from trainers import setup_trainer
+
+
+        def run(local_rank, config, model, dataloader_train):
+            device = idist.device()
+            model = idist.auto_model(model)
+            optimizer = idist.auto_optim(optim.Adam(model.parameters(), lr=config.lr))
+            trainer = setup_trainer(model, optimizer, nn.CrossEntropyLoss(), device)
+
+            # set epoch for distributed sampler
+            if idist.get_world_size() > 1 and isinstance(dataloader_train.sampler, DistributedSampler):
+                dataloader_train.sampler.set_epoch(trainer.state.epoch - 1)
+
+            @trainer.on(Events.EPOCH_COMPLETED)
+            def log_epoch():
+                print(trainer.state.epoch, trainer.state.output)
+
+            trainer.run(dataloader_train, max_epochs=config.max_epochs)
+        """,
+        files={"trainers.py": """
+        from ignite.engine import Engine
+
+
+        def setup_trainer(model, optimizer, loss_fn, device):
+            def train_step(engine, batch):
+                model.train()
+                images, labels = batch[0].to(device), batch[1].to(device)
+                loss = loss_fn(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return {"train_loss": loss.item()}
+
+            return Engine(train_step)
+        """},
+        at="dataloader_train.sampler.set_epoch(trainer.state.epoch - 1)",
+    ),
     Fires(
         """
         from torch.utils.data import DataLoader
@@ -1048,6 +1161,69 @@ MissingSetEpoch.MUST_FIRE = (
 )
 
 MissingSetEpoch.MUST_NOT_FIRE = (
+    Quiet(  # the epoch is set once for the start, and again by a handler at the start of every epoch
+        """
+        from ignite.engine import Events
+
+
+        def run(config, loader, trainer):
+            loader.sampler.set_epoch(0)
+            trainer.add_event_handler(Events.EPOCH_STARTED, lambda engine: loader.sampler.set_epoch(engine.state.epoch - 1))
+            trainer.run(loader, max_epochs=config.max_epochs)
+        """
+    ),
+    Quiet(  # the fix: a handler of EPOCH_STARTED sets the epoch at the start of every epoch
+        """
+        import ignite.distributed as idist
+        from ignite.engine import Events
+        from torch import nn, optim
+        from torch.utils.data.distributed import DistributedSampler
+
+        from trainers import setup_trainer
+
+
+        def run(local_rank, config, model, dataloader_train):
+            device = idist.device()
+            model = idist.auto_model(model)
+            optimizer = idist.auto_optim(optim.Adam(model.parameters(), lr=config.lr))
+            trainer = setup_trainer(model, optimizer, nn.CrossEntropyLoss(), device)
+
+            @trainer.on(Events.EPOCH_STARTED)
+            def set_epoch():
+                if idist.get_world_size() > 1 and isinstance(dataloader_train.sampler, DistributedSampler):
+                    dataloader_train.sampler.set_epoch(trainer.state.epoch - 1)
+
+            trainer.run(dataloader_train, max_epochs=config.max_epochs)
+        """,
+        files={"trainers.py": """
+        from ignite.engine import Engine
+
+
+        def setup_trainer(model, optimizer, loss_fn, device):
+            def train_step(engine, batch):
+                model.train()
+                images, labels = batch[0].to(device), batch[1].to(device)
+                loss = loss_fn(model(images), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return {"train_loss": loss.item()}
+
+            return Engine(train_step)
+        """},
+    ),
+    Quiet(  # one epoch only: setting it once is setting it every epoch
+        """
+        from ignite.engine import Engine, Events
+
+
+        def fine_tune(model, train_step, loader, epoch):
+            trainer = Engine(train_step)
+            trainer.add_event_handler(Events.ITERATION_COMPLETED(every=100), lambda engine: print(engine.state.output))
+            loader.sampler.set_epoch(epoch)
+            trainer.run(loader, max_epochs=1)
+        """
+    ),
     Quiet(  # the same trainer setting the epoch of the sampler it is handed; and one with no data parallelism in sight
         """
         import torch
