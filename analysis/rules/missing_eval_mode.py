@@ -1703,12 +1703,9 @@ def _runs_training_loop(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
 
 
 def _trains(scope: ScopeAnalysis) -> bool:
-    """A backward or an optimizer step runs in the function or in a local helper it calls."""
-    found = scope.chunk.memo.setdefault("tl208 trains", {})
-    key = id(scope)
-    if key not in found:
-        found[key] = (scope, any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)))
-    return found[key][1]
+    """A backward or an optimizer step runs in the function or in a local helper it calls. Kept with the scope
+    while the helpers' flows are the same (asked of every scope a key checks again, and of the helpers they call)."""
+    return kept_with_scope(scope, "TL208 trains", lambda: any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)))
 
 
 def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
