@@ -154,7 +154,10 @@ def flows_hold(result: ScopeResult, resumed: ScopeAnalysis | None, none_needed: 
     follows now are those of flows that did not change, which it followed before, and those each
     changed function follows from itself, as deep or deeper. Kept, it names the flows as they are now,
     with those the changed ones follow, so that a later change of any of them is seen."""
-    if all(function._analysis is analysis and analysis is not resumed for function, analysis in result.flows):
+    for function, analysis in result.flows:  # loops, not all(), here and in still_holds: asked of every kept scope result at every key
+        if function._analysis is not analysis or analysis is resumed:
+            break
+    else:
         return result
     changed = [function for function, analysis in result.flows if function._analysis is not analysis or analysis is resumed]
     if none_needed is None or not result.needs_absent:

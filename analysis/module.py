@@ -700,11 +700,13 @@ class ModuleAnalysis:
                 or chunk.index >= len(self._chunks) or self._chunks[chunk.index] is not chunk
             ):
                 return False
-        return all(
-            self._module_wide_unrecorded(name, compute) == value for name, (compute, value) in kept.facts.items()
-        ) and all(
-            dependencies.same_calls(self.calls_read(key), calls, self.kept, self.methods_edited) for key, calls in kept.calls
-        )
+        for name, (compute, value) in kept.facts.items():
+            if self._module_wide_unrecorded(name, compute) != value:
+                return False
+        for key, calls in kept.calls:
+            if not dependencies.same_calls(self.calls_read(key), calls, self.kept, self.methods_edited):
+                return False
+        return True
 
     def scope_result_holds(self, result: dependencies.ScopeResult, none_needed: Callable | None) -> dependencies.ScopeResult | None:
         """One scope's kept result (of the statement ``scopes_edited``, whose scope it is and still the

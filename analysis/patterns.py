@@ -221,11 +221,25 @@ def _followed(scope: ScopeAnalysis, kind: str) -> list:
 
 def follows_none(scope: ScopeAnalysis, needs: Callable[[Event], bool]) -> bool:
     """Whether none of the events ``ordered_events(scope, None)`` gives (the scope's own, and those of
-    the local functions it calls) is one ``needs`` picks out; kept with the scope's list of them."""
+    the local functions it calls) is one ``needs`` picks out; kept with the scope's list of them. Those
+    events are the own events of the scope and of each flow the list was read from (a flow met again
+    inside its own call is one whose events are already there), so the answer is read flow by flow,
+    each flow's kept with it: a key in a function that calls thirty others reads only its own events."""
     events = _followed(scope, "events")
     kept = scope.followed.get((follows_none, needs))
     if kept is None or kept[1][0] is not events:  # (the answer, (the list it was read from,))
-        kept = scope.followed[(follows_none, needs)] = (not any(needs(event) for event, _ in events), (events,))
+        flows = scope.followed["events"][1]
+        found = _holds_one(scope, needs) or any(flow is not None and _holds_one(flow, needs) for _, flow in flows)
+        kept = scope.followed[(follows_none, needs)] = (not found, (events,))
+    return kept[0]
+
+
+def _holds_one(flow: ScopeAnalysis, needs: Callable[[Event], bool]) -> bool:
+    """Whether one of the flow's own events is one ``needs`` picks out; kept with the flow (a walk
+    resumed from an edit starts its ``followed`` empty)."""
+    kept = flow.followed.get((_holds_one, needs))
+    if kept is None:
+        kept = flow.followed[(_holds_one, needs)] = (any(needs(event) for event in flow.events), ())
     return kept[0]
 
 

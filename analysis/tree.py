@@ -121,9 +121,20 @@ def facts_by_statement(
     root: cst.CSTNode, memo: dict, fact_of: Callable[[cst.CSTNode], Iterable[T]], levels: dict | None = None,
 ) -> list[T]:
     """What ``fact_of`` gives for each node under ``root``, in ``walk``'s order; each nested statement's
-    part is taken from ``memo`` (node -> its facts) or computed and kept there. With ``levels`` (node ->
-    its ``statement_level`` nodes, shared by the facts of every name) a statement's nodes are listed
-    once for all the names asked of it, not walked again for each."""
+    part is taken from ``memo`` (node -> its facts) or computed and kept there, and so is each part of a
+    compound statement that is not a statement (a ``def``'s parameters, a loop's iterable, its block): a
+    ``def`` on an edit's path is a new node at each key, its thirty annotated parameters are not. With
+    ``levels`` (node -> its ``statement_level`` nodes, shared by the facts of every name) a statement's
+    nodes are listed once for all the names asked of it, not walked again for each."""
+    if isinstance(root, cst.BaseCompoundStatement):
+        # ``walk``'s order: the node, then each child's nodes, the last child's first
+        parts: list[T] = list(fact_of(root))
+        for child in reversed(children(root)):
+            kept = memo.get(child)
+            if kept is None:
+                kept = memo[child] = facts_by_statement(child, memo, fact_of, levels)
+            parts.extend(kept)
+        return parts
     found: list[T] = []
     nodes = statement_level(root) if levels is None else levels.get(root)
     if nodes is None:

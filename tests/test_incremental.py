@@ -215,6 +215,52 @@ for x, y in loader:
     torch.nn.functional.mse_loss(model(x.cuda()), y.cuda()).backward()
     opt.step()
 '''
+_LOADER = '''import torch
+import torch.nn as nn
+
+
+class LSTMTagger(nn.Module):
+    def __init__(self, vocab_size, num_tags, dropout=0.3):
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, 128)
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Linear(128, num_tags)
+
+    def forward(self, tokens):
+        return self.out(self.drop(self.embedding(tokens)))
+
+    def tag_sentences_no_grad(self, batches):
+        with torch.no_grad():
+            return [self(batch).argmax(-1) for batch in batches]
+
+
+class Trainer:
+    def __init__(self, model, optimizer=None):
+        self.model = model
+        self.optimizer = optimizer
+
+    @staticmethod
+    def model_from_params(params):
+        model = LSTMTagger(params["vocab_size"], params["num_tags"])
+        model.load_state_dict(params["model"])
+        return model
+
+    @staticmethod
+    def load(filename):
+        params = torch.load(filename, map_location="cpu")
+        model = Trainer.model_from_params(params)
+        return Trainer(model=model)
+
+
+def tag_file(model, batches):
+    return model.tag_sentences_no_grad(batches)
+
+
+def load_model_tag_text(model_file, batches):
+    trainer = Trainer.load(model_file)
+    model = trainer.model
+    return tag_file(model, batches)
+'''
 # (what the edit does, the text before, the text after): findings differ, and only a statement the
 # edit did not touch shows the difference.
 CROSS_STATEMENT_EDITS = [
@@ -223,6 +269,9 @@ CROSS_STATEMENT_EDITS = [
     ("the DDP wrap goes", _DDP, _DDP.replace("model = DDP(torch.nn.Linear(8, 2).cuda())", "model = torch.nn.Linear(8, 2).cuda()")),
     ("lines above move the statements the messages cite", _DDP, _DDP.replace('dist.init_process_group("nccl")', '\n\ndist.init_process_group("nccl")')),
     ("lines are added inside the model", _SOFTMAX_MODEL, _SOFTMAX_MODEL.replace("super().__init__()", "super().__init__()\n\n")),
+    ("the project's loader stops loading the weights", _LOADER,
+     _LOADER.replace('model.load_state_dict(params["model"])', 'print(params["model"])')),
+    ("the holder the loader returns keeps another argument", _LOADER, _LOADER.replace("self.model = model", "self.model = optimizer")),
 ]
 
 

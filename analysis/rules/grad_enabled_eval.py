@@ -145,7 +145,7 @@ from trainlint.analysis.torchapi import (
     is_optimizer_class,
     is_parameterless_layer,
 )
-from trainlint.analysis.tree import STATEMENT_NODES, statement_level
+from trainlint.analysis.tree import STATEMENT_NODES, children, is_statement, statement_level
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -1619,19 +1619,40 @@ def _names_not_called(chunk) -> frozenset[str]:
     a keyword, an import or another object's attribute."""
     cached = chunk.memo.get("names_not_called")
     if cached is None:
-        # statement by statement, each kept: after an edit only the statements on its path are read again
-        cached = frozenset(chunk.facts_by_statement("names_not_called", _values_named_in_statement))
+        # statement by statement, each kept: after an edit only the statements on its path are read again,
+        # and of a compound one on the path (a `def`, a loop), only its parts the edit changed
+        parts = chunk.node_memo("names not called, by part of a compound statement")
+        cached = frozenset(chunk.facts_by_statement("names_not_called", partial(_values_named_in_statement, parts)))
         chunk.memo["names_not_called"] = cached
     return cached
 
 
-def _values_named_in_statement(node: cst.CSTNode) -> frozenset[str]:
+def _values_named_in_statement(parts: dict, node: cst.CSTNode) -> frozenset[str]:
     """For a statement, ``_names_not_called`` of its own nodes, not those of a statement nested in it
-    (what excludes a name is always in the name's statement); nothing for any other node."""
+    (what excludes a name is always in the name's statement); nothing for any other node. A compound
+    statement's are those of each of its parts (its header's expressions, its parameters, its blocks'
+    own nodes), kept in ``parts`` (node -> names): what excludes a name is in the name's part, but for
+    the name a ``def`` or ``class`` defines."""
     if not isinstance(node, STATEMENT_NODES):
         return frozenset()
+    if not isinstance(node, cst.BaseCompoundStatement):
+        return _values_named_in(node)
+    defined = node.name if isinstance(node, (cst.FunctionDef, cst.ClassDef)) else None
+    found: set[str] = set()
+    for part in children(node):
+        if part is defined or is_statement(part):
+            continue
+        names = parts.get(part)
+        if names is None:
+            names = parts[part] = _values_named_in(part)
+        found |= names
+    return frozenset(found)
+
+
+def _values_named_in(root: cst.CSTNode) -> frozenset[str]:
+    """The names ``root``'s nodes use as values, not entering the statements nested in it."""
     excluded: set[int] = set()
-    nodes = list(statement_level(node))
+    nodes = list(statement_level(root))
     for inner in nodes:
         if isinstance(inner, cst.Call):
             excluded.add(id(inner.func))

@@ -71,6 +71,7 @@ import re
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
 from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout
 from trainlint.analysis.library_models import library_model_facts
@@ -82,6 +83,7 @@ from trainlint.analysis.patterns import (
     smoke_test_forward,
 )
 from trainlint.analysis.torchapi import is_ddp_wrapper
+from trainlint.analysis.tree import facts_by_statement
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -518,7 +520,7 @@ class MissingEvalMode(Rule):
         A module is built in training mode and its weights do not change that; a factory that returns it in eval mode
         calls ``.eval()`` itself (a workspace factory that does is quiet). The factory's model comes from elsewhere, so
         whether it has dropout or batch-norm is not known here: a note, or a warning where its layers are read."""
-        if scope.function is None or _trains(scope):
+        if scope.function is None or _trains(scope) or not _calls_torch_load(ctx.summary, scope.function):
             return
         loaded: set[str] = set()
         calls = list(scope.calls())
@@ -578,6 +580,7 @@ class MissingEvalMode(Rule):
         if scope.function is None or _trains(scope):
             return
         calls = list(scope.calls())
+        by_node = {id(call.node): call for call in calls}
         restored: dict[str, tuple[AssignEvent, list[ClassInfo], str | None]] = {}  # the attribute holding it, for a holder
         for event in scope.events:
             if not isinstance(event, AssignEvent) or len(event.targets) != 1 or "." in event.targets[0]:
@@ -589,7 +592,7 @@ class MissingEvalMode(Rule):
                 if held[2] == node.attr.value:  # `model = trainer.model`: the loader's holder hands it over
                     restored[key] = (held[0], held[1], None)
                 continue
-            factory = next((call for call in calls if call.node is node), None) if isinstance(node, cst.Call) else None
+            factory = by_node.get(id(node)) if isinstance(node, cst.Call) else None
             loader = _workspace_callee(ctx.summary, factory) if factory is not None else None
             found = _hands_out_restored(ctx.summary, loader, depth=0) if loader is not None else None
             if found is not None:
@@ -1196,11 +1199,17 @@ def _hands_out_restored(summary, function, depth: int) -> tuple[str | None, list
     """``function`` (a loader) returns a model it built and gave its trained weights (``load_state_dict``), or got
     from a loader it calls, without switching its mode: None as the attribute when it returns the model, or the
     attribute of the object it returns that holds it (``return Trainer(model=model)``, whose ``__init__`` keeps
-    ``self.model = model``); with the classes the model is built from."""
+    ``self.model = model``); with the classes the model is built from. Read once per flow of the function, kept with
+    it (``kept_with_scope``) while the flows it read are the same: a key in a function that calls thirty functions of
+    the file reads none of their bodies again."""
     home = function.home or summary
     inner = function.analysis(home)
     if inner is None or depth > 2:
         return None
+    return kept_with_scope(inner, ("TL208 hands out a restored model", depth), lambda: _handed_out(home, function, inner, depth))
+
+
+def _handed_out(home, function, inner: ScopeAnalysis, depth: int) -> tuple[str | None, list[ClassInfo]] | None:
     calls = list(inner.calls())
     for node in walk(function.node.body):
         if not isinstance(node, cst.Return) or node.value is None:
@@ -1217,7 +1226,7 @@ def _hands_out_restored(summary, function, depth: int) -> tuple[str | None, list
                 if arg.star or not isinstance(arg.value, cst.Name):
                     continue
                 classes = _restored_name(home, inner, calls, arg.value.value, depth)
-                kept = _kept_as(built, arg, value.args.index(arg)) if classes is not None else None
+                kept = _kept_as(home, built, arg, value.args.index(arg)) if classes is not None else None
                 if kept is not None and classes is not None:
                     return kept, classes
     return None
@@ -1246,11 +1255,13 @@ def _workspace_class_called(home, node: cst.Call) -> ClassInfo | None:
     return home.local_class(home.canonical(raw)) if raw is not None else None
 
 
-def _kept_as(info: ClassInfo, arg: cst.Arg, position: int) -> str | None:
+def _kept_as(home, info: ClassInfo, arg: cst.Arg, position: int) -> str | None:
     """The attribute the class's ``__init__`` keeps the argument in (``self.model = model``)."""
     init = info.methods.get("__init__")
     if init is None:
         return None
+    # read from its tree; asking for its flow, walked again when its body changes, is what a kept answer holds with
+    init.analysis(info.home or home)
     params = [param.name.value for param in init.node.params.params][1:]
     parameter = arg.keyword.value if arg.keyword is not None else (params[position] if position < len(params) else None)
     for node in walk(init.node.body):
@@ -1295,6 +1306,20 @@ def _inference_method(summary, info: ClassInfo, name: str) -> bool:
     if any(call.method in {"eval", "train"} for call in calls):
         return False
     return any(call.context.grad_off is not None and (call.receiver_key or "").split(".")[0] == "self" for call in calls)
+
+
+def _calls_torch_load(summary, function) -> bool:
+    """Whether ``function``'s body calls ``torch.load`` anywhere (a lambda's body included): without it nothing there holds
+    trained weights it loaded. The calls' names are read per statement, kept with the tree (a key in a long function reads
+    its own statement again)."""
+    names = facts_by_statement(
+        function.node.body, function.chunk.node_memo("TL208 names called"), _name_called, function.chunk.node_memo("statement levels"))
+    return any(summary.canonical(name) == "torch.load" for name in set(names))
+
+
+def _name_called(node: cst.CSTNode) -> tuple[str, ...]:
+    name = dotted(node.func) if isinstance(node, cst.Call) else None
+    return (name,) if name is not None else ()
 
 
 def _trained_weights_in(ctx: RuleContext, scope: ScopeAnalysis, node: cst.BaseExpression, loaded: set[str]) -> str | None:
@@ -1678,12 +1703,9 @@ def _runs_training_loop(ctx: RuleContext, scope: ScopeAnalysis) -> bool:
 
 
 def _trains(scope: ScopeAnalysis) -> bool:
-    """A backward or an optimizer step runs in the function or in a local helper it calls."""
-    found = scope.chunk.memo.setdefault("tl208 trains", {})
-    key = id(scope)
-    if key not in found:
-        found[key] = (scope, any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)))
-    return found[key][1]
+    """A backward or an optimizer step runs in the function or in a local helper it calls. Kept with the scope
+    while the helpers' flows are the same (asked of every scope a key checks again, and of the helpers they call)."""
+    return kept_with_scope(scope, "TL208 trains", lambda: any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, None)))
 
 
 def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
