@@ -59,6 +59,7 @@ class CallerIndex:
         self._listed: list[Path] | None = None
         # The answers given, until the workspace is listed again: the server asks at each key.
         self._answers: dict[tuple[Path, str, bool, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
+        self._modules: dict[tuple[Path, bytes], tuple[ModuleAnalysis, ...]] = {}
         self._lock = threading.RLock()
 
     def forget(self) -> None:
@@ -66,6 +67,7 @@ class CallerIndex:
         with self._lock:
             self._listed = None
             self._answers.clear()
+            self._modules.clear()
 
     def calls_of(self, defined_in: Path, name: str, *, method: bool,
                  constructs: bool = False) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
@@ -79,6 +81,29 @@ class CallerIndex:
                 with unrecorded():  # other files: nothing here is a read of the file being checked
                     self._answers[key] = tuple(self._find(defined_in, name, method=method, constructs=constructs))
             return self._answers[key]
+
+    def modules_naming(self, defined_in: Path, pattern: re.Pattern[bytes], substring: bytes) -> tuple[ModuleAnalysis, ...]:
+        """The analyses of the other workspace files that import ``defined_in`` and whose text holds ``substring``
+        and matches ``pattern`` (a class statement naming one of its classes as a base)."""
+        defined_in = defined_in.resolve()
+        key = (defined_in, pattern.pattern)
+        with self._lock:
+            if key not in self._modules:
+                with unrecorded():
+                    self._modules[key] = tuple(self._naming(defined_in, pattern, substring))
+            return self._modules[key]
+
+    def _naming(self, defined_in: Path, pattern: re.Pattern[bytes], substring: bytes):
+        analysed = 0
+        for path in self._files():
+            if path == defined_in or not self._matches(path, pattern, substring):
+                continue
+            if analysed == MAX_CALLER_FILES:
+                return
+            analysed += 1
+            module = self._workspace.analysis_of(str(path))
+            if module is not None and _imports(self._workspace, module.summary, defined_in):
+                yield module
 
     def _find(self, defined_in: Path, name: str, *, method: bool, constructs: bool):
         analysed = 0
@@ -108,16 +133,20 @@ class CallerIndex:
         return self._listed
 
     def _calls_name(self, path: Path, name: str) -> bool:
-        """Whether the file's text has ``name`` followed by ``(``: read as bytes, searched as a substring
-        first (the files are read again for each new question; the answers are kept)."""
+        """Whether the file's text has ``name`` followed by ``(``: searched as a substring first (the files are
+        read again for each new question; the answers are kept)."""
+        encoded = name.encode()
+        return self._matches(path, re.compile(rb"\b" + re.escape(encoded) + rb"\s*\("), encoded)
+
+    def _matches(self, path: Path, pattern: re.Pattern[bytes], substring: bytes = b"") -> bool:
+        """Whether the file's text, read as bytes, holds ``substring`` and matches ``pattern``."""
         from .files import UnreadableFile, read_bounded
 
         try:
             data = read_bounded(path, MAX_CALLER_BYTES)  # refuses a larger file, or one that is not a regular file
         except (OSError, UnreadableFile, ValueError):
             return False
-        encoded = name.encode()
-        return encoded in data and re.search(rb"\b" + re.escape(encoded) + rb"\s*\(", data) is not None
+        return substring in data and pattern.search(data) is not None
 
 
 def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:

@@ -215,6 +215,38 @@ for x, y in loader:
     torch.nn.functional.mse_loss(model(x.cuda()), y.cuda()).backward()
     opt.step()
 '''
+_TEMPLATE_METHOD = '''import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_step(self, batch):
+        raise NotImplementedError
+
+    def fit(self, loader):
+        for batch in loader:
+            self.train_step(batch)
+            self.optimizer.step()
+
+
+class ClassifierTrainer(BaseTrainer):
+    def train_step(self, batch):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        return loss.item()
+'''
+_SECOND_OVERRIDE = '''
+
+class RegressionTrainer(BaseTrainer):
+    def train_step(self, batch):
+        self.optimizer.zero_grad()
+        x, y = batch
+        torch.nn.functional.mse_loss(self.model(x), y).backward()
+'''
 # (what the edit does, the text before, the text after): findings differ, and only a statement the
 # edit did not touch shows the difference.
 CROSS_STATEMENT_EDITS = [
@@ -223,6 +255,9 @@ CROSS_STATEMENT_EDITS = [
     ("the DDP wrap goes", _DDP, _DDP.replace("model = DDP(torch.nn.Linear(8, 2).cuda())", "model = torch.nn.Linear(8, 2).cuda()")),
     ("lines above move the statements the messages cite", _DDP, _DDP.replace('dist.init_process_group("nccl")', '\n\ndist.init_process_group("nccl")')),
     ("lines are added inside the model", _SOFTMAX_MODEL, _SOFTMAX_MODEL.replace("super().__init__()", "super().__init__()\n\n")),
+    ("the subclass's hook that the base's loop runs starts clearing gradients", _TEMPLATE_METHOD,
+     _TEMPLATE_METHOD.replace("        x, y = batch\n        loss", "        self.optimizer.zero_grad()\n        x, y = batch\n        loss")),
+    ("a second subclass overrides the hook the base's loop runs", _TEMPLATE_METHOD, _TEMPLATE_METHOD + _SECOND_OVERRIDE),
 ]
 
 
