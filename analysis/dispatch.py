@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from .dependencies import unrecorded
+from .parsing import UnparsedChunk
 
 if TYPE_CHECKING:
     from .summary import ChunkFacts, ClassInfo, FunctionInfo, ModuleSummary
@@ -105,17 +106,13 @@ def _names_abstract(decorator: cst.BaseExpression) -> bool:
 
 def _subclasses_in(summary: ModuleSummary, owner: ClassInfo, owner_path: str | None) -> list[ClassInfo]:
     """The module's classes that have ``owner`` (defined in ``owner_path``) among their bases, directly or not.
-    Only the statements whose text names ``owner`` in a class's bases are read: an imported file's other
-    definitions stay unparsed."""
-    pattern = _class_statement(owner.name)
+    An imported file's definitions not parsed yet are parsed only where their text names ``owner``."""
     found: list[ClassInfo] = []
-    for chunk in summary.chunks:
-        text = chunk.chunk.text
-        if owner.name not in text:
+    for index, chunk in enumerate(summary.chunks):
+        if isinstance(chunk, UnparsedChunk) and not chunk.parsed and owner.name not in chunk.chunk.text:
             continue
-        for name in pattern.findall(text):
-            info = summary.classes.get(name)
-            if info is not None and info is not owner and info not in found and _inherits(summary, info, owner, owner_path, 0):
+        for info in summary.facts_at(index).classes.values():
+            if info is not owner and info not in found and _inherits(summary, info, owner, owner_path, 0):
                 found.append(info)
     return found
 
@@ -148,14 +145,12 @@ def _subclasses_elsewhere(summary: ModuleSummary, owner: ClassInfo) -> list[Clas
     if workspace is None or summary.path is None:
         return []
     found = []
-    pattern = re.compile(_class_statement(owner.name).pattern.encode())
-    for module in workspace.caller_index().modules_naming(Path(summary.path), pattern, owner.name.encode()):
+    for module in workspace.caller_index().modules_naming(Path(summary.path), _class_statement(owner.name), owner.name.encode()):
         summary.note_caller_file(module.summary.path)
         found.extend(_subclasses_in(module.summary, owner, summary.path))
     return found
 
 
-def _class_statement(base: str) -> re.Pattern[str]:
-    """A class statement naming ``base`` among its bases (``class T(BaseTrainer):``, ``class T(base.BaseTrainer, Mixin):``),
-    the class's name its group."""
-    return re.compile(r"\bclass\s+(\w+)\s*\([^)]*\b" + re.escape(base) + r"\b")
+def _class_statement(base: str) -> re.Pattern[bytes]:
+    """A class statement naming ``base`` among its bases (``class T(BaseTrainer):``, ``class T(base.BaseTrainer, Mixin):``)."""
+    return re.compile(rb"\bclass\s+\w+\s*\([^)]*\b" + re.escape(base.encode()) + rb"\b")
