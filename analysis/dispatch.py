@@ -14,9 +14,11 @@ A base trainer's loop often calls a hook it does not define, or defines only as 
             self.model(batch).mean().backward()
 
 What ``fit`` runs at ``self.train_step(batch)`` is the override of the class the object was built from.
-When exactly one override exists (in the module, or in the workspace files that import the module and
-name the class among a class's bases), the flow follows it as it follows any method; two different
-overrides, or none, leave the call unfollowed, as before. Nothing is imported or run.
+When exactly one override exists, the flow follows it as it follows any method; two different overrides,
+or none, leave the call unfollowed, as before. A stub is looked for in the module and in the workspace
+files that import it and name the class among a class's bases; a method no class defines, in the module
+only, and only for a class whose bases are all the workspace's (see ``overriding_method``). Nothing is
+imported or run.
 
 Which classes subclass which is a module-wide fact: a class that asked has its
 statement walked again when an edit changes a statement that defines a class naming it as a base
@@ -39,21 +41,45 @@ if TYPE_CHECKING:
 
 # How many classes deep a subclass's bases are followed to reach the class that calls the hook.
 _MAX_DEPTH = 8
+# Bases that define no method a class's own code calls on ``self``.
+_PLAIN_BASES = frozenset({"object", "ABC", "Generic", "Protocol"})
 
 
 def overriding_method(summary: ModuleSummary, owner: ClassInfo, name: str, found: FunctionInfo | None) -> FunctionInfo | None:
     """The one subclass method that runs for ``self.<name>()`` in a method of ``owner``, where ``owner`` and its
     workspace bases define no method ``name`` (``found`` is None) or only a stub; None when the subclasses define
-    none or several."""
-    owner.asked_subclasses = True
+    none or several.
+
+    A name no class defines is looked for in the module only, and only when every base of ``owner`` is a workspace
+    class (or ``object``, ``ABC``, ``Generic``, ``Protocol``): on an ``nn.Module`` or a Lightning module,
+    ``self.register_buffer()`` or ``self.log()`` comes from the library. A stub says that subclasses supply the
+    method, and is looked for in the workspace's other files too."""
     home = owner.home or summary
+    if found is None and _library_based(home, owner, 0):
+        return None
+    owner.asked_subclasses = True
     overrides: list[FunctionInfo] = []
     with unrecorded():  # which classes exist is kept valid by walking the asking class again (see above)
-        for subclass in (*_subclasses_in(home, owner, home.path), *_subclasses_elsewhere(home, owner)):
+        elsewhere = _subclasses_elsewhere(home, owner) if found is not None else []
+        for subclass in (*_subclasses_in(home, owner, home.path), *elsewhere):
             method = subclass.find_method(name, subclass.home or home)
             if method is not None and method is not found and not is_stub(method) and all(method is not seen for seen in overrides):
                 overrides.append(method)
     return overrides[0] if len(overrides) == 1 else None
+
+
+def _library_based(summary: ModuleSummary, info: ClassInfo, depth: int) -> bool:
+    """Whether a base of the class, directly or not, is a library's class that may define methods."""
+    if depth >= _MAX_DEPTH:
+        return True
+    home = info.home or summary
+    for base in info.bases:
+        if base.rpartition(".")[2] in _PLAIN_BASES:
+            continue
+        parent = home.local_class(home.canonical(base)) if base else None
+        if parent is None or parent is not info and _library_based(home, parent, depth + 1):
+            return True
+    return False
 
 
 def bases_asking(summary: ModuleSummary, unchanged: set[int], changed: list[ChunkFacts]) -> tuple[set[int], set[str]]:
