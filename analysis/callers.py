@@ -59,7 +59,9 @@ class CallerIndex:
         self._listed: list[Path] | None = None
         # The answers given, until the workspace is listed again: the server asks at each key.
         self._answers: dict[tuple[Path, str, bool, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
-        self._modules: dict[tuple[Path, bytes], tuple[ModuleAnalysis, ...]] = {}
+        # Each name a class statement of a listed file names among its bases -> those files (read once a listing).
+        self._bases_named: dict[str, list[Path]] | None = None
+        self._subclassing: dict[tuple[Path, str], tuple[ModuleAnalysis, ...]] = {}
         self._lock = threading.RLock()
 
     def forget(self) -> None:
@@ -67,7 +69,8 @@ class CallerIndex:
         with self._lock:
             self._listed = None
             self._answers.clear()
-            self._modules.clear()
+            self._bases_named = None
+            self._subclassing.clear()
 
     def calls_of(self, defined_in: Path, name: str, *, method: bool,
                  constructs: bool = False) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
@@ -82,28 +85,35 @@ class CallerIndex:
                     self._answers[key] = tuple(self._find(defined_in, name, method=method, constructs=constructs))
             return self._answers[key]
 
-    def modules_naming(self, defined_in: Path, pattern: re.Pattern[bytes], substring: bytes) -> tuple[ModuleAnalysis, ...]:
-        """The analyses of the other workspace files that import ``defined_in`` and whose text holds ``substring``
-        and matches ``pattern`` (a class statement naming one of its classes as a base)."""
+    def modules_subclassing(self, defined_in: Path, name: str) -> tuple[ModuleAnalysis, ...]:
+        """The analyses of the other workspace files that import ``defined_in`` and hold a class statement naming
+        ``name`` among its bases (``class T(BaseTrainer):``, ``class T(base.BaseTrainer, Mixin):``)."""
         defined_in = defined_in.resolve()
-        key = (defined_in, pattern.pattern)
         with self._lock:
-            if key not in self._modules:
+            if (defined_in, name) not in self._subclassing:
                 with unrecorded():
-                    self._modules[key] = tuple(self._naming(defined_in, pattern, substring))
-            return self._modules[key]
+                    self._subclassing[defined_in, name] = tuple(self._subclassing_files(defined_in, name))
+            return self._subclassing[defined_in, name]
 
-    def _naming(self, defined_in: Path, pattern: re.Pattern[bytes], substring: bytes):
-        analysed = 0
-        for path in self._files():
-            if path == defined_in or not self._matches(path, pattern, substring):
-                continue
-            if analysed == MAX_CALLER_FILES:
-                return
-            analysed += 1
+    def _subclassing_files(self, defined_in: Path, name: str):
+        if self._bases_named is None:
+            self._bases_named = self._read_bases()
+        paths = [path for path in self._bases_named.get(name, ()) if path != defined_in]
+        for path in paths[:MAX_CALLER_FILES]:
             module = self._workspace.analysis_of(str(path))
             if module is not None and _imports(self._workspace, module.summary, defined_in):
                 yield module
+
+    def _read_bases(self) -> dict[str, list[Path]]:
+        """Every name the listed files' class statements name among their bases, with the files: one read of
+        each file, where a question a class asks would read them all again."""
+        named: dict[str, list[Path]] = {}
+        for path in self._files():
+            data = _bounded_bytes(path)
+            for bases in _CLASS_BASES.findall(data) if b"class" in data else ():
+                for base in set(_BASE_NAME.findall(bases)):
+                    named.setdefault(base.decode(), []).append(path)
+        return named
 
     def _find(self, defined_in: Path, name: str, *, method: bool, constructs: bool):
         analysed = 0
@@ -133,20 +143,26 @@ class CallerIndex:
         return self._listed
 
     def _calls_name(self, path: Path, name: str) -> bool:
-        """Whether the file's text has ``name`` followed by ``(``: searched as a substring first (the files are
-        read again for each new question; the answers are kept)."""
+        """Whether the file's text has ``name`` followed by ``(``: read as bytes, searched as a substring
+        first (the files are read again for each new question; the answers are kept)."""
+        data = _bounded_bytes(path)
         encoded = name.encode()
-        return self._matches(path, re.compile(rb"\b" + re.escape(encoded) + rb"\s*\("), encoded)
+        return encoded in data and re.search(rb"\b" + re.escape(encoded) + rb"\s*\(", data) is not None
 
-    def _matches(self, path: Path, pattern: re.Pattern[bytes], substring: bytes = b"") -> bool:
-        """Whether the file's text, read as bytes, holds ``substring`` and matches ``pattern``."""
-        from .files import UnreadableFile, read_bounded
 
-        try:
-            data = read_bounded(path, MAX_CALLER_BYTES)  # refuses a larger file, or one that is not a regular file
-        except (OSError, UnreadableFile, ValueError):
-            return False
-        return substring in data and pattern.search(data) is not None
+# A class statement's bases (the literal first: searched for fast), and the last part of each name in them.
+_CLASS_BASES = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
+_BASE_NAME = re.compile(rb"(\w+)[ \t]*(?:\[[^\]]*\][ \t]*)?(?=,|$|\s)")
+
+
+def _bounded_bytes(path: Path) -> bytes:
+    """The file's bytes; nothing for a file too large or not a regular file, or one that cannot be read."""
+    from .files import UnreadableFile, read_bounded
+
+    try:
+        return read_bounded(path, MAX_CALLER_BYTES)
+    except (OSError, UnreadableFile, ValueError):
+        return b""
 
 
 def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:

@@ -27,7 +27,6 @@ statement walked again when an edit changes a statement that defines a class nam
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,12 +170,7 @@ def _subclasses_elsewhere(summary: ModuleSummary, owner: ClassInfo) -> list[Clas
     if workspace is None or summary.path is None:
         return []
     found = []
-    for module in workspace.caller_index().modules_naming(Path(summary.path), _class_statement(owner.name), owner.name.encode()):
+    for module in workspace.caller_index().modules_subclassing(Path(summary.path), owner.name):
         summary.note_caller_file(module.summary.path)
         found.extend(_subclasses_in(module.summary, owner, summary.path))
     return found
-
-
-def _class_statement(base: str) -> re.Pattern[bytes]:
-    """A class statement naming ``base`` among its bases (``class T(BaseTrainer):``, ``class T(base.BaseTrainer, Mixin):``)."""
-    return re.compile(rb"\bclass\s+\w+\s*\([^)]*\b" + re.escape(base.encode()) + rb"\b")
