@@ -59,6 +59,9 @@ class CallerIndex:
         self._listed: list[Path] | None = None
         # The answers given, until the workspace is listed again: the server asks at each key.
         self._answers: dict[tuple[Path, str, bool, bool], tuple[tuple[ModuleAnalysis, CallEvent], ...]] = {}
+        # Each name a class statement of a listed file names among its bases -> those files (read once a listing).
+        self._bases_named: dict[str, list[Path]] | None = None
+        self._subclassing: dict[tuple[Path, str], tuple[ModuleAnalysis, ...]] = {}
         self._lock = threading.RLock()
 
     def forget(self) -> None:
@@ -66,6 +69,8 @@ class CallerIndex:
         with self._lock:
             self._listed = None
             self._answers.clear()
+            self._bases_named = None
+            self._subclassing.clear()
 
     def calls_of(self, defined_in: Path, name: str, *, method: bool,
                  constructs: bool = False) -> tuple[tuple[ModuleAnalysis, CallEvent], ...]:
@@ -79,6 +84,36 @@ class CallerIndex:
                 with unrecorded():  # other files: nothing here is a read of the file being checked
                     self._answers[key] = tuple(self._find(defined_in, name, method=method, constructs=constructs))
             return self._answers[key]
+
+    def modules_subclassing(self, defined_in: Path, name: str) -> tuple[ModuleAnalysis, ...]:
+        """The analyses of the other workspace files that import ``defined_in`` and hold a class statement naming
+        ``name`` among its bases (``class T(BaseTrainer):``, ``class T(base.BaseTrainer, Mixin):``)."""
+        defined_in = defined_in.resolve()
+        with self._lock:
+            if (defined_in, name) not in self._subclassing:
+                with unrecorded():
+                    self._subclassing[defined_in, name] = tuple(self._subclassing_files(defined_in, name))
+            return self._subclassing[defined_in, name]
+
+    def _subclassing_files(self, defined_in: Path, name: str):
+        if self._bases_named is None:
+            self._bases_named = self._read_bases()
+        paths = [path for path in self._bases_named.get(name, ()) if path != defined_in]
+        for path in paths[:MAX_CALLER_FILES]:
+            module = self._workspace.analysis_of(str(path))
+            if module is not None and _imports(self._workspace, module.summary, defined_in):
+                yield module
+
+    def _read_bases(self) -> dict[str, list[Path]]:
+        """Every name the listed files' class statements name among their bases, with the files: one read of
+        each file, where a question a class asks would read them all again."""
+        named: dict[str, list[Path]] = {}
+        for path in self._files():
+            data = _bounded_bytes(path)
+            for bases in _CLASS_BASES.findall(data) if b"class" in data else ():
+                for base in set(_BASE_NAME.findall(bases)):
+                    named.setdefault(base.decode(), []).append(path)
+        return named
 
     def _find(self, defined_in: Path, name: str, *, method: bool, constructs: bool):
         analysed = 0
@@ -110,14 +145,24 @@ class CallerIndex:
     def _calls_name(self, path: Path, name: str) -> bool:
         """Whether the file's text has ``name`` followed by ``(``: read as bytes, searched as a substring
         first (the files are read again for each new question; the answers are kept)."""
-        from .files import UnreadableFile, read_bounded
-
-        try:
-            data = read_bounded(path, MAX_CALLER_BYTES)  # refuses a larger file, or one that is not a regular file
-        except (OSError, UnreadableFile, ValueError):
-            return False
+        data = _bounded_bytes(path)
         encoded = name.encode()
         return encoded in data and re.search(rb"\b" + re.escape(encoded) + rb"\s*\(", data) is not None
+
+
+# A class statement's bases (the literal first: searched for fast), and the last part of each name in them.
+_CLASS_BASES = re.compile(rb"class[ \t]+\w+[ \t]*\(([^)]*)\)")
+_BASE_NAME = re.compile(rb"(\w+)[ \t]*(?:\[[^\]]*\][ \t]*)?(?=,|$|\s)")
+
+
+def _bounded_bytes(path: Path) -> bytes:
+    """The file's bytes; nothing for a file too large or not a regular file, or one that cannot be read."""
+    from .files import UnreadableFile, read_bounded
+
+    try:
+        return read_bounded(path, MAX_CALLER_BYTES)
+    except (OSError, UnreadableFile, ValueError):
+        return b""
 
 
 def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:

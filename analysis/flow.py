@@ -793,7 +793,7 @@ class ScopeAnalysis:
         attribute_value = self._lookup(raw, context) if is_attribute and raw and (raw in self.env or head == "self") else UNKNOWN
         owner = self.function.owner if self.function is not None else None
         own_method = (
-            owner.find_method(cast(cst.Attribute, func).attr.value, self.summary)  # `self.name`: an Attribute
+            owner.method_run(cast(cst.Attribute, func).attr.value, self.summary)  # `self.name`: an Attribute
             if owner is not None and head == "self" and raw is not None and raw.count(".") == 1 else None
         )
         if attribute_value.tags & _CALLABLE_VALUES or (

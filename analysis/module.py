@@ -12,6 +12,7 @@ import libcst as cst
 from . import dependencies, torchapi
 from .chunking import Chunk, first_statement, one_statement, split_statements
 from .dependencies import Superseded, count_text_read, note_fact, note_whole_module, note_whole_text, text_reads
+from .dispatch import bases_asking
 from .edit_reuse import edited_text, kept_inner_flows, only_class, only_function, reads_kept_statements, same_but
 from .events import AssignEvent, CallEvent
 from .flow import ScopeAnalysis
@@ -433,7 +434,8 @@ class ModuleAnalysis:
             tainted_names |= self.summary.facts_at(i).defined_names
         for facts in new_facts.values():
             tainted_names |= facts.defined_names
-        clean = set(unchanged)
+        asking, defined = bases_asking(self.summary, unchanged, [*map(self.summary.facts_at, changed_old), *new_facts.values()])
+        clean, tainted_names = set(unchanged) - asking, tainted_names | defined  # bases running a changed override
         grew = True
         while grew:
             grew = False

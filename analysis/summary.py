@@ -17,6 +17,7 @@ import libcst as cst
 
 from . import libraries, torchapi
 from .dependencies import WholeModuleDict, note_flow
+from .dispatch import is_stub, overriding_method
 from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
@@ -218,7 +219,7 @@ class FunctionInfo:
 
 
 class ClassInfo:
-    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "_attributes", "_output", "_assigned")
+    __slots__ = ("name", "node", "chunk", "bases", "methods", "home", "asked_subclasses", "_attributes", "_output", "_assigned")
 
     def __init__(self, name: str, node: cst.ClassDef, chunk: ParsedChunk, bases: tuple[str, ...]) -> None:
         self.name = name
@@ -227,6 +228,9 @@ class ClassInfo:
         self.bases = bases  # canonical dotted names as written
         self.methods: dict[str, FunctionInfo] = {}
         self.home: ModuleSummary | None = None  # set for definitions in another workspace file
+        # A walk of a method asked which subclass overrides a method it calls on ``self`` (dispatch.py): the
+        # class's statement is walked again when a statement defining one of its subclasses changes.
+        self.asked_subclasses = False
         self._attributes: dict[str, Value] | None = None
         self._output: Value | None = None
         self._assigned: dict[str, str] | None = None  # "self.x" -> the first method (after __init__) that binds it
@@ -292,6 +296,16 @@ class ClassInfo:
                 if found is not None:
                     return found
         return None
+
+    def method_run(self, name: str, summary: ModuleSummary) -> FunctionInfo | None:
+        """The method that ``self.<name>()`` runs in this class's methods: its own or a workspace base's, or
+        where those leave it to subclasses (none, or a stub), the one subclass override (dispatch.py)."""
+        found = self.find_method(name, summary)
+        if found is None and name in self.assigned_attributes():
+            return None  # `self.criterion(...)`: an attribute called, not a method
+        if found is not None and not is_stub(found):
+            return found
+        return overriding_method(summary, self, name, found) or found
 
     def forward_output(self, summary: ModuleSummary) -> Value:
         """What ``forward`` returns (softmax? log-probabilities? raw logits?), or unknown."""

@@ -261,6 +261,38 @@ def load_model_tag_text(model_file, batches):
     model = trainer.model
     return tag_file(model, batches)
 '''
+_TEMPLATE_METHOD = '''import torch
+
+
+class BaseTrainer:
+    def __init__(self, model, optimizer):
+        self.model = model
+        self.optimizer = optimizer
+
+    def train_step(self, batch):
+        raise NotImplementedError
+
+    def fit(self, loader):
+        for batch in loader:
+            self.train_step(batch)
+            self.optimizer.step()
+
+
+class ClassifierTrainer(BaseTrainer):
+    def train_step(self, batch):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        return loss.item()
+'''
+_SECOND_OVERRIDE = '''
+
+class RegressionTrainer(BaseTrainer):
+    def train_step(self, batch):
+        self.optimizer.zero_grad()
+        x, y = batch
+        torch.nn.functional.mse_loss(self.model(x), y).backward()
+'''
 # (what the edit does, the text before, the text after): findings differ, and only a statement the
 # edit did not touch shows the difference.
 CROSS_STATEMENT_EDITS = [
@@ -272,6 +304,9 @@ CROSS_STATEMENT_EDITS = [
     ("the project's loader stops loading the weights", _LOADER,
      _LOADER.replace('model.load_state_dict(params["model"])', 'print(params["model"])')),
     ("the holder the loader returns keeps another argument", _LOADER, _LOADER.replace("self.model = model", "self.model = optimizer")),
+    ("the subclass's hook that the base's loop runs starts clearing gradients", _TEMPLATE_METHOD,
+     _TEMPLATE_METHOD.replace("        x, y = batch\n        loss", "        self.optimizer.zero_grad()\n        x, y = batch\n        loss")),
+    ("a second subclass overrides the hook the base's loop runs", _TEMPLATE_METHOD, _TEMPLATE_METHOD + _SECOND_OVERRIDE),
 ]
 
 

@@ -697,6 +697,44 @@ def _code(event: Event, limit: int = 60) -> str:
 
 
 MissingZeroGrad.MUST_FIRE = (
+    Fires(  # the base's loop steps after a hook only a subclass defines, which runs the backward; nothing clears
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, device):
+                self.model = model.to(device)
+                self.optimizer = optimizer
+                self.device = device
+
+            def compute_loss(self, batch):
+                raise NotImplementedError("subclasses compute the loss")
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    self.model.train()
+                    for batch in loader:
+                        self.compute_loss(batch)
+                        self.optimizer.step()
+        """,
+        files={"segmentation.py": """
+        import torch.nn.functional as F
+
+        from train import Trainer
+
+
+        class SegmentationTrainer(Trainer):
+            def compute_loss(self, batch):
+                images, masks = batch
+                logits = self.model(images.to(self.device))
+                loss = F.cross_entropy(logits, masks.to(self.device))
+                loss.backward()
+                return loss.item()
+        """},
+        no_fix=True,
+        at="self.compute_loss(batch)",
+    ),
     Fires(  # the clearing sits under the warm-up scheduler's `if`: a run without a scheduler never clears
         """
         import torch
@@ -1169,6 +1207,43 @@ MissingZeroGrad.MUST_FIRE = (
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # the subclass's hook that the base's loop runs clears before its backward
+        """
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, device):
+                self.model = model.to(device)
+                self.optimizer = optimizer
+                self.device = device
+
+            def compute_loss(self, batch):
+                raise NotImplementedError("subclasses compute the loss")
+
+            def fit(self, loader, epochs):
+                for epoch in range(epochs):
+                    self.model.train()
+                    for batch in loader:
+                        self.compute_loss(batch)
+                        self.optimizer.step()
+        """,
+        files={"segmentation.py": """
+        import torch.nn.functional as F
+
+        from train import Trainer
+
+
+        class SegmentationTrainer(Trainer):
+            def compute_loss(self, batch):
+                self.optimizer.zero_grad(set_to_none=True)
+                images, masks = batch
+                logits = self.model(images.to(self.device))
+                loss = F.cross_entropy(logits, masks.to(self.device))
+                loss.backward()
+                return loss.item()
+        """},
+    ),
     Quiet(  # the clearing waits for the same switch as the whole step: with it off nothing trains
         """
         import torch

@@ -959,6 +959,45 @@ def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | No
 
 
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # the base trainer's loop steps every N batches; the one subclass's hook it runs clears on every batch
+        """
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model, optimizer, accumulation_steps=1):
+                self.model = model
+                self.optimizer = optimizer
+                self.accumulation_steps = accumulation_steps
+
+            def training_step(self, batch):
+                raise NotImplementedError
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for index, batch in enumerate(loader):
+                    self.training_step(batch)
+                    if (index + 1) % self.accumulation_steps == 0:
+                        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                        self.optimizer.step()
+        """,
+        files={"classifier.py": """
+        import torch.nn.functional as F
+
+        from train import BaseTrainer
+
+
+        class ClassifierTrainer(BaseTrainer):
+            def training_step(self, batch):
+                images, labels = batch
+                self.optimizer.zero_grad()
+                loss = F.cross_entropy(self.model(images.cuda()), labels.cuda()) / self.accumulation_steps
+                loss.backward()
+                return loss.detach()
+        """},
+        no_fix=True,
+        at="self.training_step(batch)",
+    ),
     Fires(  # the Trainer steps after training_step returns: the override clears what its backward left
         """
         from transformers import Trainer
@@ -1956,6 +1995,41 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # the base trainer's loop steps on every batch: the subclass's hook may clear before its backward
+        """
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model, optimizer):
+                self.model = model
+                self.optimizer = optimizer
+
+            def training_step(self, batch):
+                raise NotImplementedError
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for batch in loader:
+                    self.training_step(batch)
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+                    self.optimizer.step()
+        """,
+        files={"classifier.py": """
+        import torch.nn.functional as F
+
+        from train import BaseTrainer
+
+
+        class ClassifierTrainer(BaseTrainer):
+            def training_step(self, batch):
+                images, labels = batch
+                self.optimizer.zero_grad()
+                loss = F.cross_entropy(self.model(images.cuda()), labels.cuda())
+                loss.backward()
+                return loss.detach()
+        """},
+    ),
     Quiet(  # Lightning: the encoder held still after each backward; an HF override clearing before its backward
         """
         import lightning.pytorch as pl
