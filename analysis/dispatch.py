@@ -81,19 +81,20 @@ def _library_based(summary: ModuleSummary, info: ClassInfo, depth: int) -> bool:
     return False
 
 
-def bases_asking(summary: ModuleSummary, unchanged: set[int], changed: list[ChunkFacts]) -> tuple[set[int], set[str]]:
+def bases_asking(summary: ModuleSummary, unchanged: set[int], changed_old: list[int], new_facts: dict[int, ChunkFacts],
+                 tainted: set[str]) -> set[int]:
     """The unchanged statements that define a class which asked which subclass overrides a method, and which a
-    changed statement's class (as it was, or as it is) names among its bases (their walks may follow another
-    override now), with the names those statements define."""
+    changed statement's class (as it was: ``changed_old`` of ``summary``; as it is: ``new_facts``) names among its
+    bases: their walks may follow another override now. The names those statements define join ``tainted``."""
+    changed = [*map(summary.facts_at, changed_old), *new_facts.values()]
     named = {base.rpartition(".")[2] for facts in changed for info in facts.classes.values() for base in info.bases}
     asking: set[int] = set()
-    defined: set[str] = set()
     for index in unchanged if named else ():
         facts = summary.facts_at(index)
         if any(info.asked_subclasses and name in named for name, info in facts.classes.items()):
             asking.add(index)
-            defined |= facts.defined_names
-    return asking, defined
+            tainted |= facts.defined_names
+    return asking
 
 
 def is_stub(function: FunctionInfo) -> bool:

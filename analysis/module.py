@@ -434,8 +434,7 @@ class ModuleAnalysis:
             tainted_names |= self.summary.facts_at(i).defined_names
         for facts in new_facts.values():
             tainted_names |= facts.defined_names
-        asking, defined = bases_asking(self.summary, unchanged, [*map(self.summary.facts_at, changed_old), *new_facts.values()])
-        clean, tainted_names = set(unchanged) - asking, tainted_names | defined  # bases running a changed override
+        clean = set(unchanged) - bases_asking(self.summary, unchanged, changed_old, new_facts, tainted_names)
         grew = True
         while grew:
             grew = False
