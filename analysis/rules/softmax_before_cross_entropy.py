@@ -488,9 +488,73 @@ SoftmaxBeforeCrossEntropy.MUST_FIRE = (
         },
         severity=Severity.ERROR,
     ),
+    Fires(  # a Sequential filled with add_module, run through `.forward` by a training helper its script hands it to
+        """
+        import torch
+        from torch import optim
+
+
+        class ConvNet(torch.nn.Module):
+            def __init__(self, output_dim):
+                super().__init__()
+                self.fc = torch.nn.Sequential()
+                self.fc.add_module("fc1", torch.nn.Linear(320, 50))
+                self.fc.add_module("relu_1", torch.nn.ReLU())
+                self.fc.add_module("fc2", torch.nn.Linear(50, output_dim))
+                self.fc.add_module("softmax", torch.nn.Softmax(dim=1))
+
+            def forward(self, x):
+                return self.fc.forward(x.view(-1, 320))
+
+
+        def train(model, loss, optimizer, x, y):
+            optimizer.zero_grad()
+            output = loss.forward(model.forward(x), y)
+            output.backward()
+            optimizer.step()
+            return output.item()
+
+
+        def main(batches):
+            model = ConvNet(output_dim=10)
+            loss = torch.nn.CrossEntropyLoss()
+            optimizer = optim.SGD(model.parameters(), lr=0.01)
+            for x, y in batches:
+                train(model, loss, optimizer, x, y)
+        """,
+        severity=Severity.ERROR,
+        at="    output = loss.forward(model.forward(x), y)",
+    ),
 )
 
 SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
+    Quiet(  # a Sequential built by add_module that ends in LogSoftmax, trained with NLL through `.forward`
+        """
+        import torch
+
+
+        def build_model(input_dim, output_dim):
+            model = torch.nn.Sequential()
+            model.add_module("linear", torch.nn.Linear(input_dim, output_dim))
+            model.add_module("log_softmax", torch.nn.LogSoftmax(dim=1))
+            return model
+
+
+        def train(model, loss, optimizer, x, y):
+            optimizer.zero_grad()
+            output = loss.forward(model.forward(x), y)
+            output.backward()
+            optimizer.step()
+
+
+        def main(batches):
+            model = build_model(784, 10)
+            loss = torch.nn.NLLLoss()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for x, y in batches:
+                train(model, loss, optimizer, x, y)
+        """
+    ),
     Quiet(  # probabilities only for metrics; the loss gets logits
         """
         import torch.nn as nn
