@@ -44,7 +44,7 @@ KIND_WORDS: dict[str | None, str] = {
 # Methods that only reshape or move a tensor: an activation under them still feeds the loss alone.
 _SHAPE_METHODS = frozenset(
     {"view", "reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "contiguous",
-     "float", "double", "half", "to", "cuda", "view_as", "reshape_as", "t"}
+     "float", "double", "half", "to", "cuda", "view_as", "reshape_as", "t", "type"}
 )
 # Module methods that leave a model's outputs as they are: using them does not block a fix.
 _HARMLESS_MODEL_METHODS = frozenset(
@@ -92,9 +92,14 @@ def loss_calls(module: ModuleView, scope: ScopeAnalysis, losses: frozenset[str])
                 if handed is not None:
                     criterion, call = handed
                     passed.append(((call.chunk, call.node), f"{criterion.note} is passed in as `{event.receiver_key}`"))
-            if CRITERION not in criterion.tags or not isinstance(criterion.detail, str):
-                continue
-            loss = criterion.detail
+            if CRITERION in criterion.tags and isinstance(criterion.detail, str):
+                loss = criterion.detail
+            else:  # a loss module of the workspace that applies a torch loss to its input (a focal loss)
+                wrapped = wrapped_loss(criterion, scope.summary) if MODEL in criterion.tags else None
+                if wrapped is None:
+                    continue
+                loss, inner = wrapped
+                passed.append((inner, f"`{cast(ClassInfo, criterion.detail).name}.forward` hands its input to {loss} here"))
         else:
             continue
         if loss not in losses:
@@ -109,6 +114,29 @@ def loss_calls(module: ModuleView, scope: ScopeAnalysis, losses: frozenset[str])
         if call.kind is None and not call.input.tags & OUTPUT_KINDS:
             _resolve_value_parameter(module, scope, call)
         yield call
+
+
+def wrapped_loss(module: Value, summary) -> tuple[str, Site] | None:
+    """The torch loss a workspace module's ``forward`` applies to its first input (``F.binary_cross_entropy_with_logits
+    (inputs, targets, reduction="none")`` in a focal loss), and where, or None."""
+    owner = module.detail
+    forward = owner.find_method("forward", summary) if isinstance(owner, ClassInfo) else None
+    analysis = forward.analysis(summary) if forward is not None else None
+    inputs = forward.positional_parameters[:1] if forward is not None else []  # `self` is not listed
+    if analysis is None or not inputs:
+        return None
+    for event in analysis.calls():
+        if event.callee is not None and torchapi.is_functional_loss(event.callee):
+            loss = last_part(event.callee)
+        elif event.method in (None, "forward") and event.receiver is not None and CRITERION in event.receiver.tags \
+                and isinstance(event.receiver.detail, str):
+            loss = event.receiver.detail
+        else:
+            continue
+        given = _input_argument(event.node)
+        if given is not None and isinstance(spine(given), cst.Name) and cast(cst.Name, spine(given)).value == inputs[0]:
+            return loss, (event.chunk, event.node)
+    return None
 
 
 def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:

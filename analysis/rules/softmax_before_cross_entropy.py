@@ -15,6 +15,7 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
+from trainlint.analysis.activation_consumers import activations_consumed, report_consumed
 from trainlint.analysis.activations import (
     KIND_WORDS,
     LossCall,
@@ -42,6 +43,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 self._report_cross_entropy(ctx, loss, kind)
             elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
                 self._report_nll(ctx, loss, kind)
+        for value, consumers in activations_consumed(ctx.module, scope, Tag.PROBS, LOSSES_WANTING_LOGITS):
+            report_consumed(
+                ctx, scope, value, consumers, "softmax probabilities",
+                "applies log-softmax itself: softmax runs twice, the gradients shrink and training stalls or converges "
+                "to a worse model", "return the logits; apply softmax only for metrics or inference",
+            )
 
     def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
@@ -525,9 +532,91 @@ SoftmaxBeforeCrossEntropy.MUST_FIRE = (
         severity=Severity.ERROR,
         at="    output = loss.forward(model.forward(x), y)",
     ),
+    Fires(  # the fix belongs where the model ends in a softmax; the training loop of another file feeds it to the loss
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Classifier(nn.Module):
+            def __init__(self, classes=10):
+                super().__init__()
+                self.classifier = nn.Sequential(nn.Linear(2352, 100), nn.ReLU(), nn.Linear(100, classes))
+
+            def forward(self, x):
+                x = self.classifier(x)
+                return F.softmax(x, dim=1)
+        """,
+        files={
+            "loop.py": """
+                import torch
+                import torch.nn as nn
+
+
+                def fit(encoder, classifier, loader, epochs):
+                    criterion = nn.CrossEntropyLoss().cuda()
+                    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(classifier.parameters()), lr=0.01)
+                    for epoch in range(epochs):
+                        for images, labels in loader:
+                            optimizer.zero_grad()
+                            class_pred = classifier(encoder(images.cuda()))
+                            loss = criterion(class_pred, labels.cuda())
+                            loss.backward()
+                            optimizer.step()
+                """,
+            "main.py": """
+                import loop
+                import train
+                from encoders import Extractor
+
+
+                def main(loader):
+                    encoder = Extractor().cuda()
+                    classifier = train.Classifier().cuda()
+                    loop.fit(encoder, classifier, loader, epochs=10)
+                """,
+        },
+        severity=Severity.ERROR,
+        at="        return F.softmax(x, dim=1)",
+    ),
 )
 
 SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
+    Quiet(  # distillation in another file: the teacher's softmax output is the target, the student's logits the input
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Teacher(nn.Module):
+            def __init__(self, classes=10):
+                super().__init__()
+                self.head = nn.Linear(512, classes)
+
+            def forward(self, features):
+                return F.softmax(self.head(features) / 4.0, dim=1)
+        """,
+        files={
+            "distill.py": """
+                import torch
+                import torch.nn as nn
+                from train import Teacher
+
+
+                def distill(student, loader):
+                    teacher = Teacher().cuda().eval()
+                    criterion = nn.CrossEntropyLoss()
+                    optimizer = torch.optim.Adam(student.parameters())
+                    for features, _ in loader:
+                        with torch.no_grad():
+                            soft_targets = teacher(features)
+                        loss = criterion(student(features), soft_targets)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+    ),
     Quiet(  # a Sequential built by add_module that ends in LogSoftmax, trained with NLL through `.forward`
         """
         import torch
