@@ -7,7 +7,9 @@ and the model is quietly bad. `nn.BCELoss`/`F.binary_cross_entropy` expect proba
 [0, 1]; given raw logits they fail on the first out-of-range value (on a GPU as a device-side
 assert that kills the job) or, where logits happen to fall in range, train on nonsense.
 A model whose last layer is a convolution or a linear layer (a DCGAN discriminator) outputs
-logits too: what the loss gets is read from the model's own layers, also in another file.
+logits too: what the loss gets is read from the model's own layers, also in another file. A model
+class whose `forward` ends in a sigmoid, fed by another file to a with-logits loss (or to a loss
+module of the project whose `forward` calls one, a focal loss), is reported at that sigmoid.
 
 How to fix: keep the model's output as logits and use the with-logits loss (it is also the
 numerically stable one); apply `torch.sigmoid` only for metrics and inference. If the model

@@ -7,6 +7,9 @@ or plateaus at a worse accuracy — with no error, just a wasted run. `nn.NLLLos
 take log-probabilities: given raw logits it rewards pushing one score to infinity, given
 probabilities it optimises `-p` instead of `-log p`. (`log_softmax` into cross-entropy is
 harmless, since log-softmax of log-probabilities changes nothing, and is reported as a note.)
+A model class whose `forward` ends in a softmax (also as the last module of an `nn.Sequential`,
+added by `add_module` too) and whose output the training code of another file feeds to
+cross-entropy is reported at that softmax, where the fix goes, citing the loss call.
 
 How to fix: give cross-entropy the logits — drop the `softmax` (or the final `nn.Softmax`
 layer) and apply softmax only where you need probabilities (metrics, inference). For NLL, end
