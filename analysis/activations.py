@@ -44,7 +44,7 @@ KIND_WORDS: dict[str | None, str] = {
 # Methods that only reshape or move a tensor: an activation under them still feeds the loss alone.
 _SHAPE_METHODS = frozenset(
     {"view", "reshape", "permute", "transpose", "squeeze", "unsqueeze", "flatten", "contiguous",
-     "float", "double", "half", "to", "cuda", "view_as", "reshape_as", "t"}
+     "float", "double", "half", "to", "cuda", "view_as", "reshape_as", "t", "type"}
 )
 # Module methods that leave a model's outputs as they are: using them does not block a fix.
 _HARMLESS_MODEL_METHODS = frozenset(
@@ -85,16 +85,21 @@ def loss_calls(module: ModuleView, scope: ScopeAnalysis, losses: frozenset[str])
         passed = []
         if event.callee is not None and torchapi.is_functional_loss(event.callee):
             loss = last_part(event.callee)
-        elif event.method is None and event.receiver is not None:
+        elif event.method in (None, "forward") and event.receiver is not None:
             criterion = event.receiver
             if criterion.detail is None and MODEL not in criterion.tags and event.receiver_key in scope.params:
                 handed = argument_of(module, scope, event.receiver_key)
                 if handed is not None:
                     criterion, call = handed
                     passed.append(((call.chunk, call.node), f"{criterion.note} is passed in as `{event.receiver_key}`"))
-            if CRITERION not in criterion.tags or not isinstance(criterion.detail, str):
-                continue
-            loss = criterion.detail
+            if CRITERION in criterion.tags and isinstance(criterion.detail, str):
+                loss = criterion.detail
+            else:  # a loss module of the workspace that applies a torch loss to its input (a focal loss)
+                wrapped = wrapped_loss(criterion, scope.summary) if MODEL in criterion.tags else None
+                if wrapped is None:
+                    continue
+                loss, inner = wrapped
+                passed.append((inner, f"`{cast(ClassInfo, criterion.detail).name}.forward` hands its input to {loss} here"))
         else:
             continue
         if loss not in losses:
@@ -111,6 +116,29 @@ def loss_calls(module: ModuleView, scope: ScopeAnalysis, losses: frozenset[str])
         yield call
 
 
+def wrapped_loss(module: Value, summary) -> tuple[str, Site] | None:
+    """The torch loss a workspace module's ``forward`` applies to its first input (``F.binary_cross_entropy_with_logits
+    (inputs, targets, reduction="none")`` in a focal loss), and where, or None."""
+    owner = module.detail
+    forward = owner.find_method("forward", summary) if isinstance(owner, ClassInfo) else None
+    analysis = forward.analysis(summary) if forward is not None else None
+    inputs = forward.positional_parameters[:1] if forward is not None else []  # `self` is not listed
+    if analysis is None or not inputs:
+        return None
+    for event in analysis.calls():
+        if event.callee is not None and torchapi.is_functional_loss(event.callee):
+            loss = last_part(event.callee)
+        elif event.method in (None, "forward") and event.receiver is not None and CRITERION in event.receiver.tags \
+                and isinstance(event.receiver.detail, str):
+            loss = event.receiver.detail
+        else:
+            continue
+        given = _input_argument(event.node)
+        if given is not None and isinstance(spine(given), cst.Name) and cast(cst.Name, spine(given)).value == inputs[0]:
+            return loss, (event.chunk, event.node)
+    return None
+
+
 def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:
     """The input is ``model(x)`` (maybe via one variable) for a parameter ``model``: ask the callers what it is."""
     producer = spine(loss.input_node)
@@ -120,10 +148,11 @@ def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: Los
             if isinstance(event, AssignEvent) and event.targets == (producer.value,) and event.value_node is not None
         ]
         producer = spine(assigned[0]) if len(assigned) == 1 else None
-    if not isinstance(producer, cst.Call) or not isinstance(producer.func, cst.Name):
+    name = called_name(producer) if isinstance(producer, cst.Call) else None
+    if name is None:
         return
     model_call = next((event for event in scope.calls() if event.node is producer), None)
-    handed = arguments_passed(module, scope, producer.func.value)
+    handed = arguments_passed(module, scope, name)
     if model_call is None or not handed or any(MODEL not in value.tags for value, _ in handed):
         return
     kinds = {model_output_kind(value, scope.summary) for value, _ in handed}  # the models may differ: their outputs must agree
@@ -131,7 +160,15 @@ def _resolve_model_parameter(module: ModuleView, scope: ScopeAnalysis, loss: Los
     if kind is not None and not kinds:
         loss.kind = kind
         loss.model_argument = (handed[0][0], handed[0][1], model_call)
-        loss.passed.extend(((call.chunk, call.node), f"{value.note} is passed in as `{producer.func.value}` here") for value, call in handed[1:3])
+        loss.passed.extend(((call.chunk, call.node), f"{value.note} is passed in as `{name}` here") for value, call in handed[1:3])
+
+
+def called_name(call: cst.Call) -> str | None:
+    """The name a call runs as a module: ``model`` in ``model(x)`` and in ``model.forward(x)``."""
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+        func = func.value
+    return func.value if isinstance(func, cst.Name) else None
 
 
 def _resolve_value_parameter(module: ModuleView, scope: ScopeAnalysis, loss: LossCall) -> None:
@@ -279,7 +316,7 @@ def loss_origin(module: ModuleView, loss: LossCall) -> Origin:
         )
         # the model arrives as a parameter: an edit to its construction could reach other callers
         origin.sequential = origin.producer = None
-        name = cast(cst.Name, model_call.node.func).value  # _resolve_model_parameter: a call of a parameter's name
+        name = called_name(model_call.node)  # _resolve_model_parameter: a call of a parameter's name
         origin.evidence.append(((handed_at.chunk, handed_at.node), f"{model.note} is passed in as `{name}`"))
     if loss.by_parameter:
         origin.activation = origin.sequential = origin.producer = None
@@ -299,7 +336,7 @@ def origin_of(module: ModuleView, value: Value, depth: int = 0) -> Origin:
     if event is None:
         return plain
     receiver = event.receiver
-    if event.method is None and receiver is not None and MODEL in receiver.tags:
+    if event.method in (None, "forward") and receiver is not None and MODEL in receiver.tags:
         return _model_call_origin(module, event, receiver, kind, words, depth) or plain
     activation = _activation_call(event, kind)
     if activation is not None:
@@ -320,6 +357,12 @@ def _model_call_origin(module, event: CallEvent, receiver: Value, kind, words: s
         seq_chunk, seq_node = receiver.site
         last = detail[2]
         positional = [arg for arg in seq_node.args if arg.keyword is None and not arg.star] if isinstance(seq_node, cst.Call) else []
+        if not positional and isinstance(last, cst.Arg):  # filled by `add_module` (added_layers.py): no fix offered
+            layer = quoted(seq_chunk, last.value)
+            return Origin(f"{call_text}, whose last added module is `{layer}`", [
+                (site, f"{call_text} returns {words}"),
+                ((seq_chunk, last.value), f"the last module added to {receiver.note} is `{layer}`"),
+            ])
         if not positional or positional[-1] is not last:
             return None  # wrapped (DDP, compile): the construction is not at the model's site
         assert isinstance(seq_node, cst.Call), "positional arguments are a call's"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from . import libraries, torchapi
+from .added_layers import added_layer
 from .events import CallEvent, names_owner
 from .names import dotted, last_part
 from .passed_values import returned_by_call
@@ -143,6 +144,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
         return receiver if method in torchapi.MODULE_SELF_METHODS else UNKNOWN
     if CRITERION in tags and method in torchapi.MODULE_SELF_METHODS:
         return receiver  # a loss module: `nn.CrossEntropyLoss().cuda()` returns the module
+    if method == "forward" and tags & {MODEL, CRITERION}:  # `model.forward(x)` computes what `model(x)` does
+        return _called_value_result(scope, event, receiver, site, grad_on)
     if MODEL_CLASS in tags and method in _FACTORY_METHODS:  # `model_class.from_pretrained(name)`
         return Value((MODEL,), site=site, note=f"`{quoted(scope.chunk, event.node)}` ({receiver.note or 'an nn.Module class'})", detail=receiver.detail)
     if method == "backward":
@@ -150,7 +153,7 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
     if MODEL in tags or ENGINE in tags:
         if method in torchapi.MODULE_SELF_METHODS:
             return receiver
-        if method in {"forward", "generate"}:
+        if method in {"forward", "generate"}:  # an engine's `forward` (a model's is read above)
             if method == "generate":
                 return Value({TENSOR})
             shape = set() if _returns_one_tensor(receiver, scope.summary) else {STRUCTURED}
@@ -349,6 +352,8 @@ def _training_object_result(scope: ScopeAnalysis, event: CallEvent, callee: str,
     if head == "Sequential" and torchapi.is_torch_layer(callee):
         last = args[-1] if args else UNKNOWN
         last_node = [a for a in event.arg_nodes if a.keyword is None and not a.star]
+        if not last_node:  # `model = nn.Sequential()`, then `model.add_module("softmax", nn.Softmax())`
+            last, last_node = added_layer(scope, event.node)
         output = model_output_kind(last, scope.summary) if MODEL in last.tags else None
         detail = ("sequential", output, last_node[-1] if last_node else None)
         return Value((MODEL,), site=site, note=f"`{_short(scope, event)}`", detail=detail)

@@ -7,7 +7,9 @@ and the model is quietly bad. `nn.BCELoss`/`F.binary_cross_entropy` expect proba
 [0, 1]; given raw logits they fail on the first out-of-range value (on a GPU as a device-side
 assert that kills the job) or, where logits happen to fall in range, train on nonsense.
 A model whose last layer is a convolution or a linear layer (a DCGAN discriminator) outputs
-logits too: what the loss gets is read from the model's own layers, also in another file.
+logits too: what the loss gets is read from the model's own layers, also in another file. A model
+class whose `forward` ends in a sigmoid, fed by another file to a with-logits loss (or to a loss
+module of the project whose `forward` calls one, a focal loss), is reported at that sigmoid.
 
 How to fix: keep the model's output as logits and use the with-logits loss (it is also the
 numerically stable one); apply `torch.sigmoid` only for metrics and inference. If the model
@@ -20,6 +22,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.activation_consumers import activations_consumed, report_consumed
 from trainlint.analysis.activations import (
     LossCall,
     bound_name,
@@ -48,6 +51,12 @@ class BceActivationMismatch(Rule):
                 self._report_sigmoid(ctx, loss)
             elif loss.loss in LOSSES_WANTING_BINARY_PROBS and loss.kind == Tag.LOGITS:
                 self._report_logits(ctx, loss)
+        for value, consumers in activations_consumed(ctx.module, scope, Tag.SIGMOID, LOSSES_WANTING_BINARY_LOGITS):
+            report_consumed(
+                ctx, scope, value, consumers, "sigmoid outputs",
+                "applies the sigmoid itself: every input is squashed twice into (0.5, 0.73), so the loss cannot reach "
+                "confident predictions and the gradients vanish", "return the logits; apply `torch.sigmoid` only for metrics or inference",
+            )
 
     def _report_sigmoid(self, ctx: RuleContext, loss: LossCall) -> None:
         origin = loss_origin(ctx.module, loss)
@@ -536,9 +545,123 @@ BceActivationMismatch.MUST_FIRE = (
         },
         severity=Severity.ERROR,
     ),
+    Fires(  # a classifier of this file returns sigmoid scores with a depth map; the scripts feed the scores to a focal loss built on the with-logits loss
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class PadNet(nn.Module):
+            def __init__(self, backbone, features=768):
+                super().__init__()
+                self.backbone = backbone
+                self.depth = nn.Conv2d(features, 1, kernel_size=1)
+                self.cls = nn.Linear(features, 1)
+
+            def forward(self, x):
+                fmap = self.backbone(x)
+                map_x = self.depth(fmap).squeeze(1)
+                x = self.cls(fmap.mean((2, 3)))
+                x = torch.sigmoid(x)
+                return x, map_x
+        """,
+        files={
+            "losses.py": """
+                import torch
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class WeightedFocalLoss(nn.Module):
+                    def __init__(self, alpha=0.25, gamma=2):
+                        super().__init__()
+                        self.alpha = torch.tensor([alpha, 1 - alpha]).cuda()
+                        self.gamma = gamma
+
+                    def forward(self, inputs, targets):
+                        bce = F.binary_cross_entropy_with_logits(inputs, targets, reduction="none")
+                        at = self.alpha.gather(0, targets.long().view(-1))
+                        pt = torch.exp(-bce)
+                        return (at * (1 - pt) ** self.gamma * bce).mean()
+                """,
+            "main.py": """
+                import torch
+                from losses import WeightedFocalLoss
+                from train import PadNet
+
+
+                def run(backbone, loader, epochs):
+                    model = PadNet(backbone).cuda()
+                    criterion = WeightedFocalLoss(alpha=0.5, gamma=2).cuda()
+                    depth_criterion = torch.nn.SmoothL1Loss().cuda()
+                    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+                    for epoch in range(epochs):
+                        for images, labels, depth in loader:
+                            optimizer.zero_grad()
+                            pred, map_y = model(images.cuda())
+                            pred = torch.squeeze(pred)
+                            loss = criterion(pred.type(torch.cuda.FloatTensor), labels.cuda().float())
+                            loss = loss + depth_criterion(map_y, depth.cuda())
+                            loss.backward()
+                            optimizer.step()
+                """,
+        },
+        severity=Severity.ERROR,
+        at="        x = torch.sigmoid(x)",
+    ),
 )
 
 BceActivationMismatch.MUST_NOT_FIRE = (
+    Quiet(  # the same classifier, and a focal loss built on the probability loss: sigmoid then BCE is right
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class PadNet(nn.Module):
+            def __init__(self, backbone, features=768):
+                super().__init__()
+                self.backbone = backbone
+                self.cls = nn.Linear(features, 1)
+
+            def forward(self, x):
+                x = self.cls(self.backbone(x).mean((2, 3)))
+                return torch.sigmoid(x)
+        """,
+        files={
+            "losses.py": """
+                import torch
+                import torch.nn as nn
+                import torch.nn.functional as F
+
+
+                class FocalLoss(nn.Module):
+                    def __init__(self, gamma=2):
+                        super().__init__()
+                        self.gamma = gamma
+
+                    def forward(self, probs, targets):
+                        bce = F.binary_cross_entropy(probs, targets, reduction="none")
+                        return ((1 - torch.exp(-bce)) ** self.gamma * bce).mean()
+                """,
+            "main.py": """
+                import torch
+                from losses import FocalLoss
+                from train import PadNet
+
+
+                def run(backbone, loader):
+                    model = PadNet(backbone).cuda()
+                    criterion = FocalLoss().cuda()
+                    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+                    for images, labels in loader:
+                        optimizer.zero_grad()
+                        loss = criterion(model(images.cuda()).squeeze(1), labels.cuda().float())
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+    ),
     Quiet(  # the sigmoid is for metrics; the loss gets logits
         """
         import torch

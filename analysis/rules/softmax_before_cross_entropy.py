@@ -7,6 +7,9 @@ or plateaus at a worse accuracy — with no error, just a wasted run. `nn.NLLLos
 take log-probabilities: given raw logits it rewards pushing one score to infinity, given
 probabilities it optimises `-p` instead of `-log p`. (`log_softmax` into cross-entropy is
 harmless, since log-softmax of log-probabilities changes nothing, and is reported as a note.)
+A model class whose `forward` ends in a softmax (also as the last module of an `nn.Sequential`,
+added by `add_module` too) and whose output the training code of another file feeds to
+cross-entropy is reported at that softmax, where the fix goes, citing the loss call.
 
 How to fix: give cross-entropy the logits — drop the `softmax` (or the final `nn.Softmax`
 layer) and apply softmax only where you need probabilities (metrics, inference). For NLL, end
@@ -15,6 +18,7 @@ the model in `log_softmax`/`nn.LogSoftmax`, or switch to `CrossEntropyLoss` on l
 
 from __future__ import annotations
 
+from trainlint.analysis.activation_consumers import activations_consumed, report_consumed
 from trainlint.analysis.activations import (
     KIND_WORDS,
     LossCall,
@@ -42,6 +46,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 self._report_cross_entropy(ctx, loss, kind)
             elif loss.loss in LOSSES_WANTING_LOG_PROBS and kind in {Tag.PROBS, Tag.LOGITS}:
                 self._report_nll(ctx, loss, kind)
+        for value, consumers in activations_consumed(ctx.module, scope, Tag.PROBS, LOSSES_WANTING_LOGITS):
+            report_consumed(
+                ctx, scope, value, consumers, "softmax probabilities",
+                "applies log-softmax itself: softmax runs twice, the gradients shrink and training stalls or converges "
+                "to a worse model", "return the logits; apply softmax only for metrics or inference",
+            )
 
     def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
         origin = loss_origin(ctx.module, loss)
@@ -488,9 +498,155 @@ SoftmaxBeforeCrossEntropy.MUST_FIRE = (
         },
         severity=Severity.ERROR,
     ),
+    Fires(  # a Sequential filled with add_module, run through `.forward` by a training helper its script hands it to
+        """
+        import torch
+        from torch import optim
+
+
+        class ConvNet(torch.nn.Module):
+            def __init__(self, output_dim):
+                super().__init__()
+                self.fc = torch.nn.Sequential()
+                self.fc.add_module("fc1", torch.nn.Linear(320, 50))
+                self.fc.add_module("relu_1", torch.nn.ReLU())
+                self.fc.add_module("fc2", torch.nn.Linear(50, output_dim))
+                self.fc.add_module("softmax", torch.nn.Softmax(dim=1))
+
+            def forward(self, x):
+                return self.fc.forward(x.view(-1, 320))
+
+
+        def train(model, loss, optimizer, x, y):
+            optimizer.zero_grad()
+            output = loss.forward(model.forward(x), y)
+            output.backward()
+            optimizer.step()
+            return output.item()
+
+
+        def main(batches):
+            model = ConvNet(output_dim=10)
+            loss = torch.nn.CrossEntropyLoss()
+            optimizer = optim.SGD(model.parameters(), lr=0.01)
+            for x, y in batches:
+                train(model, loss, optimizer, x, y)
+        """,
+        severity=Severity.ERROR,
+        at="    output = loss.forward(model.forward(x), y)",
+    ),
+    Fires(  # the fix belongs where the model ends in a softmax; the training loop of another file feeds it to the loss
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Classifier(nn.Module):
+            def __init__(self, classes=10):
+                super().__init__()
+                self.classifier = nn.Sequential(nn.Linear(2352, 100), nn.ReLU(), nn.Linear(100, classes))
+
+            def forward(self, x):
+                x = self.classifier(x)
+                return F.softmax(x, dim=1)
+        """,
+        files={
+            "loop.py": """
+                import torch
+                import torch.nn as nn
+
+
+                def fit(encoder, classifier, loader, epochs):
+                    criterion = nn.CrossEntropyLoss().cuda()
+                    optimizer = torch.optim.SGD(list(encoder.parameters()) + list(classifier.parameters()), lr=0.01)
+                    for epoch in range(epochs):
+                        for images, labels in loader:
+                            optimizer.zero_grad()
+                            class_pred = classifier(encoder(images.cuda()))
+                            loss = criterion(class_pred, labels.cuda())
+                            loss.backward()
+                            optimizer.step()
+                """,
+            "main.py": """
+                import loop
+                import train
+                from encoders import Extractor
+
+
+                def main(loader):
+                    encoder = Extractor().cuda()
+                    classifier = train.Classifier().cuda()
+                    loop.fit(encoder, classifier, loader, epochs=10)
+                """,
+        },
+        severity=Severity.ERROR,
+        at="        return F.softmax(x, dim=1)",
+    ),
 )
 
 SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
+    Quiet(  # distillation in another file: the teacher's softmax output is the target, the student's logits the input
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Teacher(nn.Module):
+            def __init__(self, classes=10):
+                super().__init__()
+                self.head = nn.Linear(512, classes)
+
+            def forward(self, features):
+                return F.softmax(self.head(features) / 4.0, dim=1)
+        """,
+        files={
+            "distill.py": """
+                import torch
+                import torch.nn as nn
+                from train import Teacher
+
+
+                def distill(student, loader):
+                    teacher = Teacher().cuda().eval()
+                    criterion = nn.CrossEntropyLoss()
+                    optimizer = torch.optim.Adam(student.parameters())
+                    for features, _ in loader:
+                        with torch.no_grad():
+                            soft_targets = teacher(features)
+                        loss = criterion(student(features), soft_targets)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+    ),
+    Quiet(  # a Sequential built by add_module that ends in LogSoftmax, trained with NLL through `.forward`
+        """
+        import torch
+
+
+        def build_model(input_dim, output_dim):
+            model = torch.nn.Sequential()
+            model.add_module("linear", torch.nn.Linear(input_dim, output_dim))
+            model.add_module("log_softmax", torch.nn.LogSoftmax(dim=1))
+            return model
+
+
+        def train(model, loss, optimizer, x, y):
+            optimizer.zero_grad()
+            output = loss.forward(model.forward(x), y)
+            output.backward()
+            optimizer.step()
+
+
+        def main(batches):
+            model = build_model(784, 10)
+            loss = torch.nn.NLLLoss()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for x, y in batches:
+                train(model, loss, optimizer, x, y)
+        """
+    ),
     Quiet(  # probabilities only for metrics; the loss gets logits
         """
         import torch.nn as nn
