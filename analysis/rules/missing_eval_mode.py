@@ -35,7 +35,9 @@ caller this file does not show are notes too: a module's own inference method th
 forward without `self.eval()` (its calls in the workspace's other files are read: when each switches the module to
 eval first it is quiet; one that trains it, or calls `.train()` last, before calling it makes it a warning, for a
 module with dropout or batch-norm), and an inference method of a plain class (`Predictor.predict`) that runs the model
-its constructor was handed while no method of the class switches it. A plain class that builds its model itself (in its
+its constructor was handed while no method of the class switches it (a warning when every construction of the class,
+in this file or another, hands it a model of a workspace class with such layers, built in training mode and never switched
+in that file, in code that trains nothing: a server script's `PredictionServer(model)` after loading the checkpoint). A plain class that builds its model itself (in its
 constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
 for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
 in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
@@ -396,17 +398,25 @@ class MissingEvalMode(Rule):
         if layers is None and any(analysis is not None and any(_disables_dropout(call, key) for call in analysis.calls())
                                   for _, analysis in others):
             return False  # the class takes its dropout out (trl's reference model): no layer of it is known to need the mode
+        construction = _handed_in_training(ctx, owner, attribute) if layers is None else None
+        if construction is not None:
+            layers, construction = construction
+            builders = (f"every construction of `{owner.name}` hands it a model built in training mode that nothing in its "
+                        "file switches to eval, in code that trains nothing.")
+        else:
+            builders = f"whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
         ctx.report(
             forward.node,
             f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
             f"{ctx.line_of((owner.chunk, bound))}), without switching it to eval mode, and no method of `{owner.name}` "
             f"switches it: it runs in the mode it was handed over in, training mode when it comes straight from "
-            f"training, unless whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
+            f"training, {'and ' + builders if construction is not None else 'unless ' + builders}"
             f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
             "statistics of each input",
-            severity=Severity.NOTE,
+            severity=Severity.NOTE if construction is None else None,
             evidence=[
                 layers,
+                construction,
                 ((owner.chunk, bound), "the model is handed in here, in whatever mode its builder left"),
                 ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                 ((forward.chunk, forward.node), "the forward, in the mode the model was handed over in"),
@@ -1372,6 +1382,53 @@ def _layers_handed_in(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tup
         if layers is not None:
             return layers, ((call.chunk, call.node), f"`{owner.name}` is built here with a `{attribute}` that has them")
     return None
+
+
+def _handed_in_training(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tuple[tuple, tuple] | None:
+    """Every construction of the class, in this file or the workspace's other files, hands it a model that is in
+    training mode there: one of a workspace class (built by its constructor or by a workspace factory that returns it
+    without ``.eval()``) whose layers act in training mode, in a file that runs no backward, with nothing in that file
+    switching it (a server script's ``MegatronServer(model)`` after ``load_checkpoint(model)``). The layers and the
+    construction, or None when one construction is not known so."""
+    constructions = _passed_at_constructions(ctx, owner, attribute)
+    found = None
+    for module, call, value in constructions:
+        name = _passed_name(call, value)
+        if name is None or "." in name or module.backward_calls or _trains(call.scope) or not _built_in_training_mode(module, value):
+            return None
+        if _switched_to_eval_named(module, name) or _mode_at_call(module, call, "", key=name)[0] != "unknown":
+            return None
+        layers = _layers_of(module.summary, value, module)
+        if layers is None:
+            return None
+        found = found or (layers, ((call.chunk, call.node), f"`{owner.name}` is built here with a `{attribute}` in training mode"))
+    return found
+
+
+def _passed_name(call: CallEvent, value: Value) -> str | None:
+    """The name a call passes ``value`` under (``model`` in ``Server(model)``), or None."""
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    for index, passed in enumerate(call.args):
+        if passed is value and index < len(positional):
+            return dotted(positional[index].value)
+    return next((dotted(arg.value) for arg in call.arg_nodes
+                 if arg.keyword is not None and call.kwargs.get(arg.keyword.value) is value), None)
+
+
+def _built_in_training_mode(module: ModuleView, value: Value) -> bool:
+    """A model of a workspace class built by its constructor, or by a workspace factory that returns it without
+    ``.eval()``: a module starts in training mode."""
+    if not isinstance(value.detail, ClassInfo) or value.site is None or not isinstance(value.site[1], cst.Call):
+        return False
+    if _built_in_eval_mode(module, value):
+        return False
+    raw = dotted(value.site[1].func)
+    if raw is None:
+        return False
+    if module.summary.local_class(module.summary.canonical(raw)) is value.detail or raw == value.detail.name:
+        return True
+    factory = module.summary.functions.get(raw) or module.summary.imported_function(raw)
+    return factory is not None and not _returns_in_eval_mode(factory)
 
 
 def _passed_at_constructions(ctx: RuleContext, owner: ClassInfo, attribute: str) -> list[tuple[ModuleView, CallEvent, Value]]:
@@ -3911,6 +3968,94 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
         at="results[path] = model(image[None]).argmax(-1).item()",
+    ),
+    Fires(  # a prediction server: the script that builds it hands it a model it built and loaded, never switched, and trains
+        # nothing; the model's batch-norm sits in a part of another file
+        """
+        import json
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        import torch
+
+
+        class PredictionServer:
+            def __init__(self, model):
+                self.model = model
+
+            def predict(self, pixels):
+                with torch.no_grad():
+                    return self.model(torch.tensor(pixels)[None]).argmax(-1).item()
+
+            def run(self, port):
+                server = self
+
+                class Handler(BaseHTTPRequestHandler):
+                    def do_POST(self):
+                        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                        self.send_response(200)
+                        self.end_headers()
+                        self.wfile.write(json.dumps({"label": server.predict(body["pixels"])}).encode())
+
+                HTTPServer(("0.0.0.0", port), Handler).serve_forever()
+        """,
+        files={
+            "serve.py": """
+                import sys
+
+                from ckpt import load_checkpoint
+                from models import build_model
+                from train import PredictionServer  # the example's own file (the server's module)
+
+                model = build_model("net", classes=10)
+                load_checkpoint(model, sys.argv[1])
+                PredictionServer(model).run(port=8080)
+            """,
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes)
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
     ),
 )
 
