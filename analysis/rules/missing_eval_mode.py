@@ -1394,7 +1394,7 @@ def _handed_in_training(ctx: RuleContext, owner: ClassInfo, attribute: str) -> t
     found = None
     for module, call, value in constructions:
         name = _passed_name(call, value)
-        if name is None or "." in name or module.backward_calls or _trains(call.scope) or not _built_in_training_mode(module, value):
+        if name is None or "." in name or module.backward_calls or _trains(call.scope) or not _built_in_training_mode(module, call, name, value):
             return None
         if _switched_to_eval_named(module, name) or _mode_at_call(module, call, "", key=name)[0] != "unknown":
             return None
@@ -1415,17 +1415,20 @@ def _passed_name(call: CallEvent, value: Value) -> str | None:
                  if arg.keyword is not None and call.kwargs.get(arg.keyword.value) is value), None)
 
 
-def _built_in_training_mode(module: ModuleView, value: Value) -> bool:
-    """A model of a workspace class built by its constructor, or by a workspace factory that returns it without
-    ``.eval()``: a module starts in training mode."""
-    if not isinstance(value.detail, ClassInfo) or value.site is None or not isinstance(value.site[1], cst.Call):
+def _built_in_training_mode(module: ModuleView, call: CallEvent, name: str, value: Value) -> bool:
+    """``name``, bound once where ``call`` is made (its function, or the script's module level), holds a model of a
+    workspace class built there by the class itself or by a workspace factory that returns it without ``.eval()``:
+    a module starts in training mode."""
+    if call.scope.function is not None:
+        bound = [event.value_node for event in call.scope.events if isinstance(event, AssignEvent) and event.targets == (name,)]
+    else:
+        bound = [expression for _, expression, _ in module.summary.bindings.get(name) or []]
+    if len(bound) != 1 or not isinstance(built := bound[0], cst.Call) or not isinstance(value.detail, ClassInfo):
         return False
-    if _built_in_eval_mode(module, value):
-        return False
-    raw = dotted(value.site[1].func)
+    raw = dotted(built.func)  # None for `Net().eval()`: a chain is not read
     if raw is None:
         return False
-    if module.summary.local_class(module.summary.canonical(raw)) is value.detail or raw == value.detail.name:
+    if module.summary.local_class(module.summary.canonical(raw)) is value.detail:
         return True
     factory = module.summary.functions.get(raw) or module.summary.imported_function(raw)
     return factory is not None and not _returns_in_eval_mode(factory)
@@ -4055,6 +4058,93 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
         severity=Severity.WARNING,
+        at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
+    ),
+    Fires(  # the same server, but the factory returns the model switched to eval: its mode is not known to be training, a note
+        """
+        import json
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        import torch
+
+
+        class PredictionServer:
+            def __init__(self, model):
+                self.model = model
+
+            def predict(self, pixels):
+                with torch.no_grad():
+                    return self.model(torch.tensor(pixels)[None]).argmax(-1).item()
+
+            def run(self, port):
+                server = self
+
+                class Handler(BaseHTTPRequestHandler):
+                    def do_POST(self):
+                        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                        self.send_response(200)
+                        self.end_headers()
+                        self.wfile.write(json.dumps({"label": server.predict(body["pixels"])}).encode())
+
+                HTTPServer(("0.0.0.0", port), Handler).serve_forever()
+        """,
+        files={
+            "serve.py": """
+                import sys
+
+                from ckpt import load_checkpoint
+                from models import build_model
+                from train import PredictionServer  # the example's own file (the server's module)
+
+                model = build_model("net", classes=10)
+                load_checkpoint(model, sys.argv[1])
+                PredictionServer(model).run(port=8080)
+            """,
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes).eval()
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+        },
+        severity=Severity.NOTE,
         at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
     ),
 )
