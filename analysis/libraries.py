@@ -493,6 +493,35 @@ def torch_layer_dropout(name: str, given: float | None, positional: Sequence[flo
     return source if given is None or given > 0 else None
 
 
+# torch.nn layers that act differently in training mode as built, whatever a caller's arguments leave unsaid:
+# the argument (position, keyword) that can turn that off, the value that does, and where PyTorch says so.
+_BATCH_NORM_SOURCE = ("torch.nn.BatchNorm2d: \"during training this layer keeps running estimates of its computed mean "
+                      "and variance\", used \"for normalization during evaluation\"; with track_running_stats=False batch "
+                      "statistics are used in both modes (pytorch.org/docs/stable/generated/torch.nn.BatchNorm2d.html)")
+_DROPOUT_SOURCE = ("torch.nn.Dropout: \"during training, randomly zeroes some of the elements\", p default 0.5; "
+                   "in evaluation mode it is the identity (pytorch.org/docs/stable/generated/torch.nn.Dropout.html)")
+_TORCH_MODE_LAYERS = {
+    **{name: ((4, "track_running_stats"), False, _BATCH_NORM_SOURCE)
+       for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm")},
+    **{name: ((0, "p"), 0, _DROPOUT_SOURCE) for name in ("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout")},
+}
+
+
+def torch_layer_mode(name: str, arguments: Mapping[int | str, object]) -> str | None:
+    """Where PyTorch says the torch.nn layer ``name`` (``BatchNorm2d``, ``Dropout``) acts differently in training
+    mode as built with ``arguments`` (literal values by position or keyword; ``...`` for one that is not a
+    literal): None when it is no such layer, or its switch (``p``, ``track_running_stats``) is given a value
+    that turns it off or one that is not known."""
+    entry = _TORCH_MODE_LAYERS.get(name)
+    if entry is None:
+        return None
+    (position, keyword), off, source = entry
+    given = arguments.get(keyword, arguments.get(position, None))
+    if given is Ellipsis or given == off:
+        return None
+    return source
+
+
 def mode_layers(built_by: str, checkpoint: str | None = None, rates: Mapping[str, float] | None = None) -> ModeFact | None:
     """Whether a library model has dropout or batch-norm layers that act by default: ``built_by`` is the
     canonical function or class that built it (``torchvision.models.resnet50``, ``timm.create_model``,

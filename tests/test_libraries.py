@@ -184,6 +184,25 @@ def test_which_library_models_have_layers_the_mode_changes(built_by: str, checkp
     assert fact is None or len(fact.source) > 30
 
 
+@pytest.mark.parametrize(("layer", "arguments", "acts"), [
+    ("BatchNorm2d", {0: ...}, True),
+    ("SyncBatchNorm", {0: 256, "momentum": 0.01}, True),
+    ("BatchNorm1d", {0: ..., "track_running_stats": False}, False),  # batch statistics in both modes
+    ("BatchNorm3d", {0: 64, 1: 1e-5, 2: 0.1, 3: True, 4: False}, False),
+    ("BatchNorm2d", {0: 64, "track_running_stats": ...}, False),  # a name: not known
+    ("Dropout", {}, True),  # p defaults to 0.5
+    ("Dropout2d", {0: 0.2}, True),
+    ("Dropout", {"p": 0.0}, False),
+    ("Dropout", {0: ...}, False),  # the caller's rate: not known
+    ("Linear", {0: 16, 1: 4}, False),
+    ("LayerNorm", {0: 16}, False),
+])
+def test_which_torch_layers_act_differently_in_training_mode_as_built(layer: str, arguments: dict, acts: bool):
+    source = libraries.torch_layer_mode(layer, arguments)
+    assert (source is not None) == acts
+    assert source is None or "pytorch.org/docs" in source
+
+
 def test_from_pretrained_of_transformers_and_diffusers_returns_eval_mode():
     assert libraries.eval_mode_after_loading("transformers.BertModel", "from_pretrained") is not None
     assert libraries.eval_mode_after_loading("diffusers.UNet2DConditionModel", "from_pretrained") is not None

@@ -35,7 +35,9 @@ caller this file does not show are notes too: a module's own inference method th
 forward without `self.eval()` (its calls in the workspace's other files are read: when each switches the module to
 eval first it is quiet; one that trains it, or calls `.train()` last, before calling it makes it a warning, for a
 module with dropout or batch-norm), and an inference method of a plain class (`Predictor.predict`) that runs the model
-its constructor was handed while no method of the class switches it. A plain class that builds its model itself (in its
+its constructor was handed while no method of the class switches it (a warning when every construction of the class,
+in this file or another, hands it a model of a workspace class with such layers, built in training mode and never switched
+in that file, in code that trains nothing: a server script's `PredictionServer(model)` after loading the checkpoint). A plain class that builds its model itself (in its
 constructor or a loading method) and runs it without grad, with nothing switching it, runs it in training mode: a warning
 for a model whose layers are known, a note for a whole module restored by `torch.load` (it keeps the mode it was saved
 in), as for a function that restores one with `torch.load` and runs it without grad. A `copy.deepcopy` of a model (an EMA
@@ -45,9 +47,12 @@ script, `train(model, ...)` with a model the project's factory built), and a mod
 project's loader (`get_model`: built, given its weights, returned without `.eval()`) hands out runs in training mode:
 warnings, with the construction or call as evidence. The layers are read from
 the model's class, in whichever workspace file defines it (a workspace copy of a library class built by its
-`from_pretrained` too, which returns eval mode unless its factory shows no `.eval()`), or from what a library documents for what
-built it, with the checkpoint or dropout rate it was given as a literal, a module constant or a
-command-line option's default.
+`from_pretrained` too, which returns eval mode unless its factory shows no `.eval()`), and from the parts it derives
+from or builds, classes deep and across files (a star import's too: `UNet` builds `Down`, which builds `DoubleConv`
+with `nn.BatchNorm2d` in `parts.py`) when the part's layer acts in training mode whatever its caller passes
+(batch-norm that keeps running statistics, dropout at a literal or default rate: PyTorch's documented behaviour, a
+library fact), or from what a library documents for what built it, with the checkpoint or dropout rate it was given
+as a literal, a module constant or a command-line option's default.
 
 A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
 runs it in the mode its caller left: when a call of it in the workspace hands the model in training mode or in a mode
@@ -73,7 +78,7 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
-from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout
+from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout, torch_layer_mode
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
@@ -395,17 +400,25 @@ class MissingEvalMode(Rule):
         if layers is None and any(analysis is not None and any(_disables_dropout(call, key) for call in analysis.calls())
                                   for _, analysis in others):
             return False  # the class takes its dropout out (trl's reference model): no layer of it is known to need the mode
+        construction = _handed_in_training(ctx, owner, attribute) if layers is None else None
+        if construction is not None:
+            layers, construction = construction
+            builders = (f"every construction of `{owner.name}` hands it a model built in training mode that nothing in its "
+                        "file switches to eval, in code that trains nothing.")
+        else:
+            builders = f"whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
         ctx.report(
             forward.node,
             f"`{function.name}` runs `{key}`, which `{owner.name}` is handed at construction (line "
             f"{ctx.line_of((owner.chunk, bound))}), without switching it to eval mode, and no method of `{owner.name}` "
             f"switches it: it runs in the mode it was handed over in, training mode when it comes straight from "
-            f"training, unless whoever builds `{owner.name}` calls `.eval()` first (not known in this file)."
+            f"training, {'and ' + builders if construction is not None else 'unless ' + builders}"
             f"{_with_its_layers(key, layers)} outputs are computed with dropout on and batch-norm normalising with the "
             "statistics of each input",
-            severity=Severity.NOTE,
+            severity=Severity.NOTE if construction is None else None,
             evidence=[
                 layers,
+                construction,
                 ((owner.chunk, bound), "the model is handed in here, in whatever mode its builder left"),
                 ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                 ((forward.chunk, forward.node), "the forward, in the mode the model was handed over in"),
@@ -883,7 +896,9 @@ class MissingEvalMode(Rule):
             f"`{key}` runs an evaluation pass in training mode: nothing in this file calls `{key}.eval()`, and it has "
             f"dropout or batch-norm layers, so the scores are computed with dropout on and batch-norm updating its "
             f"statistics on evaluation data",
-            evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass")],
+            evidence=[why, layers, ((scope.chunk, call.node), "the forward of the evaluation pass"), *(
+                [((scope.chunk, _first_statement(scope.function.node)), f"where the pass starts, `{key}` in the mode its caller left")]
+                if scope.function is not None and key in scope.params else [])],
             help=f"call `{key}.eval()` before evaluating and `{key}.train()` before training again",
         )
 
@@ -1394,6 +1409,56 @@ def _layers_handed_in(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tup
     return None
 
 
+def _handed_in_training(ctx: RuleContext, owner: ClassInfo, attribute: str) -> tuple[tuple, tuple] | None:
+    """Every construction of the class, in this file or the workspace's other files, hands it a model that is in
+    training mode there: one of a workspace class (built by its constructor or by a workspace factory that returns it
+    without ``.eval()``) whose layers act in training mode, in a file that runs no backward, with nothing in that file
+    switching it (a server script's ``MegatronServer(model)`` after ``load_checkpoint(model)``). The layers and the
+    construction, or None when one construction is not known so."""
+    constructions = _passed_at_constructions(ctx, owner, attribute)
+    found = None
+    for module, call, value in constructions:
+        name = _passed_name(call, value)
+        if name is None or "." in name or module.backward_calls or _trains(call.scope) or not _built_in_training_mode(module, call, name, value):
+            return None
+        if _switched_to_eval_named(module, name) or _mode_at_call(module, call, "", key=name)[0] != "unknown":
+            return None
+        layers = _layers_of(module.summary, value, module)
+        if layers is None:
+            return None
+        found = found or (layers, ((call.chunk, call.node), f"`{owner.name}` is built here with a `{attribute}` in training mode"))
+    return found
+
+
+def _passed_name(call: CallEvent, value: Value) -> str | None:
+    """The name a call passes ``value`` under (``model`` in ``Server(model)``), or None."""
+    positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+    for index, passed in enumerate(call.args):
+        if passed is value and index < len(positional):
+            return dotted(positional[index].value)
+    return next((dotted(arg.value) for arg in call.arg_nodes
+                 if arg.keyword is not None and call.kwargs.get(arg.keyword.value) is value), None)
+
+
+def _built_in_training_mode(module: ModuleView, call: CallEvent, name: str, value: Value) -> bool:
+    """``name``, bound once where ``call`` is made (its function, or the script's module level), holds a model of a
+    workspace class built there by the class itself or by a workspace factory that returns it without ``.eval()``:
+    a module starts in training mode."""
+    if call.scope.function is not None:
+        bound = [event.value_node for event in call.scope.events if isinstance(event, AssignEvent) and event.targets == (name,)]
+    else:
+        bound = [expression for _, expression, _ in module.summary.bindings.get(name) or []]
+    if len(bound) != 1 or not isinstance(built := bound[0], cst.Call) or not isinstance(value.detail, ClassInfo):
+        return False
+    raw = dotted(built.func)  # None for `Net().eval()`: a chain is not read
+    if raw is None:
+        return False
+    if module.summary.local_class(module.summary.canonical(raw)) is value.detail:
+        return True
+    factory = module.summary.functions.get(raw) or module.summary.imported_function(raw)
+    return factory is not None and not _returns_in_eval_mode(factory)
+
+
 def _passed_at_constructions(ctx: RuleContext, owner: ClassInfo, attribute: str) -> list[tuple[ModuleView, CallEvent, Value]]:
     """What each construction of the class, in this file and in the workspace's other files, passes for the
     parameter ``self.<attribute>`` is bound from; empty when that binding is not read or a construction hides it."""
@@ -1767,7 +1832,13 @@ def _layers_of(summary, value: Value, module: ModuleView, *, imported: bool = Fa
     if isinstance(detail, ClassInfo):
         holder = _class_with_layers(summary, detail, depth=0, imported=imported)
         if holder is None:
-            return None
+            part = _part_acting_in_training(summary, detail, 0, set())
+            if part is None:
+                return None
+            holder, layer, source = part
+            where = f" ({os.path.basename(holder.chunk.origin)})" if holder.home is not None and holder.chunk.origin else ""
+            return ((holder.chunk, holder.node.name), f"`{holder.name}`{where}, a part of `{detail.name}`, builds `{layer}`, "
+                    f"which acts differently in training mode whatever its caller passes; {source}")
         default = _dropping_torch_layer(summary, holder) if not _MODE_LAYERS.search(holder.chunk.code_for(holder.node)) else None
         if default is not None:
             return ((holder.chunk, holder.node.name), f"`{holder.name}` builds `{default[0]}`, which drops out by default; {default[1]}")
@@ -1827,6 +1898,58 @@ def _class_with_layers(summary, info: ClassInfo, depth: int, *, imported: bool =
             if found is not None:
                 return found
     return None
+
+
+def _part_acting_in_training(summary, info: ClassInfo, depth: int, seen: set[int]) -> tuple[ClassInfo, str, str] | None:
+    """The class (this one, or one it derives from or builds, in its own file or another workspace file, a star
+    import's too: ``UNet`` building ``down`` building ``double_conv``) that builds a torch.nn layer acting differently
+    in training mode whatever its callers pass (``nn.BatchNorm2d(out_ch)``, ``nn.Dropout(0.3)``), with the layer and
+    where PyTorch says so. A layer whose switch is a name (``nn.Dropout(dropout)``) is not counted: its caller sets it."""
+    if id(info) in seen or depth > _PART_DEPTH:
+        return None
+    seen.add(id(info))
+    home = info.home or summary
+    built: list[str] = []
+    for node in walk(info.node):
+        if not isinstance(node, cst.Call) or (raw := dotted(node.func)) is None:
+            continue
+        target = home.canonical(raw)
+        if not target.startswith("torch.nn."):
+            built.append(raw)
+        elif not any(arg.star for arg in node.args) and (source := torch_layer_mode(last_part(target), _literal_arguments(node))):
+            return info, f"nn.{last_part(target)}", source
+    for raw in dict.fromkeys([*info.bases, *built]):
+        head = raw.split(".", 1)[0]
+        other = home.local_class(home.canonical(raw)) if head in home.imports else home.local_class(raw) if "." not in raw else None
+        found = _part_acting_in_training(home, other, depth + 1, seen) if other is not None else None
+        if found is not None:
+            return found
+    return None
+
+
+# How many classes deep a model's parts are read for a layer that acts in training mode.
+_PART_DEPTH = 4
+
+
+def _literal_arguments(node: cst.Call) -> dict[int | str, object]:
+    """The arguments of a call by position and keyword: a number or ``True``/``False`` as its value, anything else
+    as ``...`` (not known)."""
+    found: dict[int | str, object] = {}
+    positional = 0
+    for arg in node.args:
+        value = arg.value
+        if isinstance(value, (cst.Integer, cst.Float)):
+            held = _number(value)
+        elif isinstance(value, cst.Name) and value.value in {"True", "False"}:
+            held = value.value == "True"
+        else:
+            held = ...
+        if arg.keyword is not None:
+            found[arg.keyword.value] = held
+        else:
+            found[positional] = held
+            positional += 1
+    return found
 
 
 def _parts_with_layers(summary, model: Value) -> tuple | None:
@@ -3705,9 +3828,493 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="return tag_file(model, batches)",
     ),
+    Fires(  # a predictor script: the model's batch-norm sits two classes deep, in a part of another file reached by a star import
+        """
+        import sys
+
+        import torch
+        from PIL import Image
+
+        from unet import UNet
+        from utils import to_tensor
+
+
+        def predict_image(net, image, threshold=0.5):
+            batch = to_tensor(image).unsqueeze(0)
+            with torch.no_grad():
+                probs = torch.sigmoid(net(batch)).squeeze(0)
+            return probs > threshold
+
+
+        if __name__ == "__main__":
+            net = UNet(n_channels=3, n_classes=1)
+            net.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+            for path in sys.argv[2:]:
+                mask = predict_image(net, Image.open(path))
+                Image.fromarray(mask.numpy().astype("uint8") * 255).save(path + ".mask.png")
+        """,
+        files={
+            "unet/__init__.py": """
+                from .model import UNet
+            """,
+            "unet/model.py": """
+                import torch.nn as nn
+
+                from .parts import *
+
+
+                class UNet(nn.Module):
+                    def __init__(self, n_channels, n_classes):
+                        super().__init__()
+                        self.inc = InConv(n_channels, 64)
+                        self.down = Down(64, 128)
+                        self.outc = nn.Conv2d(128, n_classes, 1)
+
+                    def forward(self, x):
+                        return self.outc(self.down(self.inc(x)))
+            """,
+            "unet/parts.py": """
+                import torch.nn as nn
+
+
+                class DoubleConv(nn.Module):
+                    def __init__(self, in_ch, out_ch):
+                        super().__init__()
+                        self.conv = nn.Sequential(
+                            nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.BatchNorm2d(out_ch), nn.ReLU(inplace=True),
+                        )
+
+                    def forward(self, x):
+                        return self.conv(x)
+
+
+                class InConv(nn.Module):
+                    def __init__(self, in_ch, out_ch):
+                        super().__init__()
+                        self.conv = DoubleConv(in_ch, out_ch)
+
+                    def forward(self, x):
+                        return self.conv(x)
+
+
+                class Down(nn.Module):
+                    def __init__(self, in_ch, out_ch):
+                        super().__init__()
+                        self.block = nn.Sequential(nn.MaxPool2d(2), DoubleConv(in_ch, out_ch))
+
+                    def forward(self, x):
+                        return self.block(x)
+            """,
+            "utils.py": """
+                import numpy as np
+                import torch
+
+
+                def to_tensor(image):
+                    return torch.from_numpy(np.asarray(image, dtype=np.float32).transpose(2, 0, 1) / 255)
+            """,
+        },
+        at="probs = torch.sigmoid(net(batch)).squeeze(0)",
+    ),
+    Fires(  # a prediction script: the model comes from a factory of another file, its weights from a checkpoint helper of a
+        # third, and its batch-norm from a part of a fourth; the loop's forward feeds no backward, and nothing calls `.eval()`
+        """
+        import argparse
+        import json
+
+        import torch
+
+        from ckpt import load_checkpoint
+        from models import build_model
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("checkpoint")
+            parser.add_argument("images", nargs="+")
+            args = parser.parse_args()
+            model = build_model("net", classes=10)
+            load_checkpoint(model, args.checkpoint)
+            pass
+            results = {}
+            for path in args.images:
+                image = torch.load(path)
+                results[path] = model(image[None]).argmax(-1).item()
+            with open("predictions.json", "w") as f:
+                json.dump(results, f)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes)
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+        },
+        at="results[path] = model(image[None]).argmax(-1).item()",
+    ),
+    Fires(  # a prediction server: the script that builds it hands it a model it built and loaded, never switched, and trains
+        # nothing; the model's batch-norm sits in a part of another file
+        """
+        import json
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        import torch
+
+
+        class PredictionServer:
+            def __init__(self, model):
+                self.model = model
+
+            def predict(self, pixels):
+                with torch.no_grad():
+                    return self.model(torch.tensor(pixels)[None]).argmax(-1).item()
+
+            def run(self, port):
+                server = self
+
+                class Handler(BaseHTTPRequestHandler):
+                    def do_POST(self):
+                        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                        self.send_response(200)
+                        self.end_headers()
+                        self.wfile.write(json.dumps({"label": server.predict(body["pixels"])}).encode())
+
+                HTTPServer(("0.0.0.0", port), Handler).serve_forever()
+        """,
+        files={
+            "serve.py": """
+                import sys
+
+                from ckpt import load_checkpoint
+                from models import build_model
+                from train import PredictionServer  # the example's own file (the server's module)
+
+                model = build_model("net", classes=10)
+                load_checkpoint(model, sys.argv[1])
+                PredictionServer(model).run(port=8080)
+            """,
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes)
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
+    ),
+    Fires(  # the same server, but the factory returns the model switched to eval: its mode is not known to be training, a note
+        """
+        import json
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        import torch
+
+
+        class PredictionServer:
+            def __init__(self, model):
+                self.model = model
+
+            def predict(self, pixels):
+                with torch.no_grad():
+                    return self.model(torch.tensor(pixels)[None]).argmax(-1).item()
+
+            def run(self, port):
+                server = self
+
+                class Handler(BaseHTTPRequestHandler):
+                    def do_POST(self):
+                        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                        self.send_response(200)
+                        self.end_headers()
+                        self.wfile.write(json.dumps({"label": server.predict(body["pixels"])}).encode())
+
+                HTTPServer(("0.0.0.0", port), Handler).serve_forever()
+        """,
+        files={
+            "serve.py": """
+                import sys
+
+                from ckpt import load_checkpoint
+                from models import build_model
+                from train import PredictionServer  # the example's own file (the server's module)
+
+                model = build_model("net", classes=10)
+                load_checkpoint(model, sys.argv[1])
+                PredictionServer(model).run(port=8080)
+            """,
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes).eval()
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the same model fine-tuned: the forward's loss is backwarded by a helper of another file, so no inference pass
+        """
+        import argparse
+
+        import torch
+        import torch.nn.functional as F
+
+        from ckpt import load_checkpoint
+        from engine import apply_gradients
+        from models import build_model
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("checkpoint")
+            parser.add_argument("data")
+            args = parser.parse_args()
+            model = build_model("net", classes=10)
+            load_checkpoint(model, args.checkpoint)
+            optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+            images, labels = torch.load(args.data)
+            for start in range(0, len(images), 32):
+                logits = model(images[start:start + 32])
+                loss = F.cross_entropy(logits, labels[start:start + 32])
+                print(start, apply_gradients(loss, optimizer))
+            torch.save(model.state_dict(), "finetuned.pt")
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={
+            "models.py": """
+                import torch.nn as nn
+
+                from blocks import ConvBN
+
+
+                class Net(nn.Module):
+                    def __init__(self, classes):
+                        super().__init__()
+                        self.body = nn.Sequential(ConvBN(3, 16), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+                        self.head = nn.Linear(16, classes)
+
+                    def forward(self, x):
+                        return self.head(self.body(x))
+
+
+                def build_model(name, classes):
+                    if name == "net":
+                        return Net(classes)
+                    raise ValueError(name)
+            """,
+            "blocks.py": """
+                import torch.nn as nn
+
+
+                class ConvBN(nn.Module):
+                    def __init__(self, cin, cout):
+                        super().__init__()
+                        self.conv = nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+                        self.bn = nn.BatchNorm2d(cout)
+
+                    def forward(self, x):
+                        return self.bn(self.conv(x)).relu()
+            """,
+            "ckpt.py": """
+                import torch
+
+
+                def load_checkpoint(model, path):
+                    state = torch.load(path, map_location="cpu")
+                    model.load_state_dict(state["model"])
+                    return state.get("epoch", 0)
+            """,
+            "engine.py": """
+                def apply_gradients(loss, optimizer, scaler=None):
+                    optimizer.zero_grad(set_to_none=True)
+                    if scaler is None:
+                        loss.backward()
+                        optimizer.step()
+                    else:
+                        scaler.scale(loss).backward()
+                        scaler.step(optimizer)
+                        scaler.update()
+                    return loss.item()
+            """,
+        },
+    ),
+    Quiet(  # the model's parts in another file: a dropout whose rate the script passes in (zero is possible) and a
+        # batch-norm that keeps no running statistics (batch statistics in both modes): no layer known to act differently
+        """
+        import sys
+
+        import torch
+
+        from tagger import Tagger
+
+
+        def tag_tokens(model, tokens):
+            with torch.no_grad():
+                return model(tokens).argmax(-1)
+
+
+        if __name__ == "__main__":
+            model = Tagger(vocab=30000, tags=17, dropout=float(sys.argv[2]))
+            model.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+            for line in sys.stdin:
+                ids = torch.tensor([[hash(word) % 30000 for word in line.split()]])
+                print(tag_tokens(model, ids).tolist())
+        """,
+        files={
+            "tagger.py": """
+                import torch.nn as nn
+
+                from layers import Encoder
+
+
+                class Tagger(nn.Module):
+                    def __init__(self, vocab, tags, dropout):
+                        super().__init__()
+                        self.encoder = Encoder(vocab, 256, dropout)
+                        self.out = nn.Linear(256, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.encoder(tokens))
+            """,
+            "layers.py": """
+                import torch.nn as nn
+
+
+                class Encoder(nn.Module):
+                    def __init__(self, vocab, dim, dropout):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, dim)
+                        self.norm = nn.BatchNorm1d(dim, track_running_stats=False)
+                        self.drop = nn.Dropout(dropout)
+
+                    def forward(self, tokens):
+                        return self.drop(self.norm(self.embed(tokens).transpose(1, 2)).transpose(1, 2))
+            """,
+        },
+    ),
     Quiet(  # the helper the loaded tagger is handed to switches it to eval mode before tagging
         """
         import torch
