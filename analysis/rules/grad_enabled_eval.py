@@ -145,7 +145,7 @@ from trainlint.analysis.torchapi import (
     is_optimizer_class,
     is_parameterless_layer,
 )
-from trainlint.analysis.tree import STATEMENT_NODES, children, is_statement, statement_level
+from trainlint.analysis.tree import STATEMENT_NODES, is_statement, statement_level
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -166,6 +166,7 @@ from trainlint.rules import (
     Value,
     backward_target,
     calls_in,
+    children,
     dotted,
     indentation,
     is_backward,
