@@ -66,6 +66,20 @@ class Recorder(TorchDispatchMode):
         return result
 
 
+def live_over_time(events: list[tuple[str, int, int]]) -> list[int]:
+    """The bytes of live storages after each event of a ``Recorder``'s trace."""
+    sizes: dict[int, int] = {}
+    live, timeline = 0, []
+    for kind, handle, nbytes in events:
+        if kind == "alloc":
+            sizes[handle] = nbytes
+            live += nbytes
+        else:
+            live -= sizes.pop(handle)
+        timeline.append(live)
+    return timeline
+
+
 @dataclass
 class _Block:
     segment: int

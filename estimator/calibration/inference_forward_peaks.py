@@ -26,8 +26,7 @@ from transformers.initialization import no_init_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import activations  # noqa: E402
-from allocator_replay import Recorder  # noqa: E402
-from inference_peaks import _live_over_time  # noqa: E402
+from allocator_replay import Recorder, live_over_time  # noqa: E402
 from param_counts import DEFAULT_CATALOG, _decoder_config  # noqa: E402
 
 # (catalog id, batch, tokens, use_cache): a Llama-shaped 7B whose cache outweighs its logits, the same without a cache
@@ -55,7 +54,7 @@ def run(a: dict, batch: int, tokens: int, use_cache: bool) -> dict:
             logits = out.logits.numel() * out.logits.element_size()
             cache = out.past_key_values
             kv = 0 if cache is None else sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
-    timeline = _live_over_time(recorder.events)
+    timeline = live_over_time(recorder.events)
     return {"model": a["id"], "batch": batch, "tokens": tokens, "use_cache": use_cache, "attention": "sdpa",
             "peak_beyond_weights": max(timeline[start:end]) - timeline[start - 1], "logits": logits, "kv_cache": kv}
 

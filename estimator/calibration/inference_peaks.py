@@ -28,7 +28,7 @@ from transformers.initialization import no_init_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import activations  # noqa: E402
-from allocator_replay import Recorder  # noqa: E402
+from allocator_replay import Recorder, live_over_time  # noqa: E402
 from param_counts import DEFAULT_CATALOG, _decoder_config  # noqa: E402
 
 # (catalog id, attention implementation, prompt tokens): the Qwen2.5 sizes of the published speed benchmark,
@@ -55,20 +55,6 @@ CASES = [
 ]
 
 
-def _live_over_time(events: list[tuple[str, int, int]]) -> list[int]:
-    """The bytes of live storages after each event of a trace."""
-    sizes: dict[int, int] = {}
-    live, timeline = 0, []
-    for kind, handle, nbytes in events:
-        if kind == "alloc":
-            sizes[handle] = nbytes
-            live += nbytes
-        else:
-            live -= sizes.pop(handle)
-        timeline.append(live)
-    return timeline
-
-
 def run(a: dict, attention: str, prompt: int) -> dict:
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=False), activations._not_tracing(), recorder:
@@ -89,7 +75,7 @@ def run(a: dict, attention: str, prompt: int) -> dict:
             step = model(input_ids=ids[:, -1:], past_key_values=cache, use_cache=True, logits_to_keep=1)
             after_decode = len(recorder.events)
             del step
-    timeline = _live_over_time(recorder.events)
+    timeline = live_over_time(recorder.events)
     prefill = max(timeline[before_prefill:before_decode]) - weights - kv
     decode = max(timeline[before_decode:after_decode]) - timeline[before_decode - 1]
     hidden = a["hidden"]

@@ -35,7 +35,7 @@ import transformers
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from allocator_replay import Recorder, replay  # noqa: E402
+from allocator_replay import Recorder, live_over_time, replay  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent.parent / "data" / "architectures.json"
 
@@ -58,19 +58,6 @@ def _config(a: dict) -> transformers.LlamaConfig:
     )
 
 
-def _live_over_time(events: list[tuple[str, int, int]]) -> list[int]:
-    sizes: dict[int, int] = {}
-    live, timeline = 0, []
-    for kind, handle, nbytes in events:
-        if kind == "alloc":
-            sizes[handle] = nbytes
-            live += nbytes
-        else:
-            live -= sizes.pop(handle)
-        timeline.append(live)
-    return timeline
-
-
 def run(a: dict, batch: int, tokens: int) -> dict:
     recorder = Recorder()
     with FakeTensorMode(allow_non_fake_inputs=False), recorder:
@@ -83,7 +70,7 @@ def run(a: dict, batch: int, tokens: int) -> dict:
             end = len(recorder.events)
             logits = out.logits.numel() * out.logits.element_size()
             kv = sum(t.numel() * t.element_size() for layer in out.past_key_values for t in layer)
-    timeline = _live_over_time(recorder.events)
+    timeline = live_over_time(recorder.events)
     before = timeline[start - 1]
     allocator = replay(recorder.events[: end])
     return {"model": a["id"], "batch": batch, "tokens": tokens, "attention": model.config._attn_implementation
@@ -119,7 +106,7 @@ def run_generate(a: dict, batch: int, prompt: int, new_tokens: int) -> dict:
             out = model.generate(ids, max_new_tokens=new_tokens, do_sample=False)
             end = len(recorder.events)
             assert out.shape[1] == prompt + new_tokens
-    timeline = _live_over_time(recorder.events)
+    timeline = live_over_time(recorder.events)
     kv_per_token = 2 * a["layers"] * (a.get("kv_heads") or a["heads"]) * (a["hidden"] // a["heads"]) * 2 * batch
     return {"model": a["id"], "batch": batch, "prompt": prompt, "new_tokens": new_tokens, "attention": "eager",
             "peak_beyond_weights": max(timeline[start:end]) - timeline[start - 1],
