@@ -410,8 +410,11 @@ def bands_table() -> str:
     bands = stored_bands()
     results = published_results()
     lines = [
-        f"The {bands.quantile:.0%} quantile of |ln(measured / estimate)| over {bands.derived_from}; each source group "
-        f"weighs alike; a kind with measurements from fewer than {bands.min_groups} groups takes every kind's, pooled.",
+        f"Each source group's {bands.quantile:.0%} quantile of |ln(measured / estimate)| over {bands.derived_from} is "
+        f"its score; a band is the score of rank ceil((n + 1) × {bands.quantile}) of its n groups, which a new source's "
+        f"score stays within with probability rank / (n + 1) (promised) if sources are alike; a kind with fewer than "
+        f"{bands.min_groups} groups takes every kind's, pooled, and where that has fewer too, every cell's at its largest "
+        "score.",
         "",
         "| kind of run | settings | band | its source groups | its estimates | calibration: inside | false fits | false OOMs "
         "| test: inside | false fits | false OOMs |",
@@ -423,7 +426,8 @@ def bands_table() -> str:
             if not users:
                 continue
             cell, band = band_of(users[0]["mechanism"].plan, bands)
-            shown = f"×/÷{math.exp(band.spread):.2f} ({'pooled' if cell.startswith('pooled/') else 'its own'}) | {band.groups} | {band.peaks}"
+            shown = (f"×/÷{math.exp(band.spread):.2f} ({'pooled' if cell.startswith('pooled/') else 'its own'}, promised "
+                     f"{band.promised:.0%}) | {band.groups} | {band.peaks}")
             halves = []
             for split in SPLITS:
                 summary = summarise([r for r in users if r["split"] == split])

@@ -53,6 +53,7 @@ from .plan import (
     larger,
     validate,
 )
+from .trainer_eval import eval_logits_note
 from .units import GIB
 from .unstated import covered, cuda_context, unstated_kbit_preparation, unstated_load_dtype, unstated_lora_base
 from .versions import ROTARY_CACHE_UNTIL, settled_by
@@ -164,6 +165,9 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     context = cuda_context(plan, context_bytes, notes)
     room = None if usable_bytes is None else Interval.exact(usable_bytes) + (context + outside_allocator).scaled(-1.0)
     cached = length_cache(plan, allocated, reserved, breakdown, room, notes)
+    evaluation = eval_logits_note(plan, geometry, (breakdown.weights + breakdown.optimizer).estimate,
+                                  None if room is None else room.estimate)
+    notes += [evaluation] if evaluation else []
     reserved = reserved + cached
     process = reserved + context + outside_allocator + Interval(0.0, paged.estimate, paged.high)
     plan = dataclasses.replace(plan, attention=asked.attention)

@@ -3,14 +3,18 @@
 The cost model's own interval (low, estimate, high) covers the alternatives it knows of: a setting nobody stated, a
 library release, the allocator's fragmentation. It does not cover what it does not know, and on measurements from
 sources it had never seen that was most of the error (issue 32: 32 % of the test half inside it). So every estimate's
-peaks are widened to at least the error band of its kind of run: the 90th percentile of |ln(measured / estimate)|
-over the calibration half's published measurements, each source group weighing as much as any other, measured
-separately for each kind of run (full fine-tuning, LoRA, QLoRA, inference and generation, diffusion) and for plans
-that state the settings the point estimate would otherwise choose (`left_unstated`) and plans that leave one of them
-to it. The point estimate does not move; the band is `estimate × e^(±spread)` and the interval is the union of it and
-the cost model's own. A cell with measurements from fewer than `MIN_GROUPS` source groups takes the band of every kind
-pooled (with the same stated-or-not). The bands are derived by `accuracy.py --write` into `data/error_bands.json`;
-nothing else is fitted, and the test half is never read to derive them.
+peaks are widened to at least the error band of its kind of run, derived from the calibration half's published
+measurements by source group, because a script the estimator is asked about is one more source: each group's
+`QUANTILE` of |ln(measured / estimate)| is its score, and a cell's band is the score of rank ceil((n + 1) × QUANTILE)
+among its n groups (split conformal prediction with the source group as the exchangeable unit). Under that
+exchangeability, a new source's own `QUANTILE` of errors falls inside the band with probability at least rank / (n + 1)
+(`Band.promised`). A cell needs `groups_needed(QUANTILE)` groups (9 for 0.9) before its rank exists; with fewer it takes
+the band of every kind pooled with the same stated-or-not, and where that too has fewer, every cell's groups pooled at
+their largest score, promising n / (n + 1) only. Cells: per kind of run (full fine-tuning, LoRA, QLoRA, inference and
+generation, diffusion) and per whether the plan states the settings the point estimate would otherwise choose
+(`left_unstated`). The point estimate does not move; the band is `estimate × e^(±spread)` and the interval is the union
+of it and the cost model's own. The bands are derived by `accuracy.py --write` into `data/error_bands.json`; nothing
+else is fitted, and the test half is never read to derive them.
 """
 
 from __future__ import annotations
@@ -31,26 +35,28 @@ from .versions import ROTARY_CACHE_UNTIL
 
 BANDS_PATH = Path(__file__).parent / "data" / "error_bands.json"
 QUANTILE = 0.9
-MIN_GROUPS = 3
 KINDS = ("full", "lora", "qlora", "inference", "diffusion")
 KIND_NAMES = {
     "full": "full fine-tuning", "lora": "LoRA", "qlora": "QLoRA", "inference": "inference and generation",
     "diffusion": "diffusion", "pooled": "every kind of run",
 }
 STATED = ("stated", "unstated")
+EVERY_CELL = "pooled/any"  # every kind, stated or not
 
 
 class Band(msgspec.Struct, frozen=True):
-    spread: float  # the QUANTILE of |ln(measured / estimate)|, each source group weighing alike
+    spread: float  # the score (a group's QUANTILE of |ln(measured / estimate)|) of the conformal rank among the groups
     groups: int  # source groups with a measurement in the cell
     peaks: int  # measurements in the cell
+    # the probability, with source groups exchangeable, that a new source's QUANTILE of errors is within the band
+    promised: float
 
 
 class Bands(msgspec.Struct, frozen=True):
     quantile: float
-    min_groups: int
+    min_groups: int  # the groups a cell needs for the conformal rank (groups_needed)
     derived_from: str
-    cells: dict[str, Band]  # "KIND/stated" or "KIND/unstated", and "pooled/..."
+    cells: dict[str, Band]  # "KIND/stated" or "KIND/unstated", "pooled/stated" or "pooled/unstated", and EVERY_CELL
 
 
 def kind_of_run(plan: Plan) -> str:
@@ -117,7 +123,9 @@ def band_of(plan: Plan, bands: Bands) -> tuple[str, Band]:
     if cell in bands.cells:
         return cell, bands.cells[cell]
     pooled = "pooled/" + cell.split("/")[1]
-    return pooled, bands.cells[pooled]
+    if pooled in bands.cells:
+        return pooled, bands.cells[pooled]
+    return EVERY_CELL, bands.cells[EVERY_CELL]
 
 
 def widened(result: Estimate, bands: Bands | None = None) -> Estimate:
@@ -133,14 +141,17 @@ def widened(result: Estimate, bands: Bands | None = None) -> Estimate:
     kind, stated = cell.split("/")
     own_kind = kind_of_run(result.plan)
     measured_for = (KIND_NAMES[kind] if kind == own_kind
-                    else f"every kind of run pooled ({KIND_NAMES[own_kind]} is measured on fewer than {bands.min_groups} groups)")
+                    else f"every kind of run pooled ({KIND_NAMES[own_kind]} is measured on fewer than {bands.min_groups} "
+                    "groups, too few for the rank)")
     unstated = left_unstated(result.plan)
+    settings = ("with settings left unstated" if stated == "unstated" else "with every setting stated" if stated == "stated"
+                else "stated or not")
     note = (
-        f"the interval covers the cost model's own alternatives and at least ×/÷{factor:.2f} around the estimate: the "
-        f"{bands.quantile:.0%} quantile of the estimate's error over {band.groups} calibration source groups of published "
-        f"measurements ({band.peaks} estimates) for {measured_for}, "
-        + (f"with settings left unstated ({', '.join(unstated)})" if stated == "unstated"
-           else "with every setting it depends on stated")
+        f"the interval covers the cost model's own alternatives and at least ×/÷{factor:.2f} around the estimate: of "
+        f"{band.groups} calibration source groups of published measurements ({band.peaks} estimates) for {measured_for}, "
+        f"{settings}, the score of a new source (the {bands.quantile:.0%} quantile of its errors) is within it with "
+        f"probability {band.promised:.0%} if sources are alike"
+        + (f"; left unstated here: {', '.join(unstated)}" if unstated else "; every setting it depends on is stated here")
     )
     return dataclasses.replace(
         # the process peak's band applies to what the run needs; the cache it gives back (samples of varying length)
@@ -163,20 +174,36 @@ def weighted_quantile(values: list[tuple[float, float]], quantile: float) -> flo
     return ordered[-1][0]
 
 
+def groups_needed(quantile: float) -> int:
+    """The fewest source groups whose conformal rank ceil((n + 1) × quantile) is one of them."""
+    return math.ceil(quantile / (1.0 - quantile) - 1e-9)
+
+
+def conformal_band(scores: list[float], peaks: int, quantile: float) -> Band:
+    """The band of some groups' scores: the one of rank ceil((n + 1) × quantile), or the largest where n is too few for
+    that rank, with the probability it promises a new group."""
+    ordered = sorted(scores)
+    rank = min(math.ceil((len(ordered) + 1) * quantile - 1e-9), len(ordered))
+    return Band(round(ordered[rank - 1], 4), len(ordered), peaks, round(rank / (len(ordered) + 1), 4))
+
+
 def derive(residuals: Iterable[tuple[str, str, float]], derived_from: str) -> Bands:
-    """The bands from (cell, source group, ln(measured / estimate)) triples: per cell and per stated-or-not pooled over
-    every kind, each group's measurements sharing one unit of weight."""
+    """The bands from (cell, source group, ln(measured / estimate)) triples: per cell, per stated-or-not pooled over
+    every kind, and over every cell, each group scored by its own QUANTILE of errors there (`conformal_band`). A cell is
+    kept only where its groups are enough for the rank, save the last (every cell pooled: its largest score where they
+    are not). A group is scored over all its rows, as a new source is one more group with all of its rows."""
     by_cell: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for cell, group, residual in residuals:
-        by_cell[cell][group].append(abs(residual))
-        by_cell["pooled/" + cell.split("/")[1]][group].append(abs(residual))
+        for name in (cell, "pooled/" + cell.split("/")[1], EVERY_CELL):
+            by_cell[name][group].append(abs(residual))
+    needed = groups_needed(QUANTILE)
     cells = {}
     for cell, groups in sorted(by_cell.items()):
-        if len(groups) < MIN_GROUPS and not cell.startswith("pooled/"):
+        if len(groups) < needed and cell != EVERY_CELL:
             continue
-        weighted = [(error, 1.0 / len(errors)) for errors in groups.values() for error in errors]
-        cells[cell] = Band(round(weighted_quantile(weighted, QUANTILE), 4), len(groups), len(weighted))
-    return Bands(QUANTILE, MIN_GROUPS, derived_from, cells)
+        scores = [weighted_quantile([(error, 1.0) for error in errors], QUANTILE) for errors in groups.values()]
+        cells[cell] = conformal_band(scores, sum(len(errors) for errors in groups.values()), QUANTILE)
+    return Bands(QUANTILE, needed, derived_from, cells)
 
 
 def encoded(bands: Bands) -> bytes:

@@ -204,6 +204,9 @@ class Plan:
     # trl_checkpointing: the default of the stated TRL release. None: the version is unknown (the estimate on, the high end off).
     trl_default_checkpointing: bool = False
     trl_checkpointing: bool | None = None
+    # The HF Trainer given a compute_metrics, with eval_accumulation_steps unset: every evaluation batch's logits stay on
+    # the device until the evaluation ends (trainer_eval.py); a note says what each evaluation sample adds.
+    trainer_eval_logits: bool = False
     # What zero_grad does with the gradients: torch 2.0 made set_to_none=True the default of Optimizer.zero_grad and
     # Module.zero_grad (PR 92731), so they are freed before the next forward; before, both zeroed them in place and
     # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,

@@ -24,6 +24,7 @@ from .local_files import Unreadable, read_json
 from .lora_config import read_lora_config
 from .script_defaults import argparse_defaults, dataclass_defaults
 from .script_inputs import Found, ScriptInputs
+from .trainer_eval import keeps_eval_logits
 from .training_loop import training_loop
 
 UNKNOWN = object()
@@ -113,6 +114,7 @@ class _Reader:
         # definition that keeps it off (an option, a field, a constant), the call and the test around it
         self.switched_off: dict[str, tuple[cst.CSTNode, ParsedChunk, str]] = {}
         self.trainer_arguments: tuple[cst.CSTNode, ParsedChunk] | None = None  # TrainingArguments without `optim`
+        self.arguments_call: tuple[cst.Call, ParsedChunk] | None = None  # the first TrainingArguments (or SFTConfig) read
         self.trl_config: tuple[cst.CSTNode, ParsedChunk] | None = None  # a TRL SFTConfig without `gradient_checkpointing`
         self.arguments_defaults: list[tuple[str, Any, cst.CSTNode, ParsedChunk, str]] = []  # left to a Trainer's defaults
         self.cast_to_fp32 = False
@@ -237,6 +239,8 @@ class _Reader:
                     trainer = (call.node, call.chunk)
                 if generating is None and (call.method == "generate" or head == "generate"):
                     generating = (call.node, call.chunk)
+        if trainer is not None and keeps_eval_logits(self, trainer, self.arguments_call):
+            self._set("trainer_eval_logits", True, *trainer)
         self._read_settings()
         self._read_fsdp_precision()
         if self.trainer_arguments is not None and inputs.optimizer is None:  # no optimizer of the script's own either
@@ -685,6 +689,7 @@ class _Reader:
             self._set("loads_checkpoint_dtype", True, node, chunk)
 
     def _read_trainer_arguments(self, node: cst.Call, chunk: ParsedChunk, head: str) -> None:
+        self.arguments_call = self.arguments_call or (node, chunk)
         for flag in ("bf16", "fp16"):
             if self.value(self.keyword(node, flag), chunk) is True:
                 self._set("dtype", f"amp-{flag}", node, chunk)

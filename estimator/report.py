@@ -109,11 +109,12 @@ def to_json(report: MemoryReport) -> dict:
 
 def error_band(plan: Plan) -> dict:
     """The error band the peaks' interval reaches (error_bands.py), for programs: which cell it was read from, the factor
-    around the estimate, the quantile and the source groups it was measured on, and the settings left unstated."""
+    around the estimate, the quantile and the source groups it was measured on, the probability it promises a new
+    source (`Band.promised`), and the settings left unstated."""
     bands = stored_bands()
     cell, band = band_of(plan, bands)
     return {"cell": cell, "factor": round(math.exp(band.spread), 4), "quantile": bands.quantile,
-            "source_groups": band.groups, "left_unstated": left_unstated(plan)}
+            "source_groups": band.groups, "promised": band.promised, "left_unstated": left_unstated(plan)}
 
 
 def to_text(report: MemoryReport) -> str:

@@ -70,6 +70,7 @@ class ScriptInputs:
     fsdp_param_dtype: Found | None = None  # FSDP's MixedPrecision(param_dtype=...): the gathered units' dtype
     omitted_components: Found | None = None  # diffusers: components loaded as None (text_encoder_3=None)
     trainer_default_optimizer: Found | None = None  # True: TrainingArguments leaves the optimizer to the Trainer
+    trainer_eval_logits: Found | None = None  # True: the Trainer's evaluation keeps its logits on the device
     # zero_grad(set_to_none=...) stated: True frees the gradients before the next forward, False zeroes them in place
     zero_grad_frees: Found | None = None
     # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)

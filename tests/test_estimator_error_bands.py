@@ -8,10 +8,14 @@ from trainlint.estimator import accuracy
 from trainlint.estimator.architectures import find_architecture
 from trainlint.estimator.costmodel import FITS, OOM, TIGHT, estimate, mechanism_estimate, verdict
 from trainlint.estimator.error_bands import (
+    EVERY_CELL,
     QUANTILE,
+    Band,
     band_of,
     cell_of,
+    conformal_band,
     derive,
+    groups_needed,
     left_unstated,
     stored_bands,
     weighted_quantile,
@@ -46,18 +50,33 @@ def test_every_source_group_weighs_alike_in_the_quantile():
     # one group of a hundred exact estimates and two groups of one estimate off by half: the groups, not the rows, count
     residuals = [("lora/stated", "many", 0.0)] * 100 + [("lora/stated", "one", 0.5), ("lora/stated", "other", -0.5)]
     bands = derive(residuals, "test")
-    assert bands.cells["lora/stated"].spread == 0.5 and bands.cells["lora/stated"].groups == 3
+    assert "lora/stated" not in bands.cells  # three groups are too few for the rank
+    assert bands.cells[EVERY_CELL] == Band(0.5, 3, 102, 0.75)  # their largest score, a new group within it 3 times in 4
     assert weighted_quantile([(0.0, 1.0), (1.0, 1.0)], 0.5) == 0.0
     assert weighted_quantile([(0.0, 1.0), (1.0, 1.0)], QUANTILE) == 1.0
 
 
+def test_a_band_is_the_score_of_the_conformal_rank_among_the_groups():
+    # each group's score is its own 90 % quantile: four exact rows and one off by `k` percent score k percent
+    residuals = [("lora/stated", f"g{k}", 0.0) for k in range(1, 20) for _ in range(4)]
+    residuals += [("lora/stated", f"g{k}", k / 100) for k in range(1, 20)]
+    assert groups_needed(QUANTILE) == 9
+    band = derive(residuals, "test").cells["lora/stated"]
+    # 19 groups: rank ceil(20 × 0.9) = 18, so a new group's score is below the 18th smallest 18 times in 20
+    assert band == Band(0.18, 19, 95, 0.9)
+    assert conformal_band([0.1] * 8 + [0.4], 9, QUANTILE) == Band(0.4, 9, 9, 0.9)
+    assert conformal_band([0.1] * 8, 8, QUANTILE).promised == round(8 / 9, 4)  # too few: the largest, promising less
+
+
 def test_a_kind_measured_on_too_few_sources_takes_every_kinds_band():
-    residuals = [("full/stated", "a", 0.3), ("lora/stated", "b", 0.1), ("lora/stated", "c", 0.1), ("lora/stated", "d", 0.1)]
+    residuals = [("full/stated", "a", 0.3)] + [("lora/stated", f"g{k}", 0.1) for k in range(9)]
     bands = derive(residuals, "test")
-    assert "full/stated" not in bands.cells and bands.cells["pooled/stated"].groups == 4
+    assert "full/stated" not in bands.cells and bands.cells["pooled/stated"].groups == 10
     full = _stated_lora(lora_rank=None)
     assert band_of(full, bands) == ("pooled/stated", bands.cells["pooled/stated"])
     assert band_of(_stated_lora(), bands) == ("lora/stated", bands.cells["lora/stated"])
+    few = derive(residuals[:3], "test")  # no pooled cell has enough groups: every cell's, at its largest score
+    assert band_of(_stated_lora(), few) == (EVERY_CELL, Band(0.3, 3, 3, 0.75))
 
 
 def test_a_plan_that_leaves_a_setting_to_the_estimator_is_banded_as_unstated():
@@ -103,4 +122,4 @@ def test_the_json_report_names_the_band_and_what_was_left_unstated():
     shown = to_json(build(plan, resolve_target("a10g", 1), {}))["error_band"]
     cell, band = band_of(plan, stored_bands())
     assert shown == {"cell": cell, "factor": round(math.exp(band.spread), 4), "quantile": QUANTILE,
-                     "source_groups": band.groups, "left_unstated": ["attention kernel"]}
+                     "source_groups": band.groups, "promised": band.promised, "left_unstated": ["attention kernel"]}
