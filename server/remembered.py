@@ -6,23 +6,25 @@ about a second of CPU for a 3,800-line file, before it can say anything. Most fi
 are files it opened before, unchanged since. So each analysis of a document whose text is its
 file's on disk (as it was opened or saved) is remembered in the user's cache folder (never the
 workspace): ``$TRAINLINT_CACHE_DIR/reports``, else ``~/.cache/trainlint/reports``, kept and pruned
-as the command line's results cache is (``trainlint/cache.py``), in a folder named by trainlint's
-version and installation. An entry is found by a key that hashes everything the findings depend on
-that is known before analysing: the text, the file's path, the workspace folders imports are looked
-up in, and the settings; and it records everything the analysis read of the workspace: each module
-an import looked for and the file it found, and each file reached with its modification time and
+as the command line's results cache is (``trainlint/cache.py``: entries unused for 30 days go, and
+the results of all but the last few installations), in a folder named by trainlint's version and
+installation. An entry is found by a key that hashes everything the findings depend on that is
+known before analysing: the text, the file's path, the workspace folders imports are looked up in,
+and the settings; and it records everything the analysis read of the workspace: each module an
+import looked for and the file it found, and each file reached with its modification time and
 size. An entry whose lookups find another file now, or whose files changed, is not used.
 
 The remembered report is the document's last finished analysis until its own is done
 (``Analysis.remembered``): pulls and publishes answer from it at once, the analysis of the text
 starts as for any document, and the client is given its report when it is done (a re-pull where the
-client can be asked, else a new publish). Not remembered, because an entry could not tell when its
-findings would change: a document with no file (an unsaved buffer), settings with a target GPU (the
-VRAM estimate reads model configurations, the Hugging Face cache among them, that no entry records)
-or with local plugins (the project's own code, which may read anything), and the rules' strict
-mode. One dependency no entry records is shared with the command line's cache: a workspace file
-that starts calling a function of the document (``analysis/callers.py``) is seen by the fresh
-analysis, not by the remembered report.
+client can be asked, else a new publish). Served before the rules are imported, its diagnostics
+carry no link to the rule's page (``diagnostics.help_uri``). Not remembered, because an entry could
+not tell when its findings would change: a document with no file (an unsaved buffer), settings with
+a target GPU (the VRAM estimate reads model configurations, the Hugging Face cache among them, that
+no entry records) or with local plugins (the project's own code, which may read anything), and the
+rules' strict mode. One dependency no entry records is shared with the command line's cache: a
+workspace file that starts calling a function of the document (``analysis/callers.py``) is seen by
+the fresh analysis, not by the remembered report.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class RememberedReports:
         self._opened: ResultCache | None = None
         self._unavailable = folder is None
         self._lock = threading.Lock()
+        self._pruned = False  # pruned once per process (at most once a day, ``ResultCache.prune``)
 
     @classmethod
     def in_user_cache(cls) -> RememberedReports:
@@ -84,6 +87,9 @@ class RememberedReports:
         cache = self._cache() if key is not None else None
         if cache is not None and key is not None:
             cache.store(key, findings, workspace, str(path))
+            if not self._pruned:  # here, on an analysis thread, not at the didOpen that opened the folder
+                self._pruned = True
+                cache.prune()
 
     def _cache(self) -> ResultCache | None:
         """The folder, each time seen afresh: a ``ResultCache`` keeps the stamps it read for one run
