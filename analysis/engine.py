@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from .context import RawFinding, RuleContext
 from .dependencies import NOTHING_FOUND, KeptResult, KeptStatement, ScopeResult, recording
-from .engine_codes import NOT_ANALYSED, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
+from .engine_codes import NOT_ANALYSED, STRICT_ENV, SYNTAX_ERROR, UNUSED_SUPPRESSION, EngineCode
 from .findings import Finding, Severity
 from .module import ModuleAnalysis, Superseded
 from .patterns import follows_none
@@ -34,10 +34,6 @@ _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 # problem"): UTF-16 and UTF-32, and punycode, whose decoder takes time that grows with the square
 # of the text (600 KB: about 25 s).
 _REFUSED_ENCODINGS = ("utf-16", "utf-32", "punycode")
-
-
-# Rules raise instead of reporting when this is set, so their tests see their bugs.
-STRICT_ENV = "TRAINLINT_STRICT"
 
 
 @contextlib.contextmanager

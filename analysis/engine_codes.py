@@ -10,6 +10,10 @@ from typing import NamedTuple
 
 from .findings import Severity
 
+# Rules raise instead of reporting when this is set, so their tests see their bugs. (Here, not in
+# ``engine``: the server reads it before it has imported the analysis.)
+STRICT_ENV = "TRAINLINT_STRICT"
+
 
 class EngineCode(NamedTuple):
     code: str

@@ -70,6 +70,8 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         latest = state.latest
         summary = f"version {latest.version}, {len(latest.findings)} findings" if latest else "not analysed yet"
         summary += f", {state.analyses} analyses ({state.stopped} stopped for a newer text)"
+        if state.first_remembered:
+            summary += ", its first report remembered from an earlier analysis of its text"
         config = ls.linter.config_for(state.path).source
         lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)

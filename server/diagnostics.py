@@ -20,7 +20,7 @@ from pygls.exceptions import JsonRpcException
 
 from trainlint.analysis.findings import Finding, Severity
 
-from .documents import Analysis
+from .documents import Analysis, analysis_imported
 from .notebooks import cell_analysis, python_cells
 from .positions import Positions
 from .scheduling import analysis as analysis_of
@@ -66,6 +66,8 @@ def to_diagnostic(finding: Finding, positions: Positions, uri: str, help_uri: st
 
 
 def help_uri(ls: TrainlintServer, finding: Finding) -> str | None:
+    if not analysis_imported():  # a remembered report, out before the rules are imported: no link, no wait
+        return None
     rule = ls.rules.get(finding.code)
     return rule.help_uri() if rule is not None else None
 
@@ -121,7 +123,7 @@ async def pull_diagnostics(
         raise ServerCancelled() from None
     if analysis is None:
         return types.RelatedFullDocumentDiagnosticReport(items=[])
-    if analysis.carried_from is not None:
+    if analysis.carried_from is not None or analysis.remembered:
         ls.stale_diagnostics.add(uri)
     current = result_id(ls, analysis)
     if params.previous_result_id == current:
@@ -202,7 +204,7 @@ async def publish(ls: TrainlintServer, uri: str) -> None:
             types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics(ls, uri, analysis), version=version)
         )
         job = ls.jobs.get(uri)
-        if analysis.carried_from is None or job is None:
+        if (analysis.carried_from is None and not analysis.remembered) or job is None:
             return
         await asyncio.shield(job)
 

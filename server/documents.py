@@ -81,6 +81,11 @@ def import_analysis() -> None:
         _analysis_ready.set()
 
 
+def analysis_imported() -> bool:
+    """Whether the analysis and its rules are imported (``import_analysis`` is done)."""
+    return _analysis_ready.is_set()
+
+
 def import_ahead() -> None:
     """What the server runs on a thread of its own as it starts, while the client greets it: the
     analysis' import, so that the first analysis finds it done; then, once a first analysis has
@@ -128,6 +133,9 @@ class Analysis:
     changes: int = -1  # how many edits the editor's document had had when this text was read (-1: unknown)
     # An analysis of an older text whose positions were carried to this one (``carry``); None: this text's own.
     carried_from: Analysis | None = field(default=None, compare=False)
+    # Findings an earlier session's analysis of this same text gave (``remembered``), answered until
+    # this text's own analysis is done; they are not this process' analysis, which still runs.
+    remembered: bool = field(default=False, compare=False)
 
     @property
     def source(self) -> Analysis:
@@ -167,6 +175,7 @@ class DocumentState:
     # so that the pull, inlay-hint and hover requests of one key carry it once.
     carried: tuple[Analysis, int, Analysis] | None = None
     warmed: bool = False  # ``warm_positions`` asked for once, after the document's first analysis
+    first_remembered: bool = False  # its first report was remembered from an earlier session (``remembered``)
 
     def expensive(self, text: str) -> bool:
         """Whether analysing this text may hold up other documents' analyses. Asked on the event
@@ -197,7 +206,7 @@ class DocumentState:
         with self.lock:
             latest = self.latest
             unchanged = self.module is None or self.module.imports_unchanged()
-            if latest is not None and latest.text == text and latest.settings == settings and unchanged:
+            if latest is not None and latest.text == text and latest.settings == settings and unchanged and not latest.remembered:
                 if latest.version != version or latest.changes != changes:
                     latest = replace(latest, version=version, changes=changes)
                     self.latest = latest

@@ -32,6 +32,7 @@ from .configuration import CONFIG_RECHECK_S, SettingsStore
 from .documents import Analysis, DocumentState, Stopped
 from .framing import BinaryReader, StreamReader, log_message, serve
 from .idle_gc import IdleGarbageCollector
+from .remembered import RememberedReports
 from .text import LspTextDocument
 
 log = logging.getLogger("trainlint.server")
@@ -68,6 +69,7 @@ class TrainlintServer(LanguageServer):
         self.expensive_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainlint-analysis-expensive")
         self._reported_problems: set[str] = set()
         self.idle_gc = IdleGarbageCollector()
+        self.remembered = RememberedReports.in_user_cache()  # first reports of documents opened again
         self.workspaces: dict[Path, Workspace] = {}
         # Notebooks: one analysis of all code cells as one program, per notebook; the cells last published to.
         self.notebooks: dict[str, DocumentState] = {}

@@ -20,6 +20,7 @@ from trainlint.settings import EffectiveSettings
 from .carry import carry_anchor, carry_finding
 from .documents import STOPPED, Analysis, Asked, DocumentState, Stopped
 from .notebooks import cell_analysis
+from .remembered import remember_analysis
 
 if TYPE_CHECKING:
     from trainlint.estimator.anchors import Anchor
@@ -60,6 +61,10 @@ async def analysis(ls: TrainlintServer, uri: str) -> Analysis | None:
         settings = ls.settings_for(state)
         job = ls.jobs.get(uri)
         latest = state.latest
+        if latest is not None and latest.remembered and latest.text == text and latest.settings == settings:
+            if job is None:
+                _start_analysis(ls, uri, state, text, version, settings)
+            return latest  # an earlier session's findings for this very text, until its own analysis is done
         if job is None and latest is not None and latest.text == text and latest.settings == settings:
             if state.module is None or state.module.imports_unchanged():
                 return state.with_version(latest, version, ls.changes_of(uri, version))
@@ -91,7 +96,7 @@ def last_finished(ls: TrainlintServer, uri: str) -> Analysis | None:
     settings = ls.settings_for(state)
     latest = state.latest
     job = ls.jobs.get(uri)
-    if latest is not None and latest.text == text and latest.settings == settings and job is None:
+    if latest is not None and latest.text == text and latest.settings == settings and job is None and not latest.remembered:
         if state.module is None or state.module.imports_unchanged():
             return state.with_version(latest, version, ls.changes_of(uri, version))
     if job is None:
@@ -141,12 +146,15 @@ def _start_analysis(
             return False
         return state.edits != edits or ls.documents.get(uri) is not state
 
+    def analyse() -> Analysis:  # on the lane's thread
+        result = state.analyse(text, version, settings, superseded, changes)
+        remember_analysis(ls, uri, state, result)
+        return result
+
     async def run() -> Analysis | Stopped | None:
         result: Analysis | Stopped | None = None
         try:
-            result = await loop.run_in_executor(
-                ls.lane(state, text), state.analyse, text, version, settings, superseded, changes,
-            )
+            result = await loop.run_in_executor(ls.lane(state, text), analyse)
         except Superseded:  # counted by the document, whose stops ``superseded`` reads
             result = STOPPED
         except Exception:  # the engine never raises on bad input; this is our bug, not the user's

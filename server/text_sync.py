@@ -18,6 +18,7 @@ from trainlint.linter import CONFIG_FILES
 from trainlint.settings import RUN_ON_SAVE
 
 from . import diagnostics
+from .remembered import first_report
 
 if TYPE_CHECKING:
     from .language_server import TrainlintServer
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 def did_open(ls: TrainlintServer, params: types.DidOpenTextDocumentParams) -> None:
     uri = params.text_document.uri
-    ls.state(uri)
+    state = ls.state(uri)
     ls.saved_text[uri] = params.text_document.text
+    first_report(ls, uri, state)  # findings remembered for this text, published while it is analysed
     diagnostics.schedule(ls, uri, 0)
 
 

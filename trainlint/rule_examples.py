@@ -15,7 +15,8 @@ from pathlib import Path
 
 import libcst
 
-from trainlint.analysis.engine import STRICT_ENV, analyze_source
+from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.engine_codes import STRICT_ENV
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.rules.base import Fires, Quiet, Rule
 from trainlint.analysis.settings import AnalysisSettings

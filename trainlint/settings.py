@@ -247,6 +247,8 @@ def known_overrides(overrides: Overrides, plugins: tuple[str, ...], problem: Cal
     """The editor's overrides for the files of a project whose configuration loads ``plugins``: a rule
     code or name that names none of their rules is left out and told to ``problem``, once per set of
     settings and plugins."""
+    if overrides.select is None and overrides.ignore is None and not overrides.severity:
+        return overrides  # nothing to check, and no rules to load: the server asks this as it starts
     select, ignore, severity, problems = _known_rule_tokens(
         overrides.select, overrides.ignore, tuple(overrides.severity.items()), plugins,
     )

@@ -16,9 +16,9 @@ from typing import TextIO
 import msgspec
 
 from trainlint.analysis.engine import (
-    STRICT_ENV,
     select_rules,
 )
+from trainlint.analysis.engine_codes import STRICT_ENV
 from trainlint.analysis.files import (
     OutsideWriteRoots,
     WriteRoots,
