@@ -219,12 +219,11 @@ def split_statements(text: str) -> list[Chunk]:
 
 
 # The first lines of a definition whose scan ``one_statement`` can vouch for without running it:
-# blank lines and comments at column 0, then one-line decorators and a one-line ``def`` or ``class``
-# with no string, comment or unbalanced bracket (checked apart), ending in its colon.
-_DEFINITION_HEADER = re.compile(
-    r"(?:[ \t]*(?:#[^\n]*)?\n)*(?:@[^\n'\"#]*\n)*(?:async[ \t]+)?(?:def|class)\b[^\n'\"#]*:[ \t]*\n"
-)
+# blank lines and comments at column 0, then one-line decorators (balanced, checked apart) and the
+# ``def`` or ``class`` keyword; its header is read on by ``_header_end``.
+_DEFINITION_START = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n)*(?:@[^\n'\"#]*\n)*(?:async[ \t]+)?(?:def|class)\b")
 _AT_COLUMN_0 = re.compile(r"\n[^ \t\n]")
+_ONE_LINE_STRING = re.compile(r"\"[^\"\\\n]*\"|'[^'\\\n]*'")
 
 
 def one_statement(text: str, edited_from: int) -> bool:
@@ -236,13 +235,45 @@ def one_statement(text: str, edited_from: int) -> bool:
     left open) and no later line starts at column 0 (none may hold a form feed, after which Python
     counts columns from 0 again), the definition is one statement still, without scanning its text:
     a key typed in a 3,000-line class otherwise scans all of it (10 ms). Else it is split."""
-    header = _DEFINITION_HEADER.match(text)
-    if (
-        header is not None and header.end() <= edited_from and "\f" not in text
-        and _AT_COLUMN_0.search(text, header.end() - 1) is None and _balanced(text[: header.end()])
-    ):
+    end = _header_end(text)
+    if end is not None and end <= edited_from and "\f" not in text and _AT_COLUMN_0.search(text, end - 1) is None:
         return True
     return len(split_statements(text)) == 1
+
+
+def _header_end(text: str) -> int | None:
+    """Where the first lines of a definition end (the line break after the colon of its header), when
+    the scan reaches that line break with no bracket open and nothing it carries on: the header holds
+    no string but one-line ones, no comment, backslash or form feed, its brackets close before its colon, and none of its
+    lines inside them starts with what only begins a statement (``_HARD_START``, after which the scan
+    would cut). Parameters written over many lines (``def initialize_model_parallel(`` then one per
+    line, ``) -> None:`` at column 0) included. Else None."""
+    start = _DEFINITION_START.match(text)
+    if start is None or not _balanced(text[: text.rfind("\n", 0, start.end()) + 1]):  # its decorators
+        return None
+    depth, pos = 0, start.end()
+    while True:
+        end = text.find("\n", pos)
+        if end < 0:
+            return None
+        line = text[pos:end]
+        if '"""' in line or "'''" in line:
+            return None
+        line = _ONE_LINE_STRING.sub("", line)  # a default (`order: str = "tp-dp"`): closed on its line, as the scan reads it
+        if any(character in line for character in "'\"#\\\f"):
+            return None
+        for character in line:
+            if character in "([{":
+                depth += 1
+            elif character in ")]}":
+                depth -= 1
+                if depth < 0:
+                    return None
+        if depth == 0:
+            return end + 1 if line.rstrip(" \t").endswith(":") else None
+        pos = end + 1
+        if _HARD_START.match(text, indentation_start(text, pos)):
+            return None
 
 
 def _balanced(code: str) -> bool:

@@ -269,12 +269,12 @@ class ModuleAnalysis:
                 facts.release()  # first: through the functions' flows, the functions defined in them
         kept_scopes = {id(method._analysis) for method in kept_methods} | {id(flow) for flow in kept_flows}
         for index, scopes in self._scopes.items():
-            if index not in kept:
-                for scope in scopes:
-                    if id(scope) not in kept_scopes:
-                        scope.release()
-        for flow in [*(method._analysis for method in kept_methods), *kept_flows]:
-            flow.summary = result.summary  # type: ignore[union-attr]  # what it reads of the module from now on
+            for scope in scopes:
+                if index not in kept and id(scope) not in kept_scopes:
+                    scope.release()
+        for flow in [*(method._analysis for method in kept_methods), *kept_flows, *(s for scopes in result._scopes.values() for s in scopes)]:
+            if flow.summary is self.summary:  # type: ignore[union-attr]  # what every kept flow reads of the module from now on
+                flow.summary = result.summary  # type: ignore[union-attr]
         return result
 
     def _function_resumed(

@@ -86,6 +86,10 @@ DEFINITIONS = [
     "class Trainer:\n    def step(self, batch):\n        x, y = batch\n        return self.model(x, y)\n",
     "\n# the loop\n@torch.no_grad()\ndef main(args):\n    for x in loader:\n        total += model(x)\n    return total\n",
     "\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return self.fc(x)\n\n    # ends here\n",
+    # parameters one a line, as formatters write a long signature: the closing bracket at column 0
+    "def initialize(\n    tensor_parallel: int = 1,\n    order: str = \"tp-(dp\",\n    name: str = 'a#b',\n) -> None:\n    world = get_world_size()\n"
+    "    for rank in range(world):\n        groups.append(new_group([rank]))\n",
+    "@dataclass(frozen=True)\nclass Config(\n    Base,\n    metaclass=Meta,\n):\n    width: int = 8\n\n    def size(self):\n        return [self.width]\n",
 ]
 
 

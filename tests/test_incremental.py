@@ -293,6 +293,17 @@ class RegressionTrainer(BaseTrainer):
         x, y = batch
         torch.nn.functional.mse_loss(self.model(x), y).backward()
 '''
+_SEEDED_LATE = '''import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(64, 64), nn.Dropout(0.1), nn.Linear(64, 2))
+optimizer = torch.optim.Adam(model.parameters())
+for x, y in train_loader:
+    loss = nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+'''
 # (what the edit does, the text before, the text after): findings differ, and only a statement the
 # edit did not touch shows the difference.
 CROSS_STATEMENT_EDITS = [
@@ -307,6 +318,8 @@ CROSS_STATEMENT_EDITS = [
     ("the subclass's hook that the base's loop runs starts clearing gradients", _TEMPLATE_METHOD,
      _TEMPLATE_METHOD.replace("        x, y = batch\n        loss", "        self.optimizer.zero_grad()\n        x, y = batch\n        loss")),
     ("a second subclass overrides the hook the base's loop runs", _TEMPLATE_METHOD, _TEMPLATE_METHOD + _SECOND_OVERRIDE),
+    # the seeding is a new module-level statement: the verdict joins its calls with those of the kept statements above
+    ("torch is seeded after the model was built", _SEEDED_LATE, _SEEDED_LATE.replace("for x, y", "torch.manual_seed(0)\nfor x, y")),
 ]
 
 
