@@ -457,6 +457,20 @@ def table(results: list[Result]) -> list[str]:
     if misses:
         rows.append("\nNot flagged at warning/error, by why:")
         rows += [f"- {kind}: {misses[kind]} ({MISSES[kind]})" for kind in MISSES if misses[kind]]
+        rows += ["\nThe same, per rule (counts only, so a half's misses can be sized without showing its pairs):", ""]
+        rows += _misses_by_rule(results)
+    return rows
+
+
+def _misses_by_rule(results: list[Result]) -> list[str]:
+    kinds = [kind for kind in MISSES if any(not result.flagged and result.miss == kind for result in results)]
+    by_rule: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for result in results:
+        if not result.flagged:
+            by_rule[result.pair.rule][result.miss] += 1
+    rows = ["| rule | " + " | ".join(kinds) + " |", "|---|" + "---|" * len(kinds)]
+    for rule in sorted(by_rule):
+        rows.append(f"| {rule} | " + " | ".join(str(by_rule[rule][kind] or "") for kind in kinds) + " |")
     return rows
 
 
