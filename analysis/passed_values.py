@@ -17,7 +17,7 @@ from .names import dotted
 from .statement_shapes import accumulating_parameters
 from .summary import note_text_read
 from .tree import children, facts_by_statement
-from .values import CONTAINER, GRAPH, LOSS, STRUCTURED, TENSOR, UNKNOWN, Value, join
+from .values import CONTAINER, CRITERION, GRAPH, LOSS, MODEL, STRUCTURED, TENSOR, UNKNOWN, Value, join
 
 if TYPE_CHECKING:
     from .flow import ScopeAnalysis
@@ -32,7 +32,9 @@ def returned_by_call(callee: ScopeAnalysis, call: CallEvent) -> Value:
     call hands to a parameter of unknown role flows on into what the function returns from it
     (``compute_stats(logits, labels)`` returning a dict of statistics built from ``logits``): the
     function is walked once more with those parameters bound, and what it then returns stands, its
-    seeds the caller's argument's."""
+    seeds the caller's argument's. So does a model or a criterion the call hands such a parameter
+    (``objective(net, crit, x, y)`` returning ``crit(net(x), y)``): what the function computes with
+    it is a forward or a loss whatever the parameter is called."""
     passed = _graph_arguments(callee, call) if call.context.grad_off is None else {}
     walked = _returned_with_graph(callee, passed) if passed else None
     if walked is not None:
@@ -55,7 +57,7 @@ def _created_seeds(callee: ScopeAnalysis) -> set:
 
 def _graph_arguments(callee: ScopeAnalysis, call: CallEvent) -> dict[str, Value]:
     """The parameters of the called function whose role is not known (``ROLE_VALUES``) and that the call
-    hands a graph-carrying value, each with that value."""
+    hands a graph-carrying value, a model or a criterion, each with that value."""
     function = callee.function
     if function is None or any(arg.star for arg in call.arg_nodes):
         return {}
@@ -64,7 +66,7 @@ def _graph_arguments(callee: ScopeAnalysis, call: CallEvent) -> dict[str, Value]
     given.update(call.kwargs)
     return {
         name: value for name, value in given.items()
-        if GRAPH in value.tags and name in callee.params and not callee.params[name].tags
+        if (GRAPH in value.tags or value.tags & _HANDED_ROLES) and name in callee.params and not callee.params[name].tags
     }
 
 
@@ -73,12 +75,17 @@ def _graph_arguments(callee: ScopeAnalysis, call: CallEvent) -> dict[str, Value]
 _WALKING_WITH_GRAPH: set[tuple[int, frozenset[str]]] = set()
 # What a parameter bound by such a walk holds: the tags a caller's value keeps in the callee
 _PASSED_TAGS = frozenset({GRAPH, TENSOR, STRUCTURED, CONTAINER, LOSS})
+# What a caller's model or criterion is in the callee: the caller's own value (its construction, its reduction)
+_HANDED_ROLES = frozenset({MODEL, CRITERION})
 
 
 def _returned_with_graph(callee: ScopeAnalysis, passed: dict[str, Value]) -> tuple[Value, set] | None:
     """(what the function returns, the graph seeds it creates) when the parameters in ``passed`` hold
     graph-carrying values, computed once per flow and set of parameters; None while that walk runs."""
-    key = frozenset((name, value.tags & _PASSED_TAGS) for name, value in passed.items())
+    key = frozenset(  # a model or criterion by its construction: what the walk reads of it (a loss's reduction)
+        (name, value.site[1] if value.site is not None and GRAPH not in value.tags else None, value.tags & _PASSED_TAGS)
+        for name, value in passed.items()
+    )
     names = frozenset(passed)
     found = callee.returned_with_graph.get(key)
     if found is not None:
@@ -88,6 +95,7 @@ def _returned_with_graph(callee: ScopeAnalysis, passed: dict[str, Value]) -> tup
         return None
     bound = {
         name: Value(value.tags & _PASSED_TAGS, site=(callee.chunk, node), note=f"parameter `{name}` (given a graph-carrying value)", roots=frozenset({node}))
+        if GRAPH in value.tags else value
         for (name, node), value in zip(_parameter_nodes(callee, passed), passed.values())
     }
     _WALKING_WITH_GRAPH.add((id(callee), names))

@@ -684,7 +684,7 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
         return None
     producers = []
     if TENSOR in value.tags and value.site is not None:
-        producers.append(next((call for call in scope.calls() if call.node is value.site[1]), None))
+        producers.append(_call_at(module, scope, value.site[1]))
     base = _derived_from(store.value_node)
     if base is not None:
         # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
@@ -692,7 +692,21 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
     for producer in producers:
         if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
             what = "generated ids" if producer.method == "generate" else "the model's output"
-            return ((scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
+            return ((producer.scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
+    return None
+
+
+def _call_at(module, scope: ScopeAnalysis, node: cst.CSTNode) -> CallEvent | None:
+    """The call ``node`` of ``scope``, or of a local function it calls (``obj, out = self.objective(x, y)``
+    returns the output of the model call inside ``objective``)."""
+    found = next((call for call in scope.calls() if call.node is node), None)
+    if found is not None:
+        return found
+    for call in scope.calls():
+        callee = call.function.analysis(module.summary) if call.function is not None else None
+        found = next((inner for inner in callee.calls() if inner.node is node), None) if callee is not None else None
+        if found is not None:
+            return found
     return None
 
 

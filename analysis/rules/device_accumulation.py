@@ -10,7 +10,9 @@ calls every batch that appends to a list the object keeps (`self.outputs.append(
 for the object's lifetime, unless the class empties it somewhere. A method Lightning calls once per batch
 (`validation_step`, a callback's `on_predict_batch_end`) that keeps what it is handed in an attribute
 gathers a whole epoch on the module's device before the epoch-end hook empties it: a note, or a warning
-where the file shows CUDA.
+where the file shows CUDA. A `while` loop that backwards or steps an optimizer is a training loop whatever its
+test says, and a tensor a local function made and returned (`obj, pred = self.objective(x, y)`) is the model's
+output when the call inside it is.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -50,6 +52,7 @@ from trainlint.rules import (
     dotted,
     is_backward,
     is_known_tensor,
+    is_optimizer_step,
     is_test_file,
     mentions,
     ordered_events,
@@ -269,8 +272,11 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
     node = loop.node
-    if isinstance(node, cst.While) and _STEP_WORDS.search(loop.iterable_text or "") is not None:
-        return _runs_a_step(scope, loop)
+    if isinstance(node, cst.While):
+        if _STEP_WORDS.search(loop.iterable_text or "") is not None:
+            return _runs_a_step(scope, loop)
+        # `while i < n:` that backwards or steps an optimizer is a training loop, whatever its test says
+        return any(is_backward(call) or is_optimizer_step(call) for call in calls_in(scope, loop))
     return isinstance(node, cst.For) and repeats_per_step(scope, loop) is not None and _runs_a_step(scope, loop)
 
 
@@ -862,6 +868,62 @@ DeviceAccumulation.MUST_FIRE = (
         severity=Severity.NOTE,
         at="self.masks.append((logits.argmax(1), target))",
     ),
+    Fires(  # a `while` loop over a counter that draws each batch with `next`, backwards and steps: a training loop
+        """
+        import torch
+
+
+        def main(net, loader, opt, total):
+            dev = torch.device("cuda")
+            net.to(dev)
+            outs = []
+            it = iter(loader)
+            i = 0
+            while i < total:
+                try:
+                    x, y = next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    x, y = next(it)
+                x, y = x.to(dev), y.to(dev)
+                pred = net(x)
+                obj = torch.nn.functional.mse_loss(pred, y)
+                obj.backward()
+                opt.step()
+                opt.zero_grad()
+                outs.append(pred.detach())
+                i += 1
+            return torch.cat(outs)
+        """,
+        at="outs.append(pred.detach())",
+    ),
+    Fires(  # the prediction comes back from a method of the trainer, beside its objective
+        """
+        import torch
+
+
+        class Fitter:
+            def __init__(self, net, loader):
+                self.dev = torch.device("cuda")
+                self.net = net.to(self.dev)
+                self.loader = loader
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                self.outs = []
+
+            def objective(self, x, y):
+                pred = self.net(x)
+                return torch.nn.functional.mse_loss(pred, y), pred
+
+            def fit_epoch(self):
+                for x, y in self.loader:
+                    obj, pred = self.objective(x.to(self.dev), y.to(self.dev))
+                    obj.backward()
+                    self.opt.step()
+                    self.opt.zero_grad()
+                    self.outs.append(pred.detach())
+        """,
+        at="self.outs.append(pred.detach())",
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
@@ -1308,5 +1370,45 @@ DeviceAccumulation.MUST_NOT_FIRE = (
 
         model = torch.nn.Linear(32, 10).to(torch.device("cuda"))
         """,
+    ),
+    Quiet(  # the same `while` loop keeps host copies
+        """
+        import torch
+
+
+        def main(net, loader, opt, total):
+            dev = torch.device("cuda")
+            net.to(dev)
+            outs = []
+            it = iter(loader)
+            i = 0
+            while i < total:
+                x, y = next(it)
+                x, y = x.to(dev), y.to(dev)
+                pred = net(x)
+                obj = torch.nn.functional.mse_loss(pred, y)
+                obj.backward()
+                opt.step()
+                opt.zero_grad()
+                outs.append(pred.detach().cpu())
+                i += 1
+            return torch.cat(outs)
+        """
+    ),
+    Quiet(  # a `while` loop that generates tokens and trains nothing keeps a bounded sequence
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def sample(net, ids, n):
+            ids = ids.cuda()
+            out = []
+            while len(out) < n:
+                logits = net(ids)
+                ids = logits[:, -1:].argmax(-1)
+                out.append(ids)
+            return torch.cat(out, dim=1)
+        """
     ),
 )

@@ -9,7 +9,8 @@ the module in place, so it is not reported, nor is any receiver trainlint cannot
 tensor. A part of a loader's batch is one (`inputs, labels = data` or `batch["mask"]`, in the loop
 or in a helper that every call in the file hands the batch): the default collation makes each part
 a batched tensor, and a part that were anything else would have no `.to()`. A whole batch may be a
-`BatchEncoding` or a graph batch whose `.to()` works in place, so it is left alone.
+`BatchEncoding` or a graph batch whose `.to()` works in place, so it is left alone. A helper's parameter that every
+call in the file hands one of the tensors a batch unpacks into (`for x, y in loader: objective(net, x, y)`) is one too.
 
 How to fix: assign the result back, `x = x.to(device)`, or use it where it is needed.
 """
@@ -111,7 +112,28 @@ def _why_a_tensor(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> 
     for loop in call.context.loops:
         if _iterates_a_loader(loop) and key in _unpacked_batch_names(loop.node):
             return ((scope.chunk, loop.node), f"`{key}` is one of the tensors each batch of `{loop.iterable_text}` unpacks into")
+    if key in scope.params and not call.context.loops and scope.last_binding(key, before=call) is None:
+        return _handed_a_part(module, scope, key)
     return None
+
+
+def _handed_a_part(module: ModuleView, scope: ScopeAnalysis, parameter: str) -> tuple | None:
+    """Every call of this function in the file hands ``parameter`` one of the tensors a loader's batch is
+    unpacked into (`for x, y in loader: objective(net, x, y)`), not rebound before the call."""
+    function = scope.function
+    if function is None or parameter not in function.positional_parameters:
+        return None
+    found = None
+    for outer in module.calls_of(function):
+        passed = argument_passed(outer, function, parameter)
+        if passed is None or not isinstance(passed.value, cst.Name):
+            return None
+        name = passed.value.value
+        loop = next((loop for loop in outer.context.loops if _iterates_a_loader(loop) and name in _unpacked_batch_names(loop.node)), None)
+        if loop is None or _rebound_in(outer.scope, name, loop, before=outer):
+            return None
+        found = found or ((outer.scope.chunk, outer.node), f"every call hands `{parameter}` `{name}`, one of the tensors each batch of `{loop.iterable_text}` unpacks into")
+    return found
 
 
 def _annotated_tensor(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -837,6 +859,47 @@ DiscardedTransfer.MUST_FIRE = (
             return (values * mask).sum() / mask.sum()
         """,
     ),
+    Fires(  # a helper every call hands the tensors a batch unpacks into moves one and drops the copy
+        """
+        import torch
+
+
+        def objective(net, crit, x, y, dev):
+            x.to(dev)
+            return crit(net(x), y.to(dev))
+
+
+        def run(net, crit, loader, opt):
+            dev = torch.device("cuda")
+            net.to(dev)
+            for epoch in range(10):
+                for i, (x, y) in enumerate(loader):
+                    obj = objective(net, crit, x, y, dev)
+                    obj.backward()
+                    opt.step()
+                    opt.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        def objective(net, crit, x, y, dev):
+            x = x.to(dev)
+            return crit(net(x), y.to(dev))
+
+
+        def run(net, crit, loader, opt):
+            dev = torch.device("cuda")
+            net.to(dev)
+            for epoch in range(10):
+                for i, (x, y) in enumerate(loader):
+                    obj = objective(net, crit, x, y, dev)
+                    obj.backward()
+                    opt.step()
+                    opt.zero_grad()
+        """,
+        at="x.to(dev)",
+    ),
 )
 
 DiscardedTransfer.MUST_NOT_FIRE = (
@@ -1087,6 +1150,22 @@ DiscardedTransfer.MUST_NOT_FIRE = (
                 batch.to(device)
                 self.encoder.to(device)
                 return self.head(self.encoder(batch.x, batch.edge_index))
+        """
+    ),
+    Quiet(  # one call hands the helper something other than a batch's tensor: what `x` is stays unknown
+        """
+        import torch
+
+
+        def prepare(x, dev):
+            x.to(dev)
+            return x
+
+
+        def run(net, loader, dev):
+            prepare(net, dev)
+            for x, y in loader:
+                prepare(x, dev)
         """
     ),
 )

@@ -1782,6 +1782,61 @@ RetainedGraph.MUST_FIRE = (
             """,
         },
     ),
+    Fires(  # the objective computed by a helper handed the criterion, backwarded by another helper, the history kept raw
+        """
+        import torch
+        from torch import nn
+
+
+        def objective(net, crit, x, y):
+            return crit(net(x), y)
+
+
+        def backprop(obj):
+            obj.backward()
+
+
+        def run(net, loader, epochs):
+            crit = nn.MSELoss()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            hist = []
+            for epoch in range(epochs):
+                for x, y in loader:
+                    obj = objective(net, crit, x, y)
+                    backprop(obj)
+                    opt.step()
+                    opt.zero_grad()
+                    hist.append(obj)
+            return hist
+        """,
+        fixed="""
+        import torch
+        from torch import nn
+
+
+        def objective(net, crit, x, y):
+            return crit(net(x), y)
+
+
+        def backprop(obj):
+            obj.backward()
+
+
+        def run(net, loader, epochs):
+            crit = nn.MSELoss()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            hist = []
+            for epoch in range(epochs):
+                for x, y in loader:
+                    obj = objective(net, crit, x, y)
+                    backprop(obj)
+                    opt.step()
+                    opt.zero_grad()
+                    hist.append(obj.detach())
+            return hist
+        """,
+        at="hist.append(obj)",
+    ),
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
@@ -2521,5 +2576,29 @@ RetainedGraph.MUST_NOT_FIRE = (
                     return total, {"cls": cls_loss, "box": box_loss, "total": total}
             """,
         },
+    ),
+    Quiet(  # the helper handed the criterion returns the loss's number: the history keeps floats
+        """
+        import torch
+        from torch import nn
+
+
+        def objective(net, crit, x, y):
+            obj = crit(net(x), y)
+            obj.backward()
+            return obj.item()
+
+
+        def run(net, loader, epochs):
+            crit = nn.MSELoss()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            hist = []
+            for epoch in range(epochs):
+                for x, y in loader:
+                    hist.append(objective(net, crit, x, y))
+                    opt.step()
+                    opt.zero_grad()
+            return hist
+        """
     ),
 )

@@ -23,6 +23,10 @@ counts the accumulation itself and hands `accelerator.backward` the undivided lo
 warning: an `accelerate launch` DeepSpeed config can still set the count).
 A training class whose stepping method returns early on all but every N-th call while its `backward`
 method backwards the loss it is handed undivided gets a note: its callers may divide the loss.
+The step may be split: a method backwards the loss its caller computed and hands it (`self.backprop(obj)`: the
+caller's loss is the one read, divided or not), a loop steps each of several optimizers
+(`for opt in optimizers: opt.step()` under the every-N test), and a GAN's discriminator may clear and step
+its own optimizer every iteration while the generator accumulates (that clearing is not the generator's).
 """
 
 from __future__ import annotations
@@ -248,7 +252,10 @@ class UnscaledAccumulation(Rule):
             return
         if any(_rescales_gradients(event) for _, event, _ in accumulation.in_loop):
             return
-        unscaled = [(call, chain) for _, call, chain in accumulation.backwards if not _scaled(call)]
+        unscaled = [
+            (call, chain) for _, call, chain in accumulation.backwards
+            if not _scaled(call) and Tag.SCALED not in (_handed_to_backward(call, chain) or Value(())).tags
+        ]
         if not unscaled:
             return
         optimizer = _stepped_optimizer(accumulation.step)
@@ -258,7 +265,8 @@ class UnscaledAccumulation(Rule):
         site = chain[0] if chain else backward
         divisor = accumulation.divisor
         n = _divisor_text(scope, divisor) if divisor is not None else None
-        loss = backward_target(backward)
+        handed = _handed_to_backward(backward, chain)
+        loss = handed if handed is not None and Tag.GRAPH in handed.tags else backward_target(backward)
         loss_text = _loss_node(backward) or _handed_loss(backward)
         loss_name = f"`{_code(backward.scope, loss_text)}`" if loss_text is not None else "the loss"
         batches = "micro-batches" if accumulation.kind == "micro-batch" else "accumulated batches"
@@ -396,6 +404,8 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
     assert isinstance(step, CallEvent), "check() passes the index of an optimizer step"
     site = _site(step, step_chain)
     loop = site.context.loop
+    while loop is not None and loop.parent is not None and not step_chain and _steps_each_optimizer(items, step, loop):
+        loop = loop.parent  # `for opt in optimizers: opt.step()`: the loop over batches is the one that accumulates
     if loop is None:
         return None
     in_loop = [(i, event, chain) for i, (event, chain) in enumerate(items) if loop in _site(event, chain).context.loops]
@@ -410,12 +420,13 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
         test = _modulus_test(condition.test, named.get) or _counter_reset_test(condition, loop)
         if test is None or test[0] != (condition.branch == "if"):
             continue
-        if any(_unconditional_clearing(event, chain, loop) for _, event, chain in in_loop):
+        if any(_unconditional_clearing(event, chain, loop, step) for _, event, chain in in_loop):
             return None  # gradients are dropped every iteration: nothing accumulates
         divisor = test[1] if owner is site else None  # N is spelled in the checked scope only then
         accumulating = [
             b for b in backwards
             if not _under(b[1], b[2], loop, condition.node, condition.branch) and not _apart(b[1], b[2], step, step_chain, loop)
+            and not _stepped_by_another(items, b[0], step, loop)
         ]
         accumulation = Accumulation("modulus", loop, step, condition, owner.chunk, divisor, accumulating, in_loop)
         accumulation.named_test = next((named[name.value] for name in _names_in(condition.test) if name.value in named), None) \
@@ -430,7 +441,7 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
             test = _modulus_test(condition.test)
             if test is None or test[0] == (condition.branch == "if"):
                 continue
-            if any(p < position and _unconditional_clearing(e, c, loop) for p, e, c in in_loop):
+            if any(p < position and _unconditional_clearing(e, c, loop, step) for p, e, c in in_loop):
                 return None
             accumulating = [
                 b for b in backwards
@@ -438,6 +449,32 @@ def _accumulation(items: list[Item], index: int) -> Accumulation | None:
             ]
             return Accumulation("continue", loop, step, event, event.chunk, test[1], accumulating, in_loop)
     return _micro_batches(step, index, loop, backwards, in_loop)
+
+
+def _handed_to_backward(backward: CallEvent, chain: tuple[CallEvent, ...]) -> Value | None:
+    """What the call into the backward's function hands the parameter it backwards as it is
+    (``self.backprop(obj)`` into ``def backprop(self, obj): obj.backward()``): the caller's loss."""
+    loss = _loss_node(backward) or _handed_loss(backward)
+    function = backward.scope.function
+    if not chain or function is None or not isinstance(loss, cst.Name) or loss.value not in backward.scope.params:
+        return None
+    if backward.scope.last_binding(loss.value, before=backward) is not None:
+        return None
+    call = chain[-1]
+    if call.function is None or call.function.node is not function.node or any(arg.star for arg in call.arg_nodes):
+        return None
+    given = dict(zip(call.function.positional_parameters, call.args))
+    given.update(call.kwargs)
+    return given.get(loss.value)
+
+
+def _steps_each_optimizer(items: list[Item], step: CallEvent, loop: Loop) -> bool:
+    """``loop`` walks several optimizers and steps the one it binds (``for opt in optimizers: opt.step()``,
+    ``scaler.step(opt)``), with no backward of its own: one step of the loop around it, not a loop of steps."""
+    stepped = {step.receiver_key, *(dotted(arg.value) for arg in step.arg_nodes if arg.keyword is None)}
+    if not stepped & set(loop.targets):
+        return False
+    return not any(accumulates_into_grad(event) for event, chain in items if loop in _site(event, chain).context.loops)
 
 
 def _stepped_every_n_calls(scope: ScopeAnalysis) -> tuple[JumpEvent, Condition, CallEvent] | None:
@@ -587,8 +624,38 @@ def _under(event: Event, chain, loop: Loop, node: cst.CSTNode, branch: str) -> b
     return any(c.node is node and c.branch == branch for c in path_conditions(event, chain, loop))
 
 
-def _unconditional_clearing(event: Event, chain, loop: Loop) -> bool:
-    return clears_gradients(event) and not path_conditions(event, chain, loop)
+def _unconditional_clearing(event: Event, chain, loop: Loop, step: CallEvent) -> bool:
+    return clears_gradients(event) and not path_conditions(event, chain, loop) and not _clears_another_optimizer(event, step)
+
+
+def _clears_another_optimizer(event: Event, step: CallEvent) -> bool:
+    """``opt_d.zero_grad()`` every iteration beside ``opt_g.step()`` every N: the clearing empties the gradients
+    of another optimizer's parameters (a GAN's other model), not those the accumulating step applies."""
+    if not isinstance(event, CallEvent) or event.method != "zero_grad" or event.receiver is None:
+        return False
+    if Tag.OPTIMIZER not in event.receiver.tags or event.receiver_key is None:
+        return False
+    stepped = _stepped_key(step)
+    return stepped is not None and stepped != event.receiver_key
+
+
+def _stepped_key(step: CallEvent) -> str | None:
+    """How the code names the optimizer a step applies: ``opt_g`` of ``opt_g.step()`` or ``scaler.step(opt_g)``."""
+    receiver = step.receiver
+    if receiver is not None and Tag.OPTIMIZER in receiver.tags:
+        return step.receiver_key
+    return next((dotted(arg.value) for arg, value in zip(step.arg_nodes, step.args) if Tag.OPTIMIZER in value.tags), None)
+
+
+def _stepped_by_another(items: list[Item], position: int, step: CallEvent, loop: Loop) -> bool:
+    """The first optimizer step after the backward at ``position`` runs on every iteration and applies another
+    optimizer (a GAN's discriminator step after its own loss's backward): that backward's gradients are its."""
+    stepped = _stepped_key(step)
+    for event, chain in items[position + 1:]:
+        if isinstance(event, CallEvent) and is_optimizer_step(event) and loop in _site(event, chain).context.loops:
+            other = _stepped_key(event)
+            return event is not step and other is not None and other != stepped and not chain and not path_conditions(event, chain, loop)
+    return False
 
 
 def _range_count(loop: Loop) -> cst.BaseExpression | None:
@@ -1516,6 +1583,135 @@ UnscaledAccumulation.MUST_FIRE = (
         at="self.accelerator.backward(outputs.loss)",
         no_fix=True,
     ),
+    Fires(  # two optimizers stepped by a loop over them, under the accumulation test: the loop over batches accumulates
+        """
+        import torch
+
+
+        def main(net, loader, k):
+            opts = [
+                torch.optim.SGD(net.body.parameters(), lr=0.1, momentum=0.9),
+                torch.optim.SGD(net.head.parameters(), lr=0.01, momentum=0.9),
+            ]
+            for epoch in range(10):
+                for i, (x, y) in enumerate(loader):
+                    obj = torch.nn.functional.mse_loss(net(x), y)
+                    obj.backward()
+                    if (i + 1) % k == 0:
+                        for o in opts:
+                            o.step()
+                            o.zero_grad()
+        """,
+        fixed="""
+        import torch
+
+
+        def main(net, loader, k):
+            opts = [
+                torch.optim.SGD(net.body.parameters(), lr=0.1, momentum=0.9),
+                torch.optim.SGD(net.head.parameters(), lr=0.01, momentum=0.9),
+            ]
+            for epoch in range(10):
+                for i, (x, y) in enumerate(loader):
+                    obj = torch.nn.functional.mse_loss(net(x), y)
+                    (obj / k).backward()
+                    if (i + 1) % k == 0:
+                        for o in opts:
+                            o.step()
+                            o.zero_grad()
+        """,
+        at="obj.backward()",
+        severity=Severity.ERROR,
+    ),
+    Fires(  # the step split into methods: the objective returned by one, backwarded by another; the loss it is handed is the objective's
+        """
+        import torch
+        from torch import nn
+
+
+        class Fitter:
+            def __init__(self, net, loader, k):
+                self.net = net
+                self.loader = loader
+                self.k = k
+                self.crit = nn.MSELoss()
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+            def objective(self, x, y):
+                return self.crit(self.net(x), y)
+
+            def backprop(self, obj):
+                obj.backward()
+
+            def update(self):
+                self.opt.step()
+                self.opt.zero_grad()
+
+            def fit_epoch(self):
+                for i, (x, y) in enumerate(self.loader):
+                    obj = self.objective(x, y)
+                    self.backprop(obj)
+                    if (i + 1) % self.k == 0:
+                        self.update()
+        """,
+        no_fix=True,
+        at="self.backprop(obj)",
+        severity=Severity.ERROR,
+    ),
+    Fires(  # a GAN whose generator accumulates: the discriminator's clearing and step every iteration leave its gradients alone
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def run(gen, disc, loader, k, device):
+            opt_g = torch.optim.SGD(gen.parameters(), lr=0.01, momentum=0.9)
+            opt_d = torch.optim.SGD(disc.parameters(), lr=0.01, momentum=0.9)
+            for epoch in range(100):
+                for i, (real, _) in enumerate(loader):
+                    real = real.to(device)
+                    z = torch.randn(real.shape[0], 128, device=device)
+                    fake = gen(z)
+                    opt_d.zero_grad()
+                    d_real, d_fake = disc(real), disc(fake.detach())
+                    d_obj = F.binary_cross_entropy_with_logits(d_real, torch.ones_like(d_real)) + F.binary_cross_entropy_with_logits(d_fake, torch.zeros_like(d_fake))
+                    d_obj.backward()
+                    opt_d.step()
+                    d_gen = disc(fake)
+                    g_obj = F.binary_cross_entropy_with_logits(d_gen, torch.ones_like(d_gen))
+                    g_obj.backward()
+                    if (i + 1) % k == 0:
+                        opt_g.step()
+                        opt_g.zero_grad()
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+
+
+        def run(gen, disc, loader, k, device):
+            opt_g = torch.optim.SGD(gen.parameters(), lr=0.01, momentum=0.9)
+            opt_d = torch.optim.SGD(disc.parameters(), lr=0.01, momentum=0.9)
+            for epoch in range(100):
+                for i, (real, _) in enumerate(loader):
+                    real = real.to(device)
+                    z = torch.randn(real.shape[0], 128, device=device)
+                    fake = gen(z)
+                    opt_d.zero_grad()
+                    d_real, d_fake = disc(real), disc(fake.detach())
+                    d_obj = F.binary_cross_entropy_with_logits(d_real, torch.ones_like(d_real)) + F.binary_cross_entropy_with_logits(d_fake, torch.zeros_like(d_fake))
+                    d_obj.backward()
+                    opt_d.step()
+                    d_gen = disc(fake)
+                    g_obj = F.binary_cross_entropy_with_logits(d_gen, torch.ones_like(d_gen))
+                    (g_obj / k).backward()
+                    if (i + 1) % k == 0:
+                        opt_g.step()
+                        opt_g.zero_grad()
+        """,
+        at="g_obj.backward()",
+        severity=Severity.ERROR,
+    ),
 )
 
 UnscaledAccumulation.MUST_NOT_FIRE = (
@@ -2062,6 +2258,77 @@ UnscaledAccumulation.MUST_NOT_FIRE = (
                 if (step + 1) % args.gradient_accumulation_steps == 0:
                     optimizer.step()
                     optimizer.zero_grad()
+        """
+    ),
+    Quiet(  # the caller divides the objective before it hands it to the method that backwards it
+        """
+        import torch
+        from torch import nn
+
+
+        class Fitter:
+            def __init__(self, net, loader, k):
+                self.net = net
+                self.loader = loader
+                self.k = k
+                self.crit = nn.MSELoss()
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+            def objective(self, x, y):
+                return self.crit(self.net(x), y)
+
+            def backprop(self, obj):
+                obj.backward()
+
+            def fit_epoch(self):
+                for i, (x, y) in enumerate(self.loader):
+                    obj = self.objective(x, y)
+                    self.backprop(obj / self.k)
+                    if (i + 1) % self.k == 0:
+                        self.opt.step()
+                        self.opt.zero_grad()
+        """
+    ),
+    Quiet(  # a GAN whose generator divides its accumulated loss; the discriminator steps after each of its own backwards
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def run(gen, disc, loader, k, device):
+            opt_g = torch.optim.SGD(gen.parameters(), lr=0.01, momentum=0.9)
+            opt_d = torch.optim.SGD(disc.parameters(), lr=0.01, momentum=0.9)
+            for epoch in range(100):
+                for i, (real, _) in enumerate(loader):
+                    real = real.to(device)
+                    fake = gen(torch.randn(real.shape[0], 128, device=device))
+                    opt_d.zero_grad()
+                    d_real, d_fake = disc(real), disc(fake.detach())
+                    d_obj = F.binary_cross_entropy_with_logits(d_real, torch.ones_like(d_real)) + F.binary_cross_entropy_with_logits(d_fake, torch.zeros_like(d_fake))
+                    d_obj.backward()
+                    opt_d.step()
+                    d_gen = disc(fake)
+                    g_obj = F.binary_cross_entropy_with_logits(d_gen, torch.ones_like(d_gen)) / k
+                    g_obj.backward()
+                    if (i + 1) % k == 0:
+                        opt_g.step()
+                        opt_g.zero_grad()
+        """
+    ),
+    Quiet(  # each optimizer of the list steps after its own backward on every batch: nothing accumulates
+        """
+        import torch
+
+
+        def main(nets, loader):
+            opts = [torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9) for net in nets]
+            for epoch in range(10):
+                for i, (x, y) in enumerate(loader):
+                    for net, o in zip(nets, opts):
+                        obj = torch.nn.functional.mse_loss(net(x), y)
+                        obj.backward()
+                        o.step()
+                        o.zero_grad()
         """
     ),
 )
