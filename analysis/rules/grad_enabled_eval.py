@@ -115,7 +115,7 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
-from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
+from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
 from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
@@ -141,7 +141,6 @@ from trainlint.analysis.patterns import (
 )
 from trainlint.analysis.torchapi import (
     MODULE_SELF_METHODS,
-    VARIABLE_WRAPPERS,
     is_optimizer_class,
     is_parameterless_layer,
 )
@@ -1685,7 +1684,7 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
     that hands a graph back to callers in other files may feed their backward: left to them."""
     module = ctx.module
     info = scope.function
-    if module.module_fact("TL102 the program trains", _program_trains):
+    if module.module_fact("the program trains", program_trains):
         return None
     if info is not None and not _runs_from_this_file(module, info):
         return None
@@ -1741,34 +1740,6 @@ def _unpickled_at_module_level(module: ModuleView) -> frozenset[str]:
 
 def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
     return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
-
-
-def _program_trains(module: ModuleView) -> bool:
-    """The file, or what its module level runs in the workspace (followed ``MAX_CALL_DEPTH`` calls deep), backwards,
-    steps an optimizer or asks ``torch.autograd`` for gradients: a graph recorded in it may be used."""
-    if _trains_anywhere(module):
-        return True
-    return any(
-        _trains([call]) or _asks_autograd(call) or _handles_an_optimizer(call)
-        for scope in module.all_scopes if scope.function is None
-        for call in calls_in(scope, None)
-    )
-
-
-def _asks_autograd(call: CallEvent) -> bool:
-    """A call of ``torch.autograd`` (``grad``, ``backward``, a ``Function``), not its ``Variable`` wrapper, which
-    has only wrapped a tensor (old code wraps every input in it)."""
-    callee = call.callee or ""
-    return callee.startswith("torch.autograd.") and callee not in VARIABLE_WRAPPERS
-
-
-def _handles_an_optimizer(call: CallEvent) -> bool:
-    """An optimizer's gradients cleared, or an optimizer handed to code that may step it (Swin's
-    ``loss_scaler(loss, optimizer, ...)``, an object whose ``__call__`` backwards and steps): a program
-    that does either trains."""
-    if call.method == "zero_grad" and call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags:
-        return True
-    return any(Tag.OPTIMIZER in value.tags for value in (*call.args, *call.kwargs.values()))
 
 
 def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
