@@ -1096,7 +1096,9 @@ class GradEnabledEval(Rule):
         backwards, steps an optimizer or calls ``torch.autograd``), whose graph dies in sight and whose numbers the
         script reads (a cut that reads values, or a later statement that reads the names it binds: a prediction
         printed or saved). Its module level is what the script runs, so grad is known on there, as it is in a
-        ``main()`` called from it; a forward whose output nothing reads (a warm-up) is left alone, as there."""
+        ``main()`` called from it; a forward whose output nothing reads (a warm-up) is left alone, as there. A warning
+        for a model of a workspace class, whose forward is read; a note for a library object, whose call may turn grad
+        off itself."""
         module = ctx.module
         if module.module_fact("the program trains", program_trains) or _grad_disabled_globally(module):
             return False
@@ -1121,6 +1123,13 @@ class GradEnabledEval(Rule):
                 evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
             names = ", ".join(f"`{name}`" for name in sorted(dropped.names))
             read = f"; later statements read {names}" if read_later and names else ""
+            # a workspace class's forward is read; a library object's call may turn grad off itself (an annotator
+            # whose `__call__` runs under `no_grad()` and returns an image): what it does is not known here
+            known = forward.receiver is not None and isinstance(forward.receiver.detail, ClassInfo)
+            unread = "" if known else (
+                f". `{forward.receiver_key or text}` is not a class of the workspace: whether its call records a graph "
+                "(or turns grad off itself) is not read, so this is a note"
+            )
             no_grad = ctx.name_for("torch.no_grad")
             line = _statement_line(scope.chunk.module, forward.statement)
             edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
@@ -1129,10 +1138,10 @@ class GradEnabledEval(Rule):
                 f"`{text}` runs with autograd on at the script's module level, in a program that trains nothing: nothing "
                 "in this file, or in the workspace functions it runs, backwards, steps an optimizer or calls "
                 f"`torch.autograd`{read}. An inference script's pass: it keeps every layer's activations for gradients "
-                "nobody computes (a long input's graph is what runs it out of memory)"
+                "nobody computes (a long input's graph is what runs it out of memory)" + unread
                 + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
                 evidence=evidence,
-                severity=Severity.WARNING,
+                severity=Severity.WARNING if known else Severity.NOTE,
                 help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
                 # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
                 fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
@@ -6009,6 +6018,29 @@ GradEnabledEval.MUST_FIRE = (
                 total += labels.size(0)
             return correct / total
         """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a library's detector run by a script's module level: its call may turn grad off itself, so a note
+        """
+        import torch
+        from controlnet_aux import HEDdetector
+        from PIL import Image
+
+        hed = HEDdetector.from_pretrained("lllyasviel/Annotators")
+        edges = hed(Image.open("input.jpg"), detect_resolution=512)
+        edges.save("edges.jpg")
+        """,
+        fixed="""
+        import torch
+        from controlnet_aux import HEDdetector
+        from PIL import Image
+
+        hed = HEDdetector.from_pretrained("lllyasviel/Annotators")
+        with torch.no_grad():
+            edges = hed(Image.open("input.jpg"), detect_resolution=512)
+        edges.save("edges.jpg")
+        """,
+        unsafe=True,
         severity=Severity.NOTE,
     ),
 )
