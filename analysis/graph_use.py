@@ -22,8 +22,9 @@ from .events import is_backward
 from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
-from .patterns import calls_in
+from .patterns import calls_in, is_optimizer_step
 from .tree import blocks_of, children, in_source_order, walk
+from .values import Tag
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
 _GRAPH_FREE_CALLS = torchapi.GRAPH_FREE_BUILTINS | {"print", "hasattr", "callable"}
@@ -480,3 +481,33 @@ class _ValueFollower(_Follower):
         if isinstance(node, (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)):
             return False
         return any(self._carries(child) for child in node.children)
+
+
+def program_trains(module) -> bool:
+    """The file (a ``ModuleView``), or what its module level runs in the workspace (followed ``MAX_CALL_DEPTH``
+    calls deep), backwards, steps an optimizer or asks ``torch.autograd`` for gradients: a graph recorded in it
+    may be used, and a model it runs may be trained. Asked by TL102 of an inference script's passes and by TL208
+    of a script's module level (keep it as a ``module_fact``)."""
+    if module.backward_calls or any(is_optimizer_step(call) for call in module.all_calls()):
+        return True
+    return any(
+        is_backward(call) or is_optimizer_step(call) or _asks_autograd(call) or _handles_an_optimizer(call)
+        for scope in module.all_scopes if scope.function is None
+        for call in calls_in(scope, None)
+    )
+
+
+def _asks_autograd(call) -> bool:
+    """A call of ``torch.autograd`` (``grad``, ``backward``, a ``Function``), not its ``Variable`` wrapper, which
+    has only wrapped a tensor (old code wraps every input in it)."""
+    callee = call.callee or ""
+    return callee.startswith("torch.autograd.") and callee not in torchapi.VARIABLE_WRAPPERS
+
+
+def _handles_an_optimizer(call) -> bool:
+    """An optimizer's gradients cleared, or an optimizer handed to code that may step it (Swin's
+    ``loss_scaler(loss, optimizer, ...)``, an object whose ``__call__`` backwards and steps): a program
+    that does either trains."""
+    if call.method == "zero_grad" and call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags:
+        return True
+    return any(Tag.OPTIMIZER in value.tags for value in (*call.args, *call.kwargs.values()))

@@ -113,13 +113,39 @@ def smoke_test_forward(summary, call: CallEvent) -> bool:
     built = [event for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
     if len(built) != 1 or built[0].targets != (key,) or not isinstance(built[0].value_node, cst.Call):
         return False  # a parameter, or built elsewhere or more than once
-    for other in scope.calls():
-        name = other.method or last_part(other.callee or "")
-        if _LOADS_WEIGHTS.search(name) and (other.receiver_key == key or any(
+    return not _loads_into(key, list(scope.calls())) and made_up_inputs(summary, call)
+
+
+def script_model_untrained(module, call: CallEvent) -> bool:
+    """At a script's module level (``module`` a ``ModuleView``), whose top-level statements are scopes of their own:
+    the model the call runs is built by one of them, from a call that asks for no weights (``pretrained=``,
+    ``weights=``, a loader's name), and none loads weights into it. What it computes is no trained model's output,
+    whatever its inputs (a check of shapes, a tutorial's demo), as ``smoke_test_forward`` says of a function."""
+    key = call.receiver_key
+    if call.scope.function is not None or key is None or call.receiver is None or MODEL not in call.receiver.tags:
+        return False
+    scopes = [scope for scope in module.all_scopes if scope.function is None]
+    built = [event for scope in scopes for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
+    if len(built) != 1 or built[0].targets != (key,) or not isinstance(built[0].value_node, cst.Call):
+        return False
+    if _ASKS_FOR_WEIGHTS.search(built[0].chunk.code_for(built[0].value_node)):
+        return False
+    return not _loads_into(key, [other for scope in scopes for other in scope.calls()])
+
+
+# A model built with its trained weights: a loader (``load_model(path)``, ``from_pretrained``) or a constructor asked
+# for them (torchvision's ``pretrained=True`` and ``weights=``, timm's ``pretrained=True``, a ``checkpoint=`` path).
+_ASKS_FOR_WEIGHTS = re.compile(r"load|restore|pretrained|weights|checkpoint", re.I)
+
+
+def _loads_into(key: str, calls: list[CallEvent]) -> bool:
+    """One of the calls loads weights into the model named ``key`` (``key.load_state_dict(...)``, ``load(key, path)``)."""
+    return any(
+        _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (other.receiver_key == key or any(
             isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes
-        )):
-            return False
-    return made_up_inputs(summary, call)
+        ))
+        for other in calls
+    )
 
 
 def made_up_inputs(summary, call: CallEvent) -> bool:

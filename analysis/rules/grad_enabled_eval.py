@@ -95,6 +95,14 @@ What an optimizer holds is read from its parameters (the first argument or `para
 A perceptual loss, whose network takes the trained model's output, must keep its graph and
 is left alone.
 
+A verdict depends on what the code does, not on its names or on where the pass sits. A script's module-level
+forward is the same pass as the same body in a `main()` it calls, and is reported alike (a warning: one forward
+outside any loop in a program that trains nothing, whose numbers the script reads). How grad stands decides the
+tier: a pass this file runs with grad on is an error; one whose only calls are in other files is a warning when one
+of them is known to run it with grad on (a function that steps an optimizer, a script's module level), and a note
+when none is (no caller in view, or one whose own callers decide): grad is then unknown, whether the function is
+called `evaluate` or `accuracy_on`.
+
 How to fix: decorate the evaluation function with `@torch.no_grad()` (or
 `@torch.inference_mode()`), or wrap the validation loop (or the one forward) in `with torch.no_grad():`. Leave grad
 on only where the evaluation needs gradients (adversarial attacks, saliency, test-time
@@ -115,7 +123,7 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
-from trainlint.analysis.graph_use import DroppedGraph, dropped_graph
+from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
 from trainlint.analysis.held_instances import builds_own_class, held_instance
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
@@ -141,7 +149,6 @@ from trainlint.analysis.patterns import (
 )
 from trainlint.analysis.torchapi import (
     MODULE_SELF_METHODS,
-    VARIABLE_WRAPPERS,
     is_optimizer_class,
     is_parameterless_layer,
 )
@@ -498,6 +505,26 @@ class GradEnabledEval(Rule):
         evidence.extend(((site.chunk, site.node), "called here with grad enabled") for site in sites[:2])
         called = f"; it is called on line {sites[0].chunk.line_of(sites[0].node)} with grad enabled" if sites else ""
         severity = Severity.WARNING if unknown else None
+        if not sites and elsewhere is None:
+            # no call in this file: how grad stands is its callers' in other files, as for any function that drops
+            # its pass's graph (`_report_unknown_grad`), whatever its name says
+            caller = _caller_elsewhere_with_grad(ctx, info)
+            if caller is not None:
+                known = caller.grad == "on"
+                evidence.append(((caller.call.chunk, caller.call.node), (
+                    f"`{_text(caller.call)}` runs it with grad on: {caller.why}" if known
+                    else f"`{_text(caller.call)}` calls it without `no_grad()`; grad there is its own callers' to decide"
+                )))
+                called = f"; `{caller.path}` calls it on line {caller.line} " + (
+                    f"with grad on ({caller.why})" if known else "in a function whose own callers decide how grad stands (not known here)"
+                )
+                severity = Severity.WARNING if known else Severity.NOTE
+            else:
+                called = (
+                    "; no call in view says how grad stands (its callers are outside the workspace, or it is a library's "
+                    "entry point), so this holds when it is called with grad on"
+                )
+                severity = Severity.NOTE
         if elsewhere is not None:
             # this file's calls turn grad off: only the other file's call runs it with grad on (or may)
             known = elsewhere.grad == "on"
@@ -989,10 +1016,13 @@ class GradEnabledEval(Rule):
         `.tolist()`: a waveform written out, labels printed). A script's one forward whose output is
         dropped (a warm-up, a check after exporting a model) costs one graph, and is left alone. Turning
         grad off around another forward of the function does not cover this one. The forward may be a
-        method of the model the function switched to eval (`vocoder.eval()`, then `vocoder.infer(mels)`)."""
+        method of the model the function switched to eval (`vocoder.eval()`, then `vocoder.infer(mels)`).
+        A script's module-level statement is the same pass as the same body in `main()` (`_check_script_forward`)."""
         info = scope.function
         module = ctx.module
-        if info is None or _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
+        if info is None:
+            return self._check_script_forward(ctx, scope)
+        if _framework_hook(ctx, info) or _test_function(info) or any(not _neutral(d, scope) for d in info.node.decorators):
             return False
         if module.module_fact("TL102 the file trains", _trains_anywhere):
             return False
@@ -1053,6 +1083,66 @@ class GradEnabledEval(Rule):
                 evidence=evidence,
                 severity=Severity.WARNING,
                 help=f"run `{text}` under `with torch.no_grad():` (or decorate `{info.name}` with `@torch.inference_mode()`)",
+                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            )
+            return True
+        return False
+
+
+    def _check_script_forward(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """``_check_single_forward`` at a script's module level: one forward outside any loop, with grad on, in a
+        program that trains nothing (nothing in this file, or in the workspace functions its module level runs,
+        backwards, steps an optimizer or calls ``torch.autograd``), whose graph dies in sight and whose numbers the
+        script reads (a cut that reads values, or a later statement that reads the names it binds: a prediction
+        printed or saved). Its module level is what the script runs, so grad is known on there, as it is in a
+        ``main()`` called from it; a forward whose output nothing reads (a warm-up) is left alone, as there. A warning
+        for a model of a workspace class, whose forward is read; a note for a library object, whose call may turn grad
+        off itself."""
+        module = ctx.module
+        if module.module_fact("the program trains", program_trains) or _grad_disabled_globally(module):
+            return False
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
+        for forward in scope.calls():
+            if forward.context.loops or forward.context.grad_off is not None or forward.receiver_key in frozen:
+                continue
+            if not (_records_graph(forward) and (_is_model_forward(forward, set()) or _runs_model_layers(ctx, forward))):
+                continue
+            if _parameterless(ctx, forward) or _built_untrained(module, scope, forward):
+                continue
+            dropped = dropped_graph(scope, forward.node)
+            if dropped is None:
+                continue
+            read_later = _read_later(module, scope.chunk, dropped.names)
+            if not read_later and not any(_reads_values(cut) for cut in dropped.cuts):
+                continue  # nothing reads what it computes: a warm-up, a shape check
+            text = _text(forward)
+            evidence: list[tuple[Site, str]] = [((forward.chunk, forward.node), f"`{text}` records the autograd graph")]
+            cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+            if cuts:
+                evidence.append(((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}` keeps none of the graph"))
+            names = ", ".join(f"`{name}`" for name in sorted(dropped.names))
+            read = f"; later statements read {names}" if read_later and names else ""
+            # a workspace class's forward is read; a library object's call may turn grad off itself (an annotator
+            # whose `__call__` runs under `no_grad()` and returns an image): what it does is not known here
+            known = forward.receiver is not None and isinstance(forward.receiver.detail, ClassInfo)
+            unread = "" if known else (
+                f". `{forward.receiver_key or text}` is not a class of the workspace: whether its call records a graph "
+                "(or turns grad off itself) is not read, so this is a note"
+            )
+            no_grad = ctx.name_for("torch.no_grad")
+            line = _statement_line(scope.chunk.module, forward.statement)
+            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+            ctx.report(
+                forward.node,
+                f"`{text}` runs with autograd on at the script's module level, in a program that trains nothing: nothing "
+                "in this file, or in the workspace functions it runs, backwards, steps an optimizer or calls "
+                f"`torch.autograd`{read}. An inference script's pass: it keeps every layer's activations for gradients "
+                "nobody computes (a long input's graph is what runs it out of memory)" + unread
+                + (_UNKNOWN_CLASS_NOTE.format(method=forward.method) if _unknown_model_method(ctx, forward) else ""),
+                evidence=evidence,
+                severity=Severity.WARNING if known else Severity.NOTE,
+                help=f"run `{text}` under `with torch.no_grad():` (or `torch.inference_mode()`)",
                 # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
                 fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
             )
@@ -1685,7 +1775,7 @@ def _inference_program_pass(ctx: RuleContext, scope: ScopeAnalysis, frozen: froz
     that hands a graph back to callers in other files may feed their backward: left to them."""
     module = ctx.module
     info = scope.function
-    if module.module_fact("TL102 the program trains", _program_trains):
+    if module.module_fact("the program trains", program_trains):
         return None
     if info is not None and not _runs_from_this_file(module, info):
         return None
@@ -1741,34 +1831,6 @@ def _unpickled_at_module_level(module: ModuleView) -> frozenset[str]:
 
 def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
     return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
-
-
-def _program_trains(module: ModuleView) -> bool:
-    """The file, or what its module level runs in the workspace (followed ``MAX_CALL_DEPTH`` calls deep), backwards,
-    steps an optimizer or asks ``torch.autograd`` for gradients: a graph recorded in it may be used."""
-    if _trains_anywhere(module):
-        return True
-    return any(
-        _trains([call]) or _asks_autograd(call) or _handles_an_optimizer(call)
-        for scope in module.all_scopes if scope.function is None
-        for call in calls_in(scope, None)
-    )
-
-
-def _asks_autograd(call: CallEvent) -> bool:
-    """A call of ``torch.autograd`` (``grad``, ``backward``, a ``Function``), not its ``Variable`` wrapper, which
-    has only wrapped a tensor (old code wraps every input in it)."""
-    callee = call.callee or ""
-    return callee.startswith("torch.autograd.") and callee not in VARIABLE_WRAPPERS
-
-
-def _handles_an_optimizer(call: CallEvent) -> bool:
-    """An optimizer's gradients cleared, or an optimizer handed to code that may step it (Swin's
-    ``loss_scaler(loss, optimizer, ...)``, an object whose ``__call__`` backwards and steps): a program
-    that does either trains."""
-    if call.method == "zero_grad" and call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags:
-        return True
-    return any(Tag.OPTIMIZER in value.tags for value in (*call.args, *call.kwargs.values()))
 
 
 def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
@@ -5875,9 +5937,186 @@ GradEnabledEval.MUST_FIRE = (
         """,
         unsafe=True,
     ),
+    Fires(  # an inference script written at module level: the same pass as the same body in main(), a warning alike
+        """
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from model import Classifier
+
+        preprocess = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
+        net = Classifier(n_classes=10)
+        net.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+        image = preprocess(Image.open(sys.argv[2]).convert("RGB")).unsqueeze(0)
+        scores = net(image)
+        label = scores.softmax(1).argmax(1).item()
+        print(f"{sys.argv[2]}: class {label}")
+        """,
+        fixed="""
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from model import Classifier
+
+        preprocess = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
+        net = Classifier(n_classes=10)
+        net.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+        image = preprocess(Image.open(sys.argv[2]).convert("RGB")).unsqueeze(0)
+        with torch.no_grad():
+            scores = net(image)
+        label = scores.softmax(1).argmax(1).item()
+        print(f"{sys.argv[2]}: class {label}")
+        """,
+        unsafe=True,
+        severity=Severity.WARNING,
+        at="scores = net(image)",
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+        },
+    ),
+    Fires(  # an evaluation helper no call in view runs: grad is its callers' to decide, a note whatever its name
+        """
+        import torch
+
+
+        def evaluate(model, loader, device):
+            correct = total = 0
+            for images, labels in loader:
+                outputs = model(images.to(device))
+                correct += (outputs.argmax(1) == labels.to(device)).sum().item()
+                total += labels.size(0)
+            return correct / total
+        """,
+        fixed="""
+        import torch
+
+
+        @torch.no_grad()
+        def evaluate(model, loader, device):
+            correct = total = 0
+            for images, labels in loader:
+                outputs = model(images.to(device))
+                correct += (outputs.argmax(1) == labels.to(device)).sum().item()
+                total += labels.size(0)
+            return correct / total
+        """,
+        severity=Severity.NOTE,
+    ),
+    Fires(  # a library's detector run by a script's module level: its call may turn grad off itself, so a note
+        """
+        import torch
+        from controlnet_aux import HEDdetector
+        from PIL import Image
+
+        hed = HEDdetector.from_pretrained("lllyasviel/Annotators")
+        edges = hed(Image.open("input.jpg"), detect_resolution=512)
+        edges.save("edges.jpg")
+        """,
+        fixed="""
+        import torch
+        from controlnet_aux import HEDdetector
+        from PIL import Image
+
+        hed = HEDdetector.from_pretrained("lllyasviel/Annotators")
+        with torch.no_grad():
+            edges = hed(Image.open("input.jpg"), detect_resolution=512)
+        edges.save("edges.jpg")
+        """,
+        unsafe=True,
+        severity=Severity.NOTE,
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # a script's module-level warm-up whose output nothing reads: one graph, left alone as in a main()
+        """
+        import torch
+
+        from model import Classifier
+
+        net = Classifier().cuda()
+        net.load_state_dict(torch.load("classifier.pt"))
+        net(torch.zeros(1, 3, 224, 224, device="cuda"))
+        torch.onnx.export(net, torch.zeros(1, 3, 224, 224, device="cuda"), "classifier.onnx")
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+        },
+    ),
+    Quiet(  # the script's module level goes on to fine-tune the model: the program trains, grad is wanted
+        """
+        import torch
+
+        from model import Classifier
+        from finetune import finetune
+
+        net = Classifier()
+        net.load_state_dict(torch.load("classifier.pt"))
+        probe = torch.randn(4, 3, 224, 224)
+        before = net(probe)
+        print(before.argmax(1))
+        finetune(net, "data/new_classes")
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+            "finetune.py": """
+                import torch
+                import torch.nn.functional as F
+
+
+                def finetune(model, folder, steps=100):
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                    for _ in range(steps):
+                        images, labels = torch.randn(8, 3, 224, 224), torch.randint(0, 10, (8,))
+                        loss = F.cross_entropy(model(images), labels)
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+            """,
+        },
+    ),
     Quiet(  # the fix: the process function disables grad itself, as ignite's create_supervised_evaluator does
         """
         import torch

@@ -11,7 +11,11 @@ nothing (no backward, no optimizer step, in it or in the helpers it calls) and w
 backward (it runs without grad, or returns and keeps none of its graph, and what it returns no caller in
 the file backwards): scoring, sampling an image grid, extracting features for a metric, decoding. A no-grad
 loop over held-out data (`val_loader`, `testloader`) is one too, and so, in a file that trains, is a loop over
-held-out data that trains nothing (code written before `no_grad`, or that forgot it). The mode is also followed
+held-out data that trains nothing (code written before `no_grad`, or that forgot it). A script's module level is the
+same pass as the same body in a `main()` it calls: a forward there, in a program that trains nothing (no backward,
+optimizer step or `torch.autograd` in the file or in the workspace functions its module level runs), is an inference
+pass, unless the script built the model without weights and loads none into it (a check of its shapes, a demo). The
+mode is also followed
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
 `do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs); a class that puts its model in training
@@ -77,7 +81,7 @@ import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.graph_use import feeds_backward, graph_kept, value_returned
+from trainlint.analysis.graph_use import feeds_backward, graph_kept, program_trains, value_returned
 from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout, torch_layer_mode
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
@@ -85,6 +89,7 @@ from trainlint.analysis.patterns import (
     made_up_inputs,
     mode_parameter,
     name_words,
+    script_model_untrained,
     smoke_test_forward,
 )
 from trainlint.analysis.torchapi import is_ddp_wrapper
@@ -1681,6 +1686,21 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     return f"`{function.name}` {how} and trains nothing, and nothing in this file backwards what it computes: an inference pass{named}"
 
 
+def _script_inference_pass(ctx: RuleContext, call: CallEvent) -> tuple | None:
+    """A forward at a script's module level in a program that trains nothing (nothing in this file, or in the
+    workspace functions its module level runs, backwards, steps an optimizer or calls ``torch.autograd``:
+    ``program_trains``): an inference pass, by what the script does, as the same body in a ``main()`` is one
+    (``_inference_pass``). A model the script builds without weights, and loads none into, computes no trained
+    model's output: a check of its shapes, a demo (``script_model_untrained``)."""
+    module = ctx.module
+    if module.module_fact("the program trains", program_trains) or script_model_untrained(module, call):
+        return None
+    return ((call.chunk, call.node), (
+        "the script's module level runs the model, and nothing the program runs (this file, or the workspace functions "
+        "its module level calls) backwards, steps an optimizer or calls `torch.autograd`: an inference pass"
+    ))
+
+
 def _mode_at_call(module: ModuleView, call: CallEvent, path: str, *, key: str | None = None) -> tuple[str, CallEvent, str]:
     """The mode of the module a call of another file runs a method of (``classifier.infer(batch)``), or of the model
     named ``key`` it hands over (``evaluate(model, loader)``): "eval" or "train" when its function switched that
@@ -1780,6 +1800,8 @@ def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) ->
         why = _inference_pass(ctx, scope, call)
         if why is not None:
             return ((scope.chunk, function.node.name), why)
+    if function is None and (script := _script_inference_pass(ctx, call)) is not None:
+        return script
     if call.context.grad_off is None:
         return _scoring_loop(module, scope, call)
     for loop in reversed(call.context.loops):
@@ -4169,9 +4191,103 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="return self.model(torch.tensor(pixels)[None]).argmax(-1).item()",
     ),
+    Fires(  # an inference script written at module level: the same pass as the same body in main(), a warning alike
+        """
+        import sys
+
+        import torch
+        from PIL import Image
+        from torchvision import transforms
+
+        from model import Classifier
+
+        preprocess = transforms.Compose([transforms.Resize(256), transforms.CenterCrop(224), transforms.ToTensor()])
+        net = Classifier(n_classes=10)
+        net.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+        image = preprocess(Image.open(sys.argv[2]).convert("RGB")).unsqueeze(0)
+        with torch.no_grad():
+            scores = net(image)
+        print(f"{sys.argv[2]}: class {scores.argmax(1).item()}")
+        """,
+        severity=Severity.WARNING,
+        at="scores = net(image)",
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+        },
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a tutorial script's check of the model's shapes: built, given no weights, run on a made-up tensor
+        """
+        import torch
+
+        from model import Classifier
+
+        net = Classifier(n_classes=10)
+        x = torch.randn(2, 3, 64, 64)
+        print(net(x).shape)
+        print(sum(p.numel() for p in net.parameters()), "parameters")
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+        },
+    ),
+    Quiet(  # the module-level script switches the model to eval mode before its pass
+        """
+        import sys
+
+        import torch
+
+        from model import Classifier
+
+        net = Classifier(n_classes=10)
+        net.load_state_dict(torch.load(sys.argv[1], map_location="cpu"))
+        net.eval()
+        with torch.no_grad():
+            scores = net(torch.load(sys.argv[2]))
+        print(scores.argmax(1).tolist())
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class Classifier(nn.Module):
+                    def __init__(self, n_classes=10):
+                        super().__init__()
+                        self.features = nn.Sequential(nn.Conv2d(3, 32, 3), nn.BatchNorm2d(32), nn.ReLU())
+                        self.head = nn.Sequential(nn.Dropout(0.3), nn.Linear(32, n_classes))
+
+                    def forward(self, x):
+                        return self.head(self.features(x).mean((2, 3)))
+            """,
+        },
+    ),
     Quiet(  # the same model fine-tuned: the forward's loss is backwarded by a helper of another file, so no inference pass
         """
         import argparse
