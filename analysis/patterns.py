@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 import libcst as cst
@@ -113,7 +113,7 @@ def smoke_test_forward(summary, call: CallEvent) -> bool:
     built = [event for event in scope.events if isinstance(event, AssignEvent) and key in event.targets]
     if len(built) != 1 or built[0].targets != (key,) or not isinstance(built[0].value_node, cst.Call):
         return False  # a parameter, or built elsewhere or more than once
-    return not _loads_into(key, list(scope.calls())) and made_up_inputs(summary, call)
+    return not loads_weights_into(key, scope.calls()) and made_up_inputs(summary, call)
 
 
 def script_model_untrained(module, call: CallEvent) -> bool:
@@ -130,7 +130,7 @@ def script_model_untrained(module, call: CallEvent) -> bool:
         return False
     if _ASKS_FOR_WEIGHTS.search(built[0].chunk.code_for(built[0].value_node)):
         return False
-    return not _loads_into(key, [other for scope in scopes for other in scope.calls()])
+    return not loads_weights_into(key, (other for scope in scopes for other in scope.calls()))
 
 
 # A model built with its trained weights: a loader (``load_model(path)``, ``from_pretrained``) or a constructor asked
@@ -138,10 +138,11 @@ def script_model_untrained(module, call: CallEvent) -> bool:
 _ASKS_FOR_WEIGHTS = re.compile(r"load|restore|pretrained|weights|checkpoint", re.I)
 
 
-def _loads_into(key: str, calls: list[CallEvent]) -> bool:
-    """One of the calls loads weights into the model named ``key`` (``key.load_state_dict(...)``, ``load(key, path)``)."""
+def loads_weights_into(key: str | None, calls: Iterable[CallEvent], loader_names: re.Pattern[str] = _LOADS_WEIGHTS) -> bool:
+    """One of the calls loads weights into the model named ``key`` (``key.load_state_dict(...)``, ``load(key, path)``):
+    a call whose name ``loader_names`` matches, on the model or handed it."""
     return any(
-        _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (other.receiver_key == key or any(
+        loader_names.search(other.method or last_part(other.callee or "")) and (other.receiver_key == key or any(
             isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes
         ))
         for other in calls

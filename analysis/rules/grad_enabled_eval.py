@@ -142,6 +142,7 @@ from trainlint.analysis.patterns import (
     MAX_CALL_DEPTH,
     argument_passed,
     evaluation_calls,
+    loads_weights_into,
     mode_parameter,
     name_words,
     ordered_calls,
@@ -2530,12 +2531,7 @@ def _built_untrained(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) 
         return False
     if _LOADS_WEIGHTS.search(chunk.code_for(made)):
         return False  # `AutoModel.from_pretrained(...)`, `load_model(path)`
-    return not any(
-        _LOADS_WEIGHTS.search(other.method or last_part(other.callee or "")) and (
-            other.receiver_key == key or any(isinstance(arg.value, cst.Name) and arg.value.value == key for arg in other.arg_nodes)
-        )
-        for other in (scope.calls() if scope.function is not None else module.all_calls())
-    )
+    return not loads_weights_into(key, scope.calls() if scope.function is not None else module.all_calls(), _LOADS_WEIGHTS)
 
 
 def _read_later(module: ModuleView, chunk: ParsedChunk, names: frozenset[str]) -> bool:
