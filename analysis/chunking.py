@@ -262,13 +262,9 @@ def _header_end(text: str) -> int | None:
         line = _ONE_LINE_STRING.sub("", line)  # a default (`order: str = "tp-dp"`): closed on its line, as the scan reads it
         if any(character in line for character in "'\"#\\\f"):
             return None
-        for character in line:
-            if character in "([{":
-                depth += 1
-            elif character in ")]}":
-                depth -= 1
-                if depth < 0:
-                    return None
+        depth = _depth_after(line, depth)
+        if depth < 0:
+            return None
         if depth == 0:
             return end + 1 if line.rstrip(" \t").endswith(":") else None
         pos = end + 1
@@ -281,17 +277,22 @@ def _balanced(code: str) -> bool:
     for line in code.split("\n"):
         if line.lstrip(" \t").startswith("#"):
             continue
-        depth = 0
-        for character in line:
-            if character in "([{":
-                depth += 1
-            elif character in ")]}":
-                depth -= 1
-                if depth < 0:
-                    return False
-        if depth:
+        if _depth_after(line, 0):
             return False
     return True
+
+
+def _depth_after(line: str, depth: int) -> int:
+    """The bracket depth after ``line`` (no string or comment in it), from ``depth`` before it; -1 once a closing
+    bracket has no opening one."""
+    for character in line:
+        if character in "([{":
+            depth += 1
+        elif character in ")]}":
+            depth -= 1
+            if depth < 0:
+                return -1
+    return depth
 
 
 def blank_or_comment(line: str) -> bool:
