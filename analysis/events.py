@@ -6,6 +6,7 @@ The rules read these instead of walking the tree again; the walk itself is flow.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
 import libcst as cst
@@ -124,6 +125,15 @@ class CallEvent(Event):
             if arg.keyword is not None and arg.keyword.value == name:
                 return arg
         return None
+
+    def values_given(self, positional_parameters: Sequence[str]) -> dict[str, Value] | None:
+        """What the call gives each parameter of the function it calls, by position then by keyword, from
+        the function's ``positional_parameters``; None when ``*args`` or ``**kwargs`` hide it."""
+        if any(arg.star for arg in self.arg_nodes):
+            return None
+        given = dict(zip(positional_parameters, self.args))
+        given.update(self.kwargs)
+        return given
 
     @property
     def has_star_kwargs(self) -> bool:

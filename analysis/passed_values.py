@@ -59,11 +59,9 @@ def _graph_arguments(callee: ScopeAnalysis, call: CallEvent) -> dict[str, Value]
     """The parameters of the called function whose role is not known (``ROLE_VALUES``) and that the call
     hands a graph-carrying value, a model or a criterion, each with that value."""
     function = callee.function
-    if function is None or any(arg.star for arg in call.arg_nodes):
+    given = call.values_given(function.positional_parameters) if function is not None else None
+    if given is None:
         return {}
-    positional = function.positional_parameters
-    given = dict(zip(positional, call.args))
-    given.update(call.kwargs)
     return {
         name: value for name, value in given.items()
         if (GRAPH in value.tags or value.tags & _HANDED_ROLES) and name in callee.params and not callee.params[name].tags

@@ -461,11 +461,10 @@ def _handed_to_backward(backward: CallEvent, chain: tuple[CallEvent, ...]) -> Va
     if backward.scope.last_binding(loss.value, before=backward) is not None:
         return None
     call = chain[-1]
-    if call.function is None or call.function.node is not function.node or any(arg.star for arg in call.arg_nodes):
+    if call.function is None or call.function.node is not function.node:
         return None
-    given = dict(zip(call.function.positional_parameters, call.args))
-    given.update(call.kwargs)
-    return given.get(loss.value)
+    given = call.values_given(call.function.positional_parameters)
+    return given.get(loss.value) if given is not None else None
 
 
 def _steps_each_optimizer(items: list[Item], step: CallEvent, loop: Loop) -> bool:
