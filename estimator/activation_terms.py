@@ -25,6 +25,7 @@ from .cost_constants import (
     SAMPLING_BYTES,
     SHORT_SEQUENCE,
     TRAINER_LOGIT_BYTES,
+    TRL_CHUNK_TOKENS,
     TYPICAL_SEQUENCE,
 )
 from .layer_activations import (
@@ -95,6 +96,8 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
     """Bytes per logit a training step's loss keeps (low, estimate, high)."""
     if plan.model_code == "litgpt":  # Fabric's fp32 outputs; finetune_lora chunks the head, finetune_full does not
         return litgpt.CHUNKED_LOGIT_BYTES if plan.lora_rank is not None else litgpt.WHOLE_LOGIT_BYTES
+    if plan.loss == "checkpointed-chunked":  # bytes of one chunk's peak, not per logit (checkpointed_chunks_bytes)
+        return (1.0, 1.0, 1.0)
     if plan.loss in ("chunked", "projected-chunked"):
         # torchtune's compile: True compiles each layer and the loss's per-chunk function (training.compile_loss)
         if plan.compiled and plan.model_code == "torchtune":
@@ -102,6 +105,17 @@ def _logit_bytes(plan: Plan) -> tuple[float, float, float]:
         return PROJECTED_CHUNKED_LOGIT_BYTES if plan.loss == "projected-chunked" else CHUNKED_LOGIT_BYTES
     # a step keeping only the loss (the HF Trainer's: previous_graph_alive False; `del` of the output) drops the outputs
     return TRAINER_LOGIT_BYTES if plan.outputs_freed or _stated_previous_graph(plan) is False else LOGIT_BYTES
+
+
+def checkpointed_chunks_bytes(geometry: Shape, tokens: int, act_bytes: int) -> float:
+    """What a loss taken a chunk at a time under activation checkpointing (TRL's chunked_nll, in fp32) holds at its
+    peak: the gathered final hidden states it keeps for the backward, and one chunk's work, the larger of four fp32
+    tensors of the chunk's logits in the forward (the logits, their log-softmax, and the entropy's exp and product) and
+    three beside the head's fp32 copy (`w.float()`) in the backward. Replayed with TRL 1.7.0's own functions within
+    0.1 % (calibration/trl_chunked_loss_peaks.py); the trainer drops the counts returned beside the loss before the
+    backward, else every chunk's recomputed entropy operands would stay."""
+    chunk = min(TRL_CHUNK_TOKENS, tokens) * geometry.vocab * 4
+    return max(4 * chunk, 3 * chunk + geometry.vocab * geometry.hidden * 4) + tokens * geometry.hidden * act_bytes
 
 
 def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, act_bytes: int, notes: list[str], end: int):
@@ -112,7 +126,10 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
     tokens = batch * seq
     per_layer = _layer_bytes(plan, geometry, seq, batch, act_bytes, notes, end)
     if plan.mode == "train":
-        logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
+        if plan.loss == "checkpointed-chunked" and geometry.vocab and plan.head == "lm":
+            logits = checkpointed_chunks_bytes(geometry, tokens, act_bytes)
+        else:
+            logits = tokens * geometry.vocab * _logit_bytes(plan)[1] if geometry.vocab and plan.head == "lm" else 0.0
         if logits and _logit_bytes(plan) is COMPILED_CHUNKED_LOGIT_BYTES and end == 1:
             notes.append("chunked loss, compiled per chunk (torchtune's compile: True): the backward keeps the 16-bit logits "
                          "and recomputes each chunk's fp32 log-softmax; an uncompiled loss's at the high end")

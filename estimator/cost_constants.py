@@ -38,6 +38,11 @@ COMPILED_CHUNKED_LOGIT_BYTES = (2.0, 3.0, 8.0)
 # no logits outside it, each chunk's 16-bit logits freed once upcast, its fp32 log-softmax kept, 4.00 bytes per logit
 # (the same replay); one chunk's backward as above; the other chunked loss's 8 at the high end.
 PROJECTED_CHUNKED_LOGIT_BYTES = (4.0, 5.0, 8.0)
+# TRL's chunked loss (the SFTTrainer's loss_type="chunked_nll", trl/trainer/sft_trainer.py from 1.4.0, its default from
+# 1.7.0): the final hidden states of the labelled positions are gathered into one copy kept for the backward, and this
+# many at a time (_CHUNKED_LM_HEAD_CHUNK_SIZE) go through the head and the cross-entropy in fp32 under activation
+# checkpointing, so no logits outlive their chunk (activation_terms.checkpointed_chunks_bytes).
+TRL_CHUNK_TOKENS = 256
 # Generation with transformers (generate's _sample and its logits processors), bytes per vocabulary entry and
 # sequence at a step: greedy keeps the next-token logits in fp32 and their scores (8); sampling with top-k and
 # top-p adds the processors' copies, top-p's sorted values and int64 indices, softmax, cumulative sum, masks

@@ -78,7 +78,7 @@ def mechanism_estimate(plan: Plan, context_bytes: float | Interval = 0.14 * GIB,
     arch = plan.model
     if arch is None:
         raise CannotEstimate("the model is unknown: there is nothing to count (name it with --model)")
-    trl_default = plan.trl_default_checkpointing and plan.mode == "train"
+    trl_default = (plan.trl_default_checkpointing or plan.trl_default_loss) and plan.mode == "train"
     if (plan.model_code == "own" or plan.attention is None or trl_default or unstated_lora_base(plan) or unstated_load_dtype(plan)
             or unstated_kbit_preparation(plan)):
         # an estimate whose interval covers the alternatives

@@ -95,6 +95,8 @@ def left_unstated(plan: Plan) -> list[str]:
             unstated.append("the Trainer's default optimizer (torch version)")
         if plan.trl_default_checkpointing and plan.trl_checkpointing is None:
             unstated.append("TRL's default checkpointing (TRL version)")
+        if plan.trl_default_loss and plan.trl_chunked_loss is None:
+            unstated.append("TRL's default loss (TRL version)")
         if plan.sharding in ("fsdp", "fsdp-grad-op") and plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
             unstated.append("FSDP's param_dtype")
     if unstated_load_dtype(plan) and plan.loads_checkpoint_dtype is None:

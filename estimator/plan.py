@@ -21,7 +21,7 @@ MODES = ("train", "infer", "generate")
 SHARDINGS = ("ddp", "fsdp", "fsdp-grad-op", "zero1", "zero2", "zero3")
 OFFLOADS = ("optimizer", "params")
 HEADS = ("lm", "classifier")
-LOSSES = ("standard", "chunked", "projected-chunked")
+LOSSES = ("standard", "chunked", "projected-chunked", "checkpointed-chunked")
 CHECKPOINT_POLICIES = ("full", "selective", "alternate")
 SAVED_MODULES = ("embeddings", "lm_head")
 MODEL_CODES = ("transformers", "litgpt", "gpt-fast", "torchtune", "own")
@@ -117,7 +117,8 @@ class Plan:
     activation_offloading: bool = False
     head: str = "lm"  # "lm": a loss over the vocabulary; "classifier": a few labels (no vocabulary logits)
     # "chunked": the loss over the vocabulary is taken a chunk of tokens at a time; "projected-chunked": the loss also
-    # applies the output projection to each chunk itself, so no logits exist outside it
+    # applies the output projection to each chunk itself, so no logits exist outside it; "checkpointed-chunked": that,
+    # each chunk of 256 tokens under activation checkpointing, in fp32 (TRL's SFTTrainer, loss_type="chunked_nll")
     loss: str = "standard"
     # whose modules run the model: "transformers", "litgpt" (see litgpt.py) or "gpt-fast" (gpt-fast's model.py and
     # generate.py as torchao and others copy them: a causal-mask buffer, decoding on the math SDPA kernel), "torchtune"
@@ -204,6 +205,11 @@ class Plan:
     # trl_checkpointing: the default of the stated TRL release. None: the version is unknown (the estimate on, the high end off).
     trl_default_checkpointing: bool = False
     trl_checkpointing: bool | None = None
+    # TRL's SFTTrainer takes its loss a chunk at a time (loss_type="chunked_nll") by default from TRL 1.7.0, the whole
+    # logits' cross-entropy before. trl_default_loss: the script's SFTConfig leaves loss_type (and use_liger_kernel) to
+    # that default; trl_chunked_loss: the default of the stated TRL release. None: unknown (the estimate chunked).
+    trl_default_loss: bool = False
+    trl_chunked_loss: bool | None = None
     # The HF Trainer given a compute_metrics, with eval_accumulation_steps unset: every evaluation batch's logits stay on
     # the device until the evaluation ends (trainer_eval.py); a note says what each evaluation sample adds.
     trainer_eval_logits: bool = False

@@ -702,6 +702,10 @@ class _Reader:
         if head == "SFTConfig" and not unpacked:
             if checkpointing is None:
                 self.trl_config = self.trl_config or (node, chunk)  # TRL's own default decides
+            if self.keyword(node, ("loss_type", "use_liger_kernel")) is None:  # TRL's default loss: Plan.trl_default_loss
+                self._set("trl_default_loss", True, node, chunk)
+            elif self.value(self.keyword(node, "loss_type"), chunk) == "chunked_nll":
+                self._set("loss", "checkpointed-chunked", node, chunk)
             # TRL's SFTConfig: bf16 unless fp16 (0.19 on; fp32 before), samples truncated at max_length=1024 (SFTTrainer's
             # cap since 0.7, the field's default since 0.15)
             if self.keyword(node, ("bf16", "fp16")) is None:

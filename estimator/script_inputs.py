@@ -81,6 +81,7 @@ class ScriptInputs:
     quant_compute_fp32: Found | None = None  # BitsAndBytesConfig's bnb_4bit_compute_dtype is fp32 (or left to its default)
     lengths_vary: Found | None = None  # whether training batches differ in length (unpacked samples padded per batch)
     trl_default_checkpointing: Found | None = None  # True: a TRL SFTConfig leaves gradient checkpointing to TRL's default
+    trl_default_loss: Found | None = None  # True: a TRL SFTConfig leaves loss_type to TRL's default
     # True: a model loaded by `from_pretrained` without a dtype, so in the checkpoint's from transformers 5 on (Plan's)
     default_load_dtype: Found | None = None
     loads_checkpoint_dtype: Found | None = None  # True: `dtype="auto"` stated, the checkpoint's dtype in every release

@@ -120,6 +120,22 @@ def trl_default_checkpointing(plan: Plan, estimate: Callable[..., Estimate], *de
     return covering(chosen, [older], plan, note)
 
 
+def trl_default_loss(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
+    """A TRL SFTConfig that leaves its loss to TRL: from TRL 1.7.0 the SFTTrainer's default `loss_type` is
+    "chunked_nll", which applies the LM head and the cross-entropy 256 tokens at a time under activation checkpointing
+    (the estimate); before, "nll", the whole logits' cross-entropy (the high end); a stated release decides."""
+    settled = dataclasses.replace(plan, trl_default_loss=False)
+    if plan.trl_chunked_loss is not None:
+        loss = "checkpointed-chunked" if plan.trl_chunked_loss else plan.loss
+        return dataclasses.replace(estimate(dataclasses.replace(settled, loss=loss), *device), plan=plan)
+    chosen = estimate(dataclasses.replace(settled, loss="checkpointed-chunked"), *device)
+    older = estimate(settled, *device)
+    note = ("loss: TRL's SFTTrainer takes it 256 tokens at a time by default from TRL 1.7 (loss_type=\"chunked_nll\", the "
+            "estimate), no logits outliving their chunk; before, over the whole logits (the high end); loss_type= in the "
+            f"SFTConfig or {settled_by('trl')}")
+    return covering(chosen, [older], plan, note)
+
+
 def unstated_lora_base(plan: Plan) -> bool:
     """Whether a LoRA run under autocast leaves the dtype its frozen base is loaded in unstated (Plan.lora_base_16bit)."""
     return (plan.mode == "train" and plan.lora_rank is not None and plan.dtype.startswith("amp") and plan.quant is None
@@ -201,10 +217,12 @@ def kbit_preparation(plan: Plan, estimate: Callable[..., Estimate], *device) -> 
 
 def covered(plan: Plan, estimate: Callable[..., Estimate], *device) -> Estimate:
     """The estimate of a plan that leaves a choice to code nobody stated (the model's own code, the attention kernel,
-    TRL's default gradient checkpointing, a LoRA base's load dtype, peft's kbit preparation), its interval covering the
+    TRL's default gradient checkpointing and loss, a LoRA base's load dtype, peft's kbit preparation), its interval covering the
     alternatives."""
     if plan.trl_default_checkpointing and plan.mode == "train":
         return trl_default_checkpointing(plan, estimate, *device)
+    if plan.trl_default_loss and plan.mode == "train":
+        return trl_default_loss(plan, estimate, *device)
     if unstated_kbit_preparation(plan):
         return kbit_preparation(plan, estimate, *device)
     if unstated_lora_base(plan):

@@ -182,7 +182,8 @@ def test_trls_sft_config_checkpoints_by_default_from_0_22_and_the_high_end_does_
     or transformers' TrainingArguments (default off), is read as written."""
     planned = plan_settings(read_script(TRL_SCRIPT.format(extra="")), {})
     assert planned.settings["gradient_checkpointing"] is True and planned.settings["trl_default_checkpointing"] is True
-    plan = Plan(model=QWEN, **{**planned.settings, "lengths_vary": False, "attention": "sdpa"})
+    # TRL's default loss, also left to TRL here, is settled to the whole logits' (test_estimator_trl_loss.py)
+    plan = Plan(model=QWEN, **{**planned.settings, "lengths_vary": False, "attention": "sdpa", "trl_default_loss": False})
     default = mechanism_estimate(plan)
     on = mechanism_estimate(dataclasses.replace(plan, trl_default_checkpointing=False))
     off = mechanism_estimate(dataclasses.replace(plan, trl_default_checkpointing=False, gradient_checkpointing=False))
