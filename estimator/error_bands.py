@@ -28,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from .adapters import targets_the_head
 from .architectures import shape
 from .plan import Estimate, Interval, Plan
 from .unstated import unstated_kbit_preparation, unstated_load_dtype
@@ -95,7 +96,7 @@ def left_unstated(plan: Plan) -> list[str]:
             unstated.append("the Trainer's default optimizer (torch version)")
         if plan.trl_default_checkpointing and plan.trl_checkpointing is None:
             unstated.append("TRL's default checkpointing (TRL version)")
-        if plan.trl_default_loss and plan.trl_chunked_loss is None:
+        if plan.trl_default_loss and plan.trl_chunked_loss is None and not targets_the_head(plan):
             unstated.append("TRL's default loss (TRL version)")
         if plan.sharding in ("fsdp", "fsdp-grad-op") and plan.dtype.startswith("amp") and plan.fsdp_param_dtype is None:
             unstated.append("FSDP's param_dtype")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from .adapters import targets_the_head
 from .architectures import shape
 from .plan import Estimate, Interval, Plan
 from .units import GIB
@@ -125,6 +126,11 @@ def trl_default_loss(plan: Plan, estimate: Callable[..., Estimate], *device) -> 
     "chunked_nll", which applies the LM head and the cross-entropy 256 tokens at a time under activation checkpointing
     (the estimate); before, "nll", the whole logits' cross-entropy (the high end); a stated release decides."""
     settled = dataclasses.replace(plan, trl_default_loss=False)
+    if targets_the_head(plan):  # TRL 1.7's SFTTrainer refuses its chunked default when the head carries an adapter
+        note = ("loss: over the whole logits; TRL's chunked default (loss_type=\"chunked_nll\", from TRL 1.7) refuses an "
+                "LM head that carries a LoRA adapter, so such a run states loss_type=\"nll\"")
+        result = estimate(settled, *device)
+        return dataclasses.replace(result, plan=plan, assumptions=list(dict.fromkeys([*result.assumptions, note])))
     if plan.trl_chunked_loss is not None:
         loss = "checkpointed-chunked" if plan.trl_chunked_loss else plan.loss
         return dataclasses.replace(estimate(dataclasses.replace(settled, loss=loss), *device), plan=plan)

@@ -87,3 +87,13 @@ def test_a_stated_loss_type_is_read_as_written():
     for extra in (', loss_type="nll"', ", use_liger_kernel=True"):  # Liger's kernel makes TRL's default "nll"
         plan = _plan(extra)
         assert plan.trl_default_loss is False and plan.loss == "standard"
+
+
+def test_lora_on_the_head_keeps_the_whole_logits_loss_which_trl_requires_there():
+    """TRL 1.7's SFTTrainer raises when its chunked default meets an LM head wrapped by a LoRA adapter (the chunked path
+    reads the head's weight and would skip the adapter): such a run states loss_type="nll", estimated so."""
+    plan = _plan(lora_targets=("q_proj", "v_proj", "lm_head"))
+    default = mechanism_estimate(plan)
+    whole = mechanism_estimate(dataclasses.replace(plan, trl_default_loss=False))
+    assert default.allocated == whole.allocated
+    assert any("refuses an LM head that carries a LoRA adapter" in note for note in default.assumptions)
