@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import textwrap
 from pathlib import Path
 
 import msgspec
 import pytest
+from cli_process import TRAINLINT
 
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.estimator.activation_terms import checkpointed_chunks_bytes
@@ -97,3 +99,19 @@ def test_lora_on_the_head_keeps_the_whole_logits_loss_which_trl_requires_there()
     whole = mechanism_estimate(dataclasses.replace(plan, trl_default_loss=False))
     assert default.allocated == whole.allocated
     assert any("refuses an LM head that carries a LoRA adapter" in note for note in default.assumptions)
+
+
+def test_the_command_line_names_the_loss_a_stated_trl_release_picks(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.format(extra=""), encoding="utf-8")
+
+    def run(release: str) -> dict:
+        result = subprocess.run([*TRAINLINT, "estimate", str(script), "--gpu", "a100-80gb", "--format", "json",
+                                 "--library-version", f"trl={release}"], capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    older, newer = run("1.6.0"), run("1.7.0")
+    assert older["inputs"]["loss"] == {"value": "standard", "source": "trl 1.6.0's SFTTrainer default"}
+    assert newer["inputs"]["loss"] == {"value": "checkpointed-chunked", "source": "trl 1.7.0's SFTTrainer default"}
+    assert older["breakdown"]["logits"] > 10 * newer["breakdown"]["logits"]

@@ -200,6 +200,13 @@ def run_estimate(args: argparse.Namespace) -> int:
             inputs["attention"] = (released_kernel(settings["sdpa_dispatch"]), f"transformers {versions['transformers']}'s default")
         if settings.get("trl_default_checkpointing") and "trl_checkpointing" in settings:  # the release's SFTConfig default
             inputs["gradient_checkpointing"] = (settings["trl_checkpointing"], f"trl {versions['trl']}'s SFTConfig default")
+        if settings.get("trl_default_loss") and "trl_chunked_loss" in settings:  # the release's SFTTrainer loss_type
+            from trainlint.estimator.architectures import LM_HEAD_NAMES
+
+            head_adapter = any(target in LM_HEAD_NAMES for target in settings.get("lora_targets") or ())  # TRL refuses it
+            chunked = settings["trl_chunked_loss"] and not head_adapter
+            loss = "checkpointed-chunked" if chunked else settings.get("loss", "standard")
+            inputs["loss"] = (loss, f"trl {versions['trl']}'s SFTTrainer default")
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
