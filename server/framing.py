@@ -201,6 +201,11 @@ async def serve(
             return  # the input ended inside a message
         timeline.message("read", body, arrived=getattr(reader, "read_at", None))
         dispatch(protocol, body, lifecycle)
+        # The request's handler starts before the next message is handed on, though both came in one
+        # read: a pull cancelled right behind it is then cancelled while it waits, and answered
+        # ServerCancelled with retriggerRequest, not cancelled before it began (RequestCancelled,
+        # which Neovim drops without pulling again).
+        await asyncio.sleep(0)
 
 
 class Lifecycle:
