@@ -22,6 +22,7 @@ local MARKER_DOC = "<!-- tested by tests/test_neovim.py"
 
 local result = { nvim = tostring(vim.version()), key_ms = KEY_MS, text = TEXT, keys = {}, answers = {}, hovers = {} }
 local t0 = vim.uv.hrtime()
+result.t0_ns = t0 -- CLOCK_MONOTONIC, as the server's timeline (TRAINLINT_TIMELINE) records
 local function now_ms()
   return (vim.uv.hrtime() - t0) / 1e6
 end
@@ -83,11 +84,25 @@ local function main()
     return original_push(err, res, ctx)
   end
 
-  -- When Neovim sent didOpen: the server had started and answered `initialize` by then.
+  -- When Neovim sent didOpen (the server had started and answered `initialize` by then), and each
+  -- didChange with its version: when Neovim's change debounce let the key's change go.
+  result.changes, result.requests = {}, {}
   vim.api.nvim_create_autocmd("LspNotify", {
     callback = function(args)
       if args.data.method == "textDocument/didOpen" and not result.did_open_ms then
         result.did_open_ms = now_ms()
+      elseif args.data.method == "textDocument/didChange" then
+        local params = args.data.params or {}
+        table.insert(result.changes, { t = now_ms(), version = params.textDocument and params.textDocument.version })
+      end
+    end,
+  })
+  -- Every pull and hover as it is sent, cancelled and completed, by request id.
+  vim.api.nvim_create_autocmd("LspRequest", {
+    callback = function(args)
+      local request = args.data.request or {}
+      if request.method == "textDocument/diagnostic" or request.method == "textDocument/hover" then
+        table.insert(result.requests, { t = now_ms(), id = args.data.request_id, type = request.type, method = request.method })
       end
     end,
   })

@@ -33,7 +33,10 @@ runs Neovim's own (150 ms, when a configuration sets none) instead, ``--debounce
 ``debounce_ms`` in the figures says which ran.
 
 ``--server`` replaces the command (``ruff server`` gives the scale: ruff answers pulls too).
-``--json OUT`` writes the figures and the raw record of each run.
+``--json OUT`` writes the figures and the raw record of each run: every key, change and pull Neovim
+sent, every answer it got. ``--timeline`` adds trainlint's own record (``TRAINLINT_TIMELINE``: each
+message read and written, each analysis queued, started, stopped and finished) and, per key, the
+stage of its path to a report that made it late (``benchmarks/key_timeline.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import key_timeline
 
 ROOT = Path(__file__).resolve().parents[1]
 LUA = ROOT / "benchmarks" / "nvim_typing.lua"
@@ -128,7 +133,7 @@ def figures(record: dict) -> dict:
     }
 
 
-def run_once(script: Path, marker: str, server: str, key_ms: float, debounce_ms: int | None) -> dict:
+def run_once(script: Path, marker: str, server: str, key_ms: float, debounce_ms: int | None, timeline: bool = False) -> dict:
     with tempfile.TemporaryDirectory(prefix="nvim-typing-") as scratch:
         # The script is typed into a copy in a folder of its own: the workspace is that folder.
         work = Path(scratch) / "project"
@@ -141,9 +146,16 @@ def run_once(script: Path, marker: str, server: str, key_ms: float, debounce_ms:
                    XDG_STATE_HOME=scratch, XDG_DATA_HOME=scratch, XDG_CONFIG_HOME=scratch)
         if debounce_ms is not None:
             env["DEBOUNCE_MS"] = str(debounce_ms)
+        server_record = Path(scratch) / "timeline.jsonl"
+        if timeline:
+            env["TRAINLINT_TIMELINE"] = str(server_record)
         subprocess.run([nvim_binary(), "--headless", "--clean", "-l", str(LUA), str(DOC), str(target), marker, str(out)],
                        env=env, cwd=work, timeout=600, check=False, stdout=subprocess.DEVNULL)
         record = json.loads(out.read_text())
+        if timeline and record.get("ok"):
+            lines = [json.loads(line) for line in server_record.read_text().splitlines()] if server_record.exists() else []
+            record["server_timeline"] = key_timeline.server_events(record, lines)
+            record["key_stages"] = key_timeline.key_stages(record)
     if not record.get("ok"):
         sys.exit(f"the run failed: {record.get('error')}")
     return record
@@ -164,6 +176,9 @@ def main() -> None:
     debounce.add_argument("--neovim-default", dest="debounce", action="store_const", const=NEOVIM_DEBOUNCE_MS,
                           help=f"Neovim's own default debounce ({NEOVIM_DEBOUNCE_MS} ms) instead of the docs'")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--timeline", action="store_true",
+                        help="trainlint's own record of each message and analysis (TRAINLINT_TIMELINE): each key's path "
+                             "to its report, and the stage that made each late key late (benchmarks/key_timeline.py)")
     args = parser.parse_args()
     key_ms = float(os.environ.get("KEY_MS", "100"))
     server = args.server
@@ -180,8 +195,10 @@ def main() -> None:
     try:
         runs = []
         for _ in range(args.runs):
-            record = run_once(args.script.resolve(), args.marker, server, key_ms, args.debounce)
+            record = run_once(args.script.resolve(), args.marker, server, key_ms, args.debounce, args.timeline)
             runs.append({"figures": figures(record), "record": record})
+            if args.timeline:
+                runs[-1]["figures"]["late_keys"] = key_timeline.summary(record["key_stages"])
             print(json.dumps(runs[-1]["figures"]), flush=True)
     finally:
         for spinner in spinners:

@@ -28,6 +28,8 @@ import asyncio
 import gc
 from collections.abc import Callable
 
+from . import timeline
+
 
 class IdleGarbageCollector:
     def __init__(self, idle_s: float = 1.0, long_idle_s: float = 30.0, full_every: int = 2000) -> None:
@@ -54,8 +56,10 @@ class IdleGarbageCollector:
         if self.since_full >= self.full_every:
             self.collect()
             return
+        timeline.mark("collecting")
         gc.collect()  # only what is not frozen: what came after the last analysis
         gc.freeze()
+        timeline.mark("collected")
         self._schedule(self.long_idle_s - self.idle_s, self.collect)
 
     def collect(self) -> None:
@@ -63,9 +67,11 @@ class IdleGarbageCollector:
         self._timer = None
         self.since_full = 0
         self.collections += 1
+        timeline.mark("collecting", full=True)
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+        timeline.mark("collected", full=True)
 
     def _schedule(self, delay_s: float, then: Callable[[], None]) -> None:
         if self._timer is not None:

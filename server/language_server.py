@@ -27,6 +27,7 @@ from trainlint.analysis.workspace import Workspace
 from trainlint.linter import Linter
 from trainlint.settings import RUN_ON_SAVE, EffectiveSettings
 
+from . import timeline
 from .capabilities import ClientSupport
 from .configuration import CONFIG_RECHECK_S, SettingsStore
 from .documents import Analysis, DocumentState, Stopped
@@ -82,7 +83,7 @@ class TrainlintServer(LanguageServer):
         Returns the exit status: pygls' for ``exit`` (0 after ``shutdown``, else 1), 0 at the end of input."""
         self._stop_event = threading.Event()
         reader = BinaryReader(stdin or sys.stdin.buffer, self.thread_pool)
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        self.protocol.set_writer(timeline.writer(StdoutWriter(stdout or sys.stdout.buffer)))
         status = 0
         try:
             asyncio.run(serve(self._stop_event, reader, self.protocol, self.frame_problem))

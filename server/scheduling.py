@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from trainlint.analysis.dependencies import Superseded
 from trainlint.settings import EffectiveSettings
 
+from . import timeline
 from .carry import carry_anchor, carry_finding
 from .documents import STOPPED, Analysis, Asked, DocumentState, Stopped
 from .notebooks import cell_analysis
@@ -140,6 +141,7 @@ def _start_analysis(
     loop = asyncio.get_running_loop()
     edits = state.edits
     changes = ls.changes_of(uri, version)
+    timeline.mark("queued", version=version)
 
     def superseded() -> bool:  # asked on the worker thread, between statements
         if state.stopped_in_a_row >= MAX_STOPS_IN_A_ROW:
@@ -147,7 +149,14 @@ def _start_analysis(
         return state.edits != edits or ls.documents.get(uri) is not state
 
     def analyse() -> Analysis:  # on the lane's thread
-        result = state.analyse(text, version, settings, superseded, changes)
+        cpu = timeline.cpu_ns()
+        timeline.mark("started", version=version)
+        try:
+            result = state.analyse(text, version, settings, superseded, changes)
+        except Superseded:
+            timeline.mark("stopped", version=version, cpu=timeline.cpu_ns() - cpu)
+            raise
+        timeline.mark("finished", version=version, cpu=timeline.cpu_ns() - cpu)
         remember_analysis(ls, uri, state, result)
         return result
 

@@ -18,7 +18,7 @@ from lsprotocol import types
 from trainlint.analysis.registry import allow_local_plugins, forbid_local_plugins
 from trainlint.settings import ALLOW_LOCAL_PLUGINS
 
-from . import code_actions, commands, configuration, diagnostics, hover, inlay_hints, text_sync
+from . import code_actions, commands, configuration, diagnostics, hover, inlay_hints, text_sync, timeline
 from .capabilities import ClientSupport
 from .documents import import_ahead
 from .language_server import TrainlintServer
@@ -85,6 +85,7 @@ server.command(commands.COMMAND_DEBUG)(commands.debug_command)
 def start(tcp: str | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="trainlint: %(levelname)s %(message)s")
     logging.getLogger("pygls").setLevel(logging.WARNING)  # it logs every message at INFO
+    timeline.start()
     server.idle_gc.start()
     # The analysis is imported while the client and the server greet each other, not at the first didOpen.
     threading.Thread(target=import_ahead, name="trainlint-imports", daemon=True).start()

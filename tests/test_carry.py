@@ -98,3 +98,40 @@ def test_whole_text_changes_and_joined_line_breaks_carry_nothing():
     assert doc.changes_since(0) is None
     edit(doc, (0, 0), (0, 0), "x")
     assert doc.changes_since(doc.changes - 1) is not None  # after it, edits carry again
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data(), text=TEXTS)
+def test_the_line_starts_kept_from_edit_to_edit_are_the_texts_own(data, text):
+    """The document keeps its line starts through each edit (``starts_after_splice``) instead of
+    finding them in the whole text at every key; after any edits (line breaks typed, joined, split,
+    ``\\r`` and ``\\r\\n`` among them, ranges anywhere, a range past the end) they are the text's."""
+    doc = document(text)
+    for _ in range(data.draw(st.integers(1, 6))):
+        current = doc.source
+        where = sorted(data.draw(st.lists(st.sampled_from(positions_of(current)), min_size=2, max_size=2)))
+        start, end = point(current, where[0]), point(current, where[1])
+        if data.draw(st.booleans()):
+            end = (end[0] + data.draw(st.integers(0, 2)), end[1] + data.draw(st.integers(0, 3)))  # clamped as LSP says
+        edit(doc, start, end, data.draw(TEXTS | st.just("")))
+        assert doc.line_starts() == line_starts(doc.source)
+        assert "".join(doc.lines) == doc.source
+
+
+def test_an_edit_reads_the_lines_it_touched_not_the_whole_text(monkeypatch):
+    """A key finds the line starts of the lines it touched, not of the whole text again (a ``\r``
+    near the edit excepted)."""
+    from trainlint.server import text as text_module
+
+    doc = document("x = 1\n" * 500)
+    doc.line_starts()
+    whole_text_reads = []
+    monkeypatch.setattr(text_module, "line_starts", lambda text: whole_text_reads.append(text) or line_starts(text))
+    edit(doc, (250, 5), (250, 5), "0")
+    edit(doc, (250, 6), (250, 6), "\n")
+    edit(doc, (249, 0), (251, 0), "")
+    assert whole_text_reads == []
+    assert doc.line_starts() == line_starts(doc.source)
+    edit(doc, (100, 5), (100, 5), "\r")
+    assert len(whole_text_reads) == 1
+    assert doc.line_starts() == line_starts(doc.source)

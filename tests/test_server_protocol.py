@@ -361,3 +361,52 @@ def test_a_header_split_across_writes_is_read_whole_on_a_non_blocking_stdin(cut)
         assert not server.log_messages(), "nothing was skipped"
     finally:
         server.close()
+
+
+def test_messages_written_together_are_read_in_one_trip_to_the_reading_thread():
+    """Neovim writes a change, the cancel of the last pull and a new pull at each key; the reader
+    takes them from the pipe in one trip to its thread (each trip hands the interpreter over twice,
+    which waits for the analysis thread on a loaded machine), and cuts them apart whole, a body
+    split across writes included."""
+    import asyncio
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainlint.server.framing import BinaryReader
+
+    messages = [{"jsonrpc": "2.0", "method": "m", "params": {"n": n, "pad": "x" * 300 * n}} for n in range(3)]
+    read_side, write_side = os.pipe()
+    with os.fdopen(read_side, "rb") as stream, ThreadPoolExecutor(1) as executor:
+        reader = BinaryReader(stream, executor)
+        trips = []
+        read = reader._read
+        reader._read = lambda size: trips.append(size) or read(size)
+
+        async def three_frames() -> list[dict]:
+            bodies = []
+            for _ in range(3):
+                length = int((await reader.readline(8192)).split(b":")[1])
+                assert await reader.readline(8192) == b"\r\n"
+                bodies.append(json.loads(await reader.read(length)))
+            return bodies
+
+        os.write(write_side, b"".join(frame(message) for message in messages))
+        assert asyncio.run(three_frames()) == messages
+        assert len(trips) == 1
+        whole = frame(messages[2])
+        os.write(write_side, whole[:40])  # a header and half a body, the rest later
+
+        async def later() -> dict:
+            reading = asyncio.ensure_future(one_frame())
+            await asyncio.sleep(0.05)
+            os.write(write_side, whole[40:])
+            os.close(write_side)
+            return await reading
+
+        async def one_frame() -> dict:
+            length = int((await reader.readline(8192)).split(b":")[1])
+            await reader.readline(8192)
+            return json.loads(await reader.read(length))
+
+        assert asyncio.run(later()) == messages[2]
+        assert asyncio.run(reader.readline(8192)) == b""  # the end of the input
