@@ -4,8 +4,12 @@ script (estimator/releases.py)."""
 from __future__ import annotations
 
 import datetime
+import json
+from pathlib import Path
 
-from trainlint.estimator.releases import current_on, dated_settings, releases_assumed, source_date
+from trainlint.estimator.releases import current_on, dated_settings, latest_day, releases_assumed, source_date
+
+PUBLISHED = Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "published_peaks.json"
 
 
 def test_a_source_date_is_a_day_or_the_first_day_of_its_month_or_year():
@@ -35,3 +39,25 @@ def test_a_stated_release_wins_over_the_date():
     assert releases_assumed({"bitsandbytes": "0.41.1"}, datetime.date(2025, 1, 1))["bitsandbytes"] == "0.41.1"
     assert dated_settings({"bitsandbytes": "0.41.1"}, datetime.date(2025, 1, 1), None)["quant_keeps_inputs"] is True
     assert dated_settings({}, datetime.date(2025, 1, 1), None)["quant_keeps_inputs"] is False
+
+
+def test_every_dated_source_states_a_day_that_parses_and_no_release_the_estimator_does_not_follow():
+    rows = json.loads(PUBLISHED.read_text(encoding="utf-8"))["rows"]
+    by_url: dict[str, tuple] = {}
+    for row in rows:
+        source = row["source"]
+        if "date" in source:
+            assert source_date(source["date"]) <= latest_day()
+        by_url.setdefault(source["url"], (source.get("date"), source.get("releases")))
+        assert by_url[source["url"]] == (source.get("date"), source.get("releases")), "one source, one date"
+    assert sum(date is not None for date, _ in by_url.values()) >= len(by_url) - 1
+
+
+def test_a_row_states_what_wins_over_its_sources_date():
+    from trainlint.estimator import accuracy
+
+    source = {"url": "https://example.org/page", "date": "2023-06-01"}
+    assert accuracy._source_release_settings(source, None)["quant_keeps_inputs"] is True  # bitsandbytes 0.39
+    assert accuracy._source_release_settings({"url": source["url"]}, None) == {}  # undated: today's, unstated
+    stated = accuracy._source_release_settings({**source, "releases": {"bitsandbytes": "0.45.0"}}, None)
+    assert stated["quant_keeps_inputs"] is False
