@@ -7,6 +7,8 @@ import datetime
 import json
 from pathlib import Path
 
+import pytest
+
 from trainlint.estimator.releases import current_on, dated_settings, latest_day, releases_assumed, source_date
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "estimator" / "calibration" / "published_peaks.json"
@@ -61,3 +63,19 @@ def test_a_row_states_what_wins_over_its_sources_date():
     assert accuracy._source_release_settings({"url": source["url"]}, None) == {}  # undated: today's, unstated
     stated = accuracy._source_release_settings({**source, "releases": {"bitsandbytes": "0.45.0"}}, None)
     assert stated["quant_keeps_inputs"] is False
+
+
+@pytest.mark.parametrize("flags", [[], ["--library-version", "transformers=4.44.2"]])
+def test_the_cli_names_the_releases_it_assumed_today(capsys, flags):
+    from trainlint.cli import main
+
+    main(["estimate", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--format", "json", *flags])
+    inputs = json.loads(capsys.readouterr().out)["inputs"]
+    releases = inputs["library releases"]
+    assert releases["source"].startswith("assumed: the current ones")
+    latest = current_on(max(latest_day(), datetime.date.today()))
+    assert f"torch {latest['torch']}" in releases["value"]
+    if flags:
+        assert "transformers" not in releases["value"] and inputs["transformers version"]["value"] == "4.44.2"
+    else:
+        assert f"transformers {latest['transformers']}" in releases["value"]
