@@ -137,7 +137,8 @@ def method_of(plan: dict, arch) -> str:
 
 # What a source settles that a script seldom states: the library versions' behaviours, the training loop's habits,
 # the samples' lengths, the attention kernel, and the CUDA context it measured. Each left unstated widens the interval
-# to its alternatives (the estimate keeps today's releases' choice); `unstated_table` asks whether that covers the
+# to its alternatives (the estimate keeps today's releases' choice; a dated source's fall back on its date's releases,
+# estimator/releases.py); `unstated_table` asks whether that covers the
 # calibration half's measurements.
 UNSTATED = (
     "quant_keeps_inputs", "prompt_logits_whole", "logits_upcast", "trainer_fused_adamw", "lazy_module_loading",
@@ -169,6 +170,8 @@ def _mechanism_results(unstated: tuple[str, ...] = ()) -> list[dict]:
             if key in settings:
                 settings[key] = tuple(settings[key])
         settings.setdefault("attention", None)  # a kernel the row does not state is unknown, as in a script
+        for name, value in _source_release_settings(row["source"], arch).items():
+            settings.setdefault(name, value)  # what the row's plan states wins over its source's releases
         target = resolve_target(row["gpu"], row["gpus"])
         usable = target.usable_bytes_per_device
         # a context the source measured is the run's; else the device's, its kernel images as the plan says
@@ -187,6 +190,19 @@ def _mechanism_results(unstated: tuple[str, ...] = ()) -> list[dict]:
             "unanswered": why, "did_not_fit": row["outcome"] == "oom" or (measured is not None and measured > usable),
         })
     return results
+
+
+def _source_release_settings(source: dict, arch) -> dict[str, bool]:
+    """The plan settings of the library releases a source ran (estimator/releases.py): those it states, else the ones
+    current on its date; a source without a date, only those it states (the rest, as for a script, today's)."""
+    from .releases import dated_settings, source_date
+    from .versions import settings_for_versions
+
+    family = arch.family if arch is not None else None
+    stated = source.get("releases", {})
+    if "date" in source:
+        return dated_settings(stated, source_date(source["date"]), family)
+    return settings_for_versions(stated, family)
 
 
 def _judged(r: dict, bands) -> dict:
@@ -380,7 +396,8 @@ def unstated_table() -> str:
     forgotten = [r for r in published_results(UNSTATED) if r["split"] == "calibration"]
     lines = [
         f"The calibration half with {', '.join(f'`{name}`' for name in UNSTATED)} forgotten, as a script that states none "
-        "of them is estimated.",
+        "of them is estimated; what a library release decides falls back on the source's stated releases, else the ones "
+        "current on its date (a script's on today's).",
         "",
         "| source | peaks | inside, as stated | inside, unstated | of those, only through the widening | mean abs. error, as stated | unstated |",
         "|---|---:|---:|---:|---:|---:|---:|",

@@ -207,6 +207,7 @@ def run_estimate(args: argparse.Namespace) -> int:
             chunked = settings["trl_chunked_loss"] and not head_adapter
             loss = "checkpointed-chunked" if chunked else settings.get("loss", "standard")
             inputs["loss"] = (loss, f"trl {versions['trl']}'s SFTTrainer default")
+    inputs.update(_releases_assumed(dict(args.library_version or ())))
     try:
         report = build(Plan(model=architecture, **settings), target, inputs, notes)
     except CannotEstimate as error:
@@ -258,6 +259,23 @@ def _with_devices(args: argparse.Namespace, target, inputs: dict, notes: list[st
                 f"assumed, which {'shards' if sharding != 'ddp' else 'replicates'} nothing; give --gpus N"
             )
     return inputs, notes
+
+
+def _releases_assumed(stated: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The report's input naming the releases the estimate takes for the followed libraries nobody stated: today's,
+    the newest published by today in the release table (PyPI's days)."""
+    import datetime
+
+    from trainlint.estimator.releases import latest_day, releases_assumed
+    from trainlint.estimator.versions import LIBRARY_VERSION_FLAG
+
+    today = datetime.date.today()
+    assumed = {library: version for library, version in releases_assumed({}, today).items() if library not in stated}
+    if not assumed:
+        return {}
+    releases = ", ".join(f"{library} {version}" for library, version in assumed.items())
+    return {"library releases": (releases, f"assumed: the current ones (PyPI, as of {min(today, latest_day()).isoformat()}); "
+                                           f"{LIBRARY_VERSION_FLAG} NAME=VERSION states the installed one")}
 
 
 def _library_version(text: str) -> tuple[str, str]:
