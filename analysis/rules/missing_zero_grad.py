@@ -1204,6 +1204,38 @@ MissingZeroGrad.MUST_FIRE = (
         no_fix=True,
         at="scaler.scale(loss).backward()",
     ),
+    # the optimizer known by what the code does with it, whatever it is called (shapes: optproto)
+    Fires(  # handed in as a parameter: stepped first after the backward
+        """
+        import torch.nn.functional as F
+
+
+        def fit(net, upd, data, epochs):
+            net.train()
+            for _ in range(epochs):
+                for x, y in data:
+                    err = F.cross_entropy(net(x), y)
+                    err.backward()
+                    upd.step()
+        """,
+    ),
+    Fires(  # kept on `self` by a `setup()` from a builder handed in
+        """
+        import torch.nn.functional as F
+
+
+        class Runner:
+            def setup(self, build_net, build_upd, cfg):
+                self.net = build_net(cfg)
+                self.upd = build_upd(self.net, cfg)
+
+            def run(self, data):
+                for x, y in data:
+                    err = F.cross_entropy(self.net(x), y)
+                    err.backward()
+                    self.upd.step()
+        """,
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
@@ -1638,6 +1670,27 @@ MissingZeroGrad.MUST_NOT_FIRE = (
                     else:
                         optimizer.step()
                     optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # `opt` counts the images done: no optimizer steps, whatever its name (optproto)
+        """
+        class RunState:
+            def __init__(self, total):
+                self.total, self.done = total, 0
+
+            def step(self):
+                self.done += 1
+
+
+        def saliency(model, images):
+            opt = RunState(len(images))
+            maps = []
+            for x in images:
+                x = x.clone().requires_grad_(True)
+                model(x).max().backward()
+                maps.append(x.grad.abs().detach())
+                opt.step()
+            return maps
         """,
     ),
 )
