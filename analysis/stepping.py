@@ -32,6 +32,7 @@ import libcst as cst
 from . import torchapi
 from .events import AssignEvent, CallEvent, Loop, is_backward
 from .flow import ScopeAnalysis
+from .names import dotted
 from .values import (
     ACCELERATOR,
     CRITERION,
@@ -121,8 +122,23 @@ def clears_a_module(call: CallEvent) -> bool:
     return text in facts.modules and "step" not in facts.methods.get(text, frozenset())
 
 
+def stepped_optimizer(scope: ScopeAnalysis, expression: cst.BaseExpression) -> bool:
+    """``expression`` (``opt``, ``self.opt``) names what a ``.step()`` of the scope steps as an optimizer, by the
+    evidence above: handed to a call, it is an optimizer handed."""
+    text = dotted(expression)
+    if text is None:
+        return False
+    facts = _facts(scope)
+    if facts.stepped is None:
+        facts.stepped = {
+            receiver_text(event) for event in scope.events
+            if type(event) is CallEvent and event.method == "step" and step_evidence(event) is not None
+        }
+    return text in facts.stepped
+
+
 class _Facts:
-    __slots__ = ("methods", "after_backward", "factories", "not_stepping", "modules")
+    __slots__ = ("methods", "after_backward", "factories", "not_stepping", "modules", "stepped")
 
     def __init__(self) -> None:
         self.methods: dict[str, frozenset[str]] = {}  # receiver text -> the protocol's methods called on it
@@ -130,6 +146,7 @@ class _Facts:
         self.factories: set[str] = set()  # names bound to a call handed a model's parameters
         self.not_stepping: set[str] = set()  # names bound to a scheduler or to a workspace class's instance
         self.modules: set[str] = set()  # what the scope runs as a module (`net(x)`, `net.parameters()`, `net.train()`)
+        self.stepped: set[str] | None = None  # what the scope steps as an optimizer, once asked (`stepped_optimizer`)
 
 
 # The key of the facts in ``ScopeAnalysis.followed``.
@@ -153,10 +170,11 @@ def _facts(scope: ScopeAnalysis) -> _Facts:
             continue
         if type(event) is not CallEvent:
             continue
-        if event.method in _PROTOCOL and not (event.method == "backward" and not event.args):
-            methods.setdefault(receiver_text(event), set()).add(event.method)
-        elif event.method in _MODULE_METHODS:
-            facts.modules.add(receiver_text(event))
+        text = receiver_text(event) if event.method is not None else ""
+        if text and event.method in _PROTOCOL and not (event.method == "backward" and not event.args):
+            methods.setdefault(text, set()).add(event.method)
+        elif text and event.method in _MODULE_METHODS:
+            facts.modules.add(text)
         elif event.method is None and event.receiver_key is not None:  # `net(x)`, `self.net(x)`: a value called
             facts.modules.add(event.receiver_key)
         loops: tuple[Loop | None, ...] = (None, *event.context.loops)
@@ -178,6 +196,10 @@ def _read_binding(scope: ScopeAnalysis, event: AssignEvent, facts: _Facts) -> No
     if len(event.targets) != 1 or not isinstance(call, cst.Call):
         return
     name = event.targets[0]
+    callee = dotted(call.func)
+    if callee is not None and torchapi.is_scheduler(scope.summary.canonical(callee)):
+        facts.not_stepping.add(name)
+        return
     handed = [scope.value_at(arg.value) or UNKNOWN for arg in call.args]
     if any(OPTIMIZER in value.tags for value in handed):
         facts.not_stepping.add(name)

@@ -28,6 +28,7 @@ import libcst as cst
 from trainlint.analysis.frameworks import manual_optimization
 from trainlint.analysis.libraries import LEAVES_GRADIENTS, call_fact
 from trainlint.analysis.patterns import is_gradient_key
+from trainlint.analysis.stepping import stepped_optimizer
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -649,6 +650,8 @@ def _may_clear(event: Event, chain: tuple[CallEvent, ...]) -> bool:
         return False
     if any(value is not None and Tag.PIPELINE in value.tags for value in (receiver, event.result)):
         return False  # a diffusers/transformers pipeline is assembled from the models it is handed and runs them without grad
+    if any(stepped_optimizer(event.scope, arg.value) for arg in event.arg_nodes):
+        return True  # `clip_gradient(o, 5.0)` of the `o` the loop steps: an optimizer by what the code does with it
     return any(_handed(value, chain).tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
 
 
