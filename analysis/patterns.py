@@ -8,7 +8,7 @@ from typing import Any, TypeGuard, TypeVar
 
 import libcst as cst
 
-from . import libraries, torchapi
+from . import libraries, stepping, torchapi
 from .dependencies import kept_with_scope, note_flows
 from .events import AssignEvent, CallEvent, Condition, Event, JumpEvent, Loop, StoreEvent, is_backward
 from .flow import ScopeAnalysis
@@ -19,15 +19,11 @@ from .values import (
     CONTAINER,
     DATASET_ITERABLE,
     DATASET_MAP,
-    ENGINE,
     LOADER,
     LOSS,
     MODEL,
     ON_DEVICE,
-    OPTIMIZER,
-    SCALER,
     TENSOR,
-    UNKNOWN,
     Value,
 )
 
@@ -48,27 +44,21 @@ def accumulates_into_grad(event: Event) -> TypeGuard[CallEvent]:
 
 
 def is_optimizer_step(call: CallEvent) -> bool:
-    """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones."""
+    """``optimizer.step()``, ``scaler.step(optimizer)``, ``engine.step()``, ``accelerator``-wrapped ones: known by
+    the receiver's value or by what the scope does with it (``stepping.step_evidence``); only where nothing says
+    either way, by its name."""
     if call.method != "step":
         return False
-    receiver = call.receiver or UNKNOWN
-    if OPTIMIZER in receiver.tags or ENGINE in receiver.tags:
+    if stepping.step_evidence(call) is not None:
         return True
-    if SCALER in receiver.tags and call.args:
-        return True
+    if stepping.knows_otherwise(call):
+        return False
     # an unbound receiver (a global defined elsewhere) comes as callee "optimizer.step"
     key = optimizer_text(call).lower()
     return "optim" in key or key in {"opt", "scaler", "engine", "model_engine"} or key.endswith(("_opt", ".opt"))
 
 
-def optimizer_text(call: CallEvent) -> str:
-    """What a method is called on, as the code names it: ``optimizer``, ``self.optimizer``, and also
-    ``optimizers["G"]`` or ``self.optims[i]`` (one optimizer of several kept in a dict or a list), which
-    have no dotted key."""
-    key = call.receiver_key or (call.callee or "").rpartition(".")[0]
-    if not key and type(call.node.func) is cst.Attribute and type(call.node.func.value) is cst.Subscript:
-        return call.scope.chunk.code_for(call.node.func.value)
-    return key
+optimizer_text = stepping.receiver_text
 
 
 def events_in(scope: ScopeAnalysis, loop: Loop | None) -> Iterator[Event]:

@@ -118,6 +118,16 @@ def is_optimizer_class(name: str) -> bool:
     )
 
 
+def is_scheduler(name: str) -> bool:
+    """A learning-rate scheduler's constructor: torch.optim.lr_scheduler's classes; transformers.optimization's
+    `get_scheduler` and `get_*_schedule*` functions, which return a `LambdaLR` (its source). It has `.step()`
+    and no `.zero_grad()`: it steps no weights."""
+    if name.startswith("torch.optim.lr_scheduler."):
+        return True
+    head = last_part(name)
+    return name.startswith("transformers.") and (head == "get_scheduler" or (head.startswith("get_") and "_schedule" in head))
+
+
 def is_scaler(name: str) -> bool:
     return is_torch_name(name) and last_part(name) == "GradScaler"
 

@@ -28,6 +28,7 @@ import libcst as cst
 from trainlint.analysis.frameworks import manual_optimization
 from trainlint.analysis.libraries import LEAVES_GRADIENTS, call_fact
 from trainlint.analysis.patterns import is_gradient_key
+from trainlint.analysis.stepping import stepped_optimizer
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -649,6 +650,8 @@ def _may_clear(event: Event, chain: tuple[CallEvent, ...]) -> bool:
         return False
     if any(value is not None and Tag.PIPELINE in value.tags for value in (receiver, event.result)):
         return False  # a diffusers/transformers pipeline is assembled from the models it is handed and runs them without grad
+    if any(stepped_optimizer(event.scope, arg.value) for arg in event.arg_nodes):
+        return True  # `clip_gradient(o, 5.0)` of the `o` the loop steps: an optimizer by what the code does with it
     return any(_handed(value, chain).tags & {Tag.OPTIMIZER, Tag.MODEL} for value in (*event.args, *event.kwargs.values()))
 
 
@@ -1204,6 +1207,38 @@ MissingZeroGrad.MUST_FIRE = (
         no_fix=True,
         at="scaler.scale(loss).backward()",
     ),
+    # the optimizer known by what the code does with it, whatever it is called (shapes: optproto)
+    Fires(  # handed in as a parameter: stepped first after the backward
+        """
+        import torch.nn.functional as F
+
+
+        def fit(net, upd, data, epochs):
+            net.train()
+            for _ in range(epochs):
+                for x, y in data:
+                    err = F.cross_entropy(net(x), y)
+                    err.backward()
+                    upd.step()
+        """,
+    ),
+    Fires(  # kept on `self` by a `setup()` from a builder handed in
+        """
+        import torch.nn.functional as F
+
+
+        class Runner:
+            def setup(self, build_net, build_upd, cfg):
+                self.net = build_net(cfg)
+                self.upd = build_upd(self.net, cfg)
+
+            def run(self, data):
+                for x, y in data:
+                    err = F.cross_entropy(self.net(x), y)
+                    err.backward()
+                    self.upd.step()
+        """,
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
@@ -1638,6 +1673,27 @@ MissingZeroGrad.MUST_NOT_FIRE = (
                     else:
                         optimizer.step()
                     optimizer.zero_grad()
+        """,
+    ),
+    Quiet(  # `opt` counts the images done: no optimizer steps, whatever its name (optproto)
+        """
+        class RunState:
+            def __init__(self, total):
+                self.total, self.done = total, 0
+
+            def step(self):
+                self.done += 1
+
+
+        def saliency(model, images):
+            opt = RunState(len(images))
+            maps = []
+            for x in images:
+                x = x.clone().requires_grad_(True)
+                model(x).max().backward()
+                maps.append(x.grad.abs().detach())
+                opt.step()
+            return maps
         """,
     ),
 )

@@ -43,6 +43,7 @@ import libcst as cst
 
 from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
 from trainlint.analysis.patterns import is_gradient_key
+from trainlint.analysis.stepping import clears_a_module, optimizer_protocol
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -756,9 +757,9 @@ def _over_optimizers(loop: Loop, call: CallEvent) -> bool:
     if not isinstance(loop.node, cst.For) or not (call.method == "step" or clears_gradients(call)):
         return False
     if call.receiver_key in loop.targets:
-        held = call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags
+        held = (call.receiver is not None and Tag.OPTIMIZER in call.receiver.tags) or optimizer_protocol(call)
         return held or "optim" in loop.iterable_text.lower()
-    return _indexed_by_pass(loop, call) and "optim" in loop.iterable_text.lower()
+    return _indexed_by_pass(loop, call) and ("optim" in loop.iterable_text.lower() or optimizer_protocol(call))
 
 
 def _indexed_by_pass(loop: Loop, call: CallEvent) -> bool:
@@ -920,13 +921,13 @@ def _optimizer_key(event: Event) -> str | None:
     scaler = (event.receiver is not None and Tag.SCALER in event.receiver.tags) or "scaler" in key.lower()
     if event.method == "step" and scaler and event.arg_nodes:
         return event.scope.chunk.code_for(event.arg_nodes[0].value)
-    if event.receiver is not None and Tag.MODEL in event.receiver.tags:
+    if event.receiver is not None and Tag.MODEL in event.receiver.tags or clears_a_module(event):
         return None
     return key or None
 
 
 def _clears_a_model(event: Event) -> bool:
-    return isinstance(event, CallEvent) and event.receiver is not None and Tag.MODEL in event.receiver.tags
+    return isinstance(event, CallEvent) and clears_a_module(event)
 
 
 def _runs_whenever(clear: Item, step: Item, loop: Loop | None) -> bool:
@@ -1992,6 +1993,140 @@ ZeroGradBeforeStep.MUST_FIRE = (
                 optimizer.zero_grad()
         """,
     ),
+    # the optimizer known by what the code does with it, whatever it is called (shapes: optproto)
+    Fires(  # built by a factory handed the model's parameters
+        """
+        from torch import nn
+        from toolkit.optim import create
+
+
+        def fit(net, data, lr):
+            upd = create(net.parameters(), lr=lr)
+            for x, y in data:
+                err = nn.functional.mse_loss(net(x), y)
+                err.backward()
+                net.zero_grad()
+                upd.step()
+        """,
+        fixed="""
+        from torch import nn
+        from toolkit.optim import create
+
+
+        def fit(net, data, lr):
+            upd = create(net.parameters(), lr=lr)
+            for x, y in data:
+                err = nn.functional.mse_loss(net(x), y)
+                err.backward()
+                upd.step()
+                net.zero_grad()
+        """,
+    ),
+    Fires(  # kept on `self` by a `setup()` from builders handed in: cleared and stepped, an optimizer's protocol
+        """
+        import torch.nn.functional as F
+
+
+        class Runner:
+            def __init__(self, cfg):
+                self.cfg = cfg
+
+            def setup(self, build_net, build_upd):
+                self.net = build_net(self.cfg)
+                self.upd = build_upd(self.net, self.cfg)
+
+            def run(self, data):
+                for x, y in data:
+                    err = F.cross_entropy(self.net(x), y)
+                    err.backward()
+                    self.upd.zero_grad()
+                    self.upd.step()
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+
+        class Runner:
+            def __init__(self, cfg):
+                self.cfg = cfg
+
+            def setup(self, build_net, build_upd):
+                self.net = build_net(self.cfg)
+                self.upd = build_upd(self.net, self.cfg)
+
+            def run(self, data):
+                for x, y in data:
+                    err = F.cross_entropy(self.net(x), y)
+                    err.backward()
+                    self.upd.step()
+                    self.upd.zero_grad()
+        """,
+    ),
+    Fires(  # one of a dict of optimizers
+        """
+        import torch.nn.functional as F
+        from toolkit.optim import create
+
+
+        def fit(gen, disc, data):
+            ups = {"gen": create(gen.parameters()), "disc": create(disc.parameters())}
+            for real, noise in data:
+                err = F.softplus(-disc(gen(noise))).mean()
+                err.backward()
+                ups["gen"].zero_grad()
+                ups["gen"].step()
+        """,
+        fixed="""
+        import torch.nn.functional as F
+        from toolkit.optim import create
+
+
+        def fit(gen, disc, data):
+            ups = {"gen": create(gen.parameters()), "disc": create(disc.parameters())}
+            for real, noise in data:
+                err = F.softplus(-disc(gen(noise))).mean()
+                err.backward()
+                ups["gen"].step()
+                ups["gen"].zero_grad()
+        """,
+    ),
+    Fires(  # returned by a factory of another file: the first step after the backward
+        """
+        import torch.nn.functional as F
+
+        from parts import make_updater
+
+
+        def fit(net, data):
+            upd = make_updater(net)
+            for x, y in data:
+                err = F.cross_entropy(net(x), y)
+                err.backward()
+                net.zero_grad()
+                upd.step()
+        """,
+        fixed="""
+        import torch.nn.functional as F
+
+        from parts import make_updater
+
+
+        def fit(net, data):
+            upd = make_updater(net)
+            for x, y in data:
+                err = F.cross_entropy(net(x), y)
+                err.backward()
+                upd.step()
+                net.zero_grad()
+        """,
+        files={"parts.py": """
+        from toolkit.optim import Lion
+
+
+        def make_updater(net):
+            return Lion(net.parameters(), lr=1e-4)
+        """},
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -2572,6 +2707,53 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
                 output = netD(fake).view(-1)
                 criterion(output, torch.ones_like(output)).backward()
                 optimizerG.step()
+        """
+    ),
+    Quiet(  # `opt` holds the run's options and counts its iterations: no optimizer, whatever its name (optproto)
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class TrainState:
+            def __init__(self, base_lr, warmup):
+                self.base_lr, self.warmup, self.iteration = base_lr, warmup, 0
+
+            def step(self):
+                self.iteration += 1
+
+            def lr(self):
+                return self.base_lr * min(1.0, (self.iteration + 1) / self.warmup)
+
+
+        def fit(model, data, base_lr):
+            opt = TrainState(base_lr, warmup=1000)
+            for x, y in data:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p -= opt.lr() * p.grad
+                model.zero_grad()
+                opt.step()
+        """
+    ),
+    Quiet(  # a scheduler named for the optimizer it is built on: the weights were updated by hand before the clearing
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def fit(model, data, optimizer, lr_lambda):
+            optim_schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda)
+            for x, y in data:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p -= 0.01 * p.grad
+                model.zero_grad()
+                optim_schedule.step()
         """
     ),
 )
