@@ -561,12 +561,12 @@ class ScopeAnalysis:
         return self._own_names
 
     def _method_of_constructed(self, receiver_node: cst.BaseExpression, method: str, receiver: Value) -> FunctionInfo | None:
-        """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, an instance of a
-        workspace class that is not an nn.Module: the method that runs, so that what it does is followed."""
-        if receiver.tags or not isinstance(receiver_node, cst.Name):
+        """``evaluator.get_scores()`` where this scope bound ``evaluator = BertEvaluator(model, ...)``, or ``BertEvaluator(...)
+        .get_scores()``, an instance of a workspace class that is not an nn.Module: the method that runs, to be followed."""
+        if receiver.tags:
             return None
-        binding = self.last_binding(receiver_node.value)
-        built = binding.value_node if binding is not None else None
+        binding = self.last_binding(receiver_node.value) if isinstance(receiver_node, cst.Name) else None
+        built = binding.value_node if binding is not None else receiver_node
         if not isinstance(built, cst.Call):
             return None
         name = dotted(built.func)

@@ -17,6 +17,14 @@ the engine's `run`, in the grad mode of that call (ignite turns none off; analys
 `run` of it sits in a handler of an engine that trains or at a script's module level, a note when that call's own
 callers decide, quiet when every `run` is under `no_grad()`.
 
+An evaluation function or loop is known by what it does too, not only by its name: a function that itself switches
+a model to eval mode and runs it in a loop (`score(net, batches)`) is read as an evaluation function, once no other check
+reported it; so is a loop after such a switch, whatever its data is called; and a parameter a function calls
+(`pick(state)`) is a forward when every call of the function in this file hands it a model. With no caller in view,
+an evaluation function that switches the model it runs to eval itself, runs it over a loop and returns no graph is
+a warning (a whole pass of its own, which only a caller's `no_grad()` would make right); without that evidence it
+stays a note.
+
 An inference pass is also recognised by what it does, whatever its names: a model's forward in a
 loop whose graph nothing uses — no backward goes through its output, and nothing derived from it
 leaves the function (a rollout that turns the policy's output into an action number, a sample grid
@@ -224,7 +232,8 @@ class GradEnabledEval(Rule):
         module = ctx.module
         if is_test_file(module.path) or self._check_engine_step(ctx, scope):
             return
-        if scope.function is not None and is_eval_name(scope.function.name):
+        named = scope.function is not None and is_eval_name(scope.function.name)
+        if named:
             reported = self._check_eval_function(ctx, scope)
         else:
             reported = self._check_eval_loops(ctx, scope)
@@ -242,7 +251,13 @@ class GradEnabledEval(Rule):
         if not reported:
             reported = self._check_unstepped_model(ctx, scope)
         if not reported:
-            self._check_single_forward(ctx, scope)
+            reported = self._check_single_forward(ctx, scope)
+        # what is left: an evaluation by what the code does, whatever it is called (a function that switches a model
+        # to eval mode and runs it in a loop; a loop after such a switch, whatever its data is called)
+        if not reported and not named and scope.function is not None and _switches_and_runs(scope):
+            reported = self._check_eval_function(ctx, scope)
+        if not reported:
+            self._check_eval_loops(ctx, scope, switched=True)
 
     # ------------------------------------------------------------------ an ignite engine's process function
     def _check_engine_step(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
@@ -461,8 +476,8 @@ class GradEnabledEval(Rule):
         switched = {_switched_model(call) for call in eval_calls}
         forwards = [
             call for call in calls
-            if (_is_model_forward(call, switched) or _switched_model_method(ctx, call, switched)) and call.context.grad_off is None
-            and not _builds_a_module(ctx, call, calls) and not smoke_test_forward(ctx.summary, call)
+            if (_is_model_forward(call, switched) or _switched_model_method(ctx, call, switched) or _handed_a_model(ctx.module, call))
+            and call.context.grad_off is None and not _builds_a_module(ctx, call, calls) and not smoke_test_forward(ctx.summary, call)
         ]
         if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
             return False
@@ -520,6 +535,15 @@ class GradEnabledEval(Rule):
                     f"with grad on ({caller.why})" if known else "in a function whose own callers decide how grad stands (not known here)"
                 )
                 severity = Severity.WARNING if known else Severity.NOTE
+            elif _whole_evaluation(scope, forward, eval_calls):
+                # no caller in view, but the function is a whole pass of its own: it switches the model it runs to eval
+                # mode, runs it over a loop and hands back none of its graph, so nothing of it is left for a caller
+                called = (
+                    f"; no call in view says how grad stands, but it is a whole evaluation pass of its own: it switches "
+                    f"`{_switched_model(eval_calls[0])}` to eval mode itself, runs it on every pass of a loop and returns "
+                    "none of its graph, so only a caller that wraps it in `no_grad()` would make it right"
+                )
+                severity = Severity.WARNING
             else:
                 called = (
                     "; no call in view says how grad stands (its callers are outside the workspace, or it is a library's "
@@ -557,8 +581,13 @@ class GradEnabledEval(Rule):
         return True
 
     # ------------------------------------------------------------------ (b) validation loops
-    def _check_eval_loops(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
-        candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text)]
+    def _check_eval_loops(self, ctx: RuleContext, scope: ScopeAnalysis, *, switched: bool = False) -> bool:
+        """A loop over evaluation data (with ``switched``, a loop over other data after a switch to eval mode: what the
+        code does, whatever its data is called) that runs the evaluated model with grad on and trains nothing."""
+        if switched and scope.function is not None and any(not _neutral(d, scope) for d in scope.function.node.decorators):
+            return False  # a project's decorator may turn grad off (`@smart_inference_mode()`), as for _check_eval_function
+        candidates = [loop for loop in scope.loops if _is_eval_data(loop.iterable_text) != switched
+                      and (not switched or _after_eval_switch(ctx.module, scope, loop))]
         if not candidates or scope.function is not None and (
             _framework_hook(ctx, scope.function)
             or any(site.context.grad_off is not None for site in _call_sites(ctx.module, scope.function))
@@ -567,11 +596,13 @@ class GradEnabledEval(Rule):
             return False
         reported: list[Loop] = []
         for loop in candidates:
-            if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop):
+            if not any(outer.encloses(loop) for outer in reported) and self._check_loop(ctx, scope, loop, known=switched):
                 reported.append(loop)
         return bool(reported)
 
-    def _check_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop) -> bool:
+    def _check_loop(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, *, known: bool = False) -> bool:
+        """``known`` (a loop found by a switch alone, not by its data): only a forward of a model whose class is known,
+        run by the loop itself (a helper it calls is checked, and reported, as a function of its own)."""
         inside = [event for event in scope.events if loop in event.context.loops]
         if not inside or any(event.context.grad_off is not None for event in inside):
             return False
@@ -590,12 +621,16 @@ class GradEnabledEval(Rule):
                 call for call in calls
                 if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
             ]
+        if known:
+            forwards = [call for call in forwards if call.scope is scope]
         if not forwards or _trains(calls) or _disables_grad(scope, list(scope.calls())):
             return False
         if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
             return False
         forward = next((call for call in forwards if not _unknown_model_method(ctx, call)), forwards[0])
         unknown = _unknown_model_method(ctx, forward)
+        if unknown and known:
+            return False
         header = quoted(scope.chunk, loop.node.iter) if isinstance(loop.node, cst.For) else loop.iterable_text
         if mode is not None:
             switched = f"after `{_text(mode)}`"
@@ -775,8 +810,9 @@ class GradEnabledEval(Rule):
             return False
         forwards = [
             call for call in scope.calls()
-            if call.context.loops and call.context.grad_off is None and _records_graph(call)
-            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call)) and not _parameterless(ctx, call)
+            if call.context.loops and call.context.grad_off is None and (_records_graph(call) or _handed_a_model(module, call))
+            and (_is_model_forward(call, set()) or _runs_model_layers(ctx, call) or _handed_a_model(module, call))
+            and not _parameterless(ctx, call)
             and not (not module.backward_calls and _built_untrained(module, scope, call))
         ]
         calls = list(calls_in(scope, None))
@@ -1362,6 +1398,28 @@ def _grad_known_on(module: ModuleView, scope: ScopeAnalysis) -> bool:
     return any(is_optimizer_step(call) for call in calls_in(scope, None)) or _runs_from_this_file(module, info)
 
 
+def _after_eval_switch(module: ModuleView, scope: ScopeAnalysis, loop: Loop) -> bool:
+    inside = next((event for event in scope.events if loop in event.context.loops), None)
+    mode = _mode_before(module, scope, loop, inside) if inside is not None else None
+    return mode is not None and _mode(mode) == "eval"
+
+
+def _whole_evaluation(scope: ScopeAnalysis, forward: CallEvent, eval_calls: list[CallEvent]) -> bool:
+    """The function's own forward runs, in a loop, a model the function itself switched to eval mode, and what the
+    function returns carries no graph: the evidence, in the function, of an evaluation pass complete in itself."""
+    switched = {_switched_model(call) for call in eval_calls if call.scope is scope} - {None}
+    return forward.scope is scope and bool(forward.context.loops) and (forward.receiver_key in switched or _element_of(forward.node.func) in switched) \
+        and Tag.GRAPH not in scope.return_value.tags
+
+
+def _switches_and_runs(scope: ScopeAnalysis) -> bool:
+    """The function itself switches a model to eval mode and runs it in a loop: an evaluation pass by what it does,
+    whatever the function is called (a function that only calls one, ``main()``, is not one)."""
+    calls = list(scope.calls())
+    switched = {_switched_model(call) for call in calls if _is_mode_switch(call) and _mode(call) == "eval"} - {None}
+    return bool(switched) and any(call.context.loops and _is_model_forward(call, switched) for call in calls)
+
+
 def _is_eval_data(iterable_text: str) -> bool:
     return bool(name_words(iterable_text) & _EVAL_DATA_WORDS)
 
@@ -1427,6 +1485,19 @@ def _forward_by_keyword(call: CallEvent) -> bool:
     if call.method not in {None, "forward"} or call.function is not None:
         return False  # a workspace function taking the flag on is followed as one
     return any(arg.keyword is not None and arg.keyword.value in MODEL_FORWARD_KEYWORDS for arg in call.arg_nodes)
+
+
+def _handed_a_model(module: ModuleView, call: CallEvent) -> bool:
+    """``fn(net, x)`` calling its parameter ``net``, a value of unknown kind, where every call of the function in this
+    file hands it a model: a forward, known by what is passed rather than by the parameter's name."""
+    function = call.scope.function
+    key = call.receiver_key
+    if call.method is not None or function is None or key is None or key not in function.positional_parameters:
+        return False
+    if call.receiver is not None and call.receiver.tags:
+        return False  # its kind is known: _is_model_forward reads it
+    passed = module.arguments_for(function, key)
+    return bool(passed) and all(Tag.MODEL in value.tags for _, value in passed)
 
 
 def _records_graph(call: CallEvent) -> bool:
@@ -2485,7 +2556,7 @@ def _runs_model_layers(ctx, call: CallEvent) -> bool:
         if helper is None or receiver is None and call.callee is None:
             return False
         analysis = helper.analysis(ctx.summary)
-        if analysis is None or Tag.GRAPH not in analysis.return_value.tags or analysis.loops and is_eval_name(helper.name):
+        if analysis is None or Tag.GRAPH not in analysis.return_value.tags or analysis.loops and (is_eval_name(helper.name) or _switches_and_runs(analysis)):
             return False  # an evaluation function's own pass is reported where it is defined
         inner_calls = list(calls_in(analysis, None))
         return any(_is_model_forward(inner, set()) or _model_method_returns_graph(ctx, inner) for inner in inner_calls) and not _trains(inner_calls)
@@ -6039,6 +6110,187 @@ GradEnabledEval.MUST_FIRE = (
         unsafe=True,
         severity=Severity.NOTE,
     ),
+    Fires(  # a function that switches the model it runs to eval mode and scores a loop of batches: an evaluation by what
+        # it does, whatever it is called; the training function calls it with grad on
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from nets import ConvNet
+
+
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+
+
+        def fit(net, batches, held_out, rounds):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(rounds):
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    F.cross_entropy(net(inputs), targets).backward()
+                    opt.step()
+                print(score(net, held_out, F.cross_entropy))
+
+
+        fit(ConvNet(), train_batches, dev_batches, 5)
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+
+        from nets import ConvNet
+
+
+        @torch.no_grad()
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+
+
+        def fit(net, batches, held_out, rounds):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(rounds):
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    F.cross_entropy(net(inputs), targets).backward()
+                    opt.step()
+                print(score(net, held_out, F.cross_entropy))
+
+
+        fit(ConvNet(), train_batches, dev_batches, 5)
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        at="def score(net, batches, loss_fn):",
+    ),
+    Fires(  # the same pass with no caller in view: it switches the model itself, runs it over a loop and returns no
+        # graph, evidence enough for a warning
+        """
+        import torch
+
+
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+        """,
+        fixed="""
+        import torch
+
+
+        @torch.no_grad()
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+        """,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # a rollout helper calls what every caller hands it, a model: a forward, whatever the parameter is called
+        """
+        import torch
+
+        from nets import ConvNet
+
+
+        def collect(env, pick, steps):
+            state = env.reset()
+            memory = []
+            for _ in range(steps):
+                choice = pick(torch.as_tensor(state, dtype=torch.float32)).argmax().item()
+                state, reward, done = env.step(choice)
+                memory.append((state, choice, reward))
+            return memory
+
+
+        def fit(env, rounds):
+            agent = ConvNet()
+            opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+            for _ in range(rounds):
+                memory = collect(env, agent, 200)
+                opt.zero_grad()
+                agent.loss(memory).backward()
+                opt.step()
+        """,
+        fixed="""
+        import torch
+
+        from nets import ConvNet
+
+
+        def collect(env, pick, steps):
+            state = env.reset()
+            memory = []
+            for _ in range(steps):
+                with torch.no_grad():
+                    choice = pick(torch.as_tensor(state, dtype=torch.float32)).argmax().item()
+                state, reward, done = env.step(choice)
+                memory.append((state, choice, reward))
+            return memory
+
+
+        def fit(env, rounds):
+            agent = ConvNet()
+            opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+            for _ in range(rounds):
+                memory = collect(env, agent, 200)
+                opt.zero_grad()
+                agent.loss(memory).backward()
+                opt.step()
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        unsafe=True,
+        at="choice = pick(torch.as_tensor(state, dtype=torch.float32)).argmax().item()",
+    ),
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
@@ -8513,6 +8765,112 @@ GradEnabledEval.MUST_NOT_FIRE = (
                             with torch.no_grad():
                                 logits = predictor.predict_volume_logits(volume, self.config["classes"])
                             np.save(f"{out_dir}/{name}.npy", logits.argmax(0).cpu().numpy())
+            """,
+        },
+    ),
+    Quiet(  # the scoring function runs under no_grad
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from nets import ConvNet
+
+
+        @torch.no_grad()
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+
+
+        def fit(net, batches, held_out, rounds):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(rounds):
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    F.cross_entropy(net(inputs), targets).backward()
+                    opt.step()
+                print(score(net, held_out, F.cross_entropy))
+
+
+        fit(ConvNet(), train_batches, dev_batches, 5)
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # the pass with no caller in view, under no_grad
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def score(net, batches, loss_fn):
+            net.eval()
+            total, hits = 0.0, 0
+            for inputs, targets in batches:
+                outputs = net(inputs)
+                total += loss_fn(outputs, targets).item()
+                hits += (outputs.argmax(1) == targets).sum().item()
+            net.train()
+            return total / len(batches), hits
+        """,
+    ),
+    Quiet(  # the rollout helper runs the model it is handed without grad
+        """
+        import torch
+
+        from nets import ConvNet
+
+
+        def collect(env, pick, steps):
+            state = env.reset()
+            memory = []
+            for _ in range(steps):
+                with torch.no_grad():
+                    choice = pick(torch.as_tensor(state, dtype=torch.float32)).argmax().item()
+                state, reward, done = env.step(choice)
+                memory.append((state, choice, reward))
+            return memory
+
+
+        def fit(env, rounds):
+            agent = ConvNet()
+            opt = torch.optim.Adam(agent.parameters(), lr=1e-3)
+            for _ in range(rounds):
+                memory = collect(env, agent, 200)
+                opt.zero_grad()
+                agent.loss(memory).backward()
+                opt.step()
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
             """,
         },
     ),

@@ -58,6 +58,10 @@ with `nn.BatchNorm2d` in `parts.py`) when the part's layer acts in training mode
 library fact), or from what a library documents for what built it, with the checkpoint or dropout rate it was given
 as a literal, a module constant or a command-line option's default.
 
+A method of a plain class that runs a model it is handed or reads from the module, not one it holds on `self`
+(`Scorer().accuracy(net, batches)`, called on an instance built on the spot or bound to a name), is read as a function
+is: the mode is what its caller leaves.
+
 A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
 runs it in the mode its caller left: when a call of it in the workspace hands the model in training mode or in a mode
 it does not show, a note saying so (not for a probe on random or constant input, nor when the helper switches some
@@ -257,7 +261,8 @@ class MissingEvalMode(Rule):
         run inside a training step, or whose result the caller backwards (pseudo-labels for the model's own
         loss), may want training mode and is left alone."""
         function = scope.function
-        if function is None or function.owner is not None or is_test_file(ctx.module.path):
+        if function is None or function.owner is not None and ctx.summary.is_module_class(function.owner) \
+                or is_test_file(ctx.module.path):
             return
         calls = list(scope.calls())
         if any(is_backward(call) or is_optimizer_step(call) for call in calls):
@@ -1658,7 +1663,7 @@ def _passed_for(call: CallEvent, function, parameter: str) -> tuple[Value, str |
         argument = call.keyword(parameter)
         assert argument is not None, "call.kwargs holds the keyword arguments"
         return call.kwargs[parameter], call.chunk.code_for(argument.value)
-    params = [p.name.value for p in (*function.node.params.posonly_params, *function.node.params.params)]
+    params = function.positional_parameters  # a method's `self` is no argument of the call
     positional = [arg for arg in call.arg_nodes if arg.keyword is None and not arg.star]
     if parameter in params and params.index(parameter) < len(positional) <= len(call.args):
         index = params.index(parameter)
@@ -1796,7 +1801,7 @@ def _trains(scope: ScopeAnalysis) -> bool:
 def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
     module = ctx.module
     function = scope.function
-    if function is not None and function.owner is None:
+    if function is not None and _runs_what_it_is_handed(ctx, function, call):
         why = _inference_pass(ctx, scope, call)
         if why is not None:
             return ((scope.chunk, function.node.name), why)
@@ -1808,6 +1813,22 @@ def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) ->
         if _EVALUATION_DATA.search(loop.iterable_text):
             return ((scope.chunk, loop.node), f"a no-grad loop over `{loop.iterable_text}`: evaluation data")
     return None
+
+
+def _runs_what_it_is_handed(ctx: RuleContext, function, call: CallEvent) -> bool:
+    """The forward's model is not the instance's, so its mode is what the code around it leaves, as for a
+    module-level function: a function, or a method of a plain class (not a module, whose holder sets its mode)
+    that runs a model it is handed or reads from the module (``Evaluator().run(model, loader)``), not one it holds
+    on ``self`` (``_check_class_managed_mode`` reads those)."""
+    if function.owner is None:
+        return True
+    root = (call.receiver_key or "").split(".")[0]
+    bound = function.node.params.params[:1] if function.positional_parameters != _parameters(function) else ()
+    return all(root != instance.name.value for instance in bound) and not ctx.summary.is_module_class(function.owner)
+
+
+def _parameters(function) -> list[str]:
+    return [param.name.value for param in (*function.node.params.posonly_params, *function.node.params.params)]
 
 
 def _scoring_loop(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
@@ -4227,6 +4248,51 @@ MissingEvalMode.MUST_FIRE = (
             """,
         },
     ),
+    Fires(  # a plain class's method scores the model it is handed, called on a freshly built instance after training
+        """
+        import torch
+
+        from nets import ConvNet
+
+
+        class Scorer:
+            def accuracy(self, net, batches):
+                hits = 0
+                with torch.no_grad():
+                    for inputs, targets in batches:
+                        hits += (net(inputs).argmax(1) == targets).sum().item()
+                return hits
+
+
+        def fit(net, batches, held_out, rounds):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(rounds):
+                net.train()
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(net(inputs), targets).backward()
+                    opt.step()
+                print(Scorer().accuracy(net, held_out))
+
+
+        fit(ConvNet(), train_batches, dev_batches, 5)
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        at="hits += (net(inputs).argmax(1) == targets).sum().item()",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -6188,5 +6254,50 @@ MissingEvalMode.MUST_NOT_FIRE = (
                 token.fill_(torch.multinomial(weights, 1)[0])
                 out.write(f"{token.item()} ")
         """,
+    ),
+    Quiet(  # the same scorer, which switches the model it is handed to eval mode itself
+        """
+        import torch
+
+        from nets import ConvNet
+
+
+        class Scorer:
+            def accuracy(self, net, batches):
+                net.eval()
+                hits = 0
+                with torch.no_grad():
+                    for inputs, targets in batches:
+                        hits += (net(inputs).argmax(1) == targets).sum().item()
+                return hits
+
+
+        def fit(net, batches, held_out, rounds):
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for _ in range(rounds):
+                net.train()
+                for inputs, targets in batches:
+                    opt.zero_grad()
+                    torch.nn.functional.cross_entropy(net(inputs), targets).backward()
+                    opt.step()
+                print(Scorer().accuracy(net, held_out))
+
+
+        fit(ConvNet(), train_batches, dev_batches, 5)
+        """,
+        files={
+            "nets.py": """
+            from torch import nn
+
+
+            class ConvNet(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
     ),
 )
