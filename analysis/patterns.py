@@ -720,7 +720,17 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
         if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
             what = "generated ids" if producer.method == "generate" else "the model's output"
             return ((producer.scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
+        if producer is not None and _runs_on_the_accelerator(producer):
+            return ((producer.scope.chunk, producer.node), f"what `{shortened(producer.scope.chunk.code_for(producer.node), 40)}` "
+                    f"returns for a tensor on the accelerator, on the GPU (the script runs on CUDA, line {module.cuda_line})")
     return None
+
+
+def _runs_on_the_accelerator(call: CallEvent) -> bool:
+    """A value the code calls (a module or function it was handed: `net(x)`, `self.teacher(x)`) given a tensor on
+    the accelerator as its input: torch computes on the device of its inputs, so what it returns lives there."""
+    given = call.args[0] if call.args and call.arg_nodes and call.arg_nodes[0].keyword is None else None
+    return call.receiver is not None and call.method in {None, "forward"} and given is not None and ON_DEVICE in given.tags
 
 
 def _call_at(module, scope: ScopeAnalysis, node: cst.CSTNode) -> CallEvent | None:

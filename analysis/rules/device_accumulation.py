@@ -25,6 +25,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.data_loops import draws_batches, walks_one_step
 from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
@@ -84,7 +85,7 @@ class DeviceAccumulation(Rule):
                 continue
             loop = next(
                 (enclosing for enclosing in event.context.loops
-                 if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
+                 if not kept_for_one_step(event, enclosing) and not walks_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
                 None,
             )
             if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
@@ -269,7 +270,7 @@ def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     """A loop over batches or steps, whose length grows with the data or the run (``range(n_steps)`` of
     a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
-    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
+    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text) or draws_batches(scope, loop):
         return True
     node = loop.node
     if isinstance(node, cst.While):
@@ -483,6 +484,24 @@ def _without_host_copy_suffix(text: str) -> str:
 
 
 DeviceAccumulation.MUST_FIRE = (
+    Fires(  # each element the loop draws is moved to the GPU and run through the network: a loop over batches
+        """
+        import torch
+
+
+        class Scorer:
+            def __init__(self, net):
+                self.net = net.cuda()
+
+            @torch.no_grad()
+            def score(self, source):
+                kept = []
+                for inputs, _ in source:
+                    out = self.net(inputs.cuda(non_blocking=True))
+                    kept.append(out.softmax(-1))
+                return torch.cat(kept).cpu()
+        """
+    ),
     Fires(  # the helper appends each batch's probabilities, on the GPU, to the list the loop hands it
         """
         import torch
@@ -927,6 +946,38 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the pieces of one optimizer step, moved to the GPU: the list is new on each call, the step follows the loop
+        """
+        import torch
+
+
+        class Stepper:
+            def __init__(self, pipeline, optimizer):
+                self.pipeline, self.optimizer = pipeline, optimizer
+                self.device = torch.device("cuda")
+
+            def run(self, pieces):
+                self.optimizer.zero_grad()
+                moved = []
+                for a, b in pieces:
+                    moved.append((a.to(self.device), b.to(self.device)))
+                self.pipeline.step(moved)
+                self.optimizer.step()
+        """
+    ),
+    Quiet(  # a walk of the network's parameters is bounded, whatever is moved to the GPU in it
+        """
+        import torch
+
+
+        def snapshot(net):
+            device = torch.device("cuda")
+            copies = []
+            for weight in net.parameters():
+                copies.append(weight.detach().to(device))
+            return copies
+        """
+    ),
     Quiet(  # the metrics object the trainer holds keeps host copies, or one count a batch
         """
         import torch
