@@ -4,8 +4,9 @@ A ``for`` loop whose element (or a part of it: ``images, labels = batch``) is mo
 handed to a model as its input, or handed to a loss walks batches of data, however its iterable is
 called: ``for a, b in v2: out = v1(a.cuda())``. A local function the body hands the element to is
 followed (``eval_step(model, batch, ...)`` moving ``batch`` to the device). A loop over a literal
-collection, a dict's entries, a module's parameters or children, a ``range``, the rows of one tensor or
-the modules of a model walks a bounded structure, not the data, and says nothing here.
+collection, a dict's entries, a module's parameters or children, a ``range``, the rows or pieces of one
+tensor (``x.split(1, dim=1)``: a sequence's time steps) or the modules of a model walks a bounded structure,
+not the data, and says nothing here; nor does a loop in a method of a model (its forward walks its own input).
 """
 
 from __future__ import annotations
@@ -14,17 +15,18 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from . import torchapi
+from . import libraries, torchapi
 from .events import AssignEvent, CallEvent, Loop, StoreEvent
 from .flow import ScopeAnalysis
 from .names import dotted
 from .patterns import argument_passed, events_in, is_optimizer_step, peeled
 from .values import CONTAINER, CRITERION, DATASET_ITERABLE, DATASET_MAP, LOADER, MODEL, ON_DEVICE, TENSOR
 
-# Methods whose result is a structure of a bounded size: a dict's entries, a module's parameters or children.
+# Methods whose result is a structure of a bounded size: a dict's entries, a module's parameters or children, the
+# pieces of one tensor or string (a sequence's time steps).
 _BOUNDED_WALKS = frozenset({
     "items", "values", "keys", "parameters", "named_parameters", "buffers", "named_buffers", "children",
-    "named_children", "modules", "named_modules", "state_dict",
+    "named_children", "modules", "named_modules", "state_dict", "split", "chunk", "unbind", "tensor_split",
 })
 _FOLLOWED_CALLS = 2  # levels of local functions followed from the loop's body
 
@@ -33,10 +35,17 @@ def draws_batches(scope: ScopeAnalysis, loop: Loop) -> str | None:
     """Why ``loop`` walks batches of data (a description naming the element and what is done with it), or
     None: no element of it is moved to the accelerator, fed to a model or to a loss."""
     node = loop.node
-    if not isinstance(node, cst.For) or not loop.targets or not all(_data_source(scope, part) for part in peeled(node.iter)):
+    if not isinstance(node, cst.For) or not loop.targets or _inside_a_model(scope):
+        return None  # a model's own method loops over its input's pieces, time steps and layers
+    if not all(_data_source(scope, part) for part in peeled(node.iter)):
         return None
     calls = [event for event in events_in(scope, loop) if isinstance(event, CallEvent)]
     return _use_of_elements(scope, calls, set(loop.targets), _FOLLOWED_CALLS)
+
+
+def _inside_a_model(scope: ScopeAnalysis) -> bool:
+    owner = scope.function.owner if scope.function is not None else None
+    return owner is not None and scope.summary.local_class_kind(owner).kind in {libraries.MODULE, libraries.PIPELINE}
 
 
 def _data_source(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bool:

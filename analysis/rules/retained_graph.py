@@ -1872,6 +1872,28 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # a model's forward walks the time steps of its input: the state it carries is one sequence's
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Stepper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.LSTMCell(1, 16)
+                self.head = nn.Linear(16, 1)
+
+            def forward(self, x):
+                h = torch.zeros(x.size(0), 16)
+                c = torch.zeros(x.size(0), 16)
+                outs = []
+                for piece in x.split(1, dim=1):
+                    h, c = self.cell(piece, (h, c))
+                    outs.append(self.head(h))
+                return torch.cat(outs, dim=1)
+        """
+    ),
     Quiet(  # the pieces of one optimizer step: the list is new on each call, and the step follows the loop
         """
         class Stepper:
