@@ -12,7 +12,9 @@ for the object's lifetime, unless the class empties it somewhere. A method Light
 gathers a whole epoch on the module's device before the epoch-end hook empties it: a note, or a warning
 where the file shows CUDA. A `while` loop that backwards or steps an optimizer is a training loop whatever its
 test says, and a tensor a local function made and returned (`obj, pred = self.objective(x, y)`) is the model's
-output when the call inside it is.
+output when the call inside it is. A `for` loop walks batches when each element it draws is moved to the
+accelerator, fed to a model or to a loss, whatever its iterable is called; what a called model or helper returns
+for an input on the accelerator lives there.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
