@@ -1,12 +1,12 @@
 """What a loop walks, read from what its body does with each element rather than from names.
 
-A ``for`` loop whose element (or a part of it: ``images, labels = batch``) is moved to the accelerator,
-handed to a model as its input, or handed to a loss walks batches of data, however its iterable is
-called: ``for a, b in v2: out = v1(a.cuda())``. A local function the body hands the element to is
-followed (``eval_step(model, batch, ...)`` moving ``batch`` to the device). A loop over a literal
+A ``for`` loop whose element (or a part of it: ``images, labels = batch``) is moved to the accelerator
+or handed to a model as its input walks batches of data, however its iterable is called:
+``for a, b in v2: out = v1(a.cuda())``. A local function the body hands the element to is followed (``eval_step(model, batch, ...)`` moving ``batch`` to the device). A loop over a literal
 collection, a dict's entries, a module's parameters or children, a ``range``, the rows or pieces of one
 tensor (``x.split(1, dim=1)``: a sequence's time steps) or the modules of a model walks a bounded structure,
-not the data, and says nothing here; nor does a loop in a method of a model (its forward walks its own input).
+not the data, and says nothing here; nor does a loop in a method of a model or of a callable object (a
+forward, a loss's `__call__` walks what it is handed).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from collections.abc import Iterable
 
 import libcst as cst
 
-from . import libraries, torchapi
+from . import libraries
 from .events import AssignEvent, CallEvent, Loop, StoreEvent
 from .flow import ScopeAnalysis
 from .names import dotted
 from .patterns import argument_passed, events_in, is_optimizer_step, peeled
-from .values import CONTAINER, CRITERION, DATASET_ITERABLE, DATASET_MAP, LOADER, MODEL, ON_DEVICE, TENSOR
+from .values import CONTAINER, DATASET_ITERABLE, DATASET_MAP, LOADER, MODEL, ON_DEVICE, TENSOR
 
 # Methods whose result is a structure of a bounded size: a dict's entries, a module's parameters or children, the
 # pieces of one tensor or string (a sequence's time steps).
@@ -33,7 +33,8 @@ _FOLLOWED_CALLS = 2  # levels of local functions followed from the loop's body
 
 def draws_batches(scope: ScopeAnalysis, loop: Loop) -> str | None:
     """Why ``loop`` walks batches of data (a description naming the element and what is done with it), or
-    None: no element of it is moved to the accelerator, fed to a model or to a loss."""
+    None: no element of it is moved to the accelerator or fed to a model. A loss computed on each element is
+    no such evidence: a detector's loss sums over its heads' predictions (`for pi in p: lobj += bce(pi, t)`)."""
     node = loop.node
     if not isinstance(node, cst.For) or not loop.targets or _inside_a_model(scope):
         return None  # a model's own method loops over its input's pieces, time steps and layers
@@ -44,8 +45,13 @@ def draws_batches(scope: ScopeAnalysis, loop: Loop) -> str | None:
 
 
 def _inside_a_model(scope: ScopeAnalysis) -> bool:
+    """A method of a model, a pipeline or a callable object (a loss or a metric with `__call__`): it walks what
+    it is handed, a detector's loss its heads' predictions (`for i, pi in enumerate(p)`), not the data."""
     owner = scope.function.owner if scope.function is not None else None
-    return owner is not None and scope.summary.local_class_kind(owner).kind in {libraries.MODULE, libraries.PIPELINE}
+    return owner is not None and (
+        scope.summary.local_class_kind(owner).kind in {libraries.MODULE, libraries.PIPELINE}
+        or owner.find_method("__call__", scope.summary) is not None
+    )
 
 
 def _data_source(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bool:
@@ -93,13 +99,6 @@ def _uses_an_element(call: CallEvent, elements: set[str]) -> str | None:
         given = next((arg for arg in call.arg_nodes if arg.keyword is None), None)  # the input, or `**batch`
         if given is not None and _root(given.value) in elements:
             return f"each `{_root(given.value)}` it draws is the input of a model's forward"
-    loss = (call.callee is not None and torchapi.is_functional_loss(call.callee)) or (
-        receiver is not None and call.method is None and CRITERION in receiver.tags
-    )
-    if loss:
-        root = next((root for arg in call.arg_nodes if (root := _root(arg.value)) in elements), None)
-        if root is not None:
-            return f"a loss is computed on each `{root}` it draws"
     return None
 
 

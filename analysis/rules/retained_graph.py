@@ -340,8 +340,15 @@ class RetainedGraph(Rule):
 
 def _per_step(scope: ScopeAnalysis, loop: Loop) -> str | None:
     """Why ``loop`` runs once per training or evaluation step: a backward or a data loader in it, or each element
-    it draws used as a batch (moved to the accelerator, fed to a model or to a loss)."""
-    return repeats_per_step(scope, loop) or draws_batches(scope, loop)
+    it draws used as a batch (moved to the accelerator, fed to a model). The last only where grad is known to be
+    on: not in a function a decorator wraps (yolov5's `@smart_inference_mode()` turns it off in a project helper)."""
+    why = repeats_per_step(scope, loop)
+    if why is not None:
+        return why
+    function = scope.function.node if scope.function is not None else None
+    if function is not None and any(dotted(decorator.decorator) not in {"staticmethod", "classmethod"} for decorator in function.decorators):
+        return None
+    return draws_batches(scope, loop)
 
 
 def _kept_by_a_helper(scope: ScopeAnalysis, loop: Loop):

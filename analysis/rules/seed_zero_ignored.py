@@ -168,8 +168,22 @@ def _seeded_names(ctx: RuleContext, scope: ScopeAnalysis, depth: int) -> frozens
         names |= grown
 
 
-def _names_read(expression: cst.CSTNode) -> set[str]:
-    return {name for node in walk(expression) if isinstance(node, (cst.Name, cst.Attribute)) and (name := dotted(node))}
+def _names_read(expression: cst.BaseExpression) -> set[str]:
+    """The names and attributes whose value ``expression`` passes on as a seed: itself (`args.seed`, not `args`),
+    the operands of arithmetic and of `or` / a conditional expression, and what `int()` or `abs()` converts
+    (`int(seed) + rank`); nothing a call or a subscript computes from them."""
+    if isinstance(expression, (cst.Name, cst.Attribute)):
+        name = dotted(expression)
+        return {name} if name is not None else set()
+    if isinstance(expression, (cst.BinaryOperation, cst.BooleanOperation)):
+        return _names_read(expression.left) | _names_read(expression.right)
+    if isinstance(expression, cst.UnaryOperation):
+        return _names_read(expression.expression)
+    if isinstance(expression, cst.IfExp):
+        return _names_read(expression.body) | _names_read(expression.orelse)
+    if isinstance(expression, cst.Call) and dotted(expression.func) in {"int", "abs"} and expression.args:
+        return _names_read(expression.args[0].value)
+    return set()
 
 
 def _draws_a_seed(ctx: RuleContext, scope: ScopeAnalysis, expression: cst.BaseExpression, depth: int) -> bool:
