@@ -102,7 +102,7 @@ class DeviceAccumulation(Rule):
                 continue
             if keeps_one_number(scope, event):
                 continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
-            if _reset_by_its_object(scope, event, loop):
+            if _reset_by_its_object(scope, event, loop) or _drained_by_a_slice(scope, event.container, loop):
                 continue
             self._report(ctx, scope, event, loop, why)
         for loop in scope.loops:
@@ -272,8 +272,10 @@ def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     """A loop over batches or steps, whose length grows with the data or the run (``range(n_steps)`` of
     a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
-    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text) or draws_batches(scope, loop):
+    if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
+    if draws_batches(scope, loop) is not None and _runs_a_step(scope, loop):
+        return True  # not a walk of one batch's images, each moved to the device (detectron2's per-image targets)
     node = loop.node
     if isinstance(node, cst.While):
         if _STEP_WORDS.search(loop.iterable_text or "") is not None:
@@ -443,6 +445,16 @@ def _reset_by_its_object(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) ->
     if not attribute or "." in attribute or owner == "self":
         return False
     return any(call.receiver_key == owner and empties_attribute(call, attribute) for call in calls_in(scope, loop, depth=0))
+
+
+def _drained_by_a_slice(scope: ScopeAnalysis, container: str, loop: Loop) -> bool:
+    """The loop rebinds the container to a slice of itself (`buffer = buffer[n:]` once a batch's worth was
+    handed on): what it holds is drained as it fills."""
+    return any(
+        isinstance(event, AssignEvent) and event.targets == (container,) and loop in event.context.loops
+        and isinstance(event.value_node, cst.Subscript) and dotted(event.value_node.value) == container
+        for event in scope.events
+    )
 
 
 def _bindings(scope: ScopeAnalysis, name: str) -> list[AssignEvent]:
