@@ -328,6 +328,27 @@ MODEL_UNWRAPPERS = {
     for name in ("trl.models.unwrap_model_for_generation", "trl.models.utils.unwrap_model_for_generation")
 }
 
+# Calls whose first argument (or `seed=`) is the seed of a generator: a value handed there is a seed, whatever it
+# is named. One call a row (the method row: any receiver's `manual_seed`, torch.Generator's), with its source.
+SEEDING_CALLS = {
+    **dict.fromkeys(("torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"),
+                    "PyTorch: `torch.manual_seed(seed)`, `torch.cuda.manual_seed[_all](seed)` set the seed of the generators"),
+    ".manual_seed": "PyTorch: `torch.Generator.manual_seed(seed)` sets the seed of that generator and returns it",
+    "random.seed": "Python, random: `seed(a=None)` initializes the generator; None seeds it from the OS",
+    "random.Random": "Python, random: `Random(x=None)` a generator seeded with x, from the OS when None",
+    **dict.fromkeys(("numpy.random.seed", "numpy.random.RandomState", "numpy.random.default_rng"),
+                    "NumPy: `seed(seed=None)`, `RandomState(seed=None)`, `default_rng(seed=None)`: None draws fresh OS entropy"),
+    **dict.fromkeys(("transformers.set_seed", "accelerate.utils.set_seed"),
+                    "transformers / accelerate: `set_seed(seed)` seeds random, numpy and torch (all devices)"),
+    **dict.fromkeys(("lightning.seed_everything", "lightning.pytorch.seed_everything", "pytorch_lightning.seed_everything",
+                     "lightning.fabric.seed_everything", "lightning_fabric.seed_everything"),
+                    "Lightning: `seed_everything(seed=None)` seeds random, numpy and torch; None reads PL_GLOBAL_SEED or picks 0"),
+    "tensorflow.random.set_seed": "TensorFlow: `tf.random.set_seed(seed)` sets the global random seed",
+    **dict.fromkeys(("jax.random.PRNGKey", "jax.random.key"), "JAX: `jax.random.key(seed)` a PRNG key made from an integer seed"),
+}
+# Python random (`randint(a, b)`, `randrange(start, stop)`), NumPy (`randint(low, high=None)`): a random integer
+RANDOM_INTEGER_DRAWS = frozenset({"random.randint", "random.randrange", "numpy.random.randint"})  # bounded by the last argument
+
 # Attention functions whose dropout rate is a plain argument: they drop whenever it is non-zero, as a function
 # cannot see the mode of the module that calls it. One function a row: where the rate goes (keyword, position).
 @dataclass(frozen=True)

@@ -690,15 +690,14 @@ _SHAPE_KEEPING = frozenset({"detach", "clone", "float", "double", "half", "bfloa
 
 def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | None:
     """Evidence that the tensor ``store`` keeps lives on the GPU (its site and a note), or None: on the
-    accelerator by the dataflow, or the model's output or generated ids in a script that runs on CUDA."""
+    accelerator by the dataflow, what a called value (a model, a module handed in) returns for an input on the
+    accelerator, or the model's output or generated ids in a script that runs on CUDA."""
     text = scope.chunk.code_for(store.value_node).strip()
     if _ON_HOST_TEXT.search(text):
         return None
     value = store.value
     if ON_DEVICE in value.tags and MODEL not in value.tags:
         return ((scope.chunk, store.value_node), f"`{text}` is on the accelerator")
-    if module.cuda_line is None:
-        return None
     producers = []
     if TENSOR in value.tags and value.site is not None:
         producers.append(_call_at(module, scope, value.site[1]))
@@ -707,10 +706,23 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
         # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
         producers.append(_last_assigned_call(scope, store, base))
     for producer in producers:
+        if producer is not None and _runs_on_the_accelerator(producer):
+            return ((producer.scope.chunk, producer.node), f"what `{shortened(producer.scope.chunk.code_for(producer.node), 40)}` "
+                    "returns for an input on the accelerator, on the GPU")
+    if module.cuda_line is None:
+        return None
+    for producer in producers:
         if producer is not None and (producer.method == "generate" or (producer.receiver is not None and MODEL in producer.receiver.tags)):
             what = "generated ids" if producer.method == "generate" else "the model's output"
             return ((producer.scope.chunk, producer.node), f"{what}, on the GPU (the script runs on CUDA, line {module.cuda_line})")
     return None
+
+
+def _runs_on_the_accelerator(call: CallEvent) -> bool:
+    """A value the code calls (a model, or a module or function it was handed: `net(x)`, `self.teacher(x)`) given a
+    tensor on the accelerator as its input: torch computes on the device of its inputs, so what it returns lives there."""
+    given = call.args[0] if call.args and call.arg_nodes and call.arg_nodes[0].keyword is None else None
+    return call.receiver is not None and call.method in {None, "forward"} and given is not None and ON_DEVICE in given.tags
 
 
 def _call_at(module, scope: ScopeAnalysis, node: cst.CSTNode) -> CallEvent | None:

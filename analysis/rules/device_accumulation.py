@@ -12,7 +12,9 @@ for the object's lifetime, unless the class empties it somewhere. A method Light
 gathers a whole epoch on the module's device before the epoch-end hook empties it: a note, or a warning
 where the file shows CUDA. A `while` loop that backwards or steps an optimizer is a training loop whatever its
 test says, and a tensor a local function made and returned (`obj, pred = self.objective(x, y)`) is the model's
-output when the call inside it is.
+output when the call inside it is. A `for` loop walks batches when each element it draws is moved to the
+accelerator, fed to a model or to a loss, whatever its iterable is called; what a called model or helper returns
+for an input on the accelerator lives there.
 
 How to fix: keep host copies, `preds.append(out.detach().cpu())` (or `.item()`, `.tolist()` for
 scalars and ids), or reduce on the GPU as you go (`total += out.sum()`), or clear the container
@@ -25,6 +27,7 @@ import re
 
 import libcst as cst
 
+from trainlint.analysis.data_loops import draws_batches, walks_one_step
 from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
@@ -84,7 +87,7 @@ class DeviceAccumulation(Rule):
                 continue
             loop = next(
                 (enclosing for enclosing in event.context.loops
-                 if not kept_for_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
+                 if not kept_for_one_step(event, enclosing) and not walks_one_step(event, enclosing) and _steps_through_data(scope, enclosing)),
                 None,
             )
             if loop is None or not event.outlives(loop) or Tag.GRAPH in event.value.tags:
@@ -99,7 +102,7 @@ class DeviceAccumulation(Rule):
                 continue
             if keeps_one_number(scope, event):
                 continue  # a loss kept per step costs one 512-byte block a step, not a batch of outputs
-            if _reset_by_its_object(scope, event, loop):
+            if _reset_by_its_object(scope, event, loop) or _drained_by_a_slice(scope, event.container, loop):
                 continue
             self._report(ctx, scope, event, loop, why)
         for loop in scope.loops:
@@ -271,6 +274,8 @@ def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
     if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
+    if draws_batches(scope, loop) is not None and _runs_a_step(scope, loop):
+        return True  # not a walk of one batch's images, each moved to the device (detectron2's per-image targets)
     node = loop.node
     if isinstance(node, cst.While):
         if _STEP_WORDS.search(loop.iterable_text or "") is not None:
@@ -442,6 +447,16 @@ def _reset_by_its_object(scope: ScopeAnalysis, store: StoreEvent, loop: Loop) ->
     return any(call.receiver_key == owner and empties_attribute(call, attribute) for call in calls_in(scope, loop, depth=0))
 
 
+def _drained_by_a_slice(scope: ScopeAnalysis, container: str, loop: Loop) -> bool:
+    """The loop rebinds the container to a slice of itself (`buffer = buffer[n:]` once a batch's worth was
+    handed on): what it holds is drained as it fills."""
+    return any(
+        isinstance(event, AssignEvent) and event.targets == (container,) and loop in event.context.loops
+        and isinstance(event.value_node, cst.Subscript) and dotted(event.value_node.value) == container
+        for event in scope.events
+    )
+
+
 def _bindings(scope: ScopeAnalysis, name: str) -> list[AssignEvent]:
     return [event for event in scope.events if isinstance(event, AssignEvent) and name in event.targets]
 
@@ -483,6 +498,24 @@ def _without_host_copy_suffix(text: str) -> str:
 
 
 DeviceAccumulation.MUST_FIRE = (
+    Fires(  # each element the loop draws is moved to the GPU and run through the network: a loop over batches
+        """
+        import torch
+
+
+        class Scorer:
+            def __init__(self, net):
+                self.net = net.cuda()
+
+            @torch.no_grad()
+            def score(self, source):
+                kept = []
+                for inputs, _ in source:
+                    out = self.net(inputs.cuda(non_blocking=True))
+                    kept.append(out.softmax(-1))
+                return torch.cat(kept).cpu()
+        """
+    ),
     Fires(  # the helper appends each batch's probabilities, on the GPU, to the list the loop hands it
         """
         import torch
@@ -927,6 +960,38 @@ DeviceAccumulation.MUST_FIRE = (
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
+    Quiet(  # the pieces of one optimizer step, moved to the GPU: the list is new on each call, the step follows the loop
+        """
+        import torch
+
+
+        class Stepper:
+            def __init__(self, pipeline, optimizer):
+                self.pipeline, self.optimizer = pipeline, optimizer
+                self.device = torch.device("cuda")
+
+            def run(self, pieces):
+                self.optimizer.zero_grad()
+                moved = []
+                for a, b in pieces:
+                    moved.append((a.to(self.device), b.to(self.device)))
+                self.pipeline.step(moved)
+                self.optimizer.step()
+        """
+    ),
+    Quiet(  # a walk of the network's parameters is bounded, whatever is moved to the GPU in it
+        """
+        import torch
+
+
+        def snapshot(net):
+            device = torch.device("cuda")
+            copies = []
+            for weight in net.parameters():
+                copies.append(weight.detach().to(device))
+            return copies
+        """
+    ),
     Quiet(  # the metrics object the trainer holds keeps host copies, or one count a batch
         """
         import torch

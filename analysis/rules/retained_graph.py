@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.data_loops import draws_batches, walks_one_step
 from trainlint.analysis.frameworks import manual_optimization, training_step_hook
 from trainlint.analysis.libraries import MODULE
 from trainlint.analysis.patterns import (
@@ -86,7 +87,7 @@ class RetainedGraph(Rule):
             if buffers and event.context.grad_off is None:
                 self._check_buffer_update(ctx, scope, event, buffers)
         for loop in scope.loops:
-            if repeats_per_step(scope, loop) is not None:
+            if _per_step(scope, loop) is not None:
                 for call, store, container, carried in _kept_by_a_helper(scope, loop):
                     self._report_helper(ctx, scope, loop, call, store, container, carried)
 
@@ -157,7 +158,7 @@ class RetainedGraph(Rule):
         if any(isinstance(event, StoreEvent) and event.node is assign.node for event in scope.events):
             return  # `total = total + loss`: a running sum, reported as a store
         loop = assign.context.loop
-        if loop is None or repeats_per_step(scope, loop) is None:
+        if loop is None or _per_step(scope, loop) is None:
             return
         backwards = [call for call in calls_in(scope, loop) if is_backward(call)]
         if backwards and not any(_retains_graph(call) for call in backwards):
@@ -216,7 +217,7 @@ class RetainedGraph(Rule):
         if not outlived or _walks_structure(outlived[0]):
             return
         loop, per_step = next(
-            ((loop, why) for loop in outlived if not kept_for_one_step(store, loop) and (why := repeats_per_step(scope, loop))),
+            ((loop, why) for loop in outlived if not kept_for_one_step(store, loop) and not walks_one_step(store, loop) and (why := _per_step(scope, loop))),
             (None, None),
         )
         if loop is None or overwrites_its_keys(scope, store, loop) or bounded_or_emptied(scope, store.container, loop):
@@ -335,6 +336,19 @@ class RetainedGraph(Rule):
             # agree on a host copy, unsafe because later code may expect the tensors on the device.
             return ctx.fix("detach and keep a host copy", [_append_method(ctx, node, "detach().cpu")], safe=False)
         return ctx.fix("detach before storing", [_append_method(ctx, node, "detach")], safe=tensor)
+
+
+def _per_step(scope: ScopeAnalysis, loop: Loop) -> str | None:
+    """Why ``loop`` runs once per training or evaluation step: a backward or a data loader in it, or each element
+    it draws used as a batch (moved to the accelerator, fed to a model). The last only where grad is known to be
+    on: not in a function a decorator wraps (yolov5's `@smart_inference_mode()` turns it off in a project helper)."""
+    why = repeats_per_step(scope, loop)
+    if why is not None:
+        return why
+    function = scope.function.node if scope.function is not None else None
+    if function is not None and any(dotted(decorator.decorator) not in {"staticmethod", "classmethod"} for decorator in function.decorators):
+        return None
+    return draws_batches(scope, loop)
 
 
 def _kept_by_a_helper(scope: ScopeAnalysis, loop: Loop):
@@ -540,12 +554,21 @@ def _backwards_an_item(call: CallEvent, container: str) -> bool:
 def _returned_for_backward(module: ModuleView, scope: ScopeAnalysis, backward_in_loop: list) -> bool:
     """Returning the graph-carrying container is handing it on for a backward (``return losses`` to a
     caller that stacks and backwards them) unless the loop already backwarded what it kept (the
-    graphs are spent; only the leak is returned), the function is an evaluation pass, or no caller
-    in this module runs a backward."""
-    if backward_in_loop or scope.function is None or is_eval_name(scope.function.name):
+    graphs are spent; only the leak is returned), the function is an evaluation pass (named so, or
+    switching a model to eval mode with no backward of its own), or no caller in this module runs a backward."""
+    if backward_in_loop or scope.function is None or is_eval_name(scope.function.name) or _evaluation_pass(scope):
         return False
     callers = module.calls_of(scope.function)
     return not callers or any(is_backward(call) for caller in callers for call in calls_in(caller.scope, None))
+
+
+def _evaluation_pass(scope: ScopeAnalysis) -> bool:
+    """The function switches a model to eval mode (``net.eval()``, nn.Module's method: no argument) and runs no
+    backward: it evaluates."""
+    calls = list(calls_in(scope, None))
+    return any(call.method == "eval" and call.receiver is not None and not call.arg_nodes for call in calls) and not any(
+        is_backward(call) for call in calls
+    )
 
 
 def _bound_before(scope: ScopeAnalysis, loop: Loop) -> set[str]:
@@ -647,6 +670,22 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
 
 
 RetainedGraph.MUST_FIRE = (
+    Fires(  # each element drawn is run through the network with the state it carries: a loop over batches
+        """
+        import torch.nn.functional as F
+
+
+        def replay(net, source, width):
+            net.eval()
+            state = net.init_hidden(width)
+            total = 0.0
+            for a, b in source:
+                out, state = net(a, state)
+                total += F.cross_entropy(out.flatten(0, 1), b.flatten()).item()
+            return total / len(source)
+        """,
+        severity=Severity.ERROR,
+    ),
     Fires(  # a helper appends the step's loss to the list the loop hands it: the caller's list keeps every graph
         """
         import torch
@@ -1840,6 +1879,45 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # a model's forward walks the time steps of its input: the state it carries is one sequence's
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class Stepper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.LSTMCell(1, 16)
+                self.head = nn.Linear(16, 1)
+
+            def forward(self, x):
+                h = torch.zeros(x.size(0), 16)
+                c = torch.zeros(x.size(0), 16)
+                outs = []
+                for piece in x.split(1, dim=1):
+                    h, c = self.cell(piece, (h, c))
+                    outs.append(self.head(h))
+                return torch.cat(outs, dim=1)
+        """
+    ),
+    Quiet(  # the pieces of one optimizer step: the list is new on each call, and the step follows the loop
+        """
+        class Stepper:
+            def __init__(self, net, optimizer):
+                self.net, self.optimizer = net.cuda(), optimizer
+
+            def run(self, pieces):
+                kept = []
+                for piece in pieces:
+                    part = self.net(**piece).loss / len(pieces)
+                    part.backward()
+                    kept.append(part)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                return sum(part.item() for part in kept)
+        """
+    ),
     Quiet(  # the history's last item becomes a number once it is backwarded: the list keeps floats
         """
         import torch

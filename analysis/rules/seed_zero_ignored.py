@@ -5,7 +5,9 @@
 and `seed if seed else self.new_seed()` in a helper whose missing seed is None. Zero is a common, valid seed (it is the
 default of many sweeps), so the run that was meant to be reproducible is not — or quietly uses
 another seed — and two "identical" runs disagree. Nothing warns; the difference shows up weeks
-later as an irreproducible result.
+later as an irreproducible result. A value is a seed when it is named as one, when the code hands it (or a
+value computed from it) to a seeding call such as `torch.manual_seed` or a generator's `manual_seed`, also
+through a helper of the project, or when a falsy one is replaced by a random integer as wide as a seed.
 
 How to fix: test for absence explicitly, `if args.seed is not None:` (and
 `args.seed if args.seed is not None else 42` for a default). `args.seed or 0` is fine: it keeps 0.
@@ -17,7 +19,9 @@ import re
 
 import libcst as cst
 
-from trainlint.rules import Fires, Quiet, Rule, RuleContext, Severity, dotted, walk
+from trainlint.analysis.libraries import RANDOM_INTEGER_DRAWS, SEEDING_CALLS
+from trainlint.analysis.patterns import argument_passed
+from trainlint.rules import AssignEvent, Fires, Quiet, Rule, RuleContext, ScopeAnalysis, Severity, dotted, walk
 
 
 class SeedZeroIgnored(Rule):
@@ -26,23 +30,30 @@ class SeedZeroIgnored(Rule):
     severity = Severity.ERROR
 
     def check(self, ctx: RuleContext) -> None:
-        if ctx.chunk.module is None or "seed" not in ctx.chunk.tree_text().lower():
+        if ctx.chunk.module is None:
             return
-        for node in (node for scope in ctx.scopes for node in scope.branch_tests):
-            if isinstance(node, cst.If) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
-                self._report(ctx, node.test, "applies the seed only when it is truthy")
-            elif isinstance(node, cst.If) and isinstance(node.test, cst.UnaryOperation) and _negated_seed(node.test):
-                replacement = _replacement(node, node.test.expression)
-                if replacement is not None:
-                    self._report_replaced(ctx, node.test, replacement)
-            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _seeds_inside(ctx, node.body, node.test):
-                self._report(ctx, node.test, "builds a seeded generator only when the seed is truthy")
-            elif isinstance(node, cst.IfExp) and _seed_name(node.test) and _same(node.body, node.test):
-                if not _is_zero(node.orelse):
-                    self._report_kept_if_truthy(ctx, node)
-            elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or) and _seed_name(node.left):
-                if not _is_zero(node.right):
-                    self._report_default(ctx, node)
+        for scope in ctx.scopes:
+            if not scope.branch_tests:
+                continue
+            seeds = _Seeds(ctx, scope)
+            for node in scope.branch_tests:
+                self._check_test(ctx, seeds, node)
+
+    def _check_test(self, ctx: RuleContext, seeds: _Seeds, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.If) and seeds.holds(node.test) and _seeds_inside(ctx, node.body, node.test):
+            self._report(ctx, node.test, "applies the seed only when it is truthy")
+        elif isinstance(node, cst.If) and isinstance(node.test, cst.UnaryOperation) and isinstance(node.test.operator, cst.Not):
+            replacement = _replacement(node, node.test.expression)
+            if replacement is not None and seeds.holds(node.test.expression, replacement):
+                self._report_replaced(ctx, node.test, replacement)
+        elif isinstance(node, cst.IfExp) and seeds.holds(node.test) and _seeds_inside(ctx, node.body, node.test):
+            self._report(ctx, node.test, "builds a seeded generator only when the seed is truthy")
+        elif isinstance(node, cst.IfExp) and _same(node.body, node.test) and seeds.holds(node.test, node.orelse):
+            if not _is_zero(node.orelse):
+                self._report_kept_if_truthy(ctx, node)
+        elif isinstance(node, cst.BooleanOperation) and isinstance(node.operator, cst.Or) and seeds.holds(node.left, node.right):
+            if not _is_zero(node.right):
+                self._report_default(ctx, node)
 
     def _report(self, ctx: RuleContext, test: cst.BaseExpression, what: str) -> None:
         name = ctx.chunk.code_for(test)
@@ -99,7 +110,7 @@ class SeedZeroIgnored(Rule):
 
 
 def _seed_name(test: cst.BaseExpression) -> bool:
-    """A bare name or attribute that holds a seed: `seed`, `args.seed`, `cfg.random_seed`."""
+    """A bare name or attribute named as a seed: `seed`, `args.seed`, `cfg.random_seed`."""
     name = dotted(test)
     if name is None:
         return False
@@ -107,9 +118,107 @@ def _seed_name(test: cst.BaseExpression) -> bool:
     return last == "seed" or last.endswith("_seed") or last.startswith("seed_")
 
 
-def _negated_seed(test: cst.UnaryOperation) -> bool:
-    """`not seed` / `not args.seed`."""
-    return isinstance(test.operator, cst.Not) and _seed_name(test.expression)
+class _Seeds:
+    """What one scope does with seeds: the names and attributes whose value it hands a seeding call as the seed
+    (`SEEDING_CALLS`: `torch.manual_seed`, a generator's `manual_seed`, `seed_everything`, ...), directly, through
+    values computed from them (`window_seed = int(seed) + offset`), or through a local function that hands the
+    parameter it is given to one; a value tested there is a seed whatever it is named."""
+
+    def __init__(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        self.ctx, self.scope = ctx, scope
+        self._names: frozenset[str] | None = None
+
+    def holds(self, tested: cst.BaseExpression, replacement: cst.BaseExpression | None = None) -> bool:
+        """``tested`` is a seed: named as one, handed to a seeding call, or replaced when falsy by a random
+        integer as wide as a seed (`seed if seed else self.new_seed()`, where `new_seed` returns one)."""
+        name = dotted(tested)
+        if name is None:
+            return False
+        if _seed_name(tested):
+            return True
+        if self._names is None:
+            self._names = _seeded_names(self.ctx, self.scope, _FOLLOWED_CALLS)
+        return name in self._names or (replacement is not None and _draws_a_seed(self.ctx, self.scope, replacement, _FOLLOWED_CALLS))
+
+
+_FOLLOWED_CALLS = 2  # levels of local functions followed from the scope tested
+_SEED_WIDTH = 2**16  # a random integer drawn below at least this stands for a seed, not a count or an index
+
+
+def _seeded_names(ctx: RuleContext, scope: ScopeAnalysis, depth: int) -> frozenset[str]:
+    names: set[str] = set()
+    for call in scope.calls():
+        if call.callee in SEEDING_CALLS or call.method == "manual_seed":
+            seed = call.keyword("seed") or next((arg for arg in call.arg_nodes if arg.keyword is None and not arg.star), None)
+            if seed is not None:
+                names |= _names_read(seed.value)
+        elif depth > 0 and call.function is not None and (inner := call.function.analysis(ctx.summary)) is not None:
+            for parameter in _seeded_names(ctx, inner, depth - 1) & set(inner.params):
+                passed = argument_passed(call, call.function, parameter)
+                if passed is not None:
+                    names |= _names_read(passed.value)
+    while True:  # back through the values computed from others: `window_seed = int(seed) + int(start)`
+        grown = {
+            read for event in scope.events
+            if isinstance(event, AssignEvent) and event.value_node is not None and names.intersection(event.targets)
+            for read in _names_read(event.value_node)
+        } - names
+        if not grown:
+            return frozenset(names)
+        names |= grown
+
+
+def _names_read(expression: cst.BaseExpression) -> set[str]:
+    """The names and attributes whose value ``expression`` passes on as a seed: itself (`args.seed`, not `args`),
+    the operands of arithmetic and of `or` / a conditional expression, and what `int()` or `abs()` converts
+    (`int(seed) + rank`); nothing a call or a subscript computes from them."""
+    if isinstance(expression, (cst.Name, cst.Attribute)):
+        name = dotted(expression)
+        return {name} if name is not None else set()
+    if isinstance(expression, (cst.BinaryOperation, cst.BooleanOperation)):
+        return _names_read(expression.left) | _names_read(expression.right)
+    if isinstance(expression, cst.UnaryOperation):
+        return _names_read(expression.expression)
+    if isinstance(expression, cst.IfExp):
+        return _names_read(expression.body) | _names_read(expression.orelse)
+    if isinstance(expression, cst.Call) and dotted(expression.func) in {"int", "abs"} and expression.args:
+        return _names_read(expression.args[0].value)
+    return set()
+
+
+def _draws_a_seed(ctx: RuleContext, scope: ScopeAnalysis, expression: cst.BaseExpression, depth: int) -> bool:
+    """``expression`` is a random integer drawn from a range at least ``_SEED_WIDTH`` wide, or the call of a
+    local function that returns one (`self.new_seed()`)."""
+    if not isinstance(expression, cst.Call):
+        return False
+    call = next((call for call in scope.calls() if call.node is expression), None)
+    if call is None:
+        return False
+    if call.callee in RANDOM_INTEGER_DRAWS:
+        bounds = [arg.value for arg in call.arg_nodes if arg.keyword is None and not arg.star]
+        return bool(bounds) and (_integer(bounds[-1]) or 0) >= _SEED_WIDTH
+    function = call.function
+    inner = function.analysis(ctx.summary) if depth > 0 and function is not None else None
+    return function is not None and inner is not None and any(
+        isinstance(node, cst.Return) and node.value is not None and _draws_a_seed(ctx, inner, node.value, depth - 1)
+        for node in walk(function.node)
+    )
+
+
+def _integer(node: cst.BaseExpression) -> int | None:
+    """The value of an integer literal or of arithmetic on them (`2**32 - 1`), or None."""
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.BinaryOperation):
+        left, right = _integer(node.left), _integer(node.right)
+        if left is None or right is None:
+            return None
+        operations = {cst.Add: int.__add__, cst.Subtract: int.__sub__, cst.Multiply: int.__mul__}
+        if isinstance(node.operator, cst.Power):
+            return left**right if 0 <= right <= 64 else None
+        operation = operations.get(type(node.operator))
+        return operation(left, right) if operation is not None else None
+    return None
 
 
 def _replacement(statement: cst.If, seed: cst.BaseExpression) -> cst.BaseExpression | None:
@@ -153,6 +262,65 @@ def _seeds_inside(ctx: RuleContext, node: cst.CSTNode, tested: cst.BaseExpressio
 
 
 SeedZeroIgnored.MUST_FIRE = (
+    Fires(  # what `or` defaults is handed to a helper of another file that seeds a generator with it
+        """
+        from rng import make_generator
+
+
+        class Sampler:
+            def __init__(self, pipe, base=None):
+                self.pipe = pipe
+                self.generator = make_generator(base or 1234, "cuda")
+        """,
+        fixed="""
+        from rng import make_generator
+
+
+        class Sampler:
+            def __init__(self, pipe, base=None):
+                self.pipe = pipe
+                self.generator = make_generator(base if base is not None else 1234, "cuda")
+        """,
+        files={"rng.py": """
+            import torch
+
+
+            def make_generator(value, device):
+                return torch.Generator(device=device).manual_seed(value)
+            """},
+    ),
+    Fires(  # a falsy value is replaced by a random integer as wide as a seed, drawn by a method of the class
+        """
+        import random
+
+
+        class Renderer:
+            def __init__(self, backend):
+                self.backend = backend
+
+            def _draw(self):
+                return random.randint(0, 2**31 - 1)
+
+            def render(self, scene, value=None):
+                value = value if value else self._draw()
+                return self.backend.render(scene, value), value
+        """,
+        fixed="""
+        import random
+
+
+        class Renderer:
+            def __init__(self, backend):
+                self.backend = backend
+
+            def _draw(self):
+                return random.randint(0, 2**31 - 1)
+
+            def render(self, scene, value=None):
+                value = value if value is not None else self._draw()
+                return self.backend.render(scene, value), value
+        """,
+    ),
     Fires(  # a helper taking `seed: Optional[int]` draws a new seed when given 0
         """
         import random
@@ -349,6 +517,24 @@ SeedZeroIgnored.MUST_FIRE = (
 )
 
 SeedZeroIgnored.MUST_NOT_FIRE = (
+    Quiet(  # a count and a small random choice defaulted by truthiness; the generator's seed is a constant
+        """
+        import random
+
+        import torch
+
+
+        class Augment:
+            def __init__(self, copies=None, jitter=None):
+                self.copies = copies or 4
+                self.jitter = jitter if jitter else random.randint(1, 8)
+                self.generator = torch.Generator().manual_seed(1234)
+
+            def __call__(self, x):
+                noise = torch.randn(self.copies, *x.shape, generator=self.generator)
+                return x + self.jitter * noise
+        """
+    ),
     Quiet(  # 0 for a missing seed: seed 0 stays 0
         """
         import torch
