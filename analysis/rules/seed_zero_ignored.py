@@ -240,6 +240,18 @@ def _same(one: cst.BaseExpression, other: cst.BaseExpression) -> bool:
     return name is not None and name == dotted(other)
 
 
+def _assigned_times(node: cst.CSTNode, text: str) -> int:
+    """How many statements inside ``node`` bind ``text`` itself (`self._reset_seed = False`): places where it
+    is written, which use no value it holds."""
+    count = 0
+    for inner in walk(node):
+        if isinstance(inner, cst.Assign):
+            count += sum(dotted(target.target) == text for target in inner.targets)
+        elif isinstance(inner, cst.AnnAssign | cst.AugAssign) and dotted(inner.target) == text:
+            count += 1
+    return count
+
+
 def _is_zero(node: cst.BaseExpression) -> bool:
     """The literal 0: what it puts in for a falsy seed is seed 0 itself (or 0 for a missing one)."""
     return isinstance(node, cst.Integer) and int(node.value, 0) == 0
@@ -249,9 +261,10 @@ def _seeds_inside(ctx: RuleContext, node: cst.CSTNode, tested: cst.BaseExpressio
     """``node`` seeds something and uses the tested value (`if args.seed: manual_seed(args.seed)`, or
     `tile_seed = seed + offset; manual_seed(tile_seed)`); `if self.set_seed: set_rng_seed(hash(name))`
     tests a flag it never uses, and seed 0 is not at stake."""
-    name = re.compile(rf"(?<![\w.]){re.escape(ctx.chunk.code_for(tested))}(?!\w)")
-    if not name.search(ctx.chunk.code_for(node)):
-        return False
+    text = ctx.chunk.code_for(tested)
+    name = re.compile(rf"(?<![\w.]){re.escape(text)}(?!\w)")
+    if len(name.findall(ctx.chunk.code_for(node))) <= _assigned_times(node, text):
+        return False  # not read there, or only set: `self._reset_seed = False` clears a flag, it applies no seed
     for inner in walk(node):
         if isinstance(inner, cst.Call):
             func = inner.func
@@ -563,6 +576,29 @@ SeedZeroIgnored.MUST_NOT_FIRE = (
                 seed = random.randint(0, 2**32 - 1)
             seed = seed if seed is not None else random.randint(0, 2**32 - 1)
             return pipe(prompt, generator=torch.Generator("cuda").manual_seed(seed)), seed
+        """
+    ),
+    Quiet(  # `_reset_seed` is a flag the loader clears once it has seeded; the seed itself is tested with `is not None`
+        """
+        class Loader:
+            def __init__(self, pipe):
+                self.pipe = pipe
+                self._seed = None
+                self._reset_seed: bool = True
+                self._generator = SeedGenerator()
+
+            def seed(self, seed: int) -> None:
+                self._seed = seed
+                self._reset_seed = True
+
+            def __iter__(self):
+                if self._seed is not None:
+                    if self._reset_seed:
+                        self._generator.seed(self._seed)
+                        self._reset_seed = False
+                else:
+                    self._generator.seed()
+                return iter(self.pipe)
         """
     ),
     Quiet(  # `set_seed` is a flag; the seed itself is computed, and 0 is never in question
