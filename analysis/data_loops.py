@@ -44,6 +44,16 @@ def draws_batches(scope: ScopeAnalysis, loop: Loop) -> str | None:
     return _use_of_elements(scope, calls, set(loop.targets), _FOLLOWED_CALLS)
 
 
+def walks_listed_items(scope: ScopeAnalysis, loop: Loop) -> bool:
+    """``loop`` is a ``for`` over items the code lists (`for enc in [a, b]`, `zip(prompts, encoders)` with
+    `prompts = [prompt, prompt_2]`: a zip stops at its shortest part), a count the code fixes, whatever its
+    iterable is called."""
+    node = loop.node
+    return isinstance(node, cst.For) and any(
+        isinstance(part, _DISPLAYS) or _bound_to_displays(scope, part) for part in peeled(node.iter)
+    )
+
+
 def _inside_a_model(scope: ScopeAnalysis) -> bool:
     """A method of a model, a pipeline or a callable object (a loss or a metric with `__call__`): it walks what
     it is handed, a detector's loss its heads' predictions (`for i, pi in enumerate(p)`), not the data."""
@@ -54,8 +64,11 @@ def _inside_a_model(scope: ScopeAnalysis) -> bool:
     )
 
 
+_DISPLAYS = (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.GeneratorExp, cst.SimpleString)
+
+
 def _data_source(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bool:
-    if isinstance(iterable, (cst.List, cst.Tuple, cst.Set, cst.Dict, cst.ListComp, cst.GeneratorExp, cst.SimpleString)):
+    if isinstance(iterable, _DISPLAYS) or _bound_to_displays(scope, iterable):
         return False
     if isinstance(iterable, cst.Call):
         if isinstance(iterable.func, cst.Attribute) and iterable.func.attr.value in _BOUNDED_WALKS:
@@ -66,6 +79,23 @@ def _data_source(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bool:
     if value is not None and (MODEL in value.tags or (TENSOR in value.tags and CONTAINER not in value.tags)):
         return False  # a ModuleList's modules, the rows of one tensor
     return True
+
+
+def _bound_to_displays(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bool:
+    """A name the scope binds only to literal collections (`prompts = [prompt, prompt_2]`, `encoders = [a, b] if
+    two else [b]`): a loop over it (or over a `zip` with it, which stops at its end) walks a few items the code
+    lists, an SDXL pipeline's two text encoders, not the data."""
+    name = dotted(iterable)
+    if name is None or "." in name:
+        return False
+    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent) and name in event.targets]
+    return bool(bound) and all(_a_display(node) for node in bound)
+
+
+def _a_display(node: cst.BaseExpression | None) -> bool:
+    if isinstance(node, cst.IfExp):
+        return _a_display(node.body) and _a_display(node.orelse)
+    return isinstance(node, _DISPLAYS)
 
 
 def _use_of_elements(scope: ScopeAnalysis, calls: Iterable[CallEvent], elements: set[str], depth: int) -> str | None:

@@ -27,7 +27,7 @@ import re
 
 import libcst as cst
 
-from trainlint.analysis.data_loops import draws_batches, walks_one_step
+from trainlint.analysis.data_loops import draws_batches, walks_listed_items, walks_one_step
 from trainlint.analysis.frameworks import per_batch_hook
 from trainlint.analysis.passed_values import empties_attribute
 from trainlint.analysis.patterns import (
@@ -271,7 +271,10 @@ def _emptied_in_the_hook(scope: ScopeAnalysis, container: str) -> bool:
 
 def _steps_through_data(scope: ScopeAnalysis, loop: Loop) -> bool:
     """A loop over batches or steps, whose length grows with the data or the run (``range(n_steps)`` of
-    a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result."""
+    a rollout): a loop over a dict's items or over a fixed number of generated tokens builds a bounded result, and
+    one over items the code lists (an SDXL pipeline's two text encoders, zipped with their prompts) a list that long."""
+    if walks_listed_items(scope, loop):
+        return False
     if Tag.LOADER in loop.iterable.tags or _DATA_WORDS.search(loop.iterable_text):
         return True
     if draws_batches(scope, loop) is not None and _runs_a_step(scope, loop):
@@ -977,6 +980,30 @@ DeviceAccumulation.MUST_NOT_FIRE = (
                     moved.append((a.to(self.device), b.to(self.device)))
                 self.pipeline.step(moved)
                 self.optimizer.step()
+        """
+    ),
+    Quiet(  # a loop over the two text encoders the code lists, zipped with their prompts: a list of two, not of the data
+        """
+        import torch
+        from diffusers import DiffusionPipeline
+
+
+        class TwoEncoderPipeline(DiffusionPipeline):
+            def encode_prompt(self, prompt: str, prompt_2: str | None = None, device: torch.device | None = None,
+                              prompt_embeds: torch.Tensor | None = None):
+                device = device or self._execution_device
+                tokenizers = [self.tokenizer, self.tokenizer_2] if self.tokenizer is not None else [self.tokenizer_2]
+                text_encoders = [self.text_encoder, self.text_encoder_2] if self.text_encoder is not None else [self.text_encoder_2]
+                if prompt_embeds is None:
+                    prompt_embeds_list = []
+                    prompts = [prompt, prompt_2 or prompt]
+                    for prompt, tokenizer, text_encoder in zip(prompts, tokenizers, text_encoders):
+                        text_input_ids = tokenizer(prompt, padding="max_length", return_tensors="pt").input_ids
+                        prompt_embeds = text_encoder(text_input_ids.to(device), output_hidden_states=True)
+                        prompt_embeds = prompt_embeds.hidden_states[-2]
+                        prompt_embeds_list.append(prompt_embeds)
+                    prompt_embeds = torch.concat(prompt_embeds_list, dim=-1)
+                return prompt_embeds
         """
     ),
     Quiet(  # a walk of the network's parameters is bounded, whatever is moved to the GPU in it
