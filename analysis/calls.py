@@ -172,6 +172,8 @@ def _method_result(scope: ScopeAnalysis, event: CallEvent, receiver: Value, meth
             value.with_tags(add=(SHARDED,)) if LOADER in value.tags else value for value in args
         )
         return Value(join(prepared).tags, items=prepared) if len(prepared) != 1 else prepared[0]
+    if ACCELERATOR in tags and method in {"prepare_model", "prepare_optimizer", "prepare_scheduler"} and args:
+        return args[0]  # accelerate, Accelerator.prepare_model/_optimizer/_scheduler: the one object, wrapped
     if ACCELERATOR in tags and method in {"gather", "gather_for_metrics", "reduce", "pad_across_processes"} and args:
         # the gathered tensors live on this process's device; gathering does not keep the graph
         gathered = args[0]

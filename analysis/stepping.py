@@ -16,9 +16,10 @@ the evidence, each kind with its strength:
 - ``factory``: the receiver is bound in the scope to a call handed a model's ``.parameters()`` or
   ``.named_parameters()`` or a list of param groups (``[{"params": ...}]``): what builds an optimizer.
 
-Against it: a receiver known to be something else (a model, a loss, a loader, a tensor), or bound to a call
-handed an optimizer (a scheduler: ``LambdaLR(opt, ...)``), or to a class of the workspace that is no
-optimizer. Only where nothing in the scope says either way does the receiver's name still count
+Against it: a receiver known to be something else (a model, a loss, a loader, a tensor, unless a protocol
+above is called on it: a tensor has no ``.step()``), or bound to a scheduler's constructor
+(``LambdaLR(opt, ...)``; an unknown call handed an optimizer may be a wrapper, ``FP16_Optimizer(opt)``, and says
+nothing), or to a class of the workspace that is no optimizer. Only where nothing in the scope says either way does the receiver's name still count
 (``optimizer``, ``opt``, ``scaler``, ``engine``), as the weakest evidence.
 
 The facts are one pass over the scope's own events, kept with its flow (``ScopeAnalysis.followed``, as
@@ -73,11 +74,11 @@ def step_evidence(call: CallEvent) -> str | None:
         return f"an optimizer ({receiver.note})" if receiver.note else "an optimizer"
     if SCALER in receiver.tags:
         return "a grad scaler" if call.args else None
-    if receiver.tags & _OTHER_KINDS:
-        return None
     text = receiver_text(call)
     facts = _facts(call.scope)
     methods = facts.methods.get(text, frozenset())
+    if receiver.tags & _OTHER_KINDS and not (TENSOR in receiver.tags and methods & {"zero_grad", "backward"}):
+        return None  # (a tensor has no `.step()`: what the flow took for one, stepped by a protocol, is not one)
     if "zero_grad" in methods:  # (a wrapper built around an optimizer, `Lookahead(opt)`, too)
         return f"`{text}.zero_grad()` and `{text}.step()` are called: an optimizer's protocol"
     if "backward" in methods:
@@ -190,8 +191,8 @@ def _facts(scope: ScopeAnalysis) -> _Facts:
 
 
 def _read_binding(scope: ScopeAnalysis, event: AssignEvent, facts: _Facts) -> None:
-    """A name bound to a call: an optimizer's factory (handed a model's parameters), a scheduler (handed an
-    optimizer) or an instance of a workspace class that is no optimizer."""
+    """A name bound to a call: an optimizer's factory (handed a model's parameters), a scheduler (by its
+    constructor) or an instance of a workspace class that is no optimizer."""
     call = event.value_node
     if len(event.targets) != 1 or not isinstance(call, cst.Call):
         return
@@ -200,10 +201,8 @@ def _read_binding(scope: ScopeAnalysis, event: AssignEvent, facts: _Facts) -> No
     if callee is not None and torchapi.is_scheduler(scope.summary.canonical(callee)):
         facts.not_stepping.add(name)
         return
-    handed = [scope.value_at(arg.value) or UNKNOWN for arg in call.args]
-    if any(OPTIMIZER in value.tags for value in handed):
-        facts.not_stepping.add(name)
-        return
+    # (a call of an unknown callable handed an optimizer says nothing either way: a scheduler, or a wrapper that is one,
+    # `FP16_Optimizer(opt)`, `Lookahead(opt)`; schedulers are known by their constructors above)
     if any(_hands_parameters(arg.value) for arg in call.args):
         facts.factories.add(name)
         return
