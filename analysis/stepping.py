@@ -109,6 +109,16 @@ def optimizer_protocol(call: CallEvent) -> bool:
     return {"zero_grad", "step"} <= _facts(call.scope).methods.get(receiver_text(call), frozenset())
 
 
+def runs_as_an_engine(call: CallEvent) -> bool:
+    """The object ``call`` is made on is run as the model (``engine(batch)``) and has ``.backward(loss)`` and
+    ``.step()`` called on it in the scope: DeepSpeed's engine protocol, whose ``step()`` also zeroes the gradients
+    (deepspeed/runtime/engine.py, ``DeepSpeedEngine.step`` -> ``_take_model_step`` -> ``zero_grad``), whatever
+    wrapper returned it (``msamp``'s ``deepspeed.initialize``)."""
+    text = receiver_text(call)
+    facts = _facts(call.scope)
+    return {"backward", "step"} <= facts.methods.get(text, frozenset()) and text in facts.modules
+
+
 def clears_a_module(call: CallEvent) -> bool:
     """``model.zero_grad()`` of a module: one the flow knows, or one the scope runs (``net(x)``) or asks for its
     parameters or mode, on which nothing calls ``.step()``."""

@@ -28,7 +28,7 @@ import libcst as cst
 from trainlint.analysis.frameworks import manual_optimization
 from trainlint.analysis.libraries import LEAVES_GRADIENTS, call_fact
 from trainlint.analysis.patterns import is_gradient_key
-from trainlint.analysis.stepping import stepped_optimizer
+from trainlint.analysis.stepping import runs_as_an_engine, stepped_optimizer
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -630,7 +630,7 @@ def _conditional(event: Event, chain: tuple[CallEvent, ...]) -> bool:
 
 
 def _is_engine(ctx: RuleContext, call: CallEvent) -> bool:
-    if call.receiver is not None and Tag.ENGINE in call.receiver.tags:
+    if call.receiver is not None and Tag.ENGINE in call.receiver.tags or runs_as_an_engine(call):
         return True
     return ctx.module.uses_deepspeed and "engine" in (call.receiver_key or "").lower()
 
@@ -1242,6 +1242,23 @@ MissingZeroGrad.MUST_FIRE = (
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # an engine by its protocol (run as the model, `.backward(loss)`, `.step()`), from a wrapper of DeepSpeed's
+        # initialize: its step zeroes the gradients
+        """
+        from msamp import deepspeed as msamp_deepspeed
+
+
+        def fit(model, optimizer, train_batches, config):
+            model, optimizer, _, _ = msamp_deepspeed.initialize(model=model, optimizer=optimizer, config_params=config)
+            model.train()
+            for _ in range(2):
+                for batch in train_batches:
+                    outputs = model(**batch)
+                    model.backward(outputs.loss)
+                    model.step()
+            return model
+        """
+    ),
     Quiet(  # the subclass's hook that the base's loop runs clears before its backward
         """
         import torch
