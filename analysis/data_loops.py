@@ -86,10 +86,26 @@ def _bound_to_displays(scope: ScopeAnalysis, iterable: cst.BaseExpression) -> bo
     two else [b]`): a loop over it (or over a `zip` with it, which stops at its end) walks a few items the code
     lists, an SDXL pipeline's two text encoders, not the data."""
     name = dotted(iterable)
-    if name is None or "." in name:
-        return False
-    bound = [event.value_node for event in scope.events if isinstance(event, AssignEvent) and name in event.targets]
-    return bool(bound) and all(_a_display(node) for node in bound)
+    return name is not None and "." not in name and _names_bound_to_displays(scope).get(name, False)
+
+
+def _names_bound_to_displays(scope: ScopeAnalysis) -> dict[str, bool]:
+    """Each name the scope binds, and whether every binding is a literal collection: one pass over its events,
+    kept with its flow (as `patterns._events_by_loop` keeps its index), not one per loop a rule asks about."""
+    kept = scope.followed.get(_DISPLAY_BINDINGS)
+    if kept is not None and kept[0][1] == len(scope.events):  # (a scope asked for while it is walked grows)
+        return kept[0][0]
+    displays: dict[str, bool] = {}
+    for event in scope.events:
+        if isinstance(event, AssignEvent):
+            for target in event.targets:
+                displays[target] = displays.get(target, True) and _a_display(event.value_node)
+    scope.followed[_DISPLAY_BINDINGS] = ((displays, len(scope.events)), ())  # read no other function's flow
+    return displays
+
+
+# The key of ``_names_bound_to_displays`` in ``ScopeAnalysis.followed``.
+_DISPLAY_BINDINGS = "names bound to displays"
 
 
 def _a_display(node: cst.BaseExpression | None) -> bool:
