@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import libcst as cst
 
-from . import libraries, torchapi
+from . import libraries, library_source, torchapi
 from .dependencies import WholeModuleDict, note_flow
 from .dispatch import is_stub, overriding_method
 from .events import CallEvent, backward_target, is_backward
@@ -751,7 +751,7 @@ class ModuleSummary:
         """What a class of an installed (or tabled) library is; None for torch's own and unknown names."""
         if "." not in canonical or torchapi.is_torch_name(canonical) or canonical.startswith("."):
             return None
-        return libraries.library_index().class_kind(canonical)
+        return library_source.library_index().class_kind(canonical)
 
     def kind_of(self, raw: str, depth: int = 0) -> libraries.ClassKind | None:
         """What instances of the class ``raw`` (as written here) are: an nn.Module, a pipeline, other."""

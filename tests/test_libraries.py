@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from trainlint.analysis import libraries
+from trainlint.analysis import libraries, library_source
 from trainlint.analysis.engine import analyze_source
-from trainlint.analysis.libraries import MODULE, OTHER, PIPELINE, LibraryIndex
+from trainlint.analysis.libraries import MODULE, OTHER, PIPELINE
+from trainlint.analysis.library_source import LibraryIndex
 
 MARKER = "IMPORTED-{name}"
 
@@ -85,7 +86,7 @@ def test_the_package_index_is_kept_on_disk_and_reused(site: Path, tmp_path: Path
     def no_walk(*args, **kwargs):
         raise AssertionError("the package was scanned again")
 
-    monkeypatch.setattr(libraries.os, "walk", no_walk)
+    monkeypatch.setattr(library_source.os, "walk", no_walk)
     again = LibraryIndex((site,)).class_kind("fakediff.FakeUNet")
     assert again is not None and again.kind == MODULE, "a second process reads the index from disk"
     monkeypatch.undo()
@@ -117,11 +118,11 @@ def test_a_pipeline_call_gives_no_graph_and_a_model_does(site: Path):
             outputs.append(unet(batch["latents"]))
         """
     )
-    libraries.use_library_index(LibraryIndex((site,)))
+    library_source.use_library_index(LibraryIndex((site,)))
     try:
         findings = [f for f in analyze_source(script, "train.py") if f.code == "TL101"]
     finally:
-        libraries.use_library_index(None)
+        library_source.use_library_index(None)
     assert [f.line for f in findings] == [9], "the unet's outputs keep their graph; the pipeline's images carry none"
 
 

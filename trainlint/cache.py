@@ -39,7 +39,7 @@ import msgspec
 import trainlint
 from trainlint.analysis.files import MIB, UnreadableFile, read_bounded
 from trainlint.analysis.findings import Finding
-from trainlint.analysis.libraries import library_paths
+from trainlint.analysis.library_source import library_paths
 from trainlint.analysis.workspace import Stamp, Workspace
 
 FOLDER_NAME = ".trainlint_cache"
