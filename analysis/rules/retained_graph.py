@@ -11,7 +11,9 @@ stats to, `self.store_metrics(metrics)` appending each entry to `self._stored_me
 recurrent state carried from one batch to the next (`out, hidden = model(x, hidden)` without
 `hidden.detach()`): each new value is built on the previous one, so it holds the graph of every
 step since the loop began. What a loop backwards carries a graph whatever produced it: a history whose
-last item is backwarded (`history.append(objective(*params))`, `history[-1].backward()`), and the value a
+last item is backwarded (`history.append(objective(*params))`, `history[-1].backward()`), a name appended and then
+backwarded in the same iteration (`value = summarize(self.loss())`, `history.append(value)`, `value.backward()`,
+with `summarize` a callable the caller hands in), and the value a
 Lightning `training_step` keeps and also returns (Lightning backwards it, or its "loss" entry). Values
 are followed through helpers: a dict of statistics that
 `compute_stats(logits, ...)` (in this file or another) builds from the graph-carrying tensor it is
@@ -57,6 +59,7 @@ from trainlint.rules import (
     backward_target,
     calls_in,
     dotted,
+    events_in,
     is_backward,
     is_eval_name,
     is_known_tensor,
@@ -264,7 +267,8 @@ class RetainedGraph(Rule):
             f"`{container}` keeps the autograd graph of every iteration alive: {origin} carries a graph and "
             f"is {verb} `{container}` each time round the loop; {consequence}"
         )
-        if item_backward is not None:  # the backward needs the graph: keep a detached copy after it instead
+        if item_backward is not None and _backwards_an_item(item_backward, container):
+            # the backward runs through the list's item, so it needs the graph: keep a detached copy after it instead
             fix, advice = None, f"backward the value itself and keep `.item()` (or `.detach()`) of it in `{container}`"
         else:
             fix, advice = self._fix(ctx, scope, store), "store `.item()` for logging or `.detach()` the tensor before keeping it"
@@ -530,7 +534,10 @@ def _consumed(module: ModuleView, scope: ScopeAnalysis, container: str, backward
 
 
 def _item_backwarded(scope: ScopeAnalysis, store: StoreEvent) -> CallEvent | None:
-    """A backward the store's innermost loop runs through an item of the list it appends to (``losses[-1].backward()``)."""
+    """A backward the store's innermost loop runs through what it appends: an item of the list
+    (``losses[-1].backward()``), or the name appended, bound once in the loop (``history.append(loss)``
+    then ``loss.backward()``, ``scaler.scale(loss).backward()``, ``accelerator.backward(loss)``). A value
+    that is backwarded carries a graph, whatever made it (an objective handed in as a parameter)."""
     loop = store.context.loop
     if loop is None:
         return None
@@ -539,7 +546,29 @@ def _item_backwarded(scope: ScopeAnalysis, store: StoreEvent) -> CallEvent | Non
         and loop in other.context.loops for other in scope.events
     ):
         return None  # `losses[-1] = losses[-1].item()` after the backward: the list keeps numbers
-    return next((call for call in calls_in(scope, loop, depth=0) if is_backward(call) and _backwards_an_item(call, store.container)), None)
+    appended = store.value_node.value if isinstance(store.value_node, cst.Name) else None
+    if appended is not None and sum(
+        1 for event in events_in(scope, loop) if isinstance(event, AssignEvent) and appended in event.targets
+    ) != 1:
+        appended = None  # rebound in the loop (`loss = loss.item()`): which binding the backward ran on is not known
+    return next((
+        call for call in calls_in(scope, loop, depth=0)
+        if is_backward(call) and (_backwards_an_item(call, store.container) or (appended is not None and _backwards_name(call, appended)))
+    ), None)
+
+
+def _backwards_name(call: CallEvent, name: str) -> bool:
+    """``name.backward()``, ``scaler.scale(name).backward()``, or an owner's ``backward(name)``."""
+    func = call.node.func if isinstance(call.node, cst.Call) else None
+    if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+        receiver = func.value
+        if isinstance(receiver, cst.Call) and receiver.args:  # `scaler.scale(loss)`: the scaled loss's graph
+            receiver = receiver.args[0].value
+        if isinstance(receiver, cst.Name) and receiver.value == name:
+            return True
+    owner_backward = call.callee == "torch.autograd.backward" or (bool(call.args) and backward_target(call) is call.args[0])
+    first = call.node.args[0].value if call.node.args else None
+    return owner_backward and isinstance(first, cst.Name) and first.value == name
 
 
 def _backwards_an_item(call: CallEvent, container: str) -> bool:
@@ -670,6 +699,68 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
 
 
 RetainedGraph.MUST_FIRE = (
+    Fires(  # the objective comes from a callable the caller hands in; the loop backwards what it appends
+        """
+        import torch
+
+
+        def negative_mean(activations):
+            return -activations.mean()
+
+
+        class FeatureVisualizer:
+            def __init__(self, model, image):
+                self.model = model
+                self.image = image
+
+            def objective(self):
+                return self.model(self.image)
+
+            def run(self, steps=256, summarize=negative_mean, optimizer=None):
+                optimizer = optimizer or torch.optim.Adam([self.image], lr=0.05)
+                history = []
+                step = 0
+                while step < steps:
+                    optimizer.zero_grad()
+                    value = summarize(self.objective())
+                    history.append(value)
+                    value.backward()
+                    optimizer.step()
+                    step += 1
+                return torch.stack(history)
+        """,
+        at="history.append(value)",
+        fixed="""
+        import torch
+
+
+        def negative_mean(activations):
+            return -activations.mean()
+
+
+        class FeatureVisualizer:
+            def __init__(self, model, image):
+                self.model = model
+                self.image = image
+
+            def objective(self):
+                return self.model(self.image)
+
+            def run(self, steps=256, summarize=negative_mean, optimizer=None):
+                optimizer = optimizer or torch.optim.Adam([self.image], lr=0.05)
+                history = []
+                step = 0
+                while step < steps:
+                    optimizer.zero_grad()
+                    value = summarize(self.objective())
+                    history.append(value.detach())
+                    value.backward()
+                    optimizer.step()
+                    step += 1
+                return torch.stack(history)
+        """,
+        unsafe=True,  # what the summarize callable returns is not known to be a tensor: `.detach()` may not exist on it
+    ),
     Fires(  # each element drawn is run through the network with the state it carries: a loop over batches
         """
         import torch.nn.functional as F
@@ -1879,6 +1970,51 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # the same loop keeps a detached copy of what it backwards
+        """
+        import torch
+
+
+        def negative_mean(activations):
+            return -activations.mean()
+
+
+        class FeatureVisualizer:
+            def __init__(self, model, image):
+                self.model = model
+                self.image = image
+
+            def objective(self):
+                return self.model(self.image)
+
+            def run(self, steps=256, summarize=negative_mean, optimizer=None):
+                optimizer = optimizer or torch.optim.Adam([self.image], lr=0.05)
+                history = []
+                step = 0
+                while step < steps:
+                    optimizer.zero_grad()
+                    value = summarize(self.objective())
+                    history.append(value.detach())
+                    value.backward()
+                    optimizer.step()
+                    step += 1
+                return torch.stack(history)
+        """
+    ),
+    Quiet(  # the name appended is rebound to a number before it is kept: the list holds floats
+        """
+        def fit(objective, params, optimizer, steps):
+            history = []
+            for _ in range(steps):
+                optimizer.zero_grad()
+                value = objective(*params)
+                value.backward()
+                optimizer.step()
+                value = value.item()
+                history.append(value)
+            return history
+        """
+    ),
     Quiet(  # a model's forward walks the time steps of its input: the state it carries is one sequence's
         """
         import torch
