@@ -29,6 +29,7 @@ from trainlint.linter import Linter
 from trainlint.settings import EffectiveSettings
 
 from . import timeline
+from .compiled_code_cache import compiled_code_cache
 
 # The analysis (LibCST, the rules) and the estimator are imported where first used, or ahead of that
 # by ``import_ahead`` on a thread of its own: the server answers `initialize` without them.
@@ -75,10 +76,11 @@ def import_analysis() -> None:
     with _analysis_imported:
         if _analysis_ready.is_set():
             return
-        from trainlint.analysis.engine import select_rules
-        from trainlint.analysis.settings import AnalysisSettings
+        with compiled_code_cache(attrs=False):  # LibCST's and the analysis' dataclasses as compiled at the last launch
+            from trainlint.analysis.engine import select_rules
+            from trainlint.analysis.settings import AnalysisSettings
 
-        select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
+            select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
         _analysis_ready.set()
 
 
