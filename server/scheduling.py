@@ -228,6 +228,7 @@ def _at_a_pause(ls: TrainlintServer, uri: str, state: DocumentState, analysis: A
     asked = analysis.asked
     if asked.anchors is not None and not asked.carried and keys <= asked.vram.keys():
         return  # a hover found them already
+    carried = asked.carried  # inlay hints were answered from an older text's lines and estimate
 
     def find() -> None:  # on the lane
         cpu = timeline.cpu_ns()
@@ -237,7 +238,11 @@ def _at_a_pause(ls: TrainlintServer, uri: str, state: DocumentState, analysis: A
             log.exception("VRAM anchors of %s failed", uri)
         timeline.mark("vram lines", version=analysis.version, cpu=timeline.cpu_ns() - cpu)
 
-    asyncio.get_running_loop().run_in_executor(ls.lane(state, analysis.text), find)
+    def found(_: object) -> None:  # on the event loop: the hints answered from the carried ones are asked again
+        if carried and not asked.carried and ls.client.inlay_hint_refresh and ls.documents.get(uri) is state:
+            ls.workspace_inlay_hint_refresh(None)
+
+    asyncio.get_running_loop().run_in_executor(ls.lane(state, analysis.text), find).add_done_callback(found)
 
 
 def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: bool) -> None:

@@ -294,6 +294,35 @@ def test_after_a_hover_the_pause_after_each_analysis_finds_the_lines_of_its_text
         server.close()
 
 
+def test_inlay_hints_are_refreshed_when_the_pause_finds_the_lines_of_the_new_text(project_root):
+    """Inlay hints answered from the lines carried from an older text are asked again once the pause
+    after the new text's analysis has found its own: a model built on a new line gets its hint."""
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        lines = project.text.split("\n")
+        model_line = next(i for i, line in enumerate(lines) if "resnet50(" in line)
+        everything = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines) + 5, "character": 0}}
+
+        def hinted_lines() -> list[int]:
+            hints = server.result("textDocument/inlayHint", {"textDocument": {"uri": project.uri}, "range": everything})
+            return [hint["position"]["line"] for hint in hints]
+
+        server.diagnostics(project.uri)
+        assert model_line in hinted_lines()
+        refreshes = server.server_requests.count("workspace/inlayHint/refresh")
+        indent = lines[model_line][: len(lines[model_line]) - len(lines[model_line].lstrip())]
+        project.edit(server, 2, model_line, 0, 0, f"{indent}other = models.resnet18(num_classes=10)\n")
+        server.diagnostics(project.uri)
+        deadline = time.monotonic() + 20
+        while server.server_requests.count("workspace/inlayHint/refresh") == refreshes:
+            assert time.monotonic() < deadline, "no workspace/inlayHint/refresh after the pause"
+            server.debug_info()
+            time.sleep(0.05)
+        assert model_line in hinted_lines() and model_line + 1 in hinted_lines()
+    finally:
+        server.close()
+
+
 def diagnostic_shown(diagnostic: types.Diagnostic) -> tuple:
     """A pytest-lsp client's diagnostic as ``lsp_pipe.shown`` gives a raw one."""
     start, end = diagnostic.range.start, diagnostic.range.end
