@@ -14,8 +14,9 @@ that a busy machine changes them less than wall-clock times:
   after ``didOpen`` cost).
 - **per key**: each FILE opened as a document of the language server (``DocumentState.analyse``,
   what the server runs for every change: the incremental re-parse, the flow, the rules; with
-  ``--anchors``, the lines a VRAM estimate belongs to too, which the server finds only for a
-  document a hover or inlay hint has asked about), then ``--keys`` one-character edits typed
+  ``--anchors``, also what the pause after a key then finds for a document a hover or inlay hint has
+  asked about: the lines a VRAM estimate belongs to and the estimate, ``DocumentState.find_asked``),
+  then ``--keys`` one-character edits typed
   inside the method or function in the middle of the file's longest class (else its longest
   function): a character appended to the name an assignment there binds, then removed, and so on;
   with ``--new-statement``, a new statement typed on a new line after that assignment, as an editor
@@ -137,7 +138,7 @@ class Typist:
         self.typed = 0  # characters of NEW_STATEMENT typed so far, with the Enter before them
         self.growing = True
         self.document = DocumentState(path.as_uri(), path)
-        self.document.anchors_wanted = anchors  # as after a hover or inlay hint
+        self.anchors = anchors  # what the pause after each key finds, as after a hover or inlay hint
         self.version = 0
         self.document.analyse("\n".join(self.lines), self.version, self.settings)
         # what the server does once the first report is out (``scheduling``), off the typing path
@@ -151,7 +152,10 @@ class Typist:
             typed = "x" if self.version % 2 else ""
             self.lines[self.line] = self.original[: self.column] + typed + self.original[self.column:]
         started = time.process_time()
-        self.document.analyse("\n".join(self.lines), self.version, self.settings)
+        analysis = self.document.analyse("\n".join(self.lines), self.version, self.settings)
+        if self.anchors:
+            key = (self.settings.analysis.target_gpu, self.settings.target_model)
+            self.document.find_asked(analysis, {key}, self.document.edits)
         return time.process_time() - started
 
     def _type_new_statement(self) -> None:
@@ -190,7 +194,7 @@ def main() -> None:
                         help="type a new statement on a new line in the method, instead of editing a name")
     parser.add_argument("--target-gpu", metavar="GPU",
                         help="the editor's targetGpu setting (docs/editors.md sets one): TL601 then reads the script at each key")
-    parser.add_argument("--anchors", action="store_true", help="find the VRAM anchors at each key, as for a hovered document")
+    parser.add_argument("--anchors", action="store_true", help="and what the pause after each key finds for a hovered document (VRAM lines, estimate)")
     parser.add_argument("--keys-only", action="store_true",
                         help="measure the keys alone, not the import and first analysis (quicker side-by-side runs)")
     args = parser.parse_args()
@@ -220,7 +224,7 @@ def typed_keys(args: argparse.Namespace) -> None:
         costs.sort()
         p95 = costs[min(len(costs) - 1, round(0.95 * (len(costs) - 1)))]
         agrees = "same as a fresh analysis" if typist.fresh_agrees() else "DIFFERS FROM A FRESH ANALYSIS"
-        anchors = ", VRAM anchors found at each key" if args.anchors else ""
+        anchors = ", with the VRAM lines and estimate a pause after each key finds" if args.anchors else ""
         typed = ", a new statement typed" if args.new_statement else ""
         print(f"{typist.path.name} ({len(typist.lines)} lines), key in {typist.where}{typed}{anchors}: CPU ms per key "
               f"median {statistics.median(costs):.1f}, p95 {p95:.1f} over {args.keys} keys; {agrees}")

@@ -1,7 +1,7 @@
 """How long a fresh server takes to its first diagnostics, over stdio as an editor starts it.
 
     .venv/bin/python benchmarks/first_report.py FILE [--mode pull|push|both] [--rounds 5] [--python PY]
-        [--pythonpath DIR] [--cache-dir DIR [--forget-reports] | --cold] [--each] [--server-log FILE]
+        [--pythonpath DIR] [--cache-dir DIR [--forget-reports] | --cold] [--each] [--timeline] [--server-log FILE]
 
 Each round starts ``PY -P -m trainlint server`` (the real server, its real transport), sends
 ``initialize`` with the capabilities of Neovim 0.11 (``pull``: it pulls ``textDocument/diagnostic``
@@ -22,7 +22,10 @@ The user's cache folder (``TRAINLINT_CACHE_DIR``) is ``--cache-dir`` when given,
 the round before; ``--forget-reports`` deletes the remembered reports before each process, as for a
 file never opened before), or with ``--cold`` an empty folder per process. ``--python`` and ``--pythonpath``
 run another checkout's server (a tree of links laid out as the installed package is), to measure a
-base commit in the same minutes. Linux only (``/proc``).
+base commit in the same minutes. ``--timeline`` has each server keep its record (``TRAINLINT_TIMELINE``,
+``server/timeline.py``) and prints, per process, where the wait after ``didOpen`` went: when the
+analysis' import ended (and its CPU), when the first analysis started and finished (and its CPU), and
+when the report was written, each in milliseconds after ``didOpen`` was read. Linux only (``/proc``).
 """
 
 from __future__ import annotations
@@ -100,8 +103,34 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
 
 
-def one_run(args: argparse.Namespace, mode: str, cache_dir: str) -> tuple[float, float, float, int]:
+def phases(record: Path) -> str:
+    """Where the first report's wait went, from a server's timeline: each stage in ms after ``didOpen``."""
+    events = [json.loads(line) for line in record.read_text(encoding="utf-8").splitlines() if line.strip()]
+    opened = next((e["t"] for e in events if e["event"] == "read" and e.get("method") == "textDocument/didOpen"), None)
+    if opened is None:
+        return "no didOpen in the timeline"
+
+    def at(event: dict) -> str:
+        return f"{(event['t'] - opened) / 1e6:+.0f} ms" + (f" ({event['cpu'] / 1e6:.0f} ms CPU)" if "cpu" in event else "")
+
+    parts = []
+    for label, found in (
+        ("analysis imported", lambda e: e["event"] == "imported"),
+        ("analysis started", lambda e: e["event"] == "started"),
+        ("finished", lambda e: e["event"] == "finished"),
+        ("report written", lambda e: e["event"] == "written" and (e.get("id") == 2 or e.get("method") == "textDocument/publishDiagnostics")),
+    ):
+        event = next((e for e in events if found(e)), None)
+        if event is not None:
+            parts.append(f"{label} {at(event)}")
+    return "; ".join(parts)
+
+
+def one_run(args: argparse.Namespace, mode: str, cache_dir: str) -> tuple[float, float, float, int, str]:
     env = dict(os.environ, TRAINLINT_CACHE_DIR=cache_dir)
+    record = Path(tempfile.gettempdir()) / f"trainlint-timeline-{os.getpid()}-{time.monotonic_ns()}.jsonl"
+    if args.timeline:
+        env["TRAINLINT_TIMELINE"] = str(record)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
     text = args.file.read_text(encoding="utf-8")
@@ -146,7 +175,9 @@ def one_run(args: argparse.Namespace, mode: str, cache_dir: str) -> tuple[float,
             process.wait()
         if log is not subprocess.DEVNULL:
             log.close()
-    return ready, first, cpu, len(items)
+    stages = phases(record) if args.timeline else ""
+    record.unlink(missing_ok=True)
+    return ready, first, cpu, len(items), stages
 
 
 def main() -> None:
@@ -158,6 +189,7 @@ def main() -> None:
     parser.add_argument("--pythonpath", help="put this folder first on the server's sys.path (another checkout's package)")
     parser.add_argument("--each", action="store_true", help="print every process' figures too")
     parser.add_argument("--server-log", help="append the servers' standard error to this file")
+    parser.add_argument("--timeline", action="store_true", help="print where each process' wait after didOpen went")
     parser.add_argument("--forget-reports", action="store_true",
                         help="delete the remembered reports before each process: the file as if never opened before")
     place = parser.add_mutually_exclusive_group()
@@ -175,6 +207,8 @@ def main() -> None:
                 if args.each:
                     print(f"  {mode} round {round_ + 1}: ready {runs[-1][0]:.2f} s, first {runs[-1][1]:.2f} s, "
                           f"CPU {runs[-1][2]:.2f} s, {runs[-1][3]} diagnostics", flush=True)
+                if args.timeline:
+                    print(f"    after didOpen: {runs[-1][4]}", flush=True)
             ready, first, cpu = (min(run[index] for run in runs) for index in range(3))
             counts = sorted({run[3] for run in runs})
             print(f"{mode}: ready {ready:.2f} s, first diagnostics {first:.2f} s after didOpen, "

@@ -72,6 +72,9 @@ def debug_command(ls: TrainlintServer, *args: Any) -> str:
         summary += f", {state.analyses} analyses ({state.stopped} stopped for a newer text)"
         if state.first_remembered:
             summary += ", its first report remembered from an earlier analysis of its text"
+        if latest is not None and latest.asked.anchors is not None:
+            found = "carried from an older text" if latest.asked.carried else "found for its text"
+            summary += f", {len(latest.asked.anchors)} VRAM lines {found}"
         config = ls.linter.config_for(state.path).source
         lines.append(f"  {uri}: {summary}; config {config or 'defaults'}; {_text_digest(ls.workspace.get_text_document(uri).source)}")
     info = "\n".join(lines)

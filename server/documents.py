@@ -28,6 +28,9 @@ from trainlint.analysis.workspace import Workspace
 from trainlint.linter import Linter
 from trainlint.settings import EffectiveSettings
 
+from . import timeline
+from .compiled_code_cache import compiled_code_cache
+
 # The analysis (LibCST, the rules) and the estimator are imported where first used, or ahead of that
 # by ``import_ahead`` on a thread of its own: the server answers `initialize` without them.
 if TYPE_CHECKING:
@@ -73,11 +76,11 @@ def import_analysis() -> None:
     with _analysis_imported:
         if _analysis_ready.is_set():
             return
-        from trainlint.analysis.engine import select_rules
-        from trainlint.analysis.settings import AnalysisSettings
-        from trainlint.estimator.anchors import find_anchors  # noqa: F401 - imported for the analyses to come
+        with compiled_code_cache(attrs=False):  # LibCST's and the analysis' dataclasses as compiled at the last launch
+            from trainlint.analysis.engine import select_rules
+            from trainlint.analysis.settings import AnalysisSettings
 
-        select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
+            select_rules(AnalysisSettings())  # the built-in rules and installed packages' rules
         _analysis_ready.set()
 
 
@@ -89,11 +92,15 @@ def analysis_imported() -> bool:
 def import_ahead() -> None:
     """What the server runs on a thread of its own as it starts, while the client greets it: the
     analysis' import, so that the first analysis finds it done; then, once a first analysis has
-    finished, the estimator's (80 ms of CPU), which hovers and inlay hints need and no first report
-    does: imported earlier, it would hold the interpreter while the first analysis runs."""
+    finished, the estimator's (80 ms of CPU), which hovers, inlay hints and the pause after an
+    analysis need (``find_asked``) and no report does: imported earlier, it would hold the
+    interpreter while the first analysis runs."""
+    cpu = timeline.cpu_ns()
     import_analysis()
+    timeline.mark("imported", cpu=timeline.cpu_ns() - cpu)
     _first_analysis_done.wait()
-    from trainlint.estimator.editor import estimate_module  # noqa: F401 - imported for the hovers to come
+    from trainlint.estimator.anchors import find_anchors  # noqa: F401 - imported for the hovers to come
+    from trainlint.estimator.editor import estimate_module  # noqa: F401
 
 
 def token_estimate(text: str) -> int:
@@ -114,13 +121,16 @@ STOPPED = Stopped.STOPPED
 
 @dataclass(eq=False)
 class Asked:
-    """What hovers and inlay hints ask of an analysed text, found when one first asks and, from then
-    on, by each analysis of the document as it ends, while its parse is at hand
-    (``DocumentState.anchors_wanted``, ``DocumentState.vram_wanted``)."""
+    """What hovers and inlay hints ask of an analysed text: found at a pause after the analysis, on
+    its lane (``DocumentState.find_asked``), or when a hover or inlay hint asks before that; until
+    then, those of the analysis before it, carried to this text (``carried``)."""
 
     anchors: list[Anchor] | None = None  # the lines a VRAM estimate belongs to; None: not looked for
     # VRAM estimates of this text per (target GPU, model); shared with the analyses carried from it
     vram: dict[tuple[str | None, str | None], EditorEstimate | None] = field(default_factory=dict)
+    # The anchors (their lines carried through the edits since) and the estimates of an older text of
+    # the document: answered at once, and found afresh for this text at the next pause.
+    carried: bool = False
 
 
 @dataclass(frozen=True)
@@ -166,11 +176,13 @@ class DocumentState:
     stopped_in_a_row: int = 0
     linter: Linter = field(default_factory=Linter)  # chooses the rules the settings select
     # What a hover or inlay hint asked of the document: the lines a VRAM estimate belongs to, and the
-    # estimates per (target GPU, model). Each analysis finds them when it ends, while its parse is at
-    # hand (the next analysis consumes it), so that they answer from the last finished analysis
-    # without waiting for a running one; a document nobody hovers spends nothing on them.
+    # estimates per (target GPU, model). They are found at a pause after an analysis (``find_asked``,
+    # while its parse is at hand: the next analysis consumes it), not as part of it, and each analysis
+    # starts with the last ones carried to its text, so that they answer at once and never delay a
+    # report; a document nobody hovers has them found once, for its first text (``asked_once``).
     anchors_wanted: bool = False
     vram_wanted: set[tuple[str | None, str | None]] = field(default_factory=set)
+    asked_once: bool = False
     # The last analysis carried to a later text (``scheduling.carried``): (from, edit count, carried),
     # so that the pull, inlay-hint and hover requests of one key carry it once.
     carried: tuple[Analysis, int, Analysis] | None = None
@@ -211,31 +223,44 @@ class DocumentState:
                     latest = replace(latest, version=version, changes=changes)
                     self.latest = latest
                 return latest
-            anchors: list[Anchor] | None = []  # a document too large to analyse has none
+            asked = Asked()
             self.analyses += 1
             started = time.perf_counter()
             self.tokens = token_estimate(text)
             if len(text) > MAX_DOCUMENT_CHARS or self.tokens > MAX_DOCUMENT_TOKENS:
                 findings = [_too_large(self.display_path, len(text), self.tokens)]
+                asked.anchors = []  # a document too large to analyse has none
             else:
-                findings, anchors = self._findings(text, settings, superseded)
+                findings = self._findings(text, settings, superseded)
             if time.perf_counter() - started > ANALYSIS_BUDGET_S:
                 self.over_budget = True
-            estimates = self._wanted_estimates(text) if anchors else {}
-            self.latest = Analysis(version, settings, text, findings, Asked(anchors, estimates), changes=changes)
+            self.latest = Analysis(version, settings, text, findings, asked, changes=changes)
             self.stopped_in_a_row = 0
             _first_analysis_done.set()
             return self.latest
 
-    def _wanted_estimates(self, text: str) -> dict:
-        """The estimates hovers and inlay hints asked for, of the module just analysed (``text``)."""
+    def find_asked(self, analysis: Analysis, keys: set[tuple[str | None, str | None]], edits: int) -> None:
+        """At a pause after ``analysis``, on its lane: the lines a VRAM estimate belongs to and the
+        estimates for ``keys`` (target GPU, model), found in the module it left and replacing any
+        carried from an older text. Nothing is kept once the text has changed since (``edits``): the
+        next analysis needs the lane, and its own pause finds them."""
         from trainlint.analysis.engine import collector_paused
+        from trainlint.estimator.anchors import find_anchors
         from trainlint.estimator.editor import estimate_module
 
-        if self.module is None or self.module.text != text.removeprefix(BOM):
-            return {}
-        with collector_paused():
-            return {key: estimate_module(self.module, *key) for key in tuple(self.vram_wanted)}  # added to on the event loop
+        with self.lock:
+            if self.edits != edits or not self._module_of(analysis):
+                return
+            assert self.module is not None
+            with collector_paused():
+                anchors = find_anchors(self.module)
+                estimates = {}
+                for key in sorted(keys, key=str) if anchors else ():  # no anchor: nothing asks for an estimate
+                    if self.edits != edits:
+                        return
+                    estimates[key] = estimate_module(self.module, *key)
+            asked = analysis.asked
+            asked.vram, asked.anchors, asked.carried = estimates, anchors, False
 
     def vram(self, analysis: Analysis, target_gpu: str | None, target_model: str | None = None) -> EditorEstimate | None:
         """The estimate for the analysed text; None when a newer text has been analysed since."""
@@ -296,13 +321,10 @@ class DocumentState:
     def display_path(self) -> str:
         return str(self.path) if self.path is not None else self.uri
 
-    def _findings(
-        self, text: str, settings: EffectiveSettings, superseded: Callable[[], bool] | None,
-    ) -> tuple[list[Finding], list[Anchor] | None]:
+    def _findings(self, text: str, settings: EffectiveSettings, superseded: Callable[[], bool] | None) -> list[Finding]:
         import_analysis()
         from trainlint.analysis.engine import collector_paused, findings_for
         from trainlint.analysis.module import ModuleAnalysis
-        from trainlint.estimator.anchors import find_anchors
 
         # A leading byte-order mark is no character to Python, nor to LibCST (which drops it): the
         # analysis reads the text after it, and the columns of its first line move one to the right.
@@ -323,9 +345,8 @@ class DocumentState:
                 self.stopped += 1
                 self.stopped_in_a_row += 1
                 raise
-            anchors = find_anchors(module) if self.anchors_wanted else None
             self.module = module
-        return ([_after_bom(finding) for finding in findings] if bom else findings), anchors
+        return [_after_bom(finding) for finding in findings] if bom else findings
 
 
 def _after_bom(finding: Finding) -> Finding:

@@ -37,6 +37,9 @@ MAX_STOPS_IN_A_ROW = 3
 # How long after a document's first report its long statements' positions are worked out: the
 # report is sent first (``DocumentState.warm_positions``).
 WARM_AFTER_S = 0.2
+# How long after an analysis, with no edit since, the VRAM lines and estimates of its text are
+# found (``DocumentState.find_asked``): longer than the time between two keys of someone typing.
+ASKED_AFTER_S = 0.3
 
 
 async def analysis(ls: TrainlintServer, uri: str) -> Analysis | None:
@@ -162,6 +165,7 @@ def _start_analysis(
 
     async def run() -> Analysis | Stopped | None:
         result: Analysis | Stopped | None = None
+        previous = state.latest  # the last finished analysis: its VRAM lines are carried to the new one
         try:
             result = await loop.run_in_executor(ls.lane(state, text), analyse)
         except Superseded:  # counted by the document, whose stops ``superseded`` reads
@@ -173,14 +177,72 @@ def _start_analysis(
             ls.report_plugin_problems()
             if ls.jobs.get(uri) is job:
                 del ls.jobs[uri]
+            if isinstance(result, Analysis):
+                _carry_asked(ls, uri, state, previous, result)  # before the edits between are forgotten
             _after_analysis(ls, uri, text, finished=isinstance(result, Analysis))
         if isinstance(result, Analysis) and not state.warmed:
             state.warmed = True  # once the report is out, on the document's lane, which its next analysis waits for
             loop.call_later(WARM_AFTER_S, loop.run_in_executor, ls.lane(state, text), state.warm_positions, edits)
+        if isinstance(result, Analysis) and (state.anchors_wanted or state.vram_wanted or not state.asked_once):
+            loop.call_later(ASKED_AFTER_S, _at_a_pause, ls, uri, state, result, state.edits)
         return result
 
     job = ls.jobs[uri] = asyncio.ensure_future(run())
     return job
+
+
+def _carry_asked(ls: TrainlintServer, uri: str, state: DocumentState, previous: Analysis | None, result: Analysis) -> None:
+    """A new analysis of a document someone hovered starts with the VRAM lines and estimates of the
+    one before it, the lines carried through the edits between the two texts, so that a hover or
+    inlay hint answers at once until the pause after it finds its own (``find_asked``)."""
+    if previous is None or result.asked is previous.asked or result.asked.anchors is not None:
+        return
+    if not (state.anchors_wanted or state.vram_wanted) or previous.asked.anchors is None:
+        return
+    document = ls.edited_document(uri)
+    if document is None or previous.changes < 0 or result.changes < previous.changes:
+        return
+    changes = document.changes_since(previous.changes)
+    if changes is None:
+        return
+    changes = changes[: result.changes - previous.changes]  # the edits up to the new text, not since
+    lines = previous.lines
+    asked = result.asked
+    asked.vram = dict(previous.asked.vram)
+    asked.anchors = [found for anchor in previous.asked.anchors if (found := carry_anchor(changes, anchor, lines)) is not None]
+    asked.carried = True
+
+
+def _at_a_pause(ls: TrainlintServer, uri: str, state: DocumentState, analysis: Analysis, edits: int) -> None:
+    """On the event loop, ``ASKED_AFTER_S`` after an analysis: while the text is still the analysed
+    one and no analysis runs, its VRAM lines and estimates are found on its lane, for the settings'
+    target and whatever hovers asked for; once for every document, for the first text analysed, and
+    then only for documents a hover or inlay hint asked about."""
+    latest = state.latest
+    if ls.documents.get(uri) is not state or state.edits != edits or uri in ls.jobs:
+        return
+    if latest is None or latest.asked is not analysis.asked:
+        return
+    state.asked_once = True
+    keys = {(analysis.settings.analysis.target_gpu, analysis.settings.target_model), *state.vram_wanted}
+    asked = analysis.asked
+    if asked.anchors is not None and not asked.carried and keys <= asked.vram.keys():
+        return  # a hover found them already
+    carried = asked.carried  # inlay hints were answered from an older text's lines and estimate
+
+    def find() -> None:  # on the lane
+        cpu = timeline.cpu_ns()
+        try:
+            state.find_asked(analysis, keys, edits)
+        except Exception:  # a bug of ours: the hover finds them when asked, or shows nothing
+            log.exception("VRAM anchors of %s failed", uri)
+        timeline.mark("vram lines", version=analysis.version, cpu=timeline.cpu_ns() - cpu)
+
+    def found(_: object) -> None:  # on the event loop: the hints answered from the carried ones are asked again
+        if carried and not asked.carried and ls.client.inlay_hint_refresh and ls.documents.get(uri) is state:
+            ls.workspace_inlay_hint_refresh(None)
+
+    asyncio.get_running_loop().run_in_executor(ls.lane(state, analysis.text), find).add_done_callback(found)
 
 
 def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: bool) -> None:
@@ -212,10 +274,10 @@ def _after_analysis(ls: TrainlintServer, uri: str, analysed: str, *, finished: b
 async def anchors(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[Anchor]:
     """The lines of an analysed text a VRAM estimate belongs to (hover, inlay hints).
 
-    Never waits for a running analysis: they are found at the end of each analysis once a hover or
-    inlay hint has asked for them (``DocumentState.anchors_wanted``). The first ask finds them in the
-    analysed module, when it is still of the analysis' text; else (the text has moved on since) there
-    are none until the analysis of the text as it is now is done."""
+    Never waits for a running analysis: they are found at a pause after an analysis (``_at_a_pause``),
+    and a new analysis starts with the last ones carried to its text (``_carry_asked``). Asked before
+    any was found, they are found in the analysed module, when it is still of the analysis' text; else
+    (the text has moved on since) there are none until the analysis of the text as it is now is done."""
     state = ls.documents.get(uri)
     if state is None:  # a notebook cell: no VRAM hover
         return []
@@ -237,9 +299,10 @@ async def anchors(ls: TrainlintServer, uri: str, analysis: Analysis) -> list[Anc
 async def vram(ls: TrainlintServer, uri: str, analysis: Analysis) -> EditorEstimate | None:
     """The VRAM estimate for an analysed text, against the target GPU of the document's settings.
 
-    Never waits for a running analysis: the estimate is computed at the end of each analysis
-    once a hover or inlay hint has asked for one (``DocumentState.vram_wanted``); asked while an
-    analysis of a newer text runs, before any was computed, there is none (None). Asked while the
+    Never waits for a running analysis: the estimate is computed at a pause after an analysis, for the
+    settings' target and whatever a hover or inlay hint asked for (``DocumentState.vram_wanted``), and
+    carried with the VRAM lines to the next analysis; asked while an analysis of a newer text runs,
+    before any was computed, there is none (None). Asked while the
     same text is analysed again (a push client's publish re-checks it), it is computed after that
     analysis on the document's lane: the first hover of a document is never empty for that race."""
     state = ls.documents.get(uri)

@@ -38,8 +38,9 @@ def launch(cache: Path, cwd: Path) -> str:
     return done.stdout
 
 
-def tables(cache: Path) -> list[Path]:
-    return sorted((cache / "compiled").glob("*.marshal")) if (cache / "compiled").is_dir() else []
+def tables(cache: Path, generator: str = "attrs") -> list[Path]:
+    """The tables of one code generator (attrs, dataclasses) in the cache folder."""
+    return sorted((cache / "compiled").glob(f"{generator}-*.marshal")) if (cache / "compiled").is_dir() else []
 
 
 def test_the_first_launch_writes_the_table_and_the_next_reuses_it_unchanged(tmp_path):
@@ -75,3 +76,35 @@ def test_a_damaged_or_foreign_table_only_costs_the_time_it_would_save(tmp_path):
         table.write_bytes(damage)
         assert launch(cache, tmp_path) == "ok\n"
     assert len(marshal.loads(table.read_bytes())) > 100, "a launch that found no usable table writes a new one"
+
+
+IMPORT_THE_ANALYSIS = """
+import dataclasses
+from trainlint.server.documents import import_analysis
+import_analysis()
+import libcst
+assert libcst.parse_module("x = f(1)\\n").code == "x = f(1)\\n", "generated __init__ of LibCST's nodes"
+from trainlint.analysis.settings import AnalysisSettings
+assert "exec" not in vars(dataclasses), "dataclasses' exec is the builtin again after the import"
+print("ok")
+"""
+
+
+def test_the_analysis_import_reuses_the_dataclasses_code_compiled_at_the_last_launch(tmp_path):
+    cache = tmp_path / "cache"
+    environment = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache)}
+
+    def launch() -> None:
+        done = subprocess.run([sys.executable, "-P", "-c", IMPORT_THE_ANALYSIS], cwd=tmp_path, env=environment,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+    launch()
+    [table] = tables(cache, "dataclasses")
+    entries = marshal.loads(table.read_bytes())
+    assert len(entries) > 500, "LibCST's nodes and the analysis' classes"
+    for (source, filename, mode), code in list(entries.items())[::50]:
+        assert code == compile(source, filename, mode, 0, True), source[:80]  # dataclasses has no future imports
+    before = table.stat().st_mtime_ns
+    launch()
+    assert table.stat().st_mtime_ns == before, "the second launch found everything in the table"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -223,6 +224,101 @@ def test_hover_inlay_hints_and_code_actions_answer_while_an_analysis_runs(projec
         while "workspace/inlayHint/refresh" not in server.server_requests:
             assert time.monotonic() < deadline, "no workspace/inlayHint/refresh"
             server.debug_info()
+    finally:
+        server.close()
+
+
+def wait_for_vram_lines(server: RawServer, version: int) -> None:
+    """Until the server says the VRAM lines of its analysis of ``version`` were found for its text (its
+    debug information)."""
+    deadline = time.monotonic() + 20
+    while not re.search(rf"version {version}, .* VRAM lines found for its text", server.debug_info()):
+        assert time.monotonic() < deadline, f"the VRAM lines of version {version} were never found"
+        time.sleep(0.05)
+
+
+def test_a_first_hover_while_an_analysis_runs_answers_from_the_lines_found_at_the_pause_after_the_first(project_root):
+    """Nobody hovered before the edit: the VRAM lines of the first text were found at the pause after its
+    analysis, so a hover asked while the next analysis is held answers at once, on the line as it is now,
+    with what a hover of the first text showed."""
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        model_line = next(i for i, line in enumerate(project.text.split("\n")) if "resnet50(" in line)
+        server.diagnostics(project.uri)
+        wait_for_vram_lines(server, 1)
+        project.hold()
+        project.edit(server, 2, 0, 0, 0, "\n")
+        server.diagnostics(project.uri)  # answered at once; the analysis of the new text starts and is held
+        project.wait_until_held()
+        during = server.result("textDocument/hover", {"textDocument": {"uri": project.uri}, "position": {"line": model_line + 1, "character": 8}})
+        assert during is not None and "resnet50" in during["contents"]["value"] and "GiB" in during["contents"]["value"]
+        assert during["range"]["start"]["line"] == model_line + 1
+        project.release()
+        server.change(project.uri, 3, [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 1, "character": 0}}, "text": ""}])
+        server.diagnostics(project.uri)  # the first text again, analysed once the held analysis is done
+        after = server.result("textDocument/hover", {"textDocument": {"uri": project.uri}, "position": {"line": model_line, "character": 8}})
+        assert after is not None and after["contents"] == during["contents"]
+    finally:
+        server.close()
+
+
+def test_after_a_hover_the_pause_after_each_analysis_finds_the_lines_of_its_text(project_root):
+    """Once someone hovered, the VRAM lines answer from the last ones found, carried through the edits
+    since, and the pause after the new text's analysis finds those of its text and its estimate: a model
+    built on a new line gets its hover then."""
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        lines = project.text.split("\n")
+        model_line = next(i for i, line in enumerate(lines) if "resnet50(" in line)
+
+        def hover(line: int) -> dict | None:
+            return server.result("textDocument/hover", {"textDocument": {"uri": project.uri}, "position": {"line": line, "character": 8}})
+
+        server.diagnostics(project.uri)
+        first = hover(model_line)
+        assert first is not None and "GiB" in first["contents"]["value"]
+        indent = lines[model_line][: len(lines[model_line]) - len(lines[model_line].lstrip())]
+        project.hold()
+        project.edit(server, 2, model_line, 0, 0, f"{indent}other = models.resnet18(num_classes=10)\n")
+        server.diagnostics(project.uri)
+        project.wait_until_held()
+        moved = hover(model_line + 1)  # while the new text's analysis is held: the first text's lines, carried
+        assert moved is not None and moved["contents"] == first["contents"]
+        project.release()
+        wait_for_vram_lines(server, 2)
+        new_line, old_line = hover(model_line), hover(model_line + 1)
+        assert new_line is not None and old_line is not None and new_line["contents"] == old_line["contents"]
+        assert "resnet50" in first["contents"]["value"]
+        assert "resnet18" in new_line["contents"]["value"], "the estimate of the new text, whose first model is resnet18"
+    finally:
+        server.close()
+
+
+def test_inlay_hints_are_refreshed_when_the_pause_finds_the_lines_of_the_new_text(project_root):
+    """Inlay hints answered from the lines carried from an older text are asked again once the pause
+    after the new text's analysis has found its own: a model built on a new line gets its hint."""
+    server, project = start(project_root, PULL_AND_REFRESH)
+    try:
+        lines = project.text.split("\n")
+        model_line = next(i for i, line in enumerate(lines) if "resnet50(" in line)
+        everything = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines) + 5, "character": 0}}
+
+        def hinted_lines() -> list[int]:
+            hints = server.result("textDocument/inlayHint", {"textDocument": {"uri": project.uri}, "range": everything})
+            return [hint["position"]["line"] for hint in hints]
+
+        server.diagnostics(project.uri)
+        assert model_line in hinted_lines()
+        refreshes = server.server_requests.count("workspace/inlayHint/refresh")
+        indent = lines[model_line][: len(lines[model_line]) - len(lines[model_line].lstrip())]
+        project.edit(server, 2, model_line, 0, 0, f"{indent}other = models.resnet18(num_classes=10)\n")
+        server.diagnostics(project.uri)
+        deadline = time.monotonic() + 20
+        while server.server_requests.count("workspace/inlayHint/refresh") == refreshes:
+            assert time.monotonic() < deadline, "no workspace/inlayHint/refresh after the pause"
+            server.debug_info()
+            time.sleep(0.05)
+        assert model_line in hinted_lines() and model_line + 1 in hinted_lines()
     finally:
         server.close()
 
