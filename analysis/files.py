@@ -8,7 +8,8 @@ checks what it opened and reads at most its limit.
 
 Writing is ``--fix``'s alone (:func:`replace_file`): only inside the folders the command line
 gives (:class:`WriteRoots`), whole or not at all, and without a checked folder's links leading the
-write anywhere else.
+write anywhere else. The one other place trainlint writes is its own cache folder
+(:func:`make_user_cache_part`), which it marks as its own when it makes it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,55 @@ def user_cache_folder() -> str | None:
     home = os.path.expanduser("~")
     base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(home, ".cache") if home != "~" else "")
     return os.path.join(base, "trainlint") if base else None
+
+
+# The cachedir standard's tag (https://bford.info/cachedir/): backup tools skip a folder holding it, and
+# `trainlint check` prunes only a cache folder that holds it (trainlint/cache.py).
+CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is trainlint's cache (https://bford.info/cachedir/).\n"
+CACHE_GITIGNORE = "# Created by trainlint.\n*\n"
+# What the server and the library reader keep in the user's cache folder, beside `check`'s results.
+USER_CACHE_PARTS = frozenset({"compiled", "libraries", "reports"})
+
+
+def mark_cache_folder(folder: str | os.PathLike[str]) -> None:
+    """Create ``folder`` when missing and mark it as trainlint's cache (CACHEDIR.TAG, and a .gitignore
+    of ``*`` so that a cache inside a repository ignores itself); OSError when it cannot be written."""
+    os.makedirs(folder, exist_ok=True)
+    for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", CACHE_GITIGNORE)):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            continue
+        temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            with open(temporary, "x", encoding="utf-8") as stream:
+                stream.write(text)
+            os.replace(temporary, path)  # a reader sees no tag or the whole tag, never a part
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+
+
+def holds_only_cache_parts(folder: str | os.PathLike[str]) -> bool:
+    """Whether ``folder`` holds nothing but what trainlint's server and library reader keep in the
+    user's cache folder (as a release before the tag was written there left it)."""
+    try:
+        return all(entry.name in USER_CACHE_PARTS and entry.is_dir(follow_symlinks=False)
+                   for entry in os.scandir(folder))
+    except OSError:
+        return False
+
+
+def make_user_cache_part(part: str | os.PathLike[str]) -> None:
+    """Create ``part``, a folder of the user's cache folder, and mark the cache folder as trainlint's
+    when it is trainlint's to mark: new, or holding only trainlint's parts. A folder the user named
+    that holds other things is left unmarked ($TRAINLINT_CACHE_DIR pointed at a shared folder), so
+    that `trainlint check` does not take it for its own and prune in it. OSError when it cannot be
+    written."""
+    root = os.path.dirname(os.path.abspath(part))
+    if not os.path.lexists(root) or (os.path.isdir(root) and not os.path.islink(root) and holds_only_cache_parts(root)):
+        mark_cache_folder(root)
+    os.makedirs(part, exist_ok=True)
 
 
 def limit_for(path: str) -> int:

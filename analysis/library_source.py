@@ -24,7 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .files import user_cache_folder
+from .files import make_user_cache_part, user_cache_folder
 from .libraries import MODULE, OTHER, PIPELINE, PIPELINE_BASES, ClassKind, table_kind
 
 _MODULE_ROOTS = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
@@ -121,7 +121,7 @@ class _Package:
                     classes.setdefault(match.group(1).decode("ascii", "replace"), []).append(relative)
         if cached is not None:
             try:
-                cached.parent.mkdir(parents=True, exist_ok=True)
+                make_user_cache_part(cached.parent)
                 temporary = cached.with_suffix(f".{os.getpid()}.tmp")
                 temporary.write_text(json.dumps({"stamp": stamp, "classes": classes}), encoding="utf-8")
                 os.replace(temporary, cached)

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from types import CodeType, ModuleType
 
-from trainlint.analysis.files import MIB, UnreadableFile, read_bounded, user_cache_folder
+from trainlint.analysis.files import MIB, UnreadableFile, make_user_cache_part, read_bounded, user_cache_folder
 
 MAX_TABLE_BYTES = 16 * MIB  # the table for lsprotocol 2025 is about 1.8 MiB
 WRITE_AFTER_MISSES = 50  # fewer misses are sources that change per process, not a new release
@@ -132,7 +132,7 @@ def _is_entry(key: object, code: object) -> bool:
 def _write(path: str, table: dict[Key, CodeType]) -> None:
     folder = os.path.dirname(path)
     try:
-        os.makedirs(folder, exist_ok=True)
+        make_user_cache_part(folder)
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".compiled-", suffix=".tmp")
         try:
             with os.fdopen(handle, "wb") as file:

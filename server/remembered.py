@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from trainlint.analysis.engine_codes import STRICT_ENV
-from trainlint.analysis.files import MAX_SOURCE_BYTES, UnreadableFile, read_bounded, user_cache_folder
+from trainlint.analysis.files import (
+    MAX_SOURCE_BYTES,
+    UnreadableFile,
+    make_user_cache_part,
+    read_bounded,
+    user_cache_folder,
+)
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.workspace import Workspace
 from trainlint.cache import CacheUnavailable, ResultCache
@@ -98,9 +104,13 @@ class RememberedReports:
             if self._opened is None and not self._unavailable:
                 assert self._folder is not None
                 try:
+                    make_user_cache_part(self._folder)
                     self._opened = ResultCache.open(self._folder)
                 except CacheUnavailable as error:
                     log.warning("reports are not remembered: %s", error)
+                    self._unavailable = True
+                except OSError as error:
+                    log.warning("reports are not remembered: cannot write %s: %s", self._folder, error.strerror or error)
                     self._unavailable = True
             opened = self._opened
         return ResultCache(opened.folder, opened.entries.name) if opened is not None else None

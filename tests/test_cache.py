@@ -429,3 +429,15 @@ def test_a_fifo_where_an_entry_would_be_is_not_waited_on(project):
         os.mkfifo(entry)
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert json.loads(done.stdout)["findings"] == json.loads(fresh)["findings"]
+
+
+def test_a_user_cache_folder_an_earlier_server_left_untagged_is_used(project, tmp_path, monkeypatch, capsys):
+    # Before the server marked the folder, $TRAINLINT_CACHE_DIR held its parts and no CACHEDIR.TAG.
+    project(**{"train.py": TRAIN})
+    cache = tmp_path / "user-cache"
+    for part in ("compiled", "libraries", "reports"):
+        (cache / part).mkdir(parents=True)
+    monkeypatch.setenv("TRAINLINT_CACHE_DIR", str(cache))
+    main(["check", "--quiet", "."])
+    assert "not trainlint's cache" not in capsys.readouterr().err
+    assert (cache / "CACHEDIR.TAG").is_file() and list(cache.glob("results-*/.trainlint-results"))

@@ -108,3 +108,27 @@ def test_the_analysis_import_reuses_the_dataclasses_code_compiled_at_the_last_la
     before = table.stat().st_mtime_ns
     launch()
     assert table.stat().st_mtime_ns == before, "the second launch found everything in the table"
+
+
+def test_the_server_marks_a_new_cache_folder_as_trainlints_so_check_uses_it_too(tmp_path):
+    # $TRAINLINT_CACHE_DIR is both the server's cache folder and `check`'s results folder: a folder
+    # the server made must not look like someone else's to `check`, which prunes only its own.
+    cache, project = tmp_path / "cache", tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2)\n")
+    assert launch(cache, project) == "ok\n"
+    assert (cache / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    environment = {**os.environ, "TRAINLINT_CACHE_DIR": str(cache)}
+    checked = subprocess.run([sys.executable, "-P", "-m", "trainlint", "check", "--quiet", "."], cwd=project,
+                             env=environment, capture_output=True, text=True, timeout=120)
+    assert "not trainlint's cache" not in checked.stderr and checked.returncode in (0, 1), checked.stderr
+    assert list(cache.glob("results-*/.trainlint-results")), "check kept its results in the server's folder"
+
+
+def test_a_shared_folder_the_user_named_is_written_into_but_not_marked(tmp_path):
+    shared, project = tmp_path / "shared", tmp_path / "project"
+    project.mkdir()
+    shared.mkdir()
+    (shared / "notes.txt").write_text("someone else's file\n")
+    assert launch(shared, project) == "ok\n"
+    assert tables(shared) and not (shared / "CACHEDIR.TAG").exists()

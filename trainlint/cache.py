@@ -37,7 +37,14 @@ from pathlib import Path
 import msgspec
 
 import trainlint
-from trainlint.analysis.files import MIB, UnreadableFile, read_bounded
+from trainlint.analysis.files import (
+    CACHEDIR_TAG,
+    MIB,
+    UnreadableFile,
+    holds_only_cache_parts,
+    mark_cache_folder,
+    read_bounded,
+)
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.library_source import library_paths
 from trainlint.analysis.workspace import Stamp, Workspace
@@ -53,7 +60,6 @@ _DAY_S = 24 * 3600
 _STALE_TEMPORARY_S = 3600
 _PRUNED_MARKER = ".last-pruned"
 _GENERATION_MARKER = ".trainlint-results"  # written into each results folder the cache makes: only those are pruned
-_CACHEDIR_TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# This folder is trainlint's cache (https://bford.info/cachedir/).\n"
 
 Lookups = list[tuple[str, str | None]]  # modules looked for from one file: (module name, workspace file found or None)
 
@@ -226,15 +232,13 @@ def _claim(folder: Path, project: Path | None) -> None:
     if os.path.lexists(folder) and not _holds_our_tag(tag):
         if not folder.is_dir():
             raise CacheUnavailable(f"the cache folder {folder} is not a folder")
-        if any(folder.iterdir()):
+        # The user's cache folder as the server leaves it ($TRAINLINT_CACHE_DIR) is trainlint's too.
+        if any(folder.iterdir()) and (folder.is_symlink() or not holds_only_cache_parts(folder)):
             raise CacheUnavailable(
                 f"{folder} is not trainlint's cache (it holds files and no CACHEDIR.TAG of trainlint's), "
                 "and trainlint writes and prunes only a folder of its own; choose another cache folder"
             )
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", "# Created by trainlint.\n*\n")):
-        if not (folder / name).is_file():
-            _write_atomically(folder / name, text.encode("utf-8"))
+    mark_cache_folder(folder)
 
 
 def _holds_our_tag(tag: Path) -> bool:
@@ -242,7 +246,7 @@ def _holds_our_tag(tag: Path) -> bool:
         return False
     try:
         with open(tag, "rb") as stream:
-            return stream.read(len(_CACHEDIR_TAG) + 1) == _CACHEDIR_TAG.encode("utf-8")
+            return stream.read(len(CACHEDIR_TAG) + 1) == CACHEDIR_TAG.encode("utf-8")
     except OSError:
         return False
 
