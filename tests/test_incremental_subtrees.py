@@ -134,3 +134,13 @@ def test_a_key_in_the_loop_reads_again_only_the_statements_on_its_path(monkeypat
     prints = [node for node in listed if isinstance(node, cst.SimpleStatementLine) and "print" in cst.Module([node]).code]
     assert listed and not prints
     assert findings == _fresh(typed)
+
+
+def test_grad_turned_off_above_the_loop_ends_the_unused_graph_finding_below_it():
+    """A finding after the edit that the edit changes: the preview's graph is no longer recorded."""
+    state = _opened()
+    off = SCRIPT.replace("        model.train()\n", "        model.train()\n        torch.set_grad_enabled(False)\n")
+    typed, findings, version = _typed(state, SCRIPT, off, 0)
+    assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, SCRIPT, version)
+    assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
