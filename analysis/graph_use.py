@@ -23,7 +23,7 @@ from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in, is_optimizer_step
-from .tree import blocks_of, children, in_source_order, walk
+from .tree import blocks_of, children, in_source_order_kept, walk
 from .values import Tag
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
@@ -358,8 +358,23 @@ def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.C
     kept: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], set[int]]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
-        nested = {id(node) for inner in _nested_definitions(root) for node in walk(inner)}
-        found = kept[id(root)] = (root, [node for node in in_source_order(root) if id(node) not in nested], nested)
+        # listed statement by statement (a key lists again only the statements on its path); a nested
+        # function's or class's nodes are the run of the list its statement's own list is
+        parts = scope.chunk.node_memo("source order")
+        ordered = in_source_order_kept(root, parts)
+        own: list[cst.CSTNode] = []
+        nested: set[int] = set()
+        index = 0
+        while index < len(ordered):
+            node = ordered[index]
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                size = len(ordered) - index if node is root else len(parts[node])
+                nested.update(id(inner) for inner in ordered[index:index + size])
+                index += size
+            else:
+                own.append(node)
+                index += 1
+        found = kept[id(root)] = (root, own, nested)
     return found[1], found[2]
 
 

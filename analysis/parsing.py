@@ -620,6 +620,12 @@ class ParsedChunk:
             self.memo[name] = found
         return found
 
+    def facts_under(self, name: str, root: cst.CSTNode, fact_of: Callable[[cst.CSTNode], Iterable[T]]) -> list[T]:
+        """``facts_by_statement`` for the nodes under ``root`` (a statement of this tree: a loop, a
+        function), each statement's part kept under ``name``: after an edit inside a training loop,
+        the loop is a new node, but of its statements only those on the edit's path are read again."""
+        return facts_by_statement(root, self.node_memo(name), fact_of, self.node_memo("statement levels"))
+
     def code_for(self, node: cst.CSTNode) -> str:
         """The node's source text; each node's is generated once for as long as the tree lives (the
         flow walk and the rules ask for the same call's text again and again)."""

@@ -549,33 +549,34 @@ def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop | None) -> bool:
 def _reads_gradients(scope: ScopeAnalysis, loop: cst.CSTNode) -> bool:
     """Whether a loop reads or sets `p.grad`, or calls `autograd.grad`: it works on each pass's
     gradients itself. Clearing them (`p.grad = None`, `p.grad.zero_()`) is not working on them.
-    Kept per node: a key reads again only the loops it reached."""
+    Kept per node, read statement by statement: a key reads again only the statements it reached."""
     kept = scope.chunk.node_memo("TL206 reads gradients")
     found = kept.get(loop)
     if found is None:
-        clearing = _clearing_grad_nodes(loop)
-        found = kept[loop] = any(
-            (isinstance(node, cst.Attribute) and node.attr.value == "grad" and node not in clearing)
-            or (isinstance(node, cst.Call) and (dotted(node.func) or "").endswith("autograd.grad"))
-            for node in walk(loop)
-        )
+        marks = scope.chunk.facts_under("TL206 gradient marks", loop, _gradient_marks)
+        cleared = {id(node) for kind, node in marks if kind == "clears"}
+        found = kept[loop] = any(kind == "autograd" or (kind == "grad" and id(node) not in cleared) for kind, node in marks)
     return found
 
 
-def _clearing_grad_nodes(loop: cst.CSTNode) -> set[cst.CSTNode]:
-    """The `x.grad` attributes of a loop that only clear a gradient: `p.grad = None`, `p.grad.zero_()`,
-    `p.grad.data.zero_()` (the same statements `clears_gradients` reads as clearing)."""
-    found: set[cst.CSTNode] = set()
-    for node in walk(loop):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None":
-            found.update(target.target for target in node.targets if _names_grad(target.target))
-        elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_":
-            receiver = node.func.value
-            if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
-                receiver = receiver.value
-            if _names_grad(receiver):
-                found.add(receiver)
-    return found
+def _gradient_marks(node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:
+    """What one node says about gradients: a `x.grad` (``grad``), a call of `autograd.grad` (``autograd``),
+    and the `x.grad` that a `p.grad = None`, `p.grad.zero_()` or `p.grad.data.zero_()` only clears
+    (``clears``: the same statements `clears_gradients` reads as clearing)."""
+    if isinstance(node, cst.Attribute):
+        return [("grad", node)] if node.attr.value == "grad" else []
+    if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None":
+        return [("clears", target.target) for target in node.targets if _names_grad(target.target)]
+    if not isinstance(node, cst.Call):
+        return []
+    marks: list[tuple[str, cst.CSTNode]] = [("autograd", node)] if (dotted(node.func) or "").endswith("autograd.grad") else []
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_":
+        receiver = node.func.value
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+            receiver = receiver.value
+        if _names_grad(receiver):
+            marks.append(("clears", receiver))
+    return marks
 
 
 def _names_grad(node: cst.CSTNode) -> bool:
