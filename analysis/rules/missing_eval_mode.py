@@ -9,7 +9,11 @@ saved model's batch-norm statistics are polluted by the validation set. A functi
 evaluation call. An inference pass is known by what it does, not by its name: a function that trains
 nothing (no backward, no optimizer step, in it or in the helpers it calls) and whose forward feeds no
 backward (it runs without grad, or returns and keeps none of its graph, and what it returns no caller in
-the file backwards): scoring, sampling an image grid, extracting features for a metric, decoding. A no-grad
+the file backwards): scoring, sampling an image grid, extracting features for a metric, decoding. So is a
+forward every N steps of the loop that trains the same model (under `if step % k == 0:`: a held-out batch scored, a
+grid sampled from the generator its optimizer steps) that no backward runs through, in a branch that backwards and
+steps nothing: it runs in the training mode the step left (which forward a backward runs through is the flow's graph
+roots, so a name the scoring reuses, `pred` or `loss`, is not mistaken for the training step's). A no-grad
 loop over held-out data (`val_loader`, `testloader`) is one too, and so, in a file that trains, is a loop over
 held-out data that trains nothing (code written before `no_grad`, or that forgot it). A script's module level is the
 same pass as the same body in a `main()` it calls: a forward there, in a program that trains nothing (no backward,
@@ -18,7 +22,9 @@ pass, unless the script built the model without weights and loads none into it (
 mode is also followed
 to where it is known: an evaluation function handed the model straight from the function that trains it
 (`net.train()`, or a backwarded forward, and no `.eval()` there), in this file or another (`from utils import *` and
-`do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs); a class that puts its model in training
+`do_eval(model, ...)` every N steps of the training loop: reported on the evaluation, where the `.eval()` belongs; when
+that training function is itself handed the model, its layers are what the calls in its own file hand it: `train_net(net)`
+in `train.py`, called by that file's main block with `UNet(...)`); a class that puts its model in training
 mode in one method (its own, or one it inherits from a base class of the workspace: a forecaster's `predict` after
 the base class's `_train_model`) and runs it in an inference pass that never switches it, itself or behind a wrapper
 method that sets no mode; and a model whose trained weights are loaded (`load_state_dict`) and that is then only run
@@ -65,7 +71,8 @@ is: the mode is what its caller leaves.
 A helper handed its model (`evaluate(model, loader)`) that runs it on a batch for inference and switches nothing
 runs it in the mode its caller left: when a call of it in the workspace hands the model in training mode or in a mode
 it does not show, a note saying so (not for a probe on random or constant input, nor when the helper switches some
-module's mode itself, nor for a helper no call of the workspace reaches: its callers are elsewhere).
+module's mode itself, nor for a helper no call of the workspace reaches: its callers are elsewhere, nor when every model
+the calls hand it, or hand the function that hands it on, is known to have no dropout or batch-norm).
 A model whose class is known but whose dropout lives in a part from another workspace file, at a rate its caller
 sets, is a note that names the part. A model of unknown kind whose dropout a function takes out (trl's
 `disable_dropout_in_model`, or the project's own that sets `p = 0` on each `Dropout` of its `modules()`) gets no note:
@@ -111,6 +118,7 @@ from trainlint.rules import (
     Severity,
     Tag,
     Value,
+    backward_target,
     calls_in,
     dotted,
     is_backward,
@@ -289,6 +297,11 @@ class MissingEvalMode(Rule):
                     layers, passed_in = _layers_from_callers(ctx, outer.scope.function, text) or (None, None)
                     if layers is None and _known_without_layers(_passed_to_function(ctx, outer.scope.function, text)):
                         continue  # every caller hands it a model known to have no such layers
+                elif layers is None and _kind_unknown(value) and outer.scope.function is not None and text in outer.scope.params:
+                    layers, passed_in = _layers_passed_in_its_file(module, outer.scope.function, text) or (None, None)
+                    handed = [(module, call, passed) for call, passed in module.arguments_for(outer.scope.function, text) or []]
+                    if layers is None and _known_without_layers(handed):
+                        continue  # every call in that file hands it a model known to have no such layers
                 if layers is None and not _kind_unknown(value):
                     continue  # a model known to have no such layers
                 caller = outer.scope.function.name if outer.scope.function is not None else "the module"
@@ -830,6 +843,8 @@ class MissingEvalMode(Rule):
                 # every caller switches the model to eval mode first, or no call of it is in the workspace (an API
                 # whose callers, and the mode they hand it in, are elsewhere: nothing to show)
                 return
+            if _known_without_layers(_handed_one_call_up(ctx, function, key)):
+                return  # every model the calls hand it, or hand their callers, has no layer that acts by mode
             unknown = [f"the call at {where} leaves it in {'training' if mode == 'train' else 'an unknown'} mode"
                        for mode, _, where in modes if mode != "eval"]
             callers = "; " + ", ".join(unknown[:2])
@@ -1502,6 +1517,35 @@ def _layers_from_callers(ctx: RuleContext, function, parameter: str) -> tuple[tu
     return None
 
 
+def _layers_passed_in_its_file(module: ModuleView, function, parameter: str) -> tuple[tuple, tuple] | None:
+    """The layers of a model that a function of another file (``train_net(net, ...)`` in ``train.py``, which hands
+    it to this file's evaluation) is handed by the calls of that file (``train_net(net=UNet(...))`` in its main
+    block): the first passed model with dropout or batch-norm, with the call as evidence."""
+    for call, value in module.arguments_for(function, parameter) or []:
+        layers = _layers_of(module.summary, value, module, imported=True)
+        if layers is not None:
+            return layers, ((call.chunk, call.node), f"`{function.name}` is handed here a `{parameter}` that has them")
+    return None
+
+
+def _handed_one_call_up(ctx: RuleContext, function, parameter: str) -> list[tuple[ModuleView, CallEvent, Value]]:
+    """What each call of a function, here and in the workspace's other files, passes for one of its parameters; where a
+    call passes a parameter of its own function (``fit(net, ...)`` handing on its ``net``), what the calls of that
+    function in the caller's file pass for it. Empty when a call hides it."""
+    found: list[tuple[ModuleView, CallEvent, Value]] = []
+    for module, call, value in _passed_to_function(ctx, function, parameter):
+        passed = _passed_for(call, function, parameter)
+        caller = call.scope.function
+        if passed is None or not _kind_unknown(value) or caller is None or passed[1] not in call.scope.params:
+            found.append((module, call, value))
+            continue
+        outer = module.arguments_for(caller, passed[1])
+        if not outer:
+            return []
+        found += [(module, above, handed) for above, handed in outer]
+    return found
+
+
 def _passed_to_function(ctx: RuleContext, function, parameter: str) -> list[tuple[ModuleView, CallEvent, Value]]:
     """What each call of a function of this file, here and in the workspace's other files, passes for one of its
     parameters; empty when a call hides it."""
@@ -1807,12 +1851,69 @@ def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) ->
             return ((scope.chunk, function.node.name), why)
     if function is None and (script := _script_inference_pass(ctx, call)) is not None:
         return script
+    periodic = _periodic_scoring(scope, call)
+    if periodic is not None:
+        return periodic
     if call.context.grad_off is None:
         return _scoring_loop(module, scope, call)
     for loop in reversed(call.context.loops):
         if _EVALUATION_DATA.search(loop.iterable_text):
             return ((scope.chunk, loop.node), f"a no-grad loop over `{loop.iterable_text}`: evaluation data")
     return None
+
+
+def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """A forward run every N steps of a loop that trains the same model (``if i % 10 == 0:`` in its body), whose
+    result no backward runs through, in a branch that backwards and steps nothing: a test batch scored, or an
+    image grid sampled, beside the training step, in the mode the training step left the model, training. The
+    flow's graph roots say which forward a backward runs through, where it runs: a name the scoring forward
+    reuses (``pred``, ``loss``) and the next step binds again does not carry it into the next backward. A forward
+    every step (pseudo-labels, targets) is part of the step, not beside it."""
+    key = call.receiver_key
+    if key is None:
+        return None
+    backwarded = [backward_target(other).roots for other in scope.calls() if is_backward(other)]
+    if any(call.node in roots for roots in backwarded):
+        return None
+    for loop in reversed(call.context.loops):
+        periodic = next((condition for condition in call.context.conditions_inside(loop) if _counts_steps(condition.test)), None)
+        if periodic is None:
+            continue
+        inside = [other for other in scope.calls() if any(condition.node is periodic.node for condition in other.context.conditions)]
+        if any(is_backward(other) or is_optimizer_step(other) for other in inside):
+            return None
+        trained = _trained_in(scope, loop, key, backwarded, call)
+        if trained is None:
+            return None
+        return ((scope.chunk, periodic.node), (
+            f"runs `{key}` every N steps of the loop that trains it ({trained}), and no backward runs through this "
+            f"forward: a periodic evaluation, in the mode the training step left"
+        ))
+    return None
+
+
+def _trained_in(scope: ScopeAnalysis, loop, key: str, backwarded: list[frozenset], scoring: CallEvent) -> str | None:
+    """How the loop trains the model ``key``, or None: a backward runs through another forward of it, or an
+    optimizer stepped in the loop was given its parameters (a generator whose output reaches the loss through
+    a discriminator)."""
+    for other in scope.calls():
+        if other is scoring or not other.context.in_loop(loop):
+            continue
+        if other.receiver_key == key and other.method is None and any(other.node in roots for roots in backwarded):
+            return f"its forward on line {scope.chunk.line_of(other.node)} is backwarded"
+        built = other.receiver.site if is_optimizer_step(other) and other.receiver is not None else None
+        if built is not None and isinstance(built[1], cst.Call) and _given_parameters_of(built[1], key):
+            return f"`{shortened(other.chunk.code_for(other.node), 40)}` on line {other.chunk.line_of(other.node)} steps its parameters"
+    return None
+
+
+def _given_parameters_of(optimizer: cst.Call, key: str) -> bool:
+    """An optimizer's construction is handed the parameters of the model ``key`` (``Adam(netG.parameters())``)."""
+    return any(
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"parameters", "named_parameters"}
+        and dotted(node.func.value) == key
+        for arg in optimizer.args for node in walk(arg.value)
+    )
 
 
 def _runs_what_it_is_handed(ctx: RuleContext, function, call: CallEvent) -> bool:
@@ -4293,6 +4394,180 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="hits += (net(inputs).argmax(1) == targets).sum().item()",
     ),
+    Fires(  # a held-out batch scored every N steps of the loop that trains the model, reusing the step's names
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import PointClassifier
+
+
+        def next_batch(loader, device):
+            points, labels = next(iter(loader))
+            return points.to(device), labels.to(device)
+
+
+        def main(args, train_loader, held_out_loader):
+            net = PointClassifier(args.classes).to(args.device)
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+            for epoch in range(args.epochs):
+                for step, (points, labels) in enumerate(train_loader):
+                    optimizer.zero_grad()
+                    logits = net(points.to(args.device))
+                    loss = F.cross_entropy(logits, labels.to(args.device))
+                    loss.backward()
+                    optimizer.step()
+                    if step % args.log_every == 0:
+                        points, labels = next_batch(held_out_loader, args.device)
+                        logits = net(points)
+                        loss = F.cross_entropy(logits, labels)
+                        print(f"epoch {epoch} step {step}: held-out loss {loss.item():.3f}")
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class PointClassifier(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.features = nn.Sequential(nn.Conv1d(3, 64, 1), nn.BatchNorm1d(64), nn.ReLU(), nn.AdaptiveMaxPool1d(1))
+                    self.head = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.Dropout(0.3), nn.Linear(32, classes))
+
+                def forward(self, points):
+                    return self.head(self.features(points))
+            """,
+        },
+        at="logits = net(points)",
+    ),
+    Fires(  # an image grid sampled every N steps with the generator that the loop trains through its optimizer
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from nets import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, args):
+                self.args = args
+                self.netG, self.netD = Generator(args.nz), Discriminator()
+                self.optG = torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.optD = torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.fixed_noise = torch.randn(64, args.nz, 1, 1)
+
+            def fit(self, loader):
+                for epoch in range(self.args.epochs):
+                    for i, (real, _) in enumerate(loader):
+                        fake = self.netG(torch.randn(real.size(0), self.args.nz, 1, 1))
+                        self.optD.zero_grad()
+                        errD = F.softplus(-self.netD(real)).mean() + F.softplus(self.netD(fake.detach())).mean()
+                        errD.backward()
+                        self.optD.step()
+                        self.optG.zero_grad()
+                        errG = F.softplus(-self.netD(fake)).mean()
+                        errG.backward()
+                        self.optG.step()
+                        if i % self.args.sample_every == 0:
+                            with torch.no_grad():
+                                grid = self.netG(self.fixed_noise)
+                            save_image(grid, f"samples/{epoch:03d}_{i:05d}.png", normalize=True)
+        """,
+        files={
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, nz, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.ConvTranspose2d(nz, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
+                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
+                    )
+
+                def forward(self, z):
+                    return self.main(z)
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2, True), nn.Flatten(), nn.LazyLinear(1))
+
+                def forward(self, x):
+                    return self.main(x)
+            """,
+        },
+        at="grid = self.netG(self.fixed_noise)",
+    ),
+    Fires(  # a validation helper whose caller, in another file, trains the model its own main block built
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def dice_score(net, loader, device):
+            total, batches = 0.0, 0
+            for images, masks in loader:
+                probs = torch.sigmoid(net(images.to(device)))
+                hits = ((probs > 0.5).float() * masks.to(device)).sum()
+                total += (2 * hits / (probs.sum() + masks.sum() + 1e-6)).item()
+                batches += 1
+            return total / max(batches, 1)
+        """,
+        files={
+            "fit.py": """
+            import torch
+            import torch.nn.functional as F
+
+            from nets import SegNet
+            from train import dice_score
+
+
+            def fit(net, train_loader, val_loader, epochs, device):
+                optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
+                for epoch in range(epochs):
+                    net.train()
+                    for images, masks in train_loader:
+                        loss = F.binary_cross_entropy_with_logits(net(images.to(device)), masks.to(device))
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    print(f"epoch {epoch}: validation dice {dice_score(net, val_loader, device):.3f}")
+
+
+            if __name__ == "__main__":
+                segmenter = SegNet(in_channels=3, classes=1)
+                train_loader, val_loader = make_loaders("data/")
+                fit(segmenter, train_loader, val_loader, epochs=20, device="cuda")
+            """,
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class ConvBlock(nn.Module):
+                def __init__(self, cin, cout):
+                    super().__init__()
+                    self.conv = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+                def forward(self, x):
+                    return self.conv(x)
+
+
+            class SegNet(nn.Module):
+                def __init__(self, in_channels, classes):
+                    super().__init__()
+                    self.body = nn.Sequential(ConvBlock(in_channels, 32), ConvBlock(32, 32), nn.Conv2d(32, classes, 1))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="probs = torch.sigmoid(net(images.to(device)))",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
@@ -6294,6 +6569,177 @@ MissingEvalMode.MUST_NOT_FIRE = (
                 def __init__(self):
                     super().__init__()
                     self.body = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(10))
+
+                def forward(self, x):
+                    return self.body(x)
+            """,
+        },
+    ),
+    Quiet(  # every N steps a lazy regularisation term joins the step's loss: the backward after the branch runs through it
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import PointClassifier
+
+
+        def next_batch(loader, device):
+            points, labels = next(iter(loader))
+            return points.to(device), labels.to(device)
+
+
+        def main(args, train_loader, unlabelled_loader):
+            net = PointClassifier(args.classes).to(args.device)
+            optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+            for epoch in range(args.epochs):
+                for step, (points, labels) in enumerate(train_loader):
+                    optimizer.zero_grad()
+                    logits = net(points.to(args.device))
+                    loss = F.cross_entropy(logits, labels.to(args.device))
+                    if step % args.reg_every == 0:
+                        extra, _ = next_batch(unlabelled_loader, args.device)
+                        penalty = net(extra).logsumexp(1).pow(2).mean()
+                        loss = loss + args.reg_weight * penalty
+                    loss.backward()
+                    optimizer.step()
+        """,
+        files={
+            "models.py": """
+            import torch.nn as nn
+
+
+            class PointClassifier(nn.Module):
+                def __init__(self, classes):
+                    super().__init__()
+                    self.features = nn.Sequential(nn.Conv1d(3, 64, 1), nn.BatchNorm1d(64), nn.ReLU(), nn.AdaptiveMaxPool1d(1))
+                    self.head = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.Dropout(0.3), nn.Linear(32, classes))
+
+                def forward(self, points):
+                    return self.head(self.features(points))
+            """,
+        },
+    ),
+    Quiet(  # every N steps an extra generator update: its branch backwards and steps, part of training
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from nets import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, args):
+                self.args = args
+                self.netG, self.netD = Generator(args.nz), Discriminator()
+                self.optG = torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.optD = torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.fixed_noise = torch.randn(64, args.nz, 1, 1)
+
+            def fit(self, loader):
+                for epoch in range(self.args.epochs):
+                    for i, (real, _) in enumerate(loader):
+                        fake = self.netG(torch.randn(real.size(0), self.args.nz, 1, 1))
+                        self.optD.zero_grad()
+                        errD = F.softplus(-self.netD(real)).mean() + F.softplus(self.netD(fake.detach())).mean()
+                        errD.backward()
+                        self.optD.step()
+                        self.optG.zero_grad()
+                        errG = F.softplus(-self.netD(fake)).mean()
+                        errG.backward()
+                        self.optG.step()
+                        if i % self.args.extra_g_every == 0:
+                            self.optG.zero_grad()
+                            fake = self.netG(torch.randn(real.size(0), self.args.nz, 1, 1))
+                            errG = F.softplus(-self.netD(fake)).mean()
+                            errG.backward()
+                            self.optG.step()
+        """,
+        files={
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, nz, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.ConvTranspose2d(nz, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
+                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
+                    )
+
+                def forward(self, z):
+                    return self.main(z)
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2, True), nn.Flatten(), nn.LazyLinear(1))
+
+                def forward(self, x):
+                    return self.main(x)
+            """,
+        },
+    ),
+    Quiet(  # the same, with a model that main block builds without dropout or batch-norm (group norm)
+        """
+        import torch
+
+
+        @torch.no_grad()
+        def dice_score(net, loader, device):
+            total, batches = 0.0, 0
+            for images, masks in loader:
+                probs = torch.sigmoid(net(images.to(device)))
+                hits = ((probs > 0.5).float() * masks.to(device)).sum()
+                total += (2 * hits / (probs.sum() + masks.sum() + 1e-6)).item()
+                batches += 1
+            return total / max(batches, 1)
+        """,
+        files={
+            "fit.py": """
+            import torch
+            import torch.nn.functional as F
+
+            from nets import SegNet
+            from train import dice_score
+
+
+            def fit(net, train_loader, val_loader, epochs, device):
+                optimizer = torch.optim.Adam(net.parameters(), lr=1e-4)
+                for epoch in range(epochs):
+                    net.train()
+                    for images, masks in train_loader:
+                        loss = F.binary_cross_entropy_with_logits(net(images.to(device)), masks.to(device))
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                    print(f"epoch {epoch}: validation dice {dice_score(net, val_loader, device):.3f}")
+
+
+            if __name__ == "__main__":
+                segmenter = SegNet(in_channels=3, classes=1)
+                train_loader, val_loader = make_loaders("data/")
+                fit(segmenter, train_loader, val_loader, epochs=20, device="cuda")
+            """,
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class ConvBlock(nn.Module):
+                def __init__(self, cin, cout):
+                    super().__init__()
+                    self.conv = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(8, cout), nn.ReLU(inplace=True))
+
+                def forward(self, x):
+                    return self.conv(x)
+
+
+            class SegNet(nn.Module):
+                def __init__(self, in_channels, classes):
+                    super().__init__()
+                    self.body = nn.Sequential(ConvBlock(in_channels, 32), ConvBlock(32, 32), nn.Conv2d(32, classes, 1))
 
                 def forward(self, x):
                     return self.body(x)
