@@ -66,6 +66,7 @@ PIPELINE_FACTORIES = frozenset({"transformers.pipeline", "transformers.pipelines
 # call's canonical name, the fact, the keyword arguments that change it (any one of them), and its source.
 DRAWS_GLOBAL_NUMPY = "draws from numpy's global generator unless the argument is given"
 STARTS_FRESH_PROCESSES = "runs a function in fresh processes that do not inherit the parent's generators"
+SEEDS_WHEN_BUILT = "seeds torch, numpy and `random` from its arguments' seed when it is built, not before"
 DDP_SAMPLER_WHEN = "splits the data with a DistributedSampler, whose epoch `loader.set_epoch` advances, when the argument is true"
 LEAVES_GRADIENTS = "reads or gathers parameters and leaves their gradients alone"
 SERVES_REQUESTS = "registers the decorated function as a request handler, which the server calls with grad on"
@@ -142,6 +143,13 @@ CALL_FACTS: tuple[CallFact, ...] = (
         CallFact(f"sklearn.datasets.{generator}", DRAWS_GLOBAL_NUMPY, ("random_state",),
                  f"scikit-learn, {generator}: random_state=None draws the samples from numpy.random's global RandomState")
         for generator in ("make_classification", "make_regression", "make_blobs", "make_moons", "make_circles")
+    ),
+    *(
+        CallFact(f"transformers.{trainer}", SEEDS_WHEN_BUILT, (),
+                 "transformers, Trainer.__init__ (trainer.py): `enable_full_determinism(self.args.seed) if "
+                 "self.args.full_determinism else set_seed(self.args.seed)`, where the Trainer is built: a draw made "
+                 "before that runs unseeded (Seq2SeqTrainer subclasses Trainer and calls its __init__)")
+        for trainer in ("Trainer", "Seq2SeqTrainer")
     ),
     CallFact("torch.multiprocessing.spawn", STARTS_FRESH_PROCESSES, (),
              "torch.multiprocessing.spawn starts each process with the 'spawn' method: a new interpreter that "

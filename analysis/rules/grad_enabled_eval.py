@@ -62,7 +62,9 @@ The forward may be a method of the model the function switched to eval (`model.e
 `model.decode(words)`, a trainer's `self.network.eval()` then `self.network.score(batch)`): a workspace
 class's method counts when it runs the model itself or returns what its layers compute; a model whose class
 is not known here counts, as a warning that says so, unless the method is `nn.Module`'s own, is fed
-nothing, has its result dropped, or is one its library runs without grad (transformers' `generate`).
+nothing, has its result dropped, or is one its library runs without grad (transformers' `generate`). An attribute
+switched to eval and then called (`self.model.eval()`, then `self.model(x)`: a model handed to the trainer's
+constructor, whose kind nothing else here shows) is that module's forward.
 
 A script that trains nothing (`detect.py`, `inference.py`) needs no dataflow at all: when its module level (or
 a command-line library it hands the function to, `fire.Fire(main)`, `typer.run(main)`: library facts) runs a loop
@@ -1369,8 +1371,9 @@ def _model_class_of(ctx: RuleContext, call: CallEvent) -> ClassInfo | None:
 def _unknown_model_method(ctx: RuleContext, forward: CallEvent) -> bool:
     """A forward taken from ``_switched_model_method`` on a model of unknown class: a warning, not an error."""
     receiver = forward.receiver
+    switched = {_switched_model(call) for call in calls_in(forward.scope, None) if _is_mode_switch(call)}
     return (
-        forward.method is not None and "forward" not in name_words(forward.method)
+        forward.method is not None and "forward" not in name_words(forward.method) and not _calls_switched_attribute(forward, switched)
         and (receiver is None or receiver.detail is None) and _model_class_of(ctx, forward) is None
     )
 
@@ -1476,7 +1479,16 @@ def _is_model_forward(call: CallEvent, switched: set[str | None]) -> bool:
         return call.method is None or "forward" in name_words(call.method)
     if call.method is None and _element_of(call.node.func) in switched - {None}:
         return True
+    if _calls_switched_attribute(call, switched):
+        return True
     return call.method is None and (call.receiver_key or call.callee) in switched - {None} or _forward_by_keyword(call)
+
+
+def _calls_switched_attribute(call: CallEvent, switched: set[str | None]) -> bool:
+    """``self.model(x)`` after ``self.model.eval()``: the attribute switched to eval mode is a module, and calling it
+    is its forward (the flow reads the call as a method ``model`` of ``self`` when nothing here says what the
+    attribute holds: a model handed to the trainer's constructor)."""
+    return call.method is not None and isinstance(call.node.func, cst.Attribute) and dotted(call.node.func) in switched - {None}
 
 
 def _forward_by_keyword(call: CallEvent) -> bool:
@@ -2665,7 +2677,59 @@ def _statement_line(root: cst.CSTNode | None, statement: cst.CSTNode | None) -> 
     return None
 
 
+# A trainer whose subclass measures the model it handed in, between training epochs (TL102's examples below).
+_PAIR_TRAINER = """
+        import torch
+
+        from matching import pair_distance
+
+
+        class PairTrainer:
+            def __init__(self, model, optimizer, train_pairs, held_out_pairs):
+                self.model = model
+                self.optimizer = optimizer
+                self.train_pairs = train_pairs
+                self.held_out_pairs = held_out_pairs
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch(epoch)
+                    {call}
+                    print(epoch, scores)
+
+
+        class SiameseTrainer(PairTrainer):
+            def train_epoch(self, epoch):
+                self.model.train()
+                for first, second in self.train_pairs:
+                    self.optimizer.zero_grad()
+                    loss = (self.model(first) - self.model(second)).pow(2).mean()
+                    loss.backward()
+                    self.optimizer.step()
+
+{decorator}            def measure(self):
+                self.model.eval()
+                distances = []
+                for first, second in self.held_out_pairs:
+                    features_a = self.model(first).features
+                    features_b = self.model(second).features
+                    distances.append(pair_distance(features_a, features_b))
+                return torch.stack(distances).mean()
+        """
+_PAIR_FILES = {"matching.py": """
+                def pair_distance(features_a, features_b):
+                    return (features_a - features_b).norm(dim=1).mean()
+            """}
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the model handed to the trainer's constructor is known as a module by `self.model.eval()`: calling the
+        # attribute is its forward, whatever the function is called, and `fit` runs it with grad on between steps
+        _PAIR_TRAINER.format(call="scores = self.measure()", decorator=""),
+        files=_PAIR_FILES,
+        fixed=_PAIR_TRAINER.format(call="scores = self.measure()", decorator="            @torch.no_grad()\n"),
+        at="    def measure(self):",
+        severity=Severity.ERROR,
+    ),
     Fires(  # ignite calls the evaluator's process function once per batch of its run, inside the trainer's handler: grad on
         """
         import torch
@@ -6294,6 +6358,10 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: `fit` runs the pass under `no_grad()`
+        _PAIR_TRAINER.format(call="with torch.no_grad():\n                        scores = self.measure()", decorator=""),
+        files=_PAIR_FILES,
+    ),
     Quiet(  # a script's module-level warm-up whose output nothing reads: one graph, left alone as in a main()
         """
         import torch

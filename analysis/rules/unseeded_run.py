@@ -28,7 +28,9 @@ How to fix: seed every library the run draws from, once at start-up — `torch.m
 `np.random.seed(s)` and `random.seed(s)`, or one helper that does all three
 (`transformers.set_seed`, `lightning.seed_everything`, `accelerate.utils.set_seed`). Seeding
 under `if args.seed is not None:` is fine. Scripts driven by the Hugging Face `Trainer` are left
-alone: it seeds all three from `TrainingArguments.seed`.
+alone, as it seeds all three from `TrainingArguments.seed`, but only where it is built (a library
+fact): a draw the script makes before that (a train/eval split with `np.random.permutation` in the
+data module it builds first, a `random.shuffle` of the examples) is unseeded, a warning.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import NamedTuple, TypeVar, cast
 import libcst as cst
 
 from trainlint.analysis.dependencies import kept_with_scope
-from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, STARTS_FRESH_PROCESSES, call_fact
+from trainlint.analysis.libraries import DRAWS_GLOBAL_NUMPY, SEEDS_WHEN_BUILT, STARTS_FRESH_PROCESSES, call_fact
 from trainlint.analysis.patterns import argument_passed
 from trainlint.analysis.torchapi import is_parameterless_layer, mentions_rank
 from trainlint.rules import (
@@ -65,6 +67,7 @@ from trainlint.rules import (
     is_torch_name,
     last_part,
     literal_value,
+    ordered_events,
     quoted,
 )
 from trainlint.rules import walk as _walk
@@ -120,6 +123,8 @@ LATE = "seeded after init"
 UNCALLED_HELPER = "uncalled helper"
 # Seeded through a helper that draws the seed itself when it is given none, called with none.
 HELPER_DRAWN = "seed drawn by the helper"
+# Seeded only by a trainer that seeds when it is built (the Hugging Face Trainer), after a draw it cannot reach.
+BEFORE_TRAINER = "drawn before the trainer seeds"
 
 
 class _Verdict(NamedTuple):
@@ -134,6 +139,7 @@ class _Verdict(NamedTuple):
     # UNCALLED_HELPER: the helper, how this script would call it, what it seeds
     helper: tuple[FunctionInfo, str, tuple[str, ...]] | None = None
     drawn: tuple[AssignEvent, str] | None = None  # HELPER_DRAWN: the helper's draw and the parameter it replaces
+    drawn_before: tuple[CallEvent, str, str] | None = None  # BEFORE_TRAINER: the draw, its library and what for
 
 
 # One verdict per module: the rule runs once per statement but the question is module-wide.
@@ -158,6 +164,8 @@ class UnseededRun(Rule):
             self._report_spawned(ctx, verdict)
         elif verdict.kind == LATE:
             self._report_late(ctx, verdict)
+        elif verdict.kind == BEFORE_TRAINER:
+            self._report_before_trainer(ctx, verdict)
         elif verdict.kind == UNCALLED_HELPER:
             self._report_unseeded(ctx, verdict)
         else:
@@ -256,6 +264,25 @@ class UnseededRun(Rule):
             help="seed before building the model (move the seeding to the start of the run)",
         )
 
+    def _report_before_trainer(self, ctx: RuleContext, verdict: _Verdict) -> None:
+        assert verdict.cause is not None and verdict.drawn_before is not None, "a BEFORE_TRAINER verdict names the trainer and the draw"
+        trainer, (draw, library, purpose) = verdict.cause, verdict.drawn_before
+        drawn = quoted(draw.chunk, draw.node)
+        evidence: list = [((draw.chunk, draw.node), f"draws from {_DISPLAY[library]} ({purpose}), before any seed")]
+        if verdict.node is not draw.node:
+            evidence.append(((verdict.chunk, verdict.node), f"runs `{drawn}` (in `{_file_name(draw)}`)"))
+        evidence.append(((trainer.chunk, trainer.node), "seeds torch, numpy and `random` only when it is built, here"))
+        message = (
+            f"`{drawn}` draws from {_DISPLAY[library]} ({purpose}) before `{quoted(trainer.chunk, trainer.node)}` "
+            f"(line {_line(trainer)}) is built, and the Trainer seeds the run only when it is built: nothing seeds "
+            f"{_DISPLAY[library]} before this draw, so it differs on every launch (and on every rank of a distributed run)"
+        )
+        ctx.report(
+            verdict.node, message, evidence=evidence, severity=Severity.WARNING,
+            help="seed at start-up, before the draw (`transformers.set_seed(training_args.seed)`), or give the draw "
+            "its own seeded generator",
+        )
+
     def _report_unseeded(self, ctx: RuleContext, verdict: _Verdict) -> None:
         draws = []
         entry = "the script's entry point" if isinstance(verdict.node, cst.Comparison) else "the script's run starts here"
@@ -294,8 +321,10 @@ def _verdict_statement(module: ModuleView) -> int | None:
 
 
 def _verdict(module: ModuleView) -> _Verdict | None:
-    if module.uses_hf_trainer or is_test_file(module.path):
-        return None  # the Trainer seeds all three; a test suite is not a training run
+    if is_test_file(module.path):
+        return None  # a test suite is not a training run
+    if module.uses_hf_trainer:
+        return _drawn_before_trainer(module)  # the Trainer seeds all three, from where it is built on
     guard = _main_guard(module)
     scopes = module.all_scopes
     local_training = list(module.backward_calls)
@@ -362,6 +391,70 @@ def _verdict(module: ModuleView) -> _Verdict | None:
     if helper is not None:
         return _Verdict(UNCALLED_HELPER, Severity.WARNING, chunk, node, seeded, used, (), helper=helper)
     return _Verdict(UNSEEDED, Severity.NOTE, chunk, node, seeded, used, ())
+
+
+def _drawn_before_trainer(module: ModuleView) -> _Verdict | None:
+    """A draw from a global generator that runs before a trainer that seeds when it is built (the Hugging Face
+    `Trainer`: a library fact) is built, in the order the scope that builds it runs its calls (into the functions it
+    calls, `make_data_module(...)` splitting the data with `np.random.permutation`), with nothing seeding that library
+    first, in this file or in what the scope ran before. Only draws made at the call count (a sampling, a shuffle, a
+    library's split): a loader's shuffling or a transform's draws happen later, under the Trainer's seed."""
+    seeded_in_file = {
+        library for scope in module.all_scopes for _, libraries in _per_scope(module, scope, _randomness).seeding for library in libraries
+    }
+    for scope in module.all_scopes:
+        trainers = [call for call in scope.calls() if _seeds_when_built(module, call)]
+        if not trainers:
+            continue
+        seeded = set(seeded_in_file)
+        # a script's module level runs its earlier statements first
+        earlier = [other for other in module.all_scopes if other.function is None and other.chunk.index < scope.chunk.index] if scope.function is None else []
+        for event, chain in (item for ran in (*earlier, scope) for item in ordered_events(ran, None)):
+            if not isinstance(event, CallEvent):
+                continue
+            if event is trainers[0]:
+                break
+            seeded.update(_seeds(event, module))
+            drawn = _draw(event)
+            if drawn is None or drawn[0] in seeded or not _drawn_at_the_call(event, *drawn) or _draws_a_seed_or_port(event):
+                continue
+            library, purpose = drawn
+            here = event if any(chunk is event.chunk for chunk in module.chunks) else (chain[0] if chain else None)
+            if here is None:
+                continue
+            return _Verdict(
+                BEFORE_TRAINER, Severity.WARNING, here.chunk, here.node, {}, {}, (library,), cause=trainers[0],
+                drawn_before=(event, library, purpose),
+            )
+    return None
+
+
+def _seeds_when_built(module: ModuleView, call: CallEvent, depth: int = 3) -> bool:
+    """``call`` builds a trainer that seeds the run in its constructor (``SEEDS_WHEN_BUILT``), or a workspace class
+    built on one (a project's ``class CustomTrainer(Trainer)`` whose ``__init__`` reaches the base's)."""
+    callee = call.callee
+    if callee is None:
+        return False
+    if call_fact(callee, SEEDS_WHEN_BUILT) is not None:
+        return True
+    built = module.summary.local_class(callee)
+    for _ in range(depth):
+        if built is None:
+            return False
+        home = built.home or module.summary
+        bases = [home.canonical(base) for base in built.bases]
+        if any(call_fact(base, SEEDS_WHEN_BUILT) is not None for base in bases):
+            return True
+        built = next((found for base in bases if (found := home.local_class(base)) is not None), None)
+    return False
+
+
+def _drawn_at_the_call(call: CallEvent, library: str, purpose: str) -> bool:
+    """A draw made when the call runs, not later (a `DataLoader(shuffle=True)` draws its order when iterated, a
+    `RandomCrop` when applied, a `RandomSampler` when a loader asks it) nor a private generator of its own."""
+    if library == TORCH:
+        return last_part(call.callee or "") in _TORCH_DRAWS | {"random_split"} and "dropout" not in purpose
+    return purpose != "unseeded generator"
 
 
 # Calls that replace a model's weights with stored ones.
@@ -907,7 +1000,76 @@ def _join(parts: list[str], conjunction: str = "and") -> str:
     return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} {conjunction} {parts[-1]}"
 
 
+# A project's data module that splits its records with numpy's global generator (used by the examples below).
+_SPLIT_MODULE = """
+    import json
+
+    import numpy as np
+    from torch.utils.data import Dataset
+
+
+    class ConversationDataset(Dataset):
+        def __init__(self, records, tokenizer):
+            self.items = [tokenizer(record["text"], truncation=True) for record in records]
+
+        def __len__(self):
+            return len(self.items)
+
+        def __getitem__(self, index):
+            return self.items[index]
+
+
+    def make_data_module(tokenizer, path):
+        with open(path) as f:
+            records = json.load(f)
+        order = np.random.permutation(len(records))
+        cut = int(len(order) * 0.98)
+        return dict(
+            train_dataset=ConversationDataset([records[i] for i in order[:cut]], tokenizer),
+            eval_dataset=ConversationDataset([records[i] for i in order[cut:]], tokenizer),
+        )
+"""
+
 UnseededRun.MUST_FIRE = (
+    Fires(
+        # the Trainer seeds numpy when it is built, after the data module drew its split from numpy's generator
+        """
+        import transformers
+        from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+        from data import make_data_module
+
+
+        def main():
+            (training_args,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses()
+            model = transformers.AutoModelForCausalLM.from_pretrained("gpt2")
+            tokenizer = transformers.AutoTokenizer.from_pretrained("gpt2")
+            data_module = make_data_module(tokenizer, "conversations.json")
+            trainer = Trainer(model=model, tokenizer=tokenizer, args=training_args, **data_module)
+            trainer.train()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={"data.py": _SPLIT_MODULE},
+        severity=Severity.WARNING,
+        at='    data_module = make_data_module(tokenizer, "conversations.json")',
+    ),
+    Fires(
+        # a script's module level shuffles with `random` before the Trainer that would seed it is built
+        """
+        import random
+        from transformers import Trainer, TrainingArguments
+
+        random.shuffle(examples)
+        trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=examples)
+        if __name__ == "__main__":
+            trainer.train()
+        """,
+        severity=Severity.WARNING,
+        at="random.shuffle(examples)",
+    ),
     Fires(  # the setup helper two files away seeds torch only; the script shuffles with `random`
         """
         import argparse
@@ -2016,16 +2178,47 @@ UnseededRun.MUST_NOT_FIRE = (
         """
     ),
     Quiet(
-        # the Hugging Face Trainer seeds torch, numpy and random itself
+        # the Hugging Face Trainer seeds torch, numpy and random when it is built: the collator's draws come later
         """
         import random
         from transformers import Trainer, TrainingArguments
 
-        random.shuffle(examples)
-        trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds)
+
+        def drop_some_labels(features):
+            for feature in features:
+                if random.random() < 0.1:
+                    feature["labels"] = [-100] * len(feature["labels"])
+            return default_collate(features)
+
+
+        trainer = Trainer(model=model, args=TrainingArguments("out", seed=1), train_dataset=ds, data_collator=drop_some_labels)
         if __name__ == "__main__":
             trainer.train()
         """
+    ),
+    Quiet(
+        # the data split is drawn after `set_seed`: seeded (twin of the split drawn before the Trainer is built)
+        """
+        import transformers
+        from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+        from data import make_data_module
+
+
+        def main():
+            (training_args,) = HfArgumentParser((TrainingArguments,)).parse_args_into_dataclasses()
+            transformers.set_seed(training_args.seed)
+            model = transformers.AutoModelForCausalLM.from_pretrained("gpt2")
+            tokenizer = transformers.AutoTokenizer.from_pretrained("gpt2")
+            data_module = make_data_module(tokenizer, "conversations.json")
+            trainer = Trainer(model=model, tokenizer=tokenizer, args=training_args, **data_module)
+            trainer.train()
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        files={"data.py": _SPLIT_MODULE},
     ),
     Quiet(
         # a library: no entry point, no training; its callers decide about seeding
