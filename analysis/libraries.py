@@ -80,6 +80,10 @@ ACCUMULATES_ONLY_INSIDE = (
     "divides every loss its `backward` is given by the argument, while its prepared optimizers skip a step only "
     "inside its `accumulate` context"
 )
+PREPARED_CLEARS_WITH_STEP = (
+    "its prepared optimizers' `zero_grad` clears only on the micro-steps their `step` steps (inside `accumulate`, "
+    "every argument-th); a module's own `zero_grad` is not theirs and clears on every call"
+)
 
 
 # What holds a tensor by torch's own contract, whatever the code around it is named. The annotated types:
@@ -122,6 +126,11 @@ CALL_FACTS: tuple[CallFact, ...] = (
              "the count defaults to 1, or ACCELERATE_GRADIENT_ACCUMULATION_STEPS, which `accelerate launch` sets for DeepSpeed); "
              "AcceleratedOptimizer.step steps when `gradient_state.sync_gradients`, True unless "
              "`Accelerator.accumulate` set it (usage guide 'Performing gradient accumulation with Accelerate')"),
+    CallFact("accelerate.Accelerator", PREPARED_CLEARS_WITH_STEP, ("gradient_accumulation_steps",),
+             "Accelerate, accelerate/optimizer.py: AcceleratedOptimizer.zero_grad calls the optimizer's zero_grad only "
+             "`if self.gradient_state.sync_gradients`, the flag its step skips on, which `Accelerator.accumulate` leaves "
+             "False on all but every gradient_accumulation_steps-th call; torch.nn.Module.zero_grad resets every "
+             "parameter's gradient whenever it is called"),
     CallFact("sklearn.model_selection.train_test_split", DRAWS_GLOBAL_NUMPY, ("random_state",),
              "scikit-learn glossary, random_state: None uses the global RandomState instance of numpy.random"),
     CallFact("sklearn.utils.shuffle", DRAWS_GLOBAL_NUMPY, ("random_state",),

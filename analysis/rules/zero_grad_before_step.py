@@ -19,9 +19,16 @@ backward after it (`optimizer.zero_grad(); optimizer.step(); loss.backward()`) h
 gradients it has just cleared. A model's `zero_grad()` clears what the optimizer built over its
 parameters steps, and a loop over several optimizers clears or steps each of them once. Zeroing each
 parameter's gradient in a loop over them all (`for p in model.parameters(): p.grad = None`, over an
-optimizer's `param_groups`, in a helper the step calls) is one `zero_grad()`; a loop over a part of the
+optimizer's `param_groups`, over a list of every trainable parameter (`[p for p in model.parameters() if
+p.requires_grad]`), in a helper the step calls) is one `zero_grad()`; a loop over a part of the
 model (`model.embeddings.parameters()`) or one that picks parameters by name holds that part still on
-purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing. A framework runs some
+purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing. A `.step()` of the
+project's own (a trainer's `self.step()`, an optimizer wrapper's `step`) that steps an optimizer inside is read
+through: what it clears before its inner step counts. A helper's branch is read as the call picks it when the
+call hands the tested parameter a literal (`compute_forward(..., eval=False)` backwards under `if not eval:`).
+Inside Accelerate's `accumulate` with `gradient_accumulation_steps` other than 1, the prepared optimizer steps and
+clears only on every N-th pass (library fact): a model's own `zero_grad()` there runs on every pass and undoes the
+accumulation. A framework runs some
 methods between the backward and the step (framework facts): Lightning's `on_after_backward`,
 `on_before_optimizer_step` and `configure_gradient_clipping` (a `Callback`'s first two), a Hugging
 Face `TrainerCallback`'s `on_pre_optimizer_step`, and an HF Trainer's `training_step` after its own
@@ -42,6 +49,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
+from trainlint.analysis.libraries import PREPARED_CLEARS_WITH_STEP, call_fact
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.analysis.stepping import clears_a_module, optimizer_protocol
 from trainlint.rules import (
@@ -97,6 +105,10 @@ class ZeroGradBeforeStep(Rule):
             if undone is not None and id(undone[1][0].node) not in reported:  # one finding a clearing
                 self._report_undone(ctx, scope, *undone)
                 reported.add(id(undone[1][0].node))
+            prepared = _cleared_past_accumulate(ctx, scope, loop, items)
+            if prepared is not None and id(prepared[1][0].node) not in reported:
+                self._report_past_accumulate(ctx, scope, loop, *prepared)
+                reported.add(id(prepared[1][0].node))
             wasted = _cleared_between_backwards(scope, items, loop)
             if wasted is not None and id(wasted[1][0].node) not in reported:
                 self._report_wasted(ctx, scope, loop, *wasted)
@@ -182,6 +194,32 @@ class ZeroGradBeforeStep(Rule):
             severity=Severity.WARNING,
             help=f"clear once, before `{dropped}`, so that both backward passes add into the step (or drop the first "
                  "backward if its gradients are not wanted)",
+        )
+
+    def _report_past_accumulate(self, ctx: RuleContext, scope: ScopeAnalysis, loop: Loop, backward: CallEvent, clear: Item,
+                                step: CallEvent, accumulate: CallEvent, count: str) -> None:
+        """Inside an Accelerator's `accumulate`, a module's own clearing runs on every micro-step while the prepared
+        optimizer steps (and clears) only on every N-th: each step applies the last micro-step's gradient alone."""
+        clear_event, chain = clear
+        site = chain[0] if chain and ctx.in_another_file(clear_event.chunk) else clear_event
+        clearing, stepping = written(clear_event), written(step)
+        ctx.report(
+            site.node,
+            f"`{clearing}` clears the gradients on every pass of `{written(accumulate)}`, but the prepared optimizer's "
+            f"`{stepping}` steps only once every `{count}` passes (accelerate skips the others, and the prepared optimizer's own "
+            f"`zero_grad()` with them; a module's clearing is not skipped): each step applies the last micro-batch's "
+            "gradient alone and the accumulation does nothing",
+            evidence=[
+                ((backward.chunk, backward.node), "gradients meant to add up over the accumulated micro-batches"),
+                ((clear_event.chunk, clear_event.node), "cleared here on every micro-batch"),
+                *(((link.chunk, link.node), f"`{written(link)}` runs it here") for link in chain),
+                ((accumulate.chunk, accumulate.node), f"the accumulation context: `gradient_accumulation_steps={count}`"),
+                ((step.chunk, step.node), "the prepared optimizer, which steps only when the gradients sync"),
+                ((scope.chunk, loop.node), "in each iteration of this loop"),
+            ],
+            chunk=site.chunk,
+            help=f"clear through the prepared optimizer (`{_optimizer_key(step) or 'optimizer'}.zero_grad()`), which "
+                 "accelerate runs only on the micro-steps it steps",
         )
 
     def _report_closure(self, ctx: RuleContext, step: CallEvent, backward: CallEvent, clear: Event) -> None:
@@ -310,6 +348,71 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
     return _micro_batches_undone(scope, loop, step)
 
 
+def _cleared_past_accumulate(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop,
+                             items: list[Item]) -> tuple[CallEvent, Item, CallEvent, CallEvent, str] | None:
+    """(backward, clearing, step, the `accumulate` call, the count) when the iteration runs an Accelerator's
+    `accumulate` (the Accelerator built in sight with a `gradient_accumulation_steps` other than 1), the backward and the
+    step of an optimizer that accelerator prepared inside it, and on every pass a clearing of the model's own
+    (`model.zero_grad()`, `p.grad = None` over every parameter): accelerate runs the prepared optimizer's step and its
+    `zero_grad` only when the gradients sync (libraries: PREPARED_CLEARS_WITH_STEP), the model's clearing always."""
+    accumulate = next((event for event, chain in items if not chain and isinstance(event, CallEvent)
+                       and event.method == "accumulate" and event.receiver is not None
+                       and Tag.ACCELERATOR in event.receiver.tags), None)
+    count = _accumulation_count(ctx, accumulate) if accumulate is not None else None
+    steps = [event for event, _ in items if isinstance(event, CallEvent) and is_optimizer_step(event)]
+    if accumulate is None or count is None or len(steps) != 1 or not steps[0].context.accumulating:
+        return None
+    step = steps[0]
+    backward = next((event for event, _ in items if _adds_to_grad(event) and event.context.accumulating), None)
+    # module-level code binds the optimizer in an earlier statement, whose own scope holds that binding
+    binders = [scope] if scope.function is not None else [other for other in ctx.module.all_scopes if other.function is None]
+    if backward is None or not any(_prepared_by_accelerator(binder, _optimizer_key(step)) for binder in binders):
+        return None
+    clear = next((
+        item for item in items
+        if clears_gradients(item[0]) and not _followed_helper(item[0]) and not path_conditions(*item, loop)
+        and (_clears_a_model(item[0]) or _zeroes_every_parameter(item, loop))
+    ), None)
+    if clear is None or _reads_gradients(scope, loop.node):
+        return None
+    return backward, clear, step, accumulate, count
+
+
+def _accumulation_count(ctx: RuleContext, accumulate: CallEvent) -> str | None:
+    """The `gradient_accumulation_steps` the accelerator of `accelerator.accumulate(...)` was built with, as written,
+    when the flow saw it built and it is not a literal 1 or less."""
+    site = accumulate.receiver.site if accumulate.receiver is not None else None
+    call = site[1] if site is not None else None
+    if site is None or not isinstance(call, cst.Call):
+        return None
+    chunk = site[0]
+    fact = call_fact(ctx.summary.canonical(dotted(call.func) or ""), PREPARED_CLEARS_WITH_STEP)
+    if fact is None or any(arg.star for arg in call.args):
+        return None
+    given = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in fact.arguments), None)
+    if given is None or (isinstance(given, cst.Integer) and int(given.value) <= 1):
+        return None
+    return " ".join(chunk.code_for(given).split())
+
+
+def _prepared_by_accelerator(scope: ScopeAnalysis, name: str | None) -> bool:
+    """`name` is bound in the scope, among others or alone, to what an accelerator's `prepare(...)` (or
+    `prepare_optimizer(...)`) returns."""
+    for event in scope.events:
+        if not isinstance(event, AssignEvent) or name not in event.targets:
+            continue
+        call = event.value_node  # (a tuple unpacked binds each name alone, with the statement as the node)
+        if call is None and isinstance(event.node, (cst.Assign, cst.AnnAssign)):
+            call = event.node.value
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            continue
+        if call.func.attr.value in {"prepare", "prepare_optimizer"}:
+            owner = scope.value_at(call.func.value)
+            if owner is not None and Tag.ACCELERATOR in owner.tags:
+                return True
+    return False
+
+
 def _micro_batches_undone(scope: ScopeAnalysis, outer: Loop | None, step: CallEvent) -> tuple[CallEvent, Item, CallEvent, Loop, bool] | None:
     """A micro-batch loop directly inside ``outer`` (or at the scope's top, ``None``) that runs the clearing
     and the backward on every iteration and no step, with ``step`` after it. Both may run in a helper the
@@ -334,7 +437,11 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
     no test; a clearing of `.grad` may also sit in a loop over the parameters in that body."""
     event, chain = item
     site = chain[0] if chain else event
-    if site.context.conditions_inside(inner) or any(link.context.loops or link.context.conditions for link in (*chain[1:], event) if chain):
+    links = (*chain[1:], event) if chain else ()
+    if site.context.conditions_inside(inner) or any(
+        link.context.loops or not all(_chosen_by_call(test, caller) for test in link.context.conditions)
+        for link, caller in zip(links, chain)
+    ):
         return False
     if site.context.loop is inner:
         return True
@@ -343,6 +450,29 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
         not chain and len(loops) >= 2 and loops[-2] is inner and not site.context.conditions_inside(loops[-1])
         and _iterates_parameters(site.scope, loops[-1]) and clears_gradients(event)
     )
+
+
+def _chosen_by_call(condition: Condition, call: CallEvent) -> bool:
+    """The branch of a helper's `if flag:` / `if not flag:` that the call running the helper always takes: it hands
+    the parameter `flag` a literal (`compute_forward(model, x, eval=False)`), or leaves it at a literal default."""
+    test, function = condition.test, call.function
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    name = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
+    if function is None or not isinstance(name, cst.Name) or condition.branch not in {"if", "else"}:
+        return False
+    parameter = next((param for param in function.node.params.params if param.name.value == name.value), None)
+    if parameter is None:
+        return False  # (a name the helper binds itself, or a global)
+    handed = call.keyword(name.value)
+    if handed is None and name.value in function.positional_parameters and not any(arg.star for arg in call.arg_nodes):
+        index = function.positional_parameters.index(name.value)
+        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
+        handed = plain[index] if index < len(plain) else None
+    given = handed.value if handed is not None else parameter.default
+    if not isinstance(given, cst.Name) or given.value not in {"True", "False", "None"}:
+        return False
+    holds = (given.value == "True") != negated
+    return holds == (condition.branch == "if")
 
 
 def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -647,7 +777,8 @@ def _zeroes_every_parameter(item: Item, loop: Loop | None) -> bool:
         outer = outer[outer.index(loop) + 1:] if loop in outer else ()
     links = (*chain[1:], event) if chain else ()
     inner = (*outer, *(nested for link in links for nested in link.context.loops))
-    if not inner or not all(_over_parameters(nested) for nested in inner):
+    scopes = (*(site.scope for _ in outer), *(link.scope for link in links for _ in link.context.loops))
+    if not inner or not all(_over_parameters(nested, scope) for nested, scope in zip(inner, scopes)):
         return False
     tests = [*site.context.conditions, *(condition for link in links for condition in link.context.conditions)]
     return all(_guards_the_gradient(condition) for condition in tests if condition.loop in inner)
@@ -665,27 +796,67 @@ def _zeroes_a_gradient(event: Event) -> bool:
     return isinstance(zero, (cst.Integer, cst.Float)) and float(zero.value) == 0
 
 
-def _over_parameters(loop: Loop) -> bool:
+def _over_parameters(loop: Loop, scope: ScopeAnalysis | None = None) -> bool:
     """A `for` whose body runs for every parameter: over `parameters()`, `named_parameters()`, an optimizer's
-    `param_groups` or a group's `["params"]` (torch.optim's layout: each group a dict holding its "params")."""
-    return _parameters_of(loop) is not None
+    `param_groups` or a group's `["params"]` (torch.optim's layout: each group a dict holding its "params"), or a
+    name of ``scope`` bound to every trainable one of them (``_trainable_parameters``)."""
+    return _parameters_of(loop, scope) is not None
 
 
-def _parameters_of(loop: Loop) -> tuple[str, str] | None:
+def _parameters_of(loop: Loop, scope: ScopeAnalysis | None = None) -> tuple[str, str] | None:
     """For a loop over every parameter, whose parameters and how: ("module", `model`) for `model.parameters()`,
     ("optimizer", `optimizer`) for `optimizer.param_groups`, ("group", `group`) for a group's `["params"]`."""
     if not isinstance(loop.node, cst.For):
         return None
-    match = _PARAMETER_ITERABLE.search(loop.iterable_text)
+    iterated = loop.iterable_text
+    if scope is not None and isinstance(loop.node.iter, cst.Name):
+        iterated = _trainable_parameters(scope, loop.node.iter.value) or iterated
+    match = _PARAMETER_ITERABLE.search(iterated)
     if match is None:
         return None
     kind = "module" if match.group("module") else "optimizer" if match.group("optimizer") else "group"
-    return kind, loop.iterable_text[:match.start()]
+    return kind, iterated[:match.start()]
+
+
+def _trainable_parameters(scope: ScopeAnalysis, name: str) -> str | None:
+    """`model.parameters()` when ``name`` is bound once in the scope, outside its loops, to every parameter of
+    `model` that takes a gradient: `[p for p in model.parameters() if p.requires_grad]`, `list(model.parameters())`,
+    `filter(lambda p: p.requires_grad, model.parameters())` (a parameter with `requires_grad=False` has no `.grad`
+    to clear, so the list holds every gradient the model has). A list that picks parameters by name or by part is not."""
+    bindings = [event for event in scope.events if type(event) is AssignEvent and name in event.targets]
+    if len(bindings) != 1 or bindings[0].targets != (name,) or bindings[0].context.loops:
+        return None
+    bound = bindings[0].value_node
+    source: cst.BaseExpression | None = None
+    if isinstance(bound, (cst.ListComp, cst.GeneratorExp)):
+        clause = bound.for_in
+        if (clause.inner_for_in is None and isinstance(clause.target, cst.Name) and isinstance(bound.elt, cst.Name)
+                and bound.elt.value == clause.target.value
+                and all(_asks_requires_grad(test.test, clause.target.value) for test in clause.ifs)):
+            source = clause.iter
+    elif isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and bound.func.value in {"list", "tuple"}:
+        source = bound.args[0].value if len(bound.args) == 1 else None
+    elif isinstance(bound, cst.Call) and isinstance(bound.func, cst.Name) and bound.func.value == "filter" and len(bound.args) == 2:
+        test = bound.args[0].value
+        if (isinstance(test, cst.Lambda) and len(test.params.params) == 1
+                and _asks_requires_grad(test.body, test.params.params[0].name.value)):
+            source = bound.args[1].value
+    if source is None:
+        return None
+    text = scope.chunk.code_for(source)
+    match = _PARAMETER_ITERABLE.search(text)
+    return text if match is not None and match.group("module") and "named_" not in match.group("module") else None
+
+
+def _asks_requires_grad(test: cst.BaseExpression, name: str) -> bool:
+    """`p.requires_grad` of the parameter named ``name``."""
+    return (isinstance(test, cst.Attribute) and test.attr.value == "requires_grad" and isinstance(test.value, cst.Name)
+            and test.value.value == name)
 
 
 def _parameters_around(event: Event) -> tuple[str, str] | None:
     """What the outermost loop over every parameter around ``event`` iterates (``_parameters_of``), if any."""
-    return next((found for loop in event.context.loops if (found := _parameters_of(loop)) is not None), None)
+    return next((found for loop in event.context.loops if (found := _parameters_of(loop, event.scope)) is not None), None)
 
 
 _PARAMETER_ITERABLE = re.compile(
@@ -787,7 +958,7 @@ def _cleared_before_step(items: list[Item], loop: Loop | None):
             continue
         around = items[index + 1:] + items[:index]  # the rest of this pass, then the next pass up to the backward
         for later, (candidate, _) in enumerate(around):
-            if _adds_to_grad(candidate) or (isinstance(candidate, CallEvent) and is_optimizer_step(candidate)):
+            if _adds_to_grad(candidate) or (_steps(candidate) and not _wraps_a_step(candidate)):
                 break
             if not clears_gradients(candidate) or _followed_helper(candidate):
                 continue
@@ -883,9 +1054,28 @@ def _next_step(items: list[Item], start: int) -> tuple[CallEvent, tuple[CallEven
     for event, chain in items[start + 1:]:
         if _adds_to_grad(event):
             return None
-        if isinstance(event, CallEvent) and is_optimizer_step(event):
+        if _steps(event) and not _wraps_a_step(event):  # (a wrapper's own step comes next, through it)
             return event, chain
     return None
+
+
+def _steps(event: Event) -> TypeGuard[CallEvent]:
+    return isinstance(event, CallEvent) and is_optimizer_step(event)
+
+
+def _wraps_a_step(call: CallEvent, depth: int = 3, seen: frozenset = frozenset()) -> bool:
+    """``call`` (a ``.step()``) runs a function of the workspace (a trainer's ``self.step()``, an optimizer wrapper's
+    ``step``) whose own body steps an optimizer: that inner step, whose events follow the call's, is the one that reads
+    the gradients, and what clears them in between (inside the wrapper too) runs before it."""
+    function = call.function
+    if function is None or depth == 0 or function in seen:
+        return False
+    inner = function.analysis(call.scope.summary)
+    return inner is not None and any(
+        type(event) is CallEvent and event.method == "step"
+        and (_wraps_a_step(event, depth - 1, seen | {function}) if event.function is not None else is_optimizer_step(event))
+        for event in inner.events
+    )
 
 
 def _same_gradients(clear: Event, step: CallEvent, items: list[Item]) -> bool:
@@ -2128,6 +2318,143 @@ ZeroGradBeforeStep.MUST_FIRE = (
             return Lion(net.parameters(), lr=1e-4)
         """},
     ),
+    Fires(  # the trainer's own `step()` clears, then steps: called after the backward, the step applies zeros
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, model, lr, max_norm):
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.max_norm = max_norm
+
+            def step(self):
+                self.optimizer.zero_grad(set_to_none=True)
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+                self.optimizer.step()
+
+            def fit(self, loader):
+                for images, labels in loader:
+                    loss = F.cross_entropy(self.model(images), labels)
+                    loss.backward()
+                    self.step()
+        """,
+        no_fix=True,
+        at="self.optimizer.zero_grad(set_to_none=True)",
+    ),
+    Fires(  # a project's optimizer wrapper, in another file, whose methods clear and step the optimizer it holds
+        """
+        import torch.nn.functional as F
+
+        from optim_utils import ScheduledOptim
+
+
+        def train(model, optimizer, loader, warmup):
+            sched = ScheduledOptim(optimizer, warmup)
+            for src, tgt in loader:
+                loss = F.cross_entropy(model(src), tgt)
+                loss.backward()
+                sched.zero_grad()
+                sched.step_and_update_lr()
+        """,
+        files={"optim_utils.py": """
+        class ScheduledOptim:
+            def __init__(self, optimizer, warmup):
+                self._optimizer = optimizer
+                self.warmup = warmup
+                self.steps = 0
+
+            def zero_grad(self):
+                self._optimizer.zero_grad()
+
+            def step_and_update_lr(self):
+                self.steps += 1
+                for group in self._optimizer.param_groups:
+                    group["lr"] = min(1.0, self.steps / self.warmup) * 1e-3
+                self._optimizer.step()
+        """},
+        no_fix=True,
+        at="sched.zero_grad()",
+    ),
+    Fires(  # `set_to_none` by hand over every trainable parameter, between the backward and the step
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def train(model, loader, lr):
+            params = [p for p in model.parameters() if p.requires_grad]
+            optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                for p in params:
+                    p.grad = None
+                optimizer.step()
+        """,
+        no_fix=True,
+        at="p.grad = None",
+    ),
+    Fires(  # inside accelerate's `accumulate`, the model's own zero_grad clears every micro-batch; the prepared optimizer steps every N
+        """
+        import argparse
+
+        from accelerate import Accelerator
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
+            args = parser.parse_args()
+            accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision="bf16")
+            model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(*build(args))
+            model.train()
+            for batch in train_dataloader:
+                with accelerator.accumulate(model):
+                    outputs = model(**batch)
+                    accelerator.backward(outputs.loss)
+                    if accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    model.zero_grad(set_to_none=True)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+        no_fix=True,
+        at="model.zero_grad(set_to_none=True)",
+    ),
+    Fires(  # the shared train/eval helper backwards on the branch the call picks (`eval=False`); each shard clears first
+        """
+        import torch
+
+
+        def compute_forward(model, criterion, src, tgt, eval=False, normalization=1.0):
+            if not eval:
+                model.train()
+                with torch.enable_grad():
+                    loss = criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization
+                torch.autograd.backward(loss)
+                return loss.item()
+            model.eval()
+            with torch.no_grad():
+                return (criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization).item()
+
+
+        def train(model, criterion, optimizer, batches, update_cycle):
+            for src, tgt in batches:
+                for src_t, tgt_t in zip(src.chunk(update_cycle), tgt.chunk(update_cycle)):
+                    model.zero_grad()
+                    compute_forward(model, criterion, src_t, tgt_t, eval=False, normalization=len(src))
+                optimizer.step()
+        """,
+        no_fix=True,
+        at="model.zero_grad()",
+    ),
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
@@ -2755,6 +3082,176 @@ ZeroGradBeforeStep.MUST_NOT_FIRE = (
                         p -= 0.01 * p.grad
                 model.zero_grad()
                 optim_schedule.step()
+        """
+    ),
+    Quiet(  # the trainer's own `step()` steps, then clears: called after the backward (twin of the firing one)
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Trainer:
+            def __init__(self, model, lr, max_norm):
+                self.model = model
+                self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.max_norm = max_norm
+
+            def step(self):
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.max_norm)
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+
+            def fit(self, loader):
+                for images, labels in loader:
+                    loss = F.cross_entropy(self.model(images), labels)
+                    loss.backward()
+                    self.step()
+        """
+    ),
+    Quiet(  # the optimizer wrapper cleared before the backward, stepped after it
+        """
+        import torch.nn.functional as F
+
+        from optim_utils import ScheduledOptim
+
+
+        def train(model, optimizer, loader, warmup):
+            sched = ScheduledOptim(optimizer, warmup)
+            for src, tgt in loader:
+                sched.zero_grad()
+                loss = F.cross_entropy(model(src), tgt)
+                loss.backward()
+                sched.step_and_update_lr()
+        """,
+        files={"optim_utils.py": """
+        class ScheduledOptim:
+            def __init__(self, optimizer, warmup):
+                self._optimizer = optimizer
+                self.warmup = warmup
+                self.steps = 0
+
+            def zero_grad(self):
+                self._optimizer.zero_grad()
+
+            def step_and_update_lr(self):
+                self.steps += 1
+                for group in self._optimizer.param_groups:
+                    group["lr"] = min(1.0, self.steps / self.warmup) * 1e-3
+                self._optimizer.step()
+        """},
+    ),
+    Quiet(  # every trainable gradient set to None before the backward; after it, only a frozen part picked by name
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def train(model, loader, lr):
+            params = [p for p in model.parameters() if p.requires_grad]
+            frozen = [p for n, p in model.named_parameters() if n.startswith("encoder.")]
+            optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9)
+            for x, y in loader:
+                for p in params:
+                    p.grad = None
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                for p in frozen:
+                    p.grad = None
+                optimizer.step()
+        """
+    ),
+    Quiet(  # the same loop clearing through the prepared optimizer, which accelerate skips with its step
+        """
+        import argparse
+
+        from accelerate import Accelerator
+
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
+            args = parser.parse_args()
+            accelerator = Accelerator(gradient_accumulation_steps=args.gradient_accumulation_steps, mixed_precision="bf16")
+            model, optimizer, train_dataloader, lr_scheduler = accelerator.prepare(*build(args))
+            model.train()
+            for batch in train_dataloader:
+                with accelerator.accumulate(model):
+                    outputs = model(**batch)
+                    accelerator.backward(outputs.loss)
+                    if accelerator.sync_gradients:
+                        accelerator.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                    lr_scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+
+
+        if __name__ == "__main__":
+            main()
+        """
+    ),
+    Quiet(  # no accumulation: the accelerator steps on every pass, so the model's clearing after the step is fine
+        """
+        from accelerate import Accelerator
+
+
+        def train(model, optimizer, loader):
+            accelerator = Accelerator(gradient_accumulation_steps=1)
+            model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    accelerator.backward(model(**batch).loss)
+                    optimizer.step()
+                    model.zero_grad()
+        """
+    ),
+    Quiet(  # the same helper, the batch cleared once before its shards (twin of the firing one)
+        """
+        import torch
+
+
+        def compute_forward(model, criterion, src, tgt, eval=False, normalization=1.0):
+            if not eval:
+                model.train()
+                with torch.enable_grad():
+                    loss = criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization
+                torch.autograd.backward(loss)
+                return loss.item()
+            model.eval()
+            with torch.no_grad():
+                return (criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization).item()
+
+
+        def train(model, criterion, optimizer, batches, update_cycle):
+            for src, tgt in batches:
+                model.zero_grad()
+                for src_t, tgt_t in zip(src.chunk(update_cycle), tgt.chunk(update_cycle)):
+                    compute_forward(model, criterion, src_t, tgt_t, eval=False, normalization=len(src))
+                optimizer.step()
+        """
+    ),
+    Quiet(  # which branch the helper takes is the caller's run-time flag: nothing says it backwards on every shard
+        """
+        import torch
+
+
+        def compute_forward(model, criterion, src, tgt, eval=False, normalization=1.0):
+            if not eval:
+                model.train()
+                with torch.enable_grad():
+                    loss = criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization
+                torch.autograd.backward(loss)
+                return loss.item()
+            model.eval()
+            with torch.no_grad():
+                return (criterion(model(src, tgt[:, :-1]), tgt[:, 1:]).sum() / normalization).item()
+
+
+        def train(model, criterion, optimizer, batches, update_cycle, frozen):
+            for src, tgt in batches:
+                for src_t, tgt_t in zip(src.chunk(update_cycle), tgt.chunk(update_cycle)):
+                    model.zero_grad()
+                    compute_forward(model, criterion, src_t, tgt_t, eval=frozen, normalization=len(src))
+                optimizer.step()
         """
     ),
 )
