@@ -342,7 +342,7 @@ class GradEnabledEval(Rule):
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
             if dropped is None or _built_on_the_spot(module, scope, forward):
                 continue
             site, step = per_step
@@ -829,7 +829,7 @@ class GradEnabledEval(Rule):
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
             if dropped is not None and info is None and _read_later(module, scope.chunk, dropped.names):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
             if dropped is not None and _collected_detached(scope, forward, dropped):
@@ -1086,7 +1086,7 @@ class GradEnabledEval(Rule):
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
+            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
             if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
                 continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             text = _text(forward)
@@ -1376,6 +1376,31 @@ def _unknown_model_method(ctx: RuleContext, forward: CallEvent) -> bool:
         forward.method is not None and "forward" not in name_words(forward.method) and not _calls_switched_attribute(forward, switched)
         and (receiver is None or receiver.detail is None) and _model_class_of(ctx, forward) is None
     )
+
+
+def _dropped_after_use(scope: ScopeAnalysis, forward: CallEvent) -> DroppedGraph | None:
+    """How the graph of ``forward`` dies (``dropped_graph``), for a forward of a function whose output something
+    reads. A forward nothing reads (a bare call, or names bound to it that the function names nowhere else) runs for
+    what it does inside the model, which no output shows: hooks that capture activations for a loss that is
+    backwarded (an input optimiser reading a layer's output), running statistics. Turning grad off there could
+    break what it is run for, and its graph is freed when the function returns: nothing to report."""
+    function = scope.function
+    if function is not None and _output_never_read(function.node, forward):
+        return None
+    return dropped_graph(scope, forward.node)
+
+
+def _output_never_read(function: cst.FunctionDef, forward: CallEvent) -> bool:
+    statement = forward.statement
+    if isinstance(statement, cst.Expr):
+        return statement.value is forward.node
+    if not (isinstance(statement, cst.Assign) and statement.value is forward.node):
+        return False
+    targets = [target.target for target in statement.targets]
+    if not all(isinstance(target, cst.Name) for target in targets):
+        return False
+    names = {target.value for target in targets if isinstance(target, cst.Name)}
+    return sum(isinstance(node, cst.Name) and node.value in names for node in _walk(function)) == len(targets)
 
 
 def _result_used(call: CallEvent) -> bool:
@@ -6358,6 +6383,57 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # a forward run for its hooks: its output is never read, the activations they catch feed the loss stepped
+        """
+        import torch
+
+
+        class LayerCatcher:
+            def __init__(self, layer):
+                self.caught = None
+                self.handle = layer.register_forward_hook(self._keep)
+
+            def _keep(self, module, inputs, output):
+                self.caught = output
+
+            def take(self):
+                caught, self.caught = self.caught, None
+                return caught
+
+
+        class ChannelVisualiser:
+            def __init__(self, model, layer, channel, size=224):
+                self.model = model.eval()
+                self.catcher = LayerCatcher(layer)
+                self.channel = channel
+                self.image = torch.randn(1, 3, size, size, requires_grad=True)
+
+            def objective(self):
+                _ignored = self.model(torch.sigmoid(self.image))
+                activations = self.catcher.take()
+                return -activations[:, self.channel].mean()
+
+            def optimise(self, steps=256, lr=0.05):
+                optimizer = torch.optim.Adam([self.image], lr=lr)
+                for _ in range(steps):
+                    optimizer.zero_grad()
+                    loss = self.objective()
+                    loss.backward()
+                    optimizer.step()
+                return torch.sigmoid(self.image).detach()
+        """,
+        files={
+            "visualise.py": """
+                import torchvision
+
+                from visualiser import ChannelVisualiser
+
+                model = torchvision.models.googlenet(weights="DEFAULT")
+                image = ChannelVisualiser(model, model.inception4a, channel=97).optimise()
+                torchvision.utils.save_image(image, "channel97.png")
+            """,
+        },
+    ),
     Quiet(  # twin: `fit` runs the pass under `no_grad()`
         _PAIR_TRAINER.format(call="with torch.no_grad():\n                        scores = self.measure()", decorator=""),
         files=_PAIR_FILES,
