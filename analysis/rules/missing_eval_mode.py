@@ -1883,13 +1883,35 @@ def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
         if any(is_backward(other) or is_optimizer_step(other) for other in inside):
             return None
         trained = _trained_in(scope, loop, key, backwarded, call)
-        if trained is None:
+        if trained is None or _sampled_from_noise(scope, call):
             return None
         return ((scope.chunk, periodic.node), (
             f"runs `{key}` every N steps of the loop that trains it ({trained}), and no backward runs through this "
             f"forward: a periodic evaluation, in the mode the training step left"
         ))
     return None
+
+
+# torch's draws of random tensors, whose result a generator's forward takes as its whole input
+_NOISE_DRAWS = frozenset({"torch.randn", "torch.rand", "torch.randn_like", "torch.rand_like", "torch.normal"})
+
+
+def _sampled_from_noise(scope: ScopeAnalysis, call: CallEvent) -> bool:
+    """Every input of the forward is a random draw (``torch.randn(...)``, or a name or attribute bound to one): a
+    generator sampled on noise, not a model scored on data. Its batch-norm normalises the noise batch as it does
+    in training, and whether a sample grid uses batch or running statistics is the project's choice
+    (pytorch/examples' DCGAN samples `netG` in training mode; its maintainers kept batch statistics there,
+    pytorch/examples#119), so there is no evaluation data to speak of and nothing to report."""
+    if not call.node.args or scope.summary is None:
+        return False
+    for argument in call.node.args:
+        value = scope.value_at(argument.value)
+        site = value.site if value is not None else None
+        drawn = site[1] if site is not None else None
+        raw = dotted(drawn.func) if isinstance(drawn, cst.Call) else None
+        if raw is None or scope.summary.canonical(raw) not in _NOISE_DRAWS:
+            return False
+    return True
 
 
 def _trained_in(scope: ScopeAnalysis, loop, key: str, backwarded: list[frozenset], scoring: CallEvent) -> str | None:
@@ -4440,68 +4462,6 @@ MissingEvalMode.MUST_FIRE = (
         },
         at="logits = net(points)",
     ),
-    Fires(  # an image grid sampled every N steps with the generator that the loop trains through its optimizer
-        """
-        import torch
-        import torch.nn.functional as F
-        from torchvision.utils import save_image
-
-        from nets import Discriminator, Generator
-
-
-        class GANTrainer:
-            def __init__(self, args):
-                self.args = args
-                self.netG, self.netD = Generator(args.nz), Discriminator()
-                self.optG = torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
-                self.optD = torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
-                self.fixed_noise = torch.randn(64, args.nz, 1, 1)
-
-            def fit(self, loader):
-                for epoch in range(self.args.epochs):
-                    for i, (real, _) in enumerate(loader):
-                        fake = self.netG(torch.randn(real.size(0), self.args.nz, 1, 1))
-                        self.optD.zero_grad()
-                        errD = F.softplus(-self.netD(real)).mean() + F.softplus(self.netD(fake.detach())).mean()
-                        errD.backward()
-                        self.optD.step()
-                        self.optG.zero_grad()
-                        errG = F.softplus(-self.netD(fake)).mean()
-                        errG.backward()
-                        self.optG.step()
-                        if i % self.args.sample_every == 0:
-                            with torch.no_grad():
-                                grid = self.netG(self.fixed_noise)
-                            save_image(grid, f"samples/{epoch:03d}_{i:05d}.png", normalize=True)
-        """,
-        files={
-            "nets.py": """
-            import torch.nn as nn
-
-
-            class Generator(nn.Module):
-                def __init__(self, nz, width=64):
-                    super().__init__()
-                    self.main = nn.Sequential(
-                        nn.ConvTranspose2d(nz, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
-                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
-                    )
-
-                def forward(self, z):
-                    return self.main(z)
-
-
-            class Discriminator(nn.Module):
-                def __init__(self, width=64):
-                    super().__init__()
-                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2, True), nn.Flatten(), nn.LazyLinear(1))
-
-                def forward(self, x):
-                    return self.main(x)
-            """,
-        },
-        at="grid = self.netG(self.fixed_noise)",
-    ),
     Fires(  # a validation helper whose caller, in another file, trains the model its own main block built
         """
         import torch
@@ -4571,6 +4531,67 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # an image grid sampled every N steps from fixed noise, the generator left training: batch statistics by choice
+        """
+        import torch
+        import torch.nn.functional as F
+        from torchvision.utils import save_image
+
+        from nets import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, args):
+                self.args = args
+                self.netG, self.netD = Generator(args.nz), Discriminator()
+                self.optG = torch.optim.Adam(self.netG.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.optD = torch.optim.Adam(self.netD.parameters(), lr=2e-4, betas=(0.5, 0.999))
+                self.fixed_noise = torch.randn(64, args.nz, 1, 1)
+
+            def fit(self, loader):
+                for epoch in range(self.args.epochs):
+                    for i, (real, _) in enumerate(loader):
+                        fake = self.netG(torch.randn(real.size(0), self.args.nz, 1, 1))
+                        self.optD.zero_grad()
+                        errD = F.softplus(-self.netD(real)).mean() + F.softplus(self.netD(fake.detach())).mean()
+                        errD.backward()
+                        self.optD.step()
+                        self.optG.zero_grad()
+                        errG = F.softplus(-self.netD(fake)).mean()
+                        errG.backward()
+                        self.optG.step()
+                        if i % self.args.sample_every == 0:
+                            with torch.no_grad():
+                                grid = self.netG(self.fixed_noise)
+                            save_image(grid, f"samples/{epoch:03d}_{i:05d}.png", normalize=True)
+        """,
+        files={
+            "nets.py": """
+            import torch.nn as nn
+
+
+            class Generator(nn.Module):
+                def __init__(self, nz, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(
+                        nn.ConvTranspose2d(nz, width, 4, 1, 0), nn.BatchNorm2d(width), nn.ReLU(True),
+                        nn.ConvTranspose2d(width, 3, 4, 2, 1), nn.Tanh(),
+                    )
+
+                def forward(self, z):
+                    return self.main(z)
+
+
+            class Discriminator(nn.Module):
+                def __init__(self, width=64):
+                    super().__init__()
+                    self.main = nn.Sequential(nn.Conv2d(3, width, 4, 2, 1), nn.LeakyReLU(0.2, True), nn.Flatten(), nn.LazyLinear(1))
+
+                def forward(self, x):
+                    return self.main(x)
+            """,
+        },
+    ),
     Quiet(  # a tutorial script's check of the model's shapes: built, given no weights, run on a made-up tensor
         """
         import torch
