@@ -23,7 +23,7 @@ from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in, is_optimizer_step
-from .tree import blocks_of, children, in_source_order_kept, walk
+from .tree import blocks_of, children, in_source_order_kept, is_statement, walk
 from .values import Tag
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
@@ -404,8 +404,7 @@ def value_returned(scope: ScopeAnalysis, produced: cst.Call) -> bool:
     follower = _value_follower(scope, produced)
     if follower is None:
         return False
-    own, _ = _own_and_nested(scope, follower.root)
-    return any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value) for node in own)
+    return any(step.binds is None and follower.carried(step) for step in _value_steps(scope, follower.root))
 
 
 # graph_kept's answers per flow: a key in one method of a long class leaves the other methods' flows (and
@@ -471,11 +470,12 @@ def _value_follower(scope: ScopeAnalysis, produced: cst.Call) -> _ValueFollower 
     if root is None:
         return None
     follower = _ValueFollower(scope, produced, root)
-    own, _ = _own_and_nested(scope, root)
+    steps = [step for step in _value_steps(scope, root) if step.binds]
     for _ in range(_ROUNDS):
         before = len(follower.names)
-        for node in own:
-            follower._follow(node)
+        for step in steps:
+            if follower.carried(step):
+                follower.names.update(step.binds)  # type: ignore[arg-type]
         if len(follower.names) == before:
             break
     return follower
@@ -493,9 +493,115 @@ class _ValueFollower(_Follower):
             return True
         if isinstance(node, cst.Name):
             return node.value in self.names
-        if isinstance(node, (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)):
+        if isinstance(node, _TEXT):
             return False
         return any(self._carries(child) for child in node.children)
+
+    def carried(self, step: _ValueStep) -> bool:
+        """``_carries`` of the expression a step reads, from what the step kept of it."""
+        return self.forward in step.calls or not self.names.isdisjoint(step.reads)
+
+
+_TEXT = (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)
+
+
+class _ValueStep:
+    """What ``_ValueFollower`` reads of one node of a function: the names and the calls in the expressions it
+    follows (those in text left out, as ``_carries`` leaves them), and the names ``_follow`` binds when one of
+    them carries the value (None for a ``return`` or ``yield``, which binds nothing)."""
+
+    __slots__ = ("binds", "calls", "reads")
+
+    def __init__(self, binds: tuple[str, ...] | None, *expressions: cst.CSTNode) -> None:
+        reads: set[str] = set()
+        calls: set[cst.CSTNode] = set()
+        stack = list(expressions)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                reads.add(node.value)
+            elif not isinstance(node, _TEXT):
+                if isinstance(node, cst.Call):
+                    calls.add(node)
+                stack.extend(children(node))
+        self.reads = frozenset(reads)
+        self.calls = frozenset(calls)
+        self.binds = binds
+
+
+def _value_steps(scope: ScopeAnalysis, root: cst.CSTNode) -> list[_ValueStep]:
+    """The steps of ``_ValueFollower`` over ``root``'s own nodes (``_own_and_nested``), in source order, once
+    per tree, each statement's kept with the tree (a node memo: after a key, only the statements on the
+    edit's path are read again). Its rounds go through these few steps, not through every node of a long
+    method, and read no expression again."""
+    kept: dict[int, tuple[cst.CSTNode, list[_ValueStep]]] = scope.chunk.memo.setdefault("graph_use value steps", {})
+    found = kept.get(id(root))
+    if found is None or found[0] is not root:
+        found = kept[id(root)] = (root, _steps_kept(root, scope.chunk.node_memo("graph_use value steps of statements")))
+    return found[1]
+
+
+def _steps_kept(node: cst.CSTNode, memo: dict) -> list[_ValueStep]:
+    """``_value_steps`` of ``node``, walked as ``in_source_order_kept`` walks it; each statement under it taken
+    from ``memo`` or read and kept there, a nested function or class left out."""
+    steps: list[_ValueStep] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is not node and is_statement(current):
+            if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            part = memo.get(current)
+            if part is None:
+                part = memo[current] = _steps_kept(current, memo)
+            steps.extend(part)
+            continue
+        step = _value_step(current)
+        if step is not None:
+            steps.append(step)
+        stack.extend(reversed(current.children))
+    return steps
+
+
+def _value_step(node: cst.CSTNode) -> _ValueStep | None:
+    """``_ValueStep`` of a node that ``_ValueFollower._follow`` binds from, or that returns or yields a value."""
+    if isinstance(node, (cst.Return, cst.Yield)):
+        return _ValueStep(None, node.value) if node.value is not None else None
+    if isinstance(node, cst.Assign):
+        return _ValueStep(_names_bound(*(target.target for target in node.targets)), node.value)
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return _ValueStep(_names_bound(node.target), node.value) if node.value is not None else None
+    if isinstance(node, (cst.For, cst.CompFor)):
+        return _ValueStep(_names_bound(node.target), node.iter)
+    if isinstance(node, cst.NamedExpr):
+        return _ValueStep(_names_bound(node.target), node.value)
+    if isinstance(node, cst.WithItem):
+        return _ValueStep(_names_bound(node.asname.name), node.item) if node.asname is not None else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _STORING_METHODS:
+        return _ValueStep(_names_bound(node.func.value), *(arg.value for arg in node.args))
+    return None
+
+
+def _names_bound(*targets: cst.BaseExpression) -> tuple[str, ...]:
+    """The names ``_Follower._bind`` adds for these targets, one after the other: up to the first it cannot
+    bind (``self.cache = out``), as ``all`` stops there."""
+    found: list[str] = []
+
+    def bind(target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Name):
+            found.append(target.value)
+            return True
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return all(bind(element.value) for element in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return bind(target.value)
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            found.append(target.value.value)
+            return True
+        return False
+
+    all(bind(target) for target in targets)
+    return tuple(found)
 
 
 def program_trains(module) -> bool:

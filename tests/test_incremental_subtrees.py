@@ -10,8 +10,10 @@ from __future__ import annotations
 import libcst as cst
 from typing_keys import one_key_towards
 
-from trainlint.analysis import tree
+from trainlint.analysis import graph_use, tree
 from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules import zero_grad_before_step
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.server.documents import DocumentState
@@ -144,3 +146,140 @@ def test_grad_turned_off_above_the_loop_ends_the_unused_graph_finding_below_it()
     assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, SCRIPT, version)
     assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
+
+
+SAMPLER = '''import torch
+import torch.nn as nn
+
+
+class Sampler:
+    def __init__(self, generator, critic):
+        self.generator = generator
+        self.critic = critic
+        self.history = []
+
+    def fakes(self, size):
+        with torch.no_grad():
+            noise = torch.randn(size, 64)
+            drawn = self.generator(noise)
+            print(f"{drawn.mean()}")
+        kept = noise
+        return kept
+
+    def critic_step(self, real, optimizer):
+        loss = (self.critic(real) - self.critic(self.fakes(real.size(0)))).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def _drawn_returned(module) -> bool:
+    scope = next(scope for scope in module.all_scopes if scope.name == "Sampler.fakes")
+    (forward,) = [call for call in scope.calls() if isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value == "generator"]
+    return graph_use.value_returned(scope, forward.node)
+
+
+def test_what_a_method_returns_of_a_forward_is_followed_again_after_each_key():
+    """``value_returned`` (TL208 asks it of a method's forwards) reads steps kept per statement: a key that
+    hands the forward's output to what is returned, through a statement the key does not touch, and one that
+    takes it away again, each answered as a fresh analysis answers."""
+    state = DocumentState(PATH, None)
+    state.analyse(SAMPLER, 0, SETTINGS)
+    assert _drawn_returned(state.module) is False
+    version = 0
+    for target, returned in (
+        (SAMPLER.replace("kept = noise", "kept = [noise, drawn]"), True),  # a list that holds it
+        (SAMPLER.replace("kept = noise", "kept = (noise)"), False),
+        (SAMPLER.replace("        return kept\n", "        kept = [kept]\n        kept.append(drawn)\n        return kept\n"), True),
+        (SAMPLER.replace("        return kept\n", "        self.history.append(drawn)\n        return self.history\n"), False),
+        (SAMPLER.replace("        kept = noise\n", "        kept = noise\n        kept, spare = drawn, noise\n"), True),
+        (SAMPLER.replace("        kept = noise\n", "        kept = noise\n        self.last, kept = drawn, noise\n"), False),
+        (SAMPLER.replace("kept = noise", 'kept = f"{drawn}"'), False),  # text of it is not its value
+    ):
+        text = SAMPLER
+        for edited in (target, SAMPLER):
+            while text != edited:
+                text = one_key_towards(text, edited)
+                version += 1
+                state.analyse(text, version, SETTINGS)
+                fresh = ModuleAnalysis(text, "train.py")
+                fresh.prepare_scopes()
+                assert _drawn_returned(state.module) == _drawn_returned(fresh), f"at: {text[-260:]!r}"
+            assert _drawn_returned(state.module) is (returned if edited is target else False), edited
+
+
+def _followed_node_by_node(scope, produced) -> tuple[set[str], bool]:
+    """What the value follower found before its steps were kept: every node of the function in source order,
+    round after round, each expression read again."""
+    root = scope.function.node.body if scope.function is not None else scope.chunk.module
+    follower = graph_use._ValueFollower(scope, produced, root)
+    own, _ = graph_use._own_and_nested(scope, root)
+    for _ in range(graph_use._ROUNDS):
+        before = len(follower.names)
+        for node in own:
+            follower._follow(node)
+        if len(follower.names) == before:
+            break
+    returned = any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value)
+                   for node in own)
+    return follower.names, returned
+
+
+FOLLOWED = '''import torch
+
+
+def shapes(model, batch, log, boxes):
+    out = model(batch)
+    text = f"{out}"
+    label = "%s" % model(batch)
+    log.cache, first = out, batch
+    second, log.cache, third = out, batch, out
+    a = b = out
+    c = log.cache = d = out
+    boxes[:, :4] = model(batch)
+    *rest, last = out
+    with torch.no_grad() as grads, open(text) as handle:
+        pass
+    if (picked := out.argmax(1)) is not None:
+        print(picked, label=out)
+    items = []
+    items.append(model(batch))
+    items.extend(text, key=out)
+    for row in model(batch).unbind():
+        total = row
+    squares = [r * 2 for r in items if r is not None]
+    later = lambda: out
+    total += model(batch).mean()
+    ann: int = squares
+
+    def inner():
+        return out
+
+    yield f"{model(batch)}"
+    yield
+    return total, handle, grads
+'''
+
+
+def test_the_kept_steps_follow_a_value_as_the_nodes_do():
+    """Every call of every function of the scripts above and of TL102's and TL208's examples (the rules that
+    follow a forward's value): the names that carry its value and whether it is returned, from the kept steps
+    and from every node read again, agree."""
+    sources = [SCRIPT, SAMPLER, FOLLOWED]
+    for rule in all_rules():
+        if rule.code in {"TL102", "TL208"}:
+            sources += [example.code for example in (*rule.MUST_FIRE, *rule.MUST_NOT_FIRE)]
+    asked = 0
+    for source in sources:
+        module = ModuleAnalysis(source, "train.py")
+        module.prepare_scopes()
+        for scope in module.all_scopes:
+            for call in scope.calls():
+                follower = graph_use._value_follower(scope, call.node)
+                if follower is None:
+                    continue
+                names, returned = _followed_node_by_node(scope, call.node)
+                assert (follower.names, graph_use.value_returned(scope, call.node)) == (names, returned), source
+                asked += 1
+    assert asked > 1000
