@@ -13,6 +13,7 @@ happens is the graph known to die inside the function.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -78,14 +79,14 @@ class _Follower:
         name rebound to something graph-free outside any loop (``audio = audio.cpu().numpy()``) no longer
         holds the graph after that line, unless the rebinding sits in a branch that the path which gave it the
         graph goes around (``_rebind``). Each round checks what the names hold where they are used."""
-        own, nested = _own_and_nested(self.scope, root)
-        looped = _looped_nodes(self.scope, root, own)
+        nodes = _own_nodes(self.scope, root)
+        looped = _looped_nodes(self.scope, root, nodes.own)
         self.branches = _branch_paths(self.scope, root)
         held: set[str] = set()  # every name that held it somewhere
         start: set[str] = set()
         for _ in range(_ROUNDS):
             self.names = set(start)
-            for node in own:
+            for node in nodes.followed:
                 if isinstance(node, cst.Assign) and id(node) not in looped and not self._carries(node.value):
                     self._rebind(node)
                 elif not self._follow(node):
@@ -95,16 +96,15 @@ class _Follower:
                 if isinstance(node, cst.Call) and not self._stays_inside(node):
                     return None
             held |= self.names
-            end = self.names & {name for node in own if id(node) in looped for name in _bound_names(node)}
+            end = self.names & {name for node in nodes.followed if id(node) in looped for name in _bound_names(node)}
             if end <= start:
                 break
             start |= end  # what a loop's later statement binds reaches its earlier ones on the next pass
         else:
             return None  # still spreading: too tangled to say it dies
-        declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
-        if held & declared:
+        if held & nodes.declared:
             return None  # kept in a module-level name
-        if any(isinstance(node, cst.Name) and node.value in held for node in walk(root) if id(node) in nested):
+        if held & nodes.captured:
             return None  # a nested function or class captures it and may run later
         return DroppedGraph(tuple(dict.fromkeys(self.cuts)), frozenset(held))
 
@@ -260,7 +260,7 @@ class _Follower:
 
 
 def _looped_nodes(scope: ScopeAnalysis, root: cst.CSTNode, own: list[cst.CSTNode]) -> set[int]:
-    """The ids of the nodes inside a loop's body (kept once per tree, as ``_own_and_nested``)."""
+    """The ids of the nodes inside a loop's body (kept once per tree, as ``_own_nodes``)."""
     kept: dict[int, tuple[cst.CSTNode, set[int]]] = scope.chunk.memo.setdefault("graph_use looped nodes", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
@@ -274,7 +274,7 @@ _BRANCHING = (cst.If, cst.Try, cst.TryStar, cst.Match)
 
 def _branch_paths(scope: ScopeAnalysis, root: cst.CSTNode) -> dict[int, tuple[int, ...]]:
     """For each node of ``root`` inside a block that runs on some paths only, the ids of those blocks,
-    outermost first (kept once per tree, as ``_own_and_nested``); a ``finally`` runs on every path."""
+    outermost first (kept once per tree, as ``_own_nodes``); a ``finally`` runs on every path."""
     kept: dict[int, tuple[cst.CSTNode, dict[int, tuple[int, ...]]]] = scope.chunk.memo.setdefault("graph_use branch paths", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
@@ -352,10 +352,27 @@ def _graph_free_expression(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.CSTNode], set[int]]:
-    """The nodes of ``root`` outside its nested functions and classes, in source order, and the ids
-    of those inside them: once per tree, not once per forward followed (a training loop has many)."""
-    kept: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], set[int]]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
+class _OwnNodes(NamedTuple):
+    """What the followers read of a function's tree (``_own_nodes``)."""
+
+    own: list[cst.CSTNode]  # the nodes outside its nested functions and classes, in source order
+    followed: list[cst.CSTNode]  # those a follower's round acts on (``_FOLLOWED``), in the same order
+    declared: frozenset[str]  # the names its ``global`` and ``nonlocal`` statements declare
+    captured: frozenset[str]  # the names read or bound inside its nested functions and classes
+
+
+# The kinds of node a round of ``_Follower`` acts on (binds from, rebinds, follows a call into, or checks
+# what is returned); a round passes over every other node without doing anything.
+_FOLLOWED = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.Call, cst.Return,
+    cst.Yield,
+})
+
+
+def _own_nodes(scope: ScopeAnalysis, root: cst.CSTNode) -> _OwnNodes:
+    """The nodes of ``root`` outside its nested functions and classes, and what is read of the rest: once
+    per tree, not once per forward followed (a training loop has many)."""
+    kept: dict[int, tuple[cst.CSTNode, _OwnNodes]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
         # listed statement by statement (a key lists again only the statements on its path); a nested
@@ -363,19 +380,21 @@ def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.C
         parts = scope.chunk.node_memo("source order")
         ordered = in_source_order_kept(root, parts)
         own: list[cst.CSTNode] = []
-        nested: set[int] = set()
+        captured: set[str] = set()
         index = 0
         while index < len(ordered):
             node = ordered[index]
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
                 size = len(ordered) - index if node is root else len(parts[node])
-                nested.update(id(inner) for inner in ordered[index:index + size])
+                captured.update(inner.value for inner in ordered[index:index + size] if type(inner) is cst.Name)
                 index += size
             else:
                 own.append(node)
                 index += 1
-        found = kept[id(root)] = (root, own, nested)
-    return found[1], found[2]
+        followed = [node for node in own if type(node) in _FOLLOWED]
+        declared = frozenset(name.name.value for node in own if type(node) in (cst.Global, cst.Nonlocal) for name in node.names)
+        found = kept[id(root)] = (root, _OwnNodes(own, followed, declared, frozenset(captured)))
+    return found[1]
 
 
 def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
@@ -438,13 +457,13 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
     if function is None:
         return True
     root = function.node.body
-    own, nested = _own_and_nested(scope, root)
-    looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)}
+    nodes = _own_nodes(scope, root)
+    looped = _looped_nodes(scope, root, nodes.own)
     follower = _Follower(scope, forward)
     follower.branches = _branch_paths(scope, root)
     for _ in range(_ROUNDS):
         before = set(follower.names)
-        for node in own:
+        for node in nodes.followed:
             if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
                 follower._rebind(node)
             elif not follower._follow(node):
@@ -455,13 +474,7 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
             break
     else:
         return True  # still spreading: too tangled to say it stays
-    if follower.names & _declared(own):
-        return True
-    return any(isinstance(node, cst.Name) and node.value in follower.names for node in walk(root) if id(node) in nested)
-
-
-def _declared(own: list[cst.CSTNode]) -> set[str]:
-    return {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+    return bool(follower.names & (nodes.declared | nodes.captured))
 
 
 def _value_follower(scope: ScopeAnalysis, produced: cst.Call) -> _ValueFollower | None:
@@ -530,7 +543,7 @@ class _ValueStep:
 
 
 def _value_steps(scope: ScopeAnalysis, root: cst.CSTNode) -> list[_ValueStep]:
-    """The steps of ``_ValueFollower`` over ``root``'s own nodes (``_own_and_nested``), in source order, once
+    """The steps of ``_ValueFollower`` over ``root``'s own nodes (``_own_nodes``), in source order, once
     per tree, each statement's kept with the tree (a node memo: after a key, only the statements on the
     edit's path are read again). Its rounds go through these few steps, not through every node of a long
     method, and read no expression again."""

@@ -214,7 +214,7 @@ def _followed_node_by_node(scope, produced) -> tuple[set[str], bool]:
     round after round, each expression read again."""
     root = scope.function.node.body if scope.function is not None else scope.chunk.module
     follower = graph_use._ValueFollower(scope, produced, root)
-    own, _ = graph_use._own_and_nested(scope, root)
+    own = graph_use._own_nodes(scope, root).own
     for _ in range(graph_use._ROUNDS):
         before = len(follower.names)
         for node in own:
@@ -283,3 +283,60 @@ def test_the_kept_steps_follow_a_value_as_the_nodes_do():
                 assert (follower.names, graph_use.value_returned(scope, call.node)) == (names, returned), source
                 asked += 1
     assert asked > 1000
+
+
+def _dropped_node_by_node(scope, forward, root):
+    """``dropped_graph`` as it read the tree before its rounds passed over the nodes they do nothing with:
+    every node of the function, and every node of its nested functions and classes for the names they capture."""
+    follower = graph_use._Follower(scope, forward)
+    own = graph_use._own_nodes(scope, root).own
+    looped = graph_use._looped_nodes(scope, root, own)
+    follower.branches = graph_use._branch_paths(scope, root)
+    held: set[str] = set()
+    start: set[str] = set()
+    for _ in range(graph_use._ROUNDS):
+        follower.names = set(start)
+        for node in own:
+            if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
+                follower._rebind(node)
+            elif not follower._follow(node):
+                return None
+            if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value):
+                return None
+            if isinstance(node, cst.Call) and not follower._stays_inside(node):
+                return None
+        held |= follower.names
+        end = follower.names & {name for node in own if id(node) in looped for name in graph_use._bound_names(node)}
+        if end <= start:
+            break
+        start |= end
+    else:
+        return None
+    declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+    own_ids = {id(node) for node in own}
+    if held & declared or any(isinstance(node, cst.Name) and node.value in held for node in tree.walk(root) if id(node) not in own_ids):
+        return None
+    return tuple(dict.fromkeys(follower.cuts)), frozenset(held)
+
+
+def test_the_graph_follower_passing_over_idle_nodes_finds_what_it_found_on_every_node():
+    """``dropped_graph``'s rounds go through the nodes they act on only, and a nested function's captures are
+    read from its kept names: the cuts and names it finds, for every call of the scripts above and of TL102's
+    and TL208's examples, are those of a pass over every node."""
+    sources = [SCRIPT, SAMPLER, FOLLOWED]
+    for rule in all_rules():
+        if rule.code in {"TL102", "TL208"}:
+            sources += [example.code for example in (*rule.MUST_FIRE, *rule.MUST_NOT_FIRE)]
+    asked = dropped = 0
+    for source in sources:
+        module = ModuleAnalysis(source, "train.py")
+        module.prepare_scopes()
+        for scope in module.all_scopes:
+            root = scope.function.node.body if scope.function is not None else scope.chunk.module
+            for call in scope.calls():
+                found = graph_use._Follower(scope, call.node).dropped(root)
+                expected = _dropped_node_by_node(scope, call.node, root)
+                assert (found.cuts, found.names) == expected if found is not None else expected is None, source
+                asked += 1
+                dropped += found is not None
+    assert asked > 1000 and dropped > 100
