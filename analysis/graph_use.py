@@ -80,8 +80,9 @@ class _Follower:
         holds the graph after that line, unless the rebinding sits in a branch that the path which gave it the
         graph goes around (``_rebind``). Each round checks what the names hold where they are used."""
         nodes = _own_nodes(self.scope, root)
-        looped = _looped_nodes(self.scope, root, nodes.own)
-        self.branches = _branch_paths(self.scope, root)
+        places = _places(self.scope, root)
+        looped = places.looped
+        self.branches = places.branches
         held: set[str] = set()  # every name that held it somewhere
         start: set[str] = set()
         for _ in range(_ROUNDS):
@@ -259,44 +260,73 @@ class _Follower:
         return found if len(found) == len(table.elements) and all(found) else None
 
 
-def _looped_nodes(scope: ScopeAnalysis, root: cst.CSTNode, own: list[cst.CSTNode]) -> set[int]:
-    """The ids of the nodes inside a loop's body (kept once per tree, as ``_own_nodes``)."""
-    kept: dict[int, tuple[cst.CSTNode, set[int]]] = scope.chunk.memo.setdefault("graph_use looped nodes", {})
-    found = kept.get(id(root))
-    if found is None or found[0] is not root:
-        found = kept[id(root)] = (root, {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)})
-    return found[1]
-
-
 # Statements whose blocks run on some paths only: a branch's body, ``else``, ``except`` and ``case`` blocks, a ``try``'s body.
 _BRANCHING = (cst.If, cst.Try, cst.TryStar, cst.Match)
 
 
-def _branch_paths(scope: ScopeAnalysis, root: cst.CSTNode) -> dict[int, tuple[int, ...]]:
-    """For each node of ``root`` inside a block that runs on some paths only, the ids of those blocks,
-    outermost first (kept once per tree, as ``_own_nodes``); a ``finally`` runs on every path."""
-    kept: dict[int, tuple[cst.CSTNode, dict[int, tuple[int, ...]]]] = scope.chunk.memo.setdefault("graph_use branch paths", {})
+class _Places(NamedTuple):
+    """Where in ``root`` the nodes a follower's round acts on (``_OwnNodes.followed``) sit."""
+
+    # for each inside a block that runs on some paths only, the ids of those blocks, outermost first; a
+    # ``finally`` runs on every path
+    branches: dict[int, tuple[int, ...]]
+    looped: set[int]  # the ids of those inside a loop's body
+
+
+def _places(scope: ScopeAnalysis, root: cst.CSTNode) -> _Places:
+    """``_Places`` of ``root``, once per tree (as ``_own_nodes``), each statement's part kept with the tree (a
+    node memo) relative to the statement: after a key, only the statements on the edit's path are walked again."""
+    kept: dict[int, tuple[cst.CSTNode, _Places]] = scope.chunk.memo.setdefault("graph_use places", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
-        paths: dict[int, tuple[int, ...]] = {}
-        stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, ())]
-        while stack:
-            node, path = stack.pop()
-            if path:
-                paths[id(node)] = path
-            if isinstance(node, _BRANCHING):
-                for between, block in blocks_of(node):
-                    inner = path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))
-                    stack.append((block, inner))
-                    stack.extend((clause.test, path) for clause in between if isinstance(clause, cst.If))
-                if isinstance(node, cst.If):
-                    stack.append((node.test, path))
-                elif isinstance(node, cst.Match):
-                    stack.append((node.subject, path))
-                continue
-            stack.extend((child, path) for child in children(node))
-        found = kept[id(root)] = (root, paths)
+        places = _places_kept(root, scope.chunk.node_memo("graph_use places of statements"))
+        branches = {id(node): path for node, path, _ in places if path}
+        found = kept[id(root)] = (root, _Places(branches, {id(node) for node, _, looped in places if looped}))
     return found[1]
+
+
+def _places_kept(start: cst.CSTNode, memo: dict) -> list[tuple[cst.CSTNode, tuple[int, ...] | None, bool]]:
+    """Each node under ``start`` that a round acts on (outside nested functions and classes), with the blocks
+    that run on some paths only around it up to ``start`` (None: where the branches are not read, as a
+    ``case``'s guard or a one-line ``if``'s body, which count as on every path) and whether a loop's body
+    between holds it. A nested statement's part is taken from ``memo`` or walked and kept there."""
+    found: list[tuple[cst.CSTNode, tuple[int, ...] | None, bool]] = []
+    # a node, its blocks' path, whether in a loop's body, and the reached parts of a branching statement above
+    # it (id -> path) when it is in none of them yet
+    stack: list[tuple[cst.CSTNode, tuple[int, ...] | None, bool, dict[int, tuple[int, ...]] | None]] = [(start, (), False, None)]
+    while stack:
+        node, path, looped, reached = stack.pop()
+        if reached is not None and id(node) in reached:
+            path, reached = reached[id(node)], None
+        if node is not start and is_statement(node):
+            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
+                continue
+            if path is not None:  # else a clause of a branching statement (an ``elif``), walked with it
+                part = memo.get(node)
+                if part is None:
+                    part = memo[node] = _places_kept(node, memo)
+                if path == () and not looped:
+                    found.extend(part)
+                else:
+                    found.extend((inner, None if where is None else path + where, looped or in_loop) for inner, where, in_loop in part)
+                continue
+        if type(node) in _FOLLOWED:
+            found.append((node, path, looped))
+        if path is not None and isinstance(node, _BRANCHING):
+            # its blocks, its tests and a match's subject are read, each where it runs; the rest of it is not
+            parts: dict[int, tuple[int, ...]] = {}
+            for between, block in blocks_of(node):
+                parts[id(block)] = path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))
+                parts.update((id(clause.test), path) for clause in between if isinstance(clause, cst.If))
+            if isinstance(node, cst.If):
+                parts[id(node.test)] = path
+            elif isinstance(node, cst.Match):
+                parts[id(node.subject)] = path
+            stack.extend((child, None, looped, parts) for child in children(node))
+            continue
+        loop_body = node.body if type(node) is cst.For or type(node) is cst.While else None
+        stack.extend((child, path, looped or child is loop_body, reached) for child in children(node))
+    return found
 
 
 def _bound_names(node: cst.CSTNode) -> list[str]:
@@ -458,9 +488,10 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
         return True
     root = function.node.body
     nodes = _own_nodes(scope, root)
-    looped = _looped_nodes(scope, root, nodes.own)
+    places = _places(scope, root)
+    looped = places.looped
     follower = _Follower(scope, forward)
-    follower.branches = _branch_paths(scope, root)
+    follower.branches = places.branches
     for _ in range(_ROUNDS):
         before = set(follower.names)
         for node in nodes.followed:
