@@ -422,7 +422,9 @@ def _own_nodes(scope: ScopeAnalysis, root: cst.CSTNode) -> _OwnNodes:
                 own.append(node)
                 index += 1
         followed = [node for node in own if type(node) in _FOLLOWED]
-        declared = frozenset(name.name.value for node in own if type(node) in (cst.Global, cst.Nonlocal) for name in node.names)
+        declaring = [node for node in own if type(node) is cst.Global or type(node) is cst.Nonlocal]
+        declared = frozenset(name.name.value for node in declaring if isinstance(node, (cst.Global, cst.Nonlocal))
+                             for name in node.names)
         found = kept[id(root)] = (root, _OwnNodes(own, followed, declared, frozenset(captured)))
     return found[1]
 
