@@ -13,6 +13,7 @@ happens is the graph known to die inside the function.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import libcst as cst
 
@@ -23,7 +24,7 @@ from .flow import ScopeAnalysis
 from .libraries import KEEPS_NO_GRAPH, call_fact
 from .names import dotted, last_part
 from .patterns import calls_in, is_optimizer_step
-from .tree import blocks_of, children, in_source_order_kept, walk
+from .tree import blocks_of, children, in_source_order_kept, is_statement, walk
 from .values import Tag
 
 # Calls that take a tensor and keep none of its graph: numbers, text, type checks.
@@ -78,14 +79,15 @@ class _Follower:
         name rebound to something graph-free outside any loop (``audio = audio.cpu().numpy()``) no longer
         holds the graph after that line, unless the rebinding sits in a branch that the path which gave it the
         graph goes around (``_rebind``). Each round checks what the names hold where they are used."""
-        own, nested = _own_and_nested(self.scope, root)
-        looped = _looped_nodes(self.scope, root, own)
-        self.branches = _branch_paths(self.scope, root)
+        nodes = _own_nodes(self.scope, root)
+        places = _places(self.scope, root)
+        looped = places.looped
+        self.branches = places.branches
         held: set[str] = set()  # every name that held it somewhere
         start: set[str] = set()
         for _ in range(_ROUNDS):
             self.names = set(start)
-            for node in own:
+            for node in nodes.followed:
                 if isinstance(node, cst.Assign) and id(node) not in looped and not self._carries(node.value):
                     self._rebind(node)
                 elif not self._follow(node):
@@ -95,16 +97,15 @@ class _Follower:
                 if isinstance(node, cst.Call) and not self._stays_inside(node):
                     return None
             held |= self.names
-            end = self.names & {name for node in own if id(node) in looped for name in _bound_names(node)}
+            end = self.names & {name for node in nodes.followed if id(node) in looped for name in _bound_names(node)}
             if end <= start:
                 break
             start |= end  # what a loop's later statement binds reaches its earlier ones on the next pass
         else:
             return None  # still spreading: too tangled to say it dies
-        declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
-        if held & declared:
+        if held & nodes.declared:
             return None  # kept in a module-level name
-        if any(isinstance(node, cst.Name) and node.value in held for node in walk(root) if id(node) in nested):
+        if held & nodes.captured:
             return None  # a nested function or class captures it and may run later
         return DroppedGraph(tuple(dict.fromkeys(self.cuts)), frozenset(held))
 
@@ -259,44 +260,73 @@ class _Follower:
         return found if len(found) == len(table.elements) and all(found) else None
 
 
-def _looped_nodes(scope: ScopeAnalysis, root: cst.CSTNode, own: list[cst.CSTNode]) -> set[int]:
-    """The ids of the nodes inside a loop's body (kept once per tree, as ``_own_and_nested``)."""
-    kept: dict[int, tuple[cst.CSTNode, set[int]]] = scope.chunk.memo.setdefault("graph_use looped nodes", {})
-    found = kept.get(id(root))
-    if found is None or found[0] is not root:
-        found = kept[id(root)] = (root, {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)})
-    return found[1]
-
-
 # Statements whose blocks run on some paths only: a branch's body, ``else``, ``except`` and ``case`` blocks, a ``try``'s body.
 _BRANCHING = (cst.If, cst.Try, cst.TryStar, cst.Match)
 
 
-def _branch_paths(scope: ScopeAnalysis, root: cst.CSTNode) -> dict[int, tuple[int, ...]]:
-    """For each node of ``root`` inside a block that runs on some paths only, the ids of those blocks,
-    outermost first (kept once per tree, as ``_own_and_nested``); a ``finally`` runs on every path."""
-    kept: dict[int, tuple[cst.CSTNode, dict[int, tuple[int, ...]]]] = scope.chunk.memo.setdefault("graph_use branch paths", {})
+class _Places(NamedTuple):
+    """Where in ``root`` the nodes a follower's round acts on (``_OwnNodes.followed``) sit."""
+
+    # for each inside a block that runs on some paths only, the ids of those blocks, outermost first; a
+    # ``finally`` runs on every path
+    branches: dict[int, tuple[int, ...]]
+    looped: set[int]  # the ids of those inside a loop's body
+
+
+def _places(scope: ScopeAnalysis, root: cst.CSTNode) -> _Places:
+    """``_Places`` of ``root``, once per tree (as ``_own_nodes``), each statement's part kept with the tree (a
+    node memo) relative to the statement: after a key, only the statements on the edit's path are walked again."""
+    kept: dict[int, tuple[cst.CSTNode, _Places]] = scope.chunk.memo.setdefault("graph_use places", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
-        paths: dict[int, tuple[int, ...]] = {}
-        stack: list[tuple[cst.CSTNode, tuple[int, ...]]] = [(root, ())]
-        while stack:
-            node, path = stack.pop()
-            if path:
-                paths[id(node)] = path
-            if isinstance(node, _BRANCHING):
-                for between, block in blocks_of(node):
-                    inner = path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))
-                    stack.append((block, inner))
-                    stack.extend((clause.test, path) for clause in between if isinstance(clause, cst.If))
-                if isinstance(node, cst.If):
-                    stack.append((node.test, path))
-                elif isinstance(node, cst.Match):
-                    stack.append((node.subject, path))
-                continue
-            stack.extend((child, path) for child in children(node))
-        found = kept[id(root)] = (root, paths)
+        places = _places_kept(root, scope.chunk.node_memo("graph_use places of statements"))
+        branches = {id(node): path for node, path, _ in places if path}
+        found = kept[id(root)] = (root, _Places(branches, {id(node) for node, _, looped in places if looped}))
     return found[1]
+
+
+def _places_kept(start: cst.CSTNode, memo: dict) -> list[tuple[cst.CSTNode, tuple[int, ...] | None, bool]]:
+    """Each node under ``start`` that a round acts on (outside nested functions and classes), with the blocks
+    that run on some paths only around it up to ``start`` (None: where the branches are not read, as a
+    ``case``'s guard or a one-line ``if``'s body, which count as on every path) and whether a loop's body
+    between holds it. A nested statement's part is taken from ``memo`` or walked and kept there."""
+    found: list[tuple[cst.CSTNode, tuple[int, ...] | None, bool]] = []
+    # a node, its blocks' path, whether in a loop's body, and the reached parts of a branching statement above
+    # it (id -> path) when it is in none of them yet
+    stack: list[tuple[cst.CSTNode, tuple[int, ...] | None, bool, dict[int, tuple[int, ...]] | None]] = [(start, (), False, None)]
+    while stack:
+        node, path, looped, reached = stack.pop()
+        if reached is not None and id(node) in reached:
+            path, reached = reached[id(node)], None
+        if node is not start and is_statement(node):
+            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
+                continue
+            if path is not None:  # else a clause of a branching statement (an ``elif``), walked with it
+                part = memo.get(node)
+                if part is None:
+                    part = memo[node] = _places_kept(node, memo)
+                if path == () and not looped:
+                    found.extend(part)
+                else:
+                    found.extend((inner, None if where is None else path + where, looped or in_loop) for inner, where, in_loop in part)
+                continue
+        if type(node) in _FOLLOWED:
+            found.append((node, path, looped))
+        if path is not None and isinstance(node, _BRANCHING):
+            # its blocks, its tests and a match's subject are read, each where it runs; the rest of it is not
+            parts: dict[int, tuple[int, ...]] = {}
+            for between, block in blocks_of(node):
+                parts[id(block)] = path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))
+                parts.update((id(clause.test), path) for clause in between if isinstance(clause, cst.If))
+            if isinstance(node, cst.If):
+                parts[id(node.test)] = path
+            elif isinstance(node, cst.Match):
+                parts[id(node.subject)] = path
+            stack.extend((child, None, looped, parts) for child in children(node))
+            continue
+        loop_body = node.body if type(node) is cst.For or type(node) is cst.While else None
+        stack.extend((child, path, looped or child is loop_body, reached) for child in children(node))
+    return found
 
 
 def _bound_names(node: cst.CSTNode) -> list[str]:
@@ -352,10 +382,27 @@ def _graph_free_expression(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.CSTNode], set[int]]:
-    """The nodes of ``root`` outside its nested functions and classes, in source order, and the ids
-    of those inside them: once per tree, not once per forward followed (a training loop has many)."""
-    kept: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], set[int]]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
+class _OwnNodes(NamedTuple):
+    """What the followers read of a function's tree (``_own_nodes``)."""
+
+    own: list[cst.CSTNode]  # the nodes outside its nested functions and classes, in source order
+    followed: list[cst.CSTNode]  # those a follower's round acts on (``_FOLLOWED``), in the same order
+    declared: frozenset[str]  # the names its ``global`` and ``nonlocal`` statements declare
+    captured: frozenset[str]  # the names read or bound inside its nested functions and classes
+
+
+# The kinds of node a round of ``_Follower`` acts on (binds from, rebinds, follows a call into, or checks
+# what is returned); a round passes over every other node without doing anything.
+_FOLLOWED = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.Call, cst.Return,
+    cst.Yield,
+})
+
+
+def _own_nodes(scope: ScopeAnalysis, root: cst.CSTNode) -> _OwnNodes:
+    """The nodes of ``root`` outside its nested functions and classes, and what is read of the rest: once
+    per tree, not once per forward followed (a training loop has many)."""
+    kept: dict[int, tuple[cst.CSTNode, _OwnNodes]] = scope.chunk.memo.setdefault("graph_use own nodes", {})
     found = kept.get(id(root))
     if found is None or found[0] is not root:
         # listed statement by statement (a key lists again only the statements on its path); a nested
@@ -363,19 +410,23 @@ def _own_and_nested(scope: ScopeAnalysis, root: cst.CSTNode) -> tuple[list[cst.C
         parts = scope.chunk.node_memo("source order")
         ordered = in_source_order_kept(root, parts)
         own: list[cst.CSTNode] = []
-        nested: set[int] = set()
+        captured: set[str] = set()
         index = 0
         while index < len(ordered):
             node = ordered[index]
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            if type(node) is cst.FunctionDef or type(node) is cst.ClassDef:
                 size = len(ordered) - index if node is root else len(parts[node])
-                nested.update(id(inner) for inner in ordered[index:index + size])
+                captured.update(inner.value for inner in ordered[index:index + size] if type(inner) is cst.Name)
                 index += size
             else:
                 own.append(node)
                 index += 1
-        found = kept[id(root)] = (root, own, nested)
-    return found[1], found[2]
+        followed = [node for node in own if type(node) in _FOLLOWED]
+        declaring = [node for node in own if type(node) is cst.Global or type(node) is cst.Nonlocal]
+        declared = frozenset(name.name.value for node in declaring if isinstance(node, (cst.Global, cst.Nonlocal))
+                             for name in node.names)
+        found = kept[id(root)] = (root, _OwnNodes(own, followed, declared, frozenset(captured)))
+    return found[1]
 
 
 def _nested_definitions(root: cst.CSTNode) -> list[cst.CSTNode]:
@@ -404,8 +455,7 @@ def value_returned(scope: ScopeAnalysis, produced: cst.Call) -> bool:
     follower = _value_follower(scope, produced)
     if follower is None:
         return False
-    own, _ = _own_and_nested(scope, follower.root)
-    return any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value) for node in own)
+    return any(step.binds is None and follower.carried(step) for step in _value_steps(scope, follower.root))
 
 
 # graph_kept's answers per flow: a key in one method of a long class leaves the other methods' flows (and
@@ -439,13 +489,14 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
     if function is None:
         return True
     root = function.node.body
-    own, nested = _own_and_nested(scope, root)
-    looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in walk(node.body)}
+    nodes = _own_nodes(scope, root)
+    places = _places(scope, root)
+    looped = places.looped
     follower = _Follower(scope, forward)
-    follower.branches = _branch_paths(scope, root)
+    follower.branches = places.branches
     for _ in range(_ROUNDS):
         before = set(follower.names)
-        for node in own:
+        for node in nodes.followed:
             if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
                 follower._rebind(node)
             elif not follower._follow(node):
@@ -456,13 +507,7 @@ def _graph_kept(scope: ScopeAnalysis, forward: cst.Call) -> bool:
             break
     else:
         return True  # still spreading: too tangled to say it stays
-    if follower.names & _declared(own):
-        return True
-    return any(isinstance(node, cst.Name) and node.value in follower.names for node in walk(root) if id(node) in nested)
-
-
-def _declared(own: list[cst.CSTNode]) -> set[str]:
-    return {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+    return bool(follower.names & (nodes.declared | nodes.captured))
 
 
 def _value_follower(scope: ScopeAnalysis, produced: cst.Call) -> _ValueFollower | None:
@@ -471,11 +516,12 @@ def _value_follower(scope: ScopeAnalysis, produced: cst.Call) -> _ValueFollower 
     if root is None:
         return None
     follower = _ValueFollower(scope, produced, root)
-    own, _ = _own_and_nested(scope, root)
+    steps = [step for step in _value_steps(scope, root) if step.binds]
     for _ in range(_ROUNDS):
         before = len(follower.names)
-        for node in own:
-            follower._follow(node)
+        for step in steps:
+            if follower.carried(step):
+                follower.names.update(step.binds)  # type: ignore[arg-type]
         if len(follower.names) == before:
             break
     return follower
@@ -493,9 +539,115 @@ class _ValueFollower(_Follower):
             return True
         if isinstance(node, cst.Name):
             return node.value in self.names
-        if isinstance(node, (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)):
+        if isinstance(node, _TEXT):
             return False
         return any(self._carries(child) for child in node.children)
+
+    def carried(self, step: _ValueStep) -> bool:
+        """``_carries`` of the expression a step reads, from what the step kept of it."""
+        return self.forward in step.calls or not self.names.isdisjoint(step.reads)
+
+
+_TEXT = (cst.FormattedString, cst.SimpleString, cst.ConcatenatedString)
+
+
+class _ValueStep:
+    """What ``_ValueFollower`` reads of one node of a function: the names and the calls in the expressions it
+    follows (those in text left out, as ``_carries`` leaves them), and the names ``_follow`` binds when one of
+    them carries the value (None for a ``return`` or ``yield``, which binds nothing)."""
+
+    __slots__ = ("binds", "calls", "reads")
+
+    def __init__(self, binds: tuple[str, ...] | None, *expressions: cst.CSTNode) -> None:
+        reads: set[str] = set()
+        calls: set[cst.CSTNode] = set()
+        stack = list(expressions)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Name):
+                reads.add(node.value)
+            elif not isinstance(node, _TEXT):
+                if isinstance(node, cst.Call):
+                    calls.add(node)
+                stack.extend(children(node))
+        self.reads = frozenset(reads)
+        self.calls = frozenset(calls)
+        self.binds = binds
+
+
+def _value_steps(scope: ScopeAnalysis, root: cst.CSTNode) -> list[_ValueStep]:
+    """The steps of ``_ValueFollower`` over ``root``'s own nodes (``_own_nodes``), in source order, once
+    per tree, each statement's kept with the tree (a node memo: after a key, only the statements on the
+    edit's path are read again). Its rounds go through these few steps, not through every node of a long
+    method, and read no expression again."""
+    kept: dict[int, tuple[cst.CSTNode, list[_ValueStep]]] = scope.chunk.memo.setdefault("graph_use value steps", {})
+    found = kept.get(id(root))
+    if found is None or found[0] is not root:
+        found = kept[id(root)] = (root, _steps_kept(root, scope.chunk.node_memo("graph_use value steps of statements")))
+    return found[1]
+
+
+def _steps_kept(node: cst.CSTNode, memo: dict) -> list[_ValueStep]:
+    """``_value_steps`` of ``node``, walked as ``in_source_order_kept`` walks it; each statement under it taken
+    from ``memo`` or read and kept there, a nested function or class left out."""
+    steps: list[_ValueStep] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is not node and is_statement(current):
+            if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            part = memo.get(current)
+            if part is None:
+                part = memo[current] = _steps_kept(current, memo)
+            steps.extend(part)
+            continue
+        step = _value_step(current)
+        if step is not None:
+            steps.append(step)
+        stack.extend(reversed(current.children))
+    return steps
+
+
+def _value_step(node: cst.CSTNode) -> _ValueStep | None:
+    """``_ValueStep`` of a node that ``_ValueFollower._follow`` binds from, or that returns or yields a value."""
+    if isinstance(node, (cst.Return, cst.Yield)):
+        return _ValueStep(None, node.value) if node.value is not None else None
+    if isinstance(node, cst.Assign):
+        return _ValueStep(_names_bound(*(target.target for target in node.targets)), node.value)
+    if isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+        return _ValueStep(_names_bound(node.target), node.value) if node.value is not None else None
+    if isinstance(node, (cst.For, cst.CompFor)):
+        return _ValueStep(_names_bound(node.target), node.iter)
+    if isinstance(node, cst.NamedExpr):
+        return _ValueStep(_names_bound(node.target), node.value)
+    if isinstance(node, cst.WithItem):
+        return _ValueStep(_names_bound(node.asname.name), node.item) if node.asname is not None else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _STORING_METHODS:
+        return _ValueStep(_names_bound(node.func.value), *(arg.value for arg in node.args))
+    return None
+
+
+def _names_bound(*targets: cst.BaseExpression) -> tuple[str, ...]:
+    """The names ``_Follower._bind`` adds for these targets, one after the other: up to the first it cannot
+    bind (``self.cache = out``), as ``all`` stops there."""
+    found: list[str] = []
+
+    def bind(target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Name):
+            found.append(target.value)
+            return True
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return all(bind(element.value) for element in target.elements)
+        if isinstance(target, cst.StarredElement):
+            return bind(target.value)
+        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+            found.append(target.value.value)
+            return True
+        return False
+
+    all(bind(target) for target in targets)
+    return tuple(found)
 
 
 def program_trains(module) -> bool:

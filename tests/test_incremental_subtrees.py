@@ -10,8 +10,10 @@ from __future__ import annotations
 import libcst as cst
 from typing_keys import one_key_towards
 
-from trainlint.analysis import tree
+from trainlint.analysis import graph_use, tree
 from trainlint.analysis.engine import analyze_source
+from trainlint.analysis.module import ModuleAnalysis
+from trainlint.analysis.registry import all_rules
 from trainlint.analysis.rules import zero_grad_before_step
 from trainlint.analysis.settings import AnalysisSettings
 from trainlint.server.documents import DocumentState
@@ -141,6 +143,271 @@ def test_grad_turned_off_above_the_loop_ends_the_unused_graph_finding_below_it()
     state = _opened()
     off = SCRIPT.replace("        model.train()\n", "        model.train()\n        torch.set_grad_enabled(False)\n")
     typed, findings, version = _typed(state, SCRIPT, off, 0)
+    assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
+    _, findings, _ = _typed(state, typed, SCRIPT, version)
+    assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
+
+
+SAMPLER = '''import torch
+import torch.nn as nn
+
+
+class Sampler:
+    def __init__(self, generator, critic):
+        self.generator = generator
+        self.critic = critic
+        self.history = []
+
+    def fakes(self, size):
+        with torch.no_grad():
+            noise = torch.randn(size, 64)
+            drawn = self.generator(noise)
+            print(f"{drawn.mean()}")
+        kept = noise
+        return kept
+
+    def critic_step(self, real, optimizer):
+        loss = (self.critic(real) - self.critic(self.fakes(real.size(0)))).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def _drawn_returned(module) -> bool:
+    scope = next(scope for scope in module.all_scopes if scope.name == "Sampler.fakes")
+    (forward,) = [call for call in scope.calls() if isinstance(call.node.func, cst.Attribute) and call.node.func.attr.value == "generator"]
+    return graph_use.value_returned(scope, forward.node)
+
+
+def test_what_a_method_returns_of_a_forward_is_followed_again_after_each_key():
+    """``value_returned`` (TL208 asks it of a method's forwards) reads steps kept per statement: a key that
+    hands the forward's output to what is returned, through a statement the key does not touch, and one that
+    takes it away again, each answered as a fresh analysis answers."""
+    state = DocumentState(PATH, None)
+    state.analyse(SAMPLER, 0, SETTINGS)
+    assert _drawn_returned(state.module) is False
+    version = 0
+    for target, returned in (
+        (SAMPLER.replace("kept = noise", "kept = [noise, drawn]"), True),  # a list that holds it
+        (SAMPLER.replace("kept = noise", "kept = (noise)"), False),
+        (SAMPLER.replace("        return kept\n", "        kept = [kept]\n        kept.append(drawn)\n        return kept\n"), True),
+        (SAMPLER.replace("        return kept\n", "        self.history.append(drawn)\n        return self.history\n"), False),
+        (SAMPLER.replace("        kept = noise\n", "        kept = noise\n        kept, spare = drawn, noise\n"), True),
+        (SAMPLER.replace("        kept = noise\n", "        kept = noise\n        self.last, kept = drawn, noise\n"), False),
+        (SAMPLER.replace("kept = noise", 'kept = f"{drawn}"'), False),  # text of it is not its value
+    ):
+        text = SAMPLER
+        for edited in (target, SAMPLER):
+            while text != edited:
+                text = one_key_towards(text, edited)
+                version += 1
+                state.analyse(text, version, SETTINGS)
+                fresh = ModuleAnalysis(text, "train.py")
+                fresh.prepare_scopes()
+                assert _drawn_returned(state.module) == _drawn_returned(fresh), f"at: {text[-260:]!r}"
+            assert _drawn_returned(state.module) is (returned if edited is target else False), edited
+
+
+def _followed_node_by_node(scope, produced) -> tuple[set[str], bool]:
+    """What the value follower found before its steps were kept: every node of the function in source order,
+    round after round, each expression read again."""
+    root = scope.function.node.body if scope.function is not None else scope.chunk.module
+    follower = graph_use._ValueFollower(scope, produced, root)
+    own = graph_use._own_nodes(scope, root).own
+    for _ in range(graph_use._ROUNDS):
+        before = len(follower.names)
+        for node in own:
+            follower._follow(node)
+        if len(follower.names) == before:
+            break
+    returned = any(isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value)
+                   for node in own)
+    return follower.names, returned
+
+
+FOLLOWED = '''import torch
+
+
+def shapes(model, batch, log, boxes):
+    out = model(batch)
+    text = f"{out}"
+    label = "%s" % model(batch)
+    log.cache, first = out, batch
+    second, log.cache, third = out, batch, out
+    a = b = out
+    c = log.cache = d = out
+    boxes[:, :4] = model(batch)
+    *rest, last = out
+    with torch.no_grad() as grads, open(text) as handle:
+        pass
+    if (picked := out.argmax(1)) is not None:
+        print(picked, label=out)
+    items = []
+    items.append(model(batch))
+    items.extend(text, key=out)
+    for row in model(batch).unbind():
+        total = row
+    squares = [r * 2 for r in items if r is not None]
+    later = lambda: out
+    total += model(batch).mean()
+    ann: int = squares
+
+    def inner():
+        return out
+
+    yield f"{model(batch)}"
+    yield
+    return total, handle, grads
+
+
+def branched(model, batch, flag, mode):
+    out = model(batch)
+    if flag:
+        out = out.detach()
+    elif mode == 1:
+        out = batch
+    else:
+        pass
+    score = out.sum()
+    try:
+        score = score.item()
+    except ValueError:
+        score = 0
+    finally:
+        total = score
+    match mode:
+        case 1 if (seen := model(batch)) is not None:
+            out = seen.cpu()
+        case _:
+            out = 0
+    if flag: kept = out
+    while flag:
+        kept = kept.item()
+        flag = False
+    else:
+        kept = 1
+    for row in batch:
+        pass
+    else:
+        row = model(batch).item()
+    print(kept, row, total, out)
+'''
+
+
+def test_the_kept_steps_follow_a_value_as_the_nodes_do():
+    """Every call of every function of the scripts above and of TL208's examples (the rule that follows a
+    forward's value): the names that carry its value and whether it is returned, from the kept steps
+    and from every node read again, agree."""
+    sources = [SCRIPT, SAMPLER, FOLLOWED]
+    for rule in all_rules():
+        if rule.code == "TL208":
+            sources += [example.code for example in (*rule.MUST_FIRE, *rule.MUST_NOT_FIRE)]
+    asked = 0
+    for source in sources:
+        module = ModuleAnalysis(source, "train.py")
+        module.prepare_scopes()
+        for scope in module.all_scopes:
+            for call in scope.calls():
+                follower = graph_use._value_follower(scope, call.node)
+                if follower is None:
+                    continue
+                names, returned = _followed_node_by_node(scope, call.node)
+                assert (follower.names, graph_use.value_returned(scope, call.node)) == (names, returned), source
+                asked += 1
+    assert asked > 1000
+
+
+def _branch_paths_walked(root):
+    """For each node inside a block that runs on some paths only, the ids of those blocks: the whole tree walked."""
+    paths = {}
+    stack = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if path:
+            paths[id(node)] = path
+        if isinstance(node, (cst.If, cst.Try, cst.TryStar, cst.Match)):
+            for between, block in tree.blocks_of(node):
+                stack.append((block, path if any(isinstance(clause, cst.Finally) for clause in between) else (*path, id(block))))
+                stack.extend((clause.test, path) for clause in between if isinstance(clause, cst.If))
+            if isinstance(node, cst.If):
+                stack.append((node.test, path))
+            elif isinstance(node, cst.Match):
+                stack.append((node.subject, path))
+            continue
+        stack.extend((child, path) for child in tree.children(node))
+    return paths
+
+
+def _dropped_node_by_node(scope, forward, root):
+    """``dropped_graph`` as it read the tree before its rounds passed over the nodes they do nothing with:
+    every node of the function, and every node of its nested functions and classes for the names they capture,
+    the places of the nodes found by walking the whole function."""
+    follower = graph_use._Follower(scope, forward)
+    own = graph_use._own_nodes(scope, root).own
+    looped = {id(inner) for node in own if isinstance(node, (cst.For, cst.While)) for inner in tree.walk(node.body)}
+    follower.branches = _branch_paths_walked(root)
+    held: set[str] = set()
+    start: set[str] = set()
+    for _ in range(graph_use._ROUNDS):
+        follower.names = set(start)
+        for node in own:
+            if isinstance(node, cst.Assign) and id(node) not in looped and not follower._carries(node.value):
+                follower._rebind(node)
+            elif not follower._follow(node):
+                return None
+            if isinstance(node, (cst.Return, cst.Yield)) and node.value is not None and follower._carries(node.value):
+                return None
+            if isinstance(node, cst.Call) and not follower._stays_inside(node):
+                return None
+        held |= follower.names
+        end = follower.names & {name for node in own if id(node) in looped for name in graph_use._bound_names(node)}
+        if end <= start:
+            break
+        start |= end
+    else:
+        return None
+    declared = {name.name.value for node in own if isinstance(node, (cst.Global, cst.Nonlocal)) for name in node.names}
+    own_ids = {id(node) for node in own}
+    if held & declared or any(isinstance(node, cst.Name) and node.value in held for node in tree.walk(root) if id(node) not in own_ids):
+        return None
+    return tuple(dict.fromkeys(follower.cuts)), frozenset(held)
+
+
+def test_the_graph_follower_passing_over_idle_nodes_finds_what_it_found_on_every_node():
+    """``dropped_graph``'s rounds go through the nodes they act on only, a nested function's captures are read
+    from its kept names, and where those nodes sit (in a loop, in a branch) from what is kept per statement: the
+    cuts and names it finds, for every call of the scripts above and of TL102's examples that fire, are those of
+    a pass over every node, each place found by walking the whole function."""
+    sources = [SCRIPT, SAMPLER, FOLLOWED]
+    for rule in all_rules():
+        if rule.code == "TL102":
+            sources += [example.code for example in rule.MUST_FIRE]
+    asked = dropped = 0
+    for source in sources:
+        module = ModuleAnalysis(source, "train.py")
+        module.prepare_scopes()
+        for scope in module.all_scopes:
+            root = scope.function.node.body if scope.function is not None else scope.chunk.module
+            for call in scope.calls():
+                found = graph_use._Follower(scope, call.node).dropped(root)
+                expected = _dropped_node_by_node(scope, call.node, root)
+                assert (found.cuts, found.names) == expected if found is not None else expected is None, source
+                asked += 1
+                dropped += found is not None
+    assert asked > 1000 and dropped > 100
+
+
+def test_a_branch_typed_around_the_output_is_placed_again_key_by_key():
+    """Where the follower's nodes sit (in which branch, in a loop's body) is kept per statement: a branch that cuts
+    the output typed in the training loop, and a line that hands it to the model, each key read as a fresh
+    analysis reads it; the finding goes, and comes back when they are taken away."""
+    state = _opened()
+    preview = "            preview = model(batch.cuda())\n"
+    # cut on odd steps only: on the others the model keeps the graph
+    branched = SCRIPT.replace(preview, preview + "            if step % 2:\n                preview = preview.detach()\n"
+                              "            model.last = preview\n")
+    typed, findings, version = _typed(state, SCRIPT, branched, 0)
     assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, SCRIPT, version)
     assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
