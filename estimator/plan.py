@@ -218,6 +218,13 @@ class Plan:
     # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,
     # most hand-written loops). None: the torch version is unknown (the estimate frees them, the high end keeps them).
     zero_grad_frees: bool | None = None
+    # The loop clears the gradients with the zero_grad() of an optimizer an Accelerator prepared, set_to_none not given:
+    # accelerate's AcceleratedOptimizer.zero_grad passes its own default to torch's, set_to_none=False before accelerate
+    # 0.28.0 (PR 2472: the gradients zeroed in place, allocated through every forward), True from it on, whatever torch's
+    # default. accelerate_zero_grad_frees: that default for the stated accelerate release; None: unknown (the estimate
+    # frees them, the high end keeps them).
+    zero_grad_accelerated: bool = False
+    accelerate_zero_grad_frees: bool | None = None
     # diffusers before 0.31 cast a bf16 tensor to fp32 around each Upsample2D's nearest-neighbour interpolation (and
     # back), so a bf16 VAE decode held its upsampled maps in fp32 (0.31: only under torch older than 2.1, PR 9480).
     # None: the diffusers version is unknown (the estimate today's, the high end the cast).
