@@ -90,6 +90,12 @@ class Plan:
     # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
     # matmul of a layer recomputed too (torchtitan's op-level policy)
     checkpoint_policy: str = "full"
+    # torch.utils.checkpoint's use_reentrant. Non-reentrant checkpointing runs the forward with autograd on and packs what
+    # it saves through saved-tensor hooks; a tensor an autograd Function keeps as an attribute of its context is not
+    # packed (bitsandbytes before 0.43.2 keeps each 4-bit linear's input so), so every checkpointed layer keeps those
+    # inputs through the forward. None: not stated (transformers' gradient_checkpointing_enable passes use_reentrant=True
+    # where its kwargs do not say, and torch's own default is True): the estimate reentrant, the high end not.
+    checkpoint_reentrant: bool | None = None
     kbit_prepared: bool | None = None  # peft's prepare_model_for_kbit_training (unquantised parameters in fp32); None: not stated
     # The attention kernel. None: not stated (no attn_implementation, no --attention); transformers then picks SDPA where
     # the model and torch have it and eager attention elsewhere (and in its releases before SDPA): the estimate takes SDPA,
