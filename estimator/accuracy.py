@@ -143,7 +143,7 @@ def method_of(plan: dict, arch) -> str:
 UNSTATED = (
     "quant_keeps_inputs", "prompt_logits_whole", "logits_upcast", "trainer_fused_adamw", "lazy_module_loading",
     "rotary_cache", "previous_graph_alive", "lengths_vary", "attention", "sdpa_dispatch", "fsdp_param_dtype", "context_bytes",
-    "zero_grad_frees", "vae_upsampling_fp32", "kbit_prepared", "cache_copied",
+    "zero_grad_frees", "vae_upsampling_fp32", "kbit_prepared", "cache_copied", "checkpoint_reentrant",
 )
 
 

@@ -38,6 +38,7 @@ from .layer_activations import (
     inference_layer_coefficient,
     kbit_prepared_kept,
     kv_heads_per_gpu,
+    quantised_linear_inputs,
     selective_coefficient,
     training_dropout,
 )
@@ -139,6 +140,18 @@ def _activations_at(plan: Plan, arch: Architecture, geometry: Shape, seq: int, a
             if fp32_residual_stream(plan, end):
                 per_token += 2.0  # each checkpoint keeps its layer's input: the fp32 residual stream, 4 bytes wide
             kept = per_token * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
+            if _keeps_quantised_inputs(plan, end) and _non_reentrant(plan, end):
+                # what no saved-tensor hook packs (bitsandbytes' ctx.tensors): every checkpointed layer's 4-bit linears' inputs
+                kept += quantised_linear_inputs(plan.model, geometry) * tokens * geometry.hidden * checkpointed * (act_bytes / 2)
+                if end == 1:
+                    notes.append("non-reentrant checkpointing (use_reentrant=False): bitsandbytes before 0.43.2 keeps each "
+                                 "4-bit linear's input on the autograd context, which the checkpoint's hooks do not pack, "
+                                 "so every checkpointed layer keeps them through the forward")
+            elif end == 1 and plan.quant is not None and plan.quant_keeps_inputs is not False and plan.checkpoint_reentrant is None:
+                notes.append("checkpointing taken as reentrant (transformers' default): non-reentrant, bitsandbytes before "
+                             "0.43.2 would keep every checkpointed layer's 4-bit linear inputs ("
+                             + ("the high end" if plan.quant_keeps_inputs else "not in the interval, which takes only one of "
+                                "the two older behaviours") + "); --non-reentrant-checkpointing or --reentrant-checkpointing settles it")
             if plan.checkpoint_policy == "selective":
                 notes.append("selective checkpointing: each layer keeps its input and its matmul and attention outputs")
             elif plan.checkpoint_policy == "alternate":
@@ -274,6 +287,15 @@ def _offloaded(per_layer: float, stash: float, notes: list[str]) -> float:
     notes.append("activation offloading: saved tensors wait in pinned CPU memory; the device keeps the last "
                  f"{_OFFLOAD_STASH} being copied and one layer's worth")
     return per_layer + stash
+
+
+def _non_reentrant(plan: Plan, end: int) -> bool:
+    """Whether checkpointing runs non-reentrant at this end of the interval: as stated; unknown, at the high end only
+    where the plan states a bitsandbytes that keeps its inputs (an unknown one already takes that at the high end, and
+    the interval does not stack both older behaviours on a plan that states neither)."""
+    if plan.checkpoint_reentrant is not None:
+        return not plan.checkpoint_reentrant
+    return end == 2 and plan.quant_keeps_inputs is True
 
 
 def _keeps_quantised_inputs(plan: Plan, end: int) -> bool:

@@ -186,16 +186,27 @@ def _beyond_the_loss(gathered_layers: Interval, layer_phase: Interval, logits: I
 
 
 def _zero_grad_frees(plan: Plan) -> bool | None:
-    """Whether zero_grad frees the gradients (Plan.zero_grad_frees); LitGPT's loops call `optimizer.zero_grad()` and
-    LitGPT has required torch 2 or later (its pyproject), whose default frees them."""
+    """Whether zero_grad frees the gradients (Plan.zero_grad_frees); an Accelerator-prepared optimizer's zero_grad passes
+    accelerate's default to torch's, whatever torch's own (Plan.zero_grad_accelerated); LitGPT's loops call
+    `optimizer.zero_grad()` and LitGPT has required torch 2 or later (its pyproject), whose default frees them."""
+    if plan.zero_grad_accelerated:  # set only where the script gives no set_to_none of its own
+        return plan.accelerate_zero_grad_frees
     if plan.zero_grad_frees is None and plan.model_code == "litgpt":
         return True
     return plan.zero_grad_frees
 
 
 def _gradients_between_steps(plan: Plan) -> str:
-    """What happens to the gradients between one step and the next forward, as the plan's torch release decides."""
+    """What happens to the gradients between one step and the next forward, as the plan's torch (or accelerate) release
+    decides."""
     frees = _zero_grad_frees(plan)
+    if plan.zero_grad_accelerated:  # accelerate's default decides, not torch's
+        if frees is False:
+            return ("the prepared optimizer's zero_grad zeroes the gradients in place (accelerate before 0.28.0 passes "
+                    "set_to_none=False), so they stay allocated through every forward")
+        return ("gradients are freed by the prepared optimizer's zero_grad before each forward, as accelerate 0.28.0 and "
+                "later do (set_to_none=True)" + ("" if frees else "; before, it zeroed them in place and they stayed "
+                                                 "allocated through every forward (the high end); " + settled_by("accelerate")))
     if frees is False:
         return ("zero_grad zeroes the gradients in place (set_to_none=False, its default before torch 2.0), so they stay "
                 "allocated through every forward")

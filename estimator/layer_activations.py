@@ -134,6 +134,19 @@ def kbit_prepared_kept(plan: Plan, geometry: Shape, tokens: int, checkpointed: i
     return stream + (2.0 * geometry.vocab * geometry.hidden if plan.head == "lm" else 0.0)
 
 
+def quantised_linear_inputs(arch: Architecture | None, geometry: Shape) -> float:
+    """Bytes per token and hidden unit (2-byte activations) of one layer's distinct 4-bit linear inputs, which
+    bitsandbytes before 0.43.2 keeps as an attribute of each matmul's autograd context (MatMul4Bit: ctx.tensors =
+    (A, B)): the attention's input, its output (the output projection's input), the MLP's input (the same tensor as the
+    attention's where one norm feeds both) and the down projection's FFN-wide input; LitGPT's layer_coefficient counts
+    the same four."""
+    hidden = geometry.hidden
+    width = geometry.heads * geometry.head_dim / hidden
+    ffn = geometry.intermediate * (geometry.experts_active or 1) / hidden
+    shared_norm = arch is not None and arch.norms_per_layer == 1
+    return 2.0 + 2.0 * width + (0.0 if shared_norm else 2.0) + 2.0 * ffn
+
+
 def adapter_layer_adjustment(plan: Plan, geometry: Shape, keeps_quantised_inputs: bool = False,
                              autocast: bool = False) -> float:
     """Bytes per token and hidden unit (2-byte activations) that a frozen base with LoRA adapters keeps

@@ -90,6 +90,12 @@ class Plan:
     # "selective": matmul and attention outputs kept, the rest recomputed; "alternate": the same but every second
     # matmul of a layer recomputed too (torchtitan's op-level policy)
     checkpoint_policy: str = "full"
+    # torch.utils.checkpoint's use_reentrant. Non-reentrant checkpointing runs the forward with autograd on and packs what
+    # it saves through saved-tensor hooks; a tensor an autograd Function keeps as an attribute of its context is not
+    # packed (bitsandbytes before 0.43.2 keeps each 4-bit linear's input so), so every checkpointed layer keeps those
+    # inputs through the forward. None: not stated (transformers' gradient_checkpointing_enable passes use_reentrant=True
+    # where its kwargs do not say, and torch's own default is True): the estimate reentrant, the high end not.
+    checkpoint_reentrant: bool | None = None
     kbit_prepared: bool | None = None  # peft's prepare_model_for_kbit_training (unquantised parameters in fp32); None: not stated
     # The attention kernel. None: not stated (no attn_implementation, no --attention); transformers then picks SDPA where
     # the model and torch have it and eager attention elsewhere (and in its releases before SDPA): the estimate takes SDPA,
@@ -218,6 +224,13 @@ class Plan:
     # every gradient stayed allocated through each later forward and backward (the HF Trainer's `model.zero_grad()`,
     # most hand-written loops). None: the torch version is unknown (the estimate frees them, the high end keeps them).
     zero_grad_frees: bool | None = None
+    # The loop clears the gradients with the zero_grad() of an optimizer an Accelerator prepared, set_to_none not given:
+    # accelerate's AcceleratedOptimizer.zero_grad passes its own default to torch's, set_to_none=False before accelerate
+    # 0.28.0 (PR 2472: the gradients zeroed in place, allocated through every forward), True from it on, whatever torch's
+    # default. accelerate_zero_grad_frees: that default for the stated accelerate release; None: unknown (the estimate
+    # frees them, the high end keeps them).
+    zero_grad_accelerated: bool = False
+    accelerate_zero_grad_frees: bool | None = None
     # diffusers before 0.31 cast a bf16 tensor to fp32 around each Upsample2D's nearest-neighbour interpolation (and
     # back), so a bf16 VAE decode held its upsampled maps in fp32 (0.31: only under torch older than 2.1, PR 9480).
     # None: the diffusers version is unknown (the estimate today's, the high end the cast).

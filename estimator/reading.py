@@ -25,7 +25,7 @@ from .lora_config import read_lora_config
 from .script_defaults import argparse_defaults, dataclass_defaults
 from .script_inputs import Found, ScriptInputs
 from .trainer_eval import keeps_eval_logits
-from .training_loop import training_loop
+from .training_loop import clears_through_accelerate, training_loop
 
 UNKNOWN = object()
 ABSURD = object()  # unknown too: a number no configuration holds (the report says which line)
@@ -441,9 +441,9 @@ class _Reader:
         elif head == "SFTTrainer" and self.keyword(node, "args", 1) is None:  # TRL makes an SFTConfig of its defaults
             self._read_trainer_arguments(node, chunk, "SFTConfig")
         if head == "zero_grad":  # Optimizer.zero_grad and Module.zero_grad: set_to_none is their first argument
-            frees = self.value(self.keyword(node, "set_to_none", 0), chunk)
-            if isinstance(frees, bool):
-                self._set("zero_grad_frees", frees, node, chunk)
+            frees = self.value(self.keyword(node, "set_to_none", 0), chunk)  # not given: a prepared optimizer's is accelerate's
+            accelerated = self.keyword(node, "set_to_none", 0) is None and clears_through_accelerate(self.module, call)
+            self._set(*(("zero_grad_frees", frees) if isinstance(frees, bool) else ("zero_grad_accelerated", accelerated or None)), node, chunk)
         if self.keyword(node, _LENGTH_KEYWORDS) is not None:
             self._set("seq_len", self.value(self.keyword(node, _LENGTH_KEYWORDS), chunk), node, chunk)
         if head == "autocast" and not (call.receiver is not None and Tag.ACCELERATOR in call.receiver.tags):

@@ -73,6 +73,7 @@ class ScriptInputs:
     trainer_eval_logits: Found | None = None  # True: the Trainer's evaluation keeps its logits on the device
     # zero_grad(set_to_none=...) stated: True frees the gradients before the next forward, False zeroes them in place
     zero_grad_frees: Found | None = None
+    zero_grad_accelerated: Found | None = None  # zero_grad() of an optimizer an Accelerator prepared, set_to_none not given
     # each parameter's optimizer step in its post-accumulate-grad hook (torchtune's optimizer_in_bwd)
     optimizer_in_backward: Found | None = None
     activation_offloading: Found | None = None  # saved tensors in CPU memory (torchtune's OffloadActivations)

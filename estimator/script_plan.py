@@ -12,10 +12,10 @@ from .script_inputs import Found, ScriptInputs
 _PLAN_FIELDS = (
     "mode", "batch_size", "seq_len", "image_size", "dtype", "optimizer", "lora_rank", "lora_targets", "lora_dropout", "modules_to_save",
     "quant", "gradient_checkpointing", "attention", "sharding", "offload", "grad_accum", "foreach", "head",
-    "cpu_offload", "vae_tiling", "vae_slicing", "attention_slicing", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "kbit_prepared",
+    "cpu_offload", "vae_tiling", "vae_slicing", "attention_slicing", "kv_cache_len", "checkpoint_every", "checkpoint_policy", "checkpoint_reentrant", "kbit_prepared",
     "model_code", "previous_graph_alive", "compiled", "fsdp_param_dtype", "omitted_components", "trainer_default_optimizer",
     "optimizer_in_backward", "activation_offloading", "tensor_parallel", "loss", "quant_keeps_inputs", "lengths_vary",
-    "use_cache", "trl_default_checkpointing", "trl_default_loss", "zero_grad_frees", "outputs_freed",
+    "use_cache", "trl_default_checkpointing", "trl_default_loss", "zero_grad_frees", "zero_grad_accelerated", "outputs_freed",
     "quant_compute_fp32", "default_load_dtype", "loads_checkpoint_dtype", "trainer_eval_logits",
 )
 DEFAULTS = {"mode": "train", "batch_size": 1, "dtype": "fp32", "optimizer": "adamw", "attention": "sdpa", "sharding": "ddp"}

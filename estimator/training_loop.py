@@ -263,3 +263,25 @@ def _loaders_in_expression(module: ModuleAnalysis, scope: ScopeAnalysis, express
         passed = module.arguments_for(scope.function, expression.value) or []
         return [loader for _, value in passed for loader in _loaders_of(value)]
     return []
+
+
+def clears_through_accelerate(module: ModuleAnalysis, call: CallEvent) -> bool:
+    """``call`` is ``optimizer.zero_grad()`` on an optimizer an Accelerator's ``prepare`` (or ``prepare_optimizer``)
+    was given, in this scope or passed in by every caller of this function: accelerate's AcceleratedOptimizer runs it,
+    with its own default for ``set_to_none`` (Plan.zero_grad_accelerated)."""
+    receiver = call.receiver
+    if call.method != "zero_grad" or receiver is None or Tag.OPTIMIZER not in receiver.tags:
+        return False
+    prepared = {
+        id(value.site[1])
+        for scope in module.all_scopes for event in scope.events
+        if isinstance(event, CallEvent) and event.method in ("prepare", "prepare_optimizer")
+        and event.receiver is not None and Tag.ACCELERATOR in event.receiver.tags
+        for value in event.args if Tag.OPTIMIZER in value.tags and value.site is not None
+    }
+    candidates = [receiver]
+    function = call.scope.function
+    if isinstance(call.node.func, cst.Attribute) and isinstance(call.node.func.value, cst.Name) and function is not None \
+            and call.node.func.value.value in function.positional_parameters:
+        candidates = [value for _, value in module.arguments_for(function, call.node.func.value.value) or []]
+    return bool(candidates) and all(value.site is not None and id(value.site[1]) in prepared for value in candidates)

@@ -811,3 +811,30 @@ def test_the_loss_keeps_what_the_replayed_loss_codes_keep():
                      for alive in (None, False))
     tokens_logits = 4 * 1024 * LLAMA.vocab
     assert (trainer.estimate, loop.estimate) == (12 * tokens_logits, 16 * tokens_logits)
+
+
+def test_non_reentrant_checkpointing_keeps_every_layers_bitsandbytes_inputs():
+    """bitsandbytes before 0.43.2 keeps each 4-bit matmul's input as an attribute of its autograd context (MatMul4Bit:
+    ctx.tensors = (A, B)), not with save_for_backward. Non-reentrant checkpointing (use_reentrant=False, swift's patch
+    of torch.utils.checkpoint under torch 2.1) runs the forward with autograd on and packs only what is saved, so every
+    checkpointed layer keeps those inputs until its backward: the attention's input and output, the MLP's input and
+    its FFN-wide down-projection input (Llama 2 7B: 2 + 2 + 2 + 2 x 11008 / 4096 = 11.375 bytes per token and hidden
+    unit). Reentrant checkpointing runs the forward without autograd: nothing kept beyond the layer's input. bitsandbytes
+    0.43.2 keeps no input: reentrancy moves nothing. Unknown: the estimate reentrant (transformers' default), the high
+    end not where the plan states an older bitsandbytes; with bitsandbytes unknown too, the high end takes only the
+    older bitsandbytes, not both older behaviours."""
+    llama = find_architecture("meta-llama/Llama-2-7b-hf")
+    plan = Plan(model=llama, batch_size=2, seq_len=1024, dtype="bf16", lora_rank=8, lora_targets=("q_proj", "v_proj"),
+                quant="nf4", gradient_checkpointing=True, attention="flash", quant_keeps_inputs=True, lengths_vary=False,
+                previous_graph_alive=False, zero_grad_frees=True)
+
+    def activations(**changes):
+        return estimate(replace(plan, **changes)).breakdown.activations
+
+    reentrant, non_reentrant, unknown = activations(checkpoint_reentrant=True), activations(checkpoint_reentrant=False), activations()
+    inputs = (2 + 2 + 2 + 2 * 11008 / 4096) * 2 * 1024 * 4096 * 32
+    assert non_reentrant.estimate - reentrant.estimate == pytest.approx(inputs)
+    assert unknown.estimate == reentrant.estimate and unknown.high == non_reentrant.high
+    newer = [activations(quant_keeps_inputs=False, checkpoint_reentrant=reentrant) for reentrant in (True, False)]
+    assert newer[0] == newer[1]
+    assert activations(quant_keeps_inputs=None).high == activations(quant_keeps_inputs=None, checkpoint_reentrant=True).high

@@ -821,6 +821,66 @@ def test_a_stated_set_to_none_decides_whether_the_gradients_live_through_the_for
     assert unknown.estimate == frees.estimate and unknown.high >= kept.high
 
 
+ACCELERATED_LOOP = textwrap.dedent(
+    """\
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoModelForSequenceClassification
+
+
+    def train_epoch(model, optimizer, loader, accelerator):
+        for batch in loader:
+            accelerator.backward(model(**batch).loss)
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+    def main():
+        accelerator = Accelerator()
+        model = AutoModelForSequenceClassification.from_pretrained("bert-large-uncased")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=True)
+        model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+        train_epoch(model, optimizer, loader, accelerator)
+    """
+)
+
+
+def test_a_prepared_optimizers_zero_grad_follows_accelerates_release_not_torchs():
+    """accelerate's AcceleratedOptimizer.zero_grad(set_to_none=None) passed set_to_none=False to torch's before accelerate
+    0.28.0 (PR 2472), True from it on: an optimizer the Accelerator prepared (here in `main`, stepped in the helper it
+    calls) keeps its gradients allocated through the next forward under an older accelerate, whatever torch's default.
+    Unknown: the estimate frees them, the high end keeps them. An optimizer not prepared, or a stated set_to_none, is
+    torch's as before."""
+    from trainlint.estimator.architectures import find_architecture
+    from trainlint.estimator.costmodel import estimate
+    from trainlint.estimator.plan import Plan
+    from trainlint.estimator.versions import settings_for_versions
+
+    found = _read(ACCELERATED_LOOP).found()
+    assert found["zero_grad_accelerated"].value is True and found["zero_grad_accelerated"].line == 10
+    assert "zero_grad_frees" not in found
+    unprepared = ACCELERATED_LOOP.replace("model, optimizer, loader = accelerator.prepare(model, optimizer, loader)",
+                                          "model, loader = accelerator.prepare(model, loader)")
+    assert "zero_grad_accelerated" not in _read(unprepared).found()
+    stated = _read(ACCELERATED_LOOP.replace("optimizer.zero_grad()", "optimizer.zero_grad(set_to_none=True)")).found()
+    assert "zero_grad_accelerated" not in stated and stated["zero_grad_frees"].value is True
+
+    assert settings_for_versions({"accelerate": "0.27.2"})["accelerate_zero_grad_frees"] is False
+    assert settings_for_versions({"accelerate": "0.28.0"})["accelerate_zero_grad_frees"] is True
+    settings = plan_settings(_read(ACCELERATED_LOOP), {}).settings
+    assert settings["zero_grad_accelerated"] is True
+
+    def allocated(**releases):
+        return estimate(Plan(model=find_architecture("bert-large-uncased"), seq_len=512, **settings,
+                             **settings_for_versions(releases))).allocated
+
+    gradients = 335_141_888 * 4  # fp32
+    old, new, unknown = allocated(accelerate="0.27.2", torch="2.1.0"), allocated(accelerate="0.28.0", torch="1.13.1"), allocated()
+    assert old.estimate == pytest.approx(new.estimate + gradients, rel=0.01)  # torch's own default does not decide
+    assert unknown.estimate == new.estimate and unknown.high >= old.high
+
+
 def test_a_16_bit_base_trained_with_adapters_under_the_trainers_autocast_is_read_as_autocast():
     """`torch_dtype=torch.bfloat16` loads the base in 16 bits and `TrainingArguments(bf16=True)` runs each forward under
     autocast: with adapters that is amp-bf16 (a 16-bit frozen base, adapters casting their inputs to 16 bits), whichever

@@ -77,6 +77,16 @@ def add_parsers(commands, positive_int, comma_list) -> None:
         "--fixed-lengths", dest="lengths_vary", action="store_const", const=False,
         help="every training batch has the same shape (packed, or padded to a fixed length)",
     )
+    reentrant = estimate.add_mutually_exclusive_group()
+    reentrant.add_argument(
+        "--non-reentrant-checkpointing", dest="checkpoint_reentrant", action="store_const", const=False,
+        help="checkpointing runs with use_reentrant=False: bitsandbytes before 0.43.2 then keeps every checkpointed "
+        "layer's 4-bit linear inputs through the forward",
+    )
+    reentrant.add_argument(
+        "--reentrant-checkpointing", dest="checkpoint_reentrant", action="store_const", const=True,
+        help="checkpointing runs with use_reentrant=True (transformers' default): each layer keeps only its input",
+    )
     estimate.add_argument(
         "--omit-component", action="append", metavar="NAME", choices=("text_encoder", "text_encoder_2", "text_encoder_3"),
         help="diffusion: a pipeline component loaded as None (text_encoder_3 for SD3 without T5); repeatable",
@@ -167,7 +177,7 @@ def run_estimate(args: argparse.Namespace) -> int:
         "fsdp_param_dtype": args.fsdp_param_dtype, "optimizer_in_backward": True if args.optimizer_in_backward else None,
         "activation_offloading": True if args.activation_offloading else None, "tensor_parallel": args.tensor_parallel,
         "lengths_vary": args.lengths_vary, "use_cache": args.use_cache, "head": args.head, "outputs_freed": args.outputs_freed,
-        "kbit_prepared": args.kbit_prepared, "model_code": args.model_code,
+        "kbit_prepared": args.kbit_prepared, "model_code": args.model_code, "checkpoint_reentrant": args.checkpoint_reentrant,
         "omitted_components": tuple(PIPELINE_COMPONENTS[name] for name in args.omit_component) if args.omit_component else None,
     }
     if args.activation_checkpointing in ("selective", "alternate"):
