@@ -35,6 +35,7 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, MODEL_UNWRAPPERS, TRAINER_STEP_HOOKS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
+from trainlint.analysis.patterns import runs_as_called
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
     AssignEvent,
@@ -506,7 +507,7 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
     wanted = _normalised(key)
     for loop in reversed(site.context.loops):
         in_loop = [(i, event, chain) for i, event, chain in items if loop in (chain[0] if chain else event).context.loops]
-        if not any(_is_training_step(event) for _, event, _ in in_loop):
+        if not any(_is_training_step(event) and runs_as_called(event, chain) for _, event, chain in in_loop):
             continue
         if not any(isinstance(event, CallEvent) and is_optimizer_step(event) for _, event, _ in in_loop):
             return None  # backward without a step: gradients for importance scores or saliency, nothing trains
@@ -617,7 +618,7 @@ def _next_training_step(in_loop: list[Item], index: int, eval_call: CallEvent, c
             return None
         if not wrapped and not event_chain and _leaves_loop(event, loop, site_conditions):
             return None
-        if _is_training_step(event):
+        if _is_training_step(event) and runs_as_called(event, event_chain):  # not a helper's `if backward:` told False
             return event, wrapped
     return None
 
@@ -1172,6 +1173,57 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the validation pass after `eval()` runs the step helper with `backward=False`, which skips its backward: the
+        # next training step is the next epoch's, after its `train()`
+        """
+        import torch
+
+        from losses import build_criterion
+
+
+        class Trainer:
+            def __init__(self, model, loaders, lr=1e-3):
+                self.model = model
+                self.criterion = build_criterion()
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+                self.loaders = loaders
+
+            def apply_model_and_loss(self, inputs, target, backward=True):
+                prediction = self.model(inputs)
+                loss = self.criterion(prediction, target)
+                if backward:
+                    loss.backward()
+                return prediction, loss
+
+            def train_epoch(self):
+                self.model.train()
+                for inputs, target in self.loaders["train"]:
+                    self.optimizer.zero_grad()
+                    self.apply_model_and_loss(inputs, target)
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                self.model.eval()
+                total = 0.0
+                for inputs, target in self.loaders["validate"]:
+                    _, loss = self.apply_model_and_loss(inputs, target, backward=False)
+                    total += loss.item()
+                return total / len(self.loaders["validate"])
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    print(epoch, self.validate())
+        """,
+        files={"losses.py": """
+            from torch import nn
+
+
+            def build_criterion():
+                return nn.CrossEntropyLoss(label_smoothing=0.1)
+        """},
+    ),
     Quiet(  # the caller in another file switches the model to training mode before handing it to the helper
         """
         def train_one_epoch(model, loader, optimizer, scheduler):

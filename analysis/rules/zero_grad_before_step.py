@@ -50,7 +50,7 @@ import libcst as cst
 
 from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
 from trainlint.analysis.libraries import PREPARED_CLEARS_WITH_STEP, call_fact
-from trainlint.analysis.patterns import is_gradient_key
+from trainlint.analysis.patterns import branch_as_called, is_gradient_key
 from trainlint.analysis.stepping import clears_a_module, optimizer_protocol
 from trainlint.rules import (
     AssignEvent,
@@ -439,7 +439,7 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
     site = chain[0] if chain else event
     links = (*chain[1:], event) if chain else ()
     if site.context.conditions_inside(inner) or any(
-        link.context.loops or not all(_chosen_by_call(test, caller) for test in link.context.conditions)
+        link.context.loops or not all(branch_as_called(test, caller) is True for test in link.context.conditions)
         for link, caller in zip(links, chain)
     ):
         return False
@@ -450,29 +450,6 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
         not chain and len(loops) >= 2 and loops[-2] is inner and not site.context.conditions_inside(loops[-1])
         and _iterates_parameters(site.scope, loops[-1]) and clears_gradients(event)
     )
-
-
-def _chosen_by_call(condition: Condition, call: CallEvent) -> bool:
-    """The branch of a helper's `if flag:` / `if not flag:` that the call running the helper always takes: it hands
-    the parameter `flag` a literal (`compute_forward(model, x, eval=False)`), or leaves it at a literal default."""
-    test, function = condition.test, call.function
-    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-    name = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-    if function is None or not isinstance(name, cst.Name) or condition.branch not in {"if", "else"}:
-        return False
-    parameter = next((param for param in function.node.params.params if param.name.value == name.value), None)
-    if parameter is None:
-        return False  # (a name the helper binds itself, or a global)
-    handed = call.keyword(name.value)
-    if handed is None and name.value in function.positional_parameters and not any(arg.star for arg in call.arg_nodes):
-        index = function.positional_parameters.index(name.value)
-        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
-        handed = plain[index] if index < len(plain) else None
-    given = handed.value if handed is not None else parameter.default
-    if not isinstance(given, cst.Name) or given.value not in {"True", "False", "None"}:
-        return False
-    holds = (given.value == "True") != negated
-    return holds == (condition.branch == "if")
 
 
 def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
