@@ -337,55 +337,6 @@ def path_conditions(event: Event, chain: tuple[CallEvent, ...], loop: Loop | Non
     return tuple(conditions)
 
 
-def branch_as_called(condition: Condition, call: CallEvent) -> bool | None:
-    """Whether the call running a helper always takes (True) or never takes (False) the helper's branch
-    ``condition`` of `if flag:` / `if not flag:` / `if mode == "train":`: the call hands the tested parameter a
-    literal (`apply_model_and_loss(x, y, backward=False)`, `run_batch(batch, mode="eval")`) or leaves it at a
-    literal default. None when the call does not decide it (a name the helper binds itself, a run-time value)."""
-    function, test = call.function, condition.test
-    if function is None or test is None or condition.branch not in {"if", "else"}:
-        return None
-    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-    tested = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-    compared: object = True  # `if flag:` holds when the flag is True
-    if isinstance(tested, cst.Comparison) and len(tested.comparisons) == 1:
-        target = tested.comparisons[0]
-        if not isinstance(target.comparator, cst.SimpleString) or not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
-            return None
-        negated = negated != isinstance(target.operator, cst.NotEqual)
-        compared, tested = literal_value(target.comparator), tested.left
-    if not isinstance(tested, cst.Name):
-        return None
-    parameter = next((param for param in function.node.params.params if param.name.value == tested.value), None)
-    if parameter is None:
-        return None  # a name the helper binds itself, or a global
-    if any(arg.star for arg in call.arg_nodes):
-        return None  # what `*args` / `**kwargs` hand it is not seen
-    handed = argument_passed(call, function, tested.value)
-    given = _literal(handed.value if handed is not None else parameter.default)
-    if given is None or (compared is True) != isinstance(given, bool):
-        return None
-    holds = (given == compared) != negated
-    return holds == (condition.branch == "if")
-
-
-def _literal(node: cst.BaseExpression | None) -> bool | str | None:
-    """A literal `True`/`False` (`None` read as false) or a plain string."""
-    if isinstance(node, cst.Name) and node.value in {"True", "False", "None"}:
-        return node.value == "True"
-    return literal_value(node) if isinstance(node, cst.SimpleString) else None
-
-
-def runs_as_called(event: Event, chain: tuple[CallEvent, ...]) -> bool:
-    """Whether ``event``, reached through ``chain`` of calls into local functions, can run as those calls run
-    them: not when it sits in a helper's branch that the call into that helper rules out with a literal
-    (`loss.backward()` under `if backward:` of a helper called with `backward=False`)."""
-    links = (*chain[1:], event)
-    return not any(
-        branch_as_called(condition, caller) is False for link, caller in zip(links, chain) for condition in link.context.conditions
-    )
-
-
 _TEST_FILE = re.compile(r"(^|[/\\])(tests?[/\\]|testing[/\\]|test_[^/\\]*\.py$|[^/\\]*_test\.py$|conftest\.py$)")
 
 

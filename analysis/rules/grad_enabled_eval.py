@@ -7,7 +7,11 @@ of a training step — evaluation at a larger batch size is where runs die of ou
 runs measurably slower, every epoch, for gradients nobody uses. It also applies to one function
 used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when the evaluation
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
-`evaluation_loop` calls with grad enabled (the base method disables it itself). An evaluation helper
+`evaluation_loop` calls with grad enabled (the base method disables it itself). A step helper that backwards
+only when its flag or its caller's phase says so trains nothing in a call that rules it out with a literal
+(`apply_model_and_loss(x, y, backward=False)`, `run_batch(batch, mode="eval")` under `if mode == "train":`, or
+`if self.phase != "train": return` after the caller set `self.phase = "valid"`: analysis/helper_branches.py): that
+call is an inference pass, whatever the helper does in the training loop. An evaluation helper
 of another file (`eval_model(model, dev_data)`) that runs a method of what it is handed (a wrapper's
 `predict` calling `self.network.eval()` and then the network) is reported where this file calls it
 with grad on: the helper's own file cannot see what it is handed.
@@ -135,6 +139,7 @@ from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
 from trainlint.analysis.held_instances import builds_own_class, held_instance
+from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
     LIBRARY_LAYER_METHODS,
@@ -156,7 +161,6 @@ from trainlint.analysis.patterns import (
     mode_parameter,
     name_words,
     ordered_calls,
-    runs_as_called,
     smoke_test_forward,
 )
 from trainlint.analysis.torchapi import (
@@ -625,7 +629,8 @@ class GradEnabledEval(Rule):
                 if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
             ]
         if known:
-            forwards = [call for call in forwards if call.scope is scope]
+            told_not_to_train = _in_helpers_told_not_to_train(scope, loop)
+            forwards = [call for call in forwards if call.scope is scope or id(call) in told_not_to_train]
         if not forwards or _trains_as_called(scope, loop) or _disables_grad(scope, list(scope.calls())):
             return False
         if _output_backwarded(ctx.module, forwards, frozenset(), _not_run_as_called(scope, loop)) or _grad_disabled_globally(ctx.module):
@@ -1653,6 +1658,15 @@ def _trains_as_called(scope: ScopeAnalysis, loop: Loop | None) -> bool:
     step helper's `if backward: loss.backward()` that the call hands `backward=False` trains nothing there, and that
     call is an inference pass (`apply_model_and_loss(x, y, backward=False)` in a validation loop)."""
     return any(_trains([call]) and runs_as_called(call, chain) for call, chain in ordered_calls(scope, loop))
+
+
+def _in_helpers_told_not_to_train(scope: ScopeAnalysis, loop: Loop) -> set[int]:
+    """The calls ``loop`` reaches in a helper whose backward or step the loop's call rules out (`self.state = "valid"`,
+    then `self._fit_batch(b)` under `if self.state != "train": return`): checked alone the helper trains, so its
+    inference pass shows only here."""
+    items = list(ordered_calls(scope, loop))
+    told = {id(chain[0]) for call, chain in items if chain and _trains([call]) and not runs_as_called(call, chain)}
+    return {id(call) for call, chain in items if chain and id(chain[0]) in told}
 
 
 def _not_run_as_called(scope: ScopeAnalysis, loop: Loop | None) -> frozenset[int]:
@@ -2866,7 +2880,63 @@ _MODE_DEV_LOOP_WITHOUT_GRAD = "with torch.no_grad():\n                    " + _M
     "\n                    ", "\n                        "
 )
 
+# A learner whose batch method trains only in the phase its caller set on it (`self.phase`), returning early otherwise;
+# `{monitor_phase}` is what `fit` sets before the pass over the monitoring batches.
+_PHASE_LEARNER = """
+        import torch
+
+        from callbacks import notify
+
+
+        class Learner:
+            def __init__(self, model, loss_func, lr=1e-3):
+                self.model = model
+                self.loss_func = loss_func
+                self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.phase = "train"
+                self.losses = []
+
+            def _run_batch(self, x, y):
+                pred = self.model(x)
+                loss = self.loss_func(pred, y)
+                self.losses.append(loss.item())
+                notify("batch_end", phase=self.phase, loss=self.losses[-1])
+                if self.phase != "train":
+                    return
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+            def fit(self, epochs, batches, monitor):
+                for epoch in range(epochs):
+                    self.model.train()
+                    self.phase = "train"
+                    for x, y in batches:
+                        self._run_batch(x, y)
+                    self.model.eval()
+                    self.phase = {monitor_phase}
+{monitor_loop}
+        """
+_PHASE_FILES = {"callbacks.py": """
+                LISTENERS = []
+
+
+                def notify(event, **values):
+                    for listener in LISTENERS:
+                        listener(event, values)
+            """}
+_PHASE_MONITOR_LOOP = "                    for x, y in monitor:\n                        self._run_batch(x, y)"
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the caller sets `self.phase = "valid"` before the pass, and the batch method returns before its backward in
+        # any phase but "train": after `self.model.eval()` that pass only records graphs (lumin's `_fit_batch`)
+        _PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop=_PHASE_MONITOR_LOOP),
+        files=_PHASE_FILES,
+        fixed=_PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop="                    with torch.no_grad():\n    " + _PHASE_MONITOR_LOOP.replace(
+            "\n", "\n    ")),
+        at="for x, y in monitor:",
+        severity=Severity.ERROR,
+    ),
     Fires(  # the step helper backwards only under `if backward:`, and the validation pass hands it `backward=False`: an
         # inference pass, run by `fit` with grad on between the training epochs (inferno's apply_model_and_loss)
         _FLAG_TRAINER.format(flag="False", decorator=""),
@@ -6519,6 +6589,17 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the phase is the caller's run-time argument, which may be "train"
+        _PHASE_LEARNER.format(monitor_phase="monitor_phase", monitor_loop=_PHASE_MONITOR_LOOP).replace(
+            "def fit(self, epochs, batches, monitor):", 'def fit(self, epochs, batches, monitor, monitor_phase="valid"):'
+        ),
+        files=_PHASE_FILES,
+    ),
+    Quiet(  # twin: the monitoring pass runs under `no_grad()`
+        _PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop="                    with torch.no_grad():\n    " + _PHASE_MONITOR_LOOP.replace(
+            "\n", "\n    ")),
+        files=_PHASE_FILES,
+    ),
     Quiet(  # twin: the validation call leaves the helper's flag at its default, so it backwards there (a trained pass)
         _FLAG_TRAINER.format(flag="True", decorator=""),
         files=_FLAG_FILES,

@@ -5,7 +5,10 @@ statistics. Called for a validation pass inside the epoch loop (directly, or in 
 `validate()`/`evaluate()` helper), it stays in force until something calls `model.train()`.
 If nothing does, every epoch after the first validation trains without dropout and with
 batch-norm statistics that no longer update: the model overfits or converges to something
-worse, and nothing in the logs says why. The compute for those epochs is wasted.
+worse, and nothing in the logs says why. The compute for those epochs is wasted. A step helper's
+backward that the call after the switch rules out (`apply_model_and_loss(x, y, backward=False)`, or
+`if self.phase != "train": return` after the caller set `self.phase = "valid"`: analysis/helper_branches.py)
+is no training step: that call is the evaluation itself.
 
 The same holds for a model that starts in eval mode: transformers' and diffusers' `from_pretrained`
 return the model with `.eval()` already called, so a hand-written fine-tuning loop that never calls
@@ -33,9 +36,9 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, MODEL_UNWRAPPERS, TRAINER_STEP_HOOKS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
-from trainlint.analysis.patterns import runs_as_called
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
 from trainlint.rules import (
     AssignEvent,
@@ -1173,6 +1176,50 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the monitoring pass after `eval()` sets `self.phase = "valid"`, and the batch method returns before its
+        # backward in any phase but "train": no training step runs until the next epoch's `train()`
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, loss_func, lr=1e-3):
+                self.model = model
+                self.loss_func = loss_func
+                self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.phase = "train"
+
+            def _run_batch(self, x, y):
+                loss = self.loss_func(self.model(x), y)
+                if self.phase != "train":
+                    return loss.item()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item()
+
+            def fit(self, epochs, batches, monitor):
+                for epoch in range(epochs):
+                    self.model.train()
+                    self.phase = "train"
+                    for x, y in batches:
+                        self._run_batch(x, y)
+                    self.model.eval()
+                    self.phase = "valid"
+                    with torch.no_grad():
+                        scores = [self._run_batch(x, y) for x, y in monitor]
+                    print(epoch, sum(scores) / len(scores))
+        """,
+        files={"train.py": """
+            from torch import nn
+
+            from learner import Learner
+
+
+            def main(model, batches, monitor):
+                Learner(model, nn.MSELoss()).fit(10, batches, monitor)
+        """},
+    ),
     Quiet(  # the validation pass after `eval()` runs the step helper with `backward=False`, which skips its backward: the
         # next training step is the next epoch's, after its `train()`
         """

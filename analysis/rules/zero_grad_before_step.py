@@ -27,7 +27,8 @@ model (`model.embeddings.parameters()`) or one that picks parameters by name hol
 purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing. A `.step()` of the
 project's own (a trainer's `self.step()`, an optimizer wrapper's `step`) that steps an optimizer inside is read
 through: what it clears before its inner step counts. A helper's branch is read as the call picks it when the
-call hands the tested parameter a literal (`compute_forward(..., eval=False)` backwards under `if not eval:`).
+call hands the tested parameter a literal (`compute_forward(..., eval=False)` backwards under `if not eval:`;
+analysis/helper_branches.py).
 Inside Accelerate's `accumulate` with `gradient_accumulation_steps` other than 1, the prepared optimizer steps and
 clears only on every N-th pass (library fact): a model's own `zero_grad()` there runs on every pass and undoes the
 accumulation. A framework runs some
@@ -51,8 +52,9 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
+from trainlint.analysis.helper_branches import branch_as_called
 from trainlint.analysis.libraries import PREPARED_CLEARS_WITH_STEP, call_fact
-from trainlint.analysis.patterns import branch_as_called, is_gradient_key
+from trainlint.analysis.patterns import is_gradient_key
 from trainlint.analysis.stepping import clears_a_module, optimizer_protocol
 from trainlint.rules import (
     AssignEvent,
