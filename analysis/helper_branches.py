@@ -68,7 +68,8 @@ def _literal(node: cst.BaseExpression | None) -> bool | str | None:
     """A literal `True`/`False` (`None` read as false) or a plain string."""
     if isinstance(node, cst.Name) and node.value in {"True", "False", "None"}:
         return node.value == "True"
-    return literal_value(node) if isinstance(node, cst.SimpleString) else None
+    value = literal_value(node) if isinstance(node, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
 
 
 def runs_as_called(event: Event, chain: tuple[CallEvent, ...]) -> bool:
