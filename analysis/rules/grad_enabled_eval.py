@@ -7,7 +7,11 @@ of a training step — evaluation at a larger batch size is where runs die of ou
 runs measurably slower, every epoch, for gradients nobody uses. It also applies to one function
 used for both (`run_epoch(model, loader, optimizer=None)`, `train=False`) when the evaluation
 call leaves grad on, and to an overridden `Trainer.prediction_step`, which the Hugging Face
-`evaluation_loop` calls with grad enabled (the base method disables it itself). An evaluation helper
+`evaluation_loop` calls with grad enabled (the base method disables it itself). A step helper that backwards
+only when its flag or its caller's phase says so trains nothing in a call that rules it out with a literal
+(`apply_model_and_loss(x, y, backward=False)`, `run_batch(batch, mode="eval")` under `if mode == "train":`, or
+`if self.phase != "train": return` after the caller set `self.phase = "valid"`: analysis/helper_branches.py): that
+call is an inference pass, whatever the helper does in the training loop. An evaluation helper
 of another file (`eval_model(model, dev_data)`) that runs a method of what it is handed (a wrapper's
 `predict` calling `self.network.eval()` and then the network) is reported where this file calls it
 with grad on: the helper's own file cannot see what it is handed.
@@ -135,6 +139,7 @@ from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
 from trainlint.analysis.held_instances import builds_own_class, held_instance
+from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import (
     ARGUMENT_PARSING_DECORATOR,
     LIBRARY_LAYER_METHODS,
@@ -481,7 +486,7 @@ class GradEnabledEval(Rule):
             if (_is_model_forward(call, switched) or _switched_model_method(ctx, call, switched) or _handed_a_model(ctx.module, call))
             and call.context.grad_off is None and not _builds_a_module(ctx, call, calls) and not smoke_test_forward(ctx.summary, call)
         ]
-        if not forwards or _grad_off_anywhere(scope, calls) or _trains(calls):
+        if not forwards or _grad_off_anywhere(scope, calls) or _trains_as_called(scope, None):
             return False
         if any(call.scope is not scope for call in forwards):
             with_grad = _reached_with_grad(scope)
@@ -508,7 +513,7 @@ class GradEnabledEval(Rule):
         if not sites and _only_called_without_grad(ctx, info):
             return False  # its callers, all in other files, turn grad off around it
         returned = scope.return_value.roots | {site.node for site in sites}
-        if _output_backwarded(ctx.module, forwards, returned) or _grad_disabled_globally(ctx.module):
+        if _output_backwarded(ctx.module, forwards, returned, _not_run_as_called(scope, None)) or _grad_disabled_globally(ctx.module):
             return False
         forward = next((call for call in forwards if not _unknown_model_method(ctx, call)), forwards[0])
         unknown = _unknown_model_method(ctx, forward)
@@ -624,10 +629,11 @@ class GradEnabledEval(Rule):
                 if _is_model_forward(call, set()) and call.context.grad_off is None and _left_in_eval_mode(ctx, call.receiver, call.receiver_key) is not None
             ]
         if known:
-            forwards = [call for call in forwards if call.scope is scope]
-        if not forwards or _trains(calls) or _disables_grad(scope, list(scope.calls())):
+            told_not_to_train = _in_helpers_told_not_to_train(scope, loop)
+            forwards = [call for call in forwards if call.scope is scope or id(call) in told_not_to_train]
+        if not forwards or _trains_as_called(scope, loop) or _disables_grad(scope, list(scope.calls())):
             return False
-        if _output_backwarded(ctx.module, forwards, frozenset()) or _grad_disabled_globally(ctx.module):
+        if _output_backwarded(ctx.module, forwards, frozenset(), _not_run_as_called(scope, loop)) or _grad_disabled_globally(ctx.module):
             return False
         forward = next((call for call in forwards if not _unknown_model_method(ctx, call)), forwards[0])
         unknown = _unknown_model_method(ctx, forward)
@@ -1647,6 +1653,29 @@ def _trains(calls: list[CallEvent]) -> bool:
     return any(is_backward(call) or is_optimizer_step(call) for call in calls)
 
 
+def _trains_as_called(scope: ScopeAnalysis, loop: Loop | None) -> bool:
+    """A backward or an optimizer step runs in ``loop`` (the whole scope when None) as its calls run the helpers: a
+    step helper's `if backward: loss.backward()` that the call hands `backward=False` trains nothing there, and that
+    call is an inference pass (`apply_model_and_loss(x, y, backward=False)` in a validation loop)."""
+    return any(_trains([call]) and runs_as_called(call, chain) for call, chain in ordered_calls(scope, loop))
+
+
+def _in_helpers_told_not_to_train(scope: ScopeAnalysis, loop: Loop) -> set[int]:
+    """The calls ``loop`` reaches in a helper whose backward or step the loop's call rules out (`self.state = "valid"`,
+    then `self._fit_batch(b)` under `if self.state != "train": return`): checked alone the helper trains, so its
+    inference pass shows only here."""
+    items = list(ordered_calls(scope, loop))
+    told = {id(chain[0]) for call, chain in items if chain and _trains([call]) and not runs_as_called(call, chain)}
+    return {id(call) for call, chain in items if chain and id(chain[0]) in told}
+
+
+def _not_run_as_called(scope: ScopeAnalysis, loop: Loop | None) -> frozenset[int]:
+    """The backwards that ``loop`` (the whole scope when None) reaches only in helpers' branches its calls rule out
+    with a literal (`if backward:` under `backward=False`): a graph they would take is not taken on this path."""
+    reached = [(call, runs_as_called(call, chain)) for call, chain in ordered_calls(scope, loop) if is_backward(call)]
+    return frozenset(id(call) for call, runs in reached if not runs) - {id(call) for call, runs in reached if runs}
+
+
 def _grad_off_anywhere(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
     """The function disables grad somewhere (a block, a decorator, a call): its author chose where."""
     return any(event.context.grad_off is not None for event in scope.events) or _disables_grad(scope, calls)
@@ -1942,11 +1971,14 @@ def _switched_at_module_level(module: ModuleView) -> frozenset[str]:
     return _switched_to_eval(call for scope in module.all_scopes if scope.function is None for call in scope.calls())
 
 
-def _output_backwarded(module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset) -> bool:
+def _output_backwarded(
+    module: ModuleView, forwards: list[CallEvent], returned_roots: frozenset, not_run: frozenset[int] = frozenset(),
+) -> bool:
     """A backward somewhere runs through these forwards (or what the function returns, or one of
-    its calls: a call's result stands for the graph the function builds)."""
+    its calls: a call's result stands for the graph the function builds); ``not_run``: the ids of backwards this
+    pass never runs (a helper's branch its call rules out)."""
     roots = returned_roots | {call.node for call in forwards}
-    return any(backward_target(call).roots & roots for call in module.backward_calls)
+    return any(backward_target(call).roots & roots for call in module.backward_calls if id(call) not in not_run)
 
 
 def _mode_before(module: ModuleView, scope: ScopeAnalysis, loop: Loop, first_inside) -> CallEvent | None:
@@ -2746,7 +2778,181 @@ _PAIR_FILES = {"matching.py": """
                     return (features_a - features_b).norm(dim=1).mean()
             """}
 
+# A trainer whose step helper backwards only when its flag says so: the validation pass calls it with the flag's
+# literal (`{flag}`), which turns the backward off there.
+_FLAG_TRAINER = """
+        import torch
+
+        from losses import build_criterion
+
+
+        class Trainer:
+            def __init__(self, model, loaders, lr=1e-3):
+                self.model = model
+                self.criterion = build_criterion()
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+                self.loaders = loaders
+
+            def apply_model_and_loss(self, inputs, target, backward=True):
+                prediction = self.model(inputs)
+                loss = self.criterion(prediction, target)
+                if backward:
+                    loss.backward()
+                return prediction, loss
+
+            def train_epoch(self):
+                self.model.train()
+                for inputs, target in self.loaders["train"]:
+                    self.optimizer.zero_grad()
+                    self.apply_model_and_loss(inputs, target)
+                    self.optimizer.step()
+
+{decorator}            def validate(self):
+                self.model.eval()
+                total = 0.0
+                for inputs, target in self.loaders["validate"]:
+                    _, loss = self.apply_model_and_loss(inputs, target, backward={flag})
+                    total += loss.item()
+                return total / len(self.loaders["validate"])
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    print(epoch, self.validate())
+        """
+_FLAG_FILES = {"losses.py": """
+                from torch import nn
+
+
+                def build_criterion():
+                    return nn.CrossEntropyLoss(label_smoothing=0.1)
+            """}
+# One step function for both passes, told by a string which it runs (`mode="eval"` for the dev set).
+_MODE_ENGINE = """
+        import torch
+        import torch.nn.functional as F
+
+        from models import TextClassifier
+
+
+        def run_batch(model, batch, optimizer, mode="train"):
+            logits = model(batch["tokens"])
+            loss = F.cross_entropy(logits, batch["labels"])
+            if mode == "train":
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return logits, loss.item()
+
+
+        def main(train_loader, dev_loader, epochs):
+            model = TextClassifier(vocab=30000)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+            for epoch in range(epochs):
+                model.train()
+                for batch in train_loader:
+                    run_batch(model, batch, optimizer)
+                model.eval()
+                correct = 0
+                {dev_loop}
+                print(epoch, correct)
+        """
+_MODE_FILES = {"models.py": """
+                from torch import nn
+
+
+                class TextClassifier(nn.Module):
+                    def __init__(self, vocab, dim=128, classes=2):
+                        super().__init__()
+                        self.embed = nn.EmbeddingBag(vocab, dim)
+                        self.drop = nn.Dropout(0.1)
+                        self.head = nn.Linear(dim, classes)
+
+                    def forward(self, tokens):
+                        return self.head(self.drop(self.embed(tokens)))
+            """}
+_MODE_DEV_LOOP = (
+    "for batch in dev_loader:\n"
+    "                    logits, _ = run_batch(model, batch, optimizer, mode={mode})\n"
+    "                    correct += (logits.argmax(-1) == batch[\"labels\"]).sum().item()"
+)
+_MODE_DEV_LOOP_WITHOUT_GRAD = "with torch.no_grad():\n                    " + _MODE_DEV_LOOP.format(mode='"eval"').replace(
+    "\n                    ", "\n                        "
+)
+
+# A learner whose batch method trains only in the phase its caller set on it (`self.phase`), returning early otherwise;
+# `{monitor_phase}` is what `fit` sets before the pass over the monitoring batches.
+_PHASE_LEARNER = """
+        import torch
+
+        from callbacks import notify
+
+
+        class Learner:
+            def __init__(self, model, loss_func, lr=1e-3):
+                self.model = model
+                self.loss_func = loss_func
+                self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.phase = "train"
+                self.losses = []
+
+            def _run_batch(self, x, y):
+                pred = self.model(x)
+                loss = self.loss_func(pred, y)
+                self.losses.append(loss.item())
+                notify("batch_end", phase=self.phase, loss=self.losses[-1])
+                if self.phase != "train":
+                    return
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+            def fit(self, epochs, batches, monitor):
+                for epoch in range(epochs):
+                    self.model.train()
+                    self.phase = "train"
+                    for x, y in batches:
+                        self._run_batch(x, y)
+                    self.model.eval()
+                    self.phase = {monitor_phase}
+{monitor_loop}
+        """
+_PHASE_FILES = {"callbacks.py": """
+                LISTENERS = []
+
+
+                def notify(event, **values):
+                    for listener in LISTENERS:
+                        listener(event, values)
+            """}
+_PHASE_MONITOR_LOOP = "                    for x, y in monitor:\n                        self._run_batch(x, y)"
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the caller sets `self.phase = "valid"` before the pass, and the batch method returns before its backward in
+        # any phase but "train": after `self.model.eval()` that pass only records graphs (lumin's `_fit_batch`)
+        _PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop=_PHASE_MONITOR_LOOP),
+        files=_PHASE_FILES,
+        fixed=_PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop="                    with torch.no_grad():\n    " + _PHASE_MONITOR_LOOP.replace(
+            "\n", "\n    ")),
+        at="for x, y in monitor:",
+        severity=Severity.ERROR,
+    ),
+    Fires(  # the step helper backwards only under `if backward:`, and the validation pass hands it `backward=False`: an
+        # inference pass, run by `fit` with grad on between the training epochs (inferno's apply_model_and_loss)
+        _FLAG_TRAINER.format(flag="False", decorator=""),
+        files=_FLAG_FILES,
+        fixed=_FLAG_TRAINER.format(flag="False", decorator="            @torch.no_grad()\n"),
+        at="    def validate(self):",
+        severity=Severity.ERROR,
+    ),
+    Fires(  # the same helper told by a string: `mode="eval"` skips its `if mode == "train":` step, so the dev loop after
+        # `model.eval()` only records graphs
+        _MODE_ENGINE.format(dev_loop=_MODE_DEV_LOOP.format(mode='"eval"')),
+        files=_MODE_FILES,
+        fixed=_MODE_ENGINE.format(dev_loop=_MODE_DEV_LOOP_WITHOUT_GRAD),
+        at="for batch in dev_loader:",
+        severity=Severity.ERROR,
+    ),
     Fires(  # the model handed to the trainer's constructor is known as a module by `self.model.eval()`: calling the
         # attribute is its forward, whatever the function is called, and `fit` runs it with grad on between steps
         _PAIR_TRAINER.format(call="scores = self.measure()", decorator=""),
@@ -6383,6 +6589,29 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the phase is the caller's run-time argument, which may be "train"
+        _PHASE_LEARNER.format(monitor_phase="monitor_phase", monitor_loop=_PHASE_MONITOR_LOOP).replace(
+            "def fit(self, epochs, batches, monitor):", 'def fit(self, epochs, batches, monitor, monitor_phase="valid"):'
+        ),
+        files=_PHASE_FILES,
+    ),
+    Quiet(  # twin: the monitoring pass runs under `no_grad()`
+        _PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop="                    with torch.no_grad():\n    " + _PHASE_MONITOR_LOOP.replace(
+            "\n", "\n    ")),
+        files=_PHASE_FILES,
+    ),
+    Quiet(  # twin: the validation call leaves the helper's flag at its default, so it backwards there (a trained pass)
+        _FLAG_TRAINER.format(flag="True", decorator=""),
+        files=_FLAG_FILES,
+    ),
+    Quiet(  # twin: the flag is the caller's run-time value, which may train (`backward=self.training_pass`)
+        _FLAG_TRAINER.format(flag="self.training_pass", decorator=""),
+        files=_FLAG_FILES,
+    ),
+    Quiet(  # twin: the dev loop with `mode="eval"` runs under `no_grad()`
+        _MODE_ENGINE.format(dev_loop=_MODE_DEV_LOOP_WITHOUT_GRAD),
+        files=_MODE_FILES,
+    ),
     Quiet(  # a forward run for its hooks: its output is never read, the activations they catch feed the loss stepped
         """
         import torch

@@ -5,7 +5,10 @@ statistics. Called for a validation pass inside the epoch loop (directly, or in 
 `validate()`/`evaluate()` helper), it stays in force until something calls `model.train()`.
 If nothing does, every epoch after the first validation trains without dropout and with
 batch-norm statistics that no longer update: the model overfits or converges to something
-worse, and nothing in the logs says why. The compute for those epochs is wasted.
+worse, and nothing in the logs says why. The compute for those epochs is wasted. A step helper's
+backward that the call after the switch rules out (`apply_model_and_loss(x, y, backward=False)`, or
+`if self.phase != "train": return` after the caller set `self.phase = "valid"`: analysis/helper_branches.py)
+is no training step: that call is the evaluation itself.
 
 The same holds for a model that starts in eval mode: transformers' and diffusers' `from_pretrained`
 return the model with `.eval()` already called, so a hand-written fine-tuning loop that never calls
@@ -33,6 +36,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.helper_branches import runs_as_called
 from trainlint.analysis.libraries import LIBRARY_EVAL_METHODS, MODEL_UNWRAPPERS, TRAINER_STEP_HOOKS, ModeFact
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.torchapi import NO_GRAD_CONTEXTS
@@ -506,7 +510,7 @@ def _training_loop(items: list[Item], site: Event, key: str) -> tuple[Loop, list
     wanted = _normalised(key)
     for loop in reversed(site.context.loops):
         in_loop = [(i, event, chain) for i, event, chain in items if loop in (chain[0] if chain else event).context.loops]
-        if not any(_is_training_step(event) for _, event, _ in in_loop):
+        if not any(_is_training_step(event) and runs_as_called(event, chain) for _, event, chain in in_loop):
             continue
         if not any(isinstance(event, CallEvent) and is_optimizer_step(event) for _, event, _ in in_loop):
             return None  # backward without a step: gradients for importance scores or saliency, nothing trains
@@ -617,7 +621,7 @@ def _next_training_step(in_loop: list[Item], index: int, eval_call: CallEvent, c
             return None
         if not wrapped and not event_chain and _leaves_loop(event, loop, site_conditions):
             return None
-        if _is_training_step(event):
+        if _is_training_step(event) and runs_as_called(event, event_chain):  # not a helper's `if backward:` told False
             return event, wrapped
     return None
 
@@ -1172,6 +1176,101 @@ StuckEvalMode.MUST_FIRE = (
 )
 
 StuckEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the monitoring pass after `eval()` sets `self.phase = "valid"`, and the batch method returns before its
+        # backward in any phase but "train": no training step runs until the next epoch's `train()`
+        """
+        import torch
+
+
+        class Learner:
+            def __init__(self, model, loss_func, lr=1e-3):
+                self.model = model
+                self.loss_func = loss_func
+                self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
+                self.phase = "train"
+
+            def _run_batch(self, x, y):
+                loss = self.loss_func(self.model(x), y)
+                if self.phase != "train":
+                    return loss.item()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item()
+
+            def fit(self, epochs, batches, monitor):
+                for epoch in range(epochs):
+                    self.model.train()
+                    self.phase = "train"
+                    for x, y in batches:
+                        self._run_batch(x, y)
+                    self.model.eval()
+                    self.phase = "valid"
+                    with torch.no_grad():
+                        scores = [self._run_batch(x, y) for x, y in monitor]
+                    print(epoch, sum(scores) / len(scores))
+        """,
+        files={"train.py": """
+            from torch import nn
+
+            from learner import Learner
+
+
+            def main(model, batches, monitor):
+                Learner(model, nn.MSELoss()).fit(10, batches, monitor)
+        """},
+    ),
+    Quiet(  # the validation pass after `eval()` runs the step helper with `backward=False`, which skips its backward: the
+        # next training step is the next epoch's, after its `train()`
+        """
+        import torch
+
+        from losses import build_criterion
+
+
+        class Trainer:
+            def __init__(self, model, loaders, lr=1e-3):
+                self.model = model
+                self.criterion = build_criterion()
+                self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+                self.loaders = loaders
+
+            def apply_model_and_loss(self, inputs, target, backward=True):
+                prediction = self.model(inputs)
+                loss = self.criterion(prediction, target)
+                if backward:
+                    loss.backward()
+                return prediction, loss
+
+            def train_epoch(self):
+                self.model.train()
+                for inputs, target in self.loaders["train"]:
+                    self.optimizer.zero_grad()
+                    self.apply_model_and_loss(inputs, target)
+                    self.optimizer.step()
+
+            @torch.no_grad()
+            def validate(self):
+                self.model.eval()
+                total = 0.0
+                for inputs, target in self.loaders["validate"]:
+                    _, loss = self.apply_model_and_loss(inputs, target, backward=False)
+                    total += loss.item()
+                return total / len(self.loaders["validate"])
+
+            def fit(self, epochs):
+                for epoch in range(epochs):
+                    self.train_epoch()
+                    print(epoch, self.validate())
+        """,
+        files={"losses.py": """
+            from torch import nn
+
+
+            def build_criterion():
+                return nn.CrossEntropyLoss(label_smoothing=0.1)
+        """},
+    ),
     Quiet(  # the caller in another file switches the model to training mode before handing it to the helper
         """
         def train_one_epoch(model, loader, optimizer, scheduler):

@@ -7,7 +7,9 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone. A step
+the earlier passes accumulated, so each step applies the last backward's gradient alone; the backward may sit
+in a loop each iteration runs whole (truncated backpropagation over a sequence's slices), and rescaling the
+gradients in place (`p.grad /= n`) keeps nothing aside. A step
 function with no loop of its own (`training_step(self, batch)`, run per batch by a loop elsewhere
 or by a framework) is read the same way, one call for one iteration, and so is the closure an
 `optimizer.step(closure)` runs before it reads the gradients. A clearing between two backward passes
@@ -25,7 +27,8 @@ model (`model.embeddings.parameters()`) or one that picks parameters by name hol
 purpose, and writing other gradients in (`p.grad.div_(world_size)`) is not clearing. A `.step()` of the
 project's own (a trainer's `self.step()`, an optimizer wrapper's `step`) that steps an optimizer inside is read
 through: what it clears before its inner step counts. A helper's branch is read as the call picks it when the
-call hands the tested parameter a literal (`compute_forward(..., eval=False)` backwards under `if not eval:`).
+call hands the tested parameter a literal (`compute_forward(..., eval=False)` backwards under `if not eval:`;
+analysis/helper_branches.py).
 Inside Accelerate's `accumulate` with `gradient_accumulation_steps` other than 1, the prepared optimizer steps and
 clears only on every N-th pass (library fact): a model's own `zero_grad()` there runs on every pass and undoes the
 accumulation. A framework runs some
@@ -49,6 +52,7 @@ from typing import TypeGuard
 import libcst as cst
 
 from trainlint.analysis.frameworks import runs_between_backward_and_step, stepped_after_return
+from trainlint.analysis.helper_branches import branch_as_called
 from trainlint.analysis.libraries import PREPARED_CLEARS_WITH_STEP, call_fact
 from trainlint.analysis.patterns import is_gradient_key
 from trainlint.analysis.stepping import clears_a_module, optimizer_protocol
@@ -341,11 +345,27 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
             and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
         ]
         backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
+        if backward is None:
+            backward = _backward_of_inner_loop(scope, loop, None if every_iteration is step else every_iteration)
         clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
         if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
             return backward, clear, step, every_n[0], holds
         return None
     return _micro_batches_undone(scope, loop, step)
+
+
+def _backward_of_inner_loop(scope: ScopeAnalysis, loop: Loop, until: Event | None) -> CallEvent | None:
+    """A backward in a loop that each iteration of ``loop`` runs whole, under no test (truncated backpropagation over a
+    sequence's slices, `for i in range(slices): ... loss.backward()`): the gradient it adds, pass by pass, is that
+    iteration's, and a clearing on every iteration throws the earlier iterations' away as it would a plain backward's."""
+    for event in scope.events:
+        loops = event.context.loops
+        if (
+            _adds_to_grad(event) and len(loops) >= 2 and loops[-2] is loop and not event.context.conditions_inside(loop)
+            and (until is None or _before(scope, event, until))
+        ):
+            return event
+    return None
 
 
 def _cleared_past_accumulate(ctx: RuleContext, scope: ScopeAnalysis, loop: Loop,
@@ -439,7 +459,7 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
     site = chain[0] if chain else event
     links = (*chain[1:], event) if chain else ()
     if site.context.conditions_inside(inner) or any(
-        link.context.loops or not all(_chosen_by_call(test, caller) for test in link.context.conditions)
+        link.context.loops or not all(branch_as_called(test, caller) is True for test in link.context.conditions)
         for link, caller in zip(links, chain)
     ):
         return False
@@ -450,29 +470,6 @@ def _runs_every_pass(item: Item, inner: Loop) -> bool:
         not chain and len(loops) >= 2 and loops[-2] is inner and not site.context.conditions_inside(loops[-1])
         and _iterates_parameters(site.scope, loops[-1]) and clears_gradients(event)
     )
-
-
-def _chosen_by_call(condition: Condition, call: CallEvent) -> bool:
-    """The branch of a helper's `if flag:` / `if not flag:` that the call running the helper always takes: it hands
-    the parameter `flag` a literal (`compute_forward(model, x, eval=False)`), or leaves it at a literal default."""
-    test, function = condition.test, call.function
-    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-    name = test.expression if isinstance(test, cst.UnaryOperation) and negated else test
-    if function is None or not isinstance(name, cst.Name) or condition.branch not in {"if", "else"}:
-        return False
-    parameter = next((param for param in function.node.params.params if param.name.value == name.value), None)
-    if parameter is None:
-        return False  # (a name the helper binds itself, or a global)
-    handed = call.keyword(name.value)
-    if handed is None and name.value in function.positional_parameters and not any(arg.star for arg in call.arg_nodes):
-        index = function.positional_parameters.index(name.value)
-        plain = [arg for arg in call.arg_nodes if arg.keyword is None]
-        handed = plain[index] if index < len(plain) else None
-    given = handed.value if handed is not None else parameter.default
-    if not isinstance(given, cst.Name) or given.value not in {"True", "False", "None"}:
-        return False
-    holds = (given.value == "True") != negated
-    return holds == (condition.branch == "if")
 
 
 def _iterates_parameters(scope: ScopeAnalysis, loop: Loop) -> bool:
@@ -678,13 +675,14 @@ def _handles_gradients_itself(scope: ScopeAnalysis, loop: Loop | None) -> bool:
 
 def _reads_gradients(scope: ScopeAnalysis, loop: cst.CSTNode) -> bool:
     """Whether a loop reads or sets `p.grad`, or calls `autograd.grad`: it works on each pass's
-    gradients itself. Clearing them (`p.grad = None`, `p.grad.zero_()`) is not working on them.
+    gradients itself. Clearing them (`p.grad = None`, `p.grad.zero_()`), rescaling them where they are (`p.grad /= n`,
+    `p.grad.div_(n)`) or asking whether there is one (`p.grad is not None`) keeps nothing of a pass aside.
     Kept per node, read statement by statement: a key reads again only the statements it reached."""
     kept = scope.chunk.node_memo("TL206 reads gradients")
     found = kept.get(loop)
     if found is None:
         marks = scope.chunk.facts_under("TL206 gradient marks", loop, _gradient_marks)
-        cleared = {id(node) for kind, node in marks if kind == "clears"}
+        cleared = {id(node) for kind, node in marks if kind in {"clears", "scales"}}
         found = kept[loop] = any(kind == "autograd" or (kind == "grad" and id(node) not in cleared) for kind, node in marks)
     return found
 
@@ -697,9 +695,18 @@ def _gradient_marks(node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:
         return [("grad", node)] if node.attr.value == "grad" else []
     if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "None":
         return [("clears", target.target) for target in node.targets if _names_grad(target.target)]
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, (cst.DivideAssign, cst.MultiplyAssign)) and _names_grad(node.target):
+        return [("scales", node.target)]  # `p.grad /= n`: rescaled where it is, nothing kept aside
+    if isinstance(node, cst.Comparison) and _names_grad(node.left) and all(
+        isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+        for target in node.comparisons
+    ):
+        return [("scales", node.left)]  # `if p.grad is not None:` only asks whether there is one
     if not isinstance(node, cst.Call):
         return []
     marks: list[tuple[str, cst.CSTNode]] = [("autograd", node)] if (dotted(node.func) or "").endswith("autograd.grad") else []
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value in _IN_PLACE_SCALINGS and _names_grad(node.func.value):
+        marks.append(("scales", node.func.value))
     if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_":
         receiver = node.func.value
         if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
@@ -707,6 +714,10 @@ def _gradient_marks(node: cst.CSTNode) -> list[tuple[str, cst.CSTNode]]:
         if _names_grad(receiver):
             marks.append(("clears", receiver))
     return marks
+
+
+# torch.Tensor's in-place rescalings (`p.grad.div_(n)`, `p.grad.mul_(c)`): the gradient stays where it is.
+_IN_PLACE_SCALINGS = frozenset({"div_", "mul_"})
 
 
 def _names_grad(node: cst.CSTNode) -> bool:
@@ -1150,7 +1161,70 @@ def _move_after(ctx: RuleContext, clear: Item, step: Item) -> list[TextEdit | No
     ]
 
 
+# A recurrent language model trained by truncated backpropagation over each document's slices, stepping every
+# `accumulation` documents; `{clear_every}` is where the per-document clearing goes.
+_SLICED_TRAINER = """
+        import torch
+        from torch import nn
+
+        from lm import RecurrentLM
+
+
+        class SlicedTrainer:
+            def __init__(self, vocab, accumulation=8, slice_len=128):
+                self.model = RecurrentLM(vocab).cuda()
+                self.optimizer = torch.optim.Adam(self.model.parameters(), lr=3e-4)
+                self.criterion = nn.CrossEntropyLoss()
+                self.accumulation = accumulation
+                self.slice_len = slice_len
+
+            def train_epoch(self, documents):
+                self.model.train()
+                for step, (tokens, targets) in enumerate(documents, start=1):
+                    state = self.model.initial_state()
+{clear_every}                    for start in range(0, tokens.shape[1], self.slice_len):
+                        logits, state = self.model(tokens[:, start:start + self.slice_len], state)
+                        state = state.detach()
+                        loss = self.criterion(logits[0], targets[0, start:start + self.slice_len])
+                        (loss * logits.shape[1] / tokens.shape[1]).backward()
+                    for param in self.model.parameters():
+                        if param.grad is not None:
+                            param.grad /= self.accumulation
+                    if step % self.accumulation == 0:
+                        self.optimizer.step()
+{clear_after_step}
+        """
+_SLICED_FILES = {"lm.py": """
+            import torch
+            from torch import nn
+
+
+            class RecurrentLM(nn.Module):
+                def __init__(self, vocab, dim=256):
+                    super().__init__()
+                    self.dim = dim
+                    self.embed = nn.Embedding(vocab, dim)
+                    self.cell = nn.GRU(dim, dim, batch_first=True)
+                    self.head = nn.Linear(dim, vocab)
+
+                def initial_state(self):
+                    return torch.zeros(1, 1, self.dim, device="cuda")
+
+                def forward(self, tokens, state):
+                    output, state = self.cell(self.embed(tokens), state)
+                    return self.head(output), state
+        """}
+_CLEAR_EVERY_DOCUMENT = "                    self.optimizer.zero_grad()\n"
+_CLEAR_AFTER_STEP = "                        self.optimizer.zero_grad()"
+
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # the backward runs in the loop over a document's slices, the clearing at the top of every document, the step
+        # every `accumulation` documents: each step applies the last document's gradient alone
+        _SLICED_TRAINER.format(clear_every=_CLEAR_EVERY_DOCUMENT, clear_after_step=_CLEAR_AFTER_STEP),
+        files=_SLICED_FILES,
+        no_fix=True,
+        at="self.optimizer.zero_grad()",
+    ),
     Fires(  # the base trainer's loop steps every N batches; the one subclass's hook it runs clears on every batch
         """
         import torch
@@ -2458,6 +2532,16 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # twin: the gradients are cleared only after the step, so the slices of every document accumulate
+        _SLICED_TRAINER.format(clear_every="", clear_after_step=_CLEAR_AFTER_STEP),
+        files=_SLICED_FILES,
+    ),
+    Quiet(  # twin: a step after every document, so clearing at its top throws nothing away
+        _SLICED_TRAINER.format(clear_every=_CLEAR_EVERY_DOCUMENT, clear_after_step="").replace(
+            "if step % self.accumulation == 0:\n                        self.optimizer.step()", "self.optimizer.step()"
+        ),
+        files=_SLICED_FILES,
+    ),
     Quiet(  # the base trainer's loop steps on every batch: the subclass's hook may clear before its backward
         """
         import torch
