@@ -705,6 +705,7 @@ def kept_on_the_gpu(module, scope: ScopeAnalysis, store: StoreEvent) -> tuple | 
     if base is not None:
         # `ids = model.generate(...)` on a receiver the analysis does not know; `logits.softmax(-1)`, `out.argmax(1)`
         producers.append(_last_assigned_call(scope, store, base))
+    producers.extend(_computed_from_calls(scope, store.value_node))
     for producer in producers:
         if producer is not None and _runs_on_the_accelerator(producer):
             return ((producer.scope.chunk, producer.node), f"what `{shortened(producer.scope.chunk.code_for(producer.node), 40)}` "
@@ -809,6 +810,32 @@ def _derived_from(expression: cst.BaseExpression) -> str | None:
             expression = expression.value
         else:
             return expression.value if isinstance(expression, cst.Name) else None
+
+
+def _computed_from_calls(scope: ScopeAnalysis, expression: cst.BaseExpression) -> list[CallEvent]:
+    """The calls whose result ``expression`` is computed from by torch functions, methods and indexing:
+    ``net(x)`` in ``torch.sigmoid(net(x)).squeeze(1)`` or ``F.softmax(self.net.forward(x), -1)[:, 1]``. A torch
+    function computes on the device of the tensor it is given, so the result lives where the call's did."""
+    calls = {id(call.node): call for call in scope.calls()}
+    found = []
+    while True:
+        if isinstance(expression, cst.Subscript):
+            expression = expression.value
+            continue
+        if not isinstance(expression, cst.Call):
+            return found
+        call = calls.get(id(expression))
+        if call is not None:
+            found.append(call)
+        if call is not None and call.callee is not None and call.callee.startswith("torch."):
+            given = expression.args[0] if expression.args and expression.args[0].keyword is None and not expression.args[0].star else None
+            if given is None:
+                return found
+            expression = given.value  # `torch.sigmoid(net(x))`: what the function was given
+        elif isinstance(expression.func, cst.Attribute):
+            expression = expression.func.value  # `net(x).squeeze(1)`: the tensor the method runs on
+        else:
+            return found
 
 
 def _last_assigned_call(scope: ScopeAnalysis, before: StoreEvent, name: str) -> CallEvent | None:

@@ -297,6 +297,8 @@ def _runs_a_step(scope: ScopeAnalysis, loop: Loop) -> bool:
             return True
         if call.receiver is not None and Tag.MODEL in call.receiver.tags and call.method in {None, "forward"}:
             return True
+        if call.method == "forward" and call.args and Tag.ON_DEVICE in call.args[0].tags:
+            return True  # `self.model.forward(x)` on a batch on the accelerator: a module's forward, called by its name
     return False
 
 
@@ -960,6 +962,69 @@ DeviceAccumulation.MUST_FIRE = (
         """,
         at="self.outs.append(pred.detach())",
     ),
+    Fires(  # a torch function of the network's output computes on the output's device: the scores stay on the GPU
+        """
+        import torch
+
+        from tagging.heads import MultiLabelHead
+
+
+        class Tagger:
+            def __init__(self, features: int, labels: int):
+                self.device = torch.device("cuda")
+                self.head = MultiLabelHead(features, labels).to(self.device)
+
+            @torch.no_grad()
+            def tag(self, loader):
+                self.head.eval()
+                scores = []
+                for features, _ in loader:
+                    scores.append(torch.sigmoid(self.head(features.to(self.device))))
+                return torch.vstack(scores)
+        """,
+        files={"tagging/heads.py": """
+            import torch
+
+
+            class MultiLabelHead(torch.nn.Module):
+                def __init__(self, features: int, labels: int):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(features, labels)
+
+                def forward(self, x):
+                    return self.proj(x)
+            """},
+        at="scores.append(torch.sigmoid(self.head(features.to(self.device))))",
+    ),
+    Fires(  # a model the registry builds, run by its `forward` on each batch moved to the GPU: the loop walks the data
+        """
+        import torch
+
+        from ranking.registry import build
+
+
+        class Ranker:
+            def __init__(self, name: str, device: torch.device):
+                self.device = device
+                self.model = build(name)
+
+            def rank(self, teams):
+                ranked = []
+                with torch.no_grad():
+                    for skills, _ in teams:
+                        skills = skills.squeeze(1).to(self.device)
+                        ranked.append(self.model.forward(skills).squeeze(1))
+                return torch.vstack(ranked)
+        """,
+        files={"ranking/registry.py": """
+            MODELS = {}
+
+
+            def build(name: str):
+                return MODELS[name]()
+            """},
+        at="ranked.append(self.model.forward(skills).squeeze(1))",
+    ),
 )
 
 DeviceAccumulation.MUST_NOT_FIRE = (
@@ -1502,5 +1567,96 @@ DeviceAccumulation.MUST_NOT_FIRE = (
                 out.append(ids)
             return torch.cat(out, dim=1)
         """
+    ),
+    Quiet(  # the fix: a host copy of each batch's scores, and the head run once per batch
+        """
+        import torch
+
+        from tagging.heads import MultiLabelHead
+
+
+        class Tagger:
+            def __init__(self, features: int, labels: int):
+                self.device = torch.device("cuda")
+                self.head = MultiLabelHead(features, labels).to(self.device)
+
+            @torch.no_grad()
+            def tag(self, loader):
+                self.head.eval()
+                scores = []
+                for features, _ in loader:
+                    scores.append(torch.sigmoid(self.head(features.to(self.device))).detach().cpu())
+                return torch.vstack(scores)
+        """,
+        files={"tagging/heads.py": """
+            import torch
+
+
+            class MultiLabelHead(torch.nn.Module):
+                def __init__(self, features: int, labels: int):
+                    super().__init__()
+                    self.proj = torch.nn.Linear(features, labels)
+
+                def forward(self, x):
+                    return self.proj(x)
+            """},
+    ),
+    Quiet(  # the fix: each batch's ranking moved to the host before it is kept
+        """
+        import torch
+
+        from ranking.registry import build
+
+
+        class Ranker:
+            def __init__(self, name: str, device: torch.device):
+                self.device = device
+                self.model = build(name)
+
+            def rank(self, teams):
+                ranked = []
+                with torch.no_grad():
+                    for skills, _ in teams:
+                        skills = skills.squeeze(1).to(self.device)
+                        ranked.append(self.model.forward(skills).squeeze(1).cpu())
+                return torch.vstack(ranked)
+        """,
+        files={"ranking/registry.py": """
+            MODELS = {}
+
+
+            def build(name: str):
+                return MODELS[name]()
+            """},
+    ),
+    Quiet(  # a bounded window of the last scores, on the GPU: a deque with a maxlen does not grow
+        """
+        import collections
+
+        import torch
+
+        from ranking.registry import build
+
+
+        class Ranker:
+            def __init__(self, name: str, device: torch.device):
+                self.device = device
+                self.model = build(name)
+
+            def rank(self, teams):
+                recent = collections.deque(maxlen=4)
+                with torch.no_grad():
+                    for skills, _ in teams:
+                        skills = skills.squeeze(1).to(self.device)
+                        recent.append(torch.sigmoid(self.model.forward(skills)))
+                return torch.vstack(list(recent))
+        """,
+        files={"ranking/registry.py": """
+            MODELS = {}
+
+
+            def build(name: str):
+                return MODELS[name]()
+            """},
     ),
 )
