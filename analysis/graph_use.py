@@ -632,22 +632,24 @@ def _names_bound(*targets: cst.BaseExpression) -> tuple[str, ...]:
     """The names ``_Follower._bind`` adds for these targets, one after the other: up to the first it cannot
     bind (``self.cache = out``), as ``all`` stops there."""
     found: list[str] = []
-
-    def bind(target: cst.BaseExpression) -> bool:
-        if isinstance(target, cst.Name):
-            found.append(target.value)
-            return True
-        if isinstance(target, (cst.Tuple, cst.List)):
-            return all(bind(element.value) for element in target.elements)
-        if isinstance(target, cst.StarredElement):
-            return bind(target.value)
-        if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
-            found.append(target.value.value)
-            return True
-        return False
-
-    all(bind(target) for target in targets)
+    all(_bind_names(target, found) for target in targets)
     return tuple(found)
+
+
+def _bind_names(target: cst.BaseExpression, found: list[str]) -> bool:
+    # A module-level function, not a closure calling itself: that closure and its cell would form a reference
+    # cycle at every call, which only the garbage collector frees (tests/test_idle_gc.py).
+    if isinstance(target, cst.Name):
+        found.append(target.value)
+        return True
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return all(_bind_names(element.value, found) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _bind_names(target.value, found)
+    if isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name):
+        found.append(target.value.value)
+        return True
+    return False
 
 
 def program_trains(module) -> bool:
