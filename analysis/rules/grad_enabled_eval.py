@@ -343,11 +343,11 @@ class GradEnabledEval(Rule):
         if _trains(calls) or _grad_off_anywhere(scope, calls) or _grad_disabled_globally(module):
             return False
         per_step = _called_per_training_step(ctx, info)
-        if per_step is None:
+        if per_step is None or _feeds_a_backward(per_step[0]):
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is None or _built_on_the_spot(module, scope, forward):
                 continue
             site, step = per_step
@@ -835,7 +835,7 @@ class GradEnabledEval(Rule):
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         unknown: tuple[CallEvent, DroppedGraph] | None = None  # the first forward whose grad mode only callers elsewhere decide
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is not None and info is None and _read_later(module, scope.chunk, dropped.names):
                 continue  # a module-level name the rest of the script reads (`features`, saved later) keeps it
             if dropped is not None and _collected_detached(scope, forward, dropped):
@@ -1092,7 +1092,7 @@ class GradEnabledEval(Rule):
             return False
         frozen = module.module_fact("tl102-frozen-models", _frozen_models)
         for forward in forwards:
-            dropped = None if forward.receiver_key in frozen else _dropped_after_use(scope, forward)
+            dropped = None if forward.receiver_key in frozen else dropped_graph(scope, forward.node)
             if dropped is None or script and not any(_reads_values(cut) for cut in dropped.cuts):
                 continue  # in a script, only a pass whose numbers are used: not a shape check, not a warm-up
             text = _text(forward)
@@ -1384,29 +1384,19 @@ def _unknown_model_method(ctx: RuleContext, forward: CallEvent) -> bool:
     )
 
 
-def _dropped_after_use(scope: ScopeAnalysis, forward: CallEvent) -> DroppedGraph | None:
-    """How the graph of ``forward`` dies (``dropped_graph``), for a forward of a function whose output something
-    reads. A forward nothing reads (a bare call, or names bound to it that the function names nowhere else) runs for
-    what it does inside the model, which no output shows: hooks that capture activations for a loss that is
-    backwarded (an input optimiser reading a layer's output), running statistics. Turning grad off there could
-    break what it is run for, and its graph is freed when the function returns: nothing to report."""
-    function = scope.function
-    if function is not None and _output_never_read(function.node, forward):
-        return None
-    return dropped_graph(scope, forward.node)
-
-
-def _output_never_read(function: cst.FunctionDef, forward: CallEvent) -> bool:
-    statement = forward.statement
-    if isinstance(statement, cst.Expr):
-        return statement.value is forward.node
-    if not (isinstance(statement, cst.Assign) and statement.value is forward.node):
+def _feeds_a_backward(site: CallEvent) -> bool:
+    """The caller backwards what the call returns (``loss = self.objective()`` then ``loss.backward()``, also
+    through a function the value is handed to, or ``self.objective().backward()``): the helper computes the step's
+    loss, and its forwards may reach that loss through what no output shows (forward hooks that keep a layer's
+    output for the objective, as an input optimiser's do). Grad must stay on there."""
+    scope, statement = site.scope, site.statement
+    backwards = [call for call in scope.calls() if is_backward(call)]
+    if any(node is site.node for call in backwards for node in _walk(call.node)):
+        return True
+    if not (isinstance(statement, cst.Assign) and any(node is site.node for node in _walk(statement.value))):
         return False
-    targets = [target.target for target in statement.targets]
-    if not all(isinstance(target, cst.Name) for target in targets):
-        return False
-    names = {target.value for target in targets if isinstance(target, cst.Name)}
-    return sum(isinstance(node, cst.Name) and node.value in names for node in _walk(function)) == len(targets)
+    names = {target.target.value for target in statement.targets if isinstance(target.target, cst.Name)}
+    return any(isinstance(node, cst.Name) and node.value in names for call in backwards for node in _walk(call.node))
 
 
 def _result_used(call: CallEvent) -> bool:
@@ -6612,7 +6602,7 @@ GradEnabledEval.MUST_NOT_FIRE = (
         _MODE_ENGINE.format(dev_loop=_MODE_DEV_LOOP_WITHOUT_GRAD),
         files=_MODE_FILES,
     ),
-    Quiet(  # a forward run for its hooks: its output is never read, the activations they catch feed the loss stepped
+    Quiet(  # a forward run for its hooks inside the helper whose returned loss the training loop backwards
         """
         import torch
 
