@@ -22,6 +22,7 @@ import secrets
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 try:
     import fcntl
@@ -74,18 +75,22 @@ def mark_cache_folder(folder: str | os.PathLike[str]) -> None:
     of ``*`` so that a cache inside a repository ignores itself); OSError when it cannot be written."""
     os.makedirs(folder, exist_ok=True)
     for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", CACHE_GITIGNORE)):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            continue
-        temporary = f"{path}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-        try:
-            with open(temporary, "x", encoding="utf-8") as stream:
-                stream.write(text)
-            os.replace(temporary, path)  # a reader sees no tag or the whole tag, never a part
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        path = Path(folder, name)
+        if not path.is_file():
+            write_atomically(path, text.encode("utf-8"))  # a reader sees no tag or the whole tag, never a part
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write a file of trainlint's cache: readers see the old file or the whole new one, never a part (no fsync:
+    a cache entry lost to a crash only costs the work again)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 def holds_only_cache_parts(folder: str | os.PathLike[str]) -> bool:

@@ -44,6 +44,7 @@ from trainlint.analysis.files import (
     holds_only_cache_parts,
     mark_cache_folder,
     read_bounded,
+    write_atomically,
 )
 from trainlint.analysis.findings import Finding
 from trainlint.analysis.library_source import library_paths
@@ -113,7 +114,7 @@ class ResultCache:
             _claim(folder, project)
             if not (cache.entries / _GENERATION_MARKER).is_file():
                 cache.entries.mkdir(exist_ok=True)
-                _write_atomically(cache.entries / _GENERATION_MARKER, b"results of one trainlint installation\n")
+                write_atomically(cache.entries / _GENERATION_MARKER, b"results of one trainlint installation\n")
             os.utime(cache.entries)  # the installations used last are the ones pruning keeps
         except OSError as error:
             raise CacheUnavailable(f"cannot write the cache folder {folder}: {error.strerror or error}") from None
@@ -150,7 +151,7 @@ class ResultCache:
             files = [(path, stamp, tables[path]) for path, (stamp, _) in sorted(reached.items()) if path != importer]
             path = self._path(key)
             path.parent.mkdir(exist_ok=True)
-            _write_atomically(path, _ENCODER.encode(_Entry(findings, tables[importer], files)))
+            write_atomically(path, _ENCODER.encode(_Entry(findings, tables[importer], files)))
         except UnicodeEncodeError:  # a file name that is not UTF-8 (surrogate escapes): checked again each run
             return False
         except OSError:
@@ -168,7 +169,7 @@ class ResultCache:
             table = self._table_path(digest)
             if not table.exists():
                 table.parent.mkdir(parents=True, exist_ok=True)
-                _write_atomically(table, data)
+                write_atomically(table, data)
             self._tables_written.add(digest)
         return digest
 
@@ -212,7 +213,7 @@ class ResultCache:
         except OSError:
             pass
         try:
-            _write_atomically(marker, b"")  # replaces whatever stood there (a link is not followed)
+            write_atomically(marker, b"")  # replaces whatever stood there (a link is not followed)
             _prune_generations(self.folder, self.entries)
             _prune_entries(self.entries, now)
         except OSError:
@@ -291,21 +292,6 @@ def _read_in_use(path: Path) -> bytes:
         except OSError:
             pass
     return data
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    """Readers see the old file or the whole new one, never a part (no fsync: an entry lost to a
-    crash is only analysed again)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        temporary.write_bytes(data)
-        os.replace(temporary, path)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
 
 
 # ---------------------------------------------------------------------------- the installation
