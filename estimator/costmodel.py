@@ -446,8 +446,7 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         whole = trainable * state_bytes * share / shards
         largest = _largest_tensor(geometry, trainable)
         one_tensor = Interval.exact(2 * largest * state_bytes)
-        per_tensor_default = plan.foreach is None and plan.foreach_default is False
-        if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw" and not per_tensor_default:
+        if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw":
             if plan.trainer_fused_adamw is None:
                 temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
                 notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
@@ -455,11 +454,8 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
                              f"`optim=` in TrainingArguments or {settled_by('torch')}")
             else:
                 temporary = one_tensor if plan.trainer_fused_adamw else Interval.exact(whole)
-        elif plan.foreach is False or per_tensor_default:  # the per-tensor loop (or fused): one tensor's temporaries at a time
+        elif plan.foreach is False:  # the per-tensor loop (or fused): temporaries of one tensor at a time
             temporary = one_tensor
-            if per_tensor_default:
-                notes.append("optimizer step: torch before 2.0 runs the per-tensor loop where the script states no foreach "
-                             "(foreach became the default on CUDA in 2.0): one tensor's temporaries at a time")
         elif plan.foreach is True:
             temporary = Interval.exact(whole)
             notes.append("foreach optimizer step: one temporary the size of the parameters")

@@ -110,10 +110,6 @@ class Plan:
     lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
     grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
-    # What torch's optimizers run where the script states neither foreach nor fused: torch 2.0 made the foreach
-    # implementation the default on CUDA (PR 92306, widened to nn.Parameters by PR 95862); before, the per-tensor loop,
-    # whose temporaries are one tensor's at a time. None: the torch release is unknown (the estimate foreach, today's).
-    foreach_default: bool | None = None
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)
     vae_tiling: bool = False  # diffusion: enable_vae_tiling (the decode works one tile at a time)
     vae_slicing: bool = False  # diffusion: enable_vae_slicing (the decode works one image at a time)

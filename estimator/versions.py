@@ -43,7 +43,6 @@ VERSIONED_BEHAVIOURS = (
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
     ("torch", "1.13.0", "lazy_module_loading", False, True),
     ("torch", "2.0.0", "zero_grad_frees", False, True),
-    ("torch", "2.0.0", "foreach_default", False, True),
     ("accelerate", "0.28.0", "accelerate_zero_grad_frees", False, True),
     ("trl", "0.22.0", "trl_checkpointing", False, True),
     ("trl", "1.7.0", "trl_chunked_loss", False, True),
