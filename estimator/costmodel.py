@@ -447,7 +447,11 @@ def _step_terms(plan: Plan, geometry: Shape | None, trainable: int, gradients: I
         largest = _largest_tensor(geometry, trainable)
         one_tensor = Interval.exact(2 * largest * state_bytes)
         if plan.foreach is None and plan.trainer_default_optimizer and plan.optimizer == "adamw":
-            if plan.trainer_fused_adamw is None:
+            if plan.trainer_adamw_torch is False:
+                temporary = Interval.exact(largest * state_bytes)
+                notes.append("optimizer: the Trainer's default before transformers 4.32, its own AdamW (adamw_hf), steps one "
+                             "parameter at a time with one temporary, the square root of that parameter's second moment")
+            elif plan.trainer_fused_adamw is None:
                 temporary = Interval(one_tensor.low, one_tensor.estimate, whole)
                 notes.append("optimizer: the Trainer's default, fused AdamW (adamw_torch_fused) with torch 2.8 and later (the "
                              "estimate); before, torch's foreach AdamW keeps a parameter-sized temporary (the high end); "

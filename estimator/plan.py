@@ -188,6 +188,10 @@ class Plan:
     # None: the version is unknown; the estimate takes fused, the high end foreach.
     trainer_default_optimizer: bool = False
     trainer_fused_adamw: bool | None = None
+    # Before transformers 4.32 (PR 25109) the Trainer's default optim was its own AdamW ("adamw_hf", optimization.AdamW),
+    # which steps one parameter at a time with one temporary (the square root of its second moment); trainer_adamw_torch
+    # False: that release. None: unknown (the estimate today's torch AdamW).
+    trainer_adamw_torch: bool | None = None
     # Training over samples of varying length (no packing, each batch padded to its own longest, `seq_len` the longest):
     # the allocator keeps the segments of earlier, shorter steps (allocator.LENGTH_CACHE). False: every batch has the
     # same shape (packing, padding to a fixed length). None: unknown; the high end of the reserved peak counts the cache.

@@ -40,6 +40,7 @@ VERSIONED_BEHAVIOURS = (
     ("transformers", "5.0.0", "lora_base_16bit", False, True),
     ("transformers", "5.0.0", "loads_checkpoint_dtype", False, True),
     ("transformers", "4.36.0", "sdpa_dispatch", False, True),
+    ("transformers", "4.32.0", "trainer_adamw_torch", False, True),
     ("torch", "2.8.0", "trainer_fused_adamw", False, True),
     ("torch", "1.13.0", "lazy_module_loading", False, True),
     ("torch", "2.0.0", "zero_grad_frees", False, True),

@@ -13,7 +13,7 @@ from cli_process import TRAINLINT
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
 from trainlint.estimator.costmodel import estimate, verdict
 from trainlint.estimator.hardware import resolve_target
-from trainlint.estimator.plan import CannotEstimate, Plan
+from trainlint.estimator.plan import CannotEstimate, Interval, Plan
 from trainlint.estimator.units import GIB
 
 LLAMA = find_architecture("llama-3-8b")
@@ -516,10 +516,10 @@ def test_where_a_library_version_is_unknown_the_estimate_takes_current_releases_
     assert settings_for_versions({"bitsandbytes": "0.41.1"}) == {"quant_keeps_inputs": True}
     assert settings_for_versions({"bitsandbytes": "0.43.2", "transformers": "4.46.0.dev0"}) == {
         "quant_keeps_inputs": False, "prompt_logits_whole": False, "logits_upcast": False, "sdpa_dispatch": True,
-        "lora_base_16bit": False, "loads_checkpoint_dtype": False, "cache_copied": False}
+        "lora_base_16bit": False, "loads_checkpoint_dtype": False, "cache_copied": False, "trainer_adamw_torch": True}
     assert settings_for_versions({"transformers": "4.40.2+cu121"}) == {
         "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "lora_base_16bit": False,
-        "loads_checkpoint_dtype": False, "cache_copied": True}
+        "loads_checkpoint_dtype": False, "cache_copied": True, "trainer_adamw_torch": True}
     # generate's last-position logits (num_logits_to_keep) came in 4.45.0, later for a few families
     assert settings_for_versions({"transformers": "4.44.2"}, "llama")["prompt_logits_whole"] is True
     assert settings_for_versions({"transformers": "4.45.0"}, "llama")["prompt_logits_whole"] is False
@@ -634,7 +634,7 @@ def test_older_transformers_kept_a_rotary_cache_in_every_layer_of_some_families(
 
     assert settings_for_versions({"transformers": "4.38.2"}, "qwen2") == {
         "prompt_logits_whole": True, "logits_upcast": True, "sdpa_dispatch": True, "rotary_cache": True,
-        "lora_base_16bit": False, "loads_checkpoint_dtype": False, "cache_copied": True}
+        "lora_base_16bit": False, "loads_checkpoint_dtype": False, "cache_copied": True, "trainer_adamw_torch": True}
     assert settings_for_versions({"transformers": "4.45.0"}, "qwen2")["rotary_cache"] is False
     assert settings_for_versions({"transformers": "4.41.0"}, "mistral")["rotary_cache"] is True
     assert settings_for_versions({"transformers": "4.38.2"}, "llama")["rotary_cache"] is False
@@ -665,6 +665,25 @@ def test_the_trainers_default_optimizer_is_fused_adamw_from_torch_2_8_and_foreac
     assert older == foreach
     # a script's own optimizer is not the Trainer's: the setting changes nothing then
     assert estimate(_plan(foreach=True, trainer_default_optimizer=True)).breakdown.optimizer_step == foreach
+
+
+def test_the_trainers_default_optimizer_before_transformers_4_32_is_its_own_adamw_with_one_tensors_temporary():
+    """transformers 4.31's TrainingArguments default optim "adamw_hf" (optimization.AdamW: a loop over the parameters,
+    `denom = exp_avg_sq.sqrt().add_(eps)` its one temporary); 4.32 made "adamw_torch" the default (PR 25109)."""
+    from trainlint.estimator.versions import settings_for_versions
+
+    assert settings_for_versions({"transformers": "4.31.0"})["trainer_adamw_torch"] is False
+    assert settings_for_versions({"transformers": "4.32.0"})["trainer_adamw_torch"] is True
+    geometry = shape(LLAMA)
+    largest = max(geometry.embedding_params, geometry.lm_head_params, geometry.hidden * geometry.intermediate)
+    old = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"transformers": "4.31.0", "torch": "2.0.1"})))
+    assert old.breakdown.optimizer_step == Interval.exact(2 * largest)  # one bf16 tensor, the largest parameter's
+    assert any("adamw_hf" in note for note in old.assumptions)
+    newer = estimate(_plan(trainer_default_optimizer=True, **settings_for_versions({"transformers": "4.32.0", "torch": "2.0.1"})))
+    assert newer.breakdown.optimizer_step.estimate == pytest.approx(2 * parameter_count(LLAMA))  # torch's foreach AdamW
+    # a script's own optimizer is not the Trainer's
+    stated = _plan(trainer_adamw_torch=False, trainer_default_optimizer=False)
+    assert estimate(stated).breakdown.optimizer_step == estimate(_plan()).breakdown.optimizer_step
 
 
 def test_lora_on_the_lm_head_is_one_adapter_with_its_kept_input():
