@@ -34,7 +34,6 @@ CACHE_OBJECT_SINCE = {"gptj": "4.45.0", "gpt_neox": "4.45.0", "falcon": "4.45.0"
 # the command line says, the estimate takes today's behaviour and the interval's other end the older one.
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
-    ("peft", "0.12.0", "peft_fp32_adapters", False, True),
     ("transformers", "4.45.0", "prompt_logits_whole", True, False),
     ("transformers", "4.46.0", "logits_upcast", True, False),
     ("transformers", "4.42.0", "cache_copied", True, False),
