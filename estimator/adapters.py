@@ -62,20 +62,15 @@ def head_adapter_kept(plan: Plan, geometry: Shape, tokens: int) -> float:
 
 
 def bytes_per_adapter_param(plan: Plan) -> int:
-    """Bytes per adapter parameter: peft keeps adapters in fp32 (from 0.12.0); LitGPT builds them in the model's dtype,
-    and so does torchtune (its recipes build the model under `training.set_default_dtype(self._dtype)`, the LoRALinear's
-    `lora_a`/`lora_b` included, and check it with `validate_expected_param_dtype`: recipes/lora_finetune_single_device.py),
-    and peft before 0.12.0 over a 16-bit base (Plan.peft_fp32_adapters)."""
+    """Bytes per adapter parameter: peft keeps adapters in fp32; LitGPT builds them in the model's dtype, and so does
+    torchtune (its recipes build the model under `training.set_default_dtype(self._dtype)`, the LoRALinear's
+    `lora_a`/`lora_b` included, and check it with `validate_expected_param_dtype`: recipes/lora_finetune_single_device.py)."""
     return PRECISION[plan.dtype][0] if adapters_in_model_dtype(plan) else 4
 
 
 def adapters_in_model_dtype(plan: Plan) -> bool:
-    """Whether the plan's code builds its LoRA adapters in the model's dtype rather than peft's fp32: LitGPT's and
-    torchtune's always; peft's before 0.12.0 where the base is a 16-bit one it can read a dtype from (a 4-bit base's
-    packed weight is not a float: the adapters stay in torch's default fp32)."""
-    if plan.model_code in ("litgpt", "torchtune"):
-        return True
-    return plan.peft_fp32_adapters is False and plan.quant is None and plan.dtype in ("bf16", "fp16")
+    """Whether the plan's code builds its LoRA adapters in the model's dtype rather than peft's fp32."""
+    return plan.model_code in ("litgpt", "torchtune")
 
 
 def saved_module_params(plan: Plan, geometry: Shape | None) -> int:

@@ -108,11 +108,6 @@ class Plan:
     offload: tuple[str, ...] = ()
     dropout: bool | None = None  # None: unknown
     lora_dropout: float | None = None  # LoraConfig(lora_dropout=...); None: unknown
-    # peft's adapter dtype over a 16-bit base: peft 0.6.0 to 0.11.x moved them to the base weight's dtype in
-    # LoraLayer.update_layer (`self.to(weight.device, dtype=weight.dtype)`), so a bf16 base trained bf16 adapters that
-    # read its activations without a cast; earlier releases kept torch's default fp32, and 0.12.0's get_peft_model
-    # upcasts them to fp32 (autocast_adapter_dtype=True). None: the peft release is unknown (the estimate today's fp32).
-    peft_fp32_adapters: bool | None = None
     grad_accum: int = 1  # micro-batches whose gradients add up before each optimizer step
     foreach: bool | None = None  # torch optimizer implementation: None = torch's default (foreach on CUDA)
     cpu_offload: bool = False  # diffusion: enable_model_cpu_offload (one component on the device at a time)

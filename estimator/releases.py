@@ -16,7 +16,7 @@ from .versions import VERSIONED_BEHAVIOURS, _release, settings_for_versions
 _DATA_PATH = Path(__file__).parent / "data" / "releases.json"
 
 # The libraries whose release changes the estimate (versions.py), alphabetically.
-FOLLOWED = tuple(sorted({library for library, *_ in VERSIONED_BEHAVIOURS} | {"peft"}))
+FOLLOWED = tuple(sorted({library for library, *_ in VERSIONED_BEHAVIOURS}))
 
 
 @functools.cache

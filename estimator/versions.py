@@ -32,11 +32,6 @@ CACHE_OBJECT_SINCE = {"gptj": "4.45.0", "gpt_neox": "4.45.0", "falcon": "4.45.0"
 # Behaviours that changed in a library's release, as plan settings: (library, the first release with today's
 # behaviour, the plan field, its value before that release, its value from it on). Where neither the script nor
 # the command line says, the estimate takes today's behaviour and the interval's other end the older one.
-# peft's releases whose LoraLayer.update_layer moved the adapters to the base weight's dtype (`self.to(weight.device,
-# dtype=weight.dtype)`, read in v0.6.0 to v0.11.1); before (v0.5.0: `self.to(self.weight.device)`) and after (0.12.0's
-# autocast_adapter_dtype=True upcasts 16-bit adapters) they are fp32: (the first release, the first release after).
-PEFT_ADAPTERS_IN_BASE_DTYPE = ("0.6.0", "0.12.0")
-
 VERSIONED_BEHAVIOURS = (
     ("bitsandbytes", "0.43.2", "quant_keeps_inputs", True, False),
     ("transformers", "4.45.0", "prompt_logits_whole", True, False),
@@ -82,7 +77,7 @@ def settings_for_versions(versions: dict[str, str], family: str | None = None) -
     logits only and with one cache object in generate, too); a library the
     estimator does not follow is refused,
     so that a misspelt name is not silently ignored."""
-    known = {library for library, *_ in VERSIONED_BEHAVIOURS} | {"peft"}
+    known = {library for library, *_ in VERSIONED_BEHAVIOURS}
     unknown = sorted(set(versions) - known)
     if unknown:
         raise CannotEstimate(f"no memory behaviour of {', '.join(unknown)} depends on its version here: "
@@ -91,9 +86,6 @@ def settings_for_versions(versions: dict[str, str], family: str | None = None) -
     for library, changed_in, name, before, after in VERSIONED_BEHAVIOURS:
         if library in versions:
             settings[name] = before if _release(versions[library]) < _release(changed_in) else after
-    if "peft" in versions:
-        first, after = PEFT_ADAPTERS_IN_BASE_DTYPE
-        settings["peft_fp32_adapters"] = not _release(first) <= _release(versions["peft"]) < _release(after)
     if "transformers" in versions and family is not None:
         until = ROTARY_CACHE_UNTIL.get(family)
         settings["rotary_cache"] = until is not None and _release(versions["transformers"]) < _release(until)
