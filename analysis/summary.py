@@ -21,7 +21,7 @@ from .dispatch import is_stub, overriding_method
 from .events import CallEvent, backward_target, is_backward
 from .names import canonical, dotted, imports_of, last_part, star_imported, star_target
 from .parsing import DEFERRED_PARSE_LOCK, ParsedChunk, UnparsedChunk
-from .tree import small_statements
+from .tree import small_statement_facts
 from .values import UNKNOWN, Value, value_key
 
 if TYPE_CHECKING:
@@ -401,30 +401,30 @@ def _event_key(event: CallEvent) -> tuple:
 
 
 def self_targets_kept(chunk: ParsedChunk, node: cst.FunctionDef) -> tuple[str, ...]:
-    """``self_targets`` of a method of ``chunk``'s tree, kept per node (a key in a method asks it of the
-    method before the edit, read at the key before, and after)."""
+    """The ``self.x`` keys a method of ``chunk``'s tree binds (``self_targets``), kept per node (a key in a method
+    asks it of the method before the edit, read at the key before, and after), each compound statement's part kept
+    too: the method holding the edit is a new node at each key, its statements off the edit's path are not."""
     kept = chunk.node_memo("self targets")
     found = kept.get(node)
     if found is None:
-        found = kept[node] = tuple(self_targets(node))
+        found = kept[node] = small_statement_facts(node, kept, self_targets)
     return found
 
 
-def self_targets(node: cst.FunctionDef):
-    """``self.x`` keys a method binds: ``self.x = ...``, ``self.x: T = ...``, ``self.x, self.y = ...``."""
-    for inner in small_statements(node):
-        if isinstance(inner, cst.Assign):
-            targets = [target.target for target in inner.targets]
-        elif isinstance(inner, (cst.AnnAssign, cst.AugAssign)):
-            targets = [inner.target]
-        else:
-            continue
-        for target in targets:
-            elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
-            for element in elements:
-                key = dotted(element) if isinstance(element, cst.Attribute) else None
-                if key is not None and key.startswith("self.") and key.count(".") == 1:
-                    yield key
+def self_targets(inner: cst.CSTNode):
+    """``self.x`` keys an assignment binds: ``self.x = ...``, ``self.x: T = ...``, ``self.x, self.y = ...``."""
+    if isinstance(inner, cst.Assign):
+        targets = [target.target for target in inner.targets]
+    elif isinstance(inner, (cst.AnnAssign, cst.AugAssign)):
+        targets = [inner.target]
+    else:
+        return
+    for target in targets:
+        elements = [element.value for element in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        for element in elements:
+            key = dotted(element) if isinstance(element, cst.Attribute) else None
+            if key is not None and key.startswith("self.") and key.count(".") == 1:
+                yield key
 
 
 def _is_no_grad_decorator(summary: ModuleSummary, expression: cst.BaseExpression) -> bool:

@@ -209,6 +209,24 @@ def small_statements(node: cst.CSTNode) -> Iterator[cst.BaseSmallStatement]:
                 stack.append(child)
 
 
+def small_statement_facts(node: cst.CSTNode, memo: dict, fact_of: Callable[[cst.BaseSmallStatement], Iterable[T]]) -> tuple[T, ...]:
+    """What ``fact_of`` gives for each simple statement under ``node`` (those of ``small_statements``, in a fixed
+    order), each compound statement's part kept in ``memo`` (node -> its facts): after an edit, only the compound
+    statements on its path are read again, and no expression is entered."""
+    found: list[T] = []
+    for child in children(node):
+        if isinstance(child, cst.BaseSmallStatement):
+            found.extend(fact_of(child))
+        elif isinstance(child, cst.BaseCompoundStatement):
+            kept = memo.get(child)
+            if kept is None:
+                kept = memo[child] = small_statement_facts(child, memo, fact_of)
+            found.extend(kept)
+        elif isinstance(child, _HOLDS_STATEMENTS):
+            found.extend(small_statement_facts(child, memo, fact_of))
+    return tuple(found)
+
+
 def blocks_of(statement: cst.CSTNode) -> list[tuple[list[cst.CSTNode], cst.IndentedBlock]]:
     """The indented blocks a statement owns directly (its body, ``else``, ``except``, ``finally``,
     ``elif`` chains, ``case``s), each with the nodes between the statement and the block."""

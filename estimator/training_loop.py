@@ -35,6 +35,7 @@ from trainlint.rules import (
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 # Kept with each scope across keys elsewhere in the file (``kept_with_scope``).
 _AUTOCASTS = "torch's autocast calls"
+_PREPARED = "the optimizers an Accelerator prepares"
 # Calls that hand their first argument's items through: `enumerate(loader)`, `tqdm(loader)`, `iter(loader)`.
 _PASSES_ITEMS_THROUGH = frozenset({"enumerate", "tqdm", "iter", "zip", "islice", "trange", "track", "progress"})
 
@@ -272,16 +273,25 @@ def clears_through_accelerate(module: ModuleAnalysis, call: CallEvent) -> bool:
     receiver = call.receiver
     if call.method != "zero_grad" or receiver is None or Tag.OPTIMIZER not in receiver.tags:
         return False
-    prepared = {
-        id(value.site[1])
-        for scope in module.all_scopes for event in scope.events
-        if isinstance(event, CallEvent) and event.method in ("prepare", "prepare_optimizer")
-        and event.receiver is not None and Tag.ACCELERATOR in event.receiver.tags
-        for value in event.args if Tag.OPTIMIZER in value.tags and value.site is not None
-    }
+    prepared = module.module_wide(_PREPARED, _optimizers_prepared)  # once per text, whatever the number of `zero_grad`s
     candidates = [receiver]
     function = call.scope.function
     if isinstance(call.node.func, cst.Attribute) and isinstance(call.node.func.value, cst.Name) and function is not None \
             and call.node.func.value.value in function.positional_parameters:
         candidates = [value for _, value in module.arguments_for(function, call.node.func.value.value) or []]
     return bool(candidates) and all(value.site is not None and id(value.site[1]) in prepared for value in candidates)
+
+
+def _optimizers_prepared(module: ModuleAnalysis) -> set[int]:
+    """The nodes (ids) where the optimizers an Accelerator's ``prepare`` is given were built; each scope's kept with
+    it, so that a key in one method reads again that method's events only."""
+    return {site for scope in module.all_scopes for site in kept_with_scope(scope, _PREPARED, lambda scope=scope: _prepared_in(scope))}
+
+
+def _prepared_in(scope: ScopeAnalysis) -> list[int]:
+    return [
+        id(value.site[1]) for event in scope.events
+        if isinstance(event, CallEvent) and event.method in ("prepare", "prepare_optimizer")
+        and event.receiver is not None and Tag.ACCELERATOR in event.receiver.tags
+        for value in event.args if Tag.OPTIMIZER in value.tags and value.site is not None
+    ]

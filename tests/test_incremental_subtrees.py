@@ -10,7 +10,7 @@ from __future__ import annotations
 import libcst as cst
 from typing_keys import one_key_towards
 
-from trainlint.analysis import graph_use, tree
+from trainlint.analysis import graph_use, summary, tree
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.module import ModuleAnalysis
 from trainlint.analysis.registry import all_rules
@@ -411,3 +411,93 @@ def test_a_branch_typed_around_the_output_is_placed_again_key_by_key():
     assert ("TL102", "preview = model(batch.cuda())") not in _shown(findings, typed)
     _, findings, _ = _typed(state, typed, SCRIPT, version)
     assert ("TL102", "preview = model(batch.cuda())") in _shown(findings, SCRIPT)
+
+
+SEEDER = '''import torch
+
+
+class Runner:
+    def __init__(self, model, base=None):
+        self.model = model
+        self.set_seed(base)
+
+    def set_seed(self, base):
+        if base:
+            self._seed_all(base)
+
+    def _seed_all(self, value):
+        torch.manual_seed(value)
+
+    def step(self, batch):
+        loss = self.model(batch).sum()
+        loss.backward()
+        return loss
+'''
+SEEDED = "        torch.manual_seed(value)\n"
+STEP = "        loss.backward()\n"
+
+
+def test_a_key_in_one_method_checks_again_only_that_methods_seed_tests(monkeypatch):
+    """TL403 checks scope by scope: a key in `step` keeps `set_seed`'s result (its `if base:` is not tested
+    again), and what it found stays shown."""
+    from trainlint.analysis.rules.seed_zero_ignored import SeedZeroIgnored
+
+    tested: list[str] = []
+    check_scope = SeedZeroIgnored.check_scope
+    monkeypatch.setattr(SeedZeroIgnored, "check_scope", lambda self, ctx, scope: tested.append(scope.name) or check_scope(self, ctx, scope))
+    state = DocumentState(PATH, None)
+    assert ("TL403", "if base:") in _shown(state.analyse(SEEDER, 0, SETTINGS).findings, SEEDER)
+    statement = "print(loss.item())"
+    for version, count in enumerate(range(len(statement) + 1), 1):  # typed as in an editor: Enter, then a key each
+        typed = SEEDER.replace(STEP, STEP + "        " + statement[:count] + "\n")
+        tested.clear()
+        findings = state.analyse(typed, version, SETTINGS).findings
+        # from the first character on (Enter, the first edit since opening, walks the class whole)
+        assert count == 0 or "Runner.set_seed" not in tested, f"at {statement[:count]!r}"
+        checked, tested[:] = list(tested), []
+        assert findings == _fresh(typed), f"at {statement[:count]!r}"
+        assert ("TL403", "if base:") in _shown(findings, typed)
+    assert checked == ["Runner.step"]  # the last key parses: the edited method is checked again
+
+
+def test_a_helper_that_stops_seeding_ends_the_finding_of_the_method_that_calls_it():
+    """`base` is a seed because `_seed_all` hands it to `torch.manual_seed`: typing a literal seed there instead
+    ends `set_seed`'s finding (its kept result read `_seed_all`'s flow), and taking it back brings it back."""
+    state = DocumentState(PATH, None)
+    state.analyse(SEEDER, 0, SETTINGS)
+    literal = SEEDER.replace(SEEDED, "        torch.manual_seed(1234)\n")
+    typed, findings, version = _typed(state, SEEDER, literal, 0)
+    assert not any(code == "TL403" for code, _ in _shown(findings, typed))
+    _, findings, _ = _typed(state, typed, SEEDER, version)
+    assert ("TL403", "if base:") in _shown(findings, SEEDER)
+
+
+def _bound_to_self_walked(method: cst.FunctionDef) -> list[str]:
+    return sorted(key for node in tree.walk(method) for key in summary.self_targets(node))
+
+
+def test_what_a_method_binds_to_self_is_read_again_only_on_the_edits_path(monkeypatch):
+    """What `self.x` the edited method binds decides whether the class's other methods keep their flows: it is
+    read statement by statement, each kept, so a key reads again the statements on its path only, and it is
+    what a walk of the whole method finds, key after key, while `self.last = ...` is typed and taken back."""
+    asked: list[cst.CSTNode] = []
+    targets = summary.self_targets
+    monkeypatch.setattr(summary, "self_targets", lambda node: asked.append(node) or targets(node))
+    state = DocumentState(PATH, None)
+    state.analyse(SAMPLER, 0, SETTINGS)
+    bound = SAMPLER.replace("        return kept\n", "        self.last = kept\n        return kept\n")
+    text, version = SAMPLER, 0
+    for edited in (bound, SAMPLER):
+        while text != edited:
+            text = one_key_towards(text, edited)
+            version += 1
+            asked.clear()
+            findings = state.analyse(text, version, SETTINGS).findings
+            read = len(asked)
+            assert findings == _fresh(text), f"at: {text[-200:]!r}"
+            (chunk,) = [chunk for chunk in state.module.chunks if isinstance(chunk.body[0], cst.ClassDef)]
+            method = next(node for node in chunk.body[0].body.body if isinstance(node, cst.FunctionDef) and node.name.value == "fakes")
+            assert sorted(summary.self_targets_kept(chunk, method)) == _bound_to_self_walked(method)
+            if "\n        return kept\n" in text:  # not while an Enter leaves it outside the class, which is parsed anew
+                assert read < sum(1 for _ in tree.walk(method)) / 2, f"at: {text[-200:]!r}"
+    assert "self.last" not in summary.self_targets_kept(chunk, method)

@@ -29,15 +29,14 @@ class SeedZeroIgnored(Rule):
     name = "seed-zero-ignored"
     severity = Severity.ERROR
 
-    def check(self, ctx: RuleContext) -> None:
-        if ctx.chunk.module is None:
+    def check_scope(self, ctx: RuleContext, scope: ScopeAnalysis) -> None:
+        # scope by scope, each scope's result kept while the flows it followed are (a key in one method of a
+        # 3,700-line class checks that method's tests again, not every method's)
+        if not scope.branch_tests:
             return
-        for scope in ctx.scopes:
-            if not scope.branch_tests:
-                continue
-            seeds = _Seeds(ctx, scope)
-            for node in scope.branch_tests:
-                self._check_test(ctx, seeds, node)
+        seeds = _Seeds(ctx, scope)
+        for node in scope.branch_tests:
+            self._check_test(ctx, seeds, node)
 
     def _check_test(self, ctx: RuleContext, seeds: _Seeds, node: cst.CSTNode) -> None:
         if isinstance(node, cst.If) and seeds.holds(node.test) and _seeds_inside(ctx, node.body, node.test):
