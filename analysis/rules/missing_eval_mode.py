@@ -1908,7 +1908,7 @@ def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) ->
             return ((scope.chunk, function.node.name), why)
     if function is None and (script := _script_inference_pass(ctx, call)) is not None:
         return script
-    periodic = _periodic_scoring(scope, call)
+    periodic = _periodic_scoring(scope, call) or _scored_after_training(module, scope, call)
     if periodic is not None:
         return periodic
     if call.context.grad_off is None:
@@ -1947,6 +1947,52 @@ def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
             f"forward: a periodic evaluation, in the mode the training step left"
         ))
     return None
+
+
+def _scored_after_training(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """A forward without grad, after the loop that trains its model (a backward runs through another forward of it,
+    or an optimizer given its parameters steps there; in the same function, or at the module level of a script or an
+    earlier cell of a notebook) and in no loop that trains it, that no backward runs through: the trained model
+    scored (a test batch, ``next(iter(test_loader))``), in the mode the training loop left, training. Whatever the
+    data is called: grad off and the training behind it say so."""
+    key = call.receiver_key
+    if key is None or call.context.grad_off is None or _sampled_from_noise(scope, call):
+        return None
+    if any(call.node in roots for roots in _backwarded(scope)):
+        return None
+    where = (scope.chunk.index, scope.chunk.line_of(call.node))
+    scopes = {id(scope): scope}
+    if scope.function is None:
+        scopes.update((id(other.scope), other.scope) for other in module.all_calls()
+                      if other.scope.function is None and (is_backward(other) or is_optimizer_step(other)))
+    trained = None
+    for other_scope in scopes.values():
+        backwarded = _backwarded(other_scope)
+        steps = [other for other in other_scope.calls() if is_backward(other) or is_optimizer_step(other)]
+        for loop in {id(loop): loop for step in steps for loop in step.context.loops}.values():
+            how = _trained_in(other_scope, loop, key, backwarded, call)
+            if how is None:
+                continue
+            if call.context.in_loop(loop) or (other_scope.chunk.index, other_scope.chunk.line_of(loop.node)) > where:
+                return None  # scored within (or before) a loop that trains it: part of training, or of what precedes it
+            trained = trained or (other_scope, loop, how)
+    if trained is None:
+        return None
+    after = (trained[0].chunk.index, trained[0].chunk.line_of(trained[1].node))
+    if any(other.receiver_key == key and other.method == "train" and not other.context.in_loop(trained[1])
+           and after < (other.scope.chunk.index, other.scope.chunk.line_of(other.node)) < where
+           for other in (scope.calls() if scope.function is not None else module.all_calls()) if other.scope.function is scope.function):
+        return None  # put in training mode again on purpose (batch-norm statistics recomputed after averaging weights)
+    other_scope, loop, how = trained
+    return ((other_scope.chunk, loop.node), (
+        f"runs `{key}` without grad after the loop that trains it ({how}), and no backward runs through this forward: "
+        "the trained model scored, in the mode training left"
+    ))
+
+
+def _backwarded(scope: ScopeAnalysis) -> list[frozenset]:
+    """The graph roots of each backward of the scope: the forwards it runs through."""
+    return [backward_target(other).roots for other in scope.calls() if is_backward(other)]
 
 
 # torch's draws of random tensors, whose result a generator's forward takes as its whole input
@@ -4742,9 +4788,187 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.NOTE,
         at="predictions.append(model(tokens).argmax(-1))",
     ),
+    Fires(  # a held-out batch scored under no_grad after the training loop, its name saying nothing: the loop says so
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="log_hazard = net(x)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the fixed shape: switched to eval mode after training, before scoring
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        net.eval()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+    ),
+    Quiet(  # put back in training mode on purpose after training: a pass that recomputes batch-norm statistics
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        net.train()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+    ),
     Quiet(  # the fixed shape: `validate` switches the model it hands on to eval mode
         """
         import torch
