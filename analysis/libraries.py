@@ -255,6 +255,13 @@ LIBRARY_NO_GRAD_METHODS = {
     "generate": "transformers, GenerationMixin.generate is decorated `@torch.no_grad()` (generation/utils.py)",
 }
 
+# Methods of a library model that run the model's own forward over and over, in whatever mode the model is in: a call
+# of one is a forward of that model (its dropout and batch-norm act as the mode says). One method a row, with its source.
+LIBRARY_FORWARD_METHODS = {
+    "generate": "transformers, GenerationMixin.generate (generation/utils.py): its decoding loops (`_sample`, "
+    "`_beam_search`) run `outputs = self(**model_inputs, return_dict=True)` and switch no mode; it is only `@torch.no_grad()`",
+}
+
 # Methods of a diffusers pipeline that run some of its component models with the grad mode the caller leaves on (only
 # the pipeline's `__call__` is decorated `@torch.no_grad()`): the method, the components it runs, the source. One a row.
 PIPELINE_COMPONENT_METHODS = {

@@ -93,7 +93,14 @@ import libcst as cst
 from trainlint.analysis.callers import callers_elsewhere, constructions_elsewhere
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.graph_use import feeds_backward, graph_kept, program_trains, value_returned
-from trainlint.analysis.libraries import DISABLES_DROPOUT, call_fact, torch_layer_dropout, torch_layer_mode
+from trainlint.analysis.libraries import (
+    DISABLES_DROPOUT,
+    LIBRARY_FORWARD_METHODS,
+    LIBRARY_NO_GRAD_METHODS,
+    call_fact,
+    torch_layer_dropout,
+    torch_layer_mode,
+)
 from trainlint.analysis.library_models import library_model_facts
 from trainlint.analysis.patterns import (
     evaluation_calls,
@@ -283,12 +290,21 @@ class MissingEvalMode(Rule):
             here = [(ctx.module, outer) for outer in ctx.module.calls_of(function)]
             for module, outer in (*here, *callers_elsewhere(ctx.summary, function, lambda module, call: (module, call))):
                 passed = _passed_for(outer, function, key)
-                if passed is None or passed[1] is None or not _trains_and_keeps_training(module, outer, passed[1], passed[0]):
+                if passed is None or passed[1] is None:
                     continue
+                handed_on = None
+                if not _trains_and_keeps_training(module, outer, passed[1], passed[0]):
+                    handed = _handed_on_from_training(module, outer, passed[1])
+                    if handed is None:
+                        continue
+                    handed_on = ((outer.chunk, outer.node), f"handed on to `{function.name}` here, still in training mode")
+                    outer, passed = handed
                 if _in_training_step(outer):
                     continue  # part of the step that trains it (an action to take, targets): its mode may be wanted
                 value, text = passed
                 assert text is not None, "a call whose argument has no text was skipped above"
+                if _own_method(module.summary, value, forward.method):
+                    continue  # the project's `generate`, not the library's: what it does is its own code's
                 layers = next((found for bound in (value, *_bound_values(outer.scope, text))
                                if (found := _layers_of(module.summary, bound, module)) is not None), None)
                 passed_in = None
@@ -320,6 +336,7 @@ class MissingEvalMode(Rule):
                         ((scope.chunk, function.node.name), f"{why}; it does not call `{key}.eval()`"),
                         ((scope.chunk, _first_statement(function.node)), "where the pass starts in training mode"),
                         ((outer.chunk, outer.node), f"called with `{text}` while it is in training mode"),
+                        handed_on,
                     ],
                     help=f"call `{key}.eval()` at the start of `{function.name}` (and `{text}.train()` when training resumes)",
                 )
@@ -1031,9 +1048,19 @@ def _forwards_on_parameters(scope: ScopeAnalysis, *, models_only: bool = True) -
             continue
         if call.method == "eval" or (call.method == "train" and call.arg_nodes):
             switched.add(key)
-        elif call.method is None and call.receiver is not None and (not models_only or Tag.MODEL in call.receiver.tags):
+        elif (call.method is None or call.method in LIBRARY_FORWARD_METHODS) and call.receiver is not None \
+                and (not models_only or Tag.MODEL in call.receiver.tags):
             forwards.setdefault(key, call)
     return {key: call for key, call in forwards.items() if key not in switched}
+
+
+def _own_method(summary, value: Value, method: str | None) -> bool:
+    """``method`` (a library's forward method, ``generate``) is one the workspace class of ``value`` defines or inherits
+    in the workspace: the library's fact does not say what it runs."""
+    if method is None:
+        return False
+    info = value.detail if isinstance(value.detail, ClassInfo) else None
+    return info is not None and info.find_method(method, summary) is not None
 
 
 def _held_model_run(ctx: RuleContext, call: CallEvent) -> tuple[str, Value] | None:
@@ -1651,6 +1678,36 @@ def _trains_and_keeps_training(module: ModuleView, call: CallEvent, text: str, v
     )
 
 
+def _handed_on_from_training(module: ModuleView, call: CallEvent, text: str) -> tuple[CallEvent, tuple[Value, str]] | None:
+    """Where ``call`` hands on a model its own function was handed (``predict(model)`` in ``validate(model)``, or
+    ``predict(context.model)`` in ``validate(context)``) and that function trains nothing and switches nothing to eval
+    mode: the call of it in this file made by a function that trains the model and keeps it training
+    (``_trains_and_keeps_training``, the model named there as passed or by a name bound to it, ``model = context.model``),
+    with what that call hands over. None when no such call is found."""
+    helper = call.scope.function
+    root, dot, rest = text.partition(".")
+    if helper is None or root not in call.scope.params or _trains(call.scope):
+        return None
+    if any(other.receiver_key == text and _sets_eval_mode(other) for other in call.scope.calls()):
+        return None
+    for above in module.calls_of(helper):
+        passed = _passed_for(above, helper, root)
+        if passed is None or passed[1] is None:
+            continue
+        outer_text = passed[1] + dot + rest
+        for name, value in ((outer_text, passed[0]), *_names_bound_to(above.scope, outer_text)):
+            if _trains_and_keeps_training(module, above, name, value):
+                return above, (value, name)
+    return None
+
+
+def _names_bound_to(scope: ScopeAnalysis, text: str) -> list[tuple[str, Value]]:
+    """The plain names the scope binds to the expression ``text`` (``model = context.model``), with their values."""
+    return [(event.targets[0], event.value) for event in scope.events
+            if isinstance(event, AssignEvent) and len(event.targets) == 1 and "." not in event.targets[0]
+            and event.value_node is not None and event.chunk.code_for(event.value_node) == text]
+
+
 def _holder_put_in_training(ctx: RuleContext, scope: ScopeAnalysis, key: str) -> CallEvent | None:
     """For a submodule of the module class whose method runs it (``self.teacher``), a call in this file that
     puts an instance of that class in training mode (``model.train()``, ``self.train()``): `Module.train`
@@ -1725,7 +1782,7 @@ def _inference_pass(ctx: RuleContext, scope: ScopeAnalysis, forward: CallEvent, 
     function = scope.function
     if function is None or _trains(scope):
         return None
-    off = forward.context.grad_off is not None
+    off = forward.context.grad_off is not None or forward.method in LIBRARY_NO_GRAD_METHODS
     if not off and graph_kept(scope, forward.node):
         return None
     if callers and _returned_into_backward(ctx, scope, forward):
@@ -1851,7 +1908,7 @@ def _evaluation_pass(ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent) ->
             return ((scope.chunk, function.node.name), why)
     if function is None and (script := _script_inference_pass(ctx, call)) is not None:
         return script
-    periodic = _periodic_scoring(scope, call)
+    periodic = _periodic_scoring(scope, call) or _scored_after_training(module, scope, call)
     if periodic is not None:
         return periodic
     if call.context.grad_off is None:
@@ -1890,6 +1947,52 @@ def _periodic_scoring(scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
             f"forward: a periodic evaluation, in the mode the training step left"
         ))
     return None
+
+
+def _scored_after_training(module: ModuleView, scope: ScopeAnalysis, call: CallEvent) -> tuple | None:
+    """A forward without grad, after the loop that trains its model (a backward runs through another forward of it,
+    or an optimizer given its parameters steps there; in the same function, or at the module level of a script or an
+    earlier cell of a notebook) and in no loop that trains it, that no backward runs through: the trained model
+    scored (a test batch, ``next(iter(test_loader))``), in the mode the training loop left, training. Whatever the
+    data is called: grad off and the training behind it say so."""
+    key = call.receiver_key
+    if key is None or call.context.grad_off is None or _sampled_from_noise(scope, call):
+        return None
+    if any(call.node in roots for roots in _backwarded(scope)):
+        return None
+    where = (scope.chunk.index, scope.chunk.line_of(call.node))
+    scopes = {id(scope): scope}
+    if scope.function is None:
+        scopes.update((id(other.scope), other.scope) for other in module.all_calls()
+                      if other.scope.function is None and (is_backward(other) or is_optimizer_step(other)))
+    trained = None
+    for other_scope in scopes.values():
+        backwarded = _backwarded(other_scope)
+        steps = [other for other in other_scope.calls() if is_backward(other) or is_optimizer_step(other)]
+        for loop in {id(loop): loop for step in steps for loop in step.context.loops}.values():
+            how = _trained_in(other_scope, loop, key, backwarded, call)
+            if how is None:
+                continue
+            if call.context.in_loop(loop) or (other_scope.chunk.index, other_scope.chunk.line_of(loop.node)) > where:
+                return None  # scored within (or before) a loop that trains it: part of training, or of what precedes it
+            trained = trained or (other_scope, loop, how)
+    if trained is None:
+        return None
+    after = (trained[0].chunk.index, trained[0].chunk.line_of(trained[1].node))
+    if any(other.receiver_key == key and other.method == "train" and not other.context.in_loop(trained[1])
+           and after < (other.scope.chunk.index, other.scope.chunk.line_of(other.node)) < where
+           for other in (scope.calls() if scope.function is not None else module.all_calls()) if other.scope.function is scope.function):
+        return None  # put in training mode again on purpose (batch-norm statistics recomputed after averaging weights)
+    other_scope, loop, how = trained
+    return ((other_scope.chunk, loop.node), (
+        f"runs `{key}` without grad after the loop that trains it ({how}), and no backward runs through this forward: "
+        "the trained model scored, in the mode training left"
+    ))
+
+
+def _backwarded(scope: ScopeAnalysis) -> list[frozenset]:
+    """The graph roots of each backward of the scope: the forwards it runs through."""
+    return [backward_target(other).roots for other in scope.calls() if is_backward(other)]
 
 
 # torch's draws of random tensors, whose result a generator's forward takes as its whole input
@@ -4528,9 +4631,558 @@ MissingEvalMode.MUST_FIRE = (
         severity=Severity.WARNING,
         at="probs = torch.sigmoid(net(images.to(device)))",
     ),
+    Fires(  # summaries decoded with `generate` after every epoch: a transformers forward, run in the mode training left
+        """
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        from data import summary_loaders
+
+
+        def decode_batches(model, tokenizer, loader, device):
+            texts = []
+            for batch in loader:
+                ids = model.generate(batch["input_ids"].to(device), max_new_tokens=64)
+                texts.extend(tokenizer.batch_decode(ids, skip_special_tokens=True))
+            return texts
+
+
+        class SummaryTrainer:
+            def __init__(self, checkpoint, device="cuda"):
+                self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+                self.device = device
+
+            def fit(self, epochs):
+                train_loader, val_loader = summary_loaders(self.tokenizer)
+                model = AutoModelForSeq2SeqLM.from_pretrained("t5-small").to(self.device)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for batch in train_loader:
+                        loss = model(**{k: v.to(self.device) for k, v in batch.items()}).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    summaries = decode_batches(model, self.tokenizer, val_loader, self.device)
+                    print(epoch, summaries[:2])
+        """,
+        files={
+            "data.py": """
+                from torch.utils.data import DataLoader
+
+
+                def summary_loaders(tokenizer, batch_size=16):
+                    from datasets import load_dataset
+
+                    splits = load_dataset("xsum").map(lambda row: tokenizer(row["document"], text_target=row["summary"]))
+                    return DataLoader(splits["train"], batch_size, shuffle=True), DataLoader(splits["validation"], batch_size)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="ids = model.generate(batch[\"input_ids\"].to(device), max_new_tokens=64)",
+    ),
+    Fires(  # the prediction helper is reached through `validate`, which hands on the model `fit` has just trained
+        """
+        import torch
+
+        from model import TaggerNet
+
+
+        def predict(model, loader):
+            predictions = []
+            with torch.no_grad():
+                for tokens, _ in loader:
+                    predictions.append(model(tokens).argmax(-1))
+            return torch.cat(predictions)
+
+
+        def validate(model, loader):
+            predictions = predict(model, loader)
+            labels = torch.cat([tags for _, tags in loader])
+            return (predictions == labels).float().mean().item()
+
+
+        def fit(train_loader, val_loader, epochs):
+            model = TaggerNet(vocab=20000, tags=17)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                model.train()
+                for tokens, tags in train_loader:
+                    loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validate(model, val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TaggerNet(nn.Module):
+                    def __init__(self, vocab, tags, dim=128):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+        severity=Severity.WARNING,
+        at="predictions.append(model(tokens).argmax(-1))",
+    ),
+    Fires(  # the same through a context object: `train` trains `context.model` (as `model`), `validate` hands it on
+        """
+        from dataclasses import dataclass
+
+        import torch
+        from torch.utils.data import DataLoader
+
+        from model import build_model
+
+
+        @dataclass
+        class RunContext:
+            model: torch.nn.Module
+            train_loader: DataLoader
+            val_loader: DataLoader
+
+
+        def predict(model, loader):
+            predictions = []
+            with torch.no_grad():
+                for tokens, _ in loader:
+                    predictions.append(model(tokens).argmax(-1))
+            return torch.cat(predictions)
+
+
+        def validate(context):
+            predictions = predict(context.model, context.val_loader)
+            labels = torch.cat([tags for _, tags in context.val_loader])
+            return (predictions == labels).float().mean().item()
+
+
+        def train(context, epochs):
+            model = context.model
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            model.train()
+            for epoch in range(epochs):
+                for tokens, tags in context.train_loader:
+                    loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validate(context))
+        """,
+        files={
+            "model.py": """
+                import importlib
+
+
+                def build_model(name, **options):
+                    return getattr(importlib.import_module("taggers"), name)(**options)
+            """,
+        },
+        severity=Severity.NOTE,
+        at="predictions.append(model(tokens).argmax(-1))",
+    ),
+    Fires(  # a held-out batch scored under no_grad after the training loop, its name saying nothing: the loop says so
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+        severity=Severity.WARNING,
+        at="log_hazard = net(x)",
+    ),
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # the fixed shape: switched to eval mode after training, before scoring
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        net.eval()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+    ),
+    Quiet(  # put back in training mode on purpose after training: a pass that recomputes batch-norm statistics
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from survival import CoxNet, SurvivalDataset, partial_likelihood
+
+        train_loader = DataLoader(SurvivalDataset("train.csv"), batch_size=64, shuffle=True)
+        holdout = DataLoader(SurvivalDataset("holdout.csv"), batch_size=1024)
+        net = CoxNet(features=12)
+        optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for epoch in range(40):
+            for x, (event, time) in train_loader:
+                optimizer.zero_grad()
+                loss = partial_likelihood(net(x), event, time)
+                loss.backward()
+                optimizer.step()
+        net.train()
+        with torch.no_grad():
+            x, (event, time) = next(iter(holdout))
+            log_hazard = net(x)
+        print(log_hazard.squeeze().tolist()[:10])
+        """,
+        files={
+            "survival.py": """
+                import pandas as pd
+                import torch
+                import torch.nn as nn
+
+
+                class CoxNet(nn.Module):
+                    def __init__(self, features, hidden=32):
+                        super().__init__()
+                        self.body = nn.Sequential(nn.BatchNorm1d(features), nn.Linear(features, hidden), nn.ReLU(),
+                                                  nn.Dropout(0.2), nn.Linear(hidden, 1))
+
+                    def forward(self, x):
+                        return self.body(x)
+
+
+                class SurvivalDataset(torch.utils.data.Dataset):
+                    def __init__(self, path):
+                        self.frame = pd.read_csv(path)
+
+                    def __len__(self):
+                        return len(self.frame)
+
+                    def __getitem__(self, i):
+                        row = self.frame.iloc[i]
+                        return torch.tensor(row.drop(["event", "time"]).values, dtype=torch.float32), (row.event, row.time)
+
+
+                def partial_likelihood(log_hazard, event, time):
+                    order = torch.argsort(time, descending=True)
+                    log_hazard, event = log_hazard.squeeze(-1)[order], event[order]
+                    return -((log_hazard - torch.logcumsumexp(log_hazard, 0)) * event).sum() / event.sum().clamp(min=1)
+            """,
+        },
+    ),
+    Quiet(  # the fixed shape: `validate` switches the model it hands on to eval mode
+        """
+        import torch
+
+        from model import TaggerNet
+
+
+        def predict(model, loader):
+            predictions = []
+            with torch.no_grad():
+                for tokens, _ in loader:
+                    predictions.append(model(tokens).argmax(-1))
+            return torch.cat(predictions)
+
+
+        def validate(model, loader):
+            model.eval()
+            predictions = predict(model, loader)
+            labels = torch.cat([tags for _, tags in loader])
+            return (predictions == labels).float().mean().item()
+
+
+        def fit(train_loader, val_loader, epochs):
+            model = TaggerNet(vocab=20000, tags=17)
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            for epoch in range(epochs):
+                model.train()
+                for tokens, tags in train_loader:
+                    loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validate(model, val_loader))
+        """,
+        files={
+            "model.py": """
+                import torch.nn as nn
+
+
+                class TaggerNet(nn.Module):
+                    def __init__(self, vocab, tags, dim=128):
+                        super().__init__()
+                        self.embed = nn.Embedding(vocab, dim)
+                        self.drop = nn.Dropout(0.3)
+                        self.out = nn.Linear(dim, tags)
+
+                    def forward(self, tokens):
+                        return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+    ),
+    Quiet(  # the fixed shape through a context object: `validate` switches `context.model` to eval mode
+        """
+        from dataclasses import dataclass
+
+        import torch
+        from torch.utils.data import DataLoader
+
+        from model import build_model
+
+
+        @dataclass
+        class RunContext:
+            model: torch.nn.Module
+            train_loader: DataLoader
+            val_loader: DataLoader
+
+
+        def predict(model, loader):
+            predictions = []
+            with torch.no_grad():
+                for tokens, _ in loader:
+                    predictions.append(model(tokens).argmax(-1))
+            return torch.cat(predictions)
+
+
+        def validate(context):
+            context.model.eval()
+            predictions = predict(context.model, context.val_loader)
+            labels = torch.cat([tags for _, tags in context.val_loader])
+            return (predictions == labels).float().mean().item()
+
+
+        def train(context, epochs):
+            model = context.model
+            optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+            model.train()
+            for epoch in range(epochs):
+                for tokens, tags in context.train_loader:
+                    loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), tags.flatten())
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                print(epoch, validate(context))
+        """,
+        files={
+            "model.py": """
+                import importlib
+
+
+                def build_model(name, **options):
+                    return getattr(importlib.import_module("taggers"), name)(**options)
+            """,
+        },
+    ),
+    Quiet(  # the fixed shape: the decoding helper switches the model to eval mode first
+        """
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        from data import summary_loaders
+
+
+        def decode_batches(model, tokenizer, loader, device):
+            model.eval()
+            texts = []
+            for batch in loader:
+                ids = model.generate(batch["input_ids"].to(device), max_new_tokens=64)
+                texts.extend(tokenizer.batch_decode(ids, skip_special_tokens=True))
+            return texts
+
+        class SummaryTrainer:
+            def __init__(self, checkpoint, device="cuda"):
+                self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+                self.device = device
+
+            def fit(self, epochs):
+                train_loader, val_loader = summary_loaders(self.tokenizer)
+                model = AutoModelForSeq2SeqLM.from_pretrained("t5-small").to(self.device)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for batch in train_loader:
+                        loss = model(**{k: v.to(self.device) for k, v in batch.items()}).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    summaries = decode_batches(model, self.tokenizer, val_loader, self.device)
+                    print(epoch, summaries[:2])
+        """,
+        files={
+            "data.py": """
+                from torch.utils.data import DataLoader
+
+
+                def summary_loaders(tokenizer, batch_size=16):
+                    from datasets import load_dataset
+
+                    splits = load_dataset("xsum").map(lambda row: tokenizer(row["document"], text_target=row["summary"]))
+                    return DataLoader(splits["train"], batch_size, shuffle=True), DataLoader(splits["validation"], batch_size)
+            """,
+        },
+    ),
+    Quiet(  # a project's own model class whose `generate` switches itself to eval mode: not the library's method
+        """
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        from data import summary_loaders
+
+
+        def decode_batches(model, tokenizer, loader, device):
+            texts = []
+            for batch in loader:
+                ids = model.generate(batch["input_ids"].to(device), max_new_tokens=64)
+                texts.extend(tokenizer.batch_decode(ids, skip_special_tokens=True))
+            return texts
+
+
+        class Summarizer(torch.nn.Module):
+            def __init__(self, checkpoint):
+                super().__init__()
+                self.net = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
+                self.noise = torch.nn.Dropout(0.1)
+
+            def forward(self, input_ids, **batch):
+                return self.net(inputs_embeds=self.noise(self.net.get_input_embeddings()(input_ids)), **batch)
+
+            def generate(self, input_ids, **options):
+                self.eval()
+                return self.net.generate(input_ids, **options)
+
+        class SummaryTrainer:
+            def __init__(self, checkpoint, device="cuda"):
+                self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+                self.device = device
+
+            def fit(self, epochs):
+                train_loader, val_loader = summary_loaders(self.tokenizer)
+                model = Summarizer("t5-small").to(self.device)
+                optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+                for epoch in range(epochs):
+                    model.train()
+                    for batch in train_loader:
+                        loss = model(**{k: v.to(self.device) for k, v in batch.items()}).loss
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                    summaries = decode_batches(model, self.tokenizer, val_loader, self.device)
+                    print(epoch, summaries[:2])
+        """,
+        files={
+            "data.py": """
+                from torch.utils.data import DataLoader
+
+
+                def summary_loaders(tokenizer, batch_size=16):
+                    from datasets import load_dataset
+
+                    splits = load_dataset("xsum").map(lambda row: tokenizer(row["document"], text_target=row["summary"]))
+                    return DataLoader(splits["train"], batch_size, shuffle=True), DataLoader(splits["validation"], batch_size)
+            """,
+        },
+    ),
     Quiet(  # an image grid sampled every N steps from fixed noise, the generator left training: batch statistics by choice
         """
         import torch
