@@ -7,7 +7,9 @@ loss calls of the workspace get this class's output. It starts at the class's co
 other files (``callers.constructions_elsewhere``), takes the name each is bound to
 (``classifier = model.Classifier().cuda()``), and looks in the scope that built it and in the
 functions that scope hands the name to (``train.dann(encoder, classifier, ...)``, by position or
-keyword, in whichever file defines them) for a loss call whose input is that model's output: the
+keyword, in whichever file defines them) and, for a model built by a module-level statement, in the functions of
+that file the later statements call which read the global without binding it (``model = RNNModel(...)`` then
+``train()``) for a loss call whose input is that model's output: the
 model called (``m(x)``, ``m.forward(x)``), maybe through names, tuple unpacking of a ``forward``
 that returns several tensors, reshapes and casts. A name built from this class in one branch and
 another class in the next still feeds the loss this class's output whenever this class was built.
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from .context import ModuleView, RuleContext
     from .events import CallEvent, Event
     from .flow import ScopeAnalysis
+    from .summary import FunctionInfo
 
 # Torch functions that reshape or cast a tensor, called with the tensor first (``torch.squeeze(pred)``).
 _SHAPE_FUNCTIONS = frozenset({"squeeze", "unsqueeze", "flatten", "reshape"})
@@ -90,6 +93,9 @@ def _fed_from_construction(module: ModuleView, built: CallEvent, losses: frozens
         function = call.function
         if function is None or call.node is built.node:
             continue
+        same_file = function.home is None or function.home.path == module.path
+        if scope.function is None and same_file and bound not in function.positional_parameters:
+            found.extend(Consumer(loss, index, built) for loss, index in _reading_global(module, function, bound, losses))
         for parameter in _parameters_handed(call, bound, function.positional_parameters):
             home = module
             if function.home is not None and function.home.path != module.path:
@@ -102,6 +108,15 @@ def _fed_from_construction(module: ModuleView, built: CallEvent, losses: frozens
             if analysis is not None:
                 found.extend(Consumer(loss, index, built) for loss, index in _fed_in(home, analysis, parameter, losses))
     return found
+
+
+def _reading_global(module: ModuleView, function: FunctionInfo, name: str, losses: frozenset[str]) -> list[tuple[LossCall, int | None]]:
+    """The loss calls of a function of this file, called after the module-level statement that bound the model to
+    ``name``, that feed on that global (``train()`` running ``output = model(data)``): it never binds the name itself."""
+    analysis = function.analysis(module.summary)
+    if analysis is None or any(isinstance(event, AssignEvent) and name in event.targets for event in analysis.events):
+        return []
+    return _fed_in(module, analysis, name, losses)
 
 
 def _bound_to(scope: ScopeAnalysis, node: cst.Call) -> str | None:

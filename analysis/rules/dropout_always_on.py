@@ -85,6 +85,9 @@ class DropoutAlwaysOn(Rule):
                 self._report_handed(ctx, scope, owner.name, handed)
             for built, used in kept_with_scope(scope, "TL211 layers built per call", lambda scope=scope: _layers_built_per_call(scope)):
                 self._report_built_per_call(ctx, scope, owner.name, built, used)
+            if scope.function is not None and scope.function.name == "forward":
+                for site, maker in _hand_made_masks(scope):
+                    self._report_hand_made(ctx, scope, owner.name, site, maker)
         for owner in {id(scope.function.owner): scope.function.owner for scope in ctx.scopes
                       if scope.function is not None and scope.function.owner is not None}.values():
             if ctx.summary.is_module_class(owner):
@@ -110,6 +113,21 @@ class DropoutAlwaysOn(Rule):
             fix=ctx.fix("pass `training=self.training`", [_add_training(ctx, call.node)], safe=True) if _has_self(scope) else None,
         )
 
+
+    def _report_hand_made(self, ctx: RuleContext, scope: ScopeAnalysis, owner: str, site: cst.CSTNode,
+                          maker: cst.FunctionDef) -> None:
+        """Inverted dropout written by hand (a Bernoulli mask scaled by one over its keep rate) that nothing gates."""
+        assert scope.function is not None, "check() reports in a module's forward"
+        where = "here" if maker is scope.function.node else f"by `{maker.name.value}`"
+        ctx.report(
+            site,
+            f"`{shortened(scope.chunk.code_for(site), 60)}` in `{owner}.forward` applies a dropout mask drawn {where} "
+            "(a Bernoulli mask divided by its keep rate) on every call: nothing tests `self.training`, so "
+            "`model.eval()` does not turn it off and evaluation and inference drop units at random",
+            evidence=[((scope.chunk, scope.function.owner.node.name), f"`{owner}` is an `nn.Module`: `eval()` only switches its layers")]
+            if scope.function.owner is not None else [],
+            help="use an `nn.Dropout` layer built in `__init__`, or draw the mask only `if self.training:`",
+        )
 
     def _report_train_method(self, ctx: RuleContext, scope: ScopeAnalysis, call: CallEvent, owner: str,
                              method: cst.Attribute) -> None:
@@ -530,6 +548,49 @@ def _fixed_rate(scope: ScopeAnalysis, value: cst.BaseExpression) -> bool:
     if isinstance(value, (cst.Integer, cst.Float)):
         return bool(literal_value(value))
     return isinstance(value, cst.Attribute) and (dotted(value) or "").startswith("self.") and not _tests_training(value)
+
+
+def _hand_made_masks(scope: ScopeAnalysis) -> list[tuple[cst.CSTNode, cst.FunctionDef]]:
+    """Where a module's ``forward`` applies inverted dropout written by hand, ungated by the mode: a Bernoulli draw
+    scaled by one over its keep rate (``mask = x.new_empty(...).bernoulli_(1 - p); mask /= 1 - p``) in the forward
+    itself (the draw), or in a method of the class the forward calls (the call), when neither tests
+    ``training``. Sampling that is meant to stay on (a stochastic binary unit) is not divided by a keep rate."""
+    function = scope.function
+    assert function is not None and function.owner is not None, "a module's forward"
+    if _tests_training(function.node):
+        return []
+    found: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
+    draw = _inverted_dropout_draw(function.node)
+    if draw is not None:
+        found.append((draw, function.node))
+    for call in scope.calls():
+        helper = call.function
+        if helper is None or helper.owner is not function.owner or helper.node is function.node or _only_while_training(call):
+            continue
+        if not _tests_training(helper.node) and _inverted_dropout_draw(helper.node) is not None:
+            found.append((call.node, helper.node))
+    return found
+
+
+def _inverted_dropout_draw(function: cst.FunctionDef) -> cst.Call | None:
+    """The Bernoulli draw of a function that also divides by a keep rate written ``1 - p``; None otherwise."""
+    draw = next((node for node in walk(function.body) if isinstance(node, cst.Call) and _called_as(node) in {"bernoulli", "bernoulli_"}), None)
+    if draw is None:
+        return None
+    divisors = [node.right for node in walk(function.body) if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide)]
+    divisors += [node.value for node in walk(function.body) if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.DivideAssign)]
+    return draw if any(_one_minus(divisor) for divisor in divisors) else None
+
+
+def _called_as(call: cst.Call) -> str | None:
+    """The last name of what ``call`` calls: ``bernoulli_`` in ``torch.empty_like(x).bernoulli_(q)``."""
+    func = call.func
+    return func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+
+
+def _one_minus(expression: cst.BaseExpression) -> bool:
+    return isinstance(expression, cst.BinaryOperation) and isinstance(expression.operator, cst.Subtract) \
+        and isinstance(expression.left, (cst.Integer, cst.Float)) and literal_value(expression.left) == 1
 
 
 def _tests_training(node: cst.CSTNode) -> bool:
@@ -1085,6 +1146,64 @@ DropoutAlwaysOn.MUST_FIRE = (
         """,
         at="return self.fc(dropout(torch.flatten(x, 1)))",
     ),
+    Fires(  # a reasoning cell's initial state goes through a mask its own helper draws: inverted dropout by hand
+        """
+        import torch
+        import torch.nn as nn
+
+        from base import ReasoningModel
+
+
+        class MemoryNetwork(ReasoningModel):
+            def __init__(self, dim, steps, dropout=0.15):
+                super().__init__()
+                self.control_0 = nn.Parameter(torch.zeros(1, dim))
+                self.cell = nn.GRUCell(dim, dim)
+                self.steps = steps
+                self.dropout = dropout
+
+            def state_mask(self, x, rate):
+                keep = torch.empty_like(x).bernoulli_(1 - rate)
+                keep /= (1 - rate)
+                return keep
+
+            def forward(self, questions):
+                control = self.control_0.expand(questions.size(0), -1)
+                control = control * self.state_mask(control, self.dropout)
+                for _ in range(self.steps):
+                    control = self.cell(questions, control)
+                return control
+        """,
+        files={"base.py": """
+            import torch
+            import torch.nn as nn
+
+
+            class ReasoningModel(nn.Module):
+                def save(self, path):
+                    torch.save(self.state_dict(), path)
+            """},
+        no_fix=True,
+        at="        control = control * self.state_mask(control, self.dropout)",
+    ),
+    Fires(  # the same mask drawn inside forward
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class TokenDrop(nn.Module):
+            def __init__(self, rate=0.1):
+                super().__init__()
+                self.rate = rate
+
+            def forward(self, embeddings):
+                mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))
+                return embeddings * mask.unsqueeze(-1) / (1 - self.rate)
+        """,
+        no_fix=True,
+        at="        mask = torch.bernoulli(torch.full(embeddings.shape[:2], 1 - self.rate, device=embeddings.device))",
+    ),
 )
 
 DropoutAlwaysOn.MUST_NOT_FIRE = (
@@ -1394,5 +1513,70 @@ DropoutAlwaysOn.MUST_NOT_FIRE = (
                 x = nn.Dropout(0.0)(x)
                 return self.fc(x)
         """
+    ),
+    Quiet(  # the fixed cell: the mask is drawn only in training mode
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class MemoryNetwork(nn.Module):
+            def __init__(self, dim, steps, dropout=0.15):
+                super().__init__()
+                self.control_0 = nn.Parameter(torch.zeros(1, dim))
+                self.cell = nn.GRUCell(dim, dim)
+                self.steps = steps
+                self.dropout = dropout
+
+            def state_mask(self, x, rate):
+                keep = torch.empty_like(x).bernoulli_(1 - rate)
+                keep /= (1 - rate)
+                return keep
+
+            def forward(self, questions):
+                control = self.control_0.expand(questions.size(0), -1)
+                if self.training:
+                    control = control * self.state_mask(control, self.dropout)
+                for _ in range(self.steps):
+                    control = self.cell(questions, control)
+                return control
+        """,
+    ),
+    Quiet(  # the helper is told the mode and returns ones outside training
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class TokenDrop(nn.Module):
+            def __init__(self, rate=0.1):
+                super().__init__()
+                self.rate = rate
+
+            def keep_mask(self, x, training):
+                if not training:
+                    return torch.ones_like(x)
+                return torch.empty_like(x).bernoulli_(1 - self.rate) / (1 - self.rate)
+
+            def forward(self, embeddings):
+                return embeddings * self.keep_mask(embeddings, self.training)
+        """,
+    ),
+    Quiet(  # stochastic binary units sample on purpose, in every mode: no keep rate scales them
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class BinaryHidden(nn.Module):
+            def __init__(self, visible, hidden):
+                super().__init__()
+                self.weight = nn.Linear(visible, hidden)
+
+            def forward(self, v):
+                p = torch.sigmoid(self.weight(v))
+                h = torch.bernoulli(p)
+                return h, p / (p.sum() + 1e-6)
+        """,
     ),
 )

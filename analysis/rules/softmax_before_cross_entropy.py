@@ -9,7 +9,8 @@ probabilities it optimises `-p` instead of `-log p`. (`log_softmax` into cross-e
 harmless, since log-softmax of log-probabilities changes nothing, and is reported as a note.)
 A model class whose `forward` ends in a softmax (also as the last module of an `nn.Sequential`,
 added by `add_module` too) and whose output the training code of another file feeds to
-cross-entropy is reported at that softmax, where the fix goes, citing the loss call.
+cross-entropy is reported at that softmax, where the fix goes, citing the loss call; so is a forward
+ending in a plain layer (raw logits) whose output another file feeds to NLL.
 
 How to fix: give cross-entropy the logits — drop the `softmax` (or the final `nn.Softmax`
 layer) and apply softmax only where you need probabilities (metrics, inference). For NLL, end
@@ -51,6 +52,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
                 ctx, scope, value, consumers, "softmax probabilities",
                 "applies log-softmax itself: softmax runs twice, the gradients shrink and training stalls or converges "
                 "to a worse model", "return the logits; apply softmax only for metrics or inference",
+            )
+        for value, consumers in activations_consumed(ctx.module, scope, Tag.LOGITS, LOSSES_WANTING_LOG_PROBS):
+            report_consumed(
+                ctx, scope, value, consumers, "raw logits",
+                "expects log-probabilities: it only negates the target's score, so the loss is unbounded below and "
+                "the logits diverge", "end the forward in `log_softmax`, or train with `CrossEntropyLoss` on the logits",
             )
 
     def _report_cross_entropy(self, ctx: RuleContext, loss: LossCall, kind: str) -> None:
@@ -582,6 +589,54 @@ SoftmaxBeforeCrossEntropy.MUST_FIRE = (
         severity=Severity.ERROR,
         at="        return F.softmax(x, dim=1)",
     ),
+    Fires(  # a language model of another file returns raw logits; the script builds it at module level, and the
+        # training function it calls reads that global and feeds the output to NLL
+        """
+        import torch.nn as nn
+
+
+        class WordModel(nn.Module):
+            def __init__(self, vocab, width=256):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+                self.rnn = nn.GRU(width, width)
+                self.head = nn.Linear(width, vocab)
+
+            def forward(self, tokens, state):
+                hidden, state = self.rnn(self.embed(tokens), state)
+                scores = self.head(hidden)
+                return scores, state
+        """,
+        files={
+            "main.py": """
+                import torch
+                import torch.nn as nn
+                import train
+
+                vocab = 10000
+                model = train.WordModel(vocab).cuda()
+                loss_fn = nn.NLLLoss()
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+                def fit_epoch(batches):
+                    state = None
+                    for tokens, targets in batches:
+                        optimizer.zero_grad()
+                        scores, state = model(tokens, state)
+                        loss = loss_fn(scores.view(-1, vocab), targets.view(-1))
+                        loss.backward()
+                        optimizer.step()
+                        state = state.detach()
+
+
+                for epoch in range(20):
+                    fit_epoch(train_batches)
+                """,
+        },
+        severity=Severity.ERROR,
+        at="        scores = self.head(hidden)",
+    ),
 )
 
 SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
@@ -905,6 +960,90 @@ SoftmaxBeforeCrossEntropy.MUST_NOT_FIRE = (
 
                 model = ProbabilityHead(10)
                 Trainer(loader).fit(model, torch.optim.SGD(model.parameters(), lr=0.1))
+                """,
+        },
+    ),
+    Quiet(  # the fixed language model: its forward ends in log_softmax, which NLL wants, read through the global
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class WordModel(nn.Module):
+            def __init__(self, vocab, width=256):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+                self.rnn = nn.GRU(width, width)
+                self.head = nn.Linear(width, vocab)
+
+            def forward(self, tokens, state):
+                hidden, state = self.rnn(self.embed(tokens), state)
+                scores = self.head(hidden)
+                return F.log_softmax(scores, dim=-1), state
+        """,
+        files={
+            "main.py": """
+                import torch
+                import torch.nn as nn
+                import train
+
+                vocab = 10000
+                model = train.WordModel(vocab).cuda()
+                loss_fn = nn.NLLLoss()
+                optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+                def fit_epoch(batches):
+                    state = None
+                    for tokens, targets in batches:
+                        optimizer.zero_grad()
+                        scores, state = model(tokens, state)
+                        loss = loss_fn(scores.view(-1, vocab), targets.view(-1))
+                        loss.backward()
+                        optimizer.step()
+                        state = state.detach()
+
+
+                for epoch in range(20):
+                    fit_epoch(train_batches)
+                """,
+        },
+    ),
+    Quiet(  # the training function binds the global's name to its own model, which ends in LogSoftmax
+        """
+        import torch.nn as nn
+
+
+        class WordModel(nn.Module):
+            def __init__(self, vocab, width=256):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+                self.head = nn.Linear(width, vocab)
+
+            def forward(self, tokens):
+                return self.head(self.embed(tokens))
+        """,
+        files={
+            "main.py": """
+                import torch
+                import torch.nn as nn
+                import train
+
+                model = train.WordModel(10000).cuda()
+                loss_fn = nn.NLLLoss()
+
+
+                def fit(batches):
+                    model = nn.Sequential(train.WordModel(10000), nn.LogSoftmax(dim=-1)).cuda()
+                    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+                    for tokens, targets in batches:
+                        optimizer.zero_grad()
+                        loss = loss_fn(model(tokens), targets)
+                        loss.backward()
+                        optimizer.step()
+
+
+                fit(train_batches)
                 """,
         },
     ),
