@@ -12,6 +12,14 @@ A function that runs one whole training step per call (a GAN's `update(batch)`, 
 file) and clears one model's gradients but not those of another model whose optimizer it steps is
 reported too (a warning: the loop that repeats it is out of sight).
 
+Clearing after the step is too late when a loss backwarded before it runs through a model that a second
+optimizer holds: a generator's adversarial loss through the discriminator (`D(G(z))`, or an autoencoder's
+`vae(x, return_loss=True)` that runs its own `vae.discr`), stepped by the generator's optimizer, leaves its
+gradients in the discriminator, and the discriminator's step applies them with its own loss's unless
+something clears them in between (a warning; quiet when the step sets `requires_grad` anywhere, as freezing
+the discriminator for the generator's loss is the other fix, and when that forward's output reaches the
+backward only through `.detach()`).
+
 How to fix: call `optimizer.zero_grad()` (set_to_none is the default) once per optimizer step,
 either right before the backward or right after `optimizer.step()`. For gradient accumulation,
 clear only when you step (`if (i + 1) % accum == 0: optimizer.step(); optimizer.zero_grad()`).

@@ -7,7 +7,9 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone; the backward may sit
+the earlier passes accumulated, so each step applies the last backward's gradient alone (also on one side
+of a setting's test, `if fp16: scaler.step(opt)` / `else: opt.step()`, when that side clears on every
+iteration and the other does not); the backward may sit
 in a loop each iteration runs whole (truncated backpropagation over a sequence's slices), and rescaling the
 gradients in place (`p.grad /= n`) keeps nothing aside. A step
 function with no loop of its own (`training_step(self, batch)`, run per batch by a loop elsewhere
