@@ -12,6 +12,14 @@ A function that runs one whole training step per call (a GAN's `update(batch)`, 
 file) and clears one model's gradients but not those of another model whose optimizer it steps is
 reported too (a warning: the loop that repeats it is out of sight).
 
+Clearing after the step is too late when a loss backwarded before it runs through a model that a second
+optimizer holds: a generator's adversarial loss through the discriminator (`D(G(z))`, or an autoencoder's
+`vae(x, return_loss=True)` that runs its own `vae.discr`), stepped by the generator's optimizer, leaves its
+gradients in the discriminator, and the discriminator's step applies them with its own loss's unless
+something clears them in between (a warning; quiet when the step sets `requires_grad` anywhere, as freezing
+the discriminator for the generator's loss is the other fix, and when that forward's output reaches the
+backward only through `.detach()`).
+
 How to fix: call `optimizer.zero_grad()` (set_to_none is the default) once per optimizer step,
 either right before the backward or right after `optimizer.step()`. For gradient accumulation,
 clear only when you step (`if (i + 1) % accum == 0: optimizer.step(); optimizer.zero_grad()`).
@@ -89,6 +97,7 @@ class MissingZeroGrad(Rule):
             items = list(ordered_events(scope, None))
             self._check_scope(ctx, items)
             self._check_step_function(ctx, scope, items)
+            self._check_left_by_another_loss(ctx, scope, items)
 
     def _check_manual_step(self, ctx: RuleContext, scope) -> None:
         """Lightning with ``automatic_optimization = False``: ``training_step`` runs once per batch and
@@ -267,6 +276,56 @@ class MissingZeroGrad(Rule):
             help=f"call `{optimizer or 'optimizer'}.zero_grad()` before this backward or right after `{_code(step)}`",
         )
 
+    def _check_left_by_another_loss(self, ctx: RuleContext, scope: ScopeAnalysis, items: list[Item]) -> None:
+        """One step backwards a loss through a model whose parameters a second optimizer holds (a generator's
+        adversarial loss through the discriminator), steps the first optimizer, then backwards and steps the
+        second without clearing it in between: the second step applies its own gradients plus the ones the
+        first loss left in its parameters. Clearing it after its step (for the next call) comes too late."""
+        function = scope.function
+        if function is None or _toggles_requires_grad(function.node, items):
+            return  # freezing the second model for the first loss (`set_requires_grad(netD, False)`) leaves it nothing
+        direct = [(index, event) for index, (event, chain) in enumerate(items) if not chain and isinstance(event, CallEvent)]
+        steps = [(index, event) for index, event in direct if is_optimizer_step(event) and event.receiver_key]
+        for later_index, later in steps:
+            held = _held_parameters(later)
+            if held is None or held.excluded:
+                continue
+            for backward_index, backward in direct:
+                if backward_index >= later_index or not accumulates_into_grad(backward):
+                    continue
+                between = items[backward_index + 1:later_index]
+                first = next((event for event, chain in between if not chain and isinstance(event, CallEvent)
+                              and is_optimizer_step(event) and event.receiver_key not in {None, later.receiver_key}), None)
+                if first is None or any(_may_reach(event, chain, held.module, steps) for event, chain in between):
+                    continue
+                forward = _forward_through(items[:backward_index], held.module, backward)
+                if forward is None:
+                    continue
+                self._report_left_by_another_loss(ctx, later, held, backward, first, forward)
+                return
+
+    @staticmethod
+    def _report_left_by_another_loss(ctx: RuleContext, later: CallEvent, held: _Held, backward: CallEvent,
+                                     first: CallEvent, forward: CallEvent) -> None:
+        optimizer, module = later.receiver_key, held.module
+        called = dotted(forward.node.func) or module
+        through = f"`{called}`" if called == module else f"`{called}` (which holds `{module}`)"
+        ctx.report(
+            later.node,
+            f"`{_code(backward)}` backwards a loss computed through {through}, whose parameters `{optimizer}` holds; "
+            f"`{_code(first)}` applies that loss, but nothing clears `{module}`'s gradients before `{_code(later)}`, "
+            f"which applies its own loss's gradients plus the ones the first loss left in `{module}`",
+            evidence=[
+                ((held.chunk, held.node), f"`{optimizer}` is built over `{module}`'s parameters"),
+                ((forward.chunk, forward.node), f"the first loss's forward runs `{module}`"),
+                ((backward.chunk, backward.node), f"backward adds the first loss's gradients to `{module}`'s `.grad`"),
+                ((first.chunk, first.node), "another optimizer applies the first loss; the gradients it left stay"),
+                ((later.chunk, later.node), "this step applies them along with its own loss's"),
+            ],
+            severity=Severity.WARNING,
+            help=f"call `{optimizer}.zero_grad()` right after `{_code(first)}` (before the second loss's backward)",
+        )
+
     @staticmethod
     def _handled_elsewhere(ctx: RuleContext, backward: CallEvent, in_loop: list[Item]) -> bool:
         """Something other than a visible clearing in the loop takes care of the gradients, or may."""
@@ -339,6 +398,169 @@ class MissingZeroGrad(Rule):
             where.node, message, evidence=evidence,
             help=f"call `{optimizer or 'optimizer'}.zero_grad()` once per step, before its backward or right after `{_code(step)}`",
         )
+
+
+@dataclass(frozen=True)
+class _Held:
+    """The model whose parameters an optimizer holds, as the code that steps it names the model."""
+
+    module: str  # `self.vae.discr`, `netD`
+    excluded: bool  # every parameter but the model's: `set(vae.parameters()) - set(vae.discr.parameters())`
+    chunk: ParsedChunk
+    node: cst.CSTNode  # the construction
+
+
+def _held_parameters(step: CallEvent) -> _Held | None:
+    """``Adam(netD.parameters())``, or a name bound to ``set(vae.discr.parameters())`` beside the construction (the
+    construction's own function); a model handed to ``__init__`` and kept as ``self.vae = vae`` is named ``self.vae``."""
+    receiver = step.receiver
+    if receiver is None or Tag.OPTIMIZER not in receiver.tags:
+        return None
+    built = _built_in_class(step) or _built_at(receiver)
+    if built is None:
+        return None
+    chunk, function, call = built
+    given = [arg for arg in call.args if arg.keyword is None or arg.keyword.value == "params"]
+    if not given or given[0].star:
+        return None
+    found = _parameters_of(given[0].value, function)
+    if found is None:
+        return None
+    module, excluded = found
+    root, _, rest = module.partition(".")
+    if root != "self" and function is not None and (step.scope.function is None or step.scope.function.node is not function):
+        kept = _kept_as(function, root)
+        if kept is None:
+            return None
+        module = f"{kept}.{rest}" if rest else kept
+    return _Held(module, excluded, chunk, call)
+
+
+def _built_in_class(step: CallEvent) -> tuple[ParsedChunk, cst.FunctionDef, cst.Call] | None:
+    """Where a method of the step's class binds ``self.opt = <call>`` (a helper such as ``get_optimizer(params)``
+    builds it, as the flow sees it, inside the helper): the method and the call."""
+    key, function = step.receiver_key, step.scope.function
+    owner = function.owner if function is not None else None
+    if owner is None or key is None or not key.startswith("self."):
+        return None
+    found = [(method.chunk, method.node, statement.value) for method in owner.methods.values() for statement in walk(method.node.body)
+             if isinstance(statement, cst.Assign) and any(dotted(target.target) == key for target in statement.targets)]
+    if len(found) != 1:
+        return None
+    chunk, method, built = found[0]
+    return (chunk, method, built) if isinstance(built, cst.Call) else None
+
+
+def _built_at(optimizer: Value) -> tuple[ParsedChunk, cst.FunctionDef | None, cst.Call] | None:
+    if optimizer.site is None:
+        return None
+    chunk, call = optimizer.site
+    return (chunk, _enclosing_function(chunk, call), call) if isinstance(call, cst.Call) else None
+
+
+def _parameters_of(node: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 6) -> tuple[str, bool] | None:
+    """(model, excluded) for ``m.parameters()``, ``set(...)``/``list(...)`` of it, a name bound to either in
+    ``function``, or ``everything - set(m.parameters())``."""
+    if depth == 0:
+        return None
+    if isinstance(node, cst.Name) and function is not None:
+        bound = [statement.value for statement in walk(function.body) if isinstance(statement, cst.Assign)
+                 and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name)
+                 and statement.targets[0].target.value == node.value]
+        return _parameters_of(bound[0], function, depth - 1) if len(bound) == 1 else None
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
+        removed = _parameters_of(node.right, function, depth - 1)
+        return (removed[0], True) if removed is not None and not removed[1] else None
+    if not isinstance(node, cst.Call):
+        return None
+    if isinstance(node.func, cst.Name) and node.func.value in {"set", "list", "tuple"} and len(node.args) == 1:
+        return _parameters_of(node.args[0].value, function, depth - 1)
+    if isinstance(node.func, cst.Attribute) and node.func.attr.value == "parameters" and not node.args:
+        module = dotted(node.func.value)
+        return (module, False) if module is not None else None
+    return None
+
+
+def _enclosing_function(chunk: ParsedChunk, node: cst.CSTNode) -> cst.FunctionDef | None:
+    """The innermost function of ``chunk`` whose body holds ``node``."""
+    found = None
+    for candidate in walk(chunk.module) if chunk.module is not None else ():
+        if isinstance(candidate, cst.FunctionDef) and any(inner is node for inner in walk(candidate.body)):
+            if found is None or any(inner is candidate for inner in walk(found.body)):
+                found = candidate
+    return found
+
+
+def _kept_as(function: cst.FunctionDef, name: str) -> str | None:
+    """``self.vae`` for ``self.vae = vae`` in ``function`` (a constructor keeping the model it is handed)."""
+    kept = [dotted(target.target) for statement in walk(function.body) if isinstance(statement, cst.Assign)
+            and isinstance(statement.value, cst.Name) and statement.value.value == name for target in statement.targets]
+    kept = [text for text in kept if text is not None and text.startswith("self.")]
+    return kept[0] if len(kept) == 1 else None
+
+
+def _forward_through(before: list[Item], module: str, backward: CallEvent) -> CallEvent | None:
+    """The last call, before the backward, of ``module`` or of a model holding it (`self.vae(...)` runs
+    `self.vae.discr`), written in the step itself, whose output reaches the backward undetached as far as the
+    step's own lines show (`fake = G(z)` read only as `fake.detach()` until the backward gives ``G`` nothing)."""
+    for event, chain in reversed(before):
+        if chain or not isinstance(event, CallEvent) or accumulates_into_grad(event):
+            continue
+        called = dotted(event.node.func)
+        if called is not None and (module == called or module.startswith(called + ".")):
+            return None if _detached(event, backward) else event
+    return None
+
+
+def _detached(forward: CallEvent, backward: CallEvent) -> bool:
+    """``G(z).detach()``, or ``fake = G(z)`` whose every read up to the backward is ``fake.detach()`` / ``fake.data``."""
+    function = forward.scope.function
+    statement = forward.statement
+    if function is None or statement is None:
+        return False
+    cut = {"detach", "data"}
+    if any(isinstance(node, cst.Attribute) and node.value is forward.node and node.attr.value in cut for node in walk(statement)):
+        return True
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0].target, cst.Name)):
+        return False
+    name = statement.targets[0].target.value
+    chunk = forward.chunk
+    start, end = chunk.line_of(forward.node), chunk.line_of(backward.node)
+    reads = [node for node in walk(function.node.body) if isinstance(node, cst.Name) and node.value == name
+             and start < chunk.line_of(node) <= end]
+    cuts = [node for node in walk(function.node.body) if isinstance(node, cst.Attribute) and node.attr.value in cut
+            and isinstance(node.value, cst.Name) and node.value.value == name and start < chunk.line_of(node) <= end]
+    return bool(reads) and len(cuts) == len(reads)
+
+
+def _may_reach(event: Event, chain: tuple[CallEvent, ...], module: str, steps: list[tuple[int, CallEvent]]) -> bool:
+    """A clearing that may reach ``module``'s gradients: all but an optimizer's that the step also steps and
+    whose parameters are known to leave ``module`` out, or a model's that neither holds nor is part of it."""
+    if not (clears_gradients(event) or _may_clear(event, chain)):
+        return False
+    if not isinstance(event, CallEvent) or event.method != "zero_grad" or event.args or event.receiver_key is None:
+        return True
+    key = event.receiver_key
+    stepped = next((step for _, step in steps if step.receiver_key == key), None)
+    if stepped is not None:
+        held = _held_parameters(stepped)
+        if held is None:
+            return True
+        return not (held.excluded and held.module == module) and not _apart(held.module, module)
+    return not (event.receiver is not None and Tag.MODEL in event.receiver.tags and _apart(key, module))
+
+
+def _apart(one: str, other: str) -> bool:
+    return one != other and not one.startswith(other + ".") and not other.startswith(one + ".")
+
+
+def _toggles_requires_grad(function: cst.FunctionDef, items: list[Item]) -> bool:
+    """The step sets ``requires_grad`` on something, itself or in a helper it calls."""
+    if any(isinstance(node, cst.Attribute) and node.attr.value in {"requires_grad", "requires_grad_"} for node in walk(function.body)):
+        return True
+    return any(isinstance(event, CallEvent) and event.method == "requires_grad_" for event, _ in items) or any(
+        isinstance(event, AssignEvent) and any(key.endswith(".requires_grad") for key in event.targets) for event, _ in items
+    )
 
 
 def _first_in_body(loop: cst.CSTNode) -> cst.CSTNode:
@@ -1239,9 +1461,229 @@ MissingZeroGrad.MUST_FIRE = (
                     self.upd.step()
         """,
     ),
+    Fires(  # the generator's adversarial loss runs through the discriminator; its gradients are cleared only after
+        # its own step, so that step applies the generator loss's gradients too
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Discriminator, Generator
+
+
+        class GANTrainer:
+            def __init__(self, generator, discriminator, lr, latent_dim):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.latent_dim = latent_dim
+                self.opt_g = torch.optim.Adam(generator.parameters(), lr=lr, betas=(0.5, 0.999))
+                self.opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr, betas=(0.5, 0.999))
+
+            def train_step(self, real):
+                z = torch.randn(real.size(0), self.latent_dim, device=real.device)
+                fake = self.generator(z)
+                fake_logits = self.discriminator(fake)
+                g_loss = F.binary_cross_entropy_with_logits(fake_logits, torch.ones_like(fake_logits))
+                g_loss.backward()
+                self.opt_g.step()
+                self.opt_g.zero_grad()
+
+                real_logits = self.discriminator(real)
+                detached_logits = self.discriminator(fake.detach())
+                d_loss = (F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+                          + F.binary_cross_entropy_with_logits(detached_logits, torch.zeros_like(detached_logits)))
+                d_loss.backward()
+                self.opt_d.step()
+                self.opt_d.zero_grad()
+                return g_loss.item(), d_loss.item()
+
+
+        def main(loader, epochs):
+            trainer = GANTrainer(Generator(), Discriminator(), 2e-4, 128)
+            for _ in range(epochs):
+                for real, _ in loader:
+                    trainer.train_step(real)
+        """,
+        files={"models.py": """
+        import torch.nn as nn
+
+
+        class Generator(nn.Sequential):
+            def __init__(self):
+                super().__init__(nn.Linear(128, 256), nn.ReLU(), nn.Linear(256, 784), nn.Tanh())
+
+
+        class Discriminator(nn.Sequential):
+            def __init__(self):
+                super().__init__(nn.Linear(784, 256), nn.LeakyReLU(0.2), nn.Linear(256, 1))
+        """},
+        no_fix=True,
+        severity=Severity.WARNING,
+        at="self.opt_d.step()",
+    ),
+    Fires(  # an autoencoder that holds its own discriminator: the reconstruction loss's adversarial term runs it, the
+        # main optimizer holds every parameter but the discriminator's, and the discriminator is cleared after its step only
+        """
+        import torch
+
+        from autoencoder import AdversarialAutoencoder
+
+
+        def train(loader, steps, lr=3e-4):
+            vae = AdversarialAutoencoder(dim=64)
+            discr_params = set(vae.discr.parameters())
+            vae_params = set(vae.parameters()) - discr_params
+            optim = torch.optim.Adam(vae_params, lr=lr)
+            discr_optim = torch.optim.Adam(discr_params, lr=lr)
+            for step, images in zip(range(steps), loader):
+                loss = vae(images, return_loss=True)
+                loss.backward()
+                optim.step()
+                optim.zero_grad()
+
+                discr_loss = vae(images, return_discr_loss=True)
+                discr_loss.backward()
+                discr_optim.step()
+                discr_optim.zero_grad()
+        """,
+        files={"autoencoder.py": """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class AdversarialAutoencoder(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.encoder = nn.Conv2d(3, dim, 4, stride=2, padding=1)
+                self.decoder = nn.ConvTranspose2d(dim, 3, 4, stride=2, padding=1)
+                self.discr = nn.Sequential(nn.Conv2d(3, dim, 4, stride=2), nn.LeakyReLU(0.1), nn.Conv2d(dim, 1, 4))
+
+            def forward(self, images, return_loss=False, return_discr_loss=False):
+                recon = self.decoder(self.encoder(images))
+                if return_discr_loss:
+                    return F.relu(1 + self.discr(recon.detach())).mean() + F.relu(1 - self.discr(images)).mean()
+                return F.mse_loss(recon, images) - self.discr(recon).mean()
+        """},
+        no_fix=True,
+        severity=Severity.WARNING,
+        at="discr_optim.step()",
+    ),
 )
 
 MissingZeroGrad.MUST_NOT_FIRE = (
+    Quiet(  # the discriminator is cleared right after the generator's step, before its own backward
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class GANTrainer:
+            def __init__(self, generator, discriminator, lr, latent_dim):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.latent_dim = latent_dim
+                self.opt_g = torch.optim.Adam(generator.parameters(), lr=lr, betas=(0.5, 0.999))
+                self.opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr, betas=(0.5, 0.999))
+
+            def train_step(self, real):
+                z = torch.randn(real.size(0), self.latent_dim, device=real.device)
+                fake = self.generator(z)
+                fake_logits = self.discriminator(fake)
+                g_loss = F.binary_cross_entropy_with_logits(fake_logits, torch.ones_like(fake_logits))
+                g_loss.backward()
+                self.opt_g.step()
+                self.opt_g.zero_grad()
+                self.opt_d.zero_grad()
+
+                real_logits = self.discriminator(real)
+                detached_logits = self.discriminator(fake.detach())
+                d_loss = (F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+                          + F.binary_cross_entropy_with_logits(detached_logits, torch.zeros_like(detached_logits)))
+                d_loss.backward()
+                self.opt_d.step()
+                self.opt_d.zero_grad()
+                return g_loss.item(), d_loss.item()
+        """,
+    ),
+    Quiet(  # the discriminator is frozen while the generator's loss runs through it: that backward leaves it nothing
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        def set_requires_grad(net, flag):
+            for param in net.parameters():
+                param.requires_grad = flag
+
+
+        class GANTrainer:
+            def __init__(self, generator, discriminator, lr, latent_dim):
+                self.generator = generator
+                self.discriminator = discriminator
+                self.latent_dim = latent_dim
+                self.opt_g = torch.optim.Adam(generator.parameters(), lr=lr)
+                self.opt_d = torch.optim.Adam(discriminator.parameters(), lr=lr)
+
+            def train_step(self, real):
+                z = torch.randn(real.size(0), self.latent_dim, device=real.device)
+                fake = self.generator(z)
+                set_requires_grad(self.discriminator, False)
+                fake_logits = self.discriminator(fake)
+                g_loss = F.binary_cross_entropy_with_logits(fake_logits, torch.ones_like(fake_logits))
+                g_loss.backward()
+                self.opt_g.step()
+                self.opt_g.zero_grad()
+
+                set_requires_grad(self.discriminator, True)
+                real_logits = self.discriminator(real)
+                detached_logits = self.discriminator(fake.detach())
+                d_loss = (F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+                          + F.binary_cross_entropy_with_logits(detached_logits, torch.zeros_like(detached_logits)))
+                d_loss.backward()
+                self.opt_d.step()
+                self.opt_d.zero_grad()
+        """,
+    ),
+    Quiet(  # the discriminator steps first, on the generator's output detached, so its loss leaves the generator
+        # nothing; the generator's loss runs through the discriminator last, and only the generator's step follows it
+        """
+        import torch
+        import torch.nn.functional as F
+
+        from models import Discriminator, Generator
+
+
+        def train(loader, epochs, device, latent_dim=128):
+            netG, netD = Generator().to(device), Discriminator().to(device)
+            optG = torch.optim.Adam(netG.parameters(), lr=2e-4)
+            optD = torch.optim.Adam(netD.parameters(), lr=2e-4)
+            for _ in range(epochs):
+                for real, _ in loader:
+                    real = real.to(device)
+                    fake = netG(torch.randn(real.size(0), latent_dim, device=device))
+                    d_loss = F.relu(1 - netD(real)).mean() + F.relu(1 + netD(fake.detach())).mean()
+                    d_loss.backward()
+                    optD.step()
+                    optD.zero_grad()
+
+                    g_loss = -netD(fake).mean()
+                    g_loss.backward()
+                    optG.step()
+                    optG.zero_grad()
+        """,
+        files={"models.py": """
+        import torch.nn as nn
+
+
+        class Generator(nn.Sequential):
+            def __init__(self):
+                super().__init__(nn.Linear(128, 784), nn.Tanh())
+
+
+        class Discriminator(nn.Sequential):
+            def __init__(self):
+                super().__init__(nn.Linear(784, 1))
+        """},
+    ),
     Quiet(  # an engine by its protocol (run as the model, `.backward(loss)`, `.step()`), from a wrapper of DeepSpeed's
         # initialize: its step zeroes the gradients
         """

@@ -7,7 +7,9 @@ steps): the loss does not move, the run burns its budget, and nothing crashes.
 
 The same happens across iterations under gradient accumulation: a clearing that runs on every
 iteration (or in every pass of a micro-batch loop) while the step runs only every N throws away what
-the earlier passes accumulated, so each step applies the last backward's gradient alone; the backward may sit
+the earlier passes accumulated, so each step applies the last backward's gradient alone (also on one side
+of a setting's test, `if fp16: scaler.step(opt)` / `else: opt.step()`, when that side clears on every
+iteration and the other does not); the backward may sit
 in a loop each iteration runs whole (truncated backpropagation over a sequence's slices), and rescaling the
 gradients in place (`p.grad /= n`) keeps nothing aside. A step
 function with no loop of its own (`training_step(self, batch)`, run per batch by a loop elsewhere
@@ -84,6 +86,9 @@ from trainlint.rules import (
 )
 
 Item = tuple[Event, tuple[CallEvent, ...]]
+# (backward, clearing, step, what spreads the step over several backwards, whether the step runs when its test holds),
+# and the side of a setting's test that all of it runs on, when only one side's run undoes the accumulation
+Undone = tuple[CallEvent, Item, CallEvent, "Loop | Condition", bool, "Condition | None"]
 
 
 def _needed(event: Event) -> bool:
@@ -243,8 +248,8 @@ class ZeroGradBeforeStep(Rule):
             help=f"move `{clearing}` to the start of the closure, before the forward pass",
         )
 
-    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, backward: CallEvent, cleared: Item,
-                       step: CallEvent, accumulation: Loop | Condition, holds: bool, unit: str = "iteration") -> None:
+    def _report_undone(self, ctx: RuleContext, scope: ScopeAnalysis, backward: CallEvent, cleared: Item, step: CallEvent,
+                       accumulation: Loop | Condition, holds: bool, side: Condition | None = None, unit: str = "iteration") -> None:
         """Gradients meant to add up over several backward passes are cleared before each of them."""
         clear, chain = cleared
         # reported at the clearing, also inside a helper of this file; at the call of a helper in another file
@@ -262,6 +267,9 @@ class ZeroGradBeforeStep(Rule):
             test = " ".join(tested.code_for(accumulation.test).split()) if accumulation.test is not None else "..."
             when = f"when `{test}`" if holds else f"when `{test}` does not hold"
             schedule = f"`{stepping}` runs only {when}, but `{clearing}` runs on every {unit}"
+            if side is not None and side.test is not None:
+                shown = " ".join(scope.chunk.code_for(side.test).split())
+                schedule += f" on which `{shown}` {'holds' if side.branch == 'if' else 'does not hold'}"
             where = ((tested, accumulation.node), f"the optimizer steps only on some {unit}s")
         ctx.report(
             site.node,
@@ -305,7 +313,7 @@ class ZeroGradBeforeStep(Rule):
         )
 
 
-def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, Item, CallEvent, Loop | Condition, bool] | None:
+def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> Undone | None:
     """(backward, clearing, step, what spreads the step over several backwards) when the loop accumulates
     gradients over several backward passes for one step and clears them before each pass: either a
     micro-batch loop inside ``loop`` that runs the clearing and the backward on every iteration and no
@@ -317,7 +325,18 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
     own = [event for event in scope.events if event.context.loop is loop]
     steps = [event for event in own if isinstance(event, CallEvent) and is_optimizer_step(event)]
     if not steps and not _handles_gradients_itself(scope, loop):
-        return _stepped_by_helper_every_n(scope, loop)
+        helper = _stepped_by_helper_every_n(scope, loop)
+        return None if helper is None else (*helper, None)
+    if len(steps) == 2 and not _handles_gradients_itself(scope, loop):
+        # one step per side of a setting (`if fp16: scaler.step(opt)` / `else: opt.step()`): each side's run is read alone
+        setting = _setting_sides(scope, loop, steps)
+        if setting is None:
+            return None
+        for step, side in zip(steps, setting):
+            found = _every_n_undone(scope, loop, step, side)
+            if found is not None:
+                return found
+        return None
     if len(steps) != 1 or _handles_gradients_itself(scope, loop):
         return None
     step = steps[0]
@@ -338,20 +357,69 @@ def _accumulation_undone(scope: ScopeAnalysis, loop: Loop) -> tuple[CallEvent, I
             every_iteration, condition = skips[0]
             every_n, holds = [condition], condition.branch != "if"
     if every_n:
-        # what runs on every iteration, also inside a helper the loop calls (`self.train_step(batch)`)
-        unconditional = [
-            (event, chain) for event, chain in ordered_events(scope, loop)
-            if _runs_in_iteration((event, chain), loop) and not path_conditions(event, chain, loop)
-            and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
-        ]
-        backward = next((event for event, _ in unconditional if _adds_to_grad(event)), None)
-        if backward is None:
-            backward = _backward_of_inner_loop(scope, loop, None if every_iteration is step else every_iteration)
-        clear = next(((event, chain) for event, chain in unconditional if clears_gradients(event)), None)
-        if backward is not None and clear is not None and _same_gradients(clear[0], step, [(step, ())]):
-            return backward, clear, step, every_n[0], holds
+        return _cleared_every_iteration(scope, loop, step, every_iteration, every_n[0], holds, None)
+    micro = _micro_batches_undone(scope, loop, step)
+    return None if micro is None else (*micro, None)
+
+
+def _cleared_every_iteration(scope: ScopeAnalysis, loop: Loop, step: CallEvent, every_iteration: Event, every_n: Condition,
+                             holds: bool, side: Condition | None) -> Undone | None:
+    """The backward and the clearing that run on every iteration before ``every_iteration`` (the step, or the
+    ``continue`` that skips it), also inside a helper the loop calls (`self.train_step(batch)`); with ``side``,
+    those that run on that side of a setting's test as well."""
+    candidates = [
+        (event, chain) for event, chain in ordered_events(scope, loop)
+        if _runs_in_iteration((event, chain), loop) and _on_side(path_conditions(event, chain, loop), side, scope)
+        and (every_iteration is step or _before(scope, chain[0] if chain else event, every_iteration))
+    ]
+    backward = next((event for event, _ in candidates if _adds_to_grad(event)), None)
+    if backward is None and side is None:
+        backward = _backward_of_inner_loop(scope, loop, None if every_iteration is step else every_iteration)
+    clear = next(((event, chain) for event, chain in candidates if clears_gradients(event)), None)
+    if backward is None or clear is None or not _same_gradients(clear[0], step, [(step, ())]):
         return None
-    return _micro_batches_undone(scope, loop, step)
+    if side is not None and not any(_same_side(condition, side, scope) for condition in path_conditions(*clear, loop)):
+        return None  # a clearing on both sides is the single-step reading's; this one is about one side's
+    return backward, clear, step, every_n, holds, side
+
+
+def _every_n_undone(scope: ScopeAnalysis, loop: Loop, step: CallEvent, side: Condition) -> Undone | None:
+    counted = _counted_tests(scope, loop, step)
+    every_n = [c for c in step.context.conditions_inside(loop)
+               if c.test is not None and (_every_n(c.test, counted) or _counter_reset(c, loop))]
+    if not every_n:
+        return None
+    return _cleared_every_iteration(scope, loop, step, step, every_n[0], every_n[0].branch == "if", side)
+
+
+def _setting_sides(scope: ScopeAnalysis, loop: Loop, steps: list[CallEvent]) -> tuple[Condition, Condition] | None:
+    """The two steps' own sides of one setting's test (`if fp16:` ... `else:`, or two `if`s testing it): a test
+    with no call of names no iteration assigns."""
+    assigned = {key.split(".", 1)[0] for event in scope.events if loop in event.context.loops and isinstance(event, AssignEvent)
+                for key in event.targets}
+    for one in steps[0].context.conditions_inside(loop):
+        if one.branch not in {"if", "else"} or one.test is None or any(isinstance(node, cst.Call) for node in walk(one.test)):
+            continue
+        if any(isinstance(node, cst.Name) and node.value in assigned for node in walk(one.test)):
+            continue
+        for other in steps[1].context.conditions_inside(loop):
+            if other.branch in {"if", "else"} and other.branch != one.branch and _same_test(one, other, scope):
+                return one, other
+    return None
+
+
+def _on_side(conditions, side: Condition | None, scope: ScopeAnalysis) -> bool:
+    return all(side is not None and _same_side(condition, side, scope) for condition in conditions)
+
+
+def _same_side(condition: Condition, side: Condition, scope: ScopeAnalysis) -> bool:
+    return condition.branch == side.branch and _same_test(condition, side, scope)
+
+
+def _same_test(one: Condition, other: Condition, scope: ScopeAnalysis) -> bool:
+    if one.node is other.node:
+        return True
+    return one.test is not None and other.test is not None and scope.chunk.code_for(one.test) == scope.chunk.code_for(other.test)
 
 
 def _backward_of_inner_loop(scope: ScopeAnalysis, loop: Loop, until: Event | None) -> CallEvent | None:
@@ -1218,6 +1286,51 @@ _CLEAR_EVERY_DOCUMENT = "                    self.optimizer.zero_grad()\n"
 _CLEAR_AFTER_STEP = "                        self.optimizer.zero_grad()"
 
 ZeroGradBeforeStep.MUST_FIRE = (
+    Fires(  # accumulation on both precisions, but the full-precision side clears before every backward: on a run
+        # without AMP each step applies the last micro-batch's gradient alone
+        """
+        import torch
+
+        from losses import lm_loss
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, accum_steps, fp16):
+                self.model = model
+                self.optimizer = optimizer
+                self.accum_steps = accum_steps
+                self.fp16 = fp16
+                self.scaler = torch.cuda.amp.GradScaler(enabled=fp16)
+
+            def train_epoch(self, loader):
+                self.model.train()
+                for step, batch in enumerate(loader):
+                    if self.fp16:
+                        with torch.autocast("cuda", dtype=torch.float16):
+                            loss = lm_loss(self.model, batch) / self.accum_steps
+                        self.scaler.scale(loss).backward()
+                    else:
+                        self.optimizer.zero_grad()
+                        loss = lm_loss(self.model, batch) / self.accum_steps
+                        loss.backward()
+                    if (step + 1) % self.accum_steps == 0:
+                        if self.fp16:
+                            self.scaler.step(self.optimizer)
+                            self.scaler.update()
+                            self.optimizer.zero_grad()
+                        else:
+                            self.optimizer.step()
+        """,
+        files={"losses.py": """
+        import torch.nn.functional as F
+
+
+        def lm_loss(model, batch):
+            logits = model(batch["input_ids"].cuda())
+            return F.cross_entropy(logits.flatten(0, 1), batch["labels"].cuda().flatten(), ignore_index=-100)
+        """},
+        at="self.optimizer.zero_grad()",
+    ),
     Fires(  # the backward runs in the loop over a document's slices, the clearing at the top of every document, the step
         # every `accumulation` documents: each step applies the last document's gradient alone
         _SLICED_TRAINER.format(clear_every=_CLEAR_EVERY_DOCUMENT, clear_after_step=_CLEAR_AFTER_STEP),
@@ -2532,6 +2645,56 @@ ZeroGradBeforeStep.MUST_FIRE = (
 )
 
 ZeroGradBeforeStep.MUST_NOT_FIRE = (
+    Quiet(  # Swin-style: the accumulating side clears where it steps; the other side steps every iteration, so
+        # clearing before each backward there is the plain order
+        """
+        import torch
+
+
+        def train_one_epoch(model, criterion, loader, optimizer, scaler, accumulation_steps):
+            model.train()
+            optimizer.zero_grad()
+            for idx, (samples, targets) in enumerate(loader):
+                outputs = model(samples.cuda(non_blocking=True))
+                if accumulation_steps > 1:
+                    loss = criterion(outputs, targets.cuda(non_blocking=True)) / accumulation_steps
+                    scaler.scale(loss).backward()
+                    if (idx + 1) % accumulation_steps == 0:
+                        scaler.step(optimizer)
+                        optimizer.zero_grad()
+                        scaler.update()
+                else:
+                    loss = criterion(outputs, targets.cuda(non_blocking=True))
+                    optimizer.zero_grad()
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+        """,
+    ),
+    Quiet(  # both precisions accumulate and each side clears only right after its own step
+        """
+        import torch
+
+
+        def train(model, optimizer, loader, accum_steps, fp16):
+            scaler = torch.cuda.amp.GradScaler(enabled=fp16)
+            for step, batch in enumerate(loader):
+                if fp16:
+                    with torch.autocast("cuda"):
+                        loss = model(**batch).loss / accum_steps
+                    scaler.scale(loss).backward()
+                else:
+                    loss = model(**batch).loss / accum_steps
+                    loss.backward()
+                if (step + 1) % accum_steps == 0:
+                    if fp16:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    optimizer.zero_grad()
+        """,
+    ),
     Quiet(  # twin: the gradients are cleared only after the step, so the slices of every document accumulate
         _SLICED_TRAINER.format(clear_every="", clear_after_step=_CLEAR_AFTER_STEP),
         files=_SLICED_FILES,
