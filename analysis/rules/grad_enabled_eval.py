@@ -1061,7 +1061,9 @@ class GradEnabledEval(Rule):
         may go through it, so the graph its forward records serves nothing, yet it keeps every layer's
         activations until the output is dropped. Grad is on where the function backwards or steps an
         optimizer, or in a module's ``forward`` that also runs another network whose output goes on
-        (the trained path). A model the file freezes records nothing, and is left alone."""
+        (the trained path). A model the file freezes records nothing, and is left alone; so is a network
+        whose output goes on elsewhere in the function, detached on a second pass only (a stop-gradient
+        branch of the trained network itself)."""
         info = scope.function
         module = ctx.module
         if info is None or is_eval_name(info.name) or _framework_hook(ctx, info) or _test_function(info) or any(
@@ -1080,8 +1082,8 @@ class GradEnabledEval(Rule):
         kept = [call for call in runs if dropped_graph(scope, call.node) is None]
         for forward in runs:
             key = forward.receiver_key
-            if key in frozen or forward in kept:
-                continue
+            if key in frozen or forward in kept or any(call.receiver_key == key for call in kept):
+                continue  # a stop-gradient on a second pass of the trained network itself (SimSiam, DoRA's norm) is a choice
             dropped = dropped_graph(scope, forward.node)
             if dropped is None or not dropped.cuts or not all(_detaches(cut) for cut in dropped.cuts):
                 continue
@@ -6794,6 +6796,29 @@ GradEnabledEval.MUST_NOT_FIRE = (
                 z_one, z_two = self.encoder(view_one), self.encoder(view_two)
                 p_one, p_two = self.predictor(z_one), self.predictor(z_two)
                 return -(F.cosine_similarity(p_one, z_two.detach()).mean() + F.cosine_similarity(p_two, z_one.detach()).mean()) / 2
+        """,
+    ),
+    Quiet(  # the trained adapter itself run a second time for a detached norm: a stop-gradient branch, by choice
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class NormScaledAdapter(nn.Module):
+            def __init__(self, base: nn.Linear, rank=8):
+                super().__init__()
+                self.base = base
+                self.down = nn.Linear(base.in_features, rank, bias=False)
+                self.up = nn.Linear(rank, base.out_features, bias=False)
+                self.magnitude = nn.Parameter(base.weight.norm(p=2, dim=1))
+
+            def forward(self, x):
+                update = self.up(self.down(x))
+                eye = torch.eye(self.down.in_features, device=x.device, dtype=x.dtype)
+                delta = self.up(self.down(eye)).T
+                norm = (self.base.weight + delta.detach()).norm(p=2, dim=1)
+                return (self.magnitude / norm) * (self.base(x) + update)
         """,
     ),
     Quiet(  # an agent's acting method beside its update: it trains nothing, and its callers decide how grad stands

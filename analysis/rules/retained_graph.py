@@ -42,7 +42,6 @@ from trainlint.analysis.patterns import (
     overwrites_its_keys,
     replaces_a_list_item,
 )
-from trainlint.rules import walk as _walk
 from trainlint.rules import (
     AssignEvent,
     CallEvent,
@@ -73,6 +72,7 @@ from trainlint.rules import (
     string_value,
     written,
 )
+from trainlint.rules import walk as _walk
 
 
 class RetainedGraph(Rule):
