@@ -1759,8 +1759,14 @@ def _not_run_as_called(scope: ScopeAnalysis, loop: Loop | None) -> frozenset[int
 
 
 def _grad_off_anywhere(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
-    """The function disables grad somewhere (a block, a decorator, a call): its author chose where."""
-    return any(event.context.grad_off is not None for event in scope.events) or _disables_grad(scope, calls)
+    """The function disables grad somewhere (a block, a decorator, a call): its author chose where. A block
+    that only switches modes (``with torch.no_grad(): model.eval()``) computes nothing: it says nothing of
+    where grad is off for the forwards after it."""
+    computing = {
+        id(event.context.grad_off) for event in scope.events
+        if event.context.grad_off is not None and not _is_mode_switch(event)
+    }
+    return bool(computing) or _disables_grad(scope, calls)
 
 
 def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
@@ -3052,7 +3058,37 @@ _TARGET_ENCODER_FILES = {"ema.py": """
             t.mul_(decay).add_(o, alpha=1 - decay)
 """}
 
+_TILE_PREDICTOR = """
+import numpy as np
+import torch
+
+
+class TilePredictor:
+    def __init__(self, model, device):
+        self.model = model
+        self.device = device
+
+{decorator}    def __call__(self, tiles):
+        predictions = []
+        for tile in tiles:
+{run}
+            predictions.append(output.cpu().data.numpy())
+        return np.concatenate(predictions)
+"""
+_TILE_RUN_AFTER_SWITCH = """            with torch.no_grad():
+                self.model.eval()
+            batch = torch.from_numpy(tile).float().to(self.device)
+            output = self.model(batch)"""
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # `no_grad()` covers only the switch to eval mode, so it says nothing of grad for the forward after it
+        _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH),
+        fixed=_TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
+            "            output = self.model(batch)", "            with torch.no_grad():\n                output = self.model(batch)")),
+        unsafe=True,
+        at="output = self.model(batch)",
+        severity=Severity.NOTE,  # its callers, which decide how grad stands, are not in view
+    ),
     Fires(  # a momentum target encoder, made by a helper of another file, run in the training forward and only detached
         _TARGET_ENCODER_MODULE.format(target=_TARGET_RUN),
         fixed=_TARGET_ENCODER_MODULE.format(target="        with torch.no_grad():\n    " + _TARGET_RUN),
@@ -6772,6 +6808,11 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the forward runs inside the `no_grad()` block
+        _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
+            "\n            batch = torch.from_numpy(tile).float().to(self.device)\n            output = self.model(batch)",
+            "\n                batch = torch.from_numpy(tile).float().to(self.device)\n                output = self.model(batch)")),
+    ),
     Quiet(  # twin: the target encoder runs under `no_grad()`
         _TARGET_ENCODER_MODULE.format(target="        with torch.no_grad():\n    " + _TARGET_RUN),
         files=_TARGET_ENCODER_FILES,
