@@ -560,18 +560,24 @@ def _derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
 
 # What keeps no graph of the value it is called on.
 _CUTTING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+# What describes a tensor without reading its values (read or called: `x.size(0)`).
+_DESCRIBING_ATTRIBUTES = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "is_cuda", "requires_grad"})
 
 
 def _undetached_source(expression: cst.BaseExpression, derived: dict[str, str]) -> str | None:
     """A name of ``derived`` that ``expression`` computes from, when nothing in it detaches (``.detach()``, ``.data``,
     ``.item()``); None otherwise."""
+    nodes = list(_walk(expression))
+    # `k.dtype`, `h.device`, `x.size(0)`: what a tensor is, not its values; an attribute's name is not a local
+    described = {id(node.value) for node in nodes if isinstance(node, cst.Attribute) and node.attr.value in _DESCRIBING_ATTRIBUTES}
+    described |= {id(node.attr) for node in nodes if isinstance(node, cst.Attribute)}
     names = []
-    for node in _walk(expression):
+    for node in nodes:
         if isinstance(node, cst.Attribute) and node.attr.value == "data":
             return None
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _CUTTING_METHODS:
             return None
-        if isinstance(node, cst.Name) and node.value in derived:
+        if isinstance(node, cst.Name) and node.value in derived and id(node) not in described:
             names.append(node.value)
     return names[0] if names else None
 
@@ -2149,6 +2155,26 @@ RetainedGraph.MUST_NOT_FIRE = (
     ),
     Quiet(  # twin: the features are detached before the statistics are taken
         _COVARIANCE_LAYER.format(detach=".detach()", update=_COVARIANCE_UPDATE) + _COVARIANCE_BLOCK,
+    ),
+    Quiet(  # a key/value cache cast to its input's dtype: `keys.dtype` describes the input, none of its values go in
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class RollingCache(nn.Module):
+            def __init__(self, shape):
+                super().__init__()
+                self.register_buffer("keys", torch.zeros(shape), persistent=False)
+                self.register_buffer("values", torch.zeros(shape), persistent=False)
+
+            def forward(self, positions, keys, values):
+                if self.keys.dtype != keys.dtype:
+                    self.keys = self.keys.to(keys.dtype)
+                    self.values = self.values.to(device=values.device, dtype=values.dtype)
+                batch = keys.size(0)
+                return (self.keys[:batch].index_copy(2, positions, keys), self.values[:batch].index_copy(2, positions, values))
+        """
     ),
     Quiet(  # the same loop keeps a detached copy of what it backwards
         """
