@@ -145,6 +145,7 @@ from trainlint.analysis.libraries import (
     LIBRARY_LAYER_METHODS,
     LIBRARY_NO_GRAD_METHODS,
     MODEL_FORWARD_KEYWORDS,
+    MODULE,
     PIPELINE_COMPONENT_METHODS,
     RUNS_ENTRY_POINT,
     SERVES_REQUESTS,
@@ -259,6 +260,8 @@ class GradEnabledEval(Rule):
             reported = self._check_unstepped_model(ctx, scope)
         if not reported:
             reported = self._check_single_forward(ctx, scope)
+        if not reported:
+            reported = self._check_detached_forward(ctx, scope)
         # what is left: an evaluation by what the code does, whatever it is called (a function that switches a model
         # to eval mode and runs it in a loop; a loop after such a switch, whatever its data is called)
         if not reported and not named and scope.function is not None and _switches_and_runs(scope):
@@ -1051,6 +1054,77 @@ class GradEnabledEval(Rule):
             return True
         return False
 
+    def _check_detached_forward(self, ctx: RuleContext, scope: ScopeAnalysis) -> bool:
+        """A second network run where grad is on for training, whose output is used only ``.detach()``ed: a
+        momentum target encoder inside a module's ``forward`` (``target_encoder(view).detach()`` as the
+        regression target), a target network in a step that backwards. The code itself says no gradient
+        may go through it, so the graph its forward records serves nothing, yet it keeps every layer's
+        activations until the output is dropped. Grad is on where the function backwards or steps an
+        optimizer, or in a module's ``forward`` that also runs another network whose output goes on
+        (the trained path). A model the file freezes records nothing, and is left alone; so is a network
+        whose output goes on elsewhere in the function, detached on a second pass only (a stop-gradient
+        branch of the trained network itself)."""
+        info = scope.function
+        module = ctx.module
+        if info is None or is_eval_name(info.name) or _framework_hook(ctx, info) or _test_function(info) or any(
+            not _neutral(d, scope) for d in info.node.decorators
+        ):
+            return False
+        calls = list(calls_in(scope, None))
+        if _sets_grad_mode(calls) or _grad_disabled_globally(module):
+            return False
+        trains = next((call for call in calls if is_backward(call) or is_optimizer_step(call)), None)
+        in_forward = info.name == "forward" and info.owner is not None and ctx.summary.local_class_kind(info.owner).kind == MODULE
+        if trains is None and not in_forward:
+            return False
+        frozen = module.module_fact("tl102-frozen-models", _frozen_models)
+        runs = [call for call in scope.calls() if call.context.grad_off is None and _calls_an_object(call)]
+        kept = [call for call in runs if dropped_graph(scope, call.node) is None]
+        for forward in runs:
+            key = forward.receiver_key
+            if key in frozen or forward in kept or any(call.receiver_key == key for call in kept):
+                continue  # a stop-gradient on a second pass of the trained network itself (SimSiam, DoRA's norm) is a choice
+            dropped = dropped_graph(scope, forward.node)
+            if dropped is None or not dropped.cuts or not all(_detaches(cut) for cut in dropped.cuts):
+                continue
+            others = [call for call in kept if call.receiver_key != key]
+            trained = next((call for call in others if call.receiver is not None and Tag.MODEL in call.receiver.tags), others[-1] if others else None)
+            if trains is None and trained is None:
+                continue  # a forward that runs no other network: what its caller does with grad is not known here
+            text = _text(forward)
+            cuts = sorted(dropped.cuts, key=forward.chunk.line_of)
+            evidence: list[tuple[Site, str]] = [
+                ((forward.chunk, forward.node), f"`{text}` records the autograd graph"),
+                ((forward.chunk, cuts[0]), f"`{quoted(forward.chunk, cuts[0])}`: every use of its output is detached"),
+            ]
+            if trains is not None:
+                evidence.append(((trains.chunk, trains.node), f"`{_text(trains)}`: the function trains, so grad is on here"))
+                where = f"`{info.qualified_name}()` trains, so grad is on"
+            else:
+                assert trained is not None, "a forward with another network's output going on"
+                evidence.append(((trained.chunk, trained.node), f"`{_text(trained)}`: the network this forward trains"))
+                where = (
+                    f"`{info.qualified_name}()` is a module's forward that also runs `{_text(trained)}`, whose output "
+                    "goes on to be trained, so it runs with grad on in training"
+                )
+            no_grad = ctx.name_for("torch.no_grad")
+            line = _statement_line(info.node, forward.statement)
+            edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
+            ctx.report(
+                forward.node,
+                f"`{text}` runs with autograd on, but its output is used only detached "
+                f"(`{quoted(forward.chunk, cuts[0])}` on line {forward.chunk.line_of(cuts[0])}): no gradient may go through it, "
+                f"so the graph it records serves nothing. {where}: each call keeps every layer's activations of "
+                f"`{key}` until its output is dropped (unless `{key}`'s parameters are frozen where this file cannot see)",
+                evidence=evidence,
+                severity=Severity.WARNING,
+                help=f"run `{text}` under `with torch.no_grad():` (then `.detach()` is not needed)",
+                # unsafe: the output no longer says `requires_grad`, which code that inspects it could read
+                fix=ctx.fix("run the forward under torch.no_grad()", [edit], safe=False),
+            )
+            return True
+        return False
+
     # ------------------------------------------------------------------ (e) one inference forward
     def _check_single_forward(self, ctx, scope: ScopeAnalysis) -> bool:
         """One forward, outside any loop, whose graph nothing uses, in a file that runs no backward and
@@ -1533,6 +1607,24 @@ def _handed_a_model(module: ModuleView, call: CallEvent) -> bool:
     return bool(passed) and all(Tag.MODEL in value.tags for _, value in passed)
 
 
+def _calls_an_object(call: CallEvent) -> bool:
+    """``net(x)`` (or ``net.forward(x)``) on a value that is not a workspace function: a model, or a value of
+    unknown kind (a network a helper returns). A parameterless layer records nothing of its own."""
+    receiver = call.receiver
+    if call.function is not None or call.receiver_key is None or call.method not in {None, "forward"}:
+        return False
+    if receiver is None or not receiver.tags:
+        return True
+    return Tag.MODEL in receiver.tags and not (isinstance(receiver.detail, str) and is_parameterless_layer(receiver.detail))
+
+
+def _detaches(cut: cst.CSTNode) -> bool:
+    """``out.detach()`` or ``out.data``: the code says that no gradient goes through the value."""
+    if isinstance(cut, cst.Call) and isinstance(cut.func, cst.Attribute):
+        return cut.func.attr.value in {"detach", "detach_"}
+    return isinstance(cut, cst.Attribute) and cut.attr.value == "data"
+
+
 def _records_graph(call: CallEvent) -> bool:
     """The call's result carries an autograd graph: the dataflow says so, or it is a library model's forward
     (by its keywords) run with grad on."""
@@ -1667,8 +1759,14 @@ def _not_run_as_called(scope: ScopeAnalysis, loop: Loop | None) -> frozenset[int
 
 
 def _grad_off_anywhere(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
-    """The function disables grad somewhere (a block, a decorator, a call): its author chose where."""
-    return any(event.context.grad_off is not None for event in scope.events) or _disables_grad(scope, calls)
+    """The function disables grad somewhere (a block, a decorator, a call): its author chose where. A block
+    that only switches modes (``with torch.no_grad(): model.eval()``) computes nothing: it says nothing of
+    where grad is off for the forwards after it."""
+    computing = {
+        id(event.context.grad_off) for event in scope.events
+        if event.context.grad_off is not None and not _is_mode_switch(event)
+    }
+    return bool(computing) or _disables_grad(scope, calls)
 
 
 def _disables_grad(scope: ScopeAnalysis, calls: list[CallEvent]) -> bool:
@@ -2917,7 +3015,138 @@ _PHASE_FILES = {"callbacks.py": """
             """}
 _PHASE_MONITOR_LOOP = "                    for x, y in monitor:\n                        self._run_batch(x, y)"
 
+_TARGET_ENCODER_MODULE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ema import momentum_copy
+
+
+class MomentumDistillation(nn.Module):
+    def __init__(self, encoder, dim, hidden=1024):
+        super().__init__()
+        self.online_encoder = encoder
+        self.target_encoder = momentum_copy(self.online_encoder)
+        self.predictor = nn.Sequential(nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, dim))
+
+    def forward(self, view_one, view_two):
+        pred_one = self.predictor(self.online_encoder(view_one))
+        pred_two = self.predictor(self.online_encoder(view_two))
+{target}
+        loss = regression_loss(pred_one, target_two.detach()) + regression_loss(pred_two, target_one.detach())
+        return loss.mean()
+
+
+def regression_loss(pred, target):
+    return 2 - 2 * F.cosine_similarity(pred, target, dim=-1)
+"""
+_TARGET_RUN = "        target_one, target_two = self.target_encoder(torch.cat([view_one, view_two])).chunk(2)"
+_TARGET_ENCODER_FILES = {"ema.py": """
+    import copy
+
+    import torch
+
+
+    def momentum_copy(module):
+        return copy.deepcopy(module)
+
+
+    @torch.no_grad()
+    def update_momentum(target, online, decay=0.99):
+        for t, o in zip(target.parameters(), online.parameters()):
+            t.mul_(decay).add_(o, alpha=1 - decay)
+"""}
+
+_TILE_PREDICTOR = """
+import numpy as np
+import torch
+
+
+class TilePredictor:
+    def __init__(self, model, device):
+        self.model = model
+        self.device = device
+
+{decorator}    def __call__(self, tiles):
+        predictions = []
+        for tile in tiles:
+{run}
+            predictions.append(output.cpu().data.numpy())
+        return np.concatenate(predictions)
+"""
+_TILE_RUN_AFTER_SWITCH = """            with torch.no_grad():
+                self.model.eval()
+            batch = torch.from_numpy(tile).float().to(self.device)
+            output = self.model(batch)"""
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # `no_grad()` covers only the switch to eval mode, so it says nothing of grad for the forward after it
+        _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH),
+        fixed=_TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
+            "            output = self.model(batch)", "            with torch.no_grad():\n                output = self.model(batch)")),
+        unsafe=True,
+        at="output = self.model(batch)",
+        severity=Severity.NOTE,  # its callers, which decide how grad stands, are not in view
+    ),
+    Fires(  # a momentum target encoder, made by a helper of another file, run in the training forward and only detached
+        _TARGET_ENCODER_MODULE.format(target=_TARGET_RUN),
+        fixed=_TARGET_ENCODER_MODULE.format(target="        with torch.no_grad():\n    " + _TARGET_RUN),
+        unsafe=True,
+        files=_TARGET_ENCODER_FILES,
+        at="target_one, target_two = self.target_encoder(torch.cat([view_one, view_two])).chunk(2)",
+        severity=Severity.WARNING,
+    ),
+    Fires(  # a DQN learner's update step: the target network's values are detached, so its graph serves nothing
+        """
+        import torch
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, q_net, target_net, lr, gamma):
+                self.q_net = q_net
+                self.target_net = target_net
+                self.gamma = gamma
+                self.optimizer = torch.optim.Adam(q_net.parameters(), lr=lr)
+
+            def update(self, obs, actions, rewards, next_obs, done):
+                next_values = self.target_net(next_obs)
+                target = rewards + self.gamma * (1 - done) * next_values.max(1).values.detach()
+                q = self.q_net(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
+                loss = F.smooth_l1_loss(q, target)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+        """,
+        fixed="""
+        import torch
+        import torch.nn.functional as F
+
+
+        class Learner:
+            def __init__(self, q_net, target_net, lr, gamma):
+                self.q_net = q_net
+                self.target_net = target_net
+                self.gamma = gamma
+                self.optimizer = torch.optim.Adam(q_net.parameters(), lr=lr)
+
+            def update(self, obs, actions, rewards, next_obs, done):
+                with torch.no_grad():
+                    next_values = self.target_net(next_obs)
+                target = rewards + self.gamma * (1 - done) * next_values.max(1).values.detach()
+                q = self.q_net(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
+                loss = F.smooth_l1_loss(q, target)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                return loss.item()
+        """,
+        unsafe=True,
+        at="next_values = self.target_net(next_obs)",
+        severity=Severity.WARNING,
+    ),
     Fires(  # the caller sets `self.phase = "valid"` before the pass, and the batch method returns before its backward in
         # any phase but "train": after `self.model.eval()` that pass only records graphs (lumin's `_fit_batch`)
         _PHASE_LEARNER.format(monitor_phase='"valid"', monitor_loop=_PHASE_MONITOR_LOOP),
@@ -6579,6 +6808,81 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the forward runs inside the `no_grad()` block
+        _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
+            "\n            batch = torch.from_numpy(tile).float().to(self.device)\n            output = self.model(batch)",
+            "\n                batch = torch.from_numpy(tile).float().to(self.device)\n                output = self.model(batch)")),
+    ),
+    Quiet(  # twin: the target encoder runs under `no_grad()`
+        _TARGET_ENCODER_MODULE.format(target="        with torch.no_grad():\n    " + _TARGET_RUN),
+        files=_TARGET_ENCODER_FILES,
+    ),
+    Quiet(  # twin: the helper freezes the copy (`requires_grad_(False)`), so its forward records nothing
+        _TARGET_ENCODER_MODULE.format(target=_TARGET_RUN).replace("self.target_encoder = momentum_copy(self.online_encoder)", "self.target_encoder = momentum_copy(self.online_encoder)\n        self.target_encoder.requires_grad_(False)"),
+        files=_TARGET_ENCODER_FILES,
+    ),
+    Quiet(  # stop-gradient on one branch only: each encoder output also feeds the predictor, which trains it
+        """
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class SiameseStopGrad(nn.Module):
+            def __init__(self, encoder, predictor):
+                super().__init__()
+                self.encoder = encoder
+                self.predictor = predictor
+
+            def forward(self, view_one, view_two):
+                z_one, z_two = self.encoder(view_one), self.encoder(view_two)
+                p_one, p_two = self.predictor(z_one), self.predictor(z_two)
+                return -(F.cosine_similarity(p_one, z_two.detach()).mean() + F.cosine_similarity(p_two, z_one.detach()).mean()) / 2
+        """,
+    ),
+    Quiet(  # the trained adapter itself run a second time for a detached norm: a stop-gradient branch, by choice
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class NormScaledAdapter(nn.Module):
+            def __init__(self, base: nn.Linear, rank=8):
+                super().__init__()
+                self.base = base
+                self.down = nn.Linear(base.in_features, rank, bias=False)
+                self.up = nn.Linear(rank, base.out_features, bias=False)
+                self.magnitude = nn.Parameter(base.weight.norm(p=2, dim=1))
+
+            def forward(self, x):
+                update = self.up(self.down(x))
+                eye = torch.eye(self.down.in_features, device=x.device, dtype=x.dtype)
+                delta = self.up(self.down(eye)).T
+                norm = (self.base.weight + delta.detach()).norm(p=2, dim=1)
+                return (self.magnitude / norm) * (self.base(x) + update)
+        """,
+    ),
+    Quiet(  # an agent's acting method beside its update: it trains nothing, and its callers decide how grad stands
+        """
+        import torch
+
+
+        class Agent:
+            def __init__(self, q_net, lr):
+                self.q_net = q_net
+                self.optimizer = torch.optim.Adam(q_net.parameters(), lr=lr)
+
+            def act(self, obs):
+                values = self.q_net(obs)
+                return values.detach().argmax(-1).item()
+
+            def update(self, obs, target):
+                loss = (self.q_net(obs).max(-1).values - target).pow(2).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+        """,
+    ),
     Quiet(  # twin: the phase is the caller's run-time argument, which may be "train"
         _PHASE_LEARNER.format(monitor_phase="monitor_phase", monitor_loop=_PHASE_MONITOR_LOOP).replace(
             "def fit(self, epochs, batches, monitor):", 'def fit(self, epochs, batches, monitor, monitor_phase="valid"):'

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from trainlint.analysis.callers import constructions_elsewhere
 from trainlint.analysis.data_loops import draws_batches, walks_one_step
 from trainlint.analysis.frameworks import manual_optimization, training_step_hook
 from trainlint.analysis.libraries import MODULE
@@ -71,6 +72,7 @@ from trainlint.rules import (
     string_value,
     written,
 )
+from trainlint.rules import walk as _walk
 
 
 class RetainedGraph(Rule):
@@ -124,7 +126,10 @@ class RetainedGraph(Rule):
         the buffer's new value is built on its previous one, so it chains every step's graph onto the
         last and the module keeps them all for its lifetime; with grad on, nothing frees them."""
         update = _buffer_update(scope, event)
-        if update is None or update[0] not in buffers:
+        if update is None:
+            self._check_input_fold(ctx, scope, event, buffers)
+            return
+        if update[0] not in buffers:
             return
         buffer, graph_node, value = update
         if _detached_before(scope, event, buffer):
@@ -142,6 +147,44 @@ class RetainedGraph(Rule):
                 ((scope.chunk, buffers[buffer]), f"`{name}` registered as a buffer: it lives as long as the module"),
             ],
             severity=Severity.ERROR,
+            help=f"update `{buffer}` under `with torch.no_grad():` (or from `.detach()`ed values), as batch-norm "
+                 "does with its running statistics",
+        )
+
+    def _check_input_fold(self, ctx: RuleContext, scope: ScopeAnalysis, event, buffers: dict[str, cst.CSTNode]) -> None:
+        """The same fold from what the forward computes of its own input (``self.cov.mul_(0.9).add_(x.t() @ x)``): the
+        input carries the graph of every trained layer before this one. A class that another module's ``__init__``
+        builds is such a layer (a warning); one whose callers are not in view may be given plain data (a note)."""
+        found = _input_fold(scope, event)
+        if found is None or found[0] not in buffers or _detached_before(scope, event, found[0]):
+            return
+        buffer, node, parameter = found
+        info = scope.function
+        assert info is not None and info.owner is not None, "a module's forward"
+        owner = info.owner
+        held_by = next(iter(_held_by_modules(ctx, owner)), None)
+        name = buffer.partition(".")[2]
+        evidence = [
+            ((scope.chunk, node), f"folded into `{buffer}`, computed from `{parameter}`, the forward's input"),
+            ((scope.chunk, buffers[buffer]), f"`{name}` registered as a buffer: it lives as long as the module"),
+        ]
+        if held_by is not None:
+            evidence.append((held_by, f"`{owner.name}` built as a layer of another module: its input is what the layers before it compute"))
+            why = (
+                f"`{owner.name}` is a layer of another module, so `{parameter}` carries the graph of the trained layers before it"
+            )
+        else:
+            why = (
+                f"whether `{parameter}` carries a graph depends on what feeds `{owner.name}` (no module in view builds it as a "
+                "layer): it does whenever a trained layer runs before it"
+            )
+        ctx.report(
+            event.node,
+            f"`{buffer}`, a buffer of the module, is updated from its own previous value and from `{parameter}`, the "
+            f"forward's input, in every forward with grad enabled; {why}. Each step's graph is then chained onto the previous "
+            "ones and the module keeps them all, so memory grows with every training step",
+            evidence=evidence,
+            severity=Severity.WARNING if held_by is not None else Severity.NOTE,
             help=f"update `{buffer}` under `with torch.no_grad():` (or from `.detach()`ed values), as batch-norm "
                  "does with its running statistics",
         )
@@ -466,6 +509,97 @@ def _buffer_update(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, Value
     return None
 
 
+def _input_fold(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, str] | None:
+    """(buffer, node, parameter) when ``event`` folds into ``self.<attribute>`` (in place, or rebinding it from its
+    own value) an expression computed from a tensor parameter of the forward, not detached on the way."""
+    derived = _derived_from_inputs(scope)
+    if not derived:
+        return None
+    if isinstance(event, AssignEvent):
+        if len(event.targets) != 1 or not event.targets[0].startswith("self.") or event.value_node is None:
+            return None
+        if not mentions(scope, event.value_node, event.targets[0]):
+            return None
+        source = _undetached_source(event.value_node, derived)
+        return (event.targets[0], event.value_node, derived[source]) if source is not None else None
+    if not isinstance(event, CallEvent) or not isinstance(event.node.func, cst.Attribute) or event.method not in _FOLDING_METHODS:
+        return None
+    receiver = event.node.func.value
+    while isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value in _FOLDING_METHODS:
+        receiver = receiver.func.value
+    buffer = dotted(receiver)
+    if buffer is None or not buffer.startswith("self.") or buffer.count(".") != 1:
+        return None
+    for arg in event.arg_nodes:
+        source = _undetached_source(arg.value, derived)
+        if source is not None:
+            return buffer, arg.value, derived[source]
+    return None
+
+
+def _derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
+    """The forward's local names computed from one of its tensor parameters (name -> that parameter), in source
+    order: ``x = x @ self.weight.t()``, ``f = x.reshape(-1, d)``; a name rebound from a detached value is not."""
+    function = scope.function
+    if function is None:
+        return {}
+    derived = {name: name for name in function.positional_parameters if name != "self"}
+    for event in scope.events:
+        if not isinstance(event, AssignEvent) or event.value_node is None:
+            continue
+        source = _undetached_source(event.value_node, derived)
+        for target in event.targets:
+            if "." in target:
+                continue
+            if source is None:
+                derived.pop(target, None)
+            else:
+                derived[target] = derived[source]
+    return derived
+
+
+# What keeps no graph of the value it is called on.
+_CUTTING_METHODS = frozenset({"detach", "detach_", "item", "tolist", "numpy"})
+# What describes a tensor without reading its values (read or called: `x.size(0)`).
+_DESCRIBING_ATTRIBUTES = frozenset({"dtype", "device", "shape", "ndim", "size", "dim", "is_cuda", "requires_grad"})
+
+
+def _undetached_source(expression: cst.BaseExpression, derived: dict[str, str]) -> str | None:
+    """A name of ``derived`` that ``expression`` computes from, when nothing in it detaches (``.detach()``, ``.data``,
+    ``.item()``); None otherwise."""
+    nodes = list(_walk(expression))
+    # `k.dtype`, `h.device`, `x.size(0)`: what a tensor is, not its values; an attribute's name is not a local
+    described = {id(node.value) for node in nodes if isinstance(node, cst.Attribute) and node.attr.value in _DESCRIBING_ATTRIBUTES}
+    described |= {id(node.attr) for node in nodes if isinstance(node, cst.Attribute)}
+    names = []
+    for node in nodes:
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            return None
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in _CUTTING_METHODS:
+            return None
+        if isinstance(node, cst.Name) and node.value in derived and id(node) not in described:
+            names.append(node.value)
+    return names[0] if names else None
+
+
+def _held_by_modules(ctx: RuleContext, owner) -> list:
+    """Where another module class's ``__init__`` (of this file or another) builds ``owner``: each a site."""
+    def read(module, call: CallEvent):
+        function = call.scope.function
+        holder = function.owner if function is not None else None
+        if function is None or holder is None or function.name != "__init__" or holder is owner:
+            return None
+        if module.summary.local_class_kind(holder).kind != MODULE:
+            return None
+        return (call.chunk, call.node)
+
+    here = [
+        site for call in ctx.module.all_calls() if call.function is None and call.callee == owner.name
+        and (site := read(ctx.module, call)) is not None
+    ]
+    return here + [site for site in constructions_elsewhere(ctx.summary, owner, read) if site is not None]
+
+
 def _graph_entries(ctx: RuleContext, scope: ScopeAnalysis, store: StoreEvent) -> list:
     """Where a graph-carrying entry went into the dict a store keeps, when a function of this file
     called before the store filled and returned it (``metrics["nll"] = nll.cpu().mean()``)."""
@@ -698,7 +832,53 @@ def _append_method(ctx: RuleContext, node: cst.BaseExpression, method: str):
     return ctx.edit_replace(node, f"({ctx.chunk.code_for(node).strip()}).{method}()")
 
 
+_COVARIANCE_LAYER = """
+import torch
+import torch.nn as nn
+
+
+class FeatureRotation(nn.Module):
+    def __init__(self, channels, beta=0.9):
+        super().__init__()
+        self.register_buffer("rotation", torch.eye(channels))
+        self.register_buffer("feature_cov", torch.eye(channels))
+        self.beta = beta
+        self.calls = 0
+
+    def forward(self, x):
+        x = torch.matmul(x, self.rotation.t())
+        if self.training and self.calls % 10 == 0:
+            flat = x.reshape(-1, x.shape[-1]){detach}
+{update}
+        self.calls += 1
+        return x
+"""
+_COVARIANCE_UPDATE = "            self.feature_cov.mul_(self.beta).add_(flat.t() @ flat, alpha=1 - self.beta)"
+_COVARIANCE_BLOCK = """
+
+class EncoderBlock(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.ff = nn.Sequential(nn.Linear(channels, 4 * channels), nn.ReLU(), nn.Linear(4 * channels, channels))
+        self.rotate = FeatureRotation(channels)
+
+    def forward(self, x):
+        return self.rotate(x + self.ff(x))
+"""
+
 RetainedGraph.MUST_FIRE = (
+    Fires(  # covariance statistics folded from the layer's input, which carries the graph of the block's trained layers
+        _COVARIANCE_LAYER.format(detach="", update=_COVARIANCE_UPDATE) + _COVARIANCE_BLOCK,
+        no_fix=True,
+        at=_COVARIANCE_UPDATE.strip(),
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the same layer with no module in view that builds it: what feeds it is not known, a note
+        _COVARIANCE_LAYER.format(detach="", update=_COVARIANCE_UPDATE),
+        no_fix=True,
+        at=_COVARIANCE_UPDATE.strip(),
+        severity=Severity.NOTE,
+    ),
     Fires(  # the objective comes from a callable the caller hands in; the loop backwards what it appends
         """
         import torch
@@ -1970,6 +2150,32 @@ RetainedGraph.MUST_FIRE = (
 )
 
 RetainedGraph.MUST_NOT_FIRE = (
+    Quiet(  # twin: the statistics are folded under `no_grad()`
+        _COVARIANCE_LAYER.format(detach="", update="            with torch.no_grad():\n    " + _COVARIANCE_UPDATE) + _COVARIANCE_BLOCK,
+    ),
+    Quiet(  # twin: the features are detached before the statistics are taken
+        _COVARIANCE_LAYER.format(detach=".detach()", update=_COVARIANCE_UPDATE) + _COVARIANCE_BLOCK,
+    ),
+    Quiet(  # a key/value cache cast to its input's dtype: `keys.dtype` describes the input, none of its values go in
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class RollingCache(nn.Module):
+            def __init__(self, shape):
+                super().__init__()
+                self.register_buffer("keys", torch.zeros(shape), persistent=False)
+                self.register_buffer("values", torch.zeros(shape), persistent=False)
+
+            def forward(self, positions, keys, values):
+                if self.keys.dtype != keys.dtype:
+                    self.keys = self.keys.to(keys.dtype)
+                    self.values = self.values.to(device=values.device, dtype=values.dtype)
+                batch = keys.size(0)
+                return (self.keys[:batch].index_copy(2, positions, keys), self.values[:batch].index_copy(2, positions, values))
+        """
+    ),
     Quiet(  # the same loop keeps a detached copy of what it backwards
         """
         import torch
