@@ -284,8 +284,8 @@ class MissingEvalMode(Rule):
             return  # it trains: not an inference pass
         for key, forward in _forwards_on_parameters(scope, models_only=False).items():
             why = None if _rebound(scope, key) else _inference_pass(ctx, scope, forward)
-            if why is None:
-                continue
+            if why is None or any(call.function is not None and _helper_sets_eval_mode(call, key, ctx.summary) for call in calls):
+                continue  # not an inference pass, or a local helper switches it (`with inference_context(model):`)
             # the callers in this file, then (the file's own pass being known) those of the workspace's other files
             here = [(ctx.module, outer) for outer in ctx.module.calls_of(function)]
             for module, outer in (*here, *callers_elsewhere(ctx.summary, function, lambda module, call: (module, call))):
@@ -5017,6 +5017,58 @@ MissingEvalMode.MUST_NOT_FIRE = (
 
                     def forward(self, tokens):
                         return self.out(self.drop(self.embed(tokens)))
+            """,
+        },
+    ),
+    Quiet(  # the evaluation switches the model through the file's own context manager, entered on an ExitStack
+        """
+        from contextlib import ExitStack, contextmanager
+
+        import torch
+        from torch import nn
+
+
+        @contextmanager
+        def inference_context(model):
+            was_training = model.training
+            model.eval()
+            yield
+            model.train(was_training)
+
+
+        def inference_on_dataset(model, data_loader, evaluator):
+            evaluator.reset()
+            with ExitStack() as stack:
+                if isinstance(model, nn.Module):
+                    stack.enter_context(inference_context(model))
+                stack.enter_context(torch.no_grad())
+                for inputs in data_loader:
+                    evaluator.process(inputs, model(inputs))
+            return evaluator.evaluate()
+        """,
+        files={
+            "train_net.py": """
+                import torch
+                from torch import nn
+
+                from train import inference_on_dataset  # the example's own file, train.py
+
+
+                def do_test(model, loader, evaluator):
+                    return inference_on_dataset(model, loader, evaluator)
+
+
+                def do_train(loader, test_loader, evaluator):
+                    model = nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.2), nn.Linear(16, 4))
+                    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                    model.train()
+                    for epoch in range(10):
+                        for inputs, targets in loader:
+                            loss = nn.functional.cross_entropy(model(inputs), targets)
+                            optimizer.zero_grad()
+                            loss.backward()
+                            optimizer.step()
+                        print(epoch, do_test(model, test_loader, evaluator))
             """,
         },
     ),
