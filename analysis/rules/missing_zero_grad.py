@@ -526,11 +526,14 @@ def _detached(forward: CallEvent, backward: CallEvent) -> bool:
     name = statement.targets[0].target.value
     chunk = forward.chunk
     start, end = chunk.line_of(forward.node), chunk.line_of(backward.node)
-    reads = [node for node in walk(function.node.body) if isinstance(node, cst.Name) and node.value == name
-             and start < chunk.line_of(node) <= end]
-    cuts = [node for node in walk(function.node.body) if isinstance(node, cst.Attribute) and node.attr.value in cut
-            and isinstance(node.value, cst.Name) and node.value.value == name and start < chunk.line_of(node) <= end]
-    return bool(reads) and len(cuts) == len(reads)
+    reads = cuts = 0
+    for node in walk(function.node.body):  # one pass: the name's reads and its `.detach()`/`.data` in the step's lines
+        if isinstance(node, cst.Name) and node.value == name and start < chunk.line_of(node) <= end:
+            reads += 1
+        elif isinstance(node, cst.Attribute) and node.attr.value in cut and isinstance(node.value, cst.Name) \
+                and node.value.value == name and start < chunk.line_of(node) <= end:
+            cuts += 1
+    return reads > 0 and cuts == reads
 
 
 def _may_reach(event: Event, chain: tuple[CallEvent, ...], module: str, steps: list[tuple[int, CallEvent]]) -> bool:
