@@ -31,6 +31,7 @@ import libcst as cst
 
 from trainlint.analysis.callers import constructions_elsewhere
 from trainlint.analysis.data_loops import draws_batches, walks_one_step
+from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import manual_optimization, training_step_hook
 from trainlint.analysis.libraries import MODULE
 from trainlint.analysis.patterns import (
@@ -539,7 +540,12 @@ def _input_fold(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, str] | N
 
 def _derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
     """The forward's local names computed from one of its tensor parameters (name -> that parameter), in source
-    order: ``x = x @ self.weight.t()``, ``f = x.reshape(-1, d)``; a name rebound from a detached value is not."""
+    order: ``x = x @ self.weight.t()``, ``f = x.reshape(-1, d)``; a name rebound from a detached value is not.
+    Kept with the scope: every event of a forward that updates no buffer asks it (``_input_fold``)."""
+    return kept_with_scope(scope, ("tl101 derived from inputs",), lambda: _names_derived_from_inputs(scope))
+
+
+def _names_derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
     function = scope.function
     if function is None:
         return {}
