@@ -63,6 +63,16 @@ def test_a_pair_without_its_rule_is_refused(tmp_path):
         run.read_pair(broken)
 
 
+@pytest.mark.parametrize("repository", ["Lightning-AI/pytorch-lightning", "kohya-ss/SD-Scripts"])
+def test_a_pair_from_a_repository_kept_out_is_refused(tmp_path, repository):
+    pair = run.read_pair(PAIR_FILES[0])
+    text = PAIR_FILES[0].read_text(encoding="utf-8").replace(f'"{pair.repository}"', f'"{repository}"', 1)
+    kept_out = tmp_path / f"{run.pair_id(repository, pair.commit)}.toml"
+    kept_out.write_text(text, encoding="utf-8")
+    with pytest.raises(run.PairError, match="kept out of the corpus"):
+        run.read_pair(kept_out)
+
+
 def test_a_pair_named_after_another_commit_is_refused(tmp_path):
     renamed = tmp_path / "owner__name__0000000.toml"
     renamed.write_text(PAIR_FILES[0].read_text(encoding="utf-8"), encoding="utf-8")

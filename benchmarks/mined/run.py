@@ -38,7 +38,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from split import DEV, TEST, half
+from split import DEV, TEST, half, kept_out
 
 from trainlint.analysis.engine import analyze_source
 from trainlint.analysis.engine_codes import NOT_ANALYSED, SYNTAX_ERROR
@@ -113,6 +113,8 @@ def read_pair(path: Path) -> Pair:
     repository, commit, parent = document["repository"], document["commit"], document["parent"]
     if not REPOSITORY.fullmatch(repository):
         raise PairError(f"{path.name}: `repository` must be owner/name, not {repository!r}")
+    if kept_out(repository):
+        raise PairError(f"{path.name}: {repository} is kept out of the corpus (issue 30's independent measure)")
     for key in ("commit", "parent"):
         if not HEX40.fullmatch(document[key]):
             raise PairError(f"{path.name}: `{key}` must be 40 lower-case hex digits")
