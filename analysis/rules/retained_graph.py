@@ -513,7 +513,7 @@ def _buffer_update(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, Value
 def _input_fold(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, str] | None:
     """(buffer, node, parameter) when ``event`` folds into ``self.<attribute>`` (in place, or rebinding it from its
     own value) an expression computed from a tensor parameter of the forward, not detached on the way."""
-    derived = _derived_from_inputs(scope)
+    derived = _derived_from_inputs(scope).get(id(event))
     if not derived:
         return None
     if isinstance(event, AssignEvent):
@@ -538,30 +538,36 @@ def _input_fold(scope: ScopeAnalysis, event) -> tuple[str, cst.CSTNode, str] | N
     return None
 
 
-def _derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
-    """The forward's local names computed from one of its tensor parameters (name -> that parameter), in source
-    order: ``x = x @ self.weight.t()``, ``f = x.reshape(-1, d)``; a name rebound from a detached value is not.
-    Kept with the scope: every event of a forward that updates no buffer asks it (``_input_fold``)."""
+def _derived_from_inputs(scope: ScopeAnalysis) -> dict[int, dict[str, str]]:
+    """For each event of the forward (by ``id``), its local names computed from one of its tensor parameters (name ->
+    that parameter) as the bindings before it in source order left them: ``x = x @ self.weight.t()``,
+    ``f = x.reshape(-1, d)``; a name rebound from a detached value is not, and a binding after the event does not
+    count for it (``x_min = x.data.min()`` folded, then ``x_min = specified_min`` below for another use). Kept with the
+    scope: every event of a forward that updates no buffer asks it (``_input_fold``)."""
     return kept_with_scope(scope, ("tl101 derived from inputs",), lambda: _names_derived_from_inputs(scope))
 
 
-def _names_derived_from_inputs(scope: ScopeAnalysis) -> dict[str, str]:
+def _names_derived_from_inputs(scope: ScopeAnalysis) -> dict[int, dict[str, str]]:
     function = scope.function
     if function is None:
         return {}
     derived = {name: name for name in function.positional_parameters if name != "self"}
+    before: dict[int, dict[str, str]] = {}
     for event in scope.events:
+        before[id(event)] = derived
         if not isinstance(event, AssignEvent) or event.value_node is None:
             continue
         source = _undetached_source(event.value_node, derived)
-        for target in event.targets:
-            if "." in target:
-                continue
+        targets = [target for target in event.targets if "." not in target]
+        if not targets:
+            continue
+        derived = dict(derived)  # the events before this one keep the names as they were
+        for target in targets:
             if source is None:
                 derived.pop(target, None)
             else:
                 derived[target] = derived[source]
-    return derived
+    return before
 
 
 # What keeps no graph of the value it is called on.
@@ -2161,6 +2167,41 @@ RetainedGraph.MUST_NOT_FIRE = (
     ),
     Quiet(  # twin: the features are detached before the statistics are taken
         _COVARIANCE_LAYER.format(detach=".detach()", update=_COVARIANCE_UPDATE) + _COVARIANCE_BLOCK,
+    ),
+    Quiet(  # the range is folded from `.data` values; the same name is bound to the caller's range only further down
+        """
+        import torch
+        import torch.nn as nn
+
+
+        class RangeObserver(nn.Module):
+            def __init__(self, momentum=0.95):
+                super().__init__()
+                self.momentum = momentum
+                self.register_buffer("low", torch.zeros(1))
+                self.register_buffer("high", torch.zeros(1))
+
+            def forward(self, x, fixed_low=None, fixed_high=None):
+                if self.training:
+                    low = x.data.min()
+                    high = x.data.max()
+                    self.low = self.low * self.momentum + low * (1 - self.momentum)
+                    self.high = self.high * self.momentum + high * (1 - self.momentum)
+                low = self.low if fixed_low is None else fixed_low
+                high = self.high if fixed_high is None else fixed_high
+                scale = (high - low).clamp(min=1e-8) / 255
+                return torch.round((x - low) / scale) * scale + low
+
+
+        class QuantizedBlock(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.dense = nn.Linear(width, width)
+                self.observe = RangeObserver()
+
+            def forward(self, x):
+                return self.observe(torch.relu(self.dense(x)))
+        """
     ),
     Quiet(  # a key/value cache cast to its input's dtype: `keys.dtype` describes the input, none of its values go in
         """
