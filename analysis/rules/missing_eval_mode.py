@@ -2274,13 +2274,18 @@ def _switched_to_eval(module: ModuleView, scope: ScopeAnalysis, forward: CallEve
 
 def _switched_name(call: CallEvent) -> str | None:
     """The name a mode switch acts on: its receiver's, or, for one at the end of a chain of moves
-    (``self.model.to(device).eval()``), the name the chain starts from."""
+    (``self.model.to(device).eval()``), the name the chain starts from; for one on a module as it is built
+    (``model = Net(config).eval()``: ``eval()`` returns the module), the name the statement binds it to."""
     if call.receiver_key is not None or not isinstance(call.node.func, cst.Attribute):
         return call.receiver_key
     base = call.node.func.value
     while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and base.func.attr.value in _MOVES:
         base = base.func.value
-    return dotted(base)
+    name = dotted(base)
+    statement = call.statement
+    if name is None and isinstance(statement, cst.Assign) and statement.value is call.node and len(statement.targets) == 1:
+        return dotted(statement.targets[0].target)
+    return name
 
 
 # Methods of a module that return the module itself, moved or cast: a mode switch chained after them switches it.
@@ -4851,6 +4856,49 @@ MissingEvalMode.MUST_FIRE = (
 )
 
 MissingEvalMode.MUST_NOT_FIRE = (
+    Quiet(  # a conversion check: the model is switched to eval mode as it is built (`eval()` returns the module)
+        """
+        import torch
+
+        from modeling import ConvertedClassifier, ClassifierConfig, rename_keys
+
+
+        @torch.no_grad()
+        def convert_checkpoint(original, sample_tokens, dump_path):
+            config = ClassifierConfig(num_labels=3)
+            model = ConvertedClassifier(config).eval()
+            model.load_state_dict(rename_keys(original.state_dict()))
+            expected = original.predict(sample_tokens)
+            logits = model(sample_tokens)
+            assert torch.allclose(logits, expected, atol=1e-3), "the converted weights do not match"
+            torch.save(model.state_dict(), dump_path)
+        """,
+        files={
+            "modeling.py": """
+                import torch.nn as nn
+
+
+                class ClassifierConfig:
+                    def __init__(self, num_labels, hidden=256, vocab=32000, dropout=0.1):
+                        self.num_labels, self.hidden, self.vocab, self.dropout = num_labels, hidden, vocab, dropout
+
+
+                class ConvertedClassifier(nn.Module):
+                    def __init__(self, config):
+                        super().__init__()
+                        self.embed = nn.Embedding(config.vocab, config.hidden)
+                        self.dropout = nn.Dropout(config.dropout)
+                        self.head = nn.Linear(config.hidden, config.num_labels)
+
+                    def forward(self, tokens):
+                        return self.head(self.dropout(self.embed(tokens).mean(1)))
+
+
+                def rename_keys(state_dict):
+                    return {key.replace("encoder.", ""): value for key, value in state_dict.items()}
+            """,
+        },
+    ),
     Quiet(  # the fixed shape: switched to eval mode after training, before scoring
         """
         import torch
