@@ -54,6 +54,7 @@ from trainlint.rules import (
     first_written,
     is_backward,
     is_dataloader,
+    is_optimizer_step,
     mentions,
     quoted,
     shortened,
@@ -122,6 +123,8 @@ class DdpWithoutSampler(Rule):
         loops = _training_loops(module, loader.node, names)
         if any(_strides_by_rank(scope, loop) for scope, loop in loops):
             return
+        if loops and not module.module_wide("TL501 may step an optimizer", _may_step_an_optimizer):
+            return  # backwards for gradients only (a head-importance or saliency pass): every rank gets the same answer
         # what shows the loader is a map-style training loader: (evidence site, its note, the message's words)
         if shuffles:
             why = ((loader.chunk, shuffle_node), "`shuffle=True`: a map-style dataset", "it shuffles (`shuffle=True`), so its dataset is map-style")
@@ -349,6 +352,23 @@ def _sharding_calls(module: ModuleView) -> list[CallEvent]:
     return [call for call in module.all_calls() if call.method in _SHARDING_METHODS]
 
 
+def _may_step_an_optimizer(module: ModuleView) -> bool:
+    """Whether anything in the file may update weights from the gradients: an optimizer step, a model's
+    parameters handed to a call (an optimizer built here, or a helper that may build one), or a loop over
+    them (an update or a gradient all-reduce written by hand)."""
+    for call in module.all_calls():
+        if call.method == "step" or is_optimizer_step(call):
+            return True
+        if any(_parameters_call(arg.value) for arg in call.arg_nodes):
+            return True
+    return any(isinstance(loop.node, cst.For) and _parameters_call(loop.node.iter)
+               for scope in module.all_scopes for loop in scope.loops)
+
+
+def _parameters_call(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in {"parameters", "named_parameters"}
+
+
 def _loops_with_backward(module: ModuleView) -> list[tuple[ScopeAnalysis, Loop]]:
     return [
         (scope, loop) for scope in module.all_scopes for loop in scope.loops
@@ -456,10 +476,13 @@ DdpWithoutSampler.MUST_FIRE = (
         from torch.utils.data import DataLoader, RandomSampler, TensorDataset
 
         model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(16, 1).cuda())
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         dataset = TensorDataset(features, targets)
         loader = DataLoader(dataset, batch_size=32, sampler=RandomSampler(dataset))
         for x, y in loader:
             torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
         """,
         severity=Severity.ERROR,
     ),
@@ -527,10 +550,13 @@ DdpWithoutSampler.MUST_FIRE = (
         model = nn.Linear(4, 2).cuda()
         if args.distributed:
             model = nn.parallel.DistributedDataParallel(model, device_ids=[args.gpu])
+        optimizer = torch.optim.Adam(model.parameters())
         train_loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
         val_loader = DataLoader(TensorDataset(vx, vy), batch_size=64)
         for xb, yb in train_loader:
             nn.functional.cross_entropy(model(xb), yb).backward()
+            optimizer.step()
+            optimizer.zero_grad()
         """,
         severity=Severity.ERROR,
     ),
@@ -647,6 +673,49 @@ DdpWithoutSampler.MUST_FIRE = (
 )
 
 DdpWithoutSampler.MUST_NOT_FIRE = (
+    Quiet(  # a backward for the gradients of a head mask only: nothing steps, so every rank computes the same scores
+        """
+        import torch
+        from torch.utils.data import DataLoader, RandomSampler, TensorDataset
+
+        from heads import load_tokens, prune_below
+
+
+        def head_importance(model, loader, layers, heads, device):
+            mask = torch.ones(layers, heads, device=device, requires_grad=True)
+            scores = torch.zeros(layers, heads, device=device)
+            for (tokens,) in loader:
+                tokens = tokens.to(device)
+                loss = model(tokens, labels=tokens, head_mask=mask).loss
+                loss.backward()
+                scores += mask.grad.abs().detach()
+                mask.grad = None
+            return scores / len(loader)
+
+
+        def main(args, model):
+            model = torch.nn.parallel.DistributedDataParallel(model.to(args.device), device_ids=[args.local_rank])
+            data = TensorDataset(load_tokens(args.data_file))
+            loader = DataLoader(data, sampler=RandomSampler(data), batch_size=args.batch_size)
+            scores = head_importance(model, loader, args.layers, args.heads, args.device)
+            prune_below(model.module, scores, args.threshold)
+        """,
+        files={
+            "heads.py": """
+                import numpy as np
+                import torch
+
+
+                def load_tokens(path):
+                    return torch.from_numpy(np.loadtxt(path, dtype=np.int64))
+
+
+                def prune_below(model, scores, threshold):
+                    weak = {layer: (scores[layer] < threshold).nonzero().flatten().tolist() for layer in range(len(scores))}
+                    model.prune_heads(weak)
+            """,
+        },
+    ),
     Quiet(  # the local sampler is the single-process branch of the same `if`
         """
         import deepspeed
