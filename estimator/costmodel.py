@@ -285,10 +285,13 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         if lora and plan.dtype.startswith("amp"):
             notes.append(f"LoRA under autocast: the frozen base loaded in {'16 bits' if base_16bit else 'fp32'}")
     if plan.mode != "train":
+        whole = _whole_under_tensor_parallel(plan, geometry)
         if plan.tensor_parallel > 1:
-            notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways (heads, MLP, "
-                         "embeddings and LM head; the norms, a fraction of a percent, are counted split too)")
-        return Interval.exact(base / shards / plan.tensor_parallel), ZERO, ZERO, ZERO, ZERO
+            split = "heads and MLP; the embeddings and LM head whole on every GPU (LitGPT's generate/tp.py)" if whole else (
+                "heads, MLP, embeddings and LM head")
+            notes.append(f"tensor parallel over {plan.tensor_parallel} GPUs: weights split {plan.tensor_parallel} ways ({split}; "
+                         "the norms, a fraction of a percent, are counted split too)")
+        return Interval.exact((base / shards - whole) / plan.tensor_parallel + whole), ZERO, ZERO, ZERO, ZERO
     adapter_bytes = bytes_per_adapter_param(plan)
     trainable_bytes, state_dtype = (adapter_bytes, adapter_bytes) if lora else (grad_bytes, weight_bytes)
     states, fixed = OPTIMIZER_STATE[plan.optimizer]
@@ -357,6 +360,18 @@ def _model_states(plan: Plan, geometry: Shape | None, params: int, trainable: in
         notes.append("parameters offloaded to the CPU: one layer resident at a time")
     return (Interval(weights, weights, weights_high), Interval(gradients, gradients, gradients_high or gradients),
             Interval.exact(optimizer), Interval.exact(cache), gathered_layers)
+
+
+def _whole_under_tensor_parallel(plan: Plan, geometry: Shape | None) -> float:
+    """Bytes of the weights every GPU holds whole under tensor parallelism. LitGPT's generate/tp.py splits only the
+    blocks' linears (the fused qkv and MLP inputs by column, the output projections by row), so its token embedding
+    and LM head stay whole on each GPU (the head 4-bit where Fabric's bitsandbytes plugin quantises it); the Megatron
+    split the plan takes otherwise splits them too."""
+    if plan.tensor_parallel == 1 or plan.model_code != "litgpt" or geometry is None:
+        return 0.0
+    if plan.quant is None:
+        return (geometry.embedding_params + geometry.lm_head_params) * PRECISION[plan.dtype][0]
+    return geometry.embedding_params * 2.0 + geometry.lm_head_params * QUANT_BYTES[plan.quant]
 
 
 def _frozen_casts_saved(geometry: Shape | None, params: int) -> float:
@@ -509,7 +524,7 @@ def _block_rounding(plan: Plan, geometry: Shape | None, trains_all: bool) -> Int
             total += count * block_overhead(elements)
         else:
             total += count * block_overhead(elements * weight_bytes)
-    embedding = geometry.vocab * geometry.hidden / plan.tensor_parallel
+    embedding = geometry.vocab * geometry.hidden / (1 if plan.model_code == "litgpt" else plan.tensor_parallel)
     total += block_overhead(embedding * weight_bytes)
     if geometry.lm_head_params:
         head = block_overhead(embedding / 2) if plan.quant and quantised_head else block_overhead(embedding * weight_bytes)

@@ -181,7 +181,8 @@ class Plan:
     loads_checkpoint_dtype: bool | None = None
     # Inference and generation over N GPUs with tensor parallelism (Megatron's split, as vLLM and transformers' tp_plan
     # apply it): every layer's heads and MLP, the embeddings and the LM head split N ways; each GPU caches its own KV
-    # heads, one replicated where there are fewer KV heads than N.
+    # heads, one replicated where there are fewer KV heads than N. LitGPT's generate/tp.py splits the blocks' linears
+    # only: its embeddings and LM head are whole on every GPU (litgpt.TP_REPLICATES_EMBEDDINGS).
     tensor_parallel: int = 1
     # The HF Trainer chooses the optimizer (TrainingArguments without `optim`): "adamw_torch_fused" where torch is 2.8 or
     # later (transformers since July 2025, PR 37358), "adamw_torch" (torch's foreach AdamW) before. trainer_fused_adamw
@@ -394,7 +395,7 @@ def _validate_tensor_parallel(plan: Plan) -> None:
     if degree > plan.gpus:
         raise CannotEstimate(f"tensor parallelism over {degree} GPUs needs {degree} GPUs; the run has {plan.gpus}")
     geometry = shape(plan.model) if plan.model is not None else None
-    if geometry is None or plan.model is None or plan.model.kind == "diffusion" or plan.model_code == "litgpt":
-        raise CannotEstimate("a tensor-parallel degree is modelled for transformers' and gpt-fast's decoders")
+    if geometry is None or plan.model is None or plan.model.kind == "diffusion":
+        raise CannotEstimate("a tensor-parallel degree is modelled for transformers', gpt-fast's and LitGPT's decoders")
     if geometry.heads % degree:
         raise CannotEstimate(f"{geometry.heads} attention heads do not split {degree} ways (tensor parallelism needs a divisor)")

@@ -11,6 +11,7 @@ import pytest
 from cli_process import TRAINLINT
 
 from trainlint.estimator.architectures import find_architecture, parameter_count, shape
+from trainlint.estimator.cost_constants import QUANT_BYTES
 from trainlint.estimator.costmodel import estimate, verdict
 from trainlint.estimator.hardware import resolve_target
 from trainlint.estimator.plan import CannotEstimate, Interval, Plan
@@ -736,6 +737,24 @@ def test_tensor_parallel_generation_splits_weights_and_kv_heads():
     ):
         with pytest.raises(CannotEstimate, match=reason):
             estimate(plan)
+
+
+def test_litgpt_tensor_parallel_keeps_the_embeddings_and_the_lm_head_whole():
+    """LitGPT's generate/tp.py splits only the blocks' linears: every GPU holds the whole token embedding and LM head
+    (Fabric's bitsandbytes plugin quantises the head, not the embedding), and 1/N of the rest."""
+    geometry = shape(LLAMA)
+    ends = geometry.embedding_params + geometry.lm_head_params
+    generate = dict(mode="generate", seq_len=8, max_context=264, dtype="bf16", model_code="litgpt")
+    whole = estimate(_plan(**generate)).breakdown.weights.estimate
+    four = estimate(_plan(**generate, tensor_parallel=4, gpus=4)).breakdown.weights.estimate
+    assert four == pytest.approx((whole - 2 * ends) / 4 + 2 * ends)
+    quantised = estimate(_plan(**generate, quant="nf4-dq")).breakdown.weights.estimate
+    quantised_four = estimate(_plan(**generate, quant="nf4-dq", tensor_parallel=4, gpus=4)).breakdown.weights.estimate
+    kept = 2 * geometry.embedding_params + QUANT_BYTES["nf4-dq"] * geometry.lm_head_params
+    assert quantised_four == pytest.approx((quantised - kept) / 4 + kept)
+    # transformers' own code: Megatron's split, the ends split too
+    assert estimate(_plan(**{**generate, "model_code": "transformers"}, tensor_parallel=4, gpus=4)).breakdown.weights.estimate == (
+        pytest.approx(estimate(_plan(**{**generate, "model_code": "transformers"})).breakdown.weights.estimate / 4))
 
 
 def test_the_cli_takes_a_tensor_parallel_degree_as_the_gpu_count():
