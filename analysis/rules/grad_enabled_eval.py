@@ -134,7 +134,7 @@ from typing import TypeGuard
 
 import libcst as cst
 
-from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.callers import callers_elsewhere, callers_further
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
@@ -1885,10 +1885,18 @@ class CallerElsewhere:
 def _callers_elsewhere(ctx: RuleContext, info) -> list[CallerElsewhere]:
     """The calls of ``info`` in the workspace's other files (analysis/callers.py), each with its grad mode."""
     folder = os.path.dirname(os.path.abspath(ctx.module.path))
-    return callers_elsewhere(ctx.summary, info, lambda module, call: _grad_at_call(module, call, folder))
+    return callers_elsewhere(ctx.summary, info, lambda module, call: _grad_at_call(module, call, folder, ctx.summary))
 
 
-def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerElsewhere:
+# How many callers up from a call in another file whose own callers decide grad are followed (a trainer's final
+# validation, called by the training entry script's `run_training()`, which its `__main__` block runs).
+_CALLER_HOPS = 2
+
+
+def _grad_at_call(module: ModuleView, call: CallEvent, folder: str, checked=None, hops: int = 0) -> CallerElsewhere:
+    """How grad stands at ``call`` (in another workspace file): off under ``no_grad()``; on at a script's module level,
+    in a function that steps an optimizer, in one that file's module level runs, or (``checked``: the checked file's
+    summary, which records the files read) in one whose own callers, here or further up, run it with grad on."""
     grad, why = "unknown", ""
     if call.context.grad_off is not None or _grad_disabled_globally(module):
         grad = "off"
@@ -1898,7 +1906,25 @@ def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerEls
         grad, why = "on", f"`{call.scope.function.qualified_name}()` steps an optimizer (`{_text(step)}`), so grad is on there"
     elif _run_by_this_file(module, call.scope.function, set()):
         grad, why = "on", f"`{call.scope.function.qualified_name}()` is run from that file's module level with grad on"
+    elif checked is not None and hops < _CALLER_HOPS and (upstream := _grad_on_upstream(module, call.scope.function, folder, checked, hops)):
+        grad, why = "on", upstream
     return CallerElsewhere(call, os.path.relpath(module.path, folder), call.chunk.line_of(call.node), grad, why)
+
+
+def _grad_on_upstream(module: ModuleView, info, folder: str, checked, hops: int) -> str | None:
+    """Why grad is on in ``info`` (a function of another workspace file that calls the checked one and turns grad off
+    nowhere): a call of it, in its own file or a further one, known to run it with grad on; None when none is. Grad is
+    on unless a caller turns it off, so one such path is enough: the pass records its graph every time it is taken."""
+    sites = [(module, site) for site in _callers(module, info)]
+    sites += callers_further(checked, module, info, lambda other, site: (other, site))
+    for other, site in sites:
+        if site.scope.function is info:
+            continue  # recursion
+        caller = _grad_at_call(other, site, folder, checked, hops + 1)
+        if caller.grad == "on":
+            return (f"`{info.qualified_name}()` is called with grad on by `{_text(site)}` ({caller.path}, line {caller.line}): "
+                    f"{caller.why}")
+    return None
 
 
 def _caller_elsewhere_with_grad(ctx: RuleContext, info) -> CallerElsewhere | None:
@@ -3080,7 +3106,111 @@ _TILE_RUN_AFTER_SWITCH = """            with torch.no_grad():
             batch = torch.from_numpy(tile).float().to(self.device)
             output = self.model(batch)"""
 
+# A sliding-window predictor whose own `predict` wraps the window pass in `inference_mode()`, while the trainer of
+# another file calls the window pass directly for its final validation, and the training script's `__main__` block
+# runs that validation: grad is on two callers up.
+_WINDOW_PREDICTOR = """
+import numpy as np
+import torch
+
+
+class WindowPredictor:
+    def __init__(self, network, window, device):
+        self.network = network
+        self.window = window
+        self.device = device
+
+{decorator}    def predict_windows(self, volume):
+        self.network.eval()
+        logits = torch.zeros((2, *volume.shape[1:]))
+        for start in range(0, volume.shape[1] - self.window + 1, self.window // 2):
+            patch = volume[:, start:start + self.window].to(self.device)
+            logits[:, start:start + self.window] += self.network(patch[None])[0].cpu()
+        return logits
+
+    @torch.inference_mode()
+    def predict_case(self, volume):
+        return self.predict_windows(volume).argmax(0).numpy()
+"""
+_WINDOW_TRAINER = """
+    import torch
+
+    from train import WindowPredictor
+
+
+    class SegmentationTrainer:
+        def __init__(self, network, loader, cases, device):
+            self.network = network.to(device)
+            self.loader = loader
+            self.cases = cases
+            self.device = device
+            self.optimizer = torch.optim.SGD(self.network.parameters(), lr=0.01, momentum=0.99)
+
+        def fit(self, epochs):
+            self.network.train()
+            for _ in range(epochs):
+                for image, target in self.loader:
+                    self.optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(self.network(image.to(self.device)), target.to(self.device))
+                    loss.backward()
+                    self.optimizer.step()
+
+        def final_validation(self):
+            predictor = WindowPredictor(self.network, window=64, device=self.device)
+            dice = []
+            for volume, target in self.cases:
+                segmentation = predictor.predict_windows(volume).argmax(0)
+                dice.append(float((2 * (segmentation * target).sum() / (segmentation.sum() + target.sum() + 1e-8))))
+            return sum(dice) / len(dice)
+"""
+_WINDOW_RUN = """
+    import argparse
+
+    from models import build_network
+    from data import case_loaders
+    from trainer import SegmentationTrainer
+
+
+    def run_training(fold, epochs, only_validate):
+        loader, cases = case_loaders(fold)
+        trainer = SegmentationTrainer(build_network(), loader, cases, "cuda")
+        if not only_validate:
+            trainer.fit(epochs)
+{validation}
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("fold", type=int)
+        parser.add_argument("--epochs", type=int, default=100)
+        parser.add_argument("--val", action="store_true")
+        args = parser.parse_args()
+        run_training(args.fold, args.epochs, args.val)
+
+
+    if __name__ == "__main__":
+        main()
+"""
+_WINDOW_VALIDATION = "        print(\"validation dice\", trainer.final_validation())"
+
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the trainer's final validation calls the window pass with grad on: its caller's caller is a script's main
+        _WINDOW_PREDICTOR.format(decorator=""),
+        fixed=_WINDOW_PREDICTOR.format(decorator="    @torch.no_grad()\n"),
+        unsafe=True,
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
+        at="    def predict_windows(self, volume):",
+        severity=Severity.WARNING,
+    ),
+    Fires(  # twin: the script runs the final validation under `no_grad()`: grad is the trainer's callers' elsewhere
+        _WINDOW_PREDICTOR.format(decorator=""),
+        fixed=_WINDOW_PREDICTOR.format(decorator="    @torch.no_grad()\n"),
+        unsafe=True,
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(
+            validation="        with torch.no_grad():\n    " + _WINDOW_VALIDATION).replace("import argparse", "import argparse\n\n    import torch")},
+        at="    def predict_windows(self, volume):",
+        severity=Severity.NOTE,
+    ),
     Fires(  # `no_grad()` covers only the switch to eval mode, so it says nothing of grad for the forward after it
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH),
         fixed=_TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
@@ -6808,6 +6938,10 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the window pass turns grad off itself
+        _WINDOW_PREDICTOR.format(decorator="    @torch.inference_mode()\n"),
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
+    ),
     Quiet(  # twin: the forward runs inside the `no_grad()` block
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
             "\n            batch = torch.from_numpy(tile).float().to(self.device)\n            output = self.model(batch)",
