@@ -128,7 +128,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeGuard
 
@@ -748,7 +748,7 @@ class GradEnabledEval(Rule):
             if not _grad_known_on(module, scope):
                 if info is None or not _grad_left_to_other_files(module, info):
                     return False  # a call in this file chose how grad stands
-                elsewhere = _callers_elsewhere(ctx, info)
+                elsewhere = _callers_elsewhere_through(ctx, info)
                 if elsewhere and all(other.grad == "off" for other in elsewhere):
                     return False  # every caller, in other files, runs it under no_grad()/inference_mode()
                 caller = next((other for other in elsewhere if other.grad == "on"), None)
@@ -855,7 +855,7 @@ class GradEnabledEval(Rule):
             self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
             return True
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
-            elsewhere = _callers_elsewhere(ctx, info)
+            elsewhere = _callers_elsewhere_through(ctx, info)
             if elsewhere and all(caller.grad == "off" for caller in elsewhere):
                 return False  # every caller, in other files, runs it under no_grad()/inference_mode()
             with_grad = next((caller for caller in elsewhere if caller.grad == "on"), None)
@@ -887,7 +887,8 @@ class GradEnabledEval(Rule):
         line = _statement_line(info.node, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         if caller is not None and caller.grad == "unknown":
-            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it; grad there is its own callers' to decide"))
+            through = f" ({caller.why})" if caller.why else ""
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it{through}; grad there is its own callers' to decide"))
             message = (
                 f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
                 f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function. `{caller.path}` "
@@ -1891,6 +1892,24 @@ def _callers_elsewhere(ctx: RuleContext, info) -> list[CallerElsewhere]:
 # How many callers up from a call in another file whose own callers decide grad are followed (a trainer's final
 # validation, called by the training entry script's `run_training()`, which its `__main__` block runs).
 _CALLER_HOPS = 2
+
+
+def _callers_elsewhere_through(ctx: RuleContext, info, depth: int = 0) -> list[CallerElsewhere]:
+    """As ``_callers_elsewhere``; for a function this file calls only from functions that other files call (whose grad
+    is left to them: ``_grad_left_to_other_files``), the calls of those functions in the other files, which decide how
+    grad stands in it too (a predictor's `predict_case` calling its own `_predict_windows`, a trainer calling
+    `predict_case`)."""
+    elsewhere = _callers_elsewhere(ctx, info)
+    if elsewhere or depth >= _CALLER_HOPS:
+        return elsewhere
+    for site in _callers(ctx.module, info):
+        outer = site.scope.function
+        if site.context.grad_off is not None or outer is None or outer is info:
+            continue
+        for caller in _callers_elsewhere_through(ctx, outer, depth + 1):
+            through = f"it runs `{info.qualified_name}()` through `{outer.qualified_name}()` (line {site.chunk.line_of(site.node)})"
+            elsewhere.append(replace(caller, why=f"{caller.why}; {through}" if caller.why else through))
+    return elsewhere
 
 
 def _grad_at_call(module: ModuleView, call: CallEvent, folder: str, checked=None, hops: int = 0) -> CallerElsewhere:
@@ -3193,7 +3212,61 @@ _WINDOW_RUN = """
 _WINDOW_VALIDATION = "        print(\"validation dice\", trainer.final_validation())"
 
 
+# An embedder whose public `embed_file` runs its own `slide` over windows, detaching each batch, and a script of
+# another file that calls `embed_file` for every file: grad is decided there, one call of this file further in.
+_FRAME_EMBEDDER = """
+import numpy as np
+import torch
+from torch import nn
+
+
+class FrameEmbedder(nn.Module):
+    def __init__(self, n_features, dimension):
+        super().__init__()
+        self.rnn = nn.LSTM(n_features, 256, batch_first=True)
+        self.linear = nn.Linear(256, dimension)
+
+    def forward(self, frames):
+        output, _ = self.rnn(frames)
+        return self.linear(output)
+
+    def slide(self, features, window, batch_size=32):
+        chunks = [features[i:i + window] for i in range(0, len(features) - window + 1, window // 2)]
+        embeddings = []
+        for start in range(0, len(chunks), batch_size):
+            batch = torch.tensor(np.stack(chunks[start:start + batch_size]), dtype=torch.float32)
+{run}
+            embeddings.append(embedded.detach().cpu().numpy())
+        return np.vstack(embeddings)
+
+    def embed_file(self, features, window=200):
+        return self.slide(features, window).mean(axis=1)
+"""
+_FRAME_EMBED_RUN = "            embedded = self(batch)"
+_EXTRACT_SCRIPT = """
+    import sys
+
+    import numpy as np
+    import torch
+
+    from train import FrameEmbedder
+
+    model = FrameEmbedder(40, 128)
+    model.load_state_dict(torch.load(sys.argv[1]))
+{extract}
+"""
+_EXTRACT_LOOP = """    for path in sys.argv[2:]:
+        np.save(path + ".emb.npy", model.embed_file(np.load(path)))"""
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the script of another file calls `embed_file`, which runs `slide` of this file: grad is on there
+        _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
+        fixed=_FRAME_EMBEDDER.format(run="            with torch.no_grad():\n    " + _FRAME_EMBED_RUN),
+        unsafe=True,
+        files={"extract.py": _EXTRACT_SCRIPT.format(extract=_EXTRACT_LOOP)},
+        at=_FRAME_EMBED_RUN,
+        severity=Severity.WARNING,
+    ),
     Fires(  # the trainer's final validation calls the window pass with grad on: its caller's caller is a script's main
         _WINDOW_PREDICTOR.format(decorator=""),
         fixed=_WINDOW_PREDICTOR.format(decorator="    @torch.no_grad()\n"),
@@ -6938,6 +7011,10 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the script extracts under `no_grad()`
+        _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
+        files={"extract.py": _EXTRACT_SCRIPT.format(extract="    with torch.no_grad():\n    " + _EXTRACT_LOOP.replace("\n", "\n    "))},
+    ),
     Quiet(  # twin: the window pass turns grad off itself
         _WINDOW_PREDICTOR.format(decorator="    @torch.inference_mode()\n"),
         files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
