@@ -172,13 +172,12 @@ def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable
     return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False)
 
 
-def callers_further(summary: ModuleSummary, module: ModuleAnalysis, info: FunctionInfo,
+def callers_further(summary: ModuleSummary, defined_in: str, info: FunctionInfo,
                     read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
-    """As ``callers_elsewhere`` for a function of another workspace file (``module``, found calling the checked
-    file's function): its calls in the files other than its own, recorded as read by the checked file, whose
+    """As ``callers_elsewhere`` for a function of another workspace file (``defined_in``, a file found calling the
+    checked file's function): its calls in the files other than its own, recorded as read by the checked file, whose
     verdict now depends on them (a caller's caller)."""
-    return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False,
-                           defined_in=module.summary.path)
+    return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False, defined_in=defined_in)
 
 
 def constructions_elsewhere(summary: ModuleSummary, info: ClassInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:

@@ -1935,7 +1935,7 @@ def _grad_on_upstream(module: ModuleView, info, folder: str, checked, hops: int)
     nowhere): a call of it, in its own file or a further one, known to run it with grad on; None when none is. Grad is
     on unless a caller turns it off, so one such path is enough: the pass records its graph every time it is taken."""
     sites = [(module, site) for site in _callers(module, info)]
-    sites += callers_further(checked, module, info, lambda other, site: (other, site))
+    sites += callers_further(checked, module.path, info, lambda other, site: (other, site))
     for other, site in sites:
         if site.scope.function is info:
             continue  # recursion
