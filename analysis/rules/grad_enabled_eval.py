@@ -54,7 +54,12 @@ files call the function (a library's `encode_sentences`, a model's own `slide` o
 grad is on is theirs to decide: their calls are read (analysis/callers.py). One at a script's module level or in a
 function that steps an optimizer makes the forward a warning that shows that call; callers that all run it under
 `no_grad()` keep the rule quiet (so do they for an evaluation helper whose only callers, in other files, wrap it in
-`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. An evaluation
+`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. A caller
+whose own callers decide is followed up to two callers further, in its file and the workspace's others (the trainer's
+final validation, which the training script's `run_training()` calls, which its `__main__` block runs): one path that
+reaches grad on with no `no_grad()` on the way makes it a warning, as grad is on unless a caller turns it off. So are
+the callers elsewhere of the functions of this file that run it, when only other files call those (an embedder's
+`embed_file` running its own `slide`, called by an extraction script). An evaluation
 function that this file calls only under `no_grad()` is still reported when a caller in another file leaves grad on (a
 predictor's sliding-window pass that its own `predict` wraps in `inference_mode()`, called by a trainer's final
 validation): a warning where grad is known on there, a note where that caller's own callers decide.
