@@ -172,6 +172,14 @@ def callers_elsewhere(summary: ModuleSummary, info: FunctionInfo, read: Callable
     return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False)
 
 
+def callers_further(summary: ModuleSummary, defined_in: str, info: FunctionInfo,
+                    read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
+    """As ``callers_elsewhere`` for a function of another workspace file (``defined_in``, a file found calling the
+    checked file's function): its calls in the files other than its own, recorded as read by the checked file, whose
+    verdict now depends on them (a caller's caller)."""
+    return _read_elsewhere(summary, info.name, read, method=info.owner is not None, constructs=False, defined_in=defined_in)
+
+
 def constructions_elsewhere(summary: ModuleSummary, info: ClassInfo, read: Callable[[ModuleAnalysis, CallEvent], T]) -> list[T]:
     """What ``read`` says of each construction of ``info`` (a class of the checked file: ``Predictor(model)``,
     ``opennre.model.SoftmaxNN(encoder, ...)``) in the workspace's other files, as ``callers_elsewhere``."""
@@ -179,15 +187,17 @@ def constructions_elsewhere(summary: ModuleSummary, info: ClassInfo, read: Calla
 
 
 def _read_elsewhere(summary: ModuleSummary, name: str, read: Callable[[ModuleAnalysis, CallEvent], T], *,
-                    method: bool, constructs: bool) -> list[T]:
+                    method: bool, constructs: bool, defined_in: str | None = None) -> list[T]:
     workspace = summary.workspace
-    if workspace is None or summary.path is None:
+    defined_in = defined_in or summary.path
+    if workspace is None or defined_in is None:
         return []
-    found = workspace.caller_index().calls_of(Path(summary.path), name, method=method, constructs=constructs)
+    found = workspace.caller_index().calls_of(Path(defined_in), name, method=method, constructs=constructs)
     results = []
     with unrecorded():
         for module, call in found:
-            summary.note_caller_file(module.summary.path)
+            if module.summary.path != summary.path:  # a caller's caller may be in the checked file itself
+                summary.note_caller_file(module.summary.path)
             results.append(read(module, call))
     return results
 

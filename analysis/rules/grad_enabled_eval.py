@@ -54,7 +54,12 @@ files call the function (a library's `encode_sentences`, a model's own `slide` o
 grad is on is theirs to decide: their calls are read (analysis/callers.py). One at a script's module level or in a
 function that steps an optimizer makes the forward a warning that shows that call; callers that all run it under
 `no_grad()` keep the rule quiet (so do they for an evaluation helper whose only callers, in other files, wrap it in
-`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. An evaluation
+`no_grad()`); with no caller found, or one whose grad its own callers decide, it is a note that says so. A caller
+whose own callers decide is followed up to two callers further, in its file and the workspace's others (the trainer's
+final validation, which the training script's `run_training()` calls, which its `__main__` block runs): one path that
+reaches grad on with no `no_grad()` on the way makes it a warning, as grad is on unless a caller turns it off. So are
+the callers elsewhere of the functions of this file that run it, when only other files call those (an embedder's
+`embed_file` running its own `slide`, called by an extraction script). An evaluation
 function that this file calls only under `no_grad()` is still reported when a caller in another file leaves grad on (a
 predictor's sliding-window pass that its own `predict` wraps in `inference_mode()`, called by a trainer's final
 validation): a warning where grad is known on there, a note where that caller's own callers decide.
@@ -128,13 +133,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TypeGuard
 
 import libcst as cst
 
-from trainlint.analysis.callers import callers_elsewhere
+from trainlint.analysis.callers import callers_elsewhere, callers_further
 from trainlint.analysis.dependencies import kept_with_scope
 from trainlint.analysis.frameworks import grad_handled_by_framework, ignite_engines, ignite_registrations
 from trainlint.analysis.graph_use import DroppedGraph, dropped_graph, program_trains
@@ -748,7 +753,7 @@ class GradEnabledEval(Rule):
             if not _grad_known_on(module, scope):
                 if info is None or not _grad_left_to_other_files(module, info):
                     return False  # a call in this file chose how grad stands
-                elsewhere = _callers_elsewhere(ctx, info)
+                elsewhere = _callers_elsewhere_through(ctx, info)
                 if elsewhere and all(other.grad == "off" for other in elsewhere):
                     return False  # every caller, in other files, runs it under no_grad()/inference_mode()
                 caller = next((other for other in elsewhere if other.grad == "on"), None)
@@ -855,7 +860,7 @@ class GradEnabledEval(Rule):
             self._report_unused_graph(ctx, scope, found, DroppedGraph((), frozenset()), None, program=True)
             return True
         if unknown is not None and info is not None and _grad_left_to_other_files(module, info):
-            elsewhere = _callers_elsewhere(ctx, info)
+            elsewhere = _callers_elsewhere_through(ctx, info)
             if elsewhere and all(caller.grad == "off" for caller in elsewhere):
                 return False  # every caller, in other files, runs it under no_grad()/inference_mode()
             with_grad = next((caller for caller in elsewhere if caller.grad == "on"), None)
@@ -887,7 +892,8 @@ class GradEnabledEval(Rule):
         line = _statement_line(info.node, forward.statement)
         edit = ctx.indent_block(line, f"with {no_grad}()") if no_grad and line is not None else None
         if caller is not None and caller.grad == "unknown":
-            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it; grad there is its own callers' to decide"))
+            through = f" ({caller.why})" if caller.why else ""
+            evidence.append(((caller.call.chunk, caller.call.node), f"`{_text(caller.call)}` calls it{through}; grad there is its own callers' to decide"))
             message = (
                 f"`{text}` runs with autograd on unless the caller of `{info.qualified_name}()` turns it off: nothing uses "
                 f"its graph{cut}, no backward goes through it and nothing derived from it leaves the function. `{caller.path}` "
@@ -1885,10 +1891,36 @@ class CallerElsewhere:
 def _callers_elsewhere(ctx: RuleContext, info) -> list[CallerElsewhere]:
     """The calls of ``info`` in the workspace's other files (analysis/callers.py), each with its grad mode."""
     folder = os.path.dirname(os.path.abspath(ctx.module.path))
-    return callers_elsewhere(ctx.summary, info, lambda module, call: _grad_at_call(module, call, folder))
+    return callers_elsewhere(ctx.summary, info, lambda module, call: _grad_at_call(module, call, folder, ctx.summary))
 
 
-def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerElsewhere:
+# How many callers up from a call in another file whose own callers decide grad are followed (a trainer's final
+# validation, called by the training entry script's `run_training()`, which its `__main__` block runs).
+_CALLER_HOPS = 2
+
+
+def _callers_elsewhere_through(ctx: RuleContext, info, depth: int = 0) -> list[CallerElsewhere]:
+    """As ``_callers_elsewhere``; for a function this file calls only from functions that other files call (whose grad
+    is left to them: ``_grad_left_to_other_files``), the calls of those functions in the other files, which decide how
+    grad stands in it too (a predictor's `predict_case` calling its own `_predict_windows`, a trainer calling
+    `predict_case`)."""
+    elsewhere = _callers_elsewhere(ctx, info)
+    if elsewhere or depth >= _CALLER_HOPS:
+        return elsewhere
+    for site in _callers(ctx.module, info):
+        outer = site.scope.function
+        if site.context.grad_off is not None or outer is None or outer is info:
+            continue
+        for caller in _callers_elsewhere_through(ctx, outer, depth + 1):
+            through = f"it runs `{info.qualified_name}()` through `{outer.qualified_name}()` (line {site.chunk.line_of(site.node)})"
+            elsewhere.append(replace(caller, why=f"{caller.why}; {through}" if caller.why else through))
+    return elsewhere
+
+
+def _grad_at_call(module: ModuleView, call: CallEvent, folder: str, checked=None, hops: int = 0) -> CallerElsewhere:
+    """How grad stands at ``call`` (in another workspace file): off under ``no_grad()``; on at a script's module level,
+    in a function that steps an optimizer, in one that file's module level runs, or (``checked``: the checked file's
+    summary, which records the files read) in one whose own callers, here or further up, run it with grad on."""
     grad, why = "unknown", ""
     if call.context.grad_off is not None or _grad_disabled_globally(module):
         grad = "off"
@@ -1898,7 +1930,25 @@ def _grad_at_call(module: ModuleView, call: CallEvent, folder: str) -> CallerEls
         grad, why = "on", f"`{call.scope.function.qualified_name}()` steps an optimizer (`{_text(step)}`), so grad is on there"
     elif _run_by_this_file(module, call.scope.function, set()):
         grad, why = "on", f"`{call.scope.function.qualified_name}()` is run from that file's module level with grad on"
+    elif checked is not None and hops < _CALLER_HOPS and (upstream := _grad_on_upstream(module, call.scope.function, folder, checked, hops)):
+        grad, why = "on", upstream
     return CallerElsewhere(call, os.path.relpath(module.path, folder), call.chunk.line_of(call.node), grad, why)
+
+
+def _grad_on_upstream(module: ModuleView, info, folder: str, checked, hops: int) -> str | None:
+    """Why grad is on in ``info`` (a function of another workspace file that calls the checked one and turns grad off
+    nowhere): a call of it, in its own file or a further one, known to run it with grad on; None when none is. Grad is
+    on unless a caller turns it off, so one such path is enough: the pass records its graph every time it is taken."""
+    sites = [(module, site) for site in _callers(module, info)]
+    sites += callers_further(checked, module.path, info, lambda other, site: (other, site))
+    for other, site in sites:
+        if site.scope.function is info:
+            continue  # recursion
+        caller = _grad_at_call(other, site, folder, checked, hops + 1)
+        if caller.grad == "on":
+            return (f"`{info.qualified_name}()` is called with grad on by `{_text(site)}` ({caller.path}, line {caller.line}): "
+                    f"{caller.why}")
+    return None
 
 
 def _caller_elsewhere_with_grad(ctx: RuleContext, info) -> CallerElsewhere | None:
@@ -3080,7 +3130,165 @@ _TILE_RUN_AFTER_SWITCH = """            with torch.no_grad():
             batch = torch.from_numpy(tile).float().to(self.device)
             output = self.model(batch)"""
 
+# A sliding-window predictor whose own `predict` wraps the window pass in `inference_mode()`, while the trainer of
+# another file calls the window pass directly for its final validation, and the training script's `__main__` block
+# runs that validation: grad is on two callers up.
+_WINDOW_PREDICTOR = """
+import numpy as np
+import torch
+
+
+class WindowPredictor:
+    def __init__(self, network, window, device):
+        self.network = network
+        self.window = window
+        self.device = device
+
+{decorator}    def predict_windows(self, volume):
+        self.network.eval()
+        logits = torch.zeros((2, *volume.shape[1:]))
+        for start in range(0, volume.shape[1] - self.window + 1, self.window // 2):
+            patch = volume[:, start:start + self.window].to(self.device)
+            logits[:, start:start + self.window] += self.network(patch[None])[0].cpu()
+        return logits
+
+    @torch.inference_mode()
+    def predict_case(self, volume):
+        return self.predict_windows(volume).argmax(0).numpy()
+"""
+_WINDOW_TRAINER = """
+    import torch
+
+    from train import WindowPredictor
+
+
+    class SegmentationTrainer:
+        def __init__(self, network, loader, cases, device):
+            self.network = network.to(device)
+            self.loader = loader
+            self.cases = cases
+            self.device = device
+            self.optimizer = torch.optim.SGD(self.network.parameters(), lr=0.01, momentum=0.99)
+
+        def fit(self, epochs):
+            self.network.train()
+            for _ in range(epochs):
+                for image, target in self.loader:
+                    self.optimizer.zero_grad()
+                    loss = torch.nn.functional.cross_entropy(self.network(image.to(self.device)), target.to(self.device))
+                    loss.backward()
+                    self.optimizer.step()
+
+        def final_validation(self):
+            predictor = WindowPredictor(self.network, window=64, device=self.device)
+            dice = []
+            for volume, target in self.cases:
+                segmentation = predictor.predict_windows(volume).argmax(0)
+                dice.append(float((2 * (segmentation * target).sum() / (segmentation.sum() + target.sum() + 1e-8))))
+            return sum(dice) / len(dice)
+"""
+_WINDOW_RUN = """
+    import argparse
+
+    from models import build_network
+    from data import case_loaders
+    from trainer import SegmentationTrainer
+
+
+    def run_training(fold, epochs, only_validate):
+        loader, cases = case_loaders(fold)
+        trainer = SegmentationTrainer(build_network(), loader, cases, "cuda")
+        if not only_validate:
+            trainer.fit(epochs)
+{validation}
+
+    def main():
+        parser = argparse.ArgumentParser()
+        parser.add_argument("fold", type=int)
+        parser.add_argument("--epochs", type=int, default=100)
+        parser.add_argument("--val", action="store_true")
+        args = parser.parse_args()
+        run_training(args.fold, args.epochs, args.val)
+
+
+    if __name__ == "__main__":
+        main()
+"""
+_WINDOW_VALIDATION = "        print(\"validation dice\", trainer.final_validation())"
+
+
+# An embedder whose public `embed_file` runs its own `slide` over windows, detaching each batch, and a script of
+# another file that calls `embed_file` for every file: grad is decided there, one call of this file further in.
+_FRAME_EMBEDDER = """
+import numpy as np
+import torch
+from torch import nn
+
+
+class FrameEmbedder(nn.Module):
+    def __init__(self, n_features, dimension):
+        super().__init__()
+        self.rnn = nn.LSTM(n_features, 256, batch_first=True)
+        self.linear = nn.Linear(256, dimension)
+
+    def forward(self, frames):
+        output, _ = self.rnn(frames)
+        return self.linear(output)
+
+    def slide(self, features, window, batch_size=32):
+        chunks = [features[i:i + window] for i in range(0, len(features) - window + 1, window // 2)]
+        embeddings = []
+        for start in range(0, len(chunks), batch_size):
+            batch = torch.tensor(np.stack(chunks[start:start + batch_size]), dtype=torch.float32)
+{run}
+            embeddings.append(embedded.detach().cpu().numpy())
+        return np.vstack(embeddings)
+
+    def embed_file(self, features, window=200):
+        return self.slide(features, window).mean(axis=1)
+"""
+_FRAME_EMBED_RUN = "            embedded = self(batch)"
+_EXTRACT_SCRIPT = """
+    import sys
+
+    import numpy as np
+    import torch
+
+    from train import FrameEmbedder
+
+    model = FrameEmbedder(40, 128)
+    model.load_state_dict(torch.load(sys.argv[1]))
+{extract}
+"""
+_EXTRACT_LOOP = """    for path in sys.argv[2:]:
+        np.save(path + ".emb.npy", model.embed_file(np.load(path)))"""
+
 GradEnabledEval.MUST_FIRE = (
+    Fires(  # the script of another file calls `embed_file`, which runs `slide` of this file: grad is on there
+        _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
+        fixed=_FRAME_EMBEDDER.format(run="            with torch.no_grad():\n    " + _FRAME_EMBED_RUN),
+        unsafe=True,
+        files={"extract.py": _EXTRACT_SCRIPT.format(extract=_EXTRACT_LOOP)},
+        at=_FRAME_EMBED_RUN,
+        severity=Severity.WARNING,
+    ),
+    Fires(  # the trainer's final validation calls the window pass with grad on: its caller's caller is a script's main
+        _WINDOW_PREDICTOR.format(decorator=""),
+        fixed=_WINDOW_PREDICTOR.format(decorator="    @torch.no_grad()\n"),
+        unsafe=True,
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
+        at="    def predict_windows(self, volume):",
+        severity=Severity.WARNING,
+    ),
+    Fires(  # twin: the script runs the final validation under `no_grad()`: grad is the trainer's callers' elsewhere
+        _WINDOW_PREDICTOR.format(decorator=""),
+        fixed=_WINDOW_PREDICTOR.format(decorator="    @torch.no_grad()\n"),
+        unsafe=True,
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(
+            validation="        with torch.no_grad():\n    " + _WINDOW_VALIDATION).replace("import argparse", "import argparse\n\n    import torch")},
+        at="    def predict_windows(self, volume):",
+        severity=Severity.NOTE,
+    ),
     Fires(  # `no_grad()` covers only the switch to eval mode, so it says nothing of grad for the forward after it
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH),
         fixed=_TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
@@ -6808,6 +7016,14 @@ GradEnabledEval.MUST_FIRE = (
 )
 
 GradEnabledEval.MUST_NOT_FIRE = (
+    Quiet(  # twin: the script extracts under `no_grad()`
+        _FRAME_EMBEDDER.format(run=_FRAME_EMBED_RUN),
+        files={"extract.py": _EXTRACT_SCRIPT.format(extract="    with torch.no_grad():\n    " + _EXTRACT_LOOP.replace("\n", "\n    "))},
+    ),
+    Quiet(  # twin: the window pass turns grad off itself
+        _WINDOW_PREDICTOR.format(decorator="    @torch.inference_mode()\n"),
+        files={"trainer.py": _WINDOW_TRAINER, "run_training.py": _WINDOW_RUN.format(validation=_WINDOW_VALIDATION)},
+    ),
     Quiet(  # twin: the forward runs inside the `no_grad()` block
         _TILE_PREDICTOR.format(decorator="", run=_TILE_RUN_AFTER_SWITCH.replace(
             "\n            batch = torch.from_numpy(tile).float().to(self.device)\n            output = self.model(batch)",
